@@ -1,0 +1,408 @@
+package job
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/pelletier/go-toml/v2"
+)
+
+// Manifest is the job description a person writes, as TOML. Paths in it are
+// relative to the manifest file's directory; Load resolves them to absolute
+// paths. See the README for the format.
+type Manifest struct {
+	// Name is a short name for people; Description says what the job does.
+	Name        string `toml:"name"`
+	Description string `toml:"description"`
+	// Program is the path of the WebAssembly (WASI preview 1) module.
+	Program string `toml:"program"`
+	// Inputs maps an input's name (letters, digits, '_', '-', '.') to its
+	// file path.
+	Inputs map[string]string `toml:"inputs"`
+	// Split is the rule that cuts the job into tasks.
+	Split SplitSpec `toml:"split"`
+	// Merge lists the accumulators that task results fold into.
+	Merge []MergeSpec `toml:"merge"`
+	// Derive maps a name to an expression over merged scalars, evaluated
+	// once at the end (see ParseExpr).
+	Derive map[string]string `toml:"derive"`
+	// Policy holds redundancy, limits and participation.
+	Policy Policy `toml:"policy"`
+
+	// Dir is the absolute directory of the manifest file (not from TOML).
+	Dir string `toml:"-"`
+	// Path is the manifest file's path as given to Load (not from TOML).
+	Path string `toml:"-"`
+}
+
+// SplitSpec is the [split] table: a rule and its options. Which options
+// apply depends on Rule:
+//
+//   - "range": Tasks tasks that share Params (Monte Carlo).
+//   - "grid": one task per point of the Cartesian product of Grid's axes,
+//     the last axis (in sorted name order) varying fastest (sweeps).
+//   - "replicas": Tasks tasks that differ only in their seed (ensembles).
+//   - "kfold": K tasks over the CSV input Input; task f tests on the rows
+//     in fold f (package job/fold), optionally Shuffle'd by a permutation
+//     derived from the job seed.
+//   - "chunks": the file input Input cut into line-aligned chunks of at
+//     most ChunkBytes bytes, one task per chunk; with Header the first line
+//     is kept out of the chunks and given to every task.
+type SplitSpec struct {
+	Rule       string         `toml:"rule"`
+	Tasks      int64          `toml:"tasks"`
+	K          int            `toml:"k"`
+	Input      string         `toml:"input"`
+	Shuffle    bool           `toml:"shuffle"`
+	ChunkBytes int64          `toml:"chunk_bytes"`
+	Header     bool           `toml:"header"`
+	Params     map[string]any `toml:"params"`
+	Grid       map[string]any `toml:"grid"`
+}
+
+// Policy is the [policy] table. Redundancy and Quorum apply to pools;
+// MemoryMiB and TimeLimit bound every task everywhere; Participants says who
+// may compute ("open", "invite" or "owner"; enforced by pools).
+type Policy struct {
+	Redundancy   int      `toml:"redundancy"`
+	Quorum       int      `toml:"quorum"`
+	LeaseTimeout Duration `toml:"lease_timeout"`
+	MemoryMiB    int      `toml:"memory_mib"`
+	TimeLimit    Duration `toml:"time_limit"`
+	Participants string   `toml:"participants"`
+}
+
+// Duration is a time.Duration written in TOML as a string such as "90s" or
+// "5m" (time.ParseDuration syntax).
+type Duration struct{ time.Duration }
+
+// UnmarshalText parses a time.ParseDuration string.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return fmt.Errorf("want a duration such as \"90s\" or \"5m\": %w", err)
+	}
+	d.Duration = v
+	return nil
+}
+
+// Defaults of the policy, used where the manifest leaves a field out.
+const (
+	DefaultRedundancy   = 2
+	DefaultQuorum       = 2
+	DefaultLeaseTimeout = 5 * time.Minute
+	DefaultMemoryMiB    = 256
+	DefaultTimeLimit    = 10 * time.Minute
+	DefaultParticipants = "open"
+	// MaxMemoryMiB is the most linear memory a WebAssembly module can
+	// address (4 GiB, 65536 pages of 64 KiB).
+	MaxMemoryMiB = 4096
+)
+
+// ManifestError is a problem in a manifest, for people: the file, where in
+// it (a line, or a field path) and what is expected.
+type ManifestError struct {
+	File  string // manifest path
+	Line  int    // 1-based line, 0 when unknown
+	Field string // dotted field path such as "split.rule", "" when unknown
+	Msg   string // what is wrong and what is expected
+}
+
+func (e *ManifestError) Error() string {
+	var b strings.Builder
+	b.WriteString(e.File)
+	if e.Line > 0 {
+		fmt.Fprintf(&b, ":%d", e.Line)
+	}
+	if e.Field != "" {
+		fmt.Fprintf(&b, ": %s", e.Field)
+	}
+	fmt.Fprintf(&b, ": %s", e.Msg)
+	return b.String()
+}
+
+// Is makes errors.Is(err, ErrManifest) true for every ManifestError.
+func (e *ManifestError) Is(target error) bool { return target == ErrManifest }
+
+// LoadManifest reads, parses and validates the manifest at path, resolving
+// relative paths against its directory and filling in policy defaults. The
+// files it names are not read here (see Plan). Errors are *ManifestError
+// (errors.Is(err, ErrManifest)) or an os error wrapped with the path.
+func LoadManifest(path string) (*Manifest, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read manifest: %w", err)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("read manifest: %w", err)
+	}
+	return ParseManifest(path, filepath.Dir(abs), data)
+}
+
+// ParseManifest parses manifest text; name labels errors and dir is the
+// directory that relative paths are resolved against. It validates the
+// result like LoadManifest.
+func ParseManifest(name, dir string, data []byte) (*Manifest, error) {
+	var m Manifest
+	dec := toml.NewDecoder(bytes.NewReader(data)).DisallowUnknownFields()
+	if err := dec.Decode(&m); err != nil {
+		return nil, tomlError(name, err)
+	}
+	m.Dir, m.Path = dir, name
+	if err := m.normalise(); err != nil {
+		return nil, err
+	}
+	return &m, nil
+}
+
+func tomlError(file string, err error) error {
+	var strict *toml.StrictMissingError
+	if errors.As(err, &strict) && len(strict.Errors) > 0 {
+		de := strict.Errors[0]
+		row, _ := de.Position()
+		return &ManifestError{File: file, Line: row, Field: strings.Join(de.Key(), "."),
+			Msg: "unknown field (see the README for the manifest format)"}
+	}
+	var de *toml.DecodeError
+	if errors.As(err, &de) {
+		row, _ := de.Position()
+		return &ManifestError{File: file, Line: row, Field: strings.Join(de.Key(), "."), Msg: de.Error()}
+	}
+	return &ManifestError{File: file, Msg: err.Error()}
+}
+
+func (m *Manifest) fail(field, format string, args ...any) error {
+	return &ManifestError{File: m.Path, Field: field, Msg: fmt.Sprintf(format, args...)}
+}
+
+func (m *Manifest) resolve(p string) string {
+	if filepath.IsAbs(p) {
+		return filepath.Clean(p)
+	}
+	return filepath.Join(m.Dir, p)
+}
+
+// normalise checks every field, resolves paths and fills defaults.
+func (m *Manifest) normalise() error {
+	if strings.TrimSpace(m.Name) == "" {
+		return m.fail("name", "missing: give the job a short name, e.g. name = \"pi\"")
+	}
+	if m.Program == "" {
+		return m.fail("program", "missing: the path of the .wasm program, e.g. program = \"pi.wasm\"")
+	}
+	m.Program = m.resolve(m.Program)
+	names := make([]string, 0, len(m.Inputs))
+	for name, p := range m.Inputs {
+		if !validName(name) {
+			return m.fail("inputs."+name, "input names may use letters, digits, '_', '-' and '.' only, and not start with '.'")
+		}
+		if name == "chunk" || name == "chunks" {
+			return m.fail("inputs."+name, "the name %q is reserved for chunks of a split input", name)
+		}
+		if p == "" {
+			return m.fail("inputs."+name, "empty path")
+		}
+		m.Inputs[name] = m.resolve(p)
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	if err := m.checkSplit(); err != nil {
+		return err
+	}
+	if len(m.Merge) == 0 {
+		return m.fail("merge", "missing: at least one [[merge]] entry saying how task results combine")
+	}
+	seen := map[string]bool{}
+	for i := range m.Merge {
+		s := &m.Merge[i]
+		if s.Name == "" {
+			s.Name = s.Field
+		}
+		if s.Name == "" {
+			s.Name = s.Rule
+		}
+		field := fmt.Sprintf("merge[%d]", i)
+		if seen[s.Name] {
+			return m.fail(field, "two merge entries are named %q; give one a distinct name = \"...\"", s.Name)
+		}
+		seen[s.Name] = true
+		if err := s.Validate(); err != nil {
+			return m.fail(field, "%v", err)
+		}
+	}
+	for name, expr := range m.Derive {
+		if _, err := ParseExpr(expr); err != nil {
+			return m.fail("derive."+name, "%v", err)
+		}
+	}
+	return m.Policy.normalise(m)
+}
+
+func (p *Policy) normalise(m *Manifest) error {
+	if p.Redundancy == 0 {
+		p.Redundancy = DefaultRedundancy
+	}
+	if p.Quorum == 0 {
+		p.Quorum = min(DefaultQuorum, p.Redundancy)
+	}
+	if p.LeaseTimeout.Duration == 0 {
+		p.LeaseTimeout.Duration = DefaultLeaseTimeout
+	}
+	if p.MemoryMiB == 0 {
+		p.MemoryMiB = DefaultMemoryMiB
+	}
+	if p.TimeLimit.Duration == 0 {
+		p.TimeLimit.Duration = DefaultTimeLimit
+	}
+	if p.Participants == "" {
+		p.Participants = DefaultParticipants
+	}
+	switch {
+	case p.Redundancy < 1:
+		return m.fail("policy.redundancy", "want at least 1, got %d", p.Redundancy)
+	case p.Quorum < 1 || p.Quorum > p.Redundancy:
+		return m.fail("policy.quorum", "want 1..redundancy (%d), got %d", p.Redundancy, p.Quorum)
+	case p.LeaseTimeout.Duration < time.Second:
+		return m.fail("policy.lease_timeout", "want at least 1s, got %s", p.LeaseTimeout.Duration)
+	case p.MemoryMiB < 1 || p.MemoryMiB > MaxMemoryMiB:
+		return m.fail("policy.memory_mib", "want 1..%d MiB, got %d", MaxMemoryMiB, p.MemoryMiB)
+	case p.TimeLimit.Duration < 100*time.Millisecond:
+		return m.fail("policy.time_limit", "want at least 100ms, got %s", p.TimeLimit.Duration)
+	}
+	switch p.Participants {
+	case "open", "invite", "owner":
+	default:
+		return m.fail("policy.participants", "want \"open\", \"invite\" or \"owner\", got %q", p.Participants)
+	}
+	return nil
+}
+
+func validName(s string) bool {
+	if s == "" || s[0] == '.' || len(s) > 128 {
+		return false
+	}
+	for _, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '_', r == '-', r == '.':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// MaxTasks bounds how many tasks one job may have.
+const MaxTasks = 1 << 32
+
+func (m *Manifest) checkSplit() error {
+	s := &m.Split
+	if err := checkParams("split.params", s.Params); err != nil {
+		return m.fail("split.params", "%v", err)
+	}
+	needTasks := func() error {
+		if s.Tasks < 1 || s.Tasks > MaxTasks {
+			return m.fail("split.tasks", "want 1..%d tasks, got %d", int64(MaxTasks), s.Tasks)
+		}
+		return nil
+	}
+	needInput := func() error {
+		if s.Input == "" {
+			return m.fail("split.input", "missing: the name of the [inputs] entry to split")
+		}
+		if _, ok := m.Inputs[s.Input]; !ok {
+			return m.fail("split.input", "no input named %q in [inputs]", s.Input)
+		}
+		return nil
+	}
+	switch s.Rule {
+	case "range", "replicas":
+		return needTasks()
+	case "grid":
+		if len(s.Grid) == 0 {
+			return m.fail("split.grid", "missing: a grid needs at least one axis, e.g. T = [1.5, 2.0]")
+		}
+		total := int64(1)
+		for name, v := range s.Grid {
+			vals, ok := v.([]any)
+			if !ok || len(vals) == 0 {
+				return m.fail("split.grid."+name, "want a non-empty list of values")
+			}
+			if _, clash := s.Params[name]; clash {
+				return m.fail("split.grid."+name, "also set in split.params; a name is either constant or an axis")
+			}
+			for _, x := range vals {
+				if err := checkValue(x); err != nil {
+					return m.fail("split.grid."+name, "%v", err)
+				}
+			}
+			total *= int64(len(vals))
+			if total > MaxTasks {
+				return m.fail("split.grid", "the grid has more than %d points", int64(MaxTasks))
+			}
+		}
+		return nil
+	case "kfold":
+		if s.K < 2 || s.K > 1000 {
+			return m.fail("split.k", "want 2..1000 folds, got %d", s.K)
+		}
+		return needInput()
+	case "chunks":
+		if s.ChunkBytes < 1 {
+			return m.fail("split.chunk_bytes", "want a positive chunk size in bytes, got %d", s.ChunkBytes)
+		}
+		return needInput()
+	case "":
+		return m.fail("split.rule", "missing: one of range, grid, replicas, kfold, chunks")
+	default:
+		return m.fail("split.rule", "unknown rule %q: want one of range, grid, replicas, kfold, chunks", s.Rule)
+	}
+}
+
+func checkParams(where string, params map[string]any) error {
+	for k, v := range params {
+		if err := checkValue(v); err != nil {
+			return fmt.Errorf("%s: %w", k, err)
+		}
+	}
+	return nil
+}
+
+// checkValue accepts the TOML values that have one canonical JSON and CBOR
+// form: strings, integers, finite floats, booleans, and arrays and tables
+// of those. Dates and times are refused: they have no single encoding.
+func checkValue(v any) error {
+	switch x := v.(type) {
+	case string, bool, int64:
+		return nil
+	case float64:
+		if x != x || x > maxFinite || x < -maxFinite {
+			return errors.New("want a finite number")
+		}
+		return nil
+	case []any:
+		for _, e := range x {
+			if err := checkValue(e); err != nil {
+				return err
+			}
+		}
+		return nil
+	case map[string]any:
+		for _, e := range x {
+			if err := checkValue(e); err != nil {
+				return err
+			}
+		}
+		return nil
+	default:
+		return fmt.Errorf("unsupported value %v of type %T: use strings, numbers, booleans, arrays or tables", v, v)
+	}
+}
+
+const maxFinite = 1.7976931348623157e308

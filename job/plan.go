@@ -1,0 +1,474 @@
+package job
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+
+	"github.com/fxamacker/cbor/v2"
+
+	"idlepool/job/fold"
+)
+
+// Digest is a SHA-256 digest (FIPS 180-4), 32 bytes.
+type Digest [32]byte
+
+// String returns the digest as 64 lowercase hex digits.
+func (d Digest) String() string { return hex.EncodeToString(d[:]) }
+
+// ParseDigest parses 64 hex digits. It returns ErrBadDigest otherwise.
+func ParseDigest(s string) (Digest, error) {
+	var d Digest
+	b, err := hex.DecodeString(s)
+	if err != nil || len(b) != len(d) {
+		return d, fmt.Errorf("%w: %q", ErrBadDigest, s)
+	}
+	copy(d[:], b)
+	return d, nil
+}
+
+// ID names a job: the SHA-256 of its canonical encoding.
+type ID = Digest
+
+// InputRef is one named input file of a job: where it is on this machine,
+// its size in bytes and its SHA-256. Only the digest enters the job ID.
+type InputRef struct {
+	Path   string
+	Size   int64
+	SHA256 Digest
+}
+
+// Chunk is one line-aligned piece of a chunked input: its byte range in the
+// input file and the SHA-256 of its bytes.
+type Chunk struct {
+	Offset int64
+	Length int64
+	SHA256 Digest
+}
+
+// Job is a planned job: a validated manifest whose program and inputs are
+// hashed, with its content-derived ID and everything needed to produce any
+// task. A Job is immutable once planned and safe for concurrent use.
+type Job struct {
+	Manifest  *Manifest
+	ID        ID
+	Program   InputRef
+	Inputs    map[string]InputRef
+	Canonical []byte // the canonical CBOR encoding that ID hashes
+
+	numTasks int64
+	rows     int     // kfold: data rows of the split input
+	chunks   []Chunk // chunks: the pieces of the split input
+	header   string  // chunks with header: the first line, without newline
+	gridAxes []gridAxis
+}
+
+type gridAxis struct {
+	name   string
+	values []any
+}
+
+// Plan hashes the manifest's program and inputs, computes the job ID and
+// prepares the split. It reads every file the manifest names once (the
+// chunked input is also scanned for line boundaries). Errors name the file
+// and what is wrong; a missing file is a *ManifestError.
+func Plan(m *Manifest) (*Job, error) {
+	j := &Job{Manifest: m, Inputs: map[string]InputRef{}}
+	var err error
+	if j.Program, err = hashFile(m, "program", m.Program); err != nil {
+		return nil, err
+	}
+	if err := checkWasm(m, m.Program); err != nil {
+		return nil, err
+	}
+	for name, p := range m.Inputs {
+		if m.Split.Rule == "chunks" && name == m.Split.Input {
+			continue // hashed while chunking, below
+		}
+		if j.Inputs[name], err = hashFile(m, "inputs."+name, p); err != nil {
+			return nil, err
+		}
+	}
+	s := m.Split
+	switch s.Rule {
+	case "range", "replicas":
+		j.numTasks = s.Tasks
+	case "grid":
+		names := make([]string, 0, len(s.Grid))
+		for name := range s.Grid {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		j.numTasks = 1
+		for _, name := range names {
+			vals := s.Grid[name].([]any)
+			j.gridAxes = append(j.gridAxes, gridAxis{name, vals})
+			j.numTasks *= int64(len(vals))
+		}
+	case "kfold":
+		if j.rows, err = countRows(m.Inputs[s.Input]); err != nil {
+			return nil, m.fail("inputs."+s.Input, "%v", err)
+		}
+		if j.rows < s.K {
+			return nil, m.fail("split.k", "input %q has %d data rows, fewer than k = %d folds", s.Input, j.rows, s.K)
+		}
+		j.numTasks = int64(s.K)
+	case "chunks":
+		ref, chunks, header, err := chunkFile(m.Inputs[s.Input], s.ChunkBytes, s.Header)
+		if err != nil {
+			return nil, m.fail("inputs."+s.Input, "%v", err)
+		}
+		j.Inputs[s.Input], j.chunks, j.header = ref, chunks, header
+		j.numTasks = int64(len(chunks))
+		if j.numTasks == 0 {
+			return nil, m.fail("inputs."+s.Input, "no data to split: the file has no lines after the header")
+		}
+	}
+	j.Canonical, err = j.canonical()
+	if err != nil {
+		return nil, fmt.Errorf("encode job: %w", err)
+	}
+	j.ID = sha256.Sum256(j.Canonical)
+	return j, nil
+}
+
+// NumTasks is how many tasks the job has (at least 1).
+func (j *Job) NumTasks() int64 { return j.numTasks }
+
+// Chunks returns the chunks of a chunks-split job (nil for other rules).
+// The caller must not modify the slice.
+func (j *Job) Chunks() []Chunk { return j.chunks }
+
+var canonicalEncMode = func() cbor.EncMode {
+	em, err := cbor.CoreDetEncOptions().EncMode()
+	if err != nil {
+		panic(err)
+	}
+	return em
+}()
+
+// canonical returns the job's deterministic CBOR encoding (RFC 8949
+// section 4.2.1, core deterministic: shortest forms, definite lengths, map
+// keys sorted bytewise). It names the program and inputs by digest only,
+// never by path, so moving files or reformatting the manifest keeps the ID.
+func (j *Job) canonical() ([]byte, error) {
+	m := j.Manifest
+	inputs := map[string]any{}
+	for name, ref := range j.Inputs {
+		inputs[name] = ref.SHA256.String()
+	}
+	split := map[string]any{"rule": m.Split.Rule}
+	s := m.Split
+	switch s.Rule {
+	case "range", "replicas":
+		split["tasks"] = s.Tasks
+	case "grid":
+		split["grid"] = s.Grid
+	case "kfold":
+		split["k"], split["input"], split["shuffle"] = int64(s.K), s.Input, s.Shuffle
+	case "chunks":
+		split["input"], split["chunk_bytes"], split["header"] = s.Input, s.ChunkBytes, s.Header
+	}
+	if len(s.Params) > 0 {
+		split["params"] = s.Params
+	}
+	merges := make([]any, len(m.Merge))
+	for i, ms := range m.Merge {
+		// Round-trip through JSON to get a plain, tag-named map.
+		b, err := json.Marshal(ms)
+		if err != nil {
+			return nil, err
+		}
+		var v map[string]any
+		if err := json.Unmarshal(b, &v); err != nil {
+			return nil, err
+		}
+		merges[i] = v
+	}
+	p := m.Policy
+	doc := map[string]any{
+		"idlepool":    int64(1), // version of this encoding
+		"name":        m.Name,
+		"description": m.Description,
+		"program":     j.Program.SHA256.String(),
+		"inputs":      inputs,
+		"split":       split,
+		"merge":       merges,
+		"policy": map[string]any{
+			"redundancy":       int64(p.Redundancy),
+			"quorum":           int64(p.Quorum),
+			"lease_timeout_ms": p.LeaseTimeout.Milliseconds(),
+			"memory_mib":       int64(p.MemoryMiB),
+			"time_limit_ms":    p.TimeLimit.Milliseconds(),
+			"participants":     p.Participants,
+		},
+	}
+	if len(m.Derive) > 0 {
+		doc["derive"] = m.Derive
+	}
+	return canonicalEncMode.Marshal(doc)
+}
+
+// Seed derives a job's own seed: SHA-256 of the ASCII string
+// "idlepool/job-seed/v1", a zero byte, and the 32-byte job ID.
+func Seed(id ID) [32]byte {
+	h := sha256.New()
+	h.Write([]byte("idlepool/job-seed/v1\x00"))
+	h.Write(id[:])
+	var s [32]byte
+	h.Sum(s[:0])
+	return s
+}
+
+// TaskSeed derives task index's seed: SHA-256 of the ASCII string
+// "idlepool/task-seed/v1", a zero byte, the 32-byte job ID and the index as
+// an 8-byte big-endian unsigned integer. Any peer recomputes it.
+func TaskSeed(id ID, index int64) [32]byte {
+	h := sha256.New()
+	h.Write([]byte("idlepool/task-seed/v1\x00"))
+	h.Write(id[:])
+	var ix [8]byte
+	binary.BigEndian.PutUint64(ix[:], uint64(index))
+	h.Write(ix[:])
+	var s [32]byte
+	h.Sum(s[:0])
+	return s
+}
+
+// Seed64 is the first 8 bytes of a seed as a big-endian uint64: the form a
+// program receives in its task JSON.
+func Seed64(seed [32]byte) uint64 { return binary.BigEndian.Uint64(seed[:8]) }
+
+// Task is one independent piece of a job.
+type Task struct {
+	// Index is the task's position, 0..NumTasks-1.
+	Index int64
+	// Seed is TaskSeed(job ID, Index).
+	Seed [32]byte
+	// Params are split.params plus the rule's own per-task parameters.
+	Params map[string]any
+	// Inputs maps names to paths inside the sandbox (under InputMount).
+	Inputs map[string]string
+	// Chunk is the piece of the split input this task reads (chunks rule),
+	// available inside the sandbox at Inputs["chunk"]; nil otherwise.
+	Chunk *Chunk
+}
+
+// InputMount is where a program sees its input files, read-only.
+const InputMount = "/input"
+
+// ChunkPath is the sandbox path of a chunk with digest d.
+func ChunkPath(d Digest) string { return InputMount + "/chunks/" + d.String() }
+
+// Task returns task index (0 <= index < NumTasks). It panics on an index
+// out of range, a programming error.
+func (j *Job) Task(index int64) Task {
+	if index < 0 || index >= j.numTasks {
+		panic(fmt.Sprintf("job: task index %d out of range [0,%d)", index, j.numTasks))
+	}
+	t := Task{Index: index, Seed: TaskSeed(j.ID, index), Params: map[string]any{}, Inputs: map[string]string{}}
+	s := j.Manifest.Split
+	for k, v := range s.Params {
+		t.Params[k] = v
+	}
+	for name := range j.Inputs {
+		if s.Rule == "chunks" && name == s.Input {
+			continue
+		}
+		t.Inputs[name] = InputMount + "/" + name
+	}
+	switch s.Rule {
+	case "grid":
+		rest := index
+		for a := len(j.gridAxes) - 1; a >= 0; a-- {
+			ax := j.gridAxes[a]
+			n := int64(len(ax.values))
+			t.Params[ax.name] = ax.values[rest%n]
+			rest /= n
+		}
+	case "kfold":
+		t.Params["k"] = int64(s.K)
+		t.Params["fold"] = index
+		t.Params["rows"] = int64(j.rows)
+		t.Params["shuffle"] = s.Shuffle
+		if s.Shuffle {
+			t.Params["permutation_seed"] = Seed64(Seed(j.ID))
+		}
+	case "chunks":
+		c := j.chunks[index]
+		t.Chunk = &c
+		t.Params["chunk_index"] = index
+		t.Params["offset"] = c.Offset
+		t.Params["length"] = c.Length
+		t.Params["sha256"] = c.SHA256.String()
+		if s.Header {
+			t.Params["header"] = j.header
+		}
+		t.Inputs["chunk"] = ChunkPath(c.SHA256)
+	}
+	return t
+}
+
+// taskDoc is the JSON a program reads on stdin.
+type taskDoc struct {
+	Job    string            `json:"job"`
+	Index  int64             `json:"index"`
+	Seed   uint64            `json:"seed"`
+	Params map[string]any    `json:"params"`
+	Inputs map[string]string `json:"inputs"`
+}
+
+// TaskJSON returns the bytes a program reads on stdin for task index: a JSON
+// object {"job", "index", "seed", "params", "inputs"} with sorted keys, the
+// same bytes on every machine.
+func (j *Job) TaskJSON(t Task) []byte {
+	b, err := json.Marshal(taskDoc{Job: j.ID.String(), Index: t.Index, Seed: Seed64(t.Seed), Params: t.Params, Inputs: t.Inputs})
+	if err != nil {
+		panic(fmt.Sprintf("job: encode task: %v", err)) // params were checked by the manifest
+	}
+	return b
+}
+
+// FoldAssignment returns, for a kfold job, each data row's fold.
+func (j *Job) FoldAssignment() ([]int, error) {
+	s := j.Manifest.Split
+	if s.Rule != "kfold" {
+		return nil, fmt.Errorf("job: split rule is %q, not kfold", s.Rule)
+	}
+	return fold.Assign(j.rows, s.K, s.Shuffle, Seed64(Seed(j.ID)))
+}
+
+func hashFile(m *Manifest, field, path string) (InputRef, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		if os.IsNotExist(err) {
+			return InputRef{}, m.fail(field, "file %s does not exist", path)
+		}
+		return InputRef{}, m.fail(field, "%v", err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return InputRef{}, m.fail(field, "read %s: %v", path, err)
+	}
+	ref := InputRef{Path: path, Size: n}
+	h.Sum(ref.SHA256[:0])
+	return ref, nil
+}
+
+func checkWasm(m *Manifest, path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return m.fail("program", "%v", err)
+	}
+	defer f.Close()
+	magic := make([]byte, 4)
+	if _, err := io.ReadFull(f, magic); err != nil || !bytes.Equal(magic, []byte("\x00asm")) {
+		return m.fail("program", "%s is not a WebAssembly module (build it with GOOS=wasip1 GOARCH=wasm go build)", path)
+	}
+	return nil
+}
+
+// countRows counts the data lines of a CSV file: every non-empty line after
+// the header line.
+func countRows(path string) (int, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	rows := -1 // the header
+	for sc.Scan() {
+		if len(bytes.TrimSpace(sc.Bytes())) == 0 {
+			continue
+		}
+		rows++
+	}
+	if err := sc.Err(); err != nil {
+		return 0, fmt.Errorf("read %s: %w", path, err)
+	}
+	return max(rows, 0), nil
+}
+
+// chunkFile hashes the file at path and cuts it into line-aligned chunks of
+// at most size bytes. A chunk ends just after a '\n' (or at end of file);
+// a line longer than size is an error. With header, the first line is kept
+// out of the chunks and returned without its line ending.
+func chunkFile(path string, size int64, header bool) (InputRef, []Chunk, string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return InputRef{}, nil, "", err
+	}
+	defer f.Close()
+	ref := InputRef{Path: path}
+	whole := sha256.New()
+	r := bufio.NewReaderSize(io.TeeReader(f, whole), 1<<20)
+	var (
+		chunks []Chunk
+		hdr    string
+		off    int64
+		cur    = Chunk{}
+		ch     = sha256.New()
+	)
+	flush := func() {
+		if cur.Length == 0 {
+			return
+		}
+		ch.Sum(cur.SHA256[:0])
+		chunks = append(chunks, cur)
+		ch.Reset()
+		cur = Chunk{Offset: off}
+	}
+	first := true
+	for {
+		line, err := r.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			// A line longer than the buffer: gather it.
+			buf := append([]byte(nil), line...)
+			for err == bufio.ErrBufferFull {
+				line, err = r.ReadSlice('\n')
+				buf = append(buf, line...)
+			}
+			line = buf
+		}
+		if err != nil && err != io.EOF {
+			return InputRef{}, nil, "", fmt.Errorf("read %s: %w", path, err)
+		}
+		if len(line) > 0 {
+			if first && header {
+				hdr = string(bytes.TrimRight(line, "\r\n"))
+				off += int64(len(line))
+				cur.Offset = off
+			} else {
+				n := int64(len(line))
+				if n > size {
+					return InputRef{}, nil, "", fmt.Errorf("line at byte %d is %d bytes, longer than split.chunk_bytes = %d", off, n, size)
+				}
+				if cur.Length+n > size {
+					flush()
+				}
+				ch.Write(line)
+				cur.Length += n
+				off += n
+			}
+			first = false
+		}
+		if err == io.EOF {
+			break
+		}
+	}
+	flush()
+	ref.Size = off
+	whole.Sum(ref.SHA256[:0])
+	return ref, chunks, hdr, nil
+}
