@@ -1,0 +1,72 @@
+package idlepool_test
+
+import (
+	"encoding/json"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// layers lists the top-level packages in dependency order: a package may
+// import project packages of lower rank only (see STYLE.md). Sub-packages
+// take their parent's rank and may import their parent.
+var layers = map[string]int{
+	"job": 0, "home": 0, "identity": 0,
+	"worker": 1, "idle": 2, "offers": 3, "store": 4,
+	"pool": 5, "coord": 6, "agent": 7, "app": 8,
+}
+
+// onlyIn says which top-level package alone may import a module path prefix.
+var onlyIn = map[string]string{
+	"fyne.io/":                      "app",
+	"github.com/NVIDIA/go-nvml":     "worker",
+	"github.com/tetratelabs/wazero": "worker",
+}
+
+type listed struct {
+	ImportPath string
+	Imports    []string
+	Deps       []string
+}
+
+func top(path string) string {
+	rest, ok := strings.CutPrefix(path, "idlepool/")
+	if !ok {
+		return ""
+	}
+	first, _, _ := strings.Cut(rest, "/")
+	return first
+}
+
+func TestPackageLayers(t *testing.T) {
+	out, err := exec.Command("go", "list", "-json", "./...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	for dec.More() {
+		var p listed
+		if err := dec.Decode(&p); err != nil {
+			t.Fatal(err)
+		}
+		from := top(p.ImportPath)
+		rank, ranked := layers[from]
+		for _, imp := range p.Imports {
+			to := top(imp)
+			if to == "" {
+				for prefix, owner := range onlyIn {
+					if strings.HasPrefix(imp, prefix) && from != owner {
+						t.Errorf("%s imports %s; only %s may", p.ImportPath, imp, owner)
+					}
+				}
+				continue
+			}
+			if !ranked || to == from {
+				continue // commands and examples may import anything; a package its own sub-packages
+			}
+			if r, ok := layers[to]; !ok || r >= rank {
+				t.Errorf("%s imports %s, which is not below it in the layering (STYLE.md)", p.ImportPath, imp)
+			}
+		}
+	}
+}

@@ -1,0 +1,153 @@
+// Package identity holds the key pairs that name devices (peers), their
+// owners and coordinators, and signs and checks messages with them.
+//
+// Every key is Ed25519 (RFC 8032). A key's ID is "id" followed by the
+// lowercase, unpadded base32 (RFC 4648) of the first 20 bytes of SHA-256
+// over the 32-byte public key: short enough to read, long enough that
+// nobody finds a second key with the same ID. A device's peer ID is its key's
+// ID; a person's devices share one owner key, whose ID is the owner ID.
+//
+// Key files hold the 32-byte private seed as base64 on one line, mode 0600.
+// Keys are immutable and safe for concurrent use.
+package identity
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base32"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// ErrBadKey marks a key file or public key that cannot be used.
+var ErrBadKey = errors.New("identity: bad key")
+
+// ErrBadSignature is returned when a signature does not verify.
+var ErrBadSignature = errors.New("identity: bad signature")
+
+// Key is an Ed25519 key pair.
+type Key struct {
+	priv ed25519.PrivateKey
+}
+
+var idEncoding = base32.StdEncoding.WithPadding(base32.NoPadding)
+
+// IDOf returns the ID of a public key (see the package doc).
+func IDOf(pub ed25519.PublicKey) string {
+	sum := sha256.Sum256(pub)
+	return "id" + strings.ToLower(idEncoding.EncodeToString(sum[:20]))
+}
+
+// Generate makes a new key from the system's secure random source.
+func Generate() (*Key, error) {
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("generate key: %w", err)
+	}
+	return &Key{priv: priv}, nil
+}
+
+// FromSeed makes the key of a 32-byte RFC 8032 seed; for tests and imports.
+func FromSeed(seed []byte) (*Key, error) {
+	if len(seed) != ed25519.SeedSize {
+		return nil, fmt.Errorf("%w: seed of %d bytes, want %d", ErrBadKey, len(seed), ed25519.SeedSize)
+	}
+	return &Key{priv: ed25519.NewKeyFromSeed(seed)}, nil
+}
+
+// LoadOrCreate reads the key file at path, or creates it (and its
+// directory, mode 0700) with a new key when it does not exist. A file that
+// exists but does not hold a key, or that others may read, is an error
+// wrapping ErrBadKey: a key is never silently replaced.
+func LoadOrCreate(path string) (*Key, error) {
+	k, err := Load(path)
+	if err == nil || !errors.Is(err, os.ErrNotExist) {
+		return k, err
+	}
+	k, err = Generate()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("create key directory: %w", err)
+	}
+	line := base64.StdEncoding.EncodeToString(k.priv.Seed()) + "\n"
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return Load(path) // another process made it first
+		}
+		return nil, fmt.Errorf("create key %s: %w", path, err)
+	}
+	if _, err := f.WriteString(line); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("write key %s: %w", path, err)
+	}
+	if err := errors.Join(f.Sync(), f.Close()); err != nil {
+		return nil, fmt.Errorf("write key %s: %w", path, err)
+	}
+	return k, nil
+}
+
+// Load reads the key file at path. A missing file gives an error
+// satisfying errors.Is(err, os.ErrNotExist).
+func Load(path string) (*Key, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("read key: %w", err)
+	}
+	if st.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("%w: %s is readable by others (mode %v); run chmod 600 on it", ErrBadKey, path, st.Mode().Perm())
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read key: %w", err)
+	}
+	seed, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(b)))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s does not hold a base64 key", ErrBadKey, path)
+	}
+	k, err := FromSeed(seed)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return k, nil
+}
+
+// Public returns the 32-byte public key.
+func (k *Key) Public() ed25519.PublicKey { return k.priv.Public().(ed25519.PublicKey) }
+
+// ID returns the key's ID (see IDOf).
+func (k *Key) ID() string { return IDOf(k.Public()) }
+
+// Sign returns the 64-byte Ed25519 signature of msg.
+func (k *Key) Sign(msg []byte) []byte { return ed25519.Sign(k.priv, msg) }
+
+// Verify checks sig over msg with the public key pub. It returns
+// ErrBadSignature (or ErrBadKey for a key of the wrong size).
+func Verify(pub ed25519.PublicKey, msg, sig []byte) error {
+	if len(pub) != ed25519.PublicKeySize {
+		return fmt.Errorf("%w: public key of %d bytes", ErrBadKey, len(pub))
+	}
+	if !ed25519.Verify(pub, msg, sig) {
+		return ErrBadSignature
+	}
+	return nil
+}
+
+// ParsePublic decodes a base64 (standard, padded) public key.
+func ParsePublic(s string) (ed25519.PublicKey, error) {
+	b, err := base64.StdEncoding.DecodeString(s)
+	if err != nil || len(b) != ed25519.PublicKeySize {
+		return nil, fmt.Errorf("%w: want a base64 Ed25519 public key of 32 bytes", ErrBadKey)
+	}
+	return ed25519.PublicKey(b), nil
+}
+
+// EncodePublic encodes a public key as standard base64.
+func EncodePublic(pub ed25519.PublicKey) string { return base64.StdEncoding.EncodeToString(pub) }

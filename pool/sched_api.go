@@ -1,0 +1,90 @@
+package pool
+
+import (
+	"crypto/ed25519"
+	"time"
+
+	"idlepool/job"
+)
+
+// EndorsementMessage is what an owner key signs to vouch that a device key
+// belongs to it: the ASCII string "idlepool/endorse/v1", a zero byte, then
+// the device's 32-byte public key.
+func EndorsementMessage(device ed25519.PublicKey) []byte {
+	return append([]byte("idlepool/endorse/v1\x00"), device...)
+}
+
+// Peer is a device registered with a pool: its key, and the owner key that
+// endorsed it. ID and Owner are identity.IDOf of the two keys.
+type Peer struct {
+	ID          string            `json:"peer"`
+	Owner       string            `json:"owner"`
+	Key         ed25519.PublicKey `json:"key"`
+	OwnerKey    ed25519.PublicKey `json:"owner_key"`
+	Endorsement []byte            `json:"endorsement"` // owner key's signature over EndorsementMessage(Key)
+	Name        string            `json:"name,omitempty"`
+	Joined      time.Time         `json:"joined"`
+}
+
+// Lease is a time-bounded assignment of one task of one job to one peer.
+// A lease not heartbeated before Deadline expires and the task is leased
+// again: a slow, vanished or crashed peer is that one case.
+type Lease struct {
+	ID       string    `json:"lease"` // 32 lowercase hex digits, random
+	Job      job.ID    `json:"job"`
+	Task     int64     `json:"task"`
+	Peer     string    `json:"peer"`
+	Deadline time.Time `json:"deadline"`
+}
+
+// Submission is what a peer returns for a lease: the program's result, or
+// the reason it failed. Digest is SHA-256 of Result when !Failed, and of
+// "failed" + a zero byte + Reason when Failed (ReplicaDigest computes it);
+// the pool recomputes and refuses a digest that does not match.
+type Submission struct {
+	Digest job.Digest `json:"digest"`
+	Result []byte     `json:"result,omitempty"`
+	Failed bool       `json:"failed,omitempty"`
+	Reason string     `json:"reason,omitempty"`
+}
+
+// ReplicaDigest returns the digest a Submission must carry.
+func ReplicaDigest(result []byte, failed bool, reason string) job.Digest {
+	if failed {
+		return job.Digest(sha256Sum(append([]byte("failed\x00"), reason...)))
+	}
+	return job.Digest(sha256Sum(result))
+}
+
+// Outcome statuses of a finished task.
+const (
+	OutcomeOK         = "ok"         // a majority of distinct owners returned the same result
+	OutcomeFailed     = "failed"     // a majority agreed the program fails on this task
+	OutcomeUnverified = "unverified" // no majority within the replica limit; never folded
+)
+
+// Verified is one task's final outcome, handed to the job's merger in
+// acceptance order. Seq counts from 1 per job.
+type Verified struct {
+	Seq    int64  `json:"seq"`
+	Task   int64  `json:"task"`
+	Status string `json:"status"`
+	Result []byte `json:"result,omitempty"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// JobStatus is a job's progress in a pool.
+type JobStatus struct {
+	Job        job.ID `json:"job"`
+	Name       string `json:"name"`
+	Owner      string `json:"owner"`
+	Merger     string `json:"merger"`
+	Tasks      int64  `json:"tasks"`
+	Accepted   int64  `json:"accepted"`   // outcome ok
+	Failed     int64  `json:"failed"`     // outcome failed or unverified
+	Leased     int64  `json:"leased"`     // live leases
+	Acked      int64  `json:"acked"`      // outcomes the merger has taken (Seq)
+	Complete   bool   `json:"complete"`   // every task has an outcome
+	Quorum     int    `json:"quorum"`     // agreeing replicas a task needs
+	Redundancy int    `json:"redundancy"` // replicas leased at first
+}
