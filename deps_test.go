@@ -10,10 +10,14 @@ import (
 // layers lists the top-level packages in dependency order: a package may
 // import project packages of lower rank only (see STYLE.md). Sub-packages
 // take their parent's rank and may import their parent.
+//
+// store ranks above pool: it implements pool.Store (the interface pool owns
+// as its consumer), so it names pool's record types (Peer, Entry, Batch,
+// Snapshot); pool depends only on that interface, never on store.
 var layers = map[string]int{
 	"job": 0, "home": 0, "identity": 0,
-	"worker": 1, "idle": 2, "offers": 3, "store": 4,
-	"pool": 5, "coord": 6, "agent": 7, "app": 8,
+	"worker": 1, "idle": 2, "offers": 3, "pool": 4,
+	"store": 5, "coord": 6, "agent": 7, "app": 8,
 }
 
 // onlyIn says which top-level package alone may import a module path prefix.

@@ -1,0 +1,210 @@
+package pool
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"math"
+
+	"github.com/fxamacker/cbor/v2"
+
+	"idlepool/job"
+)
+
+// Ledger entry kinds.
+const (
+	// KindReceipt: the peer computed an accepted task (an ok outcome or a
+	// verified failure) and agreed with the majority; it earns Cost units.
+	KindReceipt = "receipt"
+	// KindDeviation: the peer returned a digest other than the one a
+	// majority of distinct owners agreed on; it earns nothing.
+	KindDeviation = "deviation"
+	// KindUnverified: the task ended without a majority within the replica
+	// limit; the peer's replica earns nothing and nobody is blamed.
+	KindUnverified = "unverified"
+)
+
+// ledgerDomain is written into every entry's canonical encoding so a
+// signature over an entry can never be mistaken for one over anything else.
+const ledgerDomain = "idlepool/ledger-entry/v1"
+
+// Entry is one record of a pool's append-only, hash-chained ledger, signed
+// by the coordinator. Entries are numbered from 1 with no gaps; Prev is the
+// Hash of the entry before (zero for the first). Cost is the planner's cost
+// of the task in cost units (job.Job.Cost), never anything the peer
+// reported and never time; it is 0 for deviations and unverified
+// replicas. Time is unix milliseconds, informational only. Lease names the
+// replica's lease, so an agent matches an entry to its own work.
+//
+// JSON (one object per line in a download) writes digests as 64 lowercase
+// hex digits and Sig as standard base64; see MarshalJSON.
+type Entry struct {
+	Seq    uint64
+	Prev   job.Digest
+	Kind   string
+	Pool   string
+	Job    job.ID
+	Task   int64
+	Peer   string
+	Owner  string
+	Lease  string
+	Digest job.Digest
+	Cost   float64
+	Time   int64
+	Reason string
+	Sig    []byte
+}
+
+var ledgerEncMode = func() cbor.EncMode {
+	em, err := cbor.CoreDetEncOptions().EncMode()
+	if err != nil {
+		panic(err)
+	}
+	return em
+}()
+
+// Canonical returns the bytes the coordinator signs: the deterministic
+// CBOR encoding (RFC 8949 section 4.2.1, core deterministic: shortest
+// forms, definite lengths, map keys sorted bytewise) of a map with the
+// keys "type" ("idlepool/ledger-entry/v1"), "seq", "prev" (32-byte
+// string), "kind", "pool", "job" (32 bytes), "task", "peer", "owner",
+// "lease", "digest" (32 bytes), "cost" (float, shortest exact form),
+// "time" and "reason", and, with withSig, "sig" (64 bytes).
+func (e Entry) Canonical(withSig bool) []byte {
+	m := map[string]any{
+		"type":   ledgerDomain,
+		"seq":    e.Seq,
+		"prev":   e.Prev[:],
+		"kind":   e.Kind,
+		"pool":   e.Pool,
+		"job":    e.Job[:],
+		"task":   e.Task,
+		"peer":   e.Peer,
+		"owner":  e.Owner,
+		"lease":  e.Lease,
+		"digest": e.Digest[:],
+		"cost":   e.Cost,
+		"time":   e.Time,
+		"reason": e.Reason,
+	}
+	if withSig {
+		m["sig"] = e.Sig
+	}
+	b, err := ledgerEncMode.Marshal(m)
+	if err != nil {
+		panic(fmt.Sprintf("pool: encode ledger entry: %v", err)) // plain values only
+	}
+	return b
+}
+
+// Hash returns SHA-256 of the entry's canonical encoding with Sig: what
+// the next entry's Prev must hold.
+func (e Entry) Hash() job.Digest { return sha256.Sum256(e.Canonical(true)) }
+
+// sign sets e.Sig with the coordinator's signing function.
+func (e *Entry) sign(sign func([]byte) []byte) { e.Sig = sign(e.Canonical(false)) }
+
+// VerifyEntry checks one entry on its own: a known kind, a finite,
+// non-negative cost, and the coordinator's signature. It does not check
+// the chain (see VerifyLedger). Errors wrap ErrLedger and name the Seq.
+func VerifyEntry(e Entry, coordinator ed25519.PublicKey) error {
+	switch e.Kind {
+	case KindReceipt, KindDeviation, KindUnverified:
+	default:
+		return fmt.Errorf("%w: entry %d: unknown kind %q", ErrLedger, e.Seq, e.Kind)
+	}
+	if math.IsNaN(e.Cost) || math.IsInf(e.Cost, 0) || e.Cost < 0 {
+		return fmt.Errorf("%w: entry %d: cost %v is not a finite non-negative number", ErrLedger, e.Seq, e.Cost)
+	}
+	if len(coordinator) != ed25519.PublicKeySize {
+		return fmt.Errorf("%w: coordinator key of %d bytes", ErrLedger, len(coordinator))
+	}
+	if len(e.Sig) != ed25519.SignatureSize || !ed25519.Verify(coordinator, e.Canonical(false), e.Sig) {
+		return fmt.Errorf("%w: entry %d: the coordinator's signature does not verify", ErrLedger, e.Seq)
+	}
+	return nil
+}
+
+// VerifyLedger checks a whole ledger from its first entry: Seq runs 1, 2,
+// ... with no gap, each entry's Prev is the Hash of the one before (zero
+// for the first), and each entry passes VerifyEntry. The error wraps
+// ErrLedger and names the first bad Seq and what is wrong. An empty ledger
+// verifies.
+func VerifyLedger(entries []Entry, coordinator ed25519.PublicKey) error {
+	var prev job.Digest
+	for i, e := range entries {
+		want := uint64(i + 1)
+		if e.Seq != want {
+			return fmt.Errorf("%w: entry %d: found Seq %d, want %d (an entry is missing, added or out of order)", ErrLedger, want, e.Seq, want)
+		}
+		if e.Prev != prev {
+			return fmt.Errorf("%w: entry %d: Prev does not match the hash of entry %d (the chain is broken)", ErrLedger, e.Seq, e.Seq-1)
+		}
+		if err := VerifyEntry(e, coordinator); err != nil {
+			return err
+		}
+		prev = e.Hash()
+	}
+	return nil
+}
+
+// entryJSON is Entry's JSON form.
+type entryJSON struct {
+	Seq    uint64  `json:"seq"`
+	Prev   string  `json:"prev"`
+	Kind   string  `json:"kind"`
+	Pool   string  `json:"pool"`
+	Job    string  `json:"job"`
+	Task   int64   `json:"task"`
+	Peer   string  `json:"peer"`
+	Owner  string  `json:"owner"`
+	Lease  string  `json:"lease"`
+	Digest string  `json:"digest"`
+	Cost   float64 `json:"cost"`
+	Time   int64   `json:"time"`
+	Reason string  `json:"reason,omitempty"`
+	Sig    string  `json:"sig"`
+}
+
+// MarshalJSON writes the entry as a JSON object with the keys seq, prev,
+// kind, pool, job, task, peer, owner, lease, digest, cost, time, reason
+// (omitted when empty) and sig; digests as 64 lowercase hex digits, sig as
+// standard base64.
+func (e Entry) MarshalJSON() ([]byte, error) {
+	return json.Marshal(entryJSON{
+		Seq: e.Seq, Prev: e.Prev.String(), Kind: e.Kind, Pool: e.Pool, Job: e.Job.String(),
+		Task: e.Task, Peer: e.Peer, Owner: e.Owner, Lease: e.Lease, Digest: e.Digest.String(),
+		Cost: e.Cost, Time: e.Time, Reason: e.Reason, Sig: base64.StdEncoding.EncodeToString(e.Sig),
+	})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes. Unknown keys are an error,
+// so a download that was tampered with in shape is refused, not ignored.
+func (e *Entry) UnmarshalJSON(b []byte) error {
+	var v entryJSON
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&v); err != nil {
+		return fmt.Errorf("ledger entry: %w", err)
+	}
+	out := Entry{Seq: v.Seq, Kind: v.Kind, Pool: v.Pool, Task: v.Task, Peer: v.Peer, Owner: v.Owner,
+		Lease: v.Lease, Cost: v.Cost, Time: v.Time, Reason: v.Reason}
+	var err error
+	for _, f := range []struct {
+		name string
+		s    string
+		d    *job.Digest
+	}{{"prev", v.Prev, &out.Prev}, {"job", v.Job, &out.Job}, {"digest", v.Digest, &out.Digest}} {
+		if *f.d, err = job.ParseDigest(f.s); err != nil {
+			return fmt.Errorf("ledger entry %d: %s: %w", v.Seq, f.name, err)
+		}
+	}
+	if out.Sig, err = base64.StdEncoding.DecodeString(v.Sig); err != nil {
+		return fmt.Errorf("ledger entry %d: sig: %w", v.Seq, err)
+	}
+	*e = out
+	return nil
+}

@@ -1,0 +1,139 @@
+package pool
+
+import (
+	"context"
+	"time"
+
+	"idlepool/job"
+)
+
+// Store is the durable state of a coordinator's Scheduler. The Scheduler
+// keeps the live state in memory and writes every change through Commit;
+// Load rebuilds it after a restart. All scheduling logic stays in package
+// pool: a Store only applies and returns records, so a clustered backend
+// can replace the SQLite one (package store) without touching it.
+//
+// Error contract: Commit applies the whole Batch atomically and durably or
+// nothing of it; a compare-and-set condition that does not hold (a replica
+// whose stored Version is not Prev, a ledger Seq or outcome Seq already
+// present, a job's Acked not AckedPrev) fails the whole batch with an error
+// wrapping ErrConflict. After a failed Commit the Scheduler stops (its
+// memory no longer matches the store) and must be rebuilt with Load.
+// Load returns a snapshot of everything committed so far. Entries returns
+// committed ledger entries with Seq > q.After in Seq order, at most q.Max,
+// only those naming q.Peer when it is set.
+//
+// Implementations must be safe for concurrent use; the Scheduler calls
+// Commit from one goroutine at a time, Entries from many.
+type Store interface {
+	Load(ctx context.Context) (*Snapshot, error)
+	Commit(ctx context.Context, b *Batch) error
+	Entries(ctx context.Context, q EntryQuery) ([]Entry, error)
+}
+
+// EntryQuery selects ledger entries: Seq > After, at most Max (Max > 0),
+// and only entries whose Peer is Peer when Peer is not empty.
+type EntryQuery struct {
+	After uint64
+	Max   int
+	Peer  string
+}
+
+// Snapshot is everything a Scheduler needs to rebuild its state. Slices
+// are in the order the records were first committed (jobs by Order,
+// replicas by Created then Lease, outcomes by job then Seq).
+type Snapshot struct {
+	Peers    []Peer
+	Jobs     []JobRecord
+	Replicas []ReplicaRecord // every replica ever leased; Result only while its task is undecided
+	Outcomes []OutcomeRecord // every outcome; Result only while unacknowledged (Seq > the job's Acked)
+	// LedgerSeq and LedgerHash are the last ledger entry's Seq and Hash
+	// (zero for an empty ledger).
+	LedgerSeq  uint64
+	LedgerHash job.Digest
+}
+
+// Batch is one atomic group of changes: everything the Scheduler changed
+// during one group-commit window. A Store applies the parts in the order
+// Peers, Jobs, Replicas, Outcomes, Acks, Entries.
+type Batch struct {
+	Peers    []Peer          // insert, or update Name of a peer with the same keys
+	Jobs     []JobRecord     // insert; a job ID already present is a conflict
+	Replicas []ReplicaRecord // insert when Prev == 0, else compare-and-set on Version == Prev
+	Outcomes []OutcomeRecord // insert; (Job, Seq) already present is a conflict
+	Acks     []AckRecord     // compare-and-set a job's Acked; drop result bytes of outcomes <= Upto
+	Entries  []Entry         // append to the ledger; Seq must follow the last one with no gap
+}
+
+// Empty reports whether the batch changes nothing.
+func (b *Batch) Empty() bool {
+	return len(b.Peers)+len(b.Jobs)+len(b.Replicas)+len(b.Outcomes)+len(b.Acks)+len(b.Entries) == 0
+}
+
+// JobRecord is a job as the pool stores it: its canonical encoding (from
+// which job.FromCanonical rebuilds it, given its files by digest) and who
+// owns and merges it. Order is the job's position in the pool's queue
+// (1, 2, ...): older jobs are leased first.
+type JobRecord struct {
+	ID        job.ID
+	Canonical []byte
+	Owner     string // owner ID of the submitter
+	Merger    string // peer ID that receives the outcomes
+	Order     int64
+	Added     time.Time
+	Acked     int64 // the merger has outcomes with Seq <= Acked
+}
+
+// Replica states. A replica starts "leased"; "returned" once its
+// submission arrived; "expired" or "released" when its lease ended without
+// a submission; "cancelled" when its task was decided while it was in
+// flight; "agreed", "deviated" or "unverified" once its returned task is
+// decided.
+const (
+	ReplicaLeased     = "leased"
+	ReplicaReturned   = "returned"
+	ReplicaExpired    = "expired"
+	ReplicaReleased   = "released"
+	ReplicaCancelled  = "cancelled"
+	ReplicaAgreed     = "agreed"
+	ReplicaDeviated   = "deviated"
+	ReplicaUnverified = "unverified"
+)
+
+// ReplicaRecord is one replica of one task: the lease and, once returned,
+// the submission. Version counts the record's changes (1 for the insert);
+// Prev is the Version the store must hold for an update to apply (0 for an
+// insert). Result holds the submitted bytes only while the task is
+// undecided; nil afterwards.
+type ReplicaRecord struct {
+	Lease    string
+	Job      job.ID
+	Task     int64
+	Peer     string
+	Owner    string
+	State    string
+	Created  time.Time
+	Deadline time.Time
+	Digest   job.Digest
+	Failed   bool
+	Reason   string
+	Result   []byte
+	Version  int64
+	Prev     int64
+}
+
+// OutcomeRecord is one decided task: a Verified with its job. Result is
+// nil once the merger acknowledged it.
+type OutcomeRecord struct {
+	Job    job.ID
+	Digest job.Digest // the agreed digest; zero for an unverified outcome
+	Verified
+}
+
+// AckRecord moves a job's acknowledgement mark from Prev to Upto and drops
+// the result bytes of its outcomes with Seq <= Upto.
+type AckRecord struct {
+	Job  job.ID
+	Prev int64
+	Upto int64
+}
