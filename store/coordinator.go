@@ -1,0 +1,316 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"idlepool/job"
+	"idlepool/pool"
+)
+
+// DB is a coordinator's pool state in one SQLite file (schema
+// migrations/coordinator). It implements pool.Store; it is safe for
+// concurrent use (Commit serialises on SQLite's write lock, reads run in
+// parallel under WAL).
+type DB struct {
+	db *sql.DB
+}
+
+var _ pool.Store = (*DB)(nil)
+
+// Open opens (creating it if needed) the coordinator database at path and
+// brings its schema up to date.
+func Open(path string) (*DB, error) {
+	db, err := openSQLite(context.Background(), path, "coordinator")
+	if err != nil {
+		return nil, err
+	}
+	return &DB{db: db}, nil
+}
+
+// Close closes the database. Committed batches are durable already.
+func (d *DB) Close() error { return d.db.Close() }
+
+func ms(t time.Time) int64 { return t.UnixMilli() }
+
+func conflict(format string, args ...any) error {
+	return fmt.Errorf("%w: %w: %s", ErrConflict, pool.ErrConflict, fmt.Sprintf(format, args...))
+}
+
+// Commit applies b in one transaction (see pool.Store for the contract).
+func (d *DB) Commit(ctx context.Context, b *pool.Batch) (err error) {
+	tx, err := d.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			tx.Rollback()
+			err = fmt.Errorf("commit: %w", err)
+		}
+	}()
+	affected := func(res sql.Result, err error) (int64, error) {
+		if err != nil {
+			return 0, err
+		}
+		return res.RowsAffected()
+	}
+	for _, p := range b.Peers {
+		n, err := affected(tx.ExecContext(ctx, `INSERT INTO peers(id, owner, key, owner_key, endorsement, name, joined)
+			VALUES (?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT(id) DO UPDATE SET name = excluded.name
+			WHERE peers.key = excluded.key AND peers.owner_key = excluded.owner_key`,
+			p.ID, p.Owner, []byte(p.Key), []byte(p.OwnerKey), nonNil(p.Endorsement), p.Name, ms(p.Joined)))
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return conflict("peer %s is registered with other keys", p.ID)
+		}
+	}
+	for _, j := range b.Jobs {
+		n, err := affected(tx.ExecContext(ctx, `INSERT INTO jobs(id, canonical, owner, merger, ord, added, acked)
+			VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+			j.ID[:], j.Canonical, j.Owner, j.Merger, j.Order, ms(j.Added), j.Acked))
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return conflict("job %s or order %d exists", j.ID, j.Order)
+		}
+	}
+	if len(b.Replicas) > 0 {
+		ins, err := tx.PrepareContext(ctx, `INSERT INTO replicas
+			(lease, job, task, peer, owner, state, created, deadline, digest, failed, reason, result, version)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`)
+		if err != nil {
+			return err
+		}
+		defer ins.Close()
+		upd, err := tx.PrepareContext(ctx, `UPDATE replicas SET state = ?, deadline = ?, digest = ?, failed = ?,
+			reason = ?, result = ?, version = ? WHERE lease = ? AND version = ?`)
+		if err != nil {
+			return err
+		}
+		defer upd.Close()
+		for _, r := range b.Replicas {
+			var n int64
+			if r.Prev == 0 {
+				n, err = affected(ins.ExecContext(ctx, r.Lease, r.Job[:], r.Task, r.Peer, r.Owner, r.State,
+					ms(r.Created), ms(r.Deadline), r.Digest[:], r.Failed, r.Reason, r.Result, r.Version))
+			} else {
+				n, err = affected(upd.ExecContext(ctx, r.State, ms(r.Deadline), r.Digest[:], r.Failed, r.Reason,
+					r.Result, r.Version, r.Lease, r.Prev))
+			}
+			if err != nil {
+				return err
+			}
+			if n == 0 {
+				return conflict("replica %s is not at version %d", r.Lease, r.Prev)
+			}
+		}
+	}
+	for _, o := range b.Outcomes {
+		n, err := affected(tx.ExecContext(ctx, `INSERT INTO outcomes(job, seq, task, status, digest, reason, result)
+			VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+			o.Job[:], o.Seq, o.Task, o.Status, o.Digest[:], o.Reason, o.Result))
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return conflict("job %s already has outcome %d or an outcome for task %d", o.Job, o.Seq, o.Task)
+		}
+	}
+	for _, a := range b.Acks {
+		n, err := affected(tx.ExecContext(ctx, `UPDATE jobs SET acked = ? WHERE id = ? AND acked = ?`, a.Upto, a.Job[:], a.Prev))
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return conflict("job %s is not acknowledged up to %d", a.Job, a.Prev)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE outcomes SET result = NULL WHERE job = ? AND seq <= ? AND result IS NOT NULL`, a.Job[:], a.Upto); err != nil {
+			return err
+		}
+	}
+	if len(b.Entries) > 0 {
+		var (
+			last     int64
+			lastHash []byte
+		)
+		err := tx.QueryRowContext(ctx, `SELECT seq, hash FROM ledger ORDER BY seq DESC LIMIT 1`).Scan(&last, &lastHash)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		var prev job.Digest
+		copy(prev[:], lastHash)
+		ins, err := tx.PrepareContext(ctx, `INSERT INTO ledger
+			(seq, prev, hash, kind, pool, job, task, peer, owner, lease, digest, cost, time, reason, sig)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+		if err != nil {
+			return err
+		}
+		defer ins.Close()
+		for _, e := range b.Entries {
+			if e.Seq != uint64(last)+1 || e.Prev != prev {
+				return conflict("ledger entry %d does not follow entry %d", e.Seq, last)
+			}
+			h := e.Hash()
+			if _, err := ins.ExecContext(ctx, int64(e.Seq), e.Prev[:], h[:], e.Kind, e.Pool, e.Job[:], e.Task,
+				e.Peer, e.Owner, e.Lease, e.Digest[:], e.Cost, e.Time, e.Reason, e.Sig); err != nil {
+				return err
+			}
+			last, prev = int64(e.Seq), h
+		}
+	}
+	return tx.Commit()
+}
+
+// Load reads everything committed (see pool.Snapshot).
+func (d *DB) Load(ctx context.Context) (*pool.Snapshot, error) {
+	tx, err := d.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, fmt.Errorf("load: %w", err)
+	}
+	defer tx.Rollback()
+	s := &pool.Snapshot{}
+	scan := func(query string, row func(*sql.Rows) error) error {
+		rows, err := tx.QueryContext(ctx, query)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			if err := row(rows); err != nil {
+				return err
+			}
+		}
+		return rows.Err()
+	}
+	err = scan(`SELECT id, owner, key, owner_key, endorsement, name, joined FROM peers ORDER BY joined, id`, func(r *sql.Rows) error {
+		var (
+			p             pool.Peer
+			key, ownerKey []byte
+			joined        int64
+		)
+		if err := r.Scan(&p.ID, &p.Owner, &key, &ownerKey, &p.Endorsement, &p.Name, &joined); err != nil {
+			return err
+		}
+		p.Key, p.OwnerKey, p.Joined = key, ownerKey, time.UnixMilli(joined)
+		s.Peers = append(s.Peers, p)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("load peers: %w", err)
+	}
+	err = scan(`SELECT id, canonical, owner, merger, ord, added, acked FROM jobs ORDER BY ord`, func(r *sql.Rows) error {
+		var (
+			j     pool.JobRecord
+			id    []byte
+			added int64
+		)
+		if err := r.Scan(&id, &j.Canonical, &j.Owner, &j.Merger, &j.Order, &added, &j.Acked); err != nil {
+			return err
+		}
+		copy(j.ID[:], id)
+		j.Added = time.UnixMilli(added)
+		s.Jobs = append(s.Jobs, j)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("load jobs: %w", err)
+	}
+	err = scan(`SELECT lease, job, task, peer, owner, state, created, deadline, digest, failed, reason, result, version
+		FROM replicas ORDER BY created, lease`, func(r *sql.Rows) error {
+		var (
+			x                 pool.ReplicaRecord
+			id, dig           []byte
+			created, deadline int64
+		)
+		if err := r.Scan(&x.Lease, &id, &x.Task, &x.Peer, &x.Owner, &x.State, &created, &deadline, &dig,
+			&x.Failed, &x.Reason, &x.Result, &x.Version); err != nil {
+			return err
+		}
+		copy(x.Job[:], id)
+		copy(x.Digest[:], dig)
+		x.Created, x.Deadline = time.UnixMilli(created), time.UnixMilli(deadline)
+		s.Replicas = append(s.Replicas, x)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("load replicas: %w", err)
+	}
+	err = scan(`SELECT o.job, o.seq, o.task, o.status, o.digest, o.reason, o.result
+		FROM outcomes o JOIN jobs j ON j.id = o.job ORDER BY j.ord, o.seq`, func(r *sql.Rows) error {
+		var (
+			o       pool.OutcomeRecord
+			id, dig []byte
+		)
+		if err := r.Scan(&id, &o.Seq, &o.Task, &o.Status, &dig, &o.Reason, &o.Result); err != nil {
+			return err
+		}
+		copy(o.Job[:], id)
+		copy(o.Digest[:], dig)
+		s.Outcomes = append(s.Outcomes, o)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("load outcomes: %w", err)
+	}
+	var (
+		last int64
+		hash []byte
+	)
+	err = tx.QueryRowContext(ctx, `SELECT seq, hash FROM ledger ORDER BY seq DESC LIMIT 1`).Scan(&last, &hash)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("load ledger head: %w", err)
+	}
+	s.LedgerSeq = uint64(last)
+	copy(s.LedgerHash[:], hash)
+	return s, nil
+}
+
+// Entries returns committed ledger entries (see pool.Store).
+func (d *DB) Entries(ctx context.Context, q pool.EntryQuery) ([]pool.Entry, error) {
+	if q.Max <= 0 {
+		return nil, nil
+	}
+	query := `SELECT seq, prev, kind, pool, job, task, peer, owner, lease, digest, cost, time, reason, sig
+		FROM ledger WHERE seq > ?`
+	args := []any{int64(q.After)}
+	if q.Peer != "" {
+		query += ` AND peer = ?`
+		args = append(args, q.Peer)
+	}
+	query += ` ORDER BY seq LIMIT ?`
+	args = append(args, q.Max)
+	rows, err := d.db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("read ledger: %w", err)
+	}
+	defer rows.Close()
+	var out []pool.Entry
+	for rows.Next() {
+		var (
+			e             pool.Entry
+			seq           int64
+			prev, id, dig []byte
+		)
+		if err := rows.Scan(&seq, &prev, &e.Kind, &e.Pool, &id, &e.Task, &e.Peer, &e.Owner, &e.Lease, &dig,
+			&e.Cost, &e.Time, &e.Reason, &e.Sig); err != nil {
+			return nil, fmt.Errorf("read ledger: %w", err)
+		}
+		e.Seq = uint64(seq)
+		copy(e.Prev[:], prev)
+		copy(e.Job[:], id)
+		copy(e.Digest[:], dig)
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read ledger: %w", err)
+	}
+	return out, nil
+}

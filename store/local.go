@@ -1,0 +1,329 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"idlepool/job"
+	"idlepool/pool"
+)
+
+// Contribution states.
+const (
+	StatePending   = "pending"   // the result was returned; no signed receipt yet
+	StateConfirmed = "confirmed" // the coordinator's signed receipt arrived and was checked
+	StateRejected  = "rejected"  // no receipt will come: Reason says why
+)
+
+// Contribution is one result this device returned to a pool: a pending
+// receipt until the coordinator's signed receipt confirms it, or a
+// rejection. Lease identifies it (a lease is returned once). Failed and
+// Failure repeat the submission (with Digest and Result) so that it can be
+// sent again; Result is nil once Acknowledged. Cost is in the planner's
+// cost units: the agent's own estimate (job.Job.Cost) while pending, the
+// receipt's Cost once confirmed. Day is Created's date in the local time
+// zone, "YYYY-MM-DD". Receipt is the confirming ledger entry (Seq 0 when
+// none).
+type Contribution struct {
+	Pool         string     `json:"pool"` // the pool's URL
+	Job          job.ID     `json:"job"`
+	Task         int64      `json:"task"`
+	Lease        string     `json:"lease"`
+	Digest       job.Digest `json:"digest"`
+	Failed       bool       `json:"failed,omitempty"`
+	Failure      string     `json:"failure,omitempty"`
+	Cost         float64    `json:"cost"`
+	State        string     `json:"state"`
+	Reason       string     `json:"reason,omitempty"`
+	Created      time.Time  `json:"created"`
+	Day          string     `json:"day"`
+	Acknowledged bool       `json:"acknowledged"`
+	Result       []byte     `json:"result,omitempty"`
+	Receipt      pool.Entry `json:"receipt"`
+}
+
+// Submission returns what was sent to the coordinator for this lease.
+func (c Contribution) Submission() pool.Submission {
+	return pool.Submission{Digest: c.Digest, Result: c.Result, Failed: c.Failed, Reason: c.Failure}
+}
+
+// DaySummary is one pool's contributions created on one local day.
+// ConfirmedCost is the total cost units of the confirmed ones.
+type DaySummary struct {
+	Pool          string  `json:"pool"`
+	Day           string  `json:"day"` // YYYY-MM-DD, local time
+	Pending       int64   `json:"pending"`
+	Confirmed     int64   `json:"confirmed"`
+	Rejected      int64   `json:"rejected"`
+	ConfirmedCost float64 `json:"confirmed_cost"`
+}
+
+// Filter selects contributions: every field that is set must match.
+// Limit caps the count (0: no cap). Results are newest first.
+type Filter struct {
+	Pool  string
+	State string
+	Job   *job.ID
+	Day   string
+	Limit int
+}
+
+// Local is a donor device's contribution store, in its own SQLite file
+// (schema migrations/local). It is safe for concurrent use.
+type Local struct {
+	db  *sql.DB
+	now func() time.Time
+}
+
+// OpenLocal opens (creating it if needed) the contribution store at path
+// and brings its schema up to date.
+func OpenLocal(path string) (*Local, error) {
+	db, err := openSQLite(context.Background(), path, "local")
+	if err != nil {
+		return nil, err
+	}
+	return &Local{db: db, now: time.Now}, nil
+}
+
+// Close closes the database.
+func (l *Local) Close() error { return l.db.Close() }
+
+// AddPending records a returned result as a pending receipt. It is
+// idempotent by lease: adding the same lease again changes nothing and
+// returns nil, so an agent may call it before every (re)send. A zero
+// Created means now.
+func (l *Local) AddPending(ctx context.Context, r Contribution) error {
+	if r.Lease == "" || r.Pool == "" {
+		return fmt.Errorf("add contribution: empty lease or pool")
+	}
+	if r.Created.IsZero() {
+		r.Created = l.now()
+	}
+	day := r.Created.In(time.Local).Format(time.DateOnly)
+	_, err := l.db.ExecContext(ctx, `INSERT INTO contributions
+		(lease, pool, job, task, digest, failed, failure, cost, state, created, day, result)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?)
+		ON CONFLICT(lease) DO NOTHING`,
+		r.Lease, r.Pool, r.Job[:], r.Task, r.Digest[:], r.Failed, r.Failure, r.Cost,
+		r.Created.UnixMilli(), day, nonNil(r.Result))
+	if err != nil {
+		return fmt.Errorf("add contribution %s: %w", r.Lease, err)
+	}
+	return nil
+}
+
+// nonNil keeps an empty result distinct from "no result kept" (NULL).
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}
+
+// Unacknowledged returns the contributions to pool whose submission the
+// coordinator has not acknowledged yet, oldest first, with their result
+// bytes: what the agent sends again after a restart.
+func (l *Local) Unacknowledged(ctx context.Context, pool string) ([]Contribution, error) {
+	return l.query(ctx, `WHERE pool = ? AND acked = 0 ORDER BY created, lease`, pool)
+}
+
+// MarkAcknowledged records that the coordinator has the submission of
+// lease and drops its kept result bytes. Marking twice is nil; an unknown
+// lease is ErrNotFound.
+func (l *Local) MarkAcknowledged(ctx context.Context, lease string) error {
+	res, err := l.db.ExecContext(ctx, `UPDATE contributions SET acked = 1, result = NULL WHERE lease = ?`, lease)
+	if err != nil {
+		return fmt.Errorf("acknowledge %s: %w", lease, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("acknowledge %s: %w", lease, ErrNotFound)
+	}
+	return nil
+}
+
+// Confirm records the signed receipt e for lease; the caller has checked
+// it with pool.VerifyEntry against the pool's key. The receipt must be a
+// KindReceipt entry for this lease, job, task and digest (else
+// ErrConflict). The state moves pending → confirmed; a rejected
+// contribution is confirmed too, because the signed ledger is the
+// authority. Confirming again with the same entry is nil; an unknown lease
+// is ErrNotFound.
+func (l *Local) Confirm(ctx context.Context, lease string, e pool.Entry) error {
+	c, err := l.get(ctx, lease)
+	if err != nil {
+		return fmt.Errorf("confirm %s: %w", lease, err)
+	}
+	if e.Kind != pool.KindReceipt || e.Lease != lease || e.Job != c.Job || e.Task != c.Task || e.Digest != c.Digest {
+		return fmt.Errorf("confirm %s: %w: entry %d (%s for lease %q, task %d) does not match this contribution", lease, ErrConflict, e.Seq, e.Kind, e.Lease, e.Task)
+	}
+	entry, err := json.Marshal(e)
+	if err != nil {
+		return fmt.Errorf("confirm %s: %w", lease, err)
+	}
+	res, err := l.db.ExecContext(ctx, `UPDATE contributions
+		SET state = 'confirmed', cost = ?, receipt = ?, entry = ?, reason = ''
+		WHERE lease = ? AND (state IN ('pending', 'rejected') OR (state = 'confirmed' AND receipt = ?))`,
+		e.Cost, int64(e.Seq), string(entry), lease, int64(e.Seq))
+	if err != nil {
+		return fmt.Errorf("confirm %s: %w", lease, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("confirm %s: %w: already confirmed by another entry", lease, ErrConflict)
+	}
+	return nil
+}
+
+// Reject moves lease from pending to rejected with reason (a deviation
+// entry, an unverified task, the coordinator refusing the submission).
+// Rejecting a rejected contribution again is nil; a confirmed one is
+// ErrConflict; an unknown lease is ErrNotFound.
+func (l *Local) Reject(ctx context.Context, lease, reason string) error {
+	res, err := l.db.ExecContext(ctx, `UPDATE contributions SET state = 'rejected', reason = ?
+		WHERE lease = ? AND state = 'pending'`, reason, lease)
+	if err != nil {
+		return fmt.Errorf("reject %s: %w", lease, err)
+	}
+	if n, _ := res.RowsAffected(); n == 1 {
+		return nil
+	}
+	c, err := l.get(ctx, lease)
+	if err != nil {
+		return fmt.Errorf("reject %s: %w", lease, err)
+	}
+	if c.State == StateRejected {
+		return nil
+	}
+	return fmt.Errorf("reject %s: %w: it is %s", lease, ErrConflict, c.State)
+}
+
+// History returns, per pool and local day (pool, then day ascending), the
+// counts of pending, confirmed and rejected contributions and the total
+// cost units of the confirmed ones.
+func (l *Local) History(ctx context.Context) ([]DaySummary, error) {
+	rows, err := l.db.QueryContext(ctx, `SELECT pool, day,
+		SUM(state = 'pending'), SUM(state = 'confirmed'), SUM(state = 'rejected'),
+		TOTAL(CASE WHEN state = 'confirmed' THEN cost ELSE 0 END)
+		FROM contributions GROUP BY pool, day ORDER BY pool, day`)
+	if err != nil {
+		return nil, fmt.Errorf("history: %w", err)
+	}
+	defer rows.Close()
+	var out []DaySummary
+	for rows.Next() {
+		var d DaySummary
+		if err := rows.Scan(&d.Pool, &d.Day, &d.Pending, &d.Confirmed, &d.Rejected, &d.ConfirmedCost); err != nil {
+			return nil, fmt.Errorf("history: %w", err)
+		}
+		out = append(out, d)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("history: %w", err)
+	}
+	return out, nil
+}
+
+// Contributions returns the contributions matching f, newest first.
+func (l *Local) Contributions(ctx context.Context, f Filter) ([]Contribution, error) {
+	var where []string
+	var args []any
+	if f.Pool != "" {
+		where, args = append(where, "pool = ?"), append(args, f.Pool)
+	}
+	if f.State != "" {
+		where, args = append(where, "state = ?"), append(args, f.State)
+	}
+	if f.Job != nil {
+		where, args = append(where, "job = ?"), append(args, f.Job[:])
+	}
+	if f.Day != "" {
+		where, args = append(where, "day = ?"), append(args, f.Day)
+	}
+	q := ""
+	if len(where) > 0 {
+		q = "WHERE " + strings.Join(where, " AND ")
+	}
+	q += " ORDER BY created DESC, lease DESC"
+	if f.Limit > 0 {
+		q += fmt.Sprintf(" LIMIT %d", f.Limit)
+	}
+	return l.query(ctx, q, args...)
+}
+
+// LedgerCursor returns the last ledger Seq this device has read from
+// pool (0 when none).
+func (l *Local) LedgerCursor(ctx context.Context, pool string) (uint64, error) {
+	var seq int64
+	err := l.db.QueryRowContext(ctx, `SELECT seq FROM ledger_cursors WHERE pool = ?`, pool).Scan(&seq)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("ledger cursor of %s: %w", pool, err)
+	}
+	return uint64(seq), nil
+}
+
+// SetLedgerCursor records seq as the last ledger Seq read from pool. The
+// cursor never moves back: a lower seq is ignored.
+func (l *Local) SetLedgerCursor(ctx context.Context, pool string, seq uint64) error {
+	_, err := l.db.ExecContext(ctx, `INSERT INTO ledger_cursors(pool, seq) VALUES (?, ?)
+		ON CONFLICT(pool) DO UPDATE SET seq = MAX(seq, excluded.seq)`, pool, int64(seq))
+	if err != nil {
+		return fmt.Errorf("set ledger cursor of %s: %w", pool, err)
+	}
+	return nil
+}
+
+func (l *Local) get(ctx context.Context, lease string) (Contribution, error) {
+	cs, err := l.query(ctx, `WHERE lease = ?`, lease)
+	if err != nil {
+		return Contribution{}, err
+	}
+	if len(cs) == 0 {
+		return Contribution{}, ErrNotFound
+	}
+	return cs[0], nil
+}
+
+func (l *Local) query(ctx context.Context, rest string, args ...any) ([]Contribution, error) {
+	rows, err := l.db.QueryContext(ctx, `SELECT lease, pool, job, task, digest, failed, failure, cost,
+		state, reason, created, day, acked, result, entry FROM contributions `+rest, args...)
+	if err != nil {
+		return nil, fmt.Errorf("read contributions: %w", err)
+	}
+	defer rows.Close()
+	var out []Contribution
+	for rows.Next() {
+		var (
+			c           Contribution
+			jobB, dig   []byte
+			created     int64
+			entry       sql.NullString
+			result      []byte
+			failed, ack bool
+		)
+		if err := rows.Scan(&c.Lease, &c.Pool, &jobB, &c.Task, &dig, &failed, &c.Failure, &c.Cost,
+			&c.State, &c.Reason, &created, &c.Day, &ack, &result, &entry); err != nil {
+			return nil, fmt.Errorf("read contributions: %w", err)
+		}
+		copy(c.Job[:], jobB)
+		copy(c.Digest[:], dig)
+		c.Failed, c.Acknowledged, c.Result = failed, ack, result
+		c.Created = time.UnixMilli(created)
+		if entry.Valid {
+			if err := json.Unmarshal([]byte(entry.String), &c.Receipt); err != nil {
+				return nil, fmt.Errorf("read contribution %s: receipt: %w", c.Lease, err)
+			}
+		}
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read contributions: %w", err)
+	}
+	return out, nil
+}

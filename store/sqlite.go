@@ -1,0 +1,121 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+)
+
+//go:embed migrations
+var migrations embed.FS
+
+// openSQLite opens the SQLite file at p with the pragmas of the package
+// doc and applies the migrations under migrations/<set>.
+func openSQLite(ctx context.Context, p, set string) (*sql.DB, error) {
+	q := url.Values{}
+	for _, pragma := range []string{
+		"journal_mode(WAL)",
+		"synchronous(FULL)",
+		"busy_timeout(10000)",
+		"foreign_keys(ON)",
+	} {
+		q.Add("_pragma", pragma)
+	}
+	q.Set("_txlock", "immediate") // writers take the lock at BEGIN: no deadlock on upgrade
+	db, err := sql.Open("sqlite", "file:"+p+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", p, err)
+	}
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open %s: %w", p, err)
+	}
+	if err := migrate(ctx, db, set); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open %s: %w", p, err)
+	}
+	return db, nil
+}
+
+// migrate applies, in order, the files NNNN_name.sql of migrations/<set>
+// whose number is above the recorded schema version, each in one
+// transaction together with its schema_version row.
+func migrate(ctx context.Context, db *sql.DB, set string) error {
+	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_version (
+		version INTEGER PRIMARY KEY,
+		name    TEXT NOT NULL,
+		applied INTEGER NOT NULL DEFAULT (unixepoch())
+	)`); err != nil {
+		return fmt.Errorf("create schema_version: %w", err)
+	}
+	dir := path.Join("migrations", set)
+	files, err := fs.ReadDir(migrations, dir)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrSchema, err)
+	}
+	type step struct {
+		n    int
+		name string
+	}
+	var steps []step
+	for _, f := range files {
+		num, _, ok := strings.Cut(f.Name(), "_")
+		n, err := strconv.Atoi(num)
+		if !ok || err != nil || !strings.HasSuffix(f.Name(), ".sql") {
+			return fmt.Errorf("%w: migration file %s is not named NNNN_name.sql", ErrSchema, f.Name())
+		}
+		steps = append(steps, step{n, f.Name()})
+	}
+	sort.Slice(steps, func(i, k int) bool { return steps[i].n < steps[k].n })
+	var have int
+	if err := db.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_version`).Scan(&have); err != nil {
+		return fmt.Errorf("read schema version: %w", err)
+	}
+	if len(steps) > 0 && have > steps[len(steps)-1].n {
+		return fmt.Errorf("%w: schema version %d is newer than this program knows (%d)", ErrSchema, have, steps[len(steps)-1].n)
+	}
+	for _, s := range steps {
+		if s.n <= have {
+			continue
+		}
+		body, err := fs.ReadFile(migrations, path.Join(dir, s.name))
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrSchema, err)
+		}
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return fmt.Errorf("migrate %s: %w", s.name, err)
+		}
+		// Another process may have migrated since we looked: check again
+		// under the write lock (BEGIN IMMEDIATE).
+		if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_version`).Scan(&have); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("read schema version: %w", err)
+		}
+		if s.n <= have {
+			tx.Rollback()
+			continue
+		}
+		if _, err := tx.ExecContext(ctx, string(body)); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("%w: migration %s: %v", ErrSchema, s.name, err)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO schema_version(version, name) VALUES (?, ?)`, s.n, s.name); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("%w: migration %s: %v", ErrSchema, s.name, err)
+		}
+		if err := tx.Commit(); err != nil {
+			return fmt.Errorf("migrate %s: %w", s.name, err)
+		}
+	}
+	return nil
+}
