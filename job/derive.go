@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Expr is a parsed arithmetic expression over named scalars, for the
@@ -98,8 +99,16 @@ func (c call) eval(vars map[string]float64) (float64, error) {
 }
 func (c call) names(into map[string]bool) { c.x.names(into) }
 
-// ParseExpr parses src. Errors wrap ErrExpr and give the byte offset.
+// MaxExprBytes bounds the length of an expression's source, which keeps
+// evaluation's recursion over a long chain such as "1+1+...+1" shallow.
+const MaxExprBytes = 64 << 10
+
+// ParseExpr parses src (at most MaxExprBytes long). Errors wrap ErrExpr and
+// give the byte offset.
 func ParseExpr(src string) (*Expr, error) {
+	if len(src) > MaxExprBytes {
+		return nil, fmt.Errorf("%w: %d bytes long, more than %d", ErrExpr, len(src), MaxExprBytes)
+	}
 	p := &parser{src: src}
 	n, err := p.expr()
 	if err != nil {
@@ -251,10 +260,11 @@ func (p *parser) atom() (node, error) {
 			}
 			p.pos++
 		}
-		v, err := strconv.ParseFloat(p.src[start:p.pos], 64)
+		text := p.src[start:p.pos]
+		v, err := strconv.ParseFloat(text, 64)
 		if err != nil {
 			p.pos = start
-			return nil, p.errorf("bad number %q", p.src[start:p.pos])
+			return nil, p.errorf("bad number %q", text)
 		}
 		return num(v), nil
 	case isNameStart(c):
@@ -279,6 +289,7 @@ func (p *parser) atom() (node, error) {
 	case c == 0:
 		return nil, p.errorf("unexpected end of expression")
 	default:
-		return nil, p.errorf("unexpected %q", string(c))
+		_, size := utf8.DecodeRuneInString(p.src[p.pos:])
+		return nil, p.errorf("unexpected %q", p.src[p.pos:p.pos+size])
 	}
 }

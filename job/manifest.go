@@ -153,7 +153,7 @@ func ParseManifest(name, dir string, data []byte) (*Manifest, error) {
 	var m Manifest
 	dec := toml.NewDecoder(bytes.NewReader(data)).DisallowUnknownFields()
 	if err := dec.Decode(&m); err != nil {
-		return nil, tomlError(name, err)
+		return nil, tomlError(name, data, err)
 	}
 	m.Dir, m.Path = dir, name
 	if err := m.normalise(); err != nil {
@@ -162,7 +162,7 @@ func ParseManifest(name, dir string, data []byte) (*Manifest, error) {
 	return &m, nil
 }
 
-func tomlError(file string, err error) error {
+func tomlError(file string, data []byte, err error) error {
 	var strict *toml.StrictMissingError
 	if errors.As(err, &strict) && len(strict.Errors) > 0 {
 		de := strict.Errors[0]
@@ -174,6 +174,21 @@ func tomlError(file string, err error) error {
 	if errors.As(err, &de) {
 		row, _ := de.Position()
 		return &ManifestError{File: file, Line: row, Field: strings.Join(de.Key(), "."), Msg: de.Error()}
+	}
+	// go-toml hands a number, boolean or date to Duration.UnmarshalText and
+	// returns its error without a position: find the field here.
+	var raw struct {
+		Policy map[string]any `toml:"policy"`
+	}
+	if toml.Unmarshal(data, &raw) == nil {
+		for _, k := range []string{"lease_timeout", "time_limit"} {
+			if v, ok := raw.Policy[k]; ok {
+				if _, isString := v.(string); !isString {
+					return &ManifestError{File: file, Field: "policy." + k,
+						Msg: fmt.Sprintf("want a duration string such as \"90s\" or \"5m\", got %v", v)}
+				}
+			}
+		}
 	}
 	return &ManifestError{File: file, Msg: err.Error()}
 }
@@ -275,6 +290,11 @@ func (p *Policy) normalise(m *Manifest) error {
 		return m.fail("policy.memory_mib", "want 1..%d MiB, got %d", MaxMemoryMiB, p.MemoryMiB)
 	case p.TimeLimit.Duration < 100*time.Millisecond:
 		return m.fail("policy.time_limit", "want at least 100ms, got %s", p.TimeLimit.Duration)
+	// The job ID holds durations in whole milliseconds (see canonical).
+	case p.LeaseTimeout.Duration%time.Millisecond != 0:
+		return m.fail("policy.lease_timeout", "want whole milliseconds, got %s", p.LeaseTimeout.Duration)
+	case p.TimeLimit.Duration%time.Millisecond != 0:
+		return m.fail("policy.time_limit", "want whole milliseconds, got %s", p.TimeLimit.Duration)
 	}
 	switch p.Participants {
 	case "open", "invite", "owner":
@@ -305,6 +325,17 @@ func (m *Manifest) checkSplit() error {
 	s := &m.Split
 	if err := checkParams("split.params", s.Params); err != nil {
 		return m.fail("split.params", "%v", err)
+	}
+	// The rule sets these in every task's params; a constant of the same
+	// name would be silently overwritten.
+	ruleParams := map[string][]string{
+		"kfold":  {"k", "fold", "rows", "shuffle", "permutation_seed"},
+		"chunks": {"chunk_index", "offset", "length", "sha256", "header"},
+	}
+	for _, name := range ruleParams[s.Rule] {
+		if _, clash := s.Params[name]; clash {
+			return m.fail("split.params."+name, "the %s rule sets %q in every task's params; choose another name", s.Rule, name)
+		}
 	}
 	needTasks := func() error {
 		if s.Tasks < 1 || s.Tasks > MaxTasks {

@@ -316,13 +316,14 @@ func (j *Job) Task(index int64) Task {
 	return t
 }
 
-// taskDoc is the JSON a program reads on stdin.
+// taskDoc is the JSON a program reads on stdin. Its fields are in sorted
+// key order, as encoding/json writes struct fields in declaration order.
 type taskDoc struct {
-	Job    string            `json:"job"`
 	Index  int64             `json:"index"`
-	Seed   uint64            `json:"seed"`
-	Params map[string]any    `json:"params"`
 	Inputs map[string]string `json:"inputs"`
+	Job    string            `json:"job"`
+	Params map[string]any    `json:"params"`
+	Seed   uint64            `json:"seed"`
 }
 
 // TaskJSON returns the bytes a program reads on stdin for task index: a JSON
