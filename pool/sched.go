@@ -1,95 +1,680 @@
 package pool
 
 import (
+	"bytes"
+	"container/heap"
 	"context"
 	"crypto/ed25519"
-	"errors"
+	"fmt"
 	"log/slog"
+	"sort"
+	"sync"
 	"time"
 
 	"idlepool/identity"
 	"idlepool/job"
 )
 
-// SchedulerConfig configures a coordinator's Scheduler.
+// SchedulerConfig configures a coordinator's Scheduler. Pool, Key, Store
+// and Blobs are required; the rest have defaults.
 type SchedulerConfig struct {
 	Pool        string                  // pool name, written into every ledger entry
 	Key         *identity.Key           // the coordinator's key; signs ledger entries
 	Store       Store                   // durable state
-	Blobs       func(job.Digest) string // local path of a content-addressed file, for job.FromCanonical when reloading jobs
-	Now         func() time.Time        // the clock; default time.Now
-	MaxReplicas int                     // replicas per task at most; default the job's redundancy + 4
+	Blobs       func(job.Digest) string // local path of a content-addressed file (program, inputs), for job.FromCanonical when reloading jobs
+	Now         func() time.Time        // the clock for leases and ledger times; default time.Now
+	MaxReplicas int                     // replicas per task at most; default the job's redundancy + 4. Past it a task without a majority ends unverified
 	CommitDelay time.Duration           // group-commit window; default 2ms
 	Logger      *slog.Logger            // nil discards
+
+	// MaxResultBytes bounds one submission's result; default 64 MiB.
+	MaxResultBytes int
 }
 
-// Scheduler is the coordinator's scheduling core.
+// Defaults of SchedulerConfig.
+const (
+	DefaultCommitDelay    = 2 * time.Millisecond
+	DefaultExtraReplicas  = 4        // MaxReplicas = redundancy + this
+	DefaultMaxResultBytes = 64 << 20 // bytes
+	maxBatchChanges       = 4096     // a batch this full commits without waiting for CommitDelay
+	maxLeasesPerCall      = 256
+	maxPageSize           = 10000
+	maxReasonBytes        = 4096
+)
+
+// Scheduler is the coordinator's scheduling core: it registers peers,
+// holds jobs, leases tasks to whoever asks, compares the digests replicas
+// return, decides each task by a majority of distinct owners, hands the
+// outcomes to each job's merger and writes signed receipts to the ledger.
+// It never merges or sums results (invariant 9).
+//
+// All state lives in memory and every change goes through the Store: a
+// method that changes state returns only after its change is durably
+// committed, and concurrent calls share one commit (group commit, run by
+// Serve). A Scheduler whose Serve is not running blocks such methods until
+// it runs (or their ctx ends). Reads (Peer, Status, Jobs) see the newest
+// state, which may include changes still being committed; Results and
+// Ledger return only what is committed.
+//
+// The rules, from DESIGN.md invariants 3, 4, 6, 11-14:
+//
+//   - Pull: Lease gives whoever asks the lowest-index task of the oldest
+//     job that still needs a replica the peer may compute. Tasks that
+//     already have replicas (in flight or returned) come before fresh
+//     ones, so a task's replicas run in parallel on distinct peers and
+//     results arrive roughly in task order.
+//   - Participants "open" and "invite": the job owner's devices are never
+//     leased the owner's own tasks; a task's replicas go to distinct owners
+//     (a second device of an owner that holds or returned a replica is
+//     skipped), and each agreeing replica earns a receipt.
+//     Participants "owner": only the owner's devices compute, distinct
+//     devices count toward the quorum, and no ledger entries are written
+//     (your own device is never counted, invariant 14).
+//   - A peer never holds two replicas of one task. A lease that expires or
+//     is handed back frees its replica for whoever asks next.
+//   - Redundancy replicas are leased at first. Digest D is accepted when
+//     the voters (distinct owners, or devices in "owner" pools) that
+//     returned D number at least quorum and are a strict majority of the
+//     voters that returned. Otherwise more replicas are leased, as many as
+//     could still make the leading digest win, up to MaxReplicas; when no
+//     digest can win within MaxReplicas the task ends unverified.
+//   - A majority on a "failed" digest (same failure reason) is a verified
+//     failure: outcome "failed", reported to the merger, receipts issued
+//     because the work was done and agreed on.
+//   - Deciding a task appends, atomically with its outcome, one receipt per
+//     agreeing replica (cost from the planner, job.Job.Cost), one deviation
+//     per disagreeing replica, or one unverified entry per replica of an
+//     unverified task. Only the accepted result is kept, until the merger
+//     acknowledges it.
+//
+// A Scheduler is safe for concurrent use.
 type Scheduler struct {
-	cfg SchedulerConfig
+	cfg   SchedulerConfig
+	log   *slog.Logger
+	store Store
+
+	mu         sync.Mutex
+	peers      map[string]Peer
+	peerBatch  map[string]*pending // the batch of each peer's newest registration
+	jobs       map[job.ID]*jobState
+	queue      []*jobState         // by JobRecord.Order
+	leases     map[string]*replica // every replica ever leased, by lease ID
+	deadlines  deadlineHeap        // live leases, lazily pruned
+	ledgerSeq  uint64              // head of the ledger, including uncommitted entries
+	ledgerHash job.Digest
+	nextOrder  int64
+	pend       *pending
+	stopped    error // non-nil: every change is refused with it
+	serving    bool
+
+	kick chan struct{} // a change is waiting to be committed
+	full chan struct{} // the pending batch is full
 }
 
-var errTODO = errors.New("pool: scheduler not implemented yet")
+// jobState is one job in memory. Tasks below next that are not in active
+// are decided; tasks from next on are untouched.
+type jobState struct {
+	rec         JobRecord
+	j           *job.Job
+	pol         job.Policy
+	maxReplicas int
+	tasks       int64
+	next        int64
+	active      map[int64]*taskState
+	want        []int64 // sorted indexes of active tasks that need another replica
+	seq         int64   // last outcome Seq assigned
+	committed   int64   // last outcome Seq durably committed
+	outcomes    []Verified
+	accepted    int64
+	failed      int64
+	leased      int64
+	batch       *pending // the batch that inserted the job
+	ackBatch    *pending // the batch of the last acknowledgement
+}
 
-// NewScheduler loads the state from cfg.Store.
+// taskState is an undecided task that has, or had, replicas.
+type taskState struct {
+	index    int64
+	live     []*replica // leased, not returned
+	returned []*replica // in return order
+	wanting  bool       // listed in jobState.want
+}
+
+// replica is one lease and its submission. rec.Version is the version of
+// the newest change (committed or pending).
+type replica struct {
+	rec   ReplicaRecord
+	js    *jobState
+	ts    *taskState // nil once settled (the task was decided or the lease ended)
+	batch *pending   // the batch of the newest change
+}
+
+// NewScheduler rebuilds the scheduler's state from cfg.Store (see Store
+// and Snapshot). Jobs are rebuilt from their canonical encodings with
+// job.FromCanonical and cfg.Blobs; a job whose files are missing or do not
+// match is an error, because dropping it would drop its tasks. Leases come
+// back with their deadlines; those already past expire on the first Lease
+// or within a second of Serve starting.
 func NewScheduler(ctx context.Context, cfg SchedulerConfig) (*Scheduler, error) {
-	return &Scheduler{cfg: cfg}, nil
+	if cfg.Key == nil || cfg.Store == nil || cfg.Blobs == nil {
+		return nil, fmt.Errorf("new scheduler: %w: Key, Store and Blobs are required", ErrBadRequest)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.CommitDelay <= 0 {
+		cfg.CommitDelay = DefaultCommitDelay
+	}
+	if cfg.MaxResultBytes <= 0 {
+		cfg.MaxResultBytes = DefaultMaxResultBytes
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Scheduler{
+		cfg: cfg, log: log, store: cfg.Store,
+		peers: map[string]Peer{}, peerBatch: map[string]*pending{}, jobs: map[job.ID]*jobState{}, leases: map[string]*replica{},
+		kick: make(chan struct{}, 1), full: make(chan struct{}, 1),
+	}
+	s.pend = newPending()
+	snap, err := cfg.Store.Load(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("new scheduler: load: %w", err)
+	}
+	if err := s.restore(snap); err != nil {
+		return nil, fmt.Errorf("new scheduler: %w", err)
+	}
+	log.Info("Scheduler loaded", "pool", cfg.Pool, "peers", len(s.peers), "jobs", len(s.queue),
+		"leases", len(s.deadlines), "ledgerSeq", s.ledgerSeq)
+	return s, nil
 }
 
-// Serve runs group commit and lease expiry until ctx ends.
-func (s *Scheduler) Serve(ctx context.Context) error { <-ctx.Done(); return nil }
+// restore rebuilds memory from a snapshot; s.mu need not be held (s is
+// not shared yet).
+func (s *Scheduler) restore(snap *Snapshot) error {
+	for _, p := range snap.Peers {
+		s.peers[p.ID] = p
+	}
+	decided := map[job.ID]map[int64]bool{}
+	touched := map[job.ID]int64{}
+	for _, rec := range snap.Jobs {
+		j, err := job.FromCanonical(rec.Canonical, s.cfg.Blobs)
+		if err != nil {
+			return fmt.Errorf("rebuild job %s: %w", rec.ID, err)
+		}
+		if j.ID != rec.ID {
+			return fmt.Errorf("rebuild job %s: %w: its encoding hashes to %s", rec.ID, ErrConflict, j.ID)
+		}
+		js := s.newJobState(rec, j)
+		s.jobs[rec.ID] = js
+		s.queue = append(s.queue, js)
+		s.nextOrder = max(s.nextOrder, rec.Order)
+		decided[rec.ID] = map[int64]bool{}
+		touched[rec.ID] = -1
+	}
+	for _, o := range snap.Outcomes {
+		js := s.jobs[o.Job]
+		if js == nil {
+			return fmt.Errorf("outcome %d of unknown job %s: %w", o.Seq, o.Job, ErrConflict)
+		}
+		if o.Seq != js.seq+1 {
+			return fmt.Errorf("job %s: outcome %d follows %d: %w", o.Job, o.Seq, js.seq, ErrConflict)
+		}
+		js.seq, js.committed = o.Seq, o.Seq
+		decided[o.Job][o.Task] = true
+		touched[o.Job] = max(touched[o.Job], o.Task)
+		if o.Status == OutcomeOK {
+			js.accepted++
+		} else {
+			js.failed++
+		}
+		if o.Seq > js.rec.Acked {
+			js.outcomes = append(js.outcomes, o.Verified)
+		}
+	}
+	for _, rec := range snap.Replicas {
+		js := s.jobs[rec.Job]
+		if js == nil {
+			return fmt.Errorf("replica %s of unknown job %s: %w", rec.Lease, rec.Job, ErrConflict)
+		}
+		r := &replica{rec: rec, js: js}
+		r.rec.Prev = 0
+		s.leases[rec.Lease] = r
+		touched[rec.Job] = max(touched[rec.Job], rec.Task)
+		if decided[rec.Job][rec.Task] {
+			r.rec.Result = nil
+			continue
+		}
+		switch rec.State {
+		case ReplicaLeased:
+			ts := js.task(rec.Task)
+			r.ts = ts
+			ts.live = append(ts.live, r)
+			js.leased++
+			heap.Push(&s.deadlines, deadlineItem{rec.Deadline, r})
+		case ReplicaReturned:
+			ts := js.task(rec.Task)
+			r.ts = ts
+			ts.returned = append(ts.returned, r)
+		}
+	}
+	for _, js := range s.queue {
+		js.next = touched[js.rec.ID] + 1
+		for i := int64(0); i < js.next; i++ {
+			if !decided[js.rec.ID][i] {
+				js.task(i) // a task whose replicas all ended: it wants replicas again
+			}
+		}
+		for _, ts := range js.active {
+			js.update(ts)
+		}
+	}
+	s.ledgerSeq, s.ledgerHash = snap.LedgerSeq, snap.LedgerHash
+	return nil
+}
 
-// RegisterPeer registers p; idempotent for the same keys.
-func (s *Scheduler) RegisterPeer(ctx context.Context, p Peer) error { return errTODO }
+func (s *Scheduler) newJobState(rec JobRecord, j *job.Job) *jobState {
+	pol := j.Manifest.Policy
+	maxRep := s.cfg.MaxReplicas
+	if maxRep <= 0 {
+		maxRep = pol.Redundancy + DefaultExtraReplicas
+	}
+	maxRep = max(maxRep, pol.Redundancy)
+	return &jobState{rec: rec, j: j, pol: pol, maxReplicas: maxRep, tasks: j.NumTasks(), active: map[int64]*taskState{}}
+}
 
-// Peer returns a registered peer.
-func (s *Scheduler) Peer(id string) (Peer, bool) { return Peer{}, false }
+// task returns active task i, creating it.
+func (js *jobState) task(i int64) *taskState {
+	ts := js.active[i]
+	if ts == nil {
+		ts = &taskState{index: i}
+		js.active[i] = ts
+	}
+	return ts
+}
 
-// AddJob adds a job submitted by the peer submitter.
+// Serve runs group commit and lease expiry until ctx ends. On
+// cancellation it commits what is pending, stops accepting changes
+// (ErrStopped) and returns nil. When a commit fails it stops too, fails
+// the waiting calls, and returns that error: the memory no longer matches
+// the store, so the owner must build a new Scheduler from the Store. Serve
+// may run once per Scheduler.
+func (s *Scheduler) Serve(ctx context.Context) error {
+	s.mu.Lock()
+	if s.serving || s.stopped != nil {
+		s.mu.Unlock()
+		return fmt.Errorf("serve: %w: Serve runs once per Scheduler", ErrStopped)
+	}
+	s.serving = true
+	s.mu.Unlock()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	wctx := context.WithoutCancel(ctx) // a commit in progress finishes on shutdown
+	for {
+		select {
+		case <-ctx.Done():
+			s.mu.Lock()
+			s.stopped = ErrStopped
+			s.mu.Unlock()
+			if err := s.flush(wctx); err != nil {
+				return err
+			}
+			s.log.Info("Scheduler stopped", "pool", s.cfg.Pool)
+			return nil
+		case <-tick.C:
+			s.mu.Lock()
+			s.expireDue(s.cfg.Now())
+			s.mu.Unlock()
+		case <-s.kick:
+			t := time.NewTimer(s.cfg.CommitDelay)
+			select {
+			case <-t.C:
+			case <-s.full:
+			case <-ctx.Done():
+			}
+			t.Stop()
+			if err := s.flush(wctx); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// pending is one group-commit batch in the making, then in flight.
+type pending struct {
+	b     Batch
+	rep   map[string]int // lease → index in b.Replicas
+	after []func()       // run under s.mu once committed
+	done  chan struct{}  // closed once committed or failed
+	err   error
+}
+
+func newPending() *pending {
+	return &pending{rep: map[string]int{}, done: make(chan struct{})}
+}
+
+// changed notes that s.pend grew; s.mu is held.
+func (s *Scheduler) changed() *pending {
+	p := s.pend
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+	if n := len(p.b.Peers) + len(p.b.Jobs) + len(p.b.Replicas) + len(p.b.Outcomes) + len(p.b.Entries); n >= maxBatchChanges {
+		select {
+		case s.full <- struct{}{}:
+		default:
+		}
+	}
+	return p
+}
+
+// flush commits the pending batch, if any. After a failure every later
+// change is refused.
+func (s *Scheduler) flush(ctx context.Context) error {
+	s.mu.Lock()
+	p := s.pend
+	if p.b.Empty() && len(p.after) == 0 {
+		s.mu.Unlock()
+		return nil
+	}
+	s.pend = newPending()
+	s.mu.Unlock()
+	err := s.store.Commit(ctx, &p.b)
+	s.mu.Lock()
+	if err != nil {
+		s.stopped = fmt.Errorf("%w: commit failed: %w", ErrStopped, err)
+		p.err = s.stopped
+		// The next batch was built on state that will never be committed.
+		q := s.pend
+		q.err = s.stopped
+		s.pend = newPending()
+		s.mu.Unlock()
+		close(p.done)
+		close(q.done)
+		s.log.Error("Commit failed; scheduler stopped", "pool", s.cfg.Pool, "err", err)
+		return s.stopped
+	}
+	for _, f := range p.after {
+		f()
+	}
+	s.mu.Unlock()
+	p.b, p.rep, p.after = Batch{}, nil, nil // the records may hold result bytes
+	close(p.done)
+	return nil
+}
+
+// wait returns once p is committed (its error) or ctx ends.
+func wait(ctx context.Context, p *pending) error {
+	if p == nil {
+		return nil
+	}
+	select {
+	case <-p.done:
+		return p.err
+	case <-ctx.Done():
+		return fmt.Errorf("wait for commit: %w", ctx.Err())
+	}
+}
+
+// putReplica records r's new state in the pending batch; s.mu is held.
+func (s *Scheduler) putReplica(r *replica) {
+	p := s.pend
+	rec := r.rec
+	if r.rec.State != ReplicaReturned {
+		rec.Result = nil
+	}
+	if i, ok := p.rep[rec.Lease]; ok {
+		r.rec.Version++
+		rec.Version, rec.Prev = r.rec.Version, p.b.Replicas[i].Prev
+		p.b.Replicas[i] = rec
+	} else {
+		rec.Prev = r.rec.Version
+		r.rec.Version++
+		rec.Version = r.rec.Version
+		p.rep[rec.Lease] = len(p.b.Replicas)
+		p.b.Replicas = append(p.b.Replicas, rec)
+	}
+	r.batch = s.changed()
+}
+
+// now returns the clock in whole milliseconds, as the stores keep times.
+func (s *Scheduler) now() time.Time { return time.UnixMilli(s.cfg.Now().UnixMilli()) }
+
+// RegisterPeer registers p (or, for a peer already registered with the
+// same keys, updates its Name) and returns once that is committed. p.ID
+// must be identity.IDOf(p.Key), p.Owner identity.IDOf(p.OwnerKey), and
+// p.Endorsement the owner key's signature over EndorsementMessage(p.Key);
+// otherwise ErrBadRequest. A known ID with other keys is ErrConflict. A
+// zero Joined is set to now.
+func (s *Scheduler) RegisterPeer(ctx context.Context, p Peer) error {
+	if len(p.Key) != ed25519.PublicKeySize || len(p.OwnerKey) != ed25519.PublicKeySize ||
+		identity.IDOf(p.Key) != p.ID || identity.IDOf(p.OwnerKey) != p.Owner {
+		return fmt.Errorf("register peer %q: %w: the IDs must be those of the keys", p.ID, ErrBadRequest)
+	}
+	if err := identity.Verify(p.OwnerKey, EndorsementMessage(p.Key), p.Endorsement); err != nil {
+		return fmt.Errorf("register peer %s: %w: endorsement: %w", p.ID, ErrBadRequest, err)
+	}
+	s.mu.Lock()
+	if s.stopped != nil {
+		s.mu.Unlock()
+		return fmt.Errorf("register peer %s: %w", p.ID, s.stopped)
+	}
+	old, ok := s.peers[p.ID]
+	var w *pending
+	switch {
+	case ok && (!bytes.Equal(old.Key, p.Key) || !bytes.Equal(old.OwnerKey, p.OwnerKey)):
+		s.mu.Unlock()
+		return fmt.Errorf("register peer %s: %w: registered with other keys", p.ID, ErrConflict)
+	case ok && old.Name == p.Name:
+		w = s.peerBatch[p.ID] // an earlier registration may still be committing
+	default:
+		if ok {
+			p.Joined, p.Endorsement = old.Joined, old.Endorsement
+		} else if p.Joined.IsZero() {
+			p.Joined = s.now()
+		}
+		p.Joined = time.UnixMilli(p.Joined.UnixMilli())
+		s.peers[p.ID] = p
+		s.pend.b.Peers = append(s.pend.b.Peers, p)
+		w = s.changed()
+		s.peerBatch[p.ID] = w
+		s.log.Info("Peer registered", "peer", p.ID, "owner", p.Owner, "name", p.Name)
+	}
+	s.mu.Unlock()
+	return wait(ctx, w)
+}
+
+// Peer returns the registered peer with ID id.
+func (s *Scheduler) Peer(id string) (Peer, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, ok := s.peers[id]
+	return p, ok
+}
+
+// AddJob adds j to the pool's queue on behalf of the registered peer
+// submitter, who becomes the job's merger; the job's owner is that peer's
+// owner. It returns created == false (and nil) for a job already in the
+// pool, after that job is committed. The coordinator must hold j's program
+// and inputs where cfg.Blobs says, to rebuild the job after a restart.
+// Errors: ErrUnknownPeer, ErrBadRequest (a policy the scheduler cannot
+// follow), ErrStopped.
 func (s *Scheduler) AddJob(ctx context.Context, j *job.Job, submitter string) (created bool, err error) {
-	return false, errTODO
+	pol := j.Manifest.Policy
+	switch {
+	case pol.Quorum < 1 || pol.Redundancy < pol.Quorum:
+		return false, fmt.Errorf("add job %s: %w: quorum %d, redundancy %d", j.ID, ErrBadRequest, pol.Quorum, pol.Redundancy)
+	case pol.LeaseTimeout.Duration <= 0:
+		return false, fmt.Errorf("add job %s: %w: lease timeout %s", j.ID, ErrBadRequest, pol.LeaseTimeout.Duration)
+	case pol.Participants != "open" && pol.Participants != "invite" && pol.Participants != "owner":
+		return false, fmt.Errorf("add job %s: %w: participants %q", j.ID, ErrBadRequest, pol.Participants)
+	case j.NumTasks() < 1:
+		return false, fmt.Errorf("add job %s: %w: no tasks", j.ID, ErrBadRequest)
+	}
+	s.mu.Lock()
+	if s.stopped != nil {
+		s.mu.Unlock()
+		return false, fmt.Errorf("add job %s: %w", j.ID, s.stopped)
+	}
+	peer, ok := s.peers[submitter]
+	if !ok {
+		s.mu.Unlock()
+		return false, fmt.Errorf("add job %s: %w: %s", j.ID, ErrUnknownPeer, submitter)
+	}
+	if js, ok := s.jobs[j.ID]; ok {
+		w := js.batch
+		s.mu.Unlock()
+		return false, wait(ctx, w)
+	}
+	s.nextOrder++
+	rec := JobRecord{ID: j.ID, Canonical: j.Canonical, Owner: peer.Owner, Merger: submitter, Order: s.nextOrder, Added: s.now()}
+	js := s.newJobState(rec, j)
+	s.jobs[j.ID] = js
+	s.queue = append(s.queue, js)
+	s.pend.b.Jobs = append(s.pend.b.Jobs, rec)
+	js.batch = s.changed()
+	w := js.batch
+	s.mu.Unlock()
+	s.log.Info("Job added", "job", j.ID.String(), "name", j.Manifest.Name, "tasks", j.NumTasks(),
+		"owner", peer.Owner, "merger", submitter, "participants", pol.Participants)
+	return true, wait(ctx, w)
 }
 
-// Lease leases up to max tasks to peer.
-func (s *Scheduler) Lease(ctx context.Context, peer string, max int) ([]Lease, error) {
-	return nil, errTODO
+// Status returns job id's progress (ErrUnknownJob if absent). Counts
+// include changes still being committed.
+func (s *Scheduler) Status(id job.ID) (JobStatus, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	js, ok := s.jobs[id]
+	if !ok {
+		return JobStatus{}, fmt.Errorf("status of job %s: %w", id, ErrUnknownJob)
+	}
+	return js.status(), nil
 }
 
-// Heartbeat extends a lease and returns its new deadline.
-func (s *Scheduler) Heartbeat(ctx context.Context, peer, lease string) (time.Time, error) {
-	return time.Time{}, errTODO
+// Jobs returns every job's progress, oldest first.
+func (s *Scheduler) Jobs() []JobStatus {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]JobStatus, 0, len(s.queue))
+	for _, js := range s.queue {
+		out = append(out, js.status())
+	}
+	return out
 }
 
-// Submit records a replica's submission.
-func (s *Scheduler) Submit(ctx context.Context, peer, lease string, sub Submission) error {
-	return errTODO
+func (js *jobState) status() JobStatus {
+	return JobStatus{
+		Job: js.rec.ID, Name: js.j.Manifest.Name, Owner: js.rec.Owner, Merger: js.rec.Merger,
+		Tasks: js.tasks, Accepted: js.accepted, Failed: js.failed, Leased: js.leased, Acked: js.rec.Acked,
+		Complete: js.complete(), Quorum: js.pol.Quorum, Redundancy: js.pol.Redundancy,
+	}
 }
 
-// Release hands a lease back.
-func (s *Scheduler) Release(ctx context.Context, peer, lease string) error { return errTODO }
+func (js *jobState) complete() bool { return js.next == js.tasks && len(js.active) == 0 }
 
-// Results returns a job's outcomes with Seq > after, for its merger.
-func (s *Scheduler) Results(ctx context.Context, peer string, id job.ID, after int64, max int) ([]Verified, error) {
-	return nil, errTODO
+// Ledger returns committed ledger entries with Seq > after, in Seq order,
+// at most max (capped at 10,000).
+func (s *Scheduler) Ledger(after uint64, max int) ([]Entry, error) {
+	return s.entries(EntryQuery{After: after, Max: max})
 }
 
-// Ack records that the merger has the outcomes with Seq <= upto.
-func (s *Scheduler) Ack(ctx context.Context, peer string, id job.ID, upto int64) error {
-	return errTODO
-}
-
-// Status returns a job's progress.
-func (s *Scheduler) Status(id job.ID) (JobStatus, error) { return JobStatus{}, errTODO }
-
-// Jobs returns every job's progress.
-func (s *Scheduler) Jobs() []JobStatus { return nil }
-
-// Ledger returns ledger entries with Seq > after.
-func (s *Scheduler) Ledger(after uint64, max int) ([]Entry, error) { return nil, errTODO }
-
-// PeerLedger returns ledger entries naming peer with Seq > after.
+// PeerLedger returns the committed ledger entries naming peer (receipts,
+// deviations and unverified marks of its replicas) with Seq > after, in
+// Seq order, at most max (capped at 10,000). ErrUnknownPeer if peer is not
+// registered.
 func (s *Scheduler) PeerLedger(peer string, after uint64, max int) ([]Entry, error) {
-	return nil, errTODO
+	if _, ok := s.Peer(peer); !ok {
+		return nil, fmt.Errorf("ledger of peer %s: %w", peer, ErrUnknownPeer)
+	}
+	return s.entries(EntryQuery{After: after, Max: max, Peer: peer})
 }
 
-// PublicKey returns the coordinator's public key.
+func (s *Scheduler) entries(q EntryQuery) ([]Entry, error) {
+	if q.Max <= 0 {
+		return nil, nil
+	}
+	q.Max = min(q.Max, maxPageSize)
+	es, err := s.store.Entries(context.Background(), q)
+	if err != nil {
+		return nil, fmt.Errorf("read ledger: %w", err)
+	}
+	return es, nil
+}
+
+// PublicKey returns the coordinator's public key, which checks every
+// ledger entry (VerifyEntry, VerifyLedger).
 func (s *Scheduler) PublicKey() ed25519.PublicKey { return s.cfg.Key.Public() }
+
+// deadlineHeap orders live leases by deadline. Heartbeats push a new item
+// instead of fixing the old one; stale items are skipped when popped.
+type deadlineItem struct {
+	at time.Time
+	r  *replica
+}
+
+type deadlineHeap []deadlineItem
+
+func (h deadlineHeap) Len() int           { return len(h) }
+func (h deadlineHeap) Less(i, k int) bool { return h[i].at.Before(h[k].at) }
+func (h deadlineHeap) Swap(i, k int)      { h[i], h[k] = h[k], h[i] }
+func (h *deadlineHeap) Push(x any)        { *h = append(*h, x.(deadlineItem)) }
+func (h *deadlineHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// expireDue expires every live lease whose deadline is not after now;
+// s.mu is held.
+func (s *Scheduler) expireDue(now time.Time) {
+	for len(s.deadlines) > 0 && !s.deadlines[0].at.After(now) {
+		it := heap.Pop(&s.deadlines).(deadlineItem)
+		r := it.r
+		if r.rec.State != ReplicaLeased || !r.rec.Deadline.Equal(it.at) {
+			continue // stale: heartbeated, returned or ended since
+		}
+		s.endLease(r, ReplicaExpired)
+		s.log.Info("Lease expired", "lease", r.rec.Lease, "job", r.rec.Job.String(), "task", r.rec.Task, "peer", r.rec.Peer)
+	}
+}
+
+// endLease ends live replica r without a submission (expired, released);
+// its task wants a replica again. s.mu is held.
+func (s *Scheduler) endLease(r *replica, state string) {
+	ts, js := r.ts, r.js
+	ts.live = removeReplica(ts.live, r)
+	js.leased--
+	r.rec.State, r.ts = state, nil
+	s.putReplica(r)
+	js.update(ts)
+}
+
+func removeReplica(rs []*replica, r *replica) []*replica {
+	for i, x := range rs {
+		if x == r {
+			return append(rs[:i], rs[i+1:]...)
+		}
+	}
+	return rs
+}
+
+// update keeps ts's place in js.want in step with what it needs.
+func (js *jobState) update(ts *taskState) {
+	w := js.wants(ts) > 0
+	if w == ts.wanting {
+		return
+	}
+	ts.wanting = w
+	i := sort.Search(len(js.want), func(k int) bool { return js.want[k] >= ts.index })
+	if w {
+		js.want = append(js.want, 0)
+		copy(js.want[i+1:], js.want[i:])
+		js.want[i] = ts.index
+	} else if i < len(js.want) && js.want[i] == ts.index {
+		js.want = append(js.want[:i], js.want[i+1:]...)
+	}
+}

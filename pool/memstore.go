@@ -1,0 +1,287 @@
+package pool
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+
+	"idlepool/job"
+)
+
+// MemStore is an in-memory Store for tests and benchmarks. It behaves like
+// the SQLite store of package store: a Commit applies all of a batch or
+// nothing (every compare-and-set is checked before anything changes),
+// records are copied in and out so nothing aliases the caller's memory,
+// and a new Scheduler on the same MemStore sees everything committed, as
+// after a restart. It is not durable across processes.
+//
+// FailNext makes the next Commit fail, for tests of failure handling.
+// MemStore is safe for concurrent use.
+type MemStore struct {
+	mu       sync.Mutex
+	peers    map[string]Peer
+	peerSeq  []string
+	jobs     map[job.ID]*JobRecord
+	jobSeq   []job.ID
+	replicas map[string]*ReplicaRecord
+	repSeq   []string
+	outcomes map[job.ID][]OutcomeRecord
+	ledger   []Entry
+	byPeer   map[string][]int // indexes into ledger
+	head     job.Digest
+	failNext error
+	commits  int
+}
+
+var _ Store = (*MemStore)(nil)
+
+// NewMemStore returns an empty MemStore.
+func NewMemStore() *MemStore {
+	return &MemStore{
+		peers: map[string]Peer{}, jobs: map[job.ID]*JobRecord{}, replicas: map[string]*ReplicaRecord{},
+		outcomes: map[job.ID][]OutcomeRecord{}, byPeer: map[string][]int{},
+	}
+}
+
+// FailNext makes the next Commit return err (wrapped) and change nothing.
+func (m *MemStore) FailNext(err error) {
+	m.mu.Lock()
+	m.failNext = err
+	m.mu.Unlock()
+}
+
+// Commits returns how many batches were committed.
+func (m *MemStore) Commits() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.commits
+}
+
+func cloneBytes(b []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	return bytes.Clone(b)
+}
+
+func clonePeer(p Peer) Peer {
+	p.Key, p.OwnerKey, p.Endorsement = cloneBytes(p.Key), cloneBytes(p.OwnerKey), cloneBytes(p.Endorsement)
+	return p
+}
+
+// Commit applies b atomically (see Store).
+func (m *MemStore) Commit(ctx context.Context, b *Batch) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.failNext; err != nil {
+		m.failNext = nil
+		return fmt.Errorf("commit: %w", err)
+	}
+	if err := m.check(b); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	for _, p := range b.Peers {
+		if _, ok := m.peers[p.ID]; !ok {
+			m.peerSeq = append(m.peerSeq, p.ID)
+			m.peers[p.ID] = clonePeer(p)
+		} else {
+			old := m.peers[p.ID]
+			old.Name = p.Name
+			m.peers[p.ID] = old
+		}
+	}
+	for _, j := range b.Jobs {
+		j.Canonical = cloneBytes(j.Canonical)
+		m.jobs[j.ID] = &j
+		m.jobSeq = append(m.jobSeq, j.ID)
+	}
+	for _, r := range b.Replicas {
+		r.Result = cloneBytes(r.Result)
+		r.Prev = 0
+		if _, ok := m.replicas[r.Lease]; !ok {
+			m.repSeq = append(m.repSeq, r.Lease)
+		}
+		m.replicas[r.Lease] = &r
+	}
+	for _, o := range b.Outcomes {
+		o.Result = cloneBytes(o.Result)
+		m.outcomes[o.Job] = append(m.outcomes[o.Job], o)
+	}
+	for _, a := range b.Acks {
+		m.jobs[a.Job].Acked = a.Upto
+		for i := range m.outcomes[a.Job] {
+			if o := &m.outcomes[a.Job][i]; o.Seq <= a.Upto {
+				o.Result = nil
+			}
+		}
+	}
+	for _, e := range b.Entries {
+		e.Sig = cloneBytes(e.Sig)
+		m.byPeer[e.Peer] = append(m.byPeer[e.Peer], len(m.ledger))
+		m.ledger = append(m.ledger, e)
+		m.head = e.Hash()
+	}
+	m.commits++
+	return nil
+}
+
+// check verifies every compare-and-set of b against the current state and
+// the batch's own earlier records, changing nothing; m.mu is held.
+func (m *MemStore) check(b *Batch) error {
+	peers := map[string]Peer{}
+	for _, p := range b.Peers {
+		old, ok := peers[p.ID]
+		if !ok {
+			old, ok = m.peers[p.ID]
+		}
+		if ok && (!bytes.Equal(old.Key, p.Key) || !bytes.Equal(old.OwnerKey, p.OwnerKey)) {
+			return fmt.Errorf("%w: peer %s is registered with other keys", ErrConflict, p.ID)
+		}
+		peers[p.ID] = p
+	}
+	jobs := map[job.ID]int64{}
+	orders := map[int64]bool{}
+	for _, j := range m.jobs {
+		orders[j.Order] = true
+	}
+	for _, j := range b.Jobs {
+		if _, ok := m.jobs[j.ID]; ok || orders[j.Order] {
+			return fmt.Errorf("%w: job %s or order %d exists", ErrConflict, j.ID, j.Order)
+		}
+		if _, ok := jobs[j.ID]; ok {
+			return fmt.Errorf("%w: job %s twice in a batch", ErrConflict, j.ID)
+		}
+		orders[j.Order] = true
+		jobs[j.ID] = j.Acked
+	}
+	versions := map[string]int64{}
+	for _, r := range b.Replicas {
+		v, ok := versions[r.Lease]
+		if !ok {
+			if old, in := m.replicas[r.Lease]; in {
+				v = old.Version
+			}
+		}
+		if r.Prev != v {
+			return fmt.Errorf("%w: replica %s is at version %d, not %d", ErrConflict, r.Lease, v, r.Prev)
+		}
+		if _, ok := m.jobs[r.Job]; !ok {
+			if _, ok := jobs[r.Job]; !ok {
+				return fmt.Errorf("%w: replica %s of unknown job %s", ErrConflict, r.Lease, r.Job)
+			}
+		}
+		versions[r.Lease] = r.Version
+	}
+	type key struct {
+		job job.ID
+		n   int64
+	}
+	seqs, tasks := map[key]bool{}, map[key]bool{}
+	for _, o := range b.Outcomes {
+		if _, ok := m.jobs[o.Job]; !ok {
+			if _, ok := jobs[o.Job]; !ok {
+				return fmt.Errorf("%w: outcome of unknown job %s", ErrConflict, o.Job)
+			}
+		}
+		dupSeq, dupTask := seqs[key{o.Job, o.Seq}], tasks[key{o.Job, o.Task}]
+		for _, x := range m.outcomes[o.Job] {
+			dupSeq = dupSeq || x.Seq == o.Seq
+			dupTask = dupTask || x.Task == o.Task
+		}
+		if dupSeq || dupTask {
+			return fmt.Errorf("%w: job %s already has outcome %d or an outcome for task %d", ErrConflict, o.Job, o.Seq, o.Task)
+		}
+		seqs[key{o.Job, o.Seq}], tasks[key{o.Job, o.Task}] = true, true
+	}
+	acked := map[job.ID]int64{}
+	for _, a := range b.Acks {
+		cur, ok := acked[a.Job]
+		if !ok {
+			j := m.jobs[a.Job]
+			if j == nil {
+				return fmt.Errorf("%w: ack of unknown job %s", ErrConflict, a.Job)
+			}
+			cur = j.Acked
+		}
+		if cur != a.Prev {
+			return fmt.Errorf("%w: job %s is acknowledged up to %d, not %d", ErrConflict, a.Job, cur, a.Prev)
+		}
+		acked[a.Job] = a.Upto
+	}
+	last, prev := uint64(len(m.ledger)), m.head
+	for _, e := range b.Entries {
+		if e.Seq != last+1 || e.Prev != prev {
+			return fmt.Errorf("%w: ledger entry %d does not follow entry %d", ErrConflict, e.Seq, last)
+		}
+		last, prev = e.Seq, e.Hash()
+	}
+	return nil
+}
+
+// Load returns a copy of everything committed (see Store).
+func (m *MemStore) Load(ctx context.Context) (*Snapshot, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := &Snapshot{LedgerSeq: uint64(len(m.ledger)), LedgerHash: m.head}
+	for _, id := range m.peerSeq {
+		s.Peers = append(s.Peers, clonePeer(m.peers[id]))
+	}
+	jobs := make([]JobRecord, 0, len(m.jobSeq))
+	for _, id := range m.jobSeq {
+		j := *m.jobs[id]
+		j.Canonical = cloneBytes(j.Canonical)
+		jobs = append(jobs, j)
+	}
+	sort.SliceStable(jobs, func(i, k int) bool { return jobs[i].Order < jobs[k].Order })
+	s.Jobs = jobs
+	for _, l := range m.repSeq {
+		r := *m.replicas[l]
+		r.Result = cloneBytes(r.Result)
+		s.Replicas = append(s.Replicas, r)
+	}
+	for _, j := range jobs {
+		for _, o := range m.outcomes[j.ID] {
+			o.Result = cloneBytes(o.Result)
+			s.Outcomes = append(s.Outcomes, o)
+		}
+	}
+	return s, nil
+}
+
+// Entries returns committed ledger entries (see Store).
+func (m *MemStore) Entries(ctx context.Context, q EntryQuery) ([]Entry, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []Entry
+	add := func(e Entry) bool {
+		if e.Seq > q.After {
+			e.Sig = cloneBytes(e.Sig)
+			out = append(out, e)
+		}
+		return len(out) < q.Max
+	}
+	if q.Max <= 0 {
+		return nil, nil
+	}
+	if q.Peer == "" {
+		for i := q.After; i < uint64(len(m.ledger)); i++ {
+			if !add(m.ledger[i]) {
+				break
+			}
+		}
+		return out, nil
+	}
+	idx := m.byPeer[q.Peer]
+	start := sort.Search(len(idx), func(i int) bool { return m.ledger[idx[i]].Seq > q.After })
+	for _, i := range idx[start:] {
+		if !add(m.ledger[i]) {
+			break
+		}
+	}
+	return out, nil
+}

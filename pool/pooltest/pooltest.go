@@ -1,0 +1,144 @@
+// Package pooltest holds helpers for tests of pool's Scheduler and of the
+// stores that implement pool.Store: a fake clock, a content-addressed blob
+// directory, tiny planned jobs and deterministic peer identities. Only
+// tests import it.
+package pooltest
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"idlepool/identity"
+	"idlepool/job"
+	"idlepool/pool"
+)
+
+// Clock is a fake clock that moves only when told. Safe for concurrent
+// use.
+type Clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+// NewClock returns a clock at 2026-01-02 03:04:05 UTC.
+func NewClock() *Clock { return &Clock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)} }
+
+// Now returns the clock's time.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+// Advance moves the clock forward by d.
+func (c *Clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// Blobs maps digests to the files the test jobs were planned from: what a
+// coordinator's blob directory does. Safe for concurrent use.
+type Blobs struct {
+	mu    sync.Mutex
+	paths map[job.Digest]string
+}
+
+// Path returns the file with digest d ("" when unknown); it is
+// pool.SchedulerConfig.Blobs.
+func (b *Blobs) Path(d job.Digest) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.paths[d]
+}
+
+func (b *Blobs) add(d job.Digest, path string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.paths == nil {
+		b.paths = map[job.Digest]string{}
+	}
+	b.paths[d] = path
+}
+
+// Policy is the [policy] of a test job; zero fields take job's defaults.
+type Policy struct {
+	Redundancy, Quorum int
+	Participants       string
+	TaskCost           float64
+	LeaseTimeout       time.Duration
+}
+
+// Job plans a job named name with tasks "range" tasks and policy pol,
+// writing a minimal WebAssembly module and its manifest under dir, and
+// registers its files in b. Different names give different jobs.
+func Job(tb testing.TB, b *Blobs, dir, name string, tasks int64, pol Policy) *job.Job {
+	tb.Helper()
+	prog := filepath.Join(dir, "prog.wasm")
+	if err := os.WriteFile(prog, []byte("\x00asm\x01\x00\x00\x00"), 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	text := fmt.Sprintf("name = %q\nprogram = \"prog.wasm\"\n\n[split]\nrule = \"range\"\ntasks = %d\n\n[[merge]]\nfield = \"x\"\nrule = \"sum\"\n\n[policy]\n", name, tasks)
+	if pol.Redundancy > 0 {
+		text += fmt.Sprintf("redundancy = %d\n", pol.Redundancy)
+	}
+	if pol.Quorum > 0 {
+		text += fmt.Sprintf("quorum = %d\n", pol.Quorum)
+	}
+	if pol.Participants != "" {
+		text += fmt.Sprintf("participants = %q\n", pol.Participants)
+	}
+	if pol.TaskCost > 0 {
+		text += fmt.Sprintf("task_cost = %v\n", pol.TaskCost)
+	}
+	if pol.LeaseTimeout > 0 {
+		text += fmt.Sprintf("lease_timeout = %q\n", pol.LeaseTimeout.String())
+	}
+	m, err := job.ParseManifest(name+".toml", dir, []byte(text))
+	if err != nil {
+		tb.Fatalf("manifest: %v\n%s", err, text)
+	}
+	j, err := job.Plan(m)
+	if err != nil {
+		tb.Fatalf("plan: %v", err)
+	}
+	b.add(j.Program.SHA256, prog)
+	return j
+}
+
+// Key returns a deterministic key for name.
+func Key(tb testing.TB, name string) *identity.Key {
+	tb.Helper()
+	seed := sha256.Sum256([]byte("pooltest/" + name))
+	k, err := identity.FromSeed(seed[:])
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return k
+}
+
+// Device returns the Peer of device name endorsed by owner, ready for
+// Scheduler.RegisterPeer.
+func Device(tb testing.TB, owner *identity.Key, name string) pool.Peer {
+	tb.Helper()
+	k := Key(tb, "device/"+name)
+	return pool.Peer{
+		ID: k.ID(), Owner: owner.ID(), Key: k.Public(), OwnerKey: owner.Public(),
+		Endorsement: owner.Sign(pool.EndorsementMessage(k.Public())), Name: name,
+	}
+}
+
+// Result returns a submission of result bytes.
+func Result(b []byte) pool.Submission {
+	return pool.Submission{Digest: pool.ReplicaDigest(b, false, ""), Result: b}
+}
+
+// Failure returns a submission of a failure with reason.
+func Failure(reason string) pool.Submission {
+	return pool.Submission{Digest: pool.ReplicaDigest(nil, true, reason), Failed: true, Reason: reason}
+}

@@ -1,0 +1,514 @@
+package pool
+
+import (
+	"bytes"
+	"container/heap"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"idlepool/job"
+)
+
+// Lease leases up to max tasks (capped at 256) to the registered peer and
+// returns once the leases are committed: zero leases when nothing needs a
+// replica this peer may compute (ask again later). Each lease must be
+// heartbeated before its Deadline (now + the job's lease timeout) or it
+// expires and its replica is leased to whoever asks next. Selection is
+// described on Scheduler. Leases past their deadline are expired first.
+// Errors: ErrUnknownPeer, ErrBadRequest (max < 0), ErrStopped, or ctx's.
+func (s *Scheduler) Lease(ctx context.Context, peer string, max int) ([]Lease, error) {
+	if max < 0 {
+		return nil, fmt.Errorf("lease for %s: %w: max %d", peer, ErrBadRequest, max)
+	}
+	max = min(max, maxLeasesPerCall)
+	s.mu.Lock()
+	if s.stopped != nil {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("lease for %s: %w", peer, s.stopped)
+	}
+	p, ok := s.peers[peer]
+	if !ok {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("lease for %s: %w", peer, ErrUnknownPeer)
+	}
+	now := s.now()
+	s.expireDue(now)
+	var (
+		out []Lease
+		w   *pending
+	)
+	for len(out) < max {
+		js, ts := s.pick(p)
+		if ts == nil {
+			break
+		}
+		r := s.grant(js, ts, p, now)
+		out = append(out, Lease{ID: r.rec.Lease, Job: r.rec.Job, Task: r.rec.Task, Peer: p.ID, Deadline: r.rec.Deadline})
+		w = r.batch
+	}
+	s.mu.Unlock()
+	if err := wait(ctx, w); err != nil {
+		return nil, fmt.Errorf("lease for %s: %w", peer, err)
+	}
+	return out, nil
+}
+
+// pick returns the task p should compute next, or nil; s.mu is held.
+// Oldest job first; within a job, the lowest-index task already started
+// that needs another replica p may compute, else the next fresh task.
+func (s *Scheduler) pick(p Peer) (*jobState, *taskState) {
+	for _, js := range s.queue {
+		if js.complete() || !js.allows(p) {
+			continue
+		}
+		for _, i := range js.want {
+			if ts := js.active[i]; js.eligible(ts, p) {
+				return js, ts
+			}
+		}
+		if js.next < js.tasks {
+			ts := js.task(js.next)
+			js.next++
+			return js, ts
+		}
+	}
+	return nil, nil
+}
+
+// ownerOnly reports whether only the owner's devices compute the job.
+func (js *jobState) ownerOnly() bool { return js.pol.Participants == "owner" }
+
+// allows reports whether p may compute tasks of the job at all.
+func (js *jobState) allows(p Peer) bool {
+	return (p.Owner == js.rec.Owner) == js.ownerOnly()
+}
+
+// eligible reports whether p may take a replica of ts: it holds or
+// returned none, and (outside "owner" pools) neither did another device
+// of its owner.
+func (js *jobState) eligible(ts *taskState, p Peer) bool {
+	for _, rs := range [2][]*replica{ts.live, ts.returned} {
+		for _, r := range rs {
+			if r.rec.Peer == p.ID || (!js.ownerOnly() && r.rec.Owner == p.Owner) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// voter is who a replica's vote belongs to: its owner, or its device in
+// "owner" pools.
+func (js *jobState) voter(r *replica) string {
+	if js.ownerOnly() {
+		return r.rec.Peer
+	}
+	return r.rec.Owner
+}
+
+// tally counts the distinct voters that returned (n) and the leading
+// digest with its voters (c). A voter counts once, with its first replica.
+func (js *jobState) tally(ts *taskState) (lead *replica, c, n int) {
+	var voters []string
+	var firsts []*replica
+	for _, r := range ts.returned {
+		v := js.voter(r)
+		dup := false
+		for _, x := range voters {
+			dup = dup || x == v
+		}
+		if dup {
+			continue
+		}
+		voters = append(voters, v)
+		firsts = append(firsts, r)
+	}
+	for _, r := range firsts {
+		k := 0
+		for _, x := range firsts {
+			if x.rec.Digest == r.rec.Digest {
+				k++
+			}
+		}
+		if k > c {
+			lead, c = r, k
+		}
+	}
+	return lead, c, len(firsts)
+}
+
+// needed is how many more agreeing votes the leading digest needs to win:
+// c+x >= quorum and 2(c+x) > n+x.
+func (js *jobState) needed(c, n int) int {
+	return max(js.pol.Quorum-c, n-2*c+1)
+}
+
+// wants is how many more replicas of ts should be leased now.
+func (js *jobState) wants(ts *taskState) int {
+	_, c, n := js.tally(ts)
+	live := len(ts.live)
+	need := max(js.needed(c, n), js.pol.Redundancy-n)
+	room := js.maxReplicas - len(ts.returned) - live
+	return max(min(need-live, room), 0)
+}
+
+// grant leases a replica of ts to p; s.mu is held.
+func (s *Scheduler) grant(js *jobState, ts *taskState, p Peer, now time.Time) *replica {
+	r := &replica{js: js, ts: ts, rec: ReplicaRecord{
+		Lease: newLeaseID(), Job: js.rec.ID, Task: ts.index, Peer: p.ID, Owner: p.Owner,
+		State: ReplicaLeased, Created: now, Deadline: now.Add(js.pol.LeaseTimeout.Duration),
+	}}
+	ts.live = append(ts.live, r)
+	js.leased++
+	s.leases[r.rec.Lease] = r
+	heap.Push(&s.deadlines, deadlineItem{r.rec.Deadline, r})
+	s.putReplica(r)
+	js.update(ts)
+	s.log.Debug("Task leased", "lease", r.rec.Lease, "job", js.rec.ID.String(), "task", ts.index, "peer", p.ID)
+	return r
+}
+
+// newLeaseID returns 32 random lowercase hex digits.
+func newLeaseID() string {
+	var b [16]byte
+	rand.Read(b[:]) // never fails (crypto/rand)
+	return hex.EncodeToString(b[:])
+}
+
+// lookup returns the lease id held by peer; s.mu is held.
+func (s *Scheduler) lookup(peer, id string) (*replica, error) {
+	if s.stopped != nil {
+		return nil, s.stopped
+	}
+	r, ok := s.leases[id]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownLease, id)
+	}
+	if r.rec.Peer != peer {
+		return nil, fmt.Errorf("%w: lease %s", ErrNotYourLease, id)
+	}
+	return r, nil
+}
+
+// ended returns the error for acting on a lease that is not live.
+func ended(r *replica) error {
+	switch r.rec.State {
+	case ReplicaCancelled:
+		return fmt.Errorf("%w: task %d of job %s", ErrTaskDecided, r.rec.Task, r.rec.Job)
+	case ReplicaExpired, ReplicaReleased:
+		return fmt.Errorf("%w: lease %s was %s", ErrLeaseExpired, r.rec.Lease, r.rec.State)
+	}
+	return fmt.Errorf("%w: lease %s was already returned", ErrConflict, r.rec.Lease)
+}
+
+// expiredNow expires live lease r if its deadline has come; s.mu is held.
+func (s *Scheduler) expiredNow(r *replica) bool {
+	if s.now().Before(r.rec.Deadline) {
+		return false
+	}
+	s.endLease(r, ReplicaExpired)
+	return true
+}
+
+// Heartbeat extends a live lease of peer to now + the job's lease timeout
+// and returns the new deadline once committed. Errors: ErrUnknownLease,
+// ErrNotYourLease, ErrLeaseExpired (past its deadline, or handed back),
+// ErrTaskDecided (the task was decided without this replica: stop
+// computing it), ErrConflict (already returned), ErrStopped.
+func (s *Scheduler) Heartbeat(ctx context.Context, peer, lease string) (time.Time, error) {
+	s.mu.Lock()
+	r, err := s.lookup(peer, lease)
+	if err == nil && r.rec.State != ReplicaLeased {
+		err = ended(r)
+	}
+	if err == nil && s.expiredNow(r) {
+		err = fmt.Errorf("%w: lease %s passed its deadline", ErrLeaseExpired, lease)
+	}
+	if err != nil {
+		s.mu.Unlock()
+		return time.Time{}, fmt.Errorf("heartbeat: %w", err)
+	}
+	r.rec.Deadline = s.now().Add(r.js.pol.LeaseTimeout.Duration)
+	heap.Push(&s.deadlines, deadlineItem{r.rec.Deadline, r})
+	s.putReplica(r)
+	d, w := r.rec.Deadline, r.batch
+	s.mu.Unlock()
+	if err := wait(ctx, w); err != nil {
+		return time.Time{}, fmt.Errorf("heartbeat: %w", err)
+	}
+	return d, nil
+}
+
+// Release hands a live lease of peer back (the agent is stopping); its
+// replica is leased to whoever asks next. Releasing a lease that already
+// ended or was returned is nil. Errors: ErrUnknownLease, ErrNotYourLease,
+// ErrStopped.
+func (s *Scheduler) Release(ctx context.Context, peer, lease string) error {
+	s.mu.Lock()
+	r, err := s.lookup(peer, lease)
+	if err != nil {
+		s.mu.Unlock()
+		return fmt.Errorf("release: %w", err)
+	}
+	if r.rec.State == ReplicaLeased {
+		s.endLease(r, ReplicaReleased)
+		s.log.Debug("Lease released", "lease", lease, "job", r.rec.Job.String(), "task", r.rec.Task, "peer", peer)
+	}
+	w := r.batch
+	s.mu.Unlock()
+	if err := wait(ctx, w); err != nil {
+		return fmt.Errorf("release: %w", err)
+	}
+	return nil
+}
+
+// Submit records peer's submission for its live lease and returns once it
+// (and the task's decision, if it completed a majority) is committed.
+// sub.Digest must be ReplicaDigest of its content; a result over
+// MaxResultBytes, a failure with result bytes or a reason over 4 KiB is
+// refused. Sending the same submission again is nil (idempotent); a
+// different one for the same lease is ErrConflict. Errors:
+// ErrBadSubmission, ErrUnknownLease, ErrNotYourLease, ErrLeaseExpired
+// (the deadline passed first), ErrTaskDecided (the task was decided while
+// this replica was in flight; it earns nothing), ErrStopped.
+func (s *Scheduler) Submit(ctx context.Context, peer, lease string, sub Submission) error {
+	switch {
+	case len(sub.Result) > s.cfg.MaxResultBytes:
+		return fmt.Errorf("submit %s: %w: result of %d bytes, the limit is %d", lease, ErrBadSubmission, len(sub.Result), s.cfg.MaxResultBytes)
+	case sub.Failed && len(sub.Result) > 0:
+		return fmt.Errorf("submit %s: %w: a failure carries no result", lease, ErrBadSubmission)
+	case len(sub.Reason) > maxReasonBytes:
+		return fmt.Errorf("submit %s: %w: reason of %d bytes, the limit is %d", lease, ErrBadSubmission, len(sub.Reason), maxReasonBytes)
+	case ReplicaDigest(sub.Result, sub.Failed, sub.Reason) != sub.Digest:
+		return fmt.Errorf("submit %s: %w: the digest does not match the result", lease, ErrBadSubmission)
+	}
+	if !sub.Failed {
+		sub.Reason = ""
+	}
+	s.mu.Lock()
+	r, err := s.lookup(peer, lease)
+	if err == nil && r.rec.State != ReplicaLeased {
+		switch r.rec.State {
+		case ReplicaReturned, ReplicaAgreed, ReplicaDeviated, ReplicaUnverified:
+			if r.rec.Digest == sub.Digest {
+				w := r.batch // the first submission may still be committing
+				s.mu.Unlock()
+				if err := wait(ctx, w); err != nil {
+					return fmt.Errorf("submit %s: %w", lease, err)
+				}
+				return nil
+			}
+			err = fmt.Errorf("%w: lease %s already returned another result", ErrConflict, lease)
+		default:
+			err = ended(r)
+		}
+	}
+	if err == nil && s.expiredNow(r) {
+		err = fmt.Errorf("%w: lease %s passed its deadline", ErrLeaseExpired, lease)
+	}
+	if err != nil {
+		s.mu.Unlock()
+		return fmt.Errorf("submit: %w", err)
+	}
+	ts, js := r.ts, r.js
+	ts.live = removeReplica(ts.live, r)
+	js.leased--
+	ts.returned = append(ts.returned, r)
+	r.rec.State, r.rec.Digest, r.rec.Failed, r.rec.Reason = ReplicaReturned, sub.Digest, sub.Failed, sub.Reason
+	r.rec.Result = bytes.Clone(sub.Result)
+	s.putReplica(r)
+	s.log.Debug("Replica returned", "lease", lease, "job", js.rec.ID.String(), "task", ts.index, "peer", peer, "digest", sub.Digest.String())
+	s.decideIfReady(js, ts)
+	w := r.batch
+	s.mu.Unlock()
+	if err := wait(ctx, w); err != nil {
+		return fmt.Errorf("submit %s: %w", lease, err)
+	}
+	return nil
+}
+
+// decideIfReady decides ts when a digest has won, or when none can win
+// within the replica limit; otherwise it updates what ts wants. s.mu is
+// held.
+func (s *Scheduler) decideIfReady(js *jobState, ts *taskState) {
+	lead, c, n := js.tally(ts)
+	switch {
+	case c >= js.pol.Quorum && 2*c > n:
+		status := OutcomeOK
+		if lead.rec.Failed {
+			status = OutcomeFailed
+		}
+		s.decide(js, ts, status, lead, c, n)
+	case js.needed(c, n) > js.maxReplicas-len(ts.returned):
+		s.decide(js, ts, OutcomeUnverified, nil, c, n)
+	default:
+		js.update(ts)
+	}
+}
+
+// decide ends ts with an outcome and, outside "owner" pools, its ledger
+// entries, all in the pending batch; s.mu is held. lead is a replica with
+// the accepted digest (nil when unverified).
+func (s *Scheduler) decide(js *jobState, ts *taskState, status string, lead *replica, c, n int) {
+	js.seq++
+	v := Verified{Seq: js.seq, Task: ts.index, Status: status}
+	var digest job.Digest
+	switch status {
+	case OutcomeOK:
+		v.Result, digest = lead.rec.Result, lead.rec.Digest
+		js.accepted++
+	case OutcomeFailed:
+		v.Reason, digest = lead.rec.Reason, lead.rec.Digest
+		js.failed++
+	default:
+		v.Reason = describeVotes(js, ts, js.maxReplicas)
+		js.failed++
+	}
+	js.outcomes = append(js.outcomes, v)
+	s.pend.b.Outcomes = append(s.pend.b.Outcomes, OutcomeRecord{Job: js.rec.ID, Digest: digest, Verified: v})
+	p := s.changed()
+	seq := js.seq
+	p.after = append(p.after, func() { js.committed = max(js.committed, seq) })
+
+	entries := !js.ownerOnly()
+	var cost float64
+	if entries && status != OutcomeUnverified {
+		cost = js.j.Cost(js.j.Task(ts.index))
+	}
+	now := s.now().UnixMilli()
+	for _, r := range ts.returned {
+		e := Entry{Pool: s.cfg.Pool, Job: js.rec.ID, Task: ts.index, Peer: r.rec.Peer, Owner: r.rec.Owner,
+			Lease: r.rec.Lease, Digest: r.rec.Digest, Time: now}
+		switch {
+		case status == OutcomeUnverified:
+			r.rec.State, e.Kind, e.Reason = ReplicaUnverified, KindUnverified, v.Reason
+		case r.rec.Digest == digest:
+			r.rec.State, e.Kind, e.Cost, e.Reason = ReplicaAgreed, KindReceipt, cost, r.rec.Reason
+		default:
+			r.rec.State, e.Kind = ReplicaDeviated, KindDeviation
+			e.Reason = fmt.Sprintf("returned %s; %d of %d distinct voters agreed on %s", r.rec.Digest, c, n, digest)
+			s.log.Warn("Replica deviated", "lease", r.rec.Lease, "job", js.rec.ID.String(), "task", ts.index,
+				"peer", r.rec.Peer, "owner", r.rec.Owner, "digest", r.rec.Digest.String(), "accepted", digest.String())
+		}
+		r.rec.Result, r.ts = nil, nil
+		s.putReplica(r)
+		if entries {
+			s.appendEntry(e)
+		}
+	}
+	for _, r := range ts.live {
+		r.rec.State, r.ts = ReplicaCancelled, nil
+		js.leased--
+		s.putReplica(r)
+	}
+	delete(js.active, ts.index)
+	if ts.wanting {
+		i := sort.Search(len(js.want), func(k int) bool { return js.want[k] >= ts.index })
+		js.want = append(js.want[:i], js.want[i+1:]...)
+		ts.wanting = false
+	}
+	if status == OutcomeUnverified {
+		s.log.Warn("Task unverified", "job", js.rec.ID.String(), "task", ts.index, "reason", v.Reason)
+	} else {
+		s.log.Debug("Task decided", "job", js.rec.ID.String(), "task", ts.index, "status", status, "digest", digest.String())
+	}
+	if js.complete() {
+		s.log.Info("Job complete", "job", js.rec.ID.String(), "accepted", js.accepted, "failed", js.failed)
+	}
+}
+
+// describeVotes says why a task ended unverified.
+func describeVotes(js *jobState, ts *taskState, limit int) string {
+	counts := map[job.Digest]int{}
+	var order []job.Digest
+	for _, r := range ts.returned {
+		if counts[r.rec.Digest] == 0 {
+			order = append(order, r.rec.Digest)
+		}
+		counts[r.rec.Digest]++
+	}
+	parts := make([]string, len(order))
+	for i, d := range order {
+		parts[i] = fmt.Sprintf("%s×%d", d.String()[:12], counts[d])
+	}
+	return fmt.Sprintf("no digest won a majority of distinct voters (quorum %d) within %d replicas: %s",
+		js.pol.Quorum, limit, strings.Join(parts, ", "))
+}
+
+// appendEntry numbers, chains and signs e and adds it to the pending
+// batch; s.mu is held.
+func (s *Scheduler) appendEntry(e Entry) {
+	e.Seq, e.Prev = s.ledgerSeq+1, s.ledgerHash
+	e.sign(s.cfg.Key.Sign)
+	s.ledgerSeq, s.ledgerHash = e.Seq, e.Hash()
+	s.pend.b.Entries = append(s.pend.b.Entries, e)
+	s.changed()
+}
+
+// Results returns job id's committed outcomes with Seq > after, in Seq
+// order, at most max (capped at 10,000): for the job's merger only
+// (ErrNotMerger). Result bytes are shared: do not modify them. Asking for
+// outcomes already acknowledged (after < the ack mark) is ErrConflict:
+// their bytes are gone. Errors also: ErrUnknownJob.
+func (s *Scheduler) Results(ctx context.Context, peer string, id job.ID, after int64, max int) ([]Verified, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	js, ok := s.jobs[id]
+	switch {
+	case !ok:
+		return nil, fmt.Errorf("results of job %s: %w", id, ErrUnknownJob)
+	case js.rec.Merger != peer:
+		return nil, fmt.Errorf("results of job %s: %w: %s", id, ErrNotMerger, peer)
+	case after < js.rec.Acked:
+		return nil, fmt.Errorf("results of job %s: %w: outcomes up to %d were acknowledged; ask after %d", id, ErrConflict, js.rec.Acked, js.rec.Acked)
+	case max <= 0:
+		return nil, nil
+	}
+	from := after - js.rec.Acked
+	to := min(js.committed-js.rec.Acked, from+int64(min(max, maxPageSize)))
+	if from >= to {
+		return nil, nil
+	}
+	return append([]Verified(nil), js.outcomes[from:to]...), nil
+}
+
+// Ack records that job id's merger has folded the outcomes with Seq <=
+// upto; their result bytes are deleted. It returns once committed. An ack
+// at or below the current mark is nil; above the last committed outcome it
+// is ErrBadRequest. Errors also: ErrUnknownJob, ErrNotMerger, ErrStopped.
+func (s *Scheduler) Ack(ctx context.Context, peer string, id job.ID, upto int64) error {
+	s.mu.Lock()
+	js, ok := s.jobs[id]
+	var err error
+	switch {
+	case s.stopped != nil:
+		err = s.stopped
+	case !ok:
+		err = ErrUnknownJob
+	case js.rec.Merger != peer:
+		err = fmt.Errorf("%w: %s", ErrNotMerger, peer)
+	case upto > js.committed:
+		err = fmt.Errorf("%w: outcome %d has not been delivered (the last is %d)", ErrBadRequest, upto, js.committed)
+	}
+	if err != nil {
+		s.mu.Unlock()
+		return fmt.Errorf("ack job %s: %w", id, err)
+	}
+	if upto > js.rec.Acked {
+		s.pend.b.Acks = append(s.pend.b.Acks, AckRecord{Job: id, Prev: js.rec.Acked, Upto: upto})
+		js.outcomes = append([]Verified(nil), js.outcomes[upto-js.rec.Acked:]...)
+		js.rec.Acked = upto
+		js.ackBatch = s.changed()
+	}
+	w := js.ackBatch
+	s.mu.Unlock()
+	if err := wait(ctx, w); err != nil {
+		return fmt.Errorf("ack job %s: %w", id, err)
+	}
+	return nil
+}
