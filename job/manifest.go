@@ -68,7 +68,10 @@ type SplitSpec struct {
 
 // Policy is the [policy] table. Redundancy and Quorum apply to pools;
 // MemoryMiB and TimeLimit bound every task everywhere; Participants says who
-// may compute ("open", "invite" or "owner"; enforced by pools).
+// may compute ("open", "invite" or "owner"; enforced by pools). TaskCost and
+// CostParam are the planner's cost model: a task costs TaskCost units (default
+// 1), multiplied by the value of the numeric task parameter CostParam when
+// set (e.g. "samples"). Cost never depends on what a peer reports or on time.
 type Policy struct {
 	Redundancy   int      `toml:"redundancy"`
 	Quorum       int      `toml:"quorum"`
@@ -76,6 +79,8 @@ type Policy struct {
 	MemoryMiB    int      `toml:"memory_mib"`
 	TimeLimit    Duration `toml:"time_limit"`
 	Participants string   `toml:"participants"`
+	TaskCost     float64  `toml:"task_cost"`
+	CostParam    string   `toml:"cost_param"`
 }
 
 // Duration is a time.Duration written in TOML as a string such as "90s" or
@@ -279,6 +284,9 @@ func (p *Policy) normalise(m *Manifest) error {
 	if p.Participants == "" {
 		p.Participants = DefaultParticipants
 	}
+	if p.TaskCost == 0 {
+		p.TaskCost = 1
+	}
 	switch {
 	case p.Redundancy < 1:
 		return m.fail("policy.redundancy", "want at least 1, got %d", p.Redundancy)
@@ -295,6 +303,13 @@ func (p *Policy) normalise(m *Manifest) error {
 		return m.fail("policy.lease_timeout", "want whole milliseconds, got %s", p.LeaseTimeout.Duration)
 	case p.TimeLimit.Duration%time.Millisecond != 0:
 		return m.fail("policy.time_limit", "want whole milliseconds, got %s", p.TimeLimit.Duration)
+	case !(p.TaskCost > 0 && p.TaskCost <= 1e15):
+		return m.fail("policy.task_cost", "want a positive number of cost units, got %v", p.TaskCost)
+	}
+	if p.CostParam != "" {
+		if err := m.checkCostParam(p.CostParam); err != nil {
+			return err
+		}
 	}
 	switch p.Participants {
 	case "open", "invite", "owner":
@@ -302,6 +317,35 @@ func (p *Policy) normalise(m *Manifest) error {
 		return m.fail("policy.participants", "want \"open\", \"invite\" or \"owner\", got %q", p.Participants)
 	}
 	return nil
+}
+
+// checkCostParam makes sure the cost parameter is a non-negative number for
+// every task: a constant of split.params or a grid axis of numbers.
+func (m *Manifest) checkCostParam(name string) error {
+	isNum := func(v any) bool {
+		switch x := v.(type) {
+		case int64:
+			return x >= 0
+		case float64:
+			return x >= 0
+		}
+		return false
+	}
+	if v, ok := m.Split.Params[name]; ok {
+		if !isNum(v) {
+			return m.fail("policy.cost_param", "split.params.%s must be a non-negative number to serve as the cost", name)
+		}
+		return nil
+	}
+	if axis, ok := m.Split.Grid[name].([]any); ok {
+		for _, v := range axis {
+			if !isNum(v) {
+				return m.fail("policy.cost_param", "split.grid.%s must hold non-negative numbers to serve as the cost", name)
+			}
+		}
+		return nil
+	}
+	return m.fail("policy.cost_param", "no parameter %q in split.params or split.grid", name)
 }
 
 func validName(s string) bool {

@@ -213,6 +213,13 @@ func (j *Job) canonical() ([]byte, error) {
 	if len(m.Derive) > 0 {
 		doc["derive"] = m.Derive
 	}
+	if p.TaskCost != 1 || p.CostParam != "" { // absent at the default: older IDs stay valid
+		pol := doc["policy"].(map[string]any)
+		pol["task_cost"] = p.TaskCost
+		if p.CostParam != "" {
+			pol["cost_param"] = p.CostParam
+		}
+	}
 	return canonicalEncMode.Marshal(doc)
 }
 
@@ -335,6 +342,23 @@ func (j *Job) TaskJSON(t Task) []byte {
 		panic(fmt.Sprintf("job: encode task: %v", err)) // params were checked by the manifest
 	}
 	return b
+}
+
+// Cost returns the planner's cost of task t in cost units: the policy's
+// task_cost times the numeric parameter cost_param when set. It depends only
+// on the job, never on what a peer reports or how long the task took.
+func (j *Job) Cost(t Task) float64 {
+	p := j.Manifest.Policy
+	c := p.TaskCost
+	if p.CostParam != "" {
+		switch v := t.Params[p.CostParam].(type) {
+		case int64:
+			c *= float64(v)
+		case float64:
+			c *= v
+		}
+	}
+	return c
 }
 
 // FoldAssignment returns, for a kfold job, each data row's fold.

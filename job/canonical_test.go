@@ -1,0 +1,86 @@
+package job
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestFromCanonicalRoundTrip rebuilds jobs of every split rule from their
+// canonical bytes and content-addressed files and checks the same ID and
+// the same task bytes come out.
+func TestFromCanonicalRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("p.wasm", "\x00asm\x01\x00\x00\x00")
+	write("data.csv", "a,b,label\n1,2,0\n3,4,1\n5,6,0\n7,8,1\n9,10,0\n")
+	tests := map[string]string{
+		"range": `[split]
+rule = "range"
+tasks = 3
+[split.params]
+samples = 1000
+scale = 0.5
+[policy]
+task_cost = 2.5
+cost_param = "samples"`,
+		"grid": `[split]
+rule = "grid"
+[split.grid]
+T = [1.5, 2, 2.5]
+L = [8, 16]
+[derive]
+x = "2 * s"`,
+		"kfold": `[split]
+rule = "kfold"
+k = 2
+input = "data"
+shuffle = true`,
+		"chunks": `[split]
+rule = "chunks"
+input = "data"
+chunk_bytes = 9
+header = true`,
+	}
+	for name, split := range tests {
+		t.Run(name, func(t *testing.T) {
+			text := "name = \"t\"\nprogram = \"p.wasm\"\n[inputs]\ndata = \"data.csv\"\n[[merge]]\nfield = \"s\"\nrule = \"sum\"\n[[merge]]\nfield = \"v\"\nrule = \"histogram\"\nmin = 0.0\nmax = 1.0\nbins = 10\n" + split + "\n"
+			m, err := ParseManifest("job.toml", dir, []byte(text))
+			if err != nil {
+				t.Fatal(err)
+			}
+			j, err := Plan(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			byDigest := map[Digest]string{j.Program.SHA256: j.Program.Path}
+			for _, ref := range j.Inputs {
+				byDigest[ref.SHA256] = ref.Path
+			}
+			got, err := FromCanonical(j.Canonical, func(d Digest) string { return byDigest[d] })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.ID != j.ID || got.NumTasks() != j.NumTasks() {
+				t.Fatalf("rebuilt job %s with %d tasks, want %s with %d", got.ID, got.NumTasks(), j.ID, j.NumTasks())
+			}
+			for i := range j.NumTasks() {
+				if diff := cmp.Diff(string(j.TaskJSON(j.Task(i))), string(got.TaskJSON(got.Task(i)))); diff != "" {
+					t.Errorf("task %d differs:\n%s", i, diff)
+				}
+				if j.Cost(j.Task(i)) != got.Cost(got.Task(i)) {
+					t.Errorf("task %d cost differs", i)
+				}
+			}
+		})
+	}
+	if _, err := FromCanonical([]byte("garbage"), func(Digest) string { return "" }); err == nil {
+		t.Fatal("garbage accepted as a canonical job")
+	}
+}
