@@ -107,23 +107,41 @@ func (e Entry) Hash() job.Digest { return sha256.Sum256(e.Canonical(true)) }
 // sign sets e.Sig with the coordinator's signing function.
 func (e *Entry) sign(sign func([]byte) []byte) { e.Sig = sign(e.Canonical(false)) }
 
+// LedgerError says which entry of a ledger does not verify and why. It
+// matches ErrLedger with errors.Is; use errors.As to read Seq.
+type LedgerError struct {
+	Seq     uint64 // the first bad entry's position (1-based), or its Seq for VerifyEntry
+	Problem string
+}
+
+func (e *LedgerError) Error() string {
+	return fmt.Sprintf("pool: ledger does not verify: entry %d: %s", e.Seq, e.Problem)
+}
+
+// Is makes a *LedgerError match ErrLedger.
+func (e *LedgerError) Is(target error) bool { return target == ErrLedger }
+
+func ledgerErr(seq uint64, format string, args ...any) error {
+	return &LedgerError{Seq: seq, Problem: fmt.Sprintf(format, args...)}
+}
+
 // VerifyEntry checks one entry on its own: a known kind, a finite,
 // non-negative cost, and the coordinator's signature. It does not check
-// the chain (see VerifyLedger). Errors wrap ErrLedger and name the Seq.
+// the chain (see VerifyLedger). Errors are *LedgerError.
 func VerifyEntry(e Entry, coordinator ed25519.PublicKey) error {
 	switch e.Kind {
 	case KindReceipt, KindDeviation, KindUnverified:
 	default:
-		return fmt.Errorf("%w: entry %d: unknown kind %q", ErrLedger, e.Seq, e.Kind)
+		return ledgerErr(e.Seq, "unknown kind %q", e.Kind)
 	}
 	if math.IsNaN(e.Cost) || math.IsInf(e.Cost, 0) || e.Cost < 0 {
-		return fmt.Errorf("%w: entry %d: cost %v is not a finite non-negative number", ErrLedger, e.Seq, e.Cost)
+		return ledgerErr(e.Seq, "cost %v is not a finite non-negative number", e.Cost)
 	}
 	if len(coordinator) != ed25519.PublicKeySize {
-		return fmt.Errorf("%w: coordinator key of %d bytes", ErrLedger, len(coordinator))
+		return ledgerErr(e.Seq, "coordinator key of %d bytes, want %d", len(coordinator), ed25519.PublicKeySize)
 	}
 	if len(e.Sig) != ed25519.SignatureSize || !ed25519.Verify(coordinator, e.Canonical(false), e.Sig) {
-		return fmt.Errorf("%w: entry %d: the coordinator's signature does not verify", ErrLedger, e.Seq)
+		return ledgerErr(e.Seq, "the coordinator's signature does not verify")
 	}
 	return nil
 }
@@ -131,17 +149,17 @@ func VerifyEntry(e Entry, coordinator ed25519.PublicKey) error {
 // VerifyLedger checks a whole ledger from its first entry: Seq runs 1, 2,
 // ... with no gap, each entry's Prev is the Hash of the one before (zero
 // for the first), and each entry passes VerifyEntry. The error wraps
-// ErrLedger and names the first bad Seq and what is wrong. An empty ledger
-// verifies.
+// is a *LedgerError (matching ErrLedger) naming the first bad entry and
+// what is wrong. An empty ledger verifies.
 func VerifyLedger(entries []Entry, coordinator ed25519.PublicKey) error {
 	var prev job.Digest
 	for i, e := range entries {
 		want := uint64(i + 1)
 		if e.Seq != want {
-			return fmt.Errorf("%w: entry %d: found Seq %d, want %d (an entry is missing, added or out of order)", ErrLedger, want, e.Seq, want)
+			return ledgerErr(want, "found Seq %d, want %d (an entry is missing, added or out of order)", e.Seq, want)
 		}
 		if e.Prev != prev {
-			return fmt.Errorf("%w: entry %d: Prev does not match the hash of entry %d (the chain is broken)", ErrLedger, e.Seq, e.Seq-1)
+			return ledgerErr(e.Seq, "Prev does not match the hash of entry %d (the chain is broken)", e.Seq-1)
 		}
 		if err := VerifyEntry(e, coordinator); err != nil {
 			return err

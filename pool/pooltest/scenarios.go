@@ -1,0 +1,78 @@
+package pooltest
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"idlepool/pool"
+)
+
+// RunRestart runs a job across three restarts of the scheduler (and of
+// the store, when h.Reopen is set): leases come back with their deadlines,
+// returned replicas and outcomes survive, a lease that expired during an
+// outage goes to another peer, and the ledger neither loses nor repeats
+// an entry.
+func RunRestart(h *Harness) {
+	t := h.T
+	t.Helper()
+	alice := h.Device("alice", "alice-1")
+	bob, carol, dave := h.Device("bob", "bob-1"), h.Device("carol", "carol-1"), h.Device("dave", "dave-1")
+	j := h.Job("restart", 3, Policy{LeaseTimeout: time.Minute}, alice)
+	lb := h.Lease(bob, 3)
+	lc := h.Lease(carol, 3)
+	h.Submit(lb[0], Good(0))
+	h.Submit(lc[0], Good(0)) // task 0 accepted
+	h.Submit(lb[1], Good(1)) // tasks 1 and 2 half returned
+	h.Submit(lb[2], Good(2))
+	before := h.Ledger()
+
+	h.Restart()
+	if got := h.Ledger(); !cmp.Equal(before, got) {
+		t.Fatalf("ledger changed across a restart:\n%s", cmp.Diff(before, got))
+	}
+	if got := h.Results(alice, j.ID); len(got) != 1 || got[0].Task != 0 || string(got[0].Result) != string(Good(0).Result) {
+		t.Fatalf("results after restart: %+v", got)
+	}
+	st, _ := h.S.Status(j.ID)
+	if st.Leased != 2 || st.Accepted != 1 {
+		t.Fatalf("status after restart: %+v", st)
+	}
+	if err := h.S.Submit(context.Background(), bob, lb[1].ID, Good(1)); err != nil {
+		t.Errorf("re-sending a submission after a restart: %v", err)
+	}
+	// carol's live leases came back; her submission completes task 1.
+	h.Submit(lc[1], Good(1))
+	// Her lease of task 2 expires during a second outage and goes to dave.
+	h.Restart()
+	h.Clock.Advance(2 * time.Minute)
+	ld := h.Lease(dave, 3)
+	if diff := cmp.Diff([]int64{2}, Tasks(ld)); diff != "" {
+		t.Fatalf("dave's leases (-want +got):\n%s", diff)
+	}
+	if err := h.S.Submit(context.Background(), carol, lc[2].ID, Good(2)); !errors.Is(err, pool.ErrLeaseExpired) {
+		t.Errorf("Submit on a lease that expired across a restart: %v", err)
+	}
+	h.Submit(ld[0], Good(2))
+	h.Restart()
+	var tasks []int64
+	for _, v := range h.Results(alice, j.ID) {
+		tasks = append(tasks, v.Task)
+	}
+	if diff := cmp.Diff([]int64{0, 1, 2}, tasks); diff != "" {
+		t.Errorf("outcome tasks (-want +got):\n%s", diff)
+	}
+	want := SortSummaries([]EntrySummary{
+		{pool.KindReceipt, 0, bob, 1}, {pool.KindReceipt, 0, carol, 1},
+		{pool.KindReceipt, 1, bob, 1}, {pool.KindReceipt, 1, carol, 1},
+		{pool.KindReceipt, 2, bob, 1}, {pool.KindReceipt, 2, dave, 1},
+	})
+	if diff := cmp.Diff(want, Summarize(h.Ledger())); diff != "" {
+		t.Errorf("ledger (-want +got):\n%s", diff)
+	}
+	if st, _ := h.S.Status(j.ID); !st.Complete || st.Accepted != 3 || st.Leased != 0 {
+		t.Errorf("final status %+v", st)
+	}
+}
