@@ -1,0 +1,210 @@
+package pooltest
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"idlepool/job"
+	"idlepool/pool"
+)
+
+// StoreConformance checks that a pool.Store keeps the Store contract:
+// batches round-trip through Load, every compare-and-set conflict fails
+// the whole batch (wrapping pool.ErrConflict) and changes nothing, acks
+// drop result bytes, Entries pages and filters, and everything survives
+// reopening. open returns a fresh store and a function that closes and
+// reopens it (returning the same store is fine for memory stores).
+func StoreConformance(t *testing.T, open func(t *testing.T) (pool.Store, func(pool.Store) pool.Store)) {
+	ctx := context.Background()
+	key := Key(t, "coordinator")
+	owner := Key(t, "owner/bob")
+	peerA, peerB := Device(t, owner, "bob-1"), Device(t, Key(t, "owner/carol"), "carol-1")
+	at := time.UnixMilli(1_767_000_000_000)
+	peerA.Joined, peerB.Joined = at, at.Add(time.Second)
+	jobID := job.ID(sha256.Sum256([]byte("job")))
+	jobRec := pool.JobRecord{ID: jobID, Canonical: []byte("canonical"), Owner: "idalice", Merger: "idalice-1", Order: 1, Added: at}
+	rep := func(lease string, peer pool.Peer, task int64, state string, version, prev int64, result []byte) pool.ReplicaRecord {
+		return pool.ReplicaRecord{Lease: lease, Job: jobID, Task: task, Peer: peer.ID, Owner: peer.Owner, State: state,
+			Created: at, Deadline: at.Add(time.Minute), Digest: pool.ReplicaDigest(result, false, ""), Result: result,
+			Version: version, Prev: prev}
+	}
+	entries := func(from uint64, prev job.Digest, n int, peers ...pool.Peer) []pool.Entry {
+		var out []pool.Entry
+		for i := range n {
+			p := peers[i%len(peers)]
+			e := pool.Entry{Seq: from + uint64(i), Prev: prev, Kind: pool.KindReceipt, Pool: "test", Job: jobID,
+				Task: int64(i), Peer: p.ID, Owner: p.Owner, Lease: fmt.Sprint("l", i), Cost: 1.5, Time: at.UnixMilli()}
+			e.Sig = key.Sign(e.Canonical(false))
+			prev = e.Hash()
+			out = append(out, e)
+		}
+		return out
+	}
+	first := &pool.Batch{
+		Peers:    []pool.Peer{peerA, peerB},
+		Jobs:     []pool.JobRecord{jobRec},
+		Replicas: []pool.ReplicaRecord{rep("l0", peerA, 0, pool.ReplicaLeased, 2, 0, nil), rep("l1", peerB, 0, pool.ReplicaReturned, 1, 0, []byte("r"))},
+		Outcomes: []pool.OutcomeRecord{{Job: jobID, Digest: pool.ReplicaDigest([]byte("r"), false, ""),
+			Verified: pool.Verified{Seq: 1, Task: 5, Status: pool.OutcomeOK, Result: []byte("r")}}},
+		Entries: entries(1, job.Digest{}, 3, peerA, peerB),
+	}
+	opts := cmp.Options{cmpopts.EquateEmpty()}
+	want := func(b *pool.Batch) *pool.Snapshot {
+		s := &pool.Snapshot{Peers: b.Peers, Jobs: b.Jobs, Outcomes: b.Outcomes}
+		for _, r := range b.Replicas {
+			r.Prev = 0
+			s.Replicas = append(s.Replicas, r)
+		}
+		s.LedgerSeq = b.Entries[len(b.Entries)-1].Seq
+		s.LedgerHash = b.Entries[len(b.Entries)-1].Hash()
+		return s
+	}
+	load := func(t *testing.T, st pool.Store) *pool.Snapshot {
+		t.Helper()
+		s, err := st.Load(ctx)
+		if err != nil {
+			t.Fatalf("Load: %v", err)
+		}
+		return s
+	}
+
+	t.Run("round trip and reopen", func(t *testing.T) {
+		st, reopen := open(t)
+		if s := load(t, st); len(s.Peers)+len(s.Jobs)+len(s.Replicas)+len(s.Outcomes) != 0 || s.LedgerSeq != 0 {
+			t.Fatalf("a new store is not empty: %+v", s)
+		}
+		if err := st.Commit(ctx, first); err != nil {
+			t.Fatalf("Commit: %v", err)
+		}
+		if diff := cmp.Diff(want(first), load(t, st), opts); diff != "" {
+			t.Fatalf("Load (-want +got):\n%s", diff)
+		}
+		st = reopen(st)
+		if diff := cmp.Diff(want(first), load(t, st), opts); diff != "" {
+			t.Fatalf("Load after reopening (-want +got):\n%s", diff)
+		}
+		es, err := st.Entries(ctx, pool.EntryQuery{Max: 10})
+		if err != nil || !cmp.Equal(first.Entries, es, opts) {
+			t.Fatalf("Entries: %v\n%s", err, cmp.Diff(first.Entries, es, opts))
+		}
+	})
+
+	t.Run("conflicts change nothing", func(t *testing.T) {
+		st, _ := open(t)
+		if err := st.Commit(ctx, first); err != nil {
+			t.Fatal(err)
+		}
+		before := load(t, st)
+		head := before.LedgerHash
+		good := func() pool.Batch {
+			return pool.Batch{
+				Replicas: []pool.ReplicaRecord{rep("l2", peerB, 1, pool.ReplicaLeased, 1, 0, nil)},
+				Entries:  entries(4, head, 1, peerA),
+			}
+		}
+		tests := []struct {
+			name  string
+			spoil func(*pool.Batch)
+		}{
+			{"replica at another version", func(b *pool.Batch) {
+				b.Replicas = append(b.Replicas, rep("l0", peerA, 0, pool.ReplicaExpired, 4, 1, nil))
+			}},
+			{"replica inserted twice", func(b *pool.Batch) {
+				b.Replicas = append(b.Replicas, rep("l1", peerB, 0, pool.ReplicaLeased, 1, 0, nil))
+			}},
+			{"ledger gap", func(b *pool.Batch) { b.Entries = entries(5, head, 1, peerA) }},
+			{"ledger repeats a seq", func(b *pool.Batch) { b.Entries = entries(3, head, 1, peerA) }},
+			{"ledger chain broken", func(b *pool.Batch) { b.Entries = entries(4, job.Digest{1}, 1, peerA) }},
+			{"outcome seq twice", func(b *pool.Batch) {
+				b.Outcomes = []pool.OutcomeRecord{{Job: jobID, Verified: pool.Verified{Seq: 1, Task: 9, Status: pool.OutcomeOK}}}
+			}},
+			{"outcome task twice", func(b *pool.Batch) {
+				b.Outcomes = []pool.OutcomeRecord{{Job: jobID, Verified: pool.Verified{Seq: 2, Task: 5, Status: pool.OutcomeOK}}}
+			}},
+			{"ack from another mark", func(b *pool.Batch) { b.Acks = []pool.AckRecord{{Job: jobID, Prev: 3, Upto: 4}} }},
+			{"job twice", func(b *pool.Batch) { b.Jobs = []pool.JobRecord{jobRec} }},
+			{"peer with other keys", func(b *pool.Batch) {
+				p := peerA
+				p.OwnerKey = peerB.OwnerKey
+				b.Peers = []pool.Peer{p}
+			}},
+		}
+		for _, tc := range tests {
+			t.Run(tc.name, func(t *testing.T) {
+				b := good()
+				tc.spoil(&b)
+				err := st.Commit(ctx, &b)
+				if !errors.Is(err, pool.ErrConflict) {
+					t.Fatalf("Commit: %v, want pool.ErrConflict", err)
+				}
+				if diff := cmp.Diff(before, load(t, st), opts); diff != "" {
+					t.Fatalf("a failed batch changed the store (-before +after):\n%s", diff)
+				}
+			})
+		}
+		b := good()
+		if err := st.Commit(ctx, &b); err != nil {
+			t.Fatalf("the unspoilt batch: %v", err)
+		}
+	})
+
+	t.Run("updates, acks and entry queries", func(t *testing.T) {
+		st, reopen := open(t)
+		if err := st.Commit(ctx, first); err != nil {
+			t.Fatal(err)
+		}
+		head := first.Entries[2].Hash()
+		more := entries(4, head, 5, peerA, peerB)
+		b := &pool.Batch{
+			Replicas: []pool.ReplicaRecord{
+				rep("l0", peerA, 0, pool.ReplicaReturned, 3, 2, []byte("s")),
+				rep("l1", peerB, 0, pool.ReplicaAgreed, 2, 1, nil),
+			},
+			Outcomes: []pool.OutcomeRecord{{Job: jobID, Verified: pool.Verified{Seq: 2, Task: 0, Status: pool.OutcomeOK, Result: []byte("t")}}},
+			Acks:     []pool.AckRecord{{Job: jobID, Prev: 0, Upto: 1}},
+			Entries:  more,
+		}
+		if err := st.Commit(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		st = reopen(st)
+		s := load(t, st)
+		if len(s.Replicas) != 2 || string(s.Replicas[0].Result) != "s" || s.Replicas[0].Version != 3 || s.Replicas[1].Result != nil || s.Replicas[1].State != pool.ReplicaAgreed {
+			t.Errorf("replicas after update: %+v", s.Replicas)
+		}
+		if len(s.Outcomes) != 2 || s.Outcomes[0].Result != nil || string(s.Outcomes[1].Result) != "t" || s.Jobs[0].Acked != 1 {
+			t.Errorf("outcomes after ack to 1: %+v, acked %d", s.Outcomes, s.Jobs[0].Acked)
+		}
+		if s.LedgerSeq != 8 || s.LedgerHash != more[4].Hash() {
+			t.Errorf("ledger head %d", s.LedgerSeq)
+		}
+		all := append(append([]pool.Entry(nil), first.Entries...), more...)
+		queries := []struct {
+			q    pool.EntryQuery
+			want []pool.Entry
+		}{
+			{pool.EntryQuery{After: 0, Max: 100}, all},
+			{pool.EntryQuery{After: 2, Max: 3}, all[2:5]},
+			{pool.EntryQuery{After: 8, Max: 3}, nil},
+			{pool.EntryQuery{After: 0, Max: 0}, nil},
+			{pool.EntryQuery{After: 1, Max: 2, Peer: peerA.ID}, []pool.Entry{all[2], all[3]}},
+			{pool.EntryQuery{After: 0, Max: 100, Peer: "idnobody"}, nil},
+		}
+		for _, q := range queries {
+			got, err := st.Entries(ctx, q.q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(q.want, got, opts); diff != "" {
+				t.Errorf("Entries(%+v) (-want +got):\n%s", q.q, diff)
+			}
+		}
+	})
+}

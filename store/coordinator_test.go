@@ -1,0 +1,48 @@
+package store_test
+
+import (
+	"path/filepath"
+	"testing"
+
+	"idlepool/pool"
+	"idlepool/pool/pooltest"
+	"idlepool/store"
+)
+
+// openDB opens a coordinator database in a temporary directory and
+// returns it with a function that closes and reopens it.
+func openDB(t *testing.T) (pool.Store, func(pool.Store) pool.Store) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "coordinator.db")
+	db, err := store.Open(path)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	cur := db
+	t.Cleanup(func() { cur.Close() })
+	return db, func(old pool.Store) pool.Store {
+		t.Helper()
+		if err := old.(*store.DB).Close(); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+		db, err := store.Open(path)
+		if err != nil {
+			t.Fatalf("reopen: %v", err)
+		}
+		cur = db
+		return db
+	}
+}
+
+func TestDBConformance(t *testing.T) {
+	pooltest.StoreConformance(t, openDB)
+}
+
+// A scheduler on SQLite, restarted (store closed and reopened) three times
+// in the middle of a job, loses and duplicates nothing.
+func TestDBRestart(t *testing.T) {
+	st, reopen := openDB(t)
+	h := pooltest.NewHarness(t, st, nil)
+	h.Reopen = reopen
+	pooltest.RunRestart(h)
+}
