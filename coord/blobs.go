@@ -1,0 +1,130 @@
+package coord
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"idlepool/job"
+)
+
+// errDigestMismatch means uploaded bytes do not hash to the digest they
+// were uploaded under.
+var errDigestMismatch = errors.New("coord: content does not match its digest")
+
+// blobStore keeps files by SHA-256 under one directory, as
+// DIR/<first 2 hex digits>/<64 hex digits>. A file is written to a
+// temporary name, fsynced, renamed into place and its directory fsynced, so
+// a file under its final name is always complete and correct; a crash
+// leaves at most a temporary file, which newBlobStore removes. Safe for
+// concurrent use: two uploads of one digest both write the same bytes and
+// the last rename wins.
+type blobStore struct {
+	dir string
+}
+
+const tmpPrefix = ".upload-"
+
+func newBlobStore(dir string) (*blobStore, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create blob directory: %w", err)
+	}
+	// Remove temporaries a crash left behind.
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() && strings.HasPrefix(d.Name(), tmpPrefix) {
+			return os.Remove(path)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("clean blob directory: %w", err)
+	}
+	return &blobStore{dir: dir}, nil
+}
+
+// path returns where the file with digest d is (or would be).
+func (b *blobStore) path(d job.Digest) string {
+	s := d.String()
+	return filepath.Join(b.dir, s[:2], s)
+}
+
+// has reports whether the file with digest d is stored.
+func (b *blobStore) has(d job.Digest) bool {
+	st, err := os.Stat(b.path(d))
+	return err == nil && st.Mode().IsRegular()
+}
+
+// put stores what r yields under d. It returns created=false without
+// reading r when d is already stored. Content that does not hash to d is
+// an error wrapping errDigestMismatch and stores nothing; so does any read
+// error (such as *http.MaxBytesError).
+func (b *blobStore) put(d job.Digest, r io.Reader) (created bool, err error) {
+	if b.has(d) {
+		return false, nil
+	}
+	final := b.path(d)
+	dir := filepath.Dir(final)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return false, fmt.Errorf("store blob %s: %w", d, err)
+	}
+	f, err := os.CreateTemp(dir, tmpPrefix+"*")
+	if err != nil {
+		return false, fmt.Errorf("store blob %s: %w", d, err)
+	}
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	h := sha256.New()
+	if _, err := io.Copy(io.MultiWriter(f, h), r); err != nil {
+		return false, fmt.Errorf("store blob %s: %w", d, err)
+	}
+	if got := job.Digest(h.Sum(nil)); got != d {
+		return false, fmt.Errorf("%w: the body's SHA-256 is %s, not %s", errDigestMismatch, got, d)
+	}
+	if err := f.Sync(); err != nil {
+		return false, fmt.Errorf("store blob %s: %w", d, err)
+	}
+	if err := f.Close(); err != nil {
+		return false, fmt.Errorf("store blob %s: %w", d, err)
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		return false, fmt.Errorf("store blob %s: %w", d, err)
+	}
+	if err := syncDir(dir); err != nil {
+		return true, fmt.Errorf("store blob %s: %w", d, err)
+	}
+	return true, nil
+}
+
+// putBytes stores data under its own digest.
+func (b *blobStore) putBytes(data []byte) (job.Digest, error) {
+	d := job.Digest(sha256.Sum256(data))
+	_, err := b.put(d, bytes.NewReader(data))
+	return d, err
+}
+
+// open opens the file with digest d; a missing one satisfies
+// errors.Is(err, fs.ErrNotExist).
+func (b *blobStore) open(d job.Digest) (*os.File, error) { return os.Open(b.path(d)) }
+
+// syncDir makes a rename in dir durable.
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	return errors.Join(f.Sync(), f.Close())
+}

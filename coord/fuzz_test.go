@@ -1,0 +1,113 @@
+package coord
+
+import (
+	"strings"
+	"testing"
+
+	"idlepool/job"
+	"idlepool/pool"
+)
+
+// The fuzz targets feed the decoders of outside input arbitrary bytes:
+// they must never panic, and what they accept must satisfy their checks.
+// Seed corpora live in testdata/fuzz/<target>/.
+
+func FuzzDecodeLeaseRequest(f *testing.F) {
+	for _, s := range []string{`{"max":1}`, `{}`, `{"max":-1}`, `{"max":1e9}`, `{"max":1}{}`, ` {"max" : 64} `, `null`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r, err := decodeLeaseRequest(data)
+		if err == nil && (r.Max < 1 || r.Max > MaxLeases) {
+			t.Errorf("accepted max %d", r.Max)
+		}
+	})
+}
+
+func FuzzDecodeSubmission(f *testing.F) {
+	ok := pool.ReplicaDigest([]byte("42"), false, "")
+	fail := pool.ReplicaDigest(nil, true, "trap")
+	for _, s := range []string{
+		`{"digest":"` + ok.String() + `","result":"NDI="}`,
+		`{"digest":"` + fail.String() + `","failed":true,"reason":"trap"}`,
+		`{"digest":"` + ok.String() + `","result":"NDI=","failed":true}`,
+		`{"digest":"zz","result":"NDI="}`,
+		`{"result":"!!"}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s, err := decodeSubmission(data)
+		if err != nil {
+			return
+		}
+		if s.Digest != pool.ReplicaDigest(s.Result, s.Failed, s.Reason) {
+			t.Errorf("accepted a submission whose digest does not match")
+		}
+		if s.Failed && len(s.Result) > 0 {
+			t.Errorf("accepted a failure with a result")
+		}
+	})
+}
+
+func FuzzParseAuthorization(f *testing.F) {
+	for _, s := range []string{
+		"Idlepool peer=idaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa, ts=1700000000000, sig=" + strings.Repeat("A", 86) + "==",
+		"Idlepool peer=x",
+		"Bearer abc",
+		"Idlepool ,,,",
+		"",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, h string) {
+		a, err := parseAuthorization(h)
+		if err != nil {
+			return
+		}
+		if !validID(a.Peer) || len(a.Sig) != 64 {
+			t.Errorf("accepted %q as %+v", h, a)
+		}
+	})
+}
+
+func FuzzDecodeRegistration(f *testing.F) {
+	for _, s := range []string{
+		`{"key":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=","owner_key":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=","endorsement":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA==","name":"laptop","invite":"x"}`,
+		`{"key":"AAAA"}`,
+		`{"name":"\u0000"}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r, err := decodeRegistration(data)
+		if err == nil && (len(r.Key) != 32 || len(r.OwnerKey) != 32 || len(r.Endorsement) != 64) {
+			t.Errorf("accepted %+v", r)
+		}
+	})
+}
+
+func FuzzDecodeJobRequest(f *testing.F) {
+	f.Add([]byte(`{"canonical":"pGhpZGxlcG9vbAE="}`))
+	f.Add([]byte(`{"canonical":""}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r, err := decodeJobRequest(data)
+		if err != nil {
+			return
+		}
+		// What the handler does next with it must not panic either.
+		job.FromCanonical(r.Canonical, func(job.Digest) string { return "/nonexistent" })
+	})
+}
+
+func FuzzDecodeAck(f *testing.F) {
+	f.Add([]byte(`{"upto":3}`))
+	f.Add([]byte(`{"upto":-3}`))
+	f.Add([]byte(`{"upto":1e400}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		a, err := decodeAck(data)
+		if err == nil && a.Upto < 0 {
+			t.Errorf("accepted upto %d", a.Upto)
+		}
+	})
+}

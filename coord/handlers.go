@@ -1,0 +1,638 @@
+package coord
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"time"
+
+	"idlepool/identity"
+	"idlepool/job"
+	"idlepool/pool"
+)
+
+// Body limits (docs/api.md).
+const (
+	maxJSONBody   = 1 << 20
+	maxResultBody = 96 << 20 // a 64 MiB result in base64 with room to spare
+	maxBlobBody   = 1 << 30
+)
+
+// Paging limits of list endpoints.
+const (
+	defaultResults = 100
+	maxResults     = 1000
+	// maxResultsBytes bounds the result bytes of one results answer; at
+	// least one outcome is always sent.
+	maxResultsBytes = 64 << 20
+	ledgerPage      = 1000
+	maxReceipts     = 10000
+)
+
+// notInvited is the message an invite-only pool gives a stranger.
+const notInvited = "this pool is invite-only: ask its operator for an invite token"
+
+// routes builds the API's handler.
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	handle := func(pattern string, h http.Handler) { mux.Handle(pattern, s.metrics.instrument(pattern, h)) }
+	handle("GET /healthz", http.HandlerFunc(s.healthz))
+	handle("GET /metrics", s.metrics.handler())
+	handle("GET /v1/pool", s.plain(s.poolInfo))
+	handle("POST /v1/peers", s.plain(s.register))
+	handle("PUT /v1/blobs/{digest}", s.plain(s.putBlob))
+	handle("GET /v1/blobs/{digest}", s.plain(s.getBlob))
+	handle("POST /v1/jobs", s.signed(maxJSONBody, s.addJob))
+	handle("GET /v1/jobs", s.signed(maxJSONBody, s.listJobs))
+	handle("GET /v1/jobs/{id}", s.signed(maxJSONBody, s.jobStatus))
+	handle("GET /v1/jobs/{id}/canonical", s.signed(maxJSONBody, s.jobCanonical))
+	handle("GET /v1/jobs/{id}/results", s.signed(maxJSONBody, s.results))
+	handle("POST /v1/jobs/{id}/ack", s.signed(maxJSONBody, s.ack))
+	handle("POST /v1/leases", s.signed(maxJSONBody, s.lease))
+	handle("POST /v1/leases/{lease}/heartbeat", s.signed(maxJSONBody, s.heartbeat))
+	handle("POST /v1/leases/{lease}/result", s.signed(maxResultBody, s.submit))
+	handle("POST /v1/leases/{lease}/release", s.signed(maxJSONBody, s.release))
+	handle("GET /v1/ledger", s.plain(s.ledger))
+	handle("GET /v1/receipts", s.signed(maxJSONBody, s.receipts))
+	handle("/", s.plain(func(w http.ResponseWriter, r *http.Request) error {
+		return notFound("not_found", "no such endpoint: %s %s (see docs/api.md)", r.Method, r.URL.Path)
+	}))
+	return mux
+}
+
+// plain adapts a handler that returns an error.
+func (s *Server) plain(h func(http.ResponseWriter, *http.Request) error) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := h(w, r); err != nil {
+			s.fail(w, r, err)
+		}
+	})
+}
+
+// call is an authenticated request: the peer that signed it and its body.
+type call struct {
+	peer pool.Peer
+	body []byte
+}
+
+// signed authenticates a request before h runs: a well-formed
+// Authorization header with a fresh timestamp (401), a registered peer
+// (401), a body within limit (413), and a signature by that peer's key over
+// the request (401). Only then does h see the request, so a refused request
+// changes nothing.
+func (s *Server) signed(limit int64, h func(http.ResponseWriter, *http.Request, call) error) http.Handler {
+	return s.plain(func(w http.ResponseWriter, r *http.Request) error {
+		a, err := s.authenticate(r)
+		if err != nil {
+			return err
+		}
+		p, ok := s.sched.Peer(a.Peer)
+		if !ok {
+			return unauthorized(fmt.Errorf("unknown peer %s: register first (POST /v1/peers)", a.Peer))
+		}
+		body, err := readBody(w, r, limit)
+		if err != nil {
+			return err
+		}
+		if err := a.verify(p.Key, r.Method, r.URL.RequestURI(), sha256.Sum256(body)); err != nil {
+			return err
+		}
+		return h(w, r, call{peer: p, body: body})
+	})
+}
+
+// authenticate parses the Authorization header and checks its timestamp.
+func (s *Server) authenticate(r *http.Request) (authorization, error) {
+	a, err := parseAuthorization(r.Header.Get("Authorization"))
+	if err != nil {
+		return a, err
+	}
+	return a, a.checkTime(s.cfg.Now())
+}
+
+// readBody reads the whole body, refusing one over limit with 413.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	if r.ContentLength > limit {
+		return nil, &http.MaxBytesError{Limit: limit}
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return nil, err
+		}
+		return nil, badRequest("read request body: %v", err)
+	}
+	return body, nil
+}
+
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	io.WriteString(w, "ok\n")
+}
+
+func (s *Server) poolInfo(w http.ResponseWriter, _ *http.Request) error {
+	writeJSON(w, http.StatusOK, PoolInfo{Pool: s.cfg.Pool, Key: s.key.Public(), InviteOnly: s.cfg.InviteOnly(), Version: 1})
+	return nil
+}
+
+// register is POST /v1/peers. The request is signed by the key being
+// registered; the owner key's endorsement of it must verify; an
+// invite-only pool needs its token or an allowed owner.
+func (s *Server) register(w http.ResponseWriter, r *http.Request) error {
+	a, err := s.authenticate(r)
+	if err != nil {
+		return err
+	}
+	body, err := readBody(w, r, maxJSONBody)
+	if err != nil {
+		return err
+	}
+	reg, err := decodeRegistration(body)
+	if err != nil {
+		return badRequest("%v", err)
+	}
+	id, owner := identity.IDOf(reg.Key), identity.IDOf(reg.OwnerKey)
+	if a.Peer != id {
+		return unauthorized(fmt.Errorf("the request is signed as peer %s but registers the key of peer %s", a.Peer, id))
+	}
+	if err := a.verify(reg.Key, r.Method, r.URL.RequestURI(), sha256.Sum256(body)); err != nil {
+		return err
+	}
+	if err := identity.Verify(reg.OwnerKey, pool.EndorsementMessage(reg.Key), reg.Endorsement); err != nil {
+		return &apiError{http.StatusUnauthorized, "bad_endorsement",
+			"the endorsement does not verify: it must be the owner key's signature over the device key (pool.EndorsementMessage)", nil}
+	}
+	if !s.invited(reg.Invite, owner) {
+		s.log.Info("Registration refused", "peer", id, "owner", owner, "reason", "not invited")
+		return &apiError{http.StatusForbidden, "not_invited", notInvited, nil}
+	}
+	_, known := s.sched.Peer(id)
+	err = s.sched.RegisterPeer(r.Context(), pool.Peer{ID: id, Owner: owner, Key: reg.Key, OwnerKey: reg.OwnerKey,
+		Endorsement: reg.Endorsement, Name: reg.Name, Joined: s.cfg.Now().UTC()})
+	if err != nil {
+		return fmt.Errorf("register peer %s: %w", id, err)
+	}
+	status := http.StatusOK
+	if !known {
+		status = http.StatusCreated
+		s.metrics.registered.Inc()
+		s.log.Info("Peer registered", "peer", id, "owner", owner, "name", reg.Name)
+	}
+	writeJSON(w, status, Registered{Peer: id, Owner: owner})
+	return nil
+}
+
+// invited reports whether a registration with invite token tok by owner
+// may join: always in an open pool.
+func (s *Server) invited(tok, owner string) bool {
+	if !s.cfg.InviteOnly() {
+		return true
+	}
+	if s.cfg.InviteToken != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(s.cfg.InviteToken)) == 1 {
+		return true
+	}
+	return slices.Contains(s.cfg.AllowOwners, owner)
+}
+
+// pathDigest parses the path value name as a digest.
+func pathDigest(r *http.Request, name string) (job.Digest, error) {
+	d, err := job.ParseDigest(r.PathValue(name))
+	if err != nil {
+		return d, badRequest("%s %q in the path is not 64 hex digits", name, r.PathValue(name))
+	}
+	return d, nil
+}
+
+// putBlob is PUT /v1/blobs/{digest}. The body's SHA-256 must be the
+// digest, so the signature is checked against the path's digest before
+// the body is read: a file already stored is answered 200 without reading
+// it (a client that sent "Expect: 100-continue" never sends it).
+func (s *Server) putBlob(w http.ResponseWriter, r *http.Request) error {
+	d, err := pathDigest(r, "digest")
+	if err != nil {
+		return err
+	}
+	a, err := s.authenticate(r)
+	if err != nil {
+		return err
+	}
+	p, ok := s.sched.Peer(a.Peer)
+	if !ok {
+		return unauthorized(fmt.Errorf("unknown peer %s: register first (POST /v1/peers)", a.Peer))
+	}
+	if err := a.verify(p.Key, r.Method, r.URL.RequestURI(), d); err != nil {
+		return unauthorized(fmt.Errorf("%w (for a blob, sign the body's SHA-256, which is the digest in the path)", err))
+	}
+	if s.blobs.has(d) {
+		writeJSON(w, http.StatusOK, map[string]HexDigest{"digest": HexDigest(d)})
+		return nil
+	}
+	if r.ContentLength > maxBlobBody {
+		return &http.MaxBytesError{Limit: maxBlobBody}
+	}
+	created, err := s.blobs.put(d, http.MaxBytesReader(w, r.Body, maxBlobBody))
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.Is(err, errDigestMismatch):
+		return &apiError{http.StatusBadRequest, "digest_mismatch", err.Error(), nil}
+	case errors.As(err, &tooLarge):
+		return err
+	case err != nil:
+		return err
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+		s.log.Debug("Blob stored", "digest", d.String(), "peer", p.ID)
+	}
+	writeJSON(w, status, map[string]HexDigest{"digest": HexDigest(d)})
+	return nil
+}
+
+// getBlob is GET (and HEAD) /v1/blobs/{digest}: the file's bytes, with
+// range requests; anyone may read (files are named by content).
+func (s *Server) getBlob(w http.ResponseWriter, r *http.Request) error {
+	d, err := pathDigest(r, "digest")
+	if err != nil {
+		return err
+	}
+	return s.serveBlob(w, r, d)
+}
+
+func (s *Server) serveBlob(w http.ResponseWriter, r *http.Request, d job.Digest) error {
+	f, err := s.blobs.open(d)
+	if errors.Is(err, fs.ErrNotExist) {
+		return notFound("unknown_blob", "no file with digest %s: upload it first", d)
+	}
+	if err != nil {
+		return fmt.Errorf("open blob: %w", err)
+	}
+	defer f.Close()
+	h := w.Header()
+	h.Set("Content-Type", "application/octet-stream")
+	h.Set("ETag", `"`+d.String()+`"`)
+	h.Set("Cache-Control", "public, max-age=31536000, immutable")
+	http.ServeContent(w, r, "", time.Time{}, f)
+	return nil
+}
+
+// addJob is POST /v1/jobs. The canonical encoding is stored as a blob
+// under its own digest, the job ID.
+func (s *Server) addJob(w http.ResponseWriter, r *http.Request, c call) error {
+	req, err := decodeJobRequest(c.body)
+	if err != nil {
+		return badRequest("%v", err)
+	}
+	id := job.ID(sha256.Sum256(req.Canonical))
+	if st, err := s.sched.Status(id); err == nil {
+		writeJSON(w, http.StatusOK, JobCreated{Job: HexDigest(id), Tasks: st.Tasks})
+		return nil
+	}
+	var named []job.Digest
+	j, planErr := job.FromCanonical(req.Canonical, func(d job.Digest) string {
+		named = append(named, d)
+		return s.blobs.path(d)
+	})
+	var missing []HexDigest
+	for _, d := range named {
+		if !s.blobs.has(d) && !slices.Contains(missing, HexDigest(d)) {
+			missing = append(missing, HexDigest(d))
+		}
+	}
+	if len(missing) > 0 {
+		return &apiError{http.StatusConflict, "missing_files",
+			fmt.Sprintf("the job names %d file(s) the pool does not have: upload them (PUT /v1/blobs/{digest}) and submit again", len(missing)), missing}
+	}
+	if planErr != nil {
+		return &apiError{http.StatusBadRequest, "bad_job", planErr.Error(), nil}
+	}
+	if _, err := s.blobs.putBytes(req.Canonical); err != nil {
+		return err
+	}
+	created, err := s.sched.AddJob(r.Context(), j, c.peer.ID)
+	if err != nil {
+		return fmt.Errorf("add job %s: %w", id, err)
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+		s.log.Info("Job added", "jobID", id.String(), "name", j.Manifest.Name, "tasks", j.NumTasks(), "peer", c.peer.ID)
+	}
+	writeJSON(w, status, JobCreated{Job: HexDigest(id), Tasks: j.NumTasks()})
+	return nil
+}
+
+func (s *Server) listJobs(w http.ResponseWriter, r *http.Request, c call) error {
+	if err := noQuery(r); err != nil {
+		return err
+	}
+	jobs := s.sched.Jobs()
+	out := make([]JobInfo, 0, len(jobs))
+	for _, j := range jobs {
+		out = append(out, jobInfo(j))
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// knownJob parses the {id} path value and checks the job is in the pool.
+func (s *Server) knownJob(r *http.Request) (pool.JobStatus, error) {
+	id, err := pathDigest(r, "id")
+	if err != nil {
+		return pool.JobStatus{}, err
+	}
+	st, err := s.sched.Status(id)
+	if err != nil {
+		if errors.Is(err, pool.ErrUnknownJob) {
+			return st, notFound("unknown_job", "no job %s in this pool", id)
+		}
+		return st, err
+	}
+	return st, nil
+}
+
+func (s *Server) jobStatus(w http.ResponseWriter, r *http.Request, c call) error {
+	st, err := s.knownJob(r)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, jobInfo(st))
+	return nil
+}
+
+func (s *Server) jobCanonical(w http.ResponseWriter, r *http.Request, c call) error {
+	st, err := s.knownJob(r)
+	if err != nil {
+		return err
+	}
+	return s.serveBlob(w, r, st.Job)
+}
+
+func (s *Server) results(w http.ResponseWriter, r *http.Request, c call) error {
+	st, err := s.knownJob(r)
+	if err != nil {
+		return err
+	}
+	q, err := parseQuery(r, "after", "max")
+	if err != nil {
+		return err
+	}
+	after, err := q.int("after", 0, 0, 1<<62)
+	if err != nil {
+		return err
+	}
+	max, err := q.int("max", defaultResults, 1, maxResults)
+	if err != nil {
+		return err
+	}
+	res, err := s.sched.Results(r.Context(), c.peer.ID, st.Job, after, int(max))
+	if err != nil {
+		return fmt.Errorf("results of job %s: %w", st.Job, err)
+	}
+	size := 0
+	for i, v := range res {
+		if size += len(v.Result); size > maxResultsBytes && i > 0 {
+			res = res[:i]
+			break
+		}
+	}
+	if res == nil {
+		res = []pool.Verified{}
+	}
+	writeJSON(w, http.StatusOK, Results{Results: res})
+	return nil
+}
+
+func (s *Server) ack(w http.ResponseWriter, r *http.Request, c call) error {
+	st, err := s.knownJob(r)
+	if err != nil {
+		return err
+	}
+	a, err := decodeAck(c.body)
+	if err != nil {
+		return badRequest("%v", err)
+	}
+	if err := s.sched.Ack(r.Context(), c.peer.ID, st.Job, a.Upto); err != nil {
+		return fmt.Errorf("ack job %s: %w", st.Job, err)
+	}
+	writeJSON(w, http.StatusOK, struct{}{})
+	return nil
+}
+
+func (s *Server) lease(w http.ResponseWriter, r *http.Request, c call) error {
+	req, err := decodeLeaseRequest(c.body)
+	if err != nil {
+		return badRequest("%v", err)
+	}
+	leases, err := s.sched.Lease(r.Context(), c.peer.ID, req.Max)
+	if err != nil {
+		return fmt.Errorf("lease for peer %s: %w", c.peer.ID, err)
+	}
+	out := LeaseResponse{Leases: make([]LeaseGrant, 0, len(leases))}
+	for _, l := range leases {
+		out.Leases = append(out.Leases, LeaseGrant{Lease: l.ID, Job: HexDigest(l.Job), Task: l.Task, Deadline: l.Deadline})
+	}
+	s.metrics.leases.Add(float64(len(leases)))
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// leaseID checks the {lease} path value: 32 lowercase hex digits.
+func leaseID(r *http.Request) (string, error) {
+	id := r.PathValue("lease")
+	ok := len(id) == 32
+	for i := 0; ok && i < len(id); i++ {
+		ok = id[i] >= '0' && id[i] <= '9' || id[i] >= 'a' && id[i] <= 'f'
+	}
+	if !ok {
+		return "", badRequest("lease %q in the path is not 32 lowercase hex digits", id)
+	}
+	return id, nil
+}
+
+// leaseErr counts an expired lease and wraps err with context.
+func (s *Server) leaseErr(op, lease string, err error) error {
+	if errors.Is(err, pool.ErrLeaseExpired) {
+		s.metrics.expired.Inc()
+	}
+	return fmt.Errorf("%s lease %s: %w", op, lease, err)
+}
+
+func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request, c call) error {
+	id, err := leaseID(r)
+	if err != nil {
+		return err
+	}
+	if err := decodeEmpty(c.body); err != nil {
+		return badRequest("%v", err)
+	}
+	deadline, err := s.sched.Heartbeat(r.Context(), c.peer.ID, id)
+	if err != nil {
+		return s.leaseErr("heartbeat", id, err)
+	}
+	writeJSON(w, http.StatusOK, Deadline{Deadline: deadline})
+	return nil
+}
+
+func (s *Server) submit(w http.ResponseWriter, r *http.Request, c call) error {
+	id, err := leaseID(r)
+	if err != nil {
+		return err
+	}
+	sub, err := decodeSubmission(c.body)
+	if err != nil {
+		s.metrics.submissions.WithLabelValues("refused").Inc()
+		return badRequest("%v", err)
+	}
+	if err := s.sched.Submit(r.Context(), c.peer.ID, id, sub); err != nil {
+		s.metrics.submissions.WithLabelValues("refused").Inc()
+		return s.leaseErr("submit for", id, err)
+	}
+	s.metrics.submissions.WithLabelValues("taken").Inc()
+	writeJSON(w, http.StatusOK, struct{}{})
+	return nil
+}
+
+func (s *Server) release(w http.ResponseWriter, r *http.Request, c call) error {
+	id, err := leaseID(r)
+	if err != nil {
+		return err
+	}
+	if err := decodeEmpty(c.body); err != nil {
+		return badRequest("%v", err)
+	}
+	if err := s.sched.Release(r.Context(), c.peer.ID, id); err != nil {
+		return s.leaseErr("release", id, err)
+	}
+	writeJSON(w, http.StatusOK, struct{}{})
+	return nil
+}
+
+// ledger is GET /v1/ledger: JSON Lines, one entry per line, from seq
+// after+1; max 0 (or absent) streams to the end. An error after the first
+// line aborts the connection, so a client never mistakes a cut-off
+// download for a complete one.
+func (s *Server) ledger(w http.ResponseWriter, r *http.Request) error {
+	q, err := parseQuery(r, "after", "max")
+	if err != nil {
+		return err
+	}
+	after, err := q.int("after", 0, 0, 1<<62)
+	if err != nil {
+		return err
+	}
+	max, err := q.int("max", 0, 0, 1<<62)
+	if err != nil {
+		return err
+	}
+	next, left := uint64(after), max
+	var bw *bufio.Writer
+	for {
+		n := ledgerPage
+		if left > 0 && left < int64(n) {
+			n = int(left)
+		}
+		page, err := s.sched.Ledger(next, n)
+		if err != nil {
+			if bw == nil {
+				return fmt.Errorf("read ledger: %w", err)
+			}
+			s.log.Error("Ledger download cut off", "after", next, "err", err)
+			panic(http.ErrAbortHandler)
+		}
+		if bw == nil {
+			w.Header().Set("Content-Type", "application/jsonl")
+			w.Header().Set("X-Content-Type-Options", "nosniff")
+			bw = bufio.NewWriterSize(w, 64<<10)
+		}
+		for _, e := range page {
+			b, err := e.MarshalJSON()
+			if err != nil {
+				panic(http.ErrAbortHandler)
+			}
+			bw.Write(append(b, '\n'))
+			next = e.Seq
+		}
+		if left > 0 {
+			left -= int64(len(page))
+		}
+		if len(page) < n || max > 0 && left <= 0 || r.Context().Err() != nil {
+			break
+		}
+	}
+	return bw.Flush()
+}
+
+func (s *Server) receipts(w http.ResponseWriter, r *http.Request, c call) error {
+	q, err := parseQuery(r, "after", "max")
+	if err != nil {
+		return err
+	}
+	after, err := q.int("after", 0, 0, 1<<62)
+	if err != nil {
+		return err
+	}
+	max, err := q.int("max", ledgerPage, 1, maxReceipts)
+	if err != nil {
+		return err
+	}
+	entries, err := s.sched.PeerLedger(c.peer.ID, uint64(after), int(max))
+	if err != nil {
+		return fmt.Errorf("receipts of peer %s: %w", c.peer.ID, err)
+	}
+	if entries == nil {
+		entries = []pool.Entry{}
+	}
+	writeJSON(w, http.StatusOK, Receipts{Entries: entries})
+	return nil
+}
+
+// query is a request's query, checked by parseQuery.
+type query url.Values
+
+// parseQuery parses the query, refusing names other than allowed and
+// names given twice.
+func parseQuery(r *http.Request, allowed ...string) (query, error) {
+	v, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return nil, badRequest("malformed query: %v", err)
+	}
+	for k, vals := range v {
+		if !slices.Contains(allowed, k) {
+			return nil, badRequest("unknown query parameter %q", k)
+		}
+		if len(vals) > 1 {
+			return nil, badRequest("query parameter %q given %d times", k, len(vals))
+		}
+	}
+	return query(v), nil
+}
+
+// noQuery refuses any query.
+func noQuery(r *http.Request) error {
+	_, err := parseQuery(r)
+	return err
+}
+
+// int returns the decimal integer parameter name, def when absent; a value
+// outside [lo, hi] or not a number is a 400.
+func (q query) int(name string, def, lo, hi int64) (int64, error) {
+	s := url.Values(q).Get(name)
+	if s == "" {
+		return def, nil
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < lo || n > hi {
+		return 0, badRequest("query parameter %s=%q: want an integer from %d to %d", name, s, lo, hi)
+	}
+	return n, nil
+}

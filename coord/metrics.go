@@ -1,0 +1,137 @@
+package coord
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"idlepool/pool"
+)
+
+// metrics are the coordinator's Prometheus metrics, registered in a
+// registry of their own (no global state), served at /metrics. Names:
+//
+//	idlepool_coord_leases_granted_total                       leases handed out
+//	idlepool_coord_leases_expired_total                       heartbeats, results or releases that found their lease expired (410)
+//	idlepool_coord_submissions_total{result}                  result submissions: "taken" or "refused"
+//	idlepool_coord_tasks{outcome}                             tasks with a final outcome, over the jobs the pool holds: "ok", "failed" (including unverified)
+//	idlepool_coord_jobs                                       jobs the pool holds
+//	idlepool_coord_peers_registered_total                     successful registrations
+//	idlepool_coord_http_requests_total{route,code}            requests by route pattern and status code
+//	idlepool_coord_http_request_duration_seconds{route}       request latency, until the handler returns
+//
+// plus the Go runtime and process collectors (go_*, process_*), which give
+// the coordinator's CPU time for throughput figures.
+type metrics struct {
+	reg         *prometheus.Registry
+	leases      prometheus.Counter
+	expired     prometheus.Counter
+	submissions *prometheus.CounterVec
+	registered  prometheus.Counter
+	requests    *prometheus.CounterVec
+	latency     *prometheus.HistogramVec
+}
+
+func newMetrics(jobs func() []pool.JobStatus) *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		leases: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "idlepool_coord_leases_granted_total", Help: "Leases handed out to peers.",
+		}),
+		expired: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "idlepool_coord_leases_expired_total",
+			Help: "Heartbeats, results and releases that found their lease expired (answered 410).",
+		}),
+		submissions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "idlepool_coord_submissions_total",
+			Help: "Result submissions for leases, by whether the pool took them.",
+		}, []string{"result"}),
+		registered: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "idlepool_coord_peers_registered_total", Help: "Successful peer registrations.",
+		}),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "idlepool_coord_http_requests_total", Help: "HTTP requests by route pattern and status code.",
+		}, []string{"route", "code"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "idlepool_coord_http_request_duration_seconds",
+			Help:    "Time from a request's arrival until its handler returned, by route pattern.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 10},
+		}, []string{"route"}),
+	}
+	m.submissions.WithLabelValues("taken")
+	m.submissions.WithLabelValues("refused")
+	m.reg.MustRegister(m.leases, m.expired, m.submissions, m.registered, m.requests, m.latency,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		&jobCollector{jobs: jobs})
+	return m
+}
+
+// handler serves the registry in the Prometheus text format.
+func (m *metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+// instrument counts and times each request of the route pattern.
+func (m *metrics) instrument(route string, h http.Handler) http.Handler {
+	obs := m.latency.WithLabelValues(route)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
+		h.ServeHTTP(sw, r)
+		obs.Observe(time.Since(start).Seconds())
+		m.requests.WithLabelValues(route, strconv.Itoa(sw.code)).Inc()
+	})
+}
+
+// statusWriter remembers the status code a handler wrote.
+type statusWriter struct {
+	http.ResponseWriter
+	code  int
+	wrote bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if !w.wrote {
+		w.code, w.wrote = code, true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	w.wrote = true
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// jobCollector reports task outcomes and job counts from the scheduler's
+// job table at scrape time.
+type jobCollector struct {
+	jobs func() []pool.JobStatus
+}
+
+var (
+	tasksDesc = prometheus.NewDesc("idlepool_coord_tasks",
+		"Tasks with a final outcome over the jobs the pool holds, by outcome (failed includes unverified).",
+		[]string{"outcome"}, nil)
+	jobsDesc = prometheus.NewDesc("idlepool_coord_jobs", "Jobs the pool holds.", nil, nil)
+)
+
+func (c *jobCollector) Describe(ch chan<- *prometheus.Desc) { ch <- tasksDesc; ch <- jobsDesc }
+
+func (c *jobCollector) Collect(ch chan<- prometheus.Metric) {
+	var ok, failed int64
+	jobs := c.jobs()
+	for _, j := range jobs {
+		ok += j.Accepted
+		failed += j.Failed
+	}
+	ch <- prometheus.MustNewConstMetric(tasksDesc, prometheus.GaugeValue, float64(ok), pool.OutcomeOK)
+	ch <- prometheus.MustNewConstMetric(tasksDesc, prometheus.GaugeValue, float64(failed), pool.OutcomeFailed)
+	ch <- prometheus.MustNewConstMetric(jobsDesc, prometheus.GaugeValue, float64(len(jobs)))
+}

@@ -1,0 +1,112 @@
+package coord
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"idlepool/pool"
+)
+
+// apiError is an error answer: a status, a stable code and a message for
+// people. Handlers return it for requests that are wrong; every other
+// error goes through statusOf.
+type apiError struct {
+	status  int
+	code    string
+	msg     string
+	missing []HexDigest
+}
+
+func (e *apiError) Error() string { return e.msg }
+
+func badRequest(format string, args ...any) *apiError {
+	return &apiError{http.StatusBadRequest, "bad_request", fmt.Sprintf(format, args...), nil}
+}
+
+func unauthorized(err error) *apiError {
+	return &apiError{http.StatusUnauthorized, "unauthorized", err.Error(), nil}
+}
+
+func notFound(code, format string, args ...any) *apiError {
+	return &apiError{http.StatusNotFound, code, fmt.Sprintf(format, args...), nil}
+}
+
+// errorStatus maps an error to its HTTP status and code (docs/api.md,
+// "Status codes"). Scheduler errors are matched with errors.Is against
+// the sentinels of package pool.
+func errorStatus(err error) (status int, code string) {
+	var ae *apiError
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &ae):
+		return ae.status, ae.code
+	case errors.As(err, &tooLarge):
+		return http.StatusRequestEntityTooLarge, "too_large"
+	case errors.Is(err, errAuth), errors.Is(err, pool.ErrUnknownPeer):
+		return http.StatusUnauthorized, "unauthorized"
+	case errors.Is(err, pool.ErrUnknownJob):
+		return http.StatusNotFound, "unknown_job"
+	case errors.Is(err, pool.ErrUnknownLease):
+		return http.StatusNotFound, "unknown_lease"
+	case errors.Is(err, pool.ErrNotYourLease):
+		return http.StatusForbidden, "not_your_lease"
+	case errors.Is(err, pool.ErrNotMerger):
+		return http.StatusForbidden, "not_merger"
+	case errors.Is(err, pool.ErrNotAllowed):
+		return http.StatusForbidden, "not_allowed"
+	case errors.Is(err, pool.ErrLeaseExpired):
+		return http.StatusGone, "lease_expired"
+	case errors.Is(err, pool.ErrTaskDecided):
+		return http.StatusConflict, "task_decided"
+	case errors.Is(err, pool.ErrConflict):
+		return http.StatusConflict, "conflict"
+	case errors.Is(err, pool.ErrBadSubmission), errors.Is(err, pool.ErrBadRequest):
+		return http.StatusBadRequest, "bad_request"
+	case errors.Is(err, pool.ErrStopped), errors.Is(err, context.Canceled):
+		return http.StatusServiceUnavailable, "unavailable"
+	}
+	return http.StatusInternalServerError, "internal"
+}
+
+// fail answers err. Client errors (4xx) say what is wrong; a coordinator
+// fault (5xx) is logged with its cause and answered with a generic
+// message, so internals do not leak.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	status, code := errorStatus(err)
+	body := ErrorBody{Error: err.Error(), Code: code}
+	var ae *apiError
+	if errors.As(err, &ae) {
+		body.Missing = ae.missing
+	}
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		body.Error = fmt.Sprintf("request body larger than the limit of %d bytes for %s", tooLarge.Limit, r.URL.Path)
+	}
+	switch {
+	case status == http.StatusServiceUnavailable:
+		s.log.Warn("Request refused", "method", r.Method, "path", r.URL.Path, "err", err)
+		body.Error = "the coordinator is shutting down or restarting: retry later"
+	case status >= 500:
+		s.log.Error("Request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		body.Error = "internal coordinator error (see the coordinator's log)"
+	default:
+		s.log.Debug("Request refused", "method", r.Method, "path", r.URL.Path, "status", status, "err", err)
+	}
+	writeJSON(w, status, body)
+}
+
+// writeJSON answers v as JSON with status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		http.Error(w, `{"error":"internal coordinator error","code":"internal"}`, http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}

@@ -1,0 +1,194 @@
+package coord
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"idlepool/identity"
+	"idlepool/pool"
+	"idlepool/store"
+)
+
+// Files and directories under Config.DataDir.
+const (
+	dbFile   = "coordinator.db"
+	keyFile  = "coordinator.key"
+	blobsDir = "blobs"
+)
+
+// shutdownGrace is how long Serve lets requests in flight finish after its
+// context is cancelled before it closes their connections.
+const shutdownGrace = 10 * time.Second
+
+// Server is a coordinator: the HTTP API of docs/api.md over a
+// pool.Scheduler, its SQLite store, its key and its blob directory. Create
+// it with New, run it with Serve. Its methods are safe for concurrent use.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	key     *identity.Key
+	db      *store.DB
+	blobs   *blobStore
+	sched   *pool.Scheduler
+	metrics *metrics
+	handler http.Handler
+	ln      net.Listener
+	url     string
+
+	served    atomic.Bool
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// New opens (creating if needed) the coordinator's state under
+// cfg.DataDir: the SQLite store coordinator.db, the key coordinator.key
+// (identity.LoadOrCreate, mode 0600) and the blob directory blobs/; loads
+// the pool's state into a Scheduler; and binds cfg.Listen, so URL is valid
+// as soon as New returns and an address in use is reported here. ctx
+// bounds loading only. cfg is validated (Config.Validate) on a copy.
+//
+// The caller must call Serve, which releases everything when it returns,
+// or else Close.
+func New(ctx context.Context, cfg Config) (_ *Server, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger}
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("create data directory: %w", err)
+	}
+	if s.key, err = identity.LoadOrCreate(filepath.Join(cfg.DataDir, keyFile)); err != nil {
+		return nil, fmt.Errorf("coordinator key: %w", err)
+	}
+	if s.blobs, err = newBlobStore(filepath.Join(cfg.DataDir, blobsDir)); err != nil {
+		return nil, err
+	}
+	if s.db, err = store.Open(filepath.Join(cfg.DataDir, dbFile)); err != nil {
+		return nil, fmt.Errorf("open coordinator store: %w", err)
+	}
+	s.sched, err = pool.NewScheduler(ctx, pool.SchedulerConfig{
+		Pool:   cfg.Pool,
+		Key:    s.key,
+		Store:  s.db,
+		Blobs:  s.blobs.path,
+		Now:    cfg.Now,
+		Logger: cfg.Logger.With("component", "scheduler"),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("load pool state: %w", err)
+	}
+	s.metrics = newMetrics(s.sched.Jobs)
+	s.handler = s.routes()
+	if s.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+	s.url = "http://" + s.ln.Addr().String()
+	s.log.Info("Coordinator ready", "pool", cfg.Pool, "url", s.url, "key", identity.EncodePublic(s.key.Public()),
+		"inviteOnly", cfg.InviteOnly(), "dataDir", cfg.DataDir)
+	return s, nil
+}
+
+// URL returns the pool URL, "http://HOST:PORT" with the port actually
+// bound (useful with port 0). Peers join and submit with it.
+func (s *Server) URL() string { return s.url }
+
+// PublicKey returns the coordinator's public key, which signs receipts.
+func (s *Server) PublicKey() []byte { return s.key.Public() }
+
+// Handler returns the HTTP handler of the API, for tests that serve it on
+// their own listener (httptest.NewServer). It needs the scheduler running:
+// call Serve as well, or requests that schedule fail with 503.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Serve serves the API on the listener New bound and runs the scheduler
+// (group commit, lease expiry), both under one errgroup, until ctx is
+// cancelled or one of them fails. On cancellation it stops accepting
+// connections, lets requests in flight finish for up to 10 seconds, then
+// stops the scheduler and closes the store; it returns nil after such a
+// clean stop and the first failure otherwise. Serve may be called once.
+func (s *Server) Serve(ctx context.Context) error {
+	if !s.served.CompareAndSwap(false, true) {
+		return errors.New("coord: Serve called twice")
+	}
+	defer s.Close()
+	hs := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	// The scheduler outlives the HTTP server by the shutdown grace, so
+	// requests in flight can finish; it stops when HTTP is down.
+	schedCtx, stopSched := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopSched()
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		err := s.sched.Serve(schedCtx)
+		if schedCtx.Err() == nil {
+			return fmt.Errorf("scheduler stopped: %w", errors.Join(err, pool.ErrStopped))
+		}
+		if err != nil && !errors.Is(err, context.Canceled) {
+			return fmt.Errorf("scheduler: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		if err := hs.Serve(s.ln); !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("serve http: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		<-gctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+		defer cancel()
+		if err := hs.Shutdown(sctx); err != nil {
+			s.log.Warn("Requests cut off at shutdown", "err", err)
+			hs.Close()
+		}
+		stopSched()
+		return nil
+	})
+	err := g.Wait()
+	if err != nil {
+		s.log.Error("Coordinator failed", "err", err)
+	} else {
+		s.log.Info("Coordinator stopped")
+	}
+	return errors.Join(err, s.Close())
+}
+
+// Close releases the listener and the store. Serve calls it; call it
+// yourself only when Serve is never called. It is idempotent.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		var errs []error
+		if s.ln != nil {
+			if err := s.ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+				errs = append(errs, err)
+			}
+		}
+		if s.db != nil {
+			errs = append(errs, s.db.Close())
+		}
+		s.closeErr = errors.Join(errs...)
+	})
+	return s.closeErr
+}

@@ -1,0 +1,506 @@
+package coord
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"idlepool/identity"
+	"idlepool/job"
+	"idlepool/pool"
+)
+
+// state is what a refused request must leave unchanged.
+type state struct {
+	Jobs   []pool.JobStatus
+	Ledger []pool.Entry
+	Blobs  []string
+}
+
+func (ts *testServer) state(t *testing.T) state {
+	t.Helper()
+	entries, err := ts.sched.Ledger(0, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var blobs []string
+	err = filepath.WalkDir(ts.blobs.dir, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			blobs = append(blobs, d.Name())
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return state{Jobs: ts.sched.Jobs(), Ledger: entries, Blobs: blobs}
+}
+
+// downloadLedger reads GET /v1/ledger as JSON Lines.
+func (ts *testServer) downloadLedger(t *testing.T, query string) []pool.Entry {
+	t.Helper()
+	a := ts.do(t, nil, "GET", "/v1/ledger"+query, nil)
+	if a.status != http.StatusOK {
+		t.Fatalf("ledger: %d %s", a.status, a.body)
+	}
+	if ct := a.header.Get("Content-Type"); ct != "application/jsonl" {
+		t.Errorf("ledger Content-Type %q", ct)
+	}
+	var out []pool.Entry
+	sc := bufio.NewScanner(bytes.NewReader(a.body))
+	for sc.Scan() {
+		var e pool.Entry
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			t.Fatalf("ledger line %q: %v", sc.Text(), err)
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+func TestPoolInfoHealthz(t *testing.T) {
+	ts := startServer(t, nil)
+	a := ts.do(t, nil, "GET", "/healthz", nil)
+	if a.status != 200 || string(a.body) != "ok\n" {
+		t.Errorf("healthz: %d %q", a.status, a.body)
+	}
+	var info PoolInfo
+	a = ts.do(t, nil, "GET", "/v1/pool", nil)
+	a.decode(t, &info)
+	want := PoolInfo{Pool: "test", Key: ts.PublicKey(), InviteOnly: false, Version: 1}
+	if diff := cmp.Diff(want, info); diff != "" {
+		t.Errorf("pool info (-want +got):\n%s", diff)
+	}
+}
+
+// TestPoolFlow runs a job of two tasks at quorum 2 through the API: two
+// peers of different owners compute it, the submitter merges it, and the
+// ledger verifies.
+func TestPoolFlow(t *testing.T) {
+	ts := startServer(t, nil)
+	alice, bob, carol := newPeer(t, nil), newPeer(t, nil), newPeer(t, nil)
+	for _, p := range []*testPeer{alice, bob, carol} {
+		var r Registered
+		ts.register(t, p, "", http.StatusCreated).decode(t, &r)
+		if want := (Registered{Peer: p.ID(), Owner: p.owner.ID()}); r != want {
+			t.Errorf("registered %+v, want %+v", r, want)
+		}
+	}
+	ts.register(t, bob, "", http.StatusOK) // again: idempotent
+
+	j := testJob(t, "flow", 2)
+	id := j.ID.String()
+	prog := programBytes(t, j)
+
+	// The job names a file the pool lacks: 409 with its digest.
+	a := ts.do(t, alice, "POST", "/v1/jobs", JobRequest{Canonical: j.Canonical})
+	if a.status != http.StatusConflict {
+		t.Fatalf("job before its program: %d %s", a.status, a.body)
+	}
+	if e := a.errorBody(t); e.Code != "missing_files" || len(e.Missing) != 1 || job.Digest(e.Missing[0]) != j.Program.SHA256 {
+		t.Errorf("missing files answer %+v, want the program %s", e, j.Program.SHA256)
+	}
+
+	if a := ts.upload(t, alice, prog); a.status != http.StatusCreated {
+		t.Fatalf("upload: %d %s", a.status, a.body)
+	}
+	// Uploading it again costs nothing: the answer comes before the body
+	// is sent ("Expect: 100-continue").
+	body := &countingReader{r: bytes.NewReader(prog)}
+	req := ts.request(t, "PUT", "/v1/blobs/"+j.Program.SHA256.String(), nil)
+	req.Body, req.ContentLength = readCloser{body}, int64(len(prog))
+	req.Header.Set("Expect", "100-continue")
+	SignRequestDigest(req, j.Program.SHA256, alice.key, time.Now())
+	if a := ts.send(t, req); a.status != http.StatusOK {
+		t.Fatalf("second upload: %d %s", a.status, a.body)
+	}
+	if body.n != 0 {
+		t.Errorf("second upload sent %d body bytes, want 0", body.n)
+	}
+	a = ts.do(t, nil, "GET", "/v1/blobs/"+j.Program.SHA256.String(), nil)
+	if a.status != 200 || !bytes.Equal(a.body, prog) {
+		t.Errorf("blob download: %d, %d bytes", a.status, len(a.body))
+	}
+
+	var created JobCreated
+	a = ts.do(t, alice, "POST", "/v1/jobs", JobRequest{Canonical: j.Canonical})
+	if a.status != http.StatusCreated {
+		t.Fatalf("submit job: %d %s", a.status, a.body)
+	}
+	a.decode(t, &created)
+	if want := (JobCreated{Job: HexDigest(j.ID), Tasks: 2}); created != want {
+		t.Errorf("job created %+v, want %+v", created, want)
+	}
+	if a := ts.do(t, alice, "POST", "/v1/jobs", JobRequest{Canonical: j.Canonical}); a.status != http.StatusOK {
+		t.Errorf("submit job again: %d %s", a.status, a.body)
+	}
+	var info JobInfo
+	ts.do(t, bob, "GET", "/v1/jobs/"+id, nil).decode(t, &info)
+	if info.Job != HexDigest(j.ID) || info.Tasks != 2 || info.Merger != alice.ID() || info.Owner != alice.owner.ID() || info.Quorum != 2 {
+		t.Errorf("job info %+v", info)
+	}
+	var list []JobInfo
+	ts.do(t, bob, "GET", "/v1/jobs", nil).decode(t, &list)
+	if len(list) != 1 || list[0].Job != HexDigest(j.ID) {
+		t.Errorf("job list %+v", list)
+	}
+	if a := ts.do(t, carol, "GET", "/v1/jobs/"+id+"/canonical", nil); a.status != 200 || !bytes.Equal(a.body, j.Canonical) {
+		t.Errorf("canonical: %d %q", a.status, a.body)
+	}
+
+	// Bob and carol lease every task once each.
+	lease := func(p *testPeer) []LeaseGrant {
+		t.Helper()
+		var lr LeaseResponse
+		a := ts.do(t, p, "POST", "/v1/leases", LeaseRequest{Max: 4})
+		if a.status != 200 {
+			t.Fatalf("lease: %d %s", a.status, a.body)
+		}
+		a.decode(t, &lr)
+		return lr.Leases
+	}
+	bobs, carols := lease(bob), lease(carol)
+	if len(bobs) != 2 || len(carols) != 2 {
+		t.Fatalf("leases: bob %d, carol %d, want 2 each", len(bobs), len(carols))
+	}
+	for _, l := range append(bobs, carols...) {
+		if l.Job != HexDigest(j.ID) || !l.Deadline.After(time.Now()) {
+			t.Errorf("lease %+v", l)
+		}
+	}
+
+	var dl Deadline
+	a = ts.do(t, bob, "POST", "/v1/leases/"+bobs[0].Lease+"/heartbeat", nil)
+	if a.status != 200 {
+		t.Fatalf("heartbeat: %d %s", a.status, a.body)
+	}
+	a.decode(t, &dl)
+	if dl.Deadline.IsZero() {
+		t.Errorf("heartbeat deadline is zero")
+	}
+
+	result := func(task int64) []byte { return fmt.Appendf(nil, `{"x":%d}`, task+1) }
+	submission := func(task int64) ResultSubmission {
+		r := result(task)
+		return ResultSubmission{Digest: HexDigest(pool.ReplicaDigest(r, false, "")), Result: r}
+	}
+	// Carol may not act on bob's lease.
+	before := ts.state(t)
+	for _, op := range []string{"heartbeat", "result", "release"} {
+		var body any
+		if op == "result" {
+			body = submission(bobs[0].Task)
+		}
+		a := ts.do(t, carol, "POST", "/v1/leases/"+bobs[0].Lease+"/"+op, body)
+		if a.status != http.StatusForbidden || a.errorBody(t).Code != "not_your_lease" {
+			t.Errorf("carol %s on bob's lease: %d %s", op, a.status, a.body)
+		}
+	}
+	if diff := cmp.Diff(before, ts.state(t)); diff != "" {
+		t.Errorf("refused requests changed the state (-before +after):\n%s", diff)
+	}
+
+	for _, l := range append(bobs, carols...) {
+		p := bob
+		if strings.Contains(fmt.Sprint(carols), l.Lease) {
+			p = carol
+		}
+		for range 2 { // a resent submission is idempotent
+			if a := ts.do(t, p, "POST", "/v1/leases/"+l.Lease+"/result", submission(l.Task)); a.status != 200 {
+				t.Fatalf("submit task %d: %d %s", l.Task, a.status, a.body)
+			}
+		}
+	}
+
+	// Only the merger reads results.
+	if a := ts.do(t, bob, "GET", "/v1/jobs/"+id+"/results", nil); a.status != http.StatusForbidden || a.errorBody(t).Code != "not_merger" {
+		t.Errorf("results for bob: %d %s", a.status, a.body)
+	}
+	var res Results
+	deadline := time.Now().Add(10 * time.Second)
+	for len(res.Results) < 2 && time.Now().Before(deadline) {
+		ts.do(t, alice, "GET", "/v1/jobs/"+id+"/results?after=0&max=10", nil).decode(t, &res)
+	}
+	got := map[int64]string{}
+	for _, v := range res.Results {
+		if v.Status != pool.OutcomeOK {
+			t.Errorf("outcome %+v", v)
+		}
+		got[v.Task] = string(v.Result)
+	}
+	if want := map[int64]string{0: string(result(0)), 1: string(result(1))}; !cmp.Equal(want, got) {
+		t.Errorf("results %v, want %v", got, want)
+	}
+	if a := ts.do(t, alice, "POST", "/v1/jobs/"+id+"/ack", Ack{Upto: 2}); a.status != 200 {
+		t.Errorf("ack: %d %s", a.status, a.body)
+	}
+	ts.do(t, alice, "GET", "/v1/jobs/"+id, nil).decode(t, &info)
+	if !info.Complete || info.Accepted != 2 || info.Acked != 2 {
+		t.Errorf("job after ack %+v", info)
+	}
+
+	// The ledger: one receipt per agreeing replica, verifying end to end.
+	entries := ts.downloadLedger(t, "")
+	if err := pool.VerifyLedger(entries, ts.PublicKey()); err != nil {
+		t.Errorf("ledger: %v", err)
+	}
+	receipts := map[string]int{}
+	for _, e := range entries {
+		if e.Kind == pool.KindReceipt {
+			receipts[e.Peer]++
+		}
+	}
+	if want := map[string]int{bob.ID(): 2, carol.ID(): 2}; !cmp.Equal(want, receipts) {
+		t.Errorf("receipts per peer %v, want %v", receipts, want)
+	}
+	if tail := ts.downloadLedger(t, "?after=1&max=2"); len(tail) != 2 || tail[0].Seq != 2 {
+		t.Errorf("ledger page after=1 max=2: %d entries", len(tail))
+	}
+	var rc Receipts
+	ts.do(t, bob, "GET", "/v1/receipts", nil).decode(t, &rc)
+	if len(rc.Entries) != 2 {
+		t.Errorf("bob's receipts: %d entries", len(rc.Entries))
+	}
+	for _, e := range rc.Entries {
+		if e.Peer != bob.ID() {
+			t.Errorf("bob's receipts hold %+v", e)
+		}
+	}
+
+	a = ts.do(t, nil, "GET", "/metrics", nil)
+	for _, want := range []string{
+		"idlepool_coord_leases_granted_total 4",
+		`idlepool_coord_submissions_total{result="taken"} 8`,
+		`idlepool_coord_tasks{outcome="ok"} 2`,
+		`idlepool_coord_http_requests_total{code="403",route="POST /v1/leases/{lease}/heartbeat"} 1`,
+		"idlepool_coord_http_request_duration_seconds_bucket",
+		"process_cpu_seconds_total",
+	} {
+		if !strings.Contains(string(a.body), want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+}
+
+type readCloser struct{ *countingReader }
+
+func (readCloser) Close() error { return nil }
+
+// TestHostileRequests sends malformed and hostile requests: each gets its
+// 4xx and a message, and none changes the pool's state.
+func TestHostileRequests(t *testing.T) {
+	ts := startServer(t, nil)
+	peer, stranger := newPeer(t, nil), newPeer(t, nil)
+	ts.register(t, peer, "", http.StatusCreated)
+	j := testJob(t, "hostile", 1)
+	ts.upload(t, peer, programBytes(t, j))
+	if a := ts.do(t, peer, "POST", "/v1/jobs", JobRequest{Canonical: j.Canonical}); a.status != http.StatusCreated {
+		t.Fatalf("submit: %d %s", a.status, a.body)
+	}
+	unknown := job.Digest(sha256.Sum256([]byte("nothing"))).String()
+	id := j.ID.String()
+	other, _ := identity.Generate()
+
+	signedAs := func(p *testPeer, method, path string, body []byte, edit func(*http.Request)) func() answer {
+		return func() answer {
+			req := ts.request(t, method, path, body)
+			if p != nil {
+				SignRequest(req, body, p.key, time.Now())
+			}
+			if edit != nil {
+				edit(req)
+			}
+			return ts.send(t, req)
+		}
+	}
+	send := func(p *testPeer, method, path string, body []byte) func() answer {
+		return signedAs(p, method, path, body, nil)
+	}
+	huge := bytes.Repeat([]byte(" "), 2<<20)
+	cases := []struct {
+		name   string
+		do     func() answer
+		status int
+		code   string
+		msg    string // a part of the message
+	}{
+		{"bad JSON", send(peer, "POST", "/v1/leases", []byte(`{"max":`)), 400, "bad_request", "malformed JSON"},
+		{"not an object", send(peer, "POST", "/v1/leases", []byte(`[1]`)), 400, "bad_request", "not a JSON object"},
+		{"unknown field", send(peer, "POST", "/v1/leases", []byte(`{"max":1,"min":2}`)), 400, "bad_request", `unknown field "min"`},
+		{"trailing data", send(peer, "POST", "/v1/leases", []byte(`{"max":1} {}`)), 400, "bad_request", "trailing data"},
+		{"wrong type", send(peer, "POST", "/v1/leases", []byte(`{"max":"1"}`)), 400, "bad_request", `field "max"`},
+		{"out of range", send(peer, "POST", "/v1/leases", []byte(`{"max":100000}`)), 400, "bad_request", "out of range"},
+		{"empty job", send(peer, "POST", "/v1/jobs", []byte(`{}`)), 400, "bad_request", "canonical"},
+		{"garbage job", send(peer, "POST", "/v1/jobs", []byte(`{"canonical":"AAEC"}`)), 400, "bad_job", "canonical"},
+		{"huge body", send(peer, "POST", "/v1/jobs", huge), 413, "too_large", "limit"},
+		{"huge chunked body", signedAs(peer, "POST", "/v1/jobs", huge, func(r *http.Request) {
+			r.ContentLength = -1 // sent chunked: the limit applies while reading
+		}), 413, "too_large", "limit"},
+		{"unknown job", send(peer, "GET", "/v1/jobs/"+unknown, nil), 404, "unknown_job", unknown},
+		{"unknown job results", send(peer, "GET", "/v1/jobs/"+unknown+"/results", nil), 404, "unknown_job", unknown},
+		{"unknown job ack", send(peer, "POST", "/v1/jobs/"+unknown+"/ack", []byte(`{"upto":1}`)), 404, "unknown_job", unknown},
+		{"malformed job ID", send(peer, "GET", "/v1/jobs/xyz", nil), 400, "bad_request", "64 hex digits"},
+		{"unknown lease", send(peer, "POST", "/v1/leases/0123456789abcdef0123456789abcdef/heartbeat", nil), 404, "unknown_lease", ""},
+		{"malformed lease", send(peer, "POST", "/v1/leases/nope/heartbeat", nil), 400, "bad_request", "32 lowercase hex"},
+		{"unknown query", send(peer, "GET", "/v1/jobs/"+id+"/results?after=0&limit=3", nil), 400, "bad_request", `"limit"`},
+		{"bad query number", send(peer, "GET", "/v1/jobs/"+id+"/results?after=-1", nil), 400, "bad_request", "after"},
+		{"negative ack", send(peer, "POST", "/v1/jobs/"+id+"/ack", []byte(`{"upto":-1}`)), 400, "bad_request", "negative"},
+		{"no signature", send(nil, "POST", "/v1/leases", []byte(`{"max":1}`)), 401, "unauthorized", "no Authorization"},
+		{"unknown peer", send(stranger, "POST", "/v1/leases", []byte(`{"max":1}`)), 401, "unauthorized", "register first"},
+		{"wrong key", signedAs(peer, "POST", "/v1/leases", []byte(`{"max":1}`), func(r *http.Request) {
+			body := []byte(`{"max":1}`)
+			SignRequest(r, body, other, time.Now())
+			r.Header.Set("Authorization", strings.Replace(r.Header.Get("Authorization"), other.ID(), peer.ID(), 1))
+		}), 401, "unauthorized", "does not verify"},
+		{"tampered body", signedAs(peer, "POST", "/v1/leases", []byte(`{"max":2}`), func(r *http.Request) {
+			SignRequest(r, []byte(`{"max":1}`), peer.key, time.Now())
+		}), 401, "unauthorized", "does not verify"},
+		{"other path", signedAs(peer, "GET", "/v1/jobs/"+id, nil, func(r *http.Request) {
+			r2 := ts.request(t, "GET", "/v1/jobs", nil)
+			SignRequest(r2, nil, peer.key, time.Now())
+			r.Header = r2.Header
+		}), 401, "unauthorized", "does not verify"},
+		{"stale timestamp", signedAs(peer, "POST", "/v1/leases", []byte(`{"max":1}`), func(r *http.Request) {
+			SignRequest(r, []byte(`{"max":1}`), peer.key, time.Now().Add(-10*time.Minute))
+		}), 401, "unauthorized", "clock"},
+		{"future timestamp", signedAs(peer, "POST", "/v1/leases", []byte(`{"max":1}`), func(r *http.Request) {
+			SignRequest(r, []byte(`{"max":1}`), peer.key, time.Now().Add(10*time.Minute))
+		}), 401, "unauthorized", "clock"},
+		{"garbled header", signedAs(peer, "POST", "/v1/leases", []byte(`{"max":1}`), func(r *http.Request) {
+			r.Header.Set("Authorization", "Bearer abc")
+		}), 401, "unauthorized", "scheme"},
+		{"blob digest mismatch", send(peer, "PUT", "/v1/blobs/"+unknown, []byte("other bytes")), 401, "unauthorized", "digest in the path"},
+		{"blob body mismatch", signedAs(peer, "PUT", "/v1/blobs/"+unknown, []byte("other bytes"), func(r *http.Request) {
+			SignRequestDigest(r, sha256.Sum256([]byte("nothing")), peer.key, time.Now())
+		}), 400, "digest_mismatch", "SHA-256"},
+		{"blob unknown", send(nil, "GET", "/v1/blobs/"+unknown, nil), 404, "unknown_blob", unknown},
+		{"no route", send(nil, "GET", "/v2/everything", nil), 404, "not_found", "/v2/everything"},
+		{"register bad endorsement", func() answer {
+			reg := peer.registration("")
+			reg.Key = stranger.key.Public() // endorsement is over peer's key
+			body, _ := json.Marshal(reg)
+			return signedAs(stranger, "POST", "/v1/peers", body, nil)()
+		}, 401, "bad_endorsement", "endorsement"},
+		{"register someone else's key", func() answer {
+			body, _ := json.Marshal(stranger.registration(""))
+			return signedAs(peer, "POST", "/v1/peers", body, nil)()
+		}, 401, "unauthorized", "registers the key"},
+		{"register short key", send(stranger, "POST", "/v1/peers", []byte(`{"key":"AAAA","owner_key":"AAAA","endorsement":"AAAA"}`)), 400, "bad_request", "32 bytes"},
+	}
+	before := ts.state(t)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			a := tc.do()
+			e := a.errorBody(t)
+			if a.status != tc.status || e.Code != tc.code || !strings.Contains(e.Error, tc.msg) {
+				t.Errorf("got %d %q %q, want %d %q containing %q", a.status, e.Code, e.Error, tc.status, tc.code, tc.msg)
+			}
+		})
+	}
+	if diff := cmp.Diff(before, ts.state(t)); diff != "" {
+		t.Errorf("refused requests changed the state (-before +after):\n%s", diff)
+	}
+	if _, ok := ts.sched.Peer(stranger.ID()); ok {
+		t.Errorf("a refused registration registered %s", stranger.ID())
+	}
+}
+
+func TestInviteOnly(t *testing.T) {
+	allowed := newPeer(t, nil)
+	const token = "0123456789abcdef-invite"
+	ts := startServer(t, func(c *Config) {
+		c.InviteToken = token
+		c.AllowOwners = []string{allowed.owner.ID()}
+	})
+	var info PoolInfo
+	ts.do(t, nil, "GET", "/v1/pool", nil).decode(t, &info)
+	if !info.InviteOnly {
+		t.Errorf("pool info says open")
+	}
+	stranger := newPeer(t, nil)
+	for _, invite := range []string{"", "wrong-token-of-some-length"} {
+		a := ts.register(t, stranger, invite, http.StatusForbidden)
+		if e := a.errorBody(t); e.Code != "not_invited" || e.Error != notInvited {
+			t.Errorf("stranger with invite %q: %+v", invite, e)
+		}
+	}
+	if _, ok := ts.sched.Peer(stranger.ID()); ok {
+		t.Errorf("a stranger was registered")
+	}
+	ts.register(t, stranger, token, http.StatusCreated)
+	ts.register(t, allowed, "", http.StatusCreated)
+	sibling := newPeer(t, allowed.owner) // another device of the allowed owner
+	ts.register(t, sibling, "", http.StatusCreated)
+}
+
+// TestRestart stops a coordinator and starts another on its data
+// directory: same key, same peers, same jobs.
+func TestRestart(t *testing.T) {
+	dir := t.TempDir()
+	useDir := func(c *Config) { c.DataDir = dir }
+	ts, stop := runServer(t, useDir)
+	p := newPeer(t, nil)
+	ts.register(t, p, "", http.StatusCreated)
+	j := testJob(t, "restart", 3)
+	ts.upload(t, p, programBytes(t, j))
+	if a := ts.do(t, p, "POST", "/v1/jobs", JobRequest{Canonical: j.Canonical}); a.status != http.StatusCreated {
+		t.Fatalf("submit: %d %s", a.status, a.body)
+	}
+	key := ts.PublicKey()
+	stop()
+	if a, err := http.Get(ts.URL() + "/healthz"); err == nil {
+		a.Body.Close()
+		t.Errorf("the stopped coordinator still answers")
+	}
+
+	ts = startServer(t, useDir)
+	if !bytes.Equal(key, ts.PublicKey()) {
+		t.Errorf("the coordinator key changed across a restart")
+	}
+	ts.register(t, p, "", http.StatusOK)
+	var info JobInfo
+	ts.do(t, p, "GET", "/v1/jobs/"+j.ID.String(), nil).decode(t, &info)
+	if info.Tasks != 3 {
+		t.Errorf("job after restart %+v", info)
+	}
+	if a := ts.upload(t, p, programBytes(t, j)); a.status != http.StatusOK {
+		t.Errorf("blob after restart: %d", a.status)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	cases := []struct {
+		name string
+		cfg  Config
+		ok   bool
+	}{
+		{"defaults", Config{DataDir: "d"}, true},
+		{"no data dir", Config{}, false},
+		{"bad listen", Config{DataDir: "d", Listen: "localhost"}, false},
+		{"short token", Config{DataDir: "d", InviteToken: "abc"}, false},
+		{"bad owner", Config{DataDir: "d", AllowOwners: []string{"alice"}}, false},
+		{"good owner", Config{DataDir: "d", AllowOwners: []string{"id" + strings.Repeat("a", 32)}}, true},
+		{"control in pool name", Config{DataDir: "d", Pool: "a\nb"}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.cfg.Validate()
+			if (err == nil) != tc.ok {
+				t.Fatalf("Validate: %v, want ok=%v", err, tc.ok)
+			}
+			if tc.ok && (tc.cfg.Listen != DefaultListen || tc.cfg.Pool != "default" || tc.cfg.Logger == nil) {
+				t.Errorf("defaults not filled in: %+v", tc.cfg)
+			}
+		})
+	}
+}

@@ -1,0 +1,248 @@
+package coord
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"idlepool/identity"
+	"idlepool/job"
+	"idlepool/pool"
+)
+
+// testServer runs a real coordinator on 127.0.0.1 with its state in a
+// temporary directory, and stops it when the test ends.
+type testServer struct {
+	*Server
+	client *http.Client
+}
+
+func startServer(t *testing.T, edit func(*Config)) *testServer {
+	t.Helper()
+	ts, stop := runServer(t, edit)
+	t.Cleanup(stop)
+	return ts
+}
+
+// runServer starts a coordinator and returns a function that stops it
+// and waits for Serve to return.
+func runServer(t *testing.T, edit func(*Config)) (*testServer, func()) {
+	t.Helper()
+	cfg := Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), Pool: "test"}
+	if edit != nil {
+		edit(&cfg)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s, err := New(ctx, cfg)
+	if err != nil {
+		cancel()
+		t.Fatalf("New: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx) }()
+	// A transport of its own: its idle connections close with the server,
+	// and it waits for 100 Continue as long as a server may think.
+	tr := &http.Transport{ExpectContinueTimeout: time.Minute}
+	ts := &testServer{Server: s, client: &http.Client{Transport: tr, Timeout: time.Minute}}
+	var once sync.Once
+	return ts, func() {
+		once.Do(func() {
+			tr.CloseIdleConnections()
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Serve: %v", err)
+			}
+		})
+	}
+}
+
+// testPeer is a device with its own key and an owner key.
+type testPeer struct {
+	key, owner *identity.Key
+}
+
+func newPeer(t *testing.T, owner *identity.Key) *testPeer {
+	t.Helper()
+	k, err := identity.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if owner == nil {
+		if owner, err = identity.Generate(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return &testPeer{key: k, owner: owner}
+}
+
+func (p *testPeer) ID() string { return p.key.ID() }
+
+// answer is a response read in full.
+type answer struct {
+	status int
+	body   []byte
+	header http.Header
+}
+
+// errorBody decodes the body as an ErrorBody.
+func (a answer) errorBody(t *testing.T) ErrorBody {
+	t.Helper()
+	var e ErrorBody
+	if err := json.Unmarshal(a.body, &e); err != nil {
+		t.Fatalf("error answer %d is not JSON: %v: %q", a.status, err, a.body)
+	}
+	return e
+}
+
+// decode decodes the body into v.
+func (a answer) decode(t *testing.T, v any) {
+	t.Helper()
+	if err := json.Unmarshal(a.body, v); err != nil {
+		t.Fatalf("answer %d: %v: %q", a.status, err, a.body)
+	}
+}
+
+// request builds a request to the server with body.
+func (ts *testServer) request(t *testing.T, method, path string, body []byte) *http.Request {
+	t.Helper()
+	req, err := http.NewRequest(method, ts.URL()+path, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	return req
+}
+
+// send sends req and reads the answer.
+func (ts *testServer) send(t *testing.T, req *http.Request) answer {
+	t.Helper()
+	resp, err := ts.client.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", req.Method, req.URL, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("%s %s: read answer: %v", req.Method, req.URL, err)
+	}
+	return answer{status: resp.StatusCode, body: b, header: resp.Header}
+}
+
+// do sends a request signed by p (unsigned when p is nil); v, when not
+// nil and not []byte, is encoded as JSON.
+func (ts *testServer) do(t *testing.T, p *testPeer, method, path string, v any) answer {
+	t.Helper()
+	var body []byte
+	switch b := v.(type) {
+	case nil:
+	case []byte:
+		body = b
+	default:
+		var err error
+		if body, err = json.Marshal(v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	req := ts.request(t, method, path, body)
+	if p != nil {
+		SignRequest(req, body, p.key, time.Now())
+	}
+	return ts.send(t, req)
+}
+
+// registration is p's registration body with invite.
+func (p *testPeer) registration(invite string) Registration {
+	return Registration{Key: p.key.Public(), OwnerKey: p.owner.Public(),
+		Endorsement: p.owner.Sign(pool.EndorsementMessage(p.key.Public())), Name: "test device", Invite: invite}
+}
+
+// register registers p and checks the answer's status.
+func (ts *testServer) register(t *testing.T, p *testPeer, invite string, want int) answer {
+	t.Helper()
+	a := ts.do(t, p, "POST", "/v1/peers", p.registration(invite))
+	if a.status != want {
+		t.Fatalf("register %s: status %d, want %d: %s", p.ID(), a.status, want, a.body)
+	}
+	return a
+}
+
+// upload uploads data as a blob signed by p and returns the status.
+func (ts *testServer) upload(t *testing.T, p *testPeer, data []byte) answer {
+	t.Helper()
+	d := job.Digest(sha256.Sum256(data))
+	return ts.do(t, p, "PUT", "/v1/blobs/"+d.String(), data)
+}
+
+// testJob writes a tiny program and a manifest of tasks tasks at quorum 2
+// into a temporary directory and plans it.
+func testJob(t *testing.T, name string, tasks int) *job.Job {
+	t.Helper()
+	dir := t.TempDir()
+	prog := append([]byte("\x00asm\x01\x00\x00\x00"), name...)
+	if err := os.WriteFile(filepath.Join(dir, "prog.wasm"), prog, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	manifest := fmt.Sprintf(`name = %q
+program = "prog.wasm"
+
+[split]
+rule = "range"
+tasks = %d
+
+[[merge]]
+field = "x"
+rule = "sum"
+
+[policy]
+redundancy = 2
+quorum = 2
+`, name, tasks)
+	m, err := job.ParseManifest("test.toml", dir, []byte(manifest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := job.Plan(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+// programBytes returns the program file of j.
+func programBytes(t *testing.T, j *job.Job) []byte {
+	t.Helper()
+	b, err := os.ReadFile(j.Program.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// countingReader counts the bytes read from it.
+type countingReader struct {
+	r io.Reader
+	n int
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += n
+	return n, err
+}
+
+// errReader fails every read.
+type errReader struct{}
+
+func (errReader) Read([]byte) (int, error) { return 0, errors.New("read") }

@@ -1,0 +1,312 @@
+package coord
+
+import (
+	"bytes"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"idlepool/job"
+	"idlepool/pool"
+)
+
+// The types in this file are the JSON bodies of the coordinator's HTTP API
+// (docs/api.md), shared by the server and its clients (the donor agent,
+// `idlepool submit`). Binary values are standard base64 ([]byte), digests
+// and job IDs 64 lowercase hex digits (HexDigest), times RFC 3339.
+
+// HexDigest is a SHA-256 digest (a file digest or a job ID) that encodes
+// in JSON as 64 lowercase hex digits.
+type HexDigest job.Digest
+
+// String returns the 64 hex digits.
+func (d HexDigest) String() string { return job.Digest(d).String() }
+
+// MarshalText encodes d as 64 lowercase hex digits.
+func (d HexDigest) MarshalText() ([]byte, error) { return hex.AppendEncode(nil, d[:]), nil }
+
+// UnmarshalText parses 64 hex digits; anything else is an error wrapping
+// job.ErrBadDigest.
+func (d *HexDigest) UnmarshalText(b []byte) error {
+	v, err := job.ParseDigest(string(b))
+	if err != nil {
+		return err
+	}
+	*d = HexDigest(v)
+	return nil
+}
+
+// PoolInfo is the answer to GET /v1/pool.
+type PoolInfo struct {
+	Pool       string `json:"pool"`        // the pool's name
+	Key        []byte `json:"key"`         // the coordinator's Ed25519 public key, which signs receipts
+	InviteOnly bool   `json:"invite_only"` // registering needs an invite token or an allowed owner
+	Version    int    `json:"version"`     // API version: 1
+}
+
+// Registration is the body of POST /v1/peers. Key is the device's Ed25519
+// public key (32 bytes), OwnerKey its owner's, and Endorsement the owner
+// key's signature over pool.EndorsementMessage(Key). Invite is the pool's
+// invite token, needed by invite-only pools unless the owner is allowed.
+type Registration struct {
+	Key         []byte `json:"key"`
+	OwnerKey    []byte `json:"owner_key"`
+	Endorsement []byte `json:"endorsement"`
+	Name        string `json:"name,omitempty"` // a label for people, at most 64 bytes
+	Invite      string `json:"invite,omitempty"`
+}
+
+// Registered is the answer to POST /v1/peers: the device's peer ID and its
+// owner ID (identity.IDOf of the two keys).
+type Registered struct {
+	Peer  string `json:"peer"`
+	Owner string `json:"owner"`
+}
+
+// JobRequest is the body of POST /v1/jobs: a job's canonical encoding
+// (job.Job.Canonical).
+type JobRequest struct {
+	Canonical []byte `json:"canonical"`
+}
+
+// JobCreated is the answer to POST /v1/jobs.
+type JobCreated struct {
+	Job   HexDigest `json:"job"`
+	Tasks int64     `json:"tasks"`
+}
+
+// JobInfo is a job's progress (pool.JobStatus with a hex job ID), the
+// answer to GET /v1/jobs/{id} and an element of GET /v1/jobs.
+type JobInfo struct {
+	Job        HexDigest `json:"job"`
+	Name       string    `json:"name"`
+	Owner      string    `json:"owner"`
+	Merger     string    `json:"merger"`
+	Tasks      int64     `json:"tasks"`
+	Accepted   int64     `json:"accepted"`
+	Failed     int64     `json:"failed"`
+	Leased     int64     `json:"leased"`
+	Acked      int64     `json:"acked"`
+	Complete   bool      `json:"complete"`
+	Quorum     int       `json:"quorum"`
+	Redundancy int       `json:"redundancy"`
+}
+
+func jobInfo(s pool.JobStatus) JobInfo {
+	return JobInfo{Job: HexDigest(s.Job), Name: s.Name, Owner: s.Owner, Merger: s.Merger, Tasks: s.Tasks,
+		Accepted: s.Accepted, Failed: s.Failed, Leased: s.Leased, Acked: s.Acked, Complete: s.Complete,
+		Quorum: s.Quorum, Redundancy: s.Redundancy}
+}
+
+// LeaseRequest is the body of POST /v1/leases: how many tasks the peer
+// wants at most, 1 to MaxLeases (0 or absent means 1).
+type LeaseRequest struct {
+	Max int `json:"max"`
+}
+
+// MaxLeases is the most leases one POST /v1/leases grants.
+const MaxLeases = 64
+
+// LeaseGrant is one lease in LeaseResponse.
+type LeaseGrant struct {
+	Lease    string    `json:"lease"` // 32 lowercase hex digits
+	Job      HexDigest `json:"job"`
+	Task     int64     `json:"task"`
+	Deadline time.Time `json:"deadline"` // heartbeat before this, or the task is leased again
+}
+
+// LeaseResponse is the answer to POST /v1/leases; Leases is empty (never
+// null) when there is no work: ask again later.
+type LeaseResponse struct {
+	Leases []LeaseGrant `json:"leases"`
+}
+
+// Deadline is the answer to POST /v1/leases/{lease}/heartbeat.
+type Deadline struct {
+	Deadline time.Time `json:"deadline"`
+}
+
+// ResultSubmission is the body of POST /v1/leases/{lease}/result: either
+// Result (at most MaxResultBytes) or Failed with Reason, and Digest as
+// pool.ReplicaDigest computes it.
+type ResultSubmission struct {
+	Digest HexDigest `json:"digest"`
+	Result []byte    `json:"result,omitempty"`
+	Failed bool      `json:"failed,omitempty"`
+	Reason string    `json:"reason,omitempty"`
+}
+
+// Limits of a result submission.
+const (
+	MaxResultBytes = 64 << 20 // a task's result
+	MaxReasonBytes = 64 << 10 // a failure reason
+)
+
+// Results is the answer to GET /v1/jobs/{id}/results: verified outcomes in
+// acceptance order (empty, never null, when none is new).
+type Results struct {
+	Results []pool.Verified `json:"results"`
+}
+
+// Ack is the body of POST /v1/jobs/{id}/ack: the merger has folded every
+// outcome with Seq <= Upto.
+type Ack struct {
+	Upto int64 `json:"upto"`
+}
+
+// Receipts is the answer to GET /v1/receipts: ledger entries naming the
+// calling peer, in ledger order.
+type Receipts struct {
+	Entries []pool.Entry `json:"entries"`
+}
+
+// ErrorBody is the body of every error answer. Code is a stable,
+// machine-readable word (see docs/api.md); Error is for people. Missing
+// lists the files a job names that the pool lacks (code "missing_files").
+type ErrorBody struct {
+	Error   string      `json:"error"`
+	Code    string      `json:"code"`
+	Missing []HexDigest `json:"missing,omitempty"`
+}
+
+// decodeStrict decodes data, a JSON object, into v: unknown fields,
+// anything but exactly one object, and trailing data are errors that name
+// the problem. v must point to a struct.
+func decodeStrict(data []byte, v any) error {
+	trimmed := bytes.TrimLeft(data, " \t\r\n")
+	if len(trimmed) == 0 {
+		return errors.New("empty body: want a JSON object")
+	}
+	if trimmed[0] != '{' {
+		return errors.New("the body is not a JSON object")
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return jsonProblem(err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return errors.New("trailing data after the JSON object")
+	}
+	return nil
+}
+
+// jsonProblem rewords a decoding error for people.
+func jsonProblem(err error) error {
+	var typ *json.UnmarshalTypeError
+	var syn *json.SyntaxError
+	switch {
+	case errors.As(err, &typ) && typ.Field != "":
+		return fmt.Errorf("field %q: want %s, not a JSON %s", typ.Field, typ.Type, typ.Value)
+	case errors.As(err, &syn):
+		return fmt.Errorf("malformed JSON at byte %d: %s", syn.Offset, strings.TrimPrefix(syn.Error(), "json: "))
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return errors.New("malformed JSON: the body ends in the middle of a value")
+	}
+	return errors.New(strings.TrimPrefix(err.Error(), "json: "))
+}
+
+// decodeLeaseRequest decodes and checks a LeaseRequest.
+func decodeLeaseRequest(data []byte) (LeaseRequest, error) {
+	var r LeaseRequest
+	if err := decodeStrict(data, &r); err != nil {
+		return r, err
+	}
+	if r.Max == 0 {
+		r.Max = 1
+	}
+	if r.Max < 1 || r.Max > MaxLeases {
+		return r, fmt.Errorf("field \"max\": %d is out of range: ask for 1 to %d leases", r.Max, MaxLeases)
+	}
+	return r, nil
+}
+
+// decodeSubmission decodes a ResultSubmission and checks that it is one
+// of the two forms, within limits, with the digest it must carry.
+func decodeSubmission(data []byte) (pool.Submission, error) {
+	var r ResultSubmission
+	if err := decodeStrict(data, &r); err != nil {
+		return pool.Submission{}, err
+	}
+	if r.Digest == (HexDigest{}) {
+		return pool.Submission{}, errors.New("field \"digest\" is missing")
+	}
+	if r.Failed && len(r.Result) > 0 {
+		return pool.Submission{}, errors.New("a failed task has no result: send \"failed\" and \"reason\", or \"result\"")
+	}
+	if !r.Failed && r.Reason != "" {
+		return pool.Submission{}, errors.New("field \"reason\" is only for a failed task")
+	}
+	if len(r.Result) > MaxResultBytes {
+		return pool.Submission{}, fmt.Errorf("result of %d bytes is larger than the limit of %d", len(r.Result), MaxResultBytes)
+	}
+	if len(r.Reason) > MaxReasonBytes {
+		return pool.Submission{}, fmt.Errorf("reason of %d bytes is larger than the limit of %d", len(r.Reason), MaxReasonBytes)
+	}
+	if want := pool.ReplicaDigest(r.Result, r.Failed, r.Reason); job.Digest(r.Digest) != want {
+		return pool.Submission{}, fmt.Errorf("digest %s does not match the submission (want %s)", r.Digest, want)
+	}
+	return pool.Submission{Digest: job.Digest(r.Digest), Result: r.Result, Failed: r.Failed, Reason: r.Reason}, nil
+}
+
+// decodeRegistration decodes and checks the shape of a Registration (not
+// its signatures).
+func decodeRegistration(data []byte) (Registration, error) {
+	var r Registration
+	if err := decodeStrict(data, &r); err != nil {
+		return r, err
+	}
+	if len(r.Key) != 32 {
+		return r, fmt.Errorf("field \"key\": want a base64 Ed25519 public key of 32 bytes, got %d bytes", len(r.Key))
+	}
+	if len(r.OwnerKey) != 32 {
+		return r, fmt.Errorf("field \"owner_key\": want a base64 Ed25519 public key of 32 bytes, got %d bytes", len(r.OwnerKey))
+	}
+	if len(r.Endorsement) != 64 {
+		return r, fmt.Errorf("field \"endorsement\": want a base64 Ed25519 signature of 64 bytes, got %d bytes", len(r.Endorsement))
+	}
+	if len(r.Name) > 64 || strings.ContainsFunc(r.Name, func(c rune) bool { return c < ' ' || c == 0x7f }) {
+		return r, errors.New("field \"name\": want at most 64 printable bytes")
+	}
+	if len(r.Invite) > 256 {
+		return r, errors.New("field \"invite\" is too long")
+	}
+	return r, nil
+}
+
+// decodeJobRequest decodes a JobRequest.
+func decodeJobRequest(data []byte) (JobRequest, error) {
+	var r JobRequest
+	if err := decodeStrict(data, &r); err != nil {
+		return r, err
+	}
+	if len(r.Canonical) == 0 {
+		return r, errors.New("field \"canonical\" is missing: send the job's canonical encoding in base64")
+	}
+	return r, nil
+}
+
+// decodeAck decodes an Ack.
+func decodeAck(data []byte) (Ack, error) {
+	var r Ack
+	if err := decodeStrict(data, &r); err != nil {
+		return r, err
+	}
+	if r.Upto < 0 {
+		return r, fmt.Errorf("field \"upto\": %d is negative", r.Upto)
+	}
+	return r, nil
+}
+
+// decodeEmpty accepts an empty body or an empty JSON object, the bodies of
+// heartbeat and release.
+func decodeEmpty(data []byte) error {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil
+	}
+	return decodeStrict(data, &struct{}{})
+}
