@@ -1,0 +1,223 @@
+package job
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+)
+
+// Merge rule names, as written in a manifest's rule = "...".
+const (
+	RuleSum        = "sum"
+	RuleStats      = "stats"
+	RuleHistogram  = "histogram"
+	RuleQuantiles  = "quantiles"
+	RuleTopK       = "topk"
+	RuleArgmin     = "argmin"
+	RuleArgmax     = "argmax"
+	RuleVectorMean = "vector-mean"
+	RuleCollect    = "collect"
+	RuleConcat     = "concat"
+)
+
+var mergeRules = []string{
+	RuleSum, RuleStats, RuleHistogram, RuleQuantiles, RuleTopK,
+	RuleArgmin, RuleArgmax, RuleVectorMean, RuleCollect, RuleConcat,
+}
+
+// Defaults and bounds of MergeSpec options.
+const (
+	DefaultRelativeAccuracy = 0.01
+	DefaultTopK             = 10
+	// MinRelativeAccuracy bounds a quantile sketch's size: at 1e-3 a sketch
+	// whose values span the whole float64 range holds about 709,000 bins
+	// (5.7 MB) per sign; typical data spans far less.
+	MinRelativeAccuracy = 1e-3
+	MaxTopK             = 10000
+	MaxHistogramBins    = 1 << 20
+	MaxQuantiles        = 64
+)
+
+// DefaultQuantiles are reported by a quantiles entry that lists none.
+var DefaultQuantiles = []float64{0.5, 0.9, 0.99}
+
+// mergeSpecError is a MergeSpec problem; errors.Is(err, ErrMergeSpec) holds.
+type mergeSpecError struct{ name, problem string }
+
+func (e *mergeSpecError) Error() string   { return fmt.Sprintf("merge %q: %s", e.name, e.problem) }
+func (e *mergeSpecError) Is(t error) bool { return t == ErrMergeSpec }
+
+// entryName is the name a merge entry goes by: Name, else Field, else Rule
+// (as the manifest fills it in).
+func (s MergeSpec) entryName() string {
+	switch {
+	case s.Name != "":
+		return s.Name
+	case s.Field != "":
+		return s.Field
+	}
+	return s.Rule
+}
+
+// Ordered reports whether the entry streams rows in task order to a sink
+// (collect, concat) rather than folding into a fixed-size accumulator.
+// Ordered entries cannot be merged across Mergers.
+func (s MergeSpec) Ordered() bool { return s.Rule == RuleCollect || s.Rule == RuleConcat }
+
+func numericRule(rule string) bool {
+	switch rule {
+	case RuleSum, RuleStats, RuleHistogram, RuleQuantiles, RuleVectorMean:
+		return true
+	}
+	return false
+}
+
+// Validate checks one merge entry: a known rule, well-formed paths, and
+// only the options its rule uses, each in range. The error (errors.Is
+// ErrMergeSpec) names the entry and what is expected, e.g.
+// `merge "energy": histogram needs min < max and bins >= 1`.
+func (s MergeSpec) Validate() error {
+	fail := func(format string, args ...any) error {
+		return &mergeSpecError{name: s.entryName(), problem: fmt.Sprintf(format, args...)}
+	}
+	if !slices.Contains(mergeRules, s.Rule) {
+		if s.Rule == "" {
+			return fail("missing rule (want one of %s)", strings.Join(mergeRules, ", "))
+		}
+		return fail("unknown rule %q (want one of %s)", s.Rule, strings.Join(mergeRules, ", "))
+	}
+	field, err := parseMergePath(s.Field)
+	if err != nil {
+		return fail("field: %v", err)
+	}
+	for _, p := range [...]struct{ what, path string }{{"group_by", s.GroupBy}, {"key", s.Key}} {
+		q, err := parseMergePath(p.path)
+		if err != nil {
+			return fail("%s: %v", p.what, err)
+		}
+		if q.star >= 0 {
+			return fail("%s cannot contain \"*\"", p.what)
+		}
+	}
+	if field.star >= 0 && !numericRule(s.Rule) {
+		return fail("a \"*\" field works only with sum, stats, histogram, quantiles and vector-mean")
+	}
+	if numericRule(s.Rule) && s.Field == "" {
+		return fail("%s needs field = \"...\", the path of the number in each result", s.Rule)
+	}
+
+	if s.Rule == RuleHistogram {
+		if s.Min == nil || s.Max == nil || !(*s.Min < *s.Max) || s.Bins < 1 ||
+			math.IsInf(*s.Max-*s.Min, 0) || math.IsInf(*s.Min, 0) || math.IsInf(*s.Max, 0) {
+			return fail("histogram needs min < max and bins >= 1 (finite)")
+		}
+		if s.Bins > MaxHistogramBins {
+			return fail("histogram has %d bins, at most %d", s.Bins, MaxHistogramBins)
+		}
+	} else if s.Min != nil || s.Max != nil || s.Bins != 0 {
+		return fail("min, max and bins apply only to rule = \"histogram\"")
+	}
+
+	if s.Rule == RuleQuantiles {
+		if s.RelativeAccuracy != 0 && !(s.RelativeAccuracy >= MinRelativeAccuracy && s.RelativeAccuracy < 1) {
+			return fail("relative_accuracy must be in [%g, 1), got %g", MinRelativeAccuracy, s.RelativeAccuracy)
+		}
+		if len(s.Quantiles) > MaxQuantiles {
+			return fail("%d quantiles, at most %d", len(s.Quantiles), MaxQuantiles)
+		}
+		for i, q := range s.Quantiles {
+			if !(q >= 0 && q <= 1) {
+				return fail("quantile %g is not in [0, 1]", q)
+			}
+			if slices.Contains(s.Quantiles[:i], q) {
+				return fail("quantile %g is listed twice", q)
+			}
+		}
+	} else if s.RelativeAccuracy != 0 || len(s.Quantiles) > 0 {
+		return fail("relative_accuracy and quantiles apply only to rule = \"quantiles\"")
+	}
+
+	switch s.Rule {
+	case RuleTopK:
+		if s.K < 0 || s.K > MaxTopK {
+			return fail("k must be in 1..%d, got %d", MaxTopK, s.K)
+		}
+		if s.Order != "" && s.Order != "asc" && s.Order != "desc" {
+			return fail("order must be \"asc\" or \"desc\", got %q", s.Order)
+		}
+	case RuleArgmin, RuleArgmax:
+		if s.K > 1 || s.K < 0 {
+			return fail("%s keeps one result; use rule = \"topk\" for k = %d", s.Rule, s.K)
+		}
+		if s.Order != "" {
+			return fail("%s has a fixed order; leave order unset", s.Rule)
+		}
+	default:
+		if s.K != 0 || s.Key != "" || s.Order != "" {
+			return fail("k, key and order apply only to topk, argmin and argmax")
+		}
+	}
+	if (s.Rule == RuleTopK || s.Rule == RuleArgmin || s.Rule == RuleArgmax) && s.Key == "" {
+		return fail("%s needs key = \"...\", the path of the number that ranks results", s.Rule)
+	}
+
+	if s.Rule == RuleCollect {
+		if s.Field != "" && len(s.Fields) > 0 {
+			return fail("collect takes field or fields, not both")
+		}
+		for i, f := range s.Fields {
+			p, err := parseMergePath(f)
+			if err != nil {
+				return fail("fields: %v", err)
+			}
+			if p.segs == nil || p.star >= 0 {
+				return fail("fields: %q is not a plain path", f)
+			}
+			if f == "task" {
+				return fail("fields: \"task\" is the row's task index; rename the column")
+			}
+			if slices.Contains(s.Fields[:i], f) {
+				return fail("fields: %q is listed twice", f)
+			}
+		}
+	} else if len(s.Fields) > 0 {
+		return fail("fields apply only to rule = \"collect\"")
+	}
+	if s.Rule == RuleCollect && s.Field == "task" {
+		return fail("field \"task\" clashes with the row's task index")
+	}
+	if s.Rule == RuleConcat && s.Field == "" {
+		return fail("concat needs field = \"...\", the path of the text in each result")
+	}
+	if s.Ordered() && s.GroupBy != "" {
+		return fail("%s writes one stream in task order; group_by does not apply", s.Rule)
+	}
+	return nil
+}
+
+// withDefaults returns the spec with Name and the rule's defaults filled in.
+func (s MergeSpec) withDefaults() MergeSpec {
+	s.Name = s.entryName()
+	switch s.Rule {
+	case RuleQuantiles:
+		if s.RelativeAccuracy == 0 {
+			s.RelativeAccuracy = DefaultRelativeAccuracy
+		}
+		if len(s.Quantiles) == 0 {
+			s.Quantiles = slices.Clone(DefaultQuantiles)
+		}
+	case RuleTopK:
+		if s.K == 0 {
+			s.K = DefaultTopK
+		}
+		if s.Order == "" {
+			s.Order = "desc"
+		}
+	case RuleArgmin:
+		s.K, s.Order = 1, "asc"
+	case RuleArgmax:
+		s.K, s.Order = 1, "desc"
+	}
+	return s
+}
