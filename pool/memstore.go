@@ -28,6 +28,8 @@ type MemStore struct {
 	replicas map[string]*ReplicaRecord
 	repSeq   []string
 	outcomes map[job.ID][]OutcomeRecord
+	// outcomeSeqs and outcomeTasks index outcomes by (job, Seq) and (job, Task).
+	outcomeSeqs, outcomeTasks map[key]bool
 	ledger   []Entry
 	byPeer   map[string][]int // indexes into ledger
 	head     job.Digest
@@ -37,11 +39,17 @@ type MemStore struct {
 
 var _ Store = (*MemStore)(nil)
 
+type key struct {
+	job job.ID
+	n   int64
+}
+
 // NewMemStore returns an empty MemStore.
 func NewMemStore() *MemStore {
 	return &MemStore{
 		peers: map[string]Peer{}, jobs: map[job.ID]*JobRecord{}, replicas: map[string]*ReplicaRecord{},
 		outcomes: map[job.ID][]OutcomeRecord{}, byPeer: map[string][]int{},
+		outcomeSeqs: map[key]bool{}, outcomeTasks: map[key]bool{},
 	}
 }
 
@@ -111,13 +119,13 @@ func (m *MemStore) Commit(ctx context.Context, b *Batch) error {
 	for _, o := range b.Outcomes {
 		o.Result = cloneBytes(o.Result)
 		m.outcomes[o.Job] = append(m.outcomes[o.Job], o)
+		m.outcomeSeqs[key{o.Job, o.Seq}], m.outcomeTasks[key{o.Job, o.Task}] = true, true
 	}
 	for _, a := range b.Acks {
 		m.jobs[a.Job].Acked = a.Upto
-		for i := range m.outcomes[a.Job] {
-			if o := &m.outcomes[a.Job][i]; o.Seq <= a.Upto {
-				o.Result = nil
-			}
+		os := m.outcomes[a.Job] // in Seq order from 1: outcome Seq s is at s-1
+		for i := a.Prev; i < a.Upto && i < int64(len(os)); i++ {
+			os[i].Result = nil
 		}
 	}
 	for _, e := range b.Entries {
@@ -177,10 +185,6 @@ func (m *MemStore) check(b *Batch) error {
 		}
 		versions[r.Lease] = r.Version
 	}
-	type key struct {
-		job job.ID
-		n   int64
-	}
 	seqs, tasks := map[key]bool{}, map[key]bool{}
 	for _, o := range b.Outcomes {
 		if _, ok := m.jobs[o.Job]; !ok {
@@ -188,12 +192,8 @@ func (m *MemStore) check(b *Batch) error {
 				return fmt.Errorf("%w: outcome of unknown job %s", ErrConflict, o.Job)
 			}
 		}
-		dupSeq, dupTask := seqs[key{o.Job, o.Seq}], tasks[key{o.Job, o.Task}]
-		for _, x := range m.outcomes[o.Job] {
-			dupSeq = dupSeq || x.Seq == o.Seq
-			dupTask = dupTask || x.Task == o.Task
-		}
-		if dupSeq || dupTask {
+		k, kt := key{o.Job, o.Seq}, key{o.Job, o.Task}
+		if seqs[k] || tasks[kt] || m.outcomeSeqs[k] || m.outcomeTasks[kt] {
 			return fmt.Errorf("%w: job %s already has outcome %d or an outcome for task %d", ErrConflict, o.Job, o.Seq, o.Task)
 		}
 		seqs[key{o.Job, o.Seq}], tasks[key{o.Job, o.Task}] = true, true

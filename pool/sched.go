@@ -100,8 +100,8 @@ type Scheduler struct {
 	queue      []*jobState         // by JobRecord.Order
 	leases     map[string]*replica // every replica ever leased, by lease ID
 	deadlines  deadlineHeap        // live leases, lazily pruned
-	ledgerSeq  uint64              // head of the ledger, including uncommitted entries
-	ledgerHash job.Digest
+	ledgerSeq  uint64              // Seq of the newest entry, including uncommitted ones
+	chainHash  job.Digest          // Hash of the newest signed entry; only flush uses it
 	nextOrder  int64
 	pend       *pending
 	stopped    error // non-nil: every change is refused with it
@@ -270,7 +270,7 @@ func (s *Scheduler) restore(snap *Snapshot) error {
 			js.update(ts)
 		}
 	}
-	s.ledgerSeq, s.ledgerHash = snap.LedgerSeq, snap.LedgerHash
+	s.ledgerSeq, s.chainHash = snap.LedgerSeq, snap.LedgerHash
 	return nil
 }
 
@@ -327,16 +327,37 @@ func (s *Scheduler) Serve(ctx context.Context) error {
 			s.expireDue(s.cfg.Now())
 			s.mu.Unlock()
 		case <-s.kick:
-			t := time.NewTimer(s.cfg.CommitDelay)
-			select {
-			case <-t.C:
-			case <-s.full:
-			case <-ctx.Done():
-			}
-			t.Stop()
+			s.gather(ctx)
 			if err := s.flush(wctx); err != nil {
 				return err
 			}
+		}
+	}
+}
+
+// gather waits while a batch fills: until CommitDelay has passed since
+// its first change, or no change arrived for a tenth of CommitDelay (the
+// callers that were coming have come), or the batch is full, or ctx ends.
+// Under load a batch collects up to CommitDelay's worth of changes; a lone
+// call waits only the short quiet gap.
+func (s *Scheduler) gather(ctx context.Context) {
+	window := time.NewTimer(s.cfg.CommitDelay)
+	defer window.Stop()
+	gap := s.cfg.CommitDelay / 10
+	quiet := time.NewTimer(gap)
+	defer quiet.Stop()
+	for {
+		select {
+		case <-window.C:
+			return
+		case <-quiet.C:
+			return
+		case <-s.full:
+			return
+		case <-ctx.Done():
+			return
+		case <-s.kick:
+			quiet.Reset(gap)
 		}
 	}
 }
@@ -381,6 +402,15 @@ func (s *Scheduler) flush(ctx context.Context) error {
 	}
 	s.pend = newPending()
 	s.mu.Unlock()
+	// Chain and sign the new ledger entries here, in Seq order, outside
+	// s.mu: signing is the costliest step of deciding a task, and flush
+	// runs on one goroutine only.
+	for i := range p.b.Entries {
+		e := &p.b.Entries[i]
+		e.Prev = s.chainHash
+		e.sign(s.cfg.Key.Sign)
+		s.chainHash = e.Hash()
+	}
 	err := s.store.Commit(ctx, &p.b)
 	s.mu.Lock()
 	if err != nil {

@@ -440,12 +440,11 @@ func describeVotes(js *jobState, ts *taskState, limit int) string {
 		js.pol.Quorum, limit, strings.Join(parts, ", "))
 }
 
-// appendEntry numbers, chains and signs e and adds it to the pending
-// batch; s.mu is held.
+// appendEntry numbers e and adds it to the pending batch; flush chains
+// and signs it outside s.mu. s.mu is held.
 func (s *Scheduler) appendEntry(e Entry) {
-	e.Seq, e.Prev = s.ledgerSeq+1, s.ledgerHash
-	e.sign(s.cfg.Key.Sign)
-	s.ledgerSeq, s.ledgerHash = e.Seq, e.Hash()
+	s.ledgerSeq++
+	e.Seq = s.ledgerSeq
 	s.pend.b.Entries = append(s.pend.b.Entries, e)
 	s.changed()
 }

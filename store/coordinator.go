@@ -16,23 +16,62 @@ import (
 // concurrent use (Commit serialises on SQLite's write lock, reads run in
 // parallel under WAL).
 type DB struct {
-	db *sql.DB
+	db    *sql.DB
+	stmts map[string]*sql.Stmt // prepared once, by name
 }
 
 var _ pool.Store = (*DB)(nil)
 
+// statements Commit uses, prepared once when the database opens.
+var statements = map[string]string{
+	"peer": `INSERT INTO peers(id, owner, key, owner_key, endorsement, name, joined)
+		VALUES (?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT(id) DO UPDATE SET name = excluded.name
+		WHERE peers.key = excluded.key AND peers.owner_key = excluded.owner_key`,
+	"job": `INSERT INTO jobs(id, canonical, owner, merger, ord, added, acked)
+		VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+	"replicaInsert": `INSERT INTO replicas
+		(lease, job, task, peer, owner, state, created, deadline, digest, failed, reason, result, version)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+	"replicaUpdate": `UPDATE replicas SET state = ?, deadline = ?, digest = ?, failed = ?,
+		reason = ?, result = ?, version = ? WHERE lease = ? AND version = ?`,
+	"outcome": `INSERT INTO outcomes(job, seq, task, status, digest, reason, result)
+		VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+	"ack":        `UPDATE jobs SET acked = ? WHERE id = ? AND acked = ?`,
+	"ackResults": `UPDATE outcomes SET result = NULL WHERE job = ? AND seq > ? AND seq <= ?`,
+	"ledgerHead": `SELECT seq, hash FROM ledger ORDER BY seq DESC LIMIT 1`,
+	"entry": `INSERT INTO ledger
+		(seq, prev, hash, kind, pool, job, task, peer, owner, lease, digest, cost, time, reason, sig)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+}
+
 // Open opens (creating it if needed) the coordinator database at path and
 // brings its schema up to date.
 func Open(path string) (*DB, error) {
-	db, err := openSQLite(context.Background(), path, "coordinator")
+	ctx := context.Background()
+	db, err := openSQLite(ctx, path, "coordinator")
 	if err != nil {
 		return nil, err
 	}
-	return &DB{db: db}, nil
+	d := &DB{db: db, stmts: map[string]*sql.Stmt{}}
+	for name, q := range statements {
+		st, err := db.PrepareContext(ctx, q)
+		if err != nil {
+			db.Close()
+			return nil, fmt.Errorf("open %s: prepare %s: %w", path, name, err)
+		}
+		d.stmts[name] = st
+	}
+	return d, nil
 }
 
 // Close closes the database. Committed batches are durable already.
-func (d *DB) Close() error { return d.db.Close() }
+func (d *DB) Close() error {
+	for _, st := range d.stmts {
+		st.Close()
+	}
+	return d.db.Close()
+}
 
 func ms(t time.Time) int64 { return t.UnixMilli() }
 
@@ -40,7 +79,9 @@ func conflict(format string, args ...any) error {
 	return fmt.Errorf("%w: %w: %s", ErrConflict, pool.ErrConflict, fmt.Sprintf(format, args...))
 }
 
-// Commit applies b in one transaction (see pool.Store for the contract).
+// Commit applies b in one transaction (see pool.Store for the contract):
+// inserts and compare-and-set updates whose zero affected rows are a
+// conflict that rolls everything back.
 func (d *DB) Commit(ctx context.Context, b *pool.Batch) (err error) {
 	tx, err := d.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -52,18 +93,24 @@ func (d *DB) Commit(ctx context.Context, b *pool.Batch) (err error) {
 			err = fmt.Errorf("commit: %w", err)
 		}
 	}()
-	affected := func(res sql.Result, err error) (int64, error) {
+	txStmts := map[string]*sql.Stmt{}
+	stmt := func(name string) *sql.Stmt {
+		st := txStmts[name]
+		if st == nil {
+			st = tx.StmtContext(ctx, d.stmts[name])
+			txStmts[name] = st
+		}
+		return st
+	}
+	exec := func(name string, args ...any) (int64, error) {
+		res, err := stmt(name).ExecContext(ctx, args...)
 		if err != nil {
-			return 0, err
+			return 0, fmt.Errorf("%s: %w", name, err)
 		}
 		return res.RowsAffected()
 	}
 	for _, p := range b.Peers {
-		n, err := affected(tx.ExecContext(ctx, `INSERT INTO peers(id, owner, key, owner_key, endorsement, name, joined)
-			VALUES (?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT(id) DO UPDATE SET name = excluded.name
-			WHERE peers.key = excluded.key AND peers.owner_key = excluded.owner_key`,
-			p.ID, p.Owner, []byte(p.Key), []byte(p.OwnerKey), nonNil(p.Endorsement), p.Name, ms(p.Joined)))
+		n, err := exec("peer", p.ID, p.Owner, []byte(p.Key), []byte(p.OwnerKey), nonNil(p.Endorsement), p.Name, ms(p.Joined))
 		if err != nil {
 			return err
 		}
@@ -72,9 +119,7 @@ func (d *DB) Commit(ctx context.Context, b *pool.Batch) (err error) {
 		}
 	}
 	for _, j := range b.Jobs {
-		n, err := affected(tx.ExecContext(ctx, `INSERT INTO jobs(id, canonical, owner, merger, ord, added, acked)
-			VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
-			j.ID[:], j.Canonical, j.Owner, j.Merger, j.Order, ms(j.Added), j.Acked))
+		n, err := exec("job", j.ID[:], j.Canonical, j.Owner, j.Merger, j.Order, ms(j.Added), j.Acked)
 		if err != nil {
 			return err
 		}
@@ -82,41 +127,24 @@ func (d *DB) Commit(ctx context.Context, b *pool.Batch) (err error) {
 			return conflict("job %s or order %d exists", j.ID, j.Order)
 		}
 	}
-	if len(b.Replicas) > 0 {
-		ins, err := tx.PrepareContext(ctx, `INSERT INTO replicas
-			(lease, job, task, peer, owner, state, created, deadline, digest, failed, reason, result, version)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`)
+	for _, r := range b.Replicas {
+		var n int64
+		if r.Prev == 0 {
+			n, err = exec("replicaInsert", r.Lease, r.Job[:], r.Task, r.Peer, r.Owner, r.State,
+				ms(r.Created), ms(r.Deadline), r.Digest[:], r.Failed, r.Reason, r.Result, r.Version)
+		} else {
+			n, err = exec("replicaUpdate", r.State, ms(r.Deadline), r.Digest[:], r.Failed, r.Reason,
+				r.Result, r.Version, r.Lease, r.Prev)
+		}
 		if err != nil {
 			return err
 		}
-		defer ins.Close()
-		upd, err := tx.PrepareContext(ctx, `UPDATE replicas SET state = ?, deadline = ?, digest = ?, failed = ?,
-			reason = ?, result = ?, version = ? WHERE lease = ? AND version = ?`)
-		if err != nil {
-			return err
-		}
-		defer upd.Close()
-		for _, r := range b.Replicas {
-			var n int64
-			if r.Prev == 0 {
-				n, err = affected(ins.ExecContext(ctx, r.Lease, r.Job[:], r.Task, r.Peer, r.Owner, r.State,
-					ms(r.Created), ms(r.Deadline), r.Digest[:], r.Failed, r.Reason, r.Result, r.Version))
-			} else {
-				n, err = affected(upd.ExecContext(ctx, r.State, ms(r.Deadline), r.Digest[:], r.Failed, r.Reason,
-					r.Result, r.Version, r.Lease, r.Prev))
-			}
-			if err != nil {
-				return err
-			}
-			if n == 0 {
-				return conflict("replica %s is not at version %d", r.Lease, r.Prev)
-			}
+		if n == 0 {
+			return conflict("replica %s is not at version %d", r.Lease, r.Prev)
 		}
 	}
 	for _, o := range b.Outcomes {
-		n, err := affected(tx.ExecContext(ctx, `INSERT INTO outcomes(job, seq, task, status, digest, reason, result)
-			VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
-			o.Job[:], o.Seq, o.Task, o.Status, o.Digest[:], o.Reason, o.Result))
+		n, err := exec("outcome", o.Job[:], o.Seq, o.Task, o.Status, o.Digest[:], o.Reason, o.Result)
 		if err != nil {
 			return err
 		}
@@ -125,14 +153,14 @@ func (d *DB) Commit(ctx context.Context, b *pool.Batch) (err error) {
 		}
 	}
 	for _, a := range b.Acks {
-		n, err := affected(tx.ExecContext(ctx, `UPDATE jobs SET acked = ? WHERE id = ? AND acked = ?`, a.Upto, a.Job[:], a.Prev))
+		n, err := exec("ack", a.Upto, a.Job[:], a.Prev)
 		if err != nil {
 			return err
 		}
 		if n == 0 {
 			return conflict("job %s is not acknowledged up to %d", a.Job, a.Prev)
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE outcomes SET result = NULL WHERE job = ? AND seq <= ? AND result IS NOT NULL`, a.Job[:], a.Upto); err != nil {
+		if _, err := exec("ackResults", a.Job[:], a.Prev, a.Upto); err != nil {
 			return err
 		}
 	}
@@ -141,25 +169,18 @@ func (d *DB) Commit(ctx context.Context, b *pool.Batch) (err error) {
 			last     int64
 			lastHash []byte
 		)
-		err := tx.QueryRowContext(ctx, `SELECT seq, hash FROM ledger ORDER BY seq DESC LIMIT 1`).Scan(&last, &lastHash)
+		err := stmt("ledgerHead").QueryRowContext(ctx).Scan(&last, &lastHash)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
 		var prev job.Digest
 		copy(prev[:], lastHash)
-		ins, err := tx.PrepareContext(ctx, `INSERT INTO ledger
-			(seq, prev, hash, kind, pool, job, task, peer, owner, lease, digest, cost, time, reason, sig)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
-		if err != nil {
-			return err
-		}
-		defer ins.Close()
 		for _, e := range b.Entries {
 			if e.Seq != uint64(last)+1 || e.Prev != prev {
 				return conflict("ledger entry %d does not follow entry %d", e.Seq, last)
 			}
 			h := e.Hash()
-			if _, err := ins.ExecContext(ctx, int64(e.Seq), e.Prev[:], h[:], e.Kind, e.Pool, e.Job[:], e.Task,
+			if _, err := exec("entry", int64(e.Seq), e.Prev[:], h[:], e.Kind, e.Pool, e.Job[:], e.Task,
 				e.Peer, e.Owner, e.Lease, e.Digest[:], e.Cost, e.Time, e.Reason, e.Sig); err != nil {
 				return err
 			}
