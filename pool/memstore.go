@@ -30,11 +30,11 @@ type MemStore struct {
 	outcomes map[job.ID][]OutcomeRecord
 	// outcomeSeqs and outcomeTasks index outcomes by (job, Seq) and (job, Task).
 	outcomeSeqs, outcomeTasks map[key]bool
-	ledger   []Entry
-	byPeer   map[string][]int // indexes into ledger
-	head     job.Digest
-	failNext error
-	commits  int
+	ledger                    []Entry
+	byPeer                    map[string][]int // indexes into ledger
+	head                      job.Digest
+	failNext                  error
+	commits                   int
 }
 
 var _ Store = (*MemStore)(nil)

@@ -93,19 +93,19 @@ type Scheduler struct {
 	log   *slog.Logger
 	store Store
 
-	mu         sync.Mutex
-	peers      map[string]Peer
-	peerBatch  map[string]*pending // the batch of each peer's newest registration
-	jobs       map[job.ID]*jobState
-	queue      []*jobState         // by JobRecord.Order
-	leases     map[string]*replica // every replica ever leased, by lease ID
-	deadlines  deadlineHeap        // live leases, lazily pruned
-	ledgerSeq  uint64              // Seq of the newest entry, including uncommitted ones
-	chainHash  job.Digest          // Hash of the newest signed entry; only flush uses it
-	nextOrder  int64
-	pend       *pending
-	stopped    error // non-nil: every change is refused with it
-	serving    bool
+	mu        sync.Mutex
+	peers     map[string]Peer
+	peerBatch map[string]*pending // the batch of each peer's newest registration
+	jobs      map[job.ID]*jobState
+	queue     []*jobState         // by JobRecord.Order
+	leases    map[string]*replica // every replica ever leased, by lease ID
+	deadlines deadlineHeap        // live leases, lazily pruned
+	ledgerSeq uint64              // Seq of the newest entry, including uncommitted ones
+	chainHash job.Digest          // Hash of the newest signed entry; only flush uses it
+	nextOrder int64
+	pend      *pending
+	stopped   error // non-nil: every change is refused with it
+	serving   bool
 
 	kick chan struct{} // a change is waiting to be committed
 	full chan struct{} // the pending batch is full
