@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -502,5 +503,88 @@ func TestConfigValidate(t *testing.T) {
 				t.Errorf("defaults not filled in: %+v", tc.cfg)
 			}
 		})
+	}
+}
+
+// fakeClock is a clock tests move by hand.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// TestLeaseExpiry lets a lease pass its deadline on an injected clock:
+// its holder gets 410 and the task is leased again to another peer.
+func TestLeaseExpiry(t *testing.T) {
+	clock := &fakeClock{now: time.Now()}
+	ts := startServer(t, func(c *Config) { c.Now = clock.Now })
+	owner, slow, fast, third := newPeer(t, nil), newPeer(t, nil), newPeer(t, nil), newPeer(t, nil)
+	do := func(p *testPeer, method, path string, v any) answer {
+		t.Helper()
+		body, raw := v.([]byte)
+		if !raw && v != nil {
+			body, _ = json.Marshal(v)
+		}
+		req := ts.request(t, method, path, body)
+		SignRequest(req, body, p.key, clock.Now()) // on the coordinator's clock
+		return ts.send(t, req)
+	}
+	leases := func(p *testPeer) []LeaseGrant {
+		t.Helper()
+		var lr LeaseResponse
+		do(p, "POST", "/v1/leases", LeaseRequest{Max: 4}).decode(t, &lr)
+		return lr.Leases
+	}
+	for _, p := range []*testPeer{owner, slow, fast, third} {
+		if a := do(p, "POST", "/v1/peers", p.registration("")); a.status != http.StatusCreated {
+			t.Fatalf("register: %d %s", a.status, a.body)
+		}
+	}
+	j := testJob(t, "expiry", 1)
+	do(owner, "PUT", "/v1/blobs/"+j.Program.SHA256.String(), programBytes(t, j))
+	if a := do(owner, "POST", "/v1/jobs", JobRequest{Canonical: j.Canonical}); a.status != http.StatusCreated {
+		t.Fatalf("submit: %d %s", a.status, a.body)
+	}
+	slows, fasts := leases(slow), leases(fast)
+	if len(slows) != 1 || len(fasts) != 1 {
+		t.Fatalf("leases: slow %d, fast %d, want 1 each", len(slows), len(fasts))
+	}
+	clock.Advance(job.DefaultLeaseTimeout / 2)
+	if a := do(fast, "POST", "/v1/leases/"+fasts[0].Lease+"/heartbeat", nil); a.status != http.StatusOK {
+		t.Fatalf("fast heartbeat: %d %s", a.status, a.body)
+	}
+	if got := leases(third); len(got) != 0 {
+		t.Fatalf("both replicas are leased, yet a third peer got %+v", got)
+	}
+	clock.Advance(job.DefaultLeaseTimeout/2 + time.Second) // past slow's deadline only
+
+	l := slows[0]
+	a := do(slow, "POST", "/v1/leases/"+l.Lease+"/heartbeat", nil)
+	if a.status != http.StatusGone || a.errorBody(t).Code != "lease_expired" {
+		t.Errorf("heartbeat after the deadline: %d %s", a.status, a.body)
+	}
+	r := []byte(`{"x":1}`)
+	a = do(slow, "POST", "/v1/leases/"+l.Lease+"/result", ResultSubmission{Digest: HexDigest(pool.ReplicaDigest(r, false, "")), Result: r})
+	if a.status != http.StatusGone {
+		t.Errorf("result after the deadline: %d %s", a.status, a.body)
+	}
+	// The task is not abandoned: it is leased again.
+	if got := leases(third); len(got) != 1 || got[0].Task != l.Task || got[0].Lease == l.Lease {
+		t.Errorf("after expiry the third peer got %+v, want a new lease of task %d", got, l.Task)
+	}
+	a = ts.do(t, nil, "GET", "/metrics", nil)
+	if !strings.Contains(string(a.body), "idlepool_coord_leases_expired_total 2") {
+		t.Errorf("metrics do not count 2 expired leases")
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -241,8 +240,3 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	c.n += n
 	return n, err
 }
-
-// errReader fails every read.
-type errReader struct{}
-
-func (errReader) Read([]byte) (int, error) { return 0, errors.New("read") }

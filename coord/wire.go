@@ -143,7 +143,7 @@ type ResultSubmission struct {
 // Limits of a result submission.
 const (
 	MaxResultBytes = 64 << 20 // a task's result
-	MaxReasonBytes = 64 << 10 // a failure reason
+	MaxReasonBytes = 4 << 10  // a failure reason
 )
 
 // Results is the answer to GET /v1/jobs/{id}/results: verified outcomes in
