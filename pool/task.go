@@ -1,0 +1,123 @@
+package pool
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"idlepool/job"
+	"idlepool/worker"
+)
+
+// The functions in this file prepare and run one task of a job on an
+// Executor. A solo run and a pool's donor agent share them, so that a task
+// gives the same bytes, and fails with the same reason, wherever it runs:
+// verification by redundancy compares exactly those bytes.
+
+// PrepareInputs snapshots j's program and named inputs under dir, checking
+// every digest: the program at dir/program.wasm and the inputs in
+// dir/input (which tasks see, read-only, at job.InputMount), with an empty
+// chunks directory for WriteChunk. A file already there with the right
+// digest is kept, so preparing again is cheap. It returns the program's
+// path and the input directory. A file that no longer matches its digest
+// is an error wrapping ErrInputChanged.
+func PrepareInputs(j *job.Job, dir string) (program, inputDir string, err error) {
+	inputDir = filepath.Join(dir, "input")
+	if err := os.MkdirAll(filepath.Join(inputDir, "chunks"), 0o700); err != nil {
+		return "", "", fmt.Errorf("prepare inputs: %w", err)
+	}
+	program, err = snapshotInputs(j, dir, inputDir)
+	if err != nil {
+		return "", "", err
+	}
+	return program, inputDir, nil
+}
+
+// WriteChunk cuts chunk c out of j's split input (read from its InputRef
+// path) into inputDir/chunks, named by its digest, and returns the file's
+// path; the caller removes it when the task is done. A chunk whose bytes
+// no longer match its digest is an error wrapping ErrInputChanged.
+func WriteChunk(j *job.Job, inputDir string, c job.Chunk) (string, error) {
+	src := j.Inputs[j.Manifest.Split.Input]
+	f, err := os.Open(src.Path)
+	if err != nil {
+		return "", fmt.Errorf("read input: %w", err)
+	}
+	defer f.Close()
+	buf := make([]byte, c.Length)
+	if _, err := f.ReadAt(buf, c.Offset); err != nil {
+		return "", fmt.Errorf("%w: %s: chunk at byte %d: %v", ErrInputChanged, src.Path, c.Offset, err)
+	}
+	if sha256.Sum256(buf) != c.SHA256 {
+		return "", fmt.Errorf("%w: %s (chunk at byte %d); run the job again to plan it anew", ErrInputChanged, src.Path, c.Offset)
+	}
+	path := filepath.Join(inputDir, "chunks", c.SHA256.String())
+	if err := os.WriteFile(path, buf, 0o400); err != nil && !os.IsExist(err) {
+		return "", fmt.Errorf("write chunk: %w", err)
+	}
+	return path, nil
+}
+
+// TaskRequest returns the worker request that runs task t of j with the
+// program and input directory from PrepareInputs: the task's JSON on
+// stdin, its seed, and the job's memory and time limits.
+func TaskRequest(j *job.Job, t job.Task, program, inputDir string) worker.Request {
+	p := j.Manifest.Policy
+	return worker.Request{
+		ModulePath:     program,
+		ModuleSHA256:   j.Program.SHA256.String(),
+		InputDir:       inputDir,
+		Stdin:          j.TaskJSON(t),
+		Seed:           t.Seed,
+		MemoryLimitMiB: p.MemoryMiB,
+		Timeout:        p.TimeLimit.Duration,
+	}
+}
+
+// TaskOutcome is what one execution of a task gave: StatusOK with the
+// program's result (one JSON value) in Body, or StatusFailed with the
+// reason in Body. Kind is the worker's failure kind ("" on success or for
+// a malformed result); PID is the worker process that ran it.
+type TaskOutcome struct {
+	Status byte
+	Body   []byte
+	Kind   worker.FailureKind
+	PID    int
+}
+
+// RunTask runs req on exec, retrying (up to twice) when the worker process
+// died under the task for a reason outside it. A task that ran and failed
+// is a TaskOutcome with StatusFailed, whose reason is the worker's failure
+// and the last line of the program's log; stdout that is not JSON is a
+// failure too ("malformed result"). The error is non-nil only when the
+// task could not be run (ctx cancelled, no worker process could start).
+func RunTask(ctx context.Context, exec Executor, req worker.Request, log *slog.Logger) (TaskOutcome, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	for try := 0; ; try++ {
+		res, err := exec.Run(ctx, req)
+		if err != nil {
+			return TaskOutcome{}, err
+		}
+		if res.Failure == nil {
+			if !json.Valid(res.Stdout) {
+				return TaskOutcome{Status: StatusFailed, Body: []byte("malformed result: stdout is not one JSON object"), PID: res.PID}, nil
+			}
+			return TaskOutcome{Status: StatusOK, Body: res.Stdout, PID: res.PID}, nil
+		}
+		if res.Failure.Kind == worker.FailureWorkerDied && try < maxRetries {
+			log.Warn("Worker died, retrying task", "reason", res.Failure.Message)
+			continue
+		}
+		reason := res.Failure.Error()
+		if len(res.Stderr) > 0 {
+			reason += "; program log: " + lastLine(res.Stderr)
+		}
+		return TaskOutcome{Status: StatusFailed, Body: []byte(reason), Kind: res.Failure.Kind, PID: res.PID}, nil
+	}
+}
