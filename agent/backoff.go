@@ -1,0 +1,49 @@
+package agent
+
+import (
+	"context"
+	"math/rand/v2"
+	"time"
+)
+
+// backoff yields bounded, jittered exponential delays for retrying a
+// coordinator that is away: the n-th consecutive failure waits a random
+// duration in [d/2, d], d = min(Base·2^n, Max) ("equal jitter"), so a
+// pool's agents do not all come back in the same millisecond. Not safe
+// for concurrent use; each retry loop owns one.
+type backoff struct {
+	Base, Max time.Duration
+	n         int
+}
+
+// next returns the delay before the next try and counts a failure.
+func (b *backoff) next() time.Duration {
+	d := b.Max
+	if b.n < 30 {
+		if e := b.Base << b.n; e > 0 && e < b.Max {
+			d = e
+		}
+	}
+	b.n++
+	half := d / 2
+	return half + rand.N(half+1)
+}
+
+// reset forgets the failures after a success.
+func (b *backoff) reset() { b.n = 0 }
+
+// failures returns how many failures in a row were counted.
+func (b *backoff) failures() int { return b.n }
+
+// sleep waits d or until ctx ends, whichever is first, and returns
+// ctx.Err() in the second case.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,427 @@
+package agent
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"idlepool/coord"
+	"idlepool/identity"
+	"idlepool/job"
+	"idlepool/pool"
+)
+
+// maxAnswer bounds the JSON answers the client reads (results may carry
+// result bytes of up to 64 MiB each; a page of them is bounded by max).
+const maxAnswer = 256 << 20
+
+// Client speaks the coordinator's HTTP API (docs/api.md) for one device:
+// every request that needs it is signed with the device key. A Client is
+// safe for concurrent use.
+type Client struct {
+	base *url.URL
+	key  *identity.Key
+	http *http.Client
+	now  func() time.Time
+}
+
+// NewClient returns a client of the pool at poolURL (scheme and host, e.g.
+// "http://127.0.0.1:7420") that signs with the device key. hc nil means a
+// client with a 60 s timeout per request.
+func NewClient(poolURL string, key *identity.Key, hc *http.Client) (*Client, error) {
+	u, err := url.Parse(strings.TrimRight(poolURL, "/"))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("%w: pool URL %q: want http://HOST:PORT or https://HOST", ErrBadRequest, poolURL)
+	}
+	if hc == nil {
+		hc = &http.Client{Timeout: 60 * time.Second}
+	}
+	return &Client{base: u, key: key, http: hc, now: time.Now}, nil
+}
+
+// URL returns the pool's base URL.
+func (c *Client) URL() string { return c.base.String() }
+
+// PeerID returns the ID of the device key the client signs with.
+func (c *Client) PeerID() string { return c.key.ID() }
+
+// do sends one request and decodes a JSON answer into out (nil: discard).
+// A status >= 300 is an *APIError; a transport failure wraps
+// ErrUnavailable, unless ctx ended.
+func (c *Client) do(ctx context.Context, method, path string, query url.Values, body []byte, sign bool, out any) (int, error) {
+	var b payload
+	if body != nil {
+		b = payload{r: bytes.NewReader(body), n: int64(len(body)), sum: sha256.Sum256(body), ctype: "application/json"}
+	}
+	resp, err := c.send(ctx, method, path, query, b, sign)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if out == nil {
+		_, err = io.Copy(io.Discard, io.LimitReader(resp.Body, maxAnswer))
+	} else {
+		err = json.NewDecoder(io.LimitReader(resp.Body, maxAnswer)).Decode(out)
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return 0, ctx.Err()
+		}
+		return 0, fmt.Errorf("%w: %s %s: read answer: %v", ErrUnavailable, method, path, err)
+	}
+	return resp.StatusCode, nil
+}
+
+// payload is a request body: its bytes, length, SHA-256 (what the
+// signature covers) and content type. The zero value is no body.
+type payload struct {
+	r     io.Reader
+	n     int64
+	sum   [32]byte
+	ctype string
+}
+
+// send sends a request and returns a response with a 2xx status, or an
+// error: *APIError for other statuses (the body is read and closed).
+func (c *Client) send(ctx context.Context, method, path string, query url.Values, body payload, sign bool) (*http.Response, error) {
+	u := *c.base
+	u.Path = c.base.Path + path
+	u.RawQuery = query.Encode()
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), body.r)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	if body.r != nil {
+		req.ContentLength = body.n
+		req.Header.Set("Content-Type", body.ctype)
+	} else {
+		body.sum = sha256.Sum256(nil)
+	}
+	if sign {
+		coord.SignRequestDigest(req, body.sum, c.key, c.now())
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("%w: %s %s: %v", ErrUnavailable, method, path, err)
+	}
+	if resp.StatusCode < 300 {
+		return resp, nil
+	}
+	defer resp.Body.Close()
+	ae := &APIError{Method: method, Path: path, Status: resp.StatusCode}
+	var eb struct {
+		Error   string   `json:"error"`
+		Code    string   `json:"code"`
+		Missing []string `json:"missing"`
+	}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if json.Unmarshal(b, &eb) == nil {
+		ae.Message, ae.Code, ae.Missing = eb.Error, eb.Code, eb.Missing
+	} else {
+		ae.Message = strings.TrimSpace(string(b))
+	}
+	return nil, ae
+}
+
+func (c *Client) postJSON(ctx context.Context, path string, in, out any) (int, error) {
+	body, err := json.Marshal(in)
+	if err != nil {
+		return 0, fmt.Errorf("encode %s: %w", path, err)
+	}
+	return c.do(ctx, http.MethodPost, path, nil, body, true, out)
+}
+
+// Pool fetches the pool's name and the coordinator's public key.
+func (c *Client) Pool(ctx context.Context) (coord.PoolInfo, error) {
+	var info coord.PoolInfo
+	_, err := c.do(ctx, http.MethodGet, "/v1/pool", nil, nil, false, &info)
+	if err == nil && len(info.Key) != ed25519.PublicKeySize {
+		err = fmt.Errorf("%w: GET /v1/pool: no valid coordinator key", ErrUnavailable)
+	}
+	return info, err
+}
+
+// Register registers the client's device with the pool, endorsed by
+// owner; invite is the pool's invite token or "". Registering again is
+// harmless. A pool that does not admit the device answers ErrForbidden.
+func (c *Client) Register(ctx context.Context, owner *identity.Key, name, invite string) (coord.Registered, error) {
+	in := coord.Registration{
+		Key:         c.key.Public(),
+		OwnerKey:    owner.Public(),
+		Endorsement: owner.Sign(pool.EndorsementMessage(c.key.Public())),
+		Name:        name,
+		Invite:      invite,
+	}
+	var reg coord.Registered
+	_, err := c.postJSON(ctx, "/v1/peers", in, &reg)
+	return reg, err
+}
+
+// PutBlob uploads the file at path by its digest d, streaming it from
+// disk; a file the pool already has is not stored twice. created reports
+// whether it was new. A file that no longer matches d is refused by the
+// coordinator (ErrBadRequest).
+func (c *Client) PutBlob(ctx context.Context, d job.Digest, path string) (created bool, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return false, fmt.Errorf("read %s: %w", path, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return false, fmt.Errorf("read %s: %w", path, err)
+	}
+	body := payload{r: f, n: st.Size(), sum: d, ctype: "application/octet-stream"}
+	resp, err := c.send(ctx, http.MethodPut, "/v1/blobs/"+d.String(), nil, body, true)
+	if err != nil {
+		return false, err
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	return resp.StatusCode == http.StatusCreated, nil
+}
+
+// FetchBlob downloads the file with digest d into path (atomically, mode
+// 0400), checking the digest; ErrBadBlob if it does not match.
+func (c *Client) FetchBlob(ctx context.Context, d job.Digest, path string) error {
+	resp, err := c.send(ctx, http.MethodGet, "/v1/blobs/"+d.String(), nil, payload{}, false)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".blob-*")
+	if err != nil {
+		return fmt.Errorf("cache blob: %w", err)
+	}
+	h := sha256.New()
+	_, err = io.Copy(io.MultiWriter(tmp, h), resp.Body)
+	if err = errors.Join(err, tmp.Sync(), tmp.Close()); err != nil {
+		os.Remove(tmp.Name())
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("%w: download blob %s: %v", ErrUnavailable, d, err)
+	}
+	var got job.Digest
+	h.Sum(got[:0])
+	if got != d {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("%w: blob %s arrived as %s", ErrBadBlob, d, got)
+	}
+	if err := os.Chmod(tmp.Name(), 0o400); err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("cache blob: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("cache blob: %w", err)
+	}
+	return nil
+}
+
+// RegisterJob registers a job by its canonical encoding. When the pool
+// lacks files the job names, it answers an *APIError with status 409
+// (ErrConflict) whose Missing lists their digests.
+func (c *Client) RegisterJob(ctx context.Context, canonical []byte) (created bool, err error) {
+	status, err := c.postJSON(ctx, "/v1/jobs", coord.JobRequest{Canonical: canonical}, nil)
+	return status == http.StatusCreated, err
+}
+
+// Submit makes the pool know job j: it registers the job, uploads the
+// files the pool reports missing (program and inputs, by digest; nothing
+// already there is sent again) and registers it again. The submitting
+// device becomes the job's merger. Submitting a known job is harmless.
+func (c *Client) Submit(ctx context.Context, j *job.Job) error {
+	for try := 0; ; try++ {
+		_, err := c.RegisterJob(ctx, j.Canonical)
+		var ae *APIError
+		if !errors.As(err, &ae) || ae.Status != http.StatusConflict || len(ae.Missing) == 0 || try == 2 {
+			return err
+		}
+		files := map[job.Digest]string{j.Program.SHA256: j.Program.Path}
+		for _, ref := range j.Inputs {
+			files[ref.SHA256] = ref.Path
+		}
+		for _, m := range ae.Missing {
+			d, err := job.ParseDigest(m)
+			if err != nil {
+				return fmt.Errorf("register job: the pool asks for %q: %w", m, err)
+			}
+			path, ok := files[d]
+			if !ok {
+				return fmt.Errorf("register job: the pool asks for file %s, which the job does not name", d)
+			}
+			if _, err := c.PutBlob(ctx, d, path); err != nil {
+				return fmt.Errorf("upload %s: %w", path, err)
+			}
+		}
+	}
+}
+
+func jobStatus(in coord.JobInfo) pool.JobStatus {
+	return pool.JobStatus{Job: job.ID(in.Job), Name: in.Name, Owner: in.Owner, Merger: in.Merger, Tasks: in.Tasks,
+		Accepted: in.Accepted, Failed: in.Failed, Leased: in.Leased, Acked: in.Acked, Complete: in.Complete,
+		Quorum: in.Quorum, Redundancy: in.Redundancy}
+}
+
+// Status fetches a job's progress; ErrNotFound for a job the pool does
+// not know.
+func (c *Client) Status(ctx context.Context, id job.ID) (pool.JobStatus, error) {
+	var st coord.JobInfo
+	_, err := c.do(ctx, http.MethodGet, "/v1/jobs/"+id.String(), nil, nil, true, &st)
+	return jobStatus(st), err
+}
+
+// Jobs lists the pool's jobs.
+func (c *Client) Jobs(ctx context.Context) ([]pool.JobStatus, error) {
+	var in []coord.JobInfo
+	_, err := c.do(ctx, http.MethodGet, "/v1/jobs", nil, nil, true, &in)
+	out := make([]pool.JobStatus, len(in))
+	for i, s := range in {
+		out[i] = jobStatus(s)
+	}
+	return out, err
+}
+
+// Canonical fetches a job's canonical encoding and checks that it hashes
+// to id (else ErrBadBlob).
+func (c *Client) Canonical(ctx context.Context, id job.ID) ([]byte, error) {
+	resp, err := c.send(ctx, http.MethodGet, "/v1/jobs/"+id.String()+"/canonical", nil, payload{}, true)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("%w: fetch job %s: %v", ErrUnavailable, id, err)
+	}
+	if sha256.Sum256(b) != id {
+		return nil, fmt.Errorf("%w: the encoding of job %s does not hash to its ID", ErrBadBlob, id)
+	}
+	return b, nil
+}
+
+// Lease asks for up to max leases; none (an empty slice) means no work
+// right now.
+func (c *Client) Lease(ctx context.Context, max int) ([]pool.Lease, error) {
+	var out coord.LeaseResponse
+	_, err := c.postJSON(ctx, "/v1/leases", coord.LeaseRequest{Max: max}, &out)
+	leases := make([]pool.Lease, len(out.Leases))
+	for i, g := range out.Leases {
+		leases[i] = pool.Lease{ID: g.Lease, Job: job.ID(g.Job), Task: g.Task, Peer: c.key.ID(), Deadline: g.Deadline}
+	}
+	return leases, err
+}
+
+// Heartbeat extends a lease and returns its new deadline; ErrLeaseExpired
+// when the lease is gone.
+func (c *Client) Heartbeat(ctx context.Context, lease string) (time.Time, error) {
+	var out coord.Deadline
+	_, err := c.do(ctx, http.MethodPost, "/v1/leases/"+url.PathEscape(lease)+"/heartbeat", nil, []byte("{}"), true, &out)
+	return out.Deadline, err
+}
+
+// SendResult returns the submission of a lease. Sending the same
+// submission again is harmless. A task decided before the submission
+// arrived answers ErrConflict; a lease that expired, ErrLeaseExpired.
+func (c *Client) SendResult(ctx context.Context, lease string, s pool.Submission) error {
+	in := coord.ResultSubmission{Digest: coord.HexDigest(s.Digest), Result: s.Result, Failed: s.Failed, Reason: s.Reason}
+	_, err := c.postJSON(ctx, "/v1/leases/"+url.PathEscape(lease)+"/result", in, nil)
+	return err
+}
+
+// Release hands a lease back so that the task is leased again at once.
+func (c *Client) Release(ctx context.Context, lease string) error {
+	_, err := c.do(ctx, http.MethodPost, "/v1/leases/"+url.PathEscape(lease)+"/release", nil, []byte("{}"), true, nil)
+	return err
+}
+
+// Results fetches up to max verified outcomes of a job with Seq > after,
+// in acceptance order. Only the job's merger may (else ErrForbidden).
+func (c *Client) Results(ctx context.Context, id job.ID, after int64, max int) ([]pool.Verified, error) {
+	var out struct {
+		Results []pool.Verified `json:"results"`
+	}
+	q := url.Values{"after": {strconv.FormatInt(after, 10)}, "max": {strconv.Itoa(max)}}
+	_, err := c.do(ctx, http.MethodGet, "/v1/jobs/"+id.String()+"/results", q, nil, true, &out)
+	return out.Results, err
+}
+
+// Ack tells the coordinator that the merger holds the outcomes up to seq
+// upto, durably; the coordinator may then delete their bytes.
+func (c *Client) Ack(ctx context.Context, id job.ID, upto int64) error {
+	_, err := c.postJSON(ctx, "/v1/jobs/"+id.String()+"/ack", map[string]int64{"upto": upto}, nil)
+	return err
+}
+
+// Receipts fetches up to max ledger entries naming this device with
+// sequence numbers above after.
+func (c *Client) Receipts(ctx context.Context, after uint64, max int) ([]pool.Entry, error) {
+	var out struct {
+		Entries []pool.Entry `json:"entries"`
+	}
+	q := url.Values{"after": {strconv.FormatUint(after, 10)}, "max": {strconv.Itoa(max)}}
+	_, err := c.do(ctx, http.MethodGet, "/v1/receipts", q, nil, true, &out)
+	return out.Entries, err
+}
+
+// Ledger fetches up to max entries of the pool's ledger with sequence
+// numbers above after (max 0: the coordinator's default page).
+func (c *Client) Ledger(ctx context.Context, after uint64, max int) ([]pool.Entry, error) {
+	q := url.Values{"after": {strconv.FormatUint(after, 10)}}
+	if max > 0 {
+		q.Set("max", strconv.Itoa(max))
+	}
+	resp, err := c.send(ctx, http.MethodGet, "/v1/ledger", q, payload{}, false)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	entries, err := ReadLedger(resp.Body)
+	if err != nil && ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	return entries, err
+}
+
+// ReadLedger decodes a ledger in JSON Lines, one entry per line; blank
+// lines are skipped.
+func ReadLedger(r io.Reader) ([]pool.Entry, error) {
+	var entries []pool.Entry
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	for line := 1; sc.Scan(); line++ {
+		b := bytes.TrimSpace(sc.Bytes())
+		if len(b) == 0 {
+			continue
+		}
+		var e pool.Entry
+		if err := json.Unmarshal(b, &e); err != nil {
+			return entries, fmt.Errorf("ledger line %d: %w", line, err)
+		}
+		entries = append(entries, e)
+	}
+	if err := sc.Err(); err != nil {
+		return entries, fmt.Errorf("read ledger: %w", err)
+	}
+	return entries, nil
+}

@@ -1,0 +1,29 @@
+// Package agent is the donor side of a pool, and the client that submits
+// jobs to one. It is used by `idlepool join` (headless) and the tray app,
+// and by `idlepool submit`, `status` and `result`.
+//
+// An Agent joins a pool (it pins the coordinator's key on first contact
+// and registers its device key, endorsed by its owner key), then pulls a
+// lease whenever one of its slots is free: whoever is free takes the next
+// task. It fetches the job's canonical encoding and files by digest into
+// the home cache (checking every digest), rebuilds the job with
+// job.FromCanonical, runs the task in the sandboxed worker while
+// heartbeating the lease, records the result as a pending contribution in
+// its local Store, and only then sends it. Results the coordinator has not
+// acknowledged are sent again at start and whenever the coordinator is back
+// (sending again is idempotent). It follows its entries in the pool's
+// signed ledger, checks them with the pinned key, and confirms or rejects
+// its contributions.
+//
+// Follow is the other side: the merger of a job, which folds verified
+// outcomes into the job's accumulators exactly as a solo run does.
+//
+//	a, err := agent.New(agent.Config{PoolURL: url, Home: dirs, DeviceKey: dev,
+//		OwnerKey: owner, Slots: 4, Executor: workers, Store: local})
+//	err = a.Serve(ctx) // until ctx ends; running leases are handed back
+//
+// Concurrency and ownership: Serve owns every goroutine it starts (one per
+// slot, an outbox and a receipt follower, under an errgroup) and returns
+// after all have stopped. A Client is safe for concurrent use. Follow runs
+// on the calling goroutine.
+package agent

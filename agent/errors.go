@@ -1,0 +1,91 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+)
+
+// Sentinel errors of package agent; compare with errors.Is. An *APIError
+// matches the sentinel of its status code.
+var (
+	// ErrBadRequest: the coordinator refused a request as malformed (400).
+	ErrBadRequest = errors.New("agent: request refused as malformed")
+	// ErrUnauthorized: the coordinator does not know this device or its
+	// signature (401).
+	ErrUnauthorized = errors.New("agent: request not authenticated")
+	// ErrForbidden: not allowed, e.g. not invited to the pool, not the
+	// job's merger, or a lease of another peer (403).
+	ErrForbidden = errors.New("agent: not allowed")
+	// ErrNotFound: unknown job, lease or blob (404).
+	ErrNotFound = errors.New("agent: not found")
+	// ErrConflict: the request conflicts with the pool's state, e.g. a job
+	// whose files are not uploaded yet (409).
+	ErrConflict = errors.New("agent: conflict")
+	// ErrLeaseExpired: the lease is no longer held (410).
+	ErrLeaseExpired = errors.New("agent: lease expired")
+	// ErrTooLarge: the request body is over the coordinator's limit (413).
+	ErrTooLarge = errors.New("agent: request too large")
+	// ErrUnavailable: the coordinator could not be reached or answered
+	// with a server error; worth retrying later.
+	ErrUnavailable = errors.New("agent: coordinator unavailable")
+	// ErrPoolKeyChanged: the pool's coordinator key differs from the one
+	// pinned when this device first joined it.
+	ErrPoolKeyChanged = errors.New("agent: the pool's key changed since this device joined")
+	// ErrBadReceipt: a ledger entry does not verify against the pool's key.
+	ErrBadReceipt = errors.New("agent: receipt does not verify")
+	// ErrBadBlob: a downloaded file does not match its digest.
+	ErrBadBlob = errors.New("agent: downloaded file does not match its digest")
+)
+
+// APIError is an error answer of the coordinator: its HTTP status and the
+// body's "error" and "code" fields.
+type APIError struct {
+	Method, Path string
+	Status       int
+	Code         string   // machine-readable, e.g. "not_your_lease"
+	Message      string   // for people
+	Missing      []string // 409 on job registration: digests not uploaded yet
+}
+
+func (e *APIError) Error() string {
+	msg := e.Message
+	if msg == "" {
+		msg = http.StatusText(e.Status)
+	}
+	return fmt.Sprintf("%s %s: %d %s", e.Method, e.Path, e.Status, msg)
+}
+
+// Is matches the sentinel of e's status code.
+func (e *APIError) Is(target error) bool {
+	switch e.Status {
+	case http.StatusBadRequest:
+		return target == ErrBadRequest
+	case http.StatusUnauthorized:
+		return target == ErrUnauthorized
+	case http.StatusForbidden:
+		return target == ErrForbidden
+	case http.StatusNotFound:
+		return target == ErrNotFound
+	case http.StatusConflict:
+		return target == ErrConflict
+	case http.StatusGone:
+		return target == ErrLeaseExpired
+	case http.StatusRequestEntityTooLarge:
+		return target == ErrTooLarge
+	}
+	return e.Status >= 500 && target == ErrUnavailable
+}
+
+// Retryable reports whether err is worth retrying later: the coordinator
+// was unreachable, timed out or failed (5xx, 429). Refusals (4xx) are not.
+func Retryable(err error) bool {
+	if err == nil {
+		return false
+	}
+	var ae *APIError
+	if errors.As(err, &ae) {
+		return ae.Status >= 500 || ae.Status == http.StatusTooManyRequests
+	}
+	return errors.Is(err, ErrUnavailable)
+}
