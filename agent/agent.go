@@ -1,0 +1,437 @@
+package agent
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"idlepool/home"
+	"idlepool/identity"
+	"idlepool/job"
+	"idlepool/pool"
+	"idlepool/store"
+	"idlepool/worker"
+)
+
+// Store is the agent's durable record of its contributions: a pending
+// receipt for every result, written before the result is sent, kept with
+// its bytes until the coordinator acknowledged it, then confirmed or
+// rejected by the pool's signed ledger. *store.Local implements it.
+//
+// AddPending is idempotent by lease. MarkAcknowledged, Confirm and Reject
+// wrap store.ErrNotFound for an unknown lease and store.ErrConflict for a
+// transition the state does not allow. Methods are called concurrently.
+type Store interface {
+	AddPending(ctx context.Context, c store.Contribution) error
+	Unacknowledged(ctx context.Context, pool string) ([]store.Contribution, error)
+	MarkAcknowledged(ctx context.Context, lease string) error
+	Confirm(ctx context.Context, lease string, e pool.Entry) error
+	Reject(ctx context.Context, lease, reason string) error
+	LedgerCursor(ctx context.Context, pool string) (uint64, error)
+	SetLedgerCursor(ctx context.Context, pool string, seq uint64) error
+}
+
+var _ Store = (*store.Local)(nil)
+
+// Config configures an Agent. PoolURL, Home, DeviceKey, OwnerKey, Executor
+// and Store are required; the rest have defaults.
+type Config struct {
+	// PoolURL is the coordinator's base URL, e.g. "http://127.0.0.1:7420".
+	PoolURL string
+	// Home holds the pinned pool key (Home.Config) and the job cache
+	// (Home.Cache).
+	Home home.Dirs
+	// DeviceKey is this device's key: it signs every request.
+	DeviceKey *identity.Key
+	// OwnerKey is the key of the device's owner, which endorses DeviceKey
+	// at registration. A person's devices share one.
+	OwnerKey *identity.Key
+	// Name labels the device for people (at most 64 bytes); optional.
+	Name string
+	// Invite is the pool's invite token; needed by invite-only pools that
+	// do not allow the owner by key.
+	Invite string
+	// Slots is how many tasks run at once; default 1. The Executor must
+	// have at least as many.
+	Slots int
+	// Executor runs tasks in the sandbox (a *worker.Pool).
+	Executor pool.Executor
+	// Store records contributions durably (a *store.Local).
+	Store Store
+	// HTTP is the client for the coordinator; nil means one with a 60 s
+	// timeout per request.
+	HTTP *http.Client
+	// MaxBackoff caps the wait between retries while the coordinator is
+	// away; default 10 s.
+	MaxBackoff time.Duration
+	// IdlePoll caps the wait between lease requests while the pool has no
+	// work; default 2 s.
+	IdlePoll time.Duration
+	// ReceiptPoll is the wait between reads of this device's receipts;
+	// default 5 s.
+	ReceiptPoll time.Duration
+	// Tamper, if set, replaces each task's outcome before it is recorded
+	// and sent. It exists to test that lying peers are caught; production
+	// code never sets it.
+	Tamper func(pool.Lease, pool.TaskOutcome) pool.TaskOutcome
+	// Logger receives diagnostics; nil discards them.
+	Logger *slog.Logger
+}
+
+// Validate fills in defaults and checks the configuration.
+func (c *Config) Validate() error {
+	switch {
+	case c.PoolURL == "":
+		return errors.New("agent: config: no pool URL")
+	case c.DeviceKey == nil || c.OwnerKey == nil:
+		return errors.New("agent: config: device and owner keys are required")
+	case c.Executor == nil:
+		return errors.New("agent: config: no executor")
+	case c.Store == nil:
+		return errors.New("agent: config: no store")
+	case c.Home.Config == "" || c.Home.Cache == "":
+		return errors.New("agent: config: no home directories")
+	case c.Slots < 0:
+		return fmt.Errorf("agent: config: Slots %d is negative", c.Slots)
+	}
+	if c.Slots == 0 {
+		c.Slots = 1
+	}
+	if c.MaxBackoff <= 0 {
+		c.MaxBackoff = 10 * time.Second
+	}
+	if c.IdlePoll <= 0 {
+		c.IdlePoll = 2 * time.Second
+	}
+	if c.ReceiptPoll <= 0 {
+		c.ReceiptPoll = 5 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// Agent is a donor device in one pool: it takes tasks whenever it has a
+// free slot, computes them in the sandbox and returns their results, and
+// follows its receipts. Create it with New and run it with Serve.
+type Agent struct {
+	cfg  Config
+	c    *Client
+	log  *slog.Logger
+	jobs *jobCache
+
+	// Set by join, before the components start.
+	poolName string
+	poolKey  ed25519.PublicKey
+	owner    string
+
+	resend chan struct{} // wakes the outbox: something is left to send
+
+	mu      sync.Mutex
+	running map[string]pool.Lease // leases whose tasks are running
+	owners  map[job.ID]string     // job -> owner ID, for jobs seen
+}
+
+// New checks cfg and returns an agent; it contacts nobody yet.
+func New(cfg Config) (*Agent, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	c, err := NewClient(cfg.PoolURL, cfg.DeviceKey, cfg.HTTP)
+	if err != nil {
+		return nil, err
+	}
+	return &Agent{
+		cfg:     cfg,
+		c:       c,
+		log:     cfg.Logger.With("pool", c.URL()),
+		jobs:    newJobCache(c, filepath.Join(cfg.Home.Cache, "pools")),
+		resend:  make(chan struct{}, 1),
+		running: map[string]pool.Lease{},
+		owners:  map[job.ID]string{},
+	}, nil
+}
+
+// Client returns the agent's client of the pool, signing as its device.
+func (a *Agent) Client() *Client { return a.c }
+
+// Serve joins the pool (fetching and pinning its key, registering the
+// device), then runs until ctx ends: Slots task loops that each pull a
+// lease whenever they are free, an outbox that re-sends results the
+// coordinator has not acknowledged (at start and whenever a send failed),
+// and a receipt follower. While the coordinator is away, every part
+// retries with bounded, jittered backoff.
+//
+// Cancelling ctx stops it: running tasks are killed and their leases
+// handed back (released) before Serve returns nil. Results finished but
+// not yet acknowledged stay in the Store and are sent by the next Serve.
+// Serve returns an error when the pool refuses the device (not invited),
+// its key changed since the device joined, or the Store fails.
+func (a *Agent) Serve(ctx context.Context) error {
+	if err := a.join(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return a.serveOutbox(gctx) })
+	g.Go(func() error { return a.serveReceipts(gctx) })
+	for slot := range a.cfg.Slots {
+		g.Go(func() error { return a.serveSlot(gctx, slot) })
+	}
+	err := g.Wait()
+	if ctx.Err() != nil && (err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		return nil
+	}
+	return err
+}
+
+// join fetches the pool's key (pinning it) and registers the device,
+// retrying while the coordinator is unreachable.
+func (a *Agent) join(ctx context.Context) error {
+	return a.retry(ctx, "join", func(ctx context.Context) error {
+		info, err := PoolKey(ctx, a.c, a.cfg.Home.Config)
+		if err != nil {
+			return err
+		}
+		reg, err := a.c.Register(ctx, a.cfg.OwnerKey, a.cfg.Name, a.cfg.Invite)
+		if err != nil {
+			return fmt.Errorf("register with pool %s: %w", info.Pool, err)
+		}
+		a.poolName, a.poolKey, a.owner = info.Pool, ed25519.PublicKey(info.Key), reg.Owner
+		a.log = a.log.With("poolName", info.Pool)
+		a.log.Info("Joined pool", "peer", reg.Peer, "owner", reg.Owner)
+		return nil
+	})
+}
+
+// retry calls op until it succeeds, fails with an error that is not worth
+// retrying (Retryable), or ctx ends.
+func (a *Agent) retry(ctx context.Context, what string, op func(context.Context) error) error {
+	b := backoff{Base: 100 * time.Millisecond, Max: a.cfg.MaxBackoff}
+	for {
+		err := op(ctx)
+		if err == nil || !Retryable(err) {
+			return err
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		d := b.next()
+		lvl := slog.LevelDebug
+		if b.failures() == 3 {
+			lvl = slog.LevelWarn
+		}
+		a.log.Log(ctx, lvl, "Coordinator unavailable, retrying", "op", what, "wait", d, "err", err)
+		if err := sleep(ctx, d); err != nil {
+			return err
+		}
+	}
+}
+
+// serveSlot is one task loop: whenever it is free it pulls the next lease
+// (pull, not push) and runs it. It returns when ctx ends.
+func (a *Agent) serveSlot(ctx context.Context, slot int) error {
+	idle := backoff{Base: 50 * time.Millisecond, Max: a.cfg.IdlePoll}
+	for ctx.Err() == nil {
+		var leases []pool.Lease
+		err := a.retry(ctx, "lease", func(ctx context.Context) error {
+			var err error
+			leases, err = a.c.Lease(ctx, 1)
+			if errors.Is(err, ErrUnauthorized) {
+				// The coordinator does not know this device (anymore):
+				// register again, then ask again.
+				if _, rerr := a.c.Register(ctx, a.cfg.OwnerKey, a.cfg.Name, a.cfg.Invite); rerr != nil {
+					return rerr
+				}
+				leases, err = a.c.Lease(ctx, 1)
+			}
+			return err
+		})
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			a.log.Error("Lease request refused", "slot", slot, "err", err)
+			if err := sleep(ctx, a.cfg.MaxBackoff); err != nil {
+				return nil
+			}
+			continue
+		}
+		if len(leases) == 0 {
+			if err := sleep(ctx, idle.next()); err != nil {
+				return nil
+			}
+			continue
+		}
+		idle.reset()
+		for _, l := range leases {
+			if err := a.runLease(ctx, l); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// runLease computes one leased task and hands its result to the pool. It
+// returns an error only when the Store fails; every other problem ends in
+// the lease being released or expiring.
+func (a *Agent) runLease(ctx context.Context, l pool.Lease) error {
+	log := a.log.With("jobID", l.Job.String(), "taskIndex", l.Task, "lease", l.ID)
+	cj, err := a.jobs.get(ctx, l.Job)
+	if err != nil {
+		if ctx.Err() == nil {
+			log.Error("Cannot prepare job, handing the task back", "err", err)
+		}
+		a.release(ctx, l, log)
+		return nil
+	}
+	if l.Task < 0 || l.Task >= cj.j.NumTasks() {
+		log.Error("Lease names a task the job does not have", "tasks", cj.j.NumTasks())
+		a.release(ctx, l, log)
+		return nil
+	}
+	a.trackRunning(l, true)
+	defer a.trackRunning(l, false)
+
+	t := cj.j.Task(l.Task)
+	taskCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	hbDone := make(chan struct{})
+	go func() {
+		defer close(hbDone)
+		a.heartbeat(taskCtx, l, cj.j.Manifest.Policy.LeaseTimeout.Duration/3, cancel, log)
+	}()
+	out, err := a.runTask(taskCtx, cj, t)
+	cancel(nil)
+	<-hbDone
+	switch {
+	case ctx.Err() != nil:
+		a.release(ctx, l, log)
+		return nil
+	case errors.Is(context.Cause(taskCtx), ErrLeaseExpired):
+		log.Warn("Lease lost while the task ran; result dropped")
+		return nil
+	case err != nil:
+		log.Error("Task could not run, handing it back", "err", err)
+		a.release(ctx, l, log)
+		_ = sleep(ctx, time.Second) // do not spin on a broken executor
+		return nil
+	case out.Kind == worker.FailureWorkerDied:
+		log.Warn("Worker died repeatedly, handing the task back", "reason", string(out.Body))
+		a.release(ctx, l, log)
+		return nil
+	}
+	if a.cfg.Tamper != nil {
+		out = a.cfg.Tamper(l, out)
+	}
+	c := store.Contribution{
+		Pool: a.c.URL(), Job: l.Job, Task: l.Task, Lease: l.ID, Cost: cj.j.Cost(t),
+	}
+	if out.Status == pool.StatusOK {
+		c.Result = out.Body
+		c.Digest = pool.ReplicaDigest(out.Body, false, "")
+	} else {
+		c.Failed, c.Failure = true, string(out.Body)
+		c.Digest = pool.ReplicaDigest(nil, true, c.Failure)
+	}
+	// Recorded before it is sent: a crash from here on loses nothing.
+	if err := a.cfg.Store.AddPending(context.WithoutCancel(ctx), c); err != nil {
+		return fmt.Errorf("record result of task %d of job %s: %w", l.Task, l.Job, err)
+	}
+	log.Debug("Task done", "failed", c.Failed, "digest", c.Digest.String())
+	if err := a.deliver(ctx, c); err != nil {
+		if Retryable(err) || ctx.Err() != nil {
+			a.kickOutbox() // kept in the store; the outbox sends it when it can
+			return nil
+		}
+		return err
+	}
+	return nil
+}
+
+// runTask prepares task t's chunk (if any) and runs it in the sandbox.
+func (a *Agent) runTask(ctx context.Context, cj *cachedJob, t job.Task) (pool.TaskOutcome, error) {
+	if t.Chunk != nil {
+		path, err := pool.WriteChunk(cj.j, cj.inputDir, *t.Chunk)
+		if err != nil {
+			return pool.TaskOutcome{}, err
+		}
+		defer os.Remove(path)
+	}
+	return pool.RunTask(ctx, a.cfg.Executor, pool.TaskRequest(cj.j, t, cj.program, cj.inputDir), a.log)
+}
+
+// heartbeat extends lease l every interval until ctx ends. When the
+// coordinator says the lease is gone, it cancels the task with
+// ErrLeaseExpired. Failures to reach the coordinator are retried at the
+// next tick: the task goes on, and its result is sent when the
+// coordinator is back.
+func (a *Agent) heartbeat(ctx context.Context, l pool.Lease, interval time.Duration, cancel context.CancelCauseFunc, log *slog.Logger) {
+	if interval <= 0 {
+		interval = time.Second
+	}
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		_, err := a.c.Heartbeat(ctx, l.ID)
+		switch {
+		case err == nil, ctx.Err() != nil:
+		case errors.Is(err, ErrLeaseExpired), errors.Is(err, ErrNotFound), errors.Is(err, ErrForbidden):
+			cancel(fmt.Errorf("%w: %v", ErrLeaseExpired, err))
+			return
+		default:
+			log.Debug("Heartbeat failed", "err", err)
+		}
+	}
+}
+
+// release hands lease l back, also when ctx has ended (Serve is
+// stopping): with a short deadline of its own.
+func (a *Agent) release(ctx context.Context, l pool.Lease, log *slog.Logger) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := a.c.Release(rctx, l.ID); err != nil && !errors.Is(err, ErrLeaseExpired) {
+		log.Warn("Could not hand the lease back; it will expire", "err", err)
+		return
+	}
+	log.Debug("Lease released")
+}
+
+func (a *Agent) trackRunning(l pool.Lease, on bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if on {
+		a.running[l.ID] = l
+	} else {
+		delete(a.running, l.ID)
+	}
+}
+
+// Running returns the leases whose tasks are running now.
+func (a *Agent) Running() []pool.Lease {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]pool.Lease, 0, len(a.running))
+	for _, l := range a.running {
+		out = append(out, l)
+	}
+	return out
+}

@@ -1,0 +1,254 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"idlepool/job"
+	"idlepool/pool"
+	"idlepool/store"
+)
+
+// ownJobReason is why a contribution to a job of this device's own owner
+// earns nothing (DESIGN.md, invariant 14).
+const ownJobReason = "own job: a device of the job's owner computes without a receipt"
+
+// deliver sends a recorded contribution and records the answer: once the
+// coordinator accepted it, it is acknowledged (its bytes are dropped); if
+// the coordinator refused it for good (the task was decided without it,
+// the lease expired, ...), it is rejected with the reason, since no receipt
+// will come. The error is Retryable when the coordinator could not be
+// reached (the contribution stays unacknowledged, to be sent again), ctx's
+// when ctx ended, and otherwise a Store failure.
+func (a *Agent) deliver(ctx context.Context, c store.Contribution) error {
+	err := a.c.SendResult(ctx, c.Lease, c.Submission())
+	if errors.Is(err, ErrUnauthorized) {
+		if _, rerr := a.c.Register(ctx, a.cfg.OwnerKey, a.cfg.Name, a.cfg.Invite); rerr != nil {
+			return rerr
+		}
+		err = a.c.SendResult(ctx, c.Lease, c.Submission())
+	}
+	if err != nil && (Retryable(err) || ctx.Err() != nil) {
+		return err
+	}
+	bg := context.WithoutCancel(ctx) // record what the coordinator said, even while stopping
+	if err != nil {
+		reason := "refused by the coordinator: " + refusal(err)
+		a.log.Warn("Result refused", "jobID", c.Job.String(), "taskIndex", c.Task, "lease", c.Lease, "reason", reason)
+		if err := a.cfg.Store.Reject(bg, c.Lease, reason); err != nil && !errors.Is(err, store.ErrConflict) {
+			return fmt.Errorf("record refusal of lease %s: %w", c.Lease, err)
+		}
+	} else if a.ownJob(ctx, c.Job) {
+		if err := a.cfg.Store.Reject(bg, c.Lease, ownJobReason); err != nil && !errors.Is(err, store.ErrConflict) {
+			return fmt.Errorf("record own job of lease %s: %w", c.Lease, err)
+		}
+	}
+	if err := a.cfg.Store.MarkAcknowledged(bg, c.Lease); err != nil {
+		return fmt.Errorf("record acknowledgement of lease %s: %w", c.Lease, err)
+	}
+	return nil
+}
+
+// refusal says in words why the coordinator refused a submission.
+func refusal(err error) string {
+	var ae *APIError
+	if !errors.As(err, &ae) {
+		return err.Error()
+	}
+	switch {
+	case ae.Status == 409:
+		return "the task was decided before this result arrived"
+	case ae.Status == 410:
+		return "the lease expired before this result arrived"
+	case ae.Message != "":
+		return ae.Message
+	}
+	return ae.Error()
+}
+
+// ownJob reports whether job id belongs to this device's owner, asking the
+// coordinator once per job. When it cannot tell, it says no.
+func (a *Agent) ownJob(ctx context.Context, id job.ID) bool {
+	a.mu.Lock()
+	owner, ok := a.owners[id]
+	a.mu.Unlock()
+	if !ok {
+		st, err := a.c.Status(ctx, id)
+		if err != nil {
+			return false
+		}
+		owner = st.Owner
+		a.mu.Lock()
+		a.owners[id] = owner
+		a.mu.Unlock()
+	}
+	return owner != "" && owner == a.owner
+}
+
+func (a *Agent) kickOutbox() {
+	select {
+	case a.resend <- struct{}{}:
+	default:
+	}
+}
+
+// serveOutbox sends the contributions the coordinator has not
+// acknowledged: at start (results finished before a crash or a stop), when
+// a task loop could not send one, and every minute as a safety net. While
+// the coordinator is away it retries with backoff. It returns when ctx
+// ends, or with a Store error.
+func (a *Agent) serveOutbox(ctx context.Context) error {
+	a.kickOutbox()
+	tick := time.NewTicker(time.Minute)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-a.resend:
+		case <-tick.C:
+		}
+		if err := a.flush(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+// flush sends every unacknowledged contribution, oldest first, until none
+// is left or ctx ends.
+func (a *Agent) flush(ctx context.Context) error {
+	b := backoff{Base: 100 * time.Millisecond, Max: a.cfg.MaxBackoff}
+	for {
+		pending, err := a.cfg.Store.Unacknowledged(ctx, a.c.URL())
+		if err != nil {
+			return fmt.Errorf("read unacknowledged results: %w", err)
+		}
+		var away error
+		for _, c := range pending {
+			if err := a.deliver(ctx, c); err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				if !Retryable(err) {
+					return err
+				}
+				away = err
+				break
+			}
+		}
+		if away == nil {
+			if len(pending) > 0 {
+				a.log.Info("Results sent again", "count", len(pending))
+			}
+			return nil
+		}
+		d := b.next()
+		a.log.Debug("Coordinator unavailable, keeping results to send later", "count", len(pending), "wait", d, "err", away)
+		if err := sleep(ctx, d); err != nil {
+			return err
+		}
+	}
+}
+
+// serveReceipts follows this device's entries in the pool's ledger, every
+// ReceiptPoll: it checks each with the pool's pinned key and confirms or
+// rejects the matching contribution. It returns when ctx ends, or with a
+// Store error.
+func (a *Agent) serveReceipts(ctx context.Context) error {
+	for {
+		if err := a.pollReceipts(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			var ae *APIError
+			if !Retryable(err) && !errors.As(err, &ae) {
+				return err
+			}
+			a.log.Debug("Cannot read receipts now", "err", err)
+		}
+		if err := sleep(ctx, a.cfg.ReceiptPoll); err != nil {
+			return nil
+		}
+	}
+}
+
+// receiptPage is how many ledger entries one receipts request asks for.
+const receiptPage = 500
+
+// pollReceipts reads the entries naming this device past the stored
+// cursor and applies them.
+func (a *Agent) pollReceipts(ctx context.Context) error {
+	cursor, err := a.cfg.Store.LedgerCursor(ctx, a.c.URL())
+	if err != nil {
+		return err
+	}
+	for {
+		entries, err := a.c.Receipts(ctx, cursor, receiptPage)
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			if err := a.applyEntry(ctx, e); err != nil {
+				return err
+			}
+			cursor = max(cursor, e.Seq)
+		}
+		if len(entries) > 0 {
+			if err := a.cfg.Store.SetLedgerCursor(ctx, a.c.URL(), cursor); err != nil {
+				return err
+			}
+		}
+		if len(entries) < receiptPage {
+			return nil
+		}
+	}
+}
+
+// applyEntry checks one ledger entry naming this device and records it:
+// a receipt confirms the contribution of its lease; a deviation or an
+// unverified task rejects it with the reason. An entry that does not
+// verify, or names another peer or pool, is logged and ignored. The error
+// is a Store failure.
+func (a *Agent) applyEntry(ctx context.Context, e pool.Entry) error {
+	log := a.log.With("seq", e.Seq, "kind", e.Kind, "jobID", e.Job.String(), "taskIndex", e.Task, "lease", e.Lease)
+	if err := pool.VerifyEntry(e, a.poolKey); err != nil {
+		log.Error("Ledger entry does not verify against the pool's key; ignored", "err", err)
+		return nil
+	}
+	if e.Peer != a.c.PeerID() || e.Pool != a.poolName {
+		log.Error("Ledger entry names another peer or pool; ignored", "peer", e.Peer, "entryPool", e.Pool)
+		return nil
+	}
+	var err error
+	switch e.Kind {
+	case pool.KindReceipt:
+		err = a.cfg.Store.Confirm(ctx, e.Lease, e)
+	case pool.KindDeviation:
+		err = a.cfg.Store.Reject(ctx, e.Lease, "deviation: "+orDefault(e.Reason, "a majority of owners agreed on other bytes"))
+	case pool.KindUnverified:
+		err = a.cfg.Store.Reject(ctx, e.Lease, "unverified: "+orDefault(e.Reason, "no majority agreed within the replica limit"))
+	}
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		log.Warn("Ledger entry for a lease this device has no record of")
+	case errors.Is(err, store.ErrConflict):
+		log.Warn("Ledger entry does not match the recorded contribution", "err", err)
+	case err != nil:
+		return err
+	default:
+		log.Debug("Ledger entry recorded")
+	}
+	return nil
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
