@@ -1,0 +1,352 @@
+package agent_test
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"go.uber.org/goleak"
+
+	"idlepool/pool"
+	"idlepool/store"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		// database/sql's connection opener lives as long as a DB; each
+		// test closes its DBs, but the goroutine ends asynchronously.
+		goleak.IgnoreTopFunction("database/sql.(*DB).connectionOpener"),
+	)
+}
+
+// same fails unless two outcomes are the same bytes where it matters:
+// the merged result, derived values and failures.
+func same(t *testing.T, got, want *pool.Outcome) {
+	t.Helper()
+	g, _ := json.Marshal(got.Result)
+	w, _ := json.Marshal(want.Result)
+	if string(g) != string(w) {
+		t.Errorf("pooled result differs from the solo one:\n got %s\nwant %s", g, w)
+	}
+	if diff := cmp.Diff(want.Derived, got.Derived); diff != "" {
+		t.Errorf("derived values differ (-solo +pool):\n%s", diff)
+	}
+	if diff := cmp.Diff(want.Failures, got.Failures); diff != "" {
+		t.Errorf("failures differ (-solo +pool):\n%s", diff)
+	}
+	if got.OK != want.OK || got.Failed != want.Failed || got.Total != want.Total {
+		t.Errorf("counts: got %d ok %d failed of %d, want %d ok %d failed of %d", got.OK, got.Failed, got.Total, want.OK, want.Failed, want.Total)
+	}
+}
+
+func TestPoolMatchesSolo(t *testing.T) {
+	tests := []struct {
+		name   string
+		tasks  int
+		fail   map[int64]bool
+		policy string
+	}{
+		{"all ok", 30, nil, ""},
+		{"verified failures", 20, map[int64]bool{3: true, 11: true}, ""},
+		{"quorum 3", 12, nil, "redundancy = 3\nquorum = 3"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			exec := &fakeExec{Fail: tc.fail, Delay: time.Millisecond}
+			j := planJob(t, "squares-"+tc.name, tc.tasks, tc.policy)
+			want := solo(t, j, exec)
+
+			co := startCoordinator(t, t.TempDir(), "127.0.0.1:0")
+			var devs []*device
+			for range 3 {
+				d := newDevice(t, nil)
+				devs = append(devs, d)
+				startAgent(t, co.url, d, exec, 2, nil)
+			}
+			sub := newSubmitter(t, co.url, nil)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			got, err := sub.run(t, ctx, j)
+			if err != nil {
+				t.Fatalf("follow: %v", err)
+			}
+			same(t, got, want)
+
+			settle(t, devs...)
+			entries := ledger(t, sub.c)
+			if err := pool.VerifyLedger(entries, co.key); err != nil {
+				t.Fatalf("ledger: %v", err)
+			}
+			checkNoDuplicates(t, entries)
+			receipts := map[int64]int{}
+			for _, e := range entries {
+				if e.Kind == pool.KindReceipt {
+					receipts[e.Task]++
+				}
+			}
+			for task := range int64(tc.tasks) {
+				if receipts[task] < j.Manifest.Policy.Quorum {
+					t.Errorf("task %d: %d receipts, want at least the quorum %d", task, receipts[task], j.Manifest.Policy.Quorum)
+				}
+			}
+			for _, d := range devs {
+				checkHistory(t, d, entries)
+			}
+		})
+	}
+}
+
+func TestLyingAgentIsOutvoted(t *testing.T) {
+	honest := &fakeExec{Delay: 3 * time.Millisecond}
+	j := planJob(t, "squares-liar", 30, "")
+	want := solo(t, j, honest)
+
+	co := startCoordinator(t, t.TempDir(), "127.0.0.1:0")
+	var devs []*device
+	for range 3 {
+		d := newDevice(t, nil)
+		devs = append(devs, d)
+		startAgent(t, co.url, d, honest, 1, nil)
+	}
+	liar := newDevice(t, nil)
+	lies := func(l pool.Lease, out pool.TaskOutcome) pool.TaskOutcome {
+		if l.Task%3 == 0 {
+			out.Body = []byte(`{"index":0,"square":-1}`)
+		}
+		return out
+	}
+	startAgent(t, co.url, liar, &fakeExec{}, 2, lies)
+
+	sub := newSubmitter(t, co.url, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	got, err := sub.run(t, ctx, j)
+	if err != nil {
+		t.Fatalf("follow: %v", err)
+	}
+	same(t, got, want) // nothing wrong was folded
+
+	settle(t, append(devs, liar)...)
+	entries := ledger(t, sub.c)
+	if err := pool.VerifyLedger(entries, co.key); err != nil {
+		t.Fatalf("ledger: %v", err)
+	}
+	checkNoDuplicates(t, entries)
+	deviations := 0
+	for _, e := range entries {
+		if e.Peer != liar.key.ID() {
+			continue
+		}
+		if e.Kind == pool.KindReceipt && e.Task%3 == 0 {
+			t.Errorf("the liar earned receipt %d for task %d, where it lied", e.Seq, e.Task)
+		}
+		if e.Kind == pool.KindDeviation {
+			deviations++
+			if e.Cost != 0 {
+				t.Errorf("deviation %d has cost %v", e.Seq, e.Cost)
+			}
+		}
+	}
+	lied, err := liar.local.Contributions(context.Background(), store.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var liedTasks int
+	for _, c := range lied {
+		if c.Task%3 == 0 {
+			liedTasks++
+			if c.State != store.StateRejected {
+				t.Errorf("the liar's contribution for task %d is %s, want rejected", c.Task, c.State)
+			}
+		}
+	}
+	if liedTasks == 0 {
+		t.Fatal("the liar computed no task it lies about; the test proves nothing")
+	}
+	if deviations == 0 {
+		t.Errorf("the liar returned %d wrong results and none is marked as a deviation in the ledger", liedTasks)
+	}
+	for _, d := range append(devs, liar) {
+		checkHistory(t, d, entries)
+	}
+}
+
+func TestOwnDevicesEarnNoReceipt(t *testing.T) {
+	exec := &fakeExec{Delay: time.Millisecond}
+	j := planJob(t, "squares-own", 10, `participants = "owner"`)
+	want := solo(t, j, exec)
+
+	co := startCoordinator(t, t.TempDir(), "127.0.0.1:0")
+	owner := mustKey(t)
+	a, b := newDevice(t, owner), newDevice(t, owner)
+	startAgent(t, co.url, a, exec, 1, nil)
+	startAgent(t, co.url, b, exec, 1, nil)
+	sub := newSubmitter(t, co.url, owner)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	got, err := sub.run(t, ctx, j)
+	if err != nil {
+		t.Fatalf("follow: %v", err)
+	}
+	same(t, got, want)
+	settle(t, a, b)
+	if entries := ledger(t, sub.c); len(entries) != 0 {
+		t.Errorf("the ledger has %d entries for a job computed by its owner's devices, want none: %+v", len(entries), entries[0])
+	}
+	computed := 0
+	for _, d := range []*device{a, b} {
+		all, err := d.local.Contributions(context.Background(), store.Filter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		computed += len(all)
+		for _, c := range all {
+			if c.State != store.StateRejected || !c.Acknowledged {
+				t.Errorf("own-job contribution for task %d: state %s, acknowledged %v; want rejected and acknowledged", c.Task, c.State, c.Acknowledged)
+			}
+		}
+	}
+	if computed < j.Manifest.Policy.Quorum*int(j.NumTasks()) {
+		t.Errorf("the owner's devices computed %d replicas, want at least %d", computed, j.Manifest.Policy.Quorum*int(j.NumTasks()))
+	}
+}
+
+func TestStopReleasesLeases(t *testing.T) {
+	block := &fakeExec{Block: make(chan struct{})}
+	j := planJob(t, "squares-stop", 4, "")
+	co := startCoordinator(t, t.TempDir(), "127.0.0.1:0")
+	sub := newSubmitter(t, co.url, nil)
+	ctx := context.Background()
+	if err := sub.c.Submit(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	ra := startAgent(t, co.url, newDevice(t, nil), block, 2, nil)
+	deadline := time.Now().Add(10 * time.Second)
+	for len(ra.Running()) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the agent runs %d tasks, want 2", len(ra.Running()))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	st, err := sub.c.Status(ctx, j.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Leased != 2 {
+		t.Fatalf("leased = %d while the agent runs two tasks", st.Leased)
+	}
+	ra.Stop(t)
+	if st, err = sub.c.Status(ctx, j.ID); err != nil {
+		t.Fatal(err)
+	}
+	if st.Leased != 0 {
+		t.Errorf("leased = %d after the agent stopped, want 0: it must hand its leases back", st.Leased)
+	}
+}
+
+func TestAgentOutlivesCoordinatorRestart(t *testing.T) {
+	exec := &fakeExec{Delay: 20 * time.Millisecond}
+	j := planJob(t, "squares-restart", 40, "")
+	want := solo(t, j, &fakeExec{})
+
+	data := t.TempDir()
+	co := startCoordinator(t, data, "127.0.0.1:0")
+	var devs []*device
+	for range 3 {
+		d := newDevice(t, nil)
+		devs = append(devs, d)
+		startAgent(t, co.url, d, exec, 2, nil)
+	}
+	sub := newSubmitter(t, co.url, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	type result struct {
+		out *pool.Outcome
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		out, err := sub.run(t, ctx, j)
+		done <- result{out, err}
+	}()
+	// Stop the coordinator once some tasks are decided, keep it away a
+	// while, and start it again on the same data and address.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st, err := sub.c.Status(ctx, j.ID)
+		if err == nil && st.Accepted >= 5 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no progress before the restart: %+v, %v", st, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	co.Stop()
+	time.Sleep(300 * time.Millisecond)
+	co2 := startCoordinator(t, data, co.listen)
+	if co2.url != co.url {
+		t.Fatalf("restarted at %s, not %s", co2.url, co.url)
+	}
+	r := <-done
+	if r.err != nil {
+		t.Fatalf("follow: %v", r.err)
+	}
+	same(t, r.out, want)
+	settle(t, devs...)
+	entries := ledger(t, sub.c)
+	if err := pool.VerifyLedger(entries, co.key); err != nil {
+		t.Fatalf("ledger: %v", err)
+	}
+	checkNoDuplicates(t, entries)
+	for _, d := range devs {
+		checkHistory(t, d, entries)
+	}
+}
+
+func TestAgentResendsAfterRestart(t *testing.T) {
+	// An agent that stops with results the coordinator never acknowledged
+	// sends them at its next start.
+	exec := &fakeExec{}
+	j := planJob(t, "squares-resend", 6, "redundancy = 1\nquorum = 1")
+	co := startCoordinator(t, t.TempDir(), "127.0.0.1:0")
+	sub := newSubmitter(t, co.url, nil)
+	ctx := context.Background()
+	if err := sub.c.Submit(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	dev := newDevice(t, nil)
+	// A contribution recorded but never sent, as after kill -9 between the
+	// two: lease a task by hand, record its result, do not send it.
+	c := agentClient(t, co.url, dev)
+	leases, err := c.Lease(ctx, 1)
+	if err != nil || len(leases) != 1 {
+		t.Fatalf("lease: %v %v", leases, err)
+	}
+	l := leases[0]
+	body := []byte(`{"index":` + itoa(l.Task) + `,"square":` + itoa(l.Task*l.Task) + `}`)
+	if err := dev.local.AddPending(ctx, store.Contribution{Pool: co.url, Job: l.Job, Task: l.Task, Lease: l.ID,
+		Digest: pool.ReplicaDigest(body, false, ""), Result: body, Cost: 1}); err != nil {
+		t.Fatal(err)
+	}
+	startAgent(t, co.url, dev, exec, 1, nil)
+	out, err := sub.run(t, ctx, j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.OK != 6 {
+		t.Fatalf("ok = %d, want 6", out.OK)
+	}
+	settle(t, dev)
+	all, err := dev.local.Contributions(ctx, store.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(all, func(c store.Contribution) bool { return c.Lease == l.ID })
+	if i < 0 || all[i].State != store.StateConfirmed || !all[i].Acknowledged {
+		t.Fatalf("the contribution recorded before the restart: %+v, want confirmed and acknowledged", all[i])
+	}
+}

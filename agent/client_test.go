@@ -1,0 +1,151 @@
+package agent_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"idlepool/agent"
+	"idlepool/coord"
+	"idlepool/identity"
+)
+
+func TestAPIErrors(t *testing.T) {
+	tests := []struct {
+		status    int
+		body      string
+		sentinel  error
+		retryable bool
+		code, msg string
+	}{
+		{400, `{"error":"bad json","code":"bad_request"}`, agent.ErrBadRequest, false, "bad_request", "bad json"},
+		{401, `{"error":"bad signature","code":"unauthorized"}`, agent.ErrUnauthorized, false, "unauthorized", "bad signature"},
+		{403, `{"error":"not invited","code":"forbidden"}`, agent.ErrForbidden, false, "forbidden", "not invited"},
+		{404, `{"error":"unknown job","code":"not_found"}`, agent.ErrNotFound, false, "not_found", "unknown job"},
+		{409, `{"error":"task decided","code":"conflict"}`, agent.ErrConflict, false, "conflict", "task decided"},
+		{410, `{"error":"lease expired","code":"lease_expired"}`, agent.ErrLeaseExpired, false, "lease_expired", "lease expired"},
+		{413, `{"error":"too large","code":"too_large"}`, agent.ErrTooLarge, false, "too_large", "too large"},
+		{429, `slow down`, nil, true, "", "slow down"},
+		{500, `{"error":"disk full","code":"internal"}`, agent.ErrUnavailable, true, "internal", "disk full"},
+		{503, `not json`, agent.ErrUnavailable, true, "", "not json"},
+	}
+	for _, tc := range tests {
+		t.Run(fmt.Sprint(tc.status), func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(tc.status)
+				fmt.Fprint(w, tc.body)
+			}))
+			defer srv.Close()
+			c, err := agent.NewClient(srv.URL, mustKey(t), srv.Client())
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = c.Lease(context.Background(), 1)
+			var ae *agent.APIError
+			if !errors.As(err, &ae) {
+				t.Fatalf("error %v is not an *APIError", err)
+			}
+			if diff := cmp.Diff([]any{tc.status, tc.code, tc.msg}, []any{ae.Status, ae.Code, ae.Message}); diff != "" {
+				t.Errorf("APIError (-want +got):\n%s", diff)
+			}
+			if tc.sentinel != nil && !errors.Is(err, tc.sentinel) {
+				t.Errorf("errors.Is(%v, %v) = false", err, tc.sentinel)
+			}
+			if got := agent.Retryable(err); got != tc.retryable {
+				t.Errorf("Retryable = %v, want %v", got, tc.retryable)
+			}
+		})
+	}
+}
+
+func TestUnreachableIsRetryable(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	url := srv.URL
+	srv.Close()
+	c, err := agent.NewClient(url, mustKey(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Lease(context.Background(), 1)
+	if !errors.Is(err, agent.ErrUnavailable) || !agent.Retryable(err) {
+		t.Fatalf("error %v: want ErrUnavailable, retryable", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err = c.Lease(ctx, 1); !errors.Is(err, context.Canceled) || agent.Retryable(err) {
+		t.Fatalf("with a cancelled context: %v, want context.Canceled, not retryable", err)
+	}
+}
+
+func TestNewClientRefusesBadURLs(t *testing.T) {
+	for _, u := range []string{"", "127.0.0.1:7420", "ftp://host", "http://"} {
+		if _, err := agent.NewClient(u, mustKey(t), nil); err == nil {
+			t.Errorf("NewClient(%q) accepted it", u)
+		}
+	}
+}
+
+func TestPoolKeyIsPinned(t *testing.T) {
+	key := mustKey(t)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/pool" {
+			http.NotFound(w, r)
+			return
+		}
+		json.NewEncoder(w).Encode(coord.PoolInfo{Pool: "lab", Key: key.Public(), Version: 1})
+	}))
+	defer srv.Close()
+	c, err := agent.NewClient(srv.URL, mustKey(t), srv.Client())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := t.TempDir()
+	ctx := context.Background()
+	for range 2 { // first use pins, second use checks
+		info, err := agent.PoolKey(ctx, c, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Pool != "lab" || identity.IDOf(info.Key) != key.ID() {
+			t.Fatalf("pool info %+v", info)
+		}
+	}
+	st, err := os.Stat(agent.PinFile(cfg, srv.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm()&0o077 != 0 {
+		t.Errorf("pin file mode %v, want private", st.Mode().Perm())
+	}
+	key = mustKey(t) // the pool answers with another key now
+	_, err = agent.PoolKey(ctx, c, cfg)
+	if !errors.Is(err, agent.ErrPoolKeyChanged) || !strings.Contains(err.Error(), "lab") {
+		t.Fatalf("after the key changed: %v, want ErrPoolKeyChanged", err)
+	}
+}
+
+func TestReadLedgerRefusesDamage(t *testing.T) {
+	tests := []struct{ name, text string }{
+		{"not json", "{\n"},
+		{"unknown key", `{"seq":1,"prev":"` + strings.Repeat("0", 64) + `","bogus":1}` + "\n"},
+		{"bad digest", `{"seq":1,"prev":"xyz","kind":"receipt","job":"","digest":"","sig":""}` + "\n"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := agent.ReadLedger(strings.NewReader(tc.text)); err == nil {
+				t.Fatal("accepted")
+			}
+		})
+	}
+	if e, err := agent.ReadLedger(strings.NewReader("\n\n")); err != nil || len(e) != 0 {
+		t.Fatalf("blank lines: %v, %v", e, err)
+	}
+}
