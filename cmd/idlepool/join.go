@@ -1,0 +1,176 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+
+	"idlepool/agent"
+	"idlepool/home"
+	"idlepool/identity"
+	"idlepool/store"
+	"idlepool/worker"
+)
+
+// Key files under the config directory.
+const (
+	deviceKeyFile = "device.key"
+	ownerKeyFile  = "owner.key"
+)
+
+func cmdJoin(ctx context.Context, g *globals, args []string) error {
+	fs := flag.NewFlagSet("idlepool join", flag.ContinueOnError)
+	fs.SetOutput(g.stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(g.stderr, "Usage: idlepool join POOL_URL [--workers N] [--invite TOKEN] [--owner-key FILE] [--name NAME]\n\nDonates this machine's compute to a pool until stopped (Ctrl-C or SIGTERM hands running tasks back).\n\n")
+		fs.PrintDefaults()
+	}
+	g.register(fs)
+	workers := fs.Int("workers", runtime.NumCPU(), "run `N` tasks at once, each in its own worker process")
+	invite := fs.String("invite", "", "the pool's invite `TOKEN` (invite-only pools)")
+	ownerKey := fs.String("owner-key", "", "owner key `FILE` shared by a person's devices (default: owner.key in the config directory)")
+	name := fs.String("name", hostname(), "a `NAME` for this device that the pool shows")
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		fs.Usage()
+		return &userError{Msg: "join needs exactly one pool URL", Hint: "idlepool join http://127.0.0.1:7420", Cause: errUsage}
+	}
+	if *workers < 1 {
+		return &userError{Msg: fmt.Sprintf("--workers must be at least 1, got %d", *workers), Cause: errUsage}
+	}
+	dirs, err := g.dirs()
+	if err != nil {
+		return err
+	}
+	dev, owner, err := loadKeys(dirs, *ownerKey)
+	if err != nil {
+		return err
+	}
+	local, err := openLocal(dirs)
+	if err != nil {
+		return err
+	}
+	defer local.Close()
+	log := g.daemonLogger()
+	wp, err := startWorkers(dirs, *workers, log)
+	if err != nil {
+		return err
+	}
+	defer wp.Close()
+	a, err := agent.New(agent.Config{
+		PoolURL: pos[0], Home: dirs, DeviceKey: dev, OwnerKey: owner, Name: *name, Invite: *invite,
+		Slots: *workers, Executor: wp, Store: local, Logger: log,
+	})
+	if err != nil {
+		return poolError(err, pos[0], dirs)
+	}
+	fmt.Fprintf(g.stderr, "idlepool: joining %s as device %s (owner %s) with %d workers\n", pos[0], dev.ID(), owner.ID(), *workers)
+	if err := a.Serve(ctx); err != nil {
+		return poolError(err, pos[0], dirs)
+	}
+	return nil
+}
+
+func hostname() string {
+	h, _ := os.Hostname()
+	if len(h) > 64 {
+		h = h[:64]
+	}
+	return h
+}
+
+// loadKeys loads (creating on first use, mode 0600) the device key and the
+// owner key: ownerFile when given, else owner.key beside the device key.
+func loadKeys(dirs home.Dirs, ownerFile string) (dev, owner *identity.Key, err error) {
+	dev, err = identity.LoadOrCreate(filepath.Join(dirs.Config, deviceKeyFile))
+	if err != nil {
+		return nil, nil, keyError(err)
+	}
+	if ownerFile == "" {
+		ownerFile = filepath.Join(dirs.Config, ownerKeyFile)
+		owner, err = identity.LoadOrCreate(ownerFile)
+	} else {
+		owner, err = identity.Load(ownerFile)
+	}
+	if err != nil {
+		return nil, nil, keyError(err)
+	}
+	return dev, owner, nil
+}
+
+func keyError(err error) error {
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return &userError{Msg: err.Error(), Hint: "give --owner-key the owner.key file copied from the config directory of your first device", Cause: err}
+	case errors.Is(err, identity.ErrBadKey):
+		return &userError{Msg: err.Error(), Hint: "a key file holds one base64 line and must be private: chmod 600 FILE", Cause: err}
+	}
+	return err
+}
+
+// openLocal opens this device's contribution store.
+func openLocal(dirs home.Dirs) (*store.Local, error) {
+	l, err := store.OpenLocal(filepath.Join(dirs.Data, "local.db"))
+	if err != nil {
+		return nil, fmt.Errorf("open the local contribution store: %w", err)
+	}
+	return l, nil
+}
+
+// startWorkers starts the pool of sandboxed worker processes.
+func startWorkers(dirs home.Dirs, n int, log *slog.Logger) (*worker.Pool, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("find own executable to start workers: %w", err)
+	}
+	cache := filepath.Join(dirs.Cache, "wazero")
+	wp, err := worker.NewPool(worker.Config{
+		Command:  []string{self, "worker", "--cache", cache},
+		Slots:    n,
+		CacheDir: cache,
+		Logger:   log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("start workers: %w", err)
+	}
+	return wp, nil
+}
+
+// daemonLogger is the log of the long-running commands (serve, join):
+// informational messages by default, everything with -v.
+func (g *globals) daemonLogger() *slog.Logger {
+	lvl := slog.LevelInfo
+	if g.verbose {
+		lvl = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: lvl}))
+}
+
+// poolError explains for people what went wrong talking to the pool at
+// url.
+func poolError(err error, url string, dirs home.Dirs) error {
+	var ue *userError
+	switch {
+	case err == nil, errors.As(err, &ue):
+		return err
+	case errors.Is(err, agent.ErrPoolKeyChanged):
+		return &userError{Msg: err.Error(), Hint: "if the pool was set up anew on purpose, delete " + agent.PinFile(dirs.Config, url) + "; otherwise someone else answers at that address", Cause: err}
+	case errors.Is(err, agent.ErrUnavailable):
+		return &userError{Msg: fmt.Sprintf("cannot reach the pool at %s: %v", url, err), Hint: "check the URL, and that `idlepool serve` runs there", Cause: err}
+	case errors.Is(err, agent.ErrForbidden):
+		return &userError{Msg: err.Error(), Hint: "the pool is invite-only or refuses this device: ask its operator for an invite token (--invite TOKEN)", Cause: err}
+	case errors.Is(err, agent.ErrUnauthorized):
+		return &userError{Msg: err.Error(), Hint: "the pool does not know this device: check this machine's clock, then join again", Cause: err}
+	case errors.Is(err, agent.ErrBadRequest) && !errors.As(err, new(*agent.APIError)):
+		return &userError{Msg: err.Error(), Hint: "a pool URL looks like http://127.0.0.1:7420", Cause: errors.Join(err, errUsage)}
+	}
+	return err
+}

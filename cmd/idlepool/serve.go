@@ -1,0 +1,59 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"idlepool/coord"
+	"idlepool/identity"
+)
+
+func cmdServe(ctx context.Context, g *globals, args []string) error {
+	fs := flag.NewFlagSet("idlepool serve", flag.ContinueOnError)
+	fs.SetOutput(g.stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(g.stderr, "Usage: idlepool serve [--listen HOST:PORT] [--data DIR] [--pool NAME] [--invite TOKEN] [--allow-owner ID,...]\n\nRuns a pool's coordinator until stopped; it prints the pool URL once it listens.\n\n")
+		fs.PrintDefaults()
+	}
+	g.register(fs)
+	listen := fs.String("listen", coord.DefaultListen, "listen on `HOST:PORT` (port 0 picks a free one)")
+	data := fs.String("data", "", "keep the pool's state in `DIR` (default: coordinator/ in the data directory)")
+	name := fs.String("pool", "default", "the pool's `NAME`, written into every receipt")
+	invite := fs.String("invite", "", "make the pool invite-only with this `TOKEN` (at least 16 characters)")
+	allow := fs.String("allow-owner", "", "comma-separated owner `IDs` whose devices may join without a token")
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 0 {
+		fs.Usage()
+		return &userError{Msg: fmt.Sprintf("serve takes no arguments, got %q", pos), Cause: errUsage}
+	}
+	if *data == "" {
+		dirs, err := g.dirs()
+		if err != nil {
+			return err
+		}
+		*data = filepath.Join(dirs.Data, "coordinator")
+	}
+	cfg := coord.Config{Listen: *listen, DataDir: *data, Pool: *name, InviteToken: *invite, Logger: g.daemonLogger()}
+	for o := range strings.SplitSeq(*allow, ",") {
+		if o = strings.TrimSpace(o); o != "" {
+			cfg.AllowOwners = append(cfg.AllowOwners, o)
+		}
+	}
+	srv, err := coord.New(ctx, cfg)
+	if err != nil {
+		if errors.Is(err, coord.ErrConfig) {
+			return &userError{Msg: err.Error(), Hint: "see 'idlepool serve --help'", Cause: errors.Join(err, errUsage)}
+		}
+		return &userError{Msg: "cannot start the coordinator: " + err.Error(), Hint: "is another coordinator using the same --listen address or --data directory?", Cause: err}
+	}
+	fmt.Fprintf(g.stdout, "idlepool: pool %s serving at %s\n", *name, srv.URL())
+	fmt.Fprintf(g.stderr, "coordinator key %s (id %s); state in %s\n", identity.EncodePublic(srv.PublicKey()), identity.IDOf(srv.PublicKey()), *data)
+	return srv.Serve(ctx)
+}

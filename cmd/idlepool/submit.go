@@ -1,0 +1,155 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"path/filepath"
+
+	"idlepool/agent"
+	"idlepool/home"
+	"idlepool/job"
+	"idlepool/pool"
+)
+
+func cmdSubmit(ctx context.Context, g *globals, args []string) error {
+	fs := flag.NewFlagSet("idlepool submit", flag.ContinueOnError)
+	fs.SetOutput(g.stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(g.stderr, "Usage: idlepool submit MANIFEST --pool URL [--follow] [--json] [--invite TOKEN] [--owner-key FILE]\n\nHands a job to a pool. With --follow this device merges the verified results as they arrive, like `idlepool run`.\n\n")
+		fs.PrintDefaults()
+	}
+	g.register(fs)
+	pc := poolFlags(fs)
+	follow := fs.Bool("follow", false, "merge the verified results as they arrive and print the result at the end")
+	asJSON := fs.Bool("json", false, "with --follow, print one JSON document with the result on stdout (the shape of `run --json`)")
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		fs.Usage()
+		return &userError{Msg: "submit needs exactly one manifest", Hint: "idlepool submit examples/pi/pi.toml --pool http://127.0.0.1:7420 --follow", Cause: errUsage}
+	}
+	if err := pc.check(); err != nil {
+		return err
+	}
+	m, err := job.LoadManifest(pos[0])
+	if err != nil {
+		return manifestError(err)
+	}
+	j, err := job.Plan(m)
+	if err != nil {
+		return manifestError(err)
+	}
+	s, err := pc.connect(ctx, g)
+	if err != nil {
+		return err
+	}
+	if err := s.c.Submit(ctx, j); err != nil {
+		if ctx.Err() != nil {
+			return &userError{Msg: "interrupted before the pool had the job", Hint: "run the same command again", Cause: err}
+		}
+		return poolError(fmt.Errorf("submit job: %w", err), pc.url, s.dirs)
+	}
+	fmt.Fprintf(g.stderr, "job %s (%s): %d tasks submitted to pool %s\n", m.Name, j.ID.String()[:12], j.NumTasks(), s.pool)
+	if !*follow {
+		fmt.Fprintln(g.stdout, j.ID)
+		return nil
+	}
+	return followJob(ctx, g, s, j, *asJSON)
+}
+
+// poolConn holds what the flags --pool, --invite and --owner-key say.
+type poolConn struct {
+	url, invite, ownerKey string
+}
+
+func poolFlags(fs *flag.FlagSet) *poolConn {
+	pc := &poolConn{}
+	fs.StringVar(&pc.url, "pool", "", "the pool's `URL`, as `idlepool serve` printed it")
+	fs.StringVar(&pc.invite, "invite", "", "the pool's invite `TOKEN` (invite-only pools)")
+	fs.StringVar(&pc.ownerKey, "owner-key", "", "owner key `FILE` (default: owner.key in the config directory)")
+	return pc
+}
+
+func (pc *poolConn) check() error {
+	if pc.url == "" {
+		return &userError{Msg: "no pool given", Hint: "add --pool URL, the address `idlepool serve` printed", Cause: errUsage}
+	}
+	return nil
+}
+
+// session is this device's connection to a pool.
+type session struct {
+	c    *agent.Client
+	dirs home.Dirs
+	pool string // the pool's name
+}
+
+// connect loads the device's keys, checks the pool's key against the
+// pinned one and registers the device (harmless when it already is).
+func (pc *poolConn) connect(ctx context.Context, g *globals) (*session, error) {
+	dirs, err := g.dirs()
+	if err != nil {
+		return nil, err
+	}
+	dev, owner, err := loadKeys(dirs, pc.ownerKey)
+	if err != nil {
+		return nil, err
+	}
+	c, err := agent.NewClient(pc.url, dev, nil)
+	if err != nil {
+		return nil, poolError(err, pc.url, dirs)
+	}
+	info, err := agent.PoolKey(ctx, c, dirs.Config)
+	if err != nil {
+		return nil, poolError(err, pc.url, dirs)
+	}
+	if _, err := c.Register(ctx, owner, hostname(), pc.invite); err != nil {
+		return nil, poolError(fmt.Errorf("register with pool %s: %w", info.Pool, err), pc.url, dirs)
+	}
+	return &session{c: c, dirs: dirs, pool: info.Pool}, nil
+}
+
+// followJob merges job j's verified results as they arrive (the device
+// must be the job's merger), showing progress like `run`, and prints the
+// result like `run` does.
+func followJob(ctx context.Context, g *globals, s *session, j *job.Job, asJSON bool) error {
+	m := j.Manifest
+	prog := &progressPrinter{w: g.stderr, tty: isTerminal(g.stderr)}
+	cfg := agent.FollowConfig{
+		Dir:      filepath.Join(s.dirs.Data, "merges", j.ID.String()),
+		Progress: prog.update,
+		Logger:   g.logger(),
+	}
+	if !asJSON && (m.Split.Rule == "grid" || m.Split.Rule == "kfold") {
+		cfg.Result = func(t job.Task, result []byte) {
+			prog.clear()
+			fmt.Fprintf(g.stdout, "task %-4d %s -> %s\n", t.Index, formatParams(m.Split, t.Params), bytes.TrimSpace(result))
+		}
+	}
+	out, err := agent.Follow(ctx, s.c, j, cfg)
+	prog.finish()
+	if err != nil && !errors.Is(err, pool.ErrAllFailed) {
+		hint := fmt.Sprintf("idlepool result %s --pool %s continues", j.ID, s.c.URL())
+		switch {
+		case ctx.Err() != nil:
+			return &userError{Msg: "interrupted; the results merged so far are saved", Hint: hint, Cause: err}
+		case errors.Is(err, agent.ErrForbidden):
+			return &userError{Msg: err.Error(), Hint: "only the device that submitted a job merges it: use the same --home", Cause: err}
+		case errors.Is(err, agent.ErrMergeLost):
+			return &userError{Msg: err.Error(), Hint: "the merge journal under " + cfg.Dir + " was removed; the pool no longer holds those results", Cause: err}
+		}
+		return poolError(err, s.c.URL(), s.dirs)
+	}
+	if perr := printOutcome(g, m.Name, out, asJSON); perr != nil {
+		return perr
+	}
+	if out.Resumed > 0 {
+		fmt.Fprintf(g.stderr, "(%d of %d results were taken from the journal of an earlier follow)\n", out.Resumed, out.Total)
+	}
+	return outcomeError(err, out, "the program fails on every task: fix it and submit again (a changed program is a new job)")
+}
