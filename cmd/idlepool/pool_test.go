@@ -1,0 +1,478 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"idlepool/agent"
+	"idlepool/identity"
+	"idlepool/pool"
+	"idlepool/store"
+)
+
+// The pool tests run a coordinator (`idlepool serve`), agents (`idlepool
+// join`) and a submitter (`idlepool submit --follow`) as separate
+// processes talking HTTP on 127.0.0.1, each with its own --home (its own
+// device and owner keys), and check the merged result against `idlepool
+// run` byte for byte.
+
+// daemon is a long-running idlepool process (serve or join).
+type daemon struct {
+	t      *testing.T
+	name   string
+	cmd    *exec.Cmd
+	stdout string // file
+	stderr string // file
+	done   chan struct{}
+}
+
+// startDaemon starts `idlepool --home home args...`.
+func startDaemon(t *testing.T, name, home string, args ...string) *daemon {
+	t.Helper()
+	logs := t.TempDir()
+	d := &daemon{t: t, name: name, stdout: filepath.Join(logs, "stdout"), stderr: filepath.Join(logs, "stderr"), done: make(chan struct{})}
+	out, err := os.Create(d.stdout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errf, err := os.Create(d.stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.cmd = exec.Command(binPath, append([]string{"--home", home}, args...)...)
+	d.cmd.Stdout, d.cmd.Stderr = out, errf
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		d.cmd.Wait()
+		out.Close()
+		errf.Close()
+		close(d.done)
+	}()
+	t.Cleanup(func() {
+		d.kill()
+		if t.Failed() {
+			b, _ := os.ReadFile(d.stderr)
+			if len(b) > 4000 {
+				b = b[len(b)-4000:]
+			}
+			t.Logf("%s stderr (tail):\n%s", d.name, b)
+		}
+	})
+	return d
+}
+
+// kill sends SIGKILL and waits for the process to end.
+func (d *daemon) kill() {
+	select {
+	case <-d.done:
+		return
+	default:
+	}
+	d.cmd.Process.Signal(syscall.SIGKILL)
+	<-d.done
+}
+
+// stop sends SIGTERM and waits (bounded) for a clean exit.
+func (d *daemon) stop() {
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-d.done:
+		if code := d.cmd.ProcessState.ExitCode(); code != 0 {
+			d.t.Errorf("%s exited %d after SIGTERM", d.name, code)
+		}
+	case <-time.After(30 * time.Second):
+		d.t.Errorf("%s did not stop within 30 s of SIGTERM", d.name)
+		d.kill()
+	}
+}
+
+var servingLine = regexp.MustCompile(`idlepool: pool (\S+) serving at (http://127\.0\.0\.1:\d+)\n`)
+
+// startServe starts a coordinator and returns it with its URL, read from
+// the line it prints once it listens.
+func startServe(t *testing.T, data, listen string) (*daemon, string) {
+	t.Helper()
+	d := startDaemon(t, "serve", t.TempDir(), "serve", "--listen", listen, "--data", data, "--pool", "lab-a")
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		b, _ := os.ReadFile(d.stdout)
+		if m := servingLine.FindSubmatch(b); m != nil {
+			return d, string(m[2])
+		}
+		select {
+		case <-d.done:
+			errb, _ := os.ReadFile(d.stderr)
+			t.Fatalf("serve exited: %s", errb)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("serve printed no URL within 30 s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// startJoin starts an agent of the device in home.
+func startJoin(t *testing.T, home, url string, extra ...string) *daemon {
+	t.Helper()
+	return startDaemon(t, "join "+filepath.Base(home), home, append([]string{"join", url, "--workers", "1"}, extra...)...)
+}
+
+// peerID returns the device ID of the device in home.
+func peerID(t *testing.T, home string) string {
+	t.Helper()
+	k, err := identity.Load(filepath.Join(home, "config", "device.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k.ID()
+}
+
+// fetchLedger fetches the pool's ledger over plain HTTP, as anyone can.
+func fetchLedger(t *testing.T, url string) []pool.Entry {
+	t.Helper()
+	var all []pool.Entry
+	for {
+		resp, err := http.Get(fmt.Sprintf("%s/v1/ledger?after=%d", url, len(all)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		page, err := agent.ReadLedger(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page) == 0 {
+			return all
+		}
+		all = append(all, page...)
+	}
+}
+
+// history runs `idlepool history --json` in home.
+func history(t *testing.T, home string) []store.DaySummary {
+	t.Helper()
+	out := idlepool(t, home, "history", "--json")
+	if out.code != 0 {
+		t.Fatalf("history: exit %d: %s", out.code, out.stderr)
+	}
+	var days []store.DaySummary
+	if err := json.Unmarshal([]byte(out.stdout), &days); err != nil {
+		t.Fatalf("history --json: %v\n%s", err, out.stdout)
+	}
+	return days
+}
+
+// checkLedgerAndHistories verifies the pool's ledger with `ledger verify`,
+// checks that no replica has two entries and every task of the jobs (ID ->
+// number of tasks) has at least quorum receipts, and that each agent's
+// history (once no contribution is pending) counts exactly its receipts
+// and their cost.
+func checkLedgerAndHistories(t *testing.T, url string, jobs map[string]int64, quorum int, agentHomes []string) {
+	t.Helper()
+	out := idlepool(t, t.TempDir(), "ledger", "verify", url)
+	if out.code != 0 || !strings.HasPrefix(out.stdout, "ledger ok: ") {
+		t.Fatalf("ledger verify: exit %d\nstdout %s\nstderr %s", out.code, out.stdout, out.stderr)
+	}
+	entries := fetchLedger(t, url)
+	if want := fmt.Sprintf("ledger ok: %d entries, head %s\n", len(entries), entries[len(entries)-1].Hash()); out.stdout != want {
+		t.Errorf("ledger verify printed %q, want %q", out.stdout, want)
+	}
+	type replica struct {
+		job  string
+		task int64
+		peer string
+	}
+	type task struct {
+		job  string
+		task int64
+	}
+	seen := map[replica]uint64{}
+	receipts := map[task]int{}
+	type tally struct {
+		receipts, others int64
+		cost             float64
+	}
+	perPeer := map[string]*tally{}
+	for _, e := range entries {
+		k := replica{e.Job.String(), e.Task, e.Peer}
+		if s, dup := seen[k]; dup {
+			t.Errorf("ledger entries %d and %d both name task %d of job %.12s and peer %s", s, e.Seq, e.Task, e.Job, e.Peer)
+		}
+		seen[k] = e.Seq
+		if perPeer[e.Peer] == nil {
+			perPeer[e.Peer] = &tally{}
+		}
+		if e.Kind == pool.KindReceipt {
+			receipts[task{e.Job.String(), e.Task}]++
+			perPeer[e.Peer].receipts++
+			perPeer[e.Peer].cost += e.Cost
+		} else {
+			perPeer[e.Peer].others++
+		}
+	}
+	for id, n := range jobs {
+		for i := range n {
+			if got := receipts[task{id, i}]; got < quorum {
+				t.Errorf("task %d of job %.12s has %d receipts, want at least %d", i, id, got, quorum)
+			}
+		}
+	}
+	for _, home := range agentHomes {
+		id := peerID(t, home)
+		want := perPeer[id]
+		if want == nil {
+			want = &tally{}
+		}
+		var got store.DaySummary
+		for deadline := time.Now().Add(30 * time.Second); ; {
+			got = store.DaySummary{}
+			for _, d := range history(t, home) {
+				got.Pending += d.Pending
+				got.Confirmed += d.Confirmed
+				got.Rejected += d.Rejected
+				got.ConfirmedCost += d.ConfirmedCost
+			}
+			if got.Pending == 0 && got.Confirmed == want.receipts {
+				break
+			}
+			if time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+		if got.Pending != 0 || got.Confirmed != want.receipts || got.ConfirmedCost != want.cost || got.Rejected < want.others {
+			t.Errorf("agent %s: history %+v, ledger: %d receipts worth %v, %d other entries", id, got, want.receipts, want.cost, want.others)
+		}
+	}
+}
+
+func TestPoolMatchesRun(t *testing.T) {
+	tests := []struct {
+		name, program, manifest string
+		tasks                   int64
+	}{
+		{"pi", "pi", piManifest(40, 20000), 40},
+		{"ising", "ising", `name = "ising-small"
+program = "prog.wasm"
+[split]
+rule = "grid"
+[split.params]
+L = 8
+burnin = 20
+sweeps = 100
+[split.grid]
+T = [1.5, 2.3, 3.0]
+rep = [0, 1]
+[[merge]]
+field = "energy"
+rule = "stats"
+group_by = "T"
+[[merge]]
+field = "chi"
+rule = "stats"
+group_by = "T"
+[policy]
+time_limit = "60s"
+`, 6},
+	}
+	_, url := startServe(t, t.TempDir(), "127.0.0.1:0")
+	var homes []string
+	for i := range 3 {
+		home := filepath.Join(t.TempDir(), fmt.Sprintf("agent%d", i))
+		homes = append(homes, home)
+		startJoin(t, home, url)
+	}
+	jobs := map[string]int64{}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m := writeManifest(t, tc.program, tc.manifest)
+			r, want := runJSON(t, t.TempDir(), m)
+			jobs[r.Job] = tc.tasks
+			out := idlepool(t, t.TempDir(), "submit", m, "--pool", url, "--follow", "--json")
+			if out.code != 0 {
+				t.Fatalf("submit --follow: exit %d\n%s", out.code, out.stderr)
+			}
+			if diff := cmp.Diff(want, out.stdout); diff != "" {
+				t.Fatalf("submit --follow --json differs from run --json (-run +submit):\n%s", diff)
+			}
+		})
+	}
+	checkLedgerAndHistories(t, url, jobs, 2, homes)
+}
+
+func TestPoolSurvivesKills(t *testing.T) {
+	m := writeManifest(t, "pi", piManifest(40, 1500000)+"lease_timeout = \"3s\"\n")
+	r, want := runJSON(t, t.TempDir(), m)
+
+	data := t.TempDir()
+	co, url := startServe(t, data, "127.0.0.1:0")
+	listen := strings.TrimPrefix(url, "http://")
+	var homes []string
+	var agents []*daemon
+	for i := range 3 {
+		home := filepath.Join(t.TempDir(), fmt.Sprintf("agent%d", i))
+		homes = append(homes, home)
+		agents = append(agents, startJoin(t, home, url))
+	}
+	subHome := t.TempDir()
+	sub := startDaemon(t, "submit", subHome, "submit", m, "--pool", url, "--follow", "--json")
+
+	// status reads the job's status (from the submitting device): tasks
+	// decided, and leases held now.
+	jobID := ""
+	status := func() (decided, leased int64) {
+		if jobID == "" {
+			matches, _ := filepath.Glob(filepath.Join(subHome, "data", "merges", "*"))
+			if len(matches) != 1 {
+				return 0, 0
+			}
+			jobID = filepath.Base(matches[0])
+		}
+		out := idlepool(t, subHome, "status", jobID, "--pool", url, "--json")
+		var st struct{ Accepted, Failed, Leased int64 }
+		if out.code != 0 || json.Unmarshal([]byte(out.stdout), &st) != nil {
+			return -1, 0
+		}
+		return st.Accepted + st.Failed, st.Leased
+	}
+	// waitFor waits until at least n tasks are decided and, if busy, every
+	// agent holds a lease (so the next kill hits one in the middle of a task).
+	waitFor := func(what string, n int64, busy bool) {
+		t.Helper()
+		deadline := time.Now().Add(2 * time.Minute)
+		for {
+			decided, leased := status()
+			if decided >= n && (!busy || leased >= int64(len(agents))) {
+				t.Logf("%s: %d tasks decided, %d leases held", what, decided, leased)
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("waiting for %s: %d tasks decided (want %d), %d leased after 2 minutes", what, decided, n, leased)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+
+	waitFor("kill -9 of an agent", 5, true)
+	agents[0].kill() // kill -9 while it computes: its lease must expire and be leased again
+	waitFor("kill -9 of the coordinator", 15, false)
+	co.kill()
+	time.Sleep(500 * time.Millisecond) // everyone notices it is gone
+	startServe(t, data, listen)
+	agents[0] = startJoin(t, homes[0], url) // it sends what it had not had acknowledged
+
+	select {
+	case <-sub.done:
+	case <-time.After(4 * time.Minute):
+		t.Fatal("the job did not complete within 4 minutes")
+	}
+	if code := sub.cmd.ProcessState.ExitCode(); code != 0 {
+		b, _ := os.ReadFile(sub.stderr)
+		t.Fatalf("submit --follow: exit %d\n%s", code, b)
+	}
+	got, _ := os.ReadFile(sub.stdout)
+	if diff := cmp.Diff(want, string(got)); diff != "" {
+		t.Fatalf("result after the kills differs from run --json (-run +submit):\n%s", diff)
+	}
+	checkLedgerAndHistories(t, url, map[string]int64{r.Job: 40}, 2, homes)
+	for _, a := range agents {
+		a.stop()
+	}
+	for _, home := range homes {
+		noStrayWorkers(t, home)
+	}
+}
+
+func TestOwnerDevicesComputeWithoutReceipts(t *testing.T) {
+	m := writeManifest(t, "pi", piManifest(8, 10000)+"participants = \"owner\"\n")
+	_, want := runJSON(t, t.TempDir(), m)
+	_, url := startServe(t, t.TempDir(), "127.0.0.1:0")
+
+	// The submitting device's owner key is shared by two more devices.
+	subHome := t.TempDir()
+	if out := idlepool(t, subHome, "status", strings.Repeat("0", 64), "--pool", url); out.code == 0 {
+		t.Fatal("status of an unknown job succeeded")
+	}
+	ownerKey := filepath.Join(subHome, "config", "owner.key")
+	var homes []string
+	for i := range 2 {
+		home := filepath.Join(t.TempDir(), fmt.Sprintf("device%d", i))
+		homes = append(homes, home)
+		startJoin(t, home, url, "--owner-key", ownerKey)
+	}
+	out := idlepool(t, subHome, "submit", m, "--pool", url, "--follow", "--json")
+	if out.code != 0 {
+		t.Fatalf("submit --follow: exit %d\n%s", out.code, out.stderr)
+	}
+	if diff := cmp.Diff(want, out.stdout); diff != "" {
+		t.Fatalf("(-run +submit):\n%s", diff)
+	}
+	if entries := fetchLedger(t, url); len(entries) != 0 {
+		t.Errorf("the ledger has %d entries; the owner's own devices earn none", len(entries))
+	}
+	var computed int64
+	for _, home := range homes {
+		for _, d := range history(t, home) {
+			if d.Pending != 0 || d.Confirmed != 0 {
+				t.Errorf("device %s: %+v, want only rejected (own job) contributions", filepath.Base(home), d)
+			}
+			computed += d.Rejected
+		}
+	}
+	if computed < 8 {
+		t.Errorf("the owner's devices computed %d replicas, want at least 8", computed)
+	}
+}
+
+func TestPoolCommandsExplainMistakes(t *testing.T) {
+	home := t.TempDir()
+	tests := []struct {
+		name string
+		args []string
+		code int
+		want string // in stderr
+	}{
+		{"join without URL", []string{"join"}, 2, "join needs exactly one pool URL"},
+		{"join bad URL", []string{"join", "127.0.0.1:1"}, 2, "hint: a pool URL looks like"},
+		{"submit without pool", []string{"submit", "x.toml"}, 2, "no pool given"},
+		{"status bad job", []string{"status", "nope", "--pool", "http://127.0.0.1:1"}, 2, "is not a job ID"},
+		{"submit unreachable", []string{"submit", writeManifest(t, "pi", piManifest(2, 10)), "--pool", "http://127.0.0.1:1"}, 1, "cannot reach the pool"},
+		{"ledger without source", []string{"ledger", "verify"}, 2, "ledger verify needs one ledger file or pool URL"},
+		{"ledger damaged file", []string{"ledger", "verify", writeFile(t, "{\"seq\":1}\n"), "--key", identity.EncodePublic(make([]byte, 32))}, 1, "ledger does not verify"},
+		{"serve bad listen", []string{"serve", "--listen", "nowhere", "--data", t.TempDir()}, 2, "listen address"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			out := idlepool(t, home, tc.args...)
+			if out.code != tc.code || !strings.Contains(out.stderr, tc.want) {
+				t.Fatalf("exit %d (want %d), stderr:\n%s\nwant it to contain %q", out.code, tc.code, out.stderr, tc.want)
+			}
+		})
+	}
+	if out := idlepool(t, home, "history"); out.code != 0 || !strings.Contains(out.stdout, "no contributions yet") {
+		t.Errorf("history of a new device: exit %d, %q", out.code, out.stdout)
+	}
+}
+
+func writeFile(t *testing.T, text string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
