@@ -3,6 +3,7 @@ package coord
 import (
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,6 +21,7 @@ import (
 //	idlepool_coord_submissions_total{result}                  result submissions: "taken" or "refused"
 //	idlepool_coord_tasks{outcome}                             tasks with a final outcome, over the jobs the pool holds: "ok", "failed" (including unverified)
 //	idlepool_coord_jobs                                       jobs the pool holds
+//	idlepool_coord_ledger_entries_total{kind}                 ledger entries: "receipt", "deviation", "unverified" (one per replica)
 //	idlepool_coord_peers_registered_total                     successful registrations
 //	idlepool_coord_http_requests_total{route,code}            requests by route pattern and status code
 //	idlepool_coord_http_request_duration_seconds{route}       request latency, until the handler returns
@@ -36,7 +38,7 @@ type metrics struct {
 	latency     *prometheus.HistogramVec
 }
 
-func newMetrics(jobs func() []pool.JobStatus) *metrics {
+func newMetrics(jobs func() []pool.JobStatus, ledger func(after uint64, max int) ([]pool.Entry, error)) *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		leases: prometheus.NewCounter(prometheus.CounterOpts{
@@ -66,7 +68,7 @@ func newMetrics(jobs func() []pool.JobStatus) *metrics {
 	m.submissions.WithLabelValues("refused")
 	m.reg.MustRegister(m.leases, m.expired, m.submissions, m.registered, m.requests, m.latency,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		&jobCollector{jobs: jobs})
+		&jobCollector{jobs: jobs}, &ledgerCollector{ledger: ledger, counts: map[string]uint64{}})
 	return m
 }
 
@@ -134,4 +136,42 @@ func (c *jobCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(tasksDesc, prometheus.GaugeValue, float64(ok), pool.OutcomeOK)
 	ch <- prometheus.MustNewConstMetric(tasksDesc, prometheus.GaugeValue, float64(failed), pool.OutcomeFailed)
 	ch <- prometheus.MustNewConstMetric(jobsDesc, prometheus.GaugeValue, float64(len(jobs)))
+}
+
+// ledgerCollector counts ledger entries by kind. At each scrape it reads
+// the entries appended since the last one (the ledger is append-only), so
+// a scrape costs the new entries only.
+type ledgerCollector struct {
+	ledger func(after uint64, max int) ([]pool.Entry, error)
+
+	mu     sync.Mutex // serialises scrapes
+	after  uint64
+	counts map[string]uint64
+}
+
+var ledgerDesc = prometheus.NewDesc("idlepool_coord_ledger_entries_total",
+	"Ledger entries by kind: receipts, deviations and unverified replicas.", []string{"kind"}, nil)
+
+func (c *ledgerCollector) Describe(ch chan<- *prometheus.Desc) { ch <- ledgerDesc }
+
+func (c *ledgerCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for {
+		page, err := c.ledger(c.after, ledgerPage)
+		if err != nil {
+			ch <- prometheus.NewInvalidMetric(ledgerDesc, err)
+			return
+		}
+		for _, e := range page {
+			c.counts[e.Kind]++
+			c.after = e.Seq
+		}
+		if len(page) < ledgerPage {
+			break
+		}
+	}
+	for _, kind := range []string{pool.KindReceipt, pool.KindDeviation, pool.KindUnverified} {
+		ch <- prometheus.MustNewConstMetric(ledgerDesc, prometheus.CounterValue, float64(c.counts[kind]), kind)
+	}
 }

@@ -93,7 +93,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("load pool state: %w", err)
 	}
-	s.metrics = newMetrics(s.sched.Jobs)
+	s.metrics = newMetrics(s.sched.Jobs, s.sched.Ledger)
 	s.handler = s.routes()
 	if s.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
 		return nil, fmt.Errorf("listen: %w", err)

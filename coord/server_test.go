@@ -283,6 +283,8 @@ func TestPoolFlow(t *testing.T) {
 		"idlepool_coord_leases_granted_total 4",
 		`idlepool_coord_submissions_total{result="taken"} 8`,
 		`idlepool_coord_tasks{outcome="ok"} 2`,
+		`idlepool_coord_ledger_entries_total{kind="receipt"} 4`,
+		`idlepool_coord_ledger_entries_total{kind="deviation"} 0`,
 		`idlepool_coord_http_requests_total{code="403",route="POST /v1/leases/{lease}/heartbeat"} 1`,
 		"idlepool_coord_http_request_duration_seconds_bucket",
 		"process_cpu_seconds_total",
@@ -586,5 +588,58 @@ func TestLeaseExpiry(t *testing.T) {
 	a = ts.do(t, nil, "GET", "/metrics", nil)
 	if !strings.Contains(string(a.body), "idlepool_coord_leases_expired_total 2") {
 		t.Errorf("metrics do not count 2 expired leases")
+	}
+}
+
+// TestLyingPeer has one peer return wrong bytes: the task is leased again
+// until a majority of owners agrees, the liar earns a deviation and no
+// receipt, and the merger sees only the agreed result.
+func TestLyingPeer(t *testing.T) {
+	ts := startServer(t, nil)
+	owner, honest1, liar, honest2 := newPeer(t, nil), newPeer(t, nil), newPeer(t, nil), newPeer(t, nil)
+	for _, p := range []*testPeer{owner, honest1, liar, honest2} {
+		ts.register(t, p, "", http.StatusCreated)
+	}
+	j := testJob(t, "liar", 1)
+	ts.upload(t, owner, programBytes(t, j))
+	if a := ts.do(t, owner, "POST", "/v1/jobs", JobRequest{Canonical: j.Canonical}); a.status != http.StatusCreated {
+		t.Fatalf("submit: %d %s", a.status, a.body)
+	}
+	compute := func(p *testPeer, result string) {
+		t.Helper()
+		var lr LeaseResponse
+		ts.do(t, p, "POST", "/v1/leases", LeaseRequest{Max: 1}).decode(t, &lr)
+		if len(lr.Leases) != 1 {
+			t.Fatalf("peer got %d leases, want 1", len(lr.Leases))
+		}
+		r := []byte(result)
+		sub := ResultSubmission{Digest: HexDigest(pool.ReplicaDigest(r, false, "")), Result: r}
+		if a := ts.do(t, p, "POST", "/v1/leases/"+lr.Leases[0].Lease+"/result", sub); a.status != 200 {
+			t.Fatalf("result: %d %s", a.status, a.body)
+		}
+	}
+	compute(honest1, `{"x":1}`)
+	compute(liar, `{"x":666}`)
+	compute(honest2, `{"x":1}`) // the tie is broken by a third replica
+
+	var res Results
+	for deadline := time.Now().Add(10 * time.Second); len(res.Results) == 0 && time.Now().Before(deadline); {
+		ts.do(t, owner, "GET", "/v1/jobs/"+j.ID.String()+"/results", nil).decode(t, &res)
+	}
+	if len(res.Results) != 1 || res.Results[0].Status != pool.OutcomeOK || string(res.Results[0].Result) != `{"x":1}` {
+		t.Fatalf("results %+v, want the agreed {\"x\":1}", res.Results)
+	}
+	kinds := map[string]string{}
+	for _, e := range ts.downloadLedger(t, "") {
+		kinds[e.Peer] = e.Kind
+	}
+	want := map[string]string{honest1.ID(): pool.KindReceipt, honest2.ID(): pool.KindReceipt, liar.ID(): pool.KindDeviation}
+	if diff := cmp.Diff(want, kinds); diff != "" {
+		t.Errorf("ledger kinds per peer (-want +got):\n%s", diff)
+	}
+	var rc Receipts
+	ts.do(t, liar, "GET", "/v1/receipts", nil).decode(t, &rc)
+	if len(rc.Entries) != 1 || rc.Entries[0].Kind != pool.KindDeviation || rc.Entries[0].Cost != 0 {
+		t.Errorf("the liar's ledger entries %+v, want one deviation of cost 0", rc.Entries)
 	}
 }
