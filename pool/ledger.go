@@ -114,6 +114,7 @@ type LedgerError struct {
 	Problem string
 }
 
+// Error says which entry is bad and why.
 func (e *LedgerError) Error() string {
 	return fmt.Sprintf("pool: ledger does not verify: entry %d: %s", e.Seq, e.Problem)
 }
