@@ -1,0 +1,91 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+)
+
+// BenchmarkRunEmpty measures the pool's overhead per task: Pool.Run of a
+// module whose _start does nothing, on a warm worker with the module
+// compiled, through the protocol and back.
+func BenchmarkRunEmpty(b *testing.B) {
+	p, err := NewPool(childConfig(b, 1))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close()
+	empty := writeModule(b, "empty.wasm", emptyModule())
+	req := Request{ModulePath: empty.path, ModuleSHA256: empty.sha, Stdin: []byte(`{}`), Timeout: time.Minute}
+	ctx := context.Background()
+	if _, err := p.Run(ctx, req); err != nil { // start the worker, compile
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		res, err := p.Run(ctx, req)
+		if err != nil || res.Failure != nil {
+			b.Fatal(err, res.Failure)
+		}
+	}
+}
+
+// BenchmarkCloseOnContextDone measures what wazero's
+// RuntimeConfig.WithCloseOnContextDone costs a running guest: it compiles
+// a check into every loop back-edge and function entry. "busy" is a tight
+// loop, "fib" a call-heavy recursion; each op is one whole run of the
+// hostile module in this process. The pool does not use the option: it
+// kills the worker process at the deadline instead (see doc.go).
+func BenchmarkCloseOnContextDone(b *testing.B) {
+	needHostile(b)
+	bin, err := os.ReadFile(hostile.path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	workloads := []struct{ name, stdin string }{
+		{"busy", `{"mode":"busy","n":50000000}`},
+		{"fib", `{"mode":"fib","n":32}`},
+	}
+	for _, w := range workloads {
+		for _, closeOnDone := range []bool{false, true} {
+			b.Run(fmt.Sprintf("%s/closeOnContextDone=%v", w.name, closeOnDone), func(b *testing.B) {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+				defer cancel()
+				cache, err := wazero.NewCompilationCacheWithDir(cacheDir)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer cache.Close(ctx)
+				rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().
+					WithCompilationCache(cache).
+					WithCloseOnContextDone(closeOnDone))
+				defer rt.Close(ctx)
+				wasi_snapshot_preview1.MustInstantiate(ctx, rt)
+				compiled, err := rt.CompileModule(ctx, bin)
+				if err != nil {
+					b.Fatal(err)
+				}
+				for b.Loop() {
+					var out strings.Builder
+					cfg := wazero.NewModuleConfig().WithName("").
+						WithStdin(strings.NewReader(w.stdin)).
+						WithStdout(&out).WithStderr(io.Discard)
+					mod, err := rt.InstantiateModule(ctx, compiled, cfg)
+					if err != nil {
+						b.Fatal(err)
+					}
+					_ = mod.Close(ctx)
+					if out.Len() == 0 {
+						b.Fatal("no output")
+					}
+				}
+			})
+		}
+	}
+}

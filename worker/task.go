@@ -1,0 +1,160 @@
+package worker
+
+import (
+	"fmt"
+	"time"
+)
+
+// Defaults and limits applied to a Request.
+const (
+	// DefaultMemoryLimitMiB is the linear memory cap used when
+	// Request.MemoryLimitMiB is 0.
+	DefaultMemoryLimitMiB = 256
+	// MaxMemoryLimitMiB is the largest memory cap a 32-bit WebAssembly
+	// module can have (65536 pages of 64 KiB).
+	MaxMemoryLimitMiB = 4096
+	// DefaultTimeout is the wall-clock limit used when Request.Timeout is 0.
+	DefaultTimeout = 10 * time.Minute
+	// DefaultMaxStdoutBytes is the stdout cap used when
+	// Request.MaxStdoutBytes is 0.
+	DefaultMaxStdoutBytes = 16 << 20
+	// MaxStdoutLimitBytes is the largest Request.MaxStdoutBytes accepted.
+	MaxStdoutLimitBytes = 64 << 20
+	// DefaultMaxStderrBytes is the stderr cap used when
+	// Request.MaxStderrBytes is 0.
+	DefaultMaxStderrBytes = 64 << 10
+	// MaxStderrLimitBytes is the largest Request.MaxStderrBytes accepted.
+	MaxStderrLimitBytes = 1 << 20
+	// MaxStdinBytes is the largest Request.Stdin accepted.
+	MaxStdinBytes = 64 << 20
+	// MaxModuleBytes is the largest module file a worker will load.
+	MaxModuleBytes = 256 << 20
+)
+
+// InputMountPath is the guest path at which Request.InputDir is mounted.
+const InputMountPath = "/input"
+
+// ProgramName is the only argument (argv[0]) a task's program sees. It is a
+// constant so that a task's output never depends on where the module file
+// happens to lie.
+const ProgramName = "program"
+
+// Request is one task for Pool.Run: a WASI preview 1 command module, its
+// stdin and seed, and its limits. The zero value of each limit selects its
+// default. A Request is not retained after Run returns.
+type Request struct {
+	// ModulePath is the host path of the .wasm file. A relative path is
+	// resolved against the calling process's working directory.
+	ModulePath string
+	// ModuleSHA256 is the lowercase or uppercase hex SHA-256 of the module
+	// file. The worker refuses a file that does not match (Failure kind
+	// bad-module). Workers cache compiled modules by this hash, so a file
+	// that is replaced under the same path is only read again once its hash
+	// is new to the worker.
+	ModuleSHA256 string
+	// InputDir is a host directory mounted read-only at /input in the guest.
+	// "" gives the guest no file system at all. Paths cannot leave the
+	// directory, neither by ".." nor by symbolic links.
+	InputDir string
+	// Stdin is the task's JSON, at most MaxStdinBytes.
+	Stdin []byte
+	// Seed seeds the guest's random source (WASI random_get), a ChaCha8
+	// stream from math/rand/v2.
+	Seed [32]byte
+	// MemoryLimitMiB caps the guest's linear memory, 1..MaxMemoryLimitMiB;
+	// 0 means DefaultMemoryLimitMiB.
+	MemoryLimitMiB int
+	// Timeout is the task's wall-clock limit, counted from the moment the
+	// module starts to run (compiling a module the worker has not seen does
+	// not count); 0 means DefaultTimeout. When it passes, the worker process
+	// is killed and Result.Failure has kind timeout.
+	Timeout time.Duration
+	// MaxStdoutBytes caps the guest's stdout, 1..MaxStdoutLimitBytes; 0
+	// means DefaultMaxStdoutBytes. Writing more stops the module at once
+	// with Failure kind output-too-large.
+	MaxStdoutBytes int
+	// MaxStderrBytes caps the stderr kept, 1..MaxStderrLimitBytes; 0 means
+	// DefaultMaxStderrBytes. More is truncated silently: the first half and
+	// the last part are kept, joined by a line "[... N bytes omitted ...]",
+	// so the result never exceeds the cap.
+	MaxStderrBytes int
+	// AvoidPID, if nonzero, makes the task run on a worker process other
+	// than this PID (a fresh one is started if every other one is busy), so
+	// that a replica check does not reuse the process of the first replica.
+	AvoidPID int
+}
+
+// Result is the outcome of one task.
+type Result struct {
+	// Stdout is what the guest wrote to stdout; nil when the task failed
+	// with output-too-large or timeout, or the worker died.
+	Stdout []byte
+	// Stderr is the guest's stderr, truncated to Request.MaxStderrBytes;
+	// nil when the task timed out or the worker died (those bytes die with
+	// the process).
+	Stderr []byte
+	// PID is the process ID of the worker process that ran the task (0 if
+	// none was reached).
+	PID int
+	// Failure is nil on success: the guest exited with status 0 and its
+	// stdout fit. Otherwise it says why the task failed.
+	Failure *Failure
+}
+
+// FailureKind classifies why a task failed. Its values are stable strings,
+// also used on the wire between pool and worker.
+type FailureKind string
+
+// The kinds of task failure.
+const (
+	// FailureTrap: the guest trapped (unreachable, out-of-bounds access,
+	// ...) or, for a Go program, panicked or hit a fatal runtime error
+	// (exit status 2 with a Go panic report on stderr).
+	FailureTrap FailureKind = "trap"
+	// FailureTimeout: the task ran past Request.Timeout and its worker
+	// process was killed.
+	FailureTimeout FailureKind = "timeout"
+	// FailureOutOfMemory: the guest needed more linear memory than
+	// Request.MemoryLimitMiB. Detected when a Go program's runtime reports
+	// "out of memory" on stderr, or when the module's minimum memory is
+	// already over the limit. Other languages may report their failed
+	// allocation as a trap or an exit status instead.
+	FailureOutOfMemory FailureKind = "out-of-memory"
+	// FailureOutputTooLarge: the guest wrote more than
+	// Request.MaxStdoutBytes to stdout.
+	FailureOutputTooLarge FailureKind = "output-too-large"
+	// FailureExitStatus: the guest called proc_exit with a nonzero status.
+	FailureExitStatus FailureKind = "exit-status"
+	// FailureBadModule: the module file does not match ModuleSHA256, is not
+	// WebAssembly, does not compile, imports anything but WASI preview 1 or
+	// is not a command (no _start export).
+	FailureBadModule FailureKind = "bad-module"
+	// FailureWorkerDied: the worker process crashed or was killed by
+	// someone other than the pool's timeout.
+	FailureWorkerDied FailureKind = "worker-died"
+)
+
+// valid reports whether k is one of the defined kinds.
+func (k FailureKind) valid() bool {
+	switch k {
+	case FailureTrap, FailureTimeout, FailureOutOfMemory, FailureOutputTooLarge,
+		FailureExitStatus, FailureBadModule, FailureWorkerDied:
+		return true
+	}
+	return false
+}
+
+// Failure says why a task failed. It implements error so that callers may
+// return it as one; compare kinds with Kind, not the message.
+type Failure struct {
+	// Kind classifies the failure.
+	Kind FailureKind `json:"kind"`
+	// Message is a one-paragraph description for people, such as wazero's
+	// trap message, the Go panic line or the exit status.
+	Message string `json:"message"`
+}
+
+// Error implements error: "worker: task failed: KIND: MESSAGE".
+func (f *Failure) Error() string {
+	return fmt.Sprintf("worker: task failed: %s: %s", f.Kind, f.Message)
+}

@@ -1,0 +1,20 @@
+//go:build !linux
+
+package worker
+
+import (
+	"errors"
+	"os/exec"
+	"syscall"
+)
+
+// sysProcAttr has no portable settings outside Linux. A worker outlives a
+// parent that dies without calling Pool.Close until it next reads its
+// stdin, which then ends (io.EOF), and Serve returns.
+func sysProcAttr() *syscall.SysProcAttr { return nil }
+
+// killProcess kills the worker process.
+func killProcess(cmd *exec.Cmd) { _ = cmd.Process.Kill() }
+
+// lowerPriority is only implemented on Linux.
+func lowerPriority() error { return errors.ErrUnsupported }
