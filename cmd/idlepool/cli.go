@@ -1,0 +1,188 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+
+	"idlepool/home"
+)
+
+const usage = `idlepool computes jobs that split into independent tasks.
+
+Usage:
+  idlepool [--home DIR] COMMAND [ARGS]
+
+Commands:
+  run MANIFEST [--workers N] [--json] [--verify] [--fresh]
+          run a job on this machine, alone and offline
+  serve [--listen HOST:PORT] [--data DIR] [--pool NAME] [--invite TOKEN]
+          run a pool's coordinator; prints the pool URL once it listens
+  join POOL_URL [--workers N] [--invite TOKEN] [--owner-key FILE]
+          donate this machine's compute to a pool until stopped
+  submit MANIFEST --pool URL [--follow] [--json]
+          hand a job to a pool; with --follow, merge its results like run
+  status JOB --pool URL [--json]
+          show a job's progress in a pool
+  result JOB --pool URL [--json]
+          merge a submitted job's results to the end and print the result
+  history [--json]
+          this device's contributions per pool and day
+  ledger verify (FILE | POOL_URL)
+          check a pool's signed receipt ledger end to end
+  worker  the sandboxed task subprocess (started by idlepool itself)
+  version print the version
+
+Global flags:
+  --home DIR   keep everything (journals, caches, keys, settings) under DIR;
+               also IDLEPOOL_HOME. Default: the OS's user directories.
+  -v           log diagnostics to stderr
+
+Run 'idlepool COMMAND --help' for a command's flags.
+`
+
+// Version is the program's version, set at build time with
+// -ldflags "-X main.Version=...".
+var Version = "dev"
+
+// userError is a failure explained for a person: what went wrong and, where
+// it helps, what to do about it. Its cause is kept for errors.Is.
+type userError struct {
+	Msg   string
+	Hint  string
+	Cause error
+}
+
+func (e *userError) Error() string { return e.Msg }
+func (e *userError) Unwrap() error { return e.Cause }
+
+// globals are the flags every command accepts.
+type globals struct {
+	home    string
+	verbose bool
+	stdin   io.Reader
+	stdout  io.Writer
+	stderr  io.Writer
+}
+
+func (g *globals) register(fs *flag.FlagSet) {
+	fs.StringVar(&g.home, "home", g.home, "keep all state under `DIR` (also $IDLEPOOL_HOME)")
+	fs.BoolVar(&g.verbose, "v", g.verbose, "log diagnostics to stderr")
+}
+
+func (g *globals) dirs() (home.Dirs, error) {
+	d, err := home.Resolve(g.home)
+	if err != nil {
+		return d, err
+	}
+	return d, d.Create()
+}
+
+func (g *globals) logger() *slog.Logger {
+	if !g.verbose {
+		return slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	}
+	return slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// parseInterspersed parses flags that may come before, between or after
+// positional arguments, as in `idlepool run job.toml --json`; "--" ends
+// flags.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		if args[0] == "--" {
+			return append(pos, args[1:]...), nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+// Run runs the command line args (without the program name) and returns
+// the exit status: 0 on success, 2 for a usage error, 1 otherwise, with a
+// one-line reason (and a hint line where one helps) on stderr.
+func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	g := &globals{stdin: stdin, stdout: stdout, stderr: stderr}
+	top := flag.NewFlagSet("idlepool", flag.ContinueOnError)
+	top.SetOutput(stderr)
+	top.Usage = func() { fmt.Fprint(stderr, usage) }
+	g.register(top)
+	if err := top.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	rest := top.Args()
+	if len(rest) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	var err error
+	switch cmd, cargs := rest[0], rest[1:]; cmd {
+	case "run":
+		err = cmdRun(ctx, g, cargs)
+	case "worker":
+		err = cmdWorker(ctx, g, cargs)
+	case "serve":
+		err = cmdServe(ctx, g, cargs)
+	case "join":
+		err = cmdJoin(ctx, g, cargs)
+	case "submit":
+		err = cmdSubmit(ctx, g, cargs)
+	case "status":
+		err = cmdStatus(ctx, g, cargs)
+	case "result":
+		err = cmdResult(ctx, g, cargs)
+	case "history":
+		err = cmdHistory(ctx, g, cargs)
+	case "ledger":
+		err = cmdLedger(ctx, g, cargs)
+	case "version":
+		fmt.Fprintln(stdout, "idlepool", Version)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+	default:
+		fmt.Fprintf(stderr, "idlepool: unknown command %q\n", cmd)
+		fmt.Fprintf(stderr, "hint: run 'idlepool help' for the list of commands\n")
+		return 2
+	}
+	return report(stderr, err)
+}
+
+// errUsage marks a command-line mistake (exit status 2).
+var errUsage = errors.New("usage")
+
+func report(stderr io.Writer, err error) int {
+	if err == nil {
+		return 0
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	var ue *userError
+	msg := err.Error()
+	if errors.As(err, &ue) {
+		msg = ue.Msg
+	}
+	fmt.Fprintf(stderr, "idlepool: %s\n", strings.TrimSpace(msg))
+	if ue != nil && ue.Hint != "" {
+		fmt.Fprintf(stderr, "hint: %s\n", ue.Hint)
+	}
+	if errors.Is(err, errUsage) {
+		return 2
+	}
+	return 1
+}

@@ -1,0 +1,181 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/big"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// exampleManifest returns the text of an example's manifest with its
+// program renamed to prog.wasm, as writeManifest lays it out.
+func exampleManifest(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "examples", name, name+".toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Replace(string(b), `program = "`+name+`.wasm"`, `program = "prog.wasm"`, 1)
+	if text == string(b) {
+		t.Fatalf("examples/%s/%s.toml does not name %s.wasm", name, name, name)
+	}
+	return text
+}
+
+// TestIsingSusceptibilityPeak runs the Ising sweep as shipped and checks
+// that the temperature of the largest mean susceptibility lies within 0.1
+// of Onsager's exact critical temperature 2/ln(1+sqrt(2)) = 2.2692. On the
+// 32x32 lattice the finite-size peak sits near 2.33 (see examples/README.md).
+func TestIsingSusceptibilityPeak(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the full sweep takes about a minute on 2 cores")
+	}
+	m := writeManifest(t, "ising", exampleManifest(t, "ising"))
+	r, _ := runJSON(t, t.TempDir(), m)
+	if r.Tasks.Failed != 0 || r.Tasks.OK != r.Tasks.Total {
+		t.Fatalf("tasks = %+v", r.Tasks)
+	}
+	var chi map[string]struct {
+		Count int64   `json:"count"`
+		Mean  float64 `json:"mean"`
+	}
+	if err := json.Unmarshal(r.Result["chi"], &chi); err != nil {
+		t.Fatalf("result.chi is not an object of temperature to stats: %v\n%s", err, r.Result["chi"])
+	}
+	bestT, best := 0.0, -1.0
+	for key, s := range chi {
+		temp, err := strconv.ParseFloat(key, 64)
+		if err != nil {
+			t.Fatalf("group key %q is not a temperature", key)
+		}
+		if s.Count != 4 {
+			t.Errorf("T=%s: %d replicas merged, want 4", key, s.Count)
+		}
+		if s.Mean > best {
+			bestT, best = temp, s.Mean
+		}
+	}
+	tc := 2 / math.Log(1+math.Sqrt2)
+	if len(chi) != 41 || math.Abs(bestT-tc) > 0.1 {
+		t.Fatalf("%d temperatures; susceptibility peaks at T=%v (chi=%v), more than 0.1 from Tc=%.4f", len(chi), bestT, best, tc)
+	}
+	t.Logf("susceptibility peak at T=%v (mean chi %.3g); Tc=%.4f", bestT, best, tc)
+}
+
+// TestCSVStatsMatchesDirectComputation runs csvstats over a generated CSV
+// cut into many chunks and checks every column against a single pass over
+// the file: count, min and max exactly, mean and standard deviation to the
+// last bits (both sides round exact sums once), quantiles within the
+// sketch's relative accuracy.
+func TestCSVStatsMatchesDirectComputation(t *testing.T) {
+	dir := t.TempDir()
+	rng := rand.New(rand.NewPCG(1, 2))
+	cols := []string{"a", "b", "c"}
+	values := map[string][]float64{}
+	var sb strings.Builder
+	sb.WriteString("a,b,c\n")
+	for i := range 20000 {
+		a := math.Round(rng.NormFloat64()*1e4) / 1e4
+		b := math.Round(rng.ExpFloat64()*1e3) / 1e2
+		c := float64(i % 97)
+		values["a"] = append(values["a"], a)
+		values["b"] = append(values["b"], b)
+		values["c"] = append(values["c"], c)
+		fmt.Fprintf(&sb, "%s,%s,%s\n", strconv.FormatFloat(a, 'g', -1, 64), strconv.FormatFloat(b, 'g', -1, 64), strconv.FormatFloat(c, 'g', -1, 64))
+	}
+	data := filepath.Join(dir, "data.csv")
+	if err := os.WriteFile(data, []byte(sb.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Replace(exampleManifest(t, "csvstats"), `data = "data.csv"`, `data = "`+data+`"`, 1)
+	text = strings.Replace(text, "chunk_bytes = 1048576", "chunk_bytes = 32768", 1)
+	m := writeManifest(t, "csvstats", text)
+	r, _ := runJSON(t, t.TempDir(), m)
+	if r.Tasks.Total < 10 || r.Tasks.Failed != 0 {
+		t.Fatalf("tasks = %+v, want 10 or more chunks, none failed", r.Tasks)
+	}
+	var stats map[string]struct {
+		Count          int64
+		Mean, Stddev   float64
+		Min, Max       float64
+		SampleVariance float64 `json:"sample_variance"`
+	}
+	if err := json.Unmarshal(r.Result["stats"], &stats); err != nil {
+		t.Fatalf("result.stats: %v", err)
+	}
+	var quant map[string]map[string]any
+	if err := json.Unmarshal(r.Result["quantiles"], &quant); err != nil {
+		t.Fatalf("result.quantiles: %v", err)
+	}
+	for _, c := range cols {
+		xs := values[c]
+		got := stats[c]
+		mean, sd := exactMeanStddev(xs)
+		sorted := append([]float64(nil), xs...)
+		sort.Float64s(sorted)
+		if got.Count != int64(len(xs)) || got.Min != sorted[0] || got.Max != sorted[len(sorted)-1] {
+			t.Errorf("column %s: count/min/max = %d/%v/%v, want %d/%v/%v", c, got.Count, got.Min, got.Max, len(xs), sorted[0], sorted[len(sorted)-1])
+		}
+		if got.Mean != mean || math.Abs(got.Stddev-sd) > 1e-12*sd {
+			t.Errorf("column %s: mean/stddev = %v/%v, want %v/%v", c, got.Mean, got.Stddev, mean, sd)
+		}
+		for _, q := range []float64{0.25, 0.5, 0.75, 0.99} {
+			want := sorted[int(q*float64(len(sorted)-1))]
+			gotQ, ok := findQuantile(quant[c], q)
+			if !ok {
+				t.Fatalf("column %s: no quantile %v in %v", c, q, quant[c])
+			}
+			if math.Abs(gotQ-want) > 0.0101*math.Abs(want)+1e-12 {
+				t.Errorf("column %s: quantile %v = %v, want %v within 1%%", c, q, gotQ, want)
+			}
+		}
+	}
+}
+
+// exactMeanStddev computes the mean and the population standard deviation
+// from exact rational sums, each rounded once.
+func exactMeanStddev(xs []float64) (float64, float64) {
+	sum, sq := new(big.Rat), new(big.Rat)
+	for _, x := range xs {
+		r := new(big.Rat).SetFloat64(x)
+		sum.Add(sum, r)
+		sq.Add(sq, r.Mul(r, r))
+	}
+	n := new(big.Rat).SetInt64(int64(len(xs)))
+	mean := new(big.Rat).Quo(sum, n)
+	variance := new(big.Rat).Sub(new(big.Rat).Quo(sq, n), new(big.Rat).Mul(mean, mean))
+	m, _ := mean.Float64()
+	v, _ := variance.Float64()
+	return m, math.Sqrt(v)
+}
+
+// findQuantile finds quantile q in a quantiles result, whatever the key
+// spelling ("p50", "0.5", ...).
+func findQuantile(obj map[string]any, q float64) (float64, bool) {
+	for _, container := range []map[string]any{obj, asMap(obj["quantiles"])} {
+		for k, v := range container {
+			f, ok := v.(float64)
+			if !ok {
+				continue
+			}
+			key := strings.TrimPrefix(k, "p")
+			key = strings.ReplaceAll(key, "_", ".")
+			if kq, err := strconv.ParseFloat(key, 64); err == nil && (math.Abs(kq-q) < 1e-9 || math.Abs(kq-100*q) < 1e-9) {
+				return f, true
+			}
+		}
+	}
+	return 0, false
+}
+
+func asMap(v any) map[string]any {
+	m, _ := v.(map[string]any)
+	return m
+}

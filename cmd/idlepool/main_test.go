@@ -1,0 +1,180 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The end-to-end tests build the real idlepool binary and the example
+// programs (as WebAssembly), then run jobs as a person would: as
+// subprocesses, reading stdout, stderr and the exit status.
+
+var (
+	binPath string            // the idlepool binary under test
+	wasm    map[string]string // example or test program name -> .wasm path
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(runMain(m))
+}
+
+func runMain(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "idlepool-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	binPath = filepath.Join(dir, "idlepool")
+	if out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build idlepool: %v\n%s", err, out)
+		return 1
+	}
+	wasm = map[string]string{}
+	for name, pkg := range map[string]string{
+		"pi": "../../examples/pi", "ising": "../../examples/ising", "kfold": "../../examples/kfold",
+		"csvstats": "../../examples/csvstats", "fail": "./testdata/fail",
+	} {
+		out := filepath.Join(dir, name+".wasm")
+		cmd := exec.Command("go", "build", "-o", out, pkg)
+		cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "build %s for wasip1: %v\n%s", name, err, b)
+			return 1
+		}
+		wasm[name] = out
+	}
+	return m.Run()
+}
+
+// result is the part of `run --json` the tests read.
+type result struct {
+	Job   string `json:"job"`
+	Tasks struct {
+		Total, OK, Failed int64
+	} `json:"tasks"`
+	Result   map[string]json.RawMessage `json:"result"`
+	Derived  map[string]float64         `json:"derived"`
+	Outputs  map[string]struct{ SHA256 string }
+	Failures []struct {
+		Task   int64
+		Reason string
+	}
+}
+
+type runOut struct {
+	stdout, stderr string
+	code           int
+}
+
+// idlepool runs the binary with args under home and returns its output.
+func idlepool(t *testing.T, home string, args ...string) runOut {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binPath, append([]string{"--home", home}, args...)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	if err != nil {
+		ee, ok := err.(*exec.ExitError)
+		if !ok {
+			t.Fatalf("idlepool %v: %v", args, err)
+		}
+		code = ee.ExitCode()
+	}
+	return runOut{stdout.String(), stderr.String(), code}
+}
+
+func runJSON(t *testing.T, home, manifest string, extra ...string) (result, string) {
+	t.Helper()
+	out := idlepool(t, home, append([]string{"run", manifest, "--json", "--workers", "2"}, extra...)...)
+	if out.code != 0 {
+		t.Fatalf("run %s: exit %d\nstderr:\n%s", manifest, out.code, out.stderr)
+	}
+	var r result
+	if err := json.Unmarshal([]byte(out.stdout), &r); err != nil {
+		t.Fatalf("run --json printed something that is not one JSON document: %v\n%s", err, out.stdout)
+	}
+	return r, out.stdout
+}
+
+// writeManifest writes a manifest into a new directory with the named
+// program copied beside it as prog.wasm, and returns its path.
+func writeManifest(t *testing.T, program, text string) string {
+	t.Helper()
+	dir := t.TempDir()
+	b, err := os.ReadFile(wasm[program])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "prog.wasm"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "job.toml")
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func sharedDataset(t *testing.T, name string) string {
+	t.Helper()
+	p, err := filepath.Abs(filepath.Join("..", "..", "..", "shared", "datasets", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Skipf("reference data set %s is not beside the checkout: %v", name, err)
+	}
+	return p
+}
+
+func noStrayWorkers(t *testing.T, home string) {
+	t.Helper()
+	if runtime.GOOS != "linux" {
+		return
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		stray := workersUnder(home)
+		if len(stray) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("worker processes still running after the run ended: %v", stray)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// workersUnder lists the PIDs of idlepool worker processes whose command
+// line names home's cache directory.
+func workersUnder(home string) []string {
+	var pids []string
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		cmd := string(bytes.ReplaceAll(b, []byte{0}, []byte{' '}))
+		if strings.Contains(cmd, binPath) && strings.Contains(cmd, " worker ") && strings.Contains(cmd, home) {
+			if st, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat")); err == nil && strings.Contains(string(st), ") Z ") {
+				continue // a zombie is already dead
+			}
+			pids = append(pids, e.Name())
+		}
+	}
+	return pids
+}

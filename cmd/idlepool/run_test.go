@@ -1,0 +1,252 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func piManifest(tasks, samples int) string {
+	return `name = "pi"
+program = "prog.wasm"
+[split]
+rule = "range"
+tasks = ` + strconv.Itoa(tasks) + `
+[split.params]
+samples = ` + strconv.Itoa(samples) + `
+[[merge]]
+field = "inside"
+rule = "sum"
+[[merge]]
+field = "samples"
+rule = "sum"
+[derive]
+pi = "4 * inside / samples"
+pi_se = "4 * sqrt((inside / samples) * (1 - inside / samples) / samples)"
+[policy]
+time_limit = "60s"
+`
+}
+
+func TestPiWithinFourStandardErrors(t *testing.T) {
+	m := writeManifest(t, "pi", piManifest(40, 250000))
+	home := t.TempDir()
+	r, first := runJSON(t, home, m)
+	if r.Tasks.OK != 40 || r.Tasks.Failed != 0 {
+		t.Fatalf("tasks = %+v, want 40 ok", r.Tasks)
+	}
+	pi, se := r.Derived["pi"], r.Derived["pi_se"]
+	if se <= 0 || math.Abs(pi-math.Pi) > 4*se {
+		t.Fatalf("pi = %v ± %v: more than 4 standard errors from %v", pi, se, math.Pi)
+	}
+	noStrayWorkers(t, home)
+
+	// The same job run again, from scratch in another home, prints the same bytes.
+	_, second := runJSON(t, t.TempDir(), m)
+	if diff := cmp.Diff(first, second); diff != "" {
+		t.Fatalf("two runs differ (-first +second):\n%s", diff)
+	}
+	// And again in the same home: every task comes from the journal.
+	out := idlepool(t, home, "run", m, "--json")
+	if out.stdout != first || !strings.Contains(out.stderr, "40 of 40 tasks were taken from the journal") {
+		t.Fatalf("rerun in the same home: exit %d, stderr %q, same bytes %v", out.code, out.stderr, out.stdout == first)
+	}
+}
+
+func TestVerifyRunsEveryTaskTwice(t *testing.T) {
+	m := writeManifest(t, "pi", piManifest(6, 10000))
+	r, _ := runJSON(t, t.TempDir(), m, "--verify")
+	if r.Tasks.OK != 6 || r.Tasks.Failed != 0 {
+		t.Fatalf("tasks = %+v, want 6 ok", r.Tasks)
+	}
+}
+
+// TestResumeAfterKill kills a run with SIGKILL in the middle, runs it again
+// and checks the result is byte-identical to an uninterrupted run.
+func TestResumeAfterKill(t *testing.T) {
+	m := writeManifest(t, "pi", piManifest(300, 100000))
+	_, want := runJSON(t, t.TempDir(), m)
+
+	home := t.TempDir()
+	cmd := exec.Command(binPath, "--home", home, "run", m, "--json", "--workers", "2")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	journal := ""
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		if journal == "" {
+			matches, _ := filepath.Glob(filepath.Join(home, "data", "runs", "*", "journal"))
+			if len(matches) == 1 {
+				journal = matches[0]
+			}
+		}
+		if st, err := os.Stat(journal); journal != "" && err == nil && st.Size() > 60*80 {
+			break // some tens of tasks are journaled
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatal("the run journaled nothing in 2 minutes")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cmd.Process.Kill() // SIGKILL to the runner alone: its workers must die with it
+	cmd.Wait()
+	noStrayWorkers(t, home)
+
+	out := idlepool(t, home, "run", m, "--json", "--workers", "2")
+	if out.code != 0 {
+		t.Fatalf("resume: exit %d: %s", out.code, out.stderr)
+	}
+	if !strings.Contains(out.stderr, "were taken from the journal") {
+		t.Errorf("resume did not say it continued from the journal; stderr:\n%s", out.stderr)
+	}
+	if diff := cmp.Diff(want, out.stdout); diff != "" {
+		t.Fatalf("resumed run differs from an uninterrupted one (-want +got):\n%s", diff)
+	}
+}
+
+func TestKfoldMatchesReferences(t *testing.T) {
+	var refs map[string]map[string]struct {
+		FoldSizes         []int `json:"fold_sizes"`
+		GaussianNBCorrect []int `json:"gaussian_nb_correct"`
+		KNN5Correct       []int `json:"knn5_correct"`
+	}
+	b, err := os.ReadFile(sharedDataset(t, "kfold_refs.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &refs); err != nil {
+		t.Fatalf("kfold_refs.json: %v", err)
+	}
+	for _, data := range []string{"iris", "wine"} {
+		for _, k := range []int{5, 10} {
+			t.Run(data+"/k="+strconv.Itoa(k), func(t *testing.T) {
+				ref, ok := refs[data]["k"+strconv.Itoa(k)]
+				if !ok || len(ref.GaussianNBCorrect) != k || len(ref.KNN5Correct) != k || len(ref.FoldSizes) != k {
+					t.Fatalf("no reference for %s k=%d in kfold_refs.json", data, k)
+				}
+				m := writeManifest(t, "kfold", `name = "kfold"
+program = "prog.wasm"
+[inputs]
+data = "`+sharedDataset(t, data+".csv")+`"
+[split]
+rule = "kfold"
+k = `+strconv.Itoa(k)+`
+input = "data"
+[[merge]]
+rule = "collect"
+name = "folds"
+fields = ["fold", "test_rows", "gaussian_nb_correct", "knn5_correct"]
+[[merge]]
+field = "gaussian_nb_correct"
+rule = "sum"
+`)
+				home := t.TempDir()
+				r, _ := runJSON(t, home, m)
+				rows := readJSONLines(t, filepath.Join(home, "data", "runs", r.Job, "output-folds.jsonl"))
+				if len(rows) != k {
+					t.Fatalf("%d fold rows, want %d", len(rows), k)
+				}
+				for f, row := range rows {
+					got := [4]any{row["fold"], row["test_rows"], row["gaussian_nb_correct"], row["knn5_correct"]}
+					want := [4]any{float64(f), float64(ref.FoldSizes[f]), float64(ref.GaussianNBCorrect[f]), float64(ref.KNN5Correct[f])}
+					if got != want {
+						t.Errorf("fold %d: (fold, test rows, naive Bayes correct, 5-NN correct) = %v, want %v", f, got, want)
+					}
+				}
+			})
+		}
+	}
+}
+
+func readJSONLines(t *testing.T, path string) []map[string]any {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var rows []map[string]any
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var row map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &row); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+func TestBadInputGivesClearErrors(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	tests := []struct {
+		name     string
+		args     []string
+		wantCode int
+		want     []string // substrings of stderr
+	}{
+		{"no manifest", []string{"run"}, 2, []string{"run needs exactly one manifest"}},
+		{"missing manifest", []string{"run", filepath.Join(dir, "nope.toml")}, 1, []string{"nope.toml", "no such file"}},
+		{"broken toml", []string{"run", write("broken.toml", "name = \"x\"\nprogram = \n")}, 1, []string{"broken.toml:2"}},
+		{"unknown rule", []string{"run", write("rule.toml", "name = \"x\"\nprogram = \"p.wasm\"\n[split]\nrule = \"zigzag\"\n")}, 1, []string{"split.rule", "zigzag", "range, grid"}},
+		{"missing program", []string{"run", write("prog.toml", "name = \"x\"\nprogram = \"p.wasm\"\n[split]\nrule = \"range\"\ntasks = 1\n[[merge]]\nfield = \"a\"\nrule = \"sum\"\n")}, 1, []string{"program", "p.wasm", "does not exist", "hint: build the program"}},
+		{"unknown command", []string{"frobnicate"}, 2, []string{"unknown command"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			out := idlepool(t, t.TempDir(), tc.args...)
+			if out.code != tc.wantCode {
+				t.Errorf("exit %d, want %d; stderr:\n%s", out.code, tc.wantCode, out.stderr)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out.stderr, w) {
+					t.Errorf("stderr lacks %q:\n%s", w, out.stderr)
+				}
+			}
+		})
+	}
+}
+
+func TestProgramThatFailsEveryTask(t *testing.T) {
+	m := writeManifest(t, "fail", `name = "fails"
+program = "prog.wasm"
+[split]
+rule = "range"
+tasks = 3
+[[merge]]
+field = "x"
+rule = "sum"
+`)
+	home := t.TempDir()
+	out := idlepool(t, home, "run", m)
+	if out.code == 0 {
+		t.Fatalf("exit 0 for a program that fails every task; stdout:\n%s", out.stdout)
+	}
+	for _, w := range []string{"every task failed", "this program always fails", "hint:"} {
+		if !strings.Contains(out.stderr, w) {
+			t.Errorf("stderr lacks %q:\n%s", w, out.stderr)
+		}
+	}
+	noStrayWorkers(t, home)
+}
