@@ -1,0 +1,256 @@
+package agent_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"idlepool/agent"
+	"idlepool/coord"
+	"idlepool/pool"
+	"idlepool/store"
+)
+
+// The coordinator benchmark: one job of b.N empty tasks at redundancy 2
+// and quorum 2, computed by 8 in-process agents (4 slots each) over real
+// HTTP on loopback, merged by an in-process Follow. It reports accepted
+// tasks per second and CPU time per accepted task:
+//
+//	go test -run '^$' -bench Coordinator -benchtime 2000x ./agent/
+//
+// In "inproc" the coordinator shares the process with the agents and the
+// merger, so cpu-µs/task (getrusage of the process) is an upper bound of
+// the coordinator's share. In "subprocess" the coordinator is this test
+// binary re-executed, so coord-cpu-µs/task is the coordinator's own CPU
+// time (its /proc/PID/stat, HTTP, signatures, scheduling and SQLite
+// included) and agents-cpu-µs/task the rest. The scheduler alone, without
+// HTTP, is measured by BenchmarkSchedulerEmptyTasks in package store.
+
+// benchCoordinatorEnv, when set to a directory, makes the test binary a
+// coordinator with its state there: it prints its URL on stdout and
+// serves until SIGTERM.
+const benchCoordinatorEnv = "IDLEPOOL_BENCH_COORDINATOR"
+
+func init() {
+	dir := os.Getenv(benchCoordinatorEnv)
+	if dir == "" {
+		return
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	srv, err := coord.New(ctx, coord.Config{Listen: "127.0.0.1:0", DataDir: dir, Pool: "bench"})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	fmt.Printf("%s\n", srv.URL())
+	if err := srv.Serve(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+// memStore is an agent.Store in memory, so that the benchmark's agents
+// spend nothing on their own disks: the figures are the coordinator's.
+type memStore struct {
+	mu     sync.Mutex
+	byID   map[string]store.Contribution
+	cursor map[string]uint64
+}
+
+func newMemStore() *memStore {
+	return &memStore{byID: map[string]store.Contribution{}, cursor: map[string]uint64{}}
+}
+
+func (m *memStore) AddPending(_ context.Context, c store.Contribution) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.byID[c.Lease]; !ok {
+		c.State = store.StatePending
+		m.byID[c.Lease] = c
+	}
+	return nil
+}
+
+func (m *memStore) Unacknowledged(_ context.Context, pool string) ([]store.Contribution, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []store.Contribution
+	for _, c := range m.byID {
+		if c.Pool == pool && !c.Acknowledged {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+func (m *memStore) update(lease string, f func(*store.Contribution)) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c, ok := m.byID[lease]
+	if !ok {
+		return store.ErrNotFound
+	}
+	f(&c)
+	m.byID[lease] = c
+	return nil
+}
+
+func (m *memStore) MarkAcknowledged(_ context.Context, lease string) error {
+	return m.update(lease, func(c *store.Contribution) { c.Acknowledged, c.Result = true, nil })
+}
+
+func (m *memStore) Confirm(_ context.Context, lease string, e pool.Entry) error {
+	return m.update(lease, func(c *store.Contribution) { c.State, c.Cost, c.Receipt = store.StateConfirmed, e.Cost, e })
+}
+
+func (m *memStore) Reject(_ context.Context, lease, reason string) error {
+	return m.update(lease, func(c *store.Contribution) { c.State, c.Reason = store.StateRejected, reason })
+}
+
+func (m *memStore) LedgerCursor(_ context.Context, pool string) (uint64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.cursor[pool], nil
+}
+
+func (m *memStore) SetLedgerCursor(_ context.Context, pool string, seq uint64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.cursor[pool] = max(m.cursor[pool], seq)
+	return nil
+}
+
+var _ agent.Store = (*memStore)(nil)
+
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// childCPU reads a process's user + system CPU time from /proc (Linux);
+// ok is false elsewhere.
+func childCPU(pid int) (time.Duration, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, false
+	}
+	// Fields after the command name (which may hold spaces) start at ")".
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	if len(f) < 13 {
+		return 0, false
+	}
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, false
+	}
+	const userHZ = 100 // sysconf(_SC_CLK_TCK) on Linux
+	return time.Duration(ut+st) * time.Second / userHZ, true
+}
+
+func BenchmarkCoordinator(b *testing.B) {
+	b.Run("inproc", func(b *testing.B) {
+		co := startCoordinator(b, b.TempDir(), "127.0.0.1:0")
+		benchPool(b, co.url, 0)
+	})
+	b.Run("subprocess", func(b *testing.B) {
+		if runtime.GOOS != "linux" {
+			b.Skip("reads the coordinator's CPU time from /proc")
+		}
+		self, err := os.Executable()
+		if err != nil {
+			b.Fatal(err)
+		}
+		cmd := exec.Command(self, "-test.run=^$")
+		cmd.Env = append(os.Environ(), benchCoordinatorEnv+"="+b.TempDir())
+		cmd.Stderr = os.Stderr
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		defer func() {
+			cmd.Process.Signal(syscall.SIGTERM)
+			io.Copy(io.Discard, out)
+			cmd.Wait()
+		}()
+		url, err := bufio.NewReader(out).ReadString('\n')
+		if err != nil {
+			b.Fatalf("coordinator subprocess: %v", err)
+		}
+		benchPool(b, strings.TrimSpace(url), cmd.Process.Pid)
+	})
+}
+
+// benchPool runs one job of b.N empty tasks on the pool at url with 8
+// agents of distinct owners; coordPID, if not 0, is the coordinator's
+// process, whose CPU time is reported apart.
+func benchPool(b *testing.B, url string, coordPID int) {
+	const agents, slots = 8, 4
+	exec := &fakeExec{}
+	for i := range agents {
+		dev := newDevice(b, nil)
+		a, err := agent.New(agent.Config{
+			PoolURL: url, Home: dev.dirs, DeviceKey: dev.key, OwnerKey: dev.owner, Slots: slots,
+			Executor: exec, Store: newMemStore(), HTTP: httpClient(b),
+			MaxBackoff: 100 * time.Millisecond, IdlePoll: 5 * time.Millisecond, ReceiptPoll: time.Second,
+			Logger: quietLogger(b).With("agent", i),
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- a.Serve(ctx) }()
+		b.Cleanup(func() {
+			cancel()
+			if err := <-done; err != nil {
+				b.Error(err)
+			}
+		})
+	}
+	sub := newSubmitter(b, url, nil)
+	j := planJob(b, fmt.Sprintf("bench-%d", b.N), b.N, "")
+	ctx := context.Background()
+	if err := sub.c.Submit(ctx, j); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	start, cpu0 := time.Now(), processCPU()
+	ccpu0, _ := childCPU(coordPID)
+	out, err := agent.Follow(ctx, sub.c, j, agent.FollowConfig{Dir: b.TempDir(), Poll: time.Millisecond, Page: 1000})
+	elapsed, cpu := time.Since(start), processCPU()-cpu0
+	ccpu1, ok := childCPU(coordPID)
+	b.StopTimer()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if out.OK != int64(b.N) {
+		b.Fatalf("%d of %d tasks ok", out.OK, b.N)
+	}
+	n := float64(b.N)
+	b.ReportMetric(n/elapsed.Seconds(), "tasks/s")
+	if coordPID == 0 {
+		b.ReportMetric(float64(cpu.Microseconds())/n, "cpu-µs/task")
+	} else if ok {
+		b.ReportMetric(float64((ccpu1-ccpu0).Microseconds())/n, "coord-cpu-µs/task")
+		b.ReportMetric(float64(cpu.Microseconds())/n, "agents-cpu-µs/task")
+	}
+	b.ReportMetric(0, "ns/op")
+}
