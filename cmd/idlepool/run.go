@@ -263,8 +263,10 @@ func printHuman(w io.Writer, doc runDoc, out *pool.Outcome) {
 	fmt.Fprintf(w, "\njob      %s\n", doc.Name)
 	fmt.Fprintf(w, "id       %s\n", doc.Job)
 	fmt.Fprintf(w, "tasks    %d ok, %d failed, %d total\n", doc.Tasks.OK, doc.Tasks.Failed, doc.Tasks.Total)
-	b, _ := json.MarshalIndent(doc.Result, "         ", "  ")
-	fmt.Fprintf(w, "result   %s\n", b)
+	fmt.Fprintln(w)
+	if err := printResult(w, doc.Result); err != nil {
+		fmt.Fprintf(w, "result   (cannot show: %v; use --json)\n", err)
+	}
 	if len(out.Derived) > 0 {
 		names := make([]string, 0, len(out.Derived))
 		for k := range out.Derived {
@@ -272,7 +274,7 @@ func printHuman(w io.Writer, doc runDoc, out *pool.Outcome) {
 		}
 		sort.Strings(names)
 		for _, k := range names {
-			fmt.Fprintf(w, "%-8s %.10g\n", k, out.Derived[k])
+			fmt.Fprintf(w, "%-16s %.10g\n", k, out.Derived[k])
 		}
 	}
 	names := make([]string, 0, len(out.Outputs))

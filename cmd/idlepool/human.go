@@ -1,0 +1,182 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+)
+
+// node is a JSON value decoded with object members kept in their order.
+type node struct {
+	keys   []string // object member names, in order; nil for non-objects
+	vals   []node   // object member values
+	scalar any      // json.Number, string, bool or nil, for non-objects
+	isObj  bool
+	isList bool
+	list   []node
+}
+
+func decodeOrdered(b []byte) (node, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	return decodeNode(dec)
+}
+
+func decodeNode(dec *json.Decoder) (node, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return node{}, err
+	}
+	switch t := tok.(type) {
+	case json.Delim:
+		if t == '{' {
+			n := node{isObj: true}
+			for dec.More() {
+				k, err := dec.Token()
+				if err != nil {
+					return node{}, err
+				}
+				v, err := decodeNode(dec)
+				if err != nil {
+					return node{}, err
+				}
+				n.keys = append(n.keys, k.(string))
+				n.vals = append(n.vals, v)
+			}
+			_, err := dec.Token() // '}'
+			return n, err
+		}
+		n := node{isList: true}
+		for dec.More() {
+			v, err := decodeNode(dec)
+			if err != nil {
+				return node{}, err
+			}
+			n.list = append(n.list, v)
+		}
+		_, err := dec.Token() // ']'
+		return n, err
+	default:
+		return node{scalar: t}, nil
+	}
+}
+
+func (n node) isScalar() bool { return !n.isObj && !n.isList }
+
+func (n node) String() string {
+	switch {
+	case n.isList:
+		parts := make([]string, len(n.list))
+		for i, e := range n.list {
+			parts[i] = e.String()
+		}
+		s := "[" + strings.Join(parts, " ") + "]"
+		if len(s) > 60 {
+			s = fmt.Sprintf("[%d values]", len(n.list))
+		}
+		return s
+	case n.isObj:
+		return fmt.Sprintf("{%d fields}", len(n.keys))
+	}
+	switch v := n.scalar.(type) {
+	case json.Number:
+		if i, err := v.Int64(); err == nil {
+			return strconv.FormatInt(i, 10)
+		}
+		if f, err := v.Float64(); err == nil {
+			return strconv.FormatFloat(f, 'g', 7, 64)
+		}
+		return v.String()
+	case nil:
+		return "-"
+	default:
+		return fmt.Sprint(v)
+	}
+}
+
+// maxRows bounds how many rows of one table a person is shown.
+const maxRows = 50
+
+// printResult writes a merged result for a person: one line per entry of
+// scalars ("inside   sum 785405457   count 1000"), and a table for an entry
+// whose members are themselves objects (groups, per-column statistics).
+func printResult(w io.Writer, result any) error {
+	b, err := json.Marshal(result)
+	if err != nil {
+		return err
+	}
+	root, err := decodeOrdered(b)
+	if err != nil || !root.isObj {
+		fmt.Fprintf(w, "result   %s\n", b)
+		return nil
+	}
+	for i, name := range root.keys {
+		v := root.vals[i]
+		switch {
+		case v.isScalar() || v.isList:
+			fmt.Fprintf(w, "%-16s %s\n", name, v)
+		case allScalar(v):
+			var parts []string
+			for j, k := range v.keys {
+				parts = append(parts, k+" "+v.vals[j].String())
+			}
+			fmt.Fprintf(w, "%-16s %s\n", name, strings.Join(parts, "   "))
+		default:
+			printTable(w, name, v)
+		}
+	}
+	return nil
+}
+
+func allScalar(n node) bool {
+	for _, v := range n.vals {
+		if v.isObj {
+			return false
+		}
+	}
+	return true
+}
+
+// printTable prints an object of objects as rows (its members) and columns
+// (the members' scalar fields, in first-seen order).
+func printTable(w io.Writer, name string, n node) {
+	var cols []string
+	seen := map[string]bool{}
+	for _, row := range n.vals {
+		for j, k := range row.keys {
+			if !seen[k] && !row.vals[j].isObj {
+				seen[k] = true
+				cols = append(cols, k)
+			}
+		}
+	}
+	fmt.Fprintf(w, "%s\n", name)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "  \t%s\t\n", strings.Join(cols, "\t"))
+	for i, key := range n.keys {
+		if i == maxRows {
+			tw.Flush()
+			fmt.Fprintf(w, "  ... and %d more rows (all of them are in --json)\n", len(n.keys)-maxRows)
+			return
+		}
+		row := n.vals[i]
+		cells := make([]string, len(cols))
+		for c, col := range cols {
+			cells[c] = "-"
+			for j, k := range row.keys {
+				if k == col {
+					cells[c] = row.vals[j].String()
+				}
+			}
+		}
+		if !row.isObj {
+			cells = []string{row.String()}
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t\n", key, strings.Join(cells, "\t"))
+	}
+	tw.Flush()
+}
