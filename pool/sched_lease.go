@@ -463,6 +463,8 @@ func (s *Scheduler) Results(ctx context.Context, peer string, id job.ID, after i
 		return nil, fmt.Errorf("results of job %s: %w", id, ErrUnknownJob)
 	case js.rec.Merger != peer:
 		return nil, fmt.Errorf("results of job %s: %w: %s", id, ErrNotMerger, peer)
+	case after < 0:
+		return nil, fmt.Errorf("results of job %s: %w: after %d", id, ErrBadRequest, after)
 	case after < js.rec.Acked:
 		return nil, fmt.Errorf("results of job %s: %w: outcomes up to %d were acknowledged; ask after %d", id, ErrConflict, js.rec.Acked, js.rec.Acked)
 	case max <= 0:
