@@ -192,6 +192,7 @@ func (a *Agent) Serve(ctx context.Context) error {
 	}
 	err := g.Wait()
 	if ctx.Err() != nil && (err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		a.log.Info("Left pool; running tasks were handed back")
 		return nil
 	}
 	return err
@@ -292,10 +293,17 @@ func (a *Agent) runLease(ctx context.Context, l pool.Lease) error {
 	log := a.log.With("jobID", l.Job.String(), "taskIndex", l.Task, "lease", l.ID)
 	cj, err := a.jobs.get(ctx, l.Job)
 	if err != nil {
-		if ctx.Err() == nil {
-			log.Error("Cannot prepare job, handing the task back", "err", err)
+		if ctx.Err() != nil {
+			a.release(ctx, l, log)
+			return nil
 		}
+		log.Error("Cannot prepare job, handing the task back", "err", err)
 		a.release(ctx, l, log)
+		if !Retryable(err) {
+			// The pool would lease the same task again at once: pause
+			// instead of spinning on a job this device cannot run.
+			_ = sleep(ctx, a.cfg.MaxBackoff)
+		}
 		return nil
 	}
 	if l.Task < 0 || l.Task >= cj.j.NumTasks() {
