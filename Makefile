@@ -32,13 +32,14 @@ run-examples: build examples
 
 # The test command: every test with the race detector, then each fuzz target briefly.
 test:
-	$(GO) test -race -count=1 ./...
+	$(GO) test -race -count=1 -timeout 30m ./...
 	$(MAKE) fuzz
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseManifest$$' -fuzztime $(FUZZTIME) ./job
 	$(GO) test -run '^$$' -fuzz '^FuzzMergerAdd$$' -fuzztime $(FUZZTIME) ./job
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeFrame$$' -fuzztime $(FUZZTIME) ./worker
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeSubmission$$' -fuzztime $(FUZZTIME) ./coord
 
 bench: build examples
 	./scripts/bench.sh
