@@ -41,13 +41,14 @@ var (
 // APIError is an error answer of the coordinator: its HTTP status and the
 // body's "error" and "code" fields.
 type APIError struct {
-	Method, Path string
-	Status       int
+	Method, Path string   // the request, e.g. "POST", "/v1/leases"
+	Status       int      // the HTTP status, 300 or more
 	Code         string   // machine-readable, e.g. "not_your_lease"
 	Message      string   // for people
 	Missing      []string // 409 on job registration: digests not uploaded yet
 }
 
+// Error implements error: "METHOD PATH: STATUS message".
 func (e *APIError) Error() string {
 	msg := e.Message
 	if msg == "" {
