@@ -312,6 +312,43 @@ time_limit = "60s"
 		})
 	}
 	checkLedgerAndHistories(t, url, jobs, 2, homes)
+
+	// A downloaded copy verifies on its own, given the pool's key; a copy
+	// with one cost changed does not.
+	resp, err := http.Get(url + "/v1/pool")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info struct{ Key []byte }
+	err = json.NewDecoder(resp.Body).Decode(&info)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := identity.EncodePublic(info.Key)
+	entries := fetchLedger(t, url)
+	var text strings.Builder
+	for _, e := range entries {
+		b, _ := json.Marshal(e)
+		text.Write(append(b, '\n'))
+	}
+	good := writeFile(t, text.String())
+	if out := idlepool(t, t.TempDir(), "ledger", "verify", good, "--key", key); out.code != 0 || !strings.HasPrefix(out.stdout, "ledger ok: ") {
+		t.Errorf("verify a downloaded copy: exit %d\n%s%s", out.code, out.stdout, out.stderr)
+	}
+	if out := idlepool(t, t.TempDir(), "ledger", "verify", "--pool", url); out.code != 0 || !strings.HasPrefix(out.stdout, "ledger ok: ") {
+		t.Errorf("verify --pool: exit %d\n%s%s", out.code, out.stdout, out.stderr)
+	}
+	entries[3].Cost += 1
+	text.Reset()
+	for _, e := range entries {
+		b, _ := json.Marshal(e)
+		text.Write(append(b, '\n'))
+	}
+	bad := writeFile(t, text.String())
+	if out := idlepool(t, t.TempDir(), "ledger", "verify", bad, "--key", key); out.code != 1 || !strings.Contains(out.stderr, "entry 4") {
+		t.Errorf("verify a copy with a changed cost: exit %d, stderr %q; want exit 1 naming entry 4", out.code, out.stderr)
+	}
 }
 
 func TestPoolSurvivesKills(t *testing.T) {
