@@ -412,18 +412,19 @@ func TestPoolSurvivesKills(t *testing.T) {
 	startServe(t, data, listen)
 	agents[0] = startJoin(t, homes[0], url) // it sends what it had not had acknowledged
 
-	select {
-	case <-sub.done:
-	case <-time.After(4 * time.Minute):
-		t.Fatal("the job did not complete within 4 minutes")
+	// The submitter followed the job across the coordinator's restart;
+	// kill it too, and let `result` continue its merge from its journal.
+	waitFor("kill -9 of the submitter", 25, false)
+	sub.kill()
+	out := idlepool(t, subHome, "result", jobID, "--pool", url, "--json")
+	if out.code != 0 {
+		t.Fatalf("result: exit %d\n%s", out.code, out.stderr)
 	}
-	if code := sub.cmd.ProcessState.ExitCode(); code != 0 {
-		b, _ := os.ReadFile(sub.stderr)
-		t.Fatalf("submit --follow: exit %d\n%s", code, b)
+	if diff := cmp.Diff(want, out.stdout); diff != "" {
+		t.Fatalf("result after the kills differs from run --json (-run +result):\n%s", diff)
 	}
-	got, _ := os.ReadFile(sub.stdout)
-	if diff := cmp.Diff(want, string(got)); diff != "" {
-		t.Fatalf("result after the kills differs from run --json (-run +submit):\n%s", diff)
+	if !strings.Contains(out.stderr, "were taken from the journal of an earlier follow") {
+		t.Errorf("result did not continue from the journal; stderr:\n%s", out.stderr)
 	}
 	checkLedgerAndHistories(t, url, map[string]int64{r.Job: 40}, 2, homes)
 	for _, a := range agents {
