@@ -403,7 +403,7 @@ func (a *Agent) heartbeat(ctx context.Context, l pool.Lease, interval time.Durat
 		switch {
 		case err == nil, ctx.Err() != nil:
 		case errors.Is(err, ErrLeaseExpired), errors.Is(err, ErrNotFound), errors.Is(err, ErrForbidden):
-			cancel(fmt.Errorf("%w: %v", ErrLeaseExpired, err))
+			cancel(fmt.Errorf("%w: %w", ErrLeaseExpired, err))
 			return
 		default:
 			log.Debug("Heartbeat failed", "err", err)

@@ -3,6 +3,7 @@ package agent_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -10,6 +11,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
 
+	"idlepool/agent"
+	"idlepool/coord"
 	"idlepool/pool"
 	"idlepool/store"
 )
@@ -348,5 +351,52 @@ func TestAgentResendsAfterRestart(t *testing.T) {
 	i := slices.IndexFunc(all, func(c store.Contribution) bool { return c.Lease == l.ID })
 	if i < 0 || all[i].State != store.StateConfirmed || !all[i].Acknowledged {
 		t.Fatalf("the contribution recorded before the restart: %+v, want confirmed and acknowledged", all[i])
+	}
+}
+
+func TestInviteOnlyPool(t *testing.T) {
+	const token = "a-long-enough-invite-token"
+	ctx, cancel := context.WithCancel(context.Background())
+	srv, err := coord.New(ctx, coord.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), Pool: "lab", InviteToken: token, Logger: quietLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-served; err != nil {
+			t.Error(err)
+		}
+	}()
+	tests := []struct {
+		name, invite string
+		admitted     bool
+	}{
+		{"no token", "", false},
+		{"wrong token", "not-the-invite-token-at-all", false},
+		{"token", token, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dev := newDevice(t, nil)
+			a, err := agent.New(agent.Config{PoolURL: srv.URL(), Home: dev.dirs, DeviceKey: dev.key, OwnerKey: dev.owner,
+				Executor: &fakeExec{}, Store: dev.local, HTTP: httpClient(t), Invite: tc.invite, Logger: quietLogger(t)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			actx, stop := context.WithTimeout(context.Background(), 2*time.Second)
+			defer stop()
+			err = a.Serve(actx)
+			if tc.admitted {
+				if err != nil || actx.Err() == nil {
+					t.Fatalf("Serve = %v before its context ended, want it to run until then", err)
+				}
+				return
+			}
+			if !errors.Is(err, agent.ErrForbidden) {
+				t.Fatalf("Serve = %v, want ErrForbidden at once", err)
+			}
+		})
 	}
 }

@@ -80,7 +80,7 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 		if ctx.Err() != nil {
 			return 0, ctx.Err()
 		}
-		return 0, fmt.Errorf("%w: %s %s: read answer: %v", ErrUnavailable, method, path, err)
+		return 0, fmt.Errorf("%w: %s %s: read answer: %w", ErrUnavailable, method, path, err)
 	}
 	return resp.StatusCode, nil
 }
@@ -118,7 +118,7 @@ func (c *Client) send(ctx context.Context, method, path string, query url.Values
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, fmt.Errorf("%w: %s %s: %v", ErrUnavailable, method, path, err)
+		return nil, fmt.Errorf("%w: %s %s: %w", ErrUnavailable, method, path, err)
 	}
 	if resp.StatusCode < 300 {
 		return resp, nil
@@ -216,7 +216,7 @@ func (c *Client) FetchBlob(ctx context.Context, d job.Digest, path string) error
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return fmt.Errorf("%w: download blob %s: %v", ErrUnavailable, d, err)
+		return fmt.Errorf("%w: download blob %s: %w", ErrUnavailable, d, err)
 	}
 	var got job.Digest
 	h.Sum(got[:0])
@@ -312,7 +312,7 @@ func (c *Client) Canonical(ctx context.Context, id job.ID) ([]byte, error) {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, fmt.Errorf("%w: fetch job %s: %v", ErrUnavailable, id, err)
+		return nil, fmt.Errorf("%w: fetch job %s: %w", ErrUnavailable, id, err)
 	}
 	if sha256.Sum256(b) != id {
 		return nil, fmt.Errorf("%w: the encoding of job %s does not hash to its ID", ErrBadBlob, id)
