@@ -320,7 +320,7 @@ func (a *Agent) runLease(ctx context.Context, l pool.Lease) error {
 	hbDone := make(chan struct{})
 	go func() {
 		defer close(hbDone)
-		a.heartbeat(taskCtx, l, cj.j.Manifest.Policy.LeaseTimeout.Duration/3, cancel, log)
+		a.heartbeat(taskCtx, l, heartbeatInterval(cj.j, l), cancel, log)
 	}()
 	out, err := a.runTask(taskCtx, cj, t)
 	cancel(nil)
@@ -382,15 +382,22 @@ func (a *Agent) runTask(ctx context.Context, cj *cachedJob, t job.Task) (pool.Ta
 	return pool.RunTask(ctx, a.cfg.Executor, pool.TaskRequest(cj.j, t, cj.program, cj.inputDir), a.log)
 }
 
+// heartbeatInterval is a third of the job's lease timeout, or of the time
+// left on the lease when the coordinator granted less.
+func heartbeatInterval(j *job.Job, l pool.Lease) time.Duration {
+	d := j.Manifest.Policy.LeaseTimeout.Duration / 3
+	if left := time.Until(l.Deadline) / 3; left > 0 && left < d {
+		d = left
+	}
+	return max(d, 100*time.Millisecond)
+}
+
 // heartbeat extends lease l every interval until ctx ends. When the
 // coordinator says the lease is gone, it cancels the task with
 // ErrLeaseExpired. Failures to reach the coordinator are retried at the
 // next tick: the task goes on, and its result is sent when the
 // coordinator is back.
 func (a *Agent) heartbeat(ctx context.Context, l pool.Lease, interval time.Duration, cancel context.CancelCauseFunc, log *slog.Logger) {
-	if interval <= 0 {
-		interval = time.Second
-	}
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for {
