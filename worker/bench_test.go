@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+	"github.com/tetratelabs/wazero/sys"
 )
 
 // BenchmarkRunEmpty measures the pool's overhead per task: Pool.Run of a
@@ -33,6 +35,74 @@ func BenchmarkRunEmpty(b *testing.B) {
 		if err != nil || res.Failure != nil {
 			b.Fatal(err, res.Failure)
 		}
+	}
+}
+
+// BenchmarkRunGoModule is BenchmarkRunEmpty for a module built by the Go
+// toolchain (the hostile test program in echo mode). The difference is
+// what a Go-built program costs per task before doing any work: wazero
+// instantiates it (copies its data segments into fresh linear memory) and
+// the Go runtime inside it starts. See BenchmarkInstantiateGoModule for the
+// two parts without the process boundary.
+func BenchmarkRunGoModule(b *testing.B) {
+	needHostile(b)
+	p, err := NewPool(childConfig(b, 1))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close()
+	req := Request{ModulePath: hostile.path, ModuleSHA256: hostile.sha, Stdin: []byte(`{"mode":"echo"}`), Timeout: time.Minute}
+	ctx := context.Background()
+	if _, err := p.Run(ctx, req); err != nil { // start the worker, compile
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		res, err := p.Run(ctx, req)
+		if err != nil || res.Failure != nil {
+			b.Fatal(err, res.Failure)
+		}
+	}
+}
+
+// BenchmarkInstantiateGoModule splits the per-task start-up of a Go-built
+// module in this process: "instantiate" is wazero's InstantiateModule and
+// Close alone, "start" adds running _start (the Go runtime's
+// initialisation and the program's echo).
+func BenchmarkInstantiateGoModule(b *testing.B) {
+	needHostile(b)
+	bin, err := os.ReadFile(hostile.path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigCompiler().WithMemoryLimitPages(4096))
+	defer rt.Close(ctx)
+	wasi_snapshot_preview1.MustInstantiate(ctx, rt)
+	compiled, err := rt.CompileModule(ctx, bin)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, start := range []bool{false, true} {
+		name := "instantiate"
+		if start {
+			name = "start"
+		}
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				cfg := wazero.NewModuleConfig().WithName("").WithStartFunctions().WithStdin(strings.NewReader(`{"mode":"echo"}`))
+				m, err := rt.InstantiateModule(ctx, compiled, cfg)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if start {
+					var exit *sys.ExitError
+					if _, err := m.ExportedFunction("_start").Call(ctx); err != nil && !(errors.As(err, &exit) && exit.ExitCode() == 0) {
+						b.Fatal(err)
+					}
+				}
+				m.Close(ctx)
+			}
+		})
 	}
 }
 
