@@ -1,0 +1,87 @@
+package idle
+
+import "time"
+
+// Reading is one probe's answer: a value, whether it is known, which source
+// gave it, and why not when it is unknown. A probe that fails or hangs past
+// its timeout yields Known == false with Err set; it never blocks a caller.
+type Reading[T any] struct {
+	Value  T
+	Known  bool
+	Source string // e.g. "logind", "x11-screensaver", "/dev/input", "GetLastInputInfo"
+	Err    string // why the value is unknown; "" when Known
+}
+
+// Power is the machine's power state. Only a discharging internal battery
+// is "on battery": a desktop without a battery, or one on a USB UPS, is on
+// AC.
+type Power struct {
+	OnBattery  bool
+	HasBattery bool
+	Percent    float64 // 0..100 of the internal battery; 0 when none
+}
+
+// GPU is one GPU as NVML reports it. Units are in the names.
+type GPU struct {
+	Index             int
+	UUID              string
+	Name              string
+	MemoryTotalMiB    int64
+	MemoryFreeMiB     int64
+	UtilisationShare  float64 // 0..1, over NVML's last sample period
+	TemperatureC      float64
+	PowerW            float64
+	ComputeCapability string // "9.0"
+	// OtherProcesses lists the PIDs of processes using this GPU that are
+	// not idlepool's; OtherMemoryMiB is what they hold.
+	OtherProcesses []int
+	OtherMemoryMiB int64
+}
+
+// Signals is everything the policy looks at, sampled at one moment.
+type Signals struct {
+	At time.Time // wall clock, for the schedule; durations use the monotonic clock
+
+	// InputIdle is how long since the last keyboard or mouse input of the
+	// local user, or of a remote session with a terminal (SSH with a tty,
+	// RDP). Unknown when no source works: unknown is not idle.
+	InputIdle Reading[time.Duration]
+	// OtherCPUShare is the share of all CPU capacity (0..1) used by
+	// processes that are not idlepool's own.
+	OtherCPUShare Reading[float64]
+	Power         Reading[Power]
+	// MaxTemperatureC is the hottest CPU or chassis sensor.
+	MaxTemperatureC Reading[float64]
+	// Running lists the owner's "pause while running" programs that are
+	// running now (as named in the settings).
+	Running Reading[[]string]
+	// GPUs are the GPUs NVML found; unknown with a reason ("no NVIDIA
+	// driver", "built without NVML") otherwise.
+	GPUs Reading[[]GPU]
+	// CPUs is the number of logical CPUs.
+	CPUs int
+}
+
+// State names what an agent is doing, for the tray icon and status.
+type State string
+
+// States of a Decision.
+const (
+	StateComputing State = "computing" // allowed to run tasks
+	StateWaiting   State = "waiting"   // conditions not met: user active, on battery, outside hours, too hot
+	StatePaused    State = "paused"    // the owner paused it, or a listed program runs
+)
+
+// Decision is what the policy says an agent should do now, with the reason
+// in words for people, e.g. "waiting: on battery (43%)", "paused: game.exe
+// is running", "computing on 6 of 8 cores; GPU 0 skipped: another process
+// uses 71% of it".
+type Decision struct {
+	State  State
+	Cores  int      // task slots allowed; 0 unless computing
+	GPUs   []string // UUIDs of the GPUs allowed; empty unless computing
+	Reason string
+}
+
+// Run reports whether tasks may run.
+func (d Decision) Run() bool { return d.State == StateComputing && d.Cores > 0 }
