@@ -2,8 +2,9 @@
 # Reproduces the benchmark figures in the README:
 #   1. per-task overhead of the solo runner (empty program, µs per task)
 #   2. WebAssembly/native speed ratio on the pi kernel (same Go code)
-#   3. peak memory of pi runs of 10^4, 10^5 and 10^6 tasks (must stay flat)
-# Usage: scripts/bench.sh [quick]   ("quick" stops the memory series at 10^5)
+#   3. peak memory of pi runs as tasks grow (must stay flat): real runs of
+#      10^4 and 10^5 tasks, and the runner alone (instant executor) up to 10^6
+# Usage: scripts/bench.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/usr/local/go/bin:$PATH
@@ -49,23 +50,27 @@ EOT
 }
 
 echo "== 1. per-task overhead of the solo runner (empty program)"
-run 200 0 1 "$work/empty.wasm" n >/dev/null # warm the compilation cache
+run 100 0 1 "$work/empty.wasm" n >/dev/null # warm the compilation cache
 for w in 1 2; do
-  read -r wall _ _ < <(run 5000 0 "$w" "$work/empty.wasm" n)
-  printf 'workers=%d: 5000 tasks in %.2f s = %.0f µs per task\n' "$w" "$wall" "$(echo "$wall * 1000000 / 5000" | bc -l)"
+  read -r wall _ _ < <(run 2000 0 "$w" "$work/empty.wasm" n)
+  printf 'workers=%d: 2000 tasks in %.2f s = %.0f µs per task\n' "$w" "$wall" "$(echo "$wall * 1000000 / 2000" | bc -l)"
 done
+echo "   of which: the runner alone (instant executor), the worker pool with a minimal module,"
+echo "   and wazero instantiating a Go-built module plus the Go runtime starting in it:"
+go test -run '^$' -bench 'SoloMemory/tasks=10000$' -benchtime 3x ./pool | awk '/^Benchmark/{for(i=1;i<=NF;i++) if($i=="µs/task") print "   runner: " $(i-1) " µs/task"}'
+go test -run '^$' -bench 'RunEmpty|RunGoModule|InstantiateGoModule' -benchtime 200x ./worker | awk '/^Benchmark/{printf "   %s %.0f µs/task\n", $1, $3/1000}'
 
 echo "== 2. WebAssembly/native speed ratio on the pi kernel"
 native=$(go test -run '^$' -bench '^BenchmarkKernel$' -count 3 ./examples/pi | awk '/^BenchmarkKernel/{print $3}' | sort -n | head -1)
-samples=200000000
+run 1 1 1 "$work/pi.wasm" inside >/dev/null # compile pi.wasm into the cache first
+samples=500000000
 read -r wall _ _ < <(run 1 "$samples" 1 "$work/pi.wasm" inside)
 wasm=$(echo "$wall * 1000000000 / $samples" | bc -l)
 printf 'native: %s ns/sample; wasm (one task of %d samples, run end to end): %.2f ns/sample; ratio %.2f\n' "$native" "$samples" "$wasm" "$(echo "$wasm / $native" | bc -l)"
 
 echo "== 3. peak memory of pi runs (1 sample per task, 2 workers)"
-series="10000 100000 1000000"
-[ "${1:-}" = quick ] && series="10000 100000"
-for n in $series; do
+go test -run '^$' -bench SoloMemory -benchtime 1x ./pool | awk '/^Benchmark/{for(i=1;i<=NF;i++) if($i=="peak-heap-MiB") printf "runner alone, %s: peak Go heap %s MiB\n", $1, $(i-1)}'
+for n in 10000 100000; do
   read -r wall rss hwm < <(run "$n" 1 2 "$work/pi.wasm" inside)
   printf 'tasks=%-8d wall %7.1f s  runner peak RSS %6d KiB  largest process in the tree %6d KiB\n' "$n" "$wall" "$hwm" "$rss"
 done
