@@ -1,0 +1,427 @@
+package idle
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// LoadHold is how long other programs' CPU load must stay above
+// Settings.MaxOtherCPUShare before computing steps aside, and below it
+// before computing resumes: a 2-second spike every 30 s changes nothing.
+const LoadHold = 3 * time.Second
+
+// TemperatureMarginC is the hysteresis of temperature ceilings: above a
+// ceiling computing (or a GPU) waits until the temperature has fallen
+// this many °C below it.
+const TemperatureMarginC = 5
+
+// PolicyState is what Decide remembers between calls: the timers of the
+// idle countdown, the load hysteresis and the owner's pause, all on the
+// monotonic clock, and the last known power state and listed programs
+// for when a probe does not answer. The zero value is a fresh start.
+// Callers keep the state Decide returns and pass it to the next call; it
+// is only meaningful with mono readings from the same clock (one
+// process). Fields are exported for tests and diagnostics; treat them as
+// read-only.
+type PolicyState struct {
+	Seen bool          // Decide has run before
+	Mono time.Duration // the mono reading of the last call
+
+	// ActiveAt is the mono reading when the owner last gave input, as
+	// far as any reading has shown (a later reading that claims a longer
+	// idle time does not move it back).
+	ActiveAt    time.Duration
+	ActiveKnown bool
+
+	// Busy is whether other programs' load counts as too high; since
+	// CrossSince (when Crossing) the readings have been on the other side
+	// of the limit.
+	Busy       bool
+	Crossing   bool
+	CrossSince time.Duration
+
+	// Hot is whether the CPU is above its ceiling and not yet cooled by
+	// TemperatureMarginC; GPUHot the same per GPU UUID.
+	Hot    bool
+	GPUHot map[string]bool
+
+	// PauseFrom is the Settings.PausedUntil that PauseEnd, a mono
+	// deadline, was made from. A PausedUntil that differs is a new
+	// pause. PauseOver reports that the owner's pause has run out by the
+	// monotonic clock, so that a caller holding the settings store may
+	// clear PausedUntil.
+	PauseFrom time.Time
+	PauseEnd  time.Duration
+	PauseOver bool
+
+	// Power and Running are the last known readings (PowerKnown,
+	// RunningKnown say whether there was one), used while a probe's
+	// reading is unknown.
+	Power        Power
+	PowerKnown   bool
+	Running      []string
+	RunningKnown bool
+
+	// GPUs are the UUIDs the last decision allowed: while a GPU is ours,
+	// its utilisation is not counted as another process's.
+	GPUs []string
+}
+
+// Decide turns the owner's settings and the signals sampled at wall-clock
+// time now into a decision, and the state for the next call. mono is a
+// monotonic clock reading (e.g. time.Since of a fixed start, or
+// time.Now().Sub(start) — both use Go's monotonic clock) that only moves
+// forward; every timer — the idle countdown, the owner's pause, the load
+// hysteresis — runs on it, so moving the wall clock by days neither ends
+// nor stretches a wait. Only the schedule reads the wall clock, in the
+// settings' time zone, as it must. Decide is pure: the same arguments
+// give the same result. A mono reading below the previous one (another
+// process's clock) starts from a fresh state.
+//
+// The first reason that applies wins, in this order: the owner's pause;
+// a listed program running; outside the schedule; on battery (or below
+// its minimum); the CPU above its ceiling; the owner's input not idle
+// long enough, or its idle time unknown; other programs' CPU load.
+// Otherwise it computes on Settings.CoresFor(sig.CPUs) cores and the GPUs
+// the settings allow and that are neither too hot nor busy with another
+// process, naming each GPU skipped and why.
+//
+// Unknown readings (a failed or hung probe):
+//   - input idle time unknown is not idle: wait (unless IdleFor is 0);
+//   - power unknown: the last known state holds; never known: assume AC,
+//     and say so;
+//   - listed programs unknown: the last known list holds; never known:
+//     none, and say so;
+//   - CPU load unknown counts as below the limit, temperature unknown as
+//     below the ceiling (a dead sensor must not stop computing forever),
+//     and the reason says so;
+//   - GPUs unknown (no NVIDIA driver, built without NVML): compute on the
+//     CPU only, and say so when a GPU is enabled.
+func Decide(s Settings, sig Signals, now time.Time, mono time.Duration, prev PolicyState) (Decision, PolicyState) {
+	st := prev
+	if !st.Seen || mono < st.Mono {
+		st = PolicyState{}
+	}
+	fresh := !st.Seen
+	st.Seen, st.Mono = true, mono
+	loc := s.Location()
+
+	// Update every timer and remembered reading first, so that they keep
+	// running whatever reason wins below.
+
+	// The owner's pause, turned into a monotonic deadline once.
+	switch {
+	case s.PausedUntil.IsZero():
+		st.PauseFrom, st.PauseEnd, st.PauseOver = time.Time{}, 0, false
+	case !s.PausedUntil.Equal(st.PauseFrom):
+		st.PauseFrom, st.PauseEnd = s.PausedUntil, mono+s.PausedUntil.Sub(now)
+	}
+	paused := !st.PauseFrom.IsZero() && mono < st.PauseEnd
+	st.PauseOver = !st.PauseFrom.IsZero() && !paused
+
+	// The idle countdown: the latest input any reading has shown.
+	if sig.InputIdle.Known {
+		at := mono - max(sig.InputIdle.Value, 0)
+		if !st.ActiveKnown || at > st.ActiveAt {
+			st.ActiveAt = at
+		}
+		st.ActiveKnown = true
+	}
+
+	// Other programs' load, with hysteresis.
+	load := sig.OtherCPUShare.Value
+	above := sig.OtherCPUShare.Known && load > s.MaxOtherCPUShare
+	switch {
+	case fresh:
+		st.Busy = above
+	case above == st.Busy:
+		st.Crossing = false
+	case !st.Crossing:
+		st.Crossing, st.CrossSince = true, mono
+	}
+	if st.Crossing && mono-st.CrossSince >= LoadHold {
+		st.Busy, st.Crossing = above, false
+	}
+
+	// CPU temperature, with hysteresis.
+	temp := sig.MaxTemperatureC
+	switch {
+	case s.MaxTemperatureC <= 0 || !temp.Known:
+		st.Hot = false
+	case temp.Value > s.MaxTemperatureC:
+		st.Hot = true
+	case temp.Value <= s.MaxTemperatureC-TemperatureMarginC:
+		st.Hot = false
+	}
+
+	if sig.Power.Known {
+		st.Power, st.PowerKnown = sig.Power.Value, true
+	}
+	if sig.Running.Known {
+		st.Running, st.RunningKnown = listed(s.PauseFor, sig.Running.Value), true
+	}
+	running := listed(s.PauseFor, st.Running)
+
+	gpus, gpuNotes, gpuHot := chooseGPUs(s, sig.GPUs, st.GPUs, st.GPUHot)
+	st.GPUHot = gpuHot
+
+	wait := func(state State, reason string) (Decision, PolicyState) {
+		st.GPUs = nil
+		return Decision{State: state, Reason: reason}, st
+	}
+
+	// The reasons, first match wins.
+	if paused {
+		until := now.Add(st.PauseEnd - mono).In(loc)
+		return wait(StatePaused, "paused by you until "+clockText(until, now.In(loc)))
+	}
+	if len(running) > 0 {
+		verb := "is"
+		if len(running) > 1 {
+			verb = "are"
+		}
+		reason := fmt.Sprintf("paused: %s %s running", joinAnd(running), verb)
+		if !sig.Running.Known {
+			reason += " (last seen; the process list is unknown now)"
+		}
+		return wait(StatePaused, reason)
+	}
+	if !s.Schedule.Allows(now, loc) {
+		if next, ok := s.Schedule.Next(now, loc); ok {
+			return wait(StateWaiting, fmt.Sprintf("waiting: outside your hours (next window %s)", dayText(next, now.In(loc))))
+		}
+		return wait(StateWaiting, "waiting: outside your hours")
+	}
+	if p := st.Power; st.PowerKnown && p.OnBattery {
+		stale := ""
+		if !sig.Power.Known {
+			stale = ", last known"
+		}
+		switch {
+		case s.PauseOnBattery:
+			return wait(StateWaiting, fmt.Sprintf("waiting: on battery (%.0f%%%s)", p.Percent, stale))
+		case s.MinBatteryPercent > 0 && p.Percent < s.MinBatteryPercent:
+			return wait(StateWaiting, fmt.Sprintf("waiting: on battery at %.0f%%%s, below your minimum of %.0f%%", p.Percent, stale, s.MinBatteryPercent))
+		}
+	}
+	if st.Hot {
+		if temp.Value > s.MaxTemperatureC {
+			return wait(StateWaiting, fmt.Sprintf("waiting: CPU at %.0f °C, ceiling %.0f °C", temp.Value, s.MaxTemperatureC))
+		}
+		return wait(StateWaiting, fmt.Sprintf("waiting: CPU at %.0f °C, cooling to %.0f °C (ceiling %.0f °C)", temp.Value, s.MaxTemperatureC-TemperatureMarginC, s.MaxTemperatureC))
+	}
+	if s.IdleFor > 0 {
+		if !sig.InputIdle.Known {
+			why := sig.InputIdle.Err
+			if why == "" {
+				why = "no input source works"
+			}
+			return wait(StateWaiting, fmt.Sprintf("waiting: idle time unknown (%s)", why))
+		}
+		if idle := mono - st.ActiveAt; idle < s.IdleFor {
+			return wait(StateWaiting, fmt.Sprintf("waiting: you were active %s ago; starting after %s idle", durationText(idle), durationText(s.IdleFor)))
+		}
+	}
+	if st.Busy {
+		if above {
+			return wait(StateWaiting, fmt.Sprintf("waiting: other programs use %s of the CPU, more than your %s", percent(load), percent(s.MaxOtherCPUShare)))
+		}
+		return wait(StateWaiting, fmt.Sprintf("waiting: other programs' CPU use fell to %s; resuming after %s below %s", percent(load), durationText(LoadHold), percent(s.MaxOtherCPUShare)))
+	}
+
+	cpus := max(sig.CPUs, 1)
+	cores := s.CoresFor(cpus)
+	reason := fmt.Sprintf("computing on %d of %d cores", cores, cpus)
+	if len(gpus) > 0 {
+		var names []string
+		for _, g := range sig.GPUs.Value {
+			if slices.Contains(gpus, g.UUID) {
+				names = append(names, fmt.Sprintf("GPU %d", g.Index))
+			}
+		}
+		reason += " and " + joinAnd(names)
+	}
+	notes := gpuNotes
+	if !sig.Power.Known {
+		if st.PowerKnown {
+			notes = append(notes, "power state unknown: last known on AC")
+		} else {
+			notes = append(notes, "power state unknown: assuming AC")
+		}
+	}
+	if !sig.Running.Known && len(s.PauseFor) > 0 {
+		notes = append(notes, "process list unknown: cannot check your pause-for programs")
+	}
+	if s.MaxTemperatureC > 0 && !temp.Known {
+		notes = append(notes, "CPU temperature unknown: ceiling not applied")
+	}
+	if !sig.OtherCPUShare.Known {
+		notes = append(notes, "CPU load of other programs unknown")
+	}
+	if s.IdleFor == 0 {
+		notes = append(notes, "input idle time not required (idle_for 0)")
+	}
+	for _, n := range notes {
+		reason += "; " + n
+	}
+	st.GPUs = gpus
+	return Decision{State: StateComputing, Cores: cores, GPUs: gpus, Reason: reason}, st
+}
+
+// chooseGPUs returns the UUIDs of the GPUs the settings allow now, the
+// reasons for those skipped, and the new hot set. ours are the GPUs the
+// previous decision allowed.
+func chooseGPUs(s Settings, r Reading[[]GPU], ours []string, wasHot map[string]bool) (allowed []string, notes []string, hot map[string]bool) {
+	var enabled []string
+	for uuid, g := range s.GPUs {
+		if g.Use {
+			enabled = append(enabled, uuid)
+		}
+	}
+	if len(enabled) == 0 {
+		return nil, nil, nil
+	}
+	slices.Sort(enabled)
+	if !r.Known {
+		why := r.Err
+		if why == "" {
+			why = "GPUs unknown"
+		}
+		return nil, []string{"no usable GPU (" + why + "): CPU only"}, wasHot
+	}
+	gs := slices.Clone(r.Value)
+	slices.SortFunc(gs, func(a, b GPU) int { return a.Index - b.Index })
+	hot = map[string]bool{}
+	found := map[string]bool{}
+	for _, g := range gs {
+		found[g.UUID] = true
+		set := s.gpu(g.UUID)
+		if !set.Use {
+			continue
+		}
+		isHot := wasHot[g.UUID]
+		switch {
+		case set.MaxTemperatureC <= 0:
+			isHot = false
+		case g.TemperatureC > set.MaxTemperatureC:
+			isHot = true
+		case g.TemperatureC <= set.MaxTemperatureC-TemperatureMarginC:
+			isHot = false
+		}
+		if isHot {
+			hot[g.UUID] = true
+			notes = append(notes, fmt.Sprintf("GPU %d skipped: %.0f °C, ceiling %.0f °C", g.Index, g.TemperatureC, set.MaxTemperatureC))
+			continue
+		}
+		if other := otherGPUShare(g, slices.Contains(ours, g.UUID)); other > set.MaxOtherShare {
+			notes = append(notes, fmt.Sprintf("GPU %d skipped: another process uses %s of it", g.Index, percent(other)))
+			continue
+		}
+		allowed = append(allowed, g.UUID)
+	}
+	for _, uuid := range enabled {
+		if !found[uuid] {
+			notes = append(notes, fmt.Sprintf("GPU %s not found", uuid))
+		}
+	}
+	if len(hot) == 0 {
+		hot = nil
+	}
+	return allowed, notes, hot
+}
+
+// otherGPUShare is the share (0..1) of a GPU other processes use: the
+// share of its memory they hold, and, while the GPU is not ours (so that
+// all of its utilisation is theirs), its utilisation.
+func otherGPUShare(g GPU, ours bool) float64 {
+	share := 0.0
+	if g.MemoryTotalMiB > 0 {
+		share = float64(g.OtherMemoryMiB) / float64(g.MemoryTotalMiB)
+	}
+	if !ours && len(g.OtherProcesses) > 0 {
+		share = max(share, g.UtilisationShare)
+	}
+	return share
+}
+
+// listed returns the names in running that the settings list (compared
+// without case), sorted, without repeats.
+func listed(pauseFor, running []string) []string {
+	var out []string
+	for _, r := range running {
+		for _, p := range pauseFor {
+			if strings.EqualFold(r, p) {
+				out = append(out, r)
+				break
+			}
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// joinAnd writes "a", "a and b", "a, b and c".
+func joinAnd(names []string) string {
+	switch len(names) {
+	case 0:
+		return ""
+	case 1:
+		return names[0]
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
+}
+
+// percent writes a share as "71%".
+func percent(share float64) string { return fmt.Sprintf("%.0f%%", share*100) }
+
+// durationText writes a duration for people: "40 s", "3 min", "3 min
+// 12 s", "1 h 5 min".
+func durationText(d time.Duration) string {
+	d = max(d, 0).Truncate(time.Second)
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%d s", int(d.Seconds()))
+	case d < time.Hour:
+		m, s := int(d/time.Minute), int(d%time.Minute/time.Second)
+		if s == 0 {
+			return fmt.Sprintf("%d min", m)
+		}
+		return fmt.Sprintf("%d min %d s", m, s)
+	default:
+		h, m := int(d/time.Hour), int(d%time.Hour/time.Minute)
+		if m == 0 {
+			return fmt.Sprintf("%d h", h)
+		}
+		return fmt.Sprintf("%d h %d min", h, m)
+	}
+}
+
+// DurationText writes a duration as the policy's reasons do: "40 s",
+// "3 min 12 s", "1 h 5 min".
+func DurationText(d time.Duration) string { return durationText(d) }
+
+// clockText writes t relative to now (both in the same zone): "14:05"
+// the same day, "Mon 22:00" within a week, "2 Jan 15:04" beyond.
+func clockText(t, now time.Time) string {
+	ty, tm, td := t.Date()
+	ny, nm, nd := now.Date()
+	switch {
+	case ty == ny && tm == nm && td == nd:
+		return t.Format("15:04")
+	case t.Sub(now) < 6*24*time.Hour && t.After(now):
+		return t.Format("Mon 15:04")
+	default:
+		return t.Format("2 Jan 15:04")
+	}
+}
+
+// dayText writes t with its weekday, "Mon 22:00", or with its date,
+// "2 Jan 15:04", when it is a week or more after now.
+func dayText(t, now time.Time) string {
+	if t.Sub(now) < 6*24*time.Hour {
+		return t.Format("Mon 15:04")
+	}
+	return t.Format("2 Jan 15:04")
+}

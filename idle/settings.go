@@ -1,0 +1,420 @@
+package idle
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Settings are the owner's rules for when and how much this machine
+// computes. The zero value is not useful: start from Defaults. Validate
+// checks a Settings once, naming the field at fault. Settings are plain
+// values, safe to copy; the GPUs map is shared by copies.
+//
+// As JSON (the local store and `idlepool settings --json`), durations are
+// Go duration strings ("5m0s"), the schedule is a list of windows
+// {"days": "Mon-Fri", "start": "22:00", "end": "07:00"}, and a field
+// missing from a stored document keeps its default.
+type Settings struct {
+	// Schedule is the weekly allowed hours in TimeZone's wall-clock time;
+	// empty: any time. See Window for daylight-saving changes.
+	Schedule Schedule `json:"schedule"`
+	// TimeZone is the IANA name of the schedule's zone ("Europe/Berlin");
+	// "" is the machine's local zone (time.Local).
+	TimeZone string `json:"time_zone,omitempty"`
+
+	// Cores is how many logical CPUs to compute on. At most one of Cores
+	// and CoresShare is set; when neither is, all but one (at least one).
+	// A count above the machine's CPUs means all of them.
+	Cores int `json:"cores,omitempty"`
+	// CoresShare (0..1] is the share of the logical CPUs to compute on,
+	// rounded down, at least one.
+	CoresShare float64 `json:"cores_share,omitempty"`
+	// MemoryShare (0..1] is the share of physical memory tasks may use
+	// together; it is what the capacity offer publishes. Default 0.5.
+	MemoryShare float64 `json:"memory_share"`
+
+	// IdleFor is how long the owner's input must have been idle before
+	// computing starts, and again after each time they were active.
+	// Default 5 minutes. Zero ignores input entirely (a headless server
+	// with no input source).
+	IdleFor time.Duration `json:"-"`
+	// MaxOtherCPUShare (0..1] is the share of all CPU capacity that other
+	// programs may use before computing steps aside (after LoadHold above
+	// it); 1 never steps aside for load. Default 0.5.
+	MaxOtherCPUShare float64 `json:"max_other_cpu_share"`
+
+	// PauseOnBattery waits while a discharging internal battery powers
+	// the machine. Default true.
+	PauseOnBattery bool `json:"pause_on_battery"`
+	// MinBatteryPercent (0..100) waits, when on battery and
+	// PauseOnBattery is false, while the battery is below it; 0: no
+	// minimum.
+	MinBatteryPercent float64 `json:"min_battery_percent,omitempty"`
+
+	// PauseFor lists programs (process names, e.g. "game.exe",
+	// "steam") that pause computing while any of them runs.
+	PauseFor []string `json:"pause_for,omitempty"`
+
+	// MaxTemperatureC is the CPU temperature ceiling in °C: above it
+	// computing waits until the CPU has cooled TemperatureMarginC below
+	// it. 0: no ceiling. Default 85.
+	MaxTemperatureC float64 `json:"max_temperature_c,omitempty"`
+
+	// GPUs holds the owner's choice per GPU, by NVML UUID. A GPU not in
+	// the map is not used.
+	GPUs map[string]GPUSettings `json:"gpus,omitempty"`
+
+	// PausedUntil is set when the owner paused computing ("pause for an
+	// hour", "until tomorrow"); zero when not paused. It is a wall-clock
+	// time so that it survives a restart, but Decide turns it into a
+	// monotonic deadline the first time it sees it: moving the wall clock
+	// afterwards neither ends nor stretches the pause.
+	PausedUntil time.Time `json:"paused_until,omitzero"`
+}
+
+// GPUSettings is the owner's choice for one GPU.
+type GPUSettings struct {
+	// Use allows computing on this GPU. Default false.
+	Use bool `json:"use"`
+	// MemoryShare (0..1] is the share of its memory tasks may use.
+	// Default 0.5 (0 in a stored document means the default).
+	MemoryShare float64 `json:"memory_share,omitempty"`
+	// MaxTemperatureC is its temperature ceiling in °C; 0: none.
+	MaxTemperatureC float64 `json:"max_temperature_c,omitempty"`
+	// MaxOtherShare (0..1) skips the GPU while other processes use more
+	// than this share of it (of its memory, or of its time when we are
+	// not using it); 0 means DefaultGPUMaxOtherShare, 1 never skips.
+	MaxOtherShare float64 `json:"max_other_share,omitempty"`
+}
+
+// Defaults for Settings and GPUSettings fields.
+const (
+	DefaultIdleFor          = 5 * time.Minute
+	DefaultMemoryShare      = 0.5
+	DefaultMaxOtherCPUShare = 0.5
+	DefaultMaxTemperatureC  = 85
+	DefaultGPUMemoryShare   = 0.5
+	DefaultGPUMaxOtherShare = 0.1
+)
+
+// Defaults returns the settings a new installation starts with: any time,
+// all cores but one, half the memory, after 5 minutes of idle input, not
+// on battery, below 85 °C, no programs listed, no GPU.
+func Defaults() Settings {
+	return Settings{
+		MemoryShare:      DefaultMemoryShare,
+		IdleFor:          DefaultIdleFor,
+		MaxOtherCPUShare: DefaultMaxOtherCPUShare,
+		PauseOnBattery:   true,
+		MaxTemperatureC:  DefaultMaxTemperatureC,
+	}
+}
+
+// Validate checks every field and returns an error naming the first field
+// at fault and what it accepts.
+func (s Settings) Validate() error {
+	for i, w := range s.Schedule {
+		if err := w.validate(); err != nil {
+			return fmt.Errorf("schedule: window %d: %w", i+1, err)
+		}
+	}
+	if s.TimeZone != "" {
+		if _, err := location(s.TimeZone); err != nil {
+			return fmt.Errorf("time_zone: %q is not a known time zone (an IANA name such as Europe/Berlin, or empty for the local zone)", s.TimeZone)
+		}
+	}
+	switch {
+	case s.Cores < 0:
+		return fmt.Errorf("cores: must be 0 (the default) or more, got %d", s.Cores)
+	case !inShare(s.CoresShare) && s.CoresShare != 0:
+		return fmt.Errorf("cores_share: must be a share above 0 and at most 1, got %g", s.CoresShare)
+	case s.Cores > 0 && s.CoresShare > 0:
+		return fmt.Errorf("cores and cores_share: set one of them, not both")
+	case !inShare(s.MemoryShare):
+		return fmt.Errorf("memory_share: must be a share above 0 and at most 1, got %g", s.MemoryShare)
+	case s.IdleFor < 0:
+		return fmt.Errorf("idle_for: must not be negative, got %s", s.IdleFor)
+	case !inShare(s.MaxOtherCPUShare):
+		return fmt.Errorf("max_other_cpu_share: must be a share above 0 and at most 1, got %g", s.MaxOtherCPUShare)
+	case !(s.MinBatteryPercent >= 0 && s.MinBatteryPercent <= 100):
+		return fmt.Errorf("min_battery_percent: must be 0 to 100, got %g", s.MinBatteryPercent)
+	case !(s.MaxTemperatureC >= 0 && s.MaxTemperatureC <= 150):
+		return fmt.Errorf("max_temperature_c: must be 0 (no ceiling) to 150 °C, got %g", s.MaxTemperatureC)
+	}
+	for i, p := range s.PauseFor {
+		if strings.TrimSpace(p) == "" {
+			return fmt.Errorf("pause_for: program %d is empty", i+1)
+		}
+	}
+	for _, uuid := range slices.Sorted(maps.Keys(s.GPUs)) {
+		g := s.GPUs[uuid]
+		switch {
+		case strings.TrimSpace(uuid) == "":
+			return fmt.Errorf("gpus: a GPU has an empty UUID")
+		case g.MemoryShare != 0 && !inShare(g.MemoryShare):
+			return fmt.Errorf("gpus.%s.memory_share: must be a share above 0 and at most 1, got %g", uuid, g.MemoryShare)
+		case !(g.MaxTemperatureC >= 0 && g.MaxTemperatureC <= 150):
+			return fmt.Errorf("gpus.%s.max_temperature_c: must be 0 (no ceiling) to 150 °C, got %g", uuid, g.MaxTemperatureC)
+		case g.MaxOtherShare != 0 && !inShare(g.MaxOtherShare):
+			return fmt.Errorf("gpus.%s.max_other_share: must be a share above 0 and at most 1, got %g", uuid, g.MaxOtherShare)
+		}
+	}
+	return nil
+}
+
+func inShare(f float64) bool { return f > 0 && f <= 1 }
+
+// CoresFor returns how many of cpus logical CPUs the settings offer:
+// Cores (at most cpus), CoresShare of cpus rounded down, or all but one;
+// at least 1. An unknown CPU count (cpus < 1) counts as 1.
+func (s Settings) CoresFor(cpus int) int {
+	cpus = max(cpus, 1)
+	switch {
+	case s.Cores > 0:
+		return min(s.Cores, cpus)
+	case s.CoresShare > 0:
+		return max(1, int(math.Floor(s.CoresShare*float64(cpus)+1e-9)))
+	default:
+		return max(1, cpus-1)
+	}
+}
+
+// Location returns the schedule's time zone: TimeZone loaded, or
+// time.Local when it is empty or cannot be loaded.
+func (s Settings) Location() *time.Location {
+	if s.TimeZone == "" {
+		return time.Local
+	}
+	loc, err := location(s.TimeZone)
+	if err != nil {
+		return time.Local
+	}
+	return loc
+}
+
+var locations sync.Map // name -> *time.Location: Decide runs every second; LoadLocation reads a file
+
+func location(name string) (*time.Location, error) {
+	if l, ok := locations.Load(name); ok {
+		return l.(*time.Location), nil
+	}
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		return nil, err
+	}
+	locations.Store(name, loc)
+	return loc, nil
+}
+
+// gpu returns the settings for uuid with defaults filled in.
+func (s Settings) gpu(uuid string) GPUSettings {
+	g := s.GPUs[uuid]
+	if g.MemoryShare == 0 {
+		g.MemoryShare = DefaultGPUMemoryShare
+	}
+	if g.MaxOtherShare == 0 {
+		g.MaxOtherShare = DefaultGPUMaxOtherShare
+	}
+	return g
+}
+
+// settingsJSON is Settings' JSON form: IdleFor as a duration string.
+type settingsJSON struct {
+	settingsAlias
+	IdleFor string `json:"idle_for"`
+}
+
+type settingsAlias Settings
+
+// MarshalJSON writes IdleFor as "5m0s".
+func (s Settings) MarshalJSON() ([]byte, error) {
+	return json.Marshal(settingsJSON{settingsAlias(s), s.IdleFor.String()})
+}
+
+// UnmarshalJSON reads the form MarshalJSON writes; fields that are
+// missing keep the value they had, so decoding into Defaults() fills
+// them.
+func (s *Settings) UnmarshalJSON(b []byte) error {
+	v := settingsJSON{settingsAlias: settingsAlias(*s), IdleFor: s.IdleFor.String()}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	d, err := time.ParseDuration(v.IdleFor)
+	if err != nil {
+		return fmt.Errorf("idle_for: %q is not a duration such as 5m", v.IdleFor)
+	}
+	*s = Settings(v.settingsAlias)
+	s.IdleFor = d
+	return nil
+}
+
+// SettingKeys lists the keys Set accepts, with what each takes, for help
+// texts. "gpu.UUID.FIELD" stands for the per-GPU keys.
+var SettingKeys = []struct{ Key, Takes string }{
+	{"hours", `weekly allowed hours, e.g. "Mon-Fri 22:00-07:00; Sat,Sun" or "always"`},
+	{"time_zone", `IANA zone of the hours, e.g. Europe/Berlin; "" for the local zone`},
+	{"cores", `a count (6), a share (0.75 or 75%), or "default" (all but one)`},
+	{"memory", `share of memory tasks may use (0.5 or 50%)`},
+	{"idle_for", `input idle time before computing, e.g. 5m; 0 ignores input`},
+	{"max_other_cpu", `share of CPU other programs may use before stepping aside (50%)`},
+	{"pause_on_battery", `true or false`},
+	{"min_battery", `battery percent below which to wait when on battery (0: none)`},
+	{"pause_for", `programs that pause computing, comma-separated (game.exe,steam)`},
+	{"max_temperature", `CPU ceiling in °C (0: none)`},
+	{"pause", `pause computing: a duration (1h), "tomorrow" (until midnight), a time (RFC 3339), or "off"`},
+	{"gpu.UUID.use", `true or false: compute on the GPU with this UUID`},
+	{"gpu.UUID.memory", `share of its memory (0.5)`},
+	{"gpu.UUID.max_temperature", `its ceiling in °C (0: none)`},
+	{"gpu.UUID.max_other", `skip it while other processes use more than this share (0.1)`},
+}
+
+// ErrUnknownSetting is returned by Set for a key it does not know.
+var ErrUnknownSetting = errors.New("idle: unknown setting")
+
+// Set changes one setting from its text form, as a person types it
+// (`idlepool settings set cores=6`); see SettingKeys. now is the wall
+// clock, for "pause". It does not validate the whole Settings: call
+// Validate after the last Set.
+func (s *Settings) Set(key, value string, now time.Time) error {
+	value = strings.TrimSpace(value)
+	var err error
+	switch key {
+	case "hours", "schedule":
+		s.Schedule, err = ParseSchedule(value)
+	case "time_zone", "tz":
+		if value != "" {
+			if _, lerr := location(value); lerr != nil {
+				return fmt.Errorf("%s: %q is not a known time zone (an IANA name such as Europe/Berlin)", key, value)
+			}
+		}
+		s.TimeZone = value
+	case "cores":
+		s.Cores, s.CoresShare = 0, 0
+		switch {
+		case value == "default" || value == "":
+		case strings.HasSuffix(value, "%") || strings.Contains(value, "."):
+			s.CoresShare, err = parseShare(value)
+		default:
+			s.Cores, err = strconv.Atoi(value)
+			if err == nil && s.Cores < 1 {
+				err = fmt.Errorf("a count must be at least 1")
+			}
+		}
+	case "memory", "memory_share":
+		s.MemoryShare, err = parseShare(value)
+	case "idle_for":
+		s.IdleFor, err = parseDuration(value)
+	case "max_other_cpu", "max_other_cpu_share":
+		s.MaxOtherCPUShare, err = parseShare(value)
+	case "pause_on_battery":
+		s.PauseOnBattery, err = strconv.ParseBool(value)
+	case "min_battery", "min_battery_percent":
+		s.MinBatteryPercent, err = strconv.ParseFloat(strings.TrimSuffix(value, "%"), 64)
+	case "pause_for":
+		s.PauseFor = nil
+		for p := range strings.SplitSeq(value, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				s.PauseFor = append(s.PauseFor, p)
+			}
+		}
+	case "max_temperature", "max_temperature_c":
+		s.MaxTemperatureC, err = parseCelsius(value)
+	case "pause", "paused_until":
+		s.PausedUntil, err = parsePause(value, now)
+	default:
+		rest, ok := strings.CutPrefix(key, "gpu.")
+		if !ok {
+			rest, ok = strings.CutPrefix(key, "gpus.")
+		}
+		dot := strings.LastIndexByte(rest, '.')
+		if !ok || dot <= 0 {
+			return fmt.Errorf("%w %q (run `idlepool settings --help` for the list)", ErrUnknownSetting, key)
+		}
+		uuid, field := rest[:dot], rest[dot+1:]
+		g := s.GPUs[uuid]
+		switch field {
+		case "use":
+			g.Use, err = strconv.ParseBool(value)
+		case "memory", "memory_share":
+			g.MemoryShare, err = parseShare(value)
+		case "max_temperature", "max_temperature_c":
+			g.MaxTemperatureC, err = parseCelsius(value)
+		case "max_other", "max_other_share":
+			g.MaxOtherShare, err = parseShare(value)
+		default:
+			return fmt.Errorf("%w %q: a GPU has use, memory, max_temperature and max_other", ErrUnknownSetting, key)
+		}
+		if err == nil {
+			gpus := maps.Clone(s.GPUs)
+			if gpus == nil {
+				gpus = map[string]GPUSettings{}
+			}
+			gpus[uuid] = g
+			s.GPUs = gpus
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("%s=%s: %w", key, value, err)
+	}
+	return nil
+}
+
+func parseShare(v string) (float64, error) {
+	div := 1.0
+	if t, ok := strings.CutSuffix(v, "%"); ok {
+		v, div = t, 100
+	}
+	f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+	if err != nil || !inShare(f/div) {
+		return 0, fmt.Errorf("want a share above 0 and at most 1 (0.5) or a percentage (50%%)")
+	}
+	return f / div, nil
+}
+
+func parseCelsius(v string) (float64, error) {
+	v = strings.TrimSpace(strings.TrimSuffix(strings.TrimSuffix(strings.TrimSpace(v), "C"), "°"))
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil {
+		return 0, fmt.Errorf("want degrees Celsius, e.g. 85")
+	}
+	return f, nil
+}
+
+func parseDuration(v string) (time.Duration, error) {
+	if v == "0" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return 0, fmt.Errorf("want a duration such as 5m or 90s")
+	}
+	return d, nil
+}
+
+func parsePause(v string, now time.Time) (time.Time, error) {
+	switch strings.ToLower(v) {
+	case "off", "no", "false", "resume", "":
+		return time.Time{}, nil
+	case "tomorrow":
+		y, m, d := now.Date()
+		return time.Date(y, m, d+1, 0, 0, 0, 0, now.Location()), nil
+	}
+	if d, err := time.ParseDuration(v); err == nil {
+		if d <= 0 {
+			return time.Time{}, fmt.Errorf("a pause must last more than 0")
+		}
+		return now.Add(d).Round(0).Truncate(time.Second), nil
+	}
+	if t, err := time.Parse(time.RFC3339, v); err == nil {
+		return t, nil
+	}
+	return time.Time{}, fmt.Errorf(`want a duration (1h), "tomorrow", a time (2026-05-01T08:00:00+02:00) or "off"`)
+}

@@ -1,0 +1,201 @@
+package idle
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestDefaultsValidate(t *testing.T) {
+	if err := Defaults().Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		edit func(*Settings)
+		want string // the start of the error; "" for none
+	}{
+		{"a window without days", func(s *Settings) { s.Schedule = Schedule{{Start: 60, End: 120}} }, "schedule: window 1:"},
+		{"an empty window", func(s *Settings) { s.Schedule = Schedule{{Days: EveryDay, Start: 60, End: 60}} }, "schedule: window 1:"},
+		{"an unknown zone", func(s *Settings) { s.TimeZone = "Mars/Olympus" }, "time_zone:"},
+		{"a known zone", func(s *Settings) { s.TimeZone = "America/New_York" }, ""},
+		{"negative cores", func(s *Settings) { s.Cores = -1 }, "cores:"},
+		{"a share above 1", func(s *Settings) { s.CoresShare = 1.5 }, "cores_share:"},
+		{"count and share", func(s *Settings) { s.Cores, s.CoresShare = 2, 0.5 }, "cores and cores_share:"},
+		{"no memory", func(s *Settings) { s.MemoryShare = 0 }, "memory_share:"},
+		{"negative idle time", func(s *Settings) { s.IdleFor = -time.Second }, "idle_for:"},
+		{"no idle time", func(s *Settings) { s.IdleFor = 0 }, ""},
+		{"a load limit of 0", func(s *Settings) { s.MaxOtherCPUShare = 0 }, "max_other_cpu_share:"},
+		{"a battery minimum above 100", func(s *Settings) { s.MinBatteryPercent = 101 }, "min_battery_percent:"},
+		{"a negative ceiling", func(s *Settings) { s.MaxTemperatureC = -1 }, "max_temperature_c:"},
+		{"no ceiling", func(s *Settings) { s.MaxTemperatureC = 0 }, ""},
+		{"an empty program", func(s *Settings) { s.PauseFor = []string{"game.exe", " "} }, "pause_for: program 2"},
+		{"a GPU memory share above 1", func(s *Settings) { s.GPUs = map[string]GPUSettings{"GPU-a": {Use: true, MemoryShare: 2}} }, "gpus.GPU-a.memory_share:"},
+		{"a GPU ceiling too high", func(s *Settings) { s.GPUs = map[string]GPUSettings{"GPU-a": {MaxTemperatureC: 500}} }, "gpus.GPU-a.max_temperature_c:"},
+		{"a GPU other share below 0", func(s *Settings) { s.GPUs = map[string]GPUSettings{"GPU-a": {MaxOtherShare: -0.1}} }, "gpus.GPU-a.max_other_share:"},
+		{"a GPU without UUID", func(s *Settings) { s.GPUs = map[string]GPUSettings{"": {Use: true}} }, "gpus: a GPU has an empty UUID"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := Defaults()
+			tc.edit(&s)
+			err := s.Validate()
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("Validate: %v", err)
+			case tc.want != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.want)):
+				t.Errorf("Validate = %v, want an error starting %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestCoresFor(t *testing.T) {
+	tests := []struct {
+		name  string
+		edit  func(*Settings)
+		cpus  int
+		cores int
+	}{
+		{"default: all but one", func(*Settings) {}, 8, 7},
+		{"default on one CPU", func(*Settings) {}, 1, 1},
+		{"unknown CPU count", func(*Settings) {}, 0, 1},
+		{"a count", func(s *Settings) { s.Cores = 6 }, 8, 6},
+		{"a count above the machine's", func(s *Settings) { s.Cores = 64 }, 8, 8},
+		{"a share", func(s *Settings) { s.CoresShare = 0.75 }, 8, 6},
+		{"a share rounds down", func(s *Settings) { s.CoresShare = 0.7 }, 8, 5},
+		{"a share of 0.3 of 10 is 3 despite rounding", func(s *Settings) { s.CoresShare = 0.3 }, 10, 3},
+		{"a tiny share is one", func(s *Settings) { s.CoresShare = 0.01 }, 8, 1},
+		{"all", func(s *Settings) { s.CoresShare = 1 }, 8, 8},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := Defaults()
+			tc.edit(&s)
+			if got := s.CoresFor(tc.cpus); got != tc.cores {
+				t.Errorf("CoresFor(%d) = %d, want %d", tc.cpus, got, tc.cores)
+			}
+		})
+	}
+}
+
+func TestSet(t *testing.T) {
+	now := time.Date(2026, 3, 10, 13, 5, 0, 0, time.UTC)
+	tests := []struct {
+		kv   string
+		want func(*Settings)
+		err  string
+	}{
+		{"hours=Mon-Fri 22:00-07:00", func(s *Settings) {
+			s.Schedule = Schedule{{EveryDay &^ (1<<time.Saturday | 1<<time.Sunday), 22 * 60, 7 * 60}}
+		}, ""},
+		{"hours=always", func(*Settings) {}, ""},
+		{"hours=Mon 7", nil, "hours=Mon 7: window"},
+		{"time_zone=Europe/Berlin", func(s *Settings) { s.TimeZone = "Europe/Berlin" }, ""},
+		{"time_zone=Nowhere/Else", nil, `time_zone: "Nowhere/Else" is not a known time zone`},
+		{"cores=6", func(s *Settings) { s.Cores = 6 }, ""},
+		{"cores=0.75", func(s *Settings) { s.CoresShare = 0.75 }, ""},
+		{"cores=50%", func(s *Settings) { s.CoresShare = 0.5 }, ""},
+		{"cores=default", func(*Settings) {}, ""},
+		{"cores=0", nil, "cores=0: a count must be at least 1"},
+		{"cores=150%", nil, "cores=150%: want a share"},
+		{"memory=25%", func(s *Settings) { s.MemoryShare = 0.25 }, ""},
+		{"idle_for=90s", func(s *Settings) { s.IdleFor = 90 * time.Second }, ""},
+		{"idle_for=0", func(s *Settings) { s.IdleFor = 0 }, ""},
+		{"idle_for=soon", nil, "idle_for=soon: want a duration"},
+		{"max_other_cpu=80%", func(s *Settings) { s.MaxOtherCPUShare = 0.8 }, ""},
+		{"pause_on_battery=false", func(s *Settings) { s.PauseOnBattery = false }, ""},
+		{"pause_on_battery=maybe", nil, "pause_on_battery=maybe:"},
+		{"min_battery=30%", func(s *Settings) { s.MinBatteryPercent = 30 }, ""},
+		{"pause_for=game.exe, steam,", func(s *Settings) { s.PauseFor = []string{"game.exe", "steam"} }, ""},
+		{"pause_for=", func(*Settings) {}, ""},
+		{"max_temperature=80°C", func(s *Settings) { s.MaxTemperatureC = 80 }, ""},
+		{"max_temperature=hot", nil, "max_temperature=hot: want degrees"},
+		{"pause=1h", func(s *Settings) { s.PausedUntil = now.Add(time.Hour) }, ""},
+		{"pause=tomorrow", func(s *Settings) { s.PausedUntil = time.Date(2026, 3, 11, 0, 0, 0, 0, time.UTC) }, ""},
+		{"pause=2026-03-10T18:00:00Z", func(s *Settings) { s.PausedUntil = time.Date(2026, 3, 10, 18, 0, 0, 0, time.UTC) }, ""},
+		{"pause=off", func(*Settings) {}, ""},
+		{"pause=-1h", nil, "pause=-1h: a pause must last more than 0"},
+		{"gpu.GPU-1234.use=true", func(s *Settings) { s.GPUs = map[string]GPUSettings{"GPU-1234": {Use: true}} }, ""},
+		{"gpu.GPU-1234.memory=0.8", func(s *Settings) { s.GPUs = map[string]GPUSettings{"GPU-1234": {MemoryShare: 0.8}} }, ""},
+		{"gpu.GPU-1234.max_temperature=80", func(s *Settings) { s.GPUs = map[string]GPUSettings{"GPU-1234": {MaxTemperatureC: 80}} }, ""},
+		{"gpu.GPU-1234.max_other=20%", func(s *Settings) { s.GPUs = map[string]GPUSettings{"GPU-1234": {MaxOtherShare: 0.2}} }, ""},
+		{"gpu.GPU-1234.colour=red", nil, "idle: unknown setting"},
+		{"colour=red", nil, "idle: unknown setting"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.kv, func(t *testing.T) {
+			k, v, _ := strings.Cut(tc.kv, "=")
+			got := Defaults()
+			err := got.Set(k, v, now)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("Set = %v, want an error containing %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := Defaults()
+			tc.want(&want)
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+			if err := got.Validate(); err != nil {
+				t.Errorf("Validate after Set: %v", err)
+			}
+		})
+	}
+	s := Defaults()
+	if err := s.Set("colour", "red", now); !errors.Is(err, ErrUnknownSetting) {
+		t.Errorf("unknown key: %v, want ErrUnknownSetting", err)
+	}
+}
+
+func TestSettingsJSON(t *testing.T) {
+	s := Defaults()
+	s.Schedule = Schedule{{EveryDay, 22 * 60, 7 * 60}}
+	s.TimeZone = "Europe/Berlin"
+	s.CoresShare = 0.5
+	s.IdleFor = 90 * time.Second
+	s.PauseFor = []string{"game.exe"}
+	s.GPUs = map[string]GPUSettings{"GPU-a": {Use: true, MemoryShare: 0.8}}
+	s.PausedUntil = time.Date(2026, 3, 10, 14, 5, 0, 0, time.UTC)
+	b, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"idle_for":"1m30s"`) {
+		t.Errorf("idle_for not a duration string: %s", b)
+	}
+	back := Defaults()
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(s, back); diff != "" {
+		t.Errorf("round trip (-want +got):\n%s", diff)
+	}
+
+	// A stored document from an older version lacks newer fields: they
+	// keep their defaults.
+	old := Defaults()
+	if err := json.Unmarshal([]byte(`{"cores":3}`), &old); err != nil {
+		t.Fatal(err)
+	}
+	want := Defaults()
+	want.Cores = 3
+	if diff := cmp.Diff(want, old); diff != "" {
+		t.Errorf("partial document (-want +got):\n%s", diff)
+	}
+	if err := json.Unmarshal([]byte(`{"idle_for":"soon"}`), &old); err == nil || !strings.Contains(err.Error(), "idle_for") {
+		t.Errorf("bad idle_for: %v", err)
+	}
+}
