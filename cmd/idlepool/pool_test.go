@@ -290,11 +290,21 @@ time_limit = "60s"
 `, 6},
 	}
 	_, url := startServe(t, t.TempDir(), "127.0.0.1:0")
+	// Four agents of three owners: the last two are devices of one person
+	// and share an owner key, so they never both count toward one task.
+	shared := filepath.Join(t.TempDir(), "owner.key")
+	if _, err := identity.LoadOrCreate(shared); err != nil {
+		t.Fatal(err)
+	}
 	var homes []string
-	for i := range 3 {
+	for i := range 4 {
 		home := filepath.Join(t.TempDir(), fmt.Sprintf("agent%d", i))
 		homes = append(homes, home)
-		startJoin(t, home, url)
+		var extra []string
+		if i >= 2 {
+			extra = []string{"--owner-key", shared}
+		}
+		startJoin(t, home, url, extra...)
 	}
 	jobs := map[string]int64{}
 	for _, tc := range tests {
@@ -312,6 +322,22 @@ time_limit = "60s"
 		})
 	}
 	checkLedgerAndHistories(t, url, jobs, 2, homes)
+	// The two devices of one owner never both earn a receipt for one task:
+	// agreement must come from distinct owners.
+	owners := map[string]map[string]bool{}
+	for _, e := range fetchLedger(t, url) {
+		if e.Kind != "receipt" {
+			continue
+		}
+		k := fmt.Sprintf("%s/%d", e.Job, e.Task)
+		if owners[k] == nil {
+			owners[k] = map[string]bool{}
+		}
+		if owners[k][e.Owner] {
+			t.Errorf("task %s has two receipts of owner %s", k, e.Owner)
+		}
+		owners[k][e.Owner] = true
+	}
 
 	// A downloaded copy verifies on its own, given the pool's key; a copy
 	// with one cost changed does not.
