@@ -1,0 +1,158 @@
+//go:build linux
+
+package idle
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/godbus/dbus/v5"
+	"golang.org/x/sys/unix"
+)
+
+// logindIdle is an InputIdleSource over systemd-logind's D-Bus API
+// (org.freedesktop.login1(5)): Manager.ListSessions on the system bus, then
+// each Session's properties. It sees local console and graphical sessions
+// and remote ones (SSH, xrdp) that went through pam_systemd:
+//
+//   - TTY sessions (a console, SSH with a tty): logind sets IdleSinceHint to
+//     the atime of the session's tty, which the kernel moves when the user
+//     types (at 8-second granularity), so the idle time is exact.
+//   - Graphical sessions: IdleHint and IdleSinceHint are what the desktop
+//     (GNOME, KDE, ...) published. A desktop that never published a hint
+//     (IdleSinceHint 0) tells nothing and is skipped, except a remote one,
+//     which counts as in use while connected.
+//   - Remote sessions (Remote=yes) count whether or not they are Active;
+//     local sessions only while Active (the one in front on their seat).
+//     Sessions without a tty that are not graphical (ssh host command,
+//     cron) and non-user classes (greeter, lock-screen, background) have no
+//     person typing and are skipped.
+//
+// The answer is the smallest idle time among the sessions that count; an
+// error when there is no system bus, no logind, or no session that counts.
+type logindIdle struct{}
+
+var _ InputIdleSource = logindIdle{}
+
+// IdleTime implements InputIdleSource.
+func (logindIdle) IdleTime(ctx context.Context) (time.Duration, string, error) {
+	conn, err := dbus.ConnectSystemBus(dbus.WithContext(ctx))
+	if err != nil {
+		return 0, "", fmt.Errorf("logind: system bus: %w", err)
+	}
+	defer conn.Close()
+
+	var list []struct {
+		ID   string
+		UID  uint32
+		User string
+		Seat string
+		Path dbus.ObjectPath
+	}
+	mgr := conn.Object("org.freedesktop.login1", "/org/freedesktop/login1")
+	if err := mgr.CallWithContext(ctx, "org.freedesktop.login1.Manager.ListSessions", 0).Store(&list); err != nil {
+		return 0, "", fmt.Errorf("logind: list sessions: %w", err)
+	}
+	nowReal := time.Now()
+	nowMono, err := monotonicNow()
+	if err != nil {
+		return 0, "", fmt.Errorf("logind: %w", err)
+	}
+	best, bestSrc, found := time.Duration(0), "", false
+	for _, l := range list {
+		var props map[string]dbus.Variant
+		obj := conn.Object("org.freedesktop.login1", l.Path)
+		if err := obj.CallWithContext(ctx, "org.freedesktop.DBus.Properties.GetAll", 0, "org.freedesktop.login1.Session").Store(&props); err != nil {
+			if ctx.Err() != nil {
+				return 0, "", fmt.Errorf("logind: session %s: %w", l.ID, err)
+			}
+			continue // closed meanwhile
+		}
+		s := sessionFromProps(l.ID, props)
+		idle, ok := s.idle(nowReal, nowMono)
+		if ok && (!found || idle < best) {
+			best, bestSrc, found = idle, s.describe(), true
+		}
+	}
+	if !found {
+		return 0, "", fmt.Errorf("logind: no session with input among %d: %w", len(list), ErrNoSource)
+	}
+	return best, bestSrc, nil
+}
+
+// monotonicNow reads CLOCK_MONOTONIC, the clock of logind's
+// IdleSinceHintMonotonic.
+func monotonicNow() (time.Duration, error) {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		return 0, fmt.Errorf("clock_gettime: %w", err)
+	}
+	return time.Duration(ts.Nano()), nil
+}
+
+// logindSession is what the idle rules need of an org.freedesktop.login1.Session.
+type logindSession struct {
+	ID, Type, Class, TTY, Service string
+	Active, Remote, IdleHint      bool
+	IdleSinceUS, IdleSinceMonoUS  uint64 // IdleSinceHint (CLOCK_REALTIME) and IdleSinceHintMonotonic, µs; 0 when never set
+}
+
+func sessionFromProps(id string, p map[string]dbus.Variant) logindSession {
+	s := logindSession{ID: id}
+	str := func(k string) string { v, _ := p[k].Value().(string); return v }
+	boolean := func(k string) bool { v, _ := p[k].Value().(bool); return v }
+	u64 := func(k string) uint64 { v, _ := p[k].Value().(uint64); return v }
+	s.Type, s.Class, s.TTY, s.Service = str("Type"), str("Class"), str("TTY"), str("Service")
+	s.Active, s.Remote, s.IdleHint = boolean("Active"), boolean("Remote"), boolean("IdleHint")
+	s.IdleSinceUS, s.IdleSinceMonoUS = u64("IdleSinceHint"), u64("IdleSinceHintMonotonic")
+	return s
+}
+
+// idle applies the rules in logindIdle's comment: how long the session has
+// had no input, and whether it counts at all.
+func (s logindSession) idle(nowReal time.Time, nowMono time.Duration) (time.Duration, bool) {
+	if !strings.HasPrefix(s.Class, "user") || (!s.Remote && !s.Active) {
+		return 0, false
+	}
+	since := func() time.Duration {
+		var d time.Duration
+		if s.IdleSinceMonoUS != 0 {
+			d = nowMono - time.Duration(s.IdleSinceMonoUS)*time.Microsecond
+		} else {
+			d = nowReal.Sub(time.UnixMicro(int64(s.IdleSinceUS)))
+		}
+		return max(0, d)
+	}
+	hinted := s.IdleSinceUS != 0 || s.IdleSinceMonoUS != 0
+	switch s.Type {
+	case "x11", "wayland", "mir":
+		switch {
+		case s.IdleHint && hinted:
+			return since(), true
+		case hinted:
+			return 0, true // the desktop says it is in use
+		case s.Remote:
+			return 0, true // a remote desktop that publishes nothing: in use while connected
+		}
+		return 0, false
+	}
+	if s.TTY == "" || !hinted {
+		return 0, false
+	}
+	return since(), true // the tty's atime
+}
+
+func (s logindSession) describe() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "logind session %s (%s", s.ID, s.Type)
+	if s.TTY != "" {
+		fmt.Fprintf(&b, " %s", s.TTY)
+	}
+	if s.Remote {
+		b.WriteString(", remote")
+	}
+	b.WriteString(")")
+	return b.String()
+}
