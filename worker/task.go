@@ -82,6 +82,15 @@ type Request struct {
 	// than this PID (a fresh one is started if every other one is busy), so
 	// that a replica check does not reuse the process of the first replica.
 	AvoidPID int
+	// GPUs are the GPUs the task may use, by NVML UUID (GPU.UUID), as the
+	// owner's policy allows. Every program today is WebAssembly and runs
+	// on the CPU, so a task ignores GPUs (a job without a GPU program runs
+	// on the CPU even where GPUs are allowed). GPU programs are a later
+	// step: they will run in a worker process whose environment has
+	// CUDA_VISIBLE_DEVICES set to these UUIDs, comma-joined (GPUEnv), so
+	// that CUDA sees no other GPU. A UUID may not be empty or hold a
+	// comma, '=' or white space.
+	GPUs []string
 }
 
 // Result is the outcome of one task.

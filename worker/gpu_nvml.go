@@ -1,0 +1,200 @@
+//go:build cgo && linux
+
+package worker
+
+import (
+	"fmt"
+	"math"
+	"sync"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+)
+
+// GPULister lists the machine's NVIDIA GPUs through NVML, which go-nvml
+// loads at run time (dlopen of libnvidia-ml.so.1 in nvml.Init): a binary
+// built with it starts and runs on machines without the driver.
+//
+// NVML's rule, kept here: nothing but Init is called until Init has
+// succeeded. On a machine without the driver Init returns
+// ERROR_LIBRARY_NOT_FOUND, and calling any other NVML function after that
+// kills the process (an unresolved symbol, which no recover catches).
+//
+// A GPULister initialises NVML on the first List and keeps it initialised
+// until Close, so that polling is cheap; after an error that suggests the
+// driver went away it shuts NVML down and initialises it again on the next
+// List. Its methods are safe for concurrent use.
+type GPULister struct {
+	lib nvml.Interface
+
+	mu     sync.Mutex
+	inited bool
+}
+
+// NewGPULister returns a lister of the real NVML library. It loads
+// nothing yet.
+func NewGPULister() *GPULister { return newGPULister(nvml.New()) }
+
+// newGPULister returns a lister of lib (the mock in tests).
+func newGPULister(lib nvml.Interface) *GPULister { return &GPULister{lib: lib} }
+
+// List returns the usable GPUs in NVML's index order, with the processes
+// on each split into ours (PIDs in ours; nil means none) and others'.
+//
+// With no usable GPU it returns a *NoGPUError (matching ErrNoGPU), e.g.
+// "no usable GPU: no NVIDIA driver (NVML not found)", "no usable GPU: no
+// NVIDIA GPU", or "no usable GPU: NVML: ..." for an NVML failure. When
+// some GPUs are usable and others not (NVML refused a required reading:
+// UUID, memory, temperature or compute processes), it returns the usable
+// ones and an error naming the others. Readings of optional fields (name,
+// utilisation, power, compute capability, graphics processes) that fail
+// are noted in GPU.Problems.
+func (l *GPULister) List(ours map[int]bool) ([]GPU, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.inited {
+		// The only call allowed before a successful Init (see the type's
+		// doc): on failure, return without touching NVML again.
+		if ret := l.lib.Init(); ret != nvml.SUCCESS {
+			return nil, initError(ret)
+		}
+		l.inited = true
+	}
+	n, ret := l.lib.DeviceGetCount()
+	if ret != nvml.SUCCESS {
+		l.shutdownLocked() // the driver may have gone: initialise afresh next time
+		return nil, &NoGPUError{Reason: "NVML: count devices: " + ret.Error(), Err: fmt.Errorf("nvmlDeviceGetCount: %s", ret.Error())}
+	}
+	if n == 0 {
+		return nil, &NoGPUError{Reason: "no NVIDIA GPU"}
+	}
+	var gpus []GPU
+	var skipped []string
+	for i := range n {
+		g, err := readGPU(l.lib, i, ours)
+		if err != nil {
+			skipped = append(skipped, err.Error())
+			continue
+		}
+		gpus = append(gpus, g)
+	}
+	if len(skipped) == 0 {
+		return gpus, nil
+	}
+	err := fmt.Errorf("NVML: %s", joinReasons(skipped))
+	if len(gpus) == 0 {
+		return nil, &NoGPUError{Reason: err.Error(), Err: err}
+	}
+	return gpus, err
+}
+
+// Close shuts NVML down if List initialised it. The lister may be used
+// again afterwards. It returns an error only when nvmlShutdown fails.
+func (l *GPULister) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.shutdownLocked()
+}
+
+func (l *GPULister) shutdownLocked() error {
+	if !l.inited {
+		return nil
+	}
+	l.inited = false
+	if ret := l.lib.Shutdown(); ret != nvml.SUCCESS {
+		return fmt.Errorf("worker: nvmlShutdown: %s", ret.Error())
+	}
+	return nil
+}
+
+// initError explains a failed nvmlInit. ret.Error() is safe here: go-nvml
+// names codes itself while the library is not loaded.
+func initError(ret nvml.Return) error {
+	cause := fmt.Errorf("nvmlInit: %s", ret.Error())
+	switch ret {
+	case nvml.ERROR_LIBRARY_NOT_FOUND:
+		return &NoGPUError{Reason: "no NVIDIA driver (NVML not found)", Err: cause}
+	case nvml.ERROR_DRIVER_NOT_LOADED:
+		return &NoGPUError{Reason: "the NVIDIA driver is not loaded", Err: cause}
+	case nvml.ERROR_NO_PERMISSION:
+		return &NoGPUError{Reason: "no permission to use the NVIDIA driver", Err: cause}
+	}
+	return &NoGPUError{Reason: "NVML: " + cause.Error(), Err: cause}
+}
+
+// readGPU reads device i. It fails when a required reading fails.
+func readGPU(lib nvml.Interface, i int, ours map[int]bool) (GPU, error) {
+	fail := func(what string, ret nvml.Return) (GPU, error) {
+		return GPU{}, fmt.Errorf("GPU %d skipped: %s: %s", i, what, ret.Error())
+	}
+	dev, ret := lib.DeviceGetHandleByIndex(i)
+	if ret != nvml.SUCCESS {
+		return fail("get handle", ret)
+	}
+	g := GPU{Index: i}
+	if g.UUID, ret = dev.GetUUID(); ret != nvml.SUCCESS {
+		return fail("UUID", ret)
+	}
+	mem, ret := dev.GetMemoryInfo()
+	if ret != nvml.SUCCESS {
+		return fail("memory", ret)
+	}
+	g.MemoryTotalMiB, g.MemoryFreeMiB = int64(mem.Total>>20), int64(mem.Free>>20)
+	temp, ret := dev.GetTemperature(nvml.TEMPERATURE_GPU)
+	if ret != nvml.SUCCESS {
+		return fail("temperature", ret)
+	}
+	g.TemperatureC = float64(temp)
+	compute, ret := dev.GetComputeRunningProcesses()
+	if ret != nvml.SUCCESS {
+		return fail("compute processes", ret)
+	}
+
+	problem := func(what string, ret nvml.Return) {
+		g.Problems = append(g.Problems, what+": "+ret.Error())
+	}
+	if g.Name, ret = dev.GetName(); ret != nvml.SUCCESS {
+		problem("name", ret)
+	}
+	if u, ret := dev.GetUtilizationRates(); ret == nvml.SUCCESS {
+		g.UtilisationShare = min(float64(u.Gpu)/100, 1)
+	} else {
+		problem("utilisation", ret)
+	}
+	if mW, ret := dev.GetPowerUsage(); ret == nvml.SUCCESS {
+		g.PowerW = float64(mW) / 1000
+	} else {
+		problem("power", ret)
+	}
+	if major, minor, ret := dev.GetCudaComputeCapability(); ret == nvml.SUCCESS {
+		g.ComputeCapability = fmt.Sprintf("%d.%d", major, minor)
+	} else {
+		problem("compute capability", ret)
+	}
+	graphics, ret := dev.GetGraphicsRunningProcesses()
+	if ret != nvml.SUCCESS {
+		problem("graphics processes", ret)
+	}
+
+	seen := map[int]bool{}
+	add := func(infos []nvml.ProcessInfo, isGraphics bool) {
+		for _, p := range infos {
+			pid := int(p.Pid)
+			if seen[pid] {
+				continue
+			}
+			seen[pid] = true
+			gp := GPUProcess{PID: pid, UsedMemoryMiB: -1, Graphics: isGraphics}
+			if p.UsedGpuMemory != math.MaxUint64 { // NVML_VALUE_NOT_AVAILABLE
+				gp.UsedMemoryMiB = int64(p.UsedGpuMemory >> 20)
+			}
+			if ours[pid] {
+				g.OurProcesses = append(g.OurProcesses, gp)
+			} else {
+				g.OtherProcesses = append(g.OtherProcesses, gp)
+			}
+		}
+	}
+	add(compute, false)
+	add(graphics, true)
+	return g, nil
+}

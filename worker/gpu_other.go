@@ -1,0 +1,22 @@
+//go:build !cgo || !linux
+
+package worker
+
+import "errors"
+
+// GPULister lists the machine's NVIDIA GPUs through NVML. This build has
+// no NVML (it needs cgo on Linux): List always reports "no usable GPU:
+// built without NVML". Its methods are safe for concurrent use.
+type GPULister struct{}
+
+// NewGPULister returns a lister that finds no GPU.
+func NewGPULister() *GPULister { return &GPULister{} }
+
+// List returns a *NoGPUError, matching ErrNoGPU and wrapping
+// errors.ErrUnsupported: this build has no NVML.
+func (l *GPULister) List(ours map[int]bool) ([]GPU, error) {
+	return nil, &NoGPUError{Reason: "built without NVML", Err: errors.ErrUnsupported}
+}
+
+// Close does nothing and returns nil.
+func (l *GPULister) Close() error { return nil }
