@@ -61,6 +61,13 @@ type Pool struct {
 	count   int            // workers alive or starting, idle or not
 	running sync.WaitGroup // calls of Run in progress
 
+	// Suspension (suspend.go): every worker process started and not yet
+	// killed, whether the pool is suspended, and a channel closed and
+	// replaced whenever that changes.
+	procs          map[*proc]struct{}
+	suspended      bool
+	suspendChanged chan struct{}
+
 	// onStarted, if set before the first Run, is called with the worker's
 	// PID when a task's module starts to run. For tests.
 	onStarted func(pid int)
@@ -95,6 +102,9 @@ func NewPool(cfg Config) (*Pool, error) {
 		spawner:   newSpawner(),
 		done:      make(chan struct{}),
 		closeDone: make(chan struct{}),
+
+		procs:          map[*proc]struct{}{},
+		suspendChanged: make(chan struct{}),
 	}, nil
 }
 
@@ -104,7 +114,8 @@ func NewPool(cfg Config) (*Pool, error) {
 // ErrInvalidRequest, ErrStart, ErrSetup, ErrClosed, ErrBadFrame (a worker
 // broke the protocol) or ctx.Err(). Cancelling ctx kills the task's worker
 // process at once. Run may be called by many goroutines; beyond
-// Config.Slots they wait for a slot (or ctx, or Close).
+// Config.Slots they wait for a slot (or ctx, or Close). While the pool is
+// suspended, Run waits for Resume before it starts its task (see Suspend).
 func (p *Pool) Run(ctx context.Context, req Request) (Result, error) {
 	body, timeout, err := newRunBody(req)
 	if err != nil {
@@ -127,6 +138,9 @@ func (p *Pool) Run(ctx context.Context, req Request) (Result, error) {
 		return Result{}, ErrClosed
 	}
 	defer func() { <-p.slots }()
+	if err := p.waitResumed(ctx); err != nil {
+		return Result{}, err
+	}
 
 	id := p.nextID.Add(1)
 	forceFresh := false
@@ -185,6 +199,9 @@ func newRunBody(req Request) (*runBody, time.Duration, error) {
 	if maxStderr < 1 || maxStderr > MaxStderrLimitBytes {
 		return nil, 0, invalid("MaxStderrBytes %d out of range 1..%d", req.MaxStderrBytes, MaxStderrLimitBytes)
 	}
+	if err := checkGPUs(req.GPUs); err != nil {
+		return nil, 0, invalid("GPUs: %v", err)
+	}
 	if len(req.Stdin) > MaxStdinBytes {
 		return nil, 0, invalid("Stdin of %d bytes exceeds maximum %d", len(req.Stdin), MaxStdinBytes)
 	}
@@ -238,6 +255,7 @@ func (p *Pool) take(ctx context.Context, avoid int, forceFresh bool) (pr *proc, 
 	p.mu.Unlock()
 
 	if evict != nil {
+		p.untrack(evict)
 		p.log.Debug("Worker stopped to make room", "pid", evict.pid, "state", evict.reap())
 	}
 	pr, err = p.startProc(ctx)
@@ -266,6 +284,7 @@ func (p *Pool) release(pr *proc) {
 // discard kills and reaps a worker and forgets it; it returns how the
 // process ended.
 func (p *Pool) discard(pr *proc) string {
+	p.untrack(pr)
 	state := pr.reap()
 	p.mu.Lock()
 	p.count--
@@ -323,15 +342,20 @@ func (p *Pool) exchange(ctx context.Context, pr *proc, id uint64, body *runBody,
 		return p.discard(pr)
 	}
 	started := false
-	deadline := time.NewTimer(compileTimeout)
-	defer deadline.Stop()
+	// The deadline does not run while the pool is suspended (Suspend).
+	suspended, suspendChanged := p.suspension()
+	deadline := newPauseTimer(compileTimeout, suspended)
+	defer deadline.stop()
 	for {
 		select {
+		case <-suspendChanged:
+			suspended, suspendChanged = p.suspension()
+			deadline.setPaused(suspended)
 		case ev := <-events:
 			switch {
 			case ev.started:
 				started = true
-				deadline.Reset(timeout)
+				deadline.reset(timeout)
 				if p.onStarted != nil {
 					p.onStarted(pr.pid)
 				}
@@ -351,7 +375,7 @@ func (p *Pool) exchange(ctx context.Context, pr *proc, id uint64, body *runBody,
 				res.Failure = &Failure{Kind: FailureWorkerDied, Message: fmt.Sprintf("worker process %d ended (%s): %v", pr.pid, state, ev.err)}
 				return res, !started, nil
 			}
-		case <-deadline.C:
+		case <-deadline.C():
 			state := stop()
 			p.log.Debug("Worker killed at task deadline", "pid", pr.pid, "state", state)
 			if !started {

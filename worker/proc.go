@@ -121,6 +121,7 @@ func (p *Pool) startProc(ctx context.Context) (*proc, error) {
 		stderrDone: make(chan struct{}),
 	}
 	go logStderr(p.log.With("pid", pr.pid), stderr, pr.stderrDone)
+	p.track(pr)
 
 	var helloErr error
 	helloDone := make(chan struct{})
@@ -136,19 +137,29 @@ func (p *Pool) startProc(ctx context.Context) (*proc, error) {
 			helloErr = fmt.Errorf("%w: hello from pid %d, started %d", ErrBadFrame, f.PID, pr.pid)
 		}
 	}()
-	timer := time.NewTimer(startTimeout)
-	defer timer.Stop()
-	select {
-	case <-helloDone:
-		err = helloErr
-	case <-timer.C:
-		err = fmt.Errorf("no hello within %s", startTimeout)
-	case <-ctx.Done():
-		err = ctx.Err()
-	case <-p.done:
-		err = ErrClosed
+	// The limit does not run while the pool is suspended (Suspend).
+	suspended, suspendChanged := p.suspension()
+	timer := newPauseTimer(startTimeout, suspended)
+	defer timer.stop()
+	for waiting := true; waiting; {
+		waiting = false
+		select {
+		case <-helloDone:
+			err = helloErr
+		case <-timer.C():
+			err = fmt.Errorf("no hello within %s", startTimeout)
+		case <-ctx.Done():
+			err = ctx.Err()
+		case <-p.done:
+			err = ErrClosed
+		case <-suspendChanged:
+			suspended, suspendChanged = p.suspension()
+			timer.setPaused(suspended)
+			waiting = true
+		}
 	}
 	if err != nil {
+		p.untrack(pr)
 		pr.kill()
 		<-helloDone
 		state := pr.reap()

@@ -1,0 +1,14 @@
+//go:build !unix && !windows
+
+package worker
+
+import (
+	"errors"
+	"os/exec"
+)
+
+// stopProcess is not implemented on this platform.
+func stopProcess(*exec.Cmd) error { return errors.ErrUnsupported }
+
+// continueProcess is not implemented on this platform.
+func continueProcess(*exec.Cmd) error { return errors.ErrUnsupported }
