@@ -89,7 +89,9 @@ type PolicyState struct {
 // process, naming each GPU skipped and why.
 //
 // Unknown readings (a failed or hung probe):
-//   - input idle time unknown is not idle: wait (unless IdleFor is 0);
+//   - input idle time unknown is not idle: wait (unless IdleFor is 0),
+//     naming the reading's Err when it is one source's reason and saying
+//     "no input source works" when several failed;
 //   - power unknown: the last known state holds; never known: assume AC,
 //     and say so;
 //   - listed programs unknown: the last known list holds; never known:
@@ -215,8 +217,8 @@ func Decide(s Settings, sig Signals, now time.Time, mono time.Duration, prev Pol
 	if s.IdleFor > 0 {
 		if !sig.InputIdle.Known {
 			why := sig.InputIdle.Err
-			if why == "" {
-				why = "no input source works"
+			if why == "" || strings.Contains(why, "; ") {
+				why = "no input source works" // several sources' reasons: too long for a reason line
 			}
 			return wait(StateWaiting, fmt.Sprintf("waiting: idle time unknown (%s)", why))
 		}

@@ -170,6 +170,9 @@ func TestDecide(t *testing.T) {
 				waiting("waiting: idle time unknown (logind: timed out after 500ms)")},
 			{tue2300, time.Second, func(s *Signals) { s.InputIdle = Reading[time.Duration]{} },
 				waiting("waiting: idle time unknown (no input source works)")},
+			{tue2300, 2 * time.Second, func(s *Signals) {
+				s.InputIdle = Reading[time.Duration]{Err: "logind: no session bus; x11: no display; /dev/input: permission denied"}
+			}, waiting("waiting: idle time unknown (no input source works)")},
 		}},
 		{"hung probes: unknown load, temperature, power and programs are said", withSettings(func(s *Settings) { s.PauseFor = []string{"game.exe"} }), []step{
 			{tue2300, 0, func(s *Signals) {
