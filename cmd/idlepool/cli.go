@@ -26,8 +26,14 @@ Commands:
           donate this machine's compute to a pool until stopped
   submit MANIFEST --pool URL [--follow] [--json]
           hand a job to a pool; with --follow, merge its results like run
+  status [--json]
+          this machine as a donor: its signals, hours, offer, and whether
+          it computes or waits, and why
   status JOB --pool URL [--json]
           show a job's progress in a pool
+  settings [--json] | settings set KEY=VALUE ... | settings reset
+          the hours, cores, idle time, battery, programs and GPUs this
+          machine computes with
   result JOB --pool URL [--json]
           merge a submitted job's results to the end and print the result
   history [--json]
@@ -146,6 +152,8 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = cmdStatus(ctx, g, cargs)
 	case "result":
 		err = cmdResult(ctx, g, cargs)
+	case "settings":
+		err = cmdSettings(ctx, g, cargs)
 	case "history":
 		err = cmdHistory(ctx, g, cargs)
 	case "ledger":

@@ -17,6 +17,7 @@ func cmdStatus(ctx context.Context, g *globals, args []string) error {
 	fs.Usage = func() {
 		fmt.Fprintf(g.stderr, "Usage: idlepool status JOB --pool URL [--json]\n\nShows a job's progress in a pool.\n\n")
 		fs.PrintDefaults()
+		fmt.Fprintf(g.stderr, "\n%s", machineStatusHelp)
 	}
 	g.register(fs)
 	pc := poolFlags(fs)
@@ -24,6 +25,9 @@ func cmdStatus(ctx context.Context, g *globals, args []string) error {
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
+	}
+	if len(pos) == 0 && pc.url == "" {
+		return cmdMachineStatus(ctx, g, *asJSON)
 	}
 	if len(pos) != 1 {
 		fs.Usage()

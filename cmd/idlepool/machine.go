@@ -1,0 +1,548 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"idlepool/home"
+	"idlepool/idle"
+	"idlepool/worker"
+)
+
+// This file is `idlepool status` without a job (what this machine's
+// signals are and what the policy decides from them) and `idlepool
+// settings` (the owner's settings in the local store).
+
+const machineStatusHelp = `Usage: idlepool status [--json]
+
+Shows this machine as a donor: the signals the policy reads (input idle
+time, other programs' CPU load, power, temperature, listed programs,
+GPUs), the owner's hours, what the machine offers, and the decision with
+its reason in words. The signals are sampled once, now; a running agent
+decides from its own, continuous samples.
+
+With --json it prints one JSON document:
+
+  {
+    "at": "2026-03-10T23:00:00+01:00",           when the signals were sampled
+    "signals": {                                 each reading has "known" and,
+      "input_idle_seconds": READING(number),     when known, "value" and
+      "other_cpu_share": READING(number 0..1),   "source"; when unknown,
+      "power": READING({"on_battery", "has_battery", "percent"}),
+      "max_temperature_c": READING(number),      "error" says why
+      "running": READING([program names]),
+      "gpus": READING([{"index", "uuid", "name", "memory_total_mib",
+               "memory_free_mib", "utilisation_share", "temperature_c",
+               "power_w", "compute_capability", "other_processes",
+               "other_memory_mib"}]),
+      "cpus": number of logical CPUs
+    },
+    "in_hours": whether the schedule allows now,
+    "decision": {"state": "computing"|"waiting"|"paused", "cores": N,
+                 "gpus": [UUIDs], "reason": "words"},
+    "capacity": what this machine offers (see idle.Capacity),
+    "settings": the owner's settings (as 'idlepool settings --json')
+  }
+
+Use 'idlepool status JOB --pool URL' for a job's progress in a pool.
+`
+
+// readingDoc is one reading in the JSON of `idlepool status`: Value and
+// Source only when Known, Error only when not.
+type readingDoc[T any] struct {
+	Known  bool   `json:"known"`
+	Value  *T     `json:"value,omitempty"`
+	Source string `json:"source,omitempty"`
+	Error  string `json:"error,omitempty"`
+}
+
+func readingOf[T, U any](r idle.Reading[T], conv func(T) U) readingDoc[U] {
+	if !r.Known {
+		return readingDoc[U]{Error: r.Err}
+	}
+	v := conv(r.Value)
+	return readingDoc[U]{Known: true, Value: &v, Source: r.Source}
+}
+
+func same[T any](v T) T { return v }
+
+type powerDoc struct {
+	OnBattery  bool    `json:"on_battery"`
+	HasBattery bool    `json:"has_battery"`
+	Percent    float64 `json:"percent"`
+}
+
+type gpuDoc struct {
+	Index             int     `json:"index"`
+	UUID              string  `json:"uuid"`
+	Name              string  `json:"name"`
+	MemoryTotalMiB    int64   `json:"memory_total_mib"`
+	MemoryFreeMiB     int64   `json:"memory_free_mib"`
+	UtilisationShare  float64 `json:"utilisation_share"`
+	TemperatureC      float64 `json:"temperature_c"`
+	PowerW            float64 `json:"power_w"`
+	ComputeCapability string  `json:"compute_capability"`
+	OtherProcesses    []int   `json:"other_processes"`
+	OtherMemoryMiB    int64   `json:"other_memory_mib"`
+}
+
+type signalsDoc struct {
+	InputIdleSeconds readingDoc[float64]  `json:"input_idle_seconds"`
+	OtherCPUShare    readingDoc[float64]  `json:"other_cpu_share"`
+	Power            readingDoc[powerDoc] `json:"power"`
+	MaxTemperatureC  readingDoc[float64]  `json:"max_temperature_c"`
+	Running          readingDoc[[]string] `json:"running"`
+	GPUs             readingDoc[[]gpuDoc] `json:"gpus"`
+	CPUs             int                  `json:"cpus"`
+}
+
+type decisionDoc struct {
+	State  idle.State `json:"state"`
+	Cores  int        `json:"cores"`
+	GPUs   []string   `json:"gpus"`
+	Reason string     `json:"reason"`
+}
+
+type machineDoc struct {
+	At       time.Time     `json:"at"`
+	Signals  signalsDoc    `json:"signals"`
+	InHours  bool          `json:"in_hours"`
+	Decision decisionDoc   `json:"decision"`
+	Capacity idle.Capacity `json:"capacity"`
+	Settings idle.Settings `json:"settings"`
+}
+
+func signalsOf(sig idle.Signals) signalsDoc {
+	return signalsDoc{
+		InputIdleSeconds: readingOf(sig.InputIdle, func(d time.Duration) float64 { return d.Seconds() }),
+		OtherCPUShare:    readingOf(sig.OtherCPUShare, same[float64]),
+		Power: readingOf(sig.Power, func(p idle.Power) powerDoc {
+			return powerDoc{OnBattery: p.OnBattery, HasBattery: p.HasBattery, Percent: p.Percent}
+		}),
+		MaxTemperatureC: readingOf(sig.MaxTemperatureC, same[float64]),
+		Running: readingOf(sig.Running, func(r []string) []string {
+			if r == nil {
+				return []string{}
+			}
+			return r
+		}),
+		GPUs: readingOf(sig.GPUs, func(gs []idle.GPU) []gpuDoc {
+			out := make([]gpuDoc, 0, len(gs))
+			for _, g := range gs {
+				out = append(out, gpuDoc{Index: g.Index, UUID: g.UUID, Name: g.Name, MemoryTotalMiB: g.MemoryTotalMiB,
+					MemoryFreeMiB: g.MemoryFreeMiB, UtilisationShare: g.UtilisationShare, TemperatureC: g.TemperatureC,
+					PowerW: g.PowerW, ComputeCapability: g.ComputeCapability,
+					OtherProcesses: append([]int{}, g.OtherProcesses...), OtherMemoryMiB: g.OtherMemoryMiB})
+			}
+			return out
+		}),
+		CPUs: sig.CPUs,
+	}
+}
+
+// nvmlGPUs is the idle.GPUSource over worker's NVML lister: the GPUs with
+// this process's own use left out, and worker's reason in words when there
+// is no usable GPU ("no NVIDIA driver (NVML not found)").
+type nvmlGPUs struct{ l *worker.GPULister }
+
+func (n nvmlGPUs) GPUs(context.Context) ([]idle.GPU, error) {
+	gs, err := n.l.List(map[int]bool{os.Getpid(): true})
+	if ne, ok := errors.AsType[*worker.NoGPUError](err); ok {
+		return nil, errors.New(ne.Reason)
+	}
+	if err != nil && len(gs) == 0 {
+		return nil, err
+	}
+	out := make([]idle.GPU, 0, len(gs))
+	for _, g := range gs {
+		out = append(out, idle.GPU{Index: g.Index, UUID: g.UUID, Name: g.Name,
+			MemoryTotalMiB: g.MemoryTotalMiB, MemoryFreeMiB: g.MemoryFreeMiB,
+			UtilisationShare: g.UtilisationShare, TemperatureC: g.TemperatureC, PowerW: g.PowerW,
+			ComputeCapability: g.ComputeCapability, OtherProcesses: g.OtherPIDs(), OtherMemoryMiB: g.OtherMemoryMiB()})
+	}
+	return out, nil
+}
+
+// loadSettings returns the owner's settings from the local store under
+// dirs, or the defaults when there is no store yet (without creating
+// one).
+func loadSettings(ctx context.Context, dirs home.Dirs) (idle.Settings, error) {
+	if _, err := os.Stat(filepath.Join(dirs.Data, "local.db")); err != nil {
+		return idle.Defaults(), nil
+	}
+	local, err := openLocal(dirs)
+	if err != nil {
+		return idle.Settings{}, err
+	}
+	defer local.Close()
+	s, err := local.Settings(ctx)
+	if err != nil {
+		return s, &userError{Msg: fmt.Sprintf("the saved settings are unusable: %v", err),
+			Hint: "'idlepool settings reset' goes back to the defaults", Cause: err}
+	}
+	return s, nil
+}
+
+// cmdMachineStatus is `idlepool status` without a job.
+func cmdMachineStatus(ctx context.Context, g *globals, asJSON bool) error {
+	dirs, err := g.dirs()
+	if err != nil {
+		return err
+	}
+	s, err := loadSettings(ctx, dirs)
+	if err != nil {
+		return err
+	}
+	sources := idle.DefaultSources()
+	gpus := worker.NewGPULister()
+	defer gpus.Close()
+	sources.GPU = nvmlGPUs{gpus}
+	sampler := idle.NewSampler(idle.SamplerConfig{Sources: sources, Programs: s.PauseFor})
+	defer sampler.Close()
+	sig := sampler.Sample(ctx)
+	now := time.Now()
+	d, _ := idle.Decide(s, sig, now, 0, idle.PolicyState{})
+	m, err := idle.ReadMachine(ctx)
+	if err != nil {
+		g.logger().Debug("Machine partly unknown", "err", err)
+	}
+	c := idle.NewCapacity(m, s, sig.GPUs)
+	if asJSON {
+		doc := machineDoc{At: sig.At, Signals: signalsOf(sig), InHours: s.Schedule.Allows(now, s.Location()),
+			Decision: decisionDoc{State: d.State, Cores: d.Cores, GPUs: append([]string{}, d.GPUs...), Reason: d.Reason},
+			Capacity: c, Settings: s}
+		b, err := json.MarshalIndent(doc, "", "  ")
+		if err != nil {
+			return fmt.Errorf("encode status: %w", err)
+		}
+		fmt.Fprintf(g.stdout, "%s\n", b)
+		return nil
+	}
+	printMachine(g.stdout, s, sig, d, c, now)
+	return nil
+}
+
+// printMachine writes the status as aligned lines a person reads.
+func printMachine(w io.Writer, s idle.Settings, sig idle.Signals, d idle.Decision, c idle.Capacity, now time.Time) {
+	line := func(label, format string, args ...any) {
+		fmt.Fprintf(w, "%-12s %s\n", label, fmt.Sprintf(format, args...))
+	}
+	model := c.CPUModel
+	if model == "" {
+		model = "CPU model unknown"
+	}
+	line("machine", "%s/%s, %s, %d logical CPUs, %s memory", c.OS, c.Arch, model, c.LogicalCPUs, mib(c.MemoryTotalMiB))
+
+	if r := sig.InputIdle; r.Known {
+		line("input idle", "%s (%s); starting needs %s", r.Value.Truncate(time.Second), r.Source, idleNeed(s))
+	} else {
+		line("input idle", "unknown: %s", r.Err)
+	}
+
+	if r := sig.OtherCPUShare; r.Known {
+		line("CPU load", "other programs %.0f%% of %d CPUs (limit %.0f%%)", r.Value*100, sig.CPUs, s.MaxOtherCPUShare*100)
+	} else {
+		line("CPU load", "unknown: %s", r.Err)
+	}
+
+	if r := sig.Power; r.Known {
+		p := r.Value
+		switch {
+		case p.OnBattery:
+			line("power", "on battery, %.0f%%%s", p.Percent, batteryRule(s))
+		case p.HasBattery:
+			line("power", "AC, battery %.0f%%", p.Percent)
+		default:
+			line("power", "AC (no battery)")
+		}
+	} else {
+		line("power", "unknown: %s", r.Err)
+	}
+
+	ceiling := "no ceiling"
+	if s.MaxTemperatureC > 0 {
+		ceiling = fmt.Sprintf("ceiling %.0f °C", s.MaxTemperatureC)
+	}
+	if r := sig.MaxTemperatureC; r.Known {
+		line("temperature", "%.0f °C (%s)", r.Value, ceiling)
+	} else {
+		line("temperature", "unknown: %s (%s)", r.Err, ceiling)
+	}
+
+	switch r := sig.Running; {
+	case len(s.PauseFor) == 0:
+		line("programs", "none listed to pause for")
+	case !r.Known:
+		line("programs", "unknown: %s (listed: %s)", r.Err, strings.Join(s.PauseFor, ", "))
+	case len(r.Value) == 0:
+		line("programs", "none of %s running", strings.Join(s.PauseFor, ", "))
+	default:
+		line("programs", "running: %s", strings.Join(r.Value, ", "))
+	}
+
+	if r := sig.GPUs; !r.Known {
+		line("GPUs", "none usable: %s", r.Err)
+	} else if len(r.Value) == 0 {
+		line("GPUs", "none")
+	} else {
+		for i, gp := range r.Value {
+			label := ""
+			if i == 0 {
+				label = "GPUs"
+			}
+			use := "not enabled"
+			if s.GPUs[gp.UUID].Use {
+				use = "enabled"
+			}
+			line(label, "%d %s (%s), %s memory, %.0f%% busy, %.0f °C, %d other processes; %s",
+				gp.Index, gp.Name, gp.UUID, mib(gp.MemoryTotalMiB), gp.UtilisationShare*100, gp.TemperatureC, len(gp.OtherProcesses), use)
+		}
+	}
+
+	loc := s.Location()
+	switch {
+	case len(s.Schedule) == 0:
+		line("hours", "any time")
+	case s.Schedule.Allows(now, loc):
+		line("hours", "%s (%s); inside them now", s.Schedule, zoneName(s, c))
+	default:
+		line("hours", "%s (%s); outside them now", s.Schedule, zoneName(s, c))
+	}
+
+	gpuOffer := "no GPU"
+	if len(c.GPUs) > 0 {
+		var names []string
+		for _, o := range c.GPUs {
+			names = append(names, fmt.Sprintf("%s with %s", o.Name, mib(o.MemoryMiB)))
+		}
+		gpuOffer = strings.Join(names, ", ")
+	}
+	line("offers", "%d of %d cores, %s of %s memory, %s", c.Cores, c.LogicalCPUs, mib(c.MemoryMiB), mib(c.MemoryTotalMiB), gpuOffer)
+	line("decision", "%s", d.Reason)
+	if !sig.InputIdle.Known && s.IdleFor > 0 && d.State == idle.StateWaiting && strings.Contains(d.Reason, "idle time unknown") {
+		fmt.Fprintln(w, "hint: no source tells this machine's input idle time (no display, no session, no readable input devices);")
+		fmt.Fprintln(w, "      on a headless machine 'idlepool settings set idle_for=0' computes without looking at input")
+	}
+}
+
+func idleNeed(s idle.Settings) string {
+	if s.IdleFor == 0 {
+		return "no idle time (idle_for 0)"
+	}
+	return idle.DurationText(s.IdleFor) + " idle"
+}
+
+func batteryRule(s idle.Settings) string {
+	switch {
+	case s.PauseOnBattery:
+		return " (you pause on battery)"
+	case s.MinBatteryPercent > 0:
+		return fmt.Sprintf(" (you compute on battery above %.0f%%)", s.MinBatteryPercent)
+	}
+	return " (you compute on battery)"
+}
+
+func zoneName(s idle.Settings, c idle.Capacity) string {
+	if s.TimeZone != "" {
+		return s.TimeZone
+	}
+	return c.TimeZone
+}
+
+// mib writes a MiB count as "23.5 GiB" or "512 MiB".
+func mib(n int64) string {
+	if n >= 1024 {
+		return fmt.Sprintf("%.1f GiB", float64(n)/1024)
+	}
+	return fmt.Sprintf("%d MiB", n)
+}
+
+const settingsHelp = `Usage:
+  idlepool settings [--json]            show the settings
+  idlepool settings set KEY=VALUE ...   change some, checked before saving
+  idlepool settings reset               go back to the defaults
+
+The owner's rules for when and how much this machine computes, kept in the
+local store under --home. A running agent reads them again within seconds.
+
+Keys:
+`
+
+func cmdSettings(ctx context.Context, g *globals, args []string) error {
+	fs := flag.NewFlagSet("idlepool settings", flag.ContinueOnError)
+	fs.SetOutput(g.stderr)
+	fs.Usage = func() {
+		fmt.Fprint(g.stderr, settingsHelp)
+		for _, k := range idle.SettingKeys {
+			fmt.Fprintf(g.stderr, "  %-26s %s\n", k.Key, k.Takes)
+		}
+		fmt.Fprintf(g.stderr, "\nExample: idlepool settings set 'hours=Mon-Fri 22:00-07:00; Sat,Sun' cores=75%% idle_for=10m\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	g.register(fs)
+	asJSON := fs.Bool("json", false, "print the settings as one JSON document")
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	dirs, err := g.dirs()
+	if err != nil {
+		return err
+	}
+	var s idle.Settings
+	switch {
+	case len(pos) == 0:
+		if s, err = loadSettings(ctx, dirs); err != nil {
+			return err
+		}
+	case pos[0] == "set":
+		if len(pos) == 1 {
+			fs.Usage()
+			return &userError{Msg: "settings set needs at least one KEY=VALUE", Hint: "idlepool settings set cores=4", Cause: errUsage}
+		}
+		if s, err = updateSettings(ctx, dirs, pos[1:]); err != nil {
+			return err
+		}
+	case pos[0] == "reset" && len(pos) == 1:
+		local, err := openLocal(dirs)
+		if err != nil {
+			return err
+		}
+		defer local.Close()
+		s = idle.Defaults()
+		if err := local.SaveSettings(ctx, s); err != nil {
+			return err
+		}
+	default:
+		fs.Usage()
+		return &userError{Msg: fmt.Sprintf("settings: unknown subcommand %q", pos[0]), Hint: "'idlepool settings', 'idlepool settings set KEY=VALUE ...' or 'idlepool settings reset'", Cause: errUsage}
+	}
+	if *asJSON {
+		b, err := json.MarshalIndent(s, "", "  ")
+		if err != nil {
+			return fmt.Errorf("encode settings: %w", err)
+		}
+		fmt.Fprintf(g.stdout, "%s\n", b)
+		return nil
+	}
+	printSettings(g.stdout, s)
+	return nil
+}
+
+// updateSettings applies KEY=VALUE pairs in one transaction: all are
+// saved, or none when one is wrong.
+func updateSettings(ctx context.Context, dirs home.Dirs, pairs []string) (idle.Settings, error) {
+	local, err := openLocal(dirs)
+	if err != nil {
+		return idle.Settings{}, err
+	}
+	defer local.Close()
+	var keys []string
+	for _, k := range idle.SettingKeys {
+		keys = append(keys, k.Key)
+	}
+	hint := "keys: " + strings.Join(keys, ", ") + " (see 'idlepool settings --help')"
+	s, err := local.UpdateSettings(ctx, func(s *idle.Settings) error {
+		now := time.Now()
+		for _, kv := range pairs {
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok {
+				return &userError{Msg: fmt.Sprintf("%q is not KEY=VALUE", kv), Hint: hint, Cause: errUsage}
+			}
+			k = strings.TrimSpace(k)
+			if err := s.Set(k, v, now); err != nil {
+				msg := err.Error()
+				if errors.Is(err, idle.ErrUnknownSetting) {
+					msg = fmt.Sprintf("unknown setting %q", k)
+				}
+				return &userError{Msg: msg, Hint: hint, Cause: errors.Join(errUsage, err)}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		if _, ok := errors.AsType[*userError](err); ok {
+			return s, err
+		}
+		return s, &userError{Msg: fmt.Sprintf("settings not saved: %v", err), Hint: hint, Cause: errors.Join(errUsage, err)}
+	}
+	return s, nil
+}
+
+// printSettings writes the settings as KEY VALUE lines, with the keys
+// 'idlepool settings set' takes.
+func printSettings(w io.Writer, s idle.Settings) {
+	line := func(key, format string, args ...any) {
+		fmt.Fprintf(w, "%-17s %s\n", key, fmt.Sprintf(format, args...))
+	}
+	tz := s.TimeZone
+	if tz == "" {
+		tz = "local (" + time.Local.String() + ")"
+	}
+	line("hours", "%s", s.Schedule)
+	line("time_zone", "%s", tz)
+	switch {
+	case s.Cores > 0:
+		line("cores", "%d", s.Cores)
+	case s.CoresShare > 0:
+		line("cores", "%.0f%% of the logical CPUs", s.CoresShare*100)
+	default:
+		line("cores", "default: all but one")
+	}
+	line("memory", "%.0f%%", s.MemoryShare*100)
+	line("idle_for", "%s", s.IdleFor)
+	line("max_other_cpu", "%.0f%%", s.MaxOtherCPUShare*100)
+	line("pause_on_battery", "%t", s.PauseOnBattery)
+	if s.MinBatteryPercent > 0 {
+		line("min_battery", "%.0f%%", s.MinBatteryPercent)
+	} else {
+		line("min_battery", "none")
+	}
+	if len(s.PauseFor) > 0 {
+		line("pause_for", "%s", strings.Join(s.PauseFor, ","))
+	} else {
+		line("pause_for", "none")
+	}
+	if s.MaxTemperatureC > 0 {
+		line("max_temperature", "%.0f °C", s.MaxTemperatureC)
+	} else {
+		line("max_temperature", "none")
+	}
+	if s.PausedUntil.IsZero() {
+		line("pause", "off")
+	} else {
+		line("pause", "until %s", s.PausedUntil.In(s.Location()).Format("Mon 2 Jan 2006 15:04 MST"))
+	}
+	uuids := slices.Sorted(maps.Keys(s.GPUs))
+	if len(uuids) == 0 {
+		line("gpus", "none enabled")
+	}
+	for _, u := range uuids {
+		gs := s.GPUs[u]
+		ceiling, other, memory := "none", percentText(idle.DefaultGPUMaxOtherShare), percentText(idle.DefaultGPUMemoryShare)
+		if gs.MaxTemperatureC > 0 {
+			ceiling = fmt.Sprintf("%.0f °C", gs.MaxTemperatureC)
+		}
+		if gs.MaxOtherShare > 0 {
+			other = percentText(gs.MaxOtherShare)
+		}
+		if gs.MemoryShare > 0 {
+			memory = percentText(gs.MemoryShare)
+		}
+		line("gpu."+u, "use=%t memory=%s max_temperature=%s max_other=%s", gs.Use, memory, ceiling, other)
+	}
+}
+
+func percentText(share float64) string { return fmt.Sprintf("%.0f%%", share*100) }
+
+var _ idle.GPUSource = nvmlGPUs{}
