@@ -5,7 +5,9 @@ package idle
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/jezek/xgb"
@@ -23,12 +25,18 @@ import (
 // Under a Wayland session Xwayland sees only the input sent to X11
 // clients, so the source declines when WAYLAND_DISPLAY is set and leaves
 // that session to logind. It connects anew on every call, so a restarted
-// X server is picked up.
+// X server is picked up and no connection outlives the call.
+//
+// xgb logs to its package-level Logger on every connection (a missing
+// ~/.Xauthority, the EOF of a closed connection); the first call discards
+// that log, since every failure that matters is returned as an error.
 type x11Idle struct {
 	display string // "" reads $DISPLAY on each call
 }
 
 var _ InputIdleSource = x11Idle{}
+
+var quietXGB sync.Once
 
 // IdleTime implements InputIdleSource.
 func (x x11Idle) IdleTime(ctx context.Context) (time.Duration, string, error) {
@@ -42,6 +50,7 @@ func (x x11Idle) IdleTime(ctx context.Context) (time.Duration, string, error) {
 	if display == "" {
 		return 0, "", fmt.Errorf("x11: DISPLAY not set: %w", ErrNoSource)
 	}
+	quietXGB.Do(func() { xgb.Logger.SetOutput(io.Discard) })
 	conn, err := xgb.NewConnDisplay(display)
 	if err != nil {
 		return 0, "", fmt.Errorf("x11: connect %s: %w", display, err)

@@ -1,0 +1,116 @@
+//go:build linux
+
+package idle
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jezek/xgb"
+	"github.com/jezek/xgb/xproto"
+	"github.com/jezek/xgb/xtest"
+)
+
+// startXvfb starts Xvfb on a display it picks itself (-displayfd) and
+// returns that display; Xvfb is stopped at cleanup. It skips the test when
+// Xvfb is not installed (Debian package xvfb).
+func startXvfb(t *testing.T) string {
+	t.Helper()
+	bin, err := exec.LookPath("Xvfb")
+	if err != nil {
+		t.Skip("Xvfb not installed (apt-get install xvfb): X11 idle time not tested")
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	cmd := exec.Command(bin, "-displayfd", "3", "-nolisten", "tcp", "-screen", "0", "320x240x24")
+	cmd.ExtraFiles = []*os.File{w}
+	if err := cmd.Start(); err != nil {
+		w.Close()
+		t.Fatal(err)
+	}
+	w.Close()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	got := make(chan string, 1)
+	go func() {
+		line, _ := bufio.NewReader(r).ReadString('\n')
+		got <- strings.TrimSpace(line)
+	}()
+	select {
+	case n := <-got:
+		if n == "" {
+			t.Fatal("Xvfb exited without a display")
+		}
+		return ":" + n
+	case <-time.After(20 * time.Second):
+		_ = cmd.Process.Kill() // unblocks the reader
+		t.Fatal("Xvfb did not start in 20s")
+	}
+	return ""
+}
+
+// TestX11IdleXvfb reads the idle time of a real X server, sends it a fake
+// pointer motion through XTEST and checks that the idle time dropped.
+func TestX11IdleXvfb(t *testing.T) {
+	display := startXvfb(t)
+	src := x11Idle{display: display}
+
+	time.Sleep(600 * time.Millisecond) // let the X server's idle time grow
+	before, name, err := src.IdleTime(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if name != "x11-screensaver" || before < 500*time.Millisecond {
+		t.Fatalf("idle = %v from %q, want at least 500ms from x11-screensaver", before, name)
+	}
+
+	conn, err := xgb.NewConnDisplay(display)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := xtest.Init(conn); err != nil {
+		t.Fatalf("XTEST: %v", err)
+	}
+	root := xproto.Setup(conn).DefaultScreen(conn).Root
+	if err := xtest.FakeInputChecked(conn, xproto.MotionNotify, 0, 0, root, 100, 100, 0).Check(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := xproto.GetInputFocus(conn).Reply(); err != nil { // a round trip: the motion is processed
+		t.Fatal(err)
+	}
+
+	after, _, err := src.IdleTime(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after >= before || after > 400*time.Millisecond {
+		t.Errorf("idle after fake input = %v (before %v), want it to drop near 0", after, before)
+	}
+
+	t.Setenv("WAYLAND_DISPLAY", "wayland-0")
+	t.Setenv("DISPLAY", display)
+	if _, _, err := (x11Idle{}).IdleTime(t.Context()); err == nil {
+		t.Error("no error under Wayland: Xwayland's idle time misses native input")
+	}
+}
+
+func TestX11IdleNoDisplay(t *testing.T) {
+	t.Setenv("WAYLAND_DISPLAY", "")
+	t.Setenv("DISPLAY", "")
+	if _, _, err := (x11Idle{}).IdleTime(t.Context()); err == nil {
+		t.Error("no error without DISPLAY")
+	}
+	if _, _, err := (x11Idle{display: ":9876"}).IdleTime(t.Context()); err == nil {
+		t.Error("no error for a display with no server")
+	}
+}
