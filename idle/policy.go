@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -270,6 +271,47 @@ func Decide(s Settings, sig Signals, now time.Time, mono time.Duration, prev Pol
 	}
 	st.GPUs = gpus
 	return Decision{State: StateComputing, Cores: cores, GPUs: gpus, Reason: reason}, st
+}
+
+// Policy is Decide with its state kept between calls and its own
+// monotonic clock, started by NewPolicy: what an agent's decision function
+// needs. Its methods are safe for concurrent use.
+type Policy struct {
+	start time.Time // carries Go's monotonic reading: time.Since(start) is mono
+
+	mu       sync.Mutex
+	settings Settings
+	state    PolicyState
+}
+
+// NewPolicy returns a Policy deciding by s, its monotonic clock starting
+// now.
+func NewPolicy(s Settings) *Policy { return &Policy{start: time.Now(), settings: s} }
+
+// SetSettings makes later decisions use s (the owner changed them); the
+// timers and remembered readings carry on.
+func (p *Policy) SetSettings(s Settings) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.settings = s
+}
+
+// Decide decides on sig sampled at wall-clock time now (see the package
+// function Decide), reading the monotonic clock itself.
+func (p *Policy) Decide(sig Signals, now time.Time) Decision {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var d Decision
+	d, p.state = Decide(p.settings, sig, now, time.Since(p.start), p.state)
+	return d
+}
+
+// State returns the state after the last decision, e.g. to see
+// PauseOver.
+func (p *Policy) State() PolicyState {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.state
 }
 
 // chooseGPUs returns the UUIDs of the GPUs the settings allow now, the

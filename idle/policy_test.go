@@ -348,3 +348,28 @@ func TestDurationText(t *testing.T) {
 		}
 	}
 }
+
+func TestPolicy(t *testing.T) {
+	p := NewPolicy(Defaults())
+	at := time.Date(2026, 3, 10, 23, 0, 0, 0, time.UTC)
+	sig := idleDesktop(at)
+	if d := p.Decide(sig, at); !d.Run() {
+		t.Fatalf("idle desktop: %s", d.Reason)
+	}
+	sig.InputIdle.Value = 0
+	if d := p.Decide(sig, at); d.Run() {
+		t.Fatalf("after input: %s", d.Reason)
+	}
+	// The wall clock jumps a month; the remembered input still counts.
+	sig.InputIdle.Value = 30 * 24 * time.Hour
+	if d := p.Decide(sig, at.AddDate(0, 1, 0)); d.Run() {
+		t.Fatalf("after a wall-clock jump: %s", d.Reason)
+	}
+	p.SetSettings(withSettings(func(s *Settings) { s.IdleFor = 0 }))
+	if d := p.Decide(sig, at); !d.Run() {
+		t.Fatalf("idle_for 0: %s", d.Reason)
+	}
+	if !p.State().Seen {
+		t.Error("State not kept")
+	}
+}

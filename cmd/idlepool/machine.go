@@ -373,7 +373,7 @@ const settingsHelp = `Usage:
   idlepool settings reset               go back to the defaults
 
 The owner's rules for when and how much this machine computes, kept in the
-local store under --home. A running agent reads them again within seconds.
+local store under --home; 'idlepool status' shows what they decide now.
 
 Keys:
 `
