@@ -11,6 +11,8 @@ import (
 // LoadHold is how long other programs' CPU load must stay above
 // Settings.MaxOtherCPUShare before computing steps aside, and below it
 // before computing resumes: a 2-second spike every 30 s changes nothing.
+// The first call of a fresh PolicyState takes the reading as it is (a
+// one-shot `idlepool status`, an agent starting on a busy machine).
 const LoadHold = 3 * time.Second
 
 // TemperatureMarginC is the hysteresis of temperature ceilings: above a
