@@ -16,6 +16,7 @@ import (
 
 	"idlepool/home"
 	"idlepool/identity"
+	"idlepool/idle"
 	"idlepool/job"
 	"idlepool/pool"
 	"idlepool/store"
@@ -85,6 +86,26 @@ type Config struct {
 	Tamper func(pool.Lease, pool.TaskOutcome) pool.TaskOutcome
 	// Logger receives diagnostics; nil discards them.
 	Logger *slog.Logger
+
+	// Signals, if set, is sampled every SamplePeriod and Decide turns the
+	// signals into the decision the agent obeys (see Serve): run with
+	// Decision.Cores slots (at most Slots) and Decision.GPUs, or wait.
+	// Nil means always run on every slot.
+	Signals Signaller
+	// Decide is the owner's policy, e.g. idle.Decide with the settings
+	// and the state it keeps between calls; now is the wall-clock time of
+	// the sample. It is called from one goroutine at a time, so a closure
+	// may keep state. Required with Signals.
+	Decide func(sig idle.Signals, now time.Time) idle.Decision
+	// SamplePeriod is the wait between samples; DefaultSamplePeriod when
+	// 0. Tasks stop within about SamplePeriod plus the Signaller's time to
+	// answer after the owner comes back.
+	SamplePeriod time.Duration
+	// LocalAPI, if set, is where the agent serves its Status for the tray
+	// app and `idlepool status`: a Unix domain socket (mode 0600) on Linux
+	// and macOS, a file naming a loopback address and a token on Windows.
+	// Conventionally LocalAPIFile under the data directory. See ReadStatus.
+	LocalAPI string
 }
 
 // Validate fills in defaults and checks the configuration.
@@ -102,6 +123,11 @@ func (c *Config) Validate() error {
 		return errors.New("agent: config: no home directories")
 	case c.Slots < 0:
 		return fmt.Errorf("agent: config: Slots %d is negative", c.Slots)
+	case c.Signals != nil && c.Decide == nil:
+		return errors.New("agent: config: Signals without Decide")
+	}
+	if c.SamplePeriod <= 0 {
+		c.SamplePeriod = DefaultSamplePeriod
 	}
 	if c.Slots == 0 {
 		c.Slots = 1
@@ -136,6 +162,7 @@ type Agent struct {
 	owner    string
 
 	resend chan struct{} // wakes the outbox: something is left to send
+	gov    *governor     // the policy's decision and its effects (govern.go)
 
 	mu      sync.Mutex
 	running map[string]pool.Lease // leases whose tasks are running
@@ -151,12 +178,14 @@ func New(cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
+	log := cfg.Logger.With("pool", c.URL())
 	return &Agent{
 		cfg:     cfg,
 		c:       c,
-		log:     cfg.Logger.With("pool", c.URL()),
+		log:     log,
 		jobs:    newJobCache(c, filepath.Join(cfg.Home.Cache, "pools")),
 		resend:  make(chan struct{}, 1),
+		gov:     newGovernor(log),
 		running: map[string]pool.Lease{},
 		owners:  map[job.ID]string{},
 	}, nil
@@ -172,24 +201,42 @@ func (a *Agent) Client() *Client { return a.c }
 // and a receipt follower. While the coordinator is away, every part
 // retries with bounded, jittered backoff.
 //
+// From the start it also obeys the owner's policy (Config.Signals and
+// Decide), sampled at once and then every SamplePeriod. When the decision
+// becomes "wait", it suspends the Executor's running tasks at once (if the
+// Executor is a Suspender; otherwise it cancels them and hands their
+// leases back) and leases nothing more; their leases are kept alive by
+// heartbeats, and a task suspended for its job's lease timeout less a
+// margin (pauseLimit) is cancelled and its lease handed back, so that the
+// pool leases it elsewhere. When the decision becomes "run" again it
+// resumes the tasks and leases again on Decision.Cores slots; when the
+// cores allowed shrink, tasks running on the slots beyond them finish
+// and those slots lease no more. With Config.LocalAPI it serves Status
+// there.
+//
 // Cancelling ctx stops it: running tasks are killed and their leases
 // handed back (released) before Serve returns nil. Results finished but
 // not yet acknowledged stay in the Store and are sent by the next Serve.
 // Serve returns an error when the pool refuses the device (not invited),
 // its key changed since the device joined, or the Store fails.
 func (a *Agent) Serve(ctx context.Context) error {
-	if err := a.join(ctx); err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return err
-	}
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return a.serveOutbox(gctx) })
-	g.Go(func() error { return a.serveReceipts(gctx) })
-	for slot := range a.cfg.Slots {
-		g.Go(func() error { return a.serveSlot(gctx, slot) })
+	g.Go(func() error { return a.serveGovernor(gctx) })
+	if a.cfg.LocalAPI != "" {
+		g.Go(func() error { return a.serveLocalAPI(gctx, a.cfg.LocalAPI) })
 	}
+	g.Go(func() error {
+		if err := a.join(gctx); err != nil {
+			return err
+		}
+		tasks, tctx := errgroup.WithContext(gctx)
+		tasks.Go(func() error { return a.serveOutbox(tctx) })
+		tasks.Go(func() error { return a.serveReceipts(tctx) })
+		for slot := range a.cfg.Slots {
+			tasks.Go(func() error { return a.serveSlot(tctx, slot) })
+		}
+		return tasks.Wait()
+	})
 	err := g.Wait()
 	if ctx.Err() != nil && (err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 		a.log.Info("Left pool; running tasks were handed back")
@@ -246,6 +293,9 @@ func (a *Agent) retry(ctx context.Context, what string, op func(context.Context)
 func (a *Agent) serveSlot(ctx context.Context, slot int) error {
 	idle := backoff{Base: 50 * time.Millisecond, Max: a.cfg.IdlePoll}
 	for ctx.Err() == nil {
+		if err := a.gov.waitLease(ctx, slot); err != nil {
+			return nil
+		}
 		var leases []pool.Lease
 		err := a.retry(ctx, "lease", func(ctx context.Context) error {
 			var err error
@@ -277,6 +327,13 @@ func (a *Agent) serveSlot(ctx context.Context, slot int) error {
 			continue
 		}
 		idle.reset()
+		if ok, _ := a.gov.mayLease(slot); !ok {
+			// The policy changed its mind while the lease was granted.
+			for _, l := range leases {
+				a.release(ctx, l, a.log.With("lease", l.ID))
+			}
+			continue
+		}
 		for _, l := range leases {
 			if err := a.runLease(ctx, l); err != nil {
 				return err
@@ -322,11 +379,22 @@ func (a *Agent) runLease(ctx context.Context, l pool.Lease) error {
 		defer close(hbDone)
 		a.heartbeat(taskCtx, l, heartbeatInterval(cj.j, l), cancel, log)
 	}()
+	pauseDone := make(chan struct{})
+	limit := pauseLimit(cj.j.Manifest.Policy.LeaseTimeout.Duration)
+	go func() {
+		defer close(pauseDone)
+		a.watchPause(taskCtx, limit, cancel)
+	}()
 	out, err := a.runTask(taskCtx, cj, t)
 	cancel(nil)
 	<-hbDone
+	<-pauseDone
 	switch {
 	case ctx.Err() != nil:
+		a.release(ctx, l, log)
+		return nil
+	case errors.Is(context.Cause(taskCtx), errHandedBack):
+		logHandedBack(log, limit)
 		a.release(ctx, l, log)
 		return nil
 	case errors.Is(context.Cause(taskCtx), ErrLeaseExpired):
@@ -379,7 +447,9 @@ func (a *Agent) runTask(ctx context.Context, cj *cachedJob, t job.Task) (pool.Ta
 		}
 		defer os.Remove(path)
 	}
-	return pool.RunTask(ctx, a.cfg.Executor, pool.TaskRequest(cj.j, t, cj.program, cj.inputDir), a.log)
+	req := pool.TaskRequest(cj.j, t, cj.program, cj.inputDir)
+	req.GPUs = a.gov.gpus() // ignored by CPU (WebAssembly) programs
+	return pool.RunTask(ctx, a.cfg.Executor, req, a.log)
 }
 
 // heartbeatInterval is a third of the job's lease timeout, or of the time

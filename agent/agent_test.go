@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"os"
 	"slices"
 	"testing"
 	"time"
@@ -15,9 +17,21 @@ import (
 	"idlepool/coord"
 	"idlepool/pool"
 	"idlepool/store"
+	"idlepool/worker"
 )
 
+// workerEnv, set to "1", makes the test binary a worker process
+// (worker.Serve) for tests that run real tasks (govern_linux_test.go).
+const workerEnv = "IDLEPOOL_AGENT_TEST_WORKER"
+
 func TestMain(m *testing.M) {
+	if os.Getenv(workerEnv) == "1" {
+		if err := worker.Serve(context.Background(), os.Stdin, os.Stdout, os.Getenv(worker.CacheDirEnv)); err != nil {
+			fmt.Fprintln(os.Stderr, "worker:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	goleak.VerifyTestMain(m,
 		// database/sql's connection opener lives as long as a DB; each
 		// test closes its DBs, but the goroutine ends asynchronously.

@@ -15,6 +15,16 @@
 // signed ledger, checks them with the pinned key, and confirms or rejects
 // its contributions.
 //
+// The agent obeys its owner's policy (Config.Signals and Decide, e.g. an
+// idle.Sampler and idle.Decide): it samples every 250 ms, and when the
+// decision becomes "wait" it suspends its worker processes at once
+// (worker.Pool.Suspend; within a second of the owner coming back) and
+// leases nothing more, keeping its leases by heartbeat until a task has
+// been suspended for its job's lease timeout less a margin, then hands
+// that lease back. On "run" it resumes and leases on Decision.Cores
+// slots. Status says what it does and why; with Config.LocalAPI it
+// serves that to the tray app on a private socket (ReadStatus).
+//
 // Follow is the other side: the merger of a job, which folds verified
 // outcomes into the job's accumulators exactly as a solo run does.
 //
@@ -23,7 +33,7 @@
 //	err = a.Serve(ctx) // until ctx ends; running leases are handed back
 //
 // Concurrency and ownership: Serve owns every goroutine it starts (one per
-// slot, an outbox and a receipt follower, under an errgroup) and returns
-// after all have stopped. A Client is safe for concurrent use. Follow runs
-// on the calling goroutine.
+// slot, an outbox, a receipt follower, the governor and the local API,
+// under an errgroup) and returns after all have stopped. A Client is safe
+// for concurrent use. Follow runs on the calling goroutine.
 package agent

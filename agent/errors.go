@@ -29,6 +29,10 @@ var (
 	// ErrUnavailable: the coordinator could not be reached or answered
 	// with a server error; worth retrying later.
 	ErrUnavailable = errors.New("agent: coordinator unavailable")
+
+	// ErrNoAgent: no agent answers on the local API (none runs, or its
+	// socket is stale). Returned by ReadStatus.
+	ErrNoAgent = errors.New("agent: no agent answers on the local API")
 	// ErrPoolKeyChanged: the pool's coordinator key differs from the one
 	// pinned when this device first joined it.
 	ErrPoolKeyChanged = errors.New("agent: the pool's key changed since this device joined")

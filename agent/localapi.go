@@ -1,0 +1,94 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+)
+
+// LocalAPIFile is the conventional name of the local API's socket (or, on
+// Windows, its address file) in the data directory: <data>/agent.sock.
+const LocalAPIFile = "agent.sock"
+
+// The local API is one read-only HTTP endpoint for programs of the same
+// user on the same machine (the tray app, `idlepool status`):
+//
+//	GET /v1/status  ->  200, AgentStatus as JSON
+//
+// On Linux and macOS it is served on a Unix domain socket of mode 0600,
+// so only the owner (and root) can connect. On Windows it is served on
+// 127.0.0.1 at a random port; the file at the path holds the base URL and
+// a random token on two lines (in the user's own data directory), and
+// every request must carry "Authorization: Bearer <token>".
+const statusPath = "/v1/status"
+
+// serveLocalAPI serves Status at path until ctx ends, then shuts the
+// server down and removes the socket (or address file). Failing to listen
+// is logged, not fatal: the agent computes without its local API.
+func (a *Agent) serveLocalAPI(ctx context.Context, path string) error {
+	ln, check, cleanup, err := listenLocal(path)
+	if err != nil {
+		a.gov.log.Warn("Local API unavailable", "path", path, "err", err)
+		return nil
+	}
+	defer cleanup()
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET "+statusPath, func(w http.ResponseWriter, r *http.Request) {
+		if !check(r) {
+			http.Error(w, "forbidden", http.StatusForbidden)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(a.Status())
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	a.gov.log.Debug("Local API listening", "path", path)
+	select {
+	case err := <-done:
+		return fmt.Errorf("agent: local API: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(sctx)
+	<-done
+	return nil
+}
+
+// ReadStatus asks the agent whose local API is at path (Config.LocalAPI)
+// what it is doing. It fails with an error wrapping ErrNoAgent when no
+// agent answers there (none runs, or the socket is stale).
+func ReadStatus(ctx context.Context, path string) (AgentStatus, error) {
+	base, header, dial, err := dialLocal(path)
+	if err != nil {
+		return AgentStatus{}, fmt.Errorf("%w: local API %s: %w", ErrNoAgent, path, err)
+	}
+	tr := &http.Transport{DialContext: dial, DisableKeepAlives: true}
+	defer tr.CloseIdleConnections()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+statusPath, nil)
+	if err != nil {
+		return AgentStatus{}, err
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Do(req)
+	if err != nil {
+		return AgentStatus{}, fmt.Errorf("%w: local API %s: %w", ErrNoAgent, path, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+		return AgentStatus{}, fmt.Errorf("agent: local API %s: %s: %s", path, resp.Status, b)
+	}
+	var st AgentStatus
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 16<<20)).Decode(&st); err != nil {
+		return AgentStatus{}, fmt.Errorf("agent: local API %s: decode status: %w", path, err)
+	}
+	return st, nil
+}
