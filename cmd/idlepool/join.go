@@ -9,10 +9,13 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"time"
 
 	"idlepool/agent"
 	"idlepool/home"
 	"idlepool/identity"
+	"idlepool/idle"
 	"idlepool/store"
 	"idlepool/worker"
 )
@@ -27,7 +30,7 @@ func cmdJoin(ctx context.Context, g *globals, args []string) error {
 	fs := flag.NewFlagSet("idlepool join", flag.ContinueOnError)
 	fs.SetOutput(g.stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(g.stderr, "Usage: idlepool join POOL_URL [--workers N] [--invite TOKEN] [--owner-key FILE] [--name NAME]\n\nDonates this machine's compute to a pool until stopped (Ctrl-C or SIGTERM hands running tasks back).\n\n")
+		fmt.Fprintf(g.stderr, "Usage: idlepool join POOL_URL [--workers N] [--invite TOKEN] [--owner-key FILE] [--name NAME] [--always]\n\nDonates this machine's compute to a pool until stopped (Ctrl-C or SIGTERM hands running tasks back).\nIt computes only when the owner's settings and the machine's state allow (see 'idlepool status'\nand 'idlepool settings'), and steps aside within a second when they stop allowing it.\n\n")
 		fs.PrintDefaults()
 	}
 	g.register(fs)
@@ -35,6 +38,7 @@ func cmdJoin(ctx context.Context, g *globals, args []string) error {
 	invite := fs.String("invite", "", "the pool's invite `TOKEN` (invite-only pools)")
 	ownerKey := fs.String("owner-key", "", "owner key `FILE` shared by a person's devices (default: owner.key in the config directory)")
 	name := fs.String("name", hostname(), "a `NAME` for this device that the pool shows")
+	always := fs.Bool("always", false, "compute whenever the pool has work, ignoring the owner's settings and the machine's state (dedicated machines)")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
@@ -65,10 +69,17 @@ func cmdJoin(ctx context.Context, g *globals, args []string) error {
 		return err
 	}
 	defer wp.Close()
-	a, err := agent.New(agent.Config{
+	cfg := agent.Config{
 		PoolURL: pos[0], Home: dirs, DeviceKey: dev, OwnerKey: owner, Name: *name, Invite: *invite,
 		Slots: *workers, Executor: wp, Store: local, Logger: log,
-	})
+		LocalAPI: filepath.Join(dirs.Data, agent.LocalAPIFile),
+	}
+	if !*always {
+		pol := newJoinPolicy(local, wp, log)
+		defer pol.Close()
+		cfg.Signals, cfg.Decide = pol, pol.Decide
+	}
+	a, err := agent.New(cfg)
 	if err != nil {
 		return poolError(err, pos[0], dirs)
 	}
@@ -174,3 +185,121 @@ func poolError(err error, url string, dirs home.Dirs) error {
 	}
 	return err
 }
+
+// settingsReload is how often an agent reads the owner's settings again,
+// so that 'idlepool settings set' takes effect in a running agent.
+const settingsReload = 2 * time.Second
+
+// joinPolicy is what an agent started by join obeys: the owner's settings
+// from the local store (read again every settingsReload), the machine's
+// signals from an idle.Sampler over the platform's probes and NVML, and
+// an idle.Policy (idle.Decide with its state, on the monotonic clock). It
+// is the agent's Signaller and Decide: the agent's governor calls them
+// one at a time, so it needs no lock of its own.
+type joinPolicy struct {
+	local  *store.Local
+	gpus   *worker.GPULister
+	wp     *worker.Pool
+	log    *slog.Logger
+	policy *idle.Policy
+
+	settings idle.Settings
+	loaded   time.Time
+	sampler  *idle.Sampler
+	programs []string // the PauseFor list sampler was made for
+}
+
+func newJoinPolicy(local *store.Local, wp *worker.Pool, log *slog.Logger) *joinPolicy {
+	return &joinPolicy{local: local, gpus: worker.NewGPULister(), wp: wp, log: log,
+		policy: idle.NewPolicy(idle.Defaults()), settings: idle.Defaults()}
+}
+
+// Sample reads the settings again when due, (re)makes the sampler when
+// the programs to pause for changed, and samples the signals.
+func (p *joinPolicy) Sample(ctx context.Context) idle.Signals {
+	if p.loaded.IsZero() || time.Since(p.loaded) >= settingsReload {
+		p.loaded = time.Now()
+		if s, err := p.local.Settings(ctx); err != nil {
+			p.log.Warn("Cannot read the owner's settings, keeping the last ones", "err", err)
+		} else {
+			p.settings = s
+			p.policy.SetSettings(s)
+		}
+	}
+	if p.sampler == nil || !slices.Equal(p.programs, p.settings.PauseFor) {
+		if p.sampler != nil {
+			_ = p.sampler.Close()
+		}
+		sources := idle.DefaultSources()
+		sources.GPU = poolGPUs{l: p.gpus, wp: p.wp}
+		p.programs = slices.Clone(p.settings.PauseFor)
+		p.sampler = idle.NewSampler(idle.SamplerConfig{Sources: sources, Programs: p.programs})
+	}
+	return p.sampler.Sample(ctx)
+}
+
+// Decide applies the policy. When the owner's pause has run out by the
+// monotonic clock it clears Settings.PausedUntil in the store.
+func (p *joinPolicy) Decide(sig idle.Signals, now time.Time) idle.Decision {
+	d := p.policy.Decide(sig, now)
+	if st := p.policy.State(); st.PauseOver && !p.settings.PausedUntil.IsZero() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		from := st.PauseFrom
+		s, err := p.local.UpdateSettings(ctx, func(s *idle.Settings) error {
+			if s.PausedUntil.Equal(from) {
+				s.PausedUntil = time.Time{}
+			}
+			return nil
+		})
+		if err != nil {
+			p.log.Warn("Cannot clear the owner's pause that ran out", "err", err)
+		} else {
+			p.settings = s
+			p.policy.SetSettings(s)
+		}
+	}
+	return d
+}
+
+// Close stops the sampler's probes and shuts NVML down.
+func (p *joinPolicy) Close() error {
+	if p.sampler != nil {
+		_ = p.sampler.Close()
+	}
+	return p.gpus.Close()
+}
+
+// poolGPUs is the idle.GPUSource of a joined agent: like nvmlGPUs, with
+// this process and its worker processes counted as ours.
+type poolGPUs struct {
+	l  *worker.GPULister
+	wp *worker.Pool
+}
+
+func (p poolGPUs) GPUs(context.Context) ([]idle.GPU, error) {
+	ours := map[int]bool{os.Getpid(): true}
+	for _, pid := range p.wp.PIDs() {
+		ours[pid] = true
+	}
+	gs, err := p.l.List(ours)
+	if ne, ok := errors.AsType[*worker.NoGPUError](err); ok {
+		return nil, errors.New(ne.Reason)
+	}
+	if err != nil && len(gs) == 0 {
+		return nil, err
+	}
+	out := make([]idle.GPU, 0, len(gs))
+	for _, g := range gs {
+		out = append(out, idle.GPU{Index: g.Index, UUID: g.UUID, Name: g.Name,
+			MemoryTotalMiB: g.MemoryTotalMiB, MemoryFreeMiB: g.MemoryFreeMiB,
+			UtilisationShare: g.UtilisationShare, TemperatureC: g.TemperatureC, PowerW: g.PowerW,
+			ComputeCapability: g.ComputeCapability, OtherProcesses: g.OtherPIDs(), OtherMemoryMiB: g.OtherMemoryMiB()})
+	}
+	return out, nil
+}
+
+var (
+	_ agent.Signaller = (*joinPolicy)(nil)
+	_ idle.GPUSource  = poolGPUs{}
+)

@@ -125,10 +125,12 @@ func startServe(t *testing.T, data, listen string) (*daemon, string) {
 	}
 }
 
-// startJoin starts an agent of the device in home.
+// startJoin starts an agent of the device in home. It computes --always:
+// the owner's policy would wait on a test machine (no input source, busy
+// CPUs); the policy's own tests are in package agent and idle.
 func startJoin(t *testing.T, home, url string, extra ...string) *daemon {
 	t.Helper()
-	return startDaemon(t, "join "+filepath.Base(home), home, append([]string{"join", url, "--workers", "1"}, extra...)...)
+	return startDaemon(t, "join "+filepath.Base(home), home, append([]string{"join", url, "--workers", "1", "--always"}, extra...)...)
 }
 
 // peerID returns the device ID of the device in home.
