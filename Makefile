@@ -6,7 +6,7 @@ WASM      := $(foreach e,$(EXAMPLES),examples/$(e)/$(e).wasm)
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME  ?= 10s
 
-.PHONY: all build examples pi run-examples test fuzz bench fmt vet lint clean
+.PHONY: all build examples pi run-examples test crossvet fuzz bench fmt vet lint clean
 
 all: build examples
 
@@ -30,10 +30,16 @@ pi: build examples/pi/pi.wasm
 run-examples: build examples
 	for e in $(EXAMPLES); do $(BIN)/idlepool run examples/$$e/$$e.toml || exit 1; done
 
-# The test command: every test with the race detector, then each fuzz target briefly.
+# The test command: every test with the race detector, go vet for Windows and
+# macOS (cgo off, as in any cross build), then each fuzz target briefly.
 test:
 	$(GO) test -race -count=1 -timeout 30m ./...
+	$(MAKE) crossvet
 	$(MAKE) fuzz
+
+crossvet:
+	GOOS=windows CGO_ENABLED=0 $(GO) vet ./...
+	GOOS=darwin CGO_ENABLED=0 $(GO) vet ./...
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseManifest$$' -fuzztime $(FUZZTIME) ./job
@@ -47,10 +53,8 @@ bench: build examples
 fmt:
 	gofmt -w $$(git ls-files '*.go')
 
-vet:
+vet: crossvet
 	$(GO) vet ./...
-	GOOS=windows CGO_ENABLED=0 $(GO) vet ./job/... ./worker/... ./pool/... ./home/... ./cmd/idlepool/
-	GOOS=darwin CGO_ENABLED=0 $(GO) vet ./job/... ./worker/... ./pool/... ./home/... ./cmd/idlepool/
 
 lint:
 	$(GO) run $(STATICCHECK) ./...
