@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -178,7 +179,7 @@ func tomlError(file string, data []byte, err error) error {
 	var de *toml.DecodeError
 	if errors.As(err, &de) {
 		row, _ := de.Position()
-		return &ManifestError{File: file, Line: row, Field: strings.Join(de.Key(), "."), Msg: de.Error()}
+		return &ManifestError{File: file, Line: row, Field: strings.Join(de.Key(), "."), Msg: plainTypeError(de.Error())}
 	}
 	// go-toml hands a number, boolean or date to Duration.UnmarshalText and
 	// returns its error without a position: find the field here.
@@ -196,6 +197,29 @@ func tomlError(file string, data []byte, err error) error {
 		}
 	}
 	return &ManifestError{File: file, Msg: err.Error()}
+}
+
+var typeErrorRE = regexp.MustCompile(`cannot decode TOML (\w+) into (?:struct field \S+|a Go value) of type (\S+)`)
+
+// plainTypeError rewrites the TOML library's type mismatch, which names Go
+// types ("cannot decode TOML string into struct field job.SplitSpec.Tasks
+// of type int64"), in the manifest's terms ("want an integer, got a
+// string").
+func plainTypeError(msg string) string {
+	m := typeErrorRE.FindStringSubmatch(msg)
+	if m == nil {
+		return strings.TrimPrefix(msg, "toml: ")
+	}
+	want := map[string]string{
+		"int": "an integer", "int64": "an integer", "float64": "a number", "string": "a string",
+		"bool": "true or false", "[]string": "a list of strings", "[]float64": "a list of numbers",
+		"map[string]string": "a table of strings", "map[string]interface": "a table", "map[string]any": "a table",
+		"[]job.MergeSpec": "[[merge]] entries", "job.SplitSpec": "a [split] table", "job.Policy": "a [policy] table",
+	}[m[2]]
+	if want == "" {
+		want = "another kind of value"
+	}
+	return fmt.Sprintf("want %s, got a TOML %s", want, m[1])
 }
 
 func (m *Manifest) fail(field, format string, args ...any) error {
@@ -258,8 +282,15 @@ func (m *Manifest) normalise() error {
 		}
 	}
 	for name, expr := range m.Derive {
-		if _, err := ParseExpr(expr); err != nil {
+		e, err := ParseExpr(expr)
+		if err != nil {
 			return m.fail("derive."+name, "%v", err)
+		}
+		for _, ref := range e.Names() {
+			if !m.mergeScalar(ref) {
+				return m.fail("derive."+name, "%q names no merged value: names start with a [[merge]] entry's name (%s), e.g. %q or %q",
+					ref, strings.Join(m.mergeNames(), ", "), m.Merge[0].Name, m.Merge[0].Name+".mean")
+			}
 		}
 	}
 	return m.Policy.normalise(m)
@@ -317,6 +348,28 @@ func (p *Policy) normalise(m *Manifest) error {
 		return m.fail("policy.participants", "want \"open\", \"invite\" or \"owner\", got %q", p.Participants)
 	}
 	return nil
+}
+
+// mergeScalar reports whether a derive name can refer to a scalar of a
+// merge entry: the entry's name itself, or the name followed by "." or "["
+// (a field, a group or a key of it). Which fields exist is known only once
+// results arrive; a name that passes here and is still missing then is
+// reported with the result.
+func (m *Manifest) mergeScalar(ref string) bool {
+	for _, ms := range m.Merge {
+		if ref == ms.Name || strings.HasPrefix(ref, ms.Name+".") || strings.HasPrefix(ref, ms.Name+"[") {
+			return true
+		}
+	}
+	return false
+}
+
+func (m *Manifest) mergeNames() []string {
+	names := make([]string, len(m.Merge))
+	for i, ms := range m.Merge {
+		names[i] = ms.Name
+	}
+	return names
 }
 
 // checkCostParam makes sure the cost parameter is a non-negative number for

@@ -261,7 +261,7 @@ func TestParseManifestErrors(t *testing.T) {
 		{name: "duplicate key", text: validHead + "name = \"y\"\n", line: 3, field: "name", want: []string{"already defined"}},
 		{name: "duplicate table", text: valid + "[split]\nrule = \"grid\"\n", line: 9, field: "split", want: []string{"already exists"}},
 		{name: "wrong type", text: validHead + "[split]\nrule = \"range\"\ntasks = \"3\"\n" + validMerge, line: 5, field: "split.tasks",
-			want: []string{"string", "int64"}},
+			want: []string{"want an integer, got a TOML string"}},
 		{name: "input path not a string", text: inputs("x = 3"), line: 4, field: "inputs.x", want: []string{"integer", "string"}},
 		{name: "merge not a list of tables", text: validHead + "merge = 1\n" + validSplit, line: 3, field: "merge"},
 
@@ -357,6 +357,7 @@ func TestParseManifestErrors(t *testing.T) {
 		{name: "derive unbalanced", text: valid + "[derive]\nx = \"2 * (a\"\n", field: "derive.x", want: []string{"bad expression", "want ')'"}},
 		{name: "derive empty", text: valid + "[derive]\nx = \"\"\n", field: "derive.x", want: []string{"unexpected end of expression"}},
 		{name: "derive trailing garbage", text: valid + "[derive]\nx = \"a b\"\n", field: "derive.x", want: []string{`unexpected "b"`}},
+		{name: "derive unknown name", text: valid + "[derive]\nx = \"insid / 2\"\n", field: "derive.x", want: []string{`"insid" names no merged value`}},
 		{name: "derive not a string", text: valid + "[derive]\nx = 1\n", line: 10, field: "derive.x"},
 
 		// Policy.
