@@ -151,7 +151,13 @@ func (f *Folder) Finish() (*Outcome, error) {
 			}
 			v, err := e.Eval(scalars)
 			if err != nil {
-				return nil, fmt.Errorf("derive %s: %w", name, err)
+				// The merged result stands; only this derived value is
+				// missing (a name no result produced).
+				if out.DeriveErrors == nil {
+					out.DeriveErrors = map[string]string{}
+				}
+				out.DeriveErrors[name] = err.Error()
+				continue
 			}
 			out.Derived[name] = v
 		}

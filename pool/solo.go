@@ -72,15 +72,18 @@ type TaskFailure struct {
 // Outcome is the end of a solo run: counts, the merged result and the
 // failures, all deterministic (nothing time-dependent).
 type Outcome struct {
-	Job      job.ID
-	Total    int64
-	OK       int64
-	Failed   int64
-	Resumed  int64 // tasks taken from the journal instead of recomputed
-	Result   any   // the Merger's result
-	Derived  map[string]float64
-	Failures []TaskFailure // sorted by task index
-	Outputs  map[string]string
+	Job     job.ID
+	Total   int64
+	OK      int64
+	Failed  int64
+	Resumed int64 // tasks taken from the journal instead of recomputed
+	Result  any   // the Merger's result
+	Derived map[string]float64
+	// DeriveErrors holds, for a derived value that could not be computed
+	// (its expression names a scalar no result produced), why not.
+	DeriveErrors map[string]string
+	Failures     []TaskFailure // sorted by task index
+	Outputs      map[string]string
 }
 
 // maxRetries is how often a task is retried when its worker process died

@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -106,7 +107,7 @@ func RunTask(ctx context.Context, exec Executor, req worker.Request, log *slog.L
 		}
 		if res.Failure == nil {
 			if !json.Valid(res.Stdout) {
-				return TaskOutcome{Status: StatusFailed, Body: []byte("malformed result: stdout is not one JSON object"), PID: res.PID}, nil
+				return TaskOutcome{Status: StatusFailed, Body: []byte("malformed result: stdout is not one JSON object: " + excerpt(res.Stdout)), PID: res.PID}, nil
 			}
 			return TaskOutcome{Status: StatusOK, Body: res.Stdout, PID: res.PID}, nil
 		}
@@ -115,9 +116,27 @@ func RunTask(ctx context.Context, exec Executor, req worker.Request, log *slog.L
 			continue
 		}
 		reason := res.Failure.Error()
+		switch res.Failure.Kind {
+		case worker.FailureTimeout:
+			reason += " (raise policy.time_limit if the task needs longer)"
+		case worker.FailureOutOfMemory:
+			reason += " (raise policy.memory_mib if the task needs more)"
+		}
 		if len(res.Stderr) > 0 {
 			reason += "; program log: " + lastLine(res.Stderr)
 		}
 		return TaskOutcome{Status: StatusFailed, Body: []byte(reason), Kind: res.Failure.Kind, PID: res.PID}, nil
 	}
+}
+
+// excerpt quotes the start of a program's output for a failure reason.
+func excerpt(b []byte) string {
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 {
+		return "it was empty"
+	}
+	if len(b) > 80 {
+		return fmt.Sprintf("%q…", b[:80])
+	}
+	return fmt.Sprintf("%q", b)
 }

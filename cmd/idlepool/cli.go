@@ -102,7 +102,11 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
-			return nil, err
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			// The flag package has printed the problem and the usage.
+			return nil, fmt.Errorf("%w: %w", errUsage, err)
 		}
 		args = fs.Args()
 		if len(args) == 0 {

@@ -20,7 +20,7 @@ func cmdResult(ctx context.Context, g *globals, args []string) error {
 	}
 	g.register(fs)
 	pc := poolFlags(fs)
-	asJSON := fs.Bool("json", false, "print one JSON document with the result on stdout (the shape of `run --json`)")
+	asJSON := fs.Bool("json", false, "print one JSON document with the result on stdout (the shape of run --json)")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err

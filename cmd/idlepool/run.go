@@ -10,10 +10,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -28,13 +30,15 @@ import (
 // runDoc is what `idlepool run --json` prints: one document with nothing
 // time- or machine-dependent in it, so two runs compare byte for byte.
 type runDoc struct {
-	Job      string              `json:"job"`
-	Name     string              `json:"name"`
-	Tasks    taskCounts          `json:"tasks"`
-	Result   any                 `json:"result"`
-	Derived  map[string]any      `json:"derived,omitempty"`
-	Outputs  map[string]fileInfo `json:"outputs,omitempty"`
-	Failures []pool.TaskFailure  `json:"failures"`
+	Job     string         `json:"job"`
+	Name    string         `json:"name"`
+	Tasks   taskCounts     `json:"tasks"`
+	Result  any            `json:"result"`
+	Derived map[string]any `json:"derived,omitempty"`
+	// DeriveErrors says why a derived value is missing.
+	DeriveErrors map[string]string   `json:"derive_errors,omitempty"`
+	Outputs      map[string]fileInfo `json:"outputs,omitempty"`
+	Failures     []pool.TaskFailure  `json:"failures"`
 }
 
 type taskCounts struct {
@@ -68,8 +72,8 @@ func cmdRun(ctx context.Context, g *globals, args []string) error {
 		fs.Usage()
 		return &userError{Msg: "run needs exactly one manifest", Hint: "idlepool run examples/pi/pi.toml", Cause: errUsage}
 	}
-	if *workers < 1 {
-		return &userError{Msg: fmt.Sprintf("--workers must be at least 1, got %d", *workers), Cause: errUsage}
+	if *workers < 1 || *workers > maxWorkers {
+		return &userError{Msg: fmt.Sprintf("--workers must be 1..%d, got %d", maxWorkers, *workers), Cause: errUsage}
 	}
 	m, err := job.LoadManifest(pos[0])
 	if err != nil {
@@ -79,11 +83,17 @@ func cmdRun(ctx context.Context, g *globals, args []string) error {
 	if err != nil {
 		return manifestError(err)
 	}
+	*workers = int(min(int64(*workers), j.NumTasks())) // no idle worker processes
 	dirs, err := g.dirs()
 	if err != nil {
 		return err
 	}
 	runDir := filepath.Join(dirs.Data, "runs", j.ID.String())
+	if *verify {
+		// A verified run keeps its own journal: results of a plain run were
+		// never checked, so they must not be taken as verified.
+		runDir += "-verified"
+	}
 	if *fresh {
 		if err := os.RemoveAll(runDir); err != nil {
 			return fmt.Errorf("forget earlier run: %w", err)
@@ -106,7 +116,7 @@ func cmdRun(ctx context.Context, g *globals, args []string) error {
 	defer wp.Close()
 
 	tty := isTerminal(g.stderr)
-	fmt.Fprintf(g.stderr, "job %s (%s): %d tasks on %d workers\n", m.Name, j.ID.String()[:12], j.NumTasks(), *workers)
+	fmt.Fprintf(g.stderr, "job %s (%s): %s on %s\n", m.Name, j.ID.String()[:12], plural(j.NumTasks(), "task"), plural(int64(*workers), "worker"))
 	prog := &progressPrinter{w: g.stderr, tty: tty}
 	cfg := pool.SoloConfig{
 		Slots:    *workers,
@@ -151,6 +161,7 @@ func newRunDoc(name string, out *pool.Outcome) (runDoc, error) {
 	if doc.Failures == nil {
 		doc.Failures = []pool.TaskFailure{}
 	}
+	doc.DeriveErrors = out.DeriveErrors
 	if len(out.Derived) > 0 {
 		doc.Derived = map[string]any{}
 		for k, v := range out.Derived {
@@ -277,6 +288,9 @@ func printHuman(w io.Writer, doc runDoc, out *pool.Outcome) {
 			fmt.Fprintf(w, "%-16s %.10g\n", k, out.Derived[k])
 		}
 	}
+	for _, k := range slices.Sorted(maps.Keys(out.DeriveErrors)) {
+		fmt.Fprintf(w, "%-16s not computed: %s\n", k, out.DeriveErrors[k])
+	}
 	names := make([]string, 0, len(out.Outputs))
 	for k := range out.Outputs {
 		names = append(names, k)
@@ -302,15 +316,23 @@ func isTerminal(w io.Writer) bool {
 // progressPrinter shows progress on stderr: a live bar on a terminal,
 // otherwise a plain line at every tenth of the work (at most every 5 s).
 type progressPrinter struct {
-	w        io.Writer
-	tty      bool
-	shown    bool
-	last     time.Time
-	lastTent int64
+	announced bool
+	w         io.Writer
+	tty       bool
+	shown     bool
+	last      time.Time
+	lastTent  int64
 }
 
 func (p *progressPrinter) update(pr pool.Progress) {
 	now := time.Now()
+	if !p.announced {
+		p.announced = true
+		if pr.Resumed > 0 {
+			p.clear()
+			fmt.Fprintf(p.w, "continuing an earlier run: %d of %d tasks were already done\n", pr.Resumed, pr.Total)
+		}
+	}
 	if p.tty {
 		if now.Sub(p.last) < 100*time.Millisecond && pr.Done != pr.Total {
 			return
@@ -331,6 +353,17 @@ func (p *progressPrinter) update(pr pool.Progress) {
 	fmt.Fprintf(p.w, "progress %d/%d tasks (%.0f%%) %s\n", pr.Done, pr.Total, 100*float64(pr.Done)/float64(pr.Total), rateLeft(pr))
 }
 
+// maxWorkers bounds --workers: each is a process with its own runtime.
+const maxWorkers = 1024
+
+// plural says "1 task", "2 tasks".
+func plural(n int64, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
+}
+
 func rateLeft(pr pool.Progress) string {
 	s := ""
 	if pr.Failed > 0 {
@@ -338,7 +371,7 @@ func rateLeft(pr pool.Progress) string {
 	}
 	if pr.Rate > 0 {
 		s += fmt.Sprintf("%.1f tasks/s", pr.Rate)
-		if pr.Done < pr.Total {
+		if pr.Done < pr.Total && pr.Done-pr.Resumed >= 3 {
 			s += fmt.Sprintf(", %s left", pr.Left.Round(time.Second))
 		}
 	}

@@ -24,7 +24,7 @@ func cmdSubmit(ctx context.Context, g *globals, args []string) error {
 	g.register(fs)
 	pc := poolFlags(fs)
 	follow := fs.Bool("follow", false, "merge the verified results as they arrive and print the result at the end")
-	asJSON := fs.Bool("json", false, "with --follow, print one JSON document with the result on stdout (the shape of `run --json`)")
+	asJSON := fs.Bool("json", false, "with --follow, print one JSON document with the result on stdout (the shape of run --json)")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
