@@ -109,6 +109,9 @@ func (fl *follower) run(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("job %s: %w", fl.j.ID, err)
 	}
+	if st.Merger != fl.c.PeerID() {
+		return fmt.Errorf("%w: job %s is merged by device %s, which submitted it; this device is %s", ErrForbidden, fl.j.ID, st.Merger, fl.c.PeerID())
+	}
 	if done, _ := fl.f.Count(); done < st.Acked {
 		return fmt.Errorf("%w: the pool handed over %d outcomes of job %s, the journal holds %d", ErrMergeLost, st.Acked, fl.j.ID, done)
 	}
