@@ -32,13 +32,23 @@ import (
 //
 // The answer is the smallest idle time among the sessions that count; an
 // error when there is no system bus, no logind, or no session that counts.
-type logindIdle struct{}
+// It connects anew on every call, so a restarted bus is picked up and no
+// connection outlives the call.
+type logindIdle struct {
+	address string // "" is the system bus; a private bus in tests
+}
 
 var _ InputIdleSource = logindIdle{}
 
 // IdleTime implements InputIdleSource.
-func (logindIdle) IdleTime(ctx context.Context) (time.Duration, string, error) {
-	conn, err := dbus.ConnectSystemBus(dbus.WithContext(ctx))
+func (l logindIdle) IdleTime(ctx context.Context) (time.Duration, string, error) {
+	var conn *dbus.Conn
+	var err error
+	if l.address == "" {
+		conn, err = dbus.ConnectSystemBus(dbus.WithContext(ctx))
+	} else {
+		conn, err = dbus.Connect(l.address, dbus.WithContext(ctx))
+	}
 	if err != nil {
 		return 0, "", fmt.Errorf("logind: system bus: %w", err)
 	}
