@@ -129,7 +129,9 @@ func NewSampler(cfg SamplerConfig) *Sampler {
 // InputIdle is the smallest idle time among the input sources that
 // answered; unknown only when none did. OtherCPUShare covers the time since
 // the previous Sample when that was less than 10 s ago; otherwise (first
-// call) Sample measures over a short window of min(ProbeTimeout/2, 250 ms).
+// call) Sample measures over a short window of min(ProbeTimeout/2, 250 ms),
+// which is also the shortest window: a Sample soon after another waits
+// until the previous counters are that old.
 // Running is known and empty, without looking at processes, when no
 // programs are listed.
 func (s *Sampler) Sample(ctx context.Context) Signals {
@@ -206,25 +208,29 @@ func (s *Sampler) otherCPUShare(ctx context.Context) (float64, string, error) {
 	prev, prevAt := s.prevLoad, s.prevLoadAt
 	s.loadMu.Unlock()
 
-	now := time.Now()
-	cur, err := s.cfg.Load.CPUCounters(ctx, own)
-	if err != nil {
-		return 0, "", err
+	window := min(s.timeout/2, 250*time.Millisecond)
+	if prevAt.IsZero() || time.Since(prevAt) > maxBaselineAge {
+		base, err := s.cfg.Load.CPUCounters(ctx, own)
+		if err != nil {
+			return 0, "", err
+		}
+		prev, prevAt = base, time.Now()
 	}
-	if prevAt.IsZero() || now.Sub(prevAt) > maxBaselineAge {
-		window := min(s.timeout/2, 250*time.Millisecond)
-		t := time.NewTimer(window)
+	// Too short a window is all noise (the counters move in 10 ms ticks):
+	// wait until the baseline is at least a window old.
+	if wait := window - time.Since(prevAt); wait > 0 {
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return 0, "", ctx.Err()
 		case <-t.C:
 		}
-		prev, prevAt = cur, now
-		now = time.Now()
-		if cur, err = s.cfg.Load.CPUCounters(ctx, own); err != nil {
-			return 0, "", err
-		}
+	}
+	now := time.Now()
+	cur, err := s.cfg.Load.CPUCounters(ctx, own)
+	if err != nil {
+		return 0, "", err
 	}
 	s.loadMu.Lock()
 	s.prevLoad, s.prevLoadAt = cur, now

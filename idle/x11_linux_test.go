@@ -16,8 +16,10 @@ import (
 )
 
 // startXvfb starts Xvfb on a display it picks itself (-displayfd) and
-// returns that display; Xvfb is stopped at cleanup. It skips the test when
-// Xvfb is not installed (Debian package xvfb).
+// returns that display; Xvfb is stopped at cleanup. -noreset keeps the
+// server up between connections: without it, it resets when its last
+// client leaves and refuses the next one meanwhile. It skips the test
+// when Xvfb is not installed (Debian package xvfb).
 func startXvfb(t *testing.T) string {
 	t.Helper()
 	bin, err := exec.LookPath("Xvfb")
@@ -29,7 +31,7 @@ func startXvfb(t *testing.T) string {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	cmd := exec.Command(bin, "-displayfd", "3", "-nolisten", "tcp", "-screen", "0", "320x240x24")
+	cmd := exec.Command(bin, "-displayfd", "3", "-nolisten", "tcp", "-noreset", "-screen", "0", "320x240x24")
 	cmd.ExtraFiles = []*os.File{w}
 	if err := cmd.Start(); err != nil {
 		w.Close()
