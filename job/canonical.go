@@ -108,6 +108,13 @@ func FromCanonical(canonical []byte, blob func(Digest) string) (*Job, error) {
 	case int64:
 		m.Policy.TaskCost = float64(c)
 	}
+	if req, ok := doc["requirements"].(map[string]any); ok {
+		m.Requirements.GPU, _ = req["gpu"].(bool)
+		m.Requirements.GPUMemoryMiB, _ = req["gpu_memory_mib"].(int64)
+		m.Requirements.GPUComputeCapability = str(req, "gpu_compute_capability")
+		m.Requirements.MemoryMiB, _ = req["memory_mib"].(int64)
+		m.Requirements.Prefer = str(req, "prefer")
+	}
 	if err := m.normalise(); err != nil {
 		return nil, err
 	}

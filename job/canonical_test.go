@@ -29,7 +29,13 @@ samples = 1000
 scale = 0.5
 [policy]
 task_cost = 2.5
-cost_param = "samples"`,
+cost_param = "samples"
+[requirements]
+gpu = true
+gpu_memory_mib = 8192
+gpu_compute_capability = "8.0"
+memory_mib = 512
+prefer = "memory"`,
 		"grid": `[split]
 rule = "grid"
 [split.grid]

@@ -35,6 +35,9 @@ type Manifest struct {
 	Derive map[string]string `toml:"derive"`
 	// Policy holds redundancy, limits and participation.
 	Policy Policy `toml:"policy"`
+	// Requirements says what a task needs from a machine, for matching
+	// jobs with capacity offers.
+	Requirements Requirements `toml:"requirements"`
 
 	// Dir is the absolute directory of the manifest file (not from TOML).
 	Dir string `toml:"-"`
@@ -82,6 +85,48 @@ type Policy struct {
 	Participants string   `toml:"participants"`
 	TaskCost     float64  `toml:"task_cost"`
 	CostParam    string   `toml:"cost_param"`
+}
+
+// Requirements is the [requirements] table: what a machine must offer to
+// be leased this job's tasks, and which machines the job prefers among
+// those that qualify. The zero value asks only for what the policy's
+// memory_mib implies.
+type Requirements struct {
+	// GPU says a task needs a GPU (a GPU program); GPUMemoryMiB and
+	// GPUComputeCapability ("8.0") bound which.
+	GPU                  bool   `toml:"gpu" json:"gpu,omitempty"`
+	GPUMemoryMiB         int64  `toml:"gpu_memory_mib" json:"gpu_memory_mib,omitempty"`
+	GPUComputeCapability string `toml:"gpu_compute_capability" json:"gpu_compute_capability,omitempty"`
+	// MemoryMiB is the machine memory a task needs; 0 means the policy's
+	// memory_mib.
+	MemoryMiB int64 `toml:"memory_mib" json:"memory_mib,omitempty"`
+	// Prefer ranks qualifying machines: "memory", "cores" or "gpu_memory"
+	// (more first); "" ranks none.
+	Prefer string `toml:"prefer" json:"prefer,omitempty"`
+}
+
+// IsZero reports whether r asks for nothing beyond the defaults.
+func (r Requirements) IsZero() bool { return r == Requirements{} }
+
+func (r *Requirements) normalise(m *Manifest) error {
+	switch {
+	case r.GPUMemoryMiB < 0 || r.MemoryMiB < 0:
+		return m.fail("requirements", "memory must not be negative")
+	case (r.GPUMemoryMiB > 0 || r.GPUComputeCapability != "") && !r.GPU:
+		return m.fail("requirements.gpu", "gpu_memory_mib and gpu_compute_capability need gpu = true")
+	}
+	if c := r.GPUComputeCapability; c != "" {
+		var major, minor int
+		if n, err := fmt.Sscanf(c, "%d.%d", &major, &minor); n != 2 || err != nil || fmt.Sprintf("%d.%d", major, minor) != c {
+			return m.fail("requirements.gpu_compute_capability", "want MAJOR.MINOR such as \"8.0\", got %q", c)
+		}
+	}
+	switch r.Prefer {
+	case "", "memory", "cores", "gpu_memory":
+	default:
+		return m.fail("requirements.prefer", "want \"memory\", \"cores\" or \"gpu_memory\", got %q", r.Prefer)
+	}
+	return nil
 }
 
 // Duration is a time.Duration written in TOML as a string such as "90s" or
@@ -292,6 +337,9 @@ func (m *Manifest) normalise() error {
 					ref, strings.Join(m.mergeNames(), ", "), m.Merge[0].Name, m.Merge[0].Name+".mean")
 			}
 		}
+	}
+	if err := m.Requirements.normalise(m); err != nil {
+		return err
 	}
 	return m.Policy.normalise(m)
 }

@@ -213,6 +213,25 @@ func (j *Job) canonical() ([]byte, error) {
 	if len(m.Derive) > 0 {
 		doc["derive"] = m.Derive
 	}
+	if r := m.Requirements; !r.IsZero() { // absent when empty: older IDs stay valid
+		req := map[string]any{}
+		if r.GPU {
+			req["gpu"] = true
+		}
+		if r.GPUMemoryMiB != 0 {
+			req["gpu_memory_mib"] = r.GPUMemoryMiB
+		}
+		if r.GPUComputeCapability != "" {
+			req["gpu_compute_capability"] = r.GPUComputeCapability
+		}
+		if r.MemoryMiB != 0 {
+			req["memory_mib"] = r.MemoryMiB
+		}
+		if r.Prefer != "" {
+			req["prefer"] = r.Prefer
+		}
+		doc["requirements"] = req
+	}
 	if p.TaskCost != 1 || p.CostParam != "" { // absent at the default: older IDs stay valid
 		pol := doc["policy"].(map[string]any)
 		pol["task_cost"] = p.TaskCost
