@@ -18,26 +18,26 @@ type Offer struct {
 	Capacity idle.Capacity `json:"capacity"`
 	// State is what the machine does now: computing, waiting or paused,
 	// with the policy's reason.
-	State  idle.State `json:"state"`
-	Reason string     `json:"reason,omitempty"`
-	Accept Accept     `json:"accept"`
-	Issued  time.Time `json:"issued"`
-	Expires time.Time `json:"expires"`
-	Sig     []byte    `json:"sig,omitempty"` // Ed25519 by the peer key over the canonical encoding without Sig
+	State   idle.State `json:"state"`
+	Reason  string     `json:"reason,omitempty"`
+	Accept  Accept     `json:"accept"`
+	Issued  time.Time  `json:"issued"`
+	Expires time.Time  `json:"expires"`
+	Sig     []byte     `json:"sig,omitempty"` // Ed25519 by the peer key over the canonical encoding without Sig
 }
 
 // Accept is what the donor accepts from this pool. CPU (WebAssembly) tasks
 // are always accepted; GPU programs only with GPUPrograms set (opt-in per
 // pool).
 type Accept struct {
-	GPUPrograms   bool          `json:"gpu_programs,omitempty"`
-	MaxMemoryMiB  int64         `json:"max_memory_mib,omitempty"` // per task; 0: what Capacity offers
-	MaxTaskTime   time.Duration `json:"max_task_time,omitempty"`  // per task; 0: no ceiling
-	PreferOwners  []string      `json:"prefer_owners,omitempty"`
-	RefuseOwners  []string      `json:"refuse_owners,omitempty"`
-	RefuseJobs    []job.ID      `json:"refuse_jobs,omitempty"`
-	AcceptJobs    []job.ID      `json:"accept_jobs,omitempty"` // explicitly accepted: ranked first
-	Weight        float64       `json:"weight,omitempty"`      // share of this machine for this pool among its pools, 0..1
+	GPUPrograms  bool          `json:"gpu_programs,omitempty"`
+	MaxMemoryMiB int64         `json:"max_memory_mib,omitempty"` // per task; 0: what Capacity offers
+	MaxTaskTime  time.Duration `json:"max_task_time,omitempty"`  // per task; 0: no ceiling
+	PreferOwners []string      `json:"prefer_owners,omitempty"`
+	RefuseOwners []string      `json:"refuse_owners,omitempty"`
+	RefuseJobs   []job.ID      `json:"refuse_jobs,omitempty"`
+	AcceptJobs   []job.ID      `json:"accept_jobs,omitempty"` // explicitly accepted: ranked first
+	Weight       float64       `json:"weight,omitempty"`      // share of this machine for this pool among its pools, 0..1
 }
 
 // Listing is a job seeking compute, as a pool lists it for donors.
