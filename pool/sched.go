@@ -29,6 +29,15 @@ type SchedulerConfig struct {
 
 	// MaxResultBytes bounds one submission's result; default 64 MiB.
 	MaxResultBytes int
+
+	// Select, when set, decides which jobs a peer is leased tasks of and
+	// in which order (matchmaking): given the unfinished jobs the peer may
+	// compute by their policies, oldest first, it returns the IDs of those
+	// to try, best first; a job left out is not leased to the peer, an ID
+	// not among jobs is ignored. Lease calls it once per call with the
+	// Scheduler's lock held, so it must be quick, must not keep jobs and
+	// must not call the Scheduler. nil: every job, oldest first.
+	Select func(p Peer, jobs []JobView) []job.ID
 }
 
 // Defaults of SchedulerConfig.
@@ -59,7 +68,8 @@ const (
 // The rules, from DESIGN.md invariants 3, 4, 6, 11-14:
 //
 //   - Pull: Lease gives whoever asks the lowest-index task of the oldest
-//     job that still needs a replica the peer may compute. Tasks that
+//     job that still needs a replica the peer may compute (with
+//     SchedulerConfig.Select: of the first job Select keeps). Tasks that
 //     already have replicas (in flight or returned) come before fresh
 //     ones, so a task's replicas run in parallel on distinct peers and
 //     results arrive roughly in task order.
@@ -582,6 +592,21 @@ func (s *Scheduler) Status(id job.ID) (JobStatus, error) {
 		return JobStatus{}, fmt.Errorf("status of job %s: %w", id, ErrUnknownJob)
 	}
 	return js.status(), nil
+}
+
+// Seeking returns the jobs that still have tasks without an outcome,
+// oldest first: the jobs a pool lists as seeking compute. The *job.Job
+// values are shared and must not be changed.
+func (s *Scheduler) Seeking() []JobView {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []JobView
+	for _, js := range s.queue {
+		if !js.complete() {
+			out = append(out, JobView{Job: js.j, Status: js.status()})
+		}
+	}
+	return out
 }
 
 // Jobs returns every job's progress, oldest first.

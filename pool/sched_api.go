@@ -88,3 +88,10 @@ type JobStatus struct {
 	Quorum     int    `json:"quorum"`     // agreeing replicas a task needs
 	Redundancy int    `json:"redundancy"` // replicas leased at first
 }
+
+// JobView is a job with its progress, as SchedulerConfig.Select and
+// Scheduler.Seeking see it. Job is shared: read it, never change it.
+type JobView struct {
+	Job    *job.Job
+	Status JobStatus
+}

@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -42,8 +43,9 @@ func (s *Scheduler) Lease(ctx context.Context, peer string, max int) ([]Lease, e
 		out []Lease
 		w   *pending
 	)
+	order := s.order(p)
 	for len(out) < max {
-		js, ts := s.pick(p)
+		js, ts := s.pick(p, order)
 		if ts == nil {
 			break
 		}
@@ -58,12 +60,41 @@ func (s *Scheduler) Lease(ctx context.Context, peer string, max int) ([]Lease, e
 	return out, nil
 }
 
-// pick returns the task p should compute next, or nil; s.mu is held.
-// Oldest job first; within a job, the lowest-index task already started
-// that needs another replica p may compute, else the next fresh task.
-func (s *Scheduler) pick(p Peer) (*jobState, *taskState) {
+// order returns the jobs p may be leased tasks of, in the order to try:
+// the unfinished jobs p may compute by their policies, oldest first, then
+// filtered and reordered by SchedulerConfig.Select when set; s.mu is held.
+func (s *Scheduler) order(p Peer) []*jobState {
+	var jobs []*jobState
 	for _, js := range s.queue {
-		if js.complete() || !js.allows(p) {
+		if !js.complete() && js.allows(p) {
+			jobs = append(jobs, js)
+		}
+	}
+	if s.cfg.Select == nil || len(jobs) == 0 {
+		return jobs
+	}
+	views := make([]JobView, len(jobs))
+	for i, js := range jobs {
+		views[i] = JobView{Job: js.j, Status: js.status()}
+	}
+	ids := s.cfg.Select(p, views)
+	out := make([]*jobState, 0, len(ids))
+	for _, id := range ids {
+		js := s.jobs[id]
+		if js != nil && !js.complete() && js.allows(p) && !slices.Contains(out, js) {
+			out = append(out, js)
+		}
+	}
+	return out
+}
+
+// pick returns the task p should compute next, or nil; s.mu is held.
+// The first job of order with work for p; within a job, the lowest-index
+// task already started that needs another replica p may compute, else the
+// next fresh task.
+func (s *Scheduler) pick(p Peer, order []*jobState) (*jobState, *taskState) {
+	for _, js := range order {
+		if js.complete() {
 			continue
 		}
 		for _, i := range js.want {

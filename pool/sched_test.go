@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"idlepool/identity"
+	"idlepool/job"
 	"idlepool/pool"
 	"idlepool/pool/pooltest"
 )
@@ -501,5 +502,76 @@ func TestSchedCommitFailure(t *testing.T) {
 	h.Start()
 	if ls := h.Lease(bob, 1); len(ls) != 1 {
 		t.Fatalf("leases after rebuilding: %v", ls)
+	}
+}
+
+// TestSchedSelect: SchedulerConfig.Select keeps a job away from peers it
+// leaves out and orders the jobs it keeps; Seeking lists unfinished jobs.
+func TestSchedSelect(t *testing.T) {
+	var mu sync.Mutex
+	var (
+		bobID  string
+		gpuJob *string
+		seen   [][]string
+	)
+	h := newHarness(t, pool.NewMemStore(), func(c *pool.SchedulerConfig) {
+		c.Select = func(p pool.Peer, jobs []pool.JobView) []job.ID {
+			mu.Lock()
+			defer mu.Unlock()
+			var names []string
+			var ids []job.ID
+			for i := len(jobs) - 1; i >= 0; i-- { // newest first
+				v := jobs[i]
+				names = append(names, v.Job.Manifest.Name)
+				if gpuJob != nil && v.Job.Manifest.Name == *gpuJob && p.ID == bobID {
+					continue // bob offers no GPU
+				}
+				ids = append(ids, v.Job.ID)
+			}
+			seen = append(seen, names)
+			return append(ids, job.ID{1}) // an unknown ID is ignored
+		}
+	})
+	alice := h.Device("alice", "alice-1")
+	bob := h.Device("bob", "bob-1")
+	carol := h.Device("carol", "carol-1")
+	mu.Lock()
+	bobID = bob
+	name := "gpu"
+	gpuJob = &name
+	mu.Unlock()
+	cpu := h.Job("cpu", 2, pooltest.Policy{}, alice)
+	gpu := h.Job("gpu", 2, pooltest.Policy{}, alice)
+
+	lb := h.Lease(bob, 10)
+	for _, l := range lb {
+		if l.Job != cpu.ID {
+			t.Errorf("bob was leased task %d of job %s, which Select left out", l.Task, l.Job)
+		}
+	}
+	if len(lb) != 2 {
+		t.Errorf("bob got %d leases, want the 2 tasks of the cpu job", len(lb))
+	}
+	lc := h.Lease(carol, 1)
+	if len(lc) != 1 || lc[0].Job != gpu.ID {
+		t.Errorf("carol's first lease %+v: want a task of the newer job, which Select ranks first", lc)
+	}
+	if ls := h.Lease(alice, 10); len(ls) != 0 {
+		t.Errorf("the owner's device got leases %v: Select must not widen who may compute", tasksOf(ls))
+	}
+	mu.Lock()
+	if diff := cmp.Diff([]string{"gpu", "cpu"}, seen[0]); diff != "" {
+		t.Errorf("Select saw (-want +got):\n%s", diff)
+	}
+	mu.Unlock()
+	var names []string
+	for _, v := range h.S.Seeking() {
+		names = append(names, v.Job.Manifest.Name)
+		if v.Status.Job != v.Job.ID || v.Status.Tasks != 2 {
+			t.Errorf("Seeking: status %+v does not describe job %s", v.Status, v.Job.ID)
+		}
+	}
+	if diff := cmp.Diff([]string{"cpu", "gpu"}, names); diff != "" {
+		t.Errorf("Seeking (-want +got):\n%s", diff)
 	}
 }
