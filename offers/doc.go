@@ -5,4 +5,21 @@
 // Resource Management for High Throughput Computing", HPDC 1998): a job's
 // requirements must hold for the offer and the offer's conditions for the
 // job, with a human explanation for every mismatch.
+//
+// An agent builds its offer to each pool from the machine's capacity, the
+// policy's state and the donor's preferences, signs it and publishes it
+// before it expires; the coordinator verifies it with the peer's
+// registered key and leases a task only where Match holds:
+//
+//	o := offers.Build(offers.Spec{Pool: info.Pool, PoolURL: url, Owner: owner.ID(),
+//		Capacity: idle.NewCapacity(machine, settings, gpus), State: d.State, Reason: d.Reason,
+//		Preferences: prefs, Issued: time.Now()})
+//	o.Sign(deviceKey)
+//	// coordinator side:
+//	if err := o.Verify(peerKey, time.Now()); err != nil { ... }
+//	if ok, why := offers.Match(o, listing, time.Now()); !ok { ... why[0] ... }
+//
+// Everything here is pure (no I/O) and safe for concurrent use; values are
+// plain data owned by the caller. Signatures cover the deterministic CBOR
+// encoding of Offer.Canonical, domain-separated by "idlepool/offer/v1".
 package offers

@@ -9,8 +9,13 @@ import (
 
 // Offer is a peer's capacity offer to one pool: what the machine offers and
 // what it accepts, signed with the peer's key and valid until Expires. The
-// coordinator lists it while it is valid and leases a task to the peer only
-// when Match(offer, requirements) holds.
+// coordinator lists it while it is valid and leases a task of a job to the
+// peer only when Match(offer, listing, now) holds. In ClassAd terms
+// (Raman, Livny and Solomon, HPDC 1998) it is the machine ad: Capacity are
+// its attributes, Accept its Requirements and Rank.
+//
+// JSON: the field tags below; Capacity as idle.Capacity writes it; times
+// RFC 3339; Sig standard base64; job IDs in Accept as 64 hex digits.
 type Offer struct {
 	Peer     string        `json:"peer"`  // peer ID (identity.IDOf of the device key)
 	Owner    string        `json:"owner"` // owner ID
@@ -23,34 +28,61 @@ type Offer struct {
 	Accept  Accept     `json:"accept"`
 	Issued  time.Time  `json:"issued"`
 	Expires time.Time  `json:"expires"`
-	Sig     []byte     `json:"sig,omitempty"` // Ed25519 by the peer key over the canonical encoding without Sig
+	Sig     []byte     `json:"sig,omitempty"` // Ed25519 by the peer key over Canonical()
 }
 
 // Accept is what the donor accepts from this pool. CPU (WebAssembly) tasks
 // are always accepted; GPU programs only with GPUPrograms set (opt-in per
-// pool).
+// pool). Owners are owner IDs; a job in AcceptJobs is accepted even when
+// its owner is in RefuseOwners (the narrower choice wins).
 type Accept struct {
 	GPUPrograms  bool          `json:"gpu_programs,omitempty"`
 	MaxMemoryMiB int64         `json:"max_memory_mib,omitempty"` // per task; 0: what Capacity offers
-	MaxTaskTime  time.Duration `json:"max_task_time,omitempty"`  // per task; 0: no ceiling
-	PreferOwners []string      `json:"prefer_owners,omitempty"`
+	MaxTaskTime  time.Duration `json:"max_task_time,omitempty"`  // per task, nanoseconds in JSON; 0: no ceiling
+	PreferOwners []string      `json:"prefer_owners,omitempty"`  // ranked before others (RankJobs)
 	RefuseOwners []string      `json:"refuse_owners,omitempty"`
 	RefuseJobs   []job.ID      `json:"refuse_jobs,omitempty"`
 	AcceptJobs   []job.ID      `json:"accept_jobs,omitempty"` // explicitly accepted: ranked first
-	Weight       float64       `json:"weight,omitempty"`      // share of this machine for this pool among its pools, 0..1
+	// Weight is this pool's share of the machine among the pools it
+	// offers to, 0..1 (the donor's weights normalised to sum to 1).
+	// Capacity is not scaled by it: the agent divides its slots.
+	Weight float64 `json:"weight,omitempty"`
 }
 
-// Listing is a job seeking compute, as a pool lists it for donors.
+// Listing is a job seeking compute, as a pool lists it for donors
+// (GET /v1/listings). In ClassAd terms it is the job ad: Requirements are
+// its requirements, Requirements.Prefer its rank.
+//
+// JSON: the field tags below; Job as 64 hex digits; TimeLimit in
+// nanoseconds.
 type Listing struct {
 	Job          job.ID           `json:"job"`
 	Name         string           `json:"name"`
 	Description  string           `json:"description,omitempty"`
-	Owner        string           `json:"owner"`
-	Pool         string           `json:"pool"`
+	Owner        string           `json:"owner"` // owner ID
+	Pool         string           `json:"pool"`  // the pool's name
 	Requirements job.Requirements `json:"requirements"`
-	CostPerTask  float64          `json:"cost_per_task"` // planner cost units of a typical task
-	TasksLeft    int64            `json:"tasks_left"`
-	TasksDone    int64            `json:"tasks_done"`
-	Quorum       int              `json:"quorum"`
-	Participants string           `json:"participants"` // open | invite | owner
+	// MemoryMiB is the machine memory one task needs: Requirements'
+	// memory_mib, else the policy's (see TaskMemoryMiB).
+	MemoryMiB int64 `json:"memory_mib"`
+	// TimeLimit is the policy's time limit of one task.
+	TimeLimit    time.Duration `json:"time_limit,omitempty"`
+	CostPerTask  float64       `json:"cost_per_task"` // planner cost units of a typical task
+	TasksLeft    int64         `json:"tasks_left"`
+	TasksDone    int64         `json:"tasks_done"`
+	Quorum       int           `json:"quorum"`
+	Participants string        `json:"participants"` // open | invite | owner
+}
+
+// TaskMemoryMiB is the machine memory one task of a job needs, for
+// Listing.MemoryMiB: the requirements' memory_mib when set, else the
+// policy's memory_mib (job.DefaultMemoryMiB when that is unset too).
+func TaskMemoryMiB(r job.Requirements, p job.Policy) int64 {
+	switch {
+	case r.MemoryMiB > 0:
+		return r.MemoryMiB
+	case p.MemoryMiB > 0:
+		return int64(p.MemoryMiB)
+	}
+	return job.DefaultMemoryMiB
 }
