@@ -7,6 +7,13 @@
 // rule lives in package pool, and this package only authenticates, checks
 // and translates requests.
 //
+// It also keeps the peers' capacity offers (package offers) in memory,
+// as soft state that agents re-send, lists the jobs seeking compute, and
+// gives the scheduler its matchmaking (pool.SchedulerConfig.Select): a
+// peer is leased tasks only of jobs that match its live offer, the
+// donor's preferred jobs first; a peer without one counts as a CPU-only
+// machine that accepts every job needing no GPU.
+//
 // State lives under Config.DataDir: coordinator.db (SQLite, package
 // store), coordinator.key (the Ed25519 key that signs receipts) and
 // blobs/ (content-addressed files, written to a temporary name, fsynced

@@ -60,6 +60,9 @@ func (s *Server) routes() http.Handler {
 	handle("POST /v1/leases/{lease}/heartbeat", s.signed(maxJSONBody, s.heartbeat))
 	handle("POST /v1/leases/{lease}/result", s.signed(maxResultBody, s.submit))
 	handle("POST /v1/leases/{lease}/release", s.signed(maxJSONBody, s.release))
+	handle("POST /v1/offers", s.signed(maxJSONBody, s.putOffer))
+	handle("GET /v1/offers", s.signed(maxJSONBody, s.listOffers))
+	handle("GET /v1/listings", s.signed(maxJSONBody, s.listListings))
 	handle("GET /v1/ledger", s.plain(s.ledger))
 	handle("GET /v1/receipts", s.signed(maxJSONBody, s.receipts))
 	handle("/", s.plain(func(w http.ResponseWriter, r *http.Request) error {

@@ -23,6 +23,7 @@ import (
 //	idlepool_coord_jobs                                       jobs the pool holds
 //	idlepool_coord_ledger_entries_total{kind}                 ledger entries: "receipt", "deviation", "unverified" (one per replica)
 //	idlepool_coord_peers_registered_total                     successful registrations
+//	idlepool_coord_offers_live                                capacity offers not yet expired (gauge)
 //	idlepool_coord_http_requests_total{route,code}            requests by route pattern and status code
 //	idlepool_coord_http_request_duration_seconds{route}       request latency, until the handler returns
 //

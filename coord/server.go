@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 
 	"idlepool/identity"
@@ -41,6 +42,7 @@ type Server struct {
 	db      *store.DB
 	blobs   *blobStore
 	sched   *pool.Scheduler
+	offers  *offerBook
 	metrics *metrics
 	handler http.Handler
 	ln      net.Listener
@@ -64,7 +66,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger}
+	s := &Server{cfg: cfg, log: cfg.Logger, offers: newOfferBook()}
 	defer func() {
 		if err != nil {
 			s.Close()
@@ -89,11 +91,15 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 		Blobs:  s.blobs.path,
 		Now:    cfg.Now,
 		Logger: cfg.Logger.With("component", "scheduler"),
+		Select: s.selectJobs,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("load pool state: %w", err)
 	}
 	s.metrics = newMetrics(s.sched.Jobs, s.sched.Ledger)
+	s.metrics.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "idlepool_coord_offers_live", Help: "Capacity offers of peers that have not expired.",
+	}, func() float64 { return float64(s.offers.count(s.cfg.Now())) }))
 	s.handler = s.routes()
 	if s.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
 		return nil, fmt.Errorf("listen: %w", err)

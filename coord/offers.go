@@ -1,0 +1,185 @@
+package coord
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"sync"
+	"time"
+
+	"idlepool/job"
+	"idlepool/offers"
+	"idlepool/pool"
+)
+
+// maxOfferTTL bounds how far in the future an offer's expiry may lie when
+// the coordinator receives it: an offer is soft state that its agent
+// re-sends, so a vanished peer drops out of the listing within this bound.
+const maxOfferTTL = 10 * time.Minute
+
+// offerBook holds the live capacity offers of a pool's peers, in memory
+// and keyed by peer ID: offers are soft state, re-sent by agents, and lost
+// on a restart until they are. Expired offers are dropped when read. An
+// offerBook is safe for concurrent use; its lock is never held while
+// calling the Scheduler (Select runs under the Scheduler's lock and takes
+// this one).
+type offerBook struct {
+	mu     sync.Mutex
+	offers map[string]offers.Offer
+}
+
+func newOfferBook() *offerBook { return &offerBook{offers: map[string]offers.Offer{}} }
+
+// put stores o as its peer's offer, replacing an older one; a replayed
+// offer issued before the one held is ignored.
+func (b *offerBook) put(o offers.Offer) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if old, ok := b.offers[o.Peer]; ok && old.Issued.After(o.Issued) {
+		return
+	}
+	b.offers[o.Peer] = o
+}
+
+// get returns peer's offer if it is live at now.
+func (b *offerBook) get(peer string, now time.Time) (offers.Offer, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	o, ok := b.offers[peer]
+	if ok && !now.Before(o.Expires) {
+		delete(b.offers, peer)
+		return offers.Offer{}, false
+	}
+	return o, ok
+}
+
+// live returns the offers live at now, by peer ID, dropping expired ones.
+func (b *offerBook) live(now time.Time) []offers.Offer {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make([]offers.Offer, 0, len(b.offers))
+	for id, o := range b.offers {
+		if !now.Before(o.Expires) {
+			delete(b.offers, id)
+			continue
+		}
+		out = append(out, o)
+	}
+	sort.Slice(out, func(i, k int) bool { return out[i].Peer < out[k].Peer })
+	return out
+}
+
+// count returns the number of offers live at now.
+func (b *offerBook) count(now time.Time) int { return len(b.live(now)) }
+
+// listing describes a job seeking compute in pool as offers.Listing: its
+// manifest's name, description and requirements, its owner, its progress,
+// its quorum, who may participate and the planner's cost of task 0.
+func listing(poolName string, v pool.JobView) offers.Listing {
+	m := v.Job.Manifest
+	st := v.Status
+	cost := 0.0
+	if v.Job.NumTasks() > 0 {
+		cost = v.Job.Cost(v.Job.Task(0))
+	}
+	return offers.Listing{
+		Job: v.Job.ID, Name: m.Name, Description: m.Description, Owner: st.Owner, Pool: poolName,
+		Requirements: m.Requirements, MemoryMiB: offers.TaskMemoryMiB(m.Requirements, m.Policy),
+		TimeLimit: m.Policy.TimeLimit.Duration, CostPerTask: cost,
+		TasksLeft: st.Tasks - st.Accepted - st.Failed, TasksDone: st.Accepted + st.Failed,
+		Quorum: st.Quorum, Participants: m.Policy.Participants,
+	}
+}
+
+// selectJobs is the Scheduler's Select hook: the matchmaking of leases. A
+// peer with a live offer is leased tasks only of jobs that offers.Match
+// accepts both ways, the donor's preferred jobs first (offers.RankJobs). A
+// peer without a live offer (an agent that publishes none, or whose offer
+// expired) is treated as a CPU-only machine that accepts everything: it is
+// leased any job that needs no GPU, oldest first, so agents that predate
+// offers keep working while a GPU job never reaches a machine that has not
+// said it has a GPU.
+func (s *Server) selectJobs(p pool.Peer, jobs []pool.JobView) []job.ID {
+	now := s.cfg.Now()
+	o, ok := s.offers.get(p.ID, now)
+	var ids []job.ID
+	if !ok {
+		for _, v := range jobs {
+			if !v.Job.Manifest.Requirements.GPU {
+				ids = append(ids, v.Job.ID)
+			}
+		}
+		return ids
+	}
+	var matched []offers.Listing
+	for _, v := range jobs {
+		l := listing(s.cfg.Pool, v)
+		if ok, _ := offers.Match(o, l, now); ok {
+			matched = append(matched, l)
+		}
+	}
+	for _, l := range offers.RankJobs(o, matched) {
+		ids = append(ids, l.Job)
+	}
+	return ids
+}
+
+// putOffer is POST /v1/offers: the signed request's body is the peer's
+// signed offers.Offer, which must name the requesting peer and this pool,
+// verify with the peer's registered key, be live, and expire within
+// maxOfferTTL. It replaces the peer's earlier offer.
+func (s *Server) putOffer(w http.ResponseWriter, _ *http.Request, c call) error {
+	var o offers.Offer
+	if err := decodeStrict(c.body, &o); err != nil {
+		return badRequest("offer: %v", err)
+	}
+	now := s.cfg.Now()
+	switch {
+	case o.Peer != c.peer.ID:
+		return &apiError{http.StatusForbidden, "not_your_offer",
+			fmt.Sprintf("the offer names peer %s but the request is signed by peer %s", o.Peer, c.peer.ID), nil}
+	case o.Pool != s.cfg.Pool:
+		return badRequest("the offer is for pool %q but this pool is %q", o.Pool, s.cfg.Pool)
+	case o.Owner != c.peer.Owner:
+		return badRequest("the offer names owner %s but peer %s belongs to owner %s", o.Owner, c.peer.ID, c.peer.Owner)
+	case o.Expires.After(now.Add(maxOfferTTL)):
+		return badRequest("the offer expires %s, more than %v from now: re-send it more often instead",
+			o.Expires.UTC().Format(time.RFC3339), maxOfferTTL)
+	}
+	if err := o.Verify(c.peer.Key, now); err != nil {
+		code := "bad_offer"
+		if errors.Is(err, offers.ErrExpired) {
+			code = "offer_expired"
+		}
+		return &apiError{http.StatusBadRequest, code, err.Error(), nil}
+	}
+	s.offers.put(o)
+	s.log.Debug("Offer received", "peer", o.Peer, "state", o.State, "gpus", len(o.Capacity.GPUs), "expires", o.Expires)
+	writeJSON(w, http.StatusOK, struct{}{})
+	return nil
+}
+
+// listOffers is GET /v1/offers: the live offers, by peer ID.
+func (s *Server) listOffers(w http.ResponseWriter, r *http.Request, _ call) error {
+	if err := noQuery(r); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, s.offers.live(s.cfg.Now()))
+	return nil
+}
+
+// listListings is GET /v1/listings: the jobs seeking compute, oldest
+// first.
+func (s *Server) listListings(w http.ResponseWriter, r *http.Request, _ call) error {
+	if err := noQuery(r); err != nil {
+		return err
+	}
+	views := s.sched.Seeking()
+	out := make([]offers.Listing, 0, len(views))
+	for _, v := range views {
+		out = append(out, listing(s.cfg.Pool, v))
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}

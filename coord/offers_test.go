@@ -1,0 +1,261 @@
+package coord
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"idlepool/idle"
+	"idlepool/job"
+	"idlepool/offers"
+)
+
+// requirementsJob is testJob with a [requirements] table and a policy
+// memory_mib.
+func requirementsJob(t *testing.T, name string, tasks int, requirements string) *job.Job {
+	t.Helper()
+	dir := t.TempDir()
+	prog := append([]byte("\x00asm\x01\x00\x00\x00"), name...)
+	if err := os.WriteFile(filepath.Join(dir, "prog.wasm"), prog, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	manifest := fmt.Sprintf(`name = %q
+description = "a test job"
+program = "prog.wasm"
+
+[split]
+rule = "range"
+tasks = %d
+
+[[merge]]
+field = "x"
+rule = "sum"
+
+[policy]
+redundancy = 1
+quorum = 1
+memory_mib = 256
+task_cost = 1.5
+
+[requirements]
+%s
+`, name, tasks, requirements)
+	m, err := job.ParseManifest("test.toml", dir, []byte(manifest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := job.Plan(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+// testOffer is p's signed offer to pool "test", valid for ttl from now,
+// with GPUs.
+func testOffer(p *testPeer, now time.Time, ttl time.Duration, gpus ...idle.GPUOffer) offers.Offer {
+	o := offers.Offer{
+		Owner: p.owner.ID(), Pool: "test",
+		Capacity: idle.Capacity{OS: "linux", Arch: "amd64", LogicalCPUs: 8, Cores: 4, MemoryTotalMiB: 16384, MemoryMiB: 8192,
+			GPUs: append([]idle.GPUOffer{}, gpus...), Schedule: idle.Schedule{}, TimeZone: "UTC"},
+		State: idle.StateComputing, Reason: "idle",
+		Accept: offers.Accept{GPUPrograms: len(gpus) > 0},
+		Issued: now, Expires: now.Add(ttl),
+	}
+	o.Sign(p.key)
+	return o
+}
+
+// TestOffersAndMatchmaking: peers publish signed offers; the pool lists
+// the live ones and the jobs seeking compute, leases a GPU job only to
+// the peer that offers a GPU, a CPU job to all, and forgets an offer once
+// it expires.
+func TestOffersAndMatchmaking(t *testing.T) {
+	clock := &fakeClock{now: time.Now().UTC().Truncate(time.Millisecond)}
+	ts := startServer(t, func(c *Config) { c.Now = clock.Now })
+	owner, cpu, gpu, plain := newPeer(t, nil), newPeer(t, nil), newPeer(t, nil), newPeer(t, nil)
+	do := func(p *testPeer, method, path string, v any) answer {
+		t.Helper()
+		var body []byte
+		if v != nil {
+			body, _ = json.Marshal(v)
+		}
+		req := ts.request(t, method, path, body)
+		SignRequest(req, body, p.key, clock.Now())
+		return ts.send(t, req)
+	}
+	for _, p := range []*testPeer{owner, cpu, gpu, plain} {
+		if a := do(p, "POST", "/v1/peers", p.registration("")); a.status != http.StatusCreated {
+			t.Fatalf("register: %d %s", a.status, a.body)
+		}
+	}
+	cpuJob := requirementsJob(t, "cpu-job", 3, "")
+	gpuJob := requirementsJob(t, "gpu-job", 3, "gpu = true\ngpu_memory_mib = 8000")
+	for _, j := range []*job.Job{cpuJob, gpuJob} {
+		b, err := os.ReadFile(j.Program.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := ts.request(t, "PUT", "/v1/blobs/"+j.Program.SHA256.String(), b)
+		SignRequest(req, b, owner.key, clock.Now())
+		ts.send(t, req)
+		if a := do(owner, "POST", "/v1/jobs", JobRequest{Canonical: j.Canonical}); a.status != http.StatusCreated {
+			t.Fatalf("submit: %d %s", a.status, a.body)
+		}
+	}
+
+	now := clock.Now()
+	rtx := idle.GPUOffer{UUID: "GPU-1", Name: "RTX 4090", ComputeCapability: "8.9", MemoryTotalMiB: 24000, MemoryMiB: 12000}
+	cpuOffer, gpuOffer := testOffer(cpu, now, time.Minute), testOffer(gpu, now, time.Minute, rtx)
+
+	// Offers the pool refuses.
+	tampered := cpuOffer
+	tampered.Capacity.Cores = 64
+	other := testOffer(gpu, now, time.Minute)
+	other.Pool = "elsewhere"
+	other.Sign(gpu.key)
+	tooLong := testOffer(cpu, now, time.Hour)
+	expired := testOffer(cpu, now.Add(-2*time.Minute), time.Minute)
+	for _, tc := range []struct {
+		name   string
+		by     *testPeer
+		offer  any
+		status int
+		code   string
+	}{
+		{"another peer's offer", gpu, cpuOffer, http.StatusForbidden, "not_your_offer"},
+		{"changed after signing", cpu, tampered, http.StatusBadRequest, "bad_offer"},
+		{"another pool", gpu, other, http.StatusBadRequest, "bad_request"},
+		{"expiry too far", cpu, tooLong, http.StatusBadRequest, "bad_request"},
+		{"expired", cpu, expired, http.StatusBadRequest, "offer_expired"},
+		{"not an offer", cpu, map[string]any{"peer": cpu.ID(), "cores": 3}, http.StatusBadRequest, "bad_request"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := do(tc.by, "POST", "/v1/offers", tc.offer)
+			if a.status != tc.status || a.errorBody(t).Code != tc.code {
+				t.Errorf("status %d %s, want %d %s", a.status, a.body, tc.status, tc.code)
+			}
+		})
+	}
+
+	for _, x := range []struct {
+		p *testPeer
+		o offers.Offer
+	}{{cpu, cpuOffer}, {gpu, gpuOffer}} {
+		if a := do(x.p, "POST", "/v1/offers", x.o); a.status != http.StatusOK {
+			t.Fatalf("offer of %s: %d %s", x.p.ID(), a.status, a.body)
+		}
+	}
+	var live []offers.Offer
+	do(owner, "GET", "/v1/offers", nil).decode(t, &live)
+	want := []offers.Offer{cpuOffer, gpuOffer}
+	slices.SortFunc(want, func(a, b offers.Offer) int { return strings.Compare(a.Peer, b.Peer) })
+	if diff := cmp.Diff(want, live); diff != "" {
+		t.Errorf("GET /v1/offers (-want +got):\n%s", diff)
+	}
+
+	var listings []offers.Listing
+	do(cpu, "GET", "/v1/listings", nil).decode(t, &listings)
+	wantListings := []offers.Listing{
+		{Job: cpuJob.ID, Name: "cpu-job", Description: "a test job", Owner: owner.owner.ID(), Pool: "test",
+			MemoryMiB: 256, CostPerTask: 1.5, TasksLeft: 3, Quorum: 1, Participants: "open"},
+		{Job: gpuJob.ID, Name: "gpu-job", Description: "a test job", Owner: owner.owner.ID(), Pool: "test",
+			Requirements: job.Requirements{GPU: true, GPUMemoryMiB: 8000},
+			MemoryMiB:    256, CostPerTask: 1.5, TasksLeft: 3, Quorum: 1, Participants: "open"},
+	}
+	for i := range wantListings {
+		wantListings[i].TimeLimit = listings[i].TimeLimit // the policy's default
+	}
+	if diff := cmp.Diff(wantListings, listings); diff != "" {
+		t.Errorf("GET /v1/listings (-want +got):\n%s", diff)
+	}
+
+	leased := func(p *testPeer) map[string]int {
+		t.Helper()
+		var lr LeaseResponse
+		if a := do(p, "POST", "/v1/leases", LeaseRequest{Max: 10}); a.status != http.StatusOK {
+			t.Fatalf("lease: %d %s", a.status, a.body)
+		} else {
+			a.decode(t, &lr)
+		}
+		n := map[string]int{}
+		for _, l := range lr.Leases {
+			switch job.ID(l.Job) {
+			case cpuJob.ID:
+				n["cpu"]++
+			case gpuJob.ID:
+				n["gpu"]++
+			}
+		}
+		return n
+	}
+	if diff := cmp.Diff(map[string]int{"cpu": 3}, leased(cpu)); diff != "" {
+		t.Errorf("CPU-only peer's leases (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string]int{"gpu": 3}, leased(gpu)); diff != "" {
+		t.Errorf("GPU peer's leases (-want +got):\n%s", diff)
+	}
+
+	// A peer without an offer counts as CPU-only: more CPU work, never GPU.
+	cpuJob2 := requirementsJob(t, "cpu-job-2", 1, "")
+	gpuJob2 := requirementsJob(t, "gpu-job-2", 1, "gpu = true")
+	for _, j := range []*job.Job{gpuJob2, cpuJob2} {
+		b, _ := os.ReadFile(j.Program.Path)
+		req := ts.request(t, "PUT", "/v1/blobs/"+j.Program.SHA256.String(), b)
+		SignRequest(req, b, owner.key, clock.Now())
+		ts.send(t, req)
+		if a := do(owner, "POST", "/v1/jobs", JobRequest{Canonical: j.Canonical}); a.status != http.StatusCreated {
+			t.Fatalf("submit: %d %s", a.status, a.body)
+		}
+	}
+	leaseIDs := func(p *testPeer) []job.ID {
+		t.Helper()
+		var lr LeaseResponse
+		do(p, "POST", "/v1/leases", LeaseRequest{Max: 10}).decode(t, &lr)
+		var ids []job.ID
+		for _, l := range lr.Leases {
+			ids = append(ids, job.ID(l.Job))
+		}
+		return ids
+	}
+	if diff := cmp.Diff([]job.ID{cpuJob2.ID}, leaseIDs(plain)); diff != "" {
+		t.Errorf("peer without an offer: leases of (-want +got):\n%s", diff)
+	}
+
+	// Past their expiry the offers are gone, and the GPU peer counts as
+	// CPU-only: the GPU job waits.
+	clock.Advance(time.Minute)
+	do(owner, "GET", "/v1/offers", nil).decode(t, &live)
+	if len(live) != 0 {
+		t.Errorf("offers after expiry: %v", live)
+	}
+	if ids := leaseIDs(gpu); len(ids) != 0 {
+		t.Errorf("peer whose offer expired got leases of %v, want none (only a GPU job is left)", ids)
+	}
+	// A fresh offer brings it back.
+	if a := do(gpu, "POST", "/v1/offers", testOffer(gpu, clock.Now(), time.Minute, rtx)); a.status != http.StatusOK {
+		t.Fatalf("fresh offer: %d %s", a.status, a.body)
+	}
+	if diff := cmp.Diff([]job.ID{gpuJob2.ID}, leaseIDs(gpu)); diff != "" {
+		t.Errorf("GPU peer with a fresh offer: leases of (-want +got):\n%s", diff)
+	}
+
+	resp, err := ts.client.Get(ts.URL() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(b), "\nidlepool_coord_offers_live 1\n") {
+		t.Errorf("metrics lack idlepool_coord_offers_live 1")
+	}
+}
