@@ -18,6 +18,7 @@ import (
 	"idlepool/identity"
 	"idlepool/idle"
 	"idlepool/job"
+	"idlepool/offers"
 	"idlepool/pool"
 	"idlepool/store"
 	"idlepool/worker"
@@ -101,6 +102,18 @@ type Config struct {
 	// 0. Tasks stop within about SamplePeriod plus the Signaller's time to
 	// answer after the owner comes back.
 	SamplePeriod time.Duration
+	// Offer, if set, makes the agent publish a signed capacity offer
+	// (package offers) to the pool once it has joined, and refresh it every
+	// third of OfferTTL and whenever the policy's state changes, built
+	// with offers.Build from Offer's capacity and preferences and the
+	// governor's latest decision. Without it the agent publishes none and
+	// the pool leases it CPU tasks only (see docs/api.md, "Matchmaking").
+	Offer OfferSource
+	// OfferTTL is how long each published offer is valid;
+	// offers.DefaultTTL when 0. A device that vanishes drops out of the
+	// pool's offer listing within it.
+	OfferTTL time.Duration
+
 	// LocalAPI, if set, is where the agent serves its Status for the tray
 	// app and `idlepool status`: a Unix domain socket (mode 0600) on Linux
 	// and macOS, a file naming a loopback address and a token on Windows.
@@ -128,6 +141,9 @@ func (c *Config) Validate() error {
 	}
 	if c.SamplePeriod <= 0 {
 		c.SamplePeriod = DefaultSamplePeriod
+	}
+	if c.OfferTTL <= 0 {
+		c.OfferTTL = offers.DefaultTTL
 	}
 	if c.Slots == 0 {
 		c.Slots = 1
@@ -212,7 +228,7 @@ func (a *Agent) Client() *Client { return a.c }
 // resumes the tasks and leases again on Decision.Cores slots; when the
 // cores allowed shrink, tasks running on the slots beyond them finish
 // and those slots lease no more. With Config.LocalAPI it serves Status
-// there.
+// there; with Config.Offer it publishes and refreshes its capacity offer.
 //
 // Cancelling ctx stops it: running tasks are killed and their leases
 // handed back (released) before Serve returns nil. Results finished but
@@ -232,6 +248,9 @@ func (a *Agent) Serve(ctx context.Context) error {
 		tasks, tctx := errgroup.WithContext(gctx)
 		tasks.Go(func() error { return a.serveOutbox(tctx) })
 		tasks.Go(func() error { return a.serveReceipts(tctx) })
+		if a.cfg.Offer != nil {
+			tasks.Go(func() error { return a.serveOffers(tctx) })
+		}
 		for slot := range a.cfg.Slots {
 			tasks.Go(func() error { return a.serveSlot(tctx, slot) })
 		}

@@ -198,3 +198,9 @@ func readGPU(lib nvml.Interface, i int, ours map[int]bool) (GPU, error) {
 	add(graphics, true)
 	return g, nil
 }
+
+// NewGPUListerWith returns a lister of lib instead of the real NVML
+// library: the go-nvml mock (github.com/NVIDIA/go-nvml/pkg/nvml/mock) in
+// the tests of packages that take a lister, such as an agent whose GPUs
+// are simulated.
+func NewGPUListerWith(lib nvml.Interface) *GPULister { return newGPULister(lib) }
