@@ -25,11 +25,11 @@ import (
 //   - participants "owner" and the offer's owner is not the job's owner;
 //   - the donor refused the job, or its owner (unless the donor accepted
 //     this job explicitly);
-//   - the job needs a GPU program and the donor has not opted in for this
-//     pool;
 //   - the job needs a GPU and none offered has the memory and compute
 //     capability asked ("needs a GPU with 8 GiB; this machine offers
 //     none");
+//   - the job needs a GPU program and the donor has not opted in for this
+//     pool;
 //   - a task needs more machine memory (Listing.MemoryMiB) than offered,
 //     or than the donor's per-task ceiling;
 //   - a task may run longer (Listing.TimeLimit) than the donor's ceiling;
@@ -59,11 +59,11 @@ func Match(o Offer, l Listing, now time.Time) (ok bool, why []string) {
 		}
 	}
 	if r.GPU {
-		if !a.GPUPrograms {
-			why = append(why, "needs a GPU program; you have not allowed GPU programs in this pool")
-		}
 		if m := gpuMismatch(r, c.GPUs); m != "" {
 			why = append(why, m)
+		}
+		if !a.GPUPrograms {
+			why = append(why, ReasonGPUPrograms)
 		}
 	}
 	if need := l.MemoryMiB; need > 0 {
@@ -85,6 +85,11 @@ func Match(o Offer, l Listing, now time.Time) (ok bool, why []string) {
 	}
 	return len(why) == 0, why
 }
+
+// ReasonGPUPrograms is Match's reason for a job that needs a GPU program
+// when the donor has not opted in to GPU programs in the offer's pool, so
+// that a front end can offer the way to opt in.
+const ReasonGPUPrograms = "needs a GPU program; you have not allowed GPU programs in this pool"
 
 // gpuMismatch says why no GPU in gpus satisfies r, or "" when one does.
 func gpuMismatch(r job.Requirements, gpus []idle.GPUOffer) string {

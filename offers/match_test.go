@@ -132,8 +132,8 @@ func TestMatch(t *testing.T) {
 			want: []string{
 				"offer expired 1 min ago",
 				"you refused jobs of owner idowner",
-				"needs a GPU program; you have not allowed GPU programs in this pool",
 				"needs a GPU with 8 GiB; this machine offers none",
+				"needs a GPU program; you have not allowed GPU programs in this pool",
 				"needs 64 GiB of memory per task; this machine offers 8 GiB",
 			}},
 	}
