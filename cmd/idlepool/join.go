@@ -16,6 +16,7 @@ import (
 	"idlepool/home"
 	"idlepool/identity"
 	"idlepool/idle"
+	"idlepool/offers"
 	"idlepool/store"
 	"idlepool/worker"
 )
@@ -30,7 +31,7 @@ func cmdJoin(ctx context.Context, g *globals, args []string) error {
 	fs := flag.NewFlagSet("idlepool join", flag.ContinueOnError)
 	fs.SetOutput(g.stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(g.stderr, "Usage: idlepool join POOL_URL [--workers N] [--invite TOKEN] [--owner-key FILE] [--name NAME] [--always]\n\nDonates this machine's compute to a pool until stopped (Ctrl-C or SIGTERM hands running tasks back).\nIt computes only when the owner's settings and the machine's state allow (see 'idlepool status'\nand 'idlepool settings'), and steps aside within a second when they stop allowing it.\n\n")
+		fmt.Fprintf(g.stderr, "Usage: idlepool join POOL_URL [--workers N] [--invite TOKEN] [--owner-key FILE] [--name NAME] [--always] [--offer-ttl D]\n\nDonates this machine's compute to a pool until stopped (Ctrl-C or SIGTERM hands running tasks back).\nIt computes only when the owner's settings and the machine's state allow (see 'idlepool status'\nand 'idlepool settings'), and steps aside within a second when they stop allowing it.\nIt publishes a signed capacity offer to the pool (what this machine offers and accepts, see\n'idlepool jobs') and refreshes it while it runs; the pool leases it only tasks of jobs that match.\n\n")
 		fs.PrintDefaults()
 	}
 	g.register(fs)
@@ -39,6 +40,7 @@ func cmdJoin(ctx context.Context, g *globals, args []string) error {
 	ownerKey := fs.String("owner-key", "", "owner key `FILE` shared by a person's devices (default: owner.key in the config directory)")
 	name := fs.String("name", hostname(), "a `NAME` for this device that the pool shows")
 	always := fs.Bool("always", false, "compute whenever the pool has work, ignoring the owner's settings and the machine's state (dedicated machines)")
+	offerTTL := fs.Duration("offer-ttl", offers.DefaultTTL, "how long each capacity offer is valid, `D` from 1s to 10m; it is refreshed every third of it, and the pool forgets a vanished machine after it")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
@@ -49,6 +51,9 @@ func cmdJoin(ctx context.Context, g *globals, args []string) error {
 	}
 	if *workers < 1 {
 		return &userError{Msg: fmt.Sprintf("--workers must be at least 1, got %d", *workers), Cause: errUsage}
+	}
+	if *offerTTL < time.Second || *offerTTL > maxOfferTTL {
+		return &userError{Msg: fmt.Sprintf("--offer-ttl must be from 1s to %v, got %v", maxOfferTTL, *offerTTL), Cause: errUsage}
 	}
 	dirs, err := g.dirs()
 	if err != nil {
@@ -69,13 +74,17 @@ func cmdJoin(ctx context.Context, g *globals, args []string) error {
 		return err
 	}
 	defer wp.Close()
+	lister := worker.NewGPULister()
+	defer lister.Close()
+	gpus := poolGPUs{l: lister, wp: wp}
 	cfg := agent.Config{
 		PoolURL: pos[0], Home: dirs, DeviceKey: dev, OwnerKey: owner, Name: *name, Invite: *invite,
 		Slots: *workers, Executor: wp, Store: local, Logger: log,
 		LocalAPI: filepath.Join(dirs.Data, agent.LocalAPIFile),
+		Offer:    &joinOffer{local: local, gpus: gpus, log: log}, OfferTTL: *offerTTL,
 	}
 	if !*always {
-		pol := newJoinPolicy(local, wp, log)
+		pol := newJoinPolicy(local, gpus, log)
 		defer pol.Close()
 		cfg.Signals, cfg.Decide = pol, pol.Decide
 	}
@@ -198,8 +207,7 @@ const settingsReload = 2 * time.Second
 // one at a time, so it needs no lock of its own.
 type joinPolicy struct {
 	local  *store.Local
-	gpus   *worker.GPULister
-	wp     *worker.Pool
+	gpus   idle.GPUSource
 	log    *slog.Logger
 	policy *idle.Policy
 
@@ -209,8 +217,8 @@ type joinPolicy struct {
 	programs []string // the PauseFor list sampler was made for
 }
 
-func newJoinPolicy(local *store.Local, wp *worker.Pool, log *slog.Logger) *joinPolicy {
-	return &joinPolicy{local: local, gpus: worker.NewGPULister(), wp: wp, log: log,
+func newJoinPolicy(local *store.Local, gpus idle.GPUSource, log *slog.Logger) *joinPolicy {
+	return &joinPolicy{local: local, gpus: gpus, log: log,
 		policy: idle.NewPolicy(idle.Defaults()), settings: idle.Defaults()}
 }
 
@@ -231,7 +239,7 @@ func (p *joinPolicy) Sample(ctx context.Context) idle.Signals {
 			_ = p.sampler.Close()
 		}
 		sources := idle.DefaultSources()
-		sources.GPU = poolGPUs{l: p.gpus, wp: p.wp}
+		sources.GPU = p.gpus
 		p.programs = slices.Clone(p.settings.PauseFor)
 		p.sampler = idle.NewSampler(idle.SamplerConfig{Sources: sources, Programs: p.programs})
 	}
@@ -262,12 +270,71 @@ func (p *joinPolicy) Decide(sig idle.Signals, now time.Time) idle.Decision {
 	return d
 }
 
-// Close stops the sampler's probes and shuts NVML down.
+// Close stops the sampler's probes. NVML is shut down by whoever made
+// the GPU source.
 func (p *joinPolicy) Close() error {
 	if p.sampler != nil {
-		_ = p.sampler.Close()
+		return p.sampler.Close()
 	}
-	return p.gpus.Close()
+	return nil
+}
+
+// maxOfferTTL is the longest offer lifetime a coordinator takes.
+const maxOfferTTL = 10 * time.Minute
+
+// joinOffer is the agent.OfferSource of a joined agent: this machine
+// (idle.ReadMachine, read once), the owner's settings and preferences
+// from the local store (read at every refresh, so that 'idlepool
+// settings' and 'idlepool jobs accept|refuse' reach the pool with the
+// next offer), and the GPUs NVML found: the governor's latest reading,
+// or, with --always (no sampler), a reading of its own. The agent calls
+// it from one goroutine at a time.
+type joinOffer struct {
+	local *store.Local
+	gpus  idle.GPUSource
+	log   *slog.Logger
+
+	machine  *idle.Machine
+	settings idle.Settings
+	loaded   bool // settings were read once
+}
+
+// Capacity is idle.NewCapacity of the machine, the settings and the GPUs.
+func (o *joinOffer) Capacity(ctx context.Context, sig idle.Signals) idle.Capacity {
+	if o.machine == nil {
+		m, err := idle.ReadMachine(ctx)
+		if err != nil {
+			o.log.Info("Part of the machine is unknown to its offer", "err", err)
+		}
+		o.machine = &m
+	}
+	if s, err := o.local.Settings(ctx); err == nil {
+		o.settings, o.loaded = s, true
+	} else {
+		if !o.loaded {
+			o.settings, o.loaded = idle.Defaults(), true
+		}
+		o.log.Warn("Cannot read the owner's settings for the offer, keeping the last ones", "err", err)
+	}
+	gpus := sig.GPUs
+	if !gpus.Known && gpus.Err == "" { // not sampled: no policy (--always)
+		gs, err := o.gpus.GPUs(ctx)
+		gpus = idle.Reading[[]idle.GPU]{Value: gs, Known: err == nil, Source: "nvml"}
+		if err != nil {
+			gpus.Err = err.Error()
+		}
+	}
+	return idle.NewCapacity(*o.machine, o.settings, gpus)
+}
+
+// Preferences reads the donor's preferences; on failure none (defaults).
+func (o *joinOffer) Preferences(ctx context.Context) offers.Preferences {
+	p, err := o.local.Preferences(ctx)
+	if err != nil {
+		o.log.Warn("Cannot read the donor's preferences for the offer, offering with the defaults", "err", err)
+		return offers.Preferences{Global: offers.PoolPreferences{Weight: 1}}
+	}
+	return p
 }
 
 // poolGPUs is the idle.GPUSource of a joined agent: like nvmlGPUs, with
@@ -300,6 +367,7 @@ func (p poolGPUs) GPUs(context.Context) ([]idle.GPU, error) {
 }
 
 var (
-	_ agent.Signaller = (*joinPolicy)(nil)
-	_ idle.GPUSource  = poolGPUs{}
+	_ agent.Signaller   = (*joinPolicy)(nil)
+	_ agent.OfferSource = (*joinOffer)(nil)
+	_ idle.GPUSource    = poolGPUs{}
 )
