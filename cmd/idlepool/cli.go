@@ -36,6 +36,13 @@ Commands:
           machine computes with
   result JOB --pool URL [--json]
           merge a submitted job's results to the end and print the result
+  jobs [--pool URL]... [--json]
+          the jobs seeking compute in the pools this machine knows, and
+          whether this machine matches each, and why not
+  jobs accept|refuse|clear JOB_ID|owner:OWNER_ID [--pool URL]
+          take or never take a job, or an owner's jobs, on this machine
+  offers --pool URL [--json]
+          a pool's live capacity offers: the devices offering compute now
   history [--json]
           this device's contributions per pool and day
   ledger verify (FILE | POOL_URL)
@@ -160,6 +167,10 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = cmdSettings(ctx, g, cargs)
 	case "history":
 		err = cmdHistory(ctx, g, cargs)
+	case "jobs":
+		err = cmdJobs(ctx, g, cargs)
+	case "offers":
+		err = cmdOffers(ctx, g, cargs)
 	case "ledger":
 		err = cmdLedger(ctx, g, cargs)
 	case "version":

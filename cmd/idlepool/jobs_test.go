@@ -1,0 +1,148 @@
+package main
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"idlepool/idle"
+	"idlepool/offers"
+)
+
+// TestJobsAndOffers browses a real coordinator's listings as a donor: a
+// CPU job matches, a GPU job does not and says why, choices made by ID
+// prefix and owner prefix show in the next listing, the pool is known
+// afterwards without --pool, and an operator lists the (no) live offers.
+func TestJobsAndOffers(t *testing.T) {
+	srv, url := startServe(t, t.TempDir(), "127.0.0.1:0")
+	defer srv.stop()
+	submitter, donor := t.TempDir(), t.TempDir()
+	submit := func(manifest string) string {
+		out := idlepool(t, submitter, "submit", manifest, "--pool", url)
+		if out.code != 0 {
+			t.Fatalf("submit: exit %d\n%s", out.code, out.stderr)
+		}
+		return strings.TrimSpace(out.stdout)
+	}
+	cpuID := submit(writeManifest(t, "pi", piManifest(4, 100)))
+	gpuID := submit(writeManifest(t, "pi", strings.Replace(piManifest(3, 100), `name = "pi"`, `name = "render"`, 1)+
+		"[requirements]\ngpu = true\ngpu_memory_mib = 8192\nmemory_mib = 1024\n"))
+
+	type verdict struct {
+		Name  string
+		Match bool
+		Why   []string
+	}
+	browse := func(args ...string) (jobsDoc, []verdict) {
+		t.Helper()
+		out := idlepool(t, donor, append([]string{"jobs", "--json"}, args...)...)
+		if out.code != 0 {
+			t.Fatalf("jobs --json: exit %d\n%s", out.code, out.stderr)
+		}
+		var doc jobsDoc
+		if err := json.Unmarshal([]byte(out.stdout), &doc); err != nil {
+			t.Fatalf("jobs --json is not one JSON document: %v\n%s", err, out.stdout)
+		}
+		var vs []verdict
+		for _, j := range doc.Jobs {
+			vs = append(vs, verdict{j.Listing.Name, j.Match, j.Why})
+		}
+		return doc, vs
+	}
+
+	doc, got := browse("--pool", url)
+	want := []verdict{
+		{"pi", true, []string{}},
+		{"render", false, []string{"needs a GPU with 8 GiB; this machine offers none", offers.ReasonGPUPrograms}},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("jobs (-want +got):\n%s", diff)
+	}
+	if len(doc.Pools) != 1 || doc.Pools[0].Name != "lab-a" || doc.Pools[0].Offer == nil || doc.Jobs[0].Listing.Job.String() != cpuID {
+		t.Errorf("pools %+v, first job %s; want pool lab-a with this machine's offer, job %s", doc.Pools, doc.Jobs[0].Listing.Job, cpuID)
+	}
+
+	// The table, as a person reads it.
+	out := idlepool(t, donor, "jobs")
+	for _, s := range []string{"ID", "JOB", "THIS MACHINE", cpuID[:12], "✓ matches", "✗ needs a GPU with 8 GiB; this machine offers none (+1 more)", "1 of 2 jobs match this machine"} {
+		if !strings.Contains(out.stdout, s) {
+			t.Errorf("jobs table lacks %q:\n%s", s, out.stdout)
+		}
+	}
+
+	// Choices by prefix; the pool is known now (its key was pinned).
+	owner := doc.Jobs[0].Listing.Owner
+	for _, args := range [][]string{{"refuse", cpuID[:10]}, {"accept", "owner:" + owner[:10]}, {"gpu-programs", "on", "--pool", url}} {
+		if out := idlepool(t, donor, append([]string{"jobs"}, args...)...); out.code != 0 {
+			t.Fatalf("jobs %v: exit %d\n%s", args, out.code, out.stderr)
+		}
+	}
+	doc, got = browse()
+	want = []verdict{
+		{"render", false, []string{"needs a GPU with 8 GiB; this machine offers none"}},
+		{"pi", false, []string{"you refused this job"}},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("jobs after choosing (-want +got):\n%s", diff)
+	}
+	a := doc.Pools[0].Offer.Accept
+	if !a.GPUPrograms || !cmp.Equal(a.PreferOwners, []string{owner}) || len(a.RefuseJobs) != 1 || a.RefuseJobs[0].String() != cpuID {
+		t.Errorf("offer accepts %+v; want GPU programs, owner %s preferred, job %s refused", a, owner, cpuID)
+	}
+	_ = gpuID
+
+	// Mistakes are explained.
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"jobs", "accept", "zz"}, 2, `"zz" is not a job ID`},
+		{[]string{"jobs", "refuse", "0123456789", "--pool", url}, 2, "no job listed in " + url + " starts with 0123456789"},
+		{[]string{"jobs", "weight", "2"}, 2, "weight needs --pool URL"},
+		{[]string{"jobs", "nonsense"}, 2, `unknown subcommand "nonsense"`},
+	} {
+		if out := idlepool(t, donor, tc.args...); out.code != tc.code || !strings.Contains(out.stderr, tc.want) {
+			t.Errorf("%v: exit %d (want %d), stderr:\n%s\nwant it to contain %q", tc.args, out.code, tc.code, out.stderr, tc.want)
+		}
+	}
+	if out := idlepool(t, t.TempDir(), "jobs"); out.code != 2 || !strings.Contains(out.stderr, "knows no pools yet") {
+		t.Errorf("jobs on a new machine: exit %d\n%s", out.code, out.stderr)
+	}
+
+	// The operator's view: no agent publishes an offer here.
+	out = idlepool(t, donor, "offers", "--pool", url, "--json")
+	if out.code != 0 || strings.TrimSpace(out.stdout) != "[]" {
+		t.Errorf("offers --json: exit %d, %q\n%s", out.code, out.stdout, out.stderr)
+	}
+	out = idlepool(t, filepath.Join(t.TempDir(), "operator"), "offers", "--pool", url)
+	if out.code != 0 || !strings.Contains(out.stdout, "no live offers in pool lab-a") {
+		t.Errorf("offers: exit %d, %q\n%s", out.code, out.stdout, out.stderr)
+	}
+}
+
+// TestPrintOffers checks the operator's table of live offers.
+func TestPrintOffers(t *testing.T) {
+	o := gpuTestOffer()
+	var b strings.Builder
+	printOffers(&b, "lab", []offers.Offer{o}, o.Expires.Add(-75*time.Second))
+	for _, s := range []string{"PEER", "idpeer0123…", "linux/amd64", "7 of 8", "8 GiB", "RTX 4070 (9.0 GiB)", "waiting: outside your hours", "in 1 min 15 s", "1 offer in pool lab: 0 computing, 1 waiting, 0 paused."} {
+		if !strings.Contains(b.String(), s) {
+			t.Errorf("offers table lacks %q:\n%s", s, b.String())
+		}
+	}
+}
+
+func gpuTestOffer() offers.Offer {
+	var o offers.Offer
+	o.Peer, o.Owner, o.Pool = "idpeer0123456789", "idowner", "lab"
+	o.Capacity.OS, o.Capacity.Arch, o.Capacity.LogicalCPUs, o.Capacity.Cores, o.Capacity.MemoryMiB = "linux", "amd64", 8, 7, 8192
+	o.Capacity.GPUs = []idle.GPUOffer{{UUID: "GPU-1", Name: "RTX 4070", MemoryTotalMiB: 12282, MemoryMiB: 9211}}
+	o.State, o.Reason = "waiting", "waiting: outside your hours (next window Mon 22:00)"
+	o.Expires = time.Date(2026, 3, 2, 12, 0, 0, 0, time.UTC)
+	return o
+}
