@@ -153,3 +153,32 @@ func FuzzOfferJSON(f *testing.F) {
 		}
 	})
 }
+
+// FuzzListingJSON: a pool's listing never panics the decoder, and one
+// that decodes survives JSON again unchanged.
+func FuzzListingJSON(f *testing.F) {
+	b, err := json.Marshal(gpuJob(8192, "8.0"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(b)
+	f.Add([]byte(`{"job":"00","requirements":{"gpu":true}}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var l Listing
+		if json.Unmarshal(b, &l) != nil {
+			return
+		}
+		again, err := json.Marshal(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var l2 Listing
+		if err := json.Unmarshal(again, &l2); err != nil {
+			t.Fatalf("re-decode: %v\n%s", err, again)
+		}
+		if diff := cmp.Diff(l, l2); diff != "" {
+			t.Fatalf("listing changed through JSON (-first +second):\n%s", diff)
+		}
+		Match(cpuOffer(), l, monday)
+	})
+}

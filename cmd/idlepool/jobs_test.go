@@ -146,3 +146,40 @@ func gpuTestOffer() offers.Offer {
 	o.Expires = time.Date(2026, 3, 2, 12, 0, 0, 0, time.UTC)
 	return o
 }
+
+// TestPrintJobs checks the donor's table: a POOL column only with several
+// pools, the first reason with a count of the others, the summary and the
+// GPU opt-in hint on a machine that has a GPU.
+func TestPrintJobs(t *testing.T) {
+	l := offers.Listing{Name: "render", Owner: "idowner0123456789", Pool: "lab", MemoryMiB: 1536, TasksLeft: 7, TasksDone: 3, Quorum: 2}
+	l.Requirements.GPU, l.Requirements.GPUMemoryMiB, l.Requirements.GPUComputeCapability = true, 8192, "8.0"
+	cpu := offers.Listing{Name: "pi", Owner: "idx", Pool: "farm", MemoryMiB: 256, TasksLeft: 1}
+	cpu.Job[0] = 0xab
+	doc := jobsDoc{
+		Pools: []poolDoc{{URL: "http://a", Name: "lab"}, {URL: "http://b", Name: "farm"}},
+		Jobs: []jobMatchDoc{
+			{PoolURL: "http://b", Listing: cpu, Match: true, Why: []string{}},
+			{PoolURL: "http://a", Listing: l, Why: []string{offers.ReasonGPUPrograms, "outside this machine's hours (next: Mon 22:00)"}},
+		},
+	}
+	c := gpuTestOffer().Capacity
+	var b strings.Builder
+	printJobs(&b, doc, c)
+	want := `ID            JOB     OWNER        POOL  NEEDS                           TASKS LEFT  DONE  QUORUM  THIS MACHINE
+ab0000000000  pi      idx          farm  CPU, 256 MiB RAM                1           0     0       ✓ matches
+000000000000  render  idowner012…  lab   GPU 8 GiB cc 8.0+, 1.5 GiB RAM  7           3     2       ✗ ` + offers.ReasonGPUPrograms + ` (+1 more)
+
+1 of 2 jobs match this machine, which offers 7 cores, 8 GiB memory, RTX 4070 with 9.0 GiB, any time.
+Choose: idlepool jobs accept|refuse ID (or owner:OWNER); --json shows every reason.
+GPU programs: idlepool jobs gpu-programs on [--pool URL] allows them.
+`
+	if diff := cmp.Diff(want, b.String()); diff != "" {
+		t.Errorf("table (-want +got):\n%s", diff)
+	}
+
+	b.Reset()
+	printJobs(&b, jobsDoc{Pools: []poolDoc{{URL: "http://a", Name: "lab"}, {URL: "http://c", Error: "cannot reach"}}}, c)
+	if got := b.String(); got != "no jobs seek compute in pool lab (http://a) right now\n" {
+		t.Errorf("no jobs: %q", got)
+	}
+}
