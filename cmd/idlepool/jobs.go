@@ -36,6 +36,8 @@ const jobsHelp = `Usage:
   idlepool jobs accept|refuse|clear JOB_ID|owner:OWNER_ID [--pool URL]...
   idlepool jobs gpu-programs on|off [--pool URL]...
   idlepool jobs weight WEIGHT --pool URL...
+  idlepool jobs limits [memory=MIB] [time=DURATION] [--pool URL]...
+  idlepool jobs choices [--json]
 
 Lists the jobs seeking compute in the pools this machine knows (those it
 joined or talked to, or those given with --pool), and whether this
@@ -53,7 +55,9 @@ are preferred.
 gpu-programs on allows jobs that run GPU programs (CUDA) on this
 machine's enabled GPUs (see 'idlepool settings'); without --pool in every
 pool. weight sets how much of this machine a pool gets among the pools
-it joined (default 1 each; 0 gives it nothing).
+it joined (default 1 each; 0 gives it nothing). limits sets the most
+memory and time one task may take (0: no ceiling). choices shows all of
+your choices.
 
 Flags:
 `
@@ -99,6 +103,18 @@ func cmdJobs(ctx context.Context, g *globals, args []string) error {
 			return &userError{Msg: fmt.Sprintf("jobs %s needs one value", verb), Hint: "idlepool jobs gpu-programs on, or idlepool jobs weight 2 --pool URL", Cause: errUsage}
 		}
 		return b.setPool(ctx, verb, pos[1], pools)
+	case "limits":
+		if len(pos) < 2 {
+			fs.Usage()
+			return &userError{Msg: "jobs limits needs memory=MIB and/or time=DURATION", Hint: "idlepool jobs limits memory=2048 time=30m (0 for no ceiling)", Cause: errUsage}
+		}
+		return b.setLimits(ctx, pos[1:], pools)
+	case "choices":
+		if len(pos) != 1 {
+			fs.Usage()
+			return &userError{Msg: "jobs choices takes no arguments", Cause: errUsage}
+		}
+		return b.showChoices(ctx, *asJSON)
 	default:
 		fs.Usage()
 		return &userError{Msg: fmt.Sprintf("jobs: unknown subcommand %q", verb),
@@ -623,6 +639,145 @@ func (b browser) setPool(ctx context.Context, verb, value string, pools []string
 			}
 			fmt.Fprintf(b.g.stdout, "%s gets %.0f%% of this machine among the %d pools it knows\n", p, prefs.Accept(p).Weight*100, len(prefs.Pools))
 		}
+	}
+	return nil
+}
+
+// setLimits is `idlepool jobs limits memory=MIB time=DURATION`: what is
+// not given keeps its value.
+func (b browser) setLimits(ctx context.Context, pairs, pools []string) error {
+	dirs, err := b.g.dirs()
+	if err != nil {
+		return err
+	}
+	local, err := openLocal(dirs)
+	if err != nil {
+		return err
+	}
+	defer local.Close()
+	prefs, err := local.Preferences(ctx)
+	if err != nil {
+		return err
+	}
+	targets := pools
+	if len(targets) == 0 {
+		targets = []string{""}
+	}
+	hint := "idlepool jobs limits memory=2048 time=30m (memory in MiB, time as 90s, 30m or 2h; 0 for no ceiling)"
+	for _, p := range targets {
+		pp := prefs.Global
+		if p != "" {
+			pp, _ = prefs.Pool(p)
+		}
+		mem, limit := pp.MaxMemoryMiB, pp.MaxTaskTime
+		for _, kv := range pairs {
+			k, v, ok := strings.Cut(kv, "=")
+			switch {
+			case ok && k == "memory":
+				n, err := strconv.ParseInt(v, 10, 64)
+				if err != nil || n < 0 {
+					return &userError{Msg: fmt.Sprintf("memory takes MiB as a whole number, got %q", v), Hint: hint, Cause: errUsage}
+				}
+				mem = n
+			case ok && k == "time":
+				d, err := time.ParseDuration(v)
+				if v == "0" {
+					d, err = 0, nil
+				}
+				if err != nil || d < 0 {
+					return &userError{Msg: fmt.Sprintf("time takes a duration such as 30m, got %q", v), Hint: hint, Cause: errUsage}
+				}
+				limit = d
+			default:
+				return &userError{Msg: fmt.Sprintf("%q is not memory=MIB or time=DURATION", kv), Hint: hint, Cause: errUsage}
+			}
+		}
+		if err := local.SetTaskLimits(ctx, p, mem, limit); err != nil {
+			return err
+		}
+		where := "in every pool"
+		if p != "" {
+			where = "in " + p
+		}
+		fmt.Fprintf(b.g.stdout, "a task may take %s and %s %s\n", limitText(mem, "at most "+offers.MiBText(mem)+" of memory", "any memory"),
+			limitText(int64(limit), "at most "+idle.DurationText(limit), "any time"), where)
+	}
+	return nil
+}
+
+func limitText(n int64, set, none string) string {
+	if n == 0 {
+		return none
+	}
+	return set
+}
+
+// showChoices is `idlepool jobs choices`: the donor's preferences.
+func (b browser) showChoices(ctx context.Context, asJSON bool) error {
+	dirs, err := b.g.dirs()
+	if err != nil {
+		return err
+	}
+	local, err := openLocalIfExists(dirs)
+	if err != nil {
+		return err
+	}
+	prefs := offers.Preferences{Global: offers.PoolPreferences{Weight: 1}}
+	if local != nil {
+		defer local.Close()
+		if prefs, err = local.Preferences(ctx); err != nil {
+			return err
+		}
+	}
+	if prefs.Pools == nil {
+		prefs.Pools = []offers.PoolPreferences{}
+	}
+	if asJSON {
+		out, err := json.MarshalIndent(prefs, "", "  ")
+		if err != nil {
+			return fmt.Errorf("encode choices: %w", err)
+		}
+		fmt.Fprintf(b.g.stdout, "%s\n", out)
+		return nil
+	}
+	w := b.g.stdout
+	// show writes one pool's section: the effective GPU opt-in and
+	// ceilings (a's), and the pool's own choices (what clear removes).
+	show := func(label string, pp offers.PoolPreferences, a offers.Accept, share string) {
+		fmt.Fprintf(w, "%s\n", label)
+		line := func(k, v string) { fmt.Fprintf(w, "  %-16s  %s\n", k, v) }
+		if share != "" {
+			line("share", share)
+		}
+		line("GPU programs", map[bool]string{true: "allowed", false: "not allowed"}[a.GPUPrograms])
+		line("per task", limitText(a.MaxMemoryMiB, "at most "+offers.MiBText(a.MaxMemoryMiB), "any memory")+", "+
+			limitText(int64(a.MaxTaskTime), "at most "+idle.DurationText(a.MaxTaskTime), "any time"))
+		ids := func(s []job.ID) string {
+			var out []string
+			for _, id := range s {
+				out = append(out, id.String())
+			}
+			return strings.Join(out, ", ")
+		}
+		for _, c := range []struct{ k, v string }{
+			{"accepted jobs", ids(pp.AcceptJobs)}, {"refused jobs", ids(pp.RefuseJobs)},
+			{"preferred owners", strings.Join(pp.AcceptOwners, ", ")}, {"refused owners", strings.Join(pp.RefuseOwners, ", ")},
+		} {
+			if c.v != "" {
+				line(c.k, c.v)
+			}
+		}
+	}
+	g := prefs.Global
+	show("every pool", g, offers.Accept{GPUPrograms: g.GPUPrograms, MaxMemoryMiB: g.MaxMemoryMiB, MaxTaskTime: g.MaxTaskTime}, "")
+	for _, pp := range prefs.Pools {
+		label := pp.URL
+		if pp.Name != "" {
+			label += " (" + pp.Name + ")"
+		}
+		fmt.Fprintln(w)
+		a := prefs.Accept(pp.URL)
+		show(label, pp, a, fmt.Sprintf("weight %g: %.0f%% of this machine", pp.Weight, a.Weight*100))
 	}
 	return nil
 }

@@ -183,3 +183,45 @@ GPU programs: idlepool jobs gpu-programs on [--pool URL] allows them.
 		t.Errorf("no jobs: %q", got)
 	}
 }
+
+// TestJobsChoices sets and shows the donor's choices without a pool.
+func TestJobsChoices(t *testing.T) {
+	home := t.TempDir()
+	id := strings.Repeat("ab", 32)
+	for _, args := range [][]string{
+		{"refuse", id},
+		{"accept", "owner:idk3m9x2qaaaaaaaaaaaaaaaaaaaaaaaaa"},
+		{"limits", "memory=2048", "time=30m"},
+		{"gpu-programs", "on", "--pool", "http://a"},
+		{"weight", "3", "--pool", "http://a"},
+		{"weight", "1", "--pool", "http://b"},
+	} {
+		if out := idlepool(t, home, append([]string{"jobs"}, args...)...); out.code != 0 {
+			t.Fatalf("jobs %v: exit %d\n%s", args, out.code, out.stderr)
+		}
+	}
+	out := idlepool(t, home, "jobs", "choices")
+	for _, s := range []string{"every pool", "refused jobs      " + id, "preferred owners  idk3m9x2qa", "per task          at most 2 GiB, at most 30 min",
+		"http://a\n  share             weight 3: 75% of this machine\n  GPU programs      allowed"} {
+		if !strings.Contains(out.stdout, s) {
+			t.Errorf("choices lack %q:\n%s", s, out.stdout)
+		}
+	}
+	out = idlepool(t, home, "jobs", "choices", "--json")
+	var p offers.Preferences
+	if err := json.Unmarshal([]byte(out.stdout), &p); err != nil {
+		t.Fatalf("choices --json: %v\n%s", err, out.stdout)
+	}
+	if len(p.Global.RefuseJobs) != 1 || p.Global.RefuseJobs[0].String() != id || len(p.Pools) != 2 || p.Pools[0].Weight != 3 || !p.Pools[0].GPUPrograms {
+		t.Errorf("choices --json: %+v", p)
+	}
+	if out := idlepool(t, home, "jobs", "clear", id); out.code != 0 {
+		t.Fatalf("clear: exit %d\n%s", out.code, out.stderr)
+	}
+	if out := idlepool(t, home, "jobs", "choices"); strings.Contains(out.stdout, id) {
+		t.Errorf("job still listed after clear:\n%s", out.stdout)
+	}
+	if out := idlepool(t, home, "jobs", "limits", "memory=lots"); out.code != 2 || !strings.Contains(out.stderr, "memory takes MiB") {
+		t.Errorf("bad limit: exit %d\n%s", out.code, out.stderr)
+	}
+}
