@@ -266,6 +266,14 @@ func (b browser) list(ctx context.Context, pools []string, asJSON bool) error {
 	capacity := localCapacity(ctx, settings, g)
 	now := time.Now()
 	answers := b.fetch(ctx, pools)
+	for _, a := range answers {
+		// Remember the names of known pools, for 'idlepool jobs choices'.
+		if pp, known := prefs.Pool(a.url); local != nil && known && a.err == nil && pp.Name != a.name {
+			if err := local.AddPool(ctx, a.url, a.name); err != nil {
+				g.logger().Debug("Cannot record the pool's name", "pool", a.url, "err", err)
+			}
+		}
+	}
 
 	doc := jobsDoc{At: now, Pools: []poolDoc{}, Jobs: []jobMatchDoc{}}
 	var failed []error
