@@ -25,6 +25,16 @@
 // slots. Status says what it does and why; with Config.LocalAPI it
 // serves that to the tray app on a private socket (ReadStatus).
 //
+// With Config.Offer it publishes a signed capacity offer (package offers:
+// the machine, the owner's settings, the GPUs found, the donor's
+// preferences, and the policy's current state) once it has joined, and
+// refreshes it every third of Config.OfferTTL and when the policy's state
+// changes; the pool leases it only tasks of jobs that match the offer,
+// and forgets the offer when the agent vanishes and it expires. To take
+// part in several pools, run one Agent per pool over a shared Executor
+// and Store (as `idlepool join URL1 URL2` does), each with its share of
+// the slots.
+//
 // Follow is the other side: the merger of a job, which folds verified
 // outcomes into the job's accumulators exactly as a solo run does.
 //
@@ -33,7 +43,7 @@
 //	err = a.Serve(ctx) // until ctx ends; running leases are handed back
 //
 // Concurrency and ownership: Serve owns every goroutine it starts (one per
-// slot, an outbox, a receipt follower, the governor and the local API,
-// under an errgroup) and returns after all have stopped. A Client is safe
+// slot, an outbox, a receipt follower, the offer publisher, the governor
+// and the local API, under an errgroup) and returns after all have stopped. A Client is safe
 // for concurrent use. Follow runs on the calling goroutine.
 package agent

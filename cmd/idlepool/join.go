@@ -10,7 +10,11 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
+	"sync"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"idlepool/agent"
 	"idlepool/home"
@@ -31,29 +35,39 @@ func cmdJoin(ctx context.Context, g *globals, args []string) error {
 	fs := flag.NewFlagSet("idlepool join", flag.ContinueOnError)
 	fs.SetOutput(g.stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(g.stderr, "Usage: idlepool join POOL_URL [--workers N] [--invite TOKEN] [--owner-key FILE] [--name NAME] [--always] [--offer-ttl D]\n\nDonates this machine's compute to a pool until stopped (Ctrl-C or SIGTERM hands running tasks back).\nIt computes only when the owner's settings and the machine's state allow (see 'idlepool status'\nand 'idlepool settings'), and steps aside within a second when they stop allowing it.\nIt publishes a signed capacity offer to the pool (what this machine offers and accepts, see\n'idlepool jobs') and refreshes it while it runs; the pool leases it only tasks of jobs that match.\n\n")
+		fmt.Fprintf(g.stderr, "Usage: idlepool join POOL_URL... [--workers N] [--invite TOKEN | --invite POOL_URL=TOKEN...] [--owner-key FILE] [--name NAME] [--always] [--offer-ttl D]\n\nDonates this machine's compute to one or more pools until stopped (Ctrl-C or SIGTERM hands running tasks back).\nIt computes only when the owner's settings and the machine's state allow (see 'idlepool status'\nand 'idlepool settings'), and steps aside within a second when they stop allowing it.\nIt publishes a signed capacity offer to each pool (what this machine offers and accepts, see\n'idlepool jobs') and refreshes it while it runs; a pool leases it only tasks of jobs that match.\nWith several pools the workers are shared among them by the donor's pool weights (equal by default).\n\n")
 		fs.PrintDefaults()
 	}
 	g.register(fs)
-	workers := fs.Int("workers", runtime.NumCPU(), "run `N` tasks at once, each in its own worker process")
-	invite := fs.String("invite", "", "the pool's invite `TOKEN` (invite-only pools)")
+	workers := fs.Int("workers", runtime.NumCPU(), "run `N` tasks at once, each in its own worker process; with several pools, shared among them")
+	var invites stringList
+	fs.Var(&invites, "invite", "the pool's invite `TOKEN` (invite-only pools); with several pools POOL_URL=TOKEN, repeated")
 	ownerKey := fs.String("owner-key", "", "owner key `FILE` shared by a person's devices (default: owner.key in the config directory)")
-	name := fs.String("name", hostname(), "a `NAME` for this device that the pool shows")
+	name := fs.String("name", hostname(), "a `NAME` for this device that the pools show")
 	always := fs.Bool("always", false, "compute whenever the pool has work, ignoring the owner's settings and the machine's state (dedicated machines)")
 	offerTTL := fs.Duration("offer-ttl", offers.DefaultTTL, "how long each capacity offer is valid, `D` from 1s to 10m; it is refreshed every third of it, and the pool forgets a vanished machine after it")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 {
+	if len(pos) == 0 {
 		fs.Usage()
-		return &userError{Msg: "join needs exactly one pool URL", Hint: "idlepool join http://127.0.0.1:7420", Cause: errUsage}
+		return &userError{Msg: "join needs a pool URL", Hint: "idlepool join http://127.0.0.1:7420", Cause: errUsage}
+	}
+	for i, u := range pos {
+		if slices.Contains(pos[:i], u) {
+			return &userError{Msg: fmt.Sprintf("pool %s is named twice", u), Cause: errUsage}
+		}
 	}
 	if *workers < 1 {
 		return &userError{Msg: fmt.Sprintf("--workers must be at least 1, got %d", *workers), Cause: errUsage}
 	}
 	if *offerTTL < time.Second || *offerTTL > maxOfferTTL {
 		return &userError{Msg: fmt.Sprintf("--offer-ttl must be from 1s to %v, got %v", maxOfferTTL, *offerTTL), Cause: errUsage}
+	}
+	tokens, err := inviteTokens(pos, invites)
+	if err != nil {
+		return err
 	}
 	dirs, err := g.dirs()
 	if err != nil {
@@ -68,6 +82,22 @@ func cmdJoin(ctx context.Context, g *globals, args []string) error {
 		return err
 	}
 	defer local.Close()
+	prefs, err := local.Preferences(ctx)
+	if err != nil {
+		return err
+	}
+	weights := make([]float64, len(pos))
+	for i, u := range pos {
+		pp, _ := prefs.Pool(u)
+		weights[i] = pp.Weight
+	}
+	slots, err := []int{*workers}, error(nil)
+	if len(pos) > 1 {
+		slots, err = shareSlots(*workers, weights)
+	}
+	if err != nil {
+		return &userError{Msg: err.Error(), Hint: "give more --workers, or change the pools' weights (idlepool jobs)", Cause: errUsage}
+	}
 	log := g.daemonLogger()
 	wp, err := startWorkers(dirs, *workers, log)
 	if err != nil {
@@ -77,26 +107,111 @@ func cmdJoin(ctx context.Context, g *globals, args []string) error {
 	lister := worker.NewGPULister()
 	defer lister.Close()
 	gpus := poolGPUs{l: lister, wp: wp}
-	cfg := agent.Config{
-		PoolURL: pos[0], Home: dirs, DeviceKey: dev, OwnerKey: owner, Name: *name, Invite: *invite,
-		Slots: *workers, Executor: wp, Store: local, Logger: log,
-		LocalAPI: filepath.Join(dirs.Data, agent.LocalAPIFile),
-		Offer:    &joinOffer{local: local, gpus: gpus, log: log}, OfferTTL: *offerTTL,
-	}
+	var pol *joinPolicy
 	if !*always {
-		pol := newJoinPolicy(local, gpus, log)
+		pol = newJoinPolicy(local, gpus, log)
 		defer pol.Close()
-		cfg.Signals, cfg.Decide = pol, pol.Decide
 	}
-	a, err := agent.New(cfg)
-	if err != nil {
-		return poolError(err, pos[0], dirs)
+	eg, ectx := errgroup.WithContext(ctx)
+	for i, u := range pos {
+		if slots[i] == 0 {
+			fmt.Fprintf(g.stderr, "idlepool: not joining %s: its weight is 0\n", u)
+			continue
+		}
+		cfg := agent.Config{
+			PoolURL: u, Home: dirs, DeviceKey: dev, OwnerKey: owner, Name: *name, Invite: tokens[u],
+			Slots: slots[i], Executor: wp, Store: local, Logger: log,
+			Offer: &joinOffer{local: local, gpus: gpus, log: log.With("pool", u)}, OfferTTL: *offerTTL,
+		}
+		if i == slices.IndexFunc(slots, func(n int) bool { return n > 0 }) {
+			cfg.LocalAPI = filepath.Join(dirs.Data, agent.LocalAPIFile) // the first pool's agent serves the status
+		}
+		if pol != nil {
+			cfg.Signals, cfg.Decide = pol, pol.Decide
+		}
+		a, err := agent.New(cfg)
+		if err != nil {
+			return poolError(err, u, dirs)
+		}
+		fmt.Fprintf(g.stderr, "idlepool: joining %s as device %s (owner %s) with %d workers\n", u, dev.ID(), owner.ID(), slots[i])
+		eg.Go(func() error {
+			if err := a.Serve(ectx); err != nil {
+				return poolError(err, u, dirs)
+			}
+			return nil
+		})
 	}
-	fmt.Fprintf(g.stderr, "idlepool: joining %s as device %s (owner %s) with %d workers\n", pos[0], dev.ID(), owner.ID(), *workers)
-	if err := a.Serve(ctx); err != nil {
-		return poolError(err, pos[0], dirs)
+	return eg.Wait()
+}
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, ",") }
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
+
+// inviteTokens maps each pool URL to its invite token: POOL_URL=TOKEN
+// values name their pool; a bare TOKEN is allowed with one pool only, so
+// that no pool is sent another pool's token.
+func inviteTokens(pools, invites []string) (map[string]string, error) {
+	tokens := map[string]string{}
+	for _, v := range invites {
+		i := slices.IndexFunc(pools, func(u string) bool { return strings.HasPrefix(v, u+"=") })
+		switch {
+		case i >= 0:
+			tokens[pools[i]] = strings.TrimPrefix(v, pools[i]+"=")
+		case len(pools) == 1:
+			tokens[pools[0]] = v
+		default:
+			return nil, &userError{Msg: "with several pools, give each invite as --invite POOL_URL=TOKEN",
+				Hint: "idlepool join http://a:7420 http://b:7420 --invite http://b:7420=TOKEN", Cause: errUsage}
+		}
 	}
-	return nil
+	return tokens, nil
+}
+
+// shareSlots divides workers among pools in proportion to their weights
+// (negative counts as 0) by the largest remainder, with at least one for
+// every pool of positive weight; a pool of weight 0 gets none. It fails
+// when no pool has a positive weight or there are fewer workers than such
+// pools.
+func shareSlots(workers int, weights []float64) ([]int, error) {
+	var total float64
+	positive := 0
+	for _, w := range weights {
+		if w > 0 {
+			total += w
+			positive++
+		}
+	}
+	switch {
+	case positive == 0:
+		return nil, errors.New("every pool has weight 0: this machine would offer nothing")
+	case workers < positive:
+		return nil, fmt.Errorf("%d workers cannot be shared among %d pools: each needs one", workers, positive)
+	}
+	out := make([]int, len(weights))
+	rest := make([]float64, len(weights))
+	left := workers - positive
+	for i, w := range weights {
+		if w > 0 {
+			exact := float64(workers-positive) * w / total
+			out[i] = 1 + int(exact)
+			rest[i] = exact - float64(int(exact))
+			left -= int(exact)
+		}
+	}
+	for ; left > 0; left-- {
+		best := -1
+		for i, w := range weights {
+			if w > 0 && (best < 0 || rest[i] > rest[best]) {
+				best = i
+			}
+		}
+		out[best]++
+		rest[best] = -1
+	}
+	return out, nil
 }
 
 func hostname() string {
@@ -203,9 +318,18 @@ const settingsReload = 2 * time.Second
 // from the local store (read again every settingsReload), the machine's
 // signals from an idle.Sampler over the platform's probes and NVML, and
 // an idle.Policy (idle.Decide with its state, on the monotonic clock). It
-// is the agent's Signaller and Decide: the agent's governor calls them
-// one at a time, so it needs no lock of its own.
+// is the Signaller and Decide of the agents of every pool joined: calls
+// are serialised by mu, and a sample or decision younger than
+// policyShare is shared by the agents instead of being made again, so
+// they all obey one decision.
 type joinPolicy struct {
+	mu sync.Mutex
+
+	lastSample   time.Time // monotonic
+	lastSig      idle.Signals
+	lastDecided  time.Time // monotonic
+	lastDecision idle.Decision
+
 	local  *store.Local
 	gpus   idle.GPUSource
 	log    *slog.Logger
@@ -222,9 +346,25 @@ func newJoinPolicy(local *store.Local, gpus idle.GPUSource, log *slog.Logger) *j
 		policy: idle.NewPolicy(idle.Defaults()), settings: idle.Defaults()}
 }
 
+// policyShare is how old a sample or decision may be and still be shared
+// by the agents of several pools: less than agent.DefaultSamplePeriod.
+const policyShare = 100 * time.Millisecond
+
 // Sample reads the settings again when due, (re)makes the sampler when
-// the programs to pause for changed, and samples the signals.
+// the programs to pause for changed, and samples the signals (or returns
+// a sample younger than policyShare).
 func (p *joinPolicy) Sample(ctx context.Context) idle.Signals {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.lastSample.IsZero() && time.Since(p.lastSample) < policyShare {
+		return p.lastSig
+	}
+	p.lastSig = p.sample(ctx)
+	p.lastSample = time.Now()
+	return p.lastSig
+}
+
+func (p *joinPolicy) sample(ctx context.Context) idle.Signals {
 	if p.loaded.IsZero() || time.Since(p.loaded) >= settingsReload {
 		p.loaded = time.Now()
 		if s, err := p.local.Settings(ctx); err != nil {
@@ -246,9 +386,20 @@ func (p *joinPolicy) Sample(ctx context.Context) idle.Signals {
 	return p.sampler.Sample(ctx)
 }
 
-// Decide applies the policy. When the owner's pause has run out by the
-// monotonic clock it clears Settings.PausedUntil in the store.
+// Decide applies the policy (or returns a decision younger than
+// policyShare). When the owner's pause has run out by the monotonic clock
+// it clears Settings.PausedUntil in the store.
 func (p *joinPolicy) Decide(sig idle.Signals, now time.Time) idle.Decision {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.lastDecided.IsZero() && time.Since(p.lastDecided) < policyShare {
+		return p.lastDecision
+	}
+	p.lastDecision, p.lastDecided = p.decide(sig, now), time.Now()
+	return p.lastDecision
+}
+
+func (p *joinPolicy) decide(sig idle.Signals, now time.Time) idle.Decision {
 	d := p.policy.Decide(sig, now)
 	if st := p.policy.State(); st.PauseOver && !p.settings.PausedUntil.IsZero() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -273,6 +424,8 @@ func (p *joinPolicy) Decide(sig idle.Signals, now time.Time) idle.Decision {
 // Close stops the sampler's probes. NVML is shut down by whoever made
 // the GPU source.
 func (p *joinPolicy) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.sampler != nil {
 		return p.sampler.Close()
 	}

@@ -512,7 +512,7 @@ func TestPoolCommandsExplainMistakes(t *testing.T) {
 		code int
 		want string // in stderr
 	}{
-		{"join without URL", []string{"join"}, 2, "join needs exactly one pool URL"},
+		{"join without URL", []string{"join"}, 2, "join needs a pool URL"},
 		{"join bad URL", []string{"join", "127.0.0.1:1"}, 2, "hint: a pool URL looks like"},
 		{"submit without pool", []string{"submit", "x.toml"}, 2, "no pool given"},
 		{"status bad job", []string{"status", "nope", "--pool", "http://127.0.0.1:1"}, 2, "is not a job ID"},
