@@ -18,6 +18,10 @@ import (
 // re-sends, so a vanished peer drops out of the listing within this bound.
 const maxOfferTTL = 10 * time.Minute
 
+// offerClockSlack is how much further an offer's expiry may lie, for a
+// device whose clock runs a little ahead of the coordinator's.
+const offerClockSlack = time.Minute
+
 // offerBook holds the live capacity offers of a pool's peers, in memory
 // and keyed by peer ID: offers are soft state, re-sent by agents, and lost
 // on a restart until they are. Expired offers are dropped when read. An
@@ -143,7 +147,7 @@ func (s *Server) putOffer(w http.ResponseWriter, _ *http.Request, c call) error 
 		return badRequest("the offer is for pool %q but this pool is %q", o.Pool, s.cfg.Pool)
 	case o.Owner != c.peer.Owner:
 		return badRequest("the offer names owner %s but peer %s belongs to owner %s", o.Owner, c.peer.ID, c.peer.Owner)
-	case o.Expires.After(now.Add(maxOfferTTL)):
+	case o.Expires.After(now.Add(maxOfferTTL + offerClockSlack)):
 		return badRequest("the offer expires %s, more than %v from now: re-send it more often instead",
 			o.Expires.UTC().Format(time.RFC3339), maxOfferTTL)
 	}
