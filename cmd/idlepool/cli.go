@@ -22,8 +22,9 @@ Commands:
           run a job on this machine, alone and offline
   serve [--listen HOST:PORT] [--data DIR] [--pool NAME] [--invite TOKEN]
           run a pool's coordinator; prints the pool URL once it listens
-  join POOL_URL [--workers N] [--invite TOKEN] [--owner-key FILE]
-          donate this machine's compute to a pool until stopped
+  join POOL_URL... [--workers N] [--invite [POOL_URL=]TOKEN] [--owner-key FILE]
+          donate this machine's compute to one or more pools until stopped,
+          offering its capacity to each; workers shared by the pools' weights
   submit MANIFEST --pool URL [--follow] [--json]
           hand a job to a pool; with --follow, merge its results like run
   status [--json]
