@@ -82,6 +82,13 @@ func cmdJoin(ctx context.Context, g *globals, args []string) error {
 		return err
 	}
 	defer local.Close()
+	for _, u := range pos {
+		// Known pools are what `idlepool jobs` browses and what pool
+		// weights are shared among.
+		if err := local.AddPool(ctx, u, ""); err != nil {
+			return err
+		}
+	}
 	prefs, err := local.Preferences(ctx)
 	if err != nil {
 		return err
