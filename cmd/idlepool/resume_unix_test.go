@@ -60,4 +60,3 @@ func TestResumeAfterKill(t *testing.T) {
 		t.Fatalf("resumed run differs from an uninterrupted one (-want +got):\n%s", diff)
 	}
 }
-
