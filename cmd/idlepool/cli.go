@@ -103,6 +103,20 @@ func (g *globals) logger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
+// flagSet returns a command's flag set with the global flags registered
+// and a usage text: usage (a line "Usage: ..." and what the command does),
+// then the flags.
+func (g *globals) flagSet(name, usage string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(g.stderr)
+	fs.Usage = func() {
+		fmt.Fprint(g.stderr, usage)
+		fs.PrintDefaults()
+	}
+	g.register(fs)
+	return fs
+}
+
 // parseInterspersed parses flags that may come before, between or after
 // positional arguments, as in `idlepool run job.toml --json`; "--" ends
 // flags.

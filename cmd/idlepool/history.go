@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,13 +12,7 @@ import (
 )
 
 func cmdHistory(ctx context.Context, g *globals, args []string) error {
-	fs := flag.NewFlagSet("idlepool history", flag.ContinueOnError)
-	fs.SetOutput(g.stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(g.stderr, "Usage: idlepool history [--json]\n\nShows this device's contributions per pool and per day: pending, confirmed and rejected results, and the cost units of the confirmed ones.\n\n")
-		fs.PrintDefaults()
-	}
-	g.register(fs)
+	fs := g.flagSet("idlepool history", "Usage: idlepool history [--json]\n\nShows this device's contributions per pool and per day: pending, confirmed and rejected results, and the cost units of the confirmed ones.\n\n")
 	asJSON := fs.Bool("json", false, "print the history as one JSON array")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {

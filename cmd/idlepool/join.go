@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"os"
@@ -32,13 +31,7 @@ const (
 )
 
 func cmdJoin(ctx context.Context, g *globals, args []string) error {
-	fs := flag.NewFlagSet("idlepool join", flag.ContinueOnError)
-	fs.SetOutput(g.stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(g.stderr, "Usage: idlepool join POOL_URL... [--workers N] [--invite TOKEN | --invite POOL_URL=TOKEN...] [--owner-key FILE] [--name NAME] [--always] [--offer-ttl D]\n\nDonates this machine's compute to one or more pools until stopped (Ctrl-C or SIGTERM hands running tasks back).\nIt computes only when the owner's settings and the machine's state allow (see 'idlepool status'\nand 'idlepool settings'), and steps aside within a second when they stop allowing it.\nIt publishes a signed capacity offer to each pool (what this machine offers and accepts, see\n'idlepool jobs') and refreshes it while it runs; a pool leases it only tasks of jobs that match.\nWith several pools the workers are shared among them by the donor's pool weights (equal by default).\n\n")
-		fs.PrintDefaults()
-	}
-	g.register(fs)
+	fs := g.flagSet("idlepool join", "Usage: idlepool join POOL_URL... [--workers N] [--invite TOKEN | --invite POOL_URL=TOKEN...] [--owner-key FILE] [--name NAME] [--always] [--offer-ttl D]\n\nDonates this machine's compute to one or more pools until stopped (Ctrl-C or SIGTERM hands running tasks back).\nIt computes only when the owner's settings and the machine's state allow (see 'idlepool status'\nand 'idlepool settings'), and steps aside within a second when they stop allowing it.\nIt publishes a signed capacity offer to each pool (what this machine offers and accepts, see\n'idlepool jobs') and refreshes it while it runs; a pool leases it only tasks of jobs that match.\nWith several pools the workers are shared among them by the donor's pool weights (equal by default).\n\n")
 	workers := fs.Int("workers", runtime.NumCPU(), "run `N` tasks at once, each in its own worker process; with several pools, shared among them")
 	var invites stringList
 	fs.Var(&invites, "invite", "the pool's invite `TOKEN` (invite-only pools); with several pools POOL_URL=TOKEN, repeated")

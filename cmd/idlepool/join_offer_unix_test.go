@@ -62,8 +62,8 @@ func TestJoinOfferGoneAfterKill(t *testing.T) {
 		}
 	}
 
-	peer := peerID(t, home)
 	live := poll(30*time.Second, func(os []offers.Offer) bool { return len(os) == 1 })
+	peer := peerID(t, home) // the key exists once the device has registered
 	if len(live) != 1 || live[0].Peer != peer {
 		t.Fatalf("offers listed: %+v, want one of the joined device %s", live, peer)
 	}

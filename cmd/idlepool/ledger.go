@@ -5,7 +5,6 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -17,13 +16,7 @@ import (
 )
 
 func cmdLedger(ctx context.Context, g *globals, args []string) error {
-	fs := flag.NewFlagSet("idlepool ledger", flag.ContinueOnError)
-	fs.SetOutput(g.stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(g.stderr, "Usage: idlepool ledger verify (FILE | POOL_URL | --pool URL) [--key KEY]\n\nChecks a pool's receipt ledger end to end: every coordinator signature, the hash chain, and that no entry is missing. A FILE is a download of GET /v1/ledger (JSON Lines).\n\n")
-		fs.PrintDefaults()
-	}
-	g.register(fs)
+	fs := g.flagSet("idlepool ledger", "Usage: idlepool ledger verify (FILE | POOL_URL | --pool URL) [--key KEY]\n\nChecks a pool's receipt ledger end to end: every coordinator signature, the hash chain, and that no entry is missing. A FILE is a download of GET /v1/ledger (JSON Lines).\n\n")
 	poolURL := fs.String("pool", "", "download the ledger from the pool at `URL`")
 	keyFlag := fs.String("key", "", "the coordinator's public `KEY` (base64); default: the key pinned when this device met the pool, else the pool's own answer")
 	pos, err := parseInterspersed(fs, args)

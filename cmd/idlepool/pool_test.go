@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -133,14 +134,21 @@ func startJoin(t *testing.T, home, url string, extra ...string) *daemon {
 	return startDaemon(t, "join "+filepath.Base(home), home, append([]string{"join", url, "--workers", "1", "--always"}, extra...)...)
 }
 
-// peerID returns the device ID of the device in home.
+// peerID returns the device ID of the device in home, waiting up to 30 s
+// for a device that is starting to write its key.
 func peerID(t *testing.T, home string) string {
 	t.Helper()
-	k, err := identity.Load(filepath.Join(home, "config", "device.key"))
-	if err != nil {
-		t.Fatal(err)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		k, err := identity.Load(filepath.Join(home, "config", "device.key"))
+		if err == nil {
+			return k.ID()
+		}
+		if !errors.Is(err, os.ErrNotExist) || time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
-	return k.ID()
 }
 
 // fetchLedger fetches the pool's ledger over plain HTTP, as anyone can.

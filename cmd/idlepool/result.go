@@ -12,31 +12,14 @@ import (
 )
 
 func cmdResult(ctx context.Context, g *globals, args []string) error {
-	fs := flag.NewFlagSet("idlepool result", flag.ContinueOnError)
-	fs.SetOutput(g.stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(g.stderr, "Usage: idlepool result JOB --pool URL [--json]\n\nMerges the verified results of a job this device submitted, to the end, and prints the result like `idlepool run`.\n\n")
-		fs.PrintDefaults()
-	}
-	g.register(fs)
+	fs := g.flagSet("idlepool result", "Usage: idlepool result JOB --pool URL [--json]\n\nMerges the verified results of a job this device submitted, to the end, and prints the result like `idlepool run`.\n\n")
 	pc := poolFlags(fs)
 	asJSON := fs.Bool("json", false, "print one JSON document with the result on stdout (the shape of run --json)")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 {
-		fs.Usage()
-		return &userError{Msg: "result needs exactly one job ID", Hint: "the job ID is what `idlepool submit` printed", Cause: errUsage}
-	}
-	id, err := parseJobID(pos[0])
-	if err != nil {
-		return err
-	}
-	if err := pc.check(); err != nil {
-		return err
-	}
-	s, err := pc.connect(ctx, g)
+	id, s, err := pc.connectJob(ctx, g, fs, pos, "result")
 	if err != nil {
 		return err
 	}
@@ -48,6 +31,24 @@ func cmdResult(ctx context.Context, g *globals, args []string) error {
 		return poolError(err, pc.url, s.dirs)
 	}
 	return followJob(ctx, g, s, j, *asJSON)
+}
+
+// connectJob checks that pos is exactly one job ID and connects to the
+// pool for it: the start of every command about one job in a pool.
+func (pc *poolConn) connectJob(ctx context.Context, g *globals, fs *flag.FlagSet, pos []string, command string) (job.ID, *session, error) {
+	if len(pos) != 1 {
+		fs.Usage()
+		return job.ID{}, nil, &userError{Msg: command + " needs exactly one job ID", Hint: "the job ID is what `idlepool submit` printed", Cause: errUsage}
+	}
+	id, err := parseJobID(pos[0])
+	if err != nil {
+		return id, nil, err
+	}
+	if err := pc.check(); err != nil {
+		return id, nil, err
+	}
+	s, err := pc.connect(ctx, g)
+	return id, s, err
 }
 
 // parseJobID parses a job ID given on the command line.

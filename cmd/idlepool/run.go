@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"maps"
@@ -53,13 +52,7 @@ type fileInfo struct {
 }
 
 func cmdRun(ctx context.Context, g *globals, args []string) error {
-	fs := flag.NewFlagSet("idlepool run", flag.ContinueOnError)
-	fs.SetOutput(g.stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(g.stderr, "Usage: idlepool run MANIFEST [--workers N] [--json] [--verify] [--fresh]\n\nRuns a job on this machine, alone and offline; an interrupted run continues where it stopped.\n\n")
-		fs.PrintDefaults()
-	}
-	g.register(fs)
+	fs := g.flagSet("idlepool run", "Usage: idlepool run MANIFEST [--workers N] [--json] [--verify] [--fresh]\n\nRuns a job on this machine, alone and offline; an interrupted run continues where it stopped.\n\n")
 	workers := fs.Int("workers", runtime.NumCPU(), "run `N` tasks at once, each in its own worker process")
 	asJSON := fs.Bool("json", false, "print one JSON document with the result on stdout")
 	verify := fs.Bool("verify", false, "run every task twice on different worker processes and report disagreements")

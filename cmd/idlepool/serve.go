@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -13,13 +12,7 @@ import (
 )
 
 func cmdServe(ctx context.Context, g *globals, args []string) error {
-	fs := flag.NewFlagSet("idlepool serve", flag.ContinueOnError)
-	fs.SetOutput(g.stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(g.stderr, "Usage: idlepool serve [--listen HOST:PORT] [--data DIR] [--pool NAME] [--invite TOKEN] [--allow-owner ID,...]\n\nRuns a pool's coordinator until stopped; it prints the pool URL once it listens.\n\n")
-		fs.PrintDefaults()
-	}
-	g.register(fs)
+	fs := g.flagSet("idlepool serve", "Usage: idlepool serve [--listen HOST:PORT] [--data DIR] [--pool NAME] [--invite TOKEN] [--allow-owner ID,...]\n\nRuns a pool's coordinator until stopped; it prints the pool URL once it listens.\n\n")
 	listen := fs.String("listen", coord.DefaultListen, "listen on `HOST:PORT` (port 0 picks a free one)")
 	data := fs.String("data", "", "keep the pool's state in `DIR` (default: coordinator/ in the data directory)")
 	name := fs.String("pool", "default", "the pool's `NAME`, written into every receipt")

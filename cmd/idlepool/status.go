@@ -29,18 +29,7 @@ func cmdStatus(ctx context.Context, g *globals, args []string) error {
 	if len(pos) == 0 && pc.url == "" {
 		return cmdMachineStatus(ctx, g, *asJSON)
 	}
-	if len(pos) != 1 {
-		fs.Usage()
-		return &userError{Msg: "status needs exactly one job ID", Hint: "the job ID is what `idlepool submit` printed", Cause: errUsage}
-	}
-	id, err := parseJobID(pos[0])
-	if err != nil {
-		return err
-	}
-	if err := pc.check(); err != nil {
-		return err
-	}
-	s, err := pc.connect(ctx, g)
+	id, s, err := pc.connectJob(ctx, g, fs, pos, "status")
 	if err != nil {
 		return err
 	}

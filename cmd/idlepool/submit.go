@@ -15,13 +15,7 @@ import (
 )
 
 func cmdSubmit(ctx context.Context, g *globals, args []string) error {
-	fs := flag.NewFlagSet("idlepool submit", flag.ContinueOnError)
-	fs.SetOutput(g.stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(g.stderr, "Usage: idlepool submit MANIFEST --pool URL [--follow] [--json] [--invite TOKEN] [--owner-key FILE]\n\nHands a job to a pool. With --follow this device merges the verified results as they arrive, like `idlepool run`.\n\n")
-		fs.PrintDefaults()
-	}
-	g.register(fs)
+	fs := g.flagSet("idlepool submit", "Usage: idlepool submit MANIFEST --pool URL [--follow] [--json] [--invite TOKEN] [--owner-key FILE]\n\nHands a job to a pool. With --follow this device merges the verified results as they arrive, like `idlepool run`.\n\n")
 	pc := poolFlags(fs)
 	follow := fs.Bool("follow", false, "merge the verified results as they arrive and print the result at the end")
 	asJSON := fs.Bool("json", false, "with --follow, print one JSON document with the result on stdout (the shape of run --json)")
