@@ -103,8 +103,9 @@ const maxRows = 50
 
 // printResult writes a merged result for a person: one line per entry of
 // scalars ("inside   sum 785405457   count 1000"), and a table for an entry
-// whose members are themselves objects (groups, per-column statistics).
-func printResult(w io.Writer, result any) error {
+// whose members are themselves objects (groups, per-column statistics),
+// whose first column is headed by labels[entry] when set.
+func printResult(w io.Writer, result any, labels map[string]string) error {
 	b, err := json.Marshal(result)
 	if err != nil {
 		return err
@@ -126,7 +127,7 @@ func printResult(w io.Writer, result any) error {
 			}
 			fmt.Fprintf(w, "%-16s %s\n", name, strings.Join(parts, "   "))
 		default:
-			printTable(w, name, v)
+			printTable(w, name, labels[name], v)
 		}
 	}
 	return nil
@@ -143,7 +144,7 @@ func allScalar(n node) bool {
 
 // printTable prints an object of objects as rows (its members) and columns
 // (the members' scalar fields, in first-seen order).
-func printTable(w io.Writer, name string, n node) {
+func printTable(w io.Writer, name, label string, n node) {
 	var cols []string
 	seen := map[string]bool{}
 	for _, row := range n.vals {
@@ -156,7 +157,7 @@ func printTable(w io.Writer, name string, n node) {
 	}
 	fmt.Fprintf(w, "%s\n", name)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "  \t%s\t\n", strings.Join(cols, "\t"))
+	fmt.Fprintf(tw, "  %s\t%s\t\n", label, strings.Join(cols, "\t"))
 	for i, key := range n.keys {
 		if i == maxRows {
 			tw.Flush()

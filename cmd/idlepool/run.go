@@ -132,7 +132,7 @@ func cmdRun(ctx context.Context, g *globals, args []string) error {
 		}
 		return err
 	}
-	if perr := printOutcome(g, m.Name, out, *asJSON); perr != nil {
+	if perr := printOutcome(g, m, out, *asJSON); perr != nil {
 		return perr
 	}
 	if out.Resumed > 0 {
@@ -176,7 +176,8 @@ func newRunDoc(name string, out *pool.Outcome) (runDoc, error) {
 
 // printOutcome prints a job's outcome on stdout: the runDoc as JSON, or
 // for people.
-func printOutcome(g *globals, name string, out *pool.Outcome, asJSON bool) error {
+func printOutcome(g *globals, m *job.Manifest, out *pool.Outcome, asJSON bool) error {
+	name := m.Name
 	doc, err := newRunDoc(name, out)
 	if err != nil {
 		return err
@@ -188,7 +189,7 @@ func printOutcome(g *globals, name string, out *pool.Outcome, asJSON bool) error
 		}
 		fmt.Fprintf(g.stdout, "%s\n", b)
 	} else {
-		printHuman(g.stdout, doc, out)
+		printHuman(g.stdout, doc, out, rowLabels(m))
 	}
 	return nil
 }
@@ -263,12 +264,12 @@ func formatParams(s job.SplitSpec, params map[string]any) string {
 	return strings.Join(parts, " ")
 }
 
-func printHuman(w io.Writer, doc runDoc, out *pool.Outcome) {
+func printHuman(w io.Writer, doc runDoc, out *pool.Outcome, labels map[string]string) {
 	fmt.Fprintf(w, "\njob      %s\n", doc.Name)
 	fmt.Fprintf(w, "id       %s\n", doc.Job)
 	fmt.Fprintf(w, "tasks    %d ok, %d failed, %d total\n", doc.Tasks.OK, doc.Tasks.Failed, doc.Tasks.Total)
 	fmt.Fprintln(w)
-	if err := printResult(w, doc.Result); err != nil {
+	if err := printResult(w, doc.Result, labels); err != nil {
 		fmt.Fprintf(w, "result   (cannot show: %v; use --json)\n", err)
 	}
 	if len(out.Derived) > 0 {
@@ -344,6 +345,21 @@ func (p *progressPrinter) update(pr pool.Progress) {
 	}
 	p.lastTent, p.last = tenth, now
 	fmt.Fprintf(p.w, "progress %d/%d tasks (%.0f%%) %s\n", pr.Done, pr.Total, 100*float64(pr.Done)/float64(pr.Total), rateLeft(pr))
+}
+
+// rowLabels names the first column of each merge entry's table: the
+// group_by field, or "key" for an entry with a "*" field.
+func rowLabels(m *job.Manifest) map[string]string {
+	labels := map[string]string{}
+	for _, ms := range m.Merge {
+		switch {
+		case ms.GroupBy != "":
+			labels[ms.Name] = ms.GroupBy
+		case strings.Contains(ms.Field, "*"):
+			labels[ms.Name] = "key"
+		}
+	}
+	return labels
 }
 
 // maxWorkers bounds --workers: each is a process with its own runtime.

@@ -139,7 +139,7 @@ func followJob(ctx context.Context, g *globals, s *session, j *job.Job, asJSON b
 		}
 		return poolError(err, s.c.URL(), s.dirs)
 	}
-	if perr := printOutcome(g, m.Name, out, asJSON); perr != nil {
+	if perr := printOutcome(g, m, out, asJSON); perr != nil {
 		return perr
 	}
 	if out.Resumed > 0 {
