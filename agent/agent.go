@@ -177,8 +177,9 @@ type Agent struct {
 	poolKey  ed25519.PublicKey
 	owner    string
 
-	resend chan struct{} // wakes the outbox: something is left to send
-	gov    *governor     // the policy's decision and its effects (govern.go)
+	resend   chan struct{} // wakes the outbox: something is left to send
+	offerNow chan struct{} // wakes the offer loop: publish the offer again now
+	gov      *governor     // the policy's decision and its effects (govern.go)
 
 	mu      sync.Mutex
 	running map[string]pool.Lease // leases whose tasks are running
@@ -196,14 +197,15 @@ func New(cfg Config) (*Agent, error) {
 	}
 	log := cfg.Logger.With("pool", c.URL())
 	return &Agent{
-		cfg:     cfg,
-		c:       c,
-		log:     log,
-		jobs:    newJobCache(c, filepath.Join(cfg.Home.Cache, "pools")),
-		resend:  make(chan struct{}, 1),
-		gov:     newGovernor(log),
-		running: map[string]pool.Lease{},
-		owners:  map[job.ID]string{},
+		cfg:      cfg,
+		c:        c,
+		log:      log,
+		jobs:     newJobCache(c, filepath.Join(cfg.Home.Cache, "pools")),
+		resend:   make(chan struct{}, 1),
+		offerNow: make(chan struct{}, 1),
+		gov:      newGovernor(log),
+		running:  map[string]pool.Lease{},
+		owners:   map[job.ID]string{},
 	}, nil
 }
 
@@ -385,6 +387,14 @@ func (a *Agent) runLease(ctx context.Context, l pool.Lease) error {
 	if l.Task < 0 || l.Task >= cj.j.NumTasks() {
 		log.Error("Lease names a task the job does not have", "tasks", cj.j.NumTasks())
 		a.release(ctx, l, log)
+		return nil
+	}
+	if why := a.refusal(ctx, l.Job); why != "" {
+		// The donor refused this job or its owner after the offer the pool
+		// matched was published: hand the task back and renew the offer.
+		log.Info("Handing back a task the owner of this device refused", "reason", why)
+		a.release(ctx, l, log)
+		a.renewOffer()
 		return nil
 	}
 	a.trackRunning(l, true)

@@ -41,6 +41,9 @@ type fakeExec struct {
 	runs  atomic.Int64
 }
 
+// Runs is how many tasks the executor was asked to run.
+func (f *fakeExec) Runs() int64 { return f.runs.Load() }
+
 func (f *fakeExec) Run(ctx context.Context, req worker.Request) (worker.Result, error) {
 	var t struct {
 		Index int64 `json:"index"`

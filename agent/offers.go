@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	"idlepool/idle"
+	"idlepool/job"
 	"idlepool/offers"
 )
 
@@ -114,6 +116,9 @@ func (a *Agent) serveOffers(ctx context.Context) error {
 				return nil
 			case <-timer.C:
 				changed = true
+			case <-a.offerNow:
+				timer.Stop()
+				changed = true
 			case <-ch:
 				a.gov.mu.Lock()
 				changed = a.gov.decision.State != last
@@ -127,4 +132,33 @@ func (a *Agent) serveOffers(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// renewOffer asks the offer loop to publish the offer again now, e.g.
+// after the donor changed what it accepts.
+func (a *Agent) renewOffer() {
+	select {
+	case a.offerNow <- struct{}{}:
+	default:
+	}
+}
+
+// refusal says why the donor refuses job id now (a refused job, or a
+// refused owner, in the local preferences the offer is built from), or ""
+// when it does not. The pool matches leases against the last published
+// offer; this check makes a refusal take effect before the next renewal.
+func (a *Agent) refusal(ctx context.Context, id job.ID) string {
+	if a.cfg.Offer == nil {
+		return ""
+	}
+	acc := a.cfg.Offer.Preferences(ctx).Accept(a.cfg.PoolURL)
+	if slices.Contains(acc.RefuseJobs, id) {
+		return "job " + id.String()[:12] + " is refused"
+	}
+	if len(acc.RefuseOwners) > 0 {
+		if owner := a.jobOwner(ctx, id); owner != "" && slices.Contains(acc.RefuseOwners, owner) {
+			return "owner " + owner + " is refused"
+		}
+	}
+	return ""
 }

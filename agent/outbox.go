@@ -71,20 +71,27 @@ func refusal(err error) string {
 // ownJob reports whether job id belongs to this device's owner, asking the
 // coordinator once per job. When it cannot tell, it says no.
 func (a *Agent) ownJob(ctx context.Context, id job.ID) bool {
+	owner := a.jobOwner(ctx, id)
+	return owner != "" && owner == a.owner
+}
+
+// jobOwner returns the owner ID of job id, asking the coordinator once per
+// job; "" when it cannot tell.
+func (a *Agent) jobOwner(ctx context.Context, id job.ID) string {
 	a.mu.Lock()
 	owner, ok := a.owners[id]
 	a.mu.Unlock()
 	if !ok {
 		st, err := a.c.Status(ctx, id)
 		if err != nil {
-			return false
+			return ""
 		}
 		owner = st.Owner
 		a.mu.Lock()
 		a.owners[id] = owner
 		a.mu.Unlock()
 	}
-	return owner != "" && owner == a.owner
+	return owner
 }
 
 func (a *Agent) kickOutbox() {

@@ -48,7 +48,8 @@ match says why.
 accept and refuse record your choice about a job (its ID, or the first
 digits of it shown in the list) or about all jobs of an owner
 (owner:OWNER_ID); clear forgets it. Without --pool the choice holds in
-every pool. A running agent honours it when it next renews its offer.
+every pool. A running agent honours it at once: it hands back any task it
+is given against the choice and renews its offer.
 Refused jobs are never leased to this machine; accepted jobs and owners
 are preferred.
 
@@ -533,7 +534,7 @@ func (b browser) choose(ctx context.Context, verb, target string, pools []string
 	default:
 		fmt.Fprintf(g.stdout, "cleared your choice about %s %s\n", what, where)
 	}
-	fmt.Fprintln(g.stdout, "A running agent honours it when it next renews its offer (within a minute).")
+	fmt.Fprintln(g.stdout, "A running agent hands back any task it is given against this choice, and renews its offer.")
 	return nil
 }
 
