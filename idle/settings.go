@@ -304,7 +304,9 @@ func (s *Settings) Set(key, value string, now time.Time) error {
 			s.CoresShare, err = parseShare(value)
 		default:
 			s.Cores, err = strconv.Atoi(value)
-			if err == nil && s.Cores < 1 {
+			if err != nil {
+				err = fmt.Errorf("want a count (6), a share (0.75 or 75%%) or default")
+			} else if s.Cores < 1 {
 				err = fmt.Errorf("a count must be at least 1")
 			}
 		}
@@ -315,9 +317,12 @@ func (s *Settings) Set(key, value string, now time.Time) error {
 	case "max_other_cpu", "max_other_cpu_share":
 		s.MaxOtherCPUShare, err = parseShare(value)
 	case "pause_on_battery":
-		s.PauseOnBattery, err = strconv.ParseBool(value)
+		s.PauseOnBattery, err = parseBool(value)
 	case "min_battery", "min_battery_percent":
 		s.MinBatteryPercent, err = strconv.ParseFloat(strings.TrimSuffix(value, "%"), 64)
+		if err != nil {
+			err = fmt.Errorf("want a battery percent such as 30")
+		}
 	case "pause_for":
 		s.PauseFor = nil
 		for p := range strings.SplitSeq(value, ",") {
@@ -342,7 +347,7 @@ func (s *Settings) Set(key, value string, now time.Time) error {
 		g := s.GPUs[uuid]
 		switch field {
 		case "use":
-			g.Use, err = strconv.ParseBool(value)
+			g.Use, err = parseBool(value)
 		case "memory", "memory_share":
 			g.MemoryShare, err = parseShare(value)
 		case "max_temperature", "max_temperature_c":
@@ -365,6 +370,17 @@ func (s *Settings) Set(key, value string, now time.Time) error {
 		return fmt.Errorf("%s=%s: %w", key, value, err)
 	}
 	return nil
+}
+
+// parseBool reads true or false (also yes/no, on/off, 1/0).
+func parseBool(v string) (bool, error) {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "true", "yes", "on", "1":
+		return true, nil
+	case "false", "no", "off", "0":
+		return false, nil
+	}
+	return false, fmt.Errorf("want true or false")
 }
 
 func parseShare(v string) (float64, error) {

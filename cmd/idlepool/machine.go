@@ -461,11 +461,11 @@ func updateSettings(ctx context.Context, dirs home.Dirs, pairs []string) (idle.S
 			}
 			k = strings.TrimSpace(k)
 			if err := s.Set(k, v, now); err != nil {
-				msg := err.Error()
 				if errors.Is(err, idle.ErrUnknownSetting) {
-					msg = fmt.Sprintf("unknown setting %q", k)
+					return &userError{Msg: fmt.Sprintf("unknown setting %q", k), Hint: hint, Cause: errors.Join(errUsage, err)}
 				}
-				return &userError{Msg: msg, Hint: hint, Cause: errors.Join(errUsage, err)}
+				// The key is right; the message says what its value wants.
+				return &userError{Msg: err.Error(), Cause: errors.Join(errUsage, err)}
 			}
 		}
 		return nil
