@@ -242,23 +242,3 @@ func TestOffersEndToEnd(t *testing.T) {
 		t.Errorf("left in the listing: %s, want the GPU agent %s", live[0].Peer, gpuDev.key.ID())
 	}
 }
-
-// waitOffers polls the pool's offer listing until ok holds, at most for
-// within, and returns the last listing.
-func waitOffers(t *testing.T, c *agent.Client, within time.Duration, ok func([]offers.Offer) bool) []offers.Offer {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		live, err := c.Offers(context.Background())
-		if err != nil {
-			t.Fatalf("offers: %v", err)
-		}
-		if ok(live) {
-			return live
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("offer listing after %v: %+v", within, live)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}

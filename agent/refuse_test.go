@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"context"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -21,8 +22,9 @@ type changingOffers struct {
 	prefs offers.Preferences
 }
 
-func (o *changingOffers) Capacity(ctx context.Context, sig idle.Signals) idle.Capacity {
-	return testOffers{settings: idle.Defaults()}.Capacity(ctx, sig)
+func (o *changingOffers) Capacity(_ context.Context, sig idle.Signals) idle.Capacity {
+	m := idle.Machine{OS: runtime.GOOS, Arch: runtime.GOARCH, CPUModel: "test CPU", LogicalCPUs: 4, MemoryTotalMiB: 8192, TimeZone: "UTC"}
+	return idle.NewCapacity(m, idle.Defaults(), sig.GPUs)
 }
 
 func (o *changingOffers) Preferences(context.Context) offers.Preferences {
@@ -85,5 +87,25 @@ func TestRefusedJobIsHandedBack(t *testing.T) {
 	}
 	if st.Accepted != 0 || st.Leased != 0 {
 		t.Fatalf("refused job: %d accepted, %d leased; want none", st.Accepted, st.Leased)
+	}
+}
+
+// waitOffers polls the pool's offer listing until ok holds, at most for
+// within, and returns the last listing.
+func waitOffers(t *testing.T, c *agent.Client, within time.Duration, ok func([]offers.Offer) bool) []offers.Offer {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		live, err := c.Offers(context.Background())
+		if err != nil {
+			t.Fatalf("offers: %v", err)
+		}
+		if ok(live) {
+			return live
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("offer listing after %v: %+v", within, live)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
