@@ -106,7 +106,7 @@ func cmdJoin(ctx context.Context, g *globals, args []string) error {
 	defer wp.Close()
 	lister := worker.NewGPULister()
 	defer lister.Close()
-	gpus := poolGPUs{l: lister, wp: wp}
+	gpus := nvmlGPUs{l: lister, wp: wp}
 	var pol *joinPolicy
 	if !*always {
 		pol = newJoinPolicy(local, gpus, log)
@@ -490,37 +490,7 @@ func (o *joinOffer) Preferences(ctx context.Context) offers.Preferences {
 	return p
 }
 
-// poolGPUs is the idle.GPUSource of a joined agent: like nvmlGPUs, with
-// this process and its worker processes counted as ours.
-type poolGPUs struct {
-	l  *worker.GPULister
-	wp *worker.Pool
-}
-
-func (p poolGPUs) GPUs(context.Context) ([]idle.GPU, error) {
-	ours := map[int]bool{os.Getpid(): true}
-	for _, pid := range p.wp.PIDs() {
-		ours[pid] = true
-	}
-	gs, err := p.l.List(ours)
-	if ne, ok := errors.AsType[*worker.NoGPUError](err); ok {
-		return nil, errors.New(ne.Reason)
-	}
-	if err != nil && len(gs) == 0 {
-		return nil, err
-	}
-	out := make([]idle.GPU, 0, len(gs))
-	for _, g := range gs {
-		out = append(out, idle.GPU{Index: g.Index, UUID: g.UUID, Name: g.Name,
-			MemoryTotalMiB: g.MemoryTotalMiB, MemoryFreeMiB: g.MemoryFreeMiB,
-			UtilisationShare: g.UtilisationShare, TemperatureC: g.TemperatureC, PowerW: g.PowerW,
-			ComputeCapability: g.ComputeCapability, OtherProcesses: g.OtherPIDs(), OtherMemoryMiB: g.OtherMemoryMiB()})
-	}
-	return out, nil
-}
-
 var (
 	_ agent.Signaller   = (*joinPolicy)(nil)
 	_ agent.OfferSource = (*joinOffer)(nil)
-	_ idle.GPUSource    = poolGPUs{}
 )

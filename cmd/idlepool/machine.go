@@ -151,12 +151,22 @@ func signalsOf(sig idle.Signals) signalsDoc {
 }
 
 // nvmlGPUs is the idle.GPUSource over worker's NVML lister: the GPUs with
-// this process's own use left out, and worker's reason in words when there
-// is no usable GPU ("no NVIDIA driver (NVML not found)").
-type nvmlGPUs struct{ l *worker.GPULister }
+// the use of this process and of wp's worker processes (when wp is set)
+// counted as ours, and worker's reason in words when there is no usable
+// GPU ("no NVIDIA driver (NVML not found)").
+type nvmlGPUs struct {
+	l  *worker.GPULister
+	wp *worker.Pool
+}
 
 func (n nvmlGPUs) GPUs(context.Context) ([]idle.GPU, error) {
-	gs, err := n.l.List(map[int]bool{os.Getpid(): true})
+	ours := map[int]bool{os.Getpid(): true}
+	if n.wp != nil {
+		for _, pid := range n.wp.PIDs() {
+			ours[pid] = true
+		}
+	}
+	gs, err := n.l.List(ours)
 	if ne, ok := errors.AsType[*worker.NoGPUError](err); ok {
 		return nil, errors.New(ne.Reason)
 	}
@@ -206,7 +216,7 @@ func cmdMachineStatus(ctx context.Context, g *globals, asJSON bool) error {
 	sources := idle.DefaultSources()
 	gpus := worker.NewGPULister()
 	defer gpus.Close()
-	sources.GPU = nvmlGPUs{gpus}
+	sources.GPU = nvmlGPUs{l: gpus}
 	sampler := idle.NewSampler(idle.SamplerConfig{Sources: sources, Programs: s.PauseFor})
 	defer sampler.Close()
 	sig := sampler.Sample(ctx)
