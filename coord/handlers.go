@@ -385,15 +385,7 @@ func (s *Server) results(w http.ResponseWriter, r *http.Request, c call) error {
 	if err != nil {
 		return err
 	}
-	q, err := parseQuery(r, "after", "max")
-	if err != nil {
-		return err
-	}
-	after, err := q.int("after", 0, 0, 1<<62)
-	if err != nil {
-		return err
-	}
-	max, err := q.int("max", defaultResults, 1, maxResults)
+	after, max, err := pageQuery(r, defaultResults, 1, maxResults)
 	if err != nil {
 		return err
 	}
@@ -525,15 +517,7 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request, c call) error {
 // line aborts the connection, so a client never mistakes a cut-off
 // download for a complete one.
 func (s *Server) ledger(w http.ResponseWriter, r *http.Request) error {
-	q, err := parseQuery(r, "after", "max")
-	if err != nil {
-		return err
-	}
-	after, err := q.int("after", 0, 0, 1<<62)
-	if err != nil {
-		return err
-	}
-	max, err := q.int("max", 0, 0, 1<<62)
+	after, max, err := pageQuery(r, 0, 0, 1<<62)
 	if err != nil {
 		return err
 	}
@@ -576,15 +560,7 @@ func (s *Server) ledger(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) receipts(w http.ResponseWriter, r *http.Request, c call) error {
-	q, err := parseQuery(r, "after", "max")
-	if err != nil {
-		return err
-	}
-	after, err := q.int("after", 0, 0, 1<<62)
-	if err != nil {
-		return err
-	}
-	max, err := q.int("max", ledgerPage, 1, maxReceipts)
+	after, max, err := pageQuery(r, ledgerPage, 1, maxReceipts)
 	if err != nil {
 		return err
 	}
@@ -638,4 +614,19 @@ func (q query) int(name string, def, lo, hi int64) (int64, error) {
 		return 0, badRequest("query parameter %s=%q: want an integer from %d to %d", name, s, lo, hi)
 	}
 	return n, nil
+}
+
+// pageQuery reads the query of a paged listing: after (a sequence number,
+// default 0) and max (default def, within lo..hi); any other parameter is
+// an error.
+func pageQuery(r *http.Request, def, lo, hi int64) (after, max int64, err error) {
+	q, err := parseQuery(r, "after", "max")
+	if err != nil {
+		return 0, 0, err
+	}
+	if after, err = q.int("after", 0, 0, 1<<62); err != nil {
+		return 0, 0, err
+	}
+	max, err = q.int("max", def, lo, hi)
+	return after, max, err
 }
