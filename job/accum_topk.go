@@ -151,7 +151,9 @@ func (a *topAcc) decodeState(r *stateReader) {
 			r.fail("bad key")
 		case !json.Valid(it.raw):
 			r.fail("kept value is not JSON")
-		case i > 0 && a.cmp(&a.items[i-1], &topItem{key: f, keyText: it.keyText, task: it.task, raw: it.raw}) >= 0:
+		case i > 0 && a.cmp(&a.items[i-1], &topItem{key: f, keyText: it.keyText, task: it.task, raw: it.raw}) > 0:
+			// Equal neighbours are allowed: a task added twice, or two
+			// states that share a task, keep it twice, as add and merge do.
 			r.fail("kept results out of order")
 		}
 		it.key = f
