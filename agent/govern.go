@@ -70,6 +70,9 @@ type AgentStatus struct {
 	// Running are the tasks this agent holds leases for now, running or
 	// suspended.
 	Running []RunningTask `json:"running"`
+	// Pools are the pools a Donor computes for, with what each is doing;
+	// empty for a lone Agent (Pool names its one pool).
+	Pools []PoolState `json:"pools,omitempty"`
 }
 
 // RunningTask is one leased task in AgentStatus.

@@ -1,0 +1,115 @@
+// Package app is the donor's desktop app: the tray menu and the windows
+// (settings, browse jobs, contribution history, first run) built with Fyne.
+// It is the only package that imports Fyne (its sub-package desktop creates
+// the Fyne App and the system tray; cmd/idlepool-tray calls it).
+//
+// The windows are built from Deps: the local store (the same SQLite file
+// `idlepool join` uses) and the donor engine (agent.Donor), so that tests
+// drive them with Fyne's headless test driver (fyne.io/fyne/v2/test), a
+// real store in a temporary directory and a real coordinator on 127.0.0.1.
+// A window changes the store and then calls Engine.Reload: changes take
+// effect at once, without a restart.
+package app
+
+import (
+	"context"
+	"time"
+
+	"fyne.io/fyne/v2"
+
+	"idlepool/agent"
+	"idlepool/idle"
+	"idlepool/store"
+)
+
+// Engine is the donor engine the windows and the tray drive: an
+// *agent.Donor in the app, which runs one agent per joined pool in this
+// process.
+type Engine interface {
+	// Status is what the engine does now and why: the policy's decision
+	// with its reason in words, the tasks held and each joined pool.
+	Status() agent.AgentStatus
+	// Reload makes the engine read the owner's settings and the joined
+	// pools from the store now, instead of at its next periodic read.
+	Reload()
+}
+
+// Autostart writes and removes the platform's entry that starts the app
+// when the user logs in (an XDG autostart .desktop file on Linux, the Run
+// key on Windows, a LaunchAgent on macOS).
+type Autostart interface {
+	// Enabled reports whether the entry exists and starts this program.
+	Enabled() (bool, error)
+	// Enable writes the entry; Disable removes it (nil if there is none).
+	Enable() error
+	Disable() error
+}
+
+// Deps is what the windows and the tray menu need. Store and Engine are
+// required; a nil func or interface turns its feature off with a message
+// saying so (a machine without NVML has no GPUs to list).
+type Deps struct {
+	// Store is the local store: settings, joined pools, preferences and
+	// contributions.
+	Store *store.Local
+	// Engine is the donor engine.
+	Engine Engine
+	// GPUs lists the GPUs NVML finds (agent.NVMLGPUs in the app).
+	GPUs idle.GPUSource
+	// Processes lists the names of the programs running now, sorted and
+	// without duplicates, for the settings window's program picker.
+	Processes func(context.Context) ([]string, error)
+	// CheckPool contacts the pool at url (pinning its key and registering
+	// this device with the invite token) before the settings window joins
+	// it; it returns the pool's name or an error in words for people
+	// ("cannot reach the pool at http://...: connection refused").
+	CheckPool func(ctx context.Context, url, invite string) (name string, err error)
+	// Board reads the job boards of the joined pools, matched against
+	// this machine's offer (agent.Board).
+	Board func(ctx context.Context) ([]agent.PoolBoard, error)
+	// Autostart is the start-at-login entry; nil hides the menu item.
+	Autostart Autostart
+	// Now is the wall clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// now returns d.Now() or time.Now().
+func (d *Deps) now() time.Time {
+	if d.Now != nil {
+		return d.Now()
+	}
+	return time.Now()
+}
+
+// UI holds the app's windows: each Show method creates its window on
+// first use and brings it to the front afterwards. Methods must be called
+// on Fyne's UI goroutine (fyne.Do from elsewhere).
+type UI struct {
+	app  fyne.App
+	deps *Deps
+
+	windows map[string]fyne.Window // open windows by kind
+}
+
+// New returns the UI of the Fyne app a (the desktop app's, or
+// fyne.io/fyne/v2/test.NewApp() in tests) over deps.
+func New(a fyne.App, deps *Deps) *UI {
+	return &UI{app: a, deps: deps, windows: map[string]fyne.Window{}}
+}
+
+// window returns the open window of kind, or makes one with build and
+// shows it; closing it forgets it.
+func (u *UI) window(kind, title string, size fyne.Size, build func(w fyne.Window) fyne.CanvasObject) fyne.Window {
+	if w, ok := u.windows[kind]; ok {
+		w.Show()
+		w.RequestFocus()
+		return w
+	}
+	w := u.app.NewWindow(title)
+	w.SetContent(build(w))
+	w.Resize(size)
+	w.SetOnClosed(func() { delete(u.windows, kind) })
+	u.windows[kind] = w
+	w.Show()
+	return w
+}
