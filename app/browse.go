@@ -1,0 +1,502 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/container"
+	"fyne.io/fyne/v2/widget"
+
+	"idlepool/agent"
+	"idlepool/idle"
+	"idlepool/job"
+	"idlepool/offers"
+)
+
+// This file is the Browse jobs window: the job boards of the pools this
+// machine joined (Deps.Board), one row per job with what a task needs and
+// whether this machine matches it, and a details pane where the donor
+// accepts or refuses a job or its owner.
+
+// boardTimeout bounds one reading of the job boards.
+const boardTimeout = 2 * time.Minute
+
+// Labels of the Browse jobs window, shared with its tests.
+const (
+	labelLoading     = "Loading..."
+	labelAcceptJob   = "Accept this job"
+	labelRefuseJob   = "Refuse this job"
+	labelAcceptOwner = "Accept this owner"
+	labelRefuseOwner = "Refuse this owner"
+	labelClearChoice = "Clear choice"
+	noPoolsText      = "This machine has not joined a pool yet: join one in Settings, and the jobs seeking compute there show here."
+)
+
+// browseColumns are the job table's column titles and widths.
+var browseColumns = []struct {
+	title string
+	width float32
+}{
+	{"Job", 160}, {"Owner", 110}, {"Pool", 110}, {"A task needs", 200}, {"Tasks left", 80}, {"This machine", 320},
+}
+
+// browseRow is one job on the board: the pool it is listed in and how it
+// matches this machine.
+type browseRow struct {
+	poolURL  string
+	poolName string
+	job      agent.BoardJob
+}
+
+// browseView is the Browse jobs window's content with the widgets tests
+// tap. Its methods run on Fyne's UI goroutine, except the reading of the
+// boards, which runs on a goroutine of its own (tracked by loading) and
+// hands its result back with fyne.Do.
+type browseView struct {
+	u       *UI
+	content fyne.CanvasObject
+
+	status  *widget.Label // "Loading...", the counts, or why there is nothing
+	errors  *widget.Label // one line per pool that could not be read
+	refresh *widget.Button
+	table   *widget.Table
+	details *widget.Label
+	choice  *widget.Label // the donor's current choice about the selected job
+	// The buttons of the details pane, disabled while no job is selected.
+	acceptJob, refuseJob, acceptOwner, refuseOwner, clearChoice *widget.Button
+
+	rows     []browseRow
+	selected int // index in rows; -1 when none
+
+	gen     int                // counts loads; a result of an older one is dropped
+	cancel  context.CancelFunc // cancels the load in progress
+	loading sync.WaitGroup     // the load goroutines, waited for by tests
+	do      func(func())       // runs a load's result on the UI goroutine: fyne.Do
+}
+
+// ShowBrowse shows the Browse jobs window: the jobs seeking compute in the
+// pools this machine joined, read from Deps.Board when the window opens
+// and when Refresh is pressed, and the donor's choice about each. It must
+// be called on Fyne's UI goroutine; closing the window cancels a reading
+// in progress.
+func (u *UI) ShowBrowse() fyne.Window {
+	w, _ := u.showBrowse()
+	return w
+}
+
+// showBrowse is ShowBrowse; it returns the view too when it made the
+// window now (nil when the window was open already).
+func (u *UI) showBrowse() (fyne.Window, *browseView) {
+	var v *browseView
+	w := u.window("browse", "Browse jobs", fyne.NewSize(1000, 640), func(fyne.Window) fyne.CanvasObject {
+		v = u.newBrowseView()
+		return v.content
+	})
+	if v != nil { // made now
+		u.alsoOnClosed("browse", w, v.stop)
+		v.load()
+	}
+	return w, v
+}
+
+// alsoOnClosed makes closing w, the window of kind, call f and then
+// forget the window, as window does.
+func (u *UI) alsoOnClosed(kind string, w fyne.Window, f func()) {
+	w.SetOnClosed(func() {
+		f()
+		if u.windows[kind] == w {
+			delete(u.windows, kind)
+		}
+	})
+}
+
+// newBrowseView builds the window's content; it reads nothing yet (load).
+func (u *UI) newBrowseView() *browseView {
+	v := &browseView{u: u, selected: -1, do: fyne.Do}
+	v.status = widget.NewLabel("")
+	v.status.Wrapping = fyne.TextWrapWord
+	v.errors = widget.NewLabel("")
+	v.errors.Wrapping = fyne.TextWrapWord
+	v.errors.Importance = widget.DangerImportance
+	v.errors.Hide()
+	v.refresh = widget.NewButton("Refresh", v.load)
+
+	v.table = widget.NewTableWithHeaders(
+		func() (int, int) { return len(v.rows), len(browseColumns) },
+		func() fyne.CanvasObject {
+			l := widget.NewLabel("")
+			l.Truncation = fyne.TextTruncateEllipsis
+			return l
+		},
+		func(id widget.TableCellID, o fyne.CanvasObject) { o.(*widget.Label).SetText(v.cell(id.Row, id.Col)) },
+	)
+	v.table.ShowHeaderColumn = false
+	v.table.CreateHeader = func() fyne.CanvasObject {
+		return widget.NewLabelWithStyle("", fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
+	}
+	v.table.UpdateHeader = func(id widget.TableCellID, o fyne.CanvasObject) {
+		if id.Col >= 0 && id.Col < len(browseColumns) {
+			o.(*widget.Label).SetText(browseColumns[id.Col].title)
+		}
+	}
+	for i, c := range browseColumns {
+		v.table.SetColumnWidth(i, c.width)
+	}
+	v.table.OnSelected = func(id widget.TableCellID) { v.selectRow(id.Row) }
+
+	v.details = widget.NewLabel("Select a job to see its details.")
+	v.details.Wrapping = fyne.TextWrapWord
+	v.choice = widget.NewLabel("")
+	v.choice.Wrapping = fyne.TextWrapWord
+	v.acceptJob = widget.NewButton(labelAcceptJob, func() { v.choose(labelAcceptJob) })
+	v.refuseJob = widget.NewButton(labelRefuseJob, func() { v.choose(labelRefuseJob) })
+	v.acceptOwner = widget.NewButton(labelAcceptOwner, func() { v.choose(labelAcceptOwner) })
+	v.refuseOwner = widget.NewButton(labelRefuseOwner, func() { v.choose(labelRefuseOwner) })
+	v.clearChoice = widget.NewButton(labelClearChoice, func() { v.choose(labelClearChoice) })
+	v.enableChoices(false)
+
+	buttons := container.NewGridWithColumns(2, v.acceptJob, v.refuseJob, v.acceptOwner, v.refuseOwner, v.clearChoice)
+	pane := container.NewBorder(nil, container.NewVBox(widget.NewSeparator(), v.choice, buttons), nil, nil,
+		container.NewVScroll(v.details))
+	top := container.NewBorder(nil, v.errors, nil, v.refresh, v.status)
+	split := container.NewHSplit(v.table, pane)
+	split.Offset = 0.66
+	v.content = container.NewBorder(top, nil, nil, nil, split)
+	return v
+}
+
+// load reads the boards again, off the UI goroutine, showing "Loading..."
+// until they arrive.
+func (v *browseView) load() {
+	if v.cancel != nil {
+		v.cancel()
+	}
+	v.gen++
+	gen := v.gen
+	v.status.SetText(labelLoading)
+	deps := v.u.deps
+	if deps.Board == nil {
+		v.status.SetText("Browsing jobs is not available here: this app cannot read the pools' job boards.")
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), boardTimeout)
+	v.cancel = cancel
+	v.loading.Add(1)
+	go func() {
+		defer v.loading.Done()
+		defer cancel()
+		joined, err := deps.Store.JoinedPools(ctx)
+		var boards []agent.PoolBoard
+		if err == nil && len(joined) > 0 {
+			boards, err = deps.Board(ctx)
+		}
+		if errors.Is(ctx.Err(), context.Canceled) {
+			return // the window closed, or a newer load started
+		}
+		v.do(func() {
+			if gen == v.gen {
+				v.show(len(joined), boards, err)
+			}
+		})
+	}()
+}
+
+// stop cancels the load in progress, if any.
+func (v *browseView) stop() {
+	if v.cancel != nil {
+		v.cancel()
+	}
+	v.gen++
+}
+
+// show puts the boards read by load in the window, keeping the selected
+// job selected when it is still listed.
+func (v *browseView) show(joined int, boards []agent.PoolBoard, err error) {
+	var keep browseRow
+	if v.selected >= 0 {
+		keep = v.rows[v.selected]
+	}
+	v.rows = v.rows[:0]
+	v.selected = -1
+	v.table.UnselectAll()
+	var failed []string
+	for _, b := range boards {
+		name := b.Name
+		if name == "" {
+			name = b.URL
+		}
+		if b.Error != "" {
+			failed = append(failed, fmt.Sprintf("Pool %s: %s", name, b.Error))
+			continue
+		}
+		for _, j := range b.Jobs {
+			v.rows = append(v.rows, browseRow{poolURL: b.URL, poolName: name, job: j})
+		}
+	}
+	v.errors.SetText(strings.Join(failed, "\n"))
+	if len(failed) > 0 {
+		v.errors.Show()
+	} else {
+		v.errors.Hide()
+	}
+	switch {
+	case err != nil:
+		v.status.SetText(fmt.Sprintf("Cannot read the job boards: %v", err))
+	case joined == 0:
+		v.status.SetText(noPoolsText)
+	default:
+		v.status.SetText(boardSummary(v.rows, len(boards)-len(failed)))
+	}
+	v.table.Refresh()
+	v.showDetails()
+	if keep.poolURL != "" {
+		for i, r := range v.rows {
+			if r.poolURL == keep.poolURL && r.job.Listing.Job == keep.job.Listing.Job {
+				v.table.Select(widget.TableCellID{Row: i, Col: 0})
+				break
+			}
+		}
+	}
+}
+
+// boardSummary says how many jobs the pools list and how many match:
+// "5 jobs in 2 pools; 3 match this machine."
+func boardSummary(rows []browseRow, pools int) string {
+	if len(rows) == 0 {
+		if pools == 0 {
+			return "No pool could be read."
+		}
+		return "No jobs seek compute in your pools right now."
+	}
+	match := 0
+	for _, r := range rows {
+		if r.job.Match {
+			match++
+		}
+	}
+	return fmt.Sprintf("%s in %s; %d match this machine.", countText(len(rows), "job"), countText(pools, "pool"), match)
+}
+
+// countText writes "1 job", "3 jobs".
+func countText(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// cell is the text of the job table at row, col.
+func (v *browseView) cell(row, col int) string {
+	if row < 0 || row >= len(v.rows) {
+		return ""
+	}
+	r := v.rows[row]
+	l := r.job.Listing
+	switch col {
+	case 0:
+		return l.Name
+	case 1:
+		return offers.ShortID(l.Owner)
+	case 2:
+		return r.poolName
+	case 3:
+		return taskNeeds(l)
+	case 4:
+		return fmt.Sprint(l.TasksLeft)
+	case 5:
+		if r.job.Match {
+			return "✓ matches"
+		}
+		if len(r.job.Why) == 0 {
+			return "✗ does not match"
+		}
+		return "✗ " + r.job.Why[0]
+	}
+	return ""
+}
+
+// taskNeeds writes what one task of l needs: "CPU, 256 MiB, up to 5 min"
+// or "GPU 8 GiB cc 8.0+, 2 GiB, no time limit".
+func taskNeeds(l offers.Listing) string {
+	r := l.Requirements
+	kind := "CPU"
+	if r.GPU {
+		kind = "GPU"
+		if r.GPUMemoryMiB > 0 {
+			kind += " " + offers.MiBText(r.GPUMemoryMiB)
+		}
+		if r.GPUComputeCapability != "" {
+			kind += " cc " + r.GPUComputeCapability + "+"
+		}
+	}
+	limit := "no time limit"
+	if l.TimeLimit > 0 {
+		limit = "up to " + idle.DurationText(l.TimeLimit)
+	}
+	return kind + ", " + offers.MiBText(l.MemoryMiB) + ", " + limit
+}
+
+// selectRow shows the details of the job in row.
+func (v *browseView) selectRow(row int) {
+	if row < 0 || row >= len(v.rows) {
+		v.selected = -1
+	} else {
+		v.selected = row
+	}
+	v.showDetails()
+}
+
+// showDetails fills the details pane with the selected job.
+func (v *browseView) showDetails() {
+	if v.selected < 0 {
+		v.details.SetText("Select a job to see its details.")
+		v.choice.SetText("")
+		v.enableChoices(false)
+		return
+	}
+	v.details.SetText(jobDetails(v.rows[v.selected]))
+	v.enableChoices(true)
+	v.showChoice()
+}
+
+// jobDetails writes everything the board says about r's job, for people.
+func jobDetails(r browseRow) string {
+	l := r.job.Listing
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s\n", l.Name)
+	if l.Description != "" {
+		fmt.Fprintf(&b, "%s\n", l.Description)
+	}
+	fmt.Fprintf(&b, "\nJob ID: %s\n", l.Job)
+	fmt.Fprintf(&b, "Owner: %s\n", l.Owner)
+	fmt.Fprintf(&b, "Pool: %s (%s)\n", r.poolName, r.poolURL)
+	fmt.Fprintf(&b, "A task needs: %s\n", taskNeeds(l))
+	if p := l.Requirements.Prefer; p != "" {
+		fmt.Fprintf(&b, "Prefers machines with more %s\n", strings.ReplaceAll(p, "_", " "))
+	}
+	fmt.Fprintf(&b, "Tasks: %d left, %d done\n", l.TasksLeft, l.TasksDone)
+	fmt.Fprintf(&b, "Quorum: %d agreeing results per task\n", l.Quorum)
+	fmt.Fprintf(&b, "Participants: %s\n", participantsText(l.Participants))
+	fmt.Fprintf(&b, "Cost per task: %.4g cost units\n", l.CostPerTask)
+	if r.job.Match {
+		b.WriteString("\nThis machine matches this job.")
+	} else {
+		b.WriteString("\nThis machine does not match this job:")
+		for _, why := range r.job.Why {
+			fmt.Fprintf(&b, "\n• %s", why)
+		}
+	}
+	return b.String()
+}
+
+// participantsText says who may compute a job's tasks.
+func participantsText(p string) string {
+	switch p {
+	case "open":
+		return "open to every peer of the pool"
+	case "invite":
+		return "the pool's invited peers"
+	case "owner":
+		return "only the owner's own devices"
+	}
+	return p
+}
+
+// enableChoices enables or disables the details pane's buttons.
+func (v *browseView) enableChoices(on bool) {
+	for _, b := range []*widget.Button{v.acceptJob, v.refuseJob, v.acceptOwner, v.refuseOwner, v.clearChoice} {
+		if on {
+			b.Enable()
+		} else {
+			b.Disable()
+		}
+	}
+}
+
+// choose records the choice of the button labelled label about the
+// selected job or its owner in the job's pool, makes the engine read it
+// and reads the boards again, as the choice changes what matches.
+func (v *browseView) choose(label string) {
+	if v.selected < 0 {
+		return
+	}
+	r := v.rows[v.selected]
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, url, id, owner := v.u.deps.Store, r.poolURL, r.job.Listing.Job, r.job.Listing.Owner
+	var err error
+	switch label {
+	case labelAcceptJob:
+		err = s.AcceptJob(ctx, url, id)
+	case labelRefuseJob:
+		err = s.RefuseJob(ctx, url, id)
+	case labelAcceptOwner:
+		err = s.AcceptOwner(ctx, url, owner)
+	case labelRefuseOwner:
+		err = s.RefuseOwner(ctx, url, owner)
+	case labelClearChoice:
+		if err = s.ClearJob(ctx, url, id); err == nil {
+			err = s.ClearOwner(ctx, url, owner)
+		}
+	}
+	if err != nil {
+		v.choice.SetText(fmt.Sprintf("Cannot save your choice: %v", err))
+		return
+	}
+	if v.u.deps.Engine != nil {
+		v.u.deps.Engine.Reload()
+	}
+	v.showChoice()
+	v.load()
+}
+
+// showChoice shows the donor's choice about the selected job and its
+// owner, as the store has it.
+func (v *browseView) showChoice() {
+	if v.selected < 0 {
+		return
+	}
+	r := v.rows[v.selected]
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	prefs, err := v.u.deps.Store.Preferences(ctx)
+	if err != nil {
+		v.choice.SetText(fmt.Sprintf("Cannot read your choices: %v", err))
+		return
+	}
+	v.choice.SetText(choiceText(prefs, r.poolURL, r.job.Listing.Job, r.job.Listing.Owner))
+}
+
+// choiceText writes the donor's choices about job id and its owner in
+// the pool at url, and those made for every pool.
+func choiceText(prefs offers.Preferences, url string, id job.ID, owner string) string {
+	pp, _ := prefs.Pool(url)
+	var lines []string
+	for _, c := range []struct {
+		pp    offers.PoolPreferences
+		where string
+	}{{pp, "in this pool"}, {prefs.Global, "in every pool"}} {
+		switch {
+		case slices.Contains(c.pp.AcceptJobs, id):
+			lines = append(lines, "You accept this job "+c.where+".")
+		case slices.Contains(c.pp.RefuseJobs, id):
+			lines = append(lines, "You refuse this job "+c.where+".")
+		}
+		switch {
+		case slices.Contains(c.pp.AcceptOwners, owner):
+			lines = append(lines, "You prefer this owner's jobs "+c.where+".")
+		case slices.Contains(c.pp.RefuseOwners, owner):
+			lines = append(lines, "You refuse this owner's jobs "+c.where+".")
+		}
+	}
+	if len(lines) == 0 {
+		return "You have made no choice about this job or its owner."
+	}
+	return strings.Join(lines, "\n")
+}
