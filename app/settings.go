@@ -1,0 +1,879 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net/url"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/container"
+	"fyne.io/fyne/v2/dialog"
+	"fyne.io/fyne/v2/layout"
+	"fyne.io/fyne/v2/widget"
+
+	"idlepool/idle"
+)
+
+// This file is the settings window: the weekly hours, the computer's
+// limits (cores, memory, idle time, battery, programs, temperature), the
+// GPUs and the pools joined. Save writes the first three to the local
+// store in one transaction; joining and leaving a pool are saved at once.
+// Either way the engine is told to reload, so changes apply without a
+// restart.
+
+// Timeouts for the window's calls that may be slow.
+const (
+	checkPoolTimeout = 30 * time.Second // contacting a pool
+	probeTimeout     = 10 * time.Second // asking NVML or the process list
+)
+
+// ShowSettings opens the settings window (or brings it to the front) and
+// returns it. Closing it discards changes not saved.
+func (u *UI) ShowSettings() fyne.Window {
+	var (
+		f   *settingsForm
+		ctx context.Context
+	)
+	w := u.window("settings", "idlepool settings", fyne.NewSize(760, 560), func(w fyne.Window) fyne.CanvasObject {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(context.Background())
+		w.SetCloseIntercept(func() {
+			cancel() // stops a pool check or a probe in flight
+			w.Close()
+		})
+		f = newSettingsForm(ctx, u, w)
+		return f.content
+	})
+	if f != nil { // a new window: fill in what takes time
+		f.start(ctx)
+	}
+	return w
+}
+
+// settingsForm is the settings window's contents; its fields are the
+// widgets, kept so that tests can type into them and tap them.
+type settingsForm struct {
+	u       *UI
+	w       fyne.Window
+	content fyne.CanvasObject
+	tabs    *container.AppTabs
+
+	loadErr *widget.Label // the saved settings could not be read
+
+	// Hours tab.
+	original     idle.Schedule // the saved schedule, kept as is unless the grid changes
+	anyTime      *widget.Check
+	hours        *hoursGrid
+	hoursChanged bool
+	hoursBefore  hourGrid // the grid painted before Any time was ticked
+	hoursErr     *widget.Label
+
+	// Computer tab.
+	cores          *widget.Entry
+	coresErr       *widget.Label
+	idleMinutes    *widget.Entry
+	idleErr        *widget.Label
+	idleWas        time.Duration
+	maxOtherCPU    *widget.Entry
+	maxOtherCPUErr *widget.Label
+	memory         *widget.Entry
+	memoryErr      *widget.Label
+	pauseOnBattery *widget.Check
+	minBattery     *widget.Entry
+	minBatteryErr  *widget.Label
+	maxTemp        *widget.Entry
+	maxTempErr     *widget.Label
+	programs       []string
+	programList    *fyne.Container
+	programEntry   *widget.Entry
+	programAdd     *widget.Button
+	programPick    *widget.Button
+	programErr     *widget.Label
+	picker         *programPicker // the open picker; nil when none
+
+	// GPUs tab.
+	gpuBox  *fyne.Container
+	gpuNote *widget.Label
+	gpuRows []*gpuRow
+	gpuSet  map[string]idle.GPUSettings // as saved
+
+	// Pools tab.
+	poolList   *fyne.Container
+	poolURL    *widget.Entry
+	poolInvite *widget.Entry
+	poolJoin   *widget.Button
+	poolErr    *widget.Label
+	poolStatus *widget.Label
+
+	// The bar under the tabs.
+	save    *widget.Button
+	saveErr *widget.Label
+	status  *widget.Label
+
+	busy sync.WaitGroup // goroutines in flight (pool checks, probes); tests wait on it
+}
+
+// gpuRow is one GPU's controls.
+type gpuRow struct {
+	gpu       idle.GPU
+	use       *widget.Check
+	memory    *widget.Entry
+	memoryErr *widget.Label
+	maxTemp   *widget.Entry
+	maxTempEr *widget.Label
+}
+
+// programPicker is the dialog listing running programs.
+type programPicker struct {
+	all    []string
+	shown  []string
+	filter *widget.Entry
+	list   *widget.List
+	dialog dialog.Dialog
+}
+
+// newErrorLabel returns a red, wrapping label, hidden while it has no
+// text: the inline message under a field.
+func newErrorLabel() *widget.Label {
+	l := widget.NewLabel("")
+	l.Importance = widget.DangerImportance
+	l.Wrapping = fyne.TextWrapWord
+	l.Hide()
+	return l
+}
+
+// setError shows msg in l, or hides l when msg is "".
+func setError(l *widget.Label, msg string) {
+	l.SetText(msg)
+	if msg == "" {
+		l.Hide()
+	} else {
+		l.Show()
+	}
+}
+
+// hint returns a small wrapping label explaining a field.
+func hint(text string) *widget.Label {
+	l := widget.NewLabel(text)
+	l.Importance = widget.LowImportance
+	l.Wrapping = fyne.TextWrapWord
+	return l
+}
+
+// heading returns a bold label.
+func heading(text string) *widget.Label {
+	return widget.NewLabelWithStyle(text, fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
+}
+
+// field is one row of a form layout: the label on the left, the entry
+// with its hint and inline error on the right.
+func field(label string, entry fyne.CanvasObject, help string, errLabel *widget.Label) []fyne.CanvasObject {
+	right := container.NewVBox(entry)
+	if help != "" {
+		right.Add(hint(help))
+	}
+	right.Add(errLabel)
+	return []fyne.CanvasObject{widget.NewLabel(label), right}
+}
+
+// newSettingsForm builds the window's contents from the store. ctx ends
+// when the window closes; it bounds the calls made in the background.
+func newSettingsForm(ctx context.Context, u *UI, w fyne.Window) *settingsForm {
+	f := &settingsForm{u: u, w: w, loadErr: newErrorLabel()}
+	s, err := u.deps.Store.Settings(ctx)
+	if err != nil {
+		setError(f.loadErr, fmt.Sprintf("Your saved settings could not be read, so these are the defaults: %v", err))
+	}
+	f.save = widget.NewButton("Save", func() { f.saveSettings(ctx) })
+	f.save.Importance = widget.HighImportance
+	f.saveErr = newErrorLabel()
+	f.status = widget.NewLabel("")
+
+	f.tabs = container.NewAppTabs(
+		container.NewTabItem("Hours", container.NewVScroll(f.hoursTab(s))),
+		container.NewTabItem("Computer", container.NewVScroll(f.computerTab(ctx, s))),
+		container.NewTabItem("GPUs", container.NewVScroll(f.gpusTab(s))),
+		container.NewTabItem("Pools", container.NewVScroll(f.poolsTab(ctx))),
+	)
+	bar := container.NewBorder(nil, nil, nil, f.save, container.NewVBox(f.saveErr, f.status))
+	f.content = container.NewBorder(f.loadErr, container.NewPadded(bar), nil, nil, f.tabs)
+	return f
+}
+
+// hoursTab builds the weekly hours grid.
+func (f *settingsForm) hoursTab(s idle.Settings) fyne.CanvasObject {
+	f.original = s.Schedule
+	f.hoursErr = newErrorLabel()
+	f.hours = newHoursGrid(gridFromSchedule(s.Schedule))
+	f.hours.OnChanged = func() {
+		f.hoursChanged = true
+		setError(f.hoursErr, "")
+	}
+	f.anyTime = widget.NewCheck("Any time: no limits on the hours", func(on bool) {
+		f.hoursChanged = true
+		setError(f.hoursErr, "")
+		if on {
+			f.hoursBefore = f.hours.Grid()
+			var all hourGrid
+			for row := range all {
+				for h := range all[row] {
+					all[row][h] = true
+				}
+			}
+			f.hours.SetGrid(all)
+		} else {
+			before := f.hoursBefore
+			if before.full() {
+				before = hourGrid{}
+			}
+			f.hours.SetGrid(before)
+		}
+		f.hours.SetDisabled(on)
+	})
+	if len(s.Schedule) == 0 {
+		f.anyTime.SetChecked(true)
+		f.hoursBefore = hourGrid{}
+	}
+	f.hoursChanged = false
+
+	clearButton := widget.NewButton("Clear", func() {
+		f.hours.SetGrid(hourGrid{})
+		f.hours.OnChanged()
+	})
+	zone := "this computer's time zone"
+	if s.TimeZone != "" {
+		zone = "the time zone " + s.TimeZone
+	}
+	box := container.NewVBox(
+		heading("When may this computer compute?"),
+		hint("Paint the hours it may compute: press on a square and drag across the others. "+
+			"Starting on a coloured square erases instead. Hours are in "+zone+"."),
+		f.anyTime,
+		f.hours,
+		f.hoursErr,
+		container.NewHBox(clearButton),
+	)
+	for _, win := range s.Schedule {
+		if win.Start%60 != 0 || win.End%60 != 0 {
+			box.Add(hint(fmt.Sprintf("Your saved hours (%s) include parts of hours; the grid shows them rounded "+
+				"to whole hours, and they are kept as they are unless you paint.", s.Schedule)))
+			break
+		}
+	}
+	return box
+}
+
+// computerTab builds cores, memory, idle time, battery, programs and
+// temperature.
+func (f *settingsForm) computerTab(ctx context.Context, s idle.Settings) fyne.CanvasObject {
+	f.cores = widget.NewEntry()
+	f.cores.SetPlaceHolder("all but one")
+	switch {
+	case s.Cores > 0:
+		f.cores.SetText(strconv.Itoa(s.Cores))
+	case s.CoresShare > 0:
+		f.cores.SetText(formatPercent(s.CoresShare) + "%")
+	}
+	f.coresErr = newErrorLabel()
+
+	f.idleWas = s.IdleFor
+	f.idleMinutes = widget.NewEntry()
+	f.idleMinutes.SetText(strconv.Itoa(int((s.IdleFor + time.Minute/2) / time.Minute)))
+	f.idleErr = newErrorLabel()
+
+	f.maxOtherCPU = widget.NewEntry()
+	f.maxOtherCPU.SetText(formatPercent(s.MaxOtherCPUShare))
+	f.maxOtherCPUErr = newErrorLabel()
+
+	f.memory = widget.NewEntry()
+	f.memory.SetText(formatPercent(s.MemoryShare))
+	f.memoryErr = newErrorLabel()
+
+	f.minBattery = widget.NewEntry()
+	f.minBattery.SetText(strconv.FormatFloat(s.MinBatteryPercent, 'f', -1, 64))
+	f.minBatteryErr = newErrorLabel()
+	f.pauseOnBattery = widget.NewCheck("Pause while running on battery", func(on bool) {
+		if on {
+			f.minBattery.Disable()
+		} else {
+			f.minBattery.Enable()
+		}
+	})
+	f.pauseOnBattery.SetChecked(s.PauseOnBattery)
+	if s.PauseOnBattery {
+		f.minBattery.Disable()
+	}
+
+	f.maxTemp = widget.NewEntry()
+	f.maxTemp.SetText(strconv.FormatFloat(s.MaxTemperatureC, 'f', -1, 64))
+	f.maxTempErr = newErrorLabel()
+
+	cpu := container.New(layout.NewFormLayout(), slices.Concat(
+		field("Processor cores to use", f.cores,
+			fmt.Sprintf("A number of cores (such as 6) or a percentage (such as 75%%). This computer has %d. Leave empty to use all but one.", runtime.NumCPU()),
+			f.coresErr),
+		field("Wait until idle for (minutes)", f.idleMinutes,
+			"How long nobody must have used the keyboard or mouse before computing starts. 0 starts without waiting.",
+			f.idleErr),
+		field("Step aside when other programs use more than (% of the processor)", f.maxOtherCPU, "", f.maxOtherCPUErr),
+		field("Memory tasks may use (% of this computer's memory)", f.memory, "", f.memoryErr),
+		field("Pause when the processor is hotter than (°C)", f.maxTemp, "0: no limit.", f.maxTempErr),
+	)...)
+	battery := container.New(layout.NewFormLayout(), slices.Concat(
+		[]fyne.CanvasObject{widget.NewLabel(""), f.pauseOnBattery},
+		field("On battery, stop below (% charge)", f.minBattery, "Used only when computing on battery is allowed. 0: no minimum.", f.minBatteryErr),
+	)...)
+	return container.NewVBox(
+		heading("Processor and memory"), cpu,
+		widget.NewSeparator(),
+		heading("Battery"), battery,
+		widget.NewSeparator(),
+		heading("Pause while these programs run"), f.programsBox(ctx, s.PauseFor),
+	)
+}
+
+// formatPercent writes a share as a percentage without a sign: 0.5 → "50".
+func formatPercent(share float64) string {
+	return strconv.FormatFloat(share*100, 'f', -1, 64)
+}
+
+// programsBox builds the list of programs that pause computing.
+func (f *settingsForm) programsBox(ctx context.Context, programs []string) fyne.CanvasObject {
+	f.programs = slices.Clone(programs)
+	f.programList = container.NewVBox()
+	f.programErr = newErrorLabel()
+	f.programEntry = widget.NewEntry()
+	f.programEntry.SetPlaceHolder("program name, such as game.exe or steam")
+	f.programAdd = widget.NewButton("Add", func() {
+		f.addProgram(f.programEntry.Text)
+		f.programEntry.SetText("")
+	})
+	f.programEntry.OnSubmitted = func(string) { f.programAdd.OnTapped() }
+	f.programPick = widget.NewButton("Pick from running programs...", func() { f.pickProgram(ctx) })
+	pickNote := hint("")
+	if f.u.deps.Processes == nil {
+		f.programPick.Disable()
+		pickNote.SetText("Picking from running programs is not available on this computer: type the program's name instead.")
+	} else {
+		pickNote.Hide()
+	}
+	f.refreshPrograms()
+	return container.NewVBox(
+		hint("Computing pauses while any of these runs, such as a game. Use the name the program has in the task manager."),
+		f.programList,
+		container.NewBorder(nil, nil, nil, f.programAdd, f.programEntry),
+		f.programErr,
+		container.NewHBox(f.programPick),
+		pickNote,
+	)
+}
+
+// addProgram adds name to the programs unless it is empty or there.
+func (f *settingsForm) addProgram(name string) {
+	name = strings.TrimSpace(name)
+	setError(f.programErr, "")
+	switch {
+	case name == "":
+		setError(f.programErr, "Type a program's name first.")
+		return
+	case slices.Contains(f.programs, name):
+		return
+	}
+	f.programs = append(f.programs, name)
+	f.refreshPrograms()
+}
+
+// refreshPrograms rebuilds the program rows.
+func (f *settingsForm) refreshPrograms() {
+	f.programList.RemoveAll()
+	if len(f.programs) == 0 {
+		f.programList.Add(hint("No programs: computing does not wait for any."))
+	}
+	for _, p := range f.programs {
+		f.programList.Add(container.NewBorder(nil, nil, nil,
+			widget.NewButton("Remove", func() {
+				f.programs = slices.DeleteFunc(f.programs, func(q string) bool { return q == p })
+				f.refreshPrograms()
+			}),
+			widget.NewLabel(p)))
+	}
+}
+
+// pickProgram lists the running programs in the background and then
+// shows them in a dialog to pick from.
+func (f *settingsForm) pickProgram(ctx context.Context) {
+	list := f.u.deps.Processes
+	if list == nil {
+		return
+	}
+	f.programPick.Disable()
+	setError(f.programErr, "")
+	f.busy.Go(func() {
+		ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+		defer cancel()
+		names, err := list(ctx)
+		fyne.Do(func() {
+			f.programPick.Enable()
+			if err != nil {
+				setError(f.programErr, fmt.Sprintf("Could not list the running programs: %v", err))
+				return
+			}
+			f.showPicker(names)
+		})
+	})
+}
+
+// showPicker shows the dialog listing names with a filter entry.
+func (f *settingsForm) showPicker(names []string) {
+	p := &programPicker{all: names, shown: names}
+	p.filter = widget.NewEntry()
+	p.filter.SetPlaceHolder("Type to filter")
+	p.list = widget.NewList(
+		func() int { return len(p.shown) },
+		func() fyne.CanvasObject { return widget.NewLabel("") },
+		func(id widget.ListItemID, o fyne.CanvasObject) { o.(*widget.Label).SetText(p.shown[id]) },
+	)
+	p.filter.OnChanged = func(text string) {
+		text = strings.ToLower(strings.TrimSpace(text))
+		p.shown = nil
+		for _, n := range p.all {
+			if strings.Contains(strings.ToLower(n), text) {
+				p.shown = append(p.shown, n)
+			}
+		}
+		p.list.UnselectAll()
+		p.list.Refresh()
+	}
+	p.list.OnSelected = func(id widget.ListItemID) {
+		if id < 0 || id >= len(p.shown) {
+			return
+		}
+		f.addProgram(p.shown[id])
+		p.dialog.Hide()
+	}
+	content := container.NewBorder(
+		container.NewVBox(hint("Pick the program that should pause computing while it runs."), p.filter),
+		nil, nil, nil, p.list)
+	p.dialog = dialog.NewCustom("Pick a running program", "Cancel", content, f.w)
+	p.dialog.SetOnClosed(func() {
+		if f.picker == p {
+			f.picker = nil
+		}
+	})
+	p.dialog.Resize(fyne.NewSize(420, 460))
+	f.picker = p
+	p.dialog.Show()
+}
+
+// gpusTab lists the GPUs, once start has found them.
+func (f *settingsForm) gpusTab(s idle.Settings) fyne.CanvasObject {
+	f.gpuSet = s.GPUs
+	f.gpuNote = widget.NewLabel("Looking for graphics cards...")
+	f.gpuNote.Wrapping = fyne.TextWrapWord
+	f.gpuBox = container.NewVBox()
+	if f.u.deps.GPUs == nil {
+		f.gpuNote.SetText("No NVIDIA GPU found: there is no NVIDIA driver to ask on this computer.")
+	}
+	return container.NewVBox(
+		heading("Graphics cards (GPUs)"),
+		hint("A GPU computes only when you turn it on here. Changes apply when you press Save."),
+		f.gpuNote,
+		f.gpuBox,
+	)
+}
+
+// start asks for what takes time (the GPUs, from NVML) in the
+// background once the window shows the form; the answer fills the form
+// on the UI goroutine. ctx ends when the window closes.
+func (f *settingsForm) start(ctx context.Context) {
+	src := f.u.deps.GPUs
+	if src == nil {
+		return
+	}
+	f.busy.Go(func() {
+		ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+		defer cancel()
+		gpus, err := src.GPUs(ctx)
+		fyne.Do(func() { f.showGPUs(gpus, err) })
+	})
+}
+
+// showGPUs builds a row of controls for each GPU, or says why there are
+// none.
+func (f *settingsForm) showGPUs(gpus []idle.GPU, err error) {
+	switch {
+	case err != nil:
+		f.gpuNote.SetText(fmt.Sprintf("No NVIDIA GPU found: %v", err))
+		return
+	case len(gpus) == 0:
+		f.gpuNote.SetText("No NVIDIA GPU found: the NVIDIA driver lists none.")
+		return
+	}
+	f.gpuNote.Hide()
+	for _, g := range gpus {
+		set := f.gpuSet[g.UUID]
+		r := &gpuRow{gpu: g, memoryErr: newErrorLabel(), maxTempEr: newErrorLabel()}
+		r.use = widget.NewCheck("Compute on this GPU", nil)
+		r.use.SetChecked(set.Use)
+		r.memory = widget.NewEntry()
+		share := set.MemoryShare
+		if share == 0 {
+			share = idle.DefaultGPUMemoryShare
+		}
+		r.memory.SetText(formatPercent(share))
+		r.maxTemp = widget.NewEntry()
+		r.maxTemp.SetText(strconv.FormatFloat(set.MaxTemperatureC, 'f', -1, 64))
+		title := g.Name
+		if g.MemoryTotalMiB > 0 {
+			title = fmt.Sprintf("%s (%.0f GiB)", g.Name, float64(g.MemoryTotalMiB)/1024)
+		}
+		form := container.New(layout.NewFormLayout(), slices.Concat(
+			[]fyne.CanvasObject{widget.NewLabel(""), r.use},
+			field("Memory tasks may use (% of the GPU's memory)", r.memory, "", r.memoryErr),
+			field("Pause it when hotter than (°C)", r.maxTemp, "0: no limit.", r.maxTempEr),
+		)...)
+		f.gpuRows = append(f.gpuRows, r)
+		f.gpuBox.Add(container.NewVBox(heading(title), form, widget.NewSeparator()))
+	}
+}
+
+// parseWhole reads a whole number from lo to hi.
+func parseWhole(text string, lo, hi int) (int, bool) {
+	n, err := strconv.Atoi(strings.TrimSpace(text))
+	return n, err == nil && n >= lo && n <= hi
+}
+
+// parseNumber reads a number from lo to hi, ignoring a trailing sign
+// such as "%" or "°C".
+func parseNumber(text string, lo, hi float64, suffixes ...string) (float64, bool) {
+	text = strings.TrimSpace(text)
+	for _, s := range suffixes {
+		text = strings.TrimSpace(strings.TrimSuffix(text, s))
+	}
+	v, err := strconv.ParseFloat(text, 64)
+	return v, err == nil && v >= lo && v <= hi
+}
+
+// parsedSettings are the window's fields read and checked.
+type parsedSettings struct {
+	schedule         idle.Schedule
+	cores            int
+	coresShare       float64
+	idleFor          time.Duration
+	maxOtherCPUShare float64
+	memoryShare      float64
+	pauseOnBattery   bool
+	minBattery       float64
+	maxTemperatureC  float64
+	pauseFor         []string
+	gpus             map[string]idle.GPUSettings // the rows shown
+}
+
+// parse reads every field, setting or clearing its inline message; ok is
+// false when any is invalid. bad names the tabs with invalid fields.
+func (f *settingsForm) parse() (p parsedSettings, bad []int) {
+	check := func(tab int, l *widget.Label, ok bool, msg string) {
+		if ok {
+			setError(l, "")
+			return
+		}
+		setError(l, msg)
+		if !slices.Contains(bad, tab) {
+			bad = append(bad, tab)
+		}
+	}
+	const hoursTab, computerTab, gpusTab = 0, 1, 2
+
+	// Hours.
+	switch {
+	case f.anyTime.Checked:
+		p.schedule = nil
+	case f.hours.Grid().empty():
+		check(hoursTab, f.hoursErr, false, "Paint at least one hour, or tick Any time.")
+	case !f.hoursChanged:
+		p.schedule = f.original
+	default:
+		p.schedule = f.hours.Grid().schedule()
+	}
+	if !f.anyTime.Checked && !f.hours.Grid().empty() {
+		setError(f.hoursErr, "")
+	}
+
+	// Computer.
+	cores := strings.TrimSpace(f.cores.Text)
+	ok := true
+	switch {
+	case cores == "":
+	case strings.HasSuffix(cores, "%"):
+		var pct float64
+		pct, ok = parseNumber(cores, 0, 100, "%")
+		ok = ok && pct > 0
+		p.coresShare = pct / 100
+	default:
+		p.cores, ok = parseWhole(cores, 1, 4096)
+	}
+	check(computerTab, f.coresErr, ok, "Cores must be a whole number of cores (such as 6), a percentage (such as 75%), or empty for all but one.")
+
+	minutes, ok := parseWhole(f.idleMinutes.Text, 0, 1440)
+	check(computerTab, f.idleErr, ok, "Idle minutes must be a whole number from 0 to 1440.")
+	p.idleFor = time.Duration(minutes) * time.Minute
+	if ok && f.idleWas.Round(time.Minute) == p.idleFor {
+		p.idleFor = f.idleWas // keep seconds set elsewhere (idlepool settings set idle_for=90s)
+	}
+
+	pct, ok := parseNumber(f.maxOtherCPU.Text, 1, 100, "%")
+	check(computerTab, f.maxOtherCPUErr, ok, "Other programs' share of the processor must be a percentage from 1 to 100.")
+	p.maxOtherCPUShare = pct / 100
+
+	pct, ok = parseNumber(f.memory.Text, 1, 100, "%")
+	check(computerTab, f.memoryErr, ok, "The memory share must be a percentage from 1 to 100.")
+	p.memoryShare = pct / 100
+
+	p.pauseOnBattery = f.pauseOnBattery.Checked
+	p.minBattery, ok = parseNumber(f.minBattery.Text, 0, 100, "%")
+	check(computerTab, f.minBatteryErr, ok, "The minimum battery charge must be a percentage from 0 to 100 (0: no minimum).")
+
+	p.maxTemperatureC, ok = parseNumber(f.maxTemp.Text, 0, 150, "°C", "C", "°")
+	check(computerTab, f.maxTempErr, ok, "The temperature limit must be a number of °C from 0 to 150 (0: no limit).")
+
+	p.pauseFor = slices.Clone(f.programs)
+
+	// GPUs.
+	p.gpus = map[string]idle.GPUSettings{}
+	for _, r := range f.gpuRows {
+		g := f.gpuSet[r.gpu.UUID] // keeps the fields the window does not show
+		g.Use = r.use.Checked
+		pct, ok := parseNumber(r.memory.Text, 1, 100, "%")
+		check(gpusTab, r.memoryErr, ok, "The GPU's memory share must be a percentage from 1 to 100.")
+		g.MemoryShare = pct / 100
+		g.MaxTemperatureC, ok = parseNumber(r.maxTemp.Text, 0, 150, "°C", "C", "°")
+		check(gpusTab, r.maxTempEr, ok, "The GPU's temperature limit must be a number of °C from 0 to 150 (0: no limit).")
+		if _, known := f.gpuSet[r.gpu.UUID]; !known && g == (idle.GPUSettings{MemoryShare: idle.DefaultGPUMemoryShare}) {
+			continue // never chosen: stays out of the store, off
+		}
+		p.gpus[r.gpu.UUID] = g
+	}
+	return p, bad
+}
+
+// apply writes p into s, keeping the fields the window does not show
+// (the owner's pause, the time zone, GPUs not present now).
+func (p parsedSettings) apply(s *idle.Settings) {
+	s.Schedule = p.schedule
+	s.Cores, s.CoresShare = p.cores, p.coresShare
+	s.IdleFor = p.idleFor
+	s.MaxOtherCPUShare = p.maxOtherCPUShare
+	s.MemoryShare = p.memoryShare
+	s.PauseOnBattery = p.pauseOnBattery
+	s.MinBatteryPercent = p.minBattery
+	s.MaxTemperatureC = p.maxTemperatureC
+	s.PauseFor = p.pauseFor
+	if len(p.gpus) > 0 {
+		gpus := maps.Clone(s.GPUs)
+		if gpus == nil {
+			gpus = map[string]idle.GPUSettings{}
+		}
+		maps.Copy(gpus, p.gpus)
+		s.GPUs = gpus
+	}
+}
+
+// saveSettings checks every field and, when all are valid, saves them in
+// one transaction and tells the engine to reload. It reports whether it
+// saved.
+func (f *settingsForm) saveSettings(ctx context.Context) bool {
+	setError(f.saveErr, "")
+	f.status.SetText("")
+	p, bad := f.parse()
+	if len(bad) > 0 {
+		names := make([]string, len(bad))
+		for i, t := range bad {
+			names[i] = f.tabs.Items[t].Text
+		}
+		setError(f.saveErr, fmt.Sprintf("Not saved: fix the fields marked in red (on the %s tab).", strings.Join(names, " and ")))
+		f.tabs.SelectIndex(bad[0])
+		return false
+	}
+	_, err := f.u.deps.Store.UpdateSettings(ctx, func(s *idle.Settings) error {
+		p.apply(s)
+		return s.Validate()
+	})
+	if err != nil {
+		setError(f.saveErr, fmt.Sprintf("Not saved: %v", err))
+		return false
+	}
+	f.original, f.hoursChanged = p.schedule, false
+	f.idleWas = p.idleFor
+	f.gpuSet = maps.Clone(p.gpus)
+	if f.u.deps.Engine != nil {
+		f.u.deps.Engine.Reload()
+	}
+	f.status.SetText("Saved. The new settings apply now.")
+	return true
+}
+
+// poolsTab lists the pools joined, with a form to join another.
+func (f *settingsForm) poolsTab(ctx context.Context) fyne.CanvasObject {
+	f.poolList = container.NewVBox()
+	f.poolURL = widget.NewEntry()
+	f.poolURL.SetPlaceHolder("https://pool.example.org")
+	f.poolInvite = widget.NewEntry()
+	f.poolInvite.SetPlaceHolder("only if the pool gave you one")
+	f.poolErr = newErrorLabel()
+	f.poolStatus = widget.NewLabel("")
+	f.poolStatus.Wrapping = fyne.TextWrapWord
+	f.poolJoin = widget.NewButton("Join", func() { f.joinPool(ctx) })
+	joinNote := hint("Joining and leaving take effect at once; there is no need to press Save.")
+	if f.u.deps.CheckPool == nil {
+		f.poolJoin.Disable()
+		joinNote.SetText("Joining a pool is not available in this build of the app.")
+	}
+	f.refreshPools(ctx)
+	form := container.New(layout.NewFormLayout(),
+		widget.NewLabel("Pool address"), f.poolURL,
+		widget.NewLabel("Invite token"), f.poolInvite,
+	)
+	return container.NewVBox(
+		heading("Pools this computer computes for"),
+		f.poolList,
+		widget.NewSeparator(),
+		heading("Join a pool"),
+		form,
+		f.poolErr,
+		container.NewHBox(f.poolJoin),
+		f.poolStatus,
+		joinNote,
+	)
+}
+
+// refreshPools rebuilds the list of pools joined from the store.
+func (f *settingsForm) refreshPools(ctx context.Context) {
+	f.poolList.RemoveAll()
+	pools, err := f.u.deps.Store.JoinedPools(ctx)
+	if err != nil {
+		l := newErrorLabel()
+		setError(l, fmt.Sprintf("Could not read the pools joined: %v", err))
+		f.poolList.Add(l)
+		return
+	}
+	if len(pools) == 0 {
+		f.poolList.Add(hint("None yet. Without a pool this computer stays ready for your own (solo) runs."))
+	}
+	for _, p := range pools {
+		name := p.Name
+		if name == "" {
+			name = "(pool without a name)"
+		}
+		leave := widget.NewButton("Leave", func() { f.leavePool(ctx, p.URL, name) })
+		f.poolList.Add(container.NewBorder(nil, nil, nil, leave,
+			container.NewVBox(widget.NewLabelWithStyle(name, fyne.TextAlignLeading, fyne.TextStyle{Bold: true}), widget.NewLabel(p.URL))))
+	}
+}
+
+// leavePool leaves the pool at url and tells the engine.
+func (f *settingsForm) leavePool(ctx context.Context, url, name string) {
+	setError(f.poolErr, "")
+	if err := f.u.deps.Store.LeavePool(ctx, url); err != nil {
+		setError(f.poolErr, fmt.Sprintf("Could not leave %s: %v", name, err))
+		return
+	}
+	f.refreshPools(ctx)
+	if f.u.deps.Engine != nil {
+		f.u.deps.Engine.Reload()
+	}
+	f.poolStatus.SetText(fmt.Sprintf("Left %s. This computer no longer computes for it.", name))
+}
+
+// joinPool checks the address, then contacts the pool in the background
+// and records it when it answers.
+func (f *settingsForm) joinPool(ctx context.Context) {
+	f.poolStatus.SetText("")
+	addr, err := poolAddress(f.poolURL.Text)
+	if err != nil {
+		setError(f.poolErr, sentence(err))
+		return
+	}
+	setError(f.poolErr, "")
+	invite := strings.TrimSpace(f.poolInvite.Text)
+	f.poolJoin.Disable()
+	f.poolStatus.SetText("Contacting the pool at " + addr + "...")
+	f.busy.Go(func() {
+		name, err := joinPool(ctx, f.u.deps, addr, invite)
+		fyne.Do(func() {
+			f.poolJoin.Enable()
+			if err != nil {
+				f.poolStatus.SetText("")
+				setError(f.poolErr, sentence(err))
+				return
+			}
+			f.poolURL.SetText("")
+			f.poolInvite.SetText("")
+			f.refreshPools(ctx)
+			if f.u.deps.Engine != nil {
+				f.u.deps.Engine.Reload()
+			}
+			if name == "" {
+				name = addr
+			}
+			f.poolStatus.SetText(fmt.Sprintf("Joined %s. This computer computes for it when it is idle.", name))
+		})
+	})
+}
+
+// sentence returns err's message with its first letter upper-case, to
+// show under a field.
+func sentence(err error) string {
+	msg := err.Error()
+	if msg == "" {
+		return "Something went wrong, without a message saying what."
+	}
+	r, n := utf8.DecodeRuneInString(msg)
+	return string(unicode.ToUpper(r)) + msg[n:]
+}
+
+// poolAddress checks that text is a pool's address: an http or https URL
+// with a host. Its error is a message for people (sentence shows it).
+func poolAddress(text string) (string, error) {
+	text = strings.TrimSpace(text)
+	if text == "" {
+		return "", errors.New("type the pool's address first, such as https://pool.example.org")
+	}
+	u, err := url.Parse(text)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Hostname() == "" {
+		return "", fmt.Errorf("%q is not a pool address: it must start with http:// or https:// and name the pool's computer, such as https://pool.example.org", text)
+	}
+	return text, nil
+}
+
+// joinPool contacts the pool at addr through deps.CheckPool and, when it
+// answers, records it as joined (with invite) and known by its name. Its
+// error is a message for people: CheckPool's own, or one saying what
+// failed after the pool answered. It is safe to call off the UI goroutine.
+func joinPool(ctx context.Context, deps *Deps, addr, invite string) (name string, err error) {
+	if deps.CheckPool == nil {
+		return "", errors.New("joining a pool is not available in this build of the app")
+	}
+	ctx, cancel := context.WithTimeout(ctx, checkPoolTimeout)
+	defer cancel()
+	name, err = deps.CheckPool(ctx, addr, invite)
+	if err != nil {
+		return "", err
+	}
+	if err := deps.Store.JoinPool(ctx, addr, invite); err != nil {
+		return "", fmt.Errorf("the pool answered, but it could not be recorded: %w", err)
+	}
+	if err := deps.Store.AddPool(ctx, addr, name); err != nil {
+		return "", fmt.Errorf("the pool answered, but its name could not be recorded: %w", err)
+	}
+	return name, nil
+}
