@@ -1,0 +1,98 @@
+//go:build darwin
+
+package app
+
+import (
+	"bytes"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// autostartLabel is the LaunchAgent's label and file name.
+const autostartLabel = "org.idlepool.tray"
+
+// launchAgent is a per-user LaunchAgent that launchd loads at login:
+// ~/Library/LaunchAgents/org.idlepool.tray.plist, RunAtLoad.
+type launchAgent struct{ exe string }
+
+func newAutostart(exe string) Autostart { return launchAgent{exe: exe} }
+
+func (a launchAgent) path() (string, error) {
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("autostart: find the home directory: %w", err)
+	}
+	return filepath.Join(home, "Library", "LaunchAgents", autostartLabel+".plist"), nil
+}
+
+// plist is the property list Enable writes.
+func (a launchAgent) plist() []byte {
+	var exe bytes.Buffer
+	_ = xml.EscapeText(&exe, []byte(a.exe))
+	return []byte(`<?xml version="1.0" encoding="UTF-8"?>
+<!DOCTYPE plist PUBLIC "-//Apple//DTD PLIST 1.0//EN" "http://www.apple.com/DTDs/PropertyList-1.0.dtd">
+<plist version="1.0">
+<dict>
+	<key>Label</key>
+	<string>` + autostartLabel + `</string>
+	<key>ProgramArguments</key>
+	<array>
+		<string>` + exe.String() + `</string>
+	</array>
+	<key>RunAtLoad</key>
+	<true/>
+	<key>ProcessType</key>
+	<string>Interactive</string>
+</dict>
+</plist>
+`)
+}
+
+// Enabled reports whether the file exists and is the one Enable writes
+// for exe.
+func (a launchAgent) Enabled() (bool, error) {
+	p, err := a.path()
+	if err != nil {
+		return false, err
+	}
+	b, err := os.ReadFile(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("autostart: %w", err)
+	}
+	return bytes.Equal(b, a.plist()), nil
+}
+
+// Enable writes the file (and ~/Library/LaunchAgents, if missing). It
+// takes effect at the next login; the running app is not started twice.
+func (a launchAgent) Enable() error {
+	p, err := a.path()
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return fmt.Errorf("autostart: %w", err)
+	}
+	if err := os.WriteFile(p, a.plist(), 0o644); err != nil {
+		return fmt.Errorf("autostart: %w", err)
+	}
+	return nil
+}
+
+// Disable removes the file; nil if there is none.
+func (a launchAgent) Disable() error {
+	p, err := a.path()
+	if err != nil {
+		return err
+	}
+	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("autostart: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,129 @@
+//go:build linux
+
+package app
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// xdgAutostart is the XDG autostart entry (the Desktop Application
+// Autostart Specification): a .desktop file in $XDG_CONFIG_HOME/autostart.
+// The directory is looked up at each call, so that a test's
+// XDG_CONFIG_HOME applies.
+type xdgAutostart struct{ exe string }
+
+func newAutostart(exe string) Autostart { return xdgAutostart{exe: exe} }
+
+// path returns the .desktop file's path.
+func (a xdgAutostart) path() (string, error) {
+	dir := os.Getenv("XDG_CONFIG_HOME")
+	if !filepath.IsAbs(dir) { // unset or relative: the spec's default
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Errorf("autostart: find the home directory: %w", err)
+		}
+		dir = filepath.Join(home, ".config")
+	}
+	return filepath.Join(dir, "autostart", autostartName+".desktop"), nil
+}
+
+// Enabled reports whether the file exists, is not hidden or disabled,
+// and its Exec line starts exe.
+func (a xdgAutostart) Enabled() (bool, error) {
+	p, err := a.path()
+	if err != nil {
+		return false, err
+	}
+	b, err := os.ReadFile(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("autostart: %w", err)
+	}
+	exec, on := "", true
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		k, v, ok := strings.Cut(strings.TrimSpace(sc.Text()), "=")
+		if !ok {
+			continue
+		}
+		switch strings.TrimSpace(k) {
+		case "Exec":
+			exec = strings.TrimSpace(v)
+		case "Hidden":
+			on = on && strings.TrimSpace(v) != "true"
+		case "X-GNOME-Autostart-enabled":
+			on = on && strings.TrimSpace(v) != "false"
+		}
+	}
+	return on && exec == desktopQuote(a.exe), nil
+}
+
+// Enable writes the file (and the autostart directory, if missing).
+func (a xdgAutostart) Enable() error {
+	p, err := a.path()
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return fmt.Errorf("autostart: %w", err)
+	}
+	body := "[Desktop Entry]\n" +
+		"Type=Application\n" +
+		"Name=idlepool\n" +
+		"Comment=Lend this computer's idle time to compute pools\n" +
+		"Exec=" + desktopQuote(a.exe) + "\n" +
+		"Terminal=false\n" +
+		"X-GNOME-Autostart-enabled=true\n"
+	tmp := p + ".tmp"
+	if err := os.WriteFile(tmp, []byte(body), 0o644); err != nil {
+		return fmt.Errorf("autostart: %w", err)
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("autostart: %w", err)
+	}
+	return nil
+}
+
+// Disable removes the file; nil if there is none.
+func (a xdgAutostart) Disable() error {
+	p, err := a.path()
+	if err != nil {
+		return err
+	}
+	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("autostart: %w", err)
+	}
+	return nil
+}
+
+// desktopQuote writes a program path as the Exec key's one argument
+// (Desktop Entry Specification, "The Exec key"): quoted in double quotes
+// when it holds a space or a reserved character, with `"`, "`", `$` and
+// `\` escaped by a backslash, and `%` doubled (field codes); then every
+// backslash doubled once more, as the key's string escaping asks.
+func desktopQuote(exe string) string {
+	exe = strings.ReplaceAll(exe, "%", "%%")
+	if !strings.ContainsAny(exe, " \t\n\"'\\><~|&;$*?#()`") {
+		return exe
+	}
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range exe {
+		if strings.ContainsRune("\"`$\\", r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	b.WriteByte('"')
+	return strings.ReplaceAll(b.String(), `\`, `\\`)
+}

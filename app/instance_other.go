@@ -1,0 +1,16 @@
+//go:build !unix && !windows
+
+package app
+
+import (
+	"errors"
+	"net"
+)
+
+// listenInstance: no single-instance check here.
+func listenInstance(string) (net.Listener, string, func(), error) {
+	return nil, "", nil, errors.ErrUnsupported
+}
+
+// dialInstance: no single-instance check here.
+func dialInstance(string) (net.Conn, string, error) { return nil, "", errors.ErrUnsupported }

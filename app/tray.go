@@ -1,0 +1,452 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"fyne.io/fyne/v2"
+
+	"idlepool/agent"
+	"idlepool/assets"
+	"idlepool/idle"
+)
+
+// TrayState is what the tray icon shows.
+type TrayState string
+
+// States of the tray icon.
+const (
+	// TrayIdle: nothing runs (no pool joined, no tasks, or waiting for
+	// the machine to be idle).
+	TrayIdle TrayState = "idle"
+	// TrayComputing: tasks run on this machine.
+	TrayComputing TrayState = "computing"
+	// TrayPaused: the owner paused computing, or a program that pauses it
+	// runs.
+	TrayPaused TrayState = "paused"
+)
+
+// TrayStatus is the tray's icon state and its status line in words.
+type TrayStatus struct {
+	State TrayState
+	// Line is the status line for people: "Computing: 2 tasks for pool
+	// lab-a", "Paused: game.exe is running", "Paused by you until
+	// 15:00", "Waiting: on battery (43%)", "Idle: no pool joined".
+	Line string
+	// PausedUntil is the end of the owner's pause in force at the time
+	// of the status; zero when none.
+	PausedUntil time.Time
+}
+
+// maxLineRunes is the longest status line shown; a longer one is cut
+// with "…" (tray menus do not wrap).
+const maxLineRunes = 90
+
+// StatusOf says what the donor does and why, from the engine's status st,
+// the owner's settings s (their PausedUntil) and the wall clock now. The
+// first that applies wins: the owner's pause (read from the settings, so
+// that it shows at once after the owner paused); no pool joined; no pool
+// reachable; no decision yet; the policy's pause or wait, in its words;
+// tasks running; allowed to compute with no task.
+func StatusOf(st agent.AgentStatus, s idle.Settings, now time.Time) TrayStatus {
+	loc := s.Location()
+	if !s.PausedUntil.IsZero() && now.Before(s.PausedUntil) {
+		return TrayStatus{State: TrayPaused, PausedUntil: s.PausedUntil,
+			Line: "Paused by you until " + clockText(s.PausedUntil.In(loc), now.In(loc))}
+	}
+	if len(st.Pools) == 0 && st.Pool == "" {
+		return TrayStatus{State: TrayIdle, Line: "Idle: no pool joined"}
+	}
+	if len(st.Pools) > 0 {
+		working := false
+		for _, p := range st.Pools {
+			working = working || p.Error == ""
+		}
+		if !working {
+			p := st.Pools[0]
+			return TrayStatus{State: TrayIdle, Line: cut("Idle: " + poolLabel(p) + ": " + p.Error)}
+		}
+	}
+	d := st.Decision
+	switch d.State {
+	case "":
+		return TrayStatus{State: TrayIdle, Line: "Starting…"}
+	case idle.StatePaused:
+		return TrayStatus{State: TrayPaused, Line: cut(capital(d.Reason))}
+	case idle.StateWaiting:
+		return TrayStatus{State: TrayIdle, Line: cut(capital(d.Reason))}
+	}
+	var busy []string
+	tasks := 0
+	for _, p := range st.Pools {
+		if p.Running > 0 {
+			busy = append(busy, poolLabel(p))
+			tasks += p.Running
+		}
+	}
+	if len(st.Pools) == 0 || tasks < len(st.Running) {
+		tasks = len(st.Running) // a lone agent, or a pool's count not yet updated
+	}
+	if tasks == 0 {
+		var names []string
+		for _, p := range st.Pools {
+			if p.Error == "" {
+				names = append(names, poolLabel(p))
+			}
+		}
+		if len(names) == 0 && st.Pool != "" {
+			names = []string{hostOf(st.Pool)}
+		}
+		return TrayStatus{State: TrayIdle, Line: cut("Idle: no tasks from " + poolsText(names) + " right now")}
+	}
+	line := "Computing: " + plural(tasks, "task")
+	if len(busy) > 0 {
+		line += " for " + poolsText(busy)
+	}
+	return TrayStatus{State: TrayComputing, Line: cut(line)}
+}
+
+// poolsText writes "pool a", "pools a and b", "pools a, b and c".
+func poolsText(names []string) string {
+	switch len(names) {
+	case 0:
+		return "the pools"
+	case 1:
+		return "pool " + names[0]
+	}
+	return "pools " + strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
+}
+
+// poolLabel is a pool's name, or its URL's host until it has one.
+func poolLabel(p agent.PoolState) string {
+	if p.Name != "" {
+		return p.Name
+	}
+	return hostOf(p.URL)
+}
+
+// hostOf returns the host (and port) of a pool URL, or the URL itself.
+func hostOf(u string) string {
+	if pu, err := url.Parse(u); err == nil && pu.Host != "" {
+		return pu.Host
+	}
+	return u
+}
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// capital upper-cases the first letter of a policy reason ("paused:
+// game.exe is running").
+func capital(s string) string {
+	r, n := utf8.DecodeRuneInString(s)
+	if n == 0 {
+		return s
+	}
+	return string(unicode.ToUpper(r)) + s[n:]
+}
+
+// cut shortens s to maxLineRunes runes, ending in "…".
+func cut(s string) string {
+	if utf8.RuneCountInString(s) <= maxLineRunes {
+		return s
+	}
+	r := []rune(s)
+	return strings.TrimRight(string(r[:maxLineRunes-1]), " ;,:") + "…"
+}
+
+// clockText writes t as "15:04" on now's day, "Mon 15:04" within the
+// week ahead, "2 Jan 15:04" otherwise (as the policy's reasons do).
+func clockText(t, now time.Time) string {
+	ty, tm, td := t.Date()
+	ny, nm, nd := now.Date()
+	switch {
+	case ty == ny && tm == nm && td == nd:
+		return t.Format("15:04")
+	case t.After(now) && t.Sub(now) < 6*24*time.Hour:
+		return t.Format("Mon 15:04")
+	}
+	return t.Format("2 Jan 15:04")
+}
+
+// MorningHour is the hour of the day "Pause until tomorrow" pauses until.
+//
+// Not midnight: the owner who pauses in the evening (to play) does not
+// want computing to start at 00:00 while still at the machine; by 08:00
+// they have usually slept or left. The pause ends at the next 08:00 in the
+// settings' time zone, which, pausing between midnight and 08:00, is the
+// same day's (the menu then says "Pause until 08:00").
+const MorningHour = 8
+
+// nextMorning returns the first MorningHour:00 after now in loc.
+func nextMorning(now time.Time, loc *time.Location) time.Time {
+	n := now.In(loc)
+	m := time.Date(n.Year(), n.Month(), n.Day(), MorningHour, 0, 0, 0, loc)
+	if !m.After(n) {
+		m = time.Date(n.Year(), n.Month(), n.Day()+1, MorningHour, 0, 0, 0, loc)
+	}
+	return m
+}
+
+// TrayIcon returns the icon for a tray state (TrayIdle for an unknown
+// one). The resources are PNGs from package assets.
+func TrayIcon(s TrayState) fyne.Resource {
+	switch s {
+	case TrayComputing:
+		return computingIcon
+	case TrayPaused:
+		return pausedIcon
+	}
+	return idleIcon
+}
+
+// AppIcon is the app's icon, for fyne.App.SetIcon and windows.
+func AppIcon() fyne.Resource { return appIcon }
+
+var (
+	idleIcon      = fyne.NewStaticResource("idlepool-idle.png", assets.IdlePNG)
+	computingIcon = fyne.NewStaticResource("idlepool-computing.png", assets.ComputingPNG)
+	pausedIcon    = fyne.NewStaticResource("idlepool-paused.png", assets.PausedPNG)
+	appIcon       = fyne.NewStaticResource("idlepool.png", assets.AppPNG)
+)
+
+// TrayRefresh is how often Tray.Serve brings the menu and icon up to
+// date.
+const TrayRefresh = 2 * time.Second
+
+// trayTimeout bounds each store access of the tray.
+const trayTimeout = 5 * time.Second
+
+// Tray is the system tray's menu and icon, built from a UI's Deps: the
+// status line, the owner's pause and resume, the windows, start at login
+// and quit. Menu, Refresh and the menu's actions run on Fyne's UI
+// goroutine; Serve keeps it current from its own.
+type Tray struct {
+	ui      *UI
+	quit    func()
+	setIcon func(fyne.Resource)
+	log     *slog.Logger
+
+	// Touched on the UI goroutine only.
+	menu     *fyne.Menu
+	shown    string    // the labels now in menu, to skip unchanged refreshes
+	icon     TrayState // the icon set; "" before the first
+	settings idle.Settings
+	problem  string // the last failed action, shown under the status
+}
+
+// NewTray returns the tray of u. quit is called by the Quit item (it
+// should stop the engine and quit the app); setIcon, if not nil, is given
+// the state's icon (TrayIcon) whenever the state changes, e.g. a
+// desktop.App's SetSystemTrayIcon; log, if not nil, receives failures of
+// the menu's actions. The menu is built at once; call Refresh or Serve to
+// keep it current.
+func (u *UI) NewTray(quit func(), setIcon func(fyne.Resource), log *slog.Logger) *Tray {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	t := &Tray{ui: u, quit: quit, setIcon: setIcon, log: log, menu: fyne.NewMenu("idlepool"), settings: idle.Defaults()}
+	t.apply(t.snapshot())
+	return t
+}
+
+// Menu is the tray's menu: give it to desktop.App.SetSystemTrayMenu. Its
+// items are replaced when they change; the *fyne.Menu stays the same.
+func (t *Tray) Menu() *fyne.Menu { return t.menu }
+
+// Refresh reads the engine's status, the settings and the autostart
+// entry now and updates the menu and icon. It must run on the UI
+// goroutine.
+func (t *Tray) Refresh() { t.apply(t.snapshot()) }
+
+// Serve refreshes the tray every TrayRefresh until ctx ends, reading the
+// engine and the store on its own goroutine and updating the menu on the
+// UI goroutine (fyne.Do). It returns nil when ctx ends.
+func (t *Tray) Serve(ctx context.Context) error {
+	tick := time.NewTicker(TrayRefresh)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+			snap := t.snapshot()
+			fyne.Do(func() { t.apply(snap) })
+		}
+	}
+}
+
+// traySnapshot is what a refresh reads outside the UI goroutine.
+type traySnapshot struct {
+	status      agent.AgentStatus
+	settings    idle.Settings
+	settingsErr error
+	autostart   bool
+	autoErr     error
+	now         time.Time
+}
+
+// snapshot reads the engine, the settings and the autostart entry; safe
+// on any goroutine (Engine, Store and Autostart are).
+func (t *Tray) snapshot() traySnapshot {
+	d := t.ui.deps
+	ctx, cancel := context.WithTimeout(context.Background(), trayTimeout)
+	defer cancel()
+	var s traySnapshot
+	s.status = d.Engine.Status()
+	s.settings, s.settingsErr = d.Store.Settings(ctx)
+	if d.Autostart != nil {
+		s.autostart, s.autoErr = d.Autostart.Enabled()
+	}
+	s.now = d.now()
+	return s
+}
+
+// apply rebuilds the menu from s when its labels changed, and sets the
+// icon when the state changed. UI goroutine only.
+func (t *Tray) apply(s traySnapshot) {
+	if s.settingsErr == nil {
+		t.settings = s.settings
+	} else {
+		t.log.Warn("Cannot read the owner's settings for the tray, keeping the last ones", "err", s.settingsErr)
+	}
+	if s.autoErr != nil {
+		t.log.Warn("Cannot read the start-at-login entry", "err", s.autoErr)
+	}
+	st := StatusOf(s.status, t.settings, s.now)
+	items := t.items(st, s)
+	var key strings.Builder
+	for _, it := range items {
+		fmt.Fprintf(&key, "%s|%t|%t|%t\n", it.Label, it.Checked, it.Disabled, it.IsSeparator)
+	}
+	if k := key.String(); k != t.shown {
+		t.shown = k
+		t.menu.Items = items
+		t.menu.Refresh()
+	}
+	if st.State != t.icon {
+		t.icon = st.State
+		if t.setIcon != nil {
+			t.setIcon(TrayIcon(st.State))
+		}
+	}
+}
+
+// Labels of the tray menu's items.
+const (
+	labelPauseHour = "Pause for 1 hour"
+	labelResume    = "Resume"
+	labelSettings  = "Settings…"
+	labelBrowse    = "Browse jobs…"
+	labelHistory   = "Contribution history…"
+	labelAutostart = "Start at login"
+	labelQuit      = "Quit"
+)
+
+// items builds the menu for status st.
+func (t *Tray) items(st TrayStatus, s traySnapshot) []*fyne.MenuItem {
+	disabled := func(label string) *fyne.MenuItem {
+		it := fyne.NewMenuItem(label, nil)
+		it.Disabled = true
+		return it
+	}
+	items := []*fyne.MenuItem{disabled(st.Line)}
+	if t.problem != "" {
+		items = append(items, disabled(cut(t.problem)))
+	}
+	items = append(items, fyne.NewMenuItemSeparator())
+
+	loc := t.settings.Location()
+	morning := nextMorning(s.now, loc)
+	if st.PausedUntil.IsZero() {
+		items = append(items, fyne.NewMenuItem(labelPauseHour, func() {
+			t.pause(t.ui.deps.now().Add(time.Hour))
+		}))
+	}
+	if st.PausedUntil.Before(morning) {
+		items = append(items, fyne.NewMenuItem(morningLabel(morning, s.now.In(loc)), func() {
+			t.pause(nextMorning(t.ui.deps.now(), t.settings.Location()))
+		}))
+	}
+	if !st.PausedUntil.IsZero() {
+		items = append(items, fyne.NewMenuItem(labelResume, func() { t.pause(time.Time{}) }))
+	}
+	items = append(items, fyne.NewMenuItemSeparator(),
+		fyne.NewMenuItem(labelSettings, func() { t.ui.ShowSettings() }),
+		fyne.NewMenuItem(labelBrowse, func() { t.ui.ShowBrowse() }),
+		fyne.NewMenuItem(labelHistory, func() { t.ui.ShowHistory() }),
+	)
+	if a := t.ui.deps.Autostart; a != nil {
+		on := s.autostart
+		it := fyne.NewMenuItem(labelAutostart, func() { t.toggleAutostart(a, on) })
+		it.Checked = on
+		items = append(items, fyne.NewMenuItemSeparator(), it)
+	}
+	quit := fyne.NewMenuItem(labelQuit, func() {
+		if t.quit != nil {
+			t.quit()
+		}
+	})
+	quit.IsQuit = true
+	return append(items, fyne.NewMenuItemSeparator(), quit)
+}
+
+// morningLabel is "Pause until tomorrow, 08:00", or "Pause until 08:00"
+// when the next morning is today (pausing after midnight).
+func morningLabel(morning, now time.Time) string {
+	hm := morning.Format("15:04")
+	if y, m, d := morning.Date(); y == now.Year() && m == now.Month() && d == now.Day() {
+		return "Pause until " + hm
+	}
+	return "Pause until tomorrow, " + hm
+}
+
+// pause sets the owner's pause to end at until (zero: resume), makes the
+// engine read it, and refreshes the menu. UI goroutine.
+func (t *Tray) pause(until time.Time) {
+	ctx, cancel := context.WithTimeout(context.Background(), trayTimeout)
+	defer cancel()
+	_, err := t.ui.deps.Store.UpdateSettings(ctx, func(s *idle.Settings) error {
+		s.PausedUntil = until
+		return nil
+	})
+	t.problem = ""
+	if err != nil {
+		what := "pause"
+		if until.IsZero() {
+			what = "resume"
+		}
+		t.problem = "Could not " + what + ": " + err.Error()
+		t.log.Error("Cannot change the owner's pause", "err", err)
+	} else {
+		t.ui.deps.Engine.Reload()
+	}
+	t.Refresh()
+}
+
+// toggleAutostart removes the start-at-login entry when on, writes it
+// otherwise, and refreshes the menu. UI goroutine.
+func (t *Tray) toggleAutostart(a Autostart, on bool) {
+	var err error
+	if on {
+		err = a.Disable()
+	} else {
+		err = a.Enable()
+	}
+	t.problem = ""
+	if err != nil {
+		t.problem = "Could not change start at login: " + err.Error()
+		t.log.Error("Cannot change the start-at-login entry", "err", err)
+	}
+	t.Refresh()
+}
