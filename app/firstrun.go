@@ -48,7 +48,7 @@ func NeedsFirstRun(ctx context.Context, l *store.Local) (bool, error) {
 // without Start saves nothing and does not call done, so NeedsFirstRun
 // stays true.
 func (u *UI) ShowFirstRun(done func()) fyne.Window {
-	return u.window("firstrun", "Welcome to idlepool", fyne.NewSize(620, 560), func(w fyne.Window) fyne.CanvasObject {
+	return u.window("firstrun", "Welcome to idlepool", fyne.NewSize(640, 680), func(w fyne.Window) fyne.CanvasObject {
 		ctx, cancel := context.WithCancel(context.Background())
 		w.SetCloseIntercept(func() {
 			cancel() // stops a pool check in flight
@@ -131,7 +131,9 @@ func newFirstRunForm(ctx context.Context, u *UI, w fyne.Window, done func()) *fi
 	}
 	rules := container.NewVBox()
 	for _, line := range defaultsInWords(s) {
-		rules.Add(hint("• " + line))
+		l := widget.NewLabel("• " + line)
+		l.Wrapping = fyne.TextWrapWord
+		rules.Add(l)
 	}
 
 	f.poolURL = widget.NewEntry()

@@ -76,7 +76,7 @@ func newFirstRunFixture(t *testing.T) *firstRunFixture {
 	w.SetOnClosed(func() { fx.closed = true })
 	fx.form = newFirstRunForm(ctx, New(a, deps), w, func() { fx.done++ })
 	w.SetContent(fx.form.content)
-	w.Resize(fyne.NewSize(620, 560))
+	w.Resize(fyne.NewSize(640, 680))
 	return fx
 }
 

@@ -319,19 +319,21 @@ func (f *settingsForm) computerTab(ctx context.Context, s idle.Settings) fyne.Ca
 	f.maxTempErr = newErrorLabel()
 
 	cpu := container.New(layout.NewFormLayout(), slices.Concat(
-		field("Processor cores to use", f.cores,
+		field("Cores to use", f.cores,
 			fmt.Sprintf("A number of cores (such as 6) or a percentage (such as 75%%). This computer has %d. Leave empty to use all but one.", runtime.NumCPU()),
 			f.coresErr),
-		field("Wait until idle for (minutes)", f.idleMinutes,
+		field("Idle minutes", f.idleMinutes,
 			"How long nobody must have used the keyboard or mouse before computing starts. 0 starts without waiting.",
 			f.idleErr),
-		field("Step aside when other programs use more than (% of the processor)", f.maxOtherCPU, "", f.maxOtherCPUErr),
-		field("Memory tasks may use (% of this computer's memory)", f.memory, "", f.memoryErr),
-		field("Pause when the processor is hotter than (°C)", f.maxTemp, "0: no limit.", f.maxTempErr),
+		field("Other programs (%)", f.maxOtherCPU,
+			"Step aside while other programs use more than this percentage of the processor.", f.maxOtherCPUErr),
+		field("Memory (%)", f.memory, "The percentage of this computer's memory tasks may use together.", f.memoryErr),
+		field("Temperature limit (°C)", f.maxTemp, "Pause while the processor is hotter than this. 0: no limit.", f.maxTempErr),
 	)...)
 	battery := container.New(layout.NewFormLayout(), slices.Concat(
 		[]fyne.CanvasObject{widget.NewLabel(""), f.pauseOnBattery},
-		field("On battery, stop below (% charge)", f.minBattery, "Used only when computing on battery is allowed. 0: no minimum.", f.minBatteryErr),
+		field("Lowest battery (%)", f.minBattery,
+			"When computing on battery is allowed, stop below this charge. 0: no minimum.", f.minBatteryErr),
 	)...)
 	return container.NewVBox(
 		heading("Processor and memory"), cpu,
@@ -539,8 +541,8 @@ func (f *settingsForm) showGPUs(gpus []idle.GPU, err error) {
 		}
 		form := container.New(layout.NewFormLayout(), slices.Concat(
 			[]fyne.CanvasObject{widget.NewLabel(""), r.use},
-			field("Memory tasks may use (% of the GPU's memory)", r.memory, "", r.memoryErr),
-			field("Pause it when hotter than (°C)", r.maxTemp, "0: no limit.", r.maxTempEr),
+			field("Memory (%)", r.memory, "The percentage of the GPU's memory tasks may use.", r.memoryErr),
+			field("Temperature limit (°C)", r.maxTemp, "Pause the GPU while it is hotter than this. 0: no limit.", r.maxTempEr),
 		)...)
 		f.gpuRows = append(f.gpuRows, r)
 		f.gpuBox.Add(container.NewVBox(heading(title), form, widget.NewSeparator()))
