@@ -264,6 +264,9 @@ func (u *UI) NewTray(quit func(), setIcon func(fyne.Resource), log *slog.Logger)
 // items are replaced when they change; the *fyne.Menu stays the same.
 func (t *Tray) Menu() *fyne.Menu { return t.menu }
 
+// Icon is the icon of the state the menu shows now (TrayIcon).
+func (t *Tray) Icon() fyne.Resource { return TrayIcon(t.icon) }
+
 // Refresh reads the engine's status, the settings and the autostart
 // entry now and updates the menu and icon. It must run on the UI
 // goroutine.
