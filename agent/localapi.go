@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"time"
 )
@@ -25,13 +26,18 @@ const LocalAPIFile = "agent.sock"
 // every request must carry "Authorization: Bearer <token>".
 const statusPath = "/v1/status"
 
-// serveLocalAPI serves Status at path until ctx ends, then shuts the
+// serveLocalAPI serves Status at path until ctx ends (see serveStatus).
+func (a *Agent) serveLocalAPI(ctx context.Context, path string) error {
+	return serveStatus(ctx, path, a.gov.log, a.Status)
+}
+
+// serveStatus serves status at path until ctx ends, then shuts the
 // server down and removes the socket (or address file). Failing to listen
 // is logged, not fatal: the agent computes without its local API.
-func (a *Agent) serveLocalAPI(ctx context.Context, path string) error {
+func serveStatus(ctx context.Context, path string, log *slog.Logger, status func() AgentStatus) error {
 	ln, check, cleanup, err := listenLocal(path)
 	if err != nil {
-		a.gov.log.Warn("Local API unavailable", "path", path, "err", err)
+		log.Warn("Local API unavailable", "path", path, "err", err)
 		return nil
 	}
 	defer cleanup()
@@ -42,12 +48,12 @@ func (a *Agent) serveLocalAPI(ctx context.Context, path string) error {
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(a.Status())
+		_ = json.NewEncoder(w).Encode(status())
 	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
-	a.gov.log.Debug("Local API listening", "path", path)
+	log.Debug("Local API listening", "path", path)
 	select {
 	case err := <-done:
 		return fmt.Errorf("agent: local API: %w", err)

@@ -340,7 +340,7 @@ func localCapacity(ctx context.Context, s idle.Settings, g *globals) idle.Capaci
 	}
 	l := worker.NewGPULister()
 	defer l.Close()
-	gs, err := nvmlGPUs{l: l}.GPUs(ctx)
+	gs, err := agent.NVMLGPUs{Lister: l}.GPUs(ctx)
 	r := idle.Reading[[]idle.GPU]{Value: gs, Known: err == nil, Source: "nvml"}
 	if err != nil {
 		r.Err = err.Error()

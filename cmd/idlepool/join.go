@@ -10,24 +10,14 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"time"
-
-	"golang.org/x/sync/errgroup"
 
 	"idlepool/agent"
 	"idlepool/home"
 	"idlepool/identity"
-	"idlepool/idle"
 	"idlepool/offers"
 	"idlepool/store"
 	"idlepool/worker"
-)
-
-// Key files under the config directory.
-const (
-	deviceKeyFile = "device.key"
-	ownerKeyFile  = "owner.key"
 )
 
 func cmdJoin(ctx context.Context, g *globals, args []string) error {
@@ -75,28 +65,44 @@ func cmdJoin(ctx context.Context, g *globals, args []string) error {
 		return err
 	}
 	defer local.Close()
+	var pools []store.JoinedPool
 	for _, u := range pos {
-		// Known pools are what `idlepool jobs` browses and what pool
-		// weights are shared among.
-		if err := local.AddPool(ctx, u, ""); err != nil {
-			return err
+		if _, err := agent.NewClient(u, dev, nil); err != nil { // the URL's syntax, before it is recorded
+			return poolError(err, u, dirs)
 		}
 	}
-	prefs, err := local.Preferences(ctx)
-	if err != nil {
-		return err
+	for _, u := range pos {
+		// Joined pools are what the tray app computes for, what a later
+		// plain `idlepool join` joins again and what `idlepool jobs`
+		// browses; their weights share the workers.
+		if err := local.JoinPool(ctx, u, tokens[u]); err != nil {
+			return err
+		}
+		pools = append(pools, store.JoinedPool{URL: u, Invite: tokens[u]})
 	}
-	weights := make([]float64, len(pos))
-	for i, u := range pos {
-		pp, _ := prefs.Pool(u)
-		weights[i] = pp.Weight
+	if len(pos) == 0 {
+		if pools, err = local.JoinedPools(ctx); err != nil {
+			return err
+		}
+		if len(pools) == 0 {
+			fs.Usage()
+			return &userError{Msg: "join needs a pool URL: this machine has joined none yet", Hint: "idlepool join http://127.0.0.1:7420", Cause: errUsage}
+		}
 	}
-	slots, err := []int{*workers}, error(nil)
-	if len(pos) > 1 {
-		slots, err = shareSlots(*workers, weights)
-	}
-	if err != nil {
-		return &userError{Msg: err.Error(), Hint: "give more --workers, or change the pools' weights (idlepool jobs)", Cause: errUsage}
+	slots := []int{*workers} // what the donor will give each pool, to say so
+	if len(pools) > 1 {
+		prefs, err := local.Preferences(ctx)
+		if err != nil {
+			return err
+		}
+		weights := make([]float64, len(pools))
+		for i, p := range pools {
+			pp, _ := prefs.Pool(p.URL)
+			weights[i] = pp.Weight
+		}
+		if slots, err = agent.ShareSlots(*workers, weights); err != nil {
+			return &userError{Msg: err.Error(), Hint: "give more --workers, or change the pools' weights (idlepool jobs)", Cause: errUsage}
+		}
 	}
 	log := g.daemonLogger()
 	wp, err := startWorkers(dirs, *workers, log)
@@ -106,42 +112,29 @@ func cmdJoin(ctx context.Context, g *globals, args []string) error {
 	defer wp.Close()
 	lister := worker.NewGPULister()
 	defer lister.Close()
-	gpus := nvmlGPUs{l: lister, wp: wp}
-	var pol *joinPolicy
-	if !*always {
-		pol = newJoinPolicy(local, gpus, log)
-		defer pol.Close()
+	d, err := agent.NewDonor(agent.DonorConfig{
+		Home: dirs, DeviceKey: dev, OwnerKey: owner, Name: *name, Workers: *workers,
+		Executor: wp, Store: local, GPUs: agent.NVMLGPUs{Lister: lister, Workers: wp},
+		Always: *always, OfferTTL: *offerTTL, Logger: log, Pools: pools,
+		LocalAPI: filepath.Join(dirs.Data, agent.LocalAPIFile),
+	})
+	if err != nil {
+		return err
 	}
-	eg, ectx := errgroup.WithContext(ctx)
-	for i, u := range pos {
+	for i, p := range pools {
 		if slots[i] == 0 {
-			fmt.Fprintf(g.stderr, "idlepool: not joining %s: its weight is 0\n", u)
+			fmt.Fprintf(g.stderr, "idlepool: not joining %s: its weight is 0\n", p.URL)
 			continue
 		}
-		cfg := agent.Config{
-			PoolURL: u, Home: dirs, DeviceKey: dev, OwnerKey: owner, Name: *name, Invite: tokens[u],
-			Slots: slots[i], Executor: wp, Store: local, Logger: log,
-			Offer: &joinOffer{local: local, gpus: gpus, log: log.With("pool", u)}, OfferTTL: *offerTTL,
-		}
-		if i == slices.IndexFunc(slots, func(n int) bool { return n > 0 }) {
-			cfg.LocalAPI = filepath.Join(dirs.Data, agent.LocalAPIFile) // the first pool's agent serves the status
-		}
-		if pol != nil {
-			cfg.Signals, cfg.Decide = pol, pol.Decide
-		}
-		a, err := agent.New(cfg)
-		if err != nil {
-			return poolError(err, u, dirs)
-		}
-		fmt.Fprintf(g.stderr, "idlepool: joining %s as device %s (owner %s) with %d workers\n", u, dev.ID(), owner.ID(), slots[i])
-		eg.Go(func() error {
-			if err := a.Serve(ectx); err != nil {
-				return poolError(err, u, dirs)
-			}
-			return nil
-		})
+		fmt.Fprintf(g.stderr, "idlepool: joining %s as device %s (owner %s) with %d workers\n", p.URL, dev.ID(), owner.ID(), slots[i])
 	}
-	return eg.Wait()
+	if err := d.Serve(ctx); err != nil {
+		if pe, ok := errors.AsType[*agent.PoolError](err); ok {
+			return poolError(pe.Err, pe.URL, dirs)
+		}
+		return err
+	}
+	return nil
 }
 
 // stringList is a repeatable string flag.
@@ -170,50 +163,6 @@ func inviteTokens(pools, invites []string) (map[string]string, error) {
 	return tokens, nil
 }
 
-// shareSlots divides workers among pools in proportion to their weights
-// (negative counts as 0) by the largest remainder, with at least one for
-// every pool of positive weight; a pool of weight 0 gets none. It fails
-// when no pool has a positive weight or there are fewer workers than such
-// pools.
-func shareSlots(workers int, weights []float64) ([]int, error) {
-	var total float64
-	positive := 0
-	for _, w := range weights {
-		if w > 0 {
-			total += w
-			positive++
-		}
-	}
-	switch {
-	case positive == 0:
-		return nil, errors.New("every pool has weight 0: this machine would offer nothing")
-	case workers < positive:
-		return nil, fmt.Errorf("%d workers cannot be shared among %d pools: each needs one", workers, positive)
-	}
-	out := make([]int, len(weights))
-	rest := make([]float64, len(weights))
-	left := workers - positive
-	for i, w := range weights {
-		if w > 0 {
-			exact := float64(workers-positive) * w / total
-			out[i] = 1 + int(exact)
-			rest[i] = exact - float64(int(exact))
-			left -= int(exact)
-		}
-	}
-	for ; left > 0; left-- {
-		best := -1
-		for i, w := range weights {
-			if w > 0 && (best < 0 || rest[i] > rest[best]) {
-				best = i
-			}
-		}
-		out[best]++
-		rest[best] = -1
-	}
-	return out, nil
-}
-
 func hostname() string {
 	h, _ := os.Hostname()
 	if len(h) > 64 {
@@ -222,19 +171,10 @@ func hostname() string {
 	return h
 }
 
-// loadKeys loads (creating on first use, mode 0600) the device key and the
-// owner key: ownerFile when given, else owner.key beside the device key.
+// loadKeys loads (creating on first use) the device key and the owner
+// key (agent.LoadKeys), with errors for people.
 func loadKeys(dirs home.Dirs, ownerFile string) (dev, owner *identity.Key, err error) {
-	dev, err = identity.LoadOrCreate(filepath.Join(dirs.Config, deviceKeyFile))
-	if err != nil {
-		return nil, nil, keyError(err)
-	}
-	if ownerFile == "" {
-		ownerFile = filepath.Join(dirs.Config, ownerKeyFile)
-		owner, err = identity.LoadOrCreate(ownerFile)
-	} else {
-		owner, err = identity.Load(ownerFile)
-	}
+	dev, owner, err = agent.LoadKeys(dirs, ownerFile)
 	if err != nil {
 		return nil, nil, keyError(err)
 	}
@@ -260,23 +200,14 @@ func openLocal(dirs home.Dirs) (*store.Local, error) {
 	return l, nil
 }
 
-// startWorkers starts the pool of sandboxed worker processes.
+// startWorkers starts the pool of sandboxed worker processes: this
+// program's `worker` command.
 func startWorkers(dirs home.Dirs, n int, log *slog.Logger) (*worker.Pool, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("find own executable to start workers: %w", err)
 	}
-	cache := filepath.Join(dirs.Cache, "wazero")
-	wp, err := worker.NewPool(worker.Config{
-		Command:  []string{self, "worker", "--cache", cache},
-		Slots:    n,
-		CacheDir: cache,
-		Logger:   log,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("start workers: %w", err)
-	}
-	return wp, nil
+	return agent.WorkerPool(dirs, []string{self, "worker", "--cache", agent.WorkerCache(dirs)}, n, log)
 }
 
 // daemonLogger is the log of the long-running commands (serve, join):
@@ -310,187 +241,5 @@ func poolError(err error, url string, dirs home.Dirs) error {
 	return err
 }
 
-// settingsReload is how often an agent reads the owner's settings again,
-// so that 'idlepool settings set' takes effect in a running agent.
-const settingsReload = 2 * time.Second
-
-// joinPolicy is what an agent started by join obeys: the owner's settings
-// from the local store (read again every settingsReload), the machine's
-// signals from an idle.Sampler over the platform's probes and NVML, and
-// an idle.Policy (idle.Decide with its state, on the monotonic clock). It
-// is the Signaller and Decide of the agents of every pool joined: calls
-// are serialised by mu, and a sample or decision younger than
-// policyShare is shared by the agents instead of being made again, so
-// they all obey one decision.
-type joinPolicy struct {
-	mu sync.Mutex
-
-	lastSample   time.Time // monotonic
-	lastSig      idle.Signals
-	lastDecided  time.Time // monotonic
-	lastDecision idle.Decision
-
-	local  *store.Local
-	gpus   idle.GPUSource
-	log    *slog.Logger
-	policy *idle.Policy
-
-	settings idle.Settings
-	loaded   time.Time
-	sampler  *idle.Sampler
-	programs []string // the PauseFor list sampler was made for
-}
-
-func newJoinPolicy(local *store.Local, gpus idle.GPUSource, log *slog.Logger) *joinPolicy {
-	return &joinPolicy{local: local, gpus: gpus, log: log,
-		policy: idle.NewPolicy(idle.Defaults()), settings: idle.Defaults()}
-}
-
-// policyShare is how old a sample or decision may be and still be shared
-// by the agents of several pools: less than agent.DefaultSamplePeriod.
-const policyShare = 100 * time.Millisecond
-
-// Sample reads the settings again when due, (re)makes the sampler when
-// the programs to pause for changed, and samples the signals (or returns
-// a sample younger than policyShare).
-func (p *joinPolicy) Sample(ctx context.Context) idle.Signals {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if !p.lastSample.IsZero() && time.Since(p.lastSample) < policyShare {
-		return p.lastSig
-	}
-	p.lastSig = p.sample(ctx)
-	p.lastSample = time.Now()
-	return p.lastSig
-}
-
-func (p *joinPolicy) sample(ctx context.Context) idle.Signals {
-	if p.loaded.IsZero() || time.Since(p.loaded) >= settingsReload {
-		p.loaded = time.Now()
-		if s, err := p.local.Settings(ctx); err != nil {
-			p.log.Warn("Cannot read the owner's settings, keeping the last ones", "err", err)
-		} else {
-			p.settings = s
-			p.policy.SetSettings(s)
-		}
-	}
-	if p.sampler == nil || !slices.Equal(p.programs, p.settings.PauseFor) {
-		if p.sampler != nil {
-			_ = p.sampler.Close()
-		}
-		sources := idle.DefaultSources()
-		sources.GPU = p.gpus
-		p.programs = slices.Clone(p.settings.PauseFor)
-		p.sampler = idle.NewSampler(idle.SamplerConfig{Sources: sources, Programs: p.programs})
-	}
-	return p.sampler.Sample(ctx)
-}
-
-// Decide applies the policy (or returns a decision younger than
-// policyShare). When the owner's pause has run out by the monotonic clock
-// it clears Settings.PausedUntil in the store.
-func (p *joinPolicy) Decide(sig idle.Signals, now time.Time) idle.Decision {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if !p.lastDecided.IsZero() && time.Since(p.lastDecided) < policyShare {
-		return p.lastDecision
-	}
-	p.lastDecision, p.lastDecided = p.decide(sig, now), time.Now()
-	return p.lastDecision
-}
-
-func (p *joinPolicy) decide(sig idle.Signals, now time.Time) idle.Decision {
-	d := p.policy.Decide(sig, now)
-	if st := p.policy.State(); st.PauseOver && !p.settings.PausedUntil.IsZero() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		from := st.PauseFrom
-		s, err := p.local.UpdateSettings(ctx, func(s *idle.Settings) error {
-			if s.PausedUntil.Equal(from) {
-				s.PausedUntil = time.Time{}
-			}
-			return nil
-		})
-		if err != nil {
-			p.log.Warn("Cannot clear the owner's pause that ran out", "err", err)
-		} else {
-			p.settings = s
-			p.policy.SetSettings(s)
-		}
-	}
-	return d
-}
-
-// Close stops the sampler's probes. NVML is shut down by whoever made
-// the GPU source.
-func (p *joinPolicy) Close() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.sampler != nil {
-		return p.sampler.Close()
-	}
-	return nil
-}
-
 // maxOfferTTL is the longest offer lifetime a coordinator takes.
 const maxOfferTTL = 10 * time.Minute
-
-// joinOffer is the agent.OfferSource of a joined agent: this machine
-// (idle.ReadMachine, read once), the owner's settings and preferences
-// from the local store (read at every refresh, so that 'idlepool
-// settings' and 'idlepool jobs accept|refuse' reach the pool with the
-// next offer), and the GPUs NVML found: the governor's latest reading,
-// or, with --always (no sampler), a reading of its own. The agent calls
-// it from one goroutine at a time.
-type joinOffer struct {
-	local *store.Local
-	gpus  idle.GPUSource
-	log   *slog.Logger
-
-	machine  *idle.Machine
-	settings idle.Settings
-	loaded   bool // settings were read once
-}
-
-// Capacity is idle.NewCapacity of the machine, the settings and the GPUs.
-func (o *joinOffer) Capacity(ctx context.Context, sig idle.Signals) idle.Capacity {
-	if o.machine == nil {
-		m, err := idle.ReadMachine(ctx)
-		if err != nil {
-			o.log.Info("Part of the machine is unknown to its offer", "err", err)
-		}
-		o.machine = &m
-	}
-	if s, err := o.local.Settings(ctx); err == nil {
-		o.settings, o.loaded = s, true
-	} else {
-		if !o.loaded {
-			o.settings, o.loaded = idle.Defaults(), true
-		}
-		o.log.Warn("Cannot read the owner's settings for the offer, keeping the last ones", "err", err)
-	}
-	gpus := sig.GPUs
-	if !gpus.Known && gpus.Err == "" { // not sampled: no policy (--always)
-		gs, err := o.gpus.GPUs(ctx)
-		gpus = idle.Reading[[]idle.GPU]{Value: gs, Known: err == nil, Source: "nvml"}
-		if err != nil {
-			gpus.Err = err.Error()
-		}
-	}
-	return idle.NewCapacity(*o.machine, o.settings, gpus)
-}
-
-// Preferences reads the donor's preferences; on failure none (defaults).
-func (o *joinOffer) Preferences(ctx context.Context) offers.Preferences {
-	p, err := o.local.Preferences(ctx)
-	if err != nil {
-		o.log.Warn("Cannot read the donor's preferences for the offer, offering with the defaults", "err", err)
-		return offers.Preferences{Global: offers.PoolPreferences{Weight: 1}}
-	}
-	return p
-}
-
-var (
-	_ agent.Signaller   = (*joinPolicy)(nil)
-	_ agent.OfferSource = (*joinOffer)(nil)
-)

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"idlepool/agent"
 	"idlepool/home"
 	"idlepool/idle"
 	"idlepool/worker"
@@ -150,39 +151,6 @@ func signalsOf(sig idle.Signals) signalsDoc {
 	}
 }
 
-// nvmlGPUs is the idle.GPUSource over worker's NVML lister: the GPUs with
-// the use of this process and of wp's worker processes (when wp is set)
-// counted as ours, and worker's reason in words when there is no usable
-// GPU ("no NVIDIA driver (NVML not found)").
-type nvmlGPUs struct {
-	l  *worker.GPULister
-	wp *worker.Pool
-}
-
-func (n nvmlGPUs) GPUs(context.Context) ([]idle.GPU, error) {
-	ours := map[int]bool{os.Getpid(): true}
-	if n.wp != nil {
-		for _, pid := range n.wp.PIDs() {
-			ours[pid] = true
-		}
-	}
-	gs, err := n.l.List(ours)
-	if ne, ok := errors.AsType[*worker.NoGPUError](err); ok {
-		return nil, errors.New(ne.Reason)
-	}
-	if err != nil && len(gs) == 0 {
-		return nil, err
-	}
-	out := make([]idle.GPU, 0, len(gs))
-	for _, g := range gs {
-		out = append(out, idle.GPU{Index: g.Index, UUID: g.UUID, Name: g.Name,
-			MemoryTotalMiB: g.MemoryTotalMiB, MemoryFreeMiB: g.MemoryFreeMiB,
-			UtilisationShare: g.UtilisationShare, TemperatureC: g.TemperatureC, PowerW: g.PowerW,
-			ComputeCapability: g.ComputeCapability, OtherProcesses: g.OtherPIDs(), OtherMemoryMiB: g.OtherMemoryMiB()})
-	}
-	return out, nil
-}
-
 // loadSettings returns the owner's settings from the local store under
 // dirs, or the defaults when there is no store yet (without creating
 // one).
@@ -216,7 +184,7 @@ func cmdMachineStatus(ctx context.Context, g *globals, asJSON bool) error {
 	sources := idle.DefaultSources()
 	gpus := worker.NewGPULister()
 	defer gpus.Close()
-	sources.GPU = nvmlGPUs{l: gpus}
+	sources.GPU = agent.NVMLGPUs{Lister: gpus}
 	sampler := idle.NewSampler(idle.SamplerConfig{Sources: sources, Programs: s.PauseFor})
 	defer sampler.Close()
 	sig := sampler.Sample(ctx)
@@ -554,5 +522,3 @@ func printSettings(w io.Writer, s idle.Settings) {
 }
 
 func percentText(share float64) string { return fmt.Sprintf("%.0f%%", share*100) }
-
-var _ idle.GPUSource = nvmlGPUs{}

@@ -1,0 +1,644 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"idlepool/home"
+	"idlepool/identity"
+	"idlepool/idle"
+	"idlepool/offers"
+	"idlepool/pool"
+	"idlepool/store"
+	"idlepool/worker"
+)
+
+// Key files under the config directory.
+const (
+	DeviceKeyFile = "device.key" // this device's key
+	OwnerKeyFile  = "owner.key"  // the owner's key, shared by a person's devices
+)
+
+// DonorConfig configures a Donor. Home, DeviceKey, OwnerKey, Executor and
+// Store are required.
+type DonorConfig struct {
+	// Home holds the pinned pool keys and the job cache.
+	Home home.Dirs
+	// DeviceKey signs this device's requests; OwnerKey endorses it.
+	DeviceKey, OwnerKey *identity.Key
+	// Name labels the device for people (at most 64 bytes); optional.
+	Name string
+	// Workers is how many tasks run at once (Executor's slots), shared
+	// among the pools by the donor's pool weights; default 1.
+	Workers int
+	// Executor runs tasks in the sandbox (a *worker.Pool).
+	Executor pool.Executor
+	// Store is the local store: the owner's settings and preferences,
+	// the joined pools and the contributions.
+	Store *store.Local
+	// GPUs lists the GPUs NVML finds (NVMLGPUs); nil: none.
+	GPUs idle.GPUSource
+	// Always computes whenever a pool has work, ignoring the owner's
+	// settings and the machine's state (dedicated machines).
+	Always bool
+	// OfferTTL is how long each capacity offer is valid;
+	// offers.DefaultTTL when 0.
+	OfferTTL time.Duration
+	// LocalAPI, if set, is where the donor serves its Status (see
+	// Config.LocalAPI and ReadStatus).
+	LocalAPI string
+	// Logger receives diagnostics; nil discards them.
+	Logger *slog.Logger
+	// HTTP is the client for the coordinators; nil: each agent's default.
+	HTTP *http.Client
+	// Pools, if set, are the pools to compute for as long as Serve runs,
+	// and an agent that fails ends Serve with a *PoolError (`idlepool
+	// join URL...`). Nil follows the store's joined pools
+	// (store.Local.JoinedPools), read again on Reload and every
+	// PoolReload: an agent that fails is started again after RetryAfter,
+	// and its error is in Status meanwhile (the tray app).
+	Pools []store.JoinedPool
+	// PoolReload is how often the joined pools and weights are read
+	// again when following the store; default 5 s.
+	PoolReload time.Duration
+	// RetryAfter is the wait before an agent that failed is started
+	// again when following the store; default 1 minute.
+	RetryAfter time.Duration
+	// Adjust, if set, changes each agent's configuration before the agent
+	// is made (tests shorten its polls and backoff).
+	Adjust func(*Config)
+}
+
+// PoolError is why the agent for one pool of a Donor stopped.
+type PoolError struct {
+	URL string // the pool's URL
+	Err error
+}
+
+func (e *PoolError) Error() string { return e.Err.Error() }
+func (e *PoolError) Unwrap() error { return e.Err }
+
+// Donor is the donor engine shared by `idlepool join` and the tray app: one
+// Agent per pool, sharing the worker pool (by the donor's pool weights),
+// one policy (the owner's settings, read again every few seconds, applied
+// to the machine's signals by idle.Policy) and the local store. Create it
+// with NewDonor and run it with Serve; Status and Reload are safe to call
+// from any goroutine.
+type Donor struct {
+	cfg    DonorConfig
+	log    *slog.Logger
+	policy *donorPolicy // nil with Always
+	offer  *donorOffer
+	reload chan struct{}
+	wake   chan struct{}
+
+	mu      sync.Mutex
+	agents  map[string]*donorAgent // running, by URL
+	pools   []PoolState            // the pools wanted, in order
+	retryAt map[string]time.Time   // failed pools (follow mode), by URL
+}
+
+// donorAgent is one running agent of a Donor.
+type donorAgent struct {
+	pool   store.JoinedPool
+	slots  int
+	a      *Agent
+	cancel context.CancelFunc
+	done   chan struct{}
+	err    error // Serve's, once done is closed
+}
+
+// NewDonor checks cfg and returns a donor; it contacts nobody yet.
+func NewDonor(cfg DonorConfig) (*Donor, error) {
+	switch {
+	case cfg.DeviceKey == nil || cfg.OwnerKey == nil:
+		return nil, errors.New("agent: donor: device and owner keys are required")
+	case cfg.Executor == nil:
+		return nil, errors.New("agent: donor: no executor")
+	case cfg.Store == nil:
+		return nil, errors.New("agent: donor: no store")
+	case cfg.Home.Config == "" || cfg.Home.Cache == "":
+		return nil, errors.New("agent: donor: no home directories")
+	case cfg.Workers < 0:
+		return nil, fmt.Errorf("agent: donor: Workers %d is negative", cfg.Workers)
+	}
+	if cfg.Workers == 0 {
+		cfg.Workers = 1
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.PoolReload <= 0 {
+		cfg.PoolReload = 5 * time.Second
+	}
+	if cfg.RetryAfter <= 0 {
+		cfg.RetryAfter = time.Minute
+	}
+	if cfg.GPUs == nil {
+		cfg.GPUs = noGPUs{}
+	}
+	d := &Donor{cfg: cfg, log: cfg.Logger,
+		reload: make(chan struct{}, 1), wake: make(chan struct{}, 1),
+		agents: map[string]*donorAgent{}, retryAt: map[string]time.Time{}}
+	if !cfg.Always {
+		d.policy = newDonorPolicy(cfg.Store, cfg.GPUs, cfg.Logger)
+	}
+	d.offer = &donorOffer{local: cfg.Store, gpus: cfg.GPUs, log: cfg.Logger}
+	return d, nil
+}
+
+// Reload makes Serve read the joined pools, their weights and the owner's
+// settings now instead of at the next periodic read.
+func (d *Donor) Reload() {
+	if d.policy != nil {
+		d.policy.reloadSettings()
+	}
+	select {
+	case d.reload <- struct{}{}:
+	default:
+	}
+}
+
+// Serve computes for the pools until ctx ends, then stops every agent
+// (running tasks are handed back) and returns nil. With fixed
+// DonorConfig.Pools it returns the first agent's failure as a *PoolError,
+// after stopping the others.
+func (d *Donor) Serve(ctx context.Context) error {
+	var wg sync.WaitGroup
+	defer wg.Wait() // after cancel, below
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if d.cfg.LocalAPI != "" {
+		wg.Go(func() { _ = serveStatus(ctx, d.cfg.LocalAPI, d.log, d.Status) })
+	}
+	if d.policy != nil {
+		defer d.policy.Close()
+	}
+	defer d.stopAll()
+	reload := time.NewTicker(d.cfg.PoolReload)
+	defer reload.Stop()
+	sample := time.NewTicker(2 * time.Second)
+	defer sample.Stop()
+	d.sampleIfIdle(ctx)
+	for {
+		if err := d.sync(ctx); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-d.reload:
+		case <-reload.C:
+		case <-d.wake:
+		case <-sample.C:
+			d.sampleIfIdle(ctx)
+		}
+	}
+}
+
+// sampleIfIdle applies the policy while no agent runs (no pool joined, or
+// none reachable), so that Status says what the machine would do and an
+// owner's pause that ran out is cleared.
+func (d *Donor) sampleIfIdle(ctx context.Context) {
+	d.mu.Lock()
+	idle := len(d.agents) == 0
+	d.mu.Unlock()
+	if idle && d.policy != nil {
+		d.policy.Decide(d.policy.Sample(ctx), time.Now())
+	}
+}
+
+// wanted returns the pools to compute for and the workers each gets.
+func (d *Donor) wanted(ctx context.Context) ([]store.JoinedPool, []int, error) {
+	pools := d.cfg.Pools
+	if pools == nil {
+		var err error
+		if pools, err = d.cfg.Store.JoinedPools(ctx); err != nil {
+			return nil, nil, err
+		}
+	}
+	if len(pools) == 0 {
+		return nil, nil, nil
+	}
+	prefs, err := d.cfg.Store.Preferences(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	weights := make([]float64, len(pools))
+	for i, p := range pools {
+		pp, _ := prefs.Pool(p.URL)
+		weights[i] = pp.Weight
+		if _, known := prefs.Pool(p.URL); !known {
+			weights[i] = 1
+		}
+	}
+	if len(pools) == 1 {
+		if weights[0] <= 0 {
+			return pools, []int{0}, nil
+		}
+		return pools, []int{d.cfg.Workers}, nil
+	}
+	slots, err := ShareSlots(d.cfg.Workers, weights)
+	return pools, slots, err
+}
+
+// sync stops the agents no longer wanted (or whose share or invite
+// changed), collects those that ended, and starts the missing ones.
+func (d *Donor) sync(ctx context.Context) error {
+	if ctx.Err() != nil {
+		return nil
+	}
+	pools, slots, err := d.wanted(ctx)
+	var shareErr string
+	if err != nil {
+		if d.cfg.Pools == nil {
+			d.log.Warn("Cannot read the joined pools, keeping the running ones", "err", err)
+			return nil
+		}
+		shareErr = err.Error()
+		slots = make([]int, len(pools))
+	}
+	want := map[string]int{}
+	for i, p := range pools {
+		want[p.URL] = i
+	}
+	d.mu.Lock()
+	var stop []*donorAgent
+	for u, da := range d.agents {
+		select {
+		case <-da.done:
+			delete(d.agents, u)
+			if da.err != nil {
+				if d.cfg.Pools != nil {
+					d.mu.Unlock()
+					return &PoolError{URL: u, Err: da.err}
+				}
+				d.log.Warn("Stopped computing for a pool; will try again", "pool", u, "err", da.err, "after", d.cfg.RetryAfter)
+				d.retryAt[u] = time.Now().Add(d.cfg.RetryAfter)
+				d.setError(u, da.err.Error())
+			}
+			continue
+		default:
+		}
+		i, ok := want[u]
+		if !ok || slots[i] != da.slots || pools[i].Invite != da.pool.Invite {
+			stop = append(stop, da)
+			delete(d.agents, u)
+		}
+	}
+	d.mu.Unlock()
+	for _, da := range stop {
+		da.cancel()
+		<-da.done
+	}
+
+	states := make([]PoolState, len(pools))
+	var start []*donorAgent
+	d.mu.Lock()
+	old := d.pools
+	for i, p := range pools {
+		states[i] = PoolState{URL: p.URL, Name: p.Name, Slots: slots[i]}
+		if j := slices.IndexFunc(old, func(s PoolState) bool { return s.URL == p.URL }); j >= 0 {
+			states[i].Error = old[j].Error
+		}
+		switch {
+		case shareErr != "":
+			states[i].Error = shareErr
+		case slots[i] == 0:
+			states[i].Error = "its weight is 0: this machine offers it nothing"
+		}
+		if slots[i] == 0 || d.agents[p.URL] != nil || time.Now().Before(d.retryAt[p.URL]) {
+			continue
+		}
+		a, err := New(d.agentConfig(p, slots[i]))
+		if err != nil {
+			if d.cfg.Pools != nil {
+				d.mu.Unlock()
+				return &PoolError{URL: p.URL, Err: err}
+			}
+			states[i].Error = err.Error()
+			d.retryAt[p.URL] = time.Now().Add(d.cfg.RetryAfter)
+			continue
+		}
+		states[i].Error = ""
+		delete(d.retryAt, p.URL)
+		da := &donorAgent{pool: p, slots: slots[i], a: a, done: make(chan struct{})}
+		d.agents[p.URL] = da
+		start = append(start, da)
+	}
+	d.pools = states
+	d.mu.Unlock()
+	if d.cfg.Pools != nil && shareErr == "" && len(pools) > 0 && !slices.ContainsFunc(slots, func(n int) bool { return n > 0 }) {
+		shareErr = "every pool has weight 0: this machine would offer nothing"
+	}
+	if shareErr != "" && len(pools) > 0 && d.cfg.Pools != nil {
+		return &PoolError{URL: pools[0].URL, Err: errors.New(shareErr)}
+	}
+	for _, da := range start {
+		actx, cancel := context.WithCancel(ctx)
+		da.cancel = cancel
+		d.log.Info("Computing for pool", "pool", da.pool.URL, "workers", da.slots, "device", d.cfg.DeviceKey.ID())
+		go func() {
+			defer close(da.done)
+			da.err = da.a.Serve(actx)
+			if actx.Err() != nil && ctx.Err() == nil && da.err == nil {
+				return // stopped by sync
+			}
+			select {
+			case d.wake <- struct{}{}:
+			default:
+			}
+		}()
+	}
+	return nil
+}
+
+// setError records why pool u has no agent; d.mu is held.
+func (d *Donor) setError(u, msg string) {
+	for i := range d.pools {
+		if d.pools[i].URL == u {
+			d.pools[i].Error = msg
+		}
+	}
+}
+
+// agentConfig is the configuration of the agent for pool p with slots
+// workers.
+func (d *Donor) agentConfig(p store.JoinedPool, slots int) Config {
+	cfg := Config{
+		PoolURL: p.URL, Home: d.cfg.Home, DeviceKey: d.cfg.DeviceKey, OwnerKey: d.cfg.OwnerKey,
+		Name: d.cfg.Name, Invite: p.Invite, Slots: slots, Executor: d.cfg.Executor,
+		Store: d.cfg.Store, HTTP: d.cfg.HTTP, Logger: d.log,
+		Offer: d.offer, OfferTTL: d.cfg.OfferTTL,
+	}
+	if d.policy != nil {
+		cfg.Signals, cfg.Decide = d.policy, d.policy.Decide
+	}
+	if d.cfg.Adjust != nil {
+		d.cfg.Adjust(&cfg)
+	}
+	return cfg
+}
+
+// stopAll stops every agent and waits until each has handed its tasks
+// back.
+func (d *Donor) stopAll() {
+	d.mu.Lock()
+	all := make([]*donorAgent, 0, len(d.agents))
+	for u, da := range d.agents {
+		all = append(all, da)
+		delete(d.agents, u)
+	}
+	d.mu.Unlock()
+	for _, da := range all {
+		da.cancel()
+	}
+	for _, da := range all {
+		<-da.done
+	}
+}
+
+// Status is what the donor does now: the policy's latest decision and
+// signals, every task held, and each pool wanted with its share of the
+// workers and, when no agent computes for it, why. Pool is the first
+// pool's URL ("" with none), for readers of a lone agent's status.
+func (d *Donor) Status() AgentStatus {
+	st := AgentStatus{Slots: d.cfg.Workers, Running: []RunningTask{}}
+	if d.policy != nil {
+		st.Decision, st.DecidedAt, st.Signals = d.policy.latest()
+	}
+	d.mu.Lock()
+	st.Pools = slices.Clone(d.pools)
+	agents := make(map[string]*donorAgent, len(d.agents))
+	for u, da := range d.agents {
+		agents[u] = da
+	}
+	d.mu.Unlock()
+	if len(st.Pools) > 0 {
+		st.Pool = st.Pools[0].URL
+	}
+	for i := range st.Pools {
+		da := agents[st.Pools[i].URL]
+		if da == nil {
+			continue
+		}
+		as := da.a.Status()
+		st.Pools[i].Running = len(as.Running)
+		st.Running = append(st.Running, as.Running...)
+		st.ActiveSlots += as.ActiveSlots
+		if as.Suspended {
+			st.Suspended = true
+			if st.SuspendedSince.IsZero() || as.SuspendedSince.Before(st.SuspendedSince) {
+				st.SuspendedSince = as.SuspendedSince
+			}
+		}
+		if d.policy == nil || as.DecidedAt.After(st.DecidedAt) {
+			st.Decision, st.DecidedAt, st.Signals = as.Decision, as.DecidedAt, as.Signals
+		}
+	}
+	return st
+}
+
+// ShareSlots divides workers among pools in proportion to their weights
+// (negative counts as 0) by the largest remainder method, with at least
+// one for every pool of positive weight; a pool of weight 0 gets none. It
+// fails when no pool has a positive weight or there are fewer workers
+// than such pools.
+func ShareSlots(workers int, weights []float64) ([]int, error) {
+	var total float64
+	positive := 0
+	for _, w := range weights {
+		if w > 0 {
+			total += w
+			positive++
+		}
+	}
+	switch {
+	case positive == 0:
+		return nil, errors.New("every pool has weight 0: this machine would offer nothing")
+	case workers < positive:
+		return nil, fmt.Errorf("%d workers cannot be shared among %d pools: each needs one", workers, positive)
+	}
+	out := make([]int, len(weights))
+	rest := make([]float64, len(weights))
+	left := workers - positive
+	for i, w := range weights {
+		if w > 0 {
+			exact := float64(workers-positive) * w / total
+			out[i] = 1 + int(exact)
+			rest[i] = exact - float64(int(exact))
+			left -= int(exact)
+		}
+	}
+	for ; left > 0; left-- {
+		best := -1
+		for i, w := range weights {
+			if w > 0 && (best < 0 || rest[i] > rest[best]) {
+				best = i
+			}
+		}
+		out[best]++
+		rest[best] = -1
+	}
+	return out, nil
+}
+
+// LoadKeys loads (creating on first use, mode 0600) the device key
+// (DeviceKeyFile under dirs.Config) and the owner key: ownerFile when
+// given (which must exist), else OwnerKeyFile beside the device key.
+// Errors wrap os.ErrNotExist or identity.ErrBadKey.
+func LoadKeys(dirs home.Dirs, ownerFile string) (dev, owner *identity.Key, err error) {
+	dev, err = identity.LoadOrCreate(filepath.Join(dirs.Config, DeviceKeyFile))
+	if err != nil {
+		return nil, nil, err
+	}
+	if ownerFile == "" {
+		owner, err = identity.LoadOrCreate(filepath.Join(dirs.Config, OwnerKeyFile))
+	} else {
+		owner, err = identity.Load(ownerFile)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return dev, owner, nil
+}
+
+// WorkerPool starts n sandboxed worker processes, each running command
+// (this program's worker mode, e.g. {self, "worker", "--cache", dir}),
+// with the compilation cache under dirs.Cache.
+func WorkerPool(dirs home.Dirs, command []string, n int, log *slog.Logger) (*worker.Pool, error) {
+	wp, err := worker.NewPool(worker.Config{
+		Command:  command,
+		Slots:    n,
+		CacheDir: WorkerCache(dirs),
+		Logger:   log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("start workers: %w", err)
+	}
+	return wp, nil
+}
+
+// WorkerCache is the workers' compilation cache directory under dirs.
+func WorkerCache(dirs home.Dirs) string { return filepath.Join(dirs.Cache, "wazero") }
+
+// CheckPool contacts the pool at url as the donor cfg describes: it
+// fetches and pins the pool's key (PoolKey) and registers this device
+// with the invite token, so that joining it afterwards works. It returns
+// the pool's name, or an error in words for people that wraps
+// ErrUnavailable, ErrForbidden, ErrPoolKeyChanged or ErrBadRequest.
+func CheckPool(ctx context.Context, cfg DonorConfig, url, invite string) (string, error) {
+	c, err := NewClient(url, cfg.DeviceKey, cfg.HTTP)
+	if err != nil {
+		return "", fmt.Errorf("%q is not a pool URL (one looks like http://192.168.1.10:7420): %w", url, err)
+	}
+	info, err := PoolKey(ctx, c, cfg.Home.Config)
+	if err != nil {
+		return "", poolWords(err, url, cfg.Home)
+	}
+	if _, err := c.Register(ctx, cfg.OwnerKey, cfg.Name, invite); err != nil {
+		return "", poolWords(err, url, cfg.Home)
+	}
+	return info.Pool, nil
+}
+
+// poolWords explains err from the pool at url for people.
+func poolWords(err error, url string, dirs home.Dirs) error {
+	switch {
+	case errors.Is(err, ErrPoolKeyChanged):
+		return fmt.Errorf("the pool at %s answers with another key than when this machine first met it (if it was set up anew on purpose, delete %s): %w",
+			url, PinFile(dirs.Config, url), err)
+	case errors.Is(err, ErrUnavailable):
+		return fmt.Errorf("cannot reach the pool at %s: %w", url, err)
+	case errors.Is(err, ErrForbidden):
+		return fmt.Errorf("the pool at %s refuses this device: it is invite-only, ask its operator for an invite token: %w", url, err)
+	case errors.Is(err, ErrUnauthorized):
+		return fmt.Errorf("the pool at %s does not accept this device's signature: check this machine's clock: %w", url, err)
+	}
+	return fmt.Errorf("pool %s: %w", url, err)
+}
+
+// NVMLGPUs is the idle.GPUSource over worker's NVML lister: the GPUs with
+// the use of this process and of Workers' processes (when set) counted as
+// ours, and worker's reason in words when there is no usable GPU ("no
+// NVIDIA driver (NVML not found)").
+type NVMLGPUs struct {
+	Lister  *worker.GPULister
+	Workers *worker.Pool
+}
+
+// GPUs lists the GPUs now.
+func (n NVMLGPUs) GPUs(context.Context) ([]idle.GPU, error) {
+	ours := map[int]bool{os.Getpid(): true}
+	if n.Workers != nil {
+		for _, pid := range n.Workers.PIDs() {
+			ours[pid] = true
+		}
+	}
+	gs, err := n.Lister.List(ours)
+	if ne, ok := errors.AsType[*worker.NoGPUError](err); ok {
+		return nil, errors.New(ne.Reason)
+	}
+	if err != nil && len(gs) == 0 {
+		return nil, err
+	}
+	out := make([]idle.GPU, 0, len(gs))
+	for _, g := range gs {
+		out = append(out, idle.GPU{Index: g.Index, UUID: g.UUID, Name: g.Name,
+			MemoryTotalMiB: g.MemoryTotalMiB, MemoryFreeMiB: g.MemoryFreeMiB,
+			UtilisationShare: g.UtilisationShare, TemperatureC: g.TemperatureC, PowerW: g.PowerW,
+			ComputeCapability: g.ComputeCapability, OtherProcesses: g.OtherPIDs(), OtherMemoryMiB: g.OtherMemoryMiB()})
+	}
+	return out, nil
+}
+
+// noGPUs is the GPU source of a donor configured without one.
+type noGPUs struct{}
+
+func (noGPUs) GPUs(context.Context) ([]idle.GPU, error) {
+	return nil, errors.New("no GPU source configured")
+}
+
+var (
+	_ idle.GPUSource = NVMLGPUs{}
+	_ OfferSource    = (*donorOffer)(nil)
+	_ Signaller      = (*donorPolicy)(nil)
+)
+
+// offersDefault are the preferences used when the store cannot be read.
+var offersDefault = offers.Preferences{Global: offers.PoolPreferences{Weight: 1}}
+
+// Board reads the job boards of the joined pools (Board), matched against
+// what this machine offers now: its capacity under the owner's settings
+// with the policy's latest GPU reading, and the donor's preferences. An
+// error means the store could not be read; a pool that fails has its
+// PoolBoard.Error.
+func (d *Donor) Board(ctx context.Context) ([]PoolBoard, error) {
+	pools := d.cfg.Pools
+	if pools == nil {
+		var err error
+		if pools, err = d.cfg.Store.JoinedPools(ctx); err != nil {
+			return nil, err
+		}
+	}
+	prefs, err := d.cfg.Store.Preferences(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var sig idle.Signals
+	if d.policy != nil {
+		_, _, sig = d.policy.latest()
+	}
+	return Board(ctx, BoardConfig{
+		Home: d.cfg.Home, DeviceKey: d.cfg.DeviceKey, OwnerKey: d.cfg.OwnerKey, Name: d.cfg.Name,
+		Pools: pools, Capacity: d.offer.Capacity(ctx, sig), Preferences: prefs, HTTP: d.cfg.HTTP,
+	}), nil
+}

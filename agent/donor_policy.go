@@ -1,0 +1,214 @@
+package agent
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"idlepool/idle"
+	"idlepool/offers"
+	"idlepool/store"
+)
+
+// settingsReload is how often a donor reads the owner's settings again,
+// so that `idlepool settings set` and the tray's settings window take
+// effect in a running donor.
+const settingsReload = 2 * time.Second
+
+// policyShare is how old a sample or decision may be and still be shared
+// by the agents of several pools: less than DefaultSamplePeriod.
+const policyShare = 100 * time.Millisecond
+
+// donorPolicy is what a donor's agents obey: the owner's settings from
+// the local store (read again every settingsReload, or at once after
+// reloadSettings), the machine's signals from an idle.Sampler over the
+// platform's probes and the GPU source, and an idle.Policy (idle.Decide
+// with its state, on the monotonic clock). It is the Signaller and Decide
+// of the agents of every pool: calls are serialised by mu, and a sample
+// or decision younger than policyShare is shared by the agents instead of
+// being made again, so they all obey one decision.
+type donorPolicy struct {
+	mu sync.Mutex
+
+	lastSample   time.Time // monotonic
+	lastSig      idle.Signals
+	lastDecided  time.Time // monotonic
+	decidedWall  time.Time
+	lastDecision idle.Decision
+
+	local  *store.Local
+	gpus   idle.GPUSource
+	log    *slog.Logger
+	policy *idle.Policy
+
+	settings idle.Settings
+	loaded   time.Time
+	sampler  *idle.Sampler
+	programs []string // the PauseFor list sampler was made for
+}
+
+func newDonorPolicy(local *store.Local, gpus idle.GPUSource, log *slog.Logger) *donorPolicy {
+	return &donorPolicy{local: local, gpus: gpus, log: log,
+		policy: idle.NewPolicy(idle.Defaults()), settings: idle.Defaults()}
+}
+
+// reloadSettings makes the next sample read the settings and decide
+// afresh.
+func (p *donorPolicy) reloadSettings() {
+	p.mu.Lock()
+	p.loaded, p.lastSample, p.lastDecided = time.Time{}, time.Time{}, time.Time{}
+	p.mu.Unlock()
+}
+
+// latest returns the latest decision, when it was made (wall clock) and
+// the signals it was made from.
+func (p *donorPolicy) latest() (idle.Decision, time.Time, idle.Signals) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	d := p.lastDecision
+	d.GPUs = slices.Clone(d.GPUs)
+	return d, p.decidedWall, p.lastSig
+}
+
+// Sample reads the settings again when due, (re)makes the sampler when
+// the programs to pause for changed, and samples the signals (or returns
+// a sample younger than policyShare).
+func (p *donorPolicy) Sample(ctx context.Context) idle.Signals {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.lastSample.IsZero() && time.Since(p.lastSample) < policyShare {
+		return p.lastSig
+	}
+	p.lastSig = p.sample(ctx)
+	p.lastSample = time.Now()
+	return p.lastSig
+}
+
+func (p *donorPolicy) sample(ctx context.Context) idle.Signals {
+	if p.loaded.IsZero() || time.Since(p.loaded) >= settingsReload {
+		p.loaded = time.Now()
+		if s, err := p.local.Settings(ctx); err != nil {
+			p.log.Warn("Cannot read the owner's settings, keeping the last ones", "err", err)
+		} else {
+			p.settings = s
+			p.policy.SetSettings(s)
+		}
+	}
+	if p.sampler == nil || !slices.Equal(p.programs, p.settings.PauseFor) {
+		if p.sampler != nil {
+			_ = p.sampler.Close()
+		}
+		sources := idle.DefaultSources()
+		sources.GPU = p.gpus
+		p.programs = slices.Clone(p.settings.PauseFor)
+		p.sampler = idle.NewSampler(idle.SamplerConfig{Sources: sources, Programs: p.programs})
+	}
+	return p.sampler.Sample(ctx)
+}
+
+// Decide applies the policy (or returns a decision younger than
+// policyShare). When the owner's pause has run out by the monotonic clock
+// it clears Settings.PausedUntil in the store.
+func (p *donorPolicy) Decide(sig idle.Signals, now time.Time) idle.Decision {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.lastDecided.IsZero() && time.Since(p.lastDecided) < policyShare {
+		return p.lastDecision
+	}
+	p.lastDecision, p.lastDecided, p.decidedWall = p.decide(sig, now), time.Now(), now
+	return p.lastDecision
+}
+
+func (p *donorPolicy) decide(sig idle.Signals, now time.Time) idle.Decision {
+	d := p.policy.Decide(sig, now)
+	if st := p.policy.State(); st.PauseOver && !p.settings.PausedUntil.IsZero() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		from := st.PauseFrom
+		s, err := p.local.UpdateSettings(ctx, func(s *idle.Settings) error {
+			if s.PausedUntil.Equal(from) {
+				s.PausedUntil = time.Time{}
+			}
+			return nil
+		})
+		if err != nil {
+			p.log.Warn("Cannot clear the owner's pause that ran out", "err", err)
+		} else {
+			p.settings = s
+			p.policy.SetSettings(s)
+		}
+	}
+	return d
+}
+
+// Close stops the sampler's probes. The GPU source is closed by whoever
+// made it.
+func (p *donorPolicy) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.sampler != nil {
+		err := p.sampler.Close()
+		p.sampler = nil
+		return err
+	}
+	return nil
+}
+
+// donorOffer is the OfferSource of a donor's agents: this machine
+// (idle.ReadMachine, read once), the owner's settings and preferences
+// from the local store (read at every refresh, so that changes reach the
+// pools with the next offer), and the GPUs: the governor's latest
+// reading, or, with no policy (Always), a reading of its own. Agents of
+// several pools call it concurrently, so mu serialises it.
+type donorOffer struct {
+	local *store.Local
+	gpus  idle.GPUSource
+	log   *slog.Logger
+
+	mu       sync.Mutex
+	machine  *idle.Machine
+	settings idle.Settings
+	loaded   bool // settings were read once
+}
+
+// Capacity is idle.NewCapacity of the machine, the settings and the GPUs.
+func (o *donorOffer) Capacity(ctx context.Context, sig idle.Signals) idle.Capacity {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.machine == nil {
+		m, err := idle.ReadMachine(ctx)
+		if err != nil {
+			o.log.Info("Part of the machine is unknown to its offer", "err", err)
+		}
+		o.machine = &m
+	}
+	if s, err := o.local.Settings(ctx); err == nil {
+		o.settings, o.loaded = s, true
+	} else {
+		if !o.loaded {
+			o.settings, o.loaded = idle.Defaults(), true
+		}
+		o.log.Warn("Cannot read the owner's settings for the offer, keeping the last ones", "err", err)
+	}
+	gpus := sig.GPUs
+	if !gpus.Known && gpus.Err == "" { // not sampled: no policy (Always)
+		gs, err := o.gpus.GPUs(ctx)
+		gpus = idle.Reading[[]idle.GPU]{Value: gs, Known: err == nil, Source: "nvml"}
+		if err != nil {
+			gpus.Err = err.Error()
+		}
+	}
+	return idle.NewCapacity(*o.machine, o.settings, gpus)
+}
+
+// Preferences reads the donor's preferences; on failure the defaults.
+func (o *donorOffer) Preferences(ctx context.Context) offers.Preferences {
+	p, err := o.local.Preferences(ctx)
+	if err != nil {
+		o.log.Warn("Cannot read the donor's preferences for the offer, offering with the defaults", "err", err)
+		return offersDefault
+	}
+	return p
+}

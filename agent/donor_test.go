@@ -1,0 +1,187 @@
+package agent_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"idlepool/agent"
+	"idlepool/store"
+)
+
+func TestShareSlots(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		workers int
+		weights []float64
+		want    []int
+		fails   bool
+	}{
+		{"one pool", 4, []float64{1}, []int{4}, false},
+		{"equal", 4, []float64{1, 1}, []int{2, 2}, false},
+		{"odd", 5, []float64{1, 1}, []int{3, 2}, false},
+		{"weighted", 8, []float64{3, 1}, []int{6, 2}, false},
+		{"at least one each", 3, []float64{100, 1, 1}, []int{1, 1, 1}, false},
+		{"largest remainder", 10, []float64{1, 1, 1}, []int{4, 3, 3}, false},
+		{"weight 0 gets none", 4, []float64{1, 0}, []int{4, 0}, false},
+		{"negative counts as 0", 2, []float64{-1, 1}, []int{0, 2}, false},
+		{"all 0", 4, []float64{0, 0}, nil, true},
+		{"too few workers", 1, []float64{1, 1}, nil, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := agent.ShareSlots(tc.workers, tc.weights)
+			if (err != nil) != tc.fails {
+				t.Fatalf("ShareSlots = %v, %v; want failure %v", got, err, tc.fails)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("slots (-want +got):\n%s", diff)
+			}
+			sum := 0
+			for _, n := range got {
+				sum += n
+			}
+			if err == nil && sum != tc.workers {
+				t.Errorf("slots %v add up to %d, want all %d workers", got, sum, tc.workers)
+			}
+		})
+	}
+}
+
+// startDonor runs a donor of dev that follows dev's joined pools (pools
+// nil) or computes for the pools given, until the test ends; the returned
+// channel has Serve's result.
+func startDonor(t *testing.T, dev *device, exec *fakeExec, pools []store.JoinedPool) (*agent.Donor, <-chan error, context.CancelFunc) {
+	t.Helper()
+	d, err := agent.NewDonor(agent.DonorConfig{
+		Home: dev.dirs, DeviceKey: dev.key, OwnerKey: dev.owner, Name: "donor", Workers: 2,
+		Executor: exec, Store: dev.local, Always: true, HTTP: httpClient(t), Pools: pools,
+		PoolReload: 50 * time.Millisecond, RetryAfter: 100 * time.Millisecond,
+		Logger: quietLogger(t).With("side", "donor"),
+		Adjust: func(c *agent.Config) {
+			c.MaxBackoff, c.IdlePoll, c.ReceiptPoll = 200*time.Millisecond, 50*time.Millisecond, 50*time.Millisecond
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done, stopped := make(chan error, 1), make(chan struct{})
+	go func() { done <- d.Serve(ctx); close(stopped) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-stopped:
+		case <-time.After(30 * time.Second):
+			t.Error("donor did not stop")
+		}
+	})
+	return d, done, cancel
+}
+
+// waitFor polls cond until it holds, or fails the test after 20 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestDonorFollowsJoinedPools(t *testing.T) {
+	ctx := context.Background()
+	co := startCoordinator(t, t.TempDir(), "127.0.0.1:0")
+	dev := newDevice(t, nil)
+	exec := &fakeExec{Delay: time.Millisecond}
+	d, _, _ := startDonor(t, dev, exec, nil)
+	if st := d.Status(); len(st.Pools) != 0 || st.Slots != 2 {
+		t.Fatalf("status with no pool joined: %+v", st)
+	}
+
+	// Joining in the store (as the tray's settings window does) starts
+	// an agent without a restart.
+	if err := dev.local.JoinPool(ctx, co.url, ""); err != nil {
+		t.Fatal(err)
+	}
+	d.Reload()
+	waitFor(t, "the donor computes for the joined pool", func() bool {
+		st := d.Status()
+		return len(st.Pools) == 1 && st.Pools[0].URL == co.url && st.Pools[0].Slots == 2 && st.Pools[0].Error == ""
+	})
+	boards, err := d.Board(ctx)
+	if err != nil || len(boards) != 1 || boards[0].URL != co.url || boards[0].Name != "test" || boards[0].Error != "" || boards[0].Offer == nil {
+		t.Fatalf("Board = %+v, %v; want the joined pool's empty board with this machine's offer", boards, err)
+	}
+	j := planJob(t, "squares-donor", 12, "redundancy = 1\nquorum = 1")
+	sub := newSubmitter(t, co.url, nil)
+	rctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	got, err := sub.run(t, rctx, j)
+	if err != nil {
+		t.Fatalf("follow: %v", err)
+	}
+	same(t, got, solo(t, j, exec))
+	settle(t, dev)
+	all, err := dev.local.Contributions(ctx, store.Filter{State: store.StateConfirmed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 12 {
+		t.Errorf("%d confirmed contributions, want 12", len(all))
+	}
+
+	// Leaving stops the agent.
+	if err := dev.local.LeavePool(ctx, co.url); err != nil {
+		t.Fatal(err)
+	}
+	d.Reload()
+	waitFor(t, "the donor stops computing for the pool left", func() bool { return len(d.Status().Pools) == 0 })
+}
+
+func TestDonorFixedPoolFailure(t *testing.T) {
+	// A pool whose key changed is not worth retrying: with fixed pools
+	// (`idlepool join URL`) Serve ends with a PoolError naming it.
+	first := startCoordinator(t, t.TempDir(), "127.0.0.1:0")
+	dev := newDevice(t, nil)
+	cfg := agent.DonorConfig{Home: dev.dirs, DeviceKey: dev.key, OwnerKey: dev.owner, HTTP: httpClient(t)}
+	ctx := context.Background()
+	name, err := agent.CheckPool(ctx, cfg, first.url, "")
+	if err != nil || name != "test" {
+		t.Fatalf("CheckPool of a running pool = %q, %v; want test, nil", name, err)
+	}
+	first.Stop()
+	second := startCoordinator(t, t.TempDir(), first.listen) // same address, new key
+	_, done, _ := startDonor(t, dev, &fakeExec{}, []store.JoinedPool{{URL: second.url}})
+	select {
+	case err := <-done:
+		pe, ok := errors.AsType[*agent.PoolError](err)
+		if !ok || pe.URL != second.url || !errors.Is(err, agent.ErrPoolKeyChanged) {
+			t.Fatalf("Serve = %v; want a PoolError for %s wrapping ErrPoolKeyChanged", err, second.url)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Serve did not end")
+	}
+}
+
+func TestCheckPool(t *testing.T) {
+	dev := newDevice(t, nil)
+	cfg := agent.DonorConfig{Home: dev.dirs, DeviceKey: dev.key, OwnerKey: dev.owner, HTTP: httpClient(t)}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, tc := range []struct{ url, want string }{
+		{"not a url", "is not a pool URL"},
+		{"ftp://127.0.0.1:1", "is not a pool URL"},
+		{"http://127.0.0.1:1", "cannot reach the pool at http://127.0.0.1:1"},
+	} {
+		_, err := agent.CheckPool(ctx, cfg, tc.url, "")
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("CheckPool(%q) = %v; want an error saying %q", tc.url, err, tc.want)
+		}
+	}
+}
