@@ -224,6 +224,10 @@ var (
 // date.
 const TrayRefresh = 2 * time.Second
 
+// TrayTextRefresh is how often at most the status line changes while the
+// state and the other items stay the same (see Tray.Refresh).
+const TrayTextRefresh = 15 * time.Second
+
 // trayTimeout bounds each store access of the tray.
 const trayTimeout = 5 * time.Second
 
@@ -239,7 +243,9 @@ type Tray struct {
 
 	// Touched on the UI goroutine only.
 	menu     *fyne.Menu
-	shown    string    // the labels now in menu, to skip unchanged refreshes
+	line     string    // the status line now in menu
+	rest     string    // the other items now in menu, as text
+	built    time.Time // when the items were last replaced
 	icon     TrayState // the icon set; "" before the first
 	settings idle.Settings
 	problem  string // the last failed action, shown under the status
@@ -268,8 +274,9 @@ func (t *Tray) Menu() *fyne.Menu { return t.menu }
 func (t *Tray) Icon() fyne.Resource { return TrayIcon(t.icon) }
 
 // Refresh reads the engine's status, the settings and the autostart
-// entry now and updates the menu and icon. It must run on the UI
-// goroutine.
+// entry now and updates the menu and icon: at once when the state or the
+// items change, and at most every TrayTextRefresh when only the status
+// line's words do. It must run on the UI goroutine.
 func (t *Tray) Refresh() { t.apply(t.snapshot()) }
 
 // Serve refreshes the tray every TrayRefresh until ctx ends, reading the
@@ -329,13 +336,21 @@ func (t *Tray) apply(s traySnapshot) {
 	st := StatusOf(s.status, t.settings, s.now)
 	items := t.items(st, s)
 	var key strings.Builder
-	for _, it := range items {
+	for _, it := range items[1:] {
 		fmt.Fprintf(&key, "%s|%t|%t|%t\n", it.Label, it.Checked, it.Disabled, it.IsSeparator)
 	}
-	if k := key.String(); k != t.shown {
-		t.shown = k
-		t.menu.Items = items
-		t.menu.Refresh()
+	rest := key.String()
+	if items[0].Label != t.line || rest != t.rest {
+		// A status line that only counts seconds ("you were active 3 s
+		// ago") would rebuild the tray's menu at every refresh, closing it
+		// under the owner's pointer on some desktops: with the same state
+		// and items, the line changes at most every TrayTextRefresh.
+		lineOnly := rest == t.rest && st.State == t.icon
+		if !lineOnly || s.now.Sub(t.built) >= TrayTextRefresh || s.now.Before(t.built) {
+			t.line, t.rest, t.built = items[0].Label, rest, s.now
+			t.menu.Items = items
+			t.menu.Refresh()
+		}
 	}
 	if st.State != t.icon {
 		t.icon = st.State

@@ -323,7 +323,23 @@ func TestTrayRefreshKeepsUnchangedItems(t *testing.T) {
 	if f.tray.Menu().Items[0] != first {
 		t.Error("an unchanged refresh replaced the menu's items")
 	}
+
+	// Only the words change, the state stays: shown after TrayTextRefresh.
+	f.engine.set(agent.AgentStatus{Pools: lab, Decision: idle.Decision{State: idle.StateWaiting, Reason: "waiting: on battery (42%)"}})
+	f.now = f.now.Add(TrayRefresh)
+	f.tray.Refresh()
+	if l := labels(f.tray.Menu())[0]; l != "(off) Waiting: on battery (43%)" {
+		t.Errorf("status %q changed within TrayTextRefresh", l)
+	}
+	f.now = f.now.Add(TrayTextRefresh)
+	f.tray.Refresh()
+	if l := labels(f.tray.Menu())[0]; l != "(off) Waiting: on battery (42%)" {
+		t.Errorf("status = %q after TrayTextRefresh", l)
+	}
+
+	// A new state shows at once.
 	f.engine.set(agent.AgentStatus{Pools: lab, Decision: idle.Decision{State: idle.StatePaused, Reason: "paused: game.exe is running"}})
+	f.now = f.now.Add(TrayRefresh)
 	f.tray.Refresh()
 	if l := labels(f.tray.Menu())[0]; l != "(off) Paused: game.exe is running" {
 		t.Errorf("status = %q", l)
