@@ -1,0 +1,166 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"idlepool/agent"
+	"idlepool/coord"
+	"idlepool/home"
+	"idlepool/identity"
+	"idlepool/idle"
+	"idlepool/job"
+	"idlepool/pool"
+	"idlepool/store"
+)
+
+// scene sets up what a donor who has used the app for a while sees: a
+// pool on 127.0.0.1 with jobs seeking compute (one this machine cannot
+// run), the pool joined, the owner's pause on (so that nothing computes
+// while the screenshots are taken) and three weeks of contributions:
+// confirmed, pending and rejected ones. It returns the home directory.
+func scene(t *testing.T) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	srv, err := coord.New(ctx, coord.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), Pool: "lab-a"})
+	if err != nil {
+		cancel()
+		t.Fatalf("start coordinator: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	url := srv.URL()
+
+	// A job owner submits two jobs.
+	ownerDirs, err := home.Resolve(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ownerDirs.Create(); err != nil {
+		t.Fatal(err)
+	}
+	dev, owner := mustKey(t), mustKey(t)
+	c, err := agent.NewClient(url, dev, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := agent.PoolKey(ctx, c, ownerDirs.Config); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Register(ctx, owner, "workstation", ""); err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range []struct{ name, desc, extra string }{
+		{"ising-sweep", "2D Ising model: susceptibility over 64 temperatures", "[policy]\nmemory_mib = 256\ntime_limit = \"10m\"\n"},
+		{"protein-fold-gpu", "Folding ensemble on CUDA GPUs", "[requirements]\ngpu = true\ngpu_memory_mib = 8192\n"},
+	} {
+		if err := c.Submit(ctx, planJob(t, j.name, j.desc, j.extra)); err != nil {
+			t.Fatalf("submit %s: %v", j.name, err)
+		}
+	}
+
+	// The donor's machine.
+	h := t.TempDir()
+	dirs, err := home.Resolve(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dirs.Create(); err != nil {
+		t.Fatal(err)
+	}
+	l, err := store.OpenLocal(filepath.Join(dirs.Data, "local.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if err := l.JoinPool(ctx, url, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.AddPool(ctx, url, "lab-a"); err != nil {
+		t.Fatal(err)
+	}
+	const other = "http://10.0.0.7:7420" // a pool joined earlier, left since
+	if err := l.AddPool(ctx, other, "home-lab"); err != nil {
+		t.Fatal(err)
+	}
+	s := idle.Defaults()
+	s.Schedule, err = idle.ParseSchedule("Mon-Fri 18:00-08:00; Sat,Sun")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.PauseFor = []string{"steam", "obs"}
+	s.PausedUntil = time.Now().Add(3 * time.Hour).Truncate(time.Minute)
+	if err := l.SaveSettings(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	key := mustKey(t)
+	now := time.Now()
+	for i := range 60 {
+		day := now.AddDate(0, 0, -(i % 21)).Add(-time.Duration(i) * time.Minute)
+		res := fmt.Appendf(nil, `{"task":%d}`, i)
+		pu := url
+		if i%4 == 3 || i < 3 { // the pending ones are another pool's, whose receipts are late
+			pu = other
+		}
+		c := store.Contribution{Pool: pu, Job: job.ID(sha256.Sum256(fmt.Appendf(nil, "job %d", i%3))), Task: int64(i),
+			Lease: fmt.Sprintf("lease-%d", i), Digest: sha256.Sum256(res), Result: res, Cost: 1.5 + float64(i%5), Created: day}
+		if err := l.AddPending(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case i < 3: // the newest were handed in and wait for their receipts
+			if err := l.MarkAcknowledged(ctx, c.Lease); err != nil {
+				t.Fatal(err)
+			}
+		case i%11 == 5:
+			if err := l.Reject(ctx, c.Lease, "deviated from the quorum: result digest differs from 2 other replicas"); err != nil {
+				t.Fatal(err)
+			}
+		default:
+			e := pool.Entry{Seq: uint64(i + 1), Kind: pool.KindReceipt, Pool: "lab-a", Job: c.Job, Task: c.Task, Peer: "iddonor",
+				Owner: "idowner", Lease: c.Lease, Digest: c.Digest, Cost: c.Cost, Time: day.UnixMilli()}
+			e.Sig = key.Sign(e.Canonical(false))
+			if err := l.Confirm(ctx, c.Lease, e); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return h
+}
+
+func mustKey(t *testing.T) *identity.Key {
+	t.Helper()
+	k, err := identity.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// planJob plans a job of 40 tasks with a stand-in program (an empty
+// WebAssembly module) and the extra manifest text.
+func planJob(t *testing.T, name, desc, extra string) *job.Job {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "prog.wasm"), []byte("\x00asm\x01\x00\x00\x00"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	text := fmt.Sprintf("name = %q\ndescription = %q\nprogram = \"prog.wasm\"\n[split]\nrule = \"range\"\ntasks = 40\n[[merge]]\nfield = \"x\"\nrule = \"sum\"\n%s",
+		name, desc, strings.TrimSpace(extra)+"\n")
+	m, err := job.ParseManifest("job.toml", dir, []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := job.Plan(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
