@@ -6,12 +6,33 @@ WASM      := $(foreach e,$(EXAMPLES),examples/$(e)/$(e).wasm)
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME  ?= 10s
 
-.PHONY: all build examples pi run-examples test crossvet fuzz bench fmt vet lint clean
+.PHONY: all build tray package screenshots tray-idle examples pi run-examples test crossvet fuzz bench fmt vet lint clean
 
 all: build examples
 
 build:
 	$(GO) build -o $(BIN)/idlepool ./cmd/idlepool
+
+# The desktop tray app (cgo: GLFW needs the X11 and OpenGL development
+# packages, see the README).
+tray:
+	$(GO) build -o $(BIN)/idlepool-tray ./cmd/idlepool-tray
+
+# The Linux package of the tray app (FyneApp.toml): idlepool.tar.xz with the
+# binary, its .desktop file and icon, and a Makefile that installs them.
+FYNE := fyne.io/tools/cmd/fyne@v1.7.4
+package: tray
+	$(GO) run $(FYNE) package --os linux --exe $(BIN)/idlepool-tray --release
+	tar -tJf idlepool.tar.xz
+
+# Screenshots of the tray app's windows under Xvfb, into docs/screenshots.
+screenshots:
+	mkdir -p docs/screenshots
+	IDLEPOOL_REQUIRE_GUI=1 IDLEPOOL_SCREENSHOTS=$(CURDIR)/docs/screenshots $(GO) test -count=1 -run 'TestWindowsUnderXvfb' ./cmd/idlepool-tray
+
+# The tray app's memory and CPU at rest (scripts/tray-idle.sh).
+tray-idle: build tray
+	./scripts/tray-idle.sh
 
 # Job programs are compiled to WebAssembly (WASI preview 1) by the standard Go toolchain.
 examples/%.wasm: FORCE
@@ -30,16 +51,21 @@ pi: build examples/pi/pi.wasm
 run-examples: build examples
 	for e in $(EXAMPLES); do $(BIN)/idlepool run examples/$$e/$$e.toml || exit 1; done
 
-# The test command: every test with the race detector, go vet for Windows and
-# macOS (cgo off, as in any cross build), then each fuzz target briefly.
+# The test command: every test with the race detector (the tray app's under
+# Xvfb too), go vet for Windows and macOS (cgo off, as in any cross build),
+# each fuzz target briefly, then the tray app's Linux package.
 test:
 	$(GO) test -race -count=1 -timeout 30m ./...
 	$(MAKE) crossvet
 	$(MAKE) fuzz
+	$(MAKE) package
 
+# Fyne's desktop driver needs cgo, which a cross build lacks: the packages
+# that create the Fyne app (and, for macOS, Fyne's widgets too) are vetted
+# on their own OS only.
 crossvet:
-	GOOS=windows CGO_ENABLED=0 $(GO) vet ./...
-	GOOS=darwin CGO_ENABLED=0 $(GO) vet ./...
+	GOOS=windows CGO_ENABLED=0 $(GO) vet $$($(GO) list ./... | grep -v -e '^idlepool/app/desktop' -e '^idlepool/cmd/idlepool-tray')
+	GOOS=darwin CGO_ENABLED=0 $(GO) vet $$($(GO) list ./... | grep -v -e '^idlepool/app' -e '^idlepool/cmd/idlepool-tray')
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseManifest$$' -fuzztime $(FUZZTIME) ./job
@@ -60,4 +86,4 @@ lint:
 	$(GO) run $(STATICCHECK) ./...
 
 clean:
-	rm -rf $(BIN) $(WASM)
+	rm -rf $(BIN) $(WASM) idlepool.tar.xz

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Measures the tray app at rest: resident memory and CPU of the app process
+# (and, apart, of its sandboxed worker processes) while it has joined a pool
+# that has no work, so that it polls for tasks and samples the machine's
+# signals as it does on a donor's desk. It runs on a private X server (Xvfb)
+# and a private D-Bus session bus, so that the system tray is live.
+#
+#   scripts/tray-idle.sh [SECONDS]     (default 60; `make tray-idle`)
+#
+# Needs bin/idlepool and bin/idlepool-tray (make build tray), Xvfb and
+# dbus-daemon. Prints one line per process kind and the targets: under
+# 60 MB resident and under 1% of one core for the app.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+secs=${1:-60}
+warm=15
+for p in bin/idlepool bin/idlepool-tray; do
+  [ -x "$p" ] || { echo "tray-idle: $p is missing: run make build tray" >&2; exit 1; }
+done
+for p in Xvfb dbus-daemon; do
+  command -v "$p" >/dev/null || { echo "tray-idle: $p is not installed" >&2; exit 1; }
+done
+
+tmp=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+exec 5> "$tmp/display"
+Xvfb -displayfd 5 -screen 0 1280x800x24 -nolisten tcp 2>/dev/null &
+pids+=($!)
+for _ in $(seq 100); do [ -s "$tmp/display" ] && break; sleep 0.1; done
+export DISPLAY=:$(head -1 "$tmp/display")
+dbus-daemon --session --nofork --print-address=1 > "$tmp/bus" &
+pids+=($!)
+for _ in $(seq 100); do [ -s "$tmp/bus" ] && break; sleep 0.1; done
+export DBUS_SESSION_BUS_ADDRESS=$(head -1 "$tmp/bus")
+
+# A pool with no work, on loopback.
+bin/idlepool serve --home "$tmp/pool" --listen 127.0.0.1:0 --pool idle-check > "$tmp/serve.out" 2> "$tmp/serve.err" &
+pids+=($!)
+url=
+for _ in $(seq 100); do
+  url=$(grep -o 'http://127\.0\.0\.1:[0-9]*' "$tmp/serve.out" "$tmp/serve.err" 2>/dev/null | head -1 | cut -d: -f2- || true)
+  [ -n "$url" ] && break
+  sleep 0.1
+done
+[ -n "$url" ] || { echo "tray-idle: the coordinator did not start" >&2; cat "$tmp/serve.err" >&2; exit 1; }
+
+# The donor's machine: settings saved (no first-run window) and the pool
+# joined (`idlepool join` records it in the store the tray reads; it runs
+# for a moment and is stopped).
+home="$tmp/donor"
+bin/idlepool --home "$home" settings set idle_for=5m > /dev/null
+timeout -s TERM 3 bin/idlepool --home "$home" join "$url" --workers 1 2> "$tmp/join.err" || true
+grep -q "joining $url" "$tmp/join.err" || { echo "tray-idle: could not join the pool:" >&2; cat "$tmp/join.err" >&2; exit 1; }
+HOME="$tmp" XDG_CONFIG_HOME="$tmp/xdg" bin/idlepool-tray --home "$home" > "$tmp/tray.out" 2> "$tmp/tray.err" &
+app=$!
+pids+=($app)
+sleep "$warm"
+kill -0 "$app" 2>/dev/null || { echo "tray-idle: the tray app exited:" >&2; cat "$tmp/tray.err" >&2; exit 1; }
+
+hz=$(getconf CLK_TCK)
+ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
+workers() { pgrep -P "$app" -f ' worker ' || true; }
+
+t0=$(ticks "$app"); w0=0; for w in $(workers); do w0=$((w0 + $(ticks "$w"))); done
+start=$(date +%s.%N)
+peak=0; wpeak=0
+end=$(( $(date +%s) + secs ))
+while [ "$(date +%s)" -lt "$end" ]; do
+  r=$(rss_kib "$app"); [ "$r" -gt "$peak" ] && peak=$r
+  wr=0; for w in $(workers); do wr=$((wr + $(rss_kib "$w"))); done
+  [ "$wr" -gt "$wpeak" ] && wpeak=$wr
+  sleep 1
+done
+t1=$(ticks "$app"); w1=0; for w in $(workers); do w1=$((w1 + $(ticks "$w"))); done
+elapsed=$(echo "$(date +%s.%N) - $start" | bc -l)
+nw=$(workers | wc -l)
+awk -v t="$((t1 - t0))" -v hz="$hz" -v e="$elapsed" -v p="$peak" -v n="$nw" -v wt="$((w1 - w0))" -v wp="$wpeak" 'BEGIN {
+  printf "tray app:  peak RSS %.1f MB, CPU %.2f%% of one core over %.0f s (targets: < 60 MB, < 1%%)\n", p*1024/1e6, 100*t/hz/e, e
+  printf "workers:   %d processes, peak RSS %.1f MB together, CPU %.2f%% of one core\n", n, wp*1024/1e6, 100*wt/hz/e
+}'
