@@ -181,9 +181,10 @@ type Agent struct {
 	offerNow chan struct{} // wakes the offer loop: publish the offer again now
 	gov      *governor     // the policy's decision and its effects (govern.go)
 
-	mu      sync.Mutex
-	running map[string]pool.Lease // leases whose tasks are running
-	owners  map[job.ID]string     // job -> owner ID, for jobs seen
+	mu       sync.Mutex
+	joinedAs string                // the pool's name once joined, for Status
+	running  map[string]pool.Lease // leases whose tasks are running
+	owners   map[job.ID]string     // job -> owner ID, for jobs seen
 }
 
 // New checks cfg and returns an agent; it contacts nobody yet.
@@ -279,6 +280,9 @@ func (a *Agent) join(ctx context.Context) error {
 			return fmt.Errorf("register with pool %s: %w", info.Pool, err)
 		}
 		a.poolName, a.poolKey, a.owner = info.Pool, ed25519.PublicKey(info.Key), reg.Owner
+		a.mu.Lock()
+		a.joinedAs = info.Pool
+		a.mu.Unlock()
 		a.log = a.log.With("poolName", info.Pool)
 		a.log.Info("Joined pool", "peer", reg.Peer, "owner", reg.Owner)
 		return nil

@@ -431,6 +431,9 @@ func (d *Donor) Status() AgentStatus {
 			continue
 		}
 		as := da.a.Status()
+		if st.Pools[i].Name == "" {
+			st.Pools[i].Name = as.PoolName
+		}
 		st.Pools[i].Running = len(as.Running)
 		st.Running = append(st.Running, as.Running...)
 		st.ActiveSlots += as.ActiveSlots

@@ -112,7 +112,7 @@ func TestDonorFollowsJoinedPools(t *testing.T) {
 	d.Reload()
 	waitFor(t, "the donor computes for the joined pool", func() bool {
 		st := d.Status()
-		return len(st.Pools) == 1 && st.Pools[0].URL == co.url && st.Pools[0].Slots == 2 && st.Pools[0].Error == ""
+		return len(st.Pools) == 1 && st.Pools[0].URL == co.url && st.Pools[0].Name == "test" && st.Pools[0].Slots == 2 && st.Pools[0].Error == ""
 	})
 	boards, err := d.Board(ctx)
 	if err != nil || len(boards) != 1 || boards[0].URL != co.url || boards[0].Name != "test" || boards[0].Error != "" || boards[0].Offer == nil {

@@ -70,6 +70,8 @@ type AgentStatus struct {
 	// Running are the tasks this agent holds leases for now, running or
 	// suspended.
 	Running []RunningTask `json:"running"`
+	// PoolName is the pool's name as it reported it; "" until joined.
+	PoolName string `json:"poolName,omitempty"`
 	// Pools are the pools a Donor computes for, with what each is doing;
 	// empty for a lone Agent (Pool names its one pool).
 	Pools []PoolState `json:"pools,omitempty"`
@@ -288,6 +290,9 @@ func (a *Agent) Status() AgentStatus {
 	}
 	st.Decision.GPUs = slices.Clone(st.Decision.GPUs)
 	g.mu.Unlock()
+	a.mu.Lock()
+	st.PoolName = a.joinedAs
+	a.mu.Unlock()
 	leases := a.Running()
 	slices.SortFunc(leases, func(x, y pool.Lease) int {
 		if c := bytes.Compare(x.Job[:], y.Job[:]); c != 0 {

@@ -52,7 +52,11 @@ With --json it prints one JSON document:
     "decision": {"state": "computing"|"waiting"|"paused", "cores": N,
                  "gpus": [UUIDs], "reason": "words"},
     "capacity": what this machine offers (see idle.Capacity),
-    "settings": the owner's settings (as 'idlepool settings --json')
+    "settings": the owner's settings (as 'idlepool settings --json'),
+    "agent": what the running donor (idlepool join, or the tray app) is
+             doing, from its local API: {"pool", "decision", "running",
+             "pools": [{"url", "name", "slots", "running", "error"}], ...};
+             absent when none runs
   }
 
 Use 'idlepool status JOB --pool URL' for a job's progress in a pool.
@@ -121,6 +125,8 @@ type machineDoc struct {
 	Decision decisionDoc   `json:"decision"`
 	Capacity idle.Capacity `json:"capacity"`
 	Settings idle.Settings `json:"settings"`
+	// Agent is the running donor's own status; nil when none answers.
+	Agent *agent.AgentStatus `json:"agent,omitempty"`
 }
 
 func signalsOf(sig idle.Signals) signalsDoc {
@@ -195,10 +201,18 @@ func cmdMachineStatus(ctx context.Context, g *globals, asJSON bool) error {
 		g.logger().Debug("Machine partly unknown", "err", err)
 	}
 	c := idle.NewCapacity(m, s, sig.GPUs)
+	var running *agent.AgentStatus
+	actx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	if st, err := agent.ReadStatus(actx, filepath.Join(dirs.Data, agent.LocalAPIFile)); err == nil {
+		running = &st
+	} else if !errors.Is(err, agent.ErrNoAgent) {
+		g.logger().Debug("The running donor's status is unreadable", "err", err)
+	}
+	cancel()
 	if asJSON {
 		doc := machineDoc{At: sig.At, Signals: signalsOf(sig), InHours: s.Schedule.Allows(now, s.Location()),
 			Decision: decisionDoc{State: d.State, Cores: d.Cores, GPUs: append([]string{}, d.GPUs...), Reason: d.Reason},
-			Capacity: c, Settings: s}
+			Capacity: c, Settings: s, Agent: running}
 		b, err := json.MarshalIndent(doc, "", "  ")
 		if err != nil {
 			return fmt.Errorf("encode status: %w", err)
@@ -207,7 +221,32 @@ func cmdMachineStatus(ctx context.Context, g *globals, asJSON bool) error {
 		return nil
 	}
 	printMachine(g.stdout, s, sig, d, c, now)
+	printAgent(g.stdout, running)
 	return nil
+}
+
+// printAgent writes what the running donor is doing, or that none runs.
+func printAgent(w io.Writer, st *agent.AgentStatus) {
+	if st == nil {
+		fmt.Fprintf(w, "%-12s %s\n", "donor", "not running (start it with 'idlepool join' or the tray app)")
+		return
+	}
+	what := st.Decision.Reason
+	if what == "" {
+		what = "starting"
+	}
+	fmt.Fprintf(w, "%-12s %s; %d tasks held\n", "donor", what, len(st.Running))
+	for _, p := range st.Pools {
+		name := p.URL
+		if p.Name != "" {
+			name = p.Name + " (" + p.URL + ")"
+		}
+		state := fmt.Sprintf("%d workers, %d tasks", p.Slots, p.Running)
+		if p.Error != "" {
+			state = p.Error
+		}
+		fmt.Fprintf(w, "%-12s %s: %s\n", "  pool", name, state)
+	}
 }
 
 // printMachine writes the status as aligned lines a person reads.

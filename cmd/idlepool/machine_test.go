@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"idlepool/agent"
 	"idlepool/idle"
 )
 
@@ -200,5 +201,26 @@ func TestStatusOfAJobStillNeedsItsID(t *testing.T) {
 	out := idlepool(t, t.TempDir(), "status", "--pool", "http://127.0.0.1:1")
 	if out.code != 2 || !strings.Contains(out.stderr, "status needs exactly one job ID") {
 		t.Errorf("status --pool without a job: exit %d\n%s", out.code, out.stderr)
+	}
+}
+
+func TestPrintAgent(t *testing.T) {
+	var b strings.Builder
+	printAgent(&b, nil)
+	if !strings.Contains(b.String(), "not running") {
+		t.Errorf("no donor: %q", b.String())
+	}
+	b.Reset()
+	printAgent(&b, &agent.AgentStatus{
+		Decision: idle.Decision{State: idle.StateWaiting, Reason: "waiting: outside the allowed hours (Mon-Fri 22:00-07:00)"},
+		Running:  []agent.RunningTask{{Job: "j", Task: 1}},
+		Pools: []agent.PoolState{{URL: "http://a:7420", Name: "lab-a", Slots: 2, Running: 1},
+			{URL: "http://b:7420", Error: "its weight is 0: this machine offers it nothing"}},
+	})
+	want := "donor        waiting: outside the allowed hours (Mon-Fri 22:00-07:00); 1 tasks held\n" +
+		"  pool       lab-a (http://a:7420): 2 workers, 1 tasks\n" +
+		"  pool       http://b:7420: its weight is 0: this machine offers it nothing\n"
+	if b.String() != want {
+		t.Errorf("printAgent:\n%s\nwant:\n%s", b.String(), want)
 	}
 }
