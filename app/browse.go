@@ -38,13 +38,20 @@ const (
 	noPoolsText      = "This machine has not joined a pool yet: join one in Settings, and the jobs seeking compute there show here."
 )
 
-// browseColumns are the job table's column titles and widths.
+// browseColumns are the job table's column titles and widths. Together
+// they fit the window's width (1000), so that every column shows without
+// scrolling; a cell's text longer than its column wraps onto more lines
+// of its row (rowHeights).
 var browseColumns = []struct {
 	title string
 	width float32
 }{
-	{"Job", 160}, {"Owner", 110}, {"Pool", 110}, {"A task needs", 200}, {"Tasks left", 80}, {"This machine", 320},
+	{"Job", 135}, {"Owner", 110}, {"Pool", 95}, {"A task needs", 240}, {"Tasks left", 90}, {"This machine", 300},
 }
+
+// browseMatchColumn is the column of browseColumns that says whether this
+// machine matches the job.
+const browseMatchColumn = 5
 
 // browseRow is one job on the board: the pool it is listed in and how it
 // matches this machine.
@@ -129,12 +136,15 @@ func (u *UI) newBrowseView() *browseView {
 
 	v.table = widget.NewTableWithHeaders(
 		func() (int, int) { return len(v.rows), len(browseColumns) },
-		func() fyne.CanvasObject {
-			l := widget.NewLabel("")
-			l.Truncation = fyne.TextTruncateEllipsis
-			return l
+		func() fyne.CanvasObject { return newBrowseCell("") },
+		func(id widget.TableCellID, o fyne.CanvasObject) {
+			l := o.(*widget.Label)
+			l.Importance = widget.MediumImportance
+			if id.Col == browseMatchColumn && id.Row < len(v.rows) && v.rows[id.Row].job.Match {
+				l.Importance = widget.SuccessImportance
+			}
+			l.SetText(v.cell(id.Row, id.Col))
 		},
-		func(id widget.TableCellID, o fyne.CanvasObject) { o.(*widget.Label).SetText(v.cell(id.Row, id.Col)) },
 	)
 	v.table.ShowHeaderColumn = false
 	v.table.CreateHeader = func() fyne.CanvasObject {
@@ -161,14 +171,43 @@ func (u *UI) newBrowseView() *browseView {
 	v.clearChoice = widget.NewButton(labelClearChoice, func() { v.choose(labelClearChoice) })
 	v.enableChoices(false)
 
-	buttons := container.NewGridWithColumns(2, v.acceptJob, v.refuseJob, v.acceptOwner, v.refuseOwner, v.clearChoice)
-	pane := container.NewBorder(nil, container.NewVBox(widget.NewSeparator(), v.choice, buttons), nil, nil,
+	// The table takes the window's width, with every column in view; the
+	// choices about the selected job and its details are under it.
+	buttons := container.NewHBox(v.acceptJob, v.refuseJob, v.acceptOwner, v.refuseOwner, v.clearChoice)
+	pane := container.NewBorder(container.NewVBox(buttons, v.choice, widget.NewSeparator()), nil, nil, nil,
 		container.NewVScroll(v.details))
 	top := container.NewBorder(nil, v.errors, nil, v.refresh, v.status)
-	split := container.NewHSplit(v.table, pane)
-	split.Offset = 0.66
+	split := container.NewVSplit(v.table, pane)
+	split.Offset = 0.5
 	v.content = container.NewBorder(top, nil, nil, nil, split)
 	return v
+}
+
+// newBrowseCell returns a cell of the job table: a label that wraps,
+// rather than cut, text longer than its column.
+func newBrowseCell(text string) *widget.Label {
+	l := widget.NewLabel(text)
+	l.Wrapping = fyne.TextWrapWord
+	return l
+}
+
+// rowHeights sets the height of each row of the table to that of its
+// tallest cell, so that text wrapped in a cell shows whole.
+func (v *browseView) rowHeights() {
+	oneLine := newBrowseCell("").MinSize().Height
+	for row := range v.rows {
+		h := oneLine
+		for col, c := range browseColumns {
+			h = max(h, cellHeight(newBrowseCell(v.cell(row, col)), c.width))
+		}
+		v.table.SetRowHeight(row, h)
+	}
+}
+
+// cellHeight is the height label needs to show its wrapped text at width.
+func cellHeight(l *widget.Label, width float32) float32 {
+	l.Resize(fyne.NewSize(width, l.MinSize().Height))
+	return l.MinSize().Height
 }
 
 // load reads the boards again, off the UI goroutine, showing "Loading..."
@@ -253,6 +292,7 @@ func (v *browseView) show(joined int, boards []agent.PoolBoard, err error) {
 	default:
 		v.status.SetText(boardSummary(v.rows, len(boards)-len(failed)))
 	}
+	v.rowHeights()
 	v.table.Refresh()
 	v.showDetails()
 	if keep.poolURL != "" {
@@ -309,7 +349,7 @@ func (v *browseView) cell(row, col int) string {
 		return taskNeeds(l)
 	case 4:
 		return fmt.Sprint(l.TasksLeft)
-	case 5:
+	case browseMatchColumn:
 		if r.job.Match {
 			return "✓ matches"
 		}
@@ -356,7 +396,7 @@ func (v *browseView) selectRow(row int) {
 func (v *browseView) showDetails() {
 	if v.selected < 0 {
 		v.details.SetText("Select a job to see its details.")
-		v.choice.SetText("")
+		v.setChoice("")
 		v.enableChoices(false)
 		return
 	}
@@ -446,7 +486,7 @@ func (v *browseView) choose(label string) {
 		}
 	}
 	if err != nil {
-		v.choice.SetText(fmt.Sprintf("Cannot save your choice: %v", err))
+		v.setChoice(fmt.Sprintf("Cannot save your choice: %v", err))
 		return
 	}
 	if v.u.deps.Engine != nil {
@@ -467,10 +507,21 @@ func (v *browseView) showChoice() {
 	defer cancel()
 	prefs, err := v.u.deps.Store.Preferences(ctx)
 	if err != nil {
-		v.choice.SetText(fmt.Sprintf("Cannot read your choices: %v", err))
+		v.setChoice(fmt.Sprintf("Cannot read your choices: %v", err))
 		return
 	}
-	v.choice.SetText(choiceText(prefs, r.poolURL, r.job.Listing.Job, r.job.Listing.Owner))
+	v.setChoice(choiceText(prefs, r.poolURL, r.job.Listing.Job, r.job.Listing.Owner))
+}
+
+// setChoice shows text under the choice buttons, or nothing (not even an
+// empty line) when text is "".
+func (v *browseView) setChoice(text string) {
+	v.choice.SetText(text)
+	if text == "" {
+		v.choice.Hide()
+	} else {
+		v.choice.Show()
+	}
 }
 
 // choiceText writes the donor's choices about job id and its owner in

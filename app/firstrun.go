@@ -129,26 +129,33 @@ func newFirstRunForm(ctx context.Context, u *UI, w fyne.Window, done func()) *fi
 	if err != nil {
 		s = idle.Defaults()
 	}
-	rules := container.NewVBox()
-	for _, line := range defaultsInWords(s) {
-		l := widget.NewLabel("• " + line)
-		l.Wrapping = fyne.TextWrapWord
-		rules.Add(l)
-	}
+	// The rules are one paragraph of bullets, so that the window shows
+	// them and the choice below without scrolling.
+	rules := widget.NewLabel("• " + strings.Join(defaultsInWords(s), "\n• "))
+	rules.Wrapping = fyne.TextWrapWord
 
 	f.poolURL = widget.NewEntry()
 	f.poolURL.SetPlaceHolder("https://pool.example.org")
 	f.poolInvite = widget.NewEntry()
 	f.poolInvite.SetPlaceHolder("only if the pool gave you one")
 	f.poolForm = container.NewVBox(
-		widget.NewLabel("The pool's address"), f.poolURL,
-		widget.NewLabel("Invite token"), f.poolInvite,
+		container.New(layout.NewFormLayout(),
+			widget.NewLabel("Pool address"), f.poolURL,
+			widget.NewLabel("Invite token"), f.poolInvite,
+		),
 		f.poolErr,
 	)
+	var scroll *container.Scroll
 	f.choice = widget.NewRadioGroup([]string{choicePool, choiceSolo}, func(c string) {
 		setError(f.poolErr, "")
 		if c == choicePool {
 			f.poolForm.Show()
+			if scroll != nil {
+				// The pool's fields, which a short window hides: lay
+				// them out, then scroll to them.
+				scroll.Refresh()
+				scroll.ScrollToBottom()
+			}
 		} else {
 			f.poolForm.Hide()
 		}
@@ -175,7 +182,8 @@ func newFirstRunForm(ctx context.Context, u *UI, w fyne.Window, done func()) *fi
 		f.status,
 	)
 	bar := container.NewHBox(f.settings, layout.NewSpacer(), f.start)
-	f.content = container.NewBorder(nil, container.NewPadded(bar), nil, nil, container.NewVScroll(container.NewPadded(body)))
+	scroll = container.NewVScroll(container.NewPadded(body))
+	f.content = container.NewBorder(nil, container.NewPadded(bar), nil, nil, scroll)
 	return f
 }
 

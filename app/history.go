@@ -38,13 +38,19 @@ const (
 )
 
 // historyColumns are the table's column titles and widths; the header
-// buttons sort by them.
+// buttons sort by them. Together they fit the table's side of the window
+// (historySplit of 1100), so that the side pane shows whole; a reason
+// longer than its column ends in "…" and shows whole in the details.
 var historyColumns = []struct {
 	title string
 	width float32
 }{
-	{"Date", 140}, {"Pool", 150}, {"Job", 120}, {"Task", 60}, {"Cost", 70}, {"State", 90}, {"Reason", 330},
+	{"Date", 135}, {"Pool", 110}, {"Job", 115}, {"Task", 65}, {"Cost", 65}, {"State", 95}, {"Reason", 140},
 }
+
+// historySplit is the share of the window's width the table takes; the
+// details and totals take the rest.
+const historySplit = 0.69
 
 // Column indexes of historyColumns.
 const (
@@ -177,6 +183,7 @@ func (u *UI) newHistoryView() *historyView {
 	v.perPool = widget.NewLabel("")
 	v.perPool.Wrapping = fyne.TextWrapWord
 	v.perDay = widget.NewLabel("")
+	v.perDay.Wrapping = fyne.TextWrapWord
 	v.chart = newBarChart("Confirmed cost units per day, last 4 weeks", "cost units", 7)
 
 	filters := container.NewHBox(widget.NewLabel("Pool:"), v.pool, widget.NewLabel("State:"), v.state, layout.NewSpacer(), v.refresh)
@@ -190,20 +197,23 @@ func (u *UI) newHistoryView() *historyView {
 		widget.NewLabelWithStyle("Per day", fyne.TextAlignLeading, fyne.TextStyle{Bold: true}), v.perDay,
 	))
 	split := container.NewHSplit(tablePane, side)
-	split.Offset = 0.72
+	split.Offset = historySplit
 	top := container.NewVBox(filters, v.status)
 	v.content = container.NewBorder(top, v.chart, nil, nil, split)
 	return v
 }
 
 // columnsLayout places objects side by side at the given widths, with
-// the table's separator between them, so that header buttons sit over
-// the table's columns.
+// the table's gap between them (widget.Table puts the theme's padding
+// between columns), so that header buttons sit over the table's columns.
 type columnsLayout struct{ widths []float32 }
+
+// tableGap is the space widget.Table leaves between columns.
+func tableGap() float32 { return theme.Size(theme.SizeNamePadding) }
 
 // Layout implements fyne.Layout.
 func (l *columnsLayout) Layout(objs []fyne.CanvasObject, size fyne.Size) {
-	sep := theme.Size(theme.SizeNameSeparatorThickness)
+	sep := tableGap()
 	x := float32(0)
 	for i, o := range objs {
 		w := l.widths[min(i, len(l.widths)-1)]
@@ -217,6 +227,9 @@ func (l *columnsLayout) Layout(objs []fyne.CanvasObject, size fyne.Size) {
 func (l *columnsLayout) MinSize(objs []fyne.CanvasObject) fyne.Size {
 	var w, h float32
 	for i, o := range objs {
+		if i > 0 {
+			w += tableGap()
+		}
 		w += l.widths[min(i, len(l.widths)-1)]
 		h = max(h, o.MinSize().Height)
 	}
@@ -373,13 +386,17 @@ func (v *historyView) updatePools() {
 	}
 	slices.Sort(urls)
 	urls = slices.Compact(urls)
+	named := map[string]int{} // how many pools have each label
+	for _, u := range urls {
+		named[v.poolText(u)]++
+	}
 	selURL := v.poolURLs[v.pool.Selected]
 	v.poolURLs = map[string]string{}
 	opts := []string{historyAll}
 	sel := historyAll
 	for _, u := range urls {
 		label := v.poolText(u)
-		if _, dup := v.poolURLs[label]; dup || label != u {
+		if _, taken := v.poolURLs[label]; taken || named[label] > 1 || label == historyAll {
 			label = fmt.Sprintf("%s (%s)", label, u)
 		}
 		v.poolURLs[label] = u
@@ -600,13 +617,32 @@ func chartBars(perDay []store.DaySummary, now time.Time) []chartBar {
 	return bars
 }
 
+// countsText writes the counts of results that are not zero, after a
+// semicolon: "; 3 confirmed, 1 rejected", or "" when all are zero. The
+// zeros are left out so that a line of the narrow totals pane fits.
+func countsText(confirmed, pending, rejected int64) string {
+	var parts []string
+	for _, c := range []struct {
+		n    int64
+		what string
+	}{{confirmed, "confirmed"}, {pending, "pending"}, {rejected, "rejected"}} {
+		if c.n != 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", c.n, c.what))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "; " + strings.Join(parts, ", ")
+}
+
 // showTotals writes the totals per pool (every pool) and per day (the
 // pool selected, or all), and draws the chart of the same days.
 func (v *historyView) showTotals() {
 	var b strings.Builder
 	for _, t := range totalsPerPool(v.data.days) {
-		fmt.Fprintf(&b, "%s: %s cost units confirmed; %d confirmed, %d pending, %d rejected\n",
-			v.poolText(t.pool), costText(t.confirmedCost), t.confirmed, t.pending, t.rejected)
+		fmt.Fprintf(&b, "%s: %s cost units confirmed%s\n",
+			v.poolText(t.pool), costText(t.confirmedCost), countsText(t.confirmed, t.pending, t.rejected))
 	}
 	if b.Len() == 0 {
 		b.WriteString("Nothing yet.")
@@ -621,8 +657,8 @@ func (v *historyView) showTotals() {
 	b.Reset()
 	for i := len(perDay) - 1; i >= 0; i-- { // newest first
 		d := perDay[i]
-		fmt.Fprintf(&b, "%s: %s cost units; %d confirmed, %d pending, %d rejected\n",
-			d.Day, costText(d.ConfirmedCost), d.Confirmed, d.Pending, d.Rejected)
+		fmt.Fprintf(&b, "%s: %s cost units%s\n",
+			d.Day, costText(d.ConfirmedCost), countsText(d.Confirmed, d.Pending, d.Rejected))
 	}
 	if b.Len() == 0 {
 		b.WriteString("Nothing yet.")

@@ -210,15 +210,15 @@ func jobNames(v testHistory) []string {
 
 func TestHistoryFilters(t *testing.T) {
 	v, _ := newTestHistory(t)
-	if diff := cmp.Diff([]string{historyAll, "alpha (http://a)", "beta (http://b)"}, v.pool.Options); diff != "" {
+	if diff := cmp.Diff([]string{historyAll, "alpha", "beta"}, v.pool.Options); diff != "" {
 		t.Fatalf("pool options (-want +got):\n%s", diff)
 	}
-	v.pool.SetSelected("beta (http://b)")
+	v.pool.SetSelected("beta")
 	v.settle()
 	if diff := cmp.Diff([]string{"beta", "beta"}, v.column(colPool)); diff != "" {
 		t.Errorf("pools shown when filtered by beta (-want +got):\n%s", diff)
 	}
-	if v.pool.Selected != "beta (http://b)" {
+	if v.pool.Selected != "beta" {
 		t.Errorf("pool filter %q after loading", v.pool.Selected)
 	}
 
@@ -247,23 +247,23 @@ func TestHistoryFilters(t *testing.T) {
 
 func TestHistoryTotals(t *testing.T) {
 	v, _ := newTestHistory(t)
-	wantPools := "alpha: 16.5 cost units confirmed; 3 confirmed, 0 pending, 1 rejected\n" +
-		"beta: 1 cost units confirmed; 1 confirmed, 1 pending, 0 rejected"
+	wantPools := "alpha: 16.5 cost units confirmed; 3 confirmed, 1 rejected\n" +
+		"beta: 1 cost units confirmed; 1 confirmed, 1 pending"
 	if diff := cmp.Diff(wantPools, v.perPool.Text); diff != "" {
 		t.Errorf("totals per pool (-want +got):\n%s", diff)
 	}
 	day := func(d int) string { return historyNow.AddDate(0, 0, d).Format(time.DateOnly) }
-	wantDays := day(0) + ": 2.5 cost units; 1 confirmed, 0 pending, 1 rejected\n" +
-		day(-1) + ": 1 cost units; 1 confirmed, 1 pending, 0 rejected\n" +
-		day(-2) + ": 4 cost units; 1 confirmed, 0 pending, 0 rejected\n" +
-		day(-40) + ": 10 cost units; 1 confirmed, 0 pending, 0 rejected"
+	wantDays := day(0) + ": 2.5 cost units; 1 confirmed, 1 rejected\n" +
+		day(-1) + ": 1 cost units; 1 confirmed, 1 pending\n" +
+		day(-2) + ": 4 cost units; 1 confirmed\n" +
+		day(-40) + ": 10 cost units; 1 confirmed"
 	if diff := cmp.Diff(wantDays, v.perDay.Text); diff != "" {
 		t.Errorf("totals per day (-want +got):\n%s", diff)
 	}
 
-	v.pool.SetSelected("beta (http://b)")
+	v.pool.SetSelected("beta")
 	v.settle()
-	if diff := cmp.Diff(day(-1)+": 1 cost units; 1 confirmed, 1 pending, 0 rejected", v.perDay.Text); diff != "" {
+	if diff := cmp.Diff(day(-1)+": 1 cost units; 1 confirmed, 1 pending", v.perDay.Text); diff != "" {
 		t.Errorf("totals per day of beta (-want +got):\n%s", diff)
 	}
 	if !strings.Contains(v.perPool.Text, "alpha:") {
@@ -314,7 +314,7 @@ func TestHistoryChart(t *testing.T) {
 	}
 
 	// Filtered by pool beta, only its day has a bar.
-	v.pool.SetSelected("beta (http://b)")
+	v.pool.SetSelected("beta")
 	v.settle()
 	n := 0
 	for _, b := range v.chart.bars {

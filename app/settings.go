@@ -19,6 +19,7 @@ import (
 	"fyne.io/fyne/v2/container"
 	"fyne.io/fyne/v2/dialog"
 	"fyne.io/fyne/v2/layout"
+	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
 
 	"idlepool/idle"
@@ -162,12 +163,28 @@ func setError(l *widget.Label, msg string) {
 	}
 }
 
-// hint returns a small wrapping label explaining a field.
-func hint(text string) *widget.Label {
-	l := widget.NewLabel(text)
-	l.Importance = widget.LowImportance
-	l.Wrapping = fyne.TextWrapWord
-	return l
+// hint returns a wrapping paragraph explaining a field, in the theme's
+// secondary text colour: the placeholder colour, which reads well on both
+// the dark and the light theme (a LowImportance label is drawn in the
+// disabled colour, barely visible on the dark one). Change its text with
+// setHint.
+func hint(text string) *widget.RichText {
+	r := widget.NewRichText(&widget.TextSegment{Text: text, Style: widget.RichTextStyle{
+		ColorName: hintColor,
+		Inline:    true,
+		SizeName:  theme.SizeNameText,
+	}})
+	r.Wrapping = fyne.TextWrapWord
+	return r
+}
+
+// hintColor is the colour of hints.
+const hintColor = theme.ColorNamePlaceHolder
+
+// setHint sets the text of a hint made by hint.
+func setHint(r *widget.RichText, text string) {
+	r.Segments[0].(*widget.TextSegment).Text = text
+	r.Refresh()
 }
 
 // heading returns a bold label.
@@ -318,7 +335,8 @@ func (f *settingsForm) computerTab(ctx context.Context, s idle.Settings) fyne.Ca
 	f.maxTemp.SetText(strconv.FormatFloat(s.MaxTemperatureC, 'f', -1, 64))
 	f.maxTempErr = newErrorLabel()
 
-	cpu := container.New(layout.NewFormLayout(), slices.Concat(
+	// One form for both sections, so that their fields line up.
+	form := container.New(layout.NewFormLayout(), slices.Concat(
 		field("Cores to use", f.cores,
 			fmt.Sprintf("A number of cores (such as 6) or a percentage (such as 75%%). This computer has %d. Leave empty to use all but one.", runtime.NumCPU()),
 			f.coresErr),
@@ -329,16 +347,13 @@ func (f *settingsForm) computerTab(ctx context.Context, s idle.Settings) fyne.Ca
 			"Step aside while other programs use more than this percentage of the processor.", f.maxOtherCPUErr),
 		field("Memory (%)", f.memory, "The percentage of this computer's memory tasks may use together.", f.memoryErr),
 		field("Temperature limit (°C)", f.maxTemp, "Pause while the processor is hotter than this. 0: no limit.", f.maxTempErr),
-	)...)
-	battery := container.New(layout.NewFormLayout(), slices.Concat(
+		[]fyne.CanvasObject{heading("Battery"), layout.NewSpacer()},
 		[]fyne.CanvasObject{widget.NewLabel(""), f.pauseOnBattery},
 		field("Lowest battery (%)", f.minBattery,
 			"When computing on battery is allowed, stop below this charge. 0: no minimum.", f.minBatteryErr),
 	)...)
 	return container.NewVBox(
-		heading("Processor and memory"), cpu,
-		widget.NewSeparator(),
-		heading("Battery"), battery,
+		heading("Processor and memory"), form,
 		widget.NewSeparator(),
 		heading("Pause while these programs run"), f.programsBox(ctx, s.PauseFor),
 	)
@@ -365,7 +380,7 @@ func (f *settingsForm) programsBox(ctx context.Context, programs []string) fyne.
 	pickNote := hint("")
 	if f.u.deps.Processes == nil {
 		f.programPick.Disable()
-		pickNote.SetText("Picking from running programs is not available on this computer: type the program's name instead.")
+		setHint(pickNote, "Picking from running programs is not available on this computer: type the program's name instead.")
 	} else {
 		pickNote.Hide()
 	}
@@ -738,7 +753,7 @@ func (f *settingsForm) poolsTab(ctx context.Context) fyne.CanvasObject {
 	joinNote := hint("Joining and leaving take effect at once; there is no need to press Save.")
 	if f.u.deps.CheckPool == nil {
 		f.poolJoin.Disable()
-		joinNote.SetText("Joining a pool is not available in this build of the app.")
+		setHint(joinNote, "Joining a pool is not available in this build of the app.")
 	}
 	f.refreshPools(ctx)
 	form := container.New(layout.NewFormLayout(),
@@ -750,11 +765,11 @@ func (f *settingsForm) poolsTab(ctx context.Context) fyne.CanvasObject {
 		f.poolList,
 		widget.NewSeparator(),
 		heading("Join a pool"),
+		joinNote,
 		form,
 		f.poolErr,
 		container.NewHBox(f.poolJoin),
 		f.poolStatus,
-		joinNote,
 	)
 }
 
@@ -777,7 +792,8 @@ func (f *settingsForm) refreshPools(ctx context.Context) {
 			name = "(pool without a name)"
 		}
 		leave := widget.NewButton("Leave", func() { f.leavePool(ctx, p.URL, name) })
-		f.poolList.Add(container.NewBorder(nil, nil, nil, leave,
+		// The button keeps its own height, beside the name and address.
+		f.poolList.Add(container.NewBorder(nil, nil, nil, container.NewCenter(leave),
 			container.NewVBox(widget.NewLabelWithStyle(name, fyne.TextAlignLeading, fyne.TextStyle{Bold: true}), widget.NewLabel(p.URL))))
 	}
 }
