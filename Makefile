@@ -6,7 +6,7 @@ WASM      := $(foreach e,$(EXAMPLES),examples/$(e)/$(e).wasm)
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME  ?= 10s
 
-.PHONY: all build tray package screenshots tray-idle examples pi run-examples test crossvet fuzz bench fmt vet lint clean
+.PHONY: all build tray panel package screenshots tray-idle examples pi run-examples test crossvet fuzz bench fmt vet lint clean
 
 all: build examples
 
@@ -21,8 +21,12 @@ tray:
 # The Linux package of the tray app (FyneApp.toml): idlepool.tar.xz with the
 # binary, its .desktop file and icon, and a Makefile that installs them.
 FYNE := fyne.io/tools/cmd/fyne@v1.7.4
+# fyne package rewrites FyneApp.toml (it counts builds up), so it works on
+# a copy and the tracked file stays as written.
 package: tray
-	$(GO) run $(FYNE) package --os linux --exe $(BIN)/idlepool-tray --release
+	cp FyneApp.toml $(BIN)/FyneApp.toml.kept
+	$(GO) run $(FYNE) package --os linux --exe $(BIN)/idlepool-tray --release; \
+	  rc=$$?; mv $(BIN)/FyneApp.toml.kept FyneApp.toml; exit $$rc
 	tar -tJf idlepool.tar.xz
 
 # Screenshots of the tray app's windows under Xvfb, into docs/screenshots.
@@ -30,8 +34,12 @@ screenshots:
 	mkdir -p docs/screenshots
 	IDLEPOOL_REQUIRE_GUI=1 IDLEPOOL_SCREENSHOTS=$(CURDIR)/docs/screenshots $(GO) test -count=1 -run 'TestWindowsUnderXvfb' ./cmd/idlepool-tray
 
+# A stand-in for the desktop's panel, for headless checks of the tray icon.
+panel:
+	$(GO) build -o $(BIN)/panel ./scripts/panel
+
 # The tray app's memory and CPU at rest (scripts/tray-idle.sh).
-tray-idle: build tray
+tray-idle: build tray panel
 	./scripts/tray-idle.sh
 
 # Job programs are compiled to WebAssembly (WASI preview 1) by the standard Go toolchain.

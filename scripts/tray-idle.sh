@@ -7,15 +7,17 @@
 #
 #   scripts/tray-idle.sh [SECONDS]     (default 60; `make tray-idle`)
 #
-# Needs bin/idlepool and bin/idlepool-tray (make build tray), Xvfb and
-# dbus-daemon. Prints one line per process kind and the targets: under
+# Needs bin/idlepool, bin/idlepool-tray and bin/panel (make build tray
+# panel), Xvfb and dbus-daemon. bin/panel stands in for the desktop's panel
+# (the StatusNotifierWatcher), so that the app lives in the tray with no
+# window open, as on a donor's desktop. Prints one line per process kind and the targets: under
 # 60 MB resident and under 1% of one core for the app.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-60}
 warm=15
-for p in bin/idlepool bin/idlepool-tray; do
-  [ -x "$p" ] || { echo "tray-idle: $p is missing: run make build tray" >&2; exit 1; }
+for p in bin/idlepool bin/idlepool-tray bin/panel; do
+  [ -x "$p" ] || { echo "tray-idle: $p is missing: run make build tray panel" >&2; exit 1; }
 done
 for p in Xvfb dbus-daemon; do
   command -v "$p" >/dev/null || { echo "tray-idle: $p is not installed" >&2; exit 1; }
@@ -35,10 +37,13 @@ Xvfb -displayfd 5 -screen 0 1280x800x24 -nolisten tcp 2>/dev/null &
 pids+=($!)
 for _ in $(seq 100); do [ -s "$tmp/display" ] && break; sleep 0.1; done
 export DISPLAY=:$(head -1 "$tmp/display")
-dbus-daemon --session --nofork --print-address=1 > "$tmp/bus" &
+dbus-daemon --session --nofork --print-address=1 > "$tmp/bus" 2>/dev/null &
 pids+=($!)
 for _ in $(seq 100); do [ -s "$tmp/bus" ] && break; sleep 0.1; done
 export DBUS_SESSION_BUS_ADDRESS=$(head -1 "$tmp/bus")
+bin/panel > "$tmp/panel.out" 2>&1 &
+pids+=($!)
+sleep 0.5
 
 # A pool with no work, on loopback.
 bin/idlepool serve --home "$tmp/pool" --listen 127.0.0.1:0 --pool idle-check > "$tmp/serve.out" 2> "$tmp/serve.err" &
@@ -63,11 +68,13 @@ app=$!
 pids+=($app)
 sleep "$warm"
 kill -0 "$app" 2>/dev/null || { echo "tray-idle: the tray app exited:" >&2; cat "$tmp/tray.err" >&2; exit 1; }
+grep -q '^item ' "$tmp/panel.out" || { echo "tray-idle: no tray icon registered:" >&2; cat "$tmp/panel.out" "$tmp/tray.err" >&2; exit 1; }
+sed -n 's/^/panel: /p' "$tmp/panel.out" | grep -v watching
 
 hz=$(getconf CLK_TCK)
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
-workers() { pgrep -P "$app" -f ' worker ' || true; }
+workers() { pgrep -P "$app" || true; }
 
 t0=$(ticks "$app"); w0=0; for w in $(workers); do w0=$((w0 + $(ticks "$w"))); done
 start=$(date +%s.%N)
