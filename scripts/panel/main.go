@@ -167,7 +167,7 @@ func main() {
 		os.Exit(1)
 	}
 	props, err := prop.Export(conn, watcherPath, prop.Map{watcherName: {
-		"RegisteredStatusNotifierItems": {Value: []string{}, Emit: prop.EmitTrue},
+		"RegisteredStatusNotifierItems":  {Value: []string{}, Emit: prop.EmitTrue},
 		"IsStatusNotifierHostRegistered": {Value: true, Emit: prop.EmitTrue},
 		"ProtocolVersion":                {Value: int32(0), Emit: prop.EmitTrue},
 	}})
