@@ -102,6 +102,10 @@ type Config struct {
 	// 0. Tasks stop within about SamplePeriod plus the Signaller's time to
 	// answer after the owner comes back.
 	SamplePeriod time.Duration
+	// RestSamplePeriod is the wait between samples while the decision is
+	// not to compute; DefaultRestSamplePeriod when 0, never shorter than
+	// SamplePeriod.
+	RestSamplePeriod time.Duration
 	// Offer, if set, makes the agent publish a signed capacity offer
 	// (package offers) to the pool once it has joined, and refresh it every
 	// third of OfferTTL and whenever the policy's state changes, built
@@ -142,6 +146,10 @@ func (c *Config) Validate() error {
 	if c.SamplePeriod <= 0 {
 		c.SamplePeriod = DefaultSamplePeriod
 	}
+	if c.RestSamplePeriod <= 0 {
+		c.RestSamplePeriod = DefaultRestSamplePeriod
+	}
+	c.RestSamplePeriod = max(c.RestSamplePeriod, c.SamplePeriod)
 	if c.OfferTTL <= 0 {
 		c.OfferTTL = offers.DefaultTTL
 	}

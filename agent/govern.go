@@ -40,6 +40,12 @@ type Suspender interface {
 // timeout it bounds how long tasks go on after the owner comes back.
 const DefaultSamplePeriod = 250 * time.Millisecond
 
+// DefaultRestSamplePeriod is how often the governor samples while the
+// policy says not to compute, when Config.RestSamplePeriod is 0: nothing
+// needs to step aside then, and starting a second later goes unnoticed,
+// so the machine at rest pays for a quarter of the samples.
+const DefaultRestSamplePeriod = time.Second
+
 // errHandedBack is the cause with which a task suspended longer than its
 // lease allows is cancelled, so that its lease is handed back.
 var errHandedBack = errors.New("agent: task suspended longer than its lease allows")
@@ -148,7 +154,8 @@ func (g *governor) gpus() []string {
 }
 
 // serveGovernor samples the signals and applies the policy's decision at
-// once and then every SamplePeriod until ctx ends; it returns nil then.
+// once and then every SamplePeriod while computing, every
+// RestSamplePeriod while not, until ctx ends; it returns nil then.
 // Without a Signaller it decides once to run on every slot.
 //
 // It leaves the executor as it is when it returns: Serve's running tasks
@@ -163,18 +170,24 @@ func (a *Agent) serveGovernor(ctx context.Context) error {
 		}, idle.Signals{})
 		return nil
 	}
-	tick := time.NewTicker(a.cfg.SamplePeriod)
-	defer tick.Stop()
 	for {
+		start := time.Now()
 		sig := a.cfg.Signals.Sample(ctx)
 		if ctx.Err() != nil {
 			return nil
 		}
-		a.applyDecision(a.cfg.Decide(sig, time.Now()), sig)
+		d := a.cfg.Decide(sig, time.Now())
+		a.applyDecision(d, sig)
+		period := a.cfg.SamplePeriod
+		if !d.Run() {
+			period = a.cfg.RestSamplePeriod
+		}
+		t := time.NewTimer(max(0, period-time.Since(start)))
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return nil
-		case <-tick.C:
+		case <-t.C:
 		}
 	}
 }

@@ -216,3 +216,54 @@ func TestGovernorSuspendHandsBack(t *testing.T) {
 		return err == nil && js.Accepted == 1
 	})
 }
+
+// countingSignals is a fakeSignals that counts its samples.
+type countingSignals struct {
+	*fakeSignals
+	n atomic.Int64
+}
+
+func (c *countingSignals) Sample(ctx context.Context) idle.Signals {
+	c.n.Add(1)
+	return c.fakeSignals.Sample(ctx)
+}
+
+func TestGovernorSamplesLessAtRest(t *testing.T) {
+	// While the owner is active nothing computes, so the governor samples
+	// every RestSamplePeriod; once computing, every SamplePeriod, so that
+	// it steps aside quickly.
+	co := startCoordinator(t, t.TempDir(), "127.0.0.1:0")
+	dev := newDevice(t, nil)
+	sig := &countingSignals{fakeSignals: newFakeSignals(2)}
+	sig.active.Store(true)
+	a, err := agent.New(agent.Config{
+		PoolURL: co.url, Home: dev.dirs, DeviceKey: dev.key, OwnerKey: dev.owner, Slots: 1,
+		Executor: &fakeExec{}, Store: dev.local, HTTP: httpClient(t),
+		MaxBackoff: 200 * time.Millisecond, IdlePoll: 50 * time.Millisecond, ReceiptPoll: 50 * time.Millisecond,
+		Signals: sig, Decide: decideFake, SamplePeriod: 20 * time.Millisecond, RestSamplePeriod: 200 * time.Millisecond,
+		Logger: quietLogger(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Serve(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	time.Sleep(time.Second)
+	resting := sig.n.Load()
+	sig.active.Store(false)
+	time.Sleep(300 * time.Millisecond) // the next rest sample sees the owner gone
+	from := sig.n.Load()
+	time.Sleep(time.Second)
+	computing := sig.n.Load() - from
+	// At rest at most one sample per 200 ms (plus the first); computing
+	// about fifty a second. The bounds are loose: shared machines stall.
+	if resting > 10 {
+		t.Errorf("%d samples in a second at rest, want at most about 5", resting)
+	}
+	if computing <= resting {
+		t.Errorf("%d samples in a second while computing, %d at rest: want many more while computing", computing, resting)
+	}
+}
