@@ -6,7 +6,7 @@ WASM      := $(foreach e,$(EXAMPLES),examples/$(e)/$(e).wasm)
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME  ?= 10s
 
-.PHONY: all build tray panel package screenshots tray-idle examples pi run-examples test crossvet fuzz bench fmt vet lint clean
+.PHONY: all build tray panel package package-check screenshots tray-idle examples pi run-examples test crossvet fuzz bench fmt vet lint clean
 
 all: build examples
 
@@ -28,6 +28,12 @@ package: tray
 	$(GO) run $(FYNE) package --os linux --exe $(BIN)/idlepool-tray --release; \
 	  rc=$$?; mv $(BIN)/FyneApp.toml.kept FyneApp.toml; exit $$rc
 	tar -tJf idlepool.tar.xz
+
+# The package as a donor installs it: user-install into a throwaway home,
+# the tray icon and menu on a private session, the engine obeying the hours
+# (scripts/package-check.sh).
+package-check: package build panel
+	./scripts/package-check.sh
 
 # Screenshots of the tray app's windows under Xvfb, into docs/screenshots.
 screenshots:
@@ -61,12 +67,13 @@ run-examples: build examples
 
 # The test command: every test with the race detector (the tray app's under
 # Xvfb too), go vet for Windows and macOS (cgo off, as in any cross build),
-# each fuzz target briefly, then the tray app's Linux package.
+# each fuzz target briefly, then the tray app's Linux package, installed and
+# run.
 test:
 	$(GO) test -race -count=1 -timeout 30m ./...
 	$(MAKE) crossvet
 	$(MAKE) fuzz
-	$(MAKE) package
+	$(MAKE) package-check
 
 # Fyne's desktop driver needs cgo, which a cross build lacks: the packages
 # that create the Fyne app (and, for macOS, Fyne's widgets too) are vetted

@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# Checks the tray app's Linux package as a donor meets it: installs
+# idlepool.tar.xz (make package) into a throwaway home with the package's
+# own `make user-install`, starts the installed program on a private X
+# server and D-Bus session bus with a stand-in panel (bin/panel), and
+# checks that
+#   - the icon appears in the tray with its menu, the status line first;
+#   - the tray's engine computes for a pool joined on loopback;
+#   - hours set outside now make it wait ("outside your hours"), and hours
+#     that include now make it compute again, without a restart;
+#   - it quits cleanly on SIGTERM.
+#
+#   scripts/package-check.sh        (make package-check)
+#
+# Needs idlepool.tar.xz, bin/idlepool and bin/panel, Xvfb and dbus-daemon.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+for p in idlepool.tar.xz bin/idlepool bin/panel; do
+  [ -e "$p" ] || { echo "package-check: $p is missing: run make package build panel" >&2; exit 1; }
+done
+
+tmp=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+fail() {
+  echo "package-check: $*" >&2
+  for f in "$tmp"/*.log "$tmp"/*.out; do [ -s "$f" ] && { echo "--- $f" >&2; tail -20 "$f" >&2; }; done
+  exit 1
+}
+# wait_for FILE PATTERN SECONDS: until the file has a line matching.
+wait_for() {
+  for _ in $(seq $(( $3 * 10 ))); do grep -q -- "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done
+  return 1
+}
+
+# Install as the package's Makefile tells a person to.
+mkdir -p "$tmp/home" "$tmp/pkg"
+tar -xJf idlepool.tar.xz -C "$tmp/pkg"
+make -s -C "$tmp/pkg/idlepool-tray" user-install HOME="$tmp/home" > /dev/null
+tray="$tmp/home/.local/bin/idlepool-tray"
+desktop="$tmp/home/.local/share/applications/org.idlepool.tray.desktop"
+[ -x "$tray" ] || fail "the package installed no $tray"
+grep -q "^Exec=$tray" "$desktop" || fail "the menu entry $desktop does not start $tray"
+echo "installed: $tray, $(basename "$desktop")"
+
+# A desktop session: X server, session bus, panel.
+exec 5> "$tmp/display"
+Xvfb -displayfd 5 -screen 0 1280x800x24 -nolisten tcp 2>/dev/null &
+pids+=($!)
+for _ in $(seq 100); do [ -s "$tmp/display" ] && break; sleep 0.1; done
+export DISPLAY=:$(head -1 "$tmp/display")
+dbus-daemon --session --nofork --print-address=1 > "$tmp/bus" 2>/dev/null &
+pids+=($!)
+for _ in $(seq 100); do [ -s "$tmp/bus" ] && break; sleep 0.1; done
+export DBUS_SESSION_BUS_ADDRESS=$(head -1 "$tmp/bus")
+bin/panel > "$tmp/panel.out" 2>&1 &
+pids+=($!)
+
+# A pool on loopback, joined once with the CLI (the tray computes for the
+# pools joined).
+bin/idlepool serve --home "$tmp/pool" --listen 127.0.0.1:0 --pool lab-a > "$tmp/serve.log" 2>&1 &
+pids+=($!)
+wait_for "$tmp/serve.log" 'http://127.0.0.1:[0-9]' 20 || fail "the coordinator did not start"
+url=$(grep -o 'http://127\.0\.0\.1:[0-9]*' "$tmp/serve.log" | head -1)
+donor="$tmp/donor"
+bin/idlepool --home "$donor" settings set idle_for=0 > /dev/null
+timeout -s TERM 3 bin/idlepool --home "$donor" join "$url" --workers 1 2> "$tmp/join.log" || true
+grep -q "joining $url" "$tmp/join.log" || fail "could not join the pool"
+
+HOME="$tmp/home" XDG_CONFIG_HOME="$tmp/home/.config" LANG=C.UTF-8 "$tray" --home "$donor" > "$tmp/tray.out" 2> "$tmp/tray.log" &
+app=$!
+pids+=($app)
+wait_for "$tmp/panel.out" '^item .*icon=[0-9]' 30 || fail "no tray icon appeared"
+wait_for "$tmp/panel.out" '^  menu Quit' 10 || fail "the tray icon has no menu"
+echo "tray icon and menu:"
+sed -n 's/^  menu /  | /p' "$tmp/panel.out"
+
+status() { bin/idlepool --home "$donor" status 2>&1 | sed -n 's/^donor *//p'; }
+for _ in $(seq 100); do status | grep -q '^computing' && break; sleep 0.2; done
+status | grep -q '^computing' || fail "the tray's engine does not compute: $(status)"
+echo "engine: $(status | head -1)"
+
+# Hours that exclude now: it waits, without a restart.
+day=$(date +%a)
+other=$([ "$day" = Mon ] && echo Tue || echo Mon)
+bin/idlepool --home "$donor" settings set "hours=$other 03:00-04:00" > /dev/null
+for _ in $(seq 100); do status | grep -q 'outside your hours' && break; sleep 0.2; done
+status | grep -q 'outside your hours' || fail "hours outside now did not make it wait: $(status)"
+echo "hours $other 03:00-04:00: $(status | head -1)"
+bin/idlepool --home "$donor" settings set hours=always > /dev/null
+for _ in $(seq 100); do status | grep -q '^computing' && break; sleep 0.2; done
+status | grep -q '^computing' || fail "hours=always did not make it compute again: $(status)"
+echo "hours always: $(status | head -1)"
+
+kill -TERM "$app"
+for _ in $(seq 400); do kill -0 "$app" 2>/dev/null || break; sleep 0.1; done
+kill -0 "$app" 2>/dev/null && fail "the tray app did not quit within 40 s of SIGTERM"
+wait "$app" && rc=0 || rc=$?
+[ "$rc" -eq 0 ] || fail "the tray app exited with $rc"
+grep -q 'panic:' "$tmp/tray.log" && fail "the tray app panicked"
+echo "package-check: ok"
