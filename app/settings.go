@@ -70,6 +70,7 @@ type settingsForm struct {
 	tabs    *container.AppTabs
 
 	loadErr *widget.Label // the saved settings could not be read
+	base    parsedSettings // the fields as shown when opened or last saved
 
 	// Hours tab.
 	original     idle.Schedule // the saved schedule, kept as is unless the grid changes
@@ -224,6 +225,7 @@ func newSettingsForm(ctx context.Context, u *UI, w fyne.Window) *settingsForm {
 	)
 	bar := container.NewBorder(nil, nil, nil, f.save, container.NewVBox(f.saveErr, f.status))
 	f.content = container.NewBorder(f.loadErr, container.NewPadded(bar), nil, nil, f.tabs)
+	f.base, _ = f.parse() // what the window shows, for Save to write only what changed
 	return f
 }
 
@@ -685,22 +687,54 @@ func (f *settingsForm) parse() (p parsedSettings, bad []int) {
 
 // apply writes p into s, keeping the fields the window does not show
 // (the owner's pause, the time zone, GPUs not present now).
-func (p parsedSettings) apply(s *idle.Settings) {
-	s.Schedule = p.schedule
-	s.Cores, s.CoresShare = p.cores, p.coresShare
-	s.IdleFor = p.idleFor
-	s.MaxOtherCPUShare = p.maxOtherCPUShare
-	s.MemoryShare = p.memoryShare
-	s.PauseOnBattery = p.pauseOnBattery
-	s.MinBatteryPercent = p.minBattery
-	s.MaxTemperatureC = p.maxTemperatureC
-	s.PauseFor = p.pauseFor
-	if len(p.gpus) > 0 {
+//
+// Only the fields the owner changed in the window (p differs from base,
+// what the window showed when it opened or last saved) are written: a
+// setting changed meanwhile elsewhere (`idlepool settings set`, another
+// window) keeps its new value unless the owner changed it here too.
+func (p parsedSettings) apply(s *idle.Settings, base parsedSettings, savedGPUs map[string]idle.GPUSettings) {
+	if !slices.Equal(p.schedule, base.schedule) {
+		s.Schedule = p.schedule
+	}
+	if p.cores != base.cores || p.coresShare != base.coresShare {
+		s.Cores, s.CoresShare = p.cores, p.coresShare
+	}
+	if p.idleFor != base.idleFor {
+		s.IdleFor = p.idleFor
+	}
+	if p.maxOtherCPUShare != base.maxOtherCPUShare {
+		s.MaxOtherCPUShare = p.maxOtherCPUShare
+	}
+	if p.memoryShare != base.memoryShare {
+		s.MemoryShare = p.memoryShare
+	}
+	if p.pauseOnBattery != base.pauseOnBattery {
+		s.PauseOnBattery = p.pauseOnBattery
+	}
+	if p.minBattery != base.minBattery {
+		s.MinBatteryPercent = p.minBattery
+	}
+	if p.maxTemperatureC != base.maxTemperatureC {
+		s.MaxTemperatureC = p.maxTemperatureC
+	}
+	if !slices.Equal(p.pauseFor, base.pauseFor) {
+		s.PauseFor = p.pauseFor
+	}
+	var changed map[string]idle.GPUSettings
+	for id, g := range p.gpus {
+		if was, ok := savedGPUs[id]; !ok || was != g {
+			if changed == nil {
+				changed = map[string]idle.GPUSettings{}
+			}
+			changed[id] = g
+		}
+	}
+	if len(changed) > 0 {
 		gpus := maps.Clone(s.GPUs)
 		if gpus == nil {
 			gpus = map[string]idle.GPUSettings{}
 		}
-		maps.Copy(gpus, p.gpus)
+		maps.Copy(gpus, changed)
 		s.GPUs = gpus
 	}
 }
@@ -722,14 +756,14 @@ func (f *settingsForm) saveSettings(ctx context.Context) bool {
 		return false
 	}
 	_, err := f.u.deps.Store.UpdateSettings(ctx, func(s *idle.Settings) error {
-		p.apply(s)
+		p.apply(s, f.base, f.gpuSet)
 		return s.Validate()
 	})
 	if err != nil {
 		setError(f.saveErr, fmt.Sprintf("Not saved: %v", err))
 		return false
 	}
-	f.original, f.hoursChanged = p.schedule, false
+	f.original, f.hoursChanged, f.base = p.schedule, false, p
 	f.idleWas = p.idleFor
 	f.gpuSet = maps.Clone(p.gpus)
 	if f.u.deps.Engine != nil {

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"slices"
 	"testing"
 	"time"
 
@@ -599,5 +600,35 @@ func walk(o fyne.CanvasObject, fn func(fyne.CanvasObject)) {
 	}
 	if s, ok := o.(*container.Scroll); ok {
 		walk(s.Content, fn)
+	}
+}
+
+func TestSettingsSaveKeepsChangesMadeElsewhere(t *testing.T) {
+	// The window was opened; then `idlepool settings set` changed the
+	// hours and the programs. Saving a change of the idle minutes must not
+	// put back the hours and programs the window showed.
+	fx := newSettingsFixture(t, nil)
+	elsewhere, err := idle.ParseSchedule("Mon-Fri 22:00-07:00")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fx.store.UpdateSettings(context.Background(), func(s *idle.Settings) error {
+		s.Schedule, s.PauseFor = elsewhere, []string{"steam"}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	fx.showTab("Computer")
+	fx.form.idleMinutes.SetText("12")
+	fx.tapSave()
+	if fx.form.saveErr.Visible() {
+		t.Fatalf("save failed: %s", fx.form.saveErr.Text)
+	}
+	got := fx.saved(t)
+	if got.IdleFor != 12*time.Minute {
+		t.Errorf("idle minutes saved as %v, want 12m", got.IdleFor)
+	}
+	if !slices.Equal(got.Schedule, elsewhere) || !slices.Equal(got.PauseFor, []string{"steam"}) {
+		t.Errorf("Save overwrote changes made elsewhere: hours %v, programs %v", got.Schedule, got.PauseFor)
 	}
 }
