@@ -69,7 +69,7 @@ type settingsForm struct {
 	content fyne.CanvasObject
 	tabs    *container.AppTabs
 
-	loadErr *widget.Label // the saved settings could not be read
+	loadErr *widget.Label  // the saved settings could not be read
 	base    parsedSettings // the fields as shown when opened or last saved
 
 	// Hours tab.
