@@ -364,17 +364,7 @@ func (v *browseView) cell(row, col int) string {
 // taskNeeds writes what one task of l needs: "CPU, 256 MiB, up to 5 min"
 // or "GPU 8 GiB cc 8.0+, 2 GiB, no time limit".
 func taskNeeds(l offers.Listing) string {
-	r := l.Requirements
-	kind := "CPU"
-	if r.GPU {
-		kind = "GPU"
-		if r.GPUMemoryMiB > 0 {
-			kind += " " + offers.MiBText(r.GPUMemoryMiB)
-		}
-		if r.GPUComputeCapability != "" {
-			kind += " cc " + r.GPUComputeCapability + "+"
-		}
-	}
+	kind := l.Processor()
 	limit := "no time limit"
 	if l.TimeLimit > 0 {
 		limit = "up to " + idle.DurationText(l.TimeLimit)

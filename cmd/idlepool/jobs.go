@@ -407,17 +407,7 @@ func poolLabel(p poolDoc) string {
 // needsText writes what one task needs: "CPU, 256 MiB RAM" or "GPU 8 GiB
 // cc 8.0+, 2 GiB RAM".
 func needsText(l offers.Listing) string {
-	r := l.Requirements
-	kind := "CPU"
-	if r.GPU {
-		kind = "GPU"
-		if r.GPUMemoryMiB > 0 {
-			kind += " " + offers.MiBText(r.GPUMemoryMiB)
-		}
-		if r.GPUComputeCapability != "" {
-			kind += " cc " + r.GPUComputeCapability + "+"
-		}
-	}
+	kind := l.Processor()
 	return kind + ", " + offers.MiBText(l.MemoryMiB) + " RAM"
 }
 

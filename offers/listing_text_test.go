@@ -1,0 +1,22 @@
+package offers
+
+import (
+	"testing"
+
+	"idlepool/job"
+)
+
+func TestListingProcessor(t *testing.T) {
+	for _, tc := range []struct {
+		r    job.Requirements
+		want string
+	}{
+		{job.Requirements{}, "CPU"},
+		{job.Requirements{GPU: true}, "GPU"},
+		{job.Requirements{GPU: true, GPUMemoryMiB: 8192, GPUComputeCapability: "8.0"}, "GPU 8 GiB cc 8.0+"},
+	} {
+		if got := (Listing{Requirements: tc.r}).Processor(); got != tc.want {
+			t.Errorf("Processor of %+v = %q, want %q", tc.r, got, tc.want)
+		}
+	}
+}
