@@ -19,24 +19,10 @@ for p in idlepool.tar.xz bin/idlepool bin/panel; do
   [ -e "$p" ] || { echo "package-check: $p is missing: run make package build panel" >&2; exit 1; }
 done
 
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail() {
-  echo "package-check: $*" >&2
-  for f in "$tmp"/*.log "$tmp"/*.out; do [ -s "$f" ] && { echo "--- $f" >&2; tail -20 "$f" >&2; }; done
-  exit 1
-}
-# wait_for FILE PATTERN SECONDS: until the file has a line matching.
-wait_for() {
-  for _ in $(seq $(( $3 * 10 ))); do grep -q -- "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done
-  return 1
-}
+. scripts/session.sh
+# A desktop session, and a pool on loopback joined once with the CLI (the
+# tray computes for the pools joined).
+session_start package-check
 
 # Install as the package's Makefile tells a person to.
 mkdir -p "$tmp/home" "$tmp/pkg"
@@ -48,29 +34,9 @@ desktop="$tmp/home/.local/share/applications/org.idlepool.tray.desktop"
 grep -q "^Exec=$tray" "$desktop" || fail "the menu entry $desktop does not start $tray"
 echo "installed: $tray, $(basename "$desktop")"
 
-# A desktop session: X server, session bus, panel.
-exec 5> "$tmp/display"
-Xvfb -displayfd 5 -screen 0 1280x800x24 -nolisten tcp 2>/dev/null &
-pids+=($!)
-for _ in $(seq 100); do [ -s "$tmp/display" ] && break; sleep 0.1; done
-export DISPLAY=:$(head -1 "$tmp/display")
-dbus-daemon --session --nofork --print-address=1 > "$tmp/bus" 2>/dev/null &
-pids+=($!)
-for _ in $(seq 100); do [ -s "$tmp/bus" ] && break; sleep 0.1; done
-export DBUS_SESSION_BUS_ADDRESS=$(head -1 "$tmp/bus")
-bin/panel > "$tmp/panel.out" 2>&1 &
-pids+=($!)
-
-# A pool on loopback, joined once with the CLI (the tray computes for the
-# pools joined).
-bin/idlepool serve --home "$tmp/pool" --listen 127.0.0.1:0 --pool lab-a > "$tmp/serve.log" 2>&1 &
-pids+=($!)
-wait_for "$tmp/serve.log" 'http://127.0.0.1:[0-9]' 20 || fail "the coordinator did not start"
-url=$(grep -o 'http://127\.0\.0\.1:[0-9]*' "$tmp/serve.log" | head -1)
+pool_start
 donor="$tmp/donor"
-bin/idlepool --home "$donor" settings set idle_for=0 > /dev/null
-timeout -s TERM 3 bin/idlepool --home "$donor" join "$url" --workers 1 2> "$tmp/join.log" || true
-grep -q "joining $url" "$tmp/join.log" || fail "could not join the pool"
+donor_join "$donor" idle_for=0
 
 HOME="$tmp/home" XDG_CONFIG_HOME="$tmp/home/.config" LANG=C.UTF-8 "$tray" --home "$donor" > "$tmp/tray.out" 2> "$tmp/tray.log" &
 app=$!

@@ -23,52 +23,19 @@ for p in Xvfb dbus-daemon; do
   command -v "$p" >/dev/null || { echo "tray-idle: $p is not installed" >&2; exit 1; }
 done
 
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-
-exec 5> "$tmp/display"
-Xvfb -displayfd 5 -screen 0 1280x800x24 -nolisten tcp 2>/dev/null &
-pids+=($!)
-for _ in $(seq 100); do [ -s "$tmp/display" ] && break; sleep 0.1; done
-export DISPLAY=:$(head -1 "$tmp/display")
-dbus-daemon --session --nofork --print-address=1 > "$tmp/bus" 2>/dev/null &
-pids+=($!)
-for _ in $(seq 100); do [ -s "$tmp/bus" ] && break; sleep 0.1; done
-export DBUS_SESSION_BUS_ADDRESS=$(head -1 "$tmp/bus")
-bin/panel > "$tmp/panel.out" 2>&1 &
-pids+=($!)
-sleep 0.5
-
-# A pool with no work, on loopback.
-bin/idlepool serve --home "$tmp/pool" --listen 127.0.0.1:0 --pool idle-check > "$tmp/serve.out" 2> "$tmp/serve.err" &
-pids+=($!)
-url=
-for _ in $(seq 100); do
-  url=$(grep -o 'http://127\.0\.0\.1:[0-9]*' "$tmp/serve.out" "$tmp/serve.err" 2>/dev/null | head -1 | cut -d: -f2- || true)
-  [ -n "$url" ] && break
-  sleep 0.1
-done
-[ -n "$url" ] || { echo "tray-idle: the coordinator did not start" >&2; cat "$tmp/serve.err" >&2; exit 1; }
-
-# The donor's machine: settings saved (no first-run window) and the pool
-# joined (`idlepool join` records it in the store the tray reads; it runs
-# for a moment and is stopped).
+. scripts/session.sh
+session_start tray-idle
+# A pool with no work, on loopback, joined; settings saved, so no first-run
+# window.
+pool_start
 home="$tmp/donor"
-bin/idlepool --home "$home" settings set idle_for=5m > /dev/null
-timeout -s TERM 3 bin/idlepool --home "$home" join "$url" --workers 1 2> "$tmp/join.err" || true
-grep -q "joining $url" "$tmp/join.err" || { echo "tray-idle: could not join the pool:" >&2; cat "$tmp/join.err" >&2; exit 1; }
-HOME="$tmp" XDG_CONFIG_HOME="$tmp/xdg" bin/idlepool-tray --home "$home" > "$tmp/tray.out" 2> "$tmp/tray.err" &
+donor_join "$home" idle_for=5m
+HOME="$tmp" XDG_CONFIG_HOME="$tmp/xdg" bin/idlepool-tray --home "$home" > "$tmp/tray.out" 2> "$tmp/tray.log" &
 app=$!
 pids+=($app)
 sleep "$warm"
-kill -0 "$app" 2>/dev/null || { echo "tray-idle: the tray app exited:" >&2; cat "$tmp/tray.err" >&2; exit 1; }
-grep -q '^item ' "$tmp/panel.out" || { echo "tray-idle: no tray icon registered:" >&2; cat "$tmp/panel.out" "$tmp/tray.err" >&2; exit 1; }
+kill -0 "$app" 2>/dev/null || { echo "tray-idle: the tray app exited:" >&2; cat "$tmp/tray.log" >&2; exit 1; }
+grep -q '^item ' "$tmp/panel.out" || { echo "tray-idle: no tray icon registered:" >&2; cat "$tmp/panel.out" "$tmp/tray.log" >&2; exit 1; }
 sed -n 's/^/panel: /p' "$tmp/panel.out" | grep -v watching
 
 hz=$(getconf CLK_TCK)

@@ -1,0 +1,66 @@
+# Shared by scripts/tray-idle.sh and scripts/package-check.sh (sourced, not
+# run): a throwaway desktop session for the tray app and a pool on loopback.
+#
+#   session_start NAME   temp dir $tmp (removed on exit), a private X server
+#                        ($DISPLAY), D-Bus session bus
+#                        ($DBUS_SESSION_BUS_ADDRESS) and bin/panel, the
+#                        stand-in panel, printing to $tmp/panel.out
+#   pool_start           `idlepool serve` on 127.0.0.1; its URL in $url
+#   donor_join HOME      settings saved under HOME (no first-run window) and
+#                        the pool joined with `idlepool join`, stopped after
+#                        3 s: the store the tray app reads has it joined
+#   fail MESSAGE         prints MESSAGE and the logs' tails, exits 1
+#
+# Every process started is in $pids and killed on exit.
+
+session_start() {
+  script=$1
+  tmp=$(mktemp -d)
+  pids=()
+  trap session_cleanup EXIT
+  exec 5> "$tmp/display"
+  Xvfb -displayfd 5 -screen 0 1280x800x24 -nolisten tcp 2>/dev/null &
+  pids+=($!)
+  for _ in $(seq 100); do [ -s "$tmp/display" ] && break; sleep 0.1; done
+  [ -s "$tmp/display" ] || fail "Xvfb did not start"
+  export DISPLAY=:$(head -1 "$tmp/display")
+  dbus-daemon --session --nofork --print-address=1 > "$tmp/bus" 2>/dev/null &
+  pids+=($!)
+  for _ in $(seq 100); do [ -s "$tmp/bus" ] && break; sleep 0.1; done
+  [ -s "$tmp/bus" ] || fail "dbus-daemon did not start"
+  export DBUS_SESSION_BUS_ADDRESS=$(head -1 "$tmp/bus")
+  bin/panel > "$tmp/panel.out" 2>&1 &
+  pids+=($!)
+  for _ in $(seq 100); do grep -q watching "$tmp/panel.out" && break; sleep 0.1; done
+}
+
+session_cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$tmp"
+}
+
+fail() {
+  echo "$script: $*" >&2
+  for f in "$tmp"/*.log "$tmp"/*.out; do [ -s "$f" ] && { echo "--- $f" >&2; tail -20 "$f" >&2; }; done
+  exit 1
+}
+
+# wait_for FILE PATTERN SECONDS: until the file has a line matching.
+wait_for() {
+  for _ in $(seq $(( $3 * 10 ))); do grep -q -- "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done
+  return 1
+}
+
+pool_start() {
+  bin/idlepool serve --home "$tmp/pool" --listen 127.0.0.1:0 --pool lab-a > "$tmp/serve.log" 2>&1 &
+  pids+=($!)
+  wait_for "$tmp/serve.log" 'http://127.0.0.1:[0-9]' 20 || fail "the coordinator did not start"
+  url=$(grep -o 'http://127\.0\.0\.1:[0-9]*' "$tmp/serve.log" | head -1)
+}
+
+donor_join() {
+  bin/idlepool --home "$1" settings set "${2:-idle_for=5m}" > /dev/null
+  timeout -s TERM 3 bin/idlepool --home "$1" join "$url" --workers 1 2> "$tmp/join.log" || true
+  grep -q "joining $url" "$tmp/join.log" || fail "could not join the pool"
+}
