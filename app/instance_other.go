@@ -8,9 +8,9 @@ import (
 )
 
 // listenInstance: no single-instance check here.
-func listenInstance(string) (net.Listener, string, func(), error) {
+func listenInstance(string, string) (net.Listener, string, func(), error) {
 	return nil, "", nil, errors.ErrUnsupported
 }
 
 // dialInstance: no single-instance check here.
-func dialInstance(string) (net.Conn, string, error) { return nil, "", errors.ErrUnsupported }
+func dialInstance(string, string) (net.Conn, string, error) { return nil, "", errors.ErrUnsupported }

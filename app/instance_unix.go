@@ -13,14 +13,10 @@ import (
 	"time"
 )
 
-// instanceSocket is the single-instance socket's name in the data
-// directory.
-const instanceSocket = "tray.sock"
-
-// listenInstance listens on <dir>/tray.sock, mode 0600, replacing a
+// listenInstance listens on <dir>/<name>.sock, mode 0600, replacing a
 // socket nobody answers on; errInUse when another instance listens.
-func listenInstance(dir string) (ln net.Listener, token string, cleanup func(), err error) {
-	path := filepath.Join(dir, instanceSocket)
+func listenInstance(dir, name string) (ln net.Listener, token string, cleanup func(), err error) {
+	path := filepath.Join(dir, name+".sock")
 	if fi, err := os.Lstat(path); err == nil {
 		if fi.Mode().Type() != fs.ModeSocket {
 			return nil, "", nil, fmt.Errorf("%s exists and is not a socket", path)
@@ -50,8 +46,8 @@ func listenInstance(dir string) (ln net.Listener, token string, cleanup func(), 
 	return ul, "", func() { ul.Close() }, nil
 }
 
-// dialInstance connects to the instance listening in dir.
-func dialInstance(dir string) (net.Conn, string, error) {
-	c, err := net.DialTimeout("unix", filepath.Join(dir, instanceSocket), time.Second)
+// dialInstance connects to the instance called name listening in dir.
+func dialInstance(dir, name string) (net.Conn, string, error) {
+	c, err := net.DialTimeout("unix", filepath.Join(dir, name+".sock"), time.Second)
 	return c, "", err
 }

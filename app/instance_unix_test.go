@@ -12,7 +12,7 @@ import (
 
 func TestInstanceSocketMode(t *testing.T) {
 	dir := t.TempDir()
-	in, err := ClaimInstance(dir)
+	in, err := ClaimInstance(dir, TrayInstance, Request{Command: CommandReload})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,13 +41,13 @@ func TestInstanceStaleSocket(t *testing.T) {
 		t.Fatalf("the stale socket is gone: %v", err)
 	}
 
-	in, err := ClaimInstance(dir)
+	in, err := ClaimInstance(dir, TrayInstance, Request{Command: CommandReload})
 	if err != nil {
 		t.Fatalf("ClaimInstance over a stale socket = %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- in.Serve(ctx, func() {}) }()
+	go func() { done <- in.Serve(ctx, func(Request) error { return nil }) }()
 	cancel()
 	<-done
 	if _, err := os.Lstat(path); !os.IsNotExist(err) {
@@ -60,7 +60,7 @@ func TestInstanceNotASocket(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "tray.sock"), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ClaimInstance(dir); err == nil {
+	if _, err := ClaimInstance(dir, TrayInstance, Request{Command: CommandReload}); err == nil {
 		t.Error("ClaimInstance over a plain file succeeded")
 	}
 }

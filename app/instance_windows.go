@@ -13,15 +13,11 @@ import (
 	"time"
 )
 
-// instanceFile is the name of the file in the data directory that holds
-// the instance's loopback address and token.
-const instanceFile = "tray.addr"
-
 // listenInstance listens on 127.0.0.1 at a random port and writes
-// "ADDRESS TOKEN" to <dir>/tray.addr (mode 0600, in the user's own data
+// "ADDRESS TOKEN" to <dir>/<name>.addr (mode 0600, in the user's own data
 // directory), replacing a file nobody answers at.
-func listenInstance(dir string) (ln net.Listener, token string, cleanup func(), err error) {
-	path := filepath.Join(dir, instanceFile)
+func listenInstance(dir, name string) (ln net.Listener, token string, cleanup func(), err error) {
+	path := filepath.Join(dir, name+".addr")
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, "", nil, err
@@ -42,9 +38,9 @@ func listenInstance(dir string) (ln net.Listener, token string, cleanup func(), 
 	return l, token, func() { l.Close(); os.Remove(path) }, nil
 }
 
-// dialInstance reads <dir>/tray.addr and connects to the address in it.
-func dialInstance(dir string) (net.Conn, string, error) {
-	b, err := os.ReadFile(filepath.Join(dir, instanceFile))
+// dialInstance reads <dir>/<name>.addr and connects to the address in it.
+func dialInstance(dir, name string) (net.Conn, string, error) {
+	b, err := os.ReadFile(filepath.Join(dir, name+".addr"))
 	if err != nil {
 		return nil, "", err
 	}

@@ -198,27 +198,23 @@ func nextMorning(now time.Time, loc *time.Location) time.Time {
 	return m
 }
 
-// TrayIcon returns the icon for a tray state (TrayIdle for an unknown
-// one). The resources are PNGs from package assets.
-func TrayIcon(s TrayState) fyne.Resource {
+// TrayIcon returns the PNG of a tray state's icon (TrayIdle's for an
+// unknown one), from package assets: what fyne.io/systray's SetIcon takes
+// on Linux.
+func TrayIcon(s TrayState) []byte {
 	switch s {
 	case TrayComputing:
-		return computingIcon
+		return assets.ComputingPNG
 	case TrayPaused:
-		return pausedIcon
+		return assets.PausedPNG
 	}
-	return idleIcon
+	return assets.IdlePNG
 }
 
 // AppIcon is the app's icon, for fyne.App.SetIcon and windows.
 func AppIcon() fyne.Resource { return appIcon }
 
-var (
-	idleIcon      = fyne.NewStaticResource("idlepool-idle.png", assets.IdlePNG)
-	computingIcon = fyne.NewStaticResource("idlepool-computing.png", assets.ComputingPNG)
-	pausedIcon    = fyne.NewStaticResource("idlepool-paused.png", assets.PausedPNG)
-	appIcon       = fyne.NewStaticResource("idlepool.png", assets.AppPNG)
-)
+var appIcon = fyne.NewStaticResource("idlepool.png", assets.AppPNG)
 
 // TrayRefresh is how often Tray.Serve brings the menu and icon up to
 // date.
@@ -231,72 +227,155 @@ const TrayTextRefresh = 15 * time.Second
 // trayTimeout bounds each store access of the tray.
 const trayTimeout = 5 * time.Second
 
-// Tray is the system tray's menu and icon, built from a UI's Deps: the
-// status line, the owner's pause and resume, the windows, start at login
-// and quit. Menu, Refresh and the menu's actions run on Fyne's UI
-// goroutine; Serve keeps it current from its own.
-type Tray struct {
-	ui      *UI
-	quit    func()
-	setIcon func(fyne.Resource)
-	log     *slog.Logger
+// TrayAction is what clicking a tray menu item does.
+type TrayAction int
 
-	// Touched on the UI goroutine only.
-	menu     *fyne.Menu
-	line     string    // the status line now in menu
-	rest     string    // the other items now in menu, as text
-	built    time.Time // when the items were last replaced
+// Actions of the tray menu's items.
+const (
+	// ActionNone: the item is a line of text (the status, a problem) or
+	// a separator.
+	ActionNone TrayAction = iota
+	// ActionPauseHour pauses computing for an hour.
+	ActionPauseHour
+	// ActionPauseTomorrow pauses computing until the next MorningHour.
+	ActionPauseTomorrow
+	// ActionResume ends the owner's pause.
+	ActionResume
+	// ActionSettings, ActionBrowse and ActionHistory open a window.
+	ActionSettings
+	ActionBrowse
+	ActionHistory
+	// ActionToggleAutostart writes or removes the start-at-login entry.
+	ActionToggleAutostart
+	// ActionQuit quits the app.
+	ActionQuit
+)
+
+// TrayItem is one item of the tray's menu.
+type TrayItem struct {
+	// Action is what clicking the item does.
+	Action TrayAction
+	// Label is the item's text; "" for a separator.
+	Label     string
+	Separator bool
+	// Hidden items are not shown (the menu's items stay in their places,
+	// so that a tray can keep its items and change their properties).
+	Hidden   bool
+	Disabled bool
+	// Checkable items show a check box, ticked when Checked.
+	Checkable, Checked bool
+}
+
+// TrayMenu is the tray's menu and icon as data, for a system tray to show
+// (fyne.io/systray in the app). Its Items are the same ones, in the same
+// order, for the life of a Tray: only their labels and flags change.
+type TrayMenu struct {
+	// State picks the icon (TrayIcon).
+	State TrayState
+	// Status is the status line, the first item's label (also a good
+	// tooltip).
+	Status string
+	Items  []TrayItem
+}
+
+// TrayView is where a Tray shows its menu: the system tray. Its methods
+// are called on the goroutine that calls the Tray's methods, and must not
+// call back into the Tray.
+type TrayView interface {
+	// SetMenu shows m's items; called when they change.
+	SetMenu(m TrayMenu)
+	// SetIcon shows the icon of state (TrayIcon); called when it changes.
+	SetIcon(state TrayState)
+}
+
+// Tray is the system tray's menu and icon as a model over Deps (Store,
+// Engine, Autostart and Now): the status line, the owner's pause and
+// resume, the windows, start at login and quit. It reads the engine's
+// status, the settings and the autostart entry, shows the result through
+// its TrayView, and carries out pausing, resuming and toggling start at
+// login itself; it hands the other actions (windows, quit) to its caller.
+//
+// A Tray is not safe for concurrent use: while Serve runs, it alone calls
+// the Tray's methods.
+type Tray struct {
+	deps *Deps
+	view TrayView
+	do   func(TrayAction)
+	log  *slog.Logger
+
+	menu     TrayMenu
+	line     string    // the status line now shown
+	rest     string    // the other items now shown, as text
+	built    time.Time // when the items shown last changed
 	icon     TrayState // the icon set; "" before the first
 	settings idle.Settings
 	problem  string // the last failed action, shown under the status
 }
 
-// NewTray returns the tray of u. quit is called by the Quit item (it
-// should stop the engine and quit the app); setIcon, if not nil, is given
-// the state's icon (TrayIcon) whenever the state changes, e.g. a
-// desktop.App's SetSystemTrayIcon; log, if not nil, receives failures of
-// the menu's actions. The menu is built at once; call Refresh or Serve to
-// keep it current.
-func (u *UI) NewTray(quit func(), setIcon func(fyne.Resource), log *slog.Logger) *Tray {
+// NewTray returns the tray over deps, showing itself in view. do is given
+// the actions that leave the tray: ActionSettings, ActionBrowse,
+// ActionHistory and ActionQuit (quit should stop the engine and the app).
+// log, if not nil, receives failures of the menu's actions. The menu is
+// built and shown at once; call Refresh or Serve to keep it current.
+func NewTray(deps *Deps, view TrayView, do func(TrayAction), log *slog.Logger) *Tray {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	t := &Tray{ui: u, quit: quit, setIcon: setIcon, log: log, menu: fyne.NewMenu("idlepool"), settings: idle.Defaults()}
+	t := &Tray{deps: deps, view: view, do: do, log: log, settings: idle.Defaults()}
 	t.apply(t.snapshot())
 	return t
 }
 
-// Menu is the tray's menu: give it to desktop.App.SetSystemTrayMenu. Its
-// items are replaced when they change; the *fyne.Menu stays the same.
-func (t *Tray) Menu() *fyne.Menu { return t.menu }
-
-// Icon is the icon of the state the menu shows now (TrayIcon).
-func (t *Tray) Icon() fyne.Resource { return TrayIcon(t.icon) }
+// Menu is the menu shown now.
+func (t *Tray) Menu() TrayMenu { return t.menu }
 
 // Refresh reads the engine's status, the settings and the autostart
 // entry now and updates the menu and icon: at once when the state or the
 // items change, and at most every TrayTextRefresh when only the status
-// line's words do. It must run on the UI goroutine.
+// line's words do.
 func (t *Tray) Refresh() { t.apply(t.snapshot()) }
 
-// Serve refreshes the tray every TrayRefresh until ctx ends, reading the
-// engine and the store on its own goroutine and updating the menu on the
-// UI goroutine (fyne.Do). It returns nil when ctx ends.
-func (t *Tray) Serve(ctx context.Context) error {
+// Serve refreshes the tray every TrayRefresh and carries out each action
+// received on clicks (Do), until ctx ends; it returns nil then.
+func (t *Tray) Serve(ctx context.Context, clicks <-chan TrayAction) error {
 	tick := time.NewTicker(TrayRefresh)
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case a := <-clicks:
+			t.Do(a)
 		case <-tick.C:
-			snap := t.snapshot()
-			fyne.Do(func() { t.apply(snap) })
+			t.Refresh()
 		}
 	}
 }
 
-// traySnapshot is what a refresh reads outside the UI goroutine.
+// Do carries out the action of a clicked item: pausing, resuming and
+// start at login here (then refreshing the menu), the others by the do
+// func given to NewTray.
+func (t *Tray) Do(a TrayAction) {
+	switch a {
+	case ActionNone:
+	case ActionPauseHour:
+		t.pause(t.deps.now().Add(time.Hour))
+	case ActionPauseTomorrow:
+		t.pause(nextMorning(t.deps.now(), t.settings.Location()))
+	case ActionResume:
+		t.pause(time.Time{})
+	case ActionToggleAutostart:
+		if t.deps.Autostart != nil {
+			t.toggleAutostart(t.deps.Autostart)
+		}
+	default:
+		if t.do != nil {
+			t.do(a)
+		}
+	}
+}
+
+// traySnapshot is what a refresh reads.
 type traySnapshot struct {
 	status      agent.AgentStatus
 	settings    idle.Settings
@@ -306,10 +385,9 @@ type traySnapshot struct {
 	now         time.Time
 }
 
-// snapshot reads the engine, the settings and the autostart entry; safe
-// on any goroutine (Engine, Store and Autostart are).
+// snapshot reads the engine, the settings and the autostart entry.
 func (t *Tray) snapshot() traySnapshot {
-	d := t.ui.deps
+	d := t.deps
 	ctx, cancel := context.WithTimeout(context.Background(), trayTimeout)
 	defer cancel()
 	var s traySnapshot
@@ -322,8 +400,8 @@ func (t *Tray) snapshot() traySnapshot {
 	return s
 }
 
-// apply rebuilds the menu from s when its labels changed, and sets the
-// icon when the state changed. UI goroutine only.
+// apply shows the menu built from s when its items changed, and sets the
+// icon when the state changed.
 func (t *Tray) apply(s traySnapshot) {
 	if s.settingsErr == nil {
 		t.settings = s.settings
@@ -337,25 +415,28 @@ func (t *Tray) apply(s traySnapshot) {
 	items := t.items(st, s)
 	var key strings.Builder
 	for _, it := range items[1:] {
-		fmt.Fprintf(&key, "%s|%t|%t|%t\n", it.Label, it.Checked, it.Disabled, it.IsSeparator)
+		fmt.Fprintf(&key, "%s|%t|%t|%t\n", it.Label, it.Checked, it.Disabled, it.Hidden)
 	}
 	rest := key.String()
-	if items[0].Label != t.line || rest != t.rest {
+	if t.menu.Items == nil || items[0].Label != t.line || rest != t.rest {
 		// A status line that only counts seconds ("you were active 3 s
-		// ago") would rebuild the tray's menu at every refresh, closing it
+		// ago") would redraw the tray's menu at every refresh, closing it
 		// under the owner's pointer on some desktops: with the same state
 		// and items, the line changes at most every TrayTextRefresh.
-		lineOnly := rest == t.rest && st.State == t.icon
+		lineOnly := t.menu.Items != nil && rest == t.rest && st.State == t.icon
 		if !lineOnly || s.now.Sub(t.built) >= TrayTextRefresh || s.now.Before(t.built) {
 			t.line, t.rest, t.built = items[0].Label, rest, s.now
-			t.menu.Items = items
-			t.menu.Refresh()
+			t.menu = TrayMenu{State: st.State, Status: st.Line, Items: items}
+			if t.view != nil {
+				t.view.SetMenu(t.menu)
+			}
 		}
 	}
 	if st.State != t.icon {
 		t.icon = st.State
-		if t.setIcon != nil {
-			t.setIcon(TrayIcon(st.State))
+		t.menu.State = st.State
+		if t.view != nil {
+			t.view.SetIcon(st.State)
 		}
 	}
 }
@@ -371,52 +452,29 @@ const (
 	labelQuit      = "Quit"
 )
 
-// items builds the menu for status st.
-func (t *Tray) items(st TrayStatus, s traySnapshot) []*fyne.MenuItem {
-	disabled := func(label string) *fyne.MenuItem {
-		it := fyne.NewMenuItem(label, nil)
-		it.Disabled = true
-		return it
-	}
-	items := []*fyne.MenuItem{disabled(st.Line)}
-	if t.problem != "" {
-		items = append(items, disabled(cut(t.problem)))
-	}
-	items = append(items, fyne.NewMenuItemSeparator())
-
+// items builds the menu for status st: always the same items, some of
+// them hidden.
+func (t *Tray) items(st TrayStatus, s traySnapshot) []TrayItem {
+	sep := TrayItem{Separator: true}
 	loc := t.settings.Location()
 	morning := nextMorning(s.now, loc)
-	if st.PausedUntil.IsZero() {
-		items = append(items, fyne.NewMenuItem(labelPauseHour, func() {
-			t.pause(t.ui.deps.now().Add(time.Hour))
-		}))
+	items := []TrayItem{
+		{Label: st.Line, Disabled: true},
+		{Label: cut(t.problem), Disabled: true, Hidden: t.problem == ""},
+		sep,
+		{Action: ActionPauseHour, Label: labelPauseHour, Hidden: !st.PausedUntil.IsZero()},
+		{Action: ActionPauseTomorrow, Label: morningLabel(morning, s.now.In(loc)), Hidden: !st.PausedUntil.Before(morning)},
+		{Action: ActionResume, Label: labelResume, Hidden: st.PausedUntil.IsZero()},
+		sep,
+		{Action: ActionSettings, Label: labelSettings},
+		{Action: ActionBrowse, Label: labelBrowse},
+		{Action: ActionHistory, Label: labelHistory},
 	}
-	if st.PausedUntil.Before(morning) {
-		items = append(items, fyne.NewMenuItem(morningLabel(morning, s.now.In(loc)), func() {
-			t.pause(nextMorning(t.ui.deps.now(), t.settings.Location()))
-		}))
+	if t.deps.Autostart != nil {
+		items = append(items, sep,
+			TrayItem{Action: ActionToggleAutostart, Label: labelAutostart, Checkable: true, Checked: s.autostart})
 	}
-	if !st.PausedUntil.IsZero() {
-		items = append(items, fyne.NewMenuItem(labelResume, func() { t.pause(time.Time{}) }))
-	}
-	items = append(items, fyne.NewMenuItemSeparator(),
-		fyne.NewMenuItem(labelSettings, func() { t.ui.ShowSettings() }),
-		fyne.NewMenuItem(labelBrowse, func() { t.ui.ShowBrowse() }),
-		fyne.NewMenuItem(labelHistory, func() { t.ui.ShowHistory() }),
-	)
-	if a := t.ui.deps.Autostart; a != nil {
-		on := s.autostart
-		it := fyne.NewMenuItem(labelAutostart, func() { t.toggleAutostart(a, on) })
-		it.Checked = on
-		items = append(items, fyne.NewMenuItemSeparator(), it)
-	}
-	quit := fyne.NewMenuItem(labelQuit, func() {
-		if t.quit != nil {
-			t.quit()
-		}
-	})
-	quit.IsQuit = true
-	return append(items, fyne.NewMenuItemSeparator(), quit)
+	return append(items, sep, TrayItem{Action: ActionQuit, Label: labelQuit})
 }
 
 // morningLabel is "Pause until tomorrow, 08:00", or "Pause until 08:00"
@@ -430,11 +488,11 @@ func morningLabel(morning, now time.Time) string {
 }
 
 // pause sets the owner's pause to end at until (zero: resume), makes the
-// engine read it, and refreshes the menu. UI goroutine.
+// engine read it, and refreshes the menu.
 func (t *Tray) pause(until time.Time) {
 	ctx, cancel := context.WithTimeout(context.Background(), trayTimeout)
 	defer cancel()
-	_, err := t.ui.deps.Store.UpdateSettings(ctx, func(s *idle.Settings) error {
+	_, err := t.deps.Store.UpdateSettings(ctx, func(s *idle.Settings) error {
 		s.PausedUntil = until
 		return nil
 	})
@@ -447,19 +505,21 @@ func (t *Tray) pause(until time.Time) {
 		t.problem = "Could not " + what + ": " + err.Error()
 		t.log.Error("Cannot change the owner's pause", "err", err)
 	} else {
-		t.ui.deps.Engine.Reload()
+		t.deps.Engine.Reload()
 	}
 	t.Refresh()
 }
 
-// toggleAutostart removes the start-at-login entry when on, writes it
-// otherwise, and refreshes the menu. UI goroutine.
-func (t *Tray) toggleAutostart(a Autostart, on bool) {
-	var err error
-	if on {
-		err = a.Disable()
-	} else {
-		err = a.Enable()
+// toggleAutostart removes the start-at-login entry when it exists, writes
+// it otherwise, and refreshes the menu.
+func (t *Tray) toggleAutostart(a Autostart) {
+	on, err := a.Enabled()
+	if err == nil {
+		if on {
+			err = a.Disable()
+		} else {
+			err = a.Enable()
+		}
 	}
 	t.problem = ""
 	if err != nil {

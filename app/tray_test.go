@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"fyne.io/fyne/v2"
-	"fyne.io/fyne/v2/test"
 	"github.com/google/go-cmp/cmp"
 
 	"idlepool/agent"
@@ -183,20 +181,24 @@ func TestNextMorning(t *testing.T) {
 }
 
 // trayFixture is a Tray over a real store, a fake engine and a clock the
-// test sets.
+// test sets; it records what the tray showed and the actions it handed
+// on.
 type trayFixture struct {
 	tray   *Tray
 	store  *store.Local
 	engine *fakeEngine
 	auto   *fakeAutostart
 	now    time.Time
-	icons  []fyne.Resource
-	quits  int
+	menus  int         // SetMenu calls
+	icons  []TrayState // SetIcon calls
+	done   []TrayAction
 }
+
+func (f *trayFixture) SetMenu(TrayMenu)        { f.menus++ }
+func (f *trayFixture) SetIcon(state TrayState) { f.icons = append(f.icons, state) }
 
 func newTrayFixture(t *testing.T, auto bool) *trayFixture {
 	t.Helper()
-	test.NewTempApp(t)
 	f := &trayFixture{store: openStore(t), engine: &fakeEngine{}, now: time.Date(2025, 6, 2, 14, 0, 0, 0, time.UTC)}
 	f.engine.set(agent.AgentStatus{Pools: lab, Decision: idle.Decision{State: idle.StateWaiting, Reason: "waiting: on battery (43%)"}})
 	deps := &Deps{Store: f.store, Engine: f.engine, Now: func() time.Time { return f.now }}
@@ -204,18 +206,19 @@ func newTrayFixture(t *testing.T, auto bool) *trayFixture {
 		f.auto = &fakeAutostart{}
 		deps.Autostart = f.auto
 	}
-	u := New(fyne.CurrentApp(), deps)
-	f.tray = u.NewTray(func() { f.quits++ }, func(r fyne.Resource) { f.icons = append(f.icons, r) }, nil)
+	f.tray = NewTray(deps, f, func(a TrayAction) { f.done = append(f.done, a) }, nil)
 	return f
 }
 
-// labels returns the labels of the menu's items ("-" for a separator,
-// "[x] " before a checked item, "(off) " before a disabled one).
-func labels(m *fyne.Menu) []string {
+// labels returns the labels of the menu's shown items ("-" for a
+// separator, "[x] " before a checked item, "(off) " before a disabled
+// one).
+func labels(m TrayMenu) []string {
 	var out []string
 	for _, it := range m.Items {
 		switch {
-		case it.IsSeparator:
+		case it.Hidden:
+		case it.Separator:
 			out = append(out, "-")
 		case it.Checked:
 			out = append(out, "[x] "+it.Label)
@@ -228,16 +231,16 @@ func labels(m *fyne.Menu) []string {
 	return out
 }
 
-// tap runs the action of the menu item labelled label.
-func tap(t *testing.T, m *fyne.Menu, label string) {
+// tap carries out the action of the shown menu item labelled label.
+func (f *trayFixture) tap(t *testing.T, label string) {
 	t.Helper()
-	for _, it := range m.Items {
-		if it.Label == label {
-			it.Action()
+	for _, it := range f.tray.Menu().Items {
+		if it.Label == label && !it.Hidden && !it.Disabled {
+			f.tray.Do(it.Action)
 			return
 		}
 	}
-	t.Fatalf("no menu item %q in %q", label, labels(m))
+	t.Fatalf("no menu item %q in %q", label, labels(f.tray.Menu()))
 }
 
 func (f *trayFixture) pausedUntil(t *testing.T) time.Time {
@@ -251,14 +254,14 @@ func (f *trayFixture) pausedUntil(t *testing.T) time.Time {
 
 func TestTrayPauseAndResume(t *testing.T) {
 	f := newTrayFixture(t, false)
-	m := f.tray.Menu()
 	want := []string{"(off) Waiting: on battery (43%)", "-", "Pause for 1 hour", "Pause until tomorrow, 08:00", "-",
 		"Settings…", "Browse jobs…", "Contribution history…", "-", "Quit"}
-	if diff := cmp.Diff(want, labels(m)); diff != "" {
+	if diff := cmp.Diff(want, labels(f.tray.Menu())); diff != "" {
 		t.Fatalf("menu (-want +got):\n%s", diff)
 	}
+	size := len(f.tray.Menu().Items)
 
-	tap(t, m, "Pause for 1 hour")
+	f.tap(t, "Pause for 1 hour")
 	if got, want := f.pausedUntil(t), f.now.Add(time.Hour); !got.Equal(want) {
 		t.Errorf("PausedUntil = %v, want %v", got, want)
 	}
@@ -267,29 +270,33 @@ func TestTrayPauseAndResume(t *testing.T) {
 	}
 	want = []string{"(off) Paused by you until 15:00", "-", "Pause until tomorrow, 08:00", "Resume", "-",
 		"Settings…", "Browse jobs…", "Contribution history…", "-", "Quit"}
-	if diff := cmp.Diff(want, labels(m)); diff != "" {
+	if diff := cmp.Diff(want, labels(f.tray.Menu())); diff != "" {
 		t.Errorf("menu after pausing (-want +got):\n%s", diff)
 	}
 
-	tap(t, m, "Pause until tomorrow, 08:00")
+	f.tap(t, "Pause until tomorrow, 08:00")
 	if got, want := f.pausedUntil(t), time.Date(2025, 6, 3, 8, 0, 0, 0, time.UTC); !got.Equal(want) {
 		t.Errorf("PausedUntil = %v, want %v", got, want)
 	}
 	want = []string{"(off) Paused by you until Tue 08:00", "-", "Resume", "-",
 		"Settings…", "Browse jobs…", "Contribution history…", "-", "Quit"}
-	if diff := cmp.Diff(want, labels(m)); diff != "" {
+	if diff := cmp.Diff(want, labels(f.tray.Menu())); diff != "" {
 		t.Errorf("menu after pausing until tomorrow (-want +got):\n%s", diff)
 	}
 
-	tap(t, m, "Resume")
+	f.tap(t, "Resume")
 	if got := f.pausedUntil(t); !got.IsZero() {
 		t.Errorf("PausedUntil = %v after Resume, want zero", got)
 	}
 	if n := f.engine.reloaded(); n != 3 {
 		t.Errorf("engine reloaded %d times, want 3", n)
 	}
-	if got := labels(m)[0]; got != "(off) Waiting: on battery (43%)" {
+	if got := labels(f.tray.Menu())[0]; got != "(off) Waiting: on battery (43%)" {
 		t.Errorf("status after Resume = %q", got)
+	}
+	// A system tray keeps its items: hiding and showing them is enough.
+	if n := len(f.tray.Menu().Items); n != size {
+		t.Errorf("the menu has %d items after pausing and resuming, %d before", n, size)
 	}
 }
 
@@ -302,26 +309,30 @@ func TestTrayIconFollowsState(t *testing.T) {
 	})
 	f.tray.Refresh()
 	f.tray.Refresh() // unchanged: no new icon
-	tap(t, f.tray.Menu(), "Pause for 1 hour")
-	var got []string
-	for _, r := range f.icons {
-		got = append(got, r.Name())
-	}
-	want := []string{"idlepool-idle.png", "idlepool-computing.png", "idlepool-paused.png"}
-	if diff := cmp.Diff(want, got); diff != "" {
+	f.tap(t, "Pause for 1 hour")
+	want := []TrayState{TrayIdle, TrayComputing, TrayPaused}
+	if diff := cmp.Diff(want, f.icons); diff != "" {
 		t.Errorf("icons set (-want +got):\n%s", diff)
 	}
-	if l := labels(f.tray.Menu())[0]; l != "(off) Paused by you until 15:00" {
+	m := f.tray.Menu()
+	if l := labels(m)[0]; l != "(off) Paused by you until 15:00" {
 		t.Errorf("status = %q", l)
+	}
+	if m.State != TrayPaused || m.Status != "Paused by you until 15:00" {
+		t.Errorf("menu state %q, status %q", m.State, m.Status)
+	}
+	for s, png := range map[TrayState][]byte{TrayIdle: TrayIcon(TrayIdle), TrayComputing: TrayIcon(TrayComputing), TrayPaused: TrayIcon(TrayPaused)} {
+		if len(png) < 8 || string(png[1:4]) != "PNG" {
+			t.Errorf("TrayIcon(%s) is not a PNG", s)
+		}
 	}
 }
 
 func TestTrayRefreshKeepsUnchangedItems(t *testing.T) {
 	f := newTrayFixture(t, false)
-	first := f.tray.Menu().Items[0]
 	f.tray.Refresh()
-	if f.tray.Menu().Items[0] != first {
-		t.Error("an unchanged refresh replaced the menu's items")
+	if f.menus != 1 {
+		t.Errorf("an unchanged refresh showed the menu again (%d SetMenu calls, want 1)", f.menus)
 	}
 
 	// Only the words change, the state stays: shown after TrayTextRefresh.
@@ -346,48 +357,58 @@ func TestTrayRefreshKeepsUnchangedItems(t *testing.T) {
 	}
 }
 
-func TestTrayAutostartAndQuit(t *testing.T) {
+func TestTrayAutostartWindowsAndQuit(t *testing.T) {
 	f := newTrayFixture(t, true)
-	m := f.tray.Menu()
 	want := []string{"(off) Waiting: on battery (43%)", "-", "Pause for 1 hour", "Pause until tomorrow, 08:00", "-",
 		"Settings…", "Browse jobs…", "Contribution history…", "-", "Start at login", "-", "Quit"}
-	if diff := cmp.Diff(want, labels(m)); diff != "" {
+	if diff := cmp.Diff(want, labels(f.tray.Menu())); diff != "" {
 		t.Fatalf("menu (-want +got):\n%s", diff)
 	}
-	tap(t, m, "Start at login")
+	f.tap(t, "Start at login")
 	if !f.auto.on {
 		t.Error("Start at login did not enable the entry")
 	}
-	if got := labels(m)[9]; got != "[x] Start at login" {
+	if got := labels(f.tray.Menu())[9]; got != "[x] Start at login" {
 		t.Errorf("item after enabling = %q", got)
 	}
-	tap(t, m, "Start at login")
+	f.tap(t, "Start at login")
 	if f.auto.on {
 		t.Error("Start at login did not disable the entry")
 	}
+	for _, it := range f.tray.Menu().Items {
+		if it.Action == ActionToggleAutostart && !it.Checkable {
+			t.Error("Start at login has no check box")
+		}
+	}
 
 	f.auto.fail = errors.New("permission denied")
-	tap(t, m, "Start at login")
-	if got := labels(m)[1]; got != "(off) Could not change start at login: permission denied" {
+	f.tap(t, "Start at login")
+	if got := labels(f.tray.Menu())[1]; got != "(off) Could not change start at login: permission denied" {
 		t.Errorf("problem line = %q", got)
 	}
 
-	tap(t, m, "Quit")
-	if f.quits != 1 {
-		t.Errorf("quit called %d times, want 1", f.quits)
+	// The windows and Quit leave the tray: they are handed on.
+	for _, l := range []string{"Settings…", "Browse jobs…", "Contribution history…", "Quit"} {
+		f.tap(t, l)
 	}
-	if it := m.Items[len(m.Items)-1]; !it.IsQuit {
-		t.Error("the Quit item is not marked IsQuit")
+	if diff := cmp.Diff([]TrayAction{ActionSettings, ActionBrowse, ActionHistory, ActionQuit}, f.done); diff != "" {
+		t.Errorf("actions handed on (-want +got):\n%s", diff)
 	}
 }
 
-func TestTrayServeStopsWithContext(t *testing.T) {
+func TestTrayServe(t *testing.T) {
 	f := newTrayFixture(t, false)
 	ctx, cancel := context.WithCancel(context.Background())
+	clicks := make(chan TrayAction)
 	done := make(chan error, 1)
-	go func() { done <- f.tray.Serve(ctx) }()
+	go func() { done <- f.tray.Serve(ctx, clicks) }()
+	clicks <- ActionPauseHour
+	clicks <- ActionNone // Serve has carried out the first click
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("Serve = %v, want nil", err)
+	}
+	if got, want := f.pausedUntil(t), f.now.Add(time.Hour); !got.Equal(want) {
+		t.Errorf("PausedUntil = %v after a click on Serve, want %v", got, want)
 	}
 }

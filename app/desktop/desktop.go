@@ -1,18 +1,30 @@
-// Package desktop is the donor's desktop app as a program: it creates the
-// Fyne App (the only package that imports fyne.io/fyne/v2/app, which needs
-// cgo and GLFW), runs the donor engine (agent.Donor, the same engine as
-// `idlepool join`) in this process, and shows the system tray and the
-// windows of package app over them. cmd/idlepool-tray calls Main.
+// Package desktop is the donor's desktop app as a program, in two
+// processes of one binary (cmd/idlepool-tray calls Main):
 //
-// The same binary is its own sandboxed worker: `idlepool-tray worker
+//   - The tray process (`idlepool-tray`) runs the donor engine
+//     (agent.Donor, the same engine as `idlepool join`) and the system
+//     tray, through fyne.io/systray directly: the menu is package app's
+//     Tray model, shown as systray items. It creates no Fyne App, so that
+//     at rest in the tray it loads no OpenGL and runs no event loop.
+//   - The window process (`idlepool-tray window KIND... --home DIR`), the
+//     tray process's child, creates the Fyne App (the only code that
+//     imports fyne.io/fyne/v2/app, which needs cgo and GLFW) and shows
+//     package app's windows: settings, browse, history, firstrun. It reads
+//     and writes the same local store, reads the engine's status from the
+//     tray's local API (agent.ReadStatus) and asks the tray to reload over
+//     the single-instance socket (app.Ask). It exits when its last window
+//     closes. The tray starts it when a window is wanted and, while it
+//     runs, sends it "show KIND" lines on its standard input instead.
+//
+// The same binary is also its own sandboxed worker: `idlepool-tray worker
 // --cache DIR` speaks the worker protocol on stdin and stdout, and Main
-// handles it before anything starts Fyne.
+// handles it before anything else.
 //
 // Where no system tray can work (Linux without a D-Bus session bus, on
-// which fyne.io/systray panics when quitting), the settings window is the
-// main window instead: closing it quits. Only one app runs per data
-// directory; a second launch shows the first one's settings window and
-// exits.
+// which fyne.io/systray panics when quitting), the tray process opens the
+// settings window instead, and quits when the window process exits. Only
+// one tray process runs per data directory; a second launch asks the
+// first to show its settings window and exits.
 //
 // For screenshots, IDLEPOOL_TRAY_SHOW=settings,browse,history,firstrun
 // opens those windows at start.
@@ -30,20 +42,13 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strings"
-	"sync"
 	"syscall"
 	"time"
-
-	"fyne.io/fyne/v2"
-	fyneapp "fyne.io/fyne/v2/app"
-	"fyne.io/fyne/v2/driver/desktop"
 
 	"idlepool/agent"
 	"idlepool/app"
 	"idlepool/home"
 	"idlepool/idle"
-	"idlepool/store"
 	"idlepool/worker"
 )
 
@@ -64,6 +69,7 @@ system tray: it shows whether it computes, waits or is paused, and why.
 
 Usage:
   idlepool-tray [--home DIR] [--workers N] [-v]
+  idlepool-tray window KIND... [--home DIR] [-v]   (KIND: settings, browse, history, firstrun)
 
 Flags:
 `
@@ -90,13 +96,17 @@ func (c Config) Validate() error {
 
 // Main runs the tray app with the command line args (without the program
 // name) and returns the exit status: 0 after Quit, after showing an
-// instance that already runs, or for a worker whose input ended; 2 for a
-// usage error; 1 when the app cannot start.
+// instance that already runs, when the window process's last window
+// closed, or for a worker whose input ended; 2 for a usage error; 1 when
+// the app cannot start.
 func Main(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if len(args) > 0 && args[0] == "worker" {
 		return workerMain(ctx, args[1:], os.Stdin, os.Stdout, os.Stderr)
+	}
+	if len(args) > 0 && args[0] == "window" {
+		return windowMain(ctx, args[1:], os.Stdin, os.Stderr)
 	}
 	cfg, err := parseFlags(args, os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {
@@ -106,7 +116,7 @@ func Main(args []string) int {
 		fmt.Fprintln(os.Stderr, "idlepool-tray:", err)
 		return 2
 	}
-	if err := run(ctx, cfg, os.Stderr); err != nil {
+	if err := runTray(ctx, cfg, os.Stderr); err != nil {
 		if errors.Is(err, app.ErrRunning) {
 			fmt.Fprintln(os.Stderr, "idlepool-tray: already running; showing its window")
 			return 0
@@ -175,181 +185,6 @@ func logger(w io.Writer, verbose bool) *slog.Logger {
 		lvl = slog.LevelDebug
 	}
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: lvl}))
-}
-
-// run starts the engine and the app and returns when the app quits and
-// the engine has handed its leases back (or quitWait passed). It returns
-// app.ErrRunning when another instance runs for the same data directory
-// (which was asked to show its settings window).
-func run(ctx context.Context, cfg Config, stderr io.Writer) error {
-	log := logger(stderr, cfg.Verbose)
-	dirs, err := home.Resolve(cfg.Home)
-	if err != nil {
-		return err
-	}
-	if err := dirs.Create(); err != nil {
-		return err
-	}
-	inst, err := app.ClaimInstance(dirs.Data)
-	switch {
-	case errors.Is(err, app.ErrRunning):
-		return err
-	case err != nil:
-		log.Warn("Running without the single-instance check", "err", err)
-	}
-	if inst != nil {
-		defer inst.Close()
-	}
-
-	local, err := store.OpenLocal(filepath.Join(dirs.Data, "local.db"))
-	if err != nil {
-		return fmt.Errorf("open the local store: %w", err)
-	}
-	defer local.Close()
-	dev, owner, err := agent.LoadKeys(dirs, "")
-	if err != nil {
-		return fmt.Errorf("load this device's keys: %w", err)
-	}
-	self, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("find own executable to start workers: %w", err)
-	}
-	wp, err := agent.WorkerPool(dirs, []string{self, "worker", "--cache", agent.WorkerCache(dirs)}, cfg.Workers, log)
-	if err != nil {
-		return err
-	}
-	defer wp.Close()
-	lister := worker.NewGPULister()
-	defer lister.Close()
-	gpus := agent.NVMLGPUs{Lister: lister, Workers: wp}
-
-	dcfg := agent.DonorConfig{
-		Home: dirs, DeviceKey: dev, OwnerKey: owner, Name: hostname(),
-		Workers: cfg.Workers, Executor: wp, Store: local, GPUs: gpus,
-		LocalAPI: filepath.Join(dirs.Data, agent.LocalAPIFile), // `idlepool status` reads it
-		Logger:   log,
-	}
-	donor, err := agent.NewDonor(dcfg)
-	if err != nil {
-		return err
-	}
-	deps := &app.Deps{
-		Store:     local,
-		Engine:    donor,
-		GPUs:      gpus,
-		Processes: programNames,
-		CheckPool: func(ctx context.Context, url, invite string) (string, error) {
-			return agent.CheckPool(ctx, dcfg, url, invite)
-		},
-		Board:     donor.Board,
-		Autostart: app.NewAutostart(self),
-	}
-
-	// The name titles the tray item (StatusNotifierItem) and windows.
-	fyneapp.SetMetadata(fyne.AppMetadata{ID: AppID, Name: "idlepool", Version: "dev", Build: 1, Icon: app.AppIcon()})
-	fa := fyneapp.NewWithID(AppID)
-	fa.SetIcon(app.AppIcon())
-	ui := app.New(fa, deps)
-
-	// The engine runs until quitting, then hands its leases back.
-	engineCtx, stopEngine := context.WithCancel(ctx)
-	defer stopEngine()
-	engineDone := make(chan struct{})
-	go func() {
-		defer close(engineDone)
-		if err := donor.Serve(engineCtx); err != nil {
-			log.Error("The donor engine stopped", "err", err)
-		}
-	}()
-	waitEngine := func() {
-		stopEngine()
-		select {
-		case <-engineDone:
-		case <-time.After(quitWait):
-			log.Warn("Quitting before the engine handed every lease back", "waited", quitWait)
-		}
-	}
-	quitting := false
-	quit := func() { // UI goroutine
-		if quitting {
-			return
-		}
-		quitting = true
-		go func() {
-			waitEngine()
-			fyne.Do(fa.Quit)
-		}()
-	}
-
-	// Goroutines of the UI's lifetime, ended and waited for after Run.
-	uiCtx, stopUI := context.WithCancel(ctx)
-	var uiGroup sync.WaitGroup
-	trayOn := false
-	desk, ok := fa.(desktop.App)
-	useTray, shown := false, false
-	if ok {
-		useTray, shown = trayAvailable(log)
-	}
-	if useTray {
-		tray := ui.NewTray(quit, func(r fyne.Resource) {
-			if trayOn {
-				desk.SetSystemTrayIcon(r)
-			}
-		}, log)
-		desk.SetSystemTrayMenu(tray.Menu())
-		desk.SetSystemTrayIcon(tray.Icon())
-		trayOn = true
-		uiGroup.Go(func() { _ = tray.Serve(uiCtx) })
-		if !shown {
-			ui.ShowSettings() // so that the owner sees the app running
-		}
-	} else {
-		log.Info("No system tray: the settings window is the main window")
-		ui.ShowSettings().SetMaster()
-	}
-	if inst != nil {
-		uiGroup.Go(func() {
-			if err := inst.Serve(uiCtx, func() { fyne.Do(func() { ui.ShowSettings() }) }); err != nil {
-				log.Warn("The single-instance listener stopped", "err", err)
-			}
-		})
-	}
-	// SIGINT or SIGTERM quits as the menu does.
-	stopSignal := context.AfterFunc(ctx, func() { fyne.Do(quit) })
-	defer stopSignal()
-
-	if first, err := app.NeedsFirstRun(ctx, local); err != nil {
-		log.Warn("Cannot tell whether this is the first run", "err", err)
-	} else if first {
-		ui.ShowFirstRun(nil)
-	}
-	showRequested(ui, os.Getenv(ShowEnv), log)
-
-	fa.Run()
-
-	stopUI()
-	uiGroup.Wait()
-	waitEngine()
-	return nil
-}
-
-// showRequested opens the windows named in list (ShowEnv).
-func showRequested(ui *app.UI, list string, log *slog.Logger) {
-	for _, name := range strings.Split(list, ",") {
-		switch strings.TrimSpace(name) {
-		case "":
-		case "settings":
-			ui.ShowSettings()
-		case "browse":
-			ui.ShowBrowse()
-		case "history":
-			ui.ShowHistory()
-		case "firstrun":
-			ui.ShowFirstRun(nil)
-		default:
-			log.Warn("Unknown window in "+ShowEnv, "window", name)
-		}
-	}
 }
 
 // programNames lists the names of the programs running now, sorted and

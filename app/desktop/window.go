@@ -1,0 +1,214 @@
+package desktop
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"fyne.io/fyne/v2"
+	fyneapp "fyne.io/fyne/v2/app"
+
+	"idlepool/agent"
+	"idlepool/app"
+	"idlepool/home"
+	"idlepool/idle"
+	"idlepool/store"
+	"idlepool/worker"
+)
+
+// Window kinds: the windows of package app the window process shows.
+const (
+	WindowSettings = "settings"
+	WindowBrowse   = "browse"
+	WindowHistory  = "history"
+	WindowFirstRun = "firstrun"
+)
+
+// windowKinds are the kinds the window process knows.
+var windowKinds = []string{WindowSettings, WindowBrowse, WindowHistory, WindowFirstRun}
+
+// checkKinds returns an error naming the first unknown kind, or when
+// there is none.
+func checkKinds(kinds []string) error {
+	if len(kinds) == 0 {
+		return errors.New("no window to show (one of settings, browse, history, firstrun)")
+	}
+	for _, k := range kinds {
+		if !slices.Contains(windowKinds, k) {
+			return fmt.Errorf("unknown window %q (one of settings, browse, history, firstrun)", k)
+		}
+	}
+	return nil
+}
+
+// windowConfig is the window process's configuration, from its command
+// line: `window KIND... [--home DIR] [-v]`.
+type windowConfig struct {
+	Home    string
+	Verbose bool
+	Windows []string // the kinds to show, in order
+}
+
+// parseWindowFlags reads the window process's configuration from args
+// (after "window"); the kinds and the flags may come in any order.
+func parseWindowFlags(args []string, stderr io.Writer) (windowConfig, error) {
+	var cfg windowConfig
+	fs := flag.NewFlagSet("idlepool-tray window", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&cfg.Home, "home", "", "keep all state under `DIR` (also $IDLEPOOL_HOME)")
+	fs.BoolVar(&cfg.Verbose, "v", false, "log diagnostics to stderr")
+	for {
+		if err := fs.Parse(args); err != nil {
+			return cfg, err
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		cfg.Windows = append(cfg.Windows, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	return cfg, checkKinds(cfg.Windows)
+}
+
+// windowMain is the window process: it shows the windows named on its
+// command line, and those named on "show KIND..." lines of stdin, until
+// the last window closes or ctx ends.
+func windowMain(ctx context.Context, args []string, stdin io.Reader, stderr io.Writer) int {
+	cfg, err := parseWindowFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "idlepool-tray window:", err)
+		return 2
+	}
+	if err := runWindows(ctx, cfg, stdin, stderr); err != nil {
+		fmt.Fprintln(stderr, "idlepool-tray window:", err)
+		return 1
+	}
+	return 0
+}
+
+// runWindows creates the Fyne App over Deps of this process's own (the
+// same store file, the tray's engine through remoteEngine) and shows
+// cfg.Windows; it returns when the app quits: when its last window
+// closes, or when ctx ends.
+func runWindows(ctx context.Context, cfg windowConfig, stdin io.Reader, stderr io.Writer) error {
+	log := logger(stderr, cfg.Verbose)
+	dirs, err := home.Resolve(cfg.Home)
+	if err != nil {
+		return err
+	}
+	if err := dirs.Create(); err != nil {
+		return err
+	}
+	local, err := store.OpenLocal(filepath.Join(dirs.Data, "local.db"))
+	if err != nil {
+		return fmt.Errorf("open the local store: %w", err)
+	}
+	defer local.Close()
+	dev, owner, err := agent.LoadKeys(dirs, "")
+	if err != nil {
+		return fmt.Errorf("load this device's keys: %w", err)
+	}
+	lister := worker.NewGPULister()
+	defer lister.Close()
+	gpus := agent.NVMLGPUs{Lister: lister}
+	dcfg := agent.DonorConfig{Home: dirs, DeviceKey: dev, OwnerKey: owner, Name: hostname(), Store: local, GPUs: gpus, Logger: log}
+	var autostart app.Autostart
+	if self, err := os.Executable(); err == nil {
+		autostart = app.NewAutostart(self)
+	}
+	deps := &app.Deps{
+		Store:     local,
+		Engine:    newRemoteEngine(filepath.Join(dirs.Data, agent.LocalAPIFile), dirs.Data, log),
+		GPUs:      gpus,
+		Processes: programNames,
+		CheckPool: func(ctx context.Context, url, invite string) (string, error) {
+			return agent.CheckPool(ctx, dcfg, url, invite)
+		},
+		Board:     func(ctx context.Context) ([]agent.PoolBoard, error) { return board(ctx, dcfg) },
+		Autostart: autostart,
+	}
+
+	fyneapp.SetMetadata(fyne.AppMetadata{ID: AppID, Name: "idlepool", Version: "dev", Build: 1, Icon: app.AppIcon()})
+	fa := fyneapp.NewWithID(AppID)
+	fa.SetIcon(app.AppIcon())
+	ui := app.New(fa, deps)
+	showWindows(ui, cfg.Windows, log)
+
+	// The tray process asks for more windows on stdin. The reading
+	// goroutine ends with stdin (the tray closes it when it stops this
+	// process) or with the process.
+	go func() {
+		sc := bufio.NewScanner(stdin)
+		for sc.Scan() {
+			f := strings.Fields(sc.Text())
+			if len(f) < 2 || f[0] != app.CommandShow {
+				log.Warn("Unknown request on stdin", "line", sc.Text())
+				continue
+			}
+			fyne.Do(func() { showWindows(ui, f[1:], log) })
+		}
+	}()
+	// SIGINT or SIGTERM (the tray quitting) closes the windows.
+	stop := context.AfterFunc(ctx, func() { fyne.Do(fa.Quit) })
+	defer stop()
+	fa.Run()
+	return nil
+}
+
+// showWindows opens the windows of kinds (or brings them to the front).
+// UI goroutine.
+func showWindows(ui *app.UI, kinds []string, log *slog.Logger) {
+	for _, k := range kinds {
+		switch k {
+		case WindowSettings:
+			ui.ShowSettings()
+		case WindowBrowse:
+			ui.ShowBrowse()
+		case WindowHistory:
+			ui.ShowHistory()
+		case WindowFirstRun:
+			ui.ShowFirstRun(nil)
+		default:
+			log.Warn("Unknown window", "window", k)
+		}
+	}
+}
+
+// board reads the job boards of the joined pools as agent.Donor.Board
+// does, with this process's own reading of the machine and the GPUs.
+func board(ctx context.Context, dcfg agent.DonorConfig) ([]agent.PoolBoard, error) {
+	local := dcfg.Store
+	pools, err := local.JoinedPools(ctx)
+	if err != nil {
+		return nil, err
+	}
+	prefs, err := local.Preferences(ctx)
+	if err != nil {
+		return nil, err
+	}
+	settings, err := local.Settings(ctx)
+	if err != nil {
+		return nil, err
+	}
+	machine, _ := idle.ReadMachine(ctx) // always usable; what is unknown stays empty
+	gs, err := dcfg.GPUs.GPUs(ctx)
+	reading := idle.Reading[[]idle.GPU]{Value: gs, Known: err == nil, Source: "nvml"}
+	if err != nil {
+		reading.Err = err.Error()
+	}
+	return agent.Board(ctx, agent.BoardConfig{
+		Home: dcfg.Home, DeviceKey: dcfg.DeviceKey, OwnerKey: dcfg.OwnerKey, Name: dcfg.Name,
+		Pools: pools, Capacity: idle.NewCapacity(machine, settings, reading), Preferences: prefs,
+	}), nil
+}
