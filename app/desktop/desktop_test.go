@@ -3,6 +3,7 @@ package desktop
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"flag"
 	"io"
@@ -12,6 +13,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"idlepool/app"
 )
 
 func TestParseFlags(t *testing.T) {
@@ -53,6 +56,41 @@ func TestParseFlags(t *testing.T) {
 	}
 }
 
+func TestParseWindowFlags(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		want    windowConfig
+		wantErr string
+	}{
+		{"one", []string{"settings"}, windowConfig{Windows: []string{"settings"}}, ""},
+		{"kinds then flags", []string{"browse", "history", "--home", "/tmp/h", "-v"},
+			windowConfig{Home: "/tmp/h", Verbose: true, Windows: []string{"browse", "history"}}, ""},
+		{"flags between", []string{"firstrun", "--home", "/tmp/h", "settings"},
+			windowConfig{Home: "/tmp/h", Windows: []string{"firstrun", "settings"}}, ""},
+		{"none", []string{"--home", "/tmp/h"}, windowConfig{}, "no window to show"},
+		{"unknown", []string{"settings", "tray"}, windowConfig{}, `unknown window "tray"`},
+		{"unknown flag", []string{"settings", "--workers", "2"}, windowConfig{}, "flag provided but not defined"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := parseWindowFlags(tc.args, io.Discard)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("parseWindowFlags(%q) error = %v, want one containing %q", tc.args, err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("parseWindowFlags (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 // TestWorkerEndsWithInput runs the worker mode on an input that ends at
 // once, as a worker whose pool closed: it says hello and exits 0.
 func TestWorkerEndsWithInput(t *testing.T) {
@@ -63,6 +101,21 @@ func TestWorkerEndsWithInput(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), `"type":"hello"`) {
 		t.Errorf("worker wrote %q, want its hello", out.String())
+	}
+}
+
+func TestIcoOf(t *testing.T) {
+	png := app.TrayIcon(app.TrayIdle)
+	w, h := binary.BigEndian.Uint32(png[16:]), binary.BigEndian.Uint32(png[20:])
+	ico := icoOf(png)
+	if !bytes.Equal(ico[:6], []byte{0, 0, 1, 0, 1, 0}) {
+		t.Errorf("ICO header % x", ico[:6])
+	}
+	if uint32(ico[6]) != w%256 || uint32(ico[7]) != h%256 {
+		t.Errorf("ICO size %dx%d, the PNG's %dx%d", ico[6], ico[7], w, h)
+	}
+	if size, off := binary.LittleEndian.Uint32(ico[14:]), binary.LittleEndian.Uint32(ico[18:]); int(size) != len(png) || !bytes.Equal(ico[off:], png) {
+		t.Errorf("the ICO's image is not the PNG (size %d, offset %d)", size, off)
 	}
 }
 

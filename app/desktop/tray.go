@@ -328,7 +328,15 @@ func (v *systrayView) watch(mi *systray.MenuItem, a app.TrayAction) {
 // the PNG on Linux and macOS, an ICO holding it on Windows (Vista and
 // later read PNGs inside ICOs).
 func osIcon(png []byte) []byte {
-	if runtime.GOOS != "windows" || len(png) < 24 {
+	if runtime.GOOS != "windows" {
+		return png
+	}
+	return icoOf(png)
+}
+
+// icoOf returns an ICO file holding png, its one image.
+func icoOf(png []byte) []byte {
+	if len(png) < 24 {
 		return png
 	}
 	size := func(b []byte) byte { // 0 means 256 or more

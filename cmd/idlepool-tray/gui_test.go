@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -21,7 +23,9 @@ import (
 // These tests run the real tray app (this test binary, re-executed as
 // the program) on a private X server (Xvfb) and, where it needs one, a
 // private D-Bus session bus, find its windows with xdotool and take
-// screenshots of them with ImageMagick's import. Without those programs
+// screenshots of them with ImageMagick's import. The windows belong to
+// the app's window process, a child of the tray process the test starts;
+// the tray process itself must not load OpenGL. Without those programs
 // they skip, unless IDLEPOOL_REQUIRE_GUI=1 (CI) makes that a failure.
 // IDLEPOOL_SCREENSHOTS=DIR keeps the screenshots there (make screenshots
 // writes docs/screenshots).
@@ -280,6 +284,70 @@ func screenshot(t *testing.T, display, id, dir, name string) {
 	}
 }
 
+// windowPID returns the process that owns window id (_NET_WM_PID).
+func windowPID(t *testing.T, display, id string) int {
+	t.Helper()
+	cmd := exec.Command("xdotool", "getwindowpid", id)
+	cmd.Env = append(os.Environ(), "DISPLAY="+display)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("xdotool getwindowpid %s: %v", id, err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(out)))
+	if err != nil {
+		t.Fatalf("xdotool getwindowpid %s: %q", id, out)
+	}
+	return pid
+}
+
+// checkWindowProcess checks that the window with pid win belongs to the
+// window process, not to the tray process a, and that the tray process
+// has loaded no OpenGL driver (Mesa's swrast and LLVM: tens of MB).
+func checkWindowProcess(t *testing.T, a *trayApp, win int) {
+	t.Helper()
+	if win == a.cmd.Process.Pid {
+		t.Errorf("the tray process %d owns a window; want its window process to", win)
+	}
+	if runtime.GOOS != "linux" {
+		return
+	}
+	maps, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", a.cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, lib := range []string{"libLLVM", "_dri.so", "libGLX_mesa", "libgallium"} {
+		if strings.Contains(string(maps), lib) {
+			t.Errorf("the tray process has loaded %s: it initialised OpenGL", lib)
+		}
+	}
+}
+
+// gone reports whether process pid has exited (a zombie counts as gone:
+// its parent, the tray process, may have quit before reaping it).
+func gone(pid int) bool {
+	if runtime.GOOS != "linux" {
+		return syscall.Kill(pid, 0) != nil
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	_, rest, _ := strings.Cut(string(stat), ") ")
+	return strings.HasPrefix(rest, "Z")
+}
+
+// waitGone waits until process pid has exited.
+func waitGone(t *testing.T, pid int, what string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !gone(pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s (pid %d) still runs", what, pid)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // colours counts the distinct colours of img, up to 1000.
 func colours(img image.Image) int {
 	seen := map[[4]uint32]bool{}
@@ -329,6 +397,13 @@ func TestWindowsUnderXvfb(t *testing.T) {
 	for i, name := range []string{"firstrun", "settings", "browse", "history"} {
 		screenshot(t, display, ids[i], shots, name)
 	}
+	win := windowPID(t, display, ids[1])
+	for _, id := range ids {
+		if p := windowPID(t, display, id); p != win {
+			t.Errorf("the windows belong to processes %d and %d; want one window process", win, p)
+		}
+	}
+	checkWindowProcess(t, a, win)
 
 	// A second launch shows the first one's settings window and exits.
 	second := startApp(t, home, display, "DBUS_SESSION_BUS_ADDRESS="+bus)
@@ -345,7 +420,29 @@ func TestWindowsUnderXvfb(t *testing.T) {
 		t.Fatalf("the first instance exited when the second started:\n%s", a.stderr)
 	default:
 	}
+
+	// Closing the windows (ending the window process) leaves the tray
+	// running; a second launch then starts a new window process.
+	if err := syscall.Kill(win, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, win, "the window process")
+	select {
+	case <-a.done:
+		t.Fatalf("the tray process exited with its window process:\n%s", a.stderr)
+	default:
+	}
+	third := startApp(t, home, display, "DBUS_SESSION_BUS_ADDRESS="+bus)
+	select {
+	case <-third.done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("a third launch did not exit within 30 s")
+	}
+	win = windowPID(t, display, findWindow(t, display, "idlepool settings", a))
+
+	// Quitting the tray process ends its window process.
 	a.quit(t)
+	waitGone(t, win, "the window process after the tray quit")
 }
 
 func TestWithoutSessionBus(t *testing.T) {
@@ -357,7 +454,25 @@ func TestWithoutSessionBus(t *testing.T) {
 	a := startApp(t, home, display, "DBUS_SESSION_BUS_ADDRESS=unix:path="+filepath.Join(home, "no-bus"))
 	id := findWindow(t, display, "idlepool settings", a)
 	screenshot(t, display, id, t.TempDir(), "settings-no-tray")
+	win := windowPID(t, display, id)
+	checkWindowProcess(t, a, win)
 	a.quit(t)
+	waitGone(t, win, "the window process after the tray quit")
+
+	// Closing the window (its process ends) quits the app.
+	b := startApp(t, home, display, "DBUS_SESSION_BUS_ADDRESS=unix:path="+filepath.Join(home, "no-bus"))
+	win = windowPID(t, display, findWindow(t, display, "idlepool settings", b))
+	if err := syscall.Kill(win, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-b.done:
+		if code := b.cmd.ProcessState.ExitCode(); code != 0 {
+			t.Errorf("the app exited with %d after its window closed, want 0", code)
+		}
+	case <-time.After(40 * time.Second):
+		t.Fatal("the app did not quit within 40 s of its window closing")
+	}
 	if !strings.Contains(a.stderr.String(), "bus") {
 		t.Logf("stderr did not mention the missing bus:\n%s", a.stderr)
 	}
