@@ -140,7 +140,11 @@ func runTray(ctx context.Context, cfg Config, stderr io.Writer) error {
 		show = append(show, WindowSettings) // so that the owner sees the app running
 	}
 	for _, k := range strings.Split(os.Getenv(ShowEnv), ",") {
-		if k = strings.TrimSpace(k); k != "" && !slices.Contains(show, k) {
+		switch k = strings.TrimSpace(k); {
+		case k == "" || slices.Contains(show, k):
+		case checkKinds([]string{k}) != nil:
+			log.Warn("Unknown window in "+ShowEnv, "window", k)
+		default:
 			show = append(show, k)
 		}
 	}
