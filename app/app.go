@@ -1,14 +1,19 @@
-// Package app is the donor's desktop app: the tray menu and the windows
-// (settings, browse jobs, contribution history, first run) built with Fyne.
-// It is the only package that imports Fyne (its sub-package desktop creates
-// the Fyne App and the system tray; cmd/idlepool-tray calls it).
+// Package app is the donor's desktop app: the windows (settings, browse
+// jobs, contribution history, first run), built with Fyne, and the tray
+// menu as a model (label, state and action of each item) that the tray
+// process draws with fyne.io/systray. Only app and its sub-packages import
+// Fyne; the sub-package desktop is the program: a tray process that runs
+// the donor engine and the system tray without a Fyne App (no OpenGL at
+// rest), and a window process, started when a window is asked for, that
+// creates the Fyne App. cmd/idlepool-tray calls it.
 //
 // The windows are built from Deps: the local store (the same SQLite file
-// `idlepool join` uses) and the donor engine (agent.Donor), so that tests
-// drive them with Fyne's headless test driver (fyne.io/fyne/v2/test), a
-// real store in a temporary directory and a real coordinator on 127.0.0.1.
-// A window changes the store and then calls Engine.Reload: changes take
-// effect at once, without a restart.
+// `idlepool join` uses) and the donor engine (agent.Donor in process, or
+// the tray's engine through its local API from the window process), so
+// that tests drive them with Fyne's headless test driver
+// (fyne.io/fyne/v2/test), a real store in a temporary directory and a real
+// coordinator on 127.0.0.1. A window changes the store and then calls
+// Engine.Reload: changes take effect at once, without a restart.
 package app
 
 import (
