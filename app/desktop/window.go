@@ -139,6 +139,7 @@ func runWindows(ctx context.Context, cfg windowConfig, stdin io.Reader, stderr i
 		Autostart: autostart,
 	}
 
+	plainLocale()
 	fyneapp.SetMetadata(fyne.AppMetadata{ID: AppID, Name: "idlepool", Version: "dev", Build: 1, Icon: app.AppIcon()})
 	fa := fyneapp.NewWithID(AppID)
 	fa.SetIcon(app.AppIcon())
@@ -211,4 +212,19 @@ func board(ctx context.Context, dcfg agent.DonorConfig) ([]agent.PoolBoard, erro
 		Home: dcfg.Home, DeviceKey: dcfg.DeviceKey, OwnerKey: dcfg.OwnerKey, Name: dcfg.Name,
 		Pools: pools, Capacity: idle.NewCapacity(machine, settings, reading), Preferences: prefs,
 	}), nil
+}
+
+// plainLocale names English for Fyne when the locale is the C or POSIX
+// one (a service, a bare session): Fyne cannot parse "C" as a language tag
+// and logs an error at every start, then falls back to English anyway.
+func plainLocale() {
+	for _, k := range []string{"LC_ALL", "LC_MESSAGES", "LANG"} {
+		switch v, _, _ := strings.Cut(os.Getenv(k), "."); v {
+		case "":
+			continue
+		case "C", "POSIX":
+			os.Setenv(k, "en")
+		}
+		return
+	}
 }
