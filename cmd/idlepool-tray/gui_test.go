@@ -155,7 +155,7 @@ func (s *syncBuffer) String() string {
 // the extra environment; it is killed when the test ends if it still runs.
 func startApp(t *testing.T, home, display string, env ...string) *trayApp {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "--home", home, "--workers", "1")
+	cmd := exec.Command(os.Args[0], "--home", home, "--workers", "1", "-v")
 	cmd.Env = append(os.Environ(), mainEnv+"=1", "DISPLAY="+display, "LANG=en_US.UTF-8",
 		"HOME="+home, "XDG_CONFIG_HOME="+filepath.Join(home, "xdg-config"))
 	cmd.Env = append(cmd.Env, env...)
@@ -214,7 +214,18 @@ func findWindow(t *testing.T, display, name string, a *trayApp) string {
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no window %q appeared within 60 s", name)
+			all := exec.Command("xdotool", "search", "--name", ".")
+			all.Env = cmd.Env
+			ids, _ := all.Output()
+			var names []string
+			for _, id := range strings.Fields(string(ids)) {
+				n := exec.Command("xdotool", "getwindowname", id)
+				n.Env = cmd.Env
+				out, _ := n.Output()
+				names = append(names, id+" "+strings.TrimSpace(string(out)))
+			}
+			ps, _ := exec.Command("ps", "-ef", "--forest").Output()
+			t.Fatalf("no window %q appeared within 60 s; windows:\n%s\nprocesses:\n%s", name, strings.Join(names, "\n"), ps)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
