@@ -6,11 +6,23 @@ package app
 const autostartName = "idlepool-tray"
 
 // NewAutostart returns the start-at-login entry that starts the program
-// exe (an absolute path, from os.Executable) with no arguments: an XDG
+// exe (an absolute path, from os.Executable) with `--home home` when home
+// is not empty (an absolute path: the home the app runs with, so that the
+// next login starts the same identity), else with no arguments: an XDG
 // autostart file ($XDG_CONFIG_HOME/autostart/idlepool-tray.desktop,
 // default ~/.config/autostart) on Linux, the idlepool-tray value of
 // HKCU\Software\Microsoft\Windows\CurrentVersion\Run on Windows, and
 // ~/Library/LaunchAgents/org.idlepool.tray.plist on macOS. On other
 // systems it returns nil, which hides the tray's "Start at login". The
-// entry is only read or written when its methods are called.
-func NewAutostart(exe string) Autostart { return newAutostart(exe) }
+// entry is only read or written when its methods are called. Enabled
+// reports true only for an entry that starts exe with this home; Enable
+// replaces an entry for another program or home.
+func NewAutostart(exe, home string) Autostart { return newAutostart(exe, home) }
+
+// args returns the entry's command line: exe, then --home home if given.
+func autostartArgs(exe, home string) []string {
+	if home == "" {
+		return []string{exe}
+	}
+	return []string{exe, "--home", home}
+}

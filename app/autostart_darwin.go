@@ -17,9 +17,9 @@ const autostartLabel = "org.idlepool.tray"
 
 // launchAgent is a per-user LaunchAgent that launchd loads at login:
 // ~/Library/LaunchAgents/org.idlepool.tray.plist, RunAtLoad.
-type launchAgent struct{ exe string }
+type launchAgent struct{ exe, home string }
 
-func newAutostart(exe string) Autostart { return launchAgent{exe: exe} }
+func newAutostart(exe, home string) Autostart { return launchAgent{exe: exe, home: home} }
 
 func (a launchAgent) path() (string, error) {
 	home, err := os.UserHomeDir()
@@ -31,8 +31,12 @@ func (a launchAgent) path() (string, error) {
 
 // plist is the property list Enable writes.
 func (a launchAgent) plist() []byte {
-	var exe bytes.Buffer
-	_ = xml.EscapeText(&exe, []byte(a.exe))
+	var args bytes.Buffer
+	for _, s := range autostartArgs(a.exe, a.home) {
+		args.WriteString("\t\t<string>")
+		_ = xml.EscapeText(&args, []byte(s))
+		args.WriteString("</string>\n")
+	}
 	return []byte(`<?xml version="1.0" encoding="UTF-8"?>
 <!DOCTYPE plist PUBLIC "-//Apple//DTD PLIST 1.0//EN" "http://www.apple.com/DTDs/PropertyList-1.0.dtd">
 <plist version="1.0">
@@ -41,8 +45,7 @@ func (a launchAgent) plist() []byte {
 	<string>` + autostartLabel + `</string>
 	<key>ProgramArguments</key>
 	<array>
-		<string>` + exe.String() + `</string>
-	</array>
+` + args.String() + `	</array>
 	<key>RunAtLoad</key>
 	<true/>
 	<key>ProcessType</key>
@@ -53,7 +56,7 @@ func (a launchAgent) plist() []byte {
 }
 
 // Enabled reports whether the file exists and is the one Enable writes
-// for exe.
+// for exe and this home.
 func (a launchAgent) Enabled() (bool, error) {
 	p, err := a.path()
 	if err != nil {

@@ -17,9 +17,18 @@ import (
 // Autostart Specification): a .desktop file in $XDG_CONFIG_HOME/autostart.
 // The directory is looked up at each call, so that a test's
 // XDG_CONFIG_HOME applies.
-type xdgAutostart struct{ exe string }
+type xdgAutostart struct{ exe, home string }
 
-func newAutostart(exe string) Autostart { return xdgAutostart{exe: exe} }
+func newAutostart(exe, home string) Autostart { return xdgAutostart{exe: exe, home: home} }
+
+// exec is the Exec key's value: each argument quoted by desktopQuote.
+func (a xdgAutostart) exec() string {
+	args := autostartArgs(a.exe, a.home)
+	for i, s := range args {
+		args[i] = desktopQuote(s)
+	}
+	return strings.Join(args, " ")
+}
 
 // path returns the .desktop file's path.
 func (a xdgAutostart) path() (string, error) {
@@ -35,7 +44,7 @@ func (a xdgAutostart) path() (string, error) {
 }
 
 // Enabled reports whether the file exists, is not hidden or disabled,
-// and its Exec line starts exe.
+// and its Exec line starts exe with this home (and nothing else).
 func (a xdgAutostart) Enabled() (bool, error) {
 	p, err := a.path()
 	if err != nil {
@@ -64,7 +73,7 @@ func (a xdgAutostart) Enabled() (bool, error) {
 			on = on && strings.TrimSpace(v) != "false"
 		}
 	}
-	return on && exec == desktopQuote(a.exe), nil
+	return on && exec == a.exec(), nil
 }
 
 // Enable writes the file (and the autostart directory, if missing).
@@ -80,7 +89,7 @@ func (a xdgAutostart) Enable() error {
 		"Type=Application\n" +
 		"Name=idlepool\n" +
 		"Comment=Lend this computer's idle time to compute pools\n" +
-		"Exec=" + desktopQuote(a.exe) + "\n" +
+		"Exec=" + a.exec() + "\n" +
 		"Terminal=false\n" +
 		"X-GNOME-Autostart-enabled=true\n"
 	tmp := p + ".tmp"
@@ -106,7 +115,7 @@ func (a xdgAutostart) Disable() error {
 	return nil
 }
 
-// desktopQuote writes a program path as the Exec key's one argument
+// desktopQuote writes a program path or argument as one of the Exec key's arguments
 // (Desktop Entry Specification, "The Exec key"): quoted in double quotes
 // when it holds a space or a reserved character, with `"`, "`", `$` and
 // `\` escaped by a backslash, and `%` doubled (field codes); then every

@@ -4,4 +4,4 @@ package app
 
 // newAutostart returns nil: no start-at-login entry is known here, and
 // the tray hides the item.
-func newAutostart(string) Autostart { return nil }
+func newAutostart(string, string) Autostart { return nil }

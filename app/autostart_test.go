@@ -13,7 +13,7 @@ func TestXDGAutostart(t *testing.T) {
 	cfg := t.TempDir()
 	t.Setenv("XDG_CONFIG_HOME", cfg)
 	exe := "/opt/idle pool/idlepool-tray"
-	a := NewAutostart(exe)
+	a := NewAutostart(exe, "")
 	file := filepath.Join(cfg, "autostart", "idlepool-tray.desktop")
 
 	if on, err := a.Enabled(); err != nil || on {
@@ -37,7 +37,7 @@ func TestXDGAutostart(t *testing.T) {
 	if on, err := a.Enabled(); err != nil || !on {
 		t.Errorf("Enabled after Enable = %v, %v; want true, nil", on, err)
 	}
-	if on, _ := NewAutostart("/usr/bin/idlepool-tray").Enabled(); on {
+	if on, _ := NewAutostart("/usr/bin/idlepool-tray", "").Enabled(); on {
 		t.Error("an entry for another program counts as enabled")
 	}
 
@@ -66,11 +66,68 @@ func TestXDGAutostart(t *testing.T) {
 	}
 }
 
+// An app run with --home starts at login with the same home; an entry
+// for another home (or none) does not count as this app's, and enabling
+// replaces it.
+func TestXDGAutostartHome(t *testing.T) {
+	cfg := t.TempDir()
+	t.Setenv("XDG_CONFIG_HOME", cfg)
+	file := filepath.Join(cfg, "autostart", "idlepool-tray.desktop")
+	const exe = "/usr/bin/idlepool-tray"
+	x := NewAutostart(exe, "/x")
+	plain := NewAutostart(exe, "")
+	spaced := NewAutostart(exe, "/home/me/idle pool")
+
+	if err := x.Enable(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "Exec=/usr/bin/idlepool-tray --home /x\n"; !strings.Contains(string(b), want) {
+		t.Errorf("the entry lacks %q:\n%s", want, b)
+	}
+	for _, tc := range []struct {
+		name string
+		a    Autostart
+		want bool
+	}{{"same home", x, true}, {"no home", plain, false}, {"another home", spaced, false}, {"another program", NewAutostart("/opt/idlepool-tray", "/x"), false}} {
+		if on, err := tc.a.Enabled(); err != nil || on != tc.want {
+			t.Errorf("%s: Enabled = %v, %v; want %v", tc.name, on, err, tc.want)
+		}
+	}
+
+	// Enabling for another home replaces the entry.
+	if err := spaced.Enable(); err != nil {
+		t.Fatal(err)
+	}
+	b, _ = os.ReadFile(file)
+	if want := `Exec=/usr/bin/idlepool-tray --home "/home/me/idle pool"` + "\n"; !strings.Contains(string(b), want) {
+		t.Errorf("the entry lacks %q:\n%s", want, b)
+	}
+	if on, _ := spaced.Enabled(); !on {
+		t.Error("Enabled after Enable for a home with a space = false")
+	}
+	if on, _ := x.Enabled(); on {
+		t.Error("the entry for another home counts as enabled")
+	}
+	if err := plain.Enable(); err != nil {
+		t.Fatal(err)
+	}
+	if on, _ := plain.Enabled(); !on {
+		t.Error("Enabled after Enable with no home = false")
+	}
+	if on, _ := spaced.Enabled(); on {
+		t.Error("an entry without --home counts as enabled for a home")
+	}
+}
+
 func TestXDGAutostartDefaultDir(t *testing.T) {
 	home := t.TempDir()
 	t.Setenv("HOME", home)
 	t.Setenv("XDG_CONFIG_HOME", "")
-	if err := NewAutostart("/usr/bin/idlepool-tray").Enable(); err != nil {
+	if err := NewAutostart("/usr/bin/idlepool-tray", "").Enable(); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(home, ".config", "autostart", "idlepool-tray.desktop")); err != nil {

@@ -5,6 +5,7 @@ package app
 import (
 	"errors"
 	"fmt"
+	"syscall"
 
 	"golang.org/x/sys/windows/registry"
 )
@@ -13,15 +14,22 @@ import (
 const runKey = `Software\Microsoft\Windows\CurrentVersion\Run`
 
 // runAutostart is the idlepool-tray value of HKCU's Run key.
-type runAutostart struct{ exe string }
+type runAutostart struct{ exe, home string }
 
-func newAutostart(exe string) Autostart { return runAutostart{exe: exe} }
+func newAutostart(exe, home string) Autostart { return runAutostart{exe: exe, home: home} }
 
 // command is the value's data: the quoted path, as Explorer expects for
-// paths with spaces.
-func (a runAutostart) command() string { return `"` + a.exe + `"` }
+// paths with spaces, then `--home DIR` (DIR quoted as the C runtime
+// parses it) when a home was given.
+func (a runAutostart) command() string {
+	cmd := `"` + a.exe + `"`
+	if a.home != "" {
+		cmd += " --home " + syscall.EscapeArg(a.home)
+	}
+	return cmd
+}
 
-// Enabled reports whether the value exists and starts exe.
+// Enabled reports whether the value exists and starts exe with this home.
 func (a runAutostart) Enabled() (bool, error) {
 	k, err := registry.OpenKey(registry.CURRENT_USER, runKey, registry.QUERY_VALUE)
 	if errors.Is(err, registry.ErrNotExist) {

@@ -206,6 +206,22 @@ func programNames(ctx context.Context) ([]string, error) {
 	return slices.Compact(names), nil
 }
 
+// autostartHome is the home the start-at-login entry passes on: flag
+// (--home), else $IDLEPOOL_HOME, as an absolute path; "" when neither is
+// set (the OS's user directories).
+func autostartHome(flag string) string {
+	if flag == "" {
+		flag = os.Getenv(home.EnvVar)
+	}
+	if flag == "" {
+		return ""
+	}
+	if abs, err := filepath.Abs(flag); err == nil {
+		return abs
+	}
+	return flag
+}
+
 func hostname() string {
 	h, _ := os.Hostname()
 	if len(h) > 64 {

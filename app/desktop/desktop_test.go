@@ -7,6 +7,8 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -15,6 +17,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"idlepool/app"
+	"idlepool/home"
 )
 
 func TestParseFlags(t *testing.T) {
@@ -53,6 +56,29 @@ func TestParseFlags(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "Usage:") {
 		t.Errorf("--help printed %q", out.String())
+	}
+}
+
+func TestAutostartHome(t *testing.T) {
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct{ name, flag, env, want string }{
+		{"none", "", "", ""},
+		{"flag", "/x", "", "/x"},
+		{"relative flag", "h", "", filepath.Join(wd, "h")},
+		{"environment", "", "/y", "/y"},
+		{"relative environment", "", "e", filepath.Join(wd, "e")},
+		{"flag before environment", "/x", "/y", "/x"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv(home.EnvVar, tc.env)
+			if got := autostartHome(tc.flag); got != tc.want {
+				t.Errorf("autostartHome(%q) with $%s=%q = %q, want %q", tc.flag, home.EnvVar, tc.env, got, tc.want)
+			}
+		})
 	}
 }
 

@@ -77,7 +77,7 @@ func runTray(ctx context.Context, cfg Config, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	deps := &app.Deps{Store: local, Engine: donor, Autostart: app.NewAutostart(self)}
+	deps := &app.Deps{Store: local, Engine: donor, Autostart: app.NewAutostart(self, autostartHome(cfg.Home))}
 
 	var flags []string
 	if cfg.Home != "" {

@@ -125,7 +125,7 @@ func runWindows(ctx context.Context, cfg windowConfig, stdin io.Reader, stderr i
 	dcfg := agent.DonorConfig{Home: dirs, DeviceKey: dev, OwnerKey: owner, Name: hostname(), Store: local, GPUs: gpus, Logger: log}
 	var autostart app.Autostart
 	if self, err := os.Executable(); err == nil {
-		autostart = app.NewAutostart(self)
+		autostart = app.NewAutostart(self, autostartHome(cfg.Home))
 	}
 	deps := &app.Deps{
 		Store:     local,
