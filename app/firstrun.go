@@ -201,6 +201,10 @@ func (f *firstRunForm) begin(ctx context.Context) {
 		setError(f.poolErr, sentence(err))
 		return
 	}
+	if err := notJoined(ctx, f.u.deps.Store, addr); err != nil {
+		setError(f.poolErr, sentence(err))
+		return
+	}
 	invite := strings.TrimSpace(f.poolInvite.Text)
 	f.start.Disable()
 	f.status.SetText("Contacting the pool at " + addr + "...")

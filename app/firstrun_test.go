@@ -137,6 +137,30 @@ func TestFirstRunPool(t *testing.T) {
 	}
 }
 
+func TestFirstRunPoolAlreadyJoined(t *testing.T) {
+	fx := newFirstRunFixture(t)
+	ctx := context.Background()
+	if err := fx.store.JoinPool(ctx, goodPool, ""); err != nil {
+		t.Fatal(err)
+	}
+	fx.form.choice.SetSelected(choicePool)
+	fx.form.poolURL.SetText(" " + goodPool + "/ ")
+	test.Tap(fx.form.start)
+	fx.form.busy.Wait()
+	if !fx.form.poolErr.Visible() || !strings.Contains(fx.form.poolErr.Text, "lready joined") {
+		t.Errorf("inline message = %q (visible %v), want already joined", fx.form.poolErr.Text, fx.form.poolErr.Visible())
+	}
+	if calls := fx.check.Calls(); len(calls) != 0 {
+		t.Errorf("CheckPool asked %q, want not asked", calls)
+	}
+	if pools, _ := fx.store.JoinedPools(ctx); len(pools) != 1 {
+		t.Errorf("JoinedPools = %v, want the one pool", pools)
+	}
+	if fx.done != 0 || fx.closed {
+		t.Errorf("done called %d times, closed %v; want the window open", fx.done, fx.closed)
+	}
+}
+
 func TestFirstRunPoolErrors(t *testing.T) {
 	tests := []struct {
 		url  string

@@ -23,6 +23,7 @@ import (
 	"fyne.io/fyne/v2/widget"
 
 	"idlepool/idle"
+	"idlepool/store"
 )
 
 // This file is the settings window: the weekly hours, the computer's
@@ -855,6 +856,10 @@ func (f *settingsForm) joinPool(ctx context.Context) {
 		setError(f.poolErr, sentence(err))
 		return
 	}
+	if err := notJoined(ctx, f.u.deps.Store, addr); err != nil {
+		setError(f.poolErr, sentence(err))
+		return
+	}
 	setError(f.poolErr, "")
 	invite := strings.TrimSpace(f.poolInvite.Text)
 	f.poolJoin.Disable()
@@ -893,18 +898,48 @@ func sentence(err error) string {
 	return string(unicode.ToUpper(r)) + msg[n:]
 }
 
-// poolAddress checks that text is a pool's address: an http or https URL
-// with a host. Its error is a message for people (sentence shows it).
+// poolAddress checks that text is a pool's address, an http or https URL
+// with a host, and returns it normalised: without surrounding spaces or
+// trailing slashes (any other path is kept), so that one pool typed two
+// ways is one address. Its error is a message for people (sentence shows
+// it).
 func poolAddress(text string) (string, error) {
 	text = strings.TrimSpace(text)
 	if text == "" {
 		return "", errors.New("type the pool's address first, such as https://pool.example.org")
 	}
-	u, err := url.Parse(text)
+	addr := normalPoolURL(text)
+	u, err := url.Parse(addr)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Hostname() == "" {
 		return "", fmt.Errorf("%q is not a pool address: it must start with http:// or https:// and name the pool's computer, such as https://pool.example.org", text)
 	}
-	return text, nil
+	return addr, nil
+}
+
+// normalPoolURL is a pool's URL without surrounding spaces or trailing
+// slashes.
+func normalPoolURL(s string) string {
+	return strings.TrimRight(strings.TrimSpace(s), "/")
+}
+
+// notJoined returns an error, a message for people, when the pool at
+// addr (normalised by poolAddress) is already joined, also when it was
+// recorded with a trailing slash.
+func notJoined(ctx context.Context, st *store.Local, addr string) error {
+	pools, err := st.JoinedPools(ctx)
+	if err != nil {
+		return fmt.Errorf("could not read the pools joined: %w", err)
+	}
+	for _, p := range pools {
+		if normalPoolURL(p.URL) == addr {
+			name := p.Name
+			if name == "" {
+				name = "the pool at " + addr
+			}
+			return fmt.Errorf("already joined: this computer computes for %s", name)
+		}
+	}
+	return nil
 }
 
 // joinPool contacts the pool at addr through deps.CheckPool and, when it

@@ -550,6 +550,64 @@ func TestSettingsJoinAndLeavePool(t *testing.T) {
 	}
 }
 
+// One pool typed two ways (spaces, trailing slashes) is joined once: the
+// address is normalised, and a second Join says it is already joined.
+func TestSettingsJoinPoolTwice(t *testing.T) {
+	fx := newSettingsFixture(t, nil)
+	f := fx.form
+	ctx := context.Background()
+	fx.showTab("Pools")
+	f.poolURL.SetText(" " + goodPool + "/ ")
+	test.Tap(f.poolJoin)
+	f.busy.Wait()
+	if f.poolErr.Visible() {
+		t.Fatalf("join failed: %s", f.poolErr.Text)
+	}
+	for _, typed := range []string{goodPool, goodPool + "//", "  " + goodPool + "/"} {
+		f.poolURL.SetText(typed)
+		test.Tap(f.poolJoin)
+		f.busy.Wait()
+		if !f.poolErr.Visible() || !strings.Contains(f.poolErr.Text, "lready joined") {
+			t.Errorf("joining %q again: inline message = %q (visible %v), want already joined", typed, f.poolErr.Text, f.poolErr.Visible())
+		}
+	}
+	if diff := cmp.Diff([]string{goodPool + " "}, fx.check.Calls()); diff != "" {
+		t.Errorf("CheckPool calls (-want +got):\n%s", diff)
+	}
+	pools, err := fx.store.JoinedPools(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]store.JoinedPool{{URL: goodPool, Name: "Physics lab"}}, pools); diff != "" {
+		t.Errorf("JoinedPools (-want +got):\n%s", diff)
+	}
+
+	// A pool recorded with a trailing slash (before this check) counts too.
+	if err := fx.store.JoinPool(ctx, "http://127.0.0.1:35517/", ""); err != nil {
+		t.Fatal(err)
+	}
+	f.poolURL.SetText("http://127.0.0.1:35517")
+	test.Tap(f.poolJoin)
+	f.busy.Wait()
+	if !strings.Contains(f.poolErr.Text, "lready joined") {
+		t.Errorf("inline message = %q, want already joined", f.poolErr.Text)
+	}
+}
+
+func TestPoolAddress(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"http://127.0.0.1:35517", "http://127.0.0.1:35517"},
+		{" http://127.0.0.1:35517/ ", "http://127.0.0.1:35517"},
+		{"https://pool.example.org//", "https://pool.example.org"},
+		{"https://example.org/pools/physics/", "https://example.org/pools/physics"},
+	}
+	for _, tc := range tests {
+		if got, err := poolAddress(tc.in); err != nil || got != tc.want {
+			t.Errorf("poolAddress(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
+		}
+	}
+}
+
 func TestShowSettings(t *testing.T) {
 	a := test.NewTempApp(t)
 	l, err := store.OpenLocal(filepath.Join(t.TempDir(), "local.db"))
