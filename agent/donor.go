@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -289,7 +290,16 @@ func (d *Donor) sync(ctx context.Context) error {
 		default:
 		}
 		i, ok := want[u]
-		if !ok || slots[i] != da.slots || pools[i].Invite != da.pool.Invite {
+		switch {
+		case !ok || pools[i].Invite != da.pool.Invite:
+			stop = append(stop, da)
+			delete(d.agents, u)
+		case slots[i] != da.slots && len(da.a.Running()) == 0:
+			// Its share of the workers changed (a pool joined or left):
+			// it is made again with the new share, but only while it
+			// holds no task, so that no work is thrown away; until then
+			// the pools may hold more tasks than there are workers for a
+			// while, and the extra ones wait for a worker.
 			stop = append(stop, da)
 			delete(d.agents, u)
 		}
@@ -536,37 +546,77 @@ func WorkerCache(dirs home.Dirs) string { return filepath.Join(dirs.Cache, "waze
 // CheckPool contacts the pool at url as the donor cfg describes: it
 // fetches and pins the pool's key (PoolKey) and registers this device
 // with the invite token, so that joining it afterwards works. It returns
-// the pool's name, or an error in words for people that wraps
-// ErrUnavailable, ErrForbidden, ErrPoolKeyChanged or ErrBadRequest.
+// the pool's name, or an error in words for people ("cannot reach the
+// pool at URL: connection refused") that wraps ErrUnavailable,
+// ErrForbidden, ErrPoolKeyChanged or ErrBadRequest.
 func CheckPool(ctx context.Context, cfg DonorConfig, url, invite string) (string, error) {
 	c, err := NewClient(url, cfg.DeviceKey, cfg.HTTP)
 	if err != nil {
-		return "", fmt.Errorf("%q is not a pool URL (one looks like http://192.168.1.10:7420): %w", url, err)
+		return "", &wordsError{fmt.Sprintf("%q is not a pool address; one looks like http://192.168.1.10:7420", url), err}
 	}
 	info, err := PoolKey(ctx, c, cfg.Home.Config)
 	if err != nil {
-		return "", poolWords(err, url, cfg.Home)
+		return "", poolWords(err, url, invite, cfg.Home)
 	}
 	if _, err := c.Register(ctx, cfg.OwnerKey, cfg.Name, invite); err != nil {
-		return "", poolWords(err, url, cfg.Home)
+		return "", poolWords(err, url, invite, cfg.Home)
 	}
 	return info.Pool, nil
 }
 
-// poolWords explains err from the pool at url for people.
-func poolWords(err error, url string, dirs home.Dirs) error {
+// wordsError is an error for people that keeps the error it explains for
+// errors.Is and errors.As.
+type wordsError struct {
+	msg string
+	err error
+}
+
+func (e *wordsError) Error() string { return e.msg }
+func (e *wordsError) Unwrap() error { return e.err }
+
+// poolWords explains err from the pool at url for people, in one sentence
+// without the protocol's details.
+func poolWords(err error, url, invite string, dirs home.Dirs) error {
+	var msg string
 	switch {
 	case errors.Is(err, ErrPoolKeyChanged):
-		return fmt.Errorf("the pool at %s answers with another key than when this machine first met it (if it was set up anew on purpose, delete %s): %w",
-			url, PinFile(dirs.Config, url), err)
+		msg = fmt.Sprintf("the pool at %s answers with another key than when this machine first met it: someone else may answer there (if the pool was set up anew on purpose, delete %s)",
+			url, PinFile(dirs.Config, url))
 	case errors.Is(err, ErrUnavailable):
-		return fmt.Errorf("cannot reach the pool at %s: %w", url, err)
+		msg = fmt.Sprintf("cannot reach the pool at %s: %s", url, netCause(err))
+	case errors.Is(err, ErrForbidden) && invite != "":
+		msg = fmt.Sprintf("the pool at %s refused the invite token: check it with the pool's operator", url)
 	case errors.Is(err, ErrForbidden):
-		return fmt.Errorf("the pool at %s refuses this device: it is invite-only, ask its operator for an invite token: %w", url, err)
+		msg = fmt.Sprintf("the pool at %s is invite-only: ask its operator for an invite token", url)
 	case errors.Is(err, ErrUnauthorized):
-		return fmt.Errorf("the pool at %s does not accept this device's signature: check this machine's clock: %w", url, err)
+		msg = fmt.Sprintf("the pool at %s does not accept this device's signature: check this machine's clock", url)
+	default:
+		msg = fmt.Sprintf("pool %s: %v", url, err)
 	}
-	return fmt.Errorf("pool %s: %w", url, err)
+	return &wordsError{msg, err}
+}
+
+// netCause is the network's own reason inside err, for people:
+// "connection refused", "no such host", "no answer in time".
+func netCause(err error) string {
+	var dns *net.DNSError
+	var op *net.OpError
+	switch {
+	case errors.As(err, &dns):
+		if dns.IsNotFound {
+			return "no such host"
+		}
+		return "the host's name cannot be looked up"
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded):
+		return "no answer in time"
+	case errors.As(err, &op) && op.Err != nil:
+		var sys *os.SyscallError
+		if errors.As(op.Err, &sys) {
+			return sys.Err.Error()
+		}
+		return op.Err.Error()
+	}
+	return "no answer"
 }
 
 // NVMLGPUs is the idle.GPUSource over worker's NVML lister: the GPUs with

@@ -54,6 +54,18 @@ func newDonorPolicy(local *store.Local, gpus idle.GPUSource, log *slog.Logger) *
 		policy: idle.NewPolicy(idle.Defaults()), settings: idle.Defaults()}
 }
 
+// shareFor is how old a sample or decision the agents may share: while
+// computing policyShare, so that each agent's governor sees the owner come
+// back at once; at rest almost a rest period, so that the agents of
+// several pools, whose governors sample once a second each, share one
+// sample instead of each paying for its own. p.mu is held.
+func (p *donorPolicy) shareFor() time.Duration {
+	if p.lastDecided.IsZero() || p.lastDecision.Run() {
+		return policyShare
+	}
+	return DefaultRestSamplePeriod * 9 / 10
+}
+
 // reloadSettings makes the next sample read the settings and decide
 // afresh.
 func (p *donorPolicy) reloadSettings() {
@@ -78,7 +90,7 @@ func (p *donorPolicy) latest() (idle.Decision, time.Time, idle.Signals) {
 func (p *donorPolicy) Sample(ctx context.Context) idle.Signals {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.lastSample.IsZero() && time.Since(p.lastSample) < policyShare {
+	if !p.lastSample.IsZero() && time.Since(p.lastSample) < p.shareFor() {
 		return p.lastSig
 	}
 	p.lastSig = p.sample(ctx)
@@ -114,7 +126,7 @@ func (p *donorPolicy) sample(ctx context.Context) idle.Signals {
 func (p *donorPolicy) Decide(sig idle.Signals, now time.Time) idle.Decision {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.lastDecided.IsZero() && time.Since(p.lastDecided) < policyShare {
+	if !p.lastDecided.IsZero() && time.Since(p.lastDecided) < p.shareFor() {
 		return p.lastDecision
 	}
 	p.lastDecision, p.lastDecided, p.decidedWall = p.decide(sig, now), time.Now(), now

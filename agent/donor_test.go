@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"idlepool/agent"
+	"idlepool/coord"
 	"idlepool/store"
 )
 
@@ -175,13 +176,40 @@ func TestCheckPool(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, tc := range []struct{ url, want string }{
-		{"not a url", "is not a pool URL"},
-		{"ftp://127.0.0.1:1", "is not a pool URL"},
-		{"http://127.0.0.1:1", "cannot reach the pool at http://127.0.0.1:1"},
+		{"not a url", "is not a pool address"},
+		{"ftp://127.0.0.1:1", "is not a pool address"},
+		{"http://127.0.0.1:1", "cannot reach the pool at http://127.0.0.1:1: connection refused"},
 	} {
 		_, err := agent.CheckPool(ctx, cfg, tc.url, "")
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("CheckPool(%q) = %v; want an error saying %q", tc.url, err, tc.want)
 		}
+	}
+}
+
+func TestCheckPoolInviteOnly(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	srv, err := coord.New(ctx, coord.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), Pool: "club",
+		InviteToken: "the-right-token-0123", Logger: quietLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx) }()
+	defer func() { cancel(); <-done }()
+	dev := newDevice(t, nil)
+	cfg := agent.DonorConfig{Home: dev.dirs, DeviceKey: dev.key, OwnerKey: dev.owner, HTTP: httpClient(t)}
+	for _, tc := range []struct{ invite, want string }{
+		{"", "is invite-only: ask its operator for an invite token"},
+		{"a-wrong-token-0123456", "refused the invite token: check it with the pool's operator"},
+	} {
+		_, err := agent.CheckPool(ctx, cfg, srv.URL(), tc.invite)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, agent.ErrForbidden) || strings.Contains(err.Error(), "/v1/") {
+			t.Errorf("CheckPool with invite %q = %v; want ErrForbidden saying %q, without the protocol's details", tc.invite, err, tc.want)
+		}
+	}
+	if name, err := agent.CheckPool(ctx, cfg, srv.URL(), "the-right-token-0123"); err != nil || name != "club" {
+		t.Errorf("CheckPool with the right token = %q, %v", name, err)
 	}
 }
