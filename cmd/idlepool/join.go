@@ -33,9 +33,9 @@ func cmdJoin(ctx context.Context, g *globals, args []string) error {
 	if err != nil {
 		return err
 	}
-	if len(pos) == 0 {
-		fs.Usage()
-		return &userError{Msg: "join needs a pool URL", Hint: "idlepool join http://127.0.0.1:7420", Cause: errUsage}
+	for i, u := range pos {
+		// One pool, one URL: "http://host:7420/" is "http://host:7420".
+		pos[i] = strings.TrimRight(strings.TrimSpace(u), "/")
 	}
 	for i, u := range pos {
 		if slices.Contains(pos[:i], u) {
@@ -126,7 +126,7 @@ func cmdJoin(ctx context.Context, g *globals, args []string) error {
 			fmt.Fprintf(g.stderr, "idlepool: not joining %s: its weight is 0\n", p.URL)
 			continue
 		}
-		fmt.Fprintf(g.stderr, "idlepool: joining %s as device %s (owner %s) with %d workers\n", p.URL, dev.ID(), owner.ID(), slots[i])
+		fmt.Fprintf(g.stderr, "idlepool: joining %s as device %s (owner %s) with %s\n", p.URL, dev.ID(), owner.ID(), plural(int64(slots[i]), "worker"))
 	}
 	if err := d.Serve(ctx); err != nil {
 		if pe, ok := errors.AsType[*agent.PoolError](err); ok {

@@ -129,7 +129,7 @@ func TestJoinSeveralPools(t *testing.T) {
 		}
 	}
 	b, _ := os.ReadFile(j.stderr)
-	for _, line := range []string{"joining " + urlA, "joining " + urlB, "with 1 workers"} {
+	for _, line := range []string{"joining " + urlA, "joining " + urlB, "with 1 worker\n"} {
 		if !strings.Contains(string(b), line) {
 			t.Errorf("join's output lacks %q:\n%s", line, b)
 		}

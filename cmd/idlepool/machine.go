@@ -235,13 +235,13 @@ func printAgent(w io.Writer, st *agent.AgentStatus) {
 	if what == "" {
 		what = "starting"
 	}
-	fmt.Fprintf(w, "%-12s %s; %d tasks held\n", "donor", what, len(st.Running))
+	fmt.Fprintf(w, "%-12s %s; %s held\n", "donor", what, plural(int64(len(st.Running)), "task"))
 	for _, p := range st.Pools {
 		name := p.URL
 		if p.Name != "" {
 			name = p.Name + " (" + p.URL + ")"
 		}
-		state := fmt.Sprintf("%d workers, %d tasks", p.Slots, p.Running)
+		state := plural(int64(p.Slots), "worker") + ", " + plural(int64(p.Running), "task")
 		if p.Error != "" {
 			state = p.Error
 		}

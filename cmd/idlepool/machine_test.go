@@ -217,8 +217,8 @@ func TestPrintAgent(t *testing.T) {
 		Pools: []agent.PoolState{{URL: "http://a:7420", Name: "lab-a", Slots: 2, Running: 1},
 			{URL: "http://b:7420", Error: "its weight is 0: this machine offers it nothing"}},
 	})
-	want := "donor        waiting: outside the allowed hours (Mon-Fri 22:00-07:00); 1 tasks held\n" +
-		"  pool       lab-a (http://a:7420): 2 workers, 1 tasks\n" +
+	want := "donor        waiting: outside the allowed hours (Mon-Fri 22:00-07:00); 1 task held\n" +
+		"  pool       lab-a (http://a:7420): 2 workers, 1 task\n" +
 		"  pool       http://b:7420: its weight is 0: this machine offers it nothing\n"
 	if b.String() != want {
 		t.Errorf("printAgent:\n%s\nwant:\n%s", b.String(), want)

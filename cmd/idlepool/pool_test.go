@@ -550,3 +550,31 @@ func writeFile(t *testing.T, text string) string {
 	}
 	return p
 }
+
+func TestJoinAgainWithoutURL(t *testing.T) {
+	// `idlepool join URL/` records the pool (its URL without the slash);
+	// a later plain `idlepool join` joins it again.
+	_, url := startServe(t, t.TempDir(), "127.0.0.1:0")
+	home := t.TempDir()
+	waitStderr := func(d *daemon, want string) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			b, _ := os.ReadFile(d.stderr)
+			if strings.Contains(string(b), want) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s printed no %q within 30 s:\n%s", d.name, want, b)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	first := startJoin(t, home, url+"/")
+	waitStderr(first, "joining "+url+" as device")
+	first.stop()
+	again := startDaemon(t, "join again", home, "join", "--workers", "1", "--always")
+	waitStderr(again, "joining "+url+" as device")
+	waitStderr(again, "with 1 worker\n")
+	again.stop()
+}
