@@ -213,3 +213,42 @@ func TestCheckPoolInviteOnly(t *testing.T) {
 		t.Errorf("CheckPool with the right token = %q, %v", name, err)
 	}
 }
+
+func TestDonorKeepsBusyAgentWhenSharesChange(t *testing.T) {
+	// Joining a second pool changes the first pool's share of the
+	// workers; its agent holds a task, so it is not made again (which
+	// would hand the task back) until it is idle.
+	ctx := context.Background()
+	coA := startCoordinator(t, t.TempDir(), "127.0.0.1:0")
+	coB := startCoordinator(t, t.TempDir(), "127.0.0.1:0")
+	dev := newDevice(t, nil)
+	exec := &fakeExec{Block: make(chan struct{})}
+	d, _, _ := startDonor(t, dev, exec, nil)
+	if err := dev.local.JoinPool(ctx, coA.url, ""); err != nil {
+		t.Fatal(err)
+	}
+	d.Reload()
+	sub := newSubmitter(t, coA.url, nil)
+	if err := sub.c.Submit(ctx, planJob(t, "squares-busy", 1, "redundancy = 1\nquorum = 1")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the task runs", func() bool { return len(d.Status().Running) == 1 })
+	lease := d.Status().Running[0].Lease
+	if err := dev.local.JoinPool(ctx, coB.url, ""); err != nil {
+		t.Fatal(err)
+	}
+	d.Reload()
+	waitFor(t, "the second pool's agent starts", func() bool {
+		st := d.Status()
+		return len(st.Pools) == 2 && st.Pools[0].Slots == 1 && st.Pools[1].Slots == 1
+	})
+	time.Sleep(300 * time.Millisecond) // several syncs
+	if st := d.Status(); len(st.Running) != 1 || st.Running[0].Lease != lease {
+		t.Fatalf("the busy agent's task was handed back when the shares changed: running %+v", st.Running)
+	}
+	close(exec.Block)
+	waitFor(t, "the task's receipt confirms it under its first lease", func() bool {
+		got, _ := dev.local.Contributions(ctx, store.Filter{State: store.StateConfirmed})
+		return len(got) == 1 && got[0].Lease == lease
+	})
+}
