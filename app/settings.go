@@ -415,6 +415,7 @@ func (f *settingsForm) addProgram(name string) {
 
 // refreshPrograms rebuilds the program rows.
 func (f *settingsForm) refreshPrograms() {
+	defer f.relayout(f.programList)
 	f.programList.RemoveAll()
 	if len(f.programs) == 0 {
 		f.programList.Add(hint("No programs: computing does not wait for any."))
@@ -531,6 +532,7 @@ func (f *settingsForm) start(ctx context.Context) {
 // showGPUs builds a row of controls for each GPU, or says why there are
 // none.
 func (f *settingsForm) showGPUs(gpus []idle.GPU, err error) {
+	defer f.relayout(f.gpuBox)
 	switch {
 	case err != nil:
 		f.gpuNote.SetText(fmt.Sprintf("No NVIDIA GPU found: %v", err))
@@ -810,6 +812,7 @@ func (f *settingsForm) poolsTab(ctx context.Context) fyne.CanvasObject {
 
 // refreshPools rebuilds the list of pools joined from the store.
 func (f *settingsForm) refreshPools(ctx context.Context) {
+	defer f.relayout(f.poolList)
 	f.poolList.RemoveAll()
 	pools, err := f.u.deps.Store.JoinedPools(ctx)
 	if err != nil {
@@ -830,6 +833,20 @@ func (f *settingsForm) refreshPools(ctx context.Context) {
 		// The button keeps its own height, beside the name and address.
 		f.poolList.Add(container.NewBorder(nil, nil, nil, container.NewCenter(leave),
 			container.NewVBox(widget.NewLabelWithStyle(name, fyne.TextAlignLeading, fyne.TextStyle{Bold: true}), widget.NewLabel(p.URL))))
+	}
+}
+
+// relayout lays the tabs out again after list, a box of rows, was
+// rebuilt: a container's RemoveAll and Add lay out only the box itself,
+// so that at its new height its rows would be drawn over what follows it
+// until the tab was shown again. UI goroutine.
+func (f *settingsForm) relayout(list *fyne.Container) {
+	list.Refresh()
+	if f.tabs == nil { // the tabs are being built
+		return
+	}
+	for _, it := range f.tabs.Items {
+		it.Content.Refresh() // the scroll sizes its content to the new height
 	}
 }
 

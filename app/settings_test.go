@@ -690,3 +690,69 @@ func TestSettingsSaveKeepsChangesMadeElsewhere(t *testing.T) {
 		t.Errorf("Save overwrote changes made elsewhere: hours %v, programs %v", got.Schedule, got.PauseFor)
 	}
 }
+
+// inPlace reports, for a box of rows rebuilt while its tab is shown,
+// whether it is tall enough for its rows (and so not drawn over what
+// follows it) and each row fills its width at least at its own height.
+func inPlace(t *testing.T, when string, list *fyne.Container) {
+	t.Helper()
+	if list.MinSize().Height > list.Size().Height+0.5 {
+		t.Errorf("%s: the list is %v tall, its rows need %v", when, list.Size().Height, list.MinSize().Height)
+	}
+	for _, row := range list.Objects {
+		if row.Size().Width != list.Size().Width || row.Size().Height < row.MinSize().Height-0.5 {
+			t.Errorf("%s: a row of size %v in a list of %v (it needs %v)", when, row.Size(), list.Size(), row.MinSize())
+		}
+	}
+}
+
+// After Join and Leave, the Pools tab lays out again at once: the list
+// of pools ends above the "Join a pool" heading.
+func TestSettingsPoolsRelayout(t *testing.T) {
+	fx := newSettingsFixture(t, nil)
+	f := fx.form
+	fx.showTab("Pools")
+	check := func(when string) {
+		t.Helper()
+		inPlace(t, when, f.poolList)
+		heads := labelsReading(fx.window.Content(), "Join a pool")
+		if len(heads) != 1 {
+			t.Fatalf("%s: %d Join a pool headings, want 1", when, len(heads))
+		}
+		if y, end := heads[0].Position().Y, f.poolList.Position().Y+f.poolList.Size().Height; y < end {
+			t.Errorf("%s: the Join a pool heading at y=%v is above the list's end at %v", when, y, end)
+		}
+	}
+	check("at first")
+	f.poolURL.SetText(goodPool)
+	test.Tap(f.poolJoin)
+	f.busy.Wait()
+	check("after Join")
+	test.Tap(findButtons(f.poolList, "Leave")[0])
+	check("after Leave")
+}
+
+// The programs list lays out again as programs are added and removed.
+func TestSettingsProgramsRelayout(t *testing.T) {
+	fx := newSettingsFixture(t, nil)
+	f := fx.form
+	fx.showTab("Computer")
+	for _, name := range []string{"blender", "steam", "obs"} {
+		f.programEntry.SetText(name)
+		test.Tap(f.programAdd)
+	}
+	inPlace(t, "after Add", f.programList)
+	test.Tap(findButtons(f.programList, "Remove")[0])
+	inPlace(t, "after Remove", f.programList)
+}
+
+// GPUs found after the GPUs tab is shown are laid out in it.
+func TestSettingsGPUsRelayout(t *testing.T) {
+	fx := newSettingsFixture(t, nil)
+	f := fx.form
+	fx.showTab("GPUs")
+	f.gpuBox.RemoveAll()
+	f.gpuRows = nil
+	f.showGPUs(twoTestGPUs, nil)
+	inPlace(t, "after the probe", f.gpuBox)
+}
