@@ -41,14 +41,12 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"syscall"
 	"time"
 
 	"idlepool/agent"
 	"idlepool/app"
 	"idlepool/home"
-	"idlepool/idle"
 	"idlepool/worker"
 )
 
@@ -185,25 +183,6 @@ func logger(w io.Writer, verbose bool) *slog.Logger {
 		lvl = slog.LevelDebug
 	}
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: lvl}))
-}
-
-// programNames lists the names of the programs running now, sorted and
-// without duplicates (executables by their base names), for the settings
-// window's program picker.
-func programNames(ctx context.Context) ([]string, error) {
-	src := idle.DefaultSources().Processes
-	if src == nil {
-		return nil, errors.ErrUnsupported
-	}
-	names, err := src.ProgramNames(ctx)
-	if err != nil {
-		return nil, err
-	}
-	for i, n := range names {
-		names[i] = filepath.Base(n)
-	}
-	slices.Sort(names)
-	return slices.Compact(names), nil
 }
 
 // autostartHome is the home the start-at-login entry passes on: flag

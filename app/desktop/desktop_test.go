@@ -8,6 +8,7 @@ import (
 	"flag"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -146,6 +147,17 @@ func TestIcoOf(t *testing.T) {
 }
 
 func TestProgramNames(t *testing.T) {
+	// A program of another name runs meanwhile, to be listed.
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Skip("no sleep program here")
+	}
+	cmd := exec.Command(sleep, "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+
 	names, err := programNames(context.Background())
 	if err != nil {
 		t.Skipf("no process list here: %v", err)
@@ -157,8 +169,49 @@ func TestProgramNames(t *testing.T) {
 		if strings.Contains(n, "/") {
 			t.Errorf("name %q is a path, want a base name", n)
 		}
+		if strings.HasPrefix(n, "desktop.test") {
+			t.Errorf("this test's own program %q is listed", n)
+		}
+		if runtime.GOOS == "linux" && (n == "kthreadd" || strings.HasPrefix(n, "kworker")) {
+			t.Errorf("kernel thread %q is listed", n)
+		}
 	}
-	if !slices.ContainsFunc(names, func(n string) bool { return strings.HasPrefix(n, "desktop.test") }) {
-		t.Errorf("this test's own program is not among %d names", len(names))
+	if !slices.Contains(names, filepath.Base(sleep)) {
+		t.Errorf("the running %s is not among %q", filepath.Base(sleep), names)
+	}
+}
+
+func TestPickable(t *testing.T) {
+	procs := []runningProcess{
+		{PID: 1, PPID: 0, Name: "systemd", Exe: "/usr/lib/systemd/systemd"},
+		{PID: 2, PPID: 0, Name: "kthreadd", NoExe: true},
+		{PID: 40, PPID: 2, Name: "kworker/0:0-virtio_vsock", NoExe: true},
+		{PID: 41, PPID: 2, Name: "kworker/0:1-cgroup_pidlist_destroy"},
+		{PID: 90, PPID: 1, Name: "init-helper", NoExe: true}, // no executable
+		{PID: 100, PPID: 1, Name: "blender", Exe: "/opt/blender/blender"},
+		{PID: 101, PPID: 1, Name: "Steam.exe", Exe: `C:\Steam\Steam.exe`},
+		{PID: 102, PPID: 1, Name: "someone-elses"}, // exe unreadable, not absent
+		{PID: 200, PPID: 1, Name: "idlepool-tray", Exe: "/usr/bin/idlepool-tray"},
+		{PID: 201, PPID: 200, Name: "idlepool-tray", Exe: "/usr/bin/idlepool-tray"},
+		{PID: 202, PPID: 1, Name: "idlepool", Exe: "/usr/local/bin/idlepool"},
+		{PID: 203, PPID: 1, Name: "IDLEPOOL.EXE", Exe: `C:\idlepool\idlepool.exe`},
+		{PID: 204, PPID: 1, Name: "my-tray-build", Exe: "/home/me/bin/my-tray-build"},
+	}
+	own := append(slices.Clone(ownPrograms), "my-tray-build")
+	tests := []struct {
+		name  string
+		linux bool
+		want  []string
+	}{
+		{"linux", true, []string{"Steam.exe", "blender", "someone-elses", "systemd"}},
+		// Elsewhere pid 2 and missing executables mean nothing special.
+		{"other", false, []string{"0:0-virtio_vsock", "0:1-cgroup_pidlist_destroy", "Steam.exe", "blender", "init-helper", "kthreadd", "someone-elses", "systemd"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, pickable(procs, own, tc.linux)); diff != "" {
+				t.Errorf("pickable (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
