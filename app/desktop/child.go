@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -41,7 +42,8 @@ type windowProcess struct {
 }
 
 // Show asks the window process to show the windows of kinds, starting it
-// when none runs.
+// when none runs (with --from-tray, so that it quits when its input ends
+// with this process).
 func (w *windowProcess) Show(kinds ...string) error {
 	if err := checkKinds(kinds); err != nil {
 		return err
@@ -84,7 +86,7 @@ func (w *windowProcess) Show(kinds ...string) error {
 
 // start starts a child showing kinds. w.mu is held.
 func (w *windowProcess) start(kinds []string) error {
-	args := append(append(append([]string{}, w.command[1:]...), kinds...), w.flags...)
+	args := slices.Concat(w.command[1:], kinds, w.flags, []string{"--" + fromTrayFlag})
 	cmd := exec.Command(w.command[0], args...)
 	cmd.Stdout, cmd.Stderr = w.stderr, w.stderr
 	stdin, err := cmd.StdinPipe()

@@ -60,7 +60,7 @@ func TestWindowProcess(t *testing.T) {
 	if err := w.Show("tray"); err == nil {
 		t.Error("Show of an unknown window succeeded")
 	}
-	waitFile(t, out, "start settings firstrun --home /h\nshow browse history\n")
+	waitFile(t, out, "start settings firstrun --home /h --from-tray\nshow browse history\n")
 	w.Stop()
 	select {
 	case <-exited:
@@ -88,7 +88,7 @@ func TestWindowProcessAgain(t *testing.T) {
 			t.Fatal("the child did not exit")
 		}
 	}
-	waitFile(t, out, "start settings --home /h\nstart history --home /h\n")
+	waitFile(t, out, "start settings --home /h --from-tray\nstart history --home /h --from-tray\n")
 	if n := strings.Count(readFile(t, out), "start"); n != 2 {
 		t.Errorf("%d children started, want 2", n)
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -95,6 +96,8 @@ func TestParseWindowFlags(t *testing.T) {
 			windowConfig{Home: "/tmp/h", Verbose: true, Windows: []string{"browse", "history"}}, ""},
 		{"flags between", []string{"firstrun", "--home", "/tmp/h", "settings"},
 			windowConfig{Home: "/tmp/h", Windows: []string{"firstrun", "settings"}}, ""},
+		{"from the tray", []string{"settings", "--home", "/tmp/h", "--from-tray"},
+			windowConfig{Home: "/tmp/h", FromTray: true, Windows: []string{"settings"}}, ""},
 		{"none", []string{"--home", "/tmp/h"}, windowConfig{}, "no window to show"},
 		{"unknown", []string{"settings", "tray"}, windowConfig{}, `unknown window "tray"`},
 		{"unknown flag", []string{"settings", "--workers", "2"}, windowConfig{}, "flag provided but not defined"},
@@ -120,6 +123,24 @@ func TestParseWindowFlags(t *testing.T) {
 
 // TestWorkerEndsWithInput runs the worker mode on an input that ends at
 // once, as a worker whose pool closed: it says hello and exits 0.
+// TestReadRequests: the window process shows the windows asked on stdin;
+// at its end it quits if the tray started it, and keeps running if it was
+// started by hand.
+func TestReadRequests(t *testing.T) {
+	for _, fromTray := range []bool{true, false} {
+		var shown [][]string
+		quits := 0
+		in := strings.NewReader("show settings\nnonsense\nshow browse history\n")
+		readRequests(in, fromTray, func(k []string) { shown = append(shown, k) }, func() { quits++ }, slog.New(slog.DiscardHandler))
+		if diff := cmp.Diff([][]string{{"settings"}, {"browse", "history"}}, shown); diff != "" {
+			t.Errorf("fromTray %v: windows shown (-want +got):\n%s", fromTray, diff)
+		}
+		if want := map[bool]int{true: 1, false: 0}[fromTray]; quits != want {
+			t.Errorf("fromTray %v: quit called %d times at the end of stdin, want %d", fromTray, quits, want)
+		}
+	}
+}
+
 func TestWorkerEndsWithInput(t *testing.T) {
 	var out, errOut bytes.Buffer
 	code := workerMain(context.Background(), []string{"--cache", t.TempDir()}, strings.NewReader(""), &out, &errOut)

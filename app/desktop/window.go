@@ -49,12 +49,18 @@ func checkKinds(kinds []string) error {
 	return nil
 }
 
+// fromTrayFlag is the hidden flag with which the tray process starts the
+// window process: that process quits when its input (a pipe from the
+// tray) ends, so that it does not outlive a tray that was killed.
+const fromTrayFlag = "from-tray"
+
 // windowConfig is the window process's configuration, from its command
 // line: `window KIND... [--home DIR] [-v]`.
 type windowConfig struct {
-	Home    string
-	Verbose bool
-	Windows []string // the kinds to show, in order
+	Home     string
+	Verbose  bool
+	FromTray bool     // started by the tray (--from-tray): quit at the end of stdin
+	Windows  []string // the kinds to show, in order
 }
 
 // parseWindowFlags reads the window process's configuration from args
@@ -65,6 +71,16 @@ func parseWindowFlags(args []string, stderr io.Writer) (windowConfig, error) {
 	fs.SetOutput(stderr)
 	fs.StringVar(&cfg.Home, "home", "", "keep all state under `DIR` (also $IDLEPOOL_HOME)")
 	fs.BoolVar(&cfg.Verbose, "v", false, "log diagnostics to stderr")
+	fs.BoolVar(&cfg.FromTray, fromTrayFlag, false, "started by the tray process: quit when stdin ends")
+	fs.Usage = func() { // all but the hidden --from-tray
+		fmt.Fprintln(stderr, "Usage: idlepool-tray window KIND... [--home DIR] [-v]")
+		fs.VisitAll(func(f *flag.Flag) {
+			if f.Name != fromTrayFlag {
+				name, usage := flag.UnquoteUsage(f)
+				fmt.Fprintf(stderr, "  -%s\n    \t%s\n", strings.TrimSpace(f.Name+" "+name), usage)
+			}
+		})
+	}
 	for {
 		if err := fs.Parse(args); err != nil {
 			return cfg, err
@@ -148,23 +164,35 @@ func runWindows(ctx context.Context, cfg windowConfig, stdin io.Reader, stderr i
 
 	// The tray process asks for more windows on stdin. The reading
 	// goroutine ends with stdin (the tray closes it when it stops this
-	// process) or with the process.
-	go func() {
-		sc := bufio.NewScanner(stdin)
-		for sc.Scan() {
-			f := strings.Fields(sc.Text())
-			if len(f) < 2 || f[0] != app.CommandShow {
-				log.Warn("Unknown request on stdin", "line", sc.Text())
-				continue
-			}
-			fyne.Do(func() { showWindows(ui, f[1:], log) })
-		}
-	}()
+	// process, and it ends when the tray dies) or with the process.
+	go readRequests(stdin, cfg.FromTray, func(kinds []string) {
+		fyne.Do(func() { showWindows(ui, kinds, log) })
+	}, func() { fyne.Do(fa.Quit) }, log)
 	// SIGINT or SIGTERM (the tray quitting) closes the windows.
 	stop := context.AfterFunc(ctx, func() { fyne.Do(fa.Quit) })
 	defer stop()
 	fa.Run()
 	return nil
+}
+
+// readRequests reads "show KIND..." lines from stdin and calls show with
+// their kinds, until stdin ends; then, for a window process started by the
+// tray (fromTray), it calls quit: the tray stopped or died, and a window
+// process left behind would be a second app beside the next one.
+func readRequests(stdin io.Reader, fromTray bool, show func(kinds []string), quit func(), log *slog.Logger) {
+	sc := bufio.NewScanner(stdin)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 2 || f[0] != app.CommandShow {
+			log.Warn("Unknown request on stdin", "line", sc.Text())
+			continue
+		}
+		show(f[1:])
+	}
+	if fromTray {
+		log.Debug("The tray process's input ended: quitting", "err", sc.Err())
+		quit()
+	}
 }
 
 // showWindows opens the windows of kinds (or brings them to the front).
