@@ -224,7 +224,11 @@ func newSettingsForm(ctx context.Context, u *UI, w fyne.Window) *settingsForm {
 		container.NewTabItem("GPUs", container.NewVScroll(f.gpusTab(s))),
 		container.NewTabItem("Pools", container.NewVScroll(f.poolsTab(ctx))),
 	)
-	bar := container.NewBorder(nil, nil, nil, f.save, container.NewVBox(f.saveErr, f.status))
+	for _, it := range f.tabs.Items[:3] { // the Pools tab saves nothing
+		f.watchEdits(it.Content)
+	}
+	// Save keeps its own height (centred) beside a message of two lines.
+	bar := container.NewBorder(nil, nil, nil, container.NewCenter(f.save), container.NewVBox(f.saveErr, f.status))
 	f.content = container.NewBorder(f.loadErr, container.NewPadded(bar), nil, nil, f.tabs)
 	f.base, _ = f.parse() // what the window shows, for Save to write only what changed
 	return f
@@ -236,6 +240,7 @@ func (f *settingsForm) hoursTab(s idle.Settings) fyne.CanvasObject {
 	f.hoursErr = newErrorLabel()
 	f.hours = newHoursGrid(gridFromSchedule(s.Schedule))
 	f.hours.OnChanged = func() {
+		f.edited()
 		f.hoursChanged = true
 		setError(f.hoursErr, "")
 	}
@@ -416,6 +421,7 @@ func (f *settingsForm) addProgram(name string) {
 // refreshPrograms rebuilds the program rows.
 func (f *settingsForm) refreshPrograms() {
 	defer f.relayout(f.programList)
+	f.edited()
 	f.programList.RemoveAll()
 	if len(f.programs) == 0 {
 		f.programList.Add(hint("No programs: computing does not wait for any."))
@@ -565,6 +571,7 @@ func (f *settingsForm) showGPUs(gpus []idle.GPU, err error) {
 			field("Temperature limit (°C)", r.maxTemp, "Pause the GPU while it is hotter than this. 0: no limit.", r.maxTempEr),
 		)...)
 		f.gpuRows = append(f.gpuRows, r)
+		f.watchEdits(form)
 		f.gpuBox.Add(container.NewVBox(heading(title), form, widget.NewSeparator()))
 	}
 }
@@ -833,6 +840,43 @@ func (f *settingsForm) refreshPools(ctx context.Context) {
 		// The button keeps its own height, beside the name and address.
 		f.poolList.Add(container.NewBorder(nil, nil, nil, container.NewCenter(leave),
 			container.NewVBox(widget.NewLabelWithStyle(name, fyne.TextAlignLeading, fyne.TextStyle{Bold: true}), widget.NewLabel(p.URL))))
+	}
+}
+
+// edited clears the "Saved" status once a field changed after Save.
+// UI goroutine.
+func (f *settingsForm) edited() {
+	if f.status != nil && f.status.Text != "" {
+		f.status.SetText("")
+	}
+}
+
+// watchEdits makes the entries and checks under o call edited when the
+// person changes them, besides what they did already.
+func (f *settingsForm) watchEdits(o fyne.CanvasObject) {
+	switch o := o.(type) {
+	case *fyne.Container:
+		for _, c := range o.Objects {
+			f.watchEdits(c)
+		}
+	case *container.Scroll:
+		f.watchEdits(o.Content)
+	case *widget.Entry:
+		prev := o.OnChanged
+		o.OnChanged = func(s string) {
+			f.edited()
+			if prev != nil {
+				prev(s)
+			}
+		}
+	case *widget.Check:
+		prev := o.OnChanged
+		o.OnChanged = func(on bool) {
+			f.edited()
+			if prev != nil {
+				prev(on)
+			}
+		}
 	}
 }
 

@@ -756,3 +756,45 @@ func TestSettingsGPUsRelayout(t *testing.T) {
 	f.showGPUs(twoTestGPUs, nil)
 	inPlace(t, "after the probe", f.gpuBox)
 }
+
+// "Saved" clears once a field is edited after Save; Save keeps its own
+// height while a message of two lines shows beside it.
+func TestSettingsSaveBar(t *testing.T) {
+	fx := newSettingsFixture(t, nil)
+	f := fx.form
+	fx.showTab("Computer")
+	edits := []struct {
+		name string
+		edit func()
+	}{
+		{"an entry", func() { test.Type(f.idleMinutes, "5") }},
+		{"a check", func() { test.Tap(f.pauseOnBattery) }},
+		{"a program", func() { f.addProgram("blender") }},
+		{"the hours", func() { test.Tap(f.anyTime); test.Tap(f.anyTime) }},
+		{"a GPU", func() { test.Type(f.gpuRows[0].memory, "0") }},
+	}
+	for _, e := range edits {
+		if !fx.form.saveSettings(context.Background()) {
+			t.Fatalf("before editing %s: Save failed: %s", e.name, f.saveErr.Text)
+		}
+		if !strings.HasPrefix(f.status.Text, "Saved") {
+			t.Fatalf("status after Save = %q", f.status.Text)
+		}
+		e.edit()
+		if f.status.Text != "" {
+			t.Errorf("after editing %s the status still reads %q", e.name, f.status.Text)
+		}
+		f.idleMinutes.SetText("5")
+		f.gpuRows[0].memory.SetText("50%")
+	}
+
+	f.cores.SetText("lots")
+	fx.tapSave()
+	fx.window.Content().Refresh()
+	if !f.saveErr.Visible() {
+		t.Fatal("no Not saved message")
+	}
+	if h, want := f.save.Size().Height, f.save.MinSize().Height; h > want+0.5 {
+		t.Errorf("Save is %v tall beside the message, want its own %v", h, want)
+	}
+}
