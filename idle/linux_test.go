@@ -327,3 +327,53 @@ func TestSessionFromProps(t *testing.T) {
 		t.Errorf("sessionFromProps (-want +got):\n%s", diff)
 	}
 }
+
+// TestProcLoadOwnTreeMatchesScan checks the children-file walk against the
+// scan of every process: the same descendants of this process, a real
+// child among them.
+func TestProcLoadOwnTreeMatchesScan(t *testing.T) {
+	child := startBusyChild(t)
+	src := procLoad{root: "/proc"}
+	me := []int{os.Getpid()}
+	tree, ok := src.ownTree(me)
+	if !ok {
+		t.Skip("this kernel has no /proc/[pid]/task/[tid]/children")
+	}
+	all, err := src.processes(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	descendants := func(procs map[int]procTimes) map[int]bool {
+		out := map[int]bool{}
+		queue := append([]int(nil), me...)
+		for len(queue) > 0 {
+			pid := queue[0]
+			queue = queue[1:]
+			if out[pid] {
+				continue
+			}
+			if _, ok := procs[pid]; !ok {
+				continue
+			}
+			out[pid] = true
+			for kid, p := range procs {
+				if p.ppid == pid {
+					queue = append(queue, kid)
+				}
+			}
+		}
+		return out
+	}
+	got, want := descendants(tree), descendants(all)
+	if !got[child] {
+		t.Errorf("the children walk missed our child %d: %v", child, got)
+	}
+	for pid := range want {
+		if !got[pid] {
+			t.Errorf("the children walk missed descendant %d", pid)
+		}
+	}
+	if len(tree) > len(want)+2 { // a process may have started between the two reads
+		t.Errorf("the children walk read %d processes, the descendants are %d", len(tree), len(want))
+	}
+}
