@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 	"strings"
@@ -59,6 +60,8 @@ type Sampler struct {
 	mu     sync.Mutex // guards closed and wg.Add
 	closed bool
 	wg     sync.WaitGroup
+
+	closeOnce sync.Once // of the sources
 
 	idle     []*probe[time.Duration]
 	load     *probe[float64]
@@ -276,8 +279,21 @@ func (s *Sampler) Close() error {
 	defer t.Stop()
 	select {
 	case <-done:
+		s.closeSources()
 		return nil
 	case <-t.C:
 		return fmt.Errorf("close sampler: %w: a source ignored its context and still runs", ErrProbeTimeout)
 	}
+}
+
+// closeSources closes the input sources that keep a connection (io.Closer),
+// once no probe uses them.
+func (s *Sampler) closeSources() {
+	s.closeOnce.Do(func() {
+		for _, src := range s.cfg.Sources.InputIdle {
+			if c, ok := src.(io.Closer); ok {
+				_ = c.Close()
+			}
+		}
+	})
 }

@@ -10,7 +10,7 @@ package idle
 // nil for the caller to fill from package worker.
 func DefaultSources() Sources {
 	return Sources{
-		InputIdle: []InputIdleSource{logindIdle{}, x11Idle{}, devInputIdle{root: "/dev"}},
+		InputIdle: []InputIdleSource{logindIdle{}, &x11Idle{}, devInputIdle{root: "/dev"}},
 		Load:      procLoad{root: "/proc"},
 		Power:     sysfsPower{root: "/sys/class/power_supply"},
 		Thermal:   sensorThermal{},

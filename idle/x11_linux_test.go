@@ -64,7 +64,8 @@ func startXvfb(t *testing.T) string {
 // pointer motion through XTEST and checks that the idle time dropped.
 func TestX11IdleXvfb(t *testing.T) {
 	display := startXvfb(t)
-	src := x11Idle{display: display}
+	src := &x11Idle{display: display}
+	defer src.Close()
 
 	time.Sleep(600 * time.Millisecond) // let the X server's idle time grow
 	before, name, err := src.IdleTime(t.Context())
@@ -101,7 +102,7 @@ func TestX11IdleXvfb(t *testing.T) {
 
 	t.Setenv("WAYLAND_DISPLAY", "wayland-0")
 	t.Setenv("DISPLAY", display)
-	if _, _, err := (x11Idle{}).IdleTime(t.Context()); err == nil {
+	if _, _, err := (&x11Idle{}).IdleTime(t.Context()); err == nil {
 		t.Error("no error under Wayland: Xwayland's idle time misses native input")
 	}
 }
@@ -109,10 +110,33 @@ func TestX11IdleXvfb(t *testing.T) {
 func TestX11IdleNoDisplay(t *testing.T) {
 	t.Setenv("WAYLAND_DISPLAY", "")
 	t.Setenv("DISPLAY", "")
-	if _, _, err := (x11Idle{}).IdleTime(t.Context()); err == nil {
+	if _, _, err := (&x11Idle{}).IdleTime(t.Context()); err == nil {
 		t.Error("no error without DISPLAY")
 	}
-	if _, _, err := (x11Idle{display: ":9876"}).IdleTime(t.Context()); err == nil {
+	if _, _, err := (&x11Idle{display: ":9876"}).IdleTime(t.Context()); err == nil {
 		t.Error("no error for a display with no server")
+	}
+}
+
+// TestX11IdleReconnects: the source keeps its connection between calls,
+// and when that connection breaks (an X server restarted) the next call
+// connects again instead of failing.
+func TestX11IdleReconnects(t *testing.T) {
+	display := startXvfb(t)
+	src := &x11Idle{display: display}
+	defer src.Close()
+	if _, _, err := src.IdleTime(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	first := src.conn
+	if _, _, err := src.IdleTime(t.Context()); err != nil || src.conn != first {
+		t.Fatalf("second call: err %v, same connection %v; want one kept connection", err, src.conn == first)
+	}
+	first.Close() // as when the server goes away
+	if _, _, err := src.IdleTime(t.Context()); err != nil {
+		t.Fatalf("after the connection broke: %v", err)
+	}
+	if src.conn == first {
+		t.Error("the broken connection is still used")
 	}
 }
