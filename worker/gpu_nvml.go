@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 )
@@ -25,17 +26,27 @@ import (
 // List. Its methods are safe for concurrent use.
 type GPULister struct {
 	lib nvml.Interface
+	now func() time.Time // time.Now; a fake clock in tests
 
-	mu     sync.Mutex
-	inited bool
+	mu       sync.Mutex
+	inited   bool
+	failedAt time.Time // when Init last failed; zero after a success
+	failed   error     // what it failed with
 }
+
+// initRetry is how long a GPULister answers with Init's last failure
+// before it calls Init again: on a machine without the driver each Init
+// searches the library path for libnvidia-ml (most of a resting donor's
+// CPU when it was tried every second); a driver installed later is found
+// within it.
+const initRetry = time.Minute
 
 // NewGPULister returns a lister of the real NVML library. It loads
 // nothing yet.
 func NewGPULister() *GPULister { return newGPULister(nvml.New()) }
 
 // newGPULister returns a lister of lib (the mock in tests).
-func newGPULister(lib nvml.Interface) *GPULister { return &GPULister{lib: lib} }
+func newGPULister(lib nvml.Interface) *GPULister { return &GPULister{lib: lib, now: time.Now} }
 
 // List returns the usable GPUs in NVML's index order, with the processes
 // on each split into ours (PIDs in ours; nil means none) and others'.
@@ -52,12 +63,16 @@ func (l *GPULister) List(ours map[int]bool) ([]GPU, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.inited {
+		if !l.failedAt.IsZero() && l.now().Sub(l.failedAt) < initRetry {
+			return nil, l.failed
+		}
 		// The only call allowed before a successful Init (see the type's
 		// doc): on failure, return without touching NVML again.
 		if ret := l.lib.Init(); ret != nvml.SUCCESS {
-			return nil, initError(ret)
+			l.failedAt, l.failed = l.now(), initError(ret)
+			return nil, l.failed
 		}
-		l.inited = true
+		l.inited, l.failedAt, l.failed = true, time.Time{}, nil
 	}
 	n, ret := l.lib.DeviceGetCount()
 	if ret != nvml.SUCCESS {
