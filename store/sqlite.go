@@ -35,6 +35,11 @@ func openSQLite(ctx context.Context, p, set string) (*sql.DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", p, err)
 	}
+	// Keep connections open: a new one runs the pragmas and parses the
+	// schema at its first statement (milliseconds in pure-Go SQLite), and
+	// database/sql keeps only two idle ones by default, so a process whose
+	// goroutines query now and then (an agent at rest) kept opening them.
+	db.SetMaxIdleConns(8)
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open %s: %w", p, err)
