@@ -68,7 +68,8 @@ type DonorConfig struct {
 	// and its error is in Status meanwhile (the tray app).
 	Pools []store.JoinedPool
 	// PoolReload is how often the joined pools and weights are read
-	// again when following the store; default 5 s.
+	// again when following the store (Reload reads them at once); default
+	// 15 s.
 	PoolReload time.Duration
 	// RetryAfter is the wait before an agent that failed is started
 	// again when following the store; default 1 minute.
@@ -138,7 +139,7 @@ func NewDonor(cfg DonorConfig) (*Donor, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.PoolReload <= 0 {
-		cfg.PoolReload = 5 * time.Second
+		cfg.PoolReload = 15 * time.Second
 	}
 	if cfg.RetryAfter <= 0 {
 		cfg.RetryAfter = time.Minute
@@ -193,13 +194,28 @@ func (d *Donor) Serve(ctx context.Context) error {
 		if err := d.sync(ctx); err != nil {
 			return err
 		}
+		if !d.waitSync(ctx, reload.C, sample.C) {
+			return nil
+		}
+	}
+}
+
+// waitSync waits until the pools should be synced again (Reload, the
+// periodic read, an agent that ended), sampling while no agent runs; it
+// returns false when ctx ends. A sample changes no pool, so it does not
+// make Serve read the store.
+func (d *Donor) waitSync(ctx context.Context, reload, sample <-chan time.Time) bool {
+	for {
 		select {
 		case <-ctx.Done():
-			return nil
+			return false
 		case <-d.reload:
-		case <-reload.C:
+			return true
+		case <-reload:
+			return true
 		case <-d.wake:
-		case <-sample.C:
+			return true
+		case <-sample:
 			d.sampleIfIdle(ctx)
 		}
 	}

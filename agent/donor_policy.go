@@ -15,7 +15,7 @@ import (
 // settingsReload is how often a donor reads the owner's settings again,
 // so that `idlepool settings set` and the tray's settings window take
 // effect in a running donor.
-const settingsReload = 2 * time.Second
+const settingsReload = 10 * time.Second
 
 // policyShare is how old a sample or decision may be and still be shared
 // by the agents of several pools: less than DefaultSamplePeriod.
@@ -57,7 +57,7 @@ func newDonorPolicy(local *store.Local, gpus idle.GPUSource, log *slog.Logger) *
 // shareFor is how old a sample or decision the agents may share: while
 // computing policyShare, so that each agent's governor sees the owner come
 // back at once; at rest almost a rest period, so that the agents of
-// several pools, whose governors sample once a second each, share one
+// several pools, whose governors sample every rest period each, share one
 // sample instead of each paying for its own. p.mu is held.
 func (p *donorPolicy) shareFor() time.Duration {
 	if p.lastDecided.IsZero() || p.lastDecision.Run() {

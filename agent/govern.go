@@ -42,9 +42,9 @@ const DefaultSamplePeriod = 250 * time.Millisecond
 
 // DefaultRestSamplePeriod is how often the governor samples while the
 // policy says not to compute, when Config.RestSamplePeriod is 0: nothing
-// needs to step aside then, and starting a second later goes unnoticed,
-// so the machine at rest pays for a quarter of the samples.
-const DefaultRestSamplePeriod = time.Second
+// needs to step aside then, and starting two seconds later goes
+// unnoticed, so the machine at rest pays for an eighth of the samples.
+const DefaultRestSamplePeriod = 2 * time.Second
 
 // errHandedBack is the cause with which a task suspended longer than its
 // lease allows is cancelled, so that its lease is handed back.
