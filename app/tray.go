@@ -217,8 +217,9 @@ func AppIcon() fyne.Resource { return appIcon }
 var appIcon = fyne.NewStaticResource("idlepool.png", assets.AppPNG)
 
 // TrayRefresh is how often Tray.Serve brings the menu and icon up to
-// date.
-const TrayRefresh = 2 * time.Second
+// date (a menu action refreshes at once). Each refresh reads the settings
+// from the store, which is most of what the app does at rest.
+const TrayRefresh = 5 * time.Second
 
 // TrayTextRefresh is how often at most the status line changes while the
 // state and the other items stay the same (see Tray.Refresh).
@@ -309,7 +310,8 @@ type Tray struct {
 	built    time.Time // when the items shown last changed
 	icon     TrayState // the icon set; "" before the first
 	settings idle.Settings
-	problem  string // the last failed action, shown under the status
+	problem  string       // the last failed action, shown under the status
+	cached   traySettings // the settings last read (see snapshot)
 }
 
 // NewTray returns the tray over deps, showing itself in view. do is given
@@ -392,12 +394,37 @@ func (t *Tray) snapshot() traySnapshot {
 	defer cancel()
 	var s traySnapshot
 	s.status = d.Engine.Status()
-	s.settings, s.settingsErr = d.Store.Settings(ctx)
+	s.now = d.now()
+	// The settings are read again only when they may have changed: the
+	// policy's state changed (a pause begins or ends), a menu action ran,
+	// or TraySettingsAge passed. A store read is most of what the app
+	// does at rest, so it is not done at every refresh.
+	c := &t.cached
+	if c.fresh && c.state == s.status.Decision.State && s.now.Sub(c.at) < TraySettingsAge && c.err == nil {
+		s.settings = c.settings
+	} else {
+		s.settings, s.settingsErr = d.Store.Settings(ctx)
+		*c = traySettings{fresh: true, at: s.now, state: s.status.Decision.State, settings: s.settings, err: s.settingsErr}
+	}
 	if d.Autostart != nil {
 		s.autostart, s.autoErr = d.Autostart.Enabled()
 	}
-	s.now = d.now()
 	return s
+}
+
+// TraySettingsAge is how old the settings the tray shows may be when
+// nothing suggests they changed (see Tray.Refresh): `idlepool settings
+// set pause=...` shows in the menu's items within it, and in its status
+// line at once.
+const TraySettingsAge = time.Minute
+
+// traySettings are the settings the tray read last, and when.
+type traySettings struct {
+	fresh    bool // false: read them at the next refresh
+	at       time.Time
+	state    idle.State // the policy's state then
+	settings idle.Settings
+	err      error
 }
 
 // apply shows the menu built from s when its items changed, and sets the
@@ -507,6 +534,7 @@ func (t *Tray) pause(until time.Time) {
 	} else {
 		t.deps.Engine.Reload()
 	}
+	t.cached.fresh = false
 	t.Refresh()
 }
 

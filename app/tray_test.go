@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -410,5 +411,43 @@ func TestTrayServe(t *testing.T) {
 	}
 	if got, want := f.pausedUntil(t), f.now.Add(time.Hour); !got.Equal(want) {
 		t.Errorf("PausedUntil = %v after a click on Serve, want %v", got, want)
+	}
+}
+
+func TestTrayReadsSettingsWhenTheyMayHaveChanged(t *testing.T) {
+	// A pause set elsewhere (`idlepool settings set pause=1h`) while the
+	// engine's state stays the same shows in the menu's items once
+	// TraySettingsAge has passed; a change of the engine's state shows it
+	// at once.
+	f := newTrayFixture(t, false)
+	hasResume := func() bool { return slices.Contains(labels(f.tray.Menu()), "Resume") }
+	if _, err := f.store.UpdateSettings(context.Background(), func(s *idle.Settings) error {
+		s.PausedUntil = f.now.Add(time.Hour)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	f.now = f.now.Add(TrayRefresh)
+	f.tray.Refresh()
+	if hasResume() {
+		t.Fatal("the settings were read again at a plain refresh")
+	}
+	f.now = f.now.Add(TraySettingsAge)
+	f.tray.Refresh()
+	if !hasResume() {
+		t.Fatalf("after TraySettingsAge the pause set elsewhere is not shown: %v", labels(f.tray.Menu()))
+	}
+
+	g := newTrayFixture(t, false)
+	if _, err := g.store.UpdateSettings(context.Background(), func(s *idle.Settings) error {
+		s.PausedUntil = g.now.Add(time.Hour)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	g.engine.set(agent.AgentStatus{Pools: lab, Decision: idle.Decision{State: idle.StatePaused, Reason: "paused by you until 15:00"}})
+	g.tray.Refresh()
+	if !slices.Contains(labels(g.tray.Menu()), "Resume") {
+		t.Errorf("a change of the engine's state did not read the settings again: %v", labels(g.tray.Menu()))
 	}
 }
