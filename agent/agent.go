@@ -103,8 +103,8 @@ type Config struct {
 	// answer after the owner comes back.
 	SamplePeriod time.Duration
 	// RestSamplePeriod is the wait between samples while the decision is
-	// not to compute; DefaultRestSamplePeriod when 0, never shorter than
-	// SamplePeriod.
+	// not to compute and no task is held (none suspended either);
+	// DefaultRestSamplePeriod when 0, never shorter than SamplePeriod.
 	RestSamplePeriod time.Duration
 	// Offer, if set, makes the agent publish a signed capacity offer
 	// (package offers) to the pool once it has joined, and refresh it every

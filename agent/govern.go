@@ -154,8 +154,9 @@ func (g *governor) gpus() []string {
 }
 
 // serveGovernor samples the signals and applies the policy's decision at
-// once and then every SamplePeriod while computing, every
-// RestSamplePeriod while not, until ctx ends; it returns nil then.
+// once and then every SamplePeriod while computing or holding suspended
+// tasks, every RestSamplePeriod while neither, until ctx ends; it returns
+// nil then.
 // Without a Signaller it decides once to run on every slot.
 //
 // It leaves the executor as it is when it returns: Serve's running tasks
@@ -179,7 +180,9 @@ func (a *Agent) serveGovernor(ctx context.Context) error {
 		d := a.cfg.Decide(sig, time.Now())
 		a.applyDecision(d, sig)
 		period := a.cfg.SamplePeriod
-		if !d.Run() {
+		if !d.Run() && len(a.Running()) == 0 {
+			// Nothing runs or waits suspended: nothing to step aside
+			// from or to resume promptly.
 			period = a.cfg.RestSamplePeriod
 		}
 		t := time.NewTimer(max(0, period-time.Since(start)))
