@@ -1,5 +1,13 @@
 package app
 
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
 // autostartName is the name of the start-at-login entry: the .desktop
 // file's base name on Linux, the Run value on Windows (macOS names its
 // LaunchAgent autostartLabel).
@@ -25,4 +33,30 @@ func autostartArgs(exe, home string) []string {
 		return []string{exe}
 	}
 	return []string{exe, "--home", home}
+}
+
+// writeAutostartFile writes body to the entry file at p, making its
+// directory: through a temporary file renamed over p, so that a crash
+// leaves the old entry or the new one, never half of one.
+func writeAutostartFile(p string, body []byte) error {
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return fmt.Errorf("autostart: %w", err)
+	}
+	tmp := p + ".tmp"
+	if err := os.WriteFile(tmp, body, 0o644); err != nil {
+		return fmt.Errorf("autostart: %w", err)
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("autostart: %w", err)
+	}
+	return nil
+}
+
+// removeAutostartFile removes the entry file at p; nil if there is none.
+func removeAutostartFile(p string) error {
+	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("autostart: %w", err)
+	}
+	return nil
 }

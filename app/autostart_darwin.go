@@ -79,13 +79,7 @@ func (a launchAgent) Enable() error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		return fmt.Errorf("autostart: %w", err)
-	}
-	if err := os.WriteFile(p, a.plist(), 0o644); err != nil {
-		return fmt.Errorf("autostart: %w", err)
-	}
-	return nil
+	return writeAutostartFile(p, a.plist())
 }
 
 // Disable removes the file; nil if there is none.
@@ -94,8 +88,5 @@ func (a launchAgent) Disable() error {
 	if err != nil {
 		return err
 	}
-	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("autostart: %w", err)
-	}
-	return nil
+	return removeAutostartFile(p)
 }

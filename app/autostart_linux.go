@@ -82,9 +82,6 @@ func (a xdgAutostart) Enable() error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		return fmt.Errorf("autostart: %w", err)
-	}
 	body := "[Desktop Entry]\n" +
 		"Type=Application\n" +
 		"Name=idlepool\n" +
@@ -92,15 +89,7 @@ func (a xdgAutostart) Enable() error {
 		"Exec=" + a.exec() + "\n" +
 		"Terminal=false\n" +
 		"X-GNOME-Autostart-enabled=true\n"
-	tmp := p + ".tmp"
-	if err := os.WriteFile(tmp, []byte(body), 0o644); err != nil {
-		return fmt.Errorf("autostart: %w", err)
-	}
-	if err := os.Rename(tmp, p); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("autostart: %w", err)
-	}
-	return nil
+	return writeAutostartFile(p, []byte(body))
 }
 
 // Disable removes the file; nil if there is none.
@@ -109,10 +98,7 @@ func (a xdgAutostart) Disable() error {
 	if err != nil {
 		return err
 	}
-	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("autostart: %w", err)
-	}
-	return nil
+	return removeAutostartFile(p)
 }
 
 // desktopQuote writes a program path or argument as one of the Exec key's arguments
