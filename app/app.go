@@ -103,8 +103,9 @@ func New(a fyne.App, deps *Deps) *UI {
 }
 
 // window returns the open window of kind, or makes one with build and
-// shows it; closing it forgets it.
-func (u *UI) window(kind, title string, size fyne.Size, build func(w fyne.Window) fyne.CanvasObject) fyne.Window {
+// shows it; closing it calls onClosed (when not nil: a view stops its
+// timers and readings) and forgets it.
+func (u *UI) window(kind, title string, size fyne.Size, build func(w fyne.Window) fyne.CanvasObject, onClosed func()) fyne.Window {
 	if w, ok := u.windows[kind]; ok {
 		w.Show()
 		w.RequestFocus()
@@ -113,7 +114,14 @@ func (u *UI) window(kind, title string, size fyne.Size, build func(w fyne.Window
 	w := u.app.NewWindow(title)
 	w.SetContent(build(w))
 	w.Resize(size)
-	w.SetOnClosed(func() { delete(u.windows, kind) })
+	w.SetOnClosed(func() {
+		if onClosed != nil {
+			onClosed()
+		}
+		if u.windows[kind] == w {
+			delete(u.windows, kind)
+		}
+	})
 	u.windows[kind] = w
 	w.Show()
 	return w

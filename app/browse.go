@@ -104,23 +104,11 @@ func (u *UI) showBrowse() (fyne.Window, *browseView) {
 	w := u.window("browse", "Browse jobs", fyne.NewSize(1000, 640), func(fyne.Window) fyne.CanvasObject {
 		v = u.newBrowseView()
 		return v.content
-	})
+	}, func() { v.stop() })
 	if v != nil { // made now
-		u.alsoOnClosed("browse", w, v.stop)
 		v.load()
 	}
 	return w, v
-}
-
-// alsoOnClosed makes closing w, the window of kind, call f and then
-// forget the window, as window does.
-func (u *UI) alsoOnClosed(kind string, w fyne.Window, f func()) {
-	w.SetOnClosed(func() {
-		f()
-		if u.windows[kind] == w {
-			delete(u.windows, kind)
-		}
-	})
 }
 
 // newBrowseView builds the window's content; it reads nothing yet (load).

@@ -55,7 +55,7 @@ func (u *UI) ShowFirstRun(done func()) fyne.Window {
 			w.Close()
 		})
 		return newFirstRunForm(ctx, u, w, done).content
-	})
+	}, nil)
 }
 
 // firstRunForm is the first-run window's contents; its fields are the

@@ -122,9 +122,8 @@ func (u *UI) showHistory() (fyne.Window, *historyView) {
 	w := u.window("history", "Contribution history", fyne.NewSize(1100, 720), func(fyne.Window) fyne.CanvasObject {
 		v = u.newHistoryView()
 		return v.content
-	})
+	}, func() { v.stop() })
 	if v != nil { // made now
-		u.alsoOnClosed("history", w, v.stop)
 		v.load()
 		v.start(HistoryRefresh)
 	}

@@ -55,7 +55,7 @@ func (u *UI) ShowSettings() fyne.Window {
 		})
 		f = newSettingsForm(ctx, u, w)
 		return f.content
-	})
+	}, nil)
 	if f != nil { // a new window: fill in what takes time
 		f.start(ctx)
 	}
