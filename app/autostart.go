@@ -60,3 +60,16 @@ func removeAutostartFile(p string) error {
 	}
 	return nil
 }
+
+// readAutostartFile reads the entry file at p; found is false when there
+// is none.
+func readAutostartFile(p string) (body []byte, found bool, err error) {
+	b, err := os.ReadFile(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("autostart: %w", err)
+	}
+	return b, true, nil
+}

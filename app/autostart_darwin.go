@@ -5,9 +5,7 @@ package app
 import (
 	"bytes"
 	"encoding/xml"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 )
@@ -62,12 +60,9 @@ func (a launchAgent) Enabled() (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	b, err := os.ReadFile(p)
-	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("autostart: %w", err)
+	b, found, err := readAutostartFile(p)
+	if !found || err != nil {
+		return false, err
 	}
 	return bytes.Equal(b, a.plist()), nil
 }

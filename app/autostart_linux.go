@@ -5,9 +5,7 @@ package app
 import (
 	"bufio"
 	"bytes"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -50,12 +48,9 @@ func (a xdgAutostart) Enabled() (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	b, err := os.ReadFile(p)
-	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("autostart: %w", err)
+	b, found, err := readAutostartFile(p)
+	if !found || err != nil {
+		return false, err
 	}
 	exec, on := "", true
 	sc := bufio.NewScanner(bytes.NewReader(b))
