@@ -196,12 +196,8 @@ func (f *firstRunForm) begin(ctx context.Context) {
 		f.finish(ctx, "")
 		return
 	}
-	addr, err := poolAddress(f.poolURL.Text)
+	addr, err := newPoolAddress(ctx, f.u.deps.Store, f.poolURL.Text)
 	if err != nil {
-		setError(f.poolErr, sentence(err))
-		return
-	}
-	if err := notJoined(ctx, f.u.deps.Store, addr); err != nil {
 		setError(f.poolErr, sentence(err))
 		return
 	}

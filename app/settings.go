@@ -912,12 +912,8 @@ func (f *settingsForm) leavePool(ctx context.Context, url, name string) {
 // and records it when it answers.
 func (f *settingsForm) joinPool(ctx context.Context) {
 	f.poolStatus.SetText("")
-	addr, err := poolAddress(f.poolURL.Text)
+	addr, err := newPoolAddress(ctx, f.u.deps.Store, f.poolURL.Text)
 	if err != nil {
-		setError(f.poolErr, sentence(err))
-		return
-	}
-	if err := notJoined(ctx, f.u.deps.Store, addr); err != nil {
 		setError(f.poolErr, sentence(err))
 		return
 	}
@@ -981,6 +977,17 @@ func poolAddress(text string) (string, error) {
 // slashes.
 func normalPoolURL(s string) string {
 	return strings.TrimRight(strings.TrimSpace(s), "/")
+}
+
+// newPoolAddress is poolAddress of text, refused also when that pool is
+// joined already (notJoined): the check of the settings window's and the
+// first-run window's Join before they contact the pool.
+func newPoolAddress(ctx context.Context, st *store.Local, text string) (string, error) {
+	addr, err := poolAddress(text)
+	if err != nil {
+		return "", err
+	}
+	return addr, notJoined(ctx, st, addr)
 }
 
 // notJoined returns an error, a message for people, when the pool at
