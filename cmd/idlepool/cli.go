@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"time"
 
 	"idlepool/home"
 )
@@ -81,6 +82,9 @@ type globals struct {
 	stdin   io.Reader
 	stdout  io.Writer
 	stderr  io.Writer
+	// now reads the wall clock; tests run commands at a fixed time with
+	// runAt. Always set.
+	now func() time.Time
 }
 
 func (g *globals) register(fs *flag.FlagSet) {
@@ -146,7 +150,14 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 // the exit status: 0 on success, 2 for a usage error, 1 otherwise, with a
 // one-line reason (and a hint line where one helps) on stderr.
 func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	g := &globals{stdin: stdin, stdout: stdout, stderr: stderr}
+	return runAt(ctx, time.Now, args, stdin, stdout, stderr)
+}
+
+// runAt is Run with the wall clock read from now, so that tests of what
+// depends on the time of day (pauses, hours) give the same verdict at any
+// hour.
+func runAt(ctx context.Context, now func() time.Time, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	g := &globals{stdin: stdin, stdout: stdout, stderr: stderr, now: now}
 	top := flag.NewFlagSet("idlepool", flag.ContinueOnError)
 	top.SetOutput(stderr)
 	top.Usage = func() { fmt.Fprint(stderr, usage) }

@@ -194,7 +194,7 @@ func cmdMachineStatus(ctx context.Context, g *globals, asJSON bool) error {
 	sampler := idle.NewSampler(idle.SamplerConfig{Sources: sources, Programs: s.PauseFor})
 	defer sampler.Close()
 	sig := sampler.Sample(ctx)
-	now := time.Now()
+	now := g.now()
 	d, _ := idle.Decide(s, sig, now, 0, idle.PolicyState{})
 	m, err := idle.ReadMachine(ctx)
 	if err != nil {
@@ -427,7 +427,7 @@ func cmdSettings(ctx context.Context, g *globals, args []string) error {
 			fs.Usage()
 			return &userError{Msg: "settings set needs at least one KEY=VALUE", Hint: "idlepool settings set cores=4", Cause: errUsage}
 		}
-		if s, err = updateSettings(ctx, dirs, pos[1:]); err != nil {
+		if s, err = updateSettings(ctx, dirs, pos[1:], g.now()); err != nil {
 			return err
 		}
 	case pos[0] == "reset" && len(pos) == 1:
@@ -458,7 +458,7 @@ func cmdSettings(ctx context.Context, g *globals, args []string) error {
 
 // updateSettings applies KEY=VALUE pairs in one transaction: all are
 // saved, or none when one is wrong.
-func updateSettings(ctx context.Context, dirs home.Dirs, pairs []string) (idle.Settings, error) {
+func updateSettings(ctx context.Context, dirs home.Dirs, pairs []string, now time.Time) (idle.Settings, error) {
 	local, err := openLocal(dirs)
 	if err != nil {
 		return idle.Settings{}, err
@@ -470,7 +470,6 @@ func updateSettings(ctx context.Context, dirs home.Dirs, pairs []string) (idle.S
 	}
 	hint := "keys: " + strings.Join(keys, ", ") + " (see 'idlepool settings --help')"
 	s, err := local.UpdateSettings(ctx, func(s *idle.Settings) error {
-		now := time.Now()
 		for _, kv := range pairs {
 			k, v, ok := strings.Cut(kv, "=")
 			if !ok {

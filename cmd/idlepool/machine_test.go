@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"regexp"
 	"runtime"
@@ -95,38 +96,64 @@ func TestMachineStatus(t *testing.T) {
 
 // TestMachineStatusExplains sets the settings from the command line and
 // checks that status gives the reason they imply, wherever it runs.
-func TestMachineStatusExplains(t *testing.T) {
-	home := t.TempDir()
-	if out := idlepool(t, home, "settings", "set", "pause=2h"); out.code != 0 {
-		t.Fatalf("settings set pause: exit %d\n%s", out.code, out.stderr)
-	}
-	out := idlepool(t, home, "status")
-	if !regexp.MustCompile(`(?m)^decision +paused by you until \d\d:\d\d$`).MatchString(out.stdout) {
-		t.Errorf("paused for 2 hours, status says:\n%s", out.stdout)
-	}
-	if out := idlepool(t, home, "settings", "set", "pause=off", "idle_for=0", "max_other_cpu=1", "max_temperature=0"); out.code != 0 {
-		t.Fatalf("settings set: exit %d\n%s", out.code, out.stderr)
-	}
-	out = idlepool(t, home, "status")
-	// Nothing but a battery or the hours can stop it now; the hours are any time.
-	if !regexp.MustCompile(`(?m)^decision +(computing on \d+ of \d+ cores.*input idle time not required|waiting: on battery)`).MatchString(out.stdout) {
-		t.Errorf("with idle_for=0, status says:\n%s", out.stdout)
-	}
+// idlepoolAt runs the command line in this process with the wall clock
+// stopped at now, so that what it prints does not depend on the hour the
+// test runs at.
+func idlepoolAt(t *testing.T, home string, now time.Time, args ...string) runOut {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	code := runAt(t.Context(), func() time.Time { return now }, append([]string{"--home", home}, args...), strings.NewReader(""), &stdout, &stderr)
+	return runOut{stdout.String(), stderr.String(), code}
+}
 
-	// A schedule that excludes now: every day except today.
-	today := time.Now().Weekday()
-	var others []string
-	for d := range 7 {
-		if time.Weekday(d) != today {
-			others = append(others, time.Weekday(d).String()[:3])
-		}
+// TestMachineStatusExplains checks what `status` says for a pause, for
+// settings that let the machine compute, and outside the owner's hours, at
+// fixed instants: noon, and half an hour before midnight, where a two-hour
+// pause ends on the next day.
+func TestMachineStatusExplains(t *testing.T) {
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
 	}
-	if out := idlepool(t, home, "settings", "set", "hours="+strings.Join(others, ","), "time_zone="); out.code != 0 {
-		t.Fatalf("settings set hours: exit %d\n%s", out.code, out.stderr)
-	}
-	out = idlepool(t, home, "status")
-	if !strings.Contains(out.stdout, "; outside them now") || !regexp.MustCompile(`(?m)^decision +waiting: outside your hours \(next window \w\w\w 00:00\)$`).MatchString(out.stdout) {
-		t.Errorf("outside hours, status says:\n%s", out.stdout)
+	for _, tc := range []struct {
+		name  string
+		now   time.Time
+		until string
+		other string // the days of the week that are not today
+	}{
+		{"noon", time.Date(2026, 3, 4, 12, 0, 0, 0, berlin), "14:00", "Sun,Mon,Tue,Thu,Fri,Sat"},
+		{"before midnight", time.Date(2026, 3, 4, 23, 30, 0, 0, berlin), "Thu 01:30", "Sun,Mon,Tue,Thu,Fri,Sat"},
+		{"late on Saturday", time.Date(2026, 3, 7, 23, 59, 0, 0, berlin), "Sun 01:59", "Sun,Mon,Tue,Wed,Thu,Fri"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			home := t.TempDir()
+			// The pause is set an hour before now: what is left is what counts.
+			if out := idlepoolAt(t, home, tc.now.Add(-time.Hour), "settings", "set", "time_zone=Europe/Berlin", "pause=3h"); out.code != 0 {
+				t.Fatalf("settings set pause: exit %d\n%s", out.code, out.stderr)
+			}
+			out := idlepoolAt(t, home, tc.now, "status")
+			if want := "paused by you until " + tc.until; !regexp.MustCompile(`(?m)^decision +` + want + `$`).MatchString(out.stdout) {
+				t.Errorf("paused for 3 hours an hour ago, status says (want %q):\n%s", want, out.stdout)
+			}
+			if out := idlepoolAt(t, home, tc.now, "settings", "set", "pause=off", "idle_for=0", "max_other_cpu=1", "max_temperature=0"); out.code != 0 {
+				t.Fatalf("settings set: exit %d\n%s", out.code, out.stderr)
+			}
+			out = idlepoolAt(t, home, tc.now, "status")
+			// Nothing but a battery or the hours can stop it now; the hours are any time.
+			if !regexp.MustCompile(`(?m)^decision +(computing on \d+ of \d+ cores.*input idle time not required|waiting: on battery)`).MatchString(out.stdout) {
+				t.Errorf("with idle_for=0, status says:\n%s", out.stdout)
+			}
+
+			// A schedule that excludes now: every day except today.
+			if out := idlepoolAt(t, home, tc.now, "settings", "set", "hours="+tc.other); out.code != 0 {
+				t.Fatalf("settings set hours: exit %d\n%s", out.code, out.stderr)
+			}
+			out = idlepoolAt(t, home, tc.now, "status")
+			next := tc.now.Add(24 * time.Hour).Weekday().String()[:3]
+			if !strings.Contains(out.stdout, "; outside them now") || !regexp.MustCompile(`(?m)^decision +waiting: outside your hours \(next window `+next+` 00:00\)$`).MatchString(out.stdout) {
+				t.Errorf("outside hours, status says (want the next window on %s):\n%s", next, out.stdout)
+			}
+		})
 	}
 }
 
