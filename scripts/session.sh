@@ -6,7 +6,8 @@
 #                        ($DBUS_SESSION_BUS_ADDRESS) and bin/panel, the
 #                        stand-in panel, printing to $tmp/panel.out
 #   pool_start           `idlepool serve` on 127.0.0.1; its URL in $url
-#   donor_join HOME      settings saved under HOME (no first-run window) and
+#   donor_join HOME [KEY=VALUE...]
+#                        settings saved under HOME (no first-run window) and
 #                        the pool joined with `idlepool join`, stopped after
 #                        3 s: the store the tray app reads has it joined
 #   fail MESSAGE         prints MESSAGE and the logs' tails, exits 1
@@ -60,7 +61,10 @@ pool_start() {
 }
 
 donor_join() {
-  bin/idlepool --home "$1" settings set "${2:-idle_for=5m}" > /dev/null
-  timeout -s TERM 3 bin/idlepool --home "$1" join "$url" --workers 1 2> "$tmp/join.log" || true
+  local h=$1
+  shift
+  [ $# -gt 0 ] || set -- idle_for=5m
+  bin/idlepool --home "$h" settings set "$@" > /dev/null
+  timeout -s TERM 3 bin/idlepool --home "$h" join "$url" --workers 1 2> "$tmp/join.log" || true
   grep -q "joining $url" "$tmp/join.log" || fail "could not join the pool"
 }
