@@ -3,11 +3,14 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"math/big"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -29,15 +32,34 @@ func exampleManifest(t *testing.T, name string) string {
 	return text
 }
 
-// TestIsingSusceptibilityPeak runs the Ising sweep as shipped and checks
-// that the temperature of the largest mean susceptibility lies within 0.1
-// of Onsager's exact critical temperature 2/ln(1+sqrt(2)) = 2.2692. On the
-// 32x32 lattice the finite-size peak sits near 2.33 (see examples/README.md).
+// TestIsingSusceptibilityPeak runs the Ising example on a 16x16 lattice
+// with short chains (22 tasks, seconds of work on a quiet machine) and
+// checks the physics that must show even there: the susceptibility peaks
+// just above Onsager's Tc = 2/ln(1+sqrt(2)) = 2.2692 (the finite-size
+// pseudo-critical temperature of L = 16 is near 2.37), far above its value
+// deep in the ordered and disordered phases. The example as shipped (32x32,
+// 164 tasks, about a minute on 2 quiet cores) is checked to within 0.1 of
+// Tc with IDLEPOOL_FULL_EXAMPLES=1 (make check-examples).
 func TestIsingSusceptibilityPeak(t *testing.T) {
-	if testing.Short() {
-		t.Skip("the full sweep takes about a minute on 2 cores")
+	text := exampleManifest(t, "ising")
+	want := map[string]float64{"T=2.3": 0, "T=2.4": 0, "T=2.5": 0} // the peaks allowed
+	temps, reps := 11, 2
+	if os.Getenv("IDLEPOOL_FULL_EXAMPLES") == "" {
+		for old, repl := range map[string]string{"L = 32": "L = 16", "burnin = 1000": "burnin = 300", "sweeps = 6000": "sweeps = 1500", "rep = [0, 1, 2, 3]": "rep = [0, 1]",
+			// Workers run at the lowest priority: on a busy machine a task
+			// of a tenth of a second may wait minutes for a core.
+			`time_limit = "60s"`: `time_limit = "30m"`} {
+			if !strings.Contains(text, old) {
+				t.Fatalf("examples/ising/ising.toml has no %q", old)
+			}
+			text = strings.Replace(text, old, repl, 1)
+		}
+		text = regexp.MustCompile(`(?s)T = \[.*?\]`).ReplaceAllString(text, "T = [1.9, 2.0, 2.1, 2.2, 2.3, 2.4, 2.5, 2.6, 2.7, 2.8, 2.9]")
+	} else {
+		want = map[string]float64{"T=2.2": 0, "T=2.25": 0, "T=2.3": 0, "T=2.35": 0} // within 0.1 of Tc
+		temps, reps = 41, 4
 	}
-	m := writeManifest(t, "ising", exampleManifest(t, "ising"))
+	m := writeManifest(t, "ising", text)
 	r, _ := runJSON(t, t.TempDir(), m)
 	if r.Tasks.Failed != 0 || r.Tasks.OK != r.Tasks.Total {
 		t.Fatalf("tasks = %+v", r.Tasks)
@@ -49,24 +71,32 @@ func TestIsingSusceptibilityPeak(t *testing.T) {
 	if err := json.Unmarshal(r.Result["chi"], &chi); err != nil {
 		t.Fatalf("result.chi is not an object of temperature to stats: %v\n%s", err, r.Result["chi"])
 	}
-	bestT, best := 0.0, -1.0
+	bestT, best := "", -1.0
+	byT := map[float64]float64{}
 	for key, s := range chi {
 		temp, err := strconv.ParseFloat(key, 64)
 		if err != nil {
 			t.Fatalf("group key %q is not a temperature", key)
 		}
-		if s.Count != 4 {
-			t.Errorf("T=%s: %d replicas merged, want 4", key, s.Count)
+		if s.Count != int64(reps) {
+			t.Errorf("T=%s: %d replicas merged, want %d", key, s.Count, reps)
 		}
+		byT[temp] = s.Mean
 		if s.Mean > best {
-			bestT, best = temp, s.Mean
+			bestT, best = "T="+strconv.FormatFloat(temp, 'f', -1, 64), s.Mean
 		}
 	}
 	tc := 2 / math.Log(1+math.Sqrt2)
-	if len(chi) != 41 || math.Abs(bestT-tc) > 0.1 {
-		t.Fatalf("%d temperatures; susceptibility peaks at T=%v (chi=%v), more than 0.1 from Tc=%.4f", len(chi), bestT, best, tc)
+	if _, ok := want[bestT]; len(chi) != temps || !ok {
+		t.Fatalf("%d temperatures; susceptibility peaks at %s (chi=%v), want one of %v (Tc=%.4f)", len(chi), bestT, best, slices.Sorted(maps.Keys(want)), tc)
 	}
-	t.Logf("susceptibility peak at T=%v (mean chi %.3g); Tc=%.4f", bestT, best, tc)
+	// A peak, not noise: far above the ordered phase and the hot tail.
+	for _, far := range []float64{2, 2.9} {
+		if c, ok := byT[far]; temps == 11 && (!ok || c*2 > best) {
+			t.Errorf("chi at T=%v is %v, more than half the peak %v at %s", far, c, best, bestT)
+		}
+	}
+	t.Logf("susceptibility peak at %s (mean chi %.3g); Tc=%.4f", bestT, best, tc)
 }
 
 // TestCSVStatsMatchesDirectComputation runs csvstats over a generated CSV

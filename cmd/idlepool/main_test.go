@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -79,9 +78,7 @@ type runOut struct {
 // idlepool runs the binary with args under home and returns its output.
 func idlepool(t *testing.T, home string, args ...string) runOut {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, binPath, append([]string{"--home", home}, args...)...)
+	cmd := exec.CommandContext(t.Context(), binPath, append([]string{"--home", home}, args...)...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -140,12 +137,22 @@ func sharedDataset(t *testing.T, name string) string {
 	return p
 }
 
+// patient returns how long a test waits for something that must happen:
+// until a minute before the test binary's own deadline (go test -timeout),
+// so that a busy machine makes a test slow, never wrong.
+func patient(t *testing.T) time.Time {
+	if d, ok := t.Deadline(); ok {
+		return d.Add(-time.Minute)
+	}
+	return time.Now().Add(20 * time.Minute)
+}
+
 func noStrayWorkers(t *testing.T, home string) {
 	t.Helper()
 	if runtime.GOOS != "linux" {
 		return
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := patient(t)
 	for {
 		stray := workersUnder(home)
 		if len(stray) == 0 {
