@@ -403,7 +403,7 @@ func (s *Scheduler) machineFailed(r *replica, sub Submission) {
 	r.rec.State, r.rec.Digest, r.rec.Failed, r.rec.Reason = ReplicaMachineFailed, sub.Digest, true, sub.Reason
 	r.rec.Deadline, r.ts = s.now().Add(js.pol.LeaseTimeout.Duration), nil
 	s.putReplica(r)
-	s.log.Info("Task failed on a device for a reason of the device; leasing it again", "lease", r.rec.Lease,
+	s.log.Info("Task failed on a device for a reason of the device", "lease", r.rec.Lease,
 		"job", js.rec.ID.String(), "task", ts.index, "peer", r.rec.Peer, "failures", len(ts.machine), "reason", sub.Reason)
 	if len(ts.machine) >= js.maxReplicas {
 		_, c, n := js.tally(ts)
