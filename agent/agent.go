@@ -21,7 +21,6 @@ import (
 	"idlepool/offers"
 	"idlepool/pool"
 	"idlepool/store"
-	"idlepool/worker"
 )
 
 // Store is the agent's durable record of its contributions: a pending
@@ -446,9 +445,8 @@ func (a *Agent) runLease(ctx context.Context, l pool.Lease) error {
 		a.release(ctx, l, log)
 		_ = sleep(ctx, time.Second) // do not spin on a broken executor
 		return nil
-	case out.Kind == worker.FailureWorkerDied:
-		log.Warn("Worker died repeatedly, handing the task back", "reason", string(out.Body))
-		a.release(ctx, l, log)
+	case out.MachineDependent():
+		a.reportMachineFailure(ctx, l, out, log)
 		return nil
 	}
 	if a.cfg.Tamper != nil {
@@ -477,6 +475,23 @@ func (a *Agent) runLease(ctx context.Context, l pool.Lease) error {
 		return err
 	}
 	return nil
+}
+
+// reportMachineFailure tells the pool that task l failed on this device
+// for a reason of the device (a timeout, a dead worker process): not the
+// task's outcome, so it earns no receipt and is not recorded as pending;
+// the pool leases the task again, to other devices first. When the pool
+// cannot be told, the lease is handed back, or expires.
+func (a *Agent) reportMachineFailure(ctx context.Context, l pool.Lease, out pool.TaskOutcome, log *slog.Logger) {
+	log.Warn("Task failed on this device for a reason of the device; the pool leases it again", "cause", out.Cause(), "reason", string(out.Body))
+	reason := string(out.Body)
+	sub := pool.Submission{Digest: pool.ReplicaDigest(nil, true, reason), Failed: true, Reason: reason, Machine: true}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := a.c.SendResult(sctx, l.ID, sub); err != nil {
+		log.Debug("Could not report the failure", "err", err)
+		a.release(ctx, l, log)
+	}
 }
 
 // runTask prepares task t's chunk (if any) and runs it in the sandbox.

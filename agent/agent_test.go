@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -412,5 +413,73 @@ func TestInviteOnlyPool(t *testing.T) {
 				t.Fatalf("Serve = %v, want ErrForbidden at once", err)
 			}
 		})
+	}
+}
+
+// A task that times out on two starved devices is no verified failure: it
+// is leased to a third device and accepted from it, and the timeouts earn
+// nothing and leave nothing pending.
+func TestTimeoutsAreLeasedElsewhere(t *testing.T) {
+	honest := &fakeExec{}
+	j := planJob(t, "squares-starved", 4, "redundancy = 1\nquorum = 1")
+	want := solo(t, j, honest)
+
+	co := startCoordinator(t, t.TempDir(), "127.0.0.1:0")
+	starved := []*device{newDevice(t, nil), newDevice(t, nil)}
+	for _, d := range starved {
+		startAgent(t, co.url, d, &fakeExec{TimeOut: map[int64]bool{2: true}}, 1, nil)
+	}
+	sub := newSubmitter(t, co.url, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := sub.c.Submit(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	// Once task 2 has timed out on both starved devices, a third device
+	// joins.
+	for {
+		st, err := sub.c.Status(ctx, j.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Failed != 0 {
+			t.Fatalf("a timeout ended a task: %+v", st)
+		}
+		if strings.HasPrefix(st.Trouble, "task 2 timed out") && strings.Contains(st.Trouble, " on 2 devices") {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("task 2 did not time out on both starved devices: %+v", st)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	third := newDevice(t, nil)
+	startAgent(t, co.url, third, honest, 1, nil)
+	got, err := sub.run(t, ctx, j)
+	if err != nil {
+		t.Fatalf("follow: %v", err)
+	}
+	same(t, got, want)
+
+	settle(t, append(starved, third)...)
+	entries := ledger(t, sub.c)
+	for _, e := range entries {
+		if e.Task == 2 && (e.Kind != pool.KindReceipt || e.Peer != third.key.ID()) {
+			t.Errorf("task 2 has ledger entry %d: %s for %s; want only the third device's receipt", e.Seq, e.Kind, e.Peer)
+		}
+	}
+	for _, d := range append(starved, third) {
+		checkHistory(t, d, entries)
+	}
+	for _, d := range starved {
+		cs, err := d.local.Contributions(context.Background(), store.Filter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range cs {
+			if c.Task == 2 {
+				t.Errorf("a starved device recorded its timeout of task 2 as a contribution: %+v", c)
+			}
+		}
 	}
 }

@@ -277,7 +277,7 @@ func (c *Client) Submit(ctx context.Context, j *job.Job) error {
 func jobStatus(in coord.JobInfo) pool.JobStatus {
 	return pool.JobStatus{Job: job.ID(in.Job), Name: in.Name, Owner: in.Owner, Merger: in.Merger, Tasks: in.Tasks,
 		Accepted: in.Accepted, Failed: in.Failed, Leased: in.Leased, Acked: in.Acked, Complete: in.Complete,
-		Quorum: in.Quorum, Redundancy: in.Redundancy}
+		Quorum: in.Quorum, Redundancy: in.Redundancy, Retrying: in.Retrying, Trouble: in.Trouble}
 }
 
 // Status fetches a job's progress; ErrNotFound for a job the pool does
@@ -344,7 +344,7 @@ func (c *Client) Heartbeat(ctx context.Context, lease string) (time.Time, error)
 // submission again is harmless. A task decided before the submission
 // arrived answers ErrConflict; a lease that expired, ErrLeaseExpired.
 func (c *Client) SendResult(ctx context.Context, lease string, s pool.Submission) error {
-	in := coord.ResultSubmission{Digest: coord.HexDigest(s.Digest), Result: s.Result, Failed: s.Failed, Reason: s.Reason}
+	in := coord.ResultSubmission{Digest: coord.HexDigest(s.Digest), Result: s.Result, Failed: s.Failed, Reason: s.Reason, Machine: s.Machine}
 	_, err := c.postJSON(ctx, "/v1/leases/"+url.PathEscape(lease)+"/result", in, nil)
 	return err
 }

@@ -32,13 +32,15 @@ import (
 
 // fakeExec is a pool.Executor that runs no program: task i's result is
 // {"index": i, "square": i*i}; tasks whose index is in fail fail with a
-// trap. Delay makes every task take that long (cancelled with ctx); Block,
-// if set, makes tasks wait until it is closed.
+// trap, and those in TimeOut run past their time limit, as on a machine
+// starved of CPU. Delay makes every task take that long (cancelled with
+// ctx); Block, if set, makes tasks wait until it is closed.
 type fakeExec struct {
-	Delay time.Duration
-	Fail  map[int64]bool
-	Block chan struct{}
-	runs  atomic.Int64
+	Delay   time.Duration
+	Fail    map[int64]bool
+	TimeOut map[int64]bool
+	Block   chan struct{}
+	runs    atomic.Int64
 }
 
 // Runs is how many tasks the executor was asked to run.
@@ -65,6 +67,9 @@ func (f *fakeExec) Run(ctx context.Context, req worker.Request) (worker.Result, 
 		case <-ctx.Done():
 			return worker.Result{}, ctx.Err()
 		}
+	}
+	if f.TimeOut[t.Index] {
+		return worker.Result{PID: 1, Failure: &worker.Failure{Kind: worker.FailureTimeout, Message: "task ran longer than its limit of 10m0s"}}, nil
 	}
 	if f.Fail[t.Index] {
 		return worker.Result{PID: 1, Stderr: []byte("panic: boom\n"), Failure: &worker.Failure{Kind: worker.FailureTrap, Message: "exit status 2"}}, nil

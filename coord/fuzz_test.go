@@ -30,6 +30,8 @@ func FuzzDecodeSubmission(f *testing.F) {
 	for _, s := range []string{
 		`{"digest":"` + ok.String() + `","result":"NDI="}`,
 		`{"digest":"` + fail.String() + `","failed":true,"reason":"trap"}`,
+		`{"digest":"` + fail.String() + `","failed":true,"reason":"trap","machine":true}`,
+		`{"digest":"` + ok.String() + `","result":"NDI=","machine":true}`,
 		`{"digest":"` + ok.String() + `","result":"NDI=","failed":true}`,
 		`{"digest":"zz","result":"NDI="}`,
 		`{"result":"!!"}`,
@@ -46,6 +48,9 @@ func FuzzDecodeSubmission(f *testing.F) {
 		}
 		if s.Failed && len(s.Result) > 0 {
 			t.Errorf("accepted a failure with a result")
+		}
+		if s.Machine && !s.Failed {
+			t.Errorf("accepted a machine-dependent failure that is not a failure")
 		}
 	})
 }

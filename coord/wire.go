@@ -94,12 +94,14 @@ type JobInfo struct {
 	Complete   bool      `json:"complete"`
 	Quorum     int       `json:"quorum"`
 	Redundancy int       `json:"redundancy"`
+	Retrying   int64     `json:"retrying,omitempty"` // pool.JobStatus.Retrying
+	Trouble    string    `json:"trouble,omitempty"`  // pool.JobStatus.Trouble
 }
 
 func jobInfo(s pool.JobStatus) JobInfo {
 	return JobInfo{Job: HexDigest(s.Job), Name: s.Name, Owner: s.Owner, Merger: s.Merger, Tasks: s.Tasks,
 		Accepted: s.Accepted, Failed: s.Failed, Leased: s.Leased, Acked: s.Acked, Complete: s.Complete,
-		Quorum: s.Quorum, Redundancy: s.Redundancy}
+		Quorum: s.Quorum, Redundancy: s.Redundancy, Retrying: s.Retrying, Trouble: s.Trouble}
 }
 
 // LeaseRequest is the body of POST /v1/leases: how many tasks the peer
@@ -132,12 +134,15 @@ type Deadline struct {
 
 // ResultSubmission is the body of POST /v1/leases/{lease}/result: either
 // Result (at most MaxResultBytes) or Failed with Reason, and Digest as
-// pool.ReplicaDigest computes it.
+// pool.ReplicaDigest computes it. Machine, with Failed, marks a failure
+// that depends on the device (pool.Submission.Machine: a timeout, a dead
+// worker): it earns nothing and the task is leased again.
 type ResultSubmission struct {
-	Digest HexDigest `json:"digest"`
-	Result []byte    `json:"result,omitempty"`
-	Failed bool      `json:"failed,omitempty"`
-	Reason string    `json:"reason,omitempty"`
+	Digest  HexDigest `json:"digest"`
+	Result  []byte    `json:"result,omitempty"`
+	Failed  bool      `json:"failed,omitempty"`
+	Reason  string    `json:"reason,omitempty"`
+	Machine bool      `json:"machine,omitempty"`
 }
 
 // Limits of a result submission.
@@ -241,6 +246,9 @@ func decodeSubmission(data []byte) (pool.Submission, error) {
 	if !r.Failed && r.Reason != "" {
 		return pool.Submission{}, errors.New("field \"reason\" is only for a failed task")
 	}
+	if r.Machine && !r.Failed {
+		return pool.Submission{}, errors.New("field \"machine\" is only for a failed task: send \"failed\" and \"reason\" with it")
+	}
 	if len(r.Result) > MaxResultBytes {
 		return pool.Submission{}, fmt.Errorf("result of %d bytes is larger than the limit of %d", len(r.Result), MaxResultBytes)
 	}
@@ -250,7 +258,7 @@ func decodeSubmission(data []byte) (pool.Submission, error) {
 	if want := pool.ReplicaDigest(r.Result, r.Failed, r.Reason); job.Digest(r.Digest) != want {
 		return pool.Submission{}, fmt.Errorf("digest %s does not match the submission (want %s)", r.Digest, want)
 	}
-	return pool.Submission{Digest: job.Digest(r.Digest), Result: r.Result, Failed: r.Failed, Reason: r.Reason}, nil
+	return pool.Submission{Digest: job.Digest(r.Digest), Result: r.Result, Failed: r.Failed, Reason: r.Reason, Machine: r.Machine}, nil
 }
 
 // decodeRegistration decodes and checks the shape of a Registration (not

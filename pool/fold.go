@@ -28,6 +28,12 @@ type FoldConfig struct {
 	Progress func(Progress)
 	// Logger receives diagnostics; nil discards them.
 	Logger *slog.Logger
+	// RetryMachineFailures makes opening skip journaled failures whose
+	// reason names a machine-dependent cause (MachineReason), so that
+	// their tasks count as not done and run again. Journals written before
+	// failures were classified hold such records; a solo run sets it. A
+	// pool's merger must not: what the pool decided is final there.
+	RetryMachineFailures bool
 }
 
 // Folder folds the outcomes of one job's tasks, in any order, into the
@@ -106,6 +112,25 @@ func (f *Folder) Fold(rec JournalRecord) error {
 	if err := f.journal.Append(rec); err != nil {
 		return err
 	}
+	f.report()
+	return nil
+}
+
+// FoldRetryable folds a failure that depends on the machine (a timeout, a
+// dead worker) into this Folder's outcome without journaling it: the
+// outcome lists it with TaskFailure.Retry set to cause, and a Folder
+// opened again on the same directory counts the task as not done, so that
+// it is computed again. A task already folded is ignored.
+func (f *Folder) FoldRetryable(rec JournalRecord, cause string) error {
+	if rec.Index < 0 || rec.Index >= f.job.NumTasks() {
+		return fmt.Errorf("fold: task %d out of range [0,%d)", rec.Index, f.job.NumTasks())
+	}
+	if f.done.get(rec.Index) {
+		return nil
+	}
+	rec.Status = StatusFailed
+	f.apply(rec, true)
+	f.failed[len(f.failed)-1].Retry = cause
 	f.report()
 	return nil
 }
@@ -200,6 +225,9 @@ func (f *Folder) replay(rec JournalRecord) error {
 	}
 	if f.done.get(rec.Index) {
 		return nil // written twice; the first one counts
+	}
+	if f.cfg.RetryMachineFailures && rec.Status == StatusFailed && MachineReason(string(rec.Body)) {
+		return nil // not the task's outcome: run it again
 	}
 	f.apply(rec, false)
 	return nil

@@ -23,7 +23,7 @@ type SchedulerConfig struct {
 	Store       Store                   // durable state
 	Blobs       func(job.Digest) string // local path of a content-addressed file (program, inputs), for job.FromCanonical when reloading jobs
 	Now         func() time.Time        // the clock for leases and ledger times; default time.Now
-	MaxReplicas int                     // replicas per task at most; default the job's redundancy + 4. Past it a task without a majority ends unverified
+	MaxReplicas int                     // replicas per task at most; default the job's redundancy + 4. Past it a task without a majority ends unverified, and so does a task that failed this many times for a reason of the machine (Submission.Machine)
 	CommitDelay time.Duration           // group-commit window; default 2ms
 	Logger      *slog.Logger            // nil discards
 
@@ -90,7 +90,13 @@ const (
 //     digest can win within MaxReplicas the task ends unverified.
 //   - A majority on a "failed" digest (same failure reason) is a verified
 //     failure: outcome "failed", reported to the merger, receipts issued
-//     because the work was done and agreed on.
+//     because the work was done and agreed on. Only a deterministic failure
+//     can be one: a failure that depends on the machine (Submission.Machine:
+//     a timeout, a dead worker) is no vote and earns nothing. Its task is
+//     leased again, and not to the device that reported it for the job's
+//     lease timeout, so that other devices take it first; after
+//     MaxReplicas such failures the task ends unverified, and until then
+//     JobStatus.Trouble says how often it failed (DESIGN.md invariant 16).
 //   - Deciding a task appends, atomically with its outcome, one receipt per
 //     agreeing replica (cost from the planner, job.Job.Cost), one deviation
 //     per disagreeing replica, or one unverified entry per replica of an
@@ -132,6 +138,7 @@ type jobState struct {
 	next        int64
 	active      map[int64]*taskState
 	want        []int64 // sorted indexes of active tasks that need another replica
+	retrying    int64   // active tasks with machine-failed replicas
 	seq         int64   // last outcome Seq assigned
 	committed   int64   // last outcome Seq durably committed
 	outcomes    []Verified
@@ -147,6 +154,7 @@ type taskState struct {
 	index    int64
 	live     []*replica // leased, not returned
 	returned []*replica // in return order
+	machine  []*replica // machine-failed, in return order; never votes
 	wanting  bool       // listed in jobState.want
 }
 
@@ -267,6 +275,12 @@ func (s *Scheduler) restore(snap *Snapshot) error {
 			ts := js.task(rec.Task)
 			r.ts = ts
 			ts.returned = append(ts.returned, r)
+		case ReplicaMachineFailed:
+			ts := js.task(rec.Task)
+			if len(ts.machine) == 0 {
+				js.retrying++
+			}
+			ts.machine = append(ts.machine, r)
 		}
 	}
 	for _, js := range s.queue {
@@ -625,7 +639,50 @@ func (js *jobState) status() JobStatus {
 		Job: js.rec.ID, Name: js.j.Manifest.Name, Owner: js.rec.Owner, Merger: js.rec.Merger,
 		Tasks: js.tasks, Accepted: js.accepted, Failed: js.failed, Leased: js.leased, Acked: js.rec.Acked,
 		Complete: js.complete(), Quorum: js.pol.Quorum, Redundancy: js.pol.Redundancy,
+		Retrying: js.retrying, Trouble: js.trouble(),
 	}
+}
+
+// trouble describes the undecided task with the most machine-dependent
+// failures (the lowest index among equals), or "" when there is none.
+// It scans the active tasks only when some have such failures.
+func (js *jobState) trouble() string {
+	if js.retrying == 0 {
+		return ""
+	}
+	var worst *taskState
+	for _, ts := range js.active {
+		if n := len(ts.machine); n > 0 && (worst == nil || n > len(worst.machine) || n == len(worst.machine) && ts.index < worst.index) {
+			worst = ts
+		}
+	}
+	if worst == nil {
+		return ""
+	}
+	devices := map[string]bool{}
+	cause := ""
+	for _, r := range worst.machine {
+		devices[r.rec.Peer] = true
+		c := reasonCause(r.rec.Reason)
+		if cause != "" && c != cause || c == "" {
+			c = "did not finish"
+		}
+		cause = c
+	}
+	times := ""
+	if n := len(worst.machine); n != len(devices) {
+		times = fmt.Sprintf(" %d times", n)
+	}
+	return fmt.Sprintf("task %d %s%s on %s; it ends unverified at %d such failures",
+		worst.index, cause, times, plural(len(devices), "device"), js.maxReplicas)
+}
+
+// plural says "1 device", "2 devices".
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
 }
 
 func (js *jobState) complete() bool { return js.next == js.tasks && len(js.active) == 0 }

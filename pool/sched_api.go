@@ -41,11 +41,19 @@ type Lease struct {
 // the reason it failed. Digest is SHA-256 of Result when !Failed, and of
 // "failed" + a zero byte + Reason when Failed (ReplicaDigest computes it);
 // the pool recomputes and refuses a digest that does not match.
+//
+// Machine marks a failure that depends on the machine that ran the task
+// (TaskOutcome.MachineDependent: a timeout, a dead worker, a setup error);
+// Failed must be set with it. Such a failure is no replica's answer: it
+// never counts toward a quorum and never earns a receipt, and the task is
+// leased again (DESIGN.md invariant 16). A failure whose Reason names such
+// a cause (MachineReason) is taken as one even without Machine.
 type Submission struct {
-	Digest job.Digest `json:"digest"`
-	Result []byte     `json:"result,omitempty"`
-	Failed bool       `json:"failed,omitempty"`
-	Reason string     `json:"reason,omitempty"`
+	Digest  job.Digest `json:"digest"`
+	Result  []byte     `json:"result,omitempty"`
+	Failed  bool       `json:"failed,omitempty"`
+	Reason  string     `json:"reason,omitempty"`
+	Machine bool       `json:"machine,omitempty"`
 }
 
 // ReplicaDigest returns the digest a Submission must carry.
@@ -87,6 +95,14 @@ type JobStatus struct {
 	Complete   bool   `json:"complete"`   // every task has an outcome
 	Quorum     int    `json:"quorum"`     // agreeing replicas a task needs
 	Redundancy int    `json:"redundancy"` // replicas leased at first
+	// Retrying counts the undecided tasks that failed on some device for
+	// a reason of that device (a timeout, a dead worker) and are leased
+	// again, to other devices first.
+	Retrying int64 `json:"retrying,omitempty"`
+	// Trouble names the undecided task that failed that way most often,
+	// for people: "task 17 timed out on 5 devices (after 6 it ends
+	// unverified)"; "" when Retrying is 0.
+	Trouble string `json:"trouble,omitempty"`
 }
 
 // JobView is a job with its progress, as SchedulerConfig.Select and

@@ -45,7 +45,7 @@ func (s *Scheduler) Lease(ctx context.Context, peer string, max int) ([]Lease, e
 	)
 	order := s.order(p)
 	for len(out) < max {
-		js, ts := s.pick(p, order)
+		js, ts := s.pick(p, order, now)
 		if ts == nil {
 			break
 		}
@@ -92,13 +92,13 @@ func (s *Scheduler) order(p Peer) []*jobState {
 // The first job of order with work for p; within a job, the lowest-index
 // task already started that needs another replica p may compute, else the
 // next fresh task.
-func (s *Scheduler) pick(p Peer, order []*jobState) (*jobState, *taskState) {
+func (s *Scheduler) pick(p Peer, order []*jobState, now time.Time) (*jobState, *taskState) {
 	for _, js := range order {
 		if js.complete() {
 			continue
 		}
 		for _, i := range js.want {
-			if ts := js.active[i]; js.eligible(ts, p) {
+			if ts := js.active[i]; js.eligible(ts, p) && !ts.held(p, now) {
 				return js, ts
 			}
 		}
@@ -131,6 +131,18 @@ func (js *jobState) eligible(ts *taskState, p Peer) bool {
 		}
 	}
 	return true
+}
+
+// held reports whether p reported a machine-dependent failure of ts whose
+// hold (the replica's Deadline) has not passed: other devices take the
+// task first.
+func (ts *taskState) held(p Peer, now time.Time) bool {
+	for _, r := range ts.machine {
+		if r.rec.Peer == p.ID && now.Before(r.rec.Deadline) {
+			return true
+		}
+	}
+	return false
 }
 
 // voter is who a replica's vote belongs to: its owner, or its device in
@@ -315,17 +327,20 @@ func (s *Scheduler) Submit(ctx context.Context, peer, lease string, sub Submissi
 		return fmt.Errorf("submit %s: %w: a failure carries no result", lease, ErrBadSubmission)
 	case len(sub.Reason) > maxReasonBytes:
 		return fmt.Errorf("submit %s: %w: reason of %d bytes, the limit is %d", lease, ErrBadSubmission, len(sub.Reason), maxReasonBytes)
+	case sub.Machine && !sub.Failed:
+		return fmt.Errorf("submit %s: %w: a machine-dependent failure is a failure: set failed and a reason", lease, ErrBadSubmission)
 	case ReplicaDigest(sub.Result, sub.Failed, sub.Reason) != sub.Digest:
 		return fmt.Errorf("submit %s: %w: the digest does not match the result", lease, ErrBadSubmission)
 	}
 	if !sub.Failed {
 		sub.Reason = ""
 	}
+	machine := sub.Failed && (sub.Machine || MachineReason(sub.Reason))
 	s.mu.Lock()
 	r, err := s.lookup(peer, lease)
 	if err == nil && r.rec.State != ReplicaLeased {
 		switch r.rec.State {
-		case ReplicaReturned, ReplicaAgreed, ReplicaDeviated, ReplicaUnverified:
+		case ReplicaReturned, ReplicaAgreed, ReplicaDeviated, ReplicaUnverified, ReplicaMachineFailed:
 			if r.rec.Digest == sub.Digest {
 				w := r.batch // the first submission may still be committing
 				s.mu.Unlock()
@@ -347,6 +362,15 @@ func (s *Scheduler) Submit(ctx context.Context, peer, lease string, sub Submissi
 		return fmt.Errorf("submit: %w", err)
 	}
 	ts, js := r.ts, r.js
+	if machine {
+		s.machineFailed(r, sub)
+		w := r.batch
+		s.mu.Unlock()
+		if err := wait(ctx, w); err != nil {
+			return fmt.Errorf("submit %s: %w", lease, err)
+		}
+		return nil
+	}
 	ts.live = removeReplica(ts.live, r)
 	js.leased--
 	ts.returned = append(ts.returned, r)
@@ -361,6 +385,32 @@ func (s *Scheduler) Submit(ctx context.Context, peer, lease string, sub Submissi
 		return fmt.Errorf("submit %s: %w", lease, err)
 	}
 	return nil
+}
+
+// machineFailed records that live replica r failed for a reason of its
+// machine: no vote and no ledger entry. Its task wants a replica again,
+// which r's peer is not leased for the job's lease timeout while others
+// may take it; the task ends unverified once it failed this way
+// maxReplicas times. s.mu is held.
+func (s *Scheduler) machineFailed(r *replica, sub Submission) {
+	ts, js := r.ts, r.js
+	ts.live = removeReplica(ts.live, r)
+	js.leased--
+	if len(ts.machine) == 0 {
+		js.retrying++
+	}
+	ts.machine = append(ts.machine, r)
+	r.rec.State, r.rec.Digest, r.rec.Failed, r.rec.Reason = ReplicaMachineFailed, sub.Digest, true, sub.Reason
+	r.rec.Deadline, r.ts = s.now().Add(js.pol.LeaseTimeout.Duration), nil
+	s.putReplica(r)
+	s.log.Info("Task failed on a device for a reason of the device", "lease", r.rec.Lease,
+		"job", js.rec.ID.String(), "task", ts.index, "peer", r.rec.Peer, "failures", len(ts.machine), "reason", sub.Reason)
+	if len(ts.machine) >= js.maxReplicas {
+		_, c, n := js.tally(ts)
+		s.decide(js, ts, OutcomeUnverified, nil, c, n)
+		return
+	}
+	js.update(ts)
 }
 
 // decideIfReady decides ts when a digest has won, or when none can win
@@ -399,6 +449,9 @@ func (s *Scheduler) decide(js *jobState, ts *taskState, status string, lead *rep
 	default:
 		v.Reason = describeVotes(js, ts, js.maxReplicas)
 		js.failed++
+	}
+	if len(ts.machine) > 0 {
+		js.retrying--
 	}
 	js.outcomes = append(js.outcomes, v)
 	s.pend.b.Outcomes = append(s.pend.b.Outcomes, OutcomeRecord{Job: js.rec.ID, Digest: digest, Verified: v})
@@ -455,6 +508,15 @@ func (s *Scheduler) decide(js *jobState, ts *taskState, status string, lead *rep
 
 // describeVotes says why a task ended unverified.
 func describeVotes(js *jobState, ts *taskState, limit int) string {
+	if len(ts.machine) >= limit {
+		last := ts.machine[len(ts.machine)-1].rec.Reason
+		if len(ts.returned) == 0 {
+			return fmt.Sprintf("no device finished it: it failed %d times, each for a reason of the device that ran it (the last: %s)",
+				len(ts.machine), last)
+		}
+		return fmt.Sprintf("it failed %d times for a reason of the device that ran it, and the %d replicas that finished reached no quorum of %d (the last failure: %s)",
+			len(ts.machine), len(ts.returned), js.pol.Quorum, last)
+	}
 	counts := map[job.Digest]int{}
 	var order []job.Digest
 	for _, r := range ts.returned {

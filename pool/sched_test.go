@@ -327,6 +327,11 @@ func TestSchedErrors(t *testing.T) {
 			s.Result = []byte("y")
 			return h.S.Submit(ctx, bob, lb.ID, s)
 		}, pool.ErrBadSubmission},
+		{"machine-dependent result", func() error {
+			s := good(0)
+			s.Machine = true
+			return h.S.Submit(ctx, bob, lb.ID, s)
+		}, pool.ErrBadSubmission},
 		{"duplicate submit", func() error { return h.S.Submit(ctx, carol, lc.ID, good(0)) }, nil},
 		{"different second submit", func() error { return h.S.Submit(ctx, carol, lc.ID, bad(0)) }, pool.ErrConflict},
 		{"lease for unknown peer", func() error { _, err := h.S.Lease(ctx, "idnobody", 1); return err }, pool.ErrUnknownPeer},
@@ -419,6 +424,10 @@ func TestSchedResultsAndAck(t *testing.T) {
 // returned replicas, outcomes and the ledger, and duplicates nothing.
 func TestSchedRestartMemStore(t *testing.T) {
 	pooltest.RunRestart(newHarness(t, pool.NewMemStore(), nil))
+}
+
+func TestSchedMachineFailuresAreNoVotes(t *testing.T) {
+	pooltest.RunMachineFailures(newHarness(t, pool.NewMemStore(), nil))
 }
 
 // Many peers lease and submit at once; every task ends accepted exactly

@@ -67,6 +67,12 @@ type Progress struct {
 type TaskFailure struct {
 	Index  int64  `json:"task"`
 	Reason string `json:"reason"`
+	// Retry is set when the failure depends on the machine that ran the
+	// task rather than on the task: it says what happened, in a few words
+	// ("timed out", "lost its worker process"; TaskOutcome.Cause). Such a
+	// failure is not journaled as final: running the same job again in
+	// the same run directory runs the task again.
+	Retry string `json:"retry,omitempty"`
 }
 
 // Outcome is the end of a solo run: counts, the merged result and the
@@ -97,7 +103,11 @@ const maxRetries = 2
 // Cancelling ctx stops dispatching, waits for running tasks to be
 // abandoned, and returns ctx's error; finished tasks stay journaled.
 // Failed tasks are part of the outcome; the error ErrAllFailed is returned
-// (with the outcome) when no task succeeded.
+// (with the outcome) when no task succeeded. A failure that depends on the
+// machine (a timeout, a dead worker; TaskOutcome.MachineDependent) is not
+// the task's outcome: the task runs once more at the end of the run, and
+// if that fails the same way it is listed with TaskFailure.Retry set and
+// is not journaled, so that running the job again runs just those tasks.
 func RunSolo(ctx context.Context, j *job.Job, exec Executor, cfg SoloConfig) (*Outcome, error) {
 	log := cfg.Logger
 	if log == nil {
@@ -110,7 +120,8 @@ func RunSolo(ctx context.Context, j *job.Job, exec Executor, cfg SoloConfig) (*O
 	if err != nil {
 		return nil, err
 	}
-	fold, err := OpenFolder(j, FoldConfig{Dir: cfg.RunDir, Result: cfg.Result, Rows: cfg.Rows, Progress: cfg.Progress, Logger: log})
+	fold, err := OpenFolder(j, FoldConfig{Dir: cfg.RunDir, Result: cfg.Result, Rows: cfg.Rows, Progress: cfg.Progress, Logger: log,
+		RetryMachineFailures: true})
 	if err != nil {
 		return nil, err
 	}
@@ -146,29 +157,64 @@ func sanitize(name string) string {
 
 type finished struct {
 	index int64
-	rec   JournalRecord
+	out   TaskOutcome
 }
 
 // dispatch runs every task not yet done on cfg.Slots goroutines, in index
 // order (whoever is free takes the next), and folds results on this
-// goroutine.
+// goroutine. A task whose failure depends on the machine (a timeout, a dead
+// worker) is run once more after every other task has been dispatched and
+// finished, when the machine is no longer busy with this run's other
+// tasks; if it fails that way again it is folded with FoldRetryable: part
+// of this run's outcome, not journaled, so that the next run of the same
+// command runs it again.
 func (r *soloRun) dispatch(ctx context.Context, exec Executor) error {
-	total := r.job.NumTasks()
 	if r.fold.Complete() {
 		return nil
 	}
 	// The dispatcher reads its own copy of the done set: the Folder's
 	// changes as results come in, on this goroutine.
 	done := slices.Clone(r.fold.done)
+	var todo []int64
+	for i := range r.job.NumTasks() {
+		if !done.get(i) {
+			todo = append(todo, i)
+		}
+	}
+	var again []finished
+	err := r.runAll(ctx, exec, todo, func(f finished) error {
+		if f.out.MachineDependent() {
+			r.log.Warn("Task failed on this machine; it runs again once the other tasks are done", "jobID", r.job.ID.String(),
+				"taskIndex", f.index, "reason", string(f.out.Body))
+			again = append(again, f)
+			return nil
+		}
+		return r.fold.Fold(f.out.record(f.index))
+	})
+	if err != nil || len(again) == 0 {
+		return err
+	}
+	todo = todo[:0]
+	for _, f := range again {
+		todo = append(todo, f.index)
+	}
+	return r.runAll(ctx, exec, todo, func(f finished) error {
+		if f.out.MachineDependent() {
+			return r.fold.FoldRetryable(f.out.record(f.index), f.out.Cause())
+		}
+		return r.fold.Fold(f.out.record(f.index))
+	})
+}
+
+// runAll runs tasks todo, in order, on cfg.Slots goroutines and calls fold
+// with each outcome on this goroutine.
+func (r *soloRun) runAll(ctx context.Context, exec Executor, todo []int64, fold func(finished) error) error {
 	g, gctx := errgroup.WithContext(ctx)
 	next := make(chan int64)
 	results := make(chan finished, r.cfg.Slots)
 	g.Go(func() error {
 		defer close(next)
-		for i := int64(0); i < total; i++ {
-			if done.get(i) {
-				continue
-			}
+		for _, i := range todo {
 			select {
 			case next <- i:
 			case <-gctx.Done():
@@ -183,12 +229,12 @@ func (r *soloRun) dispatch(ctx context.Context, exec Executor) error {
 		g.Go(func() error {
 			defer wg.Done()
 			for i := range next {
-				rec, err := r.runTask(gctx, exec, i)
+				out, err := r.runTask(gctx, exec, i)
 				if err != nil {
 					return err
 				}
 				select {
-				case results <- finished{i, rec}:
+				case results <- finished{i, out}:
 				case <-gctx.Done():
 					return gctx.Err()
 				}
@@ -202,7 +248,7 @@ func (r *soloRun) dispatch(ctx context.Context, exec Executor) error {
 		if foldErr != nil {
 			continue // drain
 		}
-		foldErr = r.fold.Fold(f.rec)
+		foldErr = fold(f)
 	}
 	if err := g.Wait(); err != nil {
 		return err
@@ -214,25 +260,30 @@ func (r *soloRun) dispatch(ctx context.Context, exec Executor) error {
 }
 
 // runTask computes task i once, or twice on different worker processes
-// when verifying, retrying when a worker process died under it.
-func (r *soloRun) runTask(ctx context.Context, exec Executor, i int64) (JournalRecord, error) {
+// when verifying, retrying when a worker process died under it. A
+// machine-dependent failure of either replica is the outcome: it says
+// nothing about the task, so it is neither a result nor a disagreement.
+func (r *soloRun) runTask(ctx context.Context, exec Executor, i int64) (TaskOutcome, error) {
 	t := r.job.Task(i)
 	if t.Chunk != nil {
 		path, err := WriteChunk(r.job, r.inputDir, *t.Chunk)
 		if err != nil {
-			return JournalRecord{}, err
+			return TaskOutcome{}, err
 		}
 		defer os.Remove(path)
 	}
 	req := TaskRequest(r.job, t, r.program, r.inputDir)
 	first, err := RunTask(ctx, exec, req, r.log)
 	if err != nil || first.Status != StatusOK || !r.cfg.Verify {
-		return first.record(i), err
+		return first, err
 	}
 	req.AvoidPID = first.PID
 	second, err := RunTask(ctx, exec, req, r.log)
 	if err != nil {
-		return JournalRecord{}, err
+		return TaskOutcome{}, err
+	}
+	if second.MachineDependent() {
+		return second, nil
 	}
 	if second.Status != StatusOK || !bytes.Equal(first.Body, second.Body) {
 		a, b := sha256.Sum256(first.Body), sha256.Sum256(second.Body)
@@ -240,9 +291,9 @@ func (r *soloRun) runTask(ctx context.Context, exec Executor, i int64) (JournalR
 		if second.Status != StatusOK {
 			reason = fmt.Sprintf("replicas disagree: process %d succeeded, process %d failed: %s", first.PID, second.PID, second.Body)
 		}
-		return JournalRecord{Index: i, Status: StatusFailed, Body: []byte(reason)}, nil
+		return TaskOutcome{Status: StatusFailed, Body: []byte(reason), Class: worker.ClassDeterministic}, nil
 	}
-	return first.record(i), nil
+	return first, nil
 }
 
 func (o TaskOutcome) record(i int64) JournalRecord {

@@ -86,25 +86,29 @@ type JobRecord struct {
 
 // Replica states. A replica starts "leased"; "returned" once its
 // submission arrived; "expired" or "released" when its lease ended without
-// a submission; "cancelled" when its task was decided while it was in
-// flight; "agreed", "deviated" or "unverified" once its returned task is
-// decided.
+// a submission; "machine-failed" when its peer reported a failure that
+// depends on the machine (Submission.Machine), which is not a vote;
+// "cancelled" when its task was decided while it was in flight; "agreed",
+// "deviated" or "unverified" once its returned task is decided.
 const (
-	ReplicaLeased     = "leased"
-	ReplicaReturned   = "returned"
-	ReplicaExpired    = "expired"
-	ReplicaReleased   = "released"
-	ReplicaCancelled  = "cancelled"
-	ReplicaAgreed     = "agreed"
-	ReplicaDeviated   = "deviated"
-	ReplicaUnverified = "unverified"
+	ReplicaLeased        = "leased"
+	ReplicaReturned      = "returned"
+	ReplicaExpired       = "expired"
+	ReplicaReleased      = "released"
+	ReplicaMachineFailed = "machine-failed"
+	ReplicaCancelled     = "cancelled"
+	ReplicaAgreed        = "agreed"
+	ReplicaDeviated      = "deviated"
+	ReplicaUnverified    = "unverified"
 )
 
 // ReplicaRecord is one replica of one task: the lease and, once returned,
 // the submission. Version counts the record's changes (1 for the insert);
 // Prev is the Version the store must hold for an update to apply (0 for an
 // insert). Result holds the submitted bytes only while the task is
-// undecided; nil afterwards.
+// undecided; nil afterwards. For a "machine-failed" replica, Deadline is
+// the time until which its peer is not leased the task again (while other
+// devices may take it), and Reason what the peer reported.
 type ReplicaRecord struct {
 	Lease    string
 	Job      job.ID

@@ -5,10 +5,12 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"idlepool/job"
 	"idlepool/worker"
@@ -81,33 +83,98 @@ func TaskRequest(j *job.Job, t job.Task, program, inputDir string) worker.Reques
 
 // TaskOutcome is what one execution of a task gave: StatusOK with the
 // program's result (one JSON value) in Body, or StatusFailed with the
-// reason in Body. Kind is the worker's failure kind ("" on success or for
-// a malformed result); PID is the worker process that ran it.
+// reason in Body. Kind is the worker's failure kind ("" on success, for a
+// malformed result or a setup error); Class is the failure's class ("" on
+// success): a ClassMachine failure is not the task's outcome and must be
+// run again, on this machine later or on another one. PID is the worker
+// process that ran it.
 type TaskOutcome struct {
 	Status byte
 	Body   []byte
 	Kind   worker.FailureKind
+	Class  worker.FailureClass
 	PID    int
 }
+
+// MachineDependent reports whether o is a failure that depends on the
+// machine that ran the task (a timeout, a dead worker, a setup error), so
+// that the task must be run again rather than reported as failed.
+func (o TaskOutcome) MachineDependent() bool { return o.Class == worker.ClassMachine }
+
+// Cause names a machine-dependent failure for people, in a few words:
+// "timed out", "lost its worker process", "could not be set up". It is ""
+// for other outcomes.
+func (o TaskOutcome) Cause() string {
+	if !o.MachineDependent() {
+		return ""
+	}
+	return causeOf(o.Kind)
+}
+
+func causeOf(k worker.FailureKind) string {
+	switch k {
+	case worker.FailureTimeout:
+		return machineCauses[0].cause
+	case worker.FailureWorkerDied:
+		return machineCauses[1].cause
+	case "":
+		return machineCauses[2].cause
+	}
+	return "did not finish"
+}
+
+// machineCauses are the starts of the reasons RunTask writes for
+// machine-dependent failures, now and in earlier versions, and their
+// causes in a few words.
+var machineCauses = []struct{ prefix, cause string }{
+	{"worker: task failed: " + string(worker.FailureTimeout) + ": ", "timed out"},
+	{"worker: task failed: " + string(worker.FailureWorkerDied) + ": ", "lost its worker process"},
+	{"worker: task setup failed", "could not be set up"},
+}
+
+// reasonCause names the cause of a machine-dependent failure from its
+// reason, in a few words; "" when reason names none (MachineReason).
+func reasonCause(reason string) string {
+	for _, c := range machineCauses {
+		if strings.HasPrefix(reason, c.prefix) {
+			return c.cause
+		}
+	}
+	return ""
+}
+
+// MachineReason reports whether reason, a failure reason written by
+// RunTask, names a machine-dependent failure. It classifies reasons whose
+// class was not recorded with them: journals written before failures were
+// classified, and submissions of agents that do not send the class. A
+// program cannot write such a reason: its log comes after the worker's.
+func MachineReason(reason string) bool { return reasonCause(reason) != "" }
 
 // RunTask runs req on exec, retrying (up to twice) when the worker process
 // died under the task for a reason outside it. A task that ran and failed
 // is a TaskOutcome with StatusFailed, whose reason is the worker's failure
-// and the last line of the program's log; stdout that is not JSON is a
-// failure too ("malformed result"). The error is non-nil only when the
-// task could not be run (ctx cancelled, no worker process could start).
+// and the last line of the program's log, and whose Class is the failure
+// kind's (worker.FailureKind.Class); stdout that is not JSON is a
+// deterministic failure too ("malformed result"), and a worker that could
+// not set the task up (worker.ErrSetup) a machine-dependent one. The error
+// is non-nil only when the task could not be run (ctx cancelled, no worker
+// process could start).
 func RunTask(ctx context.Context, exec Executor, req worker.Request, log *slog.Logger) (TaskOutcome, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	for try := 0; ; try++ {
 		res, err := exec.Run(ctx, req)
+		if errors.Is(err, worker.ErrSetup) && ctx.Err() == nil {
+			return TaskOutcome{Status: StatusFailed, Body: []byte(err.Error()), Class: worker.ClassMachine, PID: res.PID}, nil
+		}
 		if err != nil {
 			return TaskOutcome{}, err
 		}
 		if res.Failure == nil {
 			if !json.Valid(res.Stdout) {
-				return TaskOutcome{Status: StatusFailed, Body: []byte("malformed result: stdout is not one JSON object: " + excerpt(res.Stdout)), PID: res.PID}, nil
+				return TaskOutcome{Status: StatusFailed, Body: []byte("malformed result: stdout is not one JSON object: " + excerpt(res.Stdout)),
+					Class: worker.ClassDeterministic, PID: res.PID}, nil
 			}
 			return TaskOutcome{Status: StatusOK, Body: res.Stdout, PID: res.PID}, nil
 		}
@@ -125,7 +192,7 @@ func RunTask(ctx context.Context, exec Executor, req worker.Request, log *slog.L
 		if len(res.Stderr) > 0 {
 			reason += "; program log: " + lastLine(res.Stderr)
 		}
-		return TaskOutcome{Status: StatusFailed, Body: []byte(reason), Kind: res.Failure.Kind, PID: res.PID}, nil
+		return TaskOutcome{Status: StatusFailed, Body: []byte(reason), Kind: res.Failure.Kind, Class: res.Failure.Kind.Class(), PID: res.PID}, nil
 	}
 }
 

@@ -46,3 +46,13 @@ func TestDBRestart(t *testing.T) {
 	h.Reopen = reopen
 	pooltest.RunRestart(h)
 }
+
+// On SQLite, across restarts, a timeout is no vote and no receipt, and
+// the device that timed out is not leased the task again while others may
+// take it.
+func TestDBMachineFailures(t *testing.T) {
+	st, reopen := openDB(t)
+	h := pooltest.NewHarness(t, st, nil)
+	h.Reopen = reopen
+	pooltest.RunMachineFailures(h)
+}

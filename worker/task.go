@@ -153,6 +153,43 @@ func (k FailureKind) valid() bool {
 	return false
 }
 
+// FailureClass says whether a failure is the task's answer or a fact about
+// the machine that ran it (DESIGN.md invariant 16). Its values are stable
+// strings.
+type FailureClass string
+
+// The classes of task failure.
+const (
+	// ClassDeterministic: the program and its inputs alone caused the
+	// failure, so every machine fails the same way; it is the task's
+	// outcome and may be verified like a result.
+	ClassDeterministic FailureClass = "deterministic"
+	// ClassMachine: the failure depends on the machine that ran the task
+	// (its speed, its load, its other processes); another machine, or the
+	// same one later, may well finish the task. It is never a task's
+	// outcome: the task is run again.
+	ClassMachine FailureClass = "machine"
+)
+
+// Class returns the class of failures of kind k, the one place where this
+// is decided. Machine-dependent: FailureTimeout (time limits are wall-clock,
+// so a slow or busy machine runs past them, and "module not ready to run"
+// measures the machine's compile time) and FailureWorkerDied (the worker
+// process was killed or crashed: by someone else, by the host running out
+// of memory). Deterministic: FailureTrap, FailureExitStatus,
+// FailureOutOfMemory (the guest exceeded the linear memory the job
+// declares, the same on every machine), FailureOutputTooLarge and
+// FailureBadModule. An unknown kind is machine-dependent: it cannot be
+// shown to be the task's answer. A worker's own setup errors (ErrSetup) are
+// errors, not failures; callers treat them as ClassMachine too.
+func (k FailureKind) Class() FailureClass {
+	switch k {
+	case FailureTrap, FailureExitStatus, FailureOutOfMemory, FailureOutputTooLarge, FailureBadModule:
+		return ClassDeterministic
+	}
+	return ClassMachine
+}
+
 // Failure says why a task failed. It implements error so that callers may
 // return it as one; compare kinds with Kind, not the message.
 type Failure struct {

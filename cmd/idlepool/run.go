@@ -138,7 +138,66 @@ func cmdRun(ctx context.Context, g *globals, args []string) error {
 	if out.Resumed > 0 {
 		fmt.Fprintf(g.stderr, "(%d of %d tasks were taken from the journal of an earlier run)\n", out.Resumed, out.Total)
 	}
+	if rerr := retryError(err, out); rerr != nil {
+		return rerr
+	}
 	return outcomeError(err, out, "fix the program (try one task by hand: it reads its task as JSON on stdin), then run with --fresh")
+}
+
+// retryError explains a run whose failures include some that depend on
+// this machine (pool.TaskFailure.Retry): its last line says which tasks
+// the next run of the same command computes again. It is nil when there
+// are none.
+func retryError(err error, out *pool.Outcome) error {
+	var causes []string
+	tasks := map[string][]int64{}
+	n := 0
+	for _, f := range out.Failures {
+		if f.Retry == "" {
+			continue
+		}
+		if tasks[f.Retry] == nil {
+			causes = append(causes, f.Retry)
+		}
+		tasks[f.Retry] = append(tasks[f.Retry], f.Index)
+		n++
+	}
+	if n == 0 {
+		return nil
+	}
+	parts := make([]string, len(causes))
+	for i, c := range causes {
+		parts[i] = fmt.Sprintf("%s %s on this machine (%s)", plural(int64(len(tasks[c])), "task"), c, taskList(tasks[c]))
+	}
+	them := "them"
+	if n == 1 {
+		them = "it"
+	}
+	msg := fmt.Sprintf("%d of %d tasks failed; the result leaves them out (see \"failures\")", out.Failed, out.Total)
+	if int64(n) == out.Failed {
+		msg = fmt.Sprintf("%d of %d tasks did not finish on this machine; the result leaves %s out for now", n, out.Total, them)
+	}
+	return &userError{
+		Msg:   msg,
+		Hint:  strings.Join(parts, ", ") + "; run the same command again to retry " + them + " (only " + them + ")",
+		Cause: err,
+	}
+}
+
+// taskList shows task indexes as "task 3" or "tasks 3, 7, 9, …".
+func taskList(idx []int64) string {
+	if len(idx) == 1 {
+		return fmt.Sprintf("task %d", idx[0])
+	}
+	var parts []string
+	for i, x := range idx {
+		if i == 5 {
+			parts = append(parts, "…")
+			break
+		}
+		parts = append(parts, fmt.Sprint(x))
+	}
+	return "tasks " + strings.Join(parts, ", ")
 }
 
 // newRunDoc assembles the document `run --json` prints from a job's
@@ -298,7 +357,11 @@ func printHuman(w io.Writer, doc runDoc, out *pool.Outcome, labels map[string]st
 			fmt.Fprintf(w, "         ... and %d more failures\n", len(doc.Failures)-10)
 			break
 		}
-		fmt.Fprintf(w, "failed   task %d: %s\n", f.Index, f.Reason)
+		again := ""
+		if f.Retry != "" {
+			again = " (the next run tries it again)"
+		}
+		fmt.Fprintf(w, "failed   task %d: %s%s\n", f.Index, f.Reason, again)
 	}
 }
 

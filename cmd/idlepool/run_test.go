@@ -200,3 +200,53 @@ rule = "sum"
 	}
 	noStrayWorkers(t, home)
 }
+
+// A task that runs past its time limit failed on this machine, not in the
+// program: the run says so on its last line, and running the same command
+// again computes that task, and only it, again. (The time limit leaves the
+// other tasks, which print one line, ample time on a loaded machine; each
+// also gets a second try.)
+func TestTimedOutTaskIsRetriedByTheNextRun(t *testing.T) {
+	m := writeManifest(t, "loop", `name = "loops"
+program = "prog.wasm"
+[split]
+rule = "range"
+tasks = 3
+[split.params]
+loop = 1
+[[merge]]
+field = "x"
+rule = "sum"
+[policy]
+time_limit = "2s"
+`)
+	home := t.TempDir()
+	const last = "hint: 1 task timed out on this machine (task 1); run the same command again to retry it (only it)"
+	for run := 1; run <= 2; run++ {
+		out := idlepool(t, home, "run", m, "--json", "--workers", "2")
+		if out.code != 1 {
+			t.Fatalf("run %d: exit %d, want 1; stderr:\n%s", run, out.code, out.stderr)
+		}
+		lines := strings.Split(strings.TrimSpace(out.stderr), "\n")
+		if got := lines[len(lines)-1]; got != last {
+			t.Errorf("run %d: last line %q, want %q", run, got, last)
+		}
+		var r struct {
+			Failures []struct {
+				Task   int64
+				Reason string
+				Retry  string
+			}
+		}
+		if err := json.Unmarshal([]byte(out.stdout), &r); err != nil {
+			t.Fatal(err)
+		}
+		if len(r.Failures) != 1 || r.Failures[0].Task != 1 || r.Failures[0].Retry != "timed out" || !strings.Contains(r.Failures[0].Reason, "time_limit") {
+			t.Errorf("run %d: failures %+v, want task 1 timed out, to retry", run, r.Failures)
+		}
+		if run == 2 && !strings.Contains(out.stderr, "2 of 3 tasks were already done") {
+			t.Errorf("run 2 did not take the other tasks from the journal; stderr:\n%s", out.stderr)
+		}
+	}
+	noStrayWorkers(t, home)
+}

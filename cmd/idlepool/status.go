@@ -43,7 +43,7 @@ func cmdStatus(ctx context.Context, g *globals, args []string) error {
 	if *asJSON {
 		b, err := json.MarshalIndent(coord.JobInfo{Job: coord.HexDigest(st.Job), Name: st.Name, Owner: st.Owner, Merger: st.Merger,
 			Tasks: st.Tasks, Accepted: st.Accepted, Failed: st.Failed, Leased: st.Leased, Acked: st.Acked,
-			Complete: st.Complete, Quorum: st.Quorum, Redundancy: st.Redundancy}, "", "  ")
+			Complete: st.Complete, Quorum: st.Quorum, Redundancy: st.Redundancy, Retrying: st.Retrying, Trouble: st.Trouble}, "", "  ")
 		if err != nil {
 			return fmt.Errorf("encode status: %w", err)
 		}
@@ -60,6 +60,10 @@ func cmdStatus(ctx context.Context, g *globals, args []string) error {
 	fmt.Fprintf(w, "pool     %s\n", s.pool)
 	fmt.Fprintf(w, "state    %s\n", state)
 	fmt.Fprintf(w, "tasks    %d accepted, %d failed, %d leased now, %d total\n", st.Accepted, st.Failed, st.Leased, st.Tasks)
+	if st.Retrying > 0 {
+		fmt.Fprintf(w, "retrying %s that failed on a device for a reason of the device (timeout, dead worker), leased again to others: %s\n",
+			plural(st.Retrying, "task"), st.Trouble)
+	}
 	fmt.Fprintf(w, "merged   %d of %d outcomes taken by the merger\n", st.Acked, st.Accepted+st.Failed)
 	fmt.Fprintf(w, "quorum   %d agreeing replicas of distinct owners (%d leased at first)\n", st.Quorum, st.Redundancy)
 	fmt.Fprintf(w, "owner    %s\n", st.Owner)

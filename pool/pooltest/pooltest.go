@@ -142,3 +142,11 @@ func Result(b []byte) pool.Submission {
 func Failure(reason string) pool.Submission {
 	return pool.Submission{Digest: pool.ReplicaDigest(nil, true, reason), Failed: true, Reason: reason}
 }
+
+// Timeout returns a submission of a timeout, a failure that depends on the
+// machine, as an agent sends it (with Machine set).
+func Timeout() pool.Submission {
+	s := Failure("worker: task failed: timeout: task ran longer than its limit of 1s (raise policy.time_limit if the task needs longer)")
+	s.Machine = true
+	return s
+}

@@ -3,6 +3,7 @@ package pooltest
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -74,5 +75,106 @@ func RunRestart(h *Harness) {
 	}
 	if st, _ := h.S.Status(j.ID); !st.Complete || st.Accepted != 3 || st.Leased != 0 {
 		t.Errorf("final status %+v", st)
+	}
+}
+
+// RunMachineFailures runs a job whose tasks time out on some devices, a
+// failure that depends on the machine: a timeout is no vote and earns no
+// receipt, the task is leased again to other devices first (also across a
+// restart), the job's status says how often it failed, a submission
+// without the Machine flag whose reason is a timeout counts the same, and
+// a task that times out MaxReplicas times ends unverified.
+func RunMachineFailures(h *Harness) {
+	t := h.T
+	t.Helper()
+	ctx := context.Background()
+	alice := h.Device("alice", "alice-1")
+	bob, carol, dave := h.Device("bob", "bob-1"), h.Device("carol", "carol-1"), h.Device("dave", "dave-1")
+	j := h.Job("machine", 2, Policy{Redundancy: 1, Quorum: 1, LeaseTimeout: time.Minute}, alice)
+
+	lb := h.Lease(bob, 1)
+	h.Submit(lb[0], Timeout())
+	if err := h.S.Submit(ctx, bob, lb[0].ID, Timeout()); err != nil {
+		t.Errorf("sending the same timeout again: %v", err)
+	}
+	st, _ := h.S.Status(j.ID)
+	if st.Retrying != 1 || st.Failed != 0 || st.Trouble != "task 0 timed out on 1 device; it ends unverified at 5 such failures" {
+		t.Errorf("status after one timeout: retrying %d, failed %d, trouble %q", st.Retrying, st.Failed, st.Trouble)
+	}
+	// bob is not leased task 0 again while others may take it.
+	lb = h.Lease(bob, 5)
+	if diff := cmp.Diff([]int64{1}, Tasks(lb)); diff != "" {
+		t.Fatalf("bob's leases after his timeout (-want +got):\n%s", diff)
+	}
+	h.Submit(lb[0], Good(1))
+
+	h.Restart()
+	if ls := h.Lease(bob, 5); len(ls) != 0 {
+		t.Fatalf("bob was leased tasks %v after a restart, want none", Tasks(ls))
+	}
+	lc := h.Lease(carol, 5)
+	if diff := cmp.Diff([]int64{0}, Tasks(lc)); diff != "" {
+		t.Fatalf("carol's leases (-want +got):\n%s", diff)
+	}
+	old := Timeout() // an agent that does not send the class
+	old.Machine = false
+	h.Submit(lc[0], old)
+	st, _ = h.S.Status(j.ID)
+	if st.Retrying != 1 || st.Failed != 0 || st.Trouble != "task 0 timed out on 2 devices; it ends unverified at 5 such failures" {
+		t.Errorf("status after two timeouts: retrying %d, failed %d, trouble %q", st.Retrying, st.Failed, st.Trouble)
+	}
+	if ls := h.Lease(carol, 5); len(ls) != 0 {
+		t.Fatalf("carol was leased tasks %v after her timeout, want none", Tasks(ls))
+	}
+	ld := h.Lease(dave, 5)
+	if diff := cmp.Diff([]int64{0}, Tasks(ld)); diff != "" {
+		t.Fatalf("dave's leases (-want +got):\n%s", diff)
+	}
+	h.Submit(ld[0], Good(0))
+	h.Restart()
+	want := []pool.Verified{
+		{Seq: 1, Task: 1, Status: pool.OutcomeOK, Result: Good(1).Result},
+		{Seq: 2, Task: 0, Status: pool.OutcomeOK, Result: Good(0).Result},
+	}
+	if diff := cmp.Diff(want, h.Results(alice, j.ID)); diff != "" {
+		t.Errorf("results (-want +got):\n%s", diff)
+	}
+	wantE := SortSummaries([]EntrySummary{{pool.KindReceipt, 0, dave, 1}, {pool.KindReceipt, 1, bob, 1}})
+	if diff := cmp.Diff(wantE, Summarize(h.Ledger())); diff != "" {
+		t.Errorf("ledger: the timeouts earned entries (-want +got):\n%s", diff)
+	}
+	if st, _ := h.S.Status(j.ID); !st.Complete || st.Accepted != 2 || st.Retrying != 0 || st.Trouble != "" {
+		t.Errorf("final status %+v", st)
+	}
+
+	// Alone, a device takes its timed-out task again once the hold (the
+	// job's lease timeout) has passed; five timeouts end the task
+	// unverified, with no ledger entry.
+	before := len(h.Ledger())
+	k := h.Job("machine-alone", 1, Policy{Redundancy: 1, Quorum: 1, LeaseTimeout: time.Minute}, alice)
+	for try := 1; try <= 5; try++ {
+		if try == 3 {
+			h.Restart()
+		}
+		ls := h.Lease(bob, 1)
+		if len(ls) != 1 || ls[0].Job != k.ID {
+			t.Fatalf("try %d: bob's leases %v, want task 0 of the second job", try, Tasks(ls))
+		}
+		h.Submit(ls[0], Timeout())
+		if ls := h.Lease(bob, 1); len(ls) != 0 && try < 5 {
+			t.Fatalf("try %d: bob was leased %v again within the hold", try, Tasks(ls))
+		}
+		h.Clock.Advance(time.Minute)
+	}
+	st, _ = h.S.Status(k.ID)
+	if !st.Complete || st.Failed != 1 || st.Accepted != 0 || st.Retrying != 0 {
+		t.Errorf("status after five timeouts: %+v", st)
+	}
+	got := h.Results(alice, k.ID)
+	if len(got) != 1 || got[0].Status != pool.OutcomeUnverified || !strings.Contains(got[0].Reason, "no device finished it: it failed 5 times, each") {
+		t.Errorf("outcome after five timeouts: %+v", got)
+	}
+	if n := len(h.Ledger()); n != before {
+		t.Errorf("five timeouts wrote %d ledger entries", n-before)
 	}
 }
