@@ -474,7 +474,7 @@ func (m *Manifest) checkSplit() error {
 	// The rule sets these in every task's params; a constant of the same
 	// name would be silently overwritten.
 	ruleParams := map[string][]string{
-		"kfold":  {"k", "fold", "rows", "shuffle", "permutation_seed"},
+		"kfold":  {"k", "fold", "rows", "shuffle", "permutation_seed", "permutation_seed_hex"},
 		"chunks": {"chunk_index", "offset", "length", "sha256", "header"},
 	}
 	for _, name := range ruleParams[s.Rule] {
