@@ -279,7 +279,7 @@ func printHuman(w io.Writer, doc runDoc, out *pool.Outcome, labels map[string]st
 		}
 		sort.Strings(names)
 		for _, k := range names {
-			fmt.Fprintf(w, "%-16s %.10g\n", k, out.Derived[k])
+			fmt.Fprintf(w, "%-16s %s\n", k, numberText(out.Derived[k]))
 		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(out.DeriveErrors)) {
