@@ -1,7 +1,11 @@
 package main
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -46,5 +50,39 @@ tiny             1.0000000000000002
 `
 	if diff := cmp.Diff(want, b.String()); diff != "" {
 		t.Errorf("printHuman (-want +got):\n%s", diff)
+	}
+}
+
+// --json names each output file (collect, concat) by its path as well as
+// its digest and size, and the plain output says where it landed.
+func TestRunDocOutputPaths(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "output-folds.jsonl")
+	body := "{\"task\":0}\n{\"task\":1}\n"
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out := &pool.Outcome{Result: map[string]any{}, Outputs: map[string]string{"folds": path}}
+	doc, err := newRunDoc("n", out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(doc.Outputs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]map[string]any
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte(body))
+	want := map[string]map[string]any{"folds": {"sha256": hex.EncodeToString(sum[:]), "bytes": float64(len(body)), "path": path}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("outputs in --json (-want +got):\n%s", diff)
+	}
+	var plain strings.Builder
+	printHuman(&plain, doc, out, nil)
+	if line := "output   folds: " + path + "\n"; !strings.Contains(plain.String(), line) {
+		t.Errorf("plain output lacks %q:\n%s", line, plain.String())
 	}
 }

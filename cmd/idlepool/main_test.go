@@ -64,7 +64,7 @@ type result struct {
 	} `json:"tasks"`
 	Result   map[string]json.RawMessage `json:"result"`
 	Derived  map[string]float64         `json:"derived"`
-	Outputs  map[string]struct{ SHA256 string }
+	Outputs  map[string]struct{ SHA256, Path string }
 	Failures []struct {
 		Task   int64
 		Reason string
