@@ -240,6 +240,9 @@ func (j *Job) canonical() ([]byte, error) {
 			pol["cost_param"] = p.CostParam
 		}
 	}
+	if p.StdoutMiB != DefaultStdoutMiB && p.StdoutMiB != 0 { // absent at the default: older IDs stay valid
+		doc["policy"].(map[string]any)["stdout_mib"] = int64(p.StdoutMiB)
+	}
 	return canonicalEncMode.Marshal(doc)
 }
 
@@ -431,6 +434,9 @@ func checkWasm(m *Manifest, path string) error {
 		return m.fail("program", "%v", err)
 	}
 	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.Size() > MaxProgramBytes {
+		return m.fail("program", "%s is %d MiB, larger than the %d MiB a worker loads", path, fi.Size()>>20, MaxProgramBytes>>20)
+	}
 	magic := make([]byte, 4)
 	if _, err := io.ReadFull(f, magic); err != nil || !bytes.Equal(magic, []byte("\x00asm")) {
 		return m.fail("program", "%s is not a WebAssembly module (build it with GOOS=wasip1 GOARCH=wasm go build)", path)
