@@ -99,6 +99,7 @@ func FromCanonical(canonical []byte, blob func(Digest) string) (*Job, error) {
 		LeaseTimeout: Duration{time.Duration(num("lease_timeout_ms")) * time.Millisecond},
 		MemoryMiB:    int(num("memory_mib")),
 		TimeLimit:    Duration{time.Duration(num("time_limit_ms")) * time.Millisecond},
+		StdoutMiB:    int(num("stdout_mib")),
 		Participants: str(pol, "participants"),
 		CostParam:    str(pol, "cost_param"),
 	}

@@ -85,6 +85,12 @@ type Policy struct {
 	Participants string   `toml:"participants"`
 	TaskCost     float64  `toml:"task_cost"`
 	CostParam    string   `toml:"cost_param"`
+
+	// StdoutMiB bounds every task everywhere too: what it may write on
+	// stdout, its result, in MiB, 1..MaxStdoutMiB, default
+	// DefaultStdoutMiB. Writing more fails the task (worker failure kind
+	// output-too-large).
+	StdoutMiB int `toml:"stdout_mib"`
 }
 
 // Requirements is the [requirements] table: what a machine must offer to
@@ -154,6 +160,16 @@ const (
 	// MaxMemoryMiB is the most linear memory a WebAssembly module can
 	// address (4 GiB, 65536 pages of 64 KiB).
 	MaxMemoryMiB = 4096
+	// DefaultStdoutMiB is a task's stdout (result) limit when the policy
+	// sets no stdout_mib; it equals the worker's default.
+	DefaultStdoutMiB = 16
+	// MaxStdoutMiB is the largest stdout_mib: what every worker captures
+	// (worker.MaxStdoutLimitBytes) and every pool accepts as one result
+	// (pool.DefaultMaxResultBytes), so no donor refuses it.
+	MaxStdoutMiB = 64
+	// MaxProgramBytes is the largest program a worker loads
+	// (worker.MaxModuleBytes); Plan refuses a larger one.
+	MaxProgramBytes = 256 << 20
 )
 
 // ManifestError is a problem in a manifest, for people: the file, where in
@@ -360,6 +376,9 @@ func (p *Policy) normalise(m *Manifest) error {
 	if p.TimeLimit.Duration == 0 {
 		p.TimeLimit.Duration = DefaultTimeLimit
 	}
+	if p.StdoutMiB == 0 {
+		p.StdoutMiB = DefaultStdoutMiB
+	}
 	if p.Participants == "" {
 		p.Participants = DefaultParticipants
 	}
@@ -375,6 +394,9 @@ func (p *Policy) normalise(m *Manifest) error {
 		return m.fail("policy.lease_timeout", "want at least 1s, got %s", p.LeaseTimeout.Duration)
 	case p.MemoryMiB < 1 || p.MemoryMiB > MaxMemoryMiB:
 		return m.fail("policy.memory_mib", "want 1..%d MiB, got %d", MaxMemoryMiB, p.MemoryMiB)
+	case p.StdoutMiB < 1 || p.StdoutMiB > MaxStdoutMiB:
+		return m.fail("policy.stdout_mib", "want 1..%d MiB, got %d: a task's result may be at most %d MiB, the most a worker captures and a pool accepts",
+			MaxStdoutMiB, p.StdoutMiB, MaxStdoutMiB)
 	case p.TimeLimit.Duration < 100*time.Millisecond:
 		return m.fail("policy.time_limit", "want at least 100ms, got %s", p.TimeLimit.Duration)
 	// The job ID holds durations in whole milliseconds (see canonical).
@@ -474,7 +496,7 @@ func (m *Manifest) checkSplit() error {
 	// The rule sets these in every task's params; a constant of the same
 	// name would be silently overwritten.
 	ruleParams := map[string][]string{
-		"kfold":  {"k", "fold", "rows", "shuffle", "permutation_seed"},
+		"kfold":  {"k", "fold", "rows", "shuffle", "permutation_seed", "permutation_seed_hex"},
 		"chunks": {"chunk_index", "offset", "length", "sha256", "header"},
 	}
 	for _, name := range ruleParams[s.Rule] {

@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"sort"
+	"strconv"
 
 	"github.com/fxamacker/cbor/v2"
 
@@ -239,6 +240,9 @@ func (j *Job) canonical() ([]byte, error) {
 			pol["cost_param"] = p.CostParam
 		}
 	}
+	if p.StdoutMiB != DefaultStdoutMiB && p.StdoutMiB != 0 { // absent at the default: older IDs stay valid
+		doc["policy"].(map[string]any)["stdout_mib"] = int64(p.StdoutMiB)
+	}
 	return canonicalEncMode.Marshal(doc)
 }
 
@@ -271,6 +275,12 @@ func TaskSeed(id ID, index int64) [32]byte {
 // Seed64 is the first 8 bytes of a seed as a big-endian uint64: the form a
 // program receives in its task JSON.
 func Seed64(seed [32]byte) uint64 { return binary.BigEndian.Uint64(seed[:8]) }
+
+// Seed64Hex is Seed64 written as 16 lowercase hex digits, zero-padded: the
+// first 8 bytes of the seed in hex. Task JSON carries it beside the number
+// for readers that parse JSON numbers as doubles, which hold integers
+// exactly only up to 2^53.
+func Seed64Hex(seed [32]byte) string { return hex.EncodeToString(seed[:8]) }
 
 // Task is one independent piece of a job.
 type Task struct {
@@ -326,6 +336,7 @@ func (j *Job) Task(index int64) Task {
 		t.Params["shuffle"] = s.Shuffle
 		if s.Shuffle {
 			t.Params["permutation_seed"] = Seed64(Seed(j.ID))
+			t.Params["permutation_seed_hex"] = Seed64Hex(Seed(j.ID))
 		}
 	case "chunks":
 		c := j.chunks[index]
@@ -344,19 +355,28 @@ func (j *Job) Task(index int64) Task {
 
 // taskDoc is the JSON a program reads on stdin. Its fields are in sorted
 // key order, as encoding/json writes struct fields in declaration order.
+// The seed is given three ways: a JSON number (exact only for readers with
+// 64-bit unsigned integers; most seeds are above 2^53, where a double
+// rounds), and the same value as a decimal string and as 16 hex digits.
 type taskDoc struct {
-	Index  int64             `json:"index"`
-	Inputs map[string]string `json:"inputs"`
-	Job    string            `json:"job"`
-	Params map[string]any    `json:"params"`
-	Seed   uint64            `json:"seed"`
+	Index       int64             `json:"index"`
+	Inputs      map[string]string `json:"inputs"`
+	Job         string            `json:"job"`
+	Params      map[string]any    `json:"params"`
+	Seed        uint64            `json:"seed"`
+	SeedDecimal string            `json:"seed_decimal"`
+	SeedHex     string            `json:"seed_hex"`
 }
 
 // TaskJSON returns the bytes a program reads on stdin for task index: a JSON
-// object {"job", "index", "seed", "params", "inputs"} with sorted keys, the
-// same bytes on every machine.
+// object {"job", "index", "seed", "seed_decimal", "seed_hex", "params",
+// "inputs"} with sorted keys, the same bytes on every machine. seed is
+// Seed64 of the task seed as a number, seed_decimal the same as a decimal
+// string and seed_hex as Seed64Hex.
 func (j *Job) TaskJSON(t Task) []byte {
-	b, err := json.Marshal(taskDoc{Job: j.ID.String(), Index: t.Index, Seed: Seed64(t.Seed), Params: t.Params, Inputs: t.Inputs})
+	s := Seed64(t.Seed)
+	b, err := json.Marshal(taskDoc{Job: j.ID.String(), Index: t.Index, Seed: s,
+		SeedDecimal: strconv.FormatUint(s, 10), SeedHex: Seed64Hex(t.Seed), Params: t.Params, Inputs: t.Inputs})
 	if err != nil {
 		panic(fmt.Sprintf("job: encode task: %v", err)) // params were checked by the manifest
 	}
@@ -414,6 +434,9 @@ func checkWasm(m *Manifest, path string) error {
 		return m.fail("program", "%v", err)
 	}
 	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.Size() > MaxProgramBytes {
+		return m.fail("program", "%s is %d MiB, larger than the %d MiB a worker loads", path, fi.Size()>>20, MaxProgramBytes>>20)
+	}
 	magic := make([]byte, 4)
 	if _, err := io.ReadFull(f, magic); err != nil || !bytes.Equal(magic, []byte("\x00asm")) {
 		return m.fail("program", "%s is not a WebAssembly module (build it with GOOS=wasip1 GOARCH=wasm go build)", path)

@@ -3,6 +3,8 @@ package job
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -810,6 +813,7 @@ field = "accuracy"
 				want := map[string]any{"epochs": int64(3), "k": int64(2), "fold": f, "rows": int64(5), "shuffle": shuffle}
 				if shuffle {
 					want["permutation_seed"] = Seed64(Seed(j.ID))
+					want["permutation_seed_hex"] = Seed64Hex(Seed(j.ID))
 				}
 				if diff := cmp.Diff(want, task.Params); diff != "" {
 					t.Errorf("Task(%d).Params (-want +got):\n%s", f, diff)
@@ -1238,7 +1242,7 @@ func TestPlanTaskJSON(t *testing.T) {
 				if err := json.Unmarshal(b, &top); err != nil {
 					t.Fatalf("task %d: %v", i, err)
 				}
-				if diff := cmp.Diff([]string{"index", "inputs", "job", "params", "seed"}, slices.Sorted(maps.Keys(top))); diff != "" {
+				if diff := cmp.Diff([]string{"index", "inputs", "job", "params", "seed", "seed_decimal", "seed_hex"}, slices.Sorted(maps.Keys(top))); diff != "" {
 					t.Errorf("task %d: top-level keys (-want +got):\n%s", i, diff)
 				}
 				var doc struct {
@@ -1285,10 +1289,65 @@ field = "v"
 `
 	j := plan(t, manifest, goldenFiles)
 	task := j.Task(1)
-	want := fmt.Sprintf(`{"index":1,"inputs":{"cfg":"/input/cfg"},"job":"%s","params":{"T":1e+21,"big":9007199254740993,"z":"\u003c\u0026\u003e"},"seed":%d}`,
-		j.ID, Seed64(task.Seed))
+	s := Seed64(task.Seed)
+	want := fmt.Sprintf(`{"index":1,"inputs":{"cfg":"/input/cfg"},"job":"%s","params":{"T":1e+21,"big":9007199254740993,"z":"\u003c\u0026\u003e"},"seed":%d,"seed_decimal":"%d","seed_hex":"%016x"}`,
+		j.ID, s, s, s)
 	if diff := cmp.Diff(want, string(j.TaskJSON(task))); diff != "" {
 		t.Errorf("TaskJSON (-want +got):\n%s", diff)
+	}
+}
+
+// A reader that parses JSON numbers as doubles (JavaScript, jq, many C
+// libraries) gets a different seed for every seed above 2^53, which is most
+// of them; the seed's strings give it the exact value, and the hex form is
+// the first 8 bytes of SHA-256("idlepool/task-seed/v1" 0x00 job ID index).
+func TestPlanTaskJSONSeedStrings(t *testing.T) {
+	tests := []struct {
+		name, manifest string
+		task           int64
+	}{
+		{"range", rangeManifest, 0},
+		{"kfold-shuffle", kfoldShuffleManifest, 1},
+	}
+	above := 0
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			j := plan(t, tc.manifest, goldenFiles)
+			var doc struct {
+				Seed        json.Number    `json:"seed"`
+				SeedDecimal string         `json:"seed_decimal"`
+				SeedHex     string         `json:"seed_hex"`
+				Params      map[string]any `json:"params"`
+			}
+			dec := json.NewDecoder(bytes.NewReader(j.TaskJSON(j.Task(tc.task))))
+			dec.UseNumber()
+			if err := dec.Decode(&doc); err != nil {
+				t.Fatal(err)
+			}
+			h := sha256.New()
+			h.Write([]byte("idlepool/task-seed/v1\x00"))
+			h.Write(j.ID[:])
+			h.Write([]byte{0, 0, 0, 0, 0, 0, 0, byte(tc.task)})
+			first8 := h.Sum(nil)[:8]
+			want := binary.BigEndian.Uint64(first8)
+			if want > 1<<53 {
+				above++
+			}
+			got := [3]string{doc.Seed.String(), doc.SeedDecimal, doc.SeedHex}
+			if w := [3]string{strconv.FormatUint(want, 10), strconv.FormatUint(want, 10), hex.EncodeToString(first8)}; got != w {
+				t.Errorf("(seed, seed_decimal, seed_hex) = %q, want %q", got, w)
+			}
+			if tc.name != "kfold-shuffle" {
+				return
+			}
+			js := Seed(j.ID)
+			if got, want := doc.Params["permutation_seed_hex"], hex.EncodeToString(js[:8]); got != want {
+				t.Errorf("params.permutation_seed_hex = %v, want %q", got, want)
+			}
+		})
+	}
+	if above == 0 {
+		t.Error("no seed above 2^53 among the cases: the test shows nothing")
 	}
 }
 

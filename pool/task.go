@@ -2,6 +2,7 @@ package pool
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -67,7 +68,7 @@ func WriteChunk(j *job.Job, inputDir string, c job.Chunk) (string, error) {
 
 // TaskRequest returns the worker request that runs task t of j with the
 // program and input directory from PrepareInputs: the task's JSON on
-// stdin, its seed, and the job's memory and time limits.
+// stdin, its seed, and the job's memory, time and stdout limits.
 func TaskRequest(j *job.Job, t job.Task, program, inputDir string) worker.Request {
 	p := j.Manifest.Policy
 	return worker.Request{
@@ -78,6 +79,7 @@ func TaskRequest(j *job.Job, t job.Task, program, inputDir string) worker.Reques
 		Seed:           t.Seed,
 		MemoryLimitMiB: p.MemoryMiB,
 		Timeout:        p.TimeLimit.Duration,
+		MaxStdoutBytes: p.StdoutMiB << 20,
 	}
 }
 
@@ -187,13 +189,39 @@ func RunTask(ctx context.Context, exec Executor, req worker.Request, log *slog.L
 		case worker.FailureTimeout:
 			reason += " (raise policy.time_limit if the task needs longer)"
 		case worker.FailureOutOfMemory:
-			reason += " (raise policy.memory_mib if the task needs more)"
+			reason += memoryHint(req.MemoryLimitMiB)
+		case worker.FailureOutputTooLarge:
+			reason += stdoutHint(req.MaxStdoutBytes)
 		}
 		if len(res.Stderr) > 0 {
 			reason += "; program log: " + lastLine(res.Stderr)
 		}
 		return TaskOutcome{Status: StatusFailed, Body: []byte(reason), Kind: res.Failure.Kind, Class: res.Failure.Kind.Class(), PID: res.PID}, nil
 	}
+}
+
+// memoryHint names the setting behind an out-of-memory failure under a
+// limit of limitMiB (0: the worker's default), or says that none can help.
+func memoryHint(limitMiB int) string {
+	limitMiB = cmp.Or(limitMiB, worker.DefaultMemoryLimitMiB)
+	if limitMiB >= job.MaxMemoryMiB {
+		return fmt.Sprintf(" (the task needs more than %d MiB of memory, the most a WebAssembly module can address: make it use less)", limitMiB)
+	}
+	return fmt.Sprintf(" (the task needs more than its %d MiB of memory; raise policy.memory_mib, at most %d)", limitMiB, job.MaxMemoryMiB)
+}
+
+// stdoutHint names the setting behind a result over the stdout limit of
+// maxBytes (0: the worker's default), or says that none can help.
+func stdoutHint(maxBytes int) string {
+	maxBytes = cmp.Or(maxBytes, worker.DefaultMaxStdoutBytes)
+	limit := fmt.Sprintf("%d MiB", maxBytes>>20)
+	if maxBytes%(1<<20) != 0 {
+		limit = fmt.Sprintf("%d-byte", maxBytes)
+	}
+	if maxBytes >= job.MaxStdoutMiB<<20 {
+		return fmt.Sprintf(" (the result is larger than the %s stdout limit, the most a pool accepts: make each task's result smaller, e.g. by cutting the job into more tasks)", limit)
+	}
+	return fmt.Sprintf(" (the result is larger than the %s stdout limit; raise policy.stdout_mib, at most %d)", limit, job.MaxStdoutMiB)
 }
 
 // excerpt quotes the start of a program's output for a failure reason.

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 )
@@ -84,12 +83,8 @@ func (n node) String() string {
 	}
 	switch v := n.scalar.(type) {
 	case json.Number:
-		if i, err := v.Int64(); err == nil {
-			return strconv.FormatInt(i, 10)
-		}
-		if f, err := v.Float64(); err == nil {
-			return strconv.FormatFloat(f, 'g', 7, 64)
-		}
+		// The literal as --json has it: an exact sum keeps all its
+		// digits, a float every digit that tells it apart.
 		return v.String()
 	case nil:
 		return "-"
@@ -180,4 +175,16 @@ func printTable(w io.Writer, name, label string, n node) {
 		fmt.Fprintf(tw, "  %s\t%s\t\n", key, strings.Join(cells, "\t"))
 	}
 	tw.Flush()
+}
+
+// numberText writes a float64 as --json does: encoding/json's shortest form
+// that reads back as the same float64 ("0.7853981633974483",
+// "9333338000000000000", "1e-7"), or NaN and ±Inf, which JSON cannot hold,
+// as Go prints them.
+func numberText(f float64) string {
+	b, err := json.Marshal(f)
+	if err != nil {
+		return fmt.Sprint(f)
+	}
+	return string(b)
 }

@@ -41,7 +41,7 @@ func runMain(m *testing.M) int {
 	wasm = map[string]string{}
 	for name, pkg := range map[string]string{
 		"pi": "../../examples/pi", "ising": "../../examples/ising", "kfold": "../../examples/kfold",
-		"csvstats": "../../examples/csvstats", "fail": "./testdata/fail", "loop": "./testdata/loop",
+		"csvstats": "../../examples/csvstats", "fail": "./testdata/fail", "loop": "./testdata/loop", "big": "./testdata/big",
 	} {
 		out := filepath.Join(dir, name+".wasm")
 		cmd := exec.Command("go", "build", "-o", out, pkg)
@@ -63,7 +63,7 @@ type result struct {
 	} `json:"tasks"`
 	Result   map[string]json.RawMessage `json:"result"`
 	Derived  map[string]float64         `json:"derived"`
-	Outputs  map[string]struct{ SHA256 string }
+	Outputs  map[string]struct{ SHA256, Path string }
 	Failures []struct {
 		Task   int64
 		Reason string

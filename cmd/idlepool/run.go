@@ -46,9 +46,14 @@ type taskCounts struct {
 	Failed int64 `json:"failed"`
 }
 
+// fileInfo describes an output file (a collect or concat entry's) in
+// --json: its SHA-256 in hex, its size in bytes and its absolute path on
+// this machine, the one member of the document that depends on where the
+// home directory is.
 type fileInfo struct {
 	SHA256 string `json:"sha256"`
 	Bytes  int64  `json:"bytes"`
+	Path   string `json:"path"`
 }
 
 func cmdRun(ctx context.Context, g *globals, args []string) error {
@@ -302,7 +307,7 @@ func hashFile(path string) (fileInfo, error) {
 	if err != nil {
 		return fileInfo{}, err
 	}
-	return fileInfo{SHA256: hex.EncodeToString(h.Sum(nil)), Bytes: n}, nil
+	return fileInfo{SHA256: hex.EncodeToString(h.Sum(nil)), Bytes: n, Path: path}, nil
 }
 
 func formatParams(s job.SplitSpec, params map[string]any) string {
@@ -338,7 +343,7 @@ func printHuman(w io.Writer, doc runDoc, out *pool.Outcome, labels map[string]st
 		}
 		sort.Strings(names)
 		for _, k := range names {
-			fmt.Fprintf(w, "%-16s %.10g\n", k, out.Derived[k])
+			fmt.Fprintf(w, "%-16s %s\n", k, numberText(out.Derived[k]))
 		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(out.DeriveErrors)) {

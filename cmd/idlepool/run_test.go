@@ -106,7 +106,11 @@ rule = "sum"
 `)
 				home := t.TempDir()
 				r, _ := runJSON(t, home, m)
-				rows := readJSONLines(t, filepath.Join(home, "data", "runs", r.Job, "output-folds.jsonl"))
+				path := r.Outputs["folds"].Path
+				if want := filepath.Join(home, "data", "runs", r.Job, "output-folds.jsonl"); path != want {
+					t.Errorf("outputs.folds.path = %q, want %q", path, want)
+				}
+				rows := readJSONLines(t, path)
 				if len(rows) != k {
 					t.Fatalf("%d fold rows, want %d", len(rows), k)
 				}

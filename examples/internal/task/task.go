@@ -6,8 +6,13 @@
 // On bad input it writes a message to stderr and exits 1. The task looks
 // like
 //
-//	{"job":"<64 hex>","index":7,"seed":1234567890123,
-//	 "params":{"samples":1000000},"inputs":{"data":"/input/data"}}
+//	{"index":7,"inputs":{"data":"/input/data"},"job":"<64 hex>",
+//	 "params":{"samples":1000000},"seed":13587311887558109768,
+//	 "seed_decimal":"13587311887558109768","seed_hex":"bc8fd42c4e57ea48"}
+//
+// Go decodes the seed number into a uint64 exactly, so Task reads only
+// "seed"; seed_decimal and seed_hex carry the same value for readers that
+// parse JSON numbers as doubles.
 //
 // A program keeps its computation in ordinary functions that tests call
 // directly, and its main is a thin shell:
