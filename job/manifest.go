@@ -55,9 +55,15 @@ type Manifest struct {
 //   - "kfold": K tasks over the CSV input Input; task f tests on the rows
 //     in fold f (package job/fold), optionally Shuffle'd by a permutation
 //     derived from the job seed.
-//   - "chunks": the file input Input cut into line-aligned chunks of at
-//     most ChunkBytes bytes, one task per chunk; with Header the first line
+//   - "chunks": the file input Input cut into chunks of whole rows of at
+//     most ChunkBytes bytes, one task per chunk; with Header the first row
 //     is kept out of the chunks and given to every task.
+//
+// Format says what a row of a kfold or chunks input is: FormatCSV (RFC
+// 4180 records; the default for kfold and for an input whose file name
+// ends in ".csv") or FormatLines (physical lines; the default for other
+// chunks inputs). The file must be valid in that format, or Plan refuses
+// it, naming the line.
 type SplitSpec struct {
 	Rule       string         `toml:"rule"`
 	Tasks      int64          `toml:"tasks"`
@@ -66,6 +72,7 @@ type SplitSpec struct {
 	Shuffle    bool           `toml:"shuffle"`
 	ChunkBytes int64          `toml:"chunk_bytes"`
 	Header     bool           `toml:"header"`
+	Format     string         `toml:"format"`
 	Params     map[string]any `toml:"params"`
 	Grid       map[string]any `toml:"grid"`
 }
@@ -497,6 +504,9 @@ func (m *Manifest) checkSplit() error {
 		}
 		return nil
 	}
+	if s.Format != "" && s.Rule != "kfold" && s.Rule != "chunks" {
+		return m.fail("split.format", "applies only to the kfold and chunks rules, which read rows of a file")
+	}
 	switch s.Rule {
 	case "range", "replicas":
 		return needTasks()
@@ -528,17 +538,41 @@ func (m *Manifest) checkSplit() error {
 		if s.K < 2 || s.K > 1000 {
 			return m.fail("split.k", "want 2..1000 folds, got %d", s.K)
 		}
-		return needInput()
+		if err := needInput(); err != nil {
+			return err
+		}
+		return m.checkFormat()
 	case "chunks":
 		if s.ChunkBytes < 1 {
 			return m.fail("split.chunk_bytes", "want a positive chunk size in bytes, got %d", s.ChunkBytes)
 		}
-		return needInput()
+		if err := needInput(); err != nil {
+			return err
+		}
+		return m.checkFormat()
 	case "":
 		return m.fail("split.rule", "missing: one of range, grid, replicas, kfold, chunks")
 	default:
 		return m.fail("split.rule", "unknown rule %q: want one of range, grid, replicas, kfold, chunks", s.Rule)
 	}
+}
+
+// checkFormat checks split.format of a kfold or chunks split, or fills in
+// its default: csv for kfold and for an input whose file name ends in
+// ".csv", lines otherwise.
+func (m *Manifest) checkFormat() error {
+	s := &m.Split
+	switch s.Format {
+	case FormatCSV, FormatLines:
+		return nil
+	case "":
+		s.Format = s.baseFormat()
+		if strings.EqualFold(filepath.Ext(m.Inputs[s.Input]), ".csv") {
+			s.Format = FormatCSV
+		}
+		return nil
+	}
+	return m.fail("split.format", "want \"csv\" (RFC 4180 records) or \"lines\" (plain text, one row per line), got %q", s.Format)
 }
 
 func checkParams(where string, params map[string]any) error {
