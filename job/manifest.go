@@ -172,6 +172,9 @@ type ManifestError struct {
 	Line  int    // 1-based line, 0 when unknown
 	Field string // dotted field path such as "split.rule", "" when unknown
 	Msg   string // what is wrong and what is expected
+	// Err, when set, is a sentinel saying more about the kind of problem
+	// (ErrInputData); errors.Is sees it.
+	Err error
 }
 
 func (e *ManifestError) Error() string {
@@ -189,6 +192,9 @@ func (e *ManifestError) Error() string {
 
 // Is makes errors.Is(err, ErrManifest) true for every ManifestError.
 func (e *ManifestError) Is(target error) bool { return target == ErrManifest }
+
+// Unwrap returns Err.
+func (e *ManifestError) Unwrap() error { return e.Err }
 
 // LoadManifest reads, parses and validates the manifest at path, resolving
 // relative paths against its directory and filling in policy defaults. The

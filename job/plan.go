@@ -116,7 +116,7 @@ func Plan(m *Manifest) (*Job, error) {
 		}
 	case "kfold":
 		if j.rows, err = countRows(m.Inputs[s.Input], s.Format); err != nil {
-			return nil, m.fail("inputs."+s.Input, "%v", err)
+			return nil, m.failData("inputs."+s.Input, err)
 		}
 		if j.rows < s.K {
 			return nil, m.fail("split.k", "input %q has %d data rows, fewer than k = %d folds", s.Input, j.rows, s.K)
@@ -125,7 +125,7 @@ func Plan(m *Manifest) (*Job, error) {
 	case "chunks":
 		ref, chunks, header, err := chunkFile(m.Inputs[s.Input], s.ChunkBytes, s.Header, s.Format)
 		if err != nil {
-			return nil, m.fail("inputs."+s.Input, "%v", err)
+			return nil, m.failData("inputs."+s.Input, err)
 		}
 		j.Inputs[s.Input], j.chunks, j.header = ref, chunks, header
 		j.numTasks = int64(len(chunks))

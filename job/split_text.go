@@ -248,6 +248,17 @@ func unclosedQuote(b []byte, line int) int {
 	return 0
 }
 
+// failData is the ManifestError for a split input whose content cannot be
+// cut (ErrInputData), or for a file that cannot be read.
+func (m *Manifest) failData(field string, err error) error {
+	e := &ManifestError{File: m.Path, Field: field, Msg: err.Error()}
+	var pe *os.PathError
+	if !errors.As(err, &pe) {
+		e.Err = ErrInputData
+	}
+	return e
+}
+
 // countRows counts the data rows of a kfold input: in CSV format the
 // records after the first (the header), in lines format the non-blank
 // lines after the first non-blank one. Errors name the file and line.

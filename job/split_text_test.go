@@ -148,8 +148,8 @@ field = "n"
 		for rule, manifest := range map[string]string{"kfold": kfold, "chunks": chunks} {
 			t.Run(rule+"/"+tc.name, func(t *testing.T) {
 				dir, err := planErr(t, manifest, map[string]string{"prog.wasm": wasm, "d.csv": tc.data})
-				if !errors.Is(err, ErrManifest) {
-					t.Errorf("error %v is not a ManifestError", err)
+				if !errors.Is(err, ErrManifest) || !errors.Is(err, ErrInputData) {
+					t.Errorf("error %v is not a ManifestError about the input data", err)
 				}
 				for _, w := range append(tc.want, filepath.Join(dir, "d.csv")+" line", "inputs.data", `split.format = "lines"`) {
 					if !strings.Contains(err.Error(), w) {
