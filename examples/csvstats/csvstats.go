@@ -65,7 +65,7 @@ func compute(t task.Task) (any, error) {
 	defer f.Close()
 	cols, err := columnValues(*p.Header, f)
 	if err != nil {
-		return nil, fmt.Errorf("chunk %d at byte offset %d: %w", p.ChunkIndex, p.Offset, err)
+		return nil, task.DataError(fmt.Errorf("chunk %d at byte offset %d: %w", p.ChunkIndex, p.Offset, err))
 	}
 	return result{Columns: cols}, nil
 }
