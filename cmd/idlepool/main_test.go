@@ -42,7 +42,7 @@ func runMain(m *testing.M) int {
 	wasm = map[string]string{}
 	for name, pkg := range map[string]string{
 		"pi": "../../examples/pi", "ising": "../../examples/ising", "kfold": "../../examples/kfold",
-		"csvstats": "../../examples/csvstats", "fail": "./testdata/fail",
+		"csvstats": "../../examples/csvstats", "fail": "./testdata/fail", "params": "./testdata/params",
 	} {
 		out := filepath.Join(dir, name+".wasm")
 		cmd := exec.Command("go", "build", "-o", out, pkg)
