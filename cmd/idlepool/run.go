@@ -343,7 +343,7 @@ func printHuman(w io.Writer, doc runDoc, out *pool.Outcome, labels map[string]st
 		fmt.Fprintf(w, "%-16s not computed: %s\n", k, out.DeriveErrors[k])
 	}
 	for _, f := range doc.EntryFailures {
-		fmt.Fprintf(w, "no row   merge %s, task %d: %s\n", f.Entry, f.Task, f.Problem)
+		fmt.Fprintf(w, "no row   task %d: %s\n", f.Task, f.Problem) // Problem names the entry
 	}
 	names := make([]string, 0, len(out.Outputs))
 	for k := range out.Outputs {
