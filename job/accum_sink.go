@@ -29,6 +29,7 @@ type orderedSink struct {
 	held    map[int64]heldRow
 	rows    int64 // results added
 	skipped int64 // tasks skipped
+	refused int64 // results that could not make a row (EntryFailure)
 }
 
 type heldRow struct {
@@ -52,6 +53,13 @@ func (s *orderedSink) put(i int64, data []byte, skip bool) {
 	} else {
 		s.rows++
 	}
+}
+
+// refuse marks task i as done without a row: its result could not make
+// one.
+func (s *orderedSink) refuse(i int64) {
+	s.held[i] = heldRow{skip: true}
+	s.refused++
 }
 
 // drain writes the rows that no gap holds back.
@@ -119,7 +127,9 @@ func (s *orderedSink) finish(total int64) (missing, first, beyond int64, err err
 //
 // collect writes one JSON line per task: {"task": index, ...} followed by
 // the columns named by fields (each keyed by its path), or the value at
-// field (keyed by the path), or every member of the whole result. concat
+// field (keyed by the path), or every member of the whole result. A whole
+// result with its own "task" member makes no row: an entry-only
+// ResultError. concat
 // writes the value at field: a JSON string as its raw content with nothing
 // added (no newline: the program decides where lines break), anything else
 // as one canonical JSON line.
@@ -155,7 +165,12 @@ func (e *mergeEntry) prepareRow(obj map[string]any, index int64) *ResultError {
 		cols = map[string]any{e.field.text: v}
 	default:
 		if _, ok := obj["task"]; ok {
-			return resultFieldError("task", "clashes with the row's task index; list the columns in fields = [...]")
+			// Only this entry's row is at stake: the others take the
+			// result (see EntryFailure).
+			rerr := resultFieldError("task", "the result has its own \"task\", which clashes with the task index collect adds to each row; "+
+				"no row was written for this task: list the columns in fields = [...] or rename the program's \"task\"")
+			rerr.entryOnly = true
+			return rerr
 		}
 	}
 	body := canonicalResultJSON(cols)
@@ -174,5 +189,8 @@ func (e *mergeEntry) prepareRow(obj map[string]any, index int64) *ResultError {
 
 // sinkResult is an ordered entry's value in Result.
 func (s *orderedSink) result() any {
+	if s.refused > 0 { // absent when none, as before refusals existed
+		return ResultObject{{"rows", s.rows}, {"skipped", s.skipped}, {"refused", s.refused}}
+	}
 	return ResultObject{{"rows", s.rows}, {"skipped", s.skipped}}
 }

@@ -71,6 +71,11 @@ func FromCanonical(canonical []byte, blob func(Digest) string) (*Job, error) {
 	m.Split.Shuffle, _ = split["shuffle"].(bool)
 	m.Split.ChunkBytes, _ = split["chunk_bytes"].(int64)
 	m.Split.Header, _ = split["header"].(bool)
+	if m.Split.Format = str(split, "format"); m.Split.Format == "" && (m.Split.Rule == "kfold" || m.Split.Rule == "chunks") {
+		// Not the manifest's default, which looks at the input's file
+		// name: a blob has none.
+		m.Split.Format = m.Split.baseFormat()
+	}
 	m.Split.Params, _ = split["params"].(map[string]any)
 	m.Split.Grid, _ = split["grid"].(map[string]any)
 	merges, _ := doc["merge"].([]any)

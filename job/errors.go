@@ -10,6 +10,11 @@ var (
 	ErrBadDigest = errors.New("job: bad SHA-256 digest")
 	// ErrExpr marks a derive expression that does not parse or evaluate.
 	ErrExpr = errors.New("job: bad expression")
+	// ErrInputData marks a ManifestError about the content of a split
+	// input: a file that cannot be cut as its split.format says (an
+	// unclosed quote, a ragged CSV record, a row longer than
+	// chunk_bytes). The data is at fault, not the manifest's text.
+	ErrInputData = errors.New("job: input data cannot be split")
 )
 
 // Sentinel errors of the merge rules (Merger); compare with errors.Is.

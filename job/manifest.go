@@ -7,7 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -55,9 +57,15 @@ type Manifest struct {
 //   - "kfold": K tasks over the CSV input Input; task f tests on the rows
 //     in fold f (package job/fold), optionally Shuffle'd by a permutation
 //     derived from the job seed.
-//   - "chunks": the file input Input cut into line-aligned chunks of at
-//     most ChunkBytes bytes, one task per chunk; with Header the first line
+//   - "chunks": the file input Input cut into chunks of whole rows of at
+//     most ChunkBytes bytes, one task per chunk; with Header the first row
 //     is kept out of the chunks and given to every task.
+//
+// Format says what a row of a kfold or chunks input is: FormatCSV (RFC
+// 4180 records; the default for kfold and for an input whose file name
+// ends in ".csv") or FormatLines (physical lines; the default for other
+// chunks inputs). The file must be valid in that format, or Plan refuses
+// it, naming the line.
 type SplitSpec struct {
 	Rule       string         `toml:"rule"`
 	Tasks      int64          `toml:"tasks"`
@@ -66,6 +74,7 @@ type SplitSpec struct {
 	Shuffle    bool           `toml:"shuffle"`
 	ChunkBytes int64          `toml:"chunk_bytes"`
 	Header     bool           `toml:"header"`
+	Format     string         `toml:"format"`
 	Params     map[string]any `toml:"params"`
 	Grid       map[string]any `toml:"grid"`
 }
@@ -179,6 +188,9 @@ type ManifestError struct {
 	Line  int    // 1-based line, 0 when unknown
 	Field string // dotted field path such as "split.rule", "" when unknown
 	Msg   string // what is wrong and what is expected
+	// Err, when set, is a sentinel saying more about the kind of problem
+	// (ErrInputData); errors.Is sees it.
+	Err error
 }
 
 func (e *ManifestError) Error() string {
@@ -196,6 +208,9 @@ func (e *ManifestError) Error() string {
 
 // Is makes errors.Is(err, ErrManifest) true for every ManifestError.
 func (e *ManifestError) Is(target error) bool { return target == ErrManifest }
+
+// Unwrap returns Err.
+func (e *ManifestError) Unwrap() error { return e.Err }
 
 // LoadManifest reads, parses and validates the manifest at path, resolving
 // relative paths against its directory and filling in policy defaults. The
@@ -235,7 +250,7 @@ func tomlError(file string, data []byte, err error) error {
 		de := strict.Errors[0]
 		row, _ := de.Position()
 		return &ManifestError{File: file, Line: row, Field: strings.Join(de.Key(), "."),
-			Msg: "unknown field (see the README for the manifest format)"}
+			Msg: "unknown field"}
 	}
 	var de *toml.DecodeError
 	if errors.As(err, &de) {
@@ -342,15 +357,17 @@ func (m *Manifest) normalise() error {
 			return m.fail(field, "%v", err)
 		}
 	}
+	if err := m.checkCollectTask(); err != nil {
+		return err
+	}
 	for name, expr := range m.Derive {
 		e, err := ParseExpr(expr)
 		if err != nil {
 			return m.fail("derive."+name, "%v", err)
 		}
 		for _, ref := range e.Names() {
-			if !m.mergeScalar(ref) {
-				return m.fail("derive."+name, "%q names no merged value: names start with a [[merge]] entry's name (%s), e.g. %q or %q",
-					ref, strings.Join(m.mergeNames(), ", "), m.Merge[0].Name, m.Merge[0].Name+".mean")
+			if err := m.checkScalarName(ref); err != nil {
+				return m.fail("derive."+name, "%v", err)
 			}
 		}
 	}
@@ -420,18 +437,140 @@ func (p *Policy) normalise(m *Manifest) error {
 	return nil
 }
 
-// mergeScalar reports whether a derive name can refer to a scalar of a
-// merge entry: the entry's name itself, or the name followed by "." or "["
-// (a field, a group or a key of it). Which fields exist is known only once
-// results arrive; a name that passes here and is still missing then is
-// reported with the result.
-func (m *Manifest) mergeScalar(ref string) bool {
-	for _, ms := range m.Merge {
-		if ref == ms.Name || strings.HasPrefix(ref, ms.Name+".") || strings.HasPrefix(ref, ms.Name+"[") {
-			return true
+// checkCollectTask refuses a whole-result collect when another entry
+// reads a member "task" from every result: collect adds "task" (the task
+// index) to each row, so every row would clash.
+func (m *Manifest) checkCollectTask() error {
+	for i, c := range m.Merge {
+		if c.Rule != RuleCollect || c.Field != "" || len(c.Fields) > 0 {
+			continue
+		}
+		for _, o := range m.Merge {
+			for _, p := range append([]string{o.Field, o.GroupBy, o.Key}, o.Fields...) {
+				if mp, err := parseMergePath(p); err == nil && len(mp.segs) > 0 && mp.segs[0] == "task" {
+					return m.fail(fmt.Sprintf("merge[%d]", i), "collect of the whole result adds a \"task\" column (the task index) to each row, "+
+						"and merge %q reads %q from every result, so every row would clash: list the columns in fields = [...], or rename the program's \"task\"",
+						o.Name, p)
+				}
+			}
 		}
 	}
+	return nil
+}
+
+// checkScalarName reports whether a derive name can be evaluated against
+// the merge entries: it must be a scalar that an entry's rule gives (see
+// Merger.Scalars), such as "inside" or "inside.count" for a sum and
+// "energy.mean" for stats. Values per group (group_by) have names that an
+// expression cannot write, and are refused; for a field with "*" the key
+// is known only once results arrive, and a name that passes here and is
+// still missing then is reported with the result.
+func (m *Manifest) checkScalarName(ref string) error {
+	var entry *MergeSpec
+	for i := range m.Merge {
+		ms := &m.Merge[i]
+		if ref != ms.Name && !strings.HasPrefix(ref, ms.Name+".") {
+			continue
+		}
+		entry = ms
+		if ms.GroupBy == "" && ms.scalarName(strings.TrimPrefix(ref, ms.Name)) {
+			return nil
+		}
+	}
+	if entry == nil {
+		first := m.Merge[0]
+		return fmt.Errorf("%q names no merged value: names start with a [[merge]] entry's name (%s), e.g. %s",
+			ref, strings.Join(m.mergeNames(), ", "), strings.Join(quoteAll(first.scalarExamples()), " or "))
+	}
+	if entry.GroupBy != "" {
+		return fmt.Errorf("%q cannot be evaluated: merge %q has group_by = %q, so it has one value per group, which [derive] cannot name; the merged result shows each group",
+			ref, entry.Name, entry.GroupBy)
+	}
+	return fmt.Errorf("%q cannot be evaluated: merge %q (rule %s) gives %s", ref, entry.Name, entry.Rule,
+		strings.Join(quoteAll(entry.scalarExamples()), ", "))
+}
+
+// scalarName reports whether rest, what follows the entry's name in a
+// derive name ("" or ".mean"), is a scalar of the entry's rule.
+func (s MergeSpec) scalarName(rest string) bool {
+	if strings.Contains(s.Field, "*") {
+		return len(rest) > 1 // "." and a key (and maybe more): known with the results
+	}
+	d := s.withDefaults()
+	index := func(prefix string, n int) bool { // ".counts.I" with 0 <= I < n (n < 0: any)
+		i, err := strconv.Atoi(strings.TrimPrefix(rest, prefix))
+		return strings.HasPrefix(rest, prefix) && err == nil && i >= 0 && (n < 0 || i < n) &&
+			strings.TrimPrefix(rest, prefix) == strconv.Itoa(i)
+	}
+	switch s.Rule {
+	case RuleSum:
+		return rest == "" || rest == ".sum" || rest == ".count"
+	case RuleStats:
+		return slices.Contains([]string{".count", ".sum", ".mean", ".variance", ".sample_variance", ".stddev", ".sample_stddev", ".min", ".max"}, rest)
+	case RuleHistogram:
+		return rest == ".count" || rest == ".underflow" || rest == ".overflow" || index(".counts.", d.Bins)
+	case RuleQuantiles:
+		if rest == ".count" || rest == ".min" || rest == ".max" {
+			return true
+		}
+		for _, q := range d.Quantiles {
+			if rest == "."+quantileName(q) {
+				return true
+			}
+		}
+		return false
+	case RuleTopK:
+		rank, what, ok := strings.Cut(strings.TrimPrefix(rest, "."), ".")
+		i, err := strconv.Atoi(rank)
+		return ok && err == nil && strconv.Itoa(i) == rank && i >= 0 && i < d.K && (what == "task" || what == "key" || what == "value")
+	case RuleArgmin, RuleArgmax:
+		return rest == ".task" || rest == ".key" || rest == ".value"
+	case RuleVectorMean:
+		return rest == ".count" || index(".mean.", -1)
+	case RuleCollect, RuleConcat:
+		return rest == ".rows" || rest == ".skipped" || rest == ".refused"
+	}
 	return false
+}
+
+// scalarExamples returns derive names of the entry's scalars, for
+// messages: all of them for most rules, the first few of a list.
+func (s MergeSpec) scalarExamples() []string {
+	n := s.Name
+	if strings.Contains(s.Field, "*") {
+		n += ".KEY" // a key of the object at the "*"
+	}
+	d := s.withDefaults()
+	switch s.Rule {
+	case RuleSum:
+		return []string{n, n + ".count"}
+	case RuleStats:
+		return []string{n + ".mean", n + ".stddev", n + ".sample_stddev", n + ".variance", n + ".count", n + ".sum", n + ".min", n + ".max"}
+	case RuleHistogram:
+		return []string{n + ".count", n + ".counts.0", n + ".counts." + strconv.Itoa(d.Bins-1), n + ".underflow", n + ".overflow"}
+	case RuleQuantiles:
+		out := []string{n + ".count", n + ".min", n + ".max"}
+		for _, q := range d.Quantiles {
+			out = append(out, n+"."+quantileName(q))
+		}
+		return out
+	case RuleTopK:
+		return []string{n + ".0.key", n + ".0.value", n + ".0.task", n + "." + strconv.Itoa(d.K-1) + ".key"}
+	case RuleArgmin, RuleArgmax:
+		return []string{n + ".key", n + ".value", n + ".task"}
+	case RuleVectorMean:
+		return []string{n + ".count", n + ".mean.0"}
+	default:
+		return []string{n + ".rows", n + ".skipped"}
+	}
+}
+
+func quoteAll(names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = strconv.Quote(n)
+	}
+	return out
 }
 
 func (m *Manifest) mergeNames() []string {
@@ -519,6 +658,9 @@ func (m *Manifest) checkSplit() error {
 		}
 		return nil
 	}
+	if s.Format != "" && s.Rule != "kfold" && s.Rule != "chunks" {
+		return m.fail("split.format", "applies only to the kfold and chunks rules, which read rows of a file")
+	}
 	switch s.Rule {
 	case "range", "replicas":
 		return needTasks()
@@ -550,17 +692,41 @@ func (m *Manifest) checkSplit() error {
 		if s.K < 2 || s.K > 1000 {
 			return m.fail("split.k", "want 2..1000 folds, got %d", s.K)
 		}
-		return needInput()
+		if err := needInput(); err != nil {
+			return err
+		}
+		return m.checkFormat()
 	case "chunks":
 		if s.ChunkBytes < 1 {
 			return m.fail("split.chunk_bytes", "want a positive chunk size in bytes, got %d", s.ChunkBytes)
 		}
-		return needInput()
+		if err := needInput(); err != nil {
+			return err
+		}
+		return m.checkFormat()
 	case "":
 		return m.fail("split.rule", "missing: one of range, grid, replicas, kfold, chunks")
 	default:
 		return m.fail("split.rule", "unknown rule %q: want one of range, grid, replicas, kfold, chunks", s.Rule)
 	}
+}
+
+// checkFormat checks split.format of a kfold or chunks split, or fills in
+// its default: csv for kfold and for an input whose file name ends in
+// ".csv", lines otherwise.
+func (m *Manifest) checkFormat() error {
+	s := &m.Split
+	switch s.Format {
+	case FormatCSV, FormatLines:
+		return nil
+	case "":
+		s.Format = s.baseFormat()
+		if strings.EqualFold(filepath.Ext(m.Inputs[s.Input]), ".csv") {
+			s.Format = FormatCSV
+		}
+		return nil
+	}
+	return m.fail("split.format", "want \"csv\" (RFC 4180 records) or \"lines\" (plain text, one row per line), got %q", s.Format)
 }
 
 func checkParams(where string, params map[string]any) error {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -267,7 +268,7 @@ func TestParseManifestErrors(t *testing.T) {
 
 		// Unknown fields.
 		{name: "unknown top-level field", text: validHead + "nmae = \"x\"\n" + validSplit + validMerge, line: 3, field: "nmae",
-			want: []string{"unknown field", "README"}},
+			want: []string{"unknown field"}},
 		{name: "unknown split field", text: split("rule = \"range\"\ntasks = 3\nshufle = true"), line: 6, field: "split.shufle",
 			want: []string{"unknown field"}},
 		{name: "unknown merge field", text: valid + "bogus = 1\n", line: 9, field: "merge.bogus", want: []string{"unknown field"}},
@@ -357,7 +358,18 @@ func TestParseManifestErrors(t *testing.T) {
 		{name: "derive unbalanced", text: valid + "[derive]\nx = \"2 * (a\"\n", field: "derive.x", want: []string{"bad expression", "want ')'"}},
 		{name: "derive empty", text: valid + "[derive]\nx = \"\"\n", field: "derive.x", want: []string{"unexpected end of expression"}},
 		{name: "derive trailing garbage", text: valid + "[derive]\nx = \"a b\"\n", field: "derive.x", want: []string{`unexpected "b"`}},
-		{name: "derive unknown name", text: valid + "[derive]\nx = \"insid / 2\"\n", field: "derive.x", want: []string{`"insid" names no merged value`}},
+		{name: "derive unknown name", text: valid + "[derive]\nx = \"insid / 2\"\n", field: "derive.x",
+			want: []string{`"insid" names no merged value`, `e.g. "v" or "v.count"`}},
+		{name: "derive mean of a sum", text: valid + "[derive]\nx = \"v.mean\"\n", field: "derive.x",
+			want: []string{`"v.mean" cannot be evaluated: merge "v" (rule sum) gives "v", "v.count"`}},
+		{name: "derive value per group", text: validHead + validSplit + "[[merge]]\nrule = \"stats\"\nfield = \"e\"\ngroup_by = \"T\"\n[derive]\nx = \"e.mean\"\n",
+			field: "derive.x", want: []string{`merge "e" has group_by = "T"`, "one value per group"}},
+
+		// A whole-result collect adds "task" to each row.
+		{name: "collect of the whole result beside a task field", text: valid + "[[merge]]\nname = \"rows\"\nrule = \"collect\"\n[[merge]]\nname = \"t\"\nrule = \"stats\"\nfield = \"task\"\n",
+			field: "merge[1]", want: []string{`adds a "task" column`, `merge "t" reads "task"`, "fields = [...]"}},
+		{name: "collect of the whole result beside a task group", text: valid + "[[merge]]\nrule = \"collect\"\n[[merge]]\nname = \"s\"\nrule = \"sum\"\nfield = \"x\"\ngroup_by = \"task.kind\"\n",
+			field: "merge[1]", want: []string{`merge "s" reads "task.kind"`}},
 		{name: "derive not a string", text: valid + "[derive]\nx = 1\n", line: 10, field: "derive.x"},
 
 		// Policy.
@@ -478,4 +490,68 @@ func FuzzParseManifest(f *testing.F) {
 			t.Fatalf("canonical: %v", err)
 		}
 	})
+}
+
+// TestDeriveNamesChecked checks that a derive name is accepted exactly when
+// the rule of the entry it starts with gives that scalar (Merger.Scalars),
+// before anything runs.
+func TestDeriveNamesChecked(t *testing.T) {
+	const merges = validHead + validSplit + `[[merge]]
+name = "s"
+rule = "sum"
+field = "s"
+[[merge]]
+name = "st"
+rule = "stats"
+field = "x"
+[[merge]]
+name = "h"
+rule = "histogram"
+field = "x"
+min = 0.0
+max = 1.0
+bins = 4
+[[merge]]
+name = "q"
+rule = "quantiles"
+field = "x"
+quantiles = [0.5, 0.999]
+[[merge]]
+name = "top"
+rule = "topk"
+key = "x"
+k = 3
+[[merge]]
+name = "best"
+rule = "argmax"
+key = "x"
+[[merge]]
+name = "w"
+rule = "vector-mean"
+field = "w"
+[[merge]]
+name = "rows"
+rule = "collect"
+fields = ["x"]
+[[merge]]
+name = "cols"
+rule = "stats"
+field = "columns.*"
+`
+	ok := []string{"s", "s.sum", "s.count", "st.mean", "st.sample_stddev", "st.max", "h.count", "h.counts.0", "h.counts.3",
+		"h.overflow", "q.p50", "q.p99_9", "q.min", "top.0.key", "top.2.value", "top.1.task", "best.key", "best.task",
+		"w.count", "w.mean.7", "rows.rows", "rows.skipped", "rows.refused", "cols.price.mean", "cols.x"}
+	bad := []string{"s.mean", "st", "st.p50", "h.counts.4", "h.counts.01", "h.mean", "q.p90", "q.mean", "top.3.key", "top.key",
+		"best.0.key", "w.mean", "w.mean.x", "rows.count", "cols", "nothing"}
+	for _, name := range ok {
+		if _, err := ParseManifest("job.toml", "/jobs", []byte(merges+"[derive]\nd = \""+name+"\"\n")); err != nil {
+			t.Errorf("derive %s refused: %v", name, err)
+		}
+	}
+	for _, name := range bad {
+		_, err := ParseManifest("job.toml", "/jobs", []byte(merges+"[derive]\nd = \""+name+"\"\n"))
+		if err == nil || !strings.Contains(err.Error(), "derive.d") || !strings.Contains(err.Error(), strconv.Quote(name)) {
+			t.Errorf("derive %s: error %v, want one naming derive.d and %q", name, err, name)
+		}
+	}
 }

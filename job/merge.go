@@ -64,7 +64,27 @@ type Merger struct {
 	digest  [32]byte      // names the specs, for Merge and UnmarshalBinary
 	closed  bool
 	sinkErr error // sticky: the first failed write to a sink
+
+	// entryFailures are the first results that one ordered entry alone
+	// could not take (see EntryFailure), at most maxEntryFailures.
+	entryFailures []EntryFailure
 }
+
+// EntryFailure is a task result that one ordered merge entry (collect)
+// could not take although the others did: a whole-result collect row whose
+// result has its own "task" member, which would clash with the row's task
+// index. The entry writes no row for that task (its result counts it as
+// "refused"); every other entry folds the result, and the task is not a
+// failure.
+type EntryFailure struct {
+	Entry   string `json:"entry"`   // the merge entry's name
+	Task    int64  `json:"task"`    // the task index
+	Problem string `json:"problem"` // what is wrong, as ResultError says it
+}
+
+// maxEntryFailures bounds how many EntryFailures a Merger keeps; the
+// entry's result counts them all.
+const maxEntryFailures = 10
 
 // accumulator is the fixed-size state of one merge entry for one group and
 // "*" key. Implementations: sumAcc, statsAcc, histAcc, quantAcc, topAcc,
@@ -130,8 +150,9 @@ type mergeEntry struct {
 	sink   *orderedSink
 
 	// Scratch of Add, between prepare and apply.
-	prep []accPrep
-	row  []byte
+	prep    []accPrep
+	row     []byte
+	refused *ResultError // the result cannot make this entry's row
 }
 
 // NewMerger returns a Merger for specs, which it validates (errors.Is
@@ -219,7 +240,9 @@ func (e *mergeEntry) starred() bool { return e.field.star >= 0 }
 // changes, so an error leaves the Merger as it was. A result that does not
 // fit an entry gives a *ResultError (errors.Is ErrBadResult), e.g.
 // `merge "energy": field energy: want a number, got string`: a task
-// failure, not a merge failure. Other errors: ErrTaskIndex for a negative
+// failure, not a merge failure. The one exception is a result that only
+// an ordered entry cannot take (see EntryFailure): the others fold it,
+// that entry writes no row for it, and Add returns nil. Other errors: ErrTaskIndex for a negative
 // index, ErrDuplicateTask for an index an ordered sink already has,
 // ErrMergerClosed after Close.
 //
@@ -248,18 +271,30 @@ func (m *Merger) Add(index int64, result []byte) error {
 		}
 	}
 	for _, e := range m.entries {
+		if e.refused != nil && len(m.entryFailures) < maxEntryFailures {
+			m.entryFailures = append(m.entryFailures, EntryFailure{Entry: e.spec.Name, Task: index, Problem: e.refused.Error()})
+		}
 		e.apply(index)
 	}
 	m.drain()
 	return m.sinkErr
 }
 
+// EntryFailures returns the first results (in the order added, at most
+// 10) that an ordered entry alone could not take; see EntryFailure. The
+// entries' results count all of them. The caller must not modify the
+// slice.
+func (m *Merger) EntryFailures() []EntryFailure { return m.entryFailures }
+
 // prepare parses and checks the entry's part of a result.
 func (e *mergeEntry) prepare(obj map[string]any, index int64) error {
 	e.prep = e.prep[:0]
 	if rerr := e.prepareValues(obj, index); rerr != nil {
 		rerr.Entry = e.spec.Name
-		return rerr
+		if !rerr.entryOnly || e.sink == nil {
+			return rerr
+		}
+		e.refused = rerr
 	}
 	if e.sink != nil {
 		if e.sink.has(index) {
@@ -350,8 +385,12 @@ func (e *mergeEntry) nextPrep(k accKey, at string) *accPrep {
 // apply folds what prepare checked; it cannot fail.
 func (e *mergeEntry) apply(index int64) {
 	if e.sink != nil {
-		e.sink.put(index, e.row, false)
-		e.row = nil
+		if e.refused != nil {
+			e.sink.refuse(index)
+		} else {
+			e.sink.put(index, e.row, false)
+		}
+		e.row, e.refused = nil, nil
 		return
 	}
 	for i := range e.prep {
@@ -375,7 +414,7 @@ func (e *mergeEntry) clearPrep() {
 		}
 	}
 	e.prep = e.prep[:0]
-	e.row = nil
+	e.row, e.refused = nil, nil
 }
 
 // Skip tells the ordered sinks that task index has no result (it failed
@@ -459,7 +498,7 @@ func (m *Merger) Close(total int64) error {
 //	topk         [{"task", "key", "value"}, ...]  best first
 //	argmin/max   {"task", "key", "value"}, or null before any result
 //	vector-mean  {"count": n, "mean": [...]}
-//	collect      {"rows": results added, "skipped": tasks skipped}
+//	collect      {"rows": results added, "skipped": tasks skipped}, plus "refused": n when n results could not make a row (EntryFailure)
 //	concat       as collect
 //
 // Floats that are not finite (a sum beyond the float64 range) appear as
@@ -529,7 +568,7 @@ func (e *mergeEntry) result() any {
 //	topk         PREFIX.I.task, PREFIX.I.key, PREFIX.I.value (I = rank from 0; value only when a number)
 //	argmin/max   PREFIX.task, PREFIX.key, PREFIX.value
 //	vector-mean  PREFIX.count, PREFIX.mean.I
-//	collect      PREFIX.rows, PREFIX.skipped (also concat)
+//	collect      PREFIX.rows, PREFIX.skipped, PREFIX.refused (also concat)
 //
 // Names whose value is undefined (the mean of nothing, the sample variance
 // of one value) are left out. Integer sums beyond 2^53 are rounded to the
@@ -542,6 +581,7 @@ func (m *Merger) Scalars() map[string]float64 {
 		case e.sink != nil:
 			out[name+".rows"] = float64(e.sink.rows)
 			out[name+".skipped"] = float64(e.sink.skipped)
+			out[name+".refused"] = float64(e.sink.refused)
 		case !e.grouped() && !e.starred():
 			a := e.accs[accKey{}]
 			if a == nil {

@@ -40,6 +40,10 @@ type ResultError struct {
 	Field string
 	// Problem says what is wrong, for people.
 	Problem string
+
+	// entryOnly marks a problem that only an ordered entry's row has:
+	// Merger.Add folds the result into the other entries.
+	entryOnly bool
 }
 
 // Error returns `merge "ENTRY": field FIELD: PROBLEM`, leaving out the parts

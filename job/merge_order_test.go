@@ -366,11 +366,49 @@ func TestMergeAddRejectsNegativeIndex(t *testing.T) {
 	}
 }
 
+// TestMergeCollectTaskClash checks that a result with its own "task"
+// member costs only the whole-result collect its row: the other entries,
+// including another collect, fold it, and the task is no failure.
 func TestMergeCollectTaskClash(t *testing.T) {
-	m := mergerFor(t, MergeSpec{Rule: "collect"})
-	err := m.Add(0, []byte(`{"task":1}`))
-	if !errors.Is(err, ErrBadResult) || err.Error() != `merge "collect": field task: clashes with the row's task index; list the columns in fields = [...]` {
-		t.Errorf("Add: %v", err)
+	outs := map[string]*bytes.Buffer{}
+	m, err := NewMerger([]MergeSpec{
+		{Name: "all", Rule: "collect"},
+		{Name: "n", Rule: "sum", Field: "n"},
+		{Name: "picked", Rule: "collect", Fields: []string{"n"}},
+	}, func(name string) (io.Writer, error) { outs[name] = &bytes.Buffer{}; return outs[name], nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range []string{`{"n":1}`, `{"n":2,"task":"mine"}`, `{"n":3}`} {
+		if err := m.Add(int64(i), []byte(r)); err != nil {
+			t.Fatalf("Add(%d): %v", i, err)
+		}
+	}
+	// A duplicate is still refused as one.
+	if err := m.Add(1, []byte(`{"n":2,"task":"mine"}`)); !errors.Is(err, ErrDuplicateTask) {
+		t.Errorf("Add of task 1 again: %v", err)
+	}
+	if err := m.Close(3); err != nil {
+		t.Fatal(err)
+	}
+	want := `{"all":{"rows":2,"skipped":0,"refused":1},"n":{"count":3,"sum":6},"picked":{"rows":3,"skipped":0}}`
+	if diff := cmp.Diff(want, resultText(t, m)); diff != "" {
+		t.Errorf("Result (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff("{\"task\":0,\"n\":1}\n{\"task\":2,\"n\":3}\n", outs["all"].String()); diff != "" {
+		t.Errorf("collect of the whole result (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff("{\"task\":0,\"n\":1}\n{\"task\":1,\"n\":2}\n{\"task\":2,\"n\":3}\n", outs["picked"].String()); diff != "" {
+		t.Errorf("collect of fields (-want +got):\n%s", diff)
+	}
+	got := m.EntryFailures()
+	if len(got) != 1 || got[0].Entry != "all" || got[0].Task != 1 ||
+		!strings.Contains(got[0].Problem, `merge "all": field task: the result has its own "task"`) ||
+		!strings.Contains(got[0].Problem, "fields = [...]") {
+		t.Errorf("EntryFailures = %+v", got)
+	}
+	if sc := m.Scalars(); sc["all.refused"] != 1 || sc["all.rows"] != 2 {
+		t.Errorf("Scalars: all.refused = %v, all.rows = %v", sc["all.refused"], sc["all.rows"])
 	}
 }
 

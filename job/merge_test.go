@@ -290,7 +290,7 @@ func TestMergeScalars(t *testing.T) {
 		"best.task": 0, "best.key": 1, "best.value": 2.25,
 		"w.count": 3, "w.mean.0": 3, "w.mean.1": 4,
 		"cols.a": 3, "cols.a.sum": 3, "cols.a.count": 2, "cols.b": 5, "cols.b.sum": 5, "cols.b.count": 1,
-		"rows.rows": 3, "rows.skipped": 0,
+		"rows.rows": 3, "rows.skipped": 0, "rows.refused": 0,
 	}
 	if diff := cmp.Diff(want, m.Scalars()); diff != "" {
 		t.Errorf("Scalars (-want +got):\n%s", diff)

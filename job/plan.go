@@ -1,7 +1,6 @@
 package job
 
 import (
-	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
@@ -46,8 +45,9 @@ type InputRef struct {
 	SHA256 Digest
 }
 
-// Chunk is one line-aligned piece of a chunked input: its byte range in the
-// input file and the SHA-256 of its bytes.
+// Chunk is one piece of a chunked input, whole rows (CSV records or lines,
+// per split.format): its byte range in the input file and the SHA-256 of
+// its bytes.
 type Chunk struct {
 	Offset int64
 	Length int64
@@ -67,7 +67,7 @@ type Job struct {
 	numTasks int64
 	rows     int     // kfold: data rows of the split input
 	chunks   []Chunk // chunks: the pieces of the split input
-	header   string  // chunks with header: the first line, without newline
+	header   string  // chunks with header: the first row, without its line break
 	gridAxes []gridAxis
 }
 
@@ -78,8 +78,10 @@ type gridAxis struct {
 
 // Plan hashes the manifest's program and inputs, computes the job ID and
 // prepares the split. It reads every file the manifest names once (the
-// chunked input is also scanned for line boundaries). Errors name the file
-// and what is wrong; a missing file is a *ManifestError.
+// kfold input is read again to count its rows; the chunked input is
+// scanned for row boundaries as it is hashed). Errors name the file and
+// what is wrong; a missing file, and a split input that cannot be cut as
+// its split.format says (with the line), is a *ManifestError.
 func Plan(m *Manifest) (*Job, error) {
 	j := &Job{Manifest: m, Inputs: map[string]InputRef{}}
 	var err error
@@ -114,22 +116,22 @@ func Plan(m *Manifest) (*Job, error) {
 			j.numTasks *= int64(len(vals))
 		}
 	case "kfold":
-		if j.rows, err = countRows(m.Inputs[s.Input]); err != nil {
-			return nil, m.fail("inputs."+s.Input, "%v", err)
+		if j.rows, err = countRows(m.Inputs[s.Input], s.Format); err != nil {
+			return nil, m.failData("inputs."+s.Input, err)
 		}
 		if j.rows < s.K {
 			return nil, m.fail("split.k", "input %q has %d data rows, fewer than k = %d folds", s.Input, j.rows, s.K)
 		}
 		j.numTasks = int64(s.K)
 	case "chunks":
-		ref, chunks, header, err := chunkFile(m.Inputs[s.Input], s.ChunkBytes, s.Header)
+		ref, chunks, header, err := chunkFile(m.Inputs[s.Input], s.ChunkBytes, s.Header, s.Format)
 		if err != nil {
-			return nil, m.fail("inputs."+s.Input, "%v", err)
+			return nil, m.failData("inputs."+s.Input, err)
 		}
 		j.Inputs[s.Input], j.chunks, j.header = ref, chunks, header
 		j.numTasks = int64(len(chunks))
 		if j.numTasks == 0 {
-			return nil, m.fail("inputs."+s.Input, "no data to split: the file has no lines after the header")
+			return nil, m.fail("inputs."+s.Input, "no data to split: the file has no rows after the header")
 		}
 	}
 	j.Canonical, err = j.canonical()
@@ -176,6 +178,9 @@ func (j *Job) canonical() ([]byte, error) {
 		split["k"], split["input"], split["shuffle"] = int64(s.K), s.Input, s.Shuffle
 	case "chunks":
 		split["input"], split["chunk_bytes"], split["header"] = s.Input, s.ChunkBytes, s.Header
+	}
+	if s.Format != s.baseFormat() && (s.Rule == "kfold" || s.Rule == "chunks") {
+		split["format"] = s.Format // absent at the rule's first meaning: older IDs stay valid
 	}
 	if len(s.Params) > 0 {
 		split["params"] = s.Params
@@ -442,100 +447,4 @@ func checkWasm(m *Manifest, path string) error {
 		return m.fail("program", "%s is not a WebAssembly module (build it with GOOS=wasip1 GOARCH=wasm go build)", path)
 	}
 	return nil
-}
-
-// countRows counts the data lines of a CSV file: every non-empty line after
-// the header line.
-func countRows(path string) (int, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 16<<20)
-	rows := -1 // the header
-	for sc.Scan() {
-		if len(bytes.TrimSpace(sc.Bytes())) == 0 {
-			continue
-		}
-		rows++
-	}
-	if err := sc.Err(); err != nil {
-		return 0, fmt.Errorf("read %s: %w", path, err)
-	}
-	return max(rows, 0), nil
-}
-
-// chunkFile hashes the file at path and cuts it into line-aligned chunks of
-// at most size bytes. A chunk ends just after a '\n' (or at end of file);
-// a line longer than size is an error. With header, the first line is kept
-// out of the chunks and returned without its line ending.
-func chunkFile(path string, size int64, header bool) (InputRef, []Chunk, string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return InputRef{}, nil, "", err
-	}
-	defer f.Close()
-	ref := InputRef{Path: path}
-	whole := sha256.New()
-	r := bufio.NewReaderSize(io.TeeReader(f, whole), 1<<20)
-	var (
-		chunks []Chunk
-		hdr    string
-		off    int64
-		cur    = Chunk{}
-		ch     = sha256.New()
-	)
-	flush := func() {
-		if cur.Length == 0 {
-			return
-		}
-		ch.Sum(cur.SHA256[:0])
-		chunks = append(chunks, cur)
-		ch.Reset()
-		cur = Chunk{Offset: off}
-	}
-	first := true
-	for {
-		line, err := r.ReadSlice('\n')
-		if err == bufio.ErrBufferFull {
-			// A line longer than the buffer: gather it.
-			buf := append([]byte(nil), line...)
-			for err == bufio.ErrBufferFull {
-				line, err = r.ReadSlice('\n')
-				buf = append(buf, line...)
-			}
-			line = buf
-		}
-		if err != nil && err != io.EOF {
-			return InputRef{}, nil, "", fmt.Errorf("read %s: %w", path, err)
-		}
-		if len(line) > 0 {
-			if first && header {
-				hdr = string(bytes.TrimRight(line, "\r\n"))
-				off += int64(len(line))
-				cur.Offset = off
-			} else {
-				n := int64(len(line))
-				if n > size {
-					return InputRef{}, nil, "", fmt.Errorf("line at byte %d is %d bytes, longer than split.chunk_bytes = %d", off, n, size)
-				}
-				if cur.Length+n > size {
-					flush()
-				}
-				ch.Write(line)
-				cur.Length += n
-				off += n
-			}
-			first = false
-		}
-		if err == io.EOF {
-			break
-		}
-	}
-	flush()
-	ref.Size = off
-	whole.Sum(ref.SHA256[:0])
-	return ref, chunks, hdr, nil
 }

@@ -592,13 +592,13 @@ func TestPlanFileErrors(t *testing.T) {
 		manifest: chunksManifest,
 		files:    withFiles(goldenFiles, "lines.txt", "h\nshort\n"+strings.Repeat("x", 30)+"\n"),
 		field:    "inputs.text",
-		want:     []string{"line at byte 8 is 31 bytes", "longer than split.chunk_bytes = 24"},
+		want:     []string{"line 3: a line of 31 bytes (at byte 8)", "longer than split.chunk_bytes = 24"},
 	}, {
 		name:     "chunks nothing after header",
 		manifest: chunksManifest,
 		files:    withFiles(goldenFiles, "lines.txt", "word count\n"),
 		field:    "inputs.text",
-		want:     []string{"no data to split", "no lines after the header"},
+		want:     []string{"no data to split", "no rows after the header"},
 	}, {
 		name:     "chunks empty file",
 		manifest: strings.Replace(chunksManifest, "header = true", "header = false", 1),
@@ -784,9 +784,10 @@ func TestSplitGridCounts(t *testing.T) {
 }
 
 func TestSplitKfold(t *testing.T) {
-	// A header, blank and white-space lines (not rows), a CRLF line and no
-	// newline at the end: 5 data rows.
-	csv := "a,b\r\n1,2\n\n3,4\r\n   \n5,6\n\t\n7,8\n9,10"
+	// A header, empty lines (not rows), CRLF lines, a quoted field with a
+	// line break, a doubled quote and no newline at the end: 5 data rows
+	// on 9 lines.
+	csv := "a,b\r\n1,2\n\n3,4\r\n\"5\n\",6\n\r\n7,\"8\"\"\"\n9,10"
 	for _, shuffle := range []bool{false, true} {
 		t.Run(fmt.Sprintf("shuffle=%v", shuffle), func(t *testing.T) {
 			manifest := fmt.Sprintf(`name = "cv"
@@ -863,7 +864,7 @@ func TestSplitKfoldCountRows(t *testing.T) {
 			if err := os.WriteFile(path, []byte(tc.data), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			got, err := countRows(path)
+			got, err := countRows(path, FormatLines)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -872,7 +873,7 @@ func TestSplitKfoldCountRows(t *testing.T) {
 			}
 		})
 	}
-	if _, err := countRows(filepath.Join(t.TempDir(), "missing.csv")); err == nil {
+	if _, err := countRows(filepath.Join(t.TempDir(), "missing.csv"), FormatCSV); err == nil {
 		t.Error("countRows of a missing file succeeded")
 	}
 }
@@ -975,7 +976,7 @@ func TestSplitChunksFile(t *testing.T) {
 			if err := os.WriteFile(path, []byte(tc.data), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			ref, chunks, hdr, err := chunkFile(path, tc.size, tc.header)
+			ref, chunks, hdr, err := chunkFile(path, tc.size, tc.header, FormatLines)
 			if err != nil {
 				t.Fatalf("chunkFile: %v", err)
 			}
@@ -998,9 +999,9 @@ func TestSplitChunksFileErrors(t *testing.T) {
 		header bool
 		want   string
 	}{
-		{"line longer than chunk_bytes", "ab\nabcdef\n", 5, false, "line at byte 3 is 7 bytes, longer than split.chunk_bytes = 5"},
-		{"last line without newline too long", "ab\nabcdef", 5, false, "line at byte 3 is 6 bytes"},
-		{"long line after header", "header\nabcdef\n", 5, true, "line at byte 7 is 7 bytes"},
+		{"line longer than chunk_bytes", "ab\nabcdef\n", 5, false, "line 2: a line of 7 bytes (at byte 3), longer than split.chunk_bytes = 5"},
+		{"last line without newline too long", "ab\nabcdef", 5, false, "line 2: a line of 6 bytes (at byte 3)"},
+		{"long line after header", "header\nabcdef\n", 5, true, "line 2: a line of 7 bytes (at byte 7)"},
 		{"line longer than the read buffer", strings.Repeat("x", 3<<19), 1 << 20, false, "longer than split.chunk_bytes"},
 	}
 	for _, tc := range tests {
@@ -1009,7 +1010,7 @@ func TestSplitChunksFileErrors(t *testing.T) {
 			if err := os.WriteFile(path, []byte(tc.data), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			_, _, _, err := chunkFile(path, tc.size, tc.header)
+			_, _, _, err := chunkFile(path, tc.size, tc.header, FormatLines)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("chunkFile error = %v, want one containing %q", err, tc.want)
 			}
@@ -1021,7 +1022,7 @@ func TestSplitChunksFileErrors(t *testing.T) {
 		if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		_, chunks, _, err := chunkFile(path, 10, true)
+		_, chunks, _, err := chunkFile(path, 10, true, FormatLines)
 		if err != nil || len(chunks) != 0 {
 			t.Errorf("chunkFile(%q) = %v, %v; want no chunks", data, chunks, err)
 		}

@@ -164,6 +164,7 @@ func (f *Folder) Finish() (*Outcome, error) {
 	out := &Outcome{
 		Job: f.job.ID, Total: f.job.NumTasks(), Failed: int64(len(f.failed)), Resumed: f.resumed,
 		Result: f.merger.Result(), Failures: f.failed, Outputs: f.outputs,
+		EntryFailures: f.merger.EntryFailures(),
 	}
 	out.OK = out.Total - out.Failed
 	if len(f.job.Manifest.Derive) > 0 {
@@ -238,7 +239,7 @@ func (f *Folder) replay(rec JournalRecord) error {
 func (f *Folder) apply(rec JournalRecord, fresh bool) JournalRecord {
 	if rec.Status == StatusOK {
 		if err := f.merger.Add(rec.Index, rec.Body); err != nil {
-			rec = JournalRecord{Index: rec.Index, Status: StatusFailed, Body: []byte("malformed result: " + err.Error())}
+			rec = JournalRecord{Index: rec.Index, Status: StatusFailed, Body: []byte(malformedResult + err.Error())}
 		} else if f.cfg.Result != nil {
 			f.cfg.Result(f.job.Task(rec.Index), rec.Body)
 		}

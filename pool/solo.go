@@ -90,6 +90,10 @@ type Outcome struct {
 	DeriveErrors map[string]string
 	Failures     []TaskFailure // sorted by task index
 	Outputs      map[string]string
+
+	// EntryFailures lists the first results that one collect entry alone
+	// could not take (job.EntryFailure); those tasks are not failures.
+	EntryFailures []job.EntryFailure
 }
 
 // maxRetries is how often a task is retried when its worker process died

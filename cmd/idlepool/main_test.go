@@ -42,6 +42,7 @@ func runMain(m *testing.M) int {
 	for name, pkg := range map[string]string{
 		"pi": "../../examples/pi", "ising": "../../examples/ising", "kfold": "../../examples/kfold",
 		"csvstats": "../../examples/csvstats", "fail": "./testdata/fail", "loop": "./testdata/loop", "big": "./testdata/big",
+		"params": "./testdata/params",
 	} {
 		out := filepath.Join(dir, name+".wasm")
 		cmd := exec.Command("go", "build", "-o", out, pkg)

@@ -38,6 +38,10 @@ type runDoc struct {
 	DeriveErrors map[string]string   `json:"derive_errors,omitempty"`
 	Outputs      map[string]fileInfo `json:"outputs,omitempty"`
 	Failures     []pool.TaskFailure  `json:"failures"`
+
+	// EntryFailures lists results that one collect entry alone could not
+	// take (the first ten); those tasks are not failures.
+	EntryFailures []job.EntryFailure `json:"entry_failures,omitempty"`
 }
 
 type taskCounts struct {
@@ -146,7 +150,7 @@ func cmdRun(ctx context.Context, g *globals, args []string) error {
 	if rerr := retryError(err, out); rerr != nil {
 		return rerr
 	}
-	return outcomeError(err, out, "fix the program (try one task by hand: it reads its task as JSON on stdin), then run with --fresh")
+	return outcomeError(err, out, "run")
 }
 
 // retryError explains a run whose failures include some that depend on
@@ -219,6 +223,7 @@ func newRunDoc(name string, out *pool.Outcome) (runDoc, error) {
 		doc.Failures = []pool.TaskFailure{}
 	}
 	doc.DeriveErrors = out.DeriveErrors
+	doc.EntryFailures = out.EntryFailures
 	if len(out.Derived) > 0 {
 		doc.Derived = map[string]any{}
 		for k, v := range out.Derived {
@@ -259,20 +264,65 @@ func printOutcome(g *globals, m *job.Manifest, out *pool.Outcome, asJSON bool) e
 }
 
 // outcomeError turns a finished job's failures into the command's error:
-// every task failed (err is pool.ErrAllFailed; hint says what to do), or
-// some did.
-func outcomeError(err error, out *pool.Outcome, hint string) error {
+// every task failed (err is pool.ErrAllFailed), some did, a collect entry
+// could not write some rows, or a derived value is missing. The hint
+// follows what the first failure points at (the data, the program, the
+// merge entries, a limit); command is "run" or "submit", for its wording.
+func outcomeError(err error, out *pool.Outcome, command string) error {
 	switch {
 	case errors.Is(err, pool.ErrAllFailed):
 		return &userError{
 			Msg:   fmt.Sprintf("every task failed; the first: task %d: %s", out.Failures[0].Index, out.Failures[0].Reason),
-			Hint:  hint,
+			Hint:  failureHint(out.Failures[0].Reason, command),
 			Cause: err,
 		}
 	case out.Failed > 0:
-		return &userError{Msg: fmt.Sprintf("%d of %d tasks failed; the result leaves them out (see \"failures\")", out.Failed, out.Total)}
+		return &userError{
+			Msg:  fmt.Sprintf("%d of %d tasks failed; the result leaves them out (see \"failures\"); the first: task %d: %s", out.Failed, out.Total, out.Failures[0].Index, out.Failures[0].Reason),
+			Hint: failureHint(out.Failures[0].Reason, command),
+		}
+	case len(out.EntryFailures) > 0:
+		f := out.EntryFailures[0]
+		return &userError{
+			Msg:  fmt.Sprintf("merge %q wrote no row for some tasks (see \"entry_failures\"); the first: task %d: %s", f.Entry, f.Task, f.Problem),
+			Hint: "the other merge entries have every task; to get all rows, list the columns: fields = [\"a\", \"b\"] in that [[merge]] entry",
+		}
+	case len(out.DeriveErrors) > 0:
+		name := slices.Sorted(maps.Keys(out.DeriveErrors))[0]
+		return &userError{
+			Msg:  fmt.Sprintf("derived value %s not computed: %s", name, out.DeriveErrors[name]),
+			Hint: "the results did not give that value (a key of a \"*\" field no result had, or a mean of no values); the merged result above shows what they gave",
+		}
 	}
 	return nil
+}
+
+// failureHint says what to do about a failed task, by what its reason
+// points at.
+func failureHint(reason, command string) string {
+	again := "then run again (a changed manifest or input is a new job)"
+	if command == "submit" {
+		again = "then submit again (a changed manifest or input is a new job)"
+	}
+	switch pool.CauseOf(reason) {
+	case pool.CauseData:
+		return "the program says its input data is wrong (exit status 65) at the place named above: fix the data, " + again
+	case pool.CauseResult:
+		return "the program's result does not have what the [[merge]] entries read: make their field names match what the program prints, " + again
+	case pool.CauseTimeLimit:
+		return "raise policy.time_limit in the manifest if the task needs longer (a busy machine makes tasks slower; --workers N runs fewer at once), " + again
+	case pool.CauseMemory:
+		return fmt.Sprintf("raise policy.memory_mib in the manifest (at most %d) if the task needs more, ", job.MaxMemoryMiB) + again
+	case pool.CauseMachine:
+		if command == "submit" {
+			return "a worker process died under the task, which says more about that machine than the program"
+		}
+		return "a worker process died under the task, which says more about this machine than the program: run with --fresh to compute it again"
+	}
+	if command == "submit" {
+		return "fix the program (try one task by hand: it reads its task as JSON on stdin), then submit again (a changed program is a new job)"
+	}
+	return "fix the program (try one task by hand: it reads its task as JSON on stdin), then run with --fresh"
 }
 
 // jsonFloat keeps non-finite derived values printable: JSON has no NaN or
@@ -287,9 +337,16 @@ func jsonFloat(v float64) any {
 func manifestError(err error) error {
 	var me *job.ManifestError
 	if errors.As(err, &me) {
-		hint := "see the manifest format in the README"
-		if me.Field == "program" && strings.Contains(me.Msg, "does not exist") {
+		hint := "see the manifest format in README.md (\"The manifest\")"
+		switch {
+		case me.Field == "program" && strings.Contains(me.Msg, "does not exist"):
 			hint = "build the program first, e.g. `make examples` for the bundled examples, or GOOS=wasip1 GOARCH=wasm go build -o prog.wasm"
+		case errors.Is(err, job.ErrInputData):
+			hint = "the data file is at fault, not the manifest: correct it at that line (README.md, \"Split rules\", says what a CSV record may hold)"
+		case strings.HasPrefix(me.Field, "inputs.") && strings.Contains(me.Msg, "does not exist"):
+			hint = "a relative path is read from the manifest's directory"
+		case strings.HasPrefix(me.Field, "derive."):
+			hint = "a [derive] name is a [[merge]] entry's name and one of the values its rule gives (README.md, \"Merge rules\")"
 		}
 		return &userError{Msg: me.Error(), Hint: hint, Cause: err}
 	}
@@ -348,6 +405,9 @@ func printHuman(w io.Writer, doc runDoc, out *pool.Outcome, labels map[string]st
 	}
 	for _, k := range slices.Sorted(maps.Keys(out.DeriveErrors)) {
 		fmt.Fprintf(w, "%-16s not computed: %s\n", k, out.DeriveErrors[k])
+	}
+	for _, f := range doc.EntryFailures {
+		fmt.Fprintf(w, "no row   task %d: %s\n", f.Task, f.Problem) // Problem names the entry
 	}
 	names := make([]string, 0, len(out.Outputs))
 	for k := range out.Outputs {

@@ -145,5 +145,5 @@ func followJob(ctx context.Context, g *globals, s *session, j *job.Job, asJSON b
 	if out.Resumed > 0 {
 		fmt.Fprintf(g.stderr, "(%d of %d results were taken from the journal of an earlier follow)\n", out.Resumed, out.Total)
 	}
-	return outcomeError(err, out, "the program fails on every task: fix it and submit again (a changed program is a new job)")
+	return outcomeError(err, out, "submit")
 }

@@ -10,7 +10,7 @@ import (
 	"strings"
 )
 
-// columnValues parses header, a CSV header line, and the data lines of
+// columnValues parses header, a CSV header record, and the records of
 // chunk (RFC 4180 CSV, every row with as many fields as the header), and
 // returns each column's numeric values in row order. Cells that are empty
 // or only white space are skipped; every other cell must be a finite
@@ -18,15 +18,14 @@ import (
 // entry, possibly an empty, non-nil slice. Column names must be distinct
 // and not empty.
 func columnValues(header string, chunk io.Reader) (map[string][]float64, error) {
-	names, err := csv.NewReader(strings.NewReader(header)).Read()
+	// A UTF-8 byte order mark is not part of the first name; removed
+	// before parsing, so that a quoted first name parses too.
+	names, err := csv.NewReader(strings.NewReader(strings.TrimPrefix(header, "\uFEFF"))).Read()
 	if err != nil {
 		if err == io.EOF {
 			return nil, errors.New("header line is empty")
 		}
 		return nil, fmt.Errorf("header line: %w", err)
-	}
-	if len(names) > 0 {
-		names[0] = strings.TrimPrefix(names[0], "\uFEFF") // a UTF-8 byte order mark
 	}
 	cols := make(map[string][]float64, len(names))
 	values := make([][]float64, len(names))

@@ -1,20 +1,21 @@
 // Command csvstats is an idlepool job program for batch analysis of a large
-// CSV file split by the chunks rule: each task receives one line-aligned
-// chunk of data lines and the header line, and lists every numeric value of
+// CSV file split by the chunks rule: each task receives one chunk of whole
+// CSV records (the rule cuts a .csv input between RFC 4180 records, never
+// inside a quoted field) and the header record, and lists every numeric value of
 // its chunk per column, so that the runner's stats and quantiles
 // accumulators (field "columns.*") compute count, mean, standard deviation,
 // extremes and quantiles of each column, independent of the order in which
 // chunks arrive.
 //
 // Task params (from the chunks split rule with header = true): header (the
-// header line without its newline), chunk_index, offset, length and sha256;
-// input "chunk" is the chunk's data lines. Result, with values in row order:
+// header record without its line break), chunk_index, offset, length and
+// sha256; input "chunk" is the chunk's data records. Result, with values in row order:
 //
 //	{"columns": {"id": [0, 1, 2], "price": [9.5, 3, 12.25]}}
 //
 // Empty cells are skipped. A cell that is not a finite decimal number fails
-// the task with "row N column C: not a number", N counting the chunk's data
-// lines from 1. The program is built for WASI (GOOS=wasip1 GOARCH=wasm) and
+// the task with "row N column C: not a number", N counting the chunk's
+// records from 1. The program is built for WASI (GOOS=wasip1 GOARCH=wasm) and
 // runs natively too.
 package main
 
@@ -28,7 +29,7 @@ import (
 
 // params are the task parameters this program reads.
 type params struct {
-	Header     *string `json:"header"`      // the CSV header line, no newline
+	Header     *string `json:"header"`      // the CSV header record, no line break
 	ChunkIndex int     `json:"chunk_index"` // for messages
 	Offset     int64   `json:"offset"`      // the chunk's byte offset, for messages
 }
@@ -64,7 +65,7 @@ func compute(t task.Task) (any, error) {
 	defer f.Close()
 	cols, err := columnValues(*p.Header, f)
 	if err != nil {
-		return nil, fmt.Errorf("chunk %d at byte offset %d: %w", p.ChunkIndex, p.Offset, err)
+		return nil, task.DataError(fmt.Errorf("chunk %d at byte offset %d: %w", p.ChunkIndex, p.Offset, err))
 	}
 	return result{Columns: cols}, nil
 }

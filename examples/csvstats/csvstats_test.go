@@ -223,20 +223,22 @@ func TestRunErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	tests := []struct {
-		name    string
-		stdin   string
-		wantErr string
+		name     string
+		stdin    string
+		wantErr  string
+		wantCode int // 1, or task.ExitData when the data is at fault
 	}{
-		{"no header", `{"params":{},"inputs":{"chunk":"` + bad + `"}}`, "params.header is missing"},
-		{"no chunk", `{"params":{"header":"a,b"},"inputs":{}}`, `no such input: "chunk"`},
-		{"missing file", `{"params":{"header":"a,b"},"inputs":{"chunk":"` + filepath.Join(dir, "nope") + `"}}`, "open chunk"},
-		{"text cell", `{"params":{"header":"a,b","chunk_index":4,"offset":1024},"inputs":{"chunk":"` + bad + `"}}`, "chunk 4 at byte offset 1024: row 1 column b: not a number"},
+		{"no header", `{"params":{},"inputs":{"chunk":"` + bad + `"}}`, "params.header is missing", 1},
+		{"no chunk", `{"params":{"header":"a,b"},"inputs":{}}`, `no such input: "chunk"`, 1},
+		{"missing file", `{"params":{"header":"a,b"},"inputs":{"chunk":"` + filepath.Join(dir, "nope") + `"}}`, "open chunk", 1},
+		{"text cell", `{"params":{"header":"a,b","chunk_index":4,"offset":1024},"inputs":{"chunk":"` + bad + `"}}`,
+			"chunk 4 at byte offset 1024: row 1 column b: not a number", task.ExitData},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
-			if code := task.Run(strings.NewReader(tc.stdin), &stdout, &stderr, compute); code != 1 {
-				t.Fatalf("exit code %d, want 1", code)
+			if code := task.Run(strings.NewReader(tc.stdin), &stdout, &stderr, compute); code != tc.wantCode {
+				t.Fatalf("exit code %d, want %d", code, tc.wantCode)
 			}
 			if stdout.Len() != 0 {
 				t.Errorf("stdout %q, want nothing", stdout.String())

@@ -11,6 +11,10 @@
 //
 //	{"fold": 2, "test_rows": 30, "gaussian_nb_correct": 28, "knn5_correct": 28}
 //
+// A problem in the data (a cell that is not a number, a record with too few
+// fields, a row count other than params.rows) exits with status 65
+// (task.ExitData), so that idlepool's hint points at the data.
+//
 // The classifiers follow the specification in shared/datasets/README.md,
 // which scikit-learn 1.2.1 reproduces; see gaussianNB and knn. The program is
 // built for WASI (GOOS=wasip1 GOARCH=wasm) and runs natively too.
@@ -66,10 +70,11 @@ func compute(t task.Task) (any, error) {
 	defer f.Close()
 	ds, err := readDataset(f)
 	if err != nil {
-		return nil, fmt.Errorf("read data: %w", err)
+		return nil, task.DataError(fmt.Errorf("read data: %w", err))
 	}
 	if p.Rows != len(ds.Y) {
-		return nil, fmt.Errorf("params.rows is %d but the data has %d rows", p.Rows, len(ds.Y))
+		return nil, task.DataError(fmt.Errorf("params.rows is %d but the data has %d CSV records after the header: "+
+			"the split counted rows in another way (is split.format = \"lines\" set for a CSV file?)", p.Rows, len(ds.Y)))
 	}
 	folds, err := fold.Assign(p.Rows, p.K, p.Shuffle, p.PermutationSeed)
 	if err != nil {

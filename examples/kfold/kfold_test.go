@@ -273,29 +273,30 @@ func TestRun(t *testing.T) {
 	})
 
 	tests := []struct {
-		name    string
-		stdin   string
-		wantErr string
+		name     string
+		stdin    string
+		wantErr  string
+		wantCode int // 1, or task.ExitData when the data is at fault
 	}{
-		{"no fold", input(good, `{"k":4,"rows":20}`), "params.fold is missing"},
-		{"fold too large", input(good, `{"k":4,"fold":4,"rows":20}`), "params.fold must be in [0, 4)"},
-		{"k too small", input(good, `{"k":1,"fold":0,"rows":20}`), "k must be at least 2"},
-		{"rows mismatch", input(good, `{"k":4,"fold":0,"rows":21}`), "params.rows is 21 but the data has 20 rows"},
-		{"no data input", `{"params":{"k":4,"fold":0,"rows":20},"inputs":{}}`, `no such input: "data"`},
-		{"missing file", input(filepath.Join(t.TempDir(), "nope.csv"), `{"k":2,"fold":0,"rows":2}`), "open data"},
-		{"text feature", input(writeCSV(t, "a,label\n1,0\nx,1\n"), `{"k":2,"fold":0,"rows":2}`), `line 3 column a: not a number: "x"`},
-		{"NaN feature", input(writeCSV(t, "a,label\n1,0\nNaN,1\n"), `{"k":2,"fold":0,"rows":2}`), `line 3 column a: not a number: "NaN"`},
-		{"fractional label", input(writeCSV(t, "a,label\n1,0\n2,1.5\n"), `{"k":2,"fold":0,"rows":2}`), `line 3 column label: not an integer label`},
-		{"ragged row", input(writeCSV(t, "a,b,label\n1,2,0\n2,1\n"), `{"k":2,"fold":0,"rows":2}`), "wrong number of fields"},
-		{"no label column", input(writeCSV(t, "label\n1\n"), `{"k":2,"fold":0,"rows":1}`), "need at least one feature and a label"},
-		{"no rows", input(writeCSV(t, "a,label\n"), `{"k":2,"fold":0,"rows":0}`), "no data rows"},
-		{"empty file", input(writeCSV(t, ""), `{"k":2,"fold":0,"rows":0}`), "empty file"},
+		{"no fold", input(good, `{"k":4,"rows":20}`), "params.fold is missing", 1},
+		{"fold too large", input(good, `{"k":4,"fold":4,"rows":20}`), "params.fold must be in [0, 4)", 1},
+		{"k too small", input(good, `{"k":1,"fold":0,"rows":20}`), "k must be at least 2", 1},
+		{"rows mismatch", input(good, `{"k":4,"fold":0,"rows":21}`), "params.rows is 21 but the data has 20 CSV records after the header", task.ExitData},
+		{"no data input", `{"params":{"k":4,"fold":0,"rows":20},"inputs":{}}`, `no such input: "data"`, 1},
+		{"missing file", input(filepath.Join(t.TempDir(), "nope.csv"), `{"k":2,"fold":0,"rows":2}`), "open data", 1},
+		{"text feature", input(writeCSV(t, "a,label\n1,0\nx,1\n"), `{"k":2,"fold":0,"rows":2}`), `line 3 column a: not a number: "x"`, task.ExitData},
+		{"NaN feature", input(writeCSV(t, "a,label\n1,0\nNaN,1\n"), `{"k":2,"fold":0,"rows":2}`), `line 3 column a: not a number: "NaN"`, task.ExitData},
+		{"fractional label", input(writeCSV(t, "a,label\n1,0\n2,1.5\n"), `{"k":2,"fold":0,"rows":2}`), `line 3 column label: not an integer label`, task.ExitData},
+		{"ragged row", input(writeCSV(t, "a,b,label\n1,2,0\n2,1\n"), `{"k":2,"fold":0,"rows":2}`), "wrong number of fields", task.ExitData},
+		{"no label column", input(writeCSV(t, "label\n1\n"), `{"k":2,"fold":0,"rows":1}`), "need at least one feature and a label", task.ExitData},
+		{"no rows", input(writeCSV(t, "a,label\n"), `{"k":2,"fold":0,"rows":0}`), "no data rows", task.ExitData},
+		{"empty file", input(writeCSV(t, ""), `{"k":2,"fold":0,"rows":0}`), "empty file", task.ExitData},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
-			if code := task.Run(strings.NewReader(tc.stdin), &stdout, &stderr, compute); code != 1 {
-				t.Fatalf("exit code %d, want 1", code)
+			if code := task.Run(strings.NewReader(tc.stdin), &stdout, &stderr, compute); code != tc.wantCode {
+				t.Fatalf("exit code %d, want %d", code, tc.wantCode)
 			}
 			if stdout.Len() != 0 {
 				t.Errorf("stdout %q, want nothing", stdout.String())

@@ -49,6 +49,27 @@ type Task struct {
 // ErrNoInput is returned by [Task.Input] when the task names no such input.
 var ErrNoInput = errors.New("task: no such input")
 
+// ExitData is the exit status that says the task's input data is wrong,
+// not the program: EX_DATAERR of BSD's sysexits.h. idlepool then tells the
+// person to fix the data rather than the program.
+const ExitData = 65
+
+// dataError marks an error caused by the input data.
+type dataError struct{ err error }
+
+func (e dataError) Error() string { return e.err.Error() }
+func (e dataError) Unwrap() error { return e.err }
+
+// DataError marks err as caused by the task's input data (a cell that is
+// not a number, a row with too few fields), so that [Run] exits with
+// [ExitData]. It returns nil for nil.
+func DataError(err error) error {
+	if err == nil {
+		return nil
+	}
+	return dataError{err}
+}
+
 // Decode reads exactly one JSON object from r. Anything but white space
 // after the object is an error.
 func Decode(r io.Reader) (Task, error) {
@@ -91,7 +112,8 @@ func (t Task) Input(name string) (string, error) {
 // compute, and writes the result, JSON-encoded and followed by a newline, to
 // stdout. It returns the process exit status: 0 on success, 1 when the task
 // cannot be decoded, compute fails or the result cannot be encoded, in which
-// case stderr receives one line saying why and stdout receives nothing.
+// case stderr receives one line saying why and stdout receives nothing;
+// [ExitData] instead of 1 when compute's error is a [DataError].
 //
 // The result must encode deterministically: structs, slices, numbers and
 // maps (encoding/json sorts map keys) are fine; non-finite floats are not
@@ -107,6 +129,10 @@ func Run(stdin io.Reader, stdout, stderr io.Writer, compute func(Task) (any, err
 	}
 	result, err := compute(t)
 	if err != nil {
+		if errors.As(err, new(dataError)) {
+			fail(err)
+			return ExitData
+		}
 		return fail(err)
 	}
 	out, err := json.Marshal(result)

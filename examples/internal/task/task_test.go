@@ -3,6 +3,7 @@ package task
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -149,6 +150,15 @@ func TestRun(t *testing.T) {
 			compute:    func(Task) (any, error) { return nil, errors.New("row 3 column b: not a number") },
 			wantCode:   1,
 			wantStderr: "error: row 3 column b: not a number\n",
+		},
+		{
+			name:  "data error",
+			stdin: `{}`,
+			compute: func(Task) (any, error) {
+				return nil, fmt.Errorf("read data: %w", DataError(errors.New("line 3 column b: not a number")))
+			},
+			wantCode:   ExitData,
+			wantStderr: "error: read data: line 3 column b: not a number\n",
 		},
 		{
 			name:       "result not encodable",
