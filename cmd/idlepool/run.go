@@ -317,12 +317,12 @@ func failureHint(reason, command string) string {
 		if command == "submit" {
 			return "a worker process died under the task, which says more about that machine than the program"
 		}
-		return "a worker process died under the task, which says more about this machine than the program: run with --fresh to compute it again"
+		return "a worker process died under the task, which says more about this machine than the program: run the same command again to compute it again"
 	}
 	if command == "submit" {
 		return "fix the program (try one task by hand: it reads its task as JSON on stdin), then submit again (a changed program is a new job)"
 	}
-	return "fix the program (try one task by hand: it reads its task as JSON on stdin), then run with --fresh"
+	return "fix the program (try one task by hand: it reads its task as JSON on stdin), then run again (a changed program is a new job)"
 }
 
 // jsonFloat keeps non-finite derived values printable: JSON has no NaN or
