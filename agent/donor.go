@@ -664,7 +664,8 @@ func (n NVMLGPUs) GPUs(context.Context) ([]idle.GPU, error) {
 		out = append(out, idle.GPU{Index: g.Index, UUID: g.UUID, Name: g.Name,
 			MemoryTotalMiB: g.MemoryTotalMiB, MemoryFreeMiB: g.MemoryFreeMiB,
 			UtilisationShare: g.UtilisationShare, TemperatureC: g.TemperatureC, PowerW: g.PowerW,
-			ComputeCapability: g.ComputeCapability, OtherProcesses: g.OtherPIDs(), OtherMemoryMiB: g.OtherMemoryMiB()})
+			ComputeCapability: g.ComputeCapability, OtherProcesses: g.OtherPIDs(), OtherMemoryMiB: g.OtherMemoryMiB(),
+			OurProcesses: g.OurPIDs()})
 	}
 	return out, nil
 }

@@ -66,10 +66,6 @@ type PolicyState struct {
 	PowerKnown   bool
 	Running      []string
 	RunningKnown bool
-
-	// GPUs are the UUIDs the last decision allowed: while a GPU is ours,
-	// its utilisation is not counted as another process's.
-	GPUs []string
 }
 
 // Decide turns the owner's settings and the signals sampled at wall-clock
@@ -169,11 +165,10 @@ func Decide(s Settings, sig Signals, now time.Time, mono time.Duration, prev Pol
 	}
 	running := listed(s.PauseFor, st.Running)
 
-	gpus, gpuNotes, gpuHot := chooseGPUs(s, sig.GPUs, st.GPUs, st.GPUHot)
+	gpus, gpuNotes, gpuHot := chooseGPUs(s, sig.GPUs, st.GPUHot)
 	st.GPUHot = gpuHot
 
 	wait := func(state State, reason string) (Decision, PolicyState) {
-		st.GPUs = nil
 		return Decision{State: state, Reason: reason}, st
 	}
 
@@ -271,7 +266,6 @@ func Decide(s Settings, sig Signals, now time.Time, mono time.Duration, prev Pol
 	for _, n := range notes {
 		reason += "; " + n
 	}
-	st.GPUs = gpus
 	return Decision{State: StateComputing, Cores: cores, GPUs: gpus, Reason: reason}, st
 }
 
@@ -317,9 +311,8 @@ func (p *Policy) State() PolicyState {
 }
 
 // chooseGPUs returns the UUIDs of the GPUs the settings allow now, the
-// reasons for those skipped, and the new hot set. ours are the GPUs the
-// previous decision allowed.
-func chooseGPUs(s Settings, r Reading[[]GPU], ours []string, wasHot map[string]bool) (allowed []string, notes []string, hot map[string]bool) {
+// reasons for those skipped, and the new hot set.
+func chooseGPUs(s Settings, r Reading[[]GPU], wasHot map[string]bool) (allowed []string, notes []string, hot map[string]bool) {
 	var enabled []string
 	for uuid, g := range s.GPUs {
 		if g.Use {
@@ -361,7 +354,7 @@ func chooseGPUs(s Settings, r Reading[[]GPU], ours []string, wasHot map[string]b
 			notes = append(notes, fmt.Sprintf("GPU %d skipped: %.0f °C, ceiling %.0f °C", g.Index, g.TemperatureC, set.MaxTemperatureC))
 			continue
 		}
-		if other := otherGPUShare(g, slices.Contains(ours, g.UUID)); other > set.MaxOtherShare {
+		if other := otherGPUShare(g); other > set.MaxOtherShare {
 			notes = append(notes, fmt.Sprintf("GPU %d skipped: another process uses %s of it", g.Index, percent(other)))
 			continue
 		}
@@ -379,14 +372,20 @@ func chooseGPUs(s Settings, r Reading[[]GPU], ours []string, wasHot map[string]b
 }
 
 // otherGPUShare is the share (0..1) of a GPU other processes use: the
-// share of its memory they hold, and, while the GPU is not ours (so that
-// all of its utilisation is theirs), its utilisation.
-func otherGPUShare(g GPU, ours bool) float64 {
+// share of its memory they hold, and, while no process of ours has a
+// context on it (so that all of its utilisation is theirs), its
+// utilisation. Whether a GPU is ours is what NVML's process list shows
+// now, never what an earlier decision allowed: a GPU allowed to tasks
+// that do not use it (every WebAssembly task) is all another process's,
+// and a game that starts on it with little memory is seen by its
+// utilisation. While a task of ours shares the GPU with another process
+// NVML cannot split the utilisation, and only their memory counts.
+func otherGPUShare(g GPU) float64 {
 	share := 0.0
 	if g.MemoryTotalMiB > 0 {
 		share = float64(g.OtherMemoryMiB) / float64(g.MemoryTotalMiB)
 	}
-	if !ours && len(g.OtherProcesses) > 0 {
+	if len(g.OurProcesses) == 0 && len(g.OtherProcesses) > 0 {
 		share = max(share, g.UtilisationShare)
 	}
 	return share

@@ -128,9 +128,23 @@ func TestDecide(t *testing.T) {
 				twoGPUs(s)
 				s.GPUs.Value = s.GPUs.Value[1:]
 				s.GPUs.Value[0].UtilisationShare = 1 // ours
+				s.GPUs.Value[0].OurProcesses = []int{100}
 				s.GPUs.Value[0].OtherProcesses = []int{7}
 				s.GPUs.Value[0].OtherMemoryMiB = 600 // 5%
 			}, computing(7, "computing on 7 of 8 cores and GPU 1; GPU GPU-aaa not found", "GPU-bbb")},
+		}},
+		{"a GPU allowed before is not ours while no task of ours uses it", withSettings(gpusOn), []step{
+			{tue2300, 0, func(s *Signals) { twoGPUs(s); s.GPUs.Value = s.GPUs.Value[1:] },
+				computing(7, "computing on 7 of 8 cores and GPU 1; GPU GPU-aaa not found", "GPU-bbb")},
+			// A game starts on the GPU allowed a second ago: most of its
+			// time, little of its memory, and no process of ours there.
+			{tue2300, time.Second, func(s *Signals) {
+				twoGPUs(s)
+				s.GPUs.Value = s.GPUs.Value[1:]
+				s.GPUs.Value[0].UtilisationShare = 0.85
+				s.GPUs.Value[0].OtherProcesses = []int{7}
+				s.GPUs.Value[0].OtherMemoryMiB = 600 // 5%
+			}, computing(7, "computing on 7 of 8 cores; GPU 1 skipped: another process uses 85% of it; GPU GPU-aaa not found")},
 		}},
 		{"hot GPU skipped until it cools by the margin", withSettings(func(s *Settings) {
 			s.GPUs = map[string]GPUSettings{"GPU-bbb": {Use: true, MaxTemperatureC: 80}}
