@@ -540,6 +540,31 @@ func LoadKeys(dirs home.Dirs, ownerFile string) (dev, owner *identity.Key, err e
 	return dev, owner, nil
 }
 
+// KeyHint is the hint for people for an error of LoadKeys about a key file
+// (an *identity.KeyFileError): the mode to set when others may read it;
+// for a damaged file, restoring it from a backup, or moving it aside so
+// that a new identity is made, and what a new identity means for the
+// device's receipts or for the owner's devices. It returns "" for other
+// errors.
+func KeyHint(err error) string {
+	kf, ok := errors.AsType[*identity.KeyFileError](err)
+	if !ok {
+		return ""
+	}
+	if kf.Exposed {
+		return fmt.Sprintf("make it private: chmod 600 %s", kf.Path)
+	}
+	aside := fmt.Sprintf("mv %s %s.damaged", kf.Path, kf.Path)
+	if filepath.Base(kf.Path) == DeviceKeyFile {
+		return fmt.Sprintf("restore it from a backup; or move it aside (%s) and start again to make a new device identity: "+
+			"the pools then know this machine as a new device, and the receipts of the old one stay in their ledgers, "+
+			"where this machine can no longer collect them or those still pending", aside)
+	}
+	return fmt.Sprintf("restore it from a backup, or copy %s from the config directory of another of your devices; "+
+		"moving it aside (%s) makes a new owner identity at the next start, and this device then no longer counts "+
+		"as one of your devices", OwnerKeyFile, aside)
+}
+
 // WorkerPool starts n sandboxed worker processes, each running command
 // (this program's worker mode, e.g. {self, "worker", "--cache", dir}),
 // with the compilation cache under dirs.Cache.
