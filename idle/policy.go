@@ -447,26 +447,36 @@ func durationText(d time.Duration) string {
 // "3 min 12 s", "1 h 5 min".
 func DurationText(d time.Duration) string { return durationText(d) }
 
-// clockText writes t relative to now (both in the same zone): "14:05"
-// the same day, "Mon 22:00" within a week, "2 Jan 15:04" beyond.
-func clockText(t, now time.Time) string {
+// clockText writes t relative to now (both in the same zone): see
+// ClockText.
+func clockText(t, now time.Time) string { return ClockText(t, now) }
+
+// ClockText writes a moment for people, relative to now, both in the zone
+// to show it in: "14:05" on now's day, "Mon 14:05" in the six days after
+// it, "2 Jan 14:05" at any other date of now's year, and "2 Jan 2027
+// 14:05" in another year. Every end of a pause (the policy's reason, the
+// tray, status) is written by it, so that a pause until a far date shows
+// that date and its year.
+func ClockText(t, now time.Time) string {
 	ty, tm, td := t.Date()
 	ny, nm, nd := now.Date()
 	switch {
 	case ty == ny && tm == nm && td == nd:
 		return t.Format("15:04")
-	case t.Sub(now) < 6*24*time.Hour && t.After(now):
+	case t.After(now) && t.Sub(now) < 6*24*time.Hour:
 		return t.Format("Mon 15:04")
-	default:
+	case ty == ny:
 		return t.Format("2 Jan 15:04")
+	default:
+		return t.Format("2 Jan 2006 15:04")
 	}
 }
 
-// dayText writes t with its weekday, "Mon 22:00", or with its date,
-// "2 Jan 15:04", when it is a week or more after now.
+// dayText writes t with its weekday, "Mon 22:00", or, when it is a week or
+// more after now, with its date as ClockText does.
 func dayText(t, now time.Time) string {
-	if t.Sub(now) < 6*24*time.Hour {
+	if t.After(now) && t.Sub(now) < 6*24*time.Hour {
 		return t.Format("Mon 15:04")
 	}
-	return t.Format("2 Jan 15:04")
+	return ClockText(t, now)
 }

@@ -234,6 +234,16 @@ func TestDecide(t *testing.T) {
 			{time.Date(2026, 3, 10, 13, 5, 0, 0, loc), 0, nil, paused("paused by you until 14:05")},
 			{time.Date(2026, 3, 10, 14, 5, 0, 0, loc), time.Hour, nil, computing(7, "computing on 7 of 8 cores")},
 		}},
+		{"owner's pause until a far date shows its date, and its year when not this one", withSettings(func(s *Settings) {
+			s.PausedUntil, s.TimeZone = time.Date(2027, 4, 15, 0, 0, 0, 0, loc), "Europe/Berlin"
+		}), []step{
+			{tue2300, 0, nil, paused("paused by you until 15 Apr 2027 00:00")},
+		}},
+		{"owner's pause until a date later this year shows its date", withSettings(func(s *Settings) {
+			s.PausedUntil, s.TimeZone = time.Date(2026, 3, 30, 12, 0, 0, 0, loc), "Europe/Berlin"
+		}), []step{
+			{tue2300, 0, nil, paused("paused by you until 30 Mar 12:00")},
+		}},
 		{"a pause already over on the wall clock is no pause", withSettings(func(s *Settings) { s.PausedUntil = tue2300.Add(-time.Minute) }), []step{
 			{tue2300, 0, nil, computing(7, "computing on 7 of 8 cores")},
 		}},
@@ -345,6 +355,25 @@ func TestPauseOver(t *testing.T) {
 	_, st = Decide(s, idleDesktop(at), at, time.Minute, st)
 	if !st.PauseOver {
 		t.Error("PauseOver false after the pause")
+	}
+}
+
+func TestClockText(t *testing.T) {
+	now := time.Date(2026, 12, 31, 23, 0, 0, 0, time.UTC) // a Thursday
+	for _, tc := range []struct {
+		t    time.Time
+		want string
+	}{
+		{now.Add(30 * time.Minute), "23:30"},
+		{now.Add(2 * time.Hour), "Fri 01:00"},
+		{now.Add(5 * 24 * time.Hour), "Tue 23:00"},
+		{now.Add(9 * 24 * time.Hour), "9 Jan 2027 23:00"},
+		{now.Add(-24 * time.Hour), "30 Dec 23:00"},
+		{time.Date(2126, 12, 31, 23, 0, 0, 0, time.UTC), "31 Dec 2126 23:00"},
+	} {
+		if got := ClockText(tc.t, now); got != tc.want {
+			t.Errorf("ClockText(%s) = %q, want %q", tc.t, got, tc.want)
+		}
 	}
 }
 
