@@ -54,8 +54,11 @@ type DonorConfig struct {
 	// offers.DefaultTTL when 0.
 	OfferTTL time.Duration
 	// LocalAPI, if set, is where the donor serves its Status (see
-	// Config.LocalAPI and ReadStatus).
+	// Config.LocalAPI and ReadStatus) and takes Reload (AskReload).
 	LocalAPI string
+	// SettingsReload is how often the owner's settings are read again
+	// without a Reload (another program changed them); default 10 s.
+	SettingsReload time.Duration
 	// Logger receives diagnostics; nil discards them.
 	Logger *slog.Logger
 	// HTTP is the client for the coordinators; nil: each agent's default.
@@ -152,6 +155,9 @@ func NewDonor(cfg DonorConfig) (*Donor, error) {
 		agents: map[string]*donorAgent{}, retryAt: map[string]time.Time{}}
 	if !cfg.Always {
 		d.policy = newDonorPolicy(cfg.Store, cfg.GPUs, cfg.Logger)
+		if cfg.SettingsReload > 0 {
+			d.policy.reloadEvery = cfg.SettingsReload
+		}
 	}
 	d.offer = &donorOffer{local: cfg.Store, gpus: cfg.GPUs, log: cfg.Logger}
 	return d, nil
@@ -179,7 +185,7 @@ func (d *Donor) Serve(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if d.cfg.LocalAPI != "" {
-		wg.Go(func() { _ = serveStatus(ctx, d.cfg.LocalAPI, d.log, d.Status) })
+		wg.Go(func() { _ = serveStatus(ctx, d.cfg.LocalAPI, d.log, d.Status, d.Reload) })
 	}
 	if d.policy != nil {
 		defer d.policy.Close()
@@ -210,6 +216,7 @@ func (d *Donor) waitSync(ctx context.Context, reload, sample <-chan time.Time) b
 		case <-ctx.Done():
 			return false
 		case <-d.reload:
+			d.sampleIfIdle(ctx) // the owner's change shows at once in Status
 			return true
 		case <-reload:
 			return true
