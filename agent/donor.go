@@ -54,8 +54,11 @@ type DonorConfig struct {
 	// offers.DefaultTTL when 0.
 	OfferTTL time.Duration
 	// LocalAPI, if set, is where the donor serves its Status (see
-	// Config.LocalAPI and ReadStatus).
+	// Config.LocalAPI and ReadStatus) and takes Reload (AskReload).
 	LocalAPI string
+	// SettingsReload is how often the owner's settings are read again
+	// without a Reload (another program changed them); default 10 s.
+	SettingsReload time.Duration
 	// Logger receives diagnostics; nil discards them.
 	Logger *slog.Logger
 	// HTTP is the client for the coordinators; nil: each agent's default.
@@ -152,6 +155,9 @@ func NewDonor(cfg DonorConfig) (*Donor, error) {
 		agents: map[string]*donorAgent{}, retryAt: map[string]time.Time{}}
 	if !cfg.Always {
 		d.policy = newDonorPolicy(cfg.Store, cfg.GPUs, cfg.Logger)
+		if cfg.SettingsReload > 0 {
+			d.policy.reloadEvery = cfg.SettingsReload
+		}
 	}
 	d.offer = &donorOffer{local: cfg.Store, gpus: cfg.GPUs, log: cfg.Logger}
 	return d, nil
@@ -179,7 +185,7 @@ func (d *Donor) Serve(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if d.cfg.LocalAPI != "" {
-		wg.Go(func() { _ = serveStatus(ctx, d.cfg.LocalAPI, d.log, d.Status) })
+		wg.Go(func() { _ = serveStatus(ctx, d.cfg.LocalAPI, d.log, d.Status, d.Reload) })
 	}
 	if d.policy != nil {
 		defer d.policy.Close()
@@ -210,6 +216,7 @@ func (d *Donor) waitSync(ctx context.Context, reload, sample <-chan time.Time) b
 		case <-ctx.Done():
 			return false
 		case <-d.reload:
+			d.sampleIfIdle(ctx) // the owner's change shows at once in Status
 			return true
 		case <-reload:
 			return true
@@ -540,6 +547,31 @@ func LoadKeys(dirs home.Dirs, ownerFile string) (dev, owner *identity.Key, err e
 	return dev, owner, nil
 }
 
+// KeyHint is the hint for people for an error of LoadKeys about a key file
+// (an *identity.KeyFileError): the mode to set when others may read it;
+// for a damaged file, restoring it from a backup, or moving it aside so
+// that a new identity is made, and what a new identity means for the
+// device's receipts or for the owner's devices. It returns "" for other
+// errors.
+func KeyHint(err error) string {
+	kf, ok := errors.AsType[*identity.KeyFileError](err)
+	if !ok {
+		return ""
+	}
+	if kf.Exposed {
+		return fmt.Sprintf("make it private: chmod 600 %s", kf.Path)
+	}
+	aside := fmt.Sprintf("mv %s %s.damaged", kf.Path, kf.Path)
+	if filepath.Base(kf.Path) == DeviceKeyFile {
+		return fmt.Sprintf("restore it from a backup; or move it aside (%s) and start again to make a new device identity: "+
+			"the pools then know this machine as a new device, and the receipts of the old one stay in their ledgers, "+
+			"where this machine can no longer collect them or those still pending", aside)
+	}
+	return fmt.Sprintf("restore it from a backup, or copy %s from the config directory of another of your devices; "+
+		"moving it aside (%s) makes a new owner identity at the next start, and this device then no longer counts "+
+		"as one of your devices", OwnerKeyFile, aside)
+}
+
 // WorkerPool starts n sandboxed worker processes, each running command
 // (this program's worker mode, e.g. {self, "worker", "--cache", dir}),
 // with the compilation cache under dirs.Cache.
@@ -664,7 +696,8 @@ func (n NVMLGPUs) GPUs(context.Context) ([]idle.GPU, error) {
 		out = append(out, idle.GPU{Index: g.Index, UUID: g.UUID, Name: g.Name,
 			MemoryTotalMiB: g.MemoryTotalMiB, MemoryFreeMiB: g.MemoryFreeMiB,
 			UtilisationShare: g.UtilisationShare, TemperatureC: g.TemperatureC, PowerW: g.PowerW,
-			ComputeCapability: g.ComputeCapability, OtherProcesses: g.OtherPIDs(), OtherMemoryMiB: g.OtherMemoryMiB()})
+			ComputeCapability: g.ComputeCapability, OtherProcesses: g.OtherPIDs(), OtherMemoryMiB: g.OtherMemoryMiB(),
+			OurProcesses: g.OurPIDs()})
 	}
 	return out, nil
 }

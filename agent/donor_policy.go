@@ -47,10 +47,12 @@ type donorPolicy struct {
 	loaded   time.Time
 	sampler  *idle.Sampler
 	programs []string // the PauseFor list sampler was made for
+
+	reloadEvery time.Duration // settingsReload unless DonorConfig.SettingsReload
 }
 
 func newDonorPolicy(local *store.Local, gpus idle.GPUSource, log *slog.Logger) *donorPolicy {
-	return &donorPolicy{local: local, gpus: gpus, log: log,
+	return &donorPolicy{local: local, gpus: gpus, log: log, reloadEvery: settingsReload,
 		policy: idle.NewPolicy(idle.Defaults()), settings: idle.Defaults()}
 }
 
@@ -99,7 +101,7 @@ func (p *donorPolicy) Sample(ctx context.Context) idle.Signals {
 }
 
 func (p *donorPolicy) sample(ctx context.Context) idle.Signals {
-	if p.loaded.IsZero() || time.Since(p.loaded) >= settingsReload {
+	if p.loaded.IsZero() || time.Since(p.loaded) >= p.reloadEvery {
 		p.loaded = time.Now()
 		if s, err := p.local.Settings(ctx); err != nil {
 			p.log.Warn("Cannot read the owner's settings, keeping the last ones", "err", err)

@@ -165,19 +165,10 @@ func cut(s string) string {
 	return strings.TrimRight(string(r[:maxLineRunes-1]), " ;,:") + "…"
 }
 
-// clockText writes t as "15:04" on now's day, "Mon 15:04" within the
-// week ahead, "2 Jan 15:04" otherwise (as the policy's reasons do).
-func clockText(t, now time.Time) string {
-	ty, tm, td := t.Date()
-	ny, nm, nd := now.Date()
-	switch {
-	case ty == ny && tm == nm && td == nd:
-		return t.Format("15:04")
-	case t.After(now) && t.Sub(now) < 6*24*time.Hour:
-		return t.Format("Mon 15:04")
-	}
-	return t.Format("2 Jan 15:04")
-}
+// clockText writes t as the policy's reasons do (idle.ClockText): "15:04"
+// on now's day, "Mon 15:04" within the week ahead, "2 Jan 15:04" later this
+// year, "2 Jan 2027 15:04" in another.
+func clockText(t, now time.Time) string { return idle.ClockText(t, now) }
 
 // MorningHour is the hour of the day "Pause until tomorrow" pauses until.
 //

@@ -107,6 +107,10 @@ func TestStatusOf(t *testing.T) {
 	paused.PausedUntil = now.Add(time.Hour)
 	pausedLong := utc
 	pausedLong.PausedUntil = now.Add(26 * time.Hour)
+	pausedFar := utc
+	pausedFar.PausedUntil = time.Date(2026, 1, 5, 9, 30, 0, 0, time.UTC)
+	pausedLater := utc
+	pausedLater.PausedUntil = now.Add(20 * 24 * time.Hour)
 	expired := utc
 	expired.PausedUntil = now.Add(-time.Minute)
 	running := func(pools ...agent.PoolState) agent.AgentStatus {
@@ -141,6 +145,10 @@ func TestStatusOf(t *testing.T) {
 			TrayStatus{State: TrayPaused, Line: "Paused by you until 15:00", PausedUntil: paused.PausedUntil}},
 		{"paused by you until tomorrow", agent.AgentStatus{}, pausedLong,
 			TrayStatus{State: TrayPaused, Line: "Paused by you until Tue 16:00", PausedUntil: pausedLong.PausedUntil}},
+		{"paused by you until a later date", agent.AgentStatus{}, pausedLater,
+			TrayStatus{State: TrayPaused, Line: "Paused by you until 22 Jun 14:00", PausedUntil: pausedLater.PausedUntil}},
+		{"paused by you until next year", agent.AgentStatus{}, pausedFar,
+			TrayStatus{State: TrayPaused, Line: "Paused by you until 5 Jan 2026 09:30", PausedUntil: pausedFar.PausedUntil}},
 		{"pause over", agent.AgentStatus{Pools: lab, Decision: idle.Decision{State: idle.StateWaiting, Reason: "waiting: outside your hours"}}, expired,
 			TrayStatus{State: TrayIdle, Line: "Waiting: outside your hours"}},
 		{"pool unreachable", agent.AgentStatus{Pools: []agent.PoolState{{URL: "http://10.0.0.5:7420", Error: "cannot reach the pool: connection refused"}}}, utc,

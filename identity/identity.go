@@ -27,6 +27,27 @@ import (
 // ErrBadKey marks a key file or public key that cannot be used.
 var ErrBadKey = errors.New("identity: bad key")
 
+// KeyFileError says what is wrong with a key file, in words for people:
+// Error returns the path and the problem, e.g. "/home/a/.config/idlepool/
+// device.key is 17 bytes; a key file holds 45 (one line of 44 base64
+// characters)". It matches ErrBadKey. Exposed is true when the file is
+// readable by others (its content may be fine: fix the mode), false when
+// its content is not a key (truncated, corrupted, empty).
+type KeyFileError struct {
+	Path    string
+	Problem string
+	Exposed bool
+}
+
+func (e *KeyFileError) Error() string { return e.Path + " " + e.Problem }
+
+// Is reports whether target is ErrBadKey.
+func (e *KeyFileError) Is(target error) bool { return target == ErrBadKey }
+
+// keyFileChars is the length of a key file's line: the base64 of a
+// 32-byte seed.
+var keyFileChars = base64.StdEncoding.EncodedLen(ed25519.SeedSize)
+
 // ErrBadSignature is returned when a signature does not verify.
 var ErrBadSignature = errors.New("identity: bad signature")
 
@@ -62,8 +83,8 @@ func FromSeed(seed []byte) (*Key, error) {
 
 // LoadOrCreate reads the key file at path, or creates it (and its
 // directory, mode 0700) with a new key when it does not exist. A file that
-// exists but does not hold a key, or that others may read, is an error
-// wrapping ErrBadKey: a key is never silently replaced.
+// exists but does not hold a key, or that others may read, is a
+// *KeyFileError (matching ErrBadKey): a key is never silently replaced.
 func LoadOrCreate(path string) (*Key, error) {
 	k, err := Load(path)
 	if err == nil || !errors.Is(err, os.ErrNotExist) {
@@ -95,28 +116,50 @@ func LoadOrCreate(path string) (*Key, error) {
 }
 
 // Load reads the key file at path. A missing file gives an error
-// satisfying errors.Is(err, os.ErrNotExist).
+// satisfying errors.Is(err, os.ErrNotExist); a file that others may read
+// or that does not hold a key gives a *KeyFileError naming the file and
+// what is wrong with it (its size, a character that is not base64).
 func Load(path string) (*Key, error) {
 	st, err := os.Stat(path)
 	if err != nil {
 		return nil, fmt.Errorf("read key: %w", err)
 	}
 	if st.Mode().Perm()&0o077 != 0 {
-		return nil, fmt.Errorf("%w: %s is readable by others (mode %v); run chmod 600 on it", ErrBadKey, path, st.Mode().Perm())
+		return nil, &KeyFileError{Path: path, Exposed: true,
+			Problem: fmt.Sprintf("is readable by others (mode %v); a key file must be private (mode 600)", st.Mode().Perm())}
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read key: %w", err)
 	}
-	seed, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(b)))
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s does not hold a base64 key", ErrBadKey, path)
+	if p := keyFileProblem(b); p != "" {
+		return nil, &KeyFileError{Path: path, Problem: p}
 	}
-	k, err := FromSeed(seed)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+	seed, _ := base64.StdEncoding.DecodeString(strings.TrimSpace(string(b)))
+	return FromSeed(seed) // keyFileProblem checked the size
+}
+
+// keyFileProblem says what is wrong with a key file's content b, or ""
+// when it holds one line of base64 that decodes to a 32-byte seed.
+func keyFileProblem(b []byte) string {
+	want := fmt.Sprintf("a key file holds %d (one line of %d base64 characters)", keyFileChars+1, keyFileChars)
+	line := strings.TrimSpace(string(b))
+	switch {
+	case len(b) == 0:
+		return "is empty; " + want
+	case len(line) != keyFileChars:
+		return fmt.Sprintf("is %d bytes; %s", len(b), want)
 	}
-	return k, nil
+	if i := strings.IndexFunc(line, func(r rune) bool {
+		return !strings.ContainsRune("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=", r)
+	}); i >= 0 {
+		return fmt.Sprintf("holds a character that is not base64 (character %d of its line): it is damaged", i+1)
+	}
+	seed, err := base64.StdEncoding.DecodeString(line)
+	if err != nil || len(seed) != ed25519.SeedSize {
+		return fmt.Sprintf("does not decode to a %d-byte key: it is damaged", ed25519.SeedSize)
+	}
+	return ""
 }
 
 // Public returns the 32-byte public key.

@@ -21,6 +21,16 @@ func TestReadPowerSupply(t *testing.T) {
 		{"laptop-usbc", Power{HasBattery: true, Percent: 80}}, // (60+100)/2; the USB-C charger is online
 		{"ups-usb", Power{}},
 		{"mouse", Power{}},
+		// Peripherals' batteries without a scope file, told apart by where
+		// they hang in the device tree (USB, Bluetooth through uhid) or by
+		// their driver's name; a laptop's ACPI battery without one is the
+		// machine's.
+		{"headset-usb", Power{}},
+		{"gamepad-bluetooth", Power{}},
+		{"keyboard-bluetooth", Power{}},
+		{"laptop-acpi", Power{OnBattery: true, HasBattery: true, Percent: 55}},
+		// An empty second bay (present 0) is no battery: not averaged in.
+		{"laptop-empty-bay", Power{HasBattery: true, Percent: 80}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.fixture, func(t *testing.T) {

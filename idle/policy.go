@@ -66,10 +66,6 @@ type PolicyState struct {
 	PowerKnown   bool
 	Running      []string
 	RunningKnown bool
-
-	// GPUs are the UUIDs the last decision allowed: while a GPU is ours,
-	// its utilisation is not counted as another process's.
-	GPUs []string
 }
 
 // Decide turns the owner's settings and the signals sampled at wall-clock
@@ -169,11 +165,10 @@ func Decide(s Settings, sig Signals, now time.Time, mono time.Duration, prev Pol
 	}
 	running := listed(s.PauseFor, st.Running)
 
-	gpus, gpuNotes, gpuHot := chooseGPUs(s, sig.GPUs, st.GPUs, st.GPUHot)
+	gpus, gpuNotes, gpuHot := chooseGPUs(s, sig.GPUs, st.GPUHot)
 	st.GPUHot = gpuHot
 
 	wait := func(state State, reason string) (Decision, PolicyState) {
-		st.GPUs = nil
 		return Decision{State: state, Reason: reason}, st
 	}
 
@@ -271,7 +266,6 @@ func Decide(s Settings, sig Signals, now time.Time, mono time.Duration, prev Pol
 	for _, n := range notes {
 		reason += "; " + n
 	}
-	st.GPUs = gpus
 	return Decision{State: StateComputing, Cores: cores, GPUs: gpus, Reason: reason}, st
 }
 
@@ -317,9 +311,8 @@ func (p *Policy) State() PolicyState {
 }
 
 // chooseGPUs returns the UUIDs of the GPUs the settings allow now, the
-// reasons for those skipped, and the new hot set. ours are the GPUs the
-// previous decision allowed.
-func chooseGPUs(s Settings, r Reading[[]GPU], ours []string, wasHot map[string]bool) (allowed []string, notes []string, hot map[string]bool) {
+// reasons for those skipped, and the new hot set.
+func chooseGPUs(s Settings, r Reading[[]GPU], wasHot map[string]bool) (allowed []string, notes []string, hot map[string]bool) {
 	var enabled []string
 	for uuid, g := range s.GPUs {
 		if g.Use {
@@ -361,7 +354,7 @@ func chooseGPUs(s Settings, r Reading[[]GPU], ours []string, wasHot map[string]b
 			notes = append(notes, fmt.Sprintf("GPU %d skipped: %.0f °C, ceiling %.0f °C", g.Index, g.TemperatureC, set.MaxTemperatureC))
 			continue
 		}
-		if other := otherGPUShare(g, slices.Contains(ours, g.UUID)); other > set.MaxOtherShare {
+		if other := otherGPUShare(g); other > set.MaxOtherShare {
 			notes = append(notes, fmt.Sprintf("GPU %d skipped: another process uses %s of it", g.Index, percent(other)))
 			continue
 		}
@@ -379,14 +372,20 @@ func chooseGPUs(s Settings, r Reading[[]GPU], ours []string, wasHot map[string]b
 }
 
 // otherGPUShare is the share (0..1) of a GPU other processes use: the
-// share of its memory they hold, and, while the GPU is not ours (so that
-// all of its utilisation is theirs), its utilisation.
-func otherGPUShare(g GPU, ours bool) float64 {
+// share of its memory they hold, and, while no process of ours has a
+// context on it (so that all of its utilisation is theirs), its
+// utilisation. Whether a GPU is ours is what NVML's process list shows
+// now, never what an earlier decision allowed: a GPU allowed to tasks
+// that do not use it (every WebAssembly task) is all another process's,
+// and a game that starts on it with little memory is seen by its
+// utilisation. While a task of ours shares the GPU with another process
+// NVML cannot split the utilisation, and only their memory counts.
+func otherGPUShare(g GPU) float64 {
 	share := 0.0
 	if g.MemoryTotalMiB > 0 {
 		share = float64(g.OtherMemoryMiB) / float64(g.MemoryTotalMiB)
 	}
-	if !ours && len(g.OtherProcesses) > 0 {
+	if len(g.OurProcesses) == 0 && len(g.OtherProcesses) > 0 {
 		share = max(share, g.UtilisationShare)
 	}
 	return share
@@ -448,26 +447,36 @@ func durationText(d time.Duration) string {
 // "3 min 12 s", "1 h 5 min".
 func DurationText(d time.Duration) string { return durationText(d) }
 
-// clockText writes t relative to now (both in the same zone): "14:05"
-// the same day, "Mon 22:00" within a week, "2 Jan 15:04" beyond.
-func clockText(t, now time.Time) string {
+// clockText writes t relative to now (both in the same zone): see
+// ClockText.
+func clockText(t, now time.Time) string { return ClockText(t, now) }
+
+// ClockText writes a moment for people, relative to now, both in the zone
+// to show it in: "14:05" on now's day, "Mon 14:05" in the six days after
+// it, "2 Jan 14:05" at any other date of now's year, and "2 Jan 2027
+// 14:05" in another year. Every end of a pause (the policy's reason, the
+// tray, status) is written by it, so that a pause until a far date shows
+// that date and its year.
+func ClockText(t, now time.Time) string {
 	ty, tm, td := t.Date()
 	ny, nm, nd := now.Date()
 	switch {
 	case ty == ny && tm == nm && td == nd:
 		return t.Format("15:04")
-	case t.Sub(now) < 6*24*time.Hour && t.After(now):
+	case t.After(now) && t.Sub(now) < 6*24*time.Hour:
 		return t.Format("Mon 15:04")
-	default:
+	case ty == ny:
 		return t.Format("2 Jan 15:04")
+	default:
+		return t.Format("2 Jan 2006 15:04")
 	}
 }
 
-// dayText writes t with its weekday, "Mon 22:00", or with its date,
-// "2 Jan 15:04", when it is a week or more after now.
+// dayText writes t with its weekday, "Mon 22:00", or, when it is a week or
+// more after now, with its date as ClockText does.
 func dayText(t, now time.Time) string {
-	if t.Sub(now) < 6*24*time.Hour {
+	if t.After(now) && t.Sub(now) < 6*24*time.Hour {
 		return t.Format("Mon 15:04")
 	}
-	return t.Format("2 Jan 15:04")
+	return ClockText(t, now)
 }

@@ -128,9 +128,23 @@ func TestDecide(t *testing.T) {
 				twoGPUs(s)
 				s.GPUs.Value = s.GPUs.Value[1:]
 				s.GPUs.Value[0].UtilisationShare = 1 // ours
+				s.GPUs.Value[0].OurProcesses = []int{100}
 				s.GPUs.Value[0].OtherProcesses = []int{7}
 				s.GPUs.Value[0].OtherMemoryMiB = 600 // 5%
 			}, computing(7, "computing on 7 of 8 cores and GPU 1; GPU GPU-aaa not found", "GPU-bbb")},
+		}},
+		{"a GPU allowed before is not ours while no task of ours uses it", withSettings(gpusOn), []step{
+			{tue2300, 0, func(s *Signals) { twoGPUs(s); s.GPUs.Value = s.GPUs.Value[1:] },
+				computing(7, "computing on 7 of 8 cores and GPU 1; GPU GPU-aaa not found", "GPU-bbb")},
+			// A game starts on the GPU allowed a second ago: most of its
+			// time, little of its memory, and no process of ours there.
+			{tue2300, time.Second, func(s *Signals) {
+				twoGPUs(s)
+				s.GPUs.Value = s.GPUs.Value[1:]
+				s.GPUs.Value[0].UtilisationShare = 0.85
+				s.GPUs.Value[0].OtherProcesses = []int{7}
+				s.GPUs.Value[0].OtherMemoryMiB = 600 // 5%
+			}, computing(7, "computing on 7 of 8 cores; GPU 1 skipped: another process uses 85% of it; GPU GPU-aaa not found")},
 		}},
 		{"hot GPU skipped until it cools by the margin", withSettings(func(s *Settings) {
 			s.GPUs = map[string]GPUSettings{"GPU-bbb": {Use: true, MaxTemperatureC: 80}}
@@ -219,6 +233,16 @@ func TestDecide(t *testing.T) {
 		}), []step{
 			{time.Date(2026, 3, 10, 13, 5, 0, 0, loc), 0, nil, paused("paused by you until 14:05")},
 			{time.Date(2026, 3, 10, 14, 5, 0, 0, loc), time.Hour, nil, computing(7, "computing on 7 of 8 cores")},
+		}},
+		{"owner's pause until a far date shows its date, and its year when not this one", withSettings(func(s *Settings) {
+			s.PausedUntil, s.TimeZone = time.Date(2027, 4, 15, 0, 0, 0, 0, loc), "Europe/Berlin"
+		}), []step{
+			{tue2300, 0, nil, paused("paused by you until 15 Apr 2027 00:00")},
+		}},
+		{"owner's pause until a date later this year shows its date", withSettings(func(s *Settings) {
+			s.PausedUntil, s.TimeZone = time.Date(2026, 3, 30, 12, 0, 0, 0, loc), "Europe/Berlin"
+		}), []step{
+			{tue2300, 0, nil, paused("paused by you until 30 Mar 12:00")},
 		}},
 		{"a pause already over on the wall clock is no pause", withSettings(func(s *Settings) { s.PausedUntil = tue2300.Add(-time.Minute) }), []step{
 			{tue2300, 0, nil, computing(7, "computing on 7 of 8 cores")},
@@ -331,6 +355,25 @@ func TestPauseOver(t *testing.T) {
 	_, st = Decide(s, idleDesktop(at), at, time.Minute, st)
 	if !st.PauseOver {
 		t.Error("PauseOver false after the pause")
+	}
+}
+
+func TestClockText(t *testing.T) {
+	now := time.Date(2026, 12, 31, 23, 0, 0, 0, time.UTC) // a Thursday
+	for _, tc := range []struct {
+		t    time.Time
+		want string
+	}{
+		{now.Add(30 * time.Minute), "23:30"},
+		{now.Add(2 * time.Hour), "Fri 01:00"},
+		{now.Add(5 * 24 * time.Hour), "Tue 23:00"},
+		{now.Add(9 * 24 * time.Hour), "9 Jan 2027 23:00"},
+		{now.Add(-24 * time.Hour), "30 Dec 23:00"},
+		{time.Date(2126, 12, 31, 23, 0, 0, 0, time.UTC), "31 Dec 2126 23:00"},
+	} {
+		if got := ClockText(tc.t, now); got != tc.want {
+			t.Errorf("ClockText(%s) = %q, want %q", tc.t, got, tc.want)
+		}
 	}
 }
 

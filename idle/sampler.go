@@ -46,7 +46,9 @@ type SamplerConfig struct {
 // owned by the Sampler, under a timeout: Sample returns within
 // ProbeTimeout (plus scheduling) whatever a source does, and a source still
 // running from an earlier call is not started twice but reported as
-// "probe still running since ...".
+// "probe still running since ...", until it has run for 20 probe timeouts
+// (at least 10 s): then it is given up and the source is asked again (at
+// growing intervals while it keeps hanging, see probe).
 //
 // A Sampler keeps the previous CPU counters to compute OtherCPUShare over
 // the time between two samples. Its methods are safe for concurrent use.
@@ -54,6 +56,7 @@ type SamplerConfig struct {
 type Sampler struct {
 	cfg     SamplerConfig
 	timeout time.Duration
+	now     func() time.Time // time.Now; a fake clock in tests (probes' give-up times)
 
 	life   context.Context // ends at Close; parent of every probe's context
 	cancel context.CancelFunc
@@ -78,7 +81,7 @@ type Sampler struct {
 // NewSampler returns a Sampler for cfg. It starts nothing until the first
 // Sample.
 func NewSampler(cfg SamplerConfig) *Sampler {
-	s := &Sampler{cfg: cfg, timeout: cfg.ProbeTimeout}
+	s := &Sampler{cfg: cfg, timeout: cfg.ProbeTimeout, now: time.Now}
 	if s.timeout <= 0 {
 		s.timeout = DefaultProbeTimeout
 	}
@@ -259,6 +262,8 @@ func otherShare(prev, cur CPUCounters) (float64, error) {
 	other := float64((cur.Busy-prev.Busy)-(cur.Own-prev.Own)) / float64(total)
 	return max(0, min(1, other)), nil
 }
+
+func (s *Sampler) clock() time.Time { return s.now() }
 
 // Close stops the Sampler: every probe's context ends, later Samples report
 // ErrSamplerClosed, and Close waits for the probe goroutines to return. A

@@ -195,6 +195,50 @@ func TestSampleHungProbeRecovers(t *testing.T) {
 	}
 }
 
+// hangFirst is an InputIdleSource whose first call hangs until release is
+// closed, ignoring its context (a stuck X server or D-Bus call); later
+// calls answer d.
+type hangFirst struct {
+	d       time.Duration
+	release chan struct{}
+	calls   atomic.Int32
+}
+
+func (h *hangFirst) IdleTime(context.Context) (time.Duration, string, error) {
+	if h.calls.Add(1) == 1 {
+		<-h.release
+	}
+	return h.d, "x", nil
+}
+
+// TestSampleHungProbeRetried: a source whose call hung and never returns
+// is not given up on for good: once the run has lasted its give-up time
+// it is left to finish on its own and the source is asked again, at
+// growing intervals, and the reading is known again as soon as it answers.
+func TestSampleHungProbeRetried(t *testing.T) {
+	src := &hangFirst{d: time.Minute, release: make(chan struct{})}
+	s := newTestSampler(t, SamplerConfig{Sources: Sources{InputIdle: []InputIdleSource{src}}})
+	defer close(src.release) // before the Sampler's Close: the hung call ends
+	var clock atomic.Int64
+	start := time.Date(2026, 3, 10, 23, 0, 0, 0, time.UTC)
+	s.now = func() time.Time { return start.Add(time.Duration(clock.Load())) }
+
+	for i := range 2 {
+		if sig := s.Sample(context.Background()); sig.InputIdle.Known {
+			t.Fatalf("Sample %d: InputIdle = %+v, want unknown while hung", i, sig.InputIdle)
+		}
+	}
+	clock.Add(int64(giveUpFirst - time.Second))
+	if sig := s.Sample(context.Background()); sig.InputIdle.Known || src.calls.Load() != 1 {
+		t.Fatalf("before the give-up time: InputIdle = %+v after %d calls, want unknown after 1", sig.InputIdle, src.calls.Load())
+	}
+	clock.Add(int64(time.Second))
+	sig := s.Sample(context.Background())
+	if !sig.InputIdle.Known || sig.InputIdle.Value != time.Minute || src.calls.Load() != 2 {
+		t.Fatalf("after the give-up time: InputIdle = %+v after %d calls, want 1m from a second call", sig.InputIdle, src.calls.Load())
+	}
+}
+
 func TestSampleSlowProbeEndsAtClose(t *testing.T) {
 	s := NewSampler(SamplerConfig{ProbeTimeout: time.Hour, Sources: Sources{InputIdle: []InputIdleSource{slowIdle{}}}})
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)

@@ -36,6 +36,10 @@ type GPU struct {
 	// not idlepool's; OtherMemoryMiB is what they hold.
 	OtherProcesses []int
 	OtherMemoryMiB int64
+	// OurProcesses lists the PIDs of idlepool's own processes (a running
+	// task's worker) with a context on this GPU: only then is part of its
+	// utilisation ours.
+	OurProcesses []int
 }
 
 // Signals is everything the policy looks at, sampled at one moment.

@@ -4,9 +4,13 @@ package idle
 
 import (
 	"bufio"
+	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -21,6 +25,13 @@ import (
 // client leaves and refuses the next one meanwhile. It skips the test
 // when Xvfb is not installed (Debian package xvfb).
 func startXvfb(t *testing.T) string {
+	t.Helper()
+	display, _ := startXvfbProc(t)
+	return display
+}
+
+// startXvfbProc is startXvfb that also returns the server's process.
+func startXvfbProc(t *testing.T) (string, *os.Process) {
 	t.Helper()
 	bin, err := exec.LookPath("Xvfb")
 	if err != nil {
@@ -52,12 +63,12 @@ func startXvfb(t *testing.T) string {
 		if n == "" {
 			t.Fatal("Xvfb exited without a display")
 		}
-		return ":" + n
+		return ":" + n, cmd.Process
 	case <-time.After(20 * time.Second):
 		_ = cmd.Process.Kill() // unblocks the reader
 		t.Fatal("Xvfb did not start in 20s")
 	}
-	return ""
+	return "", nil
 }
 
 // TestX11IdleXvfb reads the idle time of a real X server, sends it a fake
@@ -138,5 +149,70 @@ func TestX11IdleReconnects(t *testing.T) {
 	}
 	if src.conn == first {
 		t.Error("the broken connection is still used")
+	}
+}
+
+// TestX11IdleHungServer: a query to an X server that stopped answering (a
+// hung server; here Xvfb under SIGSTOP) is given up when the context ends,
+// the source then backs off instead of queueing more queries, and once the
+// backoff has passed it tries again and answers from the server that came
+// back.
+func TestX11IdleHungServer(t *testing.T) {
+	display, proc := startXvfbProc(t)
+	var clock atomic.Int64 // nanoseconds added to a fixed start
+	start := time.Date(2026, 3, 10, 23, 0, 0, 0, time.UTC)
+	src := &x11Idle{display: display, now: func() time.Time { return start.Add(time.Duration(clock.Load())) }}
+	defer src.Close()
+	if _, _, err := src.IdleTime(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+
+	// call runs IdleTime under a context of d; a source that ignores it
+	// fails the test after a minute instead of hanging it.
+	call := func(d time.Duration) (time.Duration, error) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(t.Context(), d)
+		defer cancel()
+		type result struct {
+			idle time.Duration
+			err  error
+		}
+		got := make(chan result, 1)
+		go func() {
+			idle, _, err := src.IdleTime(ctx)
+			got <- result{idle, err}
+		}()
+		select {
+		case r := <-got:
+			return r.idle, r.err
+		case <-time.After(time.Minute):
+			t.Fatalf("IdleTime still waits a minute after its context of %v ended", d)
+			return 0, nil
+		}
+	}
+
+	if err := proc.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer proc.Signal(syscall.SIGCONT)
+	if _, err := call(300 * time.Millisecond); !errors.Is(err, ErrProbeTimeout) {
+		t.Fatalf("IdleTime of a hung server = %v, want ErrProbeTimeout", err)
+	}
+	if _, err := call(time.Hour); !errors.Is(err, ErrProbeTimeout) || !strings.Contains(err.Error(), "trying again in 5s") {
+		t.Fatalf("IdleTime during the backoff = %v, want ErrProbeTimeout at once, trying again in 5s", err)
+	}
+
+	if err := proc.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	clock.Add(int64(x11FirstBackoff))
+	if _, err := call(20 * time.Second); err != nil {
+		t.Fatalf("IdleTime after the server came back and the backoff passed: %v", err)
+	}
+	src.mu.Lock()
+	backoff := src.backoff
+	src.mu.Unlock()
+	if backoff != 0 {
+		t.Errorf("backoff after an answer = %v, want 0", backoff)
 	}
 }

@@ -185,13 +185,14 @@ func zone(name string) *time.Location {
 	return loc
 }
 
-// dayText writes t as "Mon 22:00" within six days of now, else
-// "2 Jan 15:04".
+// dayText writes t as "Mon 22:00" within six days after now, else with
+// its date as idle.ClockText does ("2 Jan 15:04", with the year when it
+// is not now's).
 func dayText(t, now time.Time) string {
-	if t.Sub(now) < 6*24*time.Hour {
+	if t.After(now) && t.Sub(now) < 6*24*time.Hour {
 		return t.Format("Mon 15:04")
 	}
-	return t.Format("2 Jan 15:04")
+	return idle.ClockText(t, now)
 }
 
 // MiBText writes a MiB count for people: "8 GiB", "1.5 GiB", "512 MiB".

@@ -68,6 +68,15 @@ func (g GPU) OtherPIDs() []int {
 	return pids
 }
 
+// OurPIDs returns the PIDs of the processes on g that are ours.
+func (g GPU) OurPIDs() []int {
+	pids := make([]int, 0, len(g.OurProcesses))
+	for _, p := range g.OurProcesses {
+		pids = append(pids, p.PID)
+	}
+	return pids
+}
+
 // GPUProcess is a process with a context on a GPU.
 type GPUProcess struct {
 	PID int

@@ -22,11 +22,15 @@ func TestGPUEnv(t *testing.T) {
 }
 
 func TestGPUOthers(t *testing.T) {
-	g := GPU{OtherProcesses: []GPUProcess{{PID: 1, UsedMemoryMiB: 100}, {PID: 2, UsedMemoryMiB: -1}, {PID: 3, UsedMemoryMiB: 50}}}
+	g := GPU{OtherProcesses: []GPUProcess{{PID: 1, UsedMemoryMiB: 100}, {PID: 2, UsedMemoryMiB: -1}, {PID: 3, UsedMemoryMiB: 50}},
+		OurProcesses: []GPUProcess{{PID: 9, UsedMemoryMiB: 10}}}
 	if got := g.OtherMemoryMiB(); got != 150 {
 		t.Errorf("OtherMemoryMiB = %d, want 150", got)
 	}
 	if got := g.OtherPIDs(); !cmp.Equal(got, []int{1, 2, 3}) {
 		t.Errorf("OtherPIDs = %v", got)
+	}
+	if got := g.OurPIDs(); !cmp.Equal(got, []int{9}) {
+		t.Errorf("OurPIDs = %v", got)
 	}
 }

@@ -120,6 +120,9 @@ func Main(args []string) int {
 			return 0
 		}
 		fmt.Fprintln(os.Stderr, "idlepool-tray:", err)
+		if hint := agent.KeyHint(err); hint != "" { // a damaged or exposed key file
+			fmt.Fprintln(os.Stderr, "hint:", hint)
+		}
 		return 1
 	}
 	return 0

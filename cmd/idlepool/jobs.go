@@ -97,19 +97,19 @@ func cmdJobs(ctx context.Context, g *globals, args []string) error {
 			return &userError{Msg: fmt.Sprintf("jobs %s needs one JOB_ID or owner:OWNER_ID", verb),
 				Hint: "idlepool jobs " + verb + " 3f2a9c0b1d4e (a job ID as 'idlepool jobs' shows it) or owner:idk3m9x2qa...", Cause: errUsage}
 		}
-		return b.choose(ctx, verb, pos[1], pools, *asJSON)
+		return b.changed(ctx, b.choose(ctx, verb, pos[1], pools, *asJSON))
 	case "gpu-programs", "weight":
 		if len(pos) != 2 {
 			fs.Usage()
 			return &userError{Msg: fmt.Sprintf("jobs %s needs one value", verb), Hint: "idlepool jobs gpu-programs on, or idlepool jobs weight 2 --pool URL", Cause: errUsage}
 		}
-		return b.setPool(ctx, verb, pos[1], pools)
+		return b.changed(ctx, b.setPool(ctx, verb, pos[1], pools))
 	case "limits":
 		if len(pos) < 2 {
 			fs.Usage()
 			return &userError{Msg: "jobs limits needs memory=MIB and/or time=DURATION", Hint: "idlepool jobs limits memory=2048 time=30m (0 for no ceiling)", Cause: errUsage}
 		}
-		return b.setLimits(ctx, pos[1:], pools)
+		return b.changed(ctx, b.setLimits(ctx, pos[1:], pools))
 	case "choices":
 		if len(pos) != 1 {
 			fs.Usage()
@@ -638,6 +638,18 @@ func (b browser) setPool(ctx context.Context, verb, value string, pools []string
 			}
 			fmt.Fprintf(b.g.stdout, "%s gets %.0f%% of this machine among the %d pools it knows\n", p, prefs.Accept(p).Weight*100, len(prefs.Pools))
 		}
+	}
+	return nil
+}
+
+// changed tells the running engine, if any, to read the donor's
+// preferences now (tellAgent) once a change succeeded; it returns err.
+func (b browser) changed(ctx context.Context, err error) error {
+	if err != nil {
+		return err
+	}
+	if dirs, derr := b.g.dirs(); derr == nil {
+		b.g.tellAgent(ctx, dirs)
 	}
 	return nil
 }

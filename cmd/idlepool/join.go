@@ -186,7 +186,11 @@ func keyError(err error) error {
 	case errors.Is(err, os.ErrNotExist):
 		return &userError{Msg: err.Error(), Hint: "give --owner-key the owner.key file copied from the config directory of your first device", Cause: err}
 	case errors.Is(err, identity.ErrBadKey):
-		return &userError{Msg: err.Error(), Hint: "a key file holds one base64 line and must be private: chmod 600 FILE", Cause: err}
+		hint := agent.KeyHint(err)
+		if hint == "" {
+			hint = "a key file holds one base64 line and must be private: chmod 600 FILE"
+		}
+		return &userError{Msg: err.Error(), Hint: hint, Cause: err}
 	}
 	return err
 }

@@ -430,6 +430,7 @@ func cmdSettings(ctx context.Context, g *globals, args []string) error {
 		if s, err = updateSettings(ctx, dirs, pos[1:], g.now()); err != nil {
 			return err
 		}
+		g.tellAgent(ctx, dirs)
 	case pos[0] == "reset" && len(pos) == 1:
 		local, err := openLocal(dirs)
 		if err != nil {
@@ -440,6 +441,7 @@ func cmdSettings(ctx context.Context, g *globals, args []string) error {
 		if err := local.SaveSettings(ctx, s); err != nil {
 			return err
 		}
+		g.tellAgent(ctx, dirs)
 	default:
 		fs.Usage()
 		return &userError{Msg: fmt.Sprintf("settings: unknown subcommand %q", pos[0]), Hint: "'idlepool settings', 'idlepool settings set KEY=VALUE ...' or 'idlepool settings reset'", Cause: errUsage}
@@ -454,6 +456,22 @@ func cmdSettings(ctx context.Context, g *globals, args []string) error {
 	}
 	printSettings(g.stdout, s)
 	return nil
+}
+
+// tellAgent asks the engine running on this machine (the tray's or
+// `idlepool join`'s), if one runs, to read the owner's settings and
+// preferences now (agent.AskReload), so that a change takes effect at its
+// next sample (a pause within a second) instead of at its next periodic
+// read, as the tray's own changes do. With no engine running nothing is
+// said: the next start reads the store. An engine that does not take it
+// is named on stderr; the change is saved either way.
+func (g *globals) tellAgent(ctx context.Context, dirs home.Dirs) {
+	actx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	err := agent.AskReload(actx, filepath.Join(dirs.Data, agent.LocalAPIFile))
+	if err != nil && !errors.Is(err, agent.ErrNoAgent) {
+		fmt.Fprintf(g.stderr, "idlepool: saved, but the running agent did not take the change at once (%v); it reads it within a minute\n", err)
+	}
 }
 
 // updateSettings applies KEY=VALUE pairs in one transaction: all are

@@ -1,0 +1,62 @@
+package identity
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestLoadBadFile: a key file that is truncated, empty, damaged or
+// readable by others is refused with a *KeyFileError that names the file
+// and says what is wrong with it; a good one loads.
+func TestLoadBadFile(t *testing.T) {
+	k, err := Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := []byte(EncodePublic(k.priv.Seed()) + "\n") // a seed encodes like a public key: 32 bytes
+	tests := []struct {
+		name    string
+		content []byte
+		mode    os.FileMode
+		want    string // in the message, after the path; "" loads
+		exposed bool
+	}{
+		{"good", good, 0o600, "", false},
+		{"good with CRLF", append(good[:len(good)-1:len(good)-1], '\r', '\n'), 0o600, "", false},
+		{"truncated", good[:17], 0o600, "is 17 bytes; a key file holds 45 (one line of 44 base64 characters)", false},
+		{"empty", nil, 0o600, "is empty; a key file holds 45", false},
+		{"damaged", append([]byte("#"), good[1:]...), 0o600, "holds a character that is not base64 (character 1 of its line): it is damaged", false},
+		{"readable by others", good, 0o644, "is readable by others (mode -rw-r--r--); a key file must be private (mode 600)", true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "device.key")
+			if err := os.WriteFile(path, tc.content, tc.mode); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(path, tc.mode); err != nil { // past the umask
+				t.Fatal(err)
+			}
+			got, err := Load(path)
+			if tc.want == "" {
+				if err != nil || got.ID() != k.ID() {
+					t.Fatalf("Load = %v, %v; want the key %s", got, err, k.ID())
+				}
+				return
+			}
+			kf, ok := errors.AsType[*KeyFileError](err)
+			if !ok || !errors.Is(err, ErrBadKey) {
+				t.Fatalf("Load = %v, want a *KeyFileError matching ErrBadKey", err)
+			}
+			if !strings.HasPrefix(err.Error(), path+" "+tc.want) || kf.Path != path || kf.Exposed != tc.exposed {
+				t.Errorf("Load: %q (exposed %v), want %q (exposed %v)", err, kf.Exposed, path+" "+tc.want, tc.exposed)
+			}
+			if _, err := LoadOrCreate(path); !errors.Is(err, ErrBadKey) {
+				t.Errorf("LoadOrCreate = %v: a bad key file must never be replaced", err)
+			}
+		})
+	}
+}
