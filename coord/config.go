@@ -51,8 +51,8 @@ type Config struct {
 	// connection is closed. Default 30 s.
 	BodyTimeout time.Duration
 	// MinBodyRate is the slowest average rate, in bytes per second, at
-	// which a request body may arrive (see BodyTimeout) and a response
-	// be read. Default 16 KiB/s.
+	// which a request body may arrive (see BodyTimeout) and an answer be
+	// read (from its first byte, with the same grace). Default 16 KiB/s.
 	MinBodyRate int64
 	// IdleTimeout is how long a kept-alive connection may wait for its
 	// next request. Default 60 s.

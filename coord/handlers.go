@@ -77,19 +77,21 @@ func (s *Server) routes() http.Handler {
 	return s.limitBodies(mux)
 }
 
-// limitBodies bounds the time every request body may take (slowBody).
+// limitBodies bounds the time every request body may take (slowBody)
+// and the time a client may take to read an answer (slowWriter).
 func (s *Server) limitBodies(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
 		if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
-			b := &slowBody{ReadCloser: r.Body, rc: http.NewResponseController(w), conn: connOf(r.Context()),
-				start: time.Now(), grace: s.cfg.BodyTimeout, rate: s.cfg.MinBodyRate}
-			b.extend()
+			b := &slowBody{ReadCloser: r.Body, rc: rc, conn: connOf(r.Context()),
+				pace: pace{start: time.Now(), grace: s.cfg.BodyTimeout, rate: s.cfg.MinBodyRate}}
+			b.extend(0)
 			// A copy: the server looks at its own request's body after
 			// the handler, to decide whether to drain it or close.
 			r = r.WithContext(r.Context())
 			r.Body = b
 		}
-		h.ServeHTTP(w, r)
+		h.ServeHTTP(&slowWriter{ResponseWriter: w, rc: rc, pace: pace{grace: s.cfg.BodyTimeout, rate: s.cfg.MinBodyRate}}, r)
 	})
 }
 

@@ -255,24 +255,51 @@ func cleanSpool(dir string) error {
 	return nil
 }
 
-// slowBody wraps a request body so that it must arrive at
-// Config.MinBodyRate on average after a grace of Config.BodyTimeout, and
-// never pause for longer than BodyTimeout: the connection's read deadline
-// is the earlier of start + grace + received/rate and last read + grace,
-// moved on as bytes arrive. A client that trickles a body, or sends a
-// burst and stalls, is cut off at the deadline (its reads fail, the
-// connection closes). While a read waits, the connection counts as slow,
-// so that connLimiter may close it for a newcomer.
-type slowBody struct {
-	io.ReadCloser
-	rc       *http.ResponseController
-	conn     *trackedConn // nil for a listener that is not a connLimiter
+// pace is the deadline of a transfer that must go at rate bytes per
+// second on average after a grace, and never pause for longer than the
+// grace (Config.MinBodyRate, BodyTimeout): the earlier of start + grace +
+// n/rate and the last progress + grace. It only moves forward, in steps
+// of a second, or a quarter of the grace if less (fewer deadline calls).
+type pace struct {
 	start    time.Time
 	grace    time.Duration
 	rate     int64
-	got      int64
+	n        int64     // bytes moved so far
 	deadline time.Time // the deadline set last
-	done     bool
+}
+
+// next counts more bytes moved, the transfer of pending bytes being about
+// to start, and returns the deadline to set and whether it moved.
+func (p *pace) next(more, pending int64) (time.Time, bool) {
+	p.n += more
+	d := p.start.Add(p.grace + p.time(p.n+pending))
+	if stall := time.Now().Add(p.grace + p.time(pending)); stall.Before(d) {
+		d = stall
+	}
+	if p.deadline.IsZero() || d.Sub(p.deadline) >= min(time.Second, p.grace/4) {
+		p.deadline = d
+		return d, true
+	}
+	return p.deadline, false
+}
+
+// time is how long n bytes take at the rate.
+func (p *pace) time(n int64) time.Duration {
+	return time.Duration(float64(n) / float64(p.rate) * float64(time.Second))
+}
+
+// slowBody wraps a request body so that it arrives at the pace of
+// Config.MinBodyRate and BodyTimeout: the connection's read deadline
+// follows the pace as bytes arrive. A client that trickles a body, or
+// sends a burst and stalls, is cut off at the deadline (its reads fail,
+// the connection closes). While a read waits, the connection counts as
+// slow, so that connLimiter may close it for a newcomer.
+type slowBody struct {
+	io.ReadCloser
+	rc   *http.ResponseController
+	conn *trackedConn // nil for a listener that is not a connLimiter
+	pace pace
+	done bool
 }
 
 func (b *slowBody) Read(p []byte) (int, error) {
@@ -281,7 +308,6 @@ func (b *slowBody) Read(p []byte) (int, error) {
 		defer b.conn.setReading(false)
 	}
 	n, err := b.ReadCloser.Read(p)
-	b.got += int64(n)
 	if err != nil {
 		// At the body's end the server clears the deadline itself for
 		// its background read; leave it so.
@@ -289,21 +315,43 @@ func (b *slowBody) Read(p []byte) (int, error) {
 		return n, err
 	}
 	if !b.done {
-		b.extend()
+		b.extend(int64(n))
 	}
 	return n, err
 }
 
-// extend moves the read deadline to what the bytes received allow, when
-// that is at least a second later than the one set (both bounds only
-// move forward).
-func (b *slowBody) extend() {
-	d := b.start.Add(b.grace + time.Duration(float64(b.got)/float64(b.rate)*float64(time.Second)))
-	if stall := time.Now().Add(b.grace); stall.Before(d) {
-		d = stall
-	}
-	if b.deadline.IsZero() || d.Sub(b.deadline) >= time.Second {
-		b.deadline = d
+// extend counts n bytes received and moves the read deadline.
+func (b *slowBody) extend(n int64) {
+	if d, ok := b.pace.next(n, 0); ok {
 		b.rc.SetReadDeadline(d)
 	}
 }
+
+// slowWriter wraps a response so that a client reads it at the pace of
+// Config.MinBodyRate and BodyTimeout, from the first byte written: the
+// connection's write deadline follows the pace before each write, so a
+// client that stops reading a large answer (a blob, the ledger) is cut
+// off instead of holding its connection.
+type slowWriter struct {
+	http.ResponseWriter
+	rc      *http.ResponseController
+	pace    pace
+	started bool
+	last    int64
+}
+
+func (w *slowWriter) Write(p []byte) (int, error) {
+	if !w.started {
+		w.started = true
+		w.pace.start = time.Now()
+	}
+	if d, ok := w.pace.next(w.last, int64(len(p))); ok {
+		w.rc.SetWriteDeadline(d)
+	}
+	n, err := w.ResponseWriter.Write(p)
+	w.last = int64(n)
+	return n, err
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (w *slowWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
