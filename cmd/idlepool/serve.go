@@ -33,6 +33,14 @@ func cmdServe(ctx context.Context, g *globals, args []string) error {
 		fs.Usage()
 		return &userError{Msg: fmt.Sprintf("serve takes no arguments, got %q", pos), Cause: errUsage}
 	}
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{{"min-body-rate-kib", *minRate}, {"body-memory-mib", *bodyMemory}, {"spool-mib", *spool}} {
+		if f.v < 0 {
+			return &userError{Msg: fmt.Sprintf("--%s %d is negative", f.name, f.v), Hint: "see 'idlepool serve --help'", Cause: errUsage}
+		}
+	}
 	if *data == "" {
 		dirs, err := g.dirs()
 		if err != nil {
