@@ -38,7 +38,67 @@ type Config struct {
 	// Now is the clock for request timestamps, leases and receipts; nil
 	// means time.Now. Tests inject a fake clock here.
 	Now func() time.Time
+
+	// Limits on what a client may hold (docs/api.md, "Limits"). Zero
+	// means the default.
+
+	// ReadHeaderTimeout is how long a client may take to send a request's
+	// headers. Default 10 s.
+	ReadHeaderTimeout time.Duration
+	// BodyTimeout is the time a request body may take beyond what
+	// MinBodyRate needs: a body of n bytes must arrive within
+	// BodyTimeout + n/MinBodyRate of the handler's start, or the
+	// connection is closed. Default 30 s.
+	BodyTimeout time.Duration
+	// MinBodyRate is the slowest average rate, in bytes per second, at
+	// which a request body may arrive (see BodyTimeout) and an answer be
+	// read (from its first byte, with the same grace). Default 16 KiB/s.
+	MinBodyRate int64
+	// IdleTimeout is how long a kept-alive connection may wait for its
+	// next request. Default 60 s.
+	IdleTimeout time.Duration
+	// MaxConns bounds the open client connections. At the bound, a new
+	// connection closes the connection that has waited longest for a
+	// request or is slowest sending a body, so /healthz and well-behaved
+	// peers keep being served. Default: as many as the process's file
+	// limit allows with room for the coordinator's own files (two per
+	// connection, 64 spare), at most 4096; Validate refuses more than that.
+	MaxConns int
+	// MaxBodyMemory bounds the request body bytes held in memory at once,
+	// over all connections; a request that would pass it is answered
+	// 503 (retry later). It also bounds one body: a result submission
+	// larger than MaxBodyMemory is refused (413). Default 256 MiB; at
+	// least 1 MiB.
+	MaxBodyMemory int64
+	// BodyInMemory is how much of a body not yet authenticated is kept in
+	// memory: the rest goes to a temporary file under DataDir until the
+	// signature over the body is checked. Default 64 KiB.
+	BodyInMemory int64
+	// MaxSpoolBytes bounds the bytes of unauthenticated bodies held in
+	// temporary files at once; a body that would pass it is answered 503.
+	// Default 2 GiB.
+	MaxSpoolBytes int64
 }
+
+// Defaults of the limits in Config.
+const (
+	DefaultReadHeaderTimeout = 10 * time.Second
+	DefaultBodyTimeout       = 30 * time.Second
+	DefaultMinBodyRate       = 16 << 10 // bytes per second
+	DefaultIdleTimeout       = 60 * time.Second
+	DefaultMaxBodyMemory     = 256 << 20
+	DefaultBodyInMemory      = 64 << 10
+	DefaultMaxSpoolBytes     = 2 << 30
+	// maxDefaultConns caps the MaxConns derived from the file limit.
+	maxDefaultConns = 4096
+	// spareFiles are the file descriptors kept for the coordinator's own
+	// files (its database, key, logs, listener) besides two per
+	// connection (the socket and a blob or temporary file).
+	spareFiles = 64
+	// maxInviteToken bounds the invite token, which a registration body
+	// (at most maxRegistrationBody) carries.
+	maxInviteToken = 1024
+)
 
 // InviteOnly reports whether registering needs an invite token or an
 // allow-listed owner.
@@ -65,6 +125,9 @@ func (c *Config) Validate() error {
 	if c.InviteToken != "" && len(c.InviteToken) < 16 {
 		return fmt.Errorf("%w: invite token of %d characters is too easy to guess: use at least 16", ErrConfig, len(c.InviteToken))
 	}
+	if len(c.InviteToken) > maxInviteToken {
+		return fmt.Errorf("%w: invite token of %d characters is too long: use at most %d", ErrConfig, len(c.InviteToken), maxInviteToken)
+	}
 	for _, o := range c.AllowOwners {
 		if !validID(o) {
 			return fmt.Errorf("%w: allowed owner %q is not an owner ID (\"id\" and 32 base32 letters)", ErrConfig, o)
@@ -75,6 +138,69 @@ func (c *Config) Validate() error {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	return c.validateLimits()
+}
+
+// validateLimits fills in and checks the limits on clients.
+func (c *Config) validateLimits() error {
+	durations := []struct {
+		name string
+		v    *time.Duration
+		def  time.Duration
+	}{
+		{"read header timeout", &c.ReadHeaderTimeout, DefaultReadHeaderTimeout},
+		{"body timeout", &c.BodyTimeout, DefaultBodyTimeout},
+		{"idle timeout", &c.IdleTimeout, DefaultIdleTimeout},
+	}
+	for _, d := range durations {
+		if *d.v == 0 {
+			*d.v = d.def
+		}
+		if *d.v < 0 {
+			return fmt.Errorf("%w: %s %v is negative", ErrConfig, d.name, *d.v)
+		}
+	}
+	sizes := []struct {
+		name  string
+		v     *int64
+		def   int64
+		lo    int64
+		loWhy string
+		unit  string
+	}{
+		{"minimum body rate", &c.MinBodyRate, DefaultMinBodyRate, 1, "", " bytes/s"},
+		{"body memory", &c.MaxBodyMemory, DefaultMaxBodyMemory, maxJSONBody, " (the largest JSON body)", " bytes"},
+		{"body in memory", &c.BodyInMemory, DefaultBodyInMemory, 1, "", " bytes"},
+		{"spool size", &c.MaxSpoolBytes, DefaultMaxSpoolBytes, 1, "", " bytes"},
+	}
+	for _, z := range sizes {
+		if *z.v == 0 {
+			*z.v = z.def
+		}
+		if *z.v < z.lo {
+			return fmt.Errorf("%w: %s of %d%s is below %d%s", ErrConfig, z.name, *z.v, z.unit, z.lo, z.loWhy)
+		}
+	}
+	if c.BodyInMemory > c.MaxBodyMemory {
+		return fmt.Errorf("%w: body in memory (%d bytes) is more than the body memory (%d bytes)", ErrConfig, c.BodyInMemory, c.MaxBodyMemory)
+	}
+	files, err := fileLimit()
+	if err != nil {
+		files = 1024 // the usual default where the limit cannot be read
+	}
+	most := int((files - spareFiles) / 2)
+	switch {
+	case c.MaxConns < 0:
+		return fmt.Errorf("%w: max connections %d is negative", ErrConfig, c.MaxConns)
+	case c.MaxConns == 0:
+		c.MaxConns = min(most, maxDefaultConns)
+		if c.MaxConns < 1 {
+			return fmt.Errorf("%w: the file limit of %d open files leaves no room for connections: raise it (ulimit -n)", ErrConfig, files)
+		}
+	case c.MaxConns > most:
+		return fmt.Errorf("%w: max connections %d needs about %d open files, but this process may open %d: raise the limit (ulimit -n) or allow at most %d connections",
+			ErrConfig, c.MaxConns, 2*c.MaxConns+spareFiles, files, max(most, 0))
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package coord
 
 import (
 	"bufio"
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"io/fs"
 	"net/http"
 	"net/url"
+	"os"
 	"slices"
 	"strconv"
 	"time"
@@ -21,9 +23,13 @@ import (
 
 // Body limits (docs/api.md).
 const (
-	maxJSONBody   = 1 << 20
-	maxResultBody = 96 << 20 // a 64 MiB result in base64 with room to spare
-	maxBlobBody   = 1 << 30
+	maxJSONBody = 1 << 20
+	// maxRegistrationBody bounds a registration, which is read before
+	// anyone is known: two keys, an endorsement, a name of 64 bytes and an
+	// invite token of at most maxInviteToken, in JSON, take under 2 KiB.
+	maxRegistrationBody = 4 << 10
+	maxResultBody       = 96 << 20 // a 64 MiB result in base64 with room to spare
+	maxBlobBody         = 1 << 30
 )
 
 // Paging limits of list endpoints.
@@ -68,7 +74,25 @@ func (s *Server) routes() http.Handler {
 	handle("/", s.plain(func(w http.ResponseWriter, r *http.Request) error {
 		return notFound("not_found", "no such endpoint: %s %s (see docs/api.md)", r.Method, r.URL.Path)
 	}))
-	return mux
+	return s.limitBodies(mux)
+}
+
+// limitBodies bounds the time every request body may take (slowBody)
+// and the time a client may take to read an answer (slowWriter).
+func (s *Server) limitBodies(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
+			b := &slowBody{ReadCloser: r.Body, rc: rc, conn: connOf(r.Context()),
+				pace: pace{start: time.Now(), grace: s.cfg.BodyTimeout, rate: s.cfg.MinBodyRate}}
+			b.extend(0)
+			// A copy: the server looks at its own request's body after
+			// the handler, to decide whether to drain it or close.
+			r = r.WithContext(r.Context())
+			r.Body = b
+		}
+		h.ServeHTTP(&slowWriter{ResponseWriter: w, rc: rc, pace: pace{grace: s.cfg.BodyTimeout, rate: s.cfg.MinBodyRate}}, r)
+	})
 }
 
 // plain adapts a handler that returns an error.
@@ -101,11 +125,19 @@ func (s *Server) signed(limit int64, h func(http.ResponseWriter, *http.Request, 
 		if !ok {
 			return unauthorized(fmt.Errorf("unknown peer %s: register first (POST /v1/peers)", a.Peer))
 		}
-		body, err := readBody(w, r, limit)
+		b, err := s.receiveBody(w, r, limit)
 		if err != nil {
 			return err
 		}
-		if err := a.verify(p.Key, r.Method, r.URL.RequestURI(), sha256.Sum256(body)); err != nil {
+		defer b.release()
+		if err := a.verify(p.Key, r.Method, r.URL.RequestURI(), b.sum); err != nil {
+			return err
+		}
+		// An authenticated body may wait a while for memory to load into.
+		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.BodyTimeout)
+		body, err := b.load(ctx)
+		cancel()
+		if err != nil {
 			return err
 		}
 		return h(w, r, call{peer: p, body: body})
@@ -119,22 +151,6 @@ func (s *Server) authenticate(r *http.Request) (authorization, error) {
 		return a, err
 	}
 	return a, a.checkTime(s.cfg.Now())
-}
-
-// readBody reads the whole body, refusing one over limit with 413.
-func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
-	if r.ContentLength > limit {
-		return nil, &http.MaxBytesError{Limit: limit}
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
-	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return nil, err
-		}
-		return nil, badRequest("read request body: %v", err)
-	}
-	return body, nil
 }
 
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
@@ -155,7 +171,12 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	body, err := readBody(w, r, maxJSONBody)
+	b, err := s.receiveBody(w, r, maxRegistrationBody)
+	if err != nil {
+		return err
+	}
+	defer b.release()
+	body, err := b.load(r.Context())
 	if err != nil {
 		return err
 	}
@@ -167,7 +188,7 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) error {
 	if a.Peer != id {
 		return unauthorized(fmt.Errorf("the request is signed as peer %s but registers the key of peer %s", a.Peer, id))
 	}
-	if err := a.verify(reg.Key, r.Method, r.URL.RequestURI(), sha256.Sum256(body)); err != nil {
+	if err := a.verify(reg.Key, r.Method, r.URL.RequestURI(), b.sum); err != nil {
 		return err
 	}
 	if err := identity.Verify(reg.OwnerKey, pool.EndorsementMessage(reg.Key), reg.Endorsement); err != nil {
@@ -249,6 +270,8 @@ func (s *Server) putBlob(w http.ResponseWriter, r *http.Request) error {
 		return &apiError{http.StatusBadRequest, "digest_mismatch", err.Error(), nil}
 	case errors.As(err, &tooLarge):
 		return err
+	case errors.Is(err, os.ErrDeadlineExceeded), errors.Is(err, io.ErrUnexpectedEOF):
+		return bodyErr(err)
 	case err != nil:
 		return err
 	}

@@ -26,6 +26,11 @@ import (
 //	idlepool_coord_offers_live                                capacity offers not yet expired (gauge)
 //	idlepool_coord_http_requests_total{route,code}            requests by route pattern and status code
 //	idlepool_coord_http_request_duration_seconds{route}       request latency, until the handler returns
+//	idlepool_coord_connections                                open client connections (gauge)
+//	idlepool_coord_connections_shed_total                     idle or slow connections closed to make room at the limit
+//	idlepool_coord_connections_refused_total                  new connections refused (503) at the limit, all being busy
+//	idlepool_coord_body_memory_bytes                          request body bytes in memory (gauge)
+//	idlepool_coord_body_spool_bytes                           unauthenticated body bytes in temporary files (gauge)
 //
 // plus the Go runtime and process collectors (go_*, process_*), which give
 // the coordinator's CPU time for throughput figures.
@@ -71,6 +76,31 @@ func newMetrics(jobs func() []pool.JobStatus, ledger func(after uint64, max int)
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&jobCollector{jobs: jobs}, &ledgerCollector{ledger: ledger, counts: map[string]uint64{}})
 	return m
+}
+
+// limits registers the gauges and counters of what clients hold: open
+// connections, connections closed to make room or refused, and request
+// body bytes in memory and in temporary files.
+func (m *metrics) limits(conns *connLimiter, mem, spool *budget) {
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "idlepool_coord_connections", Help: "Open client connections.",
+		}, func() float64 { return float64(conns.count()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "idlepool_coord_connections_shed_total",
+			Help: "Idle or slow connections closed to make room for new ones at the connection limit.",
+		}, func() float64 { return float64(conns.shed.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "idlepool_coord_connections_refused_total",
+			Help: "New connections answered 503 at the connection limit because every connection was busy.",
+		}, func() float64 { return float64(conns.refused.Load()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "idlepool_coord_body_memory_bytes", Help: "Request body bytes held in memory.",
+		}, func() float64 { return float64(mem.used.Load()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "idlepool_coord_body_spool_bytes", Help: "Bytes of request bodies not yet authenticated held in temporary files.",
+		}, func() float64 { return float64(spool.used.Load()) }),
+	)
 }
 
 // handler serves the registry in the Prometheus text format.

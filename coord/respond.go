@@ -65,6 +65,8 @@ func errorStatus(err error) (status int, code string) {
 		return http.StatusConflict, "conflict"
 	case errors.Is(err, pool.ErrBadSubmission), errors.Is(err, pool.ErrBadRequest):
 		return http.StatusBadRequest, "bad_request"
+	case errors.Is(err, errBusy):
+		return http.StatusServiceUnavailable, "busy"
 	case errors.Is(err, pool.ErrStopped), errors.Is(err, context.Canceled):
 		return http.StatusServiceUnavailable, "unavailable"
 	}
@@ -86,6 +88,10 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		body.Error = fmt.Sprintf("request body larger than the limit of %d bytes for %s", tooLarge.Limit, r.URL.Path)
 	}
 	switch {
+	case code == "busy":
+		s.log.Info("Request refused", "method", r.Method, "path", r.URL.Path, "err", err)
+		body.Error = "the coordinator holds as many request bodies as its limits allow: retry in a moment"
+		w.Header().Set("Retry-After", "1")
 	case status == http.StatusServiceUnavailable:
 		s.log.Warn("Request refused", "method", r.Method, "path", r.URL.Path, "err", err)
 		body.Error = "the coordinator is shutting down or restarting: retry later"

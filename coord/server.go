@@ -35,6 +35,11 @@ const shutdownGrace = 10 * time.Second
 // Server is a coordinator: the HTTP API of docs/api.md over a
 // pool.Scheduler, its SQLite store, its key and its blob directory. Create
 // it with New, run it with Serve. Its methods are safe for concurrent use.
+//
+// It bounds what clients may hold (Config: connections, header and body
+// times, body bytes in memory and in temporary files): a request's
+// signature and peer are checked before its body is read where the
+// request allows, and a body not yet authenticated is kept mostly on disk.
 type Server struct {
 	cfg     Config
 	log     *slog.Logger
@@ -45,8 +50,14 @@ type Server struct {
 	offers  *offerBook
 	metrics *metrics
 	handler http.Handler
-	ln      net.Listener
+	ln      *connLimiter
 	url     string
+
+	// Bytes of request bodies held in memory and in temporary files under
+	// spoolDir, over all requests (Config.MaxBodyMemory, MaxSpoolBytes).
+	bodyMem  *budget
+	spool    *budget
+	spoolDir string
 
 	served    atomic.Bool
 	closeOnce sync.Once
@@ -66,7 +77,9 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, offers: newOfferBook()}
+	s := &Server{cfg: cfg, log: cfg.Logger, offers: newOfferBook(),
+		bodyMem: newBudget("memory", cfg.MaxBodyMemory), spool: newBudget("temporary files", cfg.MaxSpoolBytes),
+		spoolDir: filepath.Join(cfg.DataDir, spoolDir)}
 	defer func() {
 		if err != nil {
 			s.Close()
@@ -79,6 +92,9 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 		return nil, fmt.Errorf("coordinator key: %w", err)
 	}
 	if s.blobs, err = newBlobStore(filepath.Join(cfg.DataDir, blobsDir)); err != nil {
+		return nil, err
+	}
+	if err := cleanSpool(s.spoolDir); err != nil {
 		return nil, err
 	}
 	if s.db, err = store.Open(filepath.Join(cfg.DataDir, dbFile)); err != nil {
@@ -100,13 +116,16 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	s.metrics.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "idlepool_coord_offers_live", Help: "Capacity offers of peers that have not expired.",
 	}, func() float64 { return float64(s.offers.count(s.cfg.Now())) }))
-	s.handler = s.routes()
-	if s.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
 		return nil, fmt.Errorf("listen: %w", err)
 	}
+	s.ln = newConnLimiter(ln, cfg.MaxConns, cfg.Logger)
+	s.metrics.limits(s.ln, s.bodyMem, s.spool)
+	s.handler = s.routes()
 	s.url = "http://" + s.ln.Addr().String()
 	s.log.Info("Coordinator ready", "pool", cfg.Pool, "url", s.url, "key", identity.EncodePublic(s.key.Public()),
-		"inviteOnly", cfg.InviteOnly(), "dataDir", cfg.DataDir)
+		"inviteOnly", cfg.InviteOnly(), "dataDir", cfg.DataDir, "maxConns", cfg.MaxConns)
 	return s, nil
 }
 
@@ -133,11 +152,16 @@ func (s *Server) Serve(ctx context.Context) error {
 		return errors.New("coord: Serve called twice")
 	}
 	defer s.Close()
+	// No ReadTimeout or WriteTimeout: they would bound whole requests,
+	// and a large upload or download may take long. Bodies are bounded
+	// by rate instead (slowBody), connections by connLimiter.
 	hs := &http.Server{
 		Handler:           s.handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
+		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
+		IdleTimeout:       s.cfg.IdleTimeout,
 		MaxHeaderBytes:    64 << 10,
+		ConnState:         s.ln.connState,
+		ConnContext:       connContext,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 	// The scheduler outlives the HTTP server by the shutdown grace, so

@@ -494,6 +494,13 @@ func TestConfigValidate(t *testing.T) {
 		{"bad owner", Config{DataDir: "d", AllowOwners: []string{"alice"}}, false},
 		{"good owner", Config{DataDir: "d", AllowOwners: []string{"id" + strings.Repeat("a", 32)}}, true},
 		{"control in pool name", Config{DataDir: "d", Pool: "a\nb"}, false},
+		{"long token", Config{DataDir: "d", InviteToken: strings.Repeat("t", 1025)}, false},
+		{"negative body timeout", Config{DataDir: "d", BodyTimeout: -time.Second}, false},
+		{"negative max conns", Config{DataDir: "d", MaxConns: -1}, false},
+		{"more conns than files", Config{DataDir: "d", MaxConns: 1 << 30}, false},
+		{"small body memory", Config{DataDir: "d", MaxBodyMemory: 1 << 10}, false},
+		{"body in memory over body memory", Config{DataDir: "d", MaxBodyMemory: 1 << 20, BodyInMemory: 2 << 20}, false},
+		{"limits", Config{DataDir: "d", MaxConns: 8, BodyTimeout: time.Second, MinBodyRate: 1, MaxBodyMemory: 1 << 20, BodyInMemory: 1}, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -503,6 +510,10 @@ func TestConfigValidate(t *testing.T) {
 			}
 			if tc.ok && (tc.cfg.Listen != DefaultListen || tc.cfg.Pool != "default" || tc.cfg.Logger == nil) {
 				t.Errorf("defaults not filled in: %+v", tc.cfg)
+			}
+			if tc.ok && (tc.cfg.MaxConns < 1 || tc.cfg.ReadHeaderTimeout <= 0 || tc.cfg.BodyTimeout <= 0 || tc.cfg.IdleTimeout <= 0 ||
+				tc.cfg.MinBodyRate < 1 || tc.cfg.MaxBodyMemory < maxJSONBody || tc.cfg.BodyInMemory < 1 || tc.cfg.MaxSpoolBytes < 1) {
+				t.Errorf("limits not filled in: %+v", tc.cfg)
 			}
 		})
 	}

@@ -12,12 +12,19 @@ import (
 )
 
 func cmdServe(ctx context.Context, g *globals, args []string) error {
-	fs := g.flagSet("idlepool serve", "Usage: idlepool serve [--listen HOST:PORT] [--data DIR] [--pool NAME] [--invite TOKEN] [--allow-owner ID,...]\n\nRuns a pool's coordinator until stopped; it prints the pool URL once it listens.\n\n")
+	fs := g.flagSet("idlepool serve", "Usage: idlepool serve [--listen HOST:PORT] [--data DIR] [--pool NAME] [--invite TOKEN] [--allow-owner ID,...] [limits]\n\nRuns a pool's coordinator until stopped; it prints the pool URL once it listens.\nThe limits bound what clients may hold (docs/api.md, \"Limits\"); the defaults suit most pools.\n\n")
 	listen := fs.String("listen", coord.DefaultListen, "listen on `HOST:PORT` (port 0 picks a free one)")
 	data := fs.String("data", "", "keep the pool's state in `DIR` (default: coordinator/ in the data directory)")
 	name := fs.String("pool", "default", "the pool's `NAME`, written into every receipt")
 	invite := fs.String("invite", "", "make the pool invite-only with this `TOKEN` (at least 16 characters)")
 	allow := fs.String("allow-owner", "", "comma-separated owner `IDs` whose devices may join without a token")
+	maxConns := fs.Int("max-conns", 0, "hold at most `N` client connections; at the limit a new one closes the idlest or slowest (default: what the file limit allows, at most 4096)")
+	headerTimeout := fs.Duration("header-timeout", coord.DefaultReadHeaderTimeout, "close a connection whose request headers take longer than `D`")
+	bodyTimeout := fs.Duration("body-timeout", coord.DefaultBodyTimeout, "let a request body take `D` beyond what --min-body-rate needs")
+	minRate := fs.Int64("min-body-rate-kib", coord.DefaultMinBodyRate>>10, "close a connection whose request body arrives slower than `KIB` per second on average")
+	idleTimeout := fs.Duration("idle-timeout", coord.DefaultIdleTimeout, "close a kept-alive connection idle for `D`")
+	bodyMemory := fs.Int64("body-memory-mib", coord.DefaultMaxBodyMemory>>20, "hold at most `MIB` of request bodies in memory; more waits or is answered 503")
+	spool := fs.Int64("spool-mib", coord.DefaultMaxSpoolBytes>>20, "keep at most `MIB` of bodies not yet authenticated in temporary files under --data")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
@@ -26,6 +33,14 @@ func cmdServe(ctx context.Context, g *globals, args []string) error {
 		fs.Usage()
 		return &userError{Msg: fmt.Sprintf("serve takes no arguments, got %q", pos), Cause: errUsage}
 	}
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{{"min-body-rate-kib", *minRate}, {"body-memory-mib", *bodyMemory}, {"spool-mib", *spool}} {
+		if f.v < 0 {
+			return &userError{Msg: fmt.Sprintf("--%s %d is negative", f.name, f.v), Hint: "see 'idlepool serve --help'", Cause: errUsage}
+		}
+	}
 	if *data == "" {
 		dirs, err := g.dirs()
 		if err != nil {
@@ -33,7 +48,9 @@ func cmdServe(ctx context.Context, g *globals, args []string) error {
 		}
 		*data = filepath.Join(dirs.Data, "coordinator")
 	}
-	cfg := coord.Config{Listen: *listen, DataDir: *data, Pool: *name, InviteToken: *invite, Logger: g.daemonLogger()}
+	cfg := coord.Config{Listen: *listen, DataDir: *data, Pool: *name, InviteToken: *invite, Logger: g.daemonLogger(),
+		MaxConns: *maxConns, ReadHeaderTimeout: *headerTimeout, BodyTimeout: *bodyTimeout, MinBodyRate: *minRate << 10,
+		IdleTimeout: *idleTimeout, MaxBodyMemory: *bodyMemory << 20, MaxSpoolBytes: *spool << 20}
 	for o := range strings.SplitSeq(*allow, ",") {
 		if o = strings.TrimSpace(o); o != "" {
 			cfg.AllowOwners = append(cfg.AllowOwners, o)
