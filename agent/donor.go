@@ -153,7 +153,7 @@ func NewDonor(cfg DonorConfig) (*Donor, error) {
 	if !cfg.Always {
 		d.policy = newDonorPolicy(cfg.Store, cfg.GPUs, cfg.Logger)
 	}
-	d.offer = &donorOffer{local: cfg.Store, gpus: cfg.GPUs, log: cfg.Logger}
+	d.offer = &donorOffer{local: cfg.Store, gpus: cfg.GPUs, log: cfg.Logger, always: cfg.Always}
 	return d, nil
 }
 
