@@ -428,6 +428,9 @@ func (s *Server) lease(w http.ResponseWriter, r *http.Request, c call) error {
 	if err != nil {
 		return badRequest("%v", err)
 	}
+	if _, ok := s.offers.get(c.peer.ID, s.cfg.Now()); !ok {
+		return noOffer(c.peer.ID)
+	}
 	leases, err := s.sched.Lease(r.Context(), c.peer.ID, req.Max)
 	if err != nil {
 		return fmt.Errorf("lease for peer %s: %w", c.peer.ID, err)

@@ -159,7 +159,14 @@ func TestPoolFlow(t *testing.T) {
 		t.Errorf("canonical: %d %q", a.status, a.body)
 	}
 
-	// Bob and carol lease every task once each.
+	// Bob and carol lease every task once each, once the pool holds their
+	// offers.
+	for _, p := range []*testPeer{bob, carol} {
+		if a := ts.do(t, p, "POST", "/v1/leases", LeaseRequest{Max: 4}); a.status != http.StatusConflict || a.errorBody(t).Code != "no_offer" {
+			t.Fatalf("lease before the offer: %d %s, want 409 no_offer", a.status, a.body)
+		}
+		ts.offer(t, p)
+	}
 	lease := func(p *testPeer) []LeaseGrant {
 		t.Helper()
 		var lr LeaseResponse
@@ -553,6 +560,9 @@ func TestLeaseExpiry(t *testing.T) {
 			t.Fatalf("register: %d %s", a.status, a.body)
 		}
 	}
+	for _, p := range []*testPeer{slow, fast, third} {
+		ts.offer(t, p)
+	}
 	j := testJob(t, "expiry", 1)
 	do(owner, "PUT", "/v1/blobs/"+j.Program.SHA256.String(), programBytes(t, j))
 	if a := do(owner, "POST", "/v1/jobs", JobRequest{Canonical: j.Canonical}); a.status != http.StatusCreated {
@@ -599,6 +609,7 @@ func TestLyingPeer(t *testing.T) {
 	owner, honest1, liar, honest2 := newPeer(t, nil), newPeer(t, nil), newPeer(t, nil), newPeer(t, nil)
 	for _, p := range []*testPeer{owner, honest1, liar, honest2} {
 		ts.register(t, p, "", http.StatusCreated)
+		ts.offer(t, p)
 	}
 	j := testJob(t, "liar", 1)
 	ts.upload(t, owner, programBytes(t, j))
