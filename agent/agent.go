@@ -455,6 +455,10 @@ func (a *Agent) runLease(ctx context.Context, l pool.Lease) error {
 		a.release(ctx, l, log)
 		return nil
 	case errors.Is(context.Cause(taskCtx), ErrLeaseExpired):
+		if ae, ok := errors.AsType[*APIError](context.Cause(taskCtx)); ok && ae.Code == "job_cancelled" {
+			log.Info("The job's owner cancelled it; task stopped")
+			return nil
+		}
 		log.Warn("Lease lost while the task ran; result dropped")
 		return nil
 	case err != nil:

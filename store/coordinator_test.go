@@ -46,3 +46,11 @@ func TestDBRestart(t *testing.T) {
 	h.Reopen = reopen
 	pooltest.RunRestart(h)
 }
+
+// A job cancelled on SQLite stays cancelled across a reopen.
+func TestDBCancel(t *testing.T) {
+	st, reopen := openDB(t)
+	h := pooltest.NewHarness(t, st, nil)
+	h.Reopen = reopen
+	pooltest.RunCancel(h)
+}
