@@ -26,9 +26,9 @@ type Activity struct {
 	// Matching is how many live offers match the job (offers.Match), and
 	// Owners how many distinct owners those offers belong to.
 	Matching, Owners int
-	// Quorum, when results wait for one, says how many and why: "50
-	// results waiting for a device of a second owner (...)". Empty
-	// otherwise.
+	// Quorum, when results wait for a quorum that nothing in flight can
+	// complete, says how many and why: "50 results waiting for a device of
+	// a second owner: ...". Empty otherwise.
 	Quorum string
 	// Stuck says why no task of the job can be leased now ("no donor
 	// matches this job: ..."); empty when one can, or nothing is left to
@@ -123,13 +123,16 @@ func Describe(st pool.JobStatus, l offers.Listing, live []offers.Offer, now time
 	case st.Leased == 0 && len(idleWhy) == len(matching):
 		a.Stuck = fmt.Sprintf("%s this job but not computing now: %s", matchLine(len(matching)), groupText(idleWhy))
 	}
-	if st.Waiting > 0 {
+	// Results waiting for a quorum are news only when nothing in flight
+	// can complete them: no second owner matches, or nothing is leased.
+	if st.Waiting > 0 && !st.Cancelled {
 		results := plural(st.Waiting, "result")
-		if st.Quorum >= 2 && len(owners) < st.Quorum && l.Participants != "owner" {
+		switch {
+		case st.Quorum >= 2 && len(owners) < st.Quorum && l.Participants != "owner":
 			a.Quorum = fmt.Sprintf("%s waiting for a device of a %s owner: a task is accepted when devices of %d owners return the same bytes, and the donors that match belong to %s",
 				results, ordinal(len(owners)+1), st.Quorum, plural(int64(len(owners)), "owner"))
-		} else {
-			a.Quorum = fmt.Sprintf("%s waiting for the agreeing results of other devices (quorum %d)", results, st.Quorum)
+		case st.Leased == 0:
+			a.Quorum = fmt.Sprintf("%s waiting for the agreeing results of other devices (quorum %d), and none is computing one now", results, st.Quorum)
 		}
 	}
 	return a
@@ -227,8 +230,14 @@ type sample struct {
 	done int64
 }
 
-// estimateWindow is the span of progress an estimate is based on.
-const estimateWindow = 5 * time.Minute
+// estimateWindow is the span of progress an estimate is based on; an
+// estimate needs at least minEstimateTasks results over minEstimateSpan
+// in it (the first minute of a job is mostly its program compiling).
+const (
+	estimateWindow   = 5 * time.Minute
+	minEstimateSpan  = 30 * time.Second
+	minEstimateTasks = 5
+)
 
 // observe records that done tasks had results at now.
 func (e *estimator) observe(now time.Time, done int64) {
@@ -248,7 +257,7 @@ func (e *estimator) left(total int64) (left time.Duration, rate float64) {
 	}
 	first, last := e.samples[0], e.samples[len(e.samples)-1]
 	dt := last.at.Sub(first.at)
-	if last.done <= first.done || dt <= 0 {
+	if last.done-first.done < minEstimateTasks || dt < minEstimateSpan {
 		return 0, 0
 	}
 	rate = float64(last.done-first.done) / dt.Seconds()

@@ -48,10 +48,13 @@ func TestDescribe(t *testing.T) {
 			offer("p1", "ida", idle.StateComputing, "", 8192), offer("p2", "idowner", idle.StateComputing, "", 8192),
 		}, Activity{Donors: "2 of 2 donors computing", Matching: 1, Owners: 1,
 			Quorum: "50 results waiting for a device of a second owner: a task is accepted when devices of 2 owners return the same bytes, and the donors that match belong to 1 owner"}},
-		{"results wait for replicas in flight", func() pool.JobStatus { s := waiting(st); s.Leased = 50; return s }(), []offers.Offer{
+		{"results wait for replicas in flight: no news", func() pool.JobStatus { s := waiting(st); s.Leased = 50; return s }(), []offers.Offer{
 			offer("p1", "ida", idle.StateComputing, "", 8192), offer("p2", "idb", idle.StateComputing, "", 8192),
-		}, Activity{Donors: "2 of 2 donors computing", Matching: 2, Owners: 2,
-			Quorum: "50 results waiting for the agreeing results of other devices (quorum 2)"}},
+		}, Activity{Donors: "2 of 2 donors computing", Matching: 2, Owners: 2}},
+		{"results wait and nothing computes them", waiting(st), []offers.Offer{
+			offer("p1", "ida", idle.StateWaiting, "waiting: on battery (43%)", 8192), offer("p2", "idb", idle.StateComputing, "", 8192),
+		}, Activity{Donors: "1 of 2 donors computing: 1 waiting (on battery (43%))", Matching: 2, Owners: 2,
+			Quorum: "50 results waiting for the agreeing results of other devices (quorum 2), and none is computing one now"}},
 		{"cancelled", func() pool.JobStatus { s := st; s.Cancelled = true; return s }(), nil, Activity{
 			Donors: "no donor offers compute in this pool", Stuck: "the job was cancelled by its owner: it leases nothing more"}},
 	}

@@ -148,7 +148,7 @@ func (fl *follower) look(ctx context.Context) (pool.JobStatus, error) {
 		return st, nil
 	}
 	a := Describe(st, ListingOf(fl.j, st), live, now)
-	fl.stuck = a.Stuck != "" || a.Quorum != "" && a.Owners < st.Quorum
+	fl.stuck = a.Stuck != "" || a.Quorum != ""
 	if fl.cfg.Activity != nil {
 		fl.cfg.Activity(a)
 	}
