@@ -226,8 +226,9 @@ type estimator struct {
 }
 
 type sample struct {
-	at   time.Time
-	done int64
+	at       time.Time
+	done     int64 // tasks with results (outcomes, and results waiting for a quorum)
+	outcomes int64 // tasks with an outcome
 }
 
 // estimateWindow is the span of progress an estimate is based on; an
@@ -239,9 +240,10 @@ const (
 	minEstimateTasks = 5
 )
 
-// observe records that done tasks had results at now.
-func (e *estimator) observe(now time.Time, done int64) {
-	e.samples = append(e.samples, sample{now, done})
+// observe records that at now done tasks had results, outcomes of them
+// an outcome.
+func (e *estimator) observe(now time.Time, done, outcomes int64) {
+	e.samples = append(e.samples, sample{now, done, outcomes})
 	cut := 0
 	for cut < len(e.samples)-2 && now.Sub(e.samples[cut+1].at) >= estimateWindow {
 		cut++
@@ -249,8 +251,8 @@ func (e *estimator) observe(now time.Time, done int64) {
 	e.samples = e.samples[cut:]
 }
 
-// left estimates the time until total tasks have results, and the rate in
-// tasks per second; zero when unknown.
+// left estimates the time until total tasks have an outcome, at the rate
+// tasks got results (tasks per second); zero when unknown.
 func (e *estimator) left(total int64) (left time.Duration, rate float64) {
 	if len(e.samples) < 2 {
 		return 0, 0
@@ -261,5 +263,5 @@ func (e *estimator) left(total int64) (left time.Duration, rate float64) {
 		return 0, 0
 	}
 	rate = float64(last.done-first.done) / dt.Seconds()
-	return time.Duration(float64(total-last.done) / rate * float64(time.Second)), rate
+	return time.Duration(float64(total-last.outcomes) / rate * float64(time.Second)), rate
 }

@@ -77,21 +77,30 @@ func TestEstimator(t *testing.T) {
 	var e estimator
 	// 55 minutes without a result, then 50 of 100 in 5 minutes.
 	for m := 0; m <= 55; m += 5 {
-		e.observe(t0.Add(time.Duration(m)*time.Minute), 0)
+		e.observe(t0.Add(time.Duration(m)*time.Minute), 0, 0)
 	}
 	if left, rate := e.left(100); left != 0 || rate != 0 {
 		t.Errorf("after a stall: left %v, rate %v; want no estimate", left, rate)
 	}
 	for s := 0; s <= 300; s += 5 {
-		e.observe(t0.Add(55*time.Minute+time.Duration(s)*time.Second), int64(s/6))
+		e.observe(t0.Add(55*time.Minute+time.Duration(s)*time.Second), int64(s/6), int64(s/6))
 	}
 	left, rate := e.left(100)
 	if want := 5 * time.Minute; left < want-10*time.Second || left > want+10*time.Second {
 		t.Errorf("at 50 results in 5 min: left %v (rate %.3f/s), want about %v", left, rate, want)
 	}
+	// Results keep coming but wait for a quorum: the time left counts the
+	// tasks without an outcome, at the rate results come.
+	var w estimator
+	for s := 0; s <= 300; s += 5 {
+		w.observe(t0.Add(time.Duration(s)*time.Second), 40+int64(s/6), int64(s/6))
+	}
+	if left, _ := w.left(100); left < 4*time.Minute || left > 6*time.Minute {
+		t.Errorf("50 outcomes and 40 results ahead of them, 10 results a minute: left %v, want about 5 min", left)
+	}
 	// Then nothing moves for the whole window: no estimate again.
 	for s := 5; s <= 330; s += 5 {
-		e.observe(t0.Add(60*time.Minute+time.Duration(s)*time.Second), 50)
+		e.observe(t0.Add(60*time.Minute+time.Duration(s)*time.Second), 50, 50)
 	}
 	if left, _ := e.left(100); left != 0 {
 		t.Errorf("after 5 min without a result: left %v, want no estimate", left)

@@ -141,7 +141,7 @@ func (fl *follower) look(ctx context.Context) (pool.JobStatus, error) {
 		return st, err
 	}
 	now := fl.cfg.Now()
-	fl.est.observe(now, st.Accepted+st.Failed+st.Waiting)
+	fl.est.observe(now, st.Accepted+st.Failed+st.Waiting, st.Accepted+st.Failed)
 	live, err := fl.c.Offers(ctx)
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		fl.log.Debug("Cannot read the pool's offers", "err", err)
