@@ -449,7 +449,6 @@ func (s *Server) cancel(w http.ResponseWriter, r *http.Request, c call) error {
 	if st, err = s.sched.Status(st.Job); err != nil {
 		return err
 	}
-	s.log.Info("Job cancelled", "jobID", st.Job.String(), "peer", c.peer.ID)
 	writeJSON(w, http.StatusOK, jobInfo(st))
 	return nil
 }

@@ -57,9 +57,9 @@ func (s *Scheduler) Cancel(ctx context.Context, peer string, id job.ID) error {
 	clear(js.active)
 	js.want = nil
 	js.cancelBatch = s.changed()
-	w := js.cancelBatch
+	w, accepted, failed := js.cancelBatch, js.accepted, js.failed
 	s.mu.Unlock()
 	s.log.Info("Job cancelled", "job", id.String(), "peer", peer, "owner", p.Owner, "withdrawnReplicas", withdrawn,
-		"accepted", js.accepted, "failed", js.failed)
+		"accepted", accepted, "failed", failed)
 	return wait(ctx, w)
 }
