@@ -257,7 +257,13 @@ func (e *estimator) left(total int64) (left time.Duration, rate float64) {
 	if len(e.samples) < 2 {
 		return 0, 0
 	}
-	first, last := e.samples[0], e.samples[len(e.samples)-1]
+	// A stretch without results at the start of the window (the program
+	// compiling, no donor yet) says nothing about the rate once they come.
+	i := 0
+	for i < len(e.samples)-2 && e.samples[i+1].done == e.samples[i].done {
+		i++
+	}
+	first, last := e.samples[i], e.samples[len(e.samples)-1]
 	dt := last.at.Sub(first.at)
 	if last.done-first.done < minEstimateTasks || dt < minEstimateSpan {
 		return 0, 0

@@ -89,6 +89,18 @@ func TestEstimator(t *testing.T) {
 	if want := 5 * time.Minute; left < want-10*time.Second || left > want+10*time.Second {
 		t.Errorf("at 50 results in 5 min: left %v (rate %.3f/s), want about %v", left, rate, want)
 	}
+	// The first results after a slow start (the program compiling): the
+	// rate is theirs, not diluted by the minutes before them.
+	var c estimator
+	for s := 0; s <= 240; s += 5 {
+		c.observe(t0.Add(time.Duration(s)*time.Second), 0, 0)
+	}
+	for s := 245; s <= 300; s += 5 {
+		c.observe(t0.Add(time.Duration(s)*time.Second), int64(s-240)/5*2, int64(s-240)/5*2)
+	}
+	if left, rate := c.left(264); left < 9*time.Minute || left > 11*time.Minute {
+		t.Errorf("24 results in the minute after a 4-minute start: left %v (rate %.2f/s), want about 10 min", left, rate)
+	}
 	// Results keep coming but wait for a quorum: the time left counts the
 	// tasks without an outcome, at the rate results come.
 	var w estimator
