@@ -105,12 +105,14 @@ type Config struct {
 	// not to compute and no task is held (none suspended either);
 	// DefaultRestSamplePeriod when 0, never shorter than SamplePeriod.
 	RestSamplePeriod time.Duration
-	// Offer, if set, makes the agent publish a signed capacity offer
-	// (package offers) to the pool once it has joined, and refresh it every
-	// third of OfferTTL and whenever the policy's state changes, built
-	// with offers.Build from Offer's capacity and preferences and the
-	// governor's latest decision. Without it the agent publishes none and
-	// the pool leases it CPU tasks only (see docs/api.md, "Matchmaking").
+	// Offer is what the agent builds the signed capacity offer (package
+	// offers) from that it publishes to the pool once it has joined, and
+	// refreshes every third of OfferTTL and whenever the policy's state
+	// changes, with offers.Build from Offer's capacity and preferences and
+	// the governor's latest decision. The agent leases nothing until the
+	// pool holds its offer (see docs/api.md, "Matchmaking"). Nil offers
+	// this machine as idle.Defaults describes it, without GPUs, accepting
+	// every job.
 	Offer OfferSource
 	// OfferTTL is how long each published offer is valid;
 	// offers.DefaultTTL when 0. A device that vanishes drops out of the
@@ -152,6 +154,9 @@ func (c *Config) Validate() error {
 	if c.OfferTTL <= 0 {
 		c.OfferTTL = offers.DefaultTTL
 	}
+	if c.Offer == nil {
+		c.Offer = &machineOffer{}
+	}
 	if c.Slots == 0 {
 		c.Slots = 1
 	}
@@ -189,6 +194,7 @@ type Agent struct {
 	gov      *governor     // the policy's decision and its effects (govern.go)
 
 	mu       sync.Mutex
+	offered  chan struct{}         // closed while the pool holds this device's offer, as far as the agent knows
 	joinedAs string                // the pool's name once joined, for Status
 	running  map[string]pool.Lease // leases whose tasks are running
 	owners   map[job.ID]string     // job -> owner ID, for jobs seen
@@ -214,6 +220,7 @@ func New(cfg Config) (*Agent, error) {
 		gov:      newGovernor(log),
 		running:  map[string]pool.Lease{},
 		owners:   map[job.ID]string{},
+		offered:  make(chan struct{}),
 	}, nil
 }
 
@@ -225,7 +232,10 @@ func (a *Agent) Client() *Client { return a.c }
 // lease whenever they are free, an outbox that re-sends results the
 // coordinator has not acknowledged (at start and whenever a send failed),
 // and a receipt follower. While the coordinator is away, every part
-// retries with bounded, jittered backoff.
+// retries with bounded, jittered backoff. The slots lease nothing until
+// the pool has accepted the device's capacity offer, which bounds what it
+// may be leased (and again after the pool answers that it holds none, as
+// after a coordinator restart).
 //
 // From the start it also obeys the owner's policy (Config.Signals and
 // Decide), sampled at once and then every SamplePeriod. When the decision
@@ -258,9 +268,7 @@ func (a *Agent) Serve(ctx context.Context) error {
 		tasks, tctx := errgroup.WithContext(gctx)
 		tasks.Go(func() error { return a.serveOutbox(tctx) })
 		tasks.Go(func() error { return a.serveReceipts(tctx) })
-		if a.cfg.Offer != nil {
-			tasks.Go(func() error { return a.serveOffers(tctx) })
-		}
+		tasks.Go(func() error { return a.serveOffers(tctx) })
 		for slot := range a.cfg.Slots {
 			tasks.Go(func() error { return a.serveSlot(tctx, slot) })
 		}
@@ -328,6 +336,9 @@ func (a *Agent) serveSlot(ctx context.Context, slot int) error {
 		if err := a.gov.waitLease(ctx, slot); err != nil {
 			return nil
 		}
+		if err := a.waitOffered(ctx); err != nil {
+			return nil
+		}
 		var leases []pool.Lease
 		err := a.retry(ctx, "lease", func(ctx context.Context) error {
 			var err error
@@ -345,6 +356,11 @@ func (a *Agent) serveSlot(ctx context.Context, slot int) error {
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
+			}
+			if ae, ok := errors.AsType[*APIError](err); ok && ae.Code == CodeNoOffer {
+				a.log.Info("The pool holds no offer of this device; publishing it before leasing", "slot", slot)
+				a.offerLost()
+				continue
 			}
 			a.log.Error("Lease request refused", "slot", slot, "err", err)
 			if err := sleep(ctx, a.cfg.MaxBackoff); err != nil {
@@ -438,6 +454,10 @@ func (a *Agent) runLease(ctx context.Context, l pool.Lease) error {
 		a.release(ctx, l, log)
 		return nil
 	case errors.Is(context.Cause(taskCtx), ErrLeaseExpired):
+		if ae, ok := errors.AsType[*APIError](context.Cause(taskCtx)); ok && ae.Code == "job_cancelled" {
+			log.Info("The job's owner cancelled it; task stopped")
+			return nil
+		}
 		log.Warn("Lease lost while the task ran; result dropped")
 		return nil
 	case err != nil:

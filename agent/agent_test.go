@@ -340,6 +340,7 @@ func TestAgentResendsAfterRestart(t *testing.T) {
 	// A contribution recorded but never sent, as after kill -9 between the
 	// two: lease a task by hand, record its result, do not send it.
 	c := agentClient(t, co.url, dev)
+	publishOffer(t, c, dev)
 	leases, err := c.Lease(ctx, 1)
 	if err != nil || len(leases) != 1 {
 		t.Fatalf("lease: %v %v", leases, err)

@@ -276,6 +276,7 @@ func (c *Client) Submit(ctx context.Context, j *job.Job) error {
 
 func jobStatus(in coord.JobInfo) pool.JobStatus {
 	return pool.JobStatus{Job: job.ID(in.Job), Name: in.Name, Owner: in.Owner, Merger: in.Merger, Tasks: in.Tasks,
+		Waiting: in.Waiting, Cancelled: in.Cancelled,
 		Accepted: in.Accepted, Failed: in.Failed, Leased: in.Leased, Acked: in.Acked, Complete: in.Complete,
 		Quorum: in.Quorum, Redundancy: in.Redundancy, Retrying: in.Retrying, Trouble: in.Trouble}
 }
@@ -371,6 +372,16 @@ func (c *Client) Results(ctx context.Context, id job.ID, after int64, max int) (
 func (c *Client) Ack(ctx context.Context, id job.ID, upto int64) error {
 	_, err := c.postJSON(ctx, "/v1/jobs/"+id.String()+"/ack", map[string]int64{"upto": upto}, nil)
 	return err
+}
+
+// Cancel withdraws job id from the pool (POST /v1/jobs/{id}/cancel): it
+// leases nothing more and its live leases end. Only a device of the job's
+// owner may (else ErrForbidden, code "not_owner"); cancelling again is
+// nil. It returns the job's status after the cancel.
+func (c *Client) Cancel(ctx context.Context, id job.ID) (pool.JobStatus, error) {
+	var st coord.JobInfo
+	_, err := c.postJSON(ctx, "/v1/jobs/"+id.String()+"/cancel", struct{}{}, &st)
+	return jobStatus(st), err
 }
 
 // Receipts fetches up to max ledger entries naming this device with

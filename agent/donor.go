@@ -159,7 +159,7 @@ func NewDonor(cfg DonorConfig) (*Donor, error) {
 			d.policy.reloadEvery = cfg.SettingsReload
 		}
 	}
-	d.offer = &donorOffer{local: cfg.Store, gpus: cfg.GPUs, log: cfg.Logger}
+	d.offer = &donorOffer{local: cfg.Store, gpus: cfg.GPUs, log: cfg.Logger, always: cfg.Always}
 	return d, nil
 }
 

@@ -177,9 +177,10 @@ func (p *donorPolicy) Close() error {
 // reading, or, with no policy (Always), a reading of its own. Agents of
 // several pools call it concurrently, so mu serialises it.
 type donorOffer struct {
-	local *store.Local
-	gpus  idle.GPUSource
-	log   *slog.Logger
+	local  *store.Local
+	gpus   idle.GPUSource
+	log    *slog.Logger
+	always bool // DonorConfig.Always: the settings' hours do not apply
 
 	mu       sync.Mutex
 	machine  *idle.Machine
@@ -214,7 +215,11 @@ func (o *donorOffer) Capacity(ctx context.Context, sig idle.Signals) idle.Capaci
 			gpus.Err = err.Error()
 		}
 	}
-	return idle.NewCapacity(*o.machine, o.settings, gpus)
+	c := idle.NewCapacity(*o.machine, o.settings, gpus)
+	if o.always {
+		c.Schedule = idle.Schedule{} // computes at any hour: offer any hour
+	}
+	return c
 }
 
 // Preferences reads the donor's preferences; on failure the defaults.

@@ -31,9 +31,27 @@ type FollowConfig struct {
 	// MaxBackoff caps the wait between retries while the coordinator is
 	// away; default 10 s.
 	MaxBackoff time.Duration
+	// Activity, if set, receives what the pool is doing about the job
+	// (Describe: its progress, the donors' live offers, results waiting
+	// for a quorum, why it cannot progress) at the start and every
+	// StatusPoll while no outcome arrives.
+	Activity func(Activity)
+	// Notice, if set, receives one-off messages for the person, such as
+	// a job withdrawn from the pool because the merge journal already
+	// holds its result.
+	Notice func(string)
+	// StatusPoll is the wait between reads of the job's status and the
+	// pool's offers; default 5 s.
+	StatusPoll time.Duration
+	// Now is the clock of the time-left estimate; default time.Now.
+	Now func() time.Time
 	// Logger receives diagnostics; nil discards them.
 	Logger *slog.Logger
 }
+
+// ErrJobCancelled means the job was cancelled in the pool by its owner:
+// it leases nothing more, and its result cannot be completed there.
+var ErrJobCancelled = errors.New("agent: the job was cancelled in the pool by its owner")
 
 // ErrMergeLost means the coordinator already handed over (and deleted)
 // outcomes that this device's merge journal does not hold, so the job's
@@ -50,7 +68,16 @@ var ErrMergeLost = errors.New("agent: outcomes handed over earlier are missing f
 // from the journal. It returns the outcome once every task has one (with
 // pool.ErrAllFailed when none succeeded, like pool.RunSolo). Cancelling
 // ctx stops it with ctx's error; what was folded stays journaled. While
-// the coordinator is away it retries with backoff.
+// the coordinator is away it retries with backoff. A job cancelled in the
+// pool ends it with ErrJobCancelled. When the journal already holds
+// every outcome (the job finished here, say through another pool) and
+// the pool's job is not finished, Follow withdraws it from the pool
+// (Client.Cancel), so that no donor computes what nobody merges.
+//
+// The progress it reports (FollowConfig.Progress) estimates the time left
+// from how fast the pool returns results over the last few minutes,
+// counting tasks whose results wait for a quorum, and gives none while
+// that stalls.
 func Follow(ctx context.Context, c *Client, j *job.Job, cfg FollowConfig) (*pool.Outcome, error) {
 	if cfg.Page <= 0 {
 		cfg.Page = 256
@@ -61,16 +88,33 @@ func Follow(ctx context.Context, c *Client, j *job.Job, cfg FollowConfig) (*pool
 	if cfg.MaxBackoff <= 0 {
 		cfg.MaxBackoff = 10 * time.Second
 	}
+	if cfg.StatusPoll <= 0 {
+		cfg.StatusPoll = 5 * time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	log = log.With("jobID", j.ID.String())
-	f, err := pool.OpenFolder(j, pool.FoldConfig{Dir: cfg.Dir, Result: cfg.Result, Rows: cfg.Rows, Progress: cfg.Progress, Logger: log})
+	fl := &follower{c: c, j: j, cfg: cfg, log: log}
+	progress := cfg.Progress
+	if progress != nil {
+		progress = func(p pool.Progress) {
+			p.Left, p.Rate = fl.est.left(p.Total)
+			if fl.stuck {
+				p.Left = 0
+			}
+			cfg.Progress(p)
+		}
+	}
+	f, err := pool.OpenFolder(j, pool.FoldConfig{Dir: cfg.Dir, Result: cfg.Result, Rows: cfg.Rows, Progress: progress, Logger: log})
 	if err != nil {
 		return nil, err
 	}
-	fl := &follower{c: c, j: j, f: f, cfg: cfg, log: log}
+	fl.f = f
 	if err := fl.run(ctx); err != nil {
 		return nil, errors.Join(err, f.Close())
 	}
@@ -83,6 +127,32 @@ type follower struct {
 	f   *pool.Folder
 	cfg FollowConfig
 	log *slog.Logger
+
+	est   estimator
+	stuck bool // the last activity said the job cannot progress
+}
+
+// look reads the job's status and the pool's offers, feeds the time-left
+// estimate and reports the activity. A pool without offers (404) is
+// described without them; other failures are left for the next look.
+func (fl *follower) look(ctx context.Context) (pool.JobStatus, error) {
+	st, err := fl.c.Status(ctx, fl.j.ID)
+	if err != nil {
+		return st, err
+	}
+	now := fl.cfg.Now()
+	fl.est.observe(now, st.Accepted+st.Failed+st.Waiting, st.Accepted+st.Failed)
+	live, err := fl.c.Offers(ctx)
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		fl.log.Debug("Cannot read the pool's offers", "err", err)
+		return st, nil
+	}
+	a := Describe(st, ListingOf(fl.j, st), live, now)
+	fl.stuck = a.Stuck != "" || a.Quorum != ""
+	if fl.cfg.Activity != nil {
+		fl.cfg.Activity(a)
+	}
+	return st, nil
 }
 
 func (fl *follower) retry(ctx context.Context, what string, op func(context.Context) error) error {
@@ -115,8 +185,32 @@ func (fl *follower) run(ctx context.Context) error {
 	if done, _ := fl.f.Count(); done < st.Acked {
 		return fmt.Errorf("%w: the pool handed over %d outcomes of job %s, the journal holds %d", ErrMergeLost, st.Acked, fl.j.ID, done)
 	}
+	if fl.f.Complete() {
+		if !st.Complete && !st.Cancelled {
+			if _, err := fl.c.Cancel(ctx, fl.j.ID); err != nil {
+				fl.log.Warn("Cannot withdraw a job whose result the merge journal holds", "err", err)
+			} else if fl.cfg.Notice != nil {
+				fl.cfg.Notice(fmt.Sprintf("the merge journal already holds every result of job %s: withdrew it from pool %s, where nobody would merge it", fl.j.ID.String()[:12], fl.c.URL()))
+			}
+		}
+		return nil
+	}
 	after := st.Acked
+	lastLook := time.Time{}
+	cancelled := false
 	for !fl.f.Complete() {
+		if now := time.Now(); now.Sub(lastLook) >= fl.cfg.StatusPoll {
+			lastLook = now
+			st, err := fl.look(ctx)
+			switch {
+			case err != nil && ctx.Err() != nil:
+				return ctx.Err()
+			case err != nil:
+				fl.log.Debug("Cannot read the job's status", "err", err)
+			case st.Cancelled:
+				cancelled = true // merge what was accepted, then stop
+			}
+		}
 		var page []pool.Verified
 		if err := fl.retry(ctx, "results", func(ctx context.Context) error {
 			var err error
@@ -126,6 +220,10 @@ func (fl *follower) run(ctx context.Context) error {
 			return fmt.Errorf("results of job %s: %w", fl.j.ID, err)
 		}
 		if len(page) == 0 {
+			if cancelled {
+				done, _ := fl.f.Count()
+				return fmt.Errorf("%w: job %s, with %d of %d outcomes merged here", ErrJobCancelled, fl.j.ID, done, fl.j.NumTasks())
+			}
 			if err := sleep(ctx, fl.cfg.Poll); err != nil {
 				return err
 			}

@@ -19,7 +19,9 @@ import (
 	"idlepool/coord"
 	"idlepool/home"
 	"idlepool/identity"
+	"idlepool/idle"
 	"idlepool/job"
+	"idlepool/offers"
 	"idlepool/pool"
 	"idlepool/store"
 	"idlepool/worker"
@@ -421,6 +423,32 @@ func agentClient(t testing.TB, url string, dev *device) *agent.Client {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// publishOffer publishes dev's capacity offer (testOffers with the
+// default settings) through c, as an agent does before it leases: the
+// pool leases nothing to a device without one.
+func publishOffer(t testing.TB, c *agent.Client, dev *device) {
+	t.Helper()
+	publishOfferState(t, c, dev, idle.StateComputing, "")
+}
+
+// publishOfferState is publishOffer with the policy's state and reason.
+func publishOfferState(t testing.TB, c *agent.Client, dev *device, state idle.State, reason string) {
+	t.Helper()
+	ctx := context.Background()
+	info, err := agent.PoolKey(ctx, c, dev.dirs.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := offers.Build(offers.Spec{Pool: info.Pool, PoolURL: c.URL(), Peer: dev.key.ID(), Owner: dev.owner.ID(),
+		Capacity:    testOffers{settings: idle.Defaults()}.Capacity(ctx, idle.Signals{}),
+		Preferences: offers.Preferences{Global: offers.PoolPreferences{Weight: 1}}, Issued: time.Now(),
+		State: state, Reason: reason})
+	o.Sign(dev.key)
+	if err := c.PutOffer(ctx, o); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func itoa(i int64) string { return strconv.FormatInt(i, 10) }

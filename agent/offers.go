@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"sync"
 	"time"
 
 	"idlepool/idle"
@@ -73,41 +74,56 @@ func (a *Agent) offer(ctx context.Context, now time.Time) offers.Offer {
 	return o
 }
 
+// CodeNoOffer is the code of the pool's answer to a lease request of a
+// device whose capacity offer it does not hold (409, docs/api.md).
+const CodeNoOffer = "no_offer"
+
 // serveOffers publishes this device's signed capacity offer at once and
 // then every third of Config.OfferTTL, and again when the policy's state
-// changes (at most once a second), until ctx ends; it returns nil then.
-// A refused or failed publication is logged and tried again at the next
-// turn: the pool treats a device without a live offer as CPU-only, so
-// leasing goes on meanwhile.
+// changes (at most once a second) or the slots found the pool without it
+// (offerLost), until ctx ends; it returns nil then. Each success opens
+// the slots' gate (waitOffered). A refused or failed publication is
+// logged and tried again with backoff (at most every turn); a pool that
+// takes no offers at all (404, from before offers) opens the gate too.
 func (a *Agent) serveOffers(ctx context.Context) error {
 	every := a.cfg.OfferTTL / 3
 	var (
 		last     idle.State
 		reported bool // a failure was logged at Warn since the last success
+		fails    = backoff{Base: 100 * time.Millisecond, Max: min(a.cfg.MaxBackoff, every)}
 	)
 	for {
 		o := a.offer(ctx, time.Now())
 		err := a.c.PutOffer(ctx, o)
+		wait := every
+		ae, _ := errors.AsType[*APIError](err)
 		switch {
 		case ctx.Err() != nil:
 			return nil
-		case err != nil && !reported:
-			reported = true
-			if ae, ok := errors.AsType[*APIError](err); ok && ae.Status == http.StatusNotFound {
-				a.log.Info("The pool takes no capacity offers; it leases this device CPU tasks only", "err", err)
-			} else {
-				a.log.Warn("Cannot publish the capacity offer, trying again later", "err", err)
+		case ae != nil && ae.Status == http.StatusNotFound:
+			if !reported {
+				a.log.Info("The pool takes no capacity offers; leasing without one", "err", err)
 			}
-		case err == nil:
+			reported = true
+			a.markOffered()
+		case err != nil:
+			if !reported {
+				a.log.Warn("Cannot publish the capacity offer, trying again; nothing is leased until the pool has it", "err", err)
+			}
+			reported = true
+			wait = min(wait, fails.next())
+		default:
 			if reported {
 				a.log.Info("Capacity offer published again")
 			}
 			reported = false
+			fails.reset()
+			a.markOffered()
 			a.log.Debug("Capacity offer published", "state", string(o.State), "cores", o.Capacity.Cores,
 				"gpus", len(o.Capacity.GPUs), "expires", o.Expires)
 		}
 		last = o.State
-		timer := time.NewTimer(every)
+		timer := time.NewTimer(wait)
 		for changed := false; !changed; {
 			_, _, ch := a.gov.pause()
 			select {
@@ -134,6 +150,61 @@ func (a *Agent) serveOffers(ctx context.Context) error {
 	}
 }
 
+// waitOffered returns once the pool holds this device's offer (as far as
+// the agent knows), or with ctx's error.
+func (a *Agent) waitOffered(ctx context.Context) error {
+	a.mu.Lock()
+	ch := a.offered
+	a.mu.Unlock()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// markOffered opens the slots' gate: the pool holds the offer.
+func (a *Agent) markOffered() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	select {
+	case <-a.offered:
+	default:
+		close(a.offered)
+	}
+}
+
+// offerLost closes the slots' gate and asks the offer loop to publish the
+// offer now: the pool answered that it holds none (it restarted, or the
+// offer expired).
+func (a *Agent) offerLost() {
+	a.mu.Lock()
+	select {
+	case <-a.offered:
+		a.offered = make(chan struct{})
+	default:
+	}
+	a.mu.Unlock()
+	a.renewOffer()
+}
+
+// machineOffer is the OfferSource of an agent configured without one:
+// this machine under idle.Defaults, no GPUs, the default preferences.
+type machineOffer struct {
+	once sync.Once
+	m    idle.Machine
+}
+
+// Capacity implements OfferSource.
+func (o *machineOffer) Capacity(ctx context.Context, _ idle.Signals) idle.Capacity {
+	o.once.Do(func() { o.m, _ = idle.ReadMachine(ctx) }) // a part it cannot read stays zero
+	return idle.NewCapacity(o.m, idle.Defaults(), idle.Reading[[]idle.GPU]{})
+}
+
+// Preferences implements OfferSource.
+func (o *machineOffer) Preferences(context.Context) offers.Preferences { return offersDefault }
+
 // renewOffer asks the offer loop to publish the offer again now, e.g.
 // after the donor changed what it accepts.
 func (a *Agent) renewOffer() {
@@ -148,9 +219,6 @@ func (a *Agent) renewOffer() {
 // when it does not. The pool matches leases against the last published
 // offer; this check makes a refusal take effect before the next renewal.
 func (a *Agent) refusal(ctx context.Context, id job.ID) string {
-	if a.cfg.Offer == nil {
-		return ""
-	}
 	acc := a.cfg.Offer.Preferences(ctx).Accept(a.cfg.PoolURL)
 	if slices.Contains(acc.RefuseJobs, id) {
 		return "job " + id.String()[:12] + " is refused"

@@ -62,6 +62,7 @@ func (s *Server) routes() http.Handler {
 	handle("GET /v1/jobs/{id}/canonical", s.signed(maxJSONBody, s.jobCanonical))
 	handle("GET /v1/jobs/{id}/results", s.signed(maxJSONBody, s.results))
 	handle("POST /v1/jobs/{id}/ack", s.signed(maxJSONBody, s.ack))
+	handle("POST /v1/jobs/{id}/cancel", s.signed(maxJSONBody, s.cancel))
 	handle("POST /v1/leases", s.signed(maxJSONBody, s.lease))
 	handle("POST /v1/leases/{lease}/heartbeat", s.signed(maxJSONBody, s.heartbeat))
 	handle("POST /v1/leases/{lease}/result", s.signed(maxResultBody, s.submit))
@@ -320,6 +321,10 @@ func (s *Server) addJob(w http.ResponseWriter, r *http.Request, c call) error {
 	}
 	id := job.ID(sha256.Sum256(req.Canonical))
 	if st, err := s.sched.Status(id); err == nil {
+		if st.Cancelled {
+			return &apiError{http.StatusGone, "job_cancelled",
+				fmt.Sprintf("job %s was cancelled in this pool by its owner and is not queued again; a changed manifest is a new job", id), nil}
+		}
 		writeJSON(w, http.StatusOK, JobCreated{Job: HexDigest(id), Tasks: st.Tasks})
 		return nil
 	}
@@ -446,10 +451,38 @@ func (s *Server) ack(w http.ResponseWriter, r *http.Request, c call) error {
 	return nil
 }
 
+// cancel is POST /v1/jobs/{id}/cancel (empty body): a device of the job's
+// owner withdraws it (pool.Scheduler.Cancel); the answer is the job's
+// status. Cancelling again is 200 too; another owner's device gets 403.
+func (s *Server) cancel(w http.ResponseWriter, r *http.Request, c call) error {
+	st, err := s.knownJob(r)
+	if err != nil {
+		return err
+	}
+	if err := decodeEmpty(c.body); err != nil {
+		return badRequest("%v", err)
+	}
+	if err := s.sched.Cancel(r.Context(), c.peer.ID, st.Job); err != nil {
+		if errors.Is(err, pool.ErrNotOwner) {
+			return &apiError{http.StatusForbidden, "not_owner",
+				fmt.Sprintf("only a device of the job's owner %s may cancel job %s; device %s belongs to owner %s", st.Owner, st.Job, c.peer.ID, c.peer.Owner), nil}
+		}
+		return fmt.Errorf("cancel job %s: %w", st.Job, err)
+	}
+	if st, err = s.sched.Status(st.Job); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, jobInfo(st))
+	return nil
+}
+
 func (s *Server) lease(w http.ResponseWriter, r *http.Request, c call) error {
 	req, err := decodeLeaseRequest(c.body)
 	if err != nil {
 		return badRequest("%v", err)
+	}
+	if _, ok := s.offers.get(c.peer.ID, s.cfg.Now()); !ok {
+		return noOffer(c.peer.ID)
 	}
 	leases, err := s.sched.Lease(r.Context(), c.peer.ID, req.Max)
 	if err != nil {

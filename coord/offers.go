@@ -97,24 +97,17 @@ func listing(poolName string, v pool.JobView) offers.Listing {
 }
 
 // selectJobs is the Scheduler's Select hook: the matchmaking of leases. A
-// peer with a live offer is leased tasks only of jobs that offers.Match
-// accepts both ways, the donor's preferred jobs first (offers.RankJobs). A
-// peer without a live offer (an agent that publishes none, or whose offer
-// expired) is treated as a CPU-only machine that accepts everything: it is
-// leased any job that needs no GPU, oldest first, so agents that predate
-// offers keep working while a GPU job never reaches a machine that has not
-// said it has a GPU.
+// peer is leased tasks only of jobs that offers.Match accepts both ways
+// against its live offer, the donor's preferred jobs first
+// (offers.RankJobs). A peer without a live offer is leased nothing: the
+// offer is what bounds a lease (memory, GPUs, hours), so nothing may be
+// leased before it is known (the lease handler refuses such a peer with
+// errNoOffer before the Scheduler is asked).
 func (s *Server) selectJobs(p pool.Peer, jobs []pool.JobView) []job.ID {
 	now := s.cfg.Now()
 	o, ok := s.offers.get(p.ID, now)
-	var ids []job.ID
 	if !ok {
-		for _, v := range jobs {
-			if !v.Job.Manifest.Requirements.GPU {
-				ids = append(ids, v.Job.ID)
-			}
-		}
-		return ids
+		return nil
 	}
 	var matched []offers.Listing
 	for _, v := range jobs {
@@ -123,10 +116,19 @@ func (s *Server) selectJobs(p pool.Peer, jobs []pool.JobView) []job.ID {
 			matched = append(matched, l)
 		}
 	}
+	var ids []job.ID
 	for _, l := range offers.RankJobs(o, matched) {
 		ids = append(ids, l.Job)
 	}
 	return ids
+}
+
+// noOffer is the answer to a lease request of a peer without a live
+// offer (409 "no_offer").
+func noOffer(peer string) *apiError {
+	return &apiError{http.StatusConflict, "no_offer",
+		fmt.Sprintf("device %s has no live capacity offer in this pool: publish one (POST /v1/offers) before asking for tasks; "+
+			"the pool leases only what a device's offer says it can take", peer), nil}
 }
 
 // putOffer is POST /v1/offers: the signed request's body is the peer's

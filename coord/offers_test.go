@@ -205,7 +205,7 @@ func TestOffersAndMatchmaking(t *testing.T) {
 		t.Errorf("GPU peer's leases (-want +got):\n%s", diff)
 	}
 
-	// A peer without an offer counts as CPU-only: more CPU work, never GPU.
+	// A peer without an offer is leased nothing: the offer bounds a lease.
 	cpuJob2 := requirementsJob(t, "cpu-job-2", 1, "")
 	gpuJob2 := requirementsJob(t, "gpu-job-2", 1, "gpu = true")
 	for _, j := range []*job.Job{gpuJob2, cpuJob2} {
@@ -227,19 +227,23 @@ func TestOffersAndMatchmaking(t *testing.T) {
 		}
 		return ids
 	}
-	if diff := cmp.Diff([]job.ID{cpuJob2.ID}, leaseIDs(plain)); diff != "" {
-		t.Errorf("peer without an offer: leases of (-want +got):\n%s", diff)
+	if a := do(plain, "POST", "/v1/leases", LeaseRequest{Max: 10}); a.status != http.StatusConflict || a.errorBody(t).Code != "no_offer" ||
+		!strings.Contains(a.errorBody(t).Error, "POST /v1/offers") {
+		t.Errorf("peer without an offer: %d %s, want 409 no_offer naming POST /v1/offers", a.status, a.body)
+	}
+	if diff := cmp.Diff([]job.ID{cpuJob2.ID}, leaseIDs(cpu)); diff != "" {
+		t.Errorf("CPU peer: leases of (-want +got):\n%s", diff)
 	}
 
-	// Past their expiry the offers are gone, and the GPU peer counts as
-	// CPU-only: the GPU job waits.
+	// Past their expiry the offers are gone, and the GPU peer is leased
+	// nothing until it offers again.
 	clock.Advance(time.Minute)
 	do(owner, "GET", "/v1/offers", nil).decode(t, &live)
 	if len(live) != 0 {
 		t.Errorf("offers after expiry: %v", live)
 	}
-	if ids := leaseIDs(gpu); len(ids) != 0 {
-		t.Errorf("peer whose offer expired got leases of %v, want none (only a GPU job is left)", ids)
+	if a := do(gpu, "POST", "/v1/leases", LeaseRequest{Max: 10}); a.status != http.StatusConflict || a.errorBody(t).Code != "no_offer" {
+		t.Errorf("peer whose offer expired: %d %s, want 409 no_offer", a.status, a.body)
 	}
 	// A fresh offer brings it back.
 	if a := do(gpu, "POST", "/v1/offers", testOffer(gpu, clock.Now(), time.Minute, rtx)); a.status != http.StatusOK {
@@ -257,5 +261,67 @@ func TestOffersAndMatchmaking(t *testing.T) {
 	resp.Body.Close()
 	if !strings.Contains(string(b), "\nidlepool_coord_offers_live 1\n") {
 		t.Errorf("metrics lack idlepool_coord_offers_live 1")
+	}
+}
+
+// TestLeaseFitsDonorHours: on the coordinator's clock, a device is leased
+// a task only while what is left of its offered hours covers the task's
+// time limit (10 min by default).
+func TestLeaseFitsDonorHours(t *testing.T) {
+	clock := &fakeClock{now: time.Date(2026, 3, 3, 6, 49, 0, 0, time.UTC)} // a Tuesday
+	ts := startServer(t, func(c *Config) { c.Now = clock.Now })
+	owner, donor := newPeer(t, nil), newPeer(t, nil)
+	do := func(p *testPeer, method, path string, v any) answer {
+		t.Helper()
+		var body []byte
+		if v != nil {
+			body, _ = json.Marshal(v)
+		}
+		req := ts.request(t, method, path, body)
+		SignRequest(req, body, p.key, clock.Now())
+		return ts.send(t, req)
+	}
+	for _, p := range []*testPeer{owner, donor} {
+		if a := do(p, "POST", "/v1/peers", p.registration("")); a.status != http.StatusCreated {
+			t.Fatalf("register: %d %s", a.status, a.body)
+		}
+	}
+	j := requirementsJob(t, "night-job", 3, "")
+	b, err := os.ReadFile(j.Program.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := ts.request(t, "PUT", "/v1/blobs/"+j.Program.SHA256.String(), b)
+	SignRequest(req, b, owner.key, clock.Now())
+	ts.send(t, req)
+	if a := do(owner, "POST", "/v1/jobs", JobRequest{Canonical: j.Canonical}); a.status != http.StatusCreated {
+		t.Fatalf("submit: %d %s", a.status, a.body)
+	}
+	nights, err := idle.ParseSchedule("Mon-Fri 22:00-07:00")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := testOffer(donor, clock.Now(), 10*time.Minute)
+	o.Capacity.Schedule = nights
+	o.Sign(donor.key)
+	if a := do(donor, "POST", "/v1/offers", o); a.status != http.StatusOK {
+		t.Fatalf("offer: %d %s", a.status, a.body)
+	}
+	leases := func() int {
+		t.Helper()
+		var lr LeaseResponse
+		a := do(donor, "POST", "/v1/leases", LeaseRequest{Max: 1})
+		if a.status != http.StatusOK {
+			t.Fatalf("lease: %d %s", a.status, a.body)
+		}
+		a.decode(t, &lr)
+		return len(lr.Leases)
+	}
+	if n := leases(); n != 1 {
+		t.Errorf("11 min before the hours end: %d leases, want 1", n)
+	}
+	clock.Advance(9*time.Minute + 41*time.Second) // 06:58:41, 79 s left
+	if n := leases(); n != 0 {
+		t.Errorf("79 s before the hours end: %d leases of a task that may run 10 min, want 0", n)
 	}
 }

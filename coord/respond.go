@@ -59,6 +59,10 @@ func errorStatus(err error) (status int, code string) {
 		return http.StatusForbidden, "not_allowed"
 	case errors.Is(err, pool.ErrLeaseExpired):
 		return http.StatusGone, "lease_expired"
+	case errors.Is(err, pool.ErrJobCancelled):
+		return http.StatusGone, "job_cancelled"
+	case errors.Is(err, pool.ErrNotOwner):
+		return http.StatusForbidden, "not_owner"
 	case errors.Is(err, pool.ErrTaskDecided):
 		return http.StatusConflict, "task_decided"
 	case errors.Is(err, pool.ErrConflict):

@@ -159,7 +159,14 @@ func TestPoolFlow(t *testing.T) {
 		t.Errorf("canonical: %d %q", a.status, a.body)
 	}
 
-	// Bob and carol lease every task once each.
+	// Bob and carol lease every task once each, once the pool holds their
+	// offers.
+	for _, p := range []*testPeer{bob, carol} {
+		if a := ts.do(t, p, "POST", "/v1/leases", LeaseRequest{Max: 4}); a.status != http.StatusConflict || a.errorBody(t).Code != "no_offer" {
+			t.Fatalf("lease before the offer: %d %s, want 409 no_offer", a.status, a.body)
+		}
+		ts.offer(t, p)
+	}
 	lease := func(p *testPeer) []LeaseGrant {
 		t.Helper()
 		var lr LeaseResponse
@@ -564,6 +571,9 @@ func TestLeaseExpiry(t *testing.T) {
 			t.Fatalf("register: %d %s", a.status, a.body)
 		}
 	}
+	for _, p := range []*testPeer{slow, fast, third} {
+		ts.offer(t, p)
+	}
 	j := testJob(t, "expiry", 1)
 	do(owner, "PUT", "/v1/blobs/"+j.Program.SHA256.String(), programBytes(t, j))
 	if a := do(owner, "POST", "/v1/jobs", JobRequest{Canonical: j.Canonical}); a.status != http.StatusCreated {
@@ -610,6 +620,7 @@ func TestLyingPeer(t *testing.T) {
 	owner, honest1, liar, honest2 := newPeer(t, nil), newPeer(t, nil), newPeer(t, nil), newPeer(t, nil)
 	for _, p := range []*testPeer{owner, honest1, liar, honest2} {
 		ts.register(t, p, "", http.StatusCreated)
+		ts.offer(t, p)
 	}
 	j := testJob(t, "liar", 1)
 	ts.upload(t, owner, programBytes(t, j))
@@ -652,5 +663,60 @@ func TestLyingPeer(t *testing.T) {
 	ts.do(t, liar, "GET", "/v1/receipts", nil).decode(t, &rc)
 	if len(rc.Entries) != 1 || rc.Entries[0].Kind != pool.KindDeviation || rc.Entries[0].Cost != 0 {
 		t.Errorf("the liar's ledger entries %+v, want one deviation of cost 0", rc.Entries)
+	}
+}
+
+// TestCancelJob: only a device of the job's owner cancels it (403
+// not_owner otherwise, 200 again); its live lease answers 410
+// job_cancelled at the next heartbeat and submission, nothing more is
+// leased, and submitting the job again is 410.
+func TestCancelJob(t *testing.T) {
+	ts := startServer(t, nil)
+	owner, donor := newPeer(t, nil), newPeer(t, nil)
+	ownerLaptop := newPeer(t, owner.owner)
+	for _, p := range []*testPeer{owner, ownerLaptop, donor} {
+		ts.register(t, p, "", http.StatusCreated)
+	}
+	ts.offer(t, donor)
+	j := testJob(t, "cancel", 2)
+	ts.upload(t, owner, programBytes(t, j))
+	if a := ts.do(t, owner, "POST", "/v1/jobs", JobRequest{Canonical: j.Canonical}); a.status != http.StatusCreated {
+		t.Fatalf("submit: %d %s", a.status, a.body)
+	}
+	var lr LeaseResponse
+	ts.do(t, donor, "POST", "/v1/leases", LeaseRequest{Max: 1}).decode(t, &lr)
+	if len(lr.Leases) != 1 {
+		t.Fatalf("leases %+v, want 1", lr.Leases)
+	}
+	path := "/v1/jobs/" + j.ID.String() + "/cancel"
+	if a := ts.do(t, donor, "POST", path, nil); a.status != http.StatusForbidden || a.errorBody(t).Code != "not_owner" {
+		t.Errorf("cancel by another owner: %d %s, want 403 not_owner", a.status, a.body)
+	}
+	for _, p := range []*testPeer{ownerLaptop, owner} {
+		var info JobInfo
+		a := ts.do(t, p, "POST", path, nil)
+		if a.status != http.StatusOK {
+			t.Fatalf("cancel: %d %s", a.status, a.body)
+		}
+		a.decode(t, &info)
+		if !info.Cancelled || info.Leased != 0 || info.Complete {
+			t.Errorf("status after cancel: %+v", info)
+		}
+	}
+	l := lr.Leases[0].Lease
+	if a := ts.do(t, donor, "POST", "/v1/leases/"+l+"/heartbeat", nil); a.status != http.StatusGone || a.errorBody(t).Code != "job_cancelled" {
+		t.Errorf("heartbeat of a withdrawn lease: %d %s, want 410 job_cancelled", a.status, a.body)
+	}
+	r := []byte(`{"x":1}`)
+	sub := ResultSubmission{Digest: HexDigest(pool.ReplicaDigest(r, false, "")), Result: r}
+	if a := ts.do(t, donor, "POST", "/v1/leases/"+l+"/result", sub); a.status != http.StatusGone || a.errorBody(t).Code != "job_cancelled" {
+		t.Errorf("result for a withdrawn lease: %d %s, want 410 job_cancelled", a.status, a.body)
+	}
+	ts.do(t, donor, "POST", "/v1/leases", LeaseRequest{Max: 4}).decode(t, &lr)
+	if len(lr.Leases) != 0 {
+		t.Errorf("leases after cancel: %+v", lr.Leases)
+	}
+	if a := ts.do(t, owner, "POST", "/v1/jobs", JobRequest{Canonical: j.Canonical}); a.status != http.StatusGone || a.errorBody(t).Code != "job_cancelled" {
+		t.Errorf("submitting a cancelled job again: %d %s, want 410 job_cancelled", a.status, a.body)
 	}
 }

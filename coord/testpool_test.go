@@ -141,6 +141,19 @@ func (ts *testServer) send(t *testing.T, req *http.Request) answer {
 
 // do sends a request signed by p (unsigned when p is nil); v, when not
 // nil and not []byte, is encoded as JSON.
+// offer publishes p's offer (testOffer, 10 minutes from the server's
+// clock): a peer is leased nothing without one.
+func (ts *testServer) offer(t *testing.T, p *testPeer) {
+	t.Helper()
+	now := ts.cfg.Now()
+	body, _ := json.Marshal(testOffer(p, now, 10*time.Minute))
+	req := ts.request(t, "POST", "/v1/offers", body)
+	SignRequest(req, body, p.key, now)
+	if a := ts.send(t, req); a.status != http.StatusOK {
+		t.Fatalf("offer of %s: %d %s", p.ID(), a.status, a.body)
+	}
+}
+
 func (ts *testServer) do(t *testing.T, p *testPeer, method, path string, v any) answer {
 	t.Helper()
 	var body []byte

@@ -90,8 +90,10 @@ type JobInfo struct {
 	Accepted   int64     `json:"accepted"`
 	Failed     int64     `json:"failed"`
 	Leased     int64     `json:"leased"`
+	Waiting    int64     `json:"waiting"` // tasks whose returned results wait for a quorum
 	Acked      int64     `json:"acked"`
 	Complete   bool      `json:"complete"`
+	Cancelled  bool      `json:"cancelled,omitempty"` // its owner cancelled it (POST /v1/jobs/{id}/cancel)
 	Quorum     int       `json:"quorum"`
 	Redundancy int       `json:"redundancy"`
 	Retrying   int64     `json:"retrying,omitempty"` // pool.JobStatus.Retrying
@@ -100,8 +102,8 @@ type JobInfo struct {
 
 func jobInfo(s pool.JobStatus) JobInfo {
 	return JobInfo{Job: HexDigest(s.Job), Name: s.Name, Owner: s.Owner, Merger: s.Merger, Tasks: s.Tasks,
-		Accepted: s.Accepted, Failed: s.Failed, Leased: s.Leased, Acked: s.Acked, Complete: s.Complete,
-		Quorum: s.Quorum, Redundancy: s.Redundancy, Retrying: s.Retrying, Trouble: s.Trouble}
+		Accepted: s.Accepted, Failed: s.Failed, Leased: s.Leased, Waiting: s.Waiting, Acked: s.Acked, Complete: s.Complete,
+		Cancelled: s.Cancelled, Quorum: s.Quorum, Redundancy: s.Redundancy, Retrying: s.Retrying, Trouble: s.Trouble}
 }
 
 // LeaseRequest is the body of POST /v1/leases: how many tasks the peer

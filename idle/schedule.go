@@ -304,3 +304,35 @@ func (s Schedule) Next(t time.Time, loc *time.Location) (next time.Time, ok bool
 	}
 	return time.Time{}, false
 }
+
+// Left returns how long from t the schedule keeps allowing without a
+// break: 0 when it does not allow t, and ok false when the allowed span
+// does not end within eight days (an empty schedule, or one that allows
+// every minute). Windows that touch ("Sat 00:00-24:00; Sun") are one span.
+// The span can only end at a window's End, so only those moments, on the
+// wall clock of loc, are looked at; an End in the hour skipped when
+// clocks go forward is read as time.Date normalises it.
+func (s Schedule) Left(t time.Time, loc *time.Location) (left time.Duration, ok bool) {
+	if len(s) == 0 {
+		return 0, false
+	}
+	if !s.Allows(t, loc) {
+		return 0, true
+	}
+	lt := t.In(loc)
+	y, m, d := lt.Date()
+	var end time.Time
+	for day := range 9 {
+		for _, w := range s {
+			at := time.Date(y, m, d+day, int(w.End)/60, int(w.End)%60, 0, 0, loc)
+			if !at.After(t) || (!end.IsZero() && !at.Before(end)) || s.Allows(at, loc) {
+				continue
+			}
+			end = at
+		}
+		if !end.IsZero() {
+			return end.Sub(t), true
+		}
+	}
+	return 0, false
+}

@@ -165,3 +165,40 @@ func TestScheduleJSON(t *testing.T) {
 		t.Errorf("round trip (-want +got):\n%s", diff)
 	}
 }
+
+func TestScheduleLeft(t *testing.T) {
+	loc := berlin(t)
+	weekdays := EveryDay &^ (1<<time.Saturday | 1<<time.Sunday)
+	tests := []struct {
+		name string
+		s    Schedule
+		at   time.Time
+		left time.Duration
+		ok   bool
+	}{
+		{"79 s before a night window ends", Schedule{{weekdays, 22 * 60, 7 * 60}},
+			time.Date(2026, 3, 10, 6, 58, 41, 0, loc), 79 * time.Second, true},
+		{"across midnight", Schedule{{weekdays, 22 * 60, 7 * 60}},
+			time.Date(2026, 3, 10, 23, 0, 0, 0, loc), 8 * time.Hour, true},
+		{"outside: nothing left", Schedule{{weekdays, 22 * 60, 7 * 60}},
+			time.Date(2026, 3, 10, 12, 0, 0, 0, loc), 0, true},
+		{"touching windows are one span", Schedule{{1 << time.Saturday, 0, 1440}, {1 << time.Sunday, 0, 12 * 60}},
+			time.Date(2026, 3, 14, 20, 0, 0, 0, loc), 16 * time.Hour, true},
+		{"the earlier of two windows' ends", Schedule{{EveryDay, 8 * 60, 12 * 60}, {EveryDay, 10 * 60, 18 * 60}},
+			time.Date(2026, 3, 10, 9, 0, 0, 0, loc), 9 * time.Hour, true},
+		{"a window to 24:00", Schedule{{1 << time.Tuesday, 20 * 60, 1440}},
+			time.Date(2026, 3, 10, 23, 30, 0, 0, loc), 30 * time.Minute, true},
+		{"fall back: the night lasts an hour longer", Schedule{{1 << time.Saturday, 22 * 60, 7 * 60}},
+			time.Date(2026, 10, 25, 1, 0, 0, 0, loc), 7 * time.Hour, true},
+		{"always: no end", nil, time.Date(2026, 3, 10, 12, 0, 0, 0, loc), 0, false},
+		{"every minute: no end", Schedule{{EveryDay, 0, 1440}}, time.Date(2026, 3, 10, 12, 0, 0, 0, loc), 0, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			left, ok := tc.s.Left(tc.at, loc)
+			if left != tc.left || ok != tc.ok {
+				t.Errorf("Left = %v, %v; want %v, %v", left, ok, tc.left, tc.ok)
+			}
+		})
+	}
+}

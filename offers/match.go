@@ -23,6 +23,9 @@ import (
 //   - the offer has expired ("offer expired 3 min ago");
 //   - the offer is to another pool than the job's;
 //   - participants "owner" and the offer's owner is not the job's owner;
+//   - participants "open" or "invite" and the offer's owner is the job's
+//     owner: the pool never leases a job to its owner's devices
+//     (ReasonOwnJob);
 //   - the donor refused the job, or its owner (unless the donor accepted
 //     this job explicitly);
 //   - the job needs a GPU and none offered has the memory and compute
@@ -34,7 +37,10 @@ import (
 //     or than the donor's per-task ceiling;
 //   - a task may run longer (Listing.TimeLimit) than the donor's ceiling;
 //   - now is outside the offer's hours ("outside this machine's hours
-//     (next: Mon 22:00)").
+//     (next: Mon 22:00)"), or a task may run longer (Listing.TimeLimit)
+//     than is left of them ("a task may run 10 min; this machine's hours
+//     end in 1 min"): a task leased then would be suspended at the end of
+//     the hours and handed back, its work lost.
 //
 // The sentences speak to the donor ("you"); the coordinator may show them
 // to either side. Participants "invite" is not checked here: the pool
@@ -50,6 +56,9 @@ func Match(o Offer, l Listing, now time.Time) (ok bool, why []string) {
 	}
 	if l.Participants == "owner" && o.Owner != l.Owner {
 		why = append(why, fmt.Sprintf("only the devices of its owner %s may compute this job", ShortID(l.Owner)))
+	}
+	if l.Participants != "owner" && l.Owner != "" && o.Owner == l.Owner {
+		why = append(why, ReasonOwnJob)
 	}
 	if !slices.Contains(a.AcceptJobs, l.Job) {
 		if slices.Contains(a.RefuseJobs, l.Job) {
@@ -82,9 +91,17 @@ func Match(o Offer, l Listing, now time.Time) (ok bool, why []string) {
 		} else {
 			why = append(why, "outside this machine's hours")
 		}
+	} else if left, ends := c.Schedule.Left(now, loc); ends && l.TimeLimit > left {
+		why = append(why, fmt.Sprintf("a task may run %s; this machine's hours end in %s (at %s)",
+			idle.DurationText(l.TimeLimit), idle.DurationText(left), now.Add(left).In(loc).Format("15:04")))
 	}
 	return len(why) == 0, why
 }
+
+// ReasonOwnJob is Match's reason for a job of the offer's own owner in an
+// open or invite-only pool: a device never computes its owner's job there
+// (DESIGN.md invariant 14), so the pool never leases it one.
+const ReasonOwnJob = "your own job: the pool never leases a job to its owner's devices (participants \"owner\" would)"
 
 // ReasonGPUPrograms is Match's reason for a job that needs a GPU program
 // when the donor has not opted in to GPU programs in the offer's pool, so

@@ -111,6 +111,25 @@ func TestMatch(t *testing.T) {
 			l.Owner, l.Participants = "iddonor", "owner"
 			return l
 		}()},
+		{name: "own job in an open pool", base: cpuOffer, job: func() Listing { l := cpuJob(); l.Owner = "iddonor"; return l }(),
+			want: []string{ReasonOwnJob}},
+		{name: "own job in an invite-only pool", base: cpuOffer, job: func() Listing {
+			l := cpuJob()
+			l.Owner, l.Participants = "iddonor", "invite"
+			return l
+		}(), want: []string{ReasonOwnJob}},
+		{name: "hours end before a task's time limit", base: cpuOffer, job: cpuJob(),
+			now: monday.Add(18*time.Hour - 79*time.Second), // Tuesday 06:58:41 in Berlin (UTC+1)
+			offer: func(o *Offer) {
+				o.Capacity.Schedule, o.Capacity.TimeZone = berlinHours, "Europe/Berlin"
+				o.Expires = monday.Add(19 * time.Hour)
+			}, want: []string{"a task may run 10 min; this machine's hours end in 1 min 19 s (at 07:00)"}},
+		{name: "hours end after a task's time limit", base: cpuOffer, job: cpuJob(),
+			now: monday.Add(18*time.Hour - 11*time.Minute),
+			offer: func(o *Offer) {
+				o.Capacity.Schedule, o.Capacity.TimeZone = berlinHours, "Europe/Berlin"
+				o.Expires = monday.Add(19 * time.Hour)
+			}},
 		{name: "another pool", base: cpuOffer, job: func() Listing { l := cpuJob(); l.Pool = "other"; return l }(),
 			want: []string{"offered to pool lab, but the job is in pool other"}},
 		{name: "schedule outside hours", base: cpuOffer, job: cpuJob(), offer: func(o *Offer) {

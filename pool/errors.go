@@ -31,6 +31,11 @@ var (
 	// ErrTaskDecided: the lease's task was decided (accepted, failed or
 	// unverified) before this replica came back; it earns nothing (409).
 	ErrTaskDecided = errors.New("pool: task already decided")
+	// ErrJobCancelled: the job was cancelled by its owner; its leases
+	// ended and it leases nothing more (410).
+	ErrJobCancelled = errors.New("pool: job cancelled by its owner")
+	// ErrNotOwner: only a device of the job's owner may cancel it (403).
+	ErrNotOwner = errors.New("pool: not the job's owner")
 	// ErrNotMerger: only the job's merger may read or acknowledge its
 	// results (403).
 	ErrNotMerger = errors.New("pool: not the job's merger")

@@ -128,6 +128,9 @@ func (m *MemStore) Commit(ctx context.Context, b *Batch) error {
 			os[i].Result = nil
 		}
 	}
+	for _, c := range b.Cancels {
+		m.jobs[c.Job].Cancelled = c.At
+	}
 	for _, e := range b.Entries {
 		e.Sig = cloneBytes(e.Sig)
 		m.byPeer[e.Peer] = append(m.byPeer[e.Peer], len(m.ledger))
@@ -212,6 +215,19 @@ func (m *MemStore) check(b *Batch) error {
 			return fmt.Errorf("%w: job %s is acknowledged up to %d, not %d", ErrConflict, a.Job, cur, a.Prev)
 		}
 		acked[a.Job] = a.Upto
+	}
+	cancelled := map[job.ID]bool{}
+	for _, c := range b.Cancels {
+		j := m.jobs[c.Job]
+		if j == nil {
+			if _, ok := jobs[c.Job]; !ok {
+				return fmt.Errorf("%w: cancel of unknown job %s", ErrConflict, c.Job)
+			}
+		}
+		if cancelled[c.Job] || (j != nil && !j.Cancelled.IsZero()) || c.At.IsZero() {
+			return fmt.Errorf("%w: job %s is cancelled already (or the cancel has no time)", ErrConflict, c.Job)
+		}
+		cancelled[c.Job] = true
 	}
 	last, prev := uint64(len(m.ledger)), m.head
 	for _, e := range b.Entries {

@@ -147,6 +147,7 @@ type jobState struct {
 	leased      int64
 	batch       *pending // the batch that inserted the job
 	ackBatch    *pending // the batch of the last acknowledgement
+	cancelBatch *pending // the batch that cancelled the job
 }
 
 // taskState is an undecided task that has, or had, replicas.
@@ -285,6 +286,9 @@ func (s *Scheduler) restore(snap *Snapshot) error {
 	}
 	for _, js := range s.queue {
 		js.next = touched[js.rec.ID] + 1
+		if !js.rec.Cancelled.IsZero() {
+			continue // its undecided tasks were withdrawn: nothing wants replicas
+		}
 		for i := int64(0); i < js.next; i++ {
 			if !decided[js.rec.ID][i] {
 				js.task(i) // a task whose replicas all ended: it wants replicas again
@@ -580,6 +584,10 @@ func (s *Scheduler) AddJob(ctx context.Context, j *job.Job, submitter string) (c
 	if js, ok := s.jobs[j.ID]; ok {
 		w := js.batch
 		s.mu.Unlock()
+		if !js.rec.Cancelled.IsZero() {
+			return false, fmt.Errorf("add job %s: %w at %s: a cancelled job is not queued again (a changed manifest is a new job)",
+				j.ID, ErrJobCancelled, js.rec.Cancelled.UTC().Format(time.RFC3339))
+		}
 		return false, wait(ctx, w)
 	}
 	s.nextOrder++
@@ -608,15 +616,16 @@ func (s *Scheduler) Status(id job.ID) (JobStatus, error) {
 	return js.status(), nil
 }
 
-// Seeking returns the jobs that still have tasks without an outcome,
-// oldest first: the jobs a pool lists as seeking compute. The *job.Job
+// Seeking returns the jobs that still have tasks without an outcome and
+// are not cancelled, oldest first: the jobs a pool lists as seeking
+// compute. The *job.Job
 // values are shared and must not be changed.
 func (s *Scheduler) Seeking() []JobView {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []JobView
 	for _, js := range s.queue {
-		if !js.complete() {
+		if !js.complete() && js.rec.Cancelled.IsZero() {
 			out = append(out, JobView{Job: js.j, Status: js.status()})
 		}
 	}
@@ -635,10 +644,16 @@ func (s *Scheduler) Jobs() []JobStatus {
 }
 
 func (js *jobState) status() JobStatus {
+	var waiting int64
+	for _, ts := range js.active {
+		if len(ts.returned) > 0 {
+			waiting++
+		}
+	}
 	return JobStatus{
 		Job: js.rec.ID, Name: js.j.Manifest.Name, Owner: js.rec.Owner, Merger: js.rec.Merger,
-		Tasks: js.tasks, Accepted: js.accepted, Failed: js.failed, Leased: js.leased, Acked: js.rec.Acked,
-		Complete: js.complete(), Quorum: js.pol.Quorum, Redundancy: js.pol.Redundancy,
+		Tasks: js.tasks, Accepted: js.accepted, Failed: js.failed, Leased: js.leased, Waiting: waiting, Acked: js.rec.Acked,
+		Complete: js.accepted+js.failed == js.tasks, Cancelled: !js.rec.Cancelled.IsZero(), Quorum: js.pol.Quorum, Redundancy: js.pol.Redundancy,
 		Retrying: js.retrying, Trouble: js.trouble(),
 	}
 }

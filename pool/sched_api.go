@@ -91,8 +91,10 @@ type JobStatus struct {
 	Accepted   int64  `json:"accepted"`   // outcome ok
 	Failed     int64  `json:"failed"`     // outcome failed or unverified
 	Leased     int64  `json:"leased"`     // live leases
+	Waiting    int64  `json:"waiting"`    // tasks without an outcome whose returned results wait for a quorum
+	Cancelled  bool   `json:"cancelled"`  // its owner cancelled it: it leases nothing more
 	Acked      int64  `json:"acked"`      // outcomes the merger has taken (Seq)
-	Complete   bool   `json:"complete"`   // every task has an outcome
+	Complete   bool   `json:"complete"`   // every task has an outcome (false for a cancelled job that did not finish)
 	Quorum     int    `json:"quorum"`     // agreeing replicas a task needs
 	Redundancy int    `json:"redundancy"` // replicas leased at first
 	// Retrying counts the undecided tasks that failed on some device for

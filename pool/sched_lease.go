@@ -114,9 +114,10 @@ func (s *Scheduler) pick(p Peer, order []*jobState, now time.Time) (*jobState, *
 // ownerOnly reports whether only the owner's devices compute the job.
 func (js *jobState) ownerOnly() bool { return js.pol.Participants == "owner" }
 
-// allows reports whether p may compute tasks of the job at all.
+// allows reports whether p may compute tasks of the job at all: never
+// once the job is cancelled.
 func (js *jobState) allows(p Peer) bool {
-	return (p.Owner == js.rec.Owner) == js.ownerOnly()
+	return js.rec.Cancelled.IsZero() && (p.Owner == js.rec.Owner) == js.ownerOnly()
 }
 
 // eligible reports whether p may take a replica of ts: it holds or
@@ -243,6 +244,8 @@ func ended(r *replica) error {
 	switch r.rec.State {
 	case ReplicaCancelled:
 		return fmt.Errorf("%w: task %d of job %s", ErrTaskDecided, r.rec.Task, r.rec.Job)
+	case ReplicaWithdrawn:
+		return fmt.Errorf("%w: job %s (lease %s)", ErrJobCancelled, r.rec.Job, r.rec.Lease)
 	case ReplicaExpired, ReplicaReleased:
 		return fmt.Errorf("%w: lease %s was %s", ErrLeaseExpired, r.rec.Lease, r.rec.State)
 	}

@@ -430,6 +430,10 @@ func TestSchedMachineFailuresAreNoVotes(t *testing.T) {
 	pooltest.RunMachineFailures(newHarness(t, pool.NewMemStore(), nil))
 }
 
+func TestCancelMemStore(t *testing.T) {
+	pooltest.RunCancel(newHarness(t, pool.NewMemStore(), nil))
+}
+
 // Many peers lease and submit at once; every task ends accepted exactly
 // once and the ledger verifies.
 func TestSchedConcurrent(t *testing.T) {

@@ -16,7 +16,7 @@ import (
 // Error contract: Commit applies the whole Batch atomically and durably or
 // nothing of it; a compare-and-set condition that does not hold (a replica
 // whose stored Version is not Prev, a ledger Seq or outcome Seq already
-// present, a job's Acked not AckedPrev) fails the whole batch with an error
+// present, a job's Acked not AckedPrev, a job cancelled already) fails the whole batch with an error
 // wrapping ErrConflict. After a failed Commit the Scheduler stops (its
 // memory no longer matches the store) and must be rebuilt with Load.
 // Load returns a snapshot of everything committed so far. Entries returns
@@ -55,7 +55,7 @@ type Snapshot struct {
 
 // Batch is one atomic group of changes: everything the Scheduler changed
 // during one group-commit window. A Store applies the parts in the order
-// Peers, Jobs, Replicas, Outcomes, Acks, Entries.
+// Peers, Jobs, Replicas, Outcomes, Acks, Cancels, Entries.
 type Batch struct {
 	Peers    []Peer          // insert, or update Name of a peer with the same keys
 	Jobs     []JobRecord     // insert; a job ID already present is a conflict
@@ -63,11 +63,19 @@ type Batch struct {
 	Outcomes []OutcomeRecord // insert; (Job, Seq) already present is a conflict
 	Acks     []AckRecord     // compare-and-set a job's Acked; drop result bytes of outcomes <= Upto
 	Entries  []Entry         // append to the ledger; Seq must follow the last one with no gap
+	Cancels  []CancelRecord  // compare-and-set a job's Cancelled from zero to At
 }
 
 // Empty reports whether the batch changes nothing.
 func (b *Batch) Empty() bool {
-	return len(b.Peers)+len(b.Jobs)+len(b.Replicas)+len(b.Outcomes)+len(b.Acks)+len(b.Entries) == 0
+	return len(b.Peers)+len(b.Jobs)+len(b.Replicas)+len(b.Outcomes)+len(b.Acks)+len(b.Entries)+len(b.Cancels) == 0
+}
+
+// CancelRecord marks a job cancelled by its owner at At (whole
+// milliseconds, never zero). A job already cancelled is a conflict.
+type CancelRecord struct {
+	Job job.ID
+	At  time.Time
 }
 
 // JobRecord is a job as the pool stores it: its canonical encoding (from
@@ -81,15 +89,18 @@ type JobRecord struct {
 	Merger    string // peer ID that receives the outcomes
 	Order     int64
 	Added     time.Time
-	Acked     int64 // the merger has outcomes with Seq <= Acked
+	Acked     int64     // the merger has outcomes with Seq <= Acked
+	Cancelled time.Time // when its owner cancelled it; zero while it is not
 }
 
 // Replica states. A replica starts "leased"; "returned" once its
 // submission arrived; "expired" or "released" when its lease ended without
 // a submission; "machine-failed" when its peer reported a failure that
 // depends on the machine (Submission.Machine), which is not a vote;
-// "cancelled" when its task was decided while it was in flight; "agreed",
-// "deviated" or "unverified" once its returned task is decided.
+// "cancelled" when its task was decided while it was in flight;
+// "withdrawn" when its job was cancelled before its task was decided
+// (leased or returned; it earns nothing); "agreed", "deviated" or
+// "unverified" once its returned task is decided.
 const (
 	ReplicaLeased        = "leased"
 	ReplicaReturned      = "returned"
@@ -97,6 +108,7 @@ const (
 	ReplicaReleased      = "released"
 	ReplicaMachineFailed = "machine-failed"
 	ReplicaCancelled     = "cancelled"
+	ReplicaWithdrawn     = "withdrawn"
 	ReplicaAgreed        = "agreed"
 	ReplicaDeviated      = "deviated"
 	ReplicaUnverified    = "unverified"

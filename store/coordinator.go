@@ -39,6 +39,7 @@ var statements = map[string]string{
 		VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
 	"ack":        `UPDATE jobs SET acked = ? WHERE id = ? AND acked = ?`,
 	"ackResults": `UPDATE outcomes SET result = NULL WHERE job = ? AND seq > ? AND seq <= ?`,
+	"cancel":     `UPDATE jobs SET cancelled = ? WHERE id = ? AND cancelled = 0`,
 	"ledgerHead": `SELECT seq, hash FROM ledger ORDER BY seq DESC LIMIT 1`,
 	"entry": `INSERT INTO ledger
 		(seq, prev, hash, kind, pool, job, task, peer, owner, lease, digest, cost, time, reason, sig)
@@ -164,6 +165,18 @@ func (d *DB) Commit(ctx context.Context, b *pool.Batch) (err error) {
 			return err
 		}
 	}
+	for _, c := range b.Cancels {
+		if c.At.IsZero() {
+			return conflict("cancel of job %s has no time", c.Job)
+		}
+		n, err := exec("cancel", ms(c.At), c.Job[:])
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return conflict("job %s is unknown or cancelled already", c.Job)
+		}
+	}
 	if len(b.Entries) > 0 {
 		var (
 			last     int64
@@ -227,17 +240,20 @@ func (d *DB) Load(ctx context.Context) (*pool.Snapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load peers: %w", err)
 	}
-	err = scan(`SELECT id, canonical, owner, merger, ord, added, acked FROM jobs ORDER BY ord`, func(r *sql.Rows) error {
+	err = scan(`SELECT id, canonical, owner, merger, ord, added, acked, cancelled FROM jobs ORDER BY ord`, func(r *sql.Rows) error {
 		var (
-			j     pool.JobRecord
-			id    []byte
-			added int64
+			j                pool.JobRecord
+			id               []byte
+			added, cancelled int64
 		)
-		if err := r.Scan(&id, &j.Canonical, &j.Owner, &j.Merger, &j.Order, &added, &j.Acked); err != nil {
+		if err := r.Scan(&id, &j.Canonical, &j.Owner, &j.Merger, &j.Order, &added, &j.Acked, &cancelled); err != nil {
 			return err
 		}
 		copy(j.ID[:], id)
 		j.Added = time.UnixMilli(added)
+		if cancelled != 0 {
+			j.Cancelled = time.UnixMilli(cancelled)
+		}
 		s.Jobs = append(s.Jobs, j)
 		return nil
 	})

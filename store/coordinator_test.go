@@ -56,3 +56,11 @@ func TestDBMachineFailures(t *testing.T) {
 	h.Reopen = reopen
 	pooltest.RunMachineFailures(h)
 }
+
+// A job cancelled on SQLite stays cancelled across a reopen.
+func TestDBCancel(t *testing.T) {
+	st, reopen := openDB(t)
+	h := pooltest.NewHarness(t, st, nil)
+	h.Reopen = reopen
+	pooltest.RunCancel(h)
+}

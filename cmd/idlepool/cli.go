@@ -32,12 +32,15 @@ Commands:
           this machine as a donor: its signals, hours, offer, and whether
           it computes or waits, and why
   status JOB --pool URL [--json]
-          show a job's progress in a pool
+          show a job's progress in a pool, and what the pool is doing
+          (JOB: the ID, or its first digits as idlepool prints them)
   settings [--json] | settings set KEY=VALUE ... | settings reset
           the hours, cores, idle time, battery, programs and GPUs this
           machine computes with
   result JOB --pool URL [--json]
           merge a submitted job's results to the end and print the result
+  cancel JOB --pool URL
+          withdraw a job you submitted: its tasks are leased no more
   jobs [--pool URL]... [--json]
           the jobs seeking compute in the pools this machine knows, and
           whether this machine matches each, and why not
@@ -47,8 +50,9 @@ Commands:
           a pool's live capacity offers: the devices offering compute now
   history [--json]
           this device's contributions per pool and day
-  ledger verify (FILE | POOL_URL)
-          check a pool's signed receipt ledger end to end
+  ledger verify POOL_URL | ledger verify FILE [--key KEY]
+          check a pool's signed receipt ledger end to end; a FILE needs
+          the coordinator's key (GET /v1/pool) unless this device met it
   worker  the sandboxed task subprocess (started by idlepool itself)
   version print the version
 
@@ -189,6 +193,8 @@ func runAt(ctx context.Context, now func() time.Time, args []string, stdin io.Re
 		err = cmdStatus(ctx, g, cargs)
 	case "result":
 		err = cmdResult(ctx, g, cargs)
+	case "cancel":
+		err = cmdCancel(ctx, g, cargs)
 	case "settings":
 		err = cmdSettings(ctx, g, cargs)
 	case "history":

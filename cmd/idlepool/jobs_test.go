@@ -66,6 +66,12 @@ func TestJobsAndOffers(t *testing.T) {
 		t.Errorf("pools %+v, first job %s; want pool lab-a with this machine's offer, job %s", doc.Pools, doc.Jobs[0].Listing.Job, cpuID)
 	}
 
+	// The submitter's own machine never matches its owner's jobs: the pool
+	// never leases them to it.
+	if out := idlepool(t, submitter, "jobs", "--pool", url); !strings.Contains(out.stdout, "✗ "+offers.ReasonOwnJob) || strings.Contains(out.stdout, "✓ matches") {
+		t.Errorf("jobs on the owner's own machine:\n%s%s", out.stdout, out.stderr)
+	}
+
 	// The table, as a person reads it.
 	out := idlepool(t, donor, "jobs")
 	for _, s := range []string{"ID", "JOB", "THIS MACHINE", cpuID[:12], "✓ matches", "✗ needs a GPU with 8 GiB; this machine offers none (+1 more)", "1 of 2 jobs match this machine"} {

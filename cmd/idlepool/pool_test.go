@@ -578,3 +578,77 @@ func TestJoinAgainWithoutURL(t *testing.T) {
 	waitStderr(again, "with 1 worker\n")
 	again.stop()
 }
+
+// TestFinishedJobAndCancel: a job queued in pool B, merged to the end
+// through pool A and then submitted to pool B again is withdrawn from B
+// (its result comes from the merge journal); `cancel` withdraws a job by the 12-digit ID idlepool
+// prints (twice is fine), and another owner's device is refused with 403;
+// `status` and `result` take the 12-digit ID too.
+func TestFinishedJobAndCancel(t *testing.T) {
+	m := writeManifest(t, "pi", piManifest(4, 10000))
+	_, urlA := startServe(t, t.TempDir(), "127.0.0.1:0")
+	_, urlB := startServe(t, t.TempDir(), "127.0.0.1:0")
+	for i := range 2 {
+		startJoin(t, filepath.Join(t.TempDir(), fmt.Sprintf("donor%d", i)), urlA)
+	}
+	owner := t.TempDir()
+	if out := idlepool(t, owner, "submit", m, "--pool", urlB); out.code != 0 {
+		t.Fatalf("submit to pool B: exit %d\n%s", out.code, out.stderr)
+	}
+	first := idlepool(t, owner, "submit", m, "--pool", urlA, "--follow", "--json")
+	if first.code != 0 {
+		t.Fatalf("submit to pool A: exit %d\n%s", first.code, first.stderr)
+	}
+	second := idlepool(t, owner, "submit", m, "--pool", urlB, "--follow", "--json")
+	if second.code != 0 || !strings.Contains(second.stderr, "not submitted to pool") || !strings.Contains(second.stderr, "withdrawn from pool") {
+		t.Fatalf("submit of a finished job to pool B: exit %d\n%s", second.code, second.stderr)
+	}
+	if diff := cmp.Diff(first.stdout, second.stdout); diff != "" {
+		t.Errorf("result from the journal (-pool A +pool B):\n%s", diff)
+	}
+	var jobs []json.RawMessage
+	stranger := t.TempDir()
+	if out := idlepool(t, stranger, "jobs", "--pool", urlB, "--json"); out.code != 0 {
+		t.Fatalf("jobs: exit %d\n%s", out.code, out.stderr)
+	} else {
+		var doc struct {
+			Jobs []json.RawMessage `json:"jobs"`
+		}
+		if err := json.Unmarshal([]byte(out.stdout), &doc); err != nil {
+			t.Fatal(err)
+		}
+		jobs = doc.Jobs
+	}
+	if len(jobs) != 0 {
+		t.Errorf("pool B lists %d jobs, want none: the finished job must not stay queued there", len(jobs))
+	}
+
+	// A job nobody computes in pool B, cancelled by its 12-digit ID.
+	other := writeManifest(t, "pi", piManifest(3, 10000))
+	sub := idlepool(t, owner, "submit", other, "--pool", urlB)
+	if sub.code != 0 {
+		t.Fatalf("submit: exit %d\n%s", sub.code, sub.stderr)
+	}
+	short := strings.TrimSpace(sub.stdout)[:12]
+	if out := idlepool(t, owner, "status", short, "--pool", urlB); out.code != 0 || !strings.Contains(out.stdout, "state    running") ||
+		!strings.Contains(out.stdout, "stalled  nothing is leased until a donor joins") {
+		t.Errorf("status by a 12-digit ID, in a pool without donors: exit %d\n%s%s", out.code, out.stdout, out.stderr)
+	}
+	if out := idlepool(t, stranger, "cancel", short, "--pool", urlB); out.code != 1 || !strings.Contains(out.stderr, "403 only a device of the job's owner") {
+		t.Errorf("cancel by another owner: exit %d\n%s", out.code, out.stderr)
+	}
+	for range 2 {
+		if out := idlepool(t, owner, "cancel", short, "--pool", urlB); out.code != 0 || !strings.Contains(out.stdout, "cancelled in pool lab-a") {
+			t.Errorf("cancel: exit %d\n%s%s", out.code, out.stdout, out.stderr)
+		}
+	}
+	if out := idlepool(t, owner, "status", short, "--pool", urlB); !strings.Contains(out.stdout, "state    cancelled") {
+		t.Errorf("status after cancel: exit %d\n%s%s", out.code, out.stdout, out.stderr)
+	}
+	if out := idlepool(t, owner, "result", short, "--pool", urlB); out.code != 1 || !strings.Contains(out.stderr, "cancelled in the pool by its owner") {
+		t.Errorf("result of a cancelled job: exit %d\n%s", out.code, out.stderr)
+	}
+	if out := idlepool(t, owner, "help"); !strings.Contains(out.stdout, "ledger verify FILE [--key KEY]") || !strings.Contains(out.stdout, "cancel JOB --pool URL") {
+		t.Errorf("help lacks ledger verify's --key or cancel:\n%s", out.stdout)
+	}
+}

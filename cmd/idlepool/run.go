@@ -21,6 +21,7 @@ import (
 
 	"golang.org/x/term"
 
+	"idlepool/agent"
 	"idlepool/job"
 	"idlepool/pool"
 	"idlepool/worker"
@@ -444,6 +445,27 @@ type progressPrinter struct {
 	shown     bool
 	last      time.Time
 	lastTent  int64
+	lastPool  string    // the pool activity printed last, without its counts
+	poolAt    time.Time // when it was printed
+}
+
+// quietRepeat is how long a followed job may go without any line before
+// the pool activity is printed again, unchanged.
+const quietRepeat = 30 * time.Second
+
+// activity prints what the pool is doing about a followed job: when the
+// donors, whether results wait for a quorum, or the reason it cannot
+// progress changed since it was last printed, or when nothing was printed
+// for quietRepeat.
+func (p *progressPrinter) activity(a agent.Activity) {
+	key := fmt.Sprintf("%s\n%s\n%v", a.Donors, a.Stuck, a.Quorum != "") // counts change as results come
+	now := time.Now()
+	if key == p.lastPool && (now.Sub(p.poolAt) < quietRepeat || now.Sub(p.last) < quietRepeat) {
+		return
+	}
+	p.lastPool, p.poolAt = key, now
+	p.clear()
+	fmt.Fprintln(p.w, strings.Join(a.Lines(), "\n"))
 }
 
 func (p *progressPrinter) update(pr pool.Progress) {

@@ -6,9 +6,14 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"slices"
+	"time"
 
 	"idlepool/agent"
 	"idlepool/coord"
+	"idlepool/offers"
+	"idlepool/pool"
 )
 
 func cmdStatus(ctx context.Context, g *globals, args []string) error {
@@ -42,8 +47,9 @@ func cmdStatus(ctx context.Context, g *globals, args []string) error {
 	}
 	if *asJSON {
 		b, err := json.MarshalIndent(coord.JobInfo{Job: coord.HexDigest(st.Job), Name: st.Name, Owner: st.Owner, Merger: st.Merger,
-			Tasks: st.Tasks, Accepted: st.Accepted, Failed: st.Failed, Leased: st.Leased, Acked: st.Acked,
-			Complete: st.Complete, Quorum: st.Quorum, Redundancy: st.Redundancy, Retrying: st.Retrying, Trouble: st.Trouble}, "", "  ")
+			Tasks: st.Tasks, Accepted: st.Accepted, Failed: st.Failed, Leased: st.Leased, Waiting: st.Waiting, Acked: st.Acked,
+			Complete: st.Complete, Cancelled: st.Cancelled, Quorum: st.Quorum, Redundancy: st.Redundancy,
+			Retrying: st.Retrying, Trouble: st.Trouble}, "", "  ")
 		if err != nil {
 			return fmt.Errorf("encode status: %w", err)
 		}
@@ -51,15 +57,19 @@ func cmdStatus(ctx context.Context, g *globals, args []string) error {
 		return nil
 	}
 	state := "running"
-	if st.Complete {
+	switch {
+	case st.Complete:
 		state = "complete"
+	case st.Cancelled:
+		state = "cancelled by its owner: it leases nothing more"
 	}
 	w := g.stdout
 	fmt.Fprintf(w, "job      %s\n", st.Name)
 	fmt.Fprintf(w, "id       %s\n", st.Job)
 	fmt.Fprintf(w, "pool     %s\n", s.pool)
 	fmt.Fprintf(w, "state    %s\n", state)
-	fmt.Fprintf(w, "tasks    %d accepted, %d failed, %d leased now, %d total\n", st.Accepted, st.Failed, st.Leased, st.Tasks)
+	fmt.Fprintf(w, "tasks    %d accepted, %d failed, %d leased now, %d with results waiting for a quorum, %d total\n",
+		st.Accepted, st.Failed, st.Leased, st.Waiting, st.Tasks)
 	if st.Retrying > 0 {
 		fmt.Fprintf(w, "retrying %s that failed on a device for a reason of the device (timeout, dead worker), leased again to others: %s\n",
 			plural(st.Retrying, "task"), st.Trouble)
@@ -68,5 +78,60 @@ func cmdStatus(ctx context.Context, g *globals, args []string) error {
 	fmt.Fprintf(w, "quorum   %d agreeing replicas of distinct owners (%d leased at first)\n", st.Quorum, st.Redundancy)
 	fmt.Fprintf(w, "owner    %s\n", st.Owner)
 	fmt.Fprintf(w, "merger   %s\n", st.Merger)
+	if !st.Complete && !st.Cancelled {
+		printPoolActivity(ctx, w, s, st)
+	}
+	return nil
+}
+
+// printPoolActivity adds what the pool is doing about the job: the
+// donors' offers, results waiting for a quorum and why, and why the job
+// cannot progress, if it cannot. A pool whose offers or job cannot be
+// read is left out.
+func printPoolActivity(ctx context.Context, w io.Writer, s *session, st pool.JobStatus) {
+	live, err := s.c.Offers(ctx)
+	if err != nil {
+		return
+	}
+	ls, err := s.c.Listings(ctx)
+	if err != nil {
+		return
+	}
+	i := slices.IndexFunc(ls, func(l offers.Listing) bool { return l.Job == st.Job })
+	if i < 0 {
+		return
+	}
+	a := agent.Describe(st, ls[i], live, time.Now())
+	fmt.Fprintf(w, "donors   %s\n", a.Donors)
+	if a.Quorum != "" {
+		fmt.Fprintf(w, "waiting  %s\n", a.Quorum)
+	}
+	if a.Stuck != "" {
+		fmt.Fprintf(w, "stalled  %s\n", a.Stuck)
+	}
+}
+
+func cmdCancel(ctx context.Context, g *globals, args []string) error {
+	fs := g.flagSet("idlepool cancel", "Usage: idlepool cancel JOB --pool URL\n\nWithdraws a job you submitted from a pool: it leases nothing more, donors stop its tasks at their next heartbeat, and results already accepted keep their receipts. Only a device of the job's owner may cancel it; cancelling again is fine.\n\n")
+	pc := poolFlags(fs)
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	id, s, err := pc.connectJob(ctx, g, fs, pos, "cancel")
+	if err != nil {
+		return err
+	}
+	st, err := s.c.Cancel(ctx, id)
+	switch {
+	case errors.Is(err, agent.ErrNotFound):
+		return &userError{Msg: fmt.Sprintf("pool %s has no job %s", s.pool, id), Hint: "check the job ID and the pool URL", Cause: err}
+	case errors.Is(err, agent.ErrForbidden):
+		return &userError{Msg: err.Error(), Hint: "only a device of the job's owner may cancel it (the same owner key: --owner-key FILE)", Cause: err}
+	case err != nil:
+		return poolError(err, pc.url, s.dirs)
+	}
+	fmt.Fprintf(g.stdout, "job %s (%s) cancelled in pool %s: %d of %d tasks accepted, %d failed; it leases nothing more\n",
+		st.Name, st.Job.String()[:12], s.pool, st.Accepted, st.Tasks, st.Failed)
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os"
 	"path/filepath"
 
 	"idlepool/agent"
@@ -41,6 +42,36 @@ func cmdSubmit(ctx context.Context, g *globals, args []string) error {
 	s, err := pc.connect(ctx, g)
 	if err != nil {
 		return err
+	}
+	if done, err := mergedHere(s, j); err != nil {
+		return err
+	} else if done {
+		// Queued, donors would compute results that nobody merges.
+		fmt.Fprintf(g.stderr, "job %s (%s): not submitted to pool %s: this device already merged its result (under %s)\n",
+			m.Name, j.ID.String()[:12], s.pool, mergeDir(s, j))
+		// Queued there earlier, it is withdrawn.
+		if st, err := s.c.Status(ctx, j.ID); err == nil && !st.Complete && !st.Cancelled {
+			if _, err := s.c.Cancel(ctx, j.ID); err != nil {
+				return poolError(fmt.Errorf("withdraw job %s, which this device already merged: %w", j.ID, err), pc.url, s.dirs)
+			}
+			fmt.Fprintf(g.stderr, "job %s (%s): withdrawn from pool %s, where it was still queued\n", m.Name, j.ID.String()[:12], s.pool)
+		}
+		if !*follow {
+			fmt.Fprintln(g.stdout, j.ID)
+			return nil
+		}
+		out, err := pool.OpenFolder(j, pool.FoldConfig{Dir: mergeDir(s, j)})
+		if err != nil {
+			return err
+		}
+		res, err := out.Finish()
+		if err != nil && !errors.Is(err, pool.ErrAllFailed) {
+			return err
+		}
+		if perr := printOutcome(g, m, res, *asJSON); perr != nil {
+			return perr
+		}
+		return outcomeError(err, res, "the program fails on every task: fix it and submit again (a changed program is a new job)")
 	}
 	if err := s.c.Submit(ctx, j); err != nil {
 		if ctx.Err() != nil {
@@ -108,6 +139,30 @@ func (pc *poolConn) connect(ctx context.Context, g *globals) (*session, error) {
 	return &session{c: c, dirs: dirs, pool: info.Pool}, nil
 }
 
+// mergeDir is where this device merges job j (journal and outputs).
+func mergeDir(s *session, j *job.Job) string {
+	return filepath.Join(s.dirs.Data, "merges", j.ID.String())
+}
+
+// mergedHere reports whether this device's merge journal of job j holds
+// every task's outcome already (the job finished here, through this pool
+// or another).
+func mergedHere(s *session, j *job.Job) (bool, error) {
+	dir := mergeDir(s, j)
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	f, err := pool.OpenFolder(j, pool.FoldConfig{Dir: dir})
+	if err != nil {
+		return false, fmt.Errorf("read the merge journal under %s: %w", dir, err)
+	}
+	done := f.Complete()
+	if err := f.Close(); err != nil {
+		return false, err
+	}
+	return done, nil
+}
+
 // followJob merges job j's verified results as they arrive (the device
 // must be the job's merger), showing progress like `run`, and prints the
 // result like `run` does.
@@ -115,9 +170,14 @@ func followJob(ctx context.Context, g *globals, s *session, j *job.Job, asJSON b
 	m := j.Manifest
 	prog := &progressPrinter{w: g.stderr, tty: isTerminal(g.stderr)}
 	cfg := agent.FollowConfig{
-		Dir:      filepath.Join(s.dirs.Data, "merges", j.ID.String()),
+		Dir:      mergeDir(s, j),
 		Progress: prog.update,
-		Logger:   g.logger(),
+		Activity: prog.activity,
+		Notice: func(msg string) {
+			prog.clear()
+			fmt.Fprintln(g.stderr, msg)
+		},
+		Logger: g.logger(),
 	}
 	if !asJSON && (m.Split.Rule == "grid" || m.Split.Rule == "kfold") {
 		cfg.Result = func(t job.Task, result []byte) {
@@ -134,6 +194,8 @@ func followJob(ctx context.Context, g *globals, s *session, j *job.Job, asJSON b
 			return &userError{Msg: "interrupted; the results merged so far are saved", Hint: hint, Cause: err}
 		case errors.Is(err, agent.ErrForbidden):
 			return &userError{Msg: err.Error(), Hint: "only the device that submitted a job merges it: use the same --home", Cause: err}
+		case errors.Is(err, agent.ErrJobCancelled):
+			return &userError{Msg: err.Error(), Hint: "the results merged so far are saved under " + cfg.Dir + "; a cancelled job is not queued again (a changed manifest is a new job)", Cause: err}
 		case errors.Is(err, agent.ErrMergeLost):
 			return &userError{Msg: err.Error(), Hint: "the merge journal under " + cfg.Dir + " was removed; the pool no longer holds those results", Cause: err}
 		}

@@ -130,6 +130,12 @@ func StoreConformance(t *testing.T, open func(t *testing.T) (pool.Store, func(po
 			}},
 			{"ack from another mark", func(b *pool.Batch) { b.Acks = []pool.AckRecord{{Job: jobID, Prev: 3, Upto: 4}} }},
 			{"job twice", func(b *pool.Batch) { b.Jobs = []pool.JobRecord{jobRec} }},
+			{"cancel of an unknown job", func(b *pool.Batch) {
+				b.Cancels = []pool.CancelRecord{{Job: job.ID{9}, At: at}}
+			}},
+			{"cancel twice in a batch", func(b *pool.Batch) {
+				b.Cancels = []pool.CancelRecord{{Job: jobID, At: at}, {Job: jobID, At: at.Add(time.Second)}}
+			}},
 			{"peer with other keys", func(b *pool.Batch) {
 				p := peerA
 				p.OwnerKey = peerB.OwnerKey
@@ -152,6 +158,32 @@ func StoreConformance(t *testing.T, open func(t *testing.T) (pool.Store, func(po
 		b := good()
 		if err := st.Commit(ctx, &b); err != nil {
 			t.Fatalf("the unspoilt batch: %v", err)
+		}
+	})
+
+	t.Run("cancel once", func(t *testing.T) {
+		st, reopen := open(t)
+		if err := st.Commit(ctx, first); err != nil {
+			t.Fatal(err)
+		}
+		withdraw := &pool.Batch{
+			Replicas: []pool.ReplicaRecord{rep("l0", peerA, 0, pool.ReplicaWithdrawn, 3, 2, nil)},
+			Cancels:  []pool.CancelRecord{{Job: jobID, At: at.Add(time.Hour)}},
+		}
+		if err := st.Commit(ctx, withdraw); err != nil {
+			t.Fatalf("Commit cancel: %v", err)
+		}
+		st = reopen(st)
+		s := load(t, st)
+		if len(s.Jobs) != 1 || !s.Jobs[0].Cancelled.Equal(at.Add(time.Hour)) || s.Replicas[0].State != pool.ReplicaWithdrawn {
+			t.Errorf("after cancel: job %+v, replica %+v", s.Jobs, s.Replicas[0])
+		}
+		again := &pool.Batch{Cancels: []pool.CancelRecord{{Job: jobID, At: at.Add(2 * time.Hour)}}}
+		if err := st.Commit(ctx, again); !errors.Is(err, pool.ErrConflict) {
+			t.Fatalf("second cancel: %v, want pool.ErrConflict", err)
+		}
+		if diff := cmp.Diff(s, load(t, st), opts); diff != "" {
+			t.Errorf("a refused cancel changed the store (-before +after):\n%s", diff)
 		}
 	})
 

@@ -178,3 +178,69 @@ func RunMachineFailures(h *Harness) {
 		t.Errorf("five timeouts wrote %d ledger entries", n-before)
 	}
 }
+
+// RunCancel cancels a job part way (and restarts the scheduler, and the
+// store when h.Reopen is set): the accepted task keeps its outcome and
+// receipts, live leases answer ErrJobCancelled at their next heartbeat
+// and submission, a result returned for an undecided task earns nothing,
+// nothing is leased any more, the job is no longer seeking compute,
+// another owner's device is refused with ErrNotOwner, cancelling again is
+// nil, and submitting the job again is refused.
+func RunCancel(h *Harness) {
+	t := h.T
+	t.Helper()
+	ctx := context.Background()
+	alice, alice2 := h.Device("alice", "alice-1"), h.Device("alice", "alice-2")
+	bob, carol, dave := h.Device("bob", "bob-1"), h.Device("carol", "carol-1"), h.Device("dave", "dave-1")
+	j := h.Job("cancel", 4, Policy{LeaseTimeout: time.Minute}, alice)
+	lb := h.Lease(bob, 4)
+	lc := h.Lease(carol, 4)
+	h.Submit(lb[0], Good(0))
+	h.Submit(lc[0], Good(0)) // task 0 accepted
+	h.Submit(lb[1], Good(1)) // task 1 waits for a second owner
+	if st, _ := h.S.Status(j.ID); st.Waiting != 1 || st.Accepted != 1 || st.Leased != 5 {
+		t.Fatalf("status before cancel: %+v, want 1 accepted, 1 waiting, 5 leased", st)
+	}
+	before := h.Ledger()
+
+	if err := h.S.Cancel(ctx, bob, j.ID); !errors.Is(err, pool.ErrNotOwner) {
+		t.Errorf("Cancel by another owner's device: %v, want ErrNotOwner", err)
+	}
+	if err := h.S.Cancel(ctx, alice2, j.ID); err != nil {
+		t.Fatalf("Cancel by a device of the job's owner: %v", err)
+	}
+	if err := h.S.Cancel(ctx, alice, j.ID); err != nil {
+		t.Errorf("Cancel again: %v, want nil", err)
+	}
+	check := func(when string) {
+		t.Helper()
+		if _, err := h.S.Heartbeat(ctx, bob, lb[2].ID); !errors.Is(err, pool.ErrJobCancelled) {
+			t.Errorf("%s: Heartbeat of a withdrawn lease: %v, want ErrJobCancelled", when, err)
+		}
+		if err := h.S.Submit(ctx, carol, lc[1].ID, Good(1)); !errors.Is(err, pool.ErrJobCancelled) {
+			t.Errorf("%s: Submit on a withdrawn lease: %v, want ErrJobCancelled", when, err)
+		}
+		if ls := h.Lease(dave, 4); len(ls) != 0 {
+			t.Errorf("%s: leases of a cancelled job: %+v", when, ls)
+		}
+		if v := h.S.Seeking(); len(v) != 0 {
+			t.Errorf("%s: a cancelled job is seeking compute: %+v", when, v)
+		}
+		st, _ := h.S.Status(j.ID)
+		if !st.Cancelled || st.Complete || st.Leased != 0 || st.Waiting != 0 || st.Accepted != 1 {
+			t.Errorf("%s: status %+v, want cancelled, 1 accepted, nothing leased or waiting", when, st)
+		}
+		if got := h.Ledger(); !cmp.Equal(before, got) {
+			t.Errorf("%s: the ledger changed:\n%s", when, cmp.Diff(before, got))
+		}
+		if got := h.Results(alice, j.ID); len(got) != 1 || got[0].Task != 0 {
+			t.Errorf("%s: results %+v, want task 0's", when, got)
+		}
+	}
+	check("after cancel")
+	h.Restart()
+	check("after a restart")
+	if _, err := h.S.AddJob(ctx, j, alice); !errors.Is(err, pool.ErrJobCancelled) {
+		t.Errorf("AddJob of a cancelled job: %v, want ErrJobCancelled", err)
+	}
+}
