@@ -166,8 +166,8 @@ func TestBodiesBeforeAuthentication(t *testing.T) {
 			t.Errorf("%d body bytes in memory while %d unverified bodies of %d bytes stall, want 0", got, conns, size)
 		}
 		// Memory for peers that sign is still there.
-		if a := ts.do(t, peer, "POST", "/v1/leases", []byte(`{"max":1}`)); a.status != http.StatusOK {
-			t.Errorf("lease while bodies stall: %d %s", a.status, a.body)
+		if a := ts.do(t, peer, "GET", "/v1/jobs", nil); a.status != http.StatusOK {
+			t.Errorf("signed request while bodies stall: %d %s", a.status, a.body)
 		}
 		for _, c := range open {
 			c.Write([]byte(" ")) // the last byte: the signature is checked, and fails
@@ -194,8 +194,8 @@ func TestBodiesBeforeAuthentication(t *testing.T) {
 		}
 		first.Close()
 		until(t, "the first body's memory is free", func() bool { return ts.bodyMem.used.Load() == 0 })
-		if a := ts.do(t, peer, "POST", "/v1/leases", []byte(`{"max":1}`)); a.status != http.StatusOK {
-			t.Errorf("lease after the memory is free: %d %s", a.status, a.body)
+		if a := ts.do(t, peer, "GET", "/v1/jobs", nil); a.status != http.StatusOK {
+			t.Errorf("signed request after the memory is free: %d %s", a.status, a.body)
 		}
 	})
 }
@@ -320,7 +320,7 @@ func TestConnectionLimit(t *testing.T) {
 			t.Errorf("healthz %d at the connection limit: %d", i, resp.StatusCode)
 		}
 	}
-	if a := ts.do(t, peer, "POST", "/v1/leases", []byte(`{"max":1}`)); a.status != http.StatusOK {
+	if a := ts.do(t, peer, "GET", "/v1/jobs", nil); a.status != http.StatusOK {
 		t.Errorf("signed request at the connection limit: %d %s", a.status, a.body)
 	}
 	if n := ts.ln.count(); n > limit {
