@@ -68,6 +68,16 @@ type Config struct {
 	Executor pool.Executor
 	// Store records contributions durably (a *store.Local).
 	Store Store
+	// StorePath is the Store's file, named in Status when it takes no
+	// writes (with its file system's free space on a full disk);
+	// optional.
+	StorePath string
+	// FreeSpace returns the bytes free on the file system holding dir;
+	// nil means home.FreeBytes. Tests give a fake.
+	FreeSpace func(dir string) (uint64, error)
+	// health is the store's state shared by a Donor's agents; nil: the
+	// agent's own.
+	health *storeHealth
 	// HTTP is the client for the coordinator; nil means one with a 60 s
 	// timeout per request.
 	HTTP *http.Client
@@ -191,13 +201,16 @@ type Agent struct {
 
 	resend   chan struct{} // wakes the outbox: something is left to send
 	offerNow chan struct{} // wakes the offer loop: publish the offer again now
+	heldKick chan struct{} // wakes serveStore: a result is held in memory
 	gov      *governor     // the policy's decision and its effects (govern.go)
+	health   *storeHealth  // whether the store takes writes (localstore.go)
 
 	mu       sync.Mutex
-	offered  chan struct{}         // closed while the pool holds this device's offer, as far as the agent knows
-	joinedAs string                // the pool's name once joined, for Status
-	running  map[string]pool.Lease // leases whose tasks are running
-	owners   map[job.ID]string     // job -> owner ID, for jobs seen
+	offered  chan struct{}          // closed while the pool holds this device's offer, as far as the agent knows
+	joinedAs string                 // the pool's name once joined, for Status
+	running  map[string]pool.Lease  // leases whose tasks are running
+	owners   map[job.ID]string      // job -> owner ID, for jobs seen
+	held     map[string]*heldResult // results the store has not fully recorded, by lease
 }
 
 // New checks cfg and returns an agent; it contacts nobody yet.
@@ -210,6 +223,9 @@ func New(cfg Config) (*Agent, error) {
 		return nil, err
 	}
 	log := cfg.Logger.With("pool", c.URL())
+	if cfg.health == nil {
+		cfg.health = newStoreHealth(cfg.StorePath, cfg.FreeSpace, cfg.Logger)
+	}
 	return &Agent{
 		cfg:      cfg,
 		c:        c,
@@ -217,10 +233,13 @@ func New(cfg Config) (*Agent, error) {
 		jobs:     newJobCache(c, filepath.Join(cfg.Home.Cache, "pools")),
 		resend:   make(chan struct{}, 1),
 		offerNow: make(chan struct{}, 1),
+		heldKick: make(chan struct{}, 1),
 		gov:      newGovernor(log),
+		health:   cfg.health,
 		running:  map[string]pool.Lease{},
 		owners:   map[job.ID]string{},
 		offered:  make(chan struct{}),
+		held:     map[string]*heldResult{},
 	}, nil
 }
 
@@ -253,8 +272,13 @@ func (a *Agent) Client() *Client { return a.c }
 // Cancelling ctx stops it: running tasks are killed and their leases
 // handed back (released) before Serve returns nil. Results finished but
 // not yet acknowledged stay in the Store and are sent by the next Serve.
-// Serve returns an error when the pool refuses the device (not invited),
-// its key changed since the device joined, or the Store fails.
+// Serve returns an error when the pool refuses the device (not invited)
+// or its key changed since the device joined. A Store that takes no
+// writes (a full disk, another process holding its lock, a damaged file)
+// never ends it: results are held in memory and sent, leasing pauses and
+// Status says why, until the store takes writes again (localstore.go).
+// Results still held when Serve returns are logged as lost locally; those
+// sent come back with their receipts.
 func (a *Agent) Serve(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return a.serveGovernor(gctx) })
@@ -267,6 +291,7 @@ func (a *Agent) Serve(ctx context.Context) error {
 		}
 		tasks, tctx := errgroup.WithContext(gctx)
 		tasks.Go(func() error { return a.serveOutbox(tctx) })
+		tasks.Go(func() error { return a.serveStore(tctx) })
 		tasks.Go(func() error { return a.serveReceipts(tctx) })
 		tasks.Go(func() error { return a.serveOffers(tctx) })
 		for slot := range a.cfg.Slots {
@@ -336,6 +361,9 @@ func (a *Agent) serveSlot(ctx context.Context, slot int) error {
 		if err := a.gov.waitLease(ctx, slot); err != nil {
 			return nil
 		}
+		if err := a.health.waitWritable(ctx); err != nil { // no new work while results cannot be recorded
+			return nil
+		}
 		if err := a.waitOffered(ctx); err != nil {
 			return nil
 		}
@@ -392,8 +420,9 @@ func (a *Agent) serveSlot(ctx context.Context, slot int) error {
 }
 
 // runLease computes one leased task and hands its result to the pool. It
-// returns an error only when the Store fails; every other problem ends in
-// the lease being released or expiring.
+// returns nil: a store that takes no writes holds the result in memory
+// (keep), and every other problem ends in the lease being released or
+// expiring.
 func (a *Agent) runLease(ctx context.Context, l pool.Lease) error {
 	log := a.log.With("jobID", l.Job.String(), "taskIndex", l.Task, "lease", l.ID)
 	cj, err := a.jobs.get(ctx, l.Job)
@@ -482,18 +511,8 @@ func (a *Agent) runLease(ctx context.Context, l pool.Lease) error {
 		c.Failed, c.Failure = true, string(out.Body)
 		c.Digest = pool.ReplicaDigest(nil, true, c.Failure)
 	}
-	// Recorded before it is sent: a crash from here on loses nothing.
-	if err := a.cfg.Store.AddPending(context.WithoutCancel(ctx), c); err != nil {
-		return fmt.Errorf("record result of task %d of job %s: %w", l.Task, l.Job, err)
-	}
 	log.Debug("Task done", "failed", c.Failed, "digest", c.Digest.String())
-	if err := a.deliver(ctx, c); err != nil {
-		if Retryable(err) || ctx.Err() != nil {
-			a.kickOutbox() // kept in the store; the outbox sends it when it can
-			return nil
-		}
-		return err
-	}
+	a.keep(ctx, c, log) // recorded, or held in memory, and sent
 	return nil
 }
 

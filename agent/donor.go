@@ -43,8 +43,13 @@ type DonorConfig struct {
 	// Executor runs tasks in the sandbox (a *worker.Pool).
 	Executor pool.Executor
 	// Store is the local store: the owner's settings and preferences,
-	// the joined pools and the contributions.
+	// the joined pools and the contributions. When it was repaired at
+	// open (store.OpenLocalRepairing), Status says so.
 	Store *store.Local
+	// StorePath is Store's file, named in Status when it takes no writes;
+	// optional. FreeSpace is as Config.FreeSpace.
+	StorePath string
+	FreeSpace func(dir string) (uint64, error)
 	// GPUs lists the GPUs NVML finds (NVMLGPUs); nil: none.
 	GPUs idle.GPUSource
 	// Always computes whenever a pool has work, ignoring the owner's
@@ -104,6 +109,7 @@ type Donor struct {
 	offer  *donorOffer
 	reload chan struct{}
 	wake   chan struct{}
+	health *storeHealth // shared by the agents
 
 	mu      sync.Mutex
 	agents  map[string]*donorAgent // running, by URL
@@ -160,6 +166,10 @@ func NewDonor(cfg DonorConfig) (*Donor, error) {
 		}
 	}
 	d.offer = &donorOffer{local: cfg.Store, gpus: cfg.GPUs, log: cfg.Logger, always: cfg.Always}
+	d.health = newStoreHealth(cfg.StorePath, cfg.FreeSpace, cfg.Logger)
+	if r := cfg.Store.Recovery(); r != nil {
+		d.health.recovered = r.String()
+	}
 	return d, nil
 }
 
@@ -411,6 +421,7 @@ func (d *Donor) agentConfig(p store.JoinedPool, slots int) Config {
 		Name: d.cfg.Name, Invite: p.Invite, Slots: slots, Executor: d.cfg.Executor,
 		Store: d.cfg.Store, HTTP: d.cfg.HTTP, Logger: d.log,
 		Offer: d.offer, OfferTTL: d.cfg.OfferTTL,
+		StorePath: d.cfg.StorePath, FreeSpace: d.cfg.FreeSpace, health: d.health,
 	}
 	if d.policy != nil {
 		cfg.Signals, cfg.Decide = d.policy, d.policy.Decide
@@ -458,6 +469,7 @@ func (d *Donor) Status() AgentStatus {
 	if len(st.Pools) > 0 {
 		st.Pool = st.Pools[0].URL
 	}
+	held := 0
 	for i := range st.Pools {
 		da := agents[st.Pools[i].URL]
 		if da == nil {
@@ -468,6 +480,7 @@ func (d *Donor) Status() AgentStatus {
 			st.Pools[i].Name = as.PoolName
 		}
 		st.Pools[i].Running = len(as.Running)
+		held += as.Store.Held
 		st.Running = append(st.Running, as.Running...)
 		st.ActiveSlots += as.ActiveSlots
 		if as.Suspended {
@@ -480,6 +493,7 @@ func (d *Donor) Status() AgentStatus {
 			st.Decision, st.DecidedAt, st.Signals = as.Decision, as.DecidedAt, as.Signals
 		}
 	}
+	st.Store = d.health.status(held)
 	return st
 }
 

@@ -81,6 +81,9 @@ type AgentStatus struct {
 	// Pools are the pools a Donor computes for, with what each is doing;
 	// empty for a lone Agent (Pool names its one pool).
 	Pools []PoolState `json:"pools,omitempty"`
+	// Store is whether the local store takes writes (no new task while
+	// it does not) and what was done with a damaged one at start.
+	Store StoreStatus `json:"store,omitzero"`
 }
 
 // RunningTask is one leased task in AgentStatus.
@@ -320,6 +323,7 @@ func (a *Agent) Status() AgentStatus {
 	for _, l := range leases {
 		st.Running = append(st.Running, RunningTask{Job: l.Job.String(), Task: l.Task, Lease: l.ID, Deadline: l.Deadline})
 	}
+	st.Store = a.health.status(a.heldCount())
 	return st
 }
 

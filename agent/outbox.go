@@ -15,14 +15,17 @@ import (
 // earns nothing (DESIGN.md, invariant 14).
 const ownJobReason = "own job: a device of the job's owner computes without a receipt"
 
-// deliver sends a recorded contribution and records the answer: once the
-// coordinator accepted it, it is acknowledged (its bytes are dropped); if
-// the coordinator refused it for good (the task was decided without it,
-// the lease expired, ...), it is rejected with the reason, since no receipt
-// will come. The error is Retryable when the coordinator could not be
-// reached (the contribution stays unacknowledged, to be sent again), ctx's
-// when ctx ended, and otherwise a Store failure.
-func (a *Agent) deliver(ctx context.Context, c store.Contribution) error {
+// deliver sends a contribution (recorded in the store when stored, else
+// held in memory) and records the answer: once the coordinator accepted
+// it, it is acknowledged (its bytes are dropped); if the coordinator
+// refused it for good (the task was decided without it, the lease
+// expired, ...), it is rejected with the reason, since no receipt will
+// come. A store that takes no writes makes the answer wait in memory
+// (settle). The error is Retryable when the coordinator could not be
+// reached (the contribution stays unacknowledged, to be sent again),
+// ctx's when ctx ended, and otherwise the coordinator's refusal to
+// register the device again.
+func (a *Agent) deliver(ctx context.Context, c store.Contribution, stored bool) error {
 	err := a.c.SendResult(ctx, c.Lease, c.Submission())
 	if errors.Is(err, ErrUnauthorized) {
 		if _, rerr := a.c.Register(ctx, a.cfg.OwnerKey, a.cfg.Name, a.cfg.Invite); rerr != nil {
@@ -34,20 +37,14 @@ func (a *Agent) deliver(ctx context.Context, c store.Contribution) error {
 		return err
 	}
 	bg := context.WithoutCancel(ctx) // record what the coordinator said, even while stopping
+	reason := ""
 	if err != nil {
-		reason := "refused by the coordinator: " + refusal(err)
+		reason = "refused by the coordinator: " + refusal(err)
 		a.log.Warn("Result refused", "jobID", c.Job.String(), "taskIndex", c.Task, "lease", c.Lease, "reason", reason)
-		if err := a.cfg.Store.Reject(bg, c.Lease, reason); err != nil && !errors.Is(err, store.ErrConflict) {
-			return fmt.Errorf("record refusal of lease %s: %w", c.Lease, err)
-		}
 	} else if a.ownJob(ctx, c.Job) {
-		if err := a.cfg.Store.Reject(bg, c.Lease, ownJobReason); err != nil && !errors.Is(err, store.ErrConflict) {
-			return fmt.Errorf("record own job of lease %s: %w", c.Lease, err)
-		}
+		reason = ownJobReason
 	}
-	if err := a.cfg.Store.MarkAcknowledged(bg, c.Lease); err != nil {
-		return fmt.Errorf("record acknowledgement of lease %s: %w", c.Lease, err)
-	}
+	a.settle(bg, c, stored, reason)
 	return nil
 }
 
@@ -126,18 +123,25 @@ func (a *Agent) serveOutbox(ctx context.Context) error {
 	}
 }
 
-// flush sends every unacknowledged contribution, oldest first, until none
-// is left or ctx ends.
+// flush sends every unacknowledged contribution, oldest first, and those
+// held in memory, until none is left or ctx ends. A store that cannot be
+// read is noted (storeHealth) and tried again at the next flush.
 func (a *Agent) flush(ctx context.Context) error {
 	b := backoff{Base: 100 * time.Millisecond, Max: a.cfg.MaxBackoff}
 	for {
 		pending, err := a.cfg.Store.Unacknowledged(ctx, a.c.URL())
 		if err != nil {
-			return fmt.Errorf("read unacknowledged results: %w", err)
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			a.health.failed(fmt.Errorf("read unacknowledged results: %w", err))
+			pending = nil
 		}
+		stored := len(pending)
+		pending = append(pending, a.unsent()...)
 		var away error
-		for _, c := range pending {
-			if err := a.deliver(ctx, c); err != nil {
+		for i, c := range pending {
+			if err := a.deliver(ctx, c, i < stored); err != nil {
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
@@ -164,17 +168,17 @@ func (a *Agent) flush(ctx context.Context) error {
 
 // serveReceipts follows this device's entries in the pool's ledger, every
 // ReceiptPoll: it checks each with the pool's pinned key and confirms or
-// rejects the matching contribution. It returns when ctx ends, or with a
-// Store error.
+// rejects the matching contribution. A store that takes no writes is
+// noted (storeHealth) and the same entries are read again at the next
+// poll. It returns when ctx ends.
 func (a *Agent) serveReceipts(ctx context.Context) error {
 	for {
 		if err := a.pollReceipts(ctx); err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
-			var ae *APIError
-			if !Retryable(err) && !errors.As(err, &ae) {
-				return err
+			if errors.Is(err, errLocalStore) {
+				a.health.failed(err)
 			}
 			a.log.Debug("Cannot read receipts now", "err", err)
 		}
@@ -192,7 +196,7 @@ const receiptPage = 500
 func (a *Agent) pollReceipts(ctx context.Context) error {
 	cursor, err := a.cfg.Store.LedgerCursor(ctx, a.c.URL())
 	if err != nil {
-		return err
+		return fmt.Errorf("%w: %w", errLocalStore, err)
 	}
 	for {
 		entries, err := a.c.Receipts(ctx, cursor, receiptPage)
@@ -207,7 +211,7 @@ func (a *Agent) pollReceipts(ctx context.Context) error {
 		}
 		if len(entries) > 0 {
 			if err := a.cfg.Store.SetLedgerCursor(ctx, a.c.URL(), cursor); err != nil {
-				return err
+				return fmt.Errorf("%w: %w", errLocalStore, err)
 			}
 		}
 		if len(entries) < receiptPage {
@@ -216,11 +220,25 @@ func (a *Agent) pollReceipts(ctx context.Context) error {
 	}
 }
 
+// errLocalStore marks errors of the agent's Store (as opposed to the
+// coordinator's) in the receipt follower.
+var errLocalStore = errors.New("agent: local store")
+
+// recoverer is a Store that can record a contribution it has no row of
+// from a checked ledger entry (*store.Local: Recover): after the local
+// store was lost or damaged, the pool's ledger gives this device's
+// receipts back.
+type recoverer interface {
+	Recover(ctx context.Context, poolURL string, e pool.Entry, reason string) (bool, error)
+}
+
 // applyEntry checks one ledger entry naming this device and records it:
 // a receipt confirms the contribution of its lease; a deviation or an
-// unverified task rejects it with the reason. An entry that does not
-// verify, or names another peer or pool, is logged and ignored. The error
-// is a Store failure.
+// unverified task rejects it with the reason. An entry for a lease the
+// store has no record of (a lost or damaged store) is recovered from the
+// entry when the Store can (recoverer). An entry that does not verify, or
+// names another peer or pool, is logged and ignored. The error is a Store
+// failure, wrapping errLocalStore.
 func (a *Agent) applyEntry(ctx context.Context, e pool.Entry) error {
 	log := a.log.With("seq", e.Seq, "kind", e.Kind, "jobID", e.Job.String(), "taskIndex", e.Task, "lease", e.Lease)
 	if err := pool.VerifyEntry(e, a.poolKey); err != nil {
@@ -231,14 +249,32 @@ func (a *Agent) applyEntry(ctx context.Context, e pool.Entry) error {
 		log.Error("Ledger entry names another peer or pool; ignored", "peer", e.Peer, "entryPool", e.Pool)
 		return nil
 	}
-	var err error
+	var reason string
 	switch e.Kind {
-	case pool.KindReceipt:
-		err = a.cfg.Store.Confirm(ctx, e.Lease, e)
 	case pool.KindDeviation:
-		err = a.cfg.Store.Reject(ctx, e.Lease, "deviation: "+orDefault(e.Reason, "a majority of owners agreed on other bytes"))
+		reason = "deviation: " + orDefault(e.Reason, "a majority of owners agreed on other bytes")
 	case pool.KindUnverified:
-		err = a.cfg.Store.Reject(ctx, e.Lease, "unverified: "+orDefault(e.Reason, "no majority agreed within the replica limit"))
+		reason = "unverified: " + orDefault(e.Reason, "no majority agreed within the replica limit")
+	}
+	apply := func() error {
+		switch e.Kind {
+		case pool.KindReceipt:
+			return a.cfg.Store.Confirm(ctx, e.Lease, e)
+		case pool.KindDeviation, pool.KindUnverified:
+			return a.cfg.Store.Reject(ctx, e.Lease, reason)
+		}
+		return nil
+	}
+	err := apply()
+	if r, ok := a.cfg.Store.(recoverer); ok && errors.Is(err, store.ErrNotFound) {
+		var added bool
+		switch added, err = r.Recover(ctx, a.c.URL(), e, reason); {
+		case err == nil && added:
+			log.Info("Contribution recovered from the pool's ledger")
+			return nil
+		case err == nil:
+			err = apply() // recorded meanwhile (a result held in memory)
+		}
 	}
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -246,7 +282,7 @@ func (a *Agent) applyEntry(ctx context.Context, e pool.Entry) error {
 	case errors.Is(err, store.ErrConflict):
 		log.Warn("Ledger entry does not match the recorded contribution", "err", err)
 	case err != nil:
-		return err
+		return fmt.Errorf("%w: %w", errLocalStore, err)
 	default:
 		log.Debug("Ledger entry recorded")
 	}

@@ -51,7 +51,8 @@ const maxLineRunes = 90
 // StatusOf says what the donor does and why, from the engine's status st,
 // the owner's settings s (their PausedUntil) and the wall clock now. The
 // first that applies wins: the owner's pause (read from the settings, so
-// that it shows at once after the owner paused); no pool joined; no pool
+// that it shows at once after the owner paused); a local store that takes
+// no writes ("Paused: disk full, 0 B free on …"); no pool joined; no pool
 // reachable; no decision yet; the policy's pause or wait, in its words;
 // tasks running; allowed to compute with no task.
 func StatusOf(st agent.AgentStatus, s idle.Settings, now time.Time) TrayStatus {
@@ -59,6 +60,9 @@ func StatusOf(st agent.AgentStatus, s idle.Settings, now time.Time) TrayStatus {
 	if !s.PausedUntil.IsZero() && now.Before(s.PausedUntil) {
 		return TrayStatus{State: TrayPaused, PausedUntil: s.PausedUntil,
 			Line: "Paused by you until " + clockText(s.PausedUntil.In(loc), now.In(loc))}
+	}
+	if st.Store.Message != "" { // the local store takes no writes: no new task
+		return TrayStatus{State: TrayPaused, Line: cut(capital(st.Store.Message))}
 	}
 	if len(st.Pools) == 0 && st.Pool == "" {
 		return TrayStatus{State: TrayIdle, Line: "Idle: no pool joined"}
@@ -476,9 +480,13 @@ func (t *Tray) items(st TrayStatus, s traySnapshot) []TrayItem {
 	sep := TrayItem{Separator: true}
 	loc := t.settings.Location()
 	morning := nextMorning(s.now, loc)
+	problem := t.problem
+	if problem == "" && s.status.Store.Recovered != "" {
+		problem = capital(s.status.Store.Recovered) // a damaged store was started anew
+	}
 	items := []TrayItem{
 		{Label: st.Line, Disabled: true},
-		{Label: cut(t.problem), Disabled: true, Hidden: t.problem == ""},
+		{Label: cut(problem), Disabled: true, Hidden: problem == ""},
 		sep,
 		{Action: ActionPauseHour, Label: labelPauseHour, Hidden: !st.PausedUntil.IsZero()},
 		{Action: ActionPauseTomorrow, Label: morningLabel(morning, s.now.In(loc)), Hidden: !st.PausedUntil.Before(morning)},

@@ -33,6 +33,11 @@ type Config struct {
 	// whose devices may register without a token. A non-empty list also
 	// makes the pool invite-only.
 	AllowOwners []string
+	// StoreBusyTimeout is how long a write to coordinator.db waits for a
+	// lock another process holds on it; then the batch is kept, /healthz
+	// says so and the batch is tried again with backoff.
+	// store.DefaultBusyTimeout when 0.
+	StoreBusyTimeout time.Duration
 	// Logger receives structured logs; nil discards them.
 	Logger *slog.Logger
 	// Now is the clock for request timestamps, leases and receipts; nil

@@ -154,8 +154,15 @@ func (s *Server) authenticate(r *http.Request) (authorization, error) {
 	return a, a.checkTime(s.cfg.Now())
 }
 
+// healthz is GET /healthz: 200 "ok", or 503 and why while the pool's
+// database takes no writes (disk full, locked by another process).
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if since, err := s.sched.StoreFault(); err != nil {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintf(w, "store unavailable since %s: %s\n", since.UTC().Format(time.RFC3339), s.storeWords(err))
+		return
+	}
 	io.WriteString(w, "ok\n")
 }
 

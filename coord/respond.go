@@ -6,8 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"syscall"
 
+	"idlepool/home"
 	"idlepool/pool"
+	"idlepool/store"
 )
 
 // apiError is an error answer: a status, a stable code and a message for
@@ -71,6 +74,8 @@ func errorStatus(err error) (status int, code string) {
 		return http.StatusBadRequest, "bad_request"
 	case errors.Is(err, errBusy):
 		return http.StatusServiceUnavailable, "busy"
+	case errors.Is(err, pool.ErrStoreUnavailable), errors.Is(err, syscall.ENOSPC):
+		return http.StatusServiceUnavailable, "store_unavailable"
 	case errors.Is(err, pool.ErrStopped), errors.Is(err, context.Canceled):
 		return http.StatusServiceUnavailable, "unavailable"
 	}
@@ -96,6 +101,10 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		s.log.Info("Request refused", "method", r.Method, "path", r.URL.Path, "err", err)
 		body.Error = "the coordinator holds as many request bodies as its limits allow: retry in a moment"
 		w.Header().Set("Retry-After", "1")
+	case code == "store_unavailable":
+		s.log.Debug("Request refused while the store is unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
+		body.Error = "the coordinator cannot store anything now (" + s.storeWords(err) + "): retry later"
+		w.Header().Set("Retry-After", "5")
 	case status == http.StatusServiceUnavailable:
 		s.log.Warn("Request refused", "method", r.Method, "path", r.URL.Path, "err", err)
 		body.Error = "the coordinator is shutting down or restarting: retry later"
@@ -119,4 +128,39 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
 	w.Write(append(b, '\n'))
+}
+
+// storeWords says for people why the pool's database takes no writes:
+// "disk full, 0 B free on /var/lib/idlepool", "its database is locked by
+// another process".
+func (s *Server) storeWords(err error) string {
+	switch {
+	case errors.Is(err, store.ErrFull), errors.Is(err, syscall.ENOSPC):
+		free, ferr := home.FreeBytes(s.cfg.DataDir)
+		if ferr != nil {
+			return "disk full on " + s.cfg.DataDir
+		}
+		return fmt.Sprintf("disk full, %s free on %s", byteSize(free), s.cfg.DataDir)
+	case errors.Is(err, store.ErrBusy):
+		return "its database is locked by another process"
+	}
+	return err.Error()
+}
+
+// byteSize is n bytes for people: "0 B", "512 KiB", "3.2 GiB".
+func byteSize(n uint64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := uint64(unit), 0
+	for m := n / unit; m >= unit && exp < 5; m /= unit {
+		div *= unit
+		exp++
+	}
+	v := float64(n) / float64(div)
+	if v >= 10 {
+		return fmt.Sprintf("%.0f %ciB", v, "KMGTPE"[exp])
+	}
+	return fmt.Sprintf("%.1f %ciB", v, "KMGTPE"[exp])
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 
+	"idlepool/home"
 	"idlepool/identity"
 	"idlepool/pool"
 	"idlepool/store"
@@ -43,6 +44,7 @@ const shutdownGrace = 10 * time.Second
 type Server struct {
 	cfg     Config
 	log     *slog.Logger
+	lock    *home.Lock // on DataDir, held until Close
 	key     *identity.Key
 	db      *store.DB
 	blobs   *blobStore
@@ -64,8 +66,11 @@ type Server struct {
 	closeErr  error
 }
 
-// New opens (creating if needed) the coordinator's state under
-// cfg.DataDir: the SQLite store coordinator.db, the key coordinator.key
+// New locks cfg.DataDir for this process (home.CoordinatorLockFile: a
+// second coordinator on the same directory is refused at once with an
+// error wrapping home.ErrLocked that names the holder's PID), then opens
+// (creating if needed) the coordinator's state there: the SQLite store
+// coordinator.db, the key coordinator.key
 // (identity.LoadOrCreate, mode 0600) and the blob directory blobs/; loads
 // the pool's state into a Scheduler; and binds cfg.Listen, so URL is valid
 // as soon as New returns and an address in use is reported here. ctx
@@ -88,6 +93,14 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create data directory: %w", err)
 	}
+	// Two coordinators on one directory would each lease and decide from
+	// their own memory and both answer 200, until one's commit conflicts.
+	s.lock, err = home.Acquire(filepath.Join(cfg.DataDir, home.CoordinatorLockFile), "idlepool serve")
+	if errors.Is(err, errors.ErrUnsupported) {
+		s.log.Warn("Cannot lock the data directory on this system; run one coordinator per directory", "dataDir", cfg.DataDir)
+	} else if err != nil {
+		return nil, fmt.Errorf("lock data directory %s: %w", cfg.DataDir, err)
+	}
 	if s.key, err = identity.LoadOrCreate(filepath.Join(cfg.DataDir, keyFile)); err != nil {
 		return nil, fmt.Errorf("coordinator key: %w", err)
 	}
@@ -97,7 +110,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if err := cleanSpool(s.spoolDir); err != nil {
 		return nil, err
 	}
-	if s.db, err = store.Open(filepath.Join(cfg.DataDir, dbFile)); err != nil {
+	if s.db, err = store.Open(filepath.Join(cfg.DataDir, dbFile), store.WithBusyTimeout(cfg.StoreBusyTimeout)); err != nil {
 		return nil, fmt.Errorf("open coordinator store: %w", err)
 	}
 	s.sched, err = pool.NewScheduler(ctx, pool.SchedulerConfig{
@@ -205,7 +218,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	return errors.Join(err, s.Close())
 }
 
-// Close releases the listener and the store. Serve calls it; call it
+// Close releases the listener, the store and the data directory's lock. Serve calls it; call it
 // yourself only when Serve is never called. It is idempotent.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
@@ -218,6 +231,7 @@ func (s *Server) Close() error {
 		if s.db != nil {
 			errs = append(errs, s.db.Close())
 		}
+		errs = append(errs, s.lock.Release()) // after the store is closed
 		s.closeErr = errors.Join(errs...)
 	})
 	return s.closeErr

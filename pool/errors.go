@@ -54,6 +54,13 @@ var (
 	// ErrStopped: the scheduler is not serving (Serve returned or a commit
 	// failed); restart it from its Store (503).
 	ErrStopped = errors.New("pool: scheduler stopped")
+	// ErrStoreUnavailable is matched by a Store's Commit error when
+	// nothing of the batch was applied and the same batch may be
+	// committed later: the database locked by another process, the disk
+	// full. The Scheduler then keeps the batch and commits it again with
+	// backoff (its callers wait), and refuses new leases meanwhile with
+	// an error wrapping it (503).
+	ErrStoreUnavailable = errors.New("pool: store unavailable")
 	// ErrLedger marks a ledger or entry that does not verify.
 	ErrLedger = errors.New("pool: ledger does not verify")
 )

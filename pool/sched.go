@@ -5,6 +5,7 @@ import (
 	"container/heap"
 	"context"
 	"crypto/ed25519"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -122,6 +123,8 @@ type Scheduler struct {
 	pend      *pending
 	stopped   error // non-nil: every change is refused with it
 	serving   bool
+	fault     error     // the store's Transient failure while a batch waits to be committed again; nil when it commits
+	faultAt   time.Time // when fault began
 
 	kick chan struct{} // a change is waiting to be committed
 	full chan struct{} // the pending batch is full
@@ -324,7 +327,11 @@ func (js *jobState) task(i int64) *taskState {
 
 // Serve runs group commit and lease expiry until ctx ends. On
 // cancellation it commits what is pending, stops accepting changes
-// (ErrStopped) and returns nil. When a commit fails it stops too, fails
+// (ErrStopped) and returns nil. While the store is unavailable
+// (ErrStoreUnavailable: locked by another process, disk full) it commits
+// the same batch again with backoff, the calls in it wait, Lease refuses
+// new work and StoreFault says why; once stopping it tries for 10 s more.
+// When a commit fails otherwise it stops too, fails
 // the waiting calls, and returns that error: the memory no longer matches
 // the store, so the owner must build a new Scheduler from the Store. Serve
 // may run once per Scheduler.
@@ -339,13 +346,20 @@ func (s *Scheduler) Serve(ctx context.Context) error {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	wctx := context.WithoutCancel(ctx) // a commit in progress finishes on shutdown
+	// A store that is unavailable (locked, full) is tried again until it
+	// takes the batch, and for shutdownRetry more once ctx ends; then the
+	// waiting calls fail.
+	giveUp, stopRetry := context.WithCancel(wctx)
+	defer stopRetry()
+	stopAfter := context.AfterFunc(ctx, func() { time.AfterFunc(shutdownRetry, stopRetry) })
+	defer stopAfter()
 	for {
 		select {
 		case <-ctx.Done():
 			s.mu.Lock()
 			s.stopped = ErrStopped
 			s.mu.Unlock()
-			if err := s.flush(wctx); err != nil {
+			if err := s.flush(wctx, giveUp.Done()); err != nil {
 				return err
 			}
 			s.log.Info("Scheduler stopped", "pool", s.cfg.Pool)
@@ -356,7 +370,7 @@ func (s *Scheduler) Serve(ctx context.Context) error {
 			s.mu.Unlock()
 		case <-s.kick:
 			s.gather(ctx)
-			if err := s.flush(wctx); err != nil {
+			if err := s.flush(wctx, giveUp.Done()); err != nil {
 				return err
 			}
 		}
@@ -419,9 +433,11 @@ func (s *Scheduler) changed() *pending {
 	return p
 }
 
-// flush commits the pending batch, if any. After a failure every later
-// change is refused.
-func (s *Scheduler) flush(ctx context.Context) error {
+// flush commits the pending batch, if any; while the store is
+// unavailable (ErrStoreUnavailable) it commits the same batch again with
+// backoff until it succeeds or giveUp is closed. After a failure every
+// later change is refused.
+func (s *Scheduler) flush(ctx context.Context, giveUp <-chan struct{}) error {
 	s.mu.Lock()
 	p := s.pend
 	if p.b.Empty() && len(p.after) == 0 {
@@ -439,7 +455,7 @@ func (s *Scheduler) flush(ctx context.Context) error {
 		e.sign(s.cfg.Key.Sign)
 		s.chainHash = e.Hash()
 	}
-	err := s.store.Commit(ctx, &p.b)
+	err := s.commit(ctx, giveUp, &p.b)
 	s.mu.Lock()
 	if err != nil {
 		s.stopped = fmt.Errorf("%w: commit failed: %w", ErrStopped, err)
@@ -461,6 +477,65 @@ func (s *Scheduler) flush(ctx context.Context) error {
 	p.b, p.rep, p.after = Batch{}, nil, nil // the records may hold result bytes
 	close(p.done)
 	return nil
+}
+
+// Backoff of commits while the store is unavailable, and how long it is
+// still tried once Serve is stopping.
+const (
+	commitRetryMin = 50 * time.Millisecond
+	commitRetryMax = 5 * time.Second
+	shutdownRetry  = 10 * time.Second
+)
+
+// commit commits b, again and again while the store answers
+// ErrStoreUnavailable (nothing applied), with backoff, until it succeeds,
+// fails otherwise, or giveUp is closed. Meanwhile s.fault says why, for
+// StoreFault and to refuse new leases.
+func (s *Scheduler) commit(ctx context.Context, giveUp <-chan struct{}, b *Batch) error {
+	wait := commitRetryMin
+	var warned time.Time
+	for tries := 1; ; tries++ {
+		err := s.store.Commit(ctx, b)
+		if err == nil || !errors.Is(err, ErrStoreUnavailable) {
+			s.mu.Lock()
+			since := s.faultAt
+			if s.fault != nil && err == nil {
+				s.log.Info("Store available again; batch committed", "pool", s.cfg.Pool, "tries", tries, "after", time.Since(since).Round(time.Millisecond))
+			}
+			s.fault, s.faultAt = nil, time.Time{}
+			s.mu.Unlock()
+			return err
+		}
+		s.mu.Lock()
+		if s.fault == nil {
+			s.faultAt = time.Now()
+		}
+		s.fault = err
+		s.mu.Unlock()
+		if time.Since(warned) >= time.Minute {
+			warned = time.Now()
+			s.log.Warn("Store unavailable; keeping the batch and trying again, new leases refused meanwhile",
+				"pool", s.cfg.Pool, "err", err, "tries", tries)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-giveUp:
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		wait = min(2*wait, commitRetryMax)
+	}
+}
+
+// StoreFault reports why the store does not take commits now (an error
+// wrapping ErrStoreUnavailable, e.g. a locked database or a full disk)
+// and since when; a nil error when it does. Calls that change state wait
+// meanwhile, and Lease refuses.
+func (s *Scheduler) StoreFault() (since time.Time, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.faultAt, s.fault
 }
 
 // wait returns once p is committed (its error) or ctx ends.

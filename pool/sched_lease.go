@@ -32,6 +32,10 @@ func (s *Scheduler) Lease(ctx context.Context, peer string, max int) ([]Lease, e
 		s.mu.Unlock()
 		return nil, fmt.Errorf("lease for %s: %w", peer, s.stopped)
 	}
+	if s.fault != nil { // no new work while results cannot be stored
+		s.mu.Unlock()
+		return nil, fmt.Errorf("lease for %s: %w", peer, s.fault)
+	}
 	p, ok := s.peers[peer]
 	if !ok {
 		s.mu.Unlock()

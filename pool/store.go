@@ -17,8 +17,11 @@ import (
 // nothing of it; a compare-and-set condition that does not hold (a replica
 // whose stored Version is not Prev, a ledger Seq or outcome Seq already
 // present, a job's Acked not AckedPrev, a job cancelled already) fails the whole batch with an error
-// wrapping ErrConflict. After a failed Commit the Scheduler stops (its
-// memory no longer matches the store) and must be rebuilt with Load.
+// wrapping ErrConflict. An error wrapping ErrStoreUnavailable says that
+// nothing was applied and the same batch may be committed again later (a
+// locked database, a full disk): the Scheduler does so, with backoff.
+// After any other failed Commit the Scheduler stops (its memory no longer
+// matches the store) and must be rebuilt with Load.
 // Load returns a snapshot of everything committed so far. Entries returns
 // committed ledger entries with Seq > q.After in Seq order, at most q.Max,
 // only those naming q.Peer when it is set.

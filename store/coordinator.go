@@ -47,10 +47,12 @@ var statements = map[string]string{
 }
 
 // Open opens (creating it if needed) the coordinator database at path and
-// brings its schema up to date.
-func Open(path string) (*DB, error) {
+// brings its schema up to date. A damaged file fails with an error
+// wrapping ErrCorrupt: the pool's state exists nowhere else, so it is
+// never replaced here.
+func Open(path string, opts ...Option) (*DB, error) {
 	ctx := context.Background()
-	db, err := openSQLite(ctx, path, "coordinator")
+	db, err := openSQLite(ctx, path, "coordinator", opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -59,7 +61,7 @@ func Open(path string) (*DB, error) {
 		st, err := db.PrepareContext(ctx, q)
 		if err != nil {
 			db.Close()
-			return nil, fmt.Errorf("open %s: prepare %s: %w", path, name, err)
+			return nil, fmt.Errorf("open %s: prepare %s: %w", path, name, classify(err))
 		}
 		d.stmts[name] = st
 	}
@@ -86,12 +88,12 @@ func conflict(format string, args ...any) error {
 func (d *DB) Commit(ctx context.Context, b *pool.Batch) (err error) {
 	tx, err := d.db.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("commit: %w", err)
+		return fmt.Errorf("commit: %w", classify(err))
 	}
 	defer func() {
 		if err != nil {
 			tx.Rollback()
-			err = fmt.Errorf("commit: %w", err)
+			err = fmt.Errorf("commit: %w", classify(err))
 		}
 	}()
 	txStmts := map[string]*sql.Stmt{}
@@ -106,7 +108,7 @@ func (d *DB) Commit(ctx context.Context, b *pool.Batch) (err error) {
 	exec := func(name string, args ...any) (int64, error) {
 		res, err := stmt(name).ExecContext(ctx, args...)
 		if err != nil {
-			return 0, fmt.Errorf("%s: %w", name, err)
+			return 0, fmt.Errorf("%s: %w", name, classify(err))
 		}
 		return res.RowsAffected()
 	}
@@ -207,7 +209,7 @@ func (d *DB) Commit(ctx context.Context, b *pool.Batch) (err error) {
 func (d *DB) Load(ctx context.Context) (*pool.Snapshot, error) {
 	tx, err := d.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
-		return nil, fmt.Errorf("load: %w", err)
+		return nil, fmt.Errorf("load: %w", classify(err))
 	}
 	defer tx.Rollback()
 	s := &pool.Snapshot{}
@@ -238,7 +240,7 @@ func (d *DB) Load(ctx context.Context) (*pool.Snapshot, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("load peers: %w", err)
+		return nil, fmt.Errorf("load peers: %w", classify(err))
 	}
 	err = scan(`SELECT id, canonical, owner, merger, ord, added, acked, cancelled FROM jobs ORDER BY ord`, func(r *sql.Rows) error {
 		var (
@@ -258,7 +260,7 @@ func (d *DB) Load(ctx context.Context) (*pool.Snapshot, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("load jobs: %w", err)
+		return nil, fmt.Errorf("load jobs: %w", classify(err))
 	}
 	err = scan(`SELECT lease, job, task, peer, owner, state, created, deadline, digest, failed, reason, result, version
 		FROM replicas ORDER BY created, lease`, func(r *sql.Rows) error {
@@ -278,7 +280,7 @@ func (d *DB) Load(ctx context.Context) (*pool.Snapshot, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("load replicas: %w", err)
+		return nil, fmt.Errorf("load replicas: %w", classify(err))
 	}
 	err = scan(`SELECT o.job, o.seq, o.task, o.status, o.digest, o.reason, o.result
 		FROM outcomes o JOIN jobs j ON j.id = o.job ORDER BY j.ord, o.seq`, func(r *sql.Rows) error {
@@ -295,7 +297,7 @@ func (d *DB) Load(ctx context.Context) (*pool.Snapshot, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("load outcomes: %w", err)
+		return nil, fmt.Errorf("load outcomes: %w", classify(err))
 	}
 	var (
 		last int64
@@ -303,7 +305,7 @@ func (d *DB) Load(ctx context.Context) (*pool.Snapshot, error) {
 	)
 	err = tx.QueryRowContext(ctx, `SELECT seq, hash FROM ledger ORDER BY seq DESC LIMIT 1`).Scan(&last, &hash)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("load ledger head: %w", err)
+		return nil, fmt.Errorf("load ledger head: %w", classify(err))
 	}
 	s.LedgerSeq = uint64(last)
 	copy(s.LedgerHash[:], hash)
@@ -326,7 +328,7 @@ func (d *DB) Entries(ctx context.Context, q pool.EntryQuery) ([]pool.Entry, erro
 	args = append(args, q.Max)
 	rows, err := d.db.QueryContext(ctx, query, args...)
 	if err != nil {
-		return nil, fmt.Errorf("read ledger: %w", err)
+		return nil, fmt.Errorf("read ledger: %w", classify(err))
 	}
 	defer rows.Close()
 	var out []pool.Entry
@@ -338,7 +340,7 @@ func (d *DB) Entries(ctx context.Context, q pool.EntryQuery) ([]pool.Entry, erro
 		)
 		if err := rows.Scan(&seq, &prev, &e.Kind, &e.Pool, &id, &e.Task, &e.Peer, &e.Owner, &e.Lease, &dig,
 			&e.Cost, &e.Time, &e.Reason, &e.Sig); err != nil {
-			return nil, fmt.Errorf("read ledger: %w", err)
+			return nil, fmt.Errorf("read ledger: %w", classify(err))
 		}
 		e.Seq = uint64(seq)
 		copy(e.Prev[:], prev)
@@ -347,7 +349,7 @@ func (d *DB) Entries(ctx context.Context, q pool.EntryQuery) ([]pool.Entry, erro
 		out = append(out, e)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read ledger: %w", err)
+		return nil, fmt.Errorf("read ledger: %w", classify(err))
 	}
 	return out, nil
 }

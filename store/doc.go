@@ -16,7 +16,11 @@
 // committed transaction survives kill -9 and power loss. (NORMAL would
 // survive kill -9 only; the coordinator batches writes by group commit, so
 // FULL costs one fsync per batch, not per task.) busy_timeout makes a
-// second process wait for the write lock instead of failing. Schemas are
+// second process wait for the write lock instead of failing (10 s,
+// WithBusyTimeout); past it a write fails with ErrBusy, on a full disk
+// with ErrFull (both Transient: nothing was written, try again later),
+// and on a damaged file with ErrCorrupt (OpenLocalRepairing moves a
+// damaged local store aside and starts a new one). Schemas are
 // embedded, numbered .sql files under migrations/, applied in order, each
 // in its own transaction, and recorded in a schema_version table.
 //

@@ -12,7 +12,7 @@ import (
 func (l *Local) SettingsSaved(ctx context.Context) (bool, error) {
 	var saved bool
 	if err := l.db.QueryRowContext(ctx, `SELECT EXISTS(SELECT 1 FROM settings WHERE id = 1)`).Scan(&saved); err != nil {
-		return false, fmt.Errorf("read whether settings were saved: %w", err)
+		return false, fmt.Errorf("read whether settings were saved: %w", classify(err))
 	}
 	return saved, nil
 }

@@ -31,7 +31,7 @@ func (l *Local) JoinPool(ctx context.Context, url, invite string) error {
 		ON CONFLICT(url) DO UPDATE SET joined = 1,
 			invite = CASE WHEN excluded.invite = '' THEN invite ELSE excluded.invite END`,
 		url, l.now().UnixMilli(), invite); err != nil {
-		return fmt.Errorf("join pool %s: %w", url, err)
+		return fmt.Errorf("join pool %s: %w", url, classify(err))
 	}
 	return nil
 }
@@ -41,7 +41,7 @@ func (l *Local) JoinPool(ctx context.Context, url, invite string) error {
 // joined is nil.
 func (l *Local) LeavePool(ctx context.Context, url string) error {
 	if _, err := l.db.ExecContext(ctx, `UPDATE offer_pools SET joined = 0 WHERE url = ?`, url); err != nil {
-		return fmt.Errorf("leave pool %s: %w", url, err)
+		return fmt.Errorf("leave pool %s: %w", url, classify(err))
 	}
 	return nil
 }
@@ -51,19 +51,19 @@ func (l *Local) LeavePool(ctx context.Context, url string) error {
 func (l *Local) JoinedPools(ctx context.Context) ([]JoinedPool, error) {
 	rows, err := l.db.QueryContext(ctx, `SELECT url, name, invite FROM offer_pools WHERE joined = 1 AND url != '' ORDER BY url`)
 	if err != nil {
-		return nil, fmt.Errorf("read joined pools: %w", err)
+		return nil, fmt.Errorf("read joined pools: %w", classify(err))
 	}
 	out := []JoinedPool{}
 	for rows.Next() {
 		var p JoinedPool
 		if err := rows.Scan(&p.URL, &p.Name, &p.Invite); err != nil {
 			rows.Close()
-			return nil, fmt.Errorf("read joined pools: %w", err)
+			return nil, fmt.Errorf("read joined pools: %w", classify(err))
 		}
 		out = append(out, p)
 	}
 	if err := errorsOf(rows); err != nil {
-		return nil, fmt.Errorf("read joined pools: %w", err)
+		return nil, fmt.Errorf("read joined pools: %w", classify(err))
 	}
 	return out, nil
 }

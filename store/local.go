@@ -76,14 +76,16 @@ type Filter struct {
 // Local is a donor device's contribution store, in its own SQLite file
 // (schema migrations/local). It is safe for concurrent use.
 type Local struct {
-	db  *sql.DB
-	now func() time.Time
+	db       *sql.DB
+	now      func() time.Time
+	recovery *Recovery // set by OpenLocalRepairing
 }
 
 // OpenLocal opens (creating it if needed) the contribution store at path
-// and brings its schema up to date.
-func OpenLocal(path string) (*Local, error) {
-	db, err := openSQLite(context.Background(), path, "local")
+// and brings its schema up to date. A damaged file fails with an error
+// wrapping ErrCorrupt (see OpenLocalRepairing).
+func OpenLocal(path string, opts ...Option) (*Local, error) {
+	db, err := openSQLite(context.Background(), path, "local", opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -112,7 +114,7 @@ func (l *Local) AddPending(ctx context.Context, r Contribution) error {
 		r.Lease, r.Pool, r.Job[:], r.Task, r.Digest[:], r.Failed, r.Failure, r.Cost,
 		r.Created.UnixMilli(), day, nonNil(r.Result))
 	if err != nil {
-		return fmt.Errorf("add contribution %s: %w", r.Lease, err)
+		return fmt.Errorf("add contribution %s: %w", r.Lease, classify(err))
 	}
 	return nil
 }
@@ -138,7 +140,7 @@ func (l *Local) Unacknowledged(ctx context.Context, pool string) ([]Contribution
 func (l *Local) MarkAcknowledged(ctx context.Context, lease string) error {
 	res, err := l.db.ExecContext(ctx, `UPDATE contributions SET acked = 1, result = NULL WHERE lease = ?`, lease)
 	if err != nil {
-		return fmt.Errorf("acknowledge %s: %w", lease, err)
+		return fmt.Errorf("acknowledge %s: %w", lease, classify(err))
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		return fmt.Errorf("acknowledge %s: %w", lease, ErrNotFound)
@@ -156,21 +158,21 @@ func (l *Local) MarkAcknowledged(ctx context.Context, lease string) error {
 func (l *Local) Confirm(ctx context.Context, lease string, e pool.Entry) error {
 	c, err := l.get(ctx, lease)
 	if err != nil {
-		return fmt.Errorf("confirm %s: %w", lease, err)
+		return fmt.Errorf("confirm %s: %w", lease, classify(err))
 	}
 	if e.Kind != pool.KindReceipt || e.Lease != lease || e.Job != c.Job || e.Task != c.Task || e.Digest != c.Digest {
 		return fmt.Errorf("confirm %s: %w: entry %d (%s for lease %q, task %d) does not match this contribution", lease, ErrConflict, e.Seq, e.Kind, e.Lease, e.Task)
 	}
 	entry, err := json.Marshal(e)
 	if err != nil {
-		return fmt.Errorf("confirm %s: %w", lease, err)
+		return fmt.Errorf("confirm %s: %w", lease, classify(err))
 	}
 	res, err := l.db.ExecContext(ctx, `UPDATE contributions
 		SET state = 'confirmed', cost = ?, receipt = ?, entry = ?, reason = ''
 		WHERE lease = ? AND (state IN ('pending', 'rejected') OR (state = 'confirmed' AND receipt = ?))`,
 		e.Cost, int64(e.Seq), string(entry), lease, int64(e.Seq))
 	if err != nil {
-		return fmt.Errorf("confirm %s: %w", lease, err)
+		return fmt.Errorf("confirm %s: %w", lease, classify(err))
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		return fmt.Errorf("confirm %s: %w: already confirmed by another entry", lease, ErrConflict)
@@ -186,19 +188,57 @@ func (l *Local) Reject(ctx context.Context, lease, reason string) error {
 	res, err := l.db.ExecContext(ctx, `UPDATE contributions SET state = 'rejected', reason = ?
 		WHERE lease = ? AND state = 'pending'`, reason, lease)
 	if err != nil {
-		return fmt.Errorf("reject %s: %w", lease, err)
+		return fmt.Errorf("reject %s: %w", lease, classify(err))
 	}
 	if n, _ := res.RowsAffected(); n == 1 {
 		return nil
 	}
 	c, err := l.get(ctx, lease)
 	if err != nil {
-		return fmt.Errorf("reject %s: %w", lease, err)
+		return fmt.Errorf("reject %s: %w", lease, classify(err))
 	}
 	if c.State == StateRejected {
 		return nil
 	}
 	return fmt.Errorf("reject %s: %w: it is %s", lease, ErrConflict, c.State)
+}
+
+// Recover records a contribution this device has no row of (a lost or
+// damaged store, see OpenLocalRepairing) from ledger entry e of the pool
+// at poolURL, which the caller has checked with pool.VerifyEntry against
+// the pool's key and found to name this device: a KindReceipt entry as
+// confirmed with its cost, a KindDeviation or KindUnverified one as
+// rejected with reason. The result bytes are gone (the pool acknowledged
+// them: it decided the task), so the row is acknowledged. Created is the
+// entry's time. It returns true when it added a row, false (and nil) when
+// the lease was known already, which it leaves as it is.
+func (l *Local) Recover(ctx context.Context, poolURL string, e pool.Entry, reason string) (bool, error) {
+	if e.Lease == "" || poolURL == "" {
+		return false, fmt.Errorf("recover contribution: empty lease or pool")
+	}
+	state, seq, entry := StateRejected, int64(0), sql.NullString{}
+	if e.Kind == pool.KindReceipt {
+		b, err := json.Marshal(e)
+		if err != nil {
+			return false, fmt.Errorf("recover %s: %w", e.Lease, err)
+		}
+		state, seq, entry, reason = StateConfirmed, int64(e.Seq), sql.NullString{String: string(b), Valid: true}, ""
+	}
+	created := time.UnixMilli(e.Time)
+	if e.Time == 0 {
+		created = l.now()
+	}
+	res, err := l.db.ExecContext(ctx, `INSERT INTO contributions
+		(lease, pool, job, task, digest, cost, state, reason, created, day, acked, result, receipt, entry)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, NULL, ?, ?)
+		ON CONFLICT(lease) DO NOTHING`,
+		e.Lease, poolURL, e.Job[:], e.Task, e.Digest[:], e.Cost, state, reason,
+		created.UnixMilli(), created.In(time.Local).Format(time.DateOnly), seq, entry)
+	if err != nil {
+		return false, fmt.Errorf("recover %s: %w", e.Lease, classify(err))
+	}
+	n, _ := res.RowsAffected()
+	return n == 1, nil
 }
 
 // History returns, per pool and local day (pool, then day ascending), the
@@ -210,19 +250,19 @@ func (l *Local) History(ctx context.Context) ([]DaySummary, error) {
 		TOTAL(CASE WHEN state = 'confirmed' THEN cost ELSE 0 END)
 		FROM contributions GROUP BY pool, day ORDER BY pool, day`)
 	if err != nil {
-		return nil, fmt.Errorf("history: %w", err)
+		return nil, fmt.Errorf("history: %w", classify(err))
 	}
 	defer rows.Close()
 	var out []DaySummary
 	for rows.Next() {
 		var d DaySummary
 		if err := rows.Scan(&d.Pool, &d.Day, &d.Pending, &d.Confirmed, &d.Rejected, &d.ConfirmedCost); err != nil {
-			return nil, fmt.Errorf("history: %w", err)
+			return nil, fmt.Errorf("history: %w", classify(err))
 		}
 		out = append(out, d)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("history: %w", err)
+		return nil, fmt.Errorf("history: %w", classify(err))
 	}
 	return out, nil
 }
@@ -263,7 +303,7 @@ func (l *Local) LedgerCursor(ctx context.Context, pool string) (uint64, error) {
 		return 0, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("ledger cursor of %s: %w", pool, err)
+		return 0, fmt.Errorf("ledger cursor of %s: %w", pool, classify(err))
 	}
 	return uint64(seq), nil
 }
@@ -274,7 +314,7 @@ func (l *Local) SetLedgerCursor(ctx context.Context, pool string, seq uint64) er
 	_, err := l.db.ExecContext(ctx, `INSERT INTO ledger_cursors(pool, seq) VALUES (?, ?)
 		ON CONFLICT(pool) DO UPDATE SET seq = MAX(seq, excluded.seq)`, pool, int64(seq))
 	if err != nil {
-		return fmt.Errorf("set ledger cursor of %s: %w", pool, err)
+		return fmt.Errorf("set ledger cursor of %s: %w", pool, classify(err))
 	}
 	return nil
 }
@@ -294,7 +334,7 @@ func (l *Local) query(ctx context.Context, rest string, args ...any) ([]Contribu
 	rows, err := l.db.QueryContext(ctx, `SELECT lease, pool, job, task, digest, failed, failure, cost,
 		state, reason, created, day, acked, result, entry FROM contributions `+rest, args...)
 	if err != nil {
-		return nil, fmt.Errorf("read contributions: %w", err)
+		return nil, fmt.Errorf("read contributions: %w", classify(err))
 	}
 	defer rows.Close()
 	var out []Contribution
@@ -309,7 +349,7 @@ func (l *Local) query(ctx context.Context, rest string, args ...any) ([]Contribu
 		)
 		if err := rows.Scan(&c.Lease, &c.Pool, &jobB, &c.Task, &dig, &failed, &c.Failure, &c.Cost,
 			&c.State, &c.Reason, &created, &c.Day, &ack, &result, &entry); err != nil {
-			return nil, fmt.Errorf("read contributions: %w", err)
+			return nil, fmt.Errorf("read contributions: %w", classify(err))
 		}
 		copy(c.Job[:], jobB)
 		copy(c.Digest[:], dig)
@@ -317,13 +357,13 @@ func (l *Local) query(ctx context.Context, rest string, args ...any) ([]Contribu
 		c.Created = time.UnixMilli(created)
 		if entry.Valid {
 			if err := json.Unmarshal([]byte(entry.String), &c.Receipt); err != nil {
-				return nil, fmt.Errorf("read contribution %s: receipt: %w", c.Lease, err)
+				return nil, fmt.Errorf("read contribution %s: receipt: %w", c.Lease, classify(err))
 			}
 		}
 		out = append(out, c)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read contributions: %w", err)
+		return nil, fmt.Errorf("read contributions: %w", classify(err))
 	}
 	return out, nil
 }

@@ -33,14 +33,14 @@ func (l *Local) Preferences(ctx context.Context) (offers.Preferences, error) {
 	rows, err := l.db.QueryContext(ctx, `SELECT url, name, weight, gpu_programs, max_memory_mib, max_task_time_ms
 		FROM offer_pools ORDER BY url`)
 	if err != nil {
-		return p, fmt.Errorf("read preferences: %w", err)
+		return p, fmt.Errorf("read preferences: %w", classify(err))
 	}
 	for rows.Next() {
 		var pp offers.PoolPreferences
 		var ms int64
 		if err := rows.Scan(&pp.URL, &pp.Name, &pp.Weight, &pp.GPUPrograms, &pp.MaxMemoryMiB, &ms); err != nil {
 			rows.Close()
-			return p, fmt.Errorf("read preferences: %w", err)
+			return p, fmt.Errorf("read preferences: %w", classify(err))
 		}
 		pp.MaxTaskTime = time.Duration(ms) * time.Millisecond
 		if pp.URL == "" {
@@ -50,7 +50,7 @@ func (l *Local) Preferences(ctx context.Context) (offers.Preferences, error) {
 		}
 	}
 	if err := errorsOf(rows); err != nil {
-		return p, fmt.Errorf("read preferences: %w", err)
+		return p, fmt.Errorf("read preferences: %w", classify(err))
 	}
 	byURL[""] = &p.Global
 	for i := range p.Pools {
@@ -58,13 +58,13 @@ func (l *Local) Preferences(ctx context.Context) (offers.Preferences, error) {
 	}
 	rows, err = l.db.QueryContext(ctx, `SELECT pool, kind, subject, choice FROM offer_choices ORDER BY pool, kind, subject`)
 	if err != nil {
-		return p, fmt.Errorf("read preferences: %w", err)
+		return p, fmt.Errorf("read preferences: %w", classify(err))
 	}
 	for rows.Next() {
 		var pool, kind, subject, choice string
 		if err := rows.Scan(&pool, &kind, &subject, &choice); err != nil {
 			rows.Close()
-			return p, fmt.Errorf("read preferences: %w", err)
+			return p, fmt.Errorf("read preferences: %w", classify(err))
 		}
 		pp := byURL[pool]
 		if pp == nil { // every choice's pool has a row (see choose); be safe
@@ -79,7 +79,7 @@ func (l *Local) Preferences(ctx context.Context) (offers.Preferences, error) {
 			id, err := job.ParseDigest(subject)
 			if err != nil {
 				rows.Close()
-				return p, fmt.Errorf("read preferences: job choice: %w", err)
+				return p, fmt.Errorf("read preferences: job choice: %w", classify(err))
 			}
 			if choice == ChoiceAccept {
 				pp.AcceptJobs = append(pp.AcceptJobs, id)
@@ -89,7 +89,7 @@ func (l *Local) Preferences(ctx context.Context) (offers.Preferences, error) {
 		}
 	}
 	if err := errorsOf(rows); err != nil {
-		return p, fmt.Errorf("read preferences: %w", err)
+		return p, fmt.Errorf("read preferences: %w", classify(err))
 	}
 	return p, nil
 }
@@ -112,7 +112,7 @@ func (l *Local) AddPool(ctx context.Context, url, name string) error {
 	if _, err := l.db.ExecContext(ctx, `INSERT INTO offer_pools(url, name, added) VALUES (?, ?, ?)
 		ON CONFLICT(url) DO UPDATE SET name = CASE WHEN excluded.name = '' THEN name ELSE excluded.name END`,
 		url, name, l.now().UnixMilli()); err != nil {
-		return fmt.Errorf("add pool %s: %w", url, err)
+		return fmt.Errorf("add pool %s: %w", url, classify(err))
 	}
 	return nil
 }
@@ -122,17 +122,17 @@ func (l *Local) AddPool(ctx context.Context, url, name string) error {
 func (l *Local) ForgetPool(ctx context.Context, url string) error {
 	tx, err := l.db.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("forget pool %s: %w", url, err)
+		return fmt.Errorf("forget pool %s: %w", url, classify(err))
 	}
 	defer tx.Rollback()
 	if _, err := tx.ExecContext(ctx, `DELETE FROM offer_choices WHERE pool = ?`, url); err != nil {
-		return fmt.Errorf("forget pool %s: %w", url, err)
+		return fmt.Errorf("forget pool %s: %w", url, classify(err))
 	}
 	if _, err := tx.ExecContext(ctx, `DELETE FROM offer_pools WHERE url = ?`, url); err != nil {
-		return fmt.Errorf("forget pool %s: %w", url, err)
+		return fmt.Errorf("forget pool %s: %w", url, classify(err))
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("forget pool %s: %w", url, err)
+		return fmt.Errorf("forget pool %s: %w", url, classify(err))
 	}
 	return nil
 }
@@ -181,26 +181,26 @@ func (l *Local) choose(ctx context.Context, url, kind, subject, choice string) e
 	now := l.now().UnixMilli()
 	tx, err := l.db.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("%s %s %s: %w", choice, kind, subject, err)
+		return fmt.Errorf("%s %s %s: %w", choice, kind, subject, classify(err))
 	}
 	defer tx.Rollback()
 	if _, err := tx.ExecContext(ctx, `INSERT INTO offer_pools(url, added) VALUES (?, ?) ON CONFLICT(url) DO NOTHING`, url, now); err != nil {
-		return fmt.Errorf("%s %s %s: %w", choice, kind, subject, err)
+		return fmt.Errorf("%s %s %s: %w", choice, kind, subject, classify(err))
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO offer_choices(pool, kind, subject, choice, updated) VALUES (?, ?, ?, ?, ?)
 		ON CONFLICT(pool, kind, subject) DO UPDATE SET choice = excluded.choice, updated = excluded.updated`,
 		url, kind, subject, choice, now); err != nil {
-		return fmt.Errorf("%s %s %s: %w", choice, kind, subject, err)
+		return fmt.Errorf("%s %s %s: %w", choice, kind, subject, classify(err))
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("%s %s %s: %w", choice, kind, subject, err)
+		return fmt.Errorf("%s %s %s: %w", choice, kind, subject, classify(err))
 	}
 	return nil
 }
 
 func (l *Local) clear(ctx context.Context, url, kind, subject string) error {
 	if _, err := l.db.ExecContext(ctx, `DELETE FROM offer_choices WHERE pool = ? AND kind = ? AND subject = ?`, url, kind, subject); err != nil {
-		return fmt.Errorf("clear %s %s: %w", kind, subject, err)
+		return fmt.Errorf("clear %s %s: %w", kind, subject, classify(err))
 	}
 	return nil
 }
@@ -235,7 +235,7 @@ func (l *Local) SetTaskLimits(ctx context.Context, url string, maxMemoryMiB int6
 	if _, err := l.db.ExecContext(ctx, `INSERT INTO offer_pools(url, max_memory_mib, max_task_time_ms, added) VALUES (?, ?, ?, ?)
 		ON CONFLICT(url) DO UPDATE SET max_memory_mib = excluded.max_memory_mib, max_task_time_ms = excluded.max_task_time_ms`,
 		url, maxMemoryMiB, maxTaskTime.Milliseconds(), l.now().UnixMilli()); err != nil {
-		return fmt.Errorf("set task limits: %w", err)
+		return fmt.Errorf("set task limits: %w", classify(err))
 	}
 	return nil
 }
@@ -246,7 +246,7 @@ func (l *Local) upsertPool(ctx context.Context, url, column string, v any) error
 	q := fmt.Sprintf(`INSERT INTO offer_pools(url, %[1]s, added) VALUES (?, ?, ?)
 		ON CONFLICT(url) DO UPDATE SET %[1]s = excluded.%[1]s`, column)
 	if _, err := l.db.ExecContext(ctx, q, url, v, l.now().UnixMilli()); err != nil {
-		return fmt.Errorf("set %s of pool %q: %w", column, url, err)
+		return fmt.Errorf("set %s of pool %q: %w", column, url, classify(err))
 	}
 	return nil
 }

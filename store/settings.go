@@ -30,13 +30,13 @@ func settings(ctx context.Context, q querier) (idle.Settings, error) {
 		return s, nil
 	}
 	if err != nil {
-		return s, fmt.Errorf("read settings: %w", err)
+		return s, fmt.Errorf("read settings: %w", classify(err))
 	}
 	if err := json.Unmarshal([]byte(body), &s); err != nil {
-		return idle.Defaults(), fmt.Errorf("read settings: %w", err)
+		return idle.Defaults(), fmt.Errorf("read settings: %w", classify(err))
 	}
 	if err := s.Validate(); err != nil {
-		return idle.Defaults(), fmt.Errorf("read settings: %w", err)
+		return idle.Defaults(), fmt.Errorf("read settings: %w", classify(err))
 	}
 	return s, nil
 }
@@ -46,16 +46,16 @@ func settings(ctx context.Context, q querier) (idle.Settings, error) {
 // saved.
 func (l *Local) SaveSettings(ctx context.Context, s idle.Settings) error {
 	if err := s.Validate(); err != nil {
-		return fmt.Errorf("save settings: %w", err)
+		return fmt.Errorf("save settings: %w", classify(err))
 	}
 	body, err := json.Marshal(s)
 	if err != nil {
-		return fmt.Errorf("save settings: %w", err)
+		return fmt.Errorf("save settings: %w", classify(err))
 	}
 	if _, err := l.db.ExecContext(ctx, `INSERT INTO settings(id, body, updated) VALUES (1, ?, ?)
 		ON CONFLICT(id) DO UPDATE SET body = excluded.body, updated = excluded.updated`,
 		string(body), l.now().UnixMilli()); err != nil {
-		return fmt.Errorf("save settings: %w", err)
+		return fmt.Errorf("save settings: %w", classify(err))
 	}
 	return nil
 }
@@ -67,30 +67,30 @@ func (l *Local) SaveSettings(ctx context.Context, s idle.Settings) error {
 func (l *Local) UpdateSettings(ctx context.Context, change func(*idle.Settings) error) (idle.Settings, error) {
 	tx, err := l.db.BeginTx(ctx, nil) // BEGIN IMMEDIATE: see openSQLite
 	if err != nil {
-		return idle.Settings{}, fmt.Errorf("update settings: %w", err)
+		return idle.Settings{}, fmt.Errorf("update settings: %w", classify(err))
 	}
 	defer tx.Rollback()
 	s, err := settings(ctx, tx)
 	if err != nil {
-		return s, fmt.Errorf("update settings: %w", err)
+		return s, fmt.Errorf("update settings: %w", classify(err))
 	}
 	if err := change(&s); err != nil {
 		return s, err
 	}
 	if err := s.Validate(); err != nil {
-		return s, fmt.Errorf("update settings: %w", err)
+		return s, fmt.Errorf("update settings: %w", classify(err))
 	}
 	body, err := json.Marshal(s)
 	if err != nil {
-		return s, fmt.Errorf("update settings: %w", err)
+		return s, fmt.Errorf("update settings: %w", classify(err))
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO settings(id, body, updated) VALUES (1, ?, ?)
 		ON CONFLICT(id) DO UPDATE SET body = excluded.body, updated = excluded.updated`,
 		string(body), l.now().UnixMilli()); err != nil {
-		return s, fmt.Errorf("update settings: %w", err)
+		return s, fmt.Errorf("update settings: %w", classify(err))
 	}
 	if err := tx.Commit(); err != nil {
-		return s, fmt.Errorf("update settings: %w", err)
+		return s, fmt.Errorf("update settings: %w", classify(err))
 	}
 	return s, nil
 }

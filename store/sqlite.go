@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 )
@@ -18,22 +19,59 @@ import (
 //go:embed migrations
 var migrations embed.FS
 
+// DefaultBusyTimeout is how long a write waits for another connection's
+// (or process's) write lock before it fails with ErrBusy.
+const DefaultBusyTimeout = 10 * time.Second
+
+// Option changes how Open, OpenLocal and OpenLocalRepairing open a
+// database.
+type Option func(*options)
+
+type options struct {
+	busyTimeout time.Duration
+	maxPages    int64
+}
+
+// WithBusyTimeout sets how long a write waits for the write lock held by
+// another connection before it fails with ErrBusy; DefaultBusyTimeout
+// when d <= 0.
+func WithBusyTimeout(d time.Duration) Option {
+	return func(o *options) {
+		if d > 0 {
+			o.busyTimeout = d
+		}
+	}
+}
+
+// WithMaxPages caps the database file at n pages (PRAGMA max_page_count;
+// a page is 4096 bytes): a write that would grow it further fails with
+// ErrFull, as on a full disk. 0 leaves SQLite's own limit.
+func WithMaxPages(n int64) Option { return func(o *options) { o.maxPages = n } }
+
 // openSQLite opens the SQLite file at p with the pragmas of the package
 // doc and applies the migrations under migrations/<set>.
-func openSQLite(ctx context.Context, p, set string) (*sql.DB, error) {
+func openSQLite(ctx context.Context, p, set string, opts ...Option) (*sql.DB, error) {
+	o := options{busyTimeout: DefaultBusyTimeout}
+	for _, f := range opts {
+		f(&o)
+	}
 	q := url.Values{}
-	for _, pragma := range []string{
+	pragmas := []string{
 		"journal_mode(WAL)",
 		"synchronous(FULL)",
-		"busy_timeout(10000)",
+		fmt.Sprintf("busy_timeout(%d)", o.busyTimeout.Milliseconds()),
 		"foreign_keys(ON)",
-	} {
+	}
+	if o.maxPages > 0 {
+		pragmas = append(pragmas, fmt.Sprintf("max_page_count(%d)", o.maxPages))
+	}
+	for _, pragma := range pragmas {
 		q.Add("_pragma", pragma)
 	}
 	q.Set("_txlock", "immediate") // writers take the lock at BEGIN: no deadlock on upgrade
 	db, err := sql.Open("sqlite", "file:"+p+"?"+q.Encode())
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", p, err)
+		return nil, fmt.Errorf("open %s: %w", p, classify(err))
 	}
 	// Keep connections open: a new one runs the pragmas and parses the
 	// schema at its first statement (milliseconds in pure-Go SQLite), and
@@ -42,11 +80,11 @@ func openSQLite(ctx context.Context, p, set string) (*sql.DB, error) {
 	db.SetMaxIdleConns(8)
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("open %s: %w", p, err)
+		return nil, fmt.Errorf("open %s: %w", p, classify(err))
 	}
 	if err := migrate(ctx, db, set); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("open %s: %w", p, err)
+		return nil, fmt.Errorf("open %s: %w", p, classify(err))
 	}
 	return db, nil
 }
@@ -60,7 +98,7 @@ func migrate(ctx context.Context, db *sql.DB, set string) error {
 		name    TEXT NOT NULL,
 		applied INTEGER NOT NULL DEFAULT (unixepoch())
 	)`); err != nil {
-		return fmt.Errorf("create schema_version: %w", err)
+		return fmt.Errorf("create schema_version: %w", classify(err))
 	}
 	dir := path.Join("migrations", set)
 	files, err := fs.ReadDir(migrations, dir)
@@ -83,7 +121,7 @@ func migrate(ctx context.Context, db *sql.DB, set string) error {
 	sort.Slice(steps, func(i, k int) bool { return steps[i].n < steps[k].n })
 	var have int
 	if err := db.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_version`).Scan(&have); err != nil {
-		return fmt.Errorf("read schema version: %w", err)
+		return fmt.Errorf("read schema version: %w", classify(err))
 	}
 	if len(steps) > 0 && have > steps[len(steps)-1].n {
 		return fmt.Errorf("%w: schema version %d is newer than this program knows (%d)", ErrSchema, have, steps[len(steps)-1].n)
@@ -98,13 +136,13 @@ func migrate(ctx context.Context, db *sql.DB, set string) error {
 		}
 		tx, err := db.BeginTx(ctx, nil)
 		if err != nil {
-			return fmt.Errorf("migrate %s: %w", s.name, err)
+			return fmt.Errorf("migrate %s: %w", s.name, classify(err))
 		}
 		// Another process may have migrated since we looked: check again
 		// under the write lock (BEGIN IMMEDIATE).
 		if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_version`).Scan(&have); err != nil {
 			tx.Rollback()
-			return fmt.Errorf("read schema version: %w", err)
+			return fmt.Errorf("read schema version: %w", classify(err))
 		}
 		if s.n <= have {
 			tx.Rollback()
@@ -119,7 +157,7 @@ func migrate(ctx context.Context, db *sql.DB, set string) error {
 			return fmt.Errorf("%w: migration %s: %v", ErrSchema, s.name, err)
 		}
 		if err := tx.Commit(); err != nil {
-			return fmt.Errorf("migrate %s: %w", s.name, err)
+			return fmt.Errorf("migrate %s: %w", s.name, classify(err))
 		}
 	}
 	return nil

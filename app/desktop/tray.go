@@ -48,11 +48,30 @@ func runTray(ctx context.Context, cfg Config, stderr io.Writer) error {
 		defer inst.Close()
 	}
 
-	local, err := store.OpenLocal(filepath.Join(dirs.Data, "local.db"))
+	// One agent per home: `idlepool join` takes the same lock.
+	lock, err := home.Acquire(filepath.Join(dirs.Data, home.AgentLockFile), "idlepool-tray")
+	switch le, locked := errors.AsType[*home.LockedError](err); {
+	case locked:
+		who := le.Command
+		if who == "" {
+			who = "another idlepool"
+		}
+		return fmt.Errorf("this device already computes with the data directory %s (%s runs as PID %d): stop it first, or start the tray with its own --home", dirs.Data, who, le.PID)
+	case errors.Is(err, errors.ErrUnsupported):
+		log.Warn("Cannot lock the data directory on this system; run one idlepool agent per home", "dir", dirs.Data)
+	case err != nil:
+		return err
+	}
+	defer lock.Release()
+
+	local, err := store.OpenLocalRepairing(filepath.Join(dirs.Data, "local.db"))
 	if err != nil {
 		return fmt.Errorf("open the local store: %w", err)
 	}
 	defer local.Close()
+	if r := local.Recovery(); r != nil {
+		log.Warn("The local store was damaged and started anew", "movedTo", r.MovedTo, "cause", r.Cause, "lost", r.Lost)
+	}
 	dev, owner, err := agent.LoadKeys(dirs, "")
 	if err != nil {
 		return fmt.Errorf("load this device's keys: %w", err)
@@ -71,8 +90,9 @@ func runTray(ctx context.Context, cfg Config, stderr io.Writer) error {
 	donor, err := agent.NewDonor(agent.DonorConfig{
 		Home: dirs, DeviceKey: dev, OwnerKey: owner, Name: hostname(),
 		Workers: cfg.Workers, Executor: wp, Store: local, GPUs: agent.NVMLGPUs{Lister: lister, Workers: wp},
-		LocalAPI: filepath.Join(dirs.Data, agent.LocalAPIFile), // the window process and `idlepool status` read it
-		Logger:   log,
+		LocalAPI:  filepath.Join(dirs.Data, agent.LocalAPIFile), // the window process and `idlepool status` read it
+		StorePath: filepath.Join(dirs.Data, "local.db"),
+		Logger:    log,
 	})
 	if err != nil {
 		return err

@@ -235,6 +235,8 @@ func report(stderr io.Writer, err error) int {
 	fmt.Fprintf(stderr, "idlepool: %s\n", strings.TrimSpace(msg))
 	if ue != nil && ue.Hint != "" {
 		fmt.Fprintf(stderr, "hint: %s\n", ue.Hint)
+	} else if h := storeHint(err); ue == nil && h != "" {
+		fmt.Fprintf(stderr, "hint: %s\n", h)
 	}
 	if errors.Is(err, errUsage) {
 		return 2

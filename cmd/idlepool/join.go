@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -56,11 +57,16 @@ func cmdJoin(ctx context.Context, g *globals, args []string) error {
 	if err != nil {
 		return err
 	}
+	lock, err := lockAgent(dirs, "idlepool join")
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
 	dev, owner, err := loadKeys(dirs, *ownerKey)
 	if err != nil {
 		return err
 	}
-	local, err := openLocal(dirs)
+	local, err := openLocalRepairing(dirs, g.stderr)
 	if err != nil {
 		return err
 	}
@@ -75,7 +81,11 @@ func cmdJoin(ctx context.Context, g *globals, args []string) error {
 		// Joined pools are what the tray app computes for, what a later
 		// plain `idlepool join` joins again and what `idlepool jobs`
 		// browses; their weights share the workers.
-		if err := local.JoinPool(ctx, u, tokens[u]); err != nil {
+		if err := local.JoinPool(ctx, u, tokens[u]); store.Transient(err) {
+			// A full disk or a locked store is waited out while computing
+			// (see agent.StoreStatus); only the record of the pool waits.
+			fmt.Fprintf(g.stderr, "idlepool: %s is not recorded as joined yet (%v); computing for it all the same\n", u, err)
+		} else if err != nil {
 			return err
 		}
 		pools = append(pools, store.JoinedPool{URL: u, Invite: tokens[u]})
@@ -116,7 +126,8 @@ func cmdJoin(ctx context.Context, g *globals, args []string) error {
 		Home: dirs, DeviceKey: dev, OwnerKey: owner, Name: *name, Workers: *workers,
 		Executor: wp, Store: local, GPUs: agent.NVMLGPUs{Lister: lister, Workers: wp},
 		Always: *always, OfferTTL: *offerTTL, Logger: log, Pools: pools,
-		LocalAPI: filepath.Join(dirs.Data, agent.LocalAPIFile),
+		LocalAPI:  filepath.Join(dirs.Data, agent.LocalAPIFile),
+		StorePath: filepath.Join(dirs.Data, localDBFile),
 	})
 	if err != nil {
 		return err
@@ -195,11 +206,81 @@ func keyError(err error) error {
 	return err
 }
 
-// openLocal opens this device's contribution store.
+// lockAgent makes this process the only agent of the home dirs (the tray
+// app takes the same lock): two agents of one device would lease twice
+// and write one store. The commands that only read or change settings
+// (status, history, settings, jobs) take no lock and work beside it.
+func lockAgent(dirs home.Dirs, command string) (*home.Lock, error) {
+	l, err := home.Acquire(filepath.Join(dirs.Data, home.AgentLockFile), command)
+	switch {
+	case errors.Is(err, errors.ErrUnsupported):
+		return nil, nil // Release of a nil *Lock is nil
+	case err != nil:
+		if le, ok := errors.AsType[*home.LockedError](err); ok {
+			return nil, &userError{Msg: fmt.Sprintf("this device already computes with the data directory %s: %s", dirs.Data, holderWords(le)),
+				Hint: "'idlepool status' shows what it does; stop it first, or run this one with its own --home", Cause: err}
+		}
+		return nil, err
+	}
+	return l, nil
+}
+
+// holderWords names the process holding a lock for people: "idlepool
+// join runs as PID 4242".
+func holderWords(le *home.LockedError) string {
+	who := le.Command
+	if who == "" {
+		who = "another idlepool"
+	}
+	if le.PID > 0 {
+		return fmt.Sprintf("%s runs as PID %d", who, le.PID)
+	}
+	return who + " runs"
+}
+
+// localDBFile is the local store's file under the data directory.
+const localDBFile = "local.db"
+
+// openLocal opens this device's contribution store. A damaged one is
+// reported with what to do: only the agent (join, the tray app) repairs
+// it, since this command may run beside it.
 func openLocal(dirs home.Dirs) (*store.Local, error) {
-	l, err := store.OpenLocal(filepath.Join(dirs.Data, "local.db"))
+	path := filepath.Join(dirs.Data, localDBFile)
+	l, err := store.OpenLocal(path)
+	if errors.Is(err, store.ErrCorrupt) {
+		return nil, &userError{Msg: fmt.Sprintf("the local store %s is damaged: %v", path, err),
+			Hint:  "start 'idlepool join' (or the tray app): it moves the damaged file aside, starts a new one and fetches this device's receipts from its pools again",
+			Cause: err}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open the local contribution store: %w", err)
+	}
+	return l, nil
+}
+
+// storeHint is the hint for an error of a local database that the
+// machine caused (see store.Transient); "" for other errors.
+func storeHint(err error) string {
+	switch {
+	case errors.Is(err, store.ErrBusy):
+		return "another program holds the database's write lock (an 'sqlite3' shell, a backup tool?); nothing was changed: try again once it is done"
+	case errors.Is(err, store.ErrFull):
+		return "the disk is full; nothing was changed: free some space and try again"
+	}
+	return ""
+}
+
+// openLocalRepairing opens this device's contribution store for the
+// agent, which holds the agent lock: a damaged store is moved aside and
+// a new one started (store.OpenLocalRepairing), and the person is told
+// on stderr.
+func openLocalRepairing(dirs home.Dirs, stderr io.Writer) (*store.Local, error) {
+	l, err := store.OpenLocalRepairing(filepath.Join(dirs.Data, localDBFile))
+	if err != nil {
+		return nil, fmt.Errorf("open the local contribution store: %w", err)
+	}
+	if r := l.Recovery(); r != nil {
+		fmt.Fprintf(stderr, "idlepool: %s\n", r)
 	}
 	return l, nil
 }

@@ -235,7 +235,13 @@ func printAgent(w io.Writer, st *agent.AgentStatus) {
 	if what == "" {
 		what = "starting"
 	}
+	if st.Store.Message != "" { // the local store takes no writes: no new task
+		what = st.Store.Message
+	}
 	fmt.Fprintf(w, "%-12s %s; %s held\n", "donor", what, plural(int64(len(st.Running)), "task"))
+	if st.Store.Recovered != "" {
+		fmt.Fprintf(w, "%-12s %s\n", "  store", st.Store.Recovered)
+	}
 	for _, p := range st.Pools {
 		name := p.URL
 		if p.Name != "" {

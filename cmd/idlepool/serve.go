@@ -8,7 +8,9 @@ import (
 	"strings"
 
 	"idlepool/coord"
+	"idlepool/home"
 	"idlepool/identity"
+	"idlepool/store"
 )
 
 func cmdServe(ctx context.Context, g *globals, args []string) error {
@@ -60,6 +62,15 @@ func cmdServe(ctx context.Context, g *globals, args []string) error {
 	if err != nil {
 		if errors.Is(err, coord.ErrConfig) {
 			return &userError{Msg: err.Error(), Hint: "see 'idlepool serve --help'", Cause: errors.Join(err, errUsage)}
+		}
+		if le, ok := errors.AsType[*home.LockedError](err); ok {
+			return &userError{Msg: fmt.Sprintf("another coordinator already keeps its pool in %s: %s", *data, holderWords(le)),
+				Hint: "stop that one first, or give this one its own --data directory", Cause: err}
+		}
+		if errors.Is(err, store.ErrCorrupt) {
+			return &userError{Msg: fmt.Sprintf("the coordinator's database in %s is damaged: %v", *data, err),
+				Hint:  "the pool's state exists nowhere else, so it is not replaced by an empty one: stop here, copy the directory, and restore coordinator.db from a backup (or recover it with the sqlite3 shell's .recover); moving it aside starts an empty pool whose peers must join again",
+				Cause: err}
 		}
 		return &userError{Msg: "cannot start the coordinator: " + err.Error(), Hint: "is another coordinator using the same --listen address or --data directory?", Cause: err}
 	}
