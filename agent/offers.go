@@ -86,7 +86,7 @@ func (a *Agent) serveOffers(ctx context.Context) error {
 		reported bool // a failure was logged at Warn since the last success
 	)
 	for {
-		o := a.offer(ctx, time.Now())
+		o := a.offer(ctx, a.c.PoolNow())
 		err := a.c.PutOffer(ctx, o)
 		switch {
 		case ctx.Err() != nil:
