@@ -155,12 +155,10 @@ func TestCacheRemovesFinishedJobs(t *testing.T) {
 	for i := range 3 {
 		runJob(t, sub, planOneTask(t, fmt.Sprintf("finished-%d", i), program(64<<10, fmt.Sprint(i))))
 	}
-	waitFor(t, "the finished jobs' files are removed", func() bool {
-		return len(cache.CachedJobs("")) == 0 && diskUse(t, agent.JobCache(dev.dirs)) == 0
+	waitFor(t, "the finished jobs' files are removed and the usage says so", func() bool {
+		u := cache.Usage()
+		return len(cache.CachedJobs("")) == 0 && diskUse(t, agent.JobCache(dev.dirs)) == 0 && u.Jobs == 0 && u.UsedBytes == 0
 	})
-	if u := cache.Usage(); u.Jobs != 0 || u.UsedBytes != 0 {
-		t.Errorf("usage after every job finished: %+v, want no job and no byte", u)
-	}
 }
 
 func TestCacheHoldsItsCapLeastRecentlyUsedFirst(t *testing.T) {
@@ -216,7 +214,7 @@ func TestCacheNeverRemovesAJobInUse(t *testing.T) {
 	}
 	close(exec.Block)
 	<-done
-	waitFor(t, "the task ends", func() bool { return len(ra.Running()) == 0 })
+	waitFor(t, "the task no longer uses its job", func() bool { return len(ra.Running()) == 0 && cache.Usage().InUse == 0 })
 	if u := cache.Trim(); u.Jobs != 0 || u.UsedBytes > u.CapBytes {
 		t.Errorf("after the task ended: %+v, want no job held over the cap", u)
 	}
