@@ -8,7 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -28,7 +28,7 @@ import (
 // its bytes until the coordinator acknowledged it, then confirmed or
 // rejected by the pool's signed ledger. *store.Local implements it.
 //
-// AddPending is idempotent by lease. MarkAcknowledged, Confirm and Reject
+// AddPending and AddAbandoned are idempotent by lease. MarkAcknowledged, Confirm and Reject
 // wrap store.ErrNotFound for an unknown lease and store.ErrConflict for a
 // transition the state does not allow. Methods are called concurrently.
 type Store interface {
@@ -37,6 +37,7 @@ type Store interface {
 	MarkAcknowledged(ctx context.Context, lease string) error
 	Confirm(ctx context.Context, lease string, e pool.Entry) error
 	Reject(ctx context.Context, lease, reason string) error
+	AddAbandoned(ctx context.Context, c store.Contribution, reason string) error
 	LedgerCursor(ctx context.Context, pool string) (uint64, error)
 	SetLedgerCursor(ctx context.Context, pool string, seq uint64) error
 }
@@ -129,6 +130,25 @@ type Config struct {
 	// pool's offer listing within it.
 	OfferTTL time.Duration
 
+	// AbandonAfter is the grace period after a running task's lease ran
+	// out (by the last deadline the pool granted) while the pool cannot
+	// be reached or refuses this device: then the task is stopped and
+	// recorded as abandoned (Store.AddAbandoned), since the pool has
+	// leased it elsewhere; default 5 minutes.
+	AbandonAfter time.Duration
+	// Now is this device's clock; nil means time.Now. Requests are signed
+	// with it corrected by the offset measured from the pool's answers
+	// (Client.PoolNow).
+	Now func() time.Time
+
+	// Cache is the job cache on disk, shared by the agents of one home
+	// (a Donor makes one); nil makes one under Home.Cache with the
+	// default cap.
+	Cache *Cache
+	// CacheSweep is the wait between asks whether the jobs in the cache
+	// of this pool are finished (Cache.Forget); default 10 minutes.
+	CacheSweep time.Duration
+
 	// LocalAPI, if set, is where the agent serves its Status for the tray
 	// app and `idlepool status`: a Unix domain socket (mode 0600) on Linux
 	// and macOS, a file naming a loopback address and a token on Windows.
@@ -179,8 +199,20 @@ func (c *Config) Validate() error {
 	if c.ReceiptPoll <= 0 {
 		c.ReceiptPoll = 5 * time.Second
 	}
+	if c.AbandonAfter <= 0 {
+		c.AbandonAfter = 5 * time.Minute
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.CacheSweep <= 0 {
+		c.CacheSweep = 10 * time.Minute
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Cache == nil {
+		c.Cache = NewCache(CacheConfig{Dir: JobCache(c.Home), Compiled: WorkerCache(c.Home), Logger: c.Logger})
 	}
 	return nil
 }
@@ -189,10 +221,10 @@ func (c *Config) Validate() error {
 // free slot, computes them in the sandbox and returns their results, and
 // follows its receipts. Create it with New and run it with Serve.
 type Agent struct {
-	cfg  Config
-	c    *Client
-	log  *slog.Logger
-	jobs *jobCache
+	cfg   Config
+	c     *Client
+	log   *slog.Logger
+	cache *Cache
 
 	// Set by join, before the components start.
 	poolName string
@@ -205,12 +237,13 @@ type Agent struct {
 	gov      *governor     // the policy's decision and its effects (govern.go)
 	health   *storeHealth  // whether the store takes writes (localstore.go)
 
-	mu       sync.Mutex
-	offered  chan struct{}          // closed while the pool holds this device's offer, as far as the agent knows
-	joinedAs string                 // the pool's name once joined, for Status
-	running  map[string]pool.Lease  // leases whose tasks are running
-	owners   map[job.ID]string      // job -> owner ID, for jobs seen
-	held     map[string]*heldResult // results the store has not fully recorded, by lease
+	mu        sync.Mutex
+	offered   chan struct{}          // closed while the pool holds this device's offer, as far as the agent knows
+	joinedAs  string                 // the pool's name once joined, for Status
+	abandoned []AbandonedTask        // the latest tasks abandoned, oldest first
+	running   map[string]pool.Lease  // leases whose tasks are running
+	owners    map[job.ID]string      // job -> owner ID, for jobs seen
+	held      map[string]*heldResult // results the store has not fully recorded, by lease
 }
 
 // New checks cfg and returns an agent; it contacts nobody yet.
@@ -222,6 +255,7 @@ func New(cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.SetClock(cfg.Now)
 	log := cfg.Logger.With("pool", c.URL())
 	if cfg.health == nil {
 		cfg.health = newStoreHealth(cfg.StorePath, cfg.FreeSpace, cfg.Logger)
@@ -230,7 +264,7 @@ func New(cfg Config) (*Agent, error) {
 		cfg:      cfg,
 		c:        c,
 		log:      log,
-		jobs:     newJobCache(c, filepath.Join(cfg.Home.Cache, "pools")),
+		cache:    cfg.Cache,
 		resend:   make(chan struct{}, 1),
 		offerNow: make(chan struct{}, 1),
 		heldKick: make(chan struct{}, 1),
@@ -293,6 +327,7 @@ func (a *Agent) Serve(ctx context.Context) error {
 		tasks.Go(func() error { return a.serveOutbox(tctx) })
 		tasks.Go(func() error { return a.serveStore(tctx) })
 		tasks.Go(func() error { return a.serveReceipts(tctx) })
+		tasks.Go(func() error { return a.serveCache(tctx) })
 		tasks.Go(func() error { return a.serveOffers(tctx) })
 		for slot := range a.cfg.Slots {
 			tasks.Go(func() error { return a.serveSlot(tctx, slot) })
@@ -425,7 +460,10 @@ func (a *Agent) serveSlot(ctx context.Context, slot int) error {
 // expiring.
 func (a *Agent) runLease(ctx context.Context, l pool.Lease) error {
 	log := a.log.With("jobID", l.Job.String(), "taskIndex", l.Task, "lease", l.ID)
-	cj, err := a.jobs.get(ctx, l.Job)
+	cj, done, err := a.cache.acquire(ctx, a.c, l.Job)
+	if err == nil {
+		defer done()
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			a.release(ctx, l, log)
@@ -462,7 +500,7 @@ func (a *Agent) runLease(ctx context.Context, l pool.Lease) error {
 	hbDone := make(chan struct{})
 	go func() {
 		defer close(hbDone)
-		a.heartbeat(taskCtx, l, heartbeatInterval(cj.j, l), cancel, log)
+		a.heartbeat(taskCtx, l, heartbeatInterval(cj.j, l, a.cfg.Now()), cancel, log)
 	}()
 	pauseDone := make(chan struct{})
 	limit := pauseLimit(cj.j.Manifest.Policy.LeaseTimeout.Duration)
@@ -489,6 +527,8 @@ func (a *Agent) runLease(ctx context.Context, l pool.Lease) error {
 		}
 		log.Warn("Lease lost while the task ran; result dropped")
 		return nil
+	case errors.Is(context.Cause(taskCtx), ErrAbandoned):
+		return a.abandon(ctx, l, cj, context.Cause(taskCtx), log)
 	case err != nil:
 		log.Error("Task could not run, handing it back", "err", err)
 		a.release(ctx, l, log)
@@ -548,10 +588,10 @@ func (a *Agent) runTask(ctx context.Context, cj *cachedJob, t job.Task) (pool.Ta
 }
 
 // heartbeatInterval is a third of the job's lease timeout, or of the time
-// left on the lease when the coordinator granted less.
-func heartbeatInterval(j *job.Job, l pool.Lease) time.Duration {
+// left on the lease at now when the coordinator granted less.
+func heartbeatInterval(j *job.Job, l pool.Lease, now time.Time) time.Duration {
 	d := j.Manifest.Policy.LeaseTimeout.Duration / 3
-	if left := time.Until(l.Deadline) / 3; left > 0 && left < d {
+	if left := l.Deadline.Sub(now) / 3; left > 0 && left < d {
 		d = left
 	}
 	return max(d, 100*time.Millisecond)
@@ -561,8 +601,15 @@ func heartbeatInterval(j *job.Job, l pool.Lease) time.Duration {
 // coordinator says the lease is gone, it cancels the task with
 // ErrLeaseExpired. Failures to reach the coordinator are retried at the
 // next tick: the task goes on, and its result is sent when the
-// coordinator is back.
+// coordinator is back; but once the lease's last deadline is more than
+// AbandonAfter past and the coordinator still cannot be reached (or
+// refuses this device), the pool has leased the task elsewhere: the task
+// is cancelled with an *AbandonedError.
 func (a *Agent) heartbeat(ctx context.Context, l pool.Lease, interval time.Duration, cancel context.CancelCauseFunc, log *slog.Logger) {
+	deadline := l.Deadline
+	if deadline.IsZero() {
+		deadline = a.cfg.Now().Add(3 * interval)
+	}
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for {
@@ -571,16 +618,51 @@ func (a *Agent) heartbeat(ctx context.Context, l pool.Lease, interval time.Durat
 			return
 		case <-tick.C:
 		}
-		_, err := a.c.Heartbeat(ctx, l.ID)
+		dl, err := a.c.Heartbeat(ctx, l.ID)
 		switch {
-		case err == nil, ctx.Err() != nil:
+		case ctx.Err() != nil:
+		case err == nil:
+			if !dl.IsZero() {
+				deadline = dl
+			}
 		case errors.Is(err, ErrLeaseExpired), errors.Is(err, ErrNotFound), errors.Is(err, ErrForbidden):
 			cancel(fmt.Errorf("%w: %w", ErrLeaseExpired, err))
 			return
 		default:
 			log.Debug("Heartbeat failed", "err", err)
+			if now := a.cfg.Now(); now.After(deadline.Add(a.cfg.AbandonAfter)) {
+				cancel(&AbandonedError{Deadline: deadline, UnreachableSince: a.c.UnreachableSince(),
+					ClockRefused: errors.Is(err, ErrClockSkew), Err: err})
+				return
+			}
 		}
 	}
+}
+
+// maxAbandoned is how many abandoned tasks Status lists.
+const maxAbandoned = 16
+
+// abandon records that the task of lease l was stopped without a result
+// (see heartbeat): in the Store, so that no receipt is expected, and in
+// Status. It returns an error only when the Store fails.
+func (a *Agent) abandon(ctx context.Context, l pool.Lease, cj *cachedJob, cause error, log *slog.Logger) error {
+	var ab *AbandonedError
+	errors.As(cause, &ab)
+	t := AbandonedTask{Pool: a.c.URL(), Job: l.Job.String(), JobName: cj.j.Manifest.Name, Task: l.Task, Lease: l.ID,
+		At: a.cfg.Now(), Deadline: ab.Deadline, UnreachableSince: ab.UnreachableSince, ClockRefused: ab.ClockRefused}
+	log.Warn("Task abandoned: its lease ran out while the pool could not be reached", "deadline", ab.Deadline,
+		"unreachableSince", ab.UnreachableSince, "err", ab.Err)
+	c := store.Contribution{Pool: a.c.URL(), Job: l.Job, Task: l.Task, Lease: l.ID, Created: t.At}
+	if err := a.cfg.Store.AddAbandoned(context.WithoutCancel(ctx), c, t.Words(time.Local)); err != nil {
+		return fmt.Errorf("record abandoned task %d of job %s: %w", l.Task, l.Job, err)
+	}
+	a.mu.Lock()
+	a.abandoned = append(a.abandoned, t)
+	if len(a.abandoned) > maxAbandoned {
+		a.abandoned = slices.Delete(a.abandoned, 0, len(a.abandoned)-maxAbandoned)
+	}
+	a.mu.Unlock()
+	return nil
 }
 
 // release hands lease l back, also when ctx has ended (Serve is

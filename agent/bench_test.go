@@ -86,6 +86,16 @@ func (m *memStore) AddPending(_ context.Context, c store.Contribution) error {
 	return nil
 }
 
+func (m *memStore) AddAbandoned(_ context.Context, c store.Contribution, reason string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.byID[c.Lease]; !ok {
+		c.State, c.Reason, c.Acknowledged = store.StateRejected, reason, true
+		m.byID[c.Lease] = c
+	}
+	return nil
+}
+
 func (m *memStore) Unacknowledged(_ context.Context, pool string) ([]store.Contribution, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

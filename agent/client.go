@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"idlepool/coord"
@@ -31,11 +32,23 @@ const maxAnswer = 256 << 20
 // Client speaks the coordinator's HTTP API (docs/api.md) for one device:
 // every request that needs it is signed with the device key. A Client is
 // safe for concurrent use.
+//
+// Every answer's Date header gives the coordinator's clock: the client
+// measures this device's offset from it and signs with the pool's time
+// (its own clock corrected by the offset), so that a device whose clock is
+// off by more than the coordinator allows (5 minutes) keeps working, and
+// converts the lease deadlines it reads to its own clock.
 type Client struct {
 	base *url.URL
 	key  *identity.Key
 	http *http.Client
-	now  func() time.Time
+
+	mu          sync.Mutex
+	now         func() time.Time // this device's clock
+	offset      time.Duration    // the pool's clock minus now, as last measured
+	measured    bool             // offset was measured
+	skewRefused bool             // the last signed request was refused for its timestamp
+	failedSince time.Time        // first of the failures since the last answer; zero after one
 }
 
 // NewClient returns a client of the pool at poolURL (scheme and host, e.g.
@@ -50,6 +63,92 @@ func NewClient(poolURL string, key *identity.Key, hc *http.Client) (*Client, err
 		hc = &http.Client{Timeout: 60 * time.Second}
 	}
 	return &Client{base: u, key: key, http: hc, now: time.Now}, nil
+}
+
+// SetClock replaces the device's clock the client reads (time.Now); for
+// tests of a device whose clock is off.
+func (c *Client) SetClock(now func() time.Time) {
+	c.mu.Lock()
+	c.now = now
+	c.mu.Unlock()
+}
+
+// clock returns the device's clock.
+func (c *Client) clock() time.Time {
+	c.mu.Lock()
+	now := c.now
+	c.mu.Unlock()
+	return now()
+}
+
+// ClockOffset returns the pool's clock minus this device's, as measured
+// from the coordinator's last answer, and whether it was measured.
+func (c *Client) ClockOffset() (time.Duration, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.offset, c.measured
+}
+
+// PoolNow returns the pool's time now: the device's clock corrected by
+// the measured offset.
+func (c *Client) PoolNow() time.Time {
+	c.mu.Lock()
+	now, off := c.now, c.offset
+	c.mu.Unlock()
+	return now().Add(off)
+}
+
+// localTime converts a time of the pool's clock to this device's.
+func (c *Client) localTime(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	off, _ := c.ClockOffset()
+	return t.Add(-off)
+}
+
+// ClockRefused reports whether the coordinator refused the last signed
+// request for its timestamp (ErrClockSkew) although the client signed it
+// with the pool's time as measured.
+func (c *Client) ClockRefused() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.skewRefused
+}
+
+// UnreachableSince returns when the coordinator stopped answering (the
+// first failure to reach it since its last answer, by the device's
+// clock); zero while it answers.
+func (c *Client) UnreachableSince() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.failedSince
+}
+
+// noteAnswer records an answer that arrived: the coordinator is
+// reachable, and its Date header (resolution one second, so taken as the
+// middle of its second) against the middle of the request's round trip
+// gives the offset.
+func (c *Client) noteAnswer(date string, sent, received time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.failedSince = time.Time{}
+	t, err := http.ParseTime(date)
+	if err != nil {
+		return
+	}
+	mid := sent.Add(received.Sub(sent) / 2)
+	c.offset = t.Add(500 * time.Millisecond).Sub(mid).Round(time.Millisecond)
+	c.measured = true
+}
+
+// noteFailure records a failure to reach the coordinator at t.
+func (c *Client) noteFailure(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.failedSince.IsZero() {
+		c.failedSince = t
+	}
 }
 
 // URL returns the pool's base URL.
@@ -96,7 +195,14 @@ type payload struct {
 
 // send sends a request and returns a response with a 2xx status, or an
 // error: *APIError for other statuses (the body is read and closed).
+// A request refused for its timestamp (ErrClockSkew) is signed again and
+// sent once more when the answer changed the measured clock offset.
 func (c *Client) send(ctx context.Context, method, path string, query url.Values, body payload, sign bool) (*http.Response, error) {
+	return c.sendTry(ctx, method, path, query, body, sign, false)
+}
+
+// sendTry is send; retried is set on the second try.
+func (c *Client) sendTry(ctx context.Context, method, path string, query url.Values, body payload, sign, retried bool) (*http.Response, error) {
 	u := *c.base
 	u.Path = c.base.Path + path
 	u.RawQuery = query.Encode()
@@ -110,15 +216,24 @@ func (c *Client) send(ctx context.Context, method, path string, query url.Values
 	} else {
 		body.sum = sha256.Sum256(nil)
 	}
+	used, _ := c.ClockOffset()
 	if sign {
-		coord.SignRequestDigest(req, body.sum, c.key, c.now())
+		coord.SignRequestDigest(req, body.sum, c.key, c.PoolNow())
 	}
+	sent := c.clock()
 	resp, err := c.http.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
+		c.noteFailure(sent)
 		return nil, fmt.Errorf("%w: %s %s: %w", ErrUnavailable, method, path, err)
+	}
+	c.noteAnswer(resp.Header.Get("Date"), sent, c.clock())
+	if sign {
+		c.mu.Lock()
+		c.skewRefused = false
+		c.mu.Unlock()
 	}
 	if resp.StatusCode < 300 {
 		return resp, nil
@@ -136,7 +251,33 @@ func (c *Client) send(ctx context.Context, method, path string, query url.Values
 	} else {
 		ae.Message = strings.TrimSpace(string(b))
 	}
+	if sign && ae.Code == codeClockSkew {
+		off, _ := c.ClockOffset()
+		ae.Offset = off
+		if d := off - used; (d > time.Second || d < -time.Second) && !retried && rewind(body.r) {
+			// Signed before the offset was known (or with an older
+			// one): sign again with the pool's time as just measured.
+			return c.sendTry(ctx, method, path, query, body, sign, true)
+		}
+		c.mu.Lock()
+		c.skewRefused = true
+		c.mu.Unlock()
+	}
 	return nil, ae
+}
+
+// rewind moves a request body back to its start for sending it again,
+// reporting whether it could (no body, or one that can seek).
+func rewind(r io.Reader) bool {
+	if r == nil {
+		return true
+	}
+	s, ok := r.(io.Seeker)
+	if !ok {
+		return false
+	}
+	_, err := s.Seek(0, io.SeekStart)
+	return err == nil
 }
 
 func (c *Client) postJSON(ctx context.Context, path string, in, out any) (int, error) {
@@ -322,23 +463,23 @@ func (c *Client) Canonical(ctx context.Context, id job.ID) ([]byte, error) {
 }
 
 // Lease asks for up to max leases; none (an empty slice) means no work
-// right now.
+// right now. Their deadlines are by this device's clock.
 func (c *Client) Lease(ctx context.Context, max int) ([]pool.Lease, error) {
 	var out coord.LeaseResponse
 	_, err := c.postJSON(ctx, "/v1/leases", coord.LeaseRequest{Max: max}, &out)
 	leases := make([]pool.Lease, len(out.Leases))
 	for i, g := range out.Leases {
-		leases[i] = pool.Lease{ID: g.Lease, Job: job.ID(g.Job), Task: g.Task, Peer: c.key.ID(), Deadline: g.Deadline}
+		leases[i] = pool.Lease{ID: g.Lease, Job: job.ID(g.Job), Task: g.Task, Peer: c.key.ID(), Deadline: c.localTime(g.Deadline)}
 	}
 	return leases, err
 }
 
-// Heartbeat extends a lease and returns its new deadline; ErrLeaseExpired
-// when the lease is gone.
+// Heartbeat extends a lease and returns its new deadline (by this
+// device's clock); ErrLeaseExpired when the lease is gone.
 func (c *Client) Heartbeat(ctx context.Context, lease string) (time.Time, error) {
 	var out coord.Deadline
 	_, err := c.do(ctx, http.MethodPost, "/v1/leases/"+url.PathEscape(lease)+"/heartbeat", nil, []byte("{}"), true, &out)
-	return out.Deadline, err
+	return c.localTime(out.Deadline), err
 }
 
 // SendResult returns the submission of a lease. Sending the same

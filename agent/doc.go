@@ -6,10 +6,14 @@
 // and registers its device key, endorsed by its owner key), then pulls a
 // lease whenever one of its slots is free: whoever is free takes the next
 // task. It fetches the job's canonical encoding and files by digest into
-// the home cache (checking every digest), rebuilds the job with
-// job.FromCanonical, runs the task in the sandboxed worker while
-// heartbeating the lease, records the result as a pending contribution in
-// its local Store, and only then sends it. Results the coordinator has not
+// the home's Cache (checking every digest; each file stored once, however
+// many jobs name it, and the cache held under the owner's cap), rebuilds
+// the job with job.FromCanonical, runs the task in the sandboxed worker
+// while heartbeating the lease, records the result as a pending
+// contribution in its local Store, and only then sends it. Requests are
+// signed with the pool's time as measured from its answers, so a device
+// whose clock is off keeps working; a task whose lease ran out while the
+// pool could not be reached is abandoned (Config.AbandonAfter). Results the coordinator has not
 // acknowledged are sent again at start and whenever the coordinator is back
 // (sending again is idempotent). It follows its entries in the pool's
 // signed ledger, checks them with the pinned key, and confirms or rejects

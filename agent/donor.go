@@ -110,6 +110,7 @@ type Donor struct {
 	reload chan struct{}
 	wake   chan struct{}
 	health *storeHealth // shared by the agents
+	cache  *Cache       // the job cache, shared by the agents
 
 	mu      sync.Mutex
 	agents  map[string]*donorAgent // running, by URL
@@ -170,6 +171,7 @@ func NewDonor(cfg DonorConfig) (*Donor, error) {
 	if r := cfg.Store.Recovery(); r != nil {
 		d.health.recovered = r.String()
 	}
+	d.cache = NewCache(CacheConfig{Dir: JobCache(cfg.Home), Compiled: WorkerCache(cfg.Home), Logger: cfg.Logger})
 	return d, nil
 }
 
@@ -201,6 +203,10 @@ func (d *Donor) Serve(ctx context.Context) error {
 		defer d.policy.Close()
 	}
 	defer d.stopAll()
+	if s, err := d.cfg.Store.Settings(ctx); err == nil {
+		d.cache.SetCap(s.CacheBytes())
+	}
+	d.cache.Trim()
 	reload := time.NewTicker(d.cfg.PoolReload)
 	defer reload.Stop()
 	sample := time.NewTicker(2 * time.Second)
@@ -291,6 +297,18 @@ func (d *Donor) sync(ctx context.Context) error {
 		return nil
 	}
 	pools, slots, err := d.wanted(ctx)
+	if s, serr := d.cfg.Store.Settings(ctx); serr == nil && d.cache.SetCap(s.CacheBytes()) {
+		d.cache.Trim() // the owner changed the cap
+	}
+	if err == nil && d.cfg.Pools == nil {
+		// Following the joined pools: the jobs of a pool left are needed
+		// by no agent of this home.
+		urls := make([]string, len(pools))
+		for i, p := range pools {
+			urls[i] = p.URL
+		}
+		d.cache.ForgetPoolsExcept(urls)
+	}
 	var shareErr string
 	if err != nil {
 		if d.cfg.Pools == nil {
@@ -420,7 +438,7 @@ func (d *Donor) agentConfig(p store.JoinedPool, slots int) Config {
 		PoolURL: p.URL, Home: d.cfg.Home, DeviceKey: d.cfg.DeviceKey, OwnerKey: d.cfg.OwnerKey,
 		Name: d.cfg.Name, Invite: p.Invite, Slots: slots, Executor: d.cfg.Executor,
 		Store: d.cfg.Store, HTTP: d.cfg.HTTP, Logger: d.log,
-		Offer: d.offer, OfferTTL: d.cfg.OfferTTL,
+		Offer: d.offer, OfferTTL: d.cfg.OfferTTL, Cache: d.cache,
 		StorePath: d.cfg.StorePath, FreeSpace: d.cfg.FreeSpace, health: d.health,
 	}
 	if d.policy != nil {
@@ -455,7 +473,8 @@ func (d *Donor) stopAll() {
 // workers and, when no agent computes for it, why. Pool is the first
 // pool's URL ("" with none), for readers of a lone agent's status.
 func (d *Donor) Status() AgentStatus {
-	st := AgentStatus{Slots: d.cfg.Workers, Running: []RunningTask{}}
+	usage := d.cache.Usage()
+	st := AgentStatus{Slots: d.cfg.Workers, Running: []RunningTask{}, Cache: &usage}
 	if d.policy != nil {
 		st.Decision, st.DecidedAt, st.Signals = d.policy.latest()
 	}
@@ -481,6 +500,9 @@ func (d *Donor) Status() AgentStatus {
 		}
 		st.Pools[i].Running = len(as.Running)
 		held += as.Store.Held
+		st.Pools[i].ClockOffsetMS, st.Pools[i].ClockRefused = as.ClockOffsetMS, as.ClockRefused
+		st.Pools[i].UnreachableSince = as.UnreachableSince
+		st.Abandoned = append(st.Abandoned, as.Abandoned...)
 		st.Running = append(st.Running, as.Running...)
 		st.ActiveSlots += as.ActiveSlots
 		if as.Suspended {
@@ -605,6 +627,9 @@ func WorkerPool(dirs home.Dirs, command []string, n int, log *slog.Logger) (*wor
 // WorkerCache is the workers' compilation cache directory under dirs.
 func WorkerCache(dirs home.Dirs) string { return filepath.Join(dirs.Cache, "wazero") }
 
+// JobCache is the job cache directory under dirs (see Cache).
+func JobCache(dirs home.Dirs) string { return filepath.Join(dirs.Cache, "pools") }
+
 // CheckPool contacts the pool at url as the donor cfg describes: it
 // fetches and pins the pool's key (PoolKey) and registers this device
 // with the invite token, so that joining it afterwards works. It returns
@@ -650,6 +675,16 @@ func poolWords(err error, url, invite string, dirs home.Dirs) error {
 		msg = fmt.Sprintf("the pool at %s refused the invite token: check it with the pool's operator", url)
 	case errors.Is(err, ErrForbidden):
 		msg = fmt.Sprintf("the pool at %s is invite-only: ask its operator for an invite token", url)
+	case errors.Is(err, ErrClockSkew):
+		var ae *APIError
+		off := ""
+		if errors.As(err, &ae) {
+			off = ClockWords(ae.Offset)
+		}
+		if off == "" {
+			off = "this device's clock is more than 5 minutes off the pool's"
+		}
+		msg = fmt.Sprintf("the pool at %s refuses this device's requests: %s; set the clock right", url, off)
 	case errors.Is(err, ErrUnauthorized):
 		msg = fmt.Sprintf("the pool at %s does not accept this device's signature: check this machine's clock", url)
 	default:

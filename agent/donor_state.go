@@ -1,5 +1,7 @@
 package agent
 
+import "time"
+
 // PoolState is one pool of a Donor in its status: what the agent for it
 // is doing, or why there is none.
 type PoolState struct {
@@ -15,4 +17,9 @@ type PoolState struct {
 	// Error says why no agent computes for the pool now (it is retried),
 	// e.g. "cannot reach the pool: connection refused"; "" when one does.
 	Error string `json:"error,omitempty"`
+	// ClockOffsetMS, ClockRefused and UnreachableSince are the pool's
+	// agent's (see AgentStatus).
+	ClockOffsetMS    int64     `json:"clockOffsetMs,omitempty"`
+	ClockRefused     bool      `json:"clockRefused,omitempty"`
+	UnreachableSince time.Time `json:"unreachableSince,omitzero"`
 }

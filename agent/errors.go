@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 )
 
 // Sentinel errors of package agent; compare with errors.Is. An *APIError
@@ -26,6 +27,11 @@ var (
 	ErrLeaseExpired = errors.New("agent: lease expired")
 	// ErrTooLarge: the request body is over the coordinator's limit (413).
 	ErrTooLarge = errors.New("agent: request too large")
+	// ErrClockSkew: the coordinator refused a request because its
+	// timestamp is too far from the coordinator's clock (401 clock_skew;
+	// it also matches ErrUnauthorized). Worth retrying: the client
+	// measures the offset and the clock may be set right.
+	ErrClockSkew = errors.New("agent: this device's clock is too far off the pool's")
 	// ErrUnavailable: the coordinator could not be reached or answered
 	// with a server error; worth retrying later.
 	ErrUnavailable = errors.New("agent: coordinator unavailable")
@@ -50,7 +56,15 @@ type APIError struct {
 	Code         string   // machine-readable, e.g. "not_your_lease"
 	Message      string   // for people
 	Missing      []string // 409 on job registration: digests not uploaded yet
+	// Offset is, for a refusal of the request's timestamp (Code
+	// "clock_skew"), the pool's clock minus this device's as measured
+	// from that answer.
+	Offset time.Duration
 }
+
+// codeClockSkew is the coordinator's code for a request whose timestamp
+// is too far from its clock.
+const codeClockSkew = "clock_skew"
 
 // Error implements error: "METHOD PATH: STATUS message".
 func (e *APIError) Error() string {
@@ -67,7 +81,7 @@ func (e *APIError) Is(target error) bool {
 	case http.StatusBadRequest:
 		return target == ErrBadRequest
 	case http.StatusUnauthorized:
-		return target == ErrUnauthorized
+		return target == ErrUnauthorized || (target == ErrClockSkew && e.Code == codeClockSkew)
 	case http.StatusForbidden:
 		return target == ErrForbidden
 	case http.StatusNotFound:
@@ -83,14 +97,15 @@ func (e *APIError) Is(target error) bool {
 }
 
 // Retryable reports whether err is worth retrying later: the coordinator
-// was unreachable, timed out or failed (5xx, 429). Refusals (4xx) are not.
+// was unreachable, timed out or failed (5xx, 429), or refused this
+// device's clock (ErrClockSkew). Other refusals (4xx) are not.
 func Retryable(err error) bool {
 	if err == nil {
 		return false
 	}
 	var ae *APIError
 	if errors.As(err, &ae) {
-		return ae.Status >= 500 || ae.Status == http.StatusTooManyRequests
+		return ae.Status >= 500 || ae.Status == http.StatusTooManyRequests || ae.Code == codeClockSkew
 	}
 	return errors.Is(err, ErrUnavailable)
 }

@@ -84,6 +84,19 @@ type AgentStatus struct {
 	// Store is whether the local store takes writes (no new task while
 	// it does not) and what was done with a damaged one at start.
 	Store StoreStatus `json:"store,omitzero"`
+	// Cache is the disk the job cache takes, and its cap (see Cache).
+	Cache *CacheUsage `json:"cache,omitempty"`
+	// ClockOffsetMS is the pool's clock minus this device's in
+	// milliseconds, as measured from its answers; ClockRefused reports
+	// whether the pool refused the last request for its timestamp all
+	// the same; UnreachableSince is since when the pool has not answered
+	// (zero while it answers). A lone Agent's; a Donor has them per pool.
+	ClockOffsetMS    int64     `json:"clockOffsetMs,omitempty"`
+	ClockRefused     bool      `json:"clockRefused,omitempty"`
+	UnreachableSince time.Time `json:"unreachableSince,omitzero"`
+	// Abandoned are the latest tasks stopped without a result because
+	// their lease ran out while the pool could not be reached.
+	Abandoned []AbandonedTask `json:"abandoned,omitempty"`
 }
 
 // RunningTask is one leased task in AgentStatus.
@@ -311,7 +324,12 @@ func (a *Agent) Status() AgentStatus {
 	g.mu.Unlock()
 	a.mu.Lock()
 	st.PoolName = a.joinedAs
+	st.Abandoned = slices.Clone(a.abandoned)
 	a.mu.Unlock()
+	off, _ := a.c.ClockOffset()
+	st.ClockOffsetMS, st.ClockRefused, st.UnreachableSince = off.Milliseconds(), a.c.ClockRefused(), a.c.UnreachableSince()
+	usage := a.cache.Usage()
+	st.Cache = &usage
 	leases := a.Running()
 	slices.SortFunc(leases, func(x, y pool.Lease) int {
 		if c := bytes.Compare(x.Job[:], y.Job[:]); c != 0 {

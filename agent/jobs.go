@@ -3,22 +3,23 @@ package agent
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
 
 	"idlepool/job"
-	"idlepool/pool"
 )
 
 // FetchJob rebuilds job id of the pool c speaks to: it fetches the job's
 // canonical encoding and every file it names by digest into dir (files
 // already there are not fetched again; every download is checked against
 // its digest), then rebuilds the job with job.FromCanonical, which checks
-// that it hashes to id. dir is a cache: blobs/<digest> holds the files and
-// jobs/<id>/canonical the encodings.
+// that it hashes to id. dir is a cache (see Cache): blobs/<digest> holds
+// the files, jobs/<id>/canonical the encodings and jobs/<id>/files the
+// list of the files the job names and its pool, written before any file
+// is fetched.
 func FetchJob(ctx context.Context, c *Client, id job.ID, dir string) (*job.Job, error) {
 	jobDir := filepath.Join(dir, "jobs", id.String())
 	blobs := filepath.Join(dir, "blobs")
@@ -45,8 +46,17 @@ func FetchJob(ctx context.Context, c *Client, id job.ID, dir string) (*job.Job, 
 		named = append(named, d)
 		return blobPath(d)
 	})
+	files := jobFiles{Pool: c.URL()}
+	for _, d := range named {
+		files.Files = append(files.Files, d.String())
+	}
 	if err == nil {
-		return j, nil
+		return j, writeJobFiles(jobDir, files, j)
+	}
+	// Listed before any file arrives, so that the cache never takes a
+	// file being fetched for a job as one that no job names.
+	if err := writeJobFiles(jobDir, files, nil); err != nil {
+		return nil, err
 	}
 	fetched := false
 	for _, d := range named {
@@ -65,7 +75,26 @@ func FetchJob(ctx context.Context, c *Client, id job.ID, dir string) (*job.Job, 
 	if err != nil {
 		return nil, fmt.Errorf("rebuild job %s: %w", id, err)
 	}
-	return j, nil
+	return j, writeJobFiles(jobDir, files, j)
+}
+
+// writeJobFiles writes the files list of a cached job (jobFilesName in
+// jobDir), with the names of its inputs once j is rebuilt.
+func writeJobFiles(jobDir string, files jobFiles, j *job.Job) error {
+	if j != nil {
+		files.Inputs = map[string]string{}
+		for name, ref := range j.Inputs {
+			files.Inputs[name] = ref.SHA256.String()
+		}
+	}
+	b, err := json.Marshal(files)
+	if err != nil {
+		return fmt.Errorf("job cache: %w", err)
+	}
+	if err := writeFileAtomic(filepath.Join(jobDir, jobFilesName), b); err != nil {
+		return fmt.Errorf("job cache: %w", err)
+	}
+	return nil
 }
 
 func writeFileAtomic(path string, b []byte) error {
@@ -83,62 +112,4 @@ func writeFileAtomic(path string, b []byte) error {
 		return err
 	}
 	return nil
-}
-
-// jobCache keeps the jobs an agent computes for: rebuilt once per process,
-// their files fetched once per machine, their inputs prepared once for the
-// sandbox. Safe for concurrent use; concurrent requests for one job share
-// one fetch.
-type jobCache struct {
-	c   *Client
-	dir string
-
-	mu   sync.Mutex
-	jobs map[job.ID]*cachedJob
-}
-
-// cachedJob is a job ready to run tasks of: ready is closed once j (with
-// program and inputDir) or err is set.
-type cachedJob struct {
-	ready             chan struct{}
-	j                 *job.Job
-	program, inputDir string
-	err               error
-}
-
-func newJobCache(c *Client, dir string) *jobCache {
-	return &jobCache{c: c, dir: dir, jobs: map[job.ID]*cachedJob{}}
-}
-
-// get returns job id prepared to run. A failed preparation is forgotten,
-// so the next call tries again.
-func (jc *jobCache) get(ctx context.Context, id job.ID) (*cachedJob, error) {
-	jc.mu.Lock()
-	cj, ok := jc.jobs[id]
-	if !ok {
-		cj = &cachedJob{ready: make(chan struct{})}
-		jc.jobs[id] = cj
-	}
-	jc.mu.Unlock()
-	if !ok {
-		cj.j, cj.err = FetchJob(ctx, jc.c, id, jc.dir)
-		if cj.err == nil {
-			cj.program, cj.inputDir, cj.err = pool.PrepareInputs(cj.j, filepath.Join(jc.dir, "jobs", id.String()))
-		}
-		if cj.err != nil {
-			jc.mu.Lock()
-			delete(jc.jobs, id)
-			jc.mu.Unlock()
-		}
-		close(cj.ready)
-	}
-	select {
-	case <-cj.ready:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	if cj.err != nil {
-		return nil, cj.err
-	}
-	return cj, nil
 }

@@ -93,7 +93,7 @@ func (a *Agent) serveOffers(ctx context.Context) error {
 		fails    = backoff{Base: 100 * time.Millisecond, Max: min(a.cfg.MaxBackoff, every)}
 	)
 	for {
-		o := a.offer(ctx, time.Now())
+		o := a.offer(ctx, a.c.PoolNow())
 		err := a.c.PutOffer(ctx, o)
 		wait := every
 		ae, _ := errors.AsType[*APIError](err)

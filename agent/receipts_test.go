@@ -30,6 +30,11 @@ func (s *recordingStore) Confirm(_ context.Context, lease string, e pool.Entry) 
 	s.calls = append(s.calls, "confirm "+lease)
 	return nil
 }
+func (s *recordingStore) AddAbandoned(_ context.Context, c store.Contribution, reason string) error {
+	s.calls = append(s.calls, "abandon "+c.Lease+": "+reason)
+	return nil
+}
+
 func (s *recordingStore) Reject(_ context.Context, lease, reason string) error {
 	s.calls = append(s.calls, "reject "+lease+": "+reason)
 	return nil

@@ -96,6 +96,8 @@ type settingsForm struct {
 	minBatteryErr  *widget.Label
 	maxTemp        *widget.Entry
 	maxTempErr     *widget.Label
+	cache          *widget.Entry
+	cacheErr       *widget.Label
 	programs       []string
 	programList    *fyne.Container
 	programEntry   *widget.Entry
@@ -343,6 +345,19 @@ func (f *settingsForm) computerTab(ctx context.Context, s idle.Settings) fyne.Ca
 	f.maxTemp.SetText(strconv.FormatFloat(s.MaxTemperatureC, 'f', -1, 64))
 	f.maxTempErr = newErrorLabel()
 
+	f.cache = widget.NewEntry()
+	f.cache.SetPlaceHolder(formatMiB(idle.DefaultCacheMiB) + " (the default)")
+	if s.CacheMiB > 0 {
+		f.cache.SetText(formatMiB(s.CacheMiB))
+	}
+	f.cacheErr = newErrorLabel()
+	cacheHelp := "Disk kept for the programs and data of jobs (each file once) and their compiled code; what no task needs goes first. Empty: the default."
+	if f.u.deps.Engine != nil {
+		if u := f.u.deps.Engine.Status().Cache; u != nil {
+			cacheHelp += " In use now: " + u.Words() + "."
+		}
+	}
+
 	// One form for both sections, so that their fields line up.
 	form := container.New(layout.NewFormLayout(), slices.Concat(
 		field("Cores to use", f.cores,
@@ -355,6 +370,7 @@ func (f *settingsForm) computerTab(ctx context.Context, s idle.Settings) fyne.Ca
 			"Step aside while other programs use more than this percentage of the processor.", f.maxOtherCPUErr),
 		field("Memory (%)", f.memory, "The percentage of this computer's memory tasks may use together.", f.memoryErr),
 		field("Temperature limit (°C)", f.maxTemp, "Pause while the processor is hotter than this. 0: no limit.", f.maxTempErr),
+		field("Disk cache", f.cache, cacheHelp, f.cacheErr),
 		[]fyne.CanvasObject{heading("Battery"), layout.NewSpacer()},
 		[]fyne.CanvasObject{widget.NewLabel(""), f.pauseOnBattery},
 		field("Lowest battery (%)", f.minBattery,
@@ -365,6 +381,15 @@ func (f *settingsForm) computerTab(ctx context.Context, s idle.Settings) fyne.Ca
 		widget.NewSeparator(),
 		heading("Pause while these programs run"), f.programsBox(ctx, s.PauseFor),
 	)
+}
+
+// formatMiB writes a size in MiB as the cache field shows it: "4 GiB",
+// "1.5 GiB", "500 MiB".
+func formatMiB(n int64) string {
+	if n >= 1024 {
+		return strconv.FormatFloat(float64(n)/1024, 'f', -1, 64) + " GiB"
+	}
+	return strconv.FormatInt(n, 10) + " MiB"
 }
 
 // formatPercent writes a share as a percentage without a sign: 0.5 → "50".
@@ -604,6 +629,7 @@ type parsedSettings struct {
 	pauseOnBattery   bool
 	minBattery       float64
 	maxTemperatureC  float64
+	cacheMiB         int64
 	pauseFor         []string
 	gpus             map[string]idle.GPUSettings // the rows shown
 }
@@ -675,6 +701,10 @@ func (f *settingsForm) parse() (p parsedSettings, bad []int) {
 	p.maxTemperatureC, ok = parseNumber(f.maxTemp.Text, 0, 150, "°C", "C", "°")
 	check(computerTab, f.maxTempErr, ok, "The temperature limit must be a number of °C from 0 to 150 (0: no limit).")
 
+	mib, err := idle.ParseCacheSize(f.cache.Text)
+	check(computerTab, f.cacheErr, err == nil, "The disk cache must be a size such as 2 GiB or 500 MB, or empty for the default.")
+	p.cacheMiB = mib
+
 	p.pauseFor = slices.Clone(f.programs)
 
 	// GPUs.
@@ -726,6 +756,9 @@ func (p parsedSettings) apply(s *idle.Settings, base parsedSettings, savedGPUs m
 	}
 	if p.maxTemperatureC != base.maxTemperatureC {
 		s.MaxTemperatureC = p.maxTemperatureC
+	}
+	if p.cacheMiB != base.cacheMiB {
+		s.CacheMiB = p.cacheMiB
 	}
 	if !slices.Equal(p.pauseFor, base.pauseFor) {
 		s.PauseFor = p.pauseFor

@@ -231,11 +231,13 @@ func TestSettingsComputerFields(t *testing.T) {
 	test.Tap(f.pauseOnBattery) // off: computing on battery allowed
 	f.minBattery.SetText("40")
 	f.maxTemp.SetText("80")
+	f.cache.SetText("2 GiB")
 	fx.tapSave()
 	if f.saveErr.Visible() {
 		t.Fatalf("save failed: %s", f.saveErr.Text)
 	}
 	want := idle.Defaults()
+	want.CacheMiB = 2048
 	want.CoresShare = 0.75
 	want.IdleFor = 12 * time.Minute
 	want.MaxOtherCPUShare = 0.3
@@ -281,6 +283,8 @@ func TestSettingsInvalidValues(t *testing.T) {
 			func(f *settingsForm) *widget.Label { return f.maxOtherCPUErr }, "percentage from 1 to 100", "Computer"},
 		{"battery", func(f *settingsForm) { f.minBattery.SetText("120") },
 			func(f *settingsForm) *widget.Label { return f.minBatteryErr }, "battery charge must be a percentage from 0 to 100", "Computer"},
+		{"cache", func(f *settingsForm) { f.cache.SetText("2") },
+			func(f *settingsForm) *widget.Label { return f.cacheErr }, "disk cache must be a size such as 2 gib", "Computer"},
 		{"temperature", func(f *settingsForm) { f.maxTemp.SetText("hot") },
 			func(f *settingsForm) *widget.Label { return f.maxTempErr }, "temperature limit must be a number of °c from 0 to 150", "Computer"},
 		{"gpu memory", func(f *settingsForm) { f.gpuRows[0].memory.SetText("150") },

@@ -77,6 +77,13 @@ func StatusOf(st agent.AgentStatus, s idle.Settings, now time.Time) TrayStatus {
 			return TrayStatus{State: TrayIdle, Line: cut("Idle: " + poolLabel(p) + ": " + p.Error)}
 		}
 	}
+	if refused, p := clockRefused(st); refused && len(st.Running) == 0 {
+		why := agent.ClockWords(time.Duration(p.ClockOffsetMS) * time.Millisecond)
+		if why == "" {
+			why = "the pool refuses this device's clock"
+		}
+		return TrayStatus{State: TrayIdle, Line: cut("Waiting: " + why + ": set the clock right")}
+	}
 	d := st.Decision
 	switch d.State {
 	case "":
@@ -114,6 +121,20 @@ func StatusOf(st agent.AgentStatus, s idle.Settings, now time.Time) TrayStatus {
 		line += " for " + poolsText(busy)
 	}
 	return TrayStatus{State: TrayComputing, Line: cut(line)}
+}
+
+// clockRefused reports whether a pool refuses this device's clock, and
+// the first that does.
+func clockRefused(st agent.AgentStatus) (bool, agent.PoolState) {
+	if len(st.Pools) == 0 && st.ClockRefused {
+		return true, agent.PoolState{URL: st.Pool, Name: st.PoolName, ClockOffsetMS: st.ClockOffsetMS, ClockRefused: true}
+	}
+	for _, p := range st.Pools {
+		if p.ClockRefused {
+			return true, p
+		}
+	}
+	return false, agent.PoolState{}
 }
 
 // poolsText writes "pool a", "pools a and b", "pools a, b and c".
@@ -484,9 +505,20 @@ func (t *Tray) items(st TrayStatus, s traySnapshot) []TrayItem {
 	if problem == "" && s.status.Store.Recovered != "" {
 		problem = capital(s.status.Store.Recovered) // a damaged store was started anew
 	}
+	notices := s.status.Notices(loc, s.now)
+	notice := func(i int) string {
+		if i < len(notices) {
+			return notices[i]
+		}
+		return ""
+	}
 	items := []TrayItem{
 		{Label: st.Line, Disabled: true},
 		{Label: cut(problem), Disabled: true, Hidden: problem == ""},
+		// What keeps the donor from computing as it should: a clock off
+		// the pool's, a pool unreachable, a task abandoned.
+		{Label: cut(capital(notice(0))), Disabled: true, Hidden: notice(0) == ""},
+		{Label: cut(capital(notice(1))), Disabled: true, Hidden: notice(1) == ""},
 		sep,
 		{Action: ActionPauseHour, Label: labelPauseHour, Hidden: !st.PausedUntil.IsZero()},
 		{Action: ActionPauseTomorrow, Label: morningLabel(morning, s.now.In(loc)), Hidden: !st.PausedUntil.Before(morning)},

@@ -156,6 +156,10 @@ func TestStatusOf(t *testing.T) {
 			TrayStatus{State: TrayIdle, Line: "Waiting: outside your hours"}},
 		{"pool unreachable", agent.AgentStatus{Pools: []agent.PoolState{{URL: "http://10.0.0.5:7420", Error: "cannot reach the pool: connection refused"}}}, utc,
 			TrayStatus{State: TrayIdle, Line: "Idle: 10.0.0.5:7420: cannot reach the pool: connection refused"}},
+		{"clock refused", running(agent.PoolState{URL: "http://a", Name: "lab-a", ClockOffsetMS: 7 * 60 * 1000, ClockRefused: true}), utc,
+			TrayStatus{State: TrayIdle, Line: "Waiting: this device's clock is 7 min off the pool's (behind): set the clock right"}},
+		{"clock off but accepted", running(agent.PoolState{URL: "http://a", Name: "lab-a", ClockOffsetMS: 7 * 60 * 1000, Running: 1}), utc,
+			TrayStatus{State: TrayComputing, Line: "Computing: 1 task for pool lab-a"}},
 		{"long reason cut", agent.AgentStatus{Pools: lab, Decision: idle.Decision{State: idle.StateWaiting, Reason: "waiting: " + strings.Repeat("x", 200)}}, utc,
 			TrayStatus{State: TrayIdle, Line: "Waiting: " + strings.Repeat("x", 80) + "…"}},
 	}

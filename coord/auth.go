@@ -143,7 +143,7 @@ func parseAuthorization(h string) (authorization, error) {
 func (a authorization) checkTime(now time.Time) error {
 	if a.TS < now.Add(-clockSkew).UnixMilli() || a.TS > now.Add(clockSkew).UnixMilli() {
 		return fmt.Errorf("%w: request timestamp %d (unix ms) is more than %v from the coordinator's clock (%d): check the device's clock",
-			errAuth, a.TS, clockSkew, now.UnixMilli())
+			errClockSkew, a.TS, clockSkew, now.UnixMilli())
 	}
 	return nil
 }

@@ -48,6 +48,8 @@ func errorStatus(err error) (status int, code string) {
 		return ae.status, ae.code
 	case errors.As(err, &tooLarge):
 		return http.StatusRequestEntityTooLarge, "too_large"
+	case errors.Is(err, errClockSkew):
+		return http.StatusUnauthorized, "clock_skew"
 	case errors.Is(err, errAuth), errors.Is(err, pool.ErrUnknownPeer):
 		return http.StatusUnauthorized, "unauthorized"
 	case errors.Is(err, pool.ErrUnknownJob):

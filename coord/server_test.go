@@ -382,10 +382,10 @@ func TestHostileRequests(t *testing.T) {
 		}), 401, "unauthorized", "does not verify"},
 		{"stale timestamp", signedAs(peer, "POST", "/v1/leases", []byte(`{"max":1}`), func(r *http.Request) {
 			SignRequest(r, []byte(`{"max":1}`), peer.key, time.Now().Add(-10*time.Minute))
-		}), 401, "unauthorized", "clock"},
+		}), 401, "clock_skew", "clock"},
 		{"future timestamp", signedAs(peer, "POST", "/v1/leases", []byte(`{"max":1}`), func(r *http.Request) {
 			SignRequest(r, []byte(`{"max":1}`), peer.key, time.Now().Add(10*time.Minute))
-		}), 401, "unauthorized", "clock"},
+		}), 401, "clock_skew", "clock"},
 		{"garbled header", signedAs(peer, "POST", "/v1/leases", []byte(`{"max":1}`), func(r *http.Request) {
 			r.Header.Set("Authorization", "Bearer abc")
 		}), 401, "unauthorized", "scheme"},

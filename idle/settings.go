@@ -72,6 +72,11 @@ type Settings struct {
 	// the map is not used.
 	GPUs map[string]GPUSettings `json:"gpus,omitempty"`
 
+	// CacheMiB caps, in MiB, the disk the donor's cache takes: the jobs'
+	// programs and inputs (each stored once, by digest) and the workers'
+	// compiled code. 0 means DefaultCacheMiB.
+	CacheMiB int64 `json:"cache_mib,omitempty"`
+
 	// PausedUntil is set when the owner paused computing ("pause for an
 	// hour", "until tomorrow"); zero when not paused. It is a wall-clock
 	// time so that it survives a restart, but Decide turns it into a
@@ -103,7 +108,17 @@ const (
 	DefaultMaxTemperatureC  = 85
 	DefaultGPUMemoryShare   = 0.5
 	DefaultGPUMaxOtherShare = 0.1
+	DefaultCacheMiB         = 4096 // 4 GiB
 )
+
+// CacheBytes is the cache's cap in bytes: CacheMiB, or DefaultCacheMiB
+// when unset.
+func (s Settings) CacheBytes() int64 {
+	if s.CacheMiB > 0 {
+		return s.CacheMiB << 20
+	}
+	return DefaultCacheMiB << 20
+}
 
 // Defaults returns the settings a new installation starts with: any time,
 // all cores but one, half the memory, after 5 minutes of idle input, not
@@ -148,6 +163,8 @@ func (s Settings) Validate() error {
 		return fmt.Errorf("min_battery_percent: must be 0 to 100, got %g", s.MinBatteryPercent)
 	case !(s.MaxTemperatureC >= 0 && s.MaxTemperatureC <= 150):
 		return fmt.Errorf("max_temperature_c: must be 0 (no ceiling) to 150 °C, got %g", s.MaxTemperatureC)
+	case s.CacheMiB < 0 || s.CacheMiB > maxCacheMiB:
+		return fmt.Errorf("cache_mib: must be 0 (the default, %d MiB) to %d MiB, got %d", DefaultCacheMiB, maxCacheMiB, s.CacheMiB)
 	}
 	for i, p := range s.PauseFor {
 		if strings.TrimSpace(p) == "" {
@@ -269,6 +286,7 @@ var SettingKeys = []struct{ Key, Takes string }{
 	{"min_battery", `battery percent below which to wait when on battery (0: none)`},
 	{"pause_for", `programs that pause computing, comma-separated (game.exe,steam)`},
 	{"max_temperature", `CPU ceiling in °C (0: none)`},
+	{"cache", `disk for jobs' files and compiled programs, e.g. 2GiB, 500MB or "default" (4GiB)`},
 	{"pause", `pause computing: a duration (1h), "tomorrow" (until midnight), a time (RFC 3339), or "off"`},
 	{"gpu.UUID.use", `true or false: compute on the GPU with this UUID`},
 	{"gpu.UUID.memory", `share of its memory (0.5)`},
@@ -332,6 +350,11 @@ func (s *Settings) Set(key, value string, now time.Time) error {
 		}
 	case "max_temperature", "max_temperature_c":
 		s.MaxTemperatureC, err = parseCelsius(value)
+	case "cache", "cache_mib":
+		s.CacheMiB, err = ParseCacheSize(value)
+		if err != nil {
+			return fmt.Errorf("%s: %w", key, err)
+		}
 	case "pause", "paused_until":
 		s.PausedUntil, err = parsePause(value, now)
 	default:
@@ -433,4 +456,44 @@ func parsePause(v string, now time.Time) (time.Time, error) {
 		return t, nil
 	}
 	return time.Time{}, fmt.Errorf(`want a duration (1h), "tomorrow", a time (2026-05-01T08:00:00+02:00) or "off"`)
+}
+
+// maxCacheMiB bounds CacheMiB: 64 TiB, more than any disk it would fit.
+const maxCacheMiB = 64 << 20
+
+// ParseCacheSize reads a cache size (Settings.CacheMiB) as a person types
+// it and returns it in MiB: "2GiB", "500 MB", "1.5G" (K, M, G and T alone
+// are binary units), or "default" or "" (0). A size needs its unit, and is
+// 1 MiB to 64 TiB; the error says what is wrong.
+func ParseCacheSize(v string) (mib int64, err error) {
+	v = strings.TrimSpace(v)
+	if v == "" || strings.EqualFold(v, "default") {
+		return 0, nil
+	}
+	i := strings.IndexFunc(v, func(r rune) bool { return (r < '0' || r > '9') && r != '.' })
+	if i <= 0 {
+		return 0, fmt.Errorf("%q is not a size: write a number and a unit, e.g. 2GiB or 500MB, or \"default\"", v)
+	}
+	n, err := strconv.ParseFloat(v[:i], 64)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a size: write a number and a unit, e.g. 2GiB or 500MB", v)
+	}
+	units := map[string]float64{
+		"k": 1 << 10, "kib": 1 << 10, "kb": 1e3,
+		"m": 1 << 20, "mib": 1 << 20, "mb": 1e6,
+		"g": 1 << 30, "gib": 1 << 30, "gb": 1e9,
+		"t": 1 << 40, "tib": 1 << 40, "tb": 1e12,
+	}
+	unit, ok := units[strings.ToLower(strings.TrimSpace(v[i:]))]
+	if !ok {
+		return 0, fmt.Errorf("%q: unknown unit %q (use KiB, MiB, GiB, TiB, or KB, MB, GB, TB)", v, strings.TrimSpace(v[i:]))
+	}
+	f := n * unit / (1 << 20)
+	switch {
+	case f < 1:
+		return 0, fmt.Errorf("%q is below 1 MiB", v)
+	case f > maxCacheMiB:
+		return 0, fmt.Errorf("%q is above %d TiB", v, maxCacheMiB>>20)
+	}
+	return int64(math.Floor(f)), nil
 }

@@ -367,3 +367,27 @@ func (l *Local) query(ctx context.Context, rest string, args ...any) ([]Contribu
 	}
 	return out, nil
 }
+
+// AddAbandoned records a task this device stopped without a result (its
+// lease ran out while the pool could not be reached): a rejected
+// contribution with reason, acknowledged and holding no result, so that
+// nothing is sent and no receipt is expected. It is idempotent by lease;
+// a lease already recorded keeps its record. A zero Created means now.
+func (l *Local) AddAbandoned(ctx context.Context, r Contribution, reason string) error {
+	if r.Lease == "" || r.Pool == "" {
+		return fmt.Errorf("add abandoned task: empty lease or pool")
+	}
+	if r.Created.IsZero() {
+		r.Created = l.now()
+	}
+	day := r.Created.In(time.Local).Format(time.DateOnly)
+	_, err := l.db.ExecContext(ctx, `INSERT INTO contributions
+		(lease, pool, job, task, digest, cost, state, reason, created, day, acked)
+		VALUES (?, ?, ?, ?, ?, 0, 'rejected', ?, ?, ?, 1)
+		ON CONFLICT(lease) DO NOTHING`,
+		r.Lease, r.Pool, r.Job[:], r.Task, r.Digest[:], reason, r.Created.UnixMilli(), day)
+	if err != nil {
+		return fmt.Errorf("add abandoned task %s: %w", r.Lease, err)
+	}
+	return nil
+}

@@ -318,6 +318,13 @@ func poolError(err error, url string, dirs home.Dirs) error {
 		return &userError{Msg: fmt.Sprintf("cannot reach the pool at %s: %v", url, err), Hint: "check the URL, and that `idlepool serve` runs there", Cause: err}
 	case errors.Is(err, agent.ErrForbidden):
 		return &userError{Msg: err.Error(), Hint: "the pool is invite-only or refuses this device: ask its operator for an invite token (--invite TOKEN)", Cause: err}
+	case errors.Is(err, agent.ErrClockSkew):
+		var ae *agent.APIError
+		msg := "the pool refuses this device's requests: this device's clock is more than 5 minutes off the pool's"
+		if errors.As(err, &ae) && agent.ClockWords(ae.Offset) != "" {
+			msg = "the pool refuses this device's requests: " + agent.ClockWords(ae.Offset)
+		}
+		return &userError{Msg: msg, Hint: "set this machine's clock right (turn on network time), then try again", Cause: err}
 	case errors.Is(err, agent.ErrUnauthorized):
 		return &userError{Msg: err.Error(), Hint: "the pool does not know this device: check this machine's clock, then join again", Cause: err}
 	case errors.Is(err, agent.ErrBadRequest) && !errors.As(err, new(*agent.APIError)):

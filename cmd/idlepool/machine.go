@@ -221,12 +221,15 @@ func cmdMachineStatus(ctx context.Context, g *globals, asJSON bool) error {
 		return nil
 	}
 	printMachine(g.stdout, s, sig, d, c, now)
-	printAgent(g.stdout, running)
+	printAgent(g.stdout, running, now)
 	return nil
 }
 
-// printAgent writes what the running donor is doing, or that none runs.
-func printAgent(w io.Writer, st *agent.AgentStatus) {
+// printAgent writes what the running donor is doing, or that none runs,
+// with its notices (a clock off the pool's, a pool unreachable, tasks
+// abandoned; times in the local zone, now being the wall clock) and its
+// cache's use.
+func printAgent(w io.Writer, st *agent.AgentStatus, now time.Time) {
 	if st == nil {
 		fmt.Fprintf(w, "%-12s %s\n", "donor", "not running (start it with 'idlepool join' or the tray app)")
 		return
@@ -252,6 +255,12 @@ func printAgent(w io.Writer, st *agent.AgentStatus) {
 			state = p.Error
 		}
 		fmt.Fprintf(w, "%-12s %s: %s\n", "  pool", name, state)
+	}
+	for _, n := range st.Notices(time.Local, now) {
+		fmt.Fprintf(w, "%-12s %s\n", "  note", n)
+	}
+	if st.Cache != nil {
+		fmt.Fprintf(w, "%-12s %s\n", "cache", st.Cache.Words())
 	}
 }
 
@@ -557,6 +566,11 @@ func printSettings(w io.Writer, s idle.Settings) {
 		line("max_temperature", "%.0f °C", s.MaxTemperatureC)
 	} else {
 		line("max_temperature", "none")
+	}
+	if s.CacheMiB > 0 {
+		line("cache", "%s", mib(s.CacheMiB))
+	} else {
+		line("cache", "default: %s", mib(idle.DefaultCacheMiB))
 	}
 	if s.PausedUntil.IsZero() {
 		line("pause", "off")

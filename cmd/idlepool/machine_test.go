@@ -233,7 +233,8 @@ func TestStatusOfAJobStillNeedsItsID(t *testing.T) {
 
 func TestPrintAgent(t *testing.T) {
 	var b strings.Builder
-	printAgent(&b, nil)
+	now := time.Date(2026, 3, 10, 14, 30, 0, 0, time.Local)
+	printAgent(&b, nil, now)
 	if !strings.Contains(b.String(), "not running") {
 		t.Errorf("no donor: %q", b.String())
 	}
@@ -243,10 +244,33 @@ func TestPrintAgent(t *testing.T) {
 		Running:  []agent.RunningTask{{Job: "j", Task: 1}},
 		Pools: []agent.PoolState{{URL: "http://a:7420", Name: "lab-a", Slots: 2, Running: 1},
 			{URL: "http://b:7420", Error: "its weight is 0: this machine offers it nothing"}},
-	})
+	}, now)
 	want := "donor        waiting: outside the allowed hours (Mon-Fri 22:00-07:00); 1 task held\n" +
 		"  pool       lab-a (http://a:7420): 2 workers, 1 task\n" +
 		"  pool       http://b:7420: its weight is 0: this machine offers it nothing\n"
+	if b.String() != want {
+		t.Errorf("printAgent:\n%s\nwant:\n%s", b.String(), want)
+	}
+
+	// A clock off the pool's, a pool gone with a task abandoned, and the
+	// cache.
+	b.Reset()
+	since := time.Date(2026, 3, 10, 14, 2, 0, 0, time.Local)
+	printAgent(&b, &agent.AgentStatus{
+		Decision: idle.Decision{State: idle.StateComputing, Reason: "computing on 2 of 4 cores"},
+		Pools: []agent.PoolState{{URL: "http://a:7420", Name: "lab-a", Slots: 2, ClockOffsetMS: 7 * 60 * 1000},
+			{URL: "http://b:7420", Name: "lab-b", Slots: 1, UnreachableSince: since}},
+		Abandoned: []agent.AbandonedTask{{Pool: "http://b:7420", Job: "ab12cd34ef56ab12", JobName: "pi", Task: 4,
+			At: now, UnreachableSince: since}},
+		Cache: &agent.CacheUsage{UsedBytes: 3565158, CapBytes: 2 << 30, Jobs: 1},
+	}, now)
+	want = "donor        computing on 2 of 4 cores; 0 tasks held\n" +
+		"  pool       lab-a (http://a:7420): 2 workers, 0 tasks\n" +
+		"  pool       lab-b (http://b:7420): 1 worker, 0 tasks\n" +
+		"  note       pool lab-a: this device's clock is 7 min off the pool's (behind); requests are signed with the pool's time\n" +
+		"  note       pool lab-b unreachable since 14:02 (retrying)\n" +
+		"  note       task 4 of job pi abandoned: pool unreachable since 14:02\n" +
+		"cache        3.4 MiB of 2.0 GiB (1 job)\n"
 	if b.String() != want {
 		t.Errorf("printAgent:\n%s\nwant:\n%s", b.String(), want)
 	}
