@@ -67,6 +67,7 @@ func TestStoreLockedWaits(t *testing.T) {
 	alice, bob, carol, dave := newPeer(t, nil), newPeer(t, nil), newPeer(t, nil), newPeer(t, nil)
 	for _, p := range []*testPeer{alice, bob, carol, dave} {
 		ts.register(t, p, "", http.StatusCreated)
+		ts.offer(t, p)
 	}
 	j := testJob(t, "locked", 1)
 	ts.upload(t, alice, programBytes(t, j))
