@@ -1,12 +1,6 @@
 package idle
 
-import (
-	"context"
-	"fmt"
-	"strings"
-
-	"github.com/shirou/gopsutil/v4/process"
-)
+import "strings"
 
 // commLen is the length to which Linux truncates a process's short name
 // (TASK_COMM_LEN 16 less the terminating NUL).
@@ -64,32 +58,4 @@ func MatchPrograms(want, running []string) []string {
 		}
 	}
 	return found
-}
-
-// processList is a ProcessSource over gopsutil's process list: each
-// process's short name (on Linux gopsutil completes a 15-character comm from
-// the command line) and its executable's base name where readable.
-type processList struct{}
-
-var _ ProcessSource = processList{}
-
-// ProgramNames implements ProcessSource.
-func (processList) ProgramNames(ctx context.Context) ([]string, error) {
-	procs, err := process.ProcessesWithContext(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("list processes: %w", err)
-	}
-	names := make([]string, 0, len(procs))
-	for _, p := range procs {
-		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("list processes: %w", err)
-		}
-		if n, err := p.NameWithContext(ctx); err == nil && n != "" {
-			names = append(names, n)
-		}
-		if exe, err := p.ExeWithContext(ctx); err == nil && exe != "" {
-			names = append(names, exe)
-		}
-	}
-	return names, nil
 }
