@@ -122,7 +122,7 @@ func (h *storeHealth) status(held int) StoreStatus {
 	switch st.Problem {
 	case "disk full":
 		if free, ferr := h.free(h.dir); ferr == nil && h.dir != "" {
-			st.Message = fmt.Sprintf("paused: disk full, %s free on %s", byteSize(free), where)
+			st.Message = fmt.Sprintf("paused: disk full, %s free on %s", ByteSize(int64(free)), where)
 		} else {
 			st.Message = "paused: disk full on " + where
 		}
@@ -150,24 +150,6 @@ func problem(err error) string {
 		return "damaged"
 	}
 	return "failing"
-}
-
-// byteSize is n bytes for people: "0 B", "512 KiB", "3.2 GiB".
-func byteSize(n uint64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := uint64(unit), 0
-	for m := n / unit; m >= unit && exp < 5; m /= unit {
-		div *= unit
-		exp++
-	}
-	v := float64(n) / float64(div)
-	if v >= 10 {
-		return fmt.Sprintf("%.0f %ciB", v, "KMGTPE"[exp])
-	}
-	return fmt.Sprintf("%.1f %ciB", v, "KMGTPE"[exp])
 }
 
 // heldResult is a computed result the store has not fully recorded yet:

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"syscall"
 
+	"github.com/dustin/go-humanize"
+
 	"idlepool/home"
 	"idlepool/pool"
 	"idlepool/store"
@@ -142,27 +144,9 @@ func (s *Server) storeWords(err error) string {
 		if ferr != nil {
 			return "disk full on " + s.cfg.DataDir
 		}
-		return fmt.Sprintf("disk full, %s free on %s", byteSize(free), s.cfg.DataDir)
+		return fmt.Sprintf("disk full, %s free on %s", humanize.IBytes(free), s.cfg.DataDir)
 	case errors.Is(err, store.ErrBusy):
 		return "its database is locked by another process"
 	}
 	return err.Error()
-}
-
-// byteSize is n bytes for people: "0 B", "512 KiB", "3.2 GiB".
-func byteSize(n uint64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := uint64(unit), 0
-	for m := n / unit; m >= unit && exp < 5; m /= unit {
-		div *= unit
-		exp++
-	}
-	v := float64(n) / float64(div)
-	if v >= 10 {
-		return fmt.Sprintf("%.0f %ciB", v, "KMGTPE"[exp])
-	}
-	return fmt.Sprintf("%.1f %ciB", v, "KMGTPE"[exp])
 }
