@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -452,3 +453,17 @@ func publishOfferState(t testing.TB, c *agent.Client, dev *device, state idle.St
 }
 
 func itoa(i int64) string { return strconv.FormatInt(i, 10) }
+
+// testOffers is an agent.OfferSource: a small machine with the settings
+// given, the GPUs of the signals, and the donor's preferences.
+type testOffers struct {
+	settings idle.Settings
+	prefs    offers.Preferences
+}
+
+func (o testOffers) Capacity(_ context.Context, sig idle.Signals) idle.Capacity {
+	m := idle.Machine{OS: runtime.GOOS, Arch: runtime.GOARCH, CPUModel: "test CPU", LogicalCPUs: 4, MemoryTotalMiB: 8192, TimeZone: "UTC"}
+	return idle.NewCapacity(m, o.settings, sig.GPUs)
+}
+
+func (o testOffers) Preferences(context.Context) offers.Preferences { return o.prefs }

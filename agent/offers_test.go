@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -62,20 +61,6 @@ func (s listerGPUs) GPUs(context.Context) ([]idle.GPU, error) {
 	}
 	return out, nil
 }
-
-// testOffers is an agent.OfferSource: a small machine with the settings
-// given, the GPUs of the signals, and the donor's preferences.
-type testOffers struct {
-	settings idle.Settings
-	prefs    offers.Preferences
-}
-
-func (o testOffers) Capacity(_ context.Context, sig idle.Signals) idle.Capacity {
-	m := idle.Machine{OS: runtime.GOOS, Arch: runtime.GOARCH, CPUModel: "test CPU", LogicalCPUs: 4, MemoryTotalMiB: 8192, TimeZone: "UTC"}
-	return idle.NewCapacity(m, o.settings, sig.GPUs)
-}
-
-func (o testOffers) Preferences(context.Context) offers.Preferences { return o.prefs }
 
 // TestOffersEndToEnd runs an invite-only coordinator on 127.0.0.1 with a
 // CPU-only agent and an agent whose NVML is the go-nvml mock of one GPU.
