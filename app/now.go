@@ -26,7 +26,7 @@ const NowRefresh = 2 * time.Second
 
 // nowSplit is the share of the window's height the current state takes;
 // the event log takes the rest.
-const nowSplit = 0.6
+const nowSplit = 0.68
 
 // nowEvents is how many of the latest events the Events tab shows.
 const nowEvents = 200
@@ -88,7 +88,7 @@ func (u *UI) ShowNow() fyne.Window {
 // (nil when the window was open already).
 func (u *UI) showNow() (fyne.Window, *nowView) {
 	var v *nowView
-	w := u.window("now", "Now", fyne.NewSize(900, 560), func(fyne.Window) fyne.CanvasObject {
+	w := u.window("now", "Now", fyne.NewSize(900, 680), func(fyne.Window) fyne.CanvasObject {
 		v = u.newNowView()
 		return v.content
 	}, func() { v.stop() })
