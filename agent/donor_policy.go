@@ -169,7 +169,7 @@ func (p *donorPolicy) notePause(prev, d idle.Decision) {
 	case d.State == idle.StatePaused && prev.State != idle.StatePaused:
 		err = p.events.Addf("%s", d.Reason)
 	case prev.State == idle.StatePaused && d.State != idle.StatePaused:
-		err = p.events.Addf("resumed after the pause (%s)", d.Reason)
+		err = p.events.Addf("pause over; now %s", d.Reason)
 	}
 	if err != nil {
 		p.log.Warn("Cannot write the event log", "err", err)

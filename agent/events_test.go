@@ -1,6 +1,7 @@
 package agent_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"idlepool/agent"
+	"idlepool/idle"
 )
 
 // fixedClock returns a clock that starts at t and advances by a second
@@ -171,4 +173,83 @@ func TestAgentLogsPoolUnreachableAndBack(t *testing.T) {
 	startCoordinator(t, data, co.listen)
 	waitFor(t, "the log says the pool is reachable again", has("pool test reachable again (unreachable since "))
 	waitFor(t, "the status says the pool answers", func() bool { return !ra.Status().AllUnreachable() })
+}
+
+func TestDonorLogsPausesAndPools(t *testing.T) {
+	// The owner pauses and resumes, and leaves the pool: each is an
+	// event, in order. The owner's pause decides before any reading of
+	// the machine, so the test does not depend on this machine's state.
+	ctx := context.Background()
+	co := startCoordinator(t, t.TempDir(), "127.0.0.1:0")
+	dev := newDevice(t, nil)
+	if err := dev.local.JoinPool(ctx, co.url, ""); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), agent.EventsFile)
+	d, err := agent.NewDonor(agent.DonorConfig{
+		Home: dev.dirs, DeviceKey: dev.key, OwnerKey: dev.owner, Name: "donor", Workers: 1,
+		Executor: &fakeExec{}, Store: dev.local, HTTP: httpClient(t), Events: agent.NewEventLog(path, 0, nil),
+		PoolReload: 50 * time.Millisecond, RetryAfter: 100 * time.Millisecond, SettingsReload: 50 * time.Millisecond,
+		Logger: quietLogger(t).With("side", "donor"),
+		Adjust: func(c *agent.Config) {
+			c.MaxBackoff, c.IdlePoll, c.ReceiptPoll = 200*time.Millisecond, 50*time.Millisecond, 50*time.Millisecond
+			c.SamplePeriod, c.RestSamplePeriod = 50*time.Millisecond, 50*time.Millisecond
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- d.Serve(sctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	words := func() []string {
+		evs, err := agent.ReadEvents(path, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, e := range evs {
+			out = append(out, e.Words)
+		}
+		return out
+	}
+	has := func(prefix string) func() bool {
+		return func() bool {
+			for _, w := range words() {
+				if strings.HasPrefix(w, prefix) {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	waitFor(t, "the pool is joined", has("joined pool test"))
+	setPause := func(until time.Time) {
+		t.Helper()
+		if _, err := dev.local.UpdateSettings(ctx, func(s *idle.Settings) error { s.PausedUntil = until; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		d.Reload()
+	}
+	setPause(time.Now().Add(time.Hour))
+	waitFor(t, "the pause is an event", has("paused by you until "))
+	setPause(time.Time{})
+	waitFor(t, "the pause's end is an event", has("pause over; now "))
+	if err := dev.local.LeavePool(ctx, co.url); err != nil {
+		t.Fatal(err)
+	}
+	d.Reload()
+	waitFor(t, "leaving is an event", has("left pool test"))
+	var order []string
+	for _, w := range words() {
+		for _, p := range []string{"joined pool", "paused by you", "pause over", "left pool"} {
+			if strings.HasPrefix(w, p) {
+				order = append(order, p)
+			}
+		}
+	}
+	if d := cmp.Diff([]string{"joined pool", "paused by you", "pause over", "left pool"}, order); d != "" {
+		t.Errorf("events (-want +got):\n%s\nall: %q", d, words())
+	}
 }

@@ -110,7 +110,7 @@ func scene(t *testing.T) string {
 	}{
 		{5 * time.Hour, "joined pool home-lab (" + other + ")"},
 		{4*time.Hour + 40*time.Minute, "paused: steam is running"},
-		{4*time.Hour + 5*time.Minute, "resumed after the pause (computing on 6 of 8 cores)"},
+		{4*time.Hour + 5*time.Minute, "pause over; now computing on 6 of 8 cores"},
 		{3*time.Hour + 50*time.Minute, "result of task 16 of job 5f2a9c0e4b1d rejected by pool lab-a: deviation: a majority of owners agreed on other bytes"},
 		{3*time.Hour + 30*time.Minute, "pool home-lab unreachable (retrying)"},
 		{3*time.Hour + 20*time.Minute, "task 7 of job ising-sweep abandoned: pool unreachable since " + time.Now().Add(-3*time.Hour-30*time.Minute).Format("15:04")},
