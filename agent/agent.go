@@ -149,6 +149,11 @@ type Config struct {
 	// of this pool are finished (Cache.Forget); default 10 minutes.
 	CacheSweep time.Duration
 
+	// Events, if set, is the event log the agent adds to: the pool
+	// joined, unreachable and reachable again, tasks handed back or
+	// abandoned, results rejected, the local store full and recovered.
+	Events *EventLog
+
 	// LocalAPI, if set, is where the agent serves its Status for the tray
 	// app and `idlepool status`: a Unix domain socket (mode 0600) on Linux
 	// and macOS, a file naming a loopback address and a token on Windows.
@@ -242,6 +247,7 @@ type Agent struct {
 	joinedAs  string                 // the pool's name once joined, for Status
 	abandoned []AbandonedTask        // the latest tasks abandoned, oldest first
 	running   map[string]pool.Lease  // leases whose tasks are running
+	taskInfo  map[string]taskInfo    // what Status says of each running lease's task, by lease ID
 	owners    map[job.ID]string      // job -> owner ID, for jobs seen
 	held      map[string]*heldResult // results the store has not fully recorded, by lease
 }
@@ -259,8 +265,9 @@ func New(cfg Config) (*Agent, error) {
 	log := cfg.Logger.With("pool", c.URL())
 	if cfg.health == nil {
 		cfg.health = newStoreHealth(cfg.StorePath, cfg.FreeSpace, cfg.Logger)
+		cfg.health.events = cfg.Events
 	}
-	return &Agent{
+	a := &Agent{
 		cfg:      cfg,
 		c:        c,
 		log:      log,
@@ -271,10 +278,41 @@ func New(cfg Config) (*Agent, error) {
 		gov:      newGovernor(log),
 		health:   cfg.health,
 		running:  map[string]pool.Lease{},
+		taskInfo: map[string]taskInfo{},
 		owners:   map[job.ID]string{},
 		offered:  make(chan struct{}),
 		held:     map[string]*heldResult{},
-	}, nil
+	}
+	c.watchReach(a.noteReach)
+	return a, nil
+}
+
+// noteReach adds the coordinator's going away and coming back to the
+// event log, with times in the local zone.
+func (a *Agent) noteReach(reachable bool, since time.Time) {
+	if reachable {
+		a.event("pool %s reachable again (unreachable since %s)", a.label(), since.Local().Format("15:04:05"))
+		return
+	}
+	a.event("pool %s unreachable (retrying)", a.label())
+}
+
+// jobLabel names a job for people: its manifest's name, else its short ID.
+func jobLabel(cj *cachedJob) string {
+	if cj.j.Manifest.Name != "" {
+		return cj.j.Manifest.Name
+	}
+	return shortJob(cj.j.ID.String())
+}
+
+// label names the pool for people: its name once joined, else its URL.
+func (a *Agent) label() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.joinedAs != "" {
+		return a.joinedAs
+	}
+	return a.c.URL()
 }
 
 // Client returns the agent's client of the pool, signing as its device.
@@ -360,6 +398,7 @@ func (a *Agent) join(ctx context.Context) error {
 		a.mu.Unlock()
 		a.log = a.log.With("poolName", info.Pool)
 		a.log.Info("Joined pool", "peer", reg.Peer, "owner", reg.Owner)
+		a.event("joined pool %s (%s)", info.Pool, a.c.URL())
 		return nil
 	})
 }
@@ -491,6 +530,9 @@ func (a *Agent) runLease(ctx context.Context, l pool.Lease) error {
 		a.renewOffer()
 		return nil
 	}
+	a.mu.Lock()
+	a.taskInfo[l.ID] = taskInfo{jobName: cj.j.Manifest.Name, started: a.cfg.Now(), limit: cj.j.Manifest.Policy.TimeLimit.Duration}
+	a.mu.Unlock()
 	a.trackRunning(l, true)
 	defer a.trackRunning(l, false)
 
@@ -518,6 +560,7 @@ func (a *Agent) runLease(ctx context.Context, l pool.Lease) error {
 		return nil
 	case errors.Is(context.Cause(taskCtx), errHandedBack):
 		logHandedBack(log, limit)
+		a.event("task %d of job %s handed back to pool %s: suspended longer than its lease allows", l.Task, jobLabel(cj), a.label())
 		a.release(ctx, l, log)
 		return nil
 	case errors.Is(context.Cause(taskCtx), ErrLeaseExpired):
@@ -531,6 +574,7 @@ func (a *Agent) runLease(ctx context.Context, l pool.Lease) error {
 		return a.abandon(ctx, l, cj, context.Cause(taskCtx), log)
 	case err != nil:
 		log.Error("Task could not run, handing it back", "err", err)
+		a.event("task %d of job %s handed back to pool %s: it could not run: %v", l.Task, jobLabel(cj), a.label(), err)
 		a.release(ctx, l, log)
 		_ = sleep(ctx, time.Second) // do not spin on a broken executor
 		return nil
@@ -653,6 +697,7 @@ func (a *Agent) abandon(ctx context.Context, l pool.Lease, cj *cachedJob, cause 
 	log.Warn("Task abandoned: its lease ran out while the pool could not be reached", "deadline", ab.Deadline,
 		"unreachableSince", ab.UnreachableSince, "err", ab.Err)
 	c := store.Contribution{Pool: a.c.URL(), Job: l.Job, Task: l.Task, Lease: l.ID, Created: t.At}
+	a.event("%s", t.Words(time.Local))
 	if err := a.cfg.Store.AddAbandoned(context.WithoutCancel(ctx), c, t.Words(time.Local)); err != nil {
 		return fmt.Errorf("record abandoned task %d of job %s: %w", l.Task, l.Job, err)
 	}
@@ -684,7 +729,15 @@ func (a *Agent) trackRunning(l pool.Lease, on bool) {
 		a.running[l.ID] = l
 	} else {
 		delete(a.running, l.ID)
+		delete(a.taskInfo, l.ID)
 	}
+}
+
+// taskInfo is what Status says of a running task besides its lease.
+type taskInfo struct {
+	jobName string
+	started time.Time // by this device's clock
+	limit   time.Duration
 }
 
 // Running returns the leases whose tasks are running now.

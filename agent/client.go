@@ -49,6 +49,10 @@ type Client struct {
 	measured    bool             // offset was measured
 	skewRefused bool             // the last signed request was refused for its timestamp
 	failedSince time.Time        // first of the failures since the last answer; zero after one
+
+	// onReach is called, outside mu, when failedSince becomes set or
+	// zero again (watchReach); nil: not at all.
+	onReach func(reachable bool, since time.Time)
 }
 
 // NewClient returns a client of the pool at poolURL (scheme and host, e.g.
@@ -131,24 +135,39 @@ func (c *Client) UnreachableSince() time.Time {
 // gives the offset.
 func (c *Client) noteAnswer(date string, sent, received time.Time) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	since, hook := c.failedSince, c.onReach
 	c.failedSince = time.Time{}
-	t, err := http.ParseTime(date)
-	if err != nil {
-		return
+	if t, err := http.ParseTime(date); err == nil {
+		mid := sent.Add(received.Sub(sent) / 2)
+		c.offset = t.Add(500 * time.Millisecond).Sub(mid).Round(time.Millisecond)
+		c.measured = true
 	}
-	mid := sent.Add(received.Sub(sent) / 2)
-	c.offset = t.Add(500 * time.Millisecond).Sub(mid).Round(time.Millisecond)
-	c.measured = true
+	c.mu.Unlock()
+	if !since.IsZero() && hook != nil {
+		hook(true, since)
+	}
 }
 
 // noteFailure records a failure to reach the coordinator at t.
 func (c *Client) noteFailure(t time.Time) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.failedSince.IsZero() {
+	first, hook := c.failedSince.IsZero(), c.onReach
+	if first {
 		c.failedSince = t
 	}
+	c.mu.Unlock()
+	if first && hook != nil {
+		hook(false, t)
+	}
+}
+
+// watchReach makes the client call f, outside its lock, when the
+// coordinator stops answering (reachable false, since the failure's time)
+// and when it answers again (reachable true, since when it did not).
+func (c *Client) watchReach(f func(reachable bool, since time.Time)) {
+	c.mu.Lock()
+	c.onReach = f
+	c.mu.Unlock()
 }
 
 // URL returns the pool's base URL.

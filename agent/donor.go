@@ -66,6 +66,10 @@ type DonorConfig struct {
 	SettingsReload time.Duration
 	// Logger receives diagnostics; nil discards them.
 	Logger *slog.Logger
+	// Events, if set, is the event log (see EventLog) the donor and its
+	// agents add to; conventionally EventsFile in the data directory,
+	// written only by the process that holds its lock.
+	Events *EventLog
 	// HTTP is the client for the coordinators; nil: each agent's default.
 	HTTP *http.Client
 	// Pools, if set, are the pools to compute for as long as Serve runs,
@@ -165,9 +169,11 @@ func NewDonor(cfg DonorConfig) (*Donor, error) {
 		if cfg.SettingsReload > 0 {
 			d.policy.reloadEvery = cfg.SettingsReload
 		}
+		d.policy.events = cfg.Events
 	}
 	d.offer = &donorOffer{local: cfg.Store, gpus: cfg.GPUs, log: cfg.Logger, always: cfg.Always}
 	d.health = newStoreHealth(cfg.StorePath, cfg.FreeSpace, cfg.Logger)
+	d.health.events = cfg.Events
 	if r := cfg.Store.Recovery(); r != nil {
 		d.health.recovered = r.String()
 	}
@@ -334,6 +340,7 @@ func (d *Donor) sync(ctx context.Context) error {
 					return &PoolError{URL: u, Err: da.err}
 				}
 				d.log.Warn("Stopped computing for a pool; will try again", "pool", u, "err", da.err, "after", d.cfg.RetryAfter)
+				d.event("stopped computing for pool %s: %v; trying again in %s", u, da.err, d.cfg.RetryAfter)
 				d.retryAt[u] = time.Now().Add(d.cfg.RetryAfter)
 				d.setError(u, da.err.Error())
 			}
@@ -345,6 +352,9 @@ func (d *Donor) sync(ctx context.Context) error {
 		case !ok || pools[i].Invite != da.pool.Invite:
 			stop = append(stop, da)
 			delete(d.agents, u)
+			if !ok {
+				d.event("left pool %s", da.a.label())
+			}
 		case slots[i] != da.slots && len(da.a.Running()) == 0:
 			// Its share of the workers changed (a pool joined or left):
 			// it is made again with the new share, but only while it
@@ -440,6 +450,7 @@ func (d *Donor) agentConfig(p store.JoinedPool, slots int) Config {
 		Store: d.cfg.Store, HTTP: d.cfg.HTTP, Logger: d.log,
 		Offer: d.offer, OfferTTL: d.cfg.OfferTTL, Cache: d.cache,
 		StorePath: d.cfg.StorePath, FreeSpace: d.cfg.FreeSpace, health: d.health,
+		Events: d.cfg.Events,
 	}
 	if d.policy != nil {
 		cfg.Signals, cfg.Decide = d.policy, d.policy.Decide
@@ -448,6 +459,13 @@ func (d *Donor) agentConfig(p store.JoinedPool, slots int) Config {
 		d.cfg.Adjust(&cfg)
 	}
 	return cfg
+}
+
+// event adds an event to DonorConfig.Events; a failure is logged.
+func (d *Donor) event(format string, args ...any) {
+	if err := d.cfg.Events.Addf(format, args...); err != nil {
+		d.log.Warn("Cannot write the event log", "err", err)
+	}
 }
 
 // stopAll stops every agent and waits until each has handed its tasks

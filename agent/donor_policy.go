@@ -49,6 +49,7 @@ type donorPolicy struct {
 	programs []string // the PauseFor list sampler was made for
 
 	reloadEvery time.Duration // settingsReload unless DonorConfig.SettingsReload
+	events      *EventLog     // DonorConfig.Events; nil: none
 }
 
 func newDonorPolicy(local *store.Local, gpus idle.GPUSource, log *slog.Logger) *donorPolicy {
@@ -131,7 +132,9 @@ func (p *donorPolicy) Decide(sig idle.Signals, now time.Time) idle.Decision {
 	if !p.lastDecided.IsZero() && time.Since(p.lastDecided) < p.shareFor() {
 		return p.lastDecision
 	}
+	prev := p.lastDecision
 	p.lastDecision, p.lastDecided, p.decidedWall = p.decide(sig, now), time.Now(), now
+	p.notePause(prev, p.lastDecision)
 	return p.lastDecision
 }
 
@@ -155,6 +158,22 @@ func (p *donorPolicy) decide(sig idle.Signals, now time.Time) idle.Decision {
 		}
 	}
 	return d
+}
+
+// notePause adds a pause (for a game, by the owner) and its end to the
+// event log. Waiting and computing alternate with every touch of the
+// mouse, so only the pauses are events. p.mu is held.
+func (p *donorPolicy) notePause(prev, d idle.Decision) {
+	var err error
+	switch {
+	case d.State == idle.StatePaused && prev.State != idle.StatePaused:
+		err = p.events.Addf("%s", d.Reason)
+	case prev.State == idle.StatePaused && d.State != idle.StatePaused:
+		err = p.events.Addf("pause over; now %s", d.Reason)
+	}
+	if err != nil {
+		p.log.Warn("Cannot write the event log", "err", err)
+	}
 }
 
 // Close stops the sampler's probes. The GPU source is closed by whoever

@@ -101,10 +101,21 @@ type AgentStatus struct {
 
 // RunningTask is one leased task in AgentStatus.
 type RunningTask struct {
-	Job      string    `json:"job"`
+	// Pool is the URL of the pool that leased it.
+	Pool string `json:"pool,omitempty"`
+	Job  string `json:"job"`
+	// JobName is the job's name from its manifest; "" when it has none.
+	JobName  string    `json:"jobName,omitempty"`
 	Task     int64     `json:"task"`
 	Lease    string    `json:"lease"`
 	Deadline time.Time `json:"deadline"` // of the lease as last granted
+	// Started is when it began to run (this device's clock); TimeLimitMS
+	// is the job's time limit per task in milliseconds (0: unknown).
+	Started     time.Time `json:"started,omitzero"`
+	TimeLimitMS int64     `json:"timeLimitMs,omitempty"`
+	// Suspended reports whether it is stopped now: the decision is not
+	// to run (AgentStatus.Decision says why).
+	Suspended bool `json:"suspended,omitempty"`
 }
 
 // governor holds the policy's current decision and what follows from it:
@@ -338,9 +349,13 @@ func (a *Agent) Status() AgentStatus {
 		return cmp.Compare(x.Task, y.Task)
 	})
 	st.Running = make([]RunningTask, 0, len(leases))
+	a.mu.Lock()
 	for _, l := range leases {
-		st.Running = append(st.Running, RunningTask{Job: l.Job.String(), Task: l.Task, Lease: l.ID, Deadline: l.Deadline})
+		ti := a.taskInfo[l.ID]
+		st.Running = append(st.Running, RunningTask{Pool: st.Pool, Job: l.Job.String(), JobName: ti.jobName, Task: l.Task, Lease: l.ID,
+			Deadline: l.Deadline, Started: ti.started, TimeLimitMS: ti.limit.Milliseconds(), Suspended: st.Suspended})
 	}
+	a.mu.Unlock()
 	st.Store = a.health.status(a.heldCount())
 	return st
 }

@@ -40,6 +40,9 @@ type storeHealth struct {
 	dir  string // the store's directory, for its free space; "" unknown
 	free func(dir string) (uint64, error)
 	log  *slog.Logger
+	// events is the event log the store's faults go to; nil: none. Set
+	// once, before the agents start.
+	events *EventLog
 
 	mu        sync.Mutex
 	err       error     // the last write's failure; nil while writes work
@@ -69,6 +72,9 @@ func (h *storeHealth) failed(err error) {
 		h.ok = make(chan struct{})
 		h.log.Warn("The local store takes no writes; no new tasks until it does, results kept in memory",
 			"problem", problem(err), "err", err)
+		if eerr := h.events.Addf("local store takes no writes (%s): no new tasks until it does", problem(err)); eerr != nil {
+			h.log.Warn("Cannot write the event log", "err", eerr)
+		}
 	}
 	h.err = err
 }
@@ -79,6 +85,9 @@ func (h *storeHealth) worked() {
 	defer h.mu.Unlock()
 	if h.err != nil {
 		h.log.Info("The local store takes writes again; leasing resumes", "after", time.Since(h.since).Round(time.Millisecond))
+		if eerr := h.events.Addf("local store takes writes again (after %s): leasing resumes", time.Since(h.since).Round(time.Second)); eerr != nil {
+			h.log.Warn("Cannot write the event log", "err", eerr)
+		}
 		h.err, h.since = nil, time.Time{}
 		close(h.ok)
 	}

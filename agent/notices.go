@@ -185,3 +185,55 @@ func ByteSize(n int64) string {
 	}
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTP"[exp])
 }
+
+// PoolsNow are the pools of the status with their connection state: a
+// Donor's Pools, or a lone Agent's one pool made from its own fields.
+func (s AgentStatus) PoolsNow() []PoolState {
+	if len(s.Pools) > 0 || s.Pool == "" {
+		return s.Pools
+	}
+	return []PoolState{{URL: s.Pool, Name: s.PoolName, Slots: s.Slots, Running: len(s.Running), ClockOffsetMS: s.ClockOffsetMS,
+		ClockRefused: s.ClockRefused, UnreachableSince: s.UnreachableSince}}
+}
+
+// Reachable reports whether the pool answers: it has an agent (no
+// Error) and its coordinator answered the last request.
+func (p PoolState) Reachable() bool { return p.Error == "" && p.UnreachableSince.IsZero() }
+
+// Label is the pool's name, or its URL until it has one.
+func (p PoolState) Label() string {
+	if p.Name != "" {
+		return p.Name
+	}
+	return p.URL
+}
+
+// Connection says the pool's connection state for people, with times in
+// loc: "connected", "cannot reach the pool since 14:02, retrying", or why
+// no agent computes for it (Error).
+func (p PoolState) Connection(loc *time.Location, now time.Time) string {
+	switch {
+	case p.Error != "":
+		return p.Error
+	case !p.UnreachableSince.IsZero():
+		return "cannot reach the pool since " + clockTime(p.UnreachableSince, now, loc) + ", retrying"
+	case p.ClockRefused:
+		return "connected, but the pool refuses this device's clock"
+	}
+	return "connected"
+}
+
+// AllUnreachable reports whether the status names pools and none of them
+// answers: then nothing can be leased, whatever the decision says.
+func (s AgentStatus) AllUnreachable() bool {
+	ps := s.PoolsNow()
+	if len(ps) == 0 {
+		return false
+	}
+	for _, p := range ps {
+		if p.Reachable() {
+			return false
+		}
+	}
+	return true
+}

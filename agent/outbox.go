@@ -41,6 +41,7 @@ func (a *Agent) deliver(ctx context.Context, c store.Contribution, stored bool) 
 	if err != nil {
 		reason = "refused by the coordinator: " + refusal(err)
 		a.log.Warn("Result refused", "jobID", c.Job.String(), "taskIndex", c.Task, "lease", c.Lease, "reason", reason)
+		a.event("result of task %d of job %s rejected by pool %s: %s", c.Task, shortJob(c.Job.String()), a.label(), reason)
 	} else if a.ownJob(ctx, c.Job) {
 		reason = ownJobReason
 	}
@@ -255,6 +256,9 @@ func (a *Agent) applyEntry(ctx context.Context, e pool.Entry) error {
 		reason = "deviation: " + orDefault(e.Reason, "a majority of owners agreed on other bytes")
 	case pool.KindUnverified:
 		reason = "unverified: " + orDefault(e.Reason, "no majority agreed within the replica limit")
+	}
+	if reason != "" {
+		a.event("result of task %d of job %s rejected by pool %s: %s", e.Task, shortJob(e.Job.String()), a.label(), reason)
 	}
 	apply := func() error {
 		switch e.Kind {

@@ -1,5 +1,5 @@
-// Package app is the donor's desktop app: the windows (settings, browse
-// jobs, contribution history, first run), built with Fyne, and the tray
+// Package app is the donor's desktop app: the windows (now, settings,
+// browse jobs, contribution history, first run), built with Fyne, and the tray
 // menu as a model (label, state and action of each item) that the tray
 // process draws with fyne.io/systray. Only app and its sub-packages import
 // Fyne; the sub-package desktop is the program: a tray process that runs
@@ -72,6 +72,10 @@ type Deps struct {
 	// Board reads the job boards of the joined pools, matched against
 	// this machine's offer (agent.Board).
 	Board func(ctx context.Context) ([]agent.PoolBoard, error)
+	// Events reads the last n events of the donor's event log
+	// (agent.ReadEvents of agent.EventsFile in the data directory), oldest
+	// first, for the Now window; nil says the app keeps none.
+	Events func(ctx context.Context, n int) ([]agent.Event, error)
 	// Autostart is the start-at-login entry; nil hides the menu item.
 	Autostart Autostart
 	// Now is the wall clock; nil means time.Now.

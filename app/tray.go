@@ -53,7 +53,9 @@ const maxLineRunes = 90
 // first that applies wins: the owner's pause (read from the settings, so
 // that it shows at once after the owner paused); a local store that takes
 // no writes ("Paused: disk full, 0 B free on …"); no pool joined; no pool
-// reachable; no decision yet; the policy's pause or wait, in its words;
+// with an agent; no pool answering while no task is held and no pause is
+// decided ("Idle: lanparty: cannot reach the pool since 14:02,
+// retrying"); no decision yet; the policy's pause or wait, in its words;
 // tasks running; allowed to compute with no task.
 func StatusOf(st agent.AgentStatus, s idle.Settings, now time.Time) TrayStatus {
 	loc := s.Location()
@@ -76,6 +78,10 @@ func StatusOf(st agent.AgentStatus, s idle.Settings, now time.Time) TrayStatus {
 			p := st.Pools[0]
 			return TrayStatus{State: TrayIdle, Line: cut("Idle: " + poolLabel(p) + ": " + p.Error)}
 		}
+	}
+	if st.AllUnreachable() && len(st.Running) == 0 && st.Decision.State != idle.StatePaused {
+		p := st.PoolsNow()[0]
+		return TrayStatus{State: TrayIdle, Line: cut("Idle: " + poolLabel(p) + ": " + p.Connection(loc, now))}
 	}
 	if refused, p := clockRefused(st); refused && len(st.Running) == 0 {
 		why := agent.ClockWords(time.Duration(p.ClockOffsetMS) * time.Millisecond)
@@ -107,7 +113,7 @@ func StatusOf(st agent.AgentStatus, s idle.Settings, now time.Time) TrayStatus {
 	if tasks == 0 {
 		var names []string
 		for _, p := range st.Pools {
-			if p.Error == "" {
+			if p.Reachable() {
 				names = append(names, poolLabel(p))
 			}
 		}
@@ -266,6 +272,9 @@ const (
 	ActionToggleAutostart
 	// ActionQuit quits the app.
 	ActionQuit
+	// ActionNow opens the Now window: the tasks running, the decision,
+	// the pools' connections and the event log.
+	ActionNow
 )
 
 // TrayItem is one item of the tray's menu.
@@ -331,7 +340,7 @@ type Tray struct {
 }
 
 // NewTray returns the tray over deps, showing itself in view. do is given
-// the actions that leave the tray: ActionSettings, ActionBrowse,
+// the actions that leave the tray: ActionNow, ActionSettings, ActionBrowse,
 // ActionHistory and ActionQuit (quit should stop the engine and the app).
 // log, if not nil, receives failures of the menu's actions. The menu is
 // built and shown at once; call Refresh or Serve to keep it current.
@@ -488,6 +497,7 @@ func (t *Tray) apply(s traySnapshot) {
 const (
 	labelPauseHour = "Pause for 1 hour"
 	labelResume    = "Resume"
+	labelNow       = "Now…"
 	labelSettings  = "Settings…"
 	labelBrowse    = "Browse jobs…"
 	labelHistory   = "Contribution history…"
@@ -524,6 +534,7 @@ func (t *Tray) items(st TrayStatus, s traySnapshot) []TrayItem {
 		{Action: ActionPauseTomorrow, Label: morningLabel(morning, s.now.In(loc)), Hidden: !st.PausedUntil.Before(morning)},
 		{Action: ActionResume, Label: labelResume, Hidden: st.PausedUntil.IsZero()},
 		sep,
+		{Action: ActionNow, Label: labelNow},
 		{Action: ActionSettings, Label: labelSettings},
 		{Action: ActionBrowse, Label: labelBrowse},
 		{Action: ActionHistory, Label: labelHistory},

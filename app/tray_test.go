@@ -156,6 +156,16 @@ func TestStatusOf(t *testing.T) {
 			TrayStatus{State: TrayIdle, Line: "Waiting: outside your hours"}},
 		{"pool unreachable", agent.AgentStatus{Pools: []agent.PoolState{{URL: "http://10.0.0.5:7420", Error: "cannot reach the pool: connection refused"}}}, utc,
 			TrayStatus{State: TrayIdle, Line: "Idle: 10.0.0.5:7420: cannot reach the pool: connection refused"}},
+		{"pool down, no task", running(agent.PoolState{URL: "http://a", Name: "lanparty", UnreachableSince: now.Add(-3 * time.Minute)}), utc,
+			TrayStatus{State: TrayIdle, Line: "Idle: lanparty: cannot reach the pool since 13:57, retrying"}},
+		{"lone agent's pool down", agent.AgentStatus{Pool: "http://a:7420", PoolName: "lanparty", UnreachableSince: now.Add(-3 * time.Minute),
+			Decision: idle.Decision{State: idle.StateComputing, Reason: "computing on 4 of 8 cores"}}, utc,
+			TrayStatus{State: TrayIdle, Line: "Idle: lanparty: cannot reach the pool since 13:57, retrying"}},
+		{"pool down, game runs", agent.AgentStatus{Pools: []agent.PoolState{{URL: "http://a", Name: "lanparty", UnreachableSince: now}},
+			Decision: idle.Decision{State: idle.StatePaused, Reason: "paused: game.exe is running"}}, utc,
+			TrayStatus{State: TrayPaused, Line: "Paused: game.exe is running"}},
+		{"one of two pools down", running(agent.PoolState{URL: "http://a", Name: "lanparty", UnreachableSince: now}, agent.PoolState{URL: "http://b", Name: "lab-a"}), utc,
+			TrayStatus{State: TrayIdle, Line: "Idle: no tasks from pool lab-a right now"}},
 		{"clock refused", running(agent.PoolState{URL: "http://a", Name: "lab-a", ClockOffsetMS: 7 * 60 * 1000, ClockRefused: true}), utc,
 			TrayStatus{State: TrayIdle, Line: "Waiting: this device's clock is 7 min off the pool's (behind): set the clock right"}},
 		{"clock off but accepted", running(agent.PoolState{URL: "http://a", Name: "lab-a", ClockOffsetMS: 7 * 60 * 1000, Running: 1}), utc,
@@ -271,7 +281,7 @@ func (f *trayFixture) pausedUntil(t *testing.T) time.Time {
 func TestTrayPauseAndResume(t *testing.T) {
 	f := newTrayFixture(t, false)
 	want := []string{"(off) Waiting: on battery (43%)", "-", "Pause for 1 hour", "Pause until tomorrow, 08:00", "-",
-		"Settings…", "Browse jobs…", "Contribution history…", "-", "Quit"}
+		"Now…", "Settings…", "Browse jobs…", "Contribution history…", "-", "Quit"}
 	if diff := cmp.Diff(want, labels(f.tray.Menu())); diff != "" {
 		t.Fatalf("menu (-want +got):\n%s", diff)
 	}
@@ -285,7 +295,7 @@ func TestTrayPauseAndResume(t *testing.T) {
 		t.Errorf("engine reloaded %d times, want 1", n)
 	}
 	want = []string{"(off) Paused by you until 15:00", "-", "Pause until tomorrow, 08:00", "Resume", "-",
-		"Settings…", "Browse jobs…", "Contribution history…", "-", "Quit"}
+		"Now…", "Settings…", "Browse jobs…", "Contribution history…", "-", "Quit"}
 	if diff := cmp.Diff(want, labels(f.tray.Menu())); diff != "" {
 		t.Errorf("menu after pausing (-want +got):\n%s", diff)
 	}
@@ -295,7 +305,7 @@ func TestTrayPauseAndResume(t *testing.T) {
 		t.Errorf("PausedUntil = %v, want %v", got, want)
 	}
 	want = []string{"(off) Paused by you until Tue 08:00", "-", "Resume", "-",
-		"Settings…", "Browse jobs…", "Contribution history…", "-", "Quit"}
+		"Now…", "Settings…", "Browse jobs…", "Contribution history…", "-", "Quit"}
 	if diff := cmp.Diff(want, labels(f.tray.Menu())); diff != "" {
 		t.Errorf("menu after pausing until tomorrow (-want +got):\n%s", diff)
 	}
@@ -376,7 +386,7 @@ func TestTrayRefreshKeepsUnchangedItems(t *testing.T) {
 func TestTrayAutostartWindowsAndQuit(t *testing.T) {
 	f := newTrayFixture(t, true)
 	want := []string{"(off) Waiting: on battery (43%)", "-", "Pause for 1 hour", "Pause until tomorrow, 08:00", "-",
-		"Settings…", "Browse jobs…", "Contribution history…", "-", "Start at login", "-", "Quit"}
+		"Now…", "Settings…", "Browse jobs…", "Contribution history…", "-", "Start at login", "-", "Quit"}
 	if diff := cmp.Diff(want, labels(f.tray.Menu())); diff != "" {
 		t.Fatalf("menu (-want +got):\n%s", diff)
 	}
@@ -384,7 +394,7 @@ func TestTrayAutostartWindowsAndQuit(t *testing.T) {
 	if !f.auto.on {
 		t.Error("Start at login did not enable the entry")
 	}
-	if got := labels(f.tray.Menu())[9]; got != "[x] Start at login" {
+	if got := labels(f.tray.Menu())[10]; got != "[x] Start at login" {
 		t.Errorf("item after enabling = %q", got)
 	}
 	f.tap(t, "Start at login")
@@ -404,10 +414,10 @@ func TestTrayAutostartWindowsAndQuit(t *testing.T) {
 	}
 
 	// The windows and Quit leave the tray: they are handed on.
-	for _, l := range []string{"Settings…", "Browse jobs…", "Contribution history…", "Quit"} {
+	for _, l := range []string{"Now…", "Settings…", "Browse jobs…", "Contribution history…", "Quit"} {
 		f.tap(t, l)
 	}
-	if diff := cmp.Diff([]TrayAction{ActionSettings, ActionBrowse, ActionHistory, ActionQuit}, f.done); diff != "" {
+	if diff := cmp.Diff([]TrayAction{ActionNow, ActionSettings, ActionBrowse, ActionHistory, ActionQuit}, f.done); diff != "" {
 		t.Errorf("actions handed on (-want +got):\n%s", diff)
 	}
 }

@@ -174,7 +174,9 @@ func Decide(s Settings, sig Signals, now time.Time, mono time.Duration, prev Pol
 
 	// The reasons, first match wins.
 	if paused {
-		until := now.Add(st.PauseEnd - mono).In(loc)
+		// To the second: the sample's wall clock and the monotonic one
+		// are read a moment apart, which would show 13:59:59.95 as 13:59.
+		until := now.Add(st.PauseEnd - mono).Round(time.Second).In(loc)
 		return wait(StatePaused, "paused by you until "+clockText(until, now.In(loc)))
 	}
 	if len(running) > 0 {

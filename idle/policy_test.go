@@ -232,6 +232,9 @@ func TestDecide(t *testing.T) {
 			s.PausedUntil, s.TimeZone = time.Date(2026, 3, 10, 14, 5, 0, 0, loc), "Europe/Berlin"
 		}), []step{
 			{time.Date(2026, 3, 10, 13, 5, 0, 0, loc), 0, nil, paused("paused by you until 14:05")},
+			// The sample's wall clock read 50 ms before the monotonic one
+			// (the sample took that long): the end still reads 14:05.
+			{time.Date(2026, 3, 10, 13, 6, 0, 0, loc), time.Minute + 50*time.Millisecond, nil, paused("paused by you until 14:05")},
 			{time.Date(2026, 3, 10, 14, 5, 0, 0, loc), time.Hour, nil, computing(7, "computing on 7 of 8 cores")},
 		}},
 		{"owner's pause until a far date shows its date, and its year when not this one", withSettings(func(s *Settings) {

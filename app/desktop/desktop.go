@@ -26,7 +26,7 @@
 // one tray process runs per data directory; a second launch asks the
 // first to show its settings window and exits.
 //
-// For screenshots, IDLEPOOL_TRAY_SHOW=settings,browse,history,firstrun
+// For screenshots, IDLEPOOL_TRAY_SHOW=now,settings,browse,history,firstrun
 // opens those windows at start.
 package desktop
 
@@ -67,7 +67,7 @@ system tray: it shows whether it computes, waits or is paused, and why.
 
 Usage:
   idlepool-tray [--home DIR] [--workers N] [-v]
-  idlepool-tray window KIND... [--home DIR] [-v]   (KIND: settings, browse, history, firstrun)
+  idlepool-tray window KIND... [--home DIR] [-v]   (KIND: now, settings, browse, history, firstrun)
 
 Flags:
 `

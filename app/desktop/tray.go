@@ -92,6 +92,7 @@ func runTray(ctx context.Context, cfg Config, stderr io.Writer) error {
 		Workers: cfg.Workers, Executor: wp, Store: local, GPUs: agent.NVMLGPUs{Lister: lister, Workers: wp},
 		LocalAPI:  filepath.Join(dirs.Data, agent.LocalAPIFile), // the window process and `idlepool status` read it
 		StorePath: filepath.Join(dirs.Data, "local.db"),
+		Events:    agent.NewEventLog(filepath.Join(dirs.Data, agent.EventsFile), 0, nil),
 		Logger:    log,
 	})
 	if err != nil {
@@ -215,7 +216,7 @@ func runTray(ctx context.Context, cfg Config, stderr io.Writer) error {
 			view := newSystrayView(uiCtx, &trayGroup)
 			tray := app.NewTray(deps, view, func(a app.TrayAction) {
 				switch a {
-				case app.ActionSettings, app.ActionBrowse, app.ActionHistory:
+				case app.ActionNow, app.ActionSettings, app.ActionBrowse, app.ActionHistory:
 					if err := windows.Show(actionWindow[a]); err != nil {
 						log.Error("Cannot show the window", "window", actionWindow[a], "err", err)
 					}
@@ -236,6 +237,7 @@ func runTray(ctx context.Context, cfg Config, stderr io.Writer) error {
 
 // actionWindow is the window a tray menu action opens.
 var actionWindow = map[app.TrayAction]string{
+	app.ActionNow:      WindowNow,
 	app.ActionSettings: WindowSettings,
 	app.ActionBrowse:   WindowBrowse,
 	app.ActionHistory:  WindowHistory,

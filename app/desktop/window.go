@@ -30,20 +30,21 @@ const (
 	WindowBrowse   = "browse"
 	WindowHistory  = "history"
 	WindowFirstRun = "firstrun"
+	WindowNow      = "now"
 )
 
 // windowKinds are the kinds the window process knows.
-var windowKinds = []string{WindowSettings, WindowBrowse, WindowHistory, WindowFirstRun}
+var windowKinds = []string{WindowSettings, WindowBrowse, WindowHistory, WindowFirstRun, WindowNow}
 
 // checkKinds returns an error naming the first unknown kind, or when
 // there is none.
 func checkKinds(kinds []string) error {
 	if len(kinds) == 0 {
-		return errors.New("no window to show (one of settings, browse, history, firstrun)")
+		return errors.New("no window to show (one of settings, browse, history, firstrun, now)")
 	}
 	for _, k := range kinds {
 		if !slices.Contains(windowKinds, k) {
-			return fmt.Errorf("unknown window %q (one of settings, browse, history, firstrun)", k)
+			return fmt.Errorf("unknown window %q (one of settings, browse, history, firstrun, now)", k)
 		}
 	}
 	return nil
@@ -153,6 +154,9 @@ func runWindows(ctx context.Context, cfg windowConfig, stdin io.Reader, stderr i
 		},
 		Board:     func(ctx context.Context) ([]agent.PoolBoard, error) { return board(ctx, dcfg) },
 		Autostart: autostart,
+		Events: func(_ context.Context, n int) ([]agent.Event, error) {
+			return agent.ReadEvents(filepath.Join(dirs.Data, agent.EventsFile), n)
+		},
 	}
 
 	plainLocale()
@@ -208,6 +212,8 @@ func showWindows(ui *app.UI, kinds []string, log *slog.Logger) {
 			ui.ShowHistory()
 		case WindowFirstRun:
 			ui.ShowFirstRun(nil)
+		case WindowNow:
+			ui.ShowNow()
 		default:
 			log.Warn("Unknown window", "window", k)
 		}

@@ -403,7 +403,7 @@ func TestWindowsUnderXvfb(t *testing.T) {
 	bus := startSessionBus(t)
 	home := scene(t)
 	a := startApp(t, home, display, "DBUS_SESSION_BUS_ADDRESS="+bus,
-		desktop.ShowEnv+"=firstrun,settings,browse,history")
+		desktop.ShowEnv+"=firstrun,settings,browse,history,now")
 	shots := t.TempDir()
 	var ids []string
 	// With no window manager every window opens at the top left: each is
@@ -417,6 +417,7 @@ func TestWindowsUnderXvfb(t *testing.T) {
 		{"idlepool settings", "settings", 700, 0},
 		{"Browse jobs", "browse", 0, 760},
 		{"Contribution history", "history", 1100, 760},
+		{"Now", "now", 1400, 0},
 	} {
 		id := findWindow(t, display, w.title, a)
 		move := exec.Command("xdotool", "windowmove", id, fmt.Sprint(w.x), fmt.Sprint(w.y))
@@ -427,7 +428,7 @@ func TestWindowsUnderXvfb(t *testing.T) {
 		ids = append(ids, id)
 	}
 	time.Sleep(2 * time.Second) // the windows redraw where they were uncovered
-	for i, name := range []string{"firstrun", "settings", "browse", "history"} {
+	for i, name := range []string{"firstrun", "settings", "browse", "history", "now"} {
 		screenshot(t, display, ids[i], shots, name)
 	}
 	win := windowPID(t, display, ids[1])

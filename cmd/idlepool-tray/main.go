@@ -13,7 +13,7 @@
 // command above) runs the engine and the tray icon and its menu, and
 // loads no graphics toolkit, so that it stays small while it sits in the
 // tray. The windows open in a window process, `idlepool-tray window
-// KIND... [--home DIR] [-v]` (KIND: settings, browse, history, firstrun),
+// KIND... [--home DIR] [-v]` (KIND: now, settings, browse, history, firstrun),
 // which the tray process starts when a window is wanted and stops when
 // it quits; it exits when its last window closes. Without a system tray
 // (no D-Bus session bus), the settings window opens at start and closing

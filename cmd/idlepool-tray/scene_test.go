@@ -100,6 +100,27 @@ func scene(t *testing.T) string {
 	if err := l.SaveSettings(ctx, s); err != nil {
 		t.Fatal(err)
 	}
+	// What happened lately, as the donor's event log says it (the Now
+	// window shows it).
+	at := time.Now().Add(-5 * time.Hour)
+	events := agent.NewEventLog(filepath.Join(dirs.Data, agent.EventsFile), 0, func() time.Time { return at })
+	for _, e := range []struct {
+		ago   time.Duration
+		words string
+	}{
+		{5 * time.Hour, "joined pool home-lab (" + other + ")"},
+		{4*time.Hour + 40*time.Minute, "paused: steam is running"},
+		{4*time.Hour + 5*time.Minute, "pause over; now computing on 6 of 8 cores"},
+		{3*time.Hour + 50*time.Minute, "result of task 16 of job 5f2a9c0e4b1d rejected by pool lab-a: deviation: a majority of owners agreed on other bytes"},
+		{3*time.Hour + 30*time.Minute, "pool home-lab unreachable (retrying)"},
+		{3*time.Hour + 20*time.Minute, "task 7 of job ising-sweep abandoned: pool unreachable since " + time.Now().Add(-3*time.Hour-30*time.Minute).Format("15:04")},
+		{3*time.Hour + 10*time.Minute, "left pool home-lab"},
+	} {
+		at = time.Now().Add(-e.ago)
+		if err := events.Addf("%s", e.words); err != nil {
+			t.Fatal(err)
+		}
+	}
 	key := mustKey(t)
 	now := time.Now()
 	for i := range 60 {

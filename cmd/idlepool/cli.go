@@ -50,6 +50,9 @@ Commands:
           a pool's live capacity offers: the devices offering compute now
   history [--json]
           this device's contributions per pool and day
+  events [-n N] [--json]
+          what happened to this machine as a donor: pools joined, left and
+          unreachable, pauses, tasks handed back, results rejected
   ledger verify POOL_URL | ledger verify FILE [--key KEY]
           check a pool's signed receipt ledger end to end; a FILE needs
           the coordinator's key (GET /v1/pool) unless this device met it
@@ -205,6 +208,8 @@ func runAt(ctx context.Context, now func() time.Time, args []string, stdin io.Re
 		err = cmdOffers(ctx, g, cargs)
 	case "ledger":
 		err = cmdLedger(ctx, g, cargs)
+	case "events":
+		err = cmdEvents(ctx, g, cargs)
 	case "version":
 		fmt.Fprintln(stdout, "idlepool", Version)
 	case "help", "-h", "--help":

@@ -128,6 +128,7 @@ func cmdJoin(ctx context.Context, g *globals, args []string) error {
 		Always: *always, OfferTTL: *offerTTL, Logger: log, Pools: pools,
 		LocalAPI:  filepath.Join(dirs.Data, agent.LocalAPIFile),
 		StorePath: filepath.Join(dirs.Data, localDBFile),
+		Events:    agent.NewEventLog(filepath.Join(dirs.Data, agent.EventsFile), 0, nil),
 	})
 	if err != nil {
 		return err

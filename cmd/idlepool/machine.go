@@ -225,9 +225,9 @@ func cmdMachineStatus(ctx context.Context, g *globals, asJSON bool) error {
 	return nil
 }
 
-// printAgent writes what the running donor is doing, or that none runs,
-// with its notices (a clock off the pool's, a pool unreachable, tasks
-// abandoned; times in the local zone, now being the wall clock) and its
+// printAgent writes what the running donor is doing, or that none runs
+// (that no pool answers, when none does), each pool with its connection
+// state, its notices (a clock off the pool's, tasks abandoned; times in the local zone, now being the wall clock) and its
 // cache's use.
 func printAgent(w io.Writer, st *agent.AgentStatus, now time.Time) {
 	if st == nil {
@@ -238,6 +238,10 @@ func printAgent(w io.Writer, st *agent.AgentStatus, now time.Time) {
 	if what == "" {
 		what = "starting"
 	}
+	if st.AllUnreachable() { // nothing can be leased, whatever the decision
+		p := st.PoolsNow()[0]
+		what = "no pool answers: " + p.Label() + ": " + p.Connection(time.Local, now)
+	}
 	if st.Store.Message != "" { // the local store takes no writes: no new task
 		what = st.Store.Message
 	}
@@ -245,18 +249,24 @@ func printAgent(w io.Writer, st *agent.AgentStatus, now time.Time) {
 	if st.Store.Recovered != "" {
 		fmt.Fprintf(w, "%-12s %s\n", "  store", st.Store.Recovered)
 	}
-	for _, p := range st.Pools {
+	quiet := *st // the pool lines say which pools cannot be reached
+	quiet.UnreachableSince = time.Time{}
+	quiet.Pools = slices.Clone(st.Pools)
+	for i := range quiet.Pools {
+		quiet.Pools[i].UnreachableSince = time.Time{}
+	}
+	for _, p := range st.PoolsNow() {
 		name := p.URL
 		if p.Name != "" {
 			name = p.Name + " (" + p.URL + ")"
 		}
-		state := plural(int64(p.Slots), "worker") + ", " + plural(int64(p.Running), "task")
+		state := plural(int64(p.Slots), "worker") + ", " + plural(int64(p.Running), "task") + ", " + p.Connection(time.Local, now)
 		if p.Error != "" {
 			state = p.Error
 		}
 		fmt.Fprintf(w, "%-12s %s: %s\n", "  pool", name, state)
 	}
-	for _, n := range st.Notices(time.Local, now) {
+	for _, n := range quiet.Notices(time.Local, now) {
 		fmt.Fprintf(w, "%-12s %s\n", "  note", n)
 	}
 	if st.Cache != nil {

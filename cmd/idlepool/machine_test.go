@@ -246,7 +246,7 @@ func TestPrintAgent(t *testing.T) {
 			{URL: "http://b:7420", Error: "its weight is 0: this machine offers it nothing"}},
 	}, now)
 	want := "donor        waiting: outside the allowed hours (Mon-Fri 22:00-07:00); 1 task held\n" +
-		"  pool       lab-a (http://a:7420): 2 workers, 1 task\n" +
+		"  pool       lab-a (http://a:7420): 2 workers, 1 task, connected\n" +
 		"  pool       http://b:7420: its weight is 0: this machine offers it nothing\n"
 	if b.String() != want {
 		t.Errorf("printAgent:\n%s\nwant:\n%s", b.String(), want)
@@ -265,13 +265,29 @@ func TestPrintAgent(t *testing.T) {
 		Cache: &agent.CacheUsage{UsedBytes: 3565158, CapBytes: 2 << 30, Jobs: 1},
 	}, now)
 	want = "donor        computing on 2 of 4 cores; 0 tasks held\n" +
-		"  pool       lab-a (http://a:7420): 2 workers, 0 tasks\n" +
-		"  pool       lab-b (http://b:7420): 1 worker, 0 tasks\n" +
+		"  pool       lab-a (http://a:7420): 2 workers, 0 tasks, connected\n" +
+		"  pool       lab-b (http://b:7420): 1 worker, 0 tasks, cannot reach the pool since 14:02, retrying\n" +
 		"  note       pool lab-a: this device's clock is 7 min off the pool's (behind); requests are signed with the pool's time\n" +
-		"  note       pool lab-b unreachable since 14:02 (retrying)\n" +
 		"  note       task 4 of job pi abandoned: pool unreachable since 14:02\n" +
 		"cache        3.4 MiB of 2.0 GiB (1 job)\n"
 	if b.String() != want {
 		t.Errorf("printAgent:\n%s\nwant:\n%s", b.String(), want)
+	}
+
+	// The only pool is down: the donor line says so, not "computing … 0
+	// tasks held"; a lone agent's pool is listed as a donor's are.
+	for _, st := range []agent.AgentStatus{
+		{Decision: idle.Decision{State: idle.StateComputing, Reason: "computing on 2 of 4 cores"},
+			Pools: []agent.PoolState{{URL: "http://b:7420", Name: "lab-b", Slots: 2, UnreachableSince: since}}},
+		{Decision: idle.Decision{State: idle.StateComputing, Reason: "computing on 2 of 4 cores"},
+			Pool: "http://b:7420", PoolName: "lab-b", Slots: 2, UnreachableSince: since},
+	} {
+		b.Reset()
+		printAgent(&b, &st, now)
+		want = "donor        no pool answers: lab-b: cannot reach the pool since 14:02, retrying; 0 tasks held\n" +
+			"  pool       lab-b (http://b:7420): 2 workers, 0 tasks, cannot reach the pool since 14:02, retrying\n"
+		if b.String() != want {
+			t.Errorf("printAgent with the pool down:\n%s\nwant:\n%s", b.String(), want)
+		}
 	}
 }
