@@ -100,8 +100,7 @@ type historyView struct {
 	gen     int            // counts loads; a result of an older one is dropped
 	loading sync.WaitGroup // the load goroutines, waited for by tests
 	do      func(func())   // runs a load's result on the UI goroutine: fyne.Do
-	ticking sync.WaitGroup // the auto refresh's goroutine
-	done    chan struct{}  // closed by stop: ends the auto refresh
+	refresher
 }
 
 // ShowHistory shows the Contribution history window: the results this
@@ -241,38 +240,9 @@ func (v *historyView) start(every time.Duration) {
 	v.autoRefresh(t.C, t.Stop, v.load)
 }
 
-// autoRefresh calls refresh on the UI goroutine at every tick until stop,
-// then calls stopTicks; the goroutine doing it is tracked by ticking.
-func (v *historyView) autoRefresh(ticks <-chan time.Time, stopTicks, refresh func()) {
-	v.done = make(chan struct{})
-	done := v.done
-	v.ticking.Add(1)
-	go func() {
-		defer v.ticking.Done()
-		defer stopTicks()
-		for {
-			select {
-			case <-ticks:
-				fyne.Do(func() {
-					select {
-					case <-done: // closed meanwhile
-					default:
-						refresh()
-					}
-				})
-			case <-done:
-				return
-			}
-		}
-	}()
-}
-
 // stop ends the auto refresh and drops a load in progress.
 func (v *historyView) stop() {
-	if v.done != nil {
-		close(v.done)
-		v.done = nil
-	}
+	v.refresher.stop()
 	v.gen++
 }
 
