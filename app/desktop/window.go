@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"fyne.io/fyne/v2"
 	fyneapp "fyne.io/fyne/v2/app"
@@ -169,11 +170,23 @@ func runWindows(ctx context.Context, cfg windowConfig, stdin io.Reader, stderr i
 	// The tray process asks for more windows on stdin. The reading
 	// goroutine ends with stdin (the tray closes it when it stops this
 	// process, and it ends when the tray dies) or with the process.
+	// A quit asked for while Fyne is still opening the windows can be
+	// lost (seen under load: the process kept running for 20 minutes
+	// after SIGTERM), so the process ends by itself if Fyne has not
+	// returned 10 s after the quit. Windows hold nothing unsaved: each
+	// saves when its Save is pressed.
+	quit := func() {
+		fyne.Do(fa.Quit)
+		time.AfterFunc(10*time.Second, func() {
+			log.Warn("The windows did not close 10 s after quitting: exiting")
+			os.Exit(0)
+		})
+	}
 	go readRequests(stdin, cfg.FromTray, func(kinds []string) {
 		fyne.Do(func() { showWindows(ui, kinds, log) })
-	}, func() { fyne.Do(fa.Quit) }, log)
+	}, quit, log)
 	// SIGINT or SIGTERM (the tray quitting) closes the windows.
-	stop := context.AfterFunc(ctx, func() { fyne.Do(fa.Quit) })
+	stop := context.AfterFunc(ctx, quit)
 	defer stop()
 	fa.Run()
 	return nil
