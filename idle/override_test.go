@@ -114,8 +114,8 @@ func TestDecideFinishThenPause(t *testing.T) {
 	sig := idleDesktop(at)
 	sig.Power.Value = Power{OnBattery: true, HasBattery: true, Percent: 43}
 	d, _ = Decide(s, sig, at, time.Second, PolicyState{})
-	if d.Reason != "waiting: on battery (43%); then pausing, as you asked" {
-		t.Errorf("on battery: %q", d.Reason)
+	if d.Reason != "waiting: on battery (43%); then pausing, as you asked" || !d.Finishing {
+		t.Errorf("on battery: %q, Finishing %t", d.Reason, d.Finishing)
 	}
 }
 

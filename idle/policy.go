@@ -95,7 +95,8 @@ type PolicyState struct {
 // owner at the machine asked for it; the battery and the temperature
 // ceilings, which protect the hardware, still apply, and a wait for them
 // says that compute now waits. Settings.FinishThenPause decides as
-// usual but marks a decision to compute Finishing (no new tasks).
+// usual but marks the decision Finishing (no new tasks; once none is in
+// hand, the caller pauses).
 // Otherwise it computes on Settings.CoresFor(sig.CPUs) cores and the GPUs
 // the settings allow and that are neither too hot nor busy with another
 // process, naming each GPU skipped and why.
@@ -204,7 +205,7 @@ func Decide(s Settings, sig Signals, now time.Time, mono time.Duration, prev Pol
 		if s.FinishThenPause {
 			reason += "; then pausing, as you asked"
 		}
-		return Decision{State: state, Reason: reason}, st
+		return Decision{State: state, Reason: reason, Finishing: s.FinishThenPause}, st
 	}
 
 	// The reasons, first match wins.

@@ -85,9 +85,10 @@ type Decision struct {
 	Cores  int      // task slots allowed; 0 unless computing
 	GPUs   []string // UUIDs of the GPUs allowed; empty unless computing
 	Reason string
-	// Finishing is set with StateComputing while the owner asked to
-	// finish the tasks in hand and then pause (Settings.FinishThenPause):
-	// running tasks go on, but no new task is taken.
+	// Finishing is set while the owner asked to finish the tasks in hand
+	// and then pause (Settings.FinishThenPause): running tasks go on
+	// (while the decision is to compute), but no new task is taken; once
+	// none is in hand, whoever holds the tasks says it is paused.
 	Finishing bool `json:",omitempty"`
 }
 
