@@ -241,6 +241,7 @@ func (f *settingsForm) hoursTab(s idle.Settings) fyne.CanvasObject {
 	f.original = s.Schedule
 	f.hoursErr = newErrorLabel()
 	f.hours = newHoursGrid(gridFromSchedule(s.Schedule))
+	f.hours.SetClock(f.u.deps.now, s.Location())
 	f.hours.OnChanged = func() {
 		f.edited()
 		f.hoursChanged = true
@@ -283,8 +284,8 @@ func (f *settingsForm) hoursTab(s idle.Settings) fyne.CanvasObject {
 	}
 	box := container.NewVBox(
 		heading("When may this computer compute?"),
-		hint("Paint the hours it may compute: press on a square and drag across the others. "+
-			"Starting on a coloured square erases instead. Hours are in "+zone+"."),
+		hint("Paint the hours it may compute: press on a square and drag to the opposite corner of a block of days and hours. "+
+			"Starting on a coloured square erases instead. The outlined square is now. Hours are in "+zone+"."),
 		f.anyTime,
 		f.hours,
 		f.hoursErr,
