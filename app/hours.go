@@ -398,7 +398,7 @@ type hoursRenderer struct {
 	g       *hoursGrid
 	cells   []*canvas.Rectangle // row-major
 	days    []*canvas.Text
-	hours   []*canvas.Text // every third hour
+	hours   []*canvas.Text    // every third hour
 	marker  *canvas.Rectangle // outlines the cell of now
 	objects []fyne.CanvasObject
 }
