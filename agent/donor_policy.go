@@ -273,8 +273,11 @@ func (o *donorOffer) Capacity(ctx context.Context, sig idle.Signals) idle.Capaci
 		}
 	}
 	c := idle.NewCapacity(*o.machine, o.settings, gpus)
-	if o.always {
-		c.Schedule = idle.Schedule{} // computes at any hour: offer any hour
+	if o.always || o.settings.ComputingNow(time.Now()) {
+		// Computes at any hour (always, or the owner's compute now,
+		// which overrides the hours): offer any hour, or the pool would
+		// lease nothing outside them.
+		c.Schedule = idle.Schedule{}
 	}
 	return c
 }

@@ -164,3 +164,38 @@ func TestDonorStatusDropsPoolLeftAtOnce(t *testing.T) {
 		return len(st.Pools) == 0 && len(st.Running) == 0
 	})
 }
+
+// TestDonorComputeNowOutsideTheHours: outside the owner's hours the donor
+// waits and the pool leases it nothing; compute now makes it compute, and
+// its offer says any hour, so that the pool leases it a task.
+func TestDonorComputeNowOutsideTheHours(t *testing.T) {
+	ctx := context.Background()
+	co := startCoordinator(t, t.TempDir(), "127.0.0.1:0")
+	dev := newDevice(t, nil)
+	away := idle.Clock(((time.Now().Hour() + 12) % 24) * 60) // an hour half a day from now
+	if _, err := dev.local.UpdateSettings(ctx, func(s *idle.Settings) error {
+		anyMachine(s)
+		s.Schedule = idle.Schedule{{Days: idle.EveryDay, Start: away, End: away + 60}}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := dev.local.JoinPool(ctx, co.url, ""); err != nil {
+		t.Fatal(err)
+	}
+	exec := &fakeExec{}
+	d := startPolicyDonor(t, dev, exec, false)
+	sub := newSubmitter(t, co.url, nil)
+	if err := sub.c.Submit(ctx, planJob(t, "squares-now", 1, "redundancy = 1\nquorum = 1")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the donor waits outside the hours", func() bool {
+		st := d.Status()
+		return st.Decision.State == idle.StateWaiting && len(st.Pools) == 1 && st.Pools[0].Name == "test"
+	})
+	updateSettings(t, dev, d, func(s *idle.Settings) { s.SetComputeUntil(time.Now().Add(time.Hour)) })
+	waitFor(t, "compute now computes the pool's task", func() bool {
+		got, _ := dev.local.Contributions(ctx, store.Filter{})
+		return exec.Runs() == 1 && len(got) == 1
+	})
+}
