@@ -170,6 +170,7 @@ func NewDonor(cfg DonorConfig) (*Donor, error) {
 			d.policy.reloadEvery = cfg.SettingsReload
 		}
 		d.policy.events = cfg.Events
+		d.policy.held = d.tasksHeld
 	}
 	d.offer = &donorOffer{local: cfg.Store, gpus: cfg.GPUs, log: cfg.Logger, always: cfg.Always}
 	d.health = newStoreHealth(cfg.StorePath, cfg.FreeSpace, cfg.Logger)
@@ -365,6 +366,12 @@ func (d *Donor) sync(ctx context.Context) error {
 			delete(d.agents, u)
 		}
 	}
+	// A pool left is gone from Status at once, not only once its agent
+	// has handed its tasks back: the tray no longer names it.
+	d.pools = slices.DeleteFunc(slices.Clone(d.pools), func(s PoolState) bool {
+		_, ok := want[s.URL]
+		return !ok
+	})
 	d.mu.Unlock()
 	for _, da := range stop {
 		da.cancel()
@@ -810,4 +817,20 @@ func (d *Donor) Board(ctx context.Context) ([]PoolBoard, error) {
 		Home: d.cfg.Home, DeviceKey: d.cfg.DeviceKey, OwnerKey: d.cfg.OwnerKey, Name: d.cfg.Name,
 		Pools: pools, Capacity: d.offer.Capacity(ctx, sig), Preferences: prefs, HTTP: d.cfg.HTTP,
 	}), nil
+}
+
+// tasksHeld is how many tasks the donor's agents hold: running or
+// suspended, or with a result not yet recorded in the local store.
+func (d *Donor) tasksHeld() int {
+	d.mu.Lock()
+	agents := make([]*donorAgent, 0, len(d.agents))
+	for _, da := range d.agents {
+		agents = append(agents, da)
+	}
+	d.mu.Unlock()
+	n := 0
+	for _, da := range agents {
+		n += len(da.a.Running()) + da.a.heldCount()
+	}
+	return n
 }

@@ -50,6 +50,10 @@ type donorPolicy struct {
 
 	reloadEvery time.Duration // settingsReload unless DonorConfig.SettingsReload
 	events      *EventLog     // DonorConfig.Events; nil: none
+	// held counts the tasks the donor's agents hold (running, suspended
+	// or with a result not yet recorded); nil: none. Called with mu held,
+	// so it must not call back into the policy.
+	held func() int
 }
 
 func newDonorPolicy(local *store.Local, gpus idle.GPUSource, log *slog.Logger) *donorPolicy {
@@ -140,6 +144,18 @@ func (p *donorPolicy) Decide(sig idle.Signals, now time.Time) idle.Decision {
 
 func (p *donorPolicy) decide(sig idle.Signals, now time.Time) idle.Decision {
 	d := p.policy.Decide(sig, now)
+	if d.Finishing && (p.held == nil || p.held() == 0) {
+		// The owner asked to finish the tasks in hand and then pause:
+		// they are finished (or there were none).
+		d = idle.Decision{State: idle.StatePaused, Reason: FinishedReason}
+	}
+	if st := p.policy.State(); st.ComputeOver && !p.settings.ComputeUntil.IsZero() {
+		p.clearOverride(func(s *idle.Settings) {
+			if s.ComputeUntil.Equal(st.ComputeFrom) {
+				s.ComputeUntil = time.Time{}
+			}
+		})
+	}
 	if st := p.policy.State(); st.PauseOver && !p.settings.PausedUntil.IsZero() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
@@ -158,6 +174,28 @@ func (p *donorPolicy) decide(sig idle.Signals, now time.Time) idle.Decision {
 		}
 	}
 	return d
+}
+
+// FinishedReason is the decision's reason once the tasks in hand are
+// finished after the owner asked to finish them and then pause
+// (idle.Settings.FinishThenPause).
+const FinishedReason = "paused by you: the tasks in hand are finished; resume to compute again"
+
+// clearOverride changes the owner's settings in the store with change (an
+// override that ran out) and decides by what it stored. p.mu is held.
+func (p *donorPolicy) clearOverride(change func(*idle.Settings)) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	s, err := p.local.UpdateSettings(ctx, func(s *idle.Settings) error {
+		change(s)
+		return nil
+	})
+	if err != nil {
+		p.log.Warn("Cannot clear the owner's compute now that ran out", "err", err)
+		return
+	}
+	p.settings = s
+	p.policy.SetSettings(s)
 }
 
 // notePause adds a pause (for a game, by the owner) and its end to the
@@ -235,8 +273,11 @@ func (o *donorOffer) Capacity(ctx context.Context, sig idle.Signals) idle.Capaci
 		}
 	}
 	c := idle.NewCapacity(*o.machine, o.settings, gpus)
-	if o.always {
-		c.Schedule = idle.Schedule{} // computes at any hour: offer any hour
+	if o.always || o.settings.ComputingNow(time.Now()) {
+		// Computes at any hour (always, or the owner's compute now,
+		// which overrides the hours): offer any hour, or the pool would
+		// lease nothing outside them.
+		c.Schedule = idle.Schedule{}
 	}
 	return c
 }

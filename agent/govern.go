@@ -229,12 +229,13 @@ func (a *Agent) applyDecision(d idle.Decision, sig idle.Signals) {
 	g := a.gov
 	run := d.Run()
 	allowed := 0
-	if run {
+	if d.MayLease() { // finishing: the running tasks go on, no new one
 		allowed = min(d.Cores, a.cfg.Slots)
 	}
 	g.mu.Lock()
 	first := !g.decided
-	stateChanged := first || g.decision.State != d.State || g.decision.Cores != d.Cores || !slices.Equal(g.decision.GPUs, d.GPUs)
+	stateChanged := first || g.decision.State != d.State || g.decision.Cores != d.Cores || !slices.Equal(g.decision.GPUs, d.GPUs) ||
+		g.decision.Finishing != d.Finishing
 	reasonChanged := g.decision.Reason != d.Reason
 	suspend, resume := !run && (first || !g.suspended), run && (first || g.suspended)
 	g.decided, g.decision, g.decidedAt, g.signals = true, d, time.Now(), sig

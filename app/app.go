@@ -18,6 +18,7 @@ package app
 
 import (
 	"context"
+	"runtime"
 	"time"
 
 	"fyne.io/fyne/v2"
@@ -80,6 +81,17 @@ type Deps struct {
 	Autostart Autostart
 	// Now is the wall clock; nil means time.Now.
 	Now func() time.Time
+	// CPUs is the number of logical CPUs of this computer, for the
+	// settings' cores; 0 means runtime.NumCPU().
+	CPUs int
+}
+
+// cpus returns d.CPUs or runtime.NumCPU().
+func (d *Deps) cpus() int {
+	if d.CPUs > 0 {
+		return d.CPUs
+	}
+	return runtime.NumCPU()
 }
 
 // now returns d.Now() or time.Now().

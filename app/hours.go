@@ -150,9 +150,12 @@ const (
 
 // hoursGrid is a widget that shows the weekly allowed hours as 7 rows of
 // 24 cells and lets a person paint them: pressing a cell and dragging
-// paints every cell the pointer crosses, on when the first cell was off
-// and off when it was on; tapping a cell toggles it. It must be used on
-// Fyne's UI goroutine only.
+// paints the rectangle of days and hours from the pressed cell to the one
+// under the pointer (as a spreadsheet selects), on when the first cell
+// was off and off when it was on; moving back shrinks the rectangle and
+// gives the cells it leaves their colour back; tapping a cell toggles
+// it. An outline marks the cell of now (the clock given by SetClock). It
+// must be used on Fyne's UI goroutine only.
 type hoursGrid struct {
 	widget.BaseWidget
 
@@ -162,10 +165,36 @@ type hoursGrid struct {
 	cells    hourGrid
 	disabled bool
 
-	stroke      bool // a press or drag is painting
-	paint       bool // what the stroke paints: on or off
-	mouseDown   bool // MouseDown began this click: its Tapped is not a toggle
+	stroke      bool     // a press or drag is painting
+	paint       bool     // what the stroke paints: on or off
+	anchor      [2]int   // the stroke's first cell: row, hour
+	before      hourGrid // the cells when the stroke began
+	mouseDown   bool     // MouseDown began this click: its Tapped is not a toggle
 	changedEver bool
+
+	now func() time.Time // nil: no marker
+	loc *time.Location   // the zone of the hours
+}
+
+// SetClock makes the grid mark the cell of now() in loc (the schedule's
+// zone); a nil now hides the marker. The marker moves when the grid is
+// refreshed.
+func (g *hoursGrid) SetClock(now func() time.Time, loc *time.Location) {
+	g.now, g.loc = now, loc
+	g.Refresh()
+}
+
+// nowCell returns the row and hour of now, and false without a clock.
+func (g *hoursGrid) nowCell() (row, hour int, ok bool) {
+	if g.now == nil {
+		return 0, 0, false
+	}
+	loc := g.loc
+	if loc == nil {
+		loc = time.Local
+	}
+	t := g.now().In(loc)
+	return (int(t.Weekday()) + 6) % 7, t.Hour(), true
 }
 
 var (
@@ -239,27 +268,34 @@ func (g *hoursGrid) begin(p fyne.Position) bool {
 	}
 	g.stroke = true
 	g.paint = !g.cells[row][hour]
-	g.paintLine(p, p)
+	g.anchor, g.before = [2]int{row, hour}, g.cells
+	g.paintTo(row, hour)
 	return true
 }
 
-// paintLine paints every cell on the segment from a to b.
-func (g *hoursGrid) paintLine(a, b fyne.Position) {
+// clampedCell returns the cell under p, or the nearest cell of the grid
+// when p is outside it: a rectangle dragged past an edge stops there.
+func (g *hoursGrid) clampedCell(p fyne.Position) (row, hour int) {
 	cw, ch := g.cellSize()
-	step := max(min(cw, ch)/3, 1)
-	dist := math.Hypot(float64(b.X-a.X), float64(b.Y-a.Y))
-	n := int(dist/float64(step)) + 1
-	changed := false
-	for i := 0; i <= n; i++ {
-		t := float32(i) / float32(n)
-		p := fyne.NewPos(a.X+(b.X-a.X)*t, a.Y+(b.Y-a.Y)*t)
-		row, hour, ok := g.cellAt(p)
-		if ok && g.cells[row][hour] != g.paint {
-			g.cells[row][hour] = g.paint
-			changed = true
+	if cw <= 0 || ch <= 0 {
+		return g.anchor[0], g.anchor[1]
+	}
+	hour = int(math.Floor(float64((p.X - hoursLabelWidth) / cw)))
+	row = int(math.Floor(float64((p.Y - hoursHeaderH) / ch)))
+	return min(max(row, 0), 6), min(max(hour, 0), 23)
+}
+
+// paintTo paints the rectangle from the stroke's first cell to row and
+// hour over the cells as they were when the stroke began.
+func (g *hoursGrid) paintTo(row, hour int) {
+	c := g.before
+	for r := min(row, g.anchor[0]); r <= max(row, g.anchor[0]); r++ {
+		for h := min(hour, g.anchor[1]); h <= max(hour, g.anchor[1]); h++ {
+			c[r][h] = g.paint
 		}
 	}
-	if changed {
+	if c != g.cells {
+		g.cells = c
 		g.changed()
 	}
 }
@@ -283,8 +319,8 @@ func (g *hoursGrid) MouseDown(ev *desktop.MouseEvent) {
 // MouseUp ends painting (desktop.Mouseable).
 func (g *hoursGrid) MouseUp(*desktop.MouseEvent) { g.stroke = false }
 
-// Dragged paints the cells between the pointer's previous and current
-// positions (fyne.Draggable). ev.Position is where the pointer is now and
+// Dragged paints the rectangle from the stroke's first cell to the cell
+// under the pointer (fyne.Draggable). ev.Position is where the pointer is now and
 // ev.Dragged how far it moved since the last event, as Fyne's desktop
 // driver reports them; a drag without a MouseDown first (a touch screen)
 // starts its stroke where it began.
@@ -296,7 +332,7 @@ func (g *hoursGrid) Dragged(ev *fyne.DragEvent) {
 	if !g.stroke && !g.begin(prev) && !g.begin(ev.Position) {
 		return
 	}
-	g.paintLine(prev, ev.Position)
+	g.paintTo(g.clampedCell(ev.Position))
 }
 
 // DragEnd ends painting (fyne.Draggable).
@@ -349,6 +385,9 @@ func (g *hoursGrid) CreateRenderer() fyne.WidgetRenderer {
 	for _, o := range r.hours {
 		r.objects = append(r.objects, o)
 	}
+	r.marker = canvas.NewRectangle(color.Transparent)
+	r.marker.StrokeWidth = 2
+	r.objects = append(r.objects, r.marker)
 	r.Refresh()
 	return r
 }
@@ -359,7 +398,8 @@ type hoursRenderer struct {
 	g       *hoursGrid
 	cells   []*canvas.Rectangle // row-major
 	days    []*canvas.Text
-	hours   []*canvas.Text // every third hour
+	hours   []*canvas.Text    // every third hour
+	marker  *canvas.Rectangle // outlines the cell of now
 	objects []fyne.CanvasObject
 }
 
@@ -377,6 +417,13 @@ func (r *hoursRenderer) Layout(fyne.Size) {
 	}
 	for i, t := range r.hours {
 		t.Move(fyne.NewPos(hoursLabelWidth+float32(i*3)*cw, 0))
+	}
+	if row, h, ok := r.g.nowCell(); ok {
+		r.marker.Move(r.g.cellPos(row, h))
+		r.marker.Resize(fyne.NewSize(cw, ch))
+		r.marker.Show()
+	} else {
+		r.marker.Hide()
 	}
 }
 
@@ -398,6 +445,8 @@ func (r *hoursRenderer) Refresh() {
 		}
 	}
 	fg := theme.Color(theme.ColorNameForeground)
+	r.marker.StrokeColor = fg
+	r.marker.Refresh()
 	for _, t := range append(slices.Clone(r.days), r.hours...) {
 		t.Color = fg
 		t.Refresh()

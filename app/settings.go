@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"net/url"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,6 +22,7 @@ import (
 	"fyne.io/fyne/v2/widget"
 
 	"idlepool/idle"
+	"idlepool/offers"
 	"idlepool/store"
 )
 
@@ -119,6 +119,9 @@ type settingsForm struct {
 	poolJoin   *widget.Button
 	poolErr    *widget.Label
 	poolStatus *widget.Label
+	choices    *poolChoices  // each pool's weight, limits and GPU programs
+	poolURLs   []string      // the pools listed
+	leaving    *leaveConfirm // the open confirmation of Leave; nil when none
 
 	// The bar under the tabs.
 	save    *widget.Button
@@ -219,6 +222,7 @@ func newSettingsForm(ctx context.Context, u *UI, w fyne.Window) *settingsForm {
 	f.save.Importance = widget.HighImportance
 	f.saveErr = newErrorLabel()
 	f.status = widget.NewLabel("")
+	f.choices = newPoolChoices(ctx, u.deps.Store)
 
 	f.tabs = container.NewAppTabs(
 		container.NewTabItem("Hours", container.NewVScroll(f.hoursTab(s))),
@@ -226,7 +230,7 @@ func newSettingsForm(ctx context.Context, u *UI, w fyne.Window) *settingsForm {
 		container.NewTabItem("GPUs", container.NewVScroll(f.gpusTab(s))),
 		container.NewTabItem("Pools", container.NewVScroll(f.poolsTab(ctx))),
 	)
-	for _, it := range f.tabs.Items[:3] { // the Pools tab saves nothing
+	for _, it := range f.tabs.Items {
 		f.watchEdits(it.Content)
 	}
 	// Save keeps its own height (centred) beside a message of two lines.
@@ -241,6 +245,7 @@ func (f *settingsForm) hoursTab(s idle.Settings) fyne.CanvasObject {
 	f.original = s.Schedule
 	f.hoursErr = newErrorLabel()
 	f.hours = newHoursGrid(gridFromSchedule(s.Schedule))
+	f.hours.SetClock(f.u.deps.now, s.Location())
 	f.hours.OnChanged = func() {
 		f.edited()
 		f.hoursChanged = true
@@ -283,8 +288,8 @@ func (f *settingsForm) hoursTab(s idle.Settings) fyne.CanvasObject {
 	}
 	box := container.NewVBox(
 		heading("When may this computer compute?"),
-		hint("Paint the hours it may compute: press on a square and drag across the others. "+
-			"Starting on a coloured square erases instead. Hours are in "+zone+"."),
+		hint("Paint the hours it may compute: press on a square and drag to the opposite corner of a block of days and hours. "+
+			"Starting on a coloured square erases instead. The outlined square is now. Hours are in "+zone+"."),
 		f.anyTime,
 		f.hours,
 		f.hoursErr,
@@ -361,7 +366,7 @@ func (f *settingsForm) computerTab(ctx context.Context, s idle.Settings) fyne.Ca
 	// One form for both sections, so that their fields line up.
 	form := container.New(layout.NewFormLayout(), slices.Concat(
 		field("Cores to use", f.cores,
-			fmt.Sprintf("A number of cores (such as 6) or a percentage (such as 75%%). This computer has %d. Leave empty to use all but one.", runtime.NumCPU()),
+			fmt.Sprintf("A number of cores (such as 6) or a percentage (such as 75%%). This computer has %d. Leave empty to use all but one.", f.u.deps.cpus()),
 			f.coresErr),
 		field("Idle minutes", f.idleMinutes,
 			"How long nobody must have used the keyboard or mouse before computing starts. 0 starts without waiting.",
@@ -631,7 +636,8 @@ type parsedSettings struct {
 	maxTemperatureC  float64
 	cacheMiB         int64
 	pauseFor         []string
-	gpus             map[string]idle.GPUSettings // the rows shown
+	gpus             map[string]idle.GPUSettings       // the rows shown
+	pools            map[string]offers.PoolPreferences // the choices shown, by URL ("" for every pool)
 }
 
 // parse reads every field, setting or clearing its inline message; ok is
@@ -647,7 +653,7 @@ func (f *settingsForm) parse() (p parsedSettings, bad []int) {
 			bad = append(bad, tab)
 		}
 	}
-	const hoursTab, computerTab, gpusTab = 0, 1, 2
+	const hoursTab, computerTab, gpusTab, poolsTab = 0, 1, 2, 3
 
 	// Hours.
 	switch {
@@ -667,6 +673,7 @@ func (f *settingsForm) parse() (p parsedSettings, bad []int) {
 	// Computer.
 	cores := strings.TrimSpace(f.cores.Text)
 	ok := true
+	coresMsg := "Cores must be a whole number of cores (such as 6), a percentage (such as 75%), or empty for all but one."
 	switch {
 	case cores == "":
 	case strings.HasSuffix(cores, "%"):
@@ -676,8 +683,11 @@ func (f *settingsForm) parse() (p parsedSettings, bad []int) {
 		p.coresShare = pct / 100
 	default:
 		p.cores, ok = parseWhole(cores, 1, 4096)
+		if err := coresFit(p.cores, f.u.deps.cpus()); ok && err != nil {
+			ok, coresMsg = false, sentence(err)
+		}
 	}
-	check(computerTab, f.coresErr, ok, "Cores must be a whole number of cores (such as 6), a percentage (such as 75%), or empty for all but one.")
+	check(computerTab, f.coresErr, ok, coresMsg)
 
 	minutes, ok := parseWhole(f.idleMinutes.Text, 0, 1440)
 	check(computerTab, f.idleErr, ok, "Idle minutes must be a whole number from 0 to 1440.")
@@ -722,6 +732,15 @@ func (f *settingsForm) parse() (p parsedSettings, bad []int) {
 		}
 		p.gpus[r.gpu.UUID] = g
 	}
+
+	// Pools.
+	p.pools = f.choices.parse(f.poolURLs, func(l *widget.Label, err error) {
+		msg := ""
+		if err != nil {
+			msg = sentence(err)
+		}
+		check(poolsTab, l, err == nil, msg)
+	})
 	return p, bad
 }
 
@@ -796,6 +815,7 @@ func (f *settingsForm) saveSettings(ctx context.Context) bool {
 		}
 		setError(f.saveErr, fmt.Sprintf("Not saved: fix the fields marked in red (on the %s tab).", strings.Join(names, " and ")))
 		f.tabs.SelectIndex(bad[0])
+		f.relayout(f.poolList) // the messages shown take room: lay the tabs out again
 		return false
 	}
 	_, err := f.u.deps.Store.UpdateSettings(ctx, func(s *idle.Settings) error {
@@ -804,6 +824,10 @@ func (f *settingsForm) saveSettings(ctx context.Context) bool {
 	})
 	if err != nil {
 		setError(f.saveErr, fmt.Sprintf("Not saved: %v", err))
+		return false
+	}
+	if err := f.choices.save(ctx, f.u.deps.Store, p.pools); err != nil {
+		setError(f.saveErr, fmt.Sprintf("Not saved: the choices for the pools: %v", err))
 		return false
 	}
 	f.original, f.hoursChanged, f.base = p.schedule, false, p
@@ -827,7 +851,7 @@ func (f *settingsForm) poolsTab(ctx context.Context) fyne.CanvasObject {
 	f.poolStatus = widget.NewLabel("")
 	f.poolStatus.Wrapping = fyne.TextWrapWord
 	f.poolJoin = widget.NewButton("Join", func() { f.joinPool(ctx) })
-	joinNote := hint("Joining and leaving take effect at once; there is no need to press Save.")
+	joinNote := hint("Joining and leaving take effect at once; the choices for the pools apply when you press Save.")
 	if f.u.deps.CheckPool == nil {
 		f.poolJoin.Disable()
 		setHint(joinNote, "Joining a pool is not available in this build of the app.")
@@ -840,6 +864,8 @@ func (f *settingsForm) poolsTab(ctx context.Context) fyne.CanvasObject {
 	return container.NewVBox(
 		heading("Pools this computer computes for"),
 		f.poolList,
+		widget.NewSeparator(),
+		f.choices.globalBox(),
 		widget.NewSeparator(),
 		heading("Join a pool"),
 		joinNote,
@@ -864,15 +890,23 @@ func (f *settingsForm) refreshPools(ctx context.Context) {
 	if len(pools) == 0 {
 		f.poolList.Add(hint("None yet. Without a pool this computer stays ready for your own (solo) runs."))
 	}
+	f.poolURLs = f.poolURLs[:0]
 	for _, p := range pools {
 		name := p.Name
 		if name == "" {
 			name = "(pool without a name)"
 		}
-		leave := widget.NewButton("Leave", func() { f.leavePool(ctx, p.URL, name) })
+		leave := widget.NewButton("Leave", func() { f.confirmLeave(ctx, p.URL, name) })
 		// The button keeps its own height, beside the name and address.
 		f.poolList.Add(container.NewBorder(nil, nil, nil, container.NewCenter(leave),
 			container.NewVBox(widget.NewLabelWithStyle(name, fyne.TextAlignLeading, fyne.TextStyle{Bold: true}), widget.NewLabel(p.URL))))
+		_, had := f.choices.rows[p.URL]
+		row := f.choices.row(p.URL)
+		if !had && f.tabs != nil { // the first rows are watched with the tabs
+			f.watchEdits(row.form)
+		}
+		f.poolList.Add(row.form)
+		f.poolURLs = append(f.poolURLs, p.URL)
 	}
 }
 

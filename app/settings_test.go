@@ -114,6 +114,7 @@ func newSettingsFixture(t *testing.T, seed func(*Deps)) *settingsFixture {
 		Engine:    fx.engine,
 		GPUs:      settingsTestGPUs{gpus: twoTestGPUs},
 		CheckPool: fx.check.check,
+		CPUs:      8,
 	}
 	if seed != nil {
 		seed(fx.deps)
@@ -542,7 +543,17 @@ func TestSettingsJoinAndLeavePool(t *testing.T) {
 	if len(leave) != 1 {
 		t.Fatalf("%d Leave buttons, want 1", len(leave))
 	}
+	// Leave asks first, saying what happens; Cancel keeps the pool.
 	test.Tap(leave[0])
+	if f.leaving == nil || !strings.Contains(f.leaving.text, "This computer stops taking tasks from Physics lab at once.") {
+		t.Fatalf("Leave did not ask first: %+v", f.leaving)
+	}
+	f.leaving.answer(false)
+	if pools, err := fx.store.JoinedPools(ctx); err != nil || len(pools) != 1 {
+		t.Fatalf("after Cancel: JoinedPools = %v, %v; want the pool still joined", pools, err)
+	}
+	test.Tap(leave[0])
+	f.leaving.answer(true)
 	if pools, err := fx.store.JoinedPools(ctx); err != nil || len(pools) != 0 {
 		t.Errorf("after Leave: JoinedPools = %v, %v; want none", pools, err)
 	}

@@ -42,6 +42,12 @@ type TrayStatus struct {
 	// PausedUntil is the end of the owner's pause in force at the time
 	// of the status; zero when none.
 	PausedUntil time.Time
+	// ComputeUntil is the end of the owner's compute now in force;
+	// zero when none.
+	ComputeUntil time.Time
+	// Finishing reports that the owner asked to finish the tasks in hand
+	// and then pause (finishing them, or paused after them).
+	Finishing bool
 }
 
 // maxLineRunes is the longest status line shown; a longer one is cut
@@ -57,11 +63,23 @@ const maxLineRunes = 90
 // decided ("Idle: lanparty: cannot reach the pool since 14:02,
 // retrying"); no decision yet; the policy's pause or wait, in its words;
 // tasks running; allowed to compute with no task.
+//
+// The owner's finish then pause comes right after the pause ("Finishing
+// 2 tasks, then pausing", "Paused by you after finishing the tasks in
+// hand"); compute now names its end in the line ("Computing now until
+// 15:00: 2 tasks for pool lab-a").
 func StatusOf(st agent.AgentStatus, s idle.Settings, now time.Time) TrayStatus {
+	return withOverrides(statusOf(st, s, now), st, s, now)
+}
+
+func statusOf(st agent.AgentStatus, s idle.Settings, now time.Time) TrayStatus {
 	loc := s.Location()
 	if !s.PausedUntil.IsZero() && now.Before(s.PausedUntil) {
 		return TrayStatus{State: TrayPaused, PausedUntil: s.PausedUntil,
 			Line: "Paused by you until " + clockText(s.PausedUntil.In(loc), now.In(loc))}
+	}
+	if s.FinishThenPause {
+		return finishingStatus(st)
 	}
 	if st.Store.Message != "" { // the local store takes no writes: no new task
 		return TrayStatus{State: TrayPaused, Line: cut(capital(st.Store.Message))}
@@ -275,6 +293,17 @@ const (
 	// ActionNow opens the Now window: the tasks running, the decision,
 	// the pools' connections and the event log.
 	ActionNow
+	// ActionComputeHour, ActionComputeHours and ActionComputeUntilHours
+	// compute now (outside the hours, without waiting for idle) for 1
+	// hour, for ComputeHours hours, or until the owner's hours start;
+	// ActionComputeStop ends compute now.
+	ActionComputeHour
+	ActionComputeHours
+	ActionComputeUntilHours
+	ActionComputeStop
+	// ActionFinishThenPause takes no new task, lets the running ones
+	// finish and report, and then pauses until Resume.
+	ActionFinishThenPause
 )
 
 // TrayItem is one item of the tray's menu.
@@ -391,6 +420,8 @@ func (t *Tray) Do(a TrayAction) {
 		t.pause(nextMorning(t.deps.now(), t.settings.Location()))
 	case ActionResume:
 		t.pause(time.Time{})
+	case ActionComputeHour, ActionComputeHours, ActionComputeUntilHours, ActionComputeStop, ActionFinishThenPause:
+		t.override(a)
 	case ActionToggleAutostart:
 		if t.deps.Autostart != nil {
 			t.toggleAutostart(t.deps.Autostart)
@@ -469,6 +500,11 @@ func (t *Tray) apply(s traySnapshot) {
 	for _, it := range items[1:] {
 		fmt.Fprintf(&key, "%s|%t|%t|%t\n", it.Label, it.Checked, it.Disabled, it.Hidden)
 	}
+	for _, p := range s.status.Pools {
+		// A pool joined or left shows at once, not with the status
+		// line's next timed change.
+		fmt.Fprintf(&key, "pool %s\n", p.URL)
+	}
 	rest := key.String()
 	if t.menu.Items == nil || items[0].Label != t.line || rest != t.rest {
 		// A status line that only counts seconds ("you were active 3 s
@@ -532,13 +568,18 @@ func (t *Tray) items(st TrayStatus, s traySnapshot) []TrayItem {
 		sep,
 		{Action: ActionPauseHour, Label: labelPauseHour, Hidden: !st.PausedUntil.IsZero()},
 		{Action: ActionPauseTomorrow, Label: morningLabel(morning, s.now.In(loc)), Hidden: !st.PausedUntil.Before(morning)},
-		{Action: ActionResume, Label: labelResume, Hidden: st.PausedUntil.IsZero()},
+		{Action: ActionFinishThenPause, Label: labelFinishThenPause, Hidden: st.Finishing},
+		{Action: ActionResume, Label: labelResume, Hidden: st.PausedUntil.IsZero() && !st.Finishing},
+		sep,
+	}
+	items = append(items, t.computeItems(st, s)...)
+	items = append(items, []TrayItem{
 		sep,
 		{Action: ActionNow, Label: labelNow},
 		{Action: ActionSettings, Label: labelSettings},
 		{Action: ActionBrowse, Label: labelBrowse},
 		{Action: ActionHistory, Label: labelHistory},
-	}
+	}...)
 	if t.deps.Autostart != nil {
 		items = append(items, sep,
 			TrayItem{Action: ActionToggleAutostart, Label: labelAutostart, Checkable: true, Checked: s.autostart})
@@ -562,7 +603,7 @@ func (t *Tray) pause(until time.Time) {
 	ctx, cancel := context.WithTimeout(context.Background(), trayTimeout)
 	defer cancel()
 	_, err := t.deps.Store.UpdateSettings(ctx, func(s *idle.Settings) error {
-		s.PausedUntil = until
+		s.SetPause(until) // Resume also ends finish then pause
 		return nil
 	})
 	t.problem = ""

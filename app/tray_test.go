@@ -280,7 +280,8 @@ func (f *trayFixture) pausedUntil(t *testing.T) time.Time {
 
 func TestTrayPauseAndResume(t *testing.T) {
 	f := newTrayFixture(t, false)
-	want := []string{"(off) Waiting: on battery (43%)", "-", "Pause for 1 hour", "Pause until tomorrow, 08:00", "-",
+	want := []string{"(off) Waiting: on battery (43%)", "-", "Pause for 1 hour", "Pause until tomorrow, 08:00", "Finish current tasks, then pause", "-",
+		"Compute now for 1 hour", "Compute now for 3 hours", "-",
 		"Now…", "Settings…", "Browse jobs…", "Contribution history…", "-", "Quit"}
 	if diff := cmp.Diff(want, labels(f.tray.Menu())); diff != "" {
 		t.Fatalf("menu (-want +got):\n%s", diff)
@@ -294,7 +295,8 @@ func TestTrayPauseAndResume(t *testing.T) {
 	if n := f.engine.reloaded(); n != 1 {
 		t.Errorf("engine reloaded %d times, want 1", n)
 	}
-	want = []string{"(off) Paused by you until 15:00", "-", "Pause until tomorrow, 08:00", "Resume", "-",
+	want = []string{"(off) Paused by you until 15:00", "-", "Pause until tomorrow, 08:00", "Finish current tasks, then pause", "Resume", "-",
+		"Compute now for 1 hour", "Compute now for 3 hours", "-",
 		"Now…", "Settings…", "Browse jobs…", "Contribution history…", "-", "Quit"}
 	if diff := cmp.Diff(want, labels(f.tray.Menu())); diff != "" {
 		t.Errorf("menu after pausing (-want +got):\n%s", diff)
@@ -304,7 +306,8 @@ func TestTrayPauseAndResume(t *testing.T) {
 	if got, want := f.pausedUntil(t), time.Date(2025, 6, 3, 8, 0, 0, 0, time.UTC); !got.Equal(want) {
 		t.Errorf("PausedUntil = %v, want %v", got, want)
 	}
-	want = []string{"(off) Paused by you until Tue 08:00", "-", "Resume", "-",
+	want = []string{"(off) Paused by you until Tue 08:00", "-", "Finish current tasks, then pause", "Resume", "-",
+		"Compute now for 1 hour", "Compute now for 3 hours", "-",
 		"Now…", "Settings…", "Browse jobs…", "Contribution history…", "-", "Quit"}
 	if diff := cmp.Diff(want, labels(f.tray.Menu())); diff != "" {
 		t.Errorf("menu after pausing until tomorrow (-want +got):\n%s", diff)
@@ -385,7 +388,8 @@ func TestTrayRefreshKeepsUnchangedItems(t *testing.T) {
 
 func TestTrayAutostartWindowsAndQuit(t *testing.T) {
 	f := newTrayFixture(t, true)
-	want := []string{"(off) Waiting: on battery (43%)", "-", "Pause for 1 hour", "Pause until tomorrow, 08:00", "-",
+	want := []string{"(off) Waiting: on battery (43%)", "-", "Pause for 1 hour", "Pause until tomorrow, 08:00", "Finish current tasks, then pause", "-",
+		"Compute now for 1 hour", "Compute now for 3 hours", "-",
 		"Now…", "Settings…", "Browse jobs…", "Contribution history…", "-", "Start at login", "-", "Quit"}
 	if diff := cmp.Diff(want, labels(f.tray.Menu())); diff != "" {
 		t.Fatalf("menu (-want +got):\n%s", diff)
@@ -394,7 +398,7 @@ func TestTrayAutostartWindowsAndQuit(t *testing.T) {
 	if !f.auto.on {
 		t.Error("Start at login did not enable the entry")
 	}
-	if got := labels(f.tray.Menu())[10]; got != "[x] Start at login" {
+	if got := labels(f.tray.Menu())[14]; got != "[x] Start at login" {
 		t.Errorf("item after enabling = %q", got)
 	}
 	f.tap(t, "Start at login")

@@ -59,6 +59,12 @@ type PolicyState struct {
 	PauseEnd  time.Duration
 	PauseOver bool
 
+	// ComputeFrom, ComputeEnd and ComputeOver are the same for the
+	// owner's compute now (Settings.ComputeUntil).
+	ComputeFrom time.Time
+	ComputeEnd  time.Duration
+	ComputeOver bool
+
 	// Power and Running are the last known readings (PowerKnown,
 	// RunningKnown say whether there was one), used while a probe's
 	// reading is unknown.
@@ -83,6 +89,14 @@ type PolicyState struct {
 // a listed program running; outside the schedule; on battery (or below
 // its minimum); the CPU above its ceiling; the owner's input not idle
 // long enough, or its idle time unknown; other programs' CPU load.
+// The owner's compute now (Settings.ComputeUntil, until it runs out on
+// the monotonic clock) skips the schedule, the idle wait and the load,
+// and the listed programs too when Settings.ComputeDuringPrograms: the
+// owner at the machine asked for it; the battery and the temperature
+// ceilings, which protect the hardware, still apply, and a wait for them
+// says that compute now waits. Settings.FinishThenPause decides as
+// usual but marks the decision Finishing (no new tasks; once none is in
+// hand, the caller pauses).
 // Otherwise it computes on Settings.CoresFor(sig.CPUs) cores and the GPUs
 // the settings allow and that are neither too hot nor busy with another
 // process, naming each GPU skipped and why.
@@ -121,6 +135,16 @@ func Decide(s Settings, sig Signals, now time.Time, mono time.Duration, prev Pol
 	}
 	paused := !st.PauseFrom.IsZero() && mono < st.PauseEnd
 	st.PauseOver = !st.PauseFrom.IsZero() && !paused
+
+	// The owner's compute now, likewise.
+	switch {
+	case s.ComputeUntil.IsZero():
+		st.ComputeFrom, st.ComputeEnd, st.ComputeOver = time.Time{}, 0, false
+	case !s.ComputeUntil.Equal(st.ComputeFrom):
+		st.ComputeFrom, st.ComputeEnd = s.ComputeUntil, mono+s.ComputeUntil.Sub(now)
+	}
+	forced := !st.ComputeFrom.IsZero() && mono < st.ComputeEnd && !paused
+	st.ComputeOver = !st.ComputeFrom.IsZero() && mono >= st.ComputeEnd
 
 	// The idle countdown: the latest input any reading has shown.
 	if sig.InputIdle.Known {
@@ -168,8 +192,20 @@ func Decide(s Settings, sig Signals, now time.Time, mono time.Duration, prev Pol
 	gpus, gpuNotes, gpuHot := chooseGPUs(s, sig.GPUs, st.GPUHot)
 	st.GPUHot = gpuHot
 
+	// forcedText is how compute now shows in a reason: "compute now
+	// until 15:00".
+	forcedText := ""
+	if forced {
+		forcedText = "compute now until " + clockText(now.Add(st.ComputeEnd-mono).Round(time.Second).In(loc), now.In(loc))
+	}
 	wait := func(state State, reason string) (Decision, PolicyState) {
-		return Decision{State: state, Reason: reason}, st
+		if forced {
+			reason += "; " + forcedText + " waits for this"
+		}
+		if s.FinishThenPause {
+			reason += "; then pausing, as you asked"
+		}
+		return Decision{State: state, Reason: reason, Finishing: s.FinishThenPause}, st
 	}
 
 	// The reasons, first match wins.
@@ -179,7 +215,7 @@ func Decide(s Settings, sig Signals, now time.Time, mono time.Duration, prev Pol
 		until := now.Add(st.PauseEnd - mono).Round(time.Second).In(loc)
 		return wait(StatePaused, "paused by you until "+clockText(until, now.In(loc)))
 	}
-	if len(running) > 0 {
+	if len(running) > 0 && !(forced && s.ComputeDuringPrograms) {
 		verb := "is"
 		if len(running) > 1 {
 			verb = "are"
@@ -190,7 +226,7 @@ func Decide(s Settings, sig Signals, now time.Time, mono time.Duration, prev Pol
 		}
 		return wait(StatePaused, reason)
 	}
-	if !s.Schedule.Allows(now, loc) {
+	if !forced && !s.Schedule.Allows(now, loc) {
 		if next, ok := s.Schedule.Next(now, loc); ok {
 			return wait(StateWaiting, fmt.Sprintf("waiting: outside your hours (next window %s)", dayText(next, now.In(loc))))
 		}
@@ -214,7 +250,7 @@ func Decide(s Settings, sig Signals, now time.Time, mono time.Duration, prev Pol
 		}
 		return wait(StateWaiting, fmt.Sprintf("waiting: CPU at %.0f °C, cooling to %.0f °C (ceiling %.0f °C)", temp.Value, s.MaxTemperatureC-TemperatureMarginC, s.MaxTemperatureC))
 	}
-	if s.IdleFor > 0 {
+	if s.IdleFor > 0 && !forced {
 		if !sig.InputIdle.Known {
 			why := sig.InputIdle.Err
 			if why == "" || strings.Contains(why, "; ") {
@@ -226,7 +262,7 @@ func Decide(s Settings, sig Signals, now time.Time, mono time.Duration, prev Pol
 			return wait(StateWaiting, fmt.Sprintf("waiting: you were active %s ago; starting after %s idle", durationText(idle), durationText(s.IdleFor)))
 		}
 	}
-	if st.Busy {
+	if st.Busy && !forced {
 		if above {
 			return wait(StateWaiting, fmt.Sprintf("waiting: other programs use %s of the CPU, more than your %s", percent(load), percent(s.MaxOtherCPUShare)))
 		}
@@ -236,6 +272,12 @@ func Decide(s Settings, sig Signals, now time.Time, mono time.Duration, prev Pol
 	cpus := max(sig.CPUs, 1)
 	cores := s.CoresFor(cpus)
 	reason := fmt.Sprintf("computing on %d of %d cores", cores, cpus)
+	switch {
+	case s.FinishThenPause:
+		reason = fmt.Sprintf("finishing the tasks in hand on %d of %d cores, then pausing, as you asked", cores, cpus)
+	case forced:
+		reason = fmt.Sprintf("computing now, as you asked, until %s, on %d of %d cores", strings.TrimPrefix(forcedText, "compute now until "), cores, cpus)
+	}
 	if len(gpus) > 0 {
 		var names []string
 		for _, g := range sig.GPUs.Value {
@@ -262,13 +304,16 @@ func Decide(s Settings, sig Signals, now time.Time, mono time.Duration, prev Pol
 	if !sig.OtherCPUShare.Known {
 		notes = append(notes, "CPU load of other programs unknown")
 	}
-	if s.IdleFor == 0 {
+	if s.IdleFor == 0 && !forced {
 		notes = append(notes, "input idle time not required (idle_for 0)")
+	}
+	if forced && len(running) > 0 {
+		notes = append(notes, "while "+joinAnd(running)+" runs, as you allowed")
 	}
 	for _, n := range notes {
 		reason += "; " + n
 	}
-	return Decision{State: StateComputing, Cores: cores, GPUs: gpus, Reason: reason}, st
+	return Decision{State: StateComputing, Cores: cores, GPUs: gpus, Reason: reason, Finishing: s.FinishThenPause}, st
 }
 
 // Policy is Decide with its state kept between calls and its own

@@ -83,6 +83,23 @@ type Settings struct {
 	// monotonic deadline the first time it sees it: moving the wall clock
 	// afterwards neither ends nor stretches the pause.
 	PausedUntil time.Time `json:"paused_until,omitzero"`
+
+	// ComputeUntil is set when the owner asked to compute now ("compute
+	// now for an hour", "until my hours start"): until then the hours,
+	// the idle wait and other programs' load do not hold computing back;
+	// the battery, the temperature ceilings and, unless
+	// ComputeDuringPrograms, the listed programs still do. Like
+	// PausedUntil it is a wall-clock time turned into a monotonic
+	// deadline by Decide; zero when not set. See SetComputeUntil.
+	ComputeUntil time.Time `json:"compute_until,omitzero"`
+	// ComputeDuringPrograms lets ComputeUntil compute also while a
+	// program of PauseFor runs.
+	ComputeDuringPrograms bool `json:"compute_during_programs,omitempty"`
+	// FinishThenPause is set when the owner asked to finish the tasks in
+	// hand and then pause: no new task is taken, the running ones finish
+	// and report, and then computing stays paused until the owner
+	// resumes (Resume). See SetFinishThenPause.
+	FinishThenPause bool `json:"finish_then_pause,omitempty"`
 }
 
 // GPUSettings is the owner's choice for one GPU.
@@ -287,7 +304,9 @@ var SettingKeys = []struct{ Key, Takes string }{
 	{"pause_for", `programs that pause computing, comma-separated (game.exe,steam)`},
 	{"max_temperature", `CPU ceiling in °C (0: none)`},
 	{"cache", `disk for jobs' files and compiled programs, e.g. 2GiB, 500MB or "default" (4GiB)`},
-	{"pause", `pause computing: a duration (1h), "tomorrow" (until midnight), a time (RFC 3339), or "off"`},
+	{"pause", `pause computing: a duration (1h), "tomorrow" (until midnight), a time (RFC 3339), "finish" (finish the tasks in hand, then pause until "off"), or "off"`},
+	{"compute", `compute now, outside your hours and without waiting for idle: a duration (3h), "hours" (until your hours start), a time (RFC 3339), or "off"`},
+	{"compute_during_programs", `true or false: compute now also while a pause_for program runs`},
 	{"gpu.UUID.use", `true or false: compute on the GPU with this UUID`},
 	{"gpu.UUID.memory", `share of its memory (0.5)`},
 	{"gpu.UUID.max_temperature", `its ceiling in °C (0: none)`},
@@ -356,7 +375,21 @@ func (s *Settings) Set(key, value string, now time.Time) error {
 			return fmt.Errorf("%s: %w", key, err)
 		}
 	case "pause", "paused_until":
-		s.PausedUntil, err = parsePause(value, now)
+		if strings.EqualFold(value, "finish") {
+			s.SetFinishThenPause()
+			break
+		}
+		var until time.Time
+		if until, err = parsePause(value, now); err == nil {
+			s.SetPause(until)
+		}
+	case "compute", "compute_until":
+		var until time.Time
+		if until, err = s.parseCompute(value, now); err == nil {
+			s.SetComputeUntil(until)
+		}
+	case "compute_during_programs":
+		s.ComputeDuringPrograms, err = parseBool(value)
 	default:
 		rest, ok := strings.CutPrefix(key, "gpu.")
 		if !ok {

@@ -85,7 +85,16 @@ type Decision struct {
 	Cores  int      // task slots allowed; 0 unless computing
 	GPUs   []string // UUIDs of the GPUs allowed; empty unless computing
 	Reason string
+	// Finishing is set while the owner asked to finish the tasks in hand
+	// and then pause (Settings.FinishThenPause): running tasks go on
+	// (while the decision is to compute), but no new task is taken; once
+	// none is in hand, whoever holds the tasks says it is paused.
+	Finishing bool `json:",omitempty"`
 }
 
 // Run reports whether tasks may run.
 func (d Decision) Run() bool { return d.State == StateComputing && d.Cores > 0 }
+
+// MayLease reports whether new tasks may be taken: Run, and not
+// Finishing.
+func (d Decision) MayLease() bool { return d.Run() && !d.Finishing }

@@ -8,11 +8,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -592,13 +590,9 @@ func (b browser) setPool(ctx context.Context, verb, value string, pools []string
 	}
 	switch verb {
 	case "gpu-programs":
-		var allow bool
-		switch value {
-		case "on", "yes", "true":
-			allow = true
-		case "off", "no", "false":
-		default:
-			return &userError{Msg: fmt.Sprintf("gpu-programs takes on or off, got %q", value), Cause: errUsage}
+		allow, err := offers.ParseOnOff(value)
+		if err != nil {
+			return &userError{Msg: err.Error(), Hint: "idlepool jobs gpu-programs on", Cause: errors.Join(errUsage, err)}
 		}
 		targets := pools
 		if len(targets) == 0 {
@@ -615,9 +609,9 @@ func (b browser) setPool(ctx context.Context, verb, value string, pools []string
 			fmt.Fprintf(b.g.stdout, "GPU programs not allowed %s\n", where)
 		}
 	case "weight":
-		w, err := strconv.ParseFloat(value, 64)
-		if err != nil || w < 0 || math.IsInf(w, 0) {
-			return &userError{Msg: fmt.Sprintf("weight takes a number of 0 or more, got %q", value), Hint: "idlepool jobs weight 2 --pool URL", Cause: errUsage}
+		w, err := offers.ParseWeight(value)
+		if err != nil {
+			return &userError{Msg: err.Error(), Hint: "idlepool jobs weight 2 --pool URL", Cause: errors.Join(errUsage, err)}
 		}
 		if len(pools) == 0 {
 			return &userError{Msg: "weight needs --pool URL", Hint: "idlepool jobs weight 2 --pool URL", Cause: errUsage}
@@ -685,18 +679,15 @@ func (b browser) setLimits(ctx context.Context, pairs, pools []string) error {
 			k, v, ok := strings.Cut(kv, "=")
 			switch {
 			case ok && k == "memory":
-				n, err := strconv.ParseInt(v, 10, 64)
-				if err != nil || n < 0 {
-					return &userError{Msg: fmt.Sprintf("memory takes MiB as a whole number, got %q", v), Hint: hint, Cause: errUsage}
+				n, err := offers.ParseTaskMemoryMiB(v)
+				if err != nil {
+					return &userError{Msg: err.Error(), Hint: hint, Cause: errors.Join(errUsage, err)}
 				}
 				mem = n
 			case ok && k == "time":
-				d, err := time.ParseDuration(v)
-				if v == "0" {
-					d, err = 0, nil
-				}
-				if err != nil || d < 0 {
-					return &userError{Msg: fmt.Sprintf("time takes a duration such as 30m, got %q", v), Hint: hint, Cause: errUsage}
+				d, err := offers.ParseTaskTime(v)
+				if err != nil {
+					return &userError{Msg: err.Error(), Hint: hint, Cause: errors.Join(errUsage, err)}
 				}
 				limit = d
 			default:

@@ -10,6 +10,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -209,6 +210,10 @@ func cmdMachineStatus(ctx context.Context, g *globals, asJSON bool) error {
 		g.logger().Debug("The running donor's status is unreadable", "err", err)
 	}
 	cancel()
+	if d.Finishing && (running == nil || len(running.Running) == 0) {
+		// Finish, then pause: nothing is in hand, so it is paused.
+		d = idle.Decision{State: idle.StatePaused, Reason: agent.FinishedReason}
+	}
 	if asJSON {
 		doc := machineDoc{At: sig.At, Signals: signalsOf(sig), InHours: s.Schedule.Allows(now, s.Location()),
 			Decision: decisionDoc{State: d.State, Cores: d.Cores, GPUs: append([]string{}, d.GPUs...), Reason: d.Reason},
@@ -526,6 +531,14 @@ func updateSettings(ctx context.Context, dirs home.Dirs, pairs []string, now tim
 				// The key is right; the message says what its value wants.
 				return &userError{Msg: err.Error(), Cause: errors.Join(errUsage, err)}
 			}
+			if k != "cores" {
+				continue
+			}
+			// A count typed here is for this machine: more than it has is
+			// a mistake (a stored one from elsewhere is capped instead).
+			if err := s.ValidateFor(runtime.NumCPU()); err != nil {
+				return &userError{Msg: err.Error(), Hint: fmt.Sprintf("idlepool settings set cores=%d, or a share such as cores=75%%", runtime.NumCPU()), Cause: errors.Join(errUsage, err)}
+			}
 		}
 		return nil
 	})
@@ -582,11 +595,20 @@ func printSettings(w io.Writer, s idle.Settings) {
 	} else {
 		line("cache", "default: %s", mib(idle.DefaultCacheMiB))
 	}
-	if s.PausedUntil.IsZero() {
+	switch {
+	case s.FinishThenPause:
+		line("pause", "finish: the tasks in hand finish, then paused until pause=off")
+	case s.PausedUntil.IsZero():
 		line("pause", "off")
-	} else {
+	default:
 		line("pause", "until %s", s.PausedUntil.In(s.Location()).Format("Mon 2 Jan 2006 15:04 MST"))
 	}
+	if s.ComputeUntil.IsZero() {
+		line("compute", "off: your hours and the idle wait apply")
+	} else {
+		line("compute", "now, until %s", s.ComputeUntil.In(s.Location()).Format("Mon 2 Jan 2006 15:04 MST"))
+	}
+	line("compute_during_programs", "%t", s.ComputeDuringPrograms)
 	uuids := slices.Sorted(maps.Keys(s.GPUs))
 	if len(uuids) == 0 {
 		line("gpus", "none enabled")

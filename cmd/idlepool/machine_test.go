@@ -165,11 +165,11 @@ func TestSettingsCommand(t *testing.T) {
 	}
 
 	set := idlepool(t, home, "settings", "set", "hours=Mon-Fri 22:00-07:00; Sat,Sun", "time_zone=Europe/Berlin",
-		"cores=6", "idle_for=10m", "pause_for=game.exe,steam", "gpu.GPU-1234.use=true", "gpu.GPU-1234.memory=80%")
+		"cores=1", "idle_for=10m", "pause_for=game.exe,steam", "gpu.GPU-1234.use=true", "gpu.GPU-1234.memory=80%")
 	if set.code != 0 {
 		t.Fatalf("settings set: exit %d\n%s", set.code, set.stderr)
 	}
-	for _, want := range []string{"hours             Mon-Fri 22:00-07:00; Sat,Sun 00:00-24:00", "cores             6", "idle_for          10m0s",
+	for _, want := range []string{"hours             Mon-Fri 22:00-07:00; Sat,Sun 00:00-24:00", "cores             1", "idle_for          10m0s",
 		"pause_for         game.exe,steam", "gpu.GPU-1234      use=true memory=80% max_temperature=none max_other=10%"} {
 		if !strings.Contains(set.stdout, want) {
 			t.Errorf("settings set printed no %q:\n%s", want, set.stdout)
@@ -183,7 +183,7 @@ func TestSettingsCommand(t *testing.T) {
 	}
 	want := idle.Defaults()
 	want.Schedule, _ = idle.ParseSchedule("Mon-Fri 22:00-07:00; Sat,Sun")
-	want.TimeZone, want.Cores, want.IdleFor = "Europe/Berlin", 6, 10*time.Minute
+	want.TimeZone, want.Cores, want.IdleFor = "Europe/Berlin", 1, 10*time.Minute
 	want.PauseFor = []string{"game.exe", "steam"}
 	want.GPUs = map[string]idle.GPUSettings{"GPU-1234": {Use: true, MemoryShare: 0.8}}
 	if diff := cmp.Diff(want, got); diff != "" {
