@@ -2,6 +2,7 @@ package identity
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -172,4 +173,26 @@ func TestSaveLoadProfile(t *testing.T) {
 	if _, err := LoadProfile(filepath.Join(dir, "none.json"), k.ID()); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("LoadProfile of a missing file = %v, want os.ErrNotExist", err)
 	}
+}
+
+// FuzzProfileVerify checks that any JSON a pool or a peer may send as a
+// profile is decoded and checked without panicking, and that a profile
+// that verifies has a name and link that pass their checks.
+func FuzzProfileVerify(f *testing.F) {
+	k, _ := FromSeed(bytes.Repeat([]byte{1}, 32))
+	p, _ := NewProfile(k, "Ada's lab", "https://example.org/ada", issued)
+	good, _ := json.Marshal(p)
+	f.Add(good)
+	f.Add(bytes.Replace(good, []byte("Ada"), []byte("Bob"), 1))
+	f.Add([]byte(`{"owner":"id","key":"","name":"\u202e","sig":""}`))
+	f.Add([]byte(`{}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var p Profile
+		if json.Unmarshal(b, &p) != nil {
+			return
+		}
+		if p.Verify() == nil && (CheckName(p.Name) != nil || CheckLink(p.Link) != nil || p.Owner != IDOf(p.Key)) {
+			t.Fatalf("profile %+v verifies with a refused field", p)
+		}
+	})
 }
