@@ -333,6 +333,12 @@ func (c *Client) Register(ctx context.Context, owner *identity.Key, name, invite
 	}
 	var reg coord.Registered
 	_, err := c.postJSON(ctx, "/v1/peers", in, &reg)
+	if in.Profile != nil && profileUnknown(err) {
+		// A coordinator from before owner profiles refuses the field:
+		// register without it rather than not at all.
+		in.Profile = nil
+		_, err = c.postJSON(ctx, "/v1/peers", in, &reg)
+	}
 	if err == nil {
 		c.sentProfile(in.Profile)
 	}

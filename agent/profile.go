@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"idlepool/coord"
@@ -181,4 +182,13 @@ func (a *Agent) jobWords(id job.ID) string {
 		return shortJob(id.String())
 	}
 	return name + " (" + shortJob(id.String()) + ")"
+}
+
+// profileUnknown reports whether err is a coordinator's refusal of a
+// registration's "profile" field as unknown: one from before owner
+// profiles, which decodes bodies strictly.
+func profileUnknown(err error) bool {
+	ae, ok := errors.AsType[*APIError](err)
+	return ok && ae.Status == http.StatusBadRequest && ae.Code != "bad_profile" &&
+		strings.Contains(ae.Message, "unknown field") && strings.Contains(ae.Message, `"profile"`)
 }

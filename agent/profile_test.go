@@ -1,9 +1,14 @@
 package agent_test
 
 import (
+	"bytes"
 	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -139,5 +144,45 @@ func waitLong(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("%s: not within 2 minutes", what)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestRegisterWithOldCoordinator: a coordinator from before owner profiles
+// refuses the unknown "profile" field; the device registers without it
+// instead of not at all.
+func TestRegisterWithOldCoordinator(t *testing.T) {
+	var withProfile, without atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		if bytes.Contains(b, []byte(`"profile"`)) {
+			withProfile.Add(1)
+			w.WriteHeader(http.StatusBadRequest)
+			io.WriteString(w, `{"error": "unknown field \"profile\"", "code": "bad_request"}`)
+			return
+		}
+		without.Add(1)
+		w.WriteHeader(http.StatusCreated)
+		io.WriteString(w, `{"peer": "idpeer", "owner": "idowner"}`)
+	}))
+	defer srv.Close()
+	dev := newDevice(t, nil)
+	p, err := identity.NewProfile(dev.owner, "Ada's lab", "", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := identity.SaveProfile(agent.OwnerProfilePath(dev.dirs), p); err != nil {
+		t.Fatal(err)
+	}
+	c, err := agent.NewClient(srv.URL, dev.key, srv.Client())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.UseOwnerProfile(dev.dirs, quietLogger(t))
+	if _, err := c.Register(context.Background(), dev.owner, "device", ""); err != nil {
+		t.Fatalf("Register with an old coordinator: %v", err)
+	}
+	if withProfile.Load() != 1 || without.Load() != 1 {
+		t.Errorf("registrations with and without the profile: %d, %d; want 1 and 1", withProfile.Load(), without.Load())
 	}
 }
