@@ -250,6 +250,12 @@ type Agent struct {
 	taskInfo  map[string]taskInfo    // what Status says of each running lease's task, by lease ID
 	owners    map[job.ID]string      // job -> owner ID, for jobs seen
 	held      map[string]*heldResult // results the store has not fully recorded, by lease
+
+	// ownerNames are the display names of the jobs' owners, and
+	// notedJobs the jobs noted in the store for the history
+	// (profile.go); made when first needed.
+	ownerNames map[job.ID]ownerShown
+	notedJobs  map[job.ID]string // job -> its name
 }
 
 // New checks cfg and returns an agent; it contacts nobody yet.
@@ -263,6 +269,7 @@ func New(cfg Config) (*Agent, error) {
 	}
 	c.SetClock(cfg.Now)
 	log := cfg.Logger.With("pool", c.URL())
+	c.UseOwnerProfile(cfg.Home, log)
 	if cfg.health == nil {
 		cfg.health = newStoreHealth(cfg.StorePath, cfg.FreeSpace, cfg.Logger)
 		cfg.health.events = cfg.Events
@@ -530,8 +537,10 @@ func (a *Agent) runLease(ctx context.Context, l pool.Lease) error {
 		a.renewOffer()
 		return nil
 	}
+	owner, ownerName := a.noteJob(ctx, cj.j)
 	a.mu.Lock()
-	a.taskInfo[l.ID] = taskInfo{jobName: cj.j.Manifest.Name, started: a.cfg.Now(), limit: cj.j.Manifest.Policy.TimeLimit.Duration}
+	a.taskInfo[l.ID] = taskInfo{jobName: cj.j.Manifest.Name, owner: owner, ownerName: ownerName,
+		started: a.cfg.Now(), limit: cj.j.Manifest.Policy.TimeLimit.Duration}
 	a.mu.Unlock()
 	a.trackRunning(l, true)
 	defer a.trackRunning(l, false)
@@ -738,6 +747,8 @@ type taskInfo struct {
 	jobName string
 	started time.Time // by this device's clock
 	limit   time.Duration
+
+	owner, ownerName string // the job's owner ID and display name ("" when unknown)
 }
 
 // Running returns the leases whose tasks are running now.

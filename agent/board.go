@@ -97,6 +97,7 @@ func readBoard(ctx context.Context, cfg BoardConfig, p store.JoinedPool) PoolBoa
 	if err != nil {
 		return fail(err)
 	}
+	c.UseOwnerProfile(cfg.Home, nil)
 	info, err := PoolKey(ctx, c, cfg.Home.Config)
 	if err != nil {
 		return fail(err)

@@ -49,6 +49,7 @@ type Client struct {
 	measured    bool             // offset was measured
 	skewRefused bool             // the last signed request was refused for its timestamp
 	failedSince time.Time        // first of the failures since the last answer; zero after one
+	profile     profileSource    // the owner's profile Register sends (profile.go)
 
 	// onReach is called, outside mu, when failedSince becomes set or
 	// zero again (watchReach); nil: not at all.
@@ -320,6 +321,7 @@ func (c *Client) Pool(ctx context.Context) (coord.PoolInfo, error) {
 // Register registers the client's device with the pool, endorsed by
 // owner; invite is the pool's invite token or "". Registering again is
 // harmless. A pool that does not admit the device answers ErrForbidden.
+// After UseOwnerProfile it sends the owner's signed profile too.
 func (c *Client) Register(ctx context.Context, owner *identity.Key, name, invite string) (coord.Registered, error) {
 	in := coord.Registration{
 		Key:         c.key.Public(),
@@ -327,9 +329,19 @@ func (c *Client) Register(ctx context.Context, owner *identity.Key, name, invite
 		Endorsement: owner.Sign(pool.EndorsementMessage(c.key.Public())),
 		Name:        name,
 		Invite:      invite,
+		Profile:     c.ownerProfile(owner),
 	}
 	var reg coord.Registered
 	_, err := c.postJSON(ctx, "/v1/peers", in, &reg)
+	if in.Profile != nil && profileUnknown(err) {
+		// A coordinator from before owner profiles refuses the field:
+		// register without it rather than not at all.
+		in.Profile = nil
+		_, err = c.postJSON(ctx, "/v1/peers", in, &reg)
+	}
+	if err == nil {
+		c.sentProfile(in.Profile)
+	}
 	return reg, err
 }
 

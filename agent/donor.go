@@ -666,6 +666,7 @@ func CheckPool(ctx context.Context, cfg DonorConfig, url, invite string) (string
 	if err != nil {
 		return "", &wordsError{fmt.Sprintf("%q is not a pool address; one looks like http://192.168.1.10:7420", url), err}
 	}
+	c.UseOwnerProfile(cfg.Home, cfg.Logger)
 	info, err := PoolKey(ctx, c, cfg.Home.Config)
 	if err != nil {
 		return "", poolWords(err, url, invite, cfg.Home)

@@ -116,6 +116,11 @@ type RunningTask struct {
 	// Suspended reports whether it is stopped now: the decision is not
 	// to run (AgentStatus.Decision says why).
 	Suspended bool `json:"suspended,omitempty"`
+
+	// Owner is the job's owner ID and OwnerName the display name of the
+	// owner's verified profile; "" when unknown or not given.
+	Owner     string `json:"owner,omitempty"`
+	OwnerName string `json:"ownerName,omitempty"`
 }
 
 // governor holds the policy's current decision and what follows from it:
@@ -353,7 +358,8 @@ func (a *Agent) Status() AgentStatus {
 	a.mu.Lock()
 	for _, l := range leases {
 		ti := a.taskInfo[l.ID]
-		st.Running = append(st.Running, RunningTask{Pool: st.Pool, Job: l.Job.String(), JobName: ti.jobName, Task: l.Task, Lease: l.ID,
+		st.Running = append(st.Running, RunningTask{Pool: st.Pool, Job: l.Job.String(), JobName: ti.jobName,
+			Owner: ti.owner, OwnerName: ti.ownerName, Task: l.Task, Lease: l.ID,
 			Deadline: l.Deadline, Started: ti.started, TimeLimitMS: ti.limit.Milliseconds(), Suspended: st.Suspended})
 	}
 	a.mu.Unlock()

@@ -93,6 +93,7 @@ func (a *Agent) serveOffers(ctx context.Context) error {
 		fails    = backoff{Base: 100 * time.Millisecond, Max: min(a.cfg.MaxBackoff, every)}
 	)
 	for {
+		a.refreshProfile(ctx)
 		o := a.offer(ctx, a.c.PoolNow())
 		err := a.c.PutOffer(ctx, o)
 		wait := every

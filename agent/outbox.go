@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"idlepool/job"
+	"idlepool/offers"
 	"idlepool/pool"
 	"idlepool/store"
 )
@@ -41,7 +42,7 @@ func (a *Agent) deliver(ctx context.Context, c store.Contribution, stored bool) 
 	if err != nil {
 		reason = "refused by the coordinator: " + refusal(err)
 		a.log.Warn("Result refused", "jobID", c.Job.String(), "taskIndex", c.Task, "lease", c.Lease, "reason", reason)
-		a.event("result of task %d of job %s rejected by pool %s: %s", c.Task, shortJob(c.Job.String()), a.label(), reason)
+		a.event("result of task %d of job %s rejected by pool %s: %s", c.Task, a.jobWords(c.Job), a.label(), reason)
 	} else if a.ownJob(ctx, c.Job) {
 		reason = ownJobReason
 	}
@@ -80,13 +81,14 @@ func (a *Agent) jobOwner(ctx context.Context, id job.ID) string {
 	owner, ok := a.owners[id]
 	a.mu.Unlock()
 	if !ok {
-		st, err := a.c.Status(ctx, id)
+		st, err := a.c.JobInfo(ctx, id)
 		if err != nil {
 			return ""
 		}
 		owner = st.Owner
 		a.mu.Lock()
 		a.owners[id] = owner
+		a.noteOwnerName(id, offers.OwnerName(owner, st.OwnerProfile), offers.OwnerLink(owner, st.OwnerProfile))
 		a.mu.Unlock()
 	}
 	return owner
@@ -258,7 +260,7 @@ func (a *Agent) applyEntry(ctx context.Context, e pool.Entry) error {
 		reason = "unverified: " + orDefault(e.Reason, "no majority agreed within the replica limit")
 	}
 	if reason != "" {
-		a.event("result of task %d of job %s rejected by pool %s: %s", e.Task, shortJob(e.Job.String()), a.label(), reason)
+		a.event("result of task %d of job %s rejected by pool %s: %s", e.Task, a.jobWords(e.Job), a.label(), reason)
 	}
 	apply := func() error {
 		switch e.Kind {

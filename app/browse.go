@@ -328,8 +328,16 @@ func (v *browseView) cell(row, col int) string {
 	l := r.job.Listing
 	switch col {
 	case 0:
-		return l.Name
+		if d := plainText(l.Description, 70); d != "" {
+			return plainText(l.Name, 40) + "\n" + d
+		}
+		return plainText(l.Name, 40)
 	case 1:
+		// The name over the short ID, each on a line of its own, so that
+		// neither is cut in the narrow column.
+		if name := offers.OwnerName(l.Owner, l.OwnerProfile); name != "" {
+			return plainText(name, 64) + "\n" + offers.ShortID(l.Owner)
+		}
 		return offers.ShortID(l.Owner)
 	case 2:
 		return r.poolName
@@ -387,12 +395,20 @@ func (v *browseView) showDetails() {
 func jobDetails(r browseRow) string {
 	l := r.job.Listing
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s\n", l.Name)
-	if l.Description != "" {
-		fmt.Fprintf(&b, "%s\n", l.Description)
+	fmt.Fprintf(&b, "%s\n", plainText(l.Name, 100))
+	if d := plainText(l.Description, 1000); d != "" {
+		fmt.Fprintf(&b, "%s\n", d)
+	}
+	if l.Link != "" {
+		fmt.Fprintf(&b, "Job's page: %s\n", plainText(l.Link, 300))
 	}
 	fmt.Fprintf(&b, "\nJob ID: %s\n", l.Job)
-	fmt.Fprintf(&b, "Owner: %s\n", l.Owner)
+	if name := offers.OwnerName(l.Owner, l.OwnerProfile); name != "" {
+		fmt.Fprintf(&b, "Owner: %s\n", ownerText(l.Owner, name, offers.OwnerLink(l.Owner, l.OwnerProfile)))
+		fmt.Fprintf(&b, "Owner ID: %s (the name is the owner's own choice; the ID is what identifies the owner)\n", l.Owner)
+	} else {
+		fmt.Fprintf(&b, "Owner: %s (no name given)\n", l.Owner)
+	}
 	fmt.Fprintf(&b, "Pool: %s (%s)\n", r.poolName, r.poolURL)
 	fmt.Fprintf(&b, "A task needs: %s\n", taskNeeds(l))
 	if p := l.Requirements.Prefer; p != "" {

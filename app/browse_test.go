@@ -98,8 +98,8 @@ func TestBrowseBoard(t *testing.T) {
 		t.Errorf("errors (shown %v): %q", v.errors.Visible(), v.errors.Text)
 	}
 	want := [][]string{
-		{"squares", "idk3m9x2qa…", "alpha", "CPU, 256 MiB, up to 5 min", "40", "✓ matches"},
-		{"render", "idz9y8x7w6…", "alpha", "GPU 8 GiB cc 8.0+, 2 GiB, no time limit", "7", "✗ " + gpuWhy[0]},
+		{"squares\nSums of squares.", "idk3m9x2qa…", "alpha", "CPU, 256 MiB, up to 5 min", "40", "✓ matches"},
+		{"render\nRenders frames.", "idz9y8x7w6…", "alpha", "GPU 8 GiB cc 8.0+, 2 GiB, no time limit", "7", "✗ " + gpuWhy[0]},
 	}
 	if diff := cmp.Diff(want, [][]string{v.columns(0), v.columns(1)}); diff != "" {
 		t.Errorf("rows (-want +got):\n%s", diff)

@@ -15,6 +15,7 @@ import (
 	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
 
+	"idlepool/job"
 	"idlepool/offers"
 	"idlepool/store"
 )
@@ -45,7 +46,7 @@ var historyColumns = []struct {
 	title string
 	width float32
 }{
-	{"Date", 135}, {"Pool", 110}, {"Job", 115}, {"Task", 65}, {"Cost", 65}, {"State", 95}, {"Reason", 140},
+	{"Date", 135}, {"Pool", 95}, {"Job", 195}, {"Task", 60}, {"Cost", 60}, {"State", 90}, {"Reason", 90},
 }
 
 // historySplit is the share of the window's width the table takes; the
@@ -69,6 +70,8 @@ type historyData struct {
 	days  []store.DaySummary   // every pool and day
 	names map[string]string    // pool URL → name, where known
 	err   error
+
+	jobs map[job.ID]store.JobNote // what the agent noted of each job: names, owner
 }
 
 // historyView is the Contribution history window's content with the
@@ -288,6 +291,9 @@ func readHistory(ctx context.Context, s *store.Local, f store.Filter) historyDat
 	if d.days, d.err = s.History(ctx); d.err != nil {
 		return d
 	}
+	if notes, err := s.JobNotes(ctx); err == nil {
+		d.jobs = notes
+	}
 	if prefs, err := s.Preferences(ctx); err == nil {
 		for _, p := range prefs.Pools {
 			if p.Name != "" {
@@ -429,7 +435,7 @@ func (v *historyView) sortRows() {
 		case colPool:
 			return cmp.Compare(v.poolText(a.Pool), v.poolText(b.Pool))
 		case colJob:
-			return cmp.Compare(a.Job.String(), b.Job.String())
+			return cmp.Or(cmp.Compare(v.data.jobs[a.Job].Name, v.data.jobs[b.Job].Name), cmp.Compare(a.Job.String(), b.Job.String()))
 		case colTask:
 			return cmp.Compare(a.Task, b.Task)
 		case colCost:
@@ -465,7 +471,7 @@ func (v *historyView) cell(row, col int) string {
 	case colPool:
 		return v.poolText(c.Pool)
 	case colJob:
-		return c.Job.String()[:12]
+		return jobText(c.Job, v.data.jobs[c.Job].Name)
 	case colTask:
 		return fmt.Sprint(c.Task)
 	case colCost:
@@ -492,7 +498,18 @@ func (v *historyView) selectRow(row int) {
 	c := v.data.rows[row]
 	var b strings.Builder
 	fmt.Fprintf(&b, "Pool: %s (%s)\n", v.poolText(c.Pool), c.Pool)
-	fmt.Fprintf(&b, "Job: %s\n", c.Job)
+	n := v.data.jobs[c.Job]
+	fmt.Fprintf(&b, "Job: %s\n", jobText(c.Job, n.Name))
+	if d := plainText(n.Description, 300); d != "" {
+		fmt.Fprintf(&b, "%s\n", d)
+	}
+	if n.Link != "" {
+		fmt.Fprintf(&b, "Job's page: %s\n", plainText(n.Link, 300))
+	}
+	if n.Owner != "" {
+		fmt.Fprintf(&b, "Job's owner: %s\n", ownerText(n.Owner, n.OwnerName, n.OwnerLink))
+	}
+	fmt.Fprintf(&b, "Job ID: %s\n", c.Job)
 	fmt.Fprintf(&b, "Task: %d\n", c.Task)
 	fmt.Fprintf(&b, "Returned: %s\n", c.Created.Local().Format("2006-01-02 15:04:05"))
 	fmt.Fprintf(&b, "Cost: %s cost units", costText(c.Cost))

@@ -13,6 +13,8 @@ import (
 
 	"idlepool/agent"
 	"idlepool/idle"
+	jobpkg "idlepool/job"
+	"idlepool/offers"
 )
 
 // This file is the Now window: what the donor does at this moment (the
@@ -36,7 +38,7 @@ var nowColumns = []struct {
 	title string
 	width float32
 }{
-	{"Pool", 120}, {"Job", 150}, {"Task", 60}, {"Time", 190}, {"State", 330},
+	{"Pool", 110}, {"Job", 170}, {"Owner", 220}, {"Task", 50}, {"Time", 190}, {"State", 220},
 }
 
 // nowData is what one reading found: the engine's status, the owner's
@@ -73,11 +75,11 @@ type nowView struct {
 }
 
 // ShowNow shows the Now window: the tasks running on this machine with
-// their pool, job, elapsed time against the job's time limit and state,
-// the current decision in words, each pool's connection state, and the
-// event log below. It reads the engine's status and the event
-// log when it opens and every NowRefresh while open; closing it stops
-// that. It must be called on Fyne's UI goroutine.
+// their pool, job and its owner, elapsed time against the job's time
+// limit and state, the current decision in words, each pool's connection
+// state, and the event log below. It reads the engine's status and the
+// event log when it opens and every NowRefresh while open; closing it
+// stops that. It must be called on Fyne's UI goroutine.
 func (u *UI) ShowNow() fyne.Window {
 	w, _ := u.showNow()
 	return w
@@ -87,7 +89,7 @@ func (u *UI) ShowNow() fyne.Window {
 // (nil when the window was open already).
 func (u *UI) showNow() (fyne.Window, *nowView) {
 	var v *nowView
-	w := u.window("now", "Now", fyne.NewSize(900, 680), func(fyne.Window) fyne.CanvasObject {
+	w := u.window("now", "Now", fyne.NewSize(1020, 680), func(fyne.Window) fyne.CanvasObject {
 		v = u.newNowView()
 		return v.content
 	}, func() { v.stop() })
@@ -272,7 +274,8 @@ func decisionWords(st agent.AgentStatus, loc *time.Location, now time.Time) stri
 	return s
 }
 
-// taskRow is a running task's cells: pool, job, task, time and state.
+// taskRow is a running task's cells: pool, job (its name and short ID),
+// its owner (display name and short ID), task, time and state.
 func taskRow(st agent.AgentStatus, t agent.RunningTask, loc *time.Location, now time.Time) []string {
 	pool := t.Pool
 	for _, p := range st.PoolsNow() {
@@ -283,12 +286,15 @@ func taskRow(st agent.AgentStatus, t agent.RunningTask, loc *time.Location, now 
 	if pool == t.Pool {
 		pool = hostOf(pool)
 	}
-	job := t.JobName
-	if job == "" {
-		job = t.Job
-		if len(job) > 12 {
-			job = job[:12]
-		}
+	job := plainText(t.JobName, 40)
+	if id, err := jobpkg.ParseDigest(t.Job); err == nil {
+		job = jobText(id, t.JobName)
+	} else if job == "" {
+		job = t.Job[:min(len(t.Job), 12)]
+	}
+	owner := ""
+	if t.Owner != "" {
+		owner = offers.OwnerLabel(t.Owner, plainText(t.OwnerName, 64))
 	}
 	var when string
 	switch {
@@ -306,7 +312,7 @@ func taskRow(st agent.AgentStatus, t agent.RunningTask, loc *time.Location, now 
 			state += ": " + strings.TrimPrefix(strings.TrimPrefix(r, "paused: "), "waiting: ")
 		}
 	}
-	return []string{pool, job, fmt.Sprint(t.Task), when, state}
+	return []string{pool, job, owner, fmt.Sprint(t.Task), when, state}
 }
 
 // durationWords writes d for people to the second: "45 s", "3 min 12 s",

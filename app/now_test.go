@@ -53,7 +53,8 @@ func TestNowShowsTasksAndPools(t *testing.T) {
 		Pools: []agent.PoolState{{URL: "http://10.0.0.5:7420", Name: "lanparty", Slots: 2, Running: 2},
 			{URL: "http://10.0.0.7:7420", Name: "home-lab", Slots: 1, UnreachableSince: down}},
 		Running: []agent.RunningTask{
-			{Pool: "http://10.0.0.5:7420", Job: "ab12cd34ef56ab12", JobName: "ising-sweep", Task: 4,
+			{Pool: "http://10.0.0.5:7420", Job: strings.Repeat("ab12cd34", 8), JobName: "ising-sweep", Task: 4,
+				Owner: "idk3m9x2qa7hxyzw0000000000000000aa", OwnerName: "Ada's lab",
 				Started: nowNow.Add(-192 * time.Second), TimeLimitMS: 10 * 60 * 1000},
 			{Pool: "http://10.0.0.5:7420", Job: "ff00ee11dd22cc33aa", Task: 17, Started: nowNow.Add(-45 * time.Second)},
 		},
@@ -73,8 +74,8 @@ func TestNowShowsTasksAndPools(t *testing.T) {
 		t.Errorf("notices shown: %q (the pool lines say the pool is down)", v.notices.Text)
 	}
 	wantRows := [][]string{
-		{"lanparty", "ising-sweep", "4", "3 min 12 s of 10 min limit", "computing"},
-		{"lanparty", "ff00ee11dd22", "17", "45 s", "computing"},
+		{"lanparty", "ising-sweep (ab12cd)", "Ada's lab (idk3m9x2qa…)", "4", "3 min 12 s of 10 min limit", "computing"},
+		{"lanparty", "ff00ee11dd22", "", "17", "45 s", "computing"},
 	}
 	if d := cmp.Diff(wantRows, v.rows); d != "" {
 		t.Errorf("task rows (-want +got):\n%s", d)
@@ -102,7 +103,7 @@ func TestNowSuspendedAndDown(t *testing.T) {
 	if got, want := v.decision.Text, "Decision: paused: steam is running; tasks suspended since 14:04"; got != want {
 		t.Errorf("decision %q, want %q", got, want)
 	}
-	if d := cmp.Diff([][]string{{"lanparty", "pi", "0", "2 h of 3 h limit", "suspended: steam is running"}}, v.rows); d != "" {
+	if d := cmp.Diff([][]string{{"lanparty", "pi", "", "0", "2 h of 3 h limit", "suspended: steam is running"}}, v.rows); d != "" {
 		t.Errorf("rows (-want +got):\n%s", d)
 	}
 	if !strings.HasPrefix(v.events.Text, "Nothing has happened yet.") {

@@ -207,6 +207,9 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) error {
 		s.log.Info("Registration refused", "peer", id, "owner", owner, "reason", "not invited")
 		return &apiError{http.StatusForbidden, "not_invited", notInvited, nil}
 	}
+	if err := s.acceptProfile(r.Context(), owner, reg.Profile); err != nil {
+		return err
+	}
 	_, known := s.sched.Peer(id)
 	err = s.sched.RegisterPeer(r.Context(), pool.Peer{ID: id, Owner: owner, Key: reg.Key, OwnerKey: reg.OwnerKey,
 		Endorsement: reg.Endorsement, Name: reg.Name, Joined: s.cfg.Now().UTC()})
@@ -376,7 +379,7 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request, c call) error 
 	jobs := s.sched.Jobs()
 	out := make([]JobInfo, 0, len(jobs))
 	for _, j := range jobs {
-		out = append(out, jobInfo(j))
+		out = append(out, s.ownedJobInfo(j))
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
@@ -403,7 +406,7 @@ func (s *Server) jobStatus(w http.ResponseWriter, r *http.Request, c call) error
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, jobInfo(st))
+	writeJSON(w, http.StatusOK, s.ownedJobInfo(st))
 	return nil
 }
 
@@ -479,7 +482,7 @@ func (s *Server) cancel(w http.ResponseWriter, r *http.Request, c call) error {
 	if st, err = s.sched.Status(st.Job); err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, jobInfo(st))
+	writeJSON(w, http.StatusOK, s.ownedJobInfo(st))
 	return nil
 }
 

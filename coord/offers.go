@@ -88,7 +88,7 @@ func listing(poolName string, v pool.JobView) offers.Listing {
 		cost = v.Job.Cost(v.Job.Task(0))
 	}
 	return offers.Listing{
-		Job: v.Job.ID, Name: m.Name, Description: m.Description, Owner: st.Owner, Pool: poolName,
+		Job: v.Job.ID, Name: m.Name, Description: m.Description, Link: m.Link, Owner: st.Owner, Pool: poolName,
 		Requirements: m.Requirements, MemoryMiB: offers.TaskMemoryMiB(m.Requirements, m.Policy),
 		TimeLimit: m.Policy.TimeLimit.Duration, CostPerTask: cost,
 		TasksLeft: st.Tasks - st.Accepted - st.Failed, TasksDone: st.Accepted + st.Failed,
@@ -160,23 +160,29 @@ func (s *Server) putOffer(w http.ResponseWriter, _ *http.Request, c call) error 
 		}
 		return &apiError{http.StatusBadRequest, code, err.Error(), nil}
 	}
+	o.OwnerProfile = nil // not the peer's to say; listOffers adds the owner's own
 	s.offers.put(o)
 	s.log.Debug("Offer received", "peer", o.Peer, "state", o.State, "gpus", len(o.Capacity.GPUs), "expires", o.Expires)
 	writeJSON(w, http.StatusOK, struct{}{})
 	return nil
 }
 
-// listOffers is GET /v1/offers: the live offers, by peer ID.
+// listOffers is GET /v1/offers: the live offers, by peer ID, each with
+// its owner's signed profile when the owner gave one.
 func (s *Server) listOffers(w http.ResponseWriter, r *http.Request, _ call) error {
 	if err := noQuery(r); err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, s.offers.live(s.cfg.Now()))
+	live := s.offers.live(s.cfg.Now())
+	for i := range live {
+		live[i].OwnerProfile = s.profiles.get(live[i].Owner)
+	}
+	writeJSON(w, http.StatusOK, live)
 	return nil
 }
 
 // listListings is GET /v1/listings: the jobs seeking compute, oldest
-// first.
+// first, each with its owner's signed profile when the owner gave one.
 func (s *Server) listListings(w http.ResponseWriter, r *http.Request, _ call) error {
 	if err := noQuery(r); err != nil {
 		return err
@@ -184,7 +190,9 @@ func (s *Server) listListings(w http.ResponseWriter, r *http.Request, _ call) er
 	views := s.sched.Seeking()
 	out := make([]offers.Listing, 0, len(views))
 	for _, v := range views {
-		out = append(out, listing(s.cfg.Pool, v))
+		l := listing(s.cfg.Pool, v)
+		l.OwnerProfile = s.profiles.get(l.Owner)
+		out = append(out, l)
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil

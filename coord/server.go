@@ -61,6 +61,10 @@ type Server struct {
 	spool    *budget
 	spoolDir string
 
+	// profiles are the owners' signed profiles, shown beside their IDs
+	// in listings, offers and job status.
+	profiles *profileBook
+
 	served    atomic.Bool
 	closeOnce sync.Once
 	closeErr  error
@@ -124,6 +128,9 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("load pool state: %w", err)
+	}
+	if s.profiles, err = loadProfiles(ctx, s.db); err != nil {
+		return nil, fmt.Errorf("load owner profiles: %w", err)
 	}
 	s.metrics = newMetrics(s.sched.Jobs, s.sched.Ledger)
 	s.metrics.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"idlepool/identity"
 	"idlepool/job"
 	"idlepool/pool"
 )
@@ -52,12 +53,17 @@ type PoolInfo struct {
 // public key (32 bytes), OwnerKey its owner's, and Endorsement the owner
 // key's signature over pool.EndorsementMessage(Key). Invite is the pool's
 // invite token, needed by invite-only pools unless the owner is allowed.
+// Profile, when set, is the owner's signed display name and link; it must
+// verify and be OwnerKey's, or the registration is refused (400
+// "bad_profile"); the pool shows the latest one beside the owner's ID.
 type Registration struct {
 	Key         []byte `json:"key"`
 	OwnerKey    []byte `json:"owner_key"`
 	Endorsement []byte `json:"endorsement"`
 	Name        string `json:"name,omitempty"` // a label for people, at most 64 bytes
 	Invite      string `json:"invite,omitempty"`
+
+	Profile *identity.Profile `json:"profile,omitempty"`
 }
 
 // Registered is the answer to POST /v1/peers: the device's peer ID and its
@@ -98,6 +104,9 @@ type JobInfo struct {
 	Redundancy int       `json:"redundancy"`
 	Retrying   int64     `json:"retrying,omitempty"` // pool.JobStatus.Retrying
 	Trouble    string    `json:"trouble,omitempty"`  // pool.JobStatus.Trouble
+	// OwnerProfile is the owner's signed display name and link, when the
+	// owner gave one (check it with identity.Profile.Verify).
+	OwnerProfile *identity.Profile `json:"owner_profile,omitempty"`
 }
 
 func jobInfo(s pool.JobStatus) JobInfo {

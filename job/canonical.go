@@ -45,7 +45,7 @@ func FromCanonical(canonical []byte, blob func(Digest) string) (*Job, error) {
 		return nil, bad("unsupported encoding version %v", doc["idlepool"])
 	}
 	str := func(m map[string]any, k string) string { s, _ := m[k].(string); return s }
-	m := &Manifest{Path: "canonical job", Name: str(doc, "name"), Description: str(doc, "description"), Inputs: map[string]string{}}
+	m := &Manifest{Path: "canonical job", Name: str(doc, "name"), Description: str(doc, "description"), Link: str(doc, "link"), Inputs: map[string]string{}}
 	prog, err := ParseDigest(str(doc, "program"))
 	if err != nil {
 		return nil, bad("program: %v", err)

@@ -23,6 +23,9 @@ type Manifest struct {
 	// Name is a short name for people; Description says what the job does.
 	Name        string `toml:"name"`
 	Description string `toml:"description"`
+	// Link is an https URL where people read more about the job (its
+	// project's page), or "" (see CheckLink).
+	Link string `toml:"link"`
 	// Program is the path of the WebAssembly (WASI preview 1) module.
 	Program string `toml:"program"`
 	// Inputs maps an input's name (letters, digits, '_', '-', '.') to its
@@ -313,6 +316,9 @@ func (m *Manifest) resolve(p string) string {
 func (m *Manifest) normalise() error {
 	if strings.TrimSpace(m.Name) == "" {
 		return m.fail("name", "missing: give the job a short name, e.g. name = \"pi\"")
+	}
+	if err := CheckLink(m.Link); err != nil {
+		return m.fail("link", "%v", err)
 	}
 	if m.Program == "" {
 		return m.fail("program", "missing: the path of the .wasm program, e.g. program = \"pi.wasm\"")

@@ -219,6 +219,9 @@ func (j *Job) canonical() ([]byte, error) {
 	if len(m.Derive) > 0 {
 		doc["derive"] = m.Derive
 	}
+	if m.Link != "" { // absent when not set: older IDs stay valid
+		doc["link"] = m.Link
+	}
 	if r := m.Requirements; !r.IsZero() { // absent when empty: older IDs stay valid
 		req := map[string]any{}
 		if r.GPU {

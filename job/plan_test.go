@@ -449,6 +449,8 @@ func TestPlanIDChanges(t *testing.T) {
 		// Name and description.
 		{"name", edit(rangeManifest, `name = "pi"`, `name = "pi2"`), nil},
 		{"description", edit(gridManifest, `2D Ising`, `2d Ising`), nil},
+		{"link added", edit(rangeManifest, `name = "pi"`, "name = \"pi\"\nlink = \"https://example.org/pi\""), nil},
+		{"link changed", edit(rangeManifest, `name = "pi"`, "name = \"pi\"\nlink = \"https://example.org/pi2\""), nil},
 		// Split.
 		{"range tasks", edit(rangeManifest, "tasks = 100", "tasks = 101"), nil},
 		{"range to replicas", edit(rangeManifest, `rule = "range"`, `rule = "replicas"`), nil},

@@ -3,6 +3,7 @@ package offers
 import (
 	"time"
 
+	"idlepool/identity"
 	"idlepool/idle"
 	"idlepool/job"
 )
@@ -29,6 +30,11 @@ type Offer struct {
 	Issued  time.Time  `json:"issued"`
 	Expires time.Time  `json:"expires"`
 	Sig     []byte     `json:"sig,omitempty"` // Ed25519 by the peer key over Canonical()
+	// OwnerProfile is the owner's display name and link, signed by the
+	// owner key (not by the peer, and not part of Canonical): the pool
+	// adds it to the offers it lists (GET /v1/offers) when the owner gave
+	// one; a peer does not send it. Check it with Profile.Verify.
+	OwnerProfile *identity.Profile `json:"owner_profile,omitempty"`
 }
 
 // Accept is what the donor accepts from this pool. CPU (WebAssembly) tasks
@@ -72,6 +78,13 @@ type Listing struct {
 	TasksDone    int64         `json:"tasks_done"`
 	Quorum       int           `json:"quorum"`
 	Participants string        `json:"participants"` // open | invite | owner
+
+	// Link is the manifest's link: an https URL about the job, or "".
+	Link string `json:"link,omitempty"`
+	// OwnerProfile is the owner's display name and link, signed by the
+	// owner key, when the owner gave one; shown beside Owner, never
+	// instead of it (OwnerText). Check it with Profile.Verify.
+	OwnerProfile *identity.Profile `json:"owner_profile,omitempty"`
 }
 
 // TaskMemoryMiB is the machine memory one task of a job needs, for

@@ -119,6 +119,11 @@ func migrate(ctx context.Context, db *sql.DB, set string) error {
 		steps = append(steps, step{n, f.Name()})
 	}
 	sort.Slice(steps, func(i, k int) bool { return steps[i].n < steps[k].n })
+	for i := 1; i < len(steps); i++ {
+		if steps[i].n == steps[i-1].n { // one of them would never be applied
+			return fmt.Errorf("%w: migrations %s and %s share the number %d", ErrSchema, steps[i-1].name, steps[i].name, steps[i].n)
+		}
+	}
 	var have int
 	if err := db.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_version`).Scan(&have); err != nil {
 		return fmt.Errorf("read schema version: %w", classify(err))

@@ -76,7 +76,7 @@ func startXvfb(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("Xvfb", "-displayfd", "3", "-screen", "0", "2300x1500x24", "-nolisten", "tcp")
+	cmd := exec.Command("Xvfb", "-displayfd", "3", "-screen", "0", "2600x1500x24", "-nolisten", "tcp")
 	cmd.ExtraFiles = []*os.File{w}
 	background(t, cmd)
 	w.Close()
@@ -417,7 +417,7 @@ func TestWindowsUnderXvfb(t *testing.T) {
 		{"idlepool settings", "settings", 700, 0},
 		{"Browse jobs", "browse", 0, 760},
 		{"Contribution history", "history", 1100, 760},
-		{"Now", "now", 1400, 0},
+		{"Now", "now", 1500, 0},
 	} {
 		id := findWindow(t, display, w.title, a)
 		move := exec.Command("xdotool", "windowmove", id, fmt.Sprint(w.x), fmt.Sprint(w.y))

@@ -38,7 +38,7 @@ func scene(t *testing.T) string {
 	t.Cleanup(func() { cancel(); <-done })
 	url := srv.URL()
 
-	// A job owner submits two jobs.
+	// A job owner, who gave its identity a name, submits two jobs.
 	ownerDirs, err := home.Resolve(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -51,19 +51,30 @@ func scene(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	profile, err := identity.NewProfile(owner, "Ada's physics lab", "https://example.org/ada-lab", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := identity.SaveProfile(agent.OwnerProfilePath(ownerDirs), profile); err != nil {
+		t.Fatal(err)
+	}
+	c.UseOwnerProfile(ownerDirs, nil)
 	if _, err := agent.PoolKey(ctx, c, ownerDirs.Config); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Register(ctx, owner, "workstation", ""); err != nil {
 		t.Fatal(err)
 	}
+	var submitted []*job.Job
 	for _, j := range []struct{ name, desc, extra string }{
 		{"ising-sweep", "2D Ising model: susceptibility over 64 temperatures", "[policy]\nmemory_mib = 256\ntime_limit = \"10m\"\n"},
 		{"protein-fold-gpu", "Folding ensemble on CUDA GPUs", "[requirements]\ngpu = true\ngpu_memory_mib = 8192\n"},
 	} {
-		if err := c.Submit(ctx, planJob(t, j.name, j.desc, j.extra)); err != nil {
+		pj := planJob(t, j.name, j.desc, j.extra)
+		if err := c.Submit(ctx, pj); err != nil {
 			t.Fatalf("submit %s: %v", j.name, err)
 		}
+		submitted = append(submitted, pj)
 	}
 
 	// The donor's machine.
@@ -111,7 +122,7 @@ func scene(t *testing.T) string {
 		{5 * time.Hour, "joined pool home-lab (" + other + ")"},
 		{4*time.Hour + 40*time.Minute, "paused: steam is running"},
 		{4*time.Hour + 5*time.Minute, "pause over; now computing on 6 of 8 cores"},
-		{3*time.Hour + 50*time.Minute, "result of task 16 of job 5f2a9c0e4b1d rejected by pool lab-a: deviation: a majority of owners agreed on other bytes"},
+		{3*time.Hour + 50*time.Minute, "result of task 16 of job ising-sweep (" + submitted[0].ID.String()[:12] + ") rejected by pool lab-a: deviation: a majority of owners agreed on other bytes"},
 		{3*time.Hour + 30*time.Minute, "pool home-lab unreachable (retrying)"},
 		{3*time.Hour + 20*time.Minute, "task 7 of job ising-sweep abandoned: pool unreachable since " + time.Now().Add(-3*time.Hour-30*time.Minute).Format("15:04")},
 		{3*time.Hour + 10*time.Minute, "left pool home-lab"},
@@ -121,6 +132,22 @@ func scene(t *testing.T) string {
 			t.Fatal(err)
 		}
 	}
+	// What the agent noted of the jobs it computed: their names and their
+	// owners' (the third one, of a pool left since, from another owner).
+	older := job.ID(sha256.Sum256([]byte("climate-ensemble")))
+	for _, n := range []store.JobNote{
+		{Job: submitted[0].ID, Pool: url, Name: "ising-sweep", Description: "2D Ising model: susceptibility over 64 temperatures",
+			Owner: owner.ID(), OwnerName: profile.Name, OwnerLink: profile.Link},
+		{Job: submitted[1].ID, Pool: url, Name: "protein-fold-gpu", Description: "Folding ensemble on CUDA GPUs",
+			Owner: owner.ID(), OwnerName: profile.Name, OwnerLink: profile.Link},
+		{Job: older, Pool: other, Name: "climate-ensemble", Description: "Regional climate model, 200 members",
+			Owner: mustKey(t).ID(), OwnerName: "Grace's group"},
+	} {
+		if err := l.NoteJob(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	jobIDs := []job.ID{submitted[0].ID, submitted[1].ID, older}
 	key := mustKey(t)
 	now := time.Now()
 	for i := range 60 {
@@ -130,7 +157,7 @@ func scene(t *testing.T) string {
 		if i%4 == 3 || i < 3 { // the pending ones are another pool's, whose receipts are late
 			pu = other
 		}
-		c := store.Contribution{Pool: pu, Job: job.ID(sha256.Sum256(fmt.Appendf(nil, "job %d", i%3))), Task: int64(i),
+		c := store.Contribution{Pool: pu, Job: jobIDs[i%3], Task: int64(i),
 			Lease: fmt.Sprintf("lease-%d", i), Digest: sha256.Sum256(res), Result: res, Cost: 1.5 + float64(i%5), Created: day}
 		if err := l.AddPending(ctx, c); err != nil {
 			t.Fatal(err)

@@ -53,6 +53,9 @@ Commands:
   events [-n N] [--json]
           what happened to this machine as a donor: pools joined, left and
           unreachable, pauses, tasks handed back, results rejected
+  owner [--json] | owner set-name NAME [--link URL]
+          this device's owner ID, and the display name and link the
+          pools show beside it (signed with the owner key)
   ledger verify POOL_URL | ledger verify FILE [--key KEY]
           check a pool's signed receipt ledger end to end; a FILE needs
           the coordinator's key (GET /v1/pool) unless this device met it
@@ -210,6 +213,8 @@ func runAt(ctx context.Context, now func() time.Time, args []string, stdin io.Re
 		err = cmdLedger(ctx, g, cargs)
 	case "events":
 		err = cmdEvents(ctx, g, cargs)
+	case "owner":
+		err = cmdOwner(ctx, g, cargs)
 	case "version":
 		fmt.Fprintln(stdout, "idlepool", Version)
 	case "help", "-h", "--help":

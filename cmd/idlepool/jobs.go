@@ -378,11 +378,14 @@ func printJobs(w io.Writer, doc jobsDoc, c idle.Capacity) {
 				verdict += fmt.Sprintf(" (+%d more)", n)
 			}
 		}
-		row := fmt.Sprintf("%s\t%s\t%s\t", l.Job.String()[:12], l.Name, offers.ShortID(l.Owner))
+		row := fmt.Sprintf("%s\t%s\t%s\t", l.Job.String()[:12], oneLine(l.Name, 40), oneLine(l.OwnerText(), 60))
 		if multi {
 			row += l.Pool + "\t"
 		}
 		fmt.Fprintf(tw, "%s%s\t%d\t%d\t%d\t%s\n", row, needsText(l), l.TasksLeft, l.TasksDone, l.Quorum, verdict)
+		if about := jobAbout(l); about != "" {
+			fmt.Fprintln(tw, "  "+about) // no tab: not a column, so the columns keep their widths
+		}
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "\n%d of %d jobs match this machine, which offers %s.\n", matches, len(doc.Jobs), offerText(c))

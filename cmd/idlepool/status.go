@@ -76,7 +76,7 @@ func cmdStatus(ctx context.Context, g *globals, args []string) error {
 	}
 	fmt.Fprintf(w, "merged   %d of %d outcomes taken by the merger\n", st.Acked, st.Accepted+st.Failed)
 	fmt.Fprintf(w, "quorum   %d agreeing replicas of distinct owners (%d leased at first)\n", st.Quorum, st.Redundancy)
-	fmt.Fprintf(w, "owner    %s\n", st.Owner)
+	fmt.Fprintf(w, "owner    %s\n", jobOwnerText(ctx, s, id, st.Owner))
 	fmt.Fprintf(w, "merger   %s\n", st.Merger)
 	if !st.Complete && !st.Cancelled {
 		printPoolActivity(ctx, w, s, st)

@@ -129,6 +129,7 @@ func (pc *poolConn) connect(ctx context.Context, g *globals) (*session, error) {
 	if err != nil {
 		return nil, poolError(err, pc.url, dirs)
 	}
+	c.UseOwnerProfile(dirs, g.logger())
 	info, err := agent.PoolKey(ctx, c, dirs.Config)
 	if err != nil {
 		return nil, poolError(err, pc.url, dirs)
