@@ -50,6 +50,7 @@ type donorPolicy struct {
 
 	reloadEvery time.Duration // settingsReload unless DonorConfig.SettingsReload
 	events      *EventLog     // DonorConfig.Events; nil: none
+	changed     func()        // called when the decision's state changes; nil: none
 }
 
 func newDonorPolicy(local *store.Local, gpus idle.GPUSource, log *slog.Logger) *donorPolicy {
@@ -135,6 +136,9 @@ func (p *donorPolicy) Decide(sig idle.Signals, now time.Time) idle.Decision {
 	prev := p.lastDecision
 	p.lastDecision, p.lastDecided, p.decidedWall = p.decide(sig, now), time.Now(), now
 	p.notePause(prev, p.lastDecision)
+	if p.changed != nil && prev.State != p.lastDecision.State {
+		p.changed()
+	}
 	return p.lastDecision
 }
 
