@@ -195,7 +195,7 @@ func (a *Agent) serveGovernor(ctx context.Context) error {
 		a.applyDecision(idle.Decision{
 			State:  idle.StateComputing,
 			Cores:  a.cfg.Slots,
-			Reason: fmt.Sprintf("computing on %d slots (no idle policy)", a.cfg.Slots),
+			Reason: fmt.Sprintf("computing on %s (no idle policy)", plural(int64(a.cfg.Slots), "slot")),
 		}, idle.Signals{})
 		return nil
 	}

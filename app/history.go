@@ -498,7 +498,7 @@ func (v *historyView) selectRow(row int) {
 	fmt.Fprintf(&b, "Job: %s\n", c.Job)
 	fmt.Fprintf(&b, "Task: %d\n", c.Task)
 	fmt.Fprintf(&b, "Returned: %s\n", c.Created.Local().Format("2006-01-02 15:04:05"))
-	fmt.Fprintf(&b, "Cost: %s cost units", costText(c.Cost))
+	fmt.Fprintf(&b, "Cost: %s", costUnits(c.Cost))
 	if c.State == store.StatePending {
 		b.WriteString(" (this machine's estimate until the receipt arrives)")
 	}
@@ -614,8 +614,8 @@ func (v *historyView) showTotals() {
 	defer v.side.changed()
 	var b strings.Builder
 	for _, t := range totalsPerPool(v.data.days) {
-		fmt.Fprintf(&b, "%s: %s cost units confirmed%s\n",
-			v.poolText(t.pool), costText(t.confirmedCost), countsText(t.confirmed, t.pending, t.rejected))
+		fmt.Fprintf(&b, "%s: %s confirmed%s\n",
+			v.poolText(t.pool), costUnits(t.confirmedCost), countsText(t.confirmed, t.pending, t.rejected))
 	}
 	if b.Len() == 0 {
 		b.WriteString("Nothing yet.")
@@ -630,8 +630,8 @@ func (v *historyView) showTotals() {
 	b.Reset()
 	for i := len(perDay) - 1; i >= 0; i-- { // newest first
 		d := perDay[i]
-		fmt.Fprintf(&b, "%s: %s cost units%s\n",
-			d.Day, costText(d.ConfirmedCost), countsText(d.Confirmed, d.Pending, d.Rejected))
+		fmt.Fprintf(&b, "%s: %s%s\n",
+			d.Day, costUnits(d.ConfirmedCost), countsText(d.Confirmed, d.Pending, d.Rejected))
 	}
 	if b.Len() == 0 {
 		b.WriteString("Nothing yet.")

@@ -114,3 +114,32 @@ func TestSettingsGPUSupportInWords(t *testing.T) {
 		})
 	}
 }
+
+// TestCostUnitsPlural: one cost unit is "1 cost unit" wherever the app
+// writes an amount of them; other amounts keep the plural.
+func TestCostUnitsPlural(t *testing.T) {
+	for c, want := range map[float64]string{1: "1 cost unit", 1.00001: "1 cost unit", 0: "0 cost units", 2.5: "2.5 cost units", 0.0123: "0.0123 cost units", 11: "11 cost units"} {
+		if got := costUnits(c); got != want {
+			t.Errorf("costUnits(%v) = %q, want %q", c, got, want)
+		}
+	}
+	v, _ := newTestHistory(t)
+	for i := range v.data.rows {
+		v.table.Select(widgetCell(i))
+		if strings.Contains(v.details.Text, " 1 cost units") {
+			t.Errorf("details: %q", v.details.Text)
+		}
+	}
+	for _, text := range []string{v.perPool.Text, v.perDay.Text} {
+		if strings.Contains(text, " 1 cost units") || !strings.Contains(text, "cost unit") {
+			t.Errorf("totals: %q", text)
+		}
+	}
+	c := newBarChart("t", "cost units", 1)
+	c.SetBars([]chartBar{{label: "a", value: 1}})
+	w := test.NewWindow(c)
+	defer w.Close()
+	if top := test.WidgetRenderer(c).(*barChartRenderer).top.Text; top != "max 1 cost unit" {
+		t.Errorf("chart's scale %q, want \"max 1 cost unit\"", top)
+	}
+}
