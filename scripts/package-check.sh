@@ -36,6 +36,9 @@ desktop="$tmp/home/.local/share/applications/org.idlepool.tray.desktop"
 [ -x "$tray" ] || fail "the package installed no $tray"
 [ -x "$cli" ] || fail "the package installed no $cli (the idlepool CLI)"
 grep -q "^Exec=$tray" "$desktop" || fail "the menu entry $desktop does not start $tray"
+# The start-at-login entry the app writes names the same icon (Icon=).
+grep -q '^Icon=org.idlepool.tray$' "$desktop" && [ -s "$tmp/home/.local/share/icons/org.idlepool.tray.png" ] ||
+  fail "the menu entry's icon org.idlepool.tray is not installed as the app's autostart entry names it"
 grep -q "installed the command line: $cli" "$tmp/install.out" || fail "user-install did not say where the CLI went: $(cat "$tmp/install.out")"
 # The CLI as a person runs it after the install: by name, with
 # ~/.local/bin on PATH (and user-install says so when it is not).
