@@ -27,14 +27,16 @@ tray:
 	$(GO) build -o $(BIN)/idlepool-tray ./cmd/idlepool-tray
 
 # The Linux package of the tray app (FyneApp.toml): idlepool.tar.xz with the
-# binary, its .desktop file and icon, and a Makefile that installs them.
+# tray app and the idlepool CLI, the .desktop file and icon, and a Makefile
+# that installs them (scripts/package-cli.sh adds the CLI).
 FYNE := fyne.io/tools/cmd/fyne@v1.7.4
 # fyne package rewrites FyneApp.toml (it counts builds up), so it works on
 # a copy and the tracked file stays as written.
-package: tray
+package: tray build
 	cp FyneApp.toml $(BIN)/FyneApp.toml.kept
 	$(GO) run $(FYNE) package --os linux --exe $(BIN)/idlepool-tray --release; \
 	  rc=$$?; mv $(BIN)/FyneApp.toml.kept FyneApp.toml; exit $$rc
+	./scripts/package-cli.sh
 	tar -tJf idlepool.tar.xz
 
 # The package as a donor installs it: user-install into a throwaway home,

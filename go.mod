@@ -73,3 +73,7 @@ require (
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
 )
+
+// Fyne's locale lookup, with LANG=C.UTF-8 read as the C locale
+// (third_party/go-locale/README.idlepool.md).
+replace github.com/jeandeaual/go-locale => ./third_party/go-locale

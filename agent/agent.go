@@ -79,6 +79,9 @@ type Config struct {
 	// health is the store's state shared by a Donor's agents; nil: the
 	// agent's own.
 	health *storeHealth
+	// changed, if set, is called when the agent's decision, tasks or
+	// reachability change (a Donor's Changes).
+	changed func()
 	// HTTP is the client for the coordinator; nil means one with a 60 s
 	// timeout per request.
 	HTTP *http.Client
@@ -297,6 +300,7 @@ func New(cfg Config) (*Agent, error) {
 // noteReach adds the coordinator's going away and coming back to the
 // event log, with times in the local zone.
 func (a *Agent) noteReach(reachable bool, since time.Time) {
+	defer a.noteChange()
 	if reachable {
 		a.event("pool %s reachable again (unreachable since %s)", a.label(), since.Local().Format("15:04:05"))
 		return
@@ -732,6 +736,7 @@ func (a *Agent) release(ctx context.Context, l pool.Lease, log *slog.Logger) {
 }
 
 func (a *Agent) trackRunning(l pool.Lease, on bool) {
+	defer a.noteChange() // after the unlock below: Status reads a.mu
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if on {

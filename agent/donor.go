@@ -116,6 +116,8 @@ type Donor struct {
 	health *storeHealth // shared by the agents
 	cache  *Cache       // the job cache, shared by the agents
 
+	changes *changeNotifier // Changes
+
 	mu      sync.Mutex
 	agents  map[string]*donorAgent // running, by URL
 	pools   []PoolState            // the pools wanted, in order
@@ -163,7 +165,7 @@ func NewDonor(cfg DonorConfig) (*Donor, error) {
 	}
 	d := &Donor{cfg: cfg, log: cfg.Logger,
 		reload: make(chan struct{}, 1), wake: make(chan struct{}, 1),
-		agents: map[string]*donorAgent{}, retryAt: map[string]time.Time{}}
+		agents: map[string]*donorAgent{}, retryAt: map[string]time.Time{}, changes: newChangeNotifier()}
 	if !cfg.Always {
 		d.policy = newDonorPolicy(cfg.Store, cfg.GPUs, cfg.Logger)
 		if cfg.SettingsReload > 0 {
@@ -171,6 +173,7 @@ func NewDonor(cfg DonorConfig) (*Donor, error) {
 		}
 		d.policy.events = cfg.Events
 		d.policy.held = d.tasksHeld
+		d.policy.changed = d.changed
 	}
 	d.offer = &donorOffer{local: cfg.Store, gpus: cfg.GPUs, log: cfg.Logger, always: cfg.Always}
 	d.health = newStoreHealth(cfg.StorePath, cfg.FreeSpace, cfg.Logger)
@@ -192,6 +195,13 @@ func (d *Donor) Reload() {
 	case d.reload <- struct{}{}:
 	default:
 	}
+	// The agents decide again now (an owner's Resume resumes the tasks
+	// at once), not at the end of their rest period.
+	d.mu.Lock()
+	for _, da := range d.agents {
+		da.a.wakeGovernor()
+	}
+	d.mu.Unlock()
 }
 
 // Serve computes for the pools until ctx ends, then stops every agent
@@ -412,8 +422,14 @@ func (d *Donor) sync(ctx context.Context) error {
 		d.agents[p.URL] = da
 		start = append(start, da)
 	}
+	poolsChanged := !slices.EqualFunc(d.pools, states, func(x, y PoolState) bool {
+		return x.URL == y.URL && x.Name == y.Name && x.Error == y.Error && x.Slots == y.Slots
+	})
 	d.pools = states
 	d.mu.Unlock()
+	if poolsChanged {
+		d.changed()
+	}
 	if d.cfg.Pools != nil && shareErr == "" && len(pools) > 0 && !slices.ContainsFunc(slots, func(n int) bool { return n > 0 }) {
 		shareErr = "every pool has weight 0: this machine would offer nothing"
 	}
@@ -462,6 +478,7 @@ func (d *Donor) agentConfig(p store.JoinedPool, slots int) Config {
 	if d.policy != nil {
 		cfg.Signals, cfg.Decide = d.policy, d.policy.Decide
 	}
+	cfg.changed = d.changed
 	if d.cfg.Adjust != nil {
 		d.cfg.Adjust(&cfg)
 	}

@@ -54,6 +54,7 @@ type donorPolicy struct {
 	// or with a result not yet recorded); nil: none. Called with mu held,
 	// so it must not call back into the policy.
 	held func() int
+	changed     func()        // called when the decision's state changes; nil: none
 }
 
 func newDonorPolicy(local *store.Local, gpus idle.GPUSource, log *slog.Logger) *donorPolicy {
@@ -139,6 +140,9 @@ func (p *donorPolicy) Decide(sig idle.Signals, now time.Time) idle.Decision {
 	prev := p.lastDecision
 	p.lastDecision, p.lastDecided, p.decidedWall = p.decide(sig, now), time.Now(), now
 	p.notePause(prev, p.lastDecision)
+	if p.changed != nil && prev.State != p.lastDecision.State {
+		p.changed()
+	}
 	return p.lastDecision
 }
 

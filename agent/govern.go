@@ -138,10 +138,11 @@ type governor struct {
 	since     time.Time     // when suspended, with a monotonic reading
 	allowed   int           // slots that may lease: slot i may when i < allowed
 	changed   chan struct{} // closed and replaced on every change of the above
+	wake      chan struct{} // makes serveGovernor sample now (Agent.wakeGovernor)
 }
 
 func newGovernor(log *slog.Logger) *governor {
-	return &governor{log: log, changed: make(chan struct{})}
+	return &governor{log: log, changed: make(chan struct{}), wake: make(chan struct{}, 1)}
 }
 
 // mayLease reports whether slot may take a new task, and a channel closed
@@ -199,7 +200,7 @@ func (a *Agent) serveGovernor(ctx context.Context) error {
 		a.applyDecision(idle.Decision{
 			State:  idle.StateComputing,
 			Cores:  a.cfg.Slots,
-			Reason: fmt.Sprintf("computing on %d slots (no idle policy)", a.cfg.Slots),
+			Reason: fmt.Sprintf("computing on %s (no idle policy)", plural(int64(a.cfg.Slots), "slot")),
 		}, idle.Signals{})
 		return nil
 	}
@@ -223,6 +224,8 @@ func (a *Agent) serveGovernor(ctx context.Context) error {
 			t.Stop()
 			return nil
 		case <-t.C:
+		case <-a.gov.wake:
+			t.Stop()
 		}
 	}
 }
@@ -267,6 +270,9 @@ func (a *Agent) applyDecision(d idle.Decision, sig idle.Signals) {
 				g.log.Error("Cannot resume tasks", "err", err)
 			}
 		}
+	}
+	if stateChanged || suspend || resume {
+		a.noteChange()
 	}
 	switch {
 	case stateChanged:

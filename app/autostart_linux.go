@@ -17,6 +17,11 @@ import (
 // XDG_CONFIG_HOME applies.
 type xdgAutostart struct{ exe, home string }
 
+// appIconName is the app's icon by its name in the desktop's icon theme
+// (the app ID in FyneApp.toml): the Linux package installs the icon
+// under it, and its menu entry names it too.
+const appIconName = "org.idlepool.tray"
+
 func newAutostart(exe, home string) Autostart { return xdgAutostart{exe: exe, home: home} }
 
 // exec is the Exec key's value: each argument quoted by desktopQuote.
@@ -82,6 +87,7 @@ func (a xdgAutostart) Enable() error {
 		"Name=idlepool\n" +
 		"Comment=Lend this computer's idle time to compute pools\n" +
 		"Exec=" + a.exec() + "\n" +
+		"Icon=" + appIconName + "\n" +
 		"Terminal=false\n" +
 		"X-GNOME-Autostart-enabled=true\n"
 	return writeAutostartFile(p, []byte(body))

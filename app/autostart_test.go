@@ -29,7 +29,7 @@ func TestXDGAutostart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, line := range []string{"[Desktop Entry]", "Type=Application", `Exec="/opt/idle pool/idlepool-tray"`} {
+	for _, line := range []string{"[Desktop Entry]", "Type=Application", `Exec="/opt/idle pool/idlepool-tray"`, "Icon=" + appIconName} {
 		if !strings.Contains(string(b), line+"\n") {
 			t.Errorf("the entry lacks %q:\n%s", line, b)
 		}

@@ -74,6 +74,7 @@ type browseView struct {
 	refresh *widget.Button
 	table   *widget.Table
 	details *widget.Label
+	scroll  *wrapScroll   // scrolls details; laid out again when they change
 	choice  *widget.Label // the donor's current choice about the selected job
 	// The buttons of the details pane, disabled while no job is selected.
 	acceptJob, refuseJob, acceptOwner, refuseOwner, clearChoice *widget.Button
@@ -162,8 +163,9 @@ func (u *UI) newBrowseView() *browseView {
 	// The table takes the window's width, with every column in view; the
 	// choices about the selected job and its details are under it.
 	buttons := container.NewHBox(v.acceptJob, v.refuseJob, v.acceptOwner, v.refuseOwner, v.clearChoice)
+	v.scroll = newWrapScroll(v.details)
 	pane := container.NewBorder(container.NewVBox(buttons, v.choice, widget.NewSeparator()), nil, nil, nil,
-		container.NewVScroll(v.details))
+		v.scroll)
 	top := container.NewBorder(nil, v.errors, nil, v.refresh, v.status)
 	split := container.NewVSplit(v.table, pane)
 	split.Offset = 0.5
@@ -380,6 +382,7 @@ func (v *browseView) selectRow(row int) {
 
 // showDetails fills the details pane with the selected job.
 func (v *browseView) showDetails() {
+	defer v.scroll.changed()
 	if v.selected < 0 {
 		v.details.SetText("Select a job to see its details.")
 		v.setChoice("")
@@ -417,7 +420,7 @@ func jobDetails(r browseRow) string {
 	fmt.Fprintf(&b, "Tasks: %d left, %d done\n", l.TasksLeft, l.TasksDone)
 	fmt.Fprintf(&b, "Quorum: %d agreeing results per task\n", l.Quorum)
 	fmt.Fprintf(&b, "Participants: %s\n", participantsText(l.Participants))
-	fmt.Fprintf(&b, "Cost per task: %.4g cost units\n", l.CostPerTask)
+	fmt.Fprintf(&b, "Cost per task: %s\n", costUnits(l.CostPerTask))
 	if r.job.Match {
 		b.WriteString("\nThis machine matches this job.")
 	} else {

@@ -107,7 +107,7 @@ func (r *barChartRenderer) rebuild() {
 		}
 	}
 	if m := r.c.maxValue(); m > 0 {
-		r.top.Text = fmt.Sprintf("max %.4g %s", m, r.c.unit)
+		r.top.Text = "max " + amountOf(fmt.Sprintf("%.4g", m), r.c.unit)
 	} else {
 		r.top.Text = "no " + r.c.unit + " yet"
 	}

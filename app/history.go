@@ -92,6 +92,7 @@ type historyView struct {
 	details  *widget.Label
 	perPool  *widget.Label
 	perDay   *widget.Label
+	side     *wrapScroll // details, per pool and per day
 	chart    *barChart
 	poolURLs map[string]string // the pool select's labels → URLs
 
@@ -190,14 +191,14 @@ func (u *UI) newHistoryView() *historyView {
 	filters := container.NewHBox(widget.NewLabel("Pool:"), v.pool, widget.NewLabel("State:"), v.state, layout.NewSpacer(), v.refresh)
 	headerRow := container.New(&columnsLayout{widths: widths}, header...)
 	tablePane := container.NewBorder(headerRow, nil, nil, nil, v.table)
-	side := container.NewVScroll(container.NewVBox(
+	v.side = newWrapScroll(
 		widget.NewLabelWithStyle("Details", fyne.TextAlignLeading, fyne.TextStyle{Bold: true}), v.details,
 		widget.NewSeparator(),
 		widget.NewLabelWithStyle("Per pool", fyne.TextAlignLeading, fyne.TextStyle{Bold: true}), v.perPool,
 		widget.NewSeparator(),
 		widget.NewLabelWithStyle("Per day", fyne.TextAlignLeading, fyne.TextStyle{Bold: true}), v.perDay,
-	))
-	split := container.NewHSplit(tablePane, side)
+	)
+	split := container.NewHSplit(tablePane, v.side)
 	split.Offset = historySplit
 	top := container.NewVBox(filters, v.status)
 	v.content = container.NewBorder(top, v.chart, nil, nil, split)
@@ -320,6 +321,7 @@ func (v *historyView) show(d historyData) {
 	v.updatePools()
 	v.sortRows()
 	v.table.Refresh()
+	defer v.side.changed()
 	v.showTotals()
 
 	n := len(d.rows)
@@ -489,6 +491,7 @@ func costText(c float64) string { return fmt.Sprintf("%.4g", c) }
 
 // selectRow shows the details of the contribution in row.
 func (v *historyView) selectRow(row int) {
+	defer v.side.changed()
 	if row < 0 || row >= len(v.data.rows) {
 		v.selected = -1
 		v.details.SetText("Select a contribution to see its details.")
@@ -512,7 +515,7 @@ func (v *historyView) selectRow(row int) {
 	fmt.Fprintf(&b, "Job ID: %s\n", c.Job)
 	fmt.Fprintf(&b, "Task: %d\n", c.Task)
 	fmt.Fprintf(&b, "Returned: %s\n", c.Created.Local().Format("2006-01-02 15:04:05"))
-	fmt.Fprintf(&b, "Cost: %s cost units", costText(c.Cost))
+	fmt.Fprintf(&b, "Cost: %s", costUnits(c.Cost))
 	if c.State == store.StatePending {
 		b.WriteString(" (this machine's estimate until the receipt arrives)")
 	}
@@ -625,10 +628,11 @@ func countsText(confirmed, pending, rejected int64) string {
 // showTotals writes the totals per pool (every pool) and per day (the
 // pool selected, or all), and draws the chart of the same days.
 func (v *historyView) showTotals() {
+	defer v.side.changed()
 	var b strings.Builder
 	for _, t := range totalsPerPool(v.data.days) {
-		fmt.Fprintf(&b, "%s: %s cost units confirmed%s\n",
-			v.poolText(t.pool), costText(t.confirmedCost), countsText(t.confirmed, t.pending, t.rejected))
+		fmt.Fprintf(&b, "%s: %s confirmed%s\n",
+			v.poolText(t.pool), costUnits(t.confirmedCost), countsText(t.confirmed, t.pending, t.rejected))
 	}
 	if b.Len() == 0 {
 		b.WriteString("Nothing yet.")
@@ -643,8 +647,8 @@ func (v *historyView) showTotals() {
 	b.Reset()
 	for i := len(perDay) - 1; i >= 0; i-- { // newest first
 		d := perDay[i]
-		fmt.Fprintf(&b, "%s: %s cost units%s\n",
-			d.Day, costText(d.ConfirmedCost), countsText(d.Confirmed, d.Pending, d.Rejected))
+		fmt.Fprintf(&b, "%s: %s%s\n",
+			d.Day, costUnits(d.ConfirmedCost), countsText(d.Confirmed, d.Pending, d.Rejected))
 	}
 	if b.Len() == 0 {
 		b.WriteString("Nothing yet.")

@@ -248,13 +248,13 @@ func TestHistoryFilters(t *testing.T) {
 func TestHistoryTotals(t *testing.T) {
 	v, _ := newTestHistory(t)
 	wantPools := "alpha: 16.5 cost units confirmed; 3 confirmed, 1 rejected\n" +
-		"beta: 1 cost units confirmed; 1 confirmed, 1 pending"
+		"beta: 1 cost unit confirmed; 1 confirmed, 1 pending"
 	if diff := cmp.Diff(wantPools, v.perPool.Text); diff != "" {
 		t.Errorf("totals per pool (-want +got):\n%s", diff)
 	}
 	day := func(d int) string { return historyNow.AddDate(0, 0, d).Format(time.DateOnly) }
 	wantDays := day(0) + ": 2.5 cost units; 1 confirmed, 1 rejected\n" +
-		day(-1) + ": 1 cost units; 1 confirmed, 1 pending\n" +
+		day(-1) + ": 1 cost unit; 1 confirmed, 1 pending\n" +
 		day(-2) + ": 4 cost units; 1 confirmed\n" +
 		day(-40) + ": 10 cost units; 1 confirmed"
 	if diff := cmp.Diff(wantDays, v.perDay.Text); diff != "" {
@@ -263,7 +263,7 @@ func TestHistoryTotals(t *testing.T) {
 
 	v.pool.SetSelected("beta")
 	v.settle()
-	if diff := cmp.Diff(day(-1)+": 1 cost units; 1 confirmed, 1 pending", v.perDay.Text); diff != "" {
+	if diff := cmp.Diff(day(-1)+": 1 cost unit; 1 confirmed, 1 pending", v.perDay.Text); diff != "" {
 		t.Errorf("totals per day of beta (-want +got):\n%s", diff)
 	}
 	if !strings.Contains(v.perPool.Text, "alpha:") {

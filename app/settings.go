@@ -225,16 +225,17 @@ func newSettingsForm(ctx context.Context, u *UI, w fyne.Window) *settingsForm {
 	f.choices = newPoolChoices(ctx, u.deps.Store)
 
 	f.tabs = container.NewAppTabs(
-		container.NewTabItem("Hours", container.NewVScroll(f.hoursTab(s))),
-		container.NewTabItem("Computer", container.NewVScroll(f.computerTab(ctx, s))),
-		container.NewTabItem("GPUs", container.NewVScroll(f.gpusTab(s))),
-		container.NewTabItem("Pools", container.NewVScroll(f.poolsTab(ctx))),
+		container.NewTabItem("Hours", container.NewVScroll(besideScrollBar(f.hoursTab(s)))),
+		container.NewTabItem("Computer", container.NewVScroll(besideScrollBar(f.computerTab(ctx, s)))),
+		container.NewTabItem("GPUs", container.NewVScroll(besideScrollBar(f.gpusTab(s)))),
+		container.NewTabItem("Pools", container.NewVScroll(besideScrollBar(f.poolsTab(ctx)))),
 	)
 	for _, it := range f.tabs.Items {
 		f.watchEdits(it.Content)
 	}
-	// Save keeps its own height (centred) beside a message of two lines.
-	bar := container.NewBorder(nil, nil, nil, container.NewCenter(f.save), container.NewVBox(f.saveErr, f.status))
+	// Save keeps its own height (centred) beside a message of two lines,
+	// for which the bar keeps room: it does not move when one appears.
+	bar := container.NewBorder(nil, nil, nil, container.NewCenter(f.save), steady(2, container.NewVBox(f.saveErr, f.status)))
 	f.content = container.NewBorder(f.loadErr, container.NewPadded(bar), nil, nil, f.tabs)
 	f.base, _ = f.parse() // what the window shows, for Save to write only what changed
 	return f
@@ -532,6 +533,12 @@ func (f *settingsForm) showPicker(names []string) {
 	p.dialog.Show()
 }
 
+// gpuSupport says which GPUs idlepool can use, for the owner of one it
+// cannot (AMD, Intel), who would otherwise see only "No NVIDIA GPU found".
+const gpuSupport = "idlepool can use NVIDIA graphics cards, through NVIDIA's driver (NVML). " +
+	"AMD and Intel graphics, built in or separate, are not used yet: on a computer without an NVIDIA card, " +
+	"jobs compute on the processor (CPU) only."
+
 // gpusTab lists the GPUs, once start has found them.
 func (f *settingsForm) gpusTab(s idle.Settings) fyne.CanvasObject {
 	f.gpuSet = s.GPUs
@@ -544,6 +551,7 @@ func (f *settingsForm) gpusTab(s idle.Settings) fyne.CanvasObject {
 	return container.NewVBox(
 		heading("Graphics cards (GPUs)"),
 		hint("A GPU computes only when you turn it on here. Changes apply when you press Save."),
+		hint(gpuSupport),
 		f.gpuNote,
 		f.gpuBox,
 	)

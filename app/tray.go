@@ -366,6 +366,8 @@ type Tray struct {
 	settings idle.Settings
 	problem  string       // the last failed action, shown under the status
 	cached   traySettings // the settings last read (see snapshot)
+
+	every time.Duration // Serve's refresh period; 0: TrayRefresh (tests set it)
 }
 
 // NewTray returns the tray over deps, showing itself in view. do is given
@@ -391,11 +393,17 @@ func (t *Tray) Menu() TrayMenu { return t.menu }
 // line's words do.
 func (t *Tray) Refresh() { t.apply(t.snapshot()) }
 
-// Serve refreshes the tray every TrayRefresh and carries out each action
-// received on clicks (Do), until ctx ends; it returns nil then.
+// Serve refreshes the tray every TrayRefresh, and at once when an engine
+// that is a Notifier changes, and carries out each action received on
+// clicks (Do), until ctx ends; it returns nil then.
 func (t *Tray) Serve(ctx context.Context, clicks <-chan TrayAction) error {
-	tick := time.NewTicker(TrayRefresh)
+	every := TrayRefresh
+	if t.every > 0 {
+		every = t.every
+	}
+	tick := time.NewTicker(every)
 	defer tick.Stop()
+	changes := changesOf(t.deps.Engine)
 	for {
 		select {
 		case <-ctx.Done():
@@ -403,6 +411,9 @@ func (t *Tray) Serve(ctx context.Context, clicks <-chan TrayAction) error {
 		case a := <-clicks:
 			t.Do(a)
 		case <-tick.C:
+			t.Refresh()
+		case <-changes:
+			changes = changesOf(t.deps.Engine)
 			t.Refresh()
 		}
 	}

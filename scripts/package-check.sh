@@ -4,6 +4,8 @@
 # own `make user-install`, starts the installed program on a private X
 # server and D-Bus session bus with a stand-in panel (bin/panel), and
 # checks that
+#   - the idlepool CLI is installed beside the tray app (~/.local/bin),
+#     runs from there, and is what the rest of the check asks;
 #   - the icon appears in the tray with its menu, the status line first;
 #   - the tray's engine computes for a pool joined on loopback;
 #   - hours set outside now make it wait ("outside your hours"), and hours
@@ -27,12 +29,26 @@ session_start package-check
 # Install as the package's Makefile tells a person to.
 mkdir -p "$tmp/home" "$tmp/pkg"
 tar -xJf idlepool.tar.xz -C "$tmp/pkg"
-make -s -C "$tmp/pkg/idlepool-tray" user-install HOME="$tmp/home" > /dev/null
+make -s -C "$tmp/pkg/idlepool-tray" user-install HOME="$tmp/home" > "$tmp/install.out"
 tray="$tmp/home/.local/bin/idlepool-tray"
+cli="$tmp/home/.local/bin/idlepool"
 desktop="$tmp/home/.local/share/applications/org.idlepool.tray.desktop"
 [ -x "$tray" ] || fail "the package installed no $tray"
+[ -x "$cli" ] || fail "the package installed no $cli (the idlepool CLI)"
 grep -q "^Exec=$tray" "$desktop" || fail "the menu entry $desktop does not start $tray"
-echo "installed: $tray, $(basename "$desktop")"
+# The start-at-login entry the app writes names the same icon (Icon=).
+grep -q '^Icon=org.idlepool.tray$' "$desktop" && [ -s "$tmp/home/.local/share/icons/org.idlepool.tray.png" ] ||
+  fail "the menu entry's icon org.idlepool.tray is not installed as the app's autostart entry names it"
+grep -q "installed the command line: $cli" "$tmp/install.out" || fail "user-install did not say where the CLI went: $(cat "$tmp/install.out")"
+# The CLI as a person runs it after the install: by name, with
+# ~/.local/bin on PATH (and user-install says so when it is not).
+user_path="$tmp/home/.local/bin:$PATH"
+[ "$(PATH="$user_path" command -v idlepool)" = "$cli" ] || fail "idlepool is not found on PATH in $tmp/home/.local/bin"
+grep -q "$tmp/home/.local/bin is not on your PATH" "$tmp/install.out" ||
+  fail "user-install does not say that ~/.local/bin is not on PATH"
+PATH="$user_path" make -s -C "$tmp/pkg/idlepool-tray" user-install HOME="$tmp/home" | grep -q "is not on your PATH" &&
+  fail "user-install says ~/.local/bin is not on PATH where it is"
+echo "installed: $tray, $cli, $(basename "$desktop")"
 
 pool_start
 donor="$tmp/donor"
@@ -40,6 +56,10 @@ donor="$tmp/donor"
 # needed, and other programs' CPU load (a busy CI machine) and the
 # temperature allowed, so only the hours below decide.
 donor_join "$donor" idle_for=0 max_other_cpu=100% max_temperature=0
+# From here on the installed CLI answers, as for a donor.
+idlepool() { HOME="$tmp/home" PATH="$user_path" command idlepool "$@"; }
+idlepool --home "$donor" settings | grep -q 'idle_for' || fail "the installed idlepool settings shows no settings: $(idlepool --home "$donor" settings 2>&1)"
+echo "installed CLI: idlepool settings: $(idlepool --home "$donor" settings | grep -c .) lines"
 
 HOME="$tmp/home" XDG_CONFIG_HOME="$tmp/home/.config" LANG=C.UTF-8 "$tray" --home "$donor" > "$tmp/tray.out" 2> "$tmp/tray.log" &
 app=$!
@@ -49,7 +69,7 @@ wait_for "$tmp/panel.out" '^  menu Quit' 10 || fail "the tray icon has no menu"
 echo "tray icon and menu:"
 sed -n 's/^  menu /  | /p' "$tmp/panel.out"
 
-status() { bin/idlepool --home "$donor" status 2>&1 | sed -n 's/^donor *//p'; }
+status() { idlepool --home "$donor" status 2>&1 | sed -n 's/^donor *//p'; }
 for _ in $(seq 100); do status | grep -q '^computing' && break; sleep 0.2; done
 status | grep -q '^computing' || fail "the tray's engine does not compute: $(status)"
 echo "engine: $(status | head -1)"
@@ -57,11 +77,11 @@ echo "engine: $(status | head -1)"
 # Hours that exclude now: it waits, without a restart.
 day=$(date +%a)
 other=$([ "$day" = Mon ] && echo Tue || echo Mon)
-bin/idlepool --home "$donor" settings set "hours=$other 03:00-04:00" > /dev/null
+idlepool --home "$donor" settings set "hours=$other 03:00-04:00" > /dev/null
 for _ in $(seq 100); do status | grep -q 'outside your hours' && break; sleep 0.2; done
 status | grep -q 'outside your hours' || fail "hours outside now did not make it wait: $(status)"
 echo "hours $other 03:00-04:00: $(status | head -1)"
-bin/idlepool --home "$donor" settings set hours=always > /dev/null
+idlepool --home "$donor" settings set hours=always > /dev/null
 for _ in $(seq 100); do status | grep -q '^computing' && break; sleep 0.2; done
 status | grep -q '^computing' || fail "hours=always did not make it compute again: $(status)"
 echo "hours always: $(status | head -1)"

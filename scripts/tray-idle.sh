@@ -13,7 +13,7 @@
 # panel), Xvfb and dbus-daemon. bin/panel stands in for the desktop's panel
 # (the StatusNotifierWatcher), so that the app lives in the tray with no
 # window open, as on a donor's desktop. Prints one line per process kind and the targets: under
-# 60 MB resident and under 0.2% of one core for the app.
+# 50 MB resident and under 0.2% of one core for the app.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-60}
@@ -61,7 +61,9 @@ done
 t1=$(ticks "$app"); w1=0; for w in $(workers); do w1=$((w1 + $(ticks "$w"))); done
 elapsed=$(echo "$(date +%s.%N) - $start" | bc -l)
 nw=$(workers | wc -l)
+verdict=$(awk -v t="$((t1 - t0))" -v hz="$hz" -v e="$elapsed" -v p="$peak" 'BEGIN { print (p*1024/1e6 < 50 && 100*t/hz/e < 0.2) ? "ok" : "over" }')
 awk -v t="$((t1 - t0))" -v hz="$hz" -v e="$elapsed" -v p="$peak" -v n="$nw" -v wt="$((w1 - w0))" -v wp="$wpeak" 'BEGIN {
-  printf "tray app:  peak RSS %.1f MB, CPU %.2f%% of one core over %.0f s (targets: < 60 MB, < 0.2%%)\n", p*1024/1e6, 100*t/hz/e, e
+  printf "tray app:  peak RSS %.1f MB, CPU %.2f%% of one core over %.0f s (targets: < 50 MB, < 0.2%%)\n", p*1024/1e6, 100*t/hz/e, e
   printf "workers:   %d processes, peak RSS %.1f MB together, CPU %.2f%% of one core\n", n, wp*1024/1e6, 100*wt/hz/e
 }'
+[ "$verdict" = ok ] || { echo "tray-idle: the tray app is over a target" >&2; exit 1; }

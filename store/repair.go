@@ -33,8 +33,12 @@ func (r *Recovery) String() string {
 	for _, n := range r.Salvaged {
 		rows += n
 	}
-	s := fmt.Sprintf("the local store was damaged (%s): it was moved to %s and a new one started with %d rows read back from it",
-		r.Cause, r.MovedTo, rows)
+	read := fmt.Sprintf("%d rows", rows)
+	if rows == 1 {
+		read = "1 row"
+	}
+	s := fmt.Sprintf("the local store was damaged (%s): it was moved to %s and a new one started with %s read back from it",
+		r.Cause, r.MovedTo, read)
 	if len(r.Lost) > 0 {
 		s += "; unreadable: " + strings.Join(r.Lost, ", ")
 	}

@@ -121,6 +121,7 @@ func windowMain(ctx context.Context, args []string, stdin io.Reader, stderr io.W
 // closes, or when ctx ends.
 func runWindows(ctx context.Context, cfg windowConfig, stdin io.Reader, stderr io.Writer) error {
 	log := logger(stderr, cfg.Verbose)
+	tuneWindowGC(os.Getenv)
 	dirs, err := home.Resolve(cfg.Home)
 	if err != nil {
 		return err

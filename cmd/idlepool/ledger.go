@@ -87,7 +87,7 @@ func cmdLedger(ctx context.Context, g *globals, args []string) error {
 	} else {
 		head = "(empty)"
 	}
-	fmt.Fprintf(g.stdout, "ledger ok: %d entries, head %s\n", len(entries), head)
+	fmt.Fprintf(g.stdout, "ledger ok: %s, head %s\n", entriesText(len(entries)), head)
 	return nil
 }
 
@@ -134,4 +134,12 @@ func pinnedKeyOf(configDir, name string) ed25519.PublicKey {
 		found = p.Key
 	}
 	return found
+}
+
+// entriesText says "1 entry", "2 entries".
+func entriesText(n int) string {
+	if n == 1 {
+		return "1 entry"
+	}
+	return fmt.Sprintf("%d entries", n)
 }

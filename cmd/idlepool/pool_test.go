@@ -198,7 +198,7 @@ func checkLedgerAndHistories(t *testing.T, url string, jobs map[string]int64, qu
 		t.Fatalf("ledger verify: exit %d\nstdout %s\nstderr %s", out.code, out.stdout, out.stderr)
 	}
 	entries := fetchLedger(t, url)
-	if want := fmt.Sprintf("ledger ok: %d entries, head %s\n", len(entries), entries[len(entries)-1].Hash()); out.stdout != want {
+	if want := fmt.Sprintf("ledger ok: %s, head %s\n", entriesText(len(entries)), entries[len(entries)-1].Hash()); out.stdout != want {
 		t.Errorf("ledger verify printed %q, want %q", out.stdout, want)
 	}
 	type replica struct {

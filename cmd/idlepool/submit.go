@@ -79,7 +79,7 @@ func cmdSubmit(ctx context.Context, g *globals, args []string) error {
 		}
 		return poolError(fmt.Errorf("submit job: %w", err), pc.url, s.dirs)
 	}
-	fmt.Fprintf(g.stderr, "job %s (%s): %d tasks submitted to pool %s\n", m.Name, j.ID.String()[:12], j.NumTasks(), s.pool)
+	fmt.Fprintf(g.stderr, "job %s (%s): %s submitted to pool %s\n", m.Name, j.ID.String()[:12], plural(j.NumTasks(), "task"), s.pool)
 	if !*follow {
 		fmt.Fprintln(g.stdout, j.ID)
 		return nil

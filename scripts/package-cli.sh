@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Adds the idlepool CLI to the tray app's Linux package: `fyne package`
+# (make package) writes idlepool.tar.xz with the tray app, its menu entry,
+# its icon and a Makefile; this puts bin/idlepool beside idlepool-tray in
+# usr/local/bin and makes each of the Makefile's install targets (install,
+# uninstall, user-install, user-uninstall) install or remove it too, so
+# that `idlepool status` and `idlepool settings`, which the README tells
+# tray users to run, are there after `make user-install` (~/.local/bin).
+#
+#   scripts/package-cli.sh        (part of make package)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+for p in idlepool.tar.xz bin/idlepool; do
+  [ -e "$p" ] || { echo "package-cli: $p is missing: run make package" >&2; exit 1; }
+done
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+tar -xJf idlepool.tar.xz -C "$tmp"
+dir="$tmp/idlepool-tray"
+install -Dm00755 bin/idlepool "$dir/usr/local/bin/idlepool"
+
+# After each line that installs or removes the tray app's binary, the same
+# for the CLI; user-install then says where it went and whether that
+# directory is on PATH.
+mk="$dir/Makefile"
+if grep -q 'usr/local/bin/idlepool ' "$mk"; then
+  echo "package-cli: idlepool.tar.xz has the CLI already" >&2
+  exit 0
+fi
+awk '
+  { print }
+  /install -Dm00755 usr\/local\/bin\/\$\(Exec\) / {
+    line = $0; sub(/\$\(DESTDIR\).*/, "", line); indent = substr(line, 1, index(line, "install") - 1)
+    dest = $0; sub(/.* /, "", dest); sub(/\$\(Exec\)$/, "idlepool", dest)
+    print indent "install -Dm00755 usr/local/bin/idlepool " dest; n++
+    if (dest ~ /HOME/) {
+      print indent "@echo \"installed the command line: $(DESTDIR)$(HOME)/.local/bin/idlepool (idlepool status, idlepool settings)\""
+      print indent "@case \":$$PATH:\" in *\":$(HOME)/.local/bin:\"*) ;; *) echo \"$(HOME)/.local/bin is not on your PATH: add it (for example in ~/.profile) to run idlepool by name\" ;; esac"
+    }
+  }
+  /-rm \$\(DESTDIR\).*\/bin\/\$\(Exec\)$/ {
+    line = $0; sub(/-rm.*/, "", line)
+    dest = $0; sub(/.* /, "", dest); sub(/\$\(Exec\)$/, "idlepool", dest)
+    print line "-rm " dest; n++
+  }
+  END { if (n != 4) { print "package-cli: found " n " of the 4 lines that install or remove the binary in the Makefile" > "/dev/stderr"; exit 1 } }
+' "$mk" > "$mk.new"
+mv "$mk.new" "$mk"
+tar -cJf idlepool.tar.xz.new -C "$tmp" idlepool-tray
+mv idlepool.tar.xz.new idlepool.tar.xz
