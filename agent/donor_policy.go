@@ -53,8 +53,8 @@ type donorPolicy struct {
 	// held counts the tasks the donor's agents hold (running, suspended
 	// or with a result not yet recorded); nil: none. Called with mu held,
 	// so it must not call back into the policy.
-	held func() int
-	changed     func()        // called when the decision's state changes; nil: none
+	held    func() int
+	changed func() // called when the decision's state changes; nil: none
 }
 
 func newDonorPolicy(local *store.Local, gpus idle.GPUSource, log *slog.Logger) *donorPolicy {
