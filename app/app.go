@@ -81,6 +81,11 @@ type Deps struct {
 	Autostart Autostart
 	// Now is the wall clock; nil means time.Now.
 	Now func() time.Time
+	// Ticks starts the periodic refresh of the History and Now windows:
+	// a channel that delivers a tick every `every`, and a function that
+	// stops it. nil means a time.Ticker; tests give a channel they drive
+	// so that no refresh runs behind their back.
+	Ticks func(every time.Duration) (ticks <-chan time.Time, stop func())
 	// CPUs is the number of logical CPUs of this computer, for the
 	// settings' cores; 0 means runtime.NumCPU().
 	CPUs int
@@ -92,6 +97,15 @@ func (d *Deps) cpus() int {
 		return d.CPUs
 	}
 	return runtime.NumCPU()
+}
+
+// ticks returns d.Ticks(every) or a time.Ticker's channel and Stop.
+func (d *Deps) ticks(every time.Duration) (<-chan time.Time, func()) {
+	if d.Ticks != nil {
+		return d.Ticks(every)
+	}
+	t := time.NewTicker(every)
+	return t.C, t.Stop
 }
 
 // now returns d.Now() or time.Now().

@@ -240,8 +240,8 @@ func (l *columnsLayout) MinSize(objs []fyne.CanvasObject) fyne.Size {
 
 // start starts the auto refresh: load every every until stop.
 func (v *historyView) start(every time.Duration) {
-	t := time.NewTicker(every)
-	v.autoRefresh(t.C, t.Stop, v.load)
+	ticks, stop := v.u.deps.ticks(every)
+	v.autoRefresh(ticks, stop, v.load)
 }
 
 // stop ends the auto refresh and drops a load in progress.

@@ -381,7 +381,9 @@ func TestHistoryRefresh(t *testing.T) {
 func TestShowHistoryWindow(t *testing.T) {
 	l := openHistoryStore(t)
 	seedHistory(t, l)
-	u := New(test.NewTempApp(t), &Deps{Store: l, Engine: &countingEngine{}, Now: func() time.Time { return historyNow }})
+	ticks := make(chan time.Time)
+	u := New(test.NewTempApp(t), &Deps{Store: l, Engine: &countingEngine{}, Now: func() time.Time { return historyNow },
+		Ticks: func(time.Duration) (<-chan time.Time, func()) { return ticks, func() {} }})
 	w, v := u.showHistory()
 	if v == nil || w.Title() != "Contribution history" {
 		t.Fatalf("window %q, view %v", w.Title(), v)

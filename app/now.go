@@ -156,8 +156,8 @@ func (u *UI) newNowView() *nowView {
 
 // start starts the auto refresh: load every every until stop.
 func (v *nowView) start(every time.Duration) {
-	t := time.NewTicker(every)
-	v.autoRefresh(t.C, t.Stop, v.load)
+	ticks, stop := v.u.deps.ticks(every)
+	v.autoRefresh(ticks, stop, v.load)
 }
 
 // stop ends the auto refresh and drops a load in progress.

@@ -139,7 +139,9 @@ func TestNowSuspendedAndDown(t *testing.T) {
 
 func TestShowNowWindow(t *testing.T) {
 	eng := &fakeEngine{}
-	u := New(test.NewTempApp(t), &Deps{Store: openStore(t), Engine: eng, Now: func() time.Time { return nowNow }})
+	ticks := make(chan time.Time)
+	u := New(test.NewTempApp(t), &Deps{Store: openStore(t), Engine: eng, Now: func() time.Time { return nowNow },
+		Ticks: func(time.Duration) (<-chan time.Time, func()) { return ticks, func() {} }})
 	w, v := u.showNow()
 	if v == nil || w.Title() != "Now" {
 		t.Fatalf("window %q, view %v", w.Title(), v)
