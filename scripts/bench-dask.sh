@@ -18,25 +18,7 @@ if ! "$py" -c 'import distributed' 2>/dev/null; then
   exit 1
 fi
 
-dask=$("$py" - "$tasks" <<'PY'
-import sys, time, logging
-from distributed import Client, LocalCluster
-
-def noop(i):
-    return i
-
-if __name__ == "__main__":
-    n = int(sys.argv[1])
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                      dashboard_address=None, silence_logs=logging.ERROR) as cluster, Client(cluster) as client:
-        client.gather(client.map(noop, range(100), pure=False))  # warm up
-        start = time.perf_counter()
-        out = client.gather(client.map(noop, range(n), pure=False))
-        elapsed = time.perf_counter() - start
-        assert len(out) == n
-        print(f"{n / elapsed:.1f}")
-PY
-)
+dask=$("$py" scripts/bench_dask.py "$tasks")
 
 line=$(go test -run '^$' -bench 'Coordinator/subprocess' -benchtime "${tasks}x" ./agent/ | grep '^BenchmarkCoordinator/subprocess')
 idlepool=$(echo "$line" | awk '{for(i=1;i<=NF;i++) if($i=="tasks/s") print $(i-1)}')
