@@ -7,8 +7,10 @@ import (
 	"idlepool/job"
 )
 
-// MaxResultsWait is the longest WaitResults waits.
-const MaxResultsWait = 30 * time.Second
+// MaxResultsWait is the longest WaitResults waits: well under the
+// coordinator's shutdown grace, so that a waiting merger never holds a
+// shutdown up.
+const MaxResultsWait = 5 * time.Second
 
 // commitSignal returns a channel that is closed when the next batch is
 // committed; s.mu is held.
@@ -29,10 +31,11 @@ func (s *Scheduler) signalCommit() {
 
 // WaitResults is Results as a long poll: when no committed outcome with
 // Seq > after is there yet, it waits until one is committed, the job is
-// cancelled or complete, wait (at most MaxResultsWait) has passed, or ctx
-// ends, and then answers as Results does (possibly nothing). A merger
-// that follows a job with it asks once per batch of outcomes instead of
-// polling. Errors are those of Results; an ended ctx is not one.
+// cancelled or complete, the scheduler is stopping, wait (at most
+// MaxResultsWait) has passed, or ctx ends, and then answers as Results
+// does (possibly nothing). A merger that follows a job with it asks once
+// per batch of outcomes instead of polling. Errors are those of Results;
+// an ended ctx is not one.
 func (s *Scheduler) WaitResults(ctx context.Context, peer string, id job.ID, after int64, max int, wait time.Duration) ([]Verified, error) {
 	wait = min(wait, MaxResultsWait)
 	var timeout <-chan time.Time
@@ -45,7 +48,7 @@ func (s *Scheduler) WaitResults(ctx context.Context, peer string, id job.ID, aft
 		s.mu.Lock()
 		signal := s.commitSignal()
 		js := s.jobs[id]
-		idle := js != nil && (!js.rec.Cancelled.IsZero() || js.complete() && js.committed == js.seq)
+		idle := s.stopped != nil || js != nil && (!js.rec.Cancelled.IsZero() || js.complete() && js.committed == js.seq)
 		s.mu.Unlock()
 		out, err := s.Results(ctx, peer, id, after, max)
 		if err != nil || len(out) > 0 || idle || timeout == nil {
