@@ -7,10 +7,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -44,24 +46,48 @@ import (
 // serves until SIGTERM.
 const benchCoordinatorEnv = "IDLEPOOL_BENCH_COORDINATOR"
 
+// benchProfileEnv, when set to a file name, makes that coordinator write
+// its CPU profile there (go tool pprof -top FILE):
+//
+//	IDLEPOOL_BENCH_CPUPROFILE=/tmp/coord.prof go test -run '^$' -bench Coordinator/subprocess ./agent/
+const benchProfileEnv = "IDLEPOOL_BENCH_CPUPROFILE"
+
 func init() {
 	dir := os.Getenv(benchCoordinatorEnv)
 	if dir == "" {
 		return
 	}
+	os.Exit(benchCoordinator(dir))
+}
+
+// benchCoordinator serves a coordinator with its state in dir until
+// SIGTERM and returns the process's exit code.
+func benchCoordinator(dir string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
+	if path := os.Getenv(benchProfileEnv); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer func() { pprof.StopCPUProfile(); f.Close() }()
+	}
 	srv, err := coord.New(ctx, coord.Config{Listen: "127.0.0.1:0", DataDir: dir, Pool: "bench"})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+		return 1
 	}
 	fmt.Printf("%s\n", srv.URL())
 	if err := srv.Serve(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+		return 1
 	}
-	os.Exit(0)
+	return 0
 }
 
 // memStore is an agent.Store in memory, so that the benchmark's agents
@@ -257,6 +283,7 @@ func benchPool(b *testing.B, url string, coordPID int) {
 		b.Fatalf("%d of %d tasks ok", out.OK, b.N)
 	}
 	n := float64(b.N)
+	reportRequests(b, url, n)
 	b.ReportMetric(n/elapsed.Seconds(), "tasks/s")
 	if coordPID == 0 {
 		b.ReportMetric(float64(cpu.Microseconds())/n, "cpu-µs/task")
@@ -265,4 +292,31 @@ func benchPool(b *testing.B, url string, coordPID int) {
 		b.ReportMetric(float64(cpu.Microseconds())/n, "agents-cpu-µs/task")
 	}
 	b.ReportMetric(0, "ns/op")
+}
+
+// reportRequests reports the coordinator's HTTP requests per accepted
+// task (all routes together), and logs them by route.
+func reportRequests(b *testing.B, url string, tasks float64) {
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		b.Logf("metrics: %v", err)
+		return
+	}
+	defer resp.Body.Close()
+	total := 0.0
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "idlepool_coord_http_requests_total{") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			continue
+		}
+		total += v
+		b.Logf("%s: %.3f per task", strings.TrimPrefix(line[:i], "idlepool_coord_http_requests_total"), v/tasks)
+	}
+	b.ReportMetric(total/tasks, "requests/task")
 }

@@ -54,6 +54,8 @@ type Client struct {
 	// onReach is called, outside mu, when failedSince becomes set or
 	// zero again (watchReach); nil: not at all.
 	onReach func(reachable bool, since time.Time)
+
+	work workQueue // calls waiting for the next POST /v1/work (work.go)
 }
 
 // NewClient returns a client of the pool at poolURL (scheme and host, e.g.
@@ -494,8 +496,12 @@ func (c *Client) Canonical(ctx context.Context, id job.ID) ([]byte, error) {
 }
 
 // Lease asks for up to max leases; none (an empty slice) means no work
-// right now. Their deadlines are by this device's clock.
+// right now. Their deadlines are by this device's clock. Calls made while
+// another is in flight travel together (work.go).
 func (c *Client) Lease(ctx context.Context, max int) ([]pool.Lease, error) {
+	if c.batched(ctx) {
+		return c.leaseWork(ctx, max)
+	}
 	var out coord.LeaseResponse
 	_, err := c.postJSON(ctx, "/v1/leases", coord.LeaseRequest{Max: max}, &out)
 	leases := make([]pool.Lease, len(out.Leases))
@@ -514,9 +520,13 @@ func (c *Client) Heartbeat(ctx context.Context, lease string) (time.Time, error)
 }
 
 // SendResult returns the submission of a lease. Sending the same
-// submission again is harmless. A task decided before the submission
+// submission again is harmless. Results sent while another call is in
+// flight travel together (work.go). A task decided before the submission
 // arrived answers ErrConflict; a lease that expired, ErrLeaseExpired.
 func (c *Client) SendResult(ctx context.Context, lease string, s pool.Submission) error {
+	if len(s.Result) <= maxWorkResultBytes && c.batched(ctx) {
+		return c.resultWork(ctx, lease, s)
+	}
 	in := coord.ResultSubmission{Digest: coord.HexDigest(s.Digest), Result: s.Result, Failed: s.Failed, Reason: s.Reason, Machine: s.Machine}
 	_, err := c.postJSON(ctx, "/v1/leases/"+url.PathEscape(lease)+"/result", in, nil)
 	return err

@@ -212,9 +212,10 @@ func (fl *follower) run(ctx context.Context) error {
 			}
 		}
 		var page []pool.Verified
+		wait, asked := fl.wait(lastLook), time.Now()
 		if err := fl.retry(ctx, "results", func(ctx context.Context) error {
 			var err error
-			page, err = fl.c.Results(ctx, fl.j.ID, after, fl.cfg.Page)
+			page, err = fl.c.ResultsWait(ctx, fl.j.ID, after, fl.cfg.Page, wait)
 			return err
 		}); err != nil {
 			return fmt.Errorf("results of job %s: %w", fl.j.ID, err)
@@ -223,6 +224,9 @@ func (fl *follower) run(ctx context.Context) error {
 			if cancelled {
 				done, _ := fl.f.Count()
 				return fmt.Errorf("%w: job %s, with %d of %d outcomes merged here", ErrJobCancelled, fl.j.ID, done, fl.j.NumTasks())
+			}
+			if fl.c.batched(ctx) && time.Since(asked) >= wait {
+				continue // the coordinator waited for outcomes
 			}
 			if err := sleep(ctx, fl.cfg.Poll); err != nil {
 				return err
@@ -256,4 +260,11 @@ func record(v pool.Verified) pool.JournalRecord {
 	default:
 		return pool.JournalRecord{Index: v.Task, Status: pool.StatusFailed, Body: []byte("unverified: " + orDefault(v.Reason, "replicas did not agree"))}
 	}
+}
+
+// wait is how long a results request may wait on the coordinator for a
+// new outcome: until the next look at the job's status, at most a second
+// and at least Poll.
+func (fl *follower) wait(lastLook time.Time) time.Duration {
+	return max(min(fl.cfg.StatusPoll-time.Since(lastLook), time.Second), fl.cfg.Poll)
 }

@@ -67,6 +67,7 @@ func (s *Server) routes() http.Handler {
 	handle("POST /v1/leases/{lease}/heartbeat", s.signed(maxJSONBody, s.heartbeat))
 	handle("POST /v1/leases/{lease}/result", s.signed(maxResultBody, s.submit))
 	handle("POST /v1/leases/{lease}/release", s.signed(maxJSONBody, s.release))
+	handle("POST /v1/work", s.signed(maxWorkBody, s.work))
 	handle("POST /v1/offers", s.signed(maxJSONBody, s.putOffer))
 	handle("GET /v1/offers", s.signed(maxJSONBody, s.listOffers))
 	handle("GET /v1/listings", s.signed(maxJSONBody, s.listListings))
@@ -167,7 +168,7 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (s *Server) poolInfo(w http.ResponseWriter, _ *http.Request) error {
-	writeJSON(w, http.StatusOK, PoolInfo{Pool: s.cfg.Pool, Key: s.key.Public(), InviteOnly: s.cfg.InviteOnly(), Version: 1})
+	writeJSON(w, http.StatusOK, PoolInfo{Pool: s.cfg.Pool, Key: s.key.Public(), InviteOnly: s.cfg.InviteOnly(), Version: APIVersion})
 	return nil
 }
 
@@ -423,11 +424,11 @@ func (s *Server) results(w http.ResponseWriter, r *http.Request, c call) error {
 	if err != nil {
 		return err
 	}
-	after, max, err := pageQuery(r, defaultResults, 1, maxResults)
+	after, max, wait, err := resultsQuery(r)
 	if err != nil {
 		return err
 	}
-	res, err := s.sched.Results(r.Context(), c.peer.ID, st.Job, after, int(max))
+	res, err := s.sched.WaitResults(r.Context(), c.peer.ID, st.Job, after, int(max), wait)
 	if err != nil {
 		return fmt.Errorf("results of job %s: %w", st.Job, err)
 	}

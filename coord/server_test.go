@@ -78,7 +78,7 @@ func TestPoolInfoHealthz(t *testing.T) {
 	var info PoolInfo
 	a = ts.do(t, nil, "GET", "/v1/pool", nil)
 	a.decode(t, &info)
-	want := PoolInfo{Pool: "test", Key: ts.PublicKey(), InviteOnly: false, Version: 1}
+	want := PoolInfo{Pool: "test", Key: ts.PublicKey(), InviteOnly: false, Version: APIVersion}
 	if diff := cmp.Diff(want, info); diff != "" {
 		t.Errorf("pool info (-want +got):\n%s", diff)
 	}

@@ -46,7 +46,7 @@ type PoolInfo struct {
 	Pool       string `json:"pool"`        // the pool's name
 	Key        []byte `json:"key"`         // the coordinator's Ed25519 public key, which signs receipts
 	InviteOnly bool   `json:"invite_only"` // registering needs an invite token or an allowed owner
-	Version    int    `json:"version"`     // API version: 1
+	Version    int    `json:"version"`     // API version: APIVersion
 }
 
 // Registration is the body of POST /v1/peers. Key is the device's Ed25519
@@ -248,6 +248,12 @@ func decodeSubmission(data []byte) (pool.Submission, error) {
 	if err := decodeStrict(data, &r); err != nil {
 		return pool.Submission{}, err
 	}
+	return checkSubmission(r)
+}
+
+// checkSubmission checks that r is one of the two forms, within limits,
+// with the digest it must carry.
+func checkSubmission(r ResultSubmission) (pool.Submission, error) {
 	if r.Digest == (HexDigest{}) {
 		return pool.Submission{}, errors.New("field \"digest\" is missing")
 	}

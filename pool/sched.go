@@ -128,6 +128,9 @@ type Scheduler struct {
 
 	kick chan struct{} // a change is waiting to be committed
 	full chan struct{} // the pending batch is full
+
+	committedCh   chan struct{} // closed at the next commit (WaitResults); nil until asked for
+	deadlinesKept int           // len(deadlines) after its last compaction (sched_archive.go)
 }
 
 // jobState is one job in memory. Tasks below next that are not in active
@@ -204,7 +207,7 @@ func NewScheduler(ctx context.Context, cfg SchedulerConfig) (*Scheduler, error) 
 	if err != nil {
 		return nil, fmt.Errorf("new scheduler: load: %w", err)
 	}
-	if err := s.restore(snap); err != nil {
+	if err := s.restore(ctx, snap); err != nil {
 		return nil, fmt.Errorf("new scheduler: %w", err)
 	}
 	log.Info("Scheduler loaded", "pool", cfg.Pool, "peers", len(s.peers), "jobs", len(s.queue),
@@ -213,14 +216,18 @@ func NewScheduler(ctx context.Context, cfg SchedulerConfig) (*Scheduler, error) 
 }
 
 // restore rebuilds memory from a snapshot; s.mu need not be held (s is
-// not shared yet).
-func (s *Scheduler) restore(snap *Snapshot) error {
+// not shared yet). Rebuilding a job re-plans it (hashing its files), so a
+// pool of many jobs takes a while: an ended ctx stops it between jobs.
+func (s *Scheduler) restore(ctx context.Context, snap *Snapshot) error {
 	for _, p := range snap.Peers {
 		s.peers[p.ID] = p
 	}
 	decided := map[job.ID]map[int64]bool{}
 	touched := map[job.ID]int64{}
 	for _, rec := range snap.Jobs {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("rebuild jobs: stopped after %d of %d: %w", len(s.queue), len(snap.Jobs), err)
+		}
 		j, err := job.FromCanonical(rec.Canonical, s.cfg.Blobs)
 		if err != nil {
 			return fmt.Errorf("rebuild job %s: %w", rec.ID, err)
@@ -262,7 +269,10 @@ func (s *Scheduler) restore(snap *Snapshot) error {
 		}
 		r := &replica{rec: rec, js: js}
 		r.rec.Prev = 0
-		s.leases[rec.Lease] = r
+		inPlay := !decided[rec.Job][rec.Task] && (rec.State == ReplicaLeased || rec.State == ReplicaReturned)
+		if inPlay || s.archive() == nil { // settled ones are read from the store when asked for
+			s.leases[rec.Lease] = r
+		}
 		touched[rec.Job] = max(touched[rec.Job], rec.Task)
 		if decided[rec.Job][rec.Task] {
 			r.rec.Result = nil
@@ -410,7 +420,10 @@ type pending struct {
 	rep   map[string]int // lease → index in b.Replicas
 	after []func()       // run under s.mu once committed
 	done  chan struct{}  // closed once committed or failed
-	err   error
+	// settled are replicas settled in this batch, which leave memory
+	// once it is committed (sched_archive.go).
+	settled []*replica
+	err     error
 }
 
 func newPending() *pending {
@@ -473,6 +486,8 @@ func (s *Scheduler) flush(ctx context.Context, giveUp <-chan struct{}) error {
 	for _, f := range p.after {
 		f()
 	}
+	s.forget(p)
+	s.signalCommit()
 	s.mu.Unlock()
 	p.b, p.rep, p.after = Batch{}, nil, nil // the records may hold result bytes
 	close(p.done)
@@ -570,6 +585,7 @@ func (s *Scheduler) putReplica(r *replica) {
 		p.b.Replicas = append(p.b.Replicas, rec)
 	}
 	r.batch = s.changed()
+	s.settle(r)
 }
 
 // now returns the clock in whole milliseconds, as the stores keep times.

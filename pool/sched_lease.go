@@ -235,6 +235,12 @@ func (s *Scheduler) lookup(peer, id string) (*replica, error) {
 	}
 	r, ok := s.leases[id]
 	if !ok {
+		var err error
+		if r, ok, err = s.archived(id); err != nil {
+			return nil, err
+		}
+	}
+	if !ok {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownLease, id)
 	}
 	if r.rec.Peer != peer {

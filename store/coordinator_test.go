@@ -64,3 +64,12 @@ func TestDBCancel(t *testing.T) {
 	h.Reopen = reopen
 	pooltest.RunCancel(h)
 }
+
+// On SQLite, settled replicas leave the scheduler's memory and are
+// answered from the database, across a reopen.
+func TestDBArchive(t *testing.T) {
+	st, reopen := openDB(t)
+	h := pooltest.NewHarness(t, st, nil)
+	h.Reopen = reopen
+	pooltest.RunArchive(h)
+}

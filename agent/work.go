@@ -1,0 +1,259 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+
+	"idlepool/coord"
+	"idlepool/job"
+	"idlepool/pool"
+)
+
+// Batching of the hot path (API version 2, POST /v1/work). A donor's task
+// loops each ask for one lease and send one result at a time; the client
+// gathers the calls that arrive while a request is in flight and sends
+// them together as one signed request, so that the coordinator checks one
+// signature, parses one body and waits for one group commit for all of
+// them. The first caller that finds no request in flight sends (it leads);
+// the others wait for their part of the answer. To a coordinator of API
+// version 1 every call goes alone to its version 1 endpoint.
+
+// maxWorkResultBytes is the largest result that travels in a batch; a
+// larger one goes alone to POST /v1/leases/{lease}/result.
+const maxWorkResultBytes = 256 << 10
+
+// workOp is one call waiting for a batch: a result (lease != "") or a
+// request for want leases.
+type workOp struct {
+	lease string
+	sub   pool.Submission
+	want  int
+	done  chan workDone // buffered: the leader never blocks
+	gone  bool          // the caller stopped waiting; guarded by workQueue.mu
+}
+
+// workDone is a workOp's part of the answer.
+type workDone struct {
+	err    error
+	leases []pool.Lease
+}
+
+// workQueue holds the calls waiting for the next batch.
+type workQueue struct {
+	mu      sync.Mutex
+	ops     []*workOp
+	sending bool // a leader is sending
+	version int  // the coordinator's API version; 0 until known
+}
+
+// apiVersion returns the coordinator's API version, asking it once (GET
+// /v1/pool); 1 when it cannot be asked now (asked again next time).
+func (c *Client) apiVersion(ctx context.Context) int {
+	c.work.mu.Lock()
+	v := c.work.version
+	c.work.mu.Unlock()
+	if v != 0 {
+		return v
+	}
+	info, err := c.Pool(ctx)
+	if err != nil {
+		return 1
+	}
+	v = max(info.Version, 1)
+	c.work.mu.Lock()
+	c.work.version = v
+	c.work.mu.Unlock()
+	return v
+}
+
+// batched reports whether calls go through POST /v1/work.
+func (c *Client) batched(ctx context.Context) bool { return c.apiVersion(ctx) >= 2 }
+
+// leaseWork asks for up to want leases in the next batch.
+func (c *Client) leaseWork(ctx context.Context, want int) ([]pool.Lease, error) {
+	d, err := c.enqueue(ctx, &workOp{want: min(want, coord.MaxLeases)})
+	return d.leases, err
+}
+
+// resultWork sends a result in the next batch.
+func (c *Client) resultWork(ctx context.Context, lease string, s pool.Submission) error {
+	_, err := c.enqueue(ctx, &workOp{lease: lease, sub: s})
+	return err
+}
+
+// enqueue adds op to the next batch, sends batches while it leads, and
+// returns op's part of the answer, or ctx's error once ctx ends (leases
+// granted to a call that stopped waiting are handed back).
+func (c *Client) enqueue(ctx context.Context, op *workOp) (workDone, error) {
+	op.done = make(chan workDone, 1)
+	q := &c.work
+	q.mu.Lock()
+	q.ops = append(q.ops, op)
+	lead := !q.sending
+	q.sending = q.sending || lead
+	q.mu.Unlock()
+	if lead {
+		c.lead(ctx)
+	}
+	select {
+	case d := <-op.done:
+		return d, d.err
+	case <-ctx.Done():
+	}
+	q.mu.Lock()
+	op.gone = true
+	var late workDone
+	select {
+	case late = <-op.done:
+	default:
+	}
+	q.mu.Unlock()
+	c.handBack(ctx, late.leases)
+	return workDone{}, ctx.Err()
+}
+
+// lead sends batches until no call waits. The requests go on when ctx
+// ends: they carry other callers' calls too.
+func (c *Client) lead(ctx context.Context) {
+	ctx = context.WithoutCancel(ctx)
+	q := &c.work
+	for {
+		q.mu.Lock()
+		ops := c.takeBatch()
+		if len(ops) == 0 {
+			q.sending = false
+			q.mu.Unlock()
+			return
+		}
+		q.mu.Unlock()
+		c.sendBatch(ctx, ops)
+	}
+}
+
+// takeBatch removes the next batch from the queue, within the limits of
+// POST /v1/work; q.mu is held.
+func (c *Client) takeBatch() []*workOp {
+	q := &c.work
+	var (
+		n, results, bytes, want int
+	)
+	for _, op := range q.ops {
+		if op.lease != "" {
+			if results == coord.MaxWorkResults || bytes+len(op.sub.Result) > coord.MaxWorkResultBytes {
+				break
+			}
+			results++
+			bytes += len(op.sub.Result)
+		} else {
+			if want+op.want > coord.MaxLeases {
+				break
+			}
+			want += op.want
+		}
+		n++
+	}
+	ops := append([]*workOp(nil), q.ops[:n]...)
+	q.ops = append(q.ops[:0], q.ops[n:]...)
+	return ops
+}
+
+// sendBatch sends ops as one POST /v1/work and hands each its part.
+func (c *Client) sendBatch(ctx context.Context, ops []*workOp) {
+	var req coord.WorkRequest
+	for _, op := range ops {
+		if op.lease != "" {
+			s := op.sub
+			req.Results = append(req.Results, coord.WorkResult{Lease: op.lease, ResultSubmission: coord.ResultSubmission{
+				Digest: coord.HexDigest(s.Digest), Result: s.Result, Failed: s.Failed, Reason: s.Reason, Machine: s.Machine}})
+		} else {
+			req.Lease += op.want
+		}
+	}
+	var out coord.WorkResponse
+	_, err := c.postJSON(ctx, "/v1/work", req, &out)
+	if err == nil && len(out.Results) != len(req.Results) {
+		err = fmt.Errorf("%w: POST /v1/work: %d answers to %d results", ErrUnavailable, len(out.Results), len(req.Results))
+	}
+	if ae, ok := errors.AsType[*APIError](err); ok && ae.Status == http.StatusNotFound {
+		// The coordinator went back to API version 1: ask again next time.
+		c.work.mu.Lock()
+		c.work.version = 0
+		c.work.mu.Unlock()
+		err = fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	leases := make([]pool.Lease, 0, len(out.Leases))
+	for _, g := range out.Leases {
+		leases = append(leases, pool.Lease{ID: g.Lease, Job: job.ID(g.Job), Task: g.Task, Peer: c.key.ID(), Deadline: c.localTime(g.Deadline)})
+	}
+	var leaseErr error
+	if out.LeaseError != nil {
+		leaseErr = workError(http.MethodPost, "/v1/leases", *out.LeaseError)
+	}
+	var unclaimed []pool.Lease
+	c.work.mu.Lock()
+	results := 0
+	for _, op := range ops {
+		var d workDone
+		switch {
+		case err != nil:
+			d.err = err
+		case op.lease != "":
+			if a := out.Results[results]; a.Status != http.StatusOK {
+				d.err = workError(http.MethodPost, "/v1/leases/"+url.PathEscape(op.lease)+"/result", a)
+			}
+			results++
+		case leaseErr != nil:
+			d.err = leaseErr
+		default:
+			k := min(op.want, len(leases))
+			d.leases, leases = leases[:k:k], leases[k:]
+		}
+		if op.gone {
+			unclaimed = append(unclaimed, d.leases...)
+			continue
+		}
+		op.done <- d
+	}
+	c.work.mu.Unlock()
+	c.handBack(ctx, append(unclaimed, leases...))
+}
+
+// handBack releases leases nobody waits for any more, so that their
+// tasks are leased again at once instead of when they expire.
+func (c *Client) handBack(ctx context.Context, leases []pool.Lease) {
+	if len(leases) == 0 {
+		return
+	}
+	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	for _, l := range leases {
+		_ = c.Release(bg, l.ID) // not released: it expires
+	}
+}
+
+// workError is the *APIError the version 1 endpoint would have answered.
+func workError(method, path string, a coord.WorkAnswer) error {
+	return &APIError{Method: method, Path: path, Status: a.Status, Code: a.Code, Message: a.Error}
+}
+
+// ResultsWait is Results as a long poll: when no outcome is ready, the
+// coordinator waits up to wait for one before answering (API version 2;
+// a coordinator of version 1 answers at once).
+func (c *Client) ResultsWait(ctx context.Context, id job.ID, after int64, max int, wait time.Duration) ([]pool.Verified, error) {
+	if wait <= 0 || !c.batched(ctx) {
+		return c.Results(ctx, id, after, max)
+	}
+	var out struct {
+		Results []pool.Verified `json:"results"`
+	}
+	q := url.Values{"after": {strconv.FormatInt(after, 10)}, "max": {strconv.Itoa(max)},
+		"wait": {strconv.FormatInt(min(wait, pool.MaxResultsWait).Milliseconds(), 10)}}
+	_, err := c.do(ctx, http.MethodGet, "/v1/jobs/"+id.String()+"/results", q, nil, true, &out)
+	return out.Results, err
+}

@@ -1,0 +1,228 @@
+package agent_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"idlepool/agent"
+	"idlepool/coord"
+	"idlepool/job"
+	"idlepool/pool"
+)
+
+// gate is an http.RoundTripper in front of a real coordinator: it counts
+// requests by method and path, can hold the next POST /v1/work until
+// released, and can make the coordinator look like one of API version 1
+// (GET /v1/pool says 1, POST /v1/work is 404 as on such a coordinator).
+type gate struct {
+	next http.RoundTripper
+	old  bool
+
+	mu      sync.Mutex
+	counts  map[string]int
+	hold    chan struct{} // non-nil: the next POST /v1/work waits for it to close
+	holding chan struct{} // closed when a request is held
+}
+
+func (g *gate) RoundTrip(req *http.Request) (*http.Response, error) {
+	key := req.Method + " " + req.URL.Path
+	if req.URL.Path != "/v1/pool" && req.URL.Path != "/v1/work" && req.URL.Path != "/v1/leases" && req.URL.Path != "/v1/offers" {
+		key = req.Method + " other"
+	}
+	g.mu.Lock()
+	g.counts[key]++
+	hold, holding := g.hold, g.holding
+	if key == "POST /v1/work" {
+		g.hold = nil
+	}
+	g.mu.Unlock()
+	switch {
+	case g.old && key == "POST /v1/work":
+		return &http.Response{StatusCode: http.StatusNotFound, Header: http.Header{"Content-Type": {"application/json"}},
+			Body: io.NopCloser(bytes.NewReader([]byte(`{"error":"no such endpoint: POST /v1/work (see docs/api.md)","code":"not_found"}`)))}, nil
+	case key == "POST /v1/work" && hold != nil:
+		close(holding)
+		<-hold
+	}
+	resp, err := g.next.RoundTrip(req)
+	if err != nil || !g.old || key != "GET /v1/pool" {
+		return resp, err
+	}
+	var info coord.PoolInfo
+	err = json.NewDecoder(resp.Body).Decode(&info)
+	resp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	info.Version = 1
+	b, _ := json.Marshal(info)
+	resp.Body, resp.ContentLength = io.NopCloser(bytes.NewReader(b)), int64(len(b))
+	resp.Header.Del("Content-Length")
+	return resp, nil
+}
+
+func (g *gate) count(key string) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.counts[key]
+}
+
+// workJob plans a job of n tasks at quorum 2 whose leases last long
+// enough for a slow test machine.
+func workJob(t *testing.T, n int) *job.Job {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "prog.wasm"), []byte("\x00asm\x01\x00\x00\x00"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m, err := job.ParseManifest("job.toml", dir, fmt.Appendf(nil, `name = "work"
+program = "prog.wasm"
+[split]
+rule = "range"
+tasks = %d
+[[merge]]
+field = "n"
+rule = "sum"
+[policy]
+lease_timeout = "10m"
+`, n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := job.Plan(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+// gatedClient returns a registered client of dev whose requests pass g,
+// with its offer published.
+func gatedClient(t *testing.T, url string, dev *device, g *gate) *agent.Client {
+	t.Helper()
+	hc := httpClient(t)
+	g.next, g.counts = hc.Transport, map[string]int{}
+	hc.Transport = g
+	c, err := agent.NewClient(url, dev.key, hc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Register(context.Background(), dev.owner, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	publishOffer(t, c, dev)
+	return c
+}
+
+func submission(task int64) pool.Submission {
+	r := fmt.Appendf(nil, `{"n":%d}`, task)
+	return pool.Submission{Digest: pool.ReplicaDigest(r, false, ""), Result: r}
+}
+
+// TestClientBatchesWork checks that results sent while a request is in
+// flight travel together in the next one: nine results in two requests,
+// each taken by the coordinator.
+func TestClientBatchesWork(t *testing.T) {
+	co := startCoordinator(t, t.TempDir(), "127.0.0.1:0")
+	sub := newSubmitter(t, co.url, nil)
+	j := workJob(t, 9)
+	ctx := context.Background()
+	if err := sub.c.Submit(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	g := &gate{}
+	c := gatedClient(t, co.url, newDevice(t, nil), g)
+	leases, err := c.Lease(ctx, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(leases) != 9 || g.count("POST /v1/work") != 1 || g.count("POST /v1/leases") != 0 {
+		t.Fatalf("%d leases in %d POST /v1/work and %d POST /v1/leases; want 9 in one POST /v1/work",
+			len(leases), g.count("POST /v1/work"), g.count("POST /v1/leases"))
+	}
+
+	g.mu.Lock()
+	g.hold, g.holding = make(chan struct{}), make(chan struct{})
+	hold, holding := g.hold, g.holding
+	g.mu.Unlock()
+	errs := make(chan error, len(leases))
+	send := func(l pool.Lease) { errs <- c.SendResult(ctx, l.ID, submission(l.Task)) }
+	go send(leases[0])
+	<-holding // the first result is in flight
+	for _, l := range leases[1:] {
+		go send(l)
+	}
+	for end := time.Now().Add(2 * time.Minute); agent.QueuedWork(c) < len(leases)-1; {
+		if time.Now().After(end) {
+			t.Fatalf("%d results queued, want %d", agent.QueuedWork(c), len(leases)-1)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(hold)
+	for range leases {
+		if err := <-errs; err != nil {
+			t.Errorf("send result: %v", err)
+		}
+	}
+	if n := g.count("POST /v1/work"); n != 3 {
+		t.Errorf("%d POST /v1/work in all, want 3 (the leases, the first result, the other eight)", n)
+	}
+	st, err := sub.c.Status(ctx, j.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Waiting != 9 {
+		t.Errorf("%d tasks hold a returned result, want 9", st.Waiting)
+	}
+	// A result sent again, and a refused one, each get their answer.
+	if err := c.SendResult(ctx, leases[0].ID, submission(leases[0].Task)); err != nil {
+		t.Errorf("result sent again: %v", err)
+	}
+	if err := c.SendResult(ctx, leases[1].ID, submission(leases[1].Task+1)); !errors.Is(err, agent.ErrConflict) {
+		t.Errorf("another result for a returned lease: %v, want ErrConflict", err)
+	}
+}
+
+// TestClientSpeaksVersion1 checks that a client in front of a coordinator
+// of API version 1 leases and sends results with the version 1 endpoints.
+func TestClientSpeaksVersion1(t *testing.T) {
+	co := startCoordinator(t, t.TempDir(), "127.0.0.1:0")
+	sub := newSubmitter(t, co.url, nil)
+	j := workJob(t, 2)
+	ctx := context.Background()
+	if err := sub.c.Submit(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	g := &gate{old: true}
+	c := gatedClient(t, co.url, newDevice(t, nil), g)
+	leases, err := c.Lease(ctx, 4)
+	if err != nil || len(leases) != 2 {
+		t.Fatalf("lease: %d leases, %v", len(leases), err)
+	}
+	looks := g.count("GET /v1/pool")
+	for _, l := range leases {
+		if err := c.SendResult(ctx, l.ID, submission(l.Task)); err != nil {
+			t.Errorf("send result: %v", err)
+		}
+	}
+	if g.count("POST /v1/work") != 0 || g.count("POST /v1/leases") != 1 || g.count("GET /v1/pool") != looks {
+		t.Errorf("requests %v, want version 1 endpoints only and one look at the version", g.counts)
+	}
+	st, err := sub.c.Status(ctx, j.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Waiting != 2 {
+		t.Errorf("%d tasks hold a returned result, want 2", st.Waiting)
+	}
+}

@@ -1,0 +1,169 @@
+package coord
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"idlepool/pool"
+)
+
+// TestWork runs a job of three tasks through POST /v1/work: each peer
+// leases and returns its tasks in one signed request each, a bad part of
+// a request is answered on its own without refusing the rest, and the
+// merger's long poll returns as soon as the outcomes are committed.
+func TestWork(t *testing.T) {
+	ts := startServer(t, nil)
+	alice, bob, carol := newPeer(t, nil), newPeer(t, nil), newPeer(t, nil)
+	for _, p := range []*testPeer{alice, bob, carol} {
+		ts.register(t, p, "", http.StatusCreated)
+	}
+	j := testJob(t, "work", 3)
+	id := j.ID.String()
+	if a := ts.upload(t, alice, programBytes(t, j)); a.status != http.StatusCreated {
+		t.Fatalf("upload: %d %s", a.status, a.body)
+	}
+	if a := ts.do(t, alice, "POST", "/v1/jobs", JobRequest{Canonical: j.Canonical}); a.status != http.StatusCreated {
+		t.Fatalf("submit job: %d %s", a.status, a.body)
+	}
+	work := func(p *testPeer, req WorkRequest) WorkResponse {
+		t.Helper()
+		a := ts.do(t, p, "POST", "/v1/work", req)
+		if a.status != http.StatusOK {
+			t.Fatalf("work: %d %s", a.status, a.body)
+		}
+		var out WorkResponse
+		a.decode(t, &out)
+		return out
+	}
+
+	// Without an offer: the lease part says why, as POST /v1/leases would.
+	out := work(bob, WorkRequest{Lease: 4})
+	if out.LeaseError == nil || out.LeaseError.Status != http.StatusConflict || out.LeaseError.Code != "no_offer" || len(out.Leases) != 0 {
+		t.Fatalf("work before the offer: %+v, want lease_error 409 no_offer", out)
+	}
+	ts.offer(t, bob)
+	ts.offer(t, carol)
+	bobs, carols := work(bob, WorkRequest{Lease: 4}).Leases, work(carol, WorkRequest{Lease: 4}).Leases
+	if len(bobs) != 3 || len(carols) != 3 {
+		t.Fatalf("leases: bob %d, carol %d, want 3 each", len(bobs), len(carols))
+	}
+
+	// The merger waits for outcomes while the peers return them.
+	type page struct {
+		res Results
+		a   answer
+	}
+	polled := make(chan page, 1)
+	go func() {
+		// Each request waits up to 5 s for an outcome; on a slow machine
+		// the peers may take longer, so ask again until one comes.
+		for end := time.Now().Add(2 * time.Minute); ; {
+			a := ts.do(t, alice, "GET", "/v1/jobs/"+id+"/results?after=0&max=10&wait=5000", nil)
+			var res Results
+			if a.status == http.StatusOK {
+				a.decode(t, &res)
+			}
+			if a.status != http.StatusOK || len(res.Results) > 0 || time.Now().After(end) {
+				polled <- page{res, a}
+				return
+			}
+		}
+	}()
+
+	result := func(task int64) []byte { return fmt.Appendf(nil, `{"x":%d}`, task+1) }
+	results := func(ls []LeaseGrant) []WorkResult {
+		var out []WorkResult
+		for _, l := range ls {
+			r := result(l.Task)
+			out = append(out, WorkResult{Lease: l.Lease, ResultSubmission: ResultSubmission{Digest: HexDigest(pool.ReplicaDigest(r, false, "")), Result: r}})
+		}
+		return out
+	}
+	// Bob returns his three results and, in the same request, one of
+	// carol's leases and a lease nobody granted: those two are refused
+	// on their own.
+	unknown := strings.Repeat("0", 32)
+	req := WorkRequest{Results: append(results(bobs), results(carols[:1])[0])}
+	req.Results = append(req.Results, WorkResult{Lease: unknown, ResultSubmission: req.Results[0].ResultSubmission})
+	out = work(bob, req)
+	var got []string
+	for _, a := range out.Results {
+		got = append(got, fmt.Sprintf("%s %d %s", a.Lease[:4], a.Status, a.Code))
+	}
+	want := []string{
+		bobs[0].Lease[:4] + " 200 ", bobs[1].Lease[:4] + " 200 ", bobs[2].Lease[:4] + " 200 ",
+		carols[0].Lease[:4] + " 403 not_your_lease", "0000 404 unknown_lease",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("answers to bob's results (-want +got):\n%s", diff)
+	}
+	// Sending them again is idempotent, as with the version 1 endpoint.
+	for i, a := range work(bob, WorkRequest{Results: results(bobs)}).Results {
+		if a.Status != http.StatusOK {
+			t.Errorf("bob's result %d again: %+v", i, a)
+		}
+	}
+	out = work(carol, WorkRequest{Results: results(carols), Lease: 4})
+	for i, a := range out.Results {
+		if a.Status != http.StatusOK {
+			t.Errorf("carol's result %d: %+v", i, a)
+		}
+	}
+	if len(out.Leases) != 0 || out.LeaseError != nil {
+		t.Errorf("carol leased %+v (%+v) of a finished job", out.Leases, out.LeaseError)
+	}
+
+	var p page
+	select {
+	case p = <-polled:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the merger's long poll never returned")
+	}
+	if p.a.status != http.StatusOK || len(p.res.Results) == 0 {
+		t.Fatalf("long poll: %d %s", p.a.status, p.a.body)
+	}
+	if v := p.res.Results[0]; v.Seq != 1 || v.Status != pool.OutcomeOK {
+		t.Errorf("first outcome %+v", v)
+	}
+	if err := pool.VerifyLedger(ts.downloadLedger(t, ""), ts.PublicKey()); err != nil {
+		t.Errorf("ledger: %v", err)
+	}
+}
+
+// TestWorkRefused checks that a malformed POST /v1/work is refused whole,
+// with a message naming the problem, and changes nothing.
+func TestWorkRefused(t *testing.T) {
+	ts := startServer(t, nil)
+	bob := newPeer(t, nil)
+	ts.register(t, bob, "", http.StatusCreated)
+	lease := strings.Repeat("a", 32)
+	sub := ResultSubmission{Digest: HexDigest(pool.ReplicaDigest([]byte("1"), false, "")), Result: []byte("1")}
+	for _, tc := range []struct {
+		name string
+		req  any
+		want string
+	}{
+		{"too many leases", WorkRequest{Lease: MaxLeases + 1}, `field "lease"`},
+		{"negative leases", WorkRequest{Lease: -1}, `field "lease"`},
+		{"bad lease ID", WorkRequest{Results: []WorkResult{{Lease: "x", ResultSubmission: sub}}}, "not 32 lowercase hex digits"},
+		{"lease twice", WorkRequest{Results: []WorkResult{{Lease: lease, ResultSubmission: sub}, {Lease: lease, ResultSubmission: sub}}}, "appears twice"},
+		{"wrong digest", WorkRequest{Results: []WorkResult{{Lease: lease, ResultSubmission: ResultSubmission{Digest: sub.Digest, Result: []byte("2")}}}}, "does not match"},
+		{"unknown field", map[string]any{"leases": 1}, "unknown field"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := ts.state(t)
+			a := ts.do(t, bob, "POST", "/v1/work", tc.req)
+			if a.status != http.StatusBadRequest || !strings.Contains(a.errorBody(t).Error, tc.want) {
+				t.Errorf("%d %s, want 400 naming %q", a.status, a.body, tc.want)
+			}
+			if diff := cmp.Diff(before, ts.state(t)); diff != "" {
+				t.Errorf("refused request changed the state (-before +after):\n%s", diff)
+			}
+		})
+	}
+}
