@@ -131,7 +131,7 @@ func ledgerErr(seq uint64, format string, args ...any) error {
 // the chain (see VerifyLedger). Errors are *LedgerError.
 func VerifyEntry(e Entry, coordinator ed25519.PublicKey) error {
 	switch e.Kind {
-	case KindReceipt, KindDeviation, KindUnverified:
+	case KindReceipt, KindDeviation, KindUnverified, KindRevocation:
 	default:
 		return ledgerErr(e.Seq, "unknown kind %q", e.Kind)
 	}

@@ -39,6 +39,10 @@ type SchedulerConfig struct {
 	// Scheduler's lock held, so it must be quick, must not keep jobs and
 	// must not call the Scheduler. nil: every job, oldest first.
 	Select func(p Peer, jobs []JobView) []job.ID
+
+	// Trust holds the rules on trust and sanctions: established owners,
+	// exclusion after repeated deviations, the bound on unverified work.
+	Trust TrustConfig
 }
 
 // Defaults of SchedulerConfig.
@@ -128,6 +132,8 @@ type Scheduler struct {
 
 	kick chan struct{} // a change is waiting to be committed
 	full chan struct{} // the pending batch is full
+
+	trust *trustState // devices' and owners' records (trust.go)
 }
 
 // jobState is one job in memory. Tasks below next that are not in active
@@ -151,6 +157,13 @@ type jobState struct {
 	batch       *pending // the batch that inserted the job
 	ackBatch    *pending // the batch of the last acknowledgement
 	cancelBatch *pending // the batch that cancelled the job
+
+	// trust.go and fairshare.go
+	ver       job.Verify // the manifest's [verify] table
+	held      int        // tasks accepted alone whose results are held back
+	usage     decayed    // planner cost of the replicas leased (fair share)
+	trust     *trustState
+	deviators map[string]bool // owners with a deviation in this job
 }
 
 // taskState is an undecided task that has, or had, replicas.
@@ -160,6 +173,9 @@ type taskState struct {
 	returned []*replica // in return order
 	machine  []*replica // machine-failed, in return order; never votes
 	wanting  bool       // listed in jobState.want
+	single   bool       // leased to a trusted device alone (adaptive replication)
+	prov     *replica   // the replica that computed it alone, once returned
+	provMode int        // provHeld, provOpen or provCaught while prov is set
 }
 
 // replica is one lease and its submission. rec.Version is the version of
@@ -169,6 +185,10 @@ type replica struct {
 	js    *jobState
 	ts    *taskState // nil once settled (the task was decided or the lease ended)
 	batch *pending   // the batch of the newest change
+
+	counted bool    // counts toward its device's outstanding replicas
+	order   int64   // when it was leased, among this run's leases (0: before a restart)
+	cost    float64 // the receipt's cost, for a provisional replica
 }
 
 // NewScheduler rebuilds the scheduler's state from cfg.Store (see Store
@@ -198,6 +218,7 @@ func NewScheduler(ctx context.Context, cfg SchedulerConfig) (*Scheduler, error) 
 		cfg: cfg, log: log, store: cfg.Store,
 		peers: map[string]Peer{}, peerBatch: map[string]*pending{}, jobs: map[job.ID]*jobState{}, leases: map[string]*replica{},
 		kick: make(chan struct{}, 1), full: make(chan struct{}, 1),
+		trust: newTrustState(cfg.Trust),
 	}
 	s.pend = newPending()
 	snap, err := cfg.Store.Load(ctx)
@@ -272,13 +293,24 @@ func (s *Scheduler) restore(snap *Snapshot) error {
 		case ReplicaLeased:
 			ts := js.task(rec.Task)
 			r.ts = ts
+			r.counted = true
+			s.trust.device(rec.Peer).outstanding++
 			ts.live = append(ts.live, r)
 			js.leased++
 			heap.Push(&s.deadlines, deadlineItem{rec.Deadline, r})
 		case ReplicaReturned:
 			ts := js.task(rec.Task)
 			r.ts = ts
+			r.counted = true
+			s.trust.device(rec.Peer).outstanding++
 			ts.returned = append(ts.returned, r)
+		case ReplicaProvisional:
+			// Its check window is not known after a restart: it votes,
+			// and one more agreeing replica decides its task.
+			ts := js.task(rec.Task)
+			r.ts = ts
+			ts.returned = append(ts.returned, r)
+			ts.prov, ts.provMode = r, provOpen
 		case ReplicaMachineFailed:
 			ts := js.task(rec.Task)
 			if len(ts.machine) == 0 {
@@ -312,7 +344,7 @@ func (s *Scheduler) newJobState(rec JobRecord, j *job.Job) *jobState {
 		maxRep = pol.Redundancy + DefaultExtraReplicas
 	}
 	maxRep = max(maxRep, pol.Redundancy)
-	return &jobState{rec: rec, j: j, pol: pol, maxReplicas: maxRep, tasks: j.NumTasks(), active: map[int64]*taskState{}}
+	return &jobState{rec: rec, j: j, pol: pol, maxReplicas: maxRep, tasks: j.NumTasks(), active: map[int64]*taskState{}, ver: j.Manifest.Verify, trust: s.trust}
 }
 
 // task returns active task i, creating it.
@@ -688,7 +720,7 @@ func (s *Scheduler) Status(id job.ID) (JobStatus, error) {
 	if !ok {
 		return JobStatus{}, fmt.Errorf("status of job %s: %w", id, ErrUnknownJob)
 	}
-	return js.status(), nil
+	return s.statusOf(js), nil
 }
 
 // Seeking returns the jobs that still have tasks without an outcome and
@@ -713,7 +745,7 @@ func (s *Scheduler) Jobs() []JobStatus {
 	defer s.mu.Unlock()
 	out := make([]JobStatus, 0, len(s.queue))
 	for _, js := range s.queue {
-		out = append(out, js.status())
+		out = append(out, s.statusOf(js))
 	}
 	return out
 }
@@ -851,6 +883,8 @@ func (s *Scheduler) endLease(r *replica, state string) {
 	ts.live = removeReplica(ts.live, r)
 	js.leased--
 	r.rec.State, r.ts = state, nil
+	s.settle(r)
+	ts.unsingle()
 	s.putReplica(r)
 	js.update(ts)
 }
