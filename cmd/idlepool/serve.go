@@ -57,8 +57,11 @@ func cmdServe(ctx context.Context, g *globals, args []string) error {
 	cfg := coord.Config{Listen: *listen, DataDir: *data, Pool: *name, InviteToken: *invite, Logger: g.daemonLogger(),
 		MaxConns: *maxConns, ReadHeaderTimeout: *headerTimeout, BodyTimeout: *bodyTimeout, MinBodyRate: *minRate << 10,
 		IdleTimeout: *idleTimeout, MaxBodyMemory: *bodyMemory << 20, MaxSpoolBytes: *spool << 20}
-	if *excludeAfter < 1 || *excludeFor <= 0 {
-		return &userError{Msg: fmt.Sprintf("--exclude-after %d and --exclude-for %s must be positive", *excludeAfter, *excludeFor), Hint: "see 'idlepool serve --help'", Cause: errUsage}
+	if *excludeAfter < 1 {
+		return &userError{Msg: fmt.Sprintf("--exclude-after %d: want at least 1 deviation", *excludeAfter), Hint: "see 'idlepool serve --help'", Cause: errUsage}
+	}
+	if *excludeFor <= 0 {
+		return &userError{Msg: fmt.Sprintf("--exclude-for %s: want a positive duration such as 24h", *excludeFor), Hint: "see 'idlepool serve --help'", Cause: errUsage}
 	}
 	cfg.Trust = pool.TrustConfig{ExcludeAfter: *excludeAfter, ExcludeFor: *excludeFor}
 	for o := range strings.SplitSeq(*trusted, ",") {
