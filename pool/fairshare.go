@@ -32,8 +32,9 @@ func (d *decayed) add(x float64, now time.Time) {
 
 // fairOrder sorts jobs (the ones a peer may compute) by fair share, in the
 // spirit of HTCondor's user priorities: the owner whose jobs used least
-// of the pool, relative to its weight, goes first; then, within an owner,
-// the job that used least; then the older job. An owner's weight is 1 plus
+// of the pool, relative to its weight, goes first; within an owner, the
+// older job, so that an owner's jobs finish in the order submitted and a
+// started job's last tasks never wait behind the owner's newer jobs. An owner's weight is 1 plus
 // what its own devices contributed (receipts' cost) over the mean usage of
 // the owners waiting, so that a donor's jobs get a larger share; usage and
 // contribution both decay with UsageHalfLife. s.mu is held.
@@ -59,17 +60,12 @@ func (s *Scheduler) fairOrder(jobs []*jobState, now time.Time) {
 		if c := cmp.Compare(prio[a.rec.Owner], prio[b.rec.Owner]); c != 0 {
 			return c
 		}
-		if c := cmp.Compare(a.usage.value(now), b.usage.value(now)); c != 0 {
-			return c
-		}
 		return cmp.Compare(a.rec.Order, b.rec.Order)
 	})
 }
 
-// used charges a leased replica's planner cost to its job and owner. s.mu
+// used charges a leased replica's planner cost to its job's owner. s.mu
 // is held.
 func (s *Scheduler) used(js *jobState, i int64, now time.Time) {
-	c := js.j.Cost(js.j.Task(i))
-	js.usage.add(c, now)
-	s.trust.owner(js.rec.Owner).usage.add(c, now)
+	s.trust.owner(js.rec.Owner).usage.add(js.j.Cost(js.j.Task(i)), now)
 }

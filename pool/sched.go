@@ -161,7 +161,6 @@ type jobState struct {
 	// trust.go and fairshare.go
 	ver       job.Verify // the manifest's [verify] table
 	held      int        // tasks accepted alone whose results are held back
-	usage     decayed    // planner cost of the replicas leased (fair share)
 	trust     *trustState
 	deviators map[string]bool // owners with a deviation in this job
 }

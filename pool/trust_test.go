@@ -3,6 +3,7 @@ package pool_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -416,5 +417,42 @@ func TestStatusSaysWhyNoQuorum(t *testing.T) {
 	h.Clock.Advance(time.Hour)
 	if st, _ := h.S.Status(j.ID); st.Trouble != "needs devices of 2 owners to agree on each task; 0 other owners' devices are connected" {
 		t.Errorf("trouble %q an hour after anyone asked", st.Trouble)
+	}
+}
+
+// Found by trying it: with equal tasks left, jobs were ordered by ID, so a
+// job's last task waited behind thousands of one-task jobs. Another
+// owner's many one-task jobs now take turns with it, and an owner's own
+// jobs go in the order submitted.
+func TestFairShareLastTaskDoesNotWait(t *testing.T) {
+	h := newHarness(t, pool.NewMemStore(), nil)
+	many := h.Device("many", "many-1")
+	one := h.Device("one", "one-1")
+	d1, d2 := h.Device("d1", "d1-1"), h.Device("d2", "d2-1")
+	var small []*job.Job
+	for i := range 60 {
+		small = append(small, h.Job(fmt.Sprintf("single-%d", i), 1, pooltest.Policy{}, many))
+	}
+	long := h.Job("long", 4, pooltest.Policy{}, one) // submitted last: oldest-first would make it wait for 120 leases
+	leases := 0
+	for leases < 200 {
+		if st, _ := h.S.Status(long.ID); st.Complete {
+			break
+		}
+		for _, d := range []string{d1, d2} {
+			for _, l := range h.Lease(d, 1) {
+				leases++
+				h.Submit(l, good(l.Task))
+			}
+		}
+	}
+	if st, _ := h.S.Status(long.ID); !st.Complete || leases > 20 {
+		t.Errorf("the 4-task job took %d leases (complete %v) beside 60 one-task jobs of another owner; want at most 20", leases, st.Complete)
+	}
+	// The other owner's jobs went oldest first.
+	for i, j := range small[:4] {
+		if st, _ := h.S.Status(j.ID); !st.Complete {
+			t.Errorf("one-task job %d of the other owner, among the oldest, is not complete", i)
+		}
 	}
 }
