@@ -292,16 +292,18 @@ func (s *Scheduler) restore(snap *Snapshot) error {
 		case ReplicaLeased:
 			ts := js.task(rec.Task)
 			r.ts = ts
-			r.counted = true
-			s.trust.device(rec.Peer).outstanding++
+			if r.counted = !js.ownerOnly(); r.counted {
+				s.trust.device(rec.Peer).outstanding++
+			}
 			ts.live = append(ts.live, r)
 			js.leased++
 			heap.Push(&s.deadlines, deadlineItem{rec.Deadline, r})
 		case ReplicaReturned:
 			ts := js.task(rec.Task)
 			r.ts = ts
-			r.counted = true
-			s.trust.device(rec.Peer).outstanding++
+			if r.counted = !js.ownerOnly(); r.counted {
+				s.trust.device(rec.Peer).outstanding++
+			}
 			ts.returned = append(ts.returned, r)
 		case ReplicaProvisional:
 			// Its check window is not known after a restart: it votes,

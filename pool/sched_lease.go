@@ -54,12 +54,22 @@ func (s *Scheduler) Lease(ctx context.Context, peer string, max int) ([]Lease, e
 		w   *pending
 	)
 	order := s.order(p)
-	// A device holds at most as many undecided replicas as its record
-	// allows, so a newcomer that lies cannot take a whole job at once.
-	for room := s.trust.room(p.ID); len(out) < max && room > 0; room-- {
+	// A device holds at most as many undecided replicas of other owners'
+	// jobs as its record allows, so a newcomer that lies cannot take a
+	// whole job at once.
+	room := s.trust.room(p.ID)
+	if room <= 0 {
+		order = slices.DeleteFunc(order, func(js *jobState) bool { return !js.ownerOnly() })
+	}
+	for len(out) < max {
 		js, ts := s.pick(p, order, now)
 		if ts == nil {
 			break
+		}
+		if !js.ownerOnly() {
+			if room--; room <= 0 {
+				order = slices.DeleteFunc(order, func(js *jobState) bool { return !js.ownerOnly() })
+			}
 		}
 		r := s.grant(js, ts, p, now)
 		out = append(out, Lease{ID: r.rec.Lease, Job: r.rec.Job, Task: r.rec.Task, Peer: p.ID, Deadline: r.rec.Deadline})
@@ -242,8 +252,10 @@ func (s *Scheduler) grant(js *jobState, ts *taskState, p Peer, now time.Time) *r
 		ts.single = s.trust.trusted(js, p) && !s.trust.spotCheck(js.rec.ID, ts.index, p.ID, js.ver.SpotCheck)
 	}
 	s.trust.orders++
-	r.order, r.counted = s.trust.orders, true
-	s.trust.device(p.ID).outstanding++
+	r.order, r.counted = s.trust.orders, !js.ownerOnly()
+	if r.counted {
+		s.trust.device(p.ID).outstanding++
+	}
 	s.used(js, ts.index, now)
 	ts.live = append(ts.live, r)
 	js.leased++

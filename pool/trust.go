@@ -35,10 +35,11 @@ type TrustConfig struct {
 	// ExcludeFor is how long an exclusion lasts, and the window in which
 	// deviations are counted; default DefaultExcludeFor.
 	ExcludeFor time.Duration
-	// MaxUnverified bounds how many replicas a device without a record
-	// holds at once (leased, or returned and not yet decided); each
-	// result of the device that others agreed with raises its bound by
-	// one. Default DefaultMaxUnverified.
+	// MaxUnverified bounds how many replicas of other owners' jobs a
+	// device without a record holds at once (leased, or returned and not
+	// yet decided); each result of the device that others agreed with
+	// raises its bound by one. Its owner's own jobs ("owner"
+	// participants) are not bounded. Default DefaultMaxUnverified.
 	MaxUnverified int
 	// Secret keys the choice of spot checks (HMAC-SHA256 over the job,
 	// task and device); 32 random bytes when empty. Peers never see it.

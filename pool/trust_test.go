@@ -456,3 +456,15 @@ func TestFairShareLastTaskDoesNotWait(t *testing.T) {
 		}
 	}
 }
+
+// The bound on a newcomer's undecided replicas is for other owners' jobs:
+// an owner's own devices take as many of its own tasks as they ask for.
+func TestRateLimitSparesOwnJobs(t *testing.T) {
+	h := newHarness(t, pool.NewMemStore(), nil)
+	a1 := h.Device("alice", "alice-1")
+	a2 := h.Device("alice", "alice-2")
+	h.Job("own", 40, pooltest.Policy{Participants: "owner"}, a1)
+	if ls := h.Lease(a2, 32); len(ls) != 32 {
+		t.Errorf("the owner's device got %d of its own tasks, want 32", len(ls))
+	}
+}
