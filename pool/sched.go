@@ -72,9 +72,11 @@ const (
 //
 // The rules, from DESIGN.md invariants 3, 4, 6, 11-14:
 //
-//   - Pull: Lease gives whoever asks the lowest-index task of the oldest
-//     job that still needs a replica the peer may compute (with
-//     SchedulerConfig.Select: of the first job Select keeps). Tasks that
+//   - Pull: Lease gives whoever asks the lowest-index task of the first
+//     job by fair share (fairOrder: owners by usage over contribution,
+//     an owner's jobs oldest first) that still needs a replica the peer
+//     may compute (with SchedulerConfig.Select: of the first job Select
+//     keeps). Tasks that
 //     already have replicas (in flight or returned) come before fresh
 //     ones, so a task's replicas run in parallel on distinct peers and
 //     results arrive roughly in task order.
@@ -89,13 +91,15 @@ const (
 //     is handed back frees its replica for whoever asks next.
 //   - Redundancy replicas are leased at first. Digest D is accepted when
 //     the voters (distinct owners, or devices in "owner" pools) that
-//     returned D number at least quorum and are a strict majority of the
-//     voters that returned. Otherwise more replicas are leased, as many as
+//     returned D number at least quorum (one more once the voters
+//     disagree) and are a strict majority of the voters that returned.
+//     Adaptive replication, spot checks, held results, revocation and
+//     sanctions are in trust.go (see TrustConfig and job.Verify). Otherwise more replicas are leased, as many as
 //     could still make the leading digest win, up to MaxReplicas; when no
 //     digest can win within MaxReplicas the task ends unverified.
 //   - A majority on a "failed" digest (same failure reason) is a verified
 //     failure: outcome "failed", reported to the merger, receipts issued
-//     because the work was done and agreed on. Only a deterministic failure
+//     at cost 0 because the work was agreed on but not completed. Only a deterministic failure
 //     can be one: a failure that depends on the machine (Submission.Machine:
 //     a timeout, a dead worker) is no vote and earns nothing. Its task is
 //     leased again, and not to the device that reported it for the job's
