@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -30,6 +31,7 @@ import (
 var (
 	simFull  = flag.Bool("sim.full", false, "run the full-size simulation (1,000 peers of 200 owners) and print the table")
 	simTasks = flag.Int64("sim.tasks", 100_000, "tasks per row of the full-size simulation")
+	simRows  = flag.String("sim.rows", "", "comma-separated row numbers (1..) of the full-size simulation to run; empty: all")
 )
 
 // simConfig is one simulated pool.
@@ -323,14 +325,17 @@ func TestSimulationFull(t *testing.T) {
 	rows := []simConfig{
 		row(0, false, false, 0.1, true),   // honest pool: efficiency of adaptive replication
 		row(0.1, true, false, 0, false),   // the model's case, p = 0, no sanctions
-		row(0.3, true, false, 0, false),   // the same, more liars
 		row(0.1, true, true, 0.1, true),   // patient colluders under adaptive replication
-		row(0.3, true, true, 0.1, true),   // the same, more liars
-		row(0.1, false, true, 0.1, true),  // patient independent liars
+		row(0.3, true, false, 0, false),   // the model's case, more liars
+		row(0.3, true, true, 0.1, true),   // patient colluders, more liars
 		row(0.1, true, false, 0.1, false), // steady colluders, adaptive, no sanctions
+		row(0.1, false, true, 0.1, true),  // patient independent liars
 	}
 	fmt.Println(simHeader)
-	for _, c := range rows {
+	for i, c := range rows {
+		if *simRows != "" && !slices.Contains(strings.Split(*simRows, ","), fmt.Sprint(i+1)) {
+			continue
+		}
 		fmt.Println(simRow(t, c))
 	}
 }
