@@ -231,13 +231,20 @@ var errLocalStore = errors.New("agent: local store")
 // from a checked ledger entry (*store.Local: Recover): after the local
 // store was lost or damaged, the pool's ledger gives this device's
 // receipts back.
+// revoker is a Store that can withdraw a confirmed contribution whose
+// receipt the pool revoked (pool.KindRevocation).
+type revoker interface {
+	Revoke(ctx context.Context, lease, reason string) error
+}
+
 type recoverer interface {
 	Recover(ctx context.Context, poolURL string, e pool.Entry, reason string) (bool, error)
 }
 
 // applyEntry checks one ledger entry naming this device and records it:
 // a receipt confirms the contribution of its lease; a deviation or an
-// unverified task rejects it with the reason. An entry for a lease the
+// unverified task rejects it with the reason, and a revocation withdraws
+// its receipt. An entry for a lease the
 // store has no record of (a lost or damaged store) is recovered from the
 // entry when the Store can (recoverer). An entry that does not verify, or
 // names another peer or pool, is logged and ignored. The error is a Store
@@ -258,6 +265,8 @@ func (a *Agent) applyEntry(ctx context.Context, e pool.Entry) error {
 		reason = "deviation: " + orDefault(e.Reason, "a majority of owners agreed on other bytes")
 	case pool.KindUnverified:
 		reason = "unverified: " + orDefault(e.Reason, "no majority agreed within the replica limit")
+	case pool.KindRevocation:
+		reason = "receipt revoked: " + orDefault(e.Reason, "the task was computed again and others agreed on other bytes")
 	}
 	if reason != "" {
 		a.event("result of task %d of job %s rejected by pool %s: %s", e.Task, a.jobWords(e.Job), a.label(), reason)
@@ -268,6 +277,10 @@ func (a *Agent) applyEntry(ctx context.Context, e pool.Entry) error {
 			return a.cfg.Store.Confirm(ctx, e.Lease, e)
 		case pool.KindDeviation, pool.KindUnverified:
 			return a.cfg.Store.Reject(ctx, e.Lease, reason)
+		case pool.KindRevocation:
+			if r, ok := a.cfg.Store.(revoker); ok {
+				return r.Revoke(ctx, e.Lease, reason)
+			}
 		}
 		return nil
 	}

@@ -6,6 +6,8 @@ import (
 	"net"
 	"strings"
 	"time"
+
+	"idlepool/pool"
 )
 
 // DefaultListen is the address the coordinator listens on when
@@ -83,6 +85,10 @@ type Config struct {
 	// temporary files at once; a body that would pass it is answered 503.
 	// Default 2 GiB.
 	MaxSpoolBytes int64
+
+	// Trust holds the operator's rules on trust and sanctions (trusted
+	// owners, exclusion after repeated deviations); see pool.TrustConfig.
+	Trust pool.TrustConfig
 }
 
 // Defaults of the limits in Config.

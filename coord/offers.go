@@ -98,8 +98,8 @@ func listing(poolName string, v pool.JobView) offers.Listing {
 
 // selectJobs is the Scheduler's Select hook: the matchmaking of leases. A
 // peer is leased tasks only of jobs that offers.Match accepts both ways
-// against its live offer, the donor's preferred jobs first
-// (offers.RankJobs). A peer without a live offer is leased nothing: the
+// against its live offer, the donor's preferred jobs first and otherwise
+// in the Scheduler's fair-share order (offers.PreferJobs). A peer without a live offer is leased nothing: the
 // offer is what bounds a lease (memory, GPUs, hours), so nothing may be
 // leased before it is known (the lease handler refuses such a peer with
 // errNoOffer before the Scheduler is asked).
@@ -117,7 +117,7 @@ func (s *Server) selectJobs(p pool.Peer, jobs []pool.JobView) []job.ID {
 		}
 	}
 	var ids []job.ID
-	for _, l := range offers.RankJobs(o, matched) {
+	for _, l := range offers.PreferJobs(o, matched) {
 		ids = append(ids, l.Job)
 	}
 	return ids

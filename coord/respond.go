@@ -64,6 +64,8 @@ func errorStatus(err error) (status int, code string) {
 		return http.StatusForbidden, "not_merger"
 	case errors.Is(err, pool.ErrNotAllowed):
 		return http.StatusForbidden, "not_allowed"
+	case errors.Is(err, pool.ErrExcluded):
+		return http.StatusForbidden, "excluded"
 	case errors.Is(err, pool.ErrLeaseExpired):
 		return http.StatusGone, "lease_expired"
 	case errors.Is(err, pool.ErrJobCancelled):

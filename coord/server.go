@@ -125,6 +125,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 		Now:    cfg.Now,
 		Logger: cfg.Logger.With("component", "scheduler"),
 		Select: s.selectJobs,
+		Trust:  cfg.Trust,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("load pool state: %w", err)

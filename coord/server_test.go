@@ -613,12 +613,14 @@ func TestLeaseExpiry(t *testing.T) {
 }
 
 // TestLyingPeer has one peer return wrong bytes: the task is leased again
-// until a majority of owners agrees, the liar earns a deviation and no
+// until a majority of owners, one more than the quorum after the split,
+// agrees, the liar earns a deviation and no
 // receipt, and the merger sees only the agreed result.
 func TestLyingPeer(t *testing.T) {
 	ts := startServer(t, nil)
 	owner, honest1, liar, honest2 := newPeer(t, nil), newPeer(t, nil), newPeer(t, nil), newPeer(t, nil)
-	for _, p := range []*testPeer{owner, honest1, liar, honest2} {
+	honest3 := newPeer(t, nil)
+	for _, p := range []*testPeer{owner, honest1, liar, honest2, honest3} {
 		ts.register(t, p, "", http.StatusCreated)
 		ts.offer(t, p)
 	}
@@ -642,7 +644,8 @@ func TestLyingPeer(t *testing.T) {
 	}
 	compute(honest1, `{"x":1}`)
 	compute(liar, `{"x":666}`)
-	compute(honest2, `{"x":1}`) // the tie is broken by a third replica
+	compute(honest2, `{"x":1}`) // 2-1 after a split is a bare majority: one more
+	compute(honest3, `{"x":1}`) // three owners agree against one
 
 	var res Results
 	for deadline := time.Now().Add(10 * time.Second); len(res.Results) == 0 && time.Now().Before(deadline); {
@@ -655,7 +658,7 @@ func TestLyingPeer(t *testing.T) {
 	for _, e := range ts.downloadLedger(t, "") {
 		kinds[e.Peer] = e.Kind
 	}
-	want := map[string]string{honest1.ID(): pool.KindReceipt, honest2.ID(): pool.KindReceipt, liar.ID(): pool.KindDeviation}
+	want := map[string]string{honest1.ID(): pool.KindReceipt, honest2.ID(): pool.KindReceipt, honest3.ID(): pool.KindReceipt, liar.ID(): pool.KindDeviation}
 	if diff := cmp.Diff(want, kinds); diff != "" {
 		t.Errorf("ledger kinds per peer (-want +got):\n%s", diff)
 	}

@@ -121,6 +121,9 @@ func FromCanonical(canonical []byte, blob func(Digest) string) (*Job, error) {
 		m.Requirements.MemoryMiB, _ = req["memory_mib"].(int64)
 		m.Requirements.Prefer = str(req, "prefer")
 	}
+	if m.Verify, err = verifyFromCanonical(doc); err != nil {
+		return nil, bad("%v", err)
+	}
 	if err := m.normalise(); err != nil {
 		return nil, err
 	}

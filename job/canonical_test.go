@@ -35,7 +35,12 @@ gpu = true
 gpu_memory_mib = 8192
 gpu_compute_capability = "8.0"
 memory_mib = 512
-prefer = "memory"`,
+prefer = "memory"
+[verify]
+min_quorum = 1
+spot_check = 0.25
+trust_after = 7
+check_window = "15m"`,
 		"grid": `[split]
 rule = "grid"
 [split.grid]

@@ -43,6 +43,8 @@ type Manifest struct {
 	// Requirements says what a task needs from a machine, for matching
 	// jobs with capacity offers.
 	Requirements Requirements `toml:"requirements"`
+	// Verify asks for adaptive replication and spot checks (see Verify).
+	Verify Verify `toml:"verify"`
 
 	// Dir is the absolute directory of the manifest file (not from TOML).
 	Dir string `toml:"-"`
@@ -380,7 +382,10 @@ func (m *Manifest) normalise() error {
 	if err := m.Requirements.normalise(m); err != nil {
 		return err
 	}
-	return m.Policy.normalise(m)
+	if err := m.Policy.normalise(m); err != nil {
+		return err
+	}
+	return m.Verify.normalise(m)
 }
 
 func (p *Policy) normalise(m *Manifest) error {

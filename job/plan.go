@@ -251,6 +251,9 @@ func (j *Job) canonical() ([]byte, error) {
 	if p.StdoutMiB != DefaultStdoutMiB && p.StdoutMiB != 0 { // absent at the default: older IDs stay valid
 		doc["policy"].(map[string]any)["stdout_mib"] = int64(p.StdoutMiB)
 	}
+	if v := m.Verify.canonical(); v != nil {
+		doc["verify"] = v
+	}
 	return canonicalEncMode.Marshal(doc)
 }
 

@@ -72,3 +72,32 @@ func RankJobs(o Offer, ls []Listing) []Listing {
 	})
 	return out
 }
+
+// PreferJobs orders the listings as the donor of o prefers them (the
+// groups of RankJobs: accepted jobs, preferred owners, the others, refused
+// last) and keeps the given order within each group: a pool's
+// matchmaking passes its jobs in fair-share order and must not let the
+// job with the most tasks left take every lease. It sorts a copy and does
+// not filter.
+func PreferJobs(o Offer, ls []Listing) []Listing {
+	out := slices.Clone(ls)
+	a := o.Accept
+	slices.SortStableFunc(out, func(x, y Listing) int {
+		return cmp.Compare(prefGroup(a, x), prefGroup(a, y))
+	})
+	return out
+}
+
+// prefGroup is l's group in the donor's preferences: 0 accepted, 1
+// preferred owner, 2 others, 3 refused.
+func prefGroup(a Accept, l Listing) int {
+	switch {
+	case slices.Contains(a.AcceptJobs, l.Job):
+		return 0
+	case slices.Contains(a.RefuseJobs, l.Job), slices.Contains(a.RefuseOwners, l.Owner):
+		return 3
+	case slices.Contains(a.PreferOwners, l.Owner):
+		return 1
+	}
+	return 2
+}

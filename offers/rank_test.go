@@ -66,3 +66,24 @@ func TestRankJobs(t *testing.T) {
 		t.Errorf("order (-want +got):\n%s", diff)
 	}
 }
+
+// PreferJobs keeps the pool's order (fair share) within each of the
+// donor's groups: more tasks left is no reason to go first.
+func TestPreferJobs(t *testing.T) {
+	ls := []Listing{
+		{Job: job.ID{1}, Name: "small", Owner: "idx", TasksLeft: 5},
+		{Job: job.ID{2}, Name: "huge", Owner: "idy", TasksLeft: 1 << 32},
+		{Job: job.ID{3}, Name: "friend", Owner: "idfriend", TasksLeft: 1},
+		{Job: job.ID{4}, Name: "refused", Owner: "idrefused", TasksLeft: 900},
+		{Job: job.ID{5}, Name: "chosen", Owner: "idrefused", TasksLeft: 1},
+	}
+	o := Offer{Accept: Accept{AcceptJobs: []job.ID{{5}}, PreferOwners: []string{"idfriend"}, RefuseOwners: []string{"idrefused"}}}
+	var got []string
+	for _, l := range PreferJobs(o, ls) {
+		got = append(got, l.Name)
+	}
+	want := []string{"chosen", "friend", "small", "huge", "refused"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("order (-want +got):\n%s", diff)
+	}
+}

@@ -64,3 +64,7 @@ var (
 	// ErrLedger marks a ledger or entry that does not verify.
 	ErrLedger = errors.New("pool: ledger does not verify")
 )
+
+// ErrExcluded: the device, or its owner, is excluded from computing in the
+// pool for a while after repeated deviations (403); see ExcludedError.
+var ErrExcluded = errors.New("pool: excluded after repeated deviations")

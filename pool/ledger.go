@@ -17,7 +17,8 @@ import (
 // Ledger entry kinds.
 const (
 	// KindReceipt: the peer computed an accepted task (an ok outcome or a
-	// verified failure) and agreed with the majority; it earns Cost units.
+	// verified failure) and agreed with the majority; it earns Cost units
+	// (0 for a verified failure). A KindRevocation entry may revoke it.
 	KindReceipt = "receipt"
 	// KindDeviation: the peer returned a digest other than the one a
 	// majority of distinct owners agreed on; it earns nothing.
@@ -131,7 +132,7 @@ func ledgerErr(seq uint64, format string, args ...any) error {
 // the chain (see VerifyLedger). Errors are *LedgerError.
 func VerifyEntry(e Entry, coordinator ed25519.PublicKey) error {
 	switch e.Kind {
-	case KindReceipt, KindDeviation, KindUnverified:
+	case KindReceipt, KindDeviation, KindUnverified, KindRevocation:
 	default:
 		return ledgerErr(e.Seq, "unknown kind %q", e.Kind)
 	}

@@ -15,9 +15,10 @@ import (
 // sampleLedger returns a real ledger: receipts, a deviation and unverified
 // marks from a scheduler run.
 func sampleLedger(t *testing.T) ([]pool.Entry, *pooltest.Harness) {
-	h := newHarness(t, pool.NewMemStore(), func(c *pool.SchedulerConfig) { c.MaxReplicas = 3 })
+	h := newHarness(t, pool.NewMemStore(), func(c *pool.SchedulerConfig) { c.MaxReplicas = 4 })
 	alice := h.Device("alice", "alice-1")
 	b, c, d := h.Device("bob", "bob-1"), h.Device("carol", "carol-1"), h.Device("dave", "dave-1")
+	e := h.Device("erin", "erin-1")
 	h.Job("ledger", 2, pooltest.Policy{TaskCost: 0.1}, alice)
 	lb, lc := h.Lease(b, 2), h.Lease(c, 2)
 	h.Submit(lb[0], good(0))
@@ -25,11 +26,13 @@ func sampleLedger(t *testing.T) ([]pool.Entry, *pooltest.Harness) {
 	h.Submit(lb[1], pooltest.Result([]byte("x")))
 	h.Submit(lc[1], pooltest.Result([]byte("y")))
 	ld := h.Lease(d, 2)
-	h.Submit(ld[0], good(0))                      // task 0: receipts for b and d, a deviation for c
-	h.Submit(ld[1], pooltest.Result([]byte("z"))) // task 1: no majority within 3 replicas
+	h.Submit(ld[1], pooltest.Result([]byte("z"))) // task 1: three digests, no majority can form within 4 replicas
+	h.Submit(ld[0], good(0))                      // task 0: 2-1 after a split, a bare majority: one more
+	le := h.Lease(e, 2)
+	h.Submit(le[0], good(0)) // task 0: receipts for b, d and e, a deviation for c
 	es := h.Ledger()
-	if len(es) != 6 {
-		t.Fatalf("%d entries, want 6: %+v", len(es), summarize(es))
+	if len(es) != 7 {
+		t.Fatalf("%d entries, want 7: %+v", len(es), summarize(es))
 	}
 	return es, h
 }
@@ -112,12 +115,12 @@ func TestLedgerKinds(t *testing.T) {
 	for _, e := range es {
 		kinds = append(kinds, e.Kind)
 	}
-	want := []string{pool.KindReceipt, pool.KindDeviation, pool.KindReceipt, pool.KindUnverified, pool.KindUnverified, pool.KindUnverified}
+	want := []string{pool.KindUnverified, pool.KindUnverified, pool.KindUnverified, pool.KindReceipt, pool.KindDeviation, pool.KindReceipt, pool.KindReceipt}
 	if diff := cmp.Diff(want, kinds); diff != "" {
 		t.Errorf("kinds in ledger order (-want +got):\n%s", diff)
 	}
-	if es[0].Cost != 0.1 || es[1].Cost != 0 || es[3].Cost != 0 {
-		t.Errorf("costs %v %v %v: receipts carry the planner's cost, other entries none", es[0].Cost, es[1].Cost, es[3].Cost)
+	if es[3].Cost != 0.1 || es[4].Cost != 0 || es[0].Cost != 0 {
+		t.Errorf("costs %v %v %v: receipts carry the planner's cost, other entries none", es[3].Cost, es[4].Cost, es[0].Cost)
 	}
 }
 

@@ -39,6 +39,10 @@ type SchedulerConfig struct {
 	// Scheduler's lock held, so it must be quick, must not keep jobs and
 	// must not call the Scheduler. nil: every job, oldest first.
 	Select func(p Peer, jobs []JobView) []job.ID
+
+	// Trust holds the rules on trust and sanctions: established owners,
+	// exclusion after repeated deviations, the bound on unverified work.
+	Trust TrustConfig
 }
 
 // Defaults of SchedulerConfig.
@@ -68,9 +72,11 @@ const (
 //
 // The rules, from DESIGN.md invariants 3, 4, 6, 11-14:
 //
-//   - Pull: Lease gives whoever asks the lowest-index task of the oldest
-//     job that still needs a replica the peer may compute (with
-//     SchedulerConfig.Select: of the first job Select keeps). Tasks that
+//   - Pull: Lease gives whoever asks the lowest-index task of the first
+//     job by fair share (fairOrder: owners by usage over contribution,
+//     an owner's jobs oldest first) that still needs a replica the peer
+//     may compute (with SchedulerConfig.Select: of the first job Select
+//     keeps). Tasks that
 //     already have replicas (in flight or returned) come before fresh
 //     ones, so a task's replicas run in parallel on distinct peers and
 //     results arrive roughly in task order.
@@ -85,13 +91,15 @@ const (
 //     is handed back frees its replica for whoever asks next.
 //   - Redundancy replicas are leased at first. Digest D is accepted when
 //     the voters (distinct owners, or devices in "owner" pools) that
-//     returned D number at least quorum and are a strict majority of the
-//     voters that returned. Otherwise more replicas are leased, as many as
+//     returned D number at least quorum (one more once the voters
+//     disagree) and are a strict majority of the voters that returned.
+//     Adaptive replication, spot checks, held results, revocation and
+//     sanctions are in trust.go (see TrustConfig and job.Verify). Otherwise more replicas are leased, as many as
 //     could still make the leading digest win, up to MaxReplicas; when no
 //     digest can win within MaxReplicas the task ends unverified.
 //   - A majority on a "failed" digest (same failure reason) is a verified
 //     failure: outcome "failed", reported to the merger, receipts issued
-//     because the work was done and agreed on. Only a deterministic failure
+//     at cost 0 because the work was agreed on but not completed. Only a deterministic failure
 //     can be one: a failure that depends on the machine (Submission.Machine:
 //     a timeout, a dead worker) is no vote and earns nothing. Its task is
 //     leased again, and not to the device that reported it for the job's
@@ -131,6 +139,8 @@ type Scheduler struct {
 
 	committedCh   chan struct{} // closed at the next commit (WaitResults); nil until asked for
 	deadlinesKept int           // len(deadlines) after its last compaction (sched_archive.go)
+
+	trust *trustState // devices' and owners' records (trust.go)
 }
 
 // jobState is one job in memory. Tasks below next that are not in active
@@ -154,6 +164,12 @@ type jobState struct {
 	batch       *pending // the batch that inserted the job
 	ackBatch    *pending // the batch of the last acknowledgement
 	cancelBatch *pending // the batch that cancelled the job
+
+	// trust.go and fairshare.go
+	ver       job.Verify // the manifest's [verify] table
+	held      int        // tasks accepted alone whose results are held back
+	trust     *trustState
+	deviators map[string]bool // owners with a deviation in this job
 }
 
 // taskState is an undecided task that has, or had, replicas.
@@ -163,6 +179,9 @@ type taskState struct {
 	returned []*replica // in return order
 	machine  []*replica // machine-failed, in return order; never votes
 	wanting  bool       // listed in jobState.want
+	single   bool       // leased to a trusted device alone (adaptive replication)
+	prov     *replica   // the replica that computed it alone, once returned
+	provMode int        // provHeld, provOpen or provCaught while prov is set
 }
 
 // replica is one lease and its submission. rec.Version is the version of
@@ -172,6 +191,10 @@ type replica struct {
 	js    *jobState
 	ts    *taskState // nil once settled (the task was decided or the lease ended)
 	batch *pending   // the batch of the newest change
+
+	counted bool    // counts toward its device's outstanding replicas
+	order   int64   // when it was leased, among this run's leases (0: before a restart)
+	cost    float64 // the receipt's cost, for a provisional replica
 }
 
 // NewScheduler rebuilds the scheduler's state from cfg.Store (see Store
@@ -201,6 +224,7 @@ func NewScheduler(ctx context.Context, cfg SchedulerConfig) (*Scheduler, error) 
 		cfg: cfg, log: log, store: cfg.Store,
 		peers: map[string]Peer{}, peerBatch: map[string]*pending{}, jobs: map[job.ID]*jobState{}, leases: map[string]*replica{},
 		kick: make(chan struct{}, 1), full: make(chan struct{}, 1),
+		trust: newTrustState(cfg.Trust),
 	}
 	s.pend = newPending()
 	snap, err := cfg.Store.Load(ctx)
@@ -282,13 +306,26 @@ func (s *Scheduler) restore(ctx context.Context, snap *Snapshot) error {
 		case ReplicaLeased:
 			ts := js.task(rec.Task)
 			r.ts = ts
+			if r.counted = !js.ownerOnly(); r.counted {
+				s.trust.device(rec.Peer).outstanding++
+			}
 			ts.live = append(ts.live, r)
 			js.leased++
 			heap.Push(&s.deadlines, deadlineItem{rec.Deadline, r})
 		case ReplicaReturned:
 			ts := js.task(rec.Task)
 			r.ts = ts
+			if r.counted = !js.ownerOnly(); r.counted {
+				s.trust.device(rec.Peer).outstanding++
+			}
 			ts.returned = append(ts.returned, r)
+		case ReplicaProvisional:
+			// Its check window is not known after a restart: it votes,
+			// and one more agreeing replica decides its task.
+			ts := js.task(rec.Task)
+			r.ts = ts
+			ts.returned = append(ts.returned, r)
+			ts.prov, ts.provMode = r, provOpen
 		case ReplicaMachineFailed:
 			ts := js.task(rec.Task)
 			if len(ts.machine) == 0 {
@@ -322,7 +359,7 @@ func (s *Scheduler) newJobState(rec JobRecord, j *job.Job) *jobState {
 		maxRep = pol.Redundancy + DefaultExtraReplicas
 	}
 	maxRep = max(maxRep, pol.Redundancy)
-	return &jobState{rec: rec, j: j, pol: pol, maxReplicas: maxRep, tasks: j.NumTasks(), active: map[int64]*taskState{}}
+	return &jobState{rec: rec, j: j, pol: pol, maxReplicas: maxRep, tasks: j.NumTasks(), active: map[int64]*taskState{}, ver: j.Manifest.Verify, trust: s.trust}
 }
 
 // task returns active task i, creating it.
@@ -704,7 +741,7 @@ func (s *Scheduler) Status(id job.ID) (JobStatus, error) {
 	if !ok {
 		return JobStatus{}, fmt.Errorf("status of job %s: %w", id, ErrUnknownJob)
 	}
-	return js.status(), nil
+	return s.statusOf(js), nil
 }
 
 // Seeking returns the jobs that still have tasks without an outcome and
@@ -729,7 +766,7 @@ func (s *Scheduler) Jobs() []JobStatus {
 	defer s.mu.Unlock()
 	out := make([]JobStatus, 0, len(s.queue))
 	for _, js := range s.queue {
-		out = append(out, js.status())
+		out = append(out, s.statusOf(js))
 	}
 	return out
 }
@@ -867,6 +904,8 @@ func (s *Scheduler) endLease(r *replica, state string) {
 	ts.live = removeReplica(ts.live, r)
 	js.leased--
 	r.rec.State, r.ts = state, nil
+	s.unclaim(r)
+	ts.unsingle()
 	s.putReplica(r)
 	js.update(ts)
 }

@@ -103,7 +103,10 @@ type JobStatus struct {
 	Retrying int64 `json:"retrying,omitempty"`
 	// Trouble names the undecided task that failed that way most often,
 	// for people: "task 17 timed out on 5 devices (after 6 it ends
-	// unverified)"; "" when Retrying is 0.
+	// unverified)"; when Retrying is 0, why the job cannot reach its
+	// quorum with the devices connected, if it cannot ("needs devices of
+	// 2 owners to agree on each task; 1 other owner's devices are
+	// connected"); else "".
 	Trouble string `json:"trouble,omitempty"`
 }
 

@@ -50,6 +50,7 @@ func (s *Scheduler) Cancel(ctx context.Context, peer string, id job.ID) error {
 				js.leased--
 			}
 			r.rec.State, r.rec.Result, r.ts = ReplicaWithdrawn, nil, nil
+			s.unclaim(r)
 			s.putReplica(r)
 			withdrawn++
 		}

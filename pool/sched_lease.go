@@ -43,15 +43,33 @@ func (s *Scheduler) Lease(ctx context.Context, peer string, max int) ([]Lease, e
 	}
 	now := s.now()
 	s.expireDue(now)
+	s.closeWindows(now)
+	s.asked(p, now)
+	if until := s.trust.excludedUntil(p, now); !until.IsZero() {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("lease for %s: %w", peer, &ExcludedError{Peer: peer, Until: until})
+	}
 	var (
 		out []Lease
 		w   *pending
 	)
 	order := s.order(p)
+	// A device holds at most as many undecided replicas of other owners'
+	// jobs as its record allows, so a newcomer that lies cannot take a
+	// whole job at once.
+	room := s.trust.room(p.ID)
+	if room <= 0 {
+		order = slices.DeleteFunc(order, func(js *jobState) bool { return !js.ownerOnly() })
+	}
 	for len(out) < max {
 		js, ts := s.pick(p, order, now)
 		if ts == nil {
 			break
+		}
+		if !js.ownerOnly() {
+			if room--; room <= 0 {
+				order = slices.DeleteFunc(order, func(js *jobState) bool { return !js.ownerOnly() })
+			}
 		}
 		r := s.grant(js, ts, p, now)
 		out = append(out, Lease{ID: r.rec.Lease, Job: r.rec.Job, Task: r.rec.Task, Peer: p.ID, Deadline: r.rec.Deadline})
@@ -65,7 +83,8 @@ func (s *Scheduler) Lease(ctx context.Context, peer string, max int) ([]Lease, e
 }
 
 // order returns the jobs p may be leased tasks of, in the order to try:
-// the unfinished jobs p may compute by their policies, oldest first, then
+// the unfinished jobs p may compute by their policies, in fair-share
+// order (fairOrder), then
 // filtered and reordered by SchedulerConfig.Select when set; s.mu is held.
 func (s *Scheduler) order(p Peer) []*jobState {
 	var jobs []*jobState
@@ -74,6 +93,7 @@ func (s *Scheduler) order(p Peer) []*jobState {
 			jobs = append(jobs, js)
 		}
 	}
+	s.fairOrder(jobs, s.now())
 	if s.cfg.Select == nil || len(jobs) == 0 {
 		return jobs
 	}
@@ -101,8 +121,9 @@ func (s *Scheduler) pick(p Peer, order []*jobState, now time.Time) (*jobState, *
 		if js.complete() {
 			continue
 		}
+		s.closeJobWindows(js)
 		for _, i := range js.want {
-			if ts := js.active[i]; js.eligible(ts, p) && !ts.held(p, now) {
+			if ts := js.active[i]; js.eligible(ts, p) && !ts.held(p, now) && js.admits(ts, p) {
 				return js, ts
 			}
 		}
@@ -165,6 +186,9 @@ func (js *jobState) tally(ts *taskState) (lead *replica, c, n int) {
 	var voters []string
 	var firsts []*replica
 	for _, r := range ts.returned {
+		if r == ts.prov && ts.provMode == provCaught {
+			continue // its device was caught deviating: it does not vote
+		}
 		v := js.voter(r)
 		dup := false
 		for _, x := range voters {
@@ -190,17 +214,28 @@ func (js *jobState) tally(ts *taskState) (lead *replica, c, n int) {
 	return lead, c, len(firsts)
 }
 
-// needed is how many more agreeing votes the leading digest needs to win:
-// c+x >= quorum and 2(c+x) > n+x.
-func (js *jobState) needed(c, n int) int {
-	return max(js.pol.Quorum-c, n-2*c+1)
+// needed is how many more agreeing votes the leading digest needs to win
+// under quorum q: c+x >= q and 2(c+x) > n+x.
+func (js *jobState) needed(q, c, n int) int {
+	return max(q-c, n-2*c+1)
 }
 
 // wants is how many more replicas of ts should be leased now.
 func (js *jobState) wants(ts *taskState) int {
-	_, c, n := js.tally(ts)
+	if ts.prov != nil && ts.provMode == provHeld {
+		return 0 // accepted alone, waiting for its check window
+	}
+	lead, c, n := js.tally(ts)
+	q := js.quorumOf(ts, c, n)
+	red := js.pol.Redundancy
+	if ts.single && ts.prov == nil {
+		red = js.ver.MinQuorum
+	}
+	need := max(js.needed(q, c, n), red-n)
+	if need <= 0 && !js.leadEstablished(ts, lead) {
+		need = 1 // a quorum of newcomers: an established owner must agree too
+	}
 	live := len(ts.live)
-	need := max(js.needed(c, n), js.pol.Redundancy-n)
 	room := js.maxReplicas - len(ts.returned) - live
 	return max(min(need-live, room), 0)
 }
@@ -211,6 +246,17 @@ func (s *Scheduler) grant(js *jobState, ts *taskState, p Peer, now time.Time) *r
 		Lease: newLeaseID(), Job: js.rec.ID, Task: ts.index, Peer: p.ID, Owner: p.Owner,
 		State: ReplicaLeased, Created: now, Deadline: now.Add(js.pol.LeaseTimeout.Duration),
 	}}
+	if js.adaptive() && len(ts.live)+len(ts.returned) == 0 {
+		// Chosen here, from a secret, so that the device cannot tell
+		// whether another device computes the same task.
+		ts.single = s.trust.trusted(js, p) && !s.trust.spotCheck(js.rec.ID, ts.index, p.ID, js.ver.SpotCheck)
+	}
+	s.trust.orders++
+	r.order, r.counted = s.trust.orders, !js.ownerOnly()
+	if r.counted {
+		s.trust.device(p.ID).outstanding++
+	}
+	s.used(js, ts.index, now)
 	ts.live = append(ts.live, r)
 	js.leased++
 	s.leases[r.rec.Lease] = r
@@ -353,7 +399,7 @@ func (s *Scheduler) Submit(ctx context.Context, peer, lease string, sub Submissi
 	r, err := s.lookup(peer, lease)
 	if err == nil && r.rec.State != ReplicaLeased {
 		switch r.rec.State {
-		case ReplicaReturned, ReplicaAgreed, ReplicaDeviated, ReplicaUnverified, ReplicaMachineFailed:
+		case ReplicaReturned, ReplicaAgreed, ReplicaDeviated, ReplicaUnverified, ReplicaMachineFailed, ReplicaProvisional:
 			if r.rec.Digest == sub.Digest {
 				w := r.batch // the first submission may still be committing
 				s.mu.Unlock()
@@ -409,6 +455,8 @@ func (s *Scheduler) machineFailed(r *replica, sub Submission) {
 	ts, js := r.ts, r.js
 	ts.live = removeReplica(ts.live, r)
 	js.leased--
+	s.unclaim(r)
+	ts.unsingle()
 	if len(ts.machine) == 0 {
 		js.retrying++
 	}
@@ -419,6 +467,9 @@ func (s *Scheduler) machineFailed(r *replica, sub Submission) {
 	s.log.Info("Task failed on a device for a reason of the device", "lease", r.rec.Lease,
 		"job", js.rec.ID.String(), "task", ts.index, "peer", r.rec.Peer, "failures", len(ts.machine), "reason", sub.Reason)
 	if len(ts.machine) >= js.maxReplicas {
+		if ts.prov != nil && ts.provMode == provHeld {
+			return // decided alone already; the hold decides it
+		}
 		_, c, n := js.tally(ts)
 		s.decide(js, ts, OutcomeUnverified, nil, c, n)
 		return
@@ -431,14 +482,19 @@ func (s *Scheduler) machineFailed(r *replica, sub Submission) {
 // held.
 func (s *Scheduler) decideIfReady(js *jobState, ts *taskState) {
 	lead, c, n := js.tally(ts)
+	q := js.quorumOf(ts, c, n)
 	switch {
-	case c >= js.pol.Quorum && 2*c > n:
+	case c >= q && 2*c > n && js.leadEstablished(ts, lead):
+		if ts.single && ts.prov == nil && n == c {
+			s.provisional(js, ts, lead)
+			return
+		}
 		status := OutcomeOK
 		if lead.rec.Failed {
 			status = OutcomeFailed
 		}
 		s.decide(js, ts, status, lead, c, n)
-	case js.needed(c, n) > js.maxReplicas-len(ts.returned):
+	case js.needed(q, c, n) > js.maxReplicas-len(ts.returned):
 		s.decide(js, ts, OutcomeUnverified, nil, c, n)
 	default:
 		js.update(ts)
@@ -473,36 +529,81 @@ func (s *Scheduler) decide(js *jobState, ts *taskState, status string, lead *rep
 	p.after = append(p.after, func() { js.committed = max(js.committed, seq) })
 
 	entries := !js.ownerOnly()
+	// A verified failure earns a receipt for the agreement but not the
+	// cost of a completed task: a program that fails at once on every
+	// task must not pay out as if the work were done.
 	var cost float64
-	if entries && status != OutcomeUnverified {
+	if entries && status == OutcomeOK {
 		cost = js.j.Cost(js.j.Task(ts.index))
 	}
-	now := s.now().UnixMilli()
+	at := s.now()
+	now := at.UnixMilli()
+	// Checked: at least two distinct voters returned, so agreeing counts
+	// toward a device's record and deviating against it.
+	checked := n >= 2 && status != OutcomeUnverified
+	withEstablished := false
+	var agreed, deviated []*replica
 	for _, r := range ts.returned {
+		if r.rec.Digest == digest && s.trust.owner(r.rec.Owner).established && (r != ts.prov || ts.provMode != provCaught) {
+			withEstablished = true
+		}
+	}
+	for _, r := range ts.returned {
+		s.unclaim(r)
 		e := Entry{Pool: s.cfg.Pool, Job: js.rec.ID, Task: ts.index, Peer: r.rec.Peer, Owner: r.rec.Owner,
 			Lease: r.rec.Lease, Digest: r.rec.Digest, Time: now}
+		prov := r == ts.prov
 		switch {
+		case prov && (status == OutcomeUnverified || r.rec.Digest == digest):
+			// Computed alone and confirmed (or nobody can tell): the
+			// receipt it earned stands; no second one.
+			r.rec.State, e.Kind = ReplicaAgreed, ""
+			if status == OutcomeUnverified {
+				r.rec.State = ReplicaUnverified
+			}
 		case status == OutcomeUnverified:
 			r.rec.State, e.Kind, e.Reason = ReplicaUnverified, KindUnverified, v.Reason
 		case r.rec.Digest == digest:
 			r.rec.State, e.Kind, e.Cost, e.Reason = ReplicaAgreed, KindReceipt, cost, r.rec.Reason
+			if r.rec.Failed {
+				e.Reason = "verified failure (earns no cost): " + r.rec.Reason
+			}
+			if checked {
+				agreed = append(agreed, r)
+			}
 		default:
 			r.rec.State, e.Kind = ReplicaDeviated, KindDeviation
 			e.Reason = fmt.Sprintf("returned %s; %d of %d distinct voters agreed on %s", r.rec.Digest, c, n, digest)
+			if prov {
+				e.Reason = fmt.Sprintf("computed alone and returned %s; computed again, %d of %d distinct voters agreed on %s",
+					r.rec.Digest, c, n, digest)
+			}
 			s.log.Warn("Replica deviated", "lease", r.rec.Lease, "job", js.rec.ID.String(), "task", ts.index,
 				"peer", r.rec.Peer, "owner", r.rec.Owner, "digest", r.rec.Digest.String(), "accepted", digest.String())
+			deviated = append(deviated, r)
 		}
 		r.rec.Result, r.ts = nil, nil
 		s.putReplica(r)
-		if entries {
+		if entries && e.Kind != "" {
 			s.appendEntry(e)
+			if e.Kind == KindReceipt {
+				s.trust.owner(r.rec.Owner).contributed.add(e.Cost, at)
+			}
+		}
+		if entries && prov && r.rec.State == ReplicaDeviated {
+			s.revoke(js, ts, r, at)
 		}
 	}
 	for _, r := range ts.live {
 		r.rec.State, r.ts = ReplicaCancelled, nil
 		js.leased--
+		s.unclaim(r)
 		s.putReplica(r)
 	}
+	if ts.prov != nil && ts.provMode == provHeld {
+		js.held--
+	}
+	ts.prov = nil
 	delete(js.active, ts.index)
 	if ts.wanting {
 		i := sort.Search(len(js.want), func(k int) bool { return js.want[k] >= ts.index })
@@ -516,6 +617,12 @@ func (s *Scheduler) decide(js *jobState, ts *taskState, status string, lead *rep
 	}
 	if js.complete() {
 		s.log.Info("Job complete", "job", js.rec.ID.String(), "accepted", js.accepted, "failed", js.failed)
+	}
+	for _, r := range deviated {
+		s.deviated(r, at)
+	}
+	for _, r := range agreed {
+		s.agreedChecked(js, r, withEstablished)
 	}
 }
 

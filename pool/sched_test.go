@@ -95,6 +95,7 @@ func TestSchedLyingPeer(t *testing.T) {
 	bob := h.Device("bob", "bob-1")
 	liar := h.Device("mallory", "mallory-1")
 	carol := h.Device("carol", "carol-1")
+	dave := h.Device("dave", "dave-1")
 	j := h.Job("liar", 1, pooltest.Policy{}, alice)
 
 	lb, lm := h.Lease(bob, 1), h.Lease(liar, 1)
@@ -111,6 +112,16 @@ func TestSchedLyingPeer(t *testing.T) {
 		t.Fatalf("carol's leases (-want +got):\n%s", diff)
 	}
 	h.Submit(lc[0], good(0))
+	// 2-1 after a split is a bare majority: the task needs one more
+	// agreeing owner before anyone is marked deviating.
+	if got := h.Results(alice, j.ID); len(got) != 0 {
+		t.Fatalf("decided by a bare majority after a split: %+v", got)
+	}
+	ld := h.Lease(dave, 1)
+	if diff := cmp.Diff([]int64{0}, tasksOf(ld)); diff != "" {
+		t.Fatalf("dave's leases (-want +got):\n%s", diff)
+	}
+	h.Submit(ld[0], good(0))
 	want := []pool.Verified{{Seq: 1, Task: 0, Status: pool.OutcomeOK, Result: good(0).Result}}
 	if diff := cmp.Diff(want, h.Results(alice, j.ID)); diff != "" {
 		t.Errorf("results (-want +got):\n%s", diff)
@@ -119,6 +130,7 @@ func TestSchedLyingPeer(t *testing.T) {
 		{Kind: pool.KindReceipt, Peer: bob, Cost: 1},
 		{Kind: pool.KindDeviation, Peer: liar},
 		{Kind: pool.KindReceipt, Peer: carol, Cost: 1},
+		{Kind: pool.KindReceipt, Peer: dave, Cost: 1},
 	})
 	if diff := cmp.Diff(wantE, summarize(h.Ledger())); diff != "" {
 		t.Errorf("ledger (-want +got):\n%s", diff)
@@ -172,7 +184,9 @@ func TestSchedVerifiedFailure(t *testing.T) {
 	if diff := cmp.Diff(want, h.Results(alice, j.ID)); diff != "" {
 		t.Errorf("results (-want +got):\n%s", diff)
 	}
-	wantE := summarize([]pool.Entry{{Kind: pool.KindReceipt, Peer: bob, Cost: 1}, {Kind: pool.KindReceipt, Peer: carol, Cost: 1}})
+	// The agreement earns a receipt, but not the declared cost of a
+	// completed task: a program that fails at once must not pay out.
+	wantE := summarize([]pool.Entry{{Kind: pool.KindReceipt, Peer: bob, Cost: 0}, {Kind: pool.KindReceipt, Peer: carol, Cost: 0}})
 	if diff := cmp.Diff(wantE, summarize(h.Ledger())); diff != "" {
 		t.Errorf("ledger (-want +got):\n%s", diff)
 	}
@@ -183,7 +197,7 @@ func TestSchedVerifiedFailure(t *testing.T) {
 }
 
 func TestSchedUnverified(t *testing.T) {
-	h := newHarness(t, pool.NewMemStore(), func(c *pool.SchedulerConfig) { c.MaxReplicas = 3 })
+	h := newHarness(t, pool.NewMemStore(), func(c *pool.SchedulerConfig) { c.MaxReplicas = 4 })
 	alice := h.Device("alice", "alice-1")
 	peers := []string{h.Device("bob", "bob-1"), h.Device("carol", "carol-1"), h.Device("dave", "dave-1"), h.Device("erin", "erin-1")}
 	j := h.Job("unverified", 1, pooltest.Policy{}, alice)
@@ -206,12 +220,15 @@ func TestSchedUnverified(t *testing.T) {
 	}
 }
 
-// Two replicas agree, a third disagrees with both, then a fourth settles
-// it: the majority rule counts every voter that returned.
+// Two replicas disagree; a third agrees with one of them, which is a
+// bare majority after a split, so a fourth settles it: the majority rule
+// counts every voter that returned, and a disputed task needs one more
+// agreeing voter than the quorum.
 func TestSchedMajorityNeedsStrictMajority(t *testing.T) {
 	h := newHarness(t, pool.NewMemStore(), nil)
 	alice := h.Device("alice", "alice-1")
 	b, c, d := h.Device("bob", "bob-1"), h.Device("carol", "carol-1"), h.Device("dave", "dave-1")
+	e := h.Device("erin", "erin-1")
 	j := h.Job("majority", 1, pooltest.Policy{Redundancy: 3, Quorum: 2}, alice)
 	lb, lc, ld := h.Lease(b, 1), h.Lease(c, 1), h.Lease(d, 1)
 	h.Submit(lb[0], pooltest.Result([]byte("x")))
@@ -220,6 +237,10 @@ func TestSchedMajorityNeedsStrictMajority(t *testing.T) {
 		t.Fatalf("decided on a 1:1 split: %+v", got)
 	}
 	h.Submit(ld[0], pooltest.Result([]byte("y")))
+	if got := h.Results(alice, j.ID); len(got) != 0 {
+		t.Fatalf("decided on a bare 2:1 majority after a split: %+v", got)
+	}
+	h.Submit(h.Lease(e, 1)[0], pooltest.Result([]byte("y")))
 	got := h.Results(alice, j.ID)
 	if len(got) != 1 || string(got[0].Result) != "y" {
 		t.Fatalf("results %+v", got)
@@ -533,11 +554,14 @@ func TestSchedSelect(t *testing.T) {
 			defer mu.Unlock()
 			var names []string
 			var ids []job.ID
-			for i := len(jobs) - 1; i >= 0; i-- { // newest first
-				v := jobs[i]
+			for _, v := range jobs {
 				names = append(names, v.Job.Manifest.Name)
-				if gpuJob != nil && v.Job.Manifest.Name == *gpuJob && p.ID == bobID {
-					continue // bob offers no GPU
+				if gpuJob != nil && v.Job.Manifest.Name == *gpuJob {
+					if p.ID == bobID {
+						continue // bob offers no GPU
+					}
+					ids = append([]job.ID{v.Job.ID}, ids...) // GPU jobs first for GPU devices
+					continue
 				}
 				ids = append(ids, v.Job.ID)
 			}
@@ -567,13 +591,13 @@ func TestSchedSelect(t *testing.T) {
 	}
 	lc := h.Lease(carol, 1)
 	if len(lc) != 1 || lc[0].Job != gpu.ID {
-		t.Errorf("carol's first lease %+v: want a task of the newer job, which Select ranks first", lc)
+		t.Errorf("carol's first lease %+v: want a task of the gpu job, which Select ranks first", lc)
 	}
 	if ls := h.Lease(alice, 10); len(ls) != 0 {
 		t.Errorf("the owner's device got leases %v: Select must not widen who may compute", tasksOf(ls))
 	}
 	mu.Lock()
-	if diff := cmp.Diff([]string{"gpu", "cpu"}, seen[0]); diff != "" {
+	if diff := cmp.Diff([]string{"cpu", "gpu"}, seen[0]); diff != "" { // equal usage: oldest first
 		t.Errorf("Select saw (-want +got):\n%s", diff)
 	}
 	mu.Unlock()

@@ -203,6 +203,26 @@ func (l *Local) Reject(ctx context.Context, lease, reason string) error {
 	return fmt.Errorf("reject %s: %w: it is %s", lease, ErrConflict, c.State)
 }
 
+// Revoke records that the pool revoked the receipt of lease (a
+// pool.KindRevocation entry: the task, computed alone, was computed again
+// and others agreed on other bytes): a confirmed or pending contribution
+// becomes rejected with reason, and no longer counts in History. Revoking
+// a rejected one is nil. Errors: ErrNotFound.
+func (l *Local) Revoke(ctx context.Context, lease, reason string) error {
+	res, err := l.db.ExecContext(ctx, `UPDATE contributions SET state = 'rejected', reason = ?
+		WHERE lease = ? AND state IN ('pending', 'confirmed')`, reason, lease)
+	if err != nil {
+		return fmt.Errorf("revoke %s: %w", lease, classify(err))
+	}
+	if n, _ := res.RowsAffected(); n == 1 {
+		return nil
+	}
+	if _, err := l.get(ctx, lease); err != nil {
+		return fmt.Errorf("revoke %s: %w", lease, classify(err))
+	}
+	return nil
+}
+
 // Recover records a contribution this device has no row of (a lost or
 // damaged store, see OpenLocalRepairing) from ledger entry e of the pool
 // at poolURL, which the caller has checked with pool.VerifyEntry against

@@ -112,6 +112,18 @@ func TestLocalLifecycle(t *testing.T) {
 	if err := l.Confirm(ctx, "nope", ra); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("Confirm of an unknown lease: %v", err)
 	}
+	// A receipt the pool revoked no longer counts.
+	if err := l.Confirm(ctx, "l3", receipt(t, c, 10, 4)); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // again: nil
+		if err := l.Revoke(ctx, "l3", "revoked: computed again, others agreed on other bytes"); err != nil {
+			t.Fatalf("Revoke: %v", err)
+		}
+	}
+	if err := l.Revoke(ctx, "nope", "x"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Revoke of an unknown lease: %v", err)
+	}
 
 	// Reopen: everything is still there.
 	l.Close()
@@ -126,7 +138,7 @@ func TestLocalLifecycle(t *testing.T) {
 	}
 	want := []store.DaySummary{
 		{Pool: "http://a", Day: "2026-03-01", Confirmed: 1, Rejected: 1, ConfirmedCost: 2.5},
-		{Pool: "http://a", Day: "2026-03-02", Pending: 1},
+		{Pool: "http://a", Day: "2026-03-02", Rejected: 1},
 		{Pool: "http://b", Day: "2026-03-02", Pending: 1},
 	}
 	if diff := cmp.Diff(want, hist); diff != "" {
@@ -148,7 +160,7 @@ func TestLocalLifecycle(t *testing.T) {
 		t.Errorf("Contributions newest first (-want +got):\n%s", diff)
 	}
 	rej, _ := l.Contributions(ctx, store.Filter{State: store.StateRejected})
-	if len(rej) != 1 || rej[0].Reason != "deviation: a majority returned another result" {
+	if len(rej) != 2 || rej[1].Reason != "deviation: a majority returned another result" || rej[0].Lease != "l3" {
 		t.Errorf("rejected: %+v", rej)
 	}
 }

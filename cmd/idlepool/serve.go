@@ -10,6 +10,7 @@ import (
 	"idlepool/coord"
 	"idlepool/home"
 	"idlepool/identity"
+	"idlepool/pool"
 	"idlepool/store"
 )
 
@@ -20,6 +21,9 @@ func cmdServe(ctx context.Context, g *globals, args []string) error {
 	name := fs.String("pool", "default", "the pool's `NAME`, written into every receipt")
 	invite := fs.String("invite", "", "make the pool invite-only with this `TOKEN` (at least 16 characters)")
 	allow := fs.String("allow-owner", "", "comma-separated owner `IDs` whose devices may join without a token")
+	trusted := fs.String("trusted-owners", "", "comma-separated owner `IDs` established from the start (the operator's own); while one is, two new owners never form a quorum together")
+	excludeAfter := fs.Int("exclude-after", pool.DefaultExcludeAfter, "exclude a device and its owner from computing after `N` deviations within --exclude-for")
+	excludeFor := fs.Duration("exclude-for", pool.DefaultExcludeFor, "how long an exclusion after repeated deviations lasts (`D`)")
 	maxConns := fs.Int("max-conns", 0, "hold at most `N` client connections; at the limit a new one closes the idlest or slowest (default: what the file limit allows, at most 4096)")
 	headerTimeout := fs.Duration("header-timeout", coord.DefaultReadHeaderTimeout, "close a connection whose request headers take longer than `D`")
 	bodyTimeout := fs.Duration("body-timeout", coord.DefaultBodyTimeout, "let a request body take `D` beyond what --min-body-rate needs")
@@ -53,6 +57,18 @@ func cmdServe(ctx context.Context, g *globals, args []string) error {
 	cfg := coord.Config{Listen: *listen, DataDir: *data, Pool: *name, InviteToken: *invite, Logger: g.daemonLogger(),
 		MaxConns: *maxConns, ReadHeaderTimeout: *headerTimeout, BodyTimeout: *bodyTimeout, MinBodyRate: *minRate << 10,
 		IdleTimeout: *idleTimeout, MaxBodyMemory: *bodyMemory << 20, MaxSpoolBytes: *spool << 20}
+	if *excludeAfter < 1 {
+		return &userError{Msg: fmt.Sprintf("--exclude-after %d: want at least 1 deviation", *excludeAfter), Hint: "see 'idlepool serve --help'", Cause: errUsage}
+	}
+	if *excludeFor <= 0 {
+		return &userError{Msg: fmt.Sprintf("--exclude-for %s: want a positive duration such as 24h", *excludeFor), Hint: "see 'idlepool serve --help'", Cause: errUsage}
+	}
+	cfg.Trust = pool.TrustConfig{ExcludeAfter: *excludeAfter, ExcludeFor: *excludeFor}
+	for o := range strings.SplitSeq(*trusted, ",") {
+		if o = strings.TrimSpace(o); o != "" {
+			cfg.Trust.TrustedOwners = append(cfg.Trust.TrustedOwners, o)
+		}
+	}
 	for o := range strings.SplitSeq(*allow, ",") {
 		if o = strings.TrimSpace(o); o != "" {
 			cfg.AllowOwners = append(cfg.AllowOwners, o)

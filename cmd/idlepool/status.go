@@ -73,6 +73,8 @@ func cmdStatus(ctx context.Context, g *globals, args []string) error {
 	if st.Retrying > 0 {
 		fmt.Fprintf(w, "retrying %s that failed on a device for a reason of the device (timeout, dead worker), leased again to others: %s\n",
 			plural(st.Retrying, "task"), st.Trouble)
+	} else if st.Trouble != "" {
+		fmt.Fprintf(w, "blocked  %s\n", st.Trouble) // the quorum it cannot reach with the devices connected
 	}
 	fmt.Fprintf(w, "merged   %d of %d outcomes taken by the merger\n", st.Acked, st.Accepted+st.Failed)
 	fmt.Fprintf(w, "quorum   %d agreeing replicas of distinct owners (%d leased at first)\n", st.Quorum, st.Redundancy)

@@ -72,6 +72,7 @@ type Policy struct {
 	Participants       string
 	TaskCost           float64
 	LeaseTimeout       time.Duration
+	Verify             string // the [verify] table's lines, e.g. "min_quorum = 1\n"; "" for none
 }
 
 // Job plans a job named name with tasks "range" tasks and policy pol,
@@ -98,6 +99,9 @@ func Job(tb testing.TB, b *Blobs, dir, name string, tasks int64, pol Policy) *jo
 	}
 	if pol.LeaseTimeout > 0 {
 		text += fmt.Sprintf("lease_timeout = %q\n", pol.LeaseTimeout.String())
+	}
+	if pol.Verify != "" {
+		text += "\n[verify]\n" + pol.Verify
 	}
 	m, err := job.ParseManifest(name+".toml", dir, []byte(text))
 	if err != nil {

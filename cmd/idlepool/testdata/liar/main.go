@@ -1,0 +1,146 @@
+// Command liar is a donor that lies, for the pool tests. It joins a pool
+// over HTTP as `idlepool join` does (its own device and owner keys, a
+// signed capacity offer) and answers tasks of jobs whose program is the
+// `params` test program, whose result is the task's params: it returns
+// them honestly for its first -honest tasks, to earn the pool's trust,
+// and -lie for every task after that. It never runs a program.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"idlepool/agent"
+	"idlepool/identity"
+	"idlepool/idle"
+	"idlepool/job"
+	"idlepool/offers"
+	"idlepool/pool"
+)
+
+func main() {
+	url := flag.String("pool", "", "the pool's URL")
+	dir := flag.String("dir", "", "a directory for the job files it fetches")
+	honest := flag.Int("honest", 3, "tasks answered honestly before it lies")
+	lie := flag.String("lie", `{"x":1000}`, "the result it returns once it lies")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, *url, *dir, *honest, *lie); err != nil && ctx.Err() == nil {
+		fmt.Fprintln(os.Stderr, "liar:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, url, dir string, honest int, lie string) error {
+	dev, err := identity.Generate()
+	if err != nil {
+		return err
+	}
+	owner, err := identity.Generate()
+	if err != nil {
+		return err
+	}
+	c, err := agent.NewClient(url, dev, nil)
+	if err != nil {
+		return err
+	}
+	info, err := c.Pool(ctx)
+	if err != nil {
+		return err
+	}
+	if _, err := c.Register(ctx, owner, "liar", ""); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "liar: device %s owner %s\n", dev.ID(), owner.ID())
+	jobs := map[job.ID]*job.Job{}
+	answered := 0
+	var offered time.Time
+	for ctx.Err() == nil {
+		if time.Since(offered) > 30*time.Second {
+			now := time.Now()
+			o := offers.Offer{Owner: owner.ID(), Pool: info.Pool,
+				Capacity: idle.Capacity{OS: "linux", Arch: "amd64", LogicalCPUs: 2, Cores: 2, MemoryTotalMiB: 4096, MemoryMiB: 2048, TimeZone: "UTC"},
+				State:    idle.StateComputing, Reason: "idle", Issued: now, Expires: now.Add(2 * time.Minute)}
+			o.Sign(dev)
+			if err := c.PutOffer(ctx, o); err != nil {
+				fmt.Fprintln(os.Stderr, "liar: offer:", err)
+			} else {
+				offered = now
+			}
+		}
+		ls, err := c.Lease(ctx, 1)
+		if err != nil || len(ls) == 0 {
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "liar: lease:", err)
+			}
+			pause(ctx, 100*time.Millisecond)
+			continue
+		}
+		for _, l := range ls {
+			j, err := fetch(ctx, c, dir, jobs, l.Job)
+			if err != nil {
+				return err
+			}
+			var task struct {
+				Params json.RawMessage `json:"params"`
+			}
+			if err := json.Unmarshal(j.TaskJSON(j.Task(l.Task)), &task); err != nil {
+				return err
+			}
+			result, what := append(task.Params, '\n'), "honest"
+			if answered >= honest {
+				result, what = []byte(lie+"\n"), "lie"
+			}
+			answered++
+			sub := pool.Submission{Result: result, Digest: pool.ReplicaDigest(result, false, "")}
+			if err := c.SendResult(ctx, l.ID, sub); err != nil {
+				fmt.Fprintln(os.Stderr, "liar: result:", err)
+				continue
+			}
+			fmt.Fprintf(os.Stderr, "liar: task %d lease %s: %s\n", l.Task, l.ID, what)
+		}
+	}
+	return nil
+}
+
+// fetch returns job id, fetching its encoding and files once.
+func fetch(ctx context.Context, c *agent.Client, dir string, jobs map[job.ID]*job.Job, id job.ID) (*job.Job, error) {
+	if j := jobs[id]; j != nil {
+		return j, nil
+	}
+	canon, err := c.Canonical(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	j, err := job.FromCanonical(canon, func(d job.Digest) string {
+		p := filepath.Join(dir, d.String())
+		if _, err := os.Stat(p); err != nil {
+			if err := c.FetchBlob(ctx, d, p); err != nil {
+				fmt.Fprintln(os.Stderr, "liar: fetch:", err)
+			}
+		}
+		return p
+	})
+	if err != nil {
+		return nil, err
+	}
+	jobs[id] = j
+	return j, nil
+}
+
+func pause(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

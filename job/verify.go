@@ -1,0 +1,118 @@
+package job
+
+import (
+	"fmt"
+	"time"
+)
+
+// Verify is the [verify] table: how much checking the job's owner asks
+// for beyond the policy's quorum. The zero value asks for none: every task
+// is replicated to policy.redundancy and accepted by policy.quorum
+// distinct owners.
+//
+// With MinQuorum below policy.quorum the pool uses adaptive replication
+// (as BOINC does, see its wiki page AdaptiveReplication): a device that
+// has returned TrustAfter consecutive results of this program that other
+// owners agreed with computes a task alone (MinQuorum replicas) with
+// probability 1 − SpotCheck, and is checked as usual with probability
+// SpotCheck, chosen by the coordinator from a secret when it leases the
+// task, so that a device cannot tell a checked task from an unchecked one.
+// Results computed alone are held back from the merge until their check
+// window closes (see RATIONALE.md, "Adaptive replication").
+type Verify struct {
+	// MinQuorum is the floor: 1 lets a trusted device compute a task
+	// alone; equal to policy.quorum (or 0, the default) always
+	// replicates.
+	MinQuorum int `toml:"min_quorum"`
+	// SpotCheck is the probability, 0 < p <= 1, that a trusted device's
+	// task is still replicated; default DefaultSpotCheck. 1 is the same
+	// as always replicating.
+	SpotCheck float64 `toml:"spot_check"`
+	// TrustAfter is how many consecutive agreed results of this program a
+	// device needs before it computes tasks alone; default
+	// DefaultTrustAfter.
+	TrustAfter int `toml:"trust_after"`
+	// CheckWindow bounds how long a result computed alone waits for a
+	// later spot check of its device to pass before it is checked by a
+	// second replica instead; default DefaultCheckWindow.
+	CheckWindow Duration `toml:"check_window"`
+}
+
+// Defaults of the [verify] table when min_quorum is below the quorum.
+const (
+	DefaultSpotCheck   = 0.1
+	DefaultTrustAfter  = 10
+	DefaultCheckWindow = time.Hour
+)
+
+// Adaptive reports whether the job lets trusted devices compute tasks
+// alone: [verify] min_quorum is set and below policy.quorum.
+func (m *Manifest) Adaptive() bool {
+	return m.Verify.MinQuorum > 0 && m.Verify.MinQuorum < m.Policy.Quorum
+}
+
+// normalise checks the table against the policy and fills defaults; a
+// table that asks for nothing stays zero, so the job's ID stays what it
+// was before the table existed.
+func (v *Verify) normalise(m *Manifest) error {
+	switch {
+	case *v == Verify{}:
+		return nil
+	case v.MinQuorum < 0 || v.MinQuorum > m.Policy.Quorum:
+		return m.fail("verify.min_quorum", "want 1..policy.quorum (%d), got %d: it is the least number of agreeing replicas a task may be accepted with",
+			m.Policy.Quorum, v.MinQuorum)
+	case v.SpotCheck < 0 || v.SpotCheck > 1:
+		return m.fail("verify.spot_check", "want a probability above 0 and at most 1, such as 0.1, got %v", v.SpotCheck)
+	case v.TrustAfter < 0:
+		return m.fail("verify.trust_after", "want a number of results, at least 1, got %d", v.TrustAfter)
+	case v.CheckWindow.Duration < 0 || v.CheckWindow.Duration%time.Millisecond != 0:
+		return m.fail("verify.check_window", "want a positive duration in whole milliseconds such as \"30m\", got %s", v.CheckWindow.Duration)
+	}
+	if v.MinQuorum == 0 {
+		v.MinQuorum = m.Policy.Quorum
+	}
+	if v.SpotCheck == 0 {
+		v.SpotCheck = DefaultSpotCheck
+	}
+	if v.TrustAfter == 0 {
+		v.TrustAfter = DefaultTrustAfter
+	}
+	if v.CheckWindow.Duration == 0 {
+		v.CheckWindow.Duration = DefaultCheckWindow
+	}
+	return nil
+}
+
+// canonical returns the table's part of the job's canonical encoding, or
+// nil when it asks for nothing (absent: older IDs stay valid).
+func (v Verify) canonical() map[string]any {
+	if v == (Verify{}) {
+		return nil
+	}
+	return map[string]any{
+		"min_quorum":      int64(v.MinQuorum),
+		"spot_check":      v.SpotCheck,
+		"trust_after":     int64(v.TrustAfter),
+		"check_window_ms": v.CheckWindow.Milliseconds(),
+	}
+}
+
+// verifyFromCanonical reads the table back from a canonical encoding.
+func verifyFromCanonical(doc map[string]any) (Verify, error) {
+	t, ok := doc["verify"].(map[string]any)
+	if !ok {
+		return Verify{}, nil
+	}
+	num := func(k string) int64 { n, _ := t[k].(int64); return n }
+	v := Verify{MinQuorum: int(num("min_quorum")), TrustAfter: int(num("trust_after")),
+		CheckWindow: Duration{time.Duration(num("check_window_ms")) * time.Millisecond}}
+	switch p := t["spot_check"].(type) {
+	case float64:
+		v.SpotCheck = p
+	case int64:
+		v.SpotCheck = float64(p)
+	default:
+		return Verify{}, fmt.Errorf("verify.spot_check: want a number, got %T", p)
+	}
+	return v, nil
+}

@@ -1,0 +1,71 @@
+package pool
+
+import (
+	"cmp"
+	"math"
+	"slices"
+	"time"
+)
+
+// UsageHalfLife is how fast the usage and contribution behind fair share
+// are forgotten: each halves over this time, as HTCondor's
+// PRIORITY_HALFLIFE (one day by default) does for its user priorities.
+const UsageHalfLife = 24 * time.Hour
+
+// decayed is an amount of cost units that halves every UsageHalfLife.
+type decayed struct {
+	v  float64
+	at time.Time
+}
+
+// at returns the amount at now.
+func (d decayed) value(now time.Time) float64 {
+	if d.v == 0 {
+		return 0
+	}
+	return d.v * math.Exp2(-float64(now.Sub(d.at))/float64(UsageHalfLife))
+}
+
+func (d *decayed) add(x float64, now time.Time) {
+	d.v, d.at = d.value(now)+x, now
+}
+
+// fairOrder sorts jobs (the ones a peer may compute) by fair share, in the
+// spirit of HTCondor's user priorities: the owner whose jobs used least
+// of the pool, relative to its weight, goes first; within an owner, the
+// older job, so that an owner's jobs finish in the order submitted and a
+// started job's last tasks never wait behind the owner's newer jobs. An owner's weight is 1 plus
+// what its own devices contributed (receipts' cost) over the mean usage of
+// the owners waiting, so that a donor's jobs get a larger share; usage and
+// contribution both decay with UsageHalfLife. s.mu is held.
+func (s *Scheduler) fairOrder(jobs []*jobState, now time.Time) {
+	if len(jobs) < 2 {
+		return
+	}
+	prio := map[string]float64{}
+	var sum float64
+	for _, js := range jobs {
+		if _, ok := prio[js.rec.Owner]; !ok {
+			u := s.trust.owner(js.rec.Owner).usage.value(now)
+			prio[js.rec.Owner] = u
+			sum += u
+		}
+	}
+	mean := math.Max(sum/float64(len(prio)), 1)
+	for o, u := range prio {
+		weight := 1 + s.trust.owner(o).contributed.value(now)/mean
+		prio[o] = u / weight
+	}
+	slices.SortStableFunc(jobs, func(a, b *jobState) int {
+		if c := cmp.Compare(prio[a.rec.Owner], prio[b.rec.Owner]); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.rec.Order, b.rec.Order)
+	})
+}
+
+// used charges a leased replica's planner cost to its job's owner. s.mu
+// is held.
+func (s *Scheduler) used(js *jobState, i int64, now time.Time) {
+	s.trust.owner(js.rec.Owner).usage.add(js.j.Cost(js.j.Task(i)), now)
+}
