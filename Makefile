@@ -10,7 +10,7 @@ FUZZTIME  ?= 10s
 # them.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
-.PHONY: cgo-cflags check-examples all build tray panel package package-check screenshots tray-idle examples pi run-examples test crossvet fuzz bench sim fmt vet lint clean
+.PHONY: cgo-cflags check-examples all build tray panel package package-check deb deb-check screenshots tray-idle examples pi run-examples test crossvet fuzz bench sim fmt vet lint clean
 
 all: build examples
 
@@ -44,6 +44,22 @@ package: tray build
 # (scripts/package-check.sh).
 package-check: package build panel
 	./scripts/package-check.sh
+
+# The Debian package idlepool_VERSION_ARCH.deb (scripts/deb.sh, dpkg-deb):
+# the CLI and the tray app, stripped, with the version of FyneApp.toml,
+# the tray app's menu entry and icon.
+DEB_VERSION := $(shell sed -n 's/^ *Version *= *"\(.*\)"/\1/p' FyneApp.toml)
+deb:
+	$(GO) build -ldflags='-s -w -X main.Version=$(DEB_VERSION)' -o $(BIN)/deb/idlepool ./cmd/idlepool
+	$(GO) build -ldflags='-s -w' -o $(BIN)/deb/idlepool-tray ./cmd/idlepool-tray
+	./scripts/deb.sh
+
+# The package checked by lintian, installed with dpkg --root into a
+# throwaway root, its programs run from there (the tray app's first start
+# on a private session), and purged leaving nothing
+# (scripts/deb-check.sh).
+deb-check: deb panel
+	./scripts/deb-check.sh
 
 # Screenshots of the tray app's windows under Xvfb, into docs/screenshots.
 screenshots:
@@ -83,12 +99,13 @@ check-examples:
 # The test command: every test with the race detector (the tray app's under
 # Xvfb too), go vet for Windows and macOS (cgo off, as in any cross build),
 # each fuzz target briefly, then the tray app's Linux package, installed and
-# run.
+# run, and the Debian package, checked, installed, run and removed.
 test:
 	$(GO) test -race -count=1 -timeout 30m ./...
 	$(MAKE) crossvet
 	$(MAKE) fuzz
 	$(MAKE) package-check
+	$(MAKE) deb-check
 
 # Fyne's desktop driver needs cgo, which a cross build lacks: the packages
 # that create the Fyne app (and, for macOS, Fyne's widgets too) are vetted
@@ -124,4 +141,4 @@ lint:
 	$(GO) run $(STATICCHECK) ./...
 
 clean:
-	rm -rf $(BIN) $(WASM) idlepool.tar.xz
+	rm -rf $(BIN) $(WASM) idlepool.tar.xz idlepool_*.deb

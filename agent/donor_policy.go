@@ -46,7 +46,8 @@ type donorPolicy struct {
 	settings idle.Settings
 	loaded   time.Time
 	sampler  *idle.Sampler
-	programs []string // the PauseFor list sampler was made for
+	programs []string        // the PauseFor list sampler was made for
+	signs    []idle.GameSign // the game signs sampler was made for
 
 	reloadEvery time.Duration // settingsReload unless DonorConfig.SettingsReload
 	events      *EventLog     // DonorConfig.Events; nil: none
@@ -93,7 +94,7 @@ func (p *donorPolicy) latest() (idle.Decision, time.Time, idle.Signals) {
 }
 
 // Sample reads the settings again when due, (re)makes the sampler when
-// the programs to pause for changed, and samples the signals (or returns
+// the programs or the game signs to pause for changed, and samples the signals (or returns
 // a sample younger than policyShare).
 func (p *donorPolicy) Sample(ctx context.Context) idle.Signals {
 	p.mu.Lock()
@@ -116,14 +117,14 @@ func (p *donorPolicy) sample(ctx context.Context) idle.Signals {
 			p.policy.SetSettings(s)
 		}
 	}
-	if p.sampler == nil || !slices.Equal(p.programs, p.settings.PauseFor) {
+	if p.sampler == nil || !slices.Equal(p.programs, p.settings.PauseFor) || !slices.Equal(p.signs, p.settings.Signs()) {
 		if p.sampler != nil {
 			_ = p.sampler.Close()
 		}
 		sources := idle.DefaultSources()
 		sources.GPU = p.gpus
-		p.programs = slices.Clone(p.settings.PauseFor)
-		p.sampler = idle.NewSampler(idle.SamplerConfig{Sources: sources, Programs: p.programs})
+		p.programs, p.signs = slices.Clone(p.settings.PauseFor), p.settings.Signs()
+		p.sampler = idle.NewSampler(idle.SamplerConfig{Sources: sources, Programs: p.programs, GameSigns: p.signs})
 	}
 	return p.sampler.Sample(ctx)
 }

@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -75,6 +76,7 @@ type firstRunForm struct {
 	status     *widget.Label
 	start      *widget.Button
 	settings   *widget.Button
+	autostart  *widget.Check // start at login; nil without an Autostart
 
 	busy sync.WaitGroup // the pool check in flight; tests wait on it
 }
@@ -109,6 +111,9 @@ func defaultsInWords(s idle.Settings) []string {
 	}
 	out = append(out, fmt.Sprintf("It uses %s and at most %s%% of the memory, and steps aside when other programs use more than %s%% of the processor.",
 		cores, formatPercent(s.MemoryShare), formatPercent(s.MaxOtherCPUShare)))
+	if g := gameSignsInWords(s); g != "" {
+		out = append(out, "It pauses while a game runs: "+g+", with no list of games to keep.")
+	}
 	if s.MaxTemperatureC > 0 {
 		out = append(out, fmt.Sprintf("It pauses while the processor is hotter than %s °C.", formatNumber(s.MaxTemperatureC)))
 	}
@@ -116,6 +121,26 @@ func defaultsInWords(s idle.Settings) []string {
 		out = append(out, "Graphics cards (GPUs) stay off until you turn them on in Settings.")
 	}
 	return out
+}
+
+// gameSignsInWords names the game signs s switches on, "" for none:
+// "a full-screen window, a game using GameMode or a Steam game".
+func gameSignsInWords(s idle.Settings) string {
+	var out []string
+	for _, g := range s.Signs() {
+		switch {
+		case g == idle.GameFullScreen:
+			out = append(out, "a full-screen window")
+		case g == idle.GameGameMode && runtime.GOOS == "linux":
+			out = append(out, "a game using GameMode")
+		case g == idle.GameSteam:
+			out = append(out, "a Steam game")
+		}
+	}
+	if len(out) > 1 {
+		return strings.Join(out[:len(out)-1], ", ") + " or " + out[len(out)-1]
+	}
+	return strings.Join(out, "")
 }
 
 // formatNumber writes f without needless decimals.
@@ -169,6 +194,13 @@ func newFirstRunForm(ctx context.Context, u *UI, w fyne.Window, done func()) *fi
 	f.start.Importance = widget.HighImportance
 	f.settings = widget.NewButton("Change these in Settings...", func() { u.ShowSettings() })
 
+	var login fyne.CanvasObject = layout.NewSpacer()
+	if u.deps.Autostart != nil {
+		f.autostart = widget.NewCheck("Start idlepool when I log in", nil)
+		f.autostart.SetChecked(true)
+		login = f.autostart
+	}
+
 	body := container.NewVBox(
 		widget.NewLabelWithStyle("idlepool lends this computer's idle time to computations.", fyne.TextAlignLeading, fyne.TextStyle{Bold: true}),
 		hint("It starts with sensible rules, so that you never notice it:"),
@@ -181,7 +213,7 @@ func newFirstRunForm(ctx context.Context, u *UI, w fyne.Window, done func()) *fi
 		f.startErr,
 		f.status,
 	)
-	bar := container.NewHBox(f.settings, layout.NewSpacer(), f.start)
+	bar := container.NewHBox(f.settings, layout.NewSpacer(), login, f.start)
 	scroll = container.NewVScroll(container.NewPadded(body))
 	f.content = container.NewBorder(nil, container.NewPadded(bar), nil, nil, scroll)
 	return f
@@ -237,6 +269,24 @@ func (f *firstRunForm) finish(ctx context.Context, pool string) {
 		}
 		setError(f.startErr, msg)
 		return
+	}
+	// The start-at-login entry, which the tray app made on its first
+	// start (so that it comes back after the next login), kept or taken
+	// away as the box says; the tray menu's "Start at login" toggles it
+	// later.
+	if a := f.u.deps.Autostart; f.autostart != nil {
+		on, err := a.Enabled()
+		switch {
+		case err != nil:
+		case f.autostart.Checked && !on:
+			err = a.Enable()
+		case !f.autostart.Checked && on:
+			err = a.Disable()
+		}
+		if err != nil {
+			setError(f.startErr, fmt.Sprintf("Settings saved, but the start at login could not be changed: %v", err))
+			return
+		}
 	}
 	if f.u.deps.Engine != nil {
 		f.u.deps.Engine.Reload()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"net/url"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -92,6 +93,9 @@ type settingsForm struct {
 	memory         *widget.Entry
 	memoryErr      *widget.Label
 	pauseOnBattery *widget.Check
+	gameFullScreen *widget.Check // the game signs (idle.GameSign)
+	gameMode       *widget.Check
+	gameSteam      *widget.Check
 	minBattery     *widget.Entry
 	minBatteryErr  *widget.Label
 	maxTemp        *widget.Entry
@@ -347,6 +351,17 @@ func (f *settingsForm) computerTab(ctx context.Context, s idle.Settings) fyne.Ca
 		f.minBattery.Disable()
 	}
 
+	f.gameFullScreen = widget.NewCheck("A full-screen window is in front (a game, or a film)", nil)
+	f.gameFullScreen.SetChecked(s.PauseForFullScreen)
+	f.gameMode = widget.NewCheck("A game uses GameMode (Feral Interactive)", nil)
+	f.gameMode.SetChecked(s.PauseForGameMode)
+	f.gameSteam = widget.NewCheck("Steam runs a game", nil)
+	f.gameSteam.SetChecked(s.PauseForSteam)
+	games := container.NewVBox(f.gameFullScreen, f.gameMode, f.gameSteam)
+	if runtime.GOOS != "linux" {
+		f.gameMode.Hide() // GameMode is Linux's
+	}
+
 	f.maxTemp = widget.NewEntry()
 	f.maxTemp.SetText(strconv.FormatFloat(s.MaxTemperatureC, 'f', -1, 64))
 	f.maxTempErr = newErrorLabel()
@@ -385,6 +400,7 @@ func (f *settingsForm) computerTab(ctx context.Context, s idle.Settings) fyne.Ca
 	return container.NewVBox(
 		heading("Processor and memory"), form,
 		widget.NewSeparator(),
+		heading("Pause while a game runs, when"), games,
 		heading("Pause while these programs run"), f.programsBox(ctx, s.PauseFor),
 	)
 }
@@ -640,6 +656,9 @@ type parsedSettings struct {
 	maxOtherCPUShare float64
 	memoryShare      float64
 	pauseOnBattery   bool
+	pauseFullScreen  bool
+	pauseGameMode    bool
+	pauseSteam       bool
 	minBattery       float64
 	maxTemperatureC  float64
 	cacheMiB         int64
@@ -713,6 +732,7 @@ func (f *settingsForm) parse() (p parsedSettings, bad []int) {
 	p.memoryShare = pct / 100
 
 	p.pauseOnBattery = f.pauseOnBattery.Checked
+	p.pauseFullScreen, p.pauseGameMode, p.pauseSteam = f.gameFullScreen.Checked, f.gameMode.Checked, f.gameSteam.Checked
 	p.minBattery, ok = parseNumber(f.minBattery.Text, 0, 100, "%")
 	check(computerTab, f.minBatteryErr, ok, "The minimum battery charge must be a percentage from 0 to 100 (0: no minimum).")
 
@@ -777,6 +797,15 @@ func (p parsedSettings) apply(s *idle.Settings, base parsedSettings, savedGPUs m
 	}
 	if p.pauseOnBattery != base.pauseOnBattery {
 		s.PauseOnBattery = p.pauseOnBattery
+	}
+	if p.pauseFullScreen != base.pauseFullScreen {
+		s.PauseForFullScreen = p.pauseFullScreen
+	}
+	if p.pauseGameMode != base.pauseGameMode {
+		s.PauseForGameMode = p.pauseGameMode
+	}
+	if p.pauseSteam != base.pauseSteam {
+		s.PauseForSteam = p.pauseSteam
 	}
 	if p.minBattery != base.minBattery {
 		s.MinBatteryPercent = p.minBattery

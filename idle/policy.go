@@ -20,6 +20,12 @@ const LoadHold = 3 * time.Second
 // this many °C below it.
 const TemperatureMarginC = 5
 
+// GameHold is how long a game seen last is still taken as running while
+// every reading since has been unknown (a hung X server, a broken bus):
+// long enough to ride out a probe that hangs once, short enough that a
+// sign that stays broken does not pause computing for good.
+const GameHold = 30 * time.Second
+
 // PolicyState is what Decide remembers between calls: the timers of the
 // idle countdown, the load hysteresis and the owner's pause, all on the
 // monotonic clock, and the last known power state and listed programs
@@ -72,6 +78,14 @@ type PolicyState struct {
 	PowerKnown   bool
 	Running      []string
 	RunningKnown bool
+
+	// Games are the games (of the signs switched on) last seen, at
+	// GamesAt, a mono reading; GameSeen says whether one was ever seen.
+	// After the last one ends, computing waits Settings.IdleFor from
+	// GamesAt, as after the owner's input.
+	Games    []Game
+	GamesAt  time.Duration
+	GameSeen bool
 }
 
 // Decide turns the owner's settings and the signals sampled at wall-clock
@@ -86,17 +100,19 @@ type PolicyState struct {
 // process's clock) starts from a fresh state.
 //
 // The first reason that applies wins, in this order: the owner's pause;
-// a listed program running; outside the schedule; on battery (or below
-// its minimum); the CPU above its ceiling; the owner's input not idle
-// long enough, or its idle time unknown; other programs' CPU load.
+// a listed program or a game (a GameSign switched on) running, named
+// together; outside the schedule; on battery (or below its minimum); the
+// CPU above its ceiling; a game seen less than IdleFor ago; the owner's
+// input not idle long enough, or its idle time unknown; other programs'
+// CPU load.
 // The owner's compute now (Settings.ComputeUntil, until it runs out on
-// the monotonic clock) skips the schedule, the idle wait and the load,
-// and the listed programs too when Settings.ComputeDuringPrograms: the
-// owner at the machine asked for it; the battery and the temperature
-// ceilings, which protect the hardware, still apply, and a wait for them
-// says that compute now waits. Settings.FinishThenPause decides as
-// usual but marks the decision Finishing (no new tasks; once none is in
-// hand, the caller pauses).
+// the monotonic clock) skips the schedule, the idle wait (and the wait
+// after a game) and the load, and the listed programs and games too when
+// Settings.ComputeDuringPrograms: the owner at the machine asked for it;
+// the battery and the temperature ceilings, which protect the hardware,
+// still apply, and a wait for them says that compute now waits.
+// Settings.FinishThenPause decides as usual but marks the decision
+// Finishing (no new tasks; once none is in hand, the caller pauses).
 // Otherwise it computes on Settings.CoresFor(sig.CPUs) cores and the GPUs
 // the settings allow and that are neither too hot nor busy with another
 // process, naming each GPU skipped and why.
@@ -109,6 +125,8 @@ type PolicyState struct {
 //     and say so;
 //   - listed programs unknown: the last known list holds; never known:
 //     none, and say so;
+//   - games unknown (a sign asked failed): the games the other signs saw,
+//     or the last ones seen for GameHold; otherwise none, and say so;
 //   - CPU load unknown counts as below the limit, temperature unknown as
 //     below the ceiling (a dead sensor must not stop computing forever),
 //     and the reason says so;
@@ -189,6 +207,18 @@ func Decide(s Settings, sig Signals, now time.Time, mono time.Duration, prev Pol
 	}
 	running := listed(s.PauseFor, st.Running)
 
+	// Games seen without a list, of the signs switched on; the last ones
+	// seen hold for GameHold while the readings are unknown.
+	games, gamesStale := gamesFor(s, sig.Games.Value), false
+	switch {
+	case len(games) > 0:
+		st.Games, st.GamesAt, st.GameSeen = games, mono, true
+	case !sig.Games.Known && len(st.Games) > 0 && mono-st.GamesAt < GameHold:
+		games, gamesStale = gamesFor(s, st.Games), true
+	default:
+		st.Games = nil
+	}
+
 	gpus, gpuNotes, gpuHot := chooseGPUs(s, sig.GPUs, st.GPUHot)
 	st.GPUHot = gpuHot
 
@@ -215,14 +245,21 @@ func Decide(s Settings, sig Signals, now time.Time, mono time.Duration, prev Pol
 		until := now.Add(st.PauseEnd - mono).Round(time.Second).In(loc)
 		return wait(StatePaused, "paused by you until "+clockText(until, now.In(loc)))
 	}
-	if len(running) > 0 && !(forced && s.ComputeDuringPrograms) {
+	if (len(running) > 0 || len(games) > 0) && !(forced && s.ComputeDuringPrograms) {
+		what := slices.Clone(running)
+		for _, g := range games {
+			what = append(what, g.What)
+		}
 		verb := "is"
-		if len(running) > 1 {
+		if len(what) > 1 {
 			verb = "are"
 		}
-		reason := fmt.Sprintf("paused: %s %s running", joinAnd(running), verb)
-		if !sig.Running.Known {
+		reason := fmt.Sprintf("paused: %s %s running", joinAnd(what), verb)
+		switch {
+		case len(running) > 0 && !sig.Running.Known:
 			reason += " (last seen; the process list is unknown now)"
+		case len(running) == 0 && gamesStale:
+			reason += " (last seen; cannot tell now)"
 		}
 		return wait(StatePaused, reason)
 	}
@@ -249,6 +286,9 @@ func Decide(s Settings, sig Signals, now time.Time, mono time.Duration, prev Pol
 			return wait(StateWaiting, fmt.Sprintf("waiting: CPU at %.0f °C, ceiling %.0f °C", temp.Value, s.MaxTemperatureC))
 		}
 		return wait(StateWaiting, fmt.Sprintf("waiting: CPU at %.0f °C, cooling to %.0f °C (ceiling %.0f °C)", temp.Value, s.MaxTemperatureC-TemperatureMarginC, s.MaxTemperatureC))
+	}
+	if since := mono - st.GamesAt; st.GameSeen && s.IdleFor > 0 && since < s.IdleFor && !forced {
+		return wait(StateWaiting, fmt.Sprintf("waiting: a game ran %s ago; starting after %s idle", durationText(since), durationText(s.IdleFor)))
 	}
 	if s.IdleFor > 0 && !forced {
 		if !sig.InputIdle.Known {
@@ -297,6 +337,9 @@ func Decide(s Settings, sig Signals, now time.Time, mono time.Duration, prev Pol
 	}
 	if !sig.Running.Known && len(s.PauseFor) > 0 {
 		notes = append(notes, "process list unknown: cannot check your pause-for programs")
+	}
+	if !sig.Games.Known && sig.Games.Err != "" && len(s.Signs()) > 0 {
+		notes = append(notes, "cannot tell whether a game runs ("+sig.Games.Err+")")
 	}
 	if s.MaxTemperatureC > 0 && !temp.Known {
 		notes = append(notes, "CPU temperature unknown: ceiling not applied")

@@ -31,6 +31,10 @@ type SamplerConfig struct {
 	// directory ("C:\Games\game.exe" matches a process named "game").
 	Programs []string
 
+	// GameSigns are the signs of a game running to ask (Settings.Signs);
+	// nil asks none, and Signals.Games is known and empty.
+	GameSigns []GameSign
+
 	// OwnPIDs returns the PIDs of idlepool's own processes; they and all
 	// their descendants (the worker subprocesses) are left out of
 	// OtherCPUShare. Nil means this process alone (os.Getpid), which with
@@ -72,6 +76,7 @@ type Sampler struct {
 	thermal  *probe[float64]
 	programs *probe[[]string]
 	gpus     *probe[[]GPU]
+	games    []*probe[string] // one per cfg.GameSigns
 
 	loadMu     sync.Mutex
 	prevLoad   CPUCounters
@@ -123,6 +128,14 @@ func NewSampler(cfg SamplerConfig) *Sampler {
 		g, err := cfg.GPU.GPUs(ctx)
 		return g, "nvml", err
 	}}
+	for _, sign := range cfg.GameSigns {
+		src := cfg.Games[sign]
+		run := func(context.Context) (string, string, error) { return "", "no source on this platform", nil }
+		if src != nil {
+			run = gameProbe(src)
+		}
+		s.games = append(s.games, &probe[string]{name: fmt.Sprintf("game sign %s", sign), run: run})
+	}
 	return s
 }
 
@@ -139,7 +152,7 @@ func NewSampler(cfg SamplerConfig) *Sampler {
 // which is also the shortest window: a Sample soon after another waits
 // until the previous counters are that old.
 // Running is known and empty, without looking at processes, when no
-// programs are listed.
+// programs are listed; Games likewise when no game signs are asked.
 func (s *Sampler) Sample(ctx context.Context) Signals {
 	begun := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
@@ -157,6 +170,10 @@ func (s *Sampler) Sample(ctx context.Context) Signals {
 		programsF = s.programs.start(s)
 	}
 	gpusF := s.gpus.start(s)
+	gameFlights := make([]*flight[string], len(s.games))
+	for i, p := range s.games {
+		gameFlights[i] = p.start(s)
+	}
 
 	sig := Signals{At: begun, CPUs: runtime.NumCPU()}
 	idleReadings := make([]Reading[time.Duration], len(s.idle))
@@ -173,6 +190,11 @@ func (s *Sampler) Sample(ctx context.Context) Signals {
 		sig.Running = Reading[[]string]{Value: []string{}, Known: true, Source: "no programs listed"}
 	}
 	sig.GPUs = s.gpus.await(ctx, gpusF, begun, s.timeout)
+	gameReadings := make([]Reading[string], len(s.games))
+	for i, p := range s.games {
+		gameReadings[i] = p.await(ctx, gameFlights[i], begun, s.timeout)
+	}
+	sig.Games = combineGames(s.cfg.GameSigns, gameReadings)
 	return sig
 }
 
@@ -291,11 +313,16 @@ func (s *Sampler) Close() error {
 	}
 }
 
-// closeSources closes the input sources that keep a connection (io.Closer),
-// once no probe uses them.
+// closeSources closes the input and game sources that keep a connection
+// (io.Closer), once no probe uses them.
 func (s *Sampler) closeSources() {
 	s.closeOnce.Do(func() {
 		for _, src := range s.cfg.Sources.InputIdle {
+			if c, ok := src.(io.Closer); ok {
+				_ = c.Close()
+			}
+		}
+		for _, src := range s.cfg.Sources.Games {
 			if c, ok := src.(io.Closer); ok {
 				_ = c.Close()
 			}

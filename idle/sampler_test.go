@@ -111,6 +111,8 @@ func newTestSampler(t *testing.T, cfg SamplerConfig) *Sampler {
 
 func TestSampleAllSources(t *testing.T) {
 	procs := &fakeProcs{names: []string{"/usr/bin/bash", "Game.exe", "steam"}}
+	steam := &fakeGame{}
+	steam.what.Store("a Steam game (app 10)")
 	s := newTestSampler(t, SamplerConfig{
 		Sources: Sources{
 			InputIdle: []InputIdleSource{&fakeIdle{d: 5 * time.Minute, src: "logind"}, &fakeIdle{d: 3 * time.Minute, src: "x11-screensaver"}},
@@ -122,9 +124,11 @@ func TestSampleAllSources(t *testing.T) {
 			Thermal:   fakeThermal{c: 71},
 			Processes: procs,
 			GPU:       fakeGPUs{gpus: []GPU{{Index: 0, UUID: "GPU-1"}}},
+			Games:     map[GameSign]GameSource{GameSteam: steam},
 		},
-		Programs: []string{"game.exe", "notepad.exe"},
-		OwnPIDs:  func() []int { return []int{1234} },
+		Programs:  []string{"game.exe", "notepad.exe"},
+		GameSigns: []GameSign{GameSteam},
+		OwnPIDs:   func() []int { return []int{1234} },
 	})
 	got := s.Sample(context.Background())
 	got.At = time.Time{}
@@ -135,6 +139,7 @@ func TestSampleAllSources(t *testing.T) {
 		Power:           Reading[Power]{Value: Power{OnBattery: true, HasBattery: true, Percent: 43}, Known: true},
 		MaxTemperatureC: Reading[float64]{Value: 71, Known: true, Source: "coretemp_package_id_0"},
 		Running:         Reading[[]string]{Value: []string{"game.exe"}, Known: true, Source: "process list"},
+		Games:           Reading[[]Game]{Value: []Game{{Sign: GameSteam, What: "a Steam game (app 10)"}}, Known: true},
 		GPUs:            Reading[[]GPU]{Value: []GPU{{Index: 0, UUID: "GPU-1"}}, Known: true, Source: "nvml"},
 		CPUs:            got.CPUs,
 	}

@@ -63,6 +63,15 @@ type Settings struct {
 	// "steam") that pause computing while any of them runs.
 	PauseFor []string `json:"pause_for,omitempty"`
 
+	// PauseForFullScreen, PauseForGameMode and PauseForSteam pause
+	// computing while a game runs, as told without a list by each sign
+	// (see GameSign): the active window full-screen, GameMode's
+	// registered clients, Steam's running game. Each defaults to true; a
+	// stored document without the field keeps the default.
+	PauseForFullScreen bool `json:"pause_for_fullscreen"`
+	PauseForGameMode   bool `json:"pause_for_gamemode"`
+	PauseForSteam      bool `json:"pause_for_steam"`
+
 	// MaxTemperatureC is the CPU temperature ceiling in °C: above it
 	// computing waits until the CPU has cooled TemperatureMarginC below
 	// it. 0: no ceiling. Default 85.
@@ -139,14 +148,18 @@ func (s Settings) CacheBytes() int64 {
 
 // Defaults returns the settings a new installation starts with: any time,
 // all cores but one, half the memory, after 5 minutes of idle input, not
-// on battery, below 85 °C, no programs listed, no GPU.
+// on battery, below 85 °C, no programs listed but paused while a game
+// runs (full-screen, GameMode, Steam), no GPU.
 func Defaults() Settings {
 	return Settings{
-		MemoryShare:      DefaultMemoryShare,
-		IdleFor:          DefaultIdleFor,
-		MaxOtherCPUShare: DefaultMaxOtherCPUShare,
-		PauseOnBattery:   true,
-		MaxTemperatureC:  DefaultMaxTemperatureC,
+		MemoryShare:        DefaultMemoryShare,
+		IdleFor:            DefaultIdleFor,
+		MaxOtherCPUShare:   DefaultMaxOtherCPUShare,
+		PauseOnBattery:     true,
+		PauseForFullScreen: true,
+		PauseForGameMode:   true,
+		PauseForSteam:      true,
+		MaxTemperatureC:    DefaultMaxTemperatureC,
 	}
 }
 
@@ -302,6 +315,10 @@ var SettingKeys = []struct{ Key, Takes string }{
 	{"pause_on_battery", `true or false`},
 	{"min_battery", `battery percent below which to wait when on battery (0: none)`},
 	{"pause_for", `programs that pause computing, comma-separated (game.exe,steam)`},
+	{"pause_for_fullscreen", `true or false: pause while the active window is full-screen (a game)`},
+	{"pause_for_gamemode", `true or false: pause while GameMode has games registered`},
+	{"pause_for_steam", `true or false: pause while Steam runs a game`},
+	{"pause_for_games", `true or false: the three above at once`},
 	{"max_temperature", `CPU ceiling in °C (0: none)`},
 	{"cache", `disk for jobs' files and compiled programs, e.g. 2GiB, 500MB or "default" (4GiB)`},
 	{"pause", `pause computing: a duration (1h), "tomorrow" (until midnight), a time (RFC 3339), "finish" (finish the tasks in hand, then pause until "off"), or "off"`},
@@ -366,6 +383,17 @@ func (s *Settings) Set(key, value string, now time.Time) error {
 			if p = strings.TrimSpace(p); p != "" {
 				s.PauseFor = append(s.PauseFor, p)
 			}
+		}
+	case "pause_for_fullscreen":
+		s.PauseForFullScreen, err = parseBool(value)
+	case "pause_for_gamemode":
+		s.PauseForGameMode, err = parseBool(value)
+	case "pause_for_steam":
+		s.PauseForSteam, err = parseBool(value)
+	case "pause_for_games":
+		var on bool
+		if on, err = parseBool(value); err == nil {
+			s.PauseForFullScreen, s.PauseForGameMode, s.PauseForSteam = on, on, on
 		}
 	case "max_temperature", "max_temperature_c":
 		s.MaxTemperatureC, err = parseCelsius(value)

@@ -92,4 +92,7 @@ type Sources struct {
 	Thermal   ThermalSource
 	Processes ProcessSource
 	GPU       GPUSource
+	// Games are the platform's signs of a game running, by sign; a sign
+	// without a source sees no game.
+	Games map[GameSign]GameSource
 }

@@ -8,8 +8,10 @@ package idle
 // controllers without one), combined by the Sampler (the smallest idle
 // time among those that answer);
 // CPU load from /proc; power from /sys/class/power_supply; temperatures
-// from hwmon through gopsutil; programs from the process list. GPU is left
-// nil for the caller to fill from package worker.
+// from hwmon through gopsutil; programs from the process list; games
+// from the active window's EWMH full-screen state (on $DISPLAY),
+// GameMode's ClientCount on the session bus and Steam's registry.vdf.
+// GPU is left nil for the caller to fill from package worker.
 func DefaultSources() Sources {
 	return Sources{
 		InputIdle: []InputIdleSource{logindIdle{}, &x11Idle{}, devInputIdle{root: "/dev"},
@@ -18,5 +20,10 @@ func DefaultSources() Sources {
 		Power:     sysfsPower{root: "/sys/class/power_supply"},
 		Thermal:   sensorThermal{},
 		Processes: processList{},
+		Games: map[GameSign]GameSource{
+			GameFullScreen: &fullScreenX11{},
+			GameGameMode:   &gameModeDBus{},
+			GameSteam:      &steamVDF{},
+		},
 	}
 }

@@ -14,8 +14,10 @@ import (
 // DefaultSources returns Windows's sources: input idle time from
 // GetLastInputInfo, CPU load and programs from gopsutil, power from
 // GetSystemPowerStatus, temperatures from gopsutil (WMI thermal zones,
-// usually readable by administrators only). GPU is left nil for the caller
-// to fill from package worker.
+// usually readable by administrators only), games from
+// SHQueryUserNotificationState (full screen) and Steam's registry key. GPU
+// is left nil for the caller to fill from package worker. GameMode is
+// Linux's alone.
 func DefaultSources() Sources {
 	return Sources{
 		InputIdle: []InputIdleSource{lastInputIdle{}},
@@ -23,6 +25,10 @@ func DefaultSources() Sources {
 		Power:     winPower{},
 		Thermal:   sensorThermal{},
 		Processes: processList{},
+		Games: map[GameSign]GameSource{
+			GameFullScreen: notificationState{},
+			GameSteam:      steamRegKey{},
+		},
 	}
 }
 

@@ -59,6 +59,12 @@ type Signals struct {
 	// Running lists the owner's "pause while running" programs that are
 	// running now (as named in the settings).
 	Running Reading[[]string]
+	// Games are the games seen without a list, one per sign that saw one
+	// (SamplerConfig.GameSigns says which signs are asked). A sign that
+	// cannot exist here (no window manager, GameMode not running, Steam
+	// not installed) sees none. Unknown when a sign asked failed; Value
+	// then still holds what the others saw.
+	Games Reading[[]Game]
 	// GPUs are the GPUs NVML found; unknown with a reason ("no NVIDIA
 	// driver", "built without NVML") otherwise.
 	GPUs Reading[[]GPU]

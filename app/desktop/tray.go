@@ -156,6 +156,12 @@ func runTray(ctx context.Context, cfg Config, stderr io.Writer) error {
 		log.Warn("Cannot tell whether this is the first run", "err", err)
 	} else if first {
 		show = append(show, WindowFirstRun)
+		// The first start sets up the start at login, so that a donor who
+		// installed the app has it back after the next login; the
+		// first-run window's box and the tray menu take it away.
+		if err := enableAutostart(deps.Autostart); err != nil {
+			log.Warn("Cannot set up the start at login", "err", err)
+		}
 	}
 	if !useTray || !shown {
 		show = append(show, WindowSettings) // so that the owner sees the app running
@@ -381,4 +387,16 @@ func icoOf(png []byte) []byte {
 	binary.LittleEndian.PutUint32(ico[14:], uint32(len(png)))
 	binary.LittleEndian.PutUint32(ico[18:], 22)
 	return append(ico, png...)
+}
+
+// enableAutostart writes the start-at-login entry unless it is there.
+func enableAutostart(a app.Autostart) error {
+	if a == nil {
+		return nil
+	}
+	on, err := a.Enabled()
+	if err != nil || on {
+		return err
+	}
+	return a.Enable()
 }

@@ -103,13 +103,14 @@ type gpuDoc struct {
 }
 
 type signalsDoc struct {
-	InputIdleSeconds readingDoc[float64]  `json:"input_idle_seconds"`
-	OtherCPUShare    readingDoc[float64]  `json:"other_cpu_share"`
-	Power            readingDoc[powerDoc] `json:"power"`
-	MaxTemperatureC  readingDoc[float64]  `json:"max_temperature_c"`
-	Running          readingDoc[[]string] `json:"running"`
-	GPUs             readingDoc[[]gpuDoc] `json:"gpus"`
-	CPUs             int                  `json:"cpus"`
+	InputIdleSeconds readingDoc[float64]     `json:"input_idle_seconds"`
+	OtherCPUShare    readingDoc[float64]     `json:"other_cpu_share"`
+	Power            readingDoc[powerDoc]    `json:"power"`
+	MaxTemperatureC  readingDoc[float64]     `json:"max_temperature_c"`
+	Running          readingDoc[[]string]    `json:"running"`
+	Games            readingDoc[[]idle.Game] `json:"games"`
+	GPUs             readingDoc[[]gpuDoc]    `json:"gpus"`
+	CPUs             int                     `json:"cpus"`
 }
 
 type decisionDoc struct {
@@ -143,6 +144,12 @@ func signalsOf(sig idle.Signals) signalsDoc {
 				return []string{}
 			}
 			return r
+		}),
+		Games: readingOf(sig.Games, func(g []idle.Game) []idle.Game {
+			if g == nil {
+				return []idle.Game{}
+			}
+			return g
 		}),
 		GPUs: readingOf(sig.GPUs, func(gs []idle.GPU) []gpuDoc {
 			out := make([]gpuDoc, 0, len(gs))
@@ -192,7 +199,7 @@ func cmdMachineStatus(ctx context.Context, g *globals, asJSON bool) error {
 	gpus := worker.NewGPULister()
 	defer gpus.Close()
 	sources.GPU = agent.NVMLGPUs{Lister: gpus}
-	sampler := idle.NewSampler(idle.SamplerConfig{Sources: sources, Programs: s.PauseFor})
+	sampler := idle.NewSampler(idle.SamplerConfig{Sources: sources, Programs: s.PauseFor, GameSigns: s.Signs()})
 	defer sampler.Close()
 	sig := sampler.Sample(ctx)
 	now := g.now()
@@ -335,6 +342,21 @@ func printMachine(w io.Writer, s idle.Settings, sig idle.Signals, d idle.Decisio
 		line("programs", "none of %s running", strings.Join(s.PauseFor, ", "))
 	default:
 		line("programs", "running: %s", strings.Join(r.Value, ", "))
+	}
+
+	switch r := sig.Games; {
+	case len(s.Signs()) == 0:
+		line("games", "not looked for (pause_for_games off)")
+	case len(r.Value) > 0:
+		var what []string
+		for _, g := range r.Value {
+			what = append(what, g.What)
+		}
+		line("games", "running: %s", strings.Join(what, ", "))
+	case !r.Known:
+		line("games", "unknown: %s", r.Err)
+	default:
+		line("games", "none seen (%s)", gameSignsText(s))
 	}
 
 	if r := sig.GPUs; !r.Known {
@@ -551,6 +573,27 @@ func updateSettings(ctx context.Context, dirs home.Dirs, pairs []string, now tim
 	return s, nil
 }
 
+// gameSignsText says which signs of a game running the settings look
+// for: "fullscreen, gamemode, steam", "fullscreen; off: steam", "off".
+func gameSignsText(s idle.Settings) string {
+	var on, off []string
+	signs := s.Signs()
+	for _, g := range idle.GameSigns {
+		if slices.Contains(signs, g) {
+			on = append(on, string(g))
+		} else {
+			off = append(off, string(g))
+		}
+	}
+	switch {
+	case len(on) == 0:
+		return "off"
+	case len(off) == 0:
+		return strings.Join(on, ", ")
+	}
+	return strings.Join(on, ", ") + "; off: " + strings.Join(off, ", ")
+}
+
 // printSettings writes the settings as KEY VALUE lines, with the keys
 // 'idlepool settings set' takes.
 func printSettings(w io.Writer, s idle.Settings) {
@@ -585,6 +628,7 @@ func printSettings(w io.Writer, s idle.Settings) {
 	} else {
 		line("pause_for", "none")
 	}
+	line("pause_for_games", "%s", gameSignsText(s))
 	if s.MaxTemperatureC > 0 {
 		line("max_temperature", "%.0f °C", s.MaxTemperatureC)
 	} else {

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Builds the Debian package idlepool_VERSION_ARCH.deb with dpkg-deb from
+# bin/deb/idlepool and bin/deb/idlepool-tray (make deb builds them,
+# stripped): the CLI and the tray app in /usr/bin, the tray app's menu
+# entry and icon, the copyright and changelog. The version is FyneApp.toml's,
+# the dependencies are what dpkg-shlibdeps finds the binaries linked
+# against, and the changelog's date is the last commit's, so the same tree
+# gives the same package. Prints the package's path.
+#
+#   scripts/deb.sh        (make deb)
+#
+# Needs dpkg-deb and dpkg-shlibdeps (Debian packages dpkg and dpkg-dev).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+for p in bin/deb/idlepool bin/deb/idlepool-tray; do
+  [ -x "$p" ] || { echo "deb: $p is missing: run make deb" >&2; exit 1; }
+done
+version=$(sed -n 's/^ *Version *= *"\(.*\)"/\1/p' FyneApp.toml)
+[ -n "$version" ] || { echo "deb: no Version in FyneApp.toml" >&2; exit 1; }
+arch=$(dpkg --print-architecture)
+out="idlepool_${version}_${arch}.deb"
+root=bin/deb/root
+rm -rf "$root"
+umask 022
+
+install -d "$root/DEBIAN" "$root/usr/bin" "$root/usr/share/applications" \
+  "$root/usr/share/icons/hicolor/256x256/apps" "$root/usr/share/doc/idlepool"
+install -m 0755 bin/deb/idlepool bin/deb/idlepool-tray "$root/usr/bin/"
+install -m 0644 packaging/deb/org.idlepool.tray.desktop "$root/usr/share/applications/"
+install -m 0644 assets/app.png "$root/usr/share/icons/hicolor/256x256/apps/org.idlepool.tray.png"
+install -m 0644 packaging/deb/copyright "$root/usr/share/doc/idlepool/copyright"
+when=$(git log -1 --format=%ct 2>/dev/null || date +%s)
+sed -e "s/@VERSION@/$version/" -e "s/@DATE@/$(LC_ALL=C date -u -R -d "@$when")/" packaging/deb/changelog.in |
+  gzip -9n > "$root/usr/share/doc/idlepool/changelog.gz"
+chmod 0644 "$root/usr/share/doc/idlepool/changelog.gz"
+
+# dpkg-shlibdeps wants to run in a source tree: a throwaway one.
+abs=$(pwd)/$root
+src=$(mktemp -d)
+trap 'rm -rf "$src"' EXIT
+mkdir "$src/debian"
+printf 'Source: idlepool\n\nPackage: idlepool\nArchitecture: any\n' > "$src/debian/control"
+depends=$(cd "$src" && dpkg-shlibdeps -O -e"$abs/usr/bin/idlepool" -e"$abs/usr/bin/idlepool-tray" 2>/dev/null |
+  sed -n 's/^shlibs:Depends=//p')
+[ -n "$depends" ] || { echo "deb: dpkg-shlibdeps found no dependencies" >&2; exit 1; }
+size=$(du -k -s "$root/usr" | cut -f1)
+sed -e "s/@VERSION@/$version/" -e "s/@ARCH@/$arch/" -e "s/@SIZE@/$size/" -e "s/@DEPENDS@/$depends/" \
+  packaging/deb/control.in > "$root/DEBIAN/control"
+(cd "$root" && find usr -type f -print0 | LC_ALL=C sort -z | xargs -0 md5sum) > "$root/DEBIAN/md5sums"
+chmod 0644 "$root/DEBIAN/control" "$root/DEBIAN/md5sums"
+
+SOURCE_DATE_EPOCH=$when dpkg-deb --root-owner-group -Zxz -z2 --build "$root" "$out" > /dev/null
+echo "$out"
