@@ -13,7 +13,7 @@
 # DIR/signing.txt says which certificate signed the files (subject and
 # SHA-256 fingerprint), for the README's question "what signed my build".
 #
-# Usage: scripts/winsign.sh DIR IN OUT [IN OUT]...
+# Usage: scripts/winsign.sh DIR IN OUT [IN OUT]...   (OUT may be IN)
 set -euo pipefail
 dir=${1:?usage: scripts/winsign.sh DIR IN OUT [IN OUT]...}
 shift
@@ -54,9 +54,11 @@ if [ -n "${IDLEPOOL_SIGN_TIMESTAMP:-}" ]; then ts=(-ts "$IDLEPOOL_SIGN_TIMESTAMP
 while [ $# -ge 2 ]; do
   in=$1 out=$2
   shift 2
-  rm -f "$out"
+  tmp="$out.signing"
+  rm -f "$tmp"
   osslsigncode sign "${args[@]}" "${ts[@]}" -h sha256 -n idlepool -i https://github.com/idlepool/idlepool \
-    -in "$in" -out "$out" >/dev/null
+    -in "$in" -out "$tmp" >/dev/null
+  mv -f "$tmp" "$out"
 done
 {
   echo "signed with $kind"

@@ -16,13 +16,22 @@
 ;                              uninstall keeps it unless /PURGE is given)
 ;
 ; Defines from the Makefile: VERSION (X.Y.Z), BUILD (a number), BINDIR
-; (the signed executables), OUTFILE, ICON.
+; (the signed executables), OUTFILE, ICON; SIGN, a command that signs the
+; file named by its last two arguments (IN OUT) for the uninstaller; FAST
+; stores the files uncompressed (the tests' older build to upgrade from).
 
 Unicode true
 Target amd64-unicode
 ManifestDPIAware true
 RequestExecutionLevel user
+!ifdef FAST
+SetCompress off
+!else
 SetCompressor /SOLID lzma
+!endif
+!ifdef SIGN
+!uninstfinalize '${SIGN} "%1" "%1"'
+!endif
 
 !include "MUI2.nsh"
 !include "LogicLib.nsh"
