@@ -130,7 +130,6 @@ p=$(pending)
 [ "${p:-0}" -gt 0 ] || fail "the Windows agent recorded no pending receipt"
 step "the Windows agent computed alone: $p pending receipts"
 { wineserver -k; wineserver -w; } 2>/dev/null || true   # stops the agent (and every process of the prefix)
-wait 2>/dev/null || true
 
 # 4. The current build over the older one.
 step "silent install of $(basename "$setup") over 0.0.1"
