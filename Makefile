@@ -49,8 +49,8 @@ package-check: package build panel
 # (scripts/winres.sh), signed with osslsigncode (scripts/winsign.sh: the
 # certificate in IDLEPOOL_SIGN_PFX or IDLEPOOL_SIGN_CERT/_KEY, else a
 # throwaway test certificate; bin/windows/signing.txt says which). Go's
-# build cache keeps a second build to seconds; a file is signed again only
-# when it changed.
+# build cache keeps a second build to seconds; a program replaces the last
+# build's, and is signed again, only when its bytes changed.
 WINDIR    := $(BIN)/windows
 WIN_CC    ?= x86_64-w64-mingw32-gcc
 WIN_ENV   := GOOS=windows GOARCH=amd64
@@ -65,10 +65,12 @@ $(WIN_SYSO) &: FyneApp.toml assets/app.png packaging/windows/idlepool.manifest p
 	GO=$(GO) scripts/winres.sh $(WINDIR)/res
 
 $(WINDIR)/unsigned/idlepool.exe: $(WIN_SYSO) FORCE
-	$(WIN_ENV) CGO_ENABLED=0 $(GO) build -trimpath -o $@ ./cmd/idlepool
+	$(WIN_ENV) CGO_ENABLED=0 $(GO) build -trimpath -o $@.new ./cmd/idlepool
+	cmp -s $@.new $@ && rm $@.new || mv $@.new $@
 
 $(WINDIR)/unsigned/idlepool-tray.exe: $(WIN_SYSO) FORCE
-	$(WIN_ENV) CGO_ENABLED=1 CC=$(WIN_CC) $(GO) build -trimpath -ldflags -H=windowsgui -o $@ ./cmd/idlepool-tray
+	$(WIN_ENV) CGO_ENABLED=1 CC=$(WIN_CC) $(GO) build -trimpath -ldflags -H=windowsgui -o $@.new ./cmd/idlepool-tray
+	cmp -s $@.new $@ && rm $@.new || mv $@.new $@
 
 $(WINDIR)/%.exe: $(WINDIR)/unsigned/%.exe
 	scripts/winsign.sh $(WINDIR) $< $@
