@@ -164,14 +164,23 @@ bin/idlepool --home "$tmp/submitter" submit "$tmp/long.toml" --pool "$url" > "$t
 wine "$cli" settings set idle_for=20s max_other_cpu=100% max_temperature=0 > /dev/null 2>&1 || fail "settings set failed"
 wine "$instdir/idlepool-tray.exe" > "$tmp/tray.out" 2> "$tmp/tray.log" &
 pids+=($!)
+# The address file may still be the killed agent's: wait until it names a
+# listener that answers with its token.
 api="$appdata/idlepool/data/agent.sock"
-for _ in $(seq 120); do [ -s "$api" ] && break; sleep 1; done
-[ -s "$api" ] || fail "the tray's engine wrote no local API file $api"
+code=""
+for _ in $(seq 120); do
+  base=$(sed -n 1p "$api" 2>/dev/null | tr -d '\r')
+  token=$(sed -n 2p "$api" 2>/dev/null | tr -d '\r')
+  code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $token" "$base/v1/status" 2>/dev/null || true)
+  [ "$code" = 200 ] && break
+  sleep 1
+done
+[ "$code" = 200 ] || fail "the tray's engine does not answer on its local API ($api: ${base:-no address}, HTTP $code)"
 [ -d "$localappdata/idlepool" ] || fail "no cache directory in %LOCALAPPDATA%"
-base=$(sed -n 1p "$api" | tr -d '\r')
-token=$(sed -n 2p "$api" | tr -d '\r')
-[ "$(curl -s -o /dev/null -w '%{http_code}' "$base/v1/status")" = 403 ] || fail "the local API answered without its token"
-[ "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $token" "$base/v1/status")" = 200 ] || fail "the local API refused its token"
+code=$(curl -s -o /dev/null -w '%{http_code}' "$base/v1/status")
+[ "$code" = 403 ] || fail "the local API answered HTTP $code without its token, want 403"
+code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer 0000" "$base/v1/status")
+[ "$code" = 403 ] || fail "the local API answered HTTP $code to a wrong token, want 403"
 step "tray app: data in %APPDATA%\\idlepool, cache in %LOCALAPPDATA%\\idlepool, local API $base only with its token"
 wine "$instdir/idlepool-tray.exe" > /dev/null 2> "$tmp/tray2.log" || fail "a second tray app failed"
 grep -q 'already running' "$tmp/tray2.log" || fail "a second tray app did not find the first: $(cat "$tmp/tray2.log")"
