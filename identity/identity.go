@@ -124,7 +124,7 @@ func Load(path string) (*Key, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read key: %w", err)
 	}
-	if st.Mode().Perm()&0o077 != 0 {
+	if exposed(st.Mode()) {
 		return nil, &KeyFileError{Path: path, Exposed: true,
 			Problem: fmt.Sprintf("is readable by others (mode %v); a key file must be private (mode 600)", st.Mode().Perm())}
 	}

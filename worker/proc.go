@@ -122,6 +122,12 @@ func (p *Pool) startProc(ctx context.Context) (*proc, error) {
 	}
 	go logStderr(p.log.With("pid", pr.pid), stderr, pr.stderrDone)
 	p.track(pr)
+	// On Windows the worker joins a kill-on-close Job Object; a worker that
+	// cannot is still usable (only a crash of this process would leave it
+	// behind), so this is a warning, not a failed start.
+	if err := adoptProcess(cmd); err != nil {
+		p.log.Warn("Worker may outlive this process", "pid", pr.pid, "err", err)
+	}
 
 	var helloErr error
 	helloDone := make(chan struct{})

@@ -71,3 +71,7 @@ func lowerThread(tid int) error {
 	}
 	return nil
 }
+
+// adoptProcess has nothing to do on Linux: Pdeathsig (sysProcAttr) already
+// ties the worker's life to the pool's.
+func adoptProcess(*exec.Cmd) error { return nil }

@@ -1,4 +1,4 @@
-//go:build !linux
+//go:build !linux && !windows
 
 package worker
 
@@ -18,3 +18,6 @@ func killProcess(cmd *exec.Cmd) { _ = cmd.Process.Kill() }
 
 // lowerPriority is only implemented on Linux.
 func lowerPriority() error { return errors.ErrUnsupported }
+
+// adoptProcess has nothing to do outside Linux and Windows.
+func adoptProcess(*exec.Cmd) error { return nil }
