@@ -24,6 +24,7 @@ import (
 	"fyne.io/fyne/v2"
 
 	"idlepool/agent"
+	"idlepool/identity"
 	"idlepool/idle"
 	"idlepool/store"
 )
@@ -81,6 +82,12 @@ type Deps struct {
 	Autostart Autostart
 	// Now is the wall clock; nil means time.Now.
 	Now func() time.Time
+	// Owner is the owner key this device belongs to, and OwnerProfile
+	// the file beside it where the owner's signed display name and link
+	// are kept (agent.OwnerProfilePath); with both, the Pools tab lets the
+	// person give that name. nil or "" hides the section.
+	Owner        *identity.Key
+	OwnerProfile string
 	// Ticks starts the periodic refresh of the History and Now windows:
 	// a channel that delivers a tick every `every`, and a function that
 	// stops it. nil means a time.Ticker; tests give a channel they drive

@@ -70,6 +70,7 @@ type settingsForm struct {
 	w       fyne.Window
 	content fyne.CanvasObject
 	tabs    *container.AppTabs
+	owner   *ownerBox // "Your name in pools" on the Pools tab; nil when the app has no owner key
 
 	loadErr *widget.Label  // the saved settings could not be read
 	base    parsedSettings // the fields as shown when opened or last saved
@@ -898,7 +899,7 @@ func (f *settingsForm) poolsTab(ctx context.Context) fyne.CanvasObject {
 		widget.NewLabel("Pool address"), f.poolURL,
 		widget.NewLabel("Invite token"), f.poolInvite,
 	)
-	return container.NewVBox(
+	tab := container.NewVBox(
 		heading("Pools this computer computes for"),
 		f.poolList,
 		widget.NewSeparator(),
@@ -911,6 +912,11 @@ func (f *settingsForm) poolsTab(ctx context.Context) fyne.CanvasObject {
 		container.NewHBox(f.poolJoin),
 		f.poolStatus,
 	)
+	if f.owner = newOwnerBox(f.u); f.owner != nil {
+		tab.Add(widget.NewSeparator())
+		tab.Add(f.owner.box)
+	}
+	return tab
 }
 
 // refreshPools rebuilds the list of pools joined from the store.

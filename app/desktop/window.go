@@ -154,8 +154,10 @@ func runWindows(ctx context.Context, cfg windowConfig, stdin io.Reader, stderr i
 		CheckPool: func(ctx context.Context, url, invite string) (string, error) {
 			return agent.CheckPool(ctx, dcfg, url, invite)
 		},
-		Board:     func(ctx context.Context) ([]agent.PoolBoard, error) { return board(ctx, dcfg) },
-		Autostart: autostart,
+		Board:        func(ctx context.Context) ([]agent.PoolBoard, error) { return board(ctx, dcfg) },
+		Autostart:    autostart,
+		Owner:        owner,
+		OwnerProfile: agent.OwnerProfilePath(dirs),
 		Events: func(_ context.Context, n int) ([]agent.Event, error) {
 			return agent.ReadEvents(filepath.Join(dirs.Data, agent.EventsFile), n)
 		},
