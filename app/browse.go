@@ -330,15 +330,15 @@ func (v *browseView) cell(row, col int) string {
 	l := r.job.Listing
 	switch col {
 	case 0:
-		if d := plainText(l.Description, 70); d != "" {
-			return plainText(l.Name, 40) + "\n" + d
+		if d := offers.PlainLine(l.Description, 70); d != "" {
+			return offers.PlainLine(l.Name, 40) + "\n" + d
 		}
-		return plainText(l.Name, 40)
+		return offers.PlainLine(l.Name, 40)
 	case 1:
 		// The name over the short ID, each on a line of its own, so that
 		// neither is cut in the narrow column.
 		if name := offers.OwnerName(l.Owner, l.OwnerProfile); name != "" {
-			return plainText(name, 64) + "\n" + offers.ShortID(l.Owner)
+			return offers.PlainLine(name, 64) + "\n" + offers.ShortID(l.Owner)
 		}
 		return offers.ShortID(l.Owner)
 	case 2:
@@ -398,12 +398,12 @@ func (v *browseView) showDetails() {
 func jobDetails(r browseRow) string {
 	l := r.job.Listing
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s\n", plainText(l.Name, 100))
-	if d := plainText(l.Description, 1000); d != "" {
+	fmt.Fprintf(&b, "%s\n", offers.PlainLine(l.Name, 100))
+	if d := offers.PlainLine(l.Description, 1000); d != "" {
 		fmt.Fprintf(&b, "%s\n", d)
 	}
 	if l.Link != "" {
-		fmt.Fprintf(&b, "Job's page: %s\n", plainText(l.Link, 300))
+		fmt.Fprintf(&b, "Job's page: %s\n", offers.PlainLine(l.Link, 300))
 	}
 	fmt.Fprintf(&b, "\nJob ID: %s\n", l.Job)
 	if name := offers.OwnerName(l.Owner, l.OwnerProfile); name != "" {

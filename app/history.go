@@ -503,11 +503,11 @@ func (v *historyView) selectRow(row int) {
 	fmt.Fprintf(&b, "Pool: %s (%s)\n", v.poolText(c.Pool), c.Pool)
 	n := v.data.jobs[c.Job]
 	fmt.Fprintf(&b, "Job: %s\n", jobText(c.Job, n.Name))
-	if d := plainText(n.Description, 300); d != "" {
+	if d := offers.PlainLine(n.Description, 300); d != "" {
 		fmt.Fprintf(&b, "%s\n", d)
 	}
 	if n.Link != "" {
-		fmt.Fprintf(&b, "Job's page: %s\n", plainText(n.Link, 300))
+		fmt.Fprintf(&b, "Job's page: %s\n", offers.PlainLine(n.Link, 300))
 	}
 	if n.Owner != "" {
 		fmt.Fprintf(&b, "Job's owner: %s\n", ownerText(n.Owner, n.OwnerName, n.OwnerLink))

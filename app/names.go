@@ -1,10 +1,6 @@
 package app
 
 import (
-	"strings"
-	"unicode"
-	"unicode/utf8"
-
 	"idlepool/job"
 	"idlepool/offers"
 )
@@ -15,29 +11,11 @@ import (
 // made plain (one line, no control characters), and never stand for the
 // ID.
 
-// plainText makes text that came from a pool (a job's name or
-// description, an owner's name) one plain line for a label: control and
-// bidirectional formatting characters become U+FFFD, runs of white space
-// one space, and text past max characters ends in "…".
-func plainText(text string, max int) string {
-	text = strings.Join(strings.Fields(text), " ")
-	text = strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) {
-			return utf8.RuneError
-		}
-		return r
-	}, text)
-	if utf8.RuneCountInString(text) <= max {
-		return text
-	}
-	return string([]rune(text)[:max-1]) + "…"
-}
-
 // jobText names job id for people: "pi (659b95)", its name and the first
 // six digits of its ID, or the first twelve digits alone when its name is
 // not known.
 func jobText(id job.ID, name string) string {
-	if name = plainText(name, 40); name == "" {
+	if name = offers.PlainLine(name, 40); name == "" {
 		return id.String()[:12]
 	}
 	return name + " (" + id.String()[:6] + ")"
@@ -47,9 +25,9 @@ func jobText(id job.ID, name string) string {
 // ID, with its link when it gave one: "Ada's lab (idk3m9x2qa…),
 // https://example.org/ada".
 func ownerText(owner, name, link string) string {
-	s := offers.OwnerLabel(owner, plainText(name, 64))
+	s := offers.OwnerLabel(owner, offers.PlainLine(name, 64))
 	if link != "" {
-		s += ", " + plainText(link, 300)
+		s += ", " + offers.PlainLine(link, 300)
 	}
 	return s
 }

@@ -286,7 +286,7 @@ func taskRow(st agent.AgentStatus, t agent.RunningTask, loc *time.Location, now 
 	if pool == t.Pool {
 		pool = hostOf(pool)
 	}
-	job := plainText(t.JobName, 40)
+	job := offers.PlainLine(t.JobName, 40)
 	if id, err := jobpkg.ParseDigest(t.Job); err == nil {
 		job = jobText(id, t.JobName)
 	} else if job == "" {
@@ -294,7 +294,7 @@ func taskRow(st agent.AgentStatus, t agent.RunningTask, loc *time.Location, now 
 	}
 	owner := ""
 	if t.Owner != "" {
-		owner = offers.OwnerLabel(t.Owner, plainText(t.OwnerName, 64))
+		owner = offers.OwnerLabel(t.Owner, offers.PlainLine(t.OwnerName, 64))
 	}
 	var when string
 	switch {

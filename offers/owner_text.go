@@ -1,6 +1,33 @@
 package offers
 
-import "idlepool/identity"
+import (
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"idlepool/identity"
+)
+
+// PlainLine makes text that came from a pool (a job's name or
+// description, an owner's display name: words chosen by their owners) one
+// plain line for a label or a terminal: control and bidirectional
+// formatting characters (Unicode TR #9), which could move a terminal's
+// cursor or reorder the text around them, become U+FFFD; runs of white
+// space, line breaks included, become one space; and text past max
+// characters (runes) is cut to max-1 of them and "…".
+func PlainLine(text string, max int) string {
+	text = strings.Join(strings.Fields(text), " ")
+	text = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) {
+			return utf8.RuneError
+		}
+		return r
+	}, text)
+	if utf8.RuneCountInString(text) <= max {
+		return text
+	}
+	return string([]rune(text)[:max-1]) + "…"
+}
 
 // OwnerName returns the display name of owner (an owner ID) from p, the
 // owner's signed profile as a pool served it: p's name when p is owner's

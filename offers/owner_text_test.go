@@ -41,3 +41,25 @@ func TestOwnerText(t *testing.T) {
 		})
 	}
 }
+
+// TestPlainLine: words from a pool become one plain line: control and
+// bidirectional formatting characters replaced, white space runs folded,
+// long text cut to max runes with "…".
+func TestPlainLine(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		max  int
+		want string
+	}{
+		{"pi", 10, "pi"},
+		{"  Sums of squares,\n\tfor the class ", 80, "Sums of squares, for the class"},
+		{"evil\x1b[2Jname", 80, "evil\uFFFD[2Jname"},
+		{"Ada\u202elab", 80, "Ada\uFFFDlab"},
+		{"ééééé", 4, "ééé…"},
+		{"abcd", 4, "abcd"},
+	} {
+		if got := PlainLine(c.in, c.max); got != c.want {
+			t.Errorf("PlainLine(%q, %d) = %q, want %q", c.in, c.max, got, c.want)
+		}
+	}
+}

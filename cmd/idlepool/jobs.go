@@ -378,7 +378,7 @@ func printJobs(w io.Writer, doc jobsDoc, c idle.Capacity) {
 				verdict += fmt.Sprintf(" (+%d more)", n)
 			}
 		}
-		row := fmt.Sprintf("%s\t%s\t%s\t", l.Job.String()[:12], oneLine(l.Name, 40), oneLine(l.OwnerText(), 60))
+		row := fmt.Sprintf("%s\t%s\t%s\t", l.Job.String()[:12], offers.PlainLine(l.Name, 40), offers.PlainLine(l.OwnerText(), 60))
 		if multi {
 			row += l.Pool + "\t"
 		}

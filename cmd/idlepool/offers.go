@@ -104,7 +104,7 @@ func printOffers(w io.Writer, pool string, list []offers.Offer, now time.Time) {
 		}
 		states[o.State]++
 		fmt.Fprintf(tw, "%s\t%s\t%s/%s\t%d of %d\t%s\t%s\t%s\tin %s\n",
-			offers.ShortID(o.Peer), oneLine(offers.OwnerLabel(o.Owner, offers.OwnerName(o.Owner, o.OwnerProfile)), 80), c.OS, c.Arch, c.Cores, c.LogicalCPUs,
+			offers.ShortID(o.Peer), offers.PlainLine(offers.OwnerLabel(o.Owner, offers.OwnerName(o.Owner, o.OwnerProfile)), 80), c.OS, c.Arch, c.Cores, c.LogicalCPUs,
 			offers.MiBText(c.MemoryMiB), gpus, state, idle.DurationText(o.Expires.Sub(now)))
 	}
 	tw.Flush()
