@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,11 +22,32 @@ import (
 // merge gets the right values (the same bytes as a solo run), and every
 // receipt the liar earned for a wrong result is revoked by a signed
 // ledger entry that `idlepool ledger verify` accepts.
+//
+// Whether a lie is computed alone depends on which device asks for which
+// task first; a round in which every lie fell beside an honest replica
+// (caught at once, nothing held) tests nothing of the correction, so the
+// test plays up to three rounds, each with a fresh pool, and fails when
+// none held a lie (seen in about 1 round of 10 here).
 func TestPoolCorrectsCaughtLiar(t *testing.T) {
 	liarBin := filepath.Join(t.TempDir(), "liar")
 	if out, err := exec.Command("go", "build", "-o", liarBin, "./testdata/liar").CombinedOutput(); err != nil {
 		t.Fatalf("build the liar: %v\n%s", err, out)
 	}
+	for round := 1; round <= 3; round++ {
+		alone := 0
+		t.Run(fmt.Sprintf("round%d", round), func(t *testing.T) { alone = caughtLiarRound(t, liarBin) })
+		if t.Failed() || alone > 0 {
+			return
+		}
+		t.Logf("round %d: every lie was computed beside an honest replica; playing another round", round)
+	}
+	t.Fatal("in 3 rounds no wrong result of the liar was accepted alone: nothing of the correction was tested")
+}
+
+// caughtLiarRound plays TestPoolCorrectsCaughtLiar once, with a fresh
+// pool, and returns how many of the liar's wrong results were accepted
+// alone (each of them must be corrected and its receipt revoked).
+func caughtLiarRound(t *testing.T, liarBin string) int {
 	_, url := startServe(t, t.TempDir(), "127.0.0.1:0")
 	for i := range 3 {
 		startJoin(t, filepath.Join(t.TempDir(), "honest"+string(rune('a'+i))), url)
@@ -108,11 +130,9 @@ trust_after = 3
 			}
 		}
 	}
-	if alone == 0 {
-		t.Fatalf("the liar returned %d wrong results and none was accepted alone: nothing was tested", len(lies))
-	}
 	t.Logf("the liar returned %d wrong results; accepted alone, held, corrected and revoked: %d", len(lies), alone)
 	if out := idlepool(t, t.TempDir(), "ledger", "verify", "--pool", url); out.code != 0 || !strings.HasPrefix(out.stdout, "ledger ok: ") {
 		t.Errorf("ledger verify --pool: exit %d\n%s%s", out.code, out.stdout, out.stderr)
 	}
+	return alone
 }

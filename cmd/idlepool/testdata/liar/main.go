@@ -61,7 +61,7 @@ func run(ctx context.Context, url, dir string, honest int, lie string) error {
 	}
 	fmt.Fprintf(os.Stderr, "liar: device %s owner %s\n", dev.ID(), owner.ID())
 	jobs := map[job.ID]*job.Job{}
-	answered := 0
+	answered, trusted := 0, false
 	var offered time.Time
 	for ctx.Err() == nil {
 		if time.Since(offered) > 30*time.Second {
@@ -75,6 +75,13 @@ func run(ctx context.Context, url, dir string, honest int, lie string) error {
 			} else {
 				offered = now
 			}
+		}
+		if answered == honest && !trusted {
+			// Lie only once the honest results were agreed with (a
+			// receipt each): a patient liar waits to be trusted, so that
+			// its lies are computed alone rather than beside a replica
+			// of an honest device.
+			trusted = waitReceipts(ctx, c, honest)
 		}
 		ls, err := c.Lease(ctx, 1)
 		if err != nil || len(ls) == 0 {
@@ -109,6 +116,29 @@ func run(ctx context.Context, url, dir string, honest int, lie string) error {
 		}
 	}
 	return nil
+}
+
+// waitReceipts waits until the pool has given this device n receipts, for
+// two minutes at most; it reports whether they came.
+func waitReceipts(ctx context.Context, c *agent.Client, n int) bool {
+	for end := time.Now().Add(2 * time.Minute); ctx.Err() == nil && time.Now().Before(end); pause(ctx, 100*time.Millisecond) {
+		es, err := c.Receipts(ctx, 0, 1000)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "liar: receipts:", err)
+			continue
+		}
+		got := 0
+		for _, e := range es {
+			if e.Kind == pool.KindReceipt {
+				got++
+			}
+		}
+		if got >= n {
+			fmt.Fprintf(os.Stderr, "liar: %d receipts: trusted now\n", got)
+			return true
+		}
+	}
+	return false
 }
 
 // fetch returns job id, fetching its encoding and files once.
