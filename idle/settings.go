@@ -74,8 +74,9 @@ type Settings struct {
 
 	// MaxTemperatureC is the CPU temperature ceiling in °C: above it
 	// computing waits until the CPU has cooled TemperatureMarginC below
-	// it. 0: no ceiling. Default 85.
-	MaxTemperatureC float64 `json:"max_temperature_c,omitempty"`
+	// it. 0: no ceiling. Default 85. Always stored, so that an owner's
+	// 0 is not read back as the default.
+	MaxTemperatureC float64 `json:"max_temperature_c"`
 
 	// GPUs holds the owner's choice per GPU, by NVML UUID. A GPU not in
 	// the map is not used.

@@ -204,6 +204,20 @@ func TestSettingsJSON(t *testing.T) {
 	if diff := cmp.Diff(want, old); diff != "" {
 		t.Errorf("partial document (-want +got):\n%s", diff)
 	}
+	// An owner's 0 (no temperature ceiling) is stored and read back as 0,
+	// not as the default 85 °C.
+	none := Defaults()
+	none.MaxTemperatureC = 0
+	if b, err = json.Marshal(none); err != nil {
+		t.Fatal(err)
+	}
+	back = Defaults()
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if back.MaxTemperatureC != 0 {
+		t.Errorf("max_temperature_c 0 read back as %g from %s", back.MaxTemperatureC, b)
+	}
 	if err := json.Unmarshal([]byte(`{"idle_for":"soon"}`), &old); err == nil || !strings.Contains(err.Error(), "idle_for") {
 		t.Errorf("bad idle_for: %v", err)
 	}

@@ -137,6 +137,14 @@ func (g *globals) flagSet(name, usage string) *flag.FlagSet {
 func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
+		// A negative number ("jobs weight -1") is a value, not a flag:
+		// take it as a positional argument so that the command can say
+		// what is wrong with it instead of "flag provided but not
+		// defined".
+		for len(args) > 0 && isNegativeNumber(args[0]) {
+			pos = append(pos, args[0])
+			args = args[1:]
+		}
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
 				return nil, err
@@ -154,6 +162,19 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 		pos = append(pos, args[0])
 		args = args[1:]
 	}
+}
+
+// isNegativeNumber reports whether arg is "-" followed by a digit or a
+// dot and a digit ("-1", "-0.5"), which no flag of ours starts with.
+func isNegativeNumber(arg string) bool {
+	if len(arg) < 2 || arg[0] != '-' {
+		return false
+	}
+	c := arg[1]
+	if c == '.' && len(arg) > 2 {
+		c = arg[2]
+	}
+	return c >= '0' && c <= '9'
 }
 
 // Run runs the command line args (without the program name) and returns

@@ -110,6 +110,7 @@ func TestJobsAndOffers(t *testing.T) {
 		{[]string{"jobs", "accept", "zz"}, 2, `"zz" is not a job ID`},
 		{[]string{"jobs", "refuse", "0123456789", "--pool", url}, 2, "no job listed in " + url + " starts with 0123456789"},
 		{[]string{"jobs", "weight", "2"}, 2, "weight needs --pool URL"},
+		{[]string{"jobs", "weight", "-1", "--pool", url}, 2, `weight takes a number of 0 or more`},
 		{[]string{"jobs", "nonsense"}, 2, `unknown subcommand "nonsense"`},
 	} {
 		if out := idlepool(t, donor, tc.args...); out.code != tc.code || !strings.Contains(out.stderr, tc.want) {
