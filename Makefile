@@ -148,13 +148,18 @@ run-examples: build examples
 # committed. `make gpupi` runs on the CPU path where there is no GPU.
 CLANG     ?= clang
 PTXFLAGS  := -x cuda --cuda-device-only --cuda-gpu-arch=sm_60 -nocudainc -nocudalib -O3 -S
-PTX       := examples/gpupi/gpupi.ptx
+PTX       := examples/gpupi/gpupi.ptx examples/optionmc/optionmc.ptx
 ptx: $(PTX)
 examples/gpupi/gpupi.ptx: examples/gpupi/gpupi.cu
+	$(CLANG) $(PTXFLAGS) -o $@ $<
+examples/optionmc/optionmc.ptx: examples/optionmc/optionmc.cu
 	$(CLANG) $(PTXFLAGS) -o $@ $<
 
 gpupi: build examples/gpupi/gpupi.wasm examples/gpupi/gpupi.ptx
 	$(BIN)/idlepool run examples/gpupi/gpupi.toml
+
+optionmc: build examples/optionmc/optionmc.wasm examples/optionmc/optionmc.ptx
+	$(BIN)/idlepool run examples/optionmc/optionmc.toml
 
 # The examples' physics and statistics checks at full size (the tests run
 # them smaller): the Ising sweep as shipped must peak within 0.1 of Tc.
