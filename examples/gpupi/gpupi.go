@@ -32,8 +32,9 @@ import (
 )
 
 // launchSamples is how many samples one kernel launch draws: 2^26, about
-// 1 ms on a current data-centre GPU and under 20 ms on a GPU ten times
-// slower (README: "gpupi"). The CPU path counts in pieces of the same size;
+// 10^10 integer operations, estimated at 1 ms on a current data-centre GPU
+// and under 20 ms on a GPU ten times slower (examples/README.md, "gpupi";
+// scripts/gpu-check.sh measures it). The CPU path counts in pieces of the same size;
 // the count does not depend on it.
 const launchSamples = 1 << 26
 

@@ -32,7 +32,7 @@ import (
 )
 
 // launchPairs is how many path pairs one kernel launch prices: 2^22 (2^23
-// paths), about 2 ms on a current data-centre GPU (README: "optionmc").
+// paths), estimated at 2 ms on a current data-centre GPU.
 const launchPairs = 1 << 22
 
 // params are the task parameters this program reads.
