@@ -17,9 +17,11 @@
 #      long until no context of ours is left on the GPU (goal: 5 s);
 #   6. prints a summary.
 #
-# GPUs disabled: `idlepool run --cpu-only` where the build has that flag,
-# else CUDA_VISIBLE_DEVICES= in the run's environment; either way the
-# script watches nvidia-smi and fails if a "CPU" run touched the GPU.
+# GPUs disabled: the run's settings switch the GPU off
+# (gpu.UUID.use=false), and `idlepool run --cpu-only` where the build has
+# that flag, else CUDA_VISIBLE_DEVICES= in the run's environment; either
+# way the script watches nvidia-smi and fails if a "CPU" run touched the
+# GPU. GPU runs have the GPU allowed (gpu.UUID.use=true, gpu-programs on).
 #
 # Usage: scripts/gpu-check.sh [WORKDIR]   (default: a new temporary
 # directory; its logs are kept for reading afterwards)
@@ -119,10 +121,20 @@ watch_gpu() {
 	done
 }
 # run_job NAME MANIFEST gpu|cpu [EXTRA ARGS]: idlepool run --json into
-# $work/NAME.json with a fresh home; sets used_gpu=yes|no.
+# $work/NAME.json with a fresh home whose settings allow the GPU (gpu) or
+# switch it off (cpu), as its owner would; sets used_gpu=yes|no.
 run_job() {
 	local name=$1 manifest=$2 mode=$3
 	shift 3
+	local use=true
+	[ "$mode" = gpu ] || use=false
+	"$bin" --home "$work/home-$name" settings set "gpu.$gpu_uuid.use=$use" "gpu.$gpu_uuid.memory=0.5" \
+		"gpu.$gpu_uuid.max_other=1" >"$work/$name.settings.log" 2>&1 ||
+		die "idlepool settings set failed: see $work/$name.settings.log"
+	if [ "$mode" = gpu ]; then
+		"$bin" --home "$work/home-$name" jobs gpu-programs on >>"$work/$name.settings.log" 2>&1 ||
+			die "idlepool jobs gpu-programs on failed: see $work/$name.settings.log"
+	fi
 	local seen=$work/$name.gpu-seen
 	: >"$seen"
 	watch_gpu "$seen" &
