@@ -120,31 +120,35 @@ watch_gpu() {
 		sleep 0.2
 	done
 }
-# run_job NAME MANIFEST gpu|cpu [EXTRA ARGS]: idlepool run --json into
-# $work/NAME.json with a fresh home whose settings allow the GPU (gpu) or
-# switch it off (cpu), as its owner would; sets used_gpu=yes|no.
+# run_job NAME MANIFEST gpu|cpu [EXTRA ARGS]: idlepool run --fresh --json
+# into $work/NAME.json. GPU runs share one home whose settings allow the
+# GPU, CPU runs one whose settings switch it off, as an owner would; each
+# home keeps its compiled programs, so only a mode's first run compiles.
+# Sets used_gpu=yes|no.
 run_job() {
 	local name=$1 manifest=$2 mode=$3
 	shift 3
-	local use=true
+	local use=true home
+	home=$work/home-$mode
 	[ "$mode" = gpu ] || use=false
-	"$bin" --home "$work/home-$name" settings set "gpu.$gpu_uuid.use=$use" "gpu.$gpu_uuid.memory=0.5" \
+	"$bin" --home "$home" settings set "gpu.$gpu_uuid.use=$use" "gpu.$gpu_uuid.memory=0.5" \
 		"gpu.$gpu_uuid.max_other=1" >"$work/$name.settings.log" 2>&1 ||
 		die "idlepool settings set failed: see $work/$name.settings.log"
 	if [ "$mode" = gpu ]; then
-		"$bin" --home "$work/home-$name" jobs gpu-programs on >>"$work/$name.settings.log" 2>&1 ||
+		"$bin" --home "$home" jobs gpu-programs on >>"$work/$name.settings.log" 2>&1 ||
 			die "idlepool jobs gpu-programs on failed: see $work/$name.settings.log"
 	fi
 	local seen=$work/$name.gpu-seen
 	: >"$seen"
+	mem_base=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -1)
 	watch_gpu "$seen" &
 	local w=$!
 	local rc=0
 	if [ "$mode" = cpu ]; then
-		bounded 180 env "${cpu_env[@]}" "$bin" --home "$work/home-$name" run --fresh --json "${cpu_flag[@]}" "$@" "$manifest" \
+		bounded 180 env "${cpu_env[@]}" "$bin" --home "$home" run --fresh --json "${cpu_flag[@]}" "$@" "$manifest" \
 			>"$work/$name.json" 2>"$work/$name.log" || rc=$?
 	else
-		bounded 180 "$bin" --home "$work/home-$name" run --fresh --json "$@" "$manifest" >"$work/$name.json" 2>"$work/$name.log" || rc=$?
+		bounded 180 "$bin" --home "$home" run --fresh --json "$@" "$manifest" >"$work/$name.json" 2>"$work/$name.log" || rc=$?
 	fi
 	kill "$w" 2>/dev/null || true
 	wait "$w" 2>/dev/null || true
@@ -204,10 +208,10 @@ awk -v d="$opt_diff" 'BEGIN { exit !(d <= 1e-4) }' ||
 	die "optionmc: GPU mean price $price_gpu and CPU $price_cpu differ by $opt_diff, beyond the tolerance 1e-4"
 
 # --- 4. Figures -------------------------------------------------------------
-echo "gpu-check: speed: gpupi on the GPU (16 tasks of 2^34 samples) and on one CPU core"
+echo "gpu-check: speed: gpupi on the GPU (16 tasks of 2^34 samples) and on one CPU core (4 of 2^25)"
 manifest "$m/gpupi.toml" "$m/check-small.toml" 16 samples=1024
 manifest "$m/gpupi.toml" "$m/check-big.toml" 16 samples=17179869184       # 2^34: 256 launches per task
-manifest "$m/gpupi.toml" "$m/check-cpu1.toml" 2 samples=16777216          # 2^24
+manifest "$m/gpupi.toml" "$m/check-cpu1.toml" 4 samples=33554432          # 2^25
 precise_run gpupi-small-gpu "$m/check-small.toml" gpu --workers 1
 small_gpu_ms=$run_ms
 precise_run gpupi-small-cpu "$m/check-small.toml" cpu --workers 1
@@ -218,7 +222,7 @@ big_ms=$run_ms
 precise_run gpupi-cpu1 "$m/check-cpu1.toml" cpu --workers 1
 cpu1_ms=$run_ms
 gpu_rate=$(awk -v ms="$big_ms" 'BEGIN { printf "%.3g", 16 * 2^34 / (ms / 1000) }')
-cpu_rate=$(awk -v ms="$cpu1_ms" 'BEGIN { printf "%.3g", 2 * 2^24 / (ms / 1000) }')
+cpu_rate=$(awk -v ms="$cpu1_ms" 'BEGIN { printf "%.3g", 4 * 2^25 / (ms / 1000) }')
 ratio=$(awk -v g="$gpu_rate" -v c="$cpu_rate" 'BEGIN { printf "%.0f", g / c }')
 task_extra_ms=$(awk -v g="$small_gpu_ms" -v c="$small_cpu_ms" 'BEGIN { printf "%.0f", (g - c) / 16 }')
 launch_ms=$(awk -v b="$big_ms" -v s="$small_gpu_ms" 'BEGIN { printf "%.2f", (b - s) / (16 * 256) }')
@@ -239,6 +243,7 @@ for _ in $(seq 1 600); do
 	sleep 0.1
 done
 [ -n "$url" ] || die "idlepool serve printed no pool URL: see $coord/serve.log"
+mem_base=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -1)
 "$bin" --home "$donor" settings set hours=always idle_for=0 max_other_cpu=100% compute=1h \
 	"gpu.$gpu_uuid.use=true" "gpu.$gpu_uuid.memory=0.5" "gpu.$gpu_uuid.max_other=1" >"$donor/settings.log" 2>&1 ||
 	die "idlepool settings set failed: see $donor/settings.log"
@@ -279,7 +284,7 @@ echo "  gpupi GPU vs CPU, 16 x 2^26 samples: byte-identical=$gpupi_identical (pi
 echo "  CPU runs: $cpu_how"
 echo "  optionmc mean price: GPU $price_gpu (GPU used: $opt_gpu_used), CPU $price_cpu, |diff| $opt_diff (tolerance 1e-4); Black-Scholes $price_bs"
 echo "  gpupi on the GPU: $gpu_rate samples/s (16 x 2^34 in $big_ms ms, one worker)"
-echo "  gpupi on one CPU core (WebAssembly): $cpu_rate samples/s (2 x 2^24 in $cpu1_ms ms)"
+echo "  gpupi on one CPU core (WebAssembly): $cpu_rate samples/s (4 x 2^25 in $cpu1_ms ms)"
 echo "  GPU / one CPU core: ${ratio}x (goal: 100x)"
 echo "  extra cost per GPU task (context, module load): ${task_extra_ms} ms (16 tiny tasks: $small_gpu_ms ms GPU, $small_cpu_ms ms CPU)"
 echo "  one launch of 2^26 samples: about ${launch_ms} ms"
