@@ -10,7 +10,7 @@ FUZZTIME  ?= 10s
 # them.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
-.PHONY: cgo-cflags check-examples all build tray panel package package-check deb deb-check screenshots tray-idle examples pi run-examples test crossvet fuzz bench sim fmt vet lint clean windows windows-installer wine-test
+.PHONY: gpupi optionmc ptx gpu-check cgo-cflags check-examples all build tray panel package package-check deb deb-check screenshots tray-idle examples pi run-examples test crossvet fuzz bench sim fmt vet lint clean windows windows-installer wine-test
 
 all: build examples
 
@@ -141,6 +141,32 @@ pi: build examples/pi/pi.wasm
 
 run-examples: build examples
 	for e in $(EXAMPLES); do $(BIN)/idlepool run examples/$$e/$$e.toml || exit 1; done
+
+# GPU examples: the kernels are CUDA C (no CUDA headers), turned into PTX
+# text by Debian's clang (NVPTX back end; no CUDA toolkit), which the
+# driver compiles for the GPU at hand. The PTX is a job input, never
+# committed. `make gpupi` runs on the CPU path where there is no GPU.
+CLANG     ?= clang
+PTXFLAGS  := -x cuda --cuda-device-only --cuda-gpu-arch=sm_60 -nocudainc -nocudalib -O3 -S
+PTX       := examples/gpupi/gpupi.ptx examples/optionmc/optionmc.ptx
+ptx: $(PTX)
+examples/gpupi/gpupi.ptx: examples/gpupi/gpupi.cu
+	@command -v $(CLANG) >/dev/null || { echo "$(CLANG) not found: the PTX kernels are built with it (Debian: apt-get install clang)" >&2; exit 1; }
+	$(CLANG) $(PTXFLAGS) -o $@ $<
+examples/optionmc/optionmc.ptx: examples/optionmc/optionmc.cu
+	@command -v $(CLANG) >/dev/null || { echo "$(CLANG) not found: the PTX kernels are built with it (Debian: apt-get install clang)" >&2; exit 1; }
+	$(CLANG) $(PTXFLAGS) -o $@ $<
+
+gpupi: build examples/gpupi/gpupi.wasm examples/gpupi/gpupi.ptx
+	$(BIN)/idlepool run examples/gpupi/gpupi.toml
+
+optionmc: build examples/optionmc/optionmc.wasm examples/optionmc/optionmc.ptx
+	$(BIN)/idlepool run examples/optionmc/optionmc.toml
+
+# Both GPU examples on a machine with an NVIDIA GPU, GPU against CPU, with
+# the figures (scripts/gpu-check.sh, at most 8 minutes).
+gpu-check:
+	./scripts/gpu-check.sh
 
 # The examples' physics and statistics checks at full size (the tests run
 # them smaller): the Ising sweep as shipped must peak within 0.1 of Tc.

@@ -1,0 +1,306 @@
+#!/usr/bin/env bash
+# The GPU examples on a real NVIDIA GPU, end to end (at most 8 minutes).
+#
+# Needs: the NVIDIA driver (libcuda.so.1, nvidia-smi, NVML), Go, make and
+# clang (the PTX build); no CUDA toolkit. It
+#   1. builds bin/idlepool, the example programs and their PTX;
+#   2. runs gpupi through `idlepool run` on the GPU and with GPUs disabled
+#      and compares the two results byte for byte;
+#   3. runs optionmc (float32 on the GPU, float64 on the CPU) both ways and
+#      compares the prices with the manifest's tolerance;
+#   4. measures gpupi's samples/s on the GPU against the CPU WebAssembly
+#      path on one core of the same machine, the extra cost per GPU task
+#      (context creation, module load) and the time of one launch;
+#   5. starts a local coordinator (`idlepool serve`) and donor (`idlepool
+#      join`), shows nvidia-smi's view of our context while a task runs,
+#      pauses the donor (`idlepool settings set pause=1h`) and measures how
+#      long until no context of ours is left on the GPU (goal: 5 s);
+#   6. prints a summary.
+#
+# GPUs disabled: the run's settings switch the GPU off
+# (gpu.UUID.use=false), and `idlepool run --cpu-only` where the build has
+# that flag, else CUDA_VISIBLE_DEVICES= in the run's environment; either
+# way the script watches nvidia-smi and fails if a "CPU" run touched the
+# GPU. GPU runs have the GPU allowed (gpu.UUID.use=true, gpu-programs on).
+#
+# Usage: scripts/gpu-check.sh [WORKDIR]   (default: a new temporary
+# directory; its logs are kept for reading afterwards)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+limit_s=480 # the whole check, 8 minutes
+start_s=$SECONDS
+
+die() {
+	echo "gpu-check: $*" >&2
+	exit 1
+}
+left() { echo $((limit_s - (SECONDS - start_s))); }
+# bounded CMD...: CMD with the time that is left, at most $1 seconds.
+bounded() {
+	local most=$1
+	shift
+	local t
+	t=$(left)
+	[ "$t" -gt 5 ] || die "out of time (8 minutes) before: $*"
+	[ "$t" -lt "$most" ] || t=$most
+	timeout --kill-after=10 "$t" "$@"
+}
+
+# --- 0. Is there an NVIDIA GPU? -------------------------------------------
+if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
+	die "no NVIDIA GPU found (nvidia-smi is missing or lists no GPU): run this on a machine with an NVIDIA GPU and its driver"
+fi
+if ! { ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1'; } && ! ls /usr/lib*/*/libcuda.so.1 /usr/lib*/libcuda.so.1 >/dev/null 2>&1; then
+	die "no NVIDIA GPU usable: nvidia-smi sees one but libcuda.so.1 (the CUDA driver library) is not installed"
+fi
+command -v clang >/dev/null 2>&1 || die "clang not found: the PTX kernels are built with it (Debian: apt-get install clang)"
+command -v go >/dev/null 2>&1 || die "go not found (Go 1.26, https://go.dev/dl/)"
+gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+gpu_uuid=$(nvidia-smi --query-gpu=uuid --format=csv,noheader | head -1)
+driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)
+echo "gpu-check: $gpu_name ($gpu_uuid), driver $driver, $(nproc) CPU cores"
+
+work=${1:-$(mktemp -d -t idlepool-gpu-check.XXXXXX)}
+mkdir -p "$work"
+echo "gpu-check: logs in $work"
+pids=()
+cleanup() {
+	local p
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+}
+trap cleanup EXIT
+
+# --- 1. Build ---------------------------------------------------------------
+echo "gpu-check: building bin/idlepool, the programs and the PTX"
+bounded 240 make -s build examples/gpupi/gpupi.wasm examples/gpupi/gpupi.ptx \
+	examples/optionmc/optionmc.wasm examples/optionmc/optionmc.ptx >"$work/build.log" 2>&1 ||
+	die "build failed: see $work/build.log"
+bin=$root/bin/idlepool
+
+cpu_flag=()
+cpu_env=()
+if "$bin" run --help 2>&1 | grep -q -- '-cpu-only'; then
+	cpu_flag=(--cpu-only)
+	cpu_how="idlepool run --cpu-only"
+else
+	cpu_env=(CUDA_VISIBLE_DEVICES=)
+	cpu_how="CUDA_VISIBLE_DEVICES= (this build of idlepool run has no --cpu-only)"
+fi
+
+# A process of ours on the GPU, as nvidia-smi lists compute processes: the
+# PID of an idlepool process, or its name where the PID namespace hides
+# it. Memory used on the GPU is the fallback signal (a context holds some
+# hundreds of MiB) where nvidia-smi lists no processes at all.
+mem_base=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -1)
+ours_on_gpu() {
+	local line pid name
+	while IFS=, read -r pid name _; do
+		pid=${pid// /}
+		name=${name# }
+		[ -n "$pid" ] || continue
+		if [[ $name == *idlepool* ]] || [[ "$(readlink "/proc/$pid/exe" 2>/dev/null)" == "$bin" ]]; then
+			echo "pid $pid $name"
+			return 0
+		fi
+	done < <(nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv,noheader 2>/dev/null)
+	line=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -1)
+	if [ "$((line - mem_base))" -gt 150 ]; then
+		echo "memory.used ${line} MiB (${mem_base} MiB before)"
+		return 0
+	fi
+	return 1
+}
+# watch FILE: until killed, append to FILE every sighting of ours on the GPU.
+watch_gpu() {
+	local seen
+	while true; do
+		if seen=$(ours_on_gpu); then echo "$seen" >>"$1"; fi
+		sleep 0.2
+	done
+}
+# run_job NAME MANIFEST gpu|cpu [EXTRA ARGS]: idlepool run --fresh --json
+# into $work/NAME.json. GPU runs share one home whose settings allow the
+# GPU, CPU runs one whose settings switch it off, as an owner would; each
+# home keeps its compiled programs, so only a mode's first run compiles.
+# Sets used_gpu=yes|no.
+run_job() {
+	local name=$1 manifest=$2 mode=$3
+	shift 3
+	local use=true home
+	home=$work/home-$mode
+	[ "$mode" = gpu ] || use=false
+	"$bin" --home "$home" settings set "gpu.$gpu_uuid.use=$use" "gpu.$gpu_uuid.memory=0.5" \
+		"gpu.$gpu_uuid.max_other=1" >"$work/$name.settings.log" 2>&1 ||
+		die "idlepool settings set failed: see $work/$name.settings.log"
+	if [ "$mode" = gpu ]; then
+		"$bin" --home "$home" jobs gpu-programs on >>"$work/$name.settings.log" 2>&1 ||
+			die "idlepool jobs gpu-programs on failed: see $work/$name.settings.log"
+	fi
+	local seen=$work/$name.gpu-seen
+	: >"$seen"
+	mem_base=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -1)
+	watch_gpu "$seen" &
+	local w=$!
+	local rc=0
+	if [ "$mode" = cpu ]; then
+		bounded 180 env "${cpu_env[@]}" "$bin" --home "$home" run --fresh --json "${cpu_flag[@]}" "$@" "$manifest" \
+			>"$work/$name.json" 2>"$work/$name.log" || rc=$?
+	else
+		bounded 180 "$bin" --home "$home" run --fresh --json "$@" "$manifest" >"$work/$name.json" 2>"$work/$name.log" || rc=$?
+	fi
+	kill "$w" 2>/dev/null || true
+	wait "$w" 2>/dev/null || true
+	[ "$rc" -eq 0 ] || die "idlepool run of $name failed (exit $rc): see $work/$name.log"
+	if [ -s "$seen" ]; then used_gpu=yes; else used_gpu=no; fi
+}
+# precise_run NAME ...: run_job timed to the millisecond, in run_ms.
+precise_run() {
+	local t0 t1
+	t0=$(date +%s%N)
+	run_job "$@"
+	t1=$(date +%s%N)
+	run_ms=$(((t1 - t0) / 1000000))
+}
+# manifest SRC DST TASKS PARAM=VALUE: a copy of SRC beside it (so that its
+# relative paths still hold) with another task count and one parameter.
+manifest() {
+	local src=$1 dst=$2 tasks=$3 kv=$4
+	sed -e "s/^tasks = .*/tasks = $tasks/" -e "s/^${kv%%=*} = .*/${kv%%=*} = ${kv#*=}/" \
+		-e 's/^time_limit = .*/time_limit = "600s"/' "$src" >"$dst"
+}
+json_field() { # json_field FILE KEY: the first number after "KEY":
+	grep -o "\"$2\": *[-0-9.e+]*" "$1" | head -1 | sed 's/.*: *//'
+}
+
+# --- 2. gpupi: GPU and CPU, byte for byte ----------------------------------
+m=$root/examples/gpupi
+manifest "$m/gpupi.toml" "$m/check-bytes.toml" 16 samples=67108864 # 2^26: one launch per task
+trap 'rm -f "$m"/check-*.toml "$root"/examples/optionmc/check-*.toml; cleanup' EXIT
+echo "gpu-check: gpupi, 16 tasks of 2^26 samples, on the GPU"
+run_job gpupi-gpu "$m/check-bytes.toml" gpu --workers 2
+gpupi_gpu_used=$used_gpu
+[ "$gpupi_gpu_used" = yes ] || die "the GPU run of gpupi used no GPU (nvidia-smi never showed a process of ours): does this build of idlepool run give solo tasks a GPU? See $work/gpupi-gpu.log"
+echo "gpu-check: gpupi, the same on the CPU ($cpu_how)"
+run_job gpupi-cpu "$m/check-bytes.toml" cpu --workers "$(nproc)"
+[ "$used_gpu" = no ] || die "the CPU run of gpupi touched the GPU: $(head -1 "$work/gpupi-cpu.gpu-seen")"
+if cmp -s "$work/gpupi-gpu.json" "$work/gpupi-cpu.json"; then
+	gpupi_identical=yes
+else
+	diff "$work/gpupi-gpu.json" "$work/gpupi-cpu.json" >&2 || true
+	die "gpupi's results differ between the GPU and the CPU (above)"
+fi
+gpupi_pi=$(json_field "$work/gpupi-gpu.json" pi)
+
+# --- 3. optionmc: float32 on the GPU within tolerance of float64 ----------
+o=$root/examples/optionmc
+manifest "$o/optionmc.toml" "$o/check-tol.toml" 16 paths=2097152
+echo "gpu-check: optionmc, 16 tasks, on the GPU and on the CPU"
+run_job optionmc-gpu "$o/check-tol.toml" gpu --workers 2
+opt_gpu_used=$used_gpu
+run_job optionmc-cpu "$o/check-tol.toml" cpu --workers "$(nproc)"
+price_gpu=$(json_field "$work/optionmc-gpu.json" mean)
+price_cpu=$(json_field "$work/optionmc-cpu.json" mean)
+price_bs=10.450583572185565
+opt_diff=$(awk -v a="$price_gpu" -v b="$price_cpu" 'BEGIN { d = a - b; if (d < 0) d = -d; printf "%.3g", d }')
+awk -v d="$opt_diff" 'BEGIN { exit !(d <= 1e-4) }' ||
+	die "optionmc: GPU mean price $price_gpu and CPU $price_cpu differ by $opt_diff, beyond the tolerance 1e-4"
+
+# --- 4. Figures -------------------------------------------------------------
+echo "gpu-check: speed: gpupi on the GPU (16 tasks of 2^34 samples) and on one CPU core (4 of 2^25)"
+manifest "$m/gpupi.toml" "$m/check-small.toml" 16 samples=1024
+manifest "$m/gpupi.toml" "$m/check-big.toml" 16 samples=17179869184       # 2^34: 256 launches per task
+manifest "$m/gpupi.toml" "$m/check-cpu1.toml" 4 samples=33554432          # 2^25
+precise_run gpupi-small-gpu "$m/check-small.toml" gpu --workers 1
+small_gpu_ms=$run_ms
+precise_run gpupi-small-cpu "$m/check-small.toml" cpu --workers 1
+small_cpu_ms=$run_ms
+precise_run gpupi-big "$m/check-big.toml" gpu --workers 1
+big_ms=$run_ms
+[ "$used_gpu" = yes ] || die "the speed run used no GPU"
+precise_run gpupi-cpu1 "$m/check-cpu1.toml" cpu --workers 1
+cpu1_ms=$run_ms
+gpu_rate=$(awk -v ms="$big_ms" 'BEGIN { printf "%.3g", 16 * 2^34 / (ms / 1000) }')
+cpu_rate=$(awk -v ms="$cpu1_ms" 'BEGIN { printf "%.3g", 4 * 2^25 / (ms / 1000) }')
+ratio=$(awk -v g="$gpu_rate" -v c="$cpu_rate" 'BEGIN { printf "%.0f", g / c }')
+task_extra_ms=$(awk -v g="$small_gpu_ms" -v c="$small_cpu_ms" 'BEGIN { printf "%.0f", (g - c) / 16 }')
+launch_ms=$(awk -v b="$big_ms" -v s="$small_gpu_ms" 'BEGIN { printf "%.2f", (b - s) / (16 * 256) }')
+
+# --- 5. NVML's view of a donor's context, and a pause ----------------------
+echo "gpu-check: a local pool: serve, join (GPU allowed), a long gpupi job, then pause"
+manifest "$m/gpupi.toml" "$m/check-long.toml" 64 samples=274877906944 # 2^38 per task
+coord=$work/coord
+donor=$work/donor
+owner=$work/owner
+mkdir -p "$coord" "$donor" "$owner"
+"$bin" --home "$coord" serve --listen 127.0.0.1:0 --data "$coord/data" >"$coord/serve.out" 2>"$coord/serve.log" &
+pids+=($!)
+url=
+for _ in $(seq 1 600); do
+	url=$(grep -h -o 'http://127\.0\.0\.1:[0-9]*[^ ]*' "$coord/serve.out" "$coord/serve.log" 2>/dev/null | head -1) || true
+	[ -n "$url" ] && break
+	sleep 0.1
+done
+[ -n "$url" ] || die "idlepool serve printed no pool URL: see $coord/serve.log"
+mem_base=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -1)
+"$bin" --home "$donor" settings set hours=always idle_for=0 max_other_cpu=100% compute=1h \
+	"gpu.$gpu_uuid.use=true" "gpu.$gpu_uuid.memory=0.5" "gpu.$gpu_uuid.max_other=1" >"$donor/settings.log" 2>&1 ||
+	die "idlepool settings set failed: see $donor/settings.log"
+"$bin" --home "$donor" jobs gpu-programs on >>"$donor/settings.log" 2>&1 || die "idlepool jobs gpu-programs on failed"
+"$bin" --home "$donor" join "$url" --workers 1 >"$donor/join.out" 2>"$donor/join.log" &
+pids+=($!)
+bounded 60 "$bin" --home "$owner" submit "$m/check-long.toml" --pool "$url" >"$owner/submit.log" 2>&1 ||
+	die "idlepool submit failed: see $owner/submit.log"
+seen=
+for _ in $(seq 1 900); do # up to 3 minutes for the donor to lease a task and start it
+	if seen=$(ours_on_gpu); then break; fi
+	[ "$(left)" -gt 60 ] || break
+	sleep 0.2
+done
+[ -n "$seen" ] || die "no context of ours appeared on the GPU while the donor computed: see $donor/join.log"
+echo "gpu-check: nvidia-smi during the task: $seen"
+nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv >"$work/nvidia-smi-during.txt" 2>&1 || true
+cat "$work/nvidia-smi-during.txt"
+t0=$(date +%s%N)
+"$bin" --home "$donor" settings set pause=1h >>"$donor/settings.log" 2>&1 || die "idlepool settings set pause=1h failed"
+released_ms=
+for _ in $(seq 1 300); do # look for 30 s; the goal is 5
+	if ! ours_on_gpu >/dev/null; then
+		released_ms=$((($(date +%s%N) - t0) / 1000000))
+		break
+	fi
+	sleep 0.1
+done
+nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv >"$work/nvidia-smi-after.txt" 2>&1 || true
+cleanup
+pids=()
+
+# --- 6. Summary ---------------------------------------------------------------
+pause_line=${released_ms:+${released_ms} ms}
+echo
+echo "gpu-check summary ($gpu_name, driver $driver)"
+echo "  gpupi GPU vs CPU, 16 x 2^26 samples: byte-identical=$gpupi_identical (pi $gpupi_pi)"
+echo "  CPU runs: $cpu_how"
+echo "  optionmc mean price: GPU $price_gpu (GPU used: $opt_gpu_used), CPU $price_cpu, |diff| $opt_diff (tolerance 1e-4); Black-Scholes $price_bs"
+echo "  gpupi on the GPU: $gpu_rate samples/s (16 x 2^34 in $big_ms ms, one worker)"
+echo "  gpupi on one CPU core (WebAssembly): $cpu_rate samples/s (4 x 2^25 in $cpu1_ms ms)"
+echo "  GPU / one CPU core: ${ratio}x (goal: 100x)"
+echo "  extra cost per GPU task (context, module load): ${task_extra_ms} ms (16 tiny tasks: $small_gpu_ms ms GPU, $small_cpu_ms ms CPU)"
+echo "  one launch of 2^26 samples: about ${launch_ms} ms"
+echo "  pause to no context of ours on the GPU: ${pause_line:-not within 30 s} (goal: 5 s)"
+fail=0
+[ "$ratio" -ge 100 ] || {
+	echo "gpu-check: FAIL: GPU speed-up ${ratio}x is below 100x" >&2
+	fail=1
+}
+if [ -z "$released_ms" ] || [ "$released_ms" -gt 5000 ]; then
+	echo "gpu-check: FAIL: the context was not released within 5 s of the pause" >&2
+	fail=1
+fi
+[ "$opt_gpu_used" = yes ] || {
+	echo "gpu-check: FAIL: the optionmc GPU run used no GPU" >&2
+	fail=1
+}
+echo "gpu-check: took $((SECONDS - start_s)) s"
+exit "$fail"
