@@ -563,3 +563,62 @@ func (s sourceFunc) ID() string { return s.id }
 func (s sourceFunc) Fetch(ctx context.Context, d [32]byte) ([]byte, error) {
 	return s.f(ctx, d)
 }
+
+func TestStoreServesChunksFromAddedFile(t *testing.T) {
+	data := testData(3*ChunkSize+7, 30)
+	src := filepath.Join(t.TempDir(), "in")
+	if err := os.WriteFile(src, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := openStore(t, 0, nil)
+	m, err := s.Import(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole := filepath.Join(t.TempDir(), "whole")
+	if err := s.Assemble(m, whole); err != nil {
+		t.Fatal(err)
+	}
+	// Served from the whole file, the chunks are not kept twice.
+	if err := s.AddFile(m, whole); err != nil {
+		t.Fatal(err)
+	}
+	if used, _, n := s.Usage(); used != 0 || n != 0 {
+		t.Errorf("after AddFile: %d bytes in %d chunk files, want none", used, n)
+	}
+	for i, c := range m.Chunks {
+		b, err := s.ReadChunk(c.Digest)
+		if err != nil || !bytes.Equal(b, data[i*ChunkSize:i*ChunkSize+c.Size]) {
+			t.Fatalf("chunk %d from the file: %v", i, err)
+		}
+	}
+	if len(s.Missing(m)) != 0 || len(s.List()) != 4 {
+		t.Errorf("missing %d, listed %d; want 0 and 4", len(s.Missing(m)), len(s.List()))
+	}
+	if got := s.Manifests(); len(got) != 1 || got[0] != m.SHA256 {
+		t.Errorf("Manifests = %x", got)
+	}
+	// The file changes: that chunk is no longer there. The file goes: none is.
+	if err := os.Chmod(whole, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(whole, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteAt([]byte{data[0] ^ 1}, 0)
+	f.Close()
+	if _, err := s.ReadChunk(m.Chunks[0].Digest); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a changed chunk: %v, want fs.ErrNotExist", err)
+	}
+	if s.Has(m.Chunks[0].Digest) {
+		t.Error("a changed chunk is still listed")
+	}
+	os.Remove(whole)
+	if s.Has(m.Chunks[1].Digest) || len(s.Missing(m)) != 4 {
+		t.Errorf("the file is gone but its chunks are listed (missing %d)", len(s.Missing(m)))
+	}
+	if _, err := s.ReadChunk(m.Chunks[1].Digest); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("chunk of a removed file: %v, want fs.ErrNotExist", err)
+	}
+}

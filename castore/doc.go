@@ -13,8 +13,9 @@
 // (Hold). Every chunk is checked against its digest when it is written
 // and again when it is read, and is written to a temporary file, synced
 // and renamed into place, so a crash never leaves a wrong chunk under a
-// digest's name. ReadChunk is the method the network layer serves peers
-// from.
+// digest's name. Once a file is put together (Assemble) its chunks can be
+// served from that copy (AddFile), so a device keeps no file twice.
+// ReadChunk is the method the network layer serves peers from.
 //
 // A Fetcher fetches a manifest's missing chunks from the peers that hold
 // them (as a Locator such as the coordinator's tracker says), rarest

@@ -55,6 +55,14 @@ type Store struct {
 	used    int64
 	entries map[Digest]*entry
 	holds   map[Digest]int
+	files   map[Digest]fileChunk // chunks served from whole files (AddFile)
+}
+
+// fileChunk is where a chunk lies in a whole file kept elsewhere.
+type fileChunk struct {
+	path   string
+	offset int64
+	size   int
 }
 
 type entry struct {
@@ -80,7 +88,7 @@ func Open(cfg Config) (*Store, error) {
 		cfg.CapBytes = DefaultCapBytes
 	}
 	s := &Store{dir: cfg.Dir, now: cfg.Now, log: cfg.Logger, capB: cfg.CapBytes,
-		entries: map[Digest]*entry{}, holds: map[Digest]int{}}
+		entries: map[Digest]*entry{}, holds: map[Digest]int{}, files: map[Digest]fileChunk{}}
 	if err := os.MkdirAll(filepath.Join(cfg.Dir, "manifests"), 0o700); err != nil {
 		return nil, fmt.Errorf("open chunk store: %w", err)
 	}
@@ -114,23 +122,87 @@ func (s *Store) path(d Digest) string {
 	return filepath.Join(s.dir, h[:2], h)
 }
 
-// Has reports whether chunk d is stored.
+// Has reports whether chunk d is stored, or lies in a file added with
+// AddFile that is still there.
 func (s *Store) Has(d Digest) bool {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	_, ok := s.entries[d]
-	return ok
+	fc, inFile := s.files[d]
+	s.mu.Unlock()
+	if ok || !inFile {
+		return ok
+	}
+	_, err := os.Stat(fc.path)
+	return err == nil
 }
 
-// List returns the digests of the chunks stored, in no order.
+// List returns the digests of the chunks stored and of those in files
+// added with AddFile, in no order.
 func (s *Store) List() []Digest {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]Digest, 0, len(s.entries))
+	out := make([]Digest, 0, len(s.entries)+len(s.files))
 	for d := range s.entries {
 		out = append(out, d)
 	}
+	for d := range s.files {
+		if _, ok := s.entries[d]; !ok {
+			out = append(out, d)
+		}
+	}
 	return out
+}
+
+// AddFile makes the store serve m's chunks from the whole file at path
+// (such as the job cache's copy, put together with Assemble) instead of
+// keeping them twice: the chunk files of m are removed, and ReadChunk
+// reads the chunks from path, checking each against its digest. Chunks
+// in files take nothing of the cap; when the file goes (its owner removes
+// it) or changes, its chunks are no longer there.
+func (s *Store) AddFile(m Manifest, path string) error {
+	if err := m.Validate(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var off int64
+	for _, c := range m.Chunks {
+		s.files[c.Digest] = fileChunk{path: path, offset: off, size: c.Size}
+		off += int64(c.Size)
+		if _, ok := s.entries[c.Digest]; ok {
+			s.removeLocked(c.Digest)
+		}
+	}
+	return nil
+}
+
+// readFromFile reads chunk d from the file AddFile named for it; a file
+// gone or changed drops the chunk and wraps fs.ErrNotExist.
+func (s *Store) readFromFile(d Digest) ([]byte, error) {
+	s.mu.Lock()
+	fc, ok := s.files[d]
+	s.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("read chunk %x: %w", d[:8], fs.ErrNotExist)
+	}
+	b := make([]byte, fc.size)
+	f, err := os.Open(fc.path)
+	if err == nil {
+		_, err = f.ReadAt(b, fc.offset)
+		f.Close()
+	}
+	if err == nil && Digest(sha256.Sum256(b)) == d {
+		return b, nil
+	}
+	s.mu.Lock()
+	if s.files[d] == fc {
+		delete(s.files, d)
+	}
+	s.mu.Unlock()
+	if err == nil {
+		s.log.Warn("A file no longer holds a chunk it held", "chunk", hex.EncodeToString(d[:]), "path", fc.path)
+	}
+	return nil, fmt.Errorf("read chunk %x: %w", d[:8], fs.ErrNotExist)
 }
 
 // Usage returns the bytes of chunks stored, the cap and the number of
@@ -220,8 +292,9 @@ func (s *Store) Put(d Digest, b []byte) error {
 	return nil
 }
 
-// ReadChunk returns chunk d's bytes, checked against d. A chunk not
-// stored is an error wrapping fs.ErrNotExist; a stored chunk that no
+// ReadChunk returns chunk d's bytes, checked against d, from its chunk
+// file or else from a file added with AddFile. A chunk not stored is an
+// error wrapping fs.ErrNotExist; a stored chunk that no
 // longer matches its digest is removed and reported with an error
 // wrapping both ErrCorrupt and fs.ErrNotExist. This is the method the
 // network layer serves peers from.
@@ -230,7 +303,7 @@ func (s *Store) ReadChunk(d Digest) ([]byte, error) {
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			s.forget(d)
-			return nil, fmt.Errorf("read chunk %x: %w", d[:8], fs.ErrNotExist)
+			return s.readFromFile(d)
 		}
 		return nil, fmt.Errorf("read chunk %x: %w", d[:8], err)
 	}
@@ -427,6 +500,19 @@ func (s *Store) PutManifest(m Manifest) error {
 		return fmt.Errorf("put manifest: %w", err)
 	}
 	return nil
+}
+
+// Manifests returns the SHA-256 of the files whose manifests are kept,
+// in no order.
+func (s *Store) Manifests() []Digest {
+	ents, _ := os.ReadDir(filepath.Join(s.dir, "manifests"))
+	var out []Digest
+	for _, e := range ents {
+		if d, err := ParseDigest(strings.TrimSuffix(e.Name(), ".json")); err == nil && strings.HasSuffix(e.Name(), ".json") {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 // Manifest returns the manifest kept for the file with SHA-256 file; one
