@@ -15,7 +15,7 @@ import (
 // as its consumer), so it names pool's record types (Peer, Entry, Batch,
 // Snapshot); pool depends only on that interface, never on store.
 var layers = map[string]int{
-	"job": 0, "home": 0, "identity": 0, "assets": 0,
+	"job": 0, "home": 0, "identity": 0, "assets": 0, "castore": 0,
 	"worker": 1, "idle": 2, "offers": 3, "pool": 4,
 	"store": 5, "coord": 6, "agent": 7, "app": 8,
 }

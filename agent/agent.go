@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"idlepool/castore"
 	"idlepool/home"
 	"idlepool/identity"
 	"idlepool/idle"
@@ -148,6 +149,13 @@ type Config struct {
 	// (a Donor makes one); nil makes one under Home.Cache with the
 	// default cap.
 	Cache *Cache
+	// Peers returns the chunk source for another device of the pool, by
+	// peer ID, or nil when it cannot be reached: the peer-to-peer data
+	// plane's connection to it. Jobs' files are fetched in chunks from the
+	// devices the pool's tracker names, the coordinator giving only what
+	// they do not. Nil: the coordinator gives every chunk (the device
+	// still keeps and announces what it holds).
+	Peers func(peerID string) castore.Source
 	// CacheSweep is the wait between asks whether the jobs in the cache
 	// of this pool are finished (Cache.Forget); default 10 minutes.
 	CacheSweep time.Duration
@@ -220,7 +228,7 @@ func (c *Config) Validate() error {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	if c.Cache == nil {
-		c.Cache = NewCache(CacheConfig{Dir: JobCache(c.Home), Compiled: WorkerCache(c.Home), Logger: c.Logger})
+		c.Cache = NewCache(CacheConfig{Dir: JobCache(c.Home), Compiled: WorkerCache(c.Home), ShareDir: ShareDir(c.Home), Logger: c.Logger})
 	}
 	return nil
 }
@@ -239,11 +247,12 @@ type Agent struct {
 	poolKey  ed25519.PublicKey
 	owner    string
 
-	resend   chan struct{} // wakes the outbox: something is left to send
-	offerNow chan struct{} // wakes the offer loop: publish the offer again now
-	heldKick chan struct{} // wakes serveStore: a result is held in memory
-	gov      *governor     // the policy's decision and its effects (govern.go)
-	health   *storeHealth  // whether the store takes writes (localstore.go)
+	resend    chan struct{} // wakes the outbox: something is left to send
+	offerNow  chan struct{} // wakes the offer loop: publish the offer again now
+	heldKick  chan struct{} // wakes serveStore: a result is held in memory
+	shareKick chan struct{} // wakes serveShare: files arrived
+	gov       *governor     // the policy's decision and its effects (govern.go)
+	health    *storeHealth  // whether the store takes writes (localstore.go)
 
 	mu        sync.Mutex
 	offered   chan struct{}          // closed while the pool holds this device's offer, as far as the agent knows
@@ -278,20 +287,21 @@ func New(cfg Config) (*Agent, error) {
 		cfg.health.events = cfg.Events
 	}
 	a := &Agent{
-		cfg:      cfg,
-		c:        c,
-		log:      log,
-		cache:    cfg.Cache,
-		resend:   make(chan struct{}, 1),
-		offerNow: make(chan struct{}, 1),
-		heldKick: make(chan struct{}, 1),
-		gov:      newGovernor(log),
-		health:   cfg.health,
-		running:  map[string]pool.Lease{},
-		taskInfo: map[string]taskInfo{},
-		owners:   map[job.ID]string{},
-		offered:  make(chan struct{}),
-		held:     map[string]*heldResult{},
+		cfg:       cfg,
+		c:         c,
+		log:       log,
+		cache:     cfg.Cache,
+		resend:    make(chan struct{}, 1),
+		offerNow:  make(chan struct{}, 1),
+		heldKick:  make(chan struct{}, 1),
+		shareKick: make(chan struct{}, 1),
+		gov:       newGovernor(log),
+		health:    cfg.health,
+		running:   map[string]pool.Lease{},
+		taskInfo:  map[string]taskInfo{},
+		owners:    map[job.ID]string{},
+		offered:   make(chan struct{}),
+		held:      map[string]*heldResult{},
 	}
 	c.watchReach(a.noteReach)
 	return a, nil
@@ -377,6 +387,7 @@ func (a *Agent) Serve(ctx context.Context) error {
 		tasks.Go(func() error { return a.serveStore(tctx) })
 		tasks.Go(func() error { return a.serveReceipts(tctx) })
 		tasks.Go(func() error { return a.serveCache(tctx) })
+		tasks.Go(func() error { return a.serveShare(tctx) })
 		tasks.Go(func() error { return a.serveOffers(tctx) })
 		for slot := range a.cfg.Slots {
 			tasks.Go(func() error { return a.serveSlot(tctx, slot) })
@@ -510,9 +521,10 @@ func (a *Agent) serveSlot(ctx context.Context, slot int) error {
 // expiring.
 func (a *Agent) runLease(ctx context.Context, l pool.Lease) error {
 	log := a.log.With("jobID", l.Job.String(), "taskIndex", l.Task, "lease", l.ID)
-	cj, done, err := a.cache.acquire(ctx, a.c, l.Job)
+	cj, done, err := a.cache.acquire(ctx, a.c, l.Job, a.cfg.Peers)
 	if err == nil {
 		defer done()
+		a.kickShare()
 	}
 	if err != nil {
 		if ctx.Err() != nil {

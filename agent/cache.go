@@ -15,8 +15,10 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"idlepool/castore"
 	"idlepool/idle"
 	"idlepool/job"
 )
@@ -65,6 +67,14 @@ type Cache struct {
 	pins   map[job.ID]int
 	forget map[job.ID]bool // no task will need it again
 	usage  CacheUsage
+
+	// share is the chunk store (chunks.go) in shareDir, opened on first
+	// use, capped by shareCap apart from the cache.
+	shareMu  sync.Mutex
+	shareDir string
+	share    *castore.Store
+	shareCap int64
+	shareGen atomic.Uint64 // counts the files fetched in chunks
 }
 
 // CacheUsage is how much disk the cache uses, in AgentStatus.
@@ -91,6 +101,14 @@ type CacheConfig struct {
 	Compiled string
 	// CapBytes is the cap; DefaultCacheBytes when 0 or less.
 	CapBytes int64
+	// ShareDir holds the chunk store (package castore): the chunks of
+	// the jobs' files, kept to serve other devices of the pools
+	// (ShareDir(home)). "" means none: files are fetched whole from the
+	// coordinator.
+	ShareDir string
+	// ShareCapBytes caps the chunks in ShareDir (not counted in
+	// CapBytes); castore.DefaultCapBytes when 0 or less.
+	ShareCapBytes int64
 	// Now is the clock of last uses; time.Now when nil.
 	Now func() time.Time
 	// Logger receives diagnostics; nil discards them.
@@ -111,7 +129,7 @@ func NewCache(cfg CacheConfig) *Cache {
 	}
 	return &Cache{dir: cfg.Dir, compiled: cfg.Compiled, log: cfg.Logger, now: cfg.Now, capB: cfg.CapBytes,
 		jobs: map[job.ID]*cachedJob{}, pins: map[job.ID]int{}, forget: map[job.ID]bool{},
-		usage: CacheUsage{CapBytes: cfg.CapBytes}}
+		usage: CacheUsage{CapBytes: cfg.CapBytes}, shareDir: cfg.ShareDir, shareCap: cfg.ShareCapBytes}
 }
 
 // SetCap changes the cap (bytes; DefaultCacheBytes when 0 or less) and
@@ -144,13 +162,15 @@ type cachedJob struct {
 	j                 *job.Job
 	program, inputDir string
 	err               error
+	chunks            []castore.Digest // its files' chunks in the chunk store
 }
 
 // acquire returns job id prepared to run, fetching what is missing from
-// the pool c speaks to, and holds it in use (never removed) until the
-// release it returns is called. A failed preparation is forgotten, so the
-// next call tries again. Concurrent calls for one job share one fetch.
-func (c *Cache) acquire(ctx context.Context, cl *Client, id job.ID) (*cachedJob, func(), error) {
+// the pool c speaks to (in chunks, from peers, nil for none, and the
+// coordinator: fetchInChunks), and holds it in use (never removed) until
+// the release it returns is called. A failed preparation is forgotten, so
+// the next call tries again. Concurrent calls for one job share one fetch.
+func (c *Cache) acquire(ctx context.Context, cl *Client, id job.ID, peers func(string) castore.Source) (*cachedJob, func(), error) {
 	// Pinned while no Trim runs, so that Trim's view of the pins holds
 	// for its whole run.
 	c.files.RLock()
@@ -185,10 +205,11 @@ func (c *Cache) acquire(ctx context.Context, cl *Client, id job.ID) (*cachedJob,
 	}
 	if !ok {
 		c.files.RLock()
-		cj.j, cj.err = FetchJob(ctx, cl, id, c.dir)
+		cj.j, cj.err = fetchJob(ctx, cl, id, c.dir, c.fetchInChunks(cl, peers, c.log.With("jobID", id.String())))
 		if cj.err == nil {
 			cj.program = cj.j.Program.Path
 			cj.inputDir, cj.err = linkInputs(cj.j, filepath.Join(c.dir, "jobs", id.String()))
+			cj.chunks = c.jobChunks(cj.j)
 		}
 		c.files.RUnlock()
 		if cj.err != nil {
@@ -214,6 +235,12 @@ func (c *Cache) acquire(ctx context.Context, cl *Client, id job.ID) (*cachedJob,
 		return nil, nil, cj.err
 	}
 	c.touch(id)
+	// Its chunks stay while a task uses the job: other devices fetching
+	// the same files now are the likeliest to ask for them.
+	if st, err := c.shareStore(); err == nil && len(cj.chunks) > 0 {
+		hold := st.Hold(cj.chunks)
+		return cj, func() { hold(); release() }, nil
+	}
 	return cj, release, nil
 }
 

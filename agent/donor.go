@@ -181,7 +181,7 @@ func NewDonor(cfg DonorConfig) (*Donor, error) {
 	if r := cfg.Store.Recovery(); r != nil {
 		d.health.recovered = r.String()
 	}
-	d.cache = NewCache(CacheConfig{Dir: JobCache(cfg.Home), Compiled: WorkerCache(cfg.Home), Logger: cfg.Logger})
+	d.cache = NewCache(CacheConfig{Dir: JobCache(cfg.Home), Compiled: WorkerCache(cfg.Home), ShareDir: ShareDir(cfg.Home), Logger: cfg.Logger})
 	return d, nil
 }
 
@@ -222,6 +222,7 @@ func (d *Donor) Serve(ctx context.Context) error {
 	defer d.stopAll()
 	if s, err := d.cfg.Store.Settings(ctx); err == nil {
 		d.cache.SetCap(s.CacheBytes())
+		d.cache.SetShareCap(s.ShareDiskBytes())
 	}
 	d.cache.Trim()
 	reload := time.NewTicker(d.cfg.PoolReload)
@@ -314,8 +315,11 @@ func (d *Donor) sync(ctx context.Context) error {
 		return nil
 	}
 	pools, slots, err := d.wanted(ctx)
-	if s, serr := d.cfg.Store.Settings(ctx); serr == nil && d.cache.SetCap(s.CacheBytes()) {
-		d.cache.Trim() // the owner changed the cap
+	if s, serr := d.cfg.Store.Settings(ctx); serr == nil {
+		if d.cache.SetCap(s.CacheBytes()) {
+			d.cache.Trim() // the owner changed the cap
+		}
+		d.cache.SetShareCap(s.ShareDiskBytes())
 	}
 	if err == nil && d.cfg.Pools == nil {
 		// Following the joined pools: the jobs of a pool left are needed

@@ -21,6 +21,12 @@ import (
 // list of the files the job names and its pool, written before any file
 // is fetched.
 func FetchJob(ctx context.Context, c *Client, id job.ID, dir string) (*job.Job, error) {
+	return fetchJob(ctx, c, id, dir, c.FetchBlob)
+}
+
+// fetchJob is FetchJob with each missing file fetched by fetch (into
+// path, atomically, checked against d).
+func fetchJob(ctx context.Context, c *Client, id job.ID, dir string, fetch func(ctx context.Context, d job.Digest, path string) error) (*job.Job, error) {
 	jobDir := filepath.Join(dir, "jobs", id.String())
 	blobs := filepath.Join(dir, "blobs")
 	for _, d := range []string{jobDir, blobs} {
@@ -63,7 +69,7 @@ func FetchJob(ctx context.Context, c *Client, id job.ID, dir string) (*job.Job, 
 		if _, err := os.Stat(blobPath(d)); err == nil {
 			continue
 		}
-		if err := c.FetchBlob(ctx, d, blobPath(d)); err != nil {
+		if err := fetch(ctx, d, blobPath(d)); err != nil {
 			return nil, fmt.Errorf("fetch file %s of job %s: %w", d, id, err)
 		}
 		fetched = true

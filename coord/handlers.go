@@ -56,6 +56,10 @@ func (s *Server) routes() http.Handler {
 	handle("POST /v1/peers", s.plain(s.register))
 	handle("PUT /v1/blobs/{digest}", s.plain(s.putBlob))
 	handle("GET /v1/blobs/{digest}", s.plain(s.getBlob))
+	handle("GET /v1/blobs/{digest}/chunks", s.plain(s.blobChunks))
+	handle("GET /v1/chunks/{digest}", s.plain(s.getChunk))
+	handle("POST /v1/chunks/announce", s.signed(maxJSONBody, s.announceChunks))
+	handle("POST /v1/chunks/holders", s.signed(maxJSONBody, s.chunkHolders))
 	handle("POST /v1/jobs", s.signed(maxJSONBody, s.addJob))
 	handle("GET /v1/jobs", s.signed(maxJSONBody, s.listJobs))
 	handle("GET /v1/jobs/{id}", s.signed(maxJSONBody, s.jobStatus))
@@ -303,10 +307,12 @@ func (s *Server) getBlob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return s.serveBlob(w, r, d)
+	return s.serveBlob(w, r, d, s.blobKind(d))
 }
 
-func (s *Server) serveBlob(w http.ResponseWriter, r *http.Request, d job.Digest) error {
+// serveBlob serves blob d, counting the bytes sent as kind (a served*
+// label of idlepool_coord_bytes_served_total).
+func (s *Server) serveBlob(w http.ResponseWriter, r *http.Request, d job.Digest, kind string) error {
 	f, err := s.blobs.open(d)
 	if errors.Is(err, fs.ErrNotExist) {
 		return notFound("unknown_blob", "no file with digest %s: upload it first", d)
@@ -319,7 +325,9 @@ func (s *Server) serveBlob(w http.ResponseWriter, r *http.Request, d job.Digest)
 	h.Set("Content-Type", "application/octet-stream")
 	h.Set("ETag", `"`+d.String()+`"`)
 	h.Set("Cache-Control", "public, max-age=31536000, immutable")
-	http.ServeContent(w, r, "", time.Time{}, f)
+	cw := &countingWriter{ResponseWriter: w}
+	http.ServeContent(cw, r, "", time.Time{}, f)
+	s.metrics.served.WithLabelValues(kind).Add(float64(cw.n))
 	return nil
 }
 
@@ -416,7 +424,7 @@ func (s *Server) jobCanonical(w http.ResponseWriter, r *http.Request, c call) er
 	if err != nil {
 		return err
 	}
-	return s.serveBlob(w, r, st.Job)
+	return s.serveBlob(w, r, st.Job, servedJob)
 }
 
 func (s *Server) results(w http.ResponseWriter, r *http.Request, c call) error {
@@ -441,6 +449,9 @@ func (s *Server) results(w http.ResponseWriter, r *http.Request, c call) error {
 	}
 	if res == nil {
 		res = []pool.Verified{}
+	}
+	for _, v := range res {
+		s.metrics.served.WithLabelValues(servedResult).Add(float64(len(v.Result)))
 	}
 	writeJSON(w, http.StatusOK, Results{Results: res})
 	return nil

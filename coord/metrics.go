@@ -31,6 +31,8 @@ import (
 //	idlepool_coord_connections_refused_total                  new connections refused (503) at the limit, all being busy
 //	idlepool_coord_body_memory_bytes                          request body bytes in memory (gauge)
 //	idlepool_coord_body_spool_bytes                           unauthenticated body bytes in temporary files (gauge)
+//	idlepool_coord_bytes_served_total{kind}                   bytes of files sent: "program" (whole or in chunks), "input" (whole files), "input_chunk", "result", "job" (canonical encodings)
+//	idlepool_coord_tracker_chunks                             chunk holdings the tracker lists (gauge)
 //
 // plus the Go runtime and process collectors (go_*, process_*), which give
 // the coordinator's CPU time for throughput figures.
@@ -42,6 +44,7 @@ type metrics struct {
 	registered  prometheus.Counter
 	requests    *prometheus.CounterVec
 	latency     *prometheus.HistogramVec
+	served      *prometheus.CounterVec
 }
 
 func newMetrics(jobs func() []pool.JobStatus, ledger func(after uint64, max int) ([]pool.Entry, error)) *metrics {
@@ -69,10 +72,17 @@ func newMetrics(jobs func() []pool.JobStatus, ledger func(after uint64, max int)
 			Help:    "Time from a request's arrival until its handler returned, by route pattern.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 10},
 		}, []string{"route"}),
+		served: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "idlepool_coord_bytes_served_total",
+			Help: "Bytes of files the coordinator sent, by kind: program, input (whole files), input_chunk, result, job (canonical encodings).",
+		}, []string{"kind"}),
+	}
+	for _, k := range []string{servedProgram, servedInput, servedInputChunk, servedResult, servedJob} {
+		m.served.WithLabelValues(k)
 	}
 	m.submissions.WithLabelValues("taken")
 	m.submissions.WithLabelValues("refused")
-	m.reg.MustRegister(m.leases, m.expired, m.submissions, m.registered, m.requests, m.latency,
+	m.reg.MustRegister(m.leases, m.expired, m.submissions, m.registered, m.requests, m.latency, m.served,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&jobCollector{jobs: jobs}, &ledgerCollector{ledger: ledger, counts: map[string]uint64{}})
 	return m

@@ -65,6 +65,11 @@ type Server struct {
 	// in listings, offers and job status.
 	profiles *profileBook
 
+	// tracker lists which devices hold which chunks; chunks is what the
+	// coordinator knows of its own files' chunks (tracker.go).
+	tracker *tracker
+	chunks  *chunkIndex
+
 	served    atomic.Bool
 	closeOnce sync.Once
 	closeErr  error
@@ -86,7 +91,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, offers: newOfferBook(),
+	s := &Server{cfg: cfg, log: cfg.Logger, offers: newOfferBook(), tracker: newTracker(cfg.Now), chunks: newChunkIndex(),
 		bodyMem: newBudget("memory", cfg.MaxBodyMemory), spool: newBudget("temporary files", cfg.MaxSpoolBytes),
 		spoolDir: filepath.Join(cfg.DataDir, spoolDir)}
 	defer func() {
@@ -137,6 +142,9 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	s.metrics.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "idlepool_coord_offers_live", Help: "Capacity offers of peers that have not expired.",
 	}, func() float64 { return float64(s.offers.count(s.cfg.Now())) }))
+	s.metrics.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "idlepool_coord_tracker_chunks", Help: "Chunk holdings the tracker lists, over all devices.",
+	}, func() float64 { return float64(s.tracker.entries()) }))
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("listen: %w", err)

@@ -86,6 +86,11 @@ type Settings struct {
 	// programs and inputs (each stored once, by digest) and the workers'
 	// compiled code. 0 means DefaultCacheMiB.
 	CacheMiB int64 `json:"cache_mib,omitempty"`
+	// ShareDiskMiB caps, in MiB, the disk the chunks this device keeps
+	// to serve other devices of its pools take (package castore): the
+	// least recently used chunks no task needs go first. 0 means
+	// DefaultShareDiskMiB.
+	ShareDiskMiB int64 `json:"share_disk_mib,omitempty"`
 
 	// PausedUntil is set when the owner paused computing ("pause for an
 	// hour", "until tomorrow"); zero when not paused. It is a wall-clock
@@ -136,6 +141,7 @@ const (
 	DefaultGPUMemoryShare   = 0.5
 	DefaultGPUMaxOtherShare = 0.1
 	DefaultCacheMiB         = 4096 // 4 GiB
+	DefaultShareDiskMiB     = 2048 // 2 GiB
 )
 
 // CacheBytes is the cache's cap in bytes: CacheMiB, or DefaultCacheMiB
@@ -145,6 +151,15 @@ func (s Settings) CacheBytes() int64 {
 		return s.CacheMiB << 20
 	}
 	return DefaultCacheMiB << 20
+}
+
+// ShareDiskBytes is the cap of the chunks kept for other devices, in
+// bytes: ShareDiskMiB, or DefaultShareDiskMiB when unset.
+func (s Settings) ShareDiskBytes() int64 {
+	if s.ShareDiskMiB > 0 {
+		return s.ShareDiskMiB << 20
+	}
+	return DefaultShareDiskMiB << 20
 }
 
 // Defaults returns the settings a new installation starts with: any time,
@@ -196,6 +211,8 @@ func (s Settings) Validate() error {
 		return fmt.Errorf("max_temperature_c: must be 0 (no ceiling) to 150 °C, got %g", s.MaxTemperatureC)
 	case s.CacheMiB < 0 || s.CacheMiB > maxCacheMiB:
 		return fmt.Errorf("cache_mib: must be 0 (the default, %d MiB) to %d MiB, got %d", DefaultCacheMiB, maxCacheMiB, s.CacheMiB)
+	case s.ShareDiskMiB < 0 || s.ShareDiskMiB > maxCacheMiB:
+		return fmt.Errorf("share_disk_mib: must be 0 (the default, %d MiB) to %d MiB, got %d", DefaultShareDiskMiB, maxCacheMiB, s.ShareDiskMiB)
 	}
 	for i, p := range s.PauseFor {
 		if strings.TrimSpace(p) == "" {
@@ -322,6 +339,7 @@ var SettingKeys = []struct{ Key, Takes string }{
 	{"pause_for_games", `true or false: the three above at once`},
 	{"max_temperature", `CPU ceiling in °C (0: none)`},
 	{"cache", `disk for jobs' files and compiled programs, e.g. 2GiB, 500MB or "default" (4GiB)`},
+	{"share_disk", `disk for file chunks kept to serve other devices of your pools, e.g. 1GiB or "default" (2GiB)`},
 	{"pause", `pause computing: a duration (1h), "tomorrow" (until midnight), a time (RFC 3339), "finish" (finish the tasks in hand, then pause until "off"), or "off"`},
 	{"compute", `compute now, outside your hours and without waiting for idle: a duration (3h), "hours" (until your hours start), a time (RFC 3339), or "off"`},
 	{"compute_during_programs", `true or false: compute now also while a pause_for program runs`},
@@ -400,6 +418,11 @@ func (s *Settings) Set(key, value string, now time.Time) error {
 		s.MaxTemperatureC, err = parseCelsius(value)
 	case "cache", "cache_mib":
 		s.CacheMiB, err = ParseCacheSize(value)
+		if err != nil {
+			return fmt.Errorf("%s: %w", key, err)
+		}
+	case "share_disk", "share_disk_mib":
+		s.ShareDiskMiB, err = ParseCacheSize(value)
 		if err != nil {
 			return fmt.Errorf("%s: %w", key, err)
 		}

@@ -639,6 +639,11 @@ func printSettings(w io.Writer, s idle.Settings) {
 	} else {
 		line("cache", "default: %s", mib(idle.DefaultCacheMiB))
 	}
+	if s.ShareDiskMiB > 0 {
+		line("share_disk", "%s", mib(s.ShareDiskMiB))
+	} else {
+		line("share_disk", "default: %s", mib(idle.DefaultShareDiskMiB))
+	}
 	switch {
 	case s.FinishThenPause:
 		line("pause", "finish: the tasks in hand finish, then paused until pause=off")
