@@ -63,6 +63,7 @@ type CUDAContext interface {
 
 // CUDADevice describes one CUDA device. Units are in the names.
 type CUDADevice struct {
+	// Name is the product name, e.g. "NVIDIA H200".
 	Name string
 	// MemoryMiB is the device's total memory in MiB (2^20 bytes).
 	MemoryMiB int64
