@@ -24,6 +24,7 @@ var layers = map[string]int{
 var onlyIn = map[string]string{
 	"fyne.io/":                      "app",
 	"github.com/NVIDIA/go-nvml":     "worker",
+	"github.com/ebitengine/purego":  "worker",
 	"github.com/tetratelabs/wazero": "worker",
 }
 

@@ -112,6 +112,12 @@ type Config struct {
 	// the sample. It is called from one goroutine at a time, so a closure
 	// may keep state. Required with Signals.
 	Decide func(sig idle.Signals, now time.Time) idle.Decision
+	// GPUMemoryMiB, if set, gives the device-memory cap in MiB of a task
+	// given the GPUs uuids (worker.Request.GPUMemoryLimitMiB), e.g.
+	// idle.GPUMemoryMiB with the owner's settings and the latest signals;
+	// !ok means no cap can be given and the task gets no GPU. Nil gives
+	// tasks no cap but the devices' own memory.
+	GPUMemoryMiB func(uuids []string) (mib int64, ok bool)
 	// SamplePeriod is the wait between samples; DefaultSamplePeriod when
 	// 0. Tasks stop within about SamplePeriod plus the Signaller's time to
 	// answer after the owner comes back.
@@ -653,6 +659,7 @@ func (a *Agent) runTask(ctx context.Context, cj *cachedJob, t job.Task) (pool.Ta
 	}
 	req := pool.TaskRequest(cj.j, t, cj.program, cj.inputDir)
 	req.GPUs = a.gov.gpus() // ignored by CPU (WebAssembly) programs
+	req.GPUs, req.GPUMemoryLimitMiB = a.gpuMemory(req.GPUs)
 	return pool.RunTask(ctx, a.cfg.Executor, req, a.log)
 }
 

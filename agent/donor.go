@@ -481,6 +481,7 @@ func (d *Donor) agentConfig(p store.JoinedPool, slots int) Config {
 	}
 	if d.policy != nil {
 		cfg.Signals, cfg.Decide = d.policy, d.policy.Decide
+		cfg.GPUMemoryMiB = d.policy.gpuMemoryMiB
 	}
 	cfg.changed = d.changed
 	if d.cfg.Adjust != nil {

@@ -22,6 +22,12 @@
 //     returns at once);
 //   - writes one JSON object on stdout (capped, Request.MaxStdoutBytes) and
 //     a log on stderr (kept up to Request.MaxStderrBytes, head and tail).
+//   - may compute on the task's GPUs (Request.GPUs) through the host module
+//     idlepool_cuda (CUDAModuleName, cuda.go): PTX modules, device memory
+//     capped at Request.GPUMemoryLimitMiB, launches; one CUDA context per
+//     task, destroyed when the task ends. Without GPUs it sees 0 devices.
+//     The driver (CUDADriver) is loaded at run time without cgo, only for
+//     a task given GPUs.
 //
 // So running the same task twice gives byte-identical stdout, on any
 // worker and any machine: replicas can be compared byte for byte.

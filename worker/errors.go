@@ -25,6 +25,20 @@ var (
 	// ErrStart wraps errors from starting a worker process: the command
 	// could not be executed, or it did not greet the pool in time.
 	ErrStart = errors.New("worker: start worker process")
+
+	// ErrCUDAUnavailable wraps errors from loading the CUDA driver: no
+	// driver library (libcuda.so.1, nvcuda.dll), a library without an
+	// entry point the worker needs, or cuInit failing. A task then sees 0
+	// devices.
+	ErrCUDAUnavailable = errors.New("worker: CUDA driver unavailable")
+
+	// ErrCUDAOutOfMemory is matched by driver errors for
+	// CUDA_ERROR_OUT_OF_MEMORY: the device has no room for an allocation.
+	ErrCUDAOutOfMemory = errors.New("worker: CUDA device out of memory")
+
+	// ErrCUDANotFound is matched by driver errors for CUDA_ERROR_NOT_FOUND,
+	// such as a kernel name that a module does not define.
+	ErrCUDANotFound = errors.New("worker: CUDA name not found")
 )
 
 // errOutputTooLarge is the panic value raised from the guest's stdout writer

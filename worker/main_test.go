@@ -41,6 +41,7 @@ var (
 func TestMain(m *testing.M) {
 	switch os.Getenv(childEnv) {
 	case "1":
+		setupFakeCUDA()
 		if err := Serve(context.Background(), os.Stdin, os.Stdout, os.Getenv(CacheDirEnv)); err != nil {
 			fmt.Fprintln(os.Stderr, "worker:", err)
 			os.Exit(1)

@@ -145,7 +145,7 @@ func (p *Pool) Run(ctx context.Context, req Request) (Result, error) {
 	id := p.nextID.Add(1)
 	forceFresh := false
 	for {
-		pr, fresh, err := p.take(ctx, req.AvoidPID, forceFresh)
+		pr, fresh, err := p.take(ctx, req.AvoidPID, strings.Join(req.GPUs, ","), forceFresh)
 		if err != nil {
 			return Result{}, err
 		}
@@ -202,6 +202,9 @@ func newRunBody(req Request) (*runBody, time.Duration, error) {
 	if err := checkGPUs(req.GPUs); err != nil {
 		return nil, 0, invalid("GPUs: %v", err)
 	}
+	if req.GPUMemoryLimitMiB < 0 {
+		return nil, 0, invalid("negative GPUMemoryLimitMiB %d", req.GPUMemoryLimitMiB)
+	}
 	if len(req.Stdin) > MaxStdinBytes {
 		return nil, 0, invalid("Stdin of %d bytes exceeds maximum %d", len(req.Stdin), MaxStdinBytes)
 	}
@@ -214,6 +217,9 @@ func newRunBody(req Request) (*runBody, time.Duration, error) {
 		MemoryLimitPages: uint32(memMiB * pagesPerMiB),
 		MaxStdoutBytes:   maxStdout,
 		MaxStderrBytes:   maxStderr,
+
+		GPUs:              slices.Clone(req.GPUs),
+		GPUMemoryLimitMiB: req.GPUMemoryLimitMiB,
 	}, timeout, nil
 }
 
@@ -226,11 +232,12 @@ func cmpOr[T comparable](v, def T) T {
 	return v
 }
 
-// take returns an idle worker whose PID is not avoid, or starts a fresh one
-// (always, if forceFresh). To keep at most Config.Slots workers it first
+// take returns an idle worker whose PID is not avoid and whose GPUs
+// (CUDA_VISIBLE_DEVICES, comma-joined UUIDs; "" for none) are gpus, or
+// starts a fresh one (always, if forceFresh). To keep at most Config.Slots workers it first
 // kills an idle one when the pool is full; the caller holds a slot, so a
 // full pool always has one idle. fresh reports whether the worker is new.
-func (p *Pool) take(ctx context.Context, avoid int, forceFresh bool) (pr *proc, fresh bool, err error) {
+func (p *Pool) take(ctx context.Context, avoid int, gpus string, forceFresh bool) (pr *proc, fresh bool, err error) {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -238,7 +245,7 @@ func (p *Pool) take(ctx context.Context, avoid int, forceFresh bool) (pr *proc, 
 	}
 	if !forceFresh {
 		for i := len(p.idle) - 1; i >= 0; i-- {
-			if pr := p.idle[i]; pr.pid != avoid {
+			if pr := p.idle[i]; pr.pid != avoid && pr.gpus == gpus {
 				p.idle = slices.Delete(p.idle, i, i+1)
 				p.mu.Unlock()
 				return pr, false, nil
@@ -258,7 +265,7 @@ func (p *Pool) take(ctx context.Context, avoid int, forceFresh bool) (pr *proc, 
 		p.untrack(evict)
 		p.log.Debug("Worker stopped to make room", "pid", evict.pid, "state", evict.reap())
 	}
-	pr, err = p.startProc(ctx)
+	pr, err = p.startProc(ctx, gpus)
 	if err != nil {
 		p.mu.Lock()
 		p.count--
@@ -365,7 +372,11 @@ func (p *Pool) exchange(ctx context.Context, pr *proc, id uint64, body *runBody,
 				if ev.result.Error != "" {
 					return res, false, fmt.Errorf("%w: worker %d: %s", ErrSetup, pr.pid, ev.result.Error)
 				}
-				res.Stdout, res.Stderr, res.Failure = ev.result.Stdout, ev.result.Stderr, ev.result.Failure
+				res.Stdout, res.Stderr, res.Failure, res.GPU = ev.result.Stdout, ev.result.Stderr, ev.result.Failure, ev.result.GPU
+				if g := res.GPU; g != nil {
+					p.log.Debug("GPU task", "pid", pr.pid, "driverLoadMS", g.DriverLoadMS, "contextCreateMS", g.ContextCreateMS,
+						"moduleLoadMS", g.ModuleLoadMS, "modules", g.Modules, "launches", g.Launches, "contextDestroyMS", g.ContextDestroyMS)
+				}
 				return res, false, nil
 			default:
 				state := stop()

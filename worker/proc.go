@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os/exec"
 	"runtime"
+	"strings"
 	"time"
 )
 
@@ -24,6 +25,7 @@ type proc struct {
 	stdout     *bufio.Reader
 	stderrDone chan struct{} // closed when the stderr logger has finished
 	reaped     bool
+	gpus       string // its CUDA_VISIBLE_DEVICES, comma-joined UUIDs; "" for none
 }
 
 // kill sends SIGKILL to the process (and its group where there is one).
@@ -87,10 +89,15 @@ func (s *spawner) stop() {
 
 // startProc starts a worker process and waits for its hello. It gives up
 // when ctx is done or the pool closes (closing is p.done), killing and
-// reaping the process.
-func (p *Pool) startProc(ctx context.Context) (*proc, error) {
+// reaping the process. A worker for GPU tasks (gpus, comma-joined UUIDs,
+// not "") has CUDA_VISIBLE_DEVICES set to them; others have the pool's
+// environment as it is.
+func (p *Pool) startProc(ctx context.Context, gpus string) (*proc, error) {
 	cmd := exec.Command(p.cfg.Command[0], p.cfg.Command[1:]...)
 	cmd.Env = p.env
+	if gpus != "" {
+		cmd.Env = GPUEnv(p.env, strings.Split(gpus, ","))
+	}
 	cmd.SysProcAttr = sysProcAttr()
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -119,6 +126,7 @@ func (p *Pool) startProc(ctx context.Context) (*proc, error) {
 		stdin:      stdin,
 		stdout:     bufio.NewReaderSize(stdout, 64<<10),
 		stderrDone: make(chan struct{}),
+		gpus:       gpus,
 	}
 	go logStderr(p.log.With("pid", pr.pid), stderr, pr.stderrDone)
 	p.track(pr)

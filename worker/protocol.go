@@ -69,15 +69,20 @@ type runBody struct {
 	MemoryLimitPages uint32 `json:"memoryLimitPages"`
 	MaxStdoutBytes   int    `json:"maxStdoutBytes"`
 	MaxStderrBytes   int    `json:"maxStderrBytes"`
+	// GPUs are the task's GPUs (Request.GPUs); the worker process's
+	// CUDA_VISIBLE_DEVICES names the same.
+	GPUs              []string `json:"gpus,omitempty"`
+	GPUMemoryLimitMiB int64    `json:"gpuMemoryLimitMiB,omitempty"`
 }
 
 // resultBody is a task's outcome as sent by the worker. Error is set instead
 // of Failure when the worker could not set the task up (see ErrSetup).
 type resultBody struct {
-	Stdout  []byte   `json:"stdout,omitempty"`
-	Stderr  []byte   `json:"stderr,omitempty"`
-	Failure *Failure `json:"failure,omitempty"`
-	Error   string   `json:"error,omitempty"`
+	Stdout  []byte    `json:"stdout,omitempty"`
+	Stderr  []byte    `json:"stderr,omitempty"`
+	Failure *Failure  `json:"failure,omitempty"`
+	Error   string    `json:"error,omitempty"`
+	GPU     *GPUStats `json:"gpu,omitempty"`
 }
 
 // writeFrame encodes f and writes it to w as one frame. It refuses a frame
@@ -212,13 +217,18 @@ func (b *runBody) check() error {
 		return fmt.Errorf("maxStderrBytes %d out of range 1..%d", b.MaxStderrBytes, MaxStderrLimitBytes)
 	case len(b.Stdin) > MaxStdinBytes:
 		return fmt.Errorf("stdin of %d bytes exceeds maximum %d", len(b.Stdin), MaxStdinBytes)
+	case b.GPUMemoryLimitMiB < 0:
+		return fmt.Errorf("gpuMemoryLimitMiB %d is negative", b.GPUMemoryLimitMiB)
+	}
+	if err := checkGPUs(b.GPUs); err != nil {
+		return err
 	}
 	return nil
 }
 
 func (b *resultBody) check() error {
 	switch {
-	case b.Error != "" && (b.Failure != nil || b.Stdout != nil || b.Stderr != nil):
+	case b.Error != "" && (b.Failure != nil || b.Stdout != nil || b.Stderr != nil || b.GPU != nil):
 		return errors.New("error excludes failure and output")
 	case len(b.Stdout) > MaxStdoutLimitBytes:
 		return fmt.Errorf("stdout of %d bytes exceeds maximum %d", len(b.Stdout), MaxStdoutLimitBytes)

@@ -95,6 +95,9 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, cacheDir string) er
 		if err := writeFrame(out, &frame{Version: protocolVersion, Type: frameResult, ID: f.ID, Result: res}); err != nil {
 			return err
 		}
+		if h.broken != nil {
+			return fmt.Errorf("worker: %w", h.broken)
+		}
 	}
 }
 
@@ -106,6 +109,11 @@ type host struct {
 	runtimes map[uint32]*hostRuntime
 	modules  map[moduleKey]*hostModule
 	clock    uint64 // use counter for least-recently-used eviction
+	cuda     cudaHost
+	// broken is set when a task's CUDA context could not be destroyed:
+	// the worker exits after sending that task's result, so that the
+	// driver reclaims the context with the process.
+	broken error
 }
 
 type hostRuntime struct {
@@ -180,6 +188,10 @@ func (h *host) runtime(ctx context.Context, pages uint32) (wazero.Runtime, error
 	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
 		_ = rt.Close(ctx)
 		return nil, fmt.Errorf("instantiate WASI: %w", err)
+	}
+	if err := instantiateCUDA(ctx, rt); err != nil {
+		_ = rt.Close(ctx)
+		return nil, err
 	}
 	h.runtimes[pages] = &hostRuntime{rt: rt, lastUsed: h.clock}
 	return rt, nil
@@ -257,15 +269,20 @@ func readModule(path string) ([]byte, error) {
 
 // checkCommand refuses modules that are not WASI preview 1 commands: it
 // needs an exported _start of type [] -> [] and imports of WASI functions
-// only (no imported memory, table or global from elsewhere).
+// and idlepool_cuda functions only (no imported memory, table or global
+// from elsewhere).
 func checkCommand(m wazero.CompiledModule) *Failure {
 	start, ok := m.ExportedFunctions()["_start"]
 	if !ok || len(start.ParamTypes()) != 0 || len(start.ResultTypes()) != 0 {
 		return &Failure{Kind: FailureBadModule, Message: "not a WASI command: no exported function _start() without parameters and results"}
 	}
 	for _, fn := range m.ImportedFunctions() {
-		if mod, name, _ := fn.Import(); mod != wasi_snapshot_preview1.ModuleName {
-			return &Failure{Kind: FailureBadModule, Message: fmt.Sprintf("imports %s.%s: only %s is available", mod, name, wasi_snapshot_preview1.ModuleName)}
+		mod, name, _ := fn.Import()
+		switch {
+		case mod == CUDAModuleName && !cudaFuncNames[name]:
+			return &Failure{Kind: FailureBadModule, Message: fmt.Sprintf("imports %s.%s: %s has no such function", mod, name, CUDAModuleName)}
+		case mod != wasi_snapshot_preview1.ModuleName && mod != CUDAModuleName:
+			return &Failure{Kind: FailureBadModule, Message: fmt.Sprintf("imports %s.%s: only %s and %s are available", mod, name, wasi_snapshot_preview1.ModuleName, CUDAModuleName)}
 		}
 	}
 	for _, mem := range m.ImportedMemories() {
@@ -299,6 +316,14 @@ func (h *host) run(ctx context.Context, b *runBody, started func() error) (*resu
 	if err != nil {
 		return &resultBody{Error: err.Error()}, nil
 	}
+	if len(b.GPUs) > 0 {
+		// The pool starts a GPU task's worker with CUDA_VISIBLE_DEVICES
+		// naming exactly the task's GPUs, so that CUDA sees no other.
+		if got, want := os.Getenv(CUDAVisibleDevicesEnv), strings.Join(b.GPUs, ","); got != want {
+			return &resultBody{Error: fmt.Sprintf("worker process has %s=%q, the task's GPUs are %q", CUDAVisibleDevicesEnv, got, want)}, nil
+		}
+	}
+	gpu := newCUDATask(&h.cuda, len(b.GPUs), b.GPUMemoryLimitMiB)
 
 	seed, _ := hex.DecodeString(b.Seed) // checked by the decoder
 	stdout := &stdoutBuffer{max: b.MaxStdoutBytes}
@@ -329,10 +354,16 @@ func (h *host) run(ctx context.Context, b *runBody, started func() error) (*resu
 		_ = mod.Close(ctx)
 		return nil, err
 	}
-	_, callErr := mod.ExportedFunction("_start").Call(ctx)
+	_, callErr := mod.ExportedFunction("_start").Call(withCUDATask(ctx, gpu))
 	_ = mod.Close(ctx)
+	// The task's CUDA context goes with the task, whatever its end, so
+	// that nothing of it is left for the next task.
+	stats, destroyErr := gpu.end()
+	if destroyErr != nil {
+		h.broken = fmt.Errorf("destroy the task's CUDA context: %w", destroyErr)
+	}
 	stderr.finish()
-	res := &resultBody{Stderr: stderr.bytes(), Failure: classify(callErr, stdout, stderr)}
+	res := &resultBody{Stderr: stderr.bytes(), Failure: classify(callErr, stdout, stderr), GPU: stats}
 	if res.Failure == nil {
 		res.Stdout = stdout.buf
 	}

@@ -83,14 +83,22 @@ type Request struct {
 	// that a replica check does not reuse the process of the first replica.
 	AvoidPID int
 	// GPUs are the GPUs the task may use, by NVML UUID (GPU.UUID), as the
-	// owner's policy allows. Every program today is WebAssembly and runs
-	// on the CPU, so a task ignores GPUs (a job without a GPU program runs
-	// on the CPU even where GPUs are allowed). GPU programs are a later
-	// step: they will run in a worker process whose environment has
-	// CUDA_VISIBLE_DEVICES set to these UUIDs, comma-joined (GPUEnv), so
-	// that CUDA sees no other GPU. A UUID may not be empty or hold a
-	// comma, '=' or white space.
+	// owner's policy allows. The task runs in a worker process whose
+	// environment has CUDA_VISIBLE_DEVICES set to these UUIDs,
+	// comma-joined (GPUEnv), so that CUDA sees no other GPU; its program
+	// reaches them through the idlepool_cuda host module (CUDAModuleName),
+	// and the worker loads the CUDA driver only for such a task. Empty: the
+	// program sees 0 devices. A program that does not import idlepool_cuda
+	// runs on the CPU whatever GPUs it is given. A UUID may not be empty
+	// or hold a comma, '=' or white space.
 	GPUs []string
+	// GPUMemoryLimitMiB caps the device memory the task may allocate
+	// through idlepool_cuda, in MiB, all its buffers together: the donor's
+	// memory share of the GPU (idle.GPUSettings.MemoryShare of its total).
+	// An allocation past it fails with CUDAErrOutOfMemory. 0 means no cap
+	// but the device's own memory (a solo run on the owner's machine);
+	// negative values are refused.
+	GPUMemoryLimitMiB int64
 }
 
 // Result is the outcome of one task.
@@ -108,6 +116,11 @@ type Result struct {
 	// Failure is nil on success: the guest exited with status 0 and its
 	// stdout fit. Otherwise it says why the task failed.
 	Failure *Failure
+	// GPU is what the task's use of its GPUs cost (driver load, context
+	// creation, module loads); nil when the task was given no GPU or made
+	// no idlepool_cuda call that reached the driver. For measurement only:
+	// it depends on the machine and never on the task's answer.
+	GPU *GPUStats
 }
 
 // FailureKind classifies why a task failed. Its values are stable strings,

@@ -62,11 +62,12 @@ type fileInfo struct {
 }
 
 func cmdRun(ctx context.Context, g *globals, args []string) error {
-	fs := g.flagSet("idlepool run", "Usage: idlepool run MANIFEST [--workers N] [--json] [--verify] [--fresh]\n\nRuns a job on this machine, alone and offline; an interrupted run continues where it stopped.\n\n")
+	fs := g.flagSet("idlepool run", "Usage: idlepool run MANIFEST [--workers N] [--json] [--verify] [--fresh] [--cpu-only]\n\nRuns a job on this machine, alone and offline; an interrupted run continues where it stopped.\nPrograms that use a GPU get one of those NVML finds, all its memory, unless --cpu-only.\n\n")
 	workers := fs.Int("workers", runtime.NumCPU(), "run `N` tasks at once, each in its own worker process")
 	asJSON := fs.Bool("json", false, "print one JSON document with the result on stdout")
 	verify := fs.Bool("verify", false, "run every task twice on different worker processes and report disagreements")
 	fresh := fs.Bool("fresh", false, "forget an earlier, interrupted run of this job and start over")
+	cpuOnly := fs.Bool("cpu-only", false, "give tasks no GPU (by default each task may use one of the GPUs NVML finds)")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
@@ -134,7 +135,9 @@ func cmdRun(ctx context.Context, g *globals, args []string) error {
 			fmt.Fprintf(g.stdout, "task %-4d %s -> %s\n", t.Index, formatParams(m.Split, t.Params), bytes.TrimSpace(result))
 		}
 	}
-	out, err := pool.RunSolo(ctx, j, wp, cfg)
+	gpus, gpuNames := soloGPUs(g, *cpuOnly)
+	fmt.Fprint(g.stderr, gpuLine(gpuNames))
+	out, err := pool.RunSolo(ctx, j, newGPUExecutor(wp, gpus, *workers), cfg)
 	prog.finish()
 	if err != nil && !errors.Is(err, pool.ErrAllFailed) {
 		if ctx.Err() != nil {
