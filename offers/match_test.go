@@ -44,7 +44,7 @@ func cpuJob() Listing {
 func gpuJob(memMiB int64, capability string) Listing {
 	l := cpuJob()
 	l.Job, l.Name = jobB, "render"
-	l.Requirements = job.Requirements{GPU: true, GPUMemoryMiB: memMiB, GPUComputeCapability: capability}
+	l.Requirements = job.Requirements{GPU: job.GPURequired, GPUMemoryMiB: memMiB, GPUComputeCapability: capability}
 	return l
 }
 
