@@ -241,3 +241,20 @@ func TestToleranceProperties(t *testing.T) {
 		}
 	}
 }
+
+// FuzzVerifyAgree feeds Agree pairs of results as peers could send them:
+// it never panics and is symmetric.
+func FuzzVerifyAgree(f *testing.F) {
+	f.Add([]byte(`{"x": 1.0, "n": 5}`), []byte(`{"n": 5, "x": 1.0005}`))
+	f.Add([]byte(`{"x": [1, 2, {"y": 3}]}`), []byte(`{"x": [1, 2, {"y": 3.0001}]}`))
+	f.Add([]byte(`{"x": 1e999}`), []byte(`{"x": 1e999}`))
+	f.Add([]byte(`not json`), []byte(`{"x": 1}`))
+	f.Add([]byte(`{"s": {"x": "a"}}`), []byte(`{"s": {"x": "a"}}`))
+	v := job.Verify{Rule: job.RuleTolerance, Tolerances: map[string]job.Tolerance{"x": {Abs: 1e-3}, "s.x": {Rel: 0.1}}}
+	f.Fuzz(func(t *testing.T, a, b []byte) {
+		ab, ba := v.Agree(a, b), v.Agree(b, a)
+		if ab != ba {
+			t.Fatalf("Agree(%q, %q) = %v but the other way %v", a, b, ab, ba)
+		}
+	})
+}
