@@ -1,6 +1,10 @@
 package pool
 
-import "bytes"
+import (
+	"bytes"
+
+	"idlepool/job"
+)
 
 // agrees reports whether replicas a and b agree under the job's [verify]
 // rule: the same digest, or, under rule = "tolerance", two results whose
@@ -16,7 +20,30 @@ func (js *jobState) agrees(a, b *replica) bool {
 	if a.rec.Failed || b.rec.Failed || js.ver.Rule == "" {
 		return false
 	}
-	return js.ver.Agree(a.rec.Result, b.rec.Result)
+	// Parsing two results is the expensive part, and tally asks for every
+	// pair each time a task is considered: remember the answer on the task
+	// (it goes with the task once decided).
+	ts := a.ts
+	if ts == nil {
+		ts = b.ts
+	}
+	key := [2]job.Digest{a.rec.Digest, b.rec.Digest}
+	if bytes.Compare(key[0][:], key[1][:]) > 0 {
+		key[0], key[1] = key[1], key[0]
+	}
+	if ts != nil {
+		if v, ok := ts.agreed[key]; ok {
+			return v
+		}
+	}
+	v := js.ver.Agree(a.rec.Result, b.rec.Result)
+	if ts != nil {
+		if ts.agreed == nil {
+			ts.agreed = map[[2]job.Digest]bool{}
+		}
+		ts.agreed[key] = v
+	}
+	return v
 }
 
 // leads reports whether a replica agreed with by k voters should lead

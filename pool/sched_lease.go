@@ -580,10 +580,14 @@ func (s *Scheduler) decide(js *jobState, ts *taskState, status string, lead *rep
 			}
 		default:
 			r.rec.State, e.Kind = ReplicaDeviated, KindDeviation
-			e.Reason = fmt.Sprintf("returned %s; %d of %d distinct voters agreed on %s", r.rec.Digest, c, n, digest)
+			on := "on"
+			if js.ver.Rule != "" {
+				on = "within tolerance with"
+			}
+			e.Reason = fmt.Sprintf("returned %s; %d of %d distinct voters agreed %s %s", r.rec.Digest, c, n, on, digest)
 			if prov {
-				e.Reason = fmt.Sprintf("computed alone and returned %s; computed again, %d of %d distinct voters agreed on %s",
-					r.rec.Digest, c, n, digest)
+				e.Reason = fmt.Sprintf("computed alone and returned %s; computed again, %d of %d distinct voters agreed %s %s",
+					r.rec.Digest, c, n, on, digest)
 			}
 			s.log.Warn("Replica deviated", "lease", r.rec.Lease, "job", js.rec.ID.String(), "task", ts.index,
 				"peer", r.rec.Peer, "owner", r.rec.Owner, "digest", r.rec.Digest.String(), "accepted", digest.String())

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -78,6 +79,9 @@ func TestSchedToleranceQuorum(t *testing.T) {
 	}
 	kinds := map[string]map[int64]string{}
 	for _, e := range h.Ledger() {
+		if e.Kind == pool.KindDeviation && !strings.Contains(e.Reason, "agreed within tolerance with") {
+			t.Errorf("deviation reason %q does not say the others agreed within tolerance", e.Reason)
+		}
 		if kinds[e.Peer] == nil {
 			kinds[e.Peer] = map[int64]string{}
 		}
