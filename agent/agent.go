@@ -581,12 +581,38 @@ func (a *Agent) runLease(ctx context.Context, l pool.Lease) error {
 		defer close(pauseDone)
 		a.watchPause(taskCtx, limit, cancel)
 	}()
-	out, err := a.runTask(taskCtx, cj, t)
+	gpus, gpuMiB := a.taskGPUs(ctx, cj.j)
+	if len(gpus) == 0 && cj.j.Manifest.Requirements.GPU.Required() {
+		// The offer the pool matched had a GPU that the policy no longer
+		// allows: hand the task back instead of computing it without one.
+		cancel(nil)
+		<-hbDone
+		<-pauseDone
+		log.Info("Handing back a task that needs a GPU: none is allowed now")
+		a.release(ctx, l, log)
+		a.renewOffer()
+		_ = sleep(ctx, a.cfg.MaxBackoff)
+		return nil
+	}
+	gpuDone := make(chan struct{})
+	go func() {
+		defer close(gpuDone)
+		if len(gpus) > 0 {
+			a.watchGPUs(taskCtx, gpus, cancel)
+		}
+	}()
+	out, err := a.runTask(taskCtx, cj, t, gpus, gpuMiB)
 	cancel(nil)
 	<-hbDone
 	<-pauseDone
+	<-gpuDone
 	switch {
 	case ctx.Err() != nil:
+		a.release(ctx, l, log)
+		return nil
+	case errors.Is(context.Cause(taskCtx), ErrGPUReleased):
+		log.Info("Task stopped to let go of its GPU; handed back to the pool", "cause", context.Cause(taskCtx))
+		a.event("task %d of job %s handed back to pool %s: %v", l.Task, jobLabel(cj), a.label(), context.Cause(taskCtx))
 		a.release(ctx, l, log)
 		return nil
 	case errors.Is(context.Cause(taskCtx), errHandedBack):
@@ -648,8 +674,9 @@ func (a *Agent) reportMachineFailure(ctx context.Context, l pool.Lease, out pool
 	}
 }
 
-// runTask prepares task t's chunk (if any) and runs it in the sandbox.
-func (a *Agent) runTask(ctx context.Context, cj *cachedJob, t job.Task) (pool.TaskOutcome, error) {
+// runTask prepares task t's chunk (if any) and runs it in the sandbox,
+// given gpus and their device-memory cap gpuMiB (taskGPUs).
+func (a *Agent) runTask(ctx context.Context, cj *cachedJob, t job.Task, gpus []string, gpuMiB int64) (pool.TaskOutcome, error) {
 	if t.Chunk != nil {
 		path, err := pool.WriteChunk(cj.j, cj.inputDir, *t.Chunk)
 		if err != nil {
@@ -658,8 +685,7 @@ func (a *Agent) runTask(ctx context.Context, cj *cachedJob, t job.Task) (pool.Ta
 		defer os.Remove(path)
 	}
 	req := pool.TaskRequest(cj.j, t, cj.program, cj.inputDir)
-	req.GPUs = a.gov.gpus() // ignored by CPU (WebAssembly) programs
-	req.GPUs, req.GPUMemoryLimitMiB = a.gpuMemory(req.GPUs)
+	req.GPUs, req.GPUMemoryLimitMiB = gpus, gpuMiB
 	return pool.RunTask(ctx, a.cfg.Executor, req, a.log)
 }
 

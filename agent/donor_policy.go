@@ -89,7 +89,7 @@ func (p *donorPolicy) latest() (idle.Decision, time.Time, idle.Signals) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	d := p.lastDecision
-	d.GPUs = slices.Clone(d.GPUs)
+	d.GPUs, d.GPUsAllowed = slices.Clone(d.GPUs), slices.Clone(d.GPUsAllowed)
 	return d, p.decidedWall, p.lastSig
 }
 

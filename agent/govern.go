@@ -343,7 +343,7 @@ func (a *Agent) Status() AgentStatus {
 		Slots:          a.cfg.Slots,
 		ActiveSlots:    g.allowed,
 	}
-	st.Decision.GPUs = slices.Clone(st.Decision.GPUs)
+	st.Decision.GPUs, st.Decision.GPUsAllowed = slices.Clone(st.Decision.GPUs), slices.Clone(st.Decision.GPUsAllowed)
 	g.mu.Unlock()
 	a.mu.Lock()
 	st.PoolName = a.joinedAs

@@ -184,7 +184,7 @@ func TestOffersEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(listings) != 2 || !listings[0].Requirements.GPU || listings[1].Requirements.GPU || listings[1].Quorum != 2 {
+	if len(listings) != 2 || !listings[0].Requirements.GPU.Required() || listings[1].Requirements.GPU.Uses() || listings[1].Quorum != 2 {
 		t.Errorf("listings %+v: want the GPU job, then the CPU job at quorum 2", listings)
 	}
 	for _, j := range []*job.Job{gpuJob, cpuJob} {

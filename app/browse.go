@@ -414,6 +414,12 @@ func jobDetails(r browseRow) string {
 	}
 	fmt.Fprintf(&b, "Pool: %s (%s)\n", r.poolName, r.poolURL)
 	fmt.Fprintf(&b, "A task needs: %s\n", taskNeeds(l))
+	switch {
+	case l.Requirements.GPU.Required():
+		b.WriteString("GPU: needs a GPU; only machines that offer one compute it\n")
+	case l.Requirements.GPU.Optional():
+		b.WriteString("GPU: uses a GPU if you allow one (GPU programs in this pool and a GPU switched on in Settings); otherwise it computes on the CPU\n")
+	}
 	if p := l.Requirements.Prefer; p != "" {
 		fmt.Fprintf(&b, "Prefers machines with more %s\n", strings.ReplaceAll(p, "_", " "))
 	}

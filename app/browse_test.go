@@ -37,7 +37,7 @@ func testBoards() []agent.PoolBoard {
 				Pool: "alpha", MemoryMiB: 256, TimeLimit: 5 * time.Minute, CostPerTask: 1.5, TasksLeft: 40, TasksDone: 2, Quorum: 2, Participants: "open"},
 				Match: true, Why: []string{}},
 			{Listing: offers.Listing{Job: gpuJobID, Name: "render", Description: "Renders frames.", Owner: "idz9y8x7w6v5u4t3s2r1q0p9o8n7m6l5kk",
-				Pool: "alpha", Requirements: job.Requirements{GPU: true, GPUMemoryMiB: 8192, GPUComputeCapability: "8.0"},
+				Pool: "alpha", Requirements: job.Requirements{GPU: job.GPURequired, GPUMemoryMiB: 8192, GPUComputeCapability: "8.0"},
 				MemoryMiB: 2048, CostPerTask: 12, TasksLeft: 7, Quorum: 1, Participants: "invite"},
 				Why: gpuWhy},
 		}},
@@ -110,7 +110,7 @@ func TestBrowseBoard(t *testing.T) {
 
 	v.table.Select(widgetCell(1))
 	for _, s := range append([]string{"Renders frames.", gpuJobID.String(), "Quorum: 1", "Participants: the pool's invited peers",
-		"Cost per task: 12 cost units", "idz9y8x7w6v5u4t3s2r1q0p9o8n7m6l5kk", "Pool: alpha (http://a)"}, gpuWhy...) {
+		"Cost per task: 12 cost units", "idz9y8x7w6v5u4t3s2r1q0p9o8n7m6l5kk", "Pool: alpha (http://a)", "GPU: needs a GPU"}, gpuWhy...) {
 		if !strings.Contains(v.details.Text, s) {
 			t.Errorf("details lack %q:\n%s", s, v.details.Text)
 		}

@@ -169,7 +169,7 @@ func TestOffersAndMatchmaking(t *testing.T) {
 		{Job: cpuJob.ID, Name: "cpu-job", Description: "a test job", Owner: owner.owner.ID(), Pool: "test",
 			MemoryMiB: 256, CostPerTask: 1.5, TasksLeft: 3, Quorum: 1, Participants: "open"},
 		{Job: gpuJob.ID, Name: "gpu-job", Description: "a test job", Owner: owner.owner.ID(), Pool: "test",
-			Requirements: job.Requirements{GPU: true, GPUMemoryMiB: 8000},
+			Requirements: job.Requirements{GPU: job.GPURequired, GPUMemoryMiB: 8000},
 			MemoryMiB:    256, CostPerTask: 1.5, TasksLeft: 3, Quorum: 1, Participants: "open"},
 	}
 	for i := range wantListings {

@@ -235,7 +235,7 @@ func Decide(s Settings, sig Signals, now time.Time, mono time.Duration, prev Pol
 		if s.FinishThenPause {
 			reason += "; then pausing, as you asked"
 		}
-		return Decision{State: state, Reason: reason, Finishing: s.FinishThenPause}, st
+		return Decision{State: state, Reason: reason, Finishing: s.FinishThenPause, GPUsAllowed: gpus}, st
 	}
 
 	// The reasons, first match wins.

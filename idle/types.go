@@ -96,6 +96,12 @@ type Decision struct {
 	// (while the decision is to compute), but no new task is taken; once
 	// none is in hand, whoever holds the tasks says it is paused.
 	Finishing bool `json:",omitempty"`
+	// GPUsAllowed lists, while the decision is not to compute, the GPUs
+	// (UUIDs) that the settings and the GPUs' readings would allow
+	// (switched on, below the temperature ceiling, not used by another
+	// process): a task suspended on a GPU not listed must let go of it.
+	// Empty while computing, where GPUs says it.
+	GPUsAllowed []string `json:",omitempty"`
 }
 
 // Run reports whether tasks may run.

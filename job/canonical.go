@@ -115,7 +115,16 @@ func FromCanonical(canonical []byte, blob func(Digest) string) (*Job, error) {
 		m.Policy.TaskCost = float64(c)
 	}
 	if req, ok := doc["requirements"].(map[string]any); ok {
-		m.Requirements.GPU, _ = req["gpu"].(bool)
+		switch g := req["gpu"].(type) {
+		case bool:
+			if g {
+				m.Requirements.GPU = GPURequired
+			}
+		case string:
+			if err := m.Requirements.GPU.UnmarshalText([]byte(g)); err != nil {
+				return nil, bad("requirements.gpu: %v", err)
+			}
+		}
 		m.Requirements.GPUMemoryMiB, _ = req["gpu_memory_mib"].(int64)
 		m.Requirements.GPUComputeCapability = str(req, "gpu_compute_capability")
 		m.Requirements.MemoryMiB, _ = req["memory_mib"].(int64)

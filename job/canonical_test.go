@@ -48,6 +48,28 @@ T = [1.5, 2, 2.5]
 L = [8, 16]
 [derive]
 x = "2 * s"`,
+		"tolerance": `[split]
+rule = "range"
+tasks = 2
+[requirements]
+gpu = "optional"
+[verify]
+rule = "tolerance"
+[verify.tolerance]
+price = { abs = 1e-3, rel = 1e-4 }
+stats.mean = { rel = 0.5 }
+"band.lo" = { abs = 2 }`,
+		"tolerance and adaptive": `[split]
+rule = "range"
+tasks = 2
+[policy]
+redundancy = 3
+quorum = 2
+[verify]
+min_quorum = 1
+rule = "tolerance"
+[verify.tolerance]
+price = { abs = 0 }`,
 		"kfold": `[split]
 rule = "kfold"
 k = 2
@@ -77,6 +99,12 @@ header = true`,
 			got, err := FromCanonical(j.Canonical, func(d Digest) string { return byDigest[d] })
 			if err != nil {
 				t.Fatal(err)
+			}
+			if diff := cmp.Diff(m.Verify.Tolerances, got.Manifest.Verify.Tolerances); diff != "" {
+				t.Errorf("tolerances differ (-want +got):\n%s", diff)
+			}
+			if m.Requirements.GPU != got.Manifest.Requirements.GPU {
+				t.Errorf("requirements.gpu %v, want %v", got.Manifest.Requirements.GPU, m.Requirements.GPU)
 			}
 			if got.ID != j.ID || got.NumTasks() != j.NumTasks() {
 				t.Fatalf("rebuilt job %s with %d tasks, want %s with %d", got.ID, got.NumTasks(), j.ID, j.NumTasks())

@@ -112,11 +112,12 @@ type Policy struct {
 // those that qualify. The zero value asks only for what the policy's
 // memory_mib implies.
 type Requirements struct {
-	// GPU says a task needs a GPU (a GPU program); GPUMemoryMiB and
-	// GPUComputeCapability ("8.0") bound which.
-	GPU                  bool   `toml:"gpu" json:"gpu,omitempty"`
-	GPUMemoryMiB         int64  `toml:"gpu_memory_mib" json:"gpu_memory_mib,omitempty"`
-	GPUComputeCapability string `toml:"gpu_compute_capability" json:"gpu_compute_capability,omitempty"`
+	// GPU says whether a task needs a GPU (gpu = true), can use one
+	// (gpu = "optional") or neither; GPUMemoryMiB and
+	// GPUComputeCapability ("8.0") bound which GPUs count.
+	GPU                  GPUNeed `toml:"gpu" json:"gpu,omitzero"`
+	GPUMemoryMiB         int64   `toml:"gpu_memory_mib" json:"gpu_memory_mib,omitempty"`
+	GPUComputeCapability string  `toml:"gpu_compute_capability" json:"gpu_compute_capability,omitempty"`
 	// MemoryMiB is the machine memory a task needs; 0 means the policy's
 	// memory_mib.
 	MemoryMiB int64 `toml:"memory_mib" json:"memory_mib,omitempty"`
@@ -132,8 +133,8 @@ func (r *Requirements) normalise(m *Manifest) error {
 	switch {
 	case r.GPUMemoryMiB < 0 || r.MemoryMiB < 0:
 		return m.fail("requirements", "memory must not be negative")
-	case (r.GPUMemoryMiB > 0 || r.GPUComputeCapability != "") && !r.GPU:
-		return m.fail("requirements.gpu", "gpu_memory_mib and gpu_compute_capability need gpu = true")
+	case (r.GPUMemoryMiB > 0 || r.GPUComputeCapability != "") && !r.GPU.Uses():
+		return m.fail("requirements.gpu", "gpu_memory_mib and gpu_compute_capability need gpu = true or gpu = \"optional\"")
 	}
 	if c := r.GPUComputeCapability; c != "" {
 		var major, minor int
@@ -265,9 +266,16 @@ func tomlError(file string, data []byte, err error) error {
 	// go-toml hands a number, boolean or date to Duration.UnmarshalText and
 	// returns its error without a position: find the field here.
 	var raw struct {
-		Policy map[string]any `toml:"policy"`
+		Policy       map[string]any `toml:"policy"`
+		Requirements map[string]any `toml:"requirements"`
 	}
 	if toml.Unmarshal(data, &raw) == nil {
+		if v, ok := raw.Requirements["gpu"]; ok {
+			var g GPUNeed
+			if _, isBool := v.(bool); !isBool && g.UnmarshalText([]byte(fmt.Sprint(v))) != nil {
+				return &ManifestError{File: file, Field: "requirements.gpu", Msg: g.UnmarshalText([]byte(fmt.Sprint(v))).Error()}
+			}
+		}
 		for _, k := range []string{"lease_timeout", "time_limit"} {
 			if v, ok := raw.Policy[k]; ok {
 				if _, isString := v.(string); !isString {

@@ -224,8 +224,11 @@ func (j *Job) canonical() ([]byte, error) {
 	}
 	if r := m.Requirements; !r.IsZero() { // absent when empty: older IDs stay valid
 		req := map[string]any{}
-		if r.GPU {
+		switch {
+		case r.GPU.Required():
 			req["gpu"] = true
+		case r.GPU.Optional():
+			req["gpu"] = "optional"
 		}
 		if r.GPUMemoryMiB != 0 {
 			req["gpu_memory_mib"] = r.GPUMemoryMiB

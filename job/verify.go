@@ -36,6 +36,19 @@ type Verify struct {
 	// later spot check of its device to pass before it is checked by a
 	// second replica instead; default DefaultCheckWindow.
 	CheckWindow Duration `toml:"check_window"`
+
+	// Rule says when two replicas agree: RuleDigest ("digest", the
+	// default; "" after normalising) when they returned the same bytes,
+	// RuleTolerance ("tolerance") when the fields declared in Tolerance
+	// are within their tolerances and the rest is the same (see Agree).
+	Rule string `toml:"rule"`
+	// Tolerance is the [verify.tolerance] table as written: a field path
+	// = { abs = A, rel = R }. Normalising reads it into Tolerances.
+	Tolerance map[string]any `toml:"tolerance"`
+	// Tolerances maps a dotted field path of the result ("price",
+	// "stats.mean") to its tolerance; filled from Tolerance when the
+	// manifest is loaded.
+	Tolerances map[string]Tolerance `toml:"-"`
 }
 
 // Defaults of the [verify] table when min_quorum is below the quorum.
@@ -51,12 +64,21 @@ func (m *Manifest) Adaptive() bool {
 	return m.Verify.MinQuorum > 0 && m.Verify.MinQuorum < m.Policy.Quorum
 }
 
+// adaptiveZero reports whether the table asks for no adaptive
+// replication (none of min_quorum, spot_check, trust_after, check_window).
+func (v *Verify) adaptiveZero() bool {
+	return v.MinQuorum == 0 && v.SpotCheck == 0 && v.TrustAfter == 0 && v.CheckWindow.Duration == 0
+}
+
 // normalise checks the table against the policy and fills defaults; a
 // table that asks for nothing stays zero, so the job's ID stays what it
 // was before the table existed.
 func (v *Verify) normalise(m *Manifest) error {
+	if err := v.normaliseRule(m); err != nil {
+		return err
+	}
 	switch {
-	case *v == Verify{}:
+	case v.adaptiveZero():
 		return nil
 	case v.MinQuorum < 0 || v.MinQuorum > m.Policy.Quorum:
 		return m.fail("verify.min_quorum", "want 1..policy.quorum (%d), got %d: it is the least number of agreeing replicas a task may be accepted with",
@@ -83,18 +105,55 @@ func (v *Verify) normalise(m *Manifest) error {
 	return nil
 }
 
+// normaliseRule checks rule and the tolerance table. "digest" becomes ""
+// (the default: the same job whether written or not).
+func (v *Verify) normaliseRule(m *Manifest) error {
+	switch v.Rule {
+	case "", RuleDigest:
+		v.Rule = ""
+		if len(v.Tolerance) > 0 {
+			return m.fail("verify.tolerance", "tolerances apply only with rule = \"tolerance\" in [verify]: add it, or remove [verify.tolerance]")
+		}
+		return nil
+	case RuleTolerance:
+	default:
+		return m.fail("verify.rule", "want \"digest\" (replicas agree when their bytes are equal, the default) or \"tolerance\" (declared fields within [verify.tolerance]), got %q", v.Rule)
+	}
+	tols, err := m.parseTolerances(v.Tolerance)
+	if err != nil {
+		return err
+	}
+	if len(tols) == 0 {
+		return m.fail("verify.tolerance", "rule = \"tolerance\" needs at least one field in [verify.tolerance], such as price = { abs = 1e-3, rel = 1e-3 }")
+	}
+	v.Tolerances = tols
+	return nil
+}
+
 // canonical returns the table's part of the job's canonical encoding, or
-// nil when it asks for nothing (absent: older IDs stay valid).
+// nil when it asks for nothing (absent: older IDs stay valid). The rule
+// and tolerances are present only when rule = "tolerance", so jobs that
+// do not set it keep their IDs.
 func (v Verify) canonical() map[string]any {
-	if v == (Verify{}) {
+	if v.adaptiveZero() && v.Rule == "" {
 		return nil
 	}
-	return map[string]any{
-		"min_quorum":      int64(v.MinQuorum),
-		"spot_check":      v.SpotCheck,
-		"trust_after":     int64(v.TrustAfter),
-		"check_window_ms": v.CheckWindow.Milliseconds(),
+	doc := map[string]any{}
+	if !v.adaptiveZero() {
+		doc["min_quorum"] = int64(v.MinQuorum)
+		doc["spot_check"] = v.SpotCheck
+		doc["trust_after"] = int64(v.TrustAfter)
+		doc["check_window_ms"] = v.CheckWindow.Milliseconds()
 	}
+	if v.Rule != "" {
+		doc["rule"] = v.Rule
+		tols := map[string]any{}
+		for path, t := range v.Tolerances {
+			tols[path] = map[string]any{"abs": t.Abs, "rel": t.Rel}
+		}
+		doc["tolerance"] = tols
+	}
+	return doc
 }
 
 // verifyFromCanonical reads the table back from a canonical encoding.
@@ -106,6 +165,11 @@ func verifyFromCanonical(doc map[string]any) (Verify, error) {
 	num := func(k string) int64 { n, _ := t[k].(int64); return n }
 	v := Verify{MinQuorum: int(num("min_quorum")), TrustAfter: int(num("trust_after")),
 		CheckWindow: Duration{time.Duration(num("check_window_ms")) * time.Millisecond}}
+	v.Rule, _ = t["rule"].(string)
+	v.Tolerance, _ = t["tolerance"].(map[string]any)
+	if _, ok := t["spot_check"]; !ok && v.Rule != "" {
+		return v, nil
+	}
 	switch p := t["spot_check"].(type) {
 	case float64:
 		v.SpotCheck = p

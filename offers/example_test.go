@@ -19,7 +19,7 @@ func ExampleMatch() {
 		Issued:   now,
 	})
 	l := offers.Listing{Name: "render", Owner: "idowner", Pool: "lab", MemoryMiB: 2048,
-		Requirements: job.Requirements{GPU: true, GPUMemoryMiB: 8192}}
+		Requirements: job.Requirements{GPU: job.GPURequired, GPUMemoryMiB: 8192}}
 	ok, why := offers.Match(o, l, now)
 	fmt.Println(ok)
 	for _, w := range why {

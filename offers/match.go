@@ -67,7 +67,7 @@ func Match(o Offer, l Listing, now time.Time) (ok bool, why []string) {
 			why = append(why, fmt.Sprintf("you refused jobs of owner %s", ShortID(l.Owner)))
 		}
 	}
-	if r.GPU {
+	if r.GPU.Required() { // "optional" runs anywhere: on a GPU where this machine allows one
 		if m := gpuMismatch(r, c.GPUs); m != "" {
 			why = append(why, m)
 		}

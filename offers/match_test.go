@@ -44,7 +44,14 @@ func cpuJob() Listing {
 func gpuJob(memMiB int64, capability string) Listing {
 	l := cpuJob()
 	l.Job, l.Name = jobB, "render"
-	l.Requirements = job.Requirements{GPU: true, GPUMemoryMiB: memMiB, GPUComputeCapability: capability}
+	l.Requirements = job.Requirements{GPU: job.GPURequired, GPUMemoryMiB: memMiB, GPUComputeCapability: capability}
+	return l
+}
+
+// optionalJob can use a GPU of 16 GiB but runs anywhere (gpu = "optional").
+func optionalJob() Listing {
+	l := gpuJob(16384, "9.0")
+	l.Requirements.GPU = job.GPUOptional
 	return l
 }
 
@@ -68,6 +75,9 @@ func TestMatch(t *testing.T) {
 			want: []string{"needs a GPU with 8 GiB; this machine offers none"}},
 		{name: "GPU required, no memory asked, CPU-only offer", base: cpuOffer, job: gpuJob(0, ""), offer: func(o *Offer) { o.Accept.GPUPrograms = true },
 			want: []string{"needs a GPU; this machine offers none"}},
+		{name: "GPU optional on CPU-only offer without GPU programs", base: cpuOffer, job: optionalJob()},
+		{name: "GPU optional on GPU offer without GPU programs", base: gpuOffer, job: optionalJob(), offer: func(o *Offer) { o.Accept.GPUPrograms = false }},
+		{name: "GPU optional on GPU offer", base: gpuOffer, job: optionalJob()},
 		{name: "GPU memory too small", base: gpuOffer, job: gpuJob(16384, ""),
 			want: []string{"needs a GPU with 16 GiB; the largest GPU offered has 9.0 GiB"}},
 		{name: "compute capability too low", base: gpuOffer, job: gpuJob(0, "9.0"),

@@ -175,13 +175,14 @@ type jobState struct {
 // taskState is an undecided task that has, or had, replicas.
 type taskState struct {
 	index    int64
-	live     []*replica // leased, not returned
-	returned []*replica // in return order
-	machine  []*replica // machine-failed, in return order; never votes
-	wanting  bool       // listed in jobState.want
-	single   bool       // leased to a trusted device alone (adaptive replication)
-	prov     *replica   // the replica that computed it alone, once returned
-	provMode int        // provHeld, provOpen or provCaught while prov is set
+	live     []*replica             // leased, not returned
+	returned []*replica             // in return order
+	machine  []*replica             // machine-failed, in return order; never votes
+	wanting  bool                   // listed in jobState.want
+	single   bool                   // leased to a trusted device alone (adaptive replication)
+	prov     *replica               // the replica that computed it alone, once returned
+	provMode int                    // provHeld, provOpen or provCaught while prov is set
+	agreed   map[[2]job.Digest]bool // under a tolerance rule: whether two results (digests, lower first) agree
 }
 
 // replica is one lease and its submission. rec.Version is the version of

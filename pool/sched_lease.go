@@ -181,7 +181,8 @@ func (js *jobState) voter(r *replica) string {
 }
 
 // tally counts the distinct voters that returned (n) and the leading
-// digest with its voters (c). A voter counts once, with its first replica.
+// replica with the voters that agree with it (c; see agrees and leads).
+// A voter counts once, with its first replica.
 func (js *jobState) tally(ts *taskState) (lead *replica, c, n int) {
 	var voters []string
 	var firsts []*replica
@@ -203,11 +204,11 @@ func (js *jobState) tally(ts *taskState) (lead *replica, c, n int) {
 	for _, r := range firsts {
 		k := 0
 		for _, x := range firsts {
-			if x.rec.Digest == r.rec.Digest {
+			if js.agrees(x, r) {
 				k++
 			}
 		}
-		if k > c {
+		if js.leads(r, k, lead, c) {
 			lead, c = r, k
 		}
 	}
@@ -543,8 +544,14 @@ func (s *Scheduler) decide(js *jobState, ts *taskState, status string, lead *rep
 	checked := n >= 2 && status != OutcomeUnverified
 	withEstablished := false
 	var agreed, deviated []*replica
+	// Which replicas agree with the lead, decided before the loop below
+	// drops their results.
+	agreeing := make(map[*replica]bool, len(ts.returned))
 	for _, r := range ts.returned {
-		if r.rec.Digest == digest && s.trust.owner(r.rec.Owner).established && (r != ts.prov || ts.provMode != provCaught) {
+		agreeing[r] = js.agrees(r, lead)
+	}
+	for _, r := range ts.returned {
+		if agreeing[r] && s.trust.owner(r.rec.Owner).established && (r != ts.prov || ts.provMode != provCaught) {
 			withEstablished = true
 		}
 	}
@@ -554,7 +561,7 @@ func (s *Scheduler) decide(js *jobState, ts *taskState, status string, lead *rep
 			Lease: r.rec.Lease, Digest: r.rec.Digest, Time: now}
 		prov := r == ts.prov
 		switch {
-		case prov && (status == OutcomeUnverified || r.rec.Digest == digest):
+		case prov && (status == OutcomeUnverified || agreeing[r]):
 			// Computed alone and confirmed (or nobody can tell): the
 			// receipt it earned stands; no second one.
 			r.rec.State, e.Kind = ReplicaAgreed, ""
@@ -563,7 +570,7 @@ func (s *Scheduler) decide(js *jobState, ts *taskState, status string, lead *rep
 			}
 		case status == OutcomeUnverified:
 			r.rec.State, e.Kind, e.Reason = ReplicaUnverified, KindUnverified, v.Reason
-		case r.rec.Digest == digest:
+		case agreeing[r]:
 			r.rec.State, e.Kind, e.Cost, e.Reason = ReplicaAgreed, KindReceipt, cost, r.rec.Reason
 			if r.rec.Failed {
 				e.Reason = "verified failure (earns no cost): " + r.rec.Reason
@@ -573,10 +580,14 @@ func (s *Scheduler) decide(js *jobState, ts *taskState, status string, lead *rep
 			}
 		default:
 			r.rec.State, e.Kind = ReplicaDeviated, KindDeviation
-			e.Reason = fmt.Sprintf("returned %s; %d of %d distinct voters agreed on %s", r.rec.Digest, c, n, digest)
+			on := "on"
+			if js.ver.Rule != "" {
+				on = "within tolerance with"
+			}
+			e.Reason = fmt.Sprintf("returned %s; %d of %d distinct voters agreed %s %s", r.rec.Digest, c, n, on, digest)
 			if prov {
-				e.Reason = fmt.Sprintf("computed alone and returned %s; computed again, %d of %d distinct voters agreed on %s",
-					r.rec.Digest, c, n, digest)
+				e.Reason = fmt.Sprintf("computed alone and returned %s; computed again, %d of %d distinct voters agreed %s %s",
+					r.rec.Digest, c, n, on, digest)
 			}
 			s.log.Warn("Replica deviated", "lease", r.rec.Lease, "job", js.rec.ID.String(), "task", ts.index,
 				"peer", r.rec.Peer, "owner", r.rec.Owner, "digest", r.rec.Digest.String(), "accepted", digest.String())

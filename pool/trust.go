@@ -418,7 +418,7 @@ func (js *jobState) leadEstablished(ts *taskState, lead *replica) bool {
 		return true
 	}
 	for _, r := range ts.returned {
-		if r.rec.Digest == lead.rec.Digest && js.trust.owner(r.rec.Owner).established && (r != ts.prov || ts.provMode != provCaught) {
+		if js.agrees(r, lead) && js.trust.owner(r.rec.Owner).established && (r != ts.prov || ts.provMode != provCaught) {
 			return true
 		}
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/hex"
 	"encoding/json"
@@ -360,7 +361,9 @@ func printJobs(w io.Writer, doc jobsDoc, c idle.Capacity) {
 		return
 	}
 	multi := len(doc.Pools) > 1
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	var table bytes.Buffer
+	tw := tabwriter.NewWriter(&table, 0, 0, 2, ' ', 0)
+	abouts := []string{""} // the line under each row (the header's: none)
 	header := "ID\tJOB\tOWNER\t"
 	if multi {
 		header += "POOL\t"
@@ -383,11 +386,18 @@ func printJobs(w io.Writer, doc jobsDoc, c idle.Capacity) {
 			row += l.Pool + "\t"
 		}
 		fmt.Fprintf(tw, "%s%s\t%d\t%d\t%d\t%s\n", row, needsText(l), l.TasksLeft, l.TasksDone, l.Quorum, verdict)
-		if about := jobAbout(l); about != "" {
-			fmt.Fprintln(tw, "  "+about) // no tab: not a column, so the columns keep their widths
-		}
+		abouts = append(abouts, jobAbout(l))
 	}
 	tw.Flush()
+	// The lines under the rows go in after the columns are laid out: a
+	// line without tabs among the rows would end tabwriter's column block,
+	// and the rows after it would be aligned on their own.
+	for i, row := range strings.SplitAfter(strings.TrimSuffix(table.String(), "\n"), "\n") {
+		fmt.Fprint(w, strings.TrimSuffix(row, "\n")+"\n")
+		if i < len(abouts) && abouts[i] != "" {
+			fmt.Fprintln(w, "  "+abouts[i])
+		}
+	}
 	fmt.Fprintf(w, "\n%d of %d jobs match this machine, which offers %s.\n", matches, len(doc.Jobs), offerText(c))
 	fmt.Fprintln(w, "Choose: idlepool jobs accept|refuse ID (or owner:OWNER); --json shows every reason.")
 	for _, d := range doc.Jobs {

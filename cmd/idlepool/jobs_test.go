@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"idlepool/idle"
+	"idlepool/job"
 	"idlepool/offers"
 )
 
@@ -159,13 +160,17 @@ func gpuTestOffer() offers.Offer {
 // GPU opt-in hint on a machine that has a GPU.
 func TestPrintJobs(t *testing.T) {
 	l := offers.Listing{Name: "render", Owner: "idowner0123456789", Pool: "lab", MemoryMiB: 1536, TasksLeft: 7, TasksDone: 3, Quorum: 2}
-	l.Requirements.GPU, l.Requirements.GPUMemoryMiB, l.Requirements.GPUComputeCapability = true, 8192, "8.0"
+	l.Requirements.GPU, l.Requirements.GPUMemoryMiB, l.Requirements.GPUComputeCapability = job.GPURequired, 8192, "8.0"
 	cpu := offers.Listing{Name: "pi", Owner: "idx", Pool: "farm", MemoryMiB: 256, TasksLeft: 1}
 	cpu.Job[0] = 0xab
+	opt := offers.Listing{Name: "mc", Owner: "idx", Pool: "farm", MemoryMiB: 256, TasksLeft: 2}
+	opt.Requirements.GPU = job.GPUOptional
+	opt.Job[0] = 0xcd
 	doc := jobsDoc{
 		Pools: []poolDoc{{URL: "http://a", Name: "lab"}, {URL: "http://b", Name: "farm"}},
 		Jobs: []jobMatchDoc{
 			{PoolURL: "http://b", Listing: cpu, Match: true, Why: []string{}},
+			{PoolURL: "http://b", Listing: opt, Match: true, Why: []string{}},
 			{PoolURL: "http://a", Listing: l, Why: []string{offers.ReasonGPUPrograms, "outside this machine's hours (next: Mon 22:00)"}},
 		},
 	}
@@ -174,9 +179,12 @@ func TestPrintJobs(t *testing.T) {
 	printJobs(&b, doc, c)
 	want := `ID            JOB     OWNER        POOL  NEEDS                           TASKS LEFT  DONE  QUORUM  THIS MACHINE
 ab0000000000  pi      idx          farm  CPU, 256 MiB RAM                1           0     0       ✓ matches
+cd0000000000  mc      idx          farm  CPU or GPU, 256 MiB RAM         2           0     0       ✓ matches
+  uses a GPU if you allow one
 000000000000  render  idowner012…  lab   GPU 8 GiB cc 8.0+, 1.5 GiB RAM  7           3     2       ✗ ` + offers.ReasonGPUPrograms + ` (+1 more)
+  needs a GPU
 
-1 of 2 jobs match this machine, which offers 7 cores, 8 GiB memory, RTX 4070 with 9.0 GiB, any time.
+2 of 3 jobs match this machine, which offers 7 cores, 8 GiB memory, RTX 4070 with 9.0 GiB, any time.
 Choose: idlepool jobs accept|refuse ID (or owner:OWNER); --json shows every reason.
 GPU programs: idlepool jobs gpu-programs on [--pool URL] allows them.
 `

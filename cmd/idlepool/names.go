@@ -8,11 +8,15 @@ import (
 	"idlepool/offers"
 )
 
-// jobAbout is the line under a job in `idlepool jobs`: its description
+// jobAbout is the line under a job in `idlepool jobs`: what it asks of a
+// GPU ("needs a GPU", "uses a GPU if you allow one"), its description
 // (the first 100 characters, on one line) and its link, and the owner's
 // link; "" when the job has none of them.
 func jobAbout(l offers.Listing) string {
 	var parts []string
+	if g := l.GPUText(); g != "" {
+		parts = append(parts, g)
+	}
 	if d := offers.PlainLine(l.Description, 100); d != "" {
 		parts = append(parts, d)
 	}
