@@ -18,6 +18,7 @@ import (
 
 	"idlepool/home"
 	"idlepool/identity"
+	"idlepool/p2p"
 	"idlepool/pool"
 	"idlepool/store"
 )
@@ -65,6 +66,11 @@ type Server struct {
 	// in listings, offers and job status.
 	profiles *profileBook
 
+	// signals are the devices' signalling mailboxes; relay is the TURN
+	// relay, nil when Config.Relay.Listen is empty (signal.go).
+	signals *mailboxes
+	relay   *p2p.Relay
+
 	served    atomic.Bool
 	closeOnce sync.Once
 	closeErr  error
@@ -86,7 +92,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, offers: newOfferBook(),
+	s := &Server{cfg: cfg, log: cfg.Logger, offers: newOfferBook(), signals: newMailboxes(),
 		bodyMem: newBudget("memory", cfg.MaxBodyMemory), spool: newBudget("temporary files", cfg.MaxSpoolBytes),
 		spoolDir: filepath.Join(cfg.DataDir, spoolDir)}
 	defer func() {
@@ -140,6 +146,10 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("listen: %w", err)
+	}
+	if err := s.startRelay(); err != nil {
+		ln.Close()
+		return nil, err
 	}
 	s.ln = newConnLimiter(ln, cfg.MaxConns, cfg.Logger)
 	s.metrics.limits(s.ln, s.bodyMem, s.spool)
@@ -206,8 +216,10 @@ func (s *Server) Serve(ctx context.Context) error {
 		}
 		return nil
 	})
+	g.Go(func() error { return s.serveRelay(gctx) })
 	g.Go(func() error {
 		<-gctx.Done()
+		s.signals.shutdown() // long polls answer now
 		sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 		defer cancel()
 		if err := hs.Shutdown(sctx); err != nil {
@@ -235,6 +247,9 @@ func (s *Server) Close() error {
 			if err := s.ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
 				errs = append(errs, err)
 			}
+		}
+		if s.relay != nil {
+			errs = append(errs, s.relay.Close())
 		}
 		if s.db != nil {
 			errs = append(errs, s.db.Close())

@@ -70,7 +70,7 @@ func (c *conn) start(offer Signal) error {
 	if err != nil {
 		return c.fail(fmt.Errorf("get ICE servers: %w", err))
 	}
-	cfg := webrtc.Configuration{ICEServers: servers, Certificates: []webrtc.Certificate{n.cert}}
+	cfg := webrtc.Configuration{ICEServers: webrtcServers(servers), Certificates: []webrtc.Certificate{n.cert}}
 	if n.cfg.RelayOnly {
 		cfg.ICETransportPolicy = webrtc.ICETransportPolicyRelay
 	}

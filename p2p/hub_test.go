@@ -7,8 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/pion/webrtc/v4"
-
 	"idlepool/identity"
 )
 
@@ -23,7 +21,7 @@ type hub struct {
 	boxes   map[string][]Signal
 	wake    map[string]chan struct{}
 	lastSeq map[string]uint64
-	servers func(id string) []webrtc.ICEServer
+	servers func(id string) []ICEServer
 	sent    []Signal // every signal accepted, for tests that replay one
 }
 
@@ -102,7 +100,7 @@ func (e *hubEnd) Receive(ctx context.Context) ([]Signal, error) {
 	}
 }
 
-func (e *hubEnd) ICEServers(context.Context) ([]webrtc.ICEServer, error) {
+func (e *hubEnd) ICEServers(context.Context) ([]ICEServer, error) {
 	e.h.mu.Lock()
 	f := e.h.servers
 	e.h.mu.Unlock()

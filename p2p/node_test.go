@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pion/webrtc/v4"
-
 	"idlepool/identity"
 )
 
@@ -320,7 +318,7 @@ func TestRelayOnly(t *testing.T) {
 		}
 	})
 	h := newHub()
-	h.servers = func(id string) []webrtc.ICEServer { return []webrtc.ICEServer{relay.ICEServer(id, time.Minute)} }
+	h.servers = func(id string) []ICEServer { return relay.ICEServers(id, time.Minute) }
 	chunk := bytes.Repeat([]byte("relayed "), 64<<10)
 	a := testNode(t, h, Config{Chunks: newMemChunks(chunk), RelayOnly: true})
 	b := testNode(t, h, Config{RelayOnly: true})

@@ -221,5 +221,23 @@ type Signaller interface {
 	Receive(ctx context.Context) ([]Signal, error)
 	// ICEServers returns the STUN and TURN servers to use for a new
 	// connection, with fresh TURN credentials; none is fine.
-	ICEServers(ctx context.Context) ([]webrtc.ICEServer, error)
+	ICEServers(ctx context.Context) ([]ICEServer, error)
+}
+
+// ICEServer is a STUN or TURN server for ICE, in the form of the W3C
+// RTCIceServer dictionary (and its JSON): URLs such as
+// "stun:203.0.113.7:3478" or "turn:203.0.113.7:3478?transport=udp", and
+// for TURN a username and credential (TURNCredentials).
+type ICEServer struct {
+	URLs       []string `json:"urls"`
+	Username   string   `json:"username,omitempty"`
+	Credential string   `json:"credential,omitempty"`
+}
+
+func webrtcServers(in []ICEServer) []webrtc.ICEServer {
+	out := make([]webrtc.ICEServer, 0, len(in))
+	for _, s := range in {
+		out = append(out, webrtc.ICEServer{URLs: s.URLs, Username: s.Username, Credential: s.Credential})
+	}
+	return out
 }

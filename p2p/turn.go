@@ -10,11 +10,11 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/pion/stun/v4"
 	"github.com/pion/turn/v5"
-	"github.com/pion/webrtc/v4"
 )
 
 // DefaultCredentialTTL is how long TURN credentials handed to a peer are
@@ -66,6 +66,9 @@ type Relay struct {
 	conn   net.PacketConn
 	server *turn.Server
 	public net.IP
+
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // NewRelay binds the UDP port and starts the TURN server. Call Serve (or
@@ -149,15 +152,17 @@ func (r *Relay) auth(ra *turn.RequestAttributes) (string, []byte, bool) {
 // Addr returns the UDP address the relay listens on.
 func (r *Relay) Addr() net.Addr { return r.conn.LocalAddr() }
 
-// ICEServer returns the relay as an ICE server for deviceID, with
-// credentials that expire ttl from now.
-func (r *Relay) ICEServer(deviceID string, ttl time.Duration) webrtc.ICEServer {
+// ICEServers returns the relay as ICE servers for deviceID: a STUN server
+// (the relay answers STUN binding requests, which gives peers their
+// server-reflexive candidates) and a TURN server with credentials that
+// expire ttl from now.
+func (r *Relay) ICEServers(deviceID string, ttl time.Duration) []ICEServer {
 	_, port, _ := net.SplitHostPort(r.conn.LocalAddr().String())
+	hostPort := net.JoinHostPort(r.public.String(), port)
 	user, pass := TURNCredentials(r.cfg.Secret, deviceID, r.cfg.Now().Add(ttl))
-	return webrtc.ICEServer{
-		URLs:       []string{"turn:" + net.JoinHostPort(r.public.String(), port) + "?transport=udp"},
-		Username:   user,
-		Credential: pass,
+	return []ICEServer{
+		{URLs: []string{"stun:" + hostPort}},
+		{URLs: []string{"turn:" + hostPort + "?transport=udp"}, Username: user, Credential: pass},
 	}
 }
 
@@ -170,7 +175,8 @@ func (r *Relay) Serve(ctx context.Context) error {
 	return r.Close()
 }
 
-// Close stops the TURN server and closes its port.
+// Close stops the TURN server and closes its port. It is idempotent.
 func (r *Relay) Close() error {
-	return r.server.Close()
+	r.closeOnce.Do(func() { r.closeErr = r.server.Close() })
+	return r.closeErr
 }
