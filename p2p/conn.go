@@ -359,11 +359,7 @@ func (c *conn) close(err error) {
 		c.n.cfg.Logger.Info("Peer disconnected", "peer", c.peer, "reason", err)
 	}
 	if pc != nil {
-		c.n.closers.Add(1)
-		go func() {
-			defer c.n.closers.Done()
-			pc.Close()
-		}()
+		c.n.closePeerConnection(pc)
 	}
 }
 

@@ -93,6 +93,11 @@ type Config struct {
 	// skipPionFingerprintCheck turns off pion's own check of the DTLS
 	// certificate against the SDP, so tests show that ours drops it.
 	skipPionFingerprintCheck bool
+	// sctpChecksum keeps SCTP's CRC32c (benchmarks compare).
+	sctpChecksum bool
+	// smallUDPBuffers keeps the system's UDP socket buffers (benchmarks
+	// compare).
+	smallUDPBuffers bool
 	// forgeCertificate, in tests, makes this Node sign and offer the
 	// fingerprint of one certificate and handshake with another.
 	forgeCertificate bool
@@ -168,7 +173,11 @@ type Node struct {
 	serving bool
 	stopped bool
 	wg      sync.WaitGroup // every goroutine the Node starts
-	closers sync.WaitGroup // the goroutines closing peer connections
+	// closing counts the goroutines closing PeerConnections (started
+	// from pion's callbacks too, so not in wg); closed is closed when it
+	// drops to 0 while Serve waits.
+	closing     int
+	closingDone chan struct{}
 }
 
 // NewNode checks cfg and makes a Node with a fresh DTLS certificate
@@ -197,6 +206,10 @@ func NewNode(cfg Config) (*Node, error) {
 	}
 	se := webrtc.SettingEngine{}
 	se.SetSCTPMaxReceiveBufferSize(uint32(cfg.SCTPReceiveBufferBytes))
+	// Zero checksum (RFC 9653): DTLS already protects every packet, so
+	// SCTP's CRC32c is redundant; both ends must agree, and pion
+	// negotiates it.
+	se.EnableSCTPZeroChecksum(!cfg.sctpChecksum)
 	se.SetICEMulticastDNSMode(ice.MulticastDNSModeDisabled)
 	se.SetICETimeouts(5*time.Second, 15*time.Second, 2*time.Second)
 	if cfg.LoopbackOnly {
@@ -205,6 +218,13 @@ func NewNode(cfg Config) (*Node, error) {
 		se.SetNetworkTypes([]webrtc.NetworkType{webrtc.NetworkTypeUDP4})
 	}
 	se.DisableCertificateFingerprintVerification(cfg.skipPionFingerprintCheck)
+	if !cfg.smallUDPBuffers {
+		bn, err := newBufferedNet()
+		if err != nil {
+			return nil, err
+		}
+		se.SetNet(bn)
+	}
 	se.LoggerFactory = pionLogs{}
 	n.api = webrtc.NewAPI(webrtc.WithSettingEngine(se))
 	// Start sequence numbers at the clock, so a restarted device's
@@ -271,7 +291,16 @@ func (n *Node) Serve(ctx context.Context) error {
 		c.close(ErrClosed)
 	}
 	n.wg.Wait()
-	n.closers.Wait()
+	n.mu.Lock()
+	var closing chan struct{}
+	if n.closing > 0 {
+		closing = make(chan struct{})
+		n.closingDone = closing
+	}
+	n.mu.Unlock()
+	if closing != nil {
+		<-closing
+	}
 	return nil
 }
 
@@ -510,6 +539,24 @@ func (n *Node) dial(peer string) (*conn, error) {
 		c.close(err)
 	}
 	return c, nil
+}
+
+// closePeerConnection closes pc on a goroutine Serve waits for: pion may
+// call back into the Node while it closes.
+func (n *Node) closePeerConnection(pc interface{ Close() error }) {
+	n.mu.Lock()
+	n.closing++
+	n.mu.Unlock()
+	go func() {
+		pc.Close()
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		n.closing--
+		if n.closing == 0 && n.closingDone != nil {
+			close(n.closingDone)
+			n.closingDone = nil
+		}
+	}()
 }
 
 // forget removes c from the Node's connections if it is still there.
