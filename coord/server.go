@@ -143,6 +143,9 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	s.metrics.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "idlepool_coord_offers_live", Help: "Capacity offers of peers that have not expired.",
 	}, func() float64 { return float64(s.offers.count(s.cfg.Now())) }))
+	s.metrics.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "idlepool_coord_signals_waiting", Help: "Signalling messages waiting in the devices' mailboxes.",
+	}, func() float64 { return float64(s.signals.pending()) }))
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("listen: %w", err)

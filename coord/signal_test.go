@@ -48,6 +48,9 @@ func TestSignalRelay(t *testing.T) {
 	if got := ts.do(t, a, "POST", "/v1/signals", first); got.status != http.StatusAccepted {
 		t.Fatalf("post: %d %s", got.status, got.body)
 	}
+	if m := ts.do(t, nil, "GET", "/metrics", nil); !strings.Contains(string(m.body), "idlepool_coord_signals_waiting 1\n") {
+		t.Errorf("/metrics does not count 1 signal waiting:\n%s", m.body)
+	}
 	got := ts.receive(t, b, 0)
 	want := first
 	want.FromKey = a.key.Public()

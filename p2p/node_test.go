@@ -8,9 +8,13 @@ import (
 	"fmt"
 	"io/fs"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"idlepool/identity"
 )
@@ -345,5 +349,38 @@ func TestRelayOnly(t *testing.T) {
 	}
 	if relay.Allocations() == 0 {
 		t.Error("the relay has no allocation")
+	}
+}
+
+func TestCollectors(t *testing.T) {
+	h := newHub()
+	chunk := bytes.Repeat([]byte{1}, 5000)
+	a := testNode(t, h, Config{Chunks: newMemChunks(chunk)})
+	b := testNode(t, h, Config{})
+	if _, err := b.Fetch(ctxT(t), a.ID(), sha256.Sum256(chunk)); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(b.Collectors()...)
+	var out strings.Builder
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			v := m.GetCounter().GetValue() + m.GetGauge().GetValue()
+			fmt.Fprintf(&out, "%s{path=%s} %v\n", mf.GetName(), m.GetLabel()[0].GetValue(), v > 0)
+		}
+	}
+	want := `idlepool_p2p_connections{path=direct} true
+idlepool_p2p_connections{path=relayed} false
+idlepool_p2p_received_bytes_total{path=direct} true
+idlepool_p2p_received_bytes_total{path=relayed} false
+idlepool_p2p_sent_bytes_total{path=direct} true
+idlepool_p2p_sent_bytes_total{path=relayed} false
+`
+	if diff := cmp.Diff(want, out.String()); diff != "" {
+		t.Errorf("metrics (-want +got):\n%s", diff)
 	}
 }
