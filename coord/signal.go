@@ -350,6 +350,15 @@ func (s *Server) RelayAddr() net.Addr {
 	return s.relay.Addr()
 }
 
+// RelayPublicAddr returns the address devices reach the TURN relay at,
+// or "" when the coordinator runs none.
+func (s *Server) RelayPublicAddr() string {
+	if s.relay == nil {
+		return ""
+	}
+	return s.relay.PublicAddr()
+}
+
 // serveRelay closes the relay when ctx ends.
 func (s *Server) serveRelay(ctx context.Context) error {
 	if s.relay == nil {

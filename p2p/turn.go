@@ -152,13 +152,19 @@ func (r *Relay) auth(ra *turn.RequestAttributes) (string, []byte, bool) {
 // Addr returns the UDP address the relay listens on.
 func (r *Relay) Addr() net.Addr { return r.conn.LocalAddr() }
 
+// PublicAddr returns the address devices reach the relay at,
+// PUBLIC-IP:PORT.
+func (r *Relay) PublicAddr() string {
+	_, port, _ := net.SplitHostPort(r.conn.LocalAddr().String())
+	return net.JoinHostPort(r.public.String(), port)
+}
+
 // ICEServers returns the relay as ICE servers for deviceID: a STUN server
 // (the relay answers STUN binding requests, which gives peers their
 // server-reflexive candidates) and a TURN server with credentials that
 // expire ttl from now.
 func (r *Relay) ICEServers(deviceID string, ttl time.Duration) []ICEServer {
-	_, port, _ := net.SplitHostPort(r.conn.LocalAddr().String())
-	hostPort := net.JoinHostPort(r.public.String(), port)
+	hostPort := r.PublicAddr()
 	user, pass := TURNCredentials(r.cfg.Secret, deviceID, r.cfg.Now().Add(ttl))
 	return []ICEServer{
 		{URLs: []string{"stun:" + hostPort}},

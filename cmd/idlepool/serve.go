@@ -96,7 +96,7 @@ func cmdServe(ctx context.Context, g *globals, args []string) error {
 	fmt.Fprintf(g.stdout, "idlepool: pool %s serving at %s\n", *name, srv.URL())
 	fmt.Fprintf(g.stderr, "coordinator key %s (id %s); state in %s\n", identity.EncodePublic(srv.PublicKey()), identity.IDOf(srv.PublicKey()), *data)
 	if a := srv.RelayAddr(); a != nil {
-		fmt.Fprintf(g.stdout, "idlepool: TURN relay on udp %s\n", a)
+		fmt.Fprintf(g.stdout, "idlepool: TURN relay on udp %s; devices reach it at %s\n", a, srv.RelayPublicAddr())
 	}
 	return srv.Serve(ctx)
 }
