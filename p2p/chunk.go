@@ -109,11 +109,12 @@ func (ch *channel) send(ctx context.Context, b []byte) error {
 // receive handles one message from the peer. It never blocks: a request
 // is queued for serve (a peer over its in-flight limit is dropped) and a
 // response frame is appended to its call.
-func (ch *channel) receive(msg webrtc.DataChannelMessage) {
+func (ch *channel) receive(msg webrtc.DataChannelMessage) { ch.receiveBytes(msg.Data, msg.IsString) }
+
+func (ch *channel) receiveBytes(b []byte, isString bool) {
 	c := ch.c
-	b := msg.Data
 	c.n.stats.received(c.infoNow().Path, len(b))
-	if msg.IsString || len(b) == 0 {
+	if isString || len(b) == 0 {
 		c.close(c.fail(fmt.Errorf("%w: text message", ErrProtocol)))
 		return
 	}

@@ -384,3 +384,24 @@ idlepool_p2p_sent_bytes_total{path=relayed} false
 		t.Errorf("metrics (-want +got):\n%s", diff)
 	}
 }
+
+func TestConnectTimeout(t *testing.T) {
+	h := newHub()
+	a := testNode(t, h, Config{ConnectTimeout: time.Second})
+	silent, _ := identity.Generate()
+	h.endpoint(silent) // registered, but no node reads its mailbox
+	err := a.Connect(ctxT(t), silent.ID())
+	var pe *PeerError
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &pe) || pe.Peer != silent.ID() {
+		t.Fatalf("Connect to a silent device: %v, want a PeerError wrapping context.DeadlineExceeded", err)
+	}
+	if got := a.Conns(); len(got) != 0 {
+		t.Errorf("connections left: %+v", got)
+	}
+	a.mu.Lock()
+	left := len(a.conns)
+	a.mu.Unlock()
+	if left != 0 {
+		t.Errorf("%d connection attempts kept after the timeout", left)
+	}
+}
