@@ -4,11 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/pion/ice/v4"
 	"github.com/pion/webrtc/v4"
 )
 
@@ -33,11 +36,18 @@ type conn struct {
 	localSent    bool     // our offer or answer is queued
 	localCands   []string // candidates gathered before that
 	opened       int
-	certOK       bool
-	isReady      bool
-	isClosed     bool
-	err          error
-	info         ConnInfo
+	// remoteRelays are the addresses (IP:port) of the peer's relay
+	// candidates: a check that arrives from one before the candidate
+	// itself is seen as peer reflexive, yet the path is relayed.
+	remoteRelays map[string]bool
+	// turnIPs are the IPs of the TURN servers this connection was given
+	// that are not addresses of this machine.
+	turnIPs  map[string]bool
+	certOK   bool
+	isReady  bool
+	isClosed bool
+	err      error
+	info     ConnInfo
 	// replacedBy is the connection that took this one's place (the peer
 	// offered anew); Connect waits for that one instead.
 	replacedBy *conn
@@ -70,6 +80,9 @@ func (c *conn) start(offer Signal) error {
 	if err != nil {
 		return c.fail(fmt.Errorf("get ICE servers: %w", err))
 	}
+	c.mu.Lock()
+	c.turnIPs = remoteTURNIPs(servers)
+	c.mu.Unlock()
 	cfg := webrtc.Configuration{ICEServers: webrtcServers(servers), Certificates: []webrtc.Certificate{n.cert}}
 	if n.cfg.RelayOnly {
 		cfg.ICETransportPolicy = webrtc.ICETransportPolicyRelay
@@ -239,6 +252,15 @@ func (c *conn) remoteCandidate(cand string) {
 		c.n.cfg.Logger.Debug("Remote candidate unreadable", "peer", c.peer, "err", err)
 		return
 	}
+	if ic, err := ice.UnmarshalCandidate(init.Candidate); err == nil && ic.Type() == ice.CandidateTypeRelay {
+		c.mu.Lock()
+		if c.remoteRelays == nil {
+			c.remoteRelays = make(map[string]bool)
+		}
+		c.remoteRelays[net.JoinHostPort(ic.Address(), strconv.Itoa(ic.Port()))] = true
+		c.mu.Unlock()
+		defer c.reclassify()
+	}
 	c.mu.Lock()
 	pc := c.pc
 	if !c.remoteSet || pc == nil {
@@ -269,20 +291,90 @@ func (c *conn) connected() {
 		c.close(c.fail(fmt.Errorf("%w: signed %q, shown %q", ErrFingerprint, want, got)))
 		return
 	}
-	info := ConnInfo{Peer: c.peer, Offerer: c.offerer, Path: PathDirect}
-	if pair, err := pc.SCTP().Transport().ICETransport().GetSelectedCandidatePair(); err == nil && pair != nil {
-		info.LocalType, info.RemoteType = pair.Local.Typ.String(), pair.Remote.Typ.String()
-		if pair.Local.Typ == webrtc.ICECandidateTypeRelay || pair.Remote.Typ == webrtc.ICECandidateTypeRelay {
-			info.Path = PathRelayed
-		}
-	} else {
-		info.Path = PathUnknown
-	}
+	info := c.classify(pc)
 	c.mu.Lock()
 	c.certOK = true
 	c.info = info
 	c.mu.Unlock()
 	c.maybeReady()
+}
+
+// classify reports the connection's selected candidate pair and whether
+// it is relayed: a relay candidate on either end, or a remote candidate at
+// the address of one of the peer's relay candidates.
+func (c *conn) classify(pc *webrtc.PeerConnection) ConnInfo {
+	info := ConnInfo{Peer: c.peer, Offerer: c.offerer, Path: PathUnknown}
+	pair, err := pc.SCTP().Transport().ICETransport().GetSelectedCandidatePair()
+	if err != nil || pair == nil {
+		return info
+	}
+	info.LocalType, info.RemoteType = pair.Local.Typ.String(), pair.Remote.Typ.String()
+	info.LocalAddr = net.JoinHostPort(pair.Local.Address, strconv.Itoa(int(pair.Local.Port)))
+	info.RemoteAddr = net.JoinHostPort(pair.Remote.Address, strconv.Itoa(int(pair.Remote.Port)))
+	info.Path = PathDirect
+	c.mu.Lock()
+	viaRelay := c.remoteRelays[net.JoinHostPort(pair.Remote.Address, strconv.Itoa(int(pair.Remote.Port)))] ||
+		(pair.Remote.Typ == webrtc.ICECandidateTypePrflx && c.turnIPs[pair.Remote.Address])
+	c.mu.Unlock()
+	if pair.Local.Typ == webrtc.ICECandidateTypeRelay || pair.Remote.Typ == webrtc.ICECandidateTypeRelay || viaRelay {
+		info.Path = PathRelayed
+	}
+	return info
+}
+
+// remoteTURNIPs returns the IPs of the TURN servers among servers that
+// are not addresses of this machine: a peer-reflexive candidate at one of
+// those is the peer's relay allocation, seen before its candidate came.
+func remoteTURNIPs(servers []ICEServer) map[string]bool {
+	local := map[string]bool{}
+	if addrs, err := net.InterfaceAddrs(); err == nil {
+		for _, a := range addrs {
+			if ipn, ok := a.(*net.IPNet); ok {
+				local[ipn.IP.String()] = true
+			}
+		}
+	}
+	out := map[string]bool{}
+	for _, s := range servers {
+		for _, u := range s.URLs {
+			rest, ok := strings.CutPrefix(u, "turn:")
+			if !ok {
+				rest, ok = strings.CutPrefix(u, "turns:")
+			}
+			if !ok {
+				continue
+			}
+			rest, _, _ = strings.Cut(rest, "?")
+			host, _, err := net.SplitHostPort(rest)
+			if err != nil {
+				host = rest
+			}
+			if ip := net.ParseIP(strings.Trim(host, "[]")); ip != nil && !local[ip.String()] && !ip.IsLoopback() {
+				out[ip.String()] = true
+			}
+		}
+	}
+	return out
+}
+
+// reclassify looks at the path again once a relay candidate of the peer
+// arrives after the connection opened, and moves the counts.
+func (c *conn) reclassify() {
+	c.mu.Lock()
+	pc, ready, closed, old := c.pc, c.isReady, c.isClosed, c.info.Path
+	c.mu.Unlock()
+	if pc == nil || !ready || closed {
+		return
+	}
+	info := c.classify(pc)
+	if info.Path == old {
+		return
+	}
+	c.mu.Lock()
+	c.info = info
+	c.mu.Unlock()
+	c.n.stats.moved(old, info.Path)
+	c.n.cfg.Logger.Info("Peer connection path", "peer", c.peer, "path", string(info.Path), "local", info.LocalType, "remote", info.RemoteType)
 }
 
 // channelOpened counts an open data channel.

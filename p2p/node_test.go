@@ -405,3 +405,14 @@ func TestConnectTimeout(t *testing.T) {
 		t.Errorf("%d connection attempts kept after the timeout", left)
 	}
 }
+
+func TestRemoteTURNIPs(t *testing.T) {
+	got := remoteTURNIPs([]ICEServer{
+		{URLs: []string{"stun:198.51.100.7:3478"}},
+		{URLs: []string{"turn:198.51.100.7:3478?transport=udp", "turns:[2001:db8::9]:5349", "turn:127.0.0.1:3478"}},
+	})
+	want := map[string]bool{"198.51.100.7": true, "2001:db8::9": true}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("TURN IPs (-want +got):\n%s", diff)
+	}
+}

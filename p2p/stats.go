@@ -25,6 +25,9 @@ type ConnInfo struct {
 	// LocalType and RemoteType are the ICE candidate types of the
 	// selected pair: "host", "srflx", "prflx" or "relay".
 	LocalType, RemoteType string
+	// LocalAddr and RemoteAddr are the addresses of the selected pair,
+	// IP:port.
+	LocalAddr, RemoteAddr string
 }
 
 // Stats are a Node's counters since it was made. Bytes count data-channel
@@ -69,6 +72,18 @@ func (s *counters) opened(p Path) {
 		s.directOpen.Add(1)
 		s.directTotal.Add(1)
 	}
+}
+
+// moved moves an open connection from one path to another (its path
+// became known better after it opened).
+func (s *counters) moved(from, to Path) {
+	s.closed(from)
+	if from == PathRelayed {
+		s.relayedTotal.Add(^uint64(0))
+	} else {
+		s.directTotal.Add(^uint64(0))
+	}
+	s.opened(to)
 }
 
 func (s *counters) closed(p Path) {

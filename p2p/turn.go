@@ -106,6 +106,12 @@ func NewRelay(cfg RelayConfig) (*Relay, error) {
 	if host == "" {
 		host = "0.0.0.0"
 	}
+	// Relayed packets should leave from the address peers were told: bind
+	// the allocations to the public IP when this machine has it (behind a
+	// 1:1 NAT it does not, and the system picks the source).
+	if isLocalIP(ip) {
+		host = ip.String()
+	}
 	loopback := ip.IsLoopback()
 	r.server, err = turn.NewServer(turn.ServerConfig{
 		Realm:         cfg.Realm,
@@ -128,6 +134,20 @@ func NewRelay(cfg RelayConfig) (*Relay, error) {
 	}
 	cfg.Logger.Info("Relay ready", "addr", conn.LocalAddr().String(), "publicIP", ip.String())
 	return r, nil
+}
+
+// isLocalIP reports whether ip is an address of this machine.
+func isLocalIP(ip net.IP) bool {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return false
+	}
+	for _, a := range addrs {
+		if ipn, ok := a.(*net.IPNet); ok && ipn.IP.Equal(ip) {
+			return true
+		}
+	}
+	return false
 }
 
 // auth checks TURN REST credentials: the HMAC, and for a new allocation
