@@ -472,9 +472,15 @@ func (n *Node) answer(s Signal) error {
 		old.close(fmt.Errorf("%w: replaced by a new connection from the peer", ErrClosed))
 	}
 	c.remoteFP = s.Fingerprint
-	if err := c.start(s); err != nil {
-		c.close(err)
-		return err
+	// Set up on a goroutine of its own: asking for ICE servers and
+	// creating the answer must not hold up the signals of other peers.
+	if !n.goFunc(func() {
+		if err := c.start(s); err != nil {
+			c.close(err)
+		}
+	}) {
+		c.close(ErrClosed)
+		return ErrClosed
 	}
 	return nil
 }
