@@ -196,6 +196,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzMergerAdd$$' -fuzztime $(FUZZTIME) ./job
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeFrame$$' -fuzztime $(FUZZTIME) ./worker
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeSubmission$$' -fuzztime $(FUZZTIME) ./coord
+	$(GO) test -run '^$$' -fuzz '^FuzzSignal$$' -fuzztime $(FUZZTIME) ./p2p
+	$(GO) test -run '^$$' -fuzz '^FuzzChunkMessage$$' -fuzztime $(FUZZTIME) ./p2p
 
 bench: build examples
 	./scripts/bench.sh

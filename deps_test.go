@@ -16,7 +16,7 @@ import (
 // Snapshot); pool depends only on that interface, never on store.
 var layers = map[string]int{
 	"job": 0, "home": 0, "identity": 0, "assets": 0, "castore": 0,
-	"worker": 1, "idle": 2, "offers": 3, "pool": 4,
+	"worker": 1, "p2p": 1, "idle": 2, "offers": 3, "pool": 4,
 	"store": 5, "coord": 6, "agent": 7, "app": 8,
 }
 
@@ -26,6 +26,7 @@ var onlyIn = map[string]string{
 	"github.com/NVIDIA/go-nvml":     "worker",
 	"github.com/ebitengine/purego":  "worker",
 	"github.com/tetratelabs/wazero": "worker",
+	"github.com/pion/":              "p2p",
 }
 
 type listed struct {

@@ -89,6 +89,11 @@ type Config struct {
 	// Trust holds the operator's rules on trust and sanctions (trusted
 	// owners, exclusion after repeated deviations); see pool.TrustConfig.
 	Trust pool.TrustConfig
+
+	// Relay, when its Listen is set, runs a TURN relay beside the API
+	// (p2p.Relay) and hands peers short-lived credentials for it
+	// (GET /v1/ice). See RelayConfig.
+	Relay RelayConfig
 }
 
 // Defaults of the limits in Config.
@@ -143,6 +148,9 @@ func (c *Config) Validate() error {
 		if !validID(o) {
 			return fmt.Errorf("%w: allowed owner %q is not an owner ID (\"id\" and 32 base32 letters)", ErrConfig, o)
 		}
+	}
+	if err := c.Relay.validate(); err != nil {
+		return err
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

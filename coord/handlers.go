@@ -77,6 +77,9 @@ func (s *Server) routes() http.Handler {
 	handle("GET /v1/listings", s.signed(maxJSONBody, s.listListings))
 	handle("GET /v1/ledger", s.plain(s.ledger))
 	handle("GET /v1/receipts", s.signed(maxJSONBody, s.receipts))
+	handle("POST /v1/signals", s.signed(maxSignalBody, s.postSignal))
+	handle("GET /v1/signals", s.signed(maxJSONBody, s.getSignals))
+	handle("GET /v1/ice", s.signed(maxJSONBody, s.getICE))
 	handle("/", s.plain(func(w http.ResponseWriter, r *http.Request) error {
 		return notFound("not_found", "no such endpoint: %s %s (see docs/api.md)", r.Method, r.URL.Path)
 	}))

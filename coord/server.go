@@ -18,6 +18,7 @@ import (
 
 	"idlepool/home"
 	"idlepool/identity"
+	"idlepool/p2p"
 	"idlepool/pool"
 	"idlepool/store"
 )
@@ -69,6 +70,10 @@ type Server struct {
 	// coordinator knows of its own files' chunks (tracker.go).
 	tracker *tracker
 	chunks  *chunkIndex
+	// signals are the devices' signalling mailboxes; relay is the TURN
+	// relay, nil when Config.Relay.Listen is empty (signal.go).
+	signals *mailboxes
+	relay   *p2p.Relay
 
 	served    atomic.Bool
 	closeOnce sync.Once
@@ -91,7 +96,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, offers: newOfferBook(), tracker: newTracker(cfg.Now), chunks: newChunkIndex(),
+	s := &Server{cfg: cfg, log: cfg.Logger, offers: newOfferBook(), tracker: newTracker(cfg.Now), chunks: newChunkIndex(), signals: newMailboxes(),
 		bodyMem: newBudget("memory", cfg.MaxBodyMemory), spool: newBudget("temporary files", cfg.MaxSpoolBytes),
 		spoolDir: filepath.Join(cfg.DataDir, spoolDir)}
 	defer func() {
@@ -145,9 +150,16 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	s.metrics.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "idlepool_coord_tracker_chunks", Help: "Chunk holdings the tracker lists, over all devices.",
 	}, func() float64 { return float64(s.tracker.entries()) }))
+	s.metrics.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "idlepool_coord_signals_waiting", Help: "Signalling messages waiting in the devices' mailboxes.",
+	}, func() float64 { return float64(s.signals.pending()) }))
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("listen: %w", err)
+	}
+	if err := s.startRelay(); err != nil {
+		ln.Close()
+		return nil, err
 	}
 	s.ln = newConnLimiter(ln, cfg.MaxConns, cfg.Logger)
 	s.metrics.limits(s.ln, s.bodyMem, s.spool)
@@ -214,8 +226,10 @@ func (s *Server) Serve(ctx context.Context) error {
 		}
 		return nil
 	})
+	g.Go(func() error { return s.serveRelay(gctx) })
 	g.Go(func() error {
 		<-gctx.Done()
+		s.signals.shutdown() // long polls answer now
 		sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 		defer cancel()
 		if err := hs.Shutdown(sctx); err != nil {
@@ -243,6 +257,9 @@ func (s *Server) Close() error {
 			if err := s.ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
 				errs = append(errs, err)
 			}
+		}
+		if s.relay != nil {
+			errs = append(errs, s.relay.Close())
 		}
 		if s.db != nil {
 			errs = append(errs, s.db.Close())

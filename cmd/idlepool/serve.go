@@ -15,7 +15,7 @@ import (
 )
 
 func cmdServe(ctx context.Context, g *globals, args []string) error {
-	fs := g.flagSet("idlepool serve", "Usage: idlepool serve [--listen HOST:PORT] [--data DIR] [--pool NAME] [--invite TOKEN] [--allow-owner ID,...] [limits]\n\nRuns a pool's coordinator until stopped; it prints the pool URL once it listens.\nThe limits bound what clients may hold (docs/api.md, \"Limits\"); the defaults suit most pools.\n\n")
+	fs := g.flagSet("idlepool serve", "Usage: idlepool serve [--listen HOST:PORT] [--data DIR] [--pool NAME] [--invite TOKEN] [--allow-owner ID,...] [--turn HOST:PORT [--turn-ip IP]] [limits]\n\nRuns a pool's coordinator until stopped; it prints the pool URL once it listens.\nWith --turn it also runs a TURN relay (UDP) for peers that cannot connect directly.\nThe limits bound what clients may hold (docs/api.md, \"Limits\"); the defaults suit most pools.\n\n")
 	listen := fs.String("listen", coord.DefaultListen, "listen on `HOST:PORT` (port 0 picks a free one)")
 	data := fs.String("data", "", "keep the pool's state in `DIR` (default: coordinator/ in the data directory)")
 	name := fs.String("pool", "default", "the pool's `NAME`, written into every receipt")
@@ -30,6 +30,8 @@ func cmdServe(ctx context.Context, g *globals, args []string) error {
 	minRate := fs.Int64("min-body-rate-kib", coord.DefaultMinBodyRate>>10, "close a connection whose request body arrives slower than `KIB` per second on average")
 	idleTimeout := fs.Duration("idle-timeout", coord.DefaultIdleTimeout, "close a kept-alive connection idle for `D`")
 	bodyMemory := fs.Int64("body-memory-mib", coord.DefaultMaxBodyMemory>>20, "hold at most `MIB` of request bodies in memory; more waits or is answered 503")
+	turnAddr := fs.String("turn", "", "also run a TURN relay on UDP `HOST:PORT` (such as 0.0.0.0:3478) for peers behind firewalls; peers get short-lived credentials from the pool")
+	turnIP := fs.String("turn-ip", "", "the `IP` peers reach the relay at (default: the --turn host, which must then be a specific address)")
 	spool := fs.Int64("spool-mib", coord.DefaultMaxSpoolBytes>>20, "keep at most `MIB` of bodies not yet authenticated in temporary files under --data")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
@@ -56,7 +58,8 @@ func cmdServe(ctx context.Context, g *globals, args []string) error {
 	}
 	cfg := coord.Config{Listen: *listen, DataDir: *data, Pool: *name, InviteToken: *invite, Logger: g.daemonLogger(),
 		MaxConns: *maxConns, ReadHeaderTimeout: *headerTimeout, BodyTimeout: *bodyTimeout, MinBodyRate: *minRate << 10,
-		IdleTimeout: *idleTimeout, MaxBodyMemory: *bodyMemory << 20, MaxSpoolBytes: *spool << 20}
+		IdleTimeout: *idleTimeout, MaxBodyMemory: *bodyMemory << 20, MaxSpoolBytes: *spool << 20,
+		Relay: coord.RelayConfig{Listen: *turnAddr, PublicIP: *turnIP}}
 	if *excludeAfter < 1 {
 		return &userError{Msg: fmt.Sprintf("--exclude-after %d: want at least 1 deviation", *excludeAfter), Hint: "see 'idlepool serve --help'", Cause: errUsage}
 	}
@@ -92,5 +95,8 @@ func cmdServe(ctx context.Context, g *globals, args []string) error {
 	}
 	fmt.Fprintf(g.stdout, "idlepool: pool %s serving at %s\n", *name, srv.URL())
 	fmt.Fprintf(g.stderr, "coordinator key %s (id %s); state in %s\n", identity.EncodePublic(srv.PublicKey()), identity.IDOf(srv.PublicKey()), *data)
+	if a := srv.RelayAddr(); a != nil {
+		fmt.Fprintf(g.stdout, "idlepool: TURN relay on udp %s; devices reach it at %s\n", a, srv.RelayPublicAddr())
+	}
 	return srv.Serve(ctx)
 }
