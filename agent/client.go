@@ -432,6 +432,9 @@ func (c *Client) Submit(ctx context.Context, j *job.Job) error {
 		for _, ref := range j.Inputs {
 			files[ref.SHA256] = ref.Path
 		}
+		if j.KnownAnswers.Path != "" {
+			files[j.KnownAnswers.SHA256] = j.KnownAnswers.Path // the pool keeps it from peers
+		}
 		for _, m := range ae.Missing {
 			d, err := job.ParseDigest(m)
 			if err != nil {

@@ -303,6 +303,11 @@ func (s *Server) getBlob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if s.sched.SecretBlob(d) {
+		// A job's known answers: served to nobody, and answered as if
+		// absent, so a peer cannot learn which tasks are checks.
+		return notFound("unknown_blob", "no file with digest %s: upload it first", d)
+	}
 	return s.serveBlob(w, r, d)
 }
 
@@ -344,6 +349,9 @@ func (s *Server) addJob(w http.ResponseWriter, r *http.Request, c call) error {
 		named = append(named, d)
 		return s.blobs.path(d)
 	})
+	if d, ok := job.KnownAnswersOf(req.Canonical); ok {
+		named = append(named, d) // kept by the pool, never served
+	}
 	var missing []HexDigest
 	for _, d := range named {
 		if !s.blobs.has(d) && !slices.Contains(missing, HexDigest(d)) {

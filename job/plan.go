@@ -63,6 +63,11 @@ type Job struct {
 	Program   InputRef
 	Inputs    map[string]InputRef
 	Canonical []byte // the canonical CBOR encoding that ID hashes
+	// KnownAnswers is the [verify] known_answers file (zero when none);
+	// a job rebuilt from its encoding has only its digest until
+	// LoadKnownAnswers.
+	KnownAnswers InputRef
+	known        map[int64]Digest // task index → known result digest
 
 	numTasks int64
 	rows     int     // kfold: data rows of the split input
@@ -133,6 +138,9 @@ func Plan(m *Manifest) (*Job, error) {
 		if j.numTasks == 0 {
 			return nil, m.fail("inputs."+s.Input, "no data to split: the file has no rows after the header")
 		}
+	}
+	if err := j.planKnownAnswers(); err != nil {
+		return nil, err
 	}
 	j.Canonical, err = j.canonical()
 	if err != nil {

@@ -24,10 +24,12 @@ type Verify struct {
 	// alone; equal to policy.quorum (or 0, the default) always
 	// replicates.
 	MinQuorum int `toml:"min_quorum"`
-	// SpotCheck is the probability, 0 < p <= 1, that a trusted device's
-	// task is still replicated; default DefaultSpotCheck. 1 is the same
-	// as always replicating.
-	SpotCheck float64 `toml:"spot_check"`
+	// SpotCheck is the probability, 0 <= p <= 1, that a trusted device's
+	// task is still replicated; nil (not set) is DefaultSpotCheck once
+	// normalised. 0 never replicates a trusted device's task (its results
+	// wait for their check window or a known answer); 1 is the same as
+	// always replicating. Read it with SpotCheckShare.
+	SpotCheck *float64 `toml:"spot_check"`
 	// TrustAfter is how many consecutive agreed results of this program a
 	// device needs before it computes tasks alone; default
 	// DefaultTrustAfter.
@@ -36,6 +38,16 @@ type Verify struct {
 	// later spot check of its device to pass before it is checked by a
 	// second replica instead; default DefaultCheckWindow.
 	CheckWindow Duration `toml:"check_window"`
+	// KnownAnswers is the path of a JSON file mapping task indexes to the
+	// SHA-256 of their results, which the submitter knows ("" for none):
+	// a replica that returns another digest for such a task deviated,
+	// whatever other replicas say (known-answer spot checks; see
+	// RATIONALE.md). Only its digest enters the job's encoding, and
+	// peers never receive the file.
+	KnownAnswers string `toml:"known_answers"`
+	// KnownAnswersSHA256 is the known-answers file's digest once planned,
+	// or as a canonical encoding names it (not from TOML).
+	KnownAnswersSHA256 Digest `toml:"-"`
 }
 
 // Defaults of the [verify] table when min_quorum is below the quorum.
@@ -61,18 +73,22 @@ func (v *Verify) normalise(m *Manifest) error {
 	case v.MinQuorum < 0 || v.MinQuorum > m.Policy.Quorum:
 		return m.fail("verify.min_quorum", "want 1..policy.quorum (%d), got %d: it is the least number of agreeing replicas a task may be accepted with",
 			m.Policy.Quorum, v.MinQuorum)
-	case v.SpotCheck < 0 || v.SpotCheck > 1:
-		return m.fail("verify.spot_check", "want a probability above 0 and at most 1, such as 0.1, got %v", v.SpotCheck)
+	case v.SpotCheck != nil && !(*v.SpotCheck >= 0 && *v.SpotCheck <= 1):
+		return m.fail("verify.spot_check", "want a probability from 0 (never check a trusted device) to 1 (always), such as 0.1, got %v", *v.SpotCheck)
 	case v.TrustAfter < 0:
 		return m.fail("verify.trust_after", "want a number of results, at least 1, got %d", v.TrustAfter)
 	case v.CheckWindow.Duration < 0 || v.CheckWindow.Duration%time.Millisecond != 0:
 		return m.fail("verify.check_window", "want a positive duration in whole milliseconds such as \"30m\", got %s", v.CheckWindow.Duration)
 	}
+	if v.KnownAnswers != "" {
+		v.KnownAnswers = m.resolve(v.KnownAnswers)
+	}
 	if v.MinQuorum == 0 {
 		v.MinQuorum = m.Policy.Quorum
 	}
-	if v.SpotCheck == 0 {
-		v.SpotCheck = DefaultSpotCheck
+	if v.SpotCheck == nil {
+		p := DefaultSpotCheck
+		v.SpotCheck = &p
 	}
 	if v.TrustAfter == 0 {
 		v.TrustAfter = DefaultTrustAfter
@@ -89,12 +105,16 @@ func (v Verify) canonical() map[string]any {
 	if v == (Verify{}) {
 		return nil
 	}
-	return map[string]any{
+	t := map[string]any{
 		"min_quorum":      int64(v.MinQuorum),
-		"spot_check":      v.SpotCheck,
+		"spot_check":      v.SpotCheckShare(),
 		"trust_after":     int64(v.TrustAfter),
 		"check_window_ms": v.CheckWindow.Milliseconds(),
 	}
+	if v.KnownAnswersSHA256 != (Digest{}) { // absent when not set: older IDs stay valid
+		t["known_answers"] = v.KnownAnswersSHA256.String()
+	}
+	return t
 }
 
 // verifyFromCanonical reads the table back from a canonical encoding.
@@ -108,11 +128,28 @@ func verifyFromCanonical(doc map[string]any) (Verify, error) {
 		CheckWindow: Duration{time.Duration(num("check_window_ms")) * time.Millisecond}}
 	switch p := t["spot_check"].(type) {
 	case float64:
-		v.SpotCheck = p
+		v.SpotCheck = &p
 	case int64:
-		v.SpotCheck = float64(p)
+		f := float64(p)
+		v.SpotCheck = &f
 	default:
 		return Verify{}, fmt.Errorf("verify.spot_check: want a number, got %T", p)
 	}
+	if s, ok := t["known_answers"].(string); ok {
+		d, err := ParseDigest(s)
+		if err != nil {
+			return Verify{}, fmt.Errorf("verify.known_answers: %w", err)
+		}
+		v.KnownAnswersSHA256 = d
+	}
 	return v, nil
+}
+
+// SpotCheckShare is the spot-check probability: SpotCheck, or
+// DefaultSpotCheck when it is not set.
+func (v Verify) SpotCheckShare() float64 {
+	if v.SpotCheck == nil {
+		return DefaultSpotCheck
+	}
+	return *v.SpotCheck
 }

@@ -140,7 +140,8 @@ type Scheduler struct {
 	committedCh   chan struct{} // closed at the next commit (WaitResults); nil until asked for
 	deadlinesKept int           // len(deadlines) after its last compaction (sched_archive.go)
 
-	trust *trustState // devices' and owners' records (trust.go)
+	trust  *trustState         // devices' and owners' records (trust.go)
+	secret map[job.Digest]bool // known-answers files of the pool's jobs, never served (known.go)
 }
 
 // jobState is one job in memory. Tasks below next that are not in active
@@ -182,6 +183,7 @@ type taskState struct {
 	single   bool       // leased to a trusted device alone (adaptive replication)
 	prov     *replica   // the replica that computed it alone, once returned
 	provMode int        // provHeld, provOpen or provCaught while prov is set
+	knownOK  bool       // a replica returned the job's known answer for it (known.go)
 }
 
 // replica is one lease and its submission. rec.Version is the version of
@@ -224,7 +226,7 @@ func NewScheduler(ctx context.Context, cfg SchedulerConfig) (*Scheduler, error) 
 		cfg: cfg, log: log, store: cfg.Store,
 		peers: map[string]Peer{}, peerBatch: map[string]*pending{}, jobs: map[job.ID]*jobState{}, leases: map[string]*replica{},
 		kick: make(chan struct{}, 1), full: make(chan struct{}, 1),
-		trust: newTrustState(cfg.Trust),
+		trust: newTrustState(cfg.Trust), secret: map[job.Digest]bool{},
 	}
 	s.pend = newPending()
 	snap, err := cfg.Store.Load(ctx)
@@ -246,6 +248,9 @@ func (s *Scheduler) restore(ctx context.Context, snap *Snapshot) error {
 	for _, p := range snap.Peers {
 		s.peers[p.ID] = p
 	}
+	if err := s.restoreTrust(snap.Trust); err != nil {
+		return err
+	}
 	decided := map[job.ID]map[int64]bool{}
 	touched := map[job.ID]int64{}
 	for _, rec := range snap.Jobs {
@@ -258,6 +263,9 @@ func (s *Scheduler) restore(ctx context.Context, snap *Snapshot) error {
 		}
 		if j.ID != rec.ID {
 			return fmt.Errorf("rebuild job %s: %w: its encoding hashes to %s", rec.ID, ErrConflict, j.ID)
+		}
+		if err := s.loadKnown(j); err != nil {
+			return fmt.Errorf("rebuild job %s: %w", rec.ID, err)
 		}
 		js := s.newJobState(rec, j)
 		s.jobs[rec.ID] = js
@@ -359,6 +367,9 @@ func (s *Scheduler) newJobState(rec JobRecord, j *job.Job) *jobState {
 		maxRep = pol.Redundancy + DefaultExtraReplicas
 	}
 	maxRep = max(maxRep, pol.Redundancy)
+	if j.HasKnownAnswers() {
+		s.secret[j.KnownAnswers.SHA256] = true
+	}
 	return &jobState{rec: rec, j: j, pol: pol, maxReplicas: maxRep, tasks: j.NumTasks(), active: map[int64]*taskState{}, ver: j.Manifest.Verify, trust: s.trust}
 }
 
@@ -461,6 +472,10 @@ type pending struct {
 	// once it is committed (sched_archive.go).
 	settled []*replica
 	err     error
+	// trust and trustOrder are the trust records changed in this batch
+	// (trust_store.go); flush encodes them.
+	trust      map[trustKey]bool
+	trustOrder []trustKey
 }
 
 func newPending() *pending {
@@ -490,6 +505,7 @@ func (s *Scheduler) changed() *pending {
 func (s *Scheduler) flush(ctx context.Context, giveUp <-chan struct{}) error {
 	s.mu.Lock()
 	p := s.pend
+	s.encodeTrust(p)
 	if p.b.Empty() && len(p.after) == 0 {
 		s.mu.Unlock()
 		return nil
@@ -698,6 +714,9 @@ func (s *Scheduler) AddJob(ctx context.Context, j *job.Job, submitter string) (c
 		return false, fmt.Errorf("add job %s: %w: participants %q", j.ID, ErrBadRequest, pol.Participants)
 	case j.NumTasks() < 1:
 		return false, fmt.Errorf("add job %s: %w: no tasks", j.ID, ErrBadRequest)
+	}
+	if err := s.loadKnown(j); err != nil {
+		return false, fmt.Errorf("add job %s: %w: %w", j.ID, ErrBadRequest, err)
 	}
 	s.mu.Lock()
 	if s.stopped != nil {

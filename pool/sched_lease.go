@@ -249,7 +249,7 @@ func (s *Scheduler) grant(js *jobState, ts *taskState, p Peer, now time.Time) *r
 	if js.adaptive() && len(ts.live)+len(ts.returned) == 0 {
 		// Chosen here, from a secret, so that the device cannot tell
 		// whether another device computes the same task.
-		ts.single = s.trust.trusted(js, p) && !s.trust.spotCheck(js.rec.ID, ts.index, p.ID, js.ver.SpotCheck)
+		ts.single = s.trust.trusted(js, p) && !s.trust.spotCheck(js.rec.ID, ts.index, p.ID, js.ver.SpotCheckShare())
 	}
 	s.trust.orders++
 	r.order, r.counted = s.trust.orders, !js.ownerOnly()
@@ -437,7 +437,9 @@ func (s *Scheduler) Submit(ctx context.Context, peer, lease string, sub Submissi
 	r.rec.Result = bytes.Clone(sub.Result)
 	s.putReplica(r)
 	s.log.Debug("Replica returned", "lease", lease, "job", js.rec.ID.String(), "task", ts.index, "peer", peer, "digest", sub.Digest.String())
-	s.decideIfReady(js, ts)
+	if !s.checkKnown(js, ts, r) {
+		s.decideIfReady(js, ts)
+	}
 	w := r.batch
 	s.mu.Unlock()
 	if err := wait(ctx, w); err != nil {
@@ -485,7 +487,7 @@ func (s *Scheduler) decideIfReady(js *jobState, ts *taskState) {
 	q := js.quorumOf(ts, c, n)
 	switch {
 	case c >= q && 2*c > n && js.leadEstablished(ts, lead):
-		if ts.single && ts.prov == nil && n == c {
+		if ts.single && ts.prov == nil && n == c && !ts.knownOK {
 			s.provisional(js, ts, lead)
 			return
 		}
@@ -540,7 +542,8 @@ func (s *Scheduler) decide(js *jobState, ts *taskState, status string, lead *rep
 	now := at.UnixMilli()
 	// Checked: at least two distinct voters returned, so agreeing counts
 	// toward a device's record and deviating against it.
-	checked := n >= 2 && status != OutcomeUnverified
+	// A task checked against its known answer counts as checked too.
+	checked := (n >= 2 || ts.knownOK) && status != OutcomeUnverified
 	withEstablished := false
 	var agreed, deviated []*replica
 	for _, r := range ts.returned {

@@ -44,6 +44,9 @@ var statements = map[string]string{
 	"entry": `INSERT INTO ledger
 		(seq, prev, hash, kind, pool, job, task, peer, owner, lease, digest, cost, time, reason, sig)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+
+	"trustInsert": `INSERT INTO trust(kind, id, record, version) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+	"trustUpdate": `UPDATE trust SET record = ?, version = ? WHERE kind = ? AND id = ? AND version = ?`,
 }
 
 // Open opens (creating it if needed) the coordinator database at path and
@@ -179,6 +182,20 @@ func (d *DB) Commit(ctx context.Context, b *pool.Batch) (err error) {
 			return conflict("job %s is unknown or cancelled already", c.Job)
 		}
 	}
+	for _, t := range b.Trust {
+		var n int64
+		if t.Prev == 0 {
+			n, err = exec("trustInsert", t.Kind, t.ID, t.Record, t.Version)
+		} else {
+			n, err = exec("trustUpdate", t.Record, t.Version, t.Kind, t.ID, t.Prev)
+		}
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return conflict("trust record %s %s is not at version %d", t.Kind, t.ID, t.Prev)
+		}
+	}
 	if len(b.Entries) > 0 {
 		var (
 			last     int64
@@ -298,6 +315,17 @@ func (d *DB) Load(ctx context.Context) (*pool.Snapshot, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("load outcomes: %w", classify(err))
+	}
+	err = scan(`SELECT kind, id, record, version FROM trust ORDER BY rowid`, func(r *sql.Rows) error {
+		var t pool.TrustRecord
+		if err := r.Scan(&t.Kind, &t.ID, &t.Record, &t.Version); err != nil {
+			return err
+		}
+		s.Trust = append(s.Trust, t)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("load trust records: %w", classify(err))
 	}
 	var (
 		last int64
