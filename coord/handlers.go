@@ -349,8 +349,8 @@ func (s *Server) addJob(w http.ResponseWriter, r *http.Request, c call) error {
 		named = append(named, d)
 		return s.blobs.path(d)
 	})
-	if d, ok := job.KnownAnswersOf(req.Canonical); ok {
-		named = append(named, d) // kept by the pool, never served
+	if req.KnownAnswers != nil {
+		named = append(named, job.Digest(*req.KnownAnswers)) // kept by the pool, never served
 	}
 	var missing []HexDigest
 	for _, d := range named {
@@ -364,6 +364,12 @@ func (s *Server) addJob(w http.ResponseWriter, r *http.Request, c call) error {
 	}
 	if planErr != nil {
 		return &apiError{http.StatusBadRequest, "bad_job", planErr.Error(), nil}
+	}
+	if req.KnownAnswers != nil {
+		d := job.Digest(*req.KnownAnswers)
+		if err := j.LoadKnownAnswers(s.blobs.path(d), d); err != nil {
+			return &apiError{http.StatusBadRequest, "bad_known_answers", err.Error(), nil}
+		}
 	}
 	if _, err := s.blobs.putBytes(req.Canonical); err != nil {
 		return err

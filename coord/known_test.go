@@ -57,17 +57,19 @@ known_answers = "answers.json"
 	return j
 }
 
-// submitKnown uploads j's files as the agent's Submit does (the pool
-// names the known-answers file among the missing ones) and submits j.
+// submitKnown submits j with its known answers beside it, as the agent's
+// Submit does: the pool names the answers among the missing files, keeps
+// them, and the job's ID is the one it has without them.
 func (ts *testServer) submitKnown(t *testing.T, owner *testPeer, j *job.Job) {
 	t.Helper()
-	a := ts.do(t, owner, "POST", "/v1/jobs", JobRequest{Canonical: j.Canonical})
+	d := HexDigest(j.KnownAnswers.SHA256)
+	req := JobRequest{Canonical: j.Canonical, KnownAnswers: &d}
+	a := ts.do(t, owner, "POST", "/v1/jobs", req)
 	if a.status != http.StatusConflict {
 		t.Fatalf("first submit: %d %s, want 409 missing_files", a.status, a.body)
 	}
 	missing := a.errorBody(t).Missing
-	want := []HexDigest{HexDigest(j.Program.SHA256), HexDigest(j.KnownAnswers.SHA256)}
-	for _, d := range want {
+	for _, d := range []HexDigest{HexDigest(j.Program.SHA256), d} {
 		if !slices.Contains(missing, d) {
 			t.Fatalf("missing %v does not name %s", missing, job.Digest(d))
 		}
@@ -78,12 +80,18 @@ func (ts *testServer) submitKnown(t *testing.T, owner *testPeer, j *job.Job) {
 		t.Fatal(err)
 	}
 	ts.upload(t, owner, answers)
-	if a := ts.do(t, owner, "POST", "/v1/jobs", JobRequest{Canonical: j.Canonical}); a.status != http.StatusCreated {
+	var created JobCreated
+	a = ts.do(t, owner, "POST", "/v1/jobs", req)
+	if a.status != http.StatusCreated {
 		t.Fatalf("submit: %d %s", a.status, a.body)
+	}
+	a.decode(t, &created)
+	if job.Digest(created.Job) != j.ID {
+		t.Fatalf("job created as %s, want %s", job.Digest(created.Job), j.ID)
 	}
 }
 
-// leaseOne leases at most max tasks to p.
+// leaseSome leases at most max tasks to p.
 func (ts *testServer) leaseSome(t *testing.T, p *testPeer, max int) []LeaseGrant {
 	t.Helper()
 	a := ts.do(t, p, "POST", "/v1/leases", LeaseRequest{Max: max})
@@ -256,5 +264,39 @@ func TestKnownAnswerWithoutTrust(t *testing.T) {
 			t.Errorf("ledger kinds %v, want %v", kinds, want)
 			break
 		}
+	}
+}
+
+// TestKnownAnswersSurviveRestart: after a coordinator restart the job
+// still has its known answers (kept in its record), their file is still
+// refused to peers, and a wrong answer is still caught on the spot.
+func TestKnownAnswersSurviveRestart(t *testing.T) {
+	dir := t.TempDir()
+	useDir := func(c *Config) { c.DataDir = dir }
+	ts, stop := runServer(t, useDir)
+	owner, liar := newPeer(t, nil), newPeer(t, nil)
+	for _, p := range []*testPeer{owner, liar} {
+		ts.register(t, p, "", http.StatusCreated)
+	}
+	j := knownJob(t, "restart", 1, "", map[int64]string{0: `{"x":1}`})
+	ts.submitKnown(t, owner, j)
+	stop()
+
+	ts = startServer(t, useDir)
+	ts.offer(t, liar)
+	if a := ts.do(t, liar, "GET", "/v1/blobs/"+j.KnownAnswers.SHA256.String(), nil); a.status != http.StatusNotFound {
+		t.Errorf("known-answers blob after a restart: %d, want 404", a.status)
+	}
+	l := ts.leaseSome(t, liar, 1)
+	if len(l) != 1 {
+		t.Fatalf("liar's leases %+v", l)
+	}
+	ts.returnResult(t, liar, l[0], `{"x":666}`)
+	caught := false
+	for _, e := range ts.downloadLedger(t, "") {
+		caught = caught || e.Kind == pool.KindDeviation && e.Peer == liar.ID()
+	}
+	if !caught {
+		t.Errorf("after a restart a wrong answer to a known task was not caught")
 	}
 }

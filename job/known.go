@@ -13,31 +13,28 @@ import (
 const maxKnownAnswersBytes = 64 << 20
 
 // planKnownAnswers reads, hashes and checks the [verify] known_answers
-// file when the manifest names one, or keeps the digest a canonical
-// encoding named (the file itself is loaded later, by the coordinator
-// only: LoadKnownAnswers). Either way the digest enters the job's
-// canonical encoding, so the answers are part of the job's ID.
+// file when the manifest names one. The answers are not part of the job's
+// encoding: its ID and its tasks' seeds are the same with or without
+// them, so the submitter learns an answer by running that task of this
+// very job (idlepool run).
 func (j *Job) planKnownAnswers() error {
-	v := &j.Manifest.Verify
-	switch {
-	case v.KnownAnswers != "":
-		ref, err := hashFile(j.Manifest, "verify.known_answers", v.KnownAnswers)
-		if err != nil {
-			return err
-		}
-		b, err := os.ReadFile(ref.Path)
-		if err != nil {
-			return j.Manifest.fail("verify.known_answers", "read %s: %v", ref.Path, err)
-		}
-		known, err := parseKnownAnswers(b, j.numTasks)
-		if err != nil {
-			return j.Manifest.fail("verify.known_answers", "%s: %v", ref.Path, err)
-		}
-		j.KnownAnswers, j.known = ref, known
-		v.KnownAnswersSHA256 = ref.SHA256
-	case v.KnownAnswersSHA256 != Digest{}:
-		j.KnownAnswers = InputRef{SHA256: v.KnownAnswersSHA256}
+	path := j.Manifest.Verify.KnownAnswers
+	if path == "" {
+		return nil
 	}
+	ref, err := hashFile(j.Manifest, "verify.known_answers", path)
+	if err != nil {
+		return err
+	}
+	b, err := os.ReadFile(ref.Path)
+	if err != nil {
+		return j.Manifest.fail("verify.known_answers", "read %s: %v", ref.Path, err)
+	}
+	known, err := parseKnownAnswers(b, j.numTasks)
+	if err != nil {
+		return j.Manifest.fail("verify.known_answers", "%s: %v", ref.Path, err)
+	}
+	j.KnownAnswers, j.known = ref, known
 	return nil
 }
 
@@ -73,58 +70,41 @@ func parseKnownAnswers(b []byte, tasks int64) (map[int64]Digest, error) {
 	return out, nil
 }
 
-// LoadKnownAnswers reads the job's known-answers file from path (where
-// the coordinator keeps it by digest), checking it against the digest in
-// the job's encoding. A job rebuilt from its canonical encoding
-// (FromCanonical) knows only that digest: peers never fetch the file, so
-// they cannot tell a task with a known answer from any other; only the
-// coordinator calls this. Nil for a job without known answers. Errors
-// wrap ErrManifest.
-func (j *Job) LoadKnownAnswers(path string) error {
-	if !j.HasKnownAnswers() || j.known != nil {
-		return nil
+// LoadKnownAnswers reads known answers for the job from path, the file
+// with digest d (where the coordinator keeps it by digest), checking the
+// digest and the answers against the job's tasks. Only the coordinator
+// calls it: peers never see the answers, and a job's encoding does not
+// name them, so they cannot tell a task with a known answer from any
+// other. Errors wrap ErrManifest.
+func (j *Job) LoadKnownAnswers(path string, d Digest) error {
+	bad := func(format string, args ...any) error {
+		return &ManifestError{File: "known answers", Field: "verify.known_answers", Msg: fmt.Sprintf(format, args...)}
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return &ManifestError{File: "canonical job", Field: "verify.known_answers", Msg: err.Error()}
+		return bad("%v", err)
 	}
-	if Digest(sha256.Sum256(b)) != j.KnownAnswers.SHA256 {
-		return &ManifestError{File: "canonical job", Field: "verify.known_answers",
-			Msg: fmt.Sprintf("%s does not match the digest %s the job names", path, j.KnownAnswers.SHA256)}
+	if len(b) > maxKnownAnswersBytes {
+		return bad("%d bytes, more than the %d a known-answers file may have", len(b), maxKnownAnswersBytes)
+	}
+	if Digest(sha256.Sum256(b)) != d {
+		return bad("%s does not match its digest %s", path, d)
 	}
 	known, err := parseKnownAnswers(b, j.numTasks)
 	if err != nil {
-		return &ManifestError{File: "canonical job", Field: "verify.known_answers", Msg: err.Error()}
+		return bad("%v", err)
 	}
-	j.KnownAnswers.Path, j.KnownAnswers.Size, j.known = path, int64(len(b)), known
+	j.KnownAnswers, j.known = InputRef{Path: path, Size: int64(len(b)), SHA256: d}, known
 	return nil
 }
 
-// HasKnownAnswers reports whether the job names a known-answers file
-// ([verify] known_answers), loaded or not.
-func (j *Job) HasKnownAnswers() bool { return j.KnownAnswers.SHA256 != Digest{} }
-
-// KnownAnswer returns the result digest the submitter knows for task i,
-// once the known answers are loaded (Plan from a manifest, or
+// HasKnownAnswers reports whether known answers are loaded for the job
+// (Plan from a manifest with [verify] known_answers, or
 // LoadKnownAnswers).
+func (j *Job) HasKnownAnswers() bool { return j.known != nil }
+
+// KnownAnswer returns the result digest the submitter knows for task i.
 func (j *Job) KnownAnswer(i int64) (Digest, bool) {
 	d, ok := j.known[i]
 	return d, ok
-}
-
-// KnownAnswersLoaded reports whether the known answers are in memory.
-func (j *Job) KnownAnswersLoaded() bool { return j.known != nil }
-
-// KnownAnswersOf returns the digest of the known-answers file a canonical
-// encoding names, if it names one, without needing any file (so that a
-// pool can ask for every missing file at once).
-func KnownAnswersOf(canonical []byte) (Digest, bool) {
-	var doc map[string]any
-	if canonicalDecMode.Unmarshal(canonical, &doc) != nil {
-		return Digest{}, false
-	}
-	t, _ := doc["verify"].(map[string]any)
-	s, _ := t["known_answers"].(string)
-	d, err := ParseDigest(s)
-	return d, err == nil
 }

@@ -39,9 +39,11 @@ func plan(t *testing.T, dir, text string) (*job.Job, error) {
 }
 
 // TestKnownAnswers: [verify] known_answers maps task indexes to result
-// digests; only the file's digest enters the encoding (so the ID changes
-// with the answers), a job rebuilt from its encoding knows the digest but
-// not the answers until LoadKnownAnswers reads the file, which must match.
+// digests. The answers are not part of the job: its ID (and so every
+// task's seed) is the one it has without them, so the submitter learns
+// an answer by running that task of this very job; its encoding names no
+// answer and no file of them; a job rebuilt from its encoding has none
+// until LoadKnownAnswers reads the file, which must match its digest.
 func TestKnownAnswers(t *testing.T) {
 	right := sha256.Sum256([]byte(`{"x":1}`))
 	answers := `{"2": "` + job.Digest(right).String() + `"}`
@@ -56,18 +58,21 @@ func TestKnownAnswers(t *testing.T) {
 	if _, ok := j.KnownAnswer(1); ok {
 		t.Errorf("task 1 has a known answer; the file names only task 2")
 	}
-	if j.KnownAnswers.SHA256 != sha256.Sum256([]byte(answers)) {
+	digest := job.Digest(sha256.Sum256([]byte(answers)))
+	if j.KnownAnswers.SHA256 != digest {
 		t.Errorf("KnownAnswers digest %s is not the file's", j.KnownAnswers.SHA256)
 	}
 	plain, err := plan(t, dir, knownBase)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if plain.ID == j.ID || plain.HasKnownAnswers() {
-		t.Errorf("a job without known answers has the same ID, or has answers")
+	if plain.ID != j.ID || plain.HasKnownAnswers() {
+		t.Errorf("the job's ID changed with its known answers (%s, %s), or a job without them has some", plain.ID, j.ID)
 	}
-	if strings.Contains(string(j.Canonical), job.Digest(right).String()) {
-		t.Errorf("the canonical encoding, which peers read, carries a known answer")
+	for _, leak := range []string{job.Digest(right).String(), digest.String(), "known"} {
+		if strings.Contains(string(j.Canonical), leak) {
+			t.Errorf("the canonical encoding, which peers read, carries %q", leak)
+		}
 	}
 
 	// Rebuilt as a peer or the coordinator does: never asked for the file.
@@ -82,18 +87,21 @@ func TestKnownAnswers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.ID != j.ID || !r.HasKnownAnswers() || r.KnownAnswersLoaded() {
-		t.Fatalf("rebuilt: ID %s (want %s), has %v, loaded %v", r.ID, j.ID, r.HasKnownAnswers(), r.KnownAnswersLoaded())
-	}
-	if _, ok := r.KnownAnswer(2); ok {
-		t.Errorf("a rebuilt job knows an answer before LoadKnownAnswers")
+	if r.ID != j.ID || r.HasKnownAnswers() {
+		t.Fatalf("rebuilt: ID %s (want %s), has answers %v", r.ID, j.ID, r.HasKnownAnswers())
 	}
 	other := filepath.Join(t.TempDir(), "other.json")
 	os.WriteFile(other, []byte(`{"1": "`+job.Digest(right).String()+`"}`), 0o600)
-	if err := r.LoadKnownAnswers(other); !errors.Is(err, job.ErrManifest) {
+	if err := r.LoadKnownAnswers(other, digest); !errors.Is(err, job.ErrManifest) {
 		t.Errorf("LoadKnownAnswers of another file: %v, want ErrManifest", err)
 	}
-	if err := r.LoadKnownAnswers(filepath.Join(dir, "answers.json")); err != nil {
+	past := filepath.Join(t.TempDir(), "past.json")
+	pastBody := []byte(`{"4": "` + job.Digest(right).String() + `"}`)
+	os.WriteFile(past, pastBody, 0o600)
+	if err := r.LoadKnownAnswers(past, sha256.Sum256(pastBody)); !errors.Is(err, job.ErrManifest) {
+		t.Errorf("LoadKnownAnswers naming task 4 of 4: %v, want ErrManifest", err)
+	}
+	if err := r.LoadKnownAnswers(filepath.Join(dir, "answers.json"), digest); err != nil {
 		t.Fatal(err)
 	}
 	if d, ok := r.KnownAnswer(2); !ok || d != right {

@@ -42,12 +42,11 @@ type Verify struct {
 	// SHA-256 of their results, which the submitter knows ("" for none):
 	// a replica that returns another digest for such a task deviated,
 	// whatever other replicas say (known-answer spot checks; see
-	// RATIONALE.md). Only its digest enters the job's encoding, and
-	// peers never receive the file.
+	// RATIONALE.md). It is not part of the job's encoding, so neither its
+	// ID nor its tasks' seeds depend on it (the submitter learns the
+	// answers by running those tasks of this very job), and peers never
+	// see it: submit hands it to the coordinator beside the job.
 	KnownAnswers string `toml:"known_answers"`
-	// KnownAnswersSHA256 is the known-answers file's digest once planned,
-	// or as a canonical encoding names it (not from TOML).
-	KnownAnswersSHA256 Digest `toml:"-"`
 }
 
 // Defaults of the [verify] table when min_quorum is below the quorum.
@@ -67,8 +66,11 @@ func (m *Manifest) Adaptive() bool {
 // table that asks for nothing stays zero, so the job's ID stays what it
 // was before the table existed.
 func (v *Verify) normalise(m *Manifest) error {
+	if v.KnownAnswers != "" {
+		v.KnownAnswers = m.resolve(v.KnownAnswers)
+	}
 	switch {
-	case *v == Verify{}:
+	case *v == Verify{KnownAnswers: v.KnownAnswers}: // asks for nothing the job's encoding holds
 		return nil
 	case v.MinQuorum < 0 || v.MinQuorum > m.Policy.Quorum:
 		return m.fail("verify.min_quorum", "want 1..policy.quorum (%d), got %d: it is the least number of agreeing replicas a task may be accepted with",
@@ -79,9 +81,6 @@ func (v *Verify) normalise(m *Manifest) error {
 		return m.fail("verify.trust_after", "want a number of results, at least 1, got %d", v.TrustAfter)
 	case v.CheckWindow.Duration < 0 || v.CheckWindow.Duration%time.Millisecond != 0:
 		return m.fail("verify.check_window", "want a positive duration in whole milliseconds such as \"30m\", got %s", v.CheckWindow.Duration)
-	}
-	if v.KnownAnswers != "" {
-		v.KnownAnswers = m.resolve(v.KnownAnswers)
 	}
 	if v.MinQuorum == 0 {
 		v.MinQuorum = m.Policy.Quorum
@@ -102,19 +101,16 @@ func (v *Verify) normalise(m *Manifest) error {
 // canonical returns the table's part of the job's canonical encoding, or
 // nil when it asks for nothing (absent: older IDs stay valid).
 func (v Verify) canonical() map[string]any {
+	v.KnownAnswers = "" // not part of the job: see KnownAnswers
 	if v == (Verify{}) {
 		return nil
 	}
-	t := map[string]any{
+	return map[string]any{
 		"min_quorum":      int64(v.MinQuorum),
 		"spot_check":      v.SpotCheckShare(),
 		"trust_after":     int64(v.TrustAfter),
 		"check_window_ms": v.CheckWindow.Milliseconds(),
 	}
-	if v.KnownAnswersSHA256 != (Digest{}) { // absent when not set: older IDs stay valid
-		t["known_answers"] = v.KnownAnswersSHA256.String()
-	}
-	return t
 }
 
 // verifyFromCanonical reads the table back from a canonical encoding.
@@ -134,13 +130,6 @@ func verifyFromCanonical(doc map[string]any) (Verify, error) {
 		v.SpotCheck = &f
 	default:
 		return Verify{}, fmt.Errorf("verify.spot_check: want a number, got %T", p)
-	}
-	if s, ok := t["known_answers"].(string); ok {
-		d, err := ParseDigest(s)
-		if err != nil {
-			return Verify{}, fmt.Errorf("verify.known_answers: %w", err)
-		}
-		v.KnownAnswersSHA256 = d
 	}
 	return v, nil
 }

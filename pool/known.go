@@ -9,9 +9,10 @@ import (
 // Known-answer spot checks ([verify] known_answers, job.Job.KnownAnswer):
 // the submitter knows the result digest of some tasks. Those tasks are
 // leased like any other (the lease, the task's JSON and the job's
-// encoding are the same), so a device cannot tell them apart; only the
-// coordinator holds the answers, and it never serves their file
-// (SecretBlob). A returned replica of such a task whose digest is not the
+// encoding are the same: the answers are not part of the job), so a
+// device cannot tell them apart; only the coordinator holds the answers
+// (JobRecord.KnownAnswers names their file), and it never serves that
+// file (SecretBlob). A returned replica of such a task whose digest is not the
 // known one deviated, whatever other replicas say: it is marked in the
 // ledger, takes no part in the vote, every result its device holds back
 // (computed alone, adaptive replication) becomes suspect and is computed
@@ -20,13 +21,13 @@ import (
 // alone is decided at once, and the device's record grows as after any
 // check (release of its held results leased before, its streak).
 
-// loadKnown loads j's known answers from the coordinator's copy of their
-// file (cfg.Blobs) when j names some and they are not loaded yet.
-func (s *Scheduler) loadKnown(j *job.Job) error {
-	if !j.HasKnownAnswers() || j.KnownAnswersLoaded() {
+// loadKnown loads the known answers rec names from the coordinator's
+// copy of their file (cfg.Blobs), once.
+func (s *Scheduler) loadKnown(rec JobRecord, j *job.Job) error {
+	if rec.KnownAnswers == (job.Digest{}) || j.HasKnownAnswers() {
 		return nil
 	}
-	if err := j.LoadKnownAnswers(s.cfg.Blobs(j.KnownAnswers.SHA256)); err != nil {
+	if err := j.LoadKnownAnswers(s.cfg.Blobs(rec.KnownAnswers), rec.KnownAnswers); err != nil {
 		return fmt.Errorf("known answers of job %s: %w", j.ID, err)
 	}
 	return nil

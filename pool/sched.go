@@ -257,14 +257,14 @@ func (s *Scheduler) restore(ctx context.Context, snap *Snapshot) error {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("rebuild jobs: stopped after %d of %d: %w", len(s.queue), len(snap.Jobs), err)
 		}
-		j, err := job.FromCanonical(rec.Canonical, s.cfg.Blobs)
+		j, err := job.FromCanonicalStored(rec.Canonical, s.cfg.Blobs)
 		if err != nil {
 			return fmt.Errorf("rebuild job %s: %w", rec.ID, err)
 		}
 		if j.ID != rec.ID {
 			return fmt.Errorf("rebuild job %s: %w: its encoding hashes to %s", rec.ID, ErrConflict, j.ID)
 		}
-		if err := s.loadKnown(j); err != nil {
+		if err := s.loadKnown(rec, j); err != nil {
 			return fmt.Errorf("rebuild job %s: %w", rec.ID, err)
 		}
 		js := s.newJobState(rec, j)
@@ -367,8 +367,8 @@ func (s *Scheduler) newJobState(rec JobRecord, j *job.Job) *jobState {
 		maxRep = pol.Redundancy + DefaultExtraReplicas
 	}
 	maxRep = max(maxRep, pol.Redundancy)
-	if j.HasKnownAnswers() {
-		s.secret[j.KnownAnswers.SHA256] = true
+	if rec.KnownAnswers != (job.Digest{}) {
+		s.secret[rec.KnownAnswers] = true
 	}
 	return &jobState{rec: rec, j: j, pol: pol, maxReplicas: maxRep, tasks: j.NumTasks(), active: map[int64]*taskState{}, ver: j.Manifest.Verify, trust: s.trust}
 }
@@ -700,7 +700,10 @@ func (s *Scheduler) Peer(id string) (Peer, bool) {
 // submitter, who becomes the job's merger; the job's owner is that peer's
 // owner. It returns created == false (and nil) for a job already in the
 // pool, after that job is committed. The coordinator must hold j's program
-// and inputs where cfg.Blobs says, to rebuild the job after a restart.
+// and inputs where cfg.Blobs says, to rebuild the job after a restart,
+// and its known answers there too when j has some (job.Job.KnownAnswers:
+// they are kept with the job and checked against, never shown to peers;
+// a job already in the pool keeps the answers it came with).
 // Errors: ErrUnknownPeer, ErrBadRequest (a policy the scheduler cannot
 // follow), ErrStopped.
 func (s *Scheduler) AddJob(ctx context.Context, j *job.Job, submitter string) (created bool, err error) {
@@ -714,9 +717,6 @@ func (s *Scheduler) AddJob(ctx context.Context, j *job.Job, submitter string) (c
 		return false, fmt.Errorf("add job %s: %w: participants %q", j.ID, ErrBadRequest, pol.Participants)
 	case j.NumTasks() < 1:
 		return false, fmt.Errorf("add job %s: %w: no tasks", j.ID, ErrBadRequest)
-	}
-	if err := s.loadKnown(j); err != nil {
-		return false, fmt.Errorf("add job %s: %w: %w", j.ID, ErrBadRequest, err)
 	}
 	s.mu.Lock()
 	if s.stopped != nil {
@@ -739,6 +739,9 @@ func (s *Scheduler) AddJob(ctx context.Context, j *job.Job, submitter string) (c
 	}
 	s.nextOrder++
 	rec := JobRecord{ID: j.ID, Canonical: j.Canonical, Owner: peer.Owner, Merger: submitter, Order: s.nextOrder, Added: s.now()}
+	if j.HasKnownAnswers() {
+		rec.KnownAnswers = j.KnownAnswers.SHA256
+	}
 	js := s.newJobState(rec, j)
 	s.jobs[j.ID] = js
 	s.queue = append(s.queue, js)

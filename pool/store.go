@@ -96,6 +96,10 @@ type JobRecord struct {
 	Added     time.Time
 	Acked     int64     // the merger has outcomes with Seq <= Acked
 	Cancelled time.Time // when its owner cancelled it; zero while it is not
+	// KnownAnswers is the digest of the job's known-answers file, which
+	// the coordinator keeps beside its files and never serves (zero:
+	// none; see job.Verify.KnownAnswers).
+	KnownAnswers job.Digest
 }
 
 // Replica states. A replica starts "leased"; "returned" once its

@@ -28,8 +28,8 @@ var statements = map[string]string{
 		VALUES (?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT(id) DO UPDATE SET name = excluded.name
 		WHERE peers.key = excluded.key AND peers.owner_key = excluded.owner_key`,
-	"job": `INSERT INTO jobs(id, canonical, owner, merger, ord, added, acked)
-		VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+	"job": `INSERT INTO jobs(id, canonical, owner, merger, ord, added, acked, known_answers)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
 	"replicaInsert": `INSERT INTO replicas
 		(lease, job, task, peer, owner, state, created, deadline, digest, failed, reason, result, version)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
@@ -125,7 +125,11 @@ func (d *DB) Commit(ctx context.Context, b *pool.Batch) (err error) {
 		}
 	}
 	for _, j := range b.Jobs {
-		n, err := exec("job", j.ID[:], j.Canonical, j.Owner, j.Merger, j.Order, ms(j.Added), j.Acked)
+		var known []byte // NULL when the job has none
+		if j.KnownAnswers != (job.Digest{}) {
+			known = j.KnownAnswers[:]
+		}
+		n, err := exec("job", j.ID[:], j.Canonical, j.Owner, j.Merger, j.Order, ms(j.Added), j.Acked, known)
 		if err != nil {
 			return err
 		}
@@ -259,16 +263,17 @@ func (d *DB) Load(ctx context.Context) (*pool.Snapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load peers: %w", classify(err))
 	}
-	err = scan(`SELECT id, canonical, owner, merger, ord, added, acked, cancelled FROM jobs ORDER BY ord`, func(r *sql.Rows) error {
+	err = scan(`SELECT id, canonical, owner, merger, ord, added, acked, cancelled, known_answers FROM jobs ORDER BY ord`, func(r *sql.Rows) error {
 		var (
 			j                pool.JobRecord
-			id               []byte
+			id, known        []byte
 			added, cancelled int64
 		)
-		if err := r.Scan(&id, &j.Canonical, &j.Owner, &j.Merger, &j.Order, &added, &j.Acked, &cancelled); err != nil {
+		if err := r.Scan(&id, &j.Canonical, &j.Owner, &j.Merger, &j.Order, &added, &j.Acked, &cancelled, &known); err != nil {
 			return err
 		}
 		copy(j.ID[:], id)
+		copy(j.KnownAnswers[:], known)
 		j.Added = time.UnixMilli(added)
 		if cancelled != 0 {
 			j.Cancelled = time.UnixMilli(cancelled)

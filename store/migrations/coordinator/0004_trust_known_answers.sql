@@ -9,3 +9,7 @@ CREATE TABLE trust (
 	version INTEGER NOT NULL,
 	PRIMARY KEY (kind, id)
 ) STRICT;
+
+-- The digest of a job's known-answers file (job.Verify.KnownAnswers),
+-- kept beside the job and never served to peers; NULL when it has none.
+ALTER TABLE jobs ADD COLUMN known_answers BLOB;
