@@ -65,6 +65,11 @@ type Server struct {
 	// in listings, offers and job status.
 	profiles *profileBook
 
+	// taskCosts caches each job's planner cost of task 0 for listings
+	// (job.ID → float64): a job never changes, and matchmaking lists
+	// every job on every lease.
+	taskCosts sync.Map
+
 	served    atomic.Bool
 	closeOnce sync.Once
 	closeErr  error

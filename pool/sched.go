@@ -22,7 +22,7 @@ type SchedulerConfig struct {
 	Pool        string                  // pool name, written into every ledger entry
 	Key         *identity.Key           // the coordinator's key; signs ledger entries
 	Store       Store                   // durable state
-	Blobs       func(job.Digest) string // local path of a content-addressed file (program, inputs), for job.FromCanonical when reloading jobs
+	Blobs       func(job.Digest) string // local path of a content-addressed file (program, inputs) whose digest its store checked when storing it, for job.FromCanonicalStored when reloading jobs
 	Now         func() time.Time        // the clock for leases and ledger times; default time.Now
 	MaxReplicas int                     // replicas per task at most; default the job's redundancy + 4. Past it a task without a majority ends unverified, and so does a task that failed this many times for a reason of the machine (Submission.Machine)
 	CommitDelay time.Duration           // group-commit window; default 2ms
@@ -35,9 +35,11 @@ type SchedulerConfig struct {
 	// in which order (matchmaking): given the unfinished jobs the peer may
 	// compute by their policies, oldest first, it returns the IDs of those
 	// to try, best first; a job left out is not leased to the peer, an ID
-	// not among jobs is ignored. Lease calls it once per call with the
-	// Scheduler's lock held, so it must be quick, must not keep jobs and
-	// must not call the Scheduler. nil: every job, oldest first.
+	// not among jobs is ignored. Lease calls it once per call, without
+	// the Scheduler's lock held (state may change meanwhile; Lease checks
+	// the chosen jobs again); it must not keep jobs, may run concurrently
+	// with itself, and must not call the Scheduler. nil: every job, in
+	// fair-share order.
 	Select func(p Peer, jobs []JobView) []job.ID
 
 	// Trust holds the rules on trust and sanctions: established owners,
