@@ -413,17 +413,28 @@ func (c *Client) FetchBlob(ctx context.Context, d job.Digest, path string) error
 // lacks files the job names, it answers an *APIError with status 409
 // (ErrConflict) whose Missing lists their digests.
 func (c *Client) RegisterJob(ctx context.Context, canonical []byte) (created bool, err error) {
-	status, err := c.postJSON(ctx, "/v1/jobs", coord.JobRequest{Canonical: canonical}, nil)
+	return c.registerJob(ctx, coord.JobRequest{Canonical: canonical})
+}
+
+func (c *Client) registerJob(ctx context.Context, req coord.JobRequest) (created bool, err error) {
+	status, err := c.postJSON(ctx, "/v1/jobs", req, nil)
 	return status == http.StatusCreated, err
 }
 
 // Submit makes the pool know job j: it registers the job, uploads the
 // files the pool reports missing (program and inputs, by digest; nothing
-// already there is sent again) and registers it again. The submitting
-// device becomes the job's merger. Submitting a known job is harmless.
+// already there is sent again) and registers it again, with its known
+// answers when it has some ([verify] known_answers: uploaded like a file,
+// kept by the pool and never served). The submitting device becomes the
+// job's merger. Submitting a known job is harmless.
 func (c *Client) Submit(ctx context.Context, j *job.Job) error {
+	req := coord.JobRequest{Canonical: j.Canonical}
+	if j.HasKnownAnswers() {
+		d := coord.HexDigest(j.KnownAnswers.SHA256)
+		req.KnownAnswers = &d // beside the job, not in it: peers never see it
+	}
 	for try := 0; ; try++ {
-		_, err := c.RegisterJob(ctx, j.Canonical)
+		_, err := c.registerJob(ctx, req)
 		var ae *APIError
 		if !errors.As(err, &ae) || ae.Status != http.StatusConflict || len(ae.Missing) == 0 || try == 2 {
 			return err
@@ -431,6 +442,9 @@ func (c *Client) Submit(ctx context.Context, j *job.Job) error {
 		files := map[job.Digest]string{j.Program.SHA256: j.Program.Path}
 		for _, ref := range j.Inputs {
 			files[ref.SHA256] = ref.Path
+		}
+		if j.KnownAnswers.Path != "" {
+			files[j.KnownAnswers.SHA256] = j.KnownAnswers.Path // the pool keeps it from peers
 		}
 		for _, m := range ae.Missing {
 			d, err := job.ParseDigest(m)

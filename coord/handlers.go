@@ -310,6 +310,11 @@ func (s *Server) getBlob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if s.sched.SecretBlob(d) {
+		// A job's known answers: served to nobody, and answered as if
+		// absent, so a peer cannot learn which tasks are checks.
+		return notFound("unknown_blob", "no file with digest %s: upload it first", d)
+	}
 	return s.serveBlob(w, r, d, s.blobKind(d))
 }
 
@@ -355,6 +360,9 @@ func (s *Server) addJob(w http.ResponseWriter, r *http.Request, c call) error {
 		named = append(named, d)
 		return s.blobs.path(d)
 	})
+	if req.KnownAnswers != nil {
+		named = append(named, job.Digest(*req.KnownAnswers)) // kept by the pool, never served
+	}
 	var missing []HexDigest
 	for _, d := range named {
 		if !s.blobs.has(d) && !slices.Contains(missing, HexDigest(d)) {
@@ -367,6 +375,12 @@ func (s *Server) addJob(w http.ResponseWriter, r *http.Request, c call) error {
 	}
 	if planErr != nil {
 		return &apiError{http.StatusBadRequest, "bad_job", planErr.Error(), nil}
+	}
+	if req.KnownAnswers != nil {
+		d := job.Digest(*req.KnownAnswers)
+		if err := j.LoadKnownAnswers(s.blobs.path(d), d); err != nil {
+			return &apiError{http.StatusBadRequest, "bad_known_answers", err.Error(), nil}
+		}
 	}
 	if _, err := s.blobs.putBytes(req.Canonical); err != nil {
 		return err

@@ -26,8 +26,8 @@ const offerClockSlack = time.Minute
 // and keyed by peer ID: offers are soft state, re-sent by agents, and lost
 // on a restart until they are. Expired offers are dropped when read. An
 // offerBook is safe for concurrent use; its lock is never held while
-// calling the Scheduler (Select runs under the Scheduler's lock and takes
-// this one).
+// calling the Scheduler (Select takes this one; Lease calls Select
+// without the Scheduler's lock).
 type offerBook struct {
 	mu     sync.Mutex
 	offers map[string]offers.Offer
@@ -80,12 +80,17 @@ func (b *offerBook) count(now time.Time) int { return len(b.live(now)) }
 // listing describes a job seeking compute in pool as offers.Listing: its
 // manifest's name, description and requirements, its owner, its progress,
 // its quorum, who may participate and the planner's cost of task 0.
-func listing(poolName string, v pool.JobView) offers.Listing {
+func listing(poolName string, v pool.JobView, costs *sync.Map) offers.Listing {
 	m := v.Job.Manifest
 	st := v.Status
-	cost := 0.0
-	if v.Job.NumTasks() > 0 {
-		cost = v.Job.Cost(v.Job.Task(0))
+	var cost float64
+	if c, ok := costs.Load(v.Job.ID); ok {
+		cost = c.(float64)
+	} else {
+		if v.Job.NumTasks() > 0 {
+			cost = v.Job.Cost(v.Job.Task(0))
+		}
+		costs.Store(v.Job.ID, cost)
 	}
 	return offers.Listing{
 		Job: v.Job.ID, Name: m.Name, Description: m.Description, Link: m.Link, Owner: st.Owner, Pool: poolName,
@@ -111,7 +116,7 @@ func (s *Server) selectJobs(p pool.Peer, jobs []pool.JobView) []job.ID {
 	}
 	var matched []offers.Listing
 	for _, v := range jobs {
-		l := listing(s.cfg.Pool, v)
+		l := listing(s.cfg.Pool, v, &s.taskCosts)
 		if ok, _ := offers.Match(o, l, now); ok {
 			matched = append(matched, l)
 		}
@@ -190,7 +195,7 @@ func (s *Server) listListings(w http.ResponseWriter, r *http.Request, _ call) er
 	views := s.sched.Seeking()
 	out := make([]offers.Listing, 0, len(views))
 	for _, v := range views {
-		l := listing(s.cfg.Pool, v)
+		l := listing(s.cfg.Pool, v, &s.taskCosts)
 		l.OwnerProfile = s.profiles.get(l.Owner)
 		out = append(out, l)
 	}

@@ -74,6 +74,10 @@ type Server struct {
 	// relay, nil when Config.Relay.Listen is empty (signal.go).
 	signals *mailboxes
 	relay   *p2p.Relay
+	// taskCosts caches each job's planner cost of task 0 for listings
+	// (job.ID → float64): a job never changes, and matchmaking lists
+	// every job on every lease.
+	taskCosts sync.Map
 
 	served    atomic.Bool
 	closeOnce sync.Once

@@ -77,6 +77,12 @@ type Registered struct {
 // (job.Job.Canonical).
 type JobRequest struct {
 	Canonical []byte `json:"canonical"`
+	// KnownAnswers, when set, is the digest of a known-answers file
+	// (job.Verify.KnownAnswers) uploaded like the job's files: the pool
+	// keeps it with the job, checks replicas against it and never serves
+	// it. It is not part of the job: a job already in the pool keeps the
+	// answers it came with.
+	KnownAnswers *HexDigest `json:"known_answers,omitempty"`
 }
 
 // JobCreated is the answer to POST /v1/jobs.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"path/filepath"
 	"reflect"
 	"time"
 
@@ -33,6 +34,29 @@ var canonicalDecMode = func() cbor.DecMode {
 // The rebuilt job must hash to sha256(canonical), and every file must match
 // its digest; otherwise it returns an error wrapping ErrManifest.
 func FromCanonical(canonical []byte, blob func(Digest) string) (*Job, error) {
+	return fromCanonical(canonical, blob, false)
+}
+
+// FromCanonicalStored is FromCanonical for files kept by digest in a
+// store that checked each file's SHA-256 when it stored it (a
+// coordinator's blob directory): it takes the path blob(d) returns as
+// holding d's bytes instead of reading and hashing the file again, so
+// rebuilding many jobs after a restart reads no program or input it does
+// not need for planning (a kfold or chunks split input is still read).
+// The rebuilt job must still hash to sha256(canonical).
+func FromCanonicalStored(canonical []byte, blob func(Digest) string) (*Job, error) {
+	return fromCanonical(canonical, blob, true)
+}
+
+func fromCanonical(canonical []byte, blobPath func(Digest) string, stored bool) (*Job, error) {
+	vouched := map[string]Digest{}
+	blob := func(d Digest) string {
+		p := blobPath(d)
+		if stored {
+			vouched[filepath.Clean(p)] = d
+		}
+		return p
+	}
 	bad := func(format string, args ...any) error {
 		return &ManifestError{File: "canonical job", Msg: fmt.Sprintf(format, args...)}
 	}
@@ -136,7 +160,10 @@ func FromCanonical(canonical []byte, blob func(Digest) string) (*Job, error) {
 	if err := m.normalise(); err != nil {
 		return nil, err
 	}
-	j, err := Plan(m)
+	if !stored {
+		vouched = nil
+	}
+	j, err := planStored(m, vouched)
 	if err != nil {
 		return nil, err
 	}

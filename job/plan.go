@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 
@@ -63,6 +64,11 @@ type Job struct {
 	Program   InputRef
 	Inputs    map[string]InputRef
 	Canonical []byte // the canonical CBOR encoding that ID hashes
+	// KnownAnswers is the [verify] known_answers file (zero when none):
+	// not part of the job's encoding (see Verify.KnownAnswers); a job
+	// rebuilt from its encoding has it only after LoadKnownAnswers.
+	KnownAnswers InputRef
+	known        map[int64]Digest // task index → known result digest
 
 	numTasks int64
 	rows     int     // kfold: data rows of the split input
@@ -82,8 +88,26 @@ type gridAxis struct {
 // scanned for row boundaries as it is hashed). Errors name the file and
 // what is wrong; a missing file, and a split input that cannot be cut as
 // its split.format says (with the line), is a *ManifestError.
-func Plan(m *Manifest) (*Job, error) {
+func Plan(m *Manifest) (*Job, error) { return planStored(m, nil) }
+
+// planStored is Plan; stored maps a file's path to its digest where a
+// content-addressed store vouches for it (FromCanonicalStored): that file
+// is not hashed again.
+func planStored(m *Manifest, stored map[string]Digest) (*Job, error) {
 	j := &Job{Manifest: m, Inputs: map[string]InputRef{}}
+	hashFile := func(m *Manifest, field, path string) (InputRef, error) {
+		if d, ok := stored[filepath.Clean(path)]; ok {
+			st, err := os.Stat(path)
+			if err != nil {
+				if os.IsNotExist(err) {
+					return InputRef{}, m.fail(field, "file %s does not exist", path)
+				}
+				return InputRef{}, m.fail(field, "%v", err)
+			}
+			return InputRef{Path: path, Size: st.Size(), SHA256: d}, nil
+		}
+		return hashFile(m, field, path)
+	}
 	var err error
 	if j.Program, err = hashFile(m, "program", m.Program); err != nil {
 		return nil, err
@@ -133,6 +157,9 @@ func Plan(m *Manifest) (*Job, error) {
 		if j.numTasks == 0 {
 			return nil, m.fail("inputs."+s.Input, "no data to split: the file has no rows after the header")
 		}
+	}
+	if err := j.planKnownAnswers(); err != nil {
+		return nil, err
 	}
 	j.Canonical, err = j.canonical()
 	if err != nil {

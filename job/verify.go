@@ -24,10 +24,12 @@ type Verify struct {
 	// alone; equal to policy.quorum (or 0, the default) always
 	// replicates.
 	MinQuorum int `toml:"min_quorum"`
-	// SpotCheck is the probability, 0 < p <= 1, that a trusted device's
-	// task is still replicated; default DefaultSpotCheck. 1 is the same
-	// as always replicating.
-	SpotCheck float64 `toml:"spot_check"`
+	// SpotCheck is the probability, 0 <= p <= 1, that a trusted device's
+	// task is still replicated; nil (not set) is DefaultSpotCheck once
+	// normalised. 0 never replicates a trusted device's task (its results
+	// wait for their check window or a known answer); 1 is the same as
+	// always replicating. Read it with SpotCheckShare.
+	SpotCheck *float64 `toml:"spot_check"`
 	// TrustAfter is how many consecutive agreed results of this program a
 	// device needs before it computes tasks alone; default
 	// DefaultTrustAfter.
@@ -49,6 +51,15 @@ type Verify struct {
 	// "stats.mean") to its tolerance; filled from Tolerance when the
 	// manifest is loaded.
 	Tolerances map[string]Tolerance `toml:"-"`
+	// KnownAnswers is the path of a JSON file mapping task indexes to the
+	// SHA-256 of their results, which the submitter knows ("" for none):
+	// a replica that returns another digest for such a task deviated,
+	// whatever other replicas say (known-answer spot checks; see
+	// RATIONALE.md). It is not part of the job's encoding, so neither its
+	// ID nor its tasks' seeds depend on it (the submitter learns the
+	// answers by running those tasks of this very job), and peers never
+	// see it: submit hands it to the coordinator beside the job.
+	KnownAnswers string `toml:"known_answers"`
 }
 
 // Defaults of the [verify] table when min_quorum is below the quorum.
@@ -67,24 +78,27 @@ func (m *Manifest) Adaptive() bool {
 // adaptiveZero reports whether the table asks for no adaptive
 // replication (none of min_quorum, spot_check, trust_after, check_window).
 func (v *Verify) adaptiveZero() bool {
-	return v.MinQuorum == 0 && v.SpotCheck == 0 && v.TrustAfter == 0 && v.CheckWindow.Duration == 0
+	return v.MinQuorum == 0 && v.SpotCheck == nil && v.TrustAfter == 0 && v.CheckWindow.Duration == 0
 }
 
 // normalise checks the table against the policy and fills defaults; a
 // table that asks for nothing stays zero, so the job's ID stays what it
 // was before the table existed.
 func (v *Verify) normalise(m *Manifest) error {
+	if v.KnownAnswers != "" {
+		v.KnownAnswers = m.resolve(v.KnownAnswers)
+	}
 	if err := v.normaliseRule(m); err != nil {
 		return err
 	}
 	switch {
-	case v.adaptiveZero():
+	case v.adaptiveZero(): // known_answers and the rule are not adaptive replication
 		return nil
 	case v.MinQuorum < 0 || v.MinQuorum > m.Policy.Quorum:
 		return m.fail("verify.min_quorum", "want 1..policy.quorum (%d), got %d: it is the least number of agreeing replicas a task may be accepted with",
 			m.Policy.Quorum, v.MinQuorum)
-	case v.SpotCheck < 0 || v.SpotCheck > 1:
-		return m.fail("verify.spot_check", "want a probability above 0 and at most 1, such as 0.1, got %v", v.SpotCheck)
+	case v.SpotCheck != nil && !(*v.SpotCheck >= 0 && *v.SpotCheck <= 1):
+		return m.fail("verify.spot_check", "want a probability from 0 (never check a trusted device) to 1 (always), such as 0.1, got %v", *v.SpotCheck)
 	case v.TrustAfter < 0:
 		return m.fail("verify.trust_after", "want a number of results, at least 1, got %d", v.TrustAfter)
 	case v.CheckWindow.Duration < 0 || v.CheckWindow.Duration%time.Millisecond != 0:
@@ -93,8 +107,9 @@ func (v *Verify) normalise(m *Manifest) error {
 	if v.MinQuorum == 0 {
 		v.MinQuorum = m.Policy.Quorum
 	}
-	if v.SpotCheck == 0 {
-		v.SpotCheck = DefaultSpotCheck
+	if v.SpotCheck == nil {
+		p := DefaultSpotCheck
+		v.SpotCheck = &p
 	}
 	if v.TrustAfter == 0 {
 		v.TrustAfter = DefaultTrustAfter
@@ -135,13 +150,14 @@ func (v *Verify) normaliseRule(m *Manifest) error {
 // and tolerances are present only when rule = "tolerance", so jobs that
 // do not set it keep their IDs.
 func (v Verify) canonical() map[string]any {
+	v.KnownAnswers = "" // not part of the job: see KnownAnswers
 	if v.adaptiveZero() && v.Rule == "" {
 		return nil
 	}
 	doc := map[string]any{}
 	if !v.adaptiveZero() {
 		doc["min_quorum"] = int64(v.MinQuorum)
-		doc["spot_check"] = v.SpotCheck
+		doc["spot_check"] = v.SpotCheckShare()
 		doc["trust_after"] = int64(v.TrustAfter)
 		doc["check_window_ms"] = v.CheckWindow.Milliseconds()
 	}
@@ -172,11 +188,21 @@ func verifyFromCanonical(doc map[string]any) (Verify, error) {
 	}
 	switch p := t["spot_check"].(type) {
 	case float64:
-		v.SpotCheck = p
+		v.SpotCheck = &p
 	case int64:
-		v.SpotCheck = float64(p)
+		f := float64(p)
+		v.SpotCheck = &f
 	default:
 		return Verify{}, fmt.Errorf("verify.spot_check: want a number, got %T", p)
 	}
 	return v, nil
+}
+
+// SpotCheckShare is the spot-check probability: SpotCheck, or
+// DefaultSpotCheck when it is not set.
+func (v Verify) SpotCheckShare() float64 {
+	if v.SpotCheck == nil {
+		return DefaultSpotCheck
+	}
+	return *v.SpotCheck
 }

@@ -82,6 +82,9 @@ func RankJobs(o Offer, ls []Listing) []Listing {
 func PreferJobs(o Offer, ls []Listing) []Listing {
 	out := slices.Clone(ls)
 	a := o.Accept
+	if len(a.AcceptJobs)+len(a.RefuseJobs)+len(a.RefuseOwners)+len(a.PreferOwners) == 0 {
+		return out // every job in one group: the order stays
+	}
 	slices.SortStableFunc(out, func(x, y Listing) int {
 		return cmp.Compare(prefGroup(a, x), prefGroup(a, y))
 	})

@@ -33,11 +33,15 @@ type MemStore struct {
 	ledger                    []Entry
 	byPeer                    map[string][]int // indexes into ledger
 	head                      job.Digest
+	trust                     map[trustKey]TrustRecord
+	trustSeq                  []trustKey
 	failNext                  error
 	commits                   int
 }
 
 var _ Store = (*MemStore)(nil)
+
+type trustKey struct{ kind, id string }
 
 type key struct {
 	job job.ID
@@ -49,7 +53,7 @@ func NewMemStore() *MemStore {
 	return &MemStore{
 		peers: map[string]Peer{}, jobs: map[job.ID]*JobRecord{}, replicas: map[string]*ReplicaRecord{},
 		outcomes: map[job.ID][]OutcomeRecord{}, byPeer: map[string][]int{},
-		outcomeSeqs: map[key]bool{}, outcomeTasks: map[key]bool{},
+		outcomeSeqs: map[key]bool{}, outcomeTasks: map[key]bool{}, trust: map[trustKey]TrustRecord{},
 	}
 }
 
@@ -130,6 +134,14 @@ func (m *MemStore) Commit(ctx context.Context, b *Batch) error {
 	}
 	for _, c := range b.Cancels {
 		m.jobs[c.Job].Cancelled = c.At
+	}
+	for _, t := range b.Trust {
+		k := trustKey{t.Kind, t.ID}
+		if _, ok := m.trust[k]; !ok {
+			m.trustSeq = append(m.trustSeq, k)
+		}
+		t.Record, t.Prev = cloneBytes(t.Record), 0
+		m.trust[k] = t
 	}
 	for _, e := range b.Entries {
 		e.Sig = cloneBytes(e.Sig)
@@ -229,6 +241,18 @@ func (m *MemStore) check(b *Batch) error {
 		}
 		cancelled[c.Job] = true
 	}
+	trust := map[trustKey]int64{}
+	for _, t := range b.Trust {
+		k := trustKey{t.Kind, t.ID}
+		v, ok := trust[k]
+		if !ok {
+			v = m.trust[k].Version
+		}
+		if t.Prev != v {
+			return fmt.Errorf("%w: trust record %s %s is at version %d, not %d", ErrConflict, t.Kind, t.ID, v, t.Prev)
+		}
+		trust[k] = t.Version
+	}
 	last, prev := uint64(len(m.ledger)), m.head
 	for _, e := range b.Entries {
 		if e.Seq != last+1 || e.Prev != prev {
@@ -259,6 +283,11 @@ func (m *MemStore) Load(ctx context.Context) (*Snapshot, error) {
 		r := *m.replicas[l]
 		r.Result = cloneBytes(r.Result)
 		s.Replicas = append(s.Replicas, r)
+	}
+	for _, k := range m.trustSeq {
+		t := m.trust[k]
+		t.Record = cloneBytes(t.Record)
+		s.Trust = append(s.Trust, t)
 	}
 	for _, j := range jobs {
 		for _, o := range m.outcomes[j.ID] {

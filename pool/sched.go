@@ -22,7 +22,7 @@ type SchedulerConfig struct {
 	Pool        string                  // pool name, written into every ledger entry
 	Key         *identity.Key           // the coordinator's key; signs ledger entries
 	Store       Store                   // durable state
-	Blobs       func(job.Digest) string // local path of a content-addressed file (program, inputs), for job.FromCanonical when reloading jobs
+	Blobs       func(job.Digest) string // local path of a content-addressed file (program, inputs) whose digest its store checked when storing it, for job.FromCanonicalStored when reloading jobs
 	Now         func() time.Time        // the clock for leases and ledger times; default time.Now
 	MaxReplicas int                     // replicas per task at most; default the job's redundancy + 4. Past it a task without a majority ends unverified, and so does a task that failed this many times for a reason of the machine (Submission.Machine)
 	CommitDelay time.Duration           // group-commit window; default 2ms
@@ -35,9 +35,11 @@ type SchedulerConfig struct {
 	// in which order (matchmaking): given the unfinished jobs the peer may
 	// compute by their policies, oldest first, it returns the IDs of those
 	// to try, best first; a job left out is not leased to the peer, an ID
-	// not among jobs is ignored. Lease calls it once per call with the
-	// Scheduler's lock held, so it must be quick, must not keep jobs and
-	// must not call the Scheduler. nil: every job, oldest first.
+	// not among jobs is ignored. Lease calls it once per call, without
+	// the Scheduler's lock held (state may change meanwhile; Lease checks
+	// the chosen jobs again); it must not keep jobs, may run concurrently
+	// with itself, and must not call the Scheduler. nil: every job, in
+	// fair-share order.
 	Select func(p Peer, jobs []JobView) []job.ID
 
 	// Trust holds the rules on trust and sanctions: established owners,
@@ -140,7 +142,8 @@ type Scheduler struct {
 	committedCh   chan struct{} // closed at the next commit (WaitResults); nil until asked for
 	deadlinesKept int           // len(deadlines) after its last compaction (sched_archive.go)
 
-	trust *trustState // devices' and owners' records (trust.go)
+	trust  *trustState         // devices' and owners' records (trust.go)
+	secret map[job.Digest]bool // known-answers files of the pool's jobs, never served (known.go)
 }
 
 // jobState is one job in memory. Tasks below next that are not in active
@@ -183,6 +186,7 @@ type taskState struct {
 	prov     *replica               // the replica that computed it alone, once returned
 	provMode int                    // provHeld, provOpen or provCaught while prov is set
 	agreed   map[[2]job.Digest]bool // under a tolerance rule: whether two results (digests, lower first) agree
+	knownOK  bool                   // a replica returned the job's known answer for it (known.go)
 }
 
 // replica is one lease and its submission. rec.Version is the version of
@@ -225,7 +229,7 @@ func NewScheduler(ctx context.Context, cfg SchedulerConfig) (*Scheduler, error) 
 		cfg: cfg, log: log, store: cfg.Store,
 		peers: map[string]Peer{}, peerBatch: map[string]*pending{}, jobs: map[job.ID]*jobState{}, leases: map[string]*replica{},
 		kick: make(chan struct{}, 1), full: make(chan struct{}, 1),
-		trust: newTrustState(cfg.Trust),
+		trust: newTrustState(cfg.Trust), secret: map[job.Digest]bool{},
 	}
 	s.pend = newPending()
 	snap, err := cfg.Store.Load(ctx)
@@ -247,18 +251,24 @@ func (s *Scheduler) restore(ctx context.Context, snap *Snapshot) error {
 	for _, p := range snap.Peers {
 		s.peers[p.ID] = p
 	}
+	if err := s.restoreTrust(snap.Trust); err != nil {
+		return err
+	}
 	decided := map[job.ID]map[int64]bool{}
 	touched := map[job.ID]int64{}
 	for _, rec := range snap.Jobs {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("rebuild jobs: stopped after %d of %d: %w", len(s.queue), len(snap.Jobs), err)
 		}
-		j, err := job.FromCanonical(rec.Canonical, s.cfg.Blobs)
+		j, err := job.FromCanonicalStored(rec.Canonical, s.cfg.Blobs)
 		if err != nil {
 			return fmt.Errorf("rebuild job %s: %w", rec.ID, err)
 		}
 		if j.ID != rec.ID {
 			return fmt.Errorf("rebuild job %s: %w: its encoding hashes to %s", rec.ID, ErrConflict, j.ID)
+		}
+		if err := s.loadKnown(rec, j); err != nil {
+			return fmt.Errorf("rebuild job %s: %w", rec.ID, err)
 		}
 		js := s.newJobState(rec, j)
 		s.jobs[rec.ID] = js
@@ -360,6 +370,9 @@ func (s *Scheduler) newJobState(rec JobRecord, j *job.Job) *jobState {
 		maxRep = pol.Redundancy + DefaultExtraReplicas
 	}
 	maxRep = max(maxRep, pol.Redundancy)
+	if rec.KnownAnswers != (job.Digest{}) {
+		s.secret[rec.KnownAnswers] = true
+	}
 	return &jobState{rec: rec, j: j, pol: pol, maxReplicas: maxRep, tasks: j.NumTasks(), active: map[int64]*taskState{}, ver: j.Manifest.Verify, trust: s.trust}
 }
 
@@ -462,6 +475,10 @@ type pending struct {
 	// once it is committed (sched_archive.go).
 	settled []*replica
 	err     error
+	// trust and trustOrder are the trust records changed in this batch
+	// (trust_store.go); flush encodes them.
+	trust      map[trustKey]bool
+	trustOrder []trustKey
 }
 
 func newPending() *pending {
@@ -491,6 +508,7 @@ func (s *Scheduler) changed() *pending {
 func (s *Scheduler) flush(ctx context.Context, giveUp <-chan struct{}) error {
 	s.mu.Lock()
 	p := s.pend
+	s.encodeTrust(p)
 	if p.b.Empty() && len(p.after) == 0 {
 		s.mu.Unlock()
 		return nil
@@ -685,7 +703,10 @@ func (s *Scheduler) Peer(id string) (Peer, bool) {
 // submitter, who becomes the job's merger; the job's owner is that peer's
 // owner. It returns created == false (and nil) for a job already in the
 // pool, after that job is committed. The coordinator must hold j's program
-// and inputs where cfg.Blobs says, to rebuild the job after a restart.
+// and inputs where cfg.Blobs says, to rebuild the job after a restart,
+// and its known answers there too when j has some (job.Job.KnownAnswers:
+// they are kept with the job and checked against, never shown to peers;
+// a job already in the pool keeps the answers it came with).
 // Errors: ErrUnknownPeer, ErrBadRequest (a policy the scheduler cannot
 // follow), ErrStopped.
 func (s *Scheduler) AddJob(ctx context.Context, j *job.Job, submitter string) (created bool, err error) {
@@ -721,6 +742,9 @@ func (s *Scheduler) AddJob(ctx context.Context, j *job.Job, submitter string) (c
 	}
 	s.nextOrder++
 	rec := JobRecord{ID: j.ID, Canonical: j.Canonical, Owner: peer.Owner, Merger: submitter, Order: s.nextOrder, Added: s.now()}
+	if j.HasKnownAnswers() {
+		rec.KnownAnswers = j.KnownAnswers.SHA256
+	}
 	js := s.newJobState(rec, j)
 	s.jobs[j.ID] = js
 	s.queue = append(s.queue, js)

@@ -53,7 +53,20 @@ func (s *Scheduler) Lease(ctx context.Context, peer string, max int) ([]Lease, e
 		out []Lease
 		w   *pending
 	)
-	order := s.order(p)
+	order, views := s.candidates(p)
+	if s.cfg.Select != nil && len(order) > 0 {
+		// Matchmaking runs outside the lock: with thousands of jobs it
+		// is the costliest step of a lease, and other calls need not
+		// wait for it. What changed meanwhile is checked again below.
+		s.mu.Unlock()
+		ids := s.cfg.Select(p, views)
+		s.mu.Lock()
+		if s.stopped != nil {
+			s.mu.Unlock()
+			return nil, fmt.Errorf("lease for %s: %w", peer, s.stopped)
+		}
+		order = s.selected(p, ids)
+	}
 	// A device holds at most as many undecided replicas of other owners'
 	// jobs as its record allows, so a newcomer that lies cannot take a
 	// whole job at once.
@@ -82,30 +95,41 @@ func (s *Scheduler) Lease(ctx context.Context, peer string, max int) ([]Lease, e
 	return out, nil
 }
 
-// order returns the jobs p may be leased tasks of, in the order to try:
-// the unfinished jobs p may compute by their policies, in fair-share
-// order (fairOrder), then
-// filtered and reordered by SchedulerConfig.Select when set; s.mu is held.
-func (s *Scheduler) order(p Peer) []*jobState {
+// candidates returns the jobs p may be leased tasks of, in the order to
+// try: the unfinished jobs p may compute by their policies that have work
+// to give, in fair-share order (fairOrder); with SchedulerConfig.Select
+// also their views, which Lease hands to Select (outside s.mu) and
+// selected turns back into jobs. s.mu is held.
+func (s *Scheduler) candidates(p Peer) ([]*jobState, []JobView) {
 	var jobs []*jobState
 	for _, js := range s.queue {
-		if !js.complete() && js.allows(p) {
+		// A job whose every task is started and none wants a replica
+		// has nothing for anyone now: left out before the costlier
+		// fair-share sort and matchmaking.
+		if !js.complete() && js.allows(p) && (js.next < js.tasks || len(js.want) > 0 || js.held > 0) {
 			jobs = append(jobs, js)
 		}
 	}
 	s.fairOrder(jobs, s.now())
 	if s.cfg.Select == nil || len(jobs) == 0 {
-		return jobs
+		return jobs, nil
 	}
 	views := make([]JobView, len(jobs))
 	for i, js := range jobs {
 		views[i] = JobView{Job: js.j, Status: js.status()}
 	}
-	ids := s.cfg.Select(p, views)
+	return jobs, views
+}
+
+// selected returns the jobs Select chose, in its order, that p may still
+// be leased tasks of. s.mu is held.
+func (s *Scheduler) selected(p Peer, ids []job.ID) []*jobState {
 	out := make([]*jobState, 0, len(ids))
+	seen := make(map[*jobState]bool, len(ids)) // not slices.Contains: quadratic in the number of jobs
 	for _, id := range ids {
 		js := s.jobs[id]
-		if js != nil && !js.complete() && js.allows(p) && !slices.Contains(out, js) {
+		if js != nil && !js.complete() && js.allows(p) && !seen[js] {
+			seen[js] = true
 			out = append(out, js)
 		}
 	}
@@ -250,7 +274,7 @@ func (s *Scheduler) grant(js *jobState, ts *taskState, p Peer, now time.Time) *r
 	if js.adaptive() && len(ts.live)+len(ts.returned) == 0 {
 		// Chosen here, from a secret, so that the device cannot tell
 		// whether another device computes the same task.
-		ts.single = s.trust.trusted(js, p) && !s.trust.spotCheck(js.rec.ID, ts.index, p.ID, js.ver.SpotCheck)
+		ts.single = s.trust.trusted(js, p) && !s.trust.spotCheck(js.rec.ID, ts.index, p.ID, js.ver.SpotCheckShare())
 	}
 	s.trust.orders++
 	r.order, r.counted = s.trust.orders, !js.ownerOnly()
@@ -438,7 +462,9 @@ func (s *Scheduler) Submit(ctx context.Context, peer, lease string, sub Submissi
 	r.rec.Result = bytes.Clone(sub.Result)
 	s.putReplica(r)
 	s.log.Debug("Replica returned", "lease", lease, "job", js.rec.ID.String(), "task", ts.index, "peer", peer, "digest", sub.Digest.String())
-	s.decideIfReady(js, ts)
+	if !s.checkKnown(js, ts, r) {
+		s.decideIfReady(js, ts)
+	}
 	w := r.batch
 	s.mu.Unlock()
 	if err := wait(ctx, w); err != nil {
@@ -486,7 +512,7 @@ func (s *Scheduler) decideIfReady(js *jobState, ts *taskState) {
 	q := js.quorumOf(ts, c, n)
 	switch {
 	case c >= q && 2*c > n && js.leadEstablished(ts, lead):
-		if ts.single && ts.prov == nil && n == c {
+		if ts.single && ts.prov == nil && n == c && !ts.knownOK {
 			s.provisional(js, ts, lead)
 			return
 		}
@@ -541,7 +567,8 @@ func (s *Scheduler) decide(js *jobState, ts *taskState, status string, lead *rep
 	now := at.UnixMilli()
 	// Checked: at least two distinct voters returned, so agreeing counts
 	// toward a device's record and deviating against it.
-	checked := n >= 2 && status != OutcomeUnverified
+	// A task checked against its known answer counts as checked too.
+	checked := (n >= 2 || ts.knownOK) && status != OutcomeUnverified
 	withEstablished := false
 	var agreed, deviated []*replica
 	// Which replicas agree with the lead, decided before the loop below

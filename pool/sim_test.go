@@ -44,7 +44,12 @@ type simConfig struct {
 	PatientAfter  int     // honest results before a patient liar lies
 	SpotCheck     float64 // 0: no adaptive replication (quorum 2 always)
 	Exclude       bool    // sanctions on (DefaultExcludeAfter); off to compare with the model
-	Seed          uint64
+	// Control runs the model's own rule, to check the simulation against
+	// it: k = 2 replicas and no more (MaxReplicas 2), so a split is never
+	// settled, it ends unverified; a lie is accepted exactly when its
+	// partner colludes. No sanctions.
+	Control bool
+	Seed    uint64
 }
 
 // simResult is what a run measured.
@@ -56,6 +61,10 @@ type simResult struct {
 	SteadyEfficiency float64
 	Efficiency       float64
 	Excluded         int // devices that were refused work for deviations
+
+	// Deff is the design effect of counting lies per task, for the
+	// share's interval (designEffect).
+	Deff float64
 }
 
 func (c simConfig) String() string {
@@ -78,6 +87,9 @@ func runSim(tb testing.TB, c simConfig) simResult {
 		if !c.Exclude {
 			sc.Trust.ExcludeAfter = math.MaxInt32
 		}
+		if c.Control {
+			sc.MaxReplicas = 2
+		}
 	})
 	rng := rand.New(rand.NewPCG(c.Seed, 1))
 	sub := h.Device("submitter", "submitter")
@@ -99,7 +111,7 @@ func runSim(tb testing.TB, c simConfig) simResult {
 	j := h.Job(fmt.Sprintf("sim-%d", c.Seed), c.Tasks, pol, sub)
 	ctx := context.Background()
 	var r simResult
-	lied := map[string]bool{} // lease → a lie
+	lied := map[string]int64{} // lease of a lie → its task
 	excluded := map[string]bool{}
 	idle := 0
 	for step := 0; ; step++ {
@@ -132,7 +144,7 @@ func runSim(tb testing.TB, c simConfig) simResult {
 			} else {
 				sub = pooltest.Result(fmt.Appendf(nil, "lie %d by %s", l.Task, p.id))
 			}
-			lied[l.ID] = true
+			lied[l.ID] = l.Task
 			r.Lies++
 		}
 		p.count++
@@ -194,11 +206,17 @@ func runSim(tb testing.TB, c simConfig) simResult {
 			perTask[e.Task]++
 		}
 	}
-	for l := range lied {
+	// Lies of one task are not independent (two colluders' lies on a
+	// task are kept together), so the interval counts tasks as clusters.
+	liesOf, keptOf := map[int64]float64{}, map[int64]float64{}
+	for l, task := range lied {
+		liesOf[task]++
 		if receipt[l] && !revoked[l] {
 			r.LiesKept++
+			keptOf[task]++
 		}
 	}
+	r.Deff = designEffect(liesOf, keptOf)
 	lo, hi := c.Tasks*3/10, c.Tasks*7/10
 	var steadyTasks, steadyReplicas int64
 	for i := lo; i < hi; i++ {
@@ -211,21 +229,49 @@ func runSim(tb testing.TB, c simConfig) simResult {
 }
 
 // model is the share of wrong results accepted that the issue's model
-// predicts for colluding liars: P = (1 − p)·f^(k−1), quorum k = 2.
+// predicts for colluding liars: P = (1 − p)·f^(k−1), quorum k = 2, with f
+// the chance that a lie's partner colludes. Liars are whole owners and a
+// task's replicas go to distinct owners, so the partner is drawn from the
+// other owners' devices: f = (lying owners − 1)/(owners − 1), not quite
+// the share of lying owners (0.0955 rather than 0.1 for 20 of 200).
 func model(c simConfig) float64 {
 	if !c.Collude {
 		return 0
 	}
-	return (1 - c.SpotCheck) * c.Liars
+	liars := math.Round(c.Liars * float64(c.Owners))
+	f := (liars - 1) / float64(c.Owners-1)
+	return (1 - c.SpotCheck) * f
 }
 
-// share is kept/all with a 95% Wilson interval.
-func share(kept, all int64) (p, lo, hi float64) {
+// designEffect is how much counting lies per task inflates the variance
+// of the share kept over independent lies (Kish's design effect, from the
+// ratio estimator's cluster variance); at least 1.
+func designEffect(lies, kept map[int64]float64) float64 {
+	var n, sumL, sumK float64
+	for t, l := range lies {
+		n, sumL, sumK = n+1, sumL+l, sumK+kept[t]
+	}
+	if n < 2 || sumK == 0 || sumK == sumL {
+		return 1
+	}
+	p := sumK / sumL
+	var ss float64
+	for t, l := range lies {
+		d := kept[t] - p*l
+		ss += d * d
+	}
+	clusterVar := n / (n - 1) * ss / (sumL * sumL)
+	return max(1, clusterVar/(p*(1-p)/sumL))
+}
+
+// shareDeff is kept/all with a 95% Wilson interval over the effective
+// number of independent lies, all/deff.
+func shareDeff(kept, all int64, deff float64) (p, lo, hi float64) {
 	if all == 0 {
 		return 0, 0, 0
 	}
-	n := float64(all)
-	p = float64(kept) / n
+	n := float64(all) / deff
+	p = float64(kept) / float64(all)
 	const z = 1.96
 	d := 1 + z*z/n
 	mid := (p + z*z/(2*n)) / d
@@ -240,7 +286,7 @@ const simHeader = "| liars | spot check p | sanctions | wrong results accepted (
 func simRow(tb testing.TB, c simConfig) string {
 	start := time.Now()
 	r := runSim(tb, c)
-	p, lo, hi := share(r.LiesKept, r.Lies)
+	p, lo, hi := shareDeff(r.LiesKept, r.Lies, r.Deff)
 	goal := "—"
 	if c.SpotCheck > 0 {
 		goal = fmt.Sprintf("%.3f", 0.9/(1+c.SpotCheck))
@@ -250,6 +296,9 @@ func simRow(tb testing.TB, c simConfig) string {
 		liars = strings.TrimSuffix(c.String(), fmt.Sprintf(" p=%.2f", c.SpotCheck))
 	}
 	sanctions := "off"
+	if c.Control {
+		sanctions = "off; control: a split ends unverified"
+	}
 	if c.Exclude {
 		sanctions = fmt.Sprintf("on (%d devices excluded)", r.Excluded)
 	}
@@ -270,7 +319,7 @@ func TestSimulationSmall(t *testing.T) {
 	base := simConfig{Peers: 40, Owners: 10, Tasks: 800, Seed: 1, PatientAfter: 20}
 	atMostModel := func(t *testing.T, c simConfig, r simResult) {
 		t.Helper()
-		p, lo, hi := share(r.LiesKept, r.Lies)
+		p, lo, hi := shareDeff(r.LiesKept, r.Lies, r.Deff)
 		if m := model(c); lo > m {
 			t.Errorf("wrong results accepted %.4f (%.4f–%.4f of %d), above the model's %.4f", p, lo, hi, r.Lies, m)
 		}
@@ -285,6 +334,19 @@ func TestSimulationSmall(t *testing.T) {
 		c.Liars, c.Exclude = 0.2, true
 		if r := runSim(t, c); r.WrongTasks != 0 || r.LiesKept != 0 {
 			t.Errorf("independent liars got %d wrong tasks merged, %d lies kept", r.WrongTasks, r.LiesKept)
+		}
+	})
+	t.Run("control meets the model", func(t *testing.T) {
+		// The model's own rule in the real scheduler: the measured share
+		// must match P = f^(k-1) within its 95% interval. 10 owners, 3
+		// colluding: a lie's partner colludes with chance 2/9.
+		c := base
+		c.Liars, c.Collude, c.Control, c.Tasks = 0.3, true, true, 2000
+		r := runSim(t, c)
+		p, lo, hi := shareDeff(r.LiesKept, r.Lies, r.Deff)
+		t.Logf("control: wrong results accepted %.4f (%.4f–%.4f of %d), model %.4f", p, lo, hi, r.Lies, model(c))
+		if m := model(c); m < lo || m > hi {
+			t.Errorf("control: wrong results accepted %.4f (%.4f–%.4f of %d), the model says %.4f", p, lo, hi, r.Lies, m)
 		}
 	})
 	t.Run("honest pool, adaptive", func(t *testing.T) {
@@ -322,6 +384,11 @@ func TestSimulationFull(t *testing.T) {
 		c.Liars, c.Collude, c.Patient, c.SpotCheck, c.Exclude = f, collude, patient, p, exclude
 		return c
 	}
+	control := func(f float64) simConfig {
+		c := row(f, true, false, 0, false)
+		c.Control = true
+		return c
+	}
 	rows := []simConfig{
 		row(0, false, false, 0.1, true),   // honest pool: efficiency of adaptive replication
 		row(0.1, true, false, 0, false),   // the model's case, p = 0, no sanctions
@@ -330,6 +397,8 @@ func TestSimulationFull(t *testing.T) {
 		row(0.3, true, true, 0.1, true),   // patient colluders, more liars
 		row(0.1, true, false, 0.1, false), // steady colluders, adaptive, no sanctions
 		row(0.1, false, true, 0.1, true),  // patient independent liars
+		control(0.1),                      // the model's own rule: splits end unverified
+		control(0.3),
 	}
 	fmt.Println(simHeader)
 	for i, c := range rows {

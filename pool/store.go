@@ -50,6 +50,7 @@ type Snapshot struct {
 	Jobs     []JobRecord
 	Replicas []ReplicaRecord // every replica ever leased; Result only while its task is undecided
 	Outcomes []OutcomeRecord // every outcome; Result only while unacknowledged (Seq > the job's Acked)
+	Trust    []TrustRecord   // every device's and owner's newest trust record
 	// LedgerSeq and LedgerHash are the last ledger entry's Seq and Hash
 	// (zero for an empty ledger).
 	LedgerSeq  uint64
@@ -67,11 +68,12 @@ type Batch struct {
 	Acks     []AckRecord     // compare-and-set a job's Acked; drop result bytes of outcomes <= Upto
 	Entries  []Entry         // append to the ledger; Seq must follow the last one with no gap
 	Cancels  []CancelRecord  // compare-and-set a job's Cancelled from zero to At
+	Trust    []TrustRecord   // insert when Prev == 0, else compare-and-set on Version == Prev
 }
 
 // Empty reports whether the batch changes nothing.
 func (b *Batch) Empty() bool {
-	return len(b.Peers)+len(b.Jobs)+len(b.Replicas)+len(b.Outcomes)+len(b.Acks)+len(b.Entries)+len(b.Cancels) == 0
+	return len(b.Peers)+len(b.Jobs)+len(b.Replicas)+len(b.Outcomes)+len(b.Acks)+len(b.Entries)+len(b.Cancels)+len(b.Trust) == 0
 }
 
 // CancelRecord marks a job cancelled by its owner at At (whole
@@ -94,6 +96,10 @@ type JobRecord struct {
 	Added     time.Time
 	Acked     int64     // the merger has outcomes with Seq <= Acked
 	Cancelled time.Time // when its owner cancelled it; zero while it is not
+	// KnownAnswers is the digest of the job's known-answers file, which
+	// the coordinator keeps beside its files and never serves (zero:
+	// none; see job.Verify.KnownAnswers).
+	KnownAnswers job.Digest
 }
 
 // Replica states. A replica starts "leased"; "returned" once its
@@ -155,4 +161,24 @@ type AckRecord struct {
 	Job  job.ID
 	Prev int64
 	Upto int64
+}
+
+// Kinds of TrustRecord.
+const (
+	TrustDevice = "device"
+	TrustOwner  = "owner"
+)
+
+// TrustRecord is one device's or owner's trust record (consecutive agreed
+// results per program, deviations, exclusion; an owner's standing), so
+// that a restarted coordinator keeps trusting the trusted and excluding
+// the excluded. Record is the Scheduler's encoding (JSON), opaque to a
+// Store. (Kind, ID) names the record; Version counts its changes and Prev
+// is the Version the store must hold for an update (0: insert).
+type TrustRecord struct {
+	Kind    string // TrustDevice or TrustOwner
+	ID      string // the device's or owner's ID
+	Record  []byte
+	Version int64
+	Prev    int64
 }

@@ -74,9 +74,9 @@ func (c *TrustConfig) setDefaults() {
 }
 
 // trustState is what the scheduler knows of its devices' and owners'
-// records. It lives in memory only: after a restart every device starts
-// without a record (checked as a newcomer), which costs replicas but never
-// accepts more than before. s.mu guards it.
+// records. Records are stored with every change and restored after a
+// restart (trust_store.go); held results are not (their replicas come
+// back open, each checked by one more replica). s.mu guards it.
 type trustState struct {
 	cfg     TrustConfig
 	devices map[string]*deviceTrust
@@ -96,6 +96,7 @@ type deviceTrust struct {
 	excluded    time.Time          // excluded until
 	owner       string             // its owner, once it asked for work
 	asked       time.Time          // when it last asked for work
+	version     int64              // of its stored record (trust_store.go)
 }
 
 // ownerTrust is one owner's record.
@@ -105,6 +106,7 @@ type ownerTrust struct {
 	excluded    time.Time
 	usage       decayed // cost of replicas leased for the owner's jobs
 	contributed decayed // cost of receipts the owner's devices earned
+	version     int64   // of its stored record (trust_store.go)
 }
 
 func newTrustState(cfg TrustConfig) *trustState {
@@ -328,6 +330,8 @@ func (s *Scheduler) deviated(r *replica, now time.Time) {
 	d := s.trust.device(r.rec.Peer)
 	clear(d.streak)
 	d.agreed = 0
+	d.owner = r.rec.Owner
+	s.trustChanged(TrustDevice, r.rec.Peer)
 	s.catch(r.rec.Peer)
 	cut := now.Add(-s.trust.cfg.ExcludeFor)
 	d.deviations = slices.DeleteFunc(d.deviations, func(t time.Time) bool { return !t.After(cut) })
@@ -336,6 +340,7 @@ func (s *Scheduler) deviated(r *replica, now time.Time) {
 		until := now.Add(s.trust.cfg.ExcludeFor)
 		d.excluded = until
 		s.trust.owner(r.rec.Owner).excluded = until
+		s.trustChanged(TrustOwner, r.rec.Owner)
 		d.deviations = nil
 		s.log.Warn("Device and owner excluded after repeated deviations", "peer", r.rec.Peer, "owner", r.rec.Owner,
 			"deviations", s.trust.cfg.ExcludeAfter, "until", until.UTC().Format(time.RFC3339))
@@ -350,12 +355,15 @@ func (s *Scheduler) agreedChecked(js *jobState, r *replica, withEstablished bool
 	d := s.trust.device(r.rec.Peer)
 	d.streak[js.j.Program.SHA256]++
 	d.agreed++
+	d.owner = r.rec.Owner
+	s.trustChanged(TrustDevice, r.rec.Peer)
 	if len(d.held) > 0 {
 		s.release(r.rec.Peer, r)
 	}
 	o := s.trust.owner(r.rec.Owner)
 	if withEstablished && !o.established {
 		o.endorsed++
+		s.trustChanged(TrustOwner, r.rec.Owner)
 		if o.endorsed >= s.trust.cfg.EstablishAfter {
 			o.established = true
 			s.log.Info("Owner established", "owner", r.rec.Owner, "tasks", o.endorsed)

@@ -468,3 +468,49 @@ func TestRateLimitSparesOwnJobs(t *testing.T) {
 		t.Errorf("the owner's device got %d of its own tasks, want 32", len(ls))
 	}
 }
+
+// Found by trying it: spot_check = 0 read back as the default 0.1, so a
+// job that asked never to replicate a trusted device's task still had
+// about one in ten replicated. Now 0 means never: after earning trust, a
+// device computes each of 100 tasks alone.
+func TestAdaptiveSpotCheckZeroNeverChecks(t *testing.T) {
+	h := newHarness(t, pool.NewMemStore(), nil)
+	sub := h.Device("submitter", "sub-1")
+	bob, carol := h.Device("bob", "bob-1"), h.Device("carol", "carol-1")
+	h.Job("never", 200, pooltest.Policy{Verify: "min_quorum = 1\nspot_check = 0\ntrust_after = 1\n"}, sub)
+	lb, lc := h.Lease(bob, 1), h.Lease(carol, 1)
+	if len(lb) != 1 || len(lc) != 1 || lb[0].Task != lc[0].Task {
+		t.Fatalf("warm-up leases %v %v", tasksOf(lb), tasksOf(lc))
+	}
+	h.Submit(lb[0], good(lb[0].Task))
+	h.Submit(lc[0], good(lc[0].Task))
+	for i := 0; i < 100; i++ {
+		l := h.Lease(bob, 1)
+		if len(l) != 1 {
+			t.Fatalf("bob's lease %d: %v", i, tasksOf(l))
+		}
+		h.Submit(l[0], good(l[0].Task))
+	}
+	alone := 0
+	for _, e := range h.Ledger() {
+		if e.Kind == pool.KindReceipt && e.Peer == bob && e.Task > 0 {
+			alone++
+		}
+	}
+	if alone != 100 {
+		t.Errorf("bob earned %d receipts for tasks computed alone, want 100: some were spot checked", alone)
+	}
+	// Nothing is left for carol to check while the job has fresh tasks:
+	// bob's results wait for their check window.
+	for _, l := range h.Lease(carol, 8) {
+		if l.Task <= 100 {
+			t.Errorf("carol was leased task %d, which bob computed alone and is never spot checked", l.Task)
+		}
+	}
+}
+
+// A restarted coordinator keeps its devices' trust records: trusted stays
+// trusted, excluded stays excluded.
+func TestTrustSurvivesRestart(t *testing.T) {
+	pooltest.RunTrustRestart(newHarness(t, pool.NewMemStore(), nil))
+}

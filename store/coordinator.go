@@ -28,8 +28,8 @@ var statements = map[string]string{
 		VALUES (?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT(id) DO UPDATE SET name = excluded.name
 		WHERE peers.key = excluded.key AND peers.owner_key = excluded.owner_key`,
-	"job": `INSERT INTO jobs(id, canonical, owner, merger, ord, added, acked)
-		VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+	"job": `INSERT INTO jobs(id, canonical, owner, merger, ord, added, acked, known_answers)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
 	"replicaInsert": `INSERT INTO replicas
 		(lease, job, task, peer, owner, state, created, deadline, digest, failed, reason, result, version)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
@@ -44,6 +44,9 @@ var statements = map[string]string{
 	"entry": `INSERT INTO ledger
 		(seq, prev, hash, kind, pool, job, task, peer, owner, lease, digest, cost, time, reason, sig)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+
+	"trustInsert": `INSERT INTO trust(kind, id, record, version) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+	"trustUpdate": `UPDATE trust SET record = ?, version = ? WHERE kind = ? AND id = ? AND version = ?`,
 }
 
 // Open opens (creating it if needed) the coordinator database at path and
@@ -122,7 +125,11 @@ func (d *DB) Commit(ctx context.Context, b *pool.Batch) (err error) {
 		}
 	}
 	for _, j := range b.Jobs {
-		n, err := exec("job", j.ID[:], j.Canonical, j.Owner, j.Merger, j.Order, ms(j.Added), j.Acked)
+		var known []byte // NULL when the job has none
+		if j.KnownAnswers != (job.Digest{}) {
+			known = j.KnownAnswers[:]
+		}
+		n, err := exec("job", j.ID[:], j.Canonical, j.Owner, j.Merger, j.Order, ms(j.Added), j.Acked, known)
 		if err != nil {
 			return err
 		}
@@ -177,6 +184,20 @@ func (d *DB) Commit(ctx context.Context, b *pool.Batch) (err error) {
 		}
 		if n == 0 {
 			return conflict("job %s is unknown or cancelled already", c.Job)
+		}
+	}
+	for _, t := range b.Trust {
+		var n int64
+		if t.Prev == 0 {
+			n, err = exec("trustInsert", t.Kind, t.ID, t.Record, t.Version)
+		} else {
+			n, err = exec("trustUpdate", t.Record, t.Version, t.Kind, t.ID, t.Prev)
+		}
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return conflict("trust record %s %s is not at version %d", t.Kind, t.ID, t.Prev)
 		}
 	}
 	if len(b.Entries) > 0 {
@@ -242,16 +263,17 @@ func (d *DB) Load(ctx context.Context) (*pool.Snapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load peers: %w", classify(err))
 	}
-	err = scan(`SELECT id, canonical, owner, merger, ord, added, acked, cancelled FROM jobs ORDER BY ord`, func(r *sql.Rows) error {
+	err = scan(`SELECT id, canonical, owner, merger, ord, added, acked, cancelled, known_answers FROM jobs ORDER BY ord`, func(r *sql.Rows) error {
 		var (
 			j                pool.JobRecord
-			id               []byte
+			id, known        []byte
 			added, cancelled int64
 		)
-		if err := r.Scan(&id, &j.Canonical, &j.Owner, &j.Merger, &j.Order, &added, &j.Acked, &cancelled); err != nil {
+		if err := r.Scan(&id, &j.Canonical, &j.Owner, &j.Merger, &j.Order, &added, &j.Acked, &cancelled, &known); err != nil {
 			return err
 		}
 		copy(j.ID[:], id)
+		copy(j.KnownAnswers[:], known)
 		j.Added = time.UnixMilli(added)
 		if cancelled != 0 {
 			j.Cancelled = time.UnixMilli(cancelled)
@@ -298,6 +320,17 @@ func (d *DB) Load(ctx context.Context) (*pool.Snapshot, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("load outcomes: %w", classify(err))
+	}
+	err = scan(`SELECT kind, id, record, version FROM trust ORDER BY rowid`, func(r *sql.Rows) error {
+		var t pool.TrustRecord
+		if err := r.Scan(&t.Kind, &t.ID, &t.Record, &t.Version); err != nil {
+			return err
+		}
+		s.Trust = append(s.Trust, t)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("load trust records: %w", classify(err))
 	}
 	var (
 		last int64

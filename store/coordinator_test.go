@@ -73,3 +73,11 @@ func TestDBArchive(t *testing.T) {
 	h.Reopen = reopen
 	pooltest.RunArchive(h)
 }
+
+// On SQLite, trust records survive closing and reopening the database.
+func TestDBTrustRestart(t *testing.T) {
+	st, reopen := openDB(t)
+	h := pooltest.NewHarness(t, st, nil)
+	h.Reopen = reopen
+	pooltest.RunTrustRestart(h)
+}

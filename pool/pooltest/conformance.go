@@ -239,4 +239,31 @@ func StoreConformance(t *testing.T, open func(t *testing.T) (pool.Store, func(po
 			}
 		}
 	})
+
+	t.Run("trust records compare and set", func(t *testing.T) {
+		st, reopen := open(t)
+		rec := func(id, body string, version, prev int64) pool.TrustRecord {
+			return pool.TrustRecord{Kind: pool.TrustDevice, ID: id, Record: []byte(body), Version: version, Prev: prev}
+		}
+		commit := func(recs ...pool.TrustRecord) error {
+			return st.Commit(ctx, &pool.Batch{Trust: recs})
+		}
+		if err := commit(rec("d1", `{"agreed":1}`, 1, 0), pool.TrustRecord{Kind: pool.TrustOwner, ID: "o1", Record: []byte(`{}`), Version: 1}); err != nil {
+			t.Fatal(err)
+		}
+		if err := commit(rec("d1", `{"agreed":2}`, 2, 1)); err != nil {
+			t.Fatal(err)
+		}
+		for _, bad := range []pool.TrustRecord{rec("d1", `{"agreed":9}`, 2, 1), rec("d1", `{"agreed":9}`, 1, 0)} {
+			if err := commit(rec("d2", `{}`, 1, 0), bad); !errors.Is(err, pool.ErrConflict) {
+				t.Fatalf("stale trust record %+v: %v, want pool.ErrConflict", bad, err)
+			}
+		}
+		st = reopen(st)
+		got := load(t, st).Trust
+		want := []pool.TrustRecord{rec("d1", `{"agreed":2}`, 2, 0), {Kind: pool.TrustOwner, ID: "o1", Record: []byte(`{}`), Version: 1}}
+		if diff := cmp.Diff(want, got, opts); diff != "" {
+			t.Errorf("trust records after reopen (-want +got):\n%s", diff)
+		}
+	})
 }

@@ -57,6 +57,9 @@ func (b *Blobs) Path(d job.Digest) string {
 	return b.paths[d]
 }
 
+// Put registers path as the file with digest d.
+func (b *Blobs) Put(d job.Digest, path string) { b.add(d, path) }
+
 func (b *Blobs) add(d job.Digest, path string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
