@@ -58,18 +58,11 @@ func gpuExample(t *testing.T, name string, edits map[string]string) string {
 }
 
 // runGPUExample runs manifest with idlepool run --json and returns the
-// result and the stdout bytes. Until this build has both halves the GPU
-// examples need (gpu = "optional" in the manifest parser, the worker's
-// idlepool_cuda host module), it skips, naming the missing half.
+// result and the stdout bytes.
 func runGPUExample(t *testing.T, manifest string, extra ...string) (result, string) {
 	t.Helper()
 	out := idlepool(t, t.TempDir(), append([]string{"run", manifest, "--json"}, extra...)...)
-	switch {
-	case out.code != 0 && strings.Contains(out.stderr, "requirements.gpu: want true or false"):
-		t.Skip("this build's manifest parser does not know gpu = \"optional\" yet (the tolerance and optional-GPU change)")
-	case out.code != 0 && strings.Contains(out.stderr, "idlepool_cuda"):
-		t.Skip("this build's worker has no idlepool_cuda host module yet: " + strings.TrimSpace(out.stderr))
-	case out.code != 0:
+	if out.code != 0 {
 		t.Fatalf("run %s: exit %d\nstderr:\n%s", manifest, out.code, out.stderr)
 	}
 	var r result
