@@ -58,7 +58,7 @@ hint="make wine-cli-check"
 if has cli; then need+=("$exe"); fi
 if has installer; then
   setup=$(ls $win/idlepool-*-setup.exe 2>/dev/null | head -1)
-  need+=("${setup:-$win/idlepool-VERSION-setup.exe}" $win/idlepool.exe $win/idlepool-tray.exe $win/res/idlepool.ico)
+  need+=("${setup:-$win/idlepool-VERSION-setup.exe}" "$win/idlepool.exe" "$win/idlepool-tray.exe" "$win/res/idlepool.ico")
   cmds+=(xdotool import curl makensis)
   hint="make wine-test"
 fi
@@ -145,7 +145,7 @@ quorum() {
   shift
   bin/idlepool --home "$tmp/linux-agent" join "$url" --workers 1 --always > /dev/null 2> "$tmp/ljoin.log" &
   ljoin=$!
-  pids+=($ljoin)
+  pids+=("$ljoin")
   short=$(grep -o '[0-9a-f]\{12\}' "$tmp/submit-$name.log" | head -1)
   timeout 600 bin/idlepool --home "$tmp/submitter" result "$short" --pool "$url" --json > "$tmp/pool-result.json" 2> "$tmp/result.log" ||
     fail "the job did not finish in the pool"
@@ -251,32 +251,34 @@ if has installer; then
   grep -q 'already running' "$tmp/tray2.log" || fail "a second tray app did not find the first: $(cat "$tmp/tray2.log")"
   step "single instance: $(head -1 "$tmp/tray2.log")"
   status() { wine "$cli" status 2>&1 | tr -d '\r' | sed -n 's/^donor *//p'; }
-  for _ in $(seq 120); do status | grep -q '^computing' && break; sleep 1; done
-  status | grep -q '^computing' || fail "the tray's engine does not compute: $(status)"
-  step "engine: $(status | head -1)"
   wine "$instdir/idlepool-tray.exe" window settings > /dev/null 2> "$tmp/window.log" &
   pids+=($!)
   wid=""
   for _ in $(seq 120); do wid=$(xdotool search --name 'idlepool settings' 2>/dev/null | head -1) && [ -n "$wid" ] && break; sleep 1; done
   [ -n "$wid" ] || fail "no Settings window appeared"
   sleep 3 # let the window paint before the picture (the picture only)
-  import -window "$wid" "$shots/settings-wine.png"
+  # Fyne draws with OpenGL into a child window: the picture is the
+  # screen's, cut to the window's place.
   import -window root "$shots/desktop-wine.png"
+  eval "$(xdotool getwindowgeometry --shell "$wid")"
+  convert "$shots/desktop-wine.png" -crop "${WIDTH}x${HEIGHT}+${X}+${Y}" +repage "$shots/settings-wine.png"
   step "Settings window $wid; screenshot $shots/settings-wine.png"
 
-  # Input in the Wine desktop: the engine steps aside. Opening the window
-  # is input to Wine too, so first the engine must compute again after
-  # idle_for (20 s) without input; that also resumes the suspended worker.
+  # Input in the Wine desktop: the engine steps aside. A window that opens
+  # under the mouse pointer is input to Wine too (the pointer enters it),
+  # so the pointer goes to a corner no window covers, and the engine must
+  # first compute after idle_for (20 s) without input.
   wpid() { pgrep -f 'Programs.idlepool.idlepool-tray.exe worker' | head -1; }
   cputicks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null; }
+  xdotool mousemove 1279 799
   for _ in $(seq 180); do status | grep -q '^computing' && break; sleep 1; done
-  status | grep -q '^computing' || fail "the engine did not compute again after 20 s without input: $(status)"
+  status | grep -q '^computing' || fail "the tray's engine does not compute after 20 s without input: $(status)"
   w=$(wpid)
   [ -n "$w" ] || fail "the tray app's engine computes without a worker process"
   t0=$(cputicks "$w")
   for _ in $(seq 120); do [ "$(cputicks "$w")" != "$t0" ] && break; sleep 1; done
   [ "$(cputicks "$w")" != "$t0" ] || fail "the worker $w uses no CPU while the engine computes"
-  step "engine computing again after 20 s without input (worker $w running)"
+  step "engine computing after 20 s without input (worker $w running)"
   for i in $(seq 30); do
     xdotool mousemove --window "$wid" $(( 50 + i * 5 )) $(( 60 + i * 3 )) 2>/dev/null || true
     status | grep -q '^computing' || break
