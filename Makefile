@@ -112,7 +112,9 @@ $(WIN_SETUP): $(WINDIR)/idlepool.exe $(WINDIR)/idlepool-tray.exe packaging/windo
 # The console program idlepool.exe under Wine on a private X server
 # (scripts/wine-check.sh cli): the same job result bytes as the Linux
 # build, and a Windows agent reaching quorum with a Linux agent. It needs
-# only the pure-Go idlepool.exe (unsigned), not the tray app's cgo build.
+# only the pure-Go idlepool.exe (unsigned), not the tray app's cgo build:
+# part of make test (about 150 CPU seconds to cross-build idlepool.exe from
+# a cold cache, then two runs of the pi job and a small pooled job).
 wine-cli-check: $(WINDIR)/unsigned/idlepool.exe build panel examples/pi/pi.wasm
 	./scripts/wine-check.sh cli
 
@@ -168,6 +170,7 @@ test:
 	$(MAKE) fuzz
 	$(MAKE) package-check
 	$(MAKE) deb-check
+	$(MAKE) wine-cli-check
 
 # Fyne's desktop driver needs cgo, which a cross build lacks: the packages
 # that create the Fyne app (and, for macOS, Fyne's widgets too) are vetted
