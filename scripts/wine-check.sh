@@ -1,42 +1,72 @@
 #!/usr/bin/env bash
 # Runs the Windows build under Wine, on a private X server, with a Wine
-# prefix of its own in a temporary directory (make wine-test):
+# prefix of its own in a temporary directory.
+#
+# Usage: scripts/wine-check.sh [cli|installer|all]   (default: all)
+#
+# cli (make wine-cli-check, part of make test): the console program alone,
+# bin/windows/unsigned/idlepool.exe, not installed:
 #   1. `idlepool.exe run examples\pi\pi.toml --json` prints the same bytes
 #      as the Linux build (job ID, seeds and merge agree across OSes);
-#   2. an older installer (the same programs, version 0.0.1) installs
+#   2. `idlepool.exe join` against a Linux coordinator on 127.0.0.1, beside
+#      a Linux agent of another owner: the tasks reach quorum, the job's
+#      result through the pool equals `run`'s, the Windows device's
+#      receipts are confirmed.
+# installer (make wine-test runs both parts): the signed installer and
+# the tray app:
+#   3. an older installer (the same programs, version 0.0.1) installs
 #      silently, per user: files under %LOCALAPPDATA%\Programs\idlepool,
 #      the Start menu entry, the Run value, the Uninstall entry;
-#   3. its idlepool.exe joins a Linux coordinator on 127.0.0.1 alone and
-#      computes: its results wait for a second replica (pending receipts);
-#      a setting is changed;
-#   4. the current installer installs over it: the setting and the pending
+#   4. its idlepool.exe joins a Linux coordinator alone and computes: its
+#      results wait for a second replica (pending receipts); a setting is
+#      changed;
+#   5. the current installer installs over it: the setting and the pending
 #      receipts are still there; the new idlepool.exe joins again beside a
-#      Linux agent of another owner, and the tasks reach quorum: the job's
-#      result through the pool equals `run`'s, the Windows device's
-#      receipts are confirmed;
-#   5. the installed tray app starts: data in %APPDATA%/%LOCALAPPDATA%, the
-#      local API answers only with its token, a second start finds the
-#      first (single instance), its engine computes; the Settings window
-#      opens (screenshot); synthetic input (xdotool) makes the engine step
-#      aside; killing the app kills its workers (Job Object);
-#   6. the silent uninstall stops the app and leaves no program file, no
+#      Linux agent of another owner and its receipts are confirmed;
+#   6. the installed tray app starts as the Run value starts it: data in
+#      %APPDATA%/%LOCALAPPDATA%, the local API answers only with its token,
+#      a second start finds the first (single instance), its engine
+#      computes; the Settings window opens (screenshot); synthetic input
+#      (xdotool) makes the engine step aside; killing the app kills its
+#      workers (Job Object);
+#   7. the silent uninstall stops the app and leaves no program file, no
 #      Start menu or Run or Uninstall entry and no process, and keeps the
 #      owner's data; a second install with /NOAUTOSTART writes no Run
 #      value, and `uninstall /S /PURGE` removes the data too.
 #
-# Needs bin/windows (make windows-installer), bin/idlepool, bin/panel,
-# examples/pi/pi.wasm, wine (64-bit), Xvfb, xdotool, ImageMagick, curl.
-# WINE_SHOTS=DIR keeps the screenshots (settings-wine.png, tray-wine.png)
-# in DIR; they are otherwise written to the temporary directory only.
+# Needs wine (64-bit), x86_64-w64-mingw32-gcc (the bcryptprimitives.dll
+# stand-in below), Xvfb, dbus-daemon, bin/idlepool, bin/panel,
+# examples/pi/pi.wasm and bin/windows/unsigned/idlepool.exe (make
+# wine-cli-check builds them); the installer part also bin/windows (make
+# windows-installer), xdotool, ImageMagick, curl and makensis.
+# WINE_SHOTS=DIR keeps the screenshots (settings-wine.png: the window;
+# desktop-wine.png: the whole X screen) in DIR; they are otherwise written
+# to the temporary directory only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 win=bin/windows
-setup=$(ls $win/idlepool-*-setup.exe 2>/dev/null | head -1)
-for p in "$setup" $win/idlepool.exe $win/idlepool-tray.exe bin/idlepool bin/panel examples/pi/pi.wasm; do
-  [ -n "$p" ] && [ -e "$p" ] || { echo "wine-check: ${p:-the installer} is missing: run make windows-installer build panel examples" >&2; exit 1; }
+mode=${1:-all}
+case $mode in
+  cli | installer | all) ;;
+  *) echo "wine-check: unknown part '$mode': give cli, installer or all" >&2; exit 2 ;;
+esac
+has() { [ "$mode" = all ] || [ "$mode" = "$1" ]; }
+exe=$win/unsigned/idlepool.exe
+need=(bin/idlepool bin/panel examples/pi/pi.wasm)
+cmds=(wine wineserver x86_64-w64-mingw32-gcc Xvfb dbus-daemon)
+hint="make wine-cli-check"
+if has cli; then need+=("$exe"); fi
+if has installer; then
+  setup=$(ls $win/idlepool-*-setup.exe 2>/dev/null | head -1)
+  need+=("${setup:-$win/idlepool-VERSION-setup.exe}" "$win/idlepool.exe" "$win/idlepool-tray.exe" "$win/res/idlepool.ico")
+  cmds+=(xdotool import curl makensis)
+  hint="make wine-test"
+fi
+for p in "${need[@]}"; do
+  [ -e "$p" ] || { echo "wine-check: $p is missing: $hint builds it (or run make windows-installer build panel examples/pi/pi.wasm)" >&2; exit 1; }
 done
-for c in wine wineserver xdotool import curl makensis; do
-  command -v $c >/dev/null || { echo "wine-check: $c is not installed (see .ci/run)" >&2; exit 1; }
+for c in "${cmds[@]}"; do
+  command -v $c >/dev/null || { echo "wine-check: $c is not installed (.ci/run lists the Debian packages)" >&2; exit 1; }
 done
 started=$(date +%s)
 step() { echo "wine-check [$(( $(date +%s) - started ))s]: $*"; }
@@ -76,36 +106,10 @@ regkey() { wine reg query "$1" > /dev/null 2>&1; }
 # Processes of the installed programs, as Linux sees Wine's processes.
 procs() { pgrep -f "Programs.idlepool.idlepool" || true; }
 
-# 1. The same bytes as the Linux build.
-step "pi: Linux and Windows builds, 10^9 samples each"
-bin/idlepool --home "$tmp/linux-run" run examples/pi/pi.toml --json > "$tmp/pi-linux.json" 2> "$tmp/pi-linux.log" ||
-  fail "the Linux build's run failed"
-wine $win/idlepool.exe --home "$(winpath "$tmp")\\windows-run" run 'examples\pi\pi.toml' --json > "$tmp/pi-windows.json" 2> "$tmp/pi-windows.log" ||
-  fail "idlepool.exe run failed under Wine"
-cmp "$tmp/pi-linux.json" "$tmp/pi-windows.json" || { diff "$tmp/pi-linux.json" "$tmp/pi-windows.json" >&2 || true; fail "idlepool.exe run --json differs from the Linux build's"; }
-step "pi: same $(wc -c < "$tmp/pi-linux.json") bytes from both ($(grep -o '"job": *"[0-9a-f]\{12\}' "$tmp/pi-linux.json" | head -1))"
-
-# 2. An older build, installed silently.
-step "building an older installer (0.0.1) to upgrade from"
-makensis -V1 -DFAST -DVERSION=0.0.1 -DBUILD=1 -DBINDIR="$PWD/$win" -DOUTFILE="$tmp/old-setup.exe" \
-  -DICON="$PWD/$win/res/idlepool.ico" packaging/windows/idlepool.nsi > "$tmp/makensis.log" 2>&1 || fail "makensis failed"
-step "silent install of 0.0.1"
-wine "$tmp/old-setup.exe" /S > "$tmp/install-old.log" 2>&1 || fail "the 0.0.1 installer failed"
-for f in idlepool.exe idlepool-tray.exe uninstall.exe; do [ -f "$instdir/$f" ] || fail "no $f in $instdir"; done
-[ -f "$lnk" ] || fail "no Start menu entry $lnk"
-want="\"C:\\users\\$(whoami)\\AppData\\Local\\Programs\\idlepool\\idlepool-tray.exe\""
-got=$(regvalue "$runkey" idlepool-tray)
-[ "$got" = "$want" ] || fail "Run value idlepool-tray is '$got', want '$want'"
-[ "$(regvalue "$uninstkey" DisplayVersion)" = 0.0.1 ] || fail "the Uninstall entry does not say 0.0.1"
-step "installed: $(ls "$instdir" | tr '\n' ' '), Start menu entry, Run value $got"
-cli="$instdir/idlepool.exe"
-
-# 3. The installed CLI (default home: %APPDATA%) computes alone; nobody
-#    confirms its results yet.
-pool_start
-wine "$cli" settings set idle_for=7m > "$tmp/settings.log" 2>&1 || fail "settings set under Wine failed"
-cat > "$tmp/job.toml" <<EOF
-name = "pi-wine"
+# The small job both parts submit: 6 tasks, each computed by two owners.
+write_job() {
+  cat > "$1" <<EOF
+name = "$2"
 program = "$PWD/examples/pi/pi.wasm"
 [split]
 rule = "range"
@@ -121,121 +125,204 @@ rule = "sum"
 [policy]
 time_limit = "60s"
 EOF
-bin/idlepool --home "$tmp/submitter" submit "$tmp/job.toml" --pool "$url" > "$tmp/submit.log" 2>&1 || fail "submit failed"
-wine "$cli" join "$url" --workers 1 --always > "$tmp/wjoin1.out" 2> "$tmp/wjoin1.log" &
-pids+=($!)
-pending() { wine "$cli" history --json 2>/dev/null | tr -d '\r' | grep -o '"pending": *[0-9]*' | grep -o '[0-9]*$' | awk '{s+=$1} END {print s+0}'; }
-for _ in $(seq 120); do [ "$(pending)" -gt 0 ] 2>/dev/null && break; sleep 1; done
-p=$(pending)
-[ "${p:-0}" -gt 0 ] || fail "the Windows agent recorded no pending receipt"
-step "the Windows agent computed alone: $p pending receipts"
-{ wineserver -k; wineserver -w; } 2>/dev/null || true   # stops the agent (and every process of the prefix)
+}
+submit() {
+  write_job "$tmp/$1.toml" "$1"
+  bin/idlepool --home "$tmp/submitter" submit "$tmp/$1.toml" --pool "$url" > "$tmp/submit-$1.log" 2>&1 || fail "submit of $1 failed"
+}
+# counts KIND EXE [ARGS]: the sum of the device's receipts of KIND
+# (pending, confirmed) in `history --json`.
+counts() {
+  local kind=$1
+  shift
+  wine "$@" history --json 2>/dev/null | tr -d '\r' | grep -o "\"$kind\": *[0-9]*" | grep -o '[0-9]*$' | awk '{s+=$1} END {print s+0}'
+}
+# quorum NAME EXE [ARGS]: a Linux agent of another owner joins beside the
+# Windows agent (already started); job NAME must finish with run's result,
+# the ledger verify and the Windows device hold 6 confirmed receipts.
+quorum() {
+  local name=$1 short c ljoin
+  shift
+  bin/idlepool --home "$tmp/linux-agent" join "$url" --workers 1 --always > /dev/null 2> "$tmp/ljoin.log" &
+  ljoin=$!
+  pids+=("$ljoin")
+  short=$(grep -o '[0-9a-f]\{12\}' "$tmp/submit-$name.log" | head -1)
+  timeout 600 bin/idlepool --home "$tmp/submitter" result "$short" --pool "$url" --json > "$tmp/pool-result.json" 2> "$tmp/result.log" ||
+    fail "the job did not finish in the pool"
+  bin/idlepool --home "$tmp/solo" run "$tmp/$name.toml" --json > "$tmp/solo-result.json" 2> /dev/null || fail "run of the small job failed"
+  cmp "$tmp/pool-result.json" "$tmp/solo-result.json" || fail "the pool's result differs from run's"
+  bin/idlepool ledger verify "$url" > "$tmp/ledger.log" 2>&1 || fail "the ledger does not verify"
+  for _ in $(seq 120); do [ "$(counts confirmed "$@")" -ge 6 ] 2>/dev/null && break; sleep 1; done
+  c=$(counts confirmed "$@")
+  [ "${c:-0}" -ge 6 ] || fail "the Windows device has ${c:-0} confirmed receipts, want 6 (quorum with the Linux agent)"
+  step "quorum: the pool's result equals run's; the Windows device holds $c confirmed receipts"
+  { wineserver -k; wineserver -w; } 2>/dev/null || true # stops the Windows agent (every process of the prefix)
+  kill "$ljoin" 2>/dev/null || true
+  wait "$ljoin" 2>/dev/null || true
+}
+pool_start
 
-# 4. The current build over the older one.
-step "silent install of $(basename "$setup") over 0.0.1"
-wine "$setup" /S > "$tmp/install-new.log" 2>&1 || fail "the installer failed"
-[ "$(regvalue "$uninstkey" DisplayVersion)" != 0.0.1 ] || fail "the Uninstall entry still says 0.0.1"
-wine "$cli" settings --json 2>/dev/null | tr -d '\r' | grep -q '"idle_for": *"7m' || fail "the upgrade lost the setting idle_for=7m"
-[ "$(pending)" = "$p" ] || fail "the upgrade changed the pending receipts from $p to $(pending)"
-step "upgrade kept idle_for=7m and $p pending receipts"
-bin/idlepool --home "$tmp/linux-agent" join "$url" --workers 1 --always > /dev/null 2> "$tmp/ljoin.log" &
-ljoin=$!
-pids+=($ljoin)
-wine "$cli" join "$url" --workers 1 --always > "$tmp/wjoin2.out" 2> "$tmp/wjoin2.log" &
-pids+=($!)
-short=$(grep -o '[0-9a-f]\{12\}' "$tmp/submit.log" | head -1)
-timeout 600 bin/idlepool --home "$tmp/submitter" result "$short" --pool "$url" --json > "$tmp/pool-result.json" 2> "$tmp/result.log" ||
-  fail "the job did not finish in the pool"
-bin/idlepool --home "$tmp/solo" run "$tmp/job.toml" --json > "$tmp/solo-result.json" 2> /dev/null || fail "run of the small job failed"
-cmp "$tmp/pool-result.json" "$tmp/solo-result.json" || fail "the pool's result differs from run's"
-bin/idlepool ledger verify "$url" > "$tmp/ledger.log" 2>&1 || fail "the ledger does not verify"
-confirmed() { wine "$cli" history --json 2>/dev/null | tr -d '\r' | grep -o '"confirmed": *[0-9]*' | grep -o '[0-9]*$' | awk '{s+=$1} END {print s+0}'; }
-for _ in $(seq 120); do [ "$(confirmed)" -ge 6 ] 2>/dev/null && break; sleep 1; done
-c=$(confirmed)
-[ "${c:-0}" -ge 6 ] || fail "the Windows device has ${c:-0} confirmed receipts, want 6 (quorum with the Linux agent)"
-step "quorum: the pool's result equals run's; the Windows device holds $c confirmed receipts"
-{ wineserver -k; wineserver -w; } 2>/dev/null || true
-kill "$ljoin" 2>/dev/null || true
+if has cli; then
+  # 1. The same bytes as the Linux build.
+  step "pi: Linux and Windows builds, 10^9 samples each"
+  bin/idlepool --home "$tmp/linux-run" run examples/pi/pi.toml --json > "$tmp/pi-linux.json" 2> "$tmp/pi-linux.log" ||
+    fail "the Linux build's run failed"
+  step "pi: the Linux build is done"
+  wine "$exe" --home "$(winpath "$tmp")\\windows-run" run 'examples\pi\pi.toml' --json > "$tmp/pi-windows.json" 2> "$tmp/pi-windows.log" ||
+    fail "idlepool.exe run failed under Wine"
+  cmp "$tmp/pi-linux.json" "$tmp/pi-windows.json" || { diff "$tmp/pi-linux.json" "$tmp/pi-windows.json" >&2 || true; fail "idlepool.exe run --json differs from the Linux build's"; }
+  step "pi: same $(wc -c < "$tmp/pi-linux.json") bytes from both ($(grep -o '"job": *"[0-9a-f]\{12\}' "$tmp/pi-linux.json" | head -1))"
 
-# 5. The tray app, as the Run value starts it, with a longer job to compute.
-sed -e 's/^name = .*/name = "pi-wine-long"/' -e 's/^tasks = .*/tasks = 400/' -e 's/^samples = .*/samples = 50000000/' \
-  "$tmp/job.toml" > "$tmp/long.toml"
-bin/idlepool --home "$tmp/submitter" submit "$tmp/long.toml" --pool "$url" > "$tmp/submit2.log" 2>&1 || fail "submit failed"
-wine "$cli" settings set idle_for=20s max_other_cpu=100% max_temperature=0 > /dev/null 2>&1 || fail "settings set failed"
-wine "$instdir/idlepool-tray.exe" > "$tmp/tray.out" 2> "$tmp/tray.log" &
-pids+=($!)
-# The address file may still be the killed agent's: wait until it names a
-# listener that answers with its token.
-api="$appdata/idlepool/data/agent.sock"
-code=""
-for _ in $(seq 120); do
-  base=$(sed -n 1p "$api" 2>/dev/null | tr -d '\r')
-  token=$(sed -n 2p "$api" 2>/dev/null | tr -d '\r')
-  code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $token" "$base/v1/status" 2>/dev/null || true)
-  [ "$code" = 200 ] && break
-  sleep 1
-done
-[ "$code" = 200 ] || fail "the tray's engine does not answer on its local API ($api: ${base:-no address}, HTTP $code)"
-[ -d "$localappdata/idlepool" ] || fail "no cache directory in %LOCALAPPDATA%"
-code=$(curl -s -o /dev/null -w '%{http_code}' "$base/v1/status")
-[ "$code" = 403 ] || fail "the local API answered HTTP $code without its token, want 403"
-code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer 0000" "$base/v1/status")
-[ "$code" = 403 ] || fail "the local API answered HTTP $code to a wrong token, want 403"
-step "tray app: data in %APPDATA%\\idlepool, cache in %LOCALAPPDATA%\\idlepool, local API $base only with its token"
-wine "$instdir/idlepool-tray.exe" > /dev/null 2> "$tmp/tray2.log" || fail "a second tray app failed"
-grep -q 'already running' "$tmp/tray2.log" || fail "a second tray app did not find the first: $(cat "$tmp/tray2.log")"
-step "single instance: $(head -1 "$tmp/tray2.log")"
-status() { wine "$cli" status 2>&1 | tr -d '\r' | sed -n 's/^donor *//p'; }
-for _ in $(seq 120); do status | grep -q '^computing' && break; sleep 1; done
-status | grep -q '^computing' || fail "the tray's engine does not compute: $(status)"
-step "engine: $(status | head -1)"
-wine "$instdir/idlepool-tray.exe" window settings > /dev/null 2> "$tmp/window.log" &
-pids+=($!)
-wid=""
-for _ in $(seq 120); do wid=$(xdotool search --name 'idlepool settings' 2>/dev/null | head -1) && [ -n "$wid" ] && break; sleep 1; done
-[ -n "$wid" ] || fail "no Settings window appeared"
-sleep 3 # let the window paint before the picture (the picture only)
-import -window root "$shots/settings-wine.png"
-step "Settings window $wid; screenshot $shots/settings-wine.png"
+  # 2. The console program, not installed, reaches quorum with a Linux
+  #    agent of another owner.
+  submit pi-wine-cli
+  whome="$(winpath "$tmp")\\windows-agent"
+  wine "$exe" --home "$whome" join "$url" --workers 1 --always > "$tmp/wjoin-cli.out" 2> "$tmp/wjoin-cli.log" &
+  pids+=($!)
+  quorum pi-wine-cli "$exe" --home "$whome"
+fi
 
-# Input in the Wine desktop: the engine steps aside.
-for i in $(seq 30); do
-  xdotool mousemove --window "$wid" $(( 50 + i * 5 )) $(( 60 + i * 3 )) 2>/dev/null || true
-  status | grep -q '^computing' || break
-done
-status | grep -qv '^computing' || fail "input in the Wine desktop did not make the engine step aside: $(status)"
-step "after input: $(status | head -1)"
-grep -q 'Cannot suspend running tasks' "$tmp/tray.log" && fail "NtSuspendProcess failed under Wine"
-grep -q 'Worker may outlive' "$tmp/tray.log" && fail "a worker could not join the Job Object"
+if has installer; then
+  # 3. An older build, installed silently.
+  step "building an older installer (0.0.1) to upgrade from"
+  makensis -V1 -DFAST -DVERSION=0.0.1 -DBUILD=1 -DBINDIR="$PWD/$win" -DOUTFILE="$tmp/old-setup.exe" \
+    -DICON="$PWD/$win/res/idlepool.ico" packaging/windows/idlepool.nsi > "$tmp/makensis.log" 2>&1 || fail "makensis failed"
+  step "silent install of 0.0.1"
+  wine "$tmp/old-setup.exe" /S > "$tmp/install-old.log" 2>&1 || fail "the 0.0.1 installer failed"
+  for f in idlepool.exe idlepool-tray.exe uninstall.exe; do [ -f "$instdir/$f" ] || fail "no $f in $instdir"; done
+  [ -f "$lnk" ] || fail "no Start menu entry $lnk"
+  want="\"C:\\users\\$(whoami)\\AppData\\Local\\Programs\\idlepool\\idlepool-tray.exe\""
+  got=$(regvalue "$runkey" idlepool-tray)
+  [ "$got" = "$want" ] || fail "Run value idlepool-tray is '$got', want '$want'"
+  [ "$(regvalue "$uninstkey" DisplayVersion)" = 0.0.1 ] || fail "the Uninstall entry does not say 0.0.1"
+  step "installed: $(ls "$instdir" | tr '\n' ' '), Start menu entry, Run value $got"
+  cli="$instdir/idlepool.exe"
 
-# Killing the app kills its workers.
-for _ in $(seq 120); do pgrep -f 'Programs.idlepool.idlepool-tray.exe worker' > /dev/null && break; sleep 1; done
-workers=$(pgrep -f 'Programs.idlepool.idlepool-tray.exe worker' | tr '\n' ' ')
-[ -n "$workers" ] || fail "the tray app started no workers"
-main=$(pgrep -f 'Programs.idlepool.idlepool-tray.exe$' | head -1)
-[ -n "$main" ] || fail "no tray process"
-kill -9 "$main"
-for _ in $(seq 120); do pgrep -f 'Programs.idlepool.idlepool-tray.exe worker' > /dev/null || break; sleep 1; done
-pgrep -f 'Programs.idlepool.idlepool-tray.exe worker' > /dev/null && fail "the workers ($workers) outlived the killed tray app"
-step "killed the tray app ($main): its workers ($workers) ended with it"
+  # 4. The installed CLI (default home: %APPDATA%) computes alone; nobody
+  #    confirms its results yet.
+  wine "$cli" settings set idle_for=7m > "$tmp/settings.log" 2>&1 || fail "settings set under Wine failed"
+  submit pi-wine
+  wine "$cli" join "$url" --workers 1 --always > "$tmp/wjoin1.out" 2> "$tmp/wjoin1.log" &
+  pids+=($!)
+  for _ in $(seq 120); do [ "$(counts pending "$cli")" -gt 0 ] 2>/dev/null && break; sleep 1; done
+  # Counted once the agent is stopped: a running one may record more.
+  { wineserver -k; wineserver -w; } 2>/dev/null || true # stops the agent (and every process of the prefix)
+  p=$(counts pending "$cli")
+  [ "${p:-0}" -gt 0 ] || fail "the Windows agent recorded no pending receipt"
+  step "the Windows agent computed alone: $p pending receipts"
 
-# 6. Uninstall.
-wine "$instdir/idlepool-tray.exe" > /dev/null 2>&1 &
-pids+=($!)
-for _ in $(seq 120); do [ -n "$(procs)" ] && break; sleep 1; done
-wine "$instdir/uninstall.exe" /S > /dev/null 2>&1 || fail "the uninstaller failed"
-for _ in $(seq 120); do [ -d "$instdir" ] || break; sleep 1; done
-[ -d "$instdir" ] && fail "the uninstall left $(ls "$instdir")"
-[ -e "$lnk" ] && fail "the uninstall left the Start menu entry"
-[ -n "$(regvalue "$runkey" idlepool-tray)" ] && fail "the uninstall left the Run value"
-regkey "$uninstkey" && fail "the uninstall left the Uninstall entry"
-[ -n "$(procs)" ] && fail "the uninstall left processes: $(procs)"
-[ -f "$appdata/idlepool/device.key" ] || [ -d "$appdata/idlepool" ] || fail "the silent uninstall deleted the owner's data"
-step "uninstalled: no files, entries or processes; the owner's data kept"
-wine "$setup" /S /NOAUTOSTART > /dev/null 2>&1 || fail "the installer with /NOAUTOSTART failed"
-[ -z "$(regvalue "$runkey" idlepool-tray)" ] || fail "/NOAUTOSTART wrote the Run value"
-wine "$instdir/uninstall.exe" /S /PURGE > /dev/null 2>&1 || fail "the uninstaller failed"
-for _ in $(seq 120); do [ -d "$instdir" ] || [ -d "$appdata/idlepool" ] || break; sleep 1; done
-[ -d "$appdata/idlepool" ] && fail "uninstall /PURGE kept the owner's data"
-step "/NOAUTOSTART: no Run value; uninstall /PURGE: data removed"
-echo "wine-check: ok ($(( $(date +%s) - started )) s)"
+  # 5. The current build over the older one.
+  step "silent install of $(basename "$setup") over 0.0.1"
+  wine "$setup" /S > "$tmp/install-new.log" 2>&1 || fail "the installer failed"
+  [ "$(regvalue "$uninstkey" DisplayVersion)" != 0.0.1 ] || fail "the Uninstall entry still says 0.0.1"
+  wine "$cli" settings --json 2>/dev/null | tr -d '\r' | grep -q '"idle_for": *"7m' || fail "the upgrade lost the setting idle_for=7m"
+  [ "$(counts pending "$cli")" = "$p" ] || fail "the upgrade changed the pending receipts from $p to $(counts pending "$cli")"
+  step "upgrade kept idle_for=7m and $p pending receipts"
+  wine "$cli" join "$url" --workers 1 --always > "$tmp/wjoin2.out" 2> "$tmp/wjoin2.log" &
+  pids+=($!)
+  quorum pi-wine "$cli"
+
+  # 6. The tray app, as the Run value starts it, with a longer job to compute.
+  write_job "$tmp/long.toml" pi-wine-long
+  sed -i -e 's/^tasks = .*/tasks = 400/' -e 's/^samples = .*/samples = 50000000/' "$tmp/long.toml"
+  bin/idlepool --home "$tmp/submitter" submit "$tmp/long.toml" --pool "$url" > "$tmp/submit-long.log" 2>&1 || fail "submit of the long job failed"
+  wine "$cli" settings set idle_for=20s max_other_cpu=100% max_temperature=0 > /dev/null 2>&1 || fail "settings set failed"
+  wine "$instdir/idlepool-tray.exe" > "$tmp/tray.out" 2> "$tmp/tray.log" &
+  pids+=($!)
+  # The address file may still be the killed agent's: wait until it names a
+  # listener that answers with its token.
+  api="$appdata/idlepool/data/agent.sock"
+  code=""
+  for _ in $(seq 120); do
+    base=$(sed -n 1p "$api" 2>/dev/null | tr -d '\r')
+    token=$(sed -n 2p "$api" 2>/dev/null | tr -d '\r')
+    code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $token" "$base/v1/status" 2>/dev/null || true)
+    [ "$code" = 200 ] && break
+    sleep 1
+  done
+  [ "$code" = 200 ] || fail "the tray's engine does not answer on its local API ($api: ${base:-no address}, HTTP $code)"
+  [ -d "$localappdata/idlepool" ] || fail "no cache directory in %LOCALAPPDATA%"
+  code=$(curl -s -o /dev/null -w '%{http_code}' "$base/v1/status")
+  [ "$code" = 403 ] || fail "the local API answered HTTP $code without its token, want 403"
+  code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer 0000" "$base/v1/status")
+  [ "$code" = 403 ] || fail "the local API answered HTTP $code to a wrong token, want 403"
+  step "tray app: data in %APPDATA%\\idlepool, cache in %LOCALAPPDATA%\\idlepool, local API $base only with its token"
+  wine "$instdir/idlepool-tray.exe" > /dev/null 2> "$tmp/tray2.log" || fail "a second tray app failed"
+  grep -q 'already running' "$tmp/tray2.log" || fail "a second tray app did not find the first: $(cat "$tmp/tray2.log")"
+  step "single instance: $(head -1 "$tmp/tray2.log")"
+  status() { wine "$cli" status 2>&1 | tr -d '\r' | sed -n 's/^donor *//p'; }
+  wine "$instdir/idlepool-tray.exe" window settings > /dev/null 2> "$tmp/window.log" &
+  pids+=($!)
+  wid=""
+  for _ in $(seq 120); do wid=$(xdotool search --name 'idlepool settings' 2>/dev/null | head -1) && [ -n "$wid" ] && break; sleep 1; done
+  [ -n "$wid" ] || fail "no Settings window appeared"
+  sleep 3 # let the window paint before the picture (the picture only)
+  # Fyne draws with OpenGL into a child window: the picture is the
+  # screen's, cut to the window's place.
+  import -window root "$shots/desktop-wine.png"
+  eval "$(xdotool getwindowgeometry --shell "$wid")"
+  convert "$shots/desktop-wine.png" -crop "${WIDTH}x${HEIGHT}+${X}+${Y}" +repage "$shots/settings-wine.png"
+  step "Settings window $wid; screenshot $shots/settings-wine.png"
+
+  # Input in the Wine desktop: the engine steps aside. A window that opens
+  # under the mouse pointer is input to Wine too (the pointer enters it),
+  # so the pointer goes to a corner no window covers, and the engine must
+  # first compute after idle_for (20 s) without input.
+  wpid() { pgrep -f 'Programs.idlepool.idlepool-tray.exe worker' | head -1; }
+  cputicks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null; }
+  xdotool mousemove 1279 799
+  for _ in $(seq 180); do status | grep -q '^computing' && break; sleep 1; done
+  status | grep -q '^computing' || fail "the tray's engine does not compute after 20 s without input: $(status)"
+  w=$(wpid)
+  [ -n "$w" ] || fail "the tray app's engine computes without a worker process"
+  t0=$(cputicks "$w")
+  for _ in $(seq 120); do [ "$(cputicks "$w")" != "$t0" ] && break; sleep 1; done
+  [ "$(cputicks "$w")" != "$t0" ] || fail "the worker $w uses no CPU while the engine computes"
+  step "engine computing after 20 s without input (worker $w running)"
+  for i in $(seq 30); do
+    xdotool mousemove --window "$wid" $(( 50 + i * 5 )) $(( 60 + i * 3 )) 2>/dev/null || true
+    status | grep -q '^computing' || break
+  done
+  after=$(status | head -1)
+  echo "$after" | grep -q 'active' || fail "input in the Wine desktop (xdotool) did not make the engine step aside: $after"
+  # Stepping aside suspends the worker (NtSuspendProcess): its CPU time
+  # stops.
+  t1=$(cputicks "$w"); sleep 3; t2=$(cputicks "$w")
+  [ -n "$t1" ] && [ "$t1" = "$t2" ] || fail "the worker $w went on computing after the engine stepped aside (CPU ticks $t1 then $t2)"
+  step "after xdotool input: $after; the worker $w is suspended"
+  grep -q 'Cannot suspend running tasks' "$tmp/tray.log" && fail "NtSuspendProcess failed under Wine"
+  grep -q 'Worker may outlive' "$tmp/tray.log" && fail "a worker could not join the Job Object"
+
+  # Killing the app kills its workers.
+  for _ in $(seq 120); do pgrep -f 'Programs.idlepool.idlepool-tray.exe worker' > /dev/null && break; sleep 1; done
+  workers=$(pgrep -f 'Programs.idlepool.idlepool-tray.exe worker' | tr '\n' ' ')
+  [ -n "$workers" ] || fail "the tray app started no workers"
+  main=$(pgrep -f 'Programs.idlepool.idlepool-tray.exe$' | head -1)
+  [ -n "$main" ] || fail "no tray process"
+  kill -9 "$main"
+  wait "$main" 2>/dev/null || true
+  for _ in $(seq 120); do pgrep -f 'Programs.idlepool.idlepool-tray.exe worker' > /dev/null || break; sleep 1; done
+  pgrep -f 'Programs.idlepool.idlepool-tray.exe worker' > /dev/null && fail "the workers ($workers) outlived the killed tray app"
+  step "killed the tray app ($main): its workers ($workers) ended with it"
+
+  # 7. Uninstall.
+  wine "$instdir/idlepool-tray.exe" > /dev/null 2>&1 &
+  pids+=($!)
+  for _ in $(seq 120); do [ -n "$(procs)" ] && break; sleep 1; done
+  wine "$instdir/uninstall.exe" /S > /dev/null 2>&1 || fail "the uninstaller failed"
+  for _ in $(seq 120); do [ -d "$instdir" ] || break; sleep 1; done
+  [ -d "$instdir" ] && fail "the uninstall left $(ls "$instdir")"
+  [ -e "$lnk" ] && fail "the uninstall left the Start menu entry"
+  [ -n "$(regvalue "$runkey" idlepool-tray)" ] && fail "the uninstall left the Run value"
+  regkey "$uninstkey" && fail "the uninstall left the Uninstall entry"
+  [ -n "$(procs)" ] && fail "the uninstall left processes: $(procs)"
+  [ -f "$appdata/idlepool/device.key" ] || [ -d "$appdata/idlepool" ] || fail "the silent uninstall deleted the owner's data"
+  step "uninstalled: no files, entries or processes; the owner's data kept"
+  wine "$setup" /S /NOAUTOSTART > /dev/null 2>&1 || fail "the installer with /NOAUTOSTART failed"
+  [ -z "$(regvalue "$runkey" idlepool-tray)" ] || fail "/NOAUTOSTART wrote the Run value"
+  wine "$instdir/uninstall.exe" /S /PURGE > /dev/null 2>&1 || fail "the uninstaller failed"
+  for _ in $(seq 120); do [ -d "$instdir" ] || [ -d "$appdata/idlepool" ] || break; sleep 1; done
+  [ -d "$appdata/idlepool" ] && fail "uninstall /PURGE kept the owner's data"
+  step "/NOAUTOSTART: no Run value; uninstall /PURGE: data removed"
+fi
+echo "wine-check: $mode ok ($(( $(date +%s) - started )) s)"
