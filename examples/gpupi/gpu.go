@@ -2,17 +2,11 @@ package main
 
 import (
 	"encoding/binary"
-	"errors"
-	"fmt"
-	"os"
 
+	"idlepool/examples/internal/gpukernel"
 	"idlepool/examples/internal/task"
 	"idlepool/job/cuda"
 )
-
-// errNoGPU says the task has no GPU; the CPU path is the plan, not a
-// fallback.
-var errNoGPU = errors.New("gpupi: no GPU")
 
 // Launch geometry: blockThreads threads per block, gridBlocks blocks; each
 // thread of a launch of n samples draws every (gridBlocks·blockThreads)-th
@@ -24,36 +18,18 @@ const (
 
 // countOnGPU counts the inside samples 0..n-1 of task t with the kernel
 // count_inside of the task's ptx input, in launches of chunk samples, each
-// waited for before the next. It returns errNoGPU when the task has no GPU,
-// another error when a GPU step fails.
+// waited for before the next. It returns gpukernel.ErrNoGPU when the task
+// has no GPU, another error when a GPU step fails.
 func countOnGPU(t task.Task, n, chunk uint64) (uint64, error) {
-	if cuda.Devices() == 0 {
-		return 0, errNoGPU
-	}
-	path, err := t.Input("ptx")
+	kernel, err := gpukernel.Load(t, "ptx", "count_inside")
 	if err != nil {
 		return 0, err
 	}
-	ptx, err := os.ReadFile(path)
-	if err != nil {
-		return 0, fmt.Errorf("read the kernel: %w", err)
-	}
-	mod, err := cuda.LoadModule(ptx)
-	if err != nil {
-		return 0, err
-	}
-	kernel, err := mod.Function("count_inside")
-	if err != nil {
-		return 0, err
-	}
-	counter, err := cuda.Alloc(8)
+	counter, err := gpukernel.Zeroed(8)
 	if err != nil {
 		return 0, err
 	}
 	defer counter.Free()
-	if err := counter.Write(0, make([]byte, 8)); err != nil {
-		return 0, err
-	}
 	grid, block := cuda.Dim3{X: gridBlocks, Y: 1, Z: 1}, cuda.Dim3{X: blockThreads, Y: 1, Z: 1}
 	for first := uint64(0); first < n; first += chunk {
 		err := kernel.Launch(grid, block, 0,

@@ -28,6 +28,7 @@ import (
 	"fmt"
 	"os"
 
+	"idlepool/examples/internal/gpukernel"
 	"idlepool/examples/internal/task"
 )
 
@@ -64,7 +65,7 @@ func computeIn(t task.Task, chunk uint64) (any, error) {
 	}
 	if inside, err := countOnGPU(t, n, chunk); err == nil {
 		return result{Inside: inside, Samples: n}, nil
-	} else if !errors.Is(err, errNoGPU) {
+	} else if !errors.Is(err, gpukernel.ErrNoGPU) {
 		fmt.Fprintf(os.Stderr, "gpupi: GPU path failed, computing on the CPU: %v\n", err)
 	}
 	return result{Inside: countOnCPU(t.Seed, n, chunk), Samples: n}, nil

@@ -27,6 +27,7 @@ import (
 	"math"
 	"os"
 
+	"idlepool/examples/internal/gpukernel"
 	"idlepool/examples/internal/philox"
 	"idlepool/examples/internal/task"
 )
@@ -69,7 +70,7 @@ func compute(t task.Task) (any, error) {
 	drift, vol := p.drift()
 	sum, err := sumOnGPU(t, pairs, float32(p.S0), float32(p.Strike), float32(drift), float32(vol))
 	if err != nil {
-		if !errors.Is(err, errNoGPU) {
+		if !errors.Is(err, gpukernel.ErrNoGPU) {
 			fmt.Fprintf(os.Stderr, "optionmc: GPU path failed, computing on the CPU: %v\n", err)
 		}
 		sum = sumPayoffs(t.Seed, 0, pairs, p.S0, p.Strike, drift, vol)
