@@ -103,6 +103,8 @@ type settingsForm struct {
 	maxTempErr     *widget.Label
 	cache          *widget.Entry
 	cacheErr       *widget.Label
+	shareDisk      *widget.Entry
+	shareDiskErr   *widget.Label
 	programs       []string
 	programList    *fyne.Container
 	programEntry   *widget.Entry
@@ -380,6 +382,13 @@ func (f *settingsForm) computerTab(ctx context.Context, s idle.Settings) fyne.Ca
 		}
 	}
 
+	f.shareDisk = widget.NewEntry()
+	f.shareDisk.SetPlaceHolder(formatMiB(idle.DefaultShareDiskMiB) + " (the default)")
+	if s.ShareDiskMiB > 0 {
+		f.shareDisk.SetText(formatMiB(s.ShareDiskMiB))
+	}
+	f.shareDiskErr = newErrorLabel()
+
 	// One form for both sections, so that their fields line up.
 	form := container.New(layout.NewFormLayout(), slices.Concat(
 		field("Cores to use", f.cores,
@@ -393,6 +402,9 @@ func (f *settingsForm) computerTab(ctx context.Context, s idle.Settings) fyne.Ca
 		field("Memory (%)", f.memory, "The percentage of this computer's memory tasks may use together.", f.memoryErr),
 		field("Temperature limit (°C)", f.maxTemp, "Pause while the processor is hotter than this. 0: no limit.", f.maxTempErr),
 		field("Disk cache", f.cache, cacheHelp, f.cacheErr),
+		field("Disk to share", f.shareDisk,
+			"Pieces of jobs' files kept to send to other computers of your pools, so that the pool's server need not send them all; the least recently used go first. Empty: the default.",
+			f.shareDiskErr),
 		[]fyne.CanvasObject{heading("Battery"), layout.NewSpacer()},
 		[]fyne.CanvasObject{widget.NewLabel(""), f.pauseOnBattery},
 		field("Lowest battery (%)", f.minBattery,
@@ -663,6 +675,7 @@ type parsedSettings struct {
 	minBattery       float64
 	maxTemperatureC  float64
 	cacheMiB         int64
+	shareDiskMiB     int64
 	pauseFor         []string
 	gpus             map[string]idle.GPUSettings       // the rows shown
 	pools            map[string]offers.PoolPreferences // the choices shown, by URL ("" for every pool)
@@ -744,6 +757,10 @@ func (f *settingsForm) parse() (p parsedSettings, bad []int) {
 	check(computerTab, f.cacheErr, err == nil, "The disk cache must be a size such as 2 GiB or 500 MB, or empty for the default.")
 	p.cacheMiB = mib
 
+	mib, err = idle.ParseCacheSize(f.shareDisk.Text)
+	check(computerTab, f.shareDiskErr, err == nil, "The disk to share must be a size such as 2 GiB or 500 MB, or empty for the default.")
+	p.shareDiskMiB = mib
+
 	p.pauseFor = slices.Clone(f.programs)
 
 	// GPUs.
@@ -816,6 +833,9 @@ func (p parsedSettings) apply(s *idle.Settings, base parsedSettings, savedGPUs m
 	}
 	if p.cacheMiB != base.cacheMiB {
 		s.CacheMiB = p.cacheMiB
+	}
+	if p.shareDiskMiB != base.shareDiskMiB {
+		s.ShareDiskMiB = p.shareDiskMiB
 	}
 	if !slices.Equal(p.pauseFor, base.pauseFor) {
 		s.PauseFor = p.pauseFor

@@ -233,12 +233,14 @@ func TestSettingsComputerFields(t *testing.T) {
 	f.minBattery.SetText("40")
 	f.maxTemp.SetText("80")
 	f.cache.SetText("2 GiB")
+	f.shareDisk.SetText("500 MiB")
 	fx.tapSave()
 	if f.saveErr.Visible() {
 		t.Fatalf("save failed: %s", f.saveErr.Text)
 	}
 	want := idle.Defaults()
 	want.CacheMiB = 2048
+	want.ShareDiskMiB = 500
 	want.CoresShare = 0.75
 	want.IdleFor = 12 * time.Minute
 	want.MaxOtherCPUShare = 0.3
@@ -286,6 +288,8 @@ func TestSettingsInvalidValues(t *testing.T) {
 			func(f *settingsForm) *widget.Label { return f.minBatteryErr }, "battery charge must be a percentage from 0 to 100", "Computer"},
 		{"cache", func(f *settingsForm) { f.cache.SetText("2") },
 			func(f *settingsForm) *widget.Label { return f.cacheErr }, "disk cache must be a size such as 2 gib", "Computer"},
+		{"share disk", func(f *settingsForm) { f.shareDisk.SetText("lots") },
+			func(f *settingsForm) *widget.Label { return f.shareDiskErr }, "disk to share must be a size", "Computer"},
 		{"temperature", func(f *settingsForm) { f.maxTemp.SetText("hot") },
 			func(f *settingsForm) *widget.Label { return f.maxTempErr }, "temperature limit must be a number of °c from 0 to 150", "Computer"},
 		{"gpu memory", func(f *settingsForm) { f.gpuRows[0].memory.SetText("150") },
