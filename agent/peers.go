@@ -8,7 +8,10 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"idlepool/castore"
 	"idlepool/p2p"
@@ -34,10 +37,52 @@ type PeerStatus struct {
 	SentBytes uint64 `json:"sentBytes"`
 }
 
+// peerDownFor is how long a peer whose connection failed or closed is not
+// dialled again: the fetches sent to a holder that went away fail at once
+// instead of each waiting p2p.Config.ConnectTimeout to reach it, and the
+// fetcher asks another holder or the coordinator.
+const peerDownFor = time.Minute
+
 // peerPlane is the agent's running p2p.Node and its counters.
 type peerPlane struct {
 	node      *p2p.Node
+	now       func() time.Time
 	fromPeers atomic.Int64
+
+	mu   sync.Mutex
+	down map[string]time.Time // peer -> when its connection failed
+	used map[string]bool      // peers a chunk came from over a connection
+}
+
+// isDown reports whether peer's connection failed within peerDownFor,
+// or closed since a chunk came over it (the peer went away).
+func (pp *peerPlane) isDown(peer string) bool {
+	pp.mu.Lock()
+	defer pp.mu.Unlock()
+	if pp.used[peer] {
+		open := slices.ContainsFunc(pp.node.Conns(), func(c p2p.ConnInfo) bool { return c.Peer == peer })
+		if !open {
+			delete(pp.used, peer)
+			pp.down[peer] = pp.now()
+		}
+	}
+	at, ok := pp.down[peer]
+	if ok && pp.now().Sub(at) >= peerDownFor {
+		delete(pp.down, peer)
+		ok = false
+	}
+	return ok
+}
+
+// failed notes that peer's connection failed (err from Node.Fetch): a
+// closed or broken connection, not a chunk the peer lacks.
+func (pp *peerPlane) failed(peer string, err error) {
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, context.Canceled) {
+		return
+	}
+	pp.mu.Lock()
+	pp.down[peer] = pp.now()
+	pp.mu.Unlock()
 }
 
 // startPeers makes the agent's p2p.Node when Config.PeerToPeer is set and
@@ -70,7 +115,7 @@ func (a *Agent) startPeers(ctx context.Context) (*p2p.Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	a.peers.Store(&peerPlane{node: n})
+	a.peers.Store(&peerPlane{node: n, now: a.cfg.Now, down: map[string]time.Time{}, used: map[string]bool{}})
 	a.log.Info("Serving and fetching file chunks peer to peer")
 	return n, nil
 }
@@ -128,11 +173,19 @@ type nodeSource struct {
 func (s nodeSource) ID() string { return s.peer }
 
 func (s nodeSource) Fetch(ctx context.Context, d [32]byte) ([]byte, error) {
-	b, err := s.pp.node.Fetch(ctx, s.peer, d)
-	if err == nil {
-		s.pp.fromPeers.Add(int64(len(b)))
+	if s.pp.isDown(s.peer) {
+		return nil, fmt.Errorf("peer %s: its connection failed less than %v ago", s.peer, peerDownFor)
 	}
-	return b, err
+	b, err := s.pp.node.Fetch(ctx, s.peer, d)
+	if err != nil {
+		s.pp.failed(s.peer, err)
+		return nil, err
+	}
+	s.pp.fromPeers.Add(int64(len(b)))
+	s.pp.mu.Lock()
+	s.pp.used[s.peer] = true
+	s.pp.mu.Unlock()
+	return b, nil
 }
 
 // poolShare serves other devices of the pool the chunks this device

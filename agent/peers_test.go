@@ -1,10 +1,14 @@
 package agent_test
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -194,5 +198,101 @@ func TestAgentWithoutSharingUploadsNothing(t *testing.T) {
 				t.Errorf("the tracker names the device that does not share as a holder of chunk %x", d[:8])
 			}
 		}
+	}
+}
+
+// coordMetric reads the sample named exactly name (with its labels) from
+// the coordinator's /metrics; 0 when absent.
+func coordMetric(t *testing.T, url, name string) float64 {
+	t.Helper()
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return f
+		}
+	}
+	return 0
+}
+
+// TestPeerFetchSurvivesHolderKilled stops the only holder of an input
+// while another agent is fetching it from that holder: the fetch goes on
+// from the coordinator (the fallback), the job completes, and the
+// coordinator served only what the holder had not sent. The input is
+// 48 MiB so that the transfer lasts well beyond a poll.
+func TestPeerFetchSurvivesHolderKilled(t *testing.T) {
+	co := startCoordinator(t, t.TempDir(), "127.0.0.1:0")
+	sub := newSubmitter(t, co.url, nil)
+	dataPath, data := randomFile(t, 192*castore.ChunkSize, 5)
+	m, err := castore.ManifestOfFile(dataPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, second := newDevice(t, nil), newDevice(t, nil)
+	a1, err := agent.New(agent.Config{
+		PoolURL: co.url, Home: first.dirs, DeviceKey: first.key, OwnerKey: first.owner, Slots: 1,
+		Executor: &fakeExec{}, Store: first.local, HTTP: httpClient(t), PeerToPeer: true,
+		MaxBackoff: 200 * time.Millisecond, IdlePoll: 50 * time.Millisecond, ReceiptPoll: 50 * time.Millisecond,
+		Logger: quietLogger(t).With("side", "holder"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r1 := &runningAgent{Agent: a1, dev: first, stop: cancel, done: make(chan error, 1)}
+	go func() { r1.done <- a1.Serve(ctx) }()
+	t.Cleanup(func() { r1.Stop(t) })
+
+	j := twoOwnerJob(t, dataPath)
+	done := make(chan error, 1)
+	go func() {
+		var err error
+		defer func() { done <- err }() // also when sub.run stops the goroutine with t.Fatal
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		_, err = sub.run(t, ctx, j)
+	}()
+	waitHolder(t, co.url, first, m)
+	// The holder's replica is in: stopping it loses no result.
+	deadline := time.Now().Add(2 * time.Minute)
+	for coordMetric(t, co.url, `idlepool_coord_submissions_total{result="taken"}`) < 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the holder never sent its result")
+		}
+		time.Sleep(20 * time.Millisecond) // polling a condition
+	}
+	before := servedBytes(t, co.url, "input_chunk")
+	a2 := startPeerAgent(t, co.url, second, false)
+	for {
+		// The 8-byte program comes first, then the input's chunks.
+		if p := a2.Status().Peers; p != nil && p.FromPeersBytes > 8 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the second agent never fetched from the holder")
+		}
+		time.Sleep(5 * time.Millisecond) // polling a condition
+	}
+	r1.Stop(t) // mid-transfer
+	if err := <-done; err != nil {
+		t.Fatalf("job: %v", err)
+	}
+	p := a2.Status().Peers
+	after := servedBytes(t, co.url, "input_chunk") - before
+	t.Logf("after the holder stopped: %s; the coordinator served %d of the input's %d bytes", p.Words(), after, len(data))
+	if after <= 0 || after >= int64(len(data)) {
+		t.Errorf("the coordinator served %d input bytes to the second agent, want some but not all of the %d: the holder sent part before it stopped",
+			after, len(data))
+	}
+	if p.FromPeersBytes+p.FromCoordinatorBytes < int64(len(data)) {
+		t.Errorf("second agent: %s; want the whole input of %d bytes from the two", p.Words(), len(data))
 	}
 }
