@@ -10,7 +10,7 @@ FUZZTIME  ?= 10s
 # them.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
-.PHONY: gpupi optionmc ptx gpu-check cgo-cflags check-examples all build tray panel package package-check deb deb-check screenshots tray-idle examples pi run-examples test crossvet fuzz bench sim fmt vet lint clean windows windows-installer wine-cli-check wine-test
+.PHONY: gpupi optionmc ptx gpu-check cgo-cflags check-examples all build tray panel package package-check deb deb-check screenshots tray-idle examples pi run-examples test crossvet fuzz bench sim fmt vet lint clean windows windows-installer wine-cli-check wine-test bench-p2p
 
 all: build examples
 
@@ -235,3 +235,13 @@ lint:
 
 clean:
 	rm -rf $(BIN) $(WASM) idlepool.tar.xz idlepool_*.deb $(WIN_SYSO)
+
+# The data plane's spread figure (README, "Device to device"): a job over a
+# 200 MB input on four `idlepool join` agents, peer to peer and then with
+# every device coordinator-only (share_peers=false). P2P_MB changes the
+# size. About 15 minutes on a quiet 2-core machine at 200 MB, most of it
+# csvstats computing; not part of `make test`.
+P2P_MB ?= 200
+bench-p2p:
+	IDLEPOOL_P2P_INPUT_MB=$(P2P_MB) $(GO) test -count=1 -timeout 60m -run '^TestJoinSpreadsInputsPeerToPeer$$' -v ./cmd/idlepool
+	IDLEPOOL_P2P_INPUT_MB=$(P2P_MB) IDLEPOOL_P2P_COORDINATOR_ONLY=1 $(GO) test -count=1 -timeout 60m -run '^TestJoinSpreadsInputsPeerToPeer$$' -v ./cmd/idlepool

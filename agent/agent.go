@@ -10,6 +10,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -20,6 +21,7 @@ import (
 	"idlepool/idle"
 	"idlepool/job"
 	"idlepool/offers"
+	"idlepool/p2p"
 	"idlepool/pool"
 	"idlepool/store"
 )
@@ -162,6 +164,21 @@ type Config struct {
 	// they do not. Nil: the coordinator gives every chunk (the device
 	// still keeps and announces what it holds).
 	Peers func(peerID string) castore.Source
+	// PeerToPeer runs this device's end of the peer-to-peer data plane
+	// once joined, when the coordinator relays signals (GET /v1/ice
+	// answers; an older coordinator leaves the coordinator the only
+	// source): a p2p.Node that serves the chunks this device announced
+	// to the pool and is the chunk source for the devices the tracker
+	// names (see Peers, which it ignores when set). A pool on loopback
+	// keeps ICE on loopback.
+	PeerToPeer bool
+	// P2P tunes that Node (limits, timeouts, RelayOnly); the agent sets
+	// its Key, Signaller, Chunks and Logger.
+	P2P p2p.Config
+	// NoShare keeps this device from uploading: it announces no chunks to
+	// the pool's tracker and runs no Node, and fetches every chunk from
+	// the coordinator (the owner's share_peers=false).
+	NoShare bool
 	// CacheSweep is the wait between asks whether the jobs in the cache
 	// of this pool are finished (Cache.Forget); default 10 minutes.
 	CacheSweep time.Duration
@@ -253,12 +270,14 @@ type Agent struct {
 	poolKey  ed25519.PublicKey
 	owner    string
 
-	resend    chan struct{} // wakes the outbox: something is left to send
-	offerNow  chan struct{} // wakes the offer loop: publish the offer again now
-	heldKick  chan struct{} // wakes serveStore: a result is held in memory
-	shareKick chan struct{} // wakes serveShare: files arrived
-	gov       *governor     // the policy's decision and its effects (govern.go)
-	health    *storeHealth  // whether the store takes writes (localstore.go)
+	resend    chan struct{}                           // wakes the outbox: something is left to send
+	offerNow  chan struct{}                           // wakes the offer loop: publish the offer again now
+	heldKick  chan struct{}                           // wakes serveStore: a result is held in memory
+	shareKick chan struct{}                           // wakes serveShare: files arrived
+	peers     atomic.Pointer[peerPlane]               // the data plane's Node once it runs (peers.go)
+	shared    atomic.Pointer[map[castore.Digest]bool] // the chunks announced to the tracker: what peers may fetch
+	gov       *governor                               // the policy's decision and its effects (govern.go)
+	health    *storeHealth                            // whether the store takes writes (localstore.go)
 
 	mu        sync.Mutex
 	offered   chan struct{}          // closed while the pool holds this device's offer, as far as the agent knows
@@ -388,7 +407,14 @@ func (a *Agent) Serve(ctx context.Context) error {
 		if err := a.join(gctx); err != nil {
 			return err
 		}
+		node, err := a.startPeers(gctx)
+		if err != nil {
+			return err
+		}
 		tasks, tctx := errgroup.WithContext(gctx)
+		if node != nil {
+			tasks.Go(func() error { return a.servePeers(tctx, node) })
+		}
 		tasks.Go(func() error { return a.serveOutbox(tctx) })
 		tasks.Go(func() error { return a.serveStore(tctx) })
 		tasks.Go(func() error { return a.serveReceipts(tctx) })
@@ -527,7 +553,7 @@ func (a *Agent) serveSlot(ctx context.Context, slot int) error {
 // expiring.
 func (a *Agent) runLease(ctx context.Context, l pool.Lease) error {
 	log := a.log.With("jobID", l.Job.String(), "taskIndex", l.Task, "lease", l.ID)
-	cj, done, err := a.cache.acquire(ctx, a.c, l.Job, a.cfg.Peers)
+	cj, done, err := a.cache.acquire(ctx, a.c, l.Job, a.peerSource())
 	if err == nil {
 		defer done()
 		a.kickShare()

@@ -71,6 +71,7 @@ func (c *Client) Chunk(ctx context.Context, d castore.Digest) ([]byte, error) {
 		}
 		return nil, fmt.Errorf("%w: GET %s: %w", ErrUnavailable, path, err)
 	}
+	c.chunkBytes.Add(int64(len(b)))
 	return b, nil
 }
 
@@ -327,7 +328,10 @@ func (a *Agent) serveShare(ctx context.Context) error {
 // when announced is nil; nothing unless keepAlive when nothing changed)
 // and returns what the tracker now lists, nil after a failure.
 func (a *Agent) announce(ctx context.Context, announced map[castore.Digest]bool, keepAlive bool) map[castore.Digest]bool {
-	now := a.cache.poolChunks(a.c.URL())
+	var now []castore.Digest
+	if !a.cfg.NoShare { // the owner does not upload: the tracker lists none
+		now = a.cache.poolChunks(a.c.URL())
+	}
 	held := make(map[castore.Digest]bool, len(now))
 	var add, drop []castore.Digest
 	for _, d := range now {
@@ -345,6 +349,7 @@ func (a *Agent) announce(ctx context.Context, announced map[castore.Digest]bool,
 		return announced
 	}
 	slices.SortFunc(add, func(x, y castore.Digest) int { return slices.Compare(x[:], y[:]) })
+	a.shared.Store(&held) // served from now on: peers ask once the tracker names this device
 	n, err := a.c.AnnounceChunks(ctx, add, drop, announced == nil)
 	var ae *APIError
 	switch {

@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"idlepool/coord"
@@ -56,6 +57,8 @@ type Client struct {
 	onReach func(reachable bool, since time.Time)
 
 	work workQueue // calls waiting for the next POST /v1/work (work.go)
+
+	chunkBytes atomic.Int64 // chunk bytes fetched from the coordinator (Chunk)
 }
 
 // NewClient returns a client of the pool at poolURL (scheme and host, e.g.

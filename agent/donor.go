@@ -115,6 +115,8 @@ type Donor struct {
 	wake   chan struct{}
 	health *storeHealth // shared by the agents
 	cache  *Cache       // the job cache, shared by the agents
+	// noShare is the owner's share_peers=false as last read (sync).
+	noShare bool
 
 	changes *changeNotifier // Changes
 
@@ -126,12 +128,14 @@ type Donor struct {
 
 // donorAgent is one running agent of a Donor.
 type donorAgent struct {
-	pool   store.JoinedPool
-	slots  int
-	a      *Agent
-	cancel context.CancelFunc
-	done   chan struct{}
-	err    error // Serve's, once done is closed
+	pool  store.JoinedPool
+	slots int
+	// noShare is Donor.noShare when the agent was made.
+	noShare bool
+	a       *Agent
+	cancel  context.CancelFunc
+	done    chan struct{}
+	err     error // Serve's, once done is closed
 }
 
 // NewDonor checks cfg and returns a donor; it contacts nobody yet.
@@ -320,6 +324,7 @@ func (d *Donor) sync(ctx context.Context) error {
 			d.cache.Trim() // the owner changed the cap
 		}
 		d.cache.SetShareCap(s.ShareDiskBytes())
+		d.noShare = s.NoSharePeers
 	}
 	if err == nil && d.cfg.Pools == nil {
 		// Following the joined pools: the jobs of a pool left are needed
@@ -370,6 +375,11 @@ func (d *Donor) sync(ctx context.Context) error {
 			if !ok {
 				d.event("left pool %s", da.a.label())
 			}
+		case da.noShare != d.noShare && len(da.a.Running()) == 0:
+			// The owner turned uploading to peers on or off: made again
+			// (with or without its Node) once it holds no task.
+			stop = append(stop, da)
+			delete(d.agents, u)
 		case slots[i] != da.slots && len(da.a.Running()) == 0:
 			// Its share of the workers changed (a pool joined or left):
 			// it is made again with the new share, but only while it
@@ -422,7 +432,7 @@ func (d *Donor) sync(ctx context.Context) error {
 		}
 		states[i].Error = ""
 		delete(d.retryAt, p.URL)
-		da := &donorAgent{pool: p, slots: slots[i], a: a, done: make(chan struct{})}
+		da := &donorAgent{pool: p, slots: slots[i], noShare: d.noShare, a: a, done: make(chan struct{})}
 		d.agents[p.URL] = da
 		start = append(start, da)
 	}
@@ -477,7 +487,7 @@ func (d *Donor) agentConfig(p store.JoinedPool, slots int) Config {
 		Store: d.cfg.Store, HTTP: d.cfg.HTTP, Logger: d.log,
 		Offer: d.offer, OfferTTL: d.cfg.OfferTTL, Cache: d.cache,
 		StorePath: d.cfg.StorePath, FreeSpace: d.cfg.FreeSpace, health: d.health,
-		Events: d.cfg.Events,
+		Events: d.cfg.Events, PeerToPeer: !d.noShare, NoShare: d.noShare,
 	}
 	if d.policy != nil {
 		cfg.Signals, cfg.Decide = d.policy, d.policy.Decide
@@ -549,6 +559,7 @@ func (d *Donor) Status() AgentStatus {
 		held += as.Store.Held
 		st.Pools[i].ClockOffsetMS, st.Pools[i].ClockRefused = as.ClockOffsetMS, as.ClockRefused
 		st.Pools[i].UnreachableSince = as.UnreachableSince
+		st.Pools[i].Peers = as.Peers
 		st.Abandoned = append(st.Abandoned, as.Abandoned...)
 		st.Running = append(st.Running, as.Running...)
 		st.ActiveSlots += as.ActiveSlots

@@ -22,4 +22,7 @@ type PoolState struct {
 	ClockOffsetMS    int64     `json:"clockOffsetMs,omitempty"`
 	ClockRefused     bool      `json:"clockRefused,omitempty"`
 	UnreachableSince time.Time `json:"unreachableSince,omitzero"`
+	// Peers is the pool's agent's peer-to-peer data plane; nil when it
+	// runs none (share_peers=false, an older coordinator).
+	Peers *PeerStatus `json:"peers,omitempty"`
 }

@@ -94,6 +94,9 @@ type AgentStatus struct {
 	ClockOffsetMS    int64     `json:"clockOffsetMs,omitempty"`
 	ClockRefused     bool      `json:"clockRefused,omitempty"`
 	UnreachableSince time.Time `json:"unreachableSince,omitzero"`
+	// Peers is a lone Agent's peer-to-peer data plane (a Donor has it
+	// per pool); nil when it runs none.
+	Peers *PeerStatus `json:"peers,omitempty"`
 	// Abandoned are the latest tasks stopped without a result because
 	// their lease ran out while the pool could not be reached.
 	Abandoned []AbandonedTask `json:"abandoned,omitempty"`
@@ -353,6 +356,7 @@ func (a *Agent) Status() AgentStatus {
 	st.ClockOffsetMS, st.ClockRefused, st.UnreachableSince = off.Milliseconds(), a.c.ClockRefused(), a.c.UnreachableSince()
 	usage := a.cache.Usage()
 	st.Cache = &usage
+	st.Peers = a.peerStatus()
 	leases := a.Running()
 	slices.SortFunc(leases, func(x, y pool.Lease) int {
 		if c := bytes.Compare(x.Job[:], y.Job[:]); c != 0 {

@@ -121,7 +121,7 @@ func (s AgentStatus) Notices(loc *time.Location, now time.Time) []string {
 	pools := s.Pools
 	if len(pools) == 0 && s.Pool != "" {
 		pools = []PoolState{{URL: s.Pool, Name: s.PoolName, ClockOffsetMS: s.ClockOffsetMS,
-			ClockRefused: s.ClockRefused, UnreachableSince: s.UnreachableSince}}
+			ClockRefused: s.ClockRefused, UnreachableSince: s.UnreachableSince, Peers: s.Peers}}
 	}
 	for _, p := range pools {
 		name := p.Name

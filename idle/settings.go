@@ -91,6 +91,11 @@ type Settings struct {
 	// least recently used chunks no task needs go first. 0 means
 	// DefaultShareDiskMiB.
 	ShareDiskMiB int64 `json:"share_disk_mib,omitempty"`
+	// NoSharePeers keeps this device from serving the chunks it holds to
+	// other devices of its pools (share_peers=false): it fetches jobs'
+	// files from the coordinator only and uploads nothing. False, the
+	// default, shares within ShareDiskMiB.
+	NoSharePeers bool `json:"no_share_peers,omitempty"`
 
 	// PausedUntil is set when the owner paused computing ("pause for an
 	// hour", "until tomorrow"); zero when not paused. It is a wall-clock
@@ -340,6 +345,7 @@ var SettingKeys = []struct{ Key, Takes string }{
 	{"max_temperature", `CPU ceiling in °C (0: none)`},
 	{"cache", `disk for jobs' files and compiled programs, e.g. 2GiB, 500MB or "default" (4GiB)`},
 	{"share_disk", `disk for file chunks kept to serve other devices of your pools, e.g. 1GiB or "default" (2GiB)`},
+	{"share_peers", `true or false: serve the file chunks you hold to other devices of your pools (false: fetch from the coordinator only, upload nothing)`},
 	{"pause", `pause computing: a duration (1h), "tomorrow" (until midnight), a time (RFC 3339), "finish" (finish the tasks in hand, then pause until "off"), or "off"`},
 	{"compute", `compute now, outside your hours and without waiting for idle: a duration (3h), "hours" (until your hours start), a time (RFC 3339), or "off"`},
 	{"compute_during_programs", `true or false: compute now also while a pause_for program runs`},
@@ -425,6 +431,11 @@ func (s *Settings) Set(key, value string, now time.Time) error {
 		s.ShareDiskMiB, err = ParseCacheSize(value)
 		if err != nil {
 			return fmt.Errorf("%s: %w", key, err)
+		}
+	case "share_peers":
+		var on bool
+		if on, err = parseBool(value); err == nil {
+			s.NoSharePeers = !on
 		}
 	case "pause", "paused_until":
 		if strings.EqualFold(value, "finish") {

@@ -277,6 +277,9 @@ func printAgent(w io.Writer, st *agent.AgentStatus, now time.Time) {
 			state = p.Error
 		}
 		fmt.Fprintf(w, "%-12s %s: %s\n", "  pool", name, state)
+		if p.Peers != nil && p.Error == "" {
+			fmt.Fprintf(w, "%-12s %s\n", "    peers", p.Peers.Words())
+		}
 	}
 	for _, n := range quiet.Notices(time.Local, now) {
 		fmt.Fprintf(w, "%-12s %s\n", "  note", n)
@@ -644,6 +647,7 @@ func printSettings(w io.Writer, s idle.Settings) {
 	} else {
 		line("share_disk", "default: %s", mib(idle.DefaultShareDiskMiB))
 	}
+	line("share_peers", "%t", !s.NoSharePeers)
 	switch {
 	case s.FinishThenPause:
 		line("pause", "finish: the tasks in hand finish, then paused until pause=off")

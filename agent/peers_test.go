@@ -1,0 +1,298 @@
+package agent_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"idlepool/agent"
+	"idlepool/castore"
+	"idlepool/job"
+)
+
+// startPeerAgent starts an agent of dev with the peer-to-peer data plane
+// (Config.PeerToPeer), or without uploading when noShare.
+func startPeerAgent(t *testing.T, url string, dev *device, noShare bool) *runningAgent {
+	t.Helper()
+	a, err := agent.New(agent.Config{
+		PoolURL: url, Home: dev.dirs, DeviceKey: dev.key, OwnerKey: dev.owner, Slots: 1,
+		Executor: &fakeExec{}, Store: dev.local, HTTP: httpClient(t),
+		PeerToPeer: !noShare, NoShare: noShare,
+		MaxBackoff: 200 * time.Millisecond, IdlePoll: 50 * time.Millisecond, ReceiptPoll: 50 * time.Millisecond,
+		Logger: quietLogger(t).With("side", dev.key.ID()[:6]),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ra := &runningAgent{Agent: a, dev: dev, stop: cancel, done: make(chan error, 1)}
+	go func() { ra.done <- a.Serve(ctx) }()
+	t.Cleanup(func() { ra.Stop(t) })
+	return ra
+}
+
+// twoOwnerJob is a job of one task over the file at dataPath that two
+// devices of distinct owners must both compute (redundancy and quorum 2).
+func twoOwnerJob(t *testing.T, dataPath string) *job.Job {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "prog.wasm"), []byte("\x00asm\x01\x00\x00\x00"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	text := fmt.Sprintf(`name = "spread"
+program = "prog.wasm"
+[inputs]
+data = %q
+[split]
+rule = "range"
+tasks = 1
+[[merge]]
+field = "square"
+rule = "sum"
+[policy]
+lease_timeout = "10s"
+redundancy = 2
+quorum = 2
+`, dataPath)
+	m, err := job.ParseManifest("job.toml", dir, []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := job.Plan(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+// waitHolder waits until the pool's tracker names dev as the holder of
+// every chunk of m.
+func waitHolder(t *testing.T, url string, dev *device, m castore.Manifest) {
+	t.Helper()
+	asker := agentClient(t, url, newDevice(t, nil))
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		h, err := asker.ChunkHolders(context.Background(), m.Digests())
+		if err != nil {
+			t.Fatal(err)
+		}
+		all := len(h) == len(m.Chunks)
+		for _, ids := range h {
+			all = all && len(ids) == 1 && ids[0] == dev.key.ID()
+		}
+		if all {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the tracker does not name device %s as the holder of the %d chunks: %v", dev.key.ID(), len(m.Chunks), h)
+		}
+		time.Sleep(20 * time.Millisecond) // polling a condition
+	}
+}
+
+// TestAgentsShareChunksPeerToPeer runs a job whose one task two owners
+// compute, on two real agents with the data plane (p2p.Node over WebRTC
+// on loopback, signalling through the real coordinator): the first
+// fetches the 2 MiB input from the coordinator, the second from the
+// first, and both say so in their Status.
+func TestAgentsShareChunksPeerToPeer(t *testing.T) {
+	co := startCoordinator(t, t.TempDir(), "127.0.0.1:0")
+	sub := newSubmitter(t, co.url, nil)
+	dataPath, data := randomFile(t, 8*castore.ChunkSize+77, 3)
+	m, err := castore.ManifestOfFile(dataPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, second := newDevice(t, nil), newDevice(t, nil)
+	a1 := startPeerAgent(t, co.url, first, false)
+	j := twoOwnerJob(t, dataPath)
+	done := make(chan error, 1)
+	go func() {
+		var err error
+		defer func() { done <- err }() // also when sub.run stops the goroutine with t.Fatal
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		_, err = sub.run(t, ctx, j)
+	}()
+	waitHolder(t, co.url, first, m)
+	before := servedBytes(t, co.url, "input_chunk")
+	if before != int64(len(data)) {
+		t.Fatalf("the coordinator served %d input bytes to the first agent, want the input's %d", before, len(data))
+	}
+	a2 := startPeerAgent(t, co.url, second, false)
+	if err := <-done; err != nil {
+		t.Fatalf("job: %v", err)
+	}
+	if got := servedBytes(t, co.url, "input_chunk") - before; got != 0 {
+		t.Errorf("the coordinator served %d input bytes to the second agent, want 0: the first holds them", got)
+	}
+	p1, p2 := a1.Status().Peers, a2.Status().Peers
+	if p1 == nil || p2 == nil {
+		t.Fatalf("Status().Peers = %v, %v: want both agents running the data plane", p1, p2)
+	}
+	if p2.FromPeersBytes != int64(len(data))+8 || p2.FromCoordinatorBytes != 0 {
+		t.Errorf("second agent: %s; want the input's %d bytes and the 8-byte program from peers, none from the coordinator",
+			p2.Words(), len(data))
+	}
+	if p2.Connected != 1 || p2.Direct != 1 || p2.Relayed != 0 {
+		t.Errorf("second agent: %s; want 1 peer connected, direct", p2.Words())
+	}
+	if p1.SentBytes < uint64(len(data)) || p1.FromCoordinatorBytes < int64(len(data)) {
+		t.Errorf("first agent: %s; want the input fetched from the coordinator and sent to its peer", p1.Words())
+	}
+}
+
+// TestAgentWithoutSharingUploadsNothing: an owner's share_peers=false
+// (Config.NoShare) runs no data plane and announces no chunk, so the
+// next device fetches the input from the coordinator.
+func TestAgentWithoutSharingUploadsNothing(t *testing.T) {
+	co := startCoordinator(t, t.TempDir(), "127.0.0.1:0")
+	sub := newSubmitter(t, co.url, nil)
+	dataPath, data := randomFile(t, 3*castore.ChunkSize+5, 4)
+	m, err := castore.ManifestOfFile(dataPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, second := newDevice(t, nil), newDevice(t, nil)
+	a1 := startPeerAgent(t, co.url, first, true)
+	j := twoOwnerJob(t, dataPath)
+	done := make(chan error, 1)
+	go func() {
+		var err error
+		defer func() { done <- err }() // also when sub.run stops the goroutine with t.Fatal
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		_, err = sub.run(t, ctx, j)
+	}()
+	deadline := time.Now().Add(2 * time.Minute)
+	for servedBytes(t, co.url, "input_chunk") < int64(len(data)) {
+		if time.Now().After(deadline) {
+			t.Fatal("the first agent never fetched the input")
+		}
+		time.Sleep(20 * time.Millisecond) // polling a condition
+	}
+	a2 := startPeerAgent(t, co.url, second, false)
+	if err := <-done; err != nil {
+		t.Fatalf("job: %v", err)
+	}
+	if got := servedBytes(t, co.url, "input_chunk"); got != 2*int64(len(data)) {
+		t.Errorf("the coordinator served %d input bytes, want the input's %d twice", got, len(data))
+	}
+	if p := a1.Status().Peers; p != nil {
+		t.Errorf("the agent that does not share runs a data plane: %s", p.Words())
+	}
+	h, err := a2.Client().ChunkHolders(context.Background(), m.Digests())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for d, ids := range h {
+		for _, id := range ids {
+			if id == first.key.ID() {
+				t.Errorf("the tracker names the device that does not share as a holder of chunk %x", d[:8])
+			}
+		}
+	}
+}
+
+// coordMetric reads the sample named exactly name (with its labels) from
+// the coordinator's /metrics; 0 when absent.
+func coordMetric(t *testing.T, url, name string) float64 {
+	t.Helper()
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return f
+		}
+	}
+	return 0
+}
+
+// TestPeerFetchSurvivesHolderKilled stops the only holder of an input
+// while another agent is fetching it from that holder: the fetch goes on
+// from the coordinator (the fallback), the job completes, and the
+// coordinator served only what the holder had not sent. The input is
+// 48 MiB so that the transfer lasts well beyond a poll.
+func TestPeerFetchSurvivesHolderKilled(t *testing.T) {
+	co := startCoordinator(t, t.TempDir(), "127.0.0.1:0")
+	sub := newSubmitter(t, co.url, nil)
+	dataPath, data := randomFile(t, 192*castore.ChunkSize, 5)
+	m, err := castore.ManifestOfFile(dataPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, second := newDevice(t, nil), newDevice(t, nil)
+	a1, err := agent.New(agent.Config{
+		PoolURL: co.url, Home: first.dirs, DeviceKey: first.key, OwnerKey: first.owner, Slots: 1,
+		Executor: &fakeExec{}, Store: first.local, HTTP: httpClient(t), PeerToPeer: true,
+		MaxBackoff: 200 * time.Millisecond, IdlePoll: 50 * time.Millisecond, ReceiptPoll: 50 * time.Millisecond,
+		Logger: quietLogger(t).With("side", "holder"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r1 := &runningAgent{Agent: a1, dev: first, stop: cancel, done: make(chan error, 1)}
+	go func() { r1.done <- a1.Serve(ctx) }()
+	t.Cleanup(func() { r1.Stop(t) })
+
+	j := twoOwnerJob(t, dataPath)
+	done := make(chan error, 1)
+	go func() {
+		var err error
+		defer func() { done <- err }() // also when sub.run stops the goroutine with t.Fatal
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		_, err = sub.run(t, ctx, j)
+	}()
+	waitHolder(t, co.url, first, m)
+	// The holder's replica is in: stopping it loses no result.
+	deadline := time.Now().Add(2 * time.Minute)
+	for coordMetric(t, co.url, `idlepool_coord_submissions_total{result="taken"}`) < 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the holder never sent its result")
+		}
+		time.Sleep(20 * time.Millisecond) // polling a condition
+	}
+	before := servedBytes(t, co.url, "input_chunk")
+	a2 := startPeerAgent(t, co.url, second, false)
+	for {
+		// The 8-byte program comes first, then the input's chunks.
+		if p := a2.Status().Peers; p != nil && p.FromPeersBytes > 8 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the second agent never fetched from the holder")
+		}
+		time.Sleep(5 * time.Millisecond) // polling a condition
+	}
+	r1.Stop(t) // mid-transfer
+	if err := <-done; err != nil {
+		t.Fatalf("job: %v", err)
+	}
+	p := a2.Status().Peers
+	after := servedBytes(t, co.url, "input_chunk") - before
+	t.Logf("after the holder stopped: %s; the coordinator served %d of the input's %d bytes", p.Words(), after, len(data))
+	if after <= 0 || after >= int64(len(data)) {
+		t.Errorf("the coordinator served %d input bytes to the second agent, want some but not all of the %d: the holder sent part before it stopped",
+			after, len(data))
+	}
+	if p.FromPeersBytes+p.FromCoordinatorBytes < int64(len(data)) {
+		t.Errorf("second agent: %s; want the whole input of %d bytes from the two", p.Words(), len(data))
+	}
+}

@@ -1,0 +1,209 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"idlepool/agent"
+	"idlepool/castore"
+	"idlepool/home"
+	"idlepool/job"
+)
+
+// peersInputMB is the size of the input TestJoinSpreadsInputsPeerToPeer
+// spreads; IDLEPOOL_P2P_INPUT_MB changes it (`make bench-p2p` uses 200).
+func peersInputMB(t *testing.T) int {
+	if v := os.Getenv("IDLEPOOL_P2P_INPUT_MB"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("IDLEPOOL_P2P_INPUT_MB=%q: want a whole number of MB", v)
+		}
+		return n
+	}
+	return 16
+}
+
+// holdsFile reports whether the job cache of the device in dir holds
+// the whole file of manifest m.
+func holdsFile(t *testing.T, dir string, m castore.Manifest) bool {
+	dirs, err := home.Resolve(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(filepath.Join(agent.JobCache(dirs), "blobs", job.Digest(m.SHA256).String()))
+	return err == nil && fi.Size() == m.Size
+}
+
+// agentPeers reads the peer-to-peer state of the donor running in home
+// from `idlepool status --json`; nil when it reports none.
+func agentPeers(t *testing.T, home string) *agent.PeerStatus {
+	t.Helper()
+	out := idlepool(t, home, "status", "--json")
+	if out.code != 0 {
+		t.Fatalf("status --json: exit %d\n%s", out.code, out.stderr)
+	}
+	var doc struct {
+		Agent *agent.AgentStatus `json:"agent"`
+	}
+	if err := json.Unmarshal([]byte(out.stdout), &doc); err != nil {
+		t.Fatalf("status --json: %v\n%s", err, out.stdout)
+	}
+	if doc.Agent == nil || len(doc.Agent.Pools) == 0 {
+		return nil
+	}
+	return doc.Agent.Pools[0].Peers
+}
+
+// TestJoinSpreadsInputsPeerToPeer is the data plane end to end, with real
+// processes: csvstats over a large input (16 MB here; 200 MB with
+// `make bench-p2p`) with redundancy 2 on four `idlepool join` agents of
+// four owners. The first agent fetches the input from the coordinator
+// (its first copy); the three that join later get it from the devices
+// that hold it, over WebRTC data channels on loopback. The coordinator
+// serves at most 1% of the input's bytes after the first copy, every
+// later agent fetched at least 99% of its chunk bytes from peers (its
+// status), and the result equals `run --json` byte for byte.
+func TestJoinSpreadsInputsPeerToPeer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("moves tens of MB between four agents")
+	}
+	_, url := startServe(t, t.TempDir(), "127.0.0.1:0")
+	size := peersInputMB(t) << 20
+	var csv strings.Builder
+	csv.Grow(size + 64)
+	csv.WriteString("a,b,c\n")
+	for i := 0; csv.Len() < size; i++ {
+		fmt.Fprintf(&csv, "%d,%d.5,%d\n", i, i%1000, i%97)
+	}
+	dataPath := filepath.Join(t.TempDir(), "data.csv")
+	if err := os.WriteFile(dataPath, []byte(csv.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	input := float64(csv.Len())
+	csv = strings.Builder{}
+	data, err := castore.ManifestOfFile(dataPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Replace(exampleManifest(t, "csvstats"), `data = "data.csv"`, `data = "`+dataPath+`"`, 1)
+	// A task per 4 MiB of records; each task twice, by two owners.
+	text = strings.Replace(text, "chunk_bytes = 1048576", "chunk_bytes = 4194304", 1)
+	text = strings.Replace(text, "[policy]\n", "[policy]\nredundancy = 2\nquorum = 2\n", 1)
+	m := writeManifest(t, "csvstats", text)
+	_, want := runJSON(t, t.TempDir(), m)
+
+	homes := make([]string, 4)
+	for i := range homes {
+		homes[i] = filepath.Join(t.TempDir(), fmt.Sprintf("agent%d", i))
+	}
+	// IDLEPOOL_P2P_COORDINATOR_ONLY=1 measures the same job with every
+	// device set to share_peers=false: the figure to compare with.
+	coordOnly := os.Getenv("IDLEPOOL_P2P_COORDINATOR_ONLY") == "1"
+	if coordOnly {
+		for _, h := range homes {
+			if out := idlepool(t, h, "settings", "set", "share_peers=false"); out.code != 0 {
+				t.Fatalf("settings set share_peers=false: exit %d\n%s", out.code, out.stderr)
+			}
+		}
+	}
+	startJoin(t, homes[0], url)
+	done := make(chan runOut, 1)
+	go func() { done <- idlepool(t, t.TempDir(), "submit", m, "--pool", url, "--follow", "--json") }()
+
+	// The first agent alone holds a task's files, the input among them:
+	// the coordinator's copy is the first.
+	deadline := patient(t)
+	for !holdsFile(t, homes[0], data) {
+		if time.Now().After(deadline) {
+			t.Fatal("the first agent never fetched the input")
+		}
+		time.Sleep(50 * time.Millisecond) // polling a condition
+	}
+	for !coordOnly && metricValue(t, url, "idlepool_coord_tracker_chunks") < float64(len(data.Chunks)) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the first agent never announced the input's %d chunks", len(data.Chunks))
+		}
+		time.Sleep(50 * time.Millisecond) // polling a condition
+	}
+	first := metricValue(t, url, `idlepool_coord_bytes_served_total{kind="input_chunk"}`)
+	if first < input {
+		t.Fatalf("the coordinator served %v input bytes for the first copy, want the input's %v", first, input)
+	}
+	started := time.Now()
+	for _, h := range homes[1:] {
+		startJoin(t, h, url)
+	}
+	// Spread: until each later agent holds the input (or the job ended:
+	// one that leased no task never fetches it).
+	var out runOut
+	spread, holders := time.Duration(0), 0
+	for out.stdout == "" && out.code == 0 && holders < 3 {
+		select {
+		case out = <-done:
+		case <-time.After(20 * time.Millisecond): // polling a condition
+		}
+		holders = 0
+		for _, h := range homes[1:] {
+			if holdsFile(t, h, data) {
+				holders++
+			}
+		}
+		spread = time.Since(started)
+	}
+	t.Logf("the input reached %d more agents (%d holders) %v after they joined (coordinator only: %t)",
+		holders, holders+1, spread.Round(time.Millisecond), coordOnly)
+	if out.stdout == "" && out.code == 0 {
+		out = <-done
+	}
+	if out.code != 0 {
+		t.Fatalf("submit --follow: exit %d\n%s", out.code, out.stderr)
+	}
+	t.Logf("the job finished %v after the three agents joined", time.Since(started).Round(time.Millisecond))
+	if diff := cmp.Diff(want, out.stdout); diff != "" {
+		t.Fatalf("submit --follow --json differs from run --json (-run +submit):\n%s", diff)
+	}
+	after := metricValue(t, url, `idlepool_coord_bytes_served_total{kind="input_chunk"}`) - first
+	whole := metricValue(t, url, `idlepool_coord_bytes_served_total{kind="input"}`)
+	t.Logf("input %.1f MB; the coordinator served %.0f bytes for the first copy and %.0f (%.3f%% of the input) after it",
+		input/1e6, first, after, 100*after/input)
+	if coordOnly {
+		return // the figures above; nothing travelled between devices
+	}
+	if after > input/100 || whole != 0 {
+		t.Errorf("after the first copy the coordinator served %v input bytes in chunks and %v whole; want at most 1%% of %v and none whole", after, whole, input)
+	}
+	fetched := 0
+	for _, h := range homes[1:] {
+		ps := agentPeers(t, h)
+		if ps == nil {
+			t.Fatalf("agent %s reports no peer-to-peer data plane", filepath.Base(h))
+		}
+		t.Logf("%s: %s", filepath.Base(h), ps.Words())
+		total := ps.FromPeersBytes + ps.FromCoordinatorBytes
+		if total == 0 {
+			continue // it leased no task
+		}
+		fetched++
+		if float64(ps.FromPeersBytes) < 0.99*float64(total) || float64(ps.FromPeersBytes) < input {
+			t.Errorf("agent %s fetched %d bytes from peers and %d from the coordinator; want the input's %v, at least 99%% from peers",
+				filepath.Base(h), ps.FromPeersBytes, ps.FromCoordinatorBytes, input)
+		}
+		if ps.Direct+ps.Relayed != ps.Connected || ps.Relayed != 0 {
+			t.Errorf("agent %s: %s; want every connection on loopback direct", filepath.Base(h), ps.Words())
+		}
+	}
+	if fetched == 0 {
+		t.Fatal("none of the agents that joined later fetched the input")
+	}
+	if ps := agentPeers(t, homes[0]); ps == nil || ps.SentBytes < uint64(input) {
+		t.Errorf("the first agent sent %v to peers; want at least the input's %v bytes", ps, input)
+	}
+}
