@@ -48,10 +48,10 @@ bounded() {
 }
 
 # --- 0. Is there an NVIDIA GPU? -------------------------------------------
-if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
+if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L 2>/dev/null | grep >/dev/null '^GPU '; then
 	die "no NVIDIA GPU found (nvidia-smi is missing or lists no GPU): run this on a machine with an NVIDIA GPU and its driver"
 fi
-if ! { ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1'; } && ! ls /usr/lib*/*/libcuda.so.1 /usr/lib*/libcuda.so.1 >/dev/null 2>&1; then
+if ! { ldconfig -p 2>/dev/null | grep >/dev/null 'libcuda\.so\.1'; } && ! ls /usr/lib*/*/libcuda.so.1 /usr/lib*/libcuda.so.1 >/dev/null 2>&1; then
 	die "no NVIDIA GPU usable: nvidia-smi sees one but libcuda.so.1 (the CUDA driver library) is not installed"
 fi
 command -v clang >/dev/null 2>&1 || die "clang not found: the PTX kernels are built with it (Debian: apt-get install clang)"
@@ -81,7 +81,7 @@ bin=$root/bin/idlepool
 
 cpu_flag=()
 cpu_env=()
-if "$bin" run --help 2>&1 | grep -q -- '-cpu-only'; then
+if "$bin" run --help 2>&1 | grep >/dev/null -- '-cpu-only'; then
 	cpu_flag=(--cpu-only)
 	cpu_how="idlepool run --cpu-only"
 else

@@ -46,7 +46,7 @@ user_path="$tmp/home/.local/bin:$PATH"
 [ "$(PATH="$user_path" command -v idlepool)" = "$cli" ] || fail "idlepool is not found on PATH in $tmp/home/.local/bin"
 grep -q "$tmp/home/.local/bin is not on your PATH" "$tmp/install.out" ||
   fail "user-install does not say that ~/.local/bin is not on PATH"
-PATH="$user_path" make -s -C "$tmp/pkg/idlepool-tray" user-install HOME="$tmp/home" | grep -q "is not on your PATH" &&
+PATH="$user_path" make -s -C "$tmp/pkg/idlepool-tray" user-install HOME="$tmp/home" | grep >/dev/null "is not on your PATH" &&
   fail "user-install says ~/.local/bin is not on PATH where it is"
 echo "installed: $tray, $cli, $(basename "$desktop")"
 
@@ -58,7 +58,7 @@ donor="$tmp/donor"
 donor_join "$donor" idle_for=0 max_other_cpu=100% max_temperature=0
 # From here on the installed CLI answers, as for a donor.
 idlepool() { HOME="$tmp/home" PATH="$user_path" command idlepool "$@"; }
-idlepool --home "$donor" settings | grep -q 'idle_for' || fail "the installed idlepool settings shows no settings: $(idlepool --home "$donor" settings 2>&1)"
+idlepool --home "$donor" settings | grep >/dev/null 'idle_for' || fail "the installed idlepool settings shows no settings: $(idlepool --home "$donor" settings 2>&1)"
 echo "installed CLI: idlepool settings: $(idlepool --home "$donor" settings | grep -c .) lines"
 
 HOME="$tmp/home" XDG_CONFIG_HOME="$tmp/home/.config" LANG=C.UTF-8 "$tray" --home "$donor" > "$tmp/tray.out" 2> "$tmp/tray.log" &
@@ -70,20 +70,20 @@ echo "tray icon and menu:"
 sed -n 's/^  menu /  | /p' "$tmp/panel.out"
 
 status() { idlepool --home "$donor" status 2>&1 | sed -n 's/^donor *//p'; }
-for _ in $(seq 100); do status | grep -q '^computing' && break; sleep 0.2; done
-status | grep -q '^computing' || fail "the tray's engine does not compute: $(status)"
+for _ in $(seq 100); do status | grep >/dev/null '^computing' && break; sleep 0.2; done
+status | grep >/dev/null '^computing' || fail "the tray's engine does not compute: $(status)"
 echo "engine: $(status | head -1)"
 
 # Hours that exclude now: it waits, without a restart.
 day=$(date +%a)
 other=$([ "$day" = Mon ] && echo Tue || echo Mon)
 idlepool --home "$donor" settings set "hours=$other 03:00-04:00" > /dev/null
-for _ in $(seq 100); do status | grep -q 'outside your hours' && break; sleep 0.2; done
-status | grep -q 'outside your hours' || fail "hours outside now did not make it wait: $(status)"
+for _ in $(seq 100); do status | grep >/dev/null 'outside your hours' && break; sleep 0.2; done
+status | grep >/dev/null 'outside your hours' || fail "hours outside now did not make it wait: $(status)"
 echo "hours $other 03:00-04:00: $(status | head -1)"
 idlepool --home "$donor" settings set hours=always > /dev/null
-for _ in $(seq 100); do status | grep -q '^computing' && break; sleep 0.2; done
-status | grep -q '^computing' || fail "hours=always did not make it compute again: $(status)"
+for _ in $(seq 100); do status | grep >/dev/null '^computing' && break; sleep 0.2; done
+status | grep >/dev/null '^computing' || fail "hours=always did not make it compute again: $(status)"
 echo "hours always: $(status | head -1)"
 
 kill -TERM "$app"

@@ -215,7 +215,7 @@ if has installer; then
   step "silent install of $(basename "$setup") over 0.0.1"
   wine "$setup" /S > "$tmp/install-new.log" 2>&1 || fail "the installer failed"
   [ "$(regvalue "$uninstkey" DisplayVersion)" != 0.0.1 ] || fail "the Uninstall entry still says 0.0.1"
-  wine "$cli" settings --json 2>/dev/null | tr -d '\r' | grep -q '"idle_for": *"7m' || fail "the upgrade lost the setting idle_for=7m"
+  wine "$cli" settings --json 2>/dev/null | tr -d '\r' | grep >/dev/null '"idle_for": *"7m' || fail "the upgrade lost the setting idle_for=7m"
   [ "$(counts pending "$cli")" = "$p" ] || fail "the upgrade changed the pending receipts from $p to $(counts pending "$cli")"
   step "upgrade kept idle_for=7m and $p pending receipts"
   wine "$cli" join "$url" --workers 1 --always > "$tmp/wjoin2.out" 2> "$tmp/wjoin2.log" &
@@ -271,8 +271,8 @@ if has installer; then
   wpid() { pgrep -f 'Programs.idlepool.idlepool-tray.exe worker' | head -1; }
   cputicks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null; }
   xdotool mousemove 1279 799
-  for _ in $(seq 180); do status | grep -q '^computing' && break; sleep 1; done
-  status | grep -q '^computing' || fail "the tray's engine does not compute after 20 s without input: $(status)"
+  for _ in $(seq 180); do status | grep >/dev/null '^computing' && break; sleep 1; done
+  status | grep >/dev/null '^computing' || fail "the tray's engine does not compute after 20 s without input: $(status)"
   w=$(wpid)
   [ -n "$w" ] || fail "the tray app's engine computes without a worker process"
   t0=$(cputicks "$w")
@@ -281,10 +281,10 @@ if has installer; then
   step "engine computing after 20 s without input (worker $w running)"
   for i in $(seq 30); do
     xdotool mousemove --window "$wid" $(( 50 + i * 5 )) $(( 60 + i * 3 )) 2>/dev/null || true
-    status | grep -q '^computing' || break
+    status | grep >/dev/null '^computing' || break
   done
   after=$(status | head -1)
-  echo "$after" | grep -q 'active' || fail "input in the Wine desktop (xdotool) did not make the engine step aside: $after"
+  echo "$after" | grep >/dev/null 'active' || fail "input in the Wine desktop (xdotool) did not make the engine step aside: $after"
   # Stepping aside suspends the worker (NtSuspendProcess): its CPU time
   # stops.
   t1=$(cputicks "$w"); sleep 3; t2=$(cputicks "$w")
