@@ -47,7 +47,18 @@ type PoolInfo struct {
 	Key        []byte `json:"key"`         // the coordinator's Ed25519 public key, which signs receipts
 	InviteOnly bool   `json:"invite_only"` // registering needs an invite token or an allowed owner
 	Version    int    `json:"version"`     // API version: APIVersion
+	// Nodes are the HTTP URLs of every node of a clustered pool
+	// ("http://HOST:PORT", this one included), so a client given one
+	// node learns the others and fails over to them; empty for a pool
+	// of one node (idlepool serve without --cluster).
+	Nodes []string `json:"nodes,omitempty"`
 }
+
+// CodeNoLeader is the error code of a 503 answer from a node of a
+// clustered pool that cannot reach the node in charge of scheduling (none
+// elected yet, or this node is cut off from the majority). A client tries
+// another node.
+const CodeNoLeader = "no_leader"
 
 // Registration is the body of POST /v1/peers. Key is the device's Ed25519
 // public key (32 bytes), OwnerKey its owner's, and Endorsement the owner
