@@ -97,6 +97,36 @@ func (m *MemStore) Commit(ctx context.Context, b *Batch) error {
 	if err := m.check(b); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
+	m.apply(b)
+	return nil
+}
+
+// CommitThen is Commit with a durable step between the check and the
+// change: it checks every compare-and-set of b (an error wrapping
+// ErrConflict when one does not hold, as Commit), then calls durable, and
+// applies b only when durable returns nil; durable's error is returned
+// as it is and nothing changes. The lock is held throughout, so durable
+// sees the state b was checked against. A clustered Store keeps its
+// materialized state in a MemStore and writes b to its replicated log in
+// durable.
+func (m *MemStore) CommitThen(ctx context.Context, b *Batch, durable func() error) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.check(b); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	if err := durable(); err != nil {
+		return err
+	}
+	m.apply(b)
+	return nil
+}
+
+// apply changes the state by b, which check accepted; m.mu is held.
+func (m *MemStore) apply(b *Batch) {
 	for _, p := range b.Peers {
 		if _, ok := m.peers[p.ID]; !ok {
 			m.peerSeq = append(m.peerSeq, p.ID)
@@ -150,7 +180,6 @@ func (m *MemStore) Commit(ctx context.Context, b *Batch) error {
 		m.head = e.Hash()
 	}
 	m.commits++
-	return nil
 }
 
 // check verifies every compare-and-set of b against the current state and

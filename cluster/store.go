@@ -1,0 +1,358 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/gob"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"idlepool/pool"
+)
+
+// Names of the pool's state in JetStream.
+const (
+	// StateStream is the stream that holds the pool's state as a log of
+	// committed batches, one message (or several parts) per batch.
+	StateStream = "IDLEPOOL_STATE"
+	stateSubj   = "idlepool.state"
+
+	// Headers of a state message.
+	hdrBatch = "Idlepool-Batch" // hex SHA-256 naming the batch
+	hdrPart  = "Idlepool-Part"  // "i/n", 1-based
+	hdrFmt   = "Idlepool-Format"
+
+	batchFormat = "gob-v1"
+
+	// maxPart is the largest state message body; a larger batch is split
+	// into parts (the server's max_payload is set above it, see Node).
+	maxPart = 4 << 20
+)
+
+// ErrFenced means another node committed to the pool's state since this
+// Store loaded it: the node is no longer (or never was) the one in charge,
+// and its Scheduler must stop. It wraps pool.ErrConflict.
+var ErrFenced = fmt.Errorf("cluster: another node wrote the pool's state (this node is not in charge): %w", pool.ErrConflict)
+
+// Store is a pool.Store whose durable state is the JetStream stream
+// IDLEPOOL_STATE, replicated to Replicas nodes by JetStream's RAFT: every
+// Commit appends the whole Batch (gob-encoded, split into parts of at most
+// 4 MiB that are applied together) with an expected last sequence, so a
+// Store whose view is stale — a node that lost the leadership, on either
+// side of a partition — can never append (ErrFenced), and with a message
+// ID derived from the batch and its position, so a Commit retried after a
+// timeout is deduplicated by JetStream instead of applied twice. Load
+// replays the stream into a pool.MemStore, which then answers Load and
+// Entries and checks every compare-and-set before anything is appended.
+//
+// A Commit that gets no answer in time (no quorum: this node is in a
+// minority or the cluster is electing) wraps pool.ErrStoreUnavailable;
+// the Scheduler retries the same batch, which deduplicates. Store is safe
+// for concurrent use.
+type Store struct {
+	js      jetstream.JetStream
+	timeout time.Duration
+
+	mu      sync.Mutex // held by Commit and Load
+	mem     *pool.MemStore
+	lastSeq uint64 // the stream's last sequence this Store has applied
+}
+
+var _ pool.Store = (*Store)(nil)
+
+// StoreConfig configures OpenStore.
+type StoreConfig struct {
+	// Replicas is the stream's replication factor: 3 in a cluster of 3 or
+	// more nodes, 1 for one node. Default 1.
+	Replicas int
+	// Timeout bounds one append; past it Commit wraps
+	// pool.ErrStoreUnavailable. Default 5 s.
+	Timeout time.Duration
+}
+
+// OpenStore creates the stream IDLEPOOL_STATE if it does not exist (file
+// storage, cfg.Replicas replicas, 2-minute duplicate window) and returns a
+// Store over it. Call Load before Commit: Load fixes the sequence the
+// first Commit expects.
+func OpenStore(ctx context.Context, js jetstream.JetStream, cfg StoreConfig) (*Store, error) {
+	if cfg.Replicas <= 0 {
+		cfg.Replicas = 1
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 5 * time.Second
+	}
+	_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        StateStream,
+		Description: "idlepool: the pool's committed state, one batch per message",
+		Subjects:    []string{stateSubj},
+		Storage:     jetstream.FileStorage,
+		Replicas:    cfg.Replicas,
+		Retention:   jetstream.LimitsPolicy,
+		Discard:     jetstream.DiscardNew,
+		MaxMsgSize:  maxPart + 64<<10,
+		Duplicates:  2 * time.Minute,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cluster: create stream %s: %w", StateStream, unavailable(err))
+	}
+	return &Store{js: js, timeout: cfg.Timeout, mem: pool.NewMemStore()}, nil
+}
+
+// LastSeq returns the stream sequence of the last message this Store has
+// loaded or appended.
+func (s *Store) LastSeq() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastSeq
+}
+
+// Load replays the whole stream into fresh memory and returns its
+// snapshot. A batch whose parts are incomplete (a node died between
+// appending them) is skipped: nothing after it can have been appended by
+// the same writer, and no answer was given for it. A batch that does not
+// apply is corruption: the error names its sequence.
+func (s *Store) Load(ctx context.Context) (*pool.Snapshot, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	// Right after an election JetStream may answer "no responders" for
+	// a moment: retry what did not answer, for up to three timeouts.
+	var (
+		mem  *pool.MemStore
+		last uint64
+		err  error
+	)
+	deadline := time.Now().Add(3 * s.timeout)
+	for {
+		mem, last, err = s.replay(ctx)
+		if err == nil || !errors.Is(err, pool.ErrStoreUnavailable) || time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("cluster: load: %w (last: %w)", ctx.Err(), err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	s.mem, s.lastSeq = mem, last
+	return mem.Load(ctx)
+}
+
+func (s *Store) replay(ctx context.Context) (*pool.MemStore, uint64, error) {
+	st, err := s.js.Stream(ctx, StateStream)
+	if err != nil {
+		return nil, 0, fmt.Errorf("cluster: open stream %s: %w", StateStream, unavailable(err))
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		return nil, 0, fmt.Errorf("cluster: stream %s info: %w", StateStream, unavailable(err))
+	}
+	mem := pool.NewMemStore()
+	end := info.State.LastSeq
+	if info.State.Msgs == 0 {
+		return mem, end, nil
+	}
+	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy})
+	if err != nil {
+		return nil, 0, fmt.Errorf("cluster: read stream %s: %w", StateStream, unavailable(err))
+	}
+	var (
+		parts [][]byte
+		name  string
+		n     int
+		seq   uint64
+	)
+	for seq < end {
+		batch, err := cons.Fetch(256, jetstream.FetchMaxWait(s.timeout))
+		if err != nil {
+			return nil, 0, fmt.Errorf("cluster: read stream %s: %w", StateStream, unavailable(err))
+		}
+		got := 0
+		for m := range batch.Messages() {
+			got++
+			md, err := m.Metadata()
+			if err != nil {
+				return nil, 0, fmt.Errorf("cluster: state message: %w", err)
+			}
+			seq = md.Sequence.Stream
+			h := m.Headers()
+			if f := h.Get(hdrFmt); f != batchFormat {
+				return nil, 0, fmt.Errorf("cluster: state message %d has format %q, want %q (written by a newer idlepool?)", seq, f, batchFormat)
+			}
+			i, total, err := parsePart(h.Get(hdrPart))
+			if err != nil {
+				return nil, 0, fmt.Errorf("cluster: state message %d: %w", seq, err)
+			}
+			if i == 1 {
+				parts, name, n = nil, h.Get(hdrBatch), total
+			} else if h.Get(hdrBatch) != name || i != len(parts)+1 || total != n {
+				// The rest of an incomplete batch was never written;
+				// this part belongs to nothing that can be applied.
+				parts, name, n = nil, "", 0
+				continue
+			}
+			parts = append(parts, m.Data())
+			if len(parts) < n {
+				continue
+			}
+			b, err := decodeBatch(bytes.Join(parts, nil))
+			parts, name, n = nil, "", 0
+			if err != nil {
+				return nil, 0, fmt.Errorf("cluster: state message %d: %w", seq, err)
+			}
+			if err := mem.Commit(ctx, b); err != nil {
+				return nil, 0, fmt.Errorf("cluster: state message %d does not apply (the state is corrupt): %w", seq, err)
+			}
+			if seq >= end {
+				break
+			}
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
+			return nil, 0, fmt.Errorf("cluster: read stream %s: %w", StateStream, unavailable(err))
+		}
+		if got == 0 {
+			return nil, 0, fmt.Errorf("cluster: read stream %s: %w: no messages after %d of %d", StateStream, pool.ErrStoreUnavailable, seq, end)
+		}
+	}
+	return mem, end, nil
+}
+
+// Commit appends b to the stream and applies it (see Store and
+// pool.Store). Errors: pool.ErrConflict (a compare-and-set that does not
+// hold), ErrFenced (another writer appended), pool.ErrStoreUnavailable
+// (no answer in time: nothing known to be applied; committing the same
+// batch again is safe).
+func (s *Store) Commit(ctx context.Context, b *pool.Batch) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mem.CommitThen(ctx, b, func() error {
+		data, err := encodeBatch(b)
+		if err != nil {
+			return fmt.Errorf("cluster: encode batch: %w", err)
+		}
+		last, err := s.append(ctx, data)
+		if err != nil {
+			return err
+		}
+		s.lastSeq = last
+		return nil
+	})
+}
+
+// append writes data as one batch after s.lastSeq and returns the
+// sequence of its last part.
+func (s *Store) append(ctx context.Context, data []byte) (uint64, error) {
+	sum := sha256.Sum256(data)
+	name := hex.EncodeToString(sum[:16])
+	n := max(1, (len(data)+maxPart-1)/maxPart)
+	seq := s.lastSeq
+	for i := range n {
+		part := data[i*maxPart : min(len(data), (i+1)*maxPart)]
+		msg := nats.NewMsg(stateSubj)
+		msg.Data = part
+		msg.Header.Set(hdrFmt, batchFormat)
+		msg.Header.Set(hdrBatch, name)
+		msg.Header.Set(hdrPart, strconv.Itoa(i+1)+"/"+strconv.Itoa(n))
+		// The ID names this part at this position: a retry of the same
+		// append after a timeout is a duplicate, never a second copy.
+		var pos [8]byte
+		binary.BigEndian.PutUint64(pos[:], seq)
+		id := sha256.Sum256(append(append(pos[:], sum[:]...), byte(i)))
+		pctx, cancel := context.WithTimeout(ctx, s.timeout)
+		ack, err := s.js.PublishMsg(pctx, msg, jetstream.WithExpectLastSequence(seq),
+			jetstream.WithMsgID(hex.EncodeToString(id[:16])), jetstream.WithRetryAttempts(0))
+		cancel()
+		if err != nil {
+			if isWrongLastSeq(err) {
+				return 0, fmt.Errorf("append after sequence %d: %w", seq, ErrFenced)
+			}
+			return 0, fmt.Errorf("cluster: append batch part %d/%d after sequence %d: %w", i+1, n, seq, unavailable(err))
+		}
+		seq = ack.Sequence
+	}
+	return seq, nil
+}
+
+// Entries answers from the loaded state (see pool.Store).
+func (s *Store) Entries(ctx context.Context, q pool.EntryQuery) ([]pool.Entry, error) {
+	s.mu.Lock()
+	mem := s.mem
+	s.mu.Unlock()
+	return mem.Entries(ctx, q)
+}
+
+func isWrongLastSeq(err error) bool {
+	var ae *jetstream.APIError
+	if errors.As(err, &ae) {
+		return ae.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || ae.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
+	}
+	return false
+}
+
+// unavailable wraps err with pool.ErrStoreUnavailable when it means no
+// answer came (timeout, no responders, a closed connection).
+func unavailable(err error) error {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
+		errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, jetstream.ErrJetStreamNotEnabled) {
+		return fmt.Errorf("%w: %w", pool.ErrStoreUnavailable, err)
+	}
+	var ae *jetstream.APIError
+	if errors.As(err, &ae) && (ae.Code == 503 || ae.Code == 408) {
+		return fmt.Errorf("%w: %w", pool.ErrStoreUnavailable, err)
+	}
+	return err
+}
+
+func parsePart(s string) (i, n int, err error) {
+	a, b, ok := bytes.Cut([]byte(s), []byte("/"))
+	if ok {
+		i, err = strconv.Atoi(string(a))
+		if err == nil {
+			n, err = strconv.Atoi(string(b))
+		}
+	}
+	if !ok || err != nil || i < 1 || n < 1 || i > n {
+		return 0, 0, fmt.Errorf("bad part header %q", s)
+	}
+	return i, n, nil
+}
+
+func encodeBatch(b *pool.Batch) ([]byte, error) {
+	var buf bytes.Buffer
+	if err := gob.NewEncoder(&buf).Encode(b); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+func decodeBatch(data []byte) (*pool.Batch, error) {
+	var b pool.Batch
+	if err := gob.NewDecoder(bytes.NewReader(data)).Decode(&b); err != nil {
+		return nil, fmt.Errorf("decode batch: %w", err)
+	}
+	return &b, nil
+}
+
+var _ pool.ReplicaArchive = (*Store)(nil)
+
+// Replica returns the committed replica with lease ID lease from the
+// loaded state (see pool.ReplicaArchive): the Scheduler keeps settled
+// replicas out of its memory and asks here.
+func (s *Store) Replica(ctx context.Context, lease string) (pool.ReplicaRecord, error) {
+	s.mu.Lock()
+	mem := s.mem
+	s.mu.Unlock()
+	return mem.Replica(ctx, lease)
+}

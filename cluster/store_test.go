@@ -1,0 +1,157 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"idlepool/pool"
+	"idlepool/pool/pooltest"
+)
+
+// testLogger logs to stderr at debug when IDLEPOOL_TEST_LOG is set.
+func testLogger() *slog.Logger {
+	if os.Getenv("IDLEPOOL_TEST_LOG") == "" {
+		return nil
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// freeAddr returns a 127.0.0.1 address with a port free right now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// testConfigs returns n node configs on 127.0.0.1 routed to each other,
+// with the TLS material and credentials Init makes, under dir.
+func testConfigs(t *testing.T, dir string, n int) []NodeConfig {
+	t.Helper()
+	if n == 1 {
+		return []NodeConfig{{Name: "node1", Pool: "test", Listen: freeAddr(t), RouteListen: freeAddr(t), Dir: filepath.Join(dir, "node1"), LeaderTTL: Duration{time.Second}}}
+	}
+	var specs []InitNode
+	for i := range n {
+		specs = append(specs, InitNode{Name: fmt.Sprintf("node%d", i+1), Listen: freeAddr(t), RouteListen: freeAddr(t)})
+	}
+	cfgs, err := Init(dir, "test", specs)
+	if err != nil {
+		t.Fatalf("Init: %v", err)
+	}
+	for i := range cfgs {
+		cfgs[i].LeaderTTL = Duration{time.Second}
+	}
+	return cfgs
+}
+
+// startNodes starts the nodes of cfgs together (a cluster's JetStream
+// needs a majority up) and closes them when the test ends.
+func startNodes(t *testing.T, cfgs []NodeConfig) []*Node {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	nodes := make([]*Node, len(cfgs))
+	errs := make([]error, len(cfgs))
+	var wg sync.WaitGroup
+	for i, c := range cfgs {
+		wg.Go(func() { nodes[i], errs[i] = StartNode(ctx, c, testLogger()) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("start %s: %v", cfgs[i].Name, err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, n := range nodes {
+			if n != nil {
+				n.Close()
+			}
+		}
+	})
+	return nodes
+}
+
+func openStore(t *testing.T, n *Node, replicas int) *Store {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := OpenStore(ctx, n.JetStream(), StoreConfig{Replicas: replicas})
+	if err != nil {
+		t.Fatalf("OpenStore: %v", err)
+	}
+	return s
+}
+
+// The JetStream store keeps the pool.Store contract on one node; reopening
+// restarts the node on the same files.
+func TestStoreConformanceOneNode(t *testing.T) {
+	pooltest.StoreConformance(t, func(t *testing.T) (pool.Store, func(pool.Store) pool.Store) {
+		cfgs := testConfigs(t, t.TempDir(), 1)
+		node := startNodes(t, cfgs)[0]
+		return openStore(t, node, 1), func(pool.Store) pool.Store {
+			node.Close()
+			node = startNodes(t, cfgs)[0]
+			return openStore(t, node, 1)
+		}
+	})
+}
+
+// The same contract holds on a three-node cluster with three replicas, and
+// a store opened on another node sees everything committed.
+func TestStoreConformanceThreeNodes(t *testing.T) {
+	pooltest.StoreConformance(t, func(t *testing.T) (pool.Store, func(pool.Store) pool.Store) {
+		nodes := startNodes(t, testConfigs(t, t.TempDir(), 3))
+		i := 0
+		return openStore(t, nodes[0], 3), func(pool.Store) pool.Store {
+			i++
+			return openStore(t, nodes[i%3], 3)
+		}
+	})
+}
+
+// A scheduler on the cluster store, moved to another node (as after the
+// node in charge died) three times in the middle of a job, loses and
+// duplicates nothing.
+func TestClusterRestart(t *testing.T) {
+	nodes := startNodes(t, testConfigs(t, t.TempDir(), 3))
+	h := pooltest.NewHarness(t, openStore(t, nodes[0], 3), nil)
+	i := 0
+	h.Reopen = func(pool.Store) pool.Store {
+		i++
+		return openStore(t, nodes[i%3], 3)
+	}
+	pooltest.RunRestart(h)
+}
+
+// Machine failures, cancellation, archived replicas and trust survive a
+// restart of the node on its JetStream files.
+func TestClusterScenarios(t *testing.T) {
+	for name, run := range map[string]func(*pooltest.Harness){
+		"machine-failures": pooltest.RunMachineFailures, "cancel": pooltest.RunCancel,
+		"archive": pooltest.RunArchive, "trust": pooltest.RunTrustRestart,
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfgs := testConfigs(t, t.TempDir(), 1)
+			node := startNodes(t, cfgs)[0]
+			h := pooltest.NewHarness(t, openStore(t, node, 1), nil)
+			h.Reopen = func(pool.Store) pool.Store {
+				node.Close()
+				node = startNodes(t, cfgs)[0]
+				return openStore(t, node, 1)
+			}
+			run(h)
+		})
+	}
+}
