@@ -111,8 +111,10 @@ func Init(dir, poolName string, nodes []InitNode) ([]NodeConfig, error) {
 		}
 		var conf bytes.Buffer
 		fmt.Fprintf(&conf, "# idlepool cluster node %s: run it with idlepool serve --cluster %s\n", n.Name, filepath.Join(cfg.Dir, ConfigFile))
+		out := c // with its defaults, written out so the operator sees them
+		out.DataDir = "data"
 		enc := toml.NewEncoder(&conf)
-		if err := enc.Encode(cfg); err != nil {
+		if err := enc.Encode(out); err != nil {
 			return nil, err
 		}
 		files := map[string][]byte{ConfigFile: conf.Bytes(), "ca.pem": caPEM, "node.pem": certPEM, "node-key.pem": keyPEM}

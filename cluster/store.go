@@ -62,9 +62,11 @@ type Store struct {
 	js      jetstream.JetStream
 	timeout time.Duration
 
-	mu      sync.Mutex // held by Commit and Load
+	mu      sync.Mutex // held by Commit, Load and catching up
 	mem     *pool.MemStore
-	lastSeq uint64 // the stream's last sequence this Store has applied
+	applied uint64 // the last part of the last batch applied to mem
+	lastSeq uint64 // the stream's last sequence, as Commit expects it
+	inUse   bool   // a Scheduler loaded this Store (Load until Release)
 }
 
 var _ pool.Store = (*Store)(nil)
@@ -90,7 +92,14 @@ func OpenStore(ctx context.Context, js jetstream.JetStream, cfg StoreConfig) (*S
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 5 * time.Second
 	}
-	_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	_, err := js.Stream(ctx, StateStream)
+	if !errors.Is(err, jetstream.ErrStreamNotFound) {
+		if err != nil {
+			return nil, fmt.Errorf("cluster: open stream %s: %w", StateStream, unavailable(err))
+		}
+		return &Store{js: js, timeout: cfg.Timeout, mem: pool.NewMemStore()}, nil
+	}
+	_, err = js.CreateStream(ctx, jetstream.StreamConfig{
 		Name:        StateStream,
 		Description: "idlepool: the pool's committed state, one batch per message",
 		Subjects:    []string{stateSubj},
@@ -101,6 +110,9 @@ func OpenStore(ctx context.Context, js jetstream.JetStream, cfg StoreConfig) (*S
 		MaxMsgSize:  maxPart + 64<<10,
 		Duplicates:  2 * time.Minute,
 	})
+	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		err = nil // another node made it meanwhile
+	}
 	if err != nil {
 		return nil, fmt.Errorf("cluster: create stream %s: %w", StateStream, unavailable(err))
 	}
@@ -115,26 +127,35 @@ func (s *Store) LastSeq() uint64 {
 	return s.lastSeq
 }
 
-// Load replays the whole stream into fresh memory and returns its
-// snapshot. A batch whose parts are incomplete (a node died between
-// appending them) is skipped: nothing after it can have been appended by
-// the same writer, and no answer was given for it. A batch that does not
-// apply is corruption: the error names its sequence.
+// Load brings the Store's memory up to the stream's end and returns its
+// snapshot; from then on the Store is in use by one Scheduler (Follow
+// stops applying) until Release. A Store that has followed the stream
+// (Follow) only applies what it has not seen, so a node that takes over
+// is ready in the time its last few batches take; a cold one replays the
+// whole stream. A batch whose parts are incomplete (a node died between
+// appending them) is skipped: no answer was given for it. A batch that
+// does not apply is corruption: the error names its sequence. What does
+// not answer (an election under way) is retried for three timeouts.
 func (s *Store) Load(ctx context.Context) (*pool.Snapshot, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	// Right after an election JetStream may answer "no responders" for
-	// a moment: retry what did not answer, for up to three timeouts.
-	var (
-		mem  *pool.MemStore
-		last uint64
-		err  error
-	)
 	deadline := time.Now().Add(3 * s.timeout)
 	for {
-		mem, last, err = s.replay(ctx)
-		if err == nil || !errors.Is(err, pool.ErrStoreUnavailable) || time.Now().After(deadline) {
+		err := s.catchUp(ctx)
+		if err == nil {
 			break
+		}
+		if !errors.Is(err, pool.ErrStoreUnavailable) {
+			// Start over from nothing once: what was applied may be
+			// what no longer fits (never expected, but cheap to rule out).
+			s.mem, s.applied, s.lastSeq = pool.NewMemStore(), 0, 0
+			if err2 := s.catchUp(ctx); err2 != nil {
+				return nil, err
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			return nil, err
 		}
 		select {
 		case <-ctx.Done():
@@ -142,30 +163,67 @@ func (s *Store) Load(ctx context.Context) (*pool.Snapshot, error) {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-	if err != nil {
-		return nil, err
-	}
-	s.mem, s.lastSeq = mem, last
-	return mem.Load(ctx)
+	s.inUse = true
+	return s.mem.Load(ctx)
 }
 
-func (s *Store) replay(ctx context.Context) (*pool.MemStore, uint64, error) {
+// Release ends the use Load began: the Scheduler on this Store stopped
+// (its node is no longer in charge). Follow applies others' batches
+// again.
+func (s *Store) Release() {
+	s.mu.Lock()
+	s.inUse = false
+	s.mu.Unlock()
+}
+
+// Follow applies the batches other nodes append, every interval, until
+// ctx ends, so that this node's memory is warm when it takes over. It
+// applies nothing while a Scheduler uses the Store (between Load and
+// Release): that Scheduler's view must change only by its own commits.
+// Errors are logged by the caller through onErr (nil: ignored) and
+// retried.
+func (s *Store) Follow(ctx context.Context, interval time.Duration, onErr func(error)) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		s.mu.Lock()
+		var err error
+		if !s.inUse {
+			err = s.catchUp(ctx)
+		}
+		s.mu.Unlock()
+		if err != nil && onErr != nil && ctx.Err() == nil {
+			onErr(err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// catchUp applies the stream's complete batches after s.applied to
+// s.mem and sets s.lastSeq to the stream's end; s.mu is held. On error
+// s.mem and s.applied are still consistent (every batch applies whole).
+func (s *Store) catchUp(ctx context.Context) error {
 	st, err := s.js.Stream(ctx, StateStream)
 	if err != nil {
-		return nil, 0, fmt.Errorf("cluster: open stream %s: %w", StateStream, unavailable(err))
+		return fmt.Errorf("cluster: open stream %s: %w", StateStream, unavailable(err))
 	}
 	info, err := st.Info(ctx)
 	if err != nil {
-		return nil, 0, fmt.Errorf("cluster: stream %s info: %w", StateStream, unavailable(err))
+		return fmt.Errorf("cluster: stream %s info: %w", StateStream, unavailable(err))
 	}
-	mem := pool.NewMemStore()
 	end := info.State.LastSeq
-	if info.State.Msgs == 0 {
-		return mem, end, nil
+	if s.applied >= end || info.State.Msgs == 0 {
+		s.lastSeq = max(s.lastSeq, end)
+		return nil
 	}
-	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy})
+	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: s.applied + 1})
 	if err != nil {
-		return nil, 0, fmt.Errorf("cluster: read stream %s: %w", StateStream, unavailable(err))
+		return fmt.Errorf("cluster: read stream %s: %w", StateStream, unavailable(err))
 	}
 	var (
 		parts [][]byte
@@ -174,25 +232,28 @@ func (s *Store) replay(ctx context.Context) (*pool.MemStore, uint64, error) {
 		seq   uint64
 	)
 	for seq < end {
-		batch, err := cons.Fetch(256, jetstream.FetchMaxWait(s.timeout))
+		batch, err := cons.Fetch(512, jetstream.FetchMaxWait(s.timeout))
 		if err != nil {
-			return nil, 0, fmt.Errorf("cluster: read stream %s: %w", StateStream, unavailable(err))
+			return fmt.Errorf("cluster: read stream %s: %w", StateStream, unavailable(err))
 		}
 		got := 0
 		for m := range batch.Messages() {
 			got++
 			md, err := m.Metadata()
 			if err != nil {
-				return nil, 0, fmt.Errorf("cluster: state message: %w", err)
+				return fmt.Errorf("cluster: state message: %w", err)
 			}
 			seq = md.Sequence.Stream
+			if seq > end {
+				continue // appended since we looked; the next catch-up applies it
+			}
 			h := m.Headers()
 			if f := h.Get(hdrFmt); f != batchFormat {
-				return nil, 0, fmt.Errorf("cluster: state message %d has format %q, want %q (written by a newer idlepool?)", seq, f, batchFormat)
+				return fmt.Errorf("cluster: state message %d has format %q, want %q (written by a newer idlepool?)", seq, f, batchFormat)
 			}
 			i, total, err := parsePart(h.Get(hdrPart))
 			if err != nil {
-				return nil, 0, fmt.Errorf("cluster: state message %d: %w", seq, err)
+				return fmt.Errorf("cluster: state message %d: %w", seq, err)
 			}
 			if i == 1 {
 				parts, name, n = nil, h.Get(hdrBatch), total
@@ -209,23 +270,24 @@ func (s *Store) replay(ctx context.Context) (*pool.MemStore, uint64, error) {
 			b, err := decodeBatch(bytes.Join(parts, nil))
 			parts, name, n = nil, "", 0
 			if err != nil {
-				return nil, 0, fmt.Errorf("cluster: state message %d: %w", seq, err)
+				return fmt.Errorf("cluster: state message %d: %w", seq, err)
 			}
-			if err := mem.Commit(ctx, b); err != nil {
-				return nil, 0, fmt.Errorf("cluster: state message %d does not apply (the state is corrupt): %w", seq, err)
+			if err := s.mem.Commit(ctx, b); err != nil {
+				return fmt.Errorf("cluster: state message %d does not apply (the state is corrupt): %w", seq, err)
 			}
-			if seq >= end {
-				break
-			}
+			s.applied = seq
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
-			return nil, 0, fmt.Errorf("cluster: read stream %s: %w", StateStream, unavailable(err))
+			return fmt.Errorf("cluster: read stream %s: %w", StateStream, unavailable(err))
 		}
 		if got == 0 {
-			return nil, 0, fmt.Errorf("cluster: read stream %s: %w: no messages after %d of %d", StateStream, pool.ErrStoreUnavailable, seq, end)
+			return fmt.Errorf("cluster: read stream %s: %w: no messages after %d of %d", StateStream, pool.ErrStoreUnavailable, seq, end)
 		}
 	}
-	return mem, end, nil
+	// Parts of an unfinished batch at the end stay unapplied; appends
+	// follow the stream's end all the same.
+	s.lastSeq = end
+	return nil
 }
 
 // Commit appends b to the stream and applies it (see Store and
@@ -245,7 +307,7 @@ func (s *Store) Commit(ctx context.Context, b *pool.Batch) error {
 		if err != nil {
 			return err
 		}
-		s.lastSeq = last
+		s.lastSeq, s.applied = last, last
 		return nil
 	})
 }

@@ -2,6 +2,7 @@ package coord
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -10,8 +11,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"idlepool/job"
+	"idlepool/pool"
 )
 
 // errDigestMismatch means uploaded bytes do not hash to the digest they
@@ -26,7 +29,8 @@ var errDigestMismatch = errors.New("coord: content does not match its digest")
 // concurrent use: two uploads of one digest both write the same bytes and
 // the last rename wins.
 type blobStore struct {
-	dir string
+	dir    string
+	mirror BlobMirror // nil: not mirrored (a pool of one node)
 }
 
 const tmpPrefix = ".upload-"
@@ -100,6 +104,16 @@ func (b *blobStore) put(d job.Digest, r io.Reader) (created bool, err error) {
 	if err := f.Close(); err != nil {
 		return false, fmt.Errorf("store blob %s: %w", d, err)
 	}
+	if b.mirror != nil {
+		// Mirrored before it counts as stored here: a file this node
+		// has is one every node can get after a failover.
+		ctx, cancel := context.WithTimeout(context.Background(), mirrorTimeout)
+		err := b.mirror.Put(ctx, d, tmp)
+		cancel()
+		if err != nil {
+			return false, fmt.Errorf("store blob %s on the other nodes: %w: %w", d, pool.ErrStoreUnavailable, err)
+		}
+	}
 	if err := os.Rename(tmp, final); err != nil {
 		return false, fmt.Errorf("store blob %s: %w", d, err)
 	}
@@ -107,6 +121,37 @@ func (b *blobStore) put(d job.Digest, r io.Reader) (created bool, err error) {
 		return true, fmt.Errorf("store blob %s: %w", d, err)
 	}
 	return true, nil
+}
+
+// mirrorTimeout bounds mirroring one file to the cluster.
+const mirrorTimeout = 2 * time.Minute
+
+// fillFromMirror copies every mirrored file this node lacks, so that the
+// jobs in the cluster's state find their files here.
+func (b *blobStore) fillFromMirror(ctx context.Context) (n int, err error) {
+	ds, err := b.mirror.List(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("list the cluster's files: %w", err)
+	}
+	for _, d := range ds {
+		if b.has(d) {
+			continue
+		}
+		r, err := b.mirror.Open(ctx, d)
+		if err != nil {
+			return n, fmt.Errorf("fetch file %s from the cluster: %w", d, err)
+		}
+		mirror := b.mirror
+		b.mirror = nil // it is there already
+		_, err = b.put(d, r)
+		b.mirror = mirror
+		r.Close()
+		if err != nil {
+			return n, fmt.Errorf("fetch file %s from the cluster: %w", d, err)
+		}
+		n++
+	}
+	return n, nil
 }
 
 // putBytes stores data under its own digest.

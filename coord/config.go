@@ -1,12 +1,15 @@
 package coord
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"strings"
 	"time"
 
+	"idlepool/job"
 	"idlepool/pool"
 )
 
@@ -90,10 +93,44 @@ type Config struct {
 	// owners, exclusion after repeated deviations); see pool.TrustConfig.
 	Trust pool.TrustConfig
 
+	// Cluster, when set, makes this coordinator the one in charge of a
+	// clustered pool (idlepool serve --cluster; see ServeCluster): the
+	// scheduler's state lives in Cluster.Store instead of coordinator.db,
+	// files are mirrored to Cluster.Blobs, and GET /v1/pool lists
+	// Cluster.Nodes. nil: a pool of one node, as before.
+	Cluster *ClusterHooks
+
 	// Relay, when its Listen is set, runs a TURN relay beside the API
 	// (p2p.Relay) and hands peers short-lived credentials for it
 	// (GET /v1/ice). See RelayConfig.
 	Relay RelayConfig
+}
+
+// ClusterHooks connect a coordinator to the other nodes of a clustered
+// pool (see Config.Cluster).
+type ClusterHooks struct {
+	// Store holds the scheduler's state (jobs, replicas, outcomes,
+	// ledger, trust), replicated to the other nodes.
+	Store pool.Store
+	// Blobs mirrors the pool's files to the other nodes: New copies every
+	// file it lacks from it before loading, and an upload is answered
+	// only once it is mirrored. nil: files are kept on this node only.
+	Blobs BlobMirror
+	// Nodes returns the HTTP URLs of the cluster's live nodes, for
+	// GET /v1/pool. nil: none listed.
+	Nodes func() []string
+}
+
+// BlobMirror is a store of the pool's files shared by a cluster's nodes
+// (cluster.Blobs, on a JetStream object store).
+type BlobMirror interface {
+	// Put stores the file at path, whose SHA-256 is d; it returns once
+	// the file is replicated. Storing a digest again is a no-op.
+	Put(ctx context.Context, d job.Digest, path string) error
+	// List returns the digests of every mirrored file.
+	List(ctx context.Context) ([]job.Digest, error)
+	// Open returns the mirrored file with digest d.
+	Open(ctx context.Context, d job.Digest) (io.ReadCloser, error)
 }
 
 // Defaults of the limits in Config.

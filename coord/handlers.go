@@ -175,7 +175,11 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (s *Server) poolInfo(w http.ResponseWriter, _ *http.Request) error {
-	writeJSON(w, http.StatusOK, PoolInfo{Pool: s.cfg.Pool, Key: s.key.Public(), InviteOnly: s.cfg.InviteOnly(), Version: APIVersion})
+	info := PoolInfo{Pool: s.cfg.Pool, Key: s.key.Public(), InviteOnly: s.cfg.InviteOnly(), Version: APIVersion}
+	if c := s.cfg.Cluster; c != nil && c.Nodes != nil {
+		info.Nodes = c.Nodes()
+	}
+	writeJSON(w, http.StatusOK, info)
 	return nil
 }
 

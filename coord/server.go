@@ -131,10 +131,22 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if s.db, err = store.Open(filepath.Join(cfg.DataDir, dbFile), store.WithBusyTimeout(cfg.StoreBusyTimeout)); err != nil {
 		return nil, fmt.Errorf("open coordinator store: %w", err)
 	}
+	var st pool.Store = s.db
+	if cfg.Cluster != nil {
+		st = cfg.Cluster.Store
+		if cfg.Cluster.Blobs != nil {
+			s.blobs.mirror = cfg.Cluster.Blobs
+			n, err := s.blobs.fillFromMirror(ctx)
+			if err != nil {
+				return nil, err
+			}
+			s.log.Info("Files copied from the cluster", "files", n)
+		}
+	}
 	s.sched, err = pool.NewScheduler(ctx, pool.SchedulerConfig{
 		Pool:   cfg.Pool,
 		Key:    s.key,
-		Store:  s.db,
+		Store:  st,
 		Blobs:  s.blobs.path,
 		Now:    cfg.Now,
 		Logger: cfg.Logger.With("component", "scheduler"),

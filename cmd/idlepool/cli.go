@@ -23,6 +23,10 @@ Commands:
           run a job on this machine, alone and offline
   serve [--listen HOST:PORT] [--data DIR] [--pool NAME] [--invite TOKEN]
           run a pool's coordinator; prints the pool URL once it listens
+  serve --cluster NODE/cluster.toml
+          run one node of a pool spread over several machines
+  cluster init DIR [--nodes N | --node NAME,HTTP,ROUTE ...]
+          make the files (certificates, keys, configs) of a clustered pool
   join POOL_URL... [--workers N] [--invite [POOL_URL=]TOKEN] [--owner-key FILE]
           donate this machine's compute to one or more pools until stopped,
           offering its capacity to each; workers shared by the pools' weights
@@ -212,6 +216,8 @@ func runAt(ctx context.Context, now func() time.Time, args []string, stdin io.Re
 		err = cmdWorker(ctx, g, cargs)
 	case "serve":
 		err = cmdServe(ctx, g, cargs)
+	case "cluster":
+		err = cmdCluster(ctx, g, cargs)
 	case "join":
 		err = cmdJoin(ctx, g, cargs)
 	case "submit":

@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"path/filepath"
 	"strings"
 
+	"idlepool/cluster"
 	"idlepool/coord"
 	"idlepool/home"
 	"idlepool/identity"
@@ -15,7 +17,7 @@ import (
 )
 
 func cmdServe(ctx context.Context, g *globals, args []string) error {
-	fs := g.flagSet("idlepool serve", "Usage: idlepool serve [--listen HOST:PORT] [--data DIR] [--pool NAME] [--invite TOKEN] [--allow-owner ID,...] [--turn HOST:PORT [--turn-ip IP]] [limits]\n\nRuns a pool's coordinator until stopped; it prints the pool URL once it listens.\nWith --turn it also runs a TURN relay (UDP) for peers that cannot connect directly.\nThe limits bound what clients may hold (docs/api.md, \"Limits\"); the defaults suit most pools.\n\n")
+	fs := g.flagSet("idlepool serve", "Usage: idlepool serve [--listen HOST:PORT] [--data DIR] [--pool NAME] [--invite TOKEN] [--allow-owner ID,...] [--turn HOST:PORT [--turn-ip IP]] [limits]\n       idlepool serve --cluster NODE/cluster.toml [--invite TOKEN] [--allow-owner ID,...] [limits]\n\nRuns a pool's coordinator until stopped; it prints the pool URL once it listens.\nWith --turn it also runs a TURN relay (UDP) for peers that cannot connect directly.\nWith --cluster it runs one node of a pool spread over several machines (made by\n'idlepool cluster init'; see the README, \"When one machine is not enough\").\nThe limits bound what clients may hold (docs/api.md, \"Limits\"); the defaults suit most pools.\n\n")
 	listen := fs.String("listen", coord.DefaultListen, "listen on `HOST:PORT` (port 0 picks a free one)")
 	data := fs.String("data", "", "keep the pool's state in `DIR` (default: coordinator/ in the data directory)")
 	name := fs.String("pool", "default", "the pool's `NAME`, written into every receipt")
@@ -32,6 +34,7 @@ func cmdServe(ctx context.Context, g *globals, args []string) error {
 	bodyMemory := fs.Int64("body-memory-mib", coord.DefaultMaxBodyMemory>>20, "hold at most `MIB` of request bodies in memory; more waits or is answered 503")
 	turnAddr := fs.String("turn", "", "also run a TURN relay on UDP `HOST:PORT` (such as 0.0.0.0:3478) for peers behind firewalls; peers get short-lived credentials from the pool")
 	turnIP := fs.String("turn-ip", "", "the `IP` peers reach the relay at (default: the --turn host, which must then be a specific address)")
+	clusterFile := fs.String("cluster", "", "run one node of a clustered pool from its `FILE` (cluster.toml, made by 'idlepool cluster init'); its listen address, data directory and pool name come from the file")
 	spool := fs.Int64("spool-mib", coord.DefaultMaxSpoolBytes>>20, "keep at most `MIB` of bodies not yet authenticated in temporary files under --data")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
@@ -48,6 +51,16 @@ func cmdServe(ctx context.Context, g *globals, args []string) error {
 		if f.v < 0 {
 			return &userError{Msg: fmt.Sprintf("--%s %d is negative", f.name, f.v), Hint: "see 'idlepool serve --help'", Cause: errUsage}
 		}
+	}
+	if *clusterFile != "" {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		for _, name := range []string{"listen", "data", "pool", "turn", "turn-ip"} {
+			if set[name] {
+				return &userError{Msg: fmt.Sprintf("--%s cannot be used with --cluster: the node's cluster.toml says it", name), Hint: "see 'idlepool serve --help'", Cause: errUsage}
+			}
+		}
+		*data = "cluster" // replaced by the node's directory
 	}
 	if *data == "" {
 		dirs, err := g.dirs()
@@ -77,6 +90,9 @@ func cmdServe(ctx context.Context, g *globals, args []string) error {
 			cfg.AllowOwners = append(cfg.AllowOwners, o)
 		}
 	}
+	if *clusterFile != "" {
+		return serveCluster(ctx, g, *clusterFile, cfg)
+	}
 	srv, err := coord.New(ctx, cfg)
 	if err != nil {
 		if errors.Is(err, coord.ErrConfig) {
@@ -99,4 +115,23 @@ func cmdServe(ctx context.Context, g *globals, args []string) error {
 		fmt.Fprintf(g.stdout, "idlepool: TURN relay on udp %s; devices reach it at %s\n", a, srv.RelayPublicAddr())
 	}
 	return srv.Serve(ctx)
+}
+
+// serveCluster runs one node of a clustered pool from its cluster.toml.
+func serveCluster(ctx context.Context, g *globals, file string, cfg coord.Config) error {
+	nc, err := cluster.LoadConfig(file)
+	if err != nil {
+		return &userError{Msg: err.Error(), Hint: "make a cluster's files with 'idlepool cluster init'", Cause: errors.Join(err, errUsage)}
+	}
+	if err := cfg.Validate(); err != nil {
+		return &userError{Msg: err.Error(), Hint: "see 'idlepool serve --help'", Cause: errors.Join(err, errUsage)}
+	}
+	fmt.Fprintf(g.stderr, "idlepool: node %s starting; waiting for a majority of the nodes (%d routes configured)\n", nc.Name, len(nc.Routes))
+	node, err := cluster.StartNode(ctx, nc, cfg.Logger)
+	if err != nil {
+		return &userError{Msg: "cannot start the cluster node: " + err.Error(), Hint: "are the other nodes started, and route_listen free?", Cause: err}
+	}
+	defer node.Close()
+	fmt.Fprintf(g.stdout, "idlepool: pool %s node %s serving at %s\n", nc.Pool, nc.Name, nc.URL)
+	return coord.ServeCluster(ctx, node, cfg)
 }

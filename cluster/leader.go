@@ -1,0 +1,259 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Buckets of the cluster's coordination in JetStream key-value stores.
+const (
+	// LeaderBucket holds the lease of the node in charge of scheduling
+	// under the key "scheduler"; its TTL is the lease's length.
+	LeaderBucket = "idlepool_leader"
+	leaderKey    = "scheduler"
+	// NodesBucket lists the live nodes, each under its name, refreshed by
+	// the node and gone three lease lengths after it stops.
+	NodesBucket = "idlepool_nodes"
+)
+
+// LeaderInfo is the value of the leader lease: which node is in charge,
+// where agents reach it and where the other nodes forward requests to it
+// (Internal, empty until its coordinator is ready), and since when. Term
+// counts the terms: it is the key's revision when the term began.
+type LeaderInfo struct {
+	Node     string    `json:"node"`
+	URL      string    `json:"url"`
+	Internal string    `json:"internal,omitempty"`
+	Since    time.Time `json:"since"`
+	Term     uint64    `json:"term,omitempty"`
+}
+
+// Leadership elects the node in charge of a clustered pool with a lease
+// in the JetStream key-value bucket idlepool_leader (replicated like the
+// pool's state, TTL = the lease's length): a node becomes leader by
+// creating the key (JetStream refuses a create when the key exists, so
+// at most one node holds it), keeps it by updating it with the revision
+// it last wrote (optimistic concurrency) every quarter of the TTL, and
+// gives it up when an update is refused or when three quarters of the
+// TTL passed since the last update that was accepted — before JetStream
+// can have let the key expire for anyone else, so two nodes never both
+// believe they are in charge for long, and the pool's state stream
+// fences the rare overlap (ErrFenced). A node cut off from the majority
+// cannot update and so steps down.
+type Leadership struct {
+	kv    jetstream.KeyValue
+	nodes jetstream.KeyValue
+	ttl   time.Duration
+	now   func() time.Time
+}
+
+// NewLeadership creates (or opens) the buckets with replicas replicas and
+// the lease length ttl.
+func NewLeadership(ctx context.Context, js jetstream.JetStream, replicas int, ttl time.Duration) (*Leadership, error) {
+	kv, err := openKV(ctx, js, jetstream.KeyValueConfig{Bucket: LeaderBucket, Description: "idlepool: the node in charge",
+		History: 1, TTL: ttl, Replicas: replicas, Storage: jetstream.FileStorage})
+	if err != nil {
+		return nil, fmt.Errorf("cluster: leader bucket: %w", unavailable(err))
+	}
+	nodes, err := openKV(ctx, js, jetstream.KeyValueConfig{Bucket: NodesBucket, Description: "idlepool: live nodes",
+		History: 1, TTL: 3 * ttl, Replicas: replicas, Storage: jetstream.FileStorage})
+	if err != nil {
+		return nil, fmt.Errorf("cluster: nodes bucket: %w", unavailable(err))
+	}
+	return &Leadership{kv: kv, nodes: nodes, ttl: ttl, now: time.Now}, nil
+}
+
+// openKV binds to the bucket of cfg, creating it when it does not exist
+// (the first node to start makes it; the others bind).
+func openKV(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	kv, err := js.KeyValue(ctx, cfg.Bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
+		kv, err = js.CreateKeyValue(ctx, cfg)
+		if errors.Is(err, jetstream.ErrBucketExists) || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			kv, err = js.KeyValue(ctx, cfg.Bucket)
+		}
+	}
+	return kv, err
+}
+
+// TTL returns the lease's length.
+func (l *Leadership) TTL() time.Duration { return l.ttl }
+
+// Leader returns the current lease's value; ok is false when no node
+// holds it. An error means JetStream did not answer (this node is cut off
+// or the cluster is electing).
+func (l *Leadership) Leader(ctx context.Context) (info LeaderInfo, ok bool, err error) {
+	e, err := l.kv.Get(ctx, leaderKey)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return LeaderInfo{}, false, nil
+	}
+	if err != nil {
+		return LeaderInfo{}, false, unavailable(err)
+	}
+	if err := json.Unmarshal(e.Value(), &info); err != nil {
+		return LeaderInfo{}, false, fmt.Errorf("cluster: leader lease holds %q: %w", e.Value(), err)
+	}
+	if info.Term == 0 { // written at the term's start, before its revision was known
+		info.Term = e.Revision()
+	}
+	return info, true, nil
+}
+
+// Term is one node's time in charge. Lost is closed when it ends.
+type Term struct {
+	l    *Leadership
+	mu   sync.Mutex // guards info
+	info LeaderInfo
+	kick chan struct{}
+	rev  uint64
+	lost chan struct{}
+	done chan struct{}
+	stop context.CancelFunc
+	// why says why the term ended; read after Lost is closed.
+	why error
+}
+
+// TryLead takes the lease for info when no node holds it and returns the
+// term, or nil when another node holds it. The term renews the lease in
+// the background until Resign or until it is lost.
+func (l *Leadership) TryLead(ctx context.Context, info LeaderInfo) (*Term, error) {
+	info.Since = l.now().UTC()
+	b, _ := json.Marshal(info)
+	sent := l.now()
+	rev, err := l.kv.Create(ctx, leaderKey, b)
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cluster: take the leader lease: %w", unavailable(err))
+	}
+	info.Term = rev
+	tctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	t := &Term{l: l, info: info, rev: rev, lost: make(chan struct{}), done: make(chan struct{}), stop: stop, kick: make(chan struct{}, 1)}
+	go t.renew(tctx, sent)
+	return t, nil
+}
+
+// Info returns the lease's value for this term.
+func (t *Term) Info() LeaderInfo {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.info
+}
+
+// Lost is closed when the term ends (lease refused or not renewed in time,
+// or Resign).
+func (t *Term) Lost() <-chan struct{} { return t.lost }
+
+// Err says why the term ended; nil before Lost is closed.
+func (t *Term) Err() error {
+	select {
+	case <-t.lost:
+		return t.why
+	default:
+		return nil
+	}
+}
+
+// Publish sets the lease's Internal URL (once the coordinator listens);
+// the renewal writes it at once.
+func (t *Term) Publish(internal string) {
+	t.mu.Lock()
+	t.info.Internal = internal
+	t.mu.Unlock()
+	select {
+	case t.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (t *Term) renew(ctx context.Context, lastOK time.Time) {
+	defer close(t.done)
+	tick := time.NewTicker(t.l.ttl / 4)
+	defer tick.Stop()
+	end := func(err error) {
+		t.why = err
+		close(t.lost)
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			end(errors.New("resigned"))
+			// Give the lease up at once so another node need not wait
+			// for it to expire; only if it is still ours.
+			dctx, cancel := context.WithTimeout(context.Background(), t.l.ttl/2)
+			_ = t.l.kv.Delete(dctx, leaderKey, jetstream.LastRevision(t.rev))
+			cancel()
+			return
+		case <-tick.C:
+		case <-t.kick:
+		}
+		b, _ := json.Marshal(t.Info())
+		sent := t.l.now()
+		rctx, cancel := context.WithTimeout(ctx, t.l.ttl/4)
+		rev, err := t.l.kv.Update(rctx, leaderKey, b, t.rev)
+		cancel()
+		switch {
+		case err == nil:
+			t.rev, lastOK = rev, sent
+		case isWrongLastSeq(err) || errors.Is(err, jetstream.ErrKeyExists):
+			end(fmt.Errorf("another node holds the leader lease: %w", err))
+			return
+		case t.l.now().Sub(lastOK) > t.l.ttl*3/4:
+			end(fmt.Errorf("leader lease not renewed for %s (cut off from the majority?): %w", t.l.now().Sub(lastOK).Round(time.Millisecond), err))
+			return
+		}
+	}
+}
+
+// Resign ends the term and deletes the lease if it is still this term's.
+// It is idempotent and returns once the renewal stopped.
+func (t *Term) Resign() {
+	t.stop()
+	<-t.done
+}
+
+// NodeInfo is a live node as the nodes bucket lists it.
+type NodeInfo struct {
+	Name string    `json:"name"`
+	URL  string    `json:"url"`
+	Seen time.Time `json:"seen"`
+}
+
+// Announce writes this node into the nodes bucket; call it every TTL.
+func (l *Leadership) Announce(ctx context.Context, n NodeInfo) error {
+	n.Seen = l.now().UTC()
+	b, _ := json.Marshal(n)
+	if _, err := l.nodes.Put(ctx, n.Name, b); err != nil {
+		return fmt.Errorf("cluster: announce node %s: %w", n.Name, unavailable(err))
+	}
+	return nil
+}
+
+// Nodes lists the live nodes by name.
+func (l *Leadership) Nodes(ctx context.Context) ([]NodeInfo, error) {
+	lister, err := l.nodes.ListKeys(ctx)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	var out []NodeInfo
+	for k := range lister.Keys() {
+		e, err := l.nodes.Get(ctx, k)
+		if err != nil {
+			continue // gone meanwhile
+		}
+		var n NodeInfo
+		if json.Unmarshal(e.Value(), &n) == nil {
+			out = append(out, n)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}

@@ -1,0 +1,236 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"idlepool/coord"
+	"idlepool/identity"
+)
+
+// freeAddrs returns n 127.0.0.1 addresses whose ports are free right now.
+func freeAddrs(t *testing.T, n int) []string {
+	t.Helper()
+	var out []string
+	var ls []net.Listener
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, l)
+		out = append(out, l.Addr().String())
+	}
+	for _, l := range ls {
+		l.Close()
+	}
+	return out
+}
+
+// testCluster is a pool of three `idlepool serve --cluster` processes.
+type testCluster struct {
+	t     *testing.T
+	files []string // each node's cluster.toml
+	urls  []string
+	nodes []*daemon
+}
+
+// startCluster makes a three-node cluster with `idlepool cluster init`
+// and starts its nodes.
+func startCluster(t *testing.T) *testCluster {
+	t.Helper()
+	addrs := freeAddrs(t, 6)
+	dir := t.TempDir()
+	args := []string{"cluster", "init", dir, "--pool", "lab-c"}
+	c := &testCluster{t: t}
+	for i := range 3 {
+		args = append(args, "--node", fmt.Sprintf("node%d,%s,%s", i+1, addrs[2*i], addrs[2*i+1]))
+		c.files = append(c.files, filepath.Join(dir, fmt.Sprintf("node%d", i+1), "cluster.toml"))
+		c.urls = append(c.urls, "http://"+addrs[2*i])
+	}
+	if out := idlepool(t, t.TempDir(), args...); out.code != 0 {
+		t.Fatalf("cluster init: exit %d\n%s", out.code, out.stderr)
+	}
+	c.nodes = make([]*daemon, 3)
+	for i := range 3 {
+		c.start(i)
+	}
+	for i := range 3 {
+		c.waitHealthy(i)
+	}
+	return c
+}
+
+// url is the comma-separated list of the nodes' URLs that clients take.
+func (c *testCluster) url() string { return strings.Join(c.urls, ",") }
+
+func (c *testCluster) start(i int) {
+	c.nodes[i] = startDaemon(c.t, fmt.Sprintf("node%d", i+1), c.t.TempDir(), "serve", "--cluster", c.files[i])
+}
+
+// waitHealthy waits until node i answers /healthz with 200 (it forwards to
+// a node in charge).
+func (c *testCluster) waitHealthy(i int) {
+	c.t.Helper()
+	deadline := patient(c.t)
+	for {
+		resp, err := http.Get(c.urls[i] + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("node%d not healthy: %v", i+1, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// state reads GET /v1/cluster from node i.
+func (c *testCluster) state(i int) (coord.ClusterState, error) {
+	var st coord.ClusterState
+	resp, err := http.Get(c.urls[i] + "/v1/cluster")
+	if err != nil {
+		return st, err
+	}
+	defer resp.Body.Close()
+	return st, json.NewDecoder(resp.Body).Decode(&st)
+}
+
+// leader returns the index of the node in charge, as a live node says,
+// waiting for one.
+func (c *testCluster) leader(skip int) int {
+	c.t.Helper()
+	deadline := patient(c.t)
+	for {
+		for i := range c.nodes {
+			if i == skip {
+				continue
+			}
+			st, err := c.state(i)
+			if err == nil && st.LeaderKnown && st.Leader.Internal != "" {
+				for j, f := range c.files {
+					if strings.Contains(f, st.Leader.Node+string(filepath.Separator)) {
+						return j
+					}
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatal("no node in charge")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// A job of 2,000 tasks on a three-node cluster, with four agents of three
+// owners: the node in charge is killed with SIGKILL mid-run, then, after
+// it came back, the next node in charge. The job finishes, its result is
+// byte-identical to run --json, the ledger verifies from every node, and
+// no (job, task, peer) has two entries.
+func TestClusterSurvivesNodeLoss(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a three-node cluster and a job of 2,000 tasks")
+	}
+	m := writeManifest(t, "pi", piManifest(2000, 2000)+"lease_timeout = \"5s\"\n")
+	r, want := runJSON(t, t.TempDir(), m)
+	c := startCluster(t)
+	url := c.url()
+
+	shared := filepath.Join(t.TempDir(), "owner.key")
+	if _, err := identity.LoadOrCreate(shared); err != nil {
+		t.Fatal(err)
+	}
+	var homes []string
+	for i := range 4 {
+		home := filepath.Join(t.TempDir(), fmt.Sprintf("agent%d", i))
+		homes = append(homes, home)
+		var extra []string
+		if i >= 2 {
+			extra = []string{"--owner-key", shared}
+		}
+		startJoin(t, home, url, extra...)
+	}
+	subHome := t.TempDir()
+	sub := startDaemon(t, "submit", subHome, "submit", m, "--pool", url, "--follow", "--json")
+
+	jobID := ""
+	decided := func() int64 {
+		if jobID == "" {
+			matches, _ := filepath.Glob(filepath.Join(subHome, "data", "merges", "*"))
+			if len(matches) != 1 {
+				return 0
+			}
+			jobID = filepath.Base(matches[0])
+		}
+		out := idlepool(t, subHome, "status", jobID, "--pool", url, "--json")
+		var st struct{ Accepted, Failed int64 }
+		if out.code != 0 || json.Unmarshal([]byte(out.stdout), &st) != nil {
+			return -1
+		}
+		return st.Accepted + st.Failed
+	}
+	waitFor := func(what string, n int64) time.Duration {
+		t.Helper()
+		start := time.Now()
+		deadline := patient(t)
+		for {
+			if d := decided(); d >= n {
+				t.Logf("%s: %d tasks decided after %s", what, d, time.Since(start).Round(10*time.Millisecond))
+				return time.Since(start)
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("waiting for %s: want %d tasks decided", what, n)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+
+	waitFor("the first kill", 300)
+	first := c.leader(-1)
+	before := decided()
+	c.nodes[first].kill()
+	t.Logf("killed node%d (in charge) with SIGKILL at %d tasks decided", first+1, before)
+	waitFor("leases flowing again after the first kill", before+20)
+	c.start(first)
+	c.waitHealthy(first)
+
+	waitFor("the second kill", before+400)
+	second := c.leader(-1)
+	before = decided()
+	c.nodes[second].kill()
+	t.Logf("killed node%d (in charge) with SIGKILL at %d tasks decided", second+1, before)
+	waitFor("leases flowing again after the second kill", before+20)
+	c.start(second)
+
+	select {
+	case <-sub.done:
+	case <-time.After(time.Until(patient(t))):
+		t.Fatal("submit --follow did not finish")
+	}
+	out, _ := os.ReadFile(sub.stdout)
+	if code := sub.cmd.ProcessState.ExitCode(); code != 0 {
+		errb, _ := os.ReadFile(sub.stderr)
+		t.Fatalf("submit --follow: exit %d\n%s", code, errb)
+	}
+	if diff := cmp.Diff(want, string(out)); diff != "" {
+		t.Fatalf("submit --follow --json on the cluster differs from run --json (-run +submit):\n%s", diff)
+	}
+	c.waitHealthy(second)
+	for i, u := range c.urls {
+		// Every node answers the same ledger.
+		checkLedgerAndHistories(t, u, map[string]int64{r.Job: 2000}, 2, homes)
+		t.Logf("node%d: ledger verified", i+1)
+	}
+}

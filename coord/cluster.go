@@ -1,0 +1,490 @@
+package coord
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/sync/errgroup"
+
+	"idlepool/cluster"
+	"idlepool/pool"
+)
+
+// ClusterState is the answer to GET /v1/cluster on any node of a
+// clustered pool: which node answers, which is in charge of scheduling
+// (empty when none is, or this node cannot tell), the live nodes, and the
+// replication of the pool's state stream as JetStream reports it.
+type ClusterState struct {
+	Node   string             `json:"node"`
+	Leader cluster.LeaderInfo `json:"leader"`
+	// LeaderKnown is false while no node holds the lease or this node
+	// cannot reach the majority.
+	LeaderKnown bool               `json:"leader_known"`
+	Nodes       []cluster.NodeInfo `json:"nodes"`
+	Routes      int                `json:"routes"`
+	// State is the state stream's RAFT group: its leader and each
+	// replica's currency and lag (operations behind).
+	State StreamHealth `json:"state"`
+}
+
+// StreamHealth is a JetStream stream's replication health.
+type StreamHealth struct {
+	Leader   string          `json:"leader"`
+	Messages uint64          `json:"messages"`
+	Replicas []ReplicaHealth `json:"replicas"`
+	Error    string          `json:"error,omitempty"`
+}
+
+// ReplicaHealth is one replica of a stream: its node, whether it is
+// current with the leader, and how many operations it is behind.
+type ReplicaHealth struct {
+	Node    string `json:"node"`
+	Current bool   `json:"current"`
+	Offline bool   `json:"offline,omitempty"`
+	Lag     uint64 `json:"lag,omitempty"`
+}
+
+// ServeCluster runs one node of a clustered pool until ctx ends: its
+// public HTTP API on the node's Listen address and, while this node holds
+// the leader lease (cluster.Leadership), the pool's coordinator — a
+// Server built from base with its state in the replicated stream
+// (cluster.Store), its files mirrored (cluster.Blobs) and its data under
+// DataDir/coord (the pool key, shared by the nodes, is there). Every
+// request to the public API is forwarded to the coordinator of the node
+// in charge (a reverse proxy: streams and long polls pass through);
+// while no node is in charge, or this node cannot reach the majority,
+// requests are answered 503 with code "no_leader" and clients try
+// another node. GET /healthz, GET /metrics and GET /v1/cluster are this
+// node's own. When the lease is lost (not renewed in time, or another
+// node took it) the coordinator is stopped at once; the node campaigns
+// again. base's Listen, DataDir, Pool and Cluster are set here.
+func ServeCluster(ctx context.Context, node *cluster.Node, base Config) error {
+	nc := node.Config()
+	log := base.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	js := node.JetStream()
+	var err error
+	// A new cluster places its buckets' replicas while the nodes are
+	// still meeting: retry what did not answer until ctx ends.
+	var (
+		lead  *cluster.Leadership
+		blobs *cluster.Blobs
+	)
+	for {
+		if lead == nil {
+			lead, err = cluster.NewLeadership(ctx, js, nc.Replicas, nc.LeaderTTL.Duration)
+		}
+		if err == nil {
+			blobs, err = cluster.OpenBlobs(ctx, js, nc.Replicas)
+		}
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, pool.ErrStoreUnavailable) || ctx.Err() != nil {
+			return err
+		}
+		log.Info("Waiting for the cluster to set up its buckets", "node", nc.Name, "err", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Second):
+		}
+	}
+	var state *cluster.Store
+	for {
+		if state, err = cluster.OpenStore(ctx, js, cluster.StoreConfig{Replicas: nc.Replicas}); err == nil {
+			break
+		}
+		if !errors.Is(err, pool.ErrStoreUnavailable) || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Second):
+		}
+	}
+	ln, err := net.Listen("tcp", nc.Listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	f := &front{node: node, lead: lead, blobs: blobs, state: state, log: log, proxies: map[string]*httputil.ReverseProxy{},
+		transport: &http.Transport{MaxIdleConnsPerHost: 256, IdleConnTimeout: 90 * time.Second, ResponseHeaderTimeout: 0}}
+	f.initMetrics()
+	hs := &http.Server{Handler: f.routes(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 60 * time.Second,
+		MaxHeaderBytes: 64 << 10, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	log.Info("Cluster node ready", "node", nc.Name, "pool", nc.Pool, "url", nc.URL, "routes", nc.Routes, "replicas", nc.Replicas)
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		if err := hs.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("serve http: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error { f.watch(gctx); return nil })
+	g.Go(func() error {
+		state.Follow(gctx, nc.LeaderTTL.Duration/4, func(err error) { log.Debug("Cannot follow the pool's state", "err", err) })
+		return nil
+	})
+	g.Go(func() error { return f.campaign(gctx, base) })
+	g.Go(func() error {
+		<-gctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+		defer cancel()
+		if err := hs.Shutdown(sctx); err != nil {
+			hs.Close()
+		}
+		return nil
+	})
+	err = g.Wait()
+	f.transport.CloseIdleConnections()
+	if errors.Is(err, context.Canceled) {
+		err = nil
+	}
+	return err
+}
+
+// front is a node's public API: its own health and metrics, and a
+// reverse proxy to the coordinator in charge.
+type front struct {
+	node      *cluster.Node
+	lead      *cluster.Leadership
+	blobs     *cluster.Blobs
+	state     *cluster.Store // followed while another node is in charge
+	log       *slog.Logger
+	transport *http.Transport
+
+	mu      sync.Mutex
+	leader  cluster.LeaderInfo
+	known   bool      // leader holds a live lease's value
+	checked time.Time // when the lease was last read successfully
+	nodes   []cluster.NodeInfo
+	local   *Server // this node's coordinator while it is in charge
+	terms   int     // terms this node has held
+	proxies map[string]*httputil.ReverseProxy
+	reg     *prometheus.Registry
+}
+
+func (f *front) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", f.healthz)
+	mux.HandleFunc("GET /metrics", f.metrics)
+	mux.HandleFunc("GET /v1/cluster", f.clusterState)
+	mux.HandleFunc("/", f.forward)
+	return mux
+}
+
+// watch reads the leader lease every quarter TTL and announces this node
+// every TTL, until ctx ends.
+func (f *front) watch(ctx context.Context) {
+	nc := f.node.Config()
+	ttl := f.lead.TTL()
+	tick := time.NewTicker(ttl / 4)
+	defer tick.Stop()
+	var announced time.Time
+	for {
+		rctx, cancel := context.WithTimeout(ctx, ttl/2)
+		info, ok, err := f.lead.Leader(rctx)
+		var nodes []cluster.NodeInfo
+		if time.Since(announced) >= ttl {
+			if f.lead.Announce(rctx, cluster.NodeInfo{Name: nc.Name, URL: nc.URL}) == nil {
+				announced = time.Now()
+			}
+			nodes, _ = f.lead.Nodes(rctx)
+		}
+		cancel()
+		f.mu.Lock()
+		if err == nil {
+			f.leader, f.known, f.checked = info, ok, time.Now()
+		} else if time.Since(f.checked) > ttl {
+			f.known = false // cut off: stop forwarding to what may be gone
+		}
+		if nodes != nil {
+			f.nodes = nodes
+		}
+		f.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// campaign tries to take the leader lease and, while it holds it, runs
+// the coordinator.
+func (f *front) campaign(ctx context.Context, base Config) error {
+	nc := f.node.Config()
+	ttl := f.lead.TTL()
+	for ctx.Err() == nil {
+		tctx, cancel := context.WithTimeout(ctx, ttl/2)
+		term, err := f.lead.TryLead(tctx, cluster.LeaderInfo{Node: nc.Name, URL: nc.URL})
+		cancel()
+		if err != nil {
+			f.log.Debug("Cannot campaign for the leader lease", "err", err)
+		}
+		if term != nil {
+			f.runTerm(ctx, base, term)
+			term.Resign()
+			continue
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(ttl / 4):
+		}
+	}
+	return nil
+}
+
+// runTerm runs this node's coordinator while term lasts.
+func (f *front) runTerm(ctx context.Context, base Config, term *cluster.Term) {
+	nc := f.node.Config()
+	start := time.Now()
+	f.log.Info("This node is in charge of the pool", "node", nc.Name, "term", term.Info().Term)
+	tctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-term.Lost():
+			f.log.Warn("This node is no longer in charge", "node", nc.Name, "why", term.Err())
+			cancel()
+		case <-tctx.Done():
+		}
+	}()
+	defer f.state.Release()
+	cfg := base
+	cfg.Listen, cfg.DataDir, cfg.Pool = nc.Internal, filepath.Join(nc.DataDir, "coord"), nc.Pool
+	cfg.Cluster = &ClusterHooks{Store: f.state, Blobs: f.blobs, Nodes: f.nodeURLs}
+	var srv *Server
+	for {
+		var err error
+		srv, err = New(tctx, cfg)
+		if err == nil {
+			break
+		}
+		f.state.Release()
+		// Right after a node died JetStream elects new leaders for its
+		// streams: what did not answer is tried again while the term
+		// lasts.
+		if !errors.Is(err, pool.ErrStoreUnavailable) || tctx.Err() != nil {
+			f.log.Error("Cannot start the coordinator", "err", err)
+			return
+		}
+		f.log.Info("Waiting for the cluster's state to answer", "err", err)
+		select {
+		case <-tctx.Done():
+			return
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	f.mu.Lock()
+	f.local = srv
+	f.terms++
+	f.mu.Unlock()
+	term.Publish(srv.URL())
+	f.log.Info("Coordinator in charge", "node", nc.Name, "internal", srv.URL(), "loaded", time.Since(start).Round(time.Millisecond))
+	if err := srv.Serve(tctx); err != nil {
+		f.log.Warn("Coordinator stopped", "node", nc.Name, "err", err)
+	}
+	f.mu.Lock()
+	f.local = nil
+	f.mu.Unlock()
+}
+
+// nodeURLs returns the live nodes' URLs, for GET /v1/pool.
+func (f *front) nodeURLs() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]string, 0, len(f.nodes))
+	for _, n := range f.nodes {
+		out = append(out, n.URL)
+	}
+	return out
+}
+
+// target returns where to forward to: the coordinator in charge.
+func (f *front) target() (*httputil.ReverseProxy, string, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.known || f.leader.Internal == "" {
+		return nil, "", false
+	}
+	in := f.leader.Internal
+	p := f.proxies[in]
+	if p == nil {
+		u, err := url.Parse(in)
+		if err != nil {
+			return nil, "", false
+		}
+		p = &httputil.ReverseProxy{
+			Rewrite: func(r *httputil.ProxyRequest) {
+				r.SetURL(u)
+				r.Out.Host = r.In.Host
+				r.SetXForwarded()
+			},
+			Transport:     f.transport,
+			FlushInterval: -1, // long polls and streams pass through at once
+			ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+				f.log.Debug("Forwarding failed", "to", in, "path", r.URL.Path, "err", err)
+				noLeader(w, "the node in charge of the pool did not answer; try another node")
+			},
+		}
+		f.proxies[in] = p
+	}
+	return p, f.leader.Node, true
+}
+
+func (f *front) forward(w http.ResponseWriter, r *http.Request) {
+	p, _, ok := f.target()
+	if !ok {
+		noLeader(w, "no node of this cluster is in charge of the pool right now (an election is under way, or this node is cut off from the majority); try another node")
+		return
+	}
+	p.ServeHTTP(w, r)
+}
+
+func noLeader(w http.ResponseWriter, msg string) {
+	w.Header().Set("Retry-After", "1")
+	writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": msg, "code": CodeNoLeader})
+}
+
+// snapshot reads this node's view of the cluster.
+func (f *front) snapshot(ctx context.Context) ClusterState {
+	nc := f.node.Config()
+	f.mu.Lock()
+	st := ClusterState{Node: nc.Name, Leader: f.leader, LeaderKnown: f.known, Nodes: append([]cluster.NodeInfo(nil), f.nodes...)}
+	f.mu.Unlock()
+	st.Routes = f.node.Server().NumRoutes()
+	sctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	s, err := f.node.JetStream().Stream(sctx, cluster.StateStream)
+	if err == nil {
+		info, err2 := s.Info(sctx)
+		if err = err2; err == nil {
+			st.State.Messages = info.State.Msgs
+			if c := info.Cluster; c != nil {
+				st.State.Leader = c.Leader
+				if c.Leader != "" {
+					st.State.Replicas = append(st.State.Replicas, ReplicaHealth{Node: c.Leader, Current: true})
+				}
+				for _, p := range c.Replicas {
+					st.State.Replicas = append(st.State.Replicas, ReplicaHealth{Node: p.Name, Current: p.Current, Offline: p.Offline, Lag: p.Lag})
+				}
+			}
+		}
+	}
+	if err != nil {
+		st.State.Error = err.Error()
+	}
+	return st
+}
+
+func (f *front) clusterState(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, f.snapshot(r.Context()))
+}
+
+// healthz is 200 when this node can forward to a coordinator in charge
+// (or is it), 503 otherwise; the text says which node leads and how the
+// pool's state is replicated.
+func (f *front) healthz(w http.ResponseWriter, r *http.Request) {
+	st := f.snapshot(r.Context())
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	var b strings.Builder
+	if st.LeaderKnown && st.Leader.Internal != "" {
+		fmt.Fprintf(&b, "ok: node %s; %s is in charge (term %d)", st.Node, st.Leader.Node, st.Leader.Term)
+	} else {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintf(&b, "no leader: node %s cannot reach a node in charge", st.Node)
+	}
+	fmt.Fprintf(&b, "; %d nodes live, %d routes", len(st.Nodes), st.Routes)
+	if st.State.Error != "" {
+		fmt.Fprintf(&b, "; state stream: %s", st.State.Error)
+	} else {
+		cur := 0
+		for _, p := range st.State.Replicas {
+			if p.Current {
+				cur++
+			}
+		}
+		fmt.Fprintf(&b, "; state stream led by %s, %d of %d replicas current", st.State.Leader, cur, len(st.State.Replicas))
+	}
+	b.WriteString("\n")
+	io.WriteString(w, b.String())
+}
+
+func (f *front) initMetrics() {
+	f.reg = prometheus.NewRegistry()
+	gauge := func(name, help string, fn func() float64) {
+		f.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, fn))
+	}
+	b2f := func(b bool) float64 {
+		if b {
+			return 1
+		}
+		return 0
+	}
+	gauge("idlepool_cluster_in_charge", "1 while this node's coordinator is in charge of the pool.", func() float64 {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return b2f(f.local != nil)
+	})
+	gauge("idlepool_cluster_leader_known", "1 while this node knows a node in charge it can forward to.", func() float64 {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return b2f(f.known && f.leader.Internal != "")
+	})
+	gauge("idlepool_cluster_terms", "Terms in charge this node has begun since it started.", func() float64 {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return float64(f.terms)
+	})
+	gauge("idlepool_cluster_nodes_live", "Nodes announced in the last three lease lengths.", func() float64 {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return float64(len(f.nodes))
+	})
+	gauge("idlepool_cluster_routes", "NATS routes to other nodes.", func() float64 { return float64(f.node.Server().NumRoutes()) })
+}
+
+// metrics serves this node's cluster gauges, and the coordinator's own
+// metrics while this node is in charge.
+func (f *front) metrics(w http.ResponseWriter, r *http.Request) {
+	st := f.snapshot(r.Context())
+	reg := prometheus.NewRegistry()
+	cur := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "idlepool_cluster_state_replica_current",
+		Help: "1 when a replica of the pool's state stream is current with its leader."}, []string{"node"})
+	lag := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "idlepool_cluster_state_replica_lag",
+		Help: "Operations a replica of the pool's state stream is behind its leader."}, []string{"node"})
+	for _, p := range st.State.Replicas {
+		v := 0.0
+		if p.Current {
+			v = 1
+		}
+		cur.WithLabelValues(p.Node).Set(v)
+		lag.WithLabelValues(p.Node).Set(float64(p.Lag))
+	}
+	reg.MustRegister(cur, lag)
+	gs := prometheus.Gatherers{f.reg, reg}
+	f.mu.Lock()
+	local := f.local
+	f.mu.Unlock()
+	if local != nil {
+		gs = append(gs, local.metrics.reg)
+	}
+	promhttp.HandlerFor(gs, promhttp.HandlerOpts{}).ServeHTTP(w, r)
+}
