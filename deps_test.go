@@ -14,10 +14,13 @@ import (
 // store ranks above pool: it implements pool.Store (the interface pool owns
 // as its consumer), so it names pool's record types (Peer, Entry, Batch,
 // Snapshot); pool depends only on that interface, never on store.
+// cluster ranks with store for the same reason: it is the other
+// implementation of pool.Store (the pool's state in JetStream), which
+// coord serves.
 var layers = map[string]int{
 	"job": 0, "home": 0, "identity": 0, "assets": 0, "castore": 0,
 	"worker": 1, "p2p": 1, "idle": 2, "offers": 3, "pool": 4,
-	"store": 5, "coord": 6, "agent": 7, "app": 8,
+	"store": 5, "cluster": 5, "coord": 6, "agent": 7, "app": 8,
 }
 
 // onlyIn says which top-level package alone may import a module path prefix.
@@ -27,6 +30,7 @@ var onlyIn = map[string]string{
 	"github.com/ebitengine/purego":  "worker",
 	"github.com/tetratelabs/wazero": "worker",
 	"github.com/pion/":              "p2p",
+	"github.com/nats-io/":           "cluster",
 }
 
 type listed struct {
