@@ -203,7 +203,15 @@ func StartNode(ctx context.Context, cfg NodeConfig, log *slog.Logger) (*Node, er
 			return nil, fmt.Errorf("%w: route_listen: %v", ErrConfig, err)
 		}
 		opts.Cluster = server.ClusterOpts{Name: clusterName, Host: host, Port: port,
-			Username: cfg.RouteUser, Password: cfg.RoutePassword, ConnectRetries: -1}
+			Username: cfg.RouteUser, Password: cfg.RoutePassword, ConnectRetries: -1,
+			// Every node names every other in routes (cluster init makes
+			// a full mesh): nothing to learn by gossip, and a node
+			// reaches the others only where its config says.
+			NoAdvertise: true,
+			// One connection per pair of nodes: the pool's traffic is
+			// small, and a node then talks to another on exactly the
+			// connection its routes name.
+			PoolSize: -1}
 		if cfg.CA != "" {
 			tc, err := server.GenTLSConfig(&server.TLSConfigOpts{CertFile: cfg.path(cfg.Cert), KeyFile: cfg.path(cfg.Key),
 				CaFile: cfg.path(cfg.CA), Verify: true, Timeout: 2})

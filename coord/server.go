@@ -246,6 +246,12 @@ func (s *Server) Serve(ctx context.Context) error {
 	g.Go(func() error {
 		<-gctx.Done()
 		s.signals.shutdown() // long polls answer now
+		if s.cfg.Cluster != nil {
+			// A node that is no longer in charge may commit nothing
+			// more: requests waiting on the scheduler are answered 503
+			// now, and clients go to the node now in charge.
+			stopSched()
+		}
 		sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 		defer cancel()
 		if err := hs.Shutdown(sctx); err != nil {
