@@ -149,7 +149,7 @@ func boardError(err error, url string, dirs home.Dirs) string {
 	case errors.Is(err, ErrUnauthorized):
 		return fmt.Sprintf("the pool at %s does not know this device (%v): check this machine's clock, then join again", url, err)
 	case errors.Is(err, ErrBadRequest) && !errors.As(err, new(*APIError)):
-		return fmt.Sprintf("%q is not a pool URL: a pool URL looks like http://127.0.0.1:7420", url)
+		return fmt.Sprintf("%q is not a pool URL: a pool URL looks like http://127.0.0.1:7420, or a cluster's nodes' URLs separated by commas", url)
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return fmt.Sprintf("the pool at %s did not answer in time", url)
 	}

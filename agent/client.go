@@ -39,10 +39,18 @@ const maxAnswer = 256 << 20
 // (its own clock corrected by the offset), so that a device whose clock is
 // off by more than the coordinator allows (5 minutes) keeps working, and
 // converts the lease deadlines it reads to its own clock.
+//
+// A clustered pool has several nodes, any of which answers any request
+// (README, "When one machine is not enough"): the client is given all of
+// their URLs and fails over by itself. A request that cannot reach a node,
+// or that a node answers 503 with code "no_leader" (an election under way,
+// or a node cut off from the majority), is signed again and sent to the
+// next node; the node that answered last is tried first next time.
 type Client struct {
-	base *url.URL
-	key  *identity.Key
-	http *http.Client
+	bases []*url.URL   // the pool's nodes; a single coordinator is one
+	cur   atomic.Int32 // index in bases of the node that answered last
+	key   *identity.Key
+	http  *http.Client
 
 	mu          sync.Mutex
 	now         func() time.Time // this device's clock
@@ -62,17 +70,46 @@ type Client struct {
 }
 
 // NewClient returns a client of the pool at poolURL (scheme and host, e.g.
-// "http://127.0.0.1:7420") that signs with the device key. hc nil means a
-// client with a 60 s timeout per request.
+// "http://127.0.0.1:7420"; for a clustered pool, its nodes' URLs separated
+// by commas, e.g. "http://a:7420,http://b:7420,http://c:7420") that signs
+// with the device key. hc nil means a client with a 60 s timeout per
+// request. A URL that is not http or https with a host, or a list that
+// names one node twice, is ErrBadRequest.
 func NewClient(poolURL string, key *identity.Key, hc *http.Client) (*Client, error) {
-	u, err := url.Parse(strings.TrimRight(poolURL, "/"))
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("%w: pool URL %q: want http://HOST:PORT or https://HOST", ErrBadRequest, poolURL)
+	bases, err := ParsePoolURL(poolURL)
+	if err != nil {
+		return nil, err
 	}
 	if hc == nil {
 		hc = &http.Client{Timeout: 60 * time.Second}
 	}
-	return &Client{base: u, key: key, http: hc, now: time.Now}, nil
+	return &Client{bases: bases, key: key, http: hc, now: time.Now}, nil
+}
+
+// ParsePoolURL parses a pool URL: one coordinator's base URL, or the
+// comma-separated base URLs of a clustered pool's nodes, each http or
+// https with a host (a trailing slash is dropped). It returns them in the
+// order given; ErrBadRequest names the first that is malformed, or one
+// given twice.
+func ParsePoolURL(poolURL string) ([]*url.URL, error) {
+	var out []*url.URL
+	seen := map[string]bool{}
+	for part := range strings.SplitSeq(poolURL, ",") {
+		part = strings.TrimSpace(part)
+		u, err := url.Parse(strings.TrimRight(part, "/"))
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+			if part != poolURL {
+				return nil, fmt.Errorf("%w: pool URL %q: node %q: want http://HOST:PORT or https://HOST, several separated by commas", ErrBadRequest, poolURL, part)
+			}
+			return nil, fmt.Errorf("%w: pool URL %q: want http://HOST:PORT or https://HOST", ErrBadRequest, poolURL)
+		}
+		if seen[u.String()] {
+			return nil, fmt.Errorf("%w: pool URL %q: node %s is named twice", ErrBadRequest, poolURL, u)
+		}
+		seen[u.String()] = true
+		out = append(out, u)
+	}
+	return out, nil
 }
 
 // SetClock replaces the device's clock the client reads (time.Now); for
@@ -176,8 +213,21 @@ func (c *Client) watchReach(f func(reachable bool, since time.Time)) {
 	c.mu.Unlock()
 }
 
-// URL returns the pool's base URL.
-func (c *Client) URL() string { return c.base.String() }
+// URL returns the pool's URL as given to NewClient, normalised: one base
+// URL, or a clustered pool's node URLs separated by commas. It names the
+// pool in this device's local state (pending receipts, ledger cursors),
+// so it does not change when the client fails over.
+func (c *Client) URL() string {
+	parts := make([]string, len(c.bases))
+	for i, u := range c.bases {
+		parts[i] = u.String()
+	}
+	return strings.Join(parts, ",")
+}
+
+// Node returns the base URL of the node the next request goes to first:
+// the one that answered last.
+func (c *Client) Node() string { return c.bases[c.cur.Load()].String() }
 
 // PeerID returns the ID of the device key the client signs with.
 func (c *Client) PeerID() string { return c.key.ID() }
@@ -227,19 +277,78 @@ func (c *Client) send(ctx context.Context, method, path string, query url.Values
 }
 
 // sendTry is send; retried is set on the second try.
+//
+// It tries the pool's nodes in turn, starting with the one that answered
+// last: a node that cannot be reached, or that answers 503 "no_leader",
+// passes the request to the next one (signed again; a body that cannot be
+// rewound goes to one node only). The last node's failure is the answer.
 func (c *Client) sendTry(ctx context.Context, method, path string, query url.Values, body payload, sign, retried bool) (*http.Response, error) {
-	u := *c.base
-	u.Path = c.base.Path + path
+	if body.r == nil {
+		body.sum = sha256.Sum256(nil)
+	}
+	n := len(c.bases)
+	start := int(c.cur.Load())
+	sent := c.clock()
+	var lastErr error
+	for i := range n {
+		if i > 0 && !rewind(body.r) {
+			break
+		}
+		at := (start + i) % n
+		resp, used, err := c.sendTo(ctx, at, method, path, query, body, sign)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			lastErr = err
+			continue
+		}
+		if resp.StatusCode == http.StatusServiceUnavailable && i < n-1 && noLeader(resp) {
+			lastErr = nil
+			continue
+		}
+		c.cur.Store(int32(at))
+		return c.answer(ctx, resp, used, method, path, query, body, sign, retried)
+	}
+	if lastErr == nil {
+		// Every node answered; only a body that could not be sent again
+		// stopped the tries.
+		lastErr = fmt.Errorf("%w: %s %s: no node of the pool is in charge right now", ErrUnavailable, method, path)
+	}
+	c.noteFailure(sent)
+	return nil, lastErr
+}
+
+// noLeader reports whether resp, a 503, is a cluster node's "no_leader"
+// answer; it then reads and closes the body.
+func noLeader(resp *http.Response) bool {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	var eb struct {
+		Code string `json:"code"`
+	}
+	if json.Unmarshal(b, &eb) == nil && eb.Code == coord.CodeNoLeader {
+		return true
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(b)) // the answer, read again by answer
+	return false
+}
+
+// sendTo sends one request to node at and returns its response and the
+// clock offset its signature used, or a transport failure wrapping
+// ErrUnavailable.
+func (c *Client) sendTo(ctx context.Context, at int, method, path string, query url.Values, body payload, sign bool) (*http.Response, time.Duration, error) {
+	base := c.bases[at]
+	u := *base
+	u.Path = base.Path + path
 	u.RawQuery = query.Encode()
 	req, err := http.NewRequestWithContext(ctx, method, u.String(), body.r)
 	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", method, path, err)
+		return nil, 0, fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	if body.r != nil {
 		req.ContentLength = body.n
 		req.Header.Set("Content-Type", body.ctype)
-	} else {
-		body.sum = sha256.Sum256(nil)
 	}
 	used, _ := c.ClockOffset()
 	if sign {
@@ -248,13 +357,21 @@ func (c *Client) sendTry(ctx context.Context, method, path string, query url.Val
 	sent := c.clock()
 	resp, err := c.http.Do(req)
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
+		if n := len(c.bases); n > 1 {
+			return nil, 0, fmt.Errorf("%w: %s %s (node %s): %w", ErrUnavailable, method, path, base, err)
 		}
-		c.noteFailure(sent)
-		return nil, fmt.Errorf("%w: %s %s: %w", ErrUnavailable, method, path, err)
+		return nil, 0, fmt.Errorf("%w: %s %s: %w", ErrUnavailable, method, path, err)
 	}
 	c.noteAnswer(resp.Header.Get("Date"), sent, c.clock())
+	return resp, used, nil
+}
+
+// answer turns a node's response into send's result: resp itself for a
+// 2xx status, else an *APIError (the body read and closed). A request
+// refused for its timestamp is signed again and sent once more when the
+// answer changed the measured clock offset from used, the one it was
+// signed with.
+func (c *Client) answer(ctx context.Context, resp *http.Response, used time.Duration, method, path string, query url.Values, body payload, sign, retried bool) (*http.Response, error) {
 	if sign {
 		c.mu.Lock()
 		c.skewRefused = false

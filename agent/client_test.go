@@ -178,3 +178,114 @@ func FuzzReadLedger(f *testing.F) {
 		}
 	})
 }
+
+// A clustered pool's client fails over: a node that cannot be reached
+// and a node answering 503 "no_leader" pass the request on to the next
+// node, with its body and a signature; the node that answered is asked
+// first next time; when no node answers, the error is ErrUnavailable and
+// the pool counts as unreachable.
+func TestClientFailsOver(t *testing.T) {
+	down := httptest.NewServer(http.NotFoundHandler())
+	down.Close() // connection refused from now on
+	var noLeaderHits, okHits int
+	noLeader := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		noLeaderHits++
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintf(w, `{"error":"no node in charge","code":%q}`, coord.CodeNoLeader)
+	}))
+	defer noLeader.Close()
+	ok := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		okHits++
+		b := make([]byte, 16)
+		n, _ := r.Body.Read(b)
+		if string(b[:n]) != "{}" || !strings.HasPrefix(r.Header.Get("Authorization"), "Idlepool ") {
+			t.Errorf("request reached the third node with body %q and Authorization %q", b[:n], r.Header.Get("Authorization"))
+		}
+		fmt.Fprint(w, `{"deadline":"2026-01-02T03:04:05Z"}`)
+	}))
+	defer ok.Close()
+
+	list := strings.Join([]string{down.URL, noLeader.URL, ok.URL + "/"}, ", ")
+	c, err := agent.NewClient(list, mustKey(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := strings.Join([]string{down.URL, noLeader.URL, ok.URL}, ","); c.URL() != want {
+		t.Errorf("URL() = %q, want %q", c.URL(), want)
+	}
+	for range 2 {
+		if _, err := c.Heartbeat(context.Background(), "l1"); err != nil {
+			t.Fatalf("heartbeat through the cluster: %v", err)
+		}
+	}
+	if diff := cmp.Diff([]int{1, 2}, []int{noLeaderHits, okHits}); diff != "" {
+		t.Errorf("hits on the no-leader node and the node in charge (-want +got):\n%s", diff)
+	}
+	if c.Node() != ok.URL {
+		t.Errorf("Node() = %q, want the node that answered, %q", c.Node(), ok.URL)
+	}
+	if !c.UnreachableSince().IsZero() {
+		t.Error("the pool counts as unreachable although a node answered")
+	}
+
+	// No node in charge anywhere: the last node's answer is the error.
+	c2, err := agent.NewClient(down.URL+","+noLeader.URL, mustKey(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c2.Heartbeat(context.Background(), "l1")
+	var ae *agent.APIError
+	if !errors.As(err, &ae) || ae.Code != coord.CodeNoLeader || !errors.Is(err, agent.ErrUnavailable) {
+		t.Errorf("heartbeat with no node in charge: %v, want a 503 no_leader APIError", err)
+	}
+
+	// Every node down.
+	c3, err := agent.NewClient(down.URL+","+strings.Replace(down.URL, "127.0.0.1", "127.0.0.2", 1), mustKey(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c3.Heartbeat(context.Background(), "l1"); !errors.Is(err, agent.ErrUnavailable) {
+		t.Errorf("heartbeat with every node down: %v, want ErrUnavailable", err)
+	}
+	if c3.UnreachableSince().IsZero() {
+		t.Error("the pool does not count as unreachable with every node down")
+	}
+}
+
+func TestParsePoolURL(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    []string
+		errPart string
+	}{
+		{"http://127.0.0.1:7420", []string{"http://127.0.0.1:7420"}, ""},
+		{"https://pool.example/", []string{"https://pool.example"}, ""},
+		{"http://a:1,http://b:2, http://c:3/", []string{"http://a:1", "http://b:2", "http://c:3"}, ""},
+		{"127.0.0.1:7420", nil, `pool URL "127.0.0.1:7420": want http://HOST:PORT`},
+		{"http://a:1,b:2", nil, `node "b:2"`},
+		{"http://a:1,", nil, `node ""`},
+		{"http://a:1,http://a:1/", nil, "named twice"},
+		{"http://a:1?x=1", nil, "want http://HOST:PORT"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.in, func(t *testing.T) {
+			us, err := agent.ParsePoolURL(tc.in)
+			if tc.errPart != "" {
+				if !errors.Is(err, agent.ErrBadRequest) || !strings.Contains(err.Error(), tc.errPart) {
+					t.Fatalf("ParsePoolURL(%q) = %v, want ErrBadRequest naming %q", tc.in, err, tc.errPart)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, u := range us {
+				got = append(got, u.String())
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"net"
 	"net/http"
-	"net/url"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -205,19 +204,20 @@ func (p poolShare) ReadChunk(d [32]byte) ([]byte, error) {
 	return st.ReadChunk(d)
 }
 
-// loopbackPool reports whether the pool's URL names a loopback address
-// (127.0.0.0/8, ::1, localhost).
+// loopbackPool reports whether the pool's URL names loopback addresses
+// only (127.0.0.0/8, ::1, localhost; every node of a cluster).
 func loopbackPool(u string) bool {
-	p, err := url.Parse(u)
+	nodes, err := ParsePoolURL(u)
 	if err != nil {
 		return false
 	}
-	h := p.Hostname()
-	if h == "localhost" {
-		return true
+	for _, p := range nodes {
+		h := p.Hostname()
+		if ip := net.ParseIP(h); h != "localhost" && (ip == nil || !ip.IsLoopback()) {
+			return false
+		}
 	}
-	ip := net.ParseIP(h)
-	return ip != nil && ip.IsLoopback()
+	return true
 }
 
 // Words says the data plane's state for people: "2 peers connected (2

@@ -329,7 +329,7 @@ func poolError(err error, url string, dirs home.Dirs) error {
 	case errors.Is(err, agent.ErrUnauthorized):
 		return &userError{Msg: err.Error(), Hint: "the pool does not know this device: check this machine's clock, then join again", Cause: err}
 	case errors.Is(err, agent.ErrBadRequest) && !errors.As(err, new(*agent.APIError)):
-		return &userError{Msg: err.Error(), Hint: "a pool URL looks like http://127.0.0.1:7420", Cause: errors.Join(err, errUsage)}
+		return &userError{Msg: err.Error(), Hint: "a pool URL looks like http://127.0.0.1:7420; a cluster's is its nodes' URLs separated by commas", Cause: errors.Join(err, errUsage)}
 	}
 	return err
 }
