@@ -17,6 +17,21 @@ import (
 	"idlepool/identity"
 )
 
+// clusterPatience bounds each wait of the cluster test: a cluster that
+// does not get there within it is broken, and the package's other tests
+// keep their share of the deadline.
+const clusterPatience = 4 * time.Minute
+
+// clusterDeadline is the earlier of patient(t) and clusterPatience from
+// now.
+func clusterDeadline(t *testing.T) time.Time {
+	d := time.Now().Add(clusterPatience)
+	if p := patient(t); p.Before(d) {
+		return p
+	}
+	return d
+}
+
 // freeAddrs returns n 127.0.0.1 addresses whose ports are free right now.
 func freeAddrs(t *testing.T, n int) []string {
 	t.Helper()
@@ -81,7 +96,7 @@ func (c *testCluster) start(i int) {
 // a node in charge).
 func (c *testCluster) waitHealthy(i int) {
 	c.t.Helper()
-	deadline := patient(c.t)
+	deadline := clusterDeadline(c.t)
 	for {
 		resp, err := http.Get(c.urls[i] + "/healthz")
 		if err == nil {
@@ -112,7 +127,7 @@ func (c *testCluster) state(i int) (coord.ClusterState, error) {
 // waiting for one.
 func (c *testCluster) leader(skip int) int {
 	c.t.Helper()
-	deadline := patient(c.t)
+	deadline := clusterDeadline(c.t)
 	for {
 		for i := range c.nodes {
 			if i == skip {
@@ -184,7 +199,7 @@ func TestClusterSurvivesNodeLoss(t *testing.T) {
 	waitFor := func(what string, n int64) time.Duration {
 		t.Helper()
 		start := time.Now()
-		deadline := patient(t)
+		deadline := clusterDeadline(t)
 		for {
 			if d := decided(); d >= n {
 				t.Logf("%s: %d tasks decided after %s", what, d, time.Since(start).Round(10*time.Millisecond))
@@ -216,7 +231,7 @@ func TestClusterSurvivesNodeLoss(t *testing.T) {
 
 	select {
 	case <-sub.done:
-	case <-time.After(time.Until(patient(t))):
+	case <-time.After(time.Until(clusterDeadline(t))):
 		t.Fatal("submit --follow did not finish")
 	}
 	out, _ := os.ReadFile(sub.stdout)
