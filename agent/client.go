@@ -10,10 +10,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -45,10 +47,14 @@ const maxAnswer = 256 << 20
 // their URLs and fails over by itself. A request that cannot reach a node,
 // or that a node answers 503 with code "no_leader" (an election under way,
 // or a node cut off from the majority), is signed again and sent to the
-// next node; the node that answered last is tried first next time.
+// next node; the node that answered last is tried first next time (the
+// first time, a node picked at random). A
+// client given some of a cluster's nodes learns the others from GET
+// /v1/pool (Pool).
 type Client struct {
-	bases []*url.URL   // the pool's nodes; a single coordinator is one
-	cur   atomic.Int32 // index in bases of the node that answered last
+	name  string                     // URL(): the given nodes, sorted
+	nodes atomic.Pointer[[]*url.URL] // the pool's nodes (given, then learnt); a single coordinator is one
+	cur   atomic.Int32               // index in nodes of the node that answered last
 	key   *identity.Key
 	http  *http.Client
 
@@ -83,7 +89,53 @@ func NewClient(poolURL string, key *identity.Key, hc *http.Client) (*Client, err
 	if hc == nil {
 		hc = &http.Client{Timeout: 60 * time.Second}
 	}
-	return &Client{bases: bases, key: key, http: hc, now: time.Now}, nil
+	names := make([]string, len(bases))
+	for i, u := range bases {
+		names[i] = u.String()
+	}
+	slices.Sort(names)
+	c := &Client{name: strings.Join(names, ","), key: key, http: hc, now: time.Now}
+	c.nodes.Store(&bases)
+	// Each client starts at a node of its own, so that the devices of a
+	// clustered pool spread their requests over its nodes.
+	c.cur.Store(int32(rand.IntN(len(bases))))
+	return c, nil
+}
+
+// learnNodes adds the node URLs a clustered pool announced (PoolInfo.Nodes)
+// that the client does not know yet; malformed ones are ignored. Nodes are
+// never forgotten: one that is down is passed over.
+func (c *Client) learnNodes(announced []string) {
+	for {
+		old := c.nodes.Load()
+		known := map[string]bool{}
+		for _, u := range *old {
+			known[u.String()] = true
+		}
+		next := slices.Clone(*old)
+		for _, a := range announced {
+			us, err := ParsePoolURL(a)
+			if err != nil || len(us) != 1 || known[us[0].String()] {
+				continue
+			}
+			known[us[0].String()] = true
+			next = append(next, us[0])
+		}
+		if len(next) == len(*old) || c.nodes.CompareAndSwap(old, &next) {
+			return
+		}
+	}
+}
+
+// Nodes returns the base URLs of the pool's nodes the client knows: those
+// given to NewClient, then those the pool announced.
+func (c *Client) Nodes() []string {
+	ns := *c.nodes.Load()
+	out := make([]string, len(ns))
+	for i, u := range ns {
+		out[i] = u.String()
+	}
+	return out
 }
 
 // ParsePoolURL parses a pool URL: one coordinator's base URL, or the
@@ -214,20 +266,18 @@ func (c *Client) watchReach(f func(reachable bool, since time.Time)) {
 }
 
 // URL returns the pool's URL as given to NewClient, normalised: one base
-// URL, or a clustered pool's node URLs separated by commas. It names the
-// pool in this device's local state (pending receipts, ledger cursors),
-// so it does not change when the client fails over.
-func (c *Client) URL() string {
-	parts := make([]string, len(c.bases))
-	for i, u := range c.bases {
-		parts[i] = u.String()
-	}
-	return strings.Join(parts, ",")
-}
+// URL, or a clustered pool's node URLs sorted and separated by commas. It
+// names the pool in this device's local state (pending receipts, ledger
+// cursors), so it does not change when the client fails over or learns
+// more nodes, nor with the order the nodes were given in.
+func (c *Client) URL() string { return c.name }
 
 // Node returns the base URL of the node the next request goes to first:
 // the one that answered last.
-func (c *Client) Node() string { return c.bases[c.cur.Load()].String() }
+func (c *Client) Node() string {
+	ns := *c.nodes.Load()
+	return ns[int(c.cur.Load())%len(ns)].String()
+}
 
 // PeerID returns the ID of the device key the client signs with.
 func (c *Client) PeerID() string { return c.key.ID() }
@@ -281,21 +331,27 @@ func (c *Client) send(ctx context.Context, method, path string, query url.Values
 // It tries the pool's nodes in turn, starting with the one that answered
 // last: a node that cannot be reached, or that answers 503 "no_leader",
 // passes the request to the next one (signed again; a body that cannot be
-// rewound goes to one node only). The last node's failure is the answer.
+// rewound goes to one node only). When no node does better, a
+// "no_leader" answer is the answer, else the last transport failure.
 func (c *Client) sendTry(ctx context.Context, method, path string, query url.Values, body payload, sign, retried bool) (*http.Response, error) {
 	if body.r == nil {
 		body.sum = sha256.Sum256(nil)
 	}
-	n := len(c.bases)
-	start := int(c.cur.Load())
+	nodes := *c.nodes.Load()
+	n := len(nodes)
+	start := int(c.cur.Load()) % n
 	sent := c.clock()
-	var lastErr error
+	var (
+		lastErr  error
+		noLeader *http.Response // a node's 503 "no_leader", the answer if no node does better
+		noUsed   time.Duration
+	)
 	for i := range n {
 		if i > 0 && !rewind(body.r) {
 			break
 		}
 		at := (start + i) % n
-		resp, used, err := c.sendTo(ctx, at, method, path, query, body, sign)
+		resp, used, err := c.sendTo(ctx, nodes[at], n > 1, method, path, query, body, sign)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
@@ -303,42 +359,41 @@ func (c *Client) sendTry(ctx context.Context, method, path string, query url.Val
 			lastErr = err
 			continue
 		}
-		if resp.StatusCode == http.StatusServiceUnavailable && i < n-1 && noLeader(resp) {
-			lastErr = nil
+		if n > 1 && isNoLeader(resp) {
+			noLeader, noUsed = resp, used
 			continue
 		}
 		c.cur.Store(int32(at))
 		return c.answer(ctx, resp, used, method, path, query, body, sign, retried)
 	}
-	if lastErr == nil {
-		// Every node answered; only a body that could not be sent again
-		// stopped the tries.
-		lastErr = fmt.Errorf("%w: %s %s: no node of the pool is in charge right now", ErrUnavailable, method, path)
+	if noLeader != nil {
+		// Some node answers, but none is in charge: that is the answer.
+		return c.answer(ctx, noLeader, noUsed, method, path, query, body, sign, retried)
 	}
 	c.noteFailure(sent)
 	return nil, lastErr
 }
 
-// noLeader reports whether resp, a 503, is a cluster node's "no_leader"
-// answer; it then reads and closes the body.
-func noLeader(resp *http.Response) bool {
+// isNoLeader reports whether resp is a cluster node's 503 "no_leader"
+// answer. It reads a 503's body into memory (closing the connection's),
+// so that the answer can still be read.
+func isNoLeader(resp *http.Response) bool {
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		return false
+	}
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()
+	resp.Body = io.NopCloser(bytes.NewReader(b))
 	var eb struct {
 		Code string `json:"code"`
 	}
-	if json.Unmarshal(b, &eb) == nil && eb.Code == coord.CodeNoLeader {
-		return true
-	}
-	resp.Body = io.NopCloser(bytes.NewReader(b)) // the answer, read again by answer
-	return false
+	return json.Unmarshal(b, &eb) == nil && eb.Code == coord.CodeNoLeader
 }
 
-// sendTo sends one request to node at and returns its response and the
-// clock offset its signature used, or a transport failure wrapping
-// ErrUnavailable.
-func (c *Client) sendTo(ctx context.Context, at int, method, path string, query url.Values, body payload, sign bool) (*http.Response, time.Duration, error) {
-	base := c.bases[at]
+// sendTo sends one request to the node at base and returns its response
+// and the clock offset its signature used, or a transport failure
+// wrapping ErrUnavailable (naming the node when the pool has several).
+func (c *Client) sendTo(ctx context.Context, base *url.URL, several bool, method, path string, query url.Values, body payload, sign bool) (*http.Response, time.Duration, error) {
 	u := *base
 	u.Path = base.Path + path
 	u.RawQuery = query.Encode()
@@ -357,7 +412,7 @@ func (c *Client) sendTo(ctx context.Context, at int, method, path string, query 
 	sent := c.clock()
 	resp, err := c.http.Do(req)
 	if err != nil {
-		if n := len(c.bases); n > 1 {
+		if several {
 			return nil, 0, fmt.Errorf("%w: %s %s (node %s): %w", ErrUnavailable, method, path, base, err)
 		}
 		return nil, 0, fmt.Errorf("%w: %s %s: %w", ErrUnavailable, method, path, err)
@@ -430,12 +485,17 @@ func (c *Client) postJSON(ctx context.Context, path string, in, out any) (int, e
 	return c.do(ctx, http.MethodPost, path, nil, body, true, out)
 }
 
-// Pool fetches the pool's name and the coordinator's public key.
+// Pool fetches the pool's name and the coordinator's public key. Of a
+// clustered pool, the answer lists its nodes, which the client adds to
+// those it fails over to.
 func (c *Client) Pool(ctx context.Context) (coord.PoolInfo, error) {
 	var info coord.PoolInfo
 	_, err := c.do(ctx, http.MethodGet, "/v1/pool", nil, nil, false, &info)
 	if err == nil && len(info.Key) != ed25519.PublicKeySize {
 		err = fmt.Errorf("%w: GET /v1/pool: no valid coordinator key", ErrUnavailable)
+	}
+	if err == nil {
+		c.learnNodes(info.Nodes)
 	}
 	return info, err
 }
