@@ -1,0 +1,36 @@
+// Package cluster holds a clustered pool's state in NATS JetStream, so
+// that the pool's coordination survives the loss of a machine (README,
+// "When one machine is not enough"; RATIONALE.md, "A pool on several
+// machines").
+//
+// A node (StartNode) is an embedded NATS server with JetStream, joined
+// to the other nodes by TLS routes with a shared password (Init makes
+// every node's files: cluster.toml, certificates, the pool key). On it:
+//
+//   - Store implements pool.Store: the pool's committed batches are
+//     messages of the replicated stream StateStream, appended with the
+//     expected last sequence (a node that lost its lease cannot write)
+//     and a message ID (a retried append is not written twice), and
+//     replayed into memory by every node;
+//   - Leadership is the lease, in a JetStream key-value bucket, that
+//     makes one node at a time the one in charge of scheduling; it is
+//     renewed well within its TTL and taken over when it lapses;
+//   - Blobs mirrors the pool's files (programs and inputs, by digest)
+//     into a JetStream object store.
+//
+// Package coord builds the HTTP side on these (coord.ServeCluster): the
+// node in charge runs the coordinator; the others forward to it.
+//
+// Example, a node from the files Init made:
+//
+//	cfg, err := cluster.LoadConfig("node1/cluster.toml")
+//	if err != nil { ... }
+//	node, err := cluster.StartNode(ctx, cfg, log)
+//	if err != nil { ... }
+//	defer node.Close()
+//	err = coord.ServeCluster(ctx, node, coord.Config{...})
+//
+// Concurrency: a Node, a Store, a Leadership and a Blobs are safe for
+// concurrent use; a Term (one tenure of the lease) ends when its Lost
+// channel closes.
+package cluster
