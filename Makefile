@@ -10,7 +10,7 @@ FUZZTIME  ?= 10s
 # them.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
-.PHONY: gpupi optionmc ptx gpu-check cgo-cflags check-examples all build tray panel package package-check deb deb-check screenshots tray-idle examples pi run-examples test crossvet fuzz bench sim fmt vet lint clean windows windows-installer wine-cli-check wine-test bench-p2p
+.PHONY: gpupi optionmc ptx gpu-check cgo-cflags check-examples all build tray panel package package-check deb deb-check screenshots tray-idle examples pi run-examples test crossvet fuzz bench sim fmt vet lint clean windows windows-installer wine-cli-check wine-test bench-p2p bench-cluster
 
 all: build examples
 
@@ -215,6 +215,11 @@ fuzz:
 
 bench: build examples
 	./scripts/bench.sh
+
+# The clustered coordinator's figures (README, "When one machine is not
+# enough"): 1 node on SQLite, 1 and 3 nodes on JetStream, CPU per node.
+bench-cluster:
+	./scripts/bench-cluster.sh
 
 # The verification simulation (README, "Verification that costs less than
 # double"): 1,000 peers of 200 owners, 10^5 tasks per row, the real

@@ -203,7 +203,7 @@ func childCPU(pid int) (time.Duration, bool) {
 func BenchmarkCoordinator(b *testing.B) {
 	b.Run("inproc", func(b *testing.B) {
 		co := startCoordinator(b, b.TempDir(), "127.0.0.1:0")
-		benchPool(b, co.url, 0)
+		benchPool(b, co.url, nil)
 	})
 	b.Run("subprocess", func(b *testing.B) {
 		if runtime.GOOS != "linux" {
@@ -232,14 +232,41 @@ func BenchmarkCoordinator(b *testing.B) {
 		if err != nil {
 			b.Fatalf("coordinator subprocess: %v", err)
 		}
-		benchPool(b, strings.TrimSpace(url), cmd.Process.Pid)
+		benchPool(b, strings.TrimSpace(url), []int{cmd.Process.Pid})
+	})
+	b.Run("external", func(b *testing.B) {
+		// A pool started outside the benchmark (scripts/bench-cluster.sh):
+		// IDLEPOOL_BENCH_POOL is its URL (a cluster's node URLs separated
+		// by commas), IDLEPOOL_BENCH_PIDS its processes, one per node in
+		// the same order, whose CPU time is reported node by node.
+		url := os.Getenv(benchPoolEnv)
+		if url == "" || runtime.GOOS != "linux" {
+			b.Skip("set " + benchPoolEnv + " and " + benchPIDsEnv + " (scripts/bench-cluster.sh)")
+		}
+		var pids []int
+		for f := range strings.SplitSeq(os.Getenv(benchPIDsEnv), ",") {
+			pid, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil {
+				b.Fatalf("%s: %v", benchPIDsEnv, err)
+			}
+			pids = append(pids, pid)
+		}
+		benchPool(b, url, pids)
 	})
 }
 
+// The environment of BenchmarkCoordinator/external.
+const (
+	benchPoolEnv = "IDLEPOOL_BENCH_POOL"
+	benchPIDsEnv = "IDLEPOOL_BENCH_PIDS"
+)
+
 // benchPool runs one job of b.N empty tasks on the pool at url with 8
-// agents of distinct owners; coordPID, if not 0, is the coordinator's
-// process, whose CPU time is reported apart.
-func benchPool(b *testing.B, url string, coordPID int) {
+// agents of distinct owners; coordPIDs, if any, are the coordinator's
+// processes (a cluster's nodes, in the order of url's list), whose CPU
+// time is reported apart: in all, and node by node when there are
+// several.
+func benchPool(b *testing.B, url string, coordPIDs []int) {
 	const agents, slots = 8, 4
 	exec := &fakeExec{}
 	for i := range agents {
@@ -271,10 +298,10 @@ func benchPool(b *testing.B, url string, coordPID int) {
 	}
 	b.ResetTimer()
 	start, cpu0 := time.Now(), processCPU()
-	ccpu0, _ := childCPU(coordPID)
+	ccpu0, _ := childrenCPU(coordPIDs)
 	out, err := agent.Follow(ctx, sub.c, j, agent.FollowConfig{Dir: b.TempDir(), Poll: time.Millisecond, Page: 1000})
 	elapsed, cpu := time.Since(start), processCPU()-cpu0
-	ccpu1, ok := childCPU(coordPID)
+	ccpu1, ok := childrenCPU(coordPIDs)
 	b.StopTimer()
 	if err != nil {
 		b.Fatal(err)
@@ -285,19 +312,45 @@ func benchPool(b *testing.B, url string, coordPID int) {
 	n := float64(b.N)
 	reportRequests(b, url, n)
 	b.ReportMetric(n/elapsed.Seconds(), "tasks/s")
-	if coordPID == 0 {
+	if len(coordPIDs) == 0 {
 		b.ReportMetric(float64(cpu.Microseconds())/n, "cpu-µs/task")
 	} else if ok {
-		b.ReportMetric(float64((ccpu1-ccpu0).Microseconds())/n, "coord-cpu-µs/task")
+		var all time.Duration
+		for i := range coordPIDs {
+			d := ccpu1[i] - ccpu0[i]
+			all += d
+			if len(coordPIDs) > 1 {
+				b.ReportMetric(float64(d.Microseconds())/n, fmt.Sprintf("node%d-cpu-µs/task", i+1))
+			}
+		}
+		b.ReportMetric(float64(all.Microseconds())/n, "coord-cpu-µs/task")
 		b.ReportMetric(float64(cpu.Microseconds())/n, "agents-cpu-µs/task")
 	}
 	b.ReportMetric(0, "ns/op")
 }
 
+// childrenCPU is childCPU of each of pids; ok is false when one cannot
+// be read.
+func childrenCPU(pids []int) ([]time.Duration, bool) {
+	out := make([]time.Duration, len(pids))
+	for i, pid := range pids {
+		d, ok := childCPU(pid)
+		if !ok {
+			return nil, false
+		}
+		out[i] = d
+	}
+	return out, true
+}
+
 // reportRequests reports the coordinator's HTTP requests per accepted
-// task (all routes together), and logs them by route.
+// task (all routes together), and logs them by route. Of a cluster, it
+// reads the first node's /metrics.
 func reportRequests(b *testing.B, url string, tasks float64) {
-	resp, err := http.Get(url + "/metrics")
+	url, _, _ = strings.Cut(url, ",")
+	// No connection kept: a pool started outside the benchmark outlives it.
+	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := hc.Get(url + "/metrics")
 	if err != nil {
 		b.Logf("metrics: %v", err)
 		return

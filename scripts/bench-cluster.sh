@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# The clustered coordinator's figures (README, "When one machine is not
+# enough"): the same job of empty tasks (quorum 2, 8 agents over HTTP on
+# 127.0.0.1, an instant executor: BenchmarkCoordinator/external) through
+# a single `idlepool serve` (SQLite), a one-node cluster and a three-node
+# cluster (JetStream, replication 3 over TLS routes), each node its own
+# process. Prints accepted tasks/s and the coordinator's CPU per accepted
+# task, in all and node by node. A benchmark, not a test: CI does not run
+# it. Usage: scripts/bench-cluster.sh [TASKS]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH=/usr/local/go/bin:$PATH
+tasks=${1:-5000}
+work=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+go build -o "$work/idlepool" ./cmd/idlepool
+go test -c -o "$work/agent.test" ./agent/
+
+# A base port in 20000..29999, different each run, for the nodes' HTTP
+# (base, base+1, base+2) and routes (base+10, ...).
+base=$((20000 + RANDOM % 1000 * 10))
+
+healthy() { # URL: wait up to 60 s for /healthz to answer 200
+  for _ in $(seq 600); do
+    if [ "$(curl -s -o /dev/null -w '%{http_code}' "$1/healthz" || true)" = 200 ]; then return 0; fi
+    sleep 0.1
+  done
+  echo "bench-cluster: $1 not healthy within 60 s" >&2
+  return 1
+}
+
+bench() { # NAME URL PIDS
+  local line
+  line=$(cd agent && IDLEPOOL_BENCH_POOL=$2 IDLEPOOL_BENCH_PIDS=$3 "$work/agent.test" \
+    -test.run '^$' -test.bench 'Coordinator/external' -test.benchtime "${tasks}x" | grep '^BenchmarkCoordinator/external')
+  local ts cpu nodes
+  ts=$(echo "$line" | awk '{for(i=1;i<=NF;i++) if($i=="tasks/s") print $(i-1)}')
+  cpu=$(echo "$line" | awk '{for(i=1;i<=NF;i++) if($i=="coord-cpu-µs/task") print $(i-1)}')
+  nodes=$(echo "$line" | awk '{s=""; for(i=1;i<=NF;i++) if($i ~ /^node[0-9]+-cpu-µs\/task$/) s=s sprintf(" %s %.0f", substr($i,1,index($i,"-")-1), $(i-1)); print s}')
+  printf '%-22s %8.0f tasks/s   coordinator CPU %6.0f µs per accepted task%s\n' "$1" "$ts" "$cpu" "${nodes:+  (per node:$nodes µs)}"
+}
+
+stop_all() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  pids=()
+}
+
+echo "tasks: $tasks empty tasks, quorum 2, 8 agents; load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+# One node, SQLite.
+"$work/idlepool" --home "$work/h0" serve --listen "127.0.0.1:$base" --data "$work/sqlite" --pool bench \
+  >"$work/serve.out" 2>"$work/serve.err" &
+pids+=($!)
+healthy "http://127.0.0.1:$base"
+bench "1 node, SQLite" "http://127.0.0.1:$base" "${pids[0]}"
+stop_all
+
+for n in 1 3; do
+  dir="$work/c$n"
+  "$work/idlepool" --home "$work/h0" cluster init "$dir" --pool bench --nodes "$n" \
+    --port $((base + 100 * n)) --route-port $((base + 100 * n + 10)) >/dev/null 2>&1
+  urls=()
+  for i in $(seq "$n"); do
+    "$work/idlepool" --home "$work/hn$n-$i" serve --cluster "$dir/node$i/cluster.toml" \
+      >"$work/node$n-$i.out" 2>"$work/node$n-$i.err" &
+    pids+=($!)
+    urls+=("http://127.0.0.1:$((base + 100 * n + i - 1))")
+  done
+  for u in "${urls[@]}"; do healthy "$u"; done
+  list=$(IFS=,; echo "${urls[*]}")
+  plist=$(IFS=,; echo "${pids[*]}")
+  bench "$n node$([ "$n" = 1 ] || echo s), JetStream" "$list" "$plist"
+  leader=$(curl -s "${urls[0]}/v1/cluster" | grep -o '"leader":{"node":"[^"]*"' | cut -d'"' -f6 || true)
+  echo "                       (${leader:-no node} in charge)"
+  stop_all
+done
