@@ -82,15 +82,19 @@ func ServeCluster(ctx context.Context, node *cluster.Node, base Config) error {
 	// A new cluster places its buckets' replicas while the nodes are
 	// still meeting: retry what did not answer until ctx ends.
 	var (
-		lead  *cluster.Leadership
-		blobs *cluster.Blobs
+		lead     *cluster.Leadership
+		blobs    *cluster.Blobs
+		profiles *cluster.Profiles
 	)
 	for {
 		if lead == nil {
 			lead, err = cluster.NewLeadership(ctx, js, nc.Replicas, nc.LeaderTTL.Duration)
 		}
-		if err == nil {
+		if err == nil && blobs == nil {
 			blobs, err = cluster.OpenBlobs(ctx, js, nc.Replicas)
+		}
+		if err == nil {
+			profiles, err = cluster.OpenProfiles(ctx, js, nc.Replicas)
 		}
 		if err == nil {
 			break
@@ -123,7 +127,7 @@ func ServeCluster(ctx context.Context, node *cluster.Node, base Config) error {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	f := &front{node: node, lead: lead, blobs: blobs, state: state, log: log, proxies: map[string]*httputil.ReverseProxy{},
+	f := &front{node: node, lead: lead, blobs: blobs, profiles: profiles, state: state, log: log, proxies: map[string]*httputil.ReverseProxy{},
 		transport: &http.Transport{MaxIdleConnsPerHost: 256, IdleConnTimeout: 90 * time.Second, ResponseHeaderTimeout: 0}}
 	f.initMetrics()
 	hs := &http.Server{Handler: f.routes(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 60 * time.Second,
@@ -165,6 +169,7 @@ type front struct {
 	node      *cluster.Node
 	lead      *cluster.Leadership
 	blobs     *cluster.Blobs
+	profiles  *cluster.Profiles
 	state     *cluster.Store // followed while another node is in charge
 	log       *slog.Logger
 	transport *http.Transport
@@ -269,7 +274,7 @@ func (f *front) runTerm(ctx context.Context, base Config, term *cluster.Term) {
 	defer f.state.Release()
 	cfg := base
 	cfg.Listen, cfg.DataDir, cfg.Pool = nc.Internal, filepath.Join(nc.DataDir, "coord"), nc.Pool
-	cfg.Cluster = &ClusterHooks{Store: f.state, Blobs: f.blobs, Nodes: f.nodeURLs}
+	cfg.Cluster = &ClusterHooks{Store: f.state, Blobs: f.blobs, Nodes: f.nodeURLs, Profiles: f.profiles}
 	var srv *Server
 	for {
 		var err error

@@ -119,6 +119,11 @@ type ClusterHooks struct {
 	// Nodes returns the HTTP URLs of the cluster's live nodes, for
 	// GET /v1/pool. nil: none listed.
 	Nodes func() []string
+	// Profiles holds the owners' signed profiles, replicated to the
+	// other nodes (cluster.Profiles), so that the node that takes over
+	// shows the names devices gave another node. nil: this node's
+	// coordinator.db.
+	Profiles ProfileStore
 }
 
 // BlobMirror is a store of the pool's files shared by a cluster's nodes

@@ -16,17 +16,33 @@ import (
 // listings, which are read often, and in the store so that they outlive a
 // restart. It is safe for concurrent use.
 type profileBook struct {
+	store    ProfileStore
 	mu       sync.Mutex
 	profiles map[string]identity.Profile
 }
 
-// loadProfiles reads the stored profiles.
-func loadProfiles(ctx context.Context, db *store.DB) (*profileBook, error) {
-	ps, err := db.OwnerProfiles(ctx)
+// ProfileStore keeps the owners' signed profiles: the coordinator's
+// SQLite store (store.DB) on a single node, a replicated bucket
+// (cluster.Profiles) in a cluster.
+type ProfileStore interface {
+	// PutOwnerProfile stores p, which verifies, unless the profile
+	// stored for its owner was issued at the same time or later; it
+	// reports whether p was stored. An error stores nothing.
+	PutOwnerProfile(ctx context.Context, p identity.Profile) (bool, error)
+	// OwnerProfiles returns every stored profile that verifies, by
+	// owner ID.
+	OwnerProfiles(ctx context.Context) (map[string]identity.Profile, error)
+}
+
+var _ ProfileStore = (*store.DB)(nil)
+
+// loadProfiles reads the profiles in st.
+func loadProfiles(ctx context.Context, st ProfileStore) (*profileBook, error) {
+	ps, err := st.OwnerProfiles(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return &profileBook{profiles: ps}, nil
+	return &profileBook{store: st, profiles: ps}, nil
 }
 
 // get returns owner's profile, or nil when it gave none.
@@ -68,7 +84,7 @@ func (s *Server) acceptProfile(ctx context.Context, owner string, p *identity.Pr
 		return &apiError{http.StatusBadRequest, "bad_profile",
 			fmt.Sprintf("the owner profile is refused: it is the profile of owner %s, but the device registers for owner %s", p.Owner, owner), nil}
 	}
-	stored, err := s.db.PutOwnerProfile(ctx, *p)
+	stored, err := s.profiles.store.PutOwnerProfile(ctx, *p)
 	if err != nil {
 		return fmt.Errorf("store the profile of owner %s: %w", owner, err)
 	}

@@ -156,7 +156,11 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("load pool state: %w", err)
 	}
-	if s.profiles, err = loadProfiles(ctx, s.db); err != nil {
+	var profiles ProfileStore = s.db
+	if cfg.Cluster != nil && cfg.Cluster.Profiles != nil {
+		profiles = cfg.Cluster.Profiles
+	}
+	if s.profiles, err = loadProfiles(ctx, profiles); err != nil {
 		return nil, fmt.Errorf("load owner profiles: %w", err)
 	}
 	s.metrics = newMetrics(s.sched.Jobs, s.sched.Ledger)

@@ -1,0 +1,101 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"idlepool/identity"
+)
+
+// ProfilesBucket is the JetStream key-value bucket of the owners' signed
+// profiles (identity.Profile), one key per owner ID.
+const ProfilesBucket = "idlepool_profiles"
+
+// Profiles keeps the owners' signed profiles of a clustered pool in a
+// replicated key-value bucket, so that the node that takes over shows
+// the names the devices gave to another node. It does for a cluster what
+// the coordinator's SQLite store does for one node (store.DB's
+// PutOwnerProfile and OwnerProfiles), and is safe for concurrent use.
+type Profiles struct {
+	kv jetstream.KeyValue
+}
+
+// OpenProfiles creates (or opens) the bucket with replicas replicas. An
+// error that JetStream did not answer matches pool.ErrStoreUnavailable.
+func OpenProfiles(ctx context.Context, js jetstream.JetStream, replicas int) (*Profiles, error) {
+	kv, err := openKV(ctx, js, jetstream.KeyValueConfig{Bucket: ProfilesBucket, Description: "idlepool: owners' signed profiles",
+		History: 1, Replicas: replicas, Storage: jetstream.FileStorage})
+	if err != nil {
+		return nil, fmt.Errorf("cluster: profiles bucket: %w", unavailable(err))
+	}
+	return &Profiles{kv: kv}, nil
+}
+
+// PutOwnerProfile stores p, which must verify (identity.Profile.Verify),
+// as its owner's profile unless the one stored was issued at the same
+// time or later; it reports whether p was stored. Two nodes storing
+// profiles of one owner at once are ordered by the bucket's revisions
+// (compare-and-set), so the newest issued wins.
+func (p *Profiles) PutOwnerProfile(ctx context.Context, prof identity.Profile) (bool, error) {
+	if err := prof.Verify(); err != nil {
+		return false, fmt.Errorf("cluster: store owner profile: %w", err)
+	}
+	b, err := json.Marshal(prof)
+	if err != nil {
+		return false, fmt.Errorf("cluster: store owner profile: %w", err)
+	}
+	for range 8 {
+		e, err := p.kv.Get(ctx, prof.Owner)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+			_, err = p.kv.Create(ctx, prof.Owner, b)
+		case err != nil:
+			return false, fmt.Errorf("cluster: store owner profile: %w", unavailable(err))
+		default:
+			var old identity.Profile
+			if json.Unmarshal(e.Value(), &old) == nil && old.Verify() == nil && !prof.Issued.After(old.Issued) {
+				return false, nil
+			}
+			_, err = p.kv.Update(ctx, prof.Owner, b, e.Revision())
+		}
+		if err == nil {
+			return true, nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			return false, fmt.Errorf("cluster: store owner profile: %w", unavailable(err))
+		}
+		// Another node wrote this owner's profile meanwhile: read again.
+	}
+	return false, fmt.Errorf("cluster: store owner profile of %s: the bucket kept changing", prof.Owner)
+}
+
+// OwnerProfiles returns every owner's stored profile, by owner ID. A
+// value that does not verify, or is stored under another owner's key, is
+// left out.
+func (p *Profiles) OwnerProfiles(ctx context.Context) (map[string]identity.Profile, error) {
+	out := map[string]identity.Profile{}
+	keys, err := p.kv.ListKeys(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: read owner profiles: %w", unavailable(err))
+	}
+	for k := range keys.Keys() {
+		e, err := p.kv.Get(ctx, k)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue
+		}
+		if err != nil {
+			keys.Stop()
+			return nil, fmt.Errorf("cluster: read owner profiles: %w", unavailable(err))
+		}
+		var prof identity.Profile
+		if json.Unmarshal(e.Value(), &prof) != nil || prof.Verify() != nil || prof.Owner != k {
+			continue
+		}
+		out[k] = prof
+	}
+	return out, nil
+}
