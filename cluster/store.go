@@ -231,8 +231,14 @@ func (s *Store) catchUp(ctx context.Context) error {
 		n     int
 		seq   uint64
 	)
-	for seq < end {
-		batch, err := cons.Fetch(512, jetstream.FetchMaxWait(s.timeout))
+	// Each fetch has a context of its own, ended when the fetch's
+	// messages are applied or an error returns early, so that the
+	// client's fetch goroutine ends with it (with FetchMaxWait it
+	// outlived an early return by the wait).
+	fetch := func() error {
+		fctx, cancel := context.WithTimeout(ctx, s.timeout)
+		defer cancel()
+		batch, err := cons.Fetch(512, jetstream.FetchContext(fctx))
 		if err != nil {
 			return fmt.Errorf("cluster: read stream %s: %w", StateStream, unavailable(err))
 		}
@@ -282,6 +288,12 @@ func (s *Store) catchUp(ctx context.Context) error {
 		}
 		if got == 0 {
 			return fmt.Errorf("cluster: read stream %s: %w: no messages after %d of %d", StateStream, pool.ErrStoreUnavailable, seq, end)
+		}
+		return nil
+	}
+	for seq < end {
+		if err := fetch(); err != nil {
+			return err
 		}
 	}
 	// Parts of an unfinished batch at the end stay unapplied; appends
