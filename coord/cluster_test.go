@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"idlepool/cluster"
+	"idlepool/identity"
 	"idlepool/job"
 	"idlepool/pool"
 )
@@ -233,6 +234,11 @@ func startTestCluster(t *testing.T) ([]*testNode, [3][3]*routeProxy, func(i int)
 
 // waitUntil polls cond every 50 ms until it holds, failing the test after
 // limit (a bound on a liveness wait, not a verdict on speed).
+// partitionPatience bounds the partition test's waits for the cluster to
+// react: on a quiet machine each takes 5 to 12 s, and a busy one (the
+// whole suite on two cores) has taken over 30 s.
+const partitionPatience = 90 * time.Second
+
 func waitUntil(t *testing.T, limit time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(limit)
@@ -263,8 +269,18 @@ func TestClusterPartition(t *testing.T) {
 	}
 
 	alice, bob, carol := newPeer(t, nil), newPeer(t, nil), newPeer(t, nil)
+	// Alice's owner gives a name, to node3 in charge: the node that
+	// takes over shows it too.
+	adas, err := identity.NewProfile(alice.owner, "Ada's lab", "", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, p := range []*testPeer{alice, bob, carol} {
-		if a := nodes[0].do(t, p, "POST", "/v1/peers", p.registration("")); a.status != http.StatusCreated {
+		reg := p.registration("")
+		if p == alice {
+			reg.Profile = &adas
+		}
+		if a := nodes[0].do(t, p, "POST", "/v1/peers", reg); a.status != http.StatusCreated {
 			t.Fatalf("register via node1: %d %s", a.status, a.body)
 		}
 	}
@@ -325,7 +341,7 @@ func TestClusterPartition(t *testing.T) {
 	cut := time.Now()
 	// The minority side stops granting leases: within a bound node3
 	// answers 503, and keeps answering so.
-	waitUntil(t, 30*time.Second, "node3 to refuse leases", func() bool {
+	waitUntil(t, partitionPatience, "node3 to refuse leases", func() bool {
 		s, _ := lease(nodes[2], carol, 1)
 		return s == http.StatusServiceUnavailable
 	})
@@ -335,7 +351,7 @@ func TestClusterPartition(t *testing.T) {
 		majority []LeaseGrant
 		last     answer
 	)
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(partitionPatience)
 	for {
 		offer(nodes[0], bob)
 		last = nodes[0].do(t, bob, "POST", "/v1/leases", LeaseRequest{Max: 5})
@@ -348,7 +364,7 @@ func TestClusterPartition(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			st := nodes[0].do(t, nil, "GET", "/v1/cluster", nil)
-			t.Fatalf("no leases on the majority side within 60 s: last answer %d %s; node1 sees %s", last.status, last.body, st.body)
+			t.Fatalf("no leases on the majority side within %s: last answer %d %s; node1 sees %s", partitionPatience, last.status, last.body, st.body)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -356,6 +372,11 @@ func TestClusterPartition(t *testing.T) {
 	t.Logf("%s in charge on the majority side, leases flowing %s after the cut", leader, time.Since(cut).Round(10*time.Millisecond))
 	if leader == "node3" {
 		t.Fatalf("node3 still in charge on the majority side")
+	}
+	var ji JobInfo
+	nodes[0].do(t, alice, "GET", "/v1/jobs/"+j.ID.String(), nil).decode(t, &ji)
+	if ji.OwnerProfile == nil || ji.OwnerProfile.Name != "Ada's lab" {
+		t.Errorf("job owner's profile via %s, in charge after the cut: %+v, want Ada's lab", leader, ji.OwnerProfile)
 	}
 	for range 5 {
 		if s, _ := lease(nodes[2], carol, 1); s == http.StatusOK {
@@ -380,7 +401,7 @@ func TestClusterPartition(t *testing.T) {
 	waitUntil(t, 60*time.Second, "node3 forwarding again", func() bool { _, ok := nodes[2].inCharge(t); return ok })
 	// Results whose answer was lost (a node changing hands) are sent
 	// again until answered: the pool answers a result sent twice alike.
-	finish := time.Now().Add(90 * time.Second)
+	finish := time.Now().Add(2 * partitionPatience)
 	pending := map[*testPeer][]LeaseGrant{}
 	for round := 0; ; round++ {
 		if round > 0 {
@@ -396,7 +417,7 @@ func TestClusterPartition(t *testing.T) {
 			}
 		}
 		if time.Now().After(finish) {
-			t.Fatalf("the job did not finish within 90 s of the heal: %d %s; results unanswered: %d", a.status, a.body, len(pending[bob])+len(pending[carol]))
+			t.Fatalf("the job did not finish within %s of the heal: %d %s; results unanswered: %d", 2*partitionPatience, a.status, a.body, len(pending[bob])+len(pending[carol]))
 		}
 		for _, p := range []*testPeer{bob, carol} {
 			offer(n, p)
