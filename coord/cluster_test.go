@@ -181,7 +181,10 @@ func startTestCluster(t *testing.T) ([]*testNode, [3][3]*routeProxy, func(i int)
 	var proxies [3][3]*routeProxy
 	for i := range 3 {
 		cfgs[i].Routes = nil
-		cfgs[i].LeaderTTL = cluster.Duration{Duration: time.Second}
+		// The default lease length: a shorter one (1 s) was renewed in
+		// time on a quiet machine but lapsed again and again on a busy
+		// one, and the nodes spent the test changing hands.
+		cfgs[i].LeaderTTL = cluster.Duration{Duration: 3 * time.Second}
 		for j := range 3 {
 			if i != j {
 				proxies[i][j] = newRouteProxy(t, specs[j].RouteListen)
@@ -481,7 +484,9 @@ func TestClusterPartition(t *testing.T) {
 	}
 }
 
-// testJobWith is testJob with more [policy] lines.
+// testJobWith writes a tiny program and a manifest of tasks tasks at
+// quorum 2, with more [policy] lines, into a temporary directory and
+// plans it.
 func testJobWith(t *testing.T, name string, tasks int, policy string) *job.Job {
 	t.Helper()
 	dir := t.TempDir()

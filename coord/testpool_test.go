@@ -5,11 +5,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -201,35 +199,7 @@ func (ts *testServer) upload(t *testing.T, p *testPeer, data []byte) answer {
 // into a temporary directory and plans it.
 func testJob(t *testing.T, name string, tasks int) *job.Job {
 	t.Helper()
-	dir := t.TempDir()
-	prog := append([]byte("\x00asm\x01\x00\x00\x00"), name...)
-	if err := os.WriteFile(filepath.Join(dir, "prog.wasm"), prog, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	manifest := fmt.Sprintf(`name = %q
-program = "prog.wasm"
-
-[split]
-rule = "range"
-tasks = %d
-
-[[merge]]
-field = "x"
-rule = "sum"
-
-[policy]
-redundancy = 2
-quorum = 2
-`, name, tasks)
-	m, err := job.ParseManifest("test.toml", dir, []byte(manifest))
-	if err != nil {
-		t.Fatal(err)
-	}
-	j, err := job.Plan(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return j
+	return testJobWith(t, name, tasks, "")
 }
 
 // programBytes returns the program file of j.
