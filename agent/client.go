@@ -48,11 +48,10 @@ const maxAnswer = 256 << 20
 // or that a node answers 503 with code "no_leader" (an election under way,
 // or a node cut off from the majority), is signed again and sent to the
 // next node; the node that answered last is tried first next time (the
-// first time, a node picked at random). A
-// client given some of a cluster's nodes learns the others from GET
-// /v1/pool (Pool).
+// first time, a node picked at random). A client given some of a
+// cluster's nodes learns the others from GET /v1/pool (Pool).
 type Client struct {
-	name  string                     // URL(): the given nodes, sorted
+	name  string                     // URL(): CanonicalPoolURL of the nodes given
 	nodes atomic.Pointer[[]*url.URL] // the pool's nodes (given, then learnt); a single coordinator is one
 	cur   atomic.Int32               // index in nodes of the node that answered last
 	key   *identity.Key
@@ -89,12 +88,7 @@ func NewClient(poolURL string, key *identity.Key, hc *http.Client) (*Client, err
 	if hc == nil {
 		hc = &http.Client{Timeout: 60 * time.Second}
 	}
-	names := make([]string, len(bases))
-	for i, u := range bases {
-		names[i] = u.String()
-	}
-	slices.Sort(names)
-	c := &Client{name: strings.Join(names, ","), key: key, http: hc, now: time.Now}
+	c := &Client{name: canonical(bases), key: key, http: hc, now: time.Now}
 	c.nodes.Store(&bases)
 	// Each client starts at a node of its own, so that the devices of a
 	// clustered pool spread their requests over its nodes.
@@ -138,6 +132,27 @@ func (c *Client) Nodes() []string {
 	return out
 }
 
+// CanonicalPoolURL returns poolURL as it names the pool in a device's
+// local state (Client.URL): ParsePoolURL's nodes, sorted and separated by
+// commas, so that one pool written two ways ("http://a/", or a cluster's
+// nodes in another order) is one pool. Its error is ParsePoolURL's.
+func CanonicalPoolURL(poolURL string) (string, error) {
+	bases, err := ParsePoolURL(poolURL)
+	if err != nil {
+		return "", err
+	}
+	return canonical(bases), nil
+}
+
+func canonical(bases []*url.URL) string {
+	names := make([]string, len(bases))
+	for i, u := range bases {
+		names[i] = u.String()
+	}
+	slices.Sort(names)
+	return strings.Join(names, ",")
+}
+
 // ParsePoolURL parses a pool URL: one coordinator's base URL, or the
 // comma-separated base URLs of a clustered pool's nodes, each http or
 // https with a host (a trailing slash is dropped). It returns them in the
@@ -149,7 +164,7 @@ func ParsePoolURL(poolURL string) ([]*url.URL, error) {
 	for part := range strings.SplitSeq(poolURL, ",") {
 		part = strings.TrimSpace(part)
 		u, err := url.Parse(strings.TrimRight(part, "/"))
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" || u.RawQuery != "" || u.Fragment != "" {
 			if part != poolURL {
 				return nil, fmt.Errorf("%w: pool URL %q: node %q: want http://HOST:PORT or https://HOST, several separated by commas", ErrBadRequest, poolURL, part)
 			}
@@ -265,8 +280,9 @@ func (c *Client) watchReach(f func(reachable bool, since time.Time)) {
 	c.mu.Unlock()
 }
 
-// URL returns the pool's URL as given to NewClient, normalised: one base
-// URL, or a clustered pool's node URLs sorted and separated by commas. It
+// URL returns the pool's URL as given to NewClient, normalised by
+// CanonicalPoolURL: one base URL, or a clustered pool's node URLs sorted
+// and separated by commas. It
 // names the pool in this device's local state (pending receipts, ledger
 // cursors), so it does not change when the client fails over or learns
 // more nodes, nor with the order the nodes were given in.

@@ -35,8 +35,13 @@ func cmdJoin(ctx context.Context, g *globals, args []string) error {
 		return err
 	}
 	for i, u := range pos {
-		// One pool, one URL: "http://host:7420/" is "http://host:7420".
-		pos[i] = strings.TrimRight(strings.TrimSpace(u), "/")
+		// One pool, one URL: "http://host:7420/" is "http://host:7420",
+		// and a cluster's nodes in any order are one pool.
+		c, err := agent.CanonicalPoolURL(u)
+		if err != nil {
+			return poolError(err, u, home.Dirs{}) // a malformed URL: no directory is named
+		}
+		pos[i] = c
 	}
 	for i, u := range pos {
 		if slices.Contains(pos[:i], u) {
@@ -72,11 +77,6 @@ func cmdJoin(ctx context.Context, g *globals, args []string) error {
 	}
 	defer local.Close()
 	var pools []store.JoinedPool
-	for _, u := range pos {
-		if _, err := agent.NewClient(u, dev, nil); err != nil { // the URL's syntax, before it is recorded
-			return poolError(err, u, dirs)
-		}
-	}
 	for _, u := range pos {
 		// Joined pools are what the tray app computes for, what a later
 		// plain `idlepool join` joins again and what `idlepool jobs`
