@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net/url"
 	"runtime"
 	"slices"
 	"strconv"
@@ -22,6 +21,7 @@ import (
 	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
 
+	"idlepool/agent"
 	"idlepool/idle"
 	"idlepool/offers"
 	"idlepool/store"
@@ -1086,26 +1086,29 @@ func sentence(err error) string {
 }
 
 // poolAddress checks that text is a pool's address, an http or https URL
-// with a host, and returns it normalised: without surrounding spaces or
-// trailing slashes (any other path is kept), so that one pool typed two
-// ways is one address. Its error is a message for people (sentence shows
-// it).
+// with a host (a cluster's: its nodes' URLs separated by commas), and
+// returns it normalised by agent.CanonicalPoolURL: without spaces or
+// trailing slashes (any other path is kept), a cluster's nodes sorted, so
+// that one pool typed two ways is one address. Its error is a message for
+// people (sentence shows it).
 func poolAddress(text string) (string, error) {
 	text = strings.TrimSpace(text)
 	if text == "" {
 		return "", errors.New("type the pool's address first, such as https://pool.example.org")
 	}
-	addr := normalPoolURL(text)
-	u, err := url.Parse(addr)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Hostname() == "" {
-		return "", fmt.Errorf("%q is not a pool address: it must start with http:// or https:// and name the pool's computer, such as https://pool.example.org", text)
+	addr, err := agent.CanonicalPoolURL(text)
+	if err != nil {
+		return "", fmt.Errorf("%q is not a pool address: it must start with http:// or https:// and name the pool's computer, such as https://pool.example.org (a cluster: its computers' addresses separated by commas)", text)
 	}
 	return addr, nil
 }
 
-// normalPoolURL is a pool's URL without surrounding spaces or trailing
-// slashes.
+// normalPoolURL is a recorded pool URL as poolAddress normalises it; one
+// that does not parse, without surrounding spaces or trailing slashes.
 func normalPoolURL(s string) string {
+	if addr, err := agent.CanonicalPoolURL(s); err == nil {
+		return addr
+	}
 	return strings.TrimRight(strings.TrimSpace(s), "/")
 }
 

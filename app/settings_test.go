@@ -619,10 +619,16 @@ func TestPoolAddress(t *testing.T) {
 		{" http://127.0.0.1:35517/ ", "http://127.0.0.1:35517"},
 		{"https://pool.example.org//", "https://pool.example.org"},
 		{"https://example.org/pools/physics/", "https://example.org/pools/physics"},
+		{"http://b:7421/, http://a:7420", "http://a:7420,http://b:7421"},
 	}
 	for _, tc := range tests {
 		if got, err := poolAddress(tc.in); err != nil || got != tc.want {
 			t.Errorf("poolAddress(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
+		}
+	}
+	for _, in := range []string{"127.0.0.1:7420", "http://:7420", "http://a:7420,", "ftp://a"} {
+		if got, err := poolAddress(in); err == nil {
+			t.Errorf("poolAddress(%q) = %q, want an error", in, got)
 		}
 	}
 }
