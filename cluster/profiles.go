@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"idlepool/identity"
+	"idlepool/pool"
 )
 
 // ProfilesBucket is the JetStream key-value bucket of the owners' signed
@@ -73,29 +74,33 @@ func (p *Profiles) PutOwnerProfile(ctx context.Context, prof identity.Profile) (
 	return false, fmt.Errorf("cluster: store owner profile of %s: the bucket kept changing", prof.Owner)
 }
 
-// OwnerProfiles returns every owner's stored profile, by owner ID. A
-// value that does not verify, or is stored under another owner's key, is
-// left out.
+// OwnerProfiles returns every owner's stored profile, by owner ID, in one
+// pass over the bucket (a watch that delivers each key's value, then
+// ends). A value that does not verify, or is stored under another
+// owner's key, is left out.
 func (p *Profiles) OwnerProfiles(ctx context.Context) (map[string]identity.Profile, error) {
-	out := map[string]identity.Profile{}
-	keys, err := p.kv.ListKeys(ctx)
+	w, err := p.kv.WatchAll(ctx, jetstream.IgnoreDeletes())
 	if err != nil {
 		return nil, fmt.Errorf("cluster: read owner profiles: %w", unavailable(err))
 	}
-	for k := range keys.Keys() {
-		e, err := p.kv.Get(ctx, k)
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			continue
+	defer w.Stop()
+	out := map[string]identity.Profile{}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("cluster: read owner profiles: %w", unavailable(ctx.Err()))
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil, fmt.Errorf("cluster: read owner profiles: %w: the watch ended early", pool.ErrStoreUnavailable)
+			}
+			if e == nil { // every stored value has been delivered
+				return out, nil
+			}
+			var prof identity.Profile
+			if json.Unmarshal(e.Value(), &prof) != nil || prof.Verify() != nil || prof.Owner != e.Key() {
+				continue
+			}
+			out[e.Key()] = prof
 		}
-		if err != nil {
-			keys.Stop()
-			return nil, fmt.Errorf("cluster: read owner profiles: %w", unavailable(err))
-		}
-		var prof identity.Profile
-		if json.Unmarshal(e.Value(), &prof) != nil || prof.Verify() != nil || prof.Owner != k {
-			continue
-		}
-		out[k] = prof
 	}
-	return out, nil
 }
