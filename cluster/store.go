@@ -221,7 +221,12 @@ func (s *Store) catchUp(ctx context.Context) error {
 		return nil
 	}
 	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: s.applied + 1})
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: s.applied + 1,
+		// One try at recreating the consumer when a fetch finds it gone:
+		// the client's default is to retry forever, outside any context,
+		// which held a node's shutdown for minutes once its stream had
+		// no majority. A failed catch-up is tried again by the caller.
+		MaxResetAttempts: 1})
 	if err != nil {
 		return fmt.Errorf("cluster: read stream %s: %w", StateStream, unavailable(err))
 	}
