@@ -344,9 +344,15 @@ func TestClusterPartition(t *testing.T) {
 	cut := time.Now()
 	// The minority side stops granting leases: within a bound node3
 	// answers 503, and keeps answering so.
+	var refused answer
 	waitUntil(t, partitionPatience, "node3 to refuse leases", func() bool {
-		s, _ := lease(nodes[2], carol, 1)
-		return s == http.StatusServiceUnavailable
+		refused = nodes[2].do(t, carol, "POST", "/v1/leases", LeaseRequest{Max: 1})
+		if refused.status == http.StatusServiceUnavailable {
+			return true
+		}
+		t.Logf("node3 after the cut: %d %.200s; /v1/cluster: %.600s", refused.status, refused.body, nodes[2].do(t, nil, "GET", "/v1/cluster", nil).body)
+		time.Sleep(2 * time.Second)
+		return false
 	})
 	t.Logf("node3 refused leases %s after the cut", time.Since(cut).Round(10*time.Millisecond))
 	// The majority side elects another node and goes on.
