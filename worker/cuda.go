@@ -126,13 +126,27 @@ type cudaTask struct {
 	noDevice string // why there is none, when devices is 0
 	ctx      CUDAContext
 	next     int32 // the next handle; handles are never reused in a task
-	modules  map[int32]uintptr
-	funcs    map[int32]uintptr
+	modules  map[int32]cudaModule
+	funcs    map[int32]cudaFunction
 	buffers  map[int32]cudaBuffer
 	used     uint64 // bytes allocated and not freed
 	lastErr  string
 	stats    GPUStats
 	touched  bool // the task made a driver call (stats are worth reporting)
+}
+
+// cudaModule is a loaded module and the kernels its PTX declares.
+type cudaModule struct {
+	mod     uintptr
+	kernels map[string]ptxKernel
+}
+
+// cudaFunction is a kernel of a loaded module, with its declared
+// parameters, against which every launch is checked.
+type cudaFunction struct {
+	fn     uintptr
+	name   string
+	kernel ptxKernel
 }
 
 type cudaBuffer struct {
@@ -143,7 +157,7 @@ type cudaBuffer struct {
 func newCUDATask(host *cudaHost, gpus int, capMiB int64) *cudaTask {
 	return &cudaTask{
 		host: host, gpus: gpus, capBytes: uint64(max(capMiB, 0)) << 20, next: 1,
-		modules: map[int32]uintptr{}, funcs: map[int32]uintptr{}, buffers: map[int32]cudaBuffer{},
+		modules: map[int32]cudaModule{}, funcs: map[int32]cudaFunction{}, buffers: map[int32]cudaBuffer{},
 	}
 }
 
@@ -312,6 +326,10 @@ func (t *cudaTask) moduleLoad(mem api.Memory, ptx, n uint32) int32 {
 	case len(t.modules) >= MaxCUDAModules:
 		return t.fail(CUDAErrLimit, op, "a task may hold at most %d modules", MaxCUDAModules)
 	}
+	kernels, err := ptxKernels(src)
+	if err != nil {
+		return t.fail(CUDAErrModuleLoad, op, "%v", err)
+	}
 	c, code := t.context(op)
 	if code != 0 {
 		return code
@@ -327,7 +345,7 @@ func (t *cudaTask) moduleLoad(mem api.Memory, ptx, n uint32) int32 {
 	}
 	t.stats.Modules++
 	h := t.handle()
-	t.modules[h] = m
+	t.modules[h] = cudaModule{mod: m, kernels: kernels}
 	return h
 }
 
@@ -351,7 +369,13 @@ func (t *cudaTask) functionGet(mem api.Memory, module int32, name, n uint32) int
 	if t.next == math.MaxInt32 {
 		return t.fail(CUDAErrLimit, op, "out of handles")
 	}
-	f, err := t.ctx.Function(m, string(b))
+	k, declared := m.kernels[string(b)]
+	f, err := t.ctx.Function(m.mod, string(b))
+	if err == nil && !declared {
+		// The driver knows a kernel the PTX text does not declare where
+		// ptxKernels reads: its parameters cannot be checked.
+		err = ErrCUDANotFound
+	}
 	if err != nil {
 		if errors.Is(err, ErrCUDANotFound) {
 			return t.fail(CUDAErrNotFound, op, "module %d has no kernel %q (is it declared extern \"C\"?)", module, b)
@@ -359,7 +383,7 @@ func (t *cudaTask) functionGet(mem api.Memory, module int32, name, n uint32) int
 		return t.driverFail(CUDAErrDriver, op, err)
 	}
 	h := t.handle()
-	t.funcs[h] = f
+	t.funcs[h] = cudaFunction{fn: f, name: string(b), kernel: k}
 	return h
 }
 
@@ -484,9 +508,11 @@ func (t *cudaTask) launch(mem api.Memory, fn int32, grid, block [3]uint32, share
 		return t.fail(CUDAErrOutOfBounds, op, "parameter range [%d, +%d bytes) is outside the guest's %d bytes of memory", paramsPtr, uint32(count)*launchParamBytes, memSize(mem))
 	}
 	params := make([]uint64, count)
+	kinds := make([]uint32, count)
 	for i := range params {
 		rec := raw[i*launchParamBytes:]
 		kind, reserved, v := binary.LittleEndian.Uint32(rec), binary.LittleEndian.Uint32(rec[4:]), binary.LittleEndian.Uint64(rec[8:])
+		kinds[i] = kind
 		switch {
 		case reserved != 0:
 			return t.fail(CUDAErrInvalidArgument, op, "parameter %d: reserved field is %d, must be 0", i, reserved)
@@ -504,7 +530,10 @@ func (t *cudaTask) launch(mem api.Memory, fn int32, grid, block [3]uint32, share
 			params[i] = v
 		}
 	}
-	if err := t.ctx.Launch(f, grid, block, shared, params); err != nil {
+	if err := checkLaunchParams(f.name, f.kernel, kinds); err != nil {
+		return t.fail(CUDAErrInvalidArgument, op, "%v", err)
+	}
+	if err := t.ctx.Launch(f.fn, grid, block, shared, params); err != nil {
 		return t.driverFail(CUDAErrLaunch, op, err)
 	}
 	t.stats.Launches++

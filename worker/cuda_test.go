@@ -22,8 +22,12 @@ const testPTX = `.version 7.0
 .target sm_60
 .address_size 64
 .visible .entry add_u32(.param .u64 p, .param .u32 n, .param .u32 k) { ret; }
-.visible .entry echo_params(.param .u64 out) { ret; }
+.visible .entry echo_params(.param .u64 out, .param .u32 a, .param .u64 b, .param .f32 c, .param .f64 d, .param .u64 e) { ret; }
 .visible .entry fault() { ret; }
+/*
+.visible .entry commented_out(.param .u64 x) { ret; }
+*/
+.visible .entry by_value(.param .align 8 .b8 s[24]) { ret; }
 `
 
 var (
@@ -256,9 +260,15 @@ func TestCUDAHostModule(t *testing.T) {
 				"launch.blockthreads": CUDAErrInvalidArgument, "launch.blockz": CUDAErrInvalidArgument, "launch.count": CUDAErrInvalidArgument,
 				"launch.negcount": CUDAErrInvalidArgument, "launch.paramsoutside": CUDAErrOutOfBounds, "launch.kind": CUDAErrInvalidArgument,
 				"launch.reserved": CUDAErrInvalidArgument, "launch.bighandle": CUDAErrInvalidHandle,
-				"function_get.fault": 6, "launch.fault": 0, "synchronize.fault": CUDAErrLaunch},
+				"function_get.fault": 6, "launch.fault": 0, "synchronize.fault": CUDAErrLaunch,
+				"launch.fewer": CUDAErrInvalidArgument, "launch.more": CUDAErrInvalidArgument, "launch.narrow": CUDAErrInvalidArgument,
+				"launch.wide": CUDAErrInvalidArgument, "function_get.byvalue": 7, "launch.byvalue": CUDAErrInvalidArgument,
+				"function_get.commented": CUDAErrNotFound, "module_load.binary": CUDAErrModuleLoad},
 			errs: map[string]string{"launch.block": "block [2048 1 1]", "launch.count": "65 parameters", "launch.kind": "unknown kind 9",
-				"synchronize.fault": "CUDA_ERROR_ILLEGAL_ADDRESS"},
+				"synchronize.fault": "CUDA_ERROR_ILLEGAL_ADDRESS", "launch.fewer": "kernel add_u32 takes 3 parameters, the launch passes 2",
+				"launch.more": "takes 3 parameters, the launch passes 4", "launch.narrow": "parameter 0 takes 8 bytes; pass a buffer, u64 or f64, not a u32",
+				"launch.wide": "parameter 1 takes 4 bytes; pass a u32 or f32, not a u64", "launch.byvalue": "parameter 0 is a 24-byte value",
+				"module_load.binary": "not PTX text"},
 			check: func(t *testing.T, out map[string]any, res Result) {
 				if out["sum_ok"] != true {
 					t.Error("the kernel's result is wrong")

@@ -315,4 +315,20 @@ func compute(t task) {
 	bad := step("function_get.fault", fn(mod, "fault"))
 	step("launch.fault", launch(bad, 1, 1, 1, 1, 1, 1, 0, ptr(p1), 0))
 	stepErr("synchronize.fault", synchronize())
+
+	// Launches that do not match the kernel's declared parameters.
+	stepErr("launch.fewer", launch(add, 1, 1, 1, 1, 1, 1, 0, ptr(p1), 2))
+	p4 := params([3]uint64{0, 0, uint64(buf)}, [3]uint64{1, 0, n}, [3]uint64{1, 0, 7}, [3]uint64{1, 0, 7})
+	stepErr("launch.more", launch(add, 1, 1, 1, 1, 1, 1, 0, ptr(p4), 4))
+	narrow := params([3]uint64{1, 0, 0x1000}, [3]uint64{1, 0, n}, [3]uint64{1, 0, 7})
+	stepErr("launch.narrow", launch(add, 1, 1, 1, 1, 1, 1, 0, ptr(narrow), 3))
+	wide := params([3]uint64{0, 0, uint64(buf)}, [3]uint64{2, 0, n}, [3]uint64{1, 0, 7})
+	stepErr("launch.wide", launch(add, 1, 1, 1, 1, 1, 1, 0, ptr(wide), 3))
+	bv := step("function_get.byvalue", fn(mod, "by_value"))
+	one := params([3]uint64{2, 0, 0})
+	stepErr("launch.byvalue", launch(bv, 1, 1, 1, 1, 1, 1, 0, ptr(one), 1))
+	step("function_get.commented", fn(mod, "commented_out"))
+	// A binary image (an ELF cubin starts with these bytes) is not PTX.
+	elf := []byte("\x7fELF\x02\x01\x01\x00\x00\x00.visible .entry add_u32(.param .u64 p) { ret; }")
+	stepErr("module_load.binary", moduleLoad(ptr(elf), uint32(len(elf))))
 }
