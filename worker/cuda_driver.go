@@ -38,7 +38,9 @@ type CUDAContext interface {
 	// Function returns the kernel called name in module mod
 	// (cuModuleGetFunction); ErrCUDANotFound when there is none.
 	Function(mod uintptr, name string) (uintptr, error)
-	// Alloc allocates bytes of device memory (cuMemAlloc_v2).
+	// Alloc allocates bytes of device memory, zeroed (cuMemAlloc_v2, then
+	// cuMemsetD8_v2: the driver does not clear memory an earlier task of
+	// the same worker, or another process, freed).
 	Alloc(bytes uint64) (uint64, error)
 	// Free frees memory from Alloc (cuMemFree_v2).
 	Free(ptr uint64) error

@@ -19,7 +19,7 @@ var cudaFuncs = []string{
 	"cuDeviceTotalMem_v2", "cuDeviceGetAttribute", "cuCtxCreate_v2",
 	"cuCtxDestroy_v2", "cuCtxSetCurrent", "cuCtxSynchronize",
 	"cuModuleLoadDataEx", "cuModuleGetFunction", "cuMemAlloc_v2",
-	"cuMemFree_v2", "cuMemcpyHtoD_v2", "cuMemcpyDtoH_v2", "cuLaunchKernel",
+	"cuMemsetD8_v2", "cuMemFree_v2", "cuMemcpyHtoD_v2", "cuMemcpyDtoH_v2", "cuLaunchKernel",
 	"cuGetErrorName", "cuGetErrorString",
 }
 
@@ -253,9 +253,22 @@ func (c *pureContext) Alloc(bytes uint64) (uint64, error) {
 	pin.Pin(ptr)
 	defer pin.Unpin()
 	err := c.in(func() error {
-		return c.d.call("cuMemAlloc_v2", uintptr(unsafe.Pointer(ptr)), uintptr(bytes))
+		if err := c.d.call("cuMemAlloc_v2", uintptr(unsafe.Pointer(ptr)), uintptr(bytes)); err != nil {
+			return err
+		}
+		// The driver hands out memory as an earlier context left it: zero
+		// it, so that no task reads another's data. The memset runs on the
+		// default stream, before any later copy or launch of the context.
+		if err := c.d.call("cuMemsetD8_v2", uintptr(*ptr), 0, uintptr(bytes)); err != nil {
+			_ = c.d.call("cuMemFree_v2", uintptr(*ptr))
+			return err
+		}
+		return nil
 	})
-	return *ptr, err
+	if err != nil {
+		return 0, err
+	}
+	return *ptr, nil
 }
 
 func (c *pureContext) Free(ptr uint64) error {

@@ -126,6 +126,22 @@ func TestRealCUDADriver(t *testing.T) {
 	if err := c.Free(out); err != nil {
 		t.Error(err)
 	}
+	// Memory another allocation left behind comes back zeroed.
+	if err := c.Free(buf); err != nil {
+		t.Error(err)
+	}
+	again, err := c.Alloc(4 * count)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CopyDtoH(host, again); err != nil {
+		t.Fatal(err)
+	}
+	for i, b := range host {
+		if b != 0 {
+			t.Fatalf("byte %d of a new allocation is %#x, want 0", i, b)
+		}
+	}
 	if _, err := c.Alloc(1 << 50); !errors.Is(err, ErrCUDAOutOfMemory) {
 		t.Errorf("Alloc(1 PiB) = %v, want ErrCUDAOutOfMemory", err)
 	}

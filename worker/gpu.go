@@ -3,7 +3,9 @@ package worker
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -122,6 +124,25 @@ func GPUEnv(env, uuids []string) []string {
 		return strings.HasPrefix(kv, CUDAVisibleDevicesEnv+"=")
 	})
 	return append(out, CUDAVisibleDevicesEnv+"="+strings.Join(uuids, ","))
+}
+
+// cudaJITCacheBytes bounds the CUDA driver's cache of PTX compiled for
+// the GPU (CUDA_CACHE_MAXSIZE, in bytes).
+const cudaJITCacheBytes = 256 << 20
+
+// cudaCacheEnv returns the environment that keeps the CUDA driver's JIT
+// cache (the PTX it compiled for the card) inside the workers'
+// compilation cache, which the donor's disk cap counts and trims, instead
+// of ~/.nv/ComputeCache: CUDA_CACHE_PATH=cacheDir/cuda and
+// CUDA_CACHE_MAXSIZE. With no cacheDir the driver's cache is off
+// (CUDA_CACHE_DISABLE=1), as wazero's is then kept in memory only.
+// These variables are the driver's (CUDA C Programming Guide, "CUDA
+// Environment Variables").
+func cudaCacheEnv(cacheDir string) []string {
+	if cacheDir == "" {
+		return []string{"CUDA_CACHE_DISABLE=1"}
+	}
+	return []string{"CUDA_CACHE_PATH=" + filepath.Join(cacheDir, "cuda"), "CUDA_CACHE_MAXSIZE=" + strconv.Itoa(cudaJITCacheBytes)}
 }
 
 // checkGPUs checks the UUIDs of Request.GPUs.

@@ -96,7 +96,7 @@ func (p *Pool) startProc(ctx context.Context, gpus string) (*proc, error) {
 	cmd := exec.Command(p.cfg.Command[0], p.cfg.Command[1:]...)
 	cmd.Env = p.env
 	if gpus != "" {
-		cmd.Env = GPUEnv(p.env, strings.Split(gpus, ","))
+		cmd.Env = append(GPUEnv(p.env, strings.Split(gpus, ",")), cudaCacheEnv(p.cfg.CacheDir)...)
 	}
 	cmd.SysProcAttr = sysProcAttr()
 	stdin, err := cmd.StdinPipe()
