@@ -82,6 +82,9 @@ type Config struct {
 	// health is the store's state shared by a Donor's agents; nil: the
 	// agent's own.
 	health *storeHealth
+	// gpuSlots gives each GPU task a GPU of its own, shared by a Donor's
+	// agents; nil: the agent's own.
+	gpuSlots *gpuSlots
 	// changed, if set, is called when the agent's decision, tasks or
 	// reachability change (a Donor's Changes).
 	changed func()
@@ -264,6 +267,7 @@ type Agent struct {
 	c     *Client
 	log   *slog.Logger
 	cache *Cache
+	gpus  *gpuSlots // which GPUs this donor's tasks hold
 
 	// Set by join, before the components start.
 	poolName string
@@ -311,11 +315,15 @@ func New(cfg Config) (*Agent, error) {
 		cfg.health = newStoreHealth(cfg.StorePath, cfg.FreeSpace, cfg.Logger)
 		cfg.health.events = cfg.Events
 	}
+	if cfg.gpuSlots == nil {
+		cfg.gpuSlots = newGPUSlots()
+	}
 	a := &Agent{
 		cfg:       cfg,
 		c:         c,
 		log:       log,
 		cache:     cfg.Cache,
+		gpus:      cfg.gpuSlots,
 		resend:    make(chan struct{}, 1),
 		offerNow:  make(chan struct{}, 1),
 		heldKick:  make(chan struct{}, 1),
@@ -607,13 +615,21 @@ func (a *Agent) runLease(ctx context.Context, l pool.Lease) error {
 		defer close(pauseDone)
 		a.watchPause(taskCtx, limit, cancel)
 	}()
-	gpus, gpuMiB := a.taskGPUs(ctx, cj.j)
+	gpus, gpuMiB, giveGPU, busy := a.taskGPUs(taskCtx, cj.j)
+	defer giveGPU()
 	if len(gpus) == 0 && cj.j.Manifest.Requirements.GPU.Required() {
 		// The offer the pool matched had a GPU that the policy no longer
-		// allows: hand the task back instead of computing it without one.
+		// allows, or this donor's other tasks held every GPU for longer
+		// than the task may take: hand the task back instead of computing
+		// it without one.
 		cancel(nil)
 		<-hbDone
 		<-pauseDone
+		if busy {
+			log.Info("Handing back a task that needs a GPU: this computer's GPUs stayed busy with other tasks")
+			a.release(ctx, l, log)
+			return nil
+		}
 		log.Info("Handing back a task that needs a GPU: none is allowed now")
 		a.release(ctx, l, log)
 		a.renewOffer()

@@ -114,6 +114,7 @@ type Donor struct {
 	reload chan struct{}
 	wake   chan struct{}
 	health *storeHealth // shared by the agents
+	gpus   *gpuSlots    // which GPUs the agents' tasks hold
 	cache  *Cache       // the job cache, shared by the agents
 	// noShare is the owner's share_peers=false as last read (sync).
 	noShare bool
@@ -181,6 +182,7 @@ func NewDonor(cfg DonorConfig) (*Donor, error) {
 	}
 	d.offer = &donorOffer{local: cfg.Store, gpus: cfg.GPUs, log: cfg.Logger, always: cfg.Always}
 	d.health = newStoreHealth(cfg.StorePath, cfg.FreeSpace, cfg.Logger)
+	d.gpus = newGPUSlots()
 	d.health.events = cfg.Events
 	if r := cfg.Store.Recovery(); r != nil {
 		d.health.recovered = r.String()
@@ -486,7 +488,7 @@ func (d *Donor) agentConfig(p store.JoinedPool, slots int) Config {
 		Name: d.cfg.Name, Invite: p.Invite, Slots: slots, Executor: d.cfg.Executor,
 		Store: d.cfg.Store, HTTP: d.cfg.HTTP, Logger: d.log,
 		Offer: d.offer, OfferTTL: d.cfg.OfferTTL, Cache: d.cache,
-		StorePath: d.cfg.StorePath, FreeSpace: d.cfg.FreeSpace, health: d.health,
+		StorePath: d.cfg.StorePath, FreeSpace: d.cfg.FreeSpace, health: d.health, gpuSlots: d.gpus,
 		Events: d.cfg.Events, PeerToPeer: !d.noShare, NoShare: d.noShare,
 	}
 	if d.policy != nil {

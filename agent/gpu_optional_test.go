@@ -123,3 +123,103 @@ func TestOptionalGPUJobInPool(t *testing.T) {
 	check("the GPU agent without GPU programs allowed", noOptInEx, optional, nil)
 	check("the GPU agent", gpuEx, cpu, nil)
 }
+
+// gpuShareExec is fakeExec that records, for each GPU, the most tasks
+// that held it at once, and how many runs got a GPU and how many none.
+type gpuShareExec struct {
+	fakeExec
+	mu                sync.Mutex
+	holding, most     map[string]int
+	withGPU, withNone int
+	wrong             []string
+}
+
+func (e *gpuShareExec) Run(ctx context.Context, req worker.Request) (worker.Result, error) {
+	e.mu.Lock()
+	if e.holding == nil {
+		e.holding, e.most = map[string]int{}, map[string]int{}
+	}
+	if len(req.GPUs) > 1 {
+		e.wrong = append(e.wrong, fmt.Sprintf("a task was given %d GPUs %v, want one", len(req.GPUs), req.GPUs))
+	}
+	if len(req.GPUs) == 0 {
+		e.withNone++
+	} else {
+		e.withGPU++
+	}
+	for _, g := range req.GPUs {
+		e.holding[g]++
+		e.most[g] = max(e.most[g], e.holding[g])
+	}
+	e.mu.Unlock()
+	defer func() {
+		e.mu.Lock()
+		for _, g := range req.GPUs {
+			e.holding[g]--
+		}
+		e.mu.Unlock()
+	}()
+	return e.fakeExec.Run(ctx, req)
+}
+
+// TestGPUTasksShareNoGPU runs an agent of two slots on a device with one
+// GPU: tasks of a gpu = "optional" job and of a gpu = true job never hold
+// the GPU two at a time (each would have the donor's whole memory share of
+// it); an optional task that finds it held computes on the CPU, a task
+// that needs it waits for it.
+func TestGPUTasksShareNoGPU(t *testing.T) {
+	co := startCoordinator(t, t.TempDir(), "127.0.0.1:0")
+	lister := worker.NewGPUListerWith(mockNVML())
+	t.Cleanup(func() { lister.Close() })
+	settings := idle.Defaults()
+	settings.GPUs = map[string]idle.GPUSettings{"GPU-4090": {Use: true}}
+	dev := newDevice(t, nil)
+	ex := &gpuShareExec{fakeExec: fakeExec{Delay: 100 * time.Millisecond}}
+	cfg := agent.Config{
+		PoolURL: co.url, Home: dev.dirs, DeviceKey: dev.key, OwnerKey: dev.owner, Slots: 2,
+		Executor: ex, Store: dev.local, HTTP: httpClient(t),
+		MaxBackoff: 200 * time.Millisecond, IdlePoll: 50 * time.Millisecond, ReceiptPoll: 50 * time.Millisecond,
+		Offer:   testOffers{settings: settings, prefs: offers.Preferences{Global: offers.PoolPreferences{Weight: 1, GPUPrograms: true}}},
+		Logger:  quietLogger(t).With("side", "agent", "peer", dev.key.ID()),
+		Signals: gpuSignals{agent.NVMLGPUs{Lister: lister}},
+		Decide: func(idle.Signals, time.Time) idle.Decision {
+			return idle.Decision{State: idle.StateComputing, Cores: 2, GPUs: []string{"GPU-4090"}, Reason: "computing (test)"}
+		},
+	}
+	a, err := agent.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ra := &runningAgent{Agent: a, dev: dev, stop: cancel, done: make(chan error, 1)}
+	go func() { ra.done <- a.Serve(ctx) }()
+	t.Cleanup(func() { ra.Stop(t) })
+
+	sub := newSubmitter(t, co.url, nil)
+	for _, j := range []*job.Job{
+		planJob(t, "squares-optional-gpu", 12, "redundancy = 1\nquorum = 1\n[requirements]\ngpu = \"optional\""),
+		planJob(t, "squares-gpu", 6, "redundancy = 1\nquorum = 1\n[requirements]\ngpu = true"),
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		got, err := sub.run(t, ctx, j)
+		cancel()
+		if err != nil {
+			t.Fatalf("%s: %v", j.Manifest.Name, err)
+		}
+		if got.OK != j.NumTasks() {
+			t.Errorf("%s: %d of %d tasks verified", j.Manifest.Name, got.OK, j.NumTasks())
+		}
+	}
+	ex.mu.Lock()
+	defer ex.mu.Unlock()
+	for _, w := range ex.wrong {
+		t.Error(w)
+	}
+	if ex.most["GPU-4090"] != 1 {
+		t.Errorf("at most %d tasks held GPU-4090 at once, want 1", ex.most["GPU-4090"])
+	}
+	if ex.withGPU < 6 {
+		t.Errorf("%d runs had the GPU, want at least the 6 of the job that needs it", ex.withGPU)
+	}
+	t.Logf("%d runs on the GPU, %d on the CPU (the optional job's tasks that found the GPU held)", ex.withGPU, ex.withNone)
+}

@@ -18,25 +18,43 @@ import (
 // leases the task again, so nothing is lost. See gpuRelease.
 var ErrGPUReleased = errors.New("agent: task stopped to let go of its GPU")
 
-// taskGPUs returns the GPUs (NVML UUIDs) a task of j is given: none for a
-// job that does not use a GPU, and otherwise the GPUs the policy allows
-// now, when the donor allows GPU programs in this pool (offers'
+// taskGPUs returns the GPU (an NVML UUID, in a slice) a task of j is
+// given: none for a job that does not use a GPU, and otherwise one of the
+// GPUs the policy allows now that no other task of this donor holds
+// (gpuSlots), when the donor allows GPU programs in this pool (offers'
 // Preferences.Accept). A CPU (WebAssembly-only) task never holds a GPU.
-// The second result is the task's device-memory cap in MiB, the donor's
-// memory share of those GPUs (gpuMemory); where no cap can be computed
-// the task gets no GPU rather than an uncapped one.
-func (a *Agent) taskGPUs(ctx context.Context, j *job.Job) ([]string, int64) {
-	if !j.Manifest.Requirements.GPU.Uses() {
-		return nil, 0
+// When every allowed GPU is held, a task of a job that can also run on
+// the CPU (gpu = "optional") gets none at once; one of a job that needs a
+// GPU waits for one to be given back, up to the job's time limit. busy
+// reports that it got none for that reason. The second result is the
+// task's device-memory cap in MiB, the donor's memory share of that GPU
+// (gpuMemory); where no cap can be computed the task gets no GPU rather
+// than an uncapped one. release gives the GPU back; call it when the task
+// has ended (it is never nil).
+func (a *Agent) taskGPUs(ctx context.Context, j *job.Job) (gpus []string, mib int64, release func(), busy bool) {
+	release = func() {}
+	need := j.Manifest.Requirements.GPU
+	if !need.Uses() || !a.cfg.Offer.Preferences(ctx).Accept(a.cfg.PoolURL).GPUPrograms {
+		return nil, 0, release, false
 	}
-	gpus := a.gov.gpus()
+	allowed := func() ([]string, <-chan struct{}) {
+		_, changed := a.gov.current()
+		return a.gov.gpus(), changed
+	}
+	limit := j.Manifest.Policy.TimeLimit.Duration
+	if limit <= 0 {
+		limit = gpuWaitDefault
+	}
+	g, busy := a.gpus.waitGPU(ctx, allowed, need.Required(), limit)
+	if g == "" {
+		return nil, 0, release, busy
+	}
+	gpus, mib = a.gpuMemory([]string{g})
 	if len(gpus) == 0 {
-		return nil, 0
+		a.gpus.give(g)
+		return nil, 0, release, false
 	}
-	if !a.cfg.Offer.Preferences(ctx).Accept(a.cfg.PoolURL).GPUPrograms {
-		return nil, 0
-	}
-	return a.gpuMemory(gpus)
+	return gpus, mib, func() { a.gpus.give(g) }, false
 }
 
 // gpuRelease says why a task holding gpus must let go of them under
