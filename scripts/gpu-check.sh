@@ -2,8 +2,12 @@
 # The GPU examples on a real NVIDIA GPU, end to end (at most 8 minutes).
 #
 # Needs: the NVIDIA driver (libcuda.so.1, nvidia-smi, NVML), Go, make and
-# clang (the PTX build); no CUDA toolkit. It
-#   1. builds bin/idlepool, the example programs and their PTX;
+# clang (the PTX build); no CUDA toolkit. On a machine without Go or clang,
+# bring what `make gpu-check-bundle` built elsewhere (bin/idlepool,
+# bin/worker.test, examples/*/*.wasm and examples/*/*.ptx): the script then
+# uses it as it is (also with GPU_CHECK_PREBUILT=1). It
+#   1. builds bin/idlepool, the example programs and their PTX, and runs
+#      the worker's test of the real CUDA driver (TestRealCUDADriver);
 #   2. runs gpupi through `idlepool run` on the GPU and with GPUs disabled
 #      and compares the two results byte for byte;
 #   3. runs optionmc (float32 on the GPU, float64 on the CPU) both ways and
@@ -54,8 +58,16 @@ fi
 if ! { ldconfig -p 2>/dev/null | grep >/dev/null 'libcuda\.so\.1'; } && ! ls /usr/lib*/*/libcuda.so.1 /usr/lib*/libcuda.so.1 >/dev/null 2>&1; then
 	die "no NVIDIA GPU usable: nvidia-smi sees one but libcuda.so.1 (the CUDA driver library) is not installed"
 fi
-command -v clang >/dev/null 2>&1 || die "clang not found: the PTX kernels are built with it (Debian: apt-get install clang)"
-command -v go >/dev/null 2>&1 || die "go not found (Go 1.26, https://go.dev/dl/)"
+bundle=(bin/idlepool examples/gpupi/gpupi.wasm examples/gpupi/gpupi.ptx examples/optionmc/optionmc.wasm examples/optionmc/optionmc.ptx)
+prebuilt=${GPU_CHECK_PREBUILT:-}
+if ! command -v go >/dev/null 2>&1 || ! command -v clang >/dev/null 2>&1; then
+	prebuilt=1
+fi
+if [ "$prebuilt" = 1 ]; then
+	for f in "${bundle[@]}"; do
+		[ -f "$f" ] || die "go or clang is missing here (or GPU_CHECK_PREBUILT=1) and $f was not brought: run make gpu-check-bundle where Go and clang are, then bring bin/ and examples/*/*.wasm, *.ptx (Go 1.26: https://go.dev/dl/; Debian: apt-get install clang)"
+	done
+fi
 gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 gpu_uuid=$(nvidia-smi --query-gpu=uuid --format=csv,noheader | head -1)
 driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)
@@ -73,11 +85,27 @@ cleanup() {
 trap cleanup EXIT
 
 # --- 1. Build ---------------------------------------------------------------
-echo "gpu-check: building bin/idlepool, the programs and the PTX"
-bounded 240 make -s build examples/gpupi/gpupi.wasm examples/gpupi/gpupi.ptx \
-	examples/optionmc/optionmc.wasm examples/optionmc/optionmc.ptx >"$work/build.log" 2>&1 ||
-	die "build failed: see $work/build.log"
+if [ "$prebuilt" = 1 ]; then
+	echo "gpu-check: using the build brought here (bin/idlepool, the programs and the PTX of make gpu-check-bundle)"
+else
+	echo "gpu-check: building bin/idlepool, the programs and the PTX"
+	bounded 240 make -s gpu-check-bundle >"$work/build.log" 2>&1 ||
+		die "build failed: see $work/build.log"
+fi
 bin=$root/bin/idlepool
+driver_test="not run (no bin/worker.test)"
+if [ -x bin/worker.test ]; then
+	if (cd worker && bounded 120 ../bin/worker.test -test.run '^TestRealCUDADriver$' -test.v) >"$work/driver-test.log" 2>&1; then
+		if grep >/dev/null -- '--- SKIP' "$work/driver-test.log"; then
+			driver_test="skipped: $(grep -A1 -- '--- SKIP' "$work/driver-test.log" | tail -1 | sed 's/^ *//')"
+		else
+			driver_test="passed"
+		fi
+	else
+		driver_test="FAILED (see $work/driver-test.log)"
+	fi
+	echo "gpu-check: TestRealCUDADriver $driver_test"
+fi
 
 cpu_flag=()
 cpu_env=()
@@ -289,7 +317,13 @@ echo "  GPU / one CPU core: ${ratio}x (goal: 100x)"
 echo "  extra cost per GPU task (context, module load): ${task_extra_ms} ms (16 tiny tasks: $small_gpu_ms ms GPU, $small_cpu_ms ms CPU)"
 echo "  one launch of 2^26 samples: about ${launch_ms} ms"
 echo "  pause to no context of ours on the GPU: ${pause_line:-not within 30 s} (goal: 5 s)"
+echo "  worker's test of the real CUDA driver (TestRealCUDADriver): $driver_test"
 fail=0
+case $driver_test in FAILED*)
+	echo "gpu-check: FAIL: TestRealCUDADriver failed" >&2
+	fail=1
+	;;
+esac
 [ "$ratio" -ge 100 ] || {
 	echo "gpu-check: FAIL: GPU speed-up ${ratio}x is below 100x" >&2
 	fail=1
