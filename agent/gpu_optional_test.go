@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
+
 	"idlepool/agent"
 	"idlepool/idle"
 	"idlepool/job"
@@ -222,4 +225,92 @@ func TestGPUTasksShareNoGPU(t *testing.T) {
 		t.Errorf("%d runs had the GPU, want at least the 6 of the job that needs it", ex.withGPU)
 	}
 	t.Logf("%d runs on the GPU, %d on the CPU (the optional job's tasks that found the GPU held)", ex.withGPU, ex.withNone)
+}
+
+// twoGPUNVML is mockNVML with two GPUs: a small, old one first and the
+// RTX 4090 second.
+func twoGPUNVML() *mock.Interface {
+	m := mockNVML()
+	big, _ := m.DeviceGetHandleByIndex(0)
+	small := &mock.Device{
+		GetUUIDFunc: func() (string, nvml.Return) { return "GPU-1050", nvml.SUCCESS },
+		GetNameFunc: func() (string, nvml.Return) { return "NVIDIA GeForce GTX 1050", nvml.SUCCESS },
+		GetMemoryInfoFunc: func() (nvml.Memory, nvml.Return) {
+			return nvml.Memory{Total: 4096 << 20, Free: 4000 << 20, Used: 96 << 20}, nvml.SUCCESS
+		},
+		GetUtilizationRatesFunc:         func() (nvml.Utilization, nvml.Return) { return nvml.Utilization{Gpu: 1}, nvml.SUCCESS },
+		GetTemperatureFunc:              func(nvml.TemperatureSensors) (uint32, nvml.Return) { return 40, nvml.SUCCESS },
+		GetPowerUsageFunc:               func() (uint32, nvml.Return) { return 10000, nvml.SUCCESS },
+		GetCudaComputeCapabilityFunc:    func() (int, int, nvml.Return) { return 6, 1, nvml.SUCCESS },
+		GetComputeRunningProcessesFunc:  func() ([]nvml.ProcessInfo, nvml.Return) { return nil, nvml.SUCCESS },
+		GetGraphicsRunningProcessesFunc: func() ([]nvml.ProcessInfo, nvml.Return) { return nil, nvml.SUCCESS },
+	}
+	m.DeviceGetCountFunc = func() (int, nvml.Return) { return 2, nvml.SUCCESS }
+	m.DeviceGetHandleByIndexFunc = func(i int) (nvml.Device, nvml.Return) {
+		if i == 0 {
+			return small, nvml.SUCCESS
+		}
+		return big, nvml.SUCCESS
+	}
+	return m
+}
+
+// TestGPUTasksGetAGPUThatFits runs an agent on a device with a 4 GiB GPU
+// of compute capability 6.1 listed first and a 24 GiB one of 8.9: tasks
+// of jobs that need 8000 MiB of GPU memory or compute capability 8.0 are
+// only ever given the GPU that has them.
+func TestGPUTasksGetAGPUThatFits(t *testing.T) {
+	co := startCoordinator(t, t.TempDir(), "127.0.0.1:0")
+	lister := worker.NewGPUListerWith(twoGPUNVML())
+	t.Cleanup(func() { lister.Close() })
+	settings := idle.Defaults()
+	settings.GPUs = map[string]idle.GPUSettings{"GPU-1050": {Use: true}, "GPU-4090": {Use: true}}
+	dev := newDevice(t, nil)
+	ex := &recordExec{}
+	a, err := agent.New(agent.Config{
+		PoolURL: co.url, Home: dev.dirs, DeviceKey: dev.key, OwnerKey: dev.owner, Slots: 1,
+		Executor: ex, Store: dev.local, HTTP: httpClient(t),
+		MaxBackoff: 200 * time.Millisecond, IdlePoll: 50 * time.Millisecond, ReceiptPoll: 50 * time.Millisecond,
+		Offer: testOffers{settings: settings, prefs: offers.Preferences{Global: offers.PoolPreferences{Weight: 1, GPUPrograms: true}}},
+		Logger: quietLogger(t).With("side", "agent", "peer", dev.key.ID()),
+		Signals: gpuSignals{agent.NVMLGPUs{Lister: lister}},
+		Decide: func(idle.Signals, time.Time) idle.Decision {
+			return idle.Decision{State: idle.StateComputing, Cores: 1, GPUs: []string{"GPU-1050", "GPU-4090"}, Reason: "computing (test)"}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ra := &runningAgent{Agent: a, dev: dev, stop: cancel, done: make(chan error, 1)}
+	go func() { ra.done <- a.Serve(ctx) }()
+	t.Cleanup(func() { ra.Stop(t) })
+
+	sub := newSubmitter(t, co.url, nil)
+	memory := planJob(t, "squares-gpu-memory", 4, "redundancy = 1\nquorum = 1\n[requirements]\ngpu = true\ngpu_memory_mib = 8000")
+	capability := planJob(t, "squares-gpu-capability", 4, "redundancy = 1\nquorum = 1\n[requirements]\ngpu = \"optional\"\ngpu_compute_capability = \"8.0\"")
+	anyGPU := planJob(t, "squares-any-gpu", 2, "redundancy = 1\nquorum = 1\n[requirements]\ngpu = true")
+	for _, j := range []*job.Job{memory, capability, anyGPU} {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		got, err := sub.run(t, ctx, j)
+		cancel()
+		if err != nil {
+			t.Fatalf("%s: %v", j.Manifest.Name, err)
+		}
+		if got.OK != j.NumTasks() {
+			t.Errorf("%s: %d of %d tasks verified", j.Manifest.Name, got.OK, j.NumTasks())
+		}
+	}
+	for _, j := range []*job.Job{memory, capability} {
+		for _, g := range ex.given(j) {
+			if !slices.Equal(g, []string{"GPU-4090"}) {
+				t.Errorf("a task of %s was given GPUs %v, want only GPU-4090", j.Manifest.Name, g)
+			}
+		}
+	}
+	for _, g := range ex.given(anyGPU) {
+		if !slices.Equal(g, []string{"GPU-1050"}) {
+			t.Errorf("a task of %s was given GPUs %v, want the first allowed GPU, GPU-1050", anyGPU.Manifest.Name, g)
+		}
+	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"idlepool/idle"
 	"idlepool/job"
+	"idlepool/offers"
 )
 
 // ErrGPUReleased is the cause with which a task holding GPUs is stopped
@@ -20,8 +21,8 @@ var ErrGPUReleased = errors.New("agent: task stopped to let go of its GPU")
 
 // taskGPUs returns the GPU (an NVML UUID, in a slice) a task of j is
 // given: none for a job that does not use a GPU, and otherwise one of the
-// GPUs the policy allows now that no other task of this donor holds
-// (gpuSlots), when the donor allows GPU programs in this pool (offers'
+// GPUs the policy allows now that meets the job's GPU requirements
+// (fittingGPUs) and that no other task of this donor holds (gpuSlots), when the donor allows GPU programs in this pool (offers'
 // Preferences.Accept). A CPU (WebAssembly-only) task never holds a GPU.
 // When every allowed GPU is held, a task of a job that can also run on
 // the CPU (gpu = "optional") gets none at once; one of a job that needs a
@@ -39,7 +40,7 @@ func (a *Agent) taskGPUs(ctx context.Context, j *job.Job) (gpus []string, mib in
 	}
 	allowed := func() ([]string, <-chan struct{}) {
 		_, changed := a.gov.current()
-		return a.gov.gpus(), changed
+		return a.fittingGPUs(ctx, j.Manifest.Requirements, a.gov.gpus()), changed
 	}
 	limit := j.Manifest.Policy.TimeLimit.Duration
 	if limit <= 0 {
@@ -55,6 +56,23 @@ func (a *Agent) taskGPUs(ctx context.Context, j *job.Job) (gpus []string, mib in
 		return nil, 0, release, false
 	}
 	return gpus, mib, func() { a.gpus.give(g) }, false
+}
+
+// fittingGPUs returns those of gpus (UUIDs) that meet the job's GPU
+// requirements as this device offers them (offers.GPUFits: memory share,
+// compute capability), in gpus' order.
+func (a *Agent) fittingGPUs(ctx context.Context, r job.Requirements, gpus []string) []string {
+	if len(gpus) == 0 || (r.GPUMemoryMiB == 0 && r.GPUComputeCapability == "") {
+		return gpus
+	}
+	a.gov.mu.Lock()
+	sig := a.gov.signals
+	a.gov.mu.Unlock()
+	offered := a.cfg.Offer.Capacity(ctx, sig).GPUs
+	return slices.DeleteFunc(gpus, func(u string) bool {
+		i := slices.IndexFunc(offered, func(g idle.GPUOffer) bool { return g.UUID == u })
+		return i < 0 || !offers.GPUFits(r, offered[i])
+	})
 }
 
 // gpuRelease says why a task holding gpus must let go of them under

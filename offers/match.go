@@ -126,8 +126,7 @@ func gpuMismatch(r job.Requirements, gpus []idle.GPUOffer) string {
 	var bestCC []string
 	memOK, ccOK := false, false
 	for _, g := range gpus {
-		m := r.GPUMemoryMiB == 0 || g.MemoryMiB >= r.GPUMemoryMiB
-		cc := r.GPUComputeCapability == "" || compareCapability(g.ComputeCapability, r.GPUComputeCapability) >= 0
+		m, cc := gpuFits(r, g)
 		if m && cc {
 			return ""
 		}
@@ -148,6 +147,22 @@ func gpuMismatch(r job.Requirements, gpus []idle.GPUOffer) string {
 		return fmt.Sprintf("needs %s; the GPUs offered have compute capability %s", want, strings.Join(bestCC, ", "))
 	}
 	return fmt.Sprintf("needs %s; no GPU offered has both", want)
+}
+
+// GPUFits reports whether GPU g, as offered (its memory share, its
+// compute capability), meets the job's GPU requirements r: at least
+// r.GPUMemoryMiB of memory offered and a compute capability of at least
+// r.GPUComputeCapability, each where set. A device with several GPUs
+// gives a task only one that fits.
+func GPUFits(r job.Requirements, g idle.GPUOffer) bool {
+	m, cc := gpuFits(r, g)
+	return m && cc
+}
+
+// gpuFits is GPUFits for memory and compute capability apart.
+func gpuFits(r job.Requirements, g idle.GPUOffer) (memory, capability bool) {
+	return r.GPUMemoryMiB == 0 || g.MemoryMiB >= r.GPUMemoryMiB,
+		r.GPUComputeCapability == "" || compareCapability(g.ComputeCapability, r.GPUComputeCapability) >= 0
 }
 
 // compareCapability compares CUDA compute capabilities "MAJOR.MINOR"
