@@ -271,8 +271,8 @@ func TestGPUTasksGetAGPUThatFits(t *testing.T) {
 		PoolURL: co.url, Home: dev.dirs, DeviceKey: dev.key, OwnerKey: dev.owner, Slots: 1,
 		Executor: ex, Store: dev.local, HTTP: httpClient(t),
 		MaxBackoff: 200 * time.Millisecond, IdlePoll: 50 * time.Millisecond, ReceiptPoll: 50 * time.Millisecond,
-		Offer: testOffers{settings: settings, prefs: offers.Preferences{Global: offers.PoolPreferences{Weight: 1, GPUPrograms: true}}},
-		Logger: quietLogger(t).With("side", "agent", "peer", dev.key.ID()),
+		Offer:   testOffers{settings: settings, prefs: offers.Preferences{Global: offers.PoolPreferences{Weight: 1, GPUPrograms: true}}},
+		Logger:  quietLogger(t).With("side", "agent", "peer", dev.key.ID()),
 		Signals: gpuSignals{agent.NVMLGPUs{Lister: lister}},
 		Decide: func(idle.Signals, time.Time) idle.Decision {
 			return idle.Decision{State: idle.StateComputing, Cores: 1, GPUs: []string{"GPU-1050", "GPU-4090"}, Reason: "computing (test)"}
