@@ -493,7 +493,31 @@ func (a *Agent) retry(ctx context.Context, what string, op func(context.Context)
 // (pull, not push) and runs it. It returns when ctx ends.
 func (a *Agent) serveSlot(ctx context.Context, slot int) error {
 	idle := backoff{Base: 50 * time.Millisecond, Max: a.cfg.IdlePoll}
+	var next []pool.Lease // granted with the slot's last result
+	defer func() {
+		for _, l := range next { // stopped before computing them
+			a.release(ctx, l, a.log.With("lease", l.ID))
+		}
+	}()
 	for ctx.Err() == nil {
+		if len(next) > 0 {
+			leases := next
+			next = nil
+			if ok, _ := a.gov.mayLease(slot); !ok {
+				for _, l := range leases {
+					a.release(ctx, l, a.log.With("lease", l.ID))
+				}
+				continue
+			}
+			for i, l := range leases {
+				got, err := a.runLease(ctx, l, slot, i == len(leases)-1)
+				if err != nil {
+					return err
+				}
+				next = append(next, got...)
+			}
+			continue
+		}
 		if err := a.gov.waitLease(ctx, slot); err != nil {
 			return nil
 		}
@@ -546,20 +570,42 @@ func (a *Agent) serveSlot(ctx context.Context, slot int) error {
 			}
 			continue
 		}
-		for _, l := range leases {
-			if err := a.runLease(ctx, l); err != nil {
+		for i, l := range leases {
+			got, err := a.runLease(ctx, l, slot, i == len(leases)-1)
+			if err != nil {
 				return err
 			}
+			next = append(next, got...)
 		}
 	}
 	return nil
 }
 
-// runLease computes one leased task and hands its result to the pool. It
-// returns nil: a store that takes no writes holds the result in memory
-// (keep), and every other problem ends in the lease being released or
-// expiring.
-func (a *Agent) runLease(ctx context.Context, l pool.Lease) error {
+// mayLeaseNow reports whether slot may ask for a new task at once: what
+// serveSlot waits for before it asks (the policy, a store that takes
+// writes, the offer published), without waiting.
+func (a *Agent) mayLeaseNow(slot int) bool {
+	if ok, _ := a.gov.mayLease(slot); !ok || a.health.faulty() {
+		return false
+	}
+	a.mu.Lock()
+	ch := a.offered
+	a.mu.Unlock()
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// runLease computes one leased task of slot and hands its result to the
+// pool; with last (no other lease of the slot waits) and the slot free to
+// lease now, the result's request also asks for the slot's next task,
+// which runLease returns. Its error is nil: a store that takes no writes
+// holds the result in memory (keep), and every other problem ends in the
+// lease being released or expiring.
+func (a *Agent) runLease(ctx context.Context, l pool.Lease, slot int, last bool) ([]pool.Lease, error) {
 	log := a.log.With("jobID", l.Job.String(), "taskIndex", l.Task, "lease", l.ID)
 	cj, done, err := a.cache.acquire(ctx, a.c, l.Job, a.peerSource())
 	if err == nil {
@@ -569,7 +615,7 @@ func (a *Agent) runLease(ctx context.Context, l pool.Lease) error {
 	if err != nil {
 		if ctx.Err() != nil {
 			a.release(ctx, l, log)
-			return nil
+			return nil, nil
 		}
 		log.Error("Cannot prepare job, handing the task back", "err", err)
 		a.release(ctx, l, log)
@@ -578,12 +624,12 @@ func (a *Agent) runLease(ctx context.Context, l pool.Lease) error {
 			// instead of spinning on a job this device cannot run.
 			_ = sleep(ctx, a.cfg.MaxBackoff)
 		}
-		return nil
+		return nil, nil
 	}
 	if l.Task < 0 || l.Task >= cj.j.NumTasks() {
 		log.Error("Lease names a task the job does not have", "tasks", cj.j.NumTasks())
 		a.release(ctx, l, log)
-		return nil
+		return nil, nil
 	}
 	if why := a.refusal(ctx, l.Job); why != "" {
 		// The donor refused this job or its owner after the offer the pool
@@ -591,7 +637,7 @@ func (a *Agent) runLease(ctx context.Context, l pool.Lease) error {
 		log.Info("Handing back a task the owner of this device refused", "reason", why)
 		a.release(ctx, l, log)
 		a.renewOffer()
-		return nil
+		return nil, nil
 	}
 	owner, ownerName := a.noteJob(ctx, cj.j)
 	a.mu.Lock()
@@ -628,13 +674,13 @@ func (a *Agent) runLease(ctx context.Context, l pool.Lease) error {
 		if busy {
 			log.Info("Handing back a task that needs a GPU: this computer's GPUs stayed busy with other tasks")
 			a.release(ctx, l, log)
-			return nil
+			return nil, nil
 		}
 		log.Info("Handing back a task that needs a GPU: none is allowed now")
 		a.release(ctx, l, log)
 		a.renewOffer()
 		_ = sleep(ctx, a.cfg.MaxBackoff)
-		return nil
+		return nil, nil
 	}
 	gpuDone := make(chan struct{})
 	go func() {
@@ -651,35 +697,35 @@ func (a *Agent) runLease(ctx context.Context, l pool.Lease) error {
 	switch {
 	case ctx.Err() != nil:
 		a.release(ctx, l, log)
-		return nil
+		return nil, nil
 	case errors.Is(context.Cause(taskCtx), ErrGPUReleased):
 		log.Info("Task stopped to let go of its GPU; handed back to the pool", "cause", context.Cause(taskCtx))
 		a.event("task %d of job %s handed back to pool %s: %v", l.Task, jobLabel(cj), a.label(), context.Cause(taskCtx))
 		a.release(ctx, l, log)
-		return nil
+		return nil, nil
 	case errors.Is(context.Cause(taskCtx), errHandedBack):
 		logHandedBack(log, limit)
 		a.event("task %d of job %s handed back to pool %s: suspended longer than its lease allows", l.Task, jobLabel(cj), a.label())
 		a.release(ctx, l, log)
-		return nil
+		return nil, nil
 	case errors.Is(context.Cause(taskCtx), ErrLeaseExpired):
 		if ae, ok := errors.AsType[*APIError](context.Cause(taskCtx)); ok && ae.Code == "job_cancelled" {
 			log.Info("The job's owner cancelled it; task stopped")
-			return nil
+			return nil, nil
 		}
 		log.Warn("Lease lost while the task ran; result dropped")
-		return nil
+		return nil, nil
 	case errors.Is(context.Cause(taskCtx), ErrAbandoned):
-		return a.abandon(ctx, l, cj, context.Cause(taskCtx), log)
+		return nil, a.abandon(ctx, l, cj, context.Cause(taskCtx), log)
 	case err != nil:
 		log.Error("Task could not run, handing it back", "err", err)
 		a.event("task %d of job %s handed back to pool %s: it could not run: %v", l.Task, jobLabel(cj), a.label(), err)
 		a.release(ctx, l, log)
 		_ = sleep(ctx, time.Second) // do not spin on a broken executor
-		return nil
+		return nil, nil
 	case out.MachineDependent():
 		a.reportMachineFailure(ctx, l, out, log)
-		return nil
+		return nil, nil
 	}
 	if a.cfg.Tamper != nil {
 		out = a.cfg.Tamper(l, out)
@@ -695,8 +741,11 @@ func (a *Agent) runLease(ctx context.Context, l pool.Lease) error {
 		c.Digest = pool.ReplicaDigest(nil, true, c.Failure)
 	}
 	log.Debug("Task done", "failed", c.Failed, "digest", c.Digest.String())
-	a.keep(ctx, c, log) // recorded, or held in memory, and sent
-	return nil
+	want := 0
+	if last && a.mayLeaseNow(slot) {
+		want = 1
+	}
+	return a.keep(ctx, c, want, log), nil // recorded, or held in memory, and sent
 }
 
 // reportMachineFailure tells the pool that task l failed on this device

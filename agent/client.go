@@ -735,11 +735,28 @@ func (c *Client) Heartbeat(ctx context.Context, lease string) (time.Time, error)
 // arrived answers ErrConflict; a lease that expired, ErrLeaseExpired.
 func (c *Client) SendResult(ctx context.Context, lease string, s pool.Submission) error {
 	if len(s.Result) <= maxWorkResultBytes && c.batched(ctx) {
-		return c.resultWork(ctx, lease, s)
+		_, err := c.resultWork(ctx, lease, s, 0)
+		return err
 	}
 	in := coord.ResultSubmission{Digest: coord.HexDigest(s.Digest), Result: s.Result, Failed: s.Failed, Reason: s.Reason, Machine: s.Machine}
 	_, err := c.postJSON(ctx, "/v1/leases/"+url.PathEscape(lease)+"/result", in, nil)
 	return err
+}
+
+// SendResultAndLease is SendResult with a request for up to want new
+// leases in the same request (POST /v1/work), so that a task loop that
+// has finished a task asks for its next one without a request of its
+// own. It returns the leases granted, with deadlines by this device's
+// clock, even when err (the result's error, as SendResult's) is not nil:
+// the caller computes them or releases them. None are asked for, and nil
+// is returned, where they cannot travel with the result (a coordinator of
+// API version 1, a result larger than a batch carries) or the lease part
+// was refused; the caller then asks with Lease.
+func (c *Client) SendResultAndLease(ctx context.Context, lease string, s pool.Submission, want int) ([]pool.Lease, error) {
+	if want <= 0 || len(s.Result) > maxWorkResultBytes || !c.batched(ctx) {
+		return nil, c.SendResult(ctx, lease, s)
+	}
+	return c.resultWork(ctx, lease, s, want)
 }
 
 // Release hands a lease back so that the task is leased again at once.

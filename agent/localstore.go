@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"idlepool/home"
+	"idlepool/pool"
 	"idlepool/store"
 )
 
@@ -240,20 +241,24 @@ func (a *Agent) record(ctx context.Context, r *heldResult) error {
 // nothing; when the store takes no writes (a full disk, another process
 // holding its lock, a damaged file) it is kept in memory instead and sent
 // all the same, and serveStore records it later. No store failure ends
-// the agent or drops a result.
-func (a *Agent) keep(ctx context.Context, c store.Contribution, log *slog.Logger) {
+// the agent or drops a result. want asks for up to that many new leases
+// in the same request; keep returns those granted (the caller computes
+// or releases them).
+func (a *Agent) keep(ctx context.Context, c store.Contribution, want int, log *slog.Logger) []pool.Lease {
 	stored := true
 	if err := a.cfg.Store.AddPending(context.WithoutCancel(ctx), c); err != nil {
 		log.Warn("Cannot record the result locally; keeping it in memory", "err", err)
 		a.hold(heldResult{c: c}, err)
 		stored = false
 	}
-	if err := a.deliver(ctx, c, stored); err != nil {
+	leases, err := a.deliverAndLease(ctx, c, stored, want)
+	if err != nil {
 		// Kept in the store, or in memory: the outbox sends it when it
 		// can.
 		log.Debug("Result not sent yet", "err", err)
 		a.kickOutbox()
 	}
+	return leases
 }
 
 // settle records that the coordinator has c (reason: why it is rejected,

@@ -27,15 +27,23 @@ const ownJobReason = "own job: a device of the job's owner computes without a re
 // ctx's when ctx ended, and otherwise the coordinator's refusal to
 // register the device again.
 func (a *Agent) deliver(ctx context.Context, c store.Contribution, stored bool) error {
-	err := a.c.SendResult(ctx, c.Lease, c.Submission())
+	_, err := a.deliverAndLease(ctx, c, stored, 0)
+	return err
+}
+
+// deliverAndLease is deliver, asking in the same request for up to want
+// new leases for the task loop that computed c (Client.SendResultAndLease);
+// it returns those granted whatever became of c.
+func (a *Agent) deliverAndLease(ctx context.Context, c store.Contribution, stored bool, want int) ([]pool.Lease, error) {
+	leases, err := a.c.SendResultAndLease(ctx, c.Lease, c.Submission(), want)
 	if errors.Is(err, ErrUnauthorized) {
 		if _, rerr := a.c.Register(ctx, a.cfg.OwnerKey, a.cfg.Name, a.cfg.Invite); rerr != nil {
-			return rerr
+			return leases, rerr
 		}
 		err = a.c.SendResult(ctx, c.Lease, c.Submission())
 	}
 	if err != nil && (Retryable(err) || ctx.Err() != nil) {
-		return err
+		return leases, err
 	}
 	bg := context.WithoutCancel(ctx) // record what the coordinator said, even while stopping
 	reason := ""
@@ -47,7 +55,7 @@ func (a *Agent) deliver(ctx context.Context, c store.Contribution, stored bool) 
 		reason = ownJobReason
 	}
 	a.settle(bg, c, stored, reason)
-	return nil
+	return leases, nil
 }
 
 // refusal says in words why the coordinator refused a submission.

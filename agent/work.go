@@ -28,8 +28,9 @@ import (
 // larger one goes alone to POST /v1/leases/{lease}/result.
 const maxWorkResultBytes = 256 << 10
 
-// workOp is one call waiting for a batch: a result (lease != "") or a
-// request for want leases.
+// workOp is one call waiting for a batch: a result (lease != ""), a
+// request for want leases, or both (a result and the next lease of the
+// task loop that computed it, SendResultAndLease).
 type workOp struct {
 	lease string
 	sub   pool.Submission
@@ -81,15 +82,17 @@ func (c *Client) leaseWork(ctx context.Context, want int) ([]pool.Lease, error) 
 	return d.leases, err
 }
 
-// resultWork sends a result in the next batch.
-func (c *Client) resultWork(ctx context.Context, lease string, s pool.Submission) error {
-	_, err := c.enqueue(ctx, &workOp{lease: lease, sub: s})
-	return err
+// resultWork sends a result in the next batch, with a request for up to
+// want more leases (0: none).
+func (c *Client) resultWork(ctx context.Context, lease string, s pool.Submission, want int) ([]pool.Lease, error) {
+	d, err := c.enqueue(ctx, &workOp{lease: lease, sub: s, want: min(want, coord.MaxLeases)})
+	return d.leases, err
 }
 
 // enqueue adds op to the next batch, sends batches while it leads, and
 // returns op's part of the answer, or ctx's error once ctx ends (leases
-// granted to a call that stopped waiting are handed back).
+// granted to a call that stopped waiting are handed back). An op with a
+// result and a lease request may get leases with its result's error.
 func (c *Client) enqueue(ctx context.Context, op *workOp) (workDone, error) {
 	op.done = make(chan workDone, 1)
 	q := &c.work
@@ -144,18 +147,17 @@ func (c *Client) takeBatch() []*workOp {
 		n, results, bytes, want int
 	)
 	for _, op := range q.ops {
+		if op.lease != "" && (results == coord.MaxWorkResults || bytes+len(op.sub.Result) > coord.MaxWorkResultBytes) {
+			break
+		}
+		if want+op.want > coord.MaxLeases {
+			break
+		}
 		if op.lease != "" {
-			if results == coord.MaxWorkResults || bytes+len(op.sub.Result) > coord.MaxWorkResultBytes {
-				break
-			}
 			results++
 			bytes += len(op.sub.Result)
-		} else {
-			if want+op.want > coord.MaxLeases {
-				break
-			}
-			want += op.want
 		}
+		want += op.want
 		n++
 	}
 	ops := append([]*workOp(nil), q.ops[:n]...)
@@ -171,9 +173,8 @@ func (c *Client) sendBatch(ctx context.Context, ops []*workOp) {
 			s := op.sub
 			req.Results = append(req.Results, coord.WorkResult{Lease: op.lease, ResultSubmission: coord.ResultSubmission{
 				Digest: coord.HexDigest(s.Digest), Result: s.Result, Failed: s.Failed, Reason: s.Reason, Machine: s.Machine}})
-		} else {
-			req.Lease += op.want
 		}
+		req.Lease += op.want
 	}
 	var out coord.WorkResponse
 	_, err := c.postJSON(ctx, "/v1/work", req, &out)
@@ -210,7 +211,10 @@ func (c *Client) sendBatch(ctx context.Context, ops []*workOp) {
 			results++
 		case leaseErr != nil:
 			d.err = leaseErr
-		default:
+		}
+		if err == nil && leaseErr == nil && op.want > 0 {
+			// A result's lease request that was refused gets none; its
+			// task loop asks again as usual.
 			k := min(op.want, len(leases))
 			d.leases, leases = leases[:k:k], leases[k:]
 		}

@@ -227,3 +227,58 @@ func TestClientSpeaksVersion1(t *testing.T) {
 		t.Errorf("%d tasks hold a returned result, want 2", st.Waiting)
 	}
 }
+
+// TestClientResultAndNextLease checks that a result sent with
+// SendResultAndLease brings the task loop's next lease in the same
+// request, that a refused result still hands over the lease granted, and
+// that a coordinator of API version 1 gets the result alone.
+func TestClientResultAndNextLease(t *testing.T) {
+	co := startCoordinator(t, t.TempDir(), "127.0.0.1:0")
+	sub := newSubmitter(t, co.url, nil)
+	j := workJob(t, 4)
+	ctx := context.Background()
+	if err := sub.c.Submit(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	g := &gate{}
+	c := gatedClient(t, co.url, newDevice(t, nil), g)
+	first, err := c.Lease(ctx, 1)
+	if err != nil || len(first) != 1 {
+		t.Fatalf("Lease = %v, %v", first, err)
+	}
+	before := g.count("POST /v1/work")
+	next, err := c.SendResultAndLease(ctx, first[0].ID, submission(first[0].Task), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(next) != 1 || next[0].Task == first[0].Task || next[0].Job != j.ID {
+		t.Fatalf("leases with the result: %+v, want one of another task of the job", next)
+	}
+	if n := g.count("POST /v1/work") - before; n != 1 {
+		t.Errorf("%d POST /v1/work for a result and the next lease, want 1", n)
+	}
+	// A result the coordinator refuses (another digest for a lease that
+	// returned one) still hands over the lease granted beside it.
+	again, err := c.SendResultAndLease(ctx, first[0].ID, submission(first[0].Task+1), 1)
+	if !errors.Is(err, agent.ErrConflict) {
+		t.Errorf("refused result: %v, want ErrConflict", err)
+	}
+	if len(again) != 1 {
+		t.Errorf("%d leases beside a refused result, want 1", len(again))
+	}
+
+	// API version 1: the result alone, through its own endpoint.
+	old := &gate{old: true}
+	c1 := gatedClient(t, co.url, newDevice(t, nil), old)
+	l1, err := c1.Lease(ctx, 1)
+	if err != nil || len(l1) != 1 {
+		t.Fatalf("version 1 Lease = %v, %v", l1, err)
+	}
+	got, err := c1.SendResultAndLease(ctx, l1[0].ID, submission(l1[0].Task), 1)
+	if err != nil || got != nil {
+		t.Errorf("version 1 SendResultAndLease = %v, %v; want no leases, no error", got, err)
+	}
+	if n := old.count("POST /v1/work"); n != 0 {
+		t.Errorf("%d POST /v1/work to a version 1 coordinator", n)
+	}
+}
