@@ -71,6 +71,19 @@ func agentPeers(t *testing.T, home string) *agent.PeerStatus {
 // serves at most 1% of the input's bytes after the first copy, every
 // later agent fetched at least 99% of its chunk bytes from peers (its
 // status), and the result equals `run --json` byte for byte.
+// peersAgents is how many agents TestJoinSpreadsInputsPeerToPeer runs: 4,
+// or IDLEPOOL_P2P_AGENTS (`make bench-p2p P2P_AGENTS=16`).
+func peersAgents(t *testing.T) int {
+	if v := os.Getenv("IDLEPOOL_P2P_AGENTS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 2 || n > 64 {
+			t.Fatalf("IDLEPOOL_P2P_AGENTS=%q: want 2 to 64 agents", v)
+		}
+		return n
+	}
+	return 4
+}
+
 func TestJoinSpreadsInputsPeerToPeer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("moves tens of MB between four agents")
@@ -100,7 +113,7 @@ func TestJoinSpreadsInputsPeerToPeer(t *testing.T) {
 	m := writeManifest(t, "csvstats", text)
 	_, want := runJSON(t, t.TempDir(), m)
 
-	homes := make([]string, 4)
+	homes := make([]string, peersAgents(t))
 	for i := range homes {
 		homes[i] = filepath.Join(t.TempDir(), fmt.Sprintf("agent%d", i))
 	}
@@ -145,7 +158,7 @@ func TestJoinSpreadsInputsPeerToPeer(t *testing.T) {
 	// one that leased no task never fetches it).
 	var out runOut
 	spread, holders := time.Duration(0), 0
-	for out.stdout == "" && out.code == 0 && holders < 3 {
+	for out.stdout == "" && out.code == 0 && holders < len(homes)-1 {
 		select {
 		case out = <-done:
 		case <-time.After(20 * time.Millisecond): // polling a condition
@@ -166,7 +179,7 @@ func TestJoinSpreadsInputsPeerToPeer(t *testing.T) {
 	if out.code != 0 {
 		t.Fatalf("submit --follow: exit %d\n%s", out.code, out.stderr)
 	}
-	t.Logf("the job finished %v after the three agents joined", time.Since(started).Round(time.Millisecond))
+	t.Logf("the job finished %v after the other %d agents joined", time.Since(started).Round(time.Millisecond), len(homes)-1)
 	if diff := cmp.Diff(want, out.stdout); diff != "" {
 		t.Fatalf("submit --follow --json differs from run --json (-run +submit):\n%s", diff)
 	}
