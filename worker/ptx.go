@@ -45,7 +45,10 @@ func ptxKernels(src []byte) (map[string]ptxKernel, error) {
 	if bytes.IndexByte(src, 0) >= 0 || !utf8.Valid(src) {
 		return nil, fmt.Errorf("not PTX text (a NUL byte or invalid UTF-8: binary cubin and fatbin images are not accepted, only the PTX a job names)")
 	}
-	s := stripPTXComments(string(src))
+	s, err := stripPTXComments(string(src))
+	if err != nil {
+		return nil, err
+	}
 	kernels := map[string]ptxKernel{}
 	for {
 		i := indexDirective(s, ".entry")
@@ -106,40 +109,66 @@ func indexDirective(s, d string) int {
 	}
 }
 
-// ptxParamWidth returns the width in bytes of one .param declaration.
+// ptxParamAttrs are the tokens a .param declaration may hold besides its
+// type, its name and .align's number (PTX ISA, "Kernel Function
+// Parameter Attributes": .ptr, a state space, .align N). Any other token
+// (a vector type such as .v4, an opaque type) is refused rather than
+// guessed at.
+var ptxParamAttrs = map[string]bool{".ptr": true, ".global": true, ".const": true, ".local": true, ".shared": true, ".align": true}
+
+// ptxParamWidth returns the width in bytes of one .param declaration:
+// .param [attributes] .type name or .param [attributes] .type name[N].
 func ptxParamWidth(decl string) (int, error) {
-	f := strings.Fields(decl)
+	d := strings.TrimSpace(decl)
+	// An array's size may be written with spaces: name[ 16 ].
+	size := 1
+	if open := strings.IndexByte(d, '['); open >= 0 {
+		end := strings.IndexByte(d, ']')
+		if end < open || strings.TrimSpace(d[end+1:]) != "" {
+			return 0, fmt.Errorf("%q: bad array size (one dimension, 1 to 65536)", d)
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(d[open+1 : end]))
+		if err != nil || n < 1 || n > 1<<16 {
+			return 0, fmt.Errorf("%q: bad array size (one dimension, 1 to 65536)", d)
+		}
+		size, d = n, strings.TrimSpace(d[:open])
+	}
+	f := strings.Fields(d)
 	if len(f) < 3 || f[0] != ".param" {
-		return 0, fmt.Errorf("%q is not a .param declaration", strings.TrimSpace(decl))
+		return 0, fmt.Errorf("%q is not a .param declaration", d)
 	}
 	width := 0
-	for _, tok := range f[1 : len(f)-1] {
+	for i := 1; i < len(f)-1; i++ {
+		tok := f[i]
 		if w, ok := ptxParamKinds[tok]; ok {
 			if width != 0 {
-				return 0, fmt.Errorf("%q names two types", strings.TrimSpace(decl))
+				return 0, fmt.Errorf("%q names two types", d)
 			}
 			width = w
+			continue
 		}
-	}
-	switch f[1] {
-	case ".texref", ".samplerref", ".surfref":
-		return 0, fmt.Errorf("%s parameters are not supported", f[1])
+		switch {
+		case tok == ".texref" || tok == ".samplerref" || tok == ".surfref":
+			return 0, fmt.Errorf("%s parameters are not supported", tok)
+		case !ptxParamAttrs[tok]:
+			return 0, fmt.Errorf("%q: %s is not a type or attribute idlepool_cuda knows", d, tok)
+		case tok == ".align":
+			if i+1 >= len(f)-1 {
+				return 0, fmt.Errorf("%q: .align without a number", d)
+			}
+			if _, err := strconv.Atoi(f[i+1]); err != nil {
+				return 0, fmt.Errorf("%q: .align without a number", d)
+			}
+			i++
+		}
 	}
 	if width == 0 {
-		return 0, fmt.Errorf("%q has no type idlepool_cuda knows", strings.TrimSpace(decl))
+		return 0, fmt.Errorf("%q has no type idlepool_cuda knows", d)
 	}
-	name := f[len(f)-1]
-	if open := strings.IndexByte(name, '['); open >= 0 {
-		if !strings.HasSuffix(name, "]") {
-			return 0, fmt.Errorf("%q: bad array size", name)
-		}
-		n, err := strconv.Atoi(name[open+1 : len(name)-1])
-		if err != nil || n < 1 || n > 1<<16 {
-			return 0, fmt.Errorf("%q: bad array size", name)
-		}
-		width *= n
+	if name, _ := ptxIdent(f[len(f)-1]); name != f[len(f)-1] {
+		return 0, fmt.Errorf("%q: %q is not a parameter name", d, f[len(f)-1])
 	}
-	return width, nil
+	return width * size, nil
 }
 
 // ptxIdent splits a PTX identifier ([a-zA-Z_$%][a-zA-Z0-9_$]*) off the
@@ -160,9 +189,11 @@ func isPTXIdentByte(c byte) bool {
 }
 
 // stripPTXComments replaces // and /* */ comments with spaces (PTX uses
-// C++ comment syntax) so that a commented-out .entry is not read.
-// String literals do not occur in the declarations read here.
-func stripPTXComments(s string) string {
+// C++ comment syntax) and empties string literals ("...", with backslash
+// escapes, as in .file and .pragma), so that an .entry, or the start of
+// a comment, inside either is not read. An unterminated comment or string
+// is an error: ptxas would not read the text as this does.
+func stripPTXComments(s string) (string, error) {
 	var b strings.Builder
 	b.Grow(len(s))
 	for i := 0; i < len(s); {
@@ -170,22 +201,35 @@ func stripPTXComments(s string) string {
 		case strings.HasPrefix(s[i:], "//"):
 			j := strings.IndexByte(s[i:], '\n')
 			if j < 0 {
-				return b.String()
+				return b.String(), nil
 			}
 			i += j
 		case strings.HasPrefix(s[i:], "/*"):
 			j := strings.Index(s[i+2:], "*/")
 			if j < 0 {
-				return b.String()
+				return "", fmt.Errorf("a /* comment is not closed")
 			}
 			i += j + 4
 			b.WriteByte(' ')
+		case s[i] == '"':
+			j := i + 1
+			for j < len(s) && s[j] != '"' && s[j] != '\n' {
+				if s[j] == '\\' {
+					j++
+				}
+				j++
+			}
+			if j >= len(s) || s[j] != '"' {
+				return "", fmt.Errorf("a string literal is not closed on its line")
+			}
+			b.WriteString(`""`)
+			i = j + 1
 		default:
 			b.WriteByte(s[i])
 			i++
 		}
 	}
-	return b.String()
+	return b.String(), nil
 }
 
 // checkLaunchParams checks a launch's parameter kinds against kernel k's

@@ -30,12 +30,18 @@ func TestPTXKernels(t *testing.T) {
 .visible .entry mixed(.param .f64 a, .param .f32 b, .param .u16 c, .param .align 8 .b8 s[24], .param .s64 d)
 { ret; }
 .visible .entry$x(.param .u64 a) { ret; }
+.visible .entry spaced(.param .align 8 .b8 s[ 16 ], .param .u32 n) { ret; }
+// A string that looks like a kernel, or opens a comment, is neither.
+.file 1 ".entry fake() /*"
+.visible .entry real(.param .u64 a, .param .u64 b) { ret; }
+.file 2 "*/ \" .entry fake2()"
 `
 	got, err := ptxKernels([]byte(src))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string][]int{"add_u32": {8, 4, 4}, "none": nil, "bare": nil, "mixed": {8, 4, 2, 24, 8}}
+	want := map[string][]int{"add_u32": {8, 4, 4}, "none": nil, "bare": nil, "mixed": {8, 4, 2, 24, 8},
+		"spaced": {16, 4}, "real": {8, 8}}
 	gotW := map[string][]int{}
 	for name, k := range got {
 		gotW[name] = k.params
@@ -56,6 +62,12 @@ func TestPTXKernelsRefused(t *testing.T) {
 		{"texref", ".visible .entry k(.param .texref t) {}", ".texref parameters are not supported"},
 		{"array", ".visible .entry k(.param .b8 s[0]) {}", "bad array size"},
 		{"twice", ".visible .entry k() {}\n.visible .entry k() {}", "kernel k is declared twice"},
+		{"vector", ".visible .entry k(.param .v4 .u32 a) {}", ".v4 is not a type or attribute"},
+		{"unknown", ".visible .entry k(.param .u64 .weird a) {}", ".weird is not a type or attribute"},
+		{"twodim", ".visible .entry k(.param .b8 s[2][3]) {}", "bad array size"},
+		{"aligntext", ".visible .entry k(.param .align x .b8 s[8]) {}", ".align without a number"},
+		{"comment", ".visible .entry k(.param .u64 a) {} /* open", "comment is not closed"},
+		{"string", ".file 1 \"open\n.visible .entry k() {}", "string literal is not closed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ptxKernels([]byte(tc.src))
