@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 	"unicode/utf8"
 
@@ -381,6 +382,15 @@ func (t *cudaTask) functionGet(mem api.Memory, module int32, name, n uint32) int
 			return t.fail(CUDAErrNotFound, op, "module %d has no kernel %q (is it declared extern \"C\"?)", module, b)
 		}
 		return t.driverFail(CUDAErrDriver, op, err)
+	}
+	// Where the driver can say how it reads the kernel's parameters, it
+	// must read them as the PTX text declares them.
+	sizes, err := t.ctx.ParamSizes(f)
+	if err != nil {
+		return t.driverFail(CUDAErrDriver, op, err)
+	}
+	if sizes != nil && !slices.Equal(sizes, k.params) {
+		return t.fail(CUDAErrInvalidArgument, op, "the driver reads kernel %q's parameters as %v bytes, its PTX declares %v", b, sizes, k.params)
 	}
 	h := t.handle()
 	t.funcs[h] = cudaFunction{fn: f, name: string(b), kernel: k}

@@ -38,6 +38,10 @@ type CUDAContext interface {
 	// Function returns the kernel called name in module mod
 	// (cuModuleGetFunction); ErrCUDANotFound when there is none.
 	Function(mod uintptr, name string) (uintptr, error)
+	// ParamSizes returns the sizes in bytes of kernel fn's parameters as
+	// the driver reads them (cuFuncGetParamInfo, CUDA 12.4 and later), or
+	// nil with no error when the driver cannot say (an older driver).
+	ParamSizes(fn uintptr) ([]int, error)
 	// Alloc allocates bytes of device memory, zeroed (cuMemAlloc_v2, then
 	// cuMemsetD8_v2: the driver does not clear memory an earlier task of
 	// the same worker, or another process, freed).

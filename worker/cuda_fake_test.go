@@ -122,6 +122,16 @@ func (c *fakeContext) LoadModule(ptx []byte) (uintptr, error) {
 	return c.handles, nil
 }
 
+// ParamSizes answers as a driver before CUDA 12.4 does (nil), except for
+// the kernel "driver_disagrees", which it reads as one 8-byte parameter
+// whatever its PTX declares.
+func (c *fakeContext) ParamSizes(fn uintptr) ([]int, error) {
+	if c.funcs[fn] == "driver_disagrees" {
+		return []int{8}, nil
+	}
+	return nil, nil
+}
+
 func (c *fakeContext) Function(mod uintptr, name string) (uintptr, error) {
 	if err := c.check("cuModuleGetFunction"); err != nil {
 		return 0, err

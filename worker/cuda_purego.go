@@ -23,6 +23,16 @@ var cudaFuncs = []string{
 	"cuGetErrorName", "cuGetErrorString",
 }
 
+// cudaOptionalFuncs are entry points newer drivers have; the worker uses
+// them where they exist.
+var cudaOptionalFuncs = []string{
+	"cuFuncGetParamInfo", // CUDA 12.4
+}
+
+// cudaErrorInvalidValue is CUDA_ERROR_INVALID_VALUE (cuda.h), which
+// cuFuncGetParamInfo answers for an index past the last parameter.
+const cudaErrorInvalidValue = 1
+
 // CUdevice_attribute values (cuda.h).
 const (
 	cuDeviceAttrComputeCapabilityMajor = 75
@@ -60,6 +70,11 @@ func loadCUDADriver() (CUDADriver, error) {
 			return nil, fmt.Errorf("%w: %s: %w", ErrCUDAUnavailable, name, err)
 		}
 		d.fn[name] = addr
+	}
+	for _, name := range cudaOptionalFuncs {
+		if addr, err := lookupCUDASymbol(lib, name); err == nil && addr != 0 {
+			d.fn[name] = addr
+		}
 	}
 	if err := d.call("cuInit", 0); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrCUDAUnavailable, err)
@@ -245,6 +260,33 @@ func (c *pureContext) Function(mod uintptr, name string) (uintptr, error) {
 		return c.d.call("cuModuleGetFunction", uintptr(unsafe.Pointer(fn)), mod, uintptr(unsafe.Pointer(&cname[0])))
 	})
 	return *fn, err
+}
+
+func (c *pureContext) ParamSizes(fn uintptr) ([]int, error) {
+	if c.d.fn["cuFuncGetParamInfo"] == 0 {
+		return nil, nil
+	}
+	var offset, size uint64 // size_t
+	var pin runtime.Pinner
+	pin.Pin(&offset)
+	pin.Pin(&size)
+	defer pin.Unpin()
+	var sizes []int
+	err := c.in(func() error {
+		for i := 0; i <= MaxCUDALaunchParams; i++ {
+			err := c.d.call("cuFuncGetParamInfo", fn, uintptr(i), uintptr(unsafe.Pointer(&offset)), uintptr(unsafe.Pointer(&size)))
+			var ce *CUDAError
+			if errors.As(err, &ce) && ce.Code == cudaErrorInvalidValue {
+				return nil // past the last parameter
+			}
+			if err != nil {
+				return err
+			}
+			sizes = append(sizes, int(size))
+		}
+		return nil // more than a launch may pass: the count check refuses it
+	})
+	return sizes, err
 }
 
 func (c *pureContext) Alloc(bytes uint64) (uint64, error) {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -103,6 +104,14 @@ func TestRealCUDADriver(t *testing.T) {
 	echo, err := c.Function(mod, "echo_params")
 	if err != nil {
 		t.Fatal(err)
+	}
+	switch sizes, err := c.ParamSizes(echo); {
+	case err != nil:
+		t.Errorf("ParamSizes(echo_params): %v", err)
+	case sizes == nil:
+		t.Log("the driver cannot say how it reads parameters (before CUDA 12.4)")
+	case !slices.Equal(sizes, []int{8, 4, 8, 4, 8, 8}):
+		t.Errorf("the driver reads echo_params's parameters as %v bytes, want [8 4 8 4 8 8]", sizes)
 	}
 	out, err := c.Alloc(8 * 6)
 	if err != nil {

@@ -28,6 +28,7 @@ const testPTX = `.version 7.0
 .visible .entry commented_out(.param .u64 x) { ret; }
 */
 .visible .entry by_value(.param .align 8 .b8 s[24]) { ret; }
+.visible .entry driver_disagrees(.param .u64 a, .param .u64 b) { ret; }
 `
 
 var (
@@ -263,12 +264,13 @@ func TestCUDAHostModule(t *testing.T) {
 				"function_get.fault": 6, "launch.fault": 0, "synchronize.fault": CUDAErrLaunch,
 				"launch.fewer": CUDAErrInvalidArgument, "launch.more": CUDAErrInvalidArgument, "launch.narrow": CUDAErrInvalidArgument,
 				"launch.wide": CUDAErrInvalidArgument, "function_get.byvalue": 7, "launch.byvalue": CUDAErrInvalidArgument,
-				"function_get.commented": CUDAErrNotFound, "module_load.binary": CUDAErrModuleLoad},
+				"function_get.commented": CUDAErrNotFound, "module_load.binary": CUDAErrModuleLoad,
+				"function_get.disagrees": CUDAErrInvalidArgument},
 			errs: map[string]string{"launch.block": "block [2048 1 1]", "launch.count": "65 parameters", "launch.kind": "unknown kind 9",
 				"synchronize.fault": "CUDA_ERROR_ILLEGAL_ADDRESS", "launch.fewer": "kernel add_u32 takes 3 parameters, the launch passes 2",
 				"launch.more": "takes 3 parameters, the launch passes 4", "launch.narrow": "parameter 0 takes 8 bytes; pass a buffer, u64 or f64, not a u32",
 				"launch.wide": "parameter 1 takes 4 bytes; pass a u32 or f32, not a u64", "launch.byvalue": "parameter 0 is a 24-byte value",
-				"module_load.binary": "not PTX text"},
+				"module_load.binary": "not PTX text", "function_get.disagrees": `the driver reads kernel "driver_disagrees"'s parameters as [8] bytes, its PTX declares [8 8]`},
 			check: func(t *testing.T, out map[string]any, res Result) {
 				if out["sum_ok"] != true {
 					t.Error("the kernel's result is wrong")

@@ -328,6 +328,7 @@ func compute(t task) {
 	one := params([3]uint64{2, 0, 0})
 	stepErr("launch.byvalue", launch(bv, 1, 1, 1, 1, 1, 1, 0, ptr(one), 1))
 	step("function_get.commented", fn(mod, "commented_out"))
+	stepErr("function_get.disagrees", fn(mod, "driver_disagrees"))
 	// A binary image (an ELF cubin starts with these bytes) is not PTX.
 	elf := []byte("\x7fELF\x02\x01\x01\x00\x00\x00.visible .entry add_u32(.param .u64 p) { ret; }")
 	stepErr("module_load.binary", moduleLoad(ptr(elf), uint32(len(elf))))
