@@ -503,7 +503,7 @@ func (a *Agent) serveSlot(ctx context.Context, slot int) error {
 		if len(next) > 0 {
 			leases := next
 			next = nil
-			if ok, _ := a.gov.mayLease(slot); !ok {
+			if ok, _ := a.gov.mayLease(slot); !ok || a.health.faulty() {
 				for _, l := range leases {
 					a.release(ctx, l, a.log.With("lease", l.ID))
 				}
@@ -663,11 +663,13 @@ func (a *Agent) runLease(ctx context.Context, l pool.Lease, slot int, last bool)
 	}()
 	gpus, gpuMiB, giveGPU, busy := a.taskGPUs(taskCtx, cj.j)
 	defer giveGPU()
-	if len(gpus) == 0 && cj.j.Manifest.Requirements.GPU.Required() {
+	if len(gpus) == 0 && cj.j.Manifest.Requirements.GPU.Required() && taskCtx.Err() == nil {
 		// The offer the pool matched had a GPU that the policy no longer
 		// allows, or this donor's other tasks held every GPU for longer
 		// than the task may take: hand the task back instead of computing
-		// it without one.
+		// it without one. (A wait for a GPU that ended with the task
+		// itself goes on below, where its cause decides: the lease lost,
+		// the job cancelled, the agent stopping.)
 		cancel(nil)
 		<-hbDone
 		<-pauseDone

@@ -250,6 +250,7 @@ func (a *Agent) keep(ctx context.Context, c store.Contribution, want int, log *s
 		log.Warn("Cannot record the result locally; keeping it in memory", "err", err)
 		a.hold(heldResult{c: c}, err)
 		stored = false
+		want = 0 // no new task while results cannot be recorded
 	}
 	leases, err := a.deliverAndLease(ctx, c, stored, want)
 	if err != nil {

@@ -41,7 +41,9 @@ type WorkResult struct {
 // WorkRequest is the body of POST /v1/work (API version 2): up to
 // MaxWorkResults results of the calling peer's leases, and how many new
 // leases it wants (0 to MaxLeases; 0 asks for none). One signature covers
-// all of it. The results are taken before the leases are granted.
+// all of it. The results and the lease request are handled concurrently,
+// so that they share one group commit: a lease may be granted before a
+// result of the same request is taken.
 type WorkRequest struct {
 	Results []WorkResult `json:"results,omitempty"`
 	Lease   int          `json:"lease,omitempty"`
