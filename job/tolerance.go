@@ -67,6 +67,47 @@ func (v Verify) Agree(a, b []byte) bool {
 	return v.agreeValue("", x, y)
 }
 
+// UnmatchedTolerances returns, sorted, the fields of [verify.tolerance]
+// that name no member of result, one task's JSON object: most likely a
+// misspelt field, whose numbers are then compared exactly. A field names
+// a member when the result has a value at that dotted path (members of
+// objects inside arrays count under the array's path, as Agree reads
+// them). Nil when the rule is not "tolerance" or result is not a JSON
+// object.
+func (v Verify) UnmatchedTolerances(result []byte) []string {
+	if !v.tolerant() {
+		return nil
+	}
+	x, err := decodeResult(result)
+	if err != nil {
+		return nil
+	}
+	paths := map[string]bool{}
+	var walk func(path string, a any)
+	walk = func(path string, a any) {
+		paths[path] = true
+		switch x := a.(type) {
+		case map[string]any:
+			for k, v := range x {
+				walk(joinMergePath(path, k), v)
+			}
+		case []any:
+			for _, v := range x {
+				walk(path, v)
+			}
+		}
+	}
+	walk("", x)
+	var out []string
+	for p := range v.Tolerances {
+		if !paths[p] {
+			out = append(out, p)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 func (v Verify) tolerant() bool { return v.Rule == RuleTolerance && len(v.Tolerances) > 0 }
 
 // toleranceAt returns the tolerance of the longest declared path that is

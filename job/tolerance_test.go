@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -257,4 +258,20 @@ func FuzzVerifyAgree(f *testing.F) {
 			t.Fatalf("Agree(%q, %q) = %v but the other way %v", a, b, ab, ba)
 		}
 	})
+}
+
+func TestUnmatchedTolerances(t *testing.T) {
+	v := job.Verify{Rule: job.RuleTolerance, Tolerances: map[string]job.Tolerance{
+		"price": {Abs: 1e-4}, "prize": {Abs: 1e-4}, "stats.mean": {Rel: 1e-6}, "rows.x": {Abs: 1}, "stats.none": {Abs: 1},
+	}}
+	got := v.UnmatchedTolerances([]byte(`{"price": 10.4, "stats": {"mean": 1.5}, "rows": [{"x": 1}, {"x": 2}]}`))
+	if want := []string{"prize", "stats.none"}; !slices.Equal(got, want) {
+		t.Errorf("UnmatchedTolerances = %v, want %v", got, want)
+	}
+	if got := v.UnmatchedTolerances([]byte(`[1, 2]`)); got != nil {
+		t.Errorf("for a result that is not an object: %v, want nil", got)
+	}
+	if got := (job.Verify{}).UnmatchedTolerances([]byte(`{"a": 1}`)); got != nil {
+		t.Errorf("under the digest rule: %v, want nil", got)
+	}
 }

@@ -17,6 +17,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/term"
@@ -135,8 +136,30 @@ func cmdRun(ctx context.Context, g *globals, args []string) error {
 			fmt.Fprintf(g.stdout, "task %-4d %s -> %s\n", t.Index, formatParams(m.Split, t.Params), bytes.TrimSpace(result))
 		}
 	}
-	gpus, gpuNames := soloGPUs(g, *cpuOnly)
-	fmt.Fprint(g.stderr, gpuLine(gpuNames))
+	gpus, gpuNames, noGPU := soloGPUs(g, *cpuOnly)
+	fmt.Fprint(g.stderr, gpuLine(gpuNames, m.Requirements.GPU, noGPU))
+	if m.Verify.Rule == job.RuleTolerance {
+		// A tolerance naming no field of the results is most likely a
+		// typo; its numbers are then compared exactly.
+		var once sync.Once
+		show := cfg.Result
+		cfg.Result = func(t job.Task, result []byte) {
+			once.Do(func() {
+				if u := m.Verify.UnmatchedTolerances(result); len(u) > 0 {
+					prog.clear()
+					shown := bytes.TrimSpace(result)
+					if len(shown) > 200 {
+						shown = append(shown[:200:200], "…"...)
+					}
+					fmt.Fprintf(g.stderr, "warning: [verify.tolerance] %s: no such field in task %d's result (%s); numbers there are compared exactly\n",
+						strings.Join(u, ", "), t.Index, shown)
+				}
+			})
+			if show != nil {
+				show(t, result)
+			}
+		}
+	}
 	out, err := pool.RunSolo(ctx, j, newGPUExecutor(wp, gpus, *workers), cfg)
 	prog.finish()
 	if err != nil && !errors.Is(err, pool.ErrAllFailed) {
@@ -150,6 +173,9 @@ func cmdRun(ctx context.Context, g *globals, args []string) error {
 	}
 	if out.Resumed > 0 {
 		fmt.Fprintf(g.stderr, "(%d of %d tasks were taken from the journal of an earlier run)\n", out.Resumed, out.Total)
+	}
+	if *verify && err == nil && out.Failed == 0 {
+		fmt.Fprintf(g.stderr, "verified: every task was computed twice, on two worker processes, and the results agreed %s\n", verifyRuleWords(m.Verify))
 	}
 	if rerr := retryError(err, out); rerr != nil {
 		return rerr
@@ -553,4 +579,13 @@ func (p *progressPrinter) finish() {
 		fmt.Fprintln(p.w)
 		p.shown = false
 	}
+}
+
+// verifyRuleWords says how --verify compared a task's two results.
+func verifyRuleWords(v job.Verify) string {
+	if v.Rule != job.RuleTolerance || len(v.Tolerances) == 0 {
+		return "byte for byte"
+	}
+	fields := slices.Sorted(maps.Keys(v.Tolerances))
+	return "within [verify.tolerance] for " + strings.Join(fields, ", ") + ", and byte for byte elsewhere"
 }

@@ -4,28 +4,33 @@ import (
 	"context"
 	"strings"
 
+	"idlepool/job"
 	"idlepool/pool"
 	"idlepool/worker"
 )
 
 // soloGPUs lists the GPUs NVML finds for a solo run, by UUID, with their
-// names for people; none with --cpu-only, or where NVML finds none.
-func soloGPUs(g *globals, cpuOnly bool) (uuids, names []string) {
+// names for people; none with --cpu-only, or where NVML finds none, and
+// then why in words.
+func soloGPUs(g *globals, cpuOnly bool) (uuids, names []string, why string) {
 	if cpuOnly {
-		return nil, nil
+		return nil, nil, "--cpu-only"
 	}
 	l := worker.NewGPULister()
 	defer l.Close()
 	gs, err := l.List(nil)
 	if err != nil {
 		g.logger().Debug("No GPU for this run", "err", err)
-		return nil, nil
+		return nil, nil, err.Error()
 	}
 	for _, gpu := range gs {
 		uuids = append(uuids, gpu.UUID)
 		names = append(names, gpu.Name)
 	}
-	return uuids, names
+	if len(gs) == 0 {
+		why = "NVML finds no NVIDIA GPU"
+	}
+	return uuids, names, why
 }
 
 // gpuExecutor gives each task of a solo run one of the machine's GPUs,
@@ -65,10 +70,17 @@ func (e *gpuExecutor) Run(ctx context.Context, req worker.Request) (worker.Resul
 	return e.exec.Run(ctx, req)
 }
 
-// gpuLine says which GPUs a solo run gives its tasks; "" for none.
-func gpuLine(names []string) string {
-	if len(names) == 0 {
-		return ""
+// gpuLine says which GPUs a solo run gives its tasks. With none it says
+// so for a job that uses a GPU (need), with why (the reason from
+// soloGPUs), and "" for any other job.
+func gpuLine(names []string, need job.GPUNeed, why string) string {
+	switch {
+	case len(names) > 0:
+		return "GPUs for programs that use them: " + strings.Join(names, ", ") + " (--cpu-only leaves them out)\n"
+	case need.Required():
+		return "no GPU for this run (" + why + "): this job asks for a GPU (gpu = true), so its program computes on the CPU, if it can\n"
+	case need.Uses():
+		return "no GPU for this run (" + why + "): the program computes on the CPU\n"
 	}
-	return "GPUs for programs that use them: " + strings.Join(names, ", ") + " (--cpu-only leaves them out)\n"
+	return ""
 }

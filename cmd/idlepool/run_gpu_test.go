@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"idlepool/job"
 	"idlepool/worker"
 )
 
@@ -42,18 +43,24 @@ func TestGPUExecutor(t *testing.T) {
 			}
 		})
 	}
-	if got := gpuLine([]string{"NVIDIA H200"}); !strings.Contains(got, "NVIDIA H200") || !strings.Contains(got, "--cpu-only") {
+	if got := gpuLine([]string{"NVIDIA H200"}, job.GPUOptional, ""); !strings.Contains(got, "NVIDIA H200") || !strings.Contains(got, "--cpu-only") {
 		t.Errorf("gpuLine = %q, want the GPU's name and how to leave it out", got)
 	}
-	if got := gpuLine(nil); got != "" {
-		t.Errorf("gpuLine(nil) = %q, want nothing", got)
+	if got := gpuLine(nil, job.GPUNone, "no NVIDIA driver"); got != "" {
+		t.Errorf("gpuLine for a CPU job = %q, want nothing", got)
+	}
+	if got := gpuLine(nil, job.GPUOptional, "no NVIDIA driver"); !strings.Contains(got, "no GPU for this run (no NVIDIA driver)") || !strings.Contains(got, "on the CPU") {
+		t.Errorf("gpuLine for an optional-GPU job = %q, want that it computes on the CPU and why", got)
+	}
+	if got := gpuLine(nil, job.GPURequired, "--cpu-only"); !strings.Contains(got, "(--cpu-only)") || !strings.Contains(got, "asks for a GPU (gpu = true)") {
+		t.Errorf("gpuLine for a GPU job = %q, want that it asks for one and why there is none", got)
 	}
 }
 
 // TestSoloGPUsCPUOnly: --cpu-only gives tasks no GPU.
 func TestSoloGPUsCPUOnly(t *testing.T) {
-	if uuids, names := soloGPUs(&globals{}, true); uuids != nil || names != nil {
-		t.Errorf("soloGPUs with --cpu-only = %v, %v; want none", uuids, names)
+	if uuids, names, why := soloGPUs(&globals{}, true); uuids != nil || names != nil || why != "--cpu-only" {
+		t.Errorf("soloGPUs with --cpu-only = %v, %v, %q; want none, because of --cpu-only", uuids, names, why)
 	}
 }
 
