@@ -500,71 +500,57 @@ func (a *Agent) serveSlot(ctx context.Context, slot int) error {
 		}
 	}()
 	for ctx.Err() == nil {
-		if len(next) > 0 {
-			leases := next
-			next = nil
-			if ok, _ := a.gov.mayLease(slot); !ok || a.health.faulty() {
-				for _, l := range leases {
-					a.release(ctx, l, a.log.With("lease", l.ID))
-				}
-				continue
-			}
-			for i, l := range leases {
-				got, err := a.runLease(ctx, l, slot, i == len(leases)-1)
-				if err != nil {
-					return err
-				}
-				next = append(next, got...)
-			}
-			continue
-		}
-		if err := a.gov.waitLease(ctx, slot); err != nil {
-			return nil
-		}
-		if err := a.health.waitWritable(ctx); err != nil { // no new work while results cannot be recorded
-			return nil
-		}
-		if err := a.waitOffered(ctx); err != nil {
-			return nil
-		}
-		var leases []pool.Lease
-		err := a.retry(ctx, "lease", func(ctx context.Context) error {
-			var err error
-			leases, err = a.c.Lease(ctx, 1)
-			if errors.Is(err, ErrUnauthorized) {
-				// The coordinator does not know this device (anymore):
-				// register again, then ask again.
-				if _, rerr := a.c.Register(ctx, a.cfg.OwnerKey, a.cfg.Name, a.cfg.Invite); rerr != nil {
-					return rerr
-				}
-				leases, err = a.c.Lease(ctx, 1)
-			}
-			return err
-		})
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			if ae, ok := errors.AsType[*APIError](err); ok && ae.Code == CodeNoOffer {
-				a.log.Info("The pool holds no offer of this device; publishing it before leasing", "slot", slot)
-				a.offerLost()
-				continue
-			}
-			a.log.Error("Lease request refused", "slot", slot, "err", err)
-			if err := sleep(ctx, a.cfg.MaxBackoff); err != nil {
-				return nil
-			}
-			continue
-		}
+		leases := next // granted with the slot's last result, or asked for now
+		next = nil
 		if len(leases) == 0 {
-			if err := sleep(ctx, idle.next()); err != nil {
+			if err := a.gov.waitLease(ctx, slot); err != nil {
 				return nil
 			}
-			continue
+			if err := a.health.waitWritable(ctx); err != nil { // no new work while results cannot be recorded
+				return nil
+			}
+			if err := a.waitOffered(ctx); err != nil {
+				return nil
+			}
+			err := a.retry(ctx, "lease", func(ctx context.Context) error {
+				var err error
+				leases, err = a.c.Lease(ctx, 1)
+				if errors.Is(err, ErrUnauthorized) {
+					// The coordinator does not know this device (anymore):
+					// register again, then ask again.
+					if _, rerr := a.c.Register(ctx, a.cfg.OwnerKey, a.cfg.Name, a.cfg.Invite); rerr != nil {
+						return rerr
+					}
+					leases, err = a.c.Lease(ctx, 1)
+				}
+				return err
+			})
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				if ae, ok := errors.AsType[*APIError](err); ok && ae.Code == CodeNoOffer {
+					a.log.Info("The pool holds no offer of this device; publishing it before leasing", "slot", slot)
+					a.offerLost()
+					continue
+				}
+				a.log.Error("Lease request refused", "slot", slot, "err", err)
+				if err := sleep(ctx, a.cfg.MaxBackoff); err != nil {
+					return nil
+				}
+				continue
+			}
+			if len(leases) == 0 {
+				if err := sleep(ctx, idle.next()); err != nil {
+					return nil
+				}
+				continue
+			}
+			idle.reset()
 		}
-		idle.reset()
-		if ok, _ := a.gov.mayLease(slot); !ok {
-			// The policy changed its mind while the lease was granted.
+		if ok, _ := a.gov.mayLease(slot); !ok || a.health.faulty() {
+			// The policy changed its mind, or the store failed, while the
+			// lease was granted.
 			for _, l := range leases {
 				a.release(ctx, l, a.log.With("lease", l.ID))
 			}
