@@ -171,48 +171,10 @@ func (e *gpuShareExec) Run(ctx context.Context, req worker.Request) (worker.Resu
 // it); an optional task that finds it held computes on the CPU, a task
 // that needs it waits for it.
 func TestGPUTasksShareNoGPU(t *testing.T) {
-	co := startCoordinator(t, t.TempDir(), "127.0.0.1:0")
-	lister := worker.NewGPUListerWith(mockNVML())
-	t.Cleanup(func() { lister.Close() })
-	settings := idle.Defaults()
-	settings.GPUs = map[string]idle.GPUSettings{"GPU-4090": {Use: true}}
-	dev := newDevice(t, nil)
 	ex := &gpuShareExec{fakeExec: fakeExec{Delay: 100 * time.Millisecond}}
-	cfg := agent.Config{
-		PoolURL: co.url, Home: dev.dirs, DeviceKey: dev.key, OwnerKey: dev.owner, Slots: 2,
-		Executor: ex, Store: dev.local, HTTP: httpClient(t),
-		MaxBackoff: 200 * time.Millisecond, IdlePoll: 50 * time.Millisecond, ReceiptPoll: 50 * time.Millisecond,
-		Offer:   testOffers{settings: settings, prefs: offers.Preferences{Global: offers.PoolPreferences{Weight: 1, GPUPrograms: true}}},
-		Logger:  quietLogger(t).With("side", "agent", "peer", dev.key.ID()),
-		Signals: gpuSignals{agent.NVMLGPUs{Lister: lister}},
-		Decide: func(idle.Signals, time.Time) idle.Decision {
-			return idle.Decision{State: idle.StateComputing, Cores: 2, GPUs: []string{"GPU-4090"}, Reason: "computing (test)"}
-		},
-	}
-	a, err := agent.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ra := &runningAgent{Agent: a, dev: dev, stop: cancel, done: make(chan error, 1)}
-	go func() { ra.done <- a.Serve(ctx) }()
-	t.Cleanup(func() { ra.Stop(t) })
-
-	sub := newSubmitter(t, co.url, nil)
-	for _, j := range []*job.Job{
+	runGPUAgent(t, mockNVML(), ex, 2, []string{"GPU-4090"},
 		planJob(t, "squares-optional-gpu", 12, "redundancy = 1\nquorum = 1\n[requirements]\ngpu = \"optional\""),
-		planJob(t, "squares-gpu", 6, "redundancy = 1\nquorum = 1\n[requirements]\ngpu = true"),
-	} {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		got, err := sub.run(t, ctx, j)
-		cancel()
-		if err != nil {
-			t.Fatalf("%s: %v", j.Manifest.Name, err)
-		}
-		if got.OK != j.NumTasks() {
-			t.Errorf("%s: %d of %d tasks verified", j.Manifest.Name, got.OK, j.NumTasks())
-		}
-	}
+		planJob(t, "squares-gpu", 6, "redundancy = 1\nquorum = 1\n[requirements]\ngpu = true"))
 	ex.mu.Lock()
 	defer ex.mu.Unlock()
 	for _, w := range ex.wrong {
@@ -260,22 +222,49 @@ func twoGPUNVML() *mock.Interface {
 // of jobs that need 8000 MiB of GPU memory or compute capability 8.0 are
 // only ever given the GPU that has them.
 func TestGPUTasksGetAGPUThatFits(t *testing.T) {
+	ex := &recordExec{}
+	memory := planJob(t, "squares-gpu-memory", 4, "redundancy = 1\nquorum = 1\n[requirements]\ngpu = true\ngpu_memory_mib = 8000")
+	capability := planJob(t, "squares-gpu-capability", 4, "redundancy = 1\nquorum = 1\n[requirements]\ngpu = \"optional\"\ngpu_compute_capability = \"8.0\"")
+	anyGPU := planJob(t, "squares-any-gpu", 2, "redundancy = 1\nquorum = 1\n[requirements]\ngpu = true")
+	runGPUAgent(t, twoGPUNVML(), ex, 1, []string{"GPU-1050", "GPU-4090"}, memory, capability, anyGPU)
+	for _, j := range []*job.Job{memory, capability} {
+		for _, g := range ex.given(j) {
+			if !slices.Equal(g, []string{"GPU-4090"}) {
+				t.Errorf("a task of %s was given GPUs %v, want only GPU-4090", j.Manifest.Name, g)
+			}
+		}
+	}
+	for _, g := range ex.given(anyGPU) {
+		if !slices.Equal(g, []string{"GPU-1050"}) {
+			t.Errorf("a task of %s was given GPUs %v, want the first allowed GPU, GPU-1050", anyGPU.Manifest.Name, g)
+		}
+	}
+}
+
+// runGPUAgent runs a coordinator on 127.0.0.1 and one agent of slots
+// slots on the mock NVML nv, whose policy allows gpus (all switched on,
+// GPU programs allowed) and computes on ex, and runs the jobs there one
+// after the other; each must verify every task.
+func runGPUAgent(t *testing.T, nv *mock.Interface, ex pool.Executor, slots int, gpus []string, jobs ...*job.Job) {
+	t.Helper()
 	co := startCoordinator(t, t.TempDir(), "127.0.0.1:0")
-	lister := worker.NewGPUListerWith(twoGPUNVML())
+	lister := worker.NewGPUListerWith(nv)
 	t.Cleanup(func() { lister.Close() })
 	settings := idle.Defaults()
-	settings.GPUs = map[string]idle.GPUSettings{"GPU-1050": {Use: true}, "GPU-4090": {Use: true}}
+	settings.GPUs = map[string]idle.GPUSettings{}
+	for _, g := range gpus {
+		settings.GPUs[g] = idle.GPUSettings{Use: true}
+	}
 	dev := newDevice(t, nil)
-	ex := &recordExec{}
 	a, err := agent.New(agent.Config{
-		PoolURL: co.url, Home: dev.dirs, DeviceKey: dev.key, OwnerKey: dev.owner, Slots: 1,
+		PoolURL: co.url, Home: dev.dirs, DeviceKey: dev.key, OwnerKey: dev.owner, Slots: slots,
 		Executor: ex, Store: dev.local, HTTP: httpClient(t),
 		MaxBackoff: 200 * time.Millisecond, IdlePoll: 50 * time.Millisecond, ReceiptPoll: 50 * time.Millisecond,
 		Offer:   testOffers{settings: settings, prefs: offers.Preferences{Global: offers.PoolPreferences{Weight: 1, GPUPrograms: true}}},
 		Logger:  quietLogger(t).With("side", "agent", "peer", dev.key.ID()),
 		Signals: gpuSignals{agent.NVMLGPUs{Lister: lister}},
 		Decide: func(idle.Signals, time.Time) idle.Decision {
-			return idle.Decision{State: idle.StateComputing, Cores: 1, GPUs: []string{"GPU-1050", "GPU-4090"}, Reason: "computing (test)"}
+			return idle.Decision{State: idle.StateComputing, Cores: slots, GPUs: gpus, Reason: "computing (test)"}
 		},
 	})
 	if err != nil {
@@ -287,10 +276,7 @@ func TestGPUTasksGetAGPUThatFits(t *testing.T) {
 	t.Cleanup(func() { ra.Stop(t) })
 
 	sub := newSubmitter(t, co.url, nil)
-	memory := planJob(t, "squares-gpu-memory", 4, "redundancy = 1\nquorum = 1\n[requirements]\ngpu = true\ngpu_memory_mib = 8000")
-	capability := planJob(t, "squares-gpu-capability", 4, "redundancy = 1\nquorum = 1\n[requirements]\ngpu = \"optional\"\ngpu_compute_capability = \"8.0\"")
-	anyGPU := planJob(t, "squares-any-gpu", 2, "redundancy = 1\nquorum = 1\n[requirements]\ngpu = true")
-	for _, j := range []*job.Job{memory, capability, anyGPU} {
+	for _, j := range jobs {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		got, err := sub.run(t, ctx, j)
 		cancel()
@@ -299,18 +285,6 @@ func TestGPUTasksGetAGPUThatFits(t *testing.T) {
 		}
 		if got.OK != j.NumTasks() {
 			t.Errorf("%s: %d of %d tasks verified", j.Manifest.Name, got.OK, j.NumTasks())
-		}
-	}
-	for _, j := range []*job.Job{memory, capability} {
-		for _, g := range ex.given(j) {
-			if !slices.Equal(g, []string{"GPU-4090"}) {
-				t.Errorf("a task of %s was given GPUs %v, want only GPU-4090", j.Manifest.Name, g)
-			}
-		}
-	}
-	for _, g := range ex.given(anyGPU) {
-		if !slices.Equal(g, []string{"GPU-1050"}) {
-			t.Errorf("a task of %s was given GPUs %v, want the first allowed GPU, GPU-1050", anyGPU.Manifest.Name, g)
 		}
 	}
 }
