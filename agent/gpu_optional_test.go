@@ -68,26 +68,13 @@ func TestOptionalGPUJobInPool(t *testing.T) {
 
 	start := func(dev *device, ex pool.Executor, src agent.OfferSource, gpus []string) {
 		t.Helper()
-		cfg := agent.Config{
-			PoolURL: co.url, Home: dev.dirs, DeviceKey: dev.key, OwnerKey: dev.owner, Slots: 1,
-			Executor: ex, Store: dev.local, HTTP: httpClient(t),
-			MaxBackoff: 200 * time.Millisecond, IdlePoll: 50 * time.Millisecond, ReceiptPoll: 50 * time.Millisecond,
-			Offer: src, Logger: quietLogger(t).With("side", "agent", "peer", dev.key.ID()),
-		}
-		if gpus != nil {
-			cfg.Signals = gpuSignals{agent.NVMLGPUs{Lister: lister}}
-			cfg.Decide = func(idle.Signals, time.Time) idle.Decision {
-				return idle.Decision{State: idle.StateComputing, Cores: 1, GPUs: gpus, Reason: "computing (test)"}
+		startAgentWith(t, co.url, dev, ex, func(c *agent.Config) {
+			c.Offer = src
+			if gpus != nil {
+				c.Signals = gpuSignals{agent.NVMLGPUs{Lister: lister}}
+				c.Decide = computeOn(1, gpus)
 			}
-		}
-		a, err := agent.New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		ra := &runningAgent{Agent: a, dev: dev, stop: cancel, done: make(chan error, 1)}
-		go func() { ra.done <- a.Serve(ctx) }()
-		t.Cleanup(func() { ra.Stop(t) })
+		})
 	}
 	cpuEx, gpuEx, noOptInEx := &recordExec{}, &recordExec{}, &recordExec{}
 	start(newDevice(t, nil), cpuEx, testOffers{settings: idle.Defaults()}, nil)
@@ -97,18 +84,7 @@ func TestOptionalGPUJobInPool(t *testing.T) {
 
 	optional := planJob(t, "squares-optional-gpu", 4, "redundancy = 3\nquorum = 3\n[requirements]\ngpu = \"optional\"")
 	cpu := planJob(t, "squares-cpu", 2, "redundancy = 3\nquorum = 3")
-	sub := newSubmitter(t, co.url, nil)
-	for _, j := range []*job.Job{optional, cpu} {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		got, err := sub.run(t, ctx, j)
-		cancel()
-		if err != nil {
-			t.Fatalf("%s: %v", j.Manifest.Name, err)
-		}
-		if got.OK != j.NumTasks() {
-			t.Errorf("%s: %d of %d tasks verified", j.Manifest.Name, got.OK, j.NumTasks())
-		}
-	}
+	runJobs(t, co.url, optional, cpu)
 	check := func(who string, ex *recordExec, j *job.Job, want []string) {
 		t.Helper()
 		runs := ex.given(j)
@@ -256,26 +232,27 @@ func runGPUAgent(t *testing.T, nv *mock.Interface, ex pool.Executor, slots int, 
 		settings.GPUs[g] = idle.GPUSettings{Use: true}
 	}
 	dev := newDevice(t, nil)
-	a, err := agent.New(agent.Config{
-		PoolURL: co.url, Home: dev.dirs, DeviceKey: dev.key, OwnerKey: dev.owner, Slots: slots,
-		Executor: ex, Store: dev.local, HTTP: httpClient(t),
-		MaxBackoff: 200 * time.Millisecond, IdlePoll: 50 * time.Millisecond, ReceiptPoll: 50 * time.Millisecond,
-		Offer:   testOffers{settings: settings, prefs: offers.Preferences{Global: offers.PoolPreferences{Weight: 1, GPUPrograms: true}}},
-		Logger:  quietLogger(t).With("side", "agent", "peer", dev.key.ID()),
-		Signals: gpuSignals{agent.NVMLGPUs{Lister: lister}},
-		Decide: func(idle.Signals, time.Time) idle.Decision {
-			return idle.Decision{State: idle.StateComputing, Cores: slots, GPUs: gpus, Reason: "computing (test)"}
-		},
+	startAgentWith(t, co.url, dev, ex, func(c *agent.Config) {
+		c.Slots = slots
+		c.Offer = testOffers{settings: settings, prefs: offers.Preferences{Global: offers.PoolPreferences{Weight: 1, GPUPrograms: true}}}
+		c.Signals = gpuSignals{agent.NVMLGPUs{Lister: lister}}
+		c.Decide = computeOn(slots, gpus)
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ra := &runningAgent{Agent: a, dev: dev, stop: cancel, done: make(chan error, 1)}
-	go func() { ra.done <- a.Serve(ctx) }()
-	t.Cleanup(func() { ra.Stop(t) })
+	runJobs(t, co.url, jobs...)
+}
 
-	sub := newSubmitter(t, co.url, nil)
+// computeOn is a policy that always computes on cores cores with gpus.
+func computeOn(cores int, gpus []string) func(idle.Signals, time.Time) idle.Decision {
+	return func(idle.Signals, time.Time) idle.Decision {
+		return idle.Decision{State: idle.StateComputing, Cores: cores, GPUs: gpus, Reason: "computing (test)"}
+	}
+}
+
+// runJobs submits the jobs to the pool at url one after the other and
+// follows each to its end; each must verify every task.
+func runJobs(t *testing.T, url string, jobs ...*job.Job) {
+	t.Helper()
+	sub := newSubmitter(t, url, nil)
 	for _, j := range jobs {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		got, err := sub.run(t, ctx, j)

@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"slices"
 	"sync"
 	"time"
 )
@@ -49,18 +48,6 @@ func (s *gpuSlots) give(uuid string) {
 	delete(s.held, uuid)
 	close(s.changed)
 	s.changed = make(chan struct{})
-}
-
-// holders returns the GPUs held now, sorted (for tests and status).
-func (s *gpuSlots) holders() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []string
-	for g := range s.held {
-		out = append(out, g)
-	}
-	slices.Sort(out)
-	return out
 }
 
 // gpuWaitDefault bounds how long a task of a job that needs a GPU waits

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"sync"
 	"testing"
@@ -27,8 +28,11 @@ func TestGPUSlotsOneTaskPerGPU(t *testing.T) {
 		t.Errorf("take after a GPU was given back = %q, want GPU-a", g)
 	}
 	s.give("GPU-never-taken") // ignored
-	if got := s.holders(); !slices.Equal(got, allowed) {
-		t.Errorf("holders %v, want %v", got, allowed)
+	s.mu.Lock()
+	held := slices.Sorted(maps.Keys(s.held))
+	s.mu.Unlock()
+	if !slices.Equal(held, allowed) {
+		t.Errorf("held %v, want %v", held, allowed)
 	}
 }
 
@@ -84,6 +88,8 @@ func TestGPUSlotsWait(t *testing.T) {
 		g, _ := s.waitGPU(ctx, policy, true, time.Hour)
 		got <- g
 	}()
+	// Most likely the waiter waits by now; if not, it reads the new
+	// policy when it starts: GPU-b either way, at any load.
 	time.Sleep(20 * time.Millisecond)
 	mu.Lock()
 	gpus = []string{"GPU-a", "GPU-b"}
