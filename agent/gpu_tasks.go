@@ -22,7 +22,8 @@ var ErrGPUReleased = errors.New("agent: task stopped to let go of its GPU")
 // taskGPUs returns the GPU (an NVML UUID, in a slice) a task of j is
 // given: none for a job that does not use a GPU, and otherwise one of the
 // GPUs the policy allows now that meets the job's GPU requirements
-// (fittingGPUs) and that no other task of this donor holds (gpuSlots), when the donor allows GPU programs in this pool (offers'
+// (fittingGPUs) and that no other task of this donor holds (gpuSlots),
+// when the donor allows GPU programs in this pool (offers'
 // Preferences.Accept). A CPU (WebAssembly-only) task never holds a GPU.
 // When every allowed GPU is held, a task of a job that can also run on
 // the CPU (gpu = "optional") gets none at once; one of a job that needs a
@@ -40,7 +41,7 @@ func (a *Agent) taskGPUs(ctx context.Context, j *job.Job) (gpus []string, mib in
 	}
 	allowed := func() ([]string, <-chan struct{}) {
 		_, changed := a.gov.current()
-		return a.fittingGPUs(ctx, j.Manifest.Requirements, a.gov.gpus()), changed
+		return a.fittingGPUs(j.Manifest.Requirements, a.gov.gpus()), changed
 	}
 	limit := j.Manifest.Policy.TimeLimit.Duration
 	if limit <= 0 {
@@ -59,19 +60,29 @@ func (a *Agent) taskGPUs(ctx context.Context, j *job.Job) (gpus []string, mib in
 }
 
 // fittingGPUs returns those of gpus (UUIDs) that meet the job's GPU
-// requirements as this device offers them (offers.GPUFits: memory share,
-// compute capability), in gpus' order.
-func (a *Agent) fittingGPUs(ctx context.Context, r job.Requirements, gpus []string) []string {
+// requirements (offers.GPUFits), in gpus' order: the compute capability
+// NVML reported in the latest sample, and the memory the task would be
+// capped at (gpuMemory's share; the GPU's whole memory without a cap).
+// It reads only what the agent holds, so starting a task does no I/O.
+func (a *Agent) fittingGPUs(r job.Requirements, gpus []string) []string {
 	if len(gpus) == 0 || (r.GPUMemoryMiB == 0 && r.GPUComputeCapability == "") {
 		return gpus
 	}
 	a.gov.mu.Lock()
-	sig := a.gov.signals
+	found := a.gov.signals.GPUs.Value
 	a.gov.mu.Unlock()
-	offered := a.cfg.Offer.Capacity(ctx, sig).GPUs
 	return slices.DeleteFunc(gpus, func(u string) bool {
-		i := slices.IndexFunc(offered, func(g idle.GPUOffer) bool { return g.UUID == u })
-		return i < 0 || !offers.GPUFits(r, offered[i])
+		i := slices.IndexFunc(found, func(g idle.GPU) bool { return g.UUID == u })
+		if i < 0 {
+			return true
+		}
+		g := idle.GPUOffer{UUID: u, ComputeCapability: found[i].ComputeCapability, MemoryMiB: found[i].MemoryTotalMiB}
+		if _, mib := a.gpuMemory([]string{u}); mib > 0 {
+			g.MemoryMiB = mib
+		} else if a.cfg.GPUMemoryMiB != nil {
+			return true // no cap can be given: gpuMemory would refuse it
+		}
+		return !offers.GPUFits(r, g)
 	})
 }
 
