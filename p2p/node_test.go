@@ -250,6 +250,15 @@ func TestSignalReplayAndForgeryRefused(t *testing.T) {
 	if err := b.Connect(ctxT(t), a.ID()); err != nil {
 		t.Fatal(err)
 	}
+	// b's Connect returns once b's end is up; a's end may come up a moment
+	// later (seen once in CI: a had 0 connections when it was counted).
+	deadline := time.Now().Add(wait)
+	for len(a.Conns()) != 1 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond) // polling a condition
+	}
+	if got := a.Conns(); len(got) != 1 {
+		t.Fatalf("a has %d connections after b connected, want 1", len(got))
+	}
 	h.mu.Lock()
 	var offer Signal
 	for _, s := range h.sent {
