@@ -20,7 +20,7 @@ session_start() {
   pids=()
   trap session_cleanup EXIT
   exec 5> "$tmp/display"
-  Xvfb -displayfd 5 -screen 0 1280x800x24 -nolisten tcp 2>/dev/null &
+  Xvfb -displayfd 5 -screen 0 1280x800x24 -nolisten tcp -noreset 2>/dev/null &
   pids+=($!)
   for _ in $(seq 100); do [ -s "$tmp/display" ] && break; sleep 0.1; done
   [ -s "$tmp/display" ] || fail "Xvfb did not start"

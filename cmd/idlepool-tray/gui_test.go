@@ -69,14 +69,18 @@ func background(t *testing.T, cmd *exec.Cmd) {
 	})
 }
 
-// startXvfb starts a private X server and returns its DISPLAY.
+// startXvfb starts a private X server and returns its DISPLAY. It runs
+// with -noreset: by default an X server resets when its last client
+// leaves, and a client that connects during the reset is dropped before
+// its setup is answered ("Failed to open display"; xserver issue 1102),
+// which is what a launch right after the app quit would hit.
 func startXvfb(t *testing.T) string {
 	t.Helper()
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("Xvfb", "-displayfd", "3", "-screen", "0", "2600x1500x24", "-nolisten", "tcp")
+	cmd := exec.Command("Xvfb", "-displayfd", "3", "-screen", "0", "2600x1500x24", "-nolisten", "tcp", "-noreset")
 	cmd.ExtraFiles = []*os.File{w}
 	background(t, cmd)
 	w.Close()
