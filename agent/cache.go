@@ -205,7 +205,7 @@ func (c *Cache) acquire(ctx context.Context, cl *Client, id job.ID, peers func(s
 	}
 	if !ok {
 		c.files.RLock()
-		cj.j, cj.err = fetchJob(ctx, cl, id, c.dir, c.fetchInChunks(cl, peers, c.log.With("jobID", id.String())))
+		cj.j, cj.err = fetchJob(ctx, cl, id, c.dir, c.fetchInChunks(cl, id, peers, c.log.With("jobID", id.String())))
 		if cj.err == nil {
 			cj.program = cj.j.Program.Path
 			cj.inputDir, cj.err = linkInputs(cj.j, filepath.Join(c.dir, "jobs", id.String()))

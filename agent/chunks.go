@@ -11,12 +11,15 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"time"
 
 	"idlepool/castore"
 	"idlepool/coord"
 	"idlepool/home"
 	"idlepool/job"
+	"idlepool/p2p"
+	"idlepool/pool"
 )
 
 // ShareDir is the chunk store's directory under dirs (CacheConfig.ShareDir):
@@ -196,19 +199,31 @@ func (c *Cache) ShareStore() (*castore.Store, error) { return c.shareStore() }
 // the fallback, into the chunk store, then puts the file together. A
 // coordinator from before chunks, or a chunk store that cannot be
 // opened, gets the whole file from the coordinator instead.
-func (c *Cache) fetchInChunks(cl *Client, peers func(id string) castore.Source, log *slog.Logger) func(ctx context.Context, d job.Digest, path string) error {
+//
+// What each file's fetch got from where is queued for the coordinator as
+// job id's transfer report (Client.NoteTransfer).
+func (c *Cache) fetchInChunks(cl *Client, id job.ID, peers func(id string) castore.Source, log *slog.Logger) func(ctx context.Context, d job.Digest, path string) error {
+	wholeFile := func(ctx context.Context, d job.Digest, path string) error {
+		if err := cl.FetchBlob(ctx, d, path); err != nil {
+			return err
+		}
+		if fi, err := os.Stat(path); err == nil {
+			cl.NoteTransfer(id, pool.Transfer{Coordinator: fi.Size()})
+		}
+		return nil
+	}
 	return func(ctx context.Context, d job.Digest, path string) error {
 		st, err := c.shareStore()
 		if err != nil {
 			if !errors.Is(err, errNoShare) {
 				log.Warn("Cannot open the chunk store; fetching the whole file", "err", err)
 			}
-			return cl.FetchBlob(ctx, d, path)
+			return wholeFile(ctx, d, path)
 		}
 		m, err := cl.ChunkManifest(ctx, d)
 		var ae *APIError
 		if errors.As(err, &ae) && ae.Status == http.StatusNotFound && ae.Code == "not_found" {
-			return cl.FetchBlob(ctx, d, path) // a coordinator from before chunks
+			return wholeFile(ctx, d, path) // a coordinator from before chunks
 		}
 		if err != nil {
 			return err
@@ -216,10 +231,12 @@ func (c *Cache) fetchInChunks(cl *Client, peers func(id string) castore.Source, 
 		release := st.Hold(m.Digests())
 		defer release()
 		f := &castore.Fetcher{Store: st, Fallback: CoordinatorSource{cl}, Device: cl.PeerID(), Logger: log}
+		paths := &sourcePaths{paths: map[string]p2p.Path{}}
 		if peers != nil {
-			f.Peers, f.Locate = peers, cl.ChunkHolders
+			f.Peers, f.Locate = paths.wrap(peers), cl.ChunkHolders
 		}
 		stats, err := f.Fetch(ctx, m)
+		cl.NoteTransfer(id, paths.transfer(stats))
 		if err != nil {
 			if errors.Is(err, castore.ErrNoSource) {
 				err = fmt.Errorf("%w: %w", ErrUnavailable, err)
@@ -244,6 +261,73 @@ func (c *Cache) fetchInChunks(cl *Client, peers func(id string) castore.Source, 
 			"bySource", stats.Chunks, "badSources", stats.Bad)
 		return nil
 	}
+}
+
+// sourcePaths notes the path (p2p.Path) each peer source's chunks took,
+// for a fetch's transfer report; safe for concurrent use.
+type sourcePaths struct {
+	mu    sync.Mutex
+	paths map[string]p2p.Path // source ID -> the path of its last chunk
+}
+
+// pathSource is a source that knows how its bytes travel now (a peer
+// over the agent's Node); a source that does not is taken as direct.
+type pathSource interface {
+	castore.Source
+	path() p2p.Path
+}
+
+// wrap returns peers with each source's path noted after every chunk it
+// gives.
+func (sp *sourcePaths) wrap(peers func(id string) castore.Source) func(id string) castore.Source {
+	return func(id string) castore.Source {
+		src := peers(id)
+		if src == nil {
+			return nil
+		}
+		return notedSource{src, sp}
+	}
+}
+
+// transfer sorts a fetch's bytes by path: the coordinator's, and each
+// peer's by the path its chunks took.
+func (sp *sourcePaths) transfer(st castore.Stats) pool.Transfer {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	var t pool.Transfer
+	for id, n := range st.Bytes {
+		switch {
+		case id == coordinatorSource:
+			t.Coordinator += n
+		case sp.paths[id] == p2p.PathRelayed:
+			t.Relayed += n
+		default:
+			t.Direct += n
+		}
+	}
+	return t
+}
+
+// notedSource is a peer source whose path is noted in a sourcePaths.
+type notedSource struct {
+	castore.Source
+	sp *sourcePaths
+}
+
+func (s notedSource) Fetch(ctx context.Context, d [32]byte) ([]byte, error) {
+	b, err := s.Source.Fetch(ctx, d)
+	if err == nil {
+		p := p2p.PathDirect
+		if ps, ok := s.Source.(pathSource); ok {
+			p = ps.path()
+		}
+		s.sp.mu.Lock()
+		if p != p2p.PathUnknown || s.sp.paths[s.ID()] == p2p.PathUnknown {
+			s.sp.paths[s.ID()] = p
+		}
+		s.sp.mu.Unlock()
+	}
+	return b, err
 }
 
 // jobChunks returns the chunks of j's files whose manifests the chunk

@@ -70,6 +70,8 @@ type Client struct {
 	onReach func(reachable bool, since time.Time)
 
 	work workQueue // calls waiting for the next POST /v1/work (work.go)
+	// transfers are the fetch counts not yet reported (work.go).
+	transfers transferQueue
 
 	chunkBytes atomic.Int64 // chunk bytes fetched from the coordinator (Chunk)
 }
@@ -662,7 +664,7 @@ func jobStatus(in coord.JobInfo) pool.JobStatus {
 	return pool.JobStatus{Job: job.ID(in.Job), Name: in.Name, Owner: in.Owner, Merger: in.Merger, Tasks: in.Tasks,
 		Waiting: in.Waiting, Cancelled: in.Cancelled,
 		Accepted: in.Accepted, Failed: in.Failed, Leased: in.Leased, Acked: in.Acked, Complete: in.Complete,
-		Quorum: in.Quorum, Redundancy: in.Redundancy, Retrying: in.Retrying, Trouble: in.Trouble}
+		Quorum: in.Quorum, Redundancy: in.Redundancy, Retrying: in.Retrying, Trouble: in.Trouble, Transfer: in.Transfer}
 }
 
 // Status fetches a job's progress; ErrNotFound for a job the pool does

@@ -148,11 +148,19 @@ type coordinator struct {
 // listening on listen ("127.0.0.1:0" for any free port).
 func startCoordinator(t testing.TB, dataDir, listen string) *coordinator {
 	t.Helper()
+	return startCoordinatorWith(t, dataDir, listen, coord.RelayConfig{})
+}
+
+// startCoordinatorWith is startCoordinator with a TURN relay (none when
+// relay.Listen is "").
+func startCoordinatorWith(t testing.TB, dataDir, listen string, relay coord.RelayConfig) *coordinator {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var srv *coord.Server
 	var err error
 	for try := 0; ; try++ { // a port just closed may take a moment to be free again
-		srv, err = coord.New(ctx, coord.Config{Listen: listen, DataDir: dataDir, Pool: "test", Logger: quietLogger(t).With("side", "coordinator")})
+		srv, err = coord.New(ctx, coord.Config{Listen: listen, DataDir: dataDir, Pool: "test", Relay: relay,
+			Logger: quietLogger(t).With("side", "coordinator")})
 		if err == nil || try == 50 || !strings.Contains(err.Error(), "address already in use") {
 			break
 		}

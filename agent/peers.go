@@ -14,6 +14,7 @@ import (
 
 	"idlepool/castore"
 	"idlepool/p2p"
+	"idlepool/pool"
 )
 
 // PeerStatus is this device's end of the peer-to-peer data plane in one
@@ -171,6 +172,17 @@ type nodeSource struct {
 
 func (s nodeSource) ID() string { return s.peer }
 
+// path is how the connection to the peer carries bytes now;
+// p2p.PathUnknown when none is open.
+func (s nodeSource) path() p2p.Path {
+	for _, c := range s.pp.node.Conns() {
+		if c.Peer == s.peer {
+			return c.Path
+		}
+	}
+	return p2p.PathUnknown
+}
+
 func (s nodeSource) Fetch(ctx context.Context, d [32]byte) ([]byte, error) {
 	if s.pp.isDown(s.peer) {
 		return nil, fmt.Errorf("peer %s: its connection failed less than %v ago", s.peer, peerDownFor)
@@ -227,4 +239,17 @@ func (s PeerStatus) Words() string {
 	return fmt.Sprintf("%d %s connected (%d direct, %d relayed); fetched %s from peers, %s from the coordinator; sent %s",
 		s.Connected, pluralWord(s.Connected, "peer"), s.Direct, s.Relayed,
 		ByteSize(s.FromPeersBytes), ByteSize(s.FromCoordinatorBytes), ByteSize(int64(s.SentBytes)))
+}
+
+// TransferWords says for people how a job's devices fetched its files
+// (pool.JobTransfer): "3 of 4 peers direct, 1 relayed; 180 MiB direct,
+// 10 MiB relayed, 2.0 MiB from the coordinator". A device that got
+// nothing from peers counts as "from the coordinator only".
+func TransferWords(t pool.JobTransfer) string {
+	s := fmt.Sprintf("%d of %d %s direct, %d relayed", t.Direct, t.Devices, pluralWord(t.Devices, "peer"), t.Relayed)
+	if t.CoordinatorOnly > 0 {
+		s += fmt.Sprintf(", %d from the coordinator only", t.CoordinatorOnly)
+	}
+	return s + fmt.Sprintf("; %s direct, %s relayed, %s from the coordinator",
+		ByteSize(t.Bytes.Direct), ByteSize(t.Bytes.Relayed), ByteSize(t.Bytes.Coordinator))
 }

@@ -14,17 +14,27 @@ import (
 
 	"idlepool/agent"
 	"idlepool/castore"
+	"idlepool/coord"
 	"idlepool/job"
+	"idlepool/p2p"
+	"idlepool/pool"
 )
 
 // startPeerAgent starts an agent of dev with the peer-to-peer data plane
 // (Config.PeerToPeer), or without uploading when noShare.
 func startPeerAgent(t *testing.T, url string, dev *device, noShare bool) *runningAgent {
 	t.Helper()
+	return startPeerAgentWith(t, url, dev, noShare, p2p.Config{})
+}
+
+// startPeerAgentWith is startPeerAgent with the data plane tuned by cfg
+// (Config.P2P).
+func startPeerAgentWith(t *testing.T, url string, dev *device, noShare bool, cfg p2p.Config) *runningAgent {
+	t.Helper()
 	a, err := agent.New(agent.Config{
 		PoolURL: url, Home: dev.dirs, DeviceKey: dev.key, OwnerKey: dev.owner, Slots: 1,
 		Executor: &fakeExec{}, Store: dev.local, HTTP: httpClient(t),
-		PeerToPeer: !noShare, NoShare: noShare,
+		PeerToPeer: !noShare, NoShare: noShare, P2P: cfg,
 		MaxBackoff: 200 * time.Millisecond, IdlePoll: 50 * time.Millisecond, ReceiptPoll: 50 * time.Millisecond,
 		Logger: quietLogger(t).With("side", dev.key.ID()[:6]),
 	})
@@ -101,51 +111,86 @@ func waitHolder(t *testing.T, url string, dev *device, m castore.Manifest) {
 // compute, on two real agents with the data plane (p2p.Node over WebRTC
 // on loopback, signalling through the real coordinator): the first
 // fetches the 2 MiB input from the coordinator, the second from the
-// first, and both say so in their Status.
+// first, and both say so in their Status; the job's status says how each
+// device got the files, from their transfer reports. Once with direct
+// connections, once with ICE transport policy relay through the
+// coordinator's TURN relay.
 func TestAgentsShareChunksPeerToPeer(t *testing.T) {
-	co := startCoordinator(t, t.TempDir(), "127.0.0.1:0")
-	sub := newSubmitter(t, co.url, nil)
-	dataPath, data := randomFile(t, 8*castore.ChunkSize+77, 3)
-	m, err := castore.ManifestOfFile(dataPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	first, second := newDevice(t, nil), newDevice(t, nil)
-	a1 := startPeerAgent(t, co.url, first, false)
-	j := twoOwnerJob(t, dataPath)
-	done := make(chan error, 1)
-	go func() {
-		var err error
-		defer func() { done <- err }() // also when sub.run stops the goroutine with t.Fatal
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		_, err = sub.run(t, ctx, j)
-	}()
-	waitHolder(t, co.url, first, m)
-	before := servedBytes(t, co.url, "input_chunk")
-	if before != int64(len(data)) {
-		t.Fatalf("the coordinator served %d input bytes to the first agent, want the input's %d", before, len(data))
-	}
-	a2 := startPeerAgent(t, co.url, second, false)
-	if err := <-done; err != nil {
-		t.Fatalf("job: %v", err)
-	}
-	if got := servedBytes(t, co.url, "input_chunk") - before; got != 0 {
-		t.Errorf("the coordinator served %d input bytes to the second agent, want 0: the first holds them", got)
-	}
-	p1, p2 := a1.Status().Peers, a2.Status().Peers
-	if p1 == nil || p2 == nil {
-		t.Fatalf("Status().Peers = %v, %v: want both agents running the data plane", p1, p2)
-	}
-	if p2.FromPeersBytes != int64(len(data))+8 || p2.FromCoordinatorBytes != 0 {
-		t.Errorf("second agent: %s; want the input's %d bytes and the 8-byte program from peers, none from the coordinator",
-			p2.Words(), len(data))
-	}
-	if p2.Connected != 1 || p2.Direct != 1 || p2.Relayed != 0 {
-		t.Errorf("second agent: %s; want 1 peer connected, direct", p2.Words())
-	}
-	if p1.SentBytes < uint64(len(data)) || p1.FromCoordinatorBytes < int64(len(data)) {
-		t.Errorf("first agent: %s; want the input fetched from the coordinator and sent to its peer", p1.Words())
+	for _, tc := range []struct {
+		name      string
+		relayOnly bool
+	}{{"direct", false}, {"relay only", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var relay coord.RelayConfig
+			if tc.relayOnly {
+				relay.Listen = "127.0.0.1:0"
+			}
+			co := startCoordinatorWith(t, t.TempDir(), "127.0.0.1:0", relay)
+			sub := newSubmitter(t, co.url, nil)
+			dataPath, data := randomFile(t, 8*castore.ChunkSize+77, 3)
+			m, err := castore.ManifestOfFile(dataPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			first, second := newDevice(t, nil), newDevice(t, nil)
+			cfg := p2p.Config{RelayOnly: tc.relayOnly}
+			a1 := startPeerAgentWith(t, co.url, first, false, cfg)
+			j := twoOwnerJob(t, dataPath)
+			done := make(chan error, 1)
+			go func() {
+				var err error
+				defer func() { done <- err }() // also when sub.run stops the goroutine with t.Fatal
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+				defer cancel()
+				_, err = sub.run(t, ctx, j)
+			}()
+			waitHolder(t, co.url, first, m)
+			before := servedBytes(t, co.url, "input_chunk")
+			if before != int64(len(data)) {
+				t.Fatalf("the coordinator served %d input bytes to the first agent, want the input's %d", before, len(data))
+			}
+			a2 := startPeerAgentWith(t, co.url, second, false, cfg)
+			if err := <-done; err != nil {
+				t.Fatalf("job: %v", err)
+			}
+			if got := servedBytes(t, co.url, "input_chunk") - before; got != 0 {
+				t.Errorf("the coordinator served %d input bytes to the second agent, want 0: the first holds them", got)
+			}
+			p1, p2 := a1.Status().Peers, a2.Status().Peers
+			if p1 == nil || p2 == nil {
+				t.Fatalf("Status().Peers = %v, %v: want both agents running the data plane", p1, p2)
+			}
+			if p2.FromPeersBytes != int64(len(data))+8 || p2.FromCoordinatorBytes != 0 {
+				t.Errorf("second agent: %s; want the input's %d bytes and the 8-byte program from peers, none from the coordinator",
+					p2.Words(), len(data))
+			}
+			direct, relayed, path := 1, 0, "direct"
+			if tc.relayOnly {
+				direct, relayed, path = 0, 1, "relayed"
+			}
+			if p2.Connected != 1 || p2.Direct != direct || p2.Relayed != relayed {
+				t.Errorf("second agent: %s; want 1 peer connected, %s", p2.Words(), path)
+			}
+			if p1.SentBytes < uint64(len(data)) || p1.FromCoordinatorBytes < int64(len(data)) {
+				t.Errorf("first agent: %s; want the input fetched from the coordinator and sent to its peer", p1.Words())
+			}
+
+			// The job's status: both devices' reports came with their results.
+			st, err := sub.c.Status(context.Background(), j.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			files := int64(len(data)) + 8
+			want := pool.JobTransfer{Devices: 2, Direct: 1, CoordinatorOnly: 1, Bytes: pool.Transfer{Direct: files, Coordinator: files}}
+			if tc.relayOnly {
+				want = pool.JobTransfer{Devices: 2, Relayed: 1, CoordinatorOnly: 1, Bytes: pool.Transfer{Relayed: files, Coordinator: files}}
+			}
+			if st.Transfer == nil || *st.Transfer != want {
+				t.Errorf("the job's transfer: %+v, want %+v", st.Transfer, want)
+			} else {
+				t.Logf("the job's status: %s", agent.TransferWords(*st.Transfer))
+			}
+		})
 	}
 }
 
@@ -294,5 +339,40 @@ func TestPeerFetchSurvivesHolderKilled(t *testing.T) {
 	}
 	if p.FromPeersBytes+p.FromCoordinatorBytes < int64(len(data)) {
 		t.Errorf("second agent: %s; want the whole input of %d bytes from the two", p.Words(), len(data))
+	}
+}
+
+// TestTransferReportsSurviveAFailedRequest: a transfer report travels on
+// the next POST /v1/work; when that request fails (the coordinator is
+// down), the report waits for the one after, adding up with what came
+// since, and nothing is counted twice.
+func TestTransferReportsSurviveAFailedRequest(t *testing.T) {
+	data := t.TempDir()
+	co := startCoordinator(t, data, "127.0.0.1:0")
+	sub := newSubmitter(t, co.url, nil)
+	j := planJob(t, "reports", 1, "")
+	ctx := context.Background()
+	if err := sub.c.Submit(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	c := agentClient(t, co.url, newDevice(t, nil))
+	_, _ = c.Lease(ctx, 1) // learns the API version (no offer: no lease)
+
+	c.NoteTransfer(j.ID, pool.Transfer{Direct: 5})
+	co.Stop()
+	if _, err := c.Lease(ctx, 1); err == nil {
+		t.Fatal("a lease request to a stopped coordinator succeeded")
+	}
+	co = startCoordinator(t, data, co.listen)
+	c.NoteTransfer(j.ID, pool.Transfer{Relayed: 3})
+	_, _ = c.Lease(ctx, 1)
+	_, _ = c.Lease(ctx, 1) // nothing left to report
+	st, err := sub.c.Status(ctx, j.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := pool.JobTransfer{Devices: 1, Relayed: 1, Bytes: pool.Transfer{Direct: 5, Relayed: 3}}
+	if st.Transfer == nil || *st.Transfer != want {
+		t.Errorf("the job's transfer after a failed request: %+v, want %+v", st.Transfer, want)
 	}
 }

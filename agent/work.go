@@ -165,9 +165,58 @@ func (c *Client) takeBatch() []*workOp {
 	return ops
 }
 
+// transferQueue holds the fetch counts (pool.Transfer) of jobs' files
+// not yet reported to the coordinator; they travel on the next POST
+// /v1/work, whatever it carries, and are queued again when it fails.
+type transferQueue struct {
+	mu   sync.Mutex
+	jobs map[job.ID]pool.Transfer
+}
+
+// NoteTransfer queues t, bytes of job id's files this device fetched, for
+// the coordinator (coord.TransferReport); a coordinator of API version 1
+// is never told.
+func (c *Client) NoteTransfer(id job.ID, t pool.Transfer) {
+	if t.Zero() {
+		return
+	}
+	q := &c.transfers
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.jobs == nil {
+		q.jobs = map[job.ID]pool.Transfer{}
+	}
+	q.jobs[id] = q.jobs[id].Add(t)
+}
+
+// takeTransfers removes up to coord.MaxWorkTransfers reports from the
+// queue.
+func (c *Client) takeTransfers() []coord.TransferReport {
+	q := &c.transfers
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var out []coord.TransferReport
+	for id, t := range q.jobs {
+		if len(out) == coord.MaxWorkTransfers {
+			break
+		}
+		out = append(out, coord.TransferReport{Job: coord.HexDigest(id), Transfer: t})
+		delete(q.jobs, id)
+	}
+	return out
+}
+
+// requeueTransfers puts reports that were not delivered back.
+func (c *Client) requeueTransfers(ts []coord.TransferReport) {
+	for _, t := range ts {
+		c.NoteTransfer(job.ID(t.Job), t.Transfer)
+	}
+}
+
 // sendBatch sends ops as one POST /v1/work and hands each its part.
 func (c *Client) sendBatch(ctx context.Context, ops []*workOp) {
 	var req coord.WorkRequest
+	req.Transfers = c.takeTransfers()
 	for _, op := range ops {
 		if op.lease != "" {
 			s := op.sub
@@ -180,6 +229,9 @@ func (c *Client) sendBatch(ctx context.Context, ops []*workOp) {
 	_, err := c.postJSON(ctx, "/v1/work", req, &out)
 	if err == nil && len(out.Results) != len(req.Results) {
 		err = fmt.Errorf("%w: POST /v1/work: %d answers to %d results", ErrUnavailable, len(out.Results), len(req.Results))
+	}
+	if ae, ok := errors.AsType[*APIError](err); err != nil && !(ok && ae.Status == http.StatusBadRequest) {
+		c.requeueTransfers(req.Transfers) // refused as malformed: dropped, or no request would pass
 	}
 	if ae, ok := errors.AsType[*APIError](err); ok && ae.Status == http.StatusNotFound {
 		// The coordinator went back to API version 1: ask again next time.

@@ -44,9 +44,14 @@ type WorkResult struct {
 // all of it. The results and the lease request are handled concurrently,
 // so that they share one group commit: a lease may be granted before a
 // result of the same request is taken.
+//
+// Transfers, if any, report the bytes of jobs' files the device fetched
+// since its last report (TransferReport); they travel on whatever request
+// goes next, so reporting costs no request of its own.
 type WorkRequest struct {
-	Results []WorkResult `json:"results,omitempty"`
-	Lease   int          `json:"lease,omitempty"`
+	Results   []WorkResult     `json:"results,omitempty"`
+	Lease     int              `json:"lease,omitempty"`
+	Transfers []TransferReport `json:"transfers,omitempty"`
 }
 
 // WorkAnswer is the coordinator's answer to one WorkResult: Status 200
@@ -81,6 +86,9 @@ func decodeWork(data []byte) (WorkRequest, []pool.Submission, error) {
 	}
 	if r.Lease < 0 || r.Lease > MaxLeases {
 		return r, nil, fmt.Errorf("field \"lease\": %d is out of range: ask for 0 to %d leases", r.Lease, MaxLeases)
+	}
+	if err := checkTransfers(r.Transfers); err != nil {
+		return r, nil, err
 	}
 	if len(r.Results) > MaxWorkResults {
 		return r, nil, fmt.Errorf("field \"results\": %d results, the limit is %d per request", len(r.Results), MaxWorkResults)
@@ -126,6 +134,7 @@ func (s *Server) work(w http.ResponseWriter, r *http.Request, c call) error {
 		s.metrics.submissions.WithLabelValues("refused").Add(float64(max(len(req.Results), 1)))
 		return badRequest("%v", err)
 	}
+	s.transfers.add(c.peer.ID, req.Transfers)
 	out := WorkResponse{Results: make([]WorkAnswer, len(subs)), Leases: []LeaseGrant{}}
 	var wg sync.WaitGroup
 	for i, sub := range subs {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"idlepool/job"
 	"idlepool/pool"
 )
 
@@ -154,6 +155,11 @@ func TestWorkRefused(t *testing.T) {
 		{"lease twice", WorkRequest{Results: []WorkResult{{Lease: lease, ResultSubmission: sub}, {Lease: lease, ResultSubmission: sub}}}, "appears twice"},
 		{"wrong digest", WorkRequest{Results: []WorkResult{{Lease: lease, ResultSubmission: ResultSubmission{Digest: sub.Digest, Result: []byte("2")}}}}, "does not match"},
 		{"unknown field", map[string]any{"leases": 1}, "unknown field"},
+		{"transfer without a job", WorkRequest{Transfers: []TransferReport{{Transfer: pool.Transfer{Direct: 1}}}}, `field "job" is missing`},
+		{"transfer twice", WorkRequest{Transfers: []TransferReport{{Job: HexDigest{1}}, {Job: HexDigest{1}}}}, "appears twice"},
+		{"negative transfer", WorkRequest{Transfers: []TransferReport{{Job: HexDigest{1}, Transfer: pool.Transfer{Relayed: -1}}}}, `field "relayed": -1 bytes is out of range`},
+		{"implausible transfer", WorkRequest{Transfers: []TransferReport{{Job: HexDigest{1}, Transfer: pool.Transfer{Coordinator: 1 << 51}}}}, `field "coordinator"`},
+		{"too many transfers", WorkRequest{Transfers: make([]TransferReport, MaxWorkTransfers+1)}, `field "transfers": 65 reports`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := ts.state(t)
@@ -165,5 +171,96 @@ func TestWorkRefused(t *testing.T) {
 				t.Errorf("refused request changed the state (-before +after):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestWorkTransfers: the transfer reports devices send with POST /v1/work
+// add up per job and device in GET /v1/jobs/{id} and in /metrics; a
+// report for a job the pool does not know counts nowhere.
+func TestWorkTransfers(t *testing.T) {
+	ts := startServer(t, nil)
+	alice, bob, carol := newPeer(t, nil), newPeer(t, nil), newPeer(t, nil)
+	for _, p := range []*testPeer{alice, bob, carol} {
+		ts.register(t, p, "", http.StatusCreated)
+	}
+	j := testJob(t, "transfers", 2)
+	if a := ts.upload(t, alice, programBytes(t, j)); a.status != http.StatusCreated {
+		t.Fatalf("upload: %d %s", a.status, a.body)
+	}
+	if a := ts.do(t, alice, "POST", "/v1/jobs", JobRequest{Canonical: j.Canonical}); a.status != http.StatusCreated {
+		t.Fatalf("submit job: %d %s", a.status, a.body)
+	}
+	status := func() JobInfo {
+		t.Helper()
+		a := ts.do(t, alice, "GET", "/v1/jobs/"+j.ID.String(), nil)
+		if a.status != http.StatusOK {
+			t.Fatalf("status: %d %s", a.status, a.body)
+		}
+		var ji JobInfo
+		a.decode(t, &ji)
+		return ji
+	}
+	if ji := status(); ji.Transfer != nil {
+		t.Fatalf("before any report: transfer %+v, want none", *ji.Transfer)
+	}
+	report := func(p *testPeer, ts2 ...TransferReport) {
+		t.Helper()
+		if a := ts.do(t, p, "POST", "/v1/work", WorkRequest{Transfers: ts2}); a.status != http.StatusOK {
+			t.Fatalf("work: %d %s", a.status, a.body)
+		}
+	}
+	id := HexDigest(j.ID)
+	report(bob, TransferReport{Job: id, Transfer: pool.Transfer{Coordinator: 1000}})
+	report(carol, TransferReport{Job: id, Transfer: pool.Transfer{Direct: 900, Coordinator: 100}},
+		TransferReport{Job: HexDigest{7}, Transfer: pool.Transfer{Relayed: 5}}) // a job nobody submitted
+	report(carol, TransferReport{Job: id, Transfer: pool.Transfer{Direct: 100}})
+	report(alice, TransferReport{Job: id, Transfer: pool.Transfer{Direct: 10, Relayed: 990}})
+	report(alice, TransferReport{Job: id}) // nothing to count
+	want := pool.JobTransfer{Devices: 3, Direct: 1, Relayed: 1, CoordinatorOnly: 1,
+		Bytes: pool.Transfer{Direct: 1010, Relayed: 990, Coordinator: 1100}}
+	if diff := cmp.Diff(&want, status().Transfer); diff != "" {
+		t.Errorf("the job's transfer (-want +got):\n%s", diff)
+	}
+	m := ts.do(t, nil, "GET", "/metrics", nil)
+	for _, line := range []string{
+		`idlepool_transfer_bytes_total{path="direct"} 1010`,
+		`idlepool_transfer_bytes_total{path="relayed"} 990`,
+		`idlepool_transfer_bytes_total{path="coordinator"} 1100`,
+	} {
+		if !strings.Contains(string(m.body), line+"\n") {
+			t.Errorf("/metrics lacks %q", line)
+		}
+	}
+}
+
+// TestTransferBookBounds: the book keeps at most maxTransferJobs jobs,
+// forgetting complete and unknown ones first, then the oldest.
+func TestTransferBookBounds(t *testing.T) {
+	complete := map[job.ID]bool{}
+	b := newTransferBook(func(id job.ID) (bool, bool) { return complete[id], true })
+	idOf := func(i int) job.ID {
+		var id job.ID
+		id[0], id[1] = byte(i>>8), byte(i)
+		id[31] = 1
+		return id
+	}
+	for i := range maxTransferJobs {
+		complete[idOf(i)] = i%2 == 1
+		b.add("dev", []TransferReport{{Job: HexDigest(idOf(i)), Transfer: pool.Transfer{Direct: 1}}})
+	}
+	b.add("dev", []TransferReport{{Job: HexDigest(idOf(maxTransferJobs)), Transfer: pool.Transfer{Direct: 1}}})
+	if b.summary(idOf(1)) != nil || b.summary(idOf(0)) == nil || b.summary(idOf(maxTransferJobs)) == nil {
+		t.Errorf("after one job too many: a complete job kept, or a live one or the new one forgotten")
+	}
+	if n := len(b.jobs); n != maxTransferJobs/2+1 {
+		t.Errorf("%d jobs kept, want the %d live ones and the new one", n, maxTransferJobs/2)
+	}
+	clear(complete)
+	for i := maxTransferJobs + 1; len(b.jobs) < maxTransferJobs; i++ {
+		b.add("dev", []TransferReport{{Job: HexDigest(idOf(i)), Transfer: pool.Transfer{Direct: 1}}})
+	}
+	b.add("dev", []TransferReport{{Job: HexDigest(idOf(3 * maxTransferJobs)), Transfer: pool.Transfer{Direct: 1}}})
+	if len(b.jobs) != maxTransferJobs || b.summary(idOf(0)) != nil || b.summary(idOf(2)) == nil {
+		t.Errorf("every job live: %d kept (want %d), the oldest (job 0) must go first", len(b.jobs), maxTransferJobs)
 	}
 }

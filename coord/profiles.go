@@ -95,9 +95,11 @@ func (s *Server) acceptProfile(ctx context.Context, owner string, p *identity.Pr
 	return nil
 }
 
-// ownedJobInfo is jobInfo(st) with its owner's profile, if any.
+// ownedJobInfo is jobInfo(st) with its owner's profile, if any, and the
+// devices' transfer reports.
 func (s *Server) ownedJobInfo(st pool.JobStatus) JobInfo {
 	ji := jobInfo(st)
+	ji.Transfer = s.transfers.summary(st.Job)
 	ji.OwnerProfile = s.profiles.get(st.Owner)
 	return ji
 }

@@ -18,6 +18,7 @@ import (
 
 	"idlepool/home"
 	"idlepool/identity"
+	"idlepool/job"
 	"idlepool/p2p"
 	"idlepool/pool"
 	"idlepool/store"
@@ -70,6 +71,8 @@ type Server struct {
 	// coordinator knows of its own files' chunks (tracker.go).
 	tracker *tracker
 	chunks  *chunkIndex
+	// transfers adds up what devices report of their fetches (transfers.go).
+	transfers *transferBook
 	// signals are the devices' signalling mailboxes; relay is the TURN
 	// relay, nil when Config.Relay.Listen is empty (signal.go).
 	signals *mailboxes
@@ -164,6 +167,11 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 		return nil, fmt.Errorf("load owner profiles: %w", err)
 	}
 	s.metrics = newMetrics(s.sched.Jobs, s.sched.Ledger)
+	s.transfers = newTransferBook(func(id job.ID) (bool, bool) {
+		st, err := s.sched.Status(id)
+		return st.Complete, err == nil
+	})
+	s.metrics.reg.MustRegister(s.transfers.bytes)
 	s.metrics.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "idlepool_coord_offers_live", Help: "Capacity offers of peers that have not expired.",
 	}, func() float64 { return float64(s.offers.count(s.cfg.Now())) }))

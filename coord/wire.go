@@ -121,6 +121,9 @@ type JobInfo struct {
 	Redundancy int       `json:"redundancy"`
 	Retrying   int64     `json:"retrying,omitempty"` // pool.JobStatus.Retrying
 	Trouble    string    `json:"trouble,omitempty"`  // pool.JobStatus.Trouble
+	// Transfer sums how the job's devices said they fetched its files
+	// (TransferReport); absent when none reported.
+	Transfer *pool.JobTransfer `json:"transfer,omitempty"`
 	// OwnerProfile is the owner's signed display name and link, when the
 	// owner gave one (check it with identity.Profile.Verify).
 	OwnerProfile *identity.Profile `json:"owner_profile,omitempty"`

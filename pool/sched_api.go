@@ -108,6 +108,60 @@ type JobStatus struct {
 	// 2 owners to agree on each task; 1 other owner's devices are
 	// connected"); else "".
 	Trouble string `json:"trouble,omitempty"`
+	// Transfer says how the devices that fetched the job's files got
+	// their bytes, as they reported it; nil when none reported (the
+	// coordinator fills it, the Scheduler does not).
+	Transfer *JobTransfer `json:"transfer,omitempty"`
+}
+
+// Transfer counts the bytes of a job's files (program and inputs) one
+// device fetched, by the path they took: Direct from other devices over
+// direct connections (host or reflexive ICE candidates), Relayed from
+// other devices through a TURN relay, and Coordinator from the
+// coordinator itself. Bytes are chunk payloads, without protocol
+// overhead.
+type Transfer struct {
+	Direct      int64 `json:"direct"`
+	Relayed     int64 `json:"relayed"`
+	Coordinator int64 `json:"coordinator"`
+}
+
+// Add returns t plus u, field by field.
+func (t Transfer) Add(u Transfer) Transfer {
+	return Transfer{Direct: t.Direct + u.Direct, Relayed: t.Relayed + u.Relayed, Coordinator: t.Coordinator + u.Coordinator}
+}
+
+// Zero reports whether t counts no bytes.
+func (t Transfer) Zero() bool { return t == Transfer{} }
+
+// JobTransfer sums the Transfers the devices of one job reported. Each
+// device that fetched bytes counts once in Devices and in one of Direct
+// (every byte from peers came over direct connections), Relayed (some
+// came through a relay) and CoordinatorOnly (nothing came from peers).
+// Bytes is the sum of their Transfers.
+type JobTransfer struct {
+	Devices         int      `json:"devices"`
+	Direct          int      `json:"direct"`
+	Relayed         int      `json:"relayed"`
+	CoordinatorOnly int      `json:"coordinatorOnly"`
+	Bytes           Transfer `json:"bytes"`
+}
+
+// Note counts one device's Transfer in j.
+func (j *JobTransfer) Note(t Transfer) {
+	if t.Zero() {
+		return
+	}
+	j.Devices++
+	switch {
+	case t.Relayed > 0:
+		j.Relayed++
+	case t.Direct > 0:
+		j.Direct++
+	default:
+		j.CoordinatorOnly++
+	}
+	j.Bytes = j.Bytes.Add(t)
 }
 
 // JobView is a job with its progress, as SchedulerConfig.Select and

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"idlepool/castore"
 	"idlepool/home"
 	"idlepool/job"
+	"idlepool/pool"
 )
 
 // peersInputMB is the size of the input TestJoinSpreadsInputsPeerToPeer
@@ -129,7 +131,8 @@ func TestJoinSpreadsInputsPeerToPeer(t *testing.T) {
 	}
 	startJoin(t, homes[0], url)
 	done := make(chan runOut, 1)
-	go func() { done <- idlepool(t, t.TempDir(), "submit", m, "--pool", url, "--follow", "--json") }()
+	subHome := t.TempDir()
+	go func() { done <- idlepool(t, subHome, "submit", m, "--pool", url, "--follow", "--json") }()
 
 	// The first agent alone holds a task's files, the input among them:
 	// the coordinator's copy is the first.
@@ -218,5 +221,43 @@ func TestJoinSpreadsInputsPeerToPeer(t *testing.T) {
 	}
 	if ps := agentPeers(t, homes[0]); ps == nil || ps.SentBytes < uint64(input) {
 		t.Errorf("the first agent sent %v to peers; want at least the input's %v bytes", ps, input)
+	}
+	checkJobTransfer(t, subHome, url, out.stderr, input)
+}
+
+// dataLine is the summary `submit --follow` ends with on loopback.
+var dataLine = regexp.MustCompile(`(?m)^data: [1-9]\d* of [2-9]\d* peers direct, 0 relayed, 1 from the coordinator only; .+ direct, 0 B relayed, .+ from the coordinator$`)
+
+// checkJobTransfer checks what the pool says of how the job's devices
+// fetched its files (the devices' transfer reports): in the job's status,
+// in the "data:" line `submit --follow` ended with, and in /metrics. The
+// first agent got the input from the coordinator alone; at least one
+// later agent got it direct from peers; nothing was relayed on loopback.
+func checkJobTransfer(t *testing.T, subHome, url, submitStderr string, input float64) {
+	t.Helper()
+	merges, _ := filepath.Glob(filepath.Join(subHome, "data", "merges", "*"))
+	if len(merges) != 1 {
+		t.Fatalf("the submitter merged %d jobs, want 1", len(merges))
+	}
+	out := idlepool(t, subHome, "status", filepath.Base(merges[0]), "--pool", url, "--json")
+	var st struct{ Transfer *pool.JobTransfer }
+	if out.code != 0 || json.Unmarshal([]byte(out.stdout), &st) != nil {
+		t.Fatalf("status --json: exit %d\n%s%s", out.code, out.stdout, out.stderr)
+	}
+	tr := st.Transfer
+	if tr == nil {
+		t.Fatalf("the job's status reports no transfer:\n%s", out.stdout)
+	}
+	t.Logf("the job's status: %s", agent.TransferWords(*tr))
+	if tr.Devices < 2 || tr.Direct < 1 || tr.CoordinatorOnly < 1 || tr.Relayed != 0 ||
+		tr.Devices != tr.Direct+tr.Relayed+tr.CoordinatorOnly ||
+		float64(tr.Bytes.Direct) < input || float64(tr.Bytes.Coordinator) < input || tr.Bytes.Relayed != 0 {
+		t.Errorf("the job's transfer: %+v; want the first agent from the coordinator only, at least one more direct from peers (the input's %v bytes each), none relayed", *tr, input)
+	}
+	if !dataLine.MatchString(submitStderr) {
+		t.Errorf("submit --follow printed no line matching %q:\n%s", dataLine, submitStderr)
+	}
+	if got := metricValue(t, url, `idlepool_transfer_bytes_total{path="direct"}`); got < float64(tr.Bytes.Direct) {
+		t.Errorf("/metrics: %v direct bytes reported, want at least the job's %d", got, tr.Bytes.Direct)
 	}
 }

@@ -49,7 +49,7 @@ func cmdStatus(ctx context.Context, g *globals, args []string) error {
 		b, err := json.MarshalIndent(coord.JobInfo{Job: coord.HexDigest(st.Job), Name: st.Name, Owner: st.Owner, Merger: st.Merger,
 			Tasks: st.Tasks, Accepted: st.Accepted, Failed: st.Failed, Leased: st.Leased, Waiting: st.Waiting, Acked: st.Acked,
 			Complete: st.Complete, Cancelled: st.Cancelled, Quorum: st.Quorum, Redundancy: st.Redundancy,
-			Retrying: st.Retrying, Trouble: st.Trouble}, "", "  ")
+			Retrying: st.Retrying, Trouble: st.Trouble, Transfer: st.Transfer}, "", "  ")
 		if err != nil {
 			return fmt.Errorf("encode status: %w", err)
 		}
@@ -80,6 +80,9 @@ func cmdStatus(ctx context.Context, g *globals, args []string) error {
 	fmt.Fprintf(w, "quorum   %d agreeing replicas of distinct owners (%d leased at first)\n", st.Quorum, st.Redundancy)
 	fmt.Fprintf(w, "owner    %s\n", jobOwnerText(ctx, s, id, st.Owner))
 	fmt.Fprintf(w, "merger   %s\n", st.Merger)
+	if st.Transfer != nil { // how the devices said they fetched the job's files
+		fmt.Fprintf(w, "data     %s\n", agent.TransferWords(*st.Transfer))
+	}
 	if !st.Complete && !st.Cancelled {
 		printPoolActivity(ctx, w, s, st)
 	}

@@ -208,5 +208,9 @@ func followJob(ctx context.Context, g *globals, s *session, j *job.Job, asJSON b
 	if out.Resumed > 0 {
 		fmt.Fprintf(g.stderr, "(%d of %d results were taken from the journal of an earlier follow)\n", out.Resumed, out.Total)
 	}
+	// How the devices got the job's files, as they reported it.
+	if st, serr := s.c.Status(ctx, j.ID); serr == nil && st.Transfer != nil {
+		fmt.Fprintf(g.stderr, "data: %s\n", agent.TransferWords(*st.Transfer))
+	}
 	return outcomeError(err, out, "submit")
 }
