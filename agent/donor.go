@@ -17,6 +17,7 @@ import (
 	"idlepool/identity"
 	"idlepool/idle"
 	"idlepool/offers"
+	"idlepool/p2p"
 	"idlepool/pool"
 	"idlepool/store"
 	"idlepool/worker"
@@ -118,6 +119,9 @@ type Donor struct {
 	cache  *Cache       // the job cache, shared by the agents
 	// noShare is the owner's share_peers=false as last read (sync).
 	noShare bool
+	// upload is the owner's share_upload cap, shared by every agent's
+	// data plane (sync sets it from the settings).
+	upload *p2p.UploadLimit
 
 	changes *changeNotifier // Changes
 
@@ -183,6 +187,7 @@ func NewDonor(cfg DonorConfig) (*Donor, error) {
 	d.offer = &donorOffer{local: cfg.Store, gpus: cfg.GPUs, log: cfg.Logger, always: cfg.Always}
 	d.health = newStoreHealth(cfg.StorePath, cfg.FreeSpace, cfg.Logger)
 	d.gpus = newGPUSlots()
+	d.upload = p2p.NewUploadLimit(0)
 	d.health.events = cfg.Events
 	if r := cfg.Store.Recovery(); r != nil {
 		d.health.recovered = r.String()
@@ -229,6 +234,7 @@ func (d *Donor) Serve(ctx context.Context) error {
 	if s, err := d.cfg.Store.Settings(ctx); err == nil {
 		d.cache.SetCap(s.CacheBytes())
 		d.cache.SetShareCap(s.ShareDiskBytes())
+		d.upload.Set(s.ShareUploadBytesPerSecond())
 	}
 	d.cache.Trim()
 	reload := time.NewTicker(d.cfg.PoolReload)
@@ -326,6 +332,7 @@ func (d *Donor) sync(ctx context.Context) error {
 			d.cache.Trim() // the owner changed the cap
 		}
 		d.cache.SetShareCap(s.ShareDiskBytes())
+		d.upload.Set(s.ShareUploadBytesPerSecond())
 		d.noShare = s.NoSharePeers
 	}
 	if err == nil && d.cfg.Pools == nil {
@@ -491,6 +498,7 @@ func (d *Donor) agentConfig(p store.JoinedPool, slots int) Config {
 		StorePath: d.cfg.StorePath, FreeSpace: d.cfg.FreeSpace, health: d.health, gpuSlots: d.gpus,
 		Events: d.cfg.Events, PeerToPeer: !d.noShare, NoShare: d.noShare,
 	}
+	cfg.P2P.Upload = d.upload
 	if d.policy != nil {
 		cfg.Signals, cfg.Decide = d.policy, d.policy.Decide
 		cfg.GPUMemoryMiB = d.policy.gpuMemoryMiB

@@ -11,6 +11,7 @@ import (
 
 	"idlepool/agent"
 	"idlepool/coord"
+	"idlepool/idle"
 	"idlepool/store"
 )
 
@@ -251,4 +252,38 @@ func TestDonorKeepsBusyAgentWhenSharesChange(t *testing.T) {
 		got, _ := dev.local.Contributions(ctx, store.Filter{State: store.StateConfirmed})
 		return len(got) == 1 && got[0].Lease == lease
 	})
+}
+
+// TestDonorUploadCap: the owner's share_upload reaches the data plane of
+// the donor's agents, and a change applies without a restart.
+func TestDonorUploadCap(t *testing.T) {
+	ctx := context.Background()
+	co := startCoordinator(t, t.TempDir(), "127.0.0.1:0")
+	dev := newDevice(t, nil)
+	set := func(v string) {
+		t.Helper()
+		if _, err := dev.local.UpdateSettings(ctx, func(s *idle.Settings) error {
+			return s.Set("share_upload", v, time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC))
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set("1MiB/s")
+	d, _, _ := startDonor(t, dev, &fakeExec{}, []store.JoinedPool{{URL: co.url}})
+	capIs := func(want int64) func() bool {
+		return func() bool {
+			st := d.Status()
+			return len(st.Pools) == 1 && st.Pools[0].Peers != nil && st.Pools[0].Peers.UploadCap == want
+		}
+	}
+	waitFor(t, "the data plane runs under the owner's 1 MiB/s cap", capIs(1<<20))
+	if w := d.Status().Pools[0].Peers.Words(); !strings.HasSuffix(w, "(at most 1.0 MiB/s)") {
+		t.Errorf("Words() = %q, want it to end with the cap", w)
+	}
+	set("256KiB/s")
+	d.Reload()
+	waitFor(t, "the new cap of 256 KiB/s applies", capIs(256<<10))
+	set("unlimited")
+	d.Reload()
+	waitFor(t, "the cap is lifted", capIs(0))
 }

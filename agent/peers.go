@@ -35,6 +35,9 @@ type PeerStatus struct {
 	// SentBytes are the data-channel bytes sent to peers (the chunks
 	// served, headers included).
 	SentBytes uint64 `json:"sentBytes"`
+	// UploadCap is the owner's cap on what this device sends to peers,
+	// in bytes per second over all its pools (share_upload); 0: none.
+	UploadCap int64 `json:"uploadCap,omitempty"`
 }
 
 // peerDownFor is how long a peer whose connection failed or closed is not
@@ -159,7 +162,17 @@ func (a *Agent) peerStatus() *PeerStatus {
 		Connected: s.DirectConns + s.RelayedConns, Direct: s.DirectConns, Relayed: s.RelayedConns,
 		FromPeersBytes: pp.fromPeers.Load(), FromCoordinatorBytes: a.c.chunkBytes.Load(),
 		SentBytes: s.DirectSentBytes + s.RelayedSentBytes,
+		UploadCap: a.uploadCap(),
 	}
+}
+
+// uploadCap is the data plane's upload cap now, bytes per second; 0 for
+// none.
+func (a *Agent) uploadCap() int64 {
+	if a.cfg.P2P.Upload == nil {
+		return 0
+	}
+	return a.cfg.P2P.Upload.BytesPerSecond()
 }
 
 // nodeSource is one peer device as a castore.Source, over the agent's
@@ -234,11 +247,16 @@ func loopbackPool(u string) bool {
 
 // Words says the data plane's state for people: "2 peers connected (2
 // direct, 0 relayed); fetched 180 MiB from peers, 2.0 MiB from the
-// coordinator; sent 40 MiB".
+// coordinator; sent 40 MiB", and " (at most 2.0 MiB/s)" under an upload
+// cap.
 func (s PeerStatus) Words() string {
-	return fmt.Sprintf("%d %s connected (%d direct, %d relayed); fetched %s from peers, %s from the coordinator; sent %s",
+	w := fmt.Sprintf("%d %s connected (%d direct, %d relayed); fetched %s from peers, %s from the coordinator; sent %s",
 		s.Connected, pluralWord(s.Connected, "peer"), s.Direct, s.Relayed,
 		ByteSize(s.FromPeersBytes), ByteSize(s.FromCoordinatorBytes), ByteSize(int64(s.SentBytes)))
+	if s.UploadCap > 0 {
+		w += fmt.Sprintf(" (at most %s/s)", ByteSize(s.UploadCap))
+	}
+	return w
 }
 
 // TransferWords says for people how a job's devices fetched its files

@@ -105,6 +105,8 @@ type settingsForm struct {
 	cacheErr       *widget.Label
 	shareDisk      *widget.Entry
 	shareDiskErr   *widget.Label
+	shareUpload    *widget.Entry
+	shareUploadErr *widget.Label
 	programs       []string
 	programList    *fyne.Container
 	programEntry   *widget.Entry
@@ -388,6 +390,12 @@ func (f *settingsForm) computerTab(ctx context.Context, s idle.Settings) fyne.Ca
 		f.shareDisk.SetText(formatMiB(s.ShareDiskMiB))
 	}
 	f.shareDiskErr = newErrorLabel()
+	f.shareUpload = widget.NewEntry()
+	f.shareUpload.SetPlaceHolder("unlimited (the default)")
+	if s.ShareUploadKiBps > 0 {
+		f.shareUpload.SetText(formatKiBps(s.ShareUploadKiBps))
+	}
+	f.shareUploadErr = newErrorLabel()
 
 	// One form for both sections, so that their fields line up.
 	form := container.New(layout.NewFormLayout(), slices.Concat(
@@ -405,6 +413,9 @@ func (f *settingsForm) computerTab(ctx context.Context, s idle.Settings) fyne.Ca
 		field("Disk to share", f.shareDisk,
 			"Pieces of jobs' files kept to send to other computers of your pools, so that the pool's server need not send them all; the least recently used go first. Empty: the default.",
 			f.shareDiskErr),
+		field("Upload to share", f.shareUpload,
+			"The most this computer sends to other computers of your pools, all pools together, such as 2 MiB/s; keep it well under your connection's upload speed. Empty: no limit.",
+			f.shareUploadErr),
 		[]fyne.CanvasObject{heading("Battery"), layout.NewSpacer()},
 		[]fyne.CanvasObject{widget.NewLabel(""), f.pauseOnBattery},
 		field("Lowest battery (%)", f.minBattery,
@@ -420,6 +431,15 @@ func (f *settingsForm) computerTab(ctx context.Context, s idle.Settings) fyne.Ca
 
 // formatMiB writes a size in MiB as the cache field shows it: "4 GiB",
 // "1.5 GiB", "500 MiB".
+// formatKiBps writes an upload cap in KiB/s for the Settings field:
+// 2048 → "2 MiB/s", 500 → "500 KiB/s".
+func formatKiBps(n int64) string {
+	if n >= 1024 {
+		return strconv.FormatFloat(float64(n)/1024, 'f', -1, 64) + " MiB/s"
+	}
+	return strconv.FormatInt(n, 10) + " KiB/s"
+}
+
 func formatMiB(n int64) string {
 	if n >= 1024 {
 		return strconv.FormatFloat(float64(n)/1024, 'f', -1, 64) + " GiB"
@@ -676,6 +696,7 @@ type parsedSettings struct {
 	maxTemperatureC  float64
 	cacheMiB         int64
 	shareDiskMiB     int64
+	shareUploadKiBps int64
 	pauseFor         []string
 	gpus             map[string]idle.GPUSettings       // the rows shown
 	pools            map[string]offers.PoolPreferences // the choices shown, by URL ("" for every pool)
@@ -761,6 +782,10 @@ func (f *settingsForm) parse() (p parsedSettings, bad []int) {
 	check(computerTab, f.shareDiskErr, err == nil, "The disk to share must be a size such as 2 GiB or 500 MB, or empty for the default.")
 	p.shareDiskMiB = mib
 
+	kibps, err := idle.ParseUploadRate(f.shareUpload.Text)
+	check(computerTab, f.shareUploadErr, err == nil, fmt.Sprintf("The upload to share must be a rate of at least %d KiB/s, such as 2 MiB/s or 500 KB/s, or empty for no limit.", idle.MinShareUploadKiBps))
+	p.shareUploadKiBps = kibps
+
 	p.pauseFor = slices.Clone(f.programs)
 
 	// GPUs.
@@ -836,6 +861,9 @@ func (p parsedSettings) apply(s *idle.Settings, base parsedSettings, savedGPUs m
 	}
 	if p.shareDiskMiB != base.shareDiskMiB {
 		s.ShareDiskMiB = p.shareDiskMiB
+	}
+	if p.shareUploadKiBps != base.shareUploadKiBps {
+		s.ShareUploadKiBps = p.shareUploadKiBps
 	}
 	if !slices.Equal(p.pauseFor, base.pauseFor) {
 		s.PauseFor = p.pauseFor

@@ -234,6 +234,7 @@ func TestSettingsComputerFields(t *testing.T) {
 	f.maxTemp.SetText("80")
 	f.cache.SetText("2 GiB")
 	f.shareDisk.SetText("500 MiB")
+	f.shareUpload.SetText("1.5 MiB/s")
 	fx.tapSave()
 	if f.saveErr.Visible() {
 		t.Fatalf("save failed: %s", f.saveErr.Text)
@@ -241,6 +242,7 @@ func TestSettingsComputerFields(t *testing.T) {
 	want := idle.Defaults()
 	want.CacheMiB = 2048
 	want.ShareDiskMiB = 500
+	want.ShareUploadKiBps = 1536
 	want.CoresShare = 0.75
 	want.IdleFor = 12 * time.Minute
 	want.MaxOtherCPUShare = 0.3
@@ -290,6 +292,8 @@ func TestSettingsInvalidValues(t *testing.T) {
 			func(f *settingsForm) *widget.Label { return f.cacheErr }, "disk cache must be a size such as 2 gib", "Computer"},
 		{"share disk", func(f *settingsForm) { f.shareDisk.SetText("lots") },
 			func(f *settingsForm) *widget.Label { return f.shareDiskErr }, "disk to share must be a size", "Computer"},
+		{"upload cap", func(f *settingsForm) { f.shareUpload.SetText("10 KB/s") },
+			func(f *settingsForm) *widget.Label { return f.shareUploadErr }, "upload to share must be a rate of at least 64 kib/s", "Computer"},
 		{"temperature", func(f *settingsForm) { f.maxTemp.SetText("hot") },
 			func(f *settingsForm) *widget.Label { return f.maxTempErr }, "temperature limit must be a number of °c from 0 to 150", "Computer"},
 		{"gpu memory", func(f *settingsForm) { f.gpuRows[0].memory.SetText("150") },

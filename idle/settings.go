@@ -96,6 +96,10 @@ type Settings struct {
 	// files from the coordinator only and uploads nothing. False, the
 	// default, shares within ShareDiskMiB.
 	NoSharePeers bool `json:"no_share_peers,omitempty"`
+	// ShareUploadKiBps caps, in KiB per second, the chunk bytes this
+	// device sends to other devices, over all its pools together
+	// (share_upload=2MiB/s). 0, the default, means no cap.
+	ShareUploadKiBps int64 `json:"share_upload_kibps,omitempty"`
 
 	// PausedUntil is set when the owner paused computing ("pause for an
 	// hour", "until tomorrow"); zero when not paused. It is a wall-clock
@@ -167,6 +171,56 @@ func (s Settings) ShareDiskBytes() int64 {
 	return DefaultShareDiskMiB << 20
 }
 
+// ShareUploadBytesPerSecond is the cap of the chunk bytes sent to other
+// devices, in bytes per second: ShareUploadKiBps, 0 for none.
+func (s Settings) ShareUploadBytesPerSecond() int64 { return s.ShareUploadKiBps << 10 }
+
+// Bounds of ParseUploadRate, in KiB/s: below 64 KiB/s one 256 KiB chunk
+// takes seconds, and a peer asking for several gives up on them.
+const (
+	MinShareUploadKiBps = 64
+	maxShareUploadKiBps = 1 << 30 // 1 TiB/s
+)
+
+// ParseUploadRate parses an upload cap such as "2MiB/s", "500 KB/s" or
+// "8MiB" (per second either way) into KiB per second; "", "none",
+// "unlimited" and "default" mean no cap (0). Errors name the value and
+// what is wrong with it: not a rate, an unknown unit, below
+// MinShareUploadKiBps or above 1 TiB/s.
+func ParseUploadRate(v string) (kibps int64, err error) {
+	v = strings.TrimSpace(v)
+	switch strings.ToLower(v) {
+	case "", "none", "unlimited", "default", "0":
+		return 0, nil
+	}
+	num := strings.TrimSpace(strings.TrimSuffix(strings.TrimSuffix(v, "/s"), "ps"))
+	i := strings.IndexFunc(num, func(r rune) bool { return (r < '0' || r > '9') && r != '.' })
+	if i <= 0 {
+		return 0, fmt.Errorf("%q is not a rate: write a number and a unit, e.g. 2MiB/s or 500KB/s, or \"unlimited\"", v)
+	}
+	n, err := strconv.ParseFloat(num[:i], 64)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a rate: write a number and a unit, e.g. 2MiB/s or 500KB/s", v)
+	}
+	units := map[string]float64{
+		"k": 1 << 10, "kib": 1 << 10, "kb": 1e3,
+		"m": 1 << 20, "mib": 1 << 20, "mb": 1e6,
+		"g": 1 << 30, "gib": 1 << 30, "gb": 1e9,
+	}
+	unit, ok := units[strings.ToLower(strings.TrimSpace(num[i:]))]
+	if !ok {
+		return 0, fmt.Errorf("%q: unknown unit %q (use KiB/s, MiB/s, GiB/s, or KB/s, MB/s, GB/s)", v, strings.TrimSpace(num[i:]))
+	}
+	f := n * unit / (1 << 10)
+	switch {
+	case f < MinShareUploadKiBps:
+		return 0, fmt.Errorf("%q is below %d KiB/s: a slower upload serves no chunk in time (turn sharing off with share_peers=false instead)", v, MinShareUploadKiBps)
+	case f > maxShareUploadKiBps:
+		return 0, fmt.Errorf("%q is above 1 TiB/s", v)
+	}
+	return int64(math.Floor(f)), nil
+}
+
 // Defaults returns the settings a new installation starts with: any time,
 // all cores but one, half the memory, after 5 minutes of idle input, not
 // on battery, below 85 °C, no programs listed but paused while a game
@@ -218,6 +272,8 @@ func (s Settings) Validate() error {
 		return fmt.Errorf("cache_mib: must be 0 (the default, %d MiB) to %d MiB, got %d", DefaultCacheMiB, maxCacheMiB, s.CacheMiB)
 	case s.ShareDiskMiB < 0 || s.ShareDiskMiB > maxCacheMiB:
 		return fmt.Errorf("share_disk_mib: must be 0 (the default, %d MiB) to %d MiB, got %d", DefaultShareDiskMiB, maxCacheMiB, s.ShareDiskMiB)
+	case s.ShareUploadKiBps != 0 && (s.ShareUploadKiBps < MinShareUploadKiBps || s.ShareUploadKiBps > maxShareUploadKiBps):
+		return fmt.Errorf("share_upload_kibps: must be 0 (no cap) or %d to %d KiB/s, got %d", MinShareUploadKiBps, maxShareUploadKiBps, s.ShareUploadKiBps)
 	}
 	for i, p := range s.PauseFor {
 		if strings.TrimSpace(p) == "" {
@@ -346,6 +402,7 @@ var SettingKeys = []struct{ Key, Takes string }{
 	{"cache", `disk for jobs' files and compiled programs, e.g. 2GiB, 500MB or "default" (4GiB)`},
 	{"share_disk", `disk for file chunks kept to serve other devices of your pools, e.g. 1GiB or "default" (2GiB)`},
 	{"share_peers", `true or false: serve the file chunks you hold to other devices of your pools (false: fetch from the coordinator only, upload nothing)`},
+	{"share_upload", `cap on what you send to other devices, all pools together, e.g. 2MiB/s or "unlimited" (the default)`},
 	{"pause", `pause computing: a duration (1h), "tomorrow" (until midnight), a time (RFC 3339), "finish" (finish the tasks in hand, then pause until "off"), or "off"`},
 	{"compute", `compute now, outside your hours and without waiting for idle: a duration (3h), "hours" (until your hours start), a time (RFC 3339), or "off"`},
 	{"compute_during_programs", `true or false: compute now also while a pause_for program runs`},
@@ -429,6 +486,11 @@ func (s *Settings) Set(key, value string, now time.Time) error {
 		}
 	case "share_disk", "share_disk_mib":
 		s.ShareDiskMiB, err = ParseCacheSize(value)
+		if err != nil {
+			return fmt.Errorf("%s: %w", key, err)
+		}
+	case "share_upload", "share_upload_kibps":
+		s.ShareUploadKiBps, err = ParseUploadRate(value)
 		if err != nil {
 			return fmt.Errorf("%s: %w", key, err)
 		}

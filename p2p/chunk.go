@@ -164,7 +164,17 @@ func (ch *channel) receiveBytes(b []byte, isString bool) {
 // closes.
 func (ch *channel) serve() {
 	c := ch.c
-	ctx := context.Background() // send gives up when the connection closes
+	// send gives up when the connection closes, and so does a wait for
+	// the upload cap.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-c.closed:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	for {
 		select {
 		case <-c.closed:
@@ -212,6 +222,12 @@ func (ch *channel) answer(ctx context.Context, r request) error {
 			frame[6] = 1
 		}
 		frame = append(frame, part...)
+		if err := n.cfg.Upload.wait(ctx, len(frame)); err != nil {
+			if cerr := ch.c.closeErr(); cerr != nil {
+				return cerr
+			}
+			return fmt.Errorf("upload cap: %w", err)
+		}
 		if err := ch.send(ctx, frame); err != nil {
 			return err
 		}

@@ -26,8 +26,9 @@
 // Bounds: Config.MaxPeers connections, chunks of at most MaxChunkBytes
 // sent as frames of FrameBytes, at most 16 open requests per data channel
 // and side (a peer sending more is dropped), a data channel buffers at
-// most 4 MiB before a sender waits (OnBufferedAmountLow), and setup and
-// requests have timeouts.
+// most 4 MiB before a sender waits (OnBufferedAmountLow), an optional
+// upload cap shared by a device's Nodes (Config.Upload, UploadLimit), and
+// setup and requests have timeouts.
 //
 // Concurrency and ownership: a Node's methods are safe for concurrent
 // use. Serve owns every goroutine the Node starts; when its context ends

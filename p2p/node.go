@@ -81,6 +81,9 @@ type Config struct {
 	ConnectTimeout time.Duration
 	// RequestTimeout bounds one Fetch once connected. Default 60 s.
 	RequestTimeout time.Duration
+	// Upload caps the chunk bytes per second this Node sends, shared with
+	// the other Nodes given the same UploadLimit; nil: no cap.
+	Upload *UploadLimit
 	// RelayOnly sets ICE transport policy "relay": only TURN candidates,
 	// for networks where direct traffic is blocked (and for tests).
 	RelayOnly bool

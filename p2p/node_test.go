@@ -425,3 +425,60 @@ func TestRemoteTURNIPs(t *testing.T) {
 		t.Errorf("TURN IPs (-want +got):\n%s", diff)
 	}
 }
+
+// TestUploadLimit: two Nodes sharing one UploadLimit send no faster than
+// its cap, all together; lifting the cap lets the next chunk go at once.
+// Only lower bounds on the time are checked: a busy machine makes a
+// transfer slower, never faster.
+func TestUploadLimit(t *testing.T) {
+	const rate = 512 << 10 // bytes per second
+	up := NewUploadLimit(rate)
+	if up.BytesPerSecond() != rate {
+		t.Fatalf("BytesPerSecond = %d, want %d", up.BytesPerSecond(), rate)
+	}
+	h := newHub()
+	one := bytes.Repeat([]byte("capped one "), 40<<10) // 440 KiB
+	two := bytes.Repeat([]byte("capped two "), 40<<10)
+	a := testNode(t, h, Config{Chunks: newMemChunks(one), Upload: up})
+	b := testNode(t, h, Config{Chunks: newMemChunks(two), Upload: up})
+	c := testNode(t, h, Config{})
+	if err := c.Connect(ctxT(t), a.ID()); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Connect(ctxT(t), b.ID()); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	errs := make(chan error, 2)
+	for _, f := range []struct {
+		n     *Node
+		chunk []byte
+	}{{a, one}, {b, two}} {
+		go func() {
+			got, err := c.Fetch(ctxT(t), f.n.ID(), sha256.Sum256(f.chunk))
+			if err == nil && !bytes.Equal(got, f.chunk) {
+				err = errors.New("fetched bytes differ")
+			}
+			errs <- err
+		}()
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	took := time.Since(start)
+	// 880 KiB and the frames' headers at 512 KiB/s, less one burst.
+	if least := time.Duration(float64(len(one)+len(two)-uploadBurst) / rate * float64(time.Second)); took < least {
+		t.Errorf("two capped Nodes sent %d bytes in %v, want at least %v at %d bytes/s", len(one)+len(two), took, least, rate)
+	}
+	t.Logf("%d bytes from two Nodes sharing a cap of %d B/s in %v", len(one)+len(two), rate, took.Round(time.Millisecond))
+
+	up.Set(0)
+	if up.BytesPerSecond() != 0 {
+		t.Errorf("BytesPerSecond after Set(0) = %d, want 0 (no cap)", up.BytesPerSecond())
+	}
+	if _, err := c.Fetch(ctxT(t), a.ID(), sha256.Sum256(one)); err != nil {
+		t.Fatalf("fetch without a cap: %v", err)
+	}
+}

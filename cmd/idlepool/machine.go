@@ -648,6 +648,11 @@ func printSettings(w io.Writer, s idle.Settings) {
 		line("share_disk", "default: %s", mib(idle.DefaultShareDiskMiB))
 	}
 	line("share_peers", "%t", !s.NoSharePeers)
+	if s.ShareUploadKiBps > 0 {
+		line("share_upload", "%s/s", agent.ByteSize(s.ShareUploadBytesPerSecond()))
+	} else {
+		line("share_upload", "unlimited")
+	}
 	switch {
 	case s.FinishThenPause:
 		line("pause", "finish: the tasks in hand finish, then paused until pause=off")
