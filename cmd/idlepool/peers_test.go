@@ -64,6 +64,27 @@ func agentPeers(t *testing.T, home string) *agent.PeerStatus {
 	return doc.Agent.Pools[0].Peers
 }
 
+// writeCSV writes a CSV file of three numeric columns of at least size
+// bytes and returns its path and chunk manifest.
+func writeCSV(t *testing.T, size int) (string, castore.Manifest) {
+	t.Helper()
+	var csv strings.Builder
+	csv.Grow(size + 64)
+	csv.WriteString("a,b,c\n")
+	for i := 0; csv.Len() < size; i++ {
+		fmt.Fprintf(&csv, "%d,%d.5,%d\n", i, i%1000, i%97)
+	}
+	dataPath := filepath.Join(t.TempDir(), "data.csv")
+	if err := os.WriteFile(dataPath, []byte(csv.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m, err := castore.ManifestOfFile(dataPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dataPath, m
+}
+
 // TestJoinSpreadsInputsPeerToPeer is the data plane end to end, with real
 // processes: csvstats over a large input (16 MB here; 200 MB with
 // `make bench-p2p`) with redundancy 2 on four `idlepool join` agents of
@@ -91,23 +112,8 @@ func TestJoinSpreadsInputsPeerToPeer(t *testing.T) {
 		t.Skip("moves tens of MB between four agents")
 	}
 	_, url := startServe(t, t.TempDir(), "127.0.0.1:0")
-	size := peersInputMB(t) << 20
-	var csv strings.Builder
-	csv.Grow(size + 64)
-	csv.WriteString("a,b,c\n")
-	for i := 0; csv.Len() < size; i++ {
-		fmt.Fprintf(&csv, "%d,%d.5,%d\n", i, i%1000, i%97)
-	}
-	dataPath := filepath.Join(t.TempDir(), "data.csv")
-	if err := os.WriteFile(dataPath, []byte(csv.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	input := float64(csv.Len())
-	csv = strings.Builder{}
-	data, err := castore.ManifestOfFile(dataPath)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dataPath, data := writeCSV(t, peersInputMB(t)<<20)
+	input := float64(data.Size)
 	text := strings.Replace(exampleManifest(t, "csvstats"), `data = "data.csv"`, `data = "`+dataPath+`"`, 1)
 	// A task per 4 MiB of records; each task twice, by two owners.
 	text = strings.Replace(text, "chunk_bytes = 1048576", "chunk_bytes = 4194304", 1)
@@ -259,5 +265,86 @@ func checkJobTransfer(t *testing.T, subHome, url, submitStderr string, input flo
 	}
 	if got := metricValue(t, url, `idlepool_transfer_bytes_total{path="direct"}`); got < float64(tr.Bytes.Direct) {
 		t.Errorf("/metrics: %v direct bytes reported, want at least the job's %d", got, tr.Bytes.Direct)
+	}
+}
+
+// TestJoinFetchSurvivesHolderKilled: with real processes, two `idlepool
+// join` agents hold a job's files and a third fetches them from both;
+// the first holder is killed (SIGKILL) in the middle of that transfer,
+// and the third goes on from the other holder: the coordinator serves it
+// nothing, and the job's result equals `run --json`. The holders' upload
+// is capped (share_upload=1MiB/s) so that the transfer lasts seconds.
+func TestJoinFetchSurvivesHolderKilled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("moves megabytes between three agents at a capped rate")
+	}
+	_, url := startServe(t, t.TempDir(), "127.0.0.1:0")
+	dataPath, data := writeCSV(t, 3<<20)
+	text := strings.Replace(exampleManifest(t, "csvstats"), `data = "data.csv"`, `data = "`+dataPath+`"`, 1)
+	// One task over the whole input, computed by all three owners.
+	text = strings.Replace(text, "chunk_bytes = 1048576", "chunk_bytes = 8388608", 1)
+	text = strings.Replace(text, "[policy]\n", "[policy]\nredundancy = 3\nquorum = 3\n", 1)
+	m := writeManifest(t, "csvstats", text)
+	_, want := runJSON(t, t.TempDir(), m)
+
+	homes := make([]string, 3)
+	for i := range homes {
+		homes[i] = filepath.Join(t.TempDir(), fmt.Sprintf("agent%d", i))
+		if out := idlepool(t, homes[i], "settings", "set", "share_upload=1MiB/s"); out.code != 0 {
+			t.Fatalf("settings set share_upload: exit %d\n%s", out.code, out.stderr)
+		}
+	}
+	holderA := startJoin(t, homes[0], url)
+	sub := startDaemon(t, "submit", t.TempDir(), "submit", m, "--pool", url, "--follow", "--json")
+	deadline := patient(t)
+	waitUntil := func(what string, cond func() bool) {
+		t.Helper()
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting until %s", what)
+			}
+			time.Sleep(50 * time.Millisecond) // polling a condition
+		}
+	}
+	waitUntil("the first agent holds the input", func() bool { return holdsFile(t, homes[0], data) })
+	startJoin(t, homes[1], url)
+	waitUntil("the second agent holds the input", func() bool { return holdsFile(t, homes[1], data) })
+	waitUntil("both holders announced the input", func() bool {
+		return metricValue(t, url, "idlepool_coord_tracker_chunks") >= float64(2*len(data.Chunks))
+	})
+	before := metricValue(t, url, `idlepool_coord_bytes_served_total{kind="input_chunk"}`)
+
+	startJoin(t, homes[2], url)
+	waitUntil("the third agent fetches from peers", func() bool {
+		ps := agentPeers(t, homes[2])
+		return ps != nil && ps.FromPeersBytes > 0
+	})
+	if holdsFile(t, homes[2], data) {
+		t.Fatal("the third agent had the whole input before the holder was killed: nothing tested")
+	}
+	holderA.kill()
+	t.Logf("killed the first holder; the third agent: %s", agentPeers(t, homes[2]).Words())
+
+	select {
+	case <-sub.done:
+	case <-time.After(time.Until(deadline)):
+		t.Fatal("submit --follow did not finish")
+	}
+	stdout, _ := os.ReadFile(sub.stdout)
+	if code := sub.cmd.ProcessState.ExitCode(); code != 0 {
+		stderr, _ := os.ReadFile(sub.stderr)
+		t.Fatalf("submit --follow: exit %d\n%s", code, stderr)
+	}
+	if diff := cmp.Diff(want, string(stdout)); diff != "" {
+		t.Errorf("submit --follow --json differs from run --json (-run +submit):\n%s", diff)
+	}
+	ps := agentPeers(t, homes[2])
+	after := metricValue(t, url, `idlepool_coord_bytes_served_total{kind="input_chunk"}`) - before
+	t.Logf("the third agent: %s; the coordinator served it %.0f input bytes", ps.Words(), after)
+	if after != 0 {
+		t.Errorf("the coordinator served %.0f input bytes after the holders had the input; want 0: the second holder had every chunk", after)
+	}
+	if ps == nil || ps.FromPeersBytes < data.Size {
+		t.Errorf("the third agent fetched %v from peers; want at least the input's %d bytes", ps, data.Size)
 	}
 }
