@@ -74,7 +74,20 @@ type Cache struct {
 	shareDir string
 	share    *castore.Store
 	shareCap int64
-	shareGen atomic.Uint64 // counts the files fetched in chunks
+	shareGen atomic.Uint64 // counts the files fetched in chunks, and chunks stored
+	// partial are the files being fetched in chunks now, by digest, with
+	// the pool they come from: their chunks are offered to the pool's
+	// other devices as they arrive (poolChunks).
+	partial map[castore.Digest]partialFile
+	// shareWake is closed (and replaced) when chunks arrived, to wake
+	// the agents' announcers (serveShare).
+	shareWake chan struct{}
+}
+
+// partialFile is a file being fetched in chunks.
+type partialFile struct {
+	pool string
+	m    castore.Manifest
 }
 
 // CacheUsage is how much disk the cache uses, in AgentStatus.

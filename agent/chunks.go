@@ -35,6 +35,11 @@ var errNoShare = errors.New("agent: no chunk store")
 // tracker keeps naming the device.
 const announceEvery = 5 * time.Minute
 
+// announceGap is the least wait between two announcements of chunks that
+// arrived during a fetch: the chunks of a file are offered to other
+// devices as they come, in at most a few requests a second.
+const announceGap = 250 * time.Millisecond
+
 // coordinatorSource is the ID of the coordinator as a chunk source.
 const coordinatorSource = "coordinator"
 
@@ -230,7 +235,10 @@ func (c *Cache) fetchInChunks(cl *Client, id job.ID, peers func(id string) casto
 		}
 		release := st.Hold(m.Digests())
 		defer release()
-		f := &castore.Fetcher{Store: st, Fallback: CoordinatorSource{cl}, Device: cl.PeerID(), Logger: log}
+		c.startPartial(cl.URL(), m)
+		defer c.endPartial(m.SHA256)
+		f := &castore.Fetcher{Store: st, Fallback: CoordinatorSource{cl}, Device: cl.PeerID(), Logger: log,
+			OnStored: func(castore.Digest) { c.chunksArrived() }}
 		paths := &sourcePaths{paths: map[string]p2p.Path{}}
 		if peers != nil {
 			f.Peers, f.Locate = paths.wrap(peers), cl.ChunkHolders
@@ -256,7 +264,7 @@ func (c *Cache) fetchInChunks(cl *Client, id job.ID, peers func(id string) casto
 		if err := st.AddFile(m, path); err != nil {
 			return fmt.Errorf("serve file %s: %w", d, err)
 		}
-		c.shareGen.Add(1)
+		c.chunksArrived()
 		log.Debug("Fetched a file in chunks", "file", d.String(), "chunks", len(m.Chunks),
 			"bySource", stats.Chunks, "badSources", stats.Bad)
 		return nil
@@ -330,6 +338,46 @@ func (s notedSource) Fetch(ctx context.Context, d [32]byte) ([]byte, error) {
 	return b, err
 }
 
+// startPartial notes that file m is being fetched from pool url: its
+// chunks are offered as they arrive. endPartial ends that; by then the
+// file is whole (and offered as a cached job's file) or its fetch failed.
+func (c *Cache) startPartial(url string, m castore.Manifest) {
+	c.shareMu.Lock()
+	defer c.shareMu.Unlock()
+	if c.partial == nil {
+		c.partial = map[castore.Digest]partialFile{}
+	}
+	c.partial[m.SHA256] = partialFile{pool: url, m: m}
+}
+
+func (c *Cache) endPartial(file castore.Digest) {
+	c.shareMu.Lock()
+	delete(c.partial, file)
+	c.shareMu.Unlock()
+}
+
+// chunksArrived counts a change of the chunks held and wakes the
+// announcers.
+func (c *Cache) chunksArrived() {
+	c.shareGen.Add(1)
+	c.shareMu.Lock()
+	if c.shareWake != nil {
+		close(c.shareWake)
+		c.shareWake = nil
+	}
+	c.shareMu.Unlock()
+}
+
+// shareChanged returns a channel closed at the next chunksArrived.
+func (c *Cache) shareChanged() <-chan struct{} {
+	c.shareMu.Lock()
+	defer c.shareMu.Unlock()
+	if c.shareWake == nil {
+		c.shareWake = make(chan struct{})
+	}
+	return c.shareWake
+}
+
 // jobChunks returns the chunks of j's files whose manifests the chunk
 // store keeps.
 func (c *Cache) jobChunks(j *job.Job) []castore.Digest {
@@ -351,7 +399,8 @@ func (c *Cache) jobChunks(j *job.Job) []castore.Digest {
 }
 
 // poolChunks returns the stored chunks of the files of the cached jobs of
-// pool url, at most coord.MaxChunksPerPeer.
+// pool url and of the files being fetched from it, at most
+// coord.MaxChunksPerPeer.
 func (c *Cache) poolChunks(url string) []castore.Digest {
 	st, err := c.shareStore()
 	if err != nil {
@@ -360,6 +409,19 @@ func (c *Cache) poolChunks(url string) []castore.Digest {
 	jobs, _ := c.scanJobs(nil)
 	seen := map[castore.Digest]bool{}
 	var out []castore.Digest
+	c.shareMu.Lock()
+	for _, p := range c.partial {
+		if p.pool != url {
+			continue
+		}
+		for _, d := range p.m.Digests() {
+			if !seen[d] && st.Has(d) && len(out) < coord.MaxChunksPerPeer {
+				seen[d] = true
+				out = append(out, d)
+			}
+		}
+	}
+	c.shareMu.Unlock()
 	for _, ji := range jobs {
 		if !ji.known || ji.files.Pool != url {
 			continue
@@ -382,7 +444,8 @@ func (c *Cache) poolChunks(url string) []castore.Digest {
 
 // serveShare announces to the pool's tracker the chunks this device holds
 // of the pool's jobs: the whole list at first (and after any failure),
-// then what changed, whenever a task's files were fetched (kickShare) and
+// then what changed, whenever a task's files were fetched (kickShare) or
+// chunks of a file being fetched arrived (at most every announceGap), and
 // every announceEvery, which keeps the device listed. It returns nil when
 // ctx ends.
 func (a *Agent) serveShare(ctx context.Context) error {
@@ -392,7 +455,8 @@ func (a *Agent) serveShare(ctx context.Context) error {
 	keepAlive := true
 	var gen uint64
 	for {
-		// After a kick, only when files arrived since the last look.
+		wake := a.cache.shareChanged() // before the look: a chunk stored after it wakes the select
+		// After a kick, only when files or chunks arrived since the last look.
 		if g := a.cache.shareGen.Load(); keepAlive || announced == nil || g != gen {
 			gen = g
 			announced = a.announce(ctx, announced, keepAlive)
@@ -404,6 +468,15 @@ func (a *Agent) serveShare(ctx context.Context) error {
 			keepAlive = true
 		case <-a.shareKick:
 			keepAlive = false
+		case <-wake:
+			// Chunks arrive many per second: what came within
+			// announceGap goes in one announcement.
+			keepAlive = false
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(announceGap):
+			}
 		}
 	}
 }

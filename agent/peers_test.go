@@ -3,10 +3,12 @@ package agent_test
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -374,5 +376,70 @@ func TestTransferReportsSurviveAFailedRequest(t *testing.T) {
 	want := pool.JobTransfer{Devices: 1, Relayed: 1, Bytes: pool.Transfer{Direct: 5, Relayed: 3}}
 	if st.Transfer == nil || *st.Transfer != want {
 		t.Errorf("the job's transfer after a failed request: %+v, want %+v", st.Transfer, want)
+	}
+}
+
+// TestAgentOffersChunksAsTheyArrive: a device fetching a file offers each
+// chunk to the pool as soon as it holds it, not once the file is whole:
+// while the second agent is still fetching the input (slowly, from a
+// holder under a 512 KiB/s upload cap), the tracker names it as a holder
+// of the chunks it has, and a third device fetches one of them from it.
+func TestAgentOffersChunksAsTheyArrive(t *testing.T) {
+	co := startCoordinator(t, t.TempDir(), "127.0.0.1:0")
+	sub := newSubmitter(t, co.url, nil)
+	dataPath, data := randomFile(t, 16*castore.ChunkSize, 9)
+	m, err := castore.ManifestOfFile(dataPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, second := newDevice(t, nil), newDevice(t, nil)
+	startPeerAgentWith(t, co.url, first, false, p2p.Config{Upload: p2p.NewUploadLimit(512 << 10)})
+	j := twoOwnerJob(t, dataPath)
+	done := make(chan error, 1)
+	go func() {
+		var err error
+		defer func() { done <- err }()
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		_, err = sub.run(t, ctx, j)
+	}()
+	waitHolder(t, co.url, first, m)
+	a2 := startPeerAgent(t, co.url, second, false)
+
+	asker := agentClient(t, co.url, newDevice(t, nil))
+	var offered castore.Digest
+	deadline := time.Now().Add(2 * time.Minute)
+	for offered == (castore.Digest{}) {
+		holders, err := asker.ChunkHolders(context.Background(), m.Digests())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range m.Chunks {
+			if slices.Contains(holders[c.Digest], second.key.ID()) {
+				offered = c.Digest
+				break
+			}
+		}
+		if p := a2.Status().Peers; offered != (castore.Digest{}) && p != nil && p.FromPeersBytes >= int64(len(data)) {
+			t.Fatalf("the second agent was named a holder only once it had the whole input (%s)", p.Words())
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the tracker never named the second agent as a holder")
+		}
+		time.Sleep(20 * time.Millisecond) // polling a condition
+	}
+	third := newDevice(t, nil)
+	n := startNode(t, agentClient(t, co.url, third), third, p2p.Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	got, err := n.Fetch(ctx, second.key.ID(), offered)
+	if err != nil {
+		t.Fatalf("fetch an offered chunk from the agent still fetching: %v", err)
+	}
+	if sha256.Sum256(got) != offered {
+		t.Fatal("the chunk's bytes do not match its digest")
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("job: %v", err)
 	}
 }

@@ -74,6 +74,10 @@ type Fetcher struct {
 	// OnBadSource, if set, is called when a source served bytes that do
 	// not match the digest asked for (for the caller to report it).
 	OnBadSource func(id string, d Digest)
+	// OnStored, if set, is called after each chunk is stored (for the
+	// caller to offer it to others before the whole file is in). It runs
+	// on the fetch's goroutine: it must not block.
+	OnStored func(d Digest)
 	// Logger receives diagnostics; nil discards them.
 	Logger *slog.Logger
 }
@@ -277,6 +281,9 @@ func (f *Fetcher) Fetch(ctx context.Context, m Manifest) (Stats, error) {
 			}
 			st.Chunks[a.src]++
 			st.Bytes[a.src] += int64(len(a.data))
+			if f.OnStored != nil {
+				f.OnStored(a.d)
+			}
 			continue
 		}
 		st.Failures[a.src]++
