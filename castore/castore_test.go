@@ -622,3 +622,64 @@ func TestStoreServesChunksFromAddedFile(t *testing.T) {
 		t.Errorf("chunk of a removed file: %v, want fs.ErrNotExist", err)
 	}
 }
+
+// TestFetchRelocates: holders that get chunks after a fetch began are
+// found by asking the locator again (Fetcher.Relocate) and asked too.
+// At first only a, which answers nothing until b has served a chunk (or
+// 10 s passed, so that a fetch that never asks b fails instead of
+// hanging), is named; from the second question on, b is named too.
+func TestFetchRelocates(t *testing.T) {
+	sw := newSwarm(t, 16*ChunkSize)
+	a := sw.holding("a", func(int) bool { return true })
+	b := sw.holding("b", func(int) bool { return true })
+	a.gate = make(chan struct{})
+	bServed := make(chan struct{})
+	var once sync.Once
+	go func() {
+		select {
+		case <-bServed:
+		case <-time.After(10 * time.Second):
+		}
+		close(a.gate)
+	}()
+	var mu sync.Mutex
+	asked := 0
+	locate := func(ctx context.Context, ds []Digest) (map[Digest][]string, error) {
+		mu.Lock()
+		asked++
+		n := asked
+		mu.Unlock()
+		if n == 1 {
+			return locator(a)(ctx, ds)
+		}
+		return locator(a, b)(ctx, ds)
+	}
+	bSrc := sourceFunc{id: "b", f: func(ctx context.Context, d [32]byte) ([]byte, error) {
+		chunk, err := b.Fetch(ctx, d)
+		if err == nil {
+			once.Do(func() { close(bServed) })
+		}
+		return chunk, err
+	}}
+	st := openStore(t, 0, nil)
+	f := &Fetcher{Store: st, Locate: locate, Relocate: 10 * time.Millisecond,
+		Peers: func(id string) Source {
+			switch id {
+			case "a":
+				return a
+			case "b":
+				return bSrc
+			}
+			return nil
+		}}
+	stats, err := f.Fetch(context.Background(), sw.m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stats.Chunks["b"] == 0 {
+		t.Errorf("chunks by source %v: want some from b, named only after the fetch began", stats.Chunks)
+	}
+	if got := stats.Chunks["a"] + stats.Chunks["b"]; got != len(sw.m.Chunks) {
+		t.Errorf("%d chunks stored, want %d", got, len(sw.m.Chunks))
+	}
+}

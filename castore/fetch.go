@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"slices"
+	"time"
 )
 
 // Source gives chunks by digest: a peer reached through the network
@@ -32,6 +33,9 @@ type Locator func(ctx context.Context, ds []Digest) (map[Digest][]string, error)
 const (
 	DefaultPerSource = 4
 	DefaultParallel  = 16
+	// DefaultRelocate is how often a fetch asks again who holds the
+	// chunks it still lacks.
+	DefaultRelocate = time.Second
 	// fallbackTries is how often the fallback is asked for one chunk
 	// before the fetch fails.
 	fallbackTries = 3
@@ -51,7 +55,9 @@ const (
 //     wrong bytes is avoided for the rest of the fetch and reported
 //     (OnBadSource); a source that fails is replaced by another holder;
 //   - the Fallback (the coordinator) is asked only for chunks no peer
-//     holds, or whose peers all failed.
+//     holds, or whose peers all failed;
+//   - every Relocate, Locate is asked again about the chunks not yet
+//     asked for, and the holders it names since are asked too.
 //
 // The zero value is not usable: set Store, and Fallback or Locate and
 // Peers.
@@ -74,6 +80,12 @@ type Fetcher struct {
 	// OnBadSource, if set, is called when a source served bytes that do
 	// not match the digest asked for (for the caller to report it).
 	OnBadSource func(id string, d Digest)
+	// Relocate is how often Locate is asked again, during a fetch, who
+	// holds the chunks not yet asked for, so that devices that got them
+	// since the fetch began are asked too (as BitTorrent peers learn of
+	// each other's new pieces); DefaultRelocate when 0, never when
+	// negative.
+	Relocate time.Duration
 	// OnStored, if set, is called after each chunk is stored (for the
 	// caller to offer it to others before the whole file is in). It runs
 	// on the fetch's goroutine: it must not block.
@@ -170,18 +182,21 @@ func (f *Fetcher) Fetch(ctx context.Context, m Manifest) (Stats, error) {
 	for _, d := range missing {
 		rank[d] = tie(d, "")
 	}
-	slices.SortStableFunc(missing, func(a, b Digest) int {
-		if la, lb := len(holders[a]), len(holders[b]); la != lb {
-			return la - lb
-		}
-		switch ra, rb := rank[a], rank[b]; {
-		case ra < rb:
-			return -1
-		case ra > rb:
-			return 1
-		}
-		return 0
-	})
+	rarestFirst := func(ds []Digest) {
+		slices.SortStableFunc(ds, func(a, b Digest) int {
+			if la, lb := len(holders[a]), len(holders[b]); la != lb {
+				return la - lb
+			}
+			switch ra, rb := rank[a], rank[b]; {
+			case ra < rb:
+				return -1
+			case ra > rb:
+				return 1
+			}
+			return 0
+		})
+	}
+	rarestFirst(missing)
 	st.Order = slices.Clone(missing)
 
 	avoid := map[string]bool{} // failed or served wrong bytes: not asked again
@@ -223,11 +238,26 @@ func (f *Fetcher) Fetch(ctx context.Context, m Manifest) (Stats, error) {
 		return "", true
 	}
 	results := make(chan attempt)
+	// Who holds what, asked again every Relocate; one question at a time.
+	var relocate <-chan time.Time
+	if every := f.Relocate; f.Locate != nil && f.Peers != nil && every >= 0 {
+		if every == 0 {
+			every = DefaultRelocate
+		}
+		t := time.NewTicker(every)
+		defer t.Stop()
+		relocate = t.C
+	}
+	located := make(chan map[Digest][]string, 1)
+	locating := false
 	ctx, cancel := context.WithCancel(ctx)
 	defer func() {
 		cancel()
 		for ; total > 0; total-- {
 			<-results
+		}
+		if locating {
+			<-located
 		}
 	}()
 	pending := missing
@@ -257,7 +287,29 @@ func (f *Fetcher) Fetch(ctx context.Context, m Manifest) (Stats, error) {
 		if total == 0 {
 			break
 		}
-		a := <-results
+		var a attempt
+		select {
+		case a = <-results:
+		case <-relocate:
+			if !locating && len(pending) > 0 {
+				locating = true
+				ask := slices.Clone(pending)
+				go func() {
+					h, _ := f.Locate(ctx, ask) // a failed question changes nothing
+					located <- h
+				}()
+			}
+			continue
+		case h := <-located:
+			locating = false
+			for d, ids := range h {
+				if len(ids) > 0 {
+					holders[d] = slices.Compact(slices.Sorted(slices.Values(append(ids, holders[d]...))))
+				}
+			}
+			rarestFirst(pending)
+			continue
+		}
 		total--
 		inflight[a.src]--
 		if ctx.Err() != nil {
