@@ -66,7 +66,13 @@ func TestJoinFetchesInputsInChunks(t *testing.T) {
 	text = strings.Replace(text, "chunk_bytes = 1048576", "chunk_bytes = 262144", 1)
 	m := writeManifest(t, "csvstats", text)
 	_, want := runJSON(t, t.TempDir(), m)
-	out := idlepool(t, t.TempDir(), "submit", m, "--pool", url, "--follow", "--json")
+	// The submitter offers nothing from its device: the agents fetch the
+	// chunks from the coordinator (and each other).
+	subHome := t.TempDir()
+	if out := idlepool(t, subHome, "settings", "set", "share_peers=false"); out.code != 0 {
+		t.Fatalf("settings set share_peers=false: exit %d\n%s", out.code, out.stderr)
+	}
+	out := idlepool(t, subHome, "submit", m, "--pool", url, "--follow", "--json")
 	if out.code != 0 {
 		t.Fatalf("submit --follow: exit %d\n%s", out.code, out.stderr)
 	}

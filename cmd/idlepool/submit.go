@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"idlepool/agent"
 	"idlepool/home"
@@ -164,6 +165,33 @@ func mergedHere(s *session, j *job.Job) (bool, error) {
 	return done, nil
 }
 
+// seedJob offers job j's files from this device to the pool's devices
+// while the job is followed (agent.Seed), unless the owner turned sharing
+// off (share_peers=false) or a donor runs in this home (it answers this
+// device's signals: two data planes of one device would take each
+// other's). Its Seeder is nil when it does not seed; why is logged.
+func seedJob(ctx context.Context, g *globals, s *session, j *job.Job) *agent.Seeder {
+	log := g.logger()
+	st, err := loadSettings(ctx, s.dirs)
+	if err != nil || st.NoSharePeers {
+		log.Debug("Not offering the job's files to the pool's devices", "sharePeers", !st.NoSharePeers, "err", err)
+		return nil
+	}
+	actx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	_, err = agent.ReadStatus(actx, filepath.Join(s.dirs.Data, agent.LocalAPIFile))
+	cancel()
+	if err == nil {
+		log.Debug("A donor runs in this home; not offering the job's files from here")
+		return nil
+	}
+	seeder, err := agent.Seed(ctx, s.c, j, agent.SeedConfig{UploadBytesPerSecond: st.ShareUploadBytesPerSecond(), Logger: log})
+	if err != nil {
+		log.Warn("Cannot offer the job's files to the pool's devices; they fetch them from the coordinator", "err", err)
+		return nil
+	}
+	return seeder
+}
+
 // followJob merges job j's verified results as they arrive (the device
 // must be the job's merger), showing progress like `run`, and prints the
 // result like `run` does.
@@ -186,8 +214,10 @@ func followJob(ctx context.Context, g *globals, s *session, j *job.Job, asJSON b
 			fmt.Fprintf(g.stdout, "task %-4d %s -> %s\n", t.Index, formatParams(m.Split, t.Params), bytes.TrimSpace(result))
 		}
 	}
+	seeder := seedJob(ctx, g, s, j)
 	out, err := agent.Follow(ctx, s.c, j, cfg)
 	prog.finish()
+	seeder.Stop()
 	if err != nil && !errors.Is(err, pool.ErrAllFailed) {
 		hint := fmt.Sprintf("idlepool result %s --pool %s continues", j.ID, s.c.URL())
 		switch {

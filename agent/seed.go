@@ -1,0 +1,171 @@
+package agent
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"maps"
+	"net/http"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"idlepool/castore"
+	"idlepool/coord"
+	"idlepool/job"
+	"idlepool/p2p"
+)
+
+// SeedConfig configures Seed.
+type SeedConfig struct {
+	// UploadBytesPerSecond caps what the seeder sends (the owner's
+	// share_upload); 0: no cap.
+	UploadBytesPerSecond int64
+	// Logger receives diagnostics; nil discards them.
+	Logger *slog.Logger
+}
+
+// Seeder serves a submitted job's files to the pool's devices from the
+// submitter's own copies (Seed). Stop it with Stop.
+type Seeder struct {
+	node   *p2p.Node
+	chunks []castore.Digest
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// Seed makes this device, the submitter of job j, a source of j's program
+// and inputs for the pool's devices while the returned Seeder runs: it
+// serves their chunks from the files themselves over the data plane (a
+// p2p.Node) and announces them to the pool's tracker, so that the first
+// devices to compute the job fetch its files from the submitter rather
+// than from the coordinator, as BitTorrent's initial seed does. The
+// known answers are never offered (peers must not see them). A file that
+// changed since the job was planned is not offered. It returns a nil
+// Seeder and no error when the coordinator relays no signals (an older
+// one): the devices then fetch from the coordinator, as always.
+func Seed(ctx context.Context, c *Client, j *job.Job, cfg SeedConfig) (*Seeder, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if _, err := c.Signaller().ICEServers(ctx); err != nil {
+		if ae, ok := errors.AsType[*APIError](err); ok && ae.Status == http.StatusNotFound {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("ask the pool for ICE servers: %w", err)
+	}
+	files := fileChunks{}
+	refs := []job.InputRef{j.Program}
+	for _, name := range slices.Sorted(maps.Keys(j.Inputs)) {
+		refs = append(refs, j.Inputs[name])
+	}
+	var all []castore.Digest
+	for _, ref := range refs {
+		m, err := castore.ManifestOfFile(ref.Path)
+		if err != nil {
+			return nil, fmt.Errorf("read %s to offer it: %w", ref.Path, err)
+		}
+		if m.SHA256 != castore.Digest(ref.SHA256) {
+			cfg.Logger.Warn("A file of the job changed since it was planned; not offering it", "path", ref.Path)
+			continue
+		}
+		for i, ch := range m.Chunks {
+			if _, dup := files[ch.Digest]; !dup {
+				files[ch.Digest] = fileChunk{path: ref.Path, off: int64(i) * int64(m.ChunkSize), size: ch.Size}
+				all = append(all, ch.Digest)
+			}
+		}
+	}
+	if len(all) > coord.MaxChunksPerPeer { // more than the tracker lists for one device
+		all = all[:coord.MaxChunksPerPeer]
+	}
+	pcfg := p2p.Config{Key: c.key, Signaller: c.Signaller(), Chunks: files,
+		Upload: p2p.NewUploadLimit(cfg.UploadBytesPerSecond), LoopbackOnly: loopbackPool(c.URL()),
+		Logger: cfg.Logger.With("part", "p2p")}
+	n, err := p2p.NewNode(pcfg)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s := &Seeder{node: n, chunks: all, cancel: cancel}
+	s.wg.Go(func() {
+		if err := n.Serve(ctx); err != nil && ctx.Err() == nil {
+			cfg.Logger.Warn("The seeder's data plane stopped", "err", err)
+		}
+	})
+	s.wg.Go(func() { s.announce(ctx, c, cfg.Logger) })
+	return s, nil
+}
+
+// announce lists the seeded chunks with the tracker at once and every
+// announceEvery, and takes them off when ctx ends.
+func (s *Seeder) announce(ctx context.Context, c *Client, log *slog.Logger) {
+	tick := time.NewTicker(announceEvery)
+	defer tick.Stop()
+	for {
+		if _, err := c.AnnounceChunks(ctx, s.chunks, nil, true); err != nil && ctx.Err() == nil {
+			log.Warn("Cannot offer the job's files to the pool", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			bg, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_, _ = c.AnnounceChunks(bg, nil, nil, true) // nothing held any more
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// Sent returns the chunk bytes the seeder sent to peers so far.
+func (s *Seeder) Sent() uint64 {
+	st := s.node.Stats()
+	return st.DirectSentBytes + st.RelayedSentBytes
+}
+
+// Stop takes the offer off the tracker, closes the seeder's connections
+// and waits for it to end. A nil Seeder's Stop does nothing.
+func (s *Seeder) Stop() {
+	if s == nil {
+		return
+	}
+	s.cancel()
+	s.wg.Wait()
+}
+
+// fileChunk is where one chunk lies in a file.
+type fileChunk struct {
+	path string
+	off  int64
+	size int
+}
+
+// fileChunks serves chunks straight from the files they are part of: the
+// submitter's own copies, with no second copy in a chunk store.
+type fileChunks map[castore.Digest]fileChunk
+
+// ReadChunk reads chunk d from its file; a chunk that no longer has those
+// bytes (the file changed) is an error, never wrong bytes.
+func (fc fileChunks) ReadChunk(d [32]byte) ([]byte, error) {
+	ch, ok := fc[d]
+	if !ok {
+		return nil, fmt.Errorf("chunk %x: %w", d[:8], fs.ErrNotExist)
+	}
+	f, err := os.Open(ch.path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b := make([]byte, ch.size)
+	if _, err := f.ReadAt(b, ch.off); err != nil {
+		return nil, fmt.Errorf("read chunk %x of %s: %w", d[:8], ch.path, err)
+	}
+	if sha256.Sum256(b) != d {
+		return nil, fmt.Errorf("chunk %x of %s: the file changed since the job was submitted", d[:8], ch.path)
+	}
+	return b, nil
+}
