@@ -37,8 +37,10 @@ const announceEvery = 5 * time.Minute
 
 // announceGap is the least wait between two announcements of chunks that
 // arrived during a fetch: the chunks of a file are offered to other
-// devices as they come, in at most a few requests a second.
-const announceGap = 250 * time.Millisecond
+// devices as they come, in at most one request a second (each also reads
+// the job cache's directory); fetchers ask who holds what as often
+// (castore.DefaultRelocate).
+const announceGap = time.Second
 
 // coordinatorSource is the ID of the coordinator as a chunk source.
 const coordinatorSource = "coordinator"
@@ -278,8 +280,11 @@ type sourcePaths struct {
 	paths map[string]p2p.Path // source ID -> the path of its last chunk
 }
 
-// pathSource is a source that knows how its bytes travel now (a peer
-// over the agent's Node); a source that does not is taken as direct.
+// pathSource is a source that knows how its bytes travel (a peer over
+// the agent's Node). A source that does not, or a peer whose connection
+// was never seen open (it closed at once), is counted as direct: the
+// only other path, a relay, is seen whenever it carried a chunk to an
+// open connection.
 type pathSource interface {
 	castore.Source
 	path() p2p.Path

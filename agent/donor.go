@@ -122,6 +122,10 @@ type Donor struct {
 	// upload is the owner's share_upload cap, shared by every agent's
 	// data plane (sync sets it from the settings).
 	upload *p2p.UploadLimit
+	// plane is the device's data-plane lock once held (dataPlane);
+	// planeBusy is set while another process holds it.
+	plane     *home.Lock
+	planeBusy bool
 
 	changes *changeNotifier // Changes
 
@@ -230,6 +234,7 @@ func (d *Donor) Serve(ctx context.Context) error {
 	if d.policy != nil {
 		defer d.policy.Close()
 	}
+	defer func() { _ = d.plane.Release() }() // deferred first, so it runs after stopAll: no agent's data plane is left
 	defer d.stopAll()
 	if s, err := d.cfg.Store.Settings(ctx); err == nil {
 		d.cache.SetCap(s.CacheBytes())
@@ -320,6 +325,35 @@ func (d *Donor) wanted(ctx context.Context) ([]store.JoinedPool, []int, error) {
 	return pools, slots, err
 }
 
+// dataPlane takes the device's data-plane lock (home.DataPlaneLockFile)
+// if it does not hold it yet, and reports whether the agents may run a
+// data plane: not while another process of this device (`submit
+// --follow` offering its files) holds the lock; they fetch from the
+// coordinator meanwhile and get theirs at a later sync. Where locks
+// cannot be taken, they may.
+func (d *Donor) dataPlane() bool {
+	if d.plane != nil || d.cfg.Home.Data == "" {
+		return true
+	}
+	l, err := home.Acquire(filepath.Join(d.cfg.Home.Data, home.DataPlaneLockFile), "idlepool donor")
+	switch {
+	case errors.Is(err, home.ErrLocked):
+		if !d.planeBusy {
+			d.log.Info("Another process of this device runs its data plane; fetching files from the coordinator until it ends", "err", err)
+		}
+		d.planeBusy = true
+		return false
+	case err != nil:
+		d.log.Warn("Cannot take the data-plane lock; running the data plane anyway", "err", err)
+		return true
+	}
+	if d.planeBusy {
+		d.log.Info("This device's data plane is free again")
+	}
+	d.plane, d.planeBusy = l, false
+	return true
+}
+
 // sync stops the agents no longer wanted (or whose share or invite
 // changed), collects those that ended, and starts the missing ones.
 func (d *Donor) sync(ctx context.Context) error {
@@ -333,7 +367,7 @@ func (d *Donor) sync(ctx context.Context) error {
 		}
 		d.cache.SetShareCap(s.ShareDiskBytes())
 		d.upload.Set(s.ShareUploadBytesPerSecond())
-		d.noShare = s.NoSharePeers
+		d.noShare = s.NoSharePeers || !d.dataPlane()
 	}
 	if err == nil && d.cfg.Pools == nil {
 		// Following the joined pools: the jobs of a pool left are needed

@@ -52,9 +52,10 @@ type peerPlane struct {
 	now       func() time.Time
 	fromPeers atomic.Int64
 
-	mu   sync.Mutex
-	down map[string]time.Time // peer -> when its connection failed
-	used map[string]bool      // peers a chunk came from over a connection
+	mu    sync.Mutex
+	down  map[string]time.Time // peer -> when its connection failed
+	used  map[string]bool      // peers a chunk came from over a connection
+	paths map[string]p2p.Path  // peer -> the path its connection took when last seen open
 }
 
 // isDown reports whether peer's connection failed within peerDownFor,
@@ -118,7 +119,7 @@ func (a *Agent) startPeers(ctx context.Context) (*p2p.Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	a.peers.Store(&peerPlane{node: n, now: a.cfg.Now, down: map[string]time.Time{}, used: map[string]bool{}})
+	a.peers.Store(&peerPlane{node: n, now: a.cfg.Now, down: map[string]time.Time{}, used: map[string]bool{}, paths: map[string]p2p.Path{}})
 	a.log.Info("Serving and fetching file chunks peer to peer")
 	return n, nil
 }
@@ -185,15 +186,18 @@ type nodeSource struct {
 
 func (s nodeSource) ID() string { return s.peer }
 
-// path is how the connection to the peer carries bytes now;
-// p2p.PathUnknown when none is open.
+// path is how the connection to the peer carries bytes now, or carried
+// them when last seen open (it may close right after a chunk came);
+// p2p.PathUnknown when none was ever seen.
 func (s nodeSource) path() p2p.Path {
+	s.pp.mu.Lock()
+	defer s.pp.mu.Unlock()
 	for _, c := range s.pp.node.Conns() {
-		if c.Peer == s.peer {
-			return c.Path
+		if c.Peer == s.peer && c.Path != p2p.PathUnknown {
+			s.pp.paths[s.peer] = c.Path
 		}
 	}
-	return p2p.PathUnknown
+	return s.pp.paths[s.peer]
 }
 
 func (s nodeSource) Fetch(ctx context.Context, d [32]byte) ([]byte, error) {

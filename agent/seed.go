@@ -27,13 +27,16 @@ type SeedConfig struct {
 	UploadBytesPerSecond int64
 	// Logger receives diagnostics; nil discards them.
 	Logger *slog.Logger
+	// OnStop, if set, is called once the Seeder has stopped (to release
+	// the device's data-plane lock, home.DataPlaneLockFile).
+	OnStop func()
 }
 
 // Seeder serves a submitted job's files to the pool's devices from the
 // submitter's own copies (Seed). Stop it with Stop.
 type Seeder struct {
 	node   *p2p.Node
-	chunks []castore.Digest
+	onStop func()
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
@@ -45,7 +48,8 @@ type Seeder struct {
 // devices to compute the job fetch its files from the submitter rather
 // than from the coordinator, as BitTorrent's initial seed does. The
 // known answers are never offered (peers must not see them). A file that
-// changed since the job was planned is not offered. It returns a nil
+// changed since the job was planned is not offered. The files are read
+// for their chunk lists after Seed returns. It returns a nil
 // Seeder and no error when the coordinator relays no signals (an older
 // one): the devices then fetch from the coordinator, as always.
 func Seed(ctx context.Context, c *Client, j *job.Job, cfg SeedConfig) (*Seeder, error) {
@@ -58,31 +62,7 @@ func Seed(ctx context.Context, c *Client, j *job.Job, cfg SeedConfig) (*Seeder, 
 		}
 		return nil, fmt.Errorf("ask the pool for ICE servers: %w", err)
 	}
-	files := fileChunks{}
-	refs := []job.InputRef{j.Program}
-	for _, name := range slices.Sorted(maps.Keys(j.Inputs)) {
-		refs = append(refs, j.Inputs[name])
-	}
-	var all []castore.Digest
-	for _, ref := range refs {
-		m, err := castore.ManifestOfFile(ref.Path)
-		if err != nil {
-			return nil, fmt.Errorf("read %s to offer it: %w", ref.Path, err)
-		}
-		if m.SHA256 != castore.Digest(ref.SHA256) {
-			cfg.Logger.Warn("A file of the job changed since it was planned; not offering it", "path", ref.Path)
-			continue
-		}
-		for i, ch := range m.Chunks {
-			if _, dup := files[ch.Digest]; !dup {
-				files[ch.Digest] = fileChunk{path: ref.Path, off: int64(i) * int64(m.ChunkSize), size: ch.Size}
-				all = append(all, ch.Digest)
-			}
-		}
-	}
-	if len(all) > coord.MaxChunksPerPeer { // more than the tracker lists for one device
-		all = all[:coord.MaxChunksPerPeer]
-	}
+	files := &fileChunks{m: map[castore.Digest]fileChunk{}}
 	pcfg := p2p.Config{Key: c.key, Signaller: c.Signaller(), Chunks: files,
 		Upload: p2p.NewUploadLimit(cfg.UploadBytesPerSecond), LoopbackOnly: loopbackPool(c.URL()),
 		Logger: cfg.Logger.With("part", "p2p")}
@@ -91,23 +71,66 @@ func Seed(ctx context.Context, c *Client, j *job.Job, cfg SeedConfig) (*Seeder, 
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	s := &Seeder{node: n, chunks: all, cancel: cancel}
+	s := &Seeder{node: n, cancel: cancel, onStop: cfg.OnStop}
 	s.wg.Go(func() {
 		if err := n.Serve(ctx); err != nil && ctx.Err() == nil {
 			cfg.Logger.Warn("The seeder's data plane stopped", "err", err)
 		}
 	})
-	s.wg.Go(func() { s.announce(ctx, c, cfg.Logger) })
+	s.wg.Go(func() {
+		// Hashing large inputs takes a while: the follow starts at once.
+		all := files.load(ctx, j, cfg.Logger)
+		if len(all) > coord.MaxChunksPerPeer { // more than the tracker lists for one device
+			all = all[:coord.MaxChunksPerPeer]
+		}
+		if ctx.Err() == nil {
+			s.announce(ctx, c, all, cfg.Logger)
+		}
+	})
 	return s, nil
 }
 
-// announce lists the seeded chunks with the tracker at once and every
+// load reads the chunk lists of j's program and inputs (never its known
+// answers), in a fixed order, and returns their chunks; a file that
+// changed since the job was planned, or cannot be read, is left out.
+func (fc *fileChunks) load(ctx context.Context, j *job.Job, log *slog.Logger) []castore.Digest {
+	refs := []job.InputRef{j.Program}
+	for _, name := range slices.Sorted(maps.Keys(j.Inputs)) {
+		refs = append(refs, j.Inputs[name])
+	}
+	var all []castore.Digest
+	for _, ref := range refs {
+		if ctx.Err() != nil {
+			return nil
+		}
+		m, err := castore.ManifestOfFile(ref.Path)
+		if err != nil {
+			log.Warn("Cannot read a file of the job to offer it", "path", ref.Path, "err", err)
+			continue
+		}
+		if m.SHA256 != castore.Digest(ref.SHA256) {
+			log.Warn("A file of the job changed since it was planned; not offering it", "path", ref.Path)
+			continue
+		}
+		fc.mu.Lock()
+		for i, ch := range m.Chunks {
+			if _, dup := fc.m[ch.Digest]; !dup {
+				fc.m[ch.Digest] = fileChunk{path: ref.Path, off: int64(i) * int64(m.ChunkSize), size: ch.Size}
+				all = append(all, ch.Digest)
+			}
+		}
+		fc.mu.Unlock()
+	}
+	return all
+}
+
+// announce lists the chunks with the tracker at once and every
 // announceEvery, and takes them off when ctx ends.
-func (s *Seeder) announce(ctx context.Context, c *Client, log *slog.Logger) {
+func (s *Seeder) announce(ctx context.Context, c *Client, chunks []castore.Digest, log *slog.Logger) {
 	tick := time.NewTicker(announceEvery)
 	defer tick.Stop()
 	for {
-		if _, err := c.AnnounceChunks(ctx, s.chunks, nil, true); err != nil && ctx.Err() == nil {
+		if _, err := c.AnnounceChunks(ctx, chunks, nil, true); err != nil && ctx.Err() == nil {
 			log.Warn("Cannot offer the job's files to the pool", "err", err)
 		}
 		select {
@@ -135,6 +158,9 @@ func (s *Seeder) Stop() {
 	}
 	s.cancel()
 	s.wg.Wait()
+	if s.onStop != nil {
+		s.onStop()
+	}
 }
 
 // fileChunk is where one chunk lies in a file.
@@ -145,13 +171,19 @@ type fileChunk struct {
 }
 
 // fileChunks serves chunks straight from the files they are part of: the
-// submitter's own copies, with no second copy in a chunk store.
-type fileChunks map[castore.Digest]fileChunk
+// submitter's own copies, with no second copy in a chunk store. Safe for
+// concurrent use.
+type fileChunks struct {
+	mu sync.RWMutex
+	m  map[castore.Digest]fileChunk
+}
 
 // ReadChunk reads chunk d from its file; a chunk that no longer has those
 // bytes (the file changed) is an error, never wrong bytes.
-func (fc fileChunks) ReadChunk(d [32]byte) ([]byte, error) {
-	ch, ok := fc[d]
+func (fc *fileChunks) ReadChunk(d [32]byte) ([]byte, error) {
+	fc.mu.RLock()
+	ch, ok := fc.m[d]
+	fc.mu.RUnlock()
 	if !ok {
 		return nil, fmt.Errorf("chunk %x: %w", d[:8], fs.ErrNotExist)
 	}

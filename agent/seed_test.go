@@ -25,9 +25,9 @@ func TestFileChunks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fc := fileChunks{}
+	fc := &fileChunks{m: map[castore.Digest]fileChunk{}}
 	for i, c := range m.Chunks {
-		fc[c.Digest] = fileChunk{path: path, off: int64(i) * int64(m.ChunkSize), size: c.Size}
+		fc.m[c.Digest] = fileChunk{path: path, off: int64(i) * int64(m.ChunkSize), size: c.Size}
 	}
 	last := m.Chunks[len(m.Chunks)-1]
 	b, err := fc.ReadChunk(last.Digest)

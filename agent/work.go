@@ -175,7 +175,7 @@ type transferQueue struct {
 
 // NoteTransfer queues t, bytes of job id's files this device fetched, for
 // the coordinator (coord.TransferReport); a coordinator of API version 1
-// is never told.
+// or 2 is never told.
 func (c *Client) NoteTransfer(id job.ID, t pool.Transfer) {
 	if t.Zero() {
 		return
@@ -216,7 +216,9 @@ func (c *Client) requeueTransfers(ts []coord.TransferReport) {
 // sendBatch sends ops as one POST /v1/work and hands each its part.
 func (c *Client) sendBatch(ctx context.Context, ops []*workOp) {
 	var req coord.WorkRequest
-	req.Transfers = c.takeTransfers()
+	if c.apiVersion(ctx) >= 3 { // older coordinators refuse the field
+		req.Transfers = c.takeTransfers()
+	}
 	for _, op := range ops {
 		if op.lease != "" {
 			s := op.sub

@@ -440,6 +440,8 @@ func formatKiBps(n int64) string {
 	return strconv.FormatInt(n, 10) + " KiB/s"
 }
 
+// formatMiB writes a size in MiB for the Settings fields: 2048 → "2 GiB",
+// 500 → "500 MiB".
 func formatMiB(n int64) string {
 	if n >= 1024 {
 		return strconv.FormatFloat(float64(n)/1024, 'f', -1, 64) + " GiB"

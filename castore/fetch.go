@@ -104,7 +104,9 @@ type Stats struct {
 	Failures map[string]int
 	// Bad lists the sources that served wrong bytes, in the order found.
 	Bad []string
-	// Order lists the chunks in the order they were first asked for.
+	// Order lists the chunks in the order the fetch planned to ask for
+	// them when it began (rarest first); later answers of the locator
+	// may change the order they were asked in.
 	Order []Digest
 }
 

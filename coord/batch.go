@@ -13,10 +13,12 @@ import (
 // APIVersion is the version GET /v1/pool reports. Version 2 is version 1
 // plus POST /v1/work (results and a lease request in one signed request)
 // and the "wait" parameter of GET /v1/jobs/{id}/results (a long poll).
-// Every version 1 endpoint is still served unchanged, so an agent of
-// version 1 keeps working; an agent of version 2 reads the version first
-// and speaks version 1 to an older coordinator.
-const APIVersion = 2
+// Version 3 is version 2 plus the "transfers" of POST /v1/work
+// (TransferReport), which a coordinator of version 2 refuses as an
+// unknown field. Every older endpoint and body is still served
+// unchanged, so an older agent keeps working; a newer agent reads the
+// version first and speaks the coordinator's.
+const APIVersion = 3
 
 // MaxWorkResults is the most results one POST /v1/work carries, and
 // MaxWorkResultBytes the most result bytes (all results together); a

@@ -260,7 +260,19 @@ func TestTransferBookBounds(t *testing.T) {
 		b.add("dev", []TransferReport{{Job: HexDigest(idOf(i)), Transfer: pool.Transfer{Direct: 1}}})
 	}
 	b.add("dev", []TransferReport{{Job: HexDigest(idOf(3 * maxTransferJobs)), Transfer: pool.Transfer{Direct: 1}}})
-	if len(b.jobs) != maxTransferJobs || b.summary(idOf(0)) != nil || b.summary(idOf(2)) == nil {
-		t.Errorf("every job live: %d kept (want %d), the oldest (job 0) must go first", len(b.jobs), maxTransferJobs)
+	if len(b.jobs) != maxTransferJobs*3/4+1 || b.summary(idOf(0)) != nil || b.summary(idOf(3*maxTransferJobs)) == nil {
+		t.Errorf("every job live: %d kept (want %d), the oldest (job 0) must go first", len(b.jobs), maxTransferJobs*3/4+1)
+	}
+	if b.entries != len(b.jobs) {
+		t.Errorf("%d sums counted for %d jobs of one device each", b.entries, len(b.jobs))
+	}
+
+	// A device's sums stop at maxTransferBytes: no overflow.
+	id := idOf(3 * maxTransferJobs)
+	for range 10 {
+		b.add("big", []TransferReport{{Job: HexDigest(id), Transfer: pool.Transfer{Direct: maxTransferBytes}}})
+	}
+	if s := b.summary(id); s.Bytes.Direct != maxTransferBytes+1 {
+		t.Errorf("after ten reports of 1 PiB: %d direct bytes, want the cap %d plus the other device's 1", s.Bytes.Direct, int64(maxTransferBytes)+1)
 	}
 }

@@ -25,12 +25,15 @@ const (
 	// MaxWorkTransfers is the most reports one POST /v1/work carries.
 	MaxWorkTransfers = 64
 	// maxTransferBytes bounds one field of one report (1 PiB): more is
-	// no device's fetch, and sums stay far from overflowing.
+	// no device's fetch. A device's sums for a job stop there too, so no
+	// sum overflows.
 	maxTransferBytes = 1 << 50
-	// maxTransferJobs and maxTransferDevices bound what the book keeps:
-	// the jobs with reports, and the devices per job.
+	// maxTransferJobs, maxTransferDevices and maxTransferEntries bound
+	// what the book keeps: the jobs with reports, the devices per job,
+	// and the (job, device) sums in all (about 100 bytes each).
 	maxTransferJobs    = 4096
 	maxTransferDevices = 10000
+	maxTransferEntries = 1 << 20
 )
 
 // checkTransfers checks the shape of a WorkRequest's reports: at most
@@ -71,9 +74,10 @@ func checkTransfers(ts []TransferReport) error {
 type transferBook struct {
 	known func(job.ID) (complete, ok bool) // the pool's view of a job
 
-	mu    sync.Mutex
-	jobs  map[job.ID]map[string]pool.Transfer
-	order []job.ID // jobs in the order their first report came
+	mu      sync.Mutex
+	jobs    map[job.ID]map[string]pool.Transfer
+	order   []job.ID // jobs in the order their first report came
+	entries int      // sums over all jobs
 
 	bytes *prometheus.CounterVec // idlepool_transfer_bytes_total{path}
 }
@@ -112,31 +116,45 @@ func (b *transferBook) add(device string, ts []TransferReport) {
 			b.jobs[id] = devs
 			b.order = append(b.order, id)
 		}
-		if old, ok := devs[device]; ok || len(devs) < maxTransferDevices {
-			devs[device] = old.Add(t.Transfer)
+		if old, ok := devs[device]; ok {
+			devs[device] = capped(old.Add(t.Transfer))
+		} else if len(devs) < maxTransferDevices && b.entries < maxTransferEntries {
+			devs[device] = t.Transfer
+			b.entries++
 		}
 		b.mu.Unlock()
 	}
 }
 
-// makeRoom, when the book is full, forgets every job the pool no longer
-// knows or that is complete, then the oldest until there is room for one
-// more; b.mu is held.
+// capped returns t with each count at most maxTransferBytes.
+func capped(t pool.Transfer) pool.Transfer {
+	return pool.Transfer{Direct: min(t.Direct, maxTransferBytes), Relayed: min(t.Relayed, maxTransferBytes),
+		Coordinator: min(t.Coordinator, maxTransferBytes)}
+}
+
+// makeRoom, when the book is full (of jobs or of sums), forgets every
+// job the pool no longer knows or that is complete, then the oldest
+// until it is three quarters full, so that the next new jobs find room
+// without another pass; b.mu is held.
 func (b *transferBook) makeRoom() {
-	if len(b.jobs) < maxTransferJobs {
+	if len(b.jobs) < maxTransferJobs && b.entries < maxTransferEntries {
 		return
+	}
+	forget := func(id job.ID) {
+		b.entries -= len(b.jobs[id])
+		delete(b.jobs, id)
 	}
 	keep := b.order[:0]
 	for _, id := range b.order {
 		if complete, ok := b.known(id); !ok || complete {
-			delete(b.jobs, id)
+			forget(id)
 			continue
 		}
 		keep = append(keep, id)
 	}
 	b.order = keep
-	for len(b.jobs) >= maxTransferJobs { // every job is live: the oldest goes
-		delete(b.jobs, b.order[0])
+	for len(b.order) > 0 && (len(b.jobs) > maxTransferJobs*3/4 || b.entries > maxTransferEntries*3/4) {
+		forget(b.order[0]) // every job left is live: the oldest goes
 		b.order = b.order[1:]
 	}
 }

@@ -14,6 +14,12 @@ const (
 	// AgentLockFile, under Dirs.Data, is held by the process that computes
 	// for pools with this home (`idlepool join`, the tray app).
 	AgentLockFile = "agent.lock"
+	// DataPlaneLockFile, under Dirs.Data, is held by the process that
+	// runs this device's peer-to-peer data plane (a donor, or `submit
+	// --follow` offering its job's files): the coordinator relays a
+	// device's signals to one mailbox, so two data planes of one device
+	// would take each other's.
+	DataPlaneLockFile = "dataplane.lock"
 	// CoordinatorLockFile, under a coordinator's data directory, is held
 	// by the coordinator (`idlepool serve`) that keeps its state there.
 	CoordinatorLockFile = "coordinator.lock"

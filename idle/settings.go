@@ -193,7 +193,7 @@ func ParseUploadRate(v string) (kibps int64, err error) {
 	case "", "none", "unlimited", "default", "0":
 		return 0, nil
 	}
-	num := strings.TrimSpace(strings.TrimSuffix(strings.TrimSuffix(v, "/s"), "ps"))
+	num := strings.TrimSpace(strings.TrimSuffix(v, "/s"))
 	i := strings.IndexFunc(num, func(r rune) bool { return (r < '0' || r > '9') && r != '.' })
 	if i <= 0 {
 		return 0, fmt.Errorf("%q is not a rate: write a number and a unit, e.g. 2MiB/s or 500KB/s, or \"unlimited\"", v)

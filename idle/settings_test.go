@@ -139,6 +139,7 @@ func TestSet(t *testing.T) {
 		{"share_upload=1.5MiB", func(s *Settings) { s.ShareUploadKiBps = 1536 }, ""},
 		{"share_upload_kibps=unlimited", func(*Settings) {}, ""},
 		{"share_upload=fast", nil, `share_upload: "fast" is not a rate`},
+		{"share_upload=8Mbps", nil, `share_upload: "8Mbps": unknown unit "Mbps"`}, // bits or bytes: not guessed
 		{"share_upload=2 furlongs/s", nil, `share_upload: "2 furlongs/s": unknown unit "furlongs"`},
 		{"share_upload=10KB/s", nil, `share_upload: "10KB/s" is below 64 KiB/s`},
 		{"share_upload=2TiB/s", nil, `share_upload: "2TiB/s": unknown unit "TiB"`},

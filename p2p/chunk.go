@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"sync"
+	"time"
 
 	"github.com/pion/webrtc/v4"
 )
@@ -59,6 +60,7 @@ type channel struct {
 type request struct {
 	id     uint32
 	digest [32]byte
+	at     time.Time // when it arrived
 }
 
 // call is one of our requests waiting for its answer.
@@ -124,7 +126,7 @@ func (ch *channel) receiveBytes(b []byte, isString bool) {
 			c.close(c.fail(fmt.Errorf("%w: request of %d bytes", ErrProtocol, len(b))))
 			return
 		}
-		r := request{id: binary.BigEndian.Uint32(b[1:5])}
+		r := request{id: binary.BigEndian.Uint32(b[1:5]), at: time.Now()}
 		copy(r.digest[:], b[5:])
 		select {
 		case ch.reqs <- r:
@@ -190,9 +192,15 @@ func (ch *channel) serve() {
 	}
 }
 
-// answer reads the chunk and sends it in frames.
+// answer reads the chunk and sends it in frames. A request that waited
+// longer than Config.RequestTimeout (behind others, under an upload cap)
+// is not answered: its asker gave up on it, and sending it would spend
+// the cap on bytes nobody reads.
 func (ch *channel) answer(ctx context.Context, r request) error {
 	n := ch.c.n
+	if time.Since(r.at) > n.cfg.RequestTimeout {
+		return nil
+	}
 	var data []byte
 	status := byte(statusOK)
 	if n.cfg.Chunks == nil {

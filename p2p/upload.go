@@ -27,8 +27,9 @@ func NewUploadLimit(bytesPerSecond int64) *UploadLimit {
 	return u
 }
 
-// Set changes the cap to bytesPerSecond (0 or less: none); frames already
-// waiting wait by the new rate.
+// Set changes the cap to bytesPerSecond (0 or less: none) for the frames
+// that ask from now on; a frame already waiting keeps the wait it was
+// given.
 func (u *UploadLimit) Set(bytesPerSecond int64) {
 	if bytesPerSecond <= 0 {
 		u.l.SetLimit(rate.Inf)

@@ -315,6 +315,11 @@ func TestJoinFetchSurvivesHolderKilled(t *testing.T) {
 	waitUntil("both holders announced the input", func() bool {
 		return metricValue(t, url, "idlepool_coord_tracker_chunks") >= float64(2*len(data.Chunks))
 	})
+	// Both holders' results are in before one is killed: the task needs
+	// all three owners.
+	waitUntil("both holders' results are taken", func() bool {
+		return metricValue(t, url, `idlepool_coord_submissions_total{result="taken"}`) >= 2
+	})
 	before := metricValue(t, url, `idlepool_coord_bytes_served_total{kind="input_chunk"}`)
 
 	startJoin(t, homes[2], url)

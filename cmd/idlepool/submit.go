@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"time"
 
 	"idlepool/agent"
 	"idlepool/home"
@@ -167,9 +166,11 @@ func mergedHere(s *session, j *job.Job) (bool, error) {
 
 // seedJob offers job j's files from this device to the pool's devices
 // while the job is followed (agent.Seed), unless the owner turned sharing
-// off (share_peers=false) or a donor runs in this home (it answers this
-// device's signals: two data planes of one device would take each
-// other's). Its Seeder is nil when it does not seed; why is logged.
+// off (share_peers=false) or another process of this device runs its
+// data plane (a donor in this home, another follow: the coordinator
+// relays a device's signals to one mailbox, so they hold the data-plane
+// lock, home.DataPlaneLockFile, and a donor that starts meanwhile waits
+// for it). Its Seeder is nil when it does not seed; why is logged.
 func seedJob(ctx context.Context, g *globals, s *session, j *job.Job) *agent.Seeder {
 	log := g.logger()
 	st, err := loadSettings(ctx, s.dirs)
@@ -177,16 +178,22 @@ func seedJob(ctx context.Context, g *globals, s *session, j *job.Job) *agent.See
 		log.Debug("Not offering the job's files to the pool's devices", "sharePeers", !st.NoSharePeers, "err", err)
 		return nil
 	}
-	actx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	_, err = agent.ReadStatus(actx, filepath.Join(s.dirs.Data, agent.LocalAPIFile))
-	cancel()
-	if err == nil {
-		log.Debug("A donor runs in this home; not offering the job's files from here")
+	if err := os.MkdirAll(s.dirs.Data, 0o700); err != nil {
+		log.Debug("Not offering the job's files to the pool's devices", "err", err)
 		return nil
 	}
-	seeder, err := agent.Seed(ctx, s.c, j, agent.SeedConfig{UploadBytesPerSecond: st.ShareUploadBytesPerSecond(), Logger: log})
+	lock, err := home.Acquire(filepath.Join(s.dirs.Data, home.DataPlaneLockFile), "idlepool submit --follow")
 	if err != nil {
-		log.Warn("Cannot offer the job's files to the pool's devices; they fetch them from the coordinator", "err", err)
+		log.Info("Another process of this device runs its data plane: the job's files are not offered from here", "err", err)
+		return nil
+	}
+	seeder, err := agent.Seed(ctx, s.c, j, agent.SeedConfig{UploadBytesPerSecond: st.ShareUploadBytesPerSecond(), Logger: log,
+		OnStop: func() { _ = lock.Release() }})
+	if err != nil || seeder == nil {
+		_ = lock.Release()
+		if err != nil {
+			log.Warn("Cannot offer the job's files to the pool's devices; they fetch them from the coordinator", "err", err)
+		}
 		return nil
 	}
 	return seeder
