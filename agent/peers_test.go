@@ -383,7 +383,9 @@ func TestTransferReportsSurviveAFailedRequest(t *testing.T) {
 // chunk to the pool as soon as it holds it, not once the file is whole:
 // while the second agent is still fetching the input (slowly, from a
 // holder under a 512 KiB/s upload cap), the tracker names it as a holder
-// of the chunks it has, and a third device fetches one of them from it.
+// of the chunks it has; a third device then fetches one of those chunks
+// from it (by then the second may have the whole file: the serving of a
+// chunk announced mid-fetch is what this part checks).
 func TestAgentOffersChunksAsTheyArrive(t *testing.T) {
 	co := startCoordinator(t, t.TempDir(), "127.0.0.1:0")
 	sub := newSubmitter(t, co.url, nil)

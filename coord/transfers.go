@@ -15,6 +15,9 @@ import (
 // path (pool.Transfer). The coordinator adds them up per job and device
 // for the job's status (JobInfo.Transfer) and /metrics. They are the
 // device's word, not measured here: they describe, they decide nothing.
+// Any registered device may report on any job the pool knows, and a
+// request whose answer was lost is sent again with its reports, which
+// then count twice.
 type TransferReport struct {
 	Job HexDigest `json:"job"`
 	pool.Transfer

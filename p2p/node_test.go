@@ -427,9 +427,9 @@ func TestRemoteTURNIPs(t *testing.T) {
 }
 
 // TestUploadLimit: two Nodes sharing one UploadLimit send no faster than
-// its cap, all together; lifting the cap lets the next chunk go at once.
-// Only lower bounds on the time are checked: a busy machine makes a
-// transfer slower, never faster.
+// its cap, all together; after the cap is lifted it reports none and
+// chunks still go. Only lower bounds on the time are checked: a busy
+// machine makes a transfer slower, never faster.
 func TestUploadLimit(t *testing.T) {
 	const rate = 512 << 10 // bytes per second
 	up := NewUploadLimit(rate)
