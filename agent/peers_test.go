@@ -365,7 +365,7 @@ func TestTransferReportsSurviveAFailedRequest(t *testing.T) {
 	if _, err := c.Lease(ctx, 1); err == nil {
 		t.Fatal("a lease request to a stopped coordinator succeeded")
 	}
-	co = startCoordinator(t, data, co.listen)
+	startCoordinator(t, data, co.listen) // the same address and data: a restart
 	c.NoteTransfer(j.ID, pool.Transfer{Relayed: 3})
 	_, _ = c.Lease(ctx, 1)
 	_, _ = c.Lease(ctx, 1) // nothing left to report
