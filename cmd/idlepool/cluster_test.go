@@ -60,8 +60,55 @@ type testCluster struct {
 }
 
 // startCluster makes a three-node cluster with `idlepool cluster init`
-// and starts its nodes.
+// and starts its nodes. The ports freeAddrs found free can be taken by
+// another listener before a node binds its own (a node's internal
+// listener on an ephemeral port once took another node's, which then
+// exited while the others answered its URL): a cluster whose nodes do
+// not each answer as themselves is stopped and made again on new
+// ports, three times at most.
 func startCluster(t *testing.T) *testCluster {
+	t.Helper()
+	for try := 1; ; try++ {
+		c := startClusterOnce(t)
+		if c.eachAnswers() {
+			return c
+		}
+		for _, d := range c.nodes {
+			d.kill()
+		}
+		if try == 3 {
+			t.Fatal("three clusters in a row had a node that did not answer as itself")
+		}
+		t.Logf("a node of the cluster did not answer as itself (its port was taken?): making the cluster again on new ports")
+	}
+}
+
+// eachAnswers reports whether every node runs and answers GET /v1/cluster
+// at its own URL as itself, waiting (bounded) while one starts.
+func (c *testCluster) eachAnswers() bool {
+	c.t.Helper()
+	deadline := clusterDeadline(c.t)
+	for i, d := range c.nodes {
+		want := fmt.Sprintf("node%d", i+1)
+		for {
+			select {
+			case <-d.done:
+				return false
+			default:
+			}
+			if st, err := c.state(i); err == nil && st.Node == want {
+				break
+			}
+			if time.Now().After(deadline) {
+				return false
+			}
+			time.Sleep(100 * time.Millisecond) // polling a condition
+		}
+	}
+	return true
+}
+
+func startClusterOnce(t *testing.T) *testCluster {
 	t.Helper()
 	addrs := freeAddrs(t, 6)
 	dir := t.TempDir()
