@@ -211,12 +211,12 @@ crossvet:
 	GOOS=darwin CGO_ENABLED=0 $(GO) vet $$($(GO) list ./... | grep -v -e '^idlepool/app' -e '^idlepool/cmd/idlepool-tray')
 
 fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzParseManifest$$' -fuzztime $(FUZZTIME) ./job
-	$(GO) test -run '^$$' -fuzz '^FuzzMergerAdd$$' -fuzztime $(FUZZTIME) ./job
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeFrame$$' -fuzztime $(FUZZTIME) ./worker
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeSubmission$$' -fuzztime $(FUZZTIME) ./coord
-	$(GO) test -run '^$$' -fuzz '^FuzzSignal$$' -fuzztime $(FUZZTIME) ./p2p
-	$(GO) test -run '^$$' -fuzz '^FuzzChunkMessage$$' -fuzztime $(FUZZTIME) ./p2p
+	GO=$(GO) ./scripts/fuzz.sh FuzzParseManifest ./job $(FUZZTIME)
+	GO=$(GO) ./scripts/fuzz.sh FuzzMergerAdd ./job $(FUZZTIME)
+	GO=$(GO) ./scripts/fuzz.sh FuzzDecodeFrame ./worker $(FUZZTIME)
+	GO=$(GO) ./scripts/fuzz.sh FuzzDecodeSubmission ./coord $(FUZZTIME)
+	GO=$(GO) ./scripts/fuzz.sh FuzzSignal ./p2p $(FUZZTIME)
+	GO=$(GO) ./scripts/fuzz.sh FuzzChunkMessage ./p2p $(FUZZTIME)
 
 bench: build examples
 	./scripts/bench.sh
