@@ -50,6 +50,21 @@ func startPeerAgentWith(t *testing.T, url string, dev *device, noShare bool, cfg
 	return ra
 }
 
+// runInBackground submits j through sub and follows it to the end in a
+// goroutine, within timeout; the channel gets the follow's error (also
+// when sub.run stops the goroutine with t.Fatal).
+func runInBackground(t *testing.T, sub *submitter, j *job.Job, timeout time.Duration) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		var err error
+		defer func() { done <- err }()
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		_, err = sub.run(t, ctx, j)
+	}()
+	return done
+}
+
 // twoOwnerJob is a job of one task over the file at dataPath that two
 // devices of distinct owners must both compute (redundancy and quorum 2).
 func twoOwnerJob(t *testing.T, dataPath string) *job.Job {
@@ -138,14 +153,7 @@ func TestAgentsShareChunksPeerToPeer(t *testing.T) {
 			cfg := p2p.Config{RelayOnly: tc.relayOnly}
 			a1 := startPeerAgentWith(t, co.url, first, false, cfg)
 			j := twoOwnerJob(t, dataPath)
-			done := make(chan error, 1)
-			go func() {
-				var err error
-				defer func() { done <- err }() // also when sub.run stops the goroutine with t.Fatal
-				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-				defer cancel()
-				_, err = sub.run(t, ctx, j)
-			}()
+			done := runInBackground(t, sub, j, 2*time.Minute)
 			waitHolder(t, co.url, first, m)
 			before := servedBytes(t, co.url, "input_chunk")
 			if before != int64(len(data)) {
@@ -210,14 +218,7 @@ func TestAgentWithoutSharingUploadsNothing(t *testing.T) {
 	first, second := newDevice(t, nil), newDevice(t, nil)
 	a1 := startPeerAgent(t, co.url, first, true)
 	j := twoOwnerJob(t, dataPath)
-	done := make(chan error, 1)
-	go func() {
-		var err error
-		defer func() { done <- err }() // also when sub.run stops the goroutine with t.Fatal
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		_, err = sub.run(t, ctx, j)
-	}()
+	done := runInBackground(t, sub, j, 2*time.Minute)
 	deadline := time.Now().Add(2 * time.Minute)
 	for servedBytes(t, co.url, "input_chunk") < int64(len(data)) {
 		if time.Now().After(deadline) {
@@ -299,14 +300,7 @@ func TestPeerFetchSurvivesHolderKilled(t *testing.T) {
 	t.Cleanup(func() { r1.Stop(t) })
 
 	j := twoOwnerJob(t, dataPath)
-	done := make(chan error, 1)
-	go func() {
-		var err error
-		defer func() { done <- err }() // also when sub.run stops the goroutine with t.Fatal
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer cancel()
-		_, err = sub.run(t, ctx, j)
-	}()
+	done := runInBackground(t, sub, j, 3*time.Minute)
 	waitHolder(t, co.url, first, m)
 	// The holder's replica is in: stopping it loses no result.
 	deadline := time.Now().Add(2 * time.Minute)
@@ -397,14 +391,7 @@ func TestAgentOffersChunksAsTheyArrive(t *testing.T) {
 	first, second := newDevice(t, nil), newDevice(t, nil)
 	startPeerAgentWith(t, co.url, first, false, p2p.Config{Upload: p2p.NewUploadLimit(512 << 10)})
 	j := twoOwnerJob(t, dataPath)
-	done := make(chan error, 1)
-	go func() {
-		var err error
-		defer func() { done <- err }()
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer cancel()
-		_, err = sub.run(t, ctx, j)
-	}()
+	done := runInBackground(t, sub, j, 3*time.Minute)
 	waitHolder(t, co.url, first, m)
 	a2 := startPeerAgent(t, co.url, second, false)
 
