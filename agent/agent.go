@@ -337,6 +337,7 @@ func New(cfg Config) (*Agent, error) {
 		held:      map[string]*heldResult{},
 	}
 	c.watchReach(a.noteReach)
+	c.OnTransfer(a.noteTransfer)
 	return a, nil
 }
 

@@ -200,6 +200,20 @@ func TestAgentsShareChunksPeerToPeer(t *testing.T) {
 			} else {
 				t.Logf("the job's status: %s", agent.TransferWords(*st.Transfer))
 			}
+			// Each device's history keeps what it fetched, by path.
+			for _, d := range []struct {
+				name string
+				dev  *device
+				want pool.Transfer
+			}{{"first", first, pool.Transfer{Coordinator: files}}, {"second", second, want.Bytes.Add(pool.Transfer{Coordinator: -files})}} {
+				notes, err := d.dev.local.JobNotes(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := notes[j.ID].Transfer; got != d.want {
+					t.Errorf("%s agent's job note: transfer %+v, want %+v", d.name, got, d.want)
+				}
+			}
 		})
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"idlepool/home"
 	"idlepool/identity"
 	"idlepool/job"
+	"idlepool/pool"
 	"idlepool/store"
 )
 
@@ -129,6 +130,28 @@ func (c *Client) JobInfo(ctx context.Context, id job.ID) (coord.JobInfo, error) 
 // computed, for its history (*store.Local does).
 type jobNoter interface {
 	NoteJob(ctx context.Context, n store.JobNote) error
+}
+
+// transferNoter is what the agent's Store offers to remember what this
+// device fetched of each job's files, by path, for its history
+// (*store.Local does).
+type transferNoter interface {
+	NoteTransfer(ctx context.Context, id job.ID, poolURL string, t pool.Transfer) error
+}
+
+// noteTransfer keeps t, bytes of job id's files fetched, in the store
+// when it can take them (transferNoter); a failure is only logged: the
+// coordinator's report is the one the pool counts.
+func (a *Agent) noteTransfer(id job.ID, t pool.Transfer) {
+	n, ok := a.cfg.Store.(transferNoter)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := n.NoteTransfer(ctx, id, a.c.URL(), t); err != nil {
+		a.log.Debug("Cannot note the transfer for the history", "jobID", id.String(), "err", err)
+	}
 }
 
 // ownerShown is the display name and link of a job's owner, from the

@@ -171,22 +171,37 @@ func (c *Client) takeBatch() []*workOp {
 type transferQueue struct {
 	mu   sync.Mutex
 	jobs map[job.ID]pool.Transfer
+	tell func(id job.ID, t pool.Transfer) // OnTransfer
 }
 
 // NoteTransfer queues t, bytes of job id's files this device fetched, for
 // the coordinator (coord.TransferReport); a coordinator of API version 1
 // or 2 is never told.
+// The function set with OnTransfer is told too.
 func (c *Client) NoteTransfer(id job.ID, t pool.Transfer) {
 	if t.Zero() {
 		return
 	}
 	q := &c.transfers
 	q.mu.Lock()
-	defer q.mu.Unlock()
 	if q.jobs == nil {
 		q.jobs = map[job.ID]pool.Transfer{}
 	}
 	q.jobs[id] = q.jobs[id].Add(t)
+	tell := q.tell
+	q.mu.Unlock()
+	if tell != nil {
+		tell(id, t)
+	}
+}
+
+// OnTransfer sets f to be told each fetch count NoteTransfer gets (the
+// agent keeps them in the device's store for its history), from the
+// goroutine that fetched; nil stops it. f must not block for long.
+func (c *Client) OnTransfer(f func(id job.ID, t pool.Transfer)) {
+	c.transfers.mu.Lock()
+	c.transfers.tell = f
+	c.transfers.mu.Unlock()
 }
 
 // takeTransfers removes up to coord.MaxWorkTransfers reports from the

@@ -15,8 +15,10 @@ import (
 	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
 
+	"idlepool/agent"
 	"idlepool/job"
 	"idlepool/offers"
+	"idlepool/pool"
 	"idlepool/store"
 )
 
@@ -513,6 +515,9 @@ func (v *historyView) selectRow(row int) {
 		fmt.Fprintf(&b, "Job's owner: %s\n", ownerText(n.Owner, n.OwnerName, n.OwnerLink))
 	}
 	fmt.Fprintf(&b, "Job ID: %s\n", c.Job)
+	if line := transferLine(n.Transfer); line != "" {
+		fmt.Fprintf(&b, "%s\n", line)
+	}
 	fmt.Fprintf(&b, "Task: %d\n", c.Task)
 	fmt.Fprintf(&b, "Returned: %s\n", c.Created.Local().Format("2006-01-02 15:04:05"))
 	fmt.Fprintf(&b, "Cost: %s", costUnits(c.Cost))
@@ -655,4 +660,25 @@ func (v *historyView) showTotals() {
 	}
 	v.perDay.SetText(strings.TrimSpace(b.String()))
 	v.chart.SetBars(chartBars(perDay, v.u.deps.now()))
+}
+
+// transferLine says for people what this machine fetched of a job's
+// files, by path (store.JobNote.Transfer): "Job's files fetched here:
+// 12 MiB from peers directly, 3 MiB relayed, 1.0 KiB from the pool", or
+// "" when it fetched none (the job's files were cached, or it was only
+// browsed).
+func transferLine(t pool.Transfer) string {
+	if t.Zero() {
+		return ""
+	}
+	var parts []string
+	for _, p := range []struct {
+		n    int64
+		what string
+	}{{t.Direct, "from peers directly"}, {t.Relayed, "from peers through a relay"}, {t.Coordinator, "from the pool's coordinator"}} {
+		if p.n > 0 {
+			parts = append(parts, agent.ByteSize(p.n)+" "+p.what)
+		}
+	}
+	return "Job's files fetched here: " + strings.Join(parts, ", ")
 }

@@ -411,3 +411,27 @@ func TestShowHistoryWindow(t *testing.T) {
 
 // widgetCell is the first cell of row.
 func widgetCell(row int) widget.TableCellID { return widget.TableCellID{Row: row, Col: 0} }
+
+// The details of a contribution say what this machine fetched of its
+// job's files, by path; a job it fetched nothing of says nothing.
+func TestHistoryTransfer(t *testing.T) {
+	v, l := newTestHistory(t)
+	squares := job.ID(sha256.Sum256([]byte("squares")))
+	if err := l.NoteTransfer(context.Background(), squares, "http://a", pool.Transfer{Direct: 3 << 20, Relayed: 512 << 10}); err != nil {
+		t.Fatal(err)
+	}
+	v.load()
+	v.settle()
+	v.table.Select(widgetCell(0)) // squares, the newest
+	want := "Job's files fetched here: " + agent.ByteSize(3<<20) + " from peers directly, " + agent.ByteSize(512<<10) + " from peers through a relay\n"
+	if !strings.Contains(v.details.Text, want) {
+		t.Errorf("details of a contribution to a job fetched from peers: %q, want the line %q", v.details.Text, want)
+	}
+	v.table.Select(widgetCell(2)) // render: nothing fetched
+	if strings.Contains(v.details.Text, "fetched here") {
+		t.Errorf("details of a contribution to a job fetched nothing of: %q", v.details.Text)
+	}
+	if got := transferLine(pool.Transfer{Coordinator: 2048}); got != "Job's files fetched here: "+agent.ByteSize(2048)+" from the pool's coordinator" {
+		t.Errorf("transferLine of the coordinator alone = %q", got)
+	}
+}

@@ -6,11 +6,13 @@ import (
 	"crypto/sha256"
 	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"idlepool/identity"
 	"idlepool/job"
+	"idlepool/pool"
 	"idlepool/store"
 )
 
@@ -82,5 +84,45 @@ func TestJobNotes(t *testing.T) {
 		Link: "https://example.org/pi", Owner: "idowner", OwnerName: "Ada"}
 	if len(notes) != 1 || got != want {
 		t.Fatalf("JobNotes = %+v, want %+v", got, want)
+	}
+}
+
+func TestJobTransfers(t *testing.T) {
+	ctx := context.Background()
+	l, path := openLocal(t)
+	id := job.ID(sha256.Sum256([]byte("job")))
+	other := job.ID(sha256.Sum256([]byte("other")))
+	if err := l.NoteJob(ctx, store.JobNote{Job: id, Pool: "http://p", Name: "pi"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tr := range []pool.Transfer{{Direct: 1000, Coordinator: 5}, {Relayed: 300}, {}, {Direct: 24}} {
+		if err := l.NoteTransfer(ctx, id, "http://p", tr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A job noted first by its transfer.
+	if err := l.NoteTransfer(ctx, other, "http://q", pool.Transfer{Coordinator: 7}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.NoteTransfer(ctx, id, "http://p", pool.Transfer{Direct: -1}); err == nil || !strings.Contains(err.Error(), "negative") {
+		t.Fatalf("a negative count: err = %v, want one naming it", err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l, err := store.OpenLocal(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	notes, err := l.JobNotes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := notes[id].Transfer, (pool.Transfer{Direct: 1024, Relayed: 300, Coordinator: 5}); got != want || notes[id].Name != "pi" {
+		t.Fatalf("job's note after a reopen = %+v, want transfer %+v and its name kept", notes[id], want)
+	}
+	if got := notes[other]; got.Transfer != (pool.Transfer{Coordinator: 7}) || got.Pool != "http://q" {
+		t.Fatalf("job noted by its transfer = %+v", got)
 	}
 }
