@@ -446,3 +446,54 @@ func TestAgentOffersChunksAsTheyArrive(t *testing.T) {
 		t.Fatalf("job: %v", err)
 	}
 }
+
+// TestSeedOffersBeforeTheJobIsLeasable: once Offered's channel is
+// closed, the pool's tracker names the seeder as the holder of every
+// chunk of the job's program and input, so that a submitter waiting for
+// it before handing the job over makes the first devices fetch from it
+// rather than from the coordinator; after Stop, it names nobody.
+func TestSeedOffersBeforeTheJobIsLeasable(t *testing.T) {
+	co := startCoordinator(t, t.TempDir(), "127.0.0.1:0")
+	dataPath, _ := randomFile(t, 5*castore.ChunkSize+3, 9)
+	j := twoOwnerJob(t, dataPath)
+	seeder := newDevice(t, nil)
+	c := agentClient(t, co.url, seeder)
+	s, err := agent.Seed(context.Background(), c, j, agent.SeedConfig{})
+	if err != nil || s == nil {
+		t.Fatalf("Seed: %v, %v", s, err)
+	}
+	select {
+	case <-s.Offered():
+	case <-time.After(2 * time.Minute): // bounds a hang only
+		s.Stop()
+		t.Fatal("the seeder never offered the job's files")
+	}
+	var chunks []castore.Digest
+	for _, path := range []string{j.Program.Path, dataPath} {
+		m, err := castore.ManifestOfFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		chunks = append(chunks, m.Digests()...)
+	}
+	asker := agentClient(t, co.url, newDevice(t, nil))
+	h, err := asker.ChunkHolders(context.Background(), chunks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range chunks {
+		if ids := h[d]; len(ids) != 1 || ids[0] != seeder.key.ID() {
+			t.Errorf("chunk %x: holders %v, want the seeder %s alone, as soon as Offered is closed", d[:8], ids, seeder.key.ID())
+		}
+	}
+	s.Stop()
+	if h, err := asker.ChunkHolders(context.Background(), chunks); err != nil || len(h) != 0 {
+		t.Errorf("after Stop the tracker names %v (%v), want nobody", h, err)
+	}
+	var none *agent.Seeder
+	select {
+	case <-none.Offered():
+	default:
+		t.Error("a nil Seeder's Offered channel is open, want it closed")
+	}
+}

@@ -35,10 +35,12 @@ type SeedConfig struct {
 // Seeder serves a submitted job's files to the pool's devices from the
 // submitter's own copies (Seed). Stop it with Stop.
 type Seeder struct {
-	node   *p2p.Node
-	onStop func()
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	node      *p2p.Node
+	onStop    func()
+	cancel    context.CancelFunc
+	offered   chan struct{} // closed after the first announcement (see Offered)
+	offerOnce sync.Once
+	wg        sync.WaitGroup
 }
 
 // Seed makes this device, the submitter of job j, a source of j's program
@@ -71,14 +73,15 @@ func Seed(ctx context.Context, c *Client, j *job.Job, cfg SeedConfig) (*Seeder, 
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	s := &Seeder{node: n, cancel: cancel, onStop: cfg.OnStop}
+	s := &Seeder{node: n, cancel: cancel, onStop: cfg.OnStop, offered: make(chan struct{})}
 	s.wg.Go(func() {
 		if err := n.Serve(ctx); err != nil && ctx.Err() == nil {
 			cfg.Logger.Warn("The seeder's data plane stopped", "err", err)
 		}
 	})
 	s.wg.Go(func() {
-		// Hashing large inputs takes a while: the follow starts at once.
+		// Hashing large inputs takes a while: Seed returns at once.
+		defer s.markOffered()
 		all := files.load(ctx, j, cfg.Logger)
 		if len(all) > coord.MaxChunksPerPeer { // more than the tracker lists for one device
 			all = all[:coord.MaxChunksPerPeer]
@@ -133,6 +136,7 @@ func (s *Seeder) announce(ctx context.Context, c *Client, chunks []castore.Diges
 		if _, err := c.AnnounceChunks(ctx, chunks, nil, true); err != nil && ctx.Err() == nil {
 			log.Warn("Cannot offer the job's files to the pool", "err", err)
 		}
+		s.markOffered()
 		select {
 		case <-ctx.Done():
 			bg, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -142,6 +146,26 @@ func (s *Seeder) announce(ctx context.Context, c *Client, chunks []castore.Diges
 		case <-tick.C:
 		}
 	}
+}
+
+// markOffered closes the channel Offered returns, once.
+func (s *Seeder) markOffered() {
+	s.offerOnce.Do(func() { close(s.offered) })
+}
+
+// Offered returns a channel that is closed once the seeder has read the
+// job's files and told the pool's tracker of their chunks for the first
+// time, or failed to (the failure is logged), or stopped. A submitter
+// that waits for it before handing the job to the pool makes the first
+// devices find the files with it rather than at the coordinator. A nil
+// Seeder's channel is closed.
+func (s *Seeder) Offered() <-chan struct{} {
+	if s == nil {
+		c := make(chan struct{})
+		close(c)
+		return c
+	}
+	return s.offered
 }
 
 // Sent returns the chunk bytes the seeder sent to peers so far.

@@ -73,7 +73,19 @@ func cmdSubmit(ctx context.Context, g *globals, args []string) error {
 		}
 		return outcomeError(err, res, "the program fails on every task: fix it and submit again (a changed program is a new job)")
 	}
+	// Followed, the job's files are offered from here before any device
+	// can lease a task of it, so the first devices fetch them from this
+	// device rather than from the coordinator.
+	var seeder *agent.Seeder
+	if *follow {
+		seeder = seedJob(ctx, g, s, j)
+		select {
+		case <-seeder.Offered():
+		case <-ctx.Done():
+		}
+	}
 	if err := s.c.Submit(ctx, j); err != nil {
+		seeder.Stop()
 		if ctx.Err() != nil {
 			return &userError{Msg: "interrupted before the pool had the job", Hint: "run the same command again", Cause: err}
 		}
@@ -84,7 +96,7 @@ func cmdSubmit(ctx context.Context, g *globals, args []string) error {
 		fmt.Fprintln(g.stdout, j.ID)
 		return nil
 	}
-	return followJob(ctx, g, s, j, *asJSON)
+	return followJob(ctx, g, s, j, *asJSON, seeder)
 }
 
 // poolConn holds what the flags --pool, --invite and --owner-key say.
@@ -201,8 +213,9 @@ func seedJob(ctx context.Context, g *globals, s *session, j *job.Job) *agent.See
 
 // followJob merges job j's verified results as they arrive (the device
 // must be the job's merger), showing progress like `run`, and prints the
-// result like `run` does.
-func followJob(ctx context.Context, g *globals, s *session, j *job.Job, asJSON bool) error {
+// result like `run` does. seeder offers the job's files meanwhile (nil:
+// none, see seedJob); followJob stops it.
+func followJob(ctx context.Context, g *globals, s *session, j *job.Job, asJSON bool, seeder *agent.Seeder) error {
 	m := j.Manifest
 	prog := &progressPrinter{w: g.stderr, tty: isTerminal(g.stderr)}
 	cfg := agent.FollowConfig{
@@ -221,7 +234,6 @@ func followJob(ctx context.Context, g *globals, s *session, j *job.Job, asJSON b
 			fmt.Fprintf(g.stdout, "task %-4d %s -> %s\n", t.Index, formatParams(m.Split, t.Params), bytes.TrimSpace(result))
 		}
 	}
-	seeder := seedJob(ctx, g, s, j)
 	out, err := agent.Follow(ctx, s.c, j, cfg)
 	prog.finish()
 	seeder.Stop()
