@@ -61,7 +61,7 @@ func gameProbe(src GameSource) func(ctx context.Context) (string, string, error)
 		what, err := src.Game(ctx)
 		switch {
 		case errors.Is(err, ErrNoSource), errors.Is(err, errors.ErrUnsupported):
-			return "", err.Error(), nil
+			return "", strings.TrimSuffix(err.Error(), ": "+ErrNoSource.Error()), nil
 		case err != nil:
 			return "", "", err
 		}
@@ -84,8 +84,12 @@ func combineGames(signs []GameSign, rs []Reading[string]) Reading[[]Game] {
 		if r.Value != "" {
 			out.Value = append(out.Value, Game{Sign: signs[i], What: r.Value})
 		}
-		if r.Source != "" {
-			srcs = append(srcs, fmt.Sprintf("%s: %s", signs[i], r.Source))
+		switch prefix := string(signs[i]) + ": "; {
+		case r.Source == "":
+		case strings.HasPrefix(r.Source, prefix): // a source's own reason names it
+			srcs = append(srcs, r.Source)
+		default:
+			srcs = append(srcs, prefix+r.Source)
 		}
 	}
 	out.Source = strings.Join(srcs, "; ")

@@ -124,9 +124,18 @@ func TestSamplerGames(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Reading[[]Game]{Value: []Game{{GameFullScreen, "a full-screen game"}}, Known: true,
-		Source: "gamemode: gamemode: not running: idle: no source"}
+		Source: "gamemode: not running"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("games (-want +got):\n%s", diff)
+	}
+	// A reason that does not name its sign is named by it.
+	absent := &fakeGame{err: fmt.Errorf("no registry.vdf: %w", ErrNoSource)}
+	s = NewSampler(SamplerConfig{Sources: Sources{Games: map[GameSign]GameSource{GameSteam: absent}},
+		GameSigns: []GameSign{GameSteam}, ProbeTimeout: 2 * time.Second})
+	got = s.Sample(t.Context()).Games
+	_ = s.Close()
+	if !got.Known || got.Source != "steam: no registry.vdf" {
+		t.Errorf("Steam absent: %+v, want known, source %q", got, "steam: no registry.vdf")
 	}
 	if n := steam.calls.Load(); n != 0 {
 		t.Errorf("Steam, switched off, asked %d times", n)
