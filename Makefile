@@ -207,15 +207,15 @@ check-examples:
 #
 # From a cold build cache the Windows installer's build is mostly one
 # single-threaded step (cgo reading go-gl/gl's OpenGL names: about 6
-# minutes on a quiet 2-core machine), so it runs beside the vet, fuzz and
-# package checks, at nice 19, after the go tests (whose bounded waits it
-# would only slow). Its output is in bin/windows/build.log, printed when
-# it fails.
+# minutes on a quiet 2-core machine), so it runs at nice 19 from the start,
+# on what the tests leave idle (the go tests end with one package running
+# alone), beside the go tests, vet, fuzz and Linux package checks. Its
+# output is in bin/windows/build.log, printed when it fails.
 test:
-	$(GO) test -race -count=1 -timeout 30m ./...
 	@mkdir -p $(WINDIR)
 	@nice -n 19 $(MAKE) --no-print-directory windows-installer > $(WINDIR)/build.log 2>&1 & build=$$!; \
-	$(MAKE) crossvet && $(MAKE) fuzz && $(MAKE) package-check && $(MAKE) deb-check; checks=$$?; \
+	$(GO) test -race -count=1 -timeout 30m ./... && $(MAKE) crossvet && $(MAKE) fuzz && \
+	  $(MAKE) package-check && $(MAKE) deb-check; checks=$$?; \
 	wait $$build; built=$$?; \
 	if [ $$built -ne 0 ]; then echo "make windows-installer failed (exit $$built):"; cat $(WINDIR)/build.log; fi; \
 	[ $$checks -eq 0 ] && [ $$built -eq 0 ]
