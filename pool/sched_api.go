@@ -4,6 +4,7 @@ import (
 	"crypto/ed25519"
 	"time"
 
+	"idlepool/castore"
 	"idlepool/job"
 )
 
@@ -48,13 +49,28 @@ type Lease struct {
 // never counts toward a quorum and never earns a receipt, and the task is
 // leased again (DESIGN.md invariant 16). A failure whose Reason names such
 // a cause (MachineReason) is taken as one even without Machine.
+//
+// Ref, instead of Result, says that the device keeps the result's bytes
+// and serves them to the job's merger over the data plane: the result's
+// chunk manifest, whose SHA256 is Digest and whose Size is more than
+// InlineResultBytes (and at most the pool's result limit). Only a job
+// compared by digest (no tolerance rule) takes a Ref, since agreeing
+// within a tolerance needs the bytes.
 type Submission struct {
-	Digest  job.Digest `json:"digest"`
-	Result  []byte     `json:"result,omitempty"`
-	Failed  bool       `json:"failed,omitempty"`
-	Reason  string     `json:"reason,omitempty"`
-	Machine bool       `json:"machine,omitempty"`
+	Digest  job.Digest        `json:"digest"`
+	Result  []byte            `json:"result,omitempty"`
+	Failed  bool              `json:"failed,omitempty"`
+	Reason  string            `json:"reason,omitempty"`
+	Machine bool              `json:"machine,omitempty"`
+	Ref     *castore.Manifest `json:"ref,omitempty"`
 }
+
+// InlineResultBytes is the largest result a device sends inline (1 KiB);
+// a larger one it may keep and submit by reference (Submission.Ref).
+// Most sweep results are a few hundred bytes, for which fetching from a
+// device would cost more than carrying them; see RATIONALE.md ("Results
+// stay with the devices").
+const InlineResultBytes = 1 << 10
 
 // ReplicaDigest returns the digest a Submission must carry.
 func ReplicaDigest(result []byte, failed bool, reason string) job.Digest {
@@ -73,12 +89,20 @@ const (
 
 // Verified is one task's final outcome, handed to the job's merger in
 // acceptance order. Seq counts from 1 per job.
+//
+// An ok outcome whose result the devices kept has Ref (the result's chunk
+// manifest; SHA256 is the accepted digest) and no Result, and Holders:
+// the peer IDs of the replicas that returned it, from which the merger
+// fetches it (ResultLost when none can give it). Ref and Holders, like
+// Result, are dropped once the merger acknowledged the outcome.
 type Verified struct {
-	Seq    int64  `json:"seq"`
-	Task   int64  `json:"task"`
-	Status string `json:"status"`
-	Result []byte `json:"result,omitempty"`
-	Reason string `json:"reason,omitempty"`
+	Seq     int64             `json:"seq"`
+	Task    int64             `json:"task"`
+	Status  string            `json:"status"`
+	Result  []byte            `json:"result,omitempty"`
+	Reason  string            `json:"reason,omitempty"`
+	Ref     *castore.Manifest `json:"ref,omitempty"`
+	Holders []string          `json:"holders,omitempty"`
 }
 
 // JobStatus is a job's progress in a pool.

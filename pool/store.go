@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"idlepool/castore"
 	"idlepool/job"
 )
 
@@ -143,12 +144,16 @@ type ReplicaRecord struct {
 	Failed   bool
 	Reason   string
 	Result   []byte
-	Version  int64
-	Prev     int64
+	// Ref is the result's chunk manifest when its device kept the bytes
+	// (Submission.Ref); like Result, kept only while the task is
+	// undecided.
+	Ref     *castore.Manifest
+	Version int64
+	Prev    int64
 }
 
-// OutcomeRecord is one decided task: a Verified with its job. Result is
-// nil once the merger acknowledged it.
+// OutcomeRecord is one decided task: a Verified with its job. Result,
+// Ref and Holders are nil once the merger acknowledged it.
 type OutcomeRecord struct {
 	Job    job.ID
 	Digest job.Digest // the agreed digest; zero for an unverified outcome
@@ -156,7 +161,8 @@ type OutcomeRecord struct {
 }
 
 // AckRecord moves a job's acknowledgement mark from Prev to Upto and drops
-// the result bytes of its outcomes with Seq <= Upto.
+// the result bytes, references and holders of its outcomes with Seq <=
+// Upto.
 type AckRecord struct {
 	Job  job.ID
 	Prev int64
