@@ -683,3 +683,32 @@ func TestFetchRelocates(t *testing.T) {
 		t.Errorf("%d chunks stored, want %d", got, len(sw.m.Chunks))
 	}
 }
+
+// TestStoreRemoveSkipsHeld: Remove deletes the stored chunks asked for
+// that no task holds, and nothing else.
+func TestStoreRemoveSkipsHeld(t *testing.T) {
+	s := openStore(t, 1<<20, nil)
+	var ds []Digest
+	for i := range 3 {
+		b := testData(1000, uint64(30+i))
+		d := Digest(sha256.Sum256(b))
+		ds = append(ds, d)
+		if err := s.Put(d, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	release := s.Hold(ds[1:2])
+	if n := s.Remove([]Digest{ds[0], ds[1], {7}}); n != 1 {
+		t.Errorf("Remove deleted %d chunks, want 1 (the one not held)", n)
+	}
+	if s.Has(ds[0]) || !s.Has(ds[1]) || !s.Has(ds[2]) {
+		t.Errorf("after Remove: has %v %v %v, want false true true", s.Has(ds[0]), s.Has(ds[1]), s.Has(ds[2]))
+	}
+	if used, _, chunks := s.Usage(); used != 2000 || chunks != 2 {
+		t.Errorf("usage after Remove: %d bytes in %d chunks, want 2000 in 2", used, chunks)
+	}
+	release()
+	if n := s.Remove(ds[1:2]); n != 1 || s.Has(ds[1]) {
+		t.Errorf("Remove of a released chunk: %d deleted, still stored %v", n, s.Has(ds[1]))
+	}
+}

@@ -339,6 +339,22 @@ func (s *Store) touch(d Digest) {
 	_ = os.Chtimes(s.path(d), now, now)
 }
 
+// Remove deletes the stored chunks ds that no task holds (Hold) and
+// returns how many it deleted; chunks not stored are skipped. A chunk
+// that cannot be deleted is logged and left. Chunks served from whole
+// files (AddFile) are not touched.
+func (s *Store) Remove(ds []Digest) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, d := range ds {
+		if _, ok := s.entries[d]; ok && s.holds[d] == 0 && s.removeLocked(d) {
+			n++
+		}
+	}
+	return n
+}
+
 // removeLocked removes chunk d's file and accounting; s.mu is held.
 func (s *Store) removeLocked(d Digest) bool {
 	if err := os.Remove(s.path(d)); err != nil && !errors.Is(err, fs.ErrNotExist) {
