@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 
+	"idlepool/castore"
 	"idlepool/job"
 )
 
@@ -78,6 +80,28 @@ func cloneBytes(b []byte) []byte {
 	return bytes.Clone(b)
 }
 
+// cloneRef returns a deep copy of a result reference m (nil for nil).
+func cloneRef(m *castore.Manifest) *castore.Manifest {
+	if m == nil {
+		return nil
+	}
+	c := *m
+	c.Chunks = slices.Clone(m.Chunks)
+	return &c
+}
+
+// cloneReplica returns r with its result and reference copied.
+func cloneReplica(r ReplicaRecord) ReplicaRecord {
+	r.Result, r.Ref = cloneBytes(r.Result), cloneRef(r.Ref)
+	return r
+}
+
+// cloneOutcome returns o with its result, reference and holders copied.
+func cloneOutcome(o OutcomeRecord) OutcomeRecord {
+	o.Result, o.Ref, o.Holders = cloneBytes(o.Result), cloneRef(o.Ref), slices.Clone(o.Holders)
+	return o
+}
+
 func clonePeer(p Peer) Peer {
 	p.Key, p.OwnerKey, p.Endorsement = cloneBytes(p.Key), cloneBytes(p.OwnerKey), cloneBytes(p.Endorsement)
 	return p
@@ -143,7 +167,7 @@ func (m *MemStore) apply(b *Batch) {
 		m.jobSeq = append(m.jobSeq, j.ID)
 	}
 	for _, r := range b.Replicas {
-		r.Result = cloneBytes(r.Result)
+		r = cloneReplica(r)
 		r.Prev = 0
 		if _, ok := m.replicas[r.Lease]; !ok {
 			m.repSeq = append(m.repSeq, r.Lease)
@@ -151,7 +175,7 @@ func (m *MemStore) apply(b *Batch) {
 		m.replicas[r.Lease] = &r
 	}
 	for _, o := range b.Outcomes {
-		o.Result = cloneBytes(o.Result)
+		o = cloneOutcome(o)
 		m.outcomes[o.Job] = append(m.outcomes[o.Job], o)
 		m.outcomeSeqs[key{o.Job, o.Seq}], m.outcomeTasks[key{o.Job, o.Task}] = true, true
 	}
@@ -159,7 +183,7 @@ func (m *MemStore) apply(b *Batch) {
 		m.jobs[a.Job].Acked = a.Upto
 		os := m.outcomes[a.Job] // in Seq order from 1: outcome Seq s is at s-1
 		for i := a.Prev; i < a.Upto && i < int64(len(os)); i++ {
-			os[i].Result = nil
+			os[i].Result, os[i].Ref, os[i].Holders = nil, nil, nil
 		}
 	}
 	for _, c := range b.Cancels {
@@ -309,9 +333,7 @@ func (m *MemStore) Load(ctx context.Context) (*Snapshot, error) {
 	sort.SliceStable(jobs, func(i, k int) bool { return jobs[i].Order < jobs[k].Order })
 	s.Jobs = jobs
 	for _, l := range m.repSeq {
-		r := *m.replicas[l]
-		r.Result = cloneBytes(r.Result)
-		s.Replicas = append(s.Replicas, r)
+		s.Replicas = append(s.Replicas, cloneReplica(*m.replicas[l]))
 	}
 	for _, k := range m.trustSeq {
 		t := m.trust[k]
@@ -320,8 +342,7 @@ func (m *MemStore) Load(ctx context.Context) (*Snapshot, error) {
 	}
 	for _, j := range jobs {
 		for _, o := range m.outcomes[j.ID] {
-			o.Result = cloneBytes(o.Result)
-			s.Outcomes = append(s.Outcomes, o)
+			s.Outcomes = append(s.Outcomes, cloneOutcome(o))
 		}
 	}
 	return s, nil

@@ -16,8 +16,7 @@ func (m *MemStore) Replica(ctx context.Context, lease string) (ReplicaRecord, er
 	if !ok {
 		return ReplicaRecord{}, fmt.Errorf("replica %q: %w", lease, ErrUnknownLease)
 	}
-	out := *r
-	out.Result = cloneBytes(r.Result)
+	out := cloneReplica(*r)
 	out.Prev = 0
 	return out, nil
 }

@@ -3,10 +3,12 @@ package store
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
+	"idlepool/castore"
 	"idlepool/job"
 	"idlepool/pool"
 )
@@ -31,14 +33,15 @@ var statements = map[string]string{
 	"job": `INSERT INTO jobs(id, canonical, owner, merger, ord, added, acked, known_answers)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
 	"replicaInsert": `INSERT INTO replicas
-		(lease, job, task, peer, owner, state, created, deadline, digest, failed, reason, result, version)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+		(lease, job, task, peer, owner, state, created, deadline, digest, failed, reason, result, ref, version)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
 	"replicaUpdate": `UPDATE replicas SET state = ?, deadline = ?, digest = ?, failed = ?,
-		reason = ?, result = ?, version = ? WHERE lease = ? AND version = ?`,
-	"outcome": `INSERT INTO outcomes(job, seq, task, status, digest, reason, result)
-		VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
-	"ack":        `UPDATE jobs SET acked = ? WHERE id = ? AND acked = ?`,
-	"ackResults": `UPDATE outcomes SET result = NULL WHERE job = ? AND seq > ? AND seq <= ?`,
+		reason = ?, result = ?, ref = ?, version = ? WHERE lease = ? AND version = ?`,
+	"outcome": `INSERT INTO outcomes(job, seq, task, status, digest, reason, result, ref, holders)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+	"ack": `UPDATE jobs SET acked = ? WHERE id = ? AND acked = ?`,
+	"ackResults": `UPDATE outcomes SET result = NULL, ref = NULL, holders = NULL
+		WHERE job = ? AND seq > ? AND seq <= ?`,
 	"cancel":     `UPDATE jobs SET cancelled = ? WHERE id = ? AND cancelled = 0`,
 	"ledgerHead": `SELECT seq, hash FROM ledger ORDER BY seq DESC LIMIT 1`,
 	"entry": `INSERT INTO ledger
@@ -138,13 +141,17 @@ func (d *DB) Commit(ctx context.Context, b *pool.Batch) (err error) {
 		}
 	}
 	for _, r := range b.Replicas {
+		ref, err := refJSON(r.Ref)
+		if err != nil {
+			return fmt.Errorf("replica %s: %w", r.Lease, err)
+		}
 		var n int64
 		if r.Prev == 0 {
 			n, err = exec("replicaInsert", r.Lease, r.Job[:], r.Task, r.Peer, r.Owner, r.State,
-				ms(r.Created), ms(r.Deadline), r.Digest[:], r.Failed, r.Reason, r.Result, r.Version)
+				ms(r.Created), ms(r.Deadline), r.Digest[:], r.Failed, r.Reason, r.Result, ref, r.Version)
 		} else {
 			n, err = exec("replicaUpdate", r.State, ms(r.Deadline), r.Digest[:], r.Failed, r.Reason,
-				r.Result, r.Version, r.Lease, r.Prev)
+				r.Result, ref, r.Version, r.Lease, r.Prev)
 		}
 		if err != nil {
 			return err
@@ -154,7 +161,15 @@ func (d *DB) Commit(ctx context.Context, b *pool.Batch) (err error) {
 		}
 	}
 	for _, o := range b.Outcomes {
-		n, err := exec("outcome", o.Job[:], o.Seq, o.Task, o.Status, o.Digest[:], o.Reason, o.Result)
+		ref, err := refJSON(o.Ref)
+		if err != nil {
+			return fmt.Errorf("outcome %d of job %s: %w", o.Seq, o.Job, err)
+		}
+		holders, err := holdersJSON(o.Holders)
+		if err != nil {
+			return fmt.Errorf("outcome %d of job %s: %w", o.Seq, o.Job, err)
+		}
+		n, err := exec("outcome", o.Job[:], o.Seq, o.Task, o.Status, o.Digest[:], o.Reason, o.Result, ref, holders)
 		if err != nil {
 			return err
 		}
@@ -284,37 +299,35 @@ func (d *DB) Load(ctx context.Context) (*pool.Snapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load jobs: %w", classify(err))
 	}
-	err = scan(`SELECT lease, job, task, peer, owner, state, created, deadline, digest, failed, reason, result, version
-		FROM replicas ORDER BY created, lease`, func(r *sql.Rows) error {
-		var (
-			x                 pool.ReplicaRecord
-			id, dig           []byte
-			created, deadline int64
-		)
-		if err := r.Scan(&x.Lease, &id, &x.Task, &x.Peer, &x.Owner, &x.State, &created, &deadline, &dig,
-			&x.Failed, &x.Reason, &x.Result, &x.Version); err != nil {
+	err = scan(`SELECT `+replicaColumns+` FROM replicas ORDER BY created, lease`, func(r *sql.Rows) error {
+		x, err := scanReplica(r.Scan)
+		if err != nil {
 			return err
 		}
-		copy(x.Job[:], id)
-		copy(x.Digest[:], dig)
-		x.Created, x.Deadline = time.UnixMilli(created), time.UnixMilli(deadline)
 		s.Replicas = append(s.Replicas, x)
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("load replicas: %w", classify(err))
 	}
-	err = scan(`SELECT o.job, o.seq, o.task, o.status, o.digest, o.reason, o.result
+	err = scan(`SELECT o.job, o.seq, o.task, o.status, o.digest, o.reason, o.result, o.ref, o.holders
 		FROM outcomes o JOIN jobs j ON j.id = o.job ORDER BY j.ord, o.seq`, func(r *sql.Rows) error {
 		var (
-			o       pool.OutcomeRecord
-			id, dig []byte
+			o                     pool.OutcomeRecord
+			id, dig, ref, holders []byte
 		)
-		if err := r.Scan(&id, &o.Seq, &o.Task, &o.Status, &dig, &o.Reason, &o.Result); err != nil {
+		if err := r.Scan(&id, &o.Seq, &o.Task, &o.Status, &dig, &o.Reason, &o.Result, &ref, &holders); err != nil {
 			return err
 		}
 		copy(o.Job[:], id)
 		copy(o.Digest[:], dig)
+		var err error
+		if o.Ref, err = parseRef(ref); err != nil {
+			return fmt.Errorf("outcome %d of job %s: %w", o.Seq, o.Job, err)
+		}
+		if o.Holders, err = parseHolders(holders); err != nil {
+			return fmt.Errorf("outcome %d of job %s: %w", o.Seq, o.Job, err)
+		}
 		s.Outcomes = append(s.Outcomes, o)
 		return nil
 	})
@@ -343,6 +356,98 @@ func (d *DB) Load(ctx context.Context) (*pool.Snapshot, error) {
 	s.LedgerSeq = uint64(last)
 	copy(s.LedgerHash[:], hash)
 	return s, nil
+}
+
+// replicaColumns are the columns of replicas that scanReplica reads, in
+// its order.
+const replicaColumns = `lease, job, task, peer, owner, state, created, deadline, digest, failed, reason, result, ref, version`
+
+// scanReplica reads one row of replicaColumns with scan (a Rows' or Row's
+// Scan). A ref that does not decode or is not a valid manifest is an
+// error naming the replica, wrapping castore.ErrBadManifest.
+func scanReplica(scan func(dest ...any) error) (pool.ReplicaRecord, error) {
+	var (
+		x                 pool.ReplicaRecord
+		id, dig, ref      []byte
+		created, deadline int64
+	)
+	if err := scan(&x.Lease, &id, &x.Task, &x.Peer, &x.Owner, &x.State, &created, &deadline, &dig,
+		&x.Failed, &x.Reason, &x.Result, &ref, &x.Version); err != nil {
+		return x, err
+	}
+	copy(x.Job[:], id)
+	copy(x.Digest[:], dig)
+	x.Created, x.Deadline = time.UnixMilli(created), time.UnixMilli(deadline)
+	var err error
+	if x.Ref, err = parseRef(ref); err != nil {
+		return x, fmt.Errorf("replica %s: %w", x.Lease, err)
+	}
+	return x, nil
+}
+
+// refJSON encodes a result's chunk manifest for a ref column: nil (NULL)
+// for none. A manifest that does not Validate is refused (an error
+// wrapping castore.ErrBadManifest) rather than stored, since Load would
+// refuse it.
+func refJSON(m *castore.Manifest) ([]byte, error) {
+	if m == nil {
+		return nil, nil
+	}
+	if err := m.Validate(); err != nil {
+		return nil, fmt.Errorf("ref: %w", err)
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("ref: %w", err)
+	}
+	return b, nil
+}
+
+// parseRef decodes a ref column: nil for NULL, else a manifest that
+// Validates; errors wrap castore.ErrBadManifest.
+func parseRef(b []byte) (*castore.Manifest, error) {
+	if b == nil {
+		return nil, nil
+	}
+	var m castore.Manifest
+	if err := json.Unmarshal(b, &m); err != nil {
+		if !errors.Is(err, castore.ErrBadManifest) {
+			err = fmt.Errorf("%w: %w", castore.ErrBadManifest, err)
+		}
+		return nil, fmt.Errorf("stored ref: %w", err)
+	}
+	if err := m.Validate(); err != nil {
+		return nil, fmt.Errorf("stored ref: %w", err)
+	}
+	return &m, nil
+}
+
+// holdersJSON encodes an outcome's holders for the holders column: a JSON
+// array of peer IDs, nil (NULL) when there are none.
+func holdersJSON(h []string) ([]byte, error) {
+	if len(h) == 0 {
+		return nil, nil
+	}
+	b, err := json.Marshal(h)
+	if err != nil {
+		return nil, fmt.Errorf("holders: %w", err)
+	}
+	return b, nil
+}
+
+// parseHolders decodes a holders column: nil for NULL or an empty array.
+func parseHolders(b []byte) ([]string, error) {
+	if b == nil {
+		return nil, nil
+	}
+	var h []string
+	if err := json.Unmarshal(b, &h); err != nil {
+		return nil, fmt.Errorf("stored holders: %w", err)
+	}
+	if len(h) == 0 {
+		return nil, nil
+	}
+	return h, nil
 }
 
 // Entries returns committed ledger entries (see pool.Store).

@@ -1,6 +1,7 @@
 package pooltest
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -11,15 +12,30 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"idlepool/castore"
 	"idlepool/job"
 	"idlepool/pool"
 )
 
+// RefOf returns the chunk manifest of result in chunks of
+// castore.MinChunkSize, as a device that kept result would submit it
+// (pool.Submission.Ref): a result of more than one chunk makes a
+// manifest whose Chunks slice a store must copy.
+func RefOf(tb testing.TB, result []byte) *castore.Manifest {
+	tb.Helper()
+	m, err := castore.Split(bytes.NewReader(result), castore.MinChunkSize, nil)
+	if err != nil {
+		tb.Fatalf("split result: %v", err)
+	}
+	return &m
+}
+
 // StoreConformance checks that a pool.Store keeps the Store contract:
 // batches round-trip through Load, every compare-and-set conflict fails
 // the whole batch (wrapping pool.ErrConflict) and changes nothing, acks
-// drop result bytes, Entries pages and filters, and everything survives
-// reopening. open returns a fresh store and a function that closes and
+// drop result bytes, references and holders, result references are
+// copied in and out and cleared by an update, Entries pages and
+// filters, and everything survives reopening. open returns a fresh store and a function that closes and
 // reopens it (returning the same store is fine for memory stores).
 func StoreConformance(t *testing.T, open func(t *testing.T) (pool.Store, func(pool.Store) pool.Store)) {
 	ctx := context.Background()
@@ -236,6 +252,80 @@ func StoreConformance(t *testing.T, open func(t *testing.T) (pool.Store, func(po
 			}
 			if diff := cmp.Diff(q.want, got, opts); diff != "" {
 				t.Errorf("Entries(%+v) (-want +got):\n%s", q.q, diff)
+			}
+		}
+	})
+
+	t.Run("result references", func(t *testing.T) {
+		st, reopen := open(t)
+		big := bytes.Repeat([]byte("kept by the device "), 1000) // 19,000 bytes: 5 chunks
+		// batch returns a new batch each time, so that one can be
+		// spoilt after its Commit and compared with a fresh one.
+		batch := func() *pool.Batch {
+			ref := RefOf(t, big)
+			byRef := rep("l1", peerB, 0, pool.ReplicaReturned, 1, 0, nil)
+			byRef.Digest, byRef.Ref = ref.SHA256, ref
+			return &pool.Batch{
+				Peers:    []pool.Peer{peerA, peerB},
+				Jobs:     []pool.JobRecord{jobRec},
+				Replicas: []pool.ReplicaRecord{rep("l0", peerA, 0, pool.ReplicaLeased, 1, 0, nil), byRef},
+				Outcomes: []pool.OutcomeRecord{
+					{Job: jobID, Digest: ref.SHA256, Verified: pool.Verified{Seq: 1, Task: 5, Status: pool.OutcomeOK,
+						Ref: RefOf(t, big), Holders: []string{peerB.ID, peerA.ID}}},
+					{Job: jobID, Digest: pool.ReplicaDigest([]byte("r"), false, ""),
+						Verified: pool.Verified{Seq: 2, Task: 6, Status: pool.OutcomeOK, Result: []byte("r")}},
+				},
+				Entries: entries(1, job.Digest{}, 1, peerA),
+			}
+		}
+		b := batch()
+		if err := st.Commit(ctx, b); err != nil {
+			t.Fatalf("Commit: %v", err)
+		}
+		// The store keeps its own copies: changing the committed batch
+		// or a loaded snapshot changes nothing stored.
+		b.Replicas[1].Ref.Chunks[0].Size, b.Outcomes[0].Ref.Chunks[1].Digest[0], b.Outcomes[0].Holders[0] = 1, 1, "idmallory-1"
+		s := load(t, st)
+		if diff := cmp.Diff(want(batch()), s, opts); diff != "" {
+			t.Fatalf("Load (-want +got):\n%s", diff)
+		}
+		s.Replicas[1].Ref.Chunks[0].Size, s.Outcomes[0].Ref.Chunks[1].Digest[0], s.Outcomes[0].Holders[0] = 1, 1, "idmallory-1"
+		st = reopen(st)
+		if diff := cmp.Diff(want(batch()), load(t, st), opts); diff != "" {
+			t.Fatalf("Load after reopening (-want +got):\n%s", diff)
+		}
+		if ar, ok := st.(pool.ReplicaArchive); ok {
+			got, err := ar.Replica(ctx, "l1")
+			if err != nil {
+				t.Fatalf("Replica: %v", err)
+			}
+			if diff := cmp.Diff(RefOf(t, big), got.Ref, opts); diff != "" {
+				t.Errorf("Replica(l1).Ref (-want +got):\n%s", diff)
+			}
+		}
+
+		// Deciding the task clears the replica's reference; the ack drops
+		// outcome 1's reference and holders and leaves outcome 2's result.
+		decided := rep("l1", peerB, 0, pool.ReplicaAgreed, 2, 1, nil)
+		decided.Digest = b.Replicas[1].Digest
+		if err := st.Commit(ctx, &pool.Batch{
+			Replicas: []pool.ReplicaRecord{decided},
+			Acks:     []pool.AckRecord{{Job: jobID, Prev: 0, Upto: 1}},
+		}); err != nil {
+			t.Fatalf("Commit decision and ack: %v", err)
+		}
+		st = reopen(st)
+		after := want(batch())
+		decided.Prev = 0
+		after.Replicas[1] = decided
+		after.Jobs[0].Acked = 1
+		after.Outcomes[0].Ref, after.Outcomes[0].Holders = nil, nil
+		if diff := cmp.Diff(after, load(t, st), opts); diff != "" {
+			t.Errorf("Load after the decision and ack (-want +got):\n%s", diff)
+		}
+		if ar, ok := st.(pool.ReplicaArchive); ok {
+			if got, err := ar.Replica(ctx, "l1"); err != nil || got.Ref != nil {
+				t.Errorf("Replica(l1) after the decision: Ref %+v, %v; want none", got.Ref, err)
 			}
 		}
 	})
