@@ -8,7 +8,6 @@ import (
 	"sort"
 	"sync"
 
-	"idlepool/castore"
 	"idlepool/job"
 )
 
@@ -80,25 +79,15 @@ func cloneBytes(b []byte) []byte {
 	return bytes.Clone(b)
 }
 
-// cloneRef returns a deep copy of a result reference m (nil for nil).
-func cloneRef(m *castore.Manifest) *castore.Manifest {
-	if m == nil {
-		return nil
-	}
-	c := *m
-	c.Chunks = slices.Clone(m.Chunks)
-	return &c
-}
-
 // cloneReplica returns r with its result and reference copied.
 func cloneReplica(r ReplicaRecord) ReplicaRecord {
-	r.Result, r.Ref = cloneBytes(r.Result), cloneRef(r.Ref)
+	r.Result, r.Ref = cloneBytes(r.Result), cloneManifest(r.Ref)
 	return r
 }
 
 // cloneOutcome returns o with its result, reference and holders copied.
 func cloneOutcome(o OutcomeRecord) OutcomeRecord {
-	o.Result, o.Ref, o.Holders = cloneBytes(o.Result), cloneRef(o.Ref), slices.Clone(o.Holders)
+	o.Result, o.Ref, o.Holders = cloneBytes(o.Result), cloneManifest(o.Ref), slices.Clone(o.Holders)
 	return o
 }
 

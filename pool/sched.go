@@ -187,6 +187,7 @@ type taskState struct {
 	provMode int                    // provHeld, provOpen or provCaught while prov is set
 	agreed   map[[2]job.Digest]bool // under a tolerance rule: whether two results (digests, lower first) agree
 	knownOK  bool                   // a replica returned the job's known answer for it (known.go)
+	refetch  *refetch               // decided, but every holder of its result was gone: computed again (sched_refs.go)
 }
 
 // replica is one lease and its submission. rec.Version is the version of
@@ -310,7 +311,7 @@ func (s *Scheduler) restore(ctx context.Context, snap *Snapshot) error {
 		}
 		touched[rec.Job] = max(touched[rec.Job], rec.Task)
 		if decided[rec.Job][rec.Task] {
-			r.rec.Result = nil
+			r.rec.Result, r.rec.Ref = nil, nil
 			continue
 		}
 		switch rec.State {
@@ -797,9 +798,12 @@ func (s *Scheduler) Jobs() []JobStatus {
 }
 
 func (js *jobState) status() JobStatus {
-	var waiting int64
+	var waiting, recomputing int64
 	for _, ts := range js.active {
-		if len(ts.returned) > 0 {
+		switch {
+		case ts.refetch != nil:
+			recomputing++
+		case len(ts.returned) > 0:
 			waiting++
 		}
 	}
@@ -807,7 +811,7 @@ func (js *jobState) status() JobStatus {
 		Job: js.rec.ID, Name: js.j.Manifest.Name, Owner: js.rec.Owner, Merger: js.rec.Merger,
 		Tasks: js.tasks, Accepted: js.accepted, Failed: js.failed, Leased: js.leased, Waiting: waiting, Acked: js.rec.Acked,
 		Complete: js.accepted+js.failed == js.tasks, Cancelled: !js.rec.Cancelled.IsZero(), Quorum: js.pol.Quorum, Redundancy: js.pol.Redundancy,
-		Retrying: js.retrying, Trouble: js.trouble(),
+		Retrying: js.retrying, Recomputing: recomputing, Trouble: js.trouble(),
 	}
 }
 

@@ -125,6 +125,9 @@ type JobStatus struct {
 	// a reason of that device (a timeout, a dead worker) and are leased
 	// again, to other devices first.
 	Retrying int64 `json:"retrying,omitempty"`
+	// Recomputing counts the accepted results that no holder could give
+	// the merger (ResultLost) and that a device computes again.
+	Recomputing int64 `json:"recomputing,omitempty"`
 	// Trouble names the undecided task that failed that way most often,
 	// for people: "task 17 timed out on 5 devices (after 6 it ends
 	// unverified)"; when Retrying is 0, why the job cannot reach its

@@ -247,6 +247,9 @@ func (js *jobState) needed(q, c, n int) int {
 
 // wants is how many more replicas of ts should be leased now.
 func (js *jobState) wants(ts *taskState) int {
+	if ts.refetch != nil {
+		return max(1-len(ts.live), 0) // one device computes a lost result again at a time
+	}
 	if ts.prov != nil && ts.provMode == provHeld {
 		return 0 // accepted alone, waiting for its check window
 	}
@@ -271,7 +274,7 @@ func (s *Scheduler) grant(js *jobState, ts *taskState, p Peer, now time.Time) *r
 		Lease: newLeaseID(), Job: js.rec.ID, Task: ts.index, Peer: p.ID, Owner: p.Owner,
 		State: ReplicaLeased, Created: now, Deadline: now.Add(js.pol.LeaseTimeout.Duration),
 	}}
-	if js.adaptive() && len(ts.live)+len(ts.returned) == 0 {
+	if js.adaptive() && len(ts.live)+len(ts.returned) == 0 && ts.refetch == nil {
 		// Chosen here, from a secret, so that the device cannot tell
 		// whether another device computes the same task.
 		ts.single = s.trust.trusted(js, p) && !s.trust.spotCheck(js.rec.ID, ts.index, p.ID, js.ver.SpotCheckShare())
@@ -316,6 +319,12 @@ func (s *Scheduler) lookup(peer, id string) (*replica, error) {
 	}
 	if r.rec.Peer != peer {
 		return nil, fmt.Errorf("%w: lease %s", ErrNotYourLease, id)
+	}
+	if r.ts == nil && (r.rec.State == ReplicaLeased || r.rec.State == ReplicaReturned) {
+		// Leased to compute a lost result again before a restart: that
+		// state stays in memory (sched_refs.go), and its task has an
+		// outcome. Nothing else leaves a replica in play without a task.
+		r.rec.State = ReplicaCancelled
 	}
 	return r, nil
 }
@@ -413,6 +422,10 @@ func (s *Scheduler) Submit(ctx context.Context, peer, lease string, sub Submissi
 		return fmt.Errorf("submit %s: %w: reason of %d bytes, the limit is %d", lease, ErrBadSubmission, len(sub.Reason), maxReasonBytes)
 	case sub.Machine && !sub.Failed:
 		return fmt.Errorf("submit %s: %w: a machine-dependent failure is a failure: set failed and a reason", lease, ErrBadSubmission)
+	case sub.Ref != nil:
+		if err := s.checkRef(sub); err != nil {
+			return fmt.Errorf("submit %s: %w: %w", lease, ErrBadSubmission, err)
+		}
 	case ReplicaDigest(sub.Result, sub.Failed, sub.Reason) != sub.Digest:
 		return fmt.Errorf("submit %s: %w: the digest does not match the result", lease, ErrBadSubmission)
 	}
@@ -438,6 +451,9 @@ func (s *Scheduler) Submit(ctx context.Context, peer, lease string, sub Submissi
 			err = ended(r)
 		}
 	}
+	if err == nil && sub.Ref != nil && r.js.ver.Rule != "" {
+		err = fmt.Errorf("%w: job %s compares results within a tolerance, which needs their bytes: send the result, not a reference", ErrBadSubmission, r.rec.Job)
+	}
 	if err == nil && s.expiredNow(r) {
 		err = fmt.Errorf("%w: lease %s passed its deadline", ErrLeaseExpired, lease)
 	}
@@ -459,10 +475,13 @@ func (s *Scheduler) Submit(ctx context.Context, peer, lease string, sub Submissi
 	js.leased--
 	ts.returned = append(ts.returned, r)
 	r.rec.State, r.rec.Digest, r.rec.Failed, r.rec.Reason = ReplicaReturned, sub.Digest, sub.Failed, sub.Reason
-	r.rec.Result = bytes.Clone(sub.Result)
+	r.rec.Result, r.rec.Ref = bytes.Clone(sub.Result), cloneManifest(sub.Ref)
 	s.putReplica(r)
 	s.log.Debug("Replica returned", "lease", lease, "job", js.rec.ID.String(), "task", ts.index, "peer", peer, "digest", sub.Digest.String())
-	if !s.checkKnown(js, ts, r) {
+	switch {
+	case ts.refetch != nil:
+		s.refetched(js, ts, r)
+	case !s.checkKnown(js, ts, r):
 		s.decideIfReady(js, ts)
 	}
 	w := r.batch
@@ -493,7 +512,7 @@ func (s *Scheduler) machineFailed(r *replica, sub Submission) {
 	s.putReplica(r)
 	s.log.Info("Task failed on a device for a reason of the device", "lease", r.rec.Lease,
 		"job", js.rec.ID.String(), "task", ts.index, "peer", r.rec.Peer, "failures", len(ts.machine), "reason", sub.Reason)
-	if len(ts.machine) >= js.maxReplicas {
+	if len(ts.machine) >= js.maxReplicas && ts.refetch == nil { // an accepted result is never abandoned
 		if ts.prov != nil && ts.provMode == provHeld {
 			return // decided alone already; the hold decides it
 		}
@@ -535,9 +554,18 @@ func (s *Scheduler) decide(js *jobState, ts *taskState, status string, lead *rep
 	js.seq++
 	v := Verified{Seq: js.seq, Task: ts.index, Status: status}
 	var digest job.Digest
+	// Which replicas agree with the lead, decided before the loop below
+	// drops their results.
+	agreeing := make(map[*replica]bool, len(ts.returned))
+	for _, r := range ts.returned {
+		agreeing[r] = js.agrees(r, lead)
+	}
 	switch status {
 	case OutcomeOK:
 		v.Result, digest = lead.rec.Result, lead.rec.Digest
+		if lead.rec.Ref != nil {
+			v.Result, v.Ref, v.Holders = held(ts, lead, agreeing)
+		}
 		js.accepted++
 	case OutcomeFailed:
 		v.Reason, digest = lead.rec.Reason, lead.rec.Digest
@@ -571,12 +599,6 @@ func (s *Scheduler) decide(js *jobState, ts *taskState, status string, lead *rep
 	checked := (n >= 2 || ts.knownOK) && status != OutcomeUnverified
 	withEstablished := false
 	var agreed, deviated []*replica
-	// Which replicas agree with the lead, decided before the loop below
-	// drops their results.
-	agreeing := make(map[*replica]bool, len(ts.returned))
-	for _, r := range ts.returned {
-		agreeing[r] = js.agrees(r, lead)
-	}
 	for _, r := range ts.returned {
 		if agreeing[r] && s.trust.owner(r.rec.Owner).established && (r != ts.prov || ts.provMode != provCaught) {
 			withEstablished = true
@@ -620,7 +642,7 @@ func (s *Scheduler) decide(js *jobState, ts *taskState, status string, lead *rep
 				"peer", r.rec.Peer, "owner", r.rec.Owner, "digest", r.rec.Digest.String(), "accepted", digest.String())
 			deviated = append(deviated, r)
 		}
-		r.rec.Result, r.ts = nil, nil
+		r.rec.Result, r.rec.Ref, r.ts = nil, nil, nil
 		s.putReplica(r)
 		if entries && e.Kind != "" {
 			s.appendEntry(e)
@@ -755,6 +777,7 @@ func (s *Scheduler) Ack(ctx context.Context, peer string, id job.ID, upto int64)
 		s.pend.b.Acks = append(s.pend.b.Acks, AckRecord{Job: id, Prev: js.rec.Acked, Upto: upto})
 		js.outcomes = append([]Verified(nil), js.outcomes[upto-js.rec.Acked:]...)
 		js.rec.Acked = upto
+		s.dropRefetches(js)
 		js.ackBatch = s.changed()
 	}
 	w := js.ackBatch
