@@ -18,7 +18,14 @@ import (
 // unknown field. Every older endpoint and body is still served
 // unchanged, so an older agent keeps working; a newer agent reads the
 // version first and speaks the coordinator's.
-const APIVersion = 3
+//
+// Version 4 is version 3 plus results kept by the devices: the "ref" of a
+// result submission (ResultSubmission.Ref), POST /v1/results/held, POST
+// /v1/jobs/{id}/results/{seq}/lost, and the "refs=1" of GET
+// /v1/jobs/{id}/results, with which a merger says it fetches such
+// results; without it, an outcome whose result the devices kept is
+// answered 409 "result_kept", never as an empty result.
+const APIVersion = 4
 
 // MaxWorkResults is the most results one POST /v1/work carries, and
 // MaxWorkResultBytes the most result bytes (all results together); a
@@ -148,7 +155,7 @@ func (s *Server) work(w http.ResponseWriter, r *http.Request, c call) error {
 				out.Results[i] = s.workAnswer(lease, s.leaseErr("submit for", lease, err))
 				return
 			}
-			s.metrics.submissions.WithLabelValues("taken").Inc()
+			s.metrics.took(sub)
 			out.Results[i] = WorkAnswer{Lease: lease, Status: http.StatusOK}
 		})
 	}
@@ -201,17 +208,21 @@ func (s *Server) workAnswer(lease string, err error) WorkAnswer {
 // resultsQuery reads the query of GET /v1/jobs/{id}/results: after, max
 // (as pageQuery) and wait, the milliseconds to wait for a new outcome
 // when none is there yet (0 to pool.MaxResultsWait; API version 2).
-func resultsQuery(r *http.Request) (after, max int64, wait time.Duration, err error) {
-	q, err := parseQuery(r, "after", "max", "wait")
+func resultsQuery(r *http.Request) (after, max int64, wait time.Duration, refs bool, err error) {
+	q, err := parseQuery(r, "after", "max", "wait", "refs")
 	if err != nil {
-		return 0, 0, 0, err
+		return 0, 0, 0, false, err
 	}
 	if after, err = q.int("after", 0, 0, 1<<62); err != nil {
-		return 0, 0, 0, err
+		return 0, 0, 0, false, err
 	}
 	if max, err = q.int("max", defaultResults, 1, maxResults); err != nil {
-		return 0, 0, 0, err
+		return 0, 0, 0, false, err
 	}
 	ms, err := q.int("wait", 0, 0, pool.MaxResultsWait.Milliseconds())
-	return after, max, time.Duration(ms) * time.Millisecond, err
+	if err != nil {
+		return 0, 0, 0, false, err
+	}
+	r1, err := q.int("refs", 0, 0, 1)
+	return after, max, time.Duration(ms) * time.Millisecond, r1 == 1, err
 }

@@ -66,6 +66,8 @@ func (s *Server) routes() http.Handler {
 	handle("GET /v1/jobs/{id}/canonical", s.signed(maxJSONBody, s.jobCanonical))
 	handle("GET /v1/jobs/{id}/results", s.signed(maxJSONBody, s.results))
 	handle("POST /v1/jobs/{id}/ack", s.signed(maxJSONBody, s.ack))
+	handle("POST /v1/jobs/{id}/results/{seq}/lost", s.signed(maxJSONBody, s.resultLost))
+	handle("POST /v1/results/held", s.signed(maxJSONBody, s.heldResults))
 	handle("POST /v1/jobs/{id}/cancel", s.signed(maxJSONBody, s.cancel))
 	handle("POST /v1/leases", s.signed(maxJSONBody, s.lease))
 	handle("POST /v1/leases/{lease}/heartbeat", s.signed(maxJSONBody, s.heartbeat))
@@ -453,13 +455,24 @@ func (s *Server) results(w http.ResponseWriter, r *http.Request, c call) error {
 	if err != nil {
 		return err
 	}
-	after, max, wait, err := resultsQuery(r)
+	after, max, wait, refs, err := resultsQuery(r)
 	if err != nil {
 		return err
 	}
 	res, err := s.sched.WaitResults(r.Context(), c.peer.ID, st.Job, after, int(max), wait)
 	if err != nil {
 		return fmt.Errorf("results of job %s: %w", st.Job, err)
+	}
+	for i, v := range res {
+		if refs || v.Ref == nil {
+			continue
+		}
+		if i == 0 { // a merger from before references would fold nothing
+			return &apiError{http.StatusConflict, "result_kept", fmt.Sprintf(
+				"the result of outcome %d of job %s is kept by the devices that computed it, and this client does not fetch such results (ask with refs=1): upgrade idlepool", v.Seq, st.Job), nil}
+		}
+		res = res[:i]
+		break
 	}
 	size := 0
 	for i, v := range res {
@@ -591,8 +604,49 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, c call) error {
 		s.metrics.submissions.WithLabelValues("refused").Inc()
 		return s.leaseErr("submit for", id, err)
 	}
-	s.metrics.submissions.WithLabelValues("taken").Inc()
+	s.metrics.took(sub)
 	writeJSON(w, http.StatusOK, struct{}{})
+	return nil
+}
+
+// resultLost is POST /v1/jobs/{id}/results/{seq}/lost (empty body): the
+// job's merger could not fetch outcome seq's result from any of its
+// holders, and its task is computed again (pool.Scheduler.ResultLost).
+func (s *Server) resultLost(w http.ResponseWriter, r *http.Request, c call) error {
+	st, err := s.knownJob(r)
+	if err != nil {
+		return err
+	}
+	seq, err := strconv.ParseInt(r.PathValue("seq"), 10, 64)
+	if err != nil || seq < 1 {
+		return badRequest("outcome %q is not a whole number from 1", r.PathValue("seq"))
+	}
+	if err := decodeEmpty(c.body); err != nil {
+		return badRequest("%v", err)
+	}
+	if err := s.sched.ResultLost(r.Context(), c.peer.ID, st.Job, seq); err != nil {
+		return fmt.Errorf("result %d of job %s lost: %w", seq, st.Job, err)
+	}
+	writeJSON(w, http.StatusOK, struct{}{})
+	return nil
+}
+
+// heldResults is POST /v1/results/held: which of the results the calling
+// device keeps for mergers it must go on keeping
+// (pool.Scheduler.KeepResults).
+func (s *Server) heldResults(w http.ResponseWriter, r *http.Request, c call) error {
+	var req HeldResults
+	if err := decodeStrict(c.body, &req); err != nil {
+		return badRequest("%v", err)
+	}
+	if len(req.Results) > pool.MaxHeldQuery {
+		return badRequest("field \"results\": %d results, at most %d per request", len(req.Results), pool.MaxHeldQuery)
+	}
+	keep, err := s.sched.KeepResults(c.peer.ID, req.Results)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, KeepResults{Keep: keep})
 	return nil
 }
 

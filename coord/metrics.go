@@ -33,6 +33,7 @@ import (
 //	idlepool_coord_body_spool_bytes                           unauthenticated body bytes in temporary files (gauge)
 //	idlepool_coord_bytes_served_total{kind}                   bytes of files sent: "program" (whole or in chunks), "input" (whole files), "input_chunk", "result", "job" (canonical encodings)
 //	idlepool_coord_tracker_chunks                             chunk holdings the tracker lists (gauge)
+//	idlepool_coord_result_bytes_total{how}                    bytes of results submitted and taken: "inline" (the coordinator received them), "kept" (the devices kept them and sent a reference)
 //
 // plus the Go runtime and process collectors (go_*, process_*), which give
 // the coordinator's CPU time for throughput figures.
@@ -45,6 +46,7 @@ type metrics struct {
 	requests    *prometheus.CounterVec
 	latency     *prometheus.HistogramVec
 	served      *prometheus.CounterVec
+	resultBytes *prometheus.CounterVec
 }
 
 func newMetrics(jobs func() []pool.JobStatus, ledger func(after uint64, max int) ([]pool.Entry, error)) *metrics {
@@ -76,13 +78,19 @@ func newMetrics(jobs func() []pool.JobStatus, ledger func(after uint64, max int)
 			Name: "idlepool_coord_bytes_served_total",
 			Help: "Bytes of files the coordinator sent, by kind: program, input (whole files), input_chunk, result, job (canonical encodings).",
 		}, []string{"kind"}),
+		resultBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "idlepool_coord_result_bytes_total",
+			Help: "Bytes of the results submitted and taken, by how they came: inline (sent to the coordinator) or kept (kept by the device, which sent a reference).",
+		}, []string{"how"}),
 	}
+	m.resultBytes.WithLabelValues("inline")
+	m.resultBytes.WithLabelValues("kept")
 	for _, k := range []string{servedProgram, servedInput, servedInputChunk, servedResult, servedJob} {
 		m.served.WithLabelValues(k)
 	}
 	m.submissions.WithLabelValues("taken")
 	m.submissions.WithLabelValues("refused")
-	m.reg.MustRegister(m.leases, m.expired, m.submissions, m.registered, m.requests, m.latency, m.served,
+	m.reg.MustRegister(m.leases, m.expired, m.submissions, m.registered, m.requests, m.latency, m.served, m.resultBytes,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&jobCollector{jobs: jobs}, &ledgerCollector{ledger: ledger, counts: map[string]uint64{}})
 	return m
@@ -214,5 +222,16 @@ func (c *ledgerCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, kind := range []string{pool.KindReceipt, pool.KindDeviation, pool.KindUnverified} {
 		ch <- prometheus.MustNewConstMetric(ledgerDesc, prometheus.CounterValue, float64(c.counts[kind]), kind)
+	}
+}
+
+// took counts a submission the pool took, and its result's bytes by how
+// they came.
+func (m *metrics) took(sub pool.Submission) {
+	m.submissions.WithLabelValues("taken").Inc()
+	if sub.Ref != nil {
+		m.resultBytes.WithLabelValues("kept").Add(float64(sub.Ref.Size))
+	} else {
+		m.resultBytes.WithLabelValues("inline").Add(float64(len(sub.Result)))
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"idlepool/castore"
 	"idlepool/identity"
 	"idlepool/job"
 	"idlepool/pool"
@@ -121,6 +122,9 @@ type JobInfo struct {
 	Redundancy int       `json:"redundancy"`
 	Retrying   int64     `json:"retrying,omitempty"` // pool.JobStatus.Retrying
 	Trouble    string    `json:"trouble,omitempty"`  // pool.JobStatus.Trouble
+	// Recomputing is pool.JobStatus.Recomputing: accepted results whose
+	// holders were all gone, computed again.
+	Recomputing int64 `json:"recomputing,omitempty"`
 	// Transfer sums how the job's devices said they fetched its files
 	// (TransferReport); absent when none reported.
 	Transfer *pool.JobTransfer `json:"transfer,omitempty"`
@@ -132,7 +136,8 @@ type JobInfo struct {
 func jobInfo(s pool.JobStatus) JobInfo {
 	return JobInfo{Job: HexDigest(s.Job), Name: s.Name, Owner: s.Owner, Merger: s.Merger, Tasks: s.Tasks,
 		Accepted: s.Accepted, Failed: s.Failed, Leased: s.Leased, Waiting: s.Waiting, Acked: s.Acked, Complete: s.Complete,
-		Cancelled: s.Cancelled, Quorum: s.Quorum, Redundancy: s.Redundancy, Retrying: s.Retrying, Trouble: s.Trouble}
+		Cancelled: s.Cancelled, Quorum: s.Quorum, Redundancy: s.Redundancy, Retrying: s.Retrying, Trouble: s.Trouble,
+		Recomputing: s.Recomputing}
 }
 
 // LeaseRequest is the body of POST /v1/leases: how many tasks the peer
@@ -168,12 +173,31 @@ type Deadline struct {
 // pool.ReplicaDigest computes it. Machine, with Failed, marks a failure
 // that depends on the device (pool.Submission.Machine: a timeout, a dead
 // worker): it earns nothing and the task is leased again.
+//
+// Ref, in place of Result, is the chunk manifest of a result the device
+// keeps and serves to the job's merger (pool.Submission.Ref): over
+// pool.InlineResultBytes, cut in chunks of castore.ChunkSize, its SHA256
+// equal to Digest.
 type ResultSubmission struct {
-	Digest  HexDigest `json:"digest"`
-	Result  []byte    `json:"result,omitempty"`
-	Failed  bool      `json:"failed,omitempty"`
-	Reason  string    `json:"reason,omitempty"`
-	Machine bool      `json:"machine,omitempty"`
+	Digest  HexDigest         `json:"digest"`
+	Result  []byte            `json:"result,omitempty"`
+	Failed  bool              `json:"failed,omitempty"`
+	Reason  string            `json:"reason,omitempty"`
+	Machine bool              `json:"machine,omitempty"`
+	Ref     *castore.Manifest `json:"ref,omitempty"`
+}
+
+// HeldResults is the body of POST /v1/results/held: results the calling
+// device keeps for mergers (at most pool.MaxHeldQuery). The answer,
+// KeepResults, says for each, in order, whether to keep it (true) or
+// delete it (pool.Scheduler.KeepResults).
+type HeldResults struct {
+	Results []pool.HeldResult `json:"results"`
+}
+
+// KeepResults is the answer to POST /v1/results/held.
+type KeepResults struct {
+	Keep []bool `json:"keep"`
 }
 
 // Limits of a result submission.
@@ -292,10 +316,34 @@ func checkSubmission(r ResultSubmission) (pool.Submission, error) {
 	if len(r.Reason) > MaxReasonBytes {
 		return pool.Submission{}, fmt.Errorf("reason of %d bytes is larger than the limit of %d", len(r.Reason), MaxReasonBytes)
 	}
-	if want := pool.ReplicaDigest(r.Result, r.Failed, r.Reason); job.Digest(r.Digest) != want {
+	if r.Ref != nil {
+		if err := checkRef(r); err != nil {
+			return pool.Submission{}, fmt.Errorf("field \"ref\": %w", err)
+		}
+	} else if want := pool.ReplicaDigest(r.Result, r.Failed, r.Reason); job.Digest(r.Digest) != want {
 		return pool.Submission{}, fmt.Errorf("digest %s does not match the submission (want %s)", r.Digest, want)
 	}
-	return pool.Submission{Digest: job.Digest(r.Digest), Result: r.Result, Failed: r.Failed, Reason: r.Reason, Machine: r.Machine}, nil
+	return pool.Submission{Digest: job.Digest(r.Digest), Result: r.Result, Failed: r.Failed, Reason: r.Reason, Machine: r.Machine, Ref: r.Ref}, nil
+}
+
+// checkRef checks a submission by reference: alone (no bytes, no
+// failure), over the inline size and within the result limit, in chunks
+// of castore.ChunkSize, describing the digest submitted.
+func checkRef(r ResultSubmission) error {
+	m := r.Ref
+	switch {
+	case r.Failed || len(r.Result) > 0:
+		return errors.New("a result kept by the device is sent alone: no \"result\" and no \"failed\" with it")
+	case m.SHA256 != castore.Digest(r.Digest):
+		return fmt.Errorf("describes a file of SHA-256 %x, not the digest %s", m.SHA256, r.Digest)
+	case m.Size <= pool.InlineResultBytes:
+		return fmt.Errorf("a result of %d bytes is sent inline (\"result\"): references are for results over %d bytes", m.Size, pool.InlineResultBytes)
+	case m.Size > MaxResultBytes:
+		return fmt.Errorf("a result of %d bytes is larger than the limit of %d", m.Size, MaxResultBytes)
+	case m.ChunkSize != castore.ChunkSize:
+		return fmt.Errorf("chunk size %d: results are cut in chunks of %d bytes", m.ChunkSize, castore.ChunkSize)
+	}
+	return m.Validate()
 }
 
 // decodeRegistration decodes and checks the shape of a Registration (not
