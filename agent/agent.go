@@ -291,6 +291,7 @@ type Agent struct {
 	taskInfo  map[string]taskInfo    // what Status says of each running lease's task, by lease ID
 	owners    map[job.ID]string      // job -> owner ID, for jobs seen
 	held      map[string]*heldResult // results the store has not fully recorded, by lease
+	byRef     map[job.ID]bool        // whether a job's results may be kept and sent by reference (results.go)
 
 	// ownerNames are the display names of the jobs' owners, and
 	// notedJobs the jobs noted in the store for the history
@@ -429,6 +430,7 @@ func (a *Agent) Serve(ctx context.Context) error {
 		tasks.Go(func() error { return a.serveReceipts(tctx) })
 		tasks.Go(func() error { return a.serveCache(tctx) })
 		tasks.Go(func() error { return a.serveShare(tctx) })
+		tasks.Go(func() error { return a.serveKept(tctx) })
 		tasks.Go(func() error { return a.serveOffers(tctx) })
 		for slot := range a.cfg.Slots {
 			tasks.Go(func() error { return a.serveSlot(tctx, slot) })
@@ -730,6 +732,7 @@ func (a *Agent) runLease(ctx context.Context, l pool.Lease, slot int, last bool)
 		c.Digest = pool.ReplicaDigest(nil, true, c.Failure)
 	}
 	log.Debug("Task done", "failed", c.Failed, "digest", c.Digest.String())
+	a.noteByRef(cj.j)
 	want := 0
 	if last && a.mayLeaseNow(slot) {
 		want = 1

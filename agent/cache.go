@@ -79,6 +79,7 @@ type Cache struct {
 	// the pool they come from: their chunks are offered to the pool's
 	// other devices as they arrive (poolChunks).
 	partial map[castore.Digest]partialFile
+	kept    *resultKeeper // the results kept for mergers (results.go); nil until first used
 	// shareWake is closed (and replaced) when chunks arrived, to wake
 	// the agents' announcers (serveShare).
 	shareWake chan struct{}

@@ -492,7 +492,8 @@ func (a *Agent) serveShare(ctx context.Context) error {
 func (a *Agent) announce(ctx context.Context, announced map[castore.Digest]bool, keepAlive bool) map[castore.Digest]bool {
 	var now []castore.Digest
 	if !a.cfg.NoShare { // the owner does not upload: the tracker lists none
-		now = a.cache.poolChunks(a.c.URL())
+		now = append(a.cache.poolChunks(a.c.URL()), a.cache.keptChunks(a.c.URL())...)
+		now = now[:min(len(now), coord.MaxChunksPerPeer)]
 	}
 	held := make(map[castore.Digest]bool, len(now))
 	var add, drop []castore.Digest

@@ -664,7 +664,8 @@ func jobStatus(in coord.JobInfo) pool.JobStatus {
 	return pool.JobStatus{Job: job.ID(in.Job), Name: in.Name, Owner: in.Owner, Merger: in.Merger, Tasks: in.Tasks,
 		Waiting: in.Waiting, Cancelled: in.Cancelled,
 		Accepted: in.Accepted, Failed: in.Failed, Leased: in.Leased, Acked: in.Acked, Complete: in.Complete,
-		Quorum: in.Quorum, Redundancy: in.Redundancy, Retrying: in.Retrying, Trouble: in.Trouble, Transfer: in.Transfer}
+		Quorum: in.Quorum, Redundancy: in.Redundancy, Retrying: in.Retrying, Trouble: in.Trouble, Transfer: in.Transfer,
+		Recomputing: in.Recomputing}
 }
 
 // Status fetches a job's progress; ErrNotFound for a job the pool does
@@ -740,7 +741,7 @@ func (c *Client) SendResult(ctx context.Context, lease string, s pool.Submission
 		_, err := c.resultWork(ctx, lease, s, 0)
 		return err
 	}
-	in := coord.ResultSubmission{Digest: coord.HexDigest(s.Digest), Result: s.Result, Failed: s.Failed, Reason: s.Reason, Machine: s.Machine}
+	in := coord.ResultSubmission{Digest: coord.HexDigest(s.Digest), Result: s.Result, Failed: s.Failed, Reason: s.Reason, Machine: s.Machine, Ref: s.Ref}
 	_, err := c.postJSON(ctx, "/v1/leases/"+url.PathEscape(lease)+"/result", in, nil)
 	return err
 }
@@ -774,6 +775,9 @@ func (c *Client) Results(ctx context.Context, id job.ID, after int64, max int) (
 		Results []pool.Verified `json:"results"`
 	}
 	q := url.Values{"after": {strconv.FormatInt(after, 10)}, "max": {strconv.Itoa(max)}}
+	if c.apiVersion(ctx) >= refsAPIVersion {
+		q.Set("refs", "1") // this merger fetches results kept by devices
+	}
 	_, err := c.do(ctx, http.MethodGet, "/v1/jobs/"+id.String()+"/results", q, nil, true, &out)
 	return out.Results, err
 }

@@ -45,9 +45,25 @@ type FollowConfig struct {
 	StatusPoll time.Duration
 	// Now is the clock of the time-left estimate; default time.Now.
 	Now func() time.Time
+	// FetchResult, if set, fetches the bytes of an ok outcome whose result
+	// the devices kept (Verified.Ref) over the data plane, checked
+	// against its digest (Seeder.FetchResult); an error wrapping
+	// castore.ErrNoSource means no holder could give it. Without it such
+	// an outcome ends Follow with an error.
+	FetchResult func(ctx context.Context, v pool.Verified) ([]byte, error)
 	// Logger receives diagnostics; nil discards them.
 	Logger *slog.Logger
 }
+
+// lostAfter is how many fetches of a kept result in a row must find no
+// holder before the merger reports it lost and it is computed again: one,
+// since a fetch fails only once every holder the tracker names failed
+// (each within the data plane's connect timeout, 30 s).
+const lostAfter = 1
+
+// errWaitKept means an outcome's kept result could not be fetched yet:
+// Follow acknowledges what it folded and asks for the outcome again.
+var errWaitKept = errors.New("agent: waiting for a kept result")
 
 // ErrJobCancelled means the job was cancelled in the pool by its owner:
 // it leases nothing more, and its result cannot be completed there.
@@ -128,8 +144,10 @@ type follower struct {
 	cfg FollowConfig
 	log *slog.Logger
 
-	est   estimator
-	stuck bool // the last activity said the job cannot progress
+	est    estimator
+	stuck  bool          // the last activity said the job cannot progress
+	misses map[int64]int // fetches in a row of a kept result that found no holder, by Seq
+	lost   map[int64]int // reports that a kept result was lost, by Seq
 }
 
 // look reads the job's status and the pool's offers, feeds the time-left
@@ -233,7 +251,19 @@ func (fl *follower) run(ctx context.Context) error {
 			}
 			continue
 		}
+		waitKept := false
 		for _, v := range page {
+			if v.Status == pool.OutcomeOK && v.Ref != nil && v.Result == nil {
+				b, err := fl.fetchKept(ctx, v)
+				if errors.Is(err, errWaitKept) {
+					waitKept = true // the outcomes after it wait their turn
+					break
+				}
+				if err != nil {
+					return err
+				}
+				v.Result = b
+			}
 			if err := fl.f.Fold(record(v)); err != nil {
 				return err
 			}
@@ -241,6 +271,17 @@ func (fl *follower) run(ctx context.Context) error {
 		}
 		if err := fl.f.Sync(); err != nil {
 			return err
+		}
+		if waitKept {
+			if done, _ := fl.f.Count(); done > st.Acked {
+				if err := fl.retry(ctx, "ack", func(ctx context.Context) error { return fl.c.Ack(ctx, fl.j.ID, after) }); err != nil {
+					return fmt.Errorf("acknowledge outcomes of job %s: %w", fl.j.ID, err)
+				}
+			}
+			if err := sleep(ctx, max(fl.cfg.Poll, time.Second)); err != nil {
+				return err
+			}
+			continue
 		}
 		if err := fl.retry(ctx, "ack", func(ctx context.Context) error { return fl.c.Ack(ctx, fl.j.ID, after) }); err != nil {
 			return fmt.Errorf("acknowledge outcomes of job %s: %w", fl.j.ID, err)
@@ -267,4 +308,40 @@ func record(v pool.Verified) pool.JournalRecord {
 // and at least Poll.
 func (fl *follower) wait(lastLook time.Time) time.Duration {
 	return max(min(fl.cfg.StatusPoll-time.Since(lastLook), time.Second), fl.cfg.Poll)
+}
+
+// fetchKept fetches the kept result of outcome v from the devices that
+// hold it. When no holder could give it lostAfter times in a row, it
+// tells the pool, which has the task computed again (Client.ResultLost),
+// and returns errWaitKept, as it does after a single miss: the outcome is
+// asked for again, with the holders the pool names by then.
+func (fl *follower) fetchKept(ctx context.Context, v pool.Verified) ([]byte, error) {
+	if fl.cfg.FetchResult == nil {
+		return nil, fmt.Errorf("task %d of job %s: %w: its result is kept by the devices that computed it; follow the job from a home where no other idlepool process (a donor) runs its data plane",
+			v.Task, fl.j.ID, errNoDataPlane)
+	}
+	b, err := fl.cfg.FetchResult(ctx, v)
+	if err == nil {
+		delete(fl.misses, v.Seq)
+		return b, nil
+	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	if fl.misses == nil {
+		fl.misses, fl.lost = map[int64]int{}, map[int64]int{}
+	}
+	fl.misses[v.Seq]++
+	fl.log.Info("Cannot fetch a result kept by the devices yet", "task", v.Task, "seq", v.Seq, "holders", len(v.Holders), "misses", fl.misses[v.Seq], "err", err)
+	if fl.misses[v.Seq] < lostAfter {
+		return nil, errWaitKept
+	}
+	delete(fl.misses, v.Seq)
+	if err := fl.retry(ctx, "lost", func(ctx context.Context) error { return fl.c.ResultLost(ctx, fl.j.ID, v.Seq) }); err != nil {
+		return nil, fmt.Errorf("report the result of task %d of job %s lost: %w", v.Task, fl.j.ID, err)
+	}
+	if fl.lost[v.Seq]++; fl.lost[v.Seq] == 1 && fl.cfg.Notice != nil {
+		fl.cfg.Notice(fmt.Sprintf("the devices that kept the result of task %d are gone: the pool has it computed again", v.Task))
+	}
+	return nil, errWaitKept
 }

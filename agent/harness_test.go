@@ -43,6 +43,7 @@ type fakeExec struct {
 	Fail    map[int64]bool
 	TimeOut map[int64]bool
 	Block   chan struct{}
+	Pad     int // bytes of padding in each result ("pad"), to make it large
 	runs    atomic.Int64
 }
 
@@ -76,6 +77,9 @@ func (f *fakeExec) Run(ctx context.Context, req worker.Request) (worker.Result, 
 	}
 	if f.Fail[t.Index] {
 		return worker.Result{PID: 1, Stderr: []byte("panic: boom\n"), Failure: &worker.Failure{Kind: worker.FailureTrap, Message: "exit status 2"}}, nil
+	}
+	if f.Pad > 0 {
+		return worker.Result{PID: 1, Stdout: fmt.Appendf(nil, `{"index":%d,"square":%d,"pad":%q}`, t.Index, t.Index*t.Index, strings.Repeat("p", f.Pad))}, nil
 	}
 	return worker.Result{PID: 1, Stdout: fmt.Appendf(nil, `{"index":%d,"square":%d}`, t.Index, t.Index*t.Index)}, nil
 }

@@ -35,12 +35,13 @@ func (a *Agent) deliver(ctx context.Context, c store.Contribution, stored bool) 
 // new leases for the task loop that computed c (Client.SendResultAndLease);
 // it returns those granted whatever became of c.
 func (a *Agent) deliverAndLease(ctx context.Context, c store.Contribution, stored bool, want int) ([]pool.Lease, error) {
-	leases, err := a.c.SendResultAndLease(ctx, c.Lease, c.Submission(), want)
+	sub := a.submission(ctx, c)
+	leases, err := a.c.SendResultAndLease(ctx, c.Lease, sub, want)
 	if errors.Is(err, ErrUnauthorized) {
 		if _, rerr := a.c.Register(ctx, a.cfg.OwnerKey, a.cfg.Name, a.cfg.Invite); rerr != nil {
 			return leases, rerr
 		}
-		err = a.c.SendResult(ctx, c.Lease, c.Submission())
+		err = a.c.SendResult(ctx, c.Lease, sub)
 	}
 	if err != nil && (Retryable(err) || ctx.Err() != nil) {
 		return leases, err
@@ -48,6 +49,9 @@ func (a *Agent) deliverAndLease(ctx context.Context, c store.Contribution, store
 	bg := context.WithoutCancel(ctx) // record what the coordinator said, even while stopping
 	reason := ""
 	if err != nil {
+		if sub.Ref != nil {
+			a.dropKept(c) // nobody will fetch it
+		}
 		reason = "refused by the coordinator: " + refusal(err)
 		a.log.Warn("Result refused", "jobID", c.Job.String(), "taskIndex", c.Task, "lease", c.Lease, "reason", reason)
 		a.event("result of task %d of job %s rejected by pool %s: %s", c.Task, a.jobWords(c.Job), a.label(), reason)

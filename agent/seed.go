@@ -18,6 +18,7 @@ import (
 	"idlepool/coord"
 	"idlepool/job"
 	"idlepool/p2p"
+	"idlepool/pool"
 )
 
 // SeedConfig configures Seed.
@@ -30,6 +31,13 @@ type SeedConfig struct {
 	// OnStop, if set, is called once the Seeder has stopped (to release
 	// the device's data-plane lock, home.DataPlaneLockFile).
 	OnStop func()
+	// NoOffer keeps the job's files from being offered (the owner does
+	// not upload: share_peers=false); the Seeder still fetches the
+	// results devices kept (FetchResult).
+	NoOffer bool
+	// Dir holds the chunks of results being fetched; a temporary
+	// directory when "". It is emptied as each result is handed over.
+	Dir string
 }
 
 // Seeder serves a submitted job's files to the pool's devices from the
@@ -41,6 +49,13 @@ type Seeder struct {
 	offered   chan struct{} // closed after the first announcement (see Offered)
 	offerOnce sync.Once
 	wg        sync.WaitGroup
+	log       *slog.Logger
+	pp        *peerPlane // the node's peers, as sources of kept results (a peer that failed is skipped a while)
+
+	dir     string         // Dir of SeedConfig
+	storeMu sync.Mutex     // guards results and tmp
+	results *castore.Store // the chunks of results being fetched; nil until the first
+	tmp     string         // a temporary directory of results, removed at Stop
 }
 
 // Seed makes this device, the submitter of job j, a source of j's program
@@ -73,12 +88,17 @@ func Seed(ctx context.Context, c *Client, j *job.Job, cfg SeedConfig) (*Seeder, 
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	s := &Seeder{node: n, cancel: cancel, onStop: cfg.OnStop, offered: make(chan struct{})}
+	s := &Seeder{node: n, cancel: cancel, onStop: cfg.OnStop, offered: make(chan struct{}), dir: cfg.Dir, log: cfg.Logger,
+		pp: &peerPlane{node: n, now: time.Now, down: map[string]time.Time{}, used: map[string]bool{}, paths: map[string]p2p.Path{}}}
 	s.wg.Go(func() {
 		if err := n.Serve(ctx); err != nil && ctx.Err() == nil {
 			cfg.Logger.Warn("The seeder's data plane stopped", "err", err)
 		}
 	})
+	if cfg.NoOffer {
+		s.markOffered()
+		return s, nil
+	}
 	s.wg.Go(func() {
 		// Hashing large inputs takes a while: Seed returns at once.
 		defer s.markOffered()
@@ -182,6 +202,11 @@ func (s *Seeder) Stop() {
 	}
 	s.cancel()
 	s.wg.Wait()
+	s.storeMu.Lock()
+	if s.tmp != "" {
+		_ = os.RemoveAll(s.tmp)
+	}
+	s.storeMu.Unlock()
 	if s.onStop != nil {
 		s.onStop()
 	}
@@ -224,4 +249,77 @@ func (fc *fileChunks) ReadChunk(d [32]byte) ([]byte, error) {
 		return nil, fmt.Errorf("chunk %x of %s: the file changed since the job was submitted", d[:8], ch.path)
 	}
 	return b, nil
+}
+
+// resultStore returns the store of the chunks of results being fetched,
+// opening it on first use.
+func (s *Seeder) resultStore() (*castore.Store, error) {
+	s.storeMu.Lock()
+	defer s.storeMu.Unlock()
+	if s.results != nil {
+		return s.results, nil
+	}
+	dir := s.dir
+	if dir == "" {
+		tmp, err := os.MkdirTemp("", "idlepool-results-")
+		if err != nil {
+			return nil, fmt.Errorf("fetch results: %w", err)
+		}
+		s.tmp, dir = tmp, tmp
+	}
+	st, err := castore.Open(castore.Config{Dir: dir, Logger: s.log})
+	if err != nil {
+		return nil, fmt.Errorf("fetch results: %w", err)
+	}
+	s.results = st
+	return st, nil
+}
+
+// FetchResult fetches the result of ok outcome v, which the devices that
+// computed it kept (v.Ref), from the devices the pool's tracker names
+// (several at once, every chunk checked against its digest; a device
+// that serves wrong bytes is avoided), and returns its bytes once they
+// hash to the accepted digest. An error wrapping castore.ErrNoSource
+// means no device could give some chunk. A nil Seeder has no data plane:
+// errNoDataPlane.
+func (s *Seeder) FetchResult(ctx context.Context, c *Client, v pool.Verified) ([]byte, error) {
+	if s == nil {
+		return nil, errNoDataPlane
+	}
+	if v.Ref == nil {
+		return nil, fmt.Errorf("fetch the result of task %d: the outcome names no kept result", v.Task)
+	}
+	st, err := s.resultStore()
+	if err != nil {
+		return nil, err
+	}
+	m := *v.Ref
+	release := st.Hold(m.Digests())
+	defer func() {
+		release()
+		st.Remove(m.Digests())
+	}()
+	self := c.PeerID()
+	f := &castore.Fetcher{Store: st, Device: self, Locate: c.ChunkHolders, Logger: s.log,
+		Peers: func(id string) castore.Source {
+			if id == self {
+				return nil
+			}
+			return nodeSource{s.pp, id}
+		}}
+	if _, err := f.Fetch(ctx, m); err != nil {
+		return nil, fmt.Errorf("fetch the result of task %d from the devices that kept it: %w", v.Task, err)
+	}
+	out := make([]byte, 0, m.Size)
+	for _, ch := range m.Chunks {
+		b, err := st.ReadChunk(ch.Digest)
+		if err != nil {
+			return nil, fmt.Errorf("fetch the result of task %d: %w", v.Task, err)
+		}
+		out = append(out, b...)
+	}
+	if castore.Digest(sha256.Sum256(out)) != m.SHA256 || int64(len(out)) != m.Size {
+		return nil, fmt.Errorf("fetch the result of task %d: %w: the chunks do not make the accepted result", v.Task, castore.ErrDigestMismatch)
+	}
+	return out, nil
 }

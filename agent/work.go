@@ -238,7 +238,7 @@ func (c *Client) sendBatch(ctx context.Context, ops []*workOp) {
 		if op.lease != "" {
 			s := op.sub
 			req.Results = append(req.Results, coord.WorkResult{Lease: op.lease, ResultSubmission: coord.ResultSubmission{
-				Digest: coord.HexDigest(s.Digest), Result: s.Result, Failed: s.Failed, Reason: s.Reason, Machine: s.Machine}})
+				Digest: coord.HexDigest(s.Digest), Result: s.Result, Failed: s.Failed, Reason: s.Reason, Machine: s.Machine, Ref: s.Ref}})
 		}
 		req.Lease += op.want
 	}
@@ -327,6 +327,9 @@ func (c *Client) ResultsWait(ctx context.Context, id job.ID, after int64, max in
 	}
 	q := url.Values{"after": {strconv.FormatInt(after, 10)}, "max": {strconv.Itoa(max)},
 		"wait": {strconv.FormatInt(min(wait, pool.MaxResultsWait).Milliseconds(), 10)}}
+	if c.apiVersion(ctx) >= refsAPIVersion {
+		q.Set("refs", "1") // this merger fetches results kept by devices
+	}
 	_, err := c.do(ctx, http.MethodGet, "/v1/jobs/"+id.String()+"/results", q, nil, true, &out)
 	return out.Results, err
 }

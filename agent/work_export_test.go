@@ -1,8 +1,23 @@
 package agent
 
+import "context"
+
 // QueuedWork returns how many calls of c wait for the next POST /v1/work.
 func QueuedWork(c *Client) int {
 	c.work.mu.Lock()
 	defer c.work.mu.Unlock()
 	return len(c.work.ops)
+}
+
+// SweepKept asks the pool once which kept results a to keep and deletes
+// the others (what serveKept does every keptSweep).
+func SweepKept(ctx context.Context, a *Agent) { a.sweepKept(ctx) }
+
+// KeptCount returns how many results a keeps for mergers.
+func KeptCount(a *Agent) int {
+	k := a.cache.keeper()
+	if k == nil {
+		return 0
+	}
+	return len(k.of(a.c.URL()))
 }

@@ -49,7 +49,7 @@ func cmdStatus(ctx context.Context, g *globals, args []string) error {
 		b, err := json.MarshalIndent(coord.JobInfo{Job: coord.HexDigest(st.Job), Name: st.Name, Owner: st.Owner, Merger: st.Merger,
 			Tasks: st.Tasks, Accepted: st.Accepted, Failed: st.Failed, Leased: st.Leased, Waiting: st.Waiting, Acked: st.Acked,
 			Complete: st.Complete, Cancelled: st.Cancelled, Quorum: st.Quorum, Redundancy: st.Redundancy,
-			Retrying: st.Retrying, Trouble: st.Trouble, Transfer: st.Transfer}, "", "  ")
+			Retrying: st.Retrying, Trouble: st.Trouble, Transfer: st.Transfer, Recomputing: st.Recomputing}, "", "  ")
 		if err != nil {
 			return fmt.Errorf("encode status: %w", err)
 		}
@@ -75,6 +75,9 @@ func cmdStatus(ctx context.Context, g *globals, args []string) error {
 			plural(st.Retrying, "task"), st.Trouble)
 	} else if st.Trouble != "" {
 		fmt.Fprintf(w, "blocked  %s\n", st.Trouble) // the quorum it cannot reach with the devices connected
+	}
+	if st.Recomputing > 0 {
+		fmt.Fprintf(w, "again    %s whose accepted result every holder lost, computed again for the merger\n", plural(st.Recomputing, "task"))
 	}
 	fmt.Fprintf(w, "merged   %d of %d outcomes taken by the merger\n", st.Acked, st.Accepted+st.Failed)
 	fmt.Fprintf(w, "quorum   %d agreeing replicas of distinct owners (%d leased at first)\n", st.Quorum, st.Redundancy)

@@ -176,18 +176,19 @@ func mergedHere(s *session, j *job.Job) (bool, error) {
 	return done, nil
 }
 
-// seedJob offers job j's files from this device to the pool's devices
-// while the job is followed (agent.Seed), unless the owner turned sharing
-// off (share_peers=false) or another process of this device runs its
-// data plane (a donor in this home, another follow: the coordinator
-// relays a device's signals to one mailbox, so they hold the data-plane
-// lock, home.DataPlaneLockFile, and a donor that starts meanwhile waits
-// for it). Its Seeder is nil when it does not seed; why is logged.
+// seedJob runs this device's data plane while job j is followed
+// (agent.Seed): it offers j's files to the pool's devices, unless the
+// owner turned sharing off (share_peers=false), and fetches the results
+// the devices kept. It has none where another process of this device
+// runs its data plane (a donor in this home, another follow: the
+// coordinator relays a device's signals to one mailbox, so they hold the
+// data-plane lock, home.DataPlaneLockFile, and a donor that starts
+// meanwhile waits for it). Its Seeder is nil then; why is logged.
 func seedJob(ctx context.Context, g *globals, s *session, j *job.Job) *agent.Seeder {
 	log := g.logger()
 	st, err := loadSettings(ctx, s.dirs)
-	if err != nil || st.NoSharePeers {
-		log.Debug("Not offering the job's files to the pool's devices", "sharePeers", !st.NoSharePeers, "err", err)
+	if err != nil {
+		log.Debug("Not offering the job's files to the pool's devices", "err", err)
 		return nil
 	}
 	if err := os.MkdirAll(s.dirs.Data, 0o700); err != nil {
@@ -199,8 +200,10 @@ func seedJob(ctx context.Context, g *globals, s *session, j *job.Job) *agent.See
 		log.Info("Another process of this device runs its data plane: the job's files are not offered from here", "err", err)
 		return nil
 	}
+	// With share_peers=false nothing is offered, but the results the
+	// devices kept are still fetched over the data plane.
 	seeder, err := agent.Seed(ctx, s.c, j, agent.SeedConfig{UploadBytesPerSecond: st.ShareUploadBytesPerSecond(), Logger: log,
-		OnStop: func() { _ = lock.Release() }})
+		OnStop: func() { _ = lock.Release() }, NoOffer: st.NoSharePeers})
 	if err != nil || seeder == nil {
 		_ = lock.Release()
 		if err != nil {
@@ -227,6 +230,9 @@ func followJob(ctx context.Context, g *globals, s *session, j *job.Job, asJSON b
 			fmt.Fprintln(g.stderr, msg)
 		},
 		Logger: g.logger(),
+	}
+	if seeder != nil {
+		cfg.FetchResult = func(ctx context.Context, v pool.Verified) ([]byte, error) { return seeder.FetchResult(ctx, s.c, v) }
 	}
 	if !asJSON && (m.Split.Rule == "grid" || m.Split.Rule == "kfold") {
 		cfg.Result = func(t job.Task, result []byte) {

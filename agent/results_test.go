@@ -1,0 +1,114 @@
+package agent_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"idlepool/agent"
+	"idlepool/pool"
+)
+
+// TestKeptResultsFetchedThenDeleted: two agents of two owners compute a
+// job whose results are 4 KB each and keep them; the coordinator gets
+// their references only (its metrics), the merger fetches the results
+// from the agents over the data plane (a Seeder that offers nothing) and
+// merges what a solo run gives (one agent restarted before: it keeps
+// and serves its results again); once the merger acknowledged them, the
+// agents' sweep deletes every kept result, and not before.
+func TestKeptResultsFetchedThenDeleted(t *testing.T) {
+	co := startCoordinator(t, t.TempDir(), "127.0.0.1:0")
+	j := planJob(t, "kept", 3, "redundancy = 2\nquorum = 2\n")
+	exec := &fakeExec{Pad: 4000}
+	want := solo(t, j, exec)
+	start := func(dev *device) *runningAgent {
+		a, err := agent.New(agent.Config{
+			PoolURL: co.url, Home: dev.dirs, DeviceKey: dev.key, OwnerKey: dev.owner, Slots: 1,
+			Executor: exec, Store: dev.local, HTTP: httpClient(t), PeerToPeer: true,
+			MaxBackoff: 200 * time.Millisecond, IdlePoll: 50 * time.Millisecond, ReceiptPoll: 50 * time.Millisecond,
+			Logger: quietLogger(t).With("side", dev.key.ID()[:6]),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		ra := &runningAgent{Agent: a, dev: dev, stop: cancel, done: make(chan error, 1)}
+		go func() { ra.done <- a.Serve(ctx) }()
+		t.Cleanup(func() { ra.Stop(t) })
+		return ra
+	}
+	devs := []*device{newDevice(t, nil), newDevice(t, nil)}
+	agents := []*runningAgent{start(devs[0]), start(devs[1])}
+
+	sub := newSubmitter(t, co.url, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // bounds a hang only
+	defer cancel()
+	if err := sub.c.Submit(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	seeder, err := agent.Seed(ctx, sub.c, j, agent.SeedConfig{NoOffer: true, Logger: quietLogger(t).With("side", "merger")})
+	if err != nil || seeder == nil {
+		t.Fatalf("Seed: %v, %v", seeder, err)
+	}
+	defer seeder.Stop()
+	// Followed up to the last outcome but not acknowledged yet: the
+	// agents keep everything.
+	for {
+		st, err := sub.c.Status(ctx, j.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Complete {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("the job never completed")
+		}
+		time.Sleep(20 * time.Millisecond) // polling a condition
+	}
+	// A restarted agent keeps and serves what it kept.
+	agents[0].Stop(t)
+	agents[0] = start(devs[0])
+	for i, a := range agents {
+		agent.SweepKept(ctx, a.Agent)
+		if n := agent.KeptCount(a.Agent); n != 3 {
+			t.Errorf("agent %d keeps %d results before the merger acknowledged them, want 3", i, n)
+		}
+	}
+	got, err := agent.Follow(ctx, sub.c, j, agent.FollowConfig{
+		Dir: filepath.Join(sub.dev.dirs.Data, "merges", j.ID.String()), Poll: 20 * time.Millisecond,
+		MaxBackoff: 200 * time.Millisecond, Logger: quietLogger(t).With("side", "merger"),
+		FetchResult: func(ctx context.Context, v pool.Verified) ([]byte, error) { return seeder.FetchResult(ctx, sub.c, v) },
+	})
+	if err != nil {
+		t.Fatalf("follow: %v", err)
+	}
+	same(t, got, want)
+	if inline := coordMetric(t, co.url, `idlepool_coord_result_bytes_total{how="inline"}`); inline != 0 {
+		t.Errorf("the coordinator received %v result bytes, want none", inline)
+	}
+	if kept := coordMetric(t, co.url, `idlepool_coord_result_bytes_total{how="kept"}`); kept < 6*4000 {
+		t.Errorf("the devices kept %v result bytes, want the six results' (over 24000)", kept)
+	}
+	for i, a := range agents {
+		agent.SweepKept(ctx, a.Agent)
+		if n := agent.KeptCount(a.Agent); n != 0 {
+			t.Errorf("agent %d keeps %d results after the merger acknowledged them, want none", i, n)
+		}
+	}
+
+	// A merger without a data plane stops at a kept result with words.
+	other := planJob(t, "kept-2", 1, "redundancy = 2\nquorum = 2\n")
+	if err := sub.c.Submit(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	_, err = agent.Follow(ctx, sub.c, other, agent.FollowConfig{
+		Dir: filepath.Join(sub.dev.dirs.Data, "merges", other.ID.String()), Poll: 20 * time.Millisecond,
+		MaxBackoff: 200 * time.Millisecond, Logger: quietLogger(t).With("side", "merger"),
+	})
+	if err == nil {
+		t.Fatal("follow without a data plane merged a job whose results the devices kept")
+	}
+	t.Log(err)
+}
