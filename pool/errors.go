@@ -45,6 +45,10 @@ var (
 	// ErrBadSubmission: a submission whose digest does not match its
 	// bytes, or that is too large (400).
 	ErrBadSubmission = errors.New("pool: bad submission")
+	// ErrSendInline: a result submitted by reference for a job whose
+	// merger does not fetch results kept by the devices now
+	// (MergerFetchesKept): send its bytes (409).
+	ErrSendInline = errors.New("pool: the job's merger does not fetch results kept by the devices now: send the result's bytes")
 	// ErrBadRequest: an argument out of range (400).
 	ErrBadRequest = errors.New("pool: bad request")
 	// ErrConflict: the request contradicts the pool's state, for example a

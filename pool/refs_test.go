@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -45,13 +46,31 @@ func TestSchedResultsByReference(t *testing.T) {
 	carol := h.Device("carol", "carol-1")
 	dave := h.Device("dave", "dave-1")
 	erin := h.Device("erin", "erin-1")
-	j := h.Job("refs", 2, pooltest.Policy{TaskCost: 1}, alice)
+	j := h.Job("refs", 2, pooltest.Policy{TaskCost: 1, LeaseTimeout: time.Hour}, alice)
 
 	lb, lc := h.Lease(bob, 2), h.Lease(carol, 2)
 	if len(lb) != 2 || len(lc) != 2 {
 		t.Fatalf("leases: bob %v, carol %v", tasksOf(lb), tasksOf(lc))
 	}
 	r0, r1 := bigResult(0, "ok"), bigResult(1, "ok")
+
+	// References only while the merger says it fetches them.
+	if err := h.S.Submit(ctx, bob, lb[0].ID, byRef(t, r0)); !errors.Is(err, pool.ErrSendInline) {
+		t.Errorf("a reference before the merger fetches: %v, want ErrSendInline", err)
+	}
+	if err := h.S.MergerFetchesKept(bob, j.ID, true); !errors.Is(err, pool.ErrNotMerger) {
+		t.Errorf("MergerFetchesKept by a device that does not merge: %v, want ErrNotMerger", err)
+	}
+	if err := h.S.MergerFetchesKept(alice, j.ID, true); err != nil {
+		t.Fatal(err)
+	}
+	h.Clock.Advance(pool.KeptWindow)
+	if err := h.S.Submit(ctx, bob, lb[0].ID, byRef(t, r0)); !errors.Is(err, pool.ErrSendInline) {
+		t.Errorf("a reference a KeptWindow after the merger last fetched: %v, want ErrSendInline", err)
+	}
+	if err := h.S.MergerFetchesKept(alice, j.ID, true); err != nil {
+		t.Fatal(err)
+	}
 
 	// Malformed references are refused, naming what is wrong.
 	small := byRef(t, r0[:pool.InlineResultBytes])

@@ -173,6 +173,7 @@ type jobState struct {
 	held      int        // tasks accepted alone whose results are held back
 	trust     *trustState
 	deviators map[string]bool // owners with a deviation in this job
+	keptUntil time.Time       // until when its merger fetches results kept by the devices (sched_refs.go)
 }
 
 // taskState is an undecided task that has, or had, replicas.

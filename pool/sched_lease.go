@@ -454,6 +454,9 @@ func (s *Scheduler) Submit(ctx context.Context, peer, lease string, sub Submissi
 	if err == nil && sub.Ref != nil && r.js.ver.Rule != "" {
 		err = fmt.Errorf("%w: job %s compares results within a tolerance, which needs their bytes: send the result, not a reference", ErrBadSubmission, r.rec.Job)
 	}
+	if err == nil && sub.Ref != nil && !s.now().Before(r.js.keptUntil) {
+		err = fmt.Errorf("%w (job %s)", ErrSendInline, r.rec.Job)
+	}
 	if err == nil && s.expiredNow(r) {
 		err = fmt.Errorf("%w: lease %s passed its deadline", ErrLeaseExpired, lease)
 	}

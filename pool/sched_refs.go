@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"time"
 
 	"idlepool/castore"
 	"idlepool/job"
@@ -24,6 +25,37 @@ import (
 
 // MaxHeldQuery bounds the results one KeepResults call asks about.
 const MaxHeldQuery = 1024
+
+// KeptWindow is how long after its merger last said it fetches results
+// kept by the devices (MergerFetchesKept) a job takes results by
+// reference. A merger that follows its job says so at every request for
+// its results; one that left stops being sent references after
+// KeptWindow, so that the results computed meanwhile wait at the
+// coordinator rather than on devices that may leave too.
+const KeptWindow = 5 * time.Minute
+
+// MergerFetchesKept records whether the merger of job id fetches results
+// kept by the devices over the data plane now (on: for KeptWindow from
+// now; off: from now on the job takes results inline only, ErrSendInline
+// for a reference). The state is in memory: after a restart a job takes
+// references once its merger says so again. Errors: ErrUnknownJob,
+// ErrNotMerger.
+func (s *Scheduler) MergerFetchesKept(peer string, id job.ID, on bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	js, ok := s.jobs[id]
+	switch {
+	case !ok:
+		return fmt.Errorf("kept results of job %s: %w", id, ErrUnknownJob)
+	case js.rec.Merger != peer:
+		return fmt.Errorf("kept results of job %s: %w: %s", id, ErrNotMerger, peer)
+	case on:
+		js.keptUntil = s.now().Add(KeptWindow)
+	default:
+		js.keptUntil = time.Time{}
+	}
+	return nil
+}
 
 // refetch is the state of a decided task whose result is computed again.
 type refetch struct {
