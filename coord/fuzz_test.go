@@ -1,9 +1,12 @@
 package coord
 
 import (
+	"bytes"
+	"encoding/json"
 	"strings"
 	"testing"
 
+	"idlepool/castore"
 	"idlepool/job"
 	"idlepool/pool"
 )
@@ -38,9 +41,25 @@ func FuzzDecodeSubmission(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
+	big := bytes.Repeat([]byte("x"), 2000)
+	m, err := castore.Split(bytes.NewReader(big), castore.ChunkSize, func(castore.Digest, []byte) error { return nil })
+	if err != nil {
+		f.Fatal(err)
+	}
+	ref, err := json.Marshal(ResultSubmission{Digest: HexDigest(m.SHA256), Ref: &m})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(ref)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := decodeSubmission(data)
 		if err != nil {
+			return
+		}
+		if s.Ref != nil {
+			if castore.Digest(s.Digest) != s.Ref.SHA256 || len(s.Result) > 0 || s.Failed || s.Ref.Size <= pool.InlineResultBytes || s.Ref.Validate() != nil {
+				t.Errorf("accepted a reference that is not alone, over 1 KiB, valid and of its digest: %+v", s)
+			}
 			return
 		}
 		if s.Digest != pool.ReplicaDigest(s.Result, s.Failed, s.Reason) {

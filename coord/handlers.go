@@ -358,6 +358,9 @@ func (s *Server) addJob(w http.ResponseWriter, r *http.Request, c call) error {
 			return &apiError{http.StatusGone, "job_cancelled",
 				fmt.Sprintf("job %s was cancelled in this pool by its owner and is not queued again; a changed manifest is a new job", id), nil}
 		}
+		if req.FetchesKept {
+			_ = s.sched.MergerFetchesKept(c.peer.ID, id, true) // only its merger's word counts
+		}
 		writeJSON(w, http.StatusOK, JobCreated{Job: HexDigest(id), Tasks: st.Tasks})
 		return nil
 	}
@@ -394,6 +397,9 @@ func (s *Server) addJob(w http.ResponseWriter, r *http.Request, c call) error {
 	created, err := s.sched.AddJob(r.Context(), j, c.peer.ID)
 	if err != nil {
 		return fmt.Errorf("add job %s: %w", id, err)
+	}
+	if req.FetchesKept {
+		_ = s.sched.MergerFetchesKept(c.peer.ID, id, true) // only its merger's word counts
 	}
 	status := http.StatusOK
 	if created {
@@ -459,6 +465,9 @@ func (s *Server) results(w http.ResponseWriter, r *http.Request, c call) error {
 	if err != nil {
 		return err
 	}
+	// The merger says with every request whether it fetches the results
+	// the devices keep; only its word counts.
+	_ = s.sched.MergerFetchesKept(c.peer.ID, st.Job, refs)
 	res, err := s.sched.WaitResults(r.Context(), c.peer.ID, st.Job, after, int(max), wait)
 	if err != nil {
 		return fmt.Errorf("results of job %s: %w", st.Job, err)

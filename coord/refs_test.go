@@ -44,6 +44,14 @@ func TestServerResultsByReference(t *testing.T) {
 	if a := ts.do(t, alice, "POST", "/v1/jobs", JobRequest{Canonical: j.Canonical}); a.status != http.StatusCreated {
 		t.Fatalf("submit job: %d %s", a.status, a.body)
 	}
+	// Its merger says it fetches kept results only with every results
+	// request (refs=1) or when it submits (fetches_kept).
+	fetches := func(on bool) {
+		t.Helper()
+		if a := ts.do(t, alice, "POST", "/v1/jobs", JobRequest{Canonical: j.Canonical, FetchesKept: on}); a.status != http.StatusOK {
+			t.Fatalf("submit job again: %d %s", a.status, a.body)
+		}
+	}
 	lease := func(p *testPeer) LeaseGrant {
 		t.Helper()
 		var lr LeaseResponse
@@ -68,6 +76,10 @@ func TestServerResultsByReference(t *testing.T) {
 	withBytes.Result = result
 	chunked, _ := castore.Split(bytes.NewReader(result), castore.MinChunkSize, func(castore.Digest, []byte) error { return nil })
 	smallChunks := ResultSubmission{Digest: good.Digest, Ref: &chunked}
+	if a := ts.do(t, bob, "POST", "/v1/leases/"+lb.Lease+"/result", good); a.status != http.StatusConflict || a.errorBody(t).Code != "send_inline" {
+		t.Errorf("a reference while the merger does not fetch: %d %s, want 409 send_inline", a.status, a.body)
+	}
+	fetches(true)
 	for name, sub := range map[string]ResultSubmission{"of 1 KiB": small, "of another digest": other, "with the bytes": withBytes, "in 4 KiB chunks": smallChunks} {
 		a := ts.do(t, bob, "POST", "/v1/leases/"+lb.Lease+"/result", sub)
 		if e := a.errorBody(t); a.status != http.StatusBadRequest || !strings.Contains(e.Error, `field "ref"`) {
@@ -89,7 +101,8 @@ func TestServerResultsByReference(t *testing.T) {
 		t.Errorf("inline result bytes %s, want 0", got)
 	}
 
-	// A merger that does not ask with refs=1 never gets an empty result.
+	// A merger that does not ask with refs=1 never gets an empty result,
+	// and says with it that it does not fetch kept results.
 	if a := ts.do(t, alice, "GET", "/v1/jobs/"+id+"/results?after=0", nil); a.status != http.StatusConflict || a.errorBody(t).Code != "result_kept" {
 		t.Errorf("results without refs=1: %d %s, want 409 result_kept", a.status, a.body)
 	}
@@ -129,6 +142,11 @@ func TestServerResultsByReference(t *testing.T) {
 	if ld.Task != 0 {
 		t.Errorf("dave leased %+v, want task 0 again", ld)
 	}
+	ts.do(t, alice, "GET", "/v1/jobs/"+id+"/results?after=0", nil) // a merger that does not fetch them
+	if a := ts.do(t, dave, "POST", "/v1/leases/"+ld.Lease+"/result", good); a.status != http.StatusConflict || a.errorBody(t).Code != "send_inline" {
+		t.Errorf("a reference after the merger asked without refs=1: %d %s, want 409 send_inline", a.status, a.body)
+	}
+	ts.do(t, alice, "GET", "/v1/jobs/"+id+"/results?after=0&refs=1", nil) // it fetches again
 	if a := ts.do(t, dave, "POST", "/v1/leases/"+ld.Lease+"/result", good); a.status != 200 {
 		t.Fatalf("submit the lost result again: %d %s", a.status, a.body)
 	}

@@ -74,6 +74,8 @@ func errorStatus(err error) (status int, code string) {
 		return http.StatusForbidden, "not_owner"
 	case errors.Is(err, pool.ErrTaskDecided):
 		return http.StatusConflict, "task_decided"
+	case errors.Is(err, pool.ErrSendInline):
+		return http.StatusConflict, "send_inline"
 	case errors.Is(err, pool.ErrConflict):
 		return http.StatusConflict, "conflict"
 	case errors.Is(err, pool.ErrBadSubmission), errors.Is(err, pool.ErrBadRequest):

@@ -95,6 +95,12 @@ type JobRequest struct {
 	// it. It is not part of the job: a job already in the pool keeps the
 	// answers it came with.
 	KnownAnswers *HexDigest `json:"known_answers,omitempty"`
+	// FetchesKept (version 4) says that the submitter, the job's merger,
+	// fetches the results the devices keep (it runs a data plane while it
+	// follows the job): the job takes results by reference for
+	// pool.KeptWindow, and every request for its results with refs=1
+	// extends that (pool.Scheduler.MergerFetchesKept).
+	FetchesKept bool `json:"fetches_kept,omitempty"`
 }
 
 // JobCreated is the answer to POST /v1/jobs.
