@@ -292,6 +292,7 @@ type Agent struct {
 	owners    map[job.ID]string      // job -> owner ID, for jobs seen
 	held      map[string]*heldResult // results the store has not fully recorded, by lease
 	byRef     map[job.ID]bool        // whether a job's results may be kept and sent by reference (results.go)
+	inline    map[job.ID]time.Time   // until when a job's results go inline: its merger does not fetch kept ones (results.go)
 
 	// ownerNames are the display names of the jobs' owners, and
 	// notedJobs the jobs noted in the store for the history

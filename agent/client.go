@@ -74,6 +74,9 @@ type Client struct {
 	transfers transferQueue
 
 	chunkBytes atomic.Int64 // chunk bytes fetched from the coordinator (Chunk)
+	// fetchesKept says that this device fetches the results other devices
+	// keep, for the jobs it merges (SetFetchesKept).
+	fetchesKept atomic.Bool
 }
 
 // NewClient returns a client of the pool at poolURL (scheme and host, e.g.
@@ -626,7 +629,7 @@ func (c *Client) registerJob(ctx context.Context, req coord.JobRequest) (created
 // kept by the pool and never served). The submitting device becomes the
 // job's merger. Submitting a known job is harmless.
 func (c *Client) Submit(ctx context.Context, j *job.Job) error {
-	req := coord.JobRequest{Canonical: j.Canonical}
+	req := coord.JobRequest{Canonical: j.Canonical, FetchesKept: c.refs(ctx)}
 	if j.HasKnownAnswers() {
 		d := coord.HexDigest(j.KnownAnswers.SHA256)
 		req.KnownAnswers = &d // beside the job, not in it: peers never see it
@@ -775,7 +778,7 @@ func (c *Client) Results(ctx context.Context, id job.ID, after int64, max int) (
 		Results []pool.Verified `json:"results"`
 	}
 	q := url.Values{"after": {strconv.FormatInt(after, 10)}, "max": {strconv.Itoa(max)}}
-	if c.apiVersion(ctx) >= refsAPIVersion {
+	if c.refs(ctx) {
 		q.Set("refs", "1") // this merger fetches results kept by devices
 	}
 	_, err := c.do(ctx, http.MethodGet, "/v1/jobs/"+id.String()+"/results", q, nil, true, &out)
@@ -850,4 +853,19 @@ func ReadLedger(r io.Reader) ([]pool.Entry, error) {
 		return entries, fmt.Errorf("read ledger: %w", err)
 	}
 	return entries, nil
+}
+
+// SetFetchesKept says whether this device fetches, for the jobs it
+// merges, the results the devices that computed them keep (it runs a
+// data plane: Seed sets it, Seeder.Stop clears it). While it does, Submit
+// and the requests for results tell the pool so, and the pool's devices
+// keep results over pool.InlineResultBytes instead of sending them;
+// while it does not, the results come inline.
+func (c *Client) SetFetchesKept(on bool) { c.fetchesKept.Store(on) }
+
+// refs reports whether to tell the coordinator that this device fetches
+// kept results: it does, and the coordinator takes references (API
+// version 4).
+func (c *Client) refs(ctx context.Context) bool {
+	return c.fetchesKept.Load() && c.apiVersion(ctx) >= refsAPIVersion
 }

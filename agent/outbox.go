@@ -43,6 +43,14 @@ func (a *Agent) deliverAndLease(ctx context.Context, c store.Contribution, store
 		}
 		err = a.c.SendResult(ctx, c.Lease, sub)
 	}
+	if ae, ok := errors.AsType[*APIError](err); ok && sub.Ref != nil && ae.Code == "send_inline" {
+		// Its merger does not fetch kept results now: the bytes go to
+		// the coordinator, this one's and the job's next ones for a while.
+		a.dropKept(c)
+		a.sendInline(c.Job)
+		sub = c.Submission()
+		err = a.c.SendResult(ctx, c.Lease, sub)
+	}
 	if err != nil && (Retryable(err) || ctx.Err() != nil) {
 		return leases, err
 	}

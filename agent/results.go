@@ -26,7 +26,8 @@ import (
 
 // Results kept for the merger (RATIONALE.md, "Results stay with the
 // devices"): a result over pool.InlineResultBytes of a job compared by
-// digest is put in the chunk store, held there, announced to the pool's
+// digest, whose merger follows it with a data plane, is put in the chunk
+// store, held there, announced to the pool's
 // tracker and submitted by its chunk manifest; the job's merger fetches
 // it over the data plane. The device asks the pool which of its kept
 // results it must go on keeping every keptSweep and deletes the others
@@ -233,15 +234,30 @@ func (a *Agent) noteByRef(j *job.Job) {
 	a.byRef[j.ID] = j.Manifest.Verify.Rule == ""
 }
 
+// inlineFor is how long a job's results go inline after the pool said
+// its merger does not fetch kept results (409 send_inline).
+const inlineFor = time.Minute
+
+// sendInline makes job id's results go inline for inlineFor.
+func (a *Agent) sendInline(id job.ID) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.inline == nil {
+		a.inline = map[job.ID]time.Time{}
+	}
+	a.inline[id] = a.cfg.Now().Add(inlineFor)
+}
+
 // submission returns what to send for contribution c: by reference when
 // its result is over pool.InlineResultBytes, its job is compared by
 // digest, this device shares chunks, the coordinator takes references,
-// and keeping it leaves at least half the chunk store to the jobs' files;
-// else the bytes, as always.
+// the job's merger fetched kept results when last asked (sendInline),
+// and keeping it leaves at least half the chunk store to the jobs'
+// files; else the bytes, as always.
 func (a *Agent) submission(ctx context.Context, c store.Contribution) pool.Submission {
 	sub := c.Submission()
 	a.mu.Lock()
-	byRef := a.byRef[c.Job]
+	byRef := a.byRef[c.Job] && !a.cfg.Now().Before(a.inline[c.Job])
 	a.mu.Unlock()
 	if sub.Failed || len(sub.Result) <= pool.InlineResultBytes || !byRef || a.cfg.NoShare || a.peers.Load() == nil ||
 		a.c.apiVersion(ctx) < refsAPIVersion {

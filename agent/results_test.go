@@ -44,14 +44,15 @@ func TestKeptResultsFetchedThenDeleted(t *testing.T) {
 	sub := newSubmitter(t, co.url, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // bounds a hang only
 	defer cancel()
-	if err := sub.c.Submit(ctx, j); err != nil {
-		t.Fatal(err)
-	}
+	// The merger runs its data plane before it submits: the pool knows
+	// from the submission that it fetches kept results.
 	seeder, err := agent.Seed(ctx, sub.c, j, agent.SeedConfig{NoOffer: true, Logger: quietLogger(t).With("side", "merger")})
 	if err != nil || seeder == nil {
 		t.Fatalf("Seed: %v, %v", seeder, err)
 	}
-	defer seeder.Stop()
+	if err := sub.c.Submit(ctx, j); err != nil {
+		t.Fatal(err)
+	}
 	// Followed up to the last outcome but not acknowledged yet: the
 	// agents keep everything.
 	for {
@@ -98,17 +99,24 @@ func TestKeptResultsFetchedThenDeleted(t *testing.T) {
 		}
 	}
 
-	// A merger without a data plane stops at a kept result with words.
-	other := planJob(t, "kept-2", 1, "redundancy = 2\nquorum = 2\n")
+	// A merger without a data plane gets the results inline: the
+	// devices' references are refused (409 send_inline) and they send
+	// the bytes.
+	seeder.Stop()
+	other := planJob(t, "kept-2", 2, "redundancy = 2\nquorum = 2\n")
+	inlineBefore := coordMetric(t, co.url, `idlepool_coord_result_bytes_total{how="inline"}`)
 	if err := sub.c.Submit(ctx, other); err != nil {
 		t.Fatal(err)
 	}
-	_, err = agent.Follow(ctx, sub.c, other, agent.FollowConfig{
+	got, err = agent.Follow(ctx, sub.c, other, agent.FollowConfig{
 		Dir: filepath.Join(sub.dev.dirs.Data, "merges", other.ID.String()), Poll: 20 * time.Millisecond,
 		MaxBackoff: 200 * time.Millisecond, Logger: quietLogger(t).With("side", "merger"),
 	})
-	if err == nil {
-		t.Fatal("follow without a data plane merged a job whose results the devices kept")
+	if err != nil {
+		t.Fatalf("follow without a data plane: %v", err)
 	}
-	t.Log(err)
+	same(t, got, solo(t, other, exec))
+	if inline := coordMetric(t, co.url, `idlepool_coord_result_bytes_total{how="inline"}`) - inlineBefore; inline < 4*4000 {
+		t.Errorf("the coordinator received %v result bytes of the job whose merger has no data plane, want the four results' (over 16000)", inline)
+	}
 }

@@ -44,6 +44,7 @@ type SeedConfig struct {
 // submitter's own copies (Seed). Stop it with Stop.
 type Seeder struct {
 	node      *p2p.Node
+	c         *Client
 	onStop    func()
 	cancel    context.CancelFunc
 	offered   chan struct{} // closed after the first announcement (see Offered)
@@ -66,9 +67,12 @@ type Seeder struct {
 // than from the coordinator, as BitTorrent's initial seed does. The
 // known answers are never offered (peers must not see them). A file that
 // changed since the job was planned is not offered. The files are read
-// for their chunk lists after Seed returns. It returns a nil
-// Seeder and no error when the coordinator relays no signals (an older
-// one): the devices then fetch from the coordinator, as always.
+// for their chunk lists after Seed returns. With SeedConfig.NoOffer it
+// offers nothing. While it runs, the Seeder also fetches the results the
+// pool's devices keep for this merger (FetchResult), and c says so to the
+// pool (Client.SetFetchesKept). It returns a nil Seeder and no error when
+// the coordinator relays no signals (an older one): the devices then
+// fetch from the coordinator, as always, and results come inline.
 func Seed(ctx context.Context, c *Client, j *job.Job, cfg SeedConfig) (*Seeder, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -88,7 +92,8 @@ func Seed(ctx context.Context, c *Client, j *job.Job, cfg SeedConfig) (*Seeder, 
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	s := &Seeder{node: n, cancel: cancel, onStop: cfg.OnStop, offered: make(chan struct{}), dir: cfg.Dir, log: cfg.Logger,
+	c.SetFetchesKept(true)
+	s := &Seeder{node: n, c: c, cancel: cancel, onStop: cfg.OnStop, offered: make(chan struct{}), dir: cfg.Dir, log: cfg.Logger,
 		pp: &peerPlane{node: n, now: time.Now, down: map[string]time.Time{}, used: map[string]bool{}, paths: map[string]p2p.Path{}}}
 	s.wg.Go(func() {
 		if err := n.Serve(ctx); err != nil && ctx.Err() == nil {
@@ -202,6 +207,7 @@ func (s *Seeder) Stop() {
 	}
 	s.cancel()
 	s.wg.Wait()
+	s.c.SetFetchesKept(false)
 	s.storeMu.Lock()
 	if s.tmp != "" {
 		_ = os.RemoveAll(s.tmp)

@@ -327,7 +327,7 @@ func (c *Client) ResultsWait(ctx context.Context, id job.ID, after int64, max in
 	}
 	q := url.Values{"after": {strconv.FormatInt(after, 10)}, "max": {strconv.Itoa(max)},
 		"wait": {strconv.FormatInt(min(wait, pool.MaxResultsWait).Milliseconds(), 10)}}
-	if c.apiVersion(ctx) >= refsAPIVersion {
+	if c.refs(ctx) {
 		q.Set("refs", "1") // this merger fetches results kept by devices
 	}
 	_, err := c.do(ctx, http.MethodGet, "/v1/jobs/"+id.String()+"/results", q, nil, true, &out)

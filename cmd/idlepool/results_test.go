@@ -89,14 +89,16 @@ func TestJoinResultsStayWithDevices(t *testing.T) {
 	}
 }
 
-// TestJoinResultLostIsComputedAgain: with real processes, two agents of
-// two owners compute every task of a job and keep the results; the job's
-// submitter is not following. Both agents are killed (SIGKILL) before it
-// fetched anything, and a third agent joins. `idlepool result` finds no
-// holder, reports the results lost, the pool leases their tasks again
-// (to the third agent, which keeps the new results), and the merge
-// completes equal to `run --json`: nothing abandoned, nothing folded
-// that was not verified. The third agent earns a receipt for each task.
+// TestJoinResultLostIsComputedAgain: with real processes, the submitter
+// hands a job to the pool and follows it (saying it fetches kept
+// results), then stops (SIGKILL) before any result came; two agents of
+// two owners compute every task and keep the results. Both agents are
+// killed (SIGKILL) before the submitter fetched anything, and a third
+// agent joins. `idlepool result` finds no holder, reports the results
+// lost, the pool leases their tasks again (to the third agent, which
+// keeps the new results), and the merge completes equal to `run --json`:
+// nothing abandoned, nothing folded that was not verified. The third
+// agent earns a receipt for each task it computed again.
 func TestJoinResultLostIsComputedAgain(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs three agents and waits for dead holders to time out")
@@ -104,28 +106,35 @@ func TestJoinResultLostIsComputedAgain(t *testing.T) {
 	_, url := startServe(t, t.TempDir(), "127.0.0.1:0")
 	m, want, id := resultsJob(t, 512<<10, 256<<10, 2)
 	homes := []string{filepath.Join(t.TempDir(), "agent0"), filepath.Join(t.TempDir(), "agent1"), filepath.Join(t.TempDir(), "agent2")}
-	first := []*daemon{startJoin(t, homes[0], url), startJoin(t, homes[1], url)}
+	// The submitter offers no files (the agents fetch them from the
+	// coordinator), but fetches results.
 	subHome := t.TempDir()
-	if out := idlepool(t, subHome, "submit", m, "--pool", url); out.code != 0 {
-		t.Fatalf("submit: exit %d\n%s", out.code, out.stderr)
+	if out := idlepool(t, subHome, "settings", "set", "share_peers=false"); out.code != 0 {
+		t.Fatalf("settings set share_peers=false: exit %d\n%s", out.code, out.stderr)
 	}
+	sub := startDaemon(t, "submit", subHome, "submit", m, "--pool", url, "--follow", "--json")
 	deadline := patient(t)
-	tasks := int64(0)
-	for {
-		out := idlepool(t, subHome, "status", id, "--pool", url, "--json")
-		var st struct {
-			Tasks    int64
-			Complete bool
+	waitStatus := func(what string, done func(tasks int64, complete bool) bool) int64 {
+		t.Helper()
+		for {
+			out := idlepool(t, subHome, "status", id, "--pool", url, "--json")
+			var st struct {
+				Tasks    int64
+				Complete bool
+			}
+			if out.code == 0 && json.Unmarshal([]byte(out.stdout), &st) == nil && done(st.Tasks, st.Complete) {
+				return st.Tasks
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("waiting until %s: %s%s", what, out.stdout, out.stderr)
+			}
+			time.Sleep(100 * time.Millisecond) // polling a condition
 		}
-		if out.code == 0 && json.Unmarshal([]byte(out.stdout), &st) == nil && st.Complete {
-			tasks = st.Tasks
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the job never completed: %s%s", out.stdout, out.stderr)
-		}
-		time.Sleep(100 * time.Millisecond) // polling a condition
 	}
+	waitStatus("the pool has the job", func(int64, bool) bool { return true })
+	sub.kill()
+	first := []*daemon{startJoin(t, homes[0], url), startJoin(t, homes[1], url)}
+	tasks := waitStatus("the job is complete", func(_ int64, complete bool) bool { return complete })
 	for _, d := range first {
 		d.kill()
 	}
