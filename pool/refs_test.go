@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -187,4 +188,78 @@ func TestSchedRefusesReferenceUnderTolerance(t *testing.T) {
 		t.Fatalf("a reference under a tolerance rule: %v, want ErrBadSubmission", err)
 	}
 	t.Log(err)
+}
+
+// TestSchedLyingManifest: a replica that returns the accepted digest with
+// a manifest of other chunks (which no fetch can make into the digest)
+// is not named beside the replicas that agree on the manifest; when it is
+// the only reference the outcome has, the replica computed after the
+// merger reports it lost brings the right manifest, which replaces it.
+func TestSchedLyingManifest(t *testing.T) {
+	h := newHarness(t, pool.NewMemStore(), nil)
+	ctx := context.Background()
+	alice := h.Device("alice", "alice-1")
+	peers := []string{h.Device("bob", "bob-1"), h.Device("carol", "carol-1"), h.Device("dave", "dave-1"), h.Device("erin", "erin-1")}
+	j := h.Job("liar", 1, pooltest.Policy{Redundancy: 3, Quorum: 3}, alice)
+	j2 := h.Job("liar-2", 1, pooltest.Policy{Redundancy: 2, Quorum: 2}, alice)
+	for _, id := range []job.ID{j.ID, j2.ID} {
+		if err := h.S.MergerFetchesKept(alice, id, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r0 := bigResult(0, "ok")
+	honest := byRef(t, r0)
+	lie := byRef(t, r0)
+	fake := *lie.Ref
+	fake.Chunks = slices.Clone(fake.Chunks)
+	fake.Chunks[0].Digest[0] ^= 1
+	lie.Ref = &fake
+	ls := [][]pool.Lease{h.Lease(peers[0], 1), h.Lease(peers[1], 1), h.Lease(peers[2], 1)}
+	h.Submit(ls[0][0], lie)
+	h.Submit(ls[1][0], honest)
+	h.Submit(ls[2][0], honest)
+	vs := h.Results(alice, j.ID)
+	if len(vs) != 1 || vs[0].Ref == nil || vs[0].Ref.Chunks[0] != honest.Ref.Chunks[0] {
+		t.Fatalf("results %+v, want the manifest two replicas agree on", vs)
+	}
+	if diff := cmp.Diff([]string{peers[1], peers[2]}, vs[0].Holders); diff != "" {
+		t.Errorf("holders (-want +got):\n%s", diff)
+	}
+
+	// The liar's manifest against one honest one (a tie): the first is
+	// named; the merger cannot fetch it, and the replica computed again
+	// brings the right one.
+	r1 := bigResult(1, "ok")
+	lie1 := byRef(t, r1)
+	fake1 := *lie1.Ref
+	fake1.Chunks = slices.Clone(fake1.Chunks)
+	fake1.Chunks[0].Digest[0] ^= 1
+	lie1.Ref = &fake1
+	l0, l1 := h.Lease(peers[0], 1), h.Lease(peers[1], 1)
+	if len(l0) != 1 || len(l1) != 1 || l0[0].Job != j2.ID || l1[0].Job != j2.ID {
+		t.Fatalf("leases of the second job: %v %v", l0, l1)
+	}
+	h.Submit(l0[0], lie1)
+	h.Submit(l1[0], byRef(t, r1))
+	vs = h.Results(alice, j2.ID)
+	if len(vs) != 1 || !sameChunks(vs[0].Ref, &fake1) {
+		t.Fatalf("results %+v, want the first of two manifests", vs)
+	}
+	if err := h.S.ResultLost(ctx, alice, j2.ID, 1); err != nil {
+		t.Fatal(err)
+	}
+	le := h.Lease(peers[3], 1)
+	if len(le) != 1 || le[0].Job != j2.ID {
+		t.Fatalf("erin's leases %v, want the lost task", le)
+	}
+	h.Submit(le[0], byRef(t, r1))
+	vs = h.Results(alice, j2.ID)
+	if diff := cmp.Diff(byRef(t, r1).Ref, vs[0].Ref); diff != "" || !slices.Equal(vs[0].Holders, []string{peers[3]}) {
+		t.Errorf("after the result was computed again: holders %v, manifest (-want +got):\n%s", vs[0].Holders, diff)
+	}
+}
+
+// sameChunks reports whether manifests a and b list the same chunks.
+func sameChunks(a, b *castore.Manifest) bool {
+	return a != nil && b != nil && slices.Equal(a.Chunks, b.Chunks)
 }

@@ -105,10 +105,13 @@ func (s *Scheduler) checkRef(sub Submission) error {
 
 // held returns what an accepted outcome carries of lead's result, which
 // its device kept: the bytes, if an agreeing replica sent them inline
-// (a device that does not share); else the reference and the peers of
-// the agreeing replicas that kept it.
+// (a device that does not share); else the reference most of the
+// agreeing replicas sent and their peers as its holders. Agreement
+// compares digests only, and the coordinator cannot check that a
+// manifest's chunks make the digest: an honest replica's manifest is
+// fixed by the bytes, so one that differs is not named.
 func held(ts *taskState, lead *replica, agreeing map[*replica]bool) ([]byte, *castore.Manifest, []string) {
-	var holders []string
+	var refs []*replica
 	for _, r := range ts.returned {
 		if !agreeing[r] || r.rec.Digest != lead.rec.Digest {
 			continue
@@ -116,11 +119,32 @@ func held(ts *taskState, lead *replica, agreeing map[*replica]bool) ([]byte, *ca
 		if r.rec.Ref == nil {
 			return r.rec.Result, nil, nil
 		}
-		if !slices.Contains(holders, r.rec.Peer) {
+		refs = append(refs, r)
+	}
+	best, most := lead.rec.Ref, 0
+	for _, r := range refs {
+		n := 0
+		for _, x := range refs {
+			if sameManifest(x.rec.Ref, r.rec.Ref) {
+				n++
+			}
+		}
+		if n > most {
+			best, most = r.rec.Ref, n
+		}
+	}
+	var holders []string
+	for _, r := range refs {
+		if sameManifest(r.rec.Ref, best) && !slices.Contains(holders, r.rec.Peer) {
 			holders = append(holders, r.rec.Peer)
 		}
 	}
-	return nil, lead.rec.Ref, holders
+	return nil, best, holders
+}
+
+// sameManifest reports whether a and b describe the same chunks.
+func sameManifest(a, b *castore.Manifest) bool {
+	return a.SHA256 == b.SHA256 && a.Size == b.Size && a.ChunkSize == b.ChunkSize && slices.Equal(a.Chunks, b.Chunks)
 }
 
 // ResultLost is the merger's report that no holder of outcome seq of job
@@ -183,9 +207,14 @@ func (s *Scheduler) refetched(js *jobState, ts *taskState, r *replica) {
 	if ok {
 		i := rf.seq - js.rec.Acked - 1
 		v := js.outcomes[i]
-		if r.rec.Ref == nil {
+		switch {
+		case r.rec.Ref == nil:
 			v.Result, v.Ref, v.Holders = r.rec.Result, nil, nil
-		} else {
+		case !sameManifest(r.rec.Ref, v.Ref):
+			// The same digest in other chunks: the manifest the
+			// merger could not fetch may be the wrong one.
+			v.Ref, v.Holders = r.rec.Ref, []string{r.rec.Peer}
+		default:
 			v.Holders = append(slices.Clone(v.Holders), r.rec.Peer) // Results hands out the old slice
 		}
 		js.outcomes[i] = v
