@@ -12,6 +12,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"idlepool/castore"
@@ -51,7 +52,9 @@ type Seeder struct {
 	offerOnce sync.Once
 	wg        sync.WaitGroup
 	log       *slog.Logger
-	pp        *peerPlane // the node's peers, as sources of kept results (a peer that failed is skipped a while)
+	fetched   atomic.Int64 // results fetched with FetchResult
+	fetchedB  atomic.Int64 // their bytes
+	pp        *peerPlane   // the node's peers, as sources of kept results (a peer that failed is skipped a while)
 
 	dir     string         // Dir of SeedConfig
 	storeMu sync.Mutex     // guards results and tmp
@@ -327,5 +330,16 @@ func (s *Seeder) FetchResult(ctx context.Context, c *Client, v pool.Verified) ([
 	if castore.Digest(sha256.Sum256(out)) != m.SHA256 || int64(len(out)) != m.Size {
 		return nil, fmt.Errorf("fetch the result of task %d: %w: the chunks do not make the accepted result", v.Task, castore.ErrDigestMismatch)
 	}
+	s.fetched.Add(1)
+	s.fetchedB.Add(int64(len(out)))
 	return out, nil
+}
+
+// Fetched returns how many results FetchResult fetched from the devices
+// that kept them, and their bytes. A nil Seeder fetched none.
+func (s *Seeder) Fetched() (results, bytes int64) {
+	if s == nil {
+		return 0, 0
+	}
+	return s.fetched.Load(), s.fetchedB.Load()
 }

@@ -267,5 +267,9 @@ func followJob(ctx context.Context, g *globals, s *session, j *job.Job, asJSON b
 	if st, serr := s.c.Status(ctx, j.ID); serr == nil && st.Transfer != nil {
 		fmt.Fprintf(g.stderr, "data: %s\n", agent.TransferWords(*st.Transfer))
 	}
+	if n, b := seeder.Fetched(); n > 0 { // results the devices kept, fetched from them
+		fmt.Fprintf(g.stderr, "results: %d of %d fetched from the devices that computed them (%s); the rest came with the coordinator's answers\n",
+			n, out.Total-out.Resumed, agent.ByteSize(b))
+	}
 	return outcomeError(err, out, "submit")
 }
