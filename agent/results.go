@@ -48,7 +48,7 @@ const refsAPIVersion = 4
 // keptResult is one result kept for a job's merger.
 type keptResult struct {
 	Pool     string           `json:"pool"`
-	Job      job.ID           `json:"job"`
+	Job      coord.HexDigest  `json:"job"` // hex, for a person who reads the file
 	Task     int64            `json:"task"`
 	Manifest castore.Manifest `json:"manifest"`
 }
@@ -89,7 +89,7 @@ func openKeeper(st *castore.Store, dir string, log *slog.Logger) *resultKeeper {
 		if r.Manifest.Validate() != nil || len(st.Missing(r.Manifest)) > 0 {
 			continue // gone: its merger reports it lost, and it is computed again
 		}
-		key := keptKey{r.Pool, r.Job, r.Task}
+		key := keptKey{r.Pool, job.ID(r.Job), r.Task}
 		k.kept[key], k.release[key] = r, st.Hold(r.Manifest.Digests())
 	}
 	return k
@@ -117,7 +117,7 @@ func (k *resultKeeper) keep(url string, id job.ID, task int64, b []byte) (castor
 		return m, fmt.Errorf("keep the result of task %d: %w", task, err)
 	}
 	k.mu.Lock()
-	k.kept[key], k.release[key] = keptResult{Pool: url, Job: id, Task: task, Manifest: m}, release
+	k.kept[key], k.release[key] = keptResult{Pool: url, Job: coord.HexDigest(id), Task: task, Manifest: m}, release
 	err = k.saveLocked()
 	k.mu.Unlock()
 	if err != nil {
@@ -342,7 +342,7 @@ func (a *Agent) sweepKept(ctx context.Context) {
 		list = list[n:]
 		held := make([]pool.HeldResult, n)
 		for i, r := range part {
-			held[i] = pool.HeldResult{Job: r.Job, Task: r.Task, Digest: job.Digest(r.Manifest.SHA256)}
+			held[i] = pool.HeldResult{Job: job.ID(r.Job), Task: r.Task, Digest: job.Digest(r.Manifest.SHA256)}
 		}
 		keep, err := a.c.KeepResults(ctx, held)
 		if err != nil {
@@ -353,7 +353,7 @@ func (a *Agent) sweepKept(ctx context.Context) {
 		}
 		for i, r := range part {
 			if !keep[i] {
-				k.drop(keptKey{a.c.URL(), r.Job, r.Task})
+				k.drop(keptKey{a.c.URL(), job.ID(r.Job), r.Task})
 				dropped++
 			}
 		}

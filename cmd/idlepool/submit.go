@@ -268,8 +268,11 @@ func followJob(ctx context.Context, g *globals, s *session, j *job.Job, asJSON b
 		fmt.Fprintf(g.stderr, "data: %s\n", agent.TransferWords(*st.Transfer))
 	}
 	if n, b := seeder.Fetched(); n > 0 { // results the devices kept, fetched from them
-		fmt.Fprintf(g.stderr, "results: %d of %d fetched from the devices that computed them (%s); the rest came with the coordinator's answers\n",
-			n, out.Total-out.Resumed, agent.ByteSize(b))
+		if merged := int64(out.Total - out.Resumed); n < merged {
+			fmt.Fprintf(g.stderr, "results: %d of %d fetched from the devices that computed them (%s), the others from the coordinator\n", n, merged, agent.ByteSize(b))
+		} else {
+			fmt.Fprintf(g.stderr, "results: all %d fetched from the devices that computed them (%s)\n", n, agent.ByteSize(b))
+		}
 	}
 	return outcomeError(err, out, "submit")
 }
