@@ -33,9 +33,15 @@ func startPeerAgent(t *testing.T, url string, dev *device, noShare bool) *runnin
 // (Config.P2P).
 func startPeerAgentWith(t *testing.T, url string, dev *device, noShare bool, cfg p2p.Config) *runningAgent {
 	t.Helper()
+	return startPeerAgentExec(t, url, dev, noShare, cfg, &fakeExec{})
+}
+
+// startPeerAgentExec is startPeerAgentWith computing with exec.
+func startPeerAgentExec(t *testing.T, url string, dev *device, noShare bool, cfg p2p.Config, exec pool.Executor) *runningAgent {
+	t.Helper()
 	a, err := agent.New(agent.Config{
 		PoolURL: url, Home: dev.dirs, DeviceKey: dev.key, OwnerKey: dev.owner, Slots: 1,
-		Executor: &fakeExec{}, Store: dev.local, HTTP: httpClient(t),
+		Executor: exec, Store: dev.local, HTTP: httpClient(t),
 		PeerToPeer: !noShare, NoShare: noShare, P2P: cfg,
 		MaxBackoff: 200 * time.Millisecond, IdlePoll: 50 * time.Millisecond, ReceiptPoll: 50 * time.Millisecond,
 		Logger: quietLogger(t).With("side", dev.key.ID()[:6]),

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"idlepool/agent"
+	"idlepool/p2p"
 	"idlepool/pool"
 )
 
@@ -22,22 +23,7 @@ func TestKeptResultsFetchedThenDeleted(t *testing.T) {
 	j := planJob(t, "kept", 3, "redundancy = 2\nquorum = 2\n")
 	exec := &fakeExec{Pad: 4000}
 	want := solo(t, j, exec)
-	start := func(dev *device) *runningAgent {
-		a, err := agent.New(agent.Config{
-			PoolURL: co.url, Home: dev.dirs, DeviceKey: dev.key, OwnerKey: dev.owner, Slots: 1,
-			Executor: exec, Store: dev.local, HTTP: httpClient(t), PeerToPeer: true,
-			MaxBackoff: 200 * time.Millisecond, IdlePoll: 50 * time.Millisecond, ReceiptPoll: 50 * time.Millisecond,
-			Logger: quietLogger(t).With("side", dev.key.ID()[:6]),
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		ra := &runningAgent{Agent: a, dev: dev, stop: cancel, done: make(chan error, 1)}
-		go func() { ra.done <- a.Serve(ctx) }()
-		t.Cleanup(func() { ra.Stop(t) })
-		return ra
-	}
+	start := func(dev *device) *runningAgent { return startPeerAgentExec(t, co.url, dev, false, p2p.Config{}, exec) }
 	devs := []*device{newDevice(t, nil), newDevice(t, nil)}
 	agents := []*runningAgent{start(devs[0]), start(devs[1])}
 

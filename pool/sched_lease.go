@@ -760,16 +760,8 @@ func (s *Scheduler) Results(ctx context.Context, peer string, id job.ID, after i
 // is ErrBadRequest. Errors also: ErrUnknownJob, ErrNotMerger, ErrStopped.
 func (s *Scheduler) Ack(ctx context.Context, peer string, id job.ID, upto int64) error {
 	s.mu.Lock()
-	js, ok := s.jobs[id]
-	var err error
-	switch {
-	case s.stopped != nil:
-		err = s.stopped
-	case !ok:
-		err = ErrUnknownJob
-	case js.rec.Merger != peer:
-		err = fmt.Errorf("%w: %s", ErrNotMerger, peer)
-	case upto > js.committed:
+	js, err := s.mergersJob(peer, id)
+	if err == nil && upto > js.committed {
 		err = fmt.Errorf("%w: outcome %d has not been delivered (the last is %d)", ErrBadRequest, upto, js.committed)
 	}
 	if err != nil {
@@ -789,4 +781,19 @@ func (s *Scheduler) Ack(ctx context.Context, peer string, id job.ID, upto int64)
 		return fmt.Errorf("ack job %s: %w", id, err)
 	}
 	return nil
+}
+
+// mergersJob returns job id for peer, its merger; s.mu is held. Errors:
+// the scheduler's stop (ErrStopped), ErrUnknownJob, ErrNotMerger.
+func (s *Scheduler) mergersJob(peer string, id job.ID) (*jobState, error) {
+	js, ok := s.jobs[id]
+	switch {
+	case s.stopped != nil:
+		return nil, s.stopped
+	case !ok:
+		return nil, ErrUnknownJob
+	case js.rec.Merger != peer:
+		return nil, fmt.Errorf("%w: %s", ErrNotMerger, peer)
+	}
+	return js, nil
 }

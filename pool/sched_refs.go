@@ -39,16 +39,14 @@ const KeptWindow = 5 * time.Minute
 // now; off: from now on the job takes results inline only, ErrSendInline
 // for a reference). The state is in memory: after a restart a job takes
 // references once its merger says so again. Errors: ErrUnknownJob,
-// ErrNotMerger.
+// ErrNotMerger, ErrStopped.
 func (s *Scheduler) MergerFetchesKept(peer string, id job.ID, on bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	js, ok := s.jobs[id]
+	js, err := s.mergersJob(peer, id)
 	switch {
-	case !ok:
-		return fmt.Errorf("kept results of job %s: %w", id, ErrUnknownJob)
-	case js.rec.Merger != peer:
-		return fmt.Errorf("kept results of job %s: %w: %s", id, ErrNotMerger, peer)
+	case err != nil:
+		return fmt.Errorf("kept results of job %s: %w", id, err)
 	case on:
 		js.keptUntil = s.now().Add(KeptWindow)
 	default:
@@ -159,15 +157,9 @@ func sameManifest(a, b *castore.Manifest) bool {
 func (s *Scheduler) ResultLost(ctx context.Context, peer string, id job.ID, seq int64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	js, ok := s.jobs[id]
-	var err error
+	js, err := s.mergersJob(peer, id)
 	switch {
-	case s.stopped != nil:
-		err = s.stopped
-	case !ok:
-		err = ErrUnknownJob
-	case js.rec.Merger != peer:
-		err = fmt.Errorf("%w: %s", ErrNotMerger, peer)
+	case err != nil:
 	case seq <= js.rec.Acked || seq > js.committed:
 		err = fmt.Errorf("%w: outcome %d is not one awaiting acknowledgement (acknowledged up to %d, delivered up to %d)",
 			ErrBadRequest, seq, js.rec.Acked, js.committed)
