@@ -55,12 +55,6 @@ type FollowConfig struct {
 	Logger *slog.Logger
 }
 
-// lostAfter is how many fetches of a kept result in a row must find no
-// holder before the merger reports it lost and it is computed again: one,
-// since a fetch fails only once every holder the tracker names failed
-// (each within the data plane's connect timeout, 30 s).
-const lostAfter = 1
-
 // errWaitKept means an outcome's kept result could not be fetched yet:
 // Follow acknowledges what it folded and asks for the outcome again.
 var errWaitKept = errors.New("agent: waiting for a kept result")
@@ -144,10 +138,9 @@ type follower struct {
 	cfg FollowConfig
 	log *slog.Logger
 
-	est    estimator
-	stuck  bool          // the last activity said the job cannot progress
-	misses map[int64]int // fetches in a row of a kept result that found no holder, by Seq
-	lost   map[int64]int // reports that a kept result was lost, by Seq
+	est   estimator
+	stuck bool           // the last activity said the job cannot progress
+	lost  map[int64]bool // kept results reported lost, by Seq (told once)
 }
 
 // look reads the job's status and the pool's offers, feeds the time-left
@@ -311,37 +304,30 @@ func (fl *follower) wait(lastLook time.Time) time.Duration {
 }
 
 // fetchKept fetches the kept result of outcome v from the devices that
-// hold it. When no holder could give it lostAfter times in a row, it
-// tells the pool, which has the task computed again (Client.ResultLost),
-// and returns errWaitKept, as it does after a single miss: the outcome is
-// asked for again, with the holders the pool names by then.
+// hold it. A fetch fails only once every holder the tracker names failed
+// (each within the data plane's connect timeout, 30 s), so then it tells
+// the pool, which has the task computed again (Client.ResultLost), and
+// returns errWaitKept: the outcome is asked for again, with the holders
+// the pool names by then.
 func (fl *follower) fetchKept(ctx context.Context, v pool.Verified) ([]byte, error) {
 	if fl.cfg.FetchResult == nil {
 		return nil, fmt.Errorf("task %d of job %s: %w: its result is kept by the devices that computed it; follow the job from a home where no other idlepool process (a donor) runs its data plane",
 			v.Task, fl.j.ID, errNoDataPlane)
 	}
 	b, err := fl.cfg.FetchResult(ctx, v)
-	if err == nil {
-		delete(fl.misses, v.Seq)
-		return b, nil
+	if err == nil || ctx.Err() != nil {
+		return b, ctx.Err()
 	}
-	if ctx.Err() != nil {
-		return nil, ctx.Err()
-	}
-	if fl.misses == nil {
-		fl.misses, fl.lost = map[int64]int{}, map[int64]int{}
-	}
-	fl.misses[v.Seq]++
-	fl.log.Info("Cannot fetch a result kept by the devices yet", "task", v.Task, "seq", v.Seq, "holders", len(v.Holders), "misses", fl.misses[v.Seq], "err", err)
-	if fl.misses[v.Seq] < lostAfter {
-		return nil, errWaitKept
-	}
-	delete(fl.misses, v.Seq)
+	fl.log.Info("Cannot fetch a result kept by the devices; reporting it lost", "task", v.Task, "seq", v.Seq, "holders", len(v.Holders), "err", err)
 	if err := fl.retry(ctx, "lost", func(ctx context.Context) error { return fl.c.ResultLost(ctx, fl.j.ID, v.Seq) }); err != nil {
 		return nil, fmt.Errorf("report the result of task %d of job %s lost: %w", v.Task, fl.j.ID, err)
 	}
-	if fl.lost[v.Seq]++; fl.lost[v.Seq] == 1 && fl.cfg.Notice != nil {
+	if !fl.lost[v.Seq] && fl.cfg.Notice != nil {
 		fl.cfg.Notice(fmt.Sprintf("the devices that kept the result of task %d are gone: the pool has it computed again", v.Task))
 	}
+	if fl.lost == nil {
+		fl.lost = map[int64]bool{}
+	}
+	fl.lost[v.Seq] = true
 	return nil, errWaitKept
 }
