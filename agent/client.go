@@ -43,8 +43,8 @@ const maxAnswer = 256 << 20
 // converts the lease deadlines it reads to its own clock.
 //
 // A clustered pool has several nodes, any of which answers any request
-// (README, "When one machine is not enough"): the client is given all of
-// their URLs and fails over by itself. A request that cannot reach a node,
+// (docs/operator.md, "A pool on several machines"): the client is given
+// all of their URLs and fails over by itself. A request that cannot reach a node,
 // or that a node answers 503 with code "no_leader" (an election under way,
 // or a node cut off from the majority), is signed again and sent to the
 // next node; the node that answered last is tried first next time (the

@@ -1,7 +1,7 @@
 // Package cluster holds a clustered pool's state in NATS JetStream, so
-// that the pool's coordination survives the loss of a machine (README,
-// "When one machine is not enough"; RATIONALE.md, "A pool on several
-// machines").
+// that the pool's coordination survives the loss of a machine
+// (docs/operator.md, "A pool on several machines"; RATIONALE.md, "A pool
+// on several machines").
 //
 // A node (StartNode) is an embedded NATS server with JetStream, joined
 // to the other nodes by TLS routes with a shared password (Init makes

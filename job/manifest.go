@@ -18,7 +18,7 @@ import (
 
 // Manifest is the job description a person writes, as TOML. Paths in it are
 // relative to the manifest file's directory; Load resolves them to absolute
-// paths. See the README for the format.
+// paths. docs/author.md ("The manifest") describes the format.
 type Manifest struct {
 	// Name is a short name for people; Description says what the job does.
 	Name        string `toml:"name"`

@@ -31,7 +31,7 @@ const (
 	DefaultRequestTimeout = 60 * time.Second
 	// DefaultSCTPReceiveBufferBytes is the SCTP receive window: pion's
 	// default of 1 MiB caps a loopback connection well below 100 MB/s
-	// (README, "Data plane").
+	// (docs/benchmarks.md, "Device-to-device data channels").
 	DefaultSCTPReceiveBufferBytes = 8 << 20
 )
 

@@ -20,8 +20,8 @@ import (
 // copies, launches. Every worker instantiates it beside WASI; a program
 // that does not import it is unaffected, and on a task given no GPU it
 // reports 0 devices. The functions, their parameters and the error codes
-// are the contract in the README ("The GPU host module"); cuda.go
-// implements them.
+// are the contract in docs/author.md ("The GPU host module
+// idlepool_cuda"); cuda.go implements them.
 const CUDAModuleName = "idlepool_cuda"
 
 // The error codes of the idlepool_cuda functions: every function returns
@@ -594,7 +594,8 @@ func u32(v uint64) uint32 { return uint32(v) }
 func s32(v uint64) int32  { return int32(uint32(v)) }
 func s64(v uint64) int64  { return int64(v) }
 
-// cudaFuncList lists the host module's functions; README.md documents them.
+// cudaFuncList lists the host module's functions; docs/author.md documents
+// them.
 var cudaFuncList = []cudaFunc{
 	{"device_count", nil, func(t *cudaTask, _ api.Memory, _ []uint64) int32 { return int32(t.deviceCount()) }},
 	{"device_info", []api.ValueType{i32, i32, i32}, func(t *cudaTask, m api.Memory, s []uint64) int32 {

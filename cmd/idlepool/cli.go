@@ -72,6 +72,12 @@ Global flags:
   -v           log diagnostics to stderr
 
 Run 'idlepool COMMAND --help' for a command's flags.
+
+Guides, in the docs/ folder of the idlepool source:
+  docs/donor.md     lending a machine: install, settings, games, GPUs, troubleshooting
+  docs/author.md    writing and running jobs: manifests, verification, the program ABI
+  docs/operator.md  running a pool: serve, trust, the relay, several machines
+  docs/api.md       the coordinator's HTTP API
 `
 
 // Version is the program's version, set at build time with

@@ -91,7 +91,7 @@ func TestHintsPointAtTheCause(t *testing.T) {
 		}, []string{"field count", "hint: the program's result does not have what the [[merge]] entries read"}, []string{"fix the program"}, true},
 		{"unknown manifest field", func(t *testing.T) string {
 			return writeManifest(t, "params", "name = \"p\"\nprogram = \"prog.wasm\"\nsplitt = 1\n[split]\nrule = \"range\"\ntasks = 2\n[[merge]]\nfield = \"n\"\nrule = \"sum\"\n")
-		}, []string{"splitt: unknown field", "hint: see the manifest format in README.md"}, nil, false},
+		}, []string{"splitt: unknown field", "hint: see the manifest format in docs/author.md"}, nil, false},
 		{"derive mean of a sum", func(t *testing.T) string {
 			return kfoldManifest(t, "a,label\n1,0\n2,1\n", "[derive]\nx = \"test_rows.mean\"\n")
 		}, []string{`derive.x: "test_rows.mean" cannot be evaluated: merge "test_rows" (rule sum) gives "test_rows", "test_rows.count"`, "hint: a [derive] name"}, []string{"e.g."}, false},
@@ -112,8 +112,8 @@ func TestHintsPointAtTheCause(t *testing.T) {
 					t.Errorf("stderr has %q:\n%s", w, out.stderr)
 				}
 			}
-			if n := strings.Count(out.stderr, "README"); n > 1 {
-				t.Errorf("stderr points at the README %d times:\n%s", n, out.stderr)
+			if n := strings.Count(out.stderr, "docs/author.md"); n > 1 {
+				t.Errorf("stderr points at the author's guide %d times:\n%s", n, out.stderr)
 			}
 			if !tc.started {
 				notStarted(t, out.stderr)

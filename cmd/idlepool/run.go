@@ -367,16 +367,16 @@ func jsonFloat(v float64) any {
 func manifestError(err error) error {
 	var me *job.ManifestError
 	if errors.As(err, &me) {
-		hint := "see the manifest format in README.md (\"The manifest\")"
+		hint := "see the manifest format in docs/author.md (\"The manifest\")"
 		switch {
 		case me.Field == "program" && strings.Contains(me.Msg, "does not exist"):
 			hint = "build the program first, e.g. `make examples` for the bundled examples, or GOOS=wasip1 GOARCH=wasm go build -o prog.wasm"
 		case errors.Is(err, job.ErrInputData):
-			hint = "the data file is at fault, not the manifest: correct it at that line (README.md, \"Split rules\", says what a CSV record may hold)"
+			hint = "the data file is at fault, not the manifest: correct it at that line (docs/author.md, \"Split rules\", says what a CSV record may hold)"
 		case strings.HasPrefix(me.Field, "inputs.") && strings.Contains(me.Msg, "does not exist"):
 			hint = "a relative path is read from the manifest's directory"
 		case strings.HasPrefix(me.Field, "derive."):
-			hint = "a [derive] name is a [[merge]] entry's name and one of the values its rule gives (README.md, \"Merge rules\")"
+			hint = "a [derive] name is a [[merge]] entry's name and one of the values its rule gives (docs/author.md, \"Merge rules\")"
 		}
 		return &userError{Msg: me.Error(), Hint: hint, Cause: err}
 	}

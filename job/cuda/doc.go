@@ -2,8 +2,8 @@
 // small typed API through which a WebAssembly job program loads PTX
 // kernels, moves bytes between its linear memory and GPU buffers, and
 // launches kernels on the GPU the worker gave its task. The contract with
-// the worker is the host module described in the README ("The
-// idlepool_cuda host module"); this package follows it exactly.
+// the worker is the host module described in docs/author.md ("The GPU
+// host module idlepool_cuda"); this package follows it exactly.
 //
 // Built with GOOS=wasip1 GOARCH=wasm, every call is a //go:wasmimport of a
 // function of module idlepool_cuda. Built for any other platform (for
