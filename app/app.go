@@ -18,6 +18,7 @@ package app
 
 import (
 	"context"
+	"net/url"
 	"runtime"
 	"time"
 
@@ -96,6 +97,14 @@ type Deps struct {
 	// CPUs is the number of logical CPUs of this computer, for the
 	// settings' cores; 0 means runtime.NumCPU().
 	CPUs int
+	// Guide is the absolute path of the donor's guide installed with the
+	// app (docs/donor.md), which the tray's Help item opens; "" when none
+	// was found, and the item says where to read it instead.
+	Guide string
+	// OpenURL opens a URL with the desktop's opener (a browser, or the
+	// program files of its kind open with) and returns once it is
+	// started; nil leaves the tray's Help item saying where the guide is.
+	OpenURL func(*url.URL) error
 }
 
 // cpus returns d.CPUs or runtime.NumCPU().

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"time"
 	"unicode"
@@ -304,6 +305,9 @@ const (
 	// ActionFinishThenPause takes no new task, lets the running ones
 	// finish and report, and then pauses until Resume.
 	ActionFinishThenPause
+	// ActionHelp opens the donor's guide (Deps.Guide) with the desktop's
+	// opener (Deps.OpenURL).
+	ActionHelp
 )
 
 // TrayItem is one item of the tray's menu.
@@ -437,6 +441,8 @@ func (t *Tray) Do(a TrayAction) {
 		if t.deps.Autostart != nil {
 			t.toggleAutostart(t.deps.Autostart)
 		}
+	case ActionHelp:
+		t.openGuide()
 	default:
 		if t.do != nil {
 			t.do(a)
@@ -548,6 +554,7 @@ const (
 	labelSettings  = "Settings…"
 	labelBrowse    = "Browse jobs…"
 	labelHistory   = "Contribution history…"
+	labelHelp      = "Help…"
 	labelAutostart = "Start at login"
 	labelQuit      = "Quit"
 )
@@ -590,6 +597,7 @@ func (t *Tray) items(st TrayStatus, s traySnapshot) []TrayItem {
 		{Action: ActionSettings, Label: labelSettings},
 		{Action: ActionBrowse, Label: labelBrowse},
 		{Action: ActionHistory, Label: labelHistory},
+		{Action: ActionHelp, Label: labelHelp},
 	}...)
 	if t.deps.Autostart != nil {
 		items = append(items, sep,
@@ -630,6 +638,42 @@ func (t *Tray) pause(until time.Time) {
 	}
 	t.cached.fresh = false
 	t.Refresh()
+}
+
+// GuideSource is where the donor's guide comes from (docs/donor.md in the
+// idlepool source), named when no copy of it was installed with the app.
+const GuideSource = "docs/donor.md in the idlepool source"
+
+// openGuide opens the donor's guide with the desktop's opener, or says
+// under the status line why it cannot, and refreshes the menu. The guide
+// is opened whole: it begins with what a donor may want to do, its
+// troubleshooting first, and an opener given a file URL with a fragment
+// finds no file on some desktops.
+func (t *Tray) openGuide() {
+	d := t.deps
+	t.problem = ""
+	switch {
+	case d.Guide == "":
+		t.problem = "The donor's guide is not installed here: read " + GuideSource
+	case d.OpenURL == nil:
+		t.problem = "Cannot open the donor's guide here: it is " + d.Guide
+	default:
+		if err := d.OpenURL(FileURL(d.Guide)); err != nil {
+			t.problem = "Could not open the donor's guide (" + d.Guide + "): " + err.Error()
+			t.log.Error("Cannot open the donor's guide", "path", d.Guide, "err", err)
+		}
+	}
+	t.Refresh()
+}
+
+// FileURL is the file:// URL of the absolute path p, with a Windows
+// drive letter as RFC 8089 writes it (file:///C:/Users/...).
+func FileURL(p string) *url.URL {
+	p = filepath.ToSlash(p)
+	if !strings.HasPrefix(p, "/") {
+		p = "/" + p
+	}
+	return &url.URL{Scheme: "file", Path: p}
 }
 
 // toggleAutostart removes the start-at-login entry when it exists, writes

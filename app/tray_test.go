@@ -8,6 +8,7 @@ package app
 import (
 	"context"
 	"errors"
+	"net/url"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -282,7 +283,7 @@ func TestTrayPauseAndResume(t *testing.T) {
 	f := newTrayFixture(t, false)
 	want := []string{"(off) Waiting: on battery (43%)", "-", "Pause for 1 hour", "Pause until tomorrow, 08:00", "Finish current tasks, then pause", "-",
 		"Compute now for 1 hour", "Compute now for 3 hours", "-",
-		"Now…", "Settings…", "Browse jobs…", "Contribution history…", "-", "Quit"}
+		"Now…", "Settings…", "Browse jobs…", "Contribution history…", "Help…", "-", "Quit"}
 	if diff := cmp.Diff(want, labels(f.tray.Menu())); diff != "" {
 		t.Fatalf("menu (-want +got):\n%s", diff)
 	}
@@ -297,7 +298,7 @@ func TestTrayPauseAndResume(t *testing.T) {
 	}
 	want = []string{"(off) Paused by you until 15:00", "-", "Pause until tomorrow, 08:00", "Finish current tasks, then pause", "Resume", "-",
 		"Compute now for 1 hour", "Compute now for 3 hours", "-",
-		"Now…", "Settings…", "Browse jobs…", "Contribution history…", "-", "Quit"}
+		"Now…", "Settings…", "Browse jobs…", "Contribution history…", "Help…", "-", "Quit"}
 	if diff := cmp.Diff(want, labels(f.tray.Menu())); diff != "" {
 		t.Errorf("menu after pausing (-want +got):\n%s", diff)
 	}
@@ -308,7 +309,7 @@ func TestTrayPauseAndResume(t *testing.T) {
 	}
 	want = []string{"(off) Paused by you until Tue 08:00", "-", "Finish current tasks, then pause", "Resume", "-",
 		"Compute now for 1 hour", "Compute now for 3 hours", "-",
-		"Now…", "Settings…", "Browse jobs…", "Contribution history…", "-", "Quit"}
+		"Now…", "Settings…", "Browse jobs…", "Contribution history…", "Help…", "-", "Quit"}
 	if diff := cmp.Diff(want, labels(f.tray.Menu())); diff != "" {
 		t.Errorf("menu after pausing until tomorrow (-want +got):\n%s", diff)
 	}
@@ -390,7 +391,7 @@ func TestTrayAutostartWindowsAndQuit(t *testing.T) {
 	f := newTrayFixture(t, true)
 	want := []string{"(off) Waiting: on battery (43%)", "-", "Pause for 1 hour", "Pause until tomorrow, 08:00", "Finish current tasks, then pause", "-",
 		"Compute now for 1 hour", "Compute now for 3 hours", "-",
-		"Now…", "Settings…", "Browse jobs…", "Contribution history…", "-", "Start at login", "-", "Quit"}
+		"Now…", "Settings…", "Browse jobs…", "Contribution history…", "Help…", "-", "Start at login", "-", "Quit"}
 	if diff := cmp.Diff(want, labels(f.tray.Menu())); diff != "" {
 		t.Fatalf("menu (-want +got):\n%s", diff)
 	}
@@ -398,7 +399,7 @@ func TestTrayAutostartWindowsAndQuit(t *testing.T) {
 	if !f.auto.on {
 		t.Error("Start at login did not enable the entry")
 	}
-	if got := labels(f.tray.Menu())[14]; got != "[x] Start at login" {
+	if got := labels(f.tray.Menu())[15]; got != "[x] Start at login" {
 		t.Errorf("item after enabling = %q", got)
 	}
 	f.tap(t, "Start at login")
@@ -423,6 +424,57 @@ func TestTrayAutostartWindowsAndQuit(t *testing.T) {
 	}
 	if diff := cmp.Diff([]TrayAction{ActionNow, ActionSettings, ActionBrowse, ActionHistory, ActionQuit}, f.done); diff != "" {
 		t.Errorf("actions handed on (-want +got):\n%s", diff)
+	}
+}
+
+func TestTrayHelpOpensTheGuide(t *testing.T) {
+	f := newTrayFixture(t, false)
+	var opened []string
+	f.tray.deps.Guide = "/usr/share/doc/idlepool/donor.md"
+	f.tray.deps.OpenURL = func(u *url.URL) error {
+		opened = append(opened, u.String())
+		return nil
+	}
+	f.tap(t, "Help…")
+	if diff := cmp.Diff([]string{"file:///usr/share/doc/idlepool/donor.md"}, opened); diff != "" {
+		t.Errorf("URLs opened (-want +got):\n%s", diff)
+	}
+	if len(f.done) != 0 {
+		t.Errorf("Help was handed on (%v): the tray opens the guide itself", f.done)
+	}
+	if got := labels(f.tray.Menu())[1]; got != "-" {
+		t.Errorf("a problem line after opening the guide: %q", got)
+	}
+
+	// The opener fails: the problem line says so and where the guide is.
+	f.tray.deps.OpenURL = func(*url.URL) error { return errors.New("exec: \"xdg-open\": executable file not found in $PATH") }
+	f.tap(t, "Help…")
+	if got := labels(f.tray.Menu())[1]; got != `(off) Could not open the donor's guide (/usr/share/doc/idlepool/donor.md): exec: "xdg-open": ex…` {
+		t.Errorf("problem line = %q", got)
+	}
+
+	// No guide was installed: the item says where to read it.
+	f.tray.deps.Guide = ""
+	f.tap(t, "Help…")
+	if got := labels(f.tray.Menu())[1]; got != "(off) The donor's guide is not installed here: read docs/donor.md in the idlepool source" {
+		t.Errorf("problem line = %q", got)
+	}
+	// Another action clears it.
+	f.tap(t, "Pause for 1 hour")
+	if got := labels(f.tray.Menu())[1]; got != "-" {
+		t.Errorf("the problem line stayed after pausing: %q", got)
+	}
+}
+
+func TestFileURL(t *testing.T) {
+	for _, tc := range []struct{ path, want string }{
+		{"/usr/share/doc/idlepool/donor.md", "file:///usr/share/doc/idlepool/donor.md"},
+		{"/home/ada/my docs/donor.md", "file:///home/ada/my%20docs/donor.md"},
+		{"C:/Users/Ada/AppData/Local/Programs/idlepool/donor.md", "file:///C:/Users/Ada/AppData/Local/Programs/idlepool/donor.md"},
+	} {
+		if got := FileURL(tc.path).String(); got != tc.want {
+			t.Errorf("FileURL(%q) = %q, want %q", tc.path, got, tc.want)
+		}
 	}
 }
 

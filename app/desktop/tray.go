@@ -98,7 +98,8 @@ func runTray(ctx context.Context, cfg Config, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	deps := &app.Deps{Store: local, Engine: donor, Autostart: app.NewAutostart(self, autostartHome(cfg.Home))}
+	deps := &app.Deps{Store: local, Engine: donor, Autostart: app.NewAutostart(self, autostartHome(cfg.Home)),
+		Guide: findGuide(self), OpenURL: openURL}
 
 	var flags []string
 	if cfg.Home != "" {

@@ -1,0 +1,89 @@
+//go:build unix
+
+package desktop
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestFindGuide lays out the places the packages install the program and
+// the donor's guide to, and finds the guide from the program's path.
+func TestFindGuide(t *testing.T) {
+	write := func(t *testing.T, path string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte("# The donor's guide\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name, exe, guide string
+	}{
+		{"Debian package", "usr/bin/idlepool-tray", "usr/share/doc/idlepool/donor.md"},
+		{"tarball user-install", "home/ada/.local/bin/idlepool-tray", "home/ada/.local/share/doc/idlepool/donor.md"},
+		{"Windows installer", "Programs/idlepool/idlepool-tray.exe", "Programs/idlepool/donor.md"},
+		{"source checkout", "src/idlepool/bin/idlepool-tray", "src/idlepool/docs/donor.md"},
+		{"none", "opt/bin/idlepool-tray", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			write(t, filepath.Join(root, tc.exe))
+			if tc.guide != "" {
+				write(t, filepath.Join(root, tc.guide))
+			}
+			want := ""
+			if tc.guide != "" {
+				want = filepath.Join(root, tc.guide)
+			}
+			if got := findGuide(filepath.Join(root, tc.exe)); got != want {
+				t.Errorf("findGuide = %q, want %q", got, want)
+			}
+		})
+	}
+
+	// A symbolic link to the program (~/bin/idlepool-tray) finds the guide
+	// beside the program itself.
+	root := t.TempDir()
+	write(t, filepath.Join(root, "usr/bin/idlepool-tray"))
+	write(t, filepath.Join(root, "usr/share/doc/idlepool/donor.md"))
+	link := filepath.Join(root, "home/bin/idlepool-tray")
+	if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(root, "usr/bin/idlepool-tray"), link); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := findGuide(link), filepath.Join(root, "usr/share/doc/idlepool/donor.md"); got != want {
+		t.Errorf("findGuide through a link = %q, want %q", got, want)
+	}
+}
+
+func TestOpenWith(t *testing.T) {
+	defer func(d time.Duration) { openerWait = d }(openerWait)
+	openerWait = 200 * time.Millisecond
+	if err := openWith("true"); err != nil {
+		t.Errorf("an opener that succeeds: %v", err)
+	}
+	err := openWith("sh", "-c", "echo 'no method available for opening it' >&2; exit 3")
+	if err == nil || !strings.Contains(err.Error(), "exit status 3: no method available for opening it") {
+		t.Errorf("an opener that fails: %v", err)
+	}
+	if err := openWith(filepath.Join(t.TempDir(), "no-such-opener")); err == nil {
+		t.Error("a missing opener gave no error")
+	}
+	// An opener that keeps running (it waits for the person) is left to
+	// run: openWith returns after openerWait.
+	start := time.Now()
+	if err := openWith("sleep", "10"); err != nil {
+		t.Errorf("an opener still running: %v", err)
+	}
+	if d := time.Since(start); d >= 10*time.Second {
+		t.Errorf("openWith waited %v for an opener still running", d)
+	}
+}
