@@ -108,6 +108,9 @@ Section "!${NAME} (required)" SecMain
   SetOverwrite on
   File "${BINDIR}\${TRAY}"
   File "${BINDIR}\${CLI}"
+  ; The donor's guide, which the tray's Help item opens (makensis reads
+  ; it relative to this script's directory).
+  File "..\..\docs\donor.md"
   WriteUninstaller "$INSTDIR\uninstall.exe"
   CreateShortcut "$SMPROGRAMS\${NAME}.lnk" "$INSTDIR\${TRAY}" "" "$INSTDIR\${TRAY}" 0 SW_SHOWNORMAL "" "Lend this computer's idle time to compute pools"
 
@@ -165,6 +168,7 @@ Section "Uninstall"
   Delete "$SMPROGRAMS\${NAME}.lnk"
   Delete "$INSTDIR\${TRAY}"
   Delete "$INSTDIR\${CLI}"
+  Delete "$INSTDIR\donor.md"
   Delete "$INSTDIR\uninstall.exe"
   RMDir "$INSTDIR"
   DeleteRegKey HKCU "${UNINSTKEY}"
