@@ -1070,14 +1070,24 @@ func tail(path string, n int) string {
 // escaped or not and a comment's line break inside.
 var sectionRef = regexp.MustCompile(`(?:^|[^\w/.])((?:docs/[a-z]+|examples/README|README)(?:\.md)?)(?:,\s*|\s*\(\s*)\\?"([^"\\]+)\\?"`)
 
+// guideMention is a guide named by its path, as `idlepool help` names
+// them.
+var guideMention = regexp.MustCompile(`\bdocs/[a-z]+\.md\b`)
+
 // TestDocsSectionReferences checks that the program's messages and
-// comments, and the guides' prose, name sections of the README and the
-// guides that exist: a renamed or moved section leaves none behind.
+// comments, and the guides' prose, name guides and sections of the README
+// and the guides that exist: a renamed or moved section leaves none
+// behind.
 func TestDocsSectionReferences(t *testing.T) {
 	comment := regexp.MustCompile(`\n\s*//\s*`)
 	checked := 0
 	check := func(file, text string) {
 		text = comment.ReplaceAllString(text, " ")
+		for _, m := range guideMention.FindAllString(text, -1) {
+			if _, err := os.Stat(filepath.Join(repoRoot, m)); err != nil {
+				t.Errorf("%s names %s, which does not exist", file, m)
+			}
+		}
 		for _, m := range sectionRef.FindAllStringSubmatch(text, -1) {
 			to := m[1]
 			if !strings.HasSuffix(to, ".md") {
