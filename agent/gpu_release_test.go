@@ -228,7 +228,7 @@ func TestGPUTaskLetsGoOfItsGPU(t *testing.T) {
 			gone := time.Since(changed)
 			t.Logf("worker process %d gone %s after the change", pid, gone)
 			if gone > 5*time.Second {
-				t.Logf("slower than the 5 s the README promises (a loaded machine?)")
+				t.Logf("slower than the 5 s the donor's guide promises (a loaded machine?)")
 			}
 			if tc.restore != nil {
 				eventually(t, 2*time.Minute, "the lease handed back", func() bool {

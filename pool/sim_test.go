@@ -26,7 +26,8 @@ import (
 // (patient). Liars are whole owners: every device of a lying owner lies.
 //
 // `make sim` runs the full size (1,000 peers of 200 owners, 10^5 tasks)
-// and prints the README's table; TestSimulationSmall runs a small one.
+// and prints the table of docs/benchmarks.md; TestSimulationSmall runs a
+// small one.
 
 var (
 	simFull  = flag.Bool("sim.full", false, "run the full-size simulation (1,000 peers of 200 owners) and print the table")
@@ -371,7 +372,7 @@ func TestSimulationSmall(t *testing.T) {
 	})
 }
 
-// TestSimulationFull is the README's table: go test -run
+// TestSimulationFull is docs/benchmarks.md's table: go test -run
 // TestSimulationFull -sim.full -v ./pool (make sim). Each row is printed
 // as soon as it is measured.
 func TestSimulationFull(t *testing.T) {
