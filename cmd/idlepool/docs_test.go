@@ -31,20 +31,20 @@ import (
 // make targets, every code block parses, and every relative link and
 // anchor resolves.
 
-// repoRoot is the checkout, from this package's directory.
-const repoRoot = "../.."
+// docsRepoRoot is the checkout, from this package's directory.
+const docsRepoRoot = "../.."
 
 // docsChecked are the files whose blocks, commands and links are checked;
 // docsLinked adds the files whose links and make targets are checked only.
 func docsChecked(t *testing.T) []string {
 	t.Helper()
 	files := []string{"README.md", "CONTRIBUTING.md", "examples/README.md"}
-	guides, err := filepath.Glob(filepath.Join(repoRoot, "docs", "*.md"))
+	guides, err := filepath.Glob(filepath.Join(docsRepoRoot, "docs", "*.md"))
 	if err != nil || len(guides) == 0 {
 		t.Fatalf("no docs/*.md: %v", err)
 	}
 	for _, g := range guides {
-		files = append(files, filepath.ToSlash(strings.TrimPrefix(g, repoRoot+string(filepath.Separator))))
+		files = append(files, filepath.ToSlash(strings.TrimPrefix(g, docsRepoRoot+string(filepath.Separator))))
 	}
 	return files
 }
@@ -109,7 +109,7 @@ func readDoc(t *testing.T, file string) *mdDoc {
 	if d, ok := docCache.Load(file); ok {
 		return d.(*mdDoc)
 	}
-	b, err := os.ReadFile(filepath.Join(repoRoot, file))
+	b, err := os.ReadFile(filepath.Join(docsRepoRoot, file))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +173,7 @@ func parseDoc(file, text string) *mdDoc {
 		}
 		prose[i] = line
 		if m := headingRE.FindStringSubmatch(line); m != nil {
-			s := slug(m[2])
+			s := githubSlug(m[2])
 			if n := slugCount[s]; n > 0 {
 				d.anchors[fmt.Sprintf("%s-%d", s, n)] = true
 			} else {
@@ -239,10 +239,10 @@ func codeSpans(text string) (string, []mdSpan) {
 	return string(b), spans
 }
 
-// slug is the anchor GitHub gives a heading: its text as rendered (code
+// githubSlug is the anchor GitHub gives a heading: its text as rendered (code
 // spans' contents, links' text, no emphasis), lower case, without
 // punctuation other than hyphens and underscores, spaces as hyphens.
-func slug(heading string) string {
+func githubSlug(heading string) string {
 	h := inlineLink.ReplaceAllString(heading, "$1")
 	h = strings.ReplaceAll(h, "`", "")
 	h = strings.ReplaceAll(h, "*", "")
@@ -266,8 +266,8 @@ func TestDocsSlug(t *testing.T) {
 		{"Running a relay (TURN)", "running-a-relay-turn"},
 		{"The donor's guide", "the-donors-guide"},
 	} {
-		if got := slug(tc.heading); got != tc.want {
-			t.Errorf("slug(%q) = %q, want %q", tc.heading, got, tc.want)
+		if got := githubSlug(tc.heading); got != tc.want {
+			t.Errorf("githubSlug(%q) = %q, want %q", tc.heading, got, tc.want)
 		}
 	}
 }
@@ -329,7 +329,7 @@ func TestDocsLinks(t *testing.T) {
 			to := file
 			if path != "" {
 				to = filepath.ToSlash(filepath.Clean(filepath.Join(filepath.Dir(file), path)))
-				if _, err := os.Stat(filepath.Join(repoRoot, to)); err != nil {
+				if _, err := os.Stat(filepath.Join(docsRepoRoot, to)); err != nil {
 					t.Errorf("%s:%d: the link to %s leads nowhere: %v", file, line, target, err)
 					continue
 				}
@@ -351,7 +351,7 @@ func TestDocsLinks(t *testing.T) {
 // makeTargets are the rules of the Makefile.
 func makeTargets(t *testing.T) map[string]bool {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(repoRoot, "Makefile"))
+	b, err := os.ReadFile(filepath.Join(docsRepoRoot, "Makefile"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -376,7 +376,7 @@ func TestDocsMakeTargets(t *testing.T) {
 				continue // another Makefile
 			}
 			for _, a := range args {
-				if strings.Contains(a, "=") || strings.HasPrefix(a, "-") || strings.HasPrefix(a, "$") || placeholder.MatchString(a) {
+				if strings.Contains(a, "=") || strings.HasPrefix(a, "-") || strings.HasPrefix(a, "$") || makePlaceholder.MatchString(a) {
 					continue // a variable, a flag, or TARGET in prose
 				}
 				if !targets[a] {
@@ -561,27 +561,27 @@ func subcommands(help, cmd string) []string {
 }
 
 var (
-	negativeNumber = regexp.MustCompile(`^-[0-9.]`)
-	placeholder    = regexp.MustCompile(`^[A-Z][A-Z_]*$`)
+	negativeNumberArg = regexp.MustCompile(`^-[0-9.]`)
+	makePlaceholder   = regexp.MustCompile(`^[A-Z][A-Z_]*$`)
 )
 
-// errorer is where checkCommand reports: a *testing.T, or a recorder in
+// docsErrorer is where checkCommand reports: a *testing.T, or a recorder in
 // the checker's own test.
-type errorer interface {
+type docsErrorer interface {
 	Errorf(format string, args ...any)
 }
 
-// recorder is an errorer that keeps what it was told.
-type recorder struct{ msgs []string }
+// docsRecorder is an errorer that keeps what it was told.
+type docsRecorder struct{ msgs []string }
 
-func (r *recorder) Errorf(format string, args ...any) {
+func (r *docsRecorder) Errorf(format string, args ...any) {
 	r.msgs = append(r.msgs, fmt.Sprintf(format, args...))
 }
 
 // checkCommand checks one `idlepool ...` command of a block that does not
 // run: the command, its sub-command, its flags and, for `settings set`,
 // its keys must be real. help returns what `idlepool ARGS... -h` prints.
-func checkCommand(t errorer, help func(args ...string) string, where string, words []string) {
+func checkCommand(t docsErrorer, help func(args ...string) string, where string, words []string) {
 	i := 1
 	for i < len(words) && strings.HasPrefix(words[i], "-") {
 		switch f := strings.TrimLeft(words[i], "-"); {
@@ -627,7 +627,7 @@ func checkCommand(t errorer, help func(args ...string) string, where string, wor
 		if a == "--" {
 			break
 		}
-		if !strings.HasPrefix(a, "-") || negativeNumber.MatchString(a) {
+		if !strings.HasPrefix(a, "-") || negativeNumberArg.MatchString(a) {
 			continue
 		}
 		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
@@ -718,7 +718,7 @@ func TestDocsCommands(t *testing.T) {
 		{[]string{"idlepool", "--home", "h", "jobs", "weight", "-1", "--pool", "u"}, false},
 		{[]string{"bin/idlepool", "settings", "set", "gpu.GPU-1234.use=true", "cores=2"}, false},
 	} {
-		rec := &recorder{}
+		rec := &docsRecorder{}
 		checkCommand(rec, help, "self-test", tc.words)
 		if bad := len(rec.msgs) > 0; bad != tc.bad {
 			t.Errorf("checking %q: found fault %v, want %v: %q", tc.words, bad, tc.bad, rec.msgs)
@@ -748,7 +748,7 @@ func TestDocsCode(t *testing.T) {
 					}
 					continue
 				}
-				if _, err := job.ParseManifest(b.where(), t.TempDir(), []byte(mergeTOML(base, b.body))); err != nil {
+				if _, err := job.ParseManifest(b.where(), t.TempDir(), []byte(base+"\n"+b.body+"\n")); err != nil {
 					t.Errorf("%s: the block is not part of a manifest: %v", b.where(), err)
 				}
 			case "json":
@@ -770,12 +770,6 @@ func TestDocsCode(t *testing.T) {
 	for _, b := range programs {
 		t.Run(blockName(b), func(t *testing.T) { runDocProgram(t, b) })
 	}
-}
-
-// mergeTOML puts a manifest fragment after base, leaving out the base's
-// tables that the fragment declares itself.
-func mergeTOML(base, fragment string) string {
-	return base + "\n" + fragment + "\n"
 }
 
 // runDocProgram builds a Go program of the docs for wasip1 in a module of
@@ -820,7 +814,7 @@ type docsEnv struct {
 
 func newDocsEnv(t *testing.T) *docsEnv {
 	t.Helper()
-	repo, err := filepath.Abs(repoRoot)
+	repo, err := filepath.Abs(docsRepoRoot)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -889,8 +883,8 @@ func TestDocsRunnable(t *testing.T) {
 // TestDocsRunnableHarness checks that a failing block, one past its time
 // limit and one that leaves a process behind fail, each saying so.
 func TestDocsRunnableHarness(t *testing.T) {
-	defer func(g time.Duration) { groupGrace = g }(groupGrace)
-	groupGrace = time.Second
+	defer func(g time.Duration) { blockGroupGrace = g }(blockGroupGrace)
+	blockGroupGrace = time.Second
 	e := newDocsEnv(t)
 	for _, tc := range []struct {
 		body, timeout, want string
@@ -980,8 +974,8 @@ func (e *docsEnv) run(t *testing.T, b mdBlock) error {
 	if cmd.Process != nil {
 		pgid = cmd.Process.Pid
 	}
-	left := pgid > 0 && stopGroup(pgid)
-	output := tail(filepath.Join(tmp, "output"), 6000)
+	left := pgid > 0 && stopBlockGroup(pgid)
+	output := docsOutputTail(filepath.Join(tmp, "output"), 6000)
 	switch {
 	case ctx.Err() != nil && t.Context().Err() == nil:
 		return fmt.Errorf("%s: the block did not finish within %v (give it more with <!-- runnable timeout=... --> if it must take longer); it printed:\n%s", b.where(), limit, output)
@@ -1009,15 +1003,15 @@ func blockEnv(env []string, set map[string]string) []string {
 	return out
 }
 
-// groupGrace is how long the processes a block started may take to end
+// blockGroupGrace is how long the processes a block started may take to end
 // after the block did (they may be on their way out).
-var groupGrace = 5 * time.Second
+var blockGroupGrace = 5 * time.Second
 
-// stopGroup reports whether processes of the process group pgid are still
+// stopBlockGroup reports whether processes of the process group pgid are still
 // alive groupGrace after its leader ended, and kills them.
-func stopGroup(pgid int) bool {
-	deadline := time.Now().Add(groupGrace)
-	for groupAlive(pgid) {
+func stopBlockGroup(pgid int) bool {
+	deadline := time.Now().Add(blockGroupGrace)
+	for blockGroupAlive(pgid) {
 		if time.Now().After(deadline) {
 			_ = syscall.Kill(-pgid, syscall.SIGKILL)
 			return true
@@ -1027,10 +1021,10 @@ func stopGroup(pgid int) bool {
 	return false
 }
 
-// groupAlive reports whether a process of group pgid is alive: from /proc
+// blockGroupAlive reports whether a process of group pgid is alive: from /proc
 // where there is one (a zombie waiting for a reaper does not count), else
 // by signal 0.
-func groupAlive(pgid int) bool {
+func blockGroupAlive(pgid int) bool {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return syscall.Kill(-pgid, 0) == nil
@@ -1053,8 +1047,8 @@ func groupAlive(pgid int) bool {
 	return false
 }
 
-// tail returns the last n bytes of a file.
-func tail(path string, n int) string {
+// docsOutputTail returns the last n bytes of a file.
+func docsOutputTail(path string, n int) string {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return "(" + err.Error() + ")"
@@ -1084,7 +1078,7 @@ func TestDocsSectionReferences(t *testing.T) {
 	check := func(file, text string) {
 		text = comment.ReplaceAllString(text, " ")
 		for _, m := range guideMention.FindAllString(text, -1) {
-			if _, err := os.Stat(filepath.Join(repoRoot, m)); err != nil {
+			if _, err := os.Stat(filepath.Join(docsRepoRoot, m)); err != nil {
 				t.Errorf("%s names %s, which does not exist", file, m)
 			}
 		}
@@ -1093,11 +1087,11 @@ func TestDocsSectionReferences(t *testing.T) {
 			if !strings.HasSuffix(to, ".md") {
 				to += ".md"
 			}
-			if _, err := os.Stat(filepath.Join(repoRoot, to)); err != nil {
+			if _, err := os.Stat(filepath.Join(docsRepoRoot, to)); err != nil {
 				t.Errorf("%s names %s, which does not exist", file, m[1])
 				continue
 			}
-			want := slug(strings.ReplaceAll(m[2], "\n", " "))
+			want := githubSlug(strings.ReplaceAll(m[2], "\n", " "))
 			found := false
 			for a := range readDoc(t, to).anchors {
 				found = found || a == want || strings.HasPrefix(a, want+"-")
@@ -1108,11 +1102,11 @@ func TestDocsSectionReferences(t *testing.T) {
 			checked++
 		}
 	}
-	err := filepath.WalkDir(repoRoot, func(path string, d os.DirEntry, err error) error {
+	err := filepath.WalkDir(docsRepoRoot, func(path string, d os.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		if d.IsDir() && path != repoRoot && (strings.HasPrefix(d.Name(), ".") || d.Name() == "third_party" || d.Name() == "bin") {
+		if d.IsDir() && path != docsRepoRoot && (strings.HasPrefix(d.Name(), ".") || d.Name() == "third_party" || d.Name() == "bin") {
 			return filepath.SkipDir
 		}
 		if d.IsDir() || !strings.HasSuffix(path, ".go") {
@@ -1122,7 +1116,7 @@ func TestDocsSectionReferences(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		check(strings.TrimPrefix(path, repoRoot+"/"), string(b))
+		check(strings.TrimPrefix(path, docsRepoRoot+"/"), string(b))
 		return nil
 	})
 	if err != nil {
