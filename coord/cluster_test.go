@@ -236,10 +236,18 @@ func startTestCluster(t *testing.T) ([]*testNode, [3][3]*routeProxy, func(i int)
 
 // waitUntil polls cond every 50 ms until it holds, failing the test after
 // limit (a bound on a liveness wait, not a verdict on speed).
-// partitionPatience bounds the partition test's waits for the cluster to
-// react: on a quiet machine each takes 5 to 12 s, and a busy one (the
-// whole suite on two cores) has taken over 30 s.
-const partitionPatience = 90 * time.Second
+//
+// patience(t) is the limit of the cluster tests' waits for the cluster to
+// react: until a minute before the test binary's deadline (go test
+// -timeout), so that a busy machine makes a test slow, never wrong. On a
+// quiet machine each wait takes 5 to 12 s; the whole suite on two busy
+// cores has taken over 90 s.
+func patience(t *testing.T) time.Duration {
+	if d, ok := t.Deadline(); ok {
+		return time.Until(d) - time.Minute
+	}
+	return 20 * time.Minute
+}
 
 func waitUntil(t *testing.T, limit time.Duration, what string, cond func() bool) {
 	t.Helper()
@@ -260,14 +268,15 @@ func waitUntil(t *testing.T, limit time.Duration, what string, cond func() bool)
 // node, names no (job, task, peer) twice and gives every task exactly its
 // quorum of receipts.
 func TestClusterPartition(t *testing.T) {
+	t.Parallel() // long: runs beside the package's other long tests
 	nodes, proxies, serve := startTestCluster(t)
 	// node3 serves first, so it is the one in charge when the cut comes.
 	serve(2)
-	waitUntil(t, 60*time.Second, "node3 in charge", func() bool { n, ok := nodes[2].inCharge(t); return ok && n == "node3" })
+	waitUntil(t, patience(t), "node3 in charge", func() bool { n, ok := nodes[2].inCharge(t); return ok && n == "node3" })
 	serve(0)
 	serve(1)
 	for _, n := range nodes {
-		waitUntil(t, 60*time.Second, n.name+" forwarding", func() bool { _, ok := n.inCharge(t); return ok })
+		waitUntil(t, patience(t), n.name+" forwarding", func() bool { _, ok := n.inCharge(t); return ok })
 	}
 
 	alice, bob, carol := newPeer(t, nil), newPeer(t, nil), newPeer(t, nil)
@@ -345,7 +354,7 @@ func TestClusterPartition(t *testing.T) {
 	// The minority side stops granting leases: within a bound node3
 	// answers 503, and keeps answering so.
 	var refused answer
-	waitUntil(t, partitionPatience, "node3 to refuse leases", func() bool {
+	waitUntil(t, patience(t), "node3 to refuse leases", func() bool {
 		refused = nodes[2].do(t, carol, "POST", "/v1/leases", LeaseRequest{Max: 1})
 		if refused.status == http.StatusServiceUnavailable {
 			return true
@@ -360,7 +369,8 @@ func TestClusterPartition(t *testing.T) {
 		majority []LeaseGrant
 		last     answer
 	)
-	deadline := time.Now().Add(partitionPatience)
+	limit := patience(t)
+	deadline := time.Now().Add(limit)
 	for {
 		offer(nodes[0], bob)
 		last = nodes[0].do(t, bob, "POST", "/v1/leases", LeaseRequest{Max: 5})
@@ -373,7 +383,7 @@ func TestClusterPartition(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			st := nodes[0].do(t, nil, "GET", "/v1/cluster", nil)
-			t.Fatalf("no leases on the majority side within %s: last answer %d %s; node1 sees %s", partitionPatience, last.status, last.body, st.body)
+			t.Fatalf("no leases on the majority side within %s: last answer %d %s; node1 sees %s", limit, last.status, last.body, st.body)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -407,10 +417,11 @@ func TestClusterPartition(t *testing.T) {
 			}
 		}
 	}
-	waitUntil(t, 60*time.Second, "node3 forwarding again", func() bool { _, ok := nodes[2].inCharge(t); return ok })
+	waitUntil(t, patience(t), "node3 forwarding again", func() bool { _, ok := nodes[2].inCharge(t); return ok })
 	// Results whose answer was lost (a node changing hands) are sent
 	// again until answered: the pool answers a result sent twice alike.
-	finish := time.Now().Add(2 * partitionPatience)
+	limit = patience(t)
+	finish := time.Now().Add(limit)
 	pending := map[*testPeer][]LeaseGrant{}
 	for round := 0; ; round++ {
 		if round > 0 {
@@ -426,7 +437,7 @@ func TestClusterPartition(t *testing.T) {
 			}
 		}
 		if time.Now().After(finish) {
-			t.Fatalf("the job did not finish within %s of the heal: %d %s; results unanswered: %d", 2*partitionPatience, a.status, a.body, len(pending[bob])+len(pending[carol]))
+			t.Fatalf("the job did not finish within %s of the heal: %d %s; results unanswered: %d", limit, a.status, a.body, len(pending[bob])+len(pending[carol]))
 		}
 		for _, p := range []*testPeer{bob, carol} {
 			offer(n, p)
@@ -445,7 +456,7 @@ func TestClusterPartition(t *testing.T) {
 	var heads []job.Digest
 	for _, n := range nodes {
 		var a answer
-		waitUntil(t, 30*time.Second, "the ledger from "+n.name, func() bool {
+		waitUntil(t, patience(t), "the ledger from "+n.name, func() bool {
 			a = n.do(t, nil, "GET", "/v1/ledger", nil)
 			return a.status == 200
 		})
