@@ -297,6 +297,7 @@ func coordMetric(t *testing.T, url, name string) float64 {
 // coordinator served only what the holder had not sent. The input is
 // 48 MiB so that the transfer lasts well beyond a poll.
 func TestPeerFetchSurvivesHolderKilled(t *testing.T) {
+	t.Parallel() // long: runs beside the package's other long tests
 	co := startCoordinator(t, t.TempDir(), "127.0.0.1:0")
 	sub := newSubmitter(t, co.url, nil)
 	dataPath, data := randomFile(t, 192*castore.ChunkSize, 5)
@@ -401,6 +402,7 @@ func TestTransferReportsSurviveAFailedRequest(t *testing.T) {
 // from it (by then the second may have the whole file: the serving of a
 // chunk announced mid-fetch is what this part checks).
 func TestAgentOffersChunksAsTheyArrive(t *testing.T) {
+	t.Parallel() // long: runs beside the package's other long tests
 	co := startCoordinator(t, t.TempDir(), "127.0.0.1:0")
 	sub := newSubmitter(t, co.url, nil)
 	dataPath, data := randomFile(t, 16*castore.ChunkSize, 9)

@@ -97,6 +97,7 @@ func openStore(t *testing.T, n *Node, replicas int) *Store {
 // The JetStream store keeps the pool.Store contract on one node; reopening
 // restarts the node on the same files.
 func TestStoreConformanceOneNode(t *testing.T) {
+	t.Parallel() // long: runs beside the package's other long tests
 	pooltest.StoreConformance(t, func(t *testing.T) (pool.Store, func(pool.Store) pool.Store) {
 		cfgs := testConfigs(t, t.TempDir(), 1)
 		node := startNodes(t, cfgs)[0]
@@ -111,6 +112,7 @@ func TestStoreConformanceOneNode(t *testing.T) {
 // The same contract holds on a three-node cluster with three replicas, and
 // a store opened on another node sees everything committed.
 func TestStoreConformanceThreeNodes(t *testing.T) {
+	t.Parallel() // long: runs beside the package's other long tests
 	pooltest.StoreConformance(t, func(t *testing.T) (pool.Store, func(pool.Store) pool.Store) {
 		nodes := startNodes(t, testConfigs(t, t.TempDir(), 3))
 		i := 0
@@ -125,6 +127,7 @@ func TestStoreConformanceThreeNodes(t *testing.T) {
 // node in charge died) three times in the middle of a job, loses and
 // duplicates nothing.
 func TestClusterRestart(t *testing.T) {
+	t.Parallel() // long: runs beside the package's other long tests
 	nodes := startNodes(t, testConfigs(t, t.TempDir(), 3))
 	h := pooltest.NewHarness(t, openStore(t, nodes[0], 3), nil)
 	i := 0
@@ -138,6 +141,7 @@ func TestClusterRestart(t *testing.T) {
 // Machine failures, cancellation, archived replicas and trust survive a
 // restart of the node on its JetStream files.
 func TestClusterScenarios(t *testing.T) {
+	t.Parallel() // long: runs beside the package's other long tests
 	for name, run := range map[string]func(*pooltest.Harness){
 		"machine-failures": pooltest.RunMachineFailures, "cancel": pooltest.RunCancel,
 		"archive": pooltest.RunArchive, "trust": pooltest.RunTrustRestart,

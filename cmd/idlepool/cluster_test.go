@@ -202,6 +202,7 @@ func (c *testCluster) leader(skip int) int {
 // byte-identical to run --json, the ledger verifies from every node, and
 // no (job, task, peer) has two entries.
 func TestClusterSurvivesNodeLoss(t *testing.T) {
+	t.Parallel() // long: runs beside the package's other long tests
 	if testing.Short() {
 		t.Skip("a three-node cluster and a job of 2,000 tasks")
 	}

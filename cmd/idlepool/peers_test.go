@@ -273,6 +273,7 @@ func checkJobTransfer(t *testing.T, subHome, url, submitStderr string, input flo
 // nothing, and the job's result equals `run --json`. The holders' upload
 // is capped (share_upload=1MiB/s) so that the transfer lasts seconds.
 func TestJoinFetchSurvivesHolderKilled(t *testing.T) {
+	t.Parallel() // long: runs beside the package's other long tests
 	if testing.Short() {
 		t.Skip("moves megabytes between three agents at a capped rate")
 	}

@@ -271,6 +271,7 @@ func checkLedgerAndHistories(t *testing.T, url string, jobs map[string]int64, qu
 }
 
 func TestPoolMatchesRun(t *testing.T) {
+	t.Parallel() // long: runs beside the package's other long tests
 	tests := []struct {
 		name, program, manifest string
 		tasks                   int64
@@ -388,6 +389,7 @@ time_limit = "60s"
 }
 
 func TestPoolSurvivesKills(t *testing.T) {
+	t.Parallel() // long: runs beside the package's other long tests
 	m := writeManifest(t, "pi", piManifest(40, 1500000)+"lease_timeout = \"3s\"\n")
 	r, want := runJSON(t, t.TempDir(), m)
 

@@ -36,6 +36,7 @@ func resultsJob(t *testing.T, size, chunk, redundancy int) (manifest, want, id s
 // submitter fetches the accepted results from the agents over data
 // channels: its merged result equals `run --json` byte for byte.
 func TestJoinResultsStayWithDevices(t *testing.T) {
+	t.Parallel() // long: runs beside the package's other long tests
 	if testing.Short() {
 		t.Skip("runs two agents and a submitter over the data plane")
 	}
@@ -79,6 +80,7 @@ func TestJoinResultsStayWithDevices(t *testing.T) {
 // nothing abandoned, nothing folded that was not verified. The third
 // agent earns a receipt for each task it computed again.
 func TestJoinResultLostIsComputedAgain(t *testing.T) {
+	t.Parallel() // long: runs beside the package's other long tests
 	if testing.Short() {
 		t.Skip("runs three agents and waits for dead holders to time out")
 	}

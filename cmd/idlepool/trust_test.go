@@ -29,6 +29,7 @@ import (
 // test plays up to three rounds, each with a fresh pool, and fails when
 // none held a lie (seen in about 1 round of 10 here).
 func TestPoolCorrectsCaughtLiar(t *testing.T) {
+	t.Parallel() // long: runs beside the package's other long tests
 	liarBin := filepath.Join(t.TempDir(), "liar")
 	if out, err := exec.Command("go", "build", "-o", liarBin, "./testdata/liar").CombinedOutput(); err != nil {
 		t.Fatalf("build the liar: %v\n%s", err, out)
