@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The clustered coordinator's figures (README, "When one machine is not
-# enough"): the same job of empty tasks (quorum 2, 8 agents over HTTP on
+# The clustered coordinator's figures (docs/benchmarks.md, "A pool on
+# several machines"): the same job of empty tasks (quorum 2, 8 agents over HTTP on
 # 127.0.0.1, an instant executor: BenchmarkCoordinator/external) through
 # a single `idlepool serve` (SQLite), a one-node cluster and a three-node
 # cluster (JetStream, replication 3 over TLS routes), each node its own

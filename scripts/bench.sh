@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Reproduces the benchmark figures in the README:
+# Reproduces the benchmark figures in docs/benchmarks.md:
 #   1. per-task overhead of the solo runner (empty program, µs per task)
 #   2. WebAssembly/native speed ratio on the pi kernel (same Go code)
 #   3. peak memory of pi runs as tasks grow (must stay flat): real runs of

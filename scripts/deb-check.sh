@@ -45,7 +45,7 @@ dpkg --root="$root" --log="$tmp/dpkg.log" --force-depends -i "$deb" > "$tmp/dpkg
   fail "dpkg --root could not install $deb"
 dpkg --root="$root" -s idlepool | grep >/dev/null '^Status: install ok installed' || fail "dpkg does not list idlepool as installed"
 for f in usr/bin/idlepool usr/bin/idlepool-tray usr/share/applications/org.idlepool.tray.desktop \
-  usr/share/icons/hicolor/256x256/apps/org.idlepool.tray.png usr/share/doc/idlepool/copyright; do
+  usr/share/icons/hicolor/256x256/apps/org.idlepool.tray.png usr/share/doc/idlepool/copyright usr/share/doc/idlepool/donor.md; do
   [ -s "$root/$f" ] || fail "the package installed no /$f"
 done
 grep -q '^Exec=idlepool-tray$' "$root/usr/share/applications/org.idlepool.tray.desktop" || fail "the menu entry does not start idlepool-tray"

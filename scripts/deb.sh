@@ -29,6 +29,7 @@ install -m 0755 bin/deb/idlepool bin/deb/idlepool-tray "$root/usr/bin/"
 install -m 0644 packaging/deb/org.idlepool.tray.desktop "$root/usr/share/applications/"
 install -m 0644 assets/app.png "$root/usr/share/icons/hicolor/256x256/apps/org.idlepool.tray.png"
 install -m 0644 packaging/deb/copyright "$root/usr/share/doc/idlepool/copyright"
+install -m 0644 docs/donor.md "$root/usr/share/doc/idlepool/donor.md"
 when=$(git log -1 --format=%ct 2>/dev/null || date +%s)
 sed -e "s/@VERSION@/$version/" -e "s/@DATE@/$(LC_ALL=C date -u -R -d "@$when")/" packaging/deb/changelog.in |
   gzip -9n > "$root/usr/share/doc/idlepool/changelog.gz"

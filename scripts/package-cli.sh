@@ -4,8 +4,10 @@
 # its icon and a Makefile; this puts bin/idlepool beside idlepool-tray in
 # usr/local/bin and makes each of the Makefile's install targets (install,
 # uninstall, user-install, user-uninstall) install or remove it too, so
-# that `idlepool status` and `idlepool settings`, which the README tells
-# tray users to run, are there after `make user-install` (~/.local/bin).
+# that `idlepool status` and `idlepool settings`, which the donor's guide
+# tells tray users to run, are there after `make user-install`
+# (~/.local/bin). The donor's guide goes beside them, in
+# share/doc/idlepool/donor.md, where the tray's Help item finds it.
 #
 #   scripts/package-cli.sh        (part of make package)
 set -euo pipefail
@@ -18,6 +20,7 @@ trap 'rm -rf "$tmp"' EXIT
 tar -xJf idlepool.tar.xz -C "$tmp"
 dir="$tmp/idlepool-tray"
 install -Dm00755 bin/idlepool "$dir/usr/local/bin/idlepool"
+install -Dm00644 docs/donor.md "$dir/usr/local/share/doc/idlepool/donor.md"
 
 # After each line that installs or removes the tray app's binary, the same
 # for the CLI; user-install then says where it went and whether that
@@ -33,6 +36,8 @@ awk '
     line = $0; sub(/\$\(DESTDIR\).*/, "", line); indent = substr(line, 1, index(line, "install") - 1)
     dest = $0; sub(/.* /, "", dest); sub(/\$\(Exec\)$/, "idlepool", dest)
     print indent "install -Dm00755 usr/local/bin/idlepool " dest; n++
+    doc = dest; sub(/\/bin\/idlepool$/, "/share/doc/idlepool/donor.md", doc)
+    print indent "install -Dm00644 usr/local/share/doc/idlepool/donor.md " doc
     if (dest ~ /HOME/) {
       print indent "@echo \"installed the command line: $(DESTDIR)$(HOME)/.local/bin/idlepool (idlepool status, idlepool settings)\""
       print indent "@case \":$$PATH:\" in *\":$(HOME)/.local/bin:\"*) ;; *) echo \"$(HOME)/.local/bin is not on your PATH: add it (for example in ~/.profile) to run idlepool by name\" ;; esac"
@@ -42,6 +47,8 @@ awk '
     line = $0; sub(/-rm.*/, "", line)
     dest = $0; sub(/.* /, "", dest); sub(/\$\(Exec\)$/, "idlepool", dest)
     print line "-rm " dest; n++
+    doc = dest; sub(/\/bin\/idlepool$/, "/share/doc/idlepool/donor.md", doc)
+    print line "-rm " doc
   }
   END { if (n != 4) { print "package-cli: found " n " of the 4 lines that install or remove the binary in the Makefile" > "/dev/stderr"; exit 1 } }
 ' "$mk" > "$mk.new"

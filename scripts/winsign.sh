@@ -11,7 +11,7 @@
 #     signing step works and that the files were not changed since.
 # IDLEPOOL_SIGN_TIMESTAMP, if set, is an RFC 3161 time-stamping URL.
 # DIR/signing.txt says which certificate signed the files (subject and
-# SHA-256 fingerprint), for the README's question "what signed my build".
+# SHA-256 fingerprint), for docs/building.md's question "what signed my build".
 #
 # Usage: scripts/winsign.sh DIR IN OUT [IN OUT]...   (OUT may be IN)
 set -euo pipefail
