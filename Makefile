@@ -10,7 +10,7 @@ FUZZTIME  ?= 10s
 # them.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
-.PHONY: gpupi optionmc ptx gpu-check gpu-check-bundle cgo-cflags check-examples all build tray panel package package-check deb deb-check screenshots tray-idle examples pi run-examples test crossvet fuzz bench sim fmt vet lint clean windows windows-installer wine-cli-check wine-test bench-p2p bench-cluster
+.PHONY: test-beside check-full gpupi optionmc ptx gpu-check gpu-check-bundle cgo-cflags check-examples all build tray panel package package-check deb deb-check screenshots tray-idle examples pi run-examples test crossvet fuzz bench sim fmt vet lint clean windows windows-installer wine-cli-check wine-test bench-p2p bench-cluster
 
 all: build examples
 
@@ -22,7 +22,7 @@ build:
 	$(GO) build -o $(BIN)/idlepool ./cmd/idlepool
 
 # The desktop tray app (cgo: GLFW needs the X11 and OpenGL development
-# packages, see the README).
+# packages, see docs/building.md).
 tray:
 	$(GO) build -o $(BIN)/idlepool-tray ./cmd/idlepool-tray
 
@@ -105,7 +105,7 @@ $(WINDIR)/%.exe: $(WINDIR)/unsigned/%.exe
 # Windows loads compatibility shims into a program named setup.exe.
 windows-installer: $(WIN_SETUP)
 
-$(WIN_SETUP): $(WINDIR)/idlepool.exe $(WINDIR)/idlepool-tray.exe packaging/windows/idlepool.nsi
+$(WIN_SETUP): $(WINDIR)/idlepool.exe $(WINDIR)/idlepool-tray.exe packaging/windows/idlepool.nsi docs/donor.md
 	makensis -V2 -DVERSION=$(WIN_VERSION) -DBUILD=$(WIN_BUILD) -DBINDIR=$(CURDIR)/$(WINDIR) \
 	  -DOUTFILE=$(CURDIR)/$(WINDIR)/unsigned/$(notdir $(WIN_SETUP)) -DICON=$(CURDIR)/$(WINDIR)/res/idlepool.ico \
 	  -DSIGN="$(CURDIR)/scripts/winsign.sh $(CURDIR)/$(WINDIR)" packaging/windows/idlepool.nsi
@@ -198,28 +198,47 @@ gpu-check-bundle: build examples/gpupi/gpupi.wasm examples/gpupi/gpupi.ptx examp
 check-examples:
 	IDLEPOOL_FULL_EXAMPLES=1 $(GO) test -count=1 -timeout 60m -run 'TestIsingSusceptibilityPeak|TestCSVStats' ./cmd/idlepool
 
-# The test command: every test with the race detector (the tray app's under
-# Xvfb too), go vet for Windows and macOS (cgo off, as in any cross build),
-# each fuzz target briefly, then the tray app's Linux package, installed and
-# run, the Debian package, checked, installed, run and removed, and the
-# Windows build under Wine (make wine-test): the console program, the
-# signed installer and the tray app.
-#
-# From a cold build cache the Windows installer's build is mostly one
-# single-threaded step (cgo reading go-gl/gl's OpenGL names: about 6
-# minutes on a quiet 2-core machine), so it runs at nice 19 from the start,
-# on what the tests leave idle (the go tests end with one package running
-# alone), beside the go tests, vet, fuzz and Linux package checks. Its
-# output is in bin/windows/build.log, printed when it fails.
-test:
-	@mkdir -p $(WINDIR)
-	@nice -n 19 $(MAKE) --no-print-directory windows-installer > $(WINDIR)/build.log 2>&1 & build=$$!; \
-	$(GO) test -race -count=1 -timeout 30m ./... && $(MAKE) crossvet && $(MAKE) fuzz && \
-	  $(MAKE) package-check && $(MAKE) deb-check; checks=$$?; \
-	wait $$build; built=$$?; \
-	if [ $$built -ne 0 ]; then echo "make windows-installer failed (exit $$built):"; cat $(WINDIR)/build.log; fi; \
-	[ $$checks -eq 0 ] && [ $$built -eq 0 ]
-	$(MAKE) wine-test
+# The test command (what CI runs), within 15 minutes from a clean clone on
+# a quiet 2-core machine: every go test with the race detector (the tray
+# app's under Xvfb too, the guides' runnable blocks, each fuzz target's
+# seed corpus), through gotestsum, which prints the 20 slowest tests at the
+# end (all the timings are in bin/test/go-test.json); -parallel 4 lets the
+# long tests that mostly wait on real processes (marked t.Parallel) overlap.
+# Beside them, at nice 19 on the CPU they leave idle (they wait more than
+# they compute), test-beside runs go vet for Windows and macOS, each fuzz
+# target briefly, the tray app's Linux package installed and run, the
+# Debian package checked, installed, run and removed, and the console
+# program idlepool.exe under Wine; its output is printed after the go
+# tests'. What does not fit, the whole Windows build under Wine (the
+# installer and the tray app) and the examples at full size, is in
+# make check-full.
+GOTESTSUM := gotest.tools/gotestsum@v1.13.0
+TESTFLAGS ?= -race -count=1 -timeout 30m -parallel 4
+TESTLOG   := $(BIN)/test
+
+$(BIN)/gotestsum:
+	GOBIN=$(CURDIR)/$(BIN) $(GO) install $(GOTESTSUM)
+
+test: $(BIN)/gotestsum
+	@mkdir -p $(TESTLOG)
+	@nice -n 19 $(MAKE) --no-print-directory test-beside > $(TESTLOG)/beside.log 2>&1 & beside=$$!; \
+	$(BIN)/gotestsum --format pkgname --jsonfile $(TESTLOG)/go-test.json -- $(TESTFLAGS) ./...; tests=$$?; \
+	echo; echo "The 20 slowest tests:"; \
+	$(BIN)/gotestsum tool slowest --jsonfile $(TESTLOG)/go-test.json --threshold 0s | head -20; \
+	wait $$beside; besides=$$?; \
+	echo; echo "Beside the go tests (make test-beside, exit $$besides):"; cat $(TESTLOG)/beside.log; \
+	[ $$tests -eq 0 ] && [ $$besides -eq 0 ]
+
+test-beside: crossvet fuzz package-check deb-check wine-cli-check
+
+# Everything CI does not run: make test, then the whole Windows build
+# under Wine (the signed installer's silent install, upgrade and
+# uninstall, the tray app, idle input and the Job Object; from a cold
+# cache about 9 minutes more, most of it the tray's single-threaded cgo
+# cross-build) and the examples' physics and statistics at full size. Run
+# it before a release and after changing the Windows build, the packaging
+# or an example's kernel (docs/building.md).
+check-full: test wine-test check-examples
 
 # Fyne's desktop driver needs cgo, which a cross build lacks: the packages
 # that create the Fyne app (and, for macOS, Fyne's widgets too) are vetted
@@ -239,13 +258,13 @@ fuzz:
 bench: build examples
 	./scripts/bench.sh
 
-# The clustered coordinator's figures (README, "When one machine is not
-# enough"): 1 node on SQLite, 1 and 3 nodes on JetStream, CPU per node.
+# The clustered coordinator's figures (docs/benchmarks.md, "A pool on
+# several machines"): 1 node on SQLite, 1 and 3 nodes on JetStream, CPU per node.
 bench-cluster:
 	./scripts/bench-cluster.sh
 
-# The verification simulation (README, "Verification that costs less than
-# double"): 1,000 peers of 200 owners, 10^5 tasks per row, the real
+# The verification simulation (docs/benchmarks.md, "What verification
+# lets through"): 1,000 peers of 200 owners, 10^5 tasks per row, the real
 # scheduler. About 10 minutes per row on a quiet 2-core machine; fewer
 # tasks with SIM_TASKS=20000.
 SIM_TASKS ?= 100000
@@ -264,7 +283,8 @@ lint:
 clean:
 	rm -rf $(BIN) $(WASM) idlepool.tar.xz idlepool_*.deb $(WIN_SYSO)
 
-# The data plane's spread figure (README, "Device to device"): a job over a
+# The data plane's spread figure (docs/benchmarks.md, "Spreading a job's
+# input"): a job over a
 # 200 MB input on four `idlepool join` agents, peer to peer and then with
 # every device coordinator-only (share_peers=false). P2P_MB changes the
 # size, P2P_AGENTS the number of agents (4; 16 for the issue's larger
