@@ -10,7 +10,7 @@ FUZZTIME  ?= 10s
 # them.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
-.PHONY: test-beside check-full gpupi optionmc ptx gpu-check gpu-check-bundle cgo-cflags check-examples all build tray panel package package-check deb deb-check screenshots tray-idle examples pi run-examples test crossvet fuzz bench sim fmt vet lint clean windows windows-installer wine-cli-check wine-test bench-p2p bench-cluster
+.PHONY: test-beside check-full check-cluster gpupi optionmc ptx gpu-check gpu-check-bundle cgo-cflags check-examples all build tray panel package package-check deb deb-check screenshots tray-idle examples pi run-examples test crossvet fuzz bench sim fmt vet lint clean windows windows-installer wine-cli-check wine-test bench-p2p bench-cluster
 
 all: build examples
 
@@ -210,8 +210,8 @@ check-examples:
 # Debian package checked, installed, run and removed, and the console
 # program idlepool.exe under Wine; its output is printed after the go
 # tests'. What does not fit, the whole Windows build under Wine (the
-# installer and the tray app) and the examples at full size, is in
-# make check-full.
+# installer and the tray app), the examples at full size and the cluster's
+# node-loss test at full size, is in make check-full.
 GOTESTSUM := gotest.tools/gotestsum@v1.13.0
 TESTFLAGS ?= -race -count=1 -timeout 30m -parallel 4
 TESTLOG   := $(BIN)/test
@@ -224,7 +224,7 @@ test: $(BIN)/gotestsum
 	@nice -n 19 $(MAKE) --no-print-directory test-beside > $(TESTLOG)/beside.log 2>&1 & beside=$$!; \
 	$(BIN)/gotestsum --format pkgname --jsonfile $(TESTLOG)/go-test.json -- $(TESTFLAGS) ./...; tests=$$?; \
 	echo; echo "The 20 slowest tests:"; \
-	$(BIN)/gotestsum tool slowest --jsonfile $(TESTLOG)/go-test.json --threshold 0s | head -20; \
+	$(BIN)/gotestsum tool slowest --jsonfile $(TESTLOG)/go-test.json --threshold 1ms | head -20; \
 	wait $$beside; besides=$$?; \
 	echo; echo "Beside the go tests (make test-beside, exit $$besides):"; cat $(TESTLOG)/beside.log; \
 	[ $$tests -eq 0 ] && [ $$besides -eq 0 ]
@@ -235,10 +235,16 @@ test-beside: crossvet fuzz package-check deb-check wine-cli-check
 # under Wine (the signed installer's silent install, upgrade and
 # uninstall, the tray app, idle input and the Job Object; from a cold
 # cache about 9 minutes more, most of it the tray's single-threaded cgo
-# cross-build) and the examples' physics and statistics at full size. Run
-# it before a release and after changing the Windows build, the packaging
-# or an example's kernel (docs/building.md).
-check-full: test wine-test check-examples
+# cross-build), the examples' physics and statistics at full size and the
+# cluster's node-loss test at full size. Run
+# it before a release and after changing the Windows build, the packaging,
+# an example's kernel or the cluster (CONTRIBUTING.md).
+check-full: test wine-test check-examples check-cluster
+
+# The cluster's node-loss test at full size: a job of 2,000 tasks, its node
+# in charge killed twice (make test runs it with 800).
+check-cluster:
+	IDLEPOOL_FULL_CLUSTER=1 $(GO) test -race -count=1 -timeout 30m -run '^TestClusterSurvivesNodeLoss$$' ./cmd/idlepool
 
 # Fyne's desktop driver needs cgo, which a cross build lacks: the packages
 # that create the Fyne app (and, for macOS, Fyne's widgets too) are vetted
