@@ -206,12 +206,12 @@ check-examples:
 # long tests that mostly wait on real processes (marked t.Parallel) overlap.
 # Beside them, at nice 19 on the CPU they leave idle (they wait more than
 # they compute), test-beside runs go vet for Windows and macOS, each fuzz
-# target briefly, the tray app's Linux package installed and run, the
-# Debian package checked, installed, run and removed, and the console
-# program idlepool.exe under Wine; its output is printed after the go
-# tests'. What does not fit, the whole Windows build under Wine (the
-# installer and the tray app), the examples at full size and the cluster's
-# node-loss test at full size, is in make check-full.
+# target for 5 s, the tray app's Linux package installed and run, and the
+# Debian package checked, installed, run and removed; its output is
+# printed after the go tests'. What does not fit, the Windows build under
+# Wine (idlepool.exe, the installer and the tray app), the examples at
+# full size and the cluster's node-loss test at full size, is in make
+# check-full.
 GOTESTSUM := gotest.tools/gotestsum@v1.13.0
 TESTFLAGS ?= -race -count=1 -timeout 30m -parallel 4
 TESTLOG   := $(BIN)/test
@@ -229,13 +229,18 @@ test: $(BIN)/gotestsum
 	echo; echo "Beside the go tests (make test-beside, exit $$besides):"; cat $(TESTLOG)/beside.log; \
 	[ $$tests -eq 0 ] && [ $$besides -eq 0 ]
 
-test-beside: crossvet fuzz package-check deb-check wine-cli-check
+test-beside:
+	$(MAKE) crossvet
+	$(MAKE) fuzz FUZZTIME=5s
+	$(MAKE) package-check
+	$(MAKE) deb-check
 
 # Everything CI does not run: make test, then the whole Windows build
-# under Wine (the signed installer's silent install, upgrade and
-# uninstall, the tray app, idle input and the Job Object; from a cold
-# cache about 9 minutes more, most of it the tray's single-threaded cgo
-# cross-build), the examples' physics and statistics at full size and the
+# under Wine (idlepool.exe's job bytes and quorum with a Linux agent, the
+# signed installer's silent install, upgrade and uninstall, the tray app,
+# idle input and the Job Object; from a cold cache about 13 minutes, most
+# of it the cross-builds, the tray's a single-threaded cgo step), the
+# examples' physics and statistics at full size and the
 # cluster's node-loss test at full size. Run
 # it before a release and after changing the Windows build, the packaging,
 # an example's kernel or the cluster (CONTRIBUTING.md).
