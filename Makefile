@@ -10,7 +10,7 @@ FUZZTIME  ?= 10s
 # them.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
-.PHONY: test-beside check-full check-cluster gpupi optionmc ptx gpu-check gpu-check-bundle cgo-cflags check-examples all build tray panel package package-check deb deb-check screenshots tray-idle examples pi run-examples test crossvet fuzz bench sim fmt vet lint clean windows windows-installer wine-cli-check wine-test bench-p2p bench-cluster
+.PHONY: crossvet-windows test-beside check-full check-cluster gpupi optionmc ptx gpu-check gpu-check-bundle cgo-cflags check-examples all build tray panel package package-check deb deb-check screenshots tray-idle examples pi run-examples test crossvet fuzz bench sim fmt vet lint clean windows windows-installer wine-cli-check wine-test bench-p2p bench-cluster
 
 all: build examples
 
@@ -204,14 +204,15 @@ check-examples:
 # seed corpus), through gotestsum, which prints the 20 slowest tests at the
 # end (all the timings are in bin/test/go-test.json); -parallel 4 lets the
 # long tests that mostly wait on real processes (marked t.Parallel) overlap.
-# Beside them, at nice 19 on the CPU they leave idle (they wait more than
-# they compute), test-beside runs go vet for Windows and macOS, each fuzz
-# target for 5 s, the tray app's Linux package installed and run, and the
-# Debian package checked, installed, run and removed; its output is
-# printed after the go tests'. What does not fit, the Windows build under
-# Wine (idlepool.exe, the installer and the tray app), the examples at
-# full size and the cluster's node-loss test at full size, is in make
-# check-full.
+# Beside them, at nice 19 on the CPU they leave idle, test-beside runs go
+# vet for Windows, the tray app's Linux package installed and run, and
+# the Debian package checked, installed, run and removed; its output is
+# printed after the go tests'. What does not fit, go vet for macOS and
+# the fuzz targets (each compiles every dependency again, for another OS
+# or with coverage instrumentation; the fuzz targets' seed corpora run in
+# the go tests), the Windows build under Wine (idlepool.exe, the
+# installer and the tray app), the examples at full size and the
+# cluster's node-loss test at full size, is in make check-full.
 GOTESTSUM := gotest.tools/gotestsum@v1.13.0
 TESTFLAGS ?= -race -count=1 -timeout 30m -parallel 4
 TESTLOG   := $(BIN)/test
@@ -230,8 +231,7 @@ test: $(BIN)/gotestsum
 	[ $$tests -eq 0 ] && [ $$besides -eq 0 ]
 
 test-beside:
-	$(MAKE) crossvet
-	$(MAKE) fuzz FUZZTIME=5s
+	$(MAKE) crossvet-windows
 	$(MAKE) package-check
 	$(MAKE) deb-check
 
@@ -239,23 +239,27 @@ test-beside:
 # under Wine (idlepool.exe's job bytes and quorum with a Linux agent, the
 # signed installer's silent install, upgrade and uninstall, the tray app,
 # idle input and the Job Object; from a cold cache about 13 minutes, most
-# of it the cross-builds, the tray's a single-threaded cgo step), the
-# examples' physics and statistics at full size and the
-# cluster's node-loss test at full size. Run
-# it before a release and after changing the Windows build, the packaging,
+# of it the cross-builds, the tray's a single-threaded cgo step), go vet
+# for macOS (and Windows again: crossvet is both), each fuzz target for
+# FUZZTIME, the examples' physics and statistics at full size and the
+# cluster's node-loss test at full size. Run it before a release and after changing the Windows build, the packaging,
 # an example's kernel or the cluster (CONTRIBUTING.md).
-check-full: test wine-test check-examples check-cluster
+check-full: test crossvet fuzz wine-test check-examples check-cluster
 
 # The cluster's node-loss test at full size: a job of 2,000 tasks, its node
 # in charge killed twice (make test runs it with 800).
 check-cluster:
 	IDLEPOOL_FULL_CLUSTER=1 $(GO) test -race -count=1 -timeout 30m -run '^TestClusterSurvivesNodeLoss$$' ./cmd/idlepool
 
+# go vet for Windows alone (make test runs it: each GOOS compiles every
+# dependency again, and Windows is the platform we ship an installer for).
+crossvet-windows:
+	GOOS=windows CGO_ENABLED=0 $(GO) vet $$($(GO) list ./... | grep -v -e '^idlepool/app/desktop' -e '^idlepool/cmd/idlepool-tray')
+
 # Fyne's desktop driver needs cgo, which a cross build lacks: the packages
 # that create the Fyne app (and, for macOS, Fyne's widgets too) are vetted
 # on their own OS only.
-crossvet:
-	GOOS=windows CGO_ENABLED=0 $(GO) vet $$($(GO) list ./... | grep -v -e '^idlepool/app/desktop' -e '^idlepool/cmd/idlepool-tray')
+crossvet: crossvet-windows
 	GOOS=darwin CGO_ENABLED=0 $(GO) vet $$($(GO) list ./... | grep -v -e '^idlepool/app' -e '^idlepool/cmd/idlepool-tray')
 
 fuzz:
