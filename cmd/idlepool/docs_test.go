@@ -855,8 +855,12 @@ func (e *docsEnv) workDir(t *testing.T) string {
 	return work
 }
 
-// defaultBlockTimeout bounds a runnable block without a timeout attribute.
-const defaultBlockTimeout = 3 * time.Minute
+// defaultBlockTimeout bounds a runnable block without a timeout attribute
+// when the test binary has no deadline; with one (go test -timeout), such
+// a block may run until 30 s before it, so that a busy machine makes a
+// block slow, never wrong. A block that never ends still fails, naming
+// itself, before the binary's own timeout kills everything.
+const defaultBlockTimeout = 20 * time.Minute
 
 func TestDocsRunnable(t *testing.T) {
 	e := newDocsEnv(t)
@@ -914,6 +918,9 @@ func TestDocsRunnableHarness(t *testing.T) {
 // leaves a process behind.
 func (e *docsEnv) run(t *testing.T, b mdBlock) error {
 	limit := defaultBlockTimeout
+	if d, ok := t.Deadline(); ok {
+		limit = time.Until(d)
+	}
 	if v, ok := b.attrs["timeout"]; ok {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {
