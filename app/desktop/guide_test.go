@@ -5,7 +5,9 @@ package desktop
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -78,12 +80,25 @@ func TestOpenWith(t *testing.T) {
 		t.Error("a missing opener gave no error")
 	}
 	// An opener that keeps running (it waits for the person) is left to
-	// run: openWith returns after openerWait.
-	start := time.Now()
-	if err := openWith("sleep", "10"); err != nil {
+	// run: openWith returns after openerWait while it still runs (were
+	// it waited for, the test would hang until its deadline).
+	pidFile := filepath.Join(t.TempDir(), "opener.pid")
+	if err := openWith("sh", "-c", `echo $$ > "$0"; exec sleep 3600`, pidFile); err != nil {
 		t.Errorf("an opener still running: %v", err)
 	}
-	if d := time.Since(start); d >= 10*time.Second {
-		t.Errorf("openWith waited %v for an opener still running", d)
+	// A busy machine may start the shell after openWith returned: wait
+	// for its PID (until the test's deadline, if it never comes).
+	var b []byte
+	for len(b) == 0 || b[len(b)-1] != '\n' {
+		time.Sleep(10 * time.Millisecond) // polling a condition
+		b, _ = os.ReadFile(pidFile)
 	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatalf("the opener's PID %q: %v", b, err)
+	}
+	if err := syscall.Kill(pid, 0); err != nil {
+		t.Errorf("openWith returned, but the opener is gone: %v", err)
+	}
+	syscall.Kill(pid, syscall.SIGKILL)
 }
