@@ -63,8 +63,10 @@ type Manifest struct {
 //     in fold f (package job/fold), optionally Shuffle'd by a permutation
 //     derived from the job seed.
 //   - "chunks": the file input Input cut into chunks of whole rows of at
-//     most ChunkBytes bytes, one task per chunk; with Header the first row
-//     is kept out of the chunks and given to every task.
+//     most ChunkBytes bytes, one task per chunk; a row longer than
+//     ChunkBytes gets a chunk of its own, and one longer than the policy's
+//     MemoryMiB too is refused. With Header the first row is kept out of
+//     the chunks and given to every task.
 //
 // Format says what a row of a kfold or chunks input is: FormatCSV (RFC
 // 4180 records; the default for kfold and for an input whose file name

@@ -148,7 +148,7 @@ func planStored(m *Manifest, stored map[string]Digest) (*Job, error) {
 		}
 		j.numTasks = int64(s.K)
 	case "chunks":
-		ref, chunks, header, err := chunkFile(m.Inputs[s.Input], s.ChunkBytes, s.Header, s.Format)
+		ref, chunks, header, err := chunkFile(m.Inputs[s.Input], s.ChunkBytes, s.Header, s.Format, int64(m.Policy.MemoryMiB)<<20)
 		if err != nil {
 			return nil, m.failData("inputs."+s.Input, err)
 		}
