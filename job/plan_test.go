@@ -150,6 +150,25 @@ redundancy = 3
 quorum = 2
 `
 
+	// gridRangeManifest pins the encoding and the expansion of ranges.
+	gridRangeManifest = `name = "sweep"
+program = "prog.wasm"
+
+[split]
+rule = "grid"
+
+[split.grid]
+T = { start = 1.5, stop = 3.5, step = 0.05 }
+alpha = { start = 1e-3, stop = 1e3, num = 7, spacing = "log" }
+n = { start = 8, stop = 64, step = 8 }
+x = { start = 0.0, stop = 1.0, num = 3 }
+
+[[merge]]
+rule = "stats"
+field = "energy"
+group_by = ["T", "alpha"]
+`
+
 	replicasManifest = `name = "ensemble"
 program = "prog.wasm"
 
@@ -217,6 +236,7 @@ field = "words"
 	}{
 		{"range", rangeManifest},
 		{"grid", gridManifest},
+		{"grid-range", gridRangeManifest},
 		{"replicas", replicasManifest},
 		{"kfold", kfoldManifest},
 		{"kfold-shuffle", kfoldShuffleManifest},
