@@ -1035,14 +1035,16 @@ func TestSplitChunksFileErrors(t *testing.T) {
 			"line 2: the line at byte 3 is 1.5 MiB (1572865 bytes), more than the task's memory limit of 1 MiB, so no task could hold it: raise [policy] memory_mib (at most 4096)"},
 		{"last line without newline", "ab\n" + long, 5, false, FormatLines, "line 2: the line at byte 3 is 1.5 MiB (1572864 bytes)"},
 		{"after header", "header\n" + long + "\n", 5, true, FormatLines, "line 2: the line at byte 7 is 1.5 MiB"},
-		{"longer than the read buffer too", "a\nb\n" + strings.Repeat("x", 17<<20), 5, false, FormatLines,
+		{"longer than the read buffer too", "a\nb\n" + strings.Repeat("x", 3<<20), 5, false, FormatLines,
+			"line 3: the line at byte 4 is longer than 1048576 bytes, more than the task's memory limit of 1 MiB"},
+		{"longer than the read buffer after a header", "a\nb\n" + strings.Repeat("x", 17<<20), 5, true, FormatLines,
 			"line 3: the line at byte 4 is longer than 16777216 bytes, more than the task's memory limit of 1 MiB"},
-		{"longer than chunk_bytes and memory", "ab\n" + strings.Repeat("x", 3<<20) + "\n", 2 << 20, false, FormatLines,
+		{"longer than chunk_bytes and memory", "ab\n" + strings.Repeat("x", 3<<20) + "\n", 2 << 20, true, FormatLines,
 			"line 2: the line at byte 3 is 3.0 MiB (3145729 bytes), more than split.chunk_bytes = 2097152 and the task's memory limit of 1 MiB"},
-		{"CSV record", "a,b\n1,2\n\n3,\"" + long + "\"\n", 6, false, FormatCSV,
+		{"CSV record", "a,b\n1,2\n\n3,\"" + long + "\"\n", 6, true, FormatCSV,
 			"line 4: the record at byte 9 is 1.5 MiB (1572869 bytes), more than the task's memory limit of 1 MiB"},
-		{"CSV quote left open", "a,b\n1,2\n\n3,\"" + strings.Repeat("x", 20<<20), 6, false, FormatCSV,
-			"line 4: the record at byte 9 is longer than 16777216 bytes, more than the task's memory limit of 1 MiB, so no task could hold it: is a quote left open? raise"},
+		{"CSV quote left open", "a,b\n1,2\n\n3,\"" + strings.Repeat("x", 3<<20), 6, false, FormatCSV,
+			"line 4: the record at byte 9 is longer than 1048576 bytes, more than the task's memory limit of 1 MiB, so no task could hold it: is a quote left open? raise"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -340,9 +340,12 @@ func chunkFile(path string, size int64, header bool, format string, memBytes int
 		ch.Reset()
 		cur = Chunk{Offset: cur.Offset + cur.Length}
 	}
-	rowLimit, headerLimit := max(size, memBytes), max(size, maxRecordBytes)
+	rowLimit, headerLimit, scanLimit := max(size, memBytes), max(size, maxRecordBytes), max(size, memBytes)
+	if header {
+		scanLimit = max(rowLimit, headerLimit)
+	}
 	// The scan's own limit bounds memory: one row at a time is held.
-	err := scanText(path, format, max(rowLimit, headerLimit), whole, func(u textUnit) error {
+	err := scanText(path, format, scanLimit, whole, func(u textUnit) error {
 		ref.Size = u.offset + int64(len(u.raw))
 		n := int64(len(u.raw))
 		if first && header && (u.row || format == FormatLines) {

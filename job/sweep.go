@@ -40,8 +40,8 @@ const MaxRangeValues = 1_000_000
 //     exactly (see logValues for how the others are computed).
 //
 // "Nearest" rounds ties to even. Every rounding happens once, from an
-// exact value (or, for log ranges, from one within 2^-300 of it), so no
-// error accumulates along a range.
+// exact value (for log ranges, from one within 2^-300 of it, with near
+// ties settled exactly), so no error accumulates along a range.
 
 // gridRange is a parsed range axis.
 type gridRange struct {
@@ -298,33 +298,122 @@ func (r gridRange) values() []any {
 // up to MaxRangeValues products accumulate.
 const rangeBits = 448
 
+// maxTieRoot bounds the exact comparison that settles a log value lying
+// near a tie between two float64s (see roundLog).
+const maxTieRoot = 1024
+
 // logValues returns the n values of the log range from start to stop
-// (both > 0, n >= 2): value i is start·q^i with q = (stop/start)^(1/(n−1)),
-// start and stop read as their decimals (rangeDecimal). q is exp(ln(stop/
-// start)/(n−1)), computed by series in math/big at rangeBits bits, and
-// start·q^i by n−2 successive products at the same precision; each value
-// is then rounded once to the nearest float64, and the first and last are
-// start and stop exactly. math/big's arithmetic is exact integer code at
-// a fixed precision and rounding mode, so the values are the same bits on
-// every platform, unlike math.Pow, whose Exp and Log are assembly on some
-// architectures (amd64, arm64, s390x) and whose pure Go code the compiler
-// may fuse into FMAs on others. The real value is within 2^-300 (relative) of what is rounded,
-// so the result is the correctly rounded value unless that lies within
-// 2^-300 of a tie between two float64s.
+// (both > 0, n >= 2): value i is the float64 nearest v_i = s·(e/s)^(i/(n−1)),
+// s and e the decimals of start and stop (rangeDecimal). Ties go to even,
+// the first value is start and the last stop exactly.
+//
+// v_i is approximated as s·q^i with q = exp(ln(e/s)/(n−1)), computed by
+// series in math/big at rangeBits bits, and s·q^i by successive products
+// at the same precision: within 2^-300 (relative) of v_i. math/big's
+// arithmetic is exact integer code at a fixed precision and rounding mode,
+// so this is the same on every platform, unlike math.Pow, whose Exp and
+// Log are assembly on some architectures (amd64, arm64, s390x) and whose
+// pure Go code the compiler may fuse into FMAs on others. Rounding the
+// approximation gives the float64 nearest v_i unless v_i lies within
+// 2^-300 of a tie, as 10^23 does (it is exactly halfway between two
+// float64s): an approximation within 2^-290 of a tie goes to roundLog,
+// which settles it exactly.
 func logValues(start, stop float64, n int64) []any {
-	a := new(big.Float).SetPrec(rangeBits).SetRat(rangeDecimal(start))
-	ratio := new(big.Rat).Quo(rangeDecimal(stop), rangeDecimal(start))
-	lnq := bigLn(new(big.Float).SetPrec(rangeBits).SetRat(ratio))
+	s, e := rangeDecimal(start), rangeDecimal(stop)
+	a := new(big.Float).SetPrec(rangeBits).SetRat(s)
+	lnq := bigLn(new(big.Float).SetPrec(rangeBits).SetRat(new(big.Rat).Quo(e, s)))
 	lnq.Quo(lnq, new(big.Float).SetPrec(rangeBits).SetInt64(n-1))
 	q := bigExp(lnq)
 	out := make([]any, n)
 	out[0], out[n-1] = start, stop
+	d, fb := new(big.Float).SetPrec(rangeBits), new(big.Float).SetPrec(rangeBits)
 	v := a
 	for i := int64(1); i < n-1; i++ {
 		v.Mul(v, q)
-		out[i], _ = v.Float64()
+		f, acc := v.Float64()
+		out[i] = f
+		if roundsNearTie(v, f, acc, d, fb) {
+			out[i] = roundLog(v, s, e, i, n)
+		}
 	}
 	return out
+}
+
+// roundsNearTie reports whether v, rounded to f with accuracy acc, lies
+// within 2^-290 (relative) of the midpoint between f and the float64 on
+// v's other side of f. d and fb are scratch at v's precision.
+func roundsNearTie(v *big.Float, f float64, acc big.Accuracy, d, fb *big.Float) bool {
+	if acc == big.Exact {
+		return false
+	}
+	other := math.Nextafter(f, math.Inf(1))
+	if acc == big.Above {
+		other = math.Nextafter(f, math.Inf(-1))
+	}
+	d.Sub(v, fb.SetFloat64(f))
+	d.Abs(d)
+	fb.SetFloat64(math.Abs(other - f)) // a power of two, exactly
+	d.Sub(d, fb.SetMantExp(fb, -1))    // |v − f| − half the gap
+	return d.Sign() == 0 || d.MantExp(nil) < v.MantExp(nil)-290
+}
+
+// roundLog returns the float64 nearest v = s·(e/s)^(i/(n−1)), ties to
+// even, given approx within 2^-300 of v (relative). When approx is farther
+// than that from the midpoint between the two float64s around it, v is on
+// the same side and rounding approx is right. Otherwise it compares v with
+// the midpoint m exactly: with i/(n−1) = a/b in lowest terms, v > m
+// exactly when s^(b−a)·e^a > m^b, rationals of a few million bits at most
+// for b <= maxTieRoot. For b above that it rounds approx, which may then
+// be one unit in the last place off; no such case is known.
+func roundLog(approx *big.Float, s, e *big.Rat, i, n int64) float64 {
+	f, acc := approx.Float64()
+	if acc == big.Exact {
+		return f
+	}
+	dir := math.Inf(1) // the float64 on approx's other side
+	if acc == big.Above {
+		dir = math.Inf(-1)
+	}
+	other := math.Nextafter(f, dir)
+	m := new(big.Float).SetPrec(rangeBits).SetFloat64(f)
+	m.Add(m, new(big.Float).SetFloat64(other))
+	m.SetMantExp(m, -1) // halved, exactly
+	if !nearTie(approx, m) {
+		return f
+	}
+	g := new(big.Int).GCD(nil, nil, big.NewInt(i), big.NewInt(n-1)).Int64()
+	num, den := i/g, (n-1)/g
+	if den > maxTieRoot {
+		return f
+	}
+	mr, _ := m.Rat(nil)
+	lhs := ratPow(mr, den)
+	rhs := new(big.Rat).Mul(ratPow(s, den-num), ratPow(e, num))
+	lo, hi := min(f, other), max(f, other)
+	switch rhs.Cmp(lhs) {
+	case 1: // v > m
+		return hi
+	case -1:
+		return lo
+	}
+	if math.Float64bits(lo)&1 == 0 { // a tie: the even one
+		return lo
+	}
+	return hi
+}
+
+// nearTie reports whether x lies within 2^-300 of m (relative).
+func nearTie(x, m *big.Float) bool {
+	gap := new(big.Float).SetPrec(x.Prec()).Sub(x, m)
+	return gap.Sign() == 0 || gap.MantExp(nil) < m.MantExp(nil)-300
+}
+
+// ratPow returns x^k for k >= 0.
+func ratPow(x *big.Rat, k int64) *big.Rat {
+	kk := big.NewInt(k)
+	num := new(big.Int).Exp(x.Num(), kk, nil)
+	den := new(big.Int).Exp(x.Denom(), kk, nil)
+	return new(big.Rat).SetFrac(num, den)
 }
 
 // bigLn returns the natural logarithm of x > 0 at x's precision: with x =

@@ -239,8 +239,8 @@ func TestGridRangeFastPath(t *testing.T) {
 	}
 }
 
-// TestGridRangeLogPrecision checks log ranges against each value computed
-// on its own at twice the precision, as exp(i·ln(stop/start)/(num−1)):
+// TestGridRangeLogPrecision checks log ranges against values computed on
+// their own at 128 more bits, as exp(i·ln(stop/start)/(num−1)):
 // the successive products at rangeBits bits lose nothing that shows in a
 // float64. And they are close to what math.Pow gives, which is not exact.
 func TestGridRangeLogPrecision(t *testing.T) {
@@ -248,17 +248,34 @@ func TestGridRangeLogPrecision(t *testing.T) {
 		start, stop float64
 		num         int64
 	}{{1e-3, 1e3, 7}, {1, 2, 1000}, {0.5, 3e5, 97}, {1e-300, 1e300, 601}, {7, 0.01, 33}, {1, 1 + 1e-12, 5}, {5e-324, 1.7e308, 50}}
+	// Every value of the short ranges; of the long ones, every 17th and
+	// the last few, where the products' error is largest.
+	checked := func(i, n int64) bool { return n <= 100 || i%17 == 0 || i >= n-3 }
 	for _, rg := range ranges {
 		t.Run(fmt.Sprintf("%v..%v/%d", rg.start, rg.stop, rg.num), func(t *testing.T) {
 			vals := logValues(rg.start, rg.stop, rg.num)
-			const prec = 2 * rangeBits
+			const prec = rangeBits + 128
 			ratio := new(big.Rat).Quo(rangeDecimal(rg.stop), rangeDecimal(rg.start))
 			lnr := bigLn(new(big.Float).SetPrec(prec).SetRat(ratio))
 			a := new(big.Float).SetPrec(prec).SetRat(rangeDecimal(rg.start))
 			for i := range rg.num {
+				if !checked(i, rg.num) {
+					continue
+				}
 				e := new(big.Float).SetPrec(prec).Mul(lnr, new(big.Float).SetPrec(prec).SetInt64(i))
 				e.Quo(e, new(big.Float).SetPrec(prec).SetInt64(rg.num-1))
-				want, _ := new(big.Float).SetPrec(prec).Mul(a, bigExp(e)).Float64()
+				ref := new(big.Float).SetPrec(prec).Mul(a, bigExp(e))
+				want, acc := ref.Float64()
+				if acc != big.Exact {
+					// Near a tie the reference cannot tell either: the
+					// exact ties are TestGridRangeLogDecades' part.
+					other := math.Nextafter(want, map[big.Accuracy]float64{big.Below: math.Inf(1), big.Above: math.Inf(-1)}[acc])
+					m := new(big.Float).SetPrec(prec).SetFloat64(want)
+					m.Add(m, big.NewFloat(other)).Quo(m, big.NewFloat(2))
+					if nearTie(ref, m) {
+						continue
+					}
+				}
 				if got := vals[i].(float64); got != want {
 					t.Fatalf("value %d = %v (%#x), computed alone at %d bits %v (%#x)", i, got, math.Float64bits(got), prec, want, math.Float64bits(want))
 				}
@@ -273,6 +290,68 @@ func TestGridRangeLogPrecision(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestGridRangeLogDecades checks log ranges whose values are powers of
+// ten: each is the float64 of its decimal literal, including 1e23, which
+// lies exactly halfway between two float64s (ties to even: strconv's
+// 0x44b52d02c7e14af6), and others within a hair of a tie.
+func TestGridRangeLogDecades(t *testing.T) {
+	for _, rg := range []struct{ from, to, num int64 }{{-300, 300, 601}, {20, 25, 6}, {-10, 30, 21}, {30, 20, 11}} {
+		t.Run(fmt.Sprintf("1e%d..1e%d/%d", rg.from, rg.to, rg.num), func(t *testing.T) {
+			table := fmt.Sprintf(`{ start = 1e%d, stop = 1e%d, num = %d, spacing = "log" }`, rg.from, rg.to, rg.num)
+			vals, err := rangeAxis(t, table)
+			if err != nil {
+				t.Fatal(err)
+			}
+			step := (rg.to - rg.from) / (rg.num - 1)
+			for i, v := range vals {
+				lit := fmt.Sprintf("1e%d", rg.from+int64(i)*step)
+				want, _ := strconv.ParseFloat(lit, 64)
+				if v != want {
+					t.Errorf("value %d = %v (%#x), want %s (%#x)", i, v, math.Float64bits(v.(float64)), lit, math.Float64bits(want))
+				}
+			}
+		})
+	}
+	if got := logValues(1e20, 1e25, 6)[3].(float64); math.Float64bits(got) != 0x44b52d02c7e14af6 {
+		t.Errorf("1e23 = %#x, want 0x44b52d02c7e14af6", math.Float64bits(got))
+	}
+	// An approximation of 10^23 on either side of the tie still rounds
+	// to even: the tie is settled exactly, not by which side the series
+	// happened to land on.
+	exact := new(big.Float).SetPrec(rangeBits).SetRat(rangeDecimal(1e23))
+	for _, eps := range []float64{0x1p-310, -0x1p-310, 0x1p-400, -0x1p-400} {
+		approx := new(big.Float).SetPrec(rangeBits).Mul(exact, big.NewFloat(eps))
+		approx.Add(approx, exact)
+		if got := roundLog(approx, rangeDecimal(1e20), rangeDecimal(1e25), 3, 6); math.Float64bits(got) != 0x44b52d02c7e14af6 {
+			t.Errorf("10^23·(1%+g) rounds to %#x, want 0x44b52d02c7e14af6", eps, math.Float64bits(got))
+		}
+	}
+	// logValues sends exactly such approximations to roundLog.
+	scratch := func() *big.Float { return new(big.Float).SetPrec(rangeBits) }
+	for _, tc := range []struct {
+		x    *big.Float
+		near bool
+	}{
+		{new(big.Float).SetPrec(rangeBits).Add(exact, new(big.Float).SetMantExp(exact, -310)), true},
+		{new(big.Float).SetPrec(rangeBits).Sub(exact, new(big.Float).SetMantExp(exact, -400)), true},
+		{new(big.Float).SetPrec(rangeBits).Add(exact, new(big.Float).SetMantExp(exact, -280)), false},
+		{new(big.Float).SetPrec(rangeBits).SetRat(rangeDecimal(1e22)), false},
+		{new(big.Float).SetPrec(rangeBits).SetRat(rangeDecimal(0.1)), false},
+		{new(big.Float).SetPrec(rangeBits).SetMantExp(big.NewFloat(3), -1075), true},  // 1.5·2^-1074, halfway between 2^-1074 and 2^-1073
+		{new(big.Float).SetPrec(rangeBits).SetMantExp(big.NewFloat(3), -1076), false}, // 0.75·2^-1074
+		{new(big.Float).SetPrec(rangeBits).SetMantExp(big.NewFloat(1), -1075), true},  // half the least subnormal
+	} {
+		f, acc := tc.x.Float64()
+		if got := roundsNearTie(tc.x, f, acc, scratch(), scratch()); got != tc.near {
+			t.Errorf("roundsNearTie(%g) = %v, want %v", tc.x, got, tc.near)
+		}
+	}
+	// An approximation that is a float64 is that float64.
+	if got := roundLog(new(big.Float).SetPrec(rangeBits).SetFloat64(3), rangeDecimal(1.0), rangeDecimal(9.0), 1, 3); got != 3 {
+		t.Errorf("sqrt(1·9) = %v, want 3", got)
 	}
 }
 
