@@ -12,8 +12,8 @@ var (
 	ErrExpr = errors.New("job: bad expression")
 	// ErrInputData marks a ManifestError about the content of a split
 	// input: a file that cannot be cut as its split.format says (an
-	// unclosed quote, a ragged CSV record, a row longer than
-	// chunk_bytes). The data is at fault, not the manifest's text.
+	// unclosed quote, a ragged CSV record, a chunks row longer than the
+	// task's memory limit). The data is at fault, not the manifest's text.
 	ErrInputData = errors.New("job: input data cannot be split")
 )
 

@@ -57,14 +57,20 @@ type Manifest struct {
 //
 //   - "range": Tasks tasks that share Params (Monte Carlo).
 //   - "grid": one task per point of the Cartesian product of Grid's axes,
-//     the last axis (in sorted name order) varying fastest (sweeps).
+//     the last axis (in sorted name order) varying fastest (sweeps). An
+//     axis is a list of values or a range table (start, stop, and step or
+//     num, and spacing; see gridRange), which checking replaces by its
+//     canonical table; the job's encoding holds that table, and Plan
+//     expands it into values the same way on every machine.
 //   - "replicas": Tasks tasks that differ only in their seed (ensembles).
 //   - "kfold": K tasks over the CSV input Input; task f tests on the rows
 //     in fold f (package job/fold), optionally Shuffle'd by a permutation
 //     derived from the job seed.
 //   - "chunks": the file input Input cut into chunks of whole rows of at
-//     most ChunkBytes bytes, one task per chunk; with Header the first row
-//     is kept out of the chunks and given to every task.
+//     most ChunkBytes bytes, one task per chunk; a row longer than
+//     ChunkBytes gets a chunk of its own, and one longer than the policy's
+//     MemoryMiB too is refused. With Header the first row is kept out of
+//     the chunks and given to every task.
 //
 // Format says what a row of a kfold or chunks input is: FormatCSV (RFC
 // 4180 records; the default for kfold and for an input whose file name
@@ -244,6 +250,9 @@ func ParseManifest(name, dir string, data []byte) (*Manifest, error) {
 		return nil, tomlError(name, data, err)
 	}
 	m.Dir, m.Path = dir, name
+	if err := checkGroupByTypes(name, data, m.Merge); err != nil {
+		return nil, err
+	}
 	if err := m.normalise(); err != nil {
 		return nil, err
 	}
@@ -288,7 +297,31 @@ func tomlError(file string, data []byte, err error) error {
 	return &ManifestError{File: file, Msg: err.Error()}
 }
 
-var typeErrorRE = regexp.MustCompile(`cannot decode TOML (\w+) into (?:struct field \S+|a Go value) of type (\S+)`)
+// checkGroupByTypes refuses a group_by that is neither a string nor a list
+// (group_by = 3): the TOML decoder hands any plain value to
+// GroupKeys.UnmarshalText as text.
+func checkGroupByTypes(file string, data []byte, merges []MergeSpec) error {
+	if !slices.ContainsFunc(merges, func(s MergeSpec) bool { return len(s.GroupBy) > 0 }) {
+		return nil
+	}
+	var raw struct {
+		Merge []map[string]any `toml:"merge"`
+	}
+	if err := toml.Unmarshal(data, &raw); err != nil {
+		return &ManifestError{File: file, Msg: err.Error()}
+	}
+	for i, e := range raw.Merge {
+		switch v := e["group_by"].(type) {
+		case nil, string, []any: // a list's elements were decoded as strings
+		default:
+			return &ManifestError{File: file, Field: fmt.Sprintf("merge[%d].group_by", i),
+				Msg: fmt.Sprintf("want a string or a list of strings, got %s", tomlKind(v))}
+		}
+	}
+	return nil
+}
+
+var typeErrorRE = regexp.MustCompile(`cannot decode TOML (\w+(?: \w+)?) into (?:struct field \S+|a Go value) of type (\S+)`)
 
 // plainTypeError rewrites the TOML library's type mismatch, which names Go
 // types ("cannot decode TOML string into struct field job.SplitSpec.Tasks
@@ -304,6 +337,7 @@ func plainTypeError(msg string) string {
 		"bool": "true or false", "[]string": "a list of strings", "[]float64": "a list of numbers",
 		"map[string]string": "a table of strings", "map[string]interface": "a table", "map[string]any": "a table",
 		"[]job.MergeSpec": "[[merge]] entries", "job.SplitSpec": "a [split] table", "job.Policy": "a [policy] table",
+		"job.GroupKeys": "a string or a list of strings",
 	}[m[2]]
 	if want == "" {
 		want = "another kind of value"
@@ -465,7 +499,7 @@ func (m *Manifest) checkCollectTask() error {
 			continue
 		}
 		for _, o := range m.Merge {
-			for _, p := range append([]string{o.Field, o.GroupBy, o.Key}, o.Fields...) {
+			for _, p := range slices.Concat([]string{o.Field, o.Key}, o.GroupBy, o.Fields) {
 				if mp, err := parseMergePath(p); err == nil && len(mp.segs) > 0 && mp.segs[0] == "task" {
 					return m.fail(fmt.Sprintf("merge[%d]", i), "collect of the whole result adds a \"task\" column (the task index) to each row, "+
 						"and merge %q reads %q from every result, so every row would clash: list the columns in fields = [...], or rename the program's \"task\"",
@@ -492,7 +526,7 @@ func (m *Manifest) checkScalarName(ref string) error {
 			continue
 		}
 		entry = ms
-		if ms.GroupBy == "" && ms.scalarName(strings.TrimPrefix(ref, ms.Name)) {
+		if len(ms.GroupBy) == 0 && ms.scalarName(strings.TrimPrefix(ref, ms.Name)) {
 			return nil
 		}
 	}
@@ -501,8 +535,8 @@ func (m *Manifest) checkScalarName(ref string) error {
 		return fmt.Errorf("%q names no merged value: names start with a [[merge]] entry's name (%s), e.g. %s",
 			ref, strings.Join(m.mergeNames(), ", "), strings.Join(quoteAll(first.scalarExamples()), " or "))
 	}
-	if entry.GroupBy != "" {
-		return fmt.Errorf("%q cannot be evaluated: merge %q has group_by = %q, so it has one value per group, which [derive] cannot name; the merged result shows each group",
+	if len(entry.GroupBy) > 0 {
+		return fmt.Errorf("%q cannot be evaluated: merge %q has group_by = %s, so it has one value per group, which [derive] cannot name; the merged result shows each group",
 			ref, entry.Name, entry.GroupBy)
 	}
 	return fmt.Errorf("%q cannot be evaluated: merge %q (rule %s) gives %s", ref, entry.Name, entry.Rule,
@@ -618,11 +652,9 @@ func (m *Manifest) checkCostParam(name string) error {
 		}
 		return nil
 	}
-	if axis, ok := m.Split.Grid[name].([]any); ok {
-		for _, v := range axis {
-			if !isNum(v) {
-				return m.fail("policy.cost_param", "split.grid.%s must hold non-negative numbers to serve as the cost", name)
-			}
+	if axis, ok := m.Split.Grid[name]; ok {
+		if lo, _, numeric := gridAxisBounds(axis); !numeric || lo < 0 {
+			return m.fail("policy.cost_param", "split.grid.%s must hold non-negative numbers to serve as the cost", name)
 		}
 		return nil
 	}
@@ -688,20 +720,15 @@ func (m *Manifest) checkSplit() error {
 			return m.fail("split.grid", "missing: a grid needs at least one axis, e.g. T = [1.5, 2.0]")
 		}
 		total := int64(1)
-		for name, v := range s.Grid {
-			vals, ok := v.([]any)
-			if !ok || len(vals) == 0 {
-				return m.fail("split.grid."+name, "want a non-empty list of values")
-			}
+		for name := range s.Grid {
 			if _, clash := s.Params[name]; clash {
 				return m.fail("split.grid."+name, "also set in split.params; a name is either constant or an axis")
 			}
-			for _, x := range vals {
-				if err := checkValue(x); err != nil {
-					return m.fail("split.grid."+name, "%v", err)
-				}
+			n, err := s.checkGridAxis(name)
+			if err != nil {
+				return m.fail("split.grid."+name, "%v", err)
 			}
-			total *= int64(len(vals))
+			total *= n
 			if total > MaxTasks {
 				return m.fail("split.grid", "the grid has more than %d points", int64(MaxTasks))
 			}

@@ -47,7 +47,7 @@ func runMain(m *testing.M) int {
 	wasm = map[string]string{}
 	for name, pkg := range map[string]string{
 		"pi": "../../examples/pi", "ising": "../../examples/ising", "kfold": "../../examples/kfold",
-		"csvstats": "../../examples/csvstats", "fail": "./testdata/fail", "loop": "./testdata/loop", "big": "./testdata/big",
+		"csvstats": "../../examples/csvstats", "sweep": "../../examples/sweep", "fail": "./testdata/fail", "loop": "./testdata/loop", "big": "./testdata/big",
 		"params": "./testdata/params",
 	} {
 		out := filepath.Join(dir, name+".wasm")

@@ -415,7 +415,7 @@ func formatParams(s job.SplitSpec, params map[string]any) string {
 	return strings.Join(parts, " ")
 }
 
-func printHuman(w io.Writer, doc runDoc, out *pool.Outcome, labels map[string]string) {
+func printHuman(w io.Writer, doc runDoc, out *pool.Outcome, labels map[string][]string) {
 	fmt.Fprintf(w, "\njob      %s\n", doc.Name)
 	fmt.Fprintf(w, "id       %s\n", doc.Job)
 	fmt.Fprintf(w, "tasks    %d ok, %d failed, %d total\n", doc.Tasks.OK, doc.Tasks.Failed, doc.Tasks.Total)
@@ -526,16 +526,16 @@ func (p *progressPrinter) update(pr pool.Progress) {
 	fmt.Fprintf(p.w, "progress %d/%d tasks (%.0f%%) %s\n", pr.Done, pr.Total, 100*float64(pr.Done)/float64(pr.Total), rateLeft(pr))
 }
 
-// rowLabels names the first column of each merge entry's table: the
-// group_by field, or "key" for an entry with a "*" field.
-func rowLabels(m *job.Manifest) map[string]string {
-	labels := map[string]string{}
+// rowLabels names the first columns of each merge entry's table: the
+// group_by fields, or "key" for an entry with a "*" field.
+func rowLabels(m *job.Manifest) map[string][]string {
+	labels := map[string][]string{}
 	for _, ms := range m.Merge {
 		switch {
-		case ms.GroupBy != "":
-			labels[ms.Name] = ms.GroupBy
+		case len(ms.GroupBy) > 0:
+			labels[ms.Name] = slices.Clone(ms.GroupBy)
 		case strings.Contains(ms.Field, "*"):
-			labels[ms.Name] = "key"
+			labels[ms.Name] = []string{"key"}
 		}
 	}
 	return labels
