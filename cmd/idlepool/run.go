@@ -332,8 +332,11 @@ func outcomeError(err error, out *pool.Outcome, command string) error {
 // points at.
 func failureHint(reason, command string) string {
 	again := "then run again (a changed manifest or input is a new job)"
-	if command == "submit" {
+	switch command {
+	case "submit":
 		again = "then submit again (a changed manifest or input is a new job)"
+	case "task":
+		again = "then try the task again (a changed manifest or input is a new job)"
 	}
 	switch pool.CauseOf(reason) {
 	case pool.CauseData:
@@ -350,10 +353,13 @@ func failureHint(reason, command string) string {
 		}
 		return "a worker process died under the task, which says more about this machine than the program: run the same command again to compute it again"
 	}
-	if command == "submit" {
-		return "fix the program (try one task by hand: it reads its task as JSON on stdin), then submit again (a changed program is a new job)"
+	switch command {
+	case "submit":
+		return "fix the program (`idlepool task MANIFEST --index N` runs one task here and shows its input, output and log), then submit again (a changed program is a new job)"
+	case "task":
+		return "fix the program: the stdin and stderr above are what it read and wrote; then try the task again (a changed program is a new job)"
 	}
-	return "fix the program (try one task by hand: it reads its task as JSON on stdin), then run again (a changed program is a new job)"
+	return "fix the program (`idlepool task MANIFEST --index N` runs one task and shows its input, output and log), then run again (a changed program is a new job)"
 }
 
 // jsonFloat keeps non-finite derived values printable: JSON has no NaN or
