@@ -772,6 +772,8 @@ func poolWords(err error, url, invite string, dirs home.Dirs) error {
 	case errors.Is(err, ErrPoolKeyChanged):
 		msg = fmt.Sprintf("the pool at %s answers with another key than when this machine first met it: someone else may answer there (if the pool was set up anew on purpose, delete %s)",
 			url, PinFile(dirs.Config, url))
+	case errors.Is(err, ErrNotCoordinator) && !errors.Is(err, ErrUnavailable):
+		msg = fmt.Sprintf("%s is not an idlepool pool: it serves a web page there; check the address", url)
 	case errors.Is(err, ErrUnavailable):
 		msg = fmt.Sprintf("cannot reach the pool at %s: %s", url, netCause(err))
 	case errors.Is(err, ErrForbidden) && invite != "":

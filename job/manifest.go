@@ -1,14 +1,13 @@
 package job
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -196,10 +195,11 @@ const (
 // ManifestError is a problem in a manifest, for people: the file, where in
 // it (a line, or a field path) and what is expected.
 type ManifestError struct {
-	File  string // manifest path
-	Line  int    // 1-based line, 0 when unknown
-	Field string // dotted field path such as "split.rule", "" when unknown
-	Msg   string // what is wrong and what is expected
+	File   string // manifest path
+	Line   int    // 1-based line, 0 when unknown
+	Column int    // 1-based column on Line, 0 when unknown
+	Field  string // dotted field path such as "split.rule", "" when unknown
+	Msg    string // what is wrong and what is expected
 	// Err, when set, is a sentinel saying more about the kind of problem
 	// (ErrInputData); errors.Is sees it.
 	Err error
@@ -210,6 +210,9 @@ func (e *ManifestError) Error() string {
 	b.WriteString(e.File)
 	if e.Line > 0 {
 		fmt.Fprintf(&b, ":%d", e.Line)
+		if e.Column > 0 {
+			fmt.Fprintf(&b, ":%d", e.Column)
+		}
 	}
 	if e.Field != "" {
 		fmt.Fprintf(&b, ": %s", e.Field)
@@ -242,41 +245,53 @@ func LoadManifest(path string) (*Manifest, error) {
 
 // ParseManifest parses manifest text; name labels errors and dir is the
 // directory that relative paths are resolved against. It validates the
-// result like LoadManifest.
+// result like LoadManifest, and reports every problem it finds at once:
+// a *ManifestError for one, ManifestErrors for several. A file that is no
+// manifest at all (a WebAssembly program, an archive, binary data) is one
+// problem wrapping ErrNotManifest.
 func ParseManifest(name, dir string, data []byte) (*Manifest, error) {
-	var m Manifest
-	dec := toml.NewDecoder(bytes.NewReader(data)).DisallowUnknownFields()
-	if err := dec.Decode(&m); err != nil {
-		return nil, tomlError(name, data, err)
+	if err := notManifest(name, data); err != nil {
+		return nil, err
+	}
+	m, errs, sections := decodeManifest(name, data)
+	if m == nil {
+		return nil, errs.err()
 	}
 	m.Dir, m.Path = dir, name
+	var checks ManifestErrors
 	if err := checkGroupByTypes(name, data, m.Merge); err != nil {
+		errs.add(name, err)
+		return nil, errs.err()
+	}
+	checks.add(name, m.normalise())
+	for _, e := range checks {
+		// A problem of a section whose text has one already (a merge
+		// entry without its misspelt rule) follows from that one.
+		if !sections[fieldSection(e.Field)] {
+			errs = append(errs, e)
+		}
+	}
+	if err := errs.err(); err != nil {
 		return nil, err
 	}
-	if err := m.normalise(); err != nil {
-		return nil, err
-	}
-	return &m, nil
+	return m, nil
 }
 
-func tomlError(file string, data []byte, err error) error {
-	var strict *toml.StrictMissingError
-	if errors.As(err, &strict) && len(strict.Errors) > 0 {
-		de := strict.Errors[0]
-		row, _ := de.Position()
-		return &ManifestError{File: file, Line: row, Field: strings.Join(de.Key(), "."),
-			Msg: "unknown field"}
-	}
+// tomlError explains one error of go-toml's decoder: a syntax error or a
+// value of the wrong type, with its line and column where go-toml gives
+// them, or the field where it does not.
+func tomlError(file string, data []byte, err error) *ManifestError {
 	var de *toml.DecodeError
 	if errors.As(err, &de) {
-		row, _ := de.Position()
-		return &ManifestError{File: file, Line: row, Field: strings.Join(de.Key(), "."), Msg: plainTypeError(de.Error())}
+		row, col := de.Position()
+		return &ManifestError{File: file, Line: row, Column: col, Field: strings.Join(de.Key(), "."), Msg: plainTypeError(de.Error())}
 	}
 	// go-toml hands a number, boolean or date to Duration.UnmarshalText and
 	// returns its error without a position: find the field here.
 	var raw struct {
 		Policy       map[string]any `toml:"policy"`
 		Requirements map[string]any `toml:"requirements"`
+		Verify       map[string]any `toml:"verify"`
 	}
 	if toml.Unmarshal(data, &raw) == nil {
 		if v, ok := raw.Requirements["gpu"]; ok {
@@ -285,10 +300,13 @@ func tomlError(file string, data []byte, err error) error {
 				return &ManifestError{File: file, Field: "requirements.gpu", Msg: g.UnmarshalText([]byte(fmt.Sprint(v))).Error()}
 			}
 		}
-		for _, k := range []string{"lease_timeout", "time_limit"} {
-			if v, ok := raw.Policy[k]; ok {
+		for _, d := range []struct {
+			table map[string]any
+			field string
+		}{{raw.Policy, "policy.lease_timeout"}, {raw.Policy, "policy.time_limit"}, {raw.Verify, "verify.check_window"}} {
+			if v, ok := d.table[strings.TrimPrefix(d.field, fieldSection(d.field)+".")]; ok {
 				if _, isString := v.(string); !isString {
-					return &ManifestError{File: file, Field: "policy." + k,
+					return &ManifestError{File: file, Field: d.field,
 						Msg: fmt.Sprintf("want a duration string such as \"90s\" or \"5m\", got %v", v)}
 				}
 			}
@@ -356,38 +374,45 @@ func (m *Manifest) resolve(p string) string {
 	return filepath.Join(m.Dir, p)
 }
 
-// normalise checks every field, resolves paths and fills defaults.
+// normalise checks every field, resolves paths and fills defaults. It
+// reports the first problem of each section (the name, the program, each
+// input, the split, each merge entry, each derived value, the
+// requirements, the policy, [verify]) at once, leaving out the checks
+// that need a section with a problem (derived values need the merge
+// entries, [verify] the policy): a *ManifestError or ManifestErrors.
 func (m *Manifest) normalise() error {
+	var errs ManifestErrors
+	add := func(err error) bool {
+		errs.add(m.Path, err)
+		return err == nil
+	}
 	if strings.TrimSpace(m.Name) == "" {
-		return m.fail("name", "missing: give the job a short name, e.g. name = \"pi\"")
+		add(m.fail("name", "missing: give the job a short name, e.g. name = \"pi\""))
 	}
 	if err := CheckLink(m.Link); err != nil {
-		return m.fail("link", "%v", err)
+		add(m.fail("link", "%v", err))
 	}
 	if m.Program == "" {
-		return m.fail("program", "missing: the path of the .wasm program, e.g. program = \"pi.wasm\"")
+		add(m.fail("program", "missing: the path of the .wasm program, e.g. program = \"pi.wasm\""))
+	} else {
+		m.Program = m.resolve(m.Program)
 	}
-	m.Program = m.resolve(m.Program)
-	names := make([]string, 0, len(m.Inputs))
-	for name, p := range m.Inputs {
-		if !validName(name) {
-			return m.fail("inputs."+name, "input names may use letters, digits, '_', '-' and '.' only, and not start with '.'")
+	for _, name := range slices.Sorted(maps.Keys(m.Inputs)) {
+		switch p := m.Inputs[name]; {
+		case !validName(name):
+			add(m.fail("inputs."+name, "input names may use letters, digits, '_', '-' and '.' only, and not start with '.'"))
+		case name == "chunk" || name == "chunks":
+			add(m.fail("inputs."+name, "the name %q is reserved for chunks of a split input", name))
+		case p == "":
+			add(m.fail("inputs."+name, "empty path"))
+		default:
+			m.Inputs[name] = m.resolve(p)
 		}
-		if name == "chunk" || name == "chunks" {
-			return m.fail("inputs."+name, "the name %q is reserved for chunks of a split input", name)
-		}
-		if p == "" {
-			return m.fail("inputs."+name, "empty path")
-		}
-		m.Inputs[name] = m.resolve(p)
-		names = append(names, name)
 	}
-	sort.Strings(names)
-	if err := m.checkSplit(); err != nil {
-		return err
-	}
-	if len(m.Merge) == 0 {
-		return m.fail("merge", "missing: at least one [[merge]] entry saying how task results combine")
+	add(m.checkSplit())
+	mergeOK := len(m.Merge) > 0
+	if !mergeOK {
+		add(m.fail("merge", "missing: at least one [[merge]] entry saying how task results combine"))
 	}
 	seen := map[string]bool{}
 	for i := range m.Merge {
@@ -400,34 +425,39 @@ func (m *Manifest) normalise() error {
 		}
 		field := fmt.Sprintf("merge[%d]", i)
 		if seen[s.Name] {
-			return m.fail(field, "two merge entries are named %q; give one a distinct name = \"...\"", s.Name)
+			mergeOK = add(m.fail(field, "two merge entries are named %q; give one a distinct name = \"...\"", s.Name)) && mergeOK
+			continue
 		}
 		seen[s.Name] = true
 		if err := s.Validate(); err != nil {
-			return m.fail(field, "%v", err)
+			mergeOK = add(m.fail(field, "%v", err)) && mergeOK
 		}
 	}
-	if err := m.checkCollectTask(); err != nil {
-		return err
+	if mergeOK && add(m.checkCollectTask()) {
+		for _, name := range slices.Sorted(maps.Keys(m.Derive)) {
+			add(m.checkDerive(name))
+		}
 	}
-	for name, expr := range m.Derive {
-		e, err := ParseExpr(expr)
-		if err != nil {
+	add(m.Requirements.normalise(m))
+	if add(m.Policy.normalise(m)) {
+		add(m.Verify.normalise(m))
+	}
+	return errs.err()
+}
+
+// checkDerive checks the [derive] expression name: it must parse and name
+// only scalars the merge entries give.
+func (m *Manifest) checkDerive(name string) error {
+	e, err := ParseExpr(m.Derive[name])
+	if err != nil {
+		return m.fail("derive."+name, "%v", err)
+	}
+	for _, ref := range e.Names() {
+		if err := m.checkScalarName(ref); err != nil {
 			return m.fail("derive."+name, "%v", err)
 		}
-		for _, ref := range e.Names() {
-			if err := m.checkScalarName(ref); err != nil {
-				return m.fail("derive."+name, "%v", err)
-			}
-		}
 	}
-	if err := m.Requirements.normalise(m); err != nil {
-		return err
-	}
-	if err := m.Policy.normalise(m); err != nil {
-		return err
-	}
-	return m.Verify.normalise(m)
+	return nil
 }
 
 func (p *Policy) normalise(m *Manifest) error {

@@ -394,11 +394,11 @@ func TestParseManifestErrors(t *testing.T) {
 			want: []string{`duration such as "90s" or "5m"`, "missing unit"}},
 		{name: "duration in words", text: policy(`time_limit = "5 minutes"`), line: 10, field: "policy.time_limit",
 			want: []string{`duration such as "90s" or "5m"`}},
-		{name: "duration as a number", text: policy("time_limit = 5"), field: "policy.time_limit",
+		{name: "duration as a number", text: policy("time_limit = 5"), line: 10, field: "policy.time_limit",
 			want: []string{`want a duration string such as "90s" or "5m", got 5`}},
-		{name: "duration as a float", text: policy("lease_timeout = 1.5"), field: "policy.lease_timeout",
+		{name: "duration as a float", text: policy("lease_timeout = 1.5"), line: 10, field: "policy.lease_timeout",
 			want: []string{"duration string", "got 1.5"}},
-		{name: "duration as a boolean", text: policy("lease_timeout = true"), field: "policy.lease_timeout",
+		{name: "duration as a boolean", text: policy("lease_timeout = true"), line: 10, field: "policy.lease_timeout",
 			want: []string{"duration string", "got true"}},
 		{name: "duration as a list", text: policy(`lease_timeout = ["5m"]`), line: 10, field: "policy.lease_timeout"},
 	}
@@ -421,7 +421,10 @@ func TestParseManifestErrors(t *testing.T) {
 			}
 			msg := err.Error()
 			prefix := file + ": "
-			if tc.line > 0 {
+			switch {
+			case tc.line > 0 && me.Column > 0:
+				prefix = fmt.Sprintf("%s:%d:%d: ", file, tc.line, me.Column)
+			case tc.line > 0:
 				prefix = fmt.Sprintf("%s:%d: ", file, tc.line)
 			}
 			if tc.field != "" {

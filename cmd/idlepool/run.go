@@ -16,6 +16,7 @@ import (
 	"runtime"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -82,11 +83,11 @@ func cmdRun(ctx context.Context, g *globals, args []string) error {
 	}
 	m, err := job.LoadManifest(pos[0])
 	if err != nil {
-		return manifestError(err)
+		return manifestError(err, "run")
 	}
 	j, err := job.Plan(m)
 	if err != nil {
-		return manifestError(err)
+		return manifestError(err, "run")
 	}
 	*workers = int(min(int64(*workers), j.NumTasks())) // no idle worker processes
 	dirs, err := g.dirs()
@@ -331,8 +332,11 @@ func outcomeError(err error, out *pool.Outcome, command string) error {
 // points at.
 func failureHint(reason, command string) string {
 	again := "then run again (a changed manifest or input is a new job)"
-	if command == "submit" {
+	switch command {
+	case "submit":
 		again = "then submit again (a changed manifest or input is a new job)"
+	case "task":
+		again = "then try the task again (a changed manifest or input is a new job)"
 	}
 	switch pool.CauseOf(reason) {
 	case pool.CauseData:
@@ -349,10 +353,13 @@ func failureHint(reason, command string) string {
 		}
 		return "a worker process died under the task, which says more about this machine than the program: run the same command again to compute it again"
 	}
-	if command == "submit" {
-		return "fix the program (try one task by hand: it reads its task as JSON on stdin), then submit again (a changed program is a new job)"
+	switch command {
+	case "submit":
+		return "fix the program (`idlepool task MANIFEST --index N` runs one task here and shows its input, output and log), then submit again (a changed program is a new job)"
+	case "task":
+		return "fix the program: the stdin and stderr above are what it read and wrote; then try the task again (a changed program is a new job)"
 	}
-	return "fix the program (try one task by hand: it reads its task as JSON on stdin), then run again (a changed program is a new job)"
+	return "fix the program (`idlepool task MANIFEST --index N` runs one task and shows its input, output and log), then run again (a changed program is a new job)"
 }
 
 // jsonFloat keeps non-finite derived values printable: JSON has no NaN or
@@ -364,11 +371,26 @@ func jsonFloat(v float64) any {
 	return v
 }
 
-func manifestError(err error) error {
+// manifestError explains a manifest that cannot be run for people: every
+// problem of it, a hint that follows the first, and for a WebAssembly
+// program given in its place, a manifest that runs it. command is the
+// command that read it ("run", "submit", "task"), for the hint.
+func manifestError(err error, command string) error {
 	var me *job.ManifestError
 	if errors.As(err, &me) {
+		msg := me.Error()
+		if list, ok := errors.AsType[job.ManifestErrors](err); ok {
+			msg = fmt.Sprintf("%s has %d problems:", me.File, len(list))
+			for _, e := range list {
+				msg += "\n  " + e.Error()
+			}
+		}
 		hint := "see the manifest format in docs/author.md (\"The manifest\")"
 		switch {
+		case errors.Is(err, job.ErrProgramNotManifest):
+			return &userError{Msg: me.File + " is " + me.Msg, Hint: programHint(me.File, command), Cause: err}
+		case errors.Is(err, job.ErrNotManifest):
+			return &userError{Msg: me.File + " is " + me.Msg, Hint: "give the job's manifest, the TOML file that names its program (docs/author.md, \"The manifest\")", Cause: err}
 		case me.Field == "program" && strings.Contains(me.Msg, "does not exist"):
 			hint = "build the program first, e.g. `make examples` for the bundled examples, or GOOS=wasip1 GOARCH=wasm go build -o prog.wasm"
 		case errors.Is(err, job.ErrInputData):
@@ -378,9 +400,48 @@ func manifestError(err error) error {
 		case strings.HasPrefix(me.Field, "derive."):
 			hint = "a [derive] name is a [[merge]] entry's name and one of the values its rule gives (docs/author.md, \"Merge rules\")"
 		}
-		return &userError{Msg: me.Error(), Hint: hint, Cause: err}
+		return &userError{Msg: msg, Hint: hint, Cause: err}
 	}
 	return err
+}
+
+// programHint says how to run the WebAssembly program at path: with the
+// manifest of the same name beside it, if there is one, or else with a
+// manifest such as the one it shows, the least that runs a program.
+func programHint(path, command string) string {
+	name := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
+	manifest := filepath.Join(filepath.Dir(path), name+".toml")
+	line := func(m string) string {
+		switch command {
+		case "submit":
+			return "idlepool submit " + m + " --pool URL"
+		case "task":
+			return "idlepool task " + m + " --index 0"
+		}
+		return "idlepool " + command + " " + m
+	}
+	if fi, err := os.Stat(manifest); err == nil && fi.Mode().IsRegular() {
+		return fmt.Sprintf("its manifest may be the one beside it: %s", line(manifest))
+	}
+	return fmt.Sprintf("run it with a manifest such as this one, saved as %s, then %s (docs/author.md, \"The manifest\"):\n%s",
+		manifest, line(manifest), minimalManifest(filepath.Base(path), name))
+}
+
+// minimalManifest is the least manifest that runs the program file
+// beside it: a few tasks that differ only in their seed, every result
+// kept as a line of JSON, and where the program's parameters would go.
+func minimalManifest(program, name string) string {
+	return fmt.Sprintf(`name = %s
+program = %s
+
+[split]
+rule = "range"   # 4 tasks, each with its own seed
+tasks = 4
+# [split.params]  # constants every task reads on stdin, e.g.
+# samples = 1000
+
+[[merge]]
+rule = "collect" # every task's JSON result, one line each`, strconv.Quote(name), strconv.Quote(program))
 }
 
 func hashFile(path string) (fileInfo, error) {

@@ -33,11 +33,11 @@ func cmdSubmit(ctx context.Context, g *globals, args []string) error {
 	}
 	m, err := job.LoadManifest(pos[0])
 	if err != nil {
-		return manifestError(err)
+		return manifestError(err, "submit")
 	}
 	j, err := job.Plan(m)
 	if err != nil {
-		return manifestError(err)
+		return manifestError(err, "submit")
 	}
 	s, err := pc.connect(ctx, g)
 	if err != nil {
