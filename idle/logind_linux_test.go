@@ -4,9 +4,11 @@ package idle
 
 import (
 	"bufio"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,13 +20,23 @@ import (
 // the test when dbus-daemon is not installed (Debian package dbus-daemon).
 func startBus(t *testing.T) string {
 	t.Helper()
+	addr, _ := startBusAt(t, filepath.Join(t.TempDir(), "bus"))
+	return addr
+}
+
+// startBusAt runs a private dbus-daemon listening on the unix socket sock
+// and returns its address and a stop func that ends the daemon and
+// removes the socket, so that another can start at the same address. The
+// daemon also ends at cleanup. It skips the test when dbus-daemon is not
+// installed (Debian package dbus-daemon).
+func startBusAt(t *testing.T, sock string) (addr string, stop func()) {
+	t.Helper()
 	bin, err := exec.LookPath("dbus-daemon")
 	if err != nil {
-		t.Skip("dbus-daemon not installed (apt-get install dbus-daemon): logind over D-Bus not tested")
+		t.Skip("dbus-daemon not installed (apt-get install dbus-daemon): D-Bus sources not tested")
 	}
 	// The session configuration lets anyone own any name, as the fake
-	// logind must; only the address is ours.
-	sock := filepath.Join(t.TempDir(), "bus")
+	// services must; only the address is ours.
 	cmd := exec.Command(bin, "--session", "--address=unix:path="+sock, "--nofork", "--print-address=1")
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -33,10 +45,15 @@ func startBus(t *testing.T) string {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			_ = os.Remove(sock)
+		})
+	}
+	t.Cleanup(stop)
 	got := make(chan string, 1)
 	go func() {
 		line, _ := bufio.NewReader(out).ReadString('\n')
@@ -47,12 +64,12 @@ func startBus(t *testing.T) string {
 		if addr == "" {
 			t.Fatal("dbus-daemon printed no address")
 		}
-		return addr
+		return addr, stop
 	case <-time.After(20 * time.Second):
-		_ = cmd.Process.Kill()
+		stop()
 		t.Fatal("dbus-daemon did not start in 20s")
 	}
-	return ""
+	return "", stop
 }
 
 // fakeLogind serves org.freedesktop.login1's Manager.ListSessions and
