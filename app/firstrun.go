@@ -214,7 +214,7 @@ func newFirstRunForm(ctx context.Context, u *UI, w fyne.Window, done func()) *fi
 		f.status,
 	)
 	bar := container.NewHBox(f.settings, layout.NewSpacer(), login, f.start)
-	scroll = container.NewVScroll(container.NewPadded(body))
+	scroll = pageScroll(container.NewPadded(body))
 	f.content = container.NewBorder(nil, container.NewPadded(bar), nil, nil, scroll)
 	return f
 }

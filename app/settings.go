@@ -234,10 +234,10 @@ func newSettingsForm(ctx context.Context, u *UI, w fyne.Window) *settingsForm {
 	f.choices = newPoolChoices(ctx, u.deps.Store)
 
 	f.tabs = container.NewAppTabs(
-		container.NewTabItem("Hours", container.NewVScroll(besideScrollBar(f.hoursTab(s)))),
-		container.NewTabItem("Computer", container.NewVScroll(besideScrollBar(f.computerTab(ctx, s)))),
-		container.NewTabItem("GPUs", container.NewVScroll(besideScrollBar(f.gpusTab(s)))),
-		container.NewTabItem("Pools", container.NewVScroll(besideScrollBar(f.poolsTab(ctx)))),
+		container.NewTabItem("Hours", pageScroll(besideScrollBar(f.hoursTab(s)))),
+		container.NewTabItem("Computer", pageScroll(besideScrollBar(f.computerTab(ctx, s)))),
+		container.NewTabItem("GPUs", pageScroll(besideScrollBar(f.gpusTab(s)))),
+		container.NewTabItem("Pools", pageScroll(besideScrollBar(f.poolsTab(ctx)))),
 	)
 	for _, it := range f.tabs.Items {
 		f.watchEdits(it.Content)
@@ -949,18 +949,21 @@ func (f *settingsForm) poolsTab(ctx context.Context) fyne.CanvasObject {
 		widget.NewLabel("Pool address"), f.poolURL,
 		widget.NewLabel("Invite token"), f.poolInvite,
 	)
+	// Joining comes first, so that the Join button shows when the tab
+	// opens, above the pools joined and their choices, which grow with
+	// every pool.
 	tab := container.NewVBox(
-		heading("Pools this computer computes for"),
-		f.poolList,
-		widget.NewSeparator(),
-		f.choices.globalBox(),
-		widget.NewSeparator(),
 		heading("Join a pool"),
 		joinNote,
 		form,
 		f.poolErr,
 		container.NewHBox(f.poolJoin),
 		f.poolStatus,
+		widget.NewSeparator(),
+		heading("Pools this computer computes for"),
+		f.poolList,
+		widget.NewSeparator(),
+		f.choices.globalBox(),
 	)
 	if f.owner = newOwnerBox(f.u); f.owner != nil {
 		tab.Add(widget.NewSeparator())
