@@ -478,7 +478,7 @@ func jobDetails(r browseRow) string {
 	fmt.Fprintf(&b, "Tasks: %d left, %d done\n", l.TasksLeft, l.TasksDone)
 	fmt.Fprintf(&b, "Quorum: %d agreeing results per task\n", l.Quorum)
 	fmt.Fprintf(&b, "Participants: %s\n", participantsText(l.Participants))
-	fmt.Fprintf(&b, "Cost per task: %s\n", costUnits(l.CostPerTask))
+	fmt.Fprintf(&b, "Cost per task: %s (%s)\n", costUnits(l.CostPerTask), costUnitShort)
 	if r.job.Match {
 		b.WriteString("\nThis machine matches this job.")
 	} else {
