@@ -391,8 +391,11 @@ func (f *settingsForm) computerTab(ctx context.Context, s idle.Settings) fyne.Ca
 	}
 	f.shareDiskErr = newErrorLabel()
 	f.shareUpload = widget.NewEntry()
-	f.shareUpload.SetPlaceHolder("unlimited (the default)")
-	if s.ShareUploadKiBps > 0 {
+	f.shareUpload.SetPlaceHolder(formatKiBps(idle.DefaultShareUploadKiBps) + " (the default)")
+	switch {
+	case s.ShareUploadKiBps == idle.ShareUploadUnlimited:
+		f.shareUpload.SetText("unlimited")
+	case s.ShareUploadKiBps > 0:
 		f.shareUpload.SetText(formatKiBps(s.ShareUploadKiBps))
 	}
 	f.shareUploadErr = newErrorLabel()
@@ -414,7 +417,8 @@ func (f *settingsForm) computerTab(ctx context.Context, s idle.Settings) fyne.Ca
 			"Pieces of jobs' files kept to send to other computers of your pools, so that the pool's server need not send them all; the least recently used go first. Empty: the default.",
 			f.shareDiskErr),
 		field("Upload to share", f.shareUpload,
-			"The most this computer sends to other computers of your pools, all pools together, such as 2 MiB/s; keep it well under your connection's upload speed. Empty: no limit.",
+			"The most this computer sends to other computers of your pools, all pools together, such as 2 MiB/s; keep it well under your connection's upload speed. Empty: the default, "+
+				formatKiBps(idle.DefaultShareUploadKiBps)+", under half of a common 20 Mbit/s home upload; unlimited: no cap.",
 			f.shareUploadErr),
 		[]fyne.CanvasObject{heading("Battery"), layout.NewSpacer()},
 		[]fyne.CanvasObject{widget.NewLabel(""), f.pauseOnBattery},
@@ -785,7 +789,7 @@ func (f *settingsForm) parse() (p parsedSettings, bad []int) {
 	p.shareDiskMiB = mib
 
 	kibps, err := idle.ParseUploadRate(f.shareUpload.Text)
-	check(computerTab, f.shareUploadErr, err == nil, fmt.Sprintf("The upload to share must be a rate of at least %d KiB/s, such as 2 MiB/s or 500 KB/s, or empty for no limit.", idle.MinShareUploadKiBps))
+	check(computerTab, f.shareUploadErr, err == nil, fmt.Sprintf("The upload to share must be a rate of at least %d KiB/s, such as 2 MiB/s or 500 KB/s, unlimited, or empty for the default.", idle.MinShareUploadKiBps))
 	p.shareUploadKiBps = kibps
 
 	p.pauseFor = slices.Clone(f.programs)
