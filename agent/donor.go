@@ -191,7 +191,7 @@ func NewDonor(cfg DonorConfig) (*Donor, error) {
 	d.offer = &donorOffer{local: cfg.Store, gpus: cfg.GPUs, log: cfg.Logger, always: cfg.Always}
 	d.health = newStoreHealth(cfg.StorePath, cfg.FreeSpace, cfg.Logger)
 	d.gpus = newGPUSlots()
-	d.upload = p2p.NewUploadLimit(0)
+	d.upload = p2p.NewUploadLimit(idle.Defaults().ShareUploadBytesPerSecond()) // until Serve reads the owner's
 	d.health.events = cfg.Events
 	if r := cfg.Store.Recovery(); r != nil {
 		d.health.recovered = r.String()

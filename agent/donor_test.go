@@ -254,8 +254,11 @@ func TestDonorKeepsBusyAgentWhenSharesChange(t *testing.T) {
 	})
 }
 
-// TestDonorUploadCap: the owner's share_upload reaches the data plane of
-// the donor's agents, and a change applies without a restart.
+// TestDonorUploadCap: with no share_upload set the data plane of the
+// donor's agents runs under the default cap of 1 MiB/s (it was
+// unlimited); the owner's share_upload reaches it, and a change applies
+// without a restart. (p2p's TestUploadLimit measures that cap on a real
+// transfer.)
 func TestDonorUploadCap(t *testing.T) {
 	ctx := context.Background()
 	co := startCoordinator(t, t.TempDir(), "127.0.0.1:0")
@@ -268,7 +271,6 @@ func TestDonorUploadCap(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	set("1MiB/s")
 	d, _, _ := startDonor(t, dev, &fakeExec{}, []store.JoinedPool{{URL: co.url}})
 	capIs := func(want int64) func() bool {
 		return func() bool {
@@ -276,7 +278,7 @@ func TestDonorUploadCap(t *testing.T) {
 			return len(st.Pools) == 1 && st.Pools[0].Peers != nil && st.Pools[0].Peers.UploadCap == want
 		}
 	}
-	waitFor(t, "the data plane runs under the owner's 1 MiB/s cap", capIs(1<<20))
+	waitFor(t, "the data plane runs under the default cap of 1 MiB/s", capIs(1<<20))
 	if w := d.Status().Pools[0].Peers.Words(); !strings.HasSuffix(w, "(at most 1.0 MiB/s)") {
 		t.Errorf("Words() = %q, want it to end with the cap", w)
 	}

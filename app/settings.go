@@ -234,10 +234,10 @@ func newSettingsForm(ctx context.Context, u *UI, w fyne.Window) *settingsForm {
 	f.choices = newPoolChoices(ctx, u.deps.Store)
 
 	f.tabs = container.NewAppTabs(
-		container.NewTabItem("Hours", container.NewVScroll(besideScrollBar(f.hoursTab(s)))),
-		container.NewTabItem("Computer", container.NewVScroll(besideScrollBar(f.computerTab(ctx, s)))),
-		container.NewTabItem("GPUs", container.NewVScroll(besideScrollBar(f.gpusTab(s)))),
-		container.NewTabItem("Pools", container.NewVScroll(besideScrollBar(f.poolsTab(ctx)))),
+		container.NewTabItem("Hours", pageScroll(besideScrollBar(f.hoursTab(s)))),
+		container.NewTabItem("Computer", pageScroll(besideScrollBar(f.computerTab(ctx, s)))),
+		container.NewTabItem("GPUs", pageScroll(besideScrollBar(f.gpusTab(s)))),
+		container.NewTabItem("Pools", pageScroll(besideScrollBar(f.poolsTab(ctx)))),
 	)
 	for _, it := range f.tabs.Items {
 		f.watchEdits(it.Content)
@@ -391,8 +391,11 @@ func (f *settingsForm) computerTab(ctx context.Context, s idle.Settings) fyne.Ca
 	}
 	f.shareDiskErr = newErrorLabel()
 	f.shareUpload = widget.NewEntry()
-	f.shareUpload.SetPlaceHolder("unlimited (the default)")
-	if s.ShareUploadKiBps > 0 {
+	f.shareUpload.SetPlaceHolder(formatKiBps(idle.DefaultShareUploadKiBps) + " (the default)")
+	switch {
+	case s.ShareUploadKiBps == idle.ShareUploadUnlimited:
+		f.shareUpload.SetText("unlimited")
+	case s.ShareUploadKiBps > 0:
 		f.shareUpload.SetText(formatKiBps(s.ShareUploadKiBps))
 	}
 	f.shareUploadErr = newErrorLabel()
@@ -414,7 +417,8 @@ func (f *settingsForm) computerTab(ctx context.Context, s idle.Settings) fyne.Ca
 			"Pieces of jobs' files kept to send to other computers of your pools, so that the pool's server need not send them all; the least recently used go first. Empty: the default.",
 			f.shareDiskErr),
 		field("Upload to share", f.shareUpload,
-			"The most this computer sends to other computers of your pools, all pools together, such as 2 MiB/s; keep it well under your connection's upload speed. Empty: no limit.",
+			"The most this computer sends to other computers of your pools, all pools together, such as 2 MiB/s; keep it well under your connection's upload speed. Empty: the default, "+
+				formatKiBps(idle.DefaultShareUploadKiBps)+", under half of a common 20 Mbit/s home upload; unlimited: no cap.",
 			f.shareUploadErr),
 		[]fyne.CanvasObject{heading("Battery"), layout.NewSpacer()},
 		[]fyne.CanvasObject{widget.NewLabel(""), f.pauseOnBattery},
@@ -785,7 +789,7 @@ func (f *settingsForm) parse() (p parsedSettings, bad []int) {
 	p.shareDiskMiB = mib
 
 	kibps, err := idle.ParseUploadRate(f.shareUpload.Text)
-	check(computerTab, f.shareUploadErr, err == nil, fmt.Sprintf("The upload to share must be a rate of at least %d KiB/s, such as 2 MiB/s or 500 KB/s, or empty for no limit.", idle.MinShareUploadKiBps))
+	check(computerTab, f.shareUploadErr, err == nil, fmt.Sprintf("The upload to share must be a rate of at least %d KiB/s, such as 2 MiB/s or 500 KB/s, unlimited, or empty for the default.", idle.MinShareUploadKiBps))
 	p.shareUploadKiBps = kibps
 
 	p.pauseFor = slices.Clone(f.programs)
@@ -949,18 +953,21 @@ func (f *settingsForm) poolsTab(ctx context.Context) fyne.CanvasObject {
 		widget.NewLabel("Pool address"), f.poolURL,
 		widget.NewLabel("Invite token"), f.poolInvite,
 	)
+	// Joining comes first, so that the Join button shows when the tab
+	// opens, above the pools joined and their choices, which grow with
+	// every pool.
 	tab := container.NewVBox(
-		heading("Pools this computer computes for"),
-		f.poolList,
-		widget.NewSeparator(),
-		f.choices.globalBox(),
-		widget.NewSeparator(),
 		heading("Join a pool"),
 		joinNote,
 		form,
 		f.poolErr,
 		container.NewHBox(f.poolJoin),
 		f.poolStatus,
+		widget.NewSeparator(),
+		heading("Pools this computer computes for"),
+		f.poolList,
+		widget.NewSeparator(),
+		f.choices.globalBox(),
 	)
 	if f.owner = newOwnerBox(f.u); f.owner != nil {
 		tab.Add(widget.NewSeparator())

@@ -235,7 +235,7 @@ func Decide(s Settings, sig Signals, now time.Time, mono time.Duration, prev Pol
 		if s.FinishThenPause {
 			reason += "; then pausing, as you asked"
 		}
-		return Decision{State: state, Reason: reason, Finishing: s.FinishThenPause, GPUsAllowed: gpus}, st
+		return Decision{State: state, Reason: reason, Finishing: s.FinishThenPause, ComputeNow: forced, GPUsAllowed: gpus}, st
 	}
 
 	// The reasons, first match wins.
@@ -356,7 +356,7 @@ func Decide(s Settings, sig Signals, now time.Time, mono time.Duration, prev Pol
 	for _, n := range notes {
 		reason += "; " + n
 	}
-	return Decision{State: StateComputing, Cores: cores, GPUs: gpus, Reason: reason, Finishing: s.FinishThenPause}, st
+	return Decision{State: StateComputing, Cores: cores, GPUs: gpus, Reason: reason, Finishing: s.FinishThenPause, ComputeNow: forced}, st
 }
 
 // Policy is Decide with its state kept between calls and its own

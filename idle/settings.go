@@ -98,7 +98,8 @@ type Settings struct {
 	NoSharePeers bool `json:"no_share_peers,omitempty"`
 	// ShareUploadKiBps caps, in KiB per second, the chunk bytes this
 	// device sends to other devices, over all its pools together
-	// (share_upload=2MiB/s). 0, the default, means no cap.
+	// (share_upload=2MiB/s). 0 means DefaultShareUploadKiBps;
+	// ShareUploadUnlimited means no cap (share_upload=unlimited).
 	ShareUploadKiBps int64 `json:"share_upload_kibps,omitempty"`
 
 	// PausedUntil is set when the owner paused computing ("pause for an
@@ -151,6 +152,22 @@ const (
 	DefaultGPUMaxOtherShare = 0.1
 	DefaultCacheMiB         = 4096 // 4 GiB
 	DefaultShareDiskMiB     = 2048 // 2 GiB
+
+	// DefaultShareUploadKiBps is the cap on what a device sends to the
+	// other devices of its pools when the owner set none: 1 MiB/s, about
+	// 8.4 Mbit/s. A home's upload is commonly 10 to 50 Mbit/s (cable,
+	// VDSL; more on fibre, about 1 on old ADSL): the cap leaves at least
+	// half of a 20 Mbit/s line to the household (a video call sends 2 to
+	// 4 Mbit/s), while a peer still gets a 256 KiB chunk in a quarter of a
+	// second and a 100 MiB input in under two minutes. Serving without
+	// pause it sends at most 3.5 GiB an hour: an owner on a metered or a
+	// slow line sets it lower (share_upload) or turns sharing off
+	// (share_peers=false); one on fibre may raise it.
+	DefaultShareUploadKiBps = 1024
+
+	// ShareUploadUnlimited is the ShareUploadKiBps of an owner who lifted
+	// the cap (share_upload=unlimited).
+	ShareUploadUnlimited = -1
 )
 
 // CacheBytes is the cache's cap in bytes: CacheMiB, or DefaultCacheMiB
@@ -172,8 +189,18 @@ func (s Settings) ShareDiskBytes() int64 {
 }
 
 // ShareUploadBytesPerSecond is the cap of the chunk bytes sent to other
-// devices, in bytes per second: ShareUploadKiBps, 0 for none.
-func (s Settings) ShareUploadBytesPerSecond() int64 { return s.ShareUploadKiBps << 10 }
+// devices, in bytes per second: ShareUploadKiBps, DefaultShareUploadKiBps
+// when unset, and 0 for none (ShareUploadUnlimited), as
+// p2p.NewUploadLimit takes it.
+func (s Settings) ShareUploadBytesPerSecond() int64 {
+	switch {
+	case s.ShareUploadKiBps == ShareUploadUnlimited:
+		return 0
+	case s.ShareUploadKiBps > 0:
+		return s.ShareUploadKiBps << 10
+	}
+	return DefaultShareUploadKiBps << 10
+}
 
 // Bounds of ParseUploadRate, in KiB/s: below 64 KiB/s one 256 KiB chunk
 // takes seconds, and a peer asking for several gives up on them.
@@ -183,15 +210,18 @@ const (
 )
 
 // ParseUploadRate parses an upload cap such as "2MiB/s", "500 KB/s" or
-// "8MiB" (per second either way) into KiB per second; "", "none",
-// "unlimited" and "default" mean no cap (0). Errors name the value and
-// what is wrong with it: not a rate, an unknown unit, below
-// MinShareUploadKiBps or above 1 TiB/s.
+// "8MiB" (per second either way) into KiB per second; "" and "default"
+// mean the default (0: DefaultShareUploadKiBps), "unlimited", "none" and
+// "0" no cap (ShareUploadUnlimited). Errors name the value and what is
+// wrong with it: not a rate, an unknown unit, below MinShareUploadKiBps
+// or above 1 TiB/s.
 func ParseUploadRate(v string) (kibps int64, err error) {
 	v = strings.TrimSpace(v)
 	switch strings.ToLower(v) {
-	case "", "none", "unlimited", "default", "0":
+	case "", "default":
 		return 0, nil
+	case "none", "unlimited", "no limit", "0":
+		return ShareUploadUnlimited, nil
 	}
 	num := strings.TrimSpace(strings.TrimSuffix(v, "/s"))
 	i := strings.IndexFunc(num, func(r rune) bool { return (r < '0' || r > '9') && r != '.' })
@@ -272,8 +302,10 @@ func (s Settings) Validate() error {
 		return fmt.Errorf("cache_mib: must be 0 (the default, %d MiB) to %d MiB, got %d", DefaultCacheMiB, maxCacheMiB, s.CacheMiB)
 	case s.ShareDiskMiB < 0 || s.ShareDiskMiB > maxCacheMiB:
 		return fmt.Errorf("share_disk_mib: must be 0 (the default, %d MiB) to %d MiB, got %d", DefaultShareDiskMiB, maxCacheMiB, s.ShareDiskMiB)
-	case s.ShareUploadKiBps != 0 && (s.ShareUploadKiBps < MinShareUploadKiBps || s.ShareUploadKiBps > maxShareUploadKiBps):
-		return fmt.Errorf("share_upload_kibps: must be 0 (no cap) or %d to %d KiB/s, got %d", MinShareUploadKiBps, maxShareUploadKiBps, s.ShareUploadKiBps)
+	case s.ShareUploadKiBps != 0 && s.ShareUploadKiBps != ShareUploadUnlimited &&
+		(s.ShareUploadKiBps < MinShareUploadKiBps || s.ShareUploadKiBps > maxShareUploadKiBps):
+		return fmt.Errorf("share_upload_kibps: must be 0 (the default, %d KiB/s), %d (no cap) or %d to %d KiB/s, got %d",
+			DefaultShareUploadKiBps, ShareUploadUnlimited, MinShareUploadKiBps, maxShareUploadKiBps, s.ShareUploadKiBps)
 	}
 	for i, p := range s.PauseFor {
 		if strings.TrimSpace(p) == "" {
@@ -402,7 +434,7 @@ var SettingKeys = []struct{ Key, Takes string }{
 	{"cache", `disk for jobs' files and compiled programs, e.g. 2GiB, 500MB or "default" (4GiB)`},
 	{"share_disk", `disk for file chunks kept to serve other devices of your pools, e.g. 1GiB or "default" (2GiB)`},
 	{"share_peers", `true or false: serve the file chunks you hold to other devices of your pools (false: fetch from the coordinator only, upload nothing)`},
-	{"share_upload", `cap on what you send to other devices, all pools together, e.g. 2MiB/s or "unlimited" (the default)`},
+	{"share_upload", `cap on what you send to other devices, all pools together, e.g. 2MiB/s, "unlimited" or "default" (1MiB/s)`},
 	{"pause", `pause computing: a duration (1h), "tomorrow" (until midnight), a time (RFC 3339), "finish" (finish the tasks in hand, then pause until "off"), or "off"`},
 	{"compute", `compute now, outside your hours and without waiting for idle: a duration (3h), "hours" (until your hours start), a time (RFC 3339), or "off"`},
 	{"compute_during_programs", `true or false: compute now also while a pause_for program runs`},

@@ -39,6 +39,7 @@ func TestValidate(t *testing.T) {
 		{"a negative share cap", func(s *Settings) { s.ShareDiskMiB = -1 }, "share_disk_mib:"},
 		{"an upload cap too small", func(s *Settings) { s.ShareUploadKiBps = 1 }, "share_upload_kibps:"},
 		{"a negative upload cap", func(s *Settings) { s.ShareUploadKiBps = -64 }, "share_upload_kibps:"},
+		{"no upload cap", func(s *Settings) { s.ShareUploadKiBps = ShareUploadUnlimited }, ""},
 		{"no ceiling", func(s *Settings) { s.MaxTemperatureC = 0 }, ""},
 		{"an empty program", func(s *Settings) { s.PauseFor = []string{"game.exe", " "} }, "pause_for: program 2"},
 		{"a GPU memory share above 1", func(s *Settings) { s.GPUs = map[string]GPUSettings{"GPU-a": {Use: true, MemoryShare: 2}} }, "gpus.GPU-a.memory_share:"},
@@ -137,7 +138,9 @@ func TestSet(t *testing.T) {
 		{"share_upload=2MiB/s", func(s *Settings) { s.ShareUploadKiBps = 2048 }, ""},
 		{"share_upload=500 KB/s", func(s *Settings) { s.ShareUploadKiBps = 488 }, ""},
 		{"share_upload=1.5MiB", func(s *Settings) { s.ShareUploadKiBps = 1536 }, ""},
-		{"share_upload_kibps=unlimited", func(*Settings) {}, ""},
+		{"share_upload_kibps=unlimited", func(s *Settings) { s.ShareUploadKiBps = ShareUploadUnlimited }, ""},
+		{"share_upload=0", func(s *Settings) { s.ShareUploadKiBps = ShareUploadUnlimited }, ""},
+		{"share_upload=default", func(*Settings) {}, ""},
 		{"share_upload=fast", nil, `share_upload: "fast" is not a rate`},
 		{"share_upload=8Mbps", nil, `share_upload: "8Mbps": unknown unit "Mbps"`}, // bits or bytes: not guessed
 		{"share_upload=2 furlongs/s", nil, `share_upload: "2 furlongs/s": unknown unit "furlongs"`},
@@ -239,5 +242,30 @@ func TestSettingsJSON(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(`{"idle_for":"soon"}`), &old); err == nil || !strings.Contains(err.Error(), "idle_for") {
 		t.Errorf("bad idle_for: %v", err)
+	}
+}
+
+// TestShareUploadDefault: with no share_upload set the data plane is
+// capped at DefaultShareUploadKiBps (1 MiB/s) for a home connection;
+// "unlimited" lifts the cap (0 for p2p.NewUploadLimit), and a cap set is
+// that cap.
+func TestShareUploadDefault(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		kibps int64
+		want  int64
+	}{
+		{"unset", 0, 1 << 20},
+		{"unlimited", ShareUploadUnlimited, 0},
+		{"2 MiB/s", 2048, 2 << 20},
+	} {
+		s := Defaults()
+		s.ShareUploadKiBps = tc.kibps
+		if got := s.ShareUploadBytesPerSecond(); got != tc.want {
+			t.Errorf("%s: ShareUploadBytesPerSecond = %d, want %d", tc.name, got, tc.want)
+		}
+	}
+	if DefaultShareUploadKiBps != 1024 {
+		t.Errorf("DefaultShareUploadKiBps = %d, want 1024 (1 MiB/s, as docs/donor.md says)", DefaultShareUploadKiBps)
 	}
 }

@@ -96,6 +96,13 @@ type Decision struct {
 	// (while the decision is to compute), but no new task is taken; once
 	// none is in hand, whoever holds the tasks says it is paused.
 	Finishing bool `json:",omitempty"`
+	// ComputeNow is set while the owner's compute now
+	// (Settings.ComputeUntil) is in force in this decision: computing
+	// as asked, or waiting for what compute now does not override (the
+	// battery, the temperature, a listed program). A reader that sees
+	// compute now in the settings but not here has a decision made
+	// before the owner asked, not yet made again.
+	ComputeNow bool `json:",omitempty"`
 	// GPUsAllowed lists, while the decision is not to compute, the GPUs
 	// (UUIDs) that the settings and the GPUs' readings would allow
 	// (switched on, below the temperature ceiling, not used by another

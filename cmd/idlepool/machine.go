@@ -648,10 +648,13 @@ func printSettings(w io.Writer, s idle.Settings) {
 		line("share_disk", "default: %s", mib(idle.DefaultShareDiskMiB))
 	}
 	line("share_peers", "%t", !s.NoSharePeers)
-	if s.ShareUploadKiBps > 0 {
-		line("share_upload", "%s/s", agent.ByteSize(s.ShareUploadBytesPerSecond()))
-	} else {
+	switch {
+	case s.ShareUploadKiBps == idle.ShareUploadUnlimited:
 		line("share_upload", "unlimited")
+	case s.ShareUploadKiBps > 0:
+		line("share_upload", "%s/s", agent.ByteSize(s.ShareUploadBytesPerSecond()))
+	default:
+		line("share_upload", "default: %s/s", agent.ByteSize(s.ShareUploadBytesPerSecond()))
 	}
 	switch {
 	case s.FinishThenPause:
