@@ -625,7 +625,9 @@ func (s *Scheduler) decide(js *jobState, ts *taskState, status string, lead *rep
 		case agreeing[r]:
 			r.rec.State, e.Kind, e.Cost, e.Reason = ReplicaAgreed, KindReceipt, cost, r.rec.Reason
 			if r.rec.Failed {
-				e.Reason = "verified failure (earns no cost): " + r.rec.Reason
+				// The ledger keeps the failure in a few words, not the
+				// program log after them: it is kept forever.
+				e.Reason = "verified failure (earns no cost): " + ReasonSummary(r.rec.Reason)
 			}
 			if checked {
 				agreed = append(agreed, r)
@@ -692,7 +694,7 @@ func (s *Scheduler) decide(js *jobState, ts *taskState, status string, lead *rep
 // describeVotes says why a task ended unverified.
 func describeVotes(js *jobState, ts *taskState, limit int) string {
 	if len(ts.machine) >= limit {
-		last := ts.machine[len(ts.machine)-1].rec.Reason
+		last := ReasonSummary(ts.machine[len(ts.machine)-1].rec.Reason)
 		if len(ts.returned) == 0 {
 			return fmt.Sprintf("no device finished it: it failed %d times, each for a reason of the device that ran it (the last: %s)",
 				len(ts.machine), last)

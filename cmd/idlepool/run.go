@@ -302,13 +302,13 @@ func outcomeError(err error, out *pool.Outcome, command string) error {
 	switch {
 	case errors.Is(err, pool.ErrAllFailed):
 		return &userError{
-			Msg:   fmt.Sprintf("every task failed; the first: task %d: %s", out.Failures[0].Index, out.Failures[0].Reason),
+			Msg:   fmt.Sprintf("every task failed; the first: task %d: %s", out.Failures[0].Index, reasonLine(out.Failures[0].Reason)),
 			Hint:  failureHint(out.Failures[0].Reason, command),
 			Cause: err,
 		}
 	case out.Failed > 0:
 		return &userError{
-			Msg:  fmt.Sprintf("%d of %d tasks failed; the result leaves them out (see \"failures\"); the first: task %d: %s", out.Failed, out.Total, out.Failures[0].Index, out.Failures[0].Reason),
+			Msg:  fmt.Sprintf("%d of %d tasks failed; the result leaves them out (see \"failures\"); the first: task %d: %s", out.Failed, out.Total, out.Failures[0].Index, reasonLine(out.Failures[0].Reason)),
 			Hint: failureHint(out.Failures[0].Reason, command),
 		}
 	case len(out.EntryFailures) > 0:
@@ -325,6 +325,16 @@ func outcomeError(err error, out *pool.Outcome, command string) error {
 		}
 	}
 	return nil
+}
+
+// reasonLine is a failed task's reason for a one-line message: its first
+// line, and where the end of the program's log after it is shown.
+func reasonLine(reason string) string {
+	first := pool.ReasonSummary(reason)
+	if first != reason {
+		first += " (the end of its log is shown with the failures)"
+	}
+	return first
 }
 
 // failureHint says what to do about a failed task, by what its reason
@@ -415,6 +425,10 @@ func formatParams(s job.SplitSpec, params map[string]any) string {
 	return strings.Join(parts, " ")
 }
 
+// failureLogs is how many failed tasks printHuman shows with the end of
+// their program's log; the others get their first line.
+const failureLogs = 3
+
 func printHuman(w io.Writer, doc runDoc, out *pool.Outcome, labels map[string]string) {
 	fmt.Fprintf(w, "\njob      %s\n", doc.Name)
 	fmt.Fprintf(w, "id       %s\n", doc.Job)
@@ -456,7 +470,20 @@ func printHuman(w io.Writer, doc runDoc, out *pool.Outcome, labels map[string]st
 		if f.Retry != "" {
 			again = " (the next run tries it again)"
 		}
-		fmt.Fprintf(w, "failed   task %d: %s%s\n", f.Index, f.Reason, again)
+		first, log, _ := strings.Cut(f.Reason, "\n")
+		switch {
+		case log != "" && i < failureLogs:
+			fmt.Fprintf(w, "failed   task %d: %s%s\n", f.Index, first, again)
+			// The end of the program's log (pool.RunTask), indented
+			// under the failure.
+			for l := range strings.SplitSeq(log, "\n") {
+				fmt.Fprintf(w, "%s\n", strings.TrimRight("           "+l, " "))
+			}
+		case log != "":
+			fmt.Fprintf(w, "failed   task %d: %s%s (its log: --json)\n", f.Index, first, again)
+		default:
+			fmt.Fprintf(w, "failed   task %d: %s%s\n", f.Index, first, again)
+		}
 	}
 }
 
