@@ -50,7 +50,7 @@ func CauseOf(reason string) Cause {
 		return CauseData
 	case strings.HasPrefix(reason, malformedResult+"merge"):
 		return CauseResult
-	case prefix(worker.FailureTimeout, ""):
+	case prefix(worker.FailureTimeout, ""), GaveUp(reason):
 		return CauseTimeLimit
 	case prefix(worker.FailureOutOfMemory, ""):
 		return CauseMemory

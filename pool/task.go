@@ -129,10 +129,13 @@ func causeOf(k worker.FailureKind) string {
 // machine-dependent failures, now and in earlier versions, and their
 // causes in a few words.
 var machineCauses = []struct{ prefix, cause string }{
-	{"worker: task failed: " + string(worker.FailureTimeout) + ": ", "timed out"},
+	{"worker: task failed: " + string(worker.FailureTimeout) + ": ", causeTimedOut},
 	{"worker: task failed: " + string(worker.FailureWorkerDied) + ": ", "lost its worker process"},
 	{"worker: task setup failed", "could not be set up"},
 }
+
+// causeTimedOut is the cause of a timeout, as reasonCause names it.
+const causeTimedOut = "timed out"
 
 // reasonCause names the cause of a machine-dependent failure from its
 // reason, in a few words; "" when reason names none (MachineReason).

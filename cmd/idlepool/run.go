@@ -350,6 +350,9 @@ func failureHint(reason, command string) string {
 	case pool.CauseResult:
 		return "the program's result does not have what the [[merge]] entries read: make their field names match what the program prints, " + again
 	case pool.CauseTimeLimit:
+		if command == "submit" {
+			return "raise policy.time_limit in the manifest if the task needs longer (the pool tried it on several devices; a program that never ends needs fixing instead), " + again
+		}
 		return "raise policy.time_limit in the manifest if the task needs longer (a busy machine makes tasks slower; --workers N runs fewer at once), " + again
 	case pool.CauseMemory:
 		return fmt.Sprintf("raise policy.memory_mib in the manifest (at most %d) if the task needs more, ", job.MaxMemoryMiB) + again
@@ -514,7 +517,7 @@ const quietRepeat = 30 * time.Second
 // progress changed since it was last printed, or when nothing was printed
 // for quietRepeat.
 func (p *progressPrinter) activity(a agent.Activity) {
-	key := fmt.Sprintf("%s\n%s\n%v", a.Donors, a.Stuck, a.Quorum != "") // counts change as results come
+	key := fmt.Sprintf("%s\n%s\n%v\n%s", a.Donors, a.Stuck, a.Quorum != "", a.Timeouts) // counts change as results come; timeouts are news
 	now := time.Now()
 	if key == p.lastPool && (now.Sub(p.poolAt) < quietRepeat || now.Sub(p.last) < quietRepeat) {
 		return
