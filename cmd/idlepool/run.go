@@ -328,13 +328,18 @@ func outcomeError(err error, out *pool.Outcome, command string) error {
 }
 
 // reasonLine is a failed task's reason for a one-line message: its first
-// line, and where the end of the program's log after it is shown.
+// line, with the program's log when that is one line, else where the end
+// of the log is shown.
 func reasonLine(reason string) string {
 	first := pool.ReasonSummary(reason)
-	if first != reason {
-		first += " (the end of its log is shown with the failures)"
+	rest := strings.TrimPrefix(reason, first)
+	if rest == "" {
+		return first
 	}
-	return first
+	if log, ok := strings.CutPrefix(rest, "\nprogram log:\n"); ok && !strings.Contains(log, "\n") {
+		return first + "; program log: " + log
+	}
+	return first + " (the end of its log is shown with the failures)"
 }
 
 // failureHint says what to do about a failed task, by what its reason
