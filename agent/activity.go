@@ -34,15 +34,19 @@ type Activity struct {
 	// matches this job: ..."); empty when one can, or nothing is left to
 	// lease.
 	Stuck string
+	// Timeouts, while some tasks ran past their time limit on a device,
+	// says how many, on how many devices and when such a task ends
+	// (pool.JobStatus.Timeouts); empty otherwise.
+	Timeouts string
 }
 
 // Lines returns the activity as lines for people, in the order progress,
-// donors, quorum, stuck (empty parts left out).
+// donors, quorum, timeouts, stuck (empty parts left out).
 func (a Activity) Lines() []string {
 	st := a.Status
 	out := []string{fmt.Sprintf("pool: %d of %d tasks accepted, %d failed, %d leased now, %d with results waiting for a quorum",
 		st.Accepted, st.Tasks, st.Failed, st.Leased, st.Waiting)}
-	for _, s := range []string{a.Donors, a.Quorum, a.Stuck} {
+	for _, s := range []string{a.Donors, a.Quorum, a.Timeouts, a.Stuck} {
 		if s != "" {
 			out = append(out, s)
 		}
@@ -65,7 +69,7 @@ func ListingOf(j *job.Job, st pool.JobStatus) offers.Listing {
 // Describe says what the pool does about the job l (with status st),
 // given the pool's live offers at now. It is pure.
 func Describe(st pool.JobStatus, l offers.Listing, live []offers.Offer, now time.Time) Activity {
-	a := Activity{Status: st, Donors: donorsLine(live)}
+	a := Activity{Status: st, Donors: donorsLine(live), Timeouts: st.Timeouts}
 	type count struct {
 		text string
 		n    int

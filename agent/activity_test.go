@@ -55,6 +55,15 @@ func TestDescribe(t *testing.T) {
 			offer("p1", "ida", idle.StateWaiting, "waiting: on battery (43%)", 8192), offer("p2", "idb", idle.StateComputing, "", 8192),
 		}, Activity{Donors: "1 of 2 donors computing: 1 waiting (on battery (43%))", Matching: 2, Owners: 2,
 			Quorum: "50 results waiting for the agreeing results of other devices (quorum 2), and none is computing one now"}},
+		{"tasks timing out", func() pool.JobStatus {
+			s := st
+			s.Leased, s.Retrying, s.TimingOut, s.TimeoutDevices = 2, 3, 3, 2
+			s.Timeouts = "3 tasks timing out: each ran past the 1m time limit, on 2 devices in all; a task ends failed (unverified) once it timed out on 5 devices or failed 6 times"
+			return s
+		}(), []offers.Offer{
+			offer("p1", "ida", idle.StateComputing, "", 8192), offer("p2", "idb", idle.StateComputing, "", 8192),
+		}, Activity{Donors: "2 of 2 donors computing", Matching: 2, Owners: 2,
+			Timeouts: "3 tasks timing out: each ran past the 1m time limit, on 2 devices in all; a task ends failed (unverified) once it timed out on 5 devices or failed 6 times"}},
 		{"cancelled", func() pool.JobStatus { s := st; s.Cancelled = true; return s }(), nil, Activity{
 			Donors: "no donor offers compute in this pool", Stuck: "the job was cancelled by its owner: it leases nothing more"}},
 	}

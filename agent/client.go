@@ -713,7 +713,7 @@ func jobStatus(in coord.JobInfo) pool.JobStatus {
 		Waiting: in.Waiting, Cancelled: in.Cancelled,
 		Accepted: in.Accepted, Failed: in.Failed, Leased: in.Leased, Acked: in.Acked, Complete: in.Complete,
 		Quorum: in.Quorum, Redundancy: in.Redundancy, Retrying: in.Retrying, Trouble: in.Trouble, Transfer: in.Transfer,
-		Recomputing: in.Recomputing}
+		Recomputing: in.Recomputing, TimingOut: in.TimingOut, TimeoutDevices: in.TimeoutDevices, Timeouts: in.Timeouts}
 }
 
 // Status fetches a job's progress; ErrNotFound for a job the pool does

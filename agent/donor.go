@@ -195,6 +195,12 @@ func NewDonor(cfg DonorConfig) (*Donor, error) {
 	d.health.events = cfg.Events
 	if r := cfg.Store.Recovery(); r != nil {
 		d.health.recovered = r.String()
+		// Recorded here, where a process that opened the store for the
+		// donor first has an event log, so that it stays in the events
+		// after a restart clears it from the status.
+		if err := cfg.Events.Addf("%s", r); err != nil {
+			cfg.Logger.Warn("Cannot write the event log", "err", err)
+		}
 	}
 	d.cache = NewCache(CacheConfig{Dir: JobCache(cfg.Home), Compiled: WorkerCache(cfg.Home), ShareDir: ShareDir(cfg.Home), Logger: cfg.Logger})
 	return d, nil

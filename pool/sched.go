@@ -31,6 +31,15 @@ type SchedulerConfig struct {
 	// MaxResultBytes bounds one submission's result; default 64 MiB.
 	MaxResultBytes int
 
+	// MaxTimeouts is on how many distinct devices a task may time out
+	// (run past its policy.time_limit) before the pool gives up on it: the
+	// task ends unverified, as failed, with the reason "timed out on 5
+	// devices, after 2m each: ..." (a decision of the pool, never a
+	// verified result: it earns nobody a receipt). Default
+	// DefaultMaxTimeouts. MaxReplicas bounds a task's machine-dependent
+	// failures of any kind, on any devices, besides.
+	MaxTimeouts int
+
 	// Select, when set, decides which jobs a peer is leased tasks of and
 	// in which order (matchmaking): given the unfinished jobs the peer may
 	// compute by their policies, oldest first, it returns the IDs of those
@@ -51,6 +60,7 @@ type SchedulerConfig struct {
 const (
 	DefaultCommitDelay    = 2 * time.Millisecond
 	DefaultExtraReplicas  = 4        // MaxReplicas = redundancy + this
+	DefaultMaxTimeouts    = 5        // SchedulerConfig.MaxTimeouts
 	DefaultMaxResultBytes = 64 << 20 // bytes
 	maxBatchChanges       = 4096     // a batch this full commits without waiting for CommitDelay
 	maxLeasesPerCall      = 256
@@ -153,6 +163,7 @@ type jobState struct {
 	j           *job.Job
 	pol         job.Policy
 	maxReplicas int
+	maxTimeouts int // SchedulerConfig.MaxTimeouts
 	tasks       int64
 	next        int64
 	active      map[int64]*taskState
@@ -375,7 +386,11 @@ func (s *Scheduler) newJobState(rec JobRecord, j *job.Job) *jobState {
 	if rec.KnownAnswers != (job.Digest{}) {
 		s.secret[rec.KnownAnswers] = true
 	}
-	return &jobState{rec: rec, j: j, pol: pol, maxReplicas: maxRep, tasks: j.NumTasks(), active: map[int64]*taskState{}, ver: j.Manifest.Verify, trust: s.trust}
+	maxTimeouts := s.cfg.MaxTimeouts
+	if maxTimeouts <= 0 {
+		maxTimeouts = DefaultMaxTimeouts
+	}
+	return &jobState{rec: rec, j: j, pol: pol, maxReplicas: maxRep, maxTimeouts: maxTimeouts, tasks: j.NumTasks(), active: map[int64]*taskState{}, ver: j.Manifest.Verify, trust: s.trust}
 }
 
 // task returns active task i, creating it.
@@ -799,7 +814,8 @@ func (s *Scheduler) Jobs() []JobStatus {
 }
 
 func (js *jobState) status() JobStatus {
-	var waiting, recomputing int64
+	var waiting, recomputing, timingOut int64
+	var timeoutDevices map[string]bool
 	for _, ts := range js.active {
 		switch {
 		case ts.refetch != nil:
@@ -807,13 +823,45 @@ func (js *jobState) status() JobStatus {
 		case len(ts.returned) > 0:
 			waiting++
 		}
+		if js.retrying == 0 {
+			continue // no task has machine-dependent failures
+		}
+		counted := false
+		for _, r := range ts.machine {
+			if reasonCause(r.rec.Reason) != causeTimedOut {
+				continue
+			}
+			if !counted {
+				timingOut++
+				counted = true
+			}
+			if timeoutDevices == nil {
+				timeoutDevices = map[string]bool{}
+			}
+			timeoutDevices[r.rec.Peer] = true
+		}
 	}
 	return JobStatus{
 		Job: js.rec.ID, Name: js.j.Manifest.Name, Owner: js.rec.Owner, Merger: js.rec.Merger,
 		Tasks: js.tasks, Accepted: js.accepted, Failed: js.failed, Leased: js.leased, Waiting: waiting, Acked: js.rec.Acked,
 		Complete: js.accepted+js.failed == js.tasks, Cancelled: !js.rec.Cancelled.IsZero(), Quorum: js.pol.Quorum, Redundancy: js.pol.Redundancy,
 		Retrying: js.retrying, Recomputing: recomputing, Trouble: js.trouble(),
+		TimingOut: timingOut, TimeoutDevices: len(timeoutDevices), Timeouts: js.timeoutWords(timingOut, len(timeoutDevices)),
 	}
+}
+
+// timeoutWords says, for people, that n undecided tasks are timing out
+// on devs devices, and when such a task ends; "" when n is 0.
+func (js *jobState) timeoutWords(n int64, devs int) string {
+	if n == 0 {
+		return ""
+	}
+	each := "each ran"
+	if n == 1 {
+		each = "it ran"
+	}
+	return fmt.Sprintf("%s timing out: %s past the %s time limit, on %s in all; a task ends failed (unverified) once it timed out on %d devices or failed %d times",
+		plural(int(n), "task"), each, limitWords(js.pol.TimeLimit.Duration), plural(devs, "device"), js.maxTimeouts, js.maxReplicas)
 }
 
 // trouble describes the undecided task with the most machine-dependent
@@ -846,8 +894,12 @@ func (js *jobState) trouble() string {
 	if n := len(worst.machine); n != len(devices) {
 		times = fmt.Sprintf(" %d times", n)
 	}
-	return fmt.Sprintf("task %d %s%s on %s; it ends unverified at %d such failures",
-		worst.index, cause, times, plural(len(devices), "device"), js.maxReplicas)
+	orDevices := ""
+	if cause == causeTimedOut && js.maxTimeouts < js.maxReplicas {
+		orDevices = fmt.Sprintf(" or once it timed out on %d devices", js.maxTimeouts)
+	}
+	return fmt.Sprintf("task %d %s%s on %s; it ends unverified at %d such failures%s",
+		worst.index, cause, times, plural(len(devices), "device"), js.maxReplicas, orDevices)
 }
 
 // plural says "1 device", "2 devices".

@@ -515,7 +515,8 @@ func (s *Scheduler) machineFailed(r *replica, sub Submission) {
 	s.putReplica(r)
 	s.log.Info("Task failed on a device for a reason of the device", "lease", r.rec.Lease,
 		"job", js.rec.ID.String(), "task", ts.index, "peer", r.rec.Peer, "failures", len(ts.machine), "reason", sub.Reason)
-	if len(ts.machine) >= js.maxReplicas && ts.refetch == nil { // an accepted result is never abandoned
+	_, devices := ts.timeouts()
+	if (len(ts.machine) >= js.maxReplicas || devices >= js.maxTimeouts) && ts.refetch == nil { // an accepted result is never abandoned
 		if ts.prov != nil && ts.provMode == provHeld {
 			return // decided alone already; the hold decides it
 		}
@@ -524,6 +525,22 @@ func (s *Scheduler) machineFailed(r *replica, sub Submission) {
 		return
 	}
 	js.update(ts)
+}
+
+// timeouts counts ts's machine-dependent failures that were timeouts, and
+// the distinct devices they happened on.
+func (ts *taskState) timeouts() (n, devices int) {
+	var seen []string
+	for _, r := range ts.machine {
+		if reasonCause(r.rec.Reason) != causeTimedOut {
+			continue
+		}
+		n++
+		if !slices.Contains(seen, r.rec.Peer) {
+			seen = append(seen, r.rec.Peer)
+		}
+	}
+	return n, len(seen)
 }
 
 // decideIfReady decides ts when a digest has won, or when none can win
@@ -625,7 +642,9 @@ func (s *Scheduler) decide(js *jobState, ts *taskState, status string, lead *rep
 		case agreeing[r]:
 			r.rec.State, e.Kind, e.Cost, e.Reason = ReplicaAgreed, KindReceipt, cost, r.rec.Reason
 			if r.rec.Failed {
-				e.Reason = "verified failure (earns no cost): " + r.rec.Reason
+				// The ledger keeps the failure in a few words, not the
+				// program log after them: it is kept forever.
+				e.Reason = "verified failure (earns no cost): " + ReasonSummary(r.rec.Reason)
 			}
 			if checked {
 				agreed = append(agreed, r)
@@ -691,8 +710,11 @@ func (s *Scheduler) decide(js *jobState, ts *taskState, status string, lead *rep
 
 // describeVotes says why a task ended unverified.
 func describeVotes(js *jobState, ts *taskState, limit int) string {
+	if n, devices := ts.timeouts(); n > 0 && (devices >= js.maxTimeouts || n == len(ts.machine) && n >= limit) {
+		return gaveUpReason(js, ts, n, devices)
+	}
 	if len(ts.machine) >= limit {
-		last := ts.machine[len(ts.machine)-1].rec.Reason
+		last := ReasonSummary(ts.machine[len(ts.machine)-1].rec.Reason)
 		if len(ts.returned) == 0 {
 			return fmt.Sprintf("no device finished it: it failed %d times, each for a reason of the device that ran it (the last: %s)",
 				len(ts.machine), last)
@@ -714,6 +736,49 @@ func describeVotes(js *jobState, ts *taskState, limit int) string {
 	}
 	return fmt.Sprintf("no digest won a majority of distinct voters (quorum %d) within %d replicas: %s",
 		js.pol.Quorum, limit, strings.Join(parts, ", "))
+}
+
+// gaveUpReason says why the pool gave up on task ts, which timed out n
+// times on devices distinct devices: "timed out on 5 devices, after 2m
+// each: ...", a decision of the pool and not a verified result, followed
+// by the end of the program's log as the last of those devices kept it
+// (where it was when stopped), within MaxReasonBytes.
+func gaveUpReason(js *jobState, ts *taskState, n, devices int) string {
+	times := ""
+	if n != devices {
+		times = fmt.Sprintf(" %d times", n)
+	}
+	reason := fmt.Sprintf("timed out%s on %s, after %s each: the pool gave up on it, which is its decision and no verified result (raise policy.time_limit if the task needs longer)",
+		times, plural(devices, "device"), limitWords(js.pol.TimeLimit.Duration))
+	var last string
+	for _, r := range ts.machine {
+		if reasonCause(r.rec.Reason) == causeTimedOut {
+			last = r.rec.Reason
+		}
+	}
+	if i := strings.Index(last, "\n"+logHeader); i >= 0 {
+		reason = clipBytes(reason+last[i:], MaxReasonBytes)
+	}
+	return reason
+}
+
+// GaveUp reports whether reason, a failed task's reason as a pool's
+// merger folds it ("unverified: " and the outcome's reason), says that
+// the pool gave up on the task after it timed out on too many devices.
+func GaveUp(reason string) bool {
+	return strings.HasPrefix(strings.TrimPrefix(reason, "unverified: "), "timed out ") && strings.Contains(ReasonSummary(reason), "the pool gave up on it")
+}
+
+// limitWords writes a time limit for people: "2m", "90s", "1h30m".
+func limitWords(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 // appendEntry numbers e and adds it to the pending batch; flush chains

@@ -48,7 +48,7 @@ func runMain(m *testing.M) int {
 	for name, pkg := range map[string]string{
 		"pi": "../../examples/pi", "ising": "../../examples/ising", "kfold": "../../examples/kfold",
 		"csvstats": "../../examples/csvstats", "sweep": "../../examples/sweep", "fail": "./testdata/fail", "loop": "./testdata/loop", "big": "./testdata/big",
-		"params": "./testdata/params",
+		"params": "./testdata/params", "chatty": "./testdata/chatty",
 	} {
 		out := filepath.Join(dir, name+".wasm")
 		cmd := exec.Command("go", "build", "-o", out, pkg)

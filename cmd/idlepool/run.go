@@ -303,13 +303,13 @@ func outcomeError(err error, out *pool.Outcome, command string) error {
 	switch {
 	case errors.Is(err, pool.ErrAllFailed):
 		return &userError{
-			Msg:   fmt.Sprintf("every task failed; the first: task %d: %s", out.Failures[0].Index, out.Failures[0].Reason),
+			Msg:   fmt.Sprintf("every task failed; the first: task %d: %s", out.Failures[0].Index, reasonLine(out.Failures[0].Reason)),
 			Hint:  failureHint(out.Failures[0].Reason, command),
 			Cause: err,
 		}
 	case out.Failed > 0:
 		return &userError{
-			Msg:  fmt.Sprintf("%d of %d tasks failed; the result leaves them out (see \"failures\"); the first: task %d: %s", out.Failed, out.Total, out.Failures[0].Index, out.Failures[0].Reason),
+			Msg:  fmt.Sprintf("%d of %d tasks failed; the result leaves them out (see \"failures\"); the first: task %d: %s", out.Failed, out.Total, out.Failures[0].Index, reasonLine(out.Failures[0].Reason)),
 			Hint: failureHint(out.Failures[0].Reason, command),
 		}
 	case len(out.EntryFailures) > 0:
@@ -328,6 +328,21 @@ func outcomeError(err error, out *pool.Outcome, command string) error {
 	return nil
 }
 
+// reasonLine is a failed task's reason for a one-line message: its first
+// line, with the program's log when that is one line, else where the end
+// of the log is shown.
+func reasonLine(reason string) string {
+	first := pool.ReasonSummary(reason)
+	rest := strings.TrimPrefix(reason, first)
+	if rest == "" {
+		return first
+	}
+	if log, ok := strings.CutPrefix(rest, "\nprogram log:\n"); ok && !strings.Contains(log, "\n") {
+		return first + "; program log: " + log
+	}
+	return first + " (the end of its log is shown with the failures)"
+}
+
 // failureHint says what to do about a failed task, by what its reason
 // points at.
 func failureHint(reason, command string) string {
@@ -344,6 +359,9 @@ func failureHint(reason, command string) string {
 	case pool.CauseResult:
 		return "the program's result does not have what the [[merge]] entries read: make their field names match what the program prints, " + again
 	case pool.CauseTimeLimit:
+		if command == "submit" {
+			return "raise policy.time_limit in the manifest if the task needs longer (the pool tried it on several devices; a program that never ends needs fixing instead), " + again
+		}
 		return "raise policy.time_limit in the manifest if the task needs longer (a busy machine makes tasks slower; --workers N runs fewer at once), " + again
 	case pool.CauseMemory:
 		return fmt.Sprintf("raise policy.memory_mib in the manifest (at most %d) if the task needs more, ", job.MaxMemoryMiB) + again
@@ -476,6 +494,10 @@ func formatParams(s job.SplitSpec, params map[string]any) string {
 	return strings.Join(parts, " ")
 }
 
+// failureLogs is how many failed tasks printHuman shows with the end of
+// their program's log; the others get their first line.
+const failureLogs = 3
+
 func printHuman(w io.Writer, doc runDoc, out *pool.Outcome, labels map[string][]string) {
 	fmt.Fprintf(w, "\njob      %s\n", doc.Name)
 	fmt.Fprintf(w, "id       %s\n", doc.Job)
@@ -517,7 +539,20 @@ func printHuman(w io.Writer, doc runDoc, out *pool.Outcome, labels map[string][]
 		if f.Retry != "" {
 			again = " (the next run tries it again)"
 		}
-		fmt.Fprintf(w, "failed   task %d: %s%s\n", f.Index, f.Reason, again)
+		first, log, _ := strings.Cut(f.Reason, "\n")
+		switch {
+		case log != "" && i < failureLogs:
+			fmt.Fprintf(w, "failed   task %d: %s%s\n", f.Index, first, again)
+			// The end of the program's log (pool.RunTask), indented
+			// under the failure.
+			for l := range strings.SplitSeq(log, "\n") {
+				fmt.Fprintf(w, "%s\n", strings.TrimRight("           "+l, " "))
+			}
+		case log != "":
+			fmt.Fprintf(w, "failed   task %d: %s%s (its log: --json)\n", f.Index, first, again)
+		default:
+			fmt.Fprintf(w, "failed   task %d: %s%s\n", f.Index, first, again)
+		}
 	}
 }
 
@@ -548,7 +583,7 @@ const quietRepeat = 30 * time.Second
 // progress changed since it was last printed, or when nothing was printed
 // for quietRepeat.
 func (p *progressPrinter) activity(a agent.Activity) {
-	key := fmt.Sprintf("%s\n%s\n%v", a.Donors, a.Stuck, a.Quorum != "") // counts change as results come
+	key := fmt.Sprintf("%s\n%s\n%v\n%s", a.Donors, a.Stuck, a.Quorum != "", a.Timeouts) // counts change as results come; timeouts are news
 	now := time.Now()
 	if key == p.lastPool && (now.Sub(p.poolAt) < quietRepeat || now.Sub(p.last) < quietRepeat) {
 		return
