@@ -152,7 +152,7 @@ func (p *donorPolicy) decide(sig idle.Signals, now time.Time) idle.Decision {
 	if d.Finishing && (p.held == nil || p.held() == 0) {
 		// The owner asked to finish the tasks in hand and then pause:
 		// they are finished (or there were none).
-		d = idle.Decision{State: idle.StatePaused, Reason: FinishedReason}
+		d = idle.Decision{State: idle.StatePaused, Reason: FinishedReason, Hold: idle.HoldOwner}
 	}
 	if st := p.policy.State(); st.ComputeOver && !p.settings.ComputeUntil.IsZero() {
 		p.clearOverride(func(s *idle.Settings) {

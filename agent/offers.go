@@ -33,10 +33,15 @@ func (c *Client) PutOffer(ctx context.Context, o offers.Offer) error {
 }
 
 // Offers lists the pool's live capacity offers (GET /v1/offers), by peer
-// ID.
+// ID, each offers.Offer.Redacted: a pool from before holds passes on the
+// reason in words of an agent from before them, which this device does not
+// need to read.
 func (c *Client) Offers(ctx context.Context) ([]offers.Offer, error) {
 	var out []offers.Offer
 	_, err := c.do(ctx, http.MethodGet, "/v1/offers", nil, nil, true, &out)
+	for i := range out {
+		out[i] = out[i].Redacted()
+	}
 	return out, err
 }
 
@@ -67,7 +72,7 @@ func (a *Agent) offer(ctx context.Context, now time.Time) offers.Offer {
 	g.mu.Unlock()
 	o := offers.Build(offers.Spec{
 		Pool: a.poolName, PoolURL: a.cfg.PoolURL, Peer: a.cfg.DeviceKey.ID(), Owner: a.owner,
-		Capacity: a.cfg.Offer.Capacity(ctx, sig), State: d.State, Reason: d.Reason,
+		Capacity: a.cfg.Offer.Capacity(ctx, sig), State: d.State, Hold: d.Hold,
 		Preferences: a.cfg.Offer.Preferences(ctx), Issued: now, TTL: a.cfg.OfferTTL,
 	})
 	o.Sign(a.cfg.DeviceKey)

@@ -37,7 +37,8 @@ var offerEncMode = func() cbor.EncMode {
 // encoding (RFC 8949 section 4.2.1, core deterministic: shortest forms,
 // definite lengths, map keys sorted bytewise) of a map with the keys
 // "type" ("idlepool/offer/v1"), "peer", "owner", "pool", "capacity",
-// "state", "reason", "accept", "issued" and "expires" (unix nanoseconds).
+// "state", "reason" (the Hold), "accept", "issued" and "expires" (unix
+// nanoseconds).
 // "capacity" is a map of "os", "arch", "cpu_model", "logical_cpus",
 // "cores", "memory_total_mib", "memory_mib", "gpus" (a list of maps
 // "uuid", "name", "compute_capability", "memory_total_mib",
@@ -84,7 +85,7 @@ func (o Offer) Canonical() []byte {
 			"time_zone":        c.TimeZone,
 		},
 		"state":  string(o.State),
-		"reason": o.Reason,
+		"reason": string(o.Hold),
 		"accept": map[string]any{
 			"gpu_programs":   a.GPUPrograms,
 			"max_memory_mib": a.MaxMemoryMiB,

@@ -219,7 +219,7 @@ func cmdMachineStatus(ctx context.Context, g *globals, asJSON bool) error {
 	cancel()
 	if d.Finishing && (running == nil || len(running.Running) == 0) {
 		// Finish, then pause: nothing is in hand, so it is paused.
-		d = idle.Decision{State: idle.StatePaused, Reason: agent.FinishedReason}
+		d = idle.Decision{State: idle.StatePaused, Reason: agent.FinishedReason, Hold: idle.HoldOwner}
 	}
 	if asJSON {
 		doc := machineDoc{At: sig.At, Signals: signalsOf(sig), InHours: s.Schedule.Allows(now, s.Location()),
