@@ -85,7 +85,7 @@ func TestPoolViewsDoNotSayWhatTheOwnerDoes(t *testing.T) {
 	input := &ownerInput{}
 	input.ago.Store(int64(time.Hour))
 	sampler := idle.NewSampler(idle.SamplerConfig{
-		Sources:  idle.Sources{InputIdle: []idle.InputIdleSource{input}, Processes: idle.DefaultSources().Processes},
+		Sources:  idle.Sources{InputIdle: []idle.InputIdleSource{input}, Processes: idle.DefaultSources(idle.SourceOptions{}).Processes},
 		Programs: settings.PauseFor,
 	})
 	t.Cleanup(func() { _ = sampler.Close() })

@@ -46,6 +46,11 @@ type Settings struct {
 	// Default 5 minutes. Zero ignores input entirely (a headless server
 	// with no input source).
 	IdleFor time.Duration `json:"-"`
+	// RemoteInput counts input in remote logins (an SSH terminal, any
+	// pseudo-terminal, a remote desktop session) as the owner being at
+	// the machine (SourceOptions.RemoteInput). Default false: only the
+	// local seat counts, so a machine reached over SSH still computes.
+	RemoteInput bool `json:"remote_input,omitempty"`
 	// MaxOtherCPUShare (0..1] is the share of all CPU capacity that other
 	// programs may use before computing steps aside (after LoadHold above
 	// it); 1 never steps aside for load. Default 0.5.
@@ -313,6 +318,10 @@ func (s Settings) CoresFor(cpus int) int {
 	}
 }
 
+// SourceOptions are the settings' choices about what the input sources
+// count, for DefaultSources.
+func (s Settings) SourceOptions() SourceOptions { return SourceOptions{RemoteInput: s.RemoteInput} }
+
 // Location returns the schedule's time zone: TimeZone loaded, or
 // time.Local when it is empty or cannot be loaded.
 func (s Settings) Location() *time.Location {
@@ -390,6 +399,7 @@ var SettingKeys = []struct{ Key, Takes string }{
 	{"cores", `a count (6), a share (0.75 or 75%), or "default" (all but one)`},
 	{"memory", `share of memory tasks may use (0.5 or 50%)`},
 	{"idle_for", `input idle time before computing, e.g. 5m; 0 ignores input`},
+	{"remote_input", `true or false: input in remote logins (SSH terminals, remote desktops) counts as you being at the machine (false: only the local keyboard, mouse and screen)`},
 	{"max_other_cpu", `share of CPU other programs may use before stepping aside (50%)`},
 	{"pause_on_battery", `true or false`},
 	{"min_battery", `battery percent below which to wait when on battery (0: none)`},
@@ -450,6 +460,8 @@ func (s *Settings) Set(key, value string, now time.Time) error {
 		s.MemoryShare, err = parseShare(value)
 	case "idle_for":
 		s.IdleFor, err = parseDuration(value)
+	case "remote_input":
+		s.RemoteInput, err = parseBool(value)
 	case "max_other_cpu", "max_other_cpu_share":
 		s.MaxOtherCPUShare, err = parseShare(value)
 	case "pause_on_battery":

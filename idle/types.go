@@ -50,8 +50,9 @@ type Signals struct {
 	At time.Time // wall clock, for the schedule; durations use the monotonic clock
 
 	// InputIdle is how long since the last keyboard or mouse input of the
-	// local user, or of a remote session with a terminal (SSH with a tty,
-	// RDP). Unknown when no source works: unknown is not idle.
+	// local user (and of a remote session, SSH with a tty or RDP, when
+	// SourceOptions.RemoteInput). Unknown when no source works: unknown is
+	// not idle.
 	InputIdle Reading[time.Duration]
 	// OtherCPUShare is the share of all CPU capacity (0..1) used by
 	// processes that are not idlepool's own.

@@ -195,7 +195,7 @@ func cmdMachineStatus(ctx context.Context, g *globals, asJSON bool) error {
 	if err != nil {
 		return err
 	}
-	sources := idle.DefaultSources()
+	sources := idle.DefaultSources(s.SourceOptions())
 	gpus := worker.NewGPULister()
 	defer gpus.Close()
 	sources.GPU = agent.NVMLGPUs{Lister: gpus}
@@ -619,6 +619,7 @@ func printSettings(w io.Writer, s idle.Settings) {
 	}
 	line("memory", "%.0f%%", s.MemoryShare*100)
 	line("idle_for", "%s", s.IdleFor)
+	line("remote_input", "%t", s.RemoteInput)
 	line("max_other_cpu", "%.0f%%", s.MaxOtherCPUShare*100)
 	line("pause_on_battery", "%t", s.PauseOnBattery)
 	if s.MinBatteryPercent > 0 {
