@@ -4,6 +4,9 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"time"
+
+	"idlepool/offers"
 )
 
 // GetRaw sends GET path (no query) signed by c's device and returns the
@@ -16,4 +19,13 @@ func GetRaw(ctx context.Context, c *Client, path string) ([]byte, error) {
 	}
 	defer resp.Body.Close()
 	return io.ReadAll(resp.Body)
+}
+
+// OfferFor builds and signs a's capacity offer now as it goes to a pool
+// of API version version (coord.APIVersion), without asking the pool.
+func OfferFor(ctx context.Context, a *Agent, version int) offers.Offer {
+	a.c.work.mu.Lock()
+	a.c.work.version = version
+	a.c.work.mu.Unlock()
+	return a.offer(ctx, time.Now())
 }

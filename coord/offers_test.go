@@ -116,6 +116,8 @@ func TestOffersAndMatchmaking(t *testing.T) {
 	now := clock.Now()
 	rtx := idle.GPUOffer{UUID: "GPU-1", Name: "RTX 4090", ComputeCapability: "8.9", MemoryTotalMiB: 24000, MemoryMiB: 12000}
 	cpuOffer, gpuOffer := testOffer(cpu, now, time.Minute), testOffer(gpu, now, time.Minute, rtx)
+	cpuOffer.Capacity.CPUTimeShare = 0.5 // API version 5: listed as signed
+	cpuOffer.Sign(cpu.key)
 
 	// Offers the pool refuses.
 	tampered := cpuOffer

@@ -104,3 +104,43 @@ func TestHoldKeepsTheWireForm(t *testing.T) {
 		}
 	}
 }
+
+// TestCPUTimeShareInCanonical: an offer without a CPU time share encodes
+// as before the field existed (a pool of API version 4 verifies it); with
+// one, the share is signed, and an out-of-range share is invalid.
+func TestCPUTimeShareInCanonical(t *testing.T) {
+	k := testKey(t, 1)
+	o := gpuOffer()
+	o.Issued = time.Date(2026, 3, 2, 12, 0, 0, 0, time.UTC)
+	o.Expires = o.Issued.Add(DefaultTTL)
+	o.Sign(k)
+	var m map[string]any
+	if err := cbor.Unmarshal(o.Canonical(), &m); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := m["capacity"].(map[any]any)["cpu_time_share"]; ok {
+		t.Errorf("an offer without a CPU time share encodes one: %v", m["capacity"])
+	}
+	half := o
+	half.Capacity.CPUTimeShare = 0.5
+	if err := half.Verify(k.Public(), o.Issued); err == nil {
+		t.Error("the CPU time share is not covered by the signature")
+	}
+	half.Sign(k)
+	if err := half.Verify(k.Public(), o.Issued); err != nil {
+		t.Errorf("an offer with a CPU time share: %v", err)
+	}
+	if err := cbor.Unmarshal(half.Canonical(), &m); err != nil {
+		t.Fatal(err)
+	}
+	if got := m["capacity"].(map[any]any)["cpu_time_share"]; got != 0.5 {
+		t.Errorf("canonical cpu_time_share %v, want 0.5", got)
+	}
+	for _, bad := range []float64{-0.5, 1.5} {
+		c := half
+		c.Capacity.CPUTimeShare = bad
+		if err := c.Validate(); err == nil {
+			t.Errorf("cpu_time_share %g validates", bad)
+		}
+	}
+}

@@ -617,6 +617,16 @@ func printSettings(w io.Writer, s idle.Settings) {
 	default:
 		line("cores", "default: all but one")
 	}
+	if s.CPUTimeShare > 0 {
+		line("cpu_time", "%.0f%% of the time on each core", s.CPUTimeShare*100)
+	} else {
+		line("cpu_time", "full")
+	}
+	if s.NoIdlePriority {
+		line("idle_priority", "false: tasks run at a low priority")
+	} else {
+		line("idle_priority", "true: tasks run only at the system's idle priority")
+	}
 	line("memory", "%.0f%%", s.MemoryShare*100)
 	line("idle_for", "%s", s.IdleFor)
 	line("remote_input", "%t", s.RemoteInput)
