@@ -164,18 +164,9 @@ func donorsLine(live []offers.Offer) string {
 	return line
 }
 
-// stateText is an offer's state with its reason: "waiting (idle time
-// unknown)".
-func stateText(o offers.Offer) string {
-	s := string(o.State)
-	if s == "" {
-		s = "state unknown"
-	}
-	if r := strings.TrimPrefix(o.Reason, s+": "); r != "" {
-		s += " (" + r + ")"
-	}
-	return s
-}
+// stateText is an offer's state with its coarse hold: "waiting (for its
+// owner)" (offers.Offer.StateText).
+func stateText(o offers.Offer) string { return o.StateText() }
 
 // groupText counts equal texts: "3 waiting (idle time unknown), 1 paused".
 func groupText(texts []string) string {

@@ -86,6 +86,9 @@ type settingsForm struct {
 	// Computer tab.
 	cores          *widget.Entry
 	coresErr       *widget.Label
+	cpuTime        *widget.Entry // how hard to work (idle.Settings.CPUTimeShare)
+	cpuTimeErr     *widget.Label
+	idlePriority   *widget.Check // the OS's idle priority (not idle.Settings.NoIdlePriority)
 	idleMinutes    *widget.Entry
 	idleErr        *widget.Label
 	idleWas        time.Duration
@@ -327,6 +330,7 @@ func (f *settingsForm) computerTab(ctx context.Context, s idle.Settings) fyne.Ca
 		f.cores.SetText(formatPercent(s.CoresShare) + "%")
 	}
 	f.coresErr = newErrorLabel()
+	f.cpuTime, f.cpuTimeErr, f.idlePriority = cpuTimeControls(s)
 
 	f.idleWas = s.IdleFor
 	f.idleMinutes = widget.NewEntry()
@@ -405,6 +409,8 @@ func (f *settingsForm) computerTab(ctx context.Context, s idle.Settings) fyne.Ca
 		field("Cores to use", f.cores,
 			fmt.Sprintf("A number of cores (such as 6) or a percentage (such as 75%%). This computer has %d. Leave empty to use all but one.", f.u.deps.cpus()),
 			f.coresErr),
+		field("Time on each core (%)", f.cpuTime, cpuTimeHelp, f.cpuTimeErr),
+		[]fyne.CanvasObject{widget.NewLabel(""), container.NewVBox(f.idlePriority, hint(idlePriorityHelp))},
 		field("Idle minutes", f.idleMinutes,
 			"How long nobody must have used the keyboard or mouse before computing starts. 0 starts without waiting.",
 			f.idleErr),
@@ -691,6 +697,8 @@ type parsedSettings struct {
 	schedule         idle.Schedule
 	cores            int
 	coresShare       float64
+	cpuTimeShare     float64
+	noIdlePriority   bool
 	idleFor          time.Duration
 	maxOtherCPUShare float64
 	memoryShare      float64
@@ -756,6 +764,9 @@ func (f *settingsForm) parse() (p parsedSettings, bad []int) {
 		}
 	}
 	check(computerTab, f.coresErr, ok, coresMsg)
+	p.cpuTimeShare, ok = parseCPUTime(f.cpuTime.Text)
+	check(computerTab, f.cpuTimeErr, ok, cpuTimeMsg)
+	p.noIdlePriority = !f.idlePriority.Checked
 
 	minutes, ok := parseWhole(f.idleMinutes.Text, 0, 1440)
 	check(computerTab, f.idleErr, ok, "Idle minutes must be a whole number from 0 to 1440.")
@@ -834,6 +845,12 @@ func (p parsedSettings) apply(s *idle.Settings, base parsedSettings, savedGPUs m
 	}
 	if p.cores != base.cores || p.coresShare != base.coresShare {
 		s.Cores, s.CoresShare = p.cores, p.coresShare
+	}
+	if p.cpuTimeShare != base.cpuTimeShare {
+		s.CPUTimeShare = p.cpuTimeShare
+	}
+	if p.noIdlePriority != base.noIdlePriority {
+		s.NoIdlePriority = p.noIdlePriority
 	}
 	if p.idleFor != base.idleFor {
 		s.IdleFor = p.idleFor

@@ -25,7 +25,12 @@ import (
 // /v1/jobs/{id}/results, with which a merger says it fetches such
 // results; without it, an outcome whose result the devices kept is
 // answered 409 "result_kept", never as an empty result.
-const APIVersion = 4
+//
+// Version 5 is version 4 plus the "cpu_time_share" of an offer's
+// capacity (how hard the donor lets the machine work), which a
+// coordinator of version 4 refuses as an unknown field: an agent sends it
+// only to a coordinator of version 5.
+const APIVersion = 5
 
 // MaxWorkResults is the most results one POST /v1/work carries, and
 // MaxWorkResultBytes the most result bytes (all results together); a

@@ -129,8 +129,9 @@ func serveLogind(t *testing.T, addr string, f *fakeLogind) {
 }
 
 // TestLogindOverDBus asks a fake logind on a private bus: an SSH session
-// typed into two minutes ago counts, a background desktop and a greeter
-// do not.
+// typed into two minutes ago counts only with remote input on, the local
+// console typed into ten minutes ago either way, a background desktop and
+// a greeter never.
 func TestLogindOverDBus(t *testing.T) {
 	addr := startBus(t)
 	mono, err := monotonicNow()
@@ -150,17 +151,27 @@ func TestLogindOverDBus(t *testing.T) {
 		{id: "2", props: sess("x11", "greeter", "", true, false, false, 0)},
 		{id: "3", props: sess("tty", "user", "pts/0", true, true, false, 2*time.Minute)},
 		{id: "4", props: sess("tty", "user", "pts/1", true, true, true, 3*time.Hour)},
+		{id: "5", props: sess("tty", "user", "tty2", true, false, false, 10*time.Minute)},
 	}})
 
-	got, src, err := logindIdle{address: addr}.IdleTime(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d := got - 2*time.Minute; d < 0 || d > 5*time.Second {
-		t.Errorf("idle = %v, want about 2m", got)
-	}
-	if want := "logind session 3 (tty pts/0, remote)"; src != want {
-		t.Errorf("source = %q, want %q", src, want)
+	for _, tc := range []struct {
+		remote  bool
+		want    time.Duration
+		wantSrc string
+	}{
+		{false, 10 * time.Minute, "logind session 5 (tty tty2)"},
+		{true, 2 * time.Minute, "logind session 3 (tty pts/0, remote)"},
+	} {
+		got, src, err := logindIdle{address: addr, remote: tc.remote}.IdleTime(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := got - tc.want; d < 0 || d > 5*time.Second {
+			t.Errorf("remote input %v: idle = %v, want about %v", tc.remote, got, tc.want)
+		}
+		if src != tc.wantSrc {
+			t.Errorf("remote input %v: source = %q, want %q", tc.remote, src, tc.wantSrc)
+		}
 	}
 }
 

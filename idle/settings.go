@@ -37,6 +37,17 @@ type Settings struct {
 	// CoresShare (0..1] is the share of the logical CPUs to compute on,
 	// rounded down, at least one.
 	CoresShare float64 `json:"cores_share,omitempty"`
+	// CPUTimeShare (MinCPUTimeShare..1) is how hard to work: the share of
+	// time each task may compute on its core, enforced by a duty cycle
+	// on the worker processes (worker.Pool.SetCPUShare: 0.5 computes 50
+	// ms of every 100). 0, the default, and 1 do not limit.
+	CPUTimeShare float64 `json:"cpu_time_share,omitempty"`
+	// NoIdlePriority runs tasks at a low priority instead of the OS's
+	// idle one (idle_priority=false: worker.PriorityLow, so that they
+	// progress while other programs keep the CPU busy). False, the
+	// default, runs them only on CPU time nothing else wants
+	// (worker.PriorityIdle).
+	NoIdlePriority bool `json:"no_idle_priority,omitempty"`
 	// MemoryShare (0..1] is the share of physical memory tasks may use
 	// together; it is what the capacity offer publishes. Default 0.5.
 	MemoryShare float64 `json:"memory_share"`
@@ -46,6 +57,11 @@ type Settings struct {
 	// Default 5 minutes. Zero ignores input entirely (a headless server
 	// with no input source).
 	IdleFor time.Duration `json:"-"`
+	// RemoteInput counts input in remote logins (an SSH terminal, any
+	// pseudo-terminal, a remote desktop session) as the owner being at
+	// the machine (SourceOptions.RemoteInput). Default false: only the
+	// local seat counts, so a machine reached over SSH still computes.
+	RemoteInput bool `json:"remote_input,omitempty"`
 	// MaxOtherCPUShare (0..1] is the share of all CPU capacity that other
 	// programs may use before computing steps aside (after LoadHold above
 	// it); 1 never steps aside for load. Default 0.5.
@@ -168,7 +184,20 @@ const (
 	// ShareUploadUnlimited is the ShareUploadKiBps of an owner who lifted
 	// the cap (share_upload=unlimited).
 	ShareUploadUnlimited = -1
+
+	// MinCPUTimeShare is the smallest CPUTimeShare: 5 ms of every 100
+	// (worker.MinCPUShare).
+	MinCPUTimeShare = 0.05
 )
+
+// CPUTime is the share of time each task may compute: CPUTimeShare, or 1
+// (no limit) when it is 0.
+func (s Settings) CPUTime() float64 {
+	if s.CPUTimeShare > 0 {
+		return s.CPUTimeShare
+	}
+	return 1
+}
 
 // CacheBytes is the cache's cap in bytes: CacheMiB, or DefaultCacheMiB
 // when unset.
@@ -288,6 +317,8 @@ func (s Settings) Validate() error {
 		return fmt.Errorf("cores_share: must be a share above 0 and at most 1, got %g", s.CoresShare)
 	case s.Cores > 0 && s.CoresShare > 0:
 		return fmt.Errorf("cores and cores_share: set one of them, not both")
+	case s.CPUTimeShare != 0 && !(s.CPUTimeShare >= MinCPUTimeShare && s.CPUTimeShare <= 1):
+		return fmt.Errorf("cpu_time_share: must be 0 (no limit) or a share from %g to 1, got %g", MinCPUTimeShare, s.CPUTimeShare)
 	case !inShare(s.MemoryShare):
 		return fmt.Errorf("memory_share: must be a share above 0 and at most 1, got %g", s.MemoryShare)
 	case s.IdleFor < 0:
@@ -344,6 +375,10 @@ func (s Settings) CoresFor(cpus int) int {
 		return max(1, cpus-1)
 	}
 }
+
+// SourceOptions are the settings' choices about what the input sources
+// count, for DefaultSources.
+func (s Settings) SourceOptions() SourceOptions { return SourceOptions{RemoteInput: s.RemoteInput} }
 
 // Location returns the schedule's time zone: TimeZone loaded, or
 // time.Local when it is empty or cannot be loaded.
@@ -420,8 +455,11 @@ var SettingKeys = []struct{ Key, Takes string }{
 	{"hours", `weekly allowed hours, e.g. "Mon-Fri 22:00-07:00; Sat,Sun" or "always"`},
 	{"time_zone", `IANA zone of the hours, e.g. Europe/Berlin; "" for the local zone`},
 	{"cores", `a count (6), a share (0.75 or 75%), or "default" (all but one)`},
+	{"cpu_time", `how hard to work: the share of time each task computes on its core, from 5% to 100% (0.5 or 50%), or "full" (the default)`},
+	{"idle_priority", `true or false: run tasks only at the system's idle priority (the default), or at a low one that still progresses while other programs keep the CPU busy (false)`},
 	{"memory", `share of memory tasks may use (0.5 or 50%)`},
 	{"idle_for", `input idle time before computing, e.g. 5m; 0 ignores input`},
+	{"remote_input", `true or false: input in remote logins (SSH terminals, remote desktops) counts as you being at the machine (false: only the local keyboard, mouse and screen)`},
 	{"max_other_cpu", `share of CPU other programs may use before stepping aside (50%)`},
 	{"pause_on_battery", `true or false`},
 	{"min_battery", `battery percent below which to wait when on battery (0: none)`},
@@ -478,10 +516,19 @@ func (s *Settings) Set(key, value string, now time.Time) error {
 				err = fmt.Errorf("a count must be at least 1")
 			}
 		}
+	case "cpu_time", "cpu_time_share":
+		s.CPUTimeShare, err = parseCPUTime(value)
+	case "idle_priority":
+		var on bool
+		if on, err = parseBool(value); err == nil {
+			s.NoIdlePriority = !on
+		}
 	case "memory", "memory_share":
 		s.MemoryShare, err = parseShare(value)
 	case "idle_for":
 		s.IdleFor, err = parseDuration(value)
+	case "remote_input":
+		s.RemoteInput, err = parseBool(value)
 	case "max_other_cpu", "max_other_cpu_share":
 		s.MaxOtherCPUShare, err = parseShare(value)
 	case "pause_on_battery":
@@ -606,6 +653,23 @@ func parseShare(v string) (float64, error) {
 		return 0, fmt.Errorf("want a share above 0 and at most 1 (0.5) or a percentage (50%%)")
 	}
 	return f / div, nil
+}
+
+// parseCPUTime reads a CPUTimeShare: "full", "default", "none", "" or a
+// share of 1 (100%) are no limit (0); else a share from MinCPUTimeShare.
+func parseCPUTime(v string) (float64, error) {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "", "full", "default", "none", "unlimited":
+		return 0, nil
+	}
+	f, err := parseShare(v)
+	if err != nil || f < MinCPUTimeShare {
+		return 0, fmt.Errorf("want a share from %.0f%% to 100%% (0.5 or 50%%), or full", MinCPUTimeShare*100)
+	}
+	if f == 1 {
+		return 0, nil
+	}
+	return f, nil
 }
 
 func parseCelsius(v string) (float64, error) {
