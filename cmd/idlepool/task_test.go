@@ -86,7 +86,7 @@ func TestTaskCommandFailure(t *testing.T) {
 	if out.code != 1 {
 		t.Fatalf("exit %d, want 1\nstdout:\n%s\nstderr:\n%s", out.code, out.stdout, out.stderr)
 	}
-	reason := "worker: task failed: exit-status: exit status 1; program log: fail: this program always fails"
+	reason := "worker: task failed: exit-status: exit status 1\nprogram log:\nfail: this program always fails"
 	for _, s := range []string{
 		"stdout   (empty)\n",
 		"stderr   32 bytes:\nfail: this program always fails\n",
