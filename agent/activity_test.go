@@ -55,6 +55,15 @@ func TestDescribe(t *testing.T) {
 			offer("p1", "ida", idle.StateWaiting, "waiting: on battery (43%)", 8192), offer("p2", "idb", idle.StateComputing, "", 8192),
 		}, Activity{Donors: "1 of 2 donors computing: 1 waiting (on battery (43%))", Matching: 2, Owners: 2,
 			Quorum: "50 results waiting for the agreeing results of other devices (quorum 2), and none is computing one now"}},
+		{"results wait in a split no owner can settle: the pool's words", func() pool.JobStatus {
+			s := waiting(st)
+			s.Trouble = "task 7 needs a third agreeing owner: 2 owners agree with each other against 2 others, and no other owner of the pool may compute it"
+			return s
+		}(), []offers.Offer{
+			offer("p1", "ida", idle.StateComputing, "", 8192), offer("p2", "idb", idle.StateComputing, "", 8192),
+			offer("p3", "idc", idle.StateComputing, "", 8192), offer("p4", "idd", idle.StateComputing, "", 8192),
+		}, Activity{Donors: "4 of 4 donors computing", Matching: 4, Owners: 4,
+			Quorum: "50 results waiting: task 7 needs a third agreeing owner: 2 owners agree with each other against 2 others, and no other owner of the pool may compute it"}},
 		{"cancelled", func() pool.JobStatus { s := st; s.Cancelled = true; return s }(), nil, Activity{
 			Donors: "no donor offers compute in this pool", Stuck: "the job was cancelled by its owner: it leases nothing more"}},
 	}

@@ -154,6 +154,12 @@ func (j *Job) KnownAnswer(i int64) (Digest, bool) {
 	return a.digest, ok && a.result == nil
 }
 
+// Knows reports whether the submitter knows task i's answer.
+func (j *Job) Knows(i int64) bool {
+	_, ok := j.known[i]
+	return ok
+}
+
 // KnownVerdict is what a known answer says of a returned result.
 type KnownVerdict int
 

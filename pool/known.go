@@ -56,6 +56,10 @@ func (s *Scheduler) checkKnown(js *jobState, ts *taskState, r *replica) (wrong b
 		return false
 	case job.KnownRight:
 		ts.knownOK = true
+		if d := s.trust.device(r.rec.Peer); d.splits > 0 {
+			d.splits = 0 // a suspect passed a check (stall.go)
+			s.trustChanged(TrustDevice, r.rec.Peer)
+		}
 		return false
 	}
 	now := s.now()
@@ -77,5 +81,12 @@ func (s *Scheduler) checkKnown(js *jobState, ts *taskState, r *replica) (wrong b
 	s.deviated(r, now)
 	ts.unsingle()
 	js.update(ts)
+	// Proven to return wrong bytes: its owner computes nothing more of
+	// the job, and its votes on undecided tasks are void (stall.go).
+	if js.caught == nil {
+		js.caught = map[string]bool{}
+	}
+	js.caught[r.rec.Owner] = true
+	s.voidOwner(r.rec.Owner)
 	return true
 }

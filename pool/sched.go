@@ -158,6 +158,7 @@ type jobState struct {
 	active      map[int64]*taskState
 	want        []int64 // sorted indexes of active tasks that need another replica
 	retrying    int64   // active tasks with machine-failed replicas
+	stalled     int64   // active tasks that are stalled (stall.go)
 	seq         int64   // last outcome Seq assigned
 	committed   int64   // last outcome Seq durably committed
 	outcomes    []Verified
@@ -173,6 +174,7 @@ type jobState struct {
 	held      int        // tasks accepted alone whose results are held back
 	trust     *trustState
 	deviators map[string]bool // owners with a deviation in this job
+	caught    map[string]bool // owners caught on a known answer of this job: they compute no more of it (stall.go)
 	keptUntil time.Time       // until when its merger fetches results kept by the devices (sched_refs.go)
 }
 
@@ -188,6 +190,7 @@ type taskState struct {
 	provMode int                    // provHeld, provOpen or provCaught while prov is set
 	agreed   map[[2]job.Digest]bool // under a tolerance rule: whether two results (digests, lower first) agree
 	knownOK  bool                   // a replica returned the job's known answer for it (known.go)
+	stalled  bool                   // its voters disagree and no owner the pool has may settle it (stall.go)
 	refetch  *refetch               // decided, but every holder of its result was gone: computed again (sched_refs.go)
 }
 
@@ -200,6 +203,7 @@ type replica struct {
 	batch *pending   // the batch of the newest change
 
 	counted bool    // counts toward its device's outstanding replicas
+	void    bool    // returned, then its device was caught on a known answer: it no longer votes (stall.go)
 	order   int64   // when it was leased, among this run's leases (0: before a restart)
 	cost    float64 // the receipt's cost, for a provisional replica
 }
@@ -812,8 +816,17 @@ func (js *jobState) status() JobStatus {
 		Job: js.rec.ID, Name: js.j.Manifest.Name, Owner: js.rec.Owner, Merger: js.rec.Merger,
 		Tasks: js.tasks, Accepted: js.accepted, Failed: js.failed, Leased: js.leased, Waiting: waiting, Acked: js.rec.Acked,
 		Complete: js.accepted+js.failed == js.tasks, Cancelled: !js.rec.Cancelled.IsZero(), Quorum: js.pol.Quorum, Redundancy: js.pol.Redundancy,
-		Retrying: js.retrying, Recomputing: recomputing, Trouble: js.trouble(),
+		Retrying: js.retrying, Recomputing: recomputing, Trouble: js.troubles(),
 	}
+}
+
+// troubles is JobStatus.Trouble before the connected devices are
+// considered: machine-dependent failures first, then stalled tasks.
+func (js *jobState) troubles() string {
+	if t := js.trouble(); t != "" {
+		return t
+	}
+	return js.stallText()
 }
 
 // trouble describes the undecided task with the most machine-dependent

@@ -146,9 +146,23 @@ func (s *Scheduler) pick(p Peer, order []*jobState, now time.Time) (*jobState, *
 			continue
 		}
 		s.closeJobWindows(js)
-		for _, i := range js.want {
-			if ts := js.active[i]; js.eligible(ts, p) && !ts.held(p, now) && js.admits(ts, p) {
-				return js, ts
+		s.endStalled(js)
+		if js.complete() {
+			continue
+		}
+		// A suspect (stall.go) takes the tasks with a known answer first.
+		suspect := js.j.HasKnownAnswers() && s.trust.suspect(p.ID)
+		for pass := 0; pass < 2; pass++ {
+			for _, i := range js.want {
+				if suspect && pass == 0 && !js.j.Knows(i) {
+					continue
+				}
+				if ts := js.active[i]; js.eligible(ts, p) && !ts.held(p, now) && js.admits(ts, p) {
+					return js, ts
+				}
+			}
+			if !suspect {
+				break
 			}
 		}
 		if js.next < js.tasks {
@@ -164,9 +178,10 @@ func (s *Scheduler) pick(p Peer, order []*jobState, now time.Time) (*jobState, *
 func (js *jobState) ownerOnly() bool { return js.pol.Participants == "owner" }
 
 // allows reports whether p may compute tasks of the job at all: never
-// once the job is cancelled.
+// once the job is cancelled, nor once p's owner was caught on one of its
+// known answers (stall.go).
 func (js *jobState) allows(p Peer) bool {
-	return js.rec.Cancelled.IsZero() && (p.Owner == js.rec.Owner) == js.ownerOnly()
+	return js.rec.Cancelled.IsZero() && (p.Owner == js.rec.Owner) == js.ownerOnly() && !js.caught[p.Owner]
 }
 
 // eligible reports whether p may take a replica of ts: it holds or
@@ -211,7 +226,7 @@ func (js *jobState) tally(ts *taskState) (lead *replica, c, n int) {
 	var voters []string
 	var firsts []*replica
 	for _, r := range ts.returned {
-		if r == ts.prov && ts.provMode == provCaught {
+		if !js.votes(ts, r) {
 			continue // its device was caught deviating: it does not vote
 		}
 		v := js.voter(r)
@@ -278,6 +293,10 @@ func (s *Scheduler) grant(js *jobState, ts *taskState, p Peer, now time.Time) *r
 		// Chosen here, from a secret, so that the device cannot tell
 		// whether another device computes the same task.
 		ts.single = s.trust.trusted(js, p) && !s.trust.spotCheck(js.rec.ID, ts.index, p.ID, js.ver.SpotCheckShare())
+	}
+	if ts.stalled { // a device of an owner new to the task: it may settle it
+		ts.stalled = false
+		js.stalled--
 	}
 	s.trust.orders++
 	r.order, r.counted = s.trust.orders, !js.ownerOnly()
@@ -487,6 +506,7 @@ func (s *Scheduler) Submit(ctx context.Context, peer, lease string, sub Submissi
 	case !s.checkKnown(js, ts, r):
 		s.decideIfReady(js, ts)
 	}
+	s.endStalled(js)
 	w := r.batch
 	s.mu.Unlock()
 	if err := wait(ctx, w); err != nil {
@@ -547,6 +567,7 @@ func (s *Scheduler) decideIfReady(js *jobState, ts *taskState) {
 		s.decide(js, ts, OutcomeUnverified, nil, c, n)
 	default:
 		js.update(ts)
+		s.stallIfUndecidable(js, ts, lead, c, n, q)
 	}
 }
 
@@ -603,7 +624,7 @@ func (s *Scheduler) decide(js *jobState, ts *taskState, status string, lead *rep
 	withEstablished := false
 	var agreed, deviated []*replica
 	for _, r := range ts.returned {
-		if agreeing[r] && s.trust.owner(r.rec.Owner).established && (r != ts.prov || ts.provMode != provCaught) {
+		if agreeing[r] && s.trust.owner(r.rec.Owner).established && js.votes(ts, r) {
 			withEstablished = true
 		}
 	}
@@ -627,7 +648,7 @@ func (s *Scheduler) decide(js *jobState, ts *taskState, status string, lead *rep
 			if r.rec.Failed {
 				e.Reason = "verified failure (earns no cost): " + r.rec.Reason
 			}
-			if checked {
+			if checked && js.votes(ts, r) {
 				agreed = append(agreed, r)
 			}
 		default:
@@ -665,6 +686,9 @@ func (s *Scheduler) decide(js *jobState, ts *taskState, status string, lead *rep
 	}
 	if ts.prov != nil && ts.provMode == provHeld {
 		js.held--
+	}
+	if ts.stalled {
+		js.stalled--
 	}
 	ts.prov = nil
 	delete(js.active, ts.index)

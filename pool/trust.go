@@ -96,6 +96,7 @@ type deviceTrust struct {
 	excluded    time.Time          // excluded until
 	owner       string             // its owner, once it asked for work
 	asked       time.Time          // when it last asked for work
+	splits      int                // stalls it lost since its last right known answer (stall.go)
 	version     int64              // of its stored record (trust_store.go)
 }
 
@@ -344,6 +345,9 @@ func (s *Scheduler) deviated(r *replica, now time.Time) {
 		d.deviations = nil
 		s.log.Warn("Device and owner excluded after repeated deviations", "peer", r.rec.Peer, "owner", r.rec.Owner,
 			"deviations", s.trust.cfg.ExcludeAfter, "until", until.UTC().Format(time.RFC3339))
+		// Its votes on undecided tasks, and its owner's, no longer count
+		// (stall.go): the others decide those tasks.
+		s.voidOwner(r.rec.Owner)
 	}
 }
 
@@ -426,7 +430,7 @@ func (js *jobState) leadEstablished(ts *taskState, lead *replica) bool {
 		return true
 	}
 	for _, r := range ts.returned {
-		if js.agrees(r, lead) && js.trust.owner(r.rec.Owner).established && (r != ts.prov || ts.provMode != provCaught) {
+		if js.agrees(r, lead) && js.trust.owner(r.rec.Owner).established && js.votes(ts, r) {
 			return true
 		}
 	}
