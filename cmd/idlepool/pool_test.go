@@ -102,11 +102,11 @@ func (d *daemon) stop() {
 
 var servingLine = regexp.MustCompile(`idlepool: pool (\S+) serving at (http://127\.0\.0\.1:\d+)\n`)
 
-// startServe starts a coordinator and returns it with its URL, read from
-// the line it prints once it listens.
-func startServe(t *testing.T, data, listen string) (*daemon, string) {
+// startServe starts a coordinator (with extra flags) and returns it with
+// its URL, read from the line it prints once it listens.
+func startServe(t *testing.T, data, listen string, extra ...string) (*daemon, string) {
 	t.Helper()
-	d := startDaemon(t, "serve", t.TempDir(), "serve", "--listen", listen, "--data", data, "--pool", "lab-a")
+	d := startDaemon(t, "serve", t.TempDir(), append([]string{"serve", "--listen", listen, "--data", data, "--pool", "lab-a"}, extra...)...)
 	deadline := patient(t)
 	for {
 		b, _ := os.ReadFile(d.stdout)
