@@ -143,31 +143,33 @@ type Scheduler struct {
 	deadlinesKept int           // len(deadlines) after its last compaction (sched_archive.go)
 
 	trust  *trustState         // devices' and owners' records (trust.go)
+	watch  []*taskState        // checks leased just now: the next device to ask is barred from them (check.go)
 	secret map[job.Digest]bool // known-answers files of the pool's jobs, never served (known.go)
 }
 
 // jobState is one job in memory. Tasks below next that are not in active
 // are decided; tasks from next on are untouched.
 type jobState struct {
-	rec         JobRecord
-	j           *job.Job
-	pol         job.Policy
-	maxReplicas int
-	tasks       int64
-	next        int64
-	active      map[int64]*taskState
-	want        []int64 // sorted indexes of active tasks that need another replica
-	retrying    int64   // active tasks with machine-failed replicas
-	stalled     int64   // active tasks that are stalled (stall.go)
-	seq         int64   // last outcome Seq assigned
-	committed   int64   // last outcome Seq durably committed
-	outcomes    []Verified
-	accepted    int64
-	failed      int64
-	leased      int64
-	batch       *pending // the batch that inserted the job
-	ackBatch    *pending // the batch of the last acknowledgement
-	cancelBatch *pending // the batch that cancelled the job
+	rec           JobRecord
+	j             *job.Job
+	pol           job.Policy
+	maxReplicas   int
+	tasks         int64
+	next          int64
+	active        map[int64]*taskState
+	want          []int64 // sorted indexes of active tasks that need another replica
+	retrying      int64   // active tasks with machine-failed replicas
+	stalled       int64   // active tasks that are stalled (stall.go)
+	waitingChecks int     // active tasks whose check waits for its delay (check.go)
+	seq           int64   // last outcome Seq assigned
+	committed     int64   // last outcome Seq durably committed
+	outcomes      []Verified
+	accepted      int64
+	failed        int64
+	leased        int64
+	batch         *pending // the batch that inserted the job
+	ackBatch      *pending // the batch of the last acknowledgement
+	cancelBatch   *pending // the batch that cancelled the job
 
 	// trust.go and fairshare.go
 	ver       job.Verify // the manifest's [verify] table
@@ -191,6 +193,7 @@ type taskState struct {
 	agreed   map[[2]job.Digest]bool // under a tolerance rule: whether two results (digests, lower first) agree
 	knownOK  bool                   // a replica returned the job's known answer for it (known.go)
 	stalled  bool                   // its voters disagree and no owner the pool has may settle it (stall.go)
+	chk      *checkState            // its further replicas are checks (check.go); nil otherwise
 	refetch  *refetch               // decided, but every holder of its result was gone: computed again (sched_refs.go)
 }
 

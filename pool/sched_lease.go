@@ -45,6 +45,7 @@ func (s *Scheduler) Lease(ctx context.Context, peer string, max int) ([]Lease, e
 	s.expireDue(now)
 	s.closeWindows(now)
 	s.asked(p, now)
+	s.asking(p)
 	if until := s.trust.excludedUntil(p, now); !until.IsZero() {
 		s.mu.Unlock()
 		return nil, fmt.Errorf("lease for %s: %w", peer, &ExcludedError{Peer: peer, Until: until})
@@ -146,6 +147,7 @@ func (s *Scheduler) pick(p Peer, order []*jobState, now time.Time) (*jobState, *
 			continue
 		}
 		s.closeJobWindows(js)
+		s.dueChecks(js)
 		s.endStalled(js)
 		if js.complete() {
 			continue
@@ -157,7 +159,7 @@ func (s *Scheduler) pick(p Peer, order []*jobState, now time.Time) (*jobState, *
 				if suspect && pass == 0 && !js.j.Knows(i) {
 					continue
 				}
-				if ts := js.active[i]; js.eligible(ts, p) && !ts.held(p, now) && js.admits(ts, p) {
+				if ts := js.active[i]; js.eligible(ts, p) && !ts.held(p, now) && js.admits(ts, p) && s.checkOK(js, ts, p, now) {
 					return js, ts
 				}
 			}
@@ -268,6 +270,14 @@ func (js *jobState) wants(ts *taskState) int {
 	if ts.prov != nil && ts.provMode == provHeld {
 		return 0 // accepted alone, waiting for its check window
 	}
+	if c := ts.chk; c != nil { // check.go: one at a time, after its delay
+		if len(ts.returned) == 0 {
+			return max(1-len(ts.live), 0) // the checked replica ended unreturned: lease it again
+		}
+		if len(ts.live) > 0 || !c.due {
+			return 0
+		}
+	}
 	lead, c, n := js.tally(ts)
 	q := js.quorumOf(ts, c, n)
 	red := js.pol.Redundancy
@@ -289,10 +299,29 @@ func (s *Scheduler) grant(js *jobState, ts *taskState, p Peer, now time.Time) *r
 		Lease: newLeaseID(), Job: js.rec.ID, Task: ts.index, Peer: p.ID, Owner: p.Owner,
 		State: ReplicaLeased, Created: now, Deadline: now.Add(js.pol.LeaseTimeout.Duration),
 	}}
-	if js.adaptive() && len(ts.live)+len(ts.returned) == 0 && ts.refetch == nil {
+	first := len(ts.live)+len(ts.returned) == 0 && ts.refetch == nil
+	if first && ts.chk != nil && ts.chk.round == 0 {
+		ts.chk = nil // its checked replica ended unreturned: chosen again below
+	}
+	if js.adaptive() && first {
 		// Chosen here, from a secret, so that the device cannot tell
-		// whether another device computes the same task.
-		ts.single = s.trust.trusted(js, p) && !s.trust.spotCheck(js.rec.ID, ts.index, p.ID, js.ver.SpotCheckShare())
+		// whether another device computes the same task; a checked one's
+		// second replica is a check (check.go).
+		trusted := s.trust.trusted(js, p)
+		spot := trusted && s.trust.spotCheck(js.rec.ID, ts.index, p.ID, js.ver.SpotCheckShare())
+		ts.single = trusted && !spot
+		if spot {
+			s.makeCheck(ts, p.ID, true)
+		}
+	}
+	if first && !ts.single && s.trust.active && !js.ownerOnly() && !s.trust.owner(p.Owner).operator {
+		// Where owners must earn standing, a task first computed by an
+		// owner the operator did not name is checked by a device the
+		// pool draws, not by whoever asks next (check.go).
+		s.makeCheck(ts, p.ID, true)
+	}
+	if c := ts.chk; c != nil && len(ts.returned) > 0 {
+		c.taken, c.checker = true, "" // this round's check
 	}
 	if ts.stalled { // a device of an owner new to the task: it may settle it
 		ts.stalled = false
@@ -566,7 +595,13 @@ func (s *Scheduler) decideIfReady(js *jobState, ts *taskState) {
 	case js.needed(q, c, n) > js.maxReplicas-len(ts.returned):
 		s.decide(js, ts, OutcomeUnverified, nil, c, n)
 	default:
+		if n > c && ts.chk == nil && !js.ownerOnly() {
+			// A split is settled by owners the pool draws, not by
+			// whoever asks next, perhaps the liar's friend (check.go).
+			s.makeCheck(ts, ts.returned[0].rec.Peer, false)
+		}
 		js.update(ts)
+		s.scheduleCheck(js, ts)
 		s.stallIfUndecidable(js, ts, lead, c, n, q)
 	}
 }
@@ -689,6 +724,12 @@ func (s *Scheduler) decide(js *jobState, ts *taskState, status string, lead *rep
 	}
 	if ts.stalled {
 		js.stalled--
+	}
+	if c := ts.chk; c != nil && c.round > 0 && !c.due {
+		js.waitingChecks--
+	}
+	if status == OutcomeOK && checked && entries {
+		s.agreedPairs(js, ts, agreeing)
 	}
 	ts.prov = nil
 	delete(js.active, ts.index)

@@ -48,7 +48,7 @@ func (js *jobState) votes(ts *taskState, r *replica) bool {
 // among the pool's registered devices. lead, c, n and q are its tally and
 // quorum. s.mu is held.
 func (s *Scheduler) stallIfUndecidable(js *jobState, ts *taskState, lead *replica, c, n, q int) {
-	if ts.stalled || n <= c || len(ts.live) > 0 || ts.refetch != nil || !ts.wanting {
+	if ts.stalled || n <= c || len(ts.live) > 0 || ts.refetch != nil {
 		return
 	}
 	need := js.needed(q, c, n)
@@ -148,7 +148,7 @@ func (s *Scheduler) endStalled(js *jobState) {
 		// A task may have stalled since its last vote (an owner that
 		// could settle it was excluded): judge them again.
 		for _, ts := range js.active {
-			if !ts.stalled && ts.wanting {
+			if !ts.stalled {
 				lead, c, n := js.tally(ts)
 				s.stallIfUndecidable(js, ts, lead, c, n, js.quorumOf(ts, c, n))
 			}

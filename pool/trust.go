@@ -81,9 +81,12 @@ type trustState struct {
 	cfg     TrustConfig
 	devices map[string]*deviceTrust
 	owners  map[string]*ownerTrust
-	held    deadlineHeap // held provisional replicas by check-window end; stale items skipped
-	orders  int64        // last replica.order handed out
-	active  bool         // some owner is established: the newcomer rule applies
+	held    deadlineHeap      // held provisional replicas by check-window end; stale items skipped
+	orders  int64             // last replica.order handed out
+	active  bool              // some owner is established: the newcomer rule applies
+	asks    int64             // requests for work answered (check.go)
+	checks  checkHeap         // checks waiting for their delay; stale items skipped (check.go)
+	pairs   map[[2]string]int // agreements between two owners, by pairKey (check.go); in memory only
 }
 
 // deviceTrust is one device's record.
@@ -104,6 +107,7 @@ type deviceTrust struct {
 type ownerTrust struct {
 	endorsed    int // tasks agreed on with an established owner
 	established bool
+	operator    bool // named in TrustConfig.TrustedOwners
 	excluded    time.Time
 	usage       decayed // cost of replicas leased for the owner's jobs
 	contributed decayed // cost of receipts the owner's devices earned
@@ -115,6 +119,7 @@ func newTrustState(cfg TrustConfig) *trustState {
 	t := &trustState{cfg: cfg, devices: map[string]*deviceTrust{}, owners: map[string]*ownerTrust{}}
 	for _, o := range cfg.TrustedOwners {
 		t.owner(o).established = true
+		t.owner(o).operator = true
 		t.active = true
 	}
 	return t
@@ -256,6 +261,10 @@ func (s *Scheduler) reopen(r *replica, mode int) {
 	d := s.trust.device(r.rec.Peer)
 	d.held = slices.DeleteFunc(d.held, func(x *replica) bool { return x == r })
 	r.js.update(ts)
+	// Its next replicas are checks (check.go): drawn, not handed to
+	// whoever asks next, where the device's friends may be waiting.
+	s.makeCheck(ts, r.rec.Peer, false)
+	s.scheduleCheck(r.js, ts)
 }
 
 // release decides the held tasks of device peer that it was leased
