@@ -682,6 +682,8 @@ func (s *Scheduler) decide(js *jobState, ts *taskState, status string, lead *rep
 			r.rec.State, e.Kind, e.Cost, e.Reason = ReplicaAgreed, KindReceipt, cost, r.rec.Reason
 			if r.rec.Failed {
 				e.Reason = "verified failure (earns no cost): " + r.rec.Reason
+			} else if why := s.admission(r.rec.Owner); why != "" {
+				e.Cost, e.Reason = 0, why
 			}
 			if checked && js.votes(ts, r) {
 				agreed = append(agreed, r)

@@ -26,7 +26,10 @@ type TrustConfig struct {
 	TrustedOwners []string
 	// EstablishAfter is how many tasks an owner's devices must agree on
 	// with an established owner before the owner is established too;
-	// default DefaultEstablishAfter.
+	// default DefaultEstablishAfter. Those tasks are its admission: their
+	// receipts carry cost 0. A deviation of a device of an owner that
+	// earned its standing (not one named here) takes the standing away:
+	// the owner pays its admission again.
 	EstablishAfter int
 	// ExcludeAfter deviations of one device within ExcludeFor exclude the
 	// device and every device of its owner from computing in the pool for
@@ -343,6 +346,13 @@ func (s *Scheduler) deviated(r *replica, now time.Time) {
 	d.owner = r.rec.Owner
 	s.trustChanged(TrustDevice, r.rec.Peer)
 	s.catch(r.rec.Peer)
+	// Standing earned is standing lost: the owner pays its admission
+	// again (an owner the operator named keeps it).
+	if o := s.trust.owner(r.rec.Owner); s.trust.active && o.established && !o.operator {
+		o.established, o.endorsed = false, 0
+		s.trustChanged(TrustOwner, r.rec.Owner)
+		s.log.Warn("Owner lost its standing after a deviation", "owner", r.rec.Owner, "peer", r.rec.Peer)
+	}
 	cut := now.Add(-s.trust.cfg.ExcludeFor)
 	d.deviations = slices.DeleteFunc(d.deviations, func(t time.Time) bool { return !t.After(cut) })
 	d.deviations = append(d.deviations, now)
@@ -382,6 +392,20 @@ func (s *Scheduler) agreedChecked(js *jobState, r *replica, withEstablished bool
 			s.log.Info("Owner established", "owner", r.rec.Owner, "tasks", o.endorsed)
 		}
 	}
+}
+
+// admission says why a receipt of owner earns no cost: while owners
+// must earn standing (some owner is established), a new owner's first
+// EstablishAfter agreed tasks are its admission, computed for nothing,
+// so that standing costs every self-made key that much work. "" when
+// its receipts carry their cost. s.mu is held.
+func (s *Scheduler) admission(owner string) string {
+	t := s.trust
+	if !t.active || t.owner(owner).established {
+		return ""
+	}
+	return fmt.Sprintf("admission: a new owner's receipts carry cost once it is established, after %d tasks agreed with established owners (this is one of them; %d before it)",
+		t.cfg.EstablishAfter, t.owner(owner).endorsed)
 }
 
 // ExcludedError says that a device, or its owner, is excluded from
