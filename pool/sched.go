@@ -157,12 +157,13 @@ type jobState struct {
 	tasks         int64
 	next          int64
 	active        map[int64]*taskState
-	want          []int64 // sorted indexes of active tasks that need another replica
-	retrying      int64   // active tasks with machine-failed replicas
-	stalled       int64   // active tasks that are stalled (stall.go)
-	waitingChecks int     // active tasks whose check waits for its delay (check.go)
-	seq           int64   // last outcome Seq assigned
-	committed     int64   // last outcome Seq durably committed
+	want          []int64   // sorted indexes of active tasks that need another replica
+	retrying      int64     // active tasks with machine-failed replicas
+	stalled       int64     // active tasks that are stalled (stall.go)
+	stalledSince  time.Time // since when nothing but stalled tasks is left (stall.go)
+	waitingChecks int       // active tasks whose check waits for its delay (check.go)
+	seq           int64     // last outcome Seq assigned
+	committed     int64     // last outcome Seq durably committed
 	outcomes      []Verified
 	accepted      int64
 	failed        int64
@@ -488,6 +489,11 @@ type pending struct {
 	// (trust_store.go); flush encodes them.
 	trust      map[trustKey]bool
 	trustOrder []trustKey
+}
+
+// size counts the records in the batch so far.
+func (p *pending) size() int {
+	return len(p.b.Peers) + len(p.b.Jobs) + len(p.b.Replicas) + len(p.b.Outcomes) + len(p.b.Acks) + len(p.b.Entries) + len(p.b.Cancels) + len(p.b.Trust)
 }
 
 func newPending() *pending {

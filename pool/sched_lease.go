@@ -42,10 +42,14 @@ func (s *Scheduler) Lease(ctx context.Context, peer string, max int) ([]Lease, e
 		return nil, fmt.Errorf("lease for %s: %w", peer, ErrUnknownPeer)
 	}
 	now := s.now()
+	pend, changes := s.pend, s.pend.size()
 	s.expireDue(now)
 	s.closeWindows(now)
 	s.asked(p, now)
 	s.asking(p)
+	for _, js := range s.queue {
+		s.endStalled(js) // stall.go: whether or not p may compute it
+	}
 	if until := s.trust.excludedUntil(p, now); !until.IsZero() {
 		s.mu.Unlock()
 		return nil, fmt.Errorf("lease for %s: %w", peer, &ExcludedError{Peer: peer, Until: until})
@@ -88,6 +92,9 @@ func (s *Scheduler) Lease(ctx context.Context, peer string, max int) ([]Lease, e
 		r := s.grant(js, ts, p, now)
 		out = append(out, Lease{ID: r.rec.Lease, Job: r.rec.Job, Task: r.rec.Task, Peer: p.ID, Deadline: r.rec.Deadline})
 		w = r.batch
+	}
+	if w == nil && (s.pend != pend || s.pend.size() != changes) {
+		w = s.pend // it decided tasks (stall.go): return once that is stored
 	}
 	s.mu.Unlock()
 	if err := wait(ctx, w); err != nil {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 )
 
 // Stalled tasks. A task whose voters disagree needs one more agreeing
@@ -28,9 +29,11 @@ import (
 //   - A device on the losing side of repeated stalls (its digest had no
 //     strict majority) is a suspect: among the tasks it may take, those
 //     with a known answer come first, and a right known answer clears it.
-//   - Once the job has nothing else to compute (no fresh task, no live
-//     lease, every undecided task stalled), its stalled tasks end
-//     unverified with the split in words: marked, never folded.
+//   - Once the job has had nothing else to compute (no fresh task, no live
+//     lease, every undecided task stalled) for a whole lease timeout of
+//     the job (policy.lease_timeout: a new owner's device may still come
+//     and settle them meanwhile), its stalled tasks end unverified with
+//     the split in words: marked, never folded.
 
 // suspectAfter is how many stalls a device must lose before it is a
 // suspect.
@@ -137,11 +140,12 @@ func (s *Scheduler) void(peer string) {
 	}
 }
 
-// endStalled ends js's stalled tasks unverified once the job has nothing
-// else to compute: no fresh task, no live lease, no held result, and
-// every undecided task stalled. s.mu is held.
+// endStalled ends js's stalled tasks unverified once the job has had
+// nothing else to compute for its lease timeout: no fresh task, no live
+// lease, no held result, and every undecided task stalled. s.mu is held.
 func (s *Scheduler) endStalled(js *jobState) {
 	if js.next < js.tasks || js.leased > 0 || js.held > 0 || len(js.active) == 0 {
+		js.stalledSince = time.Time{}
 		return
 	}
 	if int(js.stalled) < len(js.active) {
@@ -155,8 +159,17 @@ func (s *Scheduler) endStalled(js *jobState) {
 		}
 	}
 	if int(js.stalled) < len(js.active) {
+		js.stalledSince = time.Time{}
 		return
 	}
+	now := s.now()
+	if js.stalledSince.IsZero() {
+		js.stalledSince = now
+	}
+	if now.Sub(js.stalledSince) < js.pol.LeaseTimeout.Duration {
+		return // a new owner's device may still settle them
+	}
+	js.stalledSince = time.Time{}
 	var stalled []*taskState
 	for _, ts := range js.active {
 		stalled = append(stalled, ts)
@@ -196,9 +209,9 @@ func (js *jobState) stallText() string {
 		who, others = "device", "other device of its owner may compute it"
 	}
 	text := fmt.Sprintf("task %d needs a %s agreeing %s: %s, and no %s", first.index, ordinal(c+need), who, js.split(first, who), others)
-	wait := "it waits for a new owner's device, and ends unverified once nothing else is left to compute"
+	wait := "it waits for a new owner's device, and ends unverified once nothing else was left to compute for " + js.pol.LeaseTimeout.Duration.String()
 	if js.stalled > 1 {
-		wait = fmt.Sprintf("%d tasks wait so for a new owner's device, and end unverified once nothing else is left to compute", js.stalled)
+		wait = fmt.Sprintf("%d tasks wait so for a new owner's device, and end unverified once nothing else was left to compute for %s", js.stalled, js.pol.LeaseTimeout.Duration)
 	}
 	suspects := 0
 	for id, d := range js.trust.devices {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"idlepool/identity"
+	"idlepool/job"
 	"idlepool/pool"
 	"idlepool/pool/pooltest"
 )
@@ -32,6 +33,7 @@ type stallRun struct {
 	trouble      string // the job's Trouble midway
 	es           []pool.Entry
 	honest, liar []string
+	waited       bool // the clock was moved a lease timeout on, nothing else being left
 }
 
 // playStall runs c: two honest owners and two colluding liars (each one
@@ -96,6 +98,14 @@ func playStall(t *testing.T, c stallCase) stallRun {
 			st, _ := h.S.Status(j.ID)
 			r.trouble = st.Trouble
 		}
+		if idle == 2 {
+			// Nothing but stalled tasks left: they end unverified once
+			// no new owner's device settled them for a lease timeout.
+			if st, _ := h.S.Status(j.ID); !st.Complete && !r.waited {
+				h.Clock.Advance(job.DefaultLeaseTimeout + time.Second)
+				r.waited, idle = true, 0
+			}
+		}
 	}
 	r.status, _ = h.S.Status(j.ID)
 	for _, v := range h.Results(sub, j.ID) {
@@ -123,8 +133,9 @@ func playStall(t *testing.T, c stallCase) stallRun {
 //
 // Now such a task is stalled: its replicas stop counting toward that
 // bound, so every task of the job is computed; the job's status says why
-// in words; and, once nothing else is left, the stalled tasks end
-// unverified (marked in the ledger, never folded). Where the job names
+// in words; and, once nothing else was left for a lease timeout (no new
+// owner came to settle them), the stalled tasks end unverified (marked
+// in the ledger, never folded). Where the job names
 // known answers, each liar is caught on one: it computes no more of the
 // job, its votes are void, and the honest owners decide every task it
 // stalled: the whole job is accepted with the right values and the honest
@@ -156,6 +167,9 @@ func TestTwoColludersDoNotStallSmallPool(t *testing.T) {
 			}
 			if !c.known {
 				const want = "needs a third agreeing owner: 2 owners agree with each other against 2 others, and no other owner of the pool may compute it"
+				if !r.waited {
+					t.Errorf("the job completed before its stalled tasks waited a lease timeout for a new owner")
+				}
 				if !strings.Contains(r.trouble, want) || !strings.Contains(r.trouble, "the job names no known answers that could tell which side is right") {
 					t.Errorf("status midway says %q, want it to say %q and that nothing can tell the sides apart", r.trouble, want)
 				}
