@@ -77,14 +77,14 @@ func (h *checkHeap) Pop() any {
 // (taken); a task still undecided once that replica is back starts the
 // next round.
 type checkState struct {
-	first   string // the device the checked replica was leased to
-	barred  string // the device that asked for work right after it
-	round   int    // rounds started
-	due     bool   // this round's delay passed
-	taken   bool   // this round's replica was leased
-	draws   int    // checker draws so far
-	checker string // the owner whose device is to take it; "" for any
-	drawnAt int64  // trustState.asks at the draw
+	first    string // the device the checked replica was leased to
+	barred   string // the device that asked for work right after it
+	round    int    // rounds started
+	due      bool   // this round's delay passed
+	taken    bool   // this round's replica was leased
+	draws    int    // checker draws so far
+	checker  string // the owner whose device is to take it; "" for any
+	redrawAt int64  // trustState.asks after which it is drawn again
 }
 
 // pairKey names an unordered pair of owners.
@@ -196,15 +196,15 @@ func (s *Scheduler) secretDraw(domain string, js *jobState, ts *taskState, round
 
 // checkOK reports whether p may take ts's next replica as its check: a
 // device of the owner drawn for it (drawn now when none is, or when the
-// drawn owner did not take it within redrawAfter requests for work), and
-// not the device barred from it. Any device p may take it when no owner
+// drawn owner did not take it in time), and not the device barred from
+// it. Any device p may take it when no owner
 // could be drawn. s.mu is held.
 func (s *Scheduler) checkOK(js *jobState, ts *taskState, p Peer, now time.Time) bool {
 	c := ts.chk
 	if c == nil || len(ts.returned) == 0 {
 		return true // not a check, or its checked replica is leased again
 	}
-	if c.checker == "" || s.trust.asks-c.drawnAt > s.redrawAfter(now) {
+	if c.checker == "" || s.trust.asks > c.redrawAt {
 		s.drawChecker(js, ts, now)
 	}
 	if p.ID == c.barred && c.checker != "" {
@@ -213,24 +213,11 @@ func (s *Scheduler) checkOK(js *jobState, ts *taskState, p Peer, now time.Time) 
 	return c.checker == "" || p.Owner == c.checker
 }
 
-// redrawAfter is how many requests for work a drawn owner has to take its
-// check: four per connected device, and 16 at least.
-func (s *Scheduler) redrawAfter(now time.Time) int64 {
-	n := 0
-	for _, d := range s.trust.devices {
-		if !d.asked.IsZero() && now.Sub(d.asked) <= connectedWithin {
-			n++
-		}
-	}
-	return int64(max(16, 4*n))
-}
-
 // drawChecker draws the owner whose device is to take ts's next check
 // (see the top of this file). s.mu is held.
 func (s *Scheduler) drawChecker(js *jobState, ts *taskState, now time.Time) {
 	c := ts.chk
 	c.draws++
-	c.drawnAt = s.trust.asks
 	c.checker = ""
 	var voters []string
 	for _, r := range ts.returned {
@@ -241,8 +228,13 @@ func (s *Scheduler) drawChecker(js *jobState, ts *taskState, now time.Time) {
 	// The owners whose devices asked lately and may compute it, with how
 	// often each agreed with the checked owners.
 	hist := map[string]int{}
+	connected := 0
 	for id, d := range s.trust.devices {
-		if d.asked.IsZero() || now.Sub(d.asked) > connectedWithin || id == c.barred || d.owner == "" {
+		if d.asked.IsZero() || now.Sub(d.asked) > connectedWithin || d.owner == "" {
+			continue
+		}
+		connected++
+		if id == c.barred {
 			continue
 		}
 		p := Peer{ID: id, Owner: d.owner}
@@ -256,6 +248,9 @@ func (s *Scheduler) drawChecker(js *jobState, ts *taskState, now time.Time) {
 		}
 		hist[p.Owner] = h
 	}
+	// The drawn owner has four requests for work per connected device
+	// (16 at least) to take it.
+	c.redrawAt = s.trust.asks + int64(max(16, 4*connected))
 	if len(hist) == 0 {
 		return
 	}

@@ -161,6 +161,7 @@ type jobState struct {
 	retrying      int64     // active tasks with machine-failed replicas
 	stalled       int64     // active tasks that are stalled (stall.go)
 	stalledSince  time.Time // since when nothing but stalled tasks is left (stall.go)
+	barsSeen      int64     // trustState.bars when its stalls were last judged again (stall.go)
 	waitingChecks int       // active tasks whose check waits for its delay (check.go)
 	seq           int64     // last outcome Seq assigned
 	committed     int64     // last outcome Seq durably committed

@@ -148,9 +148,11 @@ func (s *Scheduler) endStalled(js *jobState) {
 		js.stalledSince = time.Time{}
 		return
 	}
-	if int(js.stalled) < len(js.active) {
+	if int(js.stalled) < len(js.active) && js.barsSeen != s.trust.bars {
 		// A task may have stalled since its last vote (an owner that
-		// could settle it was excluded): judge them again.
+		// could settle it was excluded, or barred from the job): judge
+		// them again, once per such change.
+		js.barsSeen = s.trust.bars
 		for _, ts := range js.active {
 			if !ts.stalled {
 				lead, c, n := js.tally(ts)

@@ -88,6 +88,7 @@ type trustState struct {
 	orders  int64             // last replica.order handed out
 	active  bool              // some owner is established: the newcomer rule applies
 	asks    int64             // requests for work answered (check.go)
+	bars    int64             // deviations so far: owners barred from settling (stall.go)
 	checks  checkHeap         // checks waiting for their delay; stale items skipped (check.go)
 	pairs   map[[2]string]int // agreements between two owners, by pairKey (check.go); in memory only
 }
@@ -339,6 +340,7 @@ func (s *Scheduler) deviated(r *replica, now time.Time) {
 	if r.js.deviators == nil {
 		r.js.deviators = map[string]bool{}
 	}
+	s.trust.bars++
 	r.js.deviators[r.rec.Owner] = true
 	d := s.trust.device(r.rec.Peer)
 	clear(d.streak)
