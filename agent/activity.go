@@ -28,7 +28,9 @@ type Activity struct {
 	Matching, Owners int
 	// Quorum, when results wait for a quorum that nothing in flight can
 	// complete, says how many and why: "50 results waiting for a device of
-	// a second owner: ...". Empty otherwise.
+	// a second owner: ...", or the pool's own words when it gives some
+	// (pool.JobStatus.Trouble: "... waiting: task 7 needs a third
+	// agreeing owner: ..."). Empty otherwise.
 	Quorum string
 	// Stuck says why no task of the job can be leased now ("no donor
 	// matches this job: ..."); empty when one can, or nothing is left to
@@ -132,6 +134,10 @@ func Describe(st pool.JobStatus, l offers.Listing, live []offers.Offer, now time
 	if st.Waiting > 0 && !st.Cancelled {
 		results := plural(st.Waiting, "result")
 		switch {
+		case st.Trouble != "":
+			// The pool knows best why they wait (a split no owner it
+			// has may settle, a task failing on every device).
+			a.Quorum = fmt.Sprintf("%s waiting: %s", results, st.Trouble)
 		case st.Quorum >= 2 && len(owners) < st.Quorum && l.Participants != "owner":
 			a.Quorum = fmt.Sprintf("%s waiting for a device of a %s owner: a task is accepted when devices of %d owners return the same bytes, and the donors that match belong to %s",
 				results, ordinal(len(owners)+1), st.Quorum, plural(int64(len(owners)), "owner"))

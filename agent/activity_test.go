@@ -60,9 +60,18 @@ func TestDescribe(t *testing.T) {
 			s.Timeouts = "3 tasks timing out: each ran past the 1m time limit, on 2 devices in all; a task ends failed (unverified) once it timed out on 5 devices or failed 6 times"
 			return s
 		}(), []offers.Offer{
-			offer("p1", "ida", idle.StateComputing, "", 8192), offer("p2", "idb", idle.StateComputing, "", 8192),
+			offer("p1", "ida", idle.StateComputing, idle.HoldNone, 8192), offer("p2", "idb", idle.StateComputing, idle.HoldNone, 8192),
 		}, Activity{Donors: "2 of 2 donors computing", Matching: 2, Owners: 2,
 			Timeouts: "3 tasks timing out: each ran past the 1m time limit, on 2 devices in all; a task ends failed (unverified) once it timed out on 5 devices or failed 6 times"}},
+		{"results wait in a split no owner can settle: the pool's words", func() pool.JobStatus {
+			s := waiting(st)
+			s.Trouble = "task 7 needs a third agreeing owner: 2 owners agree with each other against 2 others, and no other owner of the pool may compute it"
+			return s
+		}(), []offers.Offer{
+			offer("p1", "ida", idle.StateComputing, idle.HoldNone, 8192), offer("p2", "idb", idle.StateComputing, idle.HoldNone, 8192),
+			offer("p3", "idc", idle.StateComputing, idle.HoldNone, 8192), offer("p4", "idd", idle.StateComputing, idle.HoldNone, 8192),
+		}, Activity{Donors: "4 of 4 donors computing", Matching: 4, Owners: 4,
+			Quorum: "50 results waiting: task 7 needs a third agreeing owner: 2 owners agree with each other against 2 others, and no other owner of the pool may compute it"}},
 		{"cancelled", func() pool.JobStatus { s := st; s.Cancelled = true; return s }(), nil, Activity{
 			Donors: "no donor offers compute in this pool", Stuck: "the job was cancelled by its owner: it leases nothing more"}},
 	}

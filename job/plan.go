@@ -68,7 +68,7 @@ type Job struct {
 	// not part of the job's encoding (see Verify.KnownAnswers); a job
 	// rebuilt from its encoding has it only after LoadKnownAnswers.
 	KnownAnswers InputRef
-	known        map[int64]Digest // task index → known result digest
+	known        map[int64]knownAnswer // task index → known answer (known.go)
 
 	numTasks int64
 	rows     int     // kfold: data rows of the split input

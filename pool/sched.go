@@ -153,37 +153,43 @@ type Scheduler struct {
 	deadlinesKept int           // len(deadlines) after its last compaction (sched_archive.go)
 
 	trust  *trustState         // devices' and owners' records (trust.go)
+	watch  []*taskState        // checks leased just now: the next device to ask is barred from them (check.go)
 	secret map[job.Digest]bool // known-answers files of the pool's jobs, never served (known.go)
 }
 
 // jobState is one job in memory. Tasks below next that are not in active
 // are decided; tasks from next on are untouched.
 type jobState struct {
-	rec         JobRecord
-	j           *job.Job
-	pol         job.Policy
-	maxReplicas int
-	maxTimeouts int // SchedulerConfig.MaxTimeouts
-	tasks       int64
-	next        int64
-	active      map[int64]*taskState
-	want        []int64 // sorted indexes of active tasks that need another replica
-	retrying    int64   // active tasks with machine-failed replicas
-	seq         int64   // last outcome Seq assigned
-	committed   int64   // last outcome Seq durably committed
-	outcomes    []Verified
-	accepted    int64
-	failed      int64
-	leased      int64
-	batch       *pending // the batch that inserted the job
-	ackBatch    *pending // the batch of the last acknowledgement
-	cancelBatch *pending // the batch that cancelled the job
+	rec           JobRecord
+	j             *job.Job
+	pol           job.Policy
+	maxReplicas   int
+	maxTimeouts   int // SchedulerConfig.MaxTimeouts
+	tasks         int64
+	next          int64
+	active        map[int64]*taskState
+	want          []int64   // sorted indexes of active tasks that need another replica
+	retrying      int64     // active tasks with machine-failed replicas
+	stalled       int64     // active tasks that are stalled (stall.go)
+	stalledSince  time.Time // since when nothing but stalled tasks is left (stall.go)
+	barsSeen      int64     // trustState.bars when its stalls were last judged again (stall.go)
+	waitingChecks int       // active tasks whose check waits for its delay (check.go)
+	seq           int64     // last outcome Seq assigned
+	committed     int64     // last outcome Seq durably committed
+	outcomes      []Verified
+	accepted      int64
+	failed        int64
+	leased        int64
+	batch         *pending // the batch that inserted the job
+	ackBatch      *pending // the batch of the last acknowledgement
+	cancelBatch   *pending // the batch that cancelled the job
 
 	// trust.go and fairshare.go
 	ver       job.Verify // the manifest's [verify] table
 	held      int        // tasks accepted alone whose results are held back
 	trust     *trustState
 	deviators map[string]bool // owners with a deviation in this job
+	caught    map[string]bool // owners caught on a known answer of this job: they compute no more of it (stall.go)
 	keptUntil time.Time       // until when its merger fetches results kept by the devices (sched_refs.go)
 }
 
@@ -199,6 +205,8 @@ type taskState struct {
 	provMode int                    // provHeld, provOpen or provCaught while prov is set
 	agreed   map[[2]job.Digest]bool // under a tolerance rule: whether two results (digests, lower first) agree
 	knownOK  bool                   // a replica returned the job's known answer for it (known.go)
+	stalled  bool                   // its voters disagree and no owner the pool has may settle it (stall.go)
+	chk      *checkState            // its further replicas are checks (check.go); nil otherwise
 	refetch  *refetch               // decided, but every holder of its result was gone: computed again (sched_refs.go)
 }
 
@@ -211,6 +219,7 @@ type replica struct {
 	batch *pending   // the batch of the newest change
 
 	counted bool    // counts toward its device's outstanding replicas
+	void    bool    // returned, then its device was caught on a known answer: it no longer votes (stall.go)
 	order   int64   // when it was leased, among this run's leases (0: before a restart)
 	cost    float64 // the receipt's cost, for a provisional replica
 }
@@ -496,6 +505,11 @@ type pending struct {
 	// (trust_store.go); flush encodes them.
 	trust      map[trustKey]bool
 	trustOrder []trustKey
+}
+
+// size counts the records in the batch so far.
+func (p *pending) size() int {
+	return len(p.b.Peers) + len(p.b.Jobs) + len(p.b.Replicas) + len(p.b.Outcomes) + len(p.b.Acks) + len(p.b.Entries) + len(p.b.Cancels) + len(p.b.Trust)
 }
 
 func newPending() *pending {
@@ -845,7 +859,7 @@ func (js *jobState) status() JobStatus {
 		Job: js.rec.ID, Name: js.j.Manifest.Name, Owner: js.rec.Owner, Merger: js.rec.Merger,
 		Tasks: js.tasks, Accepted: js.accepted, Failed: js.failed, Leased: js.leased, Waiting: waiting, Acked: js.rec.Acked,
 		Complete: js.accepted+js.failed == js.tasks, Cancelled: !js.rec.Cancelled.IsZero(), Quorum: js.pol.Quorum, Redundancy: js.pol.Redundancy,
-		Retrying: js.retrying, Recomputing: recomputing, Trouble: js.trouble(),
+		Retrying: js.retrying, Recomputing: recomputing, Trouble: js.troubles(),
 		TimingOut: timingOut, TimeoutDevices: len(timeoutDevices), Timeouts: js.timeoutWords(timingOut, len(timeoutDevices)),
 	}
 }
@@ -862,6 +876,15 @@ func (js *jobState) timeoutWords(n int64, devs int) string {
 	}
 	return fmt.Sprintf("%s timing out: %s past the %s time limit, on %s in all; a task ends failed (unverified) once it timed out on %d devices or failed %d times",
 		plural(int(n), "task"), each, limitWords(js.pol.TimeLimit.Duration), plural(devs, "device"), js.maxTimeouts, js.maxReplicas)
+}
+
+// troubles is JobStatus.Trouble before the connected devices are
+// considered: machine-dependent failures first, then stalled tasks.
+func (js *jobState) troubles() string {
+	if t := js.trouble(); t != "" {
+		return t
+	}
+	return js.stallText()
 }
 
 // trouble describes the undecided task with the most machine-dependent

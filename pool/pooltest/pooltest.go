@@ -119,6 +119,9 @@ func Job(tb testing.TB, b *Blobs, dir, name string, tasks int64, pol Policy) *jo
 		tb.Fatalf("plan: %v", err)
 	}
 	b.add(j.Program.SHA256, prog)
+	if j.HasKnownAnswers() {
+		b.add(j.KnownAnswers.SHA256, j.KnownAnswers.Path) // a coordinator keeps them by digest
+	}
 	return j
 }
 
