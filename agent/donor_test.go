@@ -302,11 +302,13 @@ func TestDonorAppliesCPUTimeAndPriority(t *testing.T) {
 	}
 	ctx := context.Background()
 	dev := newDevice(t, nil)
+	// cpu_time and idle_priority read no clock: any instant will do.
+	setAt := time.Date(2026, 12, 3, 23, 30, 0, 0, time.UTC)
 	set := func(kv ...string) {
 		t.Helper()
 		if _, err := dev.local.UpdateSettings(ctx, func(s *idle.Settings) error {
 			for i := 0; i < len(kv); i += 2 {
-				if err := s.Set(kv[i], kv[i+1], time.Now()); err != nil {
+				if err := s.Set(kv[i], kv[i+1], setAt); err != nil {
 					return err
 				}
 			}
