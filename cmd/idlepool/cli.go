@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"idlepool/home"
+	"idlepool/version"
 )
 
 const usage = `idlepool computes jobs that split into independent tasks.
@@ -83,9 +84,6 @@ Guides, in the docs/ folder of the idlepool source:
   docs/api.md       the coordinator's HTTP API
 `
 
-// Version is the program's version, set at build time with
-// -ldflags "-X main.Version=...".
-var Version = "dev"
 
 // userError is a failure explained for a person: what went wrong and, where
 // it helps, what to do about it. Its cause is kept for errors.Is.
@@ -254,7 +252,7 @@ func runAt(ctx context.Context, now func() time.Time, args []string, stdin io.Re
 	case "owner":
 		err = cmdOwner(ctx, g, cargs)
 	case "version":
-		fmt.Fprintln(stdout, "idlepool", Version)
+		fmt.Fprintln(stdout, "idlepool", version.Version)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 	default:
