@@ -10,7 +10,7 @@ FUZZTIME  ?= 10s
 # them.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
-.PHONY: crossvet-windows test-beside check-full check-cluster gpupi optionmc ptx gpu-check gpu-check-bundle cgo-cflags check-examples all build tray panel package package-check deb deb-check screenshots tray-idle examples pi run-examples test crossvet fuzz bench sim fmt vet lint clean windows windows-installer wine-cli-check wine-test bench-p2p bench-cluster
+.PHONY: release crossvet-windows test-beside check-full check-cluster gpupi optionmc ptx gpu-check gpu-check-bundle cgo-cflags check-examples all build tray panel package package-check deb deb-check screenshots tray-idle examples pi run-examples test crossvet fuzz bench sim fmt vet lint clean windows windows-installer wine-cli-check wine-test bench-p2p bench-cluster
 
 all: build examples
 
@@ -45,6 +45,15 @@ package: tray build
 	  rc=$$?; mv $(BIN)/FyneApp.toml.kept FyneApp.toml; exit $$rc
 	./scripts/package-cli.sh
 	tar -tJf idlepool.tar.xz
+
+# A signed release (scripts/release.sh, docs/operator.md "Publishing a
+# release"): the Linux tarball, the .deb and, where its tools are, the
+# Windows installer, with The Update Framework's metadata (root with a
+# threshold, targets, snapshot, timestamp, each expiring) in
+# bin/release, signed with the keys in IDLEPOOL_RELEASE_KEYS or with
+# throwaway test keys; the notes are CHANGELOG.md's section of VERSION.
+release:
+	GO=$(GO) ./scripts/release.sh
 
 # The package as a donor installs it: user-install into a throwaway home,
 # the tray icon and menu on a private session, the engine obeying the hours
