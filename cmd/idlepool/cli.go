@@ -67,6 +67,9 @@ Commands:
   ledger verify POOL_URL | ledger verify FILE [--key KEY]
           check a pool's signed receipt ledger end to end; a FILE needs
           the coordinator's key (GET /v1/pool) unless this device met it
+  update [--url URL] [--root FILE] | update --rollback
+          check for a newer signed release now, and install it (or put
+          back the version before the last update)
   worker  the sandboxed task subprocess (started by idlepool itself)
   version print the version
 
@@ -83,7 +86,6 @@ Guides, in the docs/ folder of the idlepool source:
   docs/operator.md  running a pool: serve, trust, the relay, several machines
   docs/api.md       the coordinator's HTTP API
 `
-
 
 // userError is a failure explained for a person: what went wrong and, where
 // it helps, what to do about it. Its cause is kept for errors.Is.
@@ -251,6 +253,8 @@ func runAt(ctx context.Context, now func() time.Time, args []string, stdin io.Re
 		err = cmdEvents(ctx, g, cargs)
 	case "owner":
 		err = cmdOwner(ctx, g, cargs)
+	case "update":
+		err = cmdUpdate(ctx, g, cargs)
 	case "version":
 		fmt.Fprintln(stdout, "idlepool", version.Version)
 	case "help", "-h", "--help":
