@@ -67,8 +67,7 @@ func newUpdater(dirs home.Dirs, s idle.Settings, url, root string) (*release.Upd
 				Hint: "install idlepool from a release package, or give the release's root metadata: idlepool update --root FILE"}
 		}
 	}
-	return &release.Updater{Source: src, Kind: installKind(bin), OS: runtime.GOOS, Arch: runtime.GOARCH, BinDir: bin,
-		}, nil
+	return &release.Updater{Source: src, Kind: installKind(bin), OS: runtime.GOOS, Arch: runtime.GOARCH, BinDir: bin}, nil
 }
 
 const updateHelp = `Usage: idlepool update [--url URL] [--root FILE] [--rollback]
