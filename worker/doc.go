@@ -32,6 +32,17 @@
 // So running the same task twice gives byte-identical stdout, on any
 // worker and any machine: replicas can be compared byte for byte.
 //
+// # Metering
+//
+// Every module is metered before it is compiled (meter.go): the worker
+// rewrites its binary to count the WebAssembly instructions it executes,
+// and reports the count with the task's outcome (Result.Work, by rule
+// MeterRule), plus the threads of its GPU launches. The count is what the
+// task took, the same on every honest device whatever its speed, so
+// replicas agree on it like on their output; a pool credits it (package
+// pool). It never depends on time. What it costs a task, measured on the
+// example programs by BenchmarkMeter, is in docs/benchmarks.md.
+//
 // # Example
 //
 //	exe, _ := os.Executable()
