@@ -25,7 +25,13 @@ import (
 // /v1/jobs/{id}/results, with which a merger says it fetches such
 // results; without it, an outcome whose result the devices kept is
 // answered 409 "result_kept", never as an empty result.
-const APIVersion = 4
+//
+// Version 5 is version 4 plus metering: the "work" of a result
+// submission (ResultSubmission.Work), what the device counted of the work
+// the task took, which replicas agree on and receipts credit; and the
+// "work" of outcomes and ledger entries. A submission without it (an
+// older agent) is taken, agrees only with its like, and earns no cost.
+const APIVersion = 5
 
 // MaxWorkResults is the most results one POST /v1/work carries, and
 // MaxWorkResultBytes the most result bytes (all results together); a
