@@ -172,7 +172,8 @@ func BenchmarkCloseOnContextDone(b *testing.B) {
 // time scatters widely, so it also reports each variant's CPU time per
 // run on this thread (Linux): the median (plain-cpu-ms, metered-cpu-ms),
 // the ratio of the medians less one (overhead-%) and the same for the
-// fastest runs (min-overhead-%). docs/benchmarks.md has the figures.
+// fastest runs (min-overhead-%), and the task's count (instructions).
+// docs/benchmarks.md has the figures.
 func BenchmarkMeter(b *testing.B) {
 	seen := map[string]bool{}
 	for _, tk := range exampleTasks(b, true) {
@@ -186,12 +187,13 @@ func BenchmarkMeter(b *testing.B) {
 			defer runtime.UnlockOSThread()
 			hosts := [2]*host{newTestHost(b, false), newTestHost(b, true)}
 			var want []byte
+			var work uint64
 			for _, h := range hosts { // compile, and check the outputs agree
 				res := runInHost(b, h, tk.body)
 				if res.Failure != nil || (want != nil && !bytes.Equal(res.Stdout, want)) {
 					b.Fatalf("failure %v, stdout %.80q", res.Failure, res.Stdout)
 				}
-				want = res.Stdout
+				want, work = res.Stdout, res.Work
 			}
 			var cpu [2][]time.Duration
 			i := 0
@@ -204,6 +206,7 @@ func BenchmarkMeter(b *testing.B) {
 				}
 				i++
 			}
+			b.ReportMetric(float64(work), "instructions") // after b.Loop, which resets the metrics
 			if cpu[0][0] == 0 {
 				return // no CPU time here
 			}

@@ -29,11 +29,15 @@ import (
 // compile to nothing, count nothing, and neither does what follows an
 // unconditional branch (br, br_table, return, unreachable) in the same
 // segment, which never runs. The counter grows by every segment control
-// passes through, so it is the number of instructions executed, exactly
-// for a task that returns or exits; a trap, which ends the task at once,
-// leaves out the part of its function's count since that function last
-// called another, and counts segments control was bound for but never
-// reached (the advance charges below), the same on every device.
+// passes through, so it is the number of instructions executed: exactly
+// for a task that returns from _start. A task that ends deeper in its
+// calls, by proc_exit (Go's os.Exit, and the end of every Go program) or
+// by a trap, leaves out what the functions active at that moment had not
+// yet added (see below): for a function with a loop, what it executed
+// since it last called another; for one without, what it executed since
+// it was called, at most its own length. It also counts segments control
+// was bound for but never reached (the advance charges below). All of it
+// the same on every device.
 //
 // # How (and what it costs)
 //
@@ -41,11 +45,17 @@ import (
 // every basic block, one dependent chain through the whole run. Instead:
 //
 //   - Each function counts into a local of its own (a register) and adds
-//     it to the global (a flush) before every call, before every return
-//     and at its end, so that the global is whole whenever control leaves
-//     the function, proc_exit included. The body is wrapped in a block of
-//     the function's result type, so that a branch to the function's
-//     label flushes too.
+//     it to the global (a flush) before every return and at its end, so
+//     that the global is whole whenever a function is left normally; the
+//     body is wrapped in a block of the function's result type, so that a
+//     branch to the function's label flushes too. A function with a loop
+//     (a branch back to a loop header) flushes before every call as well,
+//     so that a long-running one that never returns (its callee exits)
+//     has counted all but its last stretch; a function without one runs
+//     each of its instructions at most once a call and skips those
+//     flushes. (Flushes, a load and a store each, were the costliest part
+//     of metering the examples built by Go, which call a function every
+//     hundred or so instructions.)
 //   - A segment control can only reach from segments that know they lead
 //     to it is virtual: those segments add its count in advance (their
 //     "charge" includes it), and it adds nothing. Where a conditional
@@ -539,6 +549,13 @@ type pending struct {
 	from, sub int32
 }
 
+// flush is a body offset before whose instruction (a call, a return) the
+// counting local is added to the global.
+type flush struct {
+	at   int
+	call bool
+}
+
 // table is a br_table rewritten to go through trampolines (see
 // meterer.brTable): at..end are its bytes in the body, labels its
 // distinct targets, tramp their trampolines' segments, and remap each of
@@ -565,7 +582,8 @@ type meterer struct {
 	ends     []int32 // per frame id: the segment after its end, -1 none
 	pending  []pending
 	tables   []table
-	flushes  []int            // body offsets of the instructions to flush before
+	flushes  []flush          // where to flush, in body order
+	loops    bool             // the body branches back to a loop header
 	labels   []uint32         // the br_table being read
 	distinct map[uint32]int32 // its distinct labels, by position
 }
@@ -643,6 +661,7 @@ func (m *meterer) body(out, b []byte, base int, ft funcType) ([]byte, error) {
 	exprStart := r.off
 	m.local = appendU32(m.local[:0], uint32(locals))
 	m.stack, m.segs, m.ends, m.pending, m.tables, m.flushes = m.stack[:0], m.segs[:0], m.ends[:0], m.pending[:0], m.tables[:0], m.flushes[:0]
+	m.loops = false
 	newSeg := func(real bool) int32 {
 		m.segs = append(m.segs, segment{at: r.off, next: -1, sub: -1, real: real || m.plain})
 		return int32(len(m.segs) - 1)
@@ -670,7 +689,7 @@ func (m *meterer) body(out, b []byte, base int, ft funcType) ([]byte, error) {
 		case 0x00: // unreachable
 			live = false
 		case 0x0F: // return
-			m.flushes = append(m.flushes, start)
+			m.flushes = append(m.flushes, flush{at: start})
 			live = false
 		case 0x01, 0x1A, 0x1B, 0xD1: // nop, drop, select, ref.is_null
 		case 0x02, 0x03, 0x04: // block, loop, if
@@ -745,6 +764,7 @@ func (m *meterer) body(out, b []byte, base int, ft funcType) ([]byte, error) {
 			if err != nil {
 				return nil, err
 			}
+			m.loops = m.loops || f.kind == frameLoop
 			if !live {
 				break
 			}
@@ -777,9 +797,11 @@ func (m *meterer) body(out, b []byte, base int, ft funcType) ([]byte, error) {
 				if err != nil {
 					return nil, err
 				}
-				if _, err := m.target(l, at); err != nil {
+				f, err := m.target(l, at)
+				if err != nil {
 					return nil, err
 				}
+				m.loops = m.loops || f.kind == frameLoop
 				m.labels = append(m.labels, l)
 			}
 			if live {
@@ -787,10 +809,10 @@ func (m *meterer) body(out, b []byte, base int, ft funcType) ([]byte, error) {
 			}
 			live = false
 		case 0x10: // call
-			m.flushes = append(m.flushes, start)
+			m.flushes = append(m.flushes, flush{at: start, call: true})
 			_, err = r.u32()
 		case 0x11: // call_indirect: type index, table index
-			m.flushes = append(m.flushes, start)
+			m.flushes = append(m.flushes, flush{at: start, call: true})
 			if _, err = r.u32(); err == nil {
 				_, err = r.u32()
 			}
@@ -1029,13 +1051,15 @@ func (m *meterer) emit(out, b []byte, exprStart int, ft funcType) []byte {
 	upTo := func(at int) {
 		for {
 			switch {
-			case t < len(m.tables) && m.tables[t].at < at && (f == len(m.flushes) || m.tables[t].at < m.flushes[f]):
+			case f < len(m.flushes) && m.flushes[f].call && !m.loops:
+				f++ // see flushes
+			case t < len(m.tables) && m.tables[t].at < at && (f == len(m.flushes) || m.tables[t].at < m.flushes[f].at):
 				out = append(out, b[last:m.tables[t].at]...)
 				out, last = m.emitTable(out, b, &m.tables[t])
 				t++
-			case f < len(m.flushes) && m.flushes[f] < at:
-				out = append(out, b[last:m.flushes[f]]...)
-				last = m.flushes[f]
+			case f < len(m.flushes) && m.flushes[f].at < at:
+				out = append(out, b[last:m.flushes[f].at]...)
+				last = m.flushes[f].at
 				out = m.appendFlush(out)
 				f++
 			default:

@@ -179,18 +179,23 @@ func TestMeterCounts(t *testing.T) {
 	}
 }
 
-// TestMeterTrap: a trap ends the count where the trapping function last
-// flushed it, the same every time; here the whole segment before the
-// trap, charged at its head, is flushed before the call in it.
+// TestMeterTrap: a trap ends the count where the functions active at it
+// last added their counts to the global, the same every time. Here _start
+// has a loop, so it adds its count before each call: the loop's 3 × 7
+// instructions and the segment of the call, charged at its head, 4 with
+// the trap.
 func TestMeterTrap(t *testing.T) {
-	// _start: i32.const 1  drop  call $g  i32.const 2  drop  unreachable;
-	// $g: nothing. Both [] -> [].
-	bin := wasmModule(typeVoid, wasmSection(3, 2, 0, 0), exportStart0,
-		codeSection([]byte{0x00, 0x41, 0x01, 0x1A, 0x10, 0x01, 0x41, 0x02, 0x1A, 0x00, 0x0B}, []byte{0x00, 0x0B}))
-	for range 2 {
-		got, err := runMetered(t, bin, false)
-		if err == nil || !strings.Contains(err.Error(), "unreachable") || got != 6 {
-			t.Errorf("counted %d (%v), want 6 and a trap", got, err)
+	// _start: loop (local.get 0  i32.const 1  i32.add  local.tee 0
+	// i32.const 3  i32.lt_u  br_if 0) end  call $g  i32.const 2  drop
+	// unreachable; $g: nothing. Both [] -> [].
+	bin := wasmModule(typeVoid, wasmSection(3, 2, 0, 0), exportStart0, codeSection(
+		[]byte{0x01, 0x01, 0x7F, 0x03, 0x40, 0x20, 0x00, 0x41, 0x01, 0x6A, 0x22, 0x00, 0x41, 0x03, 0x49, 0x0D, 0x00, 0x0B,
+			0x10, 0x01, 0x41, 0x02, 0x1A, 0x00, 0x0B},
+		[]byte{0x00, 0x0B}))
+	for _, plain := range []bool{true, false, false} {
+		got, err := runMetered(t, bin, plain)
+		if err == nil || !strings.Contains(err.Error(), "unreachable") || got != 25 {
+			t.Errorf("plain=%v: counted %d (%v), want 25 and a trap", plain, got, err)
 		}
 	}
 }
