@@ -447,7 +447,8 @@ func (j *Job) Cost(t Task) float64 {
 // becomes cost: one cost unit for every 10^8 WebAssembly instructions a
 // task executed, as the worker counts them (its metering rule 1; GPU
 // threads count one each). At this rate the examples' tasks, which
-// declare the default task_cost of 1, count 0.06 to 30 units of work.
+// declare the default task_cost of 1, count 0.04 to 34 units of work
+// (docs/benchmarks.md).
 const InstructionsPerCostUnit = 1e8
 
 // WorkCost returns the cost of task t in cost units when the work it took
