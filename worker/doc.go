@@ -77,7 +77,8 @@
 // it), output-too-large (the stdout writer panics past the cap, which wazero
 // turns into the call's error, so even a program that ignores write errors
 // stops at once), exit-status, bad-module (hash mismatch, not WebAssembly,
-// does not compile, imports anything but WASI, no _start) and worker-died.
+// cannot be metered, does not compile, imports anything but WASI, no
+// _start) and worker-died.
 // Run's error is reserved for tasks whose outcome is unknown: bad requests,
 // workers that cannot start, setup problems, cancellation, Close.
 //
