@@ -10,14 +10,15 @@ import (
 // rule: the same digest and the same Work (the count of the work the task
 // took is part of its answer), or, under rule = "tolerance", the same
 // digest or two results whose declared fields are within their
-// tolerances (job.Verify.Agree), whatever they counted. A failure agrees
-// only with the same failure. Symmetric.
+// tolerances (job.Verify.Agree). Where counts are not compared
+// (countsApart) the same digest agrees whatever they counted. A failure
+// agrees only with the same failure. Symmetric.
 func (js *jobState) agrees(a, b *replica) bool {
 	if a == nil || b == nil {
 		return false
 	}
 	if a.rec.Digest == b.rec.Digest {
-		return js.ver.Rule != "" || sameWork(a.rec.Work, b.rec.Work)
+		return js.countsApart() || sameWork(a.rec.Work, b.rec.Work)
 	}
 	if a.rec.Failed || b.rec.Failed || js.ver.Rule == "" {
 		return false
@@ -61,10 +62,20 @@ func (js *jobState) leads(r *replica, k int, lead *replica, c int) bool {
 	return js.ver.Rule != "" && bytes.Compare(r.rec.Digest[:], lead.rec.Digest[:]) < 0
 }
 
+// countsApart reports whether honest replicas of the job's tasks may count
+// different work for the same answer, so that counts are not compared:
+// under a tolerance rule, and when the job can use a GPU (gpu = true or
+// "optional"), where a task counts its GPU launches' threads on a device
+// with a GPU and its instructions on one without. The receipts then
+// credit the smallest agreeing count (workCost).
+func (js *jobState) countsApart() bool {
+	return js.ver.Rule != "" || js.j.Manifest.Requirements.GPU.Uses()
+}
+
 // workCost returns what each receipt of ts's accepted outcome credits:
 // job.Job.WorkCost of the smallest count by this pool's rule among the
-// replicas that agree with the outcome (under the digest rule they all
-// counted the same), and that count; ok is false, and the cost 0, when
+// replicas that agree with the outcome (where counts are compared they
+// are all the same), and that count; ok is false, and the cost 0, when
 // none of them counted by this pool's rule.
 func (js *jobState) workCost(ts *taskState, agreeing map[*replica]bool) (cost float64, count uint64, ok bool) {
 	for r, agrees := range agreeing {

@@ -78,10 +78,11 @@ type Submission struct {
 // honest device for the same task whatever its speed.
 //
 // It is part of what replicas agree on: under the digest rule two
-// replicas agree when their digests and their Work are the same (under
-// a tolerance rule, where a GPU and a CPU run different code for the same
-// answer, Work is not compared and the smallest count of the agreeing
-// replicas is credited). An accepted task's receipts credit
+// replicas agree when their digests and their Work are the same. Under a
+// tolerance rule, and for a job that can use a GPU (a device with a GPU
+// counts its launches' threads, one without the instructions of the CPU
+// path), Work is not compared and the smallest count of the agreeing
+// replicas is credited: a device can lower it, never raise it. An accepted task's receipts credit
 // job.Job.WorkCost of the agreed count: count / job.InstructionsPerCostUnit,
 // capped by the job's declared cost. A replica without Work (an agent
 // older than metering) or counted by a rule this pool does not know

@@ -299,7 +299,7 @@ func (r *soloRun) runTask(ctx context.Context, exec Executor, i int64) (TaskOutc
 		}
 		return TaskOutcome{Status: StatusFailed, Body: []byte(reason), Class: worker.ClassDeterministic}, nil
 	}
-	if r.job.Manifest.Verify.Rule == "" && first.Work != second.Work {
+	if r.job.Manifest.Verify.Rule == "" && !r.job.Manifest.Requirements.GPU.Uses() && first.Work != second.Work {
 		// Replicas in a pool would not agree either: what a task counted
 		// is part of its outcome.
 		reason := fmt.Sprintf("replicas disagree on the work they counted: process %d counted %d instructions, process %d counted %d",

@@ -125,6 +125,25 @@ func TestWorkUnderTolerance(t *testing.T) {
 	}
 }
 
+// TestWorkOnGPU: a job that can use a GPU counts its launches' threads on
+// a device with one and its CPU path's instructions on one without, so
+// counts are not compared and the smaller is credited.
+func TestWorkOnGPU(t *testing.T) {
+	h := newHarness(t, pool.NewMemStore(), nil)
+	alice := h.Device("alice", "alice-1")
+	cpu, gpu := h.Device("bob", "bob-1"), h.Device("carol", "carol-1")
+	j := h.Job("gpupi", 1, pooltest.Policy{TaskCost: 1000, Requirements: "gpu = \"optional\"\n"}, alice)
+	h.Submit(h.Lease(cpu, 1)[0], counted(`{"inside": 7}`, 2_600_000_000))
+	h.Submit(h.Lease(gpu, 1)[0], counted(`{"inside": 7}`, 12_000_000))
+	if vs := h.Results(alice, j.ID); len(vs) != 1 || vs[0].Work != 12_000_000 {
+		t.Fatalf("outcome %+v, want ok with the smaller count 12000000", vs)
+	}
+	cost, _ := receipts(h.Ledger())
+	if diff := cmp.Diff(map[string]float64{cpu: 0.12, gpu: 0.12}, cost); diff != "" {
+		t.Errorf("receipts (-want +got):\n%s", diff)
+	}
+}
+
 // TestWorkUncounted: replicas that counted nothing (agents older than
 // metering) agree with each other, not with counted ones, and earn
 // receipts of cost 0 that say why.

@@ -389,7 +389,7 @@ func (h *host) run(ctx context.Context, b *runBody, started func() error) (*resu
 		h.broken = fmt.Errorf("destroy the task's CUDA context: %w", destroyErr)
 	}
 	stderr.finish()
-	res := &resultBody{Stderr: stderr.bytes(), Failure: classify(callErr, stdout, stderr), GPU: stats, Work: work + gpu.threads}
+	res := &resultBody{Stderr: stderr.bytes(), Failure: classify(callErr, stdout, stderr), GPU: stats, Work: addSat(work, gpu.threads)}
 	if res.Failure == nil {
 		res.Stdout = stdout.buf
 	}

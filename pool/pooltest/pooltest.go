@@ -77,6 +77,7 @@ type Policy struct {
 	TaskCost           float64
 	LeaseTimeout       time.Duration
 	Verify             string // the [verify] table's lines, e.g. "min_quorum = 1\n"; "" for none
+	Requirements       string // the [requirements] table's lines, e.g. "gpu = \"optional\"\n"; "" for none
 }
 
 // Job plans a job named name with tasks "range" tasks and policy pol,
@@ -106,6 +107,9 @@ func Job(tb testing.TB, b *Blobs, dir, name string, tasks int64, pol Policy) *jo
 	}
 	if pol.Verify != "" {
 		text += "\n[verify]\n" + pol.Verify
+	}
+	if pol.Requirements != "" {
+		text += "\n[requirements]\n" + pol.Requirements
 	}
 	m, err := job.ParseManifest(name+".toml", dir, []byte(text))
 	if err != nil {
