@@ -69,7 +69,7 @@ func (js *jobState) leads(r *replica, k int, lead *replica, c int) bool {
 // with a GPU and its instructions on one without. The receipts then
 // credit the smallest agreeing count (workCost).
 func (js *jobState) countsApart() bool {
-	return js.ver.Rule != "" || js.j.Manifest.Requirements.GPU.Uses()
+	return js.ver.Rule != "" || (js.j != nil && js.j.Manifest.Requirements.GPU.Uses())
 }
 
 // workCost returns what each receipt of ts's accepted outcome credits:

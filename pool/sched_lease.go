@@ -710,17 +710,22 @@ func describeVotes(js *jobState, ts *taskState, limit int) string {
 		return fmt.Sprintf("it failed %d times for a reason of the device that ran it, and the %d replicas that finished reached no quorum of %d (the last failure: %s)",
 			len(ts.machine), len(ts.returned), js.pol.Quorum, last)
 	}
-	counts := map[job.Digest]int{}
-	var order []job.Digest
+	// Votes are for a digest and, where counts are compared, a count.
+	counts := map[string]int{}
+	var order []string
 	for _, r := range ts.returned {
-		if counts[r.rec.Digest] == 0 {
-			order = append(order, r.rec.Digest)
+		vote := r.rec.Digest.String()[:12]
+		if w := r.rec.Work; w != nil && !js.countsApart() {
+			vote += fmt.Sprintf(" counting %d", w.Count)
 		}
-		counts[r.rec.Digest]++
+		if counts[vote] == 0 {
+			order = append(order, vote)
+		}
+		counts[vote]++
 	}
 	parts := make([]string, len(order))
-	for i, d := range order {
-		parts[i] = fmt.Sprintf("%s×%d", d.String()[:12], counts[d])
+	for i, v := range order {
+		parts[i] = fmt.Sprintf("%s×%d", v, counts[v])
 	}
 	return fmt.Sprintf("no digest won a majority of distinct voters (quorum %d) within %d replicas: %s",
 		js.pol.Quorum, limit, strings.Join(parts, ", "))

@@ -185,3 +185,20 @@ func TestWorkRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkSplitUnverified: replicas that returned the same bytes but
+// counted differently are different votes; when no count can win, the
+// task ends unverified, and its reason names the counts.
+func TestWorkSplitUnverified(t *testing.T) {
+	h := newHarness(t, pool.NewMemStore(), func(c *pool.SchedulerConfig) { c.MaxReplicas = 2 })
+	alice := h.Device("alice", "alice-1")
+	bob, carol := h.Device("bob", "bob-1"), h.Device("carol", "carol-1")
+	j := h.Job("split", 1, pooltest.Policy{}, alice)
+	h.Submit(h.Lease(bob, 1)[0], counted("r", 5_000_000))
+	h.Submit(h.Lease(carol, 1)[0], counted("r", 6_000_000))
+	vs := h.Results(alice, j.ID)
+	if len(vs) != 1 || vs[0].Status != pool.OutcomeUnverified ||
+		!strings.Contains(vs[0].Reason, "counting 5000000×1") || !strings.Contains(vs[0].Reason, "counting 6000000×1") {
+		t.Errorf("outcome %+v, want unverified naming both counts", vs)
+	}
+}
