@@ -1,7 +1,7 @@
 # idlepool build tasks. `make pi` is the main job; `make test` is what CI runs.
 GO        ?= go
 BIN       := bin
-EXAMPLES  := pi ising kfold csvstats
+EXAMPLES  := pi ising kfold csvstats sweep
 WASM      := $(foreach e,$(EXAMPLES),examples/$(e)/$(e).wasm)
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME  ?= 10s

@@ -28,21 +28,27 @@ type Activity struct {
 	Matching, Owners int
 	// Quorum, when results wait for a quorum that nothing in flight can
 	// complete, says how many and why: "50 results waiting for a device of
-	// a second owner: ...". Empty otherwise.
+	// a second owner: ...", or the pool's own words when it gives some
+	// (pool.JobStatus.Trouble: "... waiting: task 7 needs a third
+	// agreeing owner: ..."). Empty otherwise.
 	Quorum string
 	// Stuck says why no task of the job can be leased now ("no donor
 	// matches this job: ..."); empty when one can, or nothing is left to
 	// lease.
 	Stuck string
+	// Timeouts, while some tasks ran past their time limit on a device,
+	// says how many, on how many devices and when such a task ends
+	// (pool.JobStatus.Timeouts); empty otherwise.
+	Timeouts string
 }
 
 // Lines returns the activity as lines for people, in the order progress,
-// donors, quorum, stuck (empty parts left out).
+// donors, quorum, timeouts, stuck (empty parts left out).
 func (a Activity) Lines() []string {
 	st := a.Status
 	out := []string{fmt.Sprintf("pool: %d of %d tasks accepted, %d failed, %d leased now, %d with results waiting for a quorum",
 		st.Accepted, st.Tasks, st.Failed, st.Leased, st.Waiting)}
-	for _, s := range []string{a.Donors, a.Quorum, a.Stuck} {
+	for _, s := range []string{a.Donors, a.Quorum, a.Timeouts, a.Stuck} {
 		if s != "" {
 			out = append(out, s)
 		}
@@ -65,7 +71,7 @@ func ListingOf(j *job.Job, st pool.JobStatus) offers.Listing {
 // Describe says what the pool does about the job l (with status st),
 // given the pool's live offers at now. It is pure.
 func Describe(st pool.JobStatus, l offers.Listing, live []offers.Offer, now time.Time) Activity {
-	a := Activity{Status: st, Donors: donorsLine(live)}
+	a := Activity{Status: st, Donors: donorsLine(live), Timeouts: st.Timeouts}
 	type count struct {
 		text string
 		n    int
@@ -128,6 +134,10 @@ func Describe(st pool.JobStatus, l offers.Listing, live []offers.Offer, now time
 	if st.Waiting > 0 && !st.Cancelled {
 		results := plural(st.Waiting, "result")
 		switch {
+		case st.Trouble != "":
+			// The pool knows best why they wait (a split no owner it
+			// has may settle, a task failing on every device).
+			a.Quorum = fmt.Sprintf("%s waiting: %s", results, st.Trouble)
 		case st.Quorum >= 2 && len(owners) < st.Quorum && l.Participants != "owner":
 			a.Quorum = fmt.Sprintf("%s waiting for a device of a %s owner: a task is accepted when devices of %d owners return the same bytes, and the donors that match belong to %s",
 				results, ordinal(len(owners)+1), st.Quorum, plural(int64(len(owners)), "owner"))
@@ -160,18 +170,9 @@ func donorsLine(live []offers.Offer) string {
 	return line
 }
 
-// stateText is an offer's state with its reason: "waiting (idle time
-// unknown)".
-func stateText(o offers.Offer) string {
-	s := string(o.State)
-	if s == "" {
-		s = "state unknown"
-	}
-	if r := strings.TrimPrefix(o.Reason, s+": "); r != "" {
-		s += " (" + r + ")"
-	}
-	return s
-}
+// stateText is an offer's state with its coarse hold: "waiting (for its
+// owner)" (offers.Offer.StateText).
+func stateText(o offers.Offer) string { return o.StateText() }
 
 // groupText counts equal texts: "3 waiting (idle time unknown), 1 paused".
 func groupText(texts []string) string {

@@ -14,15 +14,14 @@ import (
 
 func TestDescribe(t *testing.T) {
 	now := time.Date(2026, 3, 3, 12, 0, 0, 0, time.UTC)
-	offer := func(peer, owner string, state idle.State, reason string, memMiB int64) offers.Offer {
-		return offers.Offer{Peer: peer, Owner: owner, Pool: "demo", State: state, Reason: reason,
+	offer := func(peer, owner string, state idle.State, hold idle.Hold, memMiB int64) offers.Offer {
+		return offers.Offer{Peer: peer, Owner: owner, Pool: "demo", State: state, Hold: hold,
 			Capacity: idle.Capacity{Cores: 4, MemoryMiB: memMiB, Schedule: idle.Schedule{}, TimeZone: "UTC"},
 			Issued:   now.Add(-time.Minute), Expires: now.Add(time.Minute)}
 	}
 	l := offers.Listing{Job: job.ID{1}, Name: "pi", Owner: "idowner", MemoryMiB: 4096, TimeLimit: time.Minute, Quorum: 2, Participants: "open"}
 	st := pool.JobStatus{Tasks: 100, Quorum: 2, Redundancy: 2, Owner: "idowner"}
 	waiting := func(s pool.JobStatus) pool.JobStatus { s.Waiting, s.Accepted = 50, 0; return s }
-	idleUnknown := "waiting: idle time unknown (no input source works)"
 	tests := []struct {
 		name string
 		st   pool.JobStatus
@@ -31,30 +30,48 @@ func TestDescribe(t *testing.T) {
 	}{
 		{"no donors", st, nil, Activity{Donors: "no donor offers compute in this pool",
 			Stuck: "nothing is leased until a donor joins: start one with 'idlepool join POOL_URL' (or 'join --always' on a machine where nobody types)"}},
-		{"every donor waits, idle time unknown", st, []offers.Offer{
-			offer("p1", "ida", idle.StateWaiting, idleUnknown, 8192), offer("p2", "idb", idle.StateWaiting, idleUnknown, 8192),
-			offer("p3", "idc", idle.StateWaiting, idleUnknown, 8192), offer("p4", "idd", idle.StateWaiting, idleUnknown, 8192),
-		}, Activity{Donors: "0 of 4 donors computing: 4 waiting (idle time unknown (no input source works))", Matching: 4, Owners: 4,
-			Stuck: "4 donors match this job but not computing now: 4 waiting (idle time unknown (no input source works))"}},
+		{"every donor waits for its owner", st, []offers.Offer{
+			offer("p1", "ida", idle.StateWaiting, idle.HoldOwner, 8192), offer("p2", "idb", idle.StateWaiting, idle.HoldOwner, 8192),
+			offer("p3", "idc", idle.StateWaiting, idle.HoldOwner, 8192), offer("p4", "idd", idle.StateWaiting, idle.HoldOwner, 8192),
+		}, Activity{Donors: "0 of 4 donors computing: 4 waiting (for its owner)", Matching: 4, Owners: 4,
+			Stuck: "4 donors match this job but not computing now: 4 waiting (for its owner)"}},
 		{"only the owner's own devices", st, []offers.Offer{
-			offer("p1", "idowner", idle.StateComputing, "", 8192), offer("p2", "idowner", idle.StateComputing, "", 8192),
+			offer("p1", "idowner", idle.StateComputing, idle.HoldNone, 8192), offer("p2", "idowner", idle.StateComputing, idle.HoldNone, 8192),
 		}, Activity{Donors: "2 of 2 donors computing",
 			Stuck: "only your own devices offer compute here, and the pool never leases a job to its owner's devices: add a device of another owner, or set participants = \"owner\" to compute on your own"}},
 		{"no donor has the memory", st, []offers.Offer{
-			offer("p1", "ida", idle.StateComputing, "", 2458), offer("p2", "idowner", idle.StateComputing, "", 8192),
+			offer("p1", "ida", idle.StateComputing, idle.HoldNone, 2458), offer("p2", "idowner", idle.StateComputing, idle.HoldNone, 8192),
 		}, Activity{Donors: "2 of 2 donors computing",
 			Stuck: "no donor matches this job: needs 4 GiB of memory per task; this machine offers 2.4 GiB (1 donor); " + offers.ReasonOwnJob + " (1 donor)"}},
 		{"results wait for a second owner", waiting(st), []offers.Offer{
-			offer("p1", "ida", idle.StateComputing, "", 8192), offer("p2", "idowner", idle.StateComputing, "", 8192),
+			offer("p1", "ida", idle.StateComputing, idle.HoldNone, 8192), offer("p2", "idowner", idle.StateComputing, idle.HoldNone, 8192),
 		}, Activity{Donors: "2 of 2 donors computing", Matching: 1, Owners: 1,
 			Quorum: "50 results waiting for a device of a second owner: a task is accepted when devices of 2 owners return the same bytes, and the donors that match belong to 1 owner"}},
 		{"results wait for replicas in flight: no news", func() pool.JobStatus { s := waiting(st); s.Leased = 50; return s }(), []offers.Offer{
-			offer("p1", "ida", idle.StateComputing, "", 8192), offer("p2", "idb", idle.StateComputing, "", 8192),
+			offer("p1", "ida", idle.StateComputing, idle.HoldNone, 8192), offer("p2", "idb", idle.StateComputing, idle.HoldNone, 8192),
 		}, Activity{Donors: "2 of 2 donors computing", Matching: 2, Owners: 2}},
 		{"results wait and nothing computes them", waiting(st), []offers.Offer{
-			offer("p1", "ida", idle.StateWaiting, "waiting: on battery (43%)", 8192), offer("p2", "idb", idle.StateComputing, "", 8192),
-		}, Activity{Donors: "1 of 2 donors computing: 1 waiting (on battery (43%))", Matching: 2, Owners: 2,
+			offer("p1", "ida", idle.StateWaiting, idle.HoldBattery, 8192), offer("p2", "idb", idle.StateComputing, idle.HoldNone, 8192),
+		}, Activity{Donors: "1 of 2 donors computing: 1 waiting (on battery)", Matching: 2, Owners: 2,
 			Quorum: "50 results waiting for the agreeing results of other devices (quorum 2), and none is computing one now"}},
+		{"tasks timing out", func() pool.JobStatus {
+			s := st
+			s.Leased, s.Retrying, s.TimingOut, s.TimeoutDevices = 2, 3, 3, 2
+			s.Timeouts = "3 tasks timing out: each ran past the 1m time limit, on 2 devices in all; a task ends failed (unverified) once it timed out on 5 devices or failed 6 times"
+			return s
+		}(), []offers.Offer{
+			offer("p1", "ida", idle.StateComputing, idle.HoldNone, 8192), offer("p2", "idb", idle.StateComputing, idle.HoldNone, 8192),
+		}, Activity{Donors: "2 of 2 donors computing", Matching: 2, Owners: 2,
+			Timeouts: "3 tasks timing out: each ran past the 1m time limit, on 2 devices in all; a task ends failed (unverified) once it timed out on 5 devices or failed 6 times"}},
+		{"results wait in a split no owner can settle: the pool's words", func() pool.JobStatus {
+			s := waiting(st)
+			s.Trouble = "task 7 needs a third agreeing owner: 2 owners agree with each other against 2 others, and no other owner of the pool may compute it"
+			return s
+		}(), []offers.Offer{
+			offer("p1", "ida", idle.StateComputing, idle.HoldNone, 8192), offer("p2", "idb", idle.StateComputing, idle.HoldNone, 8192),
+			offer("p3", "idc", idle.StateComputing, idle.HoldNone, 8192), offer("p4", "idd", idle.StateComputing, idle.HoldNone, 8192),
+		}, Activity{Donors: "4 of 4 donors computing", Matching: 4, Owners: 4,
+			Quorum: "50 results waiting: task 7 needs a third agreeing owner: 2 owners agree with each other against 2 others, and no other owner of the pool may compute it"}},
 		{"cancelled", func() pool.JobStatus { s := st; s.Cancelled = true; return s }(), nil, Activity{
 			Donors: "no donor offers compute in this pool", Stuck: "the job was cancelled by its owner: it leases nothing more"}},
 	}

@@ -482,15 +482,49 @@ func (a *Agent) retry(ctx context.Context, what string, op func(context.Context)
 			return ctx.Err()
 		}
 		d := b.next()
-		lvl := slog.LevelDebug
-		if b.failures() == 3 {
-			lvl = slog.LevelWarn
+		switch {
+		case what == "join":
+			// Nothing happens until the device joins: say why it waits,
+			// once a step of the backoff.
+			a.log.Warn("Cannot join the pool yet, retrying", "reason", notJoinedWords(err), "retryIn", roundWait(d))
+		default:
+			lvl := slog.LevelDebug
+			if b.failures() == 3 {
+				lvl = slog.LevelWarn
+			}
+			a.log.Log(ctx, lvl, "Coordinator unavailable, retrying", "op", what, "wait", d, "err", err)
 		}
-		a.log.Log(ctx, lvl, "Coordinator unavailable, retrying", "op", what, "wait", d, "err", err)
 		if err := sleep(ctx, d); err != nil {
 			return err
 		}
 	}
+}
+
+// notJoinedWords says in a few words why joining a pool failed in a way
+// worth retrying (Retryable): the network's reason ("connection
+// refused"), the server error the pool answered with, or its refusal of
+// this device's clock.
+func notJoinedWords(err error) string {
+	var ae *APIError
+	var na *NotAPIError
+	switch {
+	case errors.Is(err, ErrClockSkew):
+		return "the pool refuses this device's clock"
+	case errors.As(err, &ae):
+		return fmt.Sprintf("the pool answered %d %s", ae.Status, http.StatusText(ae.Status))
+	case errors.As(err, &na):
+		return fmt.Sprintf("the URL served %d %s, an HTML page", na.Status, http.StatusText(na.Status))
+	}
+	return netCause(err)
+}
+
+// roundWait rounds a retry's wait for people: to a tenth of a second
+// under a second, else to the second.
+func roundWait(d time.Duration) time.Duration {
+	if d < time.Second {
+		return max(d.Round(100*time.Millisecond), 100*time.Millisecond)
+	}
+	return d.Round(time.Second)
 }
 
 // serveSlot is one task loop: whenever it is free it pulls the next lease

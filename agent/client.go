@@ -9,12 +9,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"html"
 	"io"
 	"math/rand/v2"
+	"mime"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -319,7 +322,12 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 	if out == nil {
 		_, err = io.Copy(io.Discard, io.LimitReader(resp.Body, maxAnswer))
 	} else {
-		err = json.NewDecoder(io.LimitReader(resp.Body, maxAnswer)).Decode(out)
+		body := bufio.NewReader(io.LimitReader(resp.Body, maxAnswer))
+		if head, _ := body.Peek(512); isHTML(resp.Header.Get("Content-Type"), head) {
+			page, _ := io.ReadAll(io.LimitReader(body, maxPage))
+			return 0, notAPI(resp, page)
+		}
+		err = json.NewDecoder(body).Decode(out)
 	}
 	if err != nil {
 		if ctx.Err() != nil {
@@ -464,6 +472,9 @@ func (c *Client) answer(ctx context.Context, resp *http.Response, used time.Dura
 		Missing []string `json:"missing"`
 	}
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if isHTML(resp.Header.Get("Content-Type"), b) {
+		return nil, notAPI(resp, b)
+	}
 	if json.Unmarshal(b, &eb) == nil {
 		ae.Message, ae.Code, ae.Missing = eb.Error, eb.Code, eb.Missing
 	} else {
@@ -482,6 +493,40 @@ func (c *Client) answer(ctx context.Context, resp *http.Response, used time.Dura
 		c.mu.Unlock()
 	}
 	return nil, ae
+}
+
+// maxPage bounds how much of an HTML page is read to find its title.
+const maxPage = 64 << 10
+
+// isHTML reports whether an answer with Content-Type ctype, starting with
+// head, is an HTML page, which no coordinator's JSON API serves.
+func isHTML(ctype string, head []byte) bool {
+	if mt, _, err := mime.ParseMediaType(ctype); err == nil && (mt == "text/html" || mt == "application/xhtml+xml") {
+		return true
+	}
+	head = bytes.TrimLeft(bytes.TrimPrefix(head, []byte("\xef\xbb\xbf")), " \t\r\n")
+	head = bytes.ToLower(head[:min(len(head), 16)])
+	return bytes.HasPrefix(head, []byte("<!doctype html")) || bytes.HasPrefix(head, []byte("<html"))
+}
+
+var titleRE = regexp.MustCompile(`(?is)<title[^>]*>(.*?)</title>`)
+
+// notAPI is the *NotAPIError for resp, an HTML page starting with page.
+func notAPI(resp *http.Response, page []byte) error {
+	e := &NotAPIError{Status: resp.StatusCode, ContentType: resp.Header.Get("Content-Type")}
+	if r := resp.Request; r != nil {
+		u := *r.URL
+		u.RawQuery, u.User = "", nil
+		e.Method, e.URL = r.Method, u.String()
+	}
+	if m := titleRE.FindSubmatch(page); m != nil {
+		t := strings.Join(strings.Fields(html.UnescapeString(string(m[1]))), " ")
+		if r := []rune(t); len(r) > 100 {
+			t = string(r[:100]) + "…"
+		}
+		e.Title = t
+	}
+	return e
 }
 
 // rewind moves a request body back to its start for sending it again,
@@ -668,7 +713,7 @@ func jobStatus(in coord.JobInfo) pool.JobStatus {
 		Waiting: in.Waiting, Cancelled: in.Cancelled,
 		Accepted: in.Accepted, Failed: in.Failed, Leased: in.Leased, Acked: in.Acked, Complete: in.Complete,
 		Quorum: in.Quorum, Redundancy: in.Redundancy, Retrying: in.Retrying, Trouble: in.Trouble, Transfer: in.Transfer,
-		Recomputing: in.Recomputing}
+		Recomputing: in.Recomputing, TimingOut: in.TimingOut, TimeoutDevices: in.TimeoutDevices, Timeouts: in.Timeouts}
 }
 
 // Status fetches a job's progress; ErrNotFound for a job the pool does
@@ -750,7 +795,7 @@ func (c *Client) SendResult(ctx context.Context, lease string, s pool.Submission
 
 // workAPIVersion is the coordinator API version from which submissions
 // carry the work their task took; older coordinators refuse the field.
-const workAPIVersion = 5
+const workAPIVersion = 6
 
 // wireSubmission is s as the coordinator takes it: without its work for a
 // coordinator older than workAPIVersion (whose receipts credit the

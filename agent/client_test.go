@@ -327,3 +327,71 @@ func TestClientLearnsNodes(t *testing.T) {
 		t.Errorf("URL() = %q, Node() = %q; want %q and %q", c.URL(), c.Node(), first.URL, second.URL)
 	}
 }
+
+// TestHTMLAnswerIsNoCoordinator: a URL where another web server answers
+// with an HTML page (its 404, a proxy's 502, a portal's 200) is said to
+// be no coordinator, with what it served, and never read as one of the
+// coordinator's answers (a 404 page is no unknown job).
+func TestHTMLAnswerIsNoCoordinator(t *testing.T) {
+	const page404 = "<!DOCTYPE html>\n<html><head><title>404 &ndash;\n  Not Found</title></head><body><h1>Not Found</h1></body></html>\n"
+	tests := []struct {
+		name      string
+		status    int
+		ctype     string // "": none set (Go's server sniffs the body)
+		body      string
+		wantMsg   string
+		retryable bool
+	}{
+		{"another server's 404", 404, "text/html; charset=utf-8", page404,
+			`GET %s/v1/pool served 404 Not Found, an HTML page titled "404 – Not Found" (text/html; charset=utf-8), where an idlepool coordinator's JSON API was expected`, false},
+		{"a page served as OK", 200, "", "<html><body>Welcome to nginx!</body></html>",
+			`GET %s/v1/pool served 200 OK, an HTML page (text/html; charset=utf-8), where an idlepool coordinator's JSON API was expected`, false},
+		{"a proxy's bad gateway", 502, "text/html", "<html><head><title>502 Bad Gateway</title></head></html>",
+			`GET %s/v1/pool served 502 Bad Gateway, an HTML page titled "502 Bad Gateway" (text/html), where an idlepool coordinator's JSON API was expected`, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if tc.ctype != "" {
+					w.Header().Set("Content-Type", tc.ctype)
+				}
+				w.WriteHeader(tc.status)
+				fmt.Fprint(w, tc.body)
+			}))
+			defer srv.Close()
+			c, err := agent.NewClient(srv.URL, mustKey(t), srv.Client())
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = c.Pool(t.Context())
+			if want := fmt.Sprintf(tc.wantMsg, srv.URL); err == nil || err.Error() != want {
+				t.Fatalf("Pool: error\n%v\nwant\n%s", err, want)
+			}
+			if !errors.Is(err, agent.ErrNotCoordinator) {
+				t.Error("errors.Is(err, ErrNotCoordinator) = false")
+			}
+			if errors.Is(err, agent.ErrNotFound) {
+				t.Error("errors.Is(err, ErrNotFound) = true for another server's page")
+			}
+			if got := agent.Retryable(err); got != tc.retryable {
+				t.Errorf("Retryable = %v, want %v", got, tc.retryable)
+			}
+			if strings.Contains(err.Error(), "<h1>") || strings.Contains(err.Error(), "<body>") {
+				t.Errorf("error dumps the page: %v", err)
+			}
+		})
+	}
+
+	// A coordinator's own plain-text answer (its mux's 404) is still an
+	// answer of the API.
+	srv := httptest.NewServer(http.NotFoundHandler())
+	defer srv.Close()
+	c, err := agent.NewClient(srv.URL, mustKey(t), srv.Client())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Pool(t.Context())
+	if !errors.Is(err, agent.ErrNotFound) || errors.Is(err, agent.ErrNotCoordinator) {
+		t.Errorf("plain-text 404: error %v, want ErrNotFound and not ErrNotCoordinator", err)
+	}
+}

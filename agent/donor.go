@@ -126,6 +126,9 @@ type Donor struct {
 	// planeBusy is set while another process holds it.
 	plane     *home.Lock
 	planeBusy bool
+	// throttleErr is the last error of applying the owner's CPU time and
+	// priority to the executor (throttle), so that it is logged once.
+	throttleErr string
 
 	changes *changeNotifier // Changes
 
@@ -191,10 +194,16 @@ func NewDonor(cfg DonorConfig) (*Donor, error) {
 	d.offer = &donorOffer{local: cfg.Store, gpus: cfg.GPUs, log: cfg.Logger, always: cfg.Always}
 	d.health = newStoreHealth(cfg.StorePath, cfg.FreeSpace, cfg.Logger)
 	d.gpus = newGPUSlots()
-	d.upload = p2p.NewUploadLimit(0)
+	d.upload = p2p.NewUploadLimit(idle.Defaults().ShareUploadBytesPerSecond()) // until Serve reads the owner's
 	d.health.events = cfg.Events
 	if r := cfg.Store.Recovery(); r != nil {
 		d.health.recovered = r.String()
+		// Recorded here, where a process that opened the store for the
+		// donor first has an event log, so that it stays in the events
+		// after a restart clears it from the status.
+		if err := cfg.Events.Addf("%s", r); err != nil {
+			cfg.Logger.Warn("Cannot write the event log", "err", err)
+		}
 	}
 	d.cache = NewCache(CacheConfig{Dir: JobCache(cfg.Home), Compiled: WorkerCache(cfg.Home), ShareDir: ShareDir(cfg.Home), Logger: cfg.Logger})
 	return d, nil
@@ -240,6 +249,7 @@ func (d *Donor) Serve(ctx context.Context) error {
 		d.cache.SetCap(s.CacheBytes())
 		d.cache.SetShareCap(s.ShareDiskBytes())
 		d.upload.Set(s.ShareUploadBytesPerSecond())
+		d.throttle(s)
 	}
 	d.cache.Trim()
 	reload := time.NewTicker(d.cfg.PoolReload)
@@ -354,6 +364,41 @@ func (d *Donor) dataPlane() bool {
 	return true
 }
 
+// Throttler is an executor whose workers' CPU time and priority the
+// owner's settings bound (Settings.CPUTimeShare, NoIdlePriority).
+// *worker.Pool implements it. Both methods are safe for concurrent use;
+// SetCPUShare takes worker.MinCPUShare..1 (1: no bound) and may return
+// errors.ErrUnsupported where processes cannot be suspended.
+type Throttler interface {
+	SetCPUShare(share float64) error
+	SetPriority(p worker.Priority) error
+}
+
+var _ Throttler = (*worker.Pool)(nil)
+
+// throttle applies the owner's CPU time share and priority to the
+// executor when it is a Throttler, also with Always (they say how hard
+// to work, not when). A failure is logged once until it changes.
+func (d *Donor) throttle(s idle.Settings) {
+	t, ok := d.cfg.Executor.(Throttler)
+	if !ok {
+		return
+	}
+	prio := worker.PriorityIdle
+	if s.NoIdlePriority {
+		prio = worker.PriorityLow
+	}
+	err := errors.Join(t.SetCPUShare(s.CPUTime()), t.SetPriority(prio))
+	msg := ""
+	if err != nil {
+		msg = err.Error()
+	}
+	if msg != d.throttleErr && err != nil {
+		d.log.Warn("Cannot apply the owner's CPU time and priority to the workers", "cpuTime", s.CPUTime(), "priority", prio.String(), "err", err)
+	}
+	d.throttleErr = msg
+}
+
 // sync stops the agents no longer wanted (or whose share or invite
 // changed), collects those that ended, and starts the missing ones.
 func (d *Donor) sync(ctx context.Context) error {
@@ -368,6 +413,7 @@ func (d *Donor) sync(ctx context.Context) error {
 		d.cache.SetShareCap(s.ShareDiskBytes())
 		d.upload.Set(s.ShareUploadBytesPerSecond())
 		d.noShare = s.NoSharePeers || !d.dataPlane()
+		d.throttle(s)
 	}
 	if err == nil && d.cfg.Pools == nil {
 		// Following the joined pools: the jobs of a pool left are needed
@@ -772,6 +818,8 @@ func poolWords(err error, url, invite string, dirs home.Dirs) error {
 	case errors.Is(err, ErrPoolKeyChanged):
 		msg = fmt.Sprintf("the pool at %s answers with another key than when this machine first met it: someone else may answer there (if the pool was set up anew on purpose, delete %s)",
 			url, PinFile(dirs.Config, url))
+	case errors.Is(err, ErrNotCoordinator) && !errors.Is(err, ErrUnavailable):
+		msg = fmt.Sprintf("%s is not an idlepool pool: it serves a web page there; check the address", url)
 	case errors.Is(err, ErrUnavailable):
 		msg = fmt.Sprintf("cannot reach the pool at %s: %s", url, netCause(err))
 	case errors.Is(err, ErrForbidden) && invite != "":

@@ -46,8 +46,9 @@ type donorPolicy struct {
 	settings idle.Settings
 	loaded   time.Time
 	sampler  *idle.Sampler
-	programs []string        // the PauseFor list sampler was made for
-	signs    []idle.GameSign // the game signs sampler was made for
+	programs []string           // the PauseFor list sampler was made for
+	signs    []idle.GameSign    // the game signs sampler was made for
+	sources  idle.SourceOptions // the source options sampler was made for
 
 	reloadEvery time.Duration // settingsReload unless DonorConfig.SettingsReload
 	events      *EventLog     // DonorConfig.Events; nil: none
@@ -94,7 +95,8 @@ func (p *donorPolicy) latest() (idle.Decision, time.Time, idle.Signals) {
 }
 
 // Sample reads the settings again when due, (re)makes the sampler when
-// the programs or the game signs to pause for changed, and samples the signals (or returns
+// the programs or the game signs to pause for or the source options
+// changed, and samples the signals (or returns
 // a sample younger than policyShare).
 func (p *donorPolicy) Sample(ctx context.Context) idle.Signals {
 	p.mu.Lock()
@@ -117,13 +119,14 @@ func (p *donorPolicy) sample(ctx context.Context) idle.Signals {
 			p.policy.SetSettings(s)
 		}
 	}
-	if p.sampler == nil || !slices.Equal(p.programs, p.settings.PauseFor) || !slices.Equal(p.signs, p.settings.Signs()) {
+	if p.sampler == nil || !slices.Equal(p.programs, p.settings.PauseFor) || !slices.Equal(p.signs, p.settings.Signs()) ||
+		p.sources != p.settings.SourceOptions() {
 		if p.sampler != nil {
 			_ = p.sampler.Close()
 		}
-		sources := idle.DefaultSources()
+		sources := idle.DefaultSources(p.settings.SourceOptions())
 		sources.GPU = p.gpus
-		p.programs, p.signs = slices.Clone(p.settings.PauseFor), p.settings.Signs()
+		p.programs, p.signs, p.sources = slices.Clone(p.settings.PauseFor), p.settings.Signs(), p.settings.SourceOptions()
 		p.sampler = idle.NewSampler(idle.SamplerConfig{Sources: sources, Programs: p.programs, GameSigns: p.signs})
 	}
 	return p.sampler.Sample(ctx)
@@ -152,7 +155,7 @@ func (p *donorPolicy) decide(sig idle.Signals, now time.Time) idle.Decision {
 	if d.Finishing && (p.held == nil || p.held() == 0) {
 		// The owner asked to finish the tasks in hand and then pause:
 		// they are finished (or there were none).
-		d = idle.Decision{State: idle.StatePaused, Reason: FinishedReason}
+		d = idle.Decision{State: idle.StatePaused, Reason: FinishedReason, Hold: idle.HoldOwner}
 	}
 	if st := p.policy.State(); st.ComputeOver && !p.settings.ComputeUntil.IsZero() {
 		p.clearOverride(func(s *idle.Settings) {

@@ -3,6 +3,8 @@ package agent_test
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"idlepool/coord"
 	"idlepool/idle"
 	"idlepool/store"
+	"idlepool/worker"
 )
 
 func TestShareSlots(t *testing.T) {
@@ -254,8 +257,11 @@ func TestDonorKeepsBusyAgentWhenSharesChange(t *testing.T) {
 	})
 }
 
-// TestDonorUploadCap: the owner's share_upload reaches the data plane of
-// the donor's agents, and a change applies without a restart.
+// TestDonorUploadCap: with no share_upload set the data plane of the
+// donor's agents runs under the default cap of 1 MiB/s (it was
+// unlimited); the owner's share_upload reaches it, and a change applies
+// without a restart. (p2p's TestUploadLimit measures that cap on a real
+// transfer.)
 func TestDonorUploadCap(t *testing.T) {
 	ctx := context.Background()
 	co := startCoordinator(t, t.TempDir(), "127.0.0.1:0")
@@ -268,7 +274,6 @@ func TestDonorUploadCap(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	set("1MiB/s")
 	d, _, _ := startDonor(t, dev, &fakeExec{}, []store.JoinedPool{{URL: co.url}})
 	capIs := func(want int64) func() bool {
 		return func() bool {
@@ -276,7 +281,7 @@ func TestDonorUploadCap(t *testing.T) {
 			return len(st.Pools) == 1 && st.Pools[0].Peers != nil && st.Pools[0].Peers.UploadCap == want
 		}
 	}
-	waitFor(t, "the data plane runs under the owner's 1 MiB/s cap", capIs(1<<20))
+	waitFor(t, "the data plane runs under the default cap of 1 MiB/s", capIs(1<<20))
 	if w := d.Status().Pools[0].Peers.Words(); !strings.HasSuffix(w, "(at most 1.0 MiB/s)") {
 		t.Errorf("Words() = %q, want it to end with the cap", w)
 	}
@@ -286,4 +291,60 @@ func TestDonorUploadCap(t *testing.T) {
 	set("unlimited")
 	d.Reload()
 	waitFor(t, "the cap is lifted", capIs(0))
+}
+
+// TestDonorAppliesCPUTimeAndPriority: the owner's cpu_time and
+// idle_priority, set in the local store, reach the donor's worker pool,
+// and a change reaches it on Reload.
+func TestDonorAppliesCPUTimeAndPriority(t *testing.T) {
+	if idle.MinCPUTimeShare != worker.MinCPUShare {
+		t.Fatalf("the settings' least CPU time %g is not the workers' %g", idle.MinCPUTimeShare, worker.MinCPUShare)
+	}
+	ctx := context.Background()
+	dev := newDevice(t, nil)
+	// cpu_time and idle_priority read no clock: any instant will do.
+	setAt := time.Date(2026, 12, 3, 23, 30, 0, 0, time.UTC)
+	set := func(kv ...string) {
+		t.Helper()
+		if _, err := dev.local.UpdateSettings(ctx, func(s *idle.Settings) error {
+			for i := 0; i < len(kv); i += 2 {
+				if err := s.Set(kv[i], kv[i+1], setAt); err != nil {
+					return err
+				}
+			}
+			return s.Validate()
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wp, err := worker.NewPool(worker.Config{Command: []string{exe}, Env: append(os.Environ(), workerEnv+"=1"), Slots: 1,
+		CacheDir: filepath.Join(t.TempDir(), "wazero")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { wp.Close() })
+	set("cpu_time", "50%", "idle_priority", "false")
+	d, err := agent.NewDonor(agent.DonorConfig{
+		Home: dev.dirs, DeviceKey: dev.key, OwnerKey: dev.owner, Workers: 1, Executor: wp, Store: dev.local,
+		HTTP: httpClient(t), PoolReload: time.Hour, Logger: quietLogger(t).With("side", "donor"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- d.Serve(sctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	waitFor(t, "the workers at half the CPU time and low priority", func() bool {
+		return wp.CPUShare() == 0.5 && wp.Priority() == worker.PriorityLow
+	})
+	set("cpu_time", "full", "idle_priority", "true")
+	d.Reload()
+	waitFor(t, "the workers at full CPU time and idle priority", func() bool {
+		return wp.CPUShare() == 1 && wp.Priority() == worker.PriorityIdle
+	})
 }

@@ -36,6 +36,10 @@ var (
 	// with a server error; worth retrying later.
 	ErrUnavailable = errors.New("agent: coordinator unavailable")
 
+	// ErrNotCoordinator: what answered at the pool's URL is not an
+	// idlepool coordinator: it served an HTML page (see NotAPIError).
+	ErrNotCoordinator = errors.New("agent: not an idlepool coordinator")
+
 	// ErrNoAgent: no agent answers on the local API (none runs, or its
 	// socket is stale). Returned by ReadStatus.
 	ErrNoAgent = errors.New("agent: no agent answers on the local API")
@@ -108,4 +112,37 @@ func Retryable(err error) bool {
 		return ae.Status >= 500 || ae.Status == http.StatusTooManyRequests || ae.Code == codeClockSkew
 	}
 	return errors.Is(err, ErrUnavailable)
+}
+
+// NotAPIError is an answer that is no coordinator's: an HTML page, as
+// another web server, a proxy or a captive portal serves at the pool's
+// URL. It matches ErrNotCoordinator, and ErrUnavailable too when its
+// status is a server error (5xx) or 429, as a proxy in front of a
+// coordinator that is down answers: worth retrying later (Retryable).
+type NotAPIError struct {
+	Method      string // the request's method, e.g. "GET"
+	URL         string // the request's URL, without its query
+	Status      int    // the HTTP status
+	ContentType string // the answer's Content-Type header, "" if none
+	Title       string // the page's <title>, "" if it has none
+}
+
+// Error says what the URL served and what was expected.
+func (e *NotAPIError) Error() string {
+	page := "an HTML page"
+	if e.Title != "" {
+		page += fmt.Sprintf(" titled %q", e.Title)
+	}
+	ctype := e.ContentType
+	if ctype == "" {
+		ctype = "no Content-Type"
+	}
+	return fmt.Sprintf("%s %s served %d %s, %s (%s), where an idlepool coordinator's JSON API was expected",
+		e.Method, e.URL, e.Status, http.StatusText(e.Status), page, ctype)
+}
+
+// Is matches ErrNotCoordinator, and ErrUnavailable for a 5xx or 429.
+func (e *NotAPIError) Is(target error) bool {
+	return target == ErrNotCoordinator ||
+		target == ErrUnavailable && (e.Status >= 500 || e.Status == http.StatusTooManyRequests)
 }

@@ -13,7 +13,7 @@ import (
 )
 
 // TestFollowSaysWhatThePoolDoes: while no result comes, Follow reports
-// what the pool is doing (a donor that waits, and why), and a job its
+// what the pool is doing (a donor that waits, and its coarse hold), and a job its
 // owner cancels ends the follow with ErrJobCancelled.
 func TestFollowSaysWhatThePoolDoes(t *testing.T) {
 	j := planJob(t, "squares-stalled", 3, "redundancy = 1\nquorum = 1")
@@ -25,6 +25,8 @@ func TestFollowSaysWhatThePoolDoes(t *testing.T) {
 		t.Fatal(err)
 	}
 	donor := newDevice(t, nil)
+	// The reason in words, as an agent from before holds sends it: the
+	// pool shows only the coarse hold it stands for.
 	publishOfferState(t, agentClient(t, co.url, donor), donor, idle.StateWaiting, "waiting: idle time unknown (no input source works)")
 
 	var seen []agent.Activity
@@ -59,7 +61,7 @@ func TestFollowSaysWhatThePoolDoes(t *testing.T) {
 		t.Fatal("Follow reported no activity")
 	}
 	first := seen[0]
-	if want := "0 of 1 donor computing: 1 waiting (idle time unknown (no input source works))"; first.Donors != want {
+	if want := "0 of 1 donor computing: 1 waiting (for its owner)"; first.Donors != want {
 		t.Errorf("donors %q, want %q", first.Donors, want)
 	}
 	if !strings.Contains(first.Stuck, "1 donor matches this job but not computing now") {

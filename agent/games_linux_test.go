@@ -138,7 +138,7 @@ func TestFullScreenGamePausesAgent(t *testing.T) {
 	settings := idle.Defaults()
 	settings.IdleFor = 3 * time.Second
 	settings.MaxOtherCPUShare, settings.MaxTemperatureC, settings.PauseOnBattery = 1, 0, false
-	sources := idle.DefaultSources()
+	sources := idle.DefaultSources(idle.SourceOptions{})
 	sampler := idle.NewSampler(idle.SamplerConfig{
 		Sources:   idle.Sources{InputIdle: []idle.InputIdleSource{awayOwner{}}, Games: sources.Games},
 		GameSigns: settings.Signs(),

@@ -457,8 +457,9 @@ func publishOffer(t testing.TB, c *agent.Client, dev *device) {
 	publishOfferState(t, c, dev, idle.StateComputing, "")
 }
 
-// publishOfferState is publishOffer with the policy's state and reason.
-func publishOfferState(t testing.TB, c *agent.Client, dev *device, state idle.State, reason string) {
+// publishOfferState is publishOffer with the policy's state and hold (or,
+// for an agent before holds, its reason in words).
+func publishOfferState(t testing.TB, c *agent.Client, dev *device, state idle.State, hold idle.Hold) {
 	t.Helper()
 	ctx := context.Background()
 	info, err := agent.PoolKey(ctx, c, dev.dirs.Config)
@@ -468,7 +469,7 @@ func publishOfferState(t testing.TB, c *agent.Client, dev *device, state idle.St
 	o := offers.Build(offers.Spec{Pool: info.Pool, PoolURL: c.URL(), Peer: dev.key.ID(), Owner: dev.owner.ID(),
 		Capacity:    testOffers{settings: idle.Defaults()}.Capacity(ctx, idle.Signals{}),
 		Preferences: offers.Preferences{Global: offers.PoolPreferences{Weight: 1}}, Issued: time.Now(),
-		State: state, Reason: reason})
+		State: state, Hold: hold})
 	o.Sign(dev.key)
 	if err := c.PutOffer(ctx, o); err != nil {
 		t.Fatal(err)

@@ -19,6 +19,11 @@ import (
 // when the policy's state changes quickly.
 const minOfferGap = time.Second
 
+// cpuTimeAPIVersion is the coordinator API version from which an offer's
+// capacity may say its CPU time share (coord.APIVersion): an older
+// coordinator refuses the field.
+const cpuTimeAPIVersion = 5
+
 // PutOffer publishes o, this device's signed capacity offer (POST
 // /v1/offers). The pool refuses an offer that names another peer or pool,
 // does not verify, has expired or lives longer than it allows
@@ -33,10 +38,15 @@ func (c *Client) PutOffer(ctx context.Context, o offers.Offer) error {
 }
 
 // Offers lists the pool's live capacity offers (GET /v1/offers), by peer
-// ID.
+// ID, each offers.Offer.Redacted: a pool from before holds passes on the
+// reason in words of an agent from before them, which this device does not
+// need to read.
 func (c *Client) Offers(ctx context.Context) ([]offers.Offer, error) {
 	var out []offers.Offer
 	_, err := c.do(ctx, http.MethodGet, "/v1/offers", nil, nil, true, &out)
+	for i := range out {
+		out[i] = out[i].Redacted()
+	}
 	return out, err
 }
 
@@ -65,9 +75,13 @@ func (a *Agent) offer(ctx context.Context, now time.Time) offers.Offer {
 	g.mu.Lock()
 	d, sig := g.decision, g.signals
 	g.mu.Unlock()
+	c := a.cfg.Offer.Capacity(ctx, sig)
+	if c.CPUTimeShare != 0 && a.c.apiVersion(ctx) < cpuTimeAPIVersion {
+		c.CPUTimeShare = 0 // the pool would refuse the offer
+	}
 	o := offers.Build(offers.Spec{
 		Pool: a.poolName, PoolURL: a.cfg.PoolURL, Peer: a.cfg.DeviceKey.ID(), Owner: a.owner,
-		Capacity: a.cfg.Offer.Capacity(ctx, sig), State: d.State, Reason: d.Reason,
+		Capacity: c, State: d.State, Hold: d.Hold,
 		Preferences: a.cfg.Offer.Preferences(ctx), Issued: now, TTL: a.cfg.OfferTTL,
 	})
 	o.Sign(a.cfg.DeviceKey)

@@ -4,6 +4,7 @@ package agent_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"path/filepath"
 	"strings"
@@ -15,6 +16,7 @@ import (
 
 	"idlepool/agent"
 	"idlepool/coord"
+	"idlepool/identity"
 	"idlepool/idle"
 	"idlepool/job"
 	"idlepool/offers"
@@ -225,5 +227,39 @@ func TestOffersEndToEnd(t *testing.T) {
 	live = waitOffers(t, c, ttl+time.Second, func(os []offers.Offer) bool { return len(os) == 1 })
 	if live[0].Peer != gpuDev.key.ID() {
 		t.Errorf("left in the listing: %s, want the GPU agent %s", live[0].Peer, gpuDev.key.ID())
+	}
+}
+
+// TestOfferSaysCPUTime: the owner's cpu_time is in the offer's capacity
+// for a pool of API version 5 and signed with it; a pool of version 4,
+// which refuses the field, gets the offer without it.
+func TestOfferSaysCPUTime(t *testing.T) {
+	ctx := context.Background()
+	dev := newDevice(t, nil)
+	s := idle.Defaults()
+	s.CPUTimeShare = 0.5
+	a, err := agent.New(agent.Config{PoolURL: "http://127.0.0.1:1", Home: dev.dirs, DeviceKey: dev.key, OwnerKey: dev.owner,
+		Executor: &fakeExec{}, Store: dev.local, HTTP: httpClient(t), Offer: testOffers{settings: s}, Logger: quietLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		version int
+		want    float64
+	}{{coord.APIVersion, 0.5}, {4, 0}} {
+		o := agent.OfferFor(ctx, a, tc.version)
+		if o.Capacity.CPUTimeShare != tc.want {
+			t.Errorf("offer to a pool of version %d: cpu_time_share %g, want %g", tc.version, o.Capacity.CPUTimeShare, tc.want)
+		}
+		b, err := json.Marshal(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(string(b), `"cpu_time_share":0.5`); got != (tc.want != 0) {
+			t.Errorf("offer to a pool of version %d says cpu_time_share: %v\n%s", tc.version, got, b)
+		}
+		if err := identity.Verify(dev.key.Public(), o.Canonical(), o.Sig); err != nil {
+			t.Errorf("offer to a pool of version %d: signature: %v", tc.version, err)
+		}
 	}
 }

@@ -21,3 +21,7 @@ func KeptCount(a *Agent) int {
 	}
 	return len(k.of(a.c.URL()))
 }
+
+// DataPlaneUp reports whether a's data plane is up and keeps results, so
+// that a result over pool.InlineResultBytes goes by reference.
+func DataPlaneUp(a *Agent) bool { return a.peers.Load() != nil && a.cache.keeper() != nil }

@@ -18,7 +18,10 @@ const autostartName = "idlepool-tray"
 // is not empty (an absolute path: the home the app runs with, so that the
 // next login starts the same identity), else with no arguments: an XDG
 // autostart file ($XDG_CONFIG_HOME/autostart/idlepool-tray.desktop,
-// default ~/.config/autostart) on Linux, the idlepool-tray value of
+// default ~/.config/autostart) on Linux, or nothing of the user's where
+// a system-wide entry of that name (/etc/xdg/autostart, the Debian
+// package's) starts exe, with a Hidden=true override to turn it off (see
+// xdgAutostart); the idlepool-tray value of
 // HKCU\Software\Microsoft\Windows\CurrentVersion\Run on Windows, and
 // ~/Library/LaunchAgents/org.idlepool.tray.plist on macOS. On other
 // systems it returns nil, which hides the tray's "Start at login". The

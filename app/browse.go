@@ -330,7 +330,7 @@ func (v *browseView) cell(row, col int) string {
 	l := r.job.Listing
 	switch col {
 	case 0:
-		if d := offers.PlainLine(l.Description, 70); d != "" {
+		if d := cellDescription(l.Description); d != "" {
 			return offers.PlainLine(l.Name, 40) + "\n" + d
 		}
 		return offers.PlainLine(l.Name, 40)
@@ -357,6 +357,58 @@ func (v *browseView) cell(row, col int) string {
 		return "✗ " + r.job.Why[0]
 	}
 	return ""
+}
+
+// cellDescriptionRunes is the most of a job's description its cell in
+// the job table shows; the details pane shows the whole.
+const cellDescriptionRunes = 70
+
+// cellDescription is the start of description d for the job table, on
+// one line: up to cellDescriptionRunes, cut after a whole word and ended
+// with "…" when there is more (selecting the job shows it whole).
+func cellDescription(d string) string {
+	d = offers.PlainLine(d, len(d)+1)
+	r := []rune(d)
+	if len(r) <= cellDescriptionRunes {
+		return d
+	}
+	cut := string(r[:cellDescriptionRunes])
+	if i := strings.LastIndex(cut, " "); i > 0 {
+		cut = cut[:i]
+	}
+	return strings.TrimRight(cut, " ,;:.-") + "…"
+}
+
+// maxDescriptionRunes bounds the description the details pane shows:
+// about ten pages, more than a job's description needs, while the pool's
+// 1 MiB limit on a job's registration would let a page of text grow too
+// long to lay out.
+const maxDescriptionRunes = 20000
+
+// wholeDescription is description d for the details pane: whole, its
+// line breaks and paragraphs kept (runs of blank lines as one), each line
+// with its spaces collapsed and control characters replaced
+// (offers.PlainLine), up to maxDescriptionRunes with a note saying how
+// much is left out.
+func wholeDescription(d string) string {
+	var lines []string
+	blank := true // no blank line first
+	for _, line := range strings.Split(d, "\n") {
+		line = offers.PlainLine(line, len(line)+1) // bounded as a whole below
+		if line == "" {
+			if !blank {
+				lines = append(lines, "")
+			}
+			blank = true
+			continue
+		}
+		lines, blank = append(lines, line), false
+	}
+	out := strings.TrimSpace(strings.Join(lines, "\n"))
+	if r := []rune(out); len(r) > maxDescriptionRunes {
+		out = string(r[:maxDescriptionRunes]) + fmt.Sprintf("… (%d more characters not shown)", len(r)-maxDescriptionRunes)
+	}
+	return out
 }
 
 // taskNeeds writes what one task of l needs: "CPU, 256 MiB, up to 5 min"
@@ -399,7 +451,7 @@ func jobDetails(r browseRow) string {
 	l := r.job.Listing
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s\n", offers.PlainLine(l.Name, 100))
-	if d := offers.PlainLine(l.Description, 1000); d != "" {
+	if d := wholeDescription(l.Description); d != "" {
 		fmt.Fprintf(&b, "%s\n", d)
 	}
 	if l.Link != "" {
@@ -426,7 +478,7 @@ func jobDetails(r browseRow) string {
 	fmt.Fprintf(&b, "Tasks: %d left, %d done\n", l.TasksLeft, l.TasksDone)
 	fmt.Fprintf(&b, "Quorum: %d agreeing results per task\n", l.Quorum)
 	fmt.Fprintf(&b, "Participants: %s\n", participantsText(l.Participants))
-	fmt.Fprintf(&b, "Cost per task: %s\n", costUnits(l.CostPerTask))
+	fmt.Fprintf(&b, "Cost per task: %s (%s)\n", costUnits(l.CostPerTask), costUnitShort)
 	if r.job.Match {
 		b.WriteString("\nThis machine matches this job.")
 	} else {

@@ -4,12 +4,15 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
+	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/test"
 	"fyne.io/fyne/v2/widget"
 	"github.com/google/go-cmp/cmp"
@@ -274,4 +277,55 @@ func TestShowBrowseWindow(t *testing.T) {
 		t.Fatal("closing the window did not cancel the reading")
 	}
 	v.loading.Wait()
+}
+
+// TestBrowseShowsWholeDescription: a job's description longer than its
+// cell is cut there after a whole word, with "…", and the details pane
+// shows it whole, its paragraphs kept, drawn whole in a pane that
+// scrolls to its end; the pane cut it at 1,000 characters on one line.
+func TestBrowseShowsWholeDescription(t *testing.T) {
+	var words []string
+	for i := range 400 {
+		words = append(words, fmt.Sprintf("word%03d", i))
+	}
+	paras := []string{strings.Join(words[:150], " "), strings.Join(words[150:300], " "), strings.Join(words[300:], " ") + " END."}
+	desc := paras[0] + "\r\n\r\n" + paras[1] + "\n\n\n" + paras[2] + "\n"
+	boards := testBoards()
+	boards[0].Jobs[0].Listing.Description = desc
+	v := newTestBrowse(t, "http://a")
+	v.u.deps.Board = func(context.Context) ([]agent.PoolBoard, error) { return boards, nil }
+	w := test.NewTempWindow(t, v.content)
+	w.Resize(fyne.NewSize(1000, 640))
+	v.load()
+	v.settle()
+
+	cell := v.cell(0, 0)
+	name, short, _ := strings.Cut(cell, "\n")
+	if name != "squares" || !strings.HasSuffix(short, "…") || utf8.RuneCountInString(short) > cellDescriptionRunes+1 {
+		t.Errorf("the job's cell reads %q, want its name over the description's start ended with …", cell)
+	}
+	if last := strings.Fields(strings.TrimSuffix(short, "…")); !slices.Contains(words, last[len(last)-1]) {
+		t.Errorf("the cell cuts a word: %q", short)
+	}
+
+	v.table.Select(widget.TableCellID{Row: 0, Col: 0})
+	w.Content().Refresh()
+	want := strings.Join(paras, "\n\n")
+	if !strings.Contains(v.details.Text, "squares\n"+want+"\n") {
+		t.Errorf("the details do not show the whole description with its paragraphs:\n%s", v.details.Text)
+	}
+	if !fitsWhole(v.details) {
+		t.Errorf("the details are drawn %v, need height %.0f", v.details.Size(), v.details.MinSize().Height)
+	}
+	v.scroll.ScrollToBottom()
+	if d := fyne.CurrentApp().Driver(); d.AbsolutePositionForObject(v.details).Y+v.details.Size().Height >
+		d.AbsolutePositionForObject(v.scroll).Y+v.scroll.Size().Height+0.5 {
+		t.Error("scrolled to its end, the details pane does not show the details' end")
+	}
+
+	// A description past maxDescriptionRunes says how much is left out.
+	long := strings.Repeat("x ", maxDescriptionRunes)
+	if got := wholeDescription(long); !strings.HasSuffix(got, fmt.Sprintf("… (%d more characters not shown)", 2*maxDescriptionRunes-1-maxDescriptionRunes)) {
+		t.Errorf("a description of %d characters ends %q", len(long), got[len(got)-60:])
+	}
 }

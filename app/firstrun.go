@@ -24,7 +24,19 @@ import (
 // The first-run window's two choices.
 const (
 	choicePool = "Compute for a pool"
-	choiceSolo = "Just keep it ready (solo, no account)"
+	choiceSolo = "Only my own jobs for now (solo, no account)"
+)
+
+// What each choice means, shown under the choices: solo lends nothing,
+// so that a donor who starts with it knows that nothing is donated yet
+// and how to join a pool later.
+const (
+	soloMeans = "Solo: this computer computes only the jobs you run yourself (with idlepool run, or in a pool of your own devices); " +
+		"nothing is donated: no one else's job runs here and nothing leaves it. " +
+		"To donate later, join a pool in Settings → Pools, from the tray icon."
+	poolMeans = "A pool is run by a lab, a project or a group of friends; whoever runs it gives you its address " +
+		"(on its web page or in an invitation) and, if it admits only invited devices, an invite token. " +
+		"Once joined, Browse jobs in the tray menu lists the jobs seeking compute there, and you may refuse any of them."
 )
 
 // NeedsFirstRun reports whether the app should show the first-run window:
@@ -68,7 +80,8 @@ type firstRunForm struct {
 	content fyne.CanvasObject
 
 	choice     *widget.RadioGroup
-	poolForm   *fyne.Container // the pool's address and invite; shown for choicePool
+	means      *widget.RichText // what the choice means: soloMeans or poolMeans
+	poolForm   *fyne.Container  // the pool's address and invite; shown for choicePool
 	poolURL    *widget.Entry
 	poolInvite *widget.Entry
 	poolErr    *widget.Label
@@ -171,8 +184,14 @@ func newFirstRunForm(ctx context.Context, u *UI, w fyne.Window, done func()) *fi
 		f.poolErr,
 	)
 	var scroll *container.Scroll
+	f.means = hint("")
 	f.choice = widget.NewRadioGroup([]string{choicePool, choiceSolo}, func(c string) {
 		setError(f.poolErr, "")
+		if c == choicePool {
+			setHint(f.means, poolMeans)
+		} else {
+			setHint(f.means, soloMeans)
+		}
 		if c == choicePool {
 			f.poolForm.Show()
 			if scroll != nil {
@@ -209,12 +228,13 @@ func newFirstRunForm(ctx context.Context, u *UI, w fyne.Window, done func()) *fi
 		widget.NewSeparator(),
 		heading("What should it compute?"),
 		f.choice,
+		f.means,
 		f.poolForm,
 		f.startErr,
 		f.status,
 	)
 	bar := container.NewHBox(f.settings, layout.NewSpacer(), login, f.start)
-	scroll = container.NewVScroll(container.NewPadded(body))
+	scroll = pageScroll(container.NewPadded(body))
 	f.content = container.NewBorder(nil, container.NewPadded(bar), nil, nil, scroll)
 	return f
 }

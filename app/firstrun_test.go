@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/container"
 	"fyne.io/fyne/v2/test"
 	"github.com/google/go-cmp/cmp"
 
@@ -235,5 +236,45 @@ func TestShowFirstRun(t *testing.T) {
 	}
 	if need, err := NeedsFirstRun(context.Background(), l); err != nil || !need {
 		t.Errorf("NeedsFirstRun after closing = %v, %v; want true", need, err)
+	}
+}
+
+// TestFirstRunSaysWhatEachChoiceMeans: under the choices the window says
+// what the one chosen means: solo (the first choice) computes only the
+// owner's own jobs and donates nothing, and where to join a pool later;
+// a pool's address comes from whoever runs it, and Browse jobs lists its
+// jobs. Both show whole in the window at its size, without scrolling.
+func TestFirstRunSaysWhatEachChoiceMeans(t *testing.T) {
+	fx := newFirstRunFixture(t)
+	f := fx.form
+	for _, tc := range []struct {
+		choice string
+		want   []string
+	}{
+		{choiceSolo, []string{"only the jobs you run yourself", "nothing is donated", "join a pool in Settings → Pools"}},
+		{choicePool, []string{"gives you its address", "invite token", "Browse jobs in the tray menu lists the jobs"}},
+	} {
+		f.choice.SetSelected(tc.choice)
+		f.w.Content().Refresh()
+		text := f.means.String()
+		for _, w := range tc.want {
+			if !strings.Contains(text, w) {
+				t.Errorf("%s: the window says %q, want it to say %q", tc.choice, text, w)
+			}
+		}
+		if !f.means.Visible() || f.means.Size().Height < f.means.MinSize().Height-0.5 {
+			t.Errorf("%s: the words are drawn %v (visible %v), need %v", tc.choice, f.means.Size(), f.means.Visible(), f.means.MinSize())
+		}
+		if tc.choice == choiceSolo {
+			var scroll *container.Scroll
+			walkDrawn(f.content, func(o fyne.CanvasObject) {
+				if s, ok := o.(*container.Scroll); ok && scroll == nil {
+					scroll = s
+				}
+			})
+			if !inView(f.means, scroll) {
+				t.Errorf("solo: the words on what it means are out of view at the window's size")
+			}
+		}
 	}
 }

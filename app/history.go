@@ -202,7 +202,7 @@ func (u *UI) newHistoryView() *historyView {
 	)
 	split := container.NewHSplit(tablePane, v.side)
 	split.Offset = historySplit
-	top := container.NewVBox(filters, v.status)
+	top := container.NewVBox(filters, v.status, hint(costUnitMeans))
 	v.content = container.NewBorder(top, v.chart, nil, nil, split)
 	return v
 }

@@ -456,3 +456,36 @@ func TestHistoryWorkLine(t *testing.T) {
 		}
 	}
 }
+
+// TestCostUnitsExplained: where a cost is shown, the app says what a cost
+// unit is: the history window under its filters (its totals, chart and
+// details count in them), drawn whole at the window's size, and a job's
+// details in Browse jobs beside its cost per task.
+func TestCostUnitsExplained(t *testing.T) {
+	v, _ := newTestHistory(t)
+	w := test.NewTempWindow(t, v.content)
+	w.Resize(fyne.NewSize(1100, 720))
+	w.Content().Refresh()
+	var note *widget.RichText
+	walkDrawn(v.content, func(o fyne.CanvasObject) {
+		if r, ok := o.(*widget.RichText); ok && r.Visible() && strings.Contains(r.String(), "A cost unit is") {
+			note = r
+		}
+	})
+	if note == nil {
+		t.Fatal("the history window does not say what a cost unit is")
+	}
+	for _, want := range []string{"what a job declares one of its tasks to be worth", "1 per task", "never from the time a task took"} {
+		if !strings.Contains(note.String(), want) {
+			t.Errorf("the history window's note %q lacks %q", note.String(), want)
+		}
+	}
+	if note.Size().Height < note.MinSize().Height-0.5 || note.Size().Width > 1100 {
+		t.Errorf("the note is drawn %v, needs %v", note.Size(), note.MinSize())
+	}
+
+	d := jobDetails(browseRow{poolURL: "http://a", poolName: "alpha", job: testBoards()[0].Jobs[0]})
+	if !strings.Contains(d, "Cost per task: 1.5 cost units (the worth the job declares for a task, the same on every machine, never time)") {
+		t.Errorf("the job's details do not say what its cost is:\n%s", d)
+	}
+}

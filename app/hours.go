@@ -392,6 +392,20 @@ func (g *hoursGrid) CreateRenderer() fyne.WidgetRenderer {
 	return r
 }
 
+// disabledCellFade is how far a painted cell of a disabled grid fades
+// from the primary colour towards the background: 0 not at all, 1 gone.
+const disabledCellFade = 0.35
+
+// blend mixes a into b: share 0 gives a, 1 gives b. Alpha is a's.
+func blend(a, b color.Color, share float64) color.Color {
+	ar, ag, ab, aa := a.RGBA()
+	br, bg, bb, _ := b.RGBA()
+	mix := func(x, y uint32) uint8 {
+		return uint8((float64(x)*(1-share) + float64(y)*share) / 0x101)
+	}
+	return color.NRGBA{R: mix(ar, br), G: mix(ag, bg), B: mix(ab, bb), A: uint8(aa / 0x101)}
+}
+
 func twoDigits(h int) string { return string([]byte{byte('0' + h/10), byte('0' + h%10)}) }
 
 type hoursRenderer struct {
@@ -432,7 +446,13 @@ func (r *hoursRenderer) MinSize() fyne.Size { return r.g.MinSize() }
 func (r *hoursRenderer) Refresh() {
 	on, off := theme.Color(theme.ColorNamePrimary), theme.Color(theme.ColorNameInputBackground)
 	if r.g.disabled {
-		on, off = theme.Color(theme.ColorNameDisabled), theme.Color(theme.ColorNameDisabledButton)
+		// Greyed, a painted cell still reads as painted: the primary
+		// colour half faded into the background ("Any time" shows every
+		// hour filled), where the disabled grey of the theme is barely
+		// apart from the background on the dark theme and the grid
+		// looked empty.
+		on = blend(on, theme.Color(theme.ColorNameBackground), disabledCellFade)
+		off = theme.Color(theme.ColorNameDisabledButton)
 	}
 	for row := range 7 {
 		for h := range 24 {

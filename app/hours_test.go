@@ -1,12 +1,15 @@
 package app
 
 import (
+	"image/color"
+	"math"
 	"math/rand/v2"
 	"testing"
 
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/driver/desktop"
 	"fyne.io/fyne/v2/test"
+	"fyne.io/fyne/v2/theme"
 
 	"idlepool/idle"
 )
@@ -246,6 +249,69 @@ func TestGridFromSchedule(t *testing.T) {
 			}
 			if got != tc.want {
 				t.Errorf("grid of %q = %q, want %q", tc.text, got, tc.want)
+			}
+		})
+	}
+}
+
+// variantTheme is the default theme in one variant, dark or light,
+// whatever the app's settings say.
+type variantTheme struct {
+	fyne.Theme
+	variant fyne.ThemeVariant
+}
+
+func (t variantTheme) Color(n fyne.ThemeColorName, _ fyne.ThemeVariant) color.Color {
+	return t.Theme.Color(n, t.variant)
+}
+
+// colourDistance is the Euclidean distance of a and b in 8-bit RGB.
+func colourDistance(a, b color.Color) float64 {
+	ar, ag, ab, _ := a.RGBA()
+	br, bg, bb, _ := b.RGBA()
+	d := func(x, y uint32) float64 { return (float64(x) - float64(y)) / 0x101 }
+	return math.Sqrt(d(ar, br)*d(ar, br) + d(ag, bg)*d(ag, bg) + d(ab, bb)*d(ab, bb))
+}
+
+// TestHoursAnyTimeShowsEveryHour: with "Any time" ticked the settings
+// window's grid shows every hour filled, greyed but in the colour of a
+// painted hour (nearer the primary colour than an empty cell's, and
+// standing out from the background), on the dark and the light theme;
+// the theme's disabled grey drew it as good as empty.
+func TestHoursAnyTimeShowsEveryHour(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		variant fyne.ThemeVariant
+	}{{"dark", theme.VariantDark}, {"light", theme.VariantLight}} {
+		t.Run(tc.name, func(t *testing.T) {
+			fx := newSettingsFixture(t, nil) // the defaults: any time
+			th := variantTheme{theme.DefaultTheme(), tc.variant}
+			fyne.CurrentApp().Settings().SetTheme(th)
+			fx.showTab("Hours")
+			f := fx.form
+			if !f.anyTime.Checked || !f.hours.Grid().full() || !f.hours.disabled {
+				t.Fatalf("Any time %v, grid full %v, disabled %v; want all three", f.anyTime.Checked, f.hours.Grid().full(), f.hours.disabled)
+			}
+			r := test.WidgetRenderer(f.hours).(*hoursRenderer)
+			r.Refresh()
+			primary, bg := th.Color(theme.ColorNamePrimary, 0), th.Color(theme.ColorNameBackground, 0)
+			empty := newHoursGrid(hourGrid{})
+			empty.SetDisabled(true)
+			emptyFill := test.WidgetRenderer(empty).(*hoursRenderer).cells[0].FillColor
+			for i, c := range r.cells {
+				fill := c.FillColor
+				if toPrimary, toEmpty := colourDistance(fill, primary), colourDistance(fill, emptyFill); toPrimary >= toEmpty {
+					t.Fatalf("cell %d drawn %v: %.0f from the primary colour, %.0f from an empty cell's; want it to read as painted", i, fill, toPrimary, toEmpty)
+				}
+				if k := contrast(fill, bg); k < 1.5 {
+					t.Fatalf("cell %d drawn %v: contrast %.2f:1 with the background, want at least 1.5:1", i, fill, k)
+				}
+			}
+			// Unticked, the cells are painted again in full colour, and
+			// the painting before Any time comes back (none here).
+			test.Tap(f.anyTime)
+			if f.hours.disabled || !f.hours.Grid().empty() {
+				t.Errorf("after unticking: disabled %v, grid empty %v", f.hours.disabled, f.hours.Grid().empty())
 			}
 		})
 	}

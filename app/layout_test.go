@@ -1,6 +1,8 @@
 package app
 
 import (
+	"context"
+	"fmt"
 	"image/color"
 	"math"
 	"strings"
@@ -251,4 +253,103 @@ func TestFirstRunPoolFieldsInView(t *testing.T) {
 			t.Errorf("the pool %s field is at %.0f-%.0f, out of the view %.0f-%.0f", name, y, y+e.Size().Height, top, top+scroll.Size().Height)
 		}
 	}
+}
+
+// inView reports whether o lies whole within the visible part of scroll
+// (at its offset now), both in window coordinates.
+func inView(o fyne.CanvasObject, scroll *container.Scroll) bool {
+	d := fyne.CurrentApp().Driver()
+	p, top := d.AbsolutePositionForObject(o), d.AbsolutePositionForObject(scroll)
+	return p.X >= top.X && p.Y >= top.Y &&
+		p.X+o.Size().Width <= top.X+scroll.Size().Width+0.5 && p.Y+o.Size().Height <= top.Y+scroll.Size().Height+0.5
+}
+
+// TestSettingsJoinInView: the Pools tab shows its Join button when it
+// opens, without scrolling, at the window's size and at a smaller one (a
+// laptop's screen, where a desktop shrinks the window), also with a pool
+// joined whose choices take most of the tab. It was at the tab's end,
+// below the pools and their choices, cut off by the window's edge.
+func TestSettingsJoinInView(t *testing.T) {
+	for _, size := range []fyne.Size{{Width: 760, Height: 560}, {Width: 640, Height: 440}} {
+		t.Run(fmt.Sprintf("%.0fx%.0f", size.Width, size.Height), func(t *testing.T) {
+			fx := newSettingsFixture(t, func(d *Deps) {
+				if err := d.Store.JoinPool(context.Background(), goodPool, ""); err != nil {
+					t.Fatal(err)
+				}
+			})
+			fx.window.Resize(size)
+			fx.showTab("Pools")
+			scroll := fx.form.tabs.Selected().Content.(*container.Scroll)
+			if !inView(fx.form.poolJoin, scroll) || !inView(fx.form.poolURL, scroll) {
+				d := fyne.CurrentApp().Driver()
+				t.Errorf("Join at %v (%v) and the address at %v; the tab shows %v to %v",
+					d.AbsolutePositionForObject(fx.form.poolJoin), fx.form.poolJoin.Size(), d.AbsolutePositionForObject(fx.form.poolURL),
+					d.AbsolutePositionForObject(scroll), d.AbsolutePositionForObject(scroll).Add(scroll.Size()))
+			}
+		})
+	}
+}
+
+// wheelTarget returns what Fyne's desktop driver gives a mouse wheel
+// event at pos (window coordinates) under root: the last scrollable
+// object under the pointer in the order the driver walks the objects
+// (containers' children and widgets' renderer objects, depth first).
+func wheelTarget(root fyne.CanvasObject, pos fyne.Position) fyne.Scrollable {
+	d := fyne.CurrentApp().Driver()
+	var found fyne.Scrollable
+	walkDrawn(root, func(o fyne.CanvasObject) {
+		s, ok := o.(fyne.Scrollable)
+		if !ok || !o.Visible() {
+			return
+		}
+		p := d.AbsolutePositionForObject(o)
+		if pos.X >= p.X && pos.Y >= p.Y && pos.X < p.X+o.Size().Width && pos.Y < p.Y+o.Size().Height {
+			found = s
+		}
+	})
+	return found
+}
+
+// TestWheelScrollsOverFields: the mouse wheel scrolls a tab of the
+// Settings window and the first-run window with the pointer over a
+// field too; the field's own scroll took the wheel, and the page stopped
+// moving as soon as a field came under the pointer.
+func TestWheelScrollsOverFields(t *testing.T) {
+	// check turns the wheel by dy (negative: down) over field, which
+	// the page shows, and checks that the page moved.
+	check := func(t *testing.T, root fyne.CanvasObject, scroll *container.Scroll, field *widget.Entry, dy float32) {
+		t.Helper()
+		if !inView(field, scroll) {
+			t.Fatal("the field is out of view")
+		}
+		at := fyne.CurrentApp().Driver().AbsolutePositionForObject(field).AddXY(field.Size().Width/2, field.Size().Height/2)
+		target := wheelTarget(root, at)
+		if target == nil {
+			t.Fatal("nothing takes the wheel over the field")
+		}
+		before := scroll.Offset.Y
+		target.Scrolled(&fyne.ScrollEvent{Scrolled: fyne.NewDelta(0, dy)})
+		if scroll.Offset.Y == before {
+			t.Errorf("the wheel over the field went to a %T; the page stayed at %v", target, scroll.Offset.Y)
+		}
+	}
+	t.Run("settings", func(t *testing.T) {
+		fx := newSettingsFixture(t, nil)
+		fx.showTab("Computer")
+		check(t, fx.window.Content(), fx.form.tabs.Selected().Content.(*container.Scroll), fx.form.cores, -40)
+	})
+	t.Run("first run", func(t *testing.T) {
+		// Choosing a pool in a short window scrolls to the pool's fields,
+		// at the end: the wheel turns up from there.
+		fx := newFirstRunFixture(t)
+		fx.form.w.Resize(fyne.NewSize(640, 420))
+		fx.form.choice.SetSelected(choicePool)
+		var scroll *container.Scroll
+		walkDrawn(fx.form.content, func(o fyne.CanvasObject) {
+			if s, ok := o.(*container.Scroll); ok && scroll == nil {
+				scroll = s
+			}
+		})
+		check(t, fx.form.w.Content(), scroll, fx.form.poolURL, 40)
+	})
 }

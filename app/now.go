@@ -199,9 +199,12 @@ func (v *nowView) show(d nowData) {
 	line := StatusOf(st, d.settings, d.now).Line
 	v.line.SetText(line)
 	v.decision.SetText(decisionWords(st, loc, d.now))
-	if strings.EqualFold("Decision: "+line, v.decision.Text) {
+	switch {
+	case strings.EqualFold("Decision: "+line, v.decision.Text):
 		v.decision.Hide() // the line says it already
-	} else {
+	case decidedBefore(st, d.settings, d.now):
+		v.decision.Hide() // the reason it waited before compute now, which the line says is starting
+	default:
 		v.decision.Show()
 	}
 

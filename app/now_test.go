@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"fyne.io/fyne/v2/test"
+	"fyne.io/fyne/v2/widget"
 	"github.com/google/go-cmp/cmp"
 
 	"idlepool/agent"
@@ -164,6 +165,35 @@ func TestDurationWords(t *testing.T) {
 	} {
 		if got := durationWords(d); got != want {
 			t.Errorf("durationWords(%v) = %q, want %q", d, got, want)
+		}
+	}
+}
+
+// TestNowAfterComputeNow: right after the owner asked to compute now,
+// before the engine decided again, the Now window says that it starts
+// computing and shows no trace of why it waited before: neither in the
+// line nor as the decision.
+func TestNowAfterComputeNow(t *testing.T) {
+	st := agent.AgentStatus{
+		Decision: idle.Decision{State: idle.StateWaiting, Reason: "waiting: you were active 3 s ago; starting after 5 min idle"},
+		Pools:    []agent.PoolState{{URL: "http://10.0.0.5:7420", Name: "lanparty", Slots: 2}},
+	}
+	v, loop := newTestNow(t, st)
+	if _, err := v.u.deps.Store.UpdateSettings(context.Background(), func(s *idle.Settings) error {
+		s.TimeZone = "UTC"
+		s.SetComputeUntil(nowNow.Add(time.Hour))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	v.load()
+	loop.settle(&v.loading)
+	if got, want := v.line.Text, "Computing now, as you asked, until "+nowNow.Add(time.Hour).UTC().Format("15:04")+": starting…"; got != want {
+		t.Errorf("line %q, want %q", got, want)
+	}
+	for _, l := range []*widget.Label{v.line, v.decision} {
+		if l.Visible() && strings.Contains(l.Text, "you were active") {
+			t.Errorf("the window still shows the reason it waited before: %q", l.Text)
 		}
 	}
 }

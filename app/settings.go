@@ -86,6 +86,9 @@ type settingsForm struct {
 	// Computer tab.
 	cores          *widget.Entry
 	coresErr       *widget.Label
+	cpuTime        *widget.Entry // how hard to work (idle.Settings.CPUTimeShare)
+	cpuTimeErr     *widget.Label
+	idlePriority   *widget.Check // the OS's idle priority (not idle.Settings.NoIdlePriority)
 	idleMinutes    *widget.Entry
 	idleErr        *widget.Label
 	idleWas        time.Duration
@@ -234,10 +237,10 @@ func newSettingsForm(ctx context.Context, u *UI, w fyne.Window) *settingsForm {
 	f.choices = newPoolChoices(ctx, u.deps.Store)
 
 	f.tabs = container.NewAppTabs(
-		container.NewTabItem("Hours", container.NewVScroll(besideScrollBar(f.hoursTab(s)))),
-		container.NewTabItem("Computer", container.NewVScroll(besideScrollBar(f.computerTab(ctx, s)))),
-		container.NewTabItem("GPUs", container.NewVScroll(besideScrollBar(f.gpusTab(s)))),
-		container.NewTabItem("Pools", container.NewVScroll(besideScrollBar(f.poolsTab(ctx)))),
+		container.NewTabItem("Hours", pageScroll(besideScrollBar(f.hoursTab(s)))),
+		container.NewTabItem("Computer", pageScroll(besideScrollBar(f.computerTab(ctx, s)))),
+		container.NewTabItem("GPUs", pageScroll(besideScrollBar(f.gpusTab(s)))),
+		container.NewTabItem("Pools", pageScroll(besideScrollBar(f.poolsTab(ctx)))),
 	)
 	for _, it := range f.tabs.Items {
 		f.watchEdits(it.Content)
@@ -327,6 +330,7 @@ func (f *settingsForm) computerTab(ctx context.Context, s idle.Settings) fyne.Ca
 		f.cores.SetText(formatPercent(s.CoresShare) + "%")
 	}
 	f.coresErr = newErrorLabel()
+	f.cpuTime, f.cpuTimeErr, f.idlePriority = cpuTimeControls(s)
 
 	f.idleWas = s.IdleFor
 	f.idleMinutes = widget.NewEntry()
@@ -391,8 +395,11 @@ func (f *settingsForm) computerTab(ctx context.Context, s idle.Settings) fyne.Ca
 	}
 	f.shareDiskErr = newErrorLabel()
 	f.shareUpload = widget.NewEntry()
-	f.shareUpload.SetPlaceHolder("unlimited (the default)")
-	if s.ShareUploadKiBps > 0 {
+	f.shareUpload.SetPlaceHolder(formatKiBps(idle.DefaultShareUploadKiBps) + " (the default)")
+	switch {
+	case s.ShareUploadKiBps == idle.ShareUploadUnlimited:
+		f.shareUpload.SetText("unlimited")
+	case s.ShareUploadKiBps > 0:
 		f.shareUpload.SetText(formatKiBps(s.ShareUploadKiBps))
 	}
 	f.shareUploadErr = newErrorLabel()
@@ -402,6 +409,8 @@ func (f *settingsForm) computerTab(ctx context.Context, s idle.Settings) fyne.Ca
 		field("Cores to use", f.cores,
 			fmt.Sprintf("A number of cores (such as 6) or a percentage (such as 75%%). This computer has %d. Leave empty to use all but one.", f.u.deps.cpus()),
 			f.coresErr),
+		field("Time on each core (%)", f.cpuTime, cpuTimeHelp, f.cpuTimeErr),
+		[]fyne.CanvasObject{widget.NewLabel(""), container.NewVBox(f.idlePriority, hint(idlePriorityHelp))},
 		field("Idle minutes", f.idleMinutes,
 			"How long nobody must have used the keyboard or mouse before computing starts. 0 starts without waiting.",
 			f.idleErr),
@@ -414,7 +423,8 @@ func (f *settingsForm) computerTab(ctx context.Context, s idle.Settings) fyne.Ca
 			"Pieces of jobs' files kept to send to other computers of your pools, so that the pool's server need not send them all; the least recently used go first. Empty: the default.",
 			f.shareDiskErr),
 		field("Upload to share", f.shareUpload,
-			"The most this computer sends to other computers of your pools, all pools together, such as 2 MiB/s; keep it well under your connection's upload speed. Empty: no limit.",
+			"The most this computer sends to other computers of your pools, all pools together, such as 2 MiB/s; keep it well under your connection's upload speed. Empty: the default, "+
+				formatKiBps(idle.DefaultShareUploadKiBps)+", under half of a common 20 Mbit/s home upload; unlimited: no cap.",
 			f.shareUploadErr),
 		[]fyne.CanvasObject{heading("Battery"), layout.NewSpacer()},
 		[]fyne.CanvasObject{widget.NewLabel(""), f.pauseOnBattery},
@@ -687,6 +697,8 @@ type parsedSettings struct {
 	schedule         idle.Schedule
 	cores            int
 	coresShare       float64
+	cpuTimeShare     float64
+	noIdlePriority   bool
 	idleFor          time.Duration
 	maxOtherCPUShare float64
 	memoryShare      float64
@@ -752,6 +764,9 @@ func (f *settingsForm) parse() (p parsedSettings, bad []int) {
 		}
 	}
 	check(computerTab, f.coresErr, ok, coresMsg)
+	p.cpuTimeShare, ok = parseCPUTime(f.cpuTime.Text)
+	check(computerTab, f.cpuTimeErr, ok, cpuTimeMsg)
+	p.noIdlePriority = !f.idlePriority.Checked
 
 	minutes, ok := parseWhole(f.idleMinutes.Text, 0, 1440)
 	check(computerTab, f.idleErr, ok, "Idle minutes must be a whole number from 0 to 1440.")
@@ -785,7 +800,7 @@ func (f *settingsForm) parse() (p parsedSettings, bad []int) {
 	p.shareDiskMiB = mib
 
 	kibps, err := idle.ParseUploadRate(f.shareUpload.Text)
-	check(computerTab, f.shareUploadErr, err == nil, fmt.Sprintf("The upload to share must be a rate of at least %d KiB/s, such as 2 MiB/s or 500 KB/s, or empty for no limit.", idle.MinShareUploadKiBps))
+	check(computerTab, f.shareUploadErr, err == nil, fmt.Sprintf("The upload to share must be a rate of at least %d KiB/s, such as 2 MiB/s or 500 KB/s, unlimited, or empty for the default.", idle.MinShareUploadKiBps))
 	p.shareUploadKiBps = kibps
 
 	p.pauseFor = slices.Clone(f.programs)
@@ -830,6 +845,12 @@ func (p parsedSettings) apply(s *idle.Settings, base parsedSettings, savedGPUs m
 	}
 	if p.cores != base.cores || p.coresShare != base.coresShare {
 		s.Cores, s.CoresShare = p.cores, p.coresShare
+	}
+	if p.cpuTimeShare != base.cpuTimeShare {
+		s.CPUTimeShare = p.cpuTimeShare
+	}
+	if p.noIdlePriority != base.noIdlePriority {
+		s.NoIdlePriority = p.noIdlePriority
 	}
 	if p.idleFor != base.idleFor {
 		s.IdleFor = p.idleFor
@@ -949,18 +970,21 @@ func (f *settingsForm) poolsTab(ctx context.Context) fyne.CanvasObject {
 		widget.NewLabel("Pool address"), f.poolURL,
 		widget.NewLabel("Invite token"), f.poolInvite,
 	)
+	// Joining comes first, so that the Join button shows when the tab
+	// opens, above the pools joined and their choices, which grow with
+	// every pool.
 	tab := container.NewVBox(
-		heading("Pools this computer computes for"),
-		f.poolList,
-		widget.NewSeparator(),
-		f.choices.globalBox(),
-		widget.NewSeparator(),
 		heading("Join a pool"),
 		joinNote,
 		form,
 		f.poolErr,
 		container.NewHBox(f.poolJoin),
 		f.poolStatus,
+		widget.NewSeparator(),
+		heading("Pools this computer computes for"),
+		f.poolList,
+		widget.NewSeparator(),
+		f.choices.globalBox(),
 	)
 	if f.owner = newOwnerBox(f.u); f.owner != nil {
 		tab.Add(widget.NewSeparator())

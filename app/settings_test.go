@@ -736,7 +736,7 @@ func inPlace(t *testing.T, when string, list *fyne.Container) {
 }
 
 // After Join and Leave, the Pools tab lays out again at once: the list
-// of pools ends above the "Join a pool" heading.
+// of pools ends above the "For every pool" heading that follows it.
 func TestSettingsPoolsRelayout(t *testing.T) {
 	fx := newSettingsFixture(t, nil)
 	f := fx.form
@@ -744,12 +744,13 @@ func TestSettingsPoolsRelayout(t *testing.T) {
 	check := func(when string) {
 		t.Helper()
 		inPlace(t, when, f.poolList)
-		heads := labelsReading(fx.window.Content(), "Join a pool")
+		heads := labelsReading(fx.window.Content(), "For every pool")
 		if len(heads) != 1 {
-			t.Fatalf("%s: %d Join a pool headings, want 1", when, len(heads))
+			t.Fatalf("%s: %d For every pool headings, want 1", when, len(heads))
 		}
-		if y, end := heads[0].Position().Y, f.poolList.Position().Y+f.poolList.Size().Height; y < end {
-			t.Errorf("%s: the Join a pool heading at y=%v is above the list's end at %v", when, y, end)
+		d := fyne.CurrentApp().Driver()
+		if y, end := d.AbsolutePositionForObject(heads[0]).Y, d.AbsolutePositionForObject(f.poolList).Y+f.poolList.Size().Height; y < end {
+			t.Errorf("%s: the For every pool heading at y=%v is above the list's end at %v", when, y, end)
 		}
 	}
 	check("at first")

@@ -51,6 +51,10 @@ type TrayStatus struct {
 	Finishing bool
 }
 
+// lineStarting is the status line while the engine has no decision to
+// tell: it has just started, or the owner just asked to compute now.
+const lineStarting = "Starting…"
+
 // maxLineRunes is the longest status line shown; a longer one is cut
 // with "…" (tray menus do not wrap).
 const maxLineRunes = 90
@@ -110,9 +114,15 @@ func statusOf(st agent.AgentStatus, s idle.Settings, now time.Time) TrayStatus {
 		return TrayStatus{State: TrayIdle, Line: cut("Waiting: " + why + ": set the clock right")}
 	}
 	d := st.Decision
+	if decidedBefore(st, s, now) {
+		// The owner just asked to compute now: the paused or waiting
+		// decision is the one from before (the engine decides again
+		// within a second of being told) and no longer says why.
+		return TrayStatus{State: TrayIdle, Line: lineStarting}
+	}
 	switch d.State {
 	case "":
-		return TrayStatus{State: TrayIdle, Line: "Starting…"}
+		return TrayStatus{State: TrayIdle, Line: lineStarting}
 	case idle.StatePaused:
 		return TrayStatus{State: TrayPaused, Line: cut(capital(d.Reason))}
 	case idle.StateWaiting:
@@ -146,6 +156,15 @@ func statusOf(st agent.AgentStatus, s idle.Settings, now time.Time) TrayStatus {
 		line += " for " + poolsText(busy)
 	}
 	return TrayStatus{State: TrayComputing, Line: cut(line)}
+}
+
+// decidedBefore reports whether the engine's decision in st was made
+// before the owner's compute now in s and holds computing back: the
+// engine decides again within a second of being told, and until then its
+// reason (outside the hours, the owner active) no longer says why.
+func decidedBefore(st agent.AgentStatus, s idle.Settings, now time.Time) bool {
+	d := st.Decision
+	return s.ComputingNow(now) && !d.ComputeNow && d.State != "" && d.State != idle.StateComputing
 }
 
 // clockRefused reports whether a pool refuses this device's clock, and
@@ -366,6 +385,7 @@ type Tray struct {
 	line     string    // the status line now shown
 	rest     string    // the other items now shown, as text
 	built    time.Time // when the items shown last changed
+	decided  decided   // the engine's decision when they were shown
 	icon     TrayState // the icon set; "" before the first
 	settings idle.Settings
 	problem  string       // the last failed action, shown under the status
@@ -485,6 +505,13 @@ func (t *Tray) snapshot() traySnapshot {
 	return s
 }
 
+// decided is what of the engine's decision makes a new status line
+// show at once (see Tray.apply).
+type decided struct {
+	state      idle.State
+	computeNow bool
+}
+
 // TraySettingsAge is how old the settings the tray shows may be when
 // nothing suggests they changed (see Tray.Refresh): `idlepool settings
 // set pause=...` shows in the menu's items within it, and in its status
@@ -528,9 +555,13 @@ func (t *Tray) apply(s traySnapshot) {
 		// ago") would redraw the tray's menu at every refresh, closing it
 		// under the owner's pointer on some desktops: with the same state
 		// and items, the line changes at most every TrayTextRefresh.
-		lineOnly := t.menu.Items != nil && rest == t.rest && st.State == t.icon
+		// A new decision of the engine (it computes, or waits for
+		// another reason, as the owner's compute now or resume made it
+		// decide again) is news, not a count: it shows at once.
+		dec := decided{s.status.Decision.State, s.status.Decision.ComputeNow}
+		lineOnly := t.menu.Items != nil && rest == t.rest && st.State == t.icon && dec == t.decided
 		if !lineOnly || s.now.Sub(t.built) >= TrayTextRefresh || s.now.Before(t.built) {
-			t.line, t.rest, t.built = items[0].Label, rest, s.now
+			t.line, t.rest, t.built, t.decided = items[0].Label, rest, s.now, dec
 			t.menu = TrayMenu{State: st.State, Status: st.Line, Items: items}
 			if t.view != nil {
 				t.view.SetMenu(t.menu)

@@ -52,6 +52,8 @@ func withOverrides(ts TrayStatus, st agent.AgentStatus, s idle.Settings, now tim
 	ts.ComputeUntil = s.ComputeUntil
 	until := clockText(s.ComputeUntil.In(loc), now.In(loc))
 	switch {
+	case ts.Line == lineStarting:
+		ts.Line = cut("Computing now, as you asked, until " + until + ": starting…")
 	case strings.Contains(ts.Line, "compute now until"): // the policy's reason says it waits
 	case ts.State == TrayComputing:
 		ts.Line = cut("Computing now until " + until + ": " + strings.TrimPrefix(ts.Line, "Computing: "))

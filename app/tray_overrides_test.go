@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -52,14 +53,14 @@ func TestTrayComputeNow(t *testing.T) {
 	if n := f.engine.reloaded(); n != 1 {
 		t.Errorf("engine reloaded %d times, want 1", n)
 	}
-	if got := labels(f.tray.Menu())[0]; got != "(off) Compute now until 15:00: Waiting: on battery (43%)" {
+	if got := labels(f.tray.Menu())[0]; got != "(off) Computing now, as you asked, until 15:00: starting…" {
 		t.Errorf("status while the engine has not decided again: %q", got)
 	}
 	if !f.shows("Stop computing now (it ends at 15:00)") || f.shows("Compute now for 1 hour") || f.shows(labelComputeHours) {
 		t.Errorf("menu while computing now: %q", labels(f.tray.Menu()))
 	}
 
-	f.engine.set(agentStatus(idle.Decision{State: idle.StateComputing, Cores: 3, Reason: "computing now, as you asked, until 15:00, on 3 of 4 cores"}, 2))
+	f.engine.set(agentStatus(idle.Decision{State: idle.StateComputing, Cores: 3, ComputeNow: true, Reason: "computing now, as you asked, until 15:00, on 3 of 4 cores"}, 2))
 	f.now = f.now.Add(TrayTextRefresh)
 	f.tray.Refresh()
 	if got := labels(f.tray.Menu())[0]; got != "(off) Computing now until 15:00: 2 tasks for pool lab-a" {
@@ -86,6 +87,55 @@ func TestTrayComputeNow(t *testing.T) {
 	if s := f.settings(t); !s.ComputeUntil.IsZero() {
 		t.Errorf("after stopping: ComputeUntil %v", s.ComputeUntil)
 	}
+}
+
+// TestTrayComputeNowSaysAtOnce: after "Compute now" the status line says
+// at once that it starts computing, never the reason the engine decided
+// before the click (which it shows until it decides again, within a
+// second), and the engine's new decision shows as soon as it is made,
+// not TrayTextRefresh later: the line contradicted itself ("Compute now
+// until 15:00: Waiting: outside your hours") for up to 15 s.
+func TestTrayComputeNowSaysAtOnce(t *testing.T) {
+	f := newTrayFixture(t, false)
+	if _, err := f.store.UpdateSettings(context.Background(), func(s *idle.Settings) error {
+		s.TimeZone = "UTC"
+		s.Schedule = idle.Schedule{{Days: idle.EveryDay, Start: 22 * 60, End: 7 * 60}}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	f.engine.set(agentStatus(idle.Decision{State: idle.StateWaiting, Reason: "waiting: outside your hours (next window 22:00)"}, 0))
+	f.tray.cached.fresh = false
+	f.tray.Refresh()
+	f.now = f.now.Add(time.Minute)
+	f.tap(t, "Compute now for 1 hour")
+	check := func(when, want string) {
+		t.Helper()
+		got := labels(f.tray.Menu())
+		if got[0] != want {
+			t.Errorf("%s: status %q, want %q", when, got[0], want)
+		}
+		for _, l := range got {
+			if strings.Contains(l, "outside your hours") {
+				t.Errorf("%s: the menu still says why it waited before: %q", when, l)
+			}
+		}
+	}
+	check("at the click", "(off) Computing now, as you asked, until 15:01: starting…")
+
+	// A second later the engine decided: computing, no task yet.
+	f.engine.set(agentStatus(idle.Decision{State: idle.StateComputing, Cores: 3, ComputeNow: true,
+		Reason: "computing now, as you asked, until 15:01, on 3 of 4 cores"}, 0))
+	f.now = f.now.Add(time.Second)
+	f.tray.Refresh()
+	check("once the engine computes", "(off) Computing now until 15:01, but no tasks from pool lab-a right now")
+
+	// Unplugged: compute now waits for mains power, and says so at once.
+	f.engine.set(agentStatus(idle.Decision{State: idle.StateWaiting, ComputeNow: true,
+		Reason: "waiting: on battery (43%); compute now until 15:01 waits for this"}, 0))
+	f.now = f.now.Add(time.Second)
+	f.tray.Refresh()
+	check("on battery", "(off) Waiting: on battery (43%); compute now until 15:01 waits for this")
 }
 
 func agentStatus(d idle.Decision, tasks int) agent.AgentStatus {

@@ -387,11 +387,20 @@ func TestClusterPartition(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	leader, _ := nodes[0].inCharge(t)
-	t.Logf("%s in charge on the majority side, leases flowing %s after the cut", leader, time.Since(cut).Round(10*time.Millisecond))
-	if leader == "node3" {
-		t.Fatalf("node3 still in charge on the majority side")
-	}
+	t.Logf("leases flowing on the majority side %s after the cut", time.Since(cut).Round(10*time.Millisecond))
+	// node1's word on who is in charge may lag the leases it grants by a
+	// moment on a busy machine: wait for it to name a node of its side.
+	var leader string
+	waitUntil(t, patience(t), "node1 to name a node of the majority side in charge", func() bool {
+		var known bool
+		leader, known = nodes[0].inCharge(t)
+		if known && leader != "node3" {
+			return true
+		}
+		time.Sleep(100 * time.Millisecond)
+		return false
+	})
+	t.Logf("%s in charge on the majority side, %s after the cut", leader, time.Since(cut).Round(10*time.Millisecond))
 	var ji JobInfo
 	nodes[0].do(t, alice, "GET", "/v1/jobs/"+j.ID.String(), nil).decode(t, &ji)
 	if ji.OwnerProfile == nil || ji.OwnerProfile.Name != "Ada's lab" {

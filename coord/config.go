@@ -93,6 +93,12 @@ type Config struct {
 	// owners, exclusion after repeated deviations); see pool.TrustConfig.
 	Trust pool.TrustConfig
 
+	// MaxTimeouts is on how many distinct devices a task may time out
+	// before the pool gives up on it and it ends failed, unverified
+	// (pool.SchedulerConfig.MaxTimeouts). 0 means
+	// pool.DefaultMaxTimeouts.
+	MaxTimeouts int
+
 	// Cluster, when set, makes this coordinator the one in charge of a
 	// clustered pool (idlepool serve --cluster; see ServeCluster): the
 	// scheduler's state lives in Cluster.Store instead of coordinator.db,
@@ -193,6 +199,9 @@ func (c *Config) Validate() error {
 	}
 	if err := c.Relay.validate(); err != nil {
 		return err
+	}
+	if c.MaxTimeouts < 0 {
+		return fmt.Errorf("%w: MaxTimeouts %d: want at least 1 device (0: the default, %d)", ErrConfig, c.MaxTimeouts, pool.DefaultMaxTimeouts)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

@@ -82,7 +82,7 @@ func FuzzDecodeSubmission(f *testing.F) {
 	})
 }
 
-// TestDecodeSubmissionWork: the work a submission counted (version 5)
+// TestDecodeSubmissionWork: the work a submission counted (version 6)
 // goes through to the pool; a machine-dependent failure carries none, and
 // a count needs a rule and must fit.
 func TestDecodeSubmissionWork(t *testing.T) {

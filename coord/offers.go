@@ -139,7 +139,10 @@ func noOffer(peer string) *apiError {
 // putOffer is POST /v1/offers: the signed request's body is the peer's
 // signed offers.Offer, which must name the requesting peer and this pool,
 // verify with the peer's registered key, be live, and expire within
-// maxOfferTTL. It replaces the peer's earlier offer.
+// maxOfferTTL. It replaces the peer's earlier offer. What is kept and
+// listed is the offer Redacted: an agent from before holds sends the
+// policy's reason in words, which is verified and then replaced by its
+// coarse hold, never shown to anyone.
 func (s *Server) putOffer(w http.ResponseWriter, _ *http.Request, c call) error {
 	var o offers.Offer
 	if err := decodeStrict(c.body, &o); err != nil {
@@ -165,6 +168,10 @@ func (s *Server) putOffer(w http.ResponseWriter, _ *http.Request, c call) error 
 		}
 		return &apiError{http.StatusBadRequest, code, err.Error(), nil}
 	}
+	if !o.Hold.Known() {
+		s.log.Debug("Offer with a reason in words, from an agent before holds: kept with its coarse hold only", "peer", o.Peer)
+	}
+	o = o.Redacted()     // never keep, list or log what the donor does (DESIGN.md invariant 19)
 	o.OwnerProfile = nil // not the peer's to say; listOffers adds the owner's own
 	s.offers.put(o)
 	s.log.Debug("Offer received", "peer", o.Peer, "state", o.State, "gpus", len(o.Capacity.GPUs), "expires", o.Expires)

@@ -67,7 +67,7 @@ func testOffer(p *testPeer, now time.Time, ttl time.Duration, gpus ...idle.GPUOf
 		Owner: p.owner.ID(), Pool: "test",
 		Capacity: idle.Capacity{OS: "linux", Arch: "amd64", LogicalCPUs: 8, Cores: 4, MemoryTotalMiB: 16384, MemoryMiB: 8192,
 			GPUs: append([]idle.GPUOffer{}, gpus...), Schedule: idle.Schedule{}, TimeZone: "UTC"},
-		State: idle.StateComputing, Reason: "idle",
+		State:  idle.StateComputing,
 		Accept: offers.Accept{GPUPrograms: len(gpus) > 0},
 		Issued: now, Expires: now.Add(ttl),
 	}
@@ -116,6 +116,8 @@ func TestOffersAndMatchmaking(t *testing.T) {
 	now := clock.Now()
 	rtx := idle.GPUOffer{UUID: "GPU-1", Name: "RTX 4090", ComputeCapability: "8.9", MemoryTotalMiB: 24000, MemoryMiB: 12000}
 	cpuOffer, gpuOffer := testOffer(cpu, now, time.Minute), testOffer(gpu, now, time.Minute, rtx)
+	cpuOffer.Capacity.CPUTimeShare = 0.5 // API version 5: listed as signed
+	cpuOffer.Sign(cpu.key)
 
 	// Offers the pool refuses.
 	tampered := cpuOffer
@@ -323,5 +325,71 @@ func TestLeaseFitsDonorHours(t *testing.T) {
 	clock.Advance(9*time.Minute + 41*time.Second) // 06:58:41, 79 s left
 	if n := leases(); n != 0 {
 		t.Errorf("79 s before the hours end: %d leases of a task that may run 10 min, want 0", n)
+	}
+}
+
+// TestOfferReasonInWordsIsNotListed: an agent from before holds signs its
+// offer with the policy's reason in words in "reason". The pool takes it
+// (its signature verifies as signed) but keeps and lists only the coarse
+// hold the words stand for, unsigned: no other device reads which program
+// runs or when the owner was active. An offer with a hold is listed as
+// signed.
+func TestOfferReasonInWordsIsNotListed(t *testing.T) {
+	clock := &fakeClock{now: time.Now().UTC().Truncate(time.Millisecond)}
+	ts := startServer(t, func(c *Config) { c.Now = clock.Now })
+	donor, reader := newPeer(t, nil), newPeer(t, nil)
+	do := func(p *testPeer, method, path string, v any) answer {
+		t.Helper()
+		var body []byte
+		if v != nil {
+			body, _ = json.Marshal(v)
+		}
+		req := ts.request(t, method, path, body)
+		SignRequest(req, body, p.key, clock.Now())
+		return ts.send(t, req)
+	}
+	for _, p := range []*testPeer{donor, reader} {
+		if a := do(p, "POST", "/v1/peers", p.registration("")); a.status != http.StatusCreated {
+			t.Fatalf("register: %d %s", a.status, a.body)
+		}
+	}
+	for _, tc := range []struct {
+		state   idle.State
+		reason  string
+		want    idle.Hold
+		signed  bool
+		secrets []string
+	}{
+		{idle.StatePaused, "paused: fakegame is running", idle.HoldOwner, false, []string{"fakegame"}},
+		{idle.StateWaiting, "waiting: you were active 14 s ago; starting after 5 min idle", idle.HoldOwner, false, []string{"active", "14 s"}},
+		{idle.StateWaiting, "waiting: outside your hours (next window Mon 22:00)", idle.HoldHours, false, []string{"Mon 22:00", "next window"}},
+		{idle.StateWaiting, "waiting: on battery (43%)", idle.HoldBattery, false, []string{"43%"}},
+		{idle.StateWaiting, "waiting: CPU at 91 °C, ceiling 85 °C", idle.HoldLimit, false, []string{"91 °C", "ceiling"}},
+		{idle.StateComputing, "computing on 3 of 4 cores", idle.HoldNone, false, []string{"3 of 4"}},
+		{idle.StateWaiting, string(idle.HoldBattery), idle.HoldBattery, true, nil},
+	} {
+		t.Run(tc.reason, func(t *testing.T) {
+			clock.Advance(time.Second) // a later offer replaces the earlier one
+			o := testOffer(donor, clock.Now(), time.Minute)
+			o.State, o.Hold = tc.state, idle.Hold(tc.reason)
+			o.Sign(donor.key)
+			if a := do(donor, "POST", "/v1/offers", o); a.status != http.StatusOK {
+				t.Fatalf("offer: %d %s", a.status, a.body)
+			}
+			a := do(reader, "GET", "/v1/offers", nil)
+			for _, s := range tc.secrets {
+				if strings.Contains(string(a.body), s) {
+					t.Errorf("GET /v1/offers says %q: %s", s, a.body)
+				}
+			}
+			var live []offers.Offer
+			a.decode(t, &live)
+			if len(live) != 1 {
+				t.Fatalf("%d offers listed, want 1", len(live))
+			}
+			if got := live[0]; got.Hold != tc.want || got.State != tc.state || (got.Sig != nil) != tc.signed {
+				t.Errorf("listed state %q hold %q signed %v, want %q %q %v", got.State, got.Hold, got.Sig != nil, tc.state, tc.want, tc.signed)
+			}
+		})
 	}
 }

@@ -155,6 +155,8 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 		Logger: cfg.Logger.With("component", "scheduler"),
 		Select: s.selectJobs,
 		Trust:  cfg.Trust,
+
+		MaxTimeouts: cfg.MaxTimeouts,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("load pool state: %w", err)

@@ -128,6 +128,11 @@ type JobInfo struct {
 	Redundancy int       `json:"redundancy"`
 	Retrying   int64     `json:"retrying,omitempty"` // pool.JobStatus.Retrying
 	Trouble    string    `json:"trouble,omitempty"`  // pool.JobStatus.Trouble
+	// TimingOut, TimeoutDevices and Timeouts are pool.JobStatus's: the
+	// undecided tasks that ran past their time limit on some device.
+	TimingOut      int64  `json:"timingOut,omitempty"`
+	TimeoutDevices int    `json:"timeoutDevices,omitempty"`
+	Timeouts       string `json:"timeouts,omitempty"`
 	// Recomputing is pool.JobStatus.Recomputing: accepted results whose
 	// holders were all gone, computed again.
 	Recomputing int64 `json:"recomputing,omitempty"`
@@ -143,7 +148,7 @@ func jobInfo(s pool.JobStatus) JobInfo {
 	return JobInfo{Job: HexDigest(s.Job), Name: s.Name, Owner: s.Owner, Merger: s.Merger, Tasks: s.Tasks,
 		Accepted: s.Accepted, Failed: s.Failed, Leased: s.Leased, Waiting: s.Waiting, Acked: s.Acked, Complete: s.Complete,
 		Cancelled: s.Cancelled, Quorum: s.Quorum, Redundancy: s.Redundancy, Retrying: s.Retrying, Trouble: s.Trouble,
-		Recomputing: s.Recomputing}
+		Recomputing: s.Recomputing, TimingOut: s.TimingOut, TimeoutDevices: s.TimeoutDevices, Timeouts: s.Timeouts}
 }
 
 // LeaseRequest is the body of POST /v1/leases: how many tasks the peer
@@ -185,7 +190,7 @@ type Deadline struct {
 // pool.InlineResultBytes, cut in chunks of castore.ChunkSize, its SHA256
 // equal to Digest.
 //
-// Work (API version 5) is what the device counted of the work the task
+// Work (API version 6) is what the device counted of the work the task
 // took, {"rule", "count"} (pool.Work): with every outcome but a
 // machine-dependent failure.
 type ResultSubmission struct {

@@ -77,8 +77,13 @@ type Capacity struct {
 	CPUModel    string `json:"cpu_model,omitempty"` // "" when unknown
 	LogicalCPUs int    `json:"logical_cpus"`
 	// Cores is how many logical CPUs the settings offer (Settings.CoresFor).
-	Cores          int   `json:"cores"`
-	MemoryTotalMiB int64 `json:"memory_total_mib"`
+	Cores int `json:"cores"`
+	// CPUTimeShare (0..1) is the share of time each task computes on its
+	// core (Settings.CPUTimeShare): a task takes about 1/CPUTimeShare as
+	// long. 0 (absent) is no limit. It says how hard the machine works,
+	// nothing about its owner.
+	CPUTimeShare   float64 `json:"cpu_time_share,omitempty"`
+	MemoryTotalMiB int64   `json:"memory_total_mib"`
 	// MemoryMiB is the memory offered: Settings.MemoryShare of the total.
 	MemoryMiB int64 `json:"memory_mib"`
 	// GPUs are the GPUs the owner enabled that NVML found, by index;
@@ -111,6 +116,7 @@ func NewCapacity(m Machine, s Settings, gpus Reading[[]GPU]) Capacity {
 		OS: m.OS, Arch: m.Arch, CPUModel: m.CPUModel,
 		LogicalCPUs:    m.LogicalCPUs,
 		Cores:          s.CoresFor(m.LogicalCPUs),
+		CPUTimeShare:   s.CPUTimeShare,
 		MemoryTotalMiB: m.MemoryTotalMiB,
 		MemoryMiB:      int64(math.Floor(float64(m.MemoryTotalMiB) * s.MemoryShare)),
 		GPUs:           []GPUOffer{},

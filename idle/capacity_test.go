@@ -23,6 +23,10 @@ func TestNewCapacity(t *testing.T) {
 			OS: "linux", Arch: "amd64", CPUModel: "Ryzen", LogicalCPUs: 8, Cores: 7,
 			MemoryTotalMiB: 32768, MemoryMiB: 16384, GPUs: []GPUOffer{}, Schedule: Schedule{}, TimeZone: "Europe/Berlin",
 		}},
+		{"half the CPU time of each core", func(s *Settings) { s.CPUTimeShare = 0.5 }, sig.GPUs, Capacity{
+			OS: "linux", Arch: "amd64", CPUModel: "Ryzen", LogicalCPUs: 8, Cores: 7, CPUTimeShare: 0.5,
+			MemoryTotalMiB: 32768, MemoryMiB: 16384, GPUs: []GPUOffer{}, Schedule: Schedule{}, TimeZone: "Europe/Berlin",
+		}},
 		{"a share of cores and memory, one GPU with its memory share, nights", func(s *Settings) {
 			s.CoresShare, s.MemoryShare = 0.5, 0.25
 			s.GPUs = map[string]GPUSettings{"GPU-bbb": {Use: true, MemoryShare: 0.75}, "GPU-aaa": {Use: false}, "GPU-gone": {Use: true}}

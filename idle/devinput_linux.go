@@ -15,10 +15,17 @@ import (
 // time of input devices and terminals, from their device nodes' times
 // (stat(2), no read access needed). What it catches:
 //
-//   - /dev/pts/N: the kernel sets a pseudo-terminal's atime when a program
-//     reads typed input from it (tty_update_time, 8-second granularity):
-//     typing in an SSH shell, a terminal emulator, tmux or screen. This is
-//     what w(1) shows as IDLE. Output (mtime) is not input and is ignored.
+//   - /dev/tty1, /dev/tty2, ... (the local virtual consoles): the kernel
+//     sets a terminal's atime when a program reads typed input from it
+//     (tty_update_time, 8-second granularity). A console counts once its
+//     atime has moved past its ctime (creation, or logind handing it to a
+//     user): one that never did tells nothing.
+//   - /dev/pts/N, only with remote set (SourceOptions.RemoteInput): the
+//     same for pseudo-terminals, typing in an SSH shell, tmux or screen,
+//     what w(1) shows as IDLE. Off by default: a pseudo-terminal is how a
+//     remote login types, and input there is not the person at the
+//     machine (a terminal emulator on the local desktop is seen by the
+//     desktop's idle time). Output (mtime) is not input and is ignored.
 //   - /dev/input/event*: keyboards, mice, touchpads. The evdev driver does
 //     not promise to move these times, so a node counts only once its atime
 //     or mtime has moved past its ctime (creation); nodes that never moved
@@ -28,7 +35,8 @@ import (
 // container that sees the host's /dev); it errors when no node tells
 // anything.
 type devInputIdle struct {
-	root string // "/dev"; a temporary directory in tests
+	root   string // "/dev"; a temporary directory in tests
+	remote bool   // pseudo-terminals count (SourceOptions.RemoteInput)
 }
 
 var _ InputIdleSource = devInputIdle{}
@@ -53,8 +61,14 @@ func (d devInputIdle) IdleTime(ctx context.Context) (time.Duration, string, erro
 			}
 		}
 	}
-	consider("pts/[0-9]*", func(st *syscall.Stat_t) (time.Time, bool) {
-		return time.Unix(st.Atim.Unix()), true
+	if d.remote {
+		consider("pts/[0-9]*", func(st *syscall.Stat_t) (time.Time, bool) {
+			return time.Unix(st.Atim.Unix()), true
+		})
+	}
+	consider("tty[0-9]*", func(st *syscall.Stat_t) (time.Time, bool) {
+		t := time.Unix(st.Atim.Unix())
+		return t, t.After(time.Unix(st.Ctim.Unix()))
 	})
 	consider("input/event*", func(st *syscall.Stat_t) (time.Time, bool) {
 		c := time.Unix(st.Ctim.Unix())
@@ -68,7 +82,11 @@ func (d devInputIdle) IdleTime(ctx context.Context) (time.Duration, string, erro
 		return 0, "", fmt.Errorf("input devices: %w", err)
 	}
 	if newest.IsZero() {
-		return 0, "", fmt.Errorf("input devices: no terminal or input device shows activity under %s: %w", d.root, ErrNoSource)
+		what := "no console or input device"
+		if d.remote {
+			what = "no terminal or input device"
+		}
+		return 0, "", fmt.Errorf("input devices: %s shows activity under %s: %w", what, d.root, ErrNoSource)
 	}
 	return max(0, time.Since(newest)), newestSrc, nil
 }

@@ -173,21 +173,53 @@ func TestSensorThermalHwmonFixture(t *testing.T) {
 	}
 }
 
+// TestDevInputIdle points the scanner at a fake /dev of files whose
+// times are set: a pseudo-terminal's input (an SSH shell) counts only
+// with remote input on; a local console's counts either way, once its
+// atime moved past its ctime.
 func TestDevInputIdle(t *testing.T) {
 	now := time.Now()
 	tests := []struct {
 		name    string
+		remote  bool
 		files   map[string]time.Time // path under the fake /dev: atime and mtime
 		want    time.Duration
 		wantSrc string
 		wantErr bool
 	}{
 		{name: "nothing", wantErr: true},
+		{name: "nothing, remote input on", remote: true, wantErr: true},
 		{
-			name:    "ssh shell typed in 5 minutes ago",
+			name:    "ssh shell typed in 5 minutes ago: not the local seat",
+			files:   map[string]time.Time{"pts/0": now.Add(-5 * time.Minute), "pts/3": now.Add(-time.Hour), "pts/ptmx": now},
+			wantErr: true,
+		},
+		{
+			name:    "ssh shell typed in 5 minutes ago, remote input on",
+			remote:  true,
 			files:   map[string]time.Time{"pts/0": now.Add(-5 * time.Minute), "pts/3": now.Add(-time.Hour), "pts/ptmx": now},
 			want:    5 * time.Minute,
 			wantSrc: "pts/0",
+		},
+		{
+			// Setting times moves ctime to now: a time after now has moved
+			// past it, as a console's atime does when someone types there.
+			name:    "local console typed in, and an ssh shell just now",
+			files:   map[string]time.Time{"tty2": now.Add(time.Minute), "pts/0": now.Add(2 * time.Minute)},
+			want:    0,
+			wantSrc: "tty2",
+		},
+		{
+			name:    "local console typed in, remote input on: the newer counts",
+			remote:  true,
+			files:   map[string]time.Time{"tty2": now.Add(time.Minute), "pts/0": now.Add(2 * time.Minute)},
+			want:    0,
+			wantSrc: "pts/0",
+		},
+		{
+			name:    "console never typed in, a serial line and the controlling tty",
+			files:   map[string]time.Time{"tty1": now.Add(-time.Minute), "ttyS0": now.Add(time.Minute), "tty": now.Add(time.Minute)},
+			wantErr: true,
 		},
 		{
 			// Setting times moves ctime to now: a node whose times lie in
@@ -218,9 +250,9 @@ func TestDevInputIdle(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			got, src, err := devInputIdle{root: dev}.IdleTime(t.Context())
+			got, src, err := devInputIdle{root: dev, remote: tc.remote}.IdleTime(t.Context())
 			if (err != nil) != tc.wantErr {
-				t.Fatalf("error = %v, want error %v", err, tc.wantErr)
+				t.Fatalf("idle %v from %q, error = %v, want error %v", got, src, err, tc.wantErr)
 			}
 			if tc.wantErr {
 				return
@@ -240,23 +272,32 @@ func TestLogindSessionIdle(t *testing.T) {
 	nowMono := 10 * time.Hour
 	us := func(d time.Duration) uint64 { return uint64(d / time.Microsecond) }
 	realAgo := func(d time.Duration) uint64 { return uint64(nowReal.Add(-d).UnixMicro()) }
+	// counts is whether the session counts with remote input on;
+	// remoteOnly, that it does not by default (only the local seat does).
 	tests := []struct {
-		name   string
-		s      logindSession
-		want   time.Duration
-		counts bool
+		name       string
+		s          logindSession
+		want       time.Duration
+		counts     bool
+		remoteOnly bool
 	}{
 		{
 			name:   "ssh with a tty typed 2 minutes ago (remote, not on a seat)",
 			s:      logindSession{Class: "user", Type: "tty", TTY: "pts/0", Remote: true, IdleSinceUS: realAgo(2 * time.Minute), IdleSinceMonoUS: us(nowMono - 2*time.Minute)},
 			want:   2 * time.Minute,
-			counts: true,
+			counts: true, remoteOnly: true,
 		},
 		{
 			name:   "ssh tty idle per logind's hint: still the tty's atime",
 			s:      logindSession{Class: "user", Type: "tty", TTY: "pts/1", Remote: true, IdleHint: true, IdleSinceUS: realAgo(3 * time.Hour)},
 			want:   3 * time.Hour,
-			counts: true,
+			counts: true, remoteOnly: true,
+		},
+		{
+			name:   "a session on a pseudo-terminal that logind does not call remote",
+			s:      logindSession{Class: "user", Type: "tty", TTY: "pts/5", Active: true, IdleSinceUS: realAgo(time.Minute)},
+			want:   time.Minute,
+			counts: true, remoteOnly: true,
 		},
 		{
 			name: "ssh without a tty: no person typing",
@@ -282,7 +323,7 @@ func TestLogindSessionIdle(t *testing.T) {
 			name:   "xrdp session that publishes no hint: in use while connected",
 			s:      logindSession{Class: "user", Type: "x11", Remote: true},
 			want:   0,
-			counts: true,
+			counts: true, remoteOnly: true,
 		},
 		{
 			name: "local session in the background (user switched away)",
@@ -302,14 +343,24 @@ func TestLogindSessionIdle(t *testing.T) {
 			name:   "hint in the future (clock moved back): not negative",
 			s:      logindSession{Class: "user", Type: "tty", TTY: "pts/2", Remote: true, IdleSinceUS: realAgo(-time.Hour)},
 			want:   0,
+			counts: true, remoteOnly: true,
+		},
+		{
+			name:   "local console's hint in the future: not negative",
+			s:      logindSession{Class: "user", Type: "tty", TTY: "tty3", Active: true, IdleSinceUS: realAgo(-time.Hour)},
+			want:   0,
 			counts: true,
 		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, counts := tc.s.idle(nowReal, nowMono)
+			got, counts := tc.s.idle(nowReal, nowMono, true)
 			if counts != tc.counts || got != tc.want {
-				t.Errorf("idle = %v, %v; want %v, %v", got, counts, tc.want, tc.counts)
+				t.Errorf("remote input on: idle = %v, %v; want %v, %v", got, counts, tc.want, tc.counts)
+			}
+			got, counts = tc.s.idle(nowReal, nowMono, false)
+			if want := tc.counts && !tc.remoteOnly; counts != want || (want && got != tc.want) {
+				t.Errorf("local seat only: idle = %v, %v; want %v, %v", got, counts, tc.want, want)
 			}
 		})
 	}

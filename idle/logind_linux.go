@@ -15,7 +15,9 @@ import (
 // logindIdle is an InputIdleSource over systemd-logind's D-Bus API
 // (org.freedesktop.login1(5)): Manager.ListSessions on the system bus, then
 // each Session's properties. It sees local console and graphical sessions
-// and remote ones (SSH, xrdp) that went through pam_systemd:
+// and remote ones (SSH, xrdp) that went through pam_systemd; the remote
+// ones, and any session on a pseudo-terminal (pts/N), count only with
+// remote set (SourceOptions.RemoteInput):
 //
 //   - TTY sessions (a console, SSH with a tty): logind sets IdleSinceHint to
 //     the atime of the session's tty, which the kernel moves when the user
@@ -24,8 +26,9 @@ import (
 //     (GNOME, KDE, ...) published. A desktop that never published a hint
 //     (IdleSinceHint 0) tells nothing and is skipped, except a remote one,
 //     which counts as in use while connected.
-//   - Remote sessions (Remote=yes) count whether or not they are Active;
-//     local sessions only while Active (the one in front on their seat).
+//   - Remote sessions (Remote=yes), with remote set, count whether or not
+//     they are Active; local sessions only while Active (the one in front
+//     on their seat).
 //     Sessions without a tty that are not graphical (ssh host command,
 //     cron) and non-user classes (greeter, lock-screen, background) have no
 //     person typing and are skipped.
@@ -36,6 +39,7 @@ import (
 // connection outlives the call.
 type logindIdle struct {
 	address string // "" is the system bus; a private bus in tests
+	remote  bool   // remote sessions and pseudo-terminals count (SourceOptions.RemoteInput)
 }
 
 var _ InputIdleSource = logindIdle{}
@@ -71,23 +75,27 @@ func (l logindIdle) IdleTime(ctx context.Context) (time.Duration, string, error)
 		return 0, "", fmt.Errorf("logind: %w", err)
 	}
 	best, bestSrc, found := time.Duration(0), "", false
-	for _, l := range list {
+	for _, e := range list {
 		var props map[string]dbus.Variant
-		obj := conn.Object("org.freedesktop.login1", l.Path)
+		obj := conn.Object("org.freedesktop.login1", e.Path)
 		if err := obj.CallWithContext(ctx, "org.freedesktop.DBus.Properties.GetAll", 0, "org.freedesktop.login1.Session").Store(&props); err != nil {
 			if ctx.Err() != nil {
-				return 0, "", fmt.Errorf("logind: session %s: %w", l.ID, err)
+				return 0, "", fmt.Errorf("logind: session %s: %w", e.ID, err)
 			}
 			continue // closed meanwhile
 		}
-		s := sessionFromProps(l.ID, props)
-		idle, ok := s.idle(nowReal, nowMono)
+		s := sessionFromProps(e.ID, props)
+		idle, ok := s.idle(nowReal, nowMono, l.remote)
 		if ok && (!found || idle < best) {
 			best, bestSrc, found = idle, s.describe(), true
 		}
 	}
 	if !found {
-		return 0, "", fmt.Errorf("logind: no session with input among %d: %w", len(list), ErrNoSource)
+		what := "no local session with input"
+		if l.remote {
+			what = "no session with input"
+		}
+		return 0, "", fmt.Errorf("logind: %s among %d: %w", what, len(list), ErrNoSource)
 	}
 	return best, bestSrc, nil
 }
@@ -121,9 +129,13 @@ func sessionFromProps(id string, p map[string]dbus.Variant) logindSession {
 }
 
 // idle applies the rules in logindIdle's comment: how long the session has
-// had no input, and whether it counts at all.
-func (s logindSession) idle(nowReal time.Time, nowMono time.Duration) (time.Duration, bool) {
+// had no input, and whether it counts at all; remote sessions and those
+// on a pseudo-terminal count only when remote is set.
+func (s logindSession) idle(nowReal time.Time, nowMono time.Duration, remote bool) (time.Duration, bool) {
 	if !strings.HasPrefix(s.Class, "user") || (!s.Remote && !s.Active) {
+		return 0, false
+	}
+	if !remote && (s.Remote || strings.HasPrefix(s.TTY, "pts/")) {
 		return 0, false
 	}
 	since := func() time.Duration {

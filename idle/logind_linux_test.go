@@ -4,9 +4,11 @@ package idle
 
 import (
 	"bufio"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,13 +20,23 @@ import (
 // the test when dbus-daemon is not installed (Debian package dbus-daemon).
 func startBus(t *testing.T) string {
 	t.Helper()
+	addr, _ := startBusAt(t, filepath.Join(t.TempDir(), "bus"))
+	return addr
+}
+
+// startBusAt runs a private dbus-daemon listening on the unix socket sock
+// and returns its address and a stop func that ends the daemon and
+// removes the socket, so that another can start at the same address. The
+// daemon also ends at cleanup. It skips the test when dbus-daemon is not
+// installed (Debian package dbus-daemon).
+func startBusAt(t *testing.T, sock string) (addr string, stop func()) {
+	t.Helper()
 	bin, err := exec.LookPath("dbus-daemon")
 	if err != nil {
-		t.Skip("dbus-daemon not installed (apt-get install dbus-daemon): logind over D-Bus not tested")
+		t.Skip("dbus-daemon not installed (apt-get install dbus-daemon): D-Bus sources not tested")
 	}
 	// The session configuration lets anyone own any name, as the fake
-	// logind must; only the address is ours.
-	sock := filepath.Join(t.TempDir(), "bus")
+	// services must; only the address is ours.
 	cmd := exec.Command(bin, "--session", "--address=unix:path="+sock, "--nofork", "--print-address=1")
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -33,10 +45,15 @@ func startBus(t *testing.T) string {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			_ = os.Remove(sock)
+		})
+	}
+	t.Cleanup(stop)
 	got := make(chan string, 1)
 	go func() {
 		line, _ := bufio.NewReader(out).ReadString('\n')
@@ -47,12 +64,12 @@ func startBus(t *testing.T) string {
 		if addr == "" {
 			t.Fatal("dbus-daemon printed no address")
 		}
-		return addr
+		return addr, stop
 	case <-time.After(20 * time.Second):
-		_ = cmd.Process.Kill()
+		stop()
 		t.Fatal("dbus-daemon did not start in 20s")
 	}
-	return ""
+	return "", stop
 }
 
 // fakeLogind serves org.freedesktop.login1's Manager.ListSessions and
@@ -112,8 +129,9 @@ func serveLogind(t *testing.T, addr string, f *fakeLogind) {
 }
 
 // TestLogindOverDBus asks a fake logind on a private bus: an SSH session
-// typed into two minutes ago counts, a background desktop and a greeter
-// do not.
+// typed into two minutes ago counts only with remote input on, the local
+// console typed into ten minutes ago either way, a background desktop and
+// a greeter never.
 func TestLogindOverDBus(t *testing.T) {
 	addr := startBus(t)
 	mono, err := monotonicNow()
@@ -133,17 +151,27 @@ func TestLogindOverDBus(t *testing.T) {
 		{id: "2", props: sess("x11", "greeter", "", true, false, false, 0)},
 		{id: "3", props: sess("tty", "user", "pts/0", true, true, false, 2*time.Minute)},
 		{id: "4", props: sess("tty", "user", "pts/1", true, true, true, 3*time.Hour)},
+		{id: "5", props: sess("tty", "user", "tty2", true, false, false, 10*time.Minute)},
 	}})
 
-	got, src, err := logindIdle{address: addr}.IdleTime(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d := got - 2*time.Minute; d < 0 || d > 5*time.Second {
-		t.Errorf("idle = %v, want about 2m", got)
-	}
-	if want := "logind session 3 (tty pts/0, remote)"; src != want {
-		t.Errorf("source = %q, want %q", src, want)
+	for _, tc := range []struct {
+		remote  bool
+		want    time.Duration
+		wantSrc string
+	}{
+		{false, 10 * time.Minute, "logind session 5 (tty tty2)"},
+		{true, 2 * time.Minute, "logind session 3 (tty pts/0, remote)"},
+	} {
+		got, src, err := logindIdle{address: addr, remote: tc.remote}.IdleTime(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := got - tc.want; d < 0 || d > 5*time.Second {
+			t.Errorf("remote input %v: idle = %v, want about %v", tc.remote, got, tc.want)
+		}
+		if src != tc.wantSrc {
+			t.Errorf("remote input %v: source = %q, want %q", tc.remote, src, tc.wantSrc)
+		}
 	}
 }
 

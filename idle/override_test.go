@@ -27,6 +27,8 @@ func TestDecideComputeNow(t *testing.T) {
 		s.ComputeDuringPrograms = true
 	})
 	game := func(s *Signals) { s.Running.Value = []string{"game.exe"} }
+	// now marks a decision made under compute now.
+	now := func(d Decision) Decision { d.ComputeNow = true; return d }
 	tests := []struct {
 		name     string
 		settings Settings
@@ -37,24 +39,24 @@ func TestDecideComputeNow(t *testing.T) {
 		}},
 		{"outside the hours, the owner active, others busy: computes", forced, []step{
 			{noon, 0, func(s *Signals) { s.InputIdle.Value = time.Second; s.OtherCPUShare.Value = 0.9 },
-				computing(7, "computing now, as you asked, until 15:00, on 7 of 8 cores")},
+				now(computing(7, "computing now, as you asked, until 15:00, on 7 of 8 cores"))},
 		}},
 		{"the battery still holds it back", forced, []step{
 			{noon, 0, func(s *Signals) { s.Power.Value = Power{OnBattery: true, HasBattery: true, Percent: 43} },
-				waiting("waiting: on battery (43%); compute now until 15:00 waits for this")},
+				now(waiting("waiting: on battery (43%); compute now until 15:00 waits for this"))},
 		}},
 		{"the temperature still holds it back", forced, []step{
 			{noon, 0, func(s *Signals) { s.MaxTemperatureC.Value = 90 },
-				waiting("waiting: CPU at 90 °C, ceiling 85 °C; compute now until 15:00 waits for this")},
+				now(waiting("waiting: CPU at 90 °C, ceiling 85 °C; compute now until 15:00 waits for this"))},
 		}},
 		{"a listed program still pauses it", forced, []step{
-			{noon, 0, game, paused("paused: game.exe is running; compute now until 15:00 waits for this")},
+			{noon, 0, game, now(paused("paused: game.exe is running; compute now until 15:00 waits for this"))},
 		}},
 		{"unless the owner allowed it", withGames, []step{
-			{noon, 0, game, computing(7, "computing now, as you asked, until 13:00, on 7 of 8 cores; while game.exe runs, as you allowed")},
+			{noon, 0, game, now(computing(7, "computing now, as you asked, until 13:00, on 7 of 8 cores; while game.exe runs, as you allowed"))},
 		}},
 		{"it runs out by the monotonic clock, whatever the wall clock says", forced, []step{
-			{noon, 0, nil, computing(7, "computing now, as you asked, until 15:00, on 7 of 8 cores")},
+			{noon, 0, nil, now(computing(7, "computing now, as you asked, until 15:00, on 7 of 8 cores"))},
 			// The wall clock jumped back a day: the monotonic hours still pass.
 			{noon.Add(-24 * time.Hour).Add(3 * time.Hour), 3 * time.Hour, nil, waiting("waiting: outside your hours (next window Mon 22:00)")},
 		}},

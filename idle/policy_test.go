@@ -2,6 +2,7 @@ package idle
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -46,8 +47,26 @@ func computing(cores int, reason string, gpus ...string) Decision {
 	return Decision{State: StateComputing, Cores: cores, GPUs: gpus, Reason: reason}
 }
 
-func waiting(reason string) Decision { return Decision{State: StateWaiting, Reason: reason} }
-func paused(reason string) Decision  { return Decision{State: StatePaused, Reason: reason} }
+// waiting is a decision to wait for reason, with the hold that the
+// reason's words say: outside the hours, on battery, the CPU too hot,
+// else the owner (invariant 19: the hold is all that others read).
+func waiting(reason string) Decision {
+	hold := HoldOwner
+	switch {
+	case strings.HasPrefix(reason, "waiting: outside your hours"):
+		hold = HoldHours
+	case strings.HasPrefix(reason, "waiting: on battery"):
+		hold = HoldBattery
+	case strings.HasPrefix(reason, "waiting: CPU at"):
+		hold = HoldLimit
+	}
+	return Decision{State: StateWaiting, Reason: reason, Hold: hold}
+}
+
+// paused is a decision to pause for reason: always for the owner.
+func paused(reason string) Decision {
+	return Decision{State: StatePaused, Reason: reason, Hold: HoldOwner}
+}
 
 func idleFor(d time.Duration) func(*Signals) {
 	return func(s *Signals) { s.InputIdle.Value = d }

@@ -7,7 +7,7 @@ import "testing"
 // reads the real /proc. The first call (a cold cache, where there is one) is
 // made before the timer starts, so ns/op is the cost of a sample at rest.
 func BenchmarkProgramNames(b *testing.B) {
-	src := DefaultSources().Processes
+	src := DefaultSources(SourceOptions{}).Processes
 	names, err := src.ProgramNames(b.Context())
 	if err != nil {
 		b.Fatal(err)

@@ -37,6 +37,17 @@ type Settings struct {
 	// CoresShare (0..1] is the share of the logical CPUs to compute on,
 	// rounded down, at least one.
 	CoresShare float64 `json:"cores_share,omitempty"`
+	// CPUTimeShare (MinCPUTimeShare..1) is how hard to work: the share of
+	// time each task may compute on its core, enforced by a duty cycle
+	// on the worker processes (worker.Pool.SetCPUShare: 0.5 computes 50
+	// ms of every 100). 0, the default, and 1 do not limit.
+	CPUTimeShare float64 `json:"cpu_time_share,omitempty"`
+	// NoIdlePriority runs tasks at a low priority instead of the OS's
+	// idle one (idle_priority=false: worker.PriorityLow, so that they
+	// progress while other programs keep the CPU busy). False, the
+	// default, runs them only on CPU time nothing else wants
+	// (worker.PriorityIdle).
+	NoIdlePriority bool `json:"no_idle_priority,omitempty"`
 	// MemoryShare (0..1] is the share of physical memory tasks may use
 	// together; it is what the capacity offer publishes. Default 0.5.
 	MemoryShare float64 `json:"memory_share"`
@@ -46,6 +57,11 @@ type Settings struct {
 	// Default 5 minutes. Zero ignores input entirely (a headless server
 	// with no input source).
 	IdleFor time.Duration `json:"-"`
+	// RemoteInput counts input in remote logins (an SSH terminal, any
+	// pseudo-terminal, a remote desktop session) as the owner being at
+	// the machine (SourceOptions.RemoteInput). Default false: only the
+	// local seat counts, so a machine reached over SSH still computes.
+	RemoteInput bool `json:"remote_input,omitempty"`
 	// MaxOtherCPUShare (0..1] is the share of all CPU capacity that other
 	// programs may use before computing steps aside (after LoadHold above
 	// it); 1 never steps aside for load. Default 0.5.
@@ -98,7 +114,8 @@ type Settings struct {
 	NoSharePeers bool `json:"no_share_peers,omitempty"`
 	// ShareUploadKiBps caps, in KiB per second, the chunk bytes this
 	// device sends to other devices, over all its pools together
-	// (share_upload=2MiB/s). 0, the default, means no cap.
+	// (share_upload=2MiB/s). 0 means DefaultShareUploadKiBps;
+	// ShareUploadUnlimited means no cap (share_upload=unlimited).
 	ShareUploadKiBps int64 `json:"share_upload_kibps,omitempty"`
 
 	// PausedUntil is set when the owner paused computing ("pause for an
@@ -151,7 +168,36 @@ const (
 	DefaultGPUMaxOtherShare = 0.1
 	DefaultCacheMiB         = 4096 // 4 GiB
 	DefaultShareDiskMiB     = 2048 // 2 GiB
+
+	// DefaultShareUploadKiBps is the cap on what a device sends to the
+	// other devices of its pools when the owner set none: 1 MiB/s, about
+	// 8.4 Mbit/s. A home's upload is commonly 10 to 50 Mbit/s (cable,
+	// VDSL; more on fibre, about 1 on old ADSL): the cap leaves at least
+	// half of a 20 Mbit/s line to the household (a video call sends 2 to
+	// 4 Mbit/s), while a peer still gets a 256 KiB chunk in a quarter of a
+	// second and a 100 MiB input in under two minutes. Serving without
+	// pause it sends at most 3.5 GiB an hour: an owner on a metered or a
+	// slow line sets it lower (share_upload) or turns sharing off
+	// (share_peers=false); one on fibre may raise it.
+	DefaultShareUploadKiBps = 1024
+
+	// ShareUploadUnlimited is the ShareUploadKiBps of an owner who lifted
+	// the cap (share_upload=unlimited).
+	ShareUploadUnlimited = -1
+
+	// MinCPUTimeShare is the smallest CPUTimeShare: 5 ms of every 100
+	// (worker.MinCPUShare).
+	MinCPUTimeShare = 0.05
 )
+
+// CPUTime is the share of time each task may compute: CPUTimeShare, or 1
+// (no limit) when it is 0.
+func (s Settings) CPUTime() float64 {
+	if s.CPUTimeShare > 0 {
+		return s.CPUTimeShare
+	}
+	return 1
+}
 
 // CacheBytes is the cache's cap in bytes: CacheMiB, or DefaultCacheMiB
 // when unset.
@@ -172,8 +218,18 @@ func (s Settings) ShareDiskBytes() int64 {
 }
 
 // ShareUploadBytesPerSecond is the cap of the chunk bytes sent to other
-// devices, in bytes per second: ShareUploadKiBps, 0 for none.
-func (s Settings) ShareUploadBytesPerSecond() int64 { return s.ShareUploadKiBps << 10 }
+// devices, in bytes per second: ShareUploadKiBps, DefaultShareUploadKiBps
+// when unset, and 0 for none (ShareUploadUnlimited), as
+// p2p.NewUploadLimit takes it.
+func (s Settings) ShareUploadBytesPerSecond() int64 {
+	switch {
+	case s.ShareUploadKiBps == ShareUploadUnlimited:
+		return 0
+	case s.ShareUploadKiBps > 0:
+		return s.ShareUploadKiBps << 10
+	}
+	return DefaultShareUploadKiBps << 10
+}
 
 // Bounds of ParseUploadRate, in KiB/s: below 64 KiB/s one 256 KiB chunk
 // takes seconds, and a peer asking for several gives up on them.
@@ -183,15 +239,18 @@ const (
 )
 
 // ParseUploadRate parses an upload cap such as "2MiB/s", "500 KB/s" or
-// "8MiB" (per second either way) into KiB per second; "", "none",
-// "unlimited" and "default" mean no cap (0). Errors name the value and
-// what is wrong with it: not a rate, an unknown unit, below
-// MinShareUploadKiBps or above 1 TiB/s.
+// "8MiB" (per second either way) into KiB per second; "" and "default"
+// mean the default (0: DefaultShareUploadKiBps), "unlimited", "none" and
+// "0" no cap (ShareUploadUnlimited). Errors name the value and what is
+// wrong with it: not a rate, an unknown unit, below MinShareUploadKiBps
+// or above 1 TiB/s.
 func ParseUploadRate(v string) (kibps int64, err error) {
 	v = strings.TrimSpace(v)
 	switch strings.ToLower(v) {
-	case "", "none", "unlimited", "default", "0":
+	case "", "default":
 		return 0, nil
+	case "none", "unlimited", "no limit", "0":
+		return ShareUploadUnlimited, nil
 	}
 	num := strings.TrimSpace(strings.TrimSuffix(v, "/s"))
 	i := strings.IndexFunc(num, func(r rune) bool { return (r < '0' || r > '9') && r != '.' })
@@ -258,6 +317,8 @@ func (s Settings) Validate() error {
 		return fmt.Errorf("cores_share: must be a share above 0 and at most 1, got %g", s.CoresShare)
 	case s.Cores > 0 && s.CoresShare > 0:
 		return fmt.Errorf("cores and cores_share: set one of them, not both")
+	case s.CPUTimeShare != 0 && !(s.CPUTimeShare >= MinCPUTimeShare && s.CPUTimeShare <= 1):
+		return fmt.Errorf("cpu_time_share: must be 0 (no limit) or a share from %g to 1, got %g", MinCPUTimeShare, s.CPUTimeShare)
 	case !inShare(s.MemoryShare):
 		return fmt.Errorf("memory_share: must be a share above 0 and at most 1, got %g", s.MemoryShare)
 	case s.IdleFor < 0:
@@ -272,8 +333,10 @@ func (s Settings) Validate() error {
 		return fmt.Errorf("cache_mib: must be 0 (the default, %d MiB) to %d MiB, got %d", DefaultCacheMiB, maxCacheMiB, s.CacheMiB)
 	case s.ShareDiskMiB < 0 || s.ShareDiskMiB > maxCacheMiB:
 		return fmt.Errorf("share_disk_mib: must be 0 (the default, %d MiB) to %d MiB, got %d", DefaultShareDiskMiB, maxCacheMiB, s.ShareDiskMiB)
-	case s.ShareUploadKiBps != 0 && (s.ShareUploadKiBps < MinShareUploadKiBps || s.ShareUploadKiBps > maxShareUploadKiBps):
-		return fmt.Errorf("share_upload_kibps: must be 0 (no cap) or %d to %d KiB/s, got %d", MinShareUploadKiBps, maxShareUploadKiBps, s.ShareUploadKiBps)
+	case s.ShareUploadKiBps != 0 && s.ShareUploadKiBps != ShareUploadUnlimited &&
+		(s.ShareUploadKiBps < MinShareUploadKiBps || s.ShareUploadKiBps > maxShareUploadKiBps):
+		return fmt.Errorf("share_upload_kibps: must be 0 (the default, %d KiB/s), %d (no cap) or %d to %d KiB/s, got %d",
+			DefaultShareUploadKiBps, ShareUploadUnlimited, MinShareUploadKiBps, maxShareUploadKiBps, s.ShareUploadKiBps)
 	}
 	for i, p := range s.PauseFor {
 		if strings.TrimSpace(p) == "" {
@@ -312,6 +375,10 @@ func (s Settings) CoresFor(cpus int) int {
 		return max(1, cpus-1)
 	}
 }
+
+// SourceOptions are the settings' choices about what the input sources
+// count, for DefaultSources.
+func (s Settings) SourceOptions() SourceOptions { return SourceOptions{RemoteInput: s.RemoteInput} }
 
 // Location returns the schedule's time zone: TimeZone loaded, or
 // time.Local when it is empty or cannot be loaded.
@@ -388,8 +455,11 @@ var SettingKeys = []struct{ Key, Takes string }{
 	{"hours", `weekly allowed hours, e.g. "Mon-Fri 22:00-07:00; Sat,Sun" or "always"`},
 	{"time_zone", `IANA zone of the hours, e.g. Europe/Berlin; "" for the local zone`},
 	{"cores", `a count (6), a share (0.75 or 75%), or "default" (all but one)`},
+	{"cpu_time", `how hard to work: the share of time each task computes on its core, from 5% to 100% (0.5 or 50%), or "full" (the default)`},
+	{"idle_priority", `true or false: run tasks only at the system's idle priority (the default), or at a low one that still progresses while other programs keep the CPU busy (false)`},
 	{"memory", `share of memory tasks may use (0.5 or 50%)`},
 	{"idle_for", `input idle time before computing, e.g. 5m; 0 ignores input`},
+	{"remote_input", `true or false: input in remote logins (SSH terminals, remote desktops) counts as you being at the machine (false: only the local keyboard, mouse and screen)`},
 	{"max_other_cpu", `share of CPU other programs may use before stepping aside (50%)`},
 	{"pause_on_battery", `true or false`},
 	{"min_battery", `battery percent below which to wait when on battery (0: none)`},
@@ -402,7 +472,7 @@ var SettingKeys = []struct{ Key, Takes string }{
 	{"cache", `disk for jobs' files and compiled programs, e.g. 2GiB, 500MB or "default" (4GiB)`},
 	{"share_disk", `disk for file chunks kept to serve other devices of your pools, e.g. 1GiB or "default" (2GiB)`},
 	{"share_peers", `true or false: serve the file chunks you hold to other devices of your pools (false: fetch from the coordinator only, upload nothing)`},
-	{"share_upload", `cap on what you send to other devices, all pools together, e.g. 2MiB/s or "unlimited" (the default)`},
+	{"share_upload", `cap on what you send to other devices, all pools together, e.g. 2MiB/s, "unlimited" or "default" (1MiB/s)`},
 	{"pause", `pause computing: a duration (1h), "tomorrow" (until midnight), a time (RFC 3339), "finish" (finish the tasks in hand, then pause until "off"), or "off"`},
 	{"compute", `compute now, outside your hours and without waiting for idle: a duration (3h), "hours" (until your hours start), a time (RFC 3339), or "off"`},
 	{"compute_during_programs", `true or false: compute now also while a pause_for program runs`},
@@ -446,10 +516,19 @@ func (s *Settings) Set(key, value string, now time.Time) error {
 				err = fmt.Errorf("a count must be at least 1")
 			}
 		}
+	case "cpu_time", "cpu_time_share":
+		s.CPUTimeShare, err = parseCPUTime(value)
+	case "idle_priority":
+		var on bool
+		if on, err = parseBool(value); err == nil {
+			s.NoIdlePriority = !on
+		}
 	case "memory", "memory_share":
 		s.MemoryShare, err = parseShare(value)
 	case "idle_for":
 		s.IdleFor, err = parseDuration(value)
+	case "remote_input":
+		s.RemoteInput, err = parseBool(value)
 	case "max_other_cpu", "max_other_cpu_share":
 		s.MaxOtherCPUShare, err = parseShare(value)
 	case "pause_on_battery":
@@ -574,6 +653,23 @@ func parseShare(v string) (float64, error) {
 		return 0, fmt.Errorf("want a share above 0 and at most 1 (0.5) or a percentage (50%%)")
 	}
 	return f / div, nil
+}
+
+// parseCPUTime reads a CPUTimeShare: "full", "default", "none", "" or a
+// share of 1 (100%) are no limit (0); else a share from MinCPUTimeShare.
+func parseCPUTime(v string) (float64, error) {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "", "full", "default", "none", "unlimited":
+		return 0, nil
+	}
+	f, err := parseShare(v)
+	if err != nil || f < MinCPUTimeShare {
+		return 0, fmt.Errorf("want a share from %.0f%% to 100%% (0.5 or 50%%), or full", MinCPUTimeShare*100)
+	}
+	if f == 1 {
+		return 0, nil
+	}
+	return f, nil
 }
 
 func parseCelsius(v string) (float64, error) {

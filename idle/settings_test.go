@@ -29,6 +29,10 @@ func TestValidate(t *testing.T) {
 		{"negative cores", func(s *Settings) { s.Cores = -1 }, "cores:"},
 		{"a share above 1", func(s *Settings) { s.CoresShare = 1.5 }, "cores_share:"},
 		{"count and share", func(s *Settings) { s.Cores, s.CoresShare = 2, 0.5 }, "cores and cores_share:"},
+		{"a CPU time share above 1", func(s *Settings) { s.CPUTimeShare = 1.5 }, "cpu_time_share: must be 0 (no limit) or a share from 0.05 to 1, got 1.5"},
+		{"a CPU time share below the least", func(s *Settings) { s.CPUTimeShare = 0.01 }, "cpu_time_share:"},
+		{"a negative CPU time share", func(s *Settings) { s.CPUTimeShare = -0.5 }, "cpu_time_share:"},
+		{"a CPU time share of 1", func(s *Settings) { s.CPUTimeShare = 1 }, ""},
 		{"no memory", func(s *Settings) { s.MemoryShare = 0 }, "memory_share:"},
 		{"negative idle time", func(s *Settings) { s.IdleFor = -time.Second }, "idle_for:"},
 		{"no idle time", func(s *Settings) { s.IdleFor = 0 }, ""},
@@ -39,6 +43,7 @@ func TestValidate(t *testing.T) {
 		{"a negative share cap", func(s *Settings) { s.ShareDiskMiB = -1 }, "share_disk_mib:"},
 		{"an upload cap too small", func(s *Settings) { s.ShareUploadKiBps = 1 }, "share_upload_kibps:"},
 		{"a negative upload cap", func(s *Settings) { s.ShareUploadKiBps = -64 }, "share_upload_kibps:"},
+		{"no upload cap", func(s *Settings) { s.ShareUploadKiBps = ShareUploadUnlimited }, ""},
 		{"no ceiling", func(s *Settings) { s.MaxTemperatureC = 0 }, ""},
 		{"an empty program", func(s *Settings) { s.PauseFor = []string{"game.exe", " "} }, "pause_for: program 2"},
 		{"a GPU memory share above 1", func(s *Settings) { s.GPUs = map[string]GPUSettings{"GPU-a": {Use: true, MemoryShare: 2}} }, "gpus.GPU-a.memory_share:"},
@@ -111,9 +116,24 @@ func TestSet(t *testing.T) {
 		{"cores=0", nil, "cores=0: a count must be at least 1"},
 		{"cores=150%", nil, "cores=150%: want a share"},
 		{"memory=25%", func(s *Settings) { s.MemoryShare = 0.25 }, ""},
+		{"cpu_time=50%", func(s *Settings) { s.CPUTimeShare = 0.5 }, ""},
+		{"cpu_time=0.25", func(s *Settings) { s.CPUTimeShare = 0.25 }, ""},
+		{"cpu_time_share=5%", func(s *Settings) { s.CPUTimeShare = 0.05 }, ""},
+		{"cpu_time=100%", func(*Settings) {}, ""},
+		{"cpu_time=full", func(*Settings) {}, ""},
+		{"cpu_time=2%", nil, "cpu_time=2%: want a share from 5% to 100% (0.5 or 50%), or full"},
+		{"cpu_time=150%", nil, "cpu_time=150%: want a share from 5% to 100%"},
+		{"cpu_time=0", nil, "cpu_time=0: want a share from 5% to 100%"},
+		{"cpu_time=hard", nil, "cpu_time=hard: want a share"},
+		{"idle_priority=false", func(s *Settings) { s.NoIdlePriority = true }, ""},
+		{"idle_priority=true", func(*Settings) {}, ""},
+		{"idle_priority=high", nil, "idle_priority=high: want true or false"},
 		{"idle_for=90s", func(s *Settings) { s.IdleFor = 90 * time.Second }, ""},
 		{"idle_for=0", func(s *Settings) { s.IdleFor = 0 }, ""},
 		{"idle_for=soon", nil, "idle_for=soon: want a duration"},
+		{"remote_input=true", func(s *Settings) { s.RemoteInput = true }, ""},
+		{"remote_input=false", func(*Settings) {}, ""},
+		{"remote_input=sometimes", nil, "remote_input=sometimes: want true or false"},
 		{"max_other_cpu=80%", func(s *Settings) { s.MaxOtherCPUShare = 0.8 }, ""},
 		{"pause_on_battery=false", func(s *Settings) { s.PauseOnBattery = false }, ""},
 		{"pause_on_battery=maybe", nil, "pause_on_battery=maybe:"},
@@ -137,7 +157,9 @@ func TestSet(t *testing.T) {
 		{"share_upload=2MiB/s", func(s *Settings) { s.ShareUploadKiBps = 2048 }, ""},
 		{"share_upload=500 KB/s", func(s *Settings) { s.ShareUploadKiBps = 488 }, ""},
 		{"share_upload=1.5MiB", func(s *Settings) { s.ShareUploadKiBps = 1536 }, ""},
-		{"share_upload_kibps=unlimited", func(*Settings) {}, ""},
+		{"share_upload_kibps=unlimited", func(s *Settings) { s.ShareUploadKiBps = ShareUploadUnlimited }, ""},
+		{"share_upload=0", func(s *Settings) { s.ShareUploadKiBps = ShareUploadUnlimited }, ""},
+		{"share_upload=default", func(*Settings) {}, ""},
 		{"share_upload=fast", nil, `share_upload: "fast" is not a rate`},
 		{"share_upload=8Mbps", nil, `share_upload: "8Mbps": unknown unit "Mbps"`}, // bits or bytes: not guessed
 		{"share_upload=2 furlongs/s", nil, `share_upload: "2 furlongs/s": unknown unit "furlongs"`},
@@ -239,5 +261,30 @@ func TestSettingsJSON(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(`{"idle_for":"soon"}`), &old); err == nil || !strings.Contains(err.Error(), "idle_for") {
 		t.Errorf("bad idle_for: %v", err)
+	}
+}
+
+// TestShareUploadDefault: with no share_upload set the data plane is
+// capped at DefaultShareUploadKiBps (1 MiB/s) for a home connection;
+// "unlimited" lifts the cap (0 for p2p.NewUploadLimit), and a cap set is
+// that cap.
+func TestShareUploadDefault(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		kibps int64
+		want  int64
+	}{
+		{"unset", 0, 1 << 20},
+		{"unlimited", ShareUploadUnlimited, 0},
+		{"2 MiB/s", 2048, 2 << 20},
+	} {
+		s := Defaults()
+		s.ShareUploadKiBps = tc.kibps
+		if got := s.ShareUploadBytesPerSecond(); got != tc.want {
+			t.Errorf("%s: ShareUploadBytesPerSecond = %d, want %d", tc.name, got, tc.want)
+		}
+	}
+	if DefaultShareUploadKiBps != 1024 {
+		t.Errorf("DefaultShareUploadKiBps = %d, want 1024 (1 MiB/s, as docs/donor.md says)", DefaultShareUploadKiBps)
 	}
 }

@@ -79,6 +79,20 @@ type GPUSource interface {
 	GPUs(ctx context.Context) ([]GPU, error)
 }
 
+// SourceOptions are the owner's choices about what the platform's
+// sources count (Settings.SourceOptions), for DefaultSources.
+type SourceOptions struct {
+	// RemoteInput counts input in remote logins as the owner's: an SSH
+	// terminal, any pseudo-terminal (/dev/pts), a remote desktop session
+	// (Settings.RemoteInput). Off, the default, only the local seat
+	// counts: the desktop's idle time (X11, logind's idle hint of a local
+	// graphical session), the local consoles (/dev/tty1...) and the input
+	// devices, so that a machine someone reaches over SSH still counts as
+	// idle. Linux only: GetLastInputInfo (Windows) and HIDIdleTime (macOS)
+	// see the local session's input alone either way.
+	RemoteInput bool
+}
+
 // Sources are the probes a Sampler asks. A nil source yields an unknown
 // reading with ErrNoSource; DefaultSources fills in the platform's real
 // ones, except GPU.

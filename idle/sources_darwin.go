@@ -14,7 +14,8 @@ import (
 // HIDIdleTime (through ioreg), CPU load and programs from gopsutil, power
 // from pmset. Temperatures are unknown: reading the SMC needs IOKit through
 // cgo, which idlepool's builds for macOS do not use. GPU is left nil.
-func DefaultSources() Sources {
+// HIDIdleTime is the local hardware's input only, so o changes nothing.
+func DefaultSources(o SourceOptions) Sources {
 	return Sources{
 		InputIdle: []InputIdleSource{ioregIdle{}},
 		Load:      psLoad{},

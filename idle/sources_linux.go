@@ -11,10 +11,12 @@ package idle
 // from hwmon through gopsutil; programs from the process list; games
 // from the active window's EWMH full-screen state (on $DISPLAY),
 // GameMode's ClientCount on the session bus and Steam's registry.vdf.
-// GPU is left nil for the caller to fill from package worker.
-func DefaultSources() Sources {
+// GPU is left nil for the caller to fill from package worker. Input in
+// remote logins (logind's remote sessions and those on a pseudo-terminal,
+// /dev/pts) counts only with o.RemoteInput.
+func DefaultSources(o SourceOptions) Sources {
 	return Sources{
-		InputIdle: []InputIdleSource{logindIdle{}, &x11Idle{}, devInputIdle{root: "/dev"},
+		InputIdle: []InputIdleSource{logindIdle{remote: o.RemoteInput}, &x11Idle{}, devInputIdle{root: "/dev", remote: o.RemoteInput},
 			&gamepadIdle{dev: "/dev/input", sys: "/sys/class/input"}},
 		Load:      procLoad{root: "/proc"},
 		Power:     sysfsPower{root: "/sys/class/power_supply"},

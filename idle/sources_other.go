@@ -11,8 +11,9 @@ import (
 // DefaultSources returns, on platforms without their own probes, sources
 // that report errors.ErrUnsupported for input idle time, CPU load and power
 // (so those readings are unknown, and unknown input is not idleness), and
-// gopsutil's temperatures and process list where gopsutil supports them.
-func DefaultSources() Sources {
+// gopsutil's temperatures and process list where gopsutil supports them;
+// o changes nothing.
+func DefaultSources(o SourceOptions) Sources {
 	return Sources{
 		InputIdle: []InputIdleSource{unsupported{}},
 		Load:      unsupported{},

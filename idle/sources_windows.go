@@ -17,8 +17,9 @@ import (
 // usually readable by administrators only), games from
 // SHQueryUserNotificationState (full screen) and Steam's registry key. GPU
 // is left nil for the caller to fill from package worker. GameMode is
-// Linux's alone.
-func DefaultSources() Sources {
+// Linux's alone. GetLastInputInfo sees the input of the session the
+// program runs in only, so o changes nothing.
+func DefaultSources(o SourceOptions) Sources {
 	return Sources{
 		InputIdle: []InputIdleSource{lastInputIdle{}},
 		Load:      psLoad{},

@@ -1,6 +1,9 @@
 package idle
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // Reading is one probe's answer: a value, whether it is known, which source
 // gave it, and why not when it is unknown. A probe that fails or hangs past
@@ -47,8 +50,9 @@ type Signals struct {
 	At time.Time // wall clock, for the schedule; durations use the monotonic clock
 
 	// InputIdle is how long since the last keyboard or mouse input of the
-	// local user, or of a remote session with a terminal (SSH with a tty,
-	// RDP). Unknown when no source works: unknown is not idle.
+	// local user (and of a remote session, SSH with a tty or RDP, when
+	// SourceOptions.RemoteInput). Unknown when no source works: unknown is
+	// not idle.
 	InputIdle Reading[time.Duration]
 	// OtherCPUShare is the share of all CPU capacity (0..1) used by
 	// processes that are not idlepool's own.
@@ -82,20 +86,79 @@ const (
 	StatePaused    State = "paused"    // the owner paused it, or a listed program runs
 )
 
+// Hold is why a device does not compute, in the coarse words that others
+// may read: what a capacity offer publishes instead of the reason in
+// words. It never names a program or a time (DESIGN.md invariant 19: what
+// a donor does at their machine is theirs). The values are a wire format:
+// never rename one.
+type Hold string
+
+// Holds of a Decision. HoldNone is a device that computes (or would, and
+// only has no task).
+const (
+	HoldNone Hold = ""
+	// HoldOwner is paused or waiting for its owner: paused by them, a
+	// program or game of theirs running or run lately, their input not
+	// idle long enough (or its idle time unknown), other programs busy.
+	HoldOwner Hold = "owner"
+	// HoldHours is outside the hours the owner allows.
+	HoldHours Hold = "hours"
+	// HoldBattery is on battery, or below the owner's battery minimum.
+	HoldBattery Hold = "battery"
+	// HoldLimit is at a limit the owner set to protect the machine: its
+	// temperature ceiling.
+	HoldLimit Hold = "limit"
+)
+
+// Holds lists every Hold but HoldNone, in the order people read them.
+var Holds = []Hold{HoldOwner, HoldHours, HoldBattery, HoldLimit}
+
+// Known reports whether h is one of the Holds or HoldNone; a reason in
+// words (an offer of an agent before holds) is not.
+func (h Hold) Known() bool { return h == HoldNone || slices.Contains(Holds, h) }
+
+// Text is h for people who are not the owner: "for its owner", "outside
+// its hours", "on battery", "at a limit"; "" for HoldNone and "for its
+// owner" for an unknown value.
+func (h Hold) Text() string {
+	switch h {
+	case HoldNone:
+		return ""
+	case HoldHours:
+		return "outside its hours"
+	case HoldBattery:
+		return "on battery"
+	case HoldLimit:
+		return "at a limit"
+	}
+	return "for its owner"
+}
+
 // Decision is what the policy says an agent should do now, with the reason
 // in words for people, e.g. "waiting: on battery (43%)", "paused: game.exe
 // is running", "computing on 6 of 8 cores; GPU 0 skipped: another process
-// uses 71% of it".
+// uses 71% of it". The reason stays on this machine (the tray, the local
+// status); Hold is what others may read.
 type Decision struct {
 	State  State
 	Cores  int      // task slots allowed; 0 unless computing
 	GPUs   []string // UUIDs of the GPUs allowed; empty unless computing
 	Reason string
+	// Hold is the coarse reason for not computing, HoldNone while
+	// computing.
+	Hold Hold `json:",omitempty"`
 	// Finishing is set while the owner asked to finish the tasks in hand
 	// and then pause (Settings.FinishThenPause): running tasks go on
 	// (while the decision is to compute), but no new task is taken; once
 	// none is in hand, whoever holds the tasks says it is paused.
 	Finishing bool `json:",omitempty"`
+	// ComputeNow is set while the owner's compute now
+	// (Settings.ComputeUntil) is in force in this decision: computing
+	// as asked, or waiting for what compute now does not override (the
+	// battery, the temperature, a listed program). A reader that sees
+	// compute now in the settings but not here has a decision made
+	// before the owner asked, not yet made again.
+	ComputeNow bool `json:",omitempty"`
 	// GPUsAllowed lists, while the decision is not to compute, the GPUs
 	// (UUIDs) that the settings and the GPUs' readings would allow
 	// (switched on, below the temperature ceiling, not used by another

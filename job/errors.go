@@ -1,6 +1,9 @@
 package job
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Sentinel errors of package job; compare with errors.Is.
 var (
@@ -12,9 +15,17 @@ var (
 	ErrExpr = errors.New("job: bad expression")
 	// ErrInputData marks a ManifestError about the content of a split
 	// input: a file that cannot be cut as its split.format says (an
-	// unclosed quote, a ragged CSV record, a row longer than
-	// chunk_bytes). The data is at fault, not the manifest's text.
+	// unclosed quote, a ragged CSV record, a chunks row longer than the
+	// task's memory limit). The data is at fault, not the manifest's text.
 	ErrInputData = errors.New("job: input data cannot be split")
+	// ErrNotManifest marks a ManifestError for a file that cannot be a
+	// manifest, which is UTF-8 text: a program, an archive, an image,
+	// other binary data. Its Msg says what the file is.
+	ErrNotManifest = errors.New("job: not a manifest")
+	// ErrProgramNotManifest marks a ManifestError for a WebAssembly
+	// program given where a manifest belongs; it also matches
+	// ErrNotManifest.
+	ErrProgramNotManifest = fmt.Errorf("%w: a WebAssembly program", ErrNotManifest)
 )
 
 // Sentinel errors of the merge rules (Merger); compare with errors.Is.

@@ -132,3 +132,65 @@ func TestKnownAnswersBad(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckKnownByRule: a known answer judges a result by the job's own
+// rule: a digest by equal bytes; under rule = "tolerance" the task's
+// result itself, within the declared tolerances. A result written out is
+// refused for a job compared by digest, and a digest for one compared
+// within tolerances (it could not judge other bytes), except when a pool
+// loads such a file it stored before: then it passes equal bytes only and
+// judges no other.
+func TestCheckKnownByRule(t *testing.T) {
+	const tol = "[verify]\nknown_answers = \"answers.json\"\nrule = \"tolerance\"\n[verify.tolerance]\nx = { abs = 1e-3 }\n"
+	cpu := []byte(`{"x": 1.0000001, "n": 2}` + "\n")
+	j, err := plan(t, knownDir(t, `{"1": {"x": 1.0000001, "n": 2}}`), knownBase+tol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		task   int64
+		result string
+		want   job.KnownVerdict
+	}{
+		{"float32 within tolerance", 1, `{"x": 1, "n": 2}`, job.KnownRight},
+		{"the same bytes", 1, string(cpu), job.KnownRight},
+		{"outside tolerance", 1, `{"x": 1.01, "n": 2}`, job.KnownWrong},
+		{"another exact field", 1, `{"x": 1, "n": 3}`, job.KnownWrong},
+		{"a failure", 1, "", job.KnownWrong},
+		{"no answer", 0, `{"x": 1, "n": 2}`, job.KnownNone},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var b []byte
+			if tc.result != "" {
+				b = []byte(tc.result)
+			}
+			if got := j.CheckKnown(tc.task, sha256.Sum256(b), b); got != tc.want {
+				t.Errorf("CheckKnown = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	digest := job.Digest(sha256.Sum256(cpu)).String()
+	if _, err := plan(t, knownDir(t, `{"1": {"x": 1}}`), knownBase+"[verify]\nknown_answers = \"answers.json\"\n"); err == nil || !strings.Contains(err.Error(), "give the SHA-256 of its output") {
+		t.Errorf("a result answer for a digest job: %v", err)
+	}
+	dir := knownDir(t, `{"1": "`+digest+`"}`)
+	if _, err := plan(t, dir, knownBase+tol); err == nil || !strings.Contains(err.Error(), "give the task's result itself") {
+		t.Errorf("a digest answer under a tolerance rule: %v", err)
+	}
+	// A pool rebuilding a job it stored with such an answer keeps it.
+	plain, err := plan(t, dir, knownBase+strings.Replace(tol, "known_answers = \"answers.json\"\n", "", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "answers.json"))
+	if err := plain.LoadKnownAnswers(filepath.Join(dir, "answers.json"), sha256.Sum256(b)); err != nil {
+		t.Fatal(err)
+	}
+	if v := plain.CheckKnown(1, sha256.Sum256(cpu), cpu); v != job.KnownRight {
+		t.Errorf("equal bytes against a stored digest answer: %v", v)
+	}
+	if v := plain.CheckKnown(1, sha256.Sum256([]byte(`{"x": 1, "n": 2}`)), []byte(`{"x": 1, "n": 2}`)); v != job.KnownNone {
+		t.Errorf("other bytes against a stored digest answer under a tolerance: %v, want no verdict", v)
+	}
+}

@@ -1,14 +1,13 @@
 package job
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -57,14 +56,20 @@ type Manifest struct {
 //
 //   - "range": Tasks tasks that share Params (Monte Carlo).
 //   - "grid": one task per point of the Cartesian product of Grid's axes,
-//     the last axis (in sorted name order) varying fastest (sweeps).
+//     the last axis (in sorted name order) varying fastest (sweeps). An
+//     axis is a list of values or a range table (start, stop, and step or
+//     num, and spacing; see gridRange), which checking replaces by its
+//     canonical table; the job's encoding holds that table, and Plan
+//     expands it into values the same way on every machine.
 //   - "replicas": Tasks tasks that differ only in their seed (ensembles).
 //   - "kfold": K tasks over the CSV input Input; task f tests on the rows
 //     in fold f (package job/fold), optionally Shuffle'd by a permutation
 //     derived from the job seed.
 //   - "chunks": the file input Input cut into chunks of whole rows of at
-//     most ChunkBytes bytes, one task per chunk; with Header the first row
-//     is kept out of the chunks and given to every task.
+//     most ChunkBytes bytes, one task per chunk; a row longer than
+//     ChunkBytes gets a chunk of its own, and one longer than the policy's
+//     MemoryMiB too is refused. With Header the first row is kept out of
+//     the chunks and given to every task.
 //
 // Format says what a row of a kfold or chunks input is: FormatCSV (RFC
 // 4180 records; the default for kfold and for an input whose file name
@@ -190,10 +195,11 @@ const (
 // ManifestError is a problem in a manifest, for people: the file, where in
 // it (a line, or a field path) and what is expected.
 type ManifestError struct {
-	File  string // manifest path
-	Line  int    // 1-based line, 0 when unknown
-	Field string // dotted field path such as "split.rule", "" when unknown
-	Msg   string // what is wrong and what is expected
+	File   string // manifest path
+	Line   int    // 1-based line, 0 when unknown
+	Column int    // 1-based column on Line, 0 when unknown
+	Field  string // dotted field path such as "split.rule", "" when unknown
+	Msg    string // what is wrong and what is expected
 	// Err, when set, is a sentinel saying more about the kind of problem
 	// (ErrInputData); errors.Is sees it.
 	Err error
@@ -204,6 +210,9 @@ func (e *ManifestError) Error() string {
 	b.WriteString(e.File)
 	if e.Line > 0 {
 		fmt.Fprintf(&b, ":%d", e.Line)
+		if e.Column > 0 {
+			fmt.Fprintf(&b, ":%d", e.Column)
+		}
 	}
 	if e.Field != "" {
 		fmt.Fprintf(&b, ": %s", e.Field)
@@ -236,38 +245,53 @@ func LoadManifest(path string) (*Manifest, error) {
 
 // ParseManifest parses manifest text; name labels errors and dir is the
 // directory that relative paths are resolved against. It validates the
-// result like LoadManifest.
+// result like LoadManifest, and reports every problem it finds at once:
+// a *ManifestError for one, ManifestErrors for several. A file that is no
+// manifest at all (a WebAssembly program, an archive, binary data) is one
+// problem wrapping ErrNotManifest.
 func ParseManifest(name, dir string, data []byte) (*Manifest, error) {
-	var m Manifest
-	dec := toml.NewDecoder(bytes.NewReader(data)).DisallowUnknownFields()
-	if err := dec.Decode(&m); err != nil {
-		return nil, tomlError(name, data, err)
-	}
-	m.Dir, m.Path = dir, name
-	if err := m.normalise(); err != nil {
+	if err := notManifest(name, data); err != nil {
 		return nil, err
 	}
-	return &m, nil
+	m, errs, sections := decodeManifest(name, data)
+	if m == nil {
+		return nil, errs.err()
+	}
+	m.Dir, m.Path = dir, name
+	var checks ManifestErrors
+	if err := checkGroupByTypes(name, data, m.Merge); err != nil {
+		errs.add(name, err)
+		return nil, errs.err()
+	}
+	checks.add(name, m.normalise())
+	for _, e := range checks {
+		// A problem of a section whose text has one already (a merge
+		// entry without its misspelt rule) follows from that one.
+		if !sections[fieldSection(e.Field)] {
+			errs = append(errs, e)
+		}
+	}
+	if err := errs.err(); err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
-func tomlError(file string, data []byte, err error) error {
-	var strict *toml.StrictMissingError
-	if errors.As(err, &strict) && len(strict.Errors) > 0 {
-		de := strict.Errors[0]
-		row, _ := de.Position()
-		return &ManifestError{File: file, Line: row, Field: strings.Join(de.Key(), "."),
-			Msg: "unknown field"}
-	}
+// tomlError explains one error of go-toml's decoder: a syntax error or a
+// value of the wrong type, with its line and column where go-toml gives
+// them, or the field where it does not.
+func tomlError(file string, data []byte, err error) *ManifestError {
 	var de *toml.DecodeError
 	if errors.As(err, &de) {
-		row, _ := de.Position()
-		return &ManifestError{File: file, Line: row, Field: strings.Join(de.Key(), "."), Msg: plainTypeError(de.Error())}
+		row, col := de.Position()
+		return &ManifestError{File: file, Line: row, Column: col, Field: strings.Join(de.Key(), "."), Msg: plainTypeError(de.Error())}
 	}
 	// go-toml hands a number, boolean or date to Duration.UnmarshalText and
 	// returns its error without a position: find the field here.
 	var raw struct {
 		Policy       map[string]any `toml:"policy"`
 		Requirements map[string]any `toml:"requirements"`
+		Verify       map[string]any `toml:"verify"`
 	}
 	if toml.Unmarshal(data, &raw) == nil {
 		if v, ok := raw.Requirements["gpu"]; ok {
@@ -276,10 +300,13 @@ func tomlError(file string, data []byte, err error) error {
 				return &ManifestError{File: file, Field: "requirements.gpu", Msg: g.UnmarshalText([]byte(fmt.Sprint(v))).Error()}
 			}
 		}
-		for _, k := range []string{"lease_timeout", "time_limit"} {
-			if v, ok := raw.Policy[k]; ok {
+		for _, d := range []struct {
+			table map[string]any
+			field string
+		}{{raw.Policy, "policy.lease_timeout"}, {raw.Policy, "policy.time_limit"}, {raw.Verify, "verify.check_window"}} {
+			if v, ok := d.table[strings.TrimPrefix(d.field, fieldSection(d.field)+".")]; ok {
 				if _, isString := v.(string); !isString {
-					return &ManifestError{File: file, Field: "policy." + k,
+					return &ManifestError{File: file, Field: d.field,
 						Msg: fmt.Sprintf("want a duration string such as \"90s\" or \"5m\", got %v", v)}
 				}
 			}
@@ -288,7 +315,31 @@ func tomlError(file string, data []byte, err error) error {
 	return &ManifestError{File: file, Msg: err.Error()}
 }
 
-var typeErrorRE = regexp.MustCompile(`cannot decode TOML (\w+) into (?:struct field \S+|a Go value) of type (\S+)`)
+// checkGroupByTypes refuses a group_by that is neither a string nor a list
+// (group_by = 3): the TOML decoder hands any plain value to
+// GroupKeys.UnmarshalText as text.
+func checkGroupByTypes(file string, data []byte, merges []MergeSpec) error {
+	if !slices.ContainsFunc(merges, func(s MergeSpec) bool { return len(s.GroupBy) > 0 }) {
+		return nil
+	}
+	var raw struct {
+		Merge []map[string]any `toml:"merge"`
+	}
+	if err := toml.Unmarshal(data, &raw); err != nil {
+		return &ManifestError{File: file, Msg: err.Error()}
+	}
+	for i, e := range raw.Merge {
+		switch v := e["group_by"].(type) {
+		case nil, string, []any: // a list's elements were decoded as strings
+		default:
+			return &ManifestError{File: file, Field: fmt.Sprintf("merge[%d].group_by", i),
+				Msg: fmt.Sprintf("want a string or a list of strings, got %s", tomlKind(v))}
+		}
+	}
+	return nil
+}
+
+var typeErrorRE = regexp.MustCompile(`cannot decode TOML (\w+(?: \w+)?) into (?:struct field \S+|a Go value) of type (\S+)`)
 
 // plainTypeError rewrites the TOML library's type mismatch, which names Go
 // types ("cannot decode TOML string into struct field job.SplitSpec.Tasks
@@ -304,6 +355,7 @@ func plainTypeError(msg string) string {
 		"bool": "true or false", "[]string": "a list of strings", "[]float64": "a list of numbers",
 		"map[string]string": "a table of strings", "map[string]interface": "a table", "map[string]any": "a table",
 		"[]job.MergeSpec": "[[merge]] entries", "job.SplitSpec": "a [split] table", "job.Policy": "a [policy] table",
+		"job.GroupKeys": "a string or a list of strings",
 	}[m[2]]
 	if want == "" {
 		want = "another kind of value"
@@ -322,38 +374,45 @@ func (m *Manifest) resolve(p string) string {
 	return filepath.Join(m.Dir, p)
 }
 
-// normalise checks every field, resolves paths and fills defaults.
+// normalise checks every field, resolves paths and fills defaults. It
+// reports the first problem of each section (the name, the program, each
+// input, the split, each merge entry, each derived value, the
+// requirements, the policy, [verify]) at once, leaving out the checks
+// that need a section with a problem (derived values need the merge
+// entries, [verify] the policy): a *ManifestError or ManifestErrors.
 func (m *Manifest) normalise() error {
+	var errs ManifestErrors
+	add := func(err error) bool {
+		errs.add(m.Path, err)
+		return err == nil
+	}
 	if strings.TrimSpace(m.Name) == "" {
-		return m.fail("name", "missing: give the job a short name, e.g. name = \"pi\"")
+		add(m.fail("name", "missing: give the job a short name, e.g. name = \"pi\""))
 	}
 	if err := CheckLink(m.Link); err != nil {
-		return m.fail("link", "%v", err)
+		add(m.fail("link", "%v", err))
 	}
 	if m.Program == "" {
-		return m.fail("program", "missing: the path of the .wasm program, e.g. program = \"pi.wasm\"")
+		add(m.fail("program", "missing: the path of the .wasm program, e.g. program = \"pi.wasm\""))
+	} else {
+		m.Program = m.resolve(m.Program)
 	}
-	m.Program = m.resolve(m.Program)
-	names := make([]string, 0, len(m.Inputs))
-	for name, p := range m.Inputs {
-		if !validName(name) {
-			return m.fail("inputs."+name, "input names may use letters, digits, '_', '-' and '.' only, and not start with '.'")
+	for _, name := range slices.Sorted(maps.Keys(m.Inputs)) {
+		switch p := m.Inputs[name]; {
+		case !validName(name):
+			add(m.fail("inputs."+name, "input names may use letters, digits, '_', '-' and '.' only, and not start with '.'"))
+		case name == "chunk" || name == "chunks":
+			add(m.fail("inputs."+name, "the name %q is reserved for chunks of a split input", name))
+		case p == "":
+			add(m.fail("inputs."+name, "empty path"))
+		default:
+			m.Inputs[name] = m.resolve(p)
 		}
-		if name == "chunk" || name == "chunks" {
-			return m.fail("inputs."+name, "the name %q is reserved for chunks of a split input", name)
-		}
-		if p == "" {
-			return m.fail("inputs."+name, "empty path")
-		}
-		m.Inputs[name] = m.resolve(p)
-		names = append(names, name)
 	}
-	sort.Strings(names)
-	if err := m.checkSplit(); err != nil {
-		return err
-	}
-	if len(m.Merge) == 0 {
-		return m.fail("merge", "missing: at least one [[merge]] entry saying how task results combine")
+	add(m.checkSplit())
+	mergeOK := len(m.Merge) > 0
+	if !mergeOK {
+		add(m.fail("merge", "missing: at least one [[merge]] entry saying how task results combine"))
 	}
 	seen := map[string]bool{}
 	for i := range m.Merge {
@@ -366,34 +425,39 @@ func (m *Manifest) normalise() error {
 		}
 		field := fmt.Sprintf("merge[%d]", i)
 		if seen[s.Name] {
-			return m.fail(field, "two merge entries are named %q; give one a distinct name = \"...\"", s.Name)
+			mergeOK = add(m.fail(field, "two merge entries are named %q; give one a distinct name = \"...\"", s.Name)) && mergeOK
+			continue
 		}
 		seen[s.Name] = true
 		if err := s.Validate(); err != nil {
-			return m.fail(field, "%v", err)
+			mergeOK = add(m.fail(field, "%v", err)) && mergeOK
 		}
 	}
-	if err := m.checkCollectTask(); err != nil {
-		return err
+	if mergeOK && add(m.checkCollectTask()) {
+		for _, name := range slices.Sorted(maps.Keys(m.Derive)) {
+			add(m.checkDerive(name))
+		}
 	}
-	for name, expr := range m.Derive {
-		e, err := ParseExpr(expr)
-		if err != nil {
+	add(m.Requirements.normalise(m))
+	if add(m.Policy.normalise(m)) {
+		add(m.Verify.normalise(m))
+	}
+	return errs.err()
+}
+
+// checkDerive checks the [derive] expression name: it must parse and name
+// only scalars the merge entries give.
+func (m *Manifest) checkDerive(name string) error {
+	e, err := ParseExpr(m.Derive[name])
+	if err != nil {
+		return m.fail("derive."+name, "%v", err)
+	}
+	for _, ref := range e.Names() {
+		if err := m.checkScalarName(ref); err != nil {
 			return m.fail("derive."+name, "%v", err)
 		}
-		for _, ref := range e.Names() {
-			if err := m.checkScalarName(ref); err != nil {
-				return m.fail("derive."+name, "%v", err)
-			}
-		}
 	}
-	if err := m.Requirements.normalise(m); err != nil {
-		return err
-	}
-	if err := m.Policy.normalise(m); err != nil {
-		return err
-	}
-	return m.Verify.normalise(m)
+	return nil
 }
 
 func (p *Policy) normalise(m *Manifest) error {
@@ -465,7 +529,7 @@ func (m *Manifest) checkCollectTask() error {
 			continue
 		}
 		for _, o := range m.Merge {
-			for _, p := range append([]string{o.Field, o.GroupBy, o.Key}, o.Fields...) {
+			for _, p := range slices.Concat([]string{o.Field, o.Key}, o.GroupBy, o.Fields) {
 				if mp, err := parseMergePath(p); err == nil && len(mp.segs) > 0 && mp.segs[0] == "task" {
 					return m.fail(fmt.Sprintf("merge[%d]", i), "collect of the whole result adds a \"task\" column (the task index) to each row, "+
 						"and merge %q reads %q from every result, so every row would clash: list the columns in fields = [...], or rename the program's \"task\"",
@@ -492,7 +556,7 @@ func (m *Manifest) checkScalarName(ref string) error {
 			continue
 		}
 		entry = ms
-		if ms.GroupBy == "" && ms.scalarName(strings.TrimPrefix(ref, ms.Name)) {
+		if len(ms.GroupBy) == 0 && ms.scalarName(strings.TrimPrefix(ref, ms.Name)) {
 			return nil
 		}
 	}
@@ -501,8 +565,8 @@ func (m *Manifest) checkScalarName(ref string) error {
 		return fmt.Errorf("%q names no merged value: names start with a [[merge]] entry's name (%s), e.g. %s",
 			ref, strings.Join(m.mergeNames(), ", "), strings.Join(quoteAll(first.scalarExamples()), " or "))
 	}
-	if entry.GroupBy != "" {
-		return fmt.Errorf("%q cannot be evaluated: merge %q has group_by = %q, so it has one value per group, which [derive] cannot name; the merged result shows each group",
+	if len(entry.GroupBy) > 0 {
+		return fmt.Errorf("%q cannot be evaluated: merge %q has group_by = %s, so it has one value per group, which [derive] cannot name; the merged result shows each group",
 			ref, entry.Name, entry.GroupBy)
 	}
 	return fmt.Errorf("%q cannot be evaluated: merge %q (rule %s) gives %s", ref, entry.Name, entry.Rule,
@@ -618,11 +682,9 @@ func (m *Manifest) checkCostParam(name string) error {
 		}
 		return nil
 	}
-	if axis, ok := m.Split.Grid[name].([]any); ok {
-		for _, v := range axis {
-			if !isNum(v) {
-				return m.fail("policy.cost_param", "split.grid.%s must hold non-negative numbers to serve as the cost", name)
-			}
+	if axis, ok := m.Split.Grid[name]; ok {
+		if lo, _, numeric := gridAxisBounds(axis); !numeric || lo < 0 {
+			return m.fail("policy.cost_param", "split.grid.%s must hold non-negative numbers to serve as the cost", name)
 		}
 		return nil
 	}
@@ -688,20 +750,15 @@ func (m *Manifest) checkSplit() error {
 			return m.fail("split.grid", "missing: a grid needs at least one axis, e.g. T = [1.5, 2.0]")
 		}
 		total := int64(1)
-		for name, v := range s.Grid {
-			vals, ok := v.([]any)
-			if !ok || len(vals) == 0 {
-				return m.fail("split.grid."+name, "want a non-empty list of values")
-			}
+		for name := range s.Grid {
 			if _, clash := s.Params[name]; clash {
 				return m.fail("split.grid."+name, "also set in split.params; a name is either constant or an axis")
 			}
-			for _, x := range vals {
-				if err := checkValue(x); err != nil {
-					return m.fail("split.grid."+name, "%v", err)
-				}
+			n, err := s.checkGridAxis(name)
+			if err != nil {
+				return m.fail("split.grid."+name, "%v", err)
 			}
-			total *= int64(len(vals))
+			total *= n
 			if total > MaxTasks {
 				return m.fail("split.grid", "the grid has more than %d points", int64(MaxTasks))
 			}

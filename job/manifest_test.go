@@ -296,9 +296,9 @@ func TestParseManifestErrors(t *testing.T) {
 			want: []string{"want 1..4294967296 tasks, got 4294967297"}},
 		{name: "grid without axes", text: split(`rule = "grid"`), field: "split.grid", want: []string{"at least one axis", "T = [1.5, 2.0]"}},
 		{name: "grid axis not a list", text: split("rule = \"grid\"\n[split.grid]\nT = 1.5"), field: "split.grid.T",
-			want: []string{"want a non-empty list of values"}},
-		{name: "grid axis a table", text: split("rule = \"grid\"\n[split.grid.T]\na = 1"), field: "split.grid.T",
-			want: []string{"want a non-empty list"}},
+			want: []string{"want a list of values, e.g. T = [1.5, 2.0], or a range", "got a float"}},
+		{name: "grid axis a table not a range", text: split("rule = \"grid\"\n[split.grid.T]\na = 1"), field: "split.grid.T",
+			want: []string{`unknown key "a": a range has start, stop, and step or num`}},
 		{name: "grid axis empty", text: split("rule = \"grid\"\n[split.grid]\nT = []"), field: "split.grid.T",
 			want: []string{"want a non-empty list"}},
 		{name: "grid axis also a param", text: split("rule = \"grid\"\n[split.params]\nT = 2.0\n[split.grid]\nT = [1.5]"),
@@ -394,11 +394,11 @@ func TestParseManifestErrors(t *testing.T) {
 			want: []string{`duration such as "90s" or "5m"`, "missing unit"}},
 		{name: "duration in words", text: policy(`time_limit = "5 minutes"`), line: 10, field: "policy.time_limit",
 			want: []string{`duration such as "90s" or "5m"`}},
-		{name: "duration as a number", text: policy("time_limit = 5"), field: "policy.time_limit",
+		{name: "duration as a number", text: policy("time_limit = 5"), line: 10, field: "policy.time_limit",
 			want: []string{`want a duration string such as "90s" or "5m", got 5`}},
-		{name: "duration as a float", text: policy("lease_timeout = 1.5"), field: "policy.lease_timeout",
+		{name: "duration as a float", text: policy("lease_timeout = 1.5"), line: 10, field: "policy.lease_timeout",
 			want: []string{"duration string", "got 1.5"}},
-		{name: "duration as a boolean", text: policy("lease_timeout = true"), field: "policy.lease_timeout",
+		{name: "duration as a boolean", text: policy("lease_timeout = true"), line: 10, field: "policy.lease_timeout",
 			want: []string{"duration string", "got true"}},
 		{name: "duration as a list", text: policy(`lease_timeout = ["5m"]`), line: 10, field: "policy.lease_timeout"},
 	}
@@ -421,7 +421,10 @@ func TestParseManifestErrors(t *testing.T) {
 			}
 			msg := err.Error()
 			prefix := file + ": "
-			if tc.line > 0 {
+			switch {
+			case tc.line > 0 && me.Column > 0:
+				prefix = fmt.Sprintf("%s:%d:%d: ", file, tc.line, me.Column)
+			case tc.line > 0:
 				prefix = fmt.Sprintf("%s:%d: ", file, tc.line)
 			}
 			if tc.field != "" {

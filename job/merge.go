@@ -2,6 +2,7 @@ package job
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -47,8 +48,10 @@ type SinkOpener func(name string) (io.Writer, error)
 //   - collect, concat: rows streamed to a sink in task order (SinkOpener,
 //     Skip, Close); not fixed-size, not mergeable.
 //
-// With group_by an entry keeps one accumulator per distinct group value;
-// with a "*" segment in its field, one per key of the object there. Numbers
+// With group_by an entry keeps one accumulator per distinct group value,
+// or per distinct tuple of values when group_by lists several paths; with
+// a "*" segment in its field, one per key of the object there; at most
+// MaxMergeKeys in all. Numbers
 // beyond the float64 range are rejected (JSON has no NaN or infinities).
 //
 // A Merger is not safe for concurrent use; its owner serialises calls.
@@ -130,7 +133,8 @@ func (in *accInput) reset(at string) {
 func (in *accInput) count() int64 { return int64(len(in.floats) + len(in.ints) + len(in.bigs)) }
 
 // accKey names one accumulator of an entry: the group_by value and the key
-// matched by "*" ("" when the entry has none).
+// matched by "*" ("" when the entry has none). With several group_by
+// paths, group is their values joined by joinGroupKey.
 type accKey struct{ group, star string }
 
 type accPrep struct {
@@ -143,7 +147,7 @@ type accPrep struct {
 type mergeEntry struct {
 	spec   MergeSpec
 	field  mergePath
-	group  mergePath
+	groups []mergePath // group_by
 	key    mergePath
 	fields []mergePath
 	accs   map[accKey]accumulator
@@ -202,7 +206,10 @@ func newMergeEntry(s MergeSpec) *mergeEntry {
 	e := &mergeEntry{spec: s, accs: map[accKey]accumulator{}}
 	// The paths were checked by Validate.
 	e.field, _ = parseMergePath(s.Field)
-	e.group, _ = parseMergePath(s.GroupBy)
+	for _, g := range s.GroupBy {
+		p, _ := parseMergePath(g)
+		e.groups = append(e.groups, p)
+	}
 	e.key, _ = parseMergePath(s.Key)
 	for _, f := range s.Fields {
 		p, _ := parseMergePath(f)
@@ -229,7 +236,7 @@ func (e *mergeEntry) newAcc() accumulator {
 	}
 }
 
-func (e *mergeEntry) grouped() bool { return e.group.segs != nil }
+func (e *mergeEntry) grouped() bool { return len(e.groups) > 0 }
 func (e *mergeEntry) starred() bool { return e.field.star >= 0 }
 
 // Add folds the result of task index: result is the program's stdout, one
@@ -325,13 +332,17 @@ func (e *mergeEntry) prepare(obj map[string]any, index int64) error {
 func (e *mergeEntry) prepareValues(obj map[string]any, index int64) *ResultError {
 	group := ""
 	if e.grouped() {
-		v, rerr := e.group.lookup(obj)
-		if rerr != nil {
-			return rerr
+		texts := make([]string, len(e.groups))
+		for i, g := range e.groups {
+			v, rerr := g.lookup(obj)
+			if rerr != nil {
+				return rerr
+			}
+			if texts[i], rerr = groupKeyText(v, g.text); rerr != nil {
+				return rerr
+			}
 		}
-		if group, rerr = groupKeyText(v, e.group.text); rerr != nil {
-			return rerr
-		}
+		group = joinGroupKey(texts)
 	}
 	switch e.spec.Rule {
 	case RuleCollect, RuleConcat:
@@ -488,8 +499,12 @@ func (m *Merger) Close(total int64) error {
 // An entry's value is its accumulator's result (shapes below); with
 // group_by it is an object of group key to that result, with a "*" field an
 // object of key to that result, with both an object of group key to object
-// of key. Group and "*" keys are sorted numerically when all are numbers,
-// else by bytes. Shapes, per rule:
+// of key. With several group_by paths the groups nest, one object level per
+// path in group_by's order: {"0.1": {"1": result, "2": result}, ...} for
+// group_by = ["alpha", "beta"]. The keys of each level are sorted
+// numerically when all keys of that level (across the whole entry) are
+// numbers, else by bytes, so groups come in the lexicographic order of
+// their tuples; "*" keys likewise. Shapes, per rule:
 //
 //	sum          {"count": n, "sum": s}  s an exact integer if every value was one, else the float64 nearest the exact sum
 //	stats        {"count", "sum", "mean", "variance", "sample_variance", "stddev", "sample_stddev", "min", "max"}  undefined ones null
@@ -548,18 +563,114 @@ func (e *mergeEntry) result() any {
 	for g := range byGroup {
 		groups = append(groups, g)
 	}
-	sortGroupKeys(groups)
-	obj := make(ResultObject, 0, len(groups))
-	for _, g := range groups {
-		obj = append(obj, KV{g, inner(g)})
+	if len(e.groups) == 1 {
+		sortGroupKeys(groups)
+		obj := make(ResultObject, 0, len(groups))
+		for _, g := range groups {
+			obj = append(obj, KV{g, inner(g)})
+		}
+		return obj
+	}
+	tuples := make([][]string, len(groups))
+	for i, g := range groups {
+		tuples[i], _ = splitGroupKey(g, len(e.groups))
+	}
+	order := sortGroupTuples(tuples)
+	return nestGroups(tuples, order, 0, func(i int) any { return inner(groups[i]) })
+}
+
+// sortGroupTuples returns the indices of tuples (group values, one per
+// group_by path) in lexicographic order, each position compared as
+// sortGroupKeys orders the values at that position.
+func sortGroupTuples(tuples [][]string) []int {
+	n := 0
+	if len(tuples) > 0 {
+		n = len(tuples[0])
+	}
+	cmps := make([]func(a, b string) int, n)
+	for pos := range cmps {
+		col := make([]string, len(tuples))
+		for i, t := range tuples {
+			col[i] = t[pos]
+		}
+		cmps[pos] = groupKeyCompare(col)
+	}
+	order := make([]int, len(tuples))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int {
+		for pos, c := range cmps {
+			if r := c(tuples[a][pos], tuples[b][pos]); r != 0 {
+				return r
+			}
+		}
+		return 0
+	})
+	return order
+}
+
+// nestGroups builds the nested objects of grouped results: order lists
+// the tuples in sorted order; the tuples from there that share their first
+// depth values are one object keyed by the value at depth.
+func nestGroups(tuples [][]string, order []int, depth int, leaf func(i int) any) ResultObject {
+	var obj ResultObject
+	for start := 0; start < len(order); {
+		key := tuples[order[start]][depth]
+		end := start + 1
+		for end < len(order) && tuples[order[end]][depth] == key {
+			end++
+		}
+		if depth == len(tuples[order[start]])-1 {
+			obj = append(obj, KV{key, leaf(order[start])})
+		} else {
+			obj = append(obj, KV{key, nestGroups(tuples, order[start:end], depth+1, leaf)})
+		}
+		start = end
 	}
 	return obj
 }
 
+// joinGroupKey makes one group key of the values of an entry's group_by
+// paths: the value itself for one path (as before group_by took lists, so
+// merge states keep their bytes), else each value as a uvarint length and
+// its bytes.
+func joinGroupKey(texts []string) string {
+	if len(texts) == 1 {
+		return texts[0]
+	}
+	var b []byte
+	for _, t := range texts {
+		b = binary.AppendUvarint(b, uint64(len(t)))
+		b = append(b, t...)
+	}
+	return string(b)
+}
+
+// splitGroupKey undoes joinGroupKey for n paths; it reports false when key
+// is not n values so joined.
+func splitGroupKey(key string, n int) ([]string, bool) {
+	if n == 1 {
+		return []string{key}, true
+	}
+	out := make([]string, 0, n)
+	b := []byte(key)
+	for len(b) > 0 {
+		l, w := binary.Uvarint(b)
+		if w <= 0 || l > uint64(len(b)-w) {
+			return nil, false
+		}
+		out = append(out, string(b[w:w+int(l)]))
+		b = b[w+int(l):]
+	}
+	return out, len(out) == n
+}
+
 // Scalars returns every number of the result by name, for derived
 // expressions. A name starts with the entry's prefix: its Name, then
-// "[GROUP]" for a group_by value, then ".KEY" for a "*" key (for example
-// "energy", "energy[2.25]", "columns.x", "energy[2.25].x"). Then, per rule:
+// "[GROUP]" for each group_by value, then ".KEY" for a "*" key (for example
+// "energy", "energy[2.25]", "energy[0.1][2]", "columns.x",
+// "energy[2.25].x"). Then, per rule:
 //
 //	sum          PREFIX (the sum itself), PREFIX.sum, PREFIX.count
 //	stats        PREFIX.count, .sum, .mean, .variance, .sample_variance, .stddev, .sample_stddev, .min, .max
@@ -592,7 +703,10 @@ func (m *Merger) Scalars() map[string]float64 {
 			for k, a := range e.accs {
 				prefix := name
 				if e.grouped() {
-					prefix += "[" + k.group + "]"
+					texts, _ := splitGroupKey(k.group, len(e.groups))
+					for _, t := range texts {
+						prefix += "[" + t + "]"
+					}
 				}
 				if e.starred() {
 					prefix += "." + k.star

@@ -345,38 +345,30 @@ func groupKeyText(v any, at string) (string, *ResultError) {
 // sortGroupKeys sorts group or "*" keys: by numeric value when every key is a
 // JSON number (ties, possible for huge integers, by text), else by bytes.
 func sortGroupKeys(keys []string) {
-	vals := make([]float64, len(keys))
-	numeric := true
-	for i, k := range keys {
+	slices.SortFunc(keys, groupKeyCompare(keys))
+}
+
+// groupKeyCompare returns the order of sortGroupKeys for keys: numeric
+// when every one of keys is a JSON number, else by bytes. The comparison
+// takes only keys among keys.
+func groupKeyCompare(keys []string) func(a, b string) int {
+	vals := make(map[string]float64, len(keys))
+	for _, k := range keys {
 		f, err := strconv.ParseFloat(k, 64)
 		if err != nil || !isJSONNumberText(k) {
-			numeric = false
-			break
+			return strings.Compare
 		}
-		vals[i] = f
+		vals[k] = f
 	}
-	if !numeric {
-		slices.Sort(keys)
-		return
-	}
-	idx := make([]int, len(keys))
-	for i := range idx {
-		idx[i] = i
-	}
-	slices.SortFunc(idx, func(a, b int) int {
-		if vals[a] != vals[b] {
-			if vals[a] < vals[b] {
+	return func(a, b string) int {
+		if va, vb := vals[a], vals[b]; va != vb {
+			if va < vb {
 				return -1
 			}
 			return 1
 		}
-		return strings.Compare(keys[a], keys[b])
-	})
-	sorted := make([]string, len(keys))
-	for i, j := range idx {
-		sorted[i] = keys[j]
+		return strings.Compare(a, b)
 	}
-	copy(keys, sorted)
 }
 
 // isJSONNumberText reports whether s is a number in JSON syntax.

@@ -18,6 +18,9 @@ import (
 //	  per accumulator, sorted by (group, "*" key) in byte order:
 //	    string group, string key, uvarint length, the accumulator's state
 //
+// With several group_by paths, a group is their values, each a uvarint
+// length and its bytes (joinGroupKey); with one, the value itself.
+//
 // A string is a uvarint length and its bytes. Every state is canonical:
 // equal merge states give equal bytes, so the encoding is as
 // order-independent as Result. Decoding checks every field, since states
@@ -91,6 +94,8 @@ func (m *Merger) UnmarshalBinary(data []byte) error {
 				r.fail("entry %q: keys out of order", e.spec.Name)
 			case !e.grouped() && k.group != "", !e.starred() && k.star != "":
 				r.fail("entry %q: unexpected group or key", e.spec.Name)
+			case len(e.groups) > 1 && !validGroupKey(k.group, len(e.groups)):
+				r.fail("entry %q: a group is not %d values", e.spec.Name, len(e.groups))
 			}
 			prev = k
 			size := r.uvarint()
@@ -385,4 +390,11 @@ func appendStateBool(b []byte, v bool) []byte {
 		return append(b, 1)
 	}
 	return append(b, 0)
+}
+
+// validGroupKey reports whether key is n group values joined by
+// joinGroupKey, in its one encoding (shortest uvarints).
+func validGroupKey(key string, n int) bool {
+	texts, ok := splitGroupKey(key, n)
+	return ok && joinGroupKey(texts) == key
 }

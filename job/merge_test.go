@@ -175,14 +175,14 @@ func TestMergeRules(t *testing.T) {
 		},
 		{
 			name: "group_by sorts numeric groups numerically",
-			spec: MergeSpec{Name: "e", Rule: "sum", Field: "e", GroupBy: "T"},
+			spec: MergeSpec{Name: "e", Rule: "sum", Field: "e", GroupBy: GroupKeys{"T"}},
 			results: []string{`{"T":10,"e":1}`, `{"T":2.5,"e":2}`, `{"T":2.50,"e":3}`,
 				`{"T":-1e0,"e":4}`, `{"T":100,"e":5}`},
 			want: `{"e":{"-1":{"count":1,"sum":4},"2.5":{"count":2,"sum":5},"10":{"count":1,"sum":1},"100":{"count":1,"sum":5}}}`,
 		},
 		{
 			name:    "group_by sorts other groups by bytes",
-			spec:    MergeSpec{Name: "e", Rule: "sum", Field: "e", GroupBy: "g"},
+			spec:    MergeSpec{Name: "e", Rule: "sum", Field: "e", GroupBy: GroupKeys{"g"}},
 			results: []string{`{"g":"b","e":1}`, `{"g":10,"e":2}`, `{"g":true,"e":3}`, `{"g":"B","e":4}`},
 			want:    `{"e":{"10":{"count":1,"sum":2},"B":{"count":1,"sum":4},"b":{"count":1,"sum":1},"true":{"count":1,"sum":3}}}`,
 		},
@@ -200,9 +200,44 @@ func TestMergeRules(t *testing.T) {
 		},
 		{
 			name:    "group_by and star",
-			spec:    MergeSpec{Name: "cols", Rule: "sum", Field: "c.*", GroupBy: "g"},
+			spec:    MergeSpec{Name: "cols", Rule: "sum", Field: "c.*", GroupBy: GroupKeys{"g"}},
 			results: []string{`{"g":2,"c":{"b":1,"a":2}}`, `{"g":1,"c":{"a":3}}`},
 			want:    `{"cols":{"1":{"a":{"count":1,"sum":3}},"2":{"a":{"count":1,"sum":2},"b":{"count":1,"sum":1}}}}`,
+		},
+		{
+			name: "group_by two paths nests by the first, then the second",
+			spec: MergeSpec{Name: "e", Rule: "sum", Field: "e", GroupBy: GroupKeys{"alpha", "beta"}},
+			results: []string{`{"alpha":0.2,"beta":10,"e":1}`, `{"alpha":0.1,"beta":2,"e":2}`, `{"alpha":0.10,"beta":10,"e":3}`,
+				`{"alpha":0.2,"beta":2,"e":4}`, `{"alpha":0.1,"beta":2.0,"e":5}`},
+			want: `{"e":{"0.1":{"2":{"count":2,"sum":7},"10":{"count":1,"sum":3}},"0.2":{"2":{"count":1,"sum":4},"10":{"count":1,"sum":1}}}}`,
+		},
+		{
+			name: "group_by orders each path on its own",
+			spec: MergeSpec{Name: "e", Rule: "sum", Field: "e", GroupBy: GroupKeys{"model", "lr", "ok"}},
+			results: []string{`{"model":"cnn","lr":1e-2,"ok":true,"e":1}`, `{"model":"mlp","lr":0.001,"ok":false,"e":2}`,
+				`{"model":"cnn","lr":0.001,"ok":true,"e":3}`, `{"model":"CNN","lr":100,"ok":true,"e":4}`, `{"model":"cnn","lr":0.01,"ok":false,"e":5}`},
+			// model by bytes (CNN < cnn < mlp), lr numerically, ok by bytes.
+			want: `{"e":{"CNN":{"100":{"true":{"count":1,"sum":4}}},` +
+				`"cnn":{"0.001":{"true":{"count":1,"sum":3}},"0.01":{"false":{"count":1,"sum":5},"true":{"count":1,"sum":1}}},` +
+				`"mlp":{"0.001":{"false":{"count":1,"sum":2}}}}}`,
+		},
+		{
+			name:    "group_by values that look like a joined key stay apart",
+			spec:    MergeSpec{Name: "e", Rule: "sum", Field: "e", GroupBy: GroupKeys{"a", "b"}},
+			results: []string{`{"a":"x\u0001y","b":"z","e":1}`, `{"a":"x","b":"y\u0001z","e":2}`, `{"a":"","b":"","e":4}`},
+			want:    `{"e":{"":{"":{"count":1,"sum":4}},"x":{"y\u0001z":{"count":1,"sum":2}},"x\u0001y":{"z":{"count":1,"sum":1}}}}`,
+		},
+		{
+			name:    "group_by two paths and star",
+			spec:    MergeSpec{Name: "cols", Rule: "sum", Field: "c.*", GroupBy: GroupKeys{"g", "h"}},
+			results: []string{`{"g":2,"h":"x","c":{"b":1,"a":2}}`, `{"g":1,"h":"y","c":{"a":3}}`},
+			want:    `{"cols":{"1":{"y":{"a":{"count":1,"sum":3}}},"2":{"x":{"a":{"count":1,"sum":2},"b":{"count":1,"sum":1}}}}}`,
+		},
+		{
+			name:    "group_by of one path in a list",
+			spec:    MergeSpec{Name: "e", Rule: "sum", Field: "e", GroupBy: GroupKeys{"T"}},
+			results: []string{`{"T":2,"e":1}`, `{"T":1,"e":2}`},
+			want:    `{"e":{"1":{"count":1,"sum":2},"2":{"count":1,"sum":1}}}`,
 		},
 		{
 			name:    "collect counts rows",
@@ -263,7 +298,7 @@ func TestMergeQuantileNames(t *testing.T) {
 func TestMergeScalars(t *testing.T) {
 	m := mergerFor(t,
 		MergeSpec{Name: "inside", Rule: "sum", Field: "inside"},
-		MergeSpec{Name: "energy", Rule: "stats", Field: "e", GroupBy: "T"},
+		MergeSpec{Name: "energy", Rule: "stats", Field: "e", GroupBy: GroupKeys{"T"}},
 		MergeSpec{Name: "h", Rule: "histogram", Field: "e", Min: specFloat(0), Max: specFloat(4), Bins: 2},
 		MergeSpec{Name: "lat", Rule: "quantiles", Field: "e", Quantiles: []float64{0.5}},
 		MergeSpec{Name: "top", Rule: "topk", Key: "e", K: 2, Field: "e"},
@@ -302,13 +337,14 @@ func TestMergeScalars(t *testing.T) {
 func allRuleSpecs() []MergeSpec {
 	return []MergeSpec{
 		{Name: "inside", Rule: "sum", Field: "inside"},
-		{Name: "energy", Rule: "stats", Field: "energy", GroupBy: "T"},
+		{Name: "energy", Rule: "stats", Field: "energy", GroupBy: GroupKeys{"T"}},
 		{Name: "hist", Rule: "histogram", Field: "energy", Min: specFloat(-5), Max: specFloat(5), Bins: 10},
 		{Name: "lat", Rule: "quantiles", Field: "lat", Quantiles: []float64{0.1, 0.5, 0.999}},
 		{Name: "best", Rule: "topk", Key: "loss", Order: "asc", K: 3, Field: "params"},
 		{Name: "worst", Rule: "argmax", Key: "loss"},
 		{Name: "grad", Rule: "vector-mean", Field: "grad"},
 		{Name: "cols", Rule: "stats", Field: "cols.*"},
+		{Name: "pairs", Rule: "stats", Field: "lat", GroupBy: GroupKeys{"T", "loss"}},
 	}
 }
 
@@ -409,7 +445,7 @@ func TestMergeSpecValidate(t *testing.T) {
 		{"topk", MergeSpec{Rule: "topk", Key: "loss", K: 5, Order: "asc"}, ""},
 		{"argmax", MergeSpec{Rule: "argmax", Key: "loss", K: 1}, ""},
 		{"collect fields", MergeSpec{Rule: "collect", Fields: []string{"a", "b.c"}}, ""},
-		{"star", MergeSpec{Rule: "stats", Field: "columns.*", GroupBy: "T"}, ""},
+		{"star", MergeSpec{Rule: "stats", Field: "columns.*", GroupBy: GroupKeys{"T"}}, ""},
 		{"no rule", MergeSpec{Field: "x"}, `merge "x": missing rule (want one of sum, stats, histogram, quantiles, topk, argmin, argmax, vector-mean, collect, concat)`},
 		{"unknown rule", MergeSpec{Name: "e", Rule: "avg", Field: "x"}, `merge "e": unknown rule "avg" (want one of sum, stats, histogram, quantiles, topk, argmin, argmax, vector-mean, collect, concat)`},
 		{"no field", MergeSpec{Name: "e", Rule: "stats"}, `merge "e": stats needs field = "...", the path of the number in each result`},
@@ -429,13 +465,13 @@ func TestMergeSpecValidate(t *testing.T) {
 		{"key elsewhere", MergeSpec{Rule: "sum", Field: "x", Key: "k"}, `merge "x": k, key and order apply only to topk, argmin and argmax`},
 		{"empty segment", MergeSpec{Rule: "sum", Field: "a..b"}, `merge "a..b": field: path "a..b" has an empty segment`},
 		{"two stars", MergeSpec{Rule: "sum", Field: "*.*"}, `merge "*.*": field: path "*.*" has more than one "*"`},
-		{"star in group_by", MergeSpec{Rule: "sum", Field: "x", GroupBy: "a.*"}, `merge "x": group_by cannot contain "*"`},
+		{"star in group_by", MergeSpec{Rule: "sum", Field: "x", GroupBy: GroupKeys{"a.*"}}, `merge "x": group_by cannot contain "*"`},
 		{"star in topk", MergeSpec{Rule: "topk", Key: "k", Field: "a.*"}, `merge "a.*": a "*" field works only with sum, stats, histogram, quantiles and vector-mean`},
 		{"fields elsewhere", MergeSpec{Rule: "sum", Field: "x", Fields: []string{"a"}}, `merge "x": fields apply only to rule = "collect"`},
 		{"field and fields", MergeSpec{Rule: "collect", Field: "x", Fields: []string{"a"}}, `merge "x": collect takes field or fields, not both`},
 		{"task column", MergeSpec{Rule: "collect", Fields: []string{"task"}}, `merge "collect": fields: "task" is the row's task index; rename the column`},
 		{"concat without field", MergeSpec{Rule: "concat"}, `merge "concat": concat needs field = "...", the path of the text in each result`},
-		{"grouped collect", MergeSpec{Rule: "collect", GroupBy: "g"}, `merge "collect": collect writes one stream in task order; group_by does not apply`},
+		{"grouped collect", MergeSpec{Rule: "collect", GroupBy: GroupKeys{"g"}}, `merge "collect": collect writes one stream in task order; group_by does not apply`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.spec.Validate()

@@ -91,13 +91,29 @@ func (s MergeSpec) Validate() error {
 	if err != nil {
 		return fail("field: %v", err)
 	}
-	for _, p := range [...]struct{ what, path string }{{"group_by", s.GroupBy}, {"key", s.Key}} {
+	for _, p := range [...]struct{ what, path string }{{"key", s.Key}} {
 		q, err := parseMergePath(p.path)
 		if err != nil {
 			return fail("%s: %v", p.what, err)
 		}
 		if q.star >= 0 {
 			return fail("%s cannot contain \"*\"", p.what)
+		}
+	}
+	if len(s.GroupBy) > MaxGroupKeys {
+		return fail("group_by lists %d paths, at most %d", len(s.GroupBy), MaxGroupKeys)
+	}
+	for i, g := range s.GroupBy {
+		q, err := parseMergePath(g)
+		switch {
+		case err != nil:
+			return fail("group_by: %v", err)
+		case g == "":
+			return fail("group_by: an empty path; list the result fields to group by, e.g. group_by = [\"alpha\", \"beta\"]")
+		case q.star >= 0:
+			return fail("group_by cannot contain \"*\"")
+		case slices.Contains(s.GroupBy[:i], g):
+			return fail("group_by: %q is listed twice", g)
 		}
 	}
 	if field.star >= 0 && !numericRule(s.Rule) {
@@ -190,7 +206,7 @@ func (s MergeSpec) Validate() error {
 	if s.Rule == RuleConcat && s.Field == "" {
 		return fail("concat needs field = \"...\", the path of the text in each result")
 	}
-	if s.Ordered() && s.GroupBy != "" {
+	if s.Ordered() && len(s.GroupBy) > 0 {
 		return fail("%s writes one stream in task order; group_by does not apply", s.Rule)
 	}
 	return nil

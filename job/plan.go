@@ -68,7 +68,7 @@ type Job struct {
 	// not part of the job's encoding (see Verify.KnownAnswers); a job
 	// rebuilt from its encoding has it only after LoadKnownAnswers.
 	KnownAnswers InputRef
-	known        map[int64]Digest // task index → known result digest
+	known        map[int64]knownAnswer // task index → known answer (known.go)
 
 	numTasks int64
 	rows     int     // kfold: data rows of the split input
@@ -135,7 +135,10 @@ func planStored(m *Manifest, stored map[string]Digest) (*Job, error) {
 		sort.Strings(names)
 		j.numTasks = 1
 		for _, name := range names {
-			vals := s.Grid[name].([]any)
+			vals, err := gridAxisValues(s.Grid[name])
+			if err != nil {
+				return nil, m.fail("split.grid."+name, "%v", err)
+			}
 			j.gridAxes = append(j.gridAxes, gridAxis{name, vals})
 			j.numTasks *= int64(len(vals))
 		}
@@ -148,7 +151,7 @@ func planStored(m *Manifest, stored map[string]Digest) (*Job, error) {
 		}
 		j.numTasks = int64(s.K)
 	case "chunks":
-		ref, chunks, header, err := chunkFile(m.Inputs[s.Input], s.ChunkBytes, s.Header, s.Format)
+		ref, chunks, header, err := chunkFile(m.Inputs[s.Input], s.ChunkBytes, s.Header, s.Format, int64(m.Policy.MemoryMiB)<<20)
 		if err != nil {
 			return nil, m.failData("inputs."+s.Input, err)
 		}

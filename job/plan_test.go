@@ -150,6 +150,25 @@ redundancy = 3
 quorum = 2
 `
 
+	// gridRangeManifest pins the encoding and the expansion of ranges.
+	gridRangeManifest = `name = "sweep"
+program = "prog.wasm"
+
+[split]
+rule = "grid"
+
+[split.grid]
+T = { start = 1.5, stop = 3.5, step = 0.05 }
+alpha = { start = 1e-3, stop = 1e3, num = 7, spacing = "log" }
+n = { start = 8, stop = 64, step = 8 }
+x = { start = 0.0, stop = 1.0, num = 3 }
+
+[[merge]]
+rule = "stats"
+field = "energy"
+group_by = ["T", "alpha"]
+`
+
 	replicasManifest = `name = "ensemble"
 program = "prog.wasm"
 
@@ -217,6 +236,7 @@ field = "words"
 	}{
 		{"range", rangeManifest},
 		{"grid", gridManifest},
+		{"grid-range", gridRangeManifest},
 		{"replicas", replicasManifest},
 		{"kfold", kfoldManifest},
 		{"kfold-shuffle", kfoldShuffleManifest},
@@ -590,11 +610,11 @@ func TestPlanFileErrors(t *testing.T) {
 		field:    "split.k",
 		want:     []string{"0 data rows"},
 	}, {
-		name:     "chunks line longer than chunk_bytes",
-		manifest: chunksManifest,
-		files:    withFiles(goldenFiles, "lines.txt", "h\nshort\n"+strings.Repeat("x", 30)+"\n"),
+		name:     "chunks line longer than the memory limit",
+		manifest: chunksManifest + "[policy]\nmemory_mib = 1\n",
+		files:    withFiles(goldenFiles, "lines.txt", "h\nshort\n"+strings.Repeat("x", 2<<20)+"\n"),
 		field:    "inputs.text",
-		want:     []string{"line 3: a line of 31 bytes (at byte 8)", "longer than split.chunk_bytes = 24"},
+		want:     []string{"line 3: the line at byte 8 is 2.0 MiB (2097153 bytes), more than the task's memory limit of 1 MiB"},
 	}, {
 		name:     "chunks nothing after header",
 		manifest: chunksManifest,
@@ -908,13 +928,14 @@ func checkChunks(t *testing.T, data string, size int64, header bool, ref InputRe
 		if c.Offset != off {
 			t.Errorf("chunk %d at offset %d, want %d", i, c.Offset, off)
 		}
-		if c.Length < 1 || c.Length > size {
-			t.Errorf("chunk %d is %d bytes, want 1..%d", i, c.Length, size)
-		}
 		if c.Offset+c.Length > int64(len(data)) {
 			t.Fatalf("chunk %d [%d, +%d) runs past the end of the file (%d bytes)", i, c.Offset, c.Length, len(data))
 		}
 		piece := data[c.Offset : c.Offset+c.Length]
+		// A line longer than size is a chunk of its own.
+		if c.Length < 1 || c.Length > size && strings.Count(strings.TrimSuffix(piece, "\n"), "\n") > 0 {
+			t.Errorf("chunk %d is %d bytes, want 1..%d or one line", i, c.Length, size)
+		}
 		last := i == len(chunks)-1
 		if !strings.HasSuffix(piece, "\n") && !(last && c.Offset+c.Length == int64(len(data))) {
 			t.Errorf("chunk %d %q does not end at a line boundary", i, piece)
@@ -971,6 +992,12 @@ func TestSplitChunksFile(t *testing.T) {
 		{"varied lines with header", varied.String(), 97, true, -1},
 		{"line longer than the read buffer", "h\n" + longLine + "x\n", 2 << 20, true, 1},
 		{"lines longer than the read buffer", longLine + longLine + "x\n", 2 << 20, false, 2},
+		{"line longer than chunk_bytes alone", "ab\nabcdef\ncd\n", 5, false, 3},
+		{"long line first", "abcdef\nab\ncd\n", 5, false, 3},
+		{"long lines in a row", "abcdef\nabcdefg\nab\n", 5, false, 3},
+		{"long last line without newline", "ab\nabcdef", 5, false, 2},
+		{"long line after header", "header\nabcdef\nx\n", 5, true, 2},
+		{"line longer than the read buffer and chunk_bytes", "a\n" + longLine + "b\nc\n", 1 << 10, false, 3},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -978,7 +1005,7 @@ func TestSplitChunksFile(t *testing.T) {
 			if err := os.WriteFile(path, []byte(tc.data), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			ref, chunks, hdr, err := chunkFile(path, tc.size, tc.header, FormatLines)
+			ref, chunks, hdr, err := chunkFile(path, tc.size, tc.header, FormatLines, DefaultMemoryMiB<<20)
 			if err != nil {
 				t.Fatalf("chunkFile: %v", err)
 			}
@@ -994,17 +1021,30 @@ func TestSplitChunksFile(t *testing.T) {
 }
 
 func TestSplitChunksFileErrors(t *testing.T) {
+	const mem = 1 << 20 // the task's memory limit: 1 MiB
+	long := strings.Repeat("x", mem+mem/2)
 	tests := []struct {
 		name   string
 		data   string
 		size   int64
 		header bool
+		format string
 		want   string
 	}{
-		{"line longer than chunk_bytes", "ab\nabcdef\n", 5, false, "line 2: a line of 7 bytes (at byte 3), longer than split.chunk_bytes = 5"},
-		{"last line without newline too long", "ab\nabcdef", 5, false, "line 2: a line of 6 bytes (at byte 3)"},
-		{"long line after header", "header\nabcdef\n", 5, true, "line 2: a line of 7 bytes (at byte 7)"},
-		{"line longer than the read buffer", strings.Repeat("x", 3<<19), 1 << 20, false, "longer than split.chunk_bytes"},
+		{"line longer than the memory limit", "ab\n" + long + "\n", 5, false, FormatLines,
+			"line 2: the line at byte 3 is 1.5 MiB (1572865 bytes), more than the task's memory limit of 1 MiB, so no task could hold it: raise [policy] memory_mib (at most 4096)"},
+		{"last line without newline", "ab\n" + long, 5, false, FormatLines, "line 2: the line at byte 3 is 1.5 MiB (1572864 bytes)"},
+		{"after header", "header\n" + long + "\n", 5, true, FormatLines, "line 2: the line at byte 7 is 1.5 MiB"},
+		{"longer than the read buffer too", "a\nb\n" + strings.Repeat("x", 3<<20), 5, false, FormatLines,
+			"line 3: the line at byte 4 is longer than 1048576 bytes, more than the task's memory limit of 1 MiB"},
+		{"longer than the read buffer after a header", "a\nb\n" + strings.Repeat("x", 17<<20), 5, true, FormatLines,
+			"line 3: the line at byte 4 is longer than 16777216 bytes, more than the task's memory limit of 1 MiB"},
+		{"longer than chunk_bytes and memory", "ab\n" + strings.Repeat("x", 3<<20) + "\n", 2 << 20, true, FormatLines,
+			"line 2: the line at byte 3 is 3.0 MiB (3145729 bytes), more than split.chunk_bytes = 2097152 and the task's memory limit of 1 MiB"},
+		{"CSV record", "a,b\n1,2\n\n3,\"" + long + "\"\n", 6, true, FormatCSV,
+			"line 4: the record at byte 9 is 1.5 MiB (1572869 bytes), more than the task's memory limit of 1 MiB"},
+		{"CSV quote left open", "a,b\n1,2\n\n3,\"" + strings.Repeat("x", 3<<20), 6, false, FormatCSV,
+			"line 4: the record at byte 9 is longer than 1048576 bytes, more than the task's memory limit of 1 MiB, so no task could hold it: is a quote left open? raise"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -1012,7 +1052,7 @@ func TestSplitChunksFileErrors(t *testing.T) {
 			if err := os.WriteFile(path, []byte(tc.data), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			_, _, _, err := chunkFile(path, tc.size, tc.header, FormatLines)
+			_, _, _, err := chunkFile(path, tc.size, tc.header, tc.format, mem)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("chunkFile error = %v, want one containing %q", err, tc.want)
 			}
@@ -1024,7 +1064,7 @@ func TestSplitChunksFileErrors(t *testing.T) {
 		if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		_, chunks, _, err := chunkFile(path, 10, true, FormatLines)
+		_, chunks, _, err := chunkFile(path, 10, true, FormatLines, DefaultMemoryMiB<<20)
 		if err != nil || len(chunks) != 0 {
 			t.Errorf("chunkFile(%q) = %v, %v; want no chunks", data, chunks, err)
 		}

@@ -45,6 +45,32 @@ const maxRecordBytes = 16 << 20
 // errRecordTooLong stops a scan at a row longer than its limit.
 var errRecordTooLong = errors.New("record too long")
 
+// rowTooLongError is a row of a split input longer than a scan allows.
+// Its message says so in general terms; chunkFile says it in the terms of
+// a chunks split (the task's memory limit).
+type rowTooLongError struct {
+	line   int   // 1-based line of the row's first byte
+	offset int64 // byte offset of the row's first byte
+	size   int64 // the row's length in bytes; 0 when the scan stopped before its end
+	limit  int64 // the most bytes a row may have
+	csv    bool  // a CSV record, not a line
+}
+
+func (e *rowTooLongError) Error() string {
+	switch {
+	case e.csv && e.size > 0:
+		return fmt.Sprintf("line %d: a record of %d bytes, longer than %d, the most a row may have", e.line, e.size, e.limit)
+	case e.csv:
+		return fmt.Sprintf("line %d: a record longer than %d bytes, the most a row may have (is a quote left open?)%s", e.line, e.limit, orLines)
+	case e.size > 0:
+		return fmt.Sprintf("line %d (at byte %d) is %d bytes, longer than %d, the most a row may have", e.line, e.offset, e.size, e.limit)
+	}
+	return fmt.Sprintf("line %d (at byte %d) is longer than %d bytes, the most a row may have", e.line, e.offset, e.limit)
+}
+
+// orLines ends messages about CSV input that cannot be cut.
+const orLines = `; or set split.format = "lines" to cut plain text at line ends`
+
 // textUnit is one piece of a split input: a row (a CSV record or a line,
 // with its line break) or, in CSV files, an empty line between records.
 type textUnit struct {
@@ -92,7 +118,7 @@ func scanLines(br *bufio.Reader, limit int64, fn func(u textUnit) error) error {
 			buf = append(buf[:0], b...)
 			for err == bufio.ErrBufferFull {
 				if int64(len(buf)) > limit {
-					return fmt.Errorf("line %d (at byte %d) is longer than %d bytes, the most a row may have", line, off, limit)
+					return &rowTooLongError{line: line, offset: off, limit: limit}
 				}
 				b, err = br.ReadSlice('\n')
 				buf = append(buf, b...)
@@ -104,7 +130,7 @@ func scanLines(br *bufio.Reader, limit int64, fn func(u textUnit) error) error {
 		}
 		if len(b) > 0 {
 			if int64(len(b)) > limit {
-				return fmt.Errorf("line %d (at byte %d) is %d bytes, longer than %d, the most a row may have", line, off, len(b), limit)
+				return &rowTooLongError{line: line, offset: off, size: int64(len(b)), limit: limit}
 			}
 			if err := fn(textUnit{raw: b, line: line, offset: off, row: true}); err != nil {
 				return err
@@ -165,7 +191,7 @@ func scanCSV(br *bufio.Reader, limit int64, fn func(u textUnit) error) error {
 		}
 		if len(raw) > 0 {
 			if int64(len(raw)) > limit {
-				return fmt.Errorf("line %d: a record of %d bytes, longer than %d, the most a row may have", line, len(raw), limit)
+				return &rowTooLongError{line: line, offset: base, size: int64(len(raw)), limit: limit, csv: true}
 			}
 			if err := fn(textUnit{raw: raw, line: line, offset: base, row: row}); err != nil {
 				return err
@@ -182,7 +208,7 @@ func scanCSV(br *bufio.Reader, limit int64, fn func(u textUnit) error) error {
 			return emit(int64(len(k.buf)), false) // empty lines at the end
 		}
 		if err != nil {
-			return csvError(err, k.buf, line, fields, rec, limit)
+			return csvError(err, k.buf, line, base, fields, rec, limit)
 		}
 		if fields < 0 {
 			fields = len(rec)
@@ -194,10 +220,14 @@ func scanCSV(br *bufio.Reader, limit int64, fn func(u textUnit) error) error {
 }
 
 // csvError explains why a CSV file cannot be cut into records.
-func csvError(err error, held []byte, line, fields int, rec []string, limit int64) error {
-	const orLines = `; or set split.format = "lines" to cut plain text at line ends`
+func csvError(err error, held []byte, line int, offset int64, fields int, rec []string, limit int64) error {
 	if errors.Is(err, errRecordTooLong) {
-		return fmt.Errorf("line %d: a record longer than %d bytes, the most a row may have (is a quote left open?)%s", line, limit, orLines)
+		// held starts at offset, with any empty lines before the record.
+		for len(held) > 0 && (held[0] == '\n' || held[0] == '\r' && len(held) > 1 && held[1] == '\n') {
+			nl := bytes.IndexByte(held, '\n') + 1
+			held, offset, line = held[nl:], offset+int64(nl), line+1
+		}
+		return &rowTooLongError{line: line, offset: offset, limit: limit, csv: true}
 	}
 	var pe *csv.ParseError
 	if !errors.As(err, &pe) {
@@ -276,12 +306,22 @@ func countRows(path, format string) (int, error) {
 	return max(rows, 0), nil
 }
 
-// chunkFile hashes the file at path and cuts it into chunks of at most
-// size bytes that end at row boundaries (after a CSV record or a line, in
-// the given format) or at the end of the file: each chunk holds as many
-// whole rows as fit. A row longer than size is an error. With header, the
-// first row is kept out of the chunks and returned without its line break.
-func chunkFile(path string, size int64, header bool, format string) (InputRef, []Chunk, string, error) {
+// chunkFile hashes the file at path and cuts it into chunks that end at
+// row boundaries (after a CSV record or a line, in the given format) or at
+// the end of the file. size is a target, not a bound on rows: each chunk
+// holds as many whole rows as fit in size bytes, and a row longer than
+// size gets a chunk of its own (as readers that split CSV by size do). A
+// row is refused only when it is longer than both size and memBytes, the
+// task's memory limit: no task could hold it. Empty lines between CSV
+// records belong to the chunk they fall in. With header, the first row is
+// kept out of the chunks and returned without its line break; it may be
+// as long as max(size, maxRecordBytes), since every task receives it in
+// its params.
+//
+// For a file whose rows are all at most size bytes the cut is the one it
+// always was: a row starts a new chunk exactly when it does not fit in the
+// current one.
+func chunkFile(path string, size int64, header bool, format string, memBytes int64) (InputRef, []Chunk, string, error) {
 	ref := InputRef{Path: path}
 	whole := sha256.New()
 	var (
@@ -300,40 +340,73 @@ func chunkFile(path string, size int64, header bool, format string) (InputRef, [
 		ch.Reset()
 		cur = Chunk{Offset: cur.Offset + cur.Length}
 	}
-	// The scan's own limit bounds memory; the header may be longer than
-	// size, and a longer row gets the message below.
-	err := scanText(path, format, max(size, maxRecordBytes), whole, func(u textUnit) error {
+	rowLimit, headerLimit, scanLimit := max(size, memBytes), max(size, maxRecordBytes), max(size, memBytes)
+	if header {
+		scanLimit = max(rowLimit, headerLimit)
+	}
+	// The scan's own limit bounds memory: one row at a time is held.
+	err := scanText(path, format, scanLimit, whole, func(u textUnit) error {
 		ref.Size = u.offset + int64(len(u.raw))
+		n := int64(len(u.raw))
 		if first && header && (u.row || format == FormatLines) {
 			first = false
+			if n > headerLimit {
+				return fmt.Errorf("line %d: the header row is %d bytes, longer than %d, the most a header may have: every task receives it in its params",
+					u.line, n, headerLimit)
+			}
 			hdr = string(bytes.TrimRight(u.raw, "\r\n"))
-			cur.Offset = u.offset + int64(len(u.raw))
+			cur.Offset = u.offset + n
 			return nil
 		}
 		if first && header {
-			cur.Offset = u.offset + int64(len(u.raw)) // an empty line before a CSV header
+			cur.Offset = u.offset + n // an empty line before a CSV header
 			return nil
 		}
 		first = false
-		n := int64(len(u.raw))
-		if n > size {
-			what := "line"
-			if format == FormatCSV {
-				what = "record"
-			}
-			return fmt.Errorf("line %d: a %s of %d bytes (at byte %d), longer than split.chunk_bytes = %d", u.line, what, n, u.offset, size)
+		if n > rowLimit {
+			return &rowTooLongError{line: u.line, offset: u.offset, size: n, limit: rowLimit, csv: format == FormatCSV}
 		}
 		if cur.Length+n > size {
 			flush()
 		}
 		ch.Write(u.raw)
 		cur.Length += n
+		if cur.Length > size {
+			flush() // a row longer than size: nothing joins it
+		}
 		return nil
 	})
+	var long *rowTooLongError
+	if errors.As(err, &long) && !(first && header) {
+		return InputRef{}, nil, "", fmt.Errorf("%s %w", path, long.memoryError(size, memBytes))
+	}
 	if err != nil {
 		return InputRef{}, nil, "", err
 	}
 	flush()
 	whole.Sum(ref.SHA256[:0])
 	return ref, chunks, hdr, nil
+}
+
+// memoryError says that a row of a chunks split is too long for any task:
+// longer than split.chunk_bytes (size) and than the task's memory limit
+// (memBytes).
+func (e *rowTooLongError) memoryError(size, memBytes int64) error {
+	what := "line"
+	if e.csv {
+		what = "record"
+	}
+	is := fmt.Sprintf("is %.1f MiB (%d bytes)", float64(e.size)/(1<<20), e.size)
+	if e.size == 0 {
+		is = fmt.Sprintf("is longer than %d bytes", e.limit)
+	}
+	than := fmt.Sprintf("the task's memory limit of %d MiB", memBytes>>20)
+	if size > memBytes {
+		than = fmt.Sprintf("split.chunk_bytes = %d and %s", size, than)
+	}
+	hint := fmt.Sprintf("raise [policy] memory_mib (at most %d)", MaxMemoryMiB)
+	if e.csv && e.size == 0 {
+		hint = "is a quote left open? " + hint
+	}
+	return fmt.Errorf("line %d: the %s at byte %d %s, more than %s, so no task could hold it: %s", e.line, what, e.offset, is, than, hint)
 }

@@ -190,7 +190,7 @@ func TestSplitChunksCSVRecords(t *testing.T) {
 			if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			ref, chunks, hdr, err := chunkFile(path, size, true, FormatCSV)
+			ref, chunks, hdr, err := chunkFile(path, size, true, FormatCSV, DefaultMemoryMiB<<20)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -315,5 +315,79 @@ func TestSplitFormatDefault(t *testing.T) {
 	_, err := ParseManifest("job.toml", t.TempDir(), []byte("name = \"f\"\nprogram = \"p.wasm\"\n[split]\nrule = \"range\"\ntasks = 2\nformat = \"csv\"\n[[merge]]\nrule = \"sum\"\nfield = \"n\"\n"))
 	if err == nil || !strings.Contains(err.Error(), "split.format: applies only to the kfold and chunks rules") {
 		t.Errorf("format on a range split: error %v", err)
+	}
+}
+
+// TestSplitChunksLongRecord is the case of issue 26 item 13: with
+// chunk_bytes = 6, a CSV record of 7 bytes gets a chunk of its own instead
+// of stopping the job; every record is in exactly one chunk, in order; and
+// the job, its chunks and its tasks are the same when planned again
+// elsewhere or rebuilt from the job's encoding.
+func TestSplitChunksLongRecord(t *testing.T) {
+	const data = "id,v\n1,a\n22,bbb\n3,c\n4,d\n"
+	// Records after the header: "1,a\n" (4 bytes), "22,bbb\n" (7), "3,c\n"
+	// (4), "4,d\n" (4): the long one alone, and no two short ones fit in 6.
+	const manifest = `name = "long"
+program = "prog.wasm"
+[inputs]
+d = "d.csv"
+[split]
+rule = "chunks"
+input = "d"
+chunk_bytes = 6
+header = true
+[[merge]]
+rule = "sum"
+field = "n"
+`
+	files := map[string]string{"prog.wasm": wasm, "d.csv": data}
+	j := plan(t, manifest, files)
+	var got []string
+	for i := range j.NumTasks() {
+		task := j.Task(i)
+		c := task.Chunk
+		got = append(got, data[c.Offset:c.Offset+c.Length])
+		if c.SHA256 != sha256.Sum256([]byte(got[i])) {
+			t.Errorf("chunk %d: digest is not that of its bytes", i)
+		}
+		if task.Params["header"] != "id,v" || task.Params["length"] != c.Length {
+			t.Errorf("task %d params = %v", i, task.Params)
+		}
+	}
+	if diff := cmp.Diff([]string{"1,a\n", "22,bbb\n", "3,c\n", "4,d\n"}, got); diff != "" {
+		t.Errorf("chunks (-want +got):\n%s", diff)
+	}
+	var records []string
+	for _, piece := range got {
+		recs, err := csv.NewReader(strings.NewReader(piece)).ReadAll()
+		if err != nil {
+			t.Fatalf("chunk %q does not read as whole records: %v", piece, err)
+		}
+		for _, r := range recs {
+			records = append(records, strings.Join(r, ","))
+		}
+	}
+	if diff := cmp.Diff([]string{"1,a", "22,bbb", "3,c", "4,d"}, records); diff != "" {
+		t.Errorf("records of the chunks (-want +got):\n%s", diff)
+	}
+
+	again := plan(t, manifest, files)
+	byDigest := map[Digest]string{j.Program.SHA256: j.Program.Path, j.Inputs["d"].SHA256: j.Inputs["d"].Path}
+	rebuilt, err := FromCanonical(j.Canonical, func(d Digest) string { return byDigest[d] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, other := range []*Job{again, rebuilt} {
+		if other.ID != j.ID {
+			t.Errorf("ID %s, want %s", other.ID, j.ID)
+		}
+		if diff := cmp.Diff(j.Chunks(), other.Chunks()); diff != "" {
+			t.Errorf("chunks differ (-first +other):\n%s", diff)
+		}
+		for i := range j.NumTasks() {
+			if a, b := j.TaskJSON(j.Task(i)), other.TaskJSON(other.Task(i)); string(a) != string(b) {
+				t.Errorf("task %d: %s, want %s", i, b, a)
+			}
+		}
 	}
 }

@@ -52,9 +52,10 @@ type Verify struct {
 	// manifest is loaded.
 	Tolerances map[string]Tolerance `toml:"-"`
 	// KnownAnswers is the path of a JSON file mapping task indexes to the
-	// SHA-256 of their results, which the submitter knows ("" for none):
-	// a replica that returns another digest for such a task deviated,
-	// whatever other replicas say (known-answer spot checks; see
+	// SHA-256 of their results, which the submitter knows ("" for none),
+	// or, under rule = "tolerance", to the results themselves: a replica
+	// whose result does not agree with the known one by the job's rule
+	// (Job.CheckKnown) deviated, whatever other replicas say (known-answer spot checks; see
 	// RATIONALE.md). It is not part of the job's encoding, so neither its
 	// ID nor its tasks' seeds depend on it (the submitter learns the
 	// answers by running those tasks of this very job), and peers never

@@ -116,8 +116,8 @@ type Spec struct {
 	// Capacity is idle.NewCapacity(idle.ReadMachine(...), settings, the
 	// GPUs NVML found).
 	Capacity    idle.Capacity
-	State       idle.State // the policy's decision now, with its Reason
-	Reason      string
+	State       idle.State // the policy's decision now
+	Hold        idle.Hold  // its coarse hold (idle.Decision.Hold), never its reason in words
 	Preferences Preferences
 	Issued      time.Time     // now
 	TTL         time.Duration // how long the offer is valid; 0: DefaultTTL
@@ -141,7 +141,7 @@ func Build(s Spec) Offer {
 	}
 	return Offer{
 		Peer: s.Peer, Owner: s.Owner, Pool: s.Pool,
-		Capacity: c, State: s.State, Reason: s.Reason,
+		Capacity: c, State: s.State, Hold: s.Hold,
 		Accept: s.Preferences.Accept(s.PoolURL),
 		Issued: s.Issued, Expires: s.Issued.Add(ttl),
 	}

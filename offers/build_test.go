@@ -44,11 +44,11 @@ func TestPreferencesAccept(t *testing.T) {
 func TestBuild(t *testing.T) {
 	now := monday
 	o := Build(Spec{Pool: "lab", PoolURL: "http://a", Peer: "idp", Owner: "ido",
-		Capacity: idle.Capacity{Cores: 3, MemoryMiB: 1024}, State: idle.StateWaiting, Reason: "waiting: user active",
+		Capacity: idle.Capacity{Cores: 3, MemoryMiB: 1024}, State: idle.StateWaiting, Hold: idle.HoldOwner,
 		Preferences: Preferences{Pools: []PoolPreferences{{URL: "http://a", Weight: 1, GPUPrograms: true}}}, Issued: now})
 	want := Offer{Peer: "idp", Owner: "ido", Pool: "lab",
 		Capacity: idle.Capacity{Cores: 3, MemoryMiB: 1024, GPUs: []idle.GPUOffer{}, Schedule: idle.Schedule{}},
-		State:    idle.StateWaiting, Reason: "waiting: user active", Accept: Accept{GPUPrograms: true, Weight: 1},
+		State:    idle.StateWaiting, Hold: idle.HoldOwner, Accept: Accept{GPUPrograms: true, Weight: 1},
 		Issued: now, Expires: now.Add(DefaultTTL)}
 	if diff := cmp.Diff(want, o); diff != "" {
 		t.Errorf("Build (-want +got):\n%s", diff)

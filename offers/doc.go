@@ -12,12 +12,17 @@
 // registered key and leases a task only where Match holds:
 //
 //	o := offers.Build(offers.Spec{Pool: info.Pool, PoolURL: url, Owner: owner.ID(),
-//		Capacity: idle.NewCapacity(machine, settings, gpus), State: d.State, Reason: d.Reason,
+//		Capacity: idle.NewCapacity(machine, settings, gpus), State: d.State, Hold: d.Hold,
 //		Preferences: prefs, Issued: time.Now()})
 //	o.Sign(deviceKey)
 //	// coordinator side:
 //	if err := o.Verify(peerKey, time.Now()); err != nil { ... }
 //	if ok, why := offers.Match(o, listing, time.Now()); !ok { ... why[0] ... }
+//
+// An offer says whether the machine computes and, when it does not, a
+// coarse hold (idle.Hold: for its owner, outside its hours, on battery, at
+// a limit), never the policy's reason in words: everything another device
+// reads of a donor is that coarse (DESIGN.md invariant 19).
 //
 // Everything here is pure (no I/O) and safe for concurrent use; values are
 // plain data owned by the caller. Signatures cover the deterministic CBOR

@@ -37,13 +37,15 @@ var offerEncMode = func() cbor.EncMode {
 // encoding (RFC 8949 section 4.2.1, core deterministic: shortest forms,
 // definite lengths, map keys sorted bytewise) of a map with the keys
 // "type" ("idlepool/offer/v1"), "peer", "owner", "pool", "capacity",
-// "state", "reason", "accept", "issued" and "expires" (unix nanoseconds).
+// "state", "reason" (the Hold), "accept", "issued" and "expires" (unix
+// nanoseconds).
 // "capacity" is a map of "os", "arch", "cpu_model", "logical_cpus",
 // "cores", "memory_total_mib", "memory_mib", "gpus" (a list of maps
 // "uuid", "name", "compute_capability", "memory_total_mib",
 // "memory_mib"), "schedule" (a list of maps "days" (bit d set for
-// time.Weekday d), "start", "end" (minutes after midnight)) and
-// "time_zone". "accept" is a map of "gpu_programs", "max_memory_mib",
+// time.Weekday d), "start", "end" (minutes after midnight)), "time_zone"
+// and, only when it is not 0, "cpu_time_share" (a float in its shortest
+// exact form). "accept" is a map of "gpu_programs", "max_memory_mib",
 // "max_task_time" (nanoseconds), "prefer_owners", "refuse_owners",
 // "refuse_jobs", "accept_jobs" (lists of 32-byte strings; a nil list and an
 // empty one encode alike) and "weight" (a float in its shortest exact
@@ -65,26 +67,32 @@ func (o Offer) Canonical() []byte {
 	for _, w := range c.Schedule {
 		schedule = append(schedule, map[string]any{"days": uint8(w.Days), "start": int(w.Start), "end": int(w.End)})
 	}
+	capacity := map[string]any{
+		"os":               c.OS,
+		"arch":             c.Arch,
+		"cpu_model":        c.CPUModel,
+		"logical_cpus":     c.LogicalCPUs,
+		"cores":            c.Cores,
+		"memory_total_mib": c.MemoryTotalMiB,
+		"memory_mib":       c.MemoryMiB,
+		"gpus":             gpus,
+		"schedule":         schedule,
+		"time_zone":        c.TimeZone,
+	}
+	if c.CPUTimeShare != 0 {
+		// Only when set, so that an offer without it encodes as before
+		// the field existed.
+		capacity["cpu_time_share"] = c.CPUTimeShare
+	}
 	a := o.Accept
 	m := map[string]any{
-		"type":  offerDomain,
-		"peer":  o.Peer,
-		"owner": o.Owner,
-		"pool":  o.Pool,
-		"capacity": map[string]any{
-			"os":               c.OS,
-			"arch":             c.Arch,
-			"cpu_model":        c.CPUModel,
-			"logical_cpus":     c.LogicalCPUs,
-			"cores":            c.Cores,
-			"memory_total_mib": c.MemoryTotalMiB,
-			"memory_mib":       c.MemoryMiB,
-			"gpus":             gpus,
-			"schedule":         schedule,
-			"time_zone":        c.TimeZone,
-		},
-		"state":  string(o.State),
-		"reason": o.Reason,
+		"type":     offerDomain,
+		"peer":     o.Peer,
+		"owner":    o.Owner,
+		"pool":     o.Pool,
+		"capacity": capacity,
+		"state":    string(o.State),
+		"reason":   string(o.Hold),
 		"accept": map[string]any{
 			"gpu_programs":   a.GPUPrograms,
 			"max_memory_mib": a.MaxMemoryMiB,
@@ -144,6 +152,8 @@ func (o Offer) Validate() error {
 		return fmt.Errorf("%w: negative accept.max_memory_mib or accept.max_task_time", ErrInvalid)
 	case math.IsNaN(a.Weight) || a.Weight < 0 || a.Weight > 1:
 		return fmt.Errorf("%w: accept.weight %v is not in 0..1", ErrInvalid, a.Weight)
+	case math.IsNaN(c.CPUTimeShare) || c.CPUTimeShare < 0 || c.CPUTimeShare > 1:
+		return fmt.Errorf("%w: capacity.cpu_time_share %v is not in 0..1", ErrInvalid, c.CPUTimeShare)
 	case !o.Expires.After(o.Issued):
 		return fmt.Errorf("%w: expires %s is not after issued %s", ErrInvalid, o.Expires.Format(time.RFC3339), o.Issued.Format(time.RFC3339))
 	}

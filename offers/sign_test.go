@@ -80,6 +80,7 @@ func TestSignVerify(t *testing.T) {
 		{name: "refusal dropped", change: func(o *Offer) { o.Accept.RefuseJobs = nil }, want: ErrBadSignature},
 		{name: "expiry pushed", change: func(o *Offer) { o.Expires = o.Expires.Add(time.Hour) }, want: ErrBadSignature},
 		{name: "hours widened", change: func(o *Offer) { o.Capacity.Schedule = nil }, want: ErrBadSignature},
+		{name: "hold changed", change: func(o *Offer) { o.Hold = idle.HoldBattery }, want: ErrBadSignature},
 		{name: "no signature", change: func(o *Offer) { o.Sig = nil }, want: ErrBadSignature},
 		{name: "another peer's key", pub: testKey(t, 2).Public(), want: ErrWrongPeer},
 		{name: "short key", pub: []byte{1, 2, 3}, want: ErrWrongPeer},

@@ -22,14 +22,20 @@ type Offer struct {
 	Owner    string        `json:"owner"` // owner ID
 	Pool     string        `json:"pool"`  // the pool's name
 	Capacity idle.Capacity `json:"capacity"`
-	// State is what the machine does now: computing, waiting or paused,
-	// with the policy's reason.
-	State   idle.State `json:"state"`
-	Reason  string     `json:"reason,omitempty"`
-	Accept  Accept     `json:"accept"`
-	Issued  time.Time  `json:"issued"`
-	Expires time.Time  `json:"expires"`
-	Sig     []byte     `json:"sig,omitempty"` // Ed25519 by the peer key over Canonical()
+	// State is what the machine does now: computing, waiting or paused.
+	State idle.State `json:"state"`
+	// Hold is why it does not compute, in a coarse word (idle.Hold:
+	// "owner", "hours", "battery", "limit"; "" while computing), never the
+	// policy's reason in words: which program runs or when its owner was
+	// last active is theirs (DESIGN.md invariant 19). On the wire it is
+	// "reason", the field where agents before holds put those words, so
+	// that an offer signed by either verifies on either; Redacted turns
+	// such words into the hold they stand for.
+	Hold    idle.Hold `json:"reason,omitempty"`
+	Accept  Accept    `json:"accept"`
+	Issued  time.Time `json:"issued"`
+	Expires time.Time `json:"expires"`
+	Sig     []byte    `json:"sig,omitempty"` // Ed25519 by the peer key over Canonical()
 	// OwnerProfile is the owner's display name and link, signed by the
 	// owner key (not by the peer, and not part of Canonical): the pool
 	// adds it to the offers it lists (GET /v1/offers) when the owner gave

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"idlepool/identity"
+	"idlepool/idle"
 )
 
 // wait is the bound on every wait for a condition: generous, so a busy
@@ -426,59 +427,114 @@ func TestRemoteTURNIPs(t *testing.T) {
 	}
 }
 
-// TestUploadLimit: two Nodes sharing one UploadLimit send no faster than
-// its cap, all together; after the cap is lifted it reports none and
-// chunks still go. Only lower bounds on the time are checked: a busy
-// machine makes a transfer slower, never faster.
+// virtualClock is an uploadClock whose time moves only when a wait asks
+// it to: a wait until t returns at once with the clock at t (or later,
+// when another wait took it further). The rate of a transfer is then its
+// bytes over the virtual time its waits took, whatever the machine's
+// speed.
+type virtualClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *virtualClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *virtualClock) WaitUntil(ctx context.Context, t time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if t.After(c.now) {
+		c.now = t
+	}
+	return ctx.Err()
+}
+
+// TestUploadLimit: two Nodes sharing one UploadLimit at the donor's
+// default cap (idle's 1 MiB/s) send, over real data channels on
+// loopback, at that rate all together: the bytes the limit let through
+// over the time its waits took (on a virtual clock, so that a busy
+// machine changes nothing) are at most the cap times that time plus one
+// burst, and at least the cap times that time (the limit holds back no
+// more than the cap asks). Every byte the Nodes sent went through the
+// limit. After the cap is lifted it reports none and chunks still go.
 func TestUploadLimit(t *testing.T) {
-	const rate = 512 << 10 // bytes per second
-	up := NewUploadLimit(rate)
+	rate := idle.Defaults().ShareUploadBytesPerSecond()
+	if rate != 1<<20 {
+		t.Fatalf("the default cap is %d B/s, want 1 MiB/s", rate)
+	}
+	start := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
+	clock := &virtualClock{now: start}
+	up := newUploadLimit(rate, clock)
 	if up.BytesPerSecond() != rate {
 		t.Fatalf("BytesPerSecond = %d, want %d", up.BytesPerSecond(), rate)
 	}
 	h := newHub()
-	one := bytes.Repeat([]byte("capped one "), 40<<10) // 440 KiB
-	two := bytes.Repeat([]byte("capped two "), 40<<10)
-	a := testNode(t, h, Config{Chunks: newMemChunks(one), Upload: up})
-	b := testNode(t, h, Config{Chunks: newMemChunks(two), Upload: up})
+	var one, two [][]byte
+	for i := range 6 {
+		one = append(one, bytes.Repeat(fmt.Appendf(nil, "capped one %d ", i), 25<<10))
+		two = append(two, bytes.Repeat(fmt.Appendf(nil, "capped two %d ", i), 25<<10))
+	}
+	a := testNode(t, h, Config{Chunks: newMemChunks(one...), Upload: up})
+	b := testNode(t, h, Config{Chunks: newMemChunks(two...), Upload: up})
 	c := testNode(t, h, Config{})
-	if err := c.Connect(ctxT(t), a.ID()); err != nil {
-		t.Fatal(err)
+	for _, n := range []*Node{a, b} {
+		if err := c.Connect(ctxT(t), n.ID()); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := c.Connect(ctxT(t), b.ID()); err != nil {
-		t.Fatal(err)
-	}
-	start := time.Now()
 	errs := make(chan error, 2)
+	chunks := 0
 	for _, f := range []struct {
-		n     *Node
-		chunk []byte
+		n      *Node
+		chunks [][]byte
 	}{{a, one}, {b, two}} {
 		go func() {
-			got, err := c.Fetch(ctxT(t), f.n.ID(), sha256.Sum256(f.chunk))
-			if err == nil && !bytes.Equal(got, f.chunk) {
-				err = errors.New("fetched bytes differ")
+			for _, chunk := range f.chunks {
+				got, err := c.Fetch(ctxT(t), f.n.ID(), sha256.Sum256(chunk))
+				if err == nil && !bytes.Equal(got, chunk) {
+					err = errors.New("fetched bytes differ")
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
 			}
-			errs <- err
+			errs <- nil
 		}()
+		for _, chunk := range f.chunks {
+			chunks += len(chunk)
+		}
 	}
 	for range 2 {
 		if err := <-errs; err != nil {
 			t.Fatal(err)
 		}
 	}
-	took := time.Since(start)
-	// 880 KiB and the frames' headers at 512 KiB/s, less one burst.
-	if least := time.Duration(float64(len(one)+len(two)-uploadBurst) / rate * float64(time.Second)); took < least {
-		t.Errorf("two capped Nodes sent %d bytes in %v, want at least %v at %d bytes/s", len(one)+len(two), took, least, rate)
+	sent, took := up.sent.Load(), clock.Now().Sub(start)
+	nodes := a.Stats().DirectSentBytes + a.Stats().RelayedSentBytes + b.Stats().DirectSentBytes + b.Stats().RelayedSentBytes
+	if sent < int64(chunks) || uint64(sent) != nodes {
+		t.Errorf("the limit let %d bytes through, the Nodes sent %d; want every byte sent (the %d chunk bytes and the frames' headers) through it", sent, nodes, chunks)
 	}
-	t.Logf("%d bytes from two Nodes sharing a cap of %d B/s in %v", len(one)+len(two), rate, took.Round(time.Millisecond))
+	most := float64(rate)*took.Seconds() + uploadBurst
+	least := float64(rate) * took.Seconds()
+	if float64(sent) > most+0.5 || float64(sent) < least-0.5 {
+		t.Errorf("%d bytes in %v of the limit's time: want %.0f to %.0f at %d B/s", sent, took, least, most, rate)
+	}
+	t.Logf("two Nodes sharing the default cap of %d B/s sent %d bytes in %v of its time: %.0f B/s, %.0f B/s past the first burst",
+		rate, sent, took, float64(sent)/took.Seconds(), float64(sent-uploadBurst)/took.Seconds())
 
 	up.Set(0)
 	if up.BytesPerSecond() != 0 {
 		t.Errorf("BytesPerSecond after Set(0) = %d, want 0 (no cap)", up.BytesPerSecond())
 	}
-	if _, err := c.Fetch(ctxT(t), a.ID(), sha256.Sum256(one)); err != nil {
+	before := clock.Now()
+	if _, err := c.Fetch(ctxT(t), a.ID(), sha256.Sum256(one[0])); err != nil {
 		t.Fatalf("fetch without a cap: %v", err)
+	}
+	if waited := clock.Now().Sub(before); waited != 0 {
+		t.Errorf("without a cap a fetch waited %v", waited)
 	}
 }

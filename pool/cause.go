@@ -46,11 +46,11 @@ func CauseOf(reason string) Cause {
 	}
 	dataExit := (&worker.Failure{Kind: worker.FailureExitStatus, Message: fmt.Sprintf("exit status %d", ExitDataError)}).Error()
 	switch {
-	case reason == dataExit || strings.HasPrefix(reason, dataExit+";") || strings.HasPrefix(reason, dataExit+" "):
+	case reason == dataExit || strings.HasPrefix(reason, dataExit+";") || strings.HasPrefix(reason, dataExit+" ") || strings.HasPrefix(reason, dataExit+"\n"):
 		return CauseData
 	case strings.HasPrefix(reason, malformedResult+"merge"):
 		return CauseResult
-	case prefix(worker.FailureTimeout, ""):
+	case prefix(worker.FailureTimeout, ""), GaveUp(reason):
 		return CauseTimeLimit
 	case prefix(worker.FailureOutOfMemory, ""):
 		return CauseMemory

@@ -14,6 +14,7 @@ func TestCauseOf(t *testing.T) {
 	}{
 		{fail(worker.FailureExitStatus, "exit status 65") + "; program log: error: line 3 column a: not a number", CauseData},
 		{fail(worker.FailureExitStatus, "exit status 65"), CauseData},
+		{fail(worker.FailureExitStatus, "exit status 65") + "\nprogram log:\nerror: line 3 column a: not a number", CauseData},
 		{fail(worker.FailureExitStatus, "exit status 1") + "; program log: error: boom", CauseProgram},
 		{fail(worker.FailureExitStatus, "exit status 650"), CauseProgram},
 		{fail(worker.FailureTrap, "wasm error: unreachable"), CauseProgram},

@@ -12,8 +12,10 @@ import (
 // encoding are the same: the answers are not part of the job), so a
 // device cannot tell them apart; only the coordinator holds the answers
 // (JobRecord.KnownAnswers names their file), and it never serves that
-// file (SecretBlob). A returned replica of such a task whose digest is not the
-// known one deviated, whatever other replicas say: it is marked in the
+// file (SecretBlob). A returned replica of such a task that does not agree
+// with the known answer by the job's rule (the same digest, or under a
+// tolerance rule a result within the tolerances of the known result)
+// deviated, whatever other replicas say: it is marked in the
 // ledger, takes no part in the vote, every result its device holds back
 // (computed alone, adaptive replication) becomes suspect and is computed
 // again by others (catch), and the deviation counts toward exclusion. A
@@ -43,16 +45,21 @@ func (s *Scheduler) SecretBlob(d job.Digest) bool {
 }
 
 // checkKnown compares r, just returned for ts, with ts's known answer, if
-// any. A wrong digest is a deviation decided at once: r leaves the vote
-// and its task wants a replica again; checkKnown returns true. A right
-// one marks ts as checked against its answer. s.mu is held.
+// any, by the job's own rule (job.Job.CheckKnown: equal digests, or under
+// a tolerance rule a result within the tolerances of the known one). A
+// wrong result is a deviation decided at once: r leaves the vote and its
+// task wants a replica again; checkKnown returns true. A right one marks
+// ts as checked against its answer. s.mu is held.
 func (s *Scheduler) checkKnown(js *jobState, ts *taskState, r *replica) (wrong bool) {
-	want, ok := js.j.KnownAnswer(ts.index)
-	if !ok {
+	switch js.j.CheckKnown(ts.index, r.rec.Digest, r.rec.Result) {
+	case job.KnownNone:
 		return false
-	}
-	if r.rec.Digest == want {
+	case job.KnownRight:
 		ts.knownOK = true
+		if d := s.trust.device(r.rec.Peer); d.splits > 0 {
+			d.splits = 0 // a suspect passed a check (stall.go)
+			s.trustChanged(TrustDevice, r.rec.Peer)
+		}
 		return false
 	}
 	now := s.now()
@@ -61,14 +68,25 @@ func (s *Scheduler) checkKnown(js *jobState, ts *taskState, r *replica) (wrong b
 	r.rec.State, r.rec.Result, r.ts = ReplicaDeviated, nil, nil
 	s.putReplica(r)
 	if !js.ownerOnly() {
+		other := "it is other bytes"
+		if js.ver.Rule != "" {
+			other = "this result is not within the job's tolerances of it"
+		}
 		s.appendEntry(Entry{Kind: KindDeviation, Pool: s.cfg.Pool, Job: js.rec.ID, Task: ts.index, Peer: r.rec.Peer,
 			Owner: r.rec.Owner, Lease: r.rec.Lease, Digest: r.rec.Digest, Time: now.UnixMilli(),
-			Reason: fmt.Sprintf("returned %s; the job's owner knows this task's result, and it is other bytes", r.rec.Digest)})
+			Reason: fmt.Sprintf("returned %s; the job's owner knows this task's result, and %s", r.rec.Digest, other)})
 	}
 	s.log.Warn("Replica deviated from a known answer", "lease", r.rec.Lease, "job", js.rec.ID.String(), "task", ts.index,
 		"peer", r.rec.Peer, "owner", r.rec.Owner, "digest", r.rec.Digest.String())
 	s.deviated(r, now)
 	ts.unsingle()
 	js.update(ts)
+	// Proven to return wrong bytes: its owner computes nothing more of
+	// the job, and its votes on undecided tasks are void (stall.go).
+	if js.caught == nil {
+		js.caught = map[string]bool{}
+	}
+	js.caught[r.rec.Owner] = true
+	s.voidOwner(r.rec.Owner)
 	return true
 }

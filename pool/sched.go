@@ -31,6 +31,15 @@ type SchedulerConfig struct {
 	// MaxResultBytes bounds one submission's result; default 64 MiB.
 	MaxResultBytes int
 
+	// MaxTimeouts is on how many distinct devices a task may time out
+	// (run past its policy.time_limit) before the pool gives up on it: the
+	// task ends unverified, as failed, with the reason "timed out on 5
+	// devices, after 2m each: ..." (a decision of the pool, never a
+	// verified result: it earns nobody a receipt). Default
+	// DefaultMaxTimeouts. MaxReplicas bounds a task's machine-dependent
+	// failures of any kind, on any devices, besides.
+	MaxTimeouts int
+
 	// Select, when set, decides which jobs a peer is leased tasks of and
 	// in which order (matchmaking): given the unfinished jobs the peer may
 	// compute by their policies, oldest first, it returns the IDs of those
@@ -51,6 +60,7 @@ type SchedulerConfig struct {
 const (
 	DefaultCommitDelay    = 2 * time.Millisecond
 	DefaultExtraReplicas  = 4        // MaxReplicas = redundancy + this
+	DefaultMaxTimeouts    = 5        // SchedulerConfig.MaxTimeouts
 	DefaultMaxResultBytes = 64 << 20 // bytes
 	maxBatchChanges       = 4096     // a batch this full commits without waiting for CommitDelay
 	maxLeasesPerCall      = 256
@@ -145,36 +155,43 @@ type Scheduler struct {
 	deadlinesKept int           // len(deadlines) after its last compaction (sched_archive.go)
 
 	trust  *trustState         // devices' and owners' records (trust.go)
+	watch  []*taskState        // checks leased just now: the next device to ask is barred from them (check.go)
 	secret map[job.Digest]bool // known-answers files of the pool's jobs, never served (known.go)
 }
 
 // jobState is one job in memory. Tasks below next that are not in active
 // are decided; tasks from next on are untouched.
 type jobState struct {
-	rec         JobRecord
-	j           *job.Job
-	pol         job.Policy
-	maxReplicas int
-	tasks       int64
-	next        int64
-	active      map[int64]*taskState
-	want        []int64 // sorted indexes of active tasks that need another replica
-	retrying    int64   // active tasks with machine-failed replicas
-	seq         int64   // last outcome Seq assigned
-	committed   int64   // last outcome Seq durably committed
-	outcomes    []Verified
-	accepted    int64
-	failed      int64
-	leased      int64
-	batch       *pending // the batch that inserted the job
-	ackBatch    *pending // the batch of the last acknowledgement
-	cancelBatch *pending // the batch that cancelled the job
+	rec           JobRecord
+	j             *job.Job
+	pol           job.Policy
+	maxReplicas   int
+	maxTimeouts   int // SchedulerConfig.MaxTimeouts
+	tasks         int64
+	next          int64
+	active        map[int64]*taskState
+	want          []int64   // sorted indexes of active tasks that need another replica
+	retrying      int64     // active tasks with machine-failed replicas
+	stalled       int64     // active tasks that are stalled (stall.go)
+	stalledSince  time.Time // since when nothing but stalled tasks is left (stall.go)
+	barsSeen      int64     // trustState.bars when its stalls were last judged again (stall.go)
+	waitingChecks int       // active tasks whose check waits for its delay (check.go)
+	seq           int64     // last outcome Seq assigned
+	committed     int64     // last outcome Seq durably committed
+	outcomes      []Verified
+	accepted      int64
+	failed        int64
+	leased        int64
+	batch         *pending // the batch that inserted the job
+	ackBatch      *pending // the batch of the last acknowledgement
+	cancelBatch   *pending // the batch that cancelled the job
 
 	// trust.go and fairshare.go
 	ver       job.Verify // the manifest's [verify] table
 	held      int        // tasks accepted alone whose results are held back
 	trust     *trustState
 	deviators map[string]bool // owners with a deviation in this job
+	caught    map[string]bool // owners caught on a known answer of this job: they compute no more of it (stall.go)
 	keptUntil time.Time       // until when its merger fetches results kept by the devices (sched_refs.go)
 }
 
@@ -190,6 +207,8 @@ type taskState struct {
 	provMode int                    // provHeld, provOpen or provCaught while prov is set
 	agreed   map[[2]job.Digest]bool // under a tolerance rule: whether two results (digests, lower first) agree
 	knownOK  bool                   // a replica returned the job's known answer for it (known.go)
+	stalled  bool                   // its voters disagree and no owner the pool has may settle it (stall.go)
+	chk      *checkState            // its further replicas are checks (check.go); nil otherwise
 	refetch  *refetch               // decided, but every holder of its result was gone: computed again (sched_refs.go)
 }
 
@@ -202,6 +221,7 @@ type replica struct {
 	batch *pending   // the batch of the newest change
 
 	counted bool    // counts toward its device's outstanding replicas
+	void    bool    // returned, then its device was caught on a known answer: it no longer votes (stall.go)
 	order   int64   // when it was leased, among this run's leases (0: before a restart)
 	cost    float64 // the receipt's cost, for a provisional replica
 }
@@ -377,7 +397,11 @@ func (s *Scheduler) newJobState(rec JobRecord, j *job.Job) *jobState {
 	if rec.KnownAnswers != (job.Digest{}) {
 		s.secret[rec.KnownAnswers] = true
 	}
-	return &jobState{rec: rec, j: j, pol: pol, maxReplicas: maxRep, tasks: j.NumTasks(), active: map[int64]*taskState{}, ver: j.Manifest.Verify, trust: s.trust}
+	maxTimeouts := s.cfg.MaxTimeouts
+	if maxTimeouts <= 0 {
+		maxTimeouts = DefaultMaxTimeouts
+	}
+	return &jobState{rec: rec, j: j, pol: pol, maxReplicas: maxRep, maxTimeouts: maxTimeouts, tasks: j.NumTasks(), active: map[int64]*taskState{}, ver: j.Manifest.Verify, trust: s.trust}
 }
 
 // task returns active task i, creating it.
@@ -483,6 +507,11 @@ type pending struct {
 	// (trust_store.go); flush encodes them.
 	trust      map[trustKey]bool
 	trustOrder []trustKey
+}
+
+// size counts the records in the batch so far.
+func (p *pending) size() int {
+	return len(p.b.Peers) + len(p.b.Jobs) + len(p.b.Replicas) + len(p.b.Outcomes) + len(p.b.Acks) + len(p.b.Entries) + len(p.b.Cancels) + len(p.b.Trust)
 }
 
 func newPending() *pending {
@@ -801,7 +830,8 @@ func (s *Scheduler) Jobs() []JobStatus {
 }
 
 func (js *jobState) status() JobStatus {
-	var waiting, recomputing int64
+	var waiting, recomputing, timingOut int64
+	var timeoutDevices map[string]bool
 	for _, ts := range js.active {
 		switch {
 		case ts.refetch != nil:
@@ -809,13 +839,54 @@ func (js *jobState) status() JobStatus {
 		case len(ts.returned) > 0:
 			waiting++
 		}
+		if js.retrying == 0 {
+			continue // no task has machine-dependent failures
+		}
+		counted := false
+		for _, r := range ts.machine {
+			if reasonCause(r.rec.Reason) != causeTimedOut {
+				continue
+			}
+			if !counted {
+				timingOut++
+				counted = true
+			}
+			if timeoutDevices == nil {
+				timeoutDevices = map[string]bool{}
+			}
+			timeoutDevices[r.rec.Peer] = true
+		}
 	}
 	return JobStatus{
 		Job: js.rec.ID, Name: js.j.Manifest.Name, Owner: js.rec.Owner, Merger: js.rec.Merger,
 		Tasks: js.tasks, Accepted: js.accepted, Failed: js.failed, Leased: js.leased, Waiting: waiting, Acked: js.rec.Acked,
 		Complete: js.accepted+js.failed == js.tasks, Cancelled: !js.rec.Cancelled.IsZero(), Quorum: js.pol.Quorum, Redundancy: js.pol.Redundancy,
-		Retrying: js.retrying, Recomputing: recomputing, Trouble: js.trouble(),
+		Retrying: js.retrying, Recomputing: recomputing, Trouble: js.troubles(),
+		TimingOut: timingOut, TimeoutDevices: len(timeoutDevices), Timeouts: js.timeoutWords(timingOut, len(timeoutDevices)),
 	}
+}
+
+// timeoutWords says, for people, that n undecided tasks are timing out
+// on devs devices, and when such a task ends; "" when n is 0.
+func (js *jobState) timeoutWords(n int64, devs int) string {
+	if n == 0 {
+		return ""
+	}
+	each := "each ran"
+	if n == 1 {
+		each = "it ran"
+	}
+	return fmt.Sprintf("%s timing out: %s past the %s time limit, on %s in all; a task ends failed (unverified) once it timed out on %d devices or failed %d times",
+		plural(int(n), "task"), each, limitWords(js.pol.TimeLimit.Duration), plural(devs, "device"), js.maxTimeouts, js.maxReplicas)
+}
+
+// troubles is JobStatus.Trouble before the connected devices are
+// considered: machine-dependent failures first, then stalled tasks.
+func (js *jobState) troubles() string {
+	if t := js.trouble(); t != "" {
+		return t
+	}
+	return js.stallText()
 }
 
 // trouble describes the undecided task with the most machine-dependent
@@ -848,8 +919,12 @@ func (js *jobState) trouble() string {
 	if n := len(worst.machine); n != len(devices) {
 		times = fmt.Sprintf(" %d times", n)
 	}
-	return fmt.Sprintf("task %d %s%s on %s; it ends unverified at %d such failures",
-		worst.index, cause, times, plural(len(devices), "device"), js.maxReplicas)
+	orDevices := ""
+	if cause == causeTimedOut && js.maxTimeouts < js.maxReplicas {
+		orDevices = fmt.Sprintf(" or once it timed out on %d devices", js.maxTimeouts)
+	}
+	return fmt.Sprintf("task %d %s%s on %s; it ends unverified at %d such failures%s",
+		worst.index, cause, times, plural(len(devices), "device"), js.maxReplicas, orDevices)
 }
 
 // plural says "1 device", "2 devices".

@@ -189,6 +189,15 @@ type JobStatus struct {
 	// 2 owners to agree on each task; 1 other owner's devices are
 	// connected"); else "".
 	Trouble string `json:"trouble,omitempty"`
+	// TimingOut counts the undecided tasks that ran past the job's time
+	// limit (policy.time_limit) on some device, and TimeoutDevices the
+	// distinct devices they did so on. Timeouts says so for people ("2
+	// tasks timing out: each ran past the 2m time limit, on 3 devices in
+	// all; a task ends failed (unverified) once it timed out on 5 devices
+	// or failed 6 times"); "" when none is.
+	TimingOut      int64  `json:"timingOut,omitempty"`
+	TimeoutDevices int    `json:"timeoutDevices,omitempty"`
+	Timeouts       string `json:"timeouts,omitempty"`
 	// Transfer says how the devices that fetched the job's files got
 	// their bytes, as they reported it; nil when none reported (the
 	// coordinator fills it, the Scheduler does not).

@@ -42,9 +42,14 @@ func (s *Scheduler) Lease(ctx context.Context, peer string, max int) ([]Lease, e
 		return nil, fmt.Errorf("lease for %s: %w", peer, ErrUnknownPeer)
 	}
 	now := s.now()
+	pend, changes := s.pend, s.pend.size()
 	s.expireDue(now)
 	s.closeWindows(now)
 	s.asked(p, now)
+	s.asking(p)
+	for _, js := range s.queue {
+		s.endStalled(js) // stall.go: whether or not p may compute it
+	}
 	if until := s.trust.excludedUntil(p, now); !until.IsZero() {
 		s.mu.Unlock()
 		return nil, fmt.Errorf("lease for %s: %w", peer, &ExcludedError{Peer: peer, Until: until})
@@ -87,6 +92,9 @@ func (s *Scheduler) Lease(ctx context.Context, peer string, max int) ([]Lease, e
 		r := s.grant(js, ts, p, now)
 		out = append(out, Lease{ID: r.rec.Lease, Job: r.rec.Job, Task: r.rec.Task, Peer: p.ID, Deadline: r.rec.Deadline})
 		w = r.batch
+	}
+	if w == nil && (s.pend != pend || s.pend.size() != changes) {
+		w = s.pend // it decided tasks (stall.go): return once that is stored
 	}
 	s.mu.Unlock()
 	if err := wait(ctx, w); err != nil {
@@ -146,9 +154,24 @@ func (s *Scheduler) pick(p Peer, order []*jobState, now time.Time) (*jobState, *
 			continue
 		}
 		s.closeJobWindows(js)
-		for _, i := range js.want {
-			if ts := js.active[i]; js.eligible(ts, p) && !ts.held(p, now) && js.admits(ts, p) {
-				return js, ts
+		s.dueChecks(js)
+		s.endStalled(js)
+		if js.complete() {
+			continue
+		}
+		// A suspect (stall.go) takes the tasks with a known answer first.
+		suspect := js.j.HasKnownAnswers() && s.trust.suspect(p.ID)
+		for pass := 0; pass < 2; pass++ {
+			for _, i := range js.want {
+				if suspect && pass == 0 && !js.j.Knows(i) {
+					continue
+				}
+				if ts := js.active[i]; js.eligible(ts, p) && !ts.held(p, now) && js.admits(ts, p) && s.checkOK(js, ts, p, now) {
+					return js, ts
+				}
+			}
+			if !suspect {
+				break
 			}
 		}
 		if js.next < js.tasks {
@@ -164,9 +187,10 @@ func (s *Scheduler) pick(p Peer, order []*jobState, now time.Time) (*jobState, *
 func (js *jobState) ownerOnly() bool { return js.pol.Participants == "owner" }
 
 // allows reports whether p may compute tasks of the job at all: never
-// once the job is cancelled.
+// once the job is cancelled, nor once p's owner was caught on one of its
+// known answers (stall.go).
 func (js *jobState) allows(p Peer) bool {
-	return js.rec.Cancelled.IsZero() && (p.Owner == js.rec.Owner) == js.ownerOnly()
+	return js.rec.Cancelled.IsZero() && (p.Owner == js.rec.Owner) == js.ownerOnly() && !js.caught[p.Owner]
 }
 
 // eligible reports whether p may take a replica of ts: it holds or
@@ -211,7 +235,7 @@ func (js *jobState) tally(ts *taskState) (lead *replica, c, n int) {
 	var voters []string
 	var firsts []*replica
 	for _, r := range ts.returned {
-		if r == ts.prov && ts.provMode == provCaught {
+		if !js.votes(ts, r) {
 			continue // its device was caught deviating: it does not vote
 		}
 		v := js.voter(r)
@@ -253,6 +277,14 @@ func (js *jobState) wants(ts *taskState) int {
 	if ts.prov != nil && ts.provMode == provHeld {
 		return 0 // accepted alone, waiting for its check window
 	}
+	if c := ts.chk; c != nil { // check.go: one at a time, after its delay
+		if len(ts.returned) == 0 {
+			return max(1-len(ts.live), 0) // the checked replica ended unreturned: lease it again
+		}
+		if len(ts.live) > 0 || !c.due {
+			return 0
+		}
+	}
 	lead, c, n := js.tally(ts)
 	q := js.quorumOf(ts, c, n)
 	red := js.pol.Redundancy
@@ -274,10 +306,33 @@ func (s *Scheduler) grant(js *jobState, ts *taskState, p Peer, now time.Time) *r
 		Lease: newLeaseID(), Job: js.rec.ID, Task: ts.index, Peer: p.ID, Owner: p.Owner,
 		State: ReplicaLeased, Created: now, Deadline: now.Add(js.pol.LeaseTimeout.Duration),
 	}}
-	if js.adaptive() && len(ts.live)+len(ts.returned) == 0 && ts.refetch == nil {
+	first := len(ts.live)+len(ts.returned) == 0 && ts.refetch == nil
+	if first && ts.chk != nil && ts.chk.round == 0 {
+		ts.chk = nil // its checked replica ended unreturned: chosen again below
+	}
+	if js.adaptive() && first {
 		// Chosen here, from a secret, so that the device cannot tell
-		// whether another device computes the same task.
-		ts.single = s.trust.trusted(js, p) && !s.trust.spotCheck(js.rec.ID, ts.index, p.ID, js.ver.SpotCheckShare())
+		// whether another device computes the same task; a checked one's
+		// second replica is a check (check.go).
+		trusted := s.trust.trusted(js, p)
+		spot := trusted && s.trust.spotCheck(js.rec.ID, ts.index, p.ID, js.ver.SpotCheckShare())
+		ts.single = trusted && !spot
+		if spot {
+			s.makeCheck(ts, p.ID, true)
+		}
+	}
+	if first && !ts.single && s.trust.active && !js.ownerOnly() && !s.trust.owner(p.Owner).operator {
+		// Where owners must earn standing, a task first computed by an
+		// owner the operator did not name is checked by a device the
+		// pool draws, not by whoever asks next (check.go).
+		s.makeCheck(ts, p.ID, true)
+	}
+	if c := ts.chk; c != nil && len(ts.returned) > 0 {
+		c.taken, c.checker = true, "" // this round's check
+	}
+	if ts.stalled { // a device of an owner new to the task: it may settle it
+		ts.stalled = false
+		js.stalled--
 	}
 	s.trust.orders++
 	r.order, r.counted = s.trust.orders, !js.ownerOnly()
@@ -492,6 +547,7 @@ func (s *Scheduler) Submit(ctx context.Context, peer, lease string, sub Submissi
 	case !s.checkKnown(js, ts, r):
 		s.decideIfReady(js, ts)
 	}
+	s.endStalled(js)
 	w := r.batch
 	s.mu.Unlock()
 	if err := wait(ctx, w); err != nil {
@@ -520,7 +576,8 @@ func (s *Scheduler) machineFailed(r *replica, sub Submission) {
 	s.putReplica(r)
 	s.log.Info("Task failed on a device for a reason of the device", "lease", r.rec.Lease,
 		"job", js.rec.ID.String(), "task", ts.index, "peer", r.rec.Peer, "failures", len(ts.machine), "reason", sub.Reason)
-	if len(ts.machine) >= js.maxReplicas && ts.refetch == nil { // an accepted result is never abandoned
+	_, devices := ts.timeouts()
+	if (len(ts.machine) >= js.maxReplicas || devices >= js.maxTimeouts) && ts.refetch == nil { // an accepted result is never abandoned
 		if ts.prov != nil && ts.provMode == provHeld {
 			return // decided alone already; the hold decides it
 		}
@@ -529,6 +586,22 @@ func (s *Scheduler) machineFailed(r *replica, sub Submission) {
 		return
 	}
 	js.update(ts)
+}
+
+// timeouts counts ts's machine-dependent failures that were timeouts, and
+// the distinct devices they happened on.
+func (ts *taskState) timeouts() (n, devices int) {
+	var seen []string
+	for _, r := range ts.machine {
+		if reasonCause(r.rec.Reason) != causeTimedOut {
+			continue
+		}
+		n++
+		if !slices.Contains(seen, r.rec.Peer) {
+			seen = append(seen, r.rec.Peer)
+		}
+	}
+	return n, len(seen)
 }
 
 // decideIfReady decides ts when a digest has won, or when none can win
@@ -551,7 +624,14 @@ func (s *Scheduler) decideIfReady(js *jobState, ts *taskState) {
 	case js.needed(q, c, n) > js.maxReplicas-len(ts.returned):
 		s.decide(js, ts, OutcomeUnverified, nil, c, n)
 	default:
+		if n > c && ts.chk == nil && !js.ownerOnly() {
+			// A split is settled by owners the pool draws, not by
+			// whoever asks next, perhaps the liar's friend (check.go).
+			s.makeCheck(ts, ts.returned[0].rec.Peer, false)
+		}
 		js.update(ts)
+		s.scheduleCheck(js, ts)
+		s.stallIfUndecidable(js, ts, lead, c, n, q)
 	}
 }
 
@@ -611,7 +691,7 @@ func (s *Scheduler) decide(js *jobState, ts *taskState, status string, lead *rep
 	withEstablished := false
 	var agreed, deviated []*replica
 	for _, r := range ts.returned {
-		if agreeing[r] && s.trust.owner(r.rec.Owner).established && (r != ts.prov || ts.provMode != provCaught) {
+		if agreeing[r] && s.trust.owner(r.rec.Owner).established && js.votes(ts, r) {
 			withEstablished = true
 		}
 	}
@@ -633,11 +713,15 @@ func (s *Scheduler) decide(js *jobState, ts *taskState, status string, lead *rep
 		case agreeing[r]:
 			r.rec.State, e.Kind, e.Cost, e.Work, e.Reason = ReplicaAgreed, KindReceipt, cost, v.Work, r.rec.Reason
 			if r.rec.Failed {
-				e.Reason = "verified failure (earns no cost): " + r.rec.Reason
+				// The ledger keeps the failure in a few words, not the
+				// program log after them: it is kept forever.
+				e.Reason = "verified failure (earns no cost): " + ReasonSummary(r.rec.Reason)
+			} else if why := s.admission(r.rec.Owner); why != "" {
+				e.Cost, e.Reason = 0, why
 			} else if unmetered != "" {
 				e.Reason = unmetered
 			}
-			if checked {
+			if checked && js.votes(ts, r) {
 				agreed = append(agreed, r)
 			}
 		default:
@@ -676,6 +760,15 @@ func (s *Scheduler) decide(js *jobState, ts *taskState, status string, lead *rep
 	if ts.prov != nil && ts.provMode == provHeld {
 		js.held--
 	}
+	if ts.stalled {
+		js.stalled--
+	}
+	if c := ts.chk; c != nil && c.round > 0 && !c.due {
+		js.waitingChecks--
+	}
+	if status == OutcomeOK && checked && entries {
+		s.agreedPairs(js, ts, agreeing)
+	}
 	ts.prov = nil
 	delete(js.active, ts.index)
 	if ts.wanting {
@@ -701,8 +794,11 @@ func (s *Scheduler) decide(js *jobState, ts *taskState, status string, lead *rep
 
 // describeVotes says why a task ended unverified.
 func describeVotes(js *jobState, ts *taskState, limit int) string {
+	if n, devices := ts.timeouts(); n > 0 && (devices >= js.maxTimeouts || n == len(ts.machine) && n >= limit) {
+		return gaveUpReason(js, ts, n, devices)
+	}
 	if len(ts.machine) >= limit {
-		last := ts.machine[len(ts.machine)-1].rec.Reason
+		last := ReasonSummary(ts.machine[len(ts.machine)-1].rec.Reason)
 		if len(ts.returned) == 0 {
 			return fmt.Sprintf("no device finished it: it failed %d times, each for a reason of the device that ran it (the last: %s)",
 				len(ts.machine), last)
@@ -729,6 +825,49 @@ func describeVotes(js *jobState, ts *taskState, limit int) string {
 	}
 	return fmt.Sprintf("no digest won a majority of distinct voters (quorum %d) within %d replicas: %s",
 		js.pol.Quorum, limit, strings.Join(parts, ", "))
+}
+
+// gaveUpReason says why the pool gave up on task ts, which timed out n
+// times on devices distinct devices: "timed out on 5 devices, after 2m
+// each: ...", a decision of the pool and not a verified result, followed
+// by the end of the program's log as the last of those devices kept it
+// (where it was when stopped), within MaxReasonBytes.
+func gaveUpReason(js *jobState, ts *taskState, n, devices int) string {
+	times := ""
+	if n != devices {
+		times = fmt.Sprintf(" %d times", n)
+	}
+	reason := fmt.Sprintf("timed out%s on %s, after %s each: the pool gave up on it, which is its decision and no verified result (raise policy.time_limit if the task needs longer)",
+		times, plural(devices, "device"), limitWords(js.pol.TimeLimit.Duration))
+	var last string
+	for _, r := range ts.machine {
+		if reasonCause(r.rec.Reason) == causeTimedOut {
+			last = r.rec.Reason
+		}
+	}
+	if i := strings.Index(last, "\n"+logHeader); i >= 0 {
+		reason = clipBytes(reason+last[i:], MaxReasonBytes)
+	}
+	return reason
+}
+
+// GaveUp reports whether reason, a failed task's reason as a pool's
+// merger folds it ("unverified: " and the outcome's reason), says that
+// the pool gave up on the task after it timed out on too many devices.
+func GaveUp(reason string) bool {
+	return strings.HasPrefix(strings.TrimPrefix(reason, "unverified: "), "timed out ") && strings.Contains(ReasonSummary(reason), "the pool gave up on it")
+}
+
+// limitWords writes a time limit for people: "2m", "90s", "1h30m".
+func limitWords(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 // appendEntry numbers e and adds it to the pending batch; flush chains

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"idlepool/identity"
 	"idlepool/job"
@@ -610,5 +612,70 @@ func TestSchedSelect(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"cpu", "gpu"}, names); diff != "" {
 		t.Errorf("Seeking (-want +got):\n%s", diff)
+	}
+}
+
+// A task that timed out on MaxTimeouts distinct devices ends: unverified
+// (a decision of the pool, not a verified result, and no ledger entry),
+// with a reason that says how often, on how many devices and after how
+// long, and the end of the program's log. Until then the job's status
+// says how many tasks time out, on how many devices; a second timeout on
+// the same device does not count as another device.
+func TestSchedGivesUpAfterTimeoutsOnDistinctDevices(t *testing.T) {
+	h := newHarness(t, pool.NewMemStore(), func(c *pool.SchedulerConfig) { c.MaxTimeouts = 3 })
+	alice := h.Device("alice", "alice-1")
+	bob, carol, dave, erin := h.Device("bob", "bob-1"), h.Device("carol", "carol-1"), h.Device("dave", "dave-1"), h.Device("erin", "erin-1")
+	j := h.Job("gives-up", 2, pooltest.Policy{LeaseTimeout: time.Minute, TimeLimit: 2 * time.Minute}, alice)
+	timeout := pool.Submission{Failed: true, Machine: true,
+		Reason: "worker: task failed: timeout: task ran longer than its limit of 2m0s (raise policy.time_limit if the task needs longer)\nprogram log:\nlooping at step 7"}
+	timeout.Digest = pool.ReplicaDigest(nil, true, timeout.Reason)
+
+	lb, lc := h.Lease(bob, 2), h.Lease(carol, 2)
+	h.Submit(lb[0], timeout) // task 0 times out on bob
+	h.Submit(lb[1], good(1))
+	h.Submit(lc[1], good(1)) // task 1 accepted
+	st, _ := h.S.Status(j.ID)
+	want := "1 task timing out: it ran past the 2m time limit, on 1 device in all; a task ends failed (unverified) once it timed out on 3 devices or failed 6 times"
+	if st.TimingOut != 1 || st.TimeoutDevices != 1 || st.Timeouts != want {
+		t.Errorf("status after one timeout: timing out %d on %d devices, %q; want 1 on 1, %q", st.TimingOut, st.TimeoutDevices, st.Timeouts, want)
+	}
+	h.Submit(lc[0], timeout) // and on carol
+	h.Clock.Advance(time.Minute)
+	// bob again, after the hold: still two devices.
+	lb = h.Lease(bob, 2)
+	if diff := cmp.Diff([]int64{0}, tasksOf(lb)); diff != "" {
+		t.Fatalf("bob's leases after the hold (-want +got):\n%s", diff)
+	}
+	h.Submit(lb[0], timeout)
+	st, _ = h.S.Status(j.ID)
+	if st.Complete || st.TimingOut != 1 || st.TimeoutDevices != 2 || !strings.HasPrefix(st.Timeouts, "1 task timing out: it ran past the 2m time limit, on 2 devices in all;") {
+		t.Errorf("status after three timeouts on two devices: %+v", st)
+	}
+	h.Restart()
+	ld := h.Lease(dave, 2)
+	if diff := cmp.Diff([]int64{0}, tasksOf(ld)); diff != "" {
+		t.Fatalf("dave's leases (-want +got):\n%s", diff)
+	}
+	h.Submit(ld[0], timeout) // the third device: the pool gives up
+	st, _ = h.S.Status(j.ID)
+	if !st.Complete || st.Accepted != 1 || st.Failed != 1 || st.TimingOut != 0 || st.Timeouts != "" || st.Retrying != 0 {
+		t.Errorf("status once given up: %+v", st)
+	}
+	if ls := h.Lease(erin, 2); len(ls) != 0 {
+		t.Errorf("erin was leased %v after the pool gave up", tasksOf(ls))
+	}
+	got := h.Results(alice, j.ID)
+	wantV := pool.Verified{Seq: 2, Task: 0, Status: pool.OutcomeUnverified,
+		Reason: "timed out 4 times on 3 devices, after 2m each: the pool gave up on it, which is its decision and no verified result (raise policy.time_limit if the task needs longer)\nprogram log:\nlooping at step 7"}
+	if len(got) != 2 || !cmp.Equal(got[1], wantV, cmpopts.EquateEmpty()) {
+		t.Errorf("outcomes %+v, want the second %+v", got, wantV)
+	}
+	if !pool.GaveUp("unverified: "+wantV.Reason) || pool.CauseOf("unverified: "+wantV.Reason) != pool.CauseTimeLimit {
+		t.Errorf("GaveUp or CauseOf does not recognise %q", wantV.Reason)
+	}
+	for _, e := range h.Ledger() {
+		if e.Task == 0 {
+			t.Errorf("the timeouts wrote a ledger entry: %+v", e)
+		}
 	}
 }

@@ -319,17 +319,6 @@ func (o TaskOutcome) record(i int64) JournalRecord {
 	return JournalRecord{Index: i, Status: o.Status, Body: o.Body}
 }
 
-func lastLine(b []byte) string {
-	b = bytes.TrimSpace(b)
-	if i := bytes.LastIndexByte(b, '\n'); i >= 0 {
-		b = b[i+1:]
-	}
-	if len(b) > 300 {
-		b = append(b[:300:300], "…"...)
-	}
-	return string(b)
-}
-
 // snapshotInputs copies the program and every non-chunked input into the
 // run directory, checking digests, so that editing a file during a run
 // cannot change what tasks see. It returns the program's copy.

@@ -163,7 +163,7 @@ func TestSoloRetriesTimeoutsJournaledAsFinal(t *testing.T) {
 		{Index: 0, Status: pool.StatusOK, Body: []byte(`{"x": 0.25}`)},
 		{Index: 1, Status: pool.StatusFailed, Body: []byte("worker: task failed: timeout: task ran longer than its limit of 1s (raise policy.time_limit if the task needs longer)")},
 		{Index: 2, Status: pool.StatusFailed, Body: []byte("worker: task failed: worker-died: worker process 9 ended (signal: killed): EOF")},
-		{Index: 4, Status: pool.StatusFailed, Body: []byte("worker: task failed: trap: exit status 2; program log: panic: boom")},
+		{Index: 4, Status: pool.StatusFailed, Body: []byte("worker: task failed: trap: exit status 2\nprogram log:\npanic: boom")},
 	}
 	for _, rec := range recs {
 		if err := jr.Append(rec); err != nil {

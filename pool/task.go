@@ -146,10 +146,13 @@ func causeOf(k worker.FailureKind) string {
 // machine-dependent failures, now and in earlier versions, and their
 // causes in a few words.
 var machineCauses = []struct{ prefix, cause string }{
-	{"worker: task failed: " + string(worker.FailureTimeout) + ": ", "timed out"},
+	{"worker: task failed: " + string(worker.FailureTimeout) + ": ", causeTimedOut},
 	{"worker: task failed: " + string(worker.FailureWorkerDied) + ": ", "lost its worker process"},
 	{"worker: task setup failed", "could not be set up"},
 }
+
+// causeTimedOut is the cause of a timeout, as reasonCause names it.
+const causeTimedOut = "timed out"
 
 // reasonCause names the cause of a machine-dependent failure from its
 // reason, in a few words; "" when reason names none (MachineReason).
@@ -172,8 +175,10 @@ func MachineReason(reason string) bool { return reasonCause(reason) != "" }
 // RunTask runs req on exec, retrying (up to twice) when the worker process
 // died under the task for a reason outside it. A task that ran and failed
 // is a TaskOutcome with StatusFailed, whose reason is the worker's failure
-// and the last line of the program's log, and whose Class is the failure
-// kind's (worker.FailureKind.Class); stdout that is not JSON is a
+// on its first line and, after it, the end of the program's log: its last
+// lines and, for a Go panic, the panic and the failing goroutine's frames,
+// in at most MaxReasonBytes; its Class is the failure kind's
+// (worker.FailureKind.Class); stdout that is not JSON is a
 // deterministic failure too ("malformed result"), and a worker that could
 // not set the task up (worker.ErrSetup) a machine-dependent one. The error
 // is non-nil only when the task could not be run (ctx cancelled, no worker
@@ -185,7 +190,7 @@ func RunTask(ctx context.Context, exec Executor, req worker.Request, log *slog.L
 	for try := 0; ; try++ {
 		res, err := exec.Run(ctx, req)
 		if errors.Is(err, worker.ErrSetup) && ctx.Err() == nil {
-			return TaskOutcome{Status: StatusFailed, Body: []byte(err.Error()), Class: worker.ClassMachine, PID: res.PID}, nil
+			return TaskOutcome{Status: StatusFailed, Body: []byte(clipBytes(strings.ToValidUTF8(err.Error(), "\uFFFD"), MaxReasonBytes)), Class: worker.ClassMachine, PID: res.PID}, nil
 		}
 		if err != nil {
 			return TaskOutcome{}, err
@@ -210,9 +215,8 @@ func RunTask(ctx context.Context, exec Executor, req worker.Request, log *slog.L
 		case worker.FailureOutputTooLarge:
 			reason += stdoutHint(req.MaxStdoutBytes)
 		}
-		if len(res.Stderr) > 0 {
-			reason += "; program log: " + lastLine(res.Stderr)
-		}
+		goPanic := res.Failure.Kind == worker.FailureTrap || res.Failure.Kind == worker.FailureOutOfMemory
+		reason = failureReason(reason, res.Stderr, goPanic)
 		return TaskOutcome{Status: StatusFailed, Body: []byte(reason), Kind: res.Failure.Kind, Class: res.Failure.Kind.Class(), PID: res.PID, Work: res.Work}, nil
 	}
 }

@@ -4,12 +4,18 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 
 	"idlepool/job"
 	"idlepool/pool"
@@ -179,5 +185,91 @@ func TestSoloVerifyTolerance(t *testing.T) {
 				t.Errorf("%d tasks verified, want %d (failures %+v)", out.OK, tc.ok, out.Failures)
 			}
 		})
+	}
+}
+
+// priceOf prices task i's share of a Monte Carlo as a GPU does in float32
+// (f32) or a CPU in float64, from the same uniforms (a fixed generator):
+// the two differ by float32 rounding, far within the job's tolerance.
+func priceOf(i int64, f32 bool) []byte {
+	rng := rand.New(rand.NewPCG(uint64(i), 7))
+	var sum64 float64
+	var sum32 float32
+	const paths = 4096
+	for range paths {
+		u := rng.Float64()
+		payoff := math.Max(100*math.Exp(0.2*(u-0.5))-100, 0)
+		sum64 += payoff
+		sum32 += float32(payoff)
+	}
+	if f32 {
+		return fmt.Appendf(nil, `{"price": %v, "paths": %d}`+"\n", float32(sum32/paths), paths)
+	}
+	return fmt.Appendf(nil, `{"price": %v, "paths": %d}`+"\n", sum64/paths, paths)
+}
+
+// Found by trying it: a job compared under a tolerance rule still checked
+// known answers by exact digest, so a GPU that computes in float32 (its
+// bytes within the tolerance of the CPU's, not equal to them) was marked
+// deviating against the submitter's answer and sanctioned. Now a known
+// answer of such a job is the task's result itself, compared by the job's
+// rule: the GPU replica passes, a result outside the tolerance is caught
+// at once, and a digest answer is refused when the job is planned.
+func TestKnownAnswerWithinTolerance(t *testing.T) {
+	h := newHarness(t, pool.NewMemStore(), nil)
+	alice := h.Device("alice", "alice-1")
+	cpu, gpu := h.Device("bob", "bob-cpu"), h.Device("carol", "carol-gpu")
+	mallory := h.Device("mallory", "mallory-1")
+	// The submitter ran tasks 1 and 2 on its CPU first (idlepool run).
+	answers := fmt.Sprintf(`{"1": %s, "2": %s}`, bytes.TrimSpace(priceOf(1, false)), bytes.TrimSpace(priceOf(2, false)))
+	if err := os.WriteFile(filepath.Join(h.Dir, "answers.json"), []byte(answers), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	verify := "rule = \"tolerance\"\nknown_answers = \"answers.json\"\n[verify.tolerance]\nprice = { abs = 1e-4, rel = 1e-5 }\n"
+	j := h.Job("gpu-tolerance", 3, pooltest.Policy{Verify: verify}, alice)
+	if bytes.Equal(priceOf(1, true), priceOf(1, false)) {
+		t.Fatal("the float32 and float64 prices are equal bytes: the test checks nothing")
+	}
+	// The GPU device asks first and returns its float32 result of every
+	// task; the CPU device its float64 one; task 2 goes to mallory
+	// instead, outside the tolerance.
+	for _, l := range h.Lease(gpu, 3) {
+		h.Submit(l, pooltest.Result(priceOf(l.Task, true)))
+	}
+	for _, l := range h.Lease(cpu, 2) {
+		h.Submit(l, pooltest.Result(priceOf(l.Task, false)))
+	}
+	lm := h.Lease(mallory, 1)
+	if len(lm) != 1 || lm[0].Task != 2 {
+		t.Fatalf("mallory's leases %v, want task 2", tasksOf(lm))
+	}
+	h.Submit(lm[0], pooltest.Result([]byte(`{"price": 10.5, "paths": 4096}`+"\n")))
+	name := map[string]string{}
+	for n, p := range h.Peers {
+		name[p.ID] = n
+	}
+	var got []string
+	for _, e := range h.Ledger() {
+		got = append(got, fmt.Sprintf("%s %d %s", e.Kind, e.Task, name[e.Peer]))
+	}
+	want := []string{"deviation 2 mallory-1", "receipt 0 bob-cpu", "receipt 0 carol-gpu", "receipt 1 bob-cpu", "receipt 1 carol-gpu"}
+	slices.Sort(got)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("ledger (-want +got):\n%s", diff)
+	}
+	if st, _ := h.S.Status(j.ID); st.Accepted != 2 {
+		t.Errorf("%d tasks accepted, want tasks 0 and 1", st.Accepted)
+	}
+
+	// A digest can say nothing of other bytes within a tolerance: refused.
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "p.wasm"), []byte("\x00asm\x01\x00\x00\x00"), 0o644)
+	os.WriteFile(filepath.Join(dir, "answers.json"), fmt.Appendf(nil, `{"1": "%s"}`, pool.ReplicaDigest(priceOf(1, false), false, "")), 0o600)
+	m, err := job.ParseManifest("k.toml", dir, []byte("name = \"k\"\nprogram = \"p.wasm\"\n[split]\nrule = \"range\"\ntasks = 3\n[[merge]]\nfield = \"price\"\nrule = \"sum\"\n[verify]\n"+verify))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := job.Plan(m); !errors.Is(err, job.ErrManifest) || !strings.Contains(err.Error(), "give the task's result itself") {
+		t.Errorf("a digest answer under a tolerance rule: %v, want a manifest error asking for the result", err)
 	}
 }

@@ -26,7 +26,10 @@ type TrustConfig struct {
 	TrustedOwners []string
 	// EstablishAfter is how many tasks an owner's devices must agree on
 	// with an established owner before the owner is established too;
-	// default DefaultEstablishAfter.
+	// default DefaultEstablishAfter. Those tasks are its admission: their
+	// receipts carry cost 0. A deviation of a device of an owner that
+	// earned its standing (not one named here) takes the standing away:
+	// the owner pays its admission again.
 	EstablishAfter int
 	// ExcludeAfter deviations of one device within ExcludeFor exclude the
 	// device and every device of its owner from computing in the pool for
@@ -81,9 +84,13 @@ type trustState struct {
 	cfg     TrustConfig
 	devices map[string]*deviceTrust
 	owners  map[string]*ownerTrust
-	held    deadlineHeap // held provisional replicas by check-window end; stale items skipped
-	orders  int64        // last replica.order handed out
-	active  bool         // some owner is established: the newcomer rule applies
+	held    deadlineHeap      // held provisional replicas by check-window end; stale items skipped
+	orders  int64             // last replica.order handed out
+	active  bool              // some owner is established: the newcomer rule applies
+	asks    int64             // requests for work answered (check.go)
+	bars    int64             // deviations so far: owners barred from settling (stall.go)
+	checks  checkHeap         // checks waiting for their delay; stale items skipped (check.go)
+	pairs   map[[2]string]int // agreements between two owners, by pairKey (check.go); in memory only
 }
 
 // deviceTrust is one device's record.
@@ -96,6 +103,7 @@ type deviceTrust struct {
 	excluded    time.Time          // excluded until
 	owner       string             // its owner, once it asked for work
 	asked       time.Time          // when it last asked for work
+	splits      int                // stalls it lost since its last right known answer (stall.go)
 	version     int64              // of its stored record (trust_store.go)
 }
 
@@ -103,6 +111,7 @@ type deviceTrust struct {
 type ownerTrust struct {
 	endorsed    int // tasks agreed on with an established owner
 	established bool
+	operator    bool // named in TrustConfig.TrustedOwners
 	excluded    time.Time
 	usage       decayed // cost of replicas leased for the owner's jobs
 	contributed decayed // cost of receipts the owner's devices earned
@@ -114,6 +123,7 @@ func newTrustState(cfg TrustConfig) *trustState {
 	t := &trustState{cfg: cfg, devices: map[string]*deviceTrust{}, owners: map[string]*ownerTrust{}}
 	for _, o := range cfg.TrustedOwners {
 		t.owner(o).established = true
+		t.owner(o).operator = true
 		t.active = true
 	}
 	return t
@@ -258,6 +268,10 @@ func (s *Scheduler) reopen(r *replica, mode int) {
 	d := s.trust.device(r.rec.Peer)
 	d.held = slices.DeleteFunc(d.held, func(x *replica) bool { return x == r })
 	r.js.update(ts)
+	// Its next replicas are checks (check.go): drawn, not handed to
+	// whoever asks next, where the device's friends may be waiting.
+	s.makeCheck(ts, r.rec.Peer, false)
+	s.scheduleCheck(r.js, ts)
 }
 
 // release decides the held tasks of device peer that it was leased
@@ -329,6 +343,7 @@ func (s *Scheduler) deviated(r *replica, now time.Time) {
 	if r.js.deviators == nil {
 		r.js.deviators = map[string]bool{}
 	}
+	s.trust.bars++
 	r.js.deviators[r.rec.Owner] = true
 	d := s.trust.device(r.rec.Peer)
 	clear(d.streak)
@@ -336,6 +351,13 @@ func (s *Scheduler) deviated(r *replica, now time.Time) {
 	d.owner = r.rec.Owner
 	s.trustChanged(TrustDevice, r.rec.Peer)
 	s.catch(r.rec.Peer)
+	// Standing earned is standing lost: the owner pays its admission
+	// again (an owner the operator named keeps it).
+	if o := s.trust.owner(r.rec.Owner); s.trust.active && o.established && !o.operator {
+		o.established, o.endorsed = false, 0
+		s.trustChanged(TrustOwner, r.rec.Owner)
+		s.log.Warn("Owner lost its standing after a deviation", "owner", r.rec.Owner, "peer", r.rec.Peer)
+	}
 	cut := now.Add(-s.trust.cfg.ExcludeFor)
 	d.deviations = slices.DeleteFunc(d.deviations, func(t time.Time) bool { return !t.After(cut) })
 	d.deviations = append(d.deviations, now)
@@ -347,6 +369,9 @@ func (s *Scheduler) deviated(r *replica, now time.Time) {
 		d.deviations = nil
 		s.log.Warn("Device and owner excluded after repeated deviations", "peer", r.rec.Peer, "owner", r.rec.Owner,
 			"deviations", s.trust.cfg.ExcludeAfter, "until", until.UTC().Format(time.RFC3339))
+		// Its votes on undecided tasks, and its owner's, no longer count
+		// (stall.go): the others decide those tasks.
+		s.voidOwner(r.rec.Owner)
 	}
 }
 
@@ -372,6 +397,20 @@ func (s *Scheduler) agreedChecked(js *jobState, r *replica, withEstablished bool
 			s.log.Info("Owner established", "owner", r.rec.Owner, "tasks", o.endorsed)
 		}
 	}
+}
+
+// admission says why a receipt of owner earns no cost: while owners
+// must earn standing (some owner is established), a new owner's first
+// EstablishAfter agreed tasks are its admission, computed for nothing,
+// so that standing costs every self-made key that much work. "" when
+// its receipts carry their cost. s.mu is held.
+func (s *Scheduler) admission(owner string) string {
+	t := s.trust
+	if !t.active || t.owner(owner).established {
+		return ""
+	}
+	return fmt.Sprintf("admission: a new owner's receipts carry cost once it is established, after %d tasks agreed with established owners (this is one of them; %d before it)",
+		t.cfg.EstablishAfter, t.owner(owner).endorsed)
 }
 
 // ExcludedError says that a device, or its owner, is excluded from
@@ -429,7 +468,7 @@ func (js *jobState) leadEstablished(ts *taskState, lead *replica) bool {
 		return true
 	}
 	for _, r := range ts.returned {
-		if js.agrees(r, lead) && js.trust.owner(r.rec.Owner).established && (r != ts.prov || ts.provMode != provCaught) {
+		if js.agrees(r, lead) && js.trust.owner(r.rec.Owner).established && js.votes(ts, r) {
 			return true
 		}
 	}

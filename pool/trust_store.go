@@ -23,6 +23,7 @@ type deviceRecord struct {
 	Deviations []int64        `json:"deviations,omitempty"` // unix milliseconds, within ExcludeFor
 	Excluded   int64          `json:"excluded,omitempty"`   // unix milliseconds; excluded until
 	Owner      string         `json:"owner,omitempty"`
+	Splits     int            `json:"splits,omitempty"` // stalls lost since its last right known answer (stall.go)
 }
 
 // ownerRecord is ownerTrust's standing as stored.
@@ -57,7 +58,7 @@ func (s *Scheduler) encodeTrust(p *pending) {
 		switch k.kind {
 		case TrustDevice:
 			d := s.trust.device(k.id)
-			rec := deviceRecord{Agreed: d.agreed, Owner: d.owner}
+			rec := deviceRecord{Agreed: d.agreed, Owner: d.owner, Splits: d.splits}
 			if len(d.streak) > 0 {
 				rec.Streaks = map[string]int{}
 				for prog, n := range d.streak {
@@ -106,7 +107,7 @@ func (s *Scheduler) restoreTrust(recs []TrustRecord) error {
 				}
 				d.streak[dg] = n
 			}
-			d.agreed, d.owner, d.version = rec.Agreed, rec.Owner, r.Version
+			d.agreed, d.owner, d.splits, d.version = rec.Agreed, rec.Owner, rec.Splits, r.Version
 			for _, t := range rec.Deviations {
 				d.deviations = append(d.deviations, time.UnixMilli(t))
 			}

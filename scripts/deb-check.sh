@@ -2,13 +2,20 @@
 # Checks the Debian package (make deb) as Debian and a donor meet it:
 #   - lintian finds no error (its warnings are printed);
 #   - `dpkg --root` installs it into a throwaway root, with the CLI, the
-#     tray app, the menu entry and the icon where the package says;
+#     tray app, the menu entry, the icon and the start-at-login entry
+#     /etc/xdg/autostart/idlepool-tray.desktop (a conffile) where the
+#     package says;
 #   - the installed CLI runs (version, settings); the installed tray app,
-#     started on a private X server and D-Bus session bus with a stand-in
-#     panel (bin/panel), shows its tray icon and first-run window and, on
-#     this first start, writes the user's autostart entry starting the
-#     installed program; it quits on SIGTERM;
-#   - `dpkg --root --purge` removes it and leaves no file of it behind.
+#     started as a donor starts it (from the menu, no --home, a fresh
+#     home; the session's XDG_CONFIG_DIRS and PATH those of the throwaway
+#     root) on a private X server and D-Bus session bus with a stand-in
+#     panel (bin/panel), shows its tray icon and first-run window, counts
+#     the package's entry as its start at login (the menu's check mark)
+#     and writes no entry of the user's; it quits on SIGTERM;
+#   - `dpkg --root --remove` keeps the conffile, which names the removed
+#     program in TryExec so that sessions skip it; `dpkg --root --purge`
+#     removes it and leaves no file of the package behind, and no
+#     autostart entry for the program is left in the user's home.
 #
 #   scripts/deb-check.sh        (make deb-check)
 #
@@ -44,12 +51,17 @@ find "$root" | sort > "$tmp/before.txt"
 dpkg --root="$root" --log="$tmp/dpkg.log" --force-depends -i "$deb" > "$tmp/dpkg-install.log" 2>&1 ||
   fail "dpkg --root could not install $deb"
 dpkg --root="$root" -s idlepool | grep >/dev/null '^Status: install ok installed' || fail "dpkg does not list idlepool as installed"
-for f in usr/bin/idlepool usr/bin/idlepool-tray usr/share/applications/org.idlepool.tray.desktop \
+for f in usr/bin/idlepool usr/bin/idlepool-tray usr/share/applications/org.idlepool.tray.desktop etc/xdg/autostart/idlepool-tray.desktop \
   usr/share/icons/hicolor/256x256/apps/org.idlepool.tray.png usr/share/doc/idlepool/copyright usr/share/doc/idlepool/donor.md; do
   [ -s "$root/$f" ] || fail "the package installed no /$f"
 done
 grep -q '^Exec=idlepool-tray$' "$root/usr/share/applications/org.idlepool.tray.desktop" || fail "the menu entry does not start idlepool-tray"
 grep -q '^Icon=org.idlepool.tray$' "$root/usr/share/applications/org.idlepool.tray.desktop" || fail "the menu entry names another icon"
+sysentry="$root/etc/xdg/autostart/idlepool-tray.desktop"
+grep -q '^Exec=idlepool-tray$' "$sysentry" && grep -q '^TryExec=idlepool-tray$' "$sysentry" ||
+  fail "the start-at-login entry does not start (and try) idlepool-tray: $(cat "$sysentry")"
+dpkg --root="$root" -s idlepool | grep -q '^ /etc/xdg/autostart/idlepool-tray.desktop [0-9a-f]' ||
+  fail "dpkg does not list /etc/xdg/autostart/idlepool-tray.desktop as a conffile"
 echo "installed: $(cd "$root" && find usr -type f | wc -l) files; $(dpkg --root="$root" -s idlepool | grep '^Depends:')"
 
 # The installed CLI.
@@ -58,29 +70,41 @@ echo "idlepool version: $(head -1 "$tmp/version.out")"
 "$root/usr/bin/idlepool" --home "$tmp/cli" settings > "$tmp/settings.out" 2>&1 || fail "idlepool settings failed"
 grep -q '^pause_for_games' "$tmp/settings.out" || fail "idlepool settings does not show the game signs"
 
-# The installed tray app's first start, in a fresh home.
+# The installed tray app's first start, in a fresh home, as a donor starts
+# it: no --home, the session's XDG directories and PATH (here those of the
+# throwaway root).
 home="$tmp/home"
 mkdir -p "$home"
-HOME="$home" XDG_CONFIG_HOME="$home/.config" LANG=C.UTF-8 "$root/usr/bin/idlepool-tray" --home "$tmp/donor" \
-  > "$tmp/tray.out" 2> "$tmp/tray.log" &
+HOME="$home" XDG_CONFIG_HOME="$home/.config" XDG_DATA_HOME="$home/.local/share" XDG_CACHE_HOME="$home/.cache" \
+  XDG_CONFIG_DIRS="$root/etc/xdg" PATH="$root/usr/bin:$PATH" LANG=C.UTF-8 \
+  env -u IDLEPOOL_HOME "$root/usr/bin/idlepool-tray" > "$tmp/tray.out" 2> "$tmp/tray.log" &
 app=$!
 pids+=($app)
 wait_for "$tmp/panel.out" '^item .*icon=[0-9]' 60 || fail "no tray icon appeared"
-entry="$home/.config/autostart/idlepool-tray.desktop"
-for _ in $(seq 300); do [ -s "$entry" ] && break; sleep 0.1; done
-[ -s "$entry" ] || fail "the first start wrote no autostart entry $entry"
-grep -q "^Exec=$root/usr/bin/idlepool-tray" "$entry" || fail "the autostart entry does not start the installed app: $(grep ^Exec "$entry")"
 for _ in $(seq 300); do xdotool search --name 'Welcome to idlepool' > /dev/null 2>&1 && break; sleep 0.1; done
 xdotool search --name 'Welcome to idlepool' > /dev/null 2>&1 || fail "no first-run window"
-echo "first start: tray icon, first-run window, $(grep ^Exec "$entry" | sed "s|$tmp|\$tmp|g")"
+# The first start decides about the start at login before it shows the
+# first-run window: the package's entry starts it, so the user gets none.
+user_autostart="$home/.config/autostart"
+[ -z "$(ls -A "$user_autostart" 2>/dev/null)" ] ||
+  fail "the first start wrote an autostart entry of the user's beside the package's: $(cat "$user_autostart"/*)"
+wait_for "$tmp/panel.out" '^  menu \[x\] Start at login$' 30 ||
+  fail "the tray menu does not count the package's entry as its start at login: $(grep 'Start at login' "$tmp/panel.out")"
+echo "first start: tray icon, first-run window, start at login by the package's entry, no entry of the user's"
 kill -TERM "$app"
 for _ in $(seq 400); do kill -0 "$app" 2>/dev/null || break; sleep 0.1; done
 kill -0 "$app" 2>/dev/null && fail "the tray app did not quit within 40 s of SIGTERM"
 wait "$app" && rc=0 || rc=$?
 [ "$rc" -eq 0 ] || fail "the tray app exited with $rc"
 
-# Removed with nothing left: the root holds what it held before, and
-# dpkg no longer knows the package.
+# Removed: the conffile stays, inert (its TryExec program is gone); then
+# purged with nothing left: the root holds what it held before, dpkg no
+# longer knows the package, and the user's home has no autostart entry
+# for the program.
+dpkg --root="$root" --log="$tmp/dpkg.log" --remove idlepool > "$tmp/dpkg-remove.log" 2>&1 || fail "dpkg --remove failed"
+[ ! -e "$root/usr/bin/idlepool-tray" ] && [ -s "$sysentry" ] || fail "dpkg --remove did not remove the program and keep the conffile"
+PATH="$root/usr/bin:$PATH" command -v "$(sed -n 's/^TryExec=//p' "$sysentry")" > /dev/null &&
+  fail "the kept start-at-login entry's TryExec program is still found: sessions would start it"
 dpkg --root="$root" --log="$tmp/dpkg.log" --purge idlepool > "$tmp/dpkg-purge.log" 2>&1 || fail "dpkg --purge failed"
 # dpkg's own files (its database's format, locks, backups) may appear.
 find "$root" | grep -v -e '/var/lib/dpkg/[a-z]*-old$' -e '/var/lib/dpkg/lock' -e '/var/lib/dpkg/triggers/' \
@@ -90,5 +114,7 @@ diff -u "$tmp/before.txt" "$tmp/after.txt" > "$tmp/left.diff" || {
   fail "files left behind after dpkg --purge"
 }
 dpkg --root="$root" -s idlepool > /dev/null 2>&1 && fail "dpkg still knows idlepool after --purge"
-echo "purged: nothing left"
+[ -z "$(grep -rl 'idlepool-tray' "$user_autostart" 2>/dev/null)" ] ||
+  fail "an autostart entry for the program is left in the user's home: $(grep -r '' "$user_autostart")"
+echo "removed: the conffile kept, inert; purged: nothing left, in the root or the user's autostart"
 echo "deb-check: ok ($(( $(date +%s) - started )) s)"

@@ -2,10 +2,15 @@
 # Builds the Debian package idlepool_VERSION_ARCH.deb with dpkg-deb from
 # bin/deb/idlepool and bin/deb/idlepool-tray (make deb builds them,
 # stripped): the CLI and the tray app in /usr/bin, the tray app's menu
-# entry and icon, the copyright and changelog. The version is FyneApp.toml's,
-# the dependencies are what dpkg-shlibdeps finds the binaries linked
-# against, and the changelog's date is the last commit's, so the same tree
-# gives the same package. Prints the package's path.
+# entry and icon, its start-at-login entry for every user's session
+# (/etc/xdg/autostart/idlepool-tray.desktop: a conffile, so that a purge
+# removes it, with TryExec so that a session skips it once the program is
+# removed; a user turns it off with the tray's "Start at login", which
+# writes a Hidden=true override in ~/.config/autostart), the copyright and
+# changelog. The version is FyneApp.toml's, the dependencies are what
+# dpkg-shlibdeps finds the binaries linked against, and the changelog's
+# date is the last commit's, so the same tree gives the same package.
+# Prints the package's path.
 #
 #   scripts/deb.sh        (make deb)
 #
@@ -23,10 +28,11 @@ root=bin/deb/root
 rm -rf "$root"
 umask 022
 
-install -d "$root/DEBIAN" "$root/usr/bin" "$root/usr/share/applications" \
+install -d "$root/DEBIAN" "$root/usr/bin" "$root/usr/share/applications" "$root/etc/xdg/autostart" \
   "$root/usr/share/icons/hicolor/256x256/apps" "$root/usr/share/doc/idlepool"
 install -m 0755 bin/deb/idlepool bin/deb/idlepool-tray "$root/usr/bin/"
 install -m 0644 packaging/deb/org.idlepool.tray.desktop "$root/usr/share/applications/"
+install -m 0644 packaging/deb/idlepool-tray.autostart.desktop "$root/etc/xdg/autostart/idlepool-tray.desktop"
 install -m 0644 assets/app.png "$root/usr/share/icons/hicolor/256x256/apps/org.idlepool.tray.png"
 install -m 0644 packaging/deb/copyright "$root/usr/share/doc/idlepool/copyright"
 install -m 0644 docs/donor.md "$root/usr/share/doc/idlepool/donor.md"
@@ -44,11 +50,12 @@ printf 'Source: idlepool\n\nPackage: idlepool\nArchitecture: any\n' > "$src/debi
 depends=$(cd "$src" && dpkg-shlibdeps -O -e"$abs/usr/bin/idlepool" -e"$abs/usr/bin/idlepool-tray" 2>/dev/null |
   sed -n 's/^shlibs:Depends=//p')
 [ -n "$depends" ] || { echo "deb: dpkg-shlibdeps found no dependencies" >&2; exit 1; }
-size=$(du -k -s "$root/usr" | cut -f1)
+size=$(du -k -s -c "$root/usr" "$root/etc" | tail -1 | cut -f1)
 sed -e "s/@VERSION@/$version/" -e "s/@ARCH@/$arch/" -e "s/@SIZE@/$size/" -e "s/@DEPENDS@/$depends/" \
   packaging/deb/control.in > "$root/DEBIAN/control"
 (cd "$root" && find usr -type f -print0 | LC_ALL=C sort -z | xargs -0 md5sum) > "$root/DEBIAN/md5sums"
-chmod 0644 "$root/DEBIAN/control" "$root/DEBIAN/md5sums"
+(cd "$root" && find etc -type f | LC_ALL=C sort | sed 's|^|/|') > "$root/DEBIAN/conffiles"
+chmod 0644 "$root/DEBIAN/control" "$root/DEBIAN/md5sums" "$root/DEBIAN/conffiles"
 
 SOURCE_DATE_EPOCH=$when dpkg-deb --root-owner-group -Zxz -z2 --build "$root" "$out" > /dev/null
 echo "$out"

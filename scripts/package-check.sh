@@ -10,7 +10,10 @@
 #   - the tray's engine computes for a pool joined on loopback;
 #   - hours set outside now make it wait ("outside your hours"), and hours
 #     that include now make it compute again, without a restart;
-#   - it quits cleanly on SIGTERM.
+#   - it quits cleanly on SIGTERM;
+#   - a first start (a fresh data home) writes the start-at-login entry
+#     for the installed program, and the package's `make user-uninstall`
+#     removes it with the programs, the menu entry and the icon.
 #
 #   scripts/package-check.sh        (make package-check)
 #
@@ -92,4 +95,34 @@ kill -0 "$app" 2>/dev/null && fail "the tray app did not quit within 40 s of SIG
 wait "$app" && rc=0 || rc=$?
 [ "$rc" -eq 0 ] || fail "the tray app exited with $rc"
 grep -q 'panic:' "$tmp/tray.log" && fail "the tray app panicked"
+
+# A first start sets up the start at login; user-uninstall takes it away
+# with the programs. No system-wide entry counts here ($XDG_CONFIG_DIRS
+# empty), as on a machine without the .deb.
+entry="$tmp/home/.config/autostart/idlepool-tray.desktop"
+mkdir -p "$tmp/xdg"
+HOME="$tmp/home" XDG_CONFIG_HOME="$tmp/home/.config" XDG_CONFIG_DIRS="$tmp/xdg" LANG=C.UTF-8 \
+  "$tray" --home "$tmp/fresh" > "$tmp/tray-first.out" 2> "$tmp/tray-first.log" &
+app=$!
+pids+=($app)
+for _ in $(seq 600); do [ -s "$entry" ] && break; sleep 0.1; done
+[ -s "$entry" ] || fail "the first start wrote no start-at-login entry $entry"
+grep -q "^Exec=$tray --home $tmp/fresh$" "$entry" || fail "the start-at-login entry does not start $tray: $(grep ^Exec "$entry")"
+kill -TERM "$app"
+for _ in $(seq 400); do kill -0 "$app" 2>/dev/null || break; sleep 0.1; done
+kill -0 "$app" 2>/dev/null && fail "the tray app did not quit within 40 s of SIGTERM"
+wait "$app" || fail "the tray app's first start exited with $?"
+env -u XDG_CONFIG_HOME make -s -C "$tmp/pkg/idlepool-tray" user-uninstall HOME="$tmp/home" > "$tmp/uninstall.out" 2>&1 ||
+  fail "user-uninstall failed: $(cat "$tmp/uninstall.out")"
+# The app's data stays, as with every uninstall that is no purge: its own
+# folders and the window toolkit's preferences of the app; the font index
+# (.cache/font_index_*.cache) is the toolkit's, shared by every program
+# that uses it. The toolkit writes both only when it gets to, so a quick
+# first start may leave neither.
+left=$(cd "$tmp/home" && find . -type f ! -path './.config/idlepool/*' ! -path './.local/share/idlepool/*' ! -path './.cache/idlepool/*' \
+  ! -path './.config/fyne/org.idlepool.tray/*' ! -path './.cache/font_index_v*.cache')
+[ -z "$left" ] || fail "user-uninstall left files in the home: $left"
+grep -q "removed the start-at-login entry $entry" "$tmp/uninstall.out" ||
+  fail "user-uninstall did not say it removed the start-at-login entry: $(cat "$tmp/uninstall.out")"
+echo "uninstalled: the programs, the menu entry, the icon and the start-at-login entry"
 echo "package-check: ok"

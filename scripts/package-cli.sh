@@ -8,6 +8,11 @@
 # tells tray users to run, are there after `make user-install`
 # (~/.local/bin). The donor's guide goes beside them, in
 # share/doc/idlepool/donor.md, where the tray's Help item finds it.
+# user-uninstall also removes the start-at-login entry the tray app wrote
+# ($XDG_CONFIG_HOME/autostart/idlepool-tray.desktop, default
+# ~/.config/autostart) when it starts the ~/.local/bin program, so that
+# no login tries to start the removed program; an entry for another
+# program (the .deb's /usr/bin/idlepool-tray) stays.
 #
 #   scripts/package-cli.sh        (part of make package)
 set -euo pipefail
@@ -30,7 +35,11 @@ if grep -q 'usr/local/bin/idlepool ' "$mk"; then
   echo "package-cli: idlepool.tar.xz has the CLI already" >&2
   exit 0
 fi
-awk '
+# user-uninstall's recipe line for the start-at-login entry: the file the
+# app writes, removed when its Exec starts the program user-install put in
+# ~/.local/bin (quoted or not, with arguments or not).
+autostart_rm='@entry="$${XDG_CONFIG_HOME:-}"; case "$$entry" in /*) ;; *) entry="$(HOME)/.config" ;; esac; entry="$(DESTDIR)$$entry/autostart/idlepool-tray.desktop"; if grep -qsE '"'"'^Exec="?$(DESTDIR)$(HOME)/[.]local/bin/idlepool-tray"?( |$$)'"'"' "$$entry"; then rm -f "$$entry" && echo "removed the start-at-login entry $$entry"; fi'
+awk -v autostart_rm="$autostart_rm" '
   { print }
   /install -Dm00755 usr\/local\/bin\/\$\(Exec\) / {
     line = $0; sub(/\$\(DESTDIR\).*/, "", line); indent = substr(line, 1, index(line, "install") - 1)
@@ -49,8 +58,9 @@ awk '
     print line "-rm " dest; n++
     doc = dest; sub(/\/bin\/idlepool$/, "/share/doc/idlepool/donor.md", doc)
     print line "-rm " doc
+    if (dest ~ /HOME/) { print line autostart_rm; n++ }
   }
-  END { if (n != 4) { print "package-cli: found " n " of the 4 lines that install or remove the binary in the Makefile" > "/dev/stderr"; exit 1 } }
+  END { if (n != 5) { print "package-cli: wrote " n " of the 5 lines it adds after the lines that install or remove the binary in the Makefile" > "/dev/stderr"; exit 1 } }
 ' "$mk" > "$mk.new"
 mv "$mk.new" "$mk"
 tar -cJf idlepool.tar.xz.new -C "$tmp" idlepool-tray

@@ -39,6 +39,12 @@ type Config struct {
 	// Logger receives the pool's log, including every line a worker
 	// process writes to its own stderr; nil discards it.
 	Logger *slog.Logger
+	// Priority is the priority workers run at (SetPriority changes it);
+	// PriorityIdle, the default, is the OS's idle priority.
+	Priority Priority
+	// CPUShare (0..1] bounds the share of time each worker may compute
+	// (SetCPUShare changes it); 0 means 1, no bound.
+	CPUShare float64
 }
 
 // Pool runs tasks in worker processes: at most Config.Slots at once, each
@@ -62,18 +68,31 @@ type Pool struct {
 	running sync.WaitGroup // calls of Run in progress
 
 	// Suspension (suspend.go): every worker process started and not yet
-	// killed, whether the pool is suspended, and a channel closed and
-	// replaced whenever that changes.
+	// killed, whether the pool is suspended, whether the duty cycle of
+	// SetCPUShare has its workers stopped (throttle.go), and a channel
+	// closed and replaced whenever either changes.
 	procs          map[*proc]struct{}
 	suspended      bool
+	resting        bool
 	suspendChanged chan struct{}
+
+	// The duty cycle (throttle.go): the share of time workers may
+	// compute, a token that wakes the throttle goroutine, and a channel
+	// closed when it has ended (after Close).
+	cpuShare     float64
+	throttleWake chan struct{}
+	throttleDone chan struct{}
+
+	// priority is what workers started now run at (SetPriority).
+	priority Priority
 
 	// onStarted, if set before the first Run, is called with the worker's
 	// PID when a task's module starts to run. For tests.
 	onStarted func(pid int)
 }
 
-// NewPool checks cfg and returns a pool. It starts no process yet.
+// NewPool checks cfg and returns a pool. It starts no process yet; the
+// goroutine of its duty cycle (SetCPUShare) runs until Close.
 func NewPool(cfg Config) (*Pool, error) {
 	if len(cfg.Command) == 0 || cfg.Command[0] == "" {
 		return nil, errors.New("worker: config: empty Command")
@@ -83,6 +102,15 @@ func NewPool(cfg Config) (*Pool, error) {
 	}
 	if cfg.Slots == 0 {
 		cfg.Slots = 1
+	}
+	if err := cfg.Priority.Valid(); err != nil {
+		return nil, fmt.Errorf("worker: config: %w", err)
+	}
+	if cfg.CPUShare == 0 {
+		cfg.CPUShare = 1
+	}
+	if err := checkCPUShare(cfg.CPUShare); err != nil {
+		return nil, fmt.Errorf("worker: config: %w", err)
 	}
 	cfg.Command = slices.Clone(cfg.Command)
 	env := cfg.Env
@@ -94,7 +122,7 @@ func NewPool(cfg Config) (*Pool, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Pool{
+	p := &Pool{
 		cfg:       cfg,
 		env:       env,
 		log:       log,
@@ -105,7 +133,14 @@ func NewPool(cfg Config) (*Pool, error) {
 
 		procs:          map[*proc]struct{}{},
 		suspendChanged: make(chan struct{}),
-	}, nil
+
+		cpuShare:     cfg.CPUShare,
+		throttleWake: make(chan struct{}, 1),
+		throttleDone: make(chan struct{}),
+		priority:     cfg.Priority,
+	}
+	go p.throttle()
+	return p, nil
 }
 
 // Run runs one task and returns its result. Task failures (trap, timeout,
@@ -245,8 +280,9 @@ func (p *Pool) take(ctx context.Context, avoid int, gpus string, forceFresh bool
 	}
 	if !forceFresh {
 		for i := len(p.idle) - 1; i >= 0; i-- {
-			if pr := p.idle[i]; pr.pid != avoid && pr.gpus == gpus {
+			if pr := p.idle[i]; pr.pid != avoid && pr.gpus == gpus && pr.priority == p.priority {
 				p.idle = slices.Delete(p.idle, i, i+1)
+				p.wakeThrottle() // a worker with a task: the duty cycle may start
 				p.mu.Unlock()
 				return pr, false, nil
 			}
@@ -276,10 +312,11 @@ func (p *Pool) take(ctx context.Context, avoid int, gpus string, forceFresh bool
 }
 
 // release returns a healthy worker to the idle list, or reaps it if the
-// pool has closed meanwhile.
+// pool has closed meanwhile or runs its workers at another priority now
+// (SetPriority).
 func (p *Pool) release(pr *proc) {
 	p.mu.Lock()
-	if !p.closed {
+	if !p.closed && pr.priority == p.priority {
 		p.idle = append(p.idle, pr)
 		p.mu.Unlock()
 		return
@@ -349,15 +386,16 @@ func (p *Pool) exchange(ctx context.Context, pr *proc, id uint64, body *runBody,
 		return p.discard(pr)
 	}
 	started := false
-	// The deadline does not run while the pool is suspended (Suspend).
-	suspended, suspendChanged := p.suspension()
-	deadline := newPauseTimer(compileTimeout, suspended)
+	// The deadline does not run while the pool is suspended (Suspend) or
+	// its workers rest in the duty cycle (SetCPUShare).
+	stopped, stopChanged := p.stoppage()
+	deadline := newPauseTimer(compileTimeout, stopped)
 	defer deadline.stop()
 	for {
 		select {
-		case <-suspendChanged:
-			suspended, suspendChanged = p.suspension()
-			deadline.setPaused(suspended)
+		case <-stopChanged:
+			stopped, stopChanged = p.stoppage()
+			deadline.setPaused(stopped)
 		case ev := <-events:
 			switch {
 			case ev.started:
@@ -423,6 +461,7 @@ func (p *Pool) Close() error {
 	p.idle = nil
 	p.mu.Unlock()
 
+	<-p.throttleDone
 	for _, pr := range idle {
 		p.discard(pr)
 	}

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 )
@@ -26,6 +27,7 @@ type proc struct {
 	stderrDone chan struct{} // closed when the stderr logger has finished
 	reaped     bool
 	gpus       string // its CUDA_VISIBLE_DEVICES, comma-joined UUIDs; "" for none
+	priority   Priority
 }
 
 // kill sends SIGKILL to the process (and its group where there is one).
@@ -91,14 +93,21 @@ func (s *spawner) stop() {
 // when ctx is done or the pool closes (closing is p.done), killing and
 // reaping the process. A worker for GPU tasks (gpus, comma-joined UUIDs,
 // not "") has CUDA_VISIBLE_DEVICES set to them; others have the pool's
-// environment as it is.
+// environment as it is. It runs at the pool's priority now: PriorityLow
+// adds PriorityEnv=low to its environment.
 func (p *Pool) startProc(ctx context.Context, gpus string) (*proc, error) {
+	p.mu.Lock()
+	prio := p.priority
+	p.mu.Unlock()
 	cmd := exec.Command(p.cfg.Command[0], p.cfg.Command[1:]...)
 	cmd.Env = p.env
 	if gpus != "" {
 		cmd.Env = append(GPUEnv(p.env, strings.Split(gpus, ",")), cudaCacheEnv(p.cfg.CacheDir)...)
 	}
-	cmd.SysProcAttr = sysProcAttr()
+	if prio != PriorityIdle {
+		cmd.Env = append(slices.Clip(cmd.Env), PriorityEnv+"="+string(prio))
+	}
+	cmd.SysProcAttr = sysProcAttr(prio)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrStart, err)
@@ -127,6 +136,7 @@ func (p *Pool) startProc(ctx context.Context, gpus string) (*proc, error) {
 		stdout:     bufio.NewReaderSize(stdout, 64<<10),
 		stderrDone: make(chan struct{}),
 		gpus:       gpus,
+		priority:   prio,
 	}
 	go logStderr(p.log.With("pid", pr.pid), stderr, pr.stderrDone)
 	p.track(pr)
@@ -151,9 +161,10 @@ func (p *Pool) startProc(ctx context.Context, gpus string) (*proc, error) {
 			helloErr = fmt.Errorf("%w: hello from pid %d, started %d", ErrBadFrame, f.PID, pr.pid)
 		}
 	}()
-	// The limit does not run while the pool is suspended (Suspend).
-	suspended, suspendChanged := p.suspension()
-	timer := newPauseTimer(startTimeout, suspended)
+	// The limit does not run while the pool is suspended (Suspend) or
+	// its workers rest in the duty cycle (SetCPUShare).
+	stopped, stopChanged := p.stoppage()
+	timer := newPauseTimer(startTimeout, stopped)
 	defer timer.stop()
 	for waiting := true; waiting; {
 		waiting = false
@@ -166,9 +177,9 @@ func (p *Pool) startProc(ctx context.Context, gpus string) (*proc, error) {
 			err = ctx.Err()
 		case <-p.done:
 			err = ErrClosed
-		case <-suspendChanged:
-			suspended, suspendChanged = p.suspension()
-			timer.setPaused(suspended)
+		case <-stopChanged:
+			stopped, stopChanged = p.stoppage()
+			timer.setPaused(stopped)
 			waiting = true
 		}
 	}

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // procStat returns the fields of /proc/PID[/task/TID]/stat after the
@@ -113,8 +115,40 @@ func TestParentKilled(t *testing.T) {
 	t.Logf("worker gone %s after its parent was killed", time.Since(killed).Round(time.Millisecond))
 }
 
-// TestPriority checks that a worker runs with nice 19 and SCHED_IDLE on
-// every thread when PriorityEnv is not set.
+// threadPriorities returns, for each thread of process pid, its nice
+// value, its scheduling policy (proc(5) fields 19 and 41) and its I/O
+// priority (ioprio_get(2)).
+func threadPriorities(t *testing.T, pid int) map[string][3]string {
+	t.Helper()
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][3]string{}
+	for _, task := range tasks {
+		f, err := procStat(fmt.Sprintf("/proc/%d/task/%s/stat", pid, task.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tid, err := strconv.Atoi(task.Name())
+		if err != nil {
+			t.Fatal(err)
+		}
+		io, _, e := unix.Syscall(unix.SYS_IOPRIO_GET, ioprioWhoProcess, uintptr(tid), 0)
+		if e != 0 {
+			t.Fatalf("ioprio_get thread %d: %v", tid, e)
+		}
+		out[task.Name()] = [3]string{f[19-3], f[41-3], strconv.Itoa(int(io))}
+	}
+	return out
+}
+
+// TestPriority checks the priority of every thread of a worker when
+// PriorityEnv is not set: nice 19, SCHED_IDLE (policy 5) and the idle I/O
+// class by default (PriorityIdle); nice 19, SCHED_NORMAL (0) and the
+// lowest best-effort I/O level with PriorityLow. SetPriority retires the
+// idle workers of the old priority: the next task runs in a fresh worker
+// at the new one.
 func TestPriority(t *testing.T) {
 	checkClean(t)
 	cfg := childConfig(t, 1)
@@ -125,26 +159,44 @@ func TestPriority(t *testing.T) {
 	}
 	defer p.Close()
 	empty := writeModule(t, "empty.wasm", emptyModule())
-	res := mustSucceed(t, p, Request{ModulePath: empty.path, ModuleSHA256: empty.sha, Timeout: time.Minute})
-	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", res.PID))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, task := range tasks {
-		f, err := procStat(fmt.Sprintf("/proc/%d/task/%s/stat", res.PID, task.Name()))
-		if err != nil {
+	idle := [3]string{"19", "5", strconv.Itoa(ioprioIdle)}
+	low := [3]string{"19", "0", strconv.Itoa(ioprioLowest)}
+	var pids []int
+	for i, step := range []struct {
+		set  Priority
+		want [3]string
+	}{
+		{PriorityIdle, idle},
+		{PriorityLow, low},
+		{PriorityLow, low},
+		{PriorityIdle, idle},
+	} {
+		if err := p.SetPriority(step.set); err != nil {
 			t.Fatal(err)
 		}
-		// proc(5): field 19 is nice, field 41 the policy (SCHED_IDLE = 5).
-		if nice, policy := f[19-3], f[41-3]; nice != "19" || policy != "5" {
-			t.Errorf("thread %s: nice %s policy %s, want 19 and 5 (SCHED_IDLE)", task.Name(), nice, policy)
+		res := mustSucceed(t, p, Request{ModulePath: empty.path, ModuleSHA256: empty.sha, Timeout: time.Minute})
+		for tid, got := range threadPriorities(t, res.PID) {
+			if got != step.want {
+				t.Errorf("step %d (%s): worker %d thread %s: nice, policy, ioprio %v, want %v", i, step.set, res.PID, tid, got, step.want)
+			}
 		}
+		pids = append(pids, res.PID)
+	}
+	// A worker is reused at the same priority, and never across priorities.
+	if pids[0] == pids[1] || pids[1] != pids[2] || pids[2] == pids[3] {
+		t.Errorf("worker PIDs %v: want a fresh worker at each change of priority and the same one otherwise", pids)
+	}
+	if !processGone(pids[0]) {
+		t.Errorf("worker %d of the old priority still alive", pids[0])
+	}
+	if err := p.SetPriority("high"); !errors.Is(err, ErrInvalidRequest) {
+		t.Errorf("SetPriority(high) = %v, want ErrInvalidRequest", err)
 	}
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if !processGone(res.PID) {
-		t.Errorf("worker %d alive after Close", res.PID)
+	if !processGone(pids[3]) {
+		t.Errorf("worker %d alive after Close", pids[3])
 	}
 }
 

@@ -26,9 +26,12 @@ import (
 // passes its value to Serve.
 const CacheDirEnv = "IDLEPOOL_WORKER_CACHE_DIR"
 
-// PriorityEnv is the environment variable that, set to "normal" in a worker
-// process's environment (Config.Env), keeps Serve from lowering the
-// process's priority. For tests and benchmarks on busy machines only.
+// PriorityEnv is the environment variable that says at which priority a
+// worker process runs: unset (or anything else) PriorityIdle, "low"
+// PriorityLow (a Pool sets it for Config.Priority), and "normal", in a
+// worker process's environment (Config.Env), keeps Serve from lowering
+// the process's priority at all: for tests and benchmarks on busy
+// machines only.
 const PriorityEnv = "IDLEPOOL_WORKER_PRIORITY"
 
 // Limits of the worker's in-process caches.
@@ -42,9 +45,10 @@ const (
 // in, runs each task's module in wazero, one at a time, and writes the
 // frames of the protocol (described in protocol.go) to out. It must run in a process of its
 // own, started by a Pool, with in and out its stdin and stdout: it lowers
-// the priority of the whole process to the lowest there is (nice 19 and
-// SCHED_IDLE on Linux) unless PriorityEnv says otherwise, and it logs to
-// os.Stderr, which the pool copies into its log.
+// the priority of the whole process to the OS's idle priority
+// (PriorityIdle: SCHED_IDLE, nice 19 and the idle I/O class on Linux), or
+// to PriorityLow, as PriorityEnv says, and it logs to os.Stderr, which the
+// pool copies into its log.
 //
 // cacheDir is wazero's on-disk compilation cache, shared by every worker on
 // the machine so that a module compiles once; "" keeps the cache in memory.
@@ -57,9 +61,13 @@ const (
 // for a malformed frame or a failed write.
 func Serve(ctx context.Context, in io.Reader, out io.Writer, cacheDir string) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	if os.Getenv(PriorityEnv) != "normal" {
-		if err := lowerPriority(); err != nil && !errors.Is(err, errors.ErrUnsupported) {
-			log.Warn("Could not lower worker priority", "err", err)
+	if env := os.Getenv(PriorityEnv); env != priorityNormal {
+		prio := PriorityIdle
+		if Priority(env) == PriorityLow {
+			prio = PriorityLow
+		}
+		if err := lowerPriority(prio); err != nil && !errors.Is(err, errors.ErrUnsupported) {
+			log.Warn("Could not lower worker priority", "priority", prio.String(), "err", err)
 		}
 	}
 	h, err := newHost(cacheDir)

@@ -68,9 +68,15 @@ func (p *Pool) setSuspended(on bool) error {
 	p.suspended = on
 	close(p.suspendChanged)
 	p.suspendChanged = make(chan struct{})
+	p.wakeThrottle()
 	signal, verb := stopProcess, "suspend"
 	if !on {
 		signal, verb = continueProcess, "resume"
+	}
+	if !on && p.resting {
+		// The duty cycle rests: its next turn lets the workers run.
+		p.log.Debug("Workers resumed", "workers", len(p.procs), "resting", true)
+		return nil
 	}
 	var errs []error
 	for pr := range p.procs {
@@ -86,24 +92,34 @@ func (p *Pool) setSuspended(on bool) error {
 }
 
 // suspension returns whether the pool is suspended and a channel closed
-// when that changes.
+// when that (or the duty cycle's rest) changes.
 func (p *Pool) suspension() (bool, <-chan struct{}) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.suspended, p.suspendChanged
 }
 
+// stoppage returns whether the workers are stopped, suspended or resting
+// in the duty cycle of SetCPUShare, and a channel closed when that
+// changes: what the deadlines of tasks and starts pause for.
+func (p *Pool) stoppage() (bool, <-chan struct{}) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.suspended || p.resting, p.suspendChanged
+}
+
 // track records a worker process just started, and stops it at once when
-// the pool is suspended meanwhile.
+// the pool is suspended or resting meanwhile.
 func (p *Pool) track(pr *proc) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.procs[pr] = struct{}{}
-	if p.suspended {
+	if p.suspended || p.resting {
 		if err := stopProcess(pr.cmd); err != nil {
 			p.log.Warn("Cannot suspend fresh worker", "pid", pr.pid, "err", err)
 		}
 	}
+	p.wakeThrottle()
 }
 
 // untrack forgets a worker process about to be killed.

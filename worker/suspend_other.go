@@ -7,6 +7,9 @@ import (
 	"os/exec"
 )
 
+// canSuspend says whether stopProcess and continueProcess work here.
+const canSuspend = false
+
 // stopProcess is not implemented on this platform.
 func stopProcess(*exec.Cmd) error { return errors.ErrUnsupported }
 

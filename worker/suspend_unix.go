@@ -8,6 +8,9 @@ import (
 	"syscall"
 )
 
+// canSuspend says whether stopProcess and continueProcess work here.
+const canSuspend = true
+
 // stopProcess sends SIGSTOP to the worker's process group (on Linux each
 // worker leads one, see sysProcAttr) and to the process itself, for
 // platforms where it leads none. A process already gone is not an error.

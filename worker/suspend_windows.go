@@ -19,6 +19,9 @@ var (
 	ntResumeProcess  = ntdll.NewProc("NtResumeProcess")
 )
 
+// canSuspend says whether stopProcess and continueProcess work here.
+const canSuspend = true
+
 // stopProcess suspends every thread of the worker process.
 func stopProcess(cmd *exec.Cmd) error { return ntProcessCall(cmd, ntSuspendProcess) }
 

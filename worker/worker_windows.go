@@ -13,12 +13,17 @@ import (
 )
 
 // sysProcAttr starts a worker at IDLE_PRIORITY_CLASS (it runs only when no
-// other thread of normal priority wants the CPU) and without a console
-// window of its own: the tray app is a GUI program, and a console worker
-// started from it would otherwise open one per worker.
-func sysProcAttr() *syscall.SysProcAttr {
+// other thread of normal priority wants the CPU), or for PriorityLow at
+// BELOW_NORMAL_PRIORITY_CLASS, and without a console window of its own:
+// the tray app is a GUI program, and a console worker started from it
+// would otherwise open one per worker.
+func sysProcAttr(prio Priority) *syscall.SysProcAttr {
+	class := uint32(windows.IDLE_PRIORITY_CLASS)
+	if prio == PriorityLow {
+		class = windows.BELOW_NORMAL_PRIORITY_CLASS
+	}
 	return &syscall.SysProcAttr{
-		CreationFlags: windows.IDLE_PRIORITY_CLASS | windows.CREATE_NO_WINDOW,
+		CreationFlags: class | windows.CREATE_NO_WINDOW,
 		HideWindow:    true,
 	}
 }
@@ -26,11 +31,23 @@ func sysProcAttr() *syscall.SysProcAttr {
 // killProcess ends the worker with TerminateProcess.
 func killProcess(cmd *exec.Cmd) { _ = cmd.Process.Kill() }
 
-// lowerPriority puts this process (the worker) in IDLE_PRIORITY_CLASS, in
-// case it was started by something other than a Pool.
-func lowerPriority() error {
+// lowerPriority puts this process (the worker) in IDLE_PRIORITY_CLASS and
+// background mode (PROCESS_MODE_BACKGROUND_BEGIN: its I/O and memory
+// priorities lowered too, which only a process can ask for itself), or
+// for PriorityLow in BELOW_NORMAL_PRIORITY_CLASS, in case it was started
+// by something other than a Pool.
+func lowerPriority(prio Priority) error {
+	if prio == PriorityLow {
+		if err := windows.SetPriorityClass(windows.CurrentProcess(), windows.BELOW_NORMAL_PRIORITY_CLASS); err != nil {
+			return fmt.Errorf("SetPriorityClass BELOW_NORMAL_PRIORITY_CLASS: %w", err)
+		}
+		return nil
+	}
 	if err := windows.SetPriorityClass(windows.CurrentProcess(), windows.IDLE_PRIORITY_CLASS); err != nil {
 		return fmt.Errorf("SetPriorityClass IDLE_PRIORITY_CLASS: %w", err)
+	}
+	if err := windows.SetPriorityClass(windows.CurrentProcess(), windows.PROCESS_MODE_BACKGROUND_BEGIN); err != nil {
+		return fmt.Errorf("SetPriorityClass PROCESS_MODE_BACKGROUND_BEGIN: %w", err)
 	}
 	return nil
 }

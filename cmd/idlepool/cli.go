@@ -21,6 +21,9 @@ Usage:
 Commands:
   run MANIFEST [--workers N] [--json] [--verify] [--fresh]
           run a job on this machine, alone and offline
+  task MANIFEST [--index N] [--cpu-only]
+          run one task of a job as run would, and show its input, its
+          stdout and stderr, and its result's digest
   serve [--listen HOST:PORT] [--data DIR] [--pool NAME] [--invite TOKEN]
           run a pool's coordinator; prints the pool URL once it listens
   serve --cluster NODE/cluster.toml
@@ -218,6 +221,8 @@ func runAt(ctx context.Context, now func() time.Time, args []string, stdin io.Re
 	switch cmd, cargs := rest[0], rest[1:]; cmd {
 	case "run":
 		err = cmdRun(ctx, g, cargs)
+	case "task":
+		err = cmdTask(ctx, g, cargs)
 	case "worker":
 		err = cmdWorker(ctx, g, cargs)
 	case "serve":

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -45,5 +47,33 @@ func TestStatusAndEventsWithThePoolDown(t *testing.T) {
 	}
 	if out := idlepool(t, home, "events", "-n", "-1"); out.code != 2 || !strings.Contains(out.stderr, "-n -1 is negative") {
 		t.Errorf("events -n -1: exit %d, stderr %q", out.code, out.stderr)
+	}
+}
+
+// A local store found damaged as the donor starts is moved aside, and
+// `idlepool events` says so afterwards, as `idlepool status` does while
+// the donor runs.
+func TestEventsRecordDamagedStore(t *testing.T) {
+	_, url := startServe(t, t.TempDir(), "127.0.0.1:0")
+	home := t.TempDir()
+	data := filepath.Join(home, "data")
+	if err := os.MkdirAll(data, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(data, localDBFile)
+	if err := os.WriteFile(db, []byte(strings.Repeat("not a database ", 1000)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := startJoin(t, home, url)
+	waitFile(t, d, d.stderr, "idlepool: the local store was damaged")
+	waitFile(t, d, d.stderr, "Joined pool")
+	d.stop()
+	out := idlepool(t, home, "events")
+	if out.code != 0 || !strings.Contains(out.stdout, "the local store was damaged (") ||
+		!strings.Contains(out.stdout, "it was moved to "+db+".damaged-") {
+		t.Errorf("events: exit %d\n%s%s", out.code, out.stdout, out.stderr)
+	}
+	if _, err := os.Stat(db); err != nil {
+		t.Errorf("no new local store: %v", err)
 	}
 }

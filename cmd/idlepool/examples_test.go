@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // exampleManifest returns the text of an example's manifest with its
@@ -208,4 +210,98 @@ func findQuantile(obj map[string]any, q float64) (float64, bool) {
 func asMap(v any) map[string]any {
 	m, _ := v.(map[string]any)
 	return m
+}
+
+// objectKeys returns the member names of the JSON object raw in their
+// order, and the members.
+func objectKeys(t *testing.T, raw json.RawMessage) ([]string, map[string]json.RawMessage) {
+	t.Helper()
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		t.Fatalf("not a JSON object: %s", raw)
+	}
+	var keys []string
+	members := map[string]json.RawMessage{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, tok.(string))
+		members[tok.(string)] = v
+	}
+	return keys, members
+}
+
+// TestSweepExample runs examples/sweep as shipped (60 small tasks): a
+// grid of a log-spaced range, a linear range and a list, merged by the
+// pair (alpha, beta). The groups nest alpha then beta, each level in
+// numeric order, and hold exactly the values the ranges define, written
+// as the program echoed them; the plain output shows one row per pair.
+func TestSweepExample(t *testing.T) {
+	m := writeManifest(t, "sweep", exampleManifest(t, "sweep"))
+	home := t.TempDir()
+	r, _ := runJSON(t, home, m)
+	if r.Tasks.Total != 60 || r.Tasks.OK != 60 {
+		t.Fatalf("tasks = %+v, want 60 ok", r.Tasks)
+	}
+	wantAlpha := []string{"0.0001", "0.00031622776601683794", "0.001", "0.0031622776601683794", "0.01"}
+	wantBeta := []string{"0", "0.3", "0.6", "0.9"}
+	type stats struct {
+		Count int64
+		Sum   float64
+		Mean  float64
+	}
+	group := map[string]map[string]map[string]stats{} // entry, alpha, beta
+	for _, entry := range []string{"loss", "diverged"} {
+		alphas, byAlpha := objectKeys(t, r.Result[entry])
+		if diff := cmp.Diff(wantAlpha, alphas); diff != "" {
+			t.Fatalf("%s: alpha groups (-want +got):\n%s", entry, diff)
+		}
+		group[entry] = map[string]map[string]stats{}
+		for _, a := range alphas {
+			betas, byBeta := objectKeys(t, byAlpha[a])
+			if diff := cmp.Diff(wantBeta, betas); diff != "" {
+				t.Fatalf("%s[%s]: beta groups (-want +got):\n%s", entry, a, diff)
+			}
+			group[entry][a] = map[string]stats{}
+			for _, b := range betas {
+				var s stats
+				if err := json.Unmarshal(byBeta[b], &s); err != nil {
+					t.Fatal(err)
+				}
+				if s.Count != 3 {
+					t.Errorf("%s[%s][%s] has %d results, want the 3 replicas", entry, a, b, s.Count)
+				}
+				group[entry][a][b] = s
+			}
+		}
+	}
+	for _, b := range wantBeta {
+		for _, a := range wantAlpha[:3] {
+			if d := group["diverged"][a][b].Sum; d != 0 {
+				t.Errorf("alpha %s, beta %s: %v runs diverged, want none", a, b, d)
+			}
+		}
+		if d := group["diverged"]["0.01"][b].Sum; d != 3 {
+			t.Errorf("alpha 0.01, beta %s: %v runs diverged, want all 3", b, d)
+		}
+	}
+	if lo, hi := group["loss"]["0.001"]["0.9"].Mean, group["loss"]["0.001"]["0"].Mean; !(lo < -15 && lo < hi) {
+		t.Errorf("alpha 0.001: mean log10 loss %v with momentum 0.9 and %v without, want below -15 and below", lo, hi)
+	}
+
+	out := idlepool(t, home, "run", m) // from the journal: nothing runs again
+	if out.code != 0 {
+		t.Fatalf("run: exit %d\n%s", out.code, out.stderr)
+	}
+	for _, re := range []string{`(?m)^loss\n\s+alpha\s+beta\s+count\s+sum\s+mean\s`, `(?m)^\s+0\.001\s+0\.9\s+3\s`, `(?m)^diverged\n\s+alpha\s+beta\s+count\s+sum\s`} {
+		if !regexp.MustCompile(re).MatchString(out.stdout) {
+			t.Errorf("plain output does not match %s:\n%s", re, out.stdout)
+		}
+	}
 }

@@ -99,8 +99,9 @@ const maxRows = 50
 // printResult writes a merged result for a person: one line per entry of
 // scalars ("inside   sum 785405457   count 1000"), and a table for an entry
 // whose members are themselves objects (groups, per-column statistics),
-// whose first column is headed by labels[entry] when set.
-func printResult(w io.Writer, result any, labels map[string]string) error {
+// whose first columns are headed by labels[entry] when set: one column per
+// group_by path, the nested groups of several paths flattened into rows.
+func printResult(w io.Writer, result any, labels map[string][]string) error {
 	b, err := json.Marshal(result)
 	if err != nil {
 		return err
@@ -137,14 +138,37 @@ func allScalar(n node) bool {
 	return true
 }
 
+// tableRow is one row of a table: its keys, one per label column, and
+// the object of its scalar fields.
+type tableRow struct {
+	keys []string
+	val  node
+}
+
+// tableRows flattens depth levels of nested objects into rows.
+func tableRows(n node, depth int, prefix []string, out []tableRow) []tableRow {
+	for i, k := range n.keys {
+		keys := append(prefix[:len(prefix):len(prefix)], k)
+		if v := n.vals[i]; depth > 1 && v.isObj {
+			out = tableRows(v, depth-1, keys, out)
+		} else {
+			out = append(out, tableRow{keys, v})
+		}
+	}
+	return out
+}
+
 // printTable prints an object of objects as rows (its members) and columns
-// (the members' scalar fields, in first-seen order).
-func printTable(w io.Writer, name, label string, n node) {
+// (the members' scalar fields, in first-seen order). With several labels
+// the object nests one level per label, and each row is a path through
+// the levels.
+func printTable(w io.Writer, name string, labels []string, n node) {
+	rows := tableRows(n, max(len(labels), 1), nil, nil)
 	var cols []string
 	seen := map[string]bool{}
-	for _, row := range n.vals {
-		for j, k := range row.keys {
-			if !seen[k] && !row.vals[j].isObj {
+	for _, row := range rows {
+		for j, k := range row.val.keys {
+			if !seen[k] && !row.val.vals[j].isObj {
 				seen[k] = true
 				cols = append(cols, k)
 			}
@@ -152,14 +176,18 @@ func printTable(w io.Writer, name, label string, n node) {
 	}
 	fmt.Fprintf(w, "%s\n", name)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "  %s\t%s\t\n", label, strings.Join(cols, "\t"))
-	for i, key := range n.keys {
+	head := labels
+	if len(head) == 0 {
+		head = []string{""}
+	}
+	fmt.Fprintf(tw, "  %s\t%s\t\n", strings.Join(head, "\t"), strings.Join(cols, "\t"))
+	for i, r := range rows {
 		if i == maxRows {
 			tw.Flush()
-			fmt.Fprintf(w, "  ... and %d more rows (all of them are in --json)\n", len(n.keys)-maxRows)
+			fmt.Fprintf(w, "  ... and %d more rows (all of them are in --json)\n", len(rows)-maxRows)
 			return
 		}
-		row := n.vals[i]
+		row := r.val
 		cells := make([]string, len(cols))
 		for c, col := range cols {
 			cells[c] = "-"
@@ -172,7 +200,11 @@ func printTable(w io.Writer, name, label string, n node) {
 		if !row.isObj {
 			cells = []string{row.String()}
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t\n", key, strings.Join(cells, "\t"))
+		keys := r.keys
+		for len(keys) < len(head) {
+			keys = append(keys, "-")
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t\n", strings.Join(keys, "\t"), strings.Join(cells, "\t"))
 	}
 	tw.Flush()
 }

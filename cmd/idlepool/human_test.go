@@ -30,7 +30,7 @@ func TestPrintHumanExactNumbers(t *testing.T) {
 	}
 	doc := runDoc{Name: "n", Job: "id", Result: result}
 	var b strings.Builder
-	printHuman(&b, doc, out, map[string]string{"byT": "T"})
+	printHuman(&b, doc, out, map[string][]string{"byT": {"T"}})
 	want := `
 job      n
 id       id
@@ -84,5 +84,30 @@ func TestRunDocOutputPaths(t *testing.T) {
 	printHuman(&plain, doc, out, nil)
 	if line := "output   folds: " + path + "\n"; !strings.Contains(plain.String(), line) {
 		t.Errorf("plain output lacks %q:\n%s", line, plain.String())
+	}
+}
+
+// An entry grouped by two paths prints one row per pair, with a column
+// for each path, in the result's order.
+func TestPrintHumanGroupedByTwo(t *testing.T) {
+	result := json.RawMessage(`{"e": {
+		"0.1": {"1": {"count": 2, "mean": 0.5}, "10": {"count": 1, "mean": 1.5}},
+		"0.2": {"1": {"count": 1, "mean": -3}}
+	}}`)
+	var b strings.Builder
+	printHuman(&b, runDoc{Name: "n", Job: "id", Result: result}, &pool.Outcome{}, map[string][]string{"e": {"alpha", "beta"}})
+	want := `
+job      n
+id       id
+tasks    0 ok, 0 failed, 0 total
+
+e
+    alpha  beta  count  mean
+      0.1     1      2   0.5
+      0.1    10      1   1.5
+      0.2     1      1    -3
+`
+	if diff := cmp.Diff(want, b.String()); diff != "" {
+		t.Errorf("printHuman (-want +got):\n%s", diff)
 	}
 }

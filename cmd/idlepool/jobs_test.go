@@ -138,7 +138,7 @@ func TestPrintOffers(t *testing.T) {
 	o := gpuTestOffer()
 	var b strings.Builder
 	printOffers(&b, "lab", []offers.Offer{o}, o.Expires.Add(-75*time.Second))
-	for _, s := range []string{"PEER", "idpeer0123…", "linux/amd64", "7 of 8", "8 GiB", "RTX 4070 (9.0 GiB)", "waiting: outside your hours", "in 1 min 15 s", "1 offer in pool lab: 0 computing, 1 waiting, 0 paused."} {
+	for _, s := range []string{"PEER", "idpeer0123…", "linux/amd64", "7 of 8", "8 GiB", "RTX 4070 (9.0 GiB)", "waiting (outside its hours)", "in 1 min 15 s", "1 offer in pool lab: 0 computing, 1 waiting, 0 paused."} {
 		if !strings.Contains(b.String(), s) {
 			t.Errorf("offers table lacks %q:\n%s", s, b.String())
 		}
@@ -150,7 +150,7 @@ func gpuTestOffer() offers.Offer {
 	o.Peer, o.Owner, o.Pool = "idpeer0123456789", "idowner", "lab"
 	o.Capacity.OS, o.Capacity.Arch, o.Capacity.LogicalCPUs, o.Capacity.Cores, o.Capacity.MemoryMiB = "linux", "amd64", 8, 7, 8192
 	o.Capacity.GPUs = []idle.GPUOffer{{UUID: "GPU-1", Name: "RTX 4070", MemoryTotalMiB: 12282, MemoryMiB: 9211}}
-	o.State, o.Reason = "waiting", "waiting: outside your hours (next window Mon 22:00)"
+	o.State, o.Hold = "waiting", idle.HoldHours
 	o.Expires = time.Date(2026, 3, 2, 12, 0, 0, 0, time.UTC)
 	return o
 }

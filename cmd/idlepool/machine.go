@@ -195,7 +195,7 @@ func cmdMachineStatus(ctx context.Context, g *globals, asJSON bool) error {
 	if err != nil {
 		return err
 	}
-	sources := idle.DefaultSources()
+	sources := idle.DefaultSources(s.SourceOptions())
 	gpus := worker.NewGPULister()
 	defer gpus.Close()
 	sources.GPU = agent.NVMLGPUs{Lister: gpus}
@@ -219,7 +219,7 @@ func cmdMachineStatus(ctx context.Context, g *globals, asJSON bool) error {
 	cancel()
 	if d.Finishing && (running == nil || len(running.Running) == 0) {
 		// Finish, then pause: nothing is in hand, so it is paused.
-		d = idle.Decision{State: idle.StatePaused, Reason: agent.FinishedReason}
+		d = idle.Decision{State: idle.StatePaused, Reason: agent.FinishedReason, Hold: idle.HoldOwner}
 	}
 	if asJSON {
 		doc := machineDoc{At: sig.At, Signals: signalsOf(sig), InHours: s.Schedule.Allows(now, s.Location()),
@@ -617,8 +617,19 @@ func printSettings(w io.Writer, s idle.Settings) {
 	default:
 		line("cores", "default: all but one")
 	}
+	if s.CPUTimeShare > 0 {
+		line("cpu_time", "%.0f%% of the time on each core", s.CPUTimeShare*100)
+	} else {
+		line("cpu_time", "full")
+	}
+	if s.NoIdlePriority {
+		line("idle_priority", "false: tasks run at a low priority")
+	} else {
+		line("idle_priority", "true: tasks run only at the system's idle priority")
+	}
 	line("memory", "%.0f%%", s.MemoryShare*100)
 	line("idle_for", "%s", s.IdleFor)
+	line("remote_input", "%t", s.RemoteInput)
 	line("max_other_cpu", "%.0f%%", s.MaxOtherCPUShare*100)
 	line("pause_on_battery", "%t", s.PauseOnBattery)
 	if s.MinBatteryPercent > 0 {
@@ -648,10 +659,13 @@ func printSettings(w io.Writer, s idle.Settings) {
 		line("share_disk", "default: %s", mib(idle.DefaultShareDiskMiB))
 	}
 	line("share_peers", "%t", !s.NoSharePeers)
-	if s.ShareUploadKiBps > 0 {
-		line("share_upload", "%s/s", agent.ByteSize(s.ShareUploadBytesPerSecond()))
-	} else {
+	switch {
+	case s.ShareUploadKiBps == idle.ShareUploadUnlimited:
 		line("share_upload", "unlimited")
+	case s.ShareUploadKiBps > 0:
+		line("share_upload", "%s/s", agent.ByteSize(s.ShareUploadBytesPerSecond()))
+	default:
+		line("share_upload", "default: %s/s", agent.ByteSize(s.ShareUploadBytesPerSecond()))
 	}
 	switch {
 	case s.FinishThenPause:

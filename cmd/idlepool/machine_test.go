@@ -165,11 +165,13 @@ func TestSettingsCommand(t *testing.T) {
 	}
 
 	set := idlepool(t, home, "settings", "set", "hours=Mon-Fri 22:00-07:00; Sat,Sun", "time_zone=Europe/Berlin",
-		"cores=1", "idle_for=10m", "pause_for=game.exe,steam", "gpu.GPU-1234.use=true", "gpu.GPU-1234.memory=80%")
+		"cores=1", "cpu_time=50%", "idle_priority=false", "remote_input=true", "idle_for=10m", "pause_for=game.exe,steam",
+		"gpu.GPU-1234.use=true", "gpu.GPU-1234.memory=80%")
 	if set.code != 0 {
 		t.Fatalf("settings set: exit %d\n%s", set.code, set.stderr)
 	}
 	for _, want := range []string{"hours             Mon-Fri 22:00-07:00; Sat,Sun 00:00-24:00", "cores             1", "idle_for          10m0s",
+		"cpu_time          50% of the time on each core", "idle_priority     false: tasks run at a low priority", "remote_input      true",
 		"pause_for         game.exe,steam", "gpu.GPU-1234      use=true memory=80% max_temperature=none max_other=10%"} {
 		if !strings.Contains(set.stdout, want) {
 			t.Errorf("settings set printed no %q:\n%s", want, set.stdout)
@@ -184,6 +186,7 @@ func TestSettingsCommand(t *testing.T) {
 	want := idle.Defaults()
 	want.Schedule, _ = idle.ParseSchedule("Mon-Fri 22:00-07:00; Sat,Sun")
 	want.TimeZone, want.Cores, want.IdleFor = "Europe/Berlin", 1, 10*time.Minute
+	want.CPUTimeShare, want.NoIdlePriority, want.RemoteInput = 0.5, true, true
 	want.PauseFor = []string{"game.exe", "steam"}
 	want.GPUs = map[string]idle.GPUSettings{"GPU-1234": {Use: true, MemoryShare: 0.8}}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -197,6 +200,7 @@ func TestSettingsCommand(t *testing.T) {
 		want string
 	}{
 		{[]string{"set", "cores=0.5", "idle_for=soon"}, "idle_for=soon: want a duration"},
+		{[]string{"set", "cpu_time=1%"}, "cpu_time=1%: want a share from 5% to 100%"},
 		{[]string{"set", "colour=red"}, `unknown setting "colour"`},
 		{[]string{"set", "cores"}, `"cores" is not KEY=VALUE`},
 		{[]string{"set", "hours=Mon 25:00-26:00"}, `"25:00" is not a time of day`},

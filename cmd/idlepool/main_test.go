@@ -47,8 +47,8 @@ func runMain(m *testing.M) int {
 	wasm = map[string]string{}
 	for name, pkg := range map[string]string{
 		"pi": "../../examples/pi", "ising": "../../examples/ising", "kfold": "../../examples/kfold",
-		"csvstats": "../../examples/csvstats", "fail": "./testdata/fail", "loop": "./testdata/loop", "big": "./testdata/big",
-		"params": "./testdata/params",
+		"csvstats": "../../examples/csvstats", "sweep": "../../examples/sweep", "fail": "./testdata/fail", "loop": "./testdata/loop", "big": "./testdata/big",
+		"params": "./testdata/params", "chatty": "./testdata/chatty",
 	} {
 		out := filepath.Join(dir, name+".wasm")
 		cmd := exec.Command("go", "build", "-o", out, pkg)

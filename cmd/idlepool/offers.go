@@ -95,13 +95,7 @@ func printOffers(w io.Writer, pool string, list []offers.Offer, now time.Time) {
 			}
 			gpus = strings.Join(names, ", ")
 		}
-		state := string(o.State)
-		switch {
-		case strings.HasPrefix(o.Reason, state):
-			state = o.Reason // "waiting: outside your hours (...)"
-		case o.Reason != "":
-			state += ": " + o.Reason
-		}
+		state := o.StateText() // "waiting (outside its hours)"
 		states[o.State]++
 		fmt.Fprintf(tw, "%s\t%s\t%s/%s\t%d of %d\t%s\t%s\t%s\tin %s\n",
 			offers.ShortID(o.Peer), offers.PlainLine(offers.OwnerLabel(o.Owner, offers.OwnerName(o.Owner, o.OwnerProfile)), 80), c.OS, c.Arch, c.Cores, c.LogicalCPUs,

@@ -129,11 +129,15 @@ func TestJoinSpreadsInputsPeerToPeer(t *testing.T) {
 	// device set to share_peers=false: the figure to compare with.
 	coordOnly := os.Getenv("IDLEPOOL_P2P_COORDINATOR_ONLY") == "1"
 	subHome := t.TempDir()
+	// Otherwise every device sends at full speed: the figures measure
+	// the data plane, not the donors' default upload cap (1 MiB/s).
+	setting := "share_upload=unlimited"
 	if coordOnly {
-		for _, h := range append([]string{subHome}, homes...) {
-			if out := idlepool(t, h, "settings", "set", "share_peers=false"); out.code != 0 {
-				t.Fatalf("settings set share_peers=false: exit %d\n%s", out.code, out.stderr)
-			}
+		setting = "share_peers=false"
+	}
+	for _, h := range append([]string{subHome}, homes...) {
+		if out := idlepool(t, h, "settings", "set", setting); out.code != 0 {
+			t.Fatalf("settings set %s: exit %d\n%s", setting, out.code, out.stderr)
 		}
 	}
 	startJoin(t, homes[0], url)

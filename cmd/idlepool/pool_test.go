@@ -103,11 +103,11 @@ func (d *daemon) stop() {
 
 var servingLine = regexp.MustCompile(`idlepool: pool (\S+) serving at (http://127\.0\.0\.1:\d+)\n`)
 
-// startServe starts a coordinator and returns it with its URL, read from
-// the line it prints once it listens.
-func startServe(t *testing.T, data, listen string) (*daemon, string) {
+// startServe starts a coordinator (with the extra flags) and returns it
+// with its URL, read from the line it prints once it listens.
+func startServe(t *testing.T, data, listen string, extra ...string) (*daemon, string) {
 	t.Helper()
-	d := startDaemon(t, "serve", t.TempDir(), "serve", "--listen", listen, "--data", data, "--pool", "lab-a")
+	d := startDaemon(t, "serve", t.TempDir(), append([]string{"serve", "--listen", listen, "--data", data, "--pool", "lab-a"}, extra...)...)
 	deadline := patient(t)
 	for {
 		b, _ := os.ReadFile(d.stdout)
@@ -529,7 +529,7 @@ func TestPoolCommandsExplainMistakes(t *testing.T) {
 		{"join bad URL", []string{"join", "127.0.0.1:1"}, 2, "hint: a pool URL looks like"},
 		{"submit without pool", []string{"submit", "x.toml"}, 2, "no pool given"},
 		{"status bad job", []string{"status", "nope", "--pool", "http://127.0.0.1:1"}, 2, "is not a job ID"},
-		{"submit unreachable", []string{"submit", writeManifest(t, "pi", piManifest(2, 10)), "--pool", "http://127.0.0.1:1"}, 1, "cannot reach the pool"},
+		{"submit unreachable", []string{"submit", writeManifest(t, "pi", piManifest(2, 10)), "--pool", "http://127.0.0.1:1", "--wait", "0"}, 1, "cannot reach the pool"},
 		{"ledger without source", []string{"ledger", "verify"}, 2, "ledger verify needs one ledger file or pool URL"},
 		{"ledger damaged file", []string{"ledger", "verify", writeFile(t, "{\"seq\":1}\n"), "--key", identity.EncodePublic(make([]byte, 32))}, 1, "ledger does not verify"},
 		{"serve bad listen", []string{"serve", "--listen", "nowhere", "--data", t.TempDir()}, 2, "listen address"},

@@ -14,8 +14,9 @@ import (
 )
 
 func cmdResult(ctx context.Context, g *globals, args []string) error {
-	fs := g.flagSet("idlepool result", "Usage: idlepool result JOB --pool URL [--json]\n\nMerges the verified results of a job this device submitted, to the end, and prints the result like `idlepool run`.\n\n")
+	fs := g.flagSet("idlepool result", "Usage: idlepool result JOB --pool URL [--json] [--wait D]\n\nMerges the verified results of a job this device submitted, to the end, and prints the result like `idlepool run`.\n\n")
 	pc := poolFlags(fs)
+	pc.waitFlag(fs)
 	asJSON := fs.Bool("json", false, "print one JSON document with the result on stdout (the shape of run --json)")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {

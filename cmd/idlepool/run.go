@@ -16,6 +16,7 @@ import (
 	"runtime"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -82,11 +83,11 @@ func cmdRun(ctx context.Context, g *globals, args []string) error {
 	}
 	m, err := job.LoadManifest(pos[0])
 	if err != nil {
-		return manifestError(err)
+		return manifestError(err, "run")
 	}
 	j, err := job.Plan(m)
 	if err != nil {
-		return manifestError(err)
+		return manifestError(err, "run")
 	}
 	*workers = int(min(int64(*workers), j.NumTasks())) // no idle worker processes
 	dirs, err := g.dirs()
@@ -302,13 +303,13 @@ func outcomeError(err error, out *pool.Outcome, command string) error {
 	switch {
 	case errors.Is(err, pool.ErrAllFailed):
 		return &userError{
-			Msg:   fmt.Sprintf("every task failed; the first: task %d: %s", out.Failures[0].Index, out.Failures[0].Reason),
+			Msg:   fmt.Sprintf("every task failed; the first: task %d: %s", out.Failures[0].Index, reasonLine(out.Failures[0].Reason)),
 			Hint:  failureHint(out.Failures[0].Reason, command),
 			Cause: err,
 		}
 	case out.Failed > 0:
 		return &userError{
-			Msg:  fmt.Sprintf("%d of %d tasks failed; the result leaves them out (see \"failures\"); the first: task %d: %s", out.Failed, out.Total, out.Failures[0].Index, out.Failures[0].Reason),
+			Msg:  fmt.Sprintf("%d of %d tasks failed; the result leaves them out (see \"failures\"); the first: task %d: %s", out.Failed, out.Total, out.Failures[0].Index, reasonLine(out.Failures[0].Reason)),
 			Hint: failureHint(out.Failures[0].Reason, command),
 		}
 	case len(out.EntryFailures) > 0:
@@ -327,12 +328,30 @@ func outcomeError(err error, out *pool.Outcome, command string) error {
 	return nil
 }
 
+// reasonLine is a failed task's reason for a one-line message: its first
+// line, with the program's log when that is one line, else where the end
+// of the log is shown.
+func reasonLine(reason string) string {
+	first := pool.ReasonSummary(reason)
+	rest := strings.TrimPrefix(reason, first)
+	if rest == "" {
+		return first
+	}
+	if log, ok := strings.CutPrefix(rest, "\nprogram log:\n"); ok && !strings.Contains(log, "\n") {
+		return first + "; program log: " + log
+	}
+	return first + " (the end of its log is shown with the failures)"
+}
+
 // failureHint says what to do about a failed task, by what its reason
 // points at.
 func failureHint(reason, command string) string {
 	again := "then run again (a changed manifest or input is a new job)"
-	if command == "submit" {
+	switch command {
+	case "submit":
 		again = "then submit again (a changed manifest or input is a new job)"
+	case "task":
+		again = "then try the task again (a changed manifest or input is a new job)"
 	}
 	switch pool.CauseOf(reason) {
 	case pool.CauseData:
@@ -340,6 +359,9 @@ func failureHint(reason, command string) string {
 	case pool.CauseResult:
 		return "the program's result does not have what the [[merge]] entries read: make their field names match what the program prints, " + again
 	case pool.CauseTimeLimit:
+		if command == "submit" {
+			return "raise policy.time_limit in the manifest if the task needs longer (the pool tried it on several devices; a program that never ends needs fixing instead), " + again
+		}
 		return "raise policy.time_limit in the manifest if the task needs longer (a busy machine makes tasks slower; --workers N runs fewer at once), " + again
 	case pool.CauseMemory:
 		return fmt.Sprintf("raise policy.memory_mib in the manifest (at most %d) if the task needs more, ", job.MaxMemoryMiB) + again
@@ -349,10 +371,13 @@ func failureHint(reason, command string) string {
 		}
 		return "a worker process died under the task, which says more about this machine than the program: run the same command again to compute it again"
 	}
-	if command == "submit" {
-		return "fix the program (try one task by hand: it reads its task as JSON on stdin), then submit again (a changed program is a new job)"
+	switch command {
+	case "submit":
+		return "fix the program (`idlepool task MANIFEST --index N` runs one task here and shows its input, output and log), then submit again (a changed program is a new job)"
+	case "task":
+		return "fix the program: the stdin and stderr above are what it read and wrote; then try the task again (a changed program is a new job)"
 	}
-	return "fix the program (try one task by hand: it reads its task as JSON on stdin), then run again (a changed program is a new job)"
+	return "fix the program (`idlepool task MANIFEST --index N` runs one task and shows its input, output and log), then run again (a changed program is a new job)"
 }
 
 // jsonFloat keeps non-finite derived values printable: JSON has no NaN or
@@ -364,11 +389,26 @@ func jsonFloat(v float64) any {
 	return v
 }
 
-func manifestError(err error) error {
+// manifestError explains a manifest that cannot be run for people: every
+// problem of it, a hint that follows the first, and for a WebAssembly
+// program given in its place, a manifest that runs it. command is the
+// command that read it ("run", "submit", "task"), for the hint.
+func manifestError(err error, command string) error {
 	var me *job.ManifestError
 	if errors.As(err, &me) {
+		msg := me.Error()
+		if list, ok := errors.AsType[job.ManifestErrors](err); ok {
+			msg = fmt.Sprintf("%s has %d problems:", me.File, len(list))
+			for _, e := range list {
+				msg += "\n  " + e.Error()
+			}
+		}
 		hint := "see the manifest format in docs/author.md (\"The manifest\")"
 		switch {
+		case errors.Is(err, job.ErrProgramNotManifest):
+			return &userError{Msg: me.File + " is " + me.Msg, Hint: programHint(me.File, command), Cause: err}
+		case errors.Is(err, job.ErrNotManifest):
+			return &userError{Msg: me.File + " is " + me.Msg, Hint: "give the job's manifest, the TOML file that names its program (docs/author.md, \"The manifest\")", Cause: err}
 		case me.Field == "program" && strings.Contains(me.Msg, "does not exist"):
 			hint = "build the program first, e.g. `make examples` for the bundled examples, or GOOS=wasip1 GOARCH=wasm go build -o prog.wasm"
 		case errors.Is(err, job.ErrInputData):
@@ -378,9 +418,48 @@ func manifestError(err error) error {
 		case strings.HasPrefix(me.Field, "derive."):
 			hint = "a [derive] name is a [[merge]] entry's name and one of the values its rule gives (docs/author.md, \"Merge rules\")"
 		}
-		return &userError{Msg: me.Error(), Hint: hint, Cause: err}
+		return &userError{Msg: msg, Hint: hint, Cause: err}
 	}
 	return err
+}
+
+// programHint says how to run the WebAssembly program at path: with the
+// manifest of the same name beside it, if there is one, or else with a
+// manifest such as the one it shows, the least that runs a program.
+func programHint(path, command string) string {
+	name := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
+	manifest := filepath.Join(filepath.Dir(path), name+".toml")
+	line := func(m string) string {
+		switch command {
+		case "submit":
+			return "idlepool submit " + m + " --pool URL"
+		case "task":
+			return "idlepool task " + m + " --index 0"
+		}
+		return "idlepool " + command + " " + m
+	}
+	if fi, err := os.Stat(manifest); err == nil && fi.Mode().IsRegular() {
+		return fmt.Sprintf("its manifest may be the one beside it: %s", line(manifest))
+	}
+	return fmt.Sprintf("run it with a manifest such as this one, saved as %s, then %s (docs/author.md, \"The manifest\"):\n%s",
+		manifest, line(manifest), minimalManifest(filepath.Base(path), name))
+}
+
+// minimalManifest is the least manifest that runs the program file
+// beside it: a few tasks that differ only in their seed, every result
+// kept as a line of JSON, and where the program's parameters would go.
+func minimalManifest(program, name string) string {
+	return fmt.Sprintf(`name = %s
+program = %s
+
+[split]
+rule = "range"   # 4 tasks, each with its own seed
+tasks = 4
+# [split.params]  # constants every task reads on stdin, e.g.
+# samples = 1000
+
+[[merge]]
+rule = "collect" # every task's JSON result, one line each`, strconv.Quote(name), strconv.Quote(program))
 }
 
 func hashFile(path string) (fileInfo, error) {
@@ -415,7 +494,11 @@ func formatParams(s job.SplitSpec, params map[string]any) string {
 	return strings.Join(parts, " ")
 }
 
-func printHuman(w io.Writer, doc runDoc, out *pool.Outcome, labels map[string]string) {
+// failureLogs is how many failed tasks printHuman shows with the end of
+// their program's log; the others get their first line.
+const failureLogs = 3
+
+func printHuman(w io.Writer, doc runDoc, out *pool.Outcome, labels map[string][]string) {
 	fmt.Fprintf(w, "\njob      %s\n", doc.Name)
 	fmt.Fprintf(w, "id       %s\n", doc.Job)
 	fmt.Fprintf(w, "tasks    %d ok, %d failed, %d total\n", doc.Tasks.OK, doc.Tasks.Failed, doc.Tasks.Total)
@@ -456,7 +539,20 @@ func printHuman(w io.Writer, doc runDoc, out *pool.Outcome, labels map[string]st
 		if f.Retry != "" {
 			again = " (the next run tries it again)"
 		}
-		fmt.Fprintf(w, "failed   task %d: %s%s\n", f.Index, f.Reason, again)
+		first, log, _ := strings.Cut(f.Reason, "\n")
+		switch {
+		case log != "" && i < failureLogs:
+			fmt.Fprintf(w, "failed   task %d: %s%s\n", f.Index, first, again)
+			// The end of the program's log (pool.RunTask), indented
+			// under the failure.
+			for l := range strings.SplitSeq(log, "\n") {
+				fmt.Fprintf(w, "%s\n", strings.TrimRight("           "+l, " "))
+			}
+		case log != "":
+			fmt.Fprintf(w, "failed   task %d: %s%s (its log: --json)\n", f.Index, first, again)
+		default:
+			fmt.Fprintf(w, "failed   task %d: %s%s\n", f.Index, first, again)
+		}
 	}
 }
 
@@ -487,7 +583,7 @@ const quietRepeat = 30 * time.Second
 // progress changed since it was last printed, or when nothing was printed
 // for quietRepeat.
 func (p *progressPrinter) activity(a agent.Activity) {
-	key := fmt.Sprintf("%s\n%s\n%v", a.Donors, a.Stuck, a.Quorum != "") // counts change as results come
+	key := fmt.Sprintf("%s\n%s\n%v\n%s", a.Donors, a.Stuck, a.Quorum != "", a.Timeouts) // counts change as results come; timeouts are news
 	now := time.Now()
 	if key == p.lastPool && (now.Sub(p.poolAt) < quietRepeat || now.Sub(p.last) < quietRepeat) {
 		return
@@ -526,16 +622,16 @@ func (p *progressPrinter) update(pr pool.Progress) {
 	fmt.Fprintf(p.w, "progress %d/%d tasks (%.0f%%) %s\n", pr.Done, pr.Total, 100*float64(pr.Done)/float64(pr.Total), rateLeft(pr))
 }
 
-// rowLabels names the first column of each merge entry's table: the
-// group_by field, or "key" for an entry with a "*" field.
-func rowLabels(m *job.Manifest) map[string]string {
-	labels := map[string]string{}
+// rowLabels names the first columns of each merge entry's table: the
+// group_by fields, or "key" for an entry with a "*" field.
+func rowLabels(m *job.Manifest) map[string][]string {
+	labels := map[string][]string{}
 	for _, ms := range m.Merge {
 		switch {
-		case ms.GroupBy != "":
-			labels[ms.Name] = ms.GroupBy
+		case len(ms.GroupBy) > 0:
+			labels[ms.Name] = slices.Clone(ms.GroupBy)
 		case strings.Contains(ms.Field, "*"):
-			labels[ms.Name] = "key"
+			labels[ms.Name] = []string{"key"}
 		}
 	}
 	return labels

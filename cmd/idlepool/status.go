@@ -49,7 +49,8 @@ func cmdStatus(ctx context.Context, g *globals, args []string) error {
 		b, err := json.MarshalIndent(coord.JobInfo{Job: coord.HexDigest(st.Job), Name: st.Name, Owner: st.Owner, Merger: st.Merger,
 			Tasks: st.Tasks, Accepted: st.Accepted, Failed: st.Failed, Leased: st.Leased, Waiting: st.Waiting, Acked: st.Acked,
 			Complete: st.Complete, Cancelled: st.Cancelled, Quorum: st.Quorum, Redundancy: st.Redundancy,
-			Retrying: st.Retrying, Trouble: st.Trouble, Transfer: st.Transfer, Recomputing: st.Recomputing}, "", "  ")
+			Retrying: st.Retrying, Trouble: st.Trouble, Transfer: st.Transfer, Recomputing: st.Recomputing,
+			TimingOut: st.TimingOut, TimeoutDevices: st.TimeoutDevices, Timeouts: st.Timeouts}, "", "  ")
 		if err != nil {
 			return fmt.Errorf("encode status: %w", err)
 		}
@@ -75,6 +76,9 @@ func cmdStatus(ctx context.Context, g *globals, args []string) error {
 			plural(st.Retrying, "task"), st.Trouble)
 	} else if st.Trouble != "" {
 		fmt.Fprintf(w, "blocked  %s\n", st.Trouble) // the quorum it cannot reach with the devices connected
+	}
+	if st.Timeouts != "" {
+		fmt.Fprintf(w, "timeouts %s\n", st.Timeouts)
 	}
 	if st.Recomputing > 0 {
 		fmt.Fprintf(w, "again    %s whose accepted result every holder lost, computed again for the merger\n", plural(st.Recomputing, "task"))

@@ -6,8 +6,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"syscall"
+	"time"
 
 	"idlepool/agent"
 	"idlepool/home"
@@ -16,8 +20,9 @@ import (
 )
 
 func cmdSubmit(ctx context.Context, g *globals, args []string) error {
-	fs := g.flagSet("idlepool submit", "Usage: idlepool submit MANIFEST --pool URL [--follow] [--json] [--invite TOKEN] [--owner-key FILE]\n\nHands a job to a pool. With --follow this device merges the verified results as they arrive, like `idlepool run`.\n\n")
+	fs := g.flagSet("idlepool submit", "Usage: idlepool submit MANIFEST --pool URL [--follow] [--json] [--wait D] [--invite TOKEN] [--owner-key FILE]\n\nHands a job to a pool. With --follow this device merges the verified results as they arrive, like `idlepool run`.\n\n")
 	pc := poolFlags(fs)
+	pc.waitFlag(fs)
 	follow := fs.Bool("follow", false, "merge the verified results as they arrive and print the result at the end")
 	asJSON := fs.Bool("json", false, "with --follow, print one JSON document with the result on stdout (the shape of run --json)")
 	pos, err := parseInterspersed(fs, args)
@@ -33,11 +38,11 @@ func cmdSubmit(ctx context.Context, g *globals, args []string) error {
 	}
 	m, err := job.LoadManifest(pos[0])
 	if err != nil {
-		return manifestError(err)
+		return manifestError(err, "submit")
 	}
 	j, err := job.Plan(m)
 	if err != nil {
-		return manifestError(err)
+		return manifestError(err, "submit")
 	}
 	s, err := pc.connect(ctx, g)
 	if err != nil {
@@ -99,9 +104,23 @@ func cmdSubmit(ctx context.Context, g *globals, args []string) error {
 	return followJob(ctx, g, s, j, *asJSON, seeder)
 }
 
-// poolConn holds what the flags --pool, --invite and --owner-key say.
+// poolConn holds what the flags --pool, --invite and --owner-key say,
+// and --wait where the command has it.
 type poolConn struct {
 	url, invite, ownerKey string
+	// wait bounds how long connect waits for a coordinator that does not
+	// answer; 0 fails at once.
+	wait time.Duration
+}
+
+// defaultConnectWait is --wait's default: how long submit and result wait
+// for a coordinator that does not answer as they start (one restarting,
+// or started a moment later).
+const defaultConnectWait = 3 * time.Minute
+
+// waitFlag adds --wait to a command that connects to a pool.
+func (pc *poolConn) waitFlag(fs *flag.FlagSet) {
+	fs.DurationVar(&pc.wait, "wait", defaultConnectWait, "wait up to `D` for a coordinator that does not answer, retrying with backoff (0: fail at once)")
 }
 
 func poolFlags(fs *flag.FlagSet) *poolConn {
@@ -128,7 +147,82 @@ type session struct {
 
 // connect loads the device's keys, checks the pool's key against the
 // pinned one and registers the device (harmless when it already is).
+// While the coordinator does not answer (down, restarting, overloaded) it
+// tries again with backoff, saying so on stderr, for up to pc.wait.
 func (pc *poolConn) connect(ctx context.Context, g *globals) (*session, error) {
+	if pc.wait <= 0 {
+		return pc.connectOnce(ctx, g)
+	}
+	deadline := time.Now().Add(pc.wait)
+	delay := connectBackoffBase
+	for {
+		s, err := pc.connectOnce(ctx, g)
+		if err == nil || !notAnswering(err) {
+			return s, err
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return nil, &userError{
+				Msg:   fmt.Sprintf("the coordinator at %s did not answer within %s (%s)", pc.url, pc.wait, notAnsweringWords(err)),
+				Hint:  "check the URL, and that `idlepool serve` runs there; --wait D waits longer",
+				Cause: err,
+			}
+		}
+		d := min(delay, left)
+		shown := d.Round(time.Second)
+		if d < time.Second {
+			shown = d.Round(100 * time.Millisecond)
+		}
+		fmt.Fprintf(g.stderr, "idlepool: coordinator at %s not answering (%s); retrying in %s…\n", pc.url, notAnsweringWords(err), shown)
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, &userError{Msg: "interrupted while waiting for the coordinator at " + pc.url, Hint: "run the same command again", Cause: ctx.Err()}
+		case <-t.C:
+		}
+		delay = min(2*delay, connectBackoffMax)
+	}
+}
+
+// The backoff of connect: the first wait, doubling up to the longest.
+const (
+	connectBackoffBase = time.Second
+	connectBackoffMax  = 30 * time.Second
+)
+
+// notAnswering reports whether err says that the coordinator did not
+// answer, or answered that it cannot serve now (5xx, 429): worth waiting
+// for. A refusal (4xx, a changed pool key, a skewed clock) is not.
+func notAnswering(err error) bool {
+	if errors.Is(err, agent.ErrClockSkew) || errors.Is(err, agent.ErrPoolKeyChanged) {
+		return false
+	}
+	return agent.Retryable(err)
+}
+
+// notAnsweringWords says in a few words why the coordinator did not
+// answer: "connection refused", "no answer in time", "it answered 503".
+func notAnsweringWords(err error) string {
+	var ae *agent.APIError
+	var dns *net.DNSError
+	var ne net.Error
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case errors.Is(err, syscall.ECONNRESET):
+		return "connection reset"
+	case errors.As(err, &ae):
+		return fmt.Sprintf("it answered %d %s", ae.Status, http.StatusText(ae.Status))
+	case errors.As(err, &dns):
+		return "host " + dns.Name + " not found"
+	case errors.As(err, &ne) && ne.Timeout():
+		return "no answer in time"
+	}
+	return "unreachable"
+}
+
+func (pc *poolConn) connectOnce(ctx context.Context, g *globals) (*session, error) {
 	dirs, err := g.dirs()
 	if err != nil {
 		return nil, err

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,6 +14,9 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"idlepool/identity"
+	"idlepool/job"
 )
 
 // TestPoolCorrectsCaughtLiar: adaptive replication with real processes.
@@ -136,4 +142,118 @@ trust_after = 3
 		t.Errorf("ledger verify --pool: exit %d\n%s%s", out.code, out.stdout, out.stderr)
 	}
 	return alone
+}
+
+// TestPoolTwoColludersDoNotStall: real processes. Two donors of two
+// owners that return the same wrong bytes for every task
+// (testdata/liar), beside two honest donors of the operator's owners,
+// used to stall the job for good: every task split 2-2 and the undecided
+// replicas used up every device's bound on unverified work. The job names known answers for
+// every fifth task: each liar is caught on one, computes no more of the
+// job, and its votes on the tasks it stalled are void, so the honest
+// owners decide them and the merge is the solo run's.
+func TestPoolTwoColludersDoNotStall(t *testing.T) {
+	t.Parallel() // long: runs beside the package's other long tests
+	liarBin := filepath.Join(t.TempDir(), "liar")
+	if out, err := exec.Command("go", "build", "-o", liarBin, "./testdata/liar").CombinedOutput(); err != nil {
+		t.Fatalf("build the liar: %v\n%s", err, out)
+	}
+	const tasks = 40
+	text := fmt.Sprintf("name = \"collude\"\nprogram = \"prog.wasm\"\n[split]\nrule = \"range\"\ntasks = %d\n[split.params]\nx = 1\n[[merge]]\nfield = \"x\"\nrule = \"sum\"\n", tasks)
+	m := writeManifest(t, "params", text)
+	// The answers: the params program's output is its task's params.
+	mf, err := job.ParseManifest(m, filepath.Dir(m), []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := job.Plan(mf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	answers := map[string]string{}
+	for i := int64(0); i < tasks; i += 5 {
+		var task struct {
+			Params json.RawMessage `json:"params"`
+		}
+		if err := json.Unmarshal(j.TaskJSON(j.Task(i)), &task); err != nil {
+			t.Fatal(err)
+		}
+		answers[fmt.Sprint(i)] = job.Digest(sha256.Sum256(append(task.Params, '\n'))).String()
+	}
+	b, _ := json.Marshal(answers)
+	if err := os.WriteFile(filepath.Join(filepath.Dir(m), "answers.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(m, []byte(text+"[verify]\nknown_answers = \"answers.json\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, want := runJSON(t, t.TempDir(), m)
+
+	// The honest owners are the operator's (serve --trusted-owners), as
+	// in a small pool: two new owners never form a quorum together, so
+	// the liars, quicker to ask than an agent that compiles its program,
+	// cannot pair on the first tasks before anyone is caught.
+	var ownerKeys, owners []string
+	for range 2 {
+		path := filepath.Join(t.TempDir(), "owner.key")
+		k, err := identity.LoadOrCreate(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ownerKeys, owners = append(ownerKeys, path), append(owners, k.ID())
+	}
+	_, url := startServe(t, t.TempDir(), "127.0.0.1:0", "--trusted-owners", strings.Join(owners, ","))
+	for i := range 2 {
+		startJoin(t, filepath.Join(t.TempDir(), "honest"+string(rune('a'+i))), url, "--owner-key", ownerKeys[i])
+		log := filepath.Join(t.TempDir(), "liar.log")
+		logf, err := os.Create(log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		liar := exec.Command(liarBin, "-pool", url, "-dir", t.TempDir(), "-honest", "0", "-lie", `{"x":1000}`)
+		liar.Stderr = logf
+		if err := liar.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			liar.Process.Kill()
+			liar.Wait()
+			logf.Close()
+			if t.Failed() {
+				b, _ := os.ReadFile(log)
+				t.Logf("liar %d's log:\n%s", i, b)
+			}
+		})
+	}
+	// Bounded: on a stalled pool follow would wait for good.
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binPath, "--home", t.TempDir(), "submit", m, "--pool", url, "--follow", "--json")
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		st := idlepool(t, t.TempDir(), "status", j.ID.String(), "--pool", url)
+		t.Fatalf("submit --follow: %v\n%s\nstatus:\n%s%s", err, stderr.String(), st.stdout, st.stderr)
+	}
+	if diff := cmp.Diff(want, stdout.String()); diff != "" {
+		t.Fatalf("the pool's merge differs from a solo run (-run +submit):\n%s", diff)
+	}
+	liars, honest := map[string]int{}, map[string]int{}
+	for _, e := range fetchLedger(t, url) {
+		if e.Kind == "deviation" {
+			liars[e.Peer]++
+		}
+		if e.Kind == "receipt" {
+			honest[e.Peer]++
+		}
+	}
+	if len(liars) != 2 {
+		t.Errorf("deviations by %d devices, want both liars caught: %v", len(liars), liars)
+	}
+	for p := range liars {
+		if honest[p] > 0 {
+			t.Errorf("liar %s earned %d receipts", p, honest[p])
+		}
+	}
+	t.Logf("deviations %v; receipts %v", liars, honest)
 }

@@ -76,8 +76,9 @@ type Policy struct {
 	Participants       string
 	TaskCost           float64
 	LeaseTimeout       time.Duration
-	Verify             string // the [verify] table's lines, e.g. "min_quorum = 1\n"; "" for none
-	Requirements       string // the [requirements] table's lines, e.g. "gpu = \"optional\"\n"; "" for none
+	TimeLimit          time.Duration // policy.time_limit; 0: the default
+	Verify             string        // the [verify] table's lines, e.g. "min_quorum = 1\n"; "" for none
+	Requirements       string        // the [requirements] table's lines, e.g. "gpu = \"optional\"\n"; "" for none
 }
 
 // Job plans a job named name with tasks "range" tasks and policy pol,
@@ -105,6 +106,9 @@ func Job(tb testing.TB, b *Blobs, dir, name string, tasks int64, pol Policy) *jo
 	if pol.LeaseTimeout > 0 {
 		text += fmt.Sprintf("lease_timeout = %q\n", pol.LeaseTimeout.String())
 	}
+	if pol.TimeLimit > 0 {
+		text += fmt.Sprintf("time_limit = %q\n", pol.TimeLimit.String())
+	}
 	if pol.Verify != "" {
 		text += "\n[verify]\n" + pol.Verify
 	}
@@ -120,6 +124,9 @@ func Job(tb testing.TB, b *Blobs, dir, name string, tasks int64, pol Policy) *jo
 		tb.Fatalf("plan: %v", err)
 	}
 	b.add(j.Program.SHA256, prog)
+	if j.HasKnownAnswers() {
+		b.add(j.KnownAnswers.SHA256, j.KnownAnswers.Path) // a coordinator keeps them by digest
+	}
 	return j
 }
 

@@ -86,7 +86,7 @@ func run(ctx context.Context, url, dir string, honest int, lie string) error {
 			now := time.Now()
 			o := offers.Offer{Owner: owner.ID(), Pool: info.Pool,
 				Capacity: idle.Capacity{OS: "linux", Arch: "amd64", LogicalCPUs: 2, Cores: 2, MemoryTotalMiB: 4096, MemoryMiB: 2048, TimeZone: "UTC"},
-				State:    idle.StateComputing, Reason: "idle", Issued: now, Expires: now.Add(2 * time.Minute)}
+				State:    idle.StateComputing, Issued: now, Expires: now.Add(2 * time.Minute)}
 			o.Sign(dev)
 			if err := c.PutOffer(ctx, o); err != nil {
 				fmt.Fprintln(os.Stderr, "liar: offer:", err)

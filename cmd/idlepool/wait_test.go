@@ -1,0 +1,108 @@
+package main
+
+import (
+	"net"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// freeAddr returns a loopback address where nothing listens (a port the
+// system handed out and that was closed again).
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
+// waitFile waits (patiently) until the file at path contains want, and
+// fails the test if d ends first.
+func waitFile(t *testing.T, d *daemon, path, want string) {
+	t.Helper()
+	deadline := patient(t)
+	for {
+		b, _ := os.ReadFile(path)
+		if strings.Contains(string(b), want) {
+			return
+		}
+		select {
+		case <-d.done:
+			t.Fatalf("%s ended before writing %q:\n%s", d.name, want, b)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not write %q:\n%s", d.name, want, b)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+var jobIDLine = regexp.MustCompile(`^[0-9a-f]{64}\n$`)
+
+// submit started while the coordinator is down waits for it, saying so,
+// and submits once it is up.
+func TestSubmitWaitsForCoordinator(t *testing.T) {
+	m := writeManifest(t, "pi", piManifest(2, 1000))
+	addr := freeAddr(t)
+	url := "http://" + addr
+	sub := startDaemon(t, "submit", t.TempDir(), "submit", m, "--pool", url)
+	waitFile(t, sub, sub.stderr, "idlepool: coordinator at "+url+" not answering (connection refused); retrying in 2s…\n")
+	startServe(t, t.TempDir(), addr)
+	select {
+	case <-sub.done:
+	case <-time.After(time.Until(patient(t))):
+		t.Fatal("submit did not end once the coordinator was up")
+	}
+	stdout, _ := os.ReadFile(sub.stdout)
+	stderr, _ := os.ReadFile(sub.stderr)
+	if code := sub.cmd.ProcessState.ExitCode(); code != 0 || !jobIDLine.Match(stdout) || !strings.Contains(string(stderr), "submitted to pool lab-a") {
+		t.Errorf("submit: exit %d, stdout %q, stderr:\n%s", code, stdout, stderr)
+	}
+}
+
+// --wait bounds the wait, and --wait 0 fails at once, each with a message
+// that says what happened.
+func TestSubmitWaitBounded(t *testing.T) {
+	m := writeManifest(t, "pi", piManifest(2, 1000))
+	url := "http://" + freeAddr(t)
+	home := t.TempDir()
+	tests := []struct {
+		name   string
+		args   []string
+		stderr []string
+	}{
+		{"submit --wait 1s", []string{"submit", m, "--pool", url, "--wait", "1s"}, []string{
+			"idlepool: the coordinator at " + url + " did not answer within 1s (connection refused)\n",
+			"hint: check the URL, and that `idlepool serve` runs there; --wait D waits longer\n",
+		}},
+		{"result --wait 1s", []string{"result", strings.Repeat("0", 64), "--pool", url, "--wait", "1s"}, []string{
+			"idlepool: the coordinator at " + url + " did not answer within 1s (connection refused)\n",
+		}},
+		{"submit --wait 0", []string{"submit", m, "--pool", url, "--wait", "0"}, []string{
+			"idlepool: cannot reach the pool at " + url + ": ",
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			out := idlepool(t, home, tc.args...)
+			if out.code != 1 {
+				t.Errorf("exit %d, want 1\n%s", out.code, out.stderr)
+			}
+			for _, want := range tc.stderr {
+				if !strings.Contains(out.stderr, want) {
+					t.Errorf("stderr lacks %q:\n%s", want, out.stderr)
+				}
+			}
+			if strings.HasSuffix(tc.name, "--wait 0") && strings.Contains(out.stderr, "retrying") {
+				t.Errorf("--wait 0 retried:\n%s", out.stderr)
+			}
+		})
+	}
+}
