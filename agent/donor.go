@@ -947,6 +947,11 @@ func (d *Donor) Board(ctx context.Context) ([]PoolBoard, error) {
 
 // tasksHeld is how many tasks the donor's agents hold: running or
 // suspended, or with a result not yet recorded in the local store.
+// Busy reports whether the donor holds a task now (running, suspended
+// or waiting to report its result): the self-update installs a new
+// version only when it does not.
+func (d *Donor) Busy() bool { return d.tasksHeld() > 0 }
+
 func (d *Donor) tasksHeld() int {
 	d.mu.Lock()
 	agents := make([]*donorAgent, 0, len(d.agents))

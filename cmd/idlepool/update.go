@@ -5,38 +5,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io/fs"
-	"os"
 	"path/filepath"
-	"runtime"
-	"strings"
 
+	"idlepool/agent"
 	"idlepool/home"
 	"idlepool/idle"
 	"idlepool/release"
 )
-
-// RootFile is the file beside the installed programs that holds the
-// root metadata of the release repository this installation trusts
-// first (make release's metadata/1.root.json).
-const RootFile = "release-root.json"
-
-// updateDir is where the self-update keeps its trusted metadata, state
-// and downloads, under the data directory.
-func updateDir(dirs home.Dirs) string { return filepath.Join(dirs.Data, "update") }
-
-// installKind says how this installation is updated: the Windows
-// installer on Windows, the package manager for programs under /usr/bin
-// (the .deb), the tarball otherwise (a user install).
-func installKind(binDir string) string {
-	switch {
-	case runtime.GOOS == "windows":
-		return release.KindWindowsInstaller
-	case strings.HasPrefix(binDir, "/usr/bin"):
-		return release.KindDeb
-	}
-	return release.KindTarball
-}
 
 // newUpdater builds the self-update of this installation from the
 // settings (update_url, update_download) and the root file beside the
@@ -53,21 +28,12 @@ func newUpdater(dirs home.Dirs, s idle.Settings, url, root string) (*release.Upd
 	if err != nil {
 		return nil, err
 	}
-	if root == "" {
-		root = filepath.Join(bin, RootFile)
+	u, err := release.ForInstall(bin, agent.UpdateDir(dirs), url, root, s.UpdateBytesPerSecond())
+	if errors.Is(err, release.ErrNoRoot) {
+		return nil, &userError{Msg: "this installation trusts no release keys yet: " + filepath.Join(bin, release.RootFile) + " is missing",
+			Hint: "install idlepool from a release package, or give the release's root metadata: idlepool update --root FILE", Cause: err}
 	}
-	rootBytes, err := os.ReadFile(root)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("read the trusted release root: %w", err)
-	}
-	src := &release.Source{URL: strings.TrimRight(url, "/"), Root: rootBytes, Dir: updateDir(dirs), BytesPerSecond: s.UpdateBytesPerSecond()}
-	if len(rootBytes) == 0 {
-		if _, err := os.Stat(filepath.Join(src.Dir, "metadata", "root.json")); err != nil {
-			return nil, &userError{Msg: "this installation trusts no release keys yet: " + root + " is missing",
-				Hint: "install idlepool from a release package, or give the release's root metadata: idlepool update --root FILE"}
-		}
-	}
-	return &release.Updater{Source: src, Kind: installKind(bin), OS: runtime.GOOS, Arch: runtime.GOARCH, BinDir: bin}, nil
+	return u, err
 }
 
 const updateHelp = `Usage: idlepool update [--url URL] [--root FILE] [--rollback]
@@ -90,7 +56,7 @@ func cmdUpdate(ctx context.Context, g *globals, args []string) error {
 	fl.Usage = func() { fmt.Fprint(g.stderr, updateHelp); fl.PrintDefaults() }
 	g.register(fl)
 	url := fl.String("url", "", "the release location (default: the setting update_url)")
-	root := fl.String("root", "", "the release's root metadata to trust first (default: "+RootFile+" beside the program)")
+	root := fl.String("root", "", "the release's root metadata to trust first (default: "+release.RootFile+" beside the program)")
 	rollback := fl.Bool("rollback", false, "put back the version installed before the last update")
 	if err := fl.Parse(args); err != nil {
 		return err

@@ -105,7 +105,7 @@ func TestUpdateFromOneToTwo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(inst, RootFile), root, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(inst, release.RootFile), root, 0o644); err != nil {
 		t.Fatal(err)
 	}
 
