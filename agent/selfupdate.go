@@ -10,6 +10,7 @@ import (
 	"idlepool/home"
 	"idlepool/release"
 	"idlepool/store"
+	"idlepool/version"
 )
 
 // selfUpdateSettings reads the owner's update settings for a Keeper.
@@ -49,7 +50,7 @@ func (d *Donor) ServeUpdating(ctx context.Context) error {
 		log.Info("No self-update", "err", err)
 		return serve(ctx)
 	}
-	k := &release.Keeper{Updater: u, Settings: selfUpdateSettings(local), Busy: busy,
+	k := &release.Keeper{Updater: u, Settings: selfUpdateSettings(local), Busy: busy, Wake: d.updateNow,
 		Report: func(r release.Result, err error) {
 			words := r.Words
 			if err != nil {
@@ -85,3 +86,31 @@ func (d *Donor) ServeUpdating(ctx context.Context) error {
 // ErrRestart is returned by Donor.ServeUpdating once a new version was
 // installed: the program restarts (Restart) to run it.
 var ErrRestart = errors.New("agent: a new version of idlepool is installed: restart")
+
+// tooOldWords says a pool's refusal of this version in words, with what
+// is done about it: "this pool needs idlepool 1.4 or newer (this is
+// 1.3.0): updating", or how the person updates when this device does
+// not update itself.
+func (d *Donor) tooOldWords(ctx context.Context, err error) string {
+	var words string
+	var te *TooOldError
+	var ae *APIError
+	switch {
+	case errors.As(err, &te):
+		words = te.Error()
+	case errors.As(err, &ae) && ae.Message != "":
+		words = ae.Message + " (this is " + version.Version + ")"
+	default:
+		words = (&TooOldError{Have: version.Version}).Error()
+	}
+	s, serr := d.cfg.Store.Settings(ctx)
+	switch {
+	case serr != nil:
+		return words
+	case s.NoUpdates:
+		return words + ": updates are off; turn them on in Settings (updates=true) or install the new version by hand"
+	case s.UpdateURL == "":
+		return words + ": update it from your pool's release location (idlepool settings set update_url=...) or your package manager"
+	}
+	return words + ": updating"
+}

@@ -85,10 +85,17 @@ type Keeper struct {
 	Poll time.Duration
 	// After is the timer; nil: time.After. Tests give their own.
 	After func(time.Duration) <-chan time.Time
+	// Wake, when it delivers, makes Serve check now, outside the
+	// schedule and the hours (a pool said it needs a newer version), at
+	// most once per WakeEvery. nil: never.
+	Wake <-chan struct{}
 	// Report is told every step's outcome other than "not due" (the
 	// status line and the event log show it); nil: none.
 	Report func(Result, error)
 }
+
+// WakeEvery is the least time between two checks a Keeper's Wake forces.
+const WakeEvery = time.Hour
 
 // Serve steps the Updater every Poll until ctx ends (then it returns
 // nil) or a new version is installed (then it returns ErrInstalled). A
@@ -103,6 +110,8 @@ func (k *Keeper) Serve(ctx context.Context) error {
 	if after == nil {
 		after = time.After
 	}
+	var forced time.Time // the last check Wake forced
+	force := false
 	for {
 		s, err := k.Settings(ctx)
 		if err == nil && s.On && s.URL != "" {
@@ -111,7 +120,10 @@ func (k *Keeper) Serve(ctx context.Context) error {
 			u.Source.BytesPerSecond = s.BytesPerSecond
 			u.Allowed = s.Allowed
 			u.Busy = k.Busy
-			r, err := u.Step(ctx, false)
+			if force {
+				forced = u.now()
+			}
+			r, err := u.Step(ctx, force)
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -122,10 +134,13 @@ func (k *Keeper) Serve(ctx context.Context) error {
 				return ErrInstalled
 			}
 		}
+		force = false
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-after(poll):
+		case <-k.Wake:
+			force = forced.IsZero() || k.Updater.now().Sub(forced) >= WakeEvery
 		}
 	}
 }

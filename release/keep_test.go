@@ -203,3 +203,49 @@ func TestKeeperObeysTheOffSwitch(t *testing.T) {
 		t.Errorf("reported %+v", reported)
 	}
 }
+
+// TestKeeperWakeChecksAtOnceAtMostHourly: a pool that needs a newer
+// version wakes the Keeper, which checks outside its daily schedule, but
+// not more than once per WakeEvery.
+func TestKeeperWakeChecksAtOnceAtMostHourly(t *testing.T) {
+	kf := newKeepFixture(t)
+	wake := make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// After is called as Serve starts to wait, once its step is done.
+	waiting := make(chan struct{}, 1)
+	k := &release.Keeper{Updater: kf.u, Wake: wake,
+		Settings: func(context.Context) (release.Settings, error) {
+			return release.Settings{On: true, URL: kf.srv.URL}, nil
+		},
+		After: func(time.Duration) <-chan time.Time {
+			waiting <- struct{}{}
+			return nil // no poll: only wakes
+		},
+	}
+	done := make(chan error, 1)
+	go func() { done <- k.Serve(ctx) }()
+	for _, tc := range []struct {
+		what    string
+		advance time.Duration
+		want    int64
+	}{
+		{"the first step, due", 0, 1},
+		{"a wake", time.Minute, 2},
+		{"a second wake within the hour", 10 * time.Minute, 2},
+		{"a wake an hour later", time.Hour, 3},
+	} {
+		if tc.advance > 0 {
+			kf.now = kf.now.Add(tc.advance)
+			wake <- struct{}{}
+		}
+		<-waiting
+		if got := kf.hits.Load(); got != tc.want {
+			t.Errorf("%s: %d checks, want %d", tc.what, got, tc.want)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
