@@ -2,24 +2,8 @@
 
 package agent
 
-import (
-	"fmt"
-	"os"
-	"os/exec"
-)
-
-// Restart starts the program now installed at this one's path (the
-// new version) with the same arguments, and returns so that this one
-// exits.
-func Restart() error {
-	exe, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("restart: %w", err)
-	}
-	cmd := exec.Command(exe, os.Args[1:]...)
-	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("restart %s: %w", exe, err)
-	}
-	return cmd.Process.Release()
-}
+// Restart ends this program's part in an update: on Windows the
+// installer the self-update started (/S /RESTART) stops the running
+// programs, installs the new version and starts the tray app again, so
+// this one only returns, to exit.
+func Restart() error { return nil }

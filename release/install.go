@@ -7,11 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -129,7 +129,7 @@ func extract(tarball, binDir string, names []string, staged map[string]string) e
 			return fmt.Errorf("%w: %s: %w", ErrBadRelease, filepath.Base(tarball), err)
 		}
 		dir, base := path.Split(path.Clean(h.Name))
-		if h.Typeflag != tar.TypeReg || path.Base(dir) != "bin" || !contains(names, base) {
+		if h.Typeflag != tar.TypeReg || path.Base(dir) != "bin" || !slices.Contains(names, base) {
 			continue
 		}
 		p := filepath.Join(binDir, "."+base+".new")
@@ -157,15 +157,6 @@ func extract(tarball, binDir string, names []string, staged map[string]string) e
 	return nil
 }
 
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
 // checkVersion runs `prog version` and wants "idlepool WANT".
 func checkVersion(ctx context.Context, prog, want string) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
@@ -180,11 +171,10 @@ func checkVersion(ctx context.Context, prog, want string) error {
 	return nil
 }
 
-// cleanStaged removes .NAME.new files an interrupted install left in binDir.
+// cleanStaged removes the .NAME.new files an interrupted install left in
+// binDir (the programs themselves were not touched yet).
 func cleanStaged(binDir string) {
 	for _, p := range Programs {
-		if err := os.Remove(filepath.Join(binDir, "."+p+".new")); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
+		os.Remove(filepath.Join(binDir, "."+p+".new"))
 	}
 }

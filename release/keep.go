@@ -38,12 +38,13 @@ type Settings struct {
 
 // InstallKind says how an installation whose programs are in binDir is
 // updated: the Windows installer on Windows, the package manager for
-// programs under /usr (the .deb), the tarball otherwise (a user install).
+// programs in /usr/bin (the .deb), the tarball otherwise (a user
+// install; one into /usr/local/bin needs the rights to replace it).
 func InstallKind(binDir string) string {
 	switch {
 	case runtime.GOOS == "windows":
 		return KindWindowsInstaller
-	case strings.HasPrefix(binDir, "/usr/"):
+	case binDir == "/usr/bin" || binDir == "/bin":
 		return KindDeb
 	}
 	return KindTarball

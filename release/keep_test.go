@@ -140,9 +140,14 @@ func TestUpdaterChecksDailyWithJitterAndInstallsWhenIdle(t *testing.T) {
 }
 
 // TestUpdaterKeepsTheOldVersionOnABadTarball: a signed tarball whose
-// program says another version is not installed.
+// program says another version is not installed; what an interrupted
+// install left beside the programs is cleared.
 func TestUpdaterKeepsTheOldVersionOnABadTarball(t *testing.T) {
 	kf := newKeepFixture(t)
+	// An install interrupted while it wrote the new program.
+	if err := os.WriteFile(filepath.Join(kf.bin, ".idlepool.new"), []byte("half a progr"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	f := tarballFile(t, "9.9.9") // its program says 9.9.9
 	if err := release.Publish(kf.repo, kf.keys, []release.File{f}, release.PublishOptions{Version: "2.0.0", Now: func() time.Time { return t0 }}); err != nil {
 		t.Fatal(err)

@@ -207,16 +207,17 @@ func (u *Updater) install(ctx context.Context, st updaterState, v version.V) (Re
 	return Result{State: StateInstalled, Version: v, Words: fmt.Sprintf("idlepool %s is installed: restarting", v)}, nil
 }
 
-// runInstaller runs the per-user NSIS installer silently (/S): it
-// replaces the programs where the person installed them, with no
-// administrator rights, and keeps the data directory.
-func runInstaller(ctx context.Context, setup string) error {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
-	defer cancel()
-	if out, err := exec.CommandContext(ctx, setup, "/S").CombinedOutput(); err != nil {
-		return fmt.Errorf("update: the installer %s failed: %w: %s", filepath.Base(setup), err, out)
+// runInstaller starts the per-user NSIS installer silently (/S
+// /RESTART) and returns: it stops the running idlepool programs (this
+// one too), replaces them where the person installed them, with no
+// administrator rights and the data directory kept, and starts the tray
+// app again (packaging/windows/idlepool.nsi).
+func runInstaller(_ context.Context, setup string) error {
+	cmd := exec.Command(setup, "/S", "/RESTART")
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("update: start the installer %s: %w", filepath.Base(setup), err)
 	}
-	return nil
+	return cmd.Process.Release()
 }
 
 // ErrNoProgramDir is returned by ProgramDir when the running program's
