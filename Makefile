@@ -19,7 +19,9 @@ all: build examples
 # checks). Every program is built with it: `idlepool version` and the
 # tray's menu say it, the self-update compares it with a release's.
 VERSION   := $(shell sed -n 's/^ *Version *= *"\(.*\)".*/\1/p' FyneApp.toml)
-VERSION_LDFLAGS := -X idlepool/version.Version=$(VERSION)
+# RELEASE_ROOT (make release sets it): the release repository's root
+# metadata, built into the programs as the root they trust first.
+VERSION_LDFLAGS := -X idlepool/version.Version=$(VERSION)$(if $(RELEASE_ROOT), -X idlepool/release.BuildRoot=$(shell base64 -w0 $(RELEASE_ROOT)))
 
 # The C flags the Makefile builds cgo packages with (for tests).
 cgo-cflags:

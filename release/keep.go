@@ -2,6 +2,7 @@ package release
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -16,6 +17,12 @@ import (
 // metadata of the release repository an installation trusts first
 // (make release's metadata/1.root.json).
 const RootFile = "release-root.json"
+
+// BuildRoot is the root metadata this build trusts first, in base64,
+// set by make release (-ldflags "-X idlepool/release.BuildRoot=...",
+// the repository's metadata/1.root.json); "" for a build not made for a
+// release. A RootFile beside the programs takes precedence.
+var BuildRoot string
 
 // ErrInstalled is returned by Keeper.Serve once it installed a new
 // version: its owner stops the engine and restarts the program.
@@ -52,8 +59,9 @@ func InstallKind(binDir string) string {
 
 // ForInstall returns the Updater of the installation whose programs are
 // in binDir, keeping its state in stateDir, reading url with the root
-// metadata in rootFile ("": binDir/RootFile). With no root file and
-// nothing trusted in stateDir before, it is an error wrapping ErrNoRoot.
+// metadata in rootFile ("": binDir/RootFile, else BuildRoot). With no
+// root and nothing trusted in stateDir before, it is an error wrapping
+// ErrNoRoot.
 func ForInstall(binDir, stateDir, url, rootFile string, bytesPerSecond int) (*Updater, error) {
 	if rootFile == "" {
 		rootFile = filepath.Join(binDir, RootFile)
@@ -61,6 +69,11 @@ func ForInstall(binDir, stateDir, url, rootFile string, bytesPerSecond int) (*Up
 	root, err := os.ReadFile(rootFile)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("read the trusted release root: %w", err)
+	}
+	if len(root) == 0 && BuildRoot != "" {
+		if root, err = base64.StdEncoding.DecodeString(BuildRoot); err != nil {
+			return nil, fmt.Errorf("%w: this build's root metadata is not base64: %w", ErrNoRoot, err)
+		}
 	}
 	if len(root) == 0 {
 		if _, err := os.Stat(filepath.Join(stateDir, "metadata", "root.json")); err != nil {

@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"compress/gzip"
 	"context"
+	"encoding/base64"
 	"errors"
 	"net/http"
 	"os"
@@ -252,5 +253,29 @@ func TestKeeperWakeChecksAtOnceAtMostHourly(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestForInstallTrustsTheBuildRoot: without a root file beside the
+// programs, the root the build was made with (make release) is trusted;
+// without either, the self-update is off with ErrNoRoot.
+func TestForInstallTrustsTheBuildRoot(t *testing.T) {
+	bin, state := t.TempDir(), t.TempDir()
+	was := release.BuildRoot
+	t.Cleanup(func() { release.BuildRoot = was })
+	release.BuildRoot = ""
+	if _, err := release.ForInstall(bin, state, "http://127.0.0.1:1", "", 0); !errors.Is(err, release.ErrNoRoot) {
+		t.Fatalf("no root anywhere: %v, want ErrNoRoot", err)
+	}
+	kf := newKeepFixture(t)
+	release.BuildRoot = base64.StdEncoding.EncodeToString(kf.src.Root)
+	u, err := release.ForInstall(bin, state, kf.srv.URL, "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Source.Now = func() time.Time { return t0 } // when the fixture's metadata is fresh
+	r, err := u.Source.Latest(context.Background(), runtime.GOOS, runtime.GOARCH, release.KindTarball)
+	if err != nil || r.Version.String() != "1.0.0" {
+		t.Fatalf("latest with the build's root: %v, %v", r.Version, err)
 	}
 }

@@ -168,6 +168,21 @@ func Publish(dir string, keys Keys, files []File, opt PublishOptions) error {
 	return resign(md, keys, targets.Signed.Version, now, opt)
 }
 
+// Init creates the repository in dir with a root of version 1 signed by
+// keys.Root, unless it exists: make release does so before building, so
+// that the programs it builds trust that root (BuildRoot).
+func Init(dir string, keys Keys, opt PublishOptions) error {
+	opt.defaults()
+	md := filepath.Join(dir, "metadata")
+	if err := os.MkdirAll(md, 0o755); err != nil {
+		return fmt.Errorf("init: %w", err)
+	}
+	if _, err := loadOrCreateRoot(md, keys, opt.Now().UTC().Add(opt.RootExpiry)); err != nil {
+		return fmt.Errorf("init: %w", err)
+	}
+	return nil
+}
+
 // Refresh re-signs the repository in dir with a new snapshot and
 // timestamp over its current targets, so that clients keep accepting it
 // past the last timestamp's expiry (run it more often than

@@ -21,6 +21,12 @@ arch=$($GO env GOARCH)
 [ -n "$version" ] || { echo "release: no Version in FyneApp.toml" >&2; exit 1; }
 grep -qx "## $version" CHANGELOG.md || { echo "release: CHANGELOG.md has no section \"## $version\": add what changed before releasing" >&2; exit 1; }
 
+keys=()
+[ -n "${IDLEPOOL_RELEASE_KEYS:-}" ] && keys=(-keys "$IDLEPOOL_RELEASE_KEYS")
+# The repository's root first: the programs are built to trust it.
+$GO run ./scripts/release -dir "$out" -init "${keys[@]}"
+export RELEASE_ROOT=$out/metadata/1.root.json
+
 files=()
 make --no-print-directory package
 tarball=bin/idlepool-$version-linux-$arch.tar.gz
@@ -38,7 +44,5 @@ else
   echo "release: the Windows installer is skipped (it needs makensis, x86_64-w64-mingw32-gcc and osslsigncode)" >&2
 fi
 
-keys=()
-[ -n "${IDLEPOOL_RELEASE_KEYS:-}" ] && keys=(-keys "$IDLEPOOL_RELEASE_KEYS")
 $GO run ./scripts/release -dir "$out" -version "$version" "${keys[@]}" "${files[@]}"
 cat "$out/signing.txt"

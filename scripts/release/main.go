@@ -8,9 +8,12 @@
 //
 //	go run ./scripts/release -dir DIR -version X.Y.Z [-keys DIR | -test-keys DIR] [-changelog FILE] PATH:KIND:OS:ARCH...
 //	go run ./scripts/release -dir DIR -refresh [-keys DIR | -test-keys DIR]
+//	go run ./scripts/release -dir DIR -init [-keys DIR | -test-keys DIR]
 //
 // KIND is tarball, deb or windows-installer. -refresh re-signs the
-// snapshot and timestamp (run it before the timestamp expires, 14 days).
+// snapshot and timestamp (run it before the timestamp expires, 14 days);
+// -init creates the repository's root, which the programs are then built
+// to trust (make release passes it as RELEASE_ROOT).
 package main
 
 import (
@@ -40,6 +43,7 @@ func run(args []string) error {
 	testKeys := fl.String("test-keys", "bin/release-test-keys", "where throwaway test keys are made when -keys is not given")
 	changelog := fl.String("changelog", "CHANGELOG.md", "the changelog the notes come from")
 	refresh := fl.Bool("refresh", false, "re-sign the snapshot and timestamp only")
+	initOnly := fl.Bool("init", false, "create the repository's root (signed by the root keys) if it does not exist, and nothing else")
 	if err := fl.Parse(args); err != nil {
 		return err
 	}
@@ -55,6 +59,9 @@ func run(args []string) error {
 	}
 	if err := os.WriteFile(filepath.Join(*dir, "signing.txt"), []byte(which+"\n"), 0o644); err != nil {
 		return err
+	}
+	if *initOnly {
+		return release.Init(*dir, keys, release.PublishOptions{})
 	}
 	if *refresh {
 		return release.Refresh(*dir, keys, release.PublishOptions{})
