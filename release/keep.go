@@ -103,8 +103,9 @@ type Keeper struct {
 	// schedule and the hours (a pool said it needs a newer version), at
 	// most once per WakeEvery. nil: never.
 	Wake <-chan struct{}
-	// Report is told every step's outcome other than "not due" (the
-	// status line and the event log show it); nil: none.
+	// Report is told each step's outcome other than "not due" when it
+	// differs from the last one told (a download waiting for the tasks is
+	// told once, not at every poll); nil: none.
 	Report func(Result, error)
 }
 
@@ -126,6 +127,7 @@ func (k *Keeper) Serve(ctx context.Context) error {
 	}
 	var forced time.Time // the last check Wake forced
 	force := false
+	last := "" // the last outcome reported
 	for {
 		s, err := k.Settings(ctx)
 		if err == nil && s.On && s.URL != "" {
@@ -141,8 +143,11 @@ func (k *Keeper) Serve(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return nil
 			}
-			if (err != nil || r.State != StateNotDue) && k.Report != nil {
-				k.Report(r, err)
+			if err != nil || r.State != StateNotDue {
+				if told := fmt.Sprint(r, err); told != last && k.Report != nil {
+					k.Report(r, err)
+					last = told
+				}
 			}
 			if err == nil && r.State == StateInstalled {
 				return ErrInstalled

@@ -279,3 +279,40 @@ func TestForInstallTrustsTheBuildRoot(t *testing.T) {
 		t.Fatalf("latest with the build's root: %v, %v", r.Version, err)
 	}
 }
+
+// TestKeeperTellsADownloadWaitingOnce: a release that waits for the
+// running tasks is reported once, not at every poll.
+func TestKeeperTellsADownloadWaitingOnce(t *testing.T) {
+	kf := newKeepFixture(t)
+	kf.publishTarball(t, "2.0.0")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	waiting := make(chan struct{}, 1)
+	ticks := make(chan time.Time)
+	var reported []release.Result
+	k := &release.Keeper{Updater: kf.u, Busy: func() bool { return true },
+		Settings: func(context.Context) (release.Settings, error) {
+			return release.Settings{On: true, URL: kf.srv.URL}, nil
+		},
+		After: func(time.Duration) <-chan time.Time {
+			waiting <- struct{}{}
+			return ticks
+		},
+		Report: func(r release.Result, err error) { reported = append(reported, r) },
+	}
+	done := make(chan error, 1)
+	go func() { done <- k.Serve(ctx) }()
+	for range 3 {
+		<-waiting
+		kf.now = kf.now.Add(10 * time.Minute)
+		ticks <- t0
+	}
+	<-waiting
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if len(reported) != 1 || reported[0].State != release.StateReady {
+		t.Errorf("reported %+v, want the download waiting once", reported)
+	}
+}
