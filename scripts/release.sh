@@ -10,7 +10,8 @@
 # scripts/release/main.go), else throwaway test keys in
 # bin/release-test-keys, as the Windows signing does.
 #
-# RELEASE_DIR (bin/release) is the repository to publish; copy it to the
+# RELEASE_WINDOWS=no skips the Windows installer. RELEASE_DIR
+# (bin/release) is the repository to publish; copy it to the
 # release location as it is (metadata/ and targets/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,7 +38,9 @@ make --no-print-directory deb
 deb=$(ls -t idlepool_"$version"_*.deb | head -1)
 files+=("$deb:deb:linux:$arch")
 
-if command -v makensis >/dev/null && command -v x86_64-w64-mingw32-gcc >/dev/null && command -v osslsigncode >/dev/null; then
+if [ "${RELEASE_WINDOWS:-}" = no ]; then
+  echo "release: the Windows installer is skipped (RELEASE_WINDOWS=no)" >&2
+elif command -v makensis >/dev/null && command -v x86_64-w64-mingw32-gcc >/dev/null && command -v osslsigncode >/dev/null; then
   make --no-print-directory windows-installer
   files+=("bin/windows/idlepool-$version-setup.exe:windows-installer:windows:amd64")
 else
