@@ -1,9 +1,10 @@
 // Package examples_test checks the examples' job programs written in C
 // (examples/c) and Rust (examples/rust) against the Go programs they
 // mirror: built as a pool builds them (examples/build-guest.sh), run by
-// the real worker (this test binary re-executed as worker processes),
-// each task twice on two processes, and compared byte for byte with the
-// Go program's result for the same task.
+// real worker processes (testdata/worker, worker.Serve as `idlepool
+// worker` runs it, built without the race detector), each task twice on
+// two processes, and compared byte for byte with the Go program's result
+// for the same task.
 //
 // The C and Rust toolchains are Debian packages (.ci/run installs them);
 // where one is missing its tests skip and say which packages to install,
@@ -11,7 +12,6 @@
 package examples_test
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -25,26 +25,22 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
+	"idlepool/job"
 	"idlepool/worker"
 )
-
-// workerEnv makes this test binary a worker process (worker.Serve).
-const workerEnv = "IDLEPOOL_EXAMPLES_TEST_WORKER"
 
 // requireEnv turns a missing C or Rust toolchain from a skip into a
 // failure.
 const requireEnv = "IDLEPOOL_REQUIRE_GUESTS"
 
-var buildDir string // where the tests' programs are built
+var (
+	buildDir   string // where the tests' programs are built
+	workerPath string // testdata/worker, built there
+)
 
 func TestMain(m *testing.M) {
-	if os.Getenv(workerEnv) == "1" {
-		if err := worker.Serve(context.Background(), os.Stdin, os.Stdout, ""); err != nil {
-			fmt.Fprintln(os.Stderr, "worker:", err)
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
 	os.Exit(run(m))
 }
 
@@ -56,6 +52,11 @@ func run(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	buildDir = dir
+	workerPath = filepath.Join(dir, "worker")
+	if out, err := exec.Command("go", "build", "-o", workerPath, "./testdata/worker").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build testdata/worker: %v\n%s", err, out)
+		return 1
+	}
 	return m.Run()
 }
 
@@ -122,18 +123,16 @@ func buildGo(t *testing.T, pkg string) string {
 	return out
 }
 
-// newPool returns a pool of two worker processes (this test binary),
-// closed when the test ends.
+// newPool returns a pool of two worker processes, which share one
+// compilation cache (each module is compiled once), closed when the test
+// ends.
 func newPool(t *testing.T) *worker.Pool {
 	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	p, err := worker.NewPool(worker.Config{
-		Command: []string{exe},
-		Env:     append(os.Environ(), workerEnv+"=1", worker.PriorityEnv+"=normal"),
-		Slots:   2,
+		Command:  []string{workerPath},
+		Env:      append(os.Environ(), worker.PriorityEnv+"=normal"),
+		Slots:    2,
+		CacheDir: filepath.Join(buildDir, "wazero-cache"),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -350,5 +349,34 @@ func TestRustGuestCrate(t *testing.T) {
 	}
 	if !strings.Contains(string(out), "test result: ok.") {
 		t.Errorf("the crate's tests did not all run:\n%s", out)
+	}
+}
+
+// TestGuestManifests checks that the C and Rust examples' manifests are
+// the Go examples' but for the name, the description and the program
+// (which is the one beside them), so that they run the same tasks.
+func TestGuestManifests(t *testing.T) {
+	for _, kernel := range []string{"pi", "ising"} {
+		goM, err := job.LoadManifest(filepath.Join(kernel, kernel+".toml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, lang := range langs {
+			path := filepath.Join(lang.name, kernel+".toml")
+			m, err := job.LoadManifest(path)
+			if err != nil {
+				t.Fatalf("%s: %v", path, err)
+			}
+			if want := filepath.Join(m.Dir, kernel+".wasm"); m.Program != want {
+				t.Errorf("%s: program %s, want %s", path, m.Program, want)
+			}
+			if !strings.HasPrefix(m.Name, kernel+"-") {
+				t.Errorf("%s: name %q, want %s-...", path, m.Name, kernel)
+			}
+			m.Name, m.Description, m.Program, m.Dir, m.Path = goM.Name, goM.Description, goM.Program, goM.Dir, goM.Path
+			if diff := cmp.Diff(goM, m); diff != "" {
+				t.Errorf("%s differs from %s/%s.toml in more than name, description and program (-go +%s):\n%s", path, kernel, kernel, lang.name, diff)
+			}
+		}
 	}
 }

@@ -89,8 +89,11 @@ struct Lattice {
 
 impl Lattice {
     /// Attempts one flip per site, in lattice order; each 64-bit draw
-    /// serves two decisions, low half first.
+    /// serves two decisions, low half first. The generator's state is
+    /// copied into a local, which WebAssembly keeps out of its
+    /// bounds-checked linear memory.
     fn sweep(&mut self) {
+        let mut rng = self.rng.clone();
         let l = self.side;
         let (thr1, thr2) = (self.thr[1], self.thr[2]);
         let (mut draw, mut half) = (self.draw, self.half);
@@ -110,7 +113,7 @@ impl Lattice {
                         u = (draw >> 32) as u32;
                         half = false;
                     } else {
-                        draw = self.rng.u64();
+                        draw = rng.u64();
                         u = draw as u32;
                         half = true;
                     }
@@ -123,6 +126,7 @@ impl Lattice {
                 mag -= 2 * s as i64;
             }
         }
+        self.rng = rng;
         self.draw = draw;
         self.half = half;
         self.energy = energy;
