@@ -106,10 +106,16 @@ rust)
 	esac
 	dir=$(dirname "$out")/.rlib-$target
 	mkdir -p "$dir"
-	# shellcheck disable=SC2086 # flags are words
-	"$RUSTC" $flags --crate-type rlib --crate-name idlepool_task -o "$dir/libidlepool_task.rlib" "$here/rust/idlepool_task/lib.rs"
+	# The crate is compiled again only when its source or this script
+	# is newer than the last build of it for this target.
+	rlib=$dir/libidlepool_task.rlib lib=$here/rust/idlepool_task/lib.rs
+	if ! [ "$rlib" -nt "$lib" ] || ! [ "$rlib" -nt "$0" ]; then
+		# shellcheck disable=SC2086 # flags are words
+		"$RUSTC" $flags --crate-type rlib --crate-name idlepool_task -o "$rlib.new" "$lib"
+		mv "$rlib.new" "$rlib"
+	fi
 	# shellcheck disable=SC2086
-	"$RUSTC" $flags --crate-type bin --extern idlepool_task="$dir/libidlepool_task.rlib" -o "$out" "$src"
+	"$RUSTC" $flags --crate-type bin --extern idlepool_task="$rlib" -o "$out" "$src"
 	;;
 *)
 	echo "build-guest.sh: unknown language $lang: want c or rust" >&2
