@@ -358,7 +358,9 @@ func TestDecideCause(t *testing.T) {
 		{"a listed program", withSettings(func(s *Settings) { s.PauseFor = []string{"blender"} }),
 			func(s *Signals) { s.Running.Value = []string{"blender"} }, CauseProgram, time.Time{}},
 		{"a game", withSettings(func(s *Settings) { s.PauseForSteam = true }),
-			func(s *Signals) { s.Games = Reading[[]Game]{Known: true, Value: []Game{{Sign: GameSteam, What: "a Steam game"}}} }, CauseGame, time.Time{}},
+			func(s *Signals) {
+				s.Games = Reading[[]Game]{Known: true, Value: []Game{{Sign: GameSteam, What: "a Steam game"}}}
+			}, CauseGame, time.Time{}},
 		{"outside the hours", withSettings(nightsOnly), nil, CauseHours, time.Date(2026, 3, 10, 22, 0, 0, 0, loc)},
 		{"on battery", Defaults(), func(s *Signals) { s.Power.Value = Power{OnBattery: true, HasBattery: true, Percent: 43} },
 			CauseBattery, time.Time{}},
