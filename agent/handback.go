@@ -43,13 +43,15 @@ func (e *EarlyHandBackError) Unwrap() error { return ErrHandedBackEarly }
 // How long pauses whose end nothing says are taken to last in all, from
 // their start. A game or a program the owner pauses for is played or used
 // for an hour or more at a time; a laptop taken off its charger stays off
-// it about as long; a CPU above its ceiling cools within a minute or two.
+// it about as long; a CPU above its ceiling cools within a minute or two;
+// other programs' busy spells (a build, an update) last a few minutes.
 // A pause with no end (paused by the owner until resumed, hours with no
 // window ahead) is taken to last a day.
 const (
 	GamePause          = time.Hour
 	BatteryPause       = time.Hour
 	HotPause           = 2 * time.Minute
+	LoadPause          = 3 * time.Minute
 	DefaultActivePause = 10 * time.Minute // the owner at the machine, before OwnerPattern knows better
 	EndlessPause       = 24 * time.Hour
 )
@@ -67,7 +69,7 @@ type PausePrediction struct {
 	// Words says why, for the owner: "a game started", "a program you
 	// pause for started", "on battery", "outside your hours until Tue
 	// 22:00", "you are using this computer", "paused by you until 15:00",
-	// "the CPU is too hot".
+	// "the CPU is too hot", "other programs are busy".
 	Words string
 }
 
@@ -117,6 +119,8 @@ func PredictPause(d idle.Decision, now time.Time, pausedFor time.Duration, patte
 		p = PausePrediction{Left: typical(BatteryPause), Words: "on battery"}
 	case idle.CauseHot:
 		p = PausePrediction{Left: typical(HotPause), Words: "the CPU is too hot"}
+	case idle.CauseLoad:
+		p = PausePrediction{Left: typical(LoadPause), Words: "other programs are busy"}
 	case idle.CauseActive:
 		total := DefaultActivePause
 		if m, ok := pattern.Expected(now.Add(-pausedFor)); ok {

@@ -50,6 +50,8 @@ func TestPredictPause(t *testing.T) {
 			PausePrediction{Left: BatteryPause - 10*time.Minute, Words: "on battery"}, true},
 		{"too hot", wait(idle.CauseHot, time.Time{}), 0, nil,
 			PausePrediction{Left: HotPause, Words: "the CPU is too hot"}, true},
+		{"other programs busy", wait(idle.CauseLoad, time.Time{}), time.Minute, evenings,
+			PausePrediction{Left: LoadPause - time.Minute, Words: "other programs are busy"}, true},
 		{"the owner active, nothing learnt", wait(idle.CauseActive, now.Add(4*time.Minute)), time.Minute, nil,
 			PausePrediction{Left: DefaultActivePause - time.Minute, Words: "you are using this computer"}, true},
 		{"the owner active in the evening", wait(idle.CauseActive, now.Add(4*time.Minute)), time.Minute, evenings,

@@ -312,9 +312,9 @@ func Decide(s Settings, sig Signals, now time.Time, mono time.Duration, prev Pol
 	}
 	if st.Busy && !forced {
 		if above {
-			return wait(StateWaiting, HoldOwner, CauseActive, time.Time{}, fmt.Sprintf("waiting: other programs use %s of the CPU, more than your %s", percent(load), percent(s.MaxOtherCPUShare)))
+			return wait(StateWaiting, HoldOwner, CauseLoad, time.Time{}, fmt.Sprintf("waiting: other programs use %s of the CPU, more than your %s", percent(load), percent(s.MaxOtherCPUShare)))
 		}
-		return wait(StateWaiting, HoldOwner, CauseActive, time.Time{}, fmt.Sprintf("waiting: other programs' CPU use fell to %s; resuming after %s below %s", percent(load), durationText(LoadHold), percent(s.MaxOtherCPUShare)))
+		return wait(StateWaiting, HoldOwner, CauseLoad, time.Time{}, fmt.Sprintf("waiting: other programs' CPU use fell to %s; resuming after %s below %s", percent(load), durationText(LoadHold), percent(s.MaxOtherCPUShare)))
 	}
 
 	cpus := max(sig.CPUs, 1)

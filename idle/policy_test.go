@@ -368,7 +368,7 @@ func TestDecideCause(t *testing.T) {
 			CauseHot, time.Time{}},
 		{"the owner active", Defaults(), idleFor(time.Minute), CauseActive, tue1200.Add(DefaultIdleFor - time.Minute)},
 		{"other programs busy", withSettings(func(s *Settings) { s.MaxOtherCPUShare = 0.1 }),
-			func(s *Signals) { s.OtherCPUShare.Value = 0.9 }, CauseActive, time.Time{}},
+			func(s *Signals) { s.OtherCPUShare.Value = 0.9 }, CauseLoad, time.Time{}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

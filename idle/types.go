@@ -201,9 +201,11 @@ const (
 	// CauseHot is the CPU above its ceiling, or cooling below it.
 	CauseHot Cause = "hot"
 	// CauseActive is the owner using the machine: input not idle long
-	// enough (or its idle time unknown), a game run lately, other
-	// programs' CPU load.
+	// enough (or its idle time unknown), a game run lately.
 	CauseActive Cause = "active"
+	// CauseLoad is other programs' CPU load above the owner's limit, or
+	// just fallen below it.
+	CauseLoad Cause = "load"
 )
 
 // Run reports whether tasks may run.
