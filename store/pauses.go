@@ -7,7 +7,7 @@ import (
 )
 
 // This file keeps the owner's pauses by hour of day (schema
-// migrations/local/0007_owner_pauses.sql), from which the donor predicts
+// migrations/local/0008_owner_pauses.sql), from which the donor predicts
 // how long a pause for the owner lasts (agent.OwnerPattern).
 
 // HourPauses is what was seen of the owner's pauses that began in one
