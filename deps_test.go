@@ -19,8 +19,7 @@ import (
 // coord serves.
 var layers = map[string]int{
 	"job": 0, "home": 0, "identity": 0, "assets": 0, "castore": 0, "version": 0,
-	"release": 1,
-	"worker": 1, "p2p": 1, "idle": 2, "offers": 3, "pool": 4,
+	"worker": 1, "p2p": 1, "release": 1, "idle": 2, "offers": 3, "pool": 4,
 	"store": 5, "cluster": 5, "coord": 6, "agent": 7, "app": 8,
 }
 
