@@ -236,6 +236,9 @@ func cmdTrain(ctx context.Context, g *globals, args []string) error {
 	if dir == "" {
 		dir = filepath.Join(tf.dir, tf.Name+".train")
 	}
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs // the round manifests name the models by absolute paths
+	}
 	t := &trainer{g: g, tf: tf, dir: dir, workers: *workers, pc: pc}
 	if err := t.open(); err != nil {
 		return err
