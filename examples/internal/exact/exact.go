@@ -53,7 +53,7 @@ func Quantize(x float64, bits uint) (int64, error) {
 		return 0, fmt.Errorf("exact: %d fraction bits, at most 62", bits)
 	}
 	y := math.RoundToEven(x * float64(uint64(1)<<bits)) // scaling by 2^bits is exact
-	if !(y > -(1<<63) && y < 1<<63) { // also rejects NaN
+	if !(y > -(1<<63) && y < 1<<63) {                   // also rejects NaN
 		return 0, fmt.Errorf("%w: %g does not fit 64 bits at 2^-%d", ErrRange, x, bits)
 	}
 	return int64(y), nil
