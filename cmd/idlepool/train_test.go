@@ -149,6 +149,7 @@ func trainJSON(t *testing.T, home string, args ...string) (trainOut, runOut) {
 // bytes (the fixed-point update and the vector-sum merge are exact), the
 // loss falls, and the lineage names every round's jobs.
 func TestTrainShardInvariant(t *testing.T) {
+	t.Parallel() // mostly waits on its subprocesses
 	data := smallFashion(t)
 	models := make([]string, 3)
 	var wg sync.WaitGroup
@@ -179,6 +180,7 @@ func TestTrainShardInvariant(t *testing.T) {
 // finished and runs it again: it does not compute round 1 again and ends
 // with the model of an uninterrupted run.
 func TestTrainResumesAfterKill(t *testing.T) {
+	t.Parallel() // mostly waits on its subprocesses
 	data := smallFashion(t)
 	train := writeTrainFile(t, "fashion", data, 2, "", "")
 	want, _ := trainJSON(t, t.TempDir(), train, "--dir", filepath.Join(t.TempDir(), "ref"))
