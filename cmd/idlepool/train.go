@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -206,7 +207,7 @@ type trainDoc struct {
 
 func cmdTrain(ctx context.Context, g *globals, args []string) error {
 	fs := g.flagSet("idlepool train", "Usage: idlepool train TRAIN.toml [--rounds N] [--pool URL] [--dir DIR] [--workers N] [--json]\n\nTrains a model round by round: each round is one job whose tasks compute the shards' exact updates,\nthen the training's program applies the merged update. Alone and offline, or on a pool with --pool.\nA killed run goes on from its last finished round when started again.\n\n")
-	rounds := fs.Int("rounds", -1, "train until round `N` (default: the training file's rounds)")
+	rounds := fs.Int("rounds", 0, "train until round `N` (default: the training file's rounds)")
 	dirFlag := fs.String("dir", "", "keep the models, the lineage and the plot in `DIR` (default: NAME.train beside the training file)")
 	workers := fs.Int("workers", runtime.NumCPU(), "alone: run `N` tasks at once")
 	asJSON := fs.Bool("json", false, "print one JSON document with the lineage on stdout")
@@ -226,10 +227,12 @@ func cmdTrain(ctx context.Context, g *globals, args []string) error {
 	if err != nil {
 		return err
 	}
-	if *rounds < 0 {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == "rounds" })
+	if !set {
 		*rounds = tf.Rounds
 	}
-	if *rounds > maxTrainRounds {
+	if *rounds < 0 || *rounds > maxTrainRounds {
 		return &userError{Msg: fmt.Sprintf("--rounds must be 0..%d, got %d", maxTrainRounds, *rounds), Cause: errUsage}
 	}
 	dir := *dirFlag
