@@ -54,6 +54,11 @@ type SchedulerConfig struct {
 	// Trust holds the rules on trust and sanctions: established owners,
 	// exclusion after repeated deviations, the bound on unverified work.
 	Trust TrustConfig
+
+	// Tail holds the rules for a job's tail: backup replicas, the
+	// devices' records and the lease timeouts derived from them
+	// (tail.go). The zero value turns them on.
+	Tail TailConfig
 }
 
 // Defaults of SchedulerConfig.
@@ -155,6 +160,13 @@ type Scheduler struct {
 	trust  *trustState         // devices' and owners' records (trust.go)
 	watch  []*taskState        // checks leased just now: the next device to ask is barred from them (check.go)
 	secret map[job.Digest]bool // known-answers files of the pool's jobs, never served (known.go)
+
+	// tail.go: what each device has shown, and the devices that asked
+	// for work and got none (idleCount caches its count at idleAt).
+	shown             map[string]*shown
+	idle              []string
+	idleAt            time.Time
+	idleAll, idleFast int
 }
 
 // jobState is one job in memory. Tasks below next that are not in active
@@ -191,6 +203,8 @@ type jobState struct {
 	deviators map[string]bool // owners with a deviation in this job
 	caught    map[string]bool // owners caught on a known answer of this job: they compute no more of it (stall.go)
 	keptUntil time.Time       // until when its merger fetches results kept by the devices (sched_refs.go)
+
+	pace paceState // its replicas' recent durations, for its median (tail.go)
 }
 
 // taskState is an undecided task that has, or had, replicas.
@@ -222,6 +236,7 @@ type replica struct {
 	void    bool    // returned, then its device was caught on a known answer: it no longer votes (stall.go)
 	order   int64   // when it was leased, among this run's leases (0: before a restart)
 	cost    float64 // the receipt's cost, for a provisional replica
+	backup  bool    // leased as a backup in its job's tail (tail.go); not kept over a restart
 }
 
 // NewScheduler rebuilds the scheduler's state from cfg.Store (see Store
@@ -251,7 +266,7 @@ func NewScheduler(ctx context.Context, cfg SchedulerConfig) (*Scheduler, error) 
 		cfg: cfg, log: log, store: cfg.Store,
 		peers: map[string]Peer{}, peerBatch: map[string]*pending{}, jobs: map[job.ID]*jobState{}, leases: map[string]*replica{},
 		kick: make(chan struct{}, 1), full: make(chan struct{}, 1),
-		trust: newTrustState(cfg.Trust), secret: map[job.Digest]bool{},
+		trust: newTrustState(cfg.Trust), secret: map[job.Digest]bool{}, shown: map[string]*shown{},
 	}
 	s.pend = newPending()
 	snap, err := cfg.Store.Load(ctx)
@@ -1009,6 +1024,7 @@ func (s *Scheduler) endLease(r *replica, state string) {
 	ts.live = removeReplica(ts.live, r)
 	js.leased--
 	r.rec.State, r.ts = state, nil
+	s.leaseEnded(r, state)
 	s.unclaim(r)
 	ts.unsingle()
 	s.putReplica(r)
