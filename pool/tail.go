@@ -90,14 +90,14 @@ const (
 
 // shown is what the scheduler has seen of one device.
 type shown struct {
-	pace    float64      // moving average of elapsed/median of the job, per returned replica
-	paced   int          // replicas that went into pace
-	kept    float64      // moving average: 1 per replica returned in time, 0 per lease expired
-	ended   int          // leases that went into kept
-	leases  [24]float64  // decayed count of leases granted, by UTC hour
-	stalls  [24]float64  // decayed count of stalls seen (hand-backs, very late returns), by UTC hour
-	idleAt  time.Time    // when it last asked for work and got none; zero once it got some
-	idleExp float64      // its expected medians when it became idle
+	pace    float64     // moving average of elapsed/median of the job, per returned replica
+	paced   int         // replicas that went into pace
+	kept    float64     // moving average: 1 per replica returned in time, 0 per lease expired
+	ended   int         // leases that went into kept
+	leases  [24]float64 // decayed count of leases granted, by UTC hour
+	stalls  [24]float64 // decayed count of stalls seen (hand-backs, very late returns), by UTC hour
+	idleAt  time.Time   // when it last asked for work and got none; zero once it got some
+	idleExp float64     // its expected medians when it became idle
 }
 
 // paceState is a job's recent replica durations, for its median.
