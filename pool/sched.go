@@ -358,7 +358,7 @@ func (s *Scheduler) restore(ctx context.Context, snap *Snapshot) error {
 				s.trust.device(rec.Peer).outstanding++
 			}
 			ts.live = append(ts.live, r)
-			js.leased++
+			s.nowLive(r)
 			heap.Push(&s.deadlines, deadlineItem{rec.Deadline, r})
 		case ReplicaReturned:
 			ts := js.task(rec.Task)
@@ -1022,7 +1022,7 @@ func (s *Scheduler) expireDue(now time.Time) {
 func (s *Scheduler) endLease(r *replica, state string) {
 	ts, js := r.ts, r.js
 	ts.live = removeReplica(ts.live, r)
-	js.leased--
+	s.notLive(r)
 	r.rec.State, r.ts = state, nil
 	s.leaseEnded(r, state)
 	s.unclaim(r)

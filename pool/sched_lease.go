@@ -95,8 +95,8 @@ func (s *Scheduler) Lease(ctx context.Context, peer string, max int) ([]Lease, e
 		out = append(out, Lease{ID: r.rec.Lease, Job: r.rec.Job, Task: r.rec.Task, Peer: p.ID, Deadline: r.rec.Deadline})
 		w = r.batch
 	}
-	if len(out) == 0 {
-		s.noteIdle(p, now)
+	if len(out) == 0 && s.shownOf(p.ID).live == 0 {
+		s.noteIdle(p, now) // it holds nothing and got nothing
 	}
 	if w == nil && (s.pend != pend || s.pend.size() != changes) {
 		w = s.pend // it decided tasks (stall.go): return once that is stored
@@ -358,7 +358,7 @@ func (s *Scheduler) grant(js *jobState, ts *taskState, p Peer, now time.Time, ba
 	}
 	s.used(js, ts.index, now)
 	ts.live = append(ts.live, r)
-	js.leased++
+	s.nowLive(r)
 	s.leases[r.rec.Lease] = r
 	heap.Push(&s.deadlines, deadlineItem{r.rec.Deadline, r})
 	s.putReplica(r)
@@ -550,7 +550,7 @@ func (s *Scheduler) Submit(ctx context.Context, peer, lease string, sub Submissi
 	}
 	s.returnedInTime(r, s.now())
 	ts.live = removeReplica(ts.live, r)
-	js.leased--
+	s.notLive(r)
 	ts.returned = append(ts.returned, r)
 	r.rec.State, r.rec.Digest, r.rec.Failed, r.rec.Reason = ReplicaReturned, sub.Digest, sub.Failed, sub.Reason
 	r.rec.Result, r.rec.Ref = bytes.Clone(sub.Result), cloneManifest(sub.Ref)
@@ -579,7 +579,7 @@ func (s *Scheduler) Submit(ctx context.Context, peer, lease string, sub Submissi
 func (s *Scheduler) machineFailed(r *replica, sub Submission) {
 	ts, js := r.ts, r.js
 	ts.live = removeReplica(ts.live, r)
-	js.leased--
+	s.notLive(r)
 	s.unclaim(r)
 	ts.unsingle()
 	if len(ts.machine) == 0 {
@@ -763,7 +763,7 @@ func (s *Scheduler) decide(js *jobState, ts *taskState, status string, lead *rep
 	}
 	for _, r := range ts.live {
 		r.rec.State, r.ts = ReplicaCancelled, nil
-		js.leased--
+		s.notLive(r)
 		s.unclaim(r)
 		s.putReplica(r)
 	}

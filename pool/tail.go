@@ -98,6 +98,7 @@ type shown struct {
 	stalls  [24]float64 // decayed count of stalls seen (hand-backs, very late returns), by UTC hour
 	idleAt  time.Time   // when it last asked for work and got none; zero once it got some
 	idleExp float64     // its expected medians when it became idle
+	live    int         // its live replicas
 }
 
 // paceState is a job's recent replica durations, for its median.
@@ -244,7 +245,9 @@ func (s *Scheduler) noteLeased(peer string, now time.Time) {
 		d.stalls[i] *= shownHourDrop
 	}
 	d.leases[h]++
-	d.idleAt = time.Time{}
+	if !d.idleAt.IsZero() {
+		d.idleAt, s.idleAt = time.Time{}, time.Time{} // idleCount counts again
+	}
 }
 
 // noteIdle notes that p asked for work at now and got none. s.mu is held.
@@ -254,6 +257,7 @@ func (s *Scheduler) noteIdle(p Peer, now time.Time) {
 		s.idle = append(s.idle, p.ID)
 	}
 	d.idleAt, d.idleExp = now, s.medians(d, now.UTC().Hour())
+	s.idleAt = time.Time{} // idleCount counts again
 }
 
 // idleCount returns how many devices asked for work within IdleWithin
@@ -341,15 +345,15 @@ func (s *Scheduler) slowInTail(js *jobState, p Peer, now time.Time) bool {
 }
 
 // backupFor returns the task of js that p should compute a backup replica
-// of, or nil: in js's tail (inTail), among the tasks with live replicas
+// of, or nil: when p holds no live replica, in js's tail (inTail), among the tasks with live replicas
 // and no backup that p may take, the one whose slowest replica is
 // estimated to end last, if p is expected to end backupMargin times
 // sooner. A replica's end is estimated from its device's expected time
 // (medians); one already past it is guessed to take as long again as
 // it has taken (it is paused or stuck). s.mu is held.
 func (s *Scheduler) backupFor(js *jobState, p Peer, now time.Time) *taskState {
-	if s.cfg.Tail.NoBackups || !js.pace.known() || js.next < js.tasks {
-		return nil
+	if s.cfg.Tail.NoBackups || !js.pace.known() || js.next < js.tasks || s.shownOf(p.ID).live > 0 {
+		return nil // p is not idle, or js not in its tail
 	}
 	idle, _ := s.idleCount(now)
 	if !inTail(js, idle+1) { // p is idle too
@@ -386,4 +390,18 @@ func (s *Scheduler) backupFor(js *jobState, p Peer, now time.Time) *taskState {
 		best, bestLeft = ts, left
 	}
 	return best
+}
+
+// nowLive counts live replica r, just leased, in its job and device.
+// s.mu is held.
+func (s *Scheduler) nowLive(r *replica) {
+	r.js.leased++
+	s.shownOf(r.rec.Peer).live++
+}
+
+// notLive counts r, which was live, out of its job and device. s.mu is
+// held.
+func (s *Scheduler) notLive(r *replica) {
+	r.js.leased--
+	s.shownOf(r.rec.Peer).live--
 }
