@@ -52,6 +52,7 @@ var (
 	makespanFull    = flag.Bool("makespan.full", false, "run the makespan simulation at full size and print the table (make bench-makespan)")
 	makespanDevices = flag.Int("makespan.devices", 1000, "devices of the makespan simulation")
 	makespanTasks   = flag.Int64("makespan.tasks", 10000, "tasks of the makespan simulation")
+	makespanSeed    = flag.Uint64("makespan.seed", 1, "seed of the makespan simulation's random choices (devices, pauses, failures)")
 )
 
 // msConfig is one simulated pool and job.
@@ -464,9 +465,9 @@ func msRow(tb testing.TB, c msConfig) (string, msResult) {
 
 // msScenarios are the table's rows for n devices and tasks tasks: the
 // churn scenario with each change off and on, and a steady pool.
-func msScenarios(n int, tasks int64) []msConfig {
-	churn := msConfig{Name: "churn", Devices: n, Tasks: tasks, Churn: 0.3, Silent: 0.01, Flaky: 0.1, Fail: 0.01, Liars: 0.02, Seed: 1}
-	steady := msConfig{Name: "steady", Devices: n, Tasks: tasks, Seed: 1}
+func msScenarios(n int, tasks int64, seed uint64) []msConfig {
+	churn := msConfig{Name: "churn", Devices: n, Tasks: tasks, Churn: 0.3, Silent: 0.01, Flaky: 0.1, Fail: 0.01, Liars: 0.02, Seed: seed}
+	steady := msConfig{Name: "steady", Devices: n, Tasks: tasks, Seed: seed}
 	with := func(c msConfig, backups, ranking bool) msConfig {
 		c.Tail = pool.TailConfig{NoBackups: !backups, NoRanking: !ranking}
 		return c
@@ -486,9 +487,9 @@ func TestMakespanFull(t *testing.T) {
 	if !*makespanFull {
 		t.Skip("the full-size makespan simulation runs with -makespan.full (make bench-makespan)")
 	}
-	fmt.Printf("%d devices, %d tasks\n\n", *makespanDevices, *makespanTasks)
+	fmt.Printf("%d devices, %d tasks, seed %d\n\n", *makespanDevices, *makespanTasks, *makespanSeed)
 	fmt.Println(msHeader)
-	for _, c := range msScenarios(*makespanDevices, *makespanTasks) {
+	for _, c := range msScenarios(*makespanDevices, *makespanTasks, *makespanSeed) {
 		row, _ := msRow(t, c)
 		fmt.Println(row)
 	}
@@ -501,7 +502,7 @@ func TestMakespanSmall(t *testing.T) {
 	if testing.Short() {
 		t.Skip("simulation skipped in -short mode")
 	}
-	rows := msScenarios(60, 600)
+	rows := msScenarios(60, 600, 1)
 	_, off := msRow(t, rows[0])
 	_, on := msRow(t, rows[3])
 	for _, r := range []msResult{off, on} {
