@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -52,6 +54,8 @@ var (
 	makespanFull    = flag.Bool("makespan.full", false, "run the makespan simulation at full size and print the table (make bench-makespan)")
 	makespanDevices = flag.Int("makespan.devices", 1000, "devices of the makespan simulation")
 	makespanTasks   = flag.Int64("makespan.tasks", 10000, "tasks of the makespan simulation")
+	makespanRows    = flag.String("makespan.rows", "", "comma-separated row numbers (1..) of the table to run; empty: all")
+	makespanTrace   = flag.Bool("makespan.trace", false, "print the job's state every 5 simulated minutes once fewer tasks than devices are left")
 	makespanSeed    = flag.Uint64("makespan.seed", 1, "seed of the makespan simulation's random choices (devices, pauses, failures)")
 )
 
@@ -281,9 +285,38 @@ func runMakespan(tb testing.TB, c msConfig) msResult {
 		}
 		return st.Complete
 	}
+	nextTrace := start
 	for q.Len() > 0 {
 		ev := heap.Pop(&q).(msEvent)
 		t := ev.at
+		if *makespanTrace && !t.Before(nextTrace) {
+			nextTrace = nextTrace.Add(5 * time.Minute)
+			st, _ := h.S.Status(j.ID)
+			var idle, paused, gone, busy int
+			for _, d := range devs {
+				switch {
+				case d.paused:
+					paused++
+				case d.silent || d.excluded:
+					gone++
+				case d.lease != nil:
+					busy++
+				default:
+					idle++
+				}
+			}
+			if left := st.Tasks - st.Accepted - st.Failed; left < int64(c.Devices) {
+				fmt.Printf("%v undecided %d leased %d waiting %d retrying %d | devices idle %d busy %d paused %d gone %d\n",
+					t.Sub(start).Round(time.Minute), left, st.Leased, st.Waiting, st.Retrying, idle, busy, paused, gone)
+				if left <= 2 {
+					for _, d := range devs {
+						if d.lease != nil {
+							fmt.Printf("   task %d on %s speed %.1f paused %v silent %v left %.2f done %.2f leased %v ago deadline in %v\n", d.lease.Task, d.id[:8], d.speed, d.paused, d.silent, d.left, d.done, t.Sub(h.Clock.Now()), d.lease.Deadline.Sub(t))
+						}
+					}
+				}
+			}
+		}
 		if d := t.Sub(h.Clock.Now()); d > 0 {
 			h.Clock.Advance(d)
 		}
@@ -489,7 +522,10 @@ func TestMakespanFull(t *testing.T) {
 	}
 	fmt.Printf("%d devices, %d tasks, seed %d\n\n", *makespanDevices, *makespanTasks, *makespanSeed)
 	fmt.Println(msHeader)
-	for _, c := range msScenarios(*makespanDevices, *makespanTasks, *makespanSeed) {
+	for i, c := range msScenarios(*makespanDevices, *makespanTasks, *makespanSeed) {
+		if *makespanRows != "" && !slices.Contains(strings.Split(*makespanRows, ","), fmt.Sprint(i+1)) {
+			continue
+		}
 		row, _ := msRow(t, c)
 		fmt.Println(row)
 	}

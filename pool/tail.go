@@ -1,7 +1,6 @@
 package pool
 
 import (
-	"math"
 	"slices"
 	"time"
 )
@@ -14,9 +13,14 @@ import (
 // of day it stalled) and uses it three ways:
 //
 //   - Backups: once a job's undecided tasks are no more than the devices
-//     that asked for work and got none (idle), an idle device that would
-//     finish a running task sooner than the replica estimated to end last
-//     is leased a backup replica of it (backupFor). A backup is a
+//     that asked for work and got none (idle), an idle device (one that
+//     holds no replica) expected to finish a running task 1.5 times
+//     sooner than the task's replicas are estimated to is leased a backup
+//     replica of it (backupFor), the task estimated to end last first, two
+//     backups per task at most. A replica's end is estimated from its
+//     device's pace; one already past it is guessed to take as long again
+//     as it has taken (it is paused or stuck). A check (check.go) is
+//     backed up only by an owner the pool draws for it. A backup is a
 //     replica like any other: the first result that completes the task's
 //     verification decides it and the replicas still running are
 //     cancelled (Heartbeat and Submit answer ErrTaskDecided); a backup is
@@ -84,6 +88,7 @@ const (
 	stallFactor   = 3    // a replica this many times slower than its device's pace was paused
 	slowFactor    = 2    // a device expected to take this many medians is slow in the tail
 	backupMargin  = 1.5  // a backup must be expected to end this many times sooner
+	maxBackups    = 2    // live backups of one task at most
 	pausePenalty  = 2.0  // expected medians lost per stall share (a pause costs about two medians)
 	shownHourDrop = 0.98 // decay of the hourly counts per lease, so the pattern follows change
 )
@@ -148,7 +153,7 @@ func (s *Scheduler) medians(d *shown, h int) float64 {
 		return 1
 	}
 	pace := 1.0
-	if d.paced >= shownMinimum {
+	if d.paced > 0 {
 		pace = d.pace
 	}
 	kept := 1.0
@@ -364,30 +369,45 @@ func (s *Scheduler) backupFor(js *jobState, p Peer, now time.Time) *taskState {
 	mine := s.medians(s.shown[p.ID], h) * median
 	var best *taskState
 	bestLeft := 0.0
+	var left []float64
 	for _, ts := range js.active {
-		if len(ts.live) == 0 || ts.single || ts.chk != nil || ts.refetch != nil || ts.prov != nil || ts.stalled || ts.backedUp() {
+		if len(ts.live) == 0 || ts.single || ts.refetch != nil || ts.prov != nil || ts.stalled {
 			continue
 		}
-		left := 0.0
+		if c := ts.chk; c != nil && (!c.due || len(ts.returned) == 0) {
+			continue // a check not yet due, or its checked replica: not backed up
+		}
+		// When each live replica ends; the task needs all but its
+		// backups' worth of them, the soonest first.
+		left = left[:0]
+		backups := 0
 		for _, r := range ts.live {
+			if r.backup {
+				backups++
+			}
 			exp := s.medians(s.shown[r.rec.Peer], r.rec.Created.UTC().Hour()) * median
 			spent := float64(now.Sub(r.rec.Created))
 			l := exp - spent
 			if spent > exp {
 				l = spent
 			}
-			left = math.Max(left, l)
+			left = append(left, l)
 		}
-		if mine*backupMargin >= left {
+		if backups >= maxBackups {
 			continue
 		}
-		if best != nil && (left < bestLeft || left == bestLeft && ts.index > best.index) {
+		slices.Sort(left)
+		end := left[max(len(left)-1-backups, 0)]
+		if mine*backupMargin >= end {
 			continue
 		}
-		if !js.eligible(ts, p) || ts.held(p, now) || !js.admits(ts, p) {
+		if best != nil && (end < bestLeft || end == bestLeft && ts.index > best.index) {
 			continue
 		}
-		best, bestLeft = ts, left
+		if !js.eligible(ts, p) || ts.held(p, now) || !js.admits(ts, p) || !s.checkOK(js, ts, p, now) {
+			continue // a check's backup, too, goes to an owner the pool draws (check.go)
+		}
+		best, bestLeft = ts, end
 	}
 	return best
 }

@@ -54,8 +54,8 @@ func pass(h *pooltest.Harness, d time.Duration, ls ...pool.Lease) {
 // TestTailBackupOnlyInTailToIdle: a device is leased a backup replica
 // only once every task is started and the undecided tasks are no more
 // than the idle devices, only when it holds no replica itself, only of a
-// task running well past the time expected of it, and one backup per
-// task at a time; the leases of a backed-up task are kept short.
+// task running well past the time expected of it, and two backups per
+// task at most; the leases of a backed-up task are kept short.
 func TestTailBackupOnlyInTailToIdle(t *testing.T) {
 	h, _, bob, carol := newTailPool(t, 8, 6, nil)
 	dave, erin := h.Device("dave", "dave-1"), h.Device("erin", "erin-1")
@@ -86,9 +86,16 @@ func TestTailBackupOnlyInTailToIdle(t *testing.T) {
 	if got, max := lg[0].Deadline.Sub(h.Clock.Now()), pool.DefaultBackupWindow; got > max {
 		t.Errorf("the backup's lease runs %v, want at most %v", got, max)
 	}
-	// One backup per task at a time; task 7 is not overdue.
-	if ls := h.Lease(frank, 1); len(ls) != 0 {
-		t.Errorf("frank got %v while task 6 has a backup and task 7 is on time", tasksOf(ls))
+	// Task 6 still needs one of bob's and carol's overdue replicas: frank
+	// backs that up too; then it has two backups, the most, and task 7 is
+	// on time.
+	if ls := h.Lease(frank, 1); len(ls) != 1 || ls[0].Task != 6 {
+		t.Errorf("frank got %v, want a second backup of task 6", tasksOf(ls))
+	}
+	hana := h.Device("hana", "hana-1")
+	h.Lease(hana, 1) // idle
+	if ls := h.Lease(hana, 1); len(ls) != 0 {
+		t.Errorf("hana got %v while task 6 has two backups and task 7 is on time", tasksOf(ls))
 	}
 	// The backed-up task's original replicas now get short leases.
 	dl, err := h.S.Heartbeat(context.Background(), bob, l6b[0].ID)
