@@ -493,7 +493,13 @@ func msRow(tb testing.TB, c msConfig) (string, msResult) {
 	}
 	tb.Logf("%s backups %s ranking %s: %+v (%v)", c.Name, onOff(c.Tail.NoBackups), onOff(c.Tail.NoRanking), r, time.Since(begin).Round(time.Millisecond))
 	return fmt.Sprintf("| %s | %s | %s | %s | %s | %.2f | %.1f%% | %.1f%% | %d |", c.Name, onOff(c.Tail.NoBackups), onOff(c.Tail.NoRanking),
-		r.Makespan.Round(time.Minute), r.Ideal.Round(time.Minute), r.ratio(), 100*r.Wasted/r.Work, 100*r.Lost/r.Work, r.Replicas), r
+		hm(r.Makespan), hm(r.Ideal), r.ratio(), 100*r.Wasted/r.Work, 100*r.Lost/r.Work, r.Replicas), r
+}
+
+// hm writes d as "8h02m".
+func hm(d time.Duration) string {
+	m := int(d.Round(time.Minute).Minutes())
+	return fmt.Sprintf("%dh%02dm", m/60, m%60)
 }
 
 // msScenarios are the table's rows for n devices and tasks tasks: the

@@ -106,6 +106,11 @@ const (
 //     (your own device is never counted, invariant 14).
 //   - A peer never holds two replicas of one task. A lease that expires or
 //     is handed back frees its replica for whoever asks next.
+//   - A job's tail (tail.go): once its undecided tasks are no more than
+//     the idle devices, idle devices expected to finish sooner are leased
+//     backup replicas of the tasks estimated to end last, and devices
+//     slow for the job are leased nothing of it while faster ones wait;
+//     lease timeouts are shortened for devices whose leases expired.
 //   - Redundancy replicas are leased at first. Digest D is accepted when
 //     the voters (distinct owners, or devices in "owner" pools) that
 //     returned D number at least quorum (one more once the voters
