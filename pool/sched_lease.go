@@ -120,7 +120,7 @@ func (s *Scheduler) candidates(p Peer) ([]*jobState, []JobView) {
 		// has nothing for anyone now: left out before the costlier
 		// fair-share sort and matchmaking.
 		// In its tail it may have backups to give (tail.go).
-		if !js.complete() && js.allows(p) && (js.next < js.tasks || len(js.want) > 0 || js.held > 0 || !s.cfg.Tail.NoBackups) {
+		if !js.complete() && js.allows(p) && (js.next < js.tasks || len(js.want) > 0 || js.held > 0 || s.mayBackup(js, s.now())) {
 			jobs = append(jobs, js)
 		}
 	}

@@ -84,7 +84,7 @@ const (
 	paceSamples   = 63   // durations of finished replicas kept per job for its median
 	paceMinimum   = 5    // finished replicas before a job's median is used
 	shownAlpha    = 0.25 // weight of the newest sample in a device's moving averages
-	shownMinimum  = 3    // samples before a device's pace or kept share is used
+	shownMinimum  = 3    // leases before a device's kept share or hourly stalls are used (its pace counts from one)
 	stallFactor   = 3    // a replica this many times slower than its device's pace was paused
 	slowFactor    = 2    // a device expected to take this many medians is slow in the tail
 	backupMargin  = 1.5  // a backup must be expected to end this many times sooner
@@ -99,10 +99,11 @@ type shown struct {
 	paced   int         // replicas that went into pace
 	kept    float64     // moving average: 1 per replica returned in time, 0 per lease expired
 	ended   int         // leases that went into kept
-	leases  [24]float64 // decayed count of leases granted, by UTC hour
-	stalls  [24]float64 // decayed count of stalls seen (hand-backs, very late returns), by UTC hour
+	leases  [24]float32 // decayed count of leases granted, by UTC hour
+	stalls  [24]float32 // decayed count of stalls seen (hand-backs, very late returns), by UTC hour
 	idleAt  time.Time   // when it last asked for work and got none; zero once it got some
 	idleExp float64     // its expected medians when it became idle
+	listed  bool        // in Scheduler.idle
 	live    int         // its live replicas
 }
 
@@ -118,7 +119,8 @@ func (p *paceState) add(d time.Duration) {
 	p.durs[p.n%paceSamples] = d
 	p.n++
 	k := min(p.n, paceSamples)
-	s := make([]time.Duration, k)
+	var buf [paceSamples]time.Duration
+	s := buf[:k]
 	copy(s, p.durs[:k])
 	slices.Sort(s)
 	p.median = s[k/2]
@@ -167,16 +169,16 @@ func (s *Scheduler) medians(d *shown, h int) float64 {
 // all hours when it has few leases at h.
 func (d *shown) stallShare(h int) float64 {
 	if d.leases[h] >= shownMinimum {
-		return min(d.stalls[h]/d.leases[h], 1)
+		return float64(min(d.stalls[h]/d.leases[h], 1))
 	}
-	var l, st float64
+	var l, st float32
 	for i := range d.leases {
 		l, st = l+d.leases[i], st+d.stalls[i]
 	}
 	if l < shownMinimum {
 		return 0
 	}
-	return min(st/l, 1)
+	return float64(min(st/l, 1))
 }
 
 // leaseTimeout is the lease timeout of device peer's leases of js: the
@@ -258,7 +260,8 @@ func (s *Scheduler) noteLeased(peer string, now time.Time) {
 // noteIdle notes that p asked for work at now and got none. s.mu is held.
 func (s *Scheduler) noteIdle(p Peer, now time.Time) {
 	d := s.shownOf(p.ID)
-	if d.idleAt.IsZero() {
+	if !d.listed {
+		d.listed = true
 		s.idle = append(s.idle, p.ID)
 	}
 	d.idleAt, d.idleExp = now, s.medians(d, now.UTC().Hour())
@@ -275,11 +278,11 @@ func (s *Scheduler) idleCount(now time.Time) (all, fast int) {
 	keep := s.idle[:0]
 	for _, id := range s.idle {
 		d := s.shown[id]
-		if d == nil || d.idleAt.IsZero() {
+		if d == nil {
 			continue
 		}
-		if now.Sub(d.idleAt) > s.idleWithin() {
-			d.idleAt = time.Time{}
+		if d.idleAt.IsZero() || now.Sub(d.idleAt) > s.idleWithin() {
+			d.idleAt, d.listed = time.Time{}, false
 			continue
 		}
 		keep = append(keep, id)
@@ -333,6 +336,17 @@ func inTail(js *jobState, idle int) bool {
 	return js.next == js.tasks && int64(len(js.active)) <= int64(idle)
 }
 
+// mayBackup reports whether js may have a backup to lease to an idle
+// device now: backups on, its median known, and in its tail counting one
+// more idle device (the one asking). s.mu is held.
+func (s *Scheduler) mayBackup(js *jobState, now time.Time) bool {
+	if s.cfg.Tail.NoBackups || !js.pace.known() || js.next < js.tasks {
+		return false
+	}
+	idle, _ := s.idleCount(now)
+	return inTail(js, idle+1)
+}
+
 // slowInTail reports whether p should be leased nothing of js now: js's
 // tasks still to lease are fewer than the idle devices that are not slow,
 // and p is slow (expected to take over slowFactor of js's medians). s.mu
@@ -357,12 +371,8 @@ func (s *Scheduler) slowInTail(js *jobState, p Peer, now time.Time) bool {
 // (medians); one already past it is guessed to take as long again as
 // it has taken (it is paused or stuck). s.mu is held.
 func (s *Scheduler) backupFor(js *jobState, p Peer, now time.Time) *taskState {
-	if s.cfg.Tail.NoBackups || !js.pace.known() || js.next < js.tasks || s.shownOf(p.ID).live > 0 {
+	if s.shownOf(p.ID).live > 0 || !s.mayBackup(js, now) {
 		return nil // p is not idle, or js not in its tail
-	}
-	idle, _ := s.idleCount(now)
-	if !inTail(js, idle+1) { // p is idle too
-		return nil
 	}
 	h := now.UTC().Hour()
 	median := float64(js.pace.median)

@@ -90,3 +90,26 @@ func TestLeaseTimeoutBounded(t *testing.T) {
 		})
 	}
 }
+
+// TestIdleCountedOnce: a device that goes idle, is leased work and goes
+// idle again counts once; one that asked longer ago than IdleWithin no
+// longer counts; the list of idle devices stays as long as the devices.
+func TestIdleCountedOnce(t *testing.T) {
+	at := time.Date(2026, 1, 2, 20, 0, 0, 0, time.UTC)
+	s := &Scheduler{shown: map[string]*shown{}}
+	a, b := Peer{ID: "a"}, Peer{ID: "b"}
+	for range 100 {
+		s.noteIdle(a, at)
+		s.noteLeased(a.ID, at)
+		s.noteIdle(a, at)
+	}
+	s.noteIdle(b, at)
+	if all, fast := s.idleCount(at); all != 2 || fast != 2 || len(s.idle) != 2 {
+		t.Errorf("idle %d (fast %d), listed %d: want 2, 2, 2", all, fast, len(s.idle))
+	}
+	later := at.Add(DefaultIdleWithin + time.Second)
+	s.noteIdle(b, later)
+	if all, _ := s.idleCount(later); all != 1 || len(s.idle) != 1 {
+		t.Errorf("idle %d, listed %d after a's last ask passed IdleWithin: want 1, 1", all, len(s.idle))
+	}
+}
