@@ -72,6 +72,10 @@ type msConfig struct {
 	Tail     pool.TailConfig
 	Seed     uint64
 	TaskWork float64 // hours a task takes on the slowest device; default 1.2
+	// EarlyHandBack: a paused device hands its task back at once, as an
+	// agent that predicts a long pause does (agent's early hand-back);
+	// otherwise once suspended for the lease timeout less 30 s.
+	EarlyHandBack bool
 }
 
 // msResult is what one run measured.
@@ -429,7 +433,11 @@ func runMakespan(tb testing.TB, c msConfig) msResult {
 			plan(d, t) // suspended: no finish while paused; heartbeats go on
 			if d.lease != nil {
 				beat(d, t, d.lease.Deadline)
-				at(t.Add(pauseLimit), d, msHandBack, d.gen)
+				limit := pauseLimit
+				if c.EarlyHandBack {
+					limit = time.Second
+				}
+				at(t.Add(limit), d, msHandBack, d.gen)
 			}
 			at(t.Add(time.Hour+time.Duration(rng.Float64()*float64(2*time.Hour))), d, msResume, 0)
 		case msResume:
@@ -506,6 +514,8 @@ func hm(d time.Duration) string {
 // churn scenario with each change off and on, and a steady pool.
 func msScenarios(n int, tasks int64, seed uint64) []msConfig {
 	churn := msConfig{Name: "churn", Devices: n, Tasks: tasks, Churn: 0.3, Silent: 0.01, Flaky: 0.1, Fail: 0.01, Liars: 0.02, Seed: seed}
+	early := churn
+	early.Name, early.EarlyHandBack = "churn, early hand-back", true
 	steady := msConfig{Name: "steady", Devices: n, Tasks: tasks, Seed: seed}
 	with := func(c msConfig, backups, ranking bool) msConfig {
 		c.Tail = pool.TailConfig{NoBackups: !backups, NoRanking: !ranking}
@@ -516,6 +526,8 @@ func msScenarios(n int, tasks int64, seed uint64) []msConfig {
 		with(churn, false, true),
 		with(churn, true, false),
 		with(churn, true, true),
+		with(early, false, false),
+		with(early, true, true),
 		with(steady, false, false),
 		with(steady, true, true),
 	}
