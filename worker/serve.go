@@ -118,6 +118,7 @@ type host struct {
 	modules  map[moduleKey]*hostModule
 	clock    uint64 // use counter for least-recently-used eviction
 	cuda     cudaHost
+	mem      memoryReuse // the tasks' linear memory (memory.go)
 	// broken is set when a task's CUDA context could not be destroyed:
 	// the worker exits after sending that task's result, so that the
 	// driver reclaims the context with the process.
@@ -158,6 +159,7 @@ func (h *host) close(ctx context.Context) {
 		_ = r.rt.Close(ctx) // also closes its compiled modules
 	}
 	_ = h.cache.Close(ctx)
+	h.mem.close()
 }
 
 // runtime returns the runtime for a memory limit, creating it (and evicting
@@ -354,7 +356,11 @@ func (h *host) run(ctx context.Context, b *runBody, started func() error) (*resu
 		mount := &sysfs.ReadFS{FS: &sysfs.AdaptFS{FS: root.FS()}}
 		cfg = cfg.WithFSConfig(wazero.NewFSConfig().(sysfs.FSConfig).WithSysFSMount(mount, InputMountPath))
 	}
-	mod, err := rt.InstantiateModule(ctx, compiled, cfg)
+	// The task's linear memory is the worker's reserved one, zeroed again
+	// when the task is over (memory.go).
+	memCtx, memDone := h.mem.forTask(ctx)
+	defer memDone()
+	mod, err := rt.InstantiateModule(memCtx, compiled, cfg)
 	if err != nil {
 		return &resultBody{Failure: &Failure{Kind: FailureBadModule, Message: "instantiate: " + clip(err.Error())}}, nil
 	}
