@@ -233,6 +233,9 @@ func (h *host) module(ctx context.Context, b *runBody) (wazero.CompiledModule, *
 	if err != nil {
 		return nil, nil, err
 	}
+	// Few data segments instantiate faster than a Go-built module's tens
+	// of thousands; the memory they give is the same (datapack.go).
+	bin = packData(bin)
 	// Compile on as many goroutines as the process may run at once; at
 	// SCHED_IDLE they only take CPUs nobody else wants.
 	compiled, err := rt.CompileModule(experimental.WithCompilationWorkers(ctx, runtime.GOMAXPROCS(0)), bin)
