@@ -266,6 +266,7 @@ fuzz:
 	GO=$(GO) ./scripts/fuzz.sh FuzzParseManifest ./job $(FUZZTIME)
 	GO=$(GO) ./scripts/fuzz.sh FuzzMergerAdd ./job $(FUZZTIME)
 	GO=$(GO) ./scripts/fuzz.sh FuzzDecodeFrame ./worker $(FUZZTIME)
+	GO=$(GO) ./scripts/fuzz.sh FuzzMeterModule ./worker $(FUZZTIME)
 	GO=$(GO) ./scripts/fuzz.sh FuzzDecodeSubmission ./coord $(FUZZTIME)
 	GO=$(GO) ./scripts/fuzz.sh FuzzSignal ./p2p $(FUZZTIME)
 	GO=$(GO) ./scripts/fuzz.sh FuzzChunkMessage ./p2p $(FUZZTIME)

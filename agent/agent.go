@@ -756,15 +756,16 @@ func (a *Agent) runLease(ctx context.Context, l pool.Lease, slot int, last bool)
 	if a.cfg.Tamper != nil {
 		out = a.cfg.Tamper(l, out)
 	}
+	// The result goes with what the worker counted of the work the task
+	// took; the receipt is expected to credit that, up to what the job
+	// declared (a verified failure earns nothing).
+	sub := out.Submission()
 	c := store.Contribution{
-		Pool: a.c.URL(), Job: l.Job, Task: l.Task, Lease: l.ID, Cost: cj.j.Cost(t),
+		Pool: a.c.URL(), Job: l.Job, Task: l.Task, Lease: l.ID, Declared: cj.j.Cost(t),
+		Digest: sub.Digest, Result: sub.Result, Failed: sub.Failed, Failure: sub.Reason, Work: sub.Work,
 	}
-	if out.Status == pool.StatusOK {
-		c.Result = out.Body
-		c.Digest = pool.ReplicaDigest(out.Body, false, "")
-	} else {
-		c.Failed, c.Failure = true, string(out.Body)
-		c.Digest = pool.ReplicaDigest(nil, true, c.Failure)
+	if !c.Failed {
+		c.Cost = cj.j.WorkCost(t, out.Work)
 	}
 	log.Debug("Task done", "failed", c.Failed, "digest", c.Digest.String())
 	a.noteByRef(cj.j)

@@ -12,7 +12,7 @@ import (
 )
 
 func cmdHistory(ctx context.Context, g *globals, args []string) error {
-	fs := g.flagSet("idlepool history", "Usage: idlepool history [--json]\n\nShows this device's contributions per pool and per day: pending, confirmed and rejected results, and the cost units of the confirmed ones.\n\n")
+	fs := g.flagSet("idlepool history", "Usage: idlepool history [--json]\n\nShows this device's contributions per pool and per day: pending, confirmed and rejected results and, of the confirmed ones, the work their tasks took (WebAssembly instructions counted), the cost units their jobs declared and the cost units their receipts credited: the work, at 10^8 instructions a unit, up to what the job declared.\n\n")
 	asJSON := fs.Bool("json", false, "print the history as one JSON array")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
@@ -53,17 +53,21 @@ func cmdHistory(ctx context.Context, g *globals, args []string) error {
 		return nil
 	}
 	tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "pool\tday\tpending\tconfirmed\trejected\tcost units\t")
+	fmt.Fprintln(tw, "pool\tday\tpending\tconfirmed\trejected\tinstructions\tdeclared units\tcost units\t")
 	var total store.DaySummary
 	for _, d := range days {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%g\t\n", d.Pool, d.Day, d.Pending, d.Confirmed, d.Rejected, d.ConfirmedCost)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%.3g\t%.4g\t%.4g\t\n", d.Pool, d.Day, d.Pending, d.Confirmed, d.Rejected,
+			float64(d.Work), d.DeclaredCost, d.ConfirmedCost)
 		total.Pending += d.Pending
 		total.Confirmed += d.Confirmed
 		total.Rejected += d.Rejected
+		total.Work += d.Work
+		total.DeclaredCost += d.DeclaredCost
 		total.ConfirmedCost += d.ConfirmedCost
 	}
 	if len(days) > 1 {
-		fmt.Fprintf(tw, "total\t\t%d\t%d\t%d\t%g\t\n", total.Pending, total.Confirmed, total.Rejected, total.ConfirmedCost)
+		fmt.Fprintf(tw, "total\t\t%d\t%d\t%d\t%.3g\t%.4g\t%.4g\t\n", total.Pending, total.Confirmed, total.Rejected,
+			float64(total.Work), total.DeclaredCost, total.ConfirmedCost)
 	}
 	return tw.Flush()
 }
