@@ -135,11 +135,15 @@ func TestPackDataKeepsMemory(t *testing.T) {
 }
 
 // TestPackDataGoModule packs a Go-built module, tens of thousands of
-// segments, into a few, with the same initial memory.
+// segments, into a few, with the same initial memory, as a worker does:
+// after metering it.
 func TestPackDataGoModule(t *testing.T) {
 	needHostile(t)
 	bin, err := os.ReadFile(hostile.path)
 	if err != nil {
+		t.Fatal(err)
+	}
+	if bin, err = meterModule(bin); err != nil {
 		t.Fatal(err)
 	}
 	packed := packData(bin)

@@ -45,7 +45,8 @@ func memTouch64() []byte { return funcModule(memTouchOp...) }
 // checks that its zero-initialised and freshly grown memory is zero gets
 // the same answer every time, also after a task that dirtied all of it and
 // panicked; a hand-made module that traps on a non-zero word succeeds
-// after one that wrote those words and trapped.
+// after one that wrote those words and trapped. The same task's metered
+// work is the same every time.
 func TestTasksStartFromIdenticalState(t *testing.T) {
 	needHostile(t)
 	p := newTestPool(t, 1)
@@ -71,6 +72,7 @@ func TestTasksStartFromIdenticalState(t *testing.T) {
 		{"go after raw", global(0), false},
 	}
 	pid := 0
+	works := map[string]uint64{} // the metered work of each module's clean task
 	for _, s := range steps {
 		res := mustRun(t, p, s.req)
 		if pid == 0 {
@@ -86,6 +88,12 @@ func TestTasksStartFromIdenticalState(t *testing.T) {
 			t.Errorf("%s: failed: %v\nstderr: %s", s.name, res.Failure, res.Stderr)
 		case !s.trap && s.req.ModulePath == hostile.path && string(res.Stdout) != want:
 			t.Errorf("%s: stdout %q, want %q", s.name, res.Stdout, want)
+		}
+		if !s.trap {
+			if w, ok := works[s.req.ModulePath]; ok && w != res.Work {
+				t.Errorf("%s: work %d, want %d as the same task counted before", s.name, res.Work, w)
+			}
+			works[s.req.ModulePath] = res.Work
 		}
 	}
 }
