@@ -102,20 +102,31 @@ func (e *TooOldError) Is(target error) bool { return target == ErrTooOld }
 // build: a *TooOldError when its MinAgent is newer than version.Version
 // (a build without a version counts as older than every release).
 func CheckVersion(info coord.PoolInfo) error {
-	if info.MinAgent == "" {
-		return nil
-	}
-	need, err := version.Parse(info.MinAgent)
-	if err != nil {
-		return nil // a pool's malformed minimum refuses nobody here; its 426 still would
-	}
-	if version.Current().Less(need) {
+	if need, err := version.Parse(info.MinAgent); info.MinAgent != "" && err == nil && version.Current().Less(need) {
+		// (a malformed minimum refuses nobody here; the pool's 426 still would)
 		return &TooOldError{Need: need.Short(), Have: version.Version}
 	}
 	if info.MinAPI > coord.APIVersion {
 		return &TooOldError{Have: version.Version}
 	}
 	return nil
+}
+
+// codeTaskDecided is the coordinator's code (409) for a heartbeat or
+// result of a replica whose task was decided without it (pool.
+// ErrTaskDecided): another device's result completed its verification
+// first, as when a backup replica in a job's tail wins.
+const codeTaskDecided = "task_decided"
+
+// errTaskDecided is the cause with which a running task is stopped when
+// the coordinator says it was decided without this replica.
+var errTaskDecided = errors.New("agent: task decided without this replica")
+
+// isTaskDecided reports whether err is the coordinator's answer that the
+// task was decided without this replica.
+func isTaskDecided(err error) bool {
+	ae, ok := errors.AsType[*APIError](err)
+	return ok && ae.Status == http.StatusConflict && ae.Code == codeTaskDecided
 }
 
 // Error implements error: "METHOD PATH: STATUS message".
