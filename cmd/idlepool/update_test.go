@@ -160,7 +160,14 @@ func TestUpdateFromOneToTwo(t *testing.T) {
 		t.Fatal(err)
 	}
 	served, _ := filepath.Glob(filepath.Join(repo, "targets", "*.idlepool-3.0.0-linux-"+arch+".tar.gz"))
-	tarball(t, v1, served[0]) // another program under the signed name
+	b, err := os.ReadFile(served[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)/2] ^= 0xff // one byte changed on the server, the length kept
+	if err := os.WriteFile(served[0], b, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	out, err = runIn(t, v1, "--home", h, "update")
 	if err == nil || !strings.Contains(out, "does not match its signed digest") || !strings.Contains(out, "keeps the version installed") {
 		t.Errorf("a tampered release: %v\n%s", err, out)
