@@ -97,7 +97,7 @@ func (u Usage) How() How {
 
 // acc is energy attributed so far, with how many intervals of each kind.
 type acc struct {
-	J                float64
+	J               float64
 	n, sampled, est int
 }
 
