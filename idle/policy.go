@@ -272,6 +272,29 @@ func Decide(s Settings, sig Signals, now time.Time, mono time.Duration, prev Pol
 		}
 		return wait(StateWaiting, HoldHours, "waiting: outside your hours")
 	}
+	if !forced && len(s.QuietHours) > 0 && s.QuietHours.Allows(now, loc) {
+		if left, ok := s.QuietHours.Left(now, loc); ok {
+			return wait(StateWaiting, HoldHours, "waiting: quiet hours until "+dayText(now.Add(left).In(loc), now.In(loc)))
+		}
+		return wait(StateWaiting, HoldHours, "waiting: quiet hours")
+	}
+	if !forced && s.MaxPricePerKWh > 0 && s.Tariff.IsSet() {
+		if price := s.Tariff.PriceAt(now, loc); price > s.MaxPricePerKWh {
+			reason := fmt.Sprintf("waiting: electricity costs %g %s/kWh now, above your %g", price, s.Tariff.Currency, s.MaxPricePerKWh)
+			if next, ok := s.Tariff.NextBelow(now, loc, s.MaxPricePerKWh); ok {
+				reason += " (cheaper from " + dayText(next.In(loc), now.In(loc)) + ")"
+			}
+			return wait(StateWaiting, HoldHours, reason)
+		}
+	}
+	if u := sig.EnergyUsed; !forced && u.Known {
+		switch {
+		case s.EnergyDayKWh > 0 && u.Value.DayKWh >= s.EnergyDayKWh:
+			return wait(StatePaused, HoldLimit, fmt.Sprintf("paused: today's %g kWh are used (resuming at midnight)", s.EnergyDayKWh))
+		case s.EnergyMonthKWh > 0 && u.Value.MonthKWh >= s.EnergyMonthKWh:
+			return wait(StatePaused, HoldLimit, fmt.Sprintf("paused: this month's %g kWh are used (resuming on the 1st)", s.EnergyMonthKWh))
+		}
+	}
 	if p := st.Power; st.PowerKnown && p.OnBattery {
 		stale := ""
 		if !sig.Power.Known {

@@ -74,6 +74,16 @@ type Signals struct {
 	GPUs Reading[[]GPU]
 	// CPUs is the number of logical CPUs.
 	CPUs int
+	// EnergyUsed is the energy this device's tasks added today and this
+	// calendar month, by the settings' zone. A donor reads it from its
+	// local store only while a cap is set; unknown otherwise.
+	EnergyUsed Reading[EnergyUsed]
+}
+
+// EnergyUsed is what an energy cap counts: the energy this device's
+// tasks added, in kWh, since the start of the day and of the month.
+type EnergyUsed struct {
+	DayKWh, MonthKWh float64
 }
 
 // State names what an agent is doing, for the tray icon and status.
