@@ -34,20 +34,20 @@ type Tariff struct {
 	Currency string
 	// PerKWh is the price of a kWh from hour h:00 to h+1:00.
 	PerKWh [24]float64
-	set    bool
 }
 
-// FlatTariff is one price at every hour.
+// FlatTariff is one price at every hour; currency must not be empty.
 func FlatTariff(perKWh float64, currency string) Tariff {
-	t := Tariff{Currency: currency, set: true}
+	t := Tariff{Currency: currency}
 	for h := range t.PerKWh {
 		t.PerKWh[h] = perKWh
 	}
 	return t
 }
 
-// IsSet reports whether t holds prices.
-func (t Tariff) IsSet() bool { return t.set }
+// IsSet reports whether t holds prices: a set Tariff always names its
+// currency.
+func (t Tariff) IsSet() bool { return t.Currency != "" }
 
 // Hourly reports whether prices differ by hour.
 func (t Tariff) Hourly() bool {
@@ -127,7 +127,6 @@ func ParseTariff(s string) (Tariff, error) {
 		}
 		t.PerKWh[h] = *base
 	}
-	t.set = true
 	return t, nil
 }
 
@@ -148,7 +147,7 @@ func parsePrice(s string) (float64, error) {
 
 // String writes t in ParseTariff's form; "" when unset.
 func (t Tariff) String() string {
-	if !t.set {
+	if !t.IsSet() {
 		return ""
 	}
 	if !t.Hourly() {
