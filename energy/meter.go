@@ -33,6 +33,9 @@ const (
 type Config struct {
 	// RAPL reads the CPU packages' energy; nil: CPU energy is estimated.
 	RAPL *RAPL
+	// CPUProblem is why RAPL is nil where counters exist (an
+	// *UnreadableError from OpenRAPL), for CPUHow; nil otherwise.
+	CPUProblem error
 	// GPUs reads GPUs' energy; nil: a task's GPUs are not measured.
 	GPUs GPUReader
 	// PCIRoot is checked before GPUs are read (GPUsAsleep): PCIRoot, or
@@ -169,7 +172,10 @@ func NewMeter(cfg Config) *Meter {
 func (m *Meter) CPUHow() (How, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.cfg.RAPL != nil && m.cpuErr == nil {
+	switch {
+	case m.cfg.RAPL == nil:
+		return Estimated, m.cfg.CPUProblem
+	case m.cpuErr == nil:
 		return Measured, nil
 	}
 	return Estimated, m.cpuErr
