@@ -97,3 +97,28 @@ func (a *Agent) recordEnergy(ctx context.Context, l pool.Lease, u energy.Usage, 
 		a.cfg.energyAdded()
 	}
 }
+
+// Words says the status for people: what the tasks draw now and how the
+// CPU's energy is known, e.g. "the tasks add 42.1 W now; the CPU's
+// energy is measured" or "no task runs; the CPU's energy is estimated
+// from CPU time: cannot read … (hint)".
+func (s EnergyStatus) Words() string {
+	now := "no task runs"
+	if s.How != "" {
+		now = "the tasks add " + energy.FormatWatts(s.PowerW, s.How) + " now"
+		if m := s.How.Mark(); m != "" && s.How != energy.Estimated {
+			now += " (" + m + ")"
+		}
+	}
+	cpu := "the CPU's energy is measured"
+	if s.CPU != energy.Measured {
+		cpu = "the CPU's energy is estimated from CPU time"
+		if s.Problem != "" {
+			cpu += ": " + s.Problem
+		}
+		if s.Hint != "" {
+			cpu += " (" + s.Hint + ")"
+		}
+	}
+	return now + "; " + cpu
+}

@@ -2,10 +2,12 @@ package agent
 
 import (
 	"context"
+	"io/fs"
 	"log/slog"
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/fstest"
 	"time"
 	_ "time/tzdata"
 
@@ -77,3 +79,31 @@ func TestDonorPolicyEnergyCaps(t *testing.T) {
 }
 
 func near(a, b float64) bool { return a > b-1e-9 && a < b+1e-9 }
+
+func TestEnergyStatusWords(t *testing.T) {
+	r, err := energy.OpenRAPL(denyAll{})
+	if r != nil || err == nil {
+		t.Fatalf("OpenRAPL of a closed tree = %v, %v", r, err)
+	}
+	m := energy.NewMeter(energy.Config{CPUProblem: err})
+	got := energyStatus(m).Words()
+	for _, want := range []string{"no task runs", "estimated from CPU time", "permission denied", "usermod -aG idlepool"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("Words = %q, lacks %q", got, want)
+		}
+	}
+	if got := (EnergyStatus{PowerW: 42.14, How: energy.Measured, CPU: energy.Measured}).Words(); got != "the tasks add 42.1 W now; the CPU's energy is measured" {
+		t.Errorf("Words = %q", got)
+	}
+}
+
+// denyAll is a powercap tree with one package whose files the kernel
+// refuses to a donor who is not root.
+type denyAll struct{}
+
+func (denyAll) Open(name string) (fs.File, error) {
+	if name == "." {
+		return fstest.MapFS{"intel-rapl:0/energy_uj": {}}.Open(".")
+	}
+	return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrPermission}
+}

@@ -30,7 +30,7 @@ func (e *UnreadableError) Error() string {
 
 // Hint says how a donor makes the counter readable.
 func (e *UnreadableError) Hint() string {
-	return "install the idlepool package (its udev rule lets the group idlepool read the counters) and add yourself to that group: sudo usermod -aG idlepool $USER, then log in again; until then the CPU's energy is estimated from CPU time"
+	return "the idlepool .deb lets the group idlepool read them: add yourself with sudo usermod -aG idlepool $USER and log in again (right after installing, first: sudo systemd-sysusers && sudo udevadm trigger --subsystem-match=powercap --action=add); until then the CPU's energy is estimated from CPU time"
 }
 
 // Unwrap returns the cause.

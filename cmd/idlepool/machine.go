@@ -57,7 +57,8 @@ With --json it prints one JSON document:
     "settings": the owner's settings (as 'idlepool settings --json'),
     "agent": what the running donor (idlepool join, or the tray app) is
              doing, from its local API: {"pool", "decision", "running",
-             "pools": [{"url", "name", "slots", "running", "error"}], ...};
+             "pools": [{"url", "name", "slots", "running", "error"}],
+             "energy": {"powerW", "how", "cpu", "problem", "hint"}, ...};
              absent when none runs
   }
 
@@ -287,6 +288,9 @@ func printAgent(w io.Writer, st *agent.AgentStatus, now time.Time) {
 	}
 	if st.Cache != nil {
 		fmt.Fprintf(w, "%-12s %s\n", "cache", st.Cache.Words())
+	}
+	if st.Energy != nil {
+		fmt.Fprintf(w, "%-12s %s\n", "energy", st.Energy.Words())
 	}
 }
 
