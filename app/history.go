@@ -103,7 +103,7 @@ type historyView struct {
 	perJob   *widget.Label
 	side     *wrapScroll // details, per pool, per day and per job
 	chart    *barChart
-	chartOf  *widget.Select // what the chart shows: chartCost or chartEnergy
+	chartOf  *widget.Select    // what the chart shows: chartCost or chartEnergy
 	poolURLs map[string]string // the pool select's labels → URLs
 
 	data     historyData
