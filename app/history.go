@@ -50,7 +50,7 @@ var historyColumns = []struct {
 	title string
 	width float32
 }{
-	{"Date", 130}, {"Pool", 90}, {"Job", 150}, {"Task", 50}, {"Cost", 55}, {"Energy", 95}, {"State", 80}, {"Reason", 75},
+	{"Date", 130}, {"Pool", 90}, {"Job", 140}, {"Task", 50}, {"Cost", 55}, {"Energy", 105}, {"State", 80}, {"Reason", 75},
 }
 
 // historySplit is the share of the window's width the table takes; the

@@ -258,16 +258,61 @@ func (t *Task) Stop(pid int) Usage {
 		// core at the rated power per core.
 		u.CPU = Figure{Joules: now.Sub(t.start).Seconds() * m.cfg.RatedW / float64(m.cfg.CPUs), How: Estimated}
 	}
+	u.GPUs = t.gpuUsage()
+	return u
+}
+
+// StopAll ends the task as the work of all this device's worker
+// processes together (a solo run, whose tasks use every worker), samples
+// now and returns its Usage: the CPU energy attributed to every worker
+// process over the span and each of its GPUs'. With no CPU time read, the
+// CPU's part is the span on every CPU at the rated power, estimated.
+// Stopping twice returns a zero Usage.
+func (t *Task) StopAll() Usage {
+	m := t.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if t.done {
+		return Usage{}
+	}
+	t.done = true
+	now := m.sampleLocked()
+	m.active--
+	for _, g := range t.gpus {
+		if m.gpuUse[g]--; m.gpuUse[g] <= 0 {
+			delete(m.gpuUse, g)
+		}
+	}
+	u := Usage{Start: t.start, End: now}
+	read := false
+	for pid, a := range m.pid {
+		if j, how, ok := a.since(t.pid0[pid]); ok {
+			u.CPU.Joules += max(j, 0)
+			u.CPU.How = u.CPU.How.Worse(how)
+			read = true
+		}
+	}
+	if !read {
+		u.CPU = Figure{Joules: now.Sub(t.start).Seconds() * m.cfg.RatedW, How: Estimated}
+	}
+	u.GPUs = t.gpuUsage()
+	return u
+}
+
+// gpuUsage is the energy of the task's GPUs since it started. m.mu is
+// held.
+func (t *Task) gpuUsage() []GPUFigure {
+	var out []GPUFigure
 	for _, g := range t.gpus {
 		var cur acc
-		if a := m.gpu[g]; a != nil {
+		if a := t.m.gpu[g]; a != nil {
 			cur = *a
 		}
 		if j, how, ok := cur.since(t.gpu0[g]); ok {
-			u.GPUs = append(u.GPUs, GPUFigure{UUID: g, Figure: Figure{Joules: max(j, 0), How: how}})
+			out = append(out, GPUFigure{UUID: g, Figure: Figure{Joules: max(j, 0), How: how}})
 		}
 	}
-	return u
+	return out
 }
 
 // Serve samples every Period while tasks run, and nothing otherwise but

@@ -405,3 +405,20 @@ func TestMeterServeSamplesOnlyWhileTasksRun(t *testing.T) {
 		}
 	})
 }
+
+// A solo run meters all its workers together.
+func TestMeterStopAll(t *testing.T) {
+	h := newFakeHost(t, 1<<40)
+	h.pidTicks[11], h.pidTicks[12] = 0, 0
+	h.writeProc()
+	m := h.meter(t, nil)
+	h.step(10*time.Second, 50, 0, nil) // 5 W at rest
+	run := m.Start(nil)
+	h.step(10*time.Second, 50+200, 8, map[int]float64{11: 3, 12: 3})
+	h.step(10*time.Second, 50+100, 4, map[int]float64{11: 2, 12: 2})
+	// 150 of 200 J above the baseline, then all 100.
+	checkFigure(t, "run", run.StopAll().CPU, 150+100, Measured)
+	if u := run.StopAll(); u.CPU.Joules != 0 {
+		t.Errorf("second StopAll = %+v, want zero", u)
+	}
+}
