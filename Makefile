@@ -10,7 +10,7 @@ FUZZTIME  ?= 10s
 # them.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
-.PHONY: crossvet-windows test-beside check-full check-cluster gpupi optionmc ptx gpu-check gpu-check-bundle cgo-cflags check-examples all build tray panel package package-check deb deb-check screenshots tray-idle examples pi run-examples test crossvet fuzz bench sim fmt vet lint clean windows windows-installer wine-cli-check wine-test bench-p2p bench-cluster
+.PHONY: guest-examples bench-guests crossvet-windows test-beside check-full check-cluster gpupi optionmc ptx gpu-check gpu-check-bundle cgo-cflags check-examples all build tray panel package package-check deb deb-check screenshots tray-idle examples pi run-examples test crossvet fuzz bench sim fmt vet lint clean windows windows-installer wine-cli-check wine-test bench-p2p bench-cluster
 
 all: build examples
 
@@ -153,7 +153,31 @@ FORCE:
 examples/csvstats/data.csv:
 	$(GO) run ./examples/csvstats/gen -rows 200000 -o $@
 
-examples: $(WASM) examples/csvstats/data.csv
+# Job programs in C and Rust (examples/c, examples/rust): the pi and Ising
+# examples again, giving the Go programs' bytes, built by
+# examples/build-guest.sh with Debian 12's toolchains (C: clang, lld,
+# wasi-libc, libclang-rt-14-dev-wasm32; Rust: rustc,
+# libstd-rust-dev-wasm32). RUSTC is Debian's /usr/bin/rustc where it
+# exists: a rustup rustc earlier on PATH usually has no wasm32-wasi
+# standard library. Where a toolchain is missing, make examples says which
+# packages to install and builds the rest: the main job needs Go alone.
+RUSTC     ?= $(if $(wildcard /usr/bin/rustc),/usr/bin/rustc,rustc)
+C_GUESTS    := examples/c/pi.wasm examples/c/ising.wasm
+RUST_GUESTS := examples/rust/pi.wasm examples/rust/ising.wasm
+
+examples/c/%.wasm: examples/c/%.c examples/c/idlepool_task.h examples/build-guest.sh
+	CLANG=$(CLANG) examples/build-guest.sh c wasm $< $@
+
+examples/rust/%.wasm: examples/rust/%.rs examples/rust/idlepool_task/lib.rs examples/build-guest.sh
+	RUSTC=$(RUSTC) examples/build-guest.sh rust wasm $< $@
+
+guest-examples:
+	@if CLANG=$(CLANG) examples/build-guest.sh check c; then $(MAKE) --no-print-directory $(C_GUESTS); \
+	  else echo "make: skipped the C examples ($(C_GUESTS))"; fi
+	@if RUSTC=$(RUSTC) examples/build-guest.sh check rust; then $(MAKE) --no-print-directory $(RUST_GUESTS); \
+	  else echo "make: skipped the Rust examples ($(RUST_GUESTS))"; fi
+
+examples: $(WASM) examples/csvstats/data.csv guest-examples
 
 # The main job: 10^9 Monte Carlo samples for pi, alone and offline.
 pi: build examples/pi/pi.wasm
@@ -266,12 +290,23 @@ fuzz:
 	GO=$(GO) ./scripts/fuzz.sh FuzzParseManifest ./job $(FUZZTIME)
 	GO=$(GO) ./scripts/fuzz.sh FuzzMergerAdd ./job $(FUZZTIME)
 	GO=$(GO) ./scripts/fuzz.sh FuzzDecodeFrame ./worker $(FUZZTIME)
+	GO=$(GO) ./scripts/fuzz.sh FuzzMeterModule ./worker $(FUZZTIME)
 	GO=$(GO) ./scripts/fuzz.sh FuzzDecodeSubmission ./coord $(FUZZTIME)
 	GO=$(GO) ./scripts/fuzz.sh FuzzSignal ./p2p $(FUZZTIME)
 	GO=$(GO) ./scripts/fuzz.sh FuzzChunkMessage ./p2p $(FUZZTIME)
 
 bench: build examples
 	./scripts/bench.sh
+
+# Each example kernel (pi, Ising) in Go, C and Rust, natively and as
+# WebAssembly on an idlepool worker, side by side: CPU time per unit of
+# work (median of BENCH_ROUNDS rounds), the ratio and the worker's CPU per
+# task of no work (scripts/benchguests; the table in docs/benchmarks.md).
+# About 3 minutes on a quiet 2-core machine; C and Rust are left out where
+# their toolchain is missing.
+BENCH_ROUNDS ?= 5
+bench-guests: build
+	$(GO) run ./scripts/benchguests -rounds $(BENCH_ROUNDS) -idlepool $(BIN)/idlepool
 
 # The clustered coordinator's figures (docs/benchmarks.md, "A pool on
 # several machines"): 1 node on SQLite, 1 and 3 nodes on JetStream, CPU per node.
@@ -296,7 +331,7 @@ lint:
 	$(GO) run $(STATICCHECK) ./...
 
 clean:
-	rm -rf $(BIN) $(WASM) idlepool.tar.xz idlepool_*.deb $(WIN_SYSO)
+	rm -rf $(BIN) $(WASM) $(C_GUESTS) $(RUST_GUESTS) examples/rust/.rlib-* idlepool.tar.xz idlepool_*.deb $(WIN_SYSO)
 
 # The data plane's spread figure (docs/benchmarks.md, "Spreading a job's
 # input"): a job over a

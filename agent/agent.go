@@ -200,6 +200,12 @@ type Config struct {
 	// abandoned, results rejected, the local store full and recovered.
 	Events *EventLog
 
+	// Pattern is the owner's pattern of pauses at the machine, from which
+	// the length of a pause for the owner is predicted (see
+	// PredictPause); a Donor gives its own, learnt and kept in its local
+	// store. Nil: the defaults (DefaultActivePause).
+	Pattern *OwnerPattern
+
 	// LocalAPI, if set, is where the agent serves its Status for the tray
 	// app and `idlepool status`: a Unix domain socket (mode 0600) on Linux
 	// and macOS, a file naming a loopback address and a token on Windows.
@@ -292,16 +298,17 @@ type Agent struct {
 	gov       *governor                               // the policy's decision and its effects (govern.go)
 	health    *storeHealth                            // whether the store takes writes (localstore.go)
 
-	mu        sync.Mutex
-	offered   chan struct{}          // closed while the pool holds this device's offer, as far as the agent knows
-	joinedAs  string                 // the pool's name once joined, for Status
-	abandoned []AbandonedTask        // the latest tasks abandoned, oldest first
-	running   map[string]pool.Lease  // leases whose tasks are running
-	taskInfo  map[string]taskInfo    // what Status says of each running lease's task, by lease ID
-	owners    map[job.ID]string      // job -> owner ID, for jobs seen
-	held      map[string]*heldResult // results the store has not fully recorded, by lease
-	byRef     map[job.ID]bool        // whether a job's results may be kept and sent by reference (results.go)
-	inline    map[job.ID]time.Time   // until when a job's results go inline: its merger does not fetch kept ones (results.go)
+	mu         sync.Mutex
+	offered    chan struct{}          // closed while the pool holds this device's offer, as far as the agent knows
+	joinedAs   string                 // the pool's name once joined, for Status
+	abandoned  []AbandonedTask        // the latest tasks abandoned, oldest first
+	handedBack []HandedBackTask       // tasks handed back early in the current pause, oldest first
+	running    map[string]pool.Lease  // leases whose tasks are running
+	taskInfo   map[string]taskInfo    // what Status says of each running lease's task, by lease ID
+	owners     map[job.ID]string      // job -> owner ID, for jobs seen
+	held       map[string]*heldResult // results the store has not fully recorded, by lease
+	byRef      map[job.ID]bool        // whether a job's results may be kept and sent by reference (results.go)
+	inline     map[job.ID]time.Time   // until when a job's results go inline: its merger does not fetch kept ones (results.go)
 
 	// ownerNames are the display names of the jobs' owners, and
 	// notedJobs the jobs noted in the store for the history
@@ -690,9 +697,10 @@ func (a *Agent) runLease(ctx context.Context, l pool.Lease, slot int, last bool)
 	}()
 	pauseDone := make(chan struct{})
 	limit := pauseLimit(cj.j.Manifest.Policy.LeaseTimeout.Duration)
+	taken := time.Now()
 	go func() {
 		defer close(pauseDone)
-		a.watchPause(taskCtx, limit, cancel)
+		a.watchPause(taskCtx, limit, taken, cancel)
 	}()
 	gpus, gpuMiB, giveGPU, busy := a.taskGPUs(taskCtx, cj.j)
 	defer giveGPU()
@@ -745,6 +753,9 @@ func (a *Agent) runLease(ctx context.Context, l pool.Lease, slot int, last bool)
 		a.event("task %d of job %s handed back to pool %s: %v", l.Task, jobLabel(cj), a.label(), context.Cause(taskCtx))
 		a.release(ctx, l, log)
 		return nil, nil
+	case errors.Is(context.Cause(taskCtx), ErrHandedBackEarly):
+		a.handBackEarly(ctx, l, cj, context.Cause(taskCtx), log)
+		return nil, nil
 	case errors.Is(context.Cause(taskCtx), errHandedBack):
 		logHandedBack(log, limit)
 		a.event("task %d of job %s handed back to pool %s: suspended longer than its lease allows", l.Task, jobLabel(cj), a.label())
@@ -772,15 +783,16 @@ func (a *Agent) runLease(ctx context.Context, l pool.Lease, slot int, last bool)
 	if a.cfg.Tamper != nil {
 		out = a.cfg.Tamper(l, out)
 	}
+	// The result goes with what the worker counted of the work the task
+	// took; the receipt is expected to credit that, up to what the job
+	// declared (a verified failure earns nothing).
+	sub := out.Submission()
 	c := store.Contribution{
-		Pool: a.c.URL(), Job: l.Job, Task: l.Task, Lease: l.ID, Cost: cj.j.Cost(t),
+		Pool: a.c.URL(), Job: l.Job, Task: l.Task, Lease: l.ID, Declared: cj.j.Cost(t),
+		Digest: sub.Digest, Result: sub.Result, Failed: sub.Failed, Failure: sub.Reason, Work: sub.Work,
 	}
-	if out.Status == pool.StatusOK {
-		c.Result = out.Body
-		c.Digest = pool.ReplicaDigest(out.Body, false, "")
-	} else {
-		c.Failed, c.Failure = true, string(out.Body)
-		c.Digest = pool.ReplicaDigest(nil, true, c.Failure)
+	if !c.Failed {
+		c.Cost = cj.j.WorkCost(t, out.Work)
 	}
 	log.Debug("Task done", "failed", c.Failed, "digest", c.Digest.String())
 	a.noteByRef(cj.j)
@@ -900,6 +912,30 @@ func (a *Agent) abandon(ctx context.Context, l pool.Lease, cj *cachedJob, cause 
 	}
 	a.mu.Unlock()
 	return nil
+}
+
+// maxHandedBack is how many tasks handed back early Status lists.
+const maxHandedBack = 16
+
+// handBackEarly hands back the lease l of a task stopped because its
+// pause is expected to last (cause, an *EarlyHandBackError): its partial
+// work is dropped unrecorded, the pool leases it again at once, and the
+// event log and Status say so.
+func (a *Agent) handBackEarly(ctx context.Context, l pool.Lease, cj *cachedJob, cause error, log *slog.Logger) {
+	var eh *EarlyHandBackError
+	errors.As(cause, &eh)
+	a.release(ctx, l, log)
+	h := HandedBackTask{Pool: a.c.URL(), Job: l.Job.String(), JobName: cj.j.Manifest.Name, Task: l.Task, Lease: l.ID,
+		At: a.cfg.Now(), Why: eh.Prediction.Words, ExpectedMS: eh.Prediction.Left.Milliseconds()}
+	log.Info("Task suspended for a pause expected to last; handed back at once", "why", h.Why, "expected", eh.Prediction.Left)
+	a.event("%s, to pool %s (pause expected to last another %s)", h.Words(), a.label(), eh.Prediction.Left.Round(time.Second))
+	a.mu.Lock()
+	a.handedBack = append(a.handedBack, h)
+	if len(a.handedBack) > maxHandedBack {
+		a.handedBack = slices.Delete(a.handedBack, 0, len(a.handedBack)-maxHandedBack)
+	}
+	a.mu.Unlock()
+	a.noteChange()
 }
 
 // release hands lease l back, also when ctx has ended (Serve is

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -114,6 +115,66 @@ func TestPoolMatchesSolo(t *testing.T) {
 				checkHistory(t, d, entries)
 			}
 		})
+	}
+}
+
+// TestAgentCreditsWork: an agent sends the work each task counted with its
+// result, and the receipts credit that work, not what the job declared:
+// a job declaring 1,000 units for tasks that count 5,000,000 instructions
+// pays 0.05 a receipt. Each device's history keeps both.
+func TestAgentCreditsWork(t *testing.T) {
+	exec := &fakeExec{Work: 5_000_000}
+	j := planJob(t, "declared-1000", 4, "task_cost = 1000")
+	co := startCoordinator(t, t.TempDir(), "127.0.0.1:0")
+	var devs []*device
+	for range 2 {
+		d := newDevice(t, nil)
+		devs = append(devs, d)
+		startAgent(t, co.url, d, exec, 2, nil)
+	}
+	sub := newSubmitter(t, co.url, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := sub.run(t, ctx, j); err != nil {
+		t.Fatalf("follow: %v", err)
+	}
+	settle(t, devs...)
+	entries := ledger(t, sub.c)
+	var receipts int
+	for _, e := range entries {
+		if e.Kind != pool.KindReceipt {
+			continue
+		}
+		receipts++
+		if e.Cost != 0.05 || e.Work != 5_000_000 {
+			t.Errorf("receipt %d: cost %v for work %d, want 0.05 for 5000000", e.Seq, e.Cost, e.Work)
+		}
+	}
+	if receipts != 8 {
+		t.Errorf("%d receipts, want 2 for each of 4 tasks", receipts)
+	}
+	for _, d := range devs {
+		checkHistory(t, d, entries)
+		cs, err := d.local.Contributions(context.Background(), store.Filter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range cs {
+			if c.Declared != 1000 || c.Work == nil || c.Work.Count != 5_000_000 || c.Work.Rule != worker.MeterRule {
+				t.Errorf("contribution %s: declared %v, work %+v; want 1000 and 5000000 by rule %d", c.Lease, c.Declared, c.Work, worker.MeterRule)
+			}
+		}
+		days, err := d.local.History(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sum store.DaySummary // the tasks may straddle midnight
+		for _, x := range days {
+			sum.Confirmed, sum.DeclaredCost, sum.Work, sum.ConfirmedCost = sum.Confirmed+x.Confirmed, sum.DeclaredCost+x.DeclaredCost, sum.Work+x.Work, sum.ConfirmedCost+x.ConfirmedCost
+		}
+		if sum.Confirmed != 4 || sum.DeclaredCost != 4000 || sum.Work != 20_000_000 || math.Abs(sum.ConfirmedCost-0.2) > 1e-12 {
+			t.Errorf("history %+v: want 4 confirmed, 4000 declared, 0.2 credited, 20000000 instructions", days)
+		}
 	}
 }
 

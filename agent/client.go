@@ -789,9 +789,23 @@ func (c *Client) SendResult(ctx context.Context, lease string, s pool.Submission
 		_, err := c.resultWork(ctx, lease, s, 0)
 		return err
 	}
-	in := coord.ResultSubmission{Digest: coord.HexDigest(s.Digest), Result: s.Result, Failed: s.Failed, Reason: s.Reason, Machine: s.Machine, Ref: s.Ref}
-	_, err := c.postJSON(ctx, "/v1/leases/"+url.PathEscape(lease)+"/result", in, nil)
+	_, err := c.postJSON(ctx, "/v1/leases/"+url.PathEscape(lease)+"/result", c.wireSubmission(ctx, s), nil)
 	return err
+}
+
+// workAPIVersion is the coordinator API version from which submissions
+// carry the work their task took; older coordinators refuse the field.
+const workAPIVersion = 6
+
+// wireSubmission is s as the coordinator takes it: without its work for a
+// coordinator older than workAPIVersion (whose receipts credit the
+// declared cost).
+func (c *Client) wireSubmission(ctx context.Context, s pool.Submission) coord.ResultSubmission {
+	in := coord.ResultSubmission{Digest: coord.HexDigest(s.Digest), Result: s.Result, Failed: s.Failed, Reason: s.Reason, Machine: s.Machine, Ref: s.Ref}
+	if c.apiVersion(ctx) >= workAPIVersion {
+		in.Work = s.Work
+	}
+	return in
 }
 
 // SendResultAndLease is SendResult with a request for up to want new

@@ -25,7 +25,10 @@
 // (worker.Pool.Suspend; within a second of the owner coming back) and
 // leases nothing more, keeping its leases by heartbeat until a task has
 // been suspended for its job's lease timeout less a margin, then hands
-// that lease back. On "run" it resumes and leases on Decision.Cores
+// that lease back; a task whose pause is expected to last longer than the
+// work it has done (a game started, on battery, outside the hours, the
+// owner at the machine by their own pattern: PredictPause) is handed back
+// at once instead. On "run" it resumes and leases on Decision.Cores
 // slots. Status says what it does and why; with Config.LocalAPI it
 // serves that to the tray app on a private socket (ReadStatus).
 //

@@ -590,6 +590,7 @@ func (d *Donor) agentConfig(p store.JoinedPool, slots int) Config {
 	if d.policy != nil {
 		cfg.Signals, cfg.Decide = d.policy, d.policy.Decide
 		cfg.GPUMemoryMiB = d.policy.gpuMemoryMiB
+		cfg.Pattern = d.policy.pattern
 	}
 	cfg.changed = d.changed
 	cfg.Energy = d.cfg.Energy
@@ -663,6 +664,7 @@ func (d *Donor) Status() AgentStatus {
 		st.Pools[i].UnreachableSince = as.UnreachableSince
 		st.Pools[i].Peers = as.Peers
 		st.Abandoned = append(st.Abandoned, as.Abandoned...)
+		st.HandedBack = append(st.HandedBack, as.HandedBack...)
 		st.Running = append(st.Running, as.Running...)
 		st.ActiveSlots += as.ActiveSlots
 		if as.Suspended {

@@ -66,6 +66,14 @@ type donorPolicy struct {
 	energyRead time.Time // monotonic; zero: read again
 	energyUsed idle.EnergyUsed
 	energyErr  string
+
+	// pattern is the owner's pattern of pauses at the machine, read from
+	// the store at the first sample (patternRead) and learnt from the
+	// decisions (learn); activeFrom is when the current pause for the
+	// owner at the machine began (wall clock), zero when none.
+	pattern     *OwnerPattern
+	patternRead bool
+	activeFrom  time.Time
 }
 
 // energyReread is how long the energy used today and this month is taken
@@ -75,7 +83,7 @@ const energyReread = time.Minute
 
 func newDonorPolicy(local *store.Local, gpus idle.GPUSource, log *slog.Logger) *donorPolicy {
 	return &donorPolicy{local: local, gpus: gpus, log: log, reloadEvery: settingsReload,
-		policy: idle.NewPolicy(idle.Defaults()), settings: idle.Defaults()}
+		policy: idle.NewPolicy(idle.Defaults()), settings: idle.Defaults(), pattern: NewOwnerPattern(nil)}
 }
 
 // shareFor is how old a sample or decision the agents may share: while
@@ -124,6 +132,9 @@ func (p *donorPolicy) Sample(ctx context.Context) idle.Signals {
 }
 
 func (p *donorPolicy) sample(ctx context.Context) idle.Signals {
+	if !p.patternRead {
+		p.readPattern(ctx)
+	}
 	if p.loaded.IsZero() || time.Since(p.loaded) >= p.reloadEvery {
 		p.loaded = time.Now()
 		if s, err := p.local.Settings(ctx); err != nil {
@@ -194,6 +205,7 @@ func (p *donorPolicy) Decide(sig idle.Signals, now time.Time) idle.Decision {
 	prev := p.lastDecision
 	p.lastDecision, p.lastDecided, p.decidedWall = p.decide(sig, now), time.Now(), now
 	p.notePause(prev, p.lastDecision)
+	p.learn(prev, p.lastDecision, now)
 	if p.changed != nil && prev.State != p.lastDecision.State {
 		p.changed()
 	}
@@ -269,6 +281,47 @@ func (p *donorPolicy) notePause(prev, d idle.Decision) {
 	}
 	if err != nil {
 		p.log.Warn("Cannot write the event log", "err", err)
+	}
+}
+
+// readPattern reads the owner's pattern of pauses from the store, once;
+// when the store cannot be read, the pattern starts from nothing. p.mu is
+// held.
+func (p *donorPolicy) readPattern(ctx context.Context) {
+	p.patternRead = true
+	seen, err := p.local.OwnerPauses(ctx)
+	if err != nil {
+		p.log.Warn("Cannot read the owner's pauses; learning them anew", "err", err)
+		return
+	}
+	p.pattern.load(seen)
+}
+
+// learn follows the pauses for the owner at the machine
+// (idle.CauseActive) from decision prev to d at wall-clock now: one that
+// begins after another decision (not at start, where its beginning is
+// unknown) is timed, and once the device computes again its length is
+// added to the owner's pattern, by the hour it began, and saved in the
+// store. One that turns into another reason (the hours, the battery) is
+// dropped: its end says nothing of the owner. p.mu is held.
+func (p *donorPolicy) learn(prev, d idle.Decision, now time.Time) {
+	switch {
+	case d.Cause == idle.CauseActive && prev.Cause != idle.CauseActive && prev.State != "":
+		p.activeFrom = now
+	case d.Cause == idle.CauseActive:
+	case !p.activeFrom.IsZero() && d.Run():
+		h, ok := p.pattern.Note(p.activeFrom.Local(), now.Sub(p.activeFrom))
+		p.activeFrom = time.Time{}
+		if !ok {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if err := p.local.SaveOwnerPauses(ctx, h); err != nil {
+			p.log.Warn("Cannot save the owner's pauses", "err", err)
+		}
+	default:
+		p.activeFrom = time.Time{}
 	}
 }
 

@@ -107,3 +107,17 @@ func (denyAll) Open(name string) (fs.File, error) {
 	}
 	return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrPermission}
 }
+
+// A task suspended by an energy limit is predicted to wait until the
+// limit ends, so that it is handed back when that is too long.
+func TestPredictPauseEnergyLimits(t *testing.T) {
+	now := time.Date(2026, 6, 10, 19, 0, 0, 0, time.UTC)
+	for cause, words := range map[idle.Cause]string{idle.CauseEnergy: "your energy cap is reached until",
+		idle.CausePrice: "electricity above your price until", idle.CauseQuiet: "your quiet hours until"} {
+		d := idle.Decision{State: idle.StatePaused, Cause: cause, Until: now.Add(5 * time.Hour)}
+		p, ok := PredictPause(d, now, time.Minute, NewOwnerPattern(nil))
+		if !ok || p.Left != 5*time.Hour || !strings.Contains(p.Words, words) {
+			t.Errorf("%s: %+v, %v; want 5h left, %q", cause, p, ok, words)
+		}
+	}
+}

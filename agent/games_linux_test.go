@@ -5,6 +5,7 @@ package agent_test
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -105,8 +106,9 @@ func (awayOwner) IdleTime(context.Context) (time.Duration, string, error) {
 // worker, with the platform's game signs and the real policy, on an X
 // server with a window manager: a game window asking for full screen
 // stops the worker (the time it took is logged: the target is 1 s), with
-// the reason in words; once the game closes the worker computes again
-// after the idle time. No program list is set.
+// the reason in words, and hands the task back (a game lasts); once the
+// game closes, the task is leased again and computed after the idle time.
+// No program list is set.
 func TestFullScreenGamePausesAgent(t *testing.T) {
 	display := startXvfbDisplay(t)
 	// Built before HOME moves, so that the go tool uses its usual cache.
@@ -174,16 +176,26 @@ func TestFullScreenGamePausesAgent(t *testing.T) {
 		return ticks > t0+20
 	})
 
-	// The game goes full screen: the worker stops.
+	// The game goes full screen: the worker stops, and since a game
+	// holds the machine for long, the task is handed back at once (its
+	// worker killed).
 	game := xgame(t, bin, display, "-title", "Test Game", "game")
 	asked := time.Now()
-	eventually(t, 2*time.Minute, "the worker stopped (state T)", func() bool {
-		state, _ := workerCPU(t, pid)
-		return state == "T"
+	eventually(t, 2*time.Minute, "the worker stopped (state T) or gone", func() bool {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return true
+		}
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		return len(f) > 0 && (f[0] == "T" || f[0] == "Z")
 	})
 	t.Logf("worker stopped %s after the game window asked for full screen (target: within 1 s)", time.Since(asked))
 	if got, want := a.Status().Decision.Reason, `paused: a full-screen game ("Test Game") is running`; got != want {
 		t.Errorf("reason %q, want %q", got, want)
+	}
+	eventually(t, 2*time.Minute, "the task handed back", func() bool { return len(a.Running()) == 0 })
+	if hb := a.Status().HandedBack; len(hb) != 1 || hb[0].Why != "a game started" {
+		t.Errorf("handed back %+v, want the task, for a game", hb)
 	}
 
 	// The game closes: computing waits the idle time, then resumes.
@@ -192,14 +204,22 @@ func TestFullScreenGamePausesAgent(t *testing.T) {
 	eventually(t, 2*time.Minute, "the wait after the game", func() bool {
 		return strings.HasPrefix(a.Status().Decision.Reason, "waiting: a game ran ")
 	})
-	_, before := workerCPU(t, pid)
-	eventually(t, 2*time.Minute, "the worker computing again", func() bool {
+	eventually(t, 2*time.Minute, "the task leased again", func() bool { return len(a.Running()) == 1 })
+	eventually(t, 2*time.Minute, "a worker computing again", func() bool {
+		pids := wp.PIDs()
+		if len(pids) != 1 {
+			return false
+		}
+		if pids[0] != pid {
+			pid = pids[0]
+			_, t0 = workerCPU(t, pid)
+		}
 		state, ticks := workerCPU(t, pid)
-		return state != "T" && ticks > before
+		return state != "T" && ticks > t0
 	})
 	t.Logf("worker computing again %s after the game closed (idle time %s, rest sample period %s)",
 		time.Since(closed), settings.IdleFor, agent.DefaultRestSamplePeriod)
 	if n := len(a.Running()); n != 1 {
-		t.Errorf("%d tasks running after the game, want the same 1", n)
+		t.Errorf("%d tasks running after the game, want the 1 leased again", n)
 	}
 }

@@ -103,6 +103,10 @@ type AgentStatus struct {
 	// Abandoned are the latest tasks stopped without a result because
 	// their lease ran out while the pool could not be reached.
 	Abandoned []AbandonedTask `json:"abandoned,omitempty"`
+	// HandedBack are the tasks handed back at once when they were
+	// suspended for a pause expected to last (PredictPause), until the
+	// device computes again.
+	HandedBack []HandedBackTask `json:"handedBack,omitempty"`
 }
 
 // RunningTask is one leased task in AgentStatus.
@@ -180,6 +184,13 @@ func (g *governor) pause() (bool, time.Time, <-chan struct{}) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.suspended, g.since, g.changed
+}
+
+// latest returns the latest decision.
+func (g *governor) latest() idle.Decision {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.decision
 }
 
 // gpus returns the UUIDs of the GPUs tasks may use now.
@@ -277,6 +288,12 @@ func (a *Agent) applyDecision(d idle.Decision, sig idle.Signals) {
 			}
 		}
 	}
+	if resume {
+		// Computing again: the hand-backs of the pause are over.
+		a.mu.Lock()
+		a.handedBack = nil
+		a.mu.Unlock()
+	}
 	if stateChanged || suspend || resume {
 		a.noteChange()
 	}
@@ -295,7 +312,12 @@ func (a *Agent) applyDecision(d idle.Decision, sig idle.Signals) {
 // (no Suspender) has its tasks handed back as soon as the decision is to
 // wait, since they would go on computing otherwise. It returns when ctx
 // ends or it has cancelled the task.
-func (a *Agent) watchPause(ctx context.Context, limit time.Duration, cancel context.CancelCauseFunc) {
+//
+// Before that, at every decision while suspended, it hands the task back
+// at once with an *EarlyHandBackError when the pause is expected to last
+// longer than holding the task is worth (PredictPause, handBackNow);
+// started is when the task was taken (monotonic).
+func (a *Agent) watchPause(ctx context.Context, limit time.Duration, started time.Time, cancel context.CancelCauseFunc) {
 	if _, ok := a.cfg.Executor.(Suspender); !ok {
 		limit = 0
 	}
@@ -304,9 +326,15 @@ func (a *Agent) watchPause(ctx context.Context, limit time.Duration, cancel cont
 		var fire <-chan time.Time
 		var timer *time.Timer
 		if paused {
-			left := limit - time.Since(since)
+			pausedFor := time.Since(since)
+			left := limit - pausedFor
 			if left <= 0 {
 				cancel(errHandedBack)
+				return
+			}
+			if p, ok := PredictPause(a.gov.latest(), a.cfg.Now(), pausedFor, a.cfg.Pattern); ok &&
+				handBackNow(p.Left, pausedFor, since.Sub(started), limit) {
+				cancel(&EarlyHandBackError{Prediction: p})
 				return
 			}
 			timer = time.NewTimer(left)
@@ -354,6 +382,7 @@ func (a *Agent) Status() AgentStatus {
 	a.mu.Lock()
 	st.PoolName = a.joinedAs
 	st.Abandoned = slices.Clone(a.abandoned)
+	st.HandedBack = slices.Clone(a.handedBack)
 	a.mu.Unlock()
 	off, _ := a.c.ClockOffset()
 	st.ClockOffsetMS, st.ClockRefused, st.UnreachableSince = off.Milliseconds(), a.c.ClockRefused(), a.c.UnreachableSince()

@@ -37,8 +37,10 @@ import (
 // {"index": i, "square": i*i}; tasks whose index is in fail fail with a
 // trap, and those in TimeOut run past their time limit, as on a machine
 // starved of CPU. Delay makes every task take that long (cancelled with
-// ctx); Block, if set, makes tasks wait until it is closed.
+// ctx); Block, if set, makes tasks wait until it is closed. Every task
+// counts Work instructions, or fakeWork when Work is 0.
 type fakeExec struct {
+	Work    uint64
 	Delay   time.Duration
 	Fail    map[int64]bool
 	TimeOut map[int64]bool
@@ -46,6 +48,11 @@ type fakeExec struct {
 	Pad     int // bytes of padding in each result ("pad"), to make it large
 	runs    atomic.Int64
 }
+
+// fakeWork is what a task of fakeExec counts by default: 10,000 cost
+// units' worth, more than the tests' jobs declare, so that receipts
+// credit the declared cost.
+const fakeWork = 1e12
 
 // Runs is how many tasks the executor was asked to run.
 func (f *fakeExec) Runs() int64 { return f.runs.Load() }
@@ -72,16 +79,20 @@ func (f *fakeExec) Run(ctx context.Context, req worker.Request) (worker.Result, 
 			return worker.Result{}, ctx.Err()
 		}
 	}
+	work := f.Work
+	if work == 0 {
+		work = fakeWork
+	}
 	if f.TimeOut[t.Index] {
 		return worker.Result{PID: 1, Failure: &worker.Failure{Kind: worker.FailureTimeout, Message: "task ran longer than its limit of 10m0s"}}, nil
 	}
 	if f.Fail[t.Index] {
-		return worker.Result{PID: 1, Stderr: []byte("panic: boom\n"), Failure: &worker.Failure{Kind: worker.FailureTrap, Message: "exit status 2"}}, nil
+		return worker.Result{PID: 1, Stderr: []byte("panic: boom\n"), Failure: &worker.Failure{Kind: worker.FailureTrap, Message: "exit status 2"}, Work: work}, nil
 	}
 	if f.Pad > 0 {
-		return worker.Result{PID: 1, Stdout: fmt.Appendf(nil, `{"index":%d,"square":%d,"pad":%q}`, t.Index, t.Index*t.Index, strings.Repeat("p", f.Pad))}, nil
+		return worker.Result{PID: 1, Stdout: fmt.Appendf(nil, `{"index":%d,"square":%d,"pad":%q}`, t.Index, t.Index*t.Index, strings.Repeat("p", f.Pad)), Work: work}, nil
 	}
-	return worker.Result{PID: 1, Stdout: fmt.Appendf(nil, `{"index":%d,"square":%d}`, t.Index, t.Index*t.Index)}, nil
+	return worker.Result{PID: 1, Stdout: fmt.Appendf(nil, `{"index":%d,"square":%d}`, t.Index, t.Index*t.Index), Work: work}, nil
 }
 
 // planJob writes a manifest of a squares job with the given extra policy

@@ -114,7 +114,9 @@ func ClockWords(offset time.Duration) string {
 
 // Notices lists, for people, what keeps the donor from computing as it
 // should: per pool, a clock off the pool's (and whether the pool refuses
-// it), a pool unreachable, and the tasks abandoned, with times in loc.
+// it), a pool unreachable, the tasks abandoned, with times in loc, and the
+// tasks handed back at once in the current pause ("handed back task 12 of
+// job pi: a game started").
 // `idlepool status` and the tray show them.
 func (s AgentStatus) Notices(loc *time.Location, now time.Time) []string {
 	var out []string
@@ -143,6 +145,9 @@ func (s AgentStatus) Notices(loc *time.Location, now time.Time) []string {
 	}
 	for _, t := range s.Abandoned {
 		out = append(out, t.Words(loc))
+	}
+	for _, t := range s.HandedBack {
+		out = append(out, t.Words())
 	}
 	return out
 }

@@ -236,9 +236,7 @@ func (c *Client) sendBatch(ctx context.Context, ops []*workOp) {
 	}
 	for _, op := range ops {
 		if op.lease != "" {
-			s := op.sub
-			req.Results = append(req.Results, coord.WorkResult{Lease: op.lease, ResultSubmission: coord.ResultSubmission{
-				Digest: coord.HexDigest(s.Digest), Result: s.Result, Failed: s.Failed, Reason: s.Reason, Machine: s.Machine, Ref: s.Ref}})
+			req.Results = append(req.Results, coord.WorkResult{Lease: op.lease, ResultSubmission: c.wireSubmission(ctx, op.sub)})
 		}
 		req.Lease += op.want
 	}

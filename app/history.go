@@ -557,7 +557,8 @@ func (v *historyView) selectRow(row int) {
 	if c.State == store.StatePending {
 		b.WriteString(" (this machine's estimate until the receipt arrives)")
 	}
-	fmt.Fprintf(&b, "\nState: %s\n", c.State)
+	fmt.Fprintf(&b, "\n%s", workLine(c))
+	fmt.Fprintf(&b, "State: %s\n", c.State)
 	if e, ok := v.data.energy[c.Lease]; ok {
 		fmt.Fprintf(&b, "%s\n  (your own figure: never part of the receipt's cost)\n", taskEnergyWords(e, v.data.prices))
 	}
@@ -576,6 +577,22 @@ func (v *historyView) selectRow(row int) {
 	}
 	fmt.Fprintf(&b, "Lease: %s", c.Lease)
 	v.details.SetText(b.String())
+}
+
+// workLine says what a contribution's task took and what its job
+// offered, "" for one from before metering: "Work: 2.5e+08 instructions;
+// the job declared 1000 cost units, the most a receipt credits\n". The
+// instructions are the receipt's once confirmed, else this machine's
+// count.
+func workLine(c store.Contribution) string {
+	if c.Work == nil && c.Declared == 0 {
+		return ""
+	}
+	work := c.Receipt.Work
+	if work == 0 && c.Work != nil {
+		work = c.Work.Count
+	}
+	return fmt.Sprintf("Work: %.3g instructions; the job declared %s, the most a receipt credits\n", float64(work), costUnits(c.Declared))
 }
 
 // poolTotal is one pool's contributions summed over its days.

@@ -436,6 +436,27 @@ func TestHistoryTransfer(t *testing.T) {
 	}
 }
 
+// The details of a contribution say the work its task took and what its
+// job declared: this machine's count while pending, the receipt's once
+// confirmed; nothing for one from before metering.
+func TestHistoryWorkLine(t *testing.T) {
+	pending := store.Contribution{Declared: 1000, Work: &pool.Work{Rule: 1, Count: 250_000_000}}
+	confirmed := pending
+	confirmed.Receipt.Work = 240_000_000
+	for _, tc := range []struct {
+		c    store.Contribution
+		want string
+	}{
+		{store.Contribution{Cost: 1}, ""},
+		{pending, "Work: 2.5e+08 instructions; the job declared 1000 cost units, the most a receipt credits\n"},
+		{confirmed, "Work: 2.4e+08 instructions; the job declared 1000 cost units, the most a receipt credits\n"},
+	} {
+		if got := workLine(tc.c); got != tc.want {
+			t.Errorf("workLine(%+v) = %q, want %q", tc.c, got, tc.want)
+		}
+	}
+}
+
 // TestCostUnitsExplained: where a cost is shown, the app says what a cost
 // unit is: the history window under its filters (its totals, chart and
 // details count in them), drawn whole at the window's size, and a job's

@@ -29,8 +29,14 @@ import (
 // Version 5 is version 4 plus the "cpu_time_share" of an offer's
 // capacity (how hard the donor lets the machine work), which a
 // coordinator of version 4 refuses as an unknown field: an agent sends it
-// only to a coordinator of version 5.
-const APIVersion = 5
+// only to a coordinator of version 5 or later.
+//
+// Version 6 is version 5 plus metering: the "work" of a result
+// submission (ResultSubmission.Work), what the device counted of the work
+// the task took, which replicas agree on and receipts credit; and the
+// "work" of outcomes and ledger entries. A submission without it (an
+// older agent) is taken, agrees only with its like, and earns no cost.
+const APIVersion = 6
 
 // MaxWorkResults is the most results one POST /v1/work carries, and
 // MaxWorkResultBytes the most result bytes (all results together); a

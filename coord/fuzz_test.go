@@ -38,6 +38,11 @@ func FuzzDecodeSubmission(f *testing.F) {
 		`{"digest":"` + ok.String() + `","result":"NDI=","failed":true}`,
 		`{"digest":"zz","result":"NDI="}`,
 		`{"result":"!!"}`,
+		`{"digest":"` + ok.String() + `","result":"NDI=","work":{"rule":1,"count":123456789}}`,
+		`{"digest":"` + fail.String() + `","failed":true,"reason":"trap","work":{"rule":1,"count":9223372036854775807}}`,
+		`{"digest":"` + fail.String() + `","failed":true,"reason":"trap","machine":true,"work":{"rule":1,"count":5}}`,
+		`{"digest":"` + ok.String() + `","result":"NDI=","work":{"rule":0,"count":5}}`,
+		`{"digest":"` + ok.String() + `","result":"NDI=","work":{"rule":1,"count":18446744073709551615}}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -71,7 +76,31 @@ func FuzzDecodeSubmission(f *testing.F) {
 		if s.Machine && !s.Failed {
 			t.Errorf("accepted a machine-dependent failure that is not a failure")
 		}
+		if w := s.Work; w != nil && (s.Machine || w.Rule < 1 || w.Count > pool.MaxWorkCount) {
+			t.Errorf("accepted work %+v with machine %v", *w, s.Machine)
+		}
 	})
+}
+
+// TestDecodeSubmissionWork: the work a submission counted (version 6)
+// goes through to the pool; a machine-dependent failure carries none, and
+// a count needs a rule and must fit.
+func TestDecodeSubmissionWork(t *testing.T) {
+	ok := pool.ReplicaDigest([]byte("42"), false, "")
+	fail := pool.ReplicaDigest(nil, true, "trap")
+	s, err := decodeSubmission([]byte(`{"digest":"` + ok.String() + `","result":"NDI=","work":{"rule":1,"count":123456789}}`))
+	if err != nil || s.Work == nil || *s.Work != (pool.Work{Rule: 1, Count: 123456789}) {
+		t.Errorf("decode: %+v, %v; want work 123456789 by rule 1", s.Work, err)
+	}
+	for _, tc := range []struct{ body, want string }{
+		{`{"digest":"` + fail.String() + `","failed":true,"reason":"trap","machine":true,"work":{"rule":1,"count":5}}`, "not for a machine-dependent failure"},
+		{`{"digest":"` + ok.String() + `","result":"NDI=","work":{"rule":0,"count":5}}`, "rule 0"},
+		{`{"digest":"` + ok.String() + `","result":"NDI=","work":{"rule":1,"count":18446744073709551615}}`, "larger than"},
+	} {
+		if _, err := decodeSubmission([]byte(tc.body)); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("decode %s: %v, want an error with %q", tc.body, err, tc.want)
+		}
+	}
 }
 
 func FuzzParseAuthorization(f *testing.F) {

@@ -189,6 +189,10 @@ type Deadline struct {
 // keeps and serves to the job's merger (pool.Submission.Ref): over
 // pool.InlineResultBytes, cut in chunks of castore.ChunkSize, its SHA256
 // equal to Digest.
+//
+// Work (API version 6) is what the device counted of the work the task
+// took, {"rule", "count"} (pool.Work): with every outcome but a
+// machine-dependent failure.
 type ResultSubmission struct {
 	Digest  HexDigest         `json:"digest"`
 	Result  []byte            `json:"result,omitempty"`
@@ -196,6 +200,7 @@ type ResultSubmission struct {
 	Reason  string            `json:"reason,omitempty"`
 	Machine bool              `json:"machine,omitempty"`
 	Ref     *castore.Manifest `json:"ref,omitempty"`
+	Work    *pool.Work        `json:"work,omitempty"`
 }
 
 // HeldResults is the body of POST /v1/results/held: results the calling
@@ -321,6 +326,16 @@ func checkSubmission(r ResultSubmission) (pool.Submission, error) {
 	if r.Machine && !r.Failed {
 		return pool.Submission{}, errors.New("field \"machine\" is only for a failed task: send \"failed\" and \"reason\" with it")
 	}
+	if w := r.Work; w != nil {
+		switch {
+		case r.Machine:
+			return pool.Submission{}, errors.New("field \"work\" is not for a machine-dependent failure: what it counted says nothing about the task")
+		case w.Rule < 1:
+			return pool.Submission{}, fmt.Errorf("field \"work\": rule %d: want the metering rule's version, from 1", w.Rule)
+		case w.Count > pool.MaxWorkCount:
+			return pool.Submission{}, fmt.Errorf("field \"work\": count %d is larger than %d", w.Count, uint64(pool.MaxWorkCount))
+		}
+	}
 	if len(r.Result) > MaxResultBytes {
 		return pool.Submission{}, fmt.Errorf("result of %d bytes is larger than the limit of %d", len(r.Result), MaxResultBytes)
 	}
@@ -334,7 +349,7 @@ func checkSubmission(r ResultSubmission) (pool.Submission, error) {
 	} else if want := pool.ReplicaDigest(r.Result, r.Failed, r.Reason); job.Digest(r.Digest) != want {
 		return pool.Submission{}, fmt.Errorf("digest %s does not match the submission (want %s)", r.Digest, want)
 	}
-	return pool.Submission{Digest: job.Digest(r.Digest), Result: r.Result, Failed: r.Failed, Reason: r.Reason, Machine: r.Machine, Ref: r.Ref}, nil
+	return pool.Submission{Digest: job.Digest(r.Digest), Result: r.Result, Failed: r.Failed, Reason: r.Reason, Machine: r.Machine, Ref: r.Ref, Work: r.Work}, nil
 }
 
 // checkRef checks a submission by reference: alone (no bytes, no

@@ -86,6 +86,22 @@ func TestDecideEnergyLimits(t *testing.T) {
 			if d.State != tc.state || (tc.hold != "" && d.Hold != tc.hold) || !strings.Contains(d.Reason, tc.reason) {
 				t.Errorf("Decide = %s %q (hold %q), want %s with %q (hold %q)", d.State, d.Reason, d.Hold, tc.state, tc.reason, tc.hold)
 			}
+			// The cause and its end, for the hand-back of a suspended task.
+			var cause Cause
+			switch {
+			case strings.Contains(d.Reason, "quiet hours"):
+				cause = CauseQuiet
+			case strings.Contains(d.Reason, "electricity costs"):
+				cause = CausePrice
+			case strings.Contains(d.Reason, "kWh are used"):
+				cause = CauseEnergy
+			}
+			if d.Cause != cause || (cause != "" && !d.Until.After(tc.now)) {
+				t.Errorf("cause %q until %s, want %q with an end after now", d.Cause, d.Until, cause)
+			}
+			if cause == CauseEnergy && strings.Contains(d.Reason, "today's") && !d.Until.Equal(time.Date(2026, 6, 11, 0, 0, 0, 0, loc)) {
+				t.Errorf("the day cap lasts until %s, want the next midnight", d.Until)
+			}
 		})
 	}
 }

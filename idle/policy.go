@@ -231,14 +231,15 @@ func Decide(s Settings, sig Signals, now time.Time, mono time.Duration, prev Pol
 	if forced {
 		forcedText = "compute now until " + clockText(now.Add(st.ComputeEnd-mono).Round(time.Second).In(loc), now.In(loc))
 	}
-	wait := func(state State, hold Hold, reason string) (Decision, PolicyState) {
+	wait := func(state State, hold Hold, cause Cause, until time.Time, reason string) (Decision, PolicyState) {
 		if forced {
 			reason += "; " + forcedText + " waits for this"
 		}
 		if s.FinishThenPause {
 			reason += "; then pausing, as you asked"
 		}
-		return Decision{State: state, Reason: reason, Hold: hold, Finishing: s.FinishThenPause, ComputeNow: forced, GPUsAllowed: gpus}, st
+		return Decision{State: state, Reason: reason, Hold: hold, Cause: cause, Until: until,
+			Finishing: s.FinishThenPause, ComputeNow: forced, GPUsAllowed: gpus}, st
 	}
 
 	// The reasons, first match wins.
@@ -246,7 +247,7 @@ func Decide(s Settings, sig Signals, now time.Time, mono time.Duration, prev Pol
 		// To the second: the sample's wall clock and the monotonic one
 		// are read a moment apart, which would show 13:59:59.95 as 13:59.
 		until := now.Add(st.PauseEnd - mono).Round(time.Second).In(loc)
-		return wait(StatePaused, HoldOwner, "paused by you until "+clockText(until, now.In(loc)))
+		return wait(StatePaused, HoldOwner, CausePaused, until, "paused by you until "+clockText(until, now.In(loc)))
 	}
 	if (len(running) > 0 || len(games) > 0) && !(forced && s.ComputeDuringPrograms) {
 		what := slices.Clone(running)
@@ -264,35 +265,42 @@ func Decide(s Settings, sig Signals, now time.Time, mono time.Duration, prev Pol
 		case len(running) == 0 && gamesStale:
 			reason += " (last seen; cannot tell now)"
 		}
-		return wait(StatePaused, HoldOwner, reason)
+		cause := CauseProgram
+		if len(games) > 0 {
+			cause = CauseGame
+		}
+		return wait(StatePaused, HoldOwner, cause, time.Time{}, reason)
 	}
 	if !forced && !s.Schedule.Allows(now, loc) {
 		if next, ok := s.Schedule.Next(now, loc); ok {
-			return wait(StateWaiting, HoldHours, fmt.Sprintf("waiting: outside your hours (next window %s)", dayText(next, now.In(loc))))
+			return wait(StateWaiting, HoldHours, CauseHours, next, fmt.Sprintf("waiting: outside your hours (next window %s)", dayText(next, now.In(loc))))
 		}
-		return wait(StateWaiting, HoldHours, "waiting: outside your hours")
+		return wait(StateWaiting, HoldHours, CauseHours, time.Time{}, "waiting: outside your hours")
 	}
 	if !forced && len(s.QuietHours) > 0 && s.QuietHours.Allows(now, loc) {
 		if left, ok := s.QuietHours.Left(now, loc); ok {
-			return wait(StateWaiting, HoldHours, "waiting: quiet hours until "+dayText(now.Add(left).In(loc), now.In(loc)))
+			return wait(StateWaiting, HoldHours, CauseQuiet, now.Add(left), "waiting: quiet hours until "+dayText(now.Add(left).In(loc), now.In(loc)))
 		}
-		return wait(StateWaiting, HoldHours, "waiting: quiet hours")
+		return wait(StateWaiting, HoldHours, CauseQuiet, time.Time{}, "waiting: quiet hours")
 	}
 	if !forced && s.MaxPricePerKWh > 0 && s.Tariff.IsSet() {
 		if price := s.Tariff.PriceAt(now, loc); price > s.MaxPricePerKWh {
 			reason := fmt.Sprintf("waiting: electricity costs %g %s/kWh now, above your %g", price, s.Tariff.Currency, s.MaxPricePerKWh)
-			if next, ok := s.Tariff.NextBelow(now, loc, s.MaxPricePerKWh); ok {
+			next, ok := s.Tariff.NextBelow(now, loc, s.MaxPricePerKWh)
+			if ok {
 				reason += " (cheaper from " + dayText(next.In(loc), now.In(loc)) + ")"
 			}
-			return wait(StateWaiting, HoldHours, reason)
+			return wait(StateWaiting, HoldHours, CausePrice, next, reason)
 		}
 	}
 	if u := sig.EnergyUsed; !forced && u.Known {
 		switch {
 		case s.EnergyDayKWh > 0 && u.Value.DayKWh >= s.EnergyDayKWh:
-			return wait(StatePaused, HoldLimit, fmt.Sprintf("paused: today's %g kWh are used (resuming at midnight)", s.EnergyDayKWh))
+			n := now.In(loc)
+			return wait(StatePaused, HoldLimit, CauseEnergy, time.Date(n.Year(), n.Month(), n.Day()+1, 0, 0, 0, 0, loc), fmt.Sprintf("paused: today's %g kWh are used (resuming at midnight)", s.EnergyDayKWh))
 		case s.EnergyMonthKWh > 0 && u.Value.MonthKWh >= s.EnergyMonthKWh:
-			return wait(StatePaused, HoldLimit, fmt.Sprintf("paused: this month's %g kWh are used (resuming on the 1st)", s.EnergyMonthKWh))
+			n := now.In(loc)
+			return wait(StatePaused, HoldLimit, CauseEnergy, time.Date(n.Year(), n.Month()+1, 1, 0, 0, 0, 0, loc), fmt.Sprintf("paused: this month's %g kWh are used (resuming on the 1st)", s.EnergyMonthKWh))
 		}
 	}
 	if p := st.Power; st.PowerKnown && p.OnBattery {
@@ -302,19 +310,19 @@ func Decide(s Settings, sig Signals, now time.Time, mono time.Duration, prev Pol
 		}
 		switch {
 		case s.PauseOnBattery:
-			return wait(StateWaiting, HoldBattery, fmt.Sprintf("waiting: on battery (%.0f%%%s)", p.Percent, stale))
+			return wait(StateWaiting, HoldBattery, CauseBattery, time.Time{}, fmt.Sprintf("waiting: on battery (%.0f%%%s)", p.Percent, stale))
 		case s.MinBatteryPercent > 0 && p.Percent < s.MinBatteryPercent:
-			return wait(StateWaiting, HoldBattery, fmt.Sprintf("waiting: on battery at %.0f%%%s, below your minimum of %.0f%%", p.Percent, stale, s.MinBatteryPercent))
+			return wait(StateWaiting, HoldBattery, CauseBattery, time.Time{}, fmt.Sprintf("waiting: on battery at %.0f%%%s, below your minimum of %.0f%%", p.Percent, stale, s.MinBatteryPercent))
 		}
 	}
 	if st.Hot {
 		if temp.Value > s.MaxTemperatureC {
-			return wait(StateWaiting, HoldLimit, fmt.Sprintf("waiting: CPU at %.0f °C, ceiling %.0f °C", temp.Value, s.MaxTemperatureC))
+			return wait(StateWaiting, HoldLimit, CauseHot, time.Time{}, fmt.Sprintf("waiting: CPU at %.0f °C, ceiling %.0f °C", temp.Value, s.MaxTemperatureC))
 		}
-		return wait(StateWaiting, HoldLimit, fmt.Sprintf("waiting: CPU at %.0f °C, cooling to %.0f °C (ceiling %.0f °C)", temp.Value, s.MaxTemperatureC-TemperatureMarginC, s.MaxTemperatureC))
+		return wait(StateWaiting, HoldLimit, CauseHot, time.Time{}, fmt.Sprintf("waiting: CPU at %.0f °C, cooling to %.0f °C (ceiling %.0f °C)", temp.Value, s.MaxTemperatureC-TemperatureMarginC, s.MaxTemperatureC))
 	}
 	if since := mono - st.GamesAt; st.GameSeen && s.IdleFor > 0 && since < s.IdleFor && !forced {
-		return wait(StateWaiting, HoldOwner, fmt.Sprintf("waiting: a game ran %s ago; starting after %s idle", durationText(since), durationText(s.IdleFor)))
+		return wait(StateWaiting, HoldOwner, CauseActive, now.Add(s.IdleFor-since), fmt.Sprintf("waiting: a game ran %s ago; starting after %s idle", durationText(since), durationText(s.IdleFor)))
 	}
 	if s.IdleFor > 0 && !forced {
 		if !sig.InputIdle.Known {
@@ -322,17 +330,17 @@ func Decide(s Settings, sig Signals, now time.Time, mono time.Duration, prev Pol
 			if why == "" || strings.Contains(why, "; ") {
 				why = "no input source works" // several sources' reasons: too long for a reason line
 			}
-			return wait(StateWaiting, HoldOwner, fmt.Sprintf("waiting: idle time unknown (%s)", why))
+			return wait(StateWaiting, HoldOwner, CauseActive, time.Time{}, fmt.Sprintf("waiting: idle time unknown (%s)", why))
 		}
 		if idle := mono - st.ActiveAt; idle < s.IdleFor {
-			return wait(StateWaiting, HoldOwner, fmt.Sprintf("waiting: you were active %s ago; starting after %s idle", durationText(idle), durationText(s.IdleFor)))
+			return wait(StateWaiting, HoldOwner, CauseActive, now.Add(s.IdleFor-idle), fmt.Sprintf("waiting: you were active %s ago; starting after %s idle", durationText(idle), durationText(s.IdleFor)))
 		}
 	}
 	if st.Busy && !forced {
 		if above {
-			return wait(StateWaiting, HoldOwner, fmt.Sprintf("waiting: other programs use %s of the CPU, more than your %s", percent(load), percent(s.MaxOtherCPUShare)))
+			return wait(StateWaiting, HoldOwner, CauseLoad, time.Time{}, fmt.Sprintf("waiting: other programs use %s of the CPU, more than your %s", percent(load), percent(s.MaxOtherCPUShare)))
 		}
-		return wait(StateWaiting, HoldOwner, fmt.Sprintf("waiting: other programs' CPU use fell to %s; resuming after %s below %s", percent(load), durationText(LoadHold), percent(s.MaxOtherCPUShare)))
+		return wait(StateWaiting, HoldOwner, CauseLoad, time.Time{}, fmt.Sprintf("waiting: other programs' CPU use fell to %s; resuming after %s below %s", percent(load), durationText(LoadHold), percent(s.MaxOtherCPUShare)))
 	}
 
 	cpus := max(sig.CPUs, 1)

@@ -7,7 +7,12 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 )
+
+// ignoreCause leaves a decision's Cause and Until out of a comparison of
+// reasons; TestDecideCause checks them.
+var ignoreCause = cmpopts.IgnoreFields(Decision{}, "Cause", "Until")
 
 func berlin(t *testing.T) *time.Location {
 	t.Helper()
@@ -322,9 +327,58 @@ func TestDecide(t *testing.T) {
 				}
 				var got Decision
 				got, st = Decide(tc.settings, sig, s.wall, s.mono, st)
-				if diff := cmp.Diff(s.want, got); diff != "" {
+				if diff := cmp.Diff(s.want, got, ignoreCause); diff != "" {
 					t.Errorf("step %d (%s, mono %s): decision (-want +got):\n%s", i, s.wall.Format(time.DateTime+" MST"), s.mono, diff)
 				}
+			}
+		})
+	}
+}
+
+// TestDecideCause: each reason for not computing carries its kind, and
+// when it ends where that is known: the owner's pause and the next
+// window exactly, the idle wait at the earliest.
+func TestDecideCause(t *testing.T) {
+	loc := berlin(t)
+	tue1200 := time.Date(2026, 3, 10, 12, 0, 0, 0, loc) // a Tuesday
+	nightsOnly := func(s *Settings) {
+		s.TimeZone = "Europe/Berlin"
+		s.Schedule = Schedule{{Days: EveryDay, Start: 22 * 60, End: 7 * 60}}
+	}
+	tests := []struct {
+		name     string
+		settings Settings
+		sig      func(*Signals)
+		cause    Cause
+		until    time.Time
+	}{
+		{"computing", Defaults(), nil, CauseNone, time.Time{}},
+		{"the owner's pause", withSettings(func(s *Settings) { s.PausedUntil = tue1200.Add(90 * time.Minute) }), nil,
+			CausePaused, tue1200.Add(90 * time.Minute)},
+		{"a listed program", withSettings(func(s *Settings) { s.PauseFor = []string{"blender"} }),
+			func(s *Signals) { s.Running.Value = []string{"blender"} }, CauseProgram, time.Time{}},
+		{"a game", withSettings(func(s *Settings) { s.PauseForSteam = true }),
+			func(s *Signals) {
+				s.Games = Reading[[]Game]{Known: true, Value: []Game{{Sign: GameSteam, What: "a Steam game"}}}
+			}, CauseGame, time.Time{}},
+		{"outside the hours", withSettings(nightsOnly), nil, CauseHours, time.Date(2026, 3, 10, 22, 0, 0, 0, loc)},
+		{"on battery", Defaults(), func(s *Signals) { s.Power.Value = Power{OnBattery: true, HasBattery: true, Percent: 43} },
+			CauseBattery, time.Time{}},
+		{"too hot", withSettings(func(s *Settings) { s.MaxTemperatureC = 80 }), func(s *Signals) { s.MaxTemperatureC.Value = 90 },
+			CauseHot, time.Time{}},
+		{"the owner active", Defaults(), idleFor(time.Minute), CauseActive, tue1200.Add(DefaultIdleFor - time.Minute)},
+		{"other programs busy", withSettings(func(s *Settings) { s.MaxOtherCPUShare = 0.1 }),
+			func(s *Signals) { s.OtherCPUShare.Value = 0.9 }, CauseLoad, time.Time{}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			sig := idleDesktop(tue1200)
+			if tc.sig != nil {
+				tc.sig(&sig)
+			}
+			d, _ := Decide(tc.settings, sig, tue1200, 0, PolicyState{})
+			if d.Cause != tc.cause || !d.Until.Equal(tc.until) {
+				t.Errorf("decision %q: cause %q until %v, want %q until %v", d.Reason, d.Cause, d.Until, tc.cause, tc.until)
 			}
 		})
 	}

@@ -169,6 +169,17 @@ type Decision struct {
 	// compute now in the settings but not here has a decision made
 	// before the owner asked, not yet made again.
 	ComputeNow bool `json:",omitempty"`
+	// Cause is the kind of reason for not computing, finer than Hold,
+	// for this machine alone: the agent predicts from it how long the
+	// pause lasts (early hand-back). Like Reason it is never published;
+	// CauseNone while computing, and in decisions not made by Decide.
+	Cause Cause `json:",omitempty"`
+	// Until is when the reason ends at the earliest (wall clock): exactly
+	// for the owner's pause and the hours (the next window), the end of
+	// the idle wait for the owner's input or a game run lately; zero when
+	// unknown (a program running, the battery, the temperature, no window
+	// ahead in the hours).
+	Until time.Time `json:",omitzero"`
 	// GPUsAllowed lists, while the decision is not to compute, the GPUs
 	// (UUIDs) that the settings and the GPUs' readings would allow
 	// (switched on, below the temperature ceiling, not used by another
@@ -176,6 +187,44 @@ type Decision struct {
 	// Empty while computing, where GPUs says it.
 	GPUsAllowed []string `json:",omitempty"`
 }
+
+// Cause is the kind of reason a Decision does not compute, finer than
+// Hold and for this machine alone (it never leaves it). The values are
+// stable: the local status carries them.
+type Cause string
+
+// Causes of a Decision.
+const (
+	CauseNone Cause = ""
+	// CausePaused is the owner's pause (Settings.PausedUntil; Until is
+	// its end, zero for a pause until resumed).
+	CausePaused Cause = "paused"
+	// CauseGame is a game seen by a game sign (full screen, GameMode,
+	// Steam); CauseProgram a program of Settings.PauseFor running, with
+	// no game seen.
+	CauseGame    Cause = "game"
+	CauseProgram Cause = "program"
+	// CauseHours is outside the hours (Until: the next window).
+	CauseHours Cause = "hours"
+	// CauseBattery is on battery, or below the battery minimum.
+	CauseBattery Cause = "battery"
+	// CauseHot is the CPU above its ceiling, or cooling below it.
+	CauseHot Cause = "hot"
+	// CauseActive is the owner using the machine: input not idle long
+	// enough (or its idle time unknown), a game run lately.
+	CauseActive Cause = "active"
+	// CauseLoad is other programs' CPU load above the owner's limit, or
+	// just fallen below it.
+	CauseLoad Cause = "load"
+	// CauseQuiet is the owner's quiet hours (Until: their end).
+	CauseQuiet Cause = "quiet"
+	// CausePrice is the tariff's price above the owner's bound (Until:
+	// the next hour at or below it).
+	CausePrice Cause = "price"
+	// CauseEnergy is the owner's daily or monthly energy cap reached
+	// (Until: the next midnight or first of the month).
+	CauseEnergy Cause = "energy"
+)
 
 // Run reports whether tasks may run.
 func (d Decision) Run() bool { return d.State == StateComputing && d.Cores > 0 }

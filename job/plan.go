@@ -427,9 +427,11 @@ func (j *Job) TaskJSON(t Task) []byte {
 	return b
 }
 
-// Cost returns the planner's cost of task t in cost units: the policy's
-// task_cost times the numeric parameter cost_param when set. It depends only
-// on the job, never on what a peer reports or how long the task took.
+// Cost returns the planner's declared cost of task t in cost units: the
+// policy's task_cost times the numeric parameter cost_param when set. It
+// depends only on the job, never on what a peer reports or how long the
+// task took. It is what the job offers to pay; a receipt credits the
+// work the task took up to it (WorkCost).
 func (j *Job) Cost(t Task) float64 {
 	p := j.Manifest.Policy
 	c := p.TaskCost
@@ -442,6 +444,23 @@ func (j *Job) Cost(t Task) float64 {
 		}
 	}
 	return c
+}
+
+// InstructionsPerCostUnit is the published rate at which counted work
+// becomes cost: one cost unit for every 10^8 WebAssembly instructions a
+// task executed, as the worker counts them (its metering rule 1; GPU
+// threads count one each). At this rate the examples' tasks, which
+// declare the default task_cost of 1, count 0.04 to 34 units of work
+// (docs/benchmarks.md).
+const InstructionsPerCostUnit = 1e8
+
+// WorkCost returns the cost of task t in cost units when the work it took
+// counted instructions: instructions / InstructionsPerCostUnit, capped by
+// what the job declared a task would cost (Cost): credit is what the
+// work took, never more than the job's owner offered. It depends only on
+// the job and the count, which replicas agree on; never on time.
+func (j *Job) WorkCost(t Task, instructions uint64) float64 {
+	return min(j.Cost(t), float64(instructions)/InstructionsPerCostUnit)
 }
 
 // FoldAssignment returns, for a kfold job, each data row's fold.

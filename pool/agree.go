@@ -7,15 +7,18 @@ import (
 )
 
 // agrees reports whether replicas a and b agree under the job's [verify]
-// rule: the same digest, or, under rule = "tolerance", two results whose
-// declared fields are within their tolerances (job.Verify.Agree). A
-// failure agrees only with the same failure. Symmetric.
+// rule: the same digest and the same Work (the count of the work the task
+// took is part of its answer), or, under rule = "tolerance", the same
+// digest or two results whose declared fields are within their
+// tolerances (job.Verify.Agree). Where counts are not compared
+// (countsApart) the same digest agrees whatever they counted. A failure
+// agrees only with the same failure. Symmetric.
 func (js *jobState) agrees(a, b *replica) bool {
 	if a == nil || b == nil {
 		return false
 	}
 	if a.rec.Digest == b.rec.Digest {
-		return true
+		return js.countsApart() || sameWork(a.rec.Work, b.rec.Work)
 	}
 	if a.rec.Failed || b.rec.Failed || js.ver.Rule == "" {
 		return false
@@ -57,4 +60,31 @@ func (js *jobState) leads(r *replica, k int, lead *replica, c int) bool {
 		return k > c
 	}
 	return js.ver.Rule != "" && bytes.Compare(r.rec.Digest[:], lead.rec.Digest[:]) < 0
+}
+
+// countsApart reports whether honest replicas of the job's tasks may count
+// different work for the same answer, so that counts are not compared:
+// under a tolerance rule, and when the job can use a GPU (gpu = true or
+// "optional"), where a task counts its GPU launches' threads on a device
+// with a GPU and its instructions on one without. The receipts then
+// credit the smallest agreeing count (workCost).
+func (js *jobState) countsApart() bool {
+	return js.ver.Rule != "" || (js.j != nil && js.j.Manifest.Requirements.GPU.Uses())
+}
+
+// workCost returns what each receipt of ts's accepted outcome credits:
+// job.Job.WorkCost of the smallest count by this pool's rule among the
+// replicas that agree with the outcome (where counts are compared they
+// are all the same), and that count; ok is false, and the cost 0, when
+// none of them counted by this pool's rule.
+func (js *jobState) workCost(ts *taskState, agreeing map[*replica]bool) (cost float64, count uint64, ok bool) {
+	for r, agrees := range agreeing {
+		if agrees && metered(r.rec.Work) && (!ok || r.rec.Work.Count < count) {
+			count, ok = r.rec.Work.Count, true
+		}
+	}
+	if !ok {
+		return 0, 0, false
+	}
+	return js.j.WorkCost(js.j.Task(ts.index), count), count, true
 }

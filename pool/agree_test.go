@@ -81,6 +81,10 @@ func TestAgreesDigestRule(t *testing.T) {
 	fail := func(why string) *replica {
 		return &replica{rec: ReplicaRecord{Failed: true, Reason: why, Digest: ReplicaDigest(nil, true, why)}}
 	}
+	counted := func(r *replica, n uint64) *replica {
+		r.rec.Work = &Work{Rule: 1, Count: n}
+		return r
+	}
 	plain := &jobState{}
 	tol := &jobState{ver: job.Verify{Rule: job.RuleTolerance, Tolerances: map[string]job.Tolerance{"x": {Abs: 1}}}}
 	for _, tc := range []struct {
@@ -95,6 +99,13 @@ func TestAgreesDigestRule(t *testing.T) {
 		{tol, fail("trap"), fail("trap"), true},
 		{tol, fail("trap"), fail("exit 2"), false},
 		{tol, fail("trap"), res(`{"x":1}`), false},
+		// The count is part of the answer, except under a tolerance.
+		{plain, counted(res(`{"x":1}`), 5), counted(res(`{"x":1}`), 5), true},
+		{plain, counted(res(`{"x":1}`), 5), counted(res(`{"x":1}`), 6), false},
+		{plain, counted(res(`{"x":1}`), 5), res(`{"x":1}`), false},
+		{plain, counted(fail("trap"), 5), counted(fail("trap"), 6), false},
+		{tol, counted(res(`{"x":1}`), 5), counted(res(`{"x":1}`), 6), true},
+		{tol, counted(res(`{"x":1}`), 5), counted(res(`{"x":1.5}`), 6), true},
 	} {
 		if got := tc.js.agrees(tc.a, tc.b); got != tc.want {
 			t.Errorf("agrees(%q, %q) = %v, want %v", tc.a.rec.Result, tc.b.rec.Result, got, tc.want)

@@ -9,13 +9,16 @@ import (
 )
 
 // canonicalMap is Canonical as it was first written: a map with the same
-// keys and values, encoded by the same mode. Entries signed then must
-// verify now.
+// keys and values, encoded by the same mode, and "work" when not 0.
+// Entries signed then must verify now.
 func canonicalMap(e Entry, withSig bool) []byte {
 	m := map[string]any{
 		"type": ledgerDomain, "seq": e.Seq, "prev": e.Prev[:], "kind": e.Kind, "pool": e.Pool, "job": e.Job[:],
 		"task": e.Task, "peer": e.Peer, "owner": e.Owner, "lease": e.Lease, "digest": e.Digest[:], "cost": e.Cost,
 		"time": e.Time, "reason": e.Reason,
+	}
+	if e.Work != 0 { // added later, absent at 0: older entries keep their bytes
+		m["work"] = e.Work
 	}
 	if withSig {
 		m["sig"] = e.Sig
@@ -42,6 +45,9 @@ func TestCanonicalMatchesMap(t *testing.T) {
 			Seq: rng.Uint64() >> rng.IntN(64), Kind: []string{KindReceipt, KindDeviation, KindUnverified, KindRevocation}[i%4],
 			Pool: str(), Task: rng.Int64() >> rng.IntN(64), Peer: str(), Owner: str(), Lease: str(),
 			Cost: costs[i%len(costs)] * float64(rng.IntN(5)), Time: rng.Int64N(1 << 45), Reason: str(),
+		}
+		if i%2 == 0 {
+			e.Work = rng.Uint64() >> rng.IntN(64)
 		}
 		if i%3 == 0 {
 			e.Task = -e.Task

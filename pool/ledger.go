@@ -54,6 +54,10 @@ type Entry struct {
 	Lease  string
 	Digest job.Digest
 	Cost   float64
+	// Work, on a receipt of a completed task, is the count of the work it
+	// took that its replicas agreed on (Work.Count, by worker.MeterRule),
+	// from which Cost was derived (job.Job.WorkCost); 0 elsewhere.
+	Work   uint64
 	Time   int64
 	Reason string
 	Sig    []byte
@@ -73,11 +77,12 @@ var ledgerEncMode = func() cbor.EncMode {
 // keys "type" ("idlepool/ledger-entry/v1"), "seq", "prev" (32-byte
 // string), "kind", "pool", "job" (32 bytes), "task", "peer", "owner",
 // "lease", "digest" (32 bytes), "cost" (float, shortest exact form),
-// "time" and "reason", and, with withSig, "sig" (64 bytes).
+// "time" and "reason", "work" only when not 0 (so that entries signed
+// before it existed still verify), and, with withSig, "sig" (64 bytes).
 func (e Entry) Canonical(withSig bool) []byte {
 	c := entryCBOR{
 		Type: ledgerDomain, Seq: e.Seq, Prev: e.Prev[:], Kind: e.Kind, Pool: e.Pool, Job: e.Job[:], Task: e.Task,
-		Peer: e.Peer, Owner: e.Owner, Lease: e.Lease, Digest: e.Digest[:], Cost: e.Cost, Time: e.Time, Reason: e.Reason,
+		Peer: e.Peer, Owner: e.Owner, Lease: e.Lease, Digest: e.Digest[:], Cost: e.Cost, Work: e.Work, Time: e.Time, Reason: e.Reason,
 	}
 	var (
 		b   []byte
@@ -111,6 +116,7 @@ type entryCBOR struct {
 	Lease  string  `cbor:"lease"`
 	Digest []byte  `cbor:"digest"`
 	Cost   float64 `cbor:"cost"`
+	Work   uint64  `cbor:"work,omitempty"`
 	Time   int64   `cbor:"time"`
 	Reason string  `cbor:"reason"`
 }
@@ -204,20 +210,21 @@ type entryJSON struct {
 	Lease  string  `json:"lease"`
 	Digest string  `json:"digest"`
 	Cost   float64 `json:"cost"`
+	Work   uint64  `json:"work,omitempty"`
 	Time   int64   `json:"time"`
 	Reason string  `json:"reason,omitempty"`
 	Sig    string  `json:"sig"`
 }
 
 // MarshalJSON writes the entry as a JSON object with the keys seq, prev,
-// kind, pool, job, task, peer, owner, lease, digest, cost, time, reason
-// (omitted when empty) and sig; digests as 64 lowercase hex digits, sig as
+// kind, pool, job, task, peer, owner, lease, digest, cost, work (omitted
+// when 0), time, reason (omitted when empty) and sig; digests as 64 lowercase hex digits, sig as
 // standard base64.
 func (e Entry) MarshalJSON() ([]byte, error) {
 	return json.Marshal(entryJSON{
 		Seq: e.Seq, Prev: e.Prev.String(), Kind: e.Kind, Pool: e.Pool, Job: e.Job.String(),
 		Task: e.Task, Peer: e.Peer, Owner: e.Owner, Lease: e.Lease, Digest: e.Digest.String(),
-		Cost: e.Cost, Time: e.Time, Reason: e.Reason, Sig: base64.StdEncoding.EncodeToString(e.Sig),
+		Cost: e.Cost, Work: e.Work, Time: e.Time, Reason: e.Reason, Sig: base64.StdEncoding.EncodeToString(e.Sig),
 	})
 }
 
@@ -231,7 +238,7 @@ func (e *Entry) UnmarshalJSON(b []byte) error {
 		return fmt.Errorf("ledger entry: %w", err)
 	}
 	out := Entry{Seq: v.Seq, Kind: v.Kind, Pool: v.Pool, Task: v.Task, Peer: v.Peer, Owner: v.Owner,
-		Lease: v.Lease, Cost: v.Cost, Time: v.Time, Reason: v.Reason}
+		Lease: v.Lease, Cost: v.Cost, Work: v.Work, Time: v.Time, Reason: v.Reason}
 	var err error
 	for _, f := range []struct {
 		name string

@@ -59,6 +59,7 @@ func TestLedgerVerify(t *testing.T) {
 		{"prefix", func(l []pool.Entry) []pool.Entry { return l[:3] }, 0},
 		{"flipped digest byte", func(l []pool.Entry) []pool.Entry { l[2].Digest[5] ^= 1; return l }, 3},
 		{"raised cost", func(l []pool.Entry) []pool.Entry { l[1].Cost = 1e6; return l }, 2},
+		{"raised work", func(l []pool.Entry) []pool.Entry { l[1].Work++; return l }, 2},
 		{"other peer", func(l []pool.Entry) []pool.Entry { l[0].Peer = l[2].Peer; return l }, 1},
 		{"flipped signature byte", func(l []pool.Entry) []pool.Entry { l[4].Sig[10] ^= 0x80; return l }, 5},
 		{"flipped prev byte", func(l []pool.Entry) []pool.Entry { l[3].Prev[0] ^= 1; return l }, 4},

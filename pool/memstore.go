@@ -79,9 +79,9 @@ func cloneBytes(b []byte) []byte {
 	return bytes.Clone(b)
 }
 
-// cloneReplica returns r with its result and reference copied.
+// cloneReplica returns r with its result, reference and work copied.
 func cloneReplica(r ReplicaRecord) ReplicaRecord {
-	r.Result, r.Ref = cloneBytes(r.Result), cloneManifest(r.Ref)
+	r.Result, r.Ref, r.Work = cloneBytes(r.Result), cloneManifest(r.Ref), cloneWork(r.Work)
 	return r
 }
 

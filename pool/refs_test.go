@@ -30,7 +30,7 @@ func byRef(t *testing.T, b []byte) pool.Submission {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return pool.Submission{Digest: pool.ReplicaDigest(b, false, ""), Ref: &m}
+	return pool.Submission{Digest: pool.ReplicaDigest(b, false, ""), Ref: &m, Work: pooltest.Result(b).Work}
 }
 
 // TestSchedResultsByReference: replicas that keep their results submit
@@ -91,8 +91,8 @@ func TestSchedResultsByReference(t *testing.T) {
 	h.Submit(lc[1], pooltest.Result(r1)) // a device that does not share sends the bytes
 	m0 := byRef(t, r0).Ref
 	want := []pool.Verified{
-		{Seq: 1, Task: 0, Status: pool.OutcomeOK, Ref: m0, Holders: []string{bob, carol}},
-		{Seq: 2, Task: 1, Status: pool.OutcomeOK, Result: r1},
+		{Seq: 1, Task: 0, Status: pool.OutcomeOK, Ref: m0, Holders: []string{bob, carol}, Work: pooltest.WorkCount},
+		{Seq: 2, Task: 1, Status: pool.OutcomeOK, Result: r1, Work: pooltest.WorkCount},
 	}
 	if diff := cmp.Diff(want, h.Results(alice, j.ID)); diff != "" {
 		t.Fatalf("results (-want +got):\n%s", diff)

@@ -103,7 +103,8 @@ const (
 //     is handed back frees its replica for whoever asks next.
 //   - Redundancy replicas are leased at first. Digest D is accepted when
 //     the voters (distinct owners, or devices in "owner" pools) that
-//     returned D number at least quorum (one more once the voters
+//     returned D (and, under the digest rule, counted the same Work)
+//     number at least quorum (one more once the voters
 //     disagree) and are a strict majority of the voters that returned.
 //     Adaptive replication, spot checks, held results, revocation and
 //     sanctions are in trust.go (see TrustConfig and job.Verify). Otherwise more replicas are leased, as many as
@@ -119,7 +120,8 @@ const (
 //     MaxReplicas such failures the task ends unverified, and until then
 //     JobStatus.Trouble says how often it failed (DESIGN.md invariant 16).
 //   - Deciding a task appends, atomically with its outcome, one receipt per
-//     agreeing replica (cost from the planner, job.Job.Cost), one deviation
+//     agreeing replica (cost from the work they agreed the task took,
+//     capped by the planner's declared cost: job.Job.WorkCost), one deviation
 //     per disagreeing replica, or one unverified entry per replica of an
 //     unverified task. Only the accepted result is kept, until the merger
 //     acknowledges it.

@@ -6,6 +6,7 @@ import (
 
 	"idlepool/castore"
 	"idlepool/job"
+	"idlepool/worker"
 )
 
 // EndorsementMessage is what an owner key signs to vouch that a device key
@@ -56,6 +57,11 @@ type Lease struct {
 // InlineResultBytes (and at most the pool's result limit). Only a job
 // compared by digest (no tolerance rule) takes a Ref, since agreeing
 // within a tolerance needs the bytes.
+//
+// Work is what the device counted of the work the task took (every
+// outcome but a machine-dependent failure carries it). Under the digest
+// rule replicas agree only when their Work is the same too, and the
+// receipt's cost comes from the agreed count (see Work).
 type Submission struct {
 	Digest  job.Digest        `json:"digest"`
 	Result  []byte            `json:"result,omitempty"`
@@ -63,6 +69,49 @@ type Submission struct {
 	Reason  string            `json:"reason,omitempty"`
 	Machine bool              `json:"machine,omitempty"`
 	Ref     *castore.Manifest `json:"ref,omitempty"`
+	Work    *Work             `json:"work,omitempty"`
+}
+
+// Work is what a replica's device counted of the work its task took:
+// Count WebAssembly instructions executed (and GPU threads launched), by
+// the worker's metering rule Rule (worker.MeterRule), the same on every
+// honest device for the same task whatever its speed.
+//
+// It is part of what replicas agree on: under the digest rule two
+// replicas agree when their digests and their Work are the same. Under a
+// tolerance rule, and for a job that can use a GPU (a device with a GPU
+// counts its launches' threads, one without the instructions of the CPU
+// path), Work is not compared and the smallest count of the agreeing
+// replicas is credited: a device can lower it, never raise it. An accepted task's receipts credit
+// job.Job.WorkCost of the agreed count: count / job.InstructionsPerCostUnit,
+// capped by the job's declared cost. A replica without Work (an agent
+// older than metering) or counted by a rule this pool does not know
+// agrees only with its like and earns no cost.
+type Work struct {
+	Rule  int    `json:"rule"`
+	Count uint64 `json:"count"`
+}
+
+// MaxWorkCount is the largest Work.Count a submission may carry (stores
+// keep it as a signed 64-bit integer); at 10^10 instructions a second it
+// is 29 years of work.
+const MaxWorkCount = 1<<63 - 1
+
+// sameWork reports whether a and b are the same count by the same rule,
+// or both absent.
+func sameWork(a, b *Work) bool {
+	return (a == nil) == (b == nil) && (a == nil || *a == *b)
+}
+
+// metered reports whether w is a count by the rule this pool prices.
+func metered(w *Work) bool { return w != nil && w.Rule == worker.MeterRule }
+
+func cloneWork(w *Work) *Work {
+	if w == nil {
+		return nil
+	}
+	c := *w
+	return &c
 }
 
 // InlineResultBytes is the largest result a device sends inline (1 KiB);
@@ -95,6 +144,10 @@ const (
 // the peer IDs of the replicas that returned it, from which the merger
 // fetches it (ResultLost when none can give it). Ref and Holders, like
 // Result, are dropped once the merger acknowledged the outcome.
+//
+// Work, for an ok outcome, is the count (by worker.MeterRule) the
+// receipts credited: the agreed Work of its replicas; 0 when they
+// counted none.
 type Verified struct {
 	Seq     int64             `json:"seq"`
 	Task    int64             `json:"task"`
@@ -103,6 +156,7 @@ type Verified struct {
 	Reason  string            `json:"reason,omitempty"`
 	Ref     *castore.Manifest `json:"ref,omitempty"`
 	Holders []string          `json:"holders,omitempty"`
+	Work    uint64            `json:"work,omitempty"`
 }
 
 // JobStatus is a job's progress in a pool.

@@ -477,6 +477,8 @@ func (s *Scheduler) Submit(ctx context.Context, peer, lease string, sub Submissi
 		return fmt.Errorf("submit %s: %w: reason of %d bytes, the limit is %d", lease, ErrBadSubmission, len(sub.Reason), maxReasonBytes)
 	case sub.Machine && !sub.Failed:
 		return fmt.Errorf("submit %s: %w: a machine-dependent failure is a failure: set failed and a reason", lease, ErrBadSubmission)
+	case sub.Work != nil && (sub.Work.Rule < 1 || sub.Work.Count > MaxWorkCount):
+		return fmt.Errorf("submit %s: %w: work counted by rule %d, %d instructions: want a rule from 1 and at most %d", lease, ErrBadSubmission, sub.Work.Rule, sub.Work.Count, uint64(MaxWorkCount))
 	case sub.Ref != nil:
 		if err := s.checkRef(sub); err != nil {
 			return fmt.Errorf("submit %s: %w: %w", lease, ErrBadSubmission, err)
@@ -488,12 +490,15 @@ func (s *Scheduler) Submit(ctx context.Context, peer, lease string, sub Submissi
 		sub.Reason = ""
 	}
 	machine := sub.Failed && (sub.Machine || MachineReason(sub.Reason))
+	if machine {
+		sub.Work = nil // what a machine's failure counted says nothing about the task
+	}
 	s.mu.Lock()
 	r, err := s.lookup(peer, lease)
 	if err == nil && r.rec.State != ReplicaLeased {
 		switch r.rec.State {
 		case ReplicaReturned, ReplicaAgreed, ReplicaDeviated, ReplicaUnverified, ReplicaMachineFailed, ReplicaProvisional:
-			if r.rec.Digest == sub.Digest {
+			if r.rec.Digest == sub.Digest && sameWork(r.rec.Work, sub.Work) {
 				w := r.batch // the first submission may still be committing
 				s.mu.Unlock()
 				if err := wait(ctx, w); err != nil {
@@ -533,7 +538,7 @@ func (s *Scheduler) Submit(ctx context.Context, peer, lease string, sub Submissi
 	js.leased--
 	ts.returned = append(ts.returned, r)
 	r.rec.State, r.rec.Digest, r.rec.Failed, r.rec.Reason = ReplicaReturned, sub.Digest, sub.Failed, sub.Reason
-	r.rec.Result, r.rec.Ref = bytes.Clone(sub.Result), cloneManifest(sub.Ref)
+	r.rec.Result, r.rec.Ref, r.rec.Work = bytes.Clone(sub.Result), cloneManifest(sub.Ref), cloneWork(sub.Work)
 	s.putReplica(r)
 	s.log.Debug("Replica returned", "lease", lease, "job", js.rec.ID.String(), "task", ts.index, "peer", peer, "digest", sub.Digest.String())
 	switch {
@@ -643,11 +648,21 @@ func (s *Scheduler) decide(js *jobState, ts *taskState, status string, lead *rep
 	for _, r := range ts.returned {
 		agreeing[r] = js.agrees(r, lead)
 	}
+	// A verified failure earns a receipt for the agreement but not the
+	// cost of a completed task: a program that fails at once on every
+	// task must not pay out as if the work were done. A completed task
+	// earns what its agreed work took, up to the job's declared cost.
+	var cost float64
+	var unmetered string
 	switch status {
 	case OutcomeOK:
 		v.Result, digest = lead.rec.Result, lead.rec.Digest
 		if lead.rec.Ref != nil {
 			v.Result, v.Ref, v.Holders = held(ts, lead, agreeing)
+		}
+		var ok bool
+		if cost, v.Work, ok = js.workCost(ts, agreeing); !ok {
+			unmetered = "the devices counted no work by this pool's rule (their idlepool is older or newer than the pool's): it earns no cost"
 		}
 		js.accepted++
 	case OutcomeFailed:
@@ -667,13 +682,6 @@ func (s *Scheduler) decide(js *jobState, ts *taskState, status string, lead *rep
 	p.after = append(p.after, func() { js.committed = max(js.committed, seq) })
 
 	entries := !js.ownerOnly()
-	// A verified failure earns a receipt for the agreement but not the
-	// cost of a completed task: a program that fails at once on every
-	// task must not pay out as if the work were done.
-	var cost float64
-	if entries && status == OutcomeOK {
-		cost = js.j.Cost(js.j.Task(ts.index))
-	}
 	at := s.now()
 	now := at.UnixMilli()
 	// Checked: at least two distinct voters returned, so agreeing counts
@@ -703,13 +711,15 @@ func (s *Scheduler) decide(js *jobState, ts *taskState, status string, lead *rep
 		case status == OutcomeUnverified:
 			r.rec.State, e.Kind, e.Reason = ReplicaUnverified, KindUnverified, v.Reason
 		case agreeing[r]:
-			r.rec.State, e.Kind, e.Cost, e.Reason = ReplicaAgreed, KindReceipt, cost, r.rec.Reason
+			r.rec.State, e.Kind, e.Cost, e.Work, e.Reason = ReplicaAgreed, KindReceipt, cost, v.Work, r.rec.Reason
 			if r.rec.Failed {
 				// The ledger keeps the failure in a few words, not the
 				// program log after them: it is kept forever.
 				e.Reason = "verified failure (earns no cost): " + ReasonSummary(r.rec.Reason)
 			} else if why := s.admission(r.rec.Owner); why != "" {
 				e.Cost, e.Reason = 0, why
+			} else if unmetered != "" {
+				e.Reason = unmetered
 			}
 			if checked && js.votes(ts, r) {
 				agreed = append(agreed, r)
@@ -796,17 +806,22 @@ func describeVotes(js *jobState, ts *taskState, limit int) string {
 		return fmt.Sprintf("it failed %d times for a reason of the device that ran it, and the %d replicas that finished reached no quorum of %d (the last failure: %s)",
 			len(ts.machine), len(ts.returned), js.pol.Quorum, last)
 	}
-	counts := map[job.Digest]int{}
-	var order []job.Digest
+	// Votes are for a digest and, where counts are compared, a count.
+	counts := map[string]int{}
+	var order []string
 	for _, r := range ts.returned {
-		if counts[r.rec.Digest] == 0 {
-			order = append(order, r.rec.Digest)
+		vote := r.rec.Digest.String()[:12]
+		if w := r.rec.Work; w != nil && !js.countsApart() {
+			vote += fmt.Sprintf(" counting %d", w.Count)
 		}
-		counts[r.rec.Digest]++
+		if counts[vote] == 0 {
+			order = append(order, vote)
+		}
+		counts[vote]++
 	}
 	parts := make([]string, len(order))
-	for i, d := range order {
-		parts[i] = fmt.Sprintf("%s×%d", d.String()[:12], counts[d])
+	for i, v := range order {
+		parts[i] = fmt.Sprintf("%s×%d", v, counts[v])
 	}
 	return fmt.Sprintf("no digest won a majority of distinct voters (quorum %d) within %d replicas: %s",
 		js.pol.Quorum, limit, strings.Join(parts, ", "))

@@ -210,8 +210,10 @@ func (s *Scheduler) refetched(js *jobState, ts *taskState, r *replica) {
 			v.Holders = append(slices.Clone(v.Holders), r.rec.Peer) // Results hands out the old slice
 		}
 		js.outcomes[i] = v
+		// It credits the work the accepted replicas agreed on, not
+		// what this device alone counted.
 		r.rec.State, e.Kind = ReplicaAgreed, KindReceipt
-		e.Cost = js.j.Cost(js.j.Task(ts.index))
+		e.Cost, e.Work = js.j.WorkCost(js.j.Task(ts.index), v.Work), v.Work
 		s.endRefetch(js, ts)
 		s.log.Info("A lost result was computed again", "job", js.rec.ID.String(), "task", ts.index,
 			"seq", rf.seq, "peer", r.rec.Peer)

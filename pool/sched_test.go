@@ -59,7 +59,7 @@ func TestSchedQuorumTwoOwners(t *testing.T) {
 	}
 	want := []pool.Verified{}
 	for i := int64(0); i < 3; i++ {
-		want = append(want, pool.Verified{Seq: i + 1, Task: i, Status: pool.OutcomeOK, Result: good(i).Result})
+		want = append(want, pool.Verified{Seq: i + 1, Task: i, Status: pool.OutcomeOK, Result: good(i).Result, Work: pooltest.WorkCount})
 	}
 	if diff := cmp.Diff(want, h.Results(alice, j.ID)); diff != "" {
 		t.Errorf("results (-want +got):\n%s", diff)
@@ -124,7 +124,7 @@ func TestSchedLyingPeer(t *testing.T) {
 		t.Fatalf("dave's leases (-want +got):\n%s", diff)
 	}
 	h.Submit(ld[0], good(0))
-	want := []pool.Verified{{Seq: 1, Task: 0, Status: pool.OutcomeOK, Result: good(0).Result}}
+	want := []pool.Verified{{Seq: 1, Task: 0, Status: pool.OutcomeOK, Result: good(0).Result, Work: pooltest.WorkCount}}
 	if diff := cmp.Diff(want, h.Results(alice, j.ID)); diff != "" {
 		t.Errorf("results (-want +got):\n%s", diff)
 	}

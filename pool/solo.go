@@ -35,7 +35,9 @@ type SoloConfig struct {
 	// Slots is how many tasks run at once (the executor's worker count).
 	Slots int
 	// Verify runs every task twice on different worker processes and
-	// accepts it only when both results are byte-identical.
+	// accepts it only when both results are byte-identical (or agree
+	// within the job's tolerance) and, compared by digest, counted the
+	// same work.
 	Verify bool
 	// RunDir holds the run's journal, input snapshot and output files; the
 	// same directory resumes the run.
@@ -295,6 +297,13 @@ func (r *soloRun) runTask(ctx context.Context, exec Executor, i int64) (TaskOutc
 		if second.Status != StatusOK {
 			reason = fmt.Sprintf("replicas disagree: process %d succeeded, process %d failed: %s", first.PID, second.PID, second.Body)
 		}
+		return TaskOutcome{Status: StatusFailed, Body: []byte(reason), Class: worker.ClassDeterministic}, nil
+	}
+	if r.job.Manifest.Verify.Rule == "" && !r.job.Manifest.Requirements.GPU.Uses() && first.Work != second.Work {
+		// Replicas in a pool would not agree either: what a task counted
+		// is part of its outcome.
+		reason := fmt.Sprintf("replicas disagree on the work they counted: process %d counted %d instructions, process %d counted %d",
+			first.PID, first.Work, second.PID, second.Work)
 		return TaskOutcome{Status: StatusFailed, Body: []byte(reason), Class: worker.ClassDeterministic}, nil
 	}
 	if bytes.Compare(b[:], a[:]) < 0 {

@@ -8,7 +8,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -181,5 +183,42 @@ func TestSoloRetriesTimeoutsJournaledAsFinal(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("outcome (-want +got):\n%s", diff)
+	}
+}
+
+// countingExec computes {"x": 1} for every task and counts its work as
+// the PID of the worker that ran it says: the same on every worker when
+// fair, one more on each process when not (a metering that depended on
+// the machine).
+type countingExec struct {
+	fair bool
+	pid  atomic.Int64
+}
+
+func (e *countingExec) Run(ctx context.Context, req worker.Request) (worker.Result, error) {
+	pid := e.pid.Add(1)
+	work := uint64(5000)
+	if !e.fair {
+		work += uint64(pid)
+	}
+	return worker.Result{PID: int(pid), Stdout: []byte(`{"x": 1}`), Work: work}, nil
+}
+
+// TestSoloVerifyComparesWork: a solo run that verifies each task on two
+// worker processes fails a task whose two runs counted different work,
+// as a pool's replicas would not agree; the same count passes.
+func TestSoloVerifyComparesWork(t *testing.T) {
+	j := foldJob(t, 3)
+	for _, fair := range []bool{true, false} {
+		out, err := pool.RunSolo(context.Background(), j, &countingExec{fair: fair}, pool.SoloConfig{Slots: 1, Verify: true, RunDir: t.TempDir()})
+		if fair {
+			if err != nil || out.OK != 3 {
+				t.Errorf("fair counts: %v, %d ok, failures %+v; want 3 ok", err, out.OK, out.Failures)
+			}
+			continue
+		}
+		if out == nil || out.OK != 0 || len(out.Failures) != 3 || !strings.Contains(out.Failures[0].Reason, "replicas disagree on the work they counted") {
+			t.Errorf("unfair counts: %+v, %v; want every task failed for its counts", out, err)
+		}
 	}
 }

@@ -147,7 +147,10 @@ type ReplicaRecord struct {
 	// Ref is the result's chunk manifest when its device kept the bytes
 	// (Submission.Ref); like Result, kept only while the task is
 	// undecided.
-	Ref     *castore.Manifest
+	Ref *castore.Manifest
+	// Work is what its device counted (Submission.Work); nil when it
+	// sent none.
+	Work    *Work
 	Version int64
 	Prev    int64
 }

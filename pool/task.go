@@ -89,13 +89,30 @@ func TaskRequest(j *job.Job, t job.Task, program, inputDir string) worker.Reques
 // malformed result or a setup error); Class is the failure's class ("" on
 // success): a ClassMachine failure is not the task's outcome and must be
 // run again, on this machine later or on another one. PID is the worker
-// process that ran it.
+// process that ran it. Work is what the worker counted of the work the
+// task took (worker.Result.Work, by worker.MeterRule): part of the
+// outcome replicas agree on (Submission.Work); meaningless for a
+// machine-dependent failure.
 type TaskOutcome struct {
 	Status byte
 	Body   []byte
 	Kind   worker.FailureKind
 	Class  worker.FailureClass
 	PID    int
+	Work   uint64
+}
+
+// Submission returns what an agent sends for o (not a machine-dependent
+// failure): its result or its failure, with its digest and its work.
+func (o TaskOutcome) Submission() Submission {
+	s := Submission{Work: &Work{Rule: worker.MeterRule, Count: o.Work}}
+	if o.Status == StatusOK {
+		s.Result, s.Digest = o.Body, ReplicaDigest(o.Body, false, "")
+	} else {
+		s.Failed, s.Reason = true, string(o.Body)
+		s.Digest = ReplicaDigest(nil, true, s.Reason)
+	}
+	return s
 }
 
 // MachineDependent reports whether o is a failure that depends on the
@@ -181,9 +198,9 @@ func RunTask(ctx context.Context, exec Executor, req worker.Request, log *slog.L
 		if res.Failure == nil {
 			if !json.Valid(res.Stdout) {
 				return TaskOutcome{Status: StatusFailed, Body: []byte("malformed result: stdout is not one JSON object: " + excerpt(res.Stdout)),
-					Class: worker.ClassDeterministic, PID: res.PID}, nil
+					Class: worker.ClassDeterministic, PID: res.PID, Work: res.Work}, nil
 			}
-			return TaskOutcome{Status: StatusOK, Body: res.Stdout, PID: res.PID}, nil
+			return TaskOutcome{Status: StatusOK, Body: res.Stdout, PID: res.PID, Work: res.Work}, nil
 		}
 		if res.Failure.Kind == worker.FailureWorkerDied && try < maxRetries {
 			log.Warn("Worker died, retrying task", "reason", res.Failure.Message)
@@ -200,7 +217,7 @@ func RunTask(ctx context.Context, exec Executor, req worker.Request, log *slog.L
 		}
 		goPanic := res.Failure.Kind == worker.FailureTrap || res.Failure.Kind == worker.FailureOutOfMemory
 		reason = failureReason(reason, res.Stderr, goPanic)
-		return TaskOutcome{Status: StatusFailed, Body: []byte(reason), Kind: res.Failure.Kind, Class: res.Failure.Kind.Class(), PID: res.PID}, nil
+		return TaskOutcome{Status: StatusFailed, Body: []byte(reason), Kind: res.Failure.Kind, Class: res.Failure.Kind.Class(), PID: res.PID, Work: res.Work}, nil
 	}
 }
 

@@ -234,13 +234,16 @@ func (s *Scheduler) provisional(js *jobState, ts *taskState, lead *replica) {
 	lead.rec.State = ReplicaProvisional
 	s.unclaim(lead)
 	s.putReplica(lead)
-	cost := 0.0
+	// Its count is its device's alone, like its result: both are checked
+	// when the task is computed again (a count other than the others'
+	// deviates, and the receipt is revoked).
+	cost, work := 0.0, uint64(0)
 	if !lead.rec.Failed {
-		cost = js.j.Cost(js.j.Task(ts.index))
+		cost, work = provisionalCost(js, ts.index, lead)
 	}
 	if !js.ownerOnly() {
 		s.appendEntry(Entry{Kind: KindReceipt, Pool: s.cfg.Pool, Job: js.rec.ID, Task: ts.index, Peer: lead.rec.Peer,
-			Owner: lead.rec.Owner, Lease: lead.rec.Lease, Digest: lead.rec.Digest, Cost: cost, Time: now.UnixMilli(),
+			Owner: lead.rec.Owner, Lease: lead.rec.Lease, Digest: lead.rec.Digest, Cost: cost, Work: work, Time: now.UnixMilli(),
 			Reason: "computed alone by a trusted device; held back from the merge until its check window closes"})
 		s.trust.owner(lead.rec.Owner).contributed.add(cost, now)
 	}
@@ -433,7 +436,7 @@ func (e *ExcludedError) Is(target error) bool { return target == ErrExcluded }
 func (s *Scheduler) revoke(js *jobState, ts *taskState, r *replica, at time.Time) {
 	cost := r.cost
 	if cost == 0 && !r.rec.Failed {
-		cost = js.j.Cost(js.j.Task(ts.index)) // after a restart
+		cost, _ = provisionalCost(js, ts.index, r) // after a restart
 	}
 	s.appendEntry(Entry{Kind: KindRevocation, Pool: s.cfg.Pool, Job: js.rec.ID, Task: ts.index, Peer: r.rec.Peer,
 		Owner: r.rec.Owner, Lease: r.rec.Lease, Digest: r.rec.Digest, Cost: cost, Time: at.UnixMilli(),
@@ -578,4 +581,14 @@ func (s *Scheduler) statusOf(js *jobState) JobStatus {
 		st.Trouble = s.blocked(js, s.now())
 	}
 	return st
+}
+
+// provisionalCost is what the receipt of provisional replica r of task i
+// credits: the work its device counted (job.Job.WorkCost), and that
+// count; 0 and 0 when it counted none by this pool's rule.
+func provisionalCost(js *jobState, i int64, r *replica) (float64, uint64) {
+	if !metered(r.rec.Work) {
+		return 0, 0
+	}
+	return js.j.WorkCost(js.j.Task(i), r.rec.Work.Count), r.rec.Work.Count
 }

@@ -33,20 +33,20 @@ var statements = map[string]string{
 	"job": `INSERT INTO jobs(id, canonical, owner, merger, ord, added, acked, known_answers)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
 	"replicaInsert": `INSERT INTO replicas
-		(lease, job, task, peer, owner, state, created, deadline, digest, failed, reason, result, ref, version)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+		(lease, job, task, peer, owner, state, created, deadline, digest, failed, reason, result, ref, work_rule, work, version)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
 	"replicaUpdate": `UPDATE replicas SET state = ?, deadline = ?, digest = ?, failed = ?,
-		reason = ?, result = ?, ref = ?, version = ? WHERE lease = ? AND version = ?`,
-	"outcome": `INSERT INTO outcomes(job, seq, task, status, digest, reason, result, ref, holders)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+		reason = ?, result = ?, ref = ?, work_rule = ?, work = ?, version = ? WHERE lease = ? AND version = ?`,
+	"outcome": `INSERT INTO outcomes(job, seq, task, status, digest, reason, result, ref, holders, work)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
 	"ack": `UPDATE jobs SET acked = ? WHERE id = ? AND acked = ?`,
 	"ackResults": `UPDATE outcomes SET result = NULL, ref = NULL, holders = NULL
 		WHERE job = ? AND seq > ? AND seq <= ?`,
 	"cancel":     `UPDATE jobs SET cancelled = ? WHERE id = ? AND cancelled = 0`,
 	"ledgerHead": `SELECT seq, hash FROM ledger ORDER BY seq DESC LIMIT 1`,
 	"entry": `INSERT INTO ledger
-		(seq, prev, hash, kind, pool, job, task, peer, owner, lease, digest, cost, time, reason, sig)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		(seq, prev, hash, kind, pool, job, task, peer, owner, lease, digest, cost, work, time, reason, sig)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 
 	"trustInsert": `INSERT INTO trust(kind, id, record, version) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`,
 	"trustUpdate": `UPDATE trust SET record = ?, version = ? WHERE kind = ? AND id = ? AND version = ?`,
@@ -145,13 +145,17 @@ func (d *DB) Commit(ctx context.Context, b *pool.Batch) (err error) {
 		if err != nil {
 			return fmt.Errorf("replica %s: %w", r.Lease, err)
 		}
+		rule, work, err := workColumns(r.Work)
+		if err != nil {
+			return fmt.Errorf("replica %s: %w", r.Lease, err)
+		}
 		var n int64
 		if r.Prev == 0 {
 			n, err = exec("replicaInsert", r.Lease, r.Job[:], r.Task, r.Peer, r.Owner, r.State,
-				ms(r.Created), ms(r.Deadline), r.Digest[:], r.Failed, r.Reason, r.Result, ref, r.Version)
+				ms(r.Created), ms(r.Deadline), r.Digest[:], r.Failed, r.Reason, r.Result, ref, rule, work, r.Version)
 		} else {
 			n, err = exec("replicaUpdate", r.State, ms(r.Deadline), r.Digest[:], r.Failed, r.Reason,
-				r.Result, ref, r.Version, r.Lease, r.Prev)
+				r.Result, ref, rule, work, r.Version, r.Lease, r.Prev)
 		}
 		if err != nil {
 			return err
@@ -169,7 +173,10 @@ func (d *DB) Commit(ctx context.Context, b *pool.Batch) (err error) {
 		if err != nil {
 			return fmt.Errorf("outcome %d of job %s: %w", o.Seq, o.Job, err)
 		}
-		n, err := exec("outcome", o.Job[:], o.Seq, o.Task, o.Status, o.Digest[:], o.Reason, o.Result, ref, holders)
+		if o.Work > pool.MaxWorkCount {
+			return fmt.Errorf("outcome %d of job %s: work %d over %d", o.Seq, o.Job, o.Work, uint64(pool.MaxWorkCount))
+		}
+		n, err := exec("outcome", o.Job[:], o.Seq, o.Task, o.Status, o.Digest[:], o.Reason, o.Result, ref, holders, int64(o.Work))
 		if err != nil {
 			return err
 		}
@@ -231,8 +238,11 @@ func (d *DB) Commit(ctx context.Context, b *pool.Batch) (err error) {
 				return conflict("ledger entry %d does not follow entry %d", e.Seq, last)
 			}
 			h := e.Hash()
+			if e.Work > pool.MaxWorkCount {
+				return fmt.Errorf("ledger entry %d: work %d over %d", e.Seq, e.Work, uint64(pool.MaxWorkCount))
+			}
 			if _, err := exec("entry", int64(e.Seq), e.Prev[:], h[:], e.Kind, e.Pool, e.Job[:], e.Task,
-				e.Peer, e.Owner, e.Lease, e.Digest[:], e.Cost, e.Time, e.Reason, e.Sig); err != nil {
+				e.Peer, e.Owner, e.Lease, e.Digest[:], e.Cost, int64(e.Work), e.Time, e.Reason, e.Sig); err != nil {
 				return err
 			}
 			last, prev = int64(e.Seq), h
@@ -310,15 +320,17 @@ func (d *DB) Load(ctx context.Context) (*pool.Snapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load replicas: %w", classify(err))
 	}
-	err = scan(`SELECT o.job, o.seq, o.task, o.status, o.digest, o.reason, o.result, o.ref, o.holders
+	err = scan(`SELECT o.job, o.seq, o.task, o.status, o.digest, o.reason, o.result, o.ref, o.holders, o.work
 		FROM outcomes o JOIN jobs j ON j.id = o.job ORDER BY j.ord, o.seq`, func(r *sql.Rows) error {
 		var (
 			o                     pool.OutcomeRecord
 			id, dig, ref, holders []byte
+			work                  int64
 		)
-		if err := r.Scan(&id, &o.Seq, &o.Task, &o.Status, &dig, &o.Reason, &o.Result, &ref, &holders); err != nil {
+		if err := r.Scan(&id, &o.Seq, &o.Task, &o.Status, &dig, &o.Reason, &o.Result, &ref, &holders, &work); err != nil {
 			return err
 		}
+		o.Work = uint64(work)
 		copy(o.Job[:], id)
 		copy(o.Digest[:], dig)
 		var err error
@@ -360,7 +372,7 @@ func (d *DB) Load(ctx context.Context) (*pool.Snapshot, error) {
 
 // replicaColumns are the columns of replicas that scanReplica reads, in
 // its order.
-const replicaColumns = `lease, job, task, peer, owner, state, created, deadline, digest, failed, reason, result, ref, version`
+const replicaColumns = `lease, job, task, peer, owner, state, created, deadline, digest, failed, reason, result, ref, work_rule, work, version`
 
 // scanReplica reads one row of replicaColumns with scan (a Rows' or Row's
 // Scan). A ref that does not decode or is not a valid manifest is an
@@ -370,10 +382,15 @@ func scanReplica(scan func(dest ...any) error) (pool.ReplicaRecord, error) {
 		x                 pool.ReplicaRecord
 		id, dig, ref      []byte
 		created, deadline int64
+		rule              int
+		work              int64
 	)
 	if err := scan(&x.Lease, &id, &x.Task, &x.Peer, &x.Owner, &x.State, &created, &deadline, &dig,
-		&x.Failed, &x.Reason, &x.Result, &ref, &x.Version); err != nil {
+		&x.Failed, &x.Reason, &x.Result, &ref, &rule, &work, &x.Version); err != nil {
 		return x, err
+	}
+	if rule != 0 {
+		x.Work = &pool.Work{Rule: rule, Count: uint64(work)}
 	}
 	copy(x.Job[:], id)
 	copy(x.Digest[:], dig)
@@ -455,7 +472,7 @@ func (d *DB) Entries(ctx context.Context, q pool.EntryQuery) ([]pool.Entry, erro
 	if q.Max <= 0 {
 		return nil, nil
 	}
-	query := `SELECT seq, prev, kind, pool, job, task, peer, owner, lease, digest, cost, time, reason, sig
+	query := `SELECT seq, prev, kind, pool, job, task, peer, owner, lease, digest, cost, work, time, reason, sig
 		FROM ledger WHERE seq > ?`
 	args := []any{int64(q.After)}
 	if q.Peer != "" {
@@ -473,14 +490,14 @@ func (d *DB) Entries(ctx context.Context, q pool.EntryQuery) ([]pool.Entry, erro
 	for rows.Next() {
 		var (
 			e             pool.Entry
-			seq           int64
+			seq, work     int64
 			prev, id, dig []byte
 		)
 		if err := rows.Scan(&seq, &prev, &e.Kind, &e.Pool, &id, &e.Task, &e.Peer, &e.Owner, &e.Lease, &dig,
-			&e.Cost, &e.Time, &e.Reason, &e.Sig); err != nil {
+			&e.Cost, &work, &e.Time, &e.Reason, &e.Sig); err != nil {
 			return nil, fmt.Errorf("read ledger: %w", classify(err))
 		}
-		e.Seq = uint64(seq)
+		e.Seq, e.Work = uint64(seq), uint64(work)
 		copy(e.Prev[:], prev)
 		copy(e.Job[:], id)
 		copy(e.Digest[:], dig)
@@ -490,4 +507,17 @@ func (d *DB) Entries(ctx context.Context, q pool.EntryQuery) ([]pool.Entry, erro
 		return nil, fmt.Errorf("read ledger: %w", classify(err))
 	}
 	return out, nil
+}
+
+// workColumns returns a replica's work as its work_rule and work columns:
+// 0 and 0 for none. A count over pool.MaxWorkCount is refused (the
+// Scheduler refuses such a submission before).
+func workColumns(w *pool.Work) (int, int64, error) {
+	switch {
+	case w == nil:
+		return 0, 0, nil
+	case w.Rule < 1 || w.Count > pool.MaxWorkCount:
+		return 0, 0, fmt.Errorf("work %d by rule %d out of range", w.Count, w.Rule)
+	}
+	return w.Rule, int64(w.Count), nil
 }

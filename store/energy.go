@@ -11,7 +11,7 @@ import (
 )
 
 // TaskEnergy is the energy one task this device computed added, as the
-// local store keeps it (schema migrations/local/0007_task_energy.sql).
+// local store keeps it (schema migrations/local/0009_task_energy.sql).
 // It is the donor's own measurement: shown locally, never part of a
 // receipt's cost (DESIGN.md invariants 12 and 20).
 type TaskEnergy struct {

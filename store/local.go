@@ -22,13 +22,17 @@ const (
 
 // Contribution is one result this device returned to a pool: a pending
 // receipt until the coordinator's signed receipt confirms it, or a
-// rejection. Lease identifies it (a lease is returned once). Failed and
-// Failure repeat the submission (with Digest and Result) so that it can be
-// sent again; Result is nil once Acknowledged. Cost is in the planner's
-// cost units: the agent's own estimate (job.Job.Cost) while pending, the
-// receipt's Cost once confirmed. Day is Created's date in the local time
+// rejection. Lease identifies it (a lease is returned once). Failed,
+// Failure and Work repeat the submission (with Digest and Result) so that
+// it can be sent again; Result is nil once Acknowledged. Work is what the
+// worker counted of the work the task took (nil in rows from before
+// metering). Cost is in the planner's cost units: the agent's own
+// estimate (job.Job.WorkCost of Work; 0 for a failure) while pending,
+// the receipt's Cost once confirmed. Declared is what the job declared
+// the task would cost (job.Job.Cost), the most a receipt credits; 0 in
+// rows from before metering. Day is Created's date in the local time
 // zone, "YYYY-MM-DD". Receipt is the confirming ledger entry (Seq 0 when
-// none).
+// none); its Work is the count the pool credited.
 type Contribution struct {
 	Pool         string     `json:"pool"` // the pool's URL
 	Job          job.ID     `json:"job"`
@@ -38,6 +42,8 @@ type Contribution struct {
 	Failed       bool       `json:"failed,omitempty"`
 	Failure      string     `json:"failure,omitempty"`
 	Cost         float64    `json:"cost"`
+	Declared     float64    `json:"declared"`
+	Work         *pool.Work `json:"work,omitempty"`
 	State        string     `json:"state"`
 	Reason       string     `json:"reason,omitempty"`
 	Created      time.Time  `json:"created"`
@@ -49,11 +55,14 @@ type Contribution struct {
 
 // Submission returns what was sent to the coordinator for this lease.
 func (c Contribution) Submission() pool.Submission {
-	return pool.Submission{Digest: c.Digest, Result: c.Result, Failed: c.Failed, Reason: c.Failure}
+	return pool.Submission{Digest: c.Digest, Result: c.Result, Failed: c.Failed, Reason: c.Failure, Work: c.Work}
 }
 
 // DaySummary is one pool's contributions created on one local day.
-// ConfirmedCost is the total cost units of the confirmed ones.
+// ConfirmedCost is the total cost units of the confirmed ones, what their
+// receipts credited; DeclaredCost what their jobs declared those tasks
+// would cost (the most they credit; 0 for contributions from before
+// metering); Work the instructions their receipts say the tasks took.
 type DaySummary struct {
 	Pool          string  `json:"pool"`
 	Day           string  `json:"day"` // YYYY-MM-DD, local time
@@ -61,6 +70,8 @@ type DaySummary struct {
 	Confirmed     int64   `json:"confirmed"`
 	Rejected      int64   `json:"rejected"`
 	ConfirmedCost float64 `json:"confirmed_cost"`
+	DeclaredCost  float64 `json:"declared_cost"`
+	Work          uint64  `json:"work"`
 }
 
 // Filter selects contributions: every field that is set must match.
@@ -107,11 +118,19 @@ func (l *Local) AddPending(ctx context.Context, r Contribution) error {
 		r.Created = l.now()
 	}
 	day := r.Created.In(time.Local).Format(time.DateOnly)
+	var rule int
+	var work int64
+	if w := r.Work; w != nil {
+		if w.Rule < 1 || w.Count > pool.MaxWorkCount {
+			return fmt.Errorf("add contribution %s: work %d by rule %d out of range", r.Lease, w.Count, w.Rule)
+		}
+		rule, work = w.Rule, int64(w.Count)
+	}
 	_, err := l.db.ExecContext(ctx, `INSERT INTO contributions
-		(lease, pool, job, task, digest, failed, failure, cost, state, created, day, result)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?)
+		(lease, pool, job, task, digest, failed, failure, cost, declared, work_rule, work, state, created, day, result)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?)
 		ON CONFLICT(lease) DO NOTHING`,
-		r.Lease, r.Pool, r.Job[:], r.Task, r.Digest[:], r.Failed, r.Failure, r.Cost,
+		r.Lease, r.Pool, r.Job[:], r.Task, r.Digest[:], r.Failed, r.Failure, r.Cost, r.Declared, rule, work,
 		r.Created.UnixMilli(), day, nonNil(r.Result))
 	if err != nil {
 		return fmt.Errorf("add contribution %s: %w", r.Lease, classify(err))
@@ -262,12 +281,15 @@ func (l *Local) Recover(ctx context.Context, poolURL string, e pool.Entry, reaso
 }
 
 // History returns, per pool and local day (pool, then day ascending), the
-// counts of pending, confirmed and rejected contributions and the total
-// cost units of the confirmed ones.
+// counts of pending, confirmed and rejected contributions and, of the
+// confirmed ones, the total cost units credited and declared and the work
+// their receipts counted.
 func (l *Local) History(ctx context.Context) ([]DaySummary, error) {
 	rows, err := l.db.QueryContext(ctx, `SELECT pool, day,
 		SUM(state = 'pending'), SUM(state = 'confirmed'), SUM(state = 'rejected'),
-		TOTAL(CASE WHEN state = 'confirmed' THEN cost ELSE 0 END)
+		TOTAL(CASE WHEN state = 'confirmed' THEN cost ELSE 0 END),
+		TOTAL(CASE WHEN state = 'confirmed' THEN declared ELSE 0 END),
+		TOTAL(CASE WHEN state = 'confirmed' THEN json_extract(entry, '$.work') ELSE 0 END)
 		FROM contributions GROUP BY pool, day ORDER BY pool, day`)
 	if err != nil {
 		return nil, fmt.Errorf("history: %w", classify(err))
@@ -276,9 +298,11 @@ func (l *Local) History(ctx context.Context) ([]DaySummary, error) {
 	var out []DaySummary
 	for rows.Next() {
 		var d DaySummary
-		if err := rows.Scan(&d.Pool, &d.Day, &d.Pending, &d.Confirmed, &d.Rejected, &d.ConfirmedCost); err != nil {
+		var work float64 // SQLite's TOTAL is a float
+		if err := rows.Scan(&d.Pool, &d.Day, &d.Pending, &d.Confirmed, &d.Rejected, &d.ConfirmedCost, &d.DeclaredCost, &work); err != nil {
 			return nil, fmt.Errorf("history: %w", classify(err))
 		}
+		d.Work = uint64(work)
 		out = append(out, d)
 	}
 	if err := rows.Err(); err != nil {
@@ -352,7 +376,7 @@ func (l *Local) get(ctx context.Context, lease string) (Contribution, error) {
 
 func (l *Local) query(ctx context.Context, rest string, args ...any) ([]Contribution, error) {
 	rows, err := l.db.QueryContext(ctx, `SELECT lease, pool, job, task, digest, failed, failure, cost,
-		state, reason, created, day, acked, result, entry FROM contributions `+rest, args...)
+		declared, work_rule, work, state, reason, created, day, acked, result, entry FROM contributions `+rest, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read contributions: %w", classify(err))
 	}
@@ -366,10 +390,15 @@ func (l *Local) query(ctx context.Context, rest string, args ...any) ([]Contribu
 			entry       sql.NullString
 			result      []byte
 			failed, ack bool
+			rule        int
+			work        int64
 		)
 		if err := rows.Scan(&c.Lease, &c.Pool, &jobB, &c.Task, &dig, &failed, &c.Failure, &c.Cost,
-			&c.State, &c.Reason, &created, &c.Day, &ack, &result, &entry); err != nil {
+			&c.Declared, &rule, &work, &c.State, &c.Reason, &created, &c.Day, &ack, &result, &entry); err != nil {
 			return nil, fmt.Errorf("read contributions: %w", classify(err))
+		}
+		if rule != 0 {
+			c.Work = &pool.Work{Rule: rule, Count: uint64(work)}
 		}
 		copy(c.Job[:], jobB)
 		copy(c.Digest[:], dig)

@@ -28,11 +28,12 @@ func openLocal(t *testing.T) (*store.Local, string) {
 	return l, path
 }
 
-func contribution(pool, lease string, task int64, day time.Time) store.Contribution {
+func contribution(poolURL, lease string, task int64, day time.Time) store.Contribution {
 	res := []byte("result " + lease)
 	return store.Contribution{
-		Pool: pool, Job: job.ID(sha256.Sum256([]byte("job"))), Task: task, Lease: lease,
-		Digest: sha256.Sum256(res), Result: res, Cost: 2, Created: day,
+		Pool: poolURL, Job: job.ID(sha256.Sum256([]byte("job"))), Task: task, Lease: lease,
+		Digest: sha256.Sum256(res), Result: res, Cost: 2, Declared: 1000, Work: &pool.Work{Rule: 1, Count: 200_000_000 + uint64(task)},
+		Created: day,
 	}
 }
 
@@ -40,6 +41,9 @@ func contribution(pool, lease string, task int64, day time.Time) store.Contribut
 func receipt(t *testing.T, c store.Contribution, seq uint64, cost float64) pool.Entry {
 	e := pool.Entry{Seq: seq, Kind: pool.KindReceipt, Pool: "p", Job: c.Job, Task: c.Task, Peer: "idme", Owner: "idowner",
 		Lease: c.Lease, Digest: c.Digest, Cost: cost, Time: 1}
+	if c.Work != nil {
+		e.Work = c.Work.Count
+	}
 	e.Sig = pooltest.Key(t, "coordinator").Sign(e.Canonical(false))
 	return e
 }
@@ -65,7 +69,8 @@ func TestLocalLifecycle(t *testing.T) {
 	var leases []string
 	for _, x := range un {
 		leases = append(leases, x.Lease)
-		if string(x.Result) != "result "+x.Lease || x.State != store.StatePending || x.Submission().Digest != x.Digest {
+		if string(x.Result) != "result "+x.Lease || x.State != store.StatePending || x.Submission().Digest != x.Digest ||
+			x.Declared != 1000 || !cmp.Equal(x.Submission().Work, &pool.Work{Rule: 1, Count: 200_000_000 + uint64(x.Task)}) {
 			t.Errorf("unacknowledged %+v", x)
 		}
 	}
@@ -137,7 +142,7 @@ func TestLocalLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []store.DaySummary{
-		{Pool: "http://a", Day: "2026-03-01", Confirmed: 1, Rejected: 1, ConfirmedCost: 2.5},
+		{Pool: "http://a", Day: "2026-03-01", Confirmed: 1, Rejected: 1, ConfirmedCost: 2.5, DeclaredCost: 1000, Work: 200_000_000},
 		{Pool: "http://a", Day: "2026-03-02", Rejected: 1},
 		{Pool: "http://b", Day: "2026-03-02", Pending: 1},
 	}

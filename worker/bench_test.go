@@ -1,11 +1,14 @@
 package worker
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -157,5 +160,65 @@ func BenchmarkCloseOnContextDone(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// BenchmarkMeter measures what metering (meter.go) costs a task: each op
+// runs one task of an example program (the first task of each job of
+// exampleTasks, as large as the examples' manifests make it) through a
+// worker's host in this process, as a worker process runs it, twice:
+// with the module as it is and metered, in alternating order, so that
+// both meet the same machine. On a machine shared with other work wall
+// time scatters widely, so it also reports each variant's CPU time per
+// run on this thread (Linux): the median (plain-cpu-ms, metered-cpu-ms),
+// the ratio of the medians less one (overhead-%) and the same for the
+// fastest runs (min-overhead-%), and the task's count (instructions).
+// docs/benchmarks.md has the figures.
+func BenchmarkMeter(b *testing.B) {
+	seen := map[string]bool{}
+	for _, tk := range exampleTasks(b, true) {
+		prog, _, _ := strings.Cut(tk.name, "/")
+		if seen[prog] {
+			continue
+		}
+		seen[prog] = true
+		b.Run(prog, func(b *testing.B) {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			hosts := [2]*host{newTestHost(b, false), newTestHost(b, true)}
+			var want []byte
+			var work uint64
+			for _, h := range hosts { // compile, and check the outputs agree
+				res := runInHost(b, h, tk.body)
+				if res.Failure != nil || (want != nil && !bytes.Equal(res.Stdout, want)) {
+					b.Fatalf("failure %v, stdout %.80q", res.Failure, res.Stdout)
+				}
+				want, work = res.Stdout, res.Work
+			}
+			var cpu [2][]time.Duration
+			i := 0
+			for b.Loop() {
+				for k := range 2 {
+					v := (i + k) % 2 // alternate which goes first
+					t0 := threadCPU()
+					runInHost(b, hosts[v], tk.body)
+					cpu[v] = append(cpu[v], threadCPU()-t0)
+				}
+				i++
+			}
+			b.ReportMetric(float64(work), "instructions") // after b.Loop, which resets the metrics
+			if cpu[0][0] == 0 {
+				return // no CPU time here
+			}
+			med := func(d []time.Duration) float64 {
+				slices.Sort(d)
+				return float64(d[len(d)/2])
+			}
+			m0, m1 := med(cpu[0]), med(cpu[1])
+			b.ReportMetric(m0/1e6, "plain-cpu-ms")
+			b.ReportMetric(m1/1e6, "metered-cpu-ms")
+			b.ReportMetric(100*(m1/m0-1), "overhead-%")
+			b.ReportMetric(100*(float64(cpu[1][0])/float64(cpu[0][0])-1), "min-overhead-%")
+		})
 	}
 }

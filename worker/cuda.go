@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 	"time"
 	"unicode/utf8"
@@ -133,7 +134,25 @@ type cudaTask struct {
 	used     uint64 // bytes allocated and not freed
 	lastErr  string
 	stats    GPUStats
-	touched  bool // the task made a driver call (stats are worth reporting)
+	touched  bool   // the task made a driver call (stats are worth reporting)
+	threads  uint64 // threads of the task's accepted launches: its GPU work (MeterRule)
+}
+
+// mulSat and addSat multiply and add, saturating at the largest uint64.
+func mulSat(a, b uint64) uint64 {
+	hi, lo := bits.Mul64(a, b)
+	if hi != 0 {
+		return math.MaxUint64
+	}
+	return lo
+}
+
+func addSat(a, b uint64) uint64 {
+	s, carry := bits.Add64(a, b, 0)
+	if carry != 0 {
+		return math.MaxUint64
+	}
+	return s
 }
 
 // cudaModule is a loaded module and the kernels its PTX declares.
@@ -547,6 +566,11 @@ func (t *cudaTask) launch(mem api.Memory, fn int32, grid, block [3]uint32, share
 		return t.driverFail(CUDAErrLaunch, op, err)
 	}
 	t.stats.Launches++
+	// The work a launch counts (MeterRule 1) is its declared size, one
+	// per thread: grid × block, saturating (a grid may declare up to
+	// 2^73 threads).
+	t.threads = addSat(t.threads, mulSat(mulSat(uint64(grid[0])*uint64(grid[1]), uint64(grid[2])),
+		uint64(block[0])*uint64(block[1])*uint64(block[2])))
 	return 0
 }
 

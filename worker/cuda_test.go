@@ -166,6 +166,28 @@ func checkNoLiveContext(t *testing.T, dir string) {
 	}
 }
 
+// TestMeterGPULaunches: a task's count (Result.Work) includes the threads
+// of its accepted launches, grid × block, and only those: two more
+// launches of 2^30 threads on the (fake) GPU count 2^31 more, and a few
+// instructions of the loop; without a GPU the launches are refused and
+// count nothing.
+func TestMeterGPULaunches(t *testing.T) {
+	p, _ := newCUDAPool(t, "")
+	work := func(n int, gpu bool) uint64 {
+		_, res := runGuest(t, p, cudaReq(t, "launches", n, gpu, 0))
+		return res.Work
+	}
+	const threads, loop = 1 << 30, 100000
+	w1, w3 := work(1, true), work(3, true)
+	if w3 < w1+2*threads || w3 > w1+2*threads+loop {
+		t.Errorf("1 launch counted %d, 3 launches %d: want 2 × %d more and under %d beside", w1, w3, threads, loop)
+	}
+	n1, n3 := work(1, false), work(3, false)
+	if n3 < n1 || n3 > n1+loop || n1 == 0 {
+		t.Errorf("without a GPU 1 launch counted %d, 3 launches %d: want the instructions only", n1, n3)
+	}
+}
+
 func TestCUDANoGPUGiven(t *testing.T) {
 	p, dir := newCUDAPool(t, "")
 	out, res := runGuest(t, p, cudaReq(t, "nodevice", 0, false, 0))

@@ -32,6 +32,17 @@
 // So running the same task twice gives byte-identical stdout, on any
 // worker and any machine: replicas can be compared byte for byte.
 //
+// # Metering
+//
+// Every module is metered before it is compiled (meter.go): the worker
+// rewrites its binary to count the WebAssembly instructions it executes,
+// and reports the count with the task's outcome (Result.Work, by rule
+// MeterRule), plus the threads of its GPU launches. The count is what the
+// task took, the same on every honest device whatever its speed, so
+// replicas agree on it like on their output; a pool credits it (package
+// pool). It never depends on time. What it costs a task, measured on the
+// example programs by BenchmarkMeter, is in docs/benchmarks.md.
+//
 // # Example
 //
 //	exe, _ := os.Executable()
@@ -66,7 +77,8 @@
 // it), output-too-large (the stdout writer panics past the cap, which wazero
 // turns into the call's error, so even a program that ignores write errors
 // stops at once), exit-status, bad-module (hash mismatch, not WebAssembly,
-// does not compile, imports anything but WASI, no _start) and worker-died.
+// cannot be metered, does not compile, imports anything but WASI, no
+// _start) and worker-died.
 // Run's error is reserved for tasks whose outcome is unknown: bad requests,
 // workers that cannot start, setup problems, cancellation, Close.
 //

@@ -410,7 +410,7 @@ func (p *Pool) exchange(ctx context.Context, pr *proc, id uint64, body *runBody,
 				if ev.result.Error != "" {
 					return res, false, fmt.Errorf("%w: worker %d: %s", ErrSetup, pr.pid, ev.result.Error)
 				}
-				res.Stdout, res.Stderr, res.Failure, res.GPU = ev.result.Stdout, ev.result.Stderr, ev.result.Failure, ev.result.GPU
+				res.Stdout, res.Stderr, res.Failure, res.GPU, res.Work = ev.result.Stdout, ev.result.Stderr, ev.result.Failure, ev.result.GPU, ev.result.Work
 				if g := res.GPU; g != nil {
 					p.log.Debug("GPU task", "pid", pr.pid, "driverLoadMS", g.DriverLoadMS, "contextCreateMS", g.ContextCreateMS,
 						"moduleLoadMS", g.ModuleLoadMS, "modules", g.Modules, "launches", g.Launches, "contextDestroyMS", g.ContextDestroyMS)

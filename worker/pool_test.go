@@ -133,7 +133,7 @@ func TestFailures(t *testing.T) {
 		{name: "stdout flood", req: hostileWith("flood", nil), kind: FailureOutputTooLarge, message: "16777216", maxDuration: 20 * time.Second},
 		{name: "small stdout limit", req: hostileWith("echo", func(r *Request) { r.MaxStdoutBytes = 10 }), kind: FailureOutputTooLarge, message: "stdout exceeded 10 bytes"},
 		{name: "hash mismatch", req: hostileWith("echo", func(r *Request) { r.ModuleSHA256 = strings.Repeat("ab", 32) }), kind: FailureBadModule, message: "SHA-256"},
-		{name: "not wasm", req: module("text.wasm", []byte("hello, world")), kind: FailureBadModule, message: "compile"},
+		{name: "not wasm", req: module("text.wasm", []byte("hello, world")), kind: FailureBadModule, message: "not a WebAssembly module"},
 		{name: "no _start", req: module("reactor.wasm", wasmModule(typeVoid, funcType0, exportMain0, codeEmpty)), kind: FailureBadModule, message: "_start"},
 		{name: "imports env", req: module("env.wasm", wasmModule(typeVoid, importEnvF, funcType0, exportStart1, codeEmpty)), kind: FailureBadModule, message: "env.f"},
 		{name: "memory minimum over limit", req: func() Request {

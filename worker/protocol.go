@@ -83,6 +83,8 @@ type resultBody struct {
 	Failure *Failure  `json:"failure,omitempty"`
 	Error   string    `json:"error,omitempty"`
 	GPU     *GPUStats `json:"gpu,omitempty"`
+	// Work is the task's count of work (Result.Work).
+	Work uint64 `json:"work,omitempty"`
 }
 
 // writeFrame encodes f and writes it to w as one frame. It refuses a frame

@@ -117,6 +117,7 @@ func FuzzDecodeFrame(f *testing.F) {
 	f.Add(rawFrame(validRun))
 	f.Add(rawFrame(`{"v":1,"type":"hello","pid":1}`))
 	f.Add(rawFrame(`{"v":1,"type":"result","id":1,"result":{"failure":{"kind":"trap","message":"x"}}}`))
+	f.Add(rawFrame(`{"v":1,"type":"result","id":1,"result":{"stdout":"e30=","work":18446744073709551615}}`))
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		got, err := readFrame(bytes.NewReader(data))

@@ -122,6 +122,14 @@ type host struct {
 	// the worker exits after sending that task's result, so that the
 	// driver reclaims the context with the process.
 	broken error
+	// unmetered compiles modules as they are, without the work counter
+	// (meter.go): for tests and benchmarks that compare the two. A
+	// worker process always meters.
+	unmetered bool
+	// interpreter compiles with wazero's interpreter: for tests under the
+	// race detector, where the optimizing compiler takes ten times
+	// longer. A worker process compiles where it can.
+	interpreter bool
 }
 
 type hostRuntime struct {
@@ -189,8 +197,11 @@ func (h *host) runtime(ctx context.Context, pages uint32) (wazero.Runtime, error
 	// one (amd64, arm64) and the interpreter elsewhere. Its defaults are the
 	// sandbox's: fake clocks, no file system, no network, and no
 	// CloseOnContextDone, whose checks slow loops down (see doc.go).
-	cfg := wazero.NewRuntimeConfig().
-		WithCompilationCache(h.cache).
+	cfg := wazero.NewRuntimeConfig()
+	if h.interpreter {
+		cfg = wazero.NewRuntimeConfigInterpreter()
+	}
+	cfg = cfg.WithCompilationCache(h.cache).
 		WithMemoryLimitPages(pages)
 	rt := wazero.NewRuntimeWithConfig(ctx, cfg)
 	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
@@ -226,6 +237,14 @@ func (h *host) module(ctx context.Context, b *runBody) (wazero.CompiledModule, *
 	sum := sha256.Sum256(bin)
 	if got := hex.EncodeToString(sum[:]); got != b.ModuleSHA256 {
 		return nil, &Failure{Kind: FailureBadModule, Message: fmt.Sprintf("module SHA-256 is %s, want %s", got, b.ModuleSHA256)}, nil
+	}
+	if !h.unmetered {
+		// Metering a module is deterministic, so a module it refuses is
+		// refused on every device: the task's outcome, like a module
+		// wazero refuses.
+		if bin, err = meterModule(bin); err != nil {
+			return nil, &Failure{Kind: FailureBadModule, Message: clip(err.Error())}, nil
+		}
 	}
 	rt, err := h.runtime(ctx, b.MemoryLimitPages)
 	if err != nil {
@@ -363,6 +382,13 @@ func (h *host) run(ctx context.Context, b *runBody, started func() error) (*resu
 		return nil, err
 	}
 	_, callErr := mod.ExportedFunction("_start").Call(withCUDATask(ctx, gpu))
+	// The counter is read whatever the end: a trap, an exit status and
+	// an exceeded stdout count what ran up to them. (proc_exit closes the
+	// module but keeps its globals.)
+	var work uint64
+	if g := mod.ExportedGlobal(MeterExport); g != nil && !h.unmetered {
+		work = g.Get()
+	}
 	_ = mod.Close(ctx)
 	// The task's CUDA context goes with the task, whatever its end, so
 	// that nothing of it is left for the next task.
@@ -371,7 +397,7 @@ func (h *host) run(ctx context.Context, b *runBody, started func() error) (*resu
 		h.broken = fmt.Errorf("destroy the task's CUDA context: %w", destroyErr)
 	}
 	stderr.finish()
-	res := &resultBody{Stderr: stderr.bytes(), Failure: classify(callErr, stdout, stderr), GPU: stats}
+	res := &resultBody{Stderr: stderr.bytes(), Failure: classify(callErr, stdout, stderr), GPU: stats, Work: addSat(work, gpu.threads)}
 	if res.Failure == nil {
 		res.Stdout = stdout.buf
 	}

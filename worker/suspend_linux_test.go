@@ -3,6 +3,7 @@
 package worker
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -269,4 +270,71 @@ func TestSuspendConcurrent(t *testing.T) {
 	if err := p.Suspend(); !errors.Is(err, ErrClosed) {
 		t.Errorf("Suspend after Close: %v", err)
 	}
+}
+
+// TestMeterSameOnSlowDevice: two honest devices of different speeds count
+// the same work for the same task. One worker runs the task straight; the
+// other is suspended part way through (as when its owner comes back) and
+// resumed: the outputs and the counts are the same.
+func TestMeterSameOnSlowDevice(t *testing.T) {
+	needHostile(t)
+	checkClean(t) // after both pools are closed
+	var pools [2]*Pool
+	for i := range pools {
+		p, err := NewPool(childConfig(t, 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = p.Close() })
+		pools[i] = p
+	}
+	fast, slow := pools[0], pools[1]
+	req := task("busy", 500_000_000) // about 10^10 instructions
+	want := mustSucceed(t, fast, req)
+
+	pids := make(chan int, 1)
+	slow.onStarted = func(pid int) { pids <- pid }
+	type ran struct {
+		res Result
+		err error
+	}
+	done := make(chan ran, 1)
+	go func() {
+		res, err := slow.Run(context.Background(), req)
+		done <- ran{res, err}
+	}()
+	var pid int
+	select {
+	case pid = <-pids:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the task did not start")
+	}
+	_, before, _ := cpuTicks(pid)
+	waitCPU(t, pid, time.Minute, "computing", func(_ string, ticks int64) bool { return ticks > before+2 })
+	if err := slow.Suspend(); err != nil {
+		t.Fatal(err)
+	}
+	waitCPU(t, pid, 10*time.Second, "stopped", func(state string, _ int64) bool { return state == "T" })
+	select {
+	case r := <-done:
+		t.Fatalf("the task ended before its worker was suspended (%+v, %v): give it more work", r.res.Failure, r.err)
+	default:
+	}
+	time.Sleep(200 * time.Millisecond) // stays slow a while; what is measured does not depend on it
+	if err := slow.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	var r ran
+	select {
+	case r = <-done:
+	case <-time.After(5 * time.Minute):
+		t.Fatal("the resumed task did not finish")
+	}
+	if r.err != nil || r.res.Failure != nil {
+		t.Fatalf("resumed task: %v, %v", r.res.Failure, r.err)
+	}
+	if !bytes.Equal(r.res.Stdout, want.Stdout) || r.res.Work != want.Work || want.Work == 0 {
+		t.Errorf("suspended and resumed: stdout %q, %d counted; straight: stdout %q, %d counted", r.res.Stdout, r.res.Work, want.Stdout, want.Work)
+	}
+	t.Logf("both counted %d", want.Work)
 }

@@ -121,6 +121,14 @@ type Result struct {
 	// no idlepool_cuda call that reached the driver. For measurement only:
 	// it depends on the machine and never on the task's answer.
 	GPU *GPUStats
+	// Work is the task's work counted by metering rule MeterRule
+	// (meter.go): the WebAssembly instructions it executed, roughly, plus
+	// the threads of its GPU launches. It is the same on every device for
+	// the same task, and counts up to the end whatever it was (a trap, an
+	// exit status, an exceeded stdout); 0 when the module never ran (a bad
+	// module) and meaningless for the machine's failures (timeout,
+	// worker-died), whose process is gone.
+	Work uint64
 }
 
 // FailureKind classifies why a task failed. Its values are stable strings,

@@ -24,7 +24,7 @@ type historyRow struct {
 }
 
 func cmdHistory(ctx context.Context, g *globals, args []string) error {
-	fs := g.flagSet("idlepool history", "Usage: idlepool history [--json]\n\nShows this device's contributions per pool and per day: pending, confirmed and rejected results, the cost units of the confirmed ones, and what the work cost you: the energy its tasks added (kWh), its price at your tariff and its CO2, each marked as measured, sampled or ~estimated.\n\n")
+	fs := g.flagSet("idlepool history", "Usage: idlepool history [--json]\n\nShows this device's contributions per pool and per day: pending, confirmed and rejected results and, of the confirmed ones, the work their tasks took (WebAssembly instructions counted), the cost units their jobs declared and the cost units their receipts credited: the work, at 10^8 instructions a unit, up to what the job declared. Beside them, what the work cost you: the energy its tasks added (kWh), its price at your tariff and its CO2, each marked as measured, sampled or ~estimated.\n\n")
 	asJSON := fs.Bool("json", false, "print the history as one JSON array")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
@@ -73,16 +73,19 @@ func cmdHistory(ctx context.Context, g *globals, args []string) error {
 		return nil
 	}
 	tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "pool\tday\tpending\tconfirmed\trejected\tcost units\tenergy\tmoney\tCO2\t")
+	fmt.Fprintln(tw, "pool\tday\tpending\tconfirmed\trejected\tinstructions\tdeclared units\tcost units\tenergy\tmoney\tCO2\t")
 	var total store.DaySummary
 	var totalE store.EnergyDay
 	metered := false
 	for _, r := range rows {
 		d := r.DaySummary
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%g\t%s\t\n", d.Pool, d.Day, d.Pending, d.Confirmed, d.Rejected, d.ConfirmedCost, energyCells(r.Energy))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%.3g\t%.4g\t%.4g\t%s\t\n", d.Pool, d.Day, d.Pending, d.Confirmed, d.Rejected,
+			float64(d.Work), d.DeclaredCost, d.ConfirmedCost, energyCells(r.Energy))
 		total.Pending += d.Pending
 		total.Confirmed += d.Confirmed
 		total.Rejected += d.Rejected
+		total.Work += d.Work
+		total.DeclaredCost += d.DeclaredCost
 		total.ConfirmedCost += d.ConfirmedCost
 		if e := r.Energy; e != nil {
 			metered = true
@@ -102,7 +105,8 @@ func cmdHistory(ctx context.Context, g *globals, args []string) error {
 		if metered {
 			te = &totalE
 		}
-		fmt.Fprintf(tw, "total\t\t%d\t%d\t%d\t%g\t%s\t\n", total.Pending, total.Confirmed, total.Rejected, total.ConfirmedCost, energyCells(te))
+		fmt.Fprintf(tw, "total\t\t%d\t%d\t%d\t%.3g\t%.4g\t%.4g\t%s\t\n", total.Pending, total.Confirmed, total.Rejected,
+			float64(total.Work), total.DeclaredCost, total.ConfirmedCost, energyCells(te))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

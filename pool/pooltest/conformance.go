@@ -33,7 +33,8 @@ func RefOf(tb testing.TB, result []byte) *castore.Manifest {
 // StoreConformance checks that a pool.Store keeps the Store contract:
 // batches round-trip through Load, every compare-and-set conflict fails
 // the whole batch (wrapping pool.ErrConflict) and changes nothing, acks
-// drop result bytes, references and holders, result references are
+// drop result bytes, references and holders (not the work), work counts
+// round-trip, result references are
 // copied in and out and cleared by an update, Entries pages and
 // filters, and everything survives reopening. open returns a fresh store and a function that closes and
 // reopens it (returning the same store is fine for memory stores).
@@ -46,17 +47,23 @@ func StoreConformance(t *testing.T, open func(t *testing.T) (pool.Store, func(po
 	peerA.Joined, peerB.Joined = at, at.Add(time.Second)
 	jobID := job.ID(sha256.Sum256([]byte("job")))
 	jobRec := pool.JobRecord{ID: jobID, Canonical: []byte("canonical"), Owner: "idalice", Merger: "idalice-1", Order: 1, Added: at}
+	// A replica with a result counted work: counts past 2^32 (and, for
+	// the store that keeps them as signed numbers, near the largest).
 	rep := func(lease string, peer pool.Peer, task int64, state string, version, prev int64, result []byte) pool.ReplicaRecord {
-		return pool.ReplicaRecord{Lease: lease, Job: jobID, Task: task, Peer: peer.ID, Owner: peer.Owner, State: state,
+		r := pool.ReplicaRecord{Lease: lease, Job: jobID, Task: task, Peer: peer.ID, Owner: peer.Owner, State: state,
 			Created: at, Deadline: at.Add(time.Minute), Digest: pool.ReplicaDigest(result, false, ""), Result: result,
 			Version: version, Prev: prev}
+		if result != nil {
+			r.Work = &pool.Work{Rule: 1, Count: pool.MaxWorkCount - uint64(len(result))}
+		}
+		return r
 	}
 	entries := func(from uint64, prev job.Digest, n int, peers ...pool.Peer) []pool.Entry {
 		var out []pool.Entry
 		for i := range n {
 			p := peers[i%len(peers)]
 			e := pool.Entry{Seq: from + uint64(i), Prev: prev, Kind: pool.KindReceipt, Pool: "test", Job: jobID,
-				Task: int64(i), Peer: p.ID, Owner: p.Owner, Lease: fmt.Sprint("l", i), Cost: 1.5, Time: at.UnixMilli()}
+				Task: int64(i), Peer: p.ID, Owner: p.Owner, Lease: fmt.Sprint("l", i), Cost: 1.5, Work: 150_000_000 + uint64(i), Time: at.UnixMilli()}
 			e.Sig = key.Sign(e.Canonical(false))
 			prev = e.Hash()
 			out = append(out, e)
@@ -68,7 +75,7 @@ func StoreConformance(t *testing.T, open func(t *testing.T) (pool.Store, func(po
 		Jobs:     []pool.JobRecord{jobRec},
 		Replicas: []pool.ReplicaRecord{rep("l0", peerA, 0, pool.ReplicaLeased, 2, 0, nil), rep("l1", peerB, 0, pool.ReplicaReturned, 1, 0, []byte("r"))},
 		Outcomes: []pool.OutcomeRecord{{Job: jobID, Digest: pool.ReplicaDigest([]byte("r"), false, ""),
-			Verified: pool.Verified{Seq: 1, Task: 5, Status: pool.OutcomeOK, Result: []byte("r")}}},
+			Verified: pool.Verified{Seq: 1, Task: 5, Status: pool.OutcomeOK, Result: []byte("r"), Work: 1 << 40}}},
 		Entries: entries(1, job.Digest{}, 3, peerA, peerB),
 	}
 	opts := cmp.Options{cmpopts.EquateEmpty()}
@@ -224,10 +231,11 @@ func StoreConformance(t *testing.T, open func(t *testing.T) (pool.Store, func(po
 		}
 		st = reopen(st)
 		s := load(t, st)
-		if len(s.Replicas) != 2 || string(s.Replicas[0].Result) != "s" || s.Replicas[0].Version != 3 || s.Replicas[1].Result != nil || s.Replicas[1].State != pool.ReplicaAgreed {
+		if len(s.Replicas) != 2 || string(s.Replicas[0].Result) != "s" || s.Replicas[0].Version != 3 || s.Replicas[1].Result != nil || s.Replicas[1].State != pool.ReplicaAgreed ||
+			!cmp.Equal(s.Replicas[0].Work, &pool.Work{Rule: 1, Count: pool.MaxWorkCount - 1}) || s.Replicas[1].Work != nil {
 			t.Errorf("replicas after update: %+v", s.Replicas)
 		}
-		if len(s.Outcomes) != 2 || s.Outcomes[0].Result != nil || string(s.Outcomes[1].Result) != "t" || s.Jobs[0].Acked != 1 {
+		if len(s.Outcomes) != 2 || s.Outcomes[0].Result != nil || s.Outcomes[0].Work != 1<<40 || string(s.Outcomes[1].Result) != "t" || s.Jobs[0].Acked != 1 {
 			t.Errorf("outcomes after ack to 1: %+v, acked %d", s.Outcomes, s.Jobs[0].Acked)
 		}
 		if s.LedgerSeq != 8 || s.LedgerHash != more[4].Hash() {

@@ -16,6 +16,7 @@ import (
 	"idlepool/identity"
 	"idlepool/job"
 	"idlepool/pool"
+	"idlepool/worker"
 )
 
 // Clock is a fake clock that moves only when told. Safe for concurrent
@@ -77,6 +78,7 @@ type Policy struct {
 	LeaseTimeout       time.Duration
 	TimeLimit          time.Duration // policy.time_limit; 0: the default
 	Verify             string        // the [verify] table's lines, e.g. "min_quorum = 1\n"; "" for none
+	Requirements       string        // the [requirements] table's lines, e.g. "gpu = \"optional\"\n"; "" for none
 }
 
 // Job plans a job named name with tasks "range" tasks and policy pol,
@@ -109,6 +111,9 @@ func Job(tb testing.TB, b *Blobs, dir, name string, tasks int64, pol Policy) *jo
 	}
 	if pol.Verify != "" {
 		text += "\n[verify]\n" + pol.Verify
+	}
+	if pol.Requirements != "" {
+		text += "\n[requirements]\n" + pol.Requirements
 	}
 	m, err := job.ParseManifest(name+".toml", dir, []byte(text))
 	if err != nil {
@@ -147,20 +152,27 @@ func Device(tb testing.TB, owner *identity.Key, name string) pool.Peer {
 	}
 }
 
-// Result returns a submission of result bytes.
+// WorkCount is the work Result and Failure count (by worker.MeterRule):
+// 10,000 cost units' worth, more than the tests' jobs declare a task
+// costs, so that a receipt credits the declared cost.
+const WorkCount = 1e12
+
+// Result returns a submission of result bytes that counted WorkCount.
 func Result(b []byte) pool.Submission {
-	return pool.Submission{Digest: pool.ReplicaDigest(b, false, ""), Result: b}
+	return pool.Submission{Digest: pool.ReplicaDigest(b, false, ""), Result: b, Work: &pool.Work{Rule: worker.MeterRule, Count: WorkCount}}
 }
 
-// Failure returns a submission of a failure with reason.
+// Failure returns a submission of a failure with reason that counted
+// WorkCount.
 func Failure(reason string) pool.Submission {
-	return pool.Submission{Digest: pool.ReplicaDigest(nil, true, reason), Failed: true, Reason: reason}
+	return pool.Submission{Digest: pool.ReplicaDigest(nil, true, reason), Failed: true, Reason: reason,
+		Work: &pool.Work{Rule: worker.MeterRule, Count: WorkCount}}
 }
 
 // Timeout returns a submission of a timeout, a failure that depends on the
 // machine, as an agent sends it (with Machine set).
 func Timeout() pool.Submission {
 	s := Failure("worker: task failed: timeout: task ran longer than its limit of 1s (raise policy.time_limit if the task needs longer)")
-	s.Machine = true
+	s.Machine, s.Work = true, nil
 	return s
 }

@@ -132,8 +132,8 @@ func RunMachineFailures(h *Harness) {
 	h.Submit(ld[0], Good(0))
 	h.Restart()
 	want := []pool.Verified{
-		{Seq: 1, Task: 1, Status: pool.OutcomeOK, Result: Good(1).Result},
-		{Seq: 2, Task: 0, Status: pool.OutcomeOK, Result: Good(0).Result},
+		{Seq: 1, Task: 1, Status: pool.OutcomeOK, Result: Good(1).Result, Work: WorkCount},
+		{Seq: 2, Task: 0, Status: pool.OutcomeOK, Result: Good(0).Result, Work: WorkCount},
 	}
 	if diff := cmp.Diff(want, h.Results(alice, j.ID)); diff != "" {
 		t.Errorf("results (-want +got):\n%s", diff)

@@ -15,6 +15,7 @@
 //	limit     too many buffers and modules
 //	module    a PTX the driver refuses, a kernel name it lacks
 //	compute   a kernel run end to end, parameter passing, launch checks
+//	launches  n launches of 2^30 threads each (grid 2^20, block 1024)
 //	trap      allocate, load a module, then trap
 //	loop      allocate, load a module, then loop forever
 package main
@@ -236,6 +237,14 @@ func main() {
 		step("function_get", fn(mod, "add_u32"))
 	case "compute":
 		compute(t)
+	case "launches":
+		add := step("function_get", fn(step("module_load", load(t)), "add_u32"))
+		buf := step("mem_alloc", memAlloc(4))
+		p := params([3]uint64{0, 0, uint64(buf)}, [3]uint64{1, 0, 0}, [3]uint64{1, 0, 1}) // n = 0: the fake kernel touches nothing
+		for i := 0; i < t.N; i++ {
+			step("launch", launch(add, 1<<20, 1, 1, 1024, 1, 1, 0, ptr(p), 3))
+		}
+		step("synchronize", synchronize())
 	case "trap", "loop":
 		step("mem_alloc", memAlloc(1024))
 		step("module_load", load(t))

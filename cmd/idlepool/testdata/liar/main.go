@@ -1,14 +1,14 @@
 // Command liar is a donor that lies, for the pool tests. It joins a pool
 // over HTTP as `idlepool join` does (its own device and owner keys, a
-// signed capacity offer) and answers tasks of jobs whose program is the
-// `params` test program, whose result is the task's params: it returns
-// them honestly for its first -honest tasks, to earn the pool's trust,
-// and -lie for every task after that. It never runs a program.
+// signed capacity offer) and computes each task it is leased in a worker
+// (itself, run as `liar worker`), as a donor must to count the work, which
+// replicas agree on like on the result: it returns the results honestly
+// for its first -honest tasks, to earn the pool's trust, and -lie for
+// every task after that, with the count of the task it computed.
 package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -23,9 +23,17 @@ import (
 	"idlepool/job"
 	"idlepool/offers"
 	"idlepool/pool"
+	"idlepool/worker"
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "worker" {
+		if err := worker.Serve(context.Background(), os.Stdin, os.Stdout, os.Getenv(worker.CacheDirEnv)); err != nil {
+			fmt.Fprintln(os.Stderr, "liar worker:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	url := flag.String("pool", "", "the pool's URL")
 	dir := flag.String("dir", "", "a directory for the job files it fetches")
 	honest := flag.Int("honest", 3, "tasks answered honestly before it lies")
@@ -60,6 +68,16 @@ func run(ctx context.Context, url, dir string, honest int, lie string) error {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "liar: device %s owner %s\n", dev.ID(), owner.ID())
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	wp, err := worker.NewPool(worker.Config{Command: []string{exe, "worker"}, Slots: 1, CacheDir: filepath.Join(dir, "wazero"),
+		Env: append(os.Environ(), worker.PriorityEnv+"=normal")})
+	if err != nil {
+		return err
+	}
+	defer wp.Close()
 	jobs := map[job.ID]*job.Job{}
 	answered, trusted := 0, false
 	var offered time.Time
@@ -96,18 +114,20 @@ func run(ctx context.Context, url, dir string, honest int, lie string) error {
 			if err != nil {
 				return err
 			}
-			var task struct {
-				Params json.RawMessage `json:"params"`
-			}
-			if err := json.Unmarshal(j.TaskJSON(j.Task(l.Task)), &task); err != nil {
+			program, inputDir, err := pool.PrepareInputs(j, filepath.Join(dir, "run", j.ID.String()))
+			if err != nil {
 				return err
 			}
-			result, what := append(task.Params, '\n'), "honest"
+			out, err := pool.RunTask(ctx, wp, pool.TaskRequest(j, j.Task(l.Task), program, inputDir), nil)
+			if err != nil {
+				return err
+			}
+			sub, what := out.Submission(), "honest"
 			if answered >= honest {
-				result, what = []byte(lie+"\n"), "lie"
+				result := []byte(lie + "\n")
+				sub.Result, sub.Digest, what = result, pool.ReplicaDigest(result, false, ""), "lie"
 			}
 			answered++
-			sub := pool.Submission{Result: result, Digest: pool.ReplicaDigest(result, false, "")}
 			if err := c.SendResult(ctx, l.ID, sub); err != nil {
 				fmt.Fprintln(os.Stderr, "liar: result:", err)
 				continue
