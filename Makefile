@@ -10,7 +10,7 @@ FUZZTIME  ?= 10s
 # them.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
-.PHONY: guest-examples bench-guests crossvet-windows test-beside check-full check-cluster gpupi optionmc ptx gpu-check gpu-check-bundle cgo-cflags check-examples all build tray panel package package-check deb deb-check screenshots tray-idle examples pi run-examples test crossvet fuzz bench sim fmt vet lint clean windows windows-installer wine-cli-check wine-test bench-p2p bench-cluster
+.PHONY: train-fashion guest-examples bench-guests crossvet-windows test-beside check-full check-cluster gpupi optionmc ptx gpu-check gpu-check-bundle cgo-cflags check-examples all build tray panel package package-check deb deb-check screenshots tray-idle examples pi run-examples test crossvet fuzz bench sim fmt vet lint clean windows windows-installer wine-cli-check wine-test bench-p2p bench-cluster bench-makespan
 
 all: build examples
 
@@ -180,6 +180,20 @@ guest-examples:
 examples: $(WASM) examples/csvstats/data.csv guest-examples
 
 # The main job: 10^9 Monte Carlo samples for pi, alone and offline.
+# Softmax regression on Fashion-MNIST (Debian's dataset-fashion-mnist,
+# unpacked into bin/fashion-mnist), trained with idlepool train: prints
+# the loss and held-out accuracy per round and writes the lineage and
+# bin/fashion-softmax.train/training.svg (docs/author.md, Training).
+FASHION     := /usr/share/datasets/fashion-mnist
+FASHION_SET := $(foreach f,train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte,$(BIN)/fashion-mnist/$(f))
+$(BIN)/fashion-mnist/%: $(FASHION)/%.gz
+	@mkdir -p $(dir $@)
+	gunzip -c $< > $@.tmp && mv $@.tmp $@
+$(FASHION)/%.gz:
+	@echo "Fashion-MNIST is missing: apt-get install dataset-fashion-mnist" >&2; exit 1
+train-fashion: build examples/fashion/fashion.wasm $(FASHION_SET)
+	time $(BIN)/idlepool train examples/fashion/softmax.toml --dir $(BIN)/fashion-softmax.train
+
 pi: build examples/pi/pi.wasm
 	$(BIN)/idlepool run examples/pi/pi.toml
 
@@ -320,6 +334,17 @@ bench-cluster:
 SIM_TASKS ?= 100000
 sim:
 	$(GO) test -count=1 -timeout 0 -run '^TestSimulationFull$$' ./pool -sim.full -sim.tasks $(SIM_TASKS) -v
+
+# The makespan simulation (docs/operator.md, "A job's tail"): 1,000
+# devices, 10,000 tasks, owners pausing their devices, the real scheduler
+# on a simulated clock; each row with backups and ranking on or off.
+# About two minutes on a quiet 2-core machine; a smaller pool with
+# MAKESPAN_DEVICES=200 MAKESPAN_TASKS=2000.
+MAKESPAN_DEVICES ?= 1000
+MAKESPAN_TASKS   ?= 10000
+bench-makespan:
+	$(GO) test -c -o $(BIN)/pool.test ./pool
+	$(BIN)/pool.test -test.run '^TestMakespanFull$$' -test.timeout 0 -makespan.full -makespan.devices $(MAKESPAN_DEVICES) -makespan.tasks $(MAKESPAN_TASKS)
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

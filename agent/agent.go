@@ -693,7 +693,7 @@ func (a *Agent) runLease(ctx context.Context, l pool.Lease, slot int, last bool)
 	hbDone := make(chan struct{})
 	go func() {
 		defer close(hbDone)
-		a.heartbeat(taskCtx, l, heartbeatInterval(cj.j, l, a.cfg.Now()), cancel, log)
+		a.heartbeat(taskCtx, cj.j, l, cancel, log)
 	}()
 	pauseDone := make(chan struct{})
 	limit := pauseLimit(cj.j.Manifest.Policy.LeaseTimeout.Duration)
@@ -760,6 +760,9 @@ func (a *Agent) runLease(ctx context.Context, l pool.Lease, slot int, last bool)
 		logHandedBack(log, limit)
 		a.event("task %d of job %s handed back to pool %s: suspended longer than its lease allows", l.Task, jobLabel(cj), a.label())
 		a.release(ctx, l, log)
+		return nil, nil
+	case errors.Is(context.Cause(taskCtx), errTaskDecided):
+		log.Info("The task was decided by other devices' results; stopped")
 		return nil, nil
 	case errors.Is(context.Cause(taskCtx), ErrLeaseExpired):
 		if ae, ok := errors.AsType[*APIError](context.Cause(taskCtx)); ok && ae.Code == "job_cancelled" {
@@ -836,7 +839,9 @@ func (a *Agent) runTask(ctx context.Context, cj *cachedJob, t job.Task, gpus []s
 }
 
 // heartbeatInterval is a third of the job's lease timeout, or of the time
-// left on the lease at now when the coordinator granted less.
+// left on the lease at now when the coordinator granted less (a device
+// whose leases expired before, a task with a backup replica in its job's
+// tail: see pool.TailConfig).
 func heartbeatInterval(j *job.Job, l pool.Lease, now time.Time) time.Duration {
 	d := j.Manifest.Policy.LeaseTimeout.Duration / 3
 	if left := l.Deadline.Sub(now) / 3; left > 0 && left < d {
@@ -845,15 +850,22 @@ func heartbeatInterval(j *job.Job, l pool.Lease, now time.Time) time.Duration {
 	return max(d, 100*time.Millisecond)
 }
 
-// heartbeat extends lease l every interval until ctx ends. When the
-// coordinator says the lease is gone, it cancels the task with
-// ErrLeaseExpired. Failures to reach the coordinator are retried at the
+// heartbeat extends lease l of job j every heartbeatInterval, taken
+// again from each new deadline, until ctx ends: when the coordinator
+// grants less time (its task got a backup replica), the agent heartbeats
+// more often, so that it hears within a third of that grant when the
+// task is decided. When the coordinator says the lease is gone, it
+// cancels the task with ErrLeaseExpired; when it says the task was
+// decided without this replica (another device's result completed its
+// verification first), it cancels it with errTaskDecided: the work is
+// not needed. Failures to reach the coordinator are retried at the
 // next tick: the task goes on, and its result is sent when the
 // coordinator is back; but once the lease's last deadline is more than
 // AbandonAfter past and the coordinator still cannot be reached (or
 // refuses this device), the pool has leased the task elsewhere: the task
 // is cancelled with an *AbandonedError.
-func (a *Agent) heartbeat(ctx context.Context, l pool.Lease, interval time.Duration, cancel context.CancelCauseFunc, log *slog.Logger) {
+func (a *Agent) heartbeat(ctx context.Context, j *job.Job, l pool.Lease, cancel context.CancelCauseFunc, log *slog.Logger) {
+	interval := heartbeatInterval(j, l, a.cfg.Now())
 	deadline := l.Deadline
 	if deadline.IsZero() {
 		deadline = a.cfg.Now().Add(3 * interval)
@@ -872,7 +884,14 @@ func (a *Agent) heartbeat(ctx context.Context, l pool.Lease, interval time.Durat
 		case err == nil:
 			if !dl.IsZero() {
 				deadline = dl
+				if d := heartbeatInterval(j, pool.Lease{Deadline: dl}, a.cfg.Now()); d != interval {
+					interval = d
+					tick.Reset(d)
+				}
 			}
+		case isTaskDecided(err):
+			cancel(fmt.Errorf("%w: %w", errTaskDecided, err))
+			return
 		case errors.Is(err, ErrLeaseExpired), errors.Is(err, ErrNotFound), errors.Is(err, ErrForbidden):
 			cancel(fmt.Errorf("%w: %w", ErrLeaseExpired, err))
 			return

@@ -326,6 +326,47 @@ func TestStopReleasesLeases(t *testing.T) {
 	}
 }
 
+// TestDecidedTaskStopsAtOnce: a device still computing a task that other
+// devices' results decided (here the third of three replicas; in a job's
+// tail, the replica a backup beat) hears it at its next heartbeat and
+// stops the task, instead of computing on until it ends.
+func TestDecidedTaskStopsAtOnce(t *testing.T) {
+	block := &fakeExec{Block: make(chan struct{})}
+	defer close(block.Block)
+	j := planJob(t, "squares-decided", 1, "redundancy = 3\nquorum = 2\n")
+	co := startCoordinator(t, t.TempDir(), "127.0.0.1:0")
+	sub := newSubmitter(t, co.url, nil)
+	ctx := context.Background()
+	if err := sub.c.Submit(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	slow := startAgent(t, co.url, newDevice(t, nil), block, 1, nil)
+	deadline := time.Now().Add(10 * time.Second)
+	for len(slow.Running()) < 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the slow agent never started the task")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	startAgent(t, co.url, newDevice(t, nil), &fakeExec{}, 1, nil)
+	startAgent(t, co.url, newDevice(t, nil), &fakeExec{}, 1, nil)
+	// Patience, not a verdict: heartbeats come every 2s/3 here.
+	deadline = time.Now().Add(20 * time.Second)
+	for {
+		st, err := sub.c.Status(ctx, j.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Complete && len(slow.Running()) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status %+v; the slow agent still runs %d tasks: it must stop a task decided without it", st, len(slow.Running()))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func TestAgentOutlivesCoordinatorRestart(t *testing.T) {
 	exec := &fakeExec{Delay: 20 * time.Millisecond}
 	j := planJob(t, "squares-restart", 40, "")

@@ -70,6 +70,23 @@ type APIError struct {
 // is too far from its clock.
 const codeClockSkew = "clock_skew"
 
+// codeTaskDecided is the coordinator's code (409) for a heartbeat or
+// result of a replica whose task was decided without it (pool.
+// ErrTaskDecided): another device's result completed its verification
+// first, as when a backup replica in a job's tail wins.
+const codeTaskDecided = "task_decided"
+
+// errTaskDecided is the cause with which a running task is stopped when
+// the coordinator says it was decided without this replica.
+var errTaskDecided = errors.New("agent: task decided without this replica")
+
+// isTaskDecided reports whether err is the coordinator's answer that the
+// task was decided without this replica.
+func isTaskDecided(err error) bool {
+	ae, ok := errors.AsType[*APIError](err)
+	return ok && ae.Status == http.StatusConflict && ae.Code == codeTaskDecided
+}
+
 // Error implements error: "METHOD PATH: STATUS message".
 func (e *APIError) Error() string {
 	msg := e.Message

@@ -99,6 +99,11 @@ type Config struct {
 	// pool.DefaultMaxTimeouts.
 	MaxTimeouts int
 
+	// Tail holds the rules for a job's tail: backup replicas, the
+	// devices' records and the lease timeouts derived from them
+	// (pool.SchedulerConfig.Tail). The zero value turns them on.
+	Tail pool.TailConfig
+
 	// Cluster, when set, makes this coordinator the one in charge of a
 	// clustered pool (idlepool serve --cluster; see ServeCluster): the
 	// scheduler's state lives in Cluster.Store instead of coordinator.db,

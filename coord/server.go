@@ -157,6 +157,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 		Trust:  cfg.Trust,
 
 		MaxTimeouts: cfg.MaxTimeouts,
+		Tail:        cfg.Tail,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("load pool state: %w", err)

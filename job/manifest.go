@@ -610,6 +610,8 @@ func (s MergeSpec) scalarName(rest string) bool {
 		return rest == ".task" || rest == ".key" || rest == ".value"
 	case RuleVectorMean:
 		return rest == ".count" || index(".mean.", -1)
+	case RuleVectorSum:
+		return rest == ".count" || index(".sum.", -1)
 	case RuleCollect, RuleConcat:
 		return rest == ".rows" || rest == ".skipped" || rest == ".refused"
 	}
@@ -643,6 +645,8 @@ func (s MergeSpec) scalarExamples() []string {
 		return []string{n + ".key", n + ".value", n + ".task"}
 	case RuleVectorMean:
 		return []string{n + ".count", n + ".mean.0"}
+	case RuleVectorSum:
+		return []string{n + ".count", n + ".sum.0"}
 	default:
 		return []string{n + ".rows", n + ".skipped"}
 	}

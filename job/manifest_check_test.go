@@ -68,7 +68,7 @@ func TestParseManifestAllErrors(t *testing.T) {
 			want: []string{
 				`m.toml: name: missing: give the job a short name, e.g. name = "pi"`,
 				`m.toml: split.rule: unknown rule "sweep": want one of range, grid, replicas, kfold, chunks`,
-				`m.toml: merge[1]: merge "w": unknown rule "average" (want one of sum, stats, histogram, quantiles, topk, argmin, argmax, vector-mean, collect, concat)`,
+				`m.toml: merge[1]: merge "w": unknown rule "average" (want one of sum, stats, histogram, quantiles, topk, argmin, argmax, vector-mean, vector-sum, collect, concat)`,
 				`m.toml: policy.quorum: want 1..redundancy (2), got 3`,
 			},
 		},

@@ -45,6 +45,9 @@ type SinkOpener func(name string) (io.Writer, error)
 //     task index and kept value; ties go to the lower task index.
 //   - vector-mean: the element-wise mean of arrays of one length, each
 //     element summed exactly and divided with one rounding.
+//   - vector-sum: the element-wise exact sum of arrays of one length of
+//     integers that fit 64 bits (fixed-point numbers, e.g. a shard's
+//     gradient), in 128-bit accumulators; the sums are exact integers.
 //   - collect, concat: rows streamed to a sink in task order (SinkOpener,
 //     Skip, Close); not fixed-size, not mergeable.
 //
@@ -91,7 +94,7 @@ const maxEntryFailures = 10
 
 // accumulator is the fixed-size state of one merge entry for one group and
 // "*" key. Implementations: sumAcc, statsAcc, histAcc, quantAcc, topAcc,
-// vecAcc.
+// vecAcc, vecSumAcc.
 type accumulator interface {
 	// check reports whether in can be added for task index, without
 	// changing the accumulator. It may fill in.raw.
@@ -231,6 +234,8 @@ func (e *mergeEntry) newAcc() accumulator {
 		return newQuantAcc(e.spec)
 	case RuleVectorMean:
 		return &vecAcc{}
+	case RuleVectorSum:
+		return &vecSumAcc{}
 	default: // topk, argmin, argmax
 		return newTopAcc(e.spec)
 	}
@@ -369,14 +374,15 @@ func (e *mergeEntry) prepareValues(obj map[string]any, index int64) *ResultError
 		}
 		return nil
 	}
-	vector := e.spec.Rule == RuleVectorMean
+	vector := e.spec.Rule == RuleVectorMean || e.spec.Rule == RuleVectorSum
+	exactInts := e.spec.Rule == RuleSum || e.spec.Rule == RuleVectorSum
 	return e.field.expand(obj, func(star, at string, v any) *ResultError {
 		p := e.nextPrep(accKey{group: group, star: star}, at)
 		_, p.in.array = v.([]any)
 		if vector && !p.in.array {
 			return resultFieldError(at, "want an array of numbers, got %s", resultKind(v))
 		}
-		return numberInput(v, at, true, e.spec.Rule == RuleSum, &p.in)
+		return numberInput(v, at, true, exactInts, &p.in)
 	})
 }
 
@@ -513,6 +519,7 @@ func (m *Merger) Close(total int64) error {
 //	topk         [{"task", "key", "value"}, ...]  best first
 //	argmin/max   {"task", "key", "value"}, or null before any result
 //	vector-mean  {"count": n, "mean": [...]}
+//	vector-sum   {"count": n, "sum": [...]}  exact integers
 //	collect      {"rows": results added, "skipped": tasks skipped}, plus "refused": n when n results could not make a row (EntryFailure)
 //	concat       as collect
 //
@@ -679,6 +686,7 @@ func splitGroupKey(key string, n int) ([]string, bool) {
 //	topk         PREFIX.I.task, PREFIX.I.key, PREFIX.I.value (I = rank from 0; value only when a number)
 //	argmin/max   PREFIX.task, PREFIX.key, PREFIX.value
 //	vector-mean  PREFIX.count, PREFIX.mean.I
+//	vector-sum   PREFIX.count, PREFIX.sum.I (the nearest float64)
 //	collect      PREFIX.rows, PREFIX.skipped, PREFIX.refused (also concat)
 //
 // Names whose value is undefined (the mean of nothing, the sample variance

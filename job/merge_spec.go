@@ -21,7 +21,7 @@ type MergeSpec struct {
 	// Name is the key of this entry in the merged result; defaults to Field.
 	Name string `toml:"name" json:"name,omitempty" cbor:"name,omitempty"`
 	// Rule is one of: sum, stats, histogram, quantiles, topk, argmin,
-	// argmax, vector-mean, collect, concat.
+	// argmax, vector-mean, vector-sum, collect, concat.
 	Rule string `toml:"rule" json:"rule" cbor:"rule"`
 	// Field is the dotted path of the value in each task's result.
 	Field string `toml:"field" json:"field,omitempty" cbor:"field,omitempty"`

@@ -17,13 +17,14 @@ const (
 	RuleArgmin     = "argmin"
 	RuleArgmax     = "argmax"
 	RuleVectorMean = "vector-mean"
+	RuleVectorSum  = "vector-sum"
 	RuleCollect    = "collect"
 	RuleConcat     = "concat"
 )
 
 var mergeRules = []string{
 	RuleSum, RuleStats, RuleHistogram, RuleQuantiles, RuleTopK,
-	RuleArgmin, RuleArgmax, RuleVectorMean, RuleCollect, RuleConcat,
+	RuleArgmin, RuleArgmax, RuleVectorMean, RuleVectorSum, RuleCollect, RuleConcat,
 }
 
 // Defaults and bounds of MergeSpec options.
@@ -67,7 +68,7 @@ func (s MergeSpec) Ordered() bool { return s.Rule == RuleCollect || s.Rule == Ru
 
 func numericRule(rule string) bool {
 	switch rule {
-	case RuleSum, RuleStats, RuleHistogram, RuleQuantiles, RuleVectorMean:
+	case RuleSum, RuleStats, RuleHistogram, RuleQuantiles, RuleVectorMean, RuleVectorSum:
 		return true
 	}
 	return false
@@ -117,7 +118,7 @@ func (s MergeSpec) Validate() error {
 		}
 	}
 	if field.star >= 0 && !numericRule(s.Rule) {
-		return fail("a \"*\" field works only with sum, stats, histogram, quantiles and vector-mean")
+		return fail("a \"*\" field works only with sum, stats, histogram, quantiles, vector-mean and vector-sum")
 	}
 	if numericRule(s.Rule) && s.Field == "" {
 		return fail("%s needs field = \"...\", the path of the number in each result", s.Rule)

@@ -54,6 +54,11 @@ type SchedulerConfig struct {
 	// Trust holds the rules on trust and sanctions: established owners,
 	// exclusion after repeated deviations, the bound on unverified work.
 	Trust TrustConfig
+
+	// Tail holds the rules for a job's tail: backup replicas, the
+	// devices' records and the lease timeouts derived from them
+	// (tail.go). The zero value turns them on.
+	Tail TailConfig
 }
 
 // Defaults of SchedulerConfig.
@@ -101,6 +106,11 @@ const (
 //     (your own device is never counted, invariant 14).
 //   - A peer never holds two replicas of one task. A lease that expires or
 //     is handed back frees its replica for whoever asks next.
+//   - A job's tail (tail.go): once its undecided tasks are no more than
+//     the idle devices, idle devices expected to finish sooner are leased
+//     backup replicas of the tasks estimated to end last, and devices
+//     slow for the job are leased nothing of it while faster ones wait;
+//     lease timeouts are shortened for devices whose leases expired.
 //   - Redundancy replicas are leased at first. Digest D is accepted when
 //     the voters (distinct owners, or devices in "owner" pools) that
 //     returned D (and, under the digest rule, counted the same Work)
@@ -157,6 +167,13 @@ type Scheduler struct {
 	trust  *trustState         // devices' and owners' records (trust.go)
 	watch  []*taskState        // checks leased just now: the next device to ask is barred from them (check.go)
 	secret map[job.Digest]bool // known-answers files of the pool's jobs, never served (known.go)
+
+	// tail.go: what each device has shown, and the devices that asked
+	// for work and got none (idleCount caches its count at idleAt).
+	shown             map[string]*shown
+	idle              []string
+	idleAt            time.Time
+	idleAll, idleFast int
 }
 
 // jobState is one job in memory. Tasks below next that are not in active
@@ -193,6 +210,8 @@ type jobState struct {
 	deviators map[string]bool // owners with a deviation in this job
 	caught    map[string]bool // owners caught on a known answer of this job: they compute no more of it (stall.go)
 	keptUntil time.Time       // until when its merger fetches results kept by the devices (sched_refs.go)
+
+	pace paceState // its replicas' recent durations, for its median (tail.go)
 }
 
 // taskState is an undecided task that has, or had, replicas.
@@ -224,6 +243,7 @@ type replica struct {
 	void    bool    // returned, then its device was caught on a known answer: it no longer votes (stall.go)
 	order   int64   // when it was leased, among this run's leases (0: before a restart)
 	cost    float64 // the receipt's cost, for a provisional replica
+	backup  bool    // leased as a backup in its job's tail (tail.go); not kept over a restart
 }
 
 // NewScheduler rebuilds the scheduler's state from cfg.Store (see Store
@@ -253,7 +273,7 @@ func NewScheduler(ctx context.Context, cfg SchedulerConfig) (*Scheduler, error) 
 		cfg: cfg, log: log, store: cfg.Store,
 		peers: map[string]Peer{}, peerBatch: map[string]*pending{}, jobs: map[job.ID]*jobState{}, leases: map[string]*replica{},
 		kick: make(chan struct{}, 1), full: make(chan struct{}, 1),
-		trust: newTrustState(cfg.Trust), secret: map[job.Digest]bool{},
+		trust: newTrustState(cfg.Trust), secret: map[job.Digest]bool{}, shown: map[string]*shown{},
 	}
 	s.pend = newPending()
 	snap, err := cfg.Store.Load(ctx)
@@ -345,7 +365,7 @@ func (s *Scheduler) restore(ctx context.Context, snap *Snapshot) error {
 				s.trust.device(rec.Peer).outstanding++
 			}
 			ts.live = append(ts.live, r)
-			js.leased++
+			s.nowLive(r)
 			heap.Push(&s.deadlines, deadlineItem{rec.Deadline, r})
 		case ReplicaReturned:
 			ts := js.task(rec.Task)
@@ -1009,8 +1029,9 @@ func (s *Scheduler) expireDue(now time.Time) {
 func (s *Scheduler) endLease(r *replica, state string) {
 	ts, js := r.ts, r.js
 	ts.live = removeReplica(ts.live, r)
-	js.leased--
+	s.notLive(r)
 	r.rec.State, r.ts = state, nil
+	s.leaseEnded(r, state)
 	s.unclaim(r)
 	ts.unsingle()
 	s.putReplica(r)

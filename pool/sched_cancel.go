@@ -47,7 +47,7 @@ func (s *Scheduler) Cancel(ctx context.Context, peer string, id job.ID) error {
 	for _, ts := range js.active {
 		for _, r := range append(append([]*replica(nil), ts.live...), ts.returned...) {
 			if r.rec.State == ReplicaLeased {
-				js.leased--
+				s.notLive(r)
 			}
 			r.rec.State, r.rec.Result, r.ts = ReplicaWithdrawn, nil, nil
 			s.unclaim(r)

@@ -18,9 +18,11 @@ import (
 // Lease leases up to max tasks (capped at 256) to the registered peer and
 // returns once the leases are committed: zero leases when nothing needs a
 // replica this peer may compute (ask again later). Each lease must be
-// heartbeated before its Deadline (now + the job's lease timeout) or it
-// expires and its replica is leased to whoever asks next. Selection is
-// described on Scheduler. Leases past their deadline are expired first.
+// heartbeated before its Deadline (now + the lease timeout: the job's, or
+// shorter for a device whose leases expired before, or BackupWindow for a
+// backup; tail.go) or it expires and its replica is leased to whoever
+// asks next. Selection is described on Scheduler (and, for a job's tail,
+// in tail.go). Leases past their deadline are expired first.
 // Errors: ErrUnknownPeer, ErrBadRequest (max < 0), ErrStopped, or ctx's.
 func (s *Scheduler) Lease(ctx context.Context, peer string, max int) ([]Lease, error) {
 	if max < 0 {
@@ -80,7 +82,7 @@ func (s *Scheduler) Lease(ctx context.Context, peer string, max int) ([]Lease, e
 		order = slices.DeleteFunc(order, func(js *jobState) bool { return !js.ownerOnly() })
 	}
 	for len(out) < max {
-		js, ts := s.pick(p, order, now)
+		js, ts, backup := s.pick(p, order, now)
 		if ts == nil {
 			break
 		}
@@ -89,9 +91,12 @@ func (s *Scheduler) Lease(ctx context.Context, peer string, max int) ([]Lease, e
 				order = slices.DeleteFunc(order, func(js *jobState) bool { return !js.ownerOnly() })
 			}
 		}
-		r := s.grant(js, ts, p, now)
+		r := s.grant(js, ts, p, now, backup)
 		out = append(out, Lease{ID: r.rec.Lease, Job: r.rec.Job, Task: r.rec.Task, Peer: p.ID, Deadline: r.rec.Deadline})
 		w = r.batch
+	}
+	if len(out) == 0 && s.shownOf(p.ID).live == 0 {
+		s.noteIdle(p, now) // it holds nothing and got nothing
 	}
 	if w == nil && (s.pend != pend || s.pend.size() != changes) {
 		w = s.pend // it decided tasks (stall.go): return once that is stored
@@ -114,7 +119,8 @@ func (s *Scheduler) candidates(p Peer) ([]*jobState, []JobView) {
 		// A job whose every task is started and none wants a replica
 		// has nothing for anyone now: left out before the costlier
 		// fair-share sort and matchmaking.
-		if !js.complete() && js.allows(p) && (js.next < js.tasks || len(js.want) > 0 || js.held > 0) {
+		// In its tail it may have backups to give (tail.go).
+		if !js.complete() && js.allows(p) && (js.next < js.tasks || len(js.want) > 0 || js.held > 0 || s.mayBackup(js, s.now())) {
 			jobs = append(jobs, js)
 		}
 	}
@@ -147,8 +153,10 @@ func (s *Scheduler) selected(p Peer, ids []job.ID) []*jobState {
 // pick returns the task p should compute next, or nil; s.mu is held.
 // The first job of order with work for p; within a job, the lowest-index
 // task already started that needs another replica p may compute, else the
-// next fresh task.
-func (s *Scheduler) pick(p Peer, order []*jobState, now time.Time) (*jobState, *taskState) {
+// next fresh task, else a backup replica in the job's tail (backup true;
+// tail.go). A device that is slow in a job's tail (slowInTail) skips the
+// job.
+func (s *Scheduler) pick(p Peer, order []*jobState, now time.Time) (*jobState, *taskState, bool) {
 	for _, js := range order {
 		if js.complete() {
 			continue
@@ -156,7 +164,7 @@ func (s *Scheduler) pick(p Peer, order []*jobState, now time.Time) (*jobState, *
 		s.closeJobWindows(js)
 		s.dueChecks(js)
 		s.endStalled(js)
-		if js.complete() {
+		if js.complete() || s.slowInTail(js, p, now) {
 			continue
 		}
 		// A suspect (stall.go) takes the tasks with a known answer first.
@@ -167,7 +175,7 @@ func (s *Scheduler) pick(p Peer, order []*jobState, now time.Time) (*jobState, *
 					continue
 				}
 				if ts := js.active[i]; js.eligible(ts, p) && !ts.held(p, now) && js.admits(ts, p) && s.checkOK(js, ts, p, now) {
-					return js, ts
+					return js, ts, false
 				}
 			}
 			if !suspect {
@@ -177,10 +185,13 @@ func (s *Scheduler) pick(p Peer, order []*jobState, now time.Time) (*jobState, *
 		if js.next < js.tasks {
 			ts := js.task(js.next)
 			js.next++
-			return js, ts
+			return js, ts, false
+		}
+		if ts := s.backupFor(js, p, now); ts != nil {
+			return js, ts, true
 		}
 	}
-	return nil, nil
+	return nil, nil, false
 }
 
 // ownerOnly reports whether only the owner's devices compute the job.
@@ -300,12 +311,18 @@ func (js *jobState) wants(ts *taskState) int {
 	return max(min(need-live, room), 0)
 }
 
-// grant leases a replica of ts to p; s.mu is held.
-func (s *Scheduler) grant(js *jobState, ts *taskState, p Peer, now time.Time) *replica {
-	r := &replica{js: js, ts: ts, rec: ReplicaRecord{
+// grant leases a replica of ts to p, a backup one if backup (tail.go);
+// s.mu is held.
+func (s *Scheduler) grant(js *jobState, ts *taskState, p Peer, now time.Time, backup bool) *replica {
+	timeout := s.leaseTimeout(js, p.ID)
+	if backup {
+		timeout = min(timeout, s.backupWindow())
+	}
+	r := &replica{js: js, ts: ts, backup: backup, rec: ReplicaRecord{
 		Lease: newLeaseID(), Job: js.rec.ID, Task: ts.index, Peer: p.ID, Owner: p.Owner,
-		State: ReplicaLeased, Created: now, Deadline: now.Add(js.pol.LeaseTimeout.Duration),
+		State: ReplicaLeased, Created: now, Deadline: now.Add(timeout),
 	}}
+	s.noteLeased(p.ID, now)
 	first := len(ts.live)+len(ts.returned) == 0 && ts.refetch == nil
 	if first && ts.chk != nil && ts.chk.round == 0 {
 		ts.chk = nil // its checked replica ended unreturned: chosen again below
@@ -341,12 +358,12 @@ func (s *Scheduler) grant(js *jobState, ts *taskState, p Peer, now time.Time) *r
 	}
 	s.used(js, ts.index, now)
 	ts.live = append(ts.live, r)
-	js.leased++
+	s.nowLive(r)
 	s.leases[r.rec.Lease] = r
 	heap.Push(&s.deadlines, deadlineItem{r.rec.Deadline, r})
 	s.putReplica(r)
 	js.update(ts)
-	s.log.Debug("Task leased", "lease", r.rec.Lease, "job", js.rec.ID.String(), "task", ts.index, "peer", p.ID)
+	s.log.Debug("Task leased", "lease", r.rec.Lease, "job", js.rec.ID.String(), "task", ts.index, "peer", p.ID, "backup", backup)
 	return r
 }
 
@@ -406,8 +423,10 @@ func (s *Scheduler) expiredNow(r *replica) bool {
 	return true
 }
 
-// Heartbeat extends a live lease of peer to now + the job's lease timeout
-// and returns the new deadline once committed. Errors: ErrUnknownLease,
+// Heartbeat extends a live lease of peer to now + its lease timeout (the
+// job's, shorter for a device whose leases expired before, and at most
+// TailConfig.BackupWindow while its task has a backup; tail.go) and
+// returns the new deadline once committed. Errors: ErrUnknownLease,
 // ErrNotYourLease, ErrLeaseExpired (past its deadline, or handed back),
 // ErrTaskDecided (the task was decided without this replica: stop
 // computing it), ErrConflict (already returned), ErrStopped.
@@ -424,7 +443,7 @@ func (s *Scheduler) Heartbeat(ctx context.Context, peer, lease string) (time.Tim
 		s.mu.Unlock()
 		return time.Time{}, fmt.Errorf("heartbeat: %w", err)
 	}
-	r.rec.Deadline = s.now().Add(r.js.pol.LeaseTimeout.Duration)
+	r.rec.Deadline = s.now().Add(s.heartbeatTimeout(r))
 	heap.Push(&s.deadlines, deadlineItem{r.rec.Deadline, r})
 	s.putReplica(r)
 	d, w := r.rec.Deadline, r.batch
@@ -534,8 +553,9 @@ func (s *Scheduler) Submit(ctx context.Context, peer, lease string, sub Submissi
 		}
 		return nil
 	}
+	s.returnedInTime(r, s.now())
 	ts.live = removeReplica(ts.live, r)
-	js.leased--
+	s.notLive(r)
 	ts.returned = append(ts.returned, r)
 	r.rec.State, r.rec.Digest, r.rec.Failed, r.rec.Reason = ReplicaReturned, sub.Digest, sub.Failed, sub.Reason
 	r.rec.Result, r.rec.Ref, r.rec.Work = bytes.Clone(sub.Result), cloneManifest(sub.Ref), cloneWork(sub.Work)
@@ -564,7 +584,7 @@ func (s *Scheduler) Submit(ctx context.Context, peer, lease string, sub Submissi
 func (s *Scheduler) machineFailed(r *replica, sub Submission) {
 	ts, js := r.ts, r.js
 	ts.live = removeReplica(ts.live, r)
-	js.leased--
+	s.notLive(r)
 	s.unclaim(r)
 	ts.unsingle()
 	if len(ts.machine) == 0 {
@@ -753,7 +773,7 @@ func (s *Scheduler) decide(js *jobState, ts *taskState, status string, lead *rep
 	}
 	for _, r := range ts.live {
 		r.rec.State, r.ts = ReplicaCancelled, nil
-		js.leased--
+		s.notLive(r)
 		s.unclaim(r)
 		s.putReplica(r)
 	}

@@ -245,7 +245,7 @@ func (s *Scheduler) refetched(js *jobState, ts *taskState, r *replica) {
 func (s *Scheduler) endRefetch(js *jobState, ts *taskState) {
 	for _, r := range ts.live {
 		r.rec.State, r.ts = ReplicaCancelled, nil
-		js.leased--
+		s.notLive(r)
 		s.unclaim(r)
 		s.putReplica(r)
 	}

@@ -163,6 +163,44 @@ func BenchmarkCloseOnContextDone(b *testing.B) {
 	}
 }
 
+// BenchmarkHostRun measures what one task costs the worker process itself,
+// without the pool and the process boundary: host.run of a Go-built
+// module (the hostile test program in echo mode) and of the hand-made
+// empty module, compiled once, in CPU time of the whole process (GC
+// included; cpu-µs/task) beside the wall time (ns/op).
+func BenchmarkHostRun(b *testing.B) {
+	needHostile(b)
+	empty := writeModule(b, "empty.wasm", emptyModule())
+	for _, m := range []struct {
+		name string
+		mod  testModule
+	}{{"go", hostile}, {"empty", empty}} {
+		b.Run(m.name, func(b *testing.B) {
+			ctx := context.Background()
+			h, err := newHost("")
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer h.close(ctx)
+			body := &runBody{
+				ModulePath: m.mod.path, ModuleSHA256: m.mod.sha, Stdin: []byte(`{"mode":"echo"}`),
+				Seed: strings.Repeat("00", 32), MemoryLimitPages: 4096, MaxStdoutBytes: 1 << 20, MaxStderrBytes: 1 << 16,
+			}
+			started := func() error { return nil }
+			if res, _ := h.run(ctx, body, started); res.Failure != nil || res.Error != "" { // compile
+				b.Fatal(res.Failure, res.Error)
+			}
+			cpu0 := processCPU()
+			for b.Loop() {
+				if res, _ := h.run(ctx, body, started); res.Failure != nil || res.Error != "" {
+					b.Fatal(res.Failure, res.Error)
+				}
+			}
+			b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/float64(b.N), "cpu-µs/task")
+		})
+	}
+}
+
 // BenchmarkMeter measures what metering (meter.go) costs a task: each op
 // runs one task of an example program (the first task of each job of
 // exampleTasks, as large as the examples' manifests make it) through a

@@ -132,6 +132,19 @@
 // compiled modules in memory, by SHA-256 and memory limit (wazero applies
 // the memory limit when compiling).
 //
+// # Start-up per task
+//
+// Every task runs in a fresh instance of its module, so nothing of one
+// task reaches the next. Two things keep that cheap: a module's data
+// segments are packed into few before compiling (datapack.go; a Go-built
+// module has tens of thousands, which wazero applies one by one at every
+// instantiation), and the linear memory is one reservation per worker,
+// reused by every task and zeroed when a task ends (memory.go), so that
+// memory.grow copies nothing. TestTasksStartFromIdenticalState checks that
+// a program's globals and memory start the same on every task of a
+// worker, also after a task that trapped. The rest of a Go program's start
+// is its runtime initialising itself in the instance (docs/benchmarks.md).
+//
 // # Process hygiene
 //
 // On Linux a worker is in its own process group, gets SIGKILL when its
@@ -139,7 +152,8 @@
 // thread for the pool's lifetime, because Pdeathsig follows the forking
 // thread, not the process), and sets nice 19 and SCHED_IDLE on all its
 // threads as it starts. Its memory is bounded by the guest's linear memory
-// cap plus the compiled code and the stdout buffer; no RLIMIT_AS is set,
+// cap plus the compiled code and the stdout buffer; between tasks it keeps
+// at most 16 MiB of linear memory (memory.go); no RLIMIT_AS is set,
 // because the Go runtime and wazero reserve far more address space than
 // they use. Elsewhere the worker runs at normal priority and, if its parent
 // dies without calling Close, exits when it next reads its stdin.

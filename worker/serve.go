@@ -118,6 +118,7 @@ type host struct {
 	modules  map[moduleKey]*hostModule
 	clock    uint64 // use counter for least-recently-used eviction
 	cuda     cudaHost
+	mem      memoryReuse // the tasks' linear memory (memory.go)
 	// broken is set when a task's CUDA context could not be destroyed:
 	// the worker exits after sending that task's result, so that the
 	// driver reclaims the context with the process.
@@ -166,6 +167,7 @@ func (h *host) close(ctx context.Context) {
 		_ = r.rt.Close(ctx) // also closes its compiled modules
 	}
 	_ = h.cache.Close(ctx)
+	h.mem.close()
 }
 
 // runtime returns the runtime for a memory limit, creating it (and evicting
@@ -250,6 +252,9 @@ func (h *host) module(ctx context.Context, b *runBody) (wazero.CompiledModule, *
 	if err != nil {
 		return nil, nil, err
 	}
+	// Few data segments instantiate faster than a Go-built module's tens
+	// of thousands; the memory they give is the same (datapack.go).
+	bin = packData(bin)
 	// Compile on as many goroutines as the process may run at once; at
 	// SCHED_IDLE they only take CPUs nobody else wants.
 	compiled, err := rt.CompileModule(experimental.WithCompilationWorkers(ctx, runtime.GOMAXPROCS(0)), bin)
@@ -373,7 +378,11 @@ func (h *host) run(ctx context.Context, b *runBody, started func() error) (*resu
 		mount := &sysfs.ReadFS{FS: &sysfs.AdaptFS{FS: root.FS()}}
 		cfg = cfg.WithFSConfig(wazero.NewFSConfig().(sysfs.FSConfig).WithSysFSMount(mount, InputMountPath))
 	}
-	mod, err := rt.InstantiateModule(ctx, compiled, cfg)
+	// The task's linear memory is the worker's reserved one, zeroed again
+	// when the task is over (memory.go).
+	memCtx, memDone := h.mem.forTask(ctx)
+	defer memDone()
+	mod, err := rt.InstantiateModule(memCtx, compiled, cfg)
 	if err != nil {
 		return &resultBody{Failure: &Failure{Kind: FailureBadModule, Message: "instantiate: " + clip(err.Error())}}, nil
 	}

@@ -24,6 +24,9 @@ Commands:
   task MANIFEST [--index N] [--cpu-only]
           run one task of a job as run would, and show its input, its
           stdout and stderr, and its result's digest
+  train TRAIN.toml [--rounds N] [--pool URL] [--json]
+          train a model round by round, each round one exact job, alone
+          or on a pool; goes on from the last finished round
   serve [--listen HOST:PORT] [--data DIR] [--pool NAME] [--invite TOKEN]
           run a pool's coordinator; prints the pool URL once it listens
   serve --cluster NODE/cluster.toml
@@ -223,6 +226,8 @@ func runAt(ctx context.Context, now func() time.Time, args []string, stdin io.Re
 		err = cmdRun(ctx, g, cargs)
 	case "task":
 		err = cmdTask(ctx, g, cargs)
+	case "train":
+		err = cmdTrain(ctx, g, cargs)
 	case "worker":
 		err = cmdWorker(ctx, g, cargs)
 	case "serve":

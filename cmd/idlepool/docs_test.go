@@ -737,6 +737,20 @@ func TestDocsCode(t *testing.T) {
 		for _, b := range readDoc(t, file).blocks {
 			switch b.lang {
 			case "toml":
+				if regexp.MustCompile(`(?m)^shards\s*=`).MatchString(b.body) {
+					// A training file (idlepool train), commented options
+					// uncommented too.
+					for _, body := range []string{b.body, commented.ReplaceAllString(b.body, "$1")} {
+						path := filepath.Join(t.TempDir(), "train.toml")
+						if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+							t.Fatal(err)
+						}
+						if _, err := loadTrainFile(path); err != nil {
+							t.Errorf("%s: the training file does not load: %v", b.where(), err)
+						}
+					}
+					continue
+				}
 				if regexp.MustCompile(`(?m)^program\s*=`).MatchString(b.body) {
 					if _, err := job.ParseManifest(b.where(), t.TempDir(), []byte(b.body)); err != nil {
 						t.Errorf("%s: the manifest does not parse: %v", b.where(), err)

@@ -49,6 +49,7 @@ func runMain(m *testing.M) int {
 		"pi": "../../examples/pi", "ising": "../../examples/ising", "kfold": "../../examples/kfold",
 		"csvstats": "../../examples/csvstats", "sweep": "../../examples/sweep", "fail": "./testdata/fail", "loop": "./testdata/loop", "big": "./testdata/big",
 		"params": "./testdata/params", "chatty": "./testdata/chatty",
+		"fashion": "../../examples/fashion", "badapply": "./testdata/badapply",
 	} {
 		out := filepath.Join(dir, name+".wasm")
 		cmd := exec.Command("go", "build", "-o", out, pkg)

@@ -412,6 +412,30 @@ static inline int ip_result_end(ip_result *r) {
 	return 0;
 }
 
+/* ip_splitmix is SplitMix64 (Steele, Lea and Flood, "Fast splittable
+ * pseudorandom number generators", OOPSLA 2014), the examples' package
+ * examples/internal/splitmix: ip_splitmix_u64 draws the same numbers as
+ * its Source.Uint64 for the same seed. It needs only 64-bit multiplies,
+ * which WebAssembly has, so it runs there about as fast as natively. */
+typedef struct {
+	uint64_t state;
+} ip_splitmix;
+
+/* ip_splitmix_new is splitmix.New(seed). */
+static inline ip_splitmix ip_splitmix_new(uint64_t seed) {
+	ip_splitmix s = {seed};
+	return s;
+}
+
+/* ip_splitmix_u64 steps the state by the golden gamma and returns its
+ * mix: 64 bits. */
+static inline uint64_t ip_splitmix_u64(ip_splitmix *s) {
+	uint64_t z = (s->state += 0x9e3779b97f4a7c15ULL);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
 /* ip_pcg is Go's math/rand/v2 PCG: a 128-bit LCG with the DXSM output
  * function, seeded as rand.NewPCG(seed1, seed2) is (hi = seed1,
  * lo = seed2). Its ip_pcg_u64 draws the same numbers as PCG.Uint64. */

@@ -6,22 +6,19 @@
  *
  *   {"inside":785412,"samples":1000000}
  *
- * Each sample is one 64-bit draw of Go's math/rand/v2 PCG seeded with
- * (task seed, 0x9e3779b97f4a7c15): its high and low 32 bits are x and y in
+ * Each sample is one 64-bit draw of SplitMix64 (ip_splitmix) seeded with
+ * the task seed: its high and low 32 bits are x and y in
  * units of 2^-32, and the point is inside exactly when x² + y² < 2^64,
  * that is when the 64-bit sum does not carry.
  */
 #include "idlepool_task.h"
 
-/* pcgStream is the second PCG seed word; the first is the task seed. */
-#define PCG_STREAM 0x9e3779b97f4a7c15ULL
-
 /* count_inside returns how many of samples points fall inside. */
 static int64_t count_inside(uint64_t seed, int64_t samples) {
-	ip_pcg rng = ip_pcg_new(seed, PCG_STREAM);
+	ip_splitmix rng = ip_splitmix_new(seed);
 	uint64_t outside = 0;
 	for (int64_t i = 0; i < samples; i++) {
-		uint64_t r = ip_pcg_u64(&rng);
+		uint64_t r = ip_splitmix_u64(&rng);
 		uint64_t x = r >> 32, y = r & 0xffffffff;
 		uint64_t xx = x * x, sum = xx + y * y;
 		outside += sum < xx; /* the carry of the 64-bit add */

@@ -7,19 +7,16 @@
 //! {"inside":785412,"samples":1000000}
 //! ```
 //!
-//! Each sample is one 64-bit draw of Go's math/rand/v2 PCG seeded with
-//! (task seed, 0x9e3779b97f4a7c15): its high and low 32 bits are x and y in
+//! Each sample is one 64-bit draw of SplitMix64 seeded with the task seed:
+//! its high and low 32 bits are x and y in
 //! units of 2^-32, and the point is inside exactly when x² + y² < 2^64,
 //! that is when the 64-bit sum does not carry.
 
-use idlepool_task::{Error, Object, Pcg, Task};
-
-/// The second PCG seed word; the first is the task seed.
-const PCG_STREAM: u64 = 0x9e3779b97f4a7c15;
+use idlepool_task::{Error, Object, SplitMix, Task};
 
 /// How many of samples points fall inside the quarter disc.
 fn count_inside(seed: u64, samples: i64) -> i64 {
-    let mut rng = Pcg::new(seed, PCG_STREAM);
+    let mut rng = SplitMix::new(seed);
     let mut outside: u64 = 0;
     for _ in 0..samples {
         let r = rng.u64();

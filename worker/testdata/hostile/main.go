@@ -20,6 +20,12 @@
 //	escape   try to read and write outside /input and print the outcomes
 //	net      try to reach the host listeners named in data and print
 //	         the outcomes
+//	global   count this task in a package variable, count the non-zero
+//	         bytes of a zero-initialised array and of a fresh 32 MiB heap
+//	         block (memory the runtime got from memory.grow, which Go
+//	         does not clear), fill both with 0xAB, print
+//	         {"seen":S,"dirty":D}, and panic afterwards when n is 1: in
+//	         a fresh instance always {"seen":1,"dirty":0}
 package main
 
 import (
@@ -34,6 +40,12 @@ import (
 	"strings"
 	"time"
 )
+
+// seen counts the tasks this instance ran (mode global).
+var seen int
+
+// big is zero-initialised memory of the module (mode global).
+var big [1 << 20]byte
 
 type task struct {
 	Mode string `json:"mode"`
@@ -82,6 +94,26 @@ func main() {
 				b[i] = byte(i)
 			}
 			keep = append(keep, b)
+		}
+	case "global":
+		seen++
+		dirty := 0
+		for i, c := range big {
+			if c != 0 {
+				dirty++
+			}
+			big[i] = 0xAB
+		}
+		b := make([]byte, 32<<20)
+		for i, c := range b {
+			if c != 0 {
+				dirty++
+			}
+			b[i] = 0xAB
+		}
+		fmt.Printf("{\"seen\":%d,\"dirty\":%d}\n", seen, dirty)
+		if t.N == 1 {
+			panic("after dirtying its memory")
 		}
 	case "flood":
 		b := bytes.Repeat([]byte("x"), 1<<20)

@@ -1,0 +1,595 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pelletier/go-toml/v2"
+
+	"idlepool/job"
+)
+
+// trainFile is a training file (TRAIN.toml): what `idlepool train` turns
+// into one job per round. See docs/author.md, "Training".
+type trainFile struct {
+	Name        string `toml:"name"`
+	Description string `toml:"description"`
+	// Program is the WebAssembly module that computes a shard's update
+	// (params.mode = "grad"), applies the merged update (mode "apply")
+	// and makes the first model (mode "init").
+	Program string `toml:"program"`
+	// Rounds is how many rounds to train unless --rounds says otherwise.
+	Rounds int `toml:"rounds"`
+	// Shards is how many tasks each round's job has.
+	Shards int `toml:"shards"`
+	// Model is the first model's file; empty: the program's init mode
+	// makes it.
+	Model string `toml:"model"`
+	// Inputs are the data set's files, the same every round.
+	Inputs map[string]string `toml:"inputs"`
+	// Params go to every task and to the update step.
+	Params map[string]any `toml:"params"`
+	// Policy is copied into every round's job ([policy] of a manifest).
+	Policy map[string]any `toml:"policy"`
+
+	dir  string // the training file's directory
+	hash string // SHA-256 of the file's bytes, hex
+}
+
+// Bounds of a training file.
+const (
+	maxTrainRounds = 1_000_000
+	maxTrainShards = 4096
+)
+
+// loadTrainFile reads and checks a training file.
+func loadTrainFile(path string) (*trainFile, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, &userError{Msg: fmt.Sprintf("read training file: %v", err), Cause: err}
+	}
+	tf := &trainFile{dir: filepath.Dir(path)}
+	dec := toml.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(tf); err != nil {
+		var sme *toml.StrictMissingError
+		if errors.As(err, &sme) {
+			return nil, &userError{Msg: fmt.Sprintf("%s: %s", path, strings.TrimSpace(sme.String())),
+				Hint: "a training file has name, program, rounds, shards, model, [inputs], [params] and [policy] (docs/author.md, Training)", Cause: err}
+		}
+		return nil, &userError{Msg: fmt.Sprintf("%s: %v", path, err), Cause: err}
+	}
+	sum := sha256.Sum256(b)
+	tf.hash = hex.EncodeToString(sum[:])
+	bad := func(format string, args ...any) error {
+		return &userError{Msg: path + ": " + fmt.Sprintf(format, args...), Hint: "see docs/author.md, Training", Cause: errUsage}
+	}
+	switch {
+	case tf.Name == "":
+		return nil, bad("name is missing")
+	case tf.Program == "":
+		return nil, bad("program is missing: the WebAssembly module that computes and applies the updates")
+	case tf.Shards < 1 || tf.Shards > maxTrainShards:
+		return nil, bad("shards must be 1..%d, got %d", maxTrainShards, tf.Shards)
+	case tf.Rounds < 0 || tf.Rounds > maxTrainRounds:
+		return nil, bad("rounds must be 0..%d, got %d", maxTrainRounds, tf.Rounds)
+	}
+	for _, k := range []string{"mode", "round", "shards"} {
+		if _, ok := tf.Params[k]; ok {
+			return nil, bad("params.%s is set by idlepool train itself; remove it", k)
+		}
+	}
+	for _, k := range []string{"model", "update"} {
+		if _, ok := tf.Inputs[k]; ok {
+			return nil, bad("inputs.%s is the name of an input idlepool train adds; rename it", k)
+		}
+	}
+	return tf, nil
+}
+
+// resolve makes p absolute, relative to the training file's directory.
+func (tf *trainFile) resolve(p string) string {
+	if filepath.IsAbs(p) {
+		return p
+	}
+	abs, err := filepath.Abs(filepath.Join(tf.dir, p))
+	if err != nil {
+		return filepath.Join(tf.dir, p)
+	}
+	return abs
+}
+
+// manifest writes the manifest of one job of the training to path: mode
+// "grad" (shards tasks, the update summed by vector-sum) or "apply" and
+// "init" (one task; the model through vector-mean, which gives one
+// result's numbers back exactly). extra are inputs beside the data set.
+func (tf *trainFile) manifest(path, mode string, round int, extra map[string]string) error {
+	params := map[string]any{}
+	for k, v := range tf.Params {
+		params[k] = v
+	}
+	params["mode"] = mode
+	params["round"] = round
+	params["shards"] = tf.Shards
+	inputs := map[string]string{}
+	if mode != "init" {
+		for k, v := range tf.Inputs {
+			inputs[k] = tf.resolve(v)
+		}
+	}
+	for k, v := range extra {
+		inputs[k] = v
+	}
+	tasks := 1
+	merge := []map[string]any{
+		{"name": "model", "rule": job.RuleVectorMean, "field": "model"},
+		{"name": "loss", "rule": job.RuleSum, "field": "loss"},
+		{"name": "accuracy", "rule": job.RuleSum, "field": "accuracy"},
+	}
+	if mode == "grad" {
+		tasks = tf.Shards
+		merge = []map[string]any{{"name": "update", "rule": job.RuleVectorSum, "field": "update"}}
+	}
+	m := map[string]any{
+		"name":        fmt.Sprintf("%s-%s-%d", tf.Name, mode, round),
+		"description": fmt.Sprintf("%s: round %d, %s", tf.Name, round, mode),
+		"program":     tf.resolve(tf.Program),
+		"split":       map[string]any{"rule": "range", "tasks": tasks, "params": params},
+		"merge":       merge,
+	}
+	if len(inputs) > 0 {
+		m["inputs"] = inputs
+	}
+	if len(tf.Policy) > 0 {
+		m["policy"] = tf.Policy
+	}
+	b, err := toml.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("encode round manifest: %w", err)
+	}
+	return writeFileAtomic(path, b)
+}
+
+// lineage is the training's record, lineage.json in its directory: every
+// finished round's jobs and model, so that anyone can recompute and check
+// any round, and a restarted `idlepool train` goes on from the last one.
+type lineage struct {
+	Name string `json:"name"`
+	// TrainFile is the SHA-256 of the training file the rounds come from.
+	TrainFile string `json:"train_file"`
+	// Init is the job that made the first model, or "" when the training
+	// file gave it.
+	Init   string       `json:"init,omitempty"`
+	Model0 string       `json:"model0"` // SHA-256 of the first model
+	Rounds []trainRound `json:"rounds"`
+}
+
+// trainRound is one finished round.
+type trainRound struct {
+	Round int    `json:"round"`
+	Job   string `json:"job"`   // the round's job: the shards' updates, merged
+	Apply string `json:"apply"` // the update step's job
+	Model string `json:"model"` // SHA-256 of the model after the round
+	// Loss is the mean training loss of the round's batch under the
+	// model before the round; Accuracy is the held-out accuracy of the
+	// model after it, as the program measured them.
+	Loss     float64 `json:"loss"`
+	Accuracy float64 `json:"accuracy"`
+	// Seconds is the round's wall time in this session (0 for a round
+	// finished by an earlier one); not part of the lineage's meaning.
+	Seconds float64 `json:"seconds,omitempty"`
+}
+
+// trainDoc is what `idlepool train --json` prints.
+type trainDoc struct {
+	Name    string   `json:"name"`
+	Dir     string   `json:"dir"`
+	Model   string   `json:"model"`  // path of the last model
+	SHA256  string   `json:"sha256"` // its digest
+	Plot    string   `json:"plot"`
+	Lineage *lineage `json:"lineage"`
+}
+
+func cmdTrain(ctx context.Context, g *globals, args []string) error {
+	fs := g.flagSet("idlepool train", "Usage: idlepool train TRAIN.toml [--rounds N] [--pool URL] [--dir DIR] [--workers N] [--json]\n\nTrains a model round by round: each round is one job whose tasks compute the shards' exact updates,\nthen the training's program applies the merged update. Alone and offline, or on a pool with --pool.\nA killed run goes on from its last finished round when started again.\n\n")
+	rounds := fs.Int("rounds", 0, "train until round `N` (default: the training file's rounds)")
+	dirFlag := fs.String("dir", "", "keep the models, the lineage and the plot in `DIR` (default: NAME.train beside the training file)")
+	workers := fs.Int("workers", runtime.NumCPU(), "alone: run `N` tasks at once")
+	asJSON := fs.Bool("json", false, "print one JSON document with the lineage on stdout")
+	pc := poolFlags(fs)
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		fs.Usage()
+		return &userError{Msg: "train needs exactly one training file", Hint: "idlepool train examples/fashion/softmax.toml", Cause: errUsage}
+	}
+	if *workers < 1 || *workers > maxWorkers {
+		return &userError{Msg: fmt.Sprintf("--workers must be 1..%d, got %d", maxWorkers, *workers), Cause: errUsage}
+	}
+	tf, err := loadTrainFile(pos[0])
+	if err != nil {
+		return err
+	}
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == "rounds" })
+	if !set {
+		*rounds = tf.Rounds
+	}
+	if *rounds < 0 || *rounds > maxTrainRounds {
+		return &userError{Msg: fmt.Sprintf("--rounds must be 0..%d, got %d", maxTrainRounds, *rounds), Cause: errUsage}
+	}
+	dir := *dirFlag
+	if dir == "" {
+		dir = filepath.Join(tf.dir, tf.Name+".train")
+	}
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs // the round manifests name the models by absolute paths
+	}
+	t := &trainer{g: g, tf: tf, dir: dir, workers: *workers, pc: pc}
+	if err := t.open(); err != nil {
+		return err
+	}
+	if err := t.train(ctx, *rounds); err != nil {
+		return err
+	}
+	return t.report(*asJSON)
+}
+
+// trainer runs the rounds of one training.
+type trainer struct {
+	g       *globals
+	tf      *trainFile
+	dir     string
+	workers int
+	pc      *poolConn
+	lin     lineage
+}
+
+func (t *trainer) modelPath(round int) string {
+	return filepath.Join(t.dir, "models", fmt.Sprintf("round-%04d.bin", round))
+}
+func (t *trainer) jobPath(name string) string { return filepath.Join(t.dir, "jobs", name) }
+
+// open creates or reads the training's directory.
+func (t *trainer) open() error {
+	for _, d := range []string{"models", "jobs"} {
+		if err := os.MkdirAll(filepath.Join(t.dir, d), 0o755); err != nil {
+			return fmt.Errorf("training directory: %w", err)
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(t.dir, "lineage.json"))
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		t.lin = lineage{Name: t.tf.Name, TrainFile: t.tf.hash, Rounds: []trainRound{}}
+		return nil
+	case err != nil:
+		return fmt.Errorf("read lineage: %w", err)
+	}
+	if err := json.Unmarshal(b, &t.lin); err != nil {
+		return &userError{Msg: fmt.Sprintf("%s: %v", filepath.Join(t.dir, "lineage.json"), err),
+			Hint: "the lineage file is damaged; move the directory away to train from the start", Cause: err}
+	}
+	if t.lin.TrainFile != t.tf.hash {
+		return &userError{Msg: fmt.Sprintf("%s holds a training of another training file (the file changed since)", t.dir),
+			Hint: "train into a new directory (--dir DIR), or move this one away", Cause: errUsage}
+	}
+	// The last model must be the one the lineage names.
+	last, want := 0, t.lin.Model0
+	if n := len(t.lin.Rounds); n > 0 {
+		last, want = t.lin.Rounds[n-1].Round, t.lin.Rounds[n-1].Model
+	}
+	if got, err := fileDigestHex(t.modelPath(last)); err != nil || got != want {
+		return &userError{Msg: fmt.Sprintf("the model of round %d (%s) is missing or not the one the lineage names", last, t.modelPath(last)),
+			Hint: "move the training directory away to train from the start", Cause: errUsage}
+	}
+	return nil
+}
+
+// train runs rounds until round upto is finished.
+func (t *trainer) train(ctx context.Context, upto int) error {
+	if t.lin.Model0 == "" {
+		if err := t.firstModel(ctx); err != nil {
+			return err
+		}
+	}
+	done := len(t.lin.Rounds)
+	if done > 0 {
+		fmt.Fprintf(t.g.stderr, "training %s: rounds 1..%d already finished (%s)\n", t.tf.Name, done, filepath.Join(t.dir, "lineage.json"))
+	}
+	for k := done + 1; k <= upto; k++ {
+		start := time.Now()
+		r, err := t.round(ctx, k)
+		if err != nil {
+			return err
+		}
+		r.Seconds = math.Round(time.Since(start).Seconds()*100) / 100
+		t.lin.Rounds = append(t.lin.Rounds, r)
+		if err := t.saveLineage(); err != nil {
+			return err
+		}
+		t.forgetRuns(r.Job, r.Apply)
+		fmt.Fprintf(t.g.stderr, "round %d/%d: loss %.4f, held-out accuracy %.2f%% (%.1fs)\n", k, upto, r.Loss, 100*r.Accuracy, r.Seconds)
+	}
+	return t.plot()
+}
+
+// firstModel takes the training file's model or runs the init job.
+func (t *trainer) firstModel(ctx context.Context) error {
+	dst := t.modelPath(0)
+	if t.tf.Model != "" {
+		b, err := os.ReadFile(t.tf.resolve(t.tf.Model))
+		if err != nil {
+			return &userError{Msg: fmt.Sprintf("read the first model: %v", err), Cause: err}
+		}
+		if err := writeFileAtomic(dst, b); err != nil {
+			return err
+		}
+	} else {
+		man := t.jobPath("init.toml")
+		if err := t.tf.manifest(man, "init", 0, nil); err != nil {
+			return err
+		}
+		doc, err := t.runJob(ctx, man)
+		if err != nil {
+			return &userError{Msg: "the first model (mode init): " + userMessage(err), Hint: hintOf(err), Cause: err}
+		}
+		model, _, _, err := applyOutcome(doc)
+		if err != nil {
+			return fmt.Errorf("the first model: %w", err)
+		}
+		if err := writeFileAtomic(dst, model); err != nil {
+			return err
+		}
+		t.lin.Init = doc.Job
+		defer t.forgetRuns(doc.Job)
+	}
+	sum, err := fileDigestHex(dst)
+	if err != nil {
+		return err
+	}
+	t.lin.Model0 = sum
+	return t.saveLineage()
+}
+
+// round runs round k: the shards' job, then the update step.
+func (t *trainer) round(ctx context.Context, k int) (trainRound, error) {
+	prev := t.modelPath(k - 1)
+	man := t.jobPath(fmt.Sprintf("round-%04d.toml", k))
+	if err := t.tf.manifest(man, "grad", k, map[string]string{"model": prev}); err != nil {
+		return trainRound{}, err
+	}
+	doc, err := t.runJob(ctx, man)
+	if err != nil {
+		return trainRound{}, t.roundError(k, "the shards' updates", err)
+	}
+	upd, err := json.Marshal(doc.Result)
+	if err != nil {
+		return trainRound{}, fmt.Errorf("round %d: encode the merged update: %w", k, err)
+	}
+	updPath := t.jobPath(fmt.Sprintf("update-%04d.json", k))
+	if err := writeFileAtomic(updPath, upd); err != nil {
+		return trainRound{}, err
+	}
+	aman := t.jobPath(fmt.Sprintf("apply-%04d.toml", k))
+	if err := t.tf.manifest(aman, "apply", k, map[string]string{"model": prev, "update": updPath}); err != nil {
+		return trainRound{}, err
+	}
+	adoc, err := t.runJob(ctx, aman)
+	if err != nil {
+		return trainRound{}, t.roundError(k, "the update step", err)
+	}
+	model, loss, acc, err := applyOutcome(adoc)
+	if err != nil {
+		return trainRound{}, t.roundError(k, "the update step", err)
+	}
+	if len(model) != fileSize(prev) {
+		return trainRound{}, t.roundError(k, "the update step", fmt.Errorf("the new model has %d bytes, the old one %d", len(model), fileSize(prev)))
+	}
+	if err := writeFileAtomic(t.modelPath(k), model); err != nil {
+		return trainRound{}, err
+	}
+	sum := sha256.Sum256(model)
+	return trainRound{Round: k, Job: doc.Job, Apply: adoc.Job, Model: hex.EncodeToString(sum[:]), Loss: loss, Accuracy: acc}, nil
+}
+
+// forgetRuns removes the run directories (journal, input snapshot) of
+// jobs the lineage records: their results are in the models, and each
+// holds a copy of the data set. Alone only; a pool's merges are left as
+// submit leaves them.
+func (t *trainer) forgetRuns(jobs ...string) {
+	if t.pc.url != "" {
+		return
+	}
+	dirs, err := t.g.dirs()
+	if err != nil {
+		return
+	}
+	for _, id := range jobs {
+		if _, err := job.ParseDigest(id); err == nil { // never a path from elsewhere
+			os.RemoveAll(filepath.Join(dirs.Data, "runs", id))
+		}
+	}
+}
+
+// roundError says which round and step failed, and where the last good
+// model is.
+func (t *trainer) roundError(k int, step string, err error) error {
+	if errors.Is(err, context.Canceled) {
+		return &userError{Msg: fmt.Sprintf("interrupted in round %d; finished rounds and tasks are saved", k), Hint: "run the same command again to continue", Cause: err}
+	}
+	return &userError{
+		Msg:   fmt.Sprintf("round %d: %s failed: %s", k, step, userMessage(err)),
+		Hint:  fmt.Sprintf("the last good model is %s (round %d); %s", t.modelPath(k-1), k-1, hintOf(err)),
+		Cause: err,
+	}
+}
+
+func userMessage(err error) string {
+	var ue *userError
+	if errors.As(err, &ue) {
+		return ue.Msg
+	}
+	return err.Error()
+}
+
+func hintOf(err error) string {
+	var ue *userError
+	if errors.As(err, &ue) && ue.Hint != "" {
+		return ue.Hint
+	}
+	return "fix the training file or the program and run the same command again"
+}
+
+// runJob computes one job with the machinery of `idlepool run` (alone) or
+// of `idlepool submit --follow` (on a pool) and returns its document.
+// Any failed task fails the job: a round without all its shards is not
+// the round.
+func (t *trainer) runJob(ctx context.Context, manifest string) (*runDoc, error) {
+	var out bytes.Buffer
+	sub := *t.g
+	sub.stdout = &out
+	args := []string{manifest, "--json"}
+	var err error
+	if t.pc.url != "" {
+		args = append(args, "--follow", "--pool", t.pc.url)
+		if t.pc.invite != "" {
+			args = append(args, "--invite", t.pc.invite)
+		}
+		if t.pc.ownerKey != "" {
+			args = append(args, "--owner-key", t.pc.ownerKey)
+		}
+		err = cmdSubmit(ctx, &sub, args)
+	} else {
+		args = append(args, "--workers", strconv.Itoa(t.workers))
+		err = cmdRun(ctx, &sub, args)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var doc runDoc
+	if jerr := json.Unmarshal(out.Bytes(), &doc); jerr != nil {
+		return nil, fmt.Errorf("read the job's result: %w", jerr)
+	}
+	if len(doc.Failures) > 0 {
+		f := doc.Failures[0]
+		return nil, fmt.Errorf("task %d: %s", f.Index, reasonLine(f.Reason))
+	}
+	return &doc, nil
+}
+
+// applyOutcome reads the update step's result: the model as float64
+// little-endian bytes, the loss and the accuracy.
+func applyOutcome(doc *runDoc) (model []byte, loss, acc float64, err error) {
+	b, err := json.Marshal(doc.Result)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	var r struct {
+		Model struct {
+			Mean []float64 `json:"mean"`
+		} `json:"model"`
+		Loss     struct{ Sum float64 } `json:"loss"`
+		Accuracy struct{ Sum float64 } `json:"accuracy"`
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, 0, 0, fmt.Errorf("the update step's result: %w (want {\"model\": [numbers], \"loss\": number, \"accuracy\": number})", err)
+	}
+	if len(r.Model.Mean) == 0 {
+		return nil, 0, 0, errors.New("the update step returned no model")
+	}
+	model = make([]byte, 8*len(r.Model.Mean))
+	for i, f := range r.Model.Mean {
+		binary.LittleEndian.PutUint64(model[8*i:], math.Float64bits(f))
+	}
+	return model, r.Loss.Sum, r.Accuracy.Sum, nil
+}
+
+func (t *trainer) saveLineage() error {
+	b, err := json.MarshalIndent(t.lin, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(filepath.Join(t.dir, "lineage.json"), append(b, '\n'))
+}
+
+// report prints the table (or the JSON document) of the finished rounds.
+func (t *trainer) report(asJSON bool) error {
+	last := 0
+	if n := len(t.lin.Rounds); n > 0 {
+		last = t.lin.Rounds[n-1].Round
+	}
+	model := t.modelPath(last)
+	sum, err := fileDigestHex(model)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		b, err := json.MarshalIndent(trainDoc{Name: t.tf.Name, Dir: t.dir, Model: model, SHA256: sum, Plot: t.plotPath(), Lineage: &t.lin}, "", "  ")
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(t.g.stdout, "%s\n", b)
+		return nil
+	}
+	w := t.g.stdout
+	fmt.Fprintf(w, "%-6s %-10s %-9s %-12s %s\n", "round", "loss", "accuracy", "job", "apply")
+	for _, r := range t.lin.Rounds {
+		fmt.Fprintf(w, "%-6d %-10.4f %-9s %-12s %s\n", r.Round, r.Loss, fmt.Sprintf("%.2f%%", 100*r.Accuracy), r.Job[:12], r.Apply[:12])
+	}
+	fmt.Fprintf(w, "model: %s (sha256 %s)\nlineage: %s\nplot: %s\n", model, sum[:16], filepath.Join(t.dir, "lineage.json"), t.plotPath())
+	return nil
+}
+
+func fileDigestHex(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+func fileSize(path string) int {
+	st, err := os.Stat(path)
+	if err != nil {
+		return -1
+	}
+	return int(st.Size())
+}
+
+// writeFileAtomic writes b to path through a temporary file and a rename,
+// synced, so that a kill leaves the old file or the new one.
+func writeFileAtomic(path string, b []byte) error {
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	if err = errors.Join(err, f.Sync(), f.Close()); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return os.Rename(tmp, path)
+}

@@ -1,0 +1,301 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"idlepool/identity"
+)
+
+// fashionDir is where Debian's dataset-fashion-mnist puts the data set
+// (.ci/run installs it).
+const fashionDir = "/usr/share/datasets/fashion-mnist"
+
+// fashionSubset writes the first n training and m test examples of
+// Fashion-MNIST as IDX files into dir and returns dir.
+func fashionSubset(t *testing.T, dir string, n, m int) string {
+	t.Helper()
+	if _, err := os.Stat(filepath.Join(fashionDir, "train-images-idx3-ubyte.gz")); err != nil {
+		t.Skipf("Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist): %v", err)
+	}
+	cut := func(name string, header, rowBytes, rows int) {
+		f, err := os.Open(filepath.Join(fashionDir, name+".gz"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		z, err := gzip.NewReader(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := make([]byte, header+rowBytes*rows)
+		if _, err := io.ReadFull(z, b); err != nil {
+			t.Fatal(err)
+		}
+		binary.BigEndian.PutUint32(b[4:], uint32(rows))
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cut("train-images-idx3-ubyte", 16, 784, n)
+	cut("train-labels-idx1-ubyte", 8, 1, n)
+	cut("t10k-images-idx3-ubyte", 16, 784, m)
+	cut("t10k-labels-idx1-ubyte", 8, 1, m)
+	return dir
+}
+
+var (
+	fashionOnce sync.Once
+	fashionData string
+)
+
+// smallFashion is a subset shared by the tests: 240 training examples
+// (two batches of 120) and 100 test examples.
+func smallFashion(t *testing.T) string {
+	t.Helper()
+	fashionOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "fashion-subset-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		fashionData = dir
+	})
+	if _, err := os.Stat(filepath.Join(fashionData, "t10k-labels-idx1-ubyte")); err != nil {
+		fashionSubset(t, fashionData, 240, 100)
+	}
+	return fashionData
+}
+
+// writeTrainFile writes a training file for the fashion program over
+// data into a new directory, with the program beside it, and returns its
+// path. params replaces [params]; extra is added at the top.
+func writeTrainFile(t *testing.T, program, data string, shards int, extra, params string) string {
+	t.Helper()
+	dir := t.TempDir()
+	b, err := os.ReadFile(wasm[program])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "prog.wasm"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if params == "" {
+		params = "features = 784\nclasses = 10\nbatch = 120\nlr = 0.01\n"
+	}
+	text := fmt.Sprintf(`name = "small"
+program = "prog.wasm"
+rounds = 3
+shards = %d
+%s
+[inputs]
+train_images = %q
+train_labels = %q
+test_images = %q
+test_labels = %q
+
+[params]
+%s`, shards, extra,
+		filepath.Join(data, "train-images-idx3-ubyte"), filepath.Join(data, "train-labels-idx1-ubyte"),
+		filepath.Join(data, "t10k-images-idx3-ubyte"), filepath.Join(data, "t10k-labels-idx1-ubyte"), params)
+	path := filepath.Join(dir, "train.toml")
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// trainOut is the part of `train --json` the tests read.
+type trainOut struct {
+	Model   string
+	SHA256  string
+	Plot    string
+	Lineage struct {
+		Rounds []struct {
+			Round          int
+			Job, Apply     string
+			Model          string
+			Loss, Accuracy float64
+		}
+	}
+}
+
+func trainJSON(t *testing.T, home string, args ...string) (trainOut, runOut) {
+	t.Helper()
+	out := idlepool(t, home, append([]string{"train", "--json", "--workers", "2"}, args...)...)
+	if out.code != 0 {
+		t.Fatalf("train %v: exit %d\nstderr:\n%s", args, out.code, out.stderr)
+	}
+	var doc trainOut
+	if err := json.Unmarshal([]byte(out.stdout), &doc); err != nil {
+		t.Fatalf("train --json: %v\n%s", err, out.stdout)
+	}
+	return doc, out
+}
+
+// TestTrainShardInvariant trains 3 rounds of the softmax example on a
+// subset of Fashion-MNIST with 1, 3 and 8 shards: the models are the same
+// bytes (the fixed-point update and the vector-sum merge are exact), the
+// loss falls, and the lineage names every round's jobs.
+func TestTrainShardInvariant(t *testing.T) {
+	t.Parallel() // mostly waits on its subprocesses
+	data := smallFashion(t)
+	models := make([]string, 3)
+	var wg sync.WaitGroup
+	for i, shards := range []int{1, 3, 8} {
+		wg.Go(func() {
+			doc, out := trainJSON(t, t.TempDir(), writeTrainFile(t, "fashion", data, shards, "", ""))
+			models[i] = doc.SHA256
+			rs := doc.Lineage.Rounds
+			if len(rs) != 3 || rs[2].Model != doc.SHA256 || rs[2].Loss >= rs[0].Loss || rs[0].Job == "" || rs[0].Apply == "" {
+				t.Errorf("%d shards: lineage %+v", shards, rs)
+			}
+			if !strings.Contains(out.stderr, "round 3/3: loss ") {
+				t.Errorf("%d shards: no progress line for round 3:\n%s", shards, out.stderr)
+			}
+			svg, err := os.ReadFile(doc.Plot)
+			if err != nil || !bytes.HasPrefix(svg, []byte("<svg")) || !bytes.Contains(svg, []byte("<polyline")) {
+				t.Errorf("%d shards: plot %s: %v", shards, doc.Plot, err)
+			}
+		})
+	}
+	wg.Wait()
+	if models[0] != models[1] || models[0] != models[2] {
+		t.Fatalf("models after 3 rounds with 1, 3 and 8 shards differ: %v", models)
+	}
+}
+
+// TestTrainResumesAfterKill kills the driver (SIGKILL) once round 1 is
+// finished and runs it again: it does not compute round 1 again and ends
+// with the model of an uninterrupted run.
+func TestTrainResumesAfterKill(t *testing.T) {
+	t.Parallel() // mostly waits on its subprocesses
+	data := smallFashion(t)
+	train := writeTrainFile(t, "fashion", data, 2, "", "")
+	want, _ := trainJSON(t, t.TempDir(), train, "--dir", filepath.Join(t.TempDir(), "ref"))
+
+	home, dir := t.TempDir(), filepath.Join(t.TempDir(), "state")
+	cmd := exec.CommandContext(t.Context(), binPath, "--home", home, "train", train, "--dir", dir, "--workers", "2")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(stderr)
+	killed := false
+	for sc.Scan() {
+		if strings.HasPrefix(sc.Text(), "round 1/3:") {
+			cmd.Process.Signal(syscall.SIGKILL)
+			killed = true
+			break
+		}
+	}
+	go io.Copy(io.Discard, stderr)
+	cmd.Wait()
+	if !killed {
+		t.Fatal("the driver never finished round 1")
+	}
+	got, out := trainJSON(t, home, train, "--dir", dir)
+	if !strings.Contains(out.stderr, "rounds 1..1 already finished") || strings.Contains(out.stderr, "small-grad-1 ") {
+		t.Errorf("the second run did not go on from round 2:\n%s", out.stderr)
+	}
+	if got.SHA256 != want.SHA256 {
+		t.Errorf("model after a kill and a resume %s, uninterrupted %s", got.SHA256, want.SHA256)
+	}
+}
+
+// TestTrainBadInput: each mistake stops the training with a message that
+// names the round and what is wrong, and keeps the last good model.
+func TestTrainBadInput(t *testing.T) {
+	t.Parallel()
+	data := smallFashion(t)
+	badModel := filepath.Join(t.TempDir(), "bad.bin")
+	if err := os.WriteFile(badModel, make([]byte, 100), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name          string
+		program       string
+		extra, params string
+		want          []string
+		lastGoodRound int
+	}{
+		{"model of the wrong size", "fashion", fmt.Sprintf("model = %q", badModel), "",
+			[]string{"round 1: the shards' updates failed", "model: 100 bytes, want 188416"}, 0},
+		{"data set of another shape", "fashion", "", "features = 780\nclasses = 10\nbatch = 120\nlr = 0.01\n",
+			[]string{"round 1: the shards' updates failed", "train_images: 28×28 = 784 pixels per image, the training declares features = 780"}, 0},
+		{"apply program fails", "badapply", "", "x = 1\n",
+			[]string{"round 2: the update step failed", "the optimizer state is corrupt"}, 1},
+		{"learning rate diverges", "fashion", "", "features = 784\nclasses = 10\nbatch = 120\nlr = 1e300\n",
+			[]string{"round 2: the shards' updates failed", "the model diverged"}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir := filepath.Join(t.TempDir(), "state")
+			out := idlepool(t, t.TempDir(), "train", writeTrainFile(t, tc.program, data, 2, tc.extra, tc.params), "--dir", dir, "--workers", "2")
+			if out.code != 1 {
+				t.Fatalf("exit %d, want 1\n%s", out.code, out.stderr)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out.stderr, w) {
+					t.Errorf("stderr lacks %q:\n%s", w, out.stderr)
+				}
+			}
+			good := filepath.Join(dir, "models", fmt.Sprintf("round-%04d.bin", tc.lastGoodRound))
+			if !strings.Contains(out.stderr, "the last good model is "+good) {
+				t.Errorf("stderr does not name the last good model %s:\n%s", good, out.stderr)
+			}
+			if _, err := os.Stat(good); err != nil {
+				t.Errorf("last good model: %v", err)
+			}
+			if _, err := os.Stat(filepath.Join(dir, "models", fmt.Sprintf("round-%04d.bin", tc.lastGoodRound+1))); err == nil {
+				t.Errorf("a model of the failed round %d was written", tc.lastGoodRound+1)
+			}
+		})
+	}
+}
+
+// TestTrainPoolMatchesSolo trains 3 rounds on a pool of 3 agents of 2
+// owners (two devices share an owner key) and alone: the models are the
+// same bytes, and so are the rounds' job IDs.
+func TestTrainPoolMatchesSolo(t *testing.T) {
+	t.Parallel() // mostly waits on the pool
+	data := smallFashion(t)
+	train := writeTrainFile(t, "fashion", data, 3, "", "")
+	solo, _ := trainJSON(t, t.TempDir(), train, "--dir", filepath.Join(t.TempDir(), "solo"))
+
+	_, url := startServe(t, t.TempDir(), "127.0.0.1:0")
+	shared := filepath.Join(t.TempDir(), "owner.key")
+	if _, err := identity.LoadOrCreate(shared); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		var extra []string
+		if i >= 1 {
+			extra = []string{"--owner-key", shared}
+		}
+		startJoin(t, filepath.Join(t.TempDir(), fmt.Sprintf("agent%d", i)), url, extra...)
+	}
+	pooled, out := trainJSON(t, t.TempDir(), train, "--pool", url, "--dir", filepath.Join(t.TempDir(), "pooled"))
+	if pooled.SHA256 != solo.SHA256 {
+		t.Fatalf("pooled model %s, solo model %s\n%s", pooled.SHA256, solo.SHA256, out.stderr)
+	}
+	for i, r := range pooled.Lineage.Rounds {
+		if s := solo.Lineage.Rounds[i]; r.Job != s.Job || r.Apply != s.Apply || r.Model != s.Model {
+			t.Errorf("round %d: pooled %+v, solo %+v", r.Round, r, s)
+		}
+	}
+}

@@ -1,0 +1,369 @@
+// Command fashion is an idlepool training program: softmax (multinomial
+// logistic) regression on Fashion-MNIST, trained round by round with
+// `idlepool train` (docs/author.md, "Training"). One WebAssembly module
+// plays three parts, chosen by params.mode:
+//
+//   - "init": the first model, all zeros.
+//   - "grad": one shard of round params.round's batch. It returns the
+//     shard's exact contribution as fixed-point integers, {"update":
+//     [...]}, which the vector-sum rule adds exactly: the summed gradient
+//     of the cross-entropy over the shard's examples, then the summed
+//     loss and the number of examples.
+//   - "apply": the optimizer (Adam, Kingma and Ba 2015) turns the merged
+//     update and the old model into the new model, and measures the new
+//     model's accuracy on the held-out set: {"model": [...], "loss": L,
+//     "accuracy": A}.
+//
+// The model file is float64 little-endian: the weights W[j][k] (feature j,
+// class k, row-major), the biases b[k], Adam's first and second moments of
+// each of those, and the running powers β1^t and β2^t: 3·P+2 numbers, P =
+// features·classes + classes.
+//
+// Exactness: each example's error p_k − y_k is rounded once to a multiple
+// of 2^-30 and multiplied by the pixel's integer value 0..255, so the
+// gradient is a sum of integers, the same for any cut into shards. The
+// forward pass, exp and log run in one fixed order (package exact), so
+// every device computes the same errors.
+package main
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+
+	"idlepool/examples/internal/exact"
+	"idlepool/examples/internal/task"
+)
+
+// Fixed-point scales: an example's error is a multiple of 2^-gradBits,
+// its loss of 2^-lossBits.
+const (
+	gradBits = 30
+	lossBits = 32
+	// maxLoss bounds one example's loss: beyond it the model has
+	// diverged.
+	maxLoss = 1 << 20
+)
+
+// params are what the training file's [params] and the driver hand every
+// task.
+type params struct {
+	Mode     string  `json:"mode"`     // init, grad or apply
+	Round    int     `json:"round"`    // 1-based
+	Shards   int     `json:"shards"`   // tasks in a grad round
+	Features int     `json:"features"` // pixels per image
+	Classes  int     `json:"classes"`
+	Batch    int     `json:"batch"` // examples per round
+	LR       float64 `json:"lr"`
+	Beta1    float64 `json:"beta1"`
+	Beta2    float64 `json:"beta2"`
+	Eps      float64 `json:"eps"`
+}
+
+func main() { os.Exit(task.Run(os.Stdin, os.Stdout, os.Stderr, compute)) }
+
+func compute(t task.Task) (any, error) {
+	p := params{Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}
+	if err := t.DecodeParams(&p); err != nil {
+		return nil, err
+	}
+	if p.Features < 1 || p.Classes < 2 {
+		return nil, fmt.Errorf("params: features must be >= 1 and classes >= 2, got %d and %d", p.Features, p.Classes)
+	}
+	switch p.Mode {
+	case "init":
+		return applyResult{Model: make([]float64, 3*p.size()+2)}, nil
+	case "grad":
+		return grad(t, p)
+	case "apply":
+		return apply(t, p)
+	}
+	return nil, fmt.Errorf("params.mode must be init, grad or apply, got %q", p.Mode)
+}
+
+// size is P, the number of parameters.
+func (p params) size() int { return p.Features*p.Classes + p.Classes }
+
+// gradResult is a grad task's result.
+type gradResult struct {
+	Update []int64 `json:"update"`
+}
+
+// applyResult is the apply step's result.
+type applyResult struct {
+	Model    []float64 `json:"model"`
+	Loss     float64   `json:"loss"`
+	Accuracy float64   `json:"accuracy"`
+}
+
+// loadModel reads the model input and checks its size.
+func loadModel(t task.Task, p params) ([]float64, error) {
+	path, err := t.Input("model")
+	if err != nil {
+		return nil, err
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	n := 3*p.size() + 2
+	if len(b) != 8*n {
+		return nil, task.DataError(fmt.Errorf("model: %d bytes, want %d (3·%d parameters + 2, float64 little-endian, for %d features and %d classes)",
+			len(b), 8*n, p.size(), p.Features, p.Classes))
+	}
+	m := make([]float64, n)
+	for i := range m {
+		m[i] = math.Float64frombits(binary.LittleEndian.Uint64(b[8*i:]))
+	}
+	return m, nil
+}
+
+// dataset is an IDX image file and its label file, opened for reading
+// rows (LeCun et al., the MNIST file format).
+type dataset struct {
+	images, labels *os.File
+	n, features    int
+}
+
+// openData opens the inputs NAME_images and NAME_labels and checks them
+// against the declared shape.
+func openData(t task.Task, name string, p params) (*dataset, error) {
+	ip, err := t.Input(name + "_images")
+	if err != nil {
+		return nil, err
+	}
+	lp, err := t.Input(name + "_labels")
+	if err != nil {
+		return nil, err
+	}
+	d := &dataset{}
+	if d.images, err = os.Open(ip); err != nil {
+		return nil, err
+	}
+	if d.labels, err = os.Open(lp); err != nil {
+		return nil, err
+	}
+	var h [16]byte
+	if _, err := io.ReadFull(d.images, h[:]); err != nil || binary.BigEndian.Uint32(h[:]) != 0x803 {
+		return nil, task.DataError(fmt.Errorf("%s_images: not an IDX file of images (magic 0x00000803)", name))
+	}
+	d.n = int(binary.BigEndian.Uint32(h[4:]))
+	rows, cols := int(binary.BigEndian.Uint32(h[8:])), int(binary.BigEndian.Uint32(h[12:]))
+	d.features = rows * cols
+	if d.features != p.Features {
+		return nil, task.DataError(fmt.Errorf("%s_images: %d×%d = %d pixels per image, the training declares features = %d", name, rows, cols, d.features, p.Features))
+	}
+	if st, err := d.images.Stat(); err == nil && st.Size() != 16+int64(d.n)*int64(d.features) {
+		return nil, task.DataError(fmt.Errorf("%s_images: %d bytes, want %d for %d images", name, st.Size(), 16+int64(d.n)*int64(d.features), d.n))
+	}
+	if _, err := io.ReadFull(d.labels, h[:8]); err != nil || binary.BigEndian.Uint32(h[:]) != 0x801 {
+		return nil, task.DataError(fmt.Errorf("%s_labels: not an IDX file of labels (magic 0x00000801)", name))
+	}
+	if nl := int(binary.BigEndian.Uint32(h[4:])); nl != d.n {
+		return nil, task.DataError(fmt.Errorf("%s_labels: %d labels for %d images", name, nl, d.n))
+	}
+	return d, nil
+}
+
+// read returns the pixels and labels of examples [lo, hi).
+func (d *dataset) read(lo, hi int, classes int) ([]byte, []byte, error) {
+	px := make([]byte, (hi-lo)*d.features)
+	if _, err := d.images.ReadAt(px, 16+int64(lo)*int64(d.features)); err != nil {
+		return nil, nil, fmt.Errorf("read images %d..%d: %w", lo, hi, err)
+	}
+	lb := make([]byte, hi-lo)
+	if _, err := d.labels.ReadAt(lb, 8+int64(lo)); err != nil {
+		return nil, nil, fmt.Errorf("read labels %d..%d: %w", lo, hi, err)
+	}
+	for i, l := range lb {
+		if int(l) >= classes {
+			return nil, nil, task.DataError(fmt.Errorf("label of example %d is %d, the training declares %d classes", lo+i, l, classes))
+		}
+	}
+	return px, lb, nil
+}
+
+// logits computes z = b + Wᵀx for one image, x_j = pixel_j/255, adding the
+// features in ascending order; a zero pixel adds nothing.
+func logits(w []float64, p params, px []byte, z []float64) {
+	c := p.Classes
+	copy(z, w[p.Features*c:p.size()])
+	for j, v := range px {
+		if v == 0 {
+			continue
+		}
+		x := float64(v) / 255
+		row := w[j*c : j*c+c]
+		for k := range z {
+			z[k] = z[k] + float64(row[k]*x)
+		}
+	}
+}
+
+func grad(t task.Task, p params) (any, error) {
+	w, err := loadModel(t, p)
+	if err != nil {
+		return nil, err
+	}
+	d, err := openData(t, "train", p)
+	if err != nil {
+		return nil, err
+	}
+	if p.Batch < 1 || p.Batch > d.n || p.Shards < 1 || p.Shards > p.Batch || p.Round < 1 {
+		return nil, fmt.Errorf("params: want 1 <= batch <= %d examples, 1 <= shards <= batch and round >= 1, got batch %d, shards %d, round %d", d.n, p.Batch, p.Shards, p.Round)
+	}
+	// Round r takes batch (r-1) mod (n/batch); shard s its s-th slice.
+	start := ((p.Round - 1) % (d.n / p.Batch)) * p.Batch
+	lo := start + t.Index*p.Batch/p.Shards
+	hi := start + (t.Index+1)*p.Batch/p.Shards
+	px, lb, err := d.read(lo, hi, p.Classes)
+	if err != nil {
+		return nil, err
+	}
+	c, f := p.Classes, p.Features
+	u := exact.NewVec(p.size() + 2)
+	z := make([]float64, c)
+	dq := make([]int64, c)
+	for e := range lb {
+		img := px[e*f : e*f+f]
+		logits(w, p, img, z)
+		m := z[0]
+		for _, v := range z[1:] {
+			m = math.Max(m, v)
+		}
+		s := 0.0
+		for k := range z {
+			z[k] = exact.Exp(z[k] - m) // z now holds e^(z-m)
+			s += z[k]
+		}
+		y := int(lb[e])
+		loss := exact.Log(s) - exact.Log(z[y])
+		if !(loss < maxLoss) {
+			return nil, fmt.Errorf("round %d: loss of example %d is %g: the model diverged (a smaller lr may help)", p.Round, lo+e, loss)
+		}
+		lq, err := exact.Quantize(loss, lossBits)
+		if err != nil {
+			return nil, fmt.Errorf("round %d: loss of example %d: %w", p.Round, lo+e, err)
+		}
+		for k := range z {
+			pk := z[k] / s
+			if k == y {
+				pk -= 1
+			}
+			if dq[k], err = exact.Quantize(pk, gradBits); err != nil {
+				return nil, fmt.Errorf("round %d: error of example %d: %w", p.Round, lo+e, err)
+			}
+			u.Add(f*c+k, dq[k])
+		}
+		for j, v := range img {
+			if v == 0 {
+				continue
+			}
+			for k := range dq {
+				u.Add(j*c+k, int64(v)*dq[k])
+			}
+		}
+		u.Add(p.size(), lq)
+	}
+	u.Add(p.size()+1, int64(len(lb)))
+	if err := u.Err(); err != nil {
+		return nil, err
+	}
+	return gradResult{Update: u.S}, nil
+}
+
+// mergedUpdate is the round's merged result as the driver writes it.
+type mergedUpdate struct {
+	Update struct {
+		Count int64   `json:"count"`
+		Sum   []int64 `json:"sum"`
+	} `json:"update"`
+}
+
+func apply(t task.Task, p params) (any, error) {
+	model, err := loadModel(t, p)
+	if err != nil {
+		return nil, err
+	}
+	up, err := t.Input("update")
+	if err != nil {
+		return nil, err
+	}
+	b, err := os.ReadFile(up)
+	if err != nil {
+		return nil, err
+	}
+	var mu mergedUpdate
+	if err := json.Unmarshal(b, &mu); err != nil {
+		return nil, task.DataError(fmt.Errorf("update: %w", err))
+	}
+	P := p.size()
+	sum := mu.Update.Sum
+	if len(sum) != P+2 || sum[P+1] < 1 {
+		return nil, task.DataError(fmt.Errorf("update: %d numbers, want %d with a positive example count", len(sum), P+2))
+	}
+	n := float64(sum[P+1])
+	w, m, v := model[:P], model[P:2*P], model[2*P:3*P]
+	b1t := model[3*P] * p.Beta1
+	b2t := model[3*P+1] * p.Beta2
+	if model[3*P] == 0 { // the first step: β^1
+		b1t, b2t = p.Beta1, p.Beta2
+	}
+	fw := p.Features * p.Classes
+	for i := range w {
+		g := float64(sum[i]) * (1.0 / (1 << gradBits)) / n
+		if i < fw {
+			g /= 255 // the pixels were summed as integers 0..255
+		}
+		m[i] = float64(p.Beta1*m[i]) + float64((1-p.Beta1)*g)
+		v[i] = float64(p.Beta2*v[i]) + float64(float64((1-p.Beta2)*g)*g)
+		mh := m[i] / (1 - b1t)
+		vh := v[i] / (1 - b2t)
+		w[i] -= float64(p.LR*mh) / (math.Sqrt(vh) + p.Eps)
+		if math.IsInf(w[i], 0) || math.IsNaN(w[i]) {
+			return nil, fmt.Errorf("round %d: parameter %d became %g: the learning rate %g diverges", p.Round, i, w[i], p.LR)
+		}
+	}
+	model[3*P], model[3*P+1] = b1t, b2t
+	acc, err := accuracy(t, p, w)
+	if err != nil {
+		return nil, err
+	}
+	loss := float64(sum[P]) * (1.0 / (1 << lossBits)) / n
+	return applyResult{Model: model, Loss: loss, Accuracy: acc}, nil
+}
+
+// accuracy is the share of the held-out set that w classifies right
+// (ties go to the lower class).
+func accuracy(t task.Task, p params, w []float64) (float64, error) {
+	d, err := openData(t, "test", p)
+	if errors.Is(err, task.ErrNoInput) {
+		return 0, nil // no held-out set given
+	}
+	if err != nil {
+		return 0, err
+	}
+	px, lb, err := d.read(0, d.n, p.Classes)
+	if err != nil {
+		return 0, err
+	}
+	z := make([]float64, p.Classes)
+	right := 0
+	for e, y := range lb {
+		logits(w, p, px[e*p.Features:(e+1)*p.Features], z)
+		best := 0
+		for k, v := range z {
+			if v > z[best] {
+				best = k
+			}
+		}
+		if best == int(y) {
+			right++
+		}
+	}
+	return float64(right) / float64(max(d.n, 1)), nil
+}
