@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"idlepool/castore"
+	"idlepool/energy"
 	"idlepool/home"
 	"idlepool/identity"
 	"idlepool/idle"
@@ -106,6 +107,14 @@ type Config struct {
 	Tamper func(pool.Lease, pool.TaskOutcome) pool.TaskOutcome
 	// Logger receives diagnostics; nil discards them.
 	Logger *slog.Logger
+	// Energy, if set, meters each task (started under the Donor's or the
+	// caller's Serve) and the agent records its Usage when Store is an
+	// EnergyRecorder. The figures are the donor's own: they never enter
+	// a result, a submission or a receipt's cost.
+	Energy *energy.Meter
+	// energyAdded, if set, is called after a task's energy was recorded
+	// (the Donor's policy reads the caps' usage again).
+	energyAdded func()
 
 	// Signals, if set, is sampled every SamplePeriod and Decide turns the
 	// signals into the decision the agent obeys (see Serve): run with
@@ -726,7 +735,14 @@ func (a *Agent) runLease(ctx context.Context, l pool.Lease, slot int, last bool)
 			a.watchGPUs(taskCtx, gpus, cancel)
 		}
 	}()
+	var metered *energy.Task
+	if a.cfg.Energy != nil {
+		metered = a.cfg.Energy.Start(gpus)
+	}
 	out, err := a.runTask(taskCtx, cj, t, gpus, gpuMiB)
+	if metered != nil {
+		a.recordEnergy(ctx, l, metered.Stop(out.PID), log)
+	}
 	cancel(nil)
 	<-hbDone
 	<-pauseDone

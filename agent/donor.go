@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"idlepool/energy"
 	"idlepool/home"
 	"idlepool/identity"
 	"idlepool/idle"
@@ -90,6 +91,10 @@ type DonorConfig struct {
 	// Adjust, if set, changes each agent's configuration before the agent
 	// is made (tests shorten its polls and backoff).
 	Adjust func(*Config)
+	// Energy, if set, meters the energy of every task (NewEnergyMeter);
+	// Serve runs it, the agents record each task's Usage in Store, Status
+	// says the power drawn now, and the owner's energy caps count it.
+	Energy *energy.Meter
 }
 
 // PoolError is why the agent for one pool of a Donor stopped.
@@ -245,6 +250,9 @@ func (d *Donor) Serve(ctx context.Context) error {
 	}
 	if d.policy != nil {
 		defer d.policy.Close()
+	}
+	if d.cfg.Energy != nil {
+		wg.Go(func() { _ = d.cfg.Energy.Serve(ctx) })
 	}
 	defer func() { _ = d.plane.Release() }() // deferred first, so it runs after stopAll: no agent's data plane is left
 	defer d.stopAll()
@@ -604,6 +612,10 @@ func (d *Donor) agentConfig(p store.JoinedPool, slots int) Config {
 		cfg.Pattern = d.policy.pattern
 	}
 	cfg.changed = d.changed
+	cfg.Energy = d.cfg.Energy
+	if d.policy != nil {
+		cfg.energyAdded = d.policy.energyAdded
+	}
 	if d.cfg.Adjust != nil {
 		d.cfg.Adjust(&cfg)
 	}
@@ -641,7 +653,7 @@ func (d *Donor) stopAll() {
 // pool's URL ("" with none), for readers of a lone agent's status.
 func (d *Donor) Status() AgentStatus {
 	usage := d.cache.Usage()
-	st := AgentStatus{Slots: d.cfg.Workers, Running: []RunningTask{}, Cache: &usage}
+	st := AgentStatus{Slots: d.cfg.Workers, Running: []RunningTask{}, Cache: &usage, Energy: energyStatus(d.cfg.Energy)}
 	if d.policy != nil {
 		st.Decision, st.DecidedAt, st.Signals = d.policy.latest()
 	}

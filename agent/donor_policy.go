@@ -2,11 +2,13 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"slices"
 	"sync"
 	"time"
 
+	"idlepool/energy"
 	"idlepool/idle"
 	"idlepool/offers"
 	"idlepool/store"
@@ -58,6 +60,13 @@ type donorPolicy struct {
 	held    func() int
 	changed func() // called when the decision's state changes; nil: none
 
+	// The energy the caps count, read from the store at most every
+	// energyReread while a cap is set (never otherwise).
+	energyMu   sync.Mutex
+	energyRead time.Time // monotonic; zero: read again
+	energyUsed idle.EnergyUsed
+	energyErr  string
+
 	// pattern is the owner's pattern of pauses at the machine, read from
 	// the store at the first sample (patternRead) and learnt from the
 	// decisions (learn); activeFrom is when the current pause for the
@@ -66,6 +75,11 @@ type donorPolicy struct {
 	patternRead bool
 	activeFrom  time.Time
 }
+
+// energyReread is how long the energy used today and this month is taken
+// from the last read of the store: a task's record reads it again at
+// once (energyAdded).
+const energyReread = time.Minute
 
 func newDonorPolicy(local *store.Local, gpus idle.GPUSource, log *slog.Logger) *donorPolicy {
 	return &donorPolicy{local: local, gpus: gpus, log: log, reloadEvery: settingsReload,
@@ -140,7 +154,43 @@ func (p *donorPolicy) sample(ctx context.Context) idle.Signals {
 		p.programs, p.signs, p.sources = slices.Clone(p.settings.PauseFor), p.settings.Signs(), p.settings.SourceOptions()
 		p.sampler = idle.NewSampler(idle.SamplerConfig{Sources: sources, Programs: p.programs, GameSigns: p.signs})
 	}
-	return p.sampler.Sample(ctx)
+	sig := p.sampler.Sample(ctx)
+	if p.settings.EnergyDayKWh > 0 || p.settings.EnergyMonthKWh > 0 {
+		sig.EnergyUsed = p.readEnergyUsed(ctx, time.Now())
+	}
+	return sig
+}
+
+// energyAdded makes the next sample read the energy used again.
+func (p *donorPolicy) energyAdded() {
+	p.energyMu.Lock()
+	p.energyRead = time.Time{}
+	p.energyMu.Unlock()
+}
+
+// readEnergyUsed is the energy this device's tasks added since the start
+// of now's day and month in the settings' zone. p.mu is held.
+func (p *donorPolicy) readEnergyUsed(ctx context.Context, now time.Time) idle.Reading[idle.EnergyUsed] {
+	p.energyMu.Lock()
+	defer p.energyMu.Unlock()
+	if p.energyRead.IsZero() || time.Since(p.energyRead) >= energyReread {
+		p.energyRead = time.Now()
+		loc := p.settings.Location()
+		n := now.In(loc)
+		day := time.Date(n.Year(), n.Month(), n.Day(), 0, 0, 0, 0, loc)
+		month := time.Date(n.Year(), n.Month(), 1, 0, 0, 0, 0, loc)
+		dj, err1 := p.local.EnergySince(ctx, day)
+		mj, err2 := p.local.EnergySince(ctx, month)
+		p.energyErr = ""
+		if err := errors.Join(err1, err2); err != nil {
+			p.energyErr = err.Error()
+		}
+		p.energyUsed = idle.EnergyUsed{DayKWh: energy.KWh(dj), MonthKWh: energy.KWh(mj)}
+	}
+	if p.energyErr != "" {
+		return idle.Reading[idle.EnergyUsed]{Err: p.energyErr}
+	}
+	return idle.Reading[idle.EnergyUsed]{Value: p.energyUsed, Known: true, Source: "local store"}
 }
 
 // Decide applies the policy (or returns a decision younger than

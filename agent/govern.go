@@ -97,6 +97,9 @@ type AgentStatus struct {
 	// Peers is a lone Agent's peer-to-peer data plane (a Donor has it
 	// per pool); nil when it runs none.
 	Peers *PeerStatus `json:"peers,omitempty"`
+	// Energy is what the donation draws now and how its energy is
+	// known; nil when the donor meters none (DonorConfig.Energy).
+	Energy *EnergyStatus `json:"energy,omitempty"`
 	// Abandoned are the latest tasks stopped without a result because
 	// their lease ran out while the pool could not be reached.
 	Abandoned []AbandonedTask `json:"abandoned,omitempty"`

@@ -115,6 +115,12 @@ func PredictPause(d idle.Decision, now time.Time, pausedFor time.Duration, patte
 		if !d.Until.IsZero() {
 			p.Words += " until " + clockTime(d.Until, now, loc)
 		}
+	case idle.CauseQuiet, idle.CausePrice, idle.CauseEnergy:
+		p = PausePrediction{Left: until(), Words: map[idle.Cause]string{idle.CauseQuiet: "your quiet hours",
+			idle.CausePrice: "electricity above your price", idle.CauseEnergy: "your energy cap is reached"}[d.Cause]}
+		if !d.Until.IsZero() {
+			p.Words += " until " + clockTime(d.Until, now, loc)
+		}
 	case idle.CauseBattery:
 		p = PausePrediction{Left: typical(BatteryPause), Words: "on battery"}
 	case idle.CauseHot:

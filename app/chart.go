@@ -39,6 +39,10 @@ func newBarChart(title, unit string, labelEvery int) *barChart {
 	return c
 }
 
+// SetTitle changes the chart's title and the unit after its largest
+// value; SetBars redraws it.
+func (c *barChart) SetTitle(title, unit string) { c.title, c.unit = title, unit }
+
 // SetBars replaces the chart's bars and redraws it.
 func (c *barChart) SetBars(bars []chartBar) {
 	c.bars = bars
@@ -160,6 +164,7 @@ func (r *barChartRenderer) MinSize() fyne.Size {
 
 // Refresh redraws the chart after its bars or the theme changed.
 func (r *barChartRenderer) Refresh() {
+	r.title.Text = r.c.title
 	r.rebuild()
 	fg := theme.Color(theme.ColorNameForeground)
 	r.title.Color, r.top.Color = fg, fg

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 	"fyne.io/fyne/v2/widget"
 
 	"idlepool/agent"
+	"idlepool/energy"
 	"idlepool/job"
 	"idlepool/offers"
 	"idlepool/pool"
@@ -48,7 +50,7 @@ var historyColumns = []struct {
 	title string
 	width float32
 }{
-	{"Date", 135}, {"Pool", 95}, {"Job", 195}, {"Task", 60}, {"Cost", 60}, {"State", 90}, {"Reason", 90},
+	{"Date", 130}, {"Pool", 90}, {"Job", 140}, {"Task", 50}, {"Cost", 55}, {"Energy", 105}, {"State", 80}, {"Reason", 75},
 }
 
 // historySplit is the share of the window's width the table takes; the
@@ -62,6 +64,7 @@ const (
 	colJob
 	colTask
 	colCost
+	colEnergy
 	colState
 	colReason
 )
@@ -72,6 +75,9 @@ type historyData struct {
 	days  []store.DaySummary   // every pool and day
 	names map[string]string    // pool URL → name, where known
 	err   error
+
+	energy map[string]store.TaskEnergy // by lease: what each task used here
+	prices store.EnergyPrices          // the owner's tariff and CO2 intensity
 
 	jobs map[job.ID]store.JobNote // what the agent noted of each job: names, owner
 }
@@ -94,8 +100,10 @@ type historyView struct {
 	details  *widget.Label
 	perPool  *widget.Label
 	perDay   *widget.Label
-	side     *wrapScroll // details, per pool and per day
+	perJob   *widget.Label
+	side     *wrapScroll // details, per pool, per day and per job
 	chart    *barChart
+	chartOf  *widget.Select    // what the chart shows: chartCost or chartEnergy
 	poolURLs map[string]string // the pool select's labels → URLs
 
 	data     historyData
@@ -188,9 +196,15 @@ func (u *UI) newHistoryView() *historyView {
 	v.perPool.Wrapping = fyne.TextWrapWord
 	v.perDay = widget.NewLabel("")
 	v.perDay.Wrapping = fyne.TextWrapWord
+	v.perJob = widget.NewLabel("")
+	v.perJob.Wrapping = fyne.TextWrapWord
 	v.chart = newBarChart("Confirmed cost units per day, last 4 weeks", "cost units", 7)
+	v.chartOf = widget.NewSelect([]string{chartCost, chartEnergy}, nil)
+	v.chartOf.SetSelected(chartCost)
+	v.chartOf.OnChanged = func(string) { v.showTotals() }
 
-	filters := container.NewHBox(widget.NewLabel("Pool:"), v.pool, widget.NewLabel("State:"), v.state, layout.NewSpacer(), v.refresh)
+	filters := container.NewHBox(widget.NewLabel("Pool:"), v.pool, widget.NewLabel("State:"), v.state,
+		widget.NewLabel("Chart:"), v.chartOf, layout.NewSpacer(), v.refresh)
 	headerRow := container.New(&columnsLayout{widths: widths}, header...)
 	tablePane := container.NewBorder(headerRow, nil, nil, nil, v.table)
 	v.side = newWrapScroll(
@@ -199,10 +213,12 @@ func (u *UI) newHistoryView() *historyView {
 		widget.NewLabelWithStyle("Per pool", fyne.TextAlignLeading, fyne.TextStyle{Bold: true}), v.perPool,
 		widget.NewSeparator(),
 		widget.NewLabelWithStyle("Per day", fyne.TextAlignLeading, fyne.TextStyle{Bold: true}), v.perDay,
+		widget.NewSeparator(),
+		widget.NewLabelWithStyle("Energy per job", fyne.TextAlignLeading, fyne.TextStyle{Bold: true}), v.perJob,
 	)
 	split := container.NewHSplit(tablePane, v.side)
 	split.Offset = historySplit
-	top := container.NewVBox(filters, v.status, hint(costUnitMeans))
+	top := container.NewVBox(filters, v.status, hint(costUnitMeans), hint(energyMeans))
 	v.content = container.NewBorder(top, v.chart, nil, nil, split)
 	return v
 }
@@ -296,6 +312,16 @@ func readHistory(ctx context.Context, s *store.Local, f store.Filter) historyDat
 	}
 	if notes, err := s.JobNotes(ctx); err == nil {
 		d.jobs = notes
+	}
+	d.prices = store.EnergyPrices{}
+	if set, err := s.Settings(ctx); err == nil {
+		d.prices = pricesOf(set)
+	}
+	if tasks, err := s.Energy(ctx, time.Time{}); err == nil {
+		d.energy = make(map[string]store.TaskEnergy, len(tasks))
+		for _, t := range tasks {
+			d.energy[t.Lease] = t
+		}
 	}
 	if prefs, err := s.Preferences(ctx); err == nil {
 		for _, p := range prefs.Pools {
@@ -399,7 +425,7 @@ func (v *historyView) sortBy(col int) {
 	if v.sortCol == col {
 		v.sortDesc = !v.sortDesc
 	} else {
-		v.sortCol, v.sortDesc = col, col == colDate || col == colCost
+		v.sortCol, v.sortDesc = col, col == colDate || col == colCost || col == colEnergy
 	}
 	var keep string
 	if v.selected >= 0 {
@@ -444,6 +470,8 @@ func (v *historyView) sortRows() {
 			return cmp.Compare(a.Task, b.Task)
 		case colCost:
 			return cmp.Compare(a.Cost, b.Cost)
+		case colEnergy:
+			return cmp.Compare(v.data.energy[a.Lease].Joules(), v.data.energy[b.Lease].Joules())
 		case colState:
 			return cmp.Compare(a.State, b.State)
 		case colReason:
@@ -480,6 +508,11 @@ func (v *historyView) cell(row, col int) string {
 		return fmt.Sprint(c.Task)
 	case colCost:
 		return costText(c.Cost)
+	case colEnergy:
+		if e, ok := v.data.energy[c.Lease]; ok {
+			return energy.FormatKWh(e.Joules(), e.How())
+		}
+		return "-"
 	case colState:
 		return c.State
 	case colReason:
@@ -526,6 +559,9 @@ func (v *historyView) selectRow(row int) {
 	}
 	fmt.Fprintf(&b, "\n%s", workLine(c))
 	fmt.Fprintf(&b, "State: %s\n", c.State)
+	if e, ok := v.data.energy[c.Lease]; ok {
+		fmt.Fprintf(&b, "%s\n  (your own figure: never part of the receipt's cost)\n", taskEnergyWords(e, v.data.prices))
+	}
 	if c.State == store.StateConfirmed && c.Receipt.Seq > 0 {
 		fmt.Fprintf(&b, "Receipt: entry %d of the pool's ledger, owner %s\n", c.Receipt.Seq, offers.ShortID(c.Receipt.Owner))
 	}
@@ -652,9 +688,10 @@ func countsText(confirmed, pending, rejected int64) string {
 func (v *historyView) showTotals() {
 	defer v.side.changed()
 	var b strings.Builder
+	poolEnergy, dayEnergy, jobEnergy := v.energyTotals()
 	for _, t := range totalsPerPool(v.data.days) {
-		fmt.Fprintf(&b, "%s: %s confirmed%s\n",
-			v.poolText(t.pool), costUnits(t.confirmedCost), countsText(t.confirmed, t.pending, t.rejected))
+		fmt.Fprintf(&b, "%s: %s confirmed%s%s\n",
+			v.poolText(t.pool), costUnits(t.confirmedCost), countsText(t.confirmed, t.pending, t.rejected), energyText(poolEnergy[t.pool]))
 	}
 	if b.Len() == 0 {
 		b.WriteString("Nothing yet.")
@@ -669,14 +706,83 @@ func (v *historyView) showTotals() {
 	b.Reset()
 	for i := len(perDay) - 1; i >= 0; i-- { // newest first
 		d := perDay[i]
-		fmt.Fprintf(&b, "%s: %s%s\n",
-			d.Day, costUnits(d.ConfirmedCost), countsText(d.Confirmed, d.Pending, d.Rejected))
+		fmt.Fprintf(&b, "%s: %s%s%s\n",
+			d.Day, costUnits(d.ConfirmedCost), countsText(d.Confirmed, d.Pending, d.Rejected), energyText(dayEnergy[d.Day]))
 	}
 	if b.Len() == 0 {
 		b.WriteString("Nothing yet.")
 	}
 	v.perDay.SetText(strings.TrimSpace(b.String()))
+
+	b.Reset()
+	ids := slices.SortedFunc(maps.Keys(jobEnergy), func(a, b job.ID) int {
+		return cmp.Compare(jobEnergy[b].joules, jobEnergy[a].joules) // the costliest first
+	})
+	for _, id := range ids {
+		fmt.Fprintf(&b, "%s: %s (%s)\n", jobText(id, v.data.jobs[id].Name), jobEnergy[id].words(), plural(jobEnergy[id].tasks, "task"))
+	}
+	if b.Len() == 0 {
+		b.WriteString("No task metered yet.")
+	}
+	v.perJob.SetText(strings.TrimSpace(b.String()))
+
+	if v.chartOf.Selected == chartEnergy {
+		v.chart.SetTitle("Energy your tasks added per day, last 4 weeks", "kWh")
+		v.chart.SetBars(energyBars(dayEnergy, v.u.deps.now()))
+		return
+	}
+	v.chart.SetTitle("Confirmed cost units per day, last 4 weeks", "cost units")
 	v.chart.SetBars(chartBars(perDay, v.u.deps.now()))
+}
+
+// What the history's chart shows.
+const (
+	chartCost   = "Cost units"
+	chartEnergy = "Energy (kWh)"
+)
+
+// energyTotals sums the energy of the tasks metered here per pool, per
+// local day of their end (of the pool selected, or all) and per job (of
+// the pool selected, or all).
+func (v *historyView) energyTotals() (perPool, perDay map[string]energySum, perJob map[job.ID]energySum) {
+	perPool, perDay, perJob = map[string]energySum{}, map[string]energySum{}, map[job.ID]energySum{}
+	pool := ""
+	if s := v.pool.Selected; s != historyAll {
+		pool = v.poolURLs[s]
+	}
+	for _, t := range v.data.energy {
+		add := func(s energySum) energySum { s.add(t, v.data.prices); return s }
+		perPool[t.Pool] = add(perPool[t.Pool])
+		if pool != "" && t.Pool != pool {
+			continue
+		}
+		day := t.End.Local().Format(time.DateOnly)
+		perDay[day] = add(perDay[day])
+		perJob[t.Job] = add(perJob[t.Job])
+	}
+	return perPool, perDay, perJob
+}
+
+// energyText is a total's energy after a semicolon, or "" when none of
+// its tasks was metered.
+func energyText(s energySum) string {
+	if w := s.words(); w != "" {
+		return "; " + w
+	}
+	return ""
+}
+
+// energyBars are the kWh of each of the chartDays days ending on now's
+// local day, oldest first.
+func energyBars(perDay map[string]energySum, now time.Time) []chartBar {
+	y, m, dd := now.Local().Date()
+	today := time.Date(y, m, dd, 12, 0, 0, 0, time.Local)
+	bars := make([]chartBar, chartDays)
+	for i := range bars {
+		day := today.AddDate(0, 0, i-chartDays+1)
+		bars[i] = chartBar{label: day.Format("01-02"), value: energy.KWh(perDay[day.Format(time.DateOnly)].joules)}
+	}
+	return bars
 }
 
 // transferLine says for people what this machine fetched of a job's

@@ -165,7 +165,7 @@ func TestHistoryTableAndSorting(t *testing.T) {
 	}
 	row0 := []string{
 		historyNow.Add(-time.Hour).Format("2006-01-02 15:04"), "alpha",
-		job.ID(sha256.Sum256([]byte("squares"))).String()[:12], "1", "1", "rejected",
+		job.ID(sha256.Sum256([]byte("squares"))).String()[:12], "1", "1", "-", "rejected",
 		"deviation: a majority returned another result",
 	}
 	var got []string

@@ -46,6 +46,7 @@ var nowColumns = []struct {
 type nowData struct {
 	status    agent.AgentStatus
 	settings  idle.Settings
+	today     energySum // the energy of the tasks finished today
 	events    []agent.Event
 	eventsErr error
 	now       time.Time
@@ -61,6 +62,7 @@ type nowView struct {
 
 	line     *widget.Label // the tray's status line
 	decision *widget.Label // the policy's decision in words
+	energy   *widget.Label // the power drawn now and today's energy
 	pools    *widget.Label // one line per pool: its connection
 	notices  *widget.Label // a clock off the pool's, tasks abandoned
 	empty    *widget.Label // "No task runs now." when none does
@@ -114,6 +116,7 @@ func (u *UI) newNowView() *nowView {
 	v.line = widget.NewLabelWithStyle("Reading the status…", fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
 	v.line.Wrapping = fyne.TextWrapWord
 	v.decision = wrapped("")
+	v.energy = wrapped("")
 	v.pools = wrapped("")
 	v.notices = wrapped("")
 	v.notices.Importance = widget.DangerImportance
@@ -141,6 +144,7 @@ func (u *UI) newNowView() *nowView {
 	}
 	headerRow := container.New(&columnsLayout{widths: widths}, header...)
 	top := container.NewVBox(v.line, v.decision,
+		widget.NewSeparator(), bold("What it costs"), v.energy,
 		widget.NewSeparator(), bold("Pools"), v.pools, v.notices,
 		widget.NewSeparator(), bold("Tasks on this machine"), headerRow, v.empty)
 	now := container.NewBorder(top, nil, nil, nil, v.table)
@@ -181,6 +185,13 @@ func (v *nowView) load() {
 		if s, err := deps.Store.Settings(ctx); err == nil {
 			d.settings = s
 		}
+		n := d.now.In(d.settings.Location())
+		if tasks, err := deps.Store.Energy(ctx, time.Date(n.Year(), n.Month(), n.Day(), 0, 0, 0, 0, n.Location())); err == nil {
+			p := pricesOf(d.settings)
+			for _, t := range tasks {
+				d.today.add(t, p)
+			}
+		}
 		if deps.Events != nil {
 			d.events, d.eventsErr = deps.Events(ctx, nowEvents)
 		}
@@ -207,6 +218,8 @@ func (v *nowView) show(d nowData) {
 	default:
 		v.decision.Show()
 	}
+
+	v.energy.SetText(energyNowWords(st, d.today))
 
 	var pools []string
 	for _, p := range st.PoolsNow() {
@@ -333,4 +346,20 @@ func durationWords(d time.Duration) string {
 		return fmt.Sprintf("%d h", int(d.Hours()))
 	}
 	return fmt.Sprintf("%d h %02d min", int(d.Hours()), int(d.Minutes())%60)
+}
+
+// energyNowWords says what the donation draws now, what today's tasks
+// used, and that none of it is part of a receipt.
+func energyNowWords(st agent.AgentStatus, today energySum) string {
+	var lines []string
+	if st.Energy != nil {
+		lines = append(lines, capital(st.Energy.Words())+".")
+	} else {
+		lines = append(lines, "This engine does not meter energy.")
+	}
+	if w := today.words(); w != "" {
+		lines = append(lines, fmt.Sprintf("Today's finished tasks: %s.", w))
+	}
+	lines = append(lines, energyMeans)
+	return strings.Join(lines, "\n")
 }

@@ -136,6 +136,9 @@ type settingsForm struct {
 	poolURLs   []string      // the pools listed
 	leaving    *leaveConfirm // the open confirmation of Leave; nil when none
 
+	// Energy tab.
+	energy energyFields
+
 	// The bar under the tabs.
 	save    *widget.Button
 	saveErr *widget.Label
@@ -242,6 +245,7 @@ func newSettingsForm(ctx context.Context, u *UI, w fyne.Window) *settingsForm {
 		container.NewTabItem("Computer", pageScroll(besideScrollBar(f.computerTab(ctx, s)))),
 		container.NewTabItem("GPUs", pageScroll(besideScrollBar(f.gpusTab(s)))),
 		container.NewTabItem("Pools", pageScroll(besideScrollBar(f.poolsTab(ctx)))),
+		container.NewTabItem("Energy", pageScroll(besideScrollBar(f.energyTab(s)))),
 	)
 	for _, it := range f.tabs.Items {
 		f.watchEdits(it.Content)
@@ -722,6 +726,7 @@ type parsedSettings struct {
 	pauseFor         []string
 	gpus             map[string]idle.GPUSettings       // the rows shown
 	pools            map[string]offers.PoolPreferences // the choices shown, by URL ("" for every pool)
+	energy           energyParsed
 }
 
 // parse reads every field, setting or clearing its inline message; ok is
@@ -737,7 +742,7 @@ func (f *settingsForm) parse() (p parsedSettings, bad []int) {
 			bad = append(bad, tab)
 		}
 	}
-	const hoursTab, computerTab, gpusTab, poolsTab = 0, 1, 2, 3
+	const hoursTab, computerTab, gpusTab, poolsTab, energyTab = 0, 1, 2, 3, 4
 
 	// Hours.
 	switch {
@@ -830,6 +835,9 @@ func (f *settingsForm) parse() (p parsedSettings, bad []int) {
 		p.gpus[r.gpu.UUID] = g
 	}
 
+	// Energy.
+	p.energy = f.energy.parse(func(l *widget.Label, ok bool, msg string) { check(energyTab, l, ok, msg) })
+
 	// Pools.
 	p.pools = f.choices.parse(f.poolURLs, func(l *widget.Label, err error) {
 		msg := ""
@@ -903,6 +911,7 @@ func (p parsedSettings) apply(s *idle.Settings, base parsedSettings, savedGPUs m
 	if !slices.Equal(p.pauseFor, base.pauseFor) {
 		s.PauseFor = p.pauseFor
 	}
+	p.energy.apply(s, base.energy)
 	var changed map[string]idle.GPUSettings
 	for id, g := range p.gpus {
 		if was, ok := savedGPUs[id]; !ok || was != g {

@@ -277,6 +277,32 @@ func Decide(s Settings, sig Signals, now time.Time, mono time.Duration, prev Pol
 		}
 		return wait(StateWaiting, HoldHours, CauseHours, time.Time{}, "waiting: outside your hours")
 	}
+	if !forced && len(s.QuietHours) > 0 && s.QuietHours.Allows(now, loc) {
+		if left, ok := s.QuietHours.Left(now, loc); ok {
+			return wait(StateWaiting, HoldHours, CauseQuiet, now.Add(left), "waiting: quiet hours until "+dayText(now.Add(left).In(loc), now.In(loc)))
+		}
+		return wait(StateWaiting, HoldHours, CauseQuiet, time.Time{}, "waiting: quiet hours")
+	}
+	if !forced && s.MaxPricePerKWh > 0 && s.Tariff.IsSet() {
+		if price := s.Tariff.PriceAt(now, loc); price > s.MaxPricePerKWh {
+			reason := fmt.Sprintf("waiting: electricity costs %g %s/kWh now, above your %g", price, s.Tariff.Currency, s.MaxPricePerKWh)
+			next, ok := s.Tariff.NextBelow(now, loc, s.MaxPricePerKWh)
+			if ok {
+				reason += " (cheaper from " + dayText(next.In(loc), now.In(loc)) + ")"
+			}
+			return wait(StateWaiting, HoldHours, CausePrice, next, reason)
+		}
+	}
+	if u := sig.EnergyUsed; !forced && u.Known {
+		switch {
+		case s.EnergyDayKWh > 0 && u.Value.DayKWh >= s.EnergyDayKWh:
+			n := now.In(loc)
+			return wait(StatePaused, HoldLimit, CauseEnergy, time.Date(n.Year(), n.Month(), n.Day()+1, 0, 0, 0, 0, loc), fmt.Sprintf("paused: today's %g kWh are used (resuming at midnight)", s.EnergyDayKWh))
+		case s.EnergyMonthKWh > 0 && u.Value.MonthKWh >= s.EnergyMonthKWh:
+			n := now.In(loc)
+			return wait(StatePaused, HoldLimit, CauseEnergy, time.Date(n.Year(), n.Month()+1, 1, 0, 0, 0, 0, loc), fmt.Sprintf("paused: this month's %g kWh are used (resuming on the 1st)", s.EnergyMonthKWh))
+		}
+	}
 	if p := st.Power; st.PowerKnown && p.OnBattery {
 		stale := ""
 		if !sig.Power.Known {

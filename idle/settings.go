@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"idlepool/energy"
 )
 
 // Settings are the owner's rules for when and how much this machine
@@ -131,6 +133,29 @@ type Settings struct {
 	// (update_download=512KiB/s). 0 means DefaultUpdateKiBps;
 	// ShareUploadUnlimited means no cap.
 	UpdateKiBps int64 `json:"update_kibps,omitempty"`
+
+	// Tariff is what a kWh costs the donor, by hour of TimeZone's day
+	// (energy.Tariff; "0.32 EUR", "EUR 0.35 23-7=0.15"); unset: no cost
+	// is shown and MaxPricePerKWh cannot be set.
+	Tariff energy.Tariff `json:"tariff,omitzero"`
+	// CO2GramsPerKWh is the carbon intensity of the donor's electricity;
+	// 0: energy.DefaultCO2GramsPerKWh (the world average).
+	CO2GramsPerKWh float64 `json:"co2_g_per_kwh,omitempty"`
+	// CPURatedW is the processor's rated power in watts, for the
+	// estimates of a machine without readable energy counters; 0:
+	// energy.DefaultRatedW.
+	CPURatedW float64 `json:"cpu_rated_w,omitempty"`
+	// EnergyDayKWh and EnergyMonthKWh cap the energy tasks may add per
+	// day and per calendar month of TimeZone, in kWh; 0: no cap. Once
+	// reached, computing pauses until the next day or month.
+	EnergyDayKWh   float64 `json:"energy_day_kwh,omitempty"`
+	EnergyMonthKWh float64 `json:"energy_month_kwh,omitempty"`
+	// MaxPricePerKWh waits while Tariff's price of the hour is above it,
+	// in Tariff's currency; 0: no bound.
+	MaxPricePerKWh float64 `json:"max_price_per_kwh,omitempty"`
+	// QuietHours are weekly windows in which never to compute (fan
+	// noise at night), in TimeZone's wall-clock time; empty: none.
+	QuietHours Schedule `json:"quiet_hours,omitempty"`
 
 	// PausedUntil is set when the owner paused computing ("pause for an
 	// hour", "until tomorrow"); zero when not paused. It is a wall-clock
@@ -369,6 +394,25 @@ func (s Settings) Validate() error {
 		return fmt.Errorf("share_upload_kibps: must be 0 (the default, %d KiB/s), %d (no cap) or %d to %d KiB/s, got %d",
 			DefaultShareUploadKiBps, ShareUploadUnlimited, MinShareUploadKiBps, maxShareUploadKiBps, s.ShareUploadKiBps)
 	}
+	for i, w := range s.QuietHours {
+		if err := w.validate(); err != nil {
+			return fmt.Errorf("quiet_hours: window %d: %w", i+1, err)
+		}
+	}
+	switch {
+	case !(s.CO2GramsPerKWh >= 0 && s.CO2GramsPerKWh <= 2000):
+		return fmt.Errorf("co2_g_per_kwh: must be 0 (the default, %d g/kWh) to 2000, got %g", energy.DefaultCO2GramsPerKWh, s.CO2GramsPerKWh)
+	case !(s.CPURatedW >= 0 && s.CPURatedW <= 2000):
+		return fmt.Errorf("cpu_rated_w: must be 0 (the default, %d W) to 2000 W, got %g", energy.DefaultRatedW, s.CPURatedW)
+	case !(s.EnergyDayKWh >= 0) || math.IsInf(s.EnergyDayKWh, 0):
+		return fmt.Errorf("energy_day_kwh: must be 0 (no cap) or more kWh, got %g", s.EnergyDayKWh)
+	case !(s.EnergyMonthKWh >= 0) || math.IsInf(s.EnergyMonthKWh, 0):
+		return fmt.Errorf("energy_month_kwh: must be 0 (no cap) or more kWh, got %g", s.EnergyMonthKWh)
+	case !(s.MaxPricePerKWh >= 0) || math.IsInf(s.MaxPricePerKWh, 0):
+		return fmt.Errorf("max_price_per_kwh: must be 0 (no bound) or more, got %g", s.MaxPricePerKWh)
+	case s.MaxPricePerKWh > 0 && !s.Tariff.IsSet():
+		return fmt.Errorf("max_price_per_kwh: needs a tariff to compare with: set tariff first (e.g. \"EUR 0.35 23-7=0.15\")")
+	}
 	for i, p := range s.PauseFor {
 		if strings.TrimSpace(p) == "" {
 			return fmt.Errorf("pause_for: program %d is empty", i+1)
@@ -507,6 +551,13 @@ var SettingKeys = []struct{ Key, Takes string }{
 	{"updates", `true or false: keep idlepool up to date from its signed releases (the default), checked at most once a day`},
 	{"update_url", `the release location to update from (http:// or https://), or "default" (the one the package names)`},
 	{"update_download", `cap on a release's download, e.g. 512KiB/s, "unlimited" or "default" (1MiB/s)`},
+	{"tariff", `what a kWh costs you, one price ("0.32 EUR") or by hour ("EUR 0.35 23-7=0.15"), or "none"`},
+	{"co2", `grams of CO2 per kWh of your electricity (0: the world average, 480)`},
+	{"cpu_rated_w", `your processor's rated power in W, for estimates where no counter is readable (0: 65)`},
+	{"energy_day", `at most this many kWh a day, e.g. 2 (0: no cap)`},
+	{"energy_month", `at most this many kWh a calendar month (0: no cap)`},
+	{"max_price", `compute only while the tariff's price is at most this, per kWh (0: no bound)`},
+	{"quiet_hours", `weekly hours never to compute, e.g. "daily 22:00-07:00", or "none"`},
 	{"pause", `pause computing: a duration (1h), "tomorrow" (until midnight), a time (RFC 3339), "finish" (finish the tasks in hand, then pause until "off"), or "off"`},
 	{"compute", `compute now, outside your hours and without waiting for idle: a duration (3h), "hours" (until your hours start), a time (RFC 3339), or "off"`},
 	{"compute_during_programs", `true or false: compute now also while a pause_for program runs`},
@@ -529,6 +580,23 @@ func (s *Settings) Set(key, value string, now time.Time) error {
 	switch key {
 	case "hours", "schedule":
 		s.Schedule, err = ParseSchedule(value)
+	case "tariff":
+		s.Tariff, err = energy.ParseTariff(value)
+	case "co2", "co2_g_per_kwh":
+		s.CO2GramsPerKWh, err = parseAmount(value, "grams per kWh")
+	case "cpu_rated_w":
+		s.CPURatedW, err = parseAmount(strings.TrimSuffix(value, "W"), "watts")
+	case "energy_day", "energy_day_kwh":
+		s.EnergyDayKWh, err = parseAmount(strings.TrimSuffix(value, "kWh"), "kWh")
+	case "energy_month", "energy_month_kwh":
+		s.EnergyMonthKWh, err = parseAmount(strings.TrimSuffix(value, "kWh"), "kWh")
+	case "max_price", "max_price_per_kwh":
+		s.MaxPricePerKWh, err = parseAmount(value, "a price per kWh")
+	case "quiet_hours":
+		if v := strings.ToLower(value); v == "none" || v == "off" {
+			value = ""
+		}
+		s.QuietHours, err = ParseSchedule(value)
 	case "time_zone", "tz":
 		if value != "" {
 			if _, lerr := location(value); lerr != nil {
@@ -687,6 +755,21 @@ func (s *Settings) Set(key, value string, now time.Time) error {
 }
 
 // parseBool reads true or false (also yes/no, on/off, 1/0).
+// parseAmount reads a number of what (0 or more); "none", "off" and ""
+// are 0.
+func parseAmount(v, what string) (float64, error) {
+	v = strings.TrimSpace(v)
+	switch strings.ToLower(v) {
+	case "", "none", "off", "default":
+		return 0, nil
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || f < 0 || math.IsNaN(f) || math.IsInf(f, 0) {
+		return 0, fmt.Errorf("%q is not %s (a number, 0 or more)", v, what)
+	}
+	return f, nil
+}
+
 func parseBool(v string) (bool, error) {
 	switch strings.ToLower(strings.TrimSpace(v)) {
 	case "true", "yes", "on", "1":

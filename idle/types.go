@@ -74,6 +74,16 @@ type Signals struct {
 	GPUs Reading[[]GPU]
 	// CPUs is the number of logical CPUs.
 	CPUs int
+	// EnergyUsed is the energy this device's tasks added today and this
+	// calendar month, by the settings' zone. A donor reads it from its
+	// local store only while a cap is set; unknown otherwise.
+	EnergyUsed Reading[EnergyUsed]
+}
+
+// EnergyUsed is what an energy cap counts: the energy this device's
+// tasks added, in kWh, since the start of the day and of the month.
+type EnergyUsed struct {
+	DayKWh, MonthKWh float64
 }
 
 // State names what an agent is doing, for the tray icon and status.
@@ -206,6 +216,14 @@ const (
 	// CauseLoad is other programs' CPU load above the owner's limit, or
 	// just fallen below it.
 	CauseLoad Cause = "load"
+	// CauseQuiet is the owner's quiet hours (Until: their end).
+	CauseQuiet Cause = "quiet"
+	// CausePrice is the tariff's price above the owner's bound (Until:
+	// the next hour at or below it).
+	CausePrice Cause = "price"
+	// CauseEnergy is the owner's daily or monthly energy cap reached
+	// (Until: the next midnight or first of the month).
+	CauseEnergy Cause = "energy"
 )
 
 // Run reports whether tasks may run.

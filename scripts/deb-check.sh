@@ -5,6 +5,8 @@
 #     tray app, the menu entry, the icon and the start-at-login entry
 #     /etc/xdg/autostart/idlepool-tray.desktop (a conffile) where the
 #     package says;
+#   - the udev rule and the group that let a donor read the CPU's energy
+#     counters are installed;
 #   - the installed CLI runs (version, settings); the installed tray app,
 #     started as a donor starts it (from the menu, no --home, a fresh
 #     home; the session's XDG_CONFIG_DIRS and PATH those of the throwaway
@@ -52,7 +54,8 @@ dpkg --root="$root" --log="$tmp/dpkg.log" --force-depends -i "$deb" > "$tmp/dpkg
   fail "dpkg --root could not install $deb"
 dpkg --root="$root" -s idlepool | grep >/dev/null '^Status: install ok installed' || fail "dpkg does not list idlepool as installed"
 for f in usr/bin/idlepool usr/bin/idlepool-tray usr/share/applications/org.idlepool.tray.desktop etc/xdg/autostart/idlepool-tray.desktop \
-  usr/share/icons/hicolor/256x256/apps/org.idlepool.tray.png usr/share/doc/idlepool/copyright usr/share/doc/idlepool/donor.md; do
+  usr/share/icons/hicolor/256x256/apps/org.idlepool.tray.png usr/share/doc/idlepool/copyright usr/share/doc/idlepool/donor.md \
+  usr/lib/udev/rules.d/60-idlepool-energy.rules usr/lib/sysusers.d/idlepool.conf; do
   [ -s "$root/$f" ] || fail "the package installed no /$f"
 done
 grep -q '^Exec=idlepool-tray$' "$root/usr/share/applications/org.idlepool.tray.desktop" || fail "the menu entry does not start idlepool-tray"

@@ -7,7 +7,11 @@
 # removes it, with TryExec so that a session skips it once the program is
 # removed; a user turns it off with the tray's "Start at login", which
 # writes a Hidden=true override in ~/.config/autostart), the copyright and
-# changelog. The version is FyneApp.toml's, the dependencies are what
+# changelog, and what lets a donor's tray app read the CPU's energy
+# counters: a udev rule that gives them to the group idlepool
+# (/usr/lib/udev/rules.d/60-idlepool-energy.rules) and that group
+# (/usr/lib/sysusers.d/idlepool.conf, created by systemd-sysusers at
+# boot; no maintainer script). The version is FyneApp.toml's, the dependencies are what
 # dpkg-shlibdeps finds the binaries linked against, and the changelog's
 # date is the last commit's, so the same tree gives the same package.
 # Prints the package's path.
@@ -29,11 +33,14 @@ rm -rf "$root"
 umask 022
 
 install -d "$root/DEBIAN" "$root/usr/bin" "$root/usr/share/applications" "$root/etc/xdg/autostart" \
-  "$root/usr/share/icons/hicolor/256x256/apps" "$root/usr/share/doc/idlepool"
+  "$root/usr/share/icons/hicolor/256x256/apps" "$root/usr/share/doc/idlepool" \
+  "$root/usr/lib/udev/rules.d" "$root/usr/lib/sysusers.d"
 install -m 0755 bin/deb/idlepool bin/deb/idlepool-tray "$root/usr/bin/"
 install -m 0644 packaging/deb/org.idlepool.tray.desktop "$root/usr/share/applications/"
 install -m 0644 packaging/deb/idlepool-tray.autostart.desktop "$root/etc/xdg/autostart/idlepool-tray.desktop"
 install -m 0644 assets/app.png "$root/usr/share/icons/hicolor/256x256/apps/org.idlepool.tray.png"
+install -m 0644 packaging/deb/60-idlepool-energy.rules "$root/usr/lib/udev/rules.d/"
+install -m 0644 packaging/deb/idlepool.sysusers "$root/usr/lib/sysusers.d/idlepool.conf"
 install -m 0644 packaging/deb/copyright "$root/usr/share/doc/idlepool/copyright"
 install -m 0644 docs/donor.md "$root/usr/share/doc/idlepool/donor.md"
 when=$(git log -1 --format=%ct 2>/dev/null || date +%s)

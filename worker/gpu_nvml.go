@@ -5,10 +5,13 @@ package worker
 import (
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"idlepool/energy"
 )
 
 // GPULister lists the machine's NVIDIA GPUs through NVML, which go-nvml
@@ -62,17 +65,8 @@ func newGPULister(lib nvml.Interface) *GPULister { return &GPULister{lib: lib, n
 func (l *GPULister) List(ours map[int]bool) ([]GPU, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if !l.inited {
-		if !l.failedAt.IsZero() && l.now().Sub(l.failedAt) < initRetry {
-			return nil, l.failed
-		}
-		// The only call allowed before a successful Init (see the type's
-		// doc): on failure, return without touching NVML again.
-		if ret := l.lib.Init(); ret != nvml.SUCCESS {
-			l.failedAt, l.failed = l.now(), initError(ret)
-			return nil, l.failed
-		}
-		l.inited, l.failedAt, l.failed = true, time.Time{}, nil
+	if err := l.initLocked(); err != nil {
+		return nil, err
 	}
 	n, ret := l.lib.DeviceGetCount()
 	if ret != nvml.SUCCESS {
@@ -100,6 +94,64 @@ func (l *GPULister) List(ours map[int]bool) ([]GPU, error) {
 		return nil, &NoGPUError{Reason: err.Error(), Err: err}
 	}
 	return gpus, err
+}
+
+// initLocked initialises NVML unless it is, or failed less than
+// initRetry ago.
+func (l *GPULister) initLocked() error {
+	if l.inited {
+		return nil
+	}
+	if !l.failedAt.IsZero() && l.now().Sub(l.failedAt) < initRetry {
+		return l.failed
+	}
+	// The only call allowed before a successful Init (see the type's
+	// doc): on failure, return without touching NVML again.
+	if ret := l.lib.Init(); ret != nvml.SUCCESS {
+		l.failedAt, l.failed = l.now(), initError(ret)
+		return l.failed
+	}
+	l.inited, l.failedAt, l.failed = true, time.Time{}, nil
+	return nil
+}
+
+// ReadGPUs reads the energy of the GPUs named by UUID (energy.GPUReader):
+// NVML's total energy counter (nvmlDeviceGetTotalEnergyConsumption, in
+// mJ, Volta and newer) and the power draw (nvmlDeviceGetPowerUsage). A
+// GPU NVML cannot find, or that has neither reading, is left out and
+// named in the error; with no driver the error is a *NoGPUError. It asks
+// NVML about these GPUs only: a caller that must not wake a sleeping GPU
+// checks first (energy.GPUsAsleep).
+func (l *GPULister) ReadGPUs(uuids []string) ([]energy.GPUReading, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.initLocked(); err != nil {
+		return nil, err
+	}
+	var out []energy.GPUReading
+	var problems []string
+	for _, u := range uuids {
+		dev, ret := l.lib.DeviceGetHandleByUUID(u)
+		if ret != nvml.SUCCESS {
+			problems = append(problems, u+": "+ret.Error())
+			continue
+		}
+		r := energy.GPUReading{UUID: u}
+		if mJ, ret := dev.GetTotalEnergyConsumption(); ret == nvml.SUCCESS {
+			r.EnergyMJ, r.HasEnergy = mJ, true
+		}
+		if mW, ret := dev.GetPowerUsage(); ret == nvml.SUCCESS {
+			r.PowerW, r.HasPower = float64(mW)/1000, true
+		} else if !r.HasEnergy {
+			problems = append(problems, u+": power: "+ret.Error())
+			continue
+		}
+		out = append(out, r)
+	}
+	if len(problems) > 0 {
+		return out, fmt.Errorf("read GPU energy: %s", strings.Join(problems, "; "))
+	}
+	return out, nil
 }
 
 // Close shuts NVML down if List initialised it. The lister may be used
@@ -219,3 +271,5 @@ func readGPU(lib nvml.Interface, i int, ours map[int]bool) (GPU, error) {
 // the tests of packages that take a lister, such as an agent whose GPUs
 // are simulated.
 func NewGPUListerWith(lib nvml.Interface) *GPULister { return newGPULister(lib) }
+
+var _ energy.GPUReader = (*GPULister)(nil)

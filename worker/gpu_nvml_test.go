@@ -12,6 +12,8 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 	"github.com/google/go-cmp/cmp"
+
+	"idlepool/energy"
 )
 
 // fakeGPU describes one simulated device; fail names readings that return
@@ -261,5 +263,53 @@ func TestGPUListerReal(t *testing.T) {
 		if got := err.Error(); !strings.HasPrefix(got, "no usable GPU: ") {
 			t.Errorf("reason %q", got)
 		}
+	}
+}
+
+// ReadGPUs reads the energy counter where the GPU has one (Volta and
+// newer), else the power reading, and names GPUs it cannot find.
+func TestGPUListerReadGPUs(t *testing.T) {
+	volta := &mock.Device{
+		GetTotalEnergyConsumptionFunc: func() (uint64, nvml.Return) { return 123456, nvml.SUCCESS },
+		GetPowerUsageFunc:             func() (uint32, nvml.Return) { return 250000, nvml.SUCCESS },
+	}
+	pascal := &mock.Device{
+		GetTotalEnergyConsumptionFunc: func() (uint64, nvml.Return) { return 0, nvml.ERROR_NOT_SUPPORTED },
+		GetPowerUsageFunc:             func() (uint32, nvml.Return) { return 90500, nvml.SUCCESS },
+	}
+	blind := &mock.Device{
+		GetTotalEnergyConsumptionFunc: func() (uint64, nvml.Return) { return 0, nvml.ERROR_NOT_SUPPORTED },
+		GetPowerUsageFunc:             func() (uint32, nvml.Return) { return 0, nvml.ERROR_NOT_SUPPORTED },
+	}
+	devs := map[string]*mock.Device{"GPU-volta": volta, "GPU-pascal": pascal, "GPU-blind": blind}
+	lib := &mock.Interface{
+		InitFunc:     func() nvml.Return { return nvml.SUCCESS },
+		ShutdownFunc: func() nvml.Return { return nvml.SUCCESS },
+		DeviceGetHandleByUUIDFunc: func(u string) (nvml.Device, nvml.Return) {
+			if d, ok := devs[u]; ok {
+				return d, nvml.SUCCESS
+			}
+			return nil, nvml.ERROR_NOT_FOUND
+		},
+	}
+	l := newGPULister(lib)
+	got, err := l.ReadGPUs([]string{"GPU-volta", "GPU-pascal", "GPU-blind", "GPU-gone"})
+	want := []energy.GPUReading{
+		{UUID: "GPU-volta", EnergyMJ: 123456, HasEnergy: true, PowerW: 250, HasPower: true},
+		{UUID: "GPU-pascal", PowerW: 90.5, HasPower: true},
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("ReadGPUs (-want +got):\n%s", d)
+	}
+	if err == nil || !strings.Contains(err.Error(), "GPU-blind: power: ERROR_NOT_SUPPORTED") || !strings.Contains(err.Error(), "GPU-gone: ERROR_NOT_FOUND") {
+		t.Errorf("err = %v, want GPU-blind and GPU-gone named", err)
+	}
+	if n := len(lib.DeviceGetHandleByIndexCalls()); n != 0 {
+		t.Errorf("ReadGPUs asked for %d GPUs by index; it asks for the named ones only", n)
+	}
+
+	noDriver := newGPULister(&mock.Interface{InitFunc: func() nvml.Return { return nvml.ERROR_LIBRARY_NOT_FOUND }})
+	if _, err := noDriver.ReadGPUs([]string{"GPU-volta"}); !errors.Is(err, ErrNoGPU) {
+		t.Errorf("no driver: err = %v, want ErrNoGPU", err)
 	}
 }

@@ -2,7 +2,11 @@
 
 package worker
 
-import "errors"
+import (
+	"errors"
+
+	"idlepool/energy"
+)
 
 // GPULister lists the machine's NVIDIA GPUs through NVML. This build has
 // no NVML (it needs cgo on Linux): List always reports "no usable GPU:
@@ -20,3 +24,9 @@ func (l *GPULister) List(ours map[int]bool) ([]GPU, error) {
 
 // Close does nothing and returns nil.
 func (l *GPULister) Close() error { return nil }
+
+// ReadGPUs returns a *NoGPUError wrapping errors.ErrUnsupported: this
+// build has no NVML, so no GPU's energy is read (energy.GPUReader).
+func (l *GPULister) ReadGPUs(uuids []string) ([]energy.GPUReading, error) {
+	return nil, &NoGPUError{Reason: "built without NVML", Err: errors.ErrUnsupported}
+}

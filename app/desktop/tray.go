@@ -91,6 +91,7 @@ func runTray(ctx context.Context, cfg Config, stderr io.Writer) error {
 	donor, err := agent.NewDonor(agent.DonorConfig{
 		Home: dirs, DeviceKey: dev, OwnerKey: owner, Name: hostname(),
 		Workers: cfg.Workers, Executor: wp, Store: local, GPUs: agent.NVMLGPUs{Lister: lister, Workers: wp},
+		Energy:    agent.NewEnergyMeter(lister, wp, cpuRatedW(local)),
 		LocalAPI:  filepath.Join(dirs.Data, agent.LocalAPIFile), // the window process and `idlepool status` read it
 		StorePath: filepath.Join(dirs.Data, "local.db"),
 		Events:    agent.NewEventLog(filepath.Join(dirs.Data, agent.EventsFile), 0, nil),
@@ -411,4 +412,14 @@ func enableAutostart(a app.Autostart) error {
 		return err
 	}
 	return a.Enable()
+}
+
+// cpuRatedW is the owner's rated power of the processor (cpu_rated_w), 0
+// when unset or unreadable (the meter's default).
+func cpuRatedW(local *store.Local) float64 {
+	s, err := local.Settings(context.Background())
+	if err != nil {
+		return 0
+	}
+	return s.CPURatedW
 }

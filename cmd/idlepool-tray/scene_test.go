@@ -12,6 +12,7 @@ import (
 
 	"idlepool/agent"
 	"idlepool/coord"
+	"idlepool/energy"
 	"idlepool/home"
 	"idlepool/identity"
 	"idlepool/idle"
@@ -24,7 +25,8 @@ import (
 // pool on 127.0.0.1 with jobs seeking compute (one this machine cannot
 // run), the pool joined, the owner's pause on (so that nothing computes
 // while the screenshots are taken) and three weeks of contributions:
-// confirmed, pending and rejected ones. It returns the home directory.
+// confirmed, pending and rejected ones, with the energy each task added
+// and a night tariff. It returns the home directory.
 func scene(t *testing.T) string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -108,6 +110,10 @@ func scene(t *testing.T) string {
 	}
 	s.PauseFor = []string{"steam", "obs"}
 	s.PausedUntil = time.Now().Add(3 * time.Hour).Truncate(time.Minute)
+	if s.Tariff, err = energy.ParseTariff("EUR 0.34 23-7=0.18"); err != nil {
+		t.Fatal(err)
+	}
+	s.EnergyDayKWh = 2
 	if err := l.SaveSettings(ctx, s); err != nil {
 		t.Fatal(err)
 	}
@@ -165,6 +171,19 @@ func scene(t *testing.T) string {
 		// Every result was handed in long ago (the newest wait for their
 		// receipts), so that the agent has nothing to send again.
 		if err := l.MarkAcknowledged(ctx, c.Lease); err != nil {
+			t.Fatal(err)
+		}
+		// What the task added: the CPU's counter where it was readable
+		// (most days), an estimate on the others; the GPU job's GPU too.
+		u := energy.Usage{Start: day.Add(-12 * time.Minute), End: day,
+			CPU: energy.Figure{Joules: 9000 + float64(i%7)*1500, How: energy.Measured}}
+		if i%9 == 4 {
+			u.CPU.How = energy.Estimated
+		}
+		if i%3 == 1 {
+			u.GPUs = []energy.GPUFigure{{UUID: "GPU-5e3a12ab-77c1-4d8e-9a0f-13b2c4d5e6f7", Figure: energy.Figure{Joules: 85000 + float64(i%5)*4000, How: energy.Measured}}}
+		}
+		if err := l.AddEnergy(ctx, store.TaskEnergy{Lease: c.Lease, Pool: pu, Job: c.Job, Task: c.Task, Usage: u}); err != nil {
 			t.Fatal(err)
 		}
 		switch {

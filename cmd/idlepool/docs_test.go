@@ -97,7 +97,7 @@ var (
 	makeRE      = regexp.MustCompile(`(?:^|[\s;&|(])make((?:[ \t]+[^\s;&|)#]+)+)`)
 	makeRuleRE  = regexp.MustCompile(`(?m)^([A-Za-z0-9_.-]+(?:[ \t]+[A-Za-z0-9_.-]+)*)[ \t]*&?:([^=]|$)`)
 	helpFlagRE  = regexp.MustCompile(`(?m)^\s+-([A-Za-z0-9][A-Za-z0-9_-]*)(?:\s|$)`)
-	settingKeyR = regexp.MustCompile(`(?m)^  ([a-z_]+(?:\.[A-Za-z]+\.[a-z_]+)?)\s{2,}\S`)
+	settingKeyR = regexp.MustCompile(`(?m)^  ([a-z_][a-z0-9_]*(?:\.[A-Za-z]+\.[a-z_]+)?)\s{2,}\S`)
 )
 
 var docCache sync.Map // file -> *mdDoc

@@ -125,6 +125,7 @@ func cmdJoin(ctx context.Context, g *globals, args []string) error {
 	d, err := agent.NewDonor(agent.DonorConfig{
 		Home: dirs, DeviceKey: dev, OwnerKey: owner, Name: *name, Workers: *workers,
 		Executor: wp, Store: local, GPUs: agent.NVMLGPUs{Lister: lister, Workers: wp},
+		Energy: agent.NewEnergyMeter(lister, wp, ratedW(ctx, local)),
 		Always: *always, OfferTTL: *offerTTL, Logger: log, Pools: pools,
 		LocalAPI:  filepath.Join(dirs.Data, agent.LocalAPIFile),
 		StorePath: filepath.Join(dirs.Data, localDBFile),
@@ -342,3 +343,13 @@ func poolError(err error, url string, dirs home.Dirs) error {
 
 // maxOfferTTL is the longest offer lifetime a coordinator takes.
 const maxOfferTTL = 10 * time.Minute
+
+// ratedW is the owner's rated power of the processor (cpu_rated_w), 0
+// when unset or unreadable (the meter's default).
+func ratedW(ctx context.Context, local *store.Local) float64 {
+	s, err := local.Settings(ctx)
+	if err != nil {
+		return 0
+	}
+	return s.CPURatedW
+}

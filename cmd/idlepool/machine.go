@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"idlepool/agent"
+	"idlepool/energy"
 	"idlepool/home"
 	"idlepool/idle"
 	"idlepool/worker"
@@ -56,7 +57,8 @@ With --json it prints one JSON document:
     "settings": the owner's settings (as 'idlepool settings --json'),
     "agent": what the running donor (idlepool join, or the tray app) is
              doing, from its local API: {"pool", "decision", "running",
-             "pools": [{"url", "name", "slots", "running", "error"}], ...};
+             "pools": [{"url", "name", "slots", "running", "error"}],
+             "energy": {"powerW", "how", "cpu", "problem", "hint"}, ...};
              absent when none runs
   }
 
@@ -286,6 +288,9 @@ func printAgent(w io.Writer, st *agent.AgentStatus, now time.Time) {
 	}
 	if st.Cache != nil {
 		fmt.Fprintf(w, "%-12s %s\n", "cache", st.Cache.Words())
+	}
+	if st.Energy != nil {
+		fmt.Fprintf(w, "%-12s %s\n", "energy", st.Energy.Words())
 	}
 }
 
@@ -680,6 +685,39 @@ func printSettings(w io.Writer, s idle.Settings) {
 		line("update_download", "%s/s", agent.ByteSize(int64(s.UpdateBytesPerSecond())))
 	default:
 		line("update_download", "default: %s/s", agent.ByteSize(int64(s.UpdateBytesPerSecond())))
+	}
+	if s.Tariff.IsSet() {
+		line("tariff", "%s per kWh", s.Tariff)
+	} else {
+		line("tariff", "none: no money shown")
+	}
+	if s.CO2GramsPerKWh > 0 {
+		line("co2", "%g g/kWh", s.CO2GramsPerKWh)
+	} else {
+		line("co2", "default: %d g/kWh, the %s", energy.DefaultCO2GramsPerKWh, energy.CO2Source)
+	}
+	if s.CPURatedW > 0 {
+		line("cpu_rated_w", "%g W", s.CPURatedW)
+	} else {
+		line("cpu_rated_w", "default: %d W (for estimates only)", energy.DefaultRatedW)
+	}
+	capText := func(kWh float64) string {
+		if kWh > 0 {
+			return fmt.Sprintf("%g kWh", kWh)
+		}
+		return "none"
+	}
+	line("energy_day", "%s", capText(s.EnergyDayKWh))
+	line("energy_month", "%s", capText(s.EnergyMonthKWh))
+	if s.MaxPricePerKWh > 0 {
+		line("max_price", "%g %s per kWh", s.MaxPricePerKWh, s.Tariff.Currency)
+	} else {
+		line("max_price", "none")
+	}
+	if len(s.QuietHours) > 0 {
+		line("quiet_hours", "%s", s.QuietHours)
+	} else {
+		line("quiet_hours", "none")
 	}
 	switch {
 	case s.FinishThenPause:

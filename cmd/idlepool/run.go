@@ -161,8 +161,10 @@ func cmdRun(ctx context.Context, g *globals, args []string) error {
 			}
 		}
 	}
+	stopMeter := meterRun(ctx, wp, gpus)
 	out, err := pool.RunSolo(ctx, j, newGPUExecutor(wp, gpus, *workers), cfg)
 	prog.finish()
+	used := stopMeter()
 	if err != nil && !errors.Is(err, pool.ErrAllFailed) {
 		if ctx.Err() != nil {
 			return &userError{Msg: "interrupted; finished tasks are saved", Hint: "run the same command again to continue", Cause: err}
@@ -174,6 +176,9 @@ func cmdRun(ctx context.Context, g *globals, args []string) error {
 	}
 	if out.Resumed > 0 {
 		fmt.Fprintf(g.stderr, "(%d of %d tasks were taken from the journal of an earlier run)\n", out.Resumed, out.Total)
+	}
+	if line := energyLine(used, out); line != "" {
+		fmt.Fprintln(g.stderr, line)
 	}
 	if *verify && err == nil && out.Failed == 0 {
 		fmt.Fprintf(g.stderr, "verified: every task was computed twice, on two worker processes, and the results agreed %s\n", verifyRuleWords(m.Verify))

@@ -1,0 +1,124 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"runtime"
+
+	"idlepool/energy"
+	"idlepool/pool"
+	"idlepool/store"
+	"idlepool/worker"
+)
+
+// EnergyRecorder is a Store that also keeps what each task's energy was
+// (*store.Local does). An agent with a Config.Energy meter records every
+// task that ran, also those it handed back: the donor paid for them.
+type EnergyRecorder interface {
+	AddEnergy(ctx context.Context, e store.TaskEnergy) error
+}
+
+var _ EnergyRecorder = (*store.Local)(nil)
+
+// EnergyStatus is what the donation draws now and how its energy is
+// known, for the tray's Now view and `idlepool status`.
+type EnergyStatus struct {
+	// PowerW is what this device's running tasks added over the last
+	// sampling interval, in watts; 0 when none runs. How says how it is
+	// known ("" when no task runs).
+	PowerW float64    `json:"powerW"`
+	How    energy.How `json:"how,omitempty"`
+	// CPU is how the CPU's energy is known: measured from the packages'
+	// counters, or estimated. Problem says why it is estimated where a
+	// counter exists but cannot be read, and Hint how to fix it.
+	CPU     energy.How `json:"cpu"`
+	Problem string     `json:"problem,omitempty"`
+	Hint    string     `json:"hint,omitempty"`
+}
+
+// NewEnergyMeter returns the meter of this machine: the CPU packages'
+// powercap counters when they are readable, the GPUs through gpus (a
+// *worker.GPULister; nil: none), the CPU times of workers' processes
+// (Linux), and ratedW (0: energy.DefaultRatedW) for estimates. Counters
+// that exist but cannot be read are said in the meter's CPUHow, with a
+// hint. It reads nothing until a task starts, but once an hour at rest
+// for the idle baseline (Meter.Serve).
+func NewEnergyMeter(gpus energy.GPUReader, workers *worker.Pool, ratedW float64) *energy.Meter {
+	cfg := energy.Config{GPUs: gpus, RatedW: ratedW}
+	if runtime.GOOS == "linux" {
+		cfg.Proc, cfg.PCIRoot = energy.ProcRoot, energy.PCIRoot
+		r, err := energy.OpenRAPL(os.DirFS(energy.PowercapRoot))
+		switch {
+		case err == nil:
+			cfg.RAPL = r
+		case !errors.Is(err, energy.ErrNoCounter):
+			cfg.CPUProblem = err
+		}
+	}
+	if workers != nil {
+		cfg.PIDs = workers.PIDs
+	}
+	return energy.NewMeter(cfg)
+}
+
+// energyStatus is the status of m; nil when m is nil.
+func energyStatus(m *energy.Meter) *EnergyStatus {
+	if m == nil {
+		return nil
+	}
+	st := &EnergyStatus{}
+	st.PowerW, st.How = m.Power()
+	var err error
+	st.CPU, err = m.CPUHow()
+	if err != nil {
+		st.Problem = err.Error()
+		if ue, ok := errors.AsType[*energy.UnreadableError](err); ok {
+			st.Hint = ue.Hint()
+		}
+	}
+	return st
+}
+
+// recordEnergy keeps what task l used; a failure is logged (the energy is
+// the donor's information, never part of a result or a receipt).
+func (a *Agent) recordEnergy(ctx context.Context, l pool.Lease, u energy.Usage, log *slog.Logger) {
+	rec, ok := a.cfg.Store.(EnergyRecorder)
+	if !ok {
+		return
+	}
+	err := rec.AddEnergy(context.WithoutCancel(ctx), store.TaskEnergy{Lease: l.ID, Pool: a.c.URL(), Job: l.Job, Task: l.Task, Usage: u})
+	if err != nil {
+		log.Warn("Cannot record the task's energy", "err", err)
+		return
+	}
+	if a.cfg.energyAdded != nil {
+		a.cfg.energyAdded()
+	}
+}
+
+// Words says the status for people: what the tasks draw now and how the
+// CPU's energy is known, e.g. "the tasks add 42.1 W now; the CPU's
+// energy is measured" or "no task runs; the CPU's energy is estimated
+// from CPU time: cannot read … (hint)".
+func (s EnergyStatus) Words() string {
+	now := "no task runs"
+	if s.How != "" {
+		now = "the tasks add " + energy.FormatWatts(s.PowerW, s.How) + " now"
+		if m := s.How.Mark(); m != "" && s.How != energy.Estimated {
+			now += " (" + m + ")"
+		}
+	}
+	cpu := "the CPU's energy is measured"
+	if s.CPU != energy.Measured {
+		cpu = "the CPU's energy is estimated from CPU time"
+		if s.Problem != "" {
+			cpu += ": " + s.Problem
+		}
+		if s.Hint != "" {
+			cpu += " (" + s.Hint + ")"
+		}
+	}
+	return now + "; " + cpu
+}

@@ -1,0 +1,123 @@
+package agent
+
+import (
+	"context"
+	"io/fs"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"testing"
+	"testing/fstest"
+	"time"
+	_ "time/tzdata"
+
+	"idlepool/energy"
+	"idlepool/idle"
+	"idlepool/store"
+)
+
+// The donor's energy caps count what the local store recorded since the
+// start of the day and the month in the owner's zone: a cap pauses once
+// reached, says so, and lifts the next day.
+func TestDonorPolicyEnergyCaps(t *testing.T) {
+	ctx := context.Background()
+	local, err := store.OpenLocal(filepath.Join(t.TempDir(), "local.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer local.Close()
+	loc, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := idle.Defaults()
+	s.TimeZone, s.EnergyDayKWh, s.EnergyMonthKWh, s.IdleFor = "Europe/Berlin", 1, 2.9, 0
+	if err := local.SaveSettings(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	p := newDonorPolicy(local, nil, slog.New(slog.DiscardHandler))
+	p.settings = s
+	add := func(lease string, end time.Time, kWh float64) {
+		t.Helper()
+		err := local.AddEnergy(ctx, store.TaskEnergy{Lease: lease, Pool: "http://p", Usage: energy.Usage{
+			Start: end.Add(-time.Hour), End: end, CPU: energy.Figure{Joules: kWh * energy.JoulesPerKWh, How: energy.Measured}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.energyAdded()
+	}
+	// 23:30 in Berlin on 9 June is 21:30 UTC: yesterday's, not today's.
+	add("l1", time.Date(2026, 6, 9, 23, 30, 0, 0, loc), 0.9)
+	add("l2", time.Date(2026, 6, 10, 8, 0, 0, 0, loc), 0.6)
+	now := time.Date(2026, 6, 10, 12, 0, 0, 0, loc)
+	decide := func(now time.Time) idle.Decision {
+		sig := idle.Signals{At: now, CPUs: 4, OtherCPUShare: idle.Reading[float64]{Known: true},
+			Power: idle.Reading[idle.Power]{Known: true}, EnergyUsed: p.readEnergyUsed(ctx, now)}
+		d, _ := idle.Decide(s, sig, now, time.Hour, idle.PolicyState{})
+		return d
+	}
+	got := p.readEnergyUsed(ctx, now)
+	if !got.Known || !near(got.Value.DayKWh, 0.6) || !near(got.Value.MonthKWh, 1.5) {
+		t.Errorf("energy used = %+v, want 0.6 kWh today and 1.5 this month", got)
+	}
+	if d := decide(now); d.State != idle.StateComputing {
+		t.Errorf("under the caps: %s %q", d.State, d.Reason)
+	}
+	add("l3", time.Date(2026, 6, 10, 11, 0, 0, 0, loc), 0.5)
+	if d := decide(now); d.State != idle.StatePaused || !strings.Contains(d.Reason, "paused: today's 1 kWh are used") {
+		t.Errorf("day cap reached: %s %q", d.State, d.Reason)
+	}
+	p.energyAdded() // a new day: read again
+	tomorrow := time.Date(2026, 6, 11, 0, 5, 0, 0, loc)
+	if d := decide(tomorrow); d.State != idle.StateComputing {
+		t.Errorf("the next day: %s %q, want computing again", d.State, d.Reason)
+	}
+	add("l4", time.Date(2026, 6, 11, 0, 10, 0, 0, loc), 0.95)
+	if d := decide(tomorrow.Add(10 * time.Minute)); d.State != idle.StatePaused || !strings.Contains(d.Reason, "this month's 2.9 kWh are used") {
+		t.Errorf("month cap reached: %s %q", d.State, d.Reason)
+	}
+}
+
+func near(a, b float64) bool { return a > b-1e-9 && a < b+1e-9 }
+
+func TestEnergyStatusWords(t *testing.T) {
+	r, err := energy.OpenRAPL(denyAll{})
+	if r != nil || err == nil {
+		t.Fatalf("OpenRAPL of a closed tree = %v, %v", r, err)
+	}
+	m := energy.NewMeter(energy.Config{CPUProblem: err})
+	got := energyStatus(m).Words()
+	for _, want := range []string{"no task runs", "estimated from CPU time", "permission denied", "usermod -aG idlepool"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("Words = %q, lacks %q", got, want)
+		}
+	}
+	if got := (EnergyStatus{PowerW: 42.14, How: energy.Measured, CPU: energy.Measured}).Words(); got != "the tasks add 42.1 W now; the CPU's energy is measured" {
+		t.Errorf("Words = %q", got)
+	}
+}
+
+// denyAll is a powercap tree with one package whose files the kernel
+// refuses to a donor who is not root.
+type denyAll struct{}
+
+func (denyAll) Open(name string) (fs.File, error) {
+	if name == "." {
+		return fstest.MapFS{"intel-rapl:0/energy_uj": {}}.Open(".")
+	}
+	return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrPermission}
+}
+
+// A task suspended by an energy limit is predicted to wait until the
+// limit ends, so that it is handed back when that is too long.
+func TestPredictPauseEnergyLimits(t *testing.T) {
+	now := time.Date(2026, 6, 10, 19, 0, 0, 0, time.UTC)
+	for cause, words := range map[idle.Cause]string{idle.CauseEnergy: "your energy cap is reached until",
+		idle.CausePrice: "electricity above your price until", idle.CauseQuiet: "your quiet hours until"} {
+		d := idle.Decision{State: idle.StatePaused, Cause: cause, Until: now.Add(5 * time.Hour)}
+		p, ok := PredictPause(d, now, time.Minute, NewOwnerPattern(nil))
+		if !ok || p.Left != 5*time.Hour || !strings.Contains(p.Words, words) {
+			t.Errorf("%s: %+v, %v; want 5h left, %q", cause, p, ok, words)
+		}
+	}
+}
