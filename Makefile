@@ -10,21 +10,30 @@ FUZZTIME  ?= 10s
 # them.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
-.PHONY: train-fashion guest-examples bench-guests crossvet-windows test-beside check-full check-cluster gpupi optionmc ptx gpu-check gpu-check-bundle cgo-cflags check-examples all build tray panel package package-check deb deb-check screenshots tray-idle examples pi run-examples test crossvet fuzz bench sim fmt vet lint clean windows windows-installer wine-cli-check wine-test bench-p2p bench-cluster bench-makespan
+.PHONY: release train-fashion guest-examples bench-guests crossvet-windows test-beside check-full check-cluster gpupi optionmc ptx gpu-check gpu-check-bundle cgo-cflags check-examples all build tray panel package package-check deb deb-check screenshots tray-idle examples pi run-examples test crossvet fuzz bench sim fmt vet lint clean windows windows-installer wine-cli-check wine-test bench-p2p bench-cluster bench-makespan
 
 all: build examples
+
+# The version of this build, from FyneApp.toml (the one place it is
+# written; CHANGELOG.md has a section for it, which make release
+# checks). Every program is built with it: `idlepool version` and the
+# tray's menu say it, the self-update compares it with a release's.
+VERSION   := $(shell sed -n 's/^ *Version *= *"\(.*\)".*/\1/p' FyneApp.toml)
+# RELEASE_ROOT (make release sets it): the release repository's root
+# metadata, built into the programs as the root they trust first.
+VERSION_LDFLAGS := -X idlepool/version.Version=$(VERSION)$(if $(RELEASE_ROOT), -X idlepool/release.BuildRoot=$(shell base64 -w0 $(RELEASE_ROOT)))
 
 # The C flags the Makefile builds cgo packages with (for tests).
 cgo-cflags:
 	@echo "$(CGO_CFLAGS)"
 
 build:
-	$(GO) build -o $(BIN)/idlepool ./cmd/idlepool
+	$(GO) build -ldflags '$(VERSION_LDFLAGS)' -o $(BIN)/idlepool ./cmd/idlepool
 
 # The desktop tray app (cgo: GLFW needs the X11 and OpenGL development
 # packages, see docs/building.md).
 tray:
-	$(GO) build -o $(BIN)/idlepool-tray ./cmd/idlepool-tray
+	$(GO) build -ldflags '$(VERSION_LDFLAGS)' -o $(BIN)/idlepool-tray ./cmd/idlepool-tray
 
 # The Linux package of the tray app (FyneApp.toml): idlepool.tar.xz with the
 # tray app and the idlepool CLI, the .desktop file and icon, and a Makefile
@@ -39,6 +48,15 @@ package: tray build
 	./scripts/package-cli.sh
 	tar -tJf idlepool.tar.xz
 
+# A signed release (scripts/release.sh, docs/operator.md "Publishing a
+# release"): the Linux tarball, the .deb and, where its tools are, the
+# Windows installer, with The Update Framework's metadata (root with a
+# threshold, targets, snapshot, timestamp, each expiring) in
+# bin/release, signed with the keys in IDLEPOOL_RELEASE_KEYS or with
+# throwaway test keys; the notes are CHANGELOG.md's section of VERSION.
+release:
+	GO=$(GO) ./scripts/release.sh
+
 # The package as a donor installs it: user-install into a throwaway home,
 # the tray icon and menu on a private session, the engine obeying the hours
 # (scripts/package-check.sh).
@@ -48,10 +66,9 @@ package-check: package build panel
 # The Debian package idlepool_VERSION_ARCH.deb (scripts/deb.sh, dpkg-deb):
 # the CLI and the tray app, stripped, with the version of FyneApp.toml,
 # the tray app's menu entry and icon.
-DEB_VERSION := $(shell sed -n 's/^ *Version *= *"\(.*\)"/\1/p' FyneApp.toml)
 deb:
-	$(GO) build -ldflags='-s -w -X main.Version=$(DEB_VERSION)' -o $(BIN)/deb/idlepool ./cmd/idlepool
-	$(GO) build -ldflags='-s -w' -o $(BIN)/deb/idlepool-tray ./cmd/idlepool-tray
+	$(GO) build -ldflags='-s -w $(VERSION_LDFLAGS)' -o $(BIN)/deb/idlepool ./cmd/idlepool
+	$(GO) build -ldflags='-s -w $(VERSION_LDFLAGS)' -o $(BIN)/deb/idlepool-tray ./cmd/idlepool-tray
 	./scripts/deb.sh
 
 # The package checked by lintian, installed with dpkg --root into a
@@ -78,7 +95,7 @@ deb-check: deb panel
 WINDIR    := $(BIN)/windows
 WIN_CC    ?= x86_64-w64-mingw32-gcc
 WIN_ENV   := GOOS=windows GOARCH=amd64
-WIN_VERSION := $(shell sed -n 's/^ *Version *= *"\(.*\)".*/\1/p' FyneApp.toml)
+WIN_VERSION := $(VERSION)
 WIN_BUILD   := $(shell sed -n 's/^ *Build *= *\([0-9]*\).*/\1/p' FyneApp.toml)
 WIN_SYSO  := cmd/idlepool/rsrc_windows_amd64.syso cmd/idlepool-tray/rsrc_windows_amd64.syso
 WIN_SETUP := $(WINDIR)/idlepool-$(WIN_VERSION)-setup.exe
@@ -89,11 +106,11 @@ $(WIN_SYSO) &: FyneApp.toml assets/app.png packaging/windows/idlepool.manifest p
 	GO=$(GO) scripts/winres.sh $(WINDIR)/res
 
 $(WINDIR)/unsigned/idlepool.exe: $(WIN_SYSO) FORCE
-	$(WIN_ENV) CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w -X main.Version=$(WIN_VERSION)' -o $@.new ./cmd/idlepool
+	$(WIN_ENV) CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w $(VERSION_LDFLAGS)' -o $@.new ./cmd/idlepool
 	cmp -s $@.new $@ && rm $@.new || mv $@.new $@
 
 $(WINDIR)/unsigned/idlepool-tray.exe: $(WIN_SYSO) FORCE
-	$(WIN_ENV) CGO_ENABLED=1 CC=$(WIN_CC) $(GO) build -trimpath -ldflags '-s -w -H=windowsgui' -o $@.new ./cmd/idlepool-tray
+	$(WIN_ENV) CGO_ENABLED=1 CC=$(WIN_CC) $(GO) build -trimpath -ldflags '-s -w -H=windowsgui $(VERSION_LDFLAGS)' -o $@.new ./cmd/idlepool-tray
 	cmp -s $@.new $@ && rm $@.new || mv $@.new $@
 
 $(WINDIR)/%.exe: $(WINDIR)/unsigned/%.exe

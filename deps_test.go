@@ -18,8 +18,8 @@ import (
 // implementation of pool.Store (the pool's state in JetStream), which
 // coord serves.
 var layers = map[string]int{
-	"job": 0, "home": 0, "identity": 0, "assets": 0, "castore": 0, "energy": 0,
-	"worker": 1, "p2p": 1, "idle": 2, "offers": 3, "pool": 4,
+	"job": 0, "home": 0, "identity": 0, "assets": 0, "castore": 0, "energy": 0, "version": 0,
+	"worker": 1, "p2p": 1, "release": 1, "idle": 2, "offers": 3, "pool": 4,
 	"store": 5, "cluster": 5, "coord": 6, "agent": 7, "app": 8,
 }
 
@@ -31,6 +31,10 @@ var onlyIn = map[string]string{
 	"github.com/tetratelabs/wazero": "worker",
 	"github.com/pion/":              "p2p",
 	"github.com/nats-io/":           "cluster",
+	// The Update Framework's client and metadata, and the signers it
+	// signs with: the releases and the self-update alone.
+	"github.com/theupdateframework/": "release",
+	"github.com/sigstore/":           "release",
 }
 
 type listed struct {

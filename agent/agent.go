@@ -470,6 +470,9 @@ func (a *Agent) join(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		if err := CheckVersion(info); err != nil {
+			return err
+		}
 		reg, err := a.c.Register(ctx, a.cfg.OwnerKey, a.cfg.Name, a.cfg.Invite)
 		if err != nil {
 			return fmt.Errorf("register with pool %s: %w", info.Pool, err)

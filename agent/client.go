@@ -29,6 +29,7 @@ import (
 	"idlepool/identity"
 	"idlepool/job"
 	"idlepool/pool"
+	"idlepool/version"
 )
 
 // maxAnswer bounds the JSON answers the client reads (results may carry
@@ -434,6 +435,10 @@ func (c *Client) sendTo(ctx context.Context, base *url.URL, several bool, method
 		req.ContentLength = body.n
 		req.Header.Set("Content-Type", body.ctype)
 	}
+	// What this client is, for a pool that accepts only newer ones
+	// (coord.Config.MinAgentVersion).
+	req.Header.Set(coord.VersionHeader, version.Version)
+	req.Header.Set(coord.APIHeader, strconv.Itoa(coord.APIVersion))
 	used, _ := c.ClockOffset()
 	if sign {
 		coord.SignRequestDigest(req, body.sum, c.key, c.PoolNow())

@@ -136,6 +136,9 @@ type Donor struct {
 	throttleErr string
 
 	changes *changeNotifier // Changes
+	// updateNow wakes the self-update (ServeUpdating) when a pool says
+	// it needs a newer idlepool.
+	updateNow chan struct{}
 
 	mu      sync.Mutex
 	agents  map[string]*donorAgent // running, by URL
@@ -185,7 +188,7 @@ func NewDonor(cfg DonorConfig) (*Donor, error) {
 		cfg.GPUs = noGPUs{}
 	}
 	d := &Donor{cfg: cfg, log: cfg.Logger,
-		reload: make(chan struct{}, 1), wake: make(chan struct{}, 1),
+		reload: make(chan struct{}, 1), wake: make(chan struct{}, 1), updateNow: make(chan struct{}, 1),
 		agents: map[string]*donorAgent{}, retryAt: map[string]time.Time{}, changes: newChangeNotifier()}
 	if !cfg.Always {
 		d.policy = newDonorPolicy(cfg.Store, cfg.GPUs, cfg.Logger)
@@ -451,6 +454,22 @@ func (d *Donor) sync(ctx context.Context) error {
 		select {
 		case <-da.done:
 			delete(d.agents, u)
+			if errors.Is(da.err, ErrTooOld) {
+				// Not this pool's fault nor this device's: the pool
+				// moved on. Said in words, the self-update is woken,
+				// and the pool is tried again (the pending receipts
+				// stay in the store until then).
+				words := d.tooOldWords(ctx, da.err)
+				d.log.Warn("The pool needs a newer idlepool", "pool", u, "err", da.err, "after", d.cfg.RetryAfter)
+				d.event("pool %s: %s", u, words)
+				d.retryAt[u] = time.Now().Add(d.cfg.RetryAfter)
+				d.setError(u, words)
+				select {
+				case d.updateNow <- struct{}{}:
+				default:
+				}
+				continue
+			}
 			if da.err != nil {
 				if d.cfg.Pools != nil {
 					d.mu.Unlock()
@@ -961,6 +980,11 @@ func (d *Donor) Board(ctx context.Context) ([]PoolBoard, error) {
 
 // tasksHeld is how many tasks the donor's agents hold: running or
 // suspended, or with a result not yet recorded in the local store.
+// Busy reports whether the donor holds a task now (running, suspended
+// or waiting to report its result): the self-update installs a new
+// version only when it does not.
+func (d *Donor) Busy() bool { return d.tasksHeld() > 0 }
+
 func (d *Donor) tasksHeld() int {
 	d.mu.Lock()
 	agents := make([]*donorAgent, 0, len(d.agents))

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	"idlepool/coord"
+	"idlepool/version"
 )
 
 // Sentinel errors of package agent; compare with errors.Is. An *APIError
@@ -39,6 +42,9 @@ var (
 	// ErrNotCoordinator: what answered at the pool's URL is not an
 	// idlepool coordinator: it served an HTML page (see NotAPIError).
 	ErrNotCoordinator = errors.New("agent: not an idlepool coordinator")
+	// ErrTooOld: the pool accepts only newer idlepool versions (426
+	// "agent_too_old", or its GET /v1/pool's min_agent; see TooOldError).
+	ErrTooOld = errors.New("agent: the pool needs a newer idlepool")
 
 	// ErrNoAgent: no agent answers on the local API (none runs, or its
 	// socket is stale). Returned by ReadStatus.
@@ -70,6 +76,42 @@ type APIError struct {
 // is too far from its clock.
 const codeClockSkew = "clock_skew"
 
+// TooOldError is a pool's refusal of this idlepool: it accepts only
+// devices of version Need or newer (coord.PoolInfo.MinAgent, or its 426
+// "agent_too_old" answer). It matches ErrTooOld. Its words name the
+// version; Donor adds what is done about it ("updating").
+type TooOldError struct {
+	Pool string // the pool's URL
+	Need string // the oldest version it accepts, as people write it ("1.4"); "" when it did not say
+	Have string // this build's version
+}
+
+// Error says "this pool needs idlepool 1.4 or newer (this is 1.3.0)".
+func (e *TooOldError) Error() string {
+	need := "a newer idlepool"
+	if e.Need != "" {
+		need = "idlepool " + e.Need + " or newer"
+	}
+	return fmt.Sprintf("this pool needs %s (this is %s)", need, e.Have)
+}
+
+// Is matches ErrTooOld.
+func (e *TooOldError) Is(target error) bool { return target == ErrTooOld }
+
+// CheckVersion says whether the pool that answered info accepts this
+// build: a *TooOldError when its MinAgent is newer than version.Version
+// (a build without a version counts as older than every release).
+func CheckVersion(info coord.PoolInfo) error {
+	if need, err := version.Parse(info.MinAgent); info.MinAgent != "" && err == nil && version.Current().Less(need) {
+		// (a malformed minimum refuses nobody here; the pool's 426 still would)
+		return &TooOldError{Need: need.Short(), Have: version.Version}
+	}
+	if info.MinAPI > coord.APIVersion {
+		return &TooOldError{Have: version.Version}
+	}
+	return nil
+}
+
 // codeTaskDecided is the coordinator's code (409) for a heartbeat or
 // result of a replica whose task was decided without it (pool.
 // ErrTaskDecided): another device's result completed its verification
@@ -98,6 +140,9 @@ func (e *APIError) Error() string {
 
 // Is matches the sentinel of e's status code.
 func (e *APIError) Is(target error) bool {
+	if e.Code == coord.CodeAgentTooOld {
+		return target == ErrTooOld
+	}
 	switch e.Status {
 	case http.StatusBadRequest:
 		return target == ErrBadRequest

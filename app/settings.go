@@ -97,6 +97,7 @@ type settingsForm struct {
 	memory         *widget.Entry
 	memoryErr      *widget.Label
 	pauseOnBattery *widget.Check
+	updates        *widget.Check // keep idlepool up to date (idle.Settings.NoUpdates)
 	gameFullScreen *widget.Check // the game signs (idle.GameSign)
 	gameMode       *widget.Check
 	gameSteam      *widget.Check
@@ -364,6 +365,9 @@ func (f *settingsForm) computerTab(ctx context.Context, s idle.Settings) fyne.Ca
 		f.minBattery.Disable()
 	}
 
+	f.updates = widget.NewCheck("Keep idlepool up to date", nil)
+	f.updates.SetChecked(!s.NoUpdates)
+
 	f.gameFullScreen = widget.NewCheck("A full-screen window is in front (a game, or a film)", nil)
 	f.gameFullScreen.SetChecked(s.PauseForFullScreen)
 	f.gameMode = widget.NewCheck("A game uses GameMode (Feral Interactive)", nil)
@@ -440,6 +444,9 @@ func (f *settingsForm) computerTab(ctx context.Context, s idle.Settings) fyne.Ca
 		widget.NewSeparator(),
 		heading("Pause while a game runs, when"), games,
 		heading("Pause while these programs run"), f.programsBox(ctx, s.PauseFor),
+		widget.NewSeparator(),
+		heading("Updates"), f.updates,
+		hint("At most once a day, within your hours, idlepool downloads a newer signed release, checks its signatures and installs it when no task runs; your settings and receipts stay. Off: it never checks."),
 	)
 }
 
@@ -707,6 +714,7 @@ type parsedSettings struct {
 	maxOtherCPUShare float64
 	memoryShare      float64
 	pauseOnBattery   bool
+	noUpdates        bool
 	pauseFullScreen  bool
 	pauseGameMode    bool
 	pauseSteam       bool
@@ -789,6 +797,7 @@ func (f *settingsForm) parse() (p parsedSettings, bad []int) {
 	p.memoryShare = pct / 100
 
 	p.pauseOnBattery = f.pauseOnBattery.Checked
+	p.noUpdates = !f.updates.Checked
 	p.pauseFullScreen, p.pauseGameMode, p.pauseSteam = f.gameFullScreen.Checked, f.gameMode.Checked, f.gameSteam.Checked
 	p.minBattery, ok = parseNumber(f.minBattery.Text, 0, 100, "%")
 	check(computerTab, f.minBatteryErr, ok, "The minimum battery charge must be a percentage from 0 to 100 (0: no minimum).")
@@ -871,6 +880,9 @@ func (p parsedSettings) apply(s *idle.Settings, base parsedSettings, savedGPUs m
 	}
 	if p.pauseOnBattery != base.pauseOnBattery {
 		s.PauseOnBattery = p.pauseOnBattery
+	}
+	if p.noUpdates != base.noUpdates {
+		s.NoUpdates = p.noUpdates
 	}
 	if p.pauseFullScreen != base.pauseFullScreen {
 		s.PauseForFullScreen = p.pauseFullScreen

@@ -235,11 +235,13 @@ func TestSettingsComputerFields(t *testing.T) {
 	f.cache.SetText("2 GiB")
 	f.shareDisk.SetText("500 MiB")
 	f.shareUpload.SetText("1.5 MiB/s")
+	test.Tap(f.updates) // off: never check for updates
 	fx.tapSave()
 	if f.saveErr.Visible() {
 		t.Fatalf("save failed: %s", f.saveErr.Text)
 	}
 	want := idle.Defaults()
+	want.NoUpdates = true
 	want.CacheMiB = 2048
 	want.ShareDiskMiB = 500
 	want.ShareUploadKiBps = 1536

@@ -16,6 +16,7 @@ import (
 	"idlepool/agent"
 	"idlepool/assets"
 	"idlepool/idle"
+	"idlepool/version"
 )
 
 // TrayState is what the tray icon shows.
@@ -629,6 +630,9 @@ func (t *Tray) items(st TrayStatus, s traySnapshot) []TrayItem {
 		{Action: ActionBrowse, Label: labelBrowse},
 		{Action: ActionHistory, Label: labelHistory},
 		{Action: ActionHelp, Label: labelHelp},
+		// About: which idlepool this is (the version the build was given,
+		// which the self-update compares with a release's).
+		{Label: AboutLabel(), Disabled: true},
 	}...)
 	if t.deps.Autostart != nil {
 		items = append(items, sep,
@@ -636,6 +640,11 @@ func (t *Tray) items(st TrayStatus, s traySnapshot) []TrayItem {
 	}
 	return append(items, sep, TrayItem{Action: ActionQuit, Label: labelQuit})
 }
+
+// AboutLabel is the tray menu's About line: "idlepool 1.4.0", the
+// version of this build (version.Version; "idlepool dev" for a build
+// not given one).
+func AboutLabel() string { return "idlepool " + version.Version }
 
 // morningLabel is "Pause until tomorrow, 08:00", or "Pause until 08:00"
 // when the next morning is today (pausing after midnight).

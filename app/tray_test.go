@@ -21,6 +21,7 @@ import (
 	"idlepool/agent"
 	"idlepool/idle"
 	"idlepool/store"
+	"idlepool/version"
 )
 
 // fakeEngine is an Engine whose status the test sets; it counts Reloads.
@@ -283,7 +284,7 @@ func TestTrayPauseAndResume(t *testing.T) {
 	f := newTrayFixture(t, false)
 	want := []string{"(off) Waiting: on battery (43%)", "-", "Pause for 1 hour", "Pause until tomorrow, 08:00", "Finish current tasks, then pause", "-",
 		"Compute now for 1 hour", "Compute now for 3 hours", "-",
-		"Now…", "Settings…", "Browse jobs…", "Contribution history…", "Help…", "-", "Quit"}
+		"Now…", "Settings…", "Browse jobs…", "Contribution history…", "Help…", "(off) " + AboutLabel(), "-", "Quit"}
 	if diff := cmp.Diff(want, labels(f.tray.Menu())); diff != "" {
 		t.Fatalf("menu (-want +got):\n%s", diff)
 	}
@@ -298,7 +299,7 @@ func TestTrayPauseAndResume(t *testing.T) {
 	}
 	want = []string{"(off) Paused by you until 15:00", "-", "Pause until tomorrow, 08:00", "Finish current tasks, then pause", "Resume", "-",
 		"Compute now for 1 hour", "Compute now for 3 hours", "-",
-		"Now…", "Settings…", "Browse jobs…", "Contribution history…", "Help…", "-", "Quit"}
+		"Now…", "Settings…", "Browse jobs…", "Contribution history…", "Help…", "(off) " + AboutLabel(), "-", "Quit"}
 	if diff := cmp.Diff(want, labels(f.tray.Menu())); diff != "" {
 		t.Errorf("menu after pausing (-want +got):\n%s", diff)
 	}
@@ -309,7 +310,7 @@ func TestTrayPauseAndResume(t *testing.T) {
 	}
 	want = []string{"(off) Paused by you until Tue 08:00", "-", "Finish current tasks, then pause", "Resume", "-",
 		"Compute now for 1 hour", "Compute now for 3 hours", "-",
-		"Now…", "Settings…", "Browse jobs…", "Contribution history…", "Help…", "-", "Quit"}
+		"Now…", "Settings…", "Browse jobs…", "Contribution history…", "Help…", "(off) " + AboutLabel(), "-", "Quit"}
 	if diff := cmp.Diff(want, labels(f.tray.Menu())); diff != "" {
 		t.Errorf("menu after pausing until tomorrow (-want +got):\n%s", diff)
 	}
@@ -391,7 +392,7 @@ func TestTrayAutostartWindowsAndQuit(t *testing.T) {
 	f := newTrayFixture(t, true)
 	want := []string{"(off) Waiting: on battery (43%)", "-", "Pause for 1 hour", "Pause until tomorrow, 08:00", "Finish current tasks, then pause", "-",
 		"Compute now for 1 hour", "Compute now for 3 hours", "-",
-		"Now…", "Settings…", "Browse jobs…", "Contribution history…", "Help…", "-", "Start at login", "-", "Quit"}
+		"Now…", "Settings…", "Browse jobs…", "Contribution history…", "Help…", "(off) " + AboutLabel(), "-", "Start at login", "-", "Quit"}
 	if diff := cmp.Diff(want, labels(f.tray.Menu())); diff != "" {
 		t.Fatalf("menu (-want +got):\n%s", diff)
 	}
@@ -399,7 +400,7 @@ func TestTrayAutostartWindowsAndQuit(t *testing.T) {
 	if !f.auto.on {
 		t.Error("Start at login did not enable the entry")
 	}
-	if got := labels(f.tray.Menu())[15]; got != "[x] Start at login" {
+	if got := labels(f.tray.Menu())[16]; got != "[x] Start at login" {
 		t.Errorf("item after enabling = %q", got)
 	}
 	f.tap(t, "Start at login")
@@ -530,5 +531,15 @@ func TestTrayReadsSettingsWhenTheyMayHaveChanged(t *testing.T) {
 	g.tray.Refresh()
 	if !slices.Contains(labels(g.tray.Menu()), "Resume") {
 		t.Errorf("a change of the engine's state did not read the settings again: %v", labels(g.tray.Menu()))
+	}
+}
+
+func TestTrayAboutSaysTheVersion(t *testing.T) {
+	was := version.Version
+	version.Version = "1.4.2"
+	t.Cleanup(func() { version.Version = was })
+	f := newTrayFixture(t, false)
+	if got := labels(f.tray.Menu()); !slices.Contains(got, "(off) idlepool 1.4.2") {
+		t.Errorf("no About line with the build's version in %q", got)
 	}
 }

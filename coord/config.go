@@ -38,6 +38,16 @@ type Config struct {
 	// whose devices may register without a token. A non-empty list also
 	// makes the pool invite-only.
 	AllowOwners []string
+
+	// Versions (versions.go): MinAgentVersion is the oldest idlepool
+	// ("X.Y.Z") whose devices the pool accepts, "" for any; MinAPIVersion
+	// the oldest API version (coord.APIVersion of the agent's build) it
+	// accepts, 0 for any; LatestAgentVersion the newest release the
+	// operator knows of, "" for none. A device older than the minimums
+	// is answered 426 "agent_too_old" with the words it shows its owner.
+	MinAgentVersion    string
+	MinAPIVersion      int
+	LatestAgentVersion string
 	// StoreBusyTimeout is how long a write to coordinator.db waits for a
 	// lock another process holds on it; then the batch is kept, /healthz
 	// says so and the batch is tried again with backoff.
@@ -176,6 +186,9 @@ func (c *Config) InviteOnly() bool { return c.InviteToken != "" || len(c.AllowOw
 // Validate fills in defaults and checks the configuration once. Errors
 // wrap ErrConfig and name the field.
 func (c *Config) Validate() error {
+	if err := c.validateVersions(); err != nil {
+		return err
+	}
 	if c.Listen == "" {
 		c.Listen = DefaultListen
 	}

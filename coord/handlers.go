@@ -128,6 +128,9 @@ type call struct {
 // changes nothing.
 func (s *Server) signed(limit int64, h func(http.ResponseWriter, *http.Request, call) error) http.Handler {
 	return s.plain(func(w http.ResponseWriter, r *http.Request) error {
+		if err := s.checkAgentVersion(r); err != nil {
+			return err
+		}
 		a, err := s.authenticate(r)
 		if err != nil {
 			return err
@@ -177,7 +180,8 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (s *Server) poolInfo(w http.ResponseWriter, _ *http.Request) error {
-	info := PoolInfo{Pool: s.cfg.Pool, Key: s.key.Public(), InviteOnly: s.cfg.InviteOnly(), Version: APIVersion}
+	info := PoolInfo{Pool: s.cfg.Pool, Key: s.key.Public(), InviteOnly: s.cfg.InviteOnly(), Version: APIVersion,
+		MinAgent: s.cfg.MinAgentVersion, MinAPI: s.cfg.MinAPIVersion, LatestAgent: s.cfg.LatestAgentVersion}
 	if c := s.cfg.Cluster; c != nil && c.Nodes != nil {
 		info.Nodes = c.Nodes()
 	}
@@ -189,6 +193,9 @@ func (s *Server) poolInfo(w http.ResponseWriter, _ *http.Request) error {
 // registered; the owner key's endorsement of it must verify; an
 // invite-only pool needs its token or an allowed owner.
 func (s *Server) register(w http.ResponseWriter, r *http.Request) error {
+	if err := s.checkAgentVersion(r); err != nil {
+		return err
+	}
 	a, err := s.authenticate(r)
 	if err != nil {
 		return err

@@ -48,6 +48,13 @@ type PoolInfo struct {
 	Key        []byte `json:"key"`         // the coordinator's Ed25519 public key, which signs receipts
 	InviteOnly bool   `json:"invite_only"` // registering needs an invite token or an allowed owner
 	Version    int    `json:"version"`     // API version: APIVersion
+	// MinAgent is the oldest idlepool version ("X.Y.Z") whose devices the
+	// pool accepts, MinAPI the oldest API version, LatestAgent the newest
+	// release its operator knows of; empty or 0 when the pool sets none
+	// (Config.MinAgentVersion and the others).
+	MinAgent    string `json:"min_agent,omitempty"`
+	MinAPI      int    `json:"min_api,omitempty"`
+	LatestAgent string `json:"latest_agent,omitempty"`
 	// Nodes are the HTTP URLs of every node of a clustered pool
 	// ("http://HOST:PORT", this one included), so a client given one
 	// node learns the others and fails over to them; empty for a pool

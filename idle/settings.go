@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -120,6 +121,19 @@ type Settings struct {
 	// ShareUploadUnlimited means no cap (share_upload=unlimited).
 	ShareUploadKiBps int64 `json:"share_upload_kibps,omitempty"`
 
+	// NoUpdates turns the self-update off (updates=false): idlepool
+	// then neither checks for nor downloads new releases. False, the
+	// default, checks at most once a day.
+	NoUpdates bool `json:"no_updates,omitempty"`
+	// UpdateURL is the release location the self-update reads (a
+	// release directory that make release wrote, served over HTTP(S));
+	// "" means the one the installed package names, or none.
+	UpdateURL string `json:"update_url,omitempty"`
+	// UpdateKiBps caps, in KiB per second, the download of a release
+	// (update_download=512KiB/s). 0 means DefaultUpdateKiBps;
+	// ShareUploadUnlimited means no cap.
+	UpdateKiBps int64 `json:"update_kibps,omitempty"`
+
 	// Tariff is what a kWh costs the donor, by hour of TimeZone's day
 	// (energy.Tariff; "0.32 EUR", "EUR 0.35 23-7=0.15"); unset: no cost
 	// is shown and MaxPricePerKWh cannot be set.
@@ -206,6 +220,11 @@ const (
 	// (share_peers=false); one on fibre may raise it.
 	DefaultShareUploadKiBps = 1024
 
+	// DefaultUpdateKiBps is the cap on a release's download when the
+	// owner set none: a 40 MB release comes down in under a minute and
+	// never fills a home line.
+	DefaultUpdateKiBps = 1024
+
 	// ShareUploadUnlimited is the ShareUploadKiBps of an owner who lifted
 	// the cap (share_upload=unlimited).
 	ShareUploadUnlimited = -1
@@ -254,6 +273,18 @@ func (s Settings) ShareUploadBytesPerSecond() int64 {
 		return s.ShareUploadKiBps << 10
 	}
 	return DefaultShareUploadKiBps << 10
+}
+
+// UpdateBytesPerSecond is the cap of a release's download in bytes per
+// second: UpdateKiBps, DefaultUpdateKiBps when unset, and 0 for none.
+func (s Settings) UpdateBytesPerSecond() int {
+	switch {
+	case s.UpdateKiBps == ShareUploadUnlimited:
+		return 0
+	case s.UpdateKiBps > 0:
+		return int(s.UpdateKiBps << 10)
+	}
+	return DefaultUpdateKiBps << 10
 }
 
 // Bounds of ParseUploadRate, in KiB/s: below 64 KiB/s one 256 KiB chunk
@@ -517,6 +548,9 @@ var SettingKeys = []struct{ Key, Takes string }{
 	{"share_disk", `disk for file chunks kept to serve other devices of your pools, e.g. 1GiB or "default" (2GiB)`},
 	{"share_peers", `true or false: serve the file chunks you hold to other devices of your pools (false: fetch from the coordinator only, upload nothing)`},
 	{"share_upload", `cap on what you send to other devices, all pools together, e.g. 2MiB/s, "unlimited" or "default" (1MiB/s)`},
+	{"updates", `true or false: keep idlepool up to date from its signed releases (the default), checked at most once a day`},
+	{"update_url", `the release location to update from (http:// or https://), or "default" (the one the package names)`},
+	{"update_download", `cap on a release's download, e.g. 512KiB/s, "unlimited" or "default" (1MiB/s)`},
 	{"tariff", `what a kWh costs you, one price ("0.32 EUR") or by hour ("EUR 0.35 23-7=0.15"), or "none"`},
 	{"co2", `grams of CO2 per kWh of your electricity (0: the world average, 480)`},
 	{"cpu_rated_w", `your processor's rated power in W, for estimates where no counter is readable (0: 65)`},
@@ -638,6 +672,26 @@ func (s *Settings) Set(key, value string, now time.Time) error {
 		}
 	case "share_upload", "share_upload_kibps":
 		s.ShareUploadKiBps, err = ParseUploadRate(value)
+		if err != nil {
+			return fmt.Errorf("%s: %w", key, err)
+		}
+	case "updates":
+		var on bool
+		if on, err = parseBool(value); err == nil {
+			s.NoUpdates = !on
+		}
+	case "update_url":
+		if value == "default" || value == "" {
+			s.UpdateURL = ""
+			break
+		}
+		u, perr := url.Parse(value)
+		if perr != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("%s: %q is not an http:// or https:// URL (the release location a pool's operator publishes)", key, value)
+		}
+		s.UpdateURL = strings.TrimRight(value, "/")
+	case "update_download", "update_kibps":
+		s.UpdateKiBps, err = ParseUploadRate(value)
 		if err != nil {
 			return fmt.Errorf("%s: %w", key, err)
 		}

@@ -114,7 +114,12 @@ func Main(args []string) int {
 		fmt.Fprintln(os.Stderr, "idlepool-tray:", err)
 		return 2
 	}
-	if err := runTray(ctx, cfg, os.Stderr); err != nil {
+	err = runTray(ctx, cfg, os.Stderr)
+	if errors.Is(err, agent.ErrRestart) {
+		// The new version, installed over this program, takes over.
+		err = agent.Restart()
+	}
+	if err != nil {
 		if errors.Is(err, app.ErrRunning) {
 			fmt.Fprintln(os.Stderr, "idlepool-tray: already running; showing its window")
 			return 0

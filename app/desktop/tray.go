@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"fyne.io/systray"
@@ -115,18 +116,25 @@ func runTray(ctx context.Context, cfg Config, stderr io.Writer) error {
 	engineCtx, stopEngine := context.WithCancel(context.Background())
 	defer stopEngine()
 	engineDone := make(chan struct{})
-	go func() {
-		defer close(engineDone)
-		if err := donor.Serve(engineCtx); err != nil {
-			log.Error("The donor engine stopped", "err", err)
-		}
-	}()
-
-	// quit (the menu, a signal, or the window process exiting where there
-	// is no tray) closes stopping once.
+	// quit (the menu, a signal, the window process exiting where there
+	// is no tray, or a new version installed) closes stopping once.
 	stopping := make(chan struct{})
 	var quitOnce sync.Once
 	quit := func() { quitOnce.Do(func() { close(stopping) }) }
+	var restart atomic.Bool // a new version is installed: run it
+	go func() {
+		defer close(engineDone)
+		// The engine keeps itself up to date (the settings' updates):
+		// once a new version is installed, the app quits and restarts.
+		switch err := donor.ServeUpdating(engineCtx); {
+		case errors.Is(err, agent.ErrRestart):
+			log.Info("A new version is installed: restarting")
+			restart.Store(true)
+			quit()
+		case err != nil:
+			log.Error("The donor engine stopped", "err", err)
+		}
+	}()
 	stopSignal := context.AfterFunc(ctx, quit)
 	defer stopSignal()
 
@@ -240,6 +248,9 @@ func runTray(ctx context.Context, cfg Config, stderr io.Writer) error {
 		mu.Unlock()
 	}
 	<-finished
+	if restart.Load() {
+		return agent.ErrRestart
+	}
 	return startErr
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"idlepool/home"
+	"idlepool/version"
 )
 
 const usage = `idlepool computes jobs that split into independent tasks.
@@ -69,6 +70,9 @@ Commands:
   ledger verify POOL_URL | ledger verify FILE [--key KEY]
           check a pool's signed receipt ledger end to end; a FILE needs
           the coordinator's key (GET /v1/pool) unless this device met it
+  update [--url URL] [--root FILE] | update --rollback
+          check for a newer signed release now, and install it (or put
+          back the version before the last update)
   worker  the sandboxed task subprocess (started by idlepool itself)
   version print the version
 
@@ -85,10 +89,6 @@ Guides, in the docs/ folder of the idlepool source:
   docs/operator.md  running a pool: serve, trust, the relay, several machines
   docs/api.md       the coordinator's HTTP API
 `
-
-// Version is the program's version, set at build time with
-// -ldflags "-X main.Version=...".
-var Version = "dev"
 
 // userError is a failure explained for a person: what went wrong and, where
 // it helps, what to do about it. Its cause is kept for errors.Is.
@@ -258,8 +258,10 @@ func runAt(ctx context.Context, now func() time.Time, args []string, stdin io.Re
 		err = cmdEvents(ctx, g, cargs)
 	case "owner":
 		err = cmdOwner(ctx, g, cargs)
+	case "update":
+		err = cmdUpdate(ctx, g, cargs)
 	case "version":
-		fmt.Fprintln(stdout, "idlepool", Version)
+		fmt.Fprintln(stdout, "idlepool", version.Version)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 	default:

@@ -141,7 +141,11 @@ func cmdJoin(ctx context.Context, g *globals, args []string) error {
 		}
 		fmt.Fprintf(g.stderr, "idlepool: joining %s as device %s (owner %s) with %s\n", p.URL, dev.ID(), owner.ID(), plural(int64(slots[i]), "worker"))
 	}
-	if err := d.Serve(ctx); err != nil {
+	if err := d.ServeUpdating(ctx); err != nil {
+		if errors.Is(err, agent.ErrRestart) {
+			fmt.Fprintln(g.stderr, "idlepool: a new version is installed: restarting")
+			return agent.Restart()
+		}
 		if pe, ok := errors.AsType[*agent.PoolError](err); ok {
 			return poolError(pe.Err, pe.URL, dirs)
 		}

@@ -672,6 +672,20 @@ func printSettings(w io.Writer, s idle.Settings) {
 	default:
 		line("share_upload", "default: %s/s", agent.ByteSize(s.ShareUploadBytesPerSecond()))
 	}
+	line("updates", "%t", !s.NoUpdates)
+	if s.UpdateURL != "" {
+		line("update_url", "%s", s.UpdateURL)
+	} else {
+		line("update_url", "default: the package's, or none")
+	}
+	switch {
+	case s.UpdateKiBps == idle.ShareUploadUnlimited:
+		line("update_download", "unlimited")
+	case s.UpdateKiBps > 0:
+		line("update_download", "%s/s", agent.ByteSize(int64(s.UpdateBytesPerSecond())))
+	default:
+		line("update_download", "default: %s/s", agent.ByteSize(int64(s.UpdateBytesPerSecond())))
+	}
 	if s.Tariff.IsSet() {
 		line("tariff", "%s per kWh", s.Tariff)
 	} else {

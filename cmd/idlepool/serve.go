@@ -37,6 +37,9 @@ func cmdServe(ctx context.Context, g *globals, args []string) error {
 	turnAddr := fs.String("turn", "", "also run a TURN relay on UDP `HOST:PORT` (such as 0.0.0.0:3478) for peers behind firewalls; peers get short-lived credentials from the pool")
 	turnIP := fs.String("turn-ip", "", "the `IP` peers reach the relay at (default: the --turn host, which must then be a specific address)")
 	clusterFile := fs.String("cluster", "", "run one node of a clustered pool from its `FILE` (cluster.toml, made by 'idlepool cluster init'); its listen address, data directory and pool name come from the file")
+	minAgent := fs.String("min-agent-version", "", "refuse devices older than idlepool `X.Y.Z` (they say so in words and update themselves)")
+	minAPI := fs.Int("min-api-version", 0, "refuse devices speaking an API version below `N`")
+	latestAgent := fs.String("latest-agent-version", "", "the newest idlepool release `X.Y.Z` this pool's operator knows of (GET /v1/pool says it)")
 	spool := fs.Int64("spool-mib", coord.DefaultMaxSpoolBytes>>20, "keep at most `MIB` of bodies not yet authenticated in temporary files under --data")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
@@ -74,7 +77,8 @@ func cmdServe(ctx context.Context, g *globals, args []string) error {
 	cfg := coord.Config{Listen: *listen, DataDir: *data, Pool: *name, InviteToken: *invite, Logger: g.daemonLogger(),
 		MaxConns: *maxConns, ReadHeaderTimeout: *headerTimeout, BodyTimeout: *bodyTimeout, MinBodyRate: *minRate << 10,
 		IdleTimeout: *idleTimeout, MaxBodyMemory: *bodyMemory << 20, MaxSpoolBytes: *spool << 20,
-		Relay: coord.RelayConfig{Listen: *turnAddr, PublicIP: *turnIP}}
+		Relay:           coord.RelayConfig{Listen: *turnAddr, PublicIP: *turnIP},
+		MinAgentVersion: *minAgent, MinAPIVersion: *minAPI, LatestAgentVersion: *latestAgent}
 	if *excludeAfter < 1 {
 		return &userError{Msg: fmt.Sprintf("--exclude-after %d: want at least 1 deviation", *excludeAfter), Hint: "see 'idlepool serve --help'", Cause: errUsage}
 	}

@@ -12,6 +12,9 @@
 ;
 ; Command line (besides NSIS's /S for silent and /D=DIR):
 ;   installer /NOAUTOSTART     do not start idlepool at sign-in
+;   installer /RESTART         start the tray app once installed (the
+;                              self-update's silent install, which
+;                              stops the running one to replace it)
 ;   uninstaller /PURGE         also delete the owner's data (a silent
 ;                              uninstall keeps it unless /PURGE is given)
 ;
@@ -136,6 +139,17 @@ SectionEnd
 Section "-autostart off" SecNoAutostart
   ${IfNot} ${SectionIsSelected} ${SecAutostart}
     DeleteRegValue HKCU "${RUNKEY}" "${RUNVALUE}"
+  ${EndIf}
+SectionEnd
+
+; /RESTART: the self-update ran this installer (/S /RESTART) and the
+; tray app it stopped starts again, now the new version.
+Section "-restart" SecRestart
+  ${GetParameters} $R0
+  ClearErrors
+  ${GetOptions} $R0 "/RESTART" $R1
+  ${IfNot} ${Errors}
+    Exec '"$INSTDIR\${TRAY}"'
   ${EndIf}
 SectionEnd
 
