@@ -32,7 +32,8 @@ import (
 //     loses hears it at its next heartbeat, within a third of that.
 //   - The tail to the likely finishers: in the tail, a device expected to
 //     take more than twice the job's median is leased nothing of the job
-//     while enough faster devices wait idle (slowInTail).
+//     while enough faster devices wait idle that may take what is left
+//     (slowInTail).
 //   - Lease timeouts from the device's record: a device whose leases
 //     expired (it went silent: a crash, a lid closed, a lost network)
 //     gets a shorter lease, down to a quarter of the job's lease timeout
