@@ -67,7 +67,10 @@ func TestPoolToleranceOverHTTP(t *testing.T) {
 		}
 	})
 	t.Run("outside", func(t *testing.T) {
-		j := planJob(t, "squares-outlier", tasks, toleranceTable)
+		// A lease timeout long enough for the two devices that settle
+		// the split to join on a busy machine: the split tasks end
+		// unverified once the job has had nothing to compute for one.
+		j := planJob(t, "squares-outlier", tasks, "lease_timeout = \"2m\"\n"+toleranceTable)
 		co := startCoordinator(t, t.TempDir(), "127.0.0.1:0")
 		honest, far := newDevice(t, nil), newDevice(t, nil)
 		startAgent(t, co.url, honest, &fakeExec{}, 1, nil)

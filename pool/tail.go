@@ -32,7 +32,8 @@ import (
 //     loses hears it at its next heartbeat, within a third of that.
 //   - The tail to the likely finishers: in the tail, a device expected to
 //     take more than twice the job's median is leased nothing of the job
-//     while enough faster devices wait idle (slowInTail).
+//     while enough faster devices wait idle that may take what is left
+//     (slowInTail).
 //   - Lease timeouts from the device's record: a device whose leases
 //     expired (it went silent: a crash, a lid closed, a lost network)
 //     gets a shorter lease, down to a quarter of the job's lease timeout
@@ -348,9 +349,9 @@ func (s *Scheduler) mayBackup(js *jobState, now time.Time) bool {
 }
 
 // slowInTail reports whether p should be leased nothing of js now: js's
-// tasks still to lease are fewer than the idle devices that are not slow,
-// and p is slow (expected to take over slowFactor of js's medians). s.mu
-// is held.
+// tasks still to lease are fewer than the idle devices that are not slow
+// and may take one of them (fastIdleFor), and p is slow (expected to take
+// over slowFactor of js's medians). s.mu is held.
 func (s *Scheduler) slowInTail(js *jobState, p Peer, now time.Time) bool {
 	if s.cfg.Tail.NoRanking || !js.pace.known() {
 		return false
@@ -359,8 +360,45 @@ func (s *Scheduler) slowInTail(js *jobState, p Peer, now time.Time) bool {
 		return false
 	}
 	left := int64(len(js.want)) + js.tasks - js.next
-	_, fast := s.idleCount(now)
-	return left < int64(fast)
+	if _, fast := s.idleCount(now); left >= int64(fast) {
+		return false // not enough fast idle devices, whatever they may take
+	}
+	return left < s.fastIdleFor(js, p, now, left+1)
+}
+
+// fastIdleFor counts, up to max, the idle devices other than p that are
+// not slow and may take a replica of js now: a fresh task when js has
+// one, else a task that wants a replica they may compute. An idle device
+// that may take none (it voted on every task left, the job does not allow
+// it, it is excluded) finishes nothing of js sooner than p: counted, it
+// kept a split task from the only devices that may settle it. s.mu is
+// held; idleCount was called at now.
+func (s *Scheduler) fastIdleFor(js *jobState, p Peer, now time.Time, max int64) int64 {
+	var n int64
+	for _, id := range s.idle {
+		d := s.shown[id]
+		q, ok := s.peers[id]
+		if id == p.ID || d == nil || !ok || d.idleAt.IsZero() || now.Sub(d.idleAt) > s.idleWithin() || d.idleExp > slowFactor {
+			continue
+		}
+		if !js.allows(q) || !s.trust.excludedUntil(q, now).IsZero() {
+			continue
+		}
+		may := js.next < js.tasks
+		for _, i := range js.want {
+			if may {
+				break
+			}
+			ts := js.active[i]
+			may = js.eligible(ts, q) && !ts.held(q, now) && js.admits(ts, q)
+		}
+		if may {
+			if n++; n >= max {
+				break
+			}
+		}
+	}
+	return n
 }
 
 // backupFor returns the task of js that p should compute a backup replica

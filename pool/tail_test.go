@@ -264,3 +264,38 @@ func TestTailLeaseTimeout(t *testing.T) {
 		t.Errorf("vic, keeping its leases again, is leased for %v, want more than %v and at most %v", d, tailLease/4, tailLease)
 	}
 }
+
+// TestTailSlowSettlesSplit: the idle devices that keep a slow device off
+// a job's tail are only those that may take what is left. Here the last
+// task is split between bob and carol, who wait idle and fast; neither
+// may vote on it again, so sam, slow but of an owner new to the task, is
+// leased it rather than nobody (the task waited until bob's and carol's
+// idleness aged out).
+func TestTailSlowSettlesSplit(t *testing.T) {
+	h, _, bob, carol := newTailPool(t, 5, 3, func(c *pool.SchedulerConfig) { c.Tail.NoBackups = true })
+	sam := h.Device("sam", "sam-1")
+	h.Device("dave", "dave-1") // a second owner that may settle the split: it is not stalled
+	// Task 3: sam takes three medians, bob one.
+	lb, ls := h.Lease(bob, 1), h.Lease(sam, 1)
+	if len(lb) != 1 || len(ls) != 1 || lb[0].Task != 3 || ls[0].Task != 3 {
+		t.Fatalf("bob %v, sam %v, want task 3 each", tasksOf(lb), tasksOf(ls))
+	}
+	pass(h, 10*time.Minute, lb[0], ls[0])
+	h.Submit(lb[0], good(3))
+	pass(h, 20*time.Minute, ls[0])
+	h.Submit(ls[0], good(3))
+	// Task 4, the last: bob and carol disagree.
+	lb, lc := h.Lease(bob, 1), h.Lease(carol, 1)
+	if len(lb) != 1 || len(lc) != 1 || lb[0].Task != 4 || lc[0].Task != 4 {
+		t.Fatalf("bob %v, carol %v, want task 4 each", tasksOf(lb), tasksOf(lc))
+	}
+	pass(h, 10*time.Minute, lb[0], lc[0])
+	h.Submit(lb[0], good(4))
+	h.Submit(lc[0], pooltest.Bad(4))
+	if got := append(h.Lease(bob, 1), h.Lease(carol, 1)...); len(got) != 0 {
+		t.Fatalf("bob and carol got %v, who voted on the only task left", tasksOf(got))
+	}
+	if got := h.Lease(sam, 1); len(got) != 1 || got[0].Task != 4 {
+		t.Fatalf("sam got %v, want task 4: the fast idle devices may not take it", tasksOf(got))
+	}
+}
