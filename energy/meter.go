@@ -238,14 +238,7 @@ func (t *Task) Stop(pid int) Usage {
 	if t.done {
 		return Usage{}
 	}
-	t.done = true
-	now := m.sampleLocked()
-	m.active--
-	for _, g := range t.gpus {
-		if m.gpuUse[g]--; m.gpuUse[g] <= 0 {
-			delete(m.gpuUse, g)
-		}
-	}
+	now := t.endLocked()
 	u := Usage{Start: t.start, End: now}
 	var cur acc
 	if a := m.pid[pid]; a != nil && pid != 0 {
@@ -262,6 +255,22 @@ func (t *Task) Stop(pid int) Usage {
 	return u
 }
 
+// endLocked marks t done, samples now and gives back its share of the
+// meter's active tasks and GPUs; it returns the sample's time. m.mu is
+// held.
+func (t *Task) endLocked() time.Time {
+	m := t.m
+	t.done = true
+	now := m.sampleLocked()
+	m.active--
+	for _, g := range t.gpus {
+		if m.gpuUse[g]--; m.gpuUse[g] <= 0 {
+			delete(m.gpuUse, g)
+		}
+	}
+	return now
+}
+
 // StopAll ends the task as the work of all this device's worker
 // processes together (a solo run, whose tasks use every worker), samples
 // now and returns its Usage: the CPU energy attributed to every worker
@@ -275,14 +284,7 @@ func (t *Task) StopAll() Usage {
 	if t.done {
 		return Usage{}
 	}
-	t.done = true
-	now := m.sampleLocked()
-	m.active--
-	for _, g := range t.gpus {
-		if m.gpuUse[g]--; m.gpuUse[g] <= 0 {
-			delete(m.gpuUse, g)
-		}
-	}
+	now := t.endLocked()
 	u := Usage{Start: t.start, End: now}
 	read := false
 	for pid, a := range m.pid {

@@ -131,17 +131,8 @@ func (a *vecSumAcc) appendState(b []byte) []byte {
 
 func (a *vecSumAcc) decodeState(r *stateReader) {
 	a.count = r.count()
-	n := r.uvarint()
-	switch {
-	case r.err != nil:
-		return
-	case n > MaxVectorLen || n > uint64(len(r.b))/2:
-		r.fail("vector of %d integers", n)
-		return
-	case (n == 0) != (a.count == 0):
-		r.fail("vector length does not match its count")
-		return
-	case n == 0:
+	n := r.vectorLen(a.count, "integers")
+	if n == 0 {
 		return
 	}
 	a.hi = make([]int64, n)

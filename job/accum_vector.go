@@ -100,19 +100,29 @@ func (a *vecAcc) appendState(b []byte) []byte {
 	return b
 }
 
-func (a *vecAcc) decodeState(r *stateReader) {
-	a.count = r.count()
+// vectorLen reads the length of a vector state of count results, whose
+// elements are what ("numbers"); 0 for an empty one or an error (r.err
+// says which: a length over MaxVectorLen or the bytes left, or one that
+// does not match the count).
+func (r *stateReader) vectorLen(count int64, what string) uint64 {
 	n := r.uvarint()
 	switch {
 	case r.err != nil:
-		return
+		return 0
 	case n > MaxVectorLen || n > uint64(len(r.b))/2:
-		r.fail("vector of %d numbers", n)
-		return
-	case (n == 0) != (a.count == 0):
+		r.fail("vector of %d %s", n, what)
+		return 0
+	case (n == 0) != (count == 0):
 		r.fail("vector length does not match its count")
-		return
-	case n == 0:
+		return 0
+	}
+	return n
+}
+
+func (a *vecAcc) decodeState(r *stateReader) {
+	a.count = r.count()
+	n := r.vectorLen(a.count, "numbers")
+	if n == 0 {
 		return
 	}
 	a.sums = make([]superacc, n)
