@@ -65,23 +65,23 @@ func TestEarlyHandBack(t *testing.T) {
 	go func() { ra.done <- a.Serve(actx) }()
 	t.Cleanup(func() { ra.Stop(t) })
 
-	eventually(t, 10*time.Second, "running", func() bool { return len(ra.Running()) == 1 })
+	eventually(t, 2*time.Minute, "running", func() bool { return len(ra.Running()) == 1 })
 	first := ra.Running()[0].ID
 
 	// A pause that ends in 10 s: not worth a hand-back.
 	policy.set(idle.Decision{State: idle.StatePaused, Reason: "paused by you until soon", Hold: idle.HoldOwner,
 		Cause: idle.CausePaused, Until: time.Now().Add(10 * time.Second)})
-	eventually(t, 5*time.Second, "suspended", func() bool { return exec.suspends.Load() == 1 })
+	eventually(t, 2*time.Minute, "suspended", func() bool { return exec.suspends.Load() == 1 })
 	time.Sleep(300 * time.Millisecond) // fifteen decisions
 	if r := ra.Running(); len(r) != 1 || r[0].ID != first || len(ra.Status().HandedBack) != 0 {
 		t.Fatalf("a short pause handed the task back: running %v, handed back %v", r, ra.Status().HandedBack)
 	}
 	policy.set(idle.Decision{State: idle.StateComputing, Cores: 1, Reason: "computing"})
-	eventually(t, 5*time.Second, "resumed", func() bool { return exec.resumes.Load() == 2 })
+	eventually(t, 2*time.Minute, "resumed", func() bool { return exec.resumes.Load() == 2 })
 
 	// A game starts: handed back at once.
 	policy.set(idle.Decision{State: idle.StatePaused, Reason: "paused: a Steam game is running", Hold: idle.HoldOwner, Cause: idle.CauseGame})
-	eventually(t, 20*time.Second, "handed back", func() bool { return len(ra.Running()) == 0 })
+	eventually(t, 2*time.Minute, "handed back", func() bool { return len(ra.Running()) == 0 })
 	st := ra.Status()
 	if len(st.HandedBack) != 1 || st.HandedBack[0].Lease != first || st.HandedBack[0].Why != "a game started" {
 		t.Fatalf("status handed back %+v, want lease %s for a game", st.HandedBack, first)
@@ -101,7 +101,7 @@ func TestEarlyHandBack(t *testing.T) {
 	// Computing again: the notice goes, and the task is leased afresh.
 	close(exec.Block)
 	policy.set(idle.Decision{State: idle.StateComputing, Cores: 1, Reason: "computing"})
-	eventually(t, 20*time.Second, "job done", func() bool {
+	eventually(t, 2*time.Minute, "job done", func() bool {
 		js, err := sub.c.Status(ctx, j.ID)
 		return err == nil && js.Accepted == 1
 	})
