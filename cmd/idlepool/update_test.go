@@ -4,6 +4,8 @@ import (
 	"archive/tar"
 	"compress/gzip"
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -11,6 +13,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,14 +22,28 @@ import (
 	"idlepool/store"
 )
 
-// buildVersion builds idlepool as make does, with version v, into dir.
-func buildVersion(t *testing.T, dir, v string) string {
+// buildVersions builds idlepool as make does once per version, with
+// version versions[i], into dirs[i], all at once (the links are the
+// slow part, and each runs on its own core), and returns the programs'
+// paths in the same order.
+func buildVersions(t *testing.T, dirs, versions []string) []string {
 	t.Helper()
-	out := filepath.Join(dir, "idlepool")
-	if b, err := exec.Command("go", "build", "-ldflags", "-X idlepool/version.Version="+v, "-o", out, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build idlepool %s: %v\n%s", v, err, b)
+	progs := make([]string, len(dirs))
+	errs := make([]error, len(dirs))
+	var wg sync.WaitGroup
+	for i := range dirs {
+		progs[i] = filepath.Join(dirs[i], "idlepool")
+		wg.Go(func() {
+			if b, err := exec.Command("go", "build", "-ldflags", "-X idlepool/version.Version="+versions[i], "-o", progs[i], ".").CombinedOutput(); err != nil {
+				errs[i] = fmt.Errorf("build idlepool %s: %w\n%s", versions[i], err, b)
+			}
+		})
 	}
-	return out
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	return progs
 }
 
 // tarball writes a release tarball as make release does (the package's
@@ -72,6 +89,7 @@ func runIn(t *testing.T, prog string, args ...string) (string, error) {
 // pending receipts and the previous version for one rollback; a
 // tampered release 3.0.0 is refused and 2.0.0 kept.
 func TestUpdateFromOneToTwo(t *testing.T) {
+	t.Parallel() // long (three builds): runs beside the package's other long tests
 	if runtime.GOOS == "windows" {
 		t.Skip("the tarball update is the Linux user install's")
 	}
@@ -80,9 +98,8 @@ func TestUpdateFromOneToTwo(t *testing.T) {
 	for _, d := range []string{inst, filepath.Join(tmp, "v2"), filepath.Join(tmp, "v3")} {
 		os.MkdirAll(d, 0o755)
 	}
-	v1 := buildVersion(t, inst, "1.0.0")
-	v2 := buildVersion(t, filepath.Join(tmp, "v2"), "2.0.0")
-	v3 := buildVersion(t, filepath.Join(tmp, "v3"), "3.0.0")
+	progs := buildVersions(t, []string{inst, filepath.Join(tmp, "v2"), filepath.Join(tmp, "v3")}, []string{"1.0.0", "2.0.0", "3.0.0"})
+	v1, v2, v3 := progs[0], progs[1], progs[2]
 
 	// The release server with releases 1.0.0 and 2.0.0.
 	keys, err := release.GenerateKeys(2, 2)
