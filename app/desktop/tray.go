@@ -201,7 +201,13 @@ func runTray(ctx context.Context, cfg Config, stderr io.Writer) error {
 	}
 
 	// Quitting stops the window process, the UI's goroutines and the
-	// engine, then the system tray, which ends systray.Run.
+	// engine, then the system tray, which ends systray.Run. The tray is
+	// quit only once its start (systray.Run's onReady, under mu) has
+	// finished and its goroutines have ended: quitting closes the D-Bus
+	// connection, and fyne.io/systray panics when an icon or menu is set
+	// on a closed one (a SIGTERM while the tray was starting did that).
+	var mu sync.Mutex // orders starting the tray's goroutines with waiting for them
+	var trayGroup sync.WaitGroup
 	finished := make(chan struct{})
 	go func() {
 		defer close(finished)
@@ -216,12 +222,13 @@ func runTray(ctx context.Context, cfg Config, stderr io.Writer) error {
 			log.Warn("Quitting before the engine handed every lease back", "waited", quitWait)
 		}
 		if useTray {
+			mu.Lock()
+			trayGroup.Wait()
 			systray.Quit()
+			mu.Unlock()
 		}
 	}()
 	if useTray {
-		var mu sync.Mutex // orders starting the tray's goroutines with waiting for them
-		var trayGroup sync.WaitGroup
 		systray.Run(func() {
 			mu.Lock()
 			defer mu.Unlock()
@@ -242,10 +249,6 @@ func runTray(ctx context.Context, cfg Config, stderr io.Writer) error {
 			}, log)
 			trayGroup.Go(func() { _ = tray.Serve(uiCtx, view.clicks) })
 		}, nil)
-		<-finished
-		mu.Lock()
-		trayGroup.Wait()
-		mu.Unlock()
 	}
 	<-finished
 	if restart.Load() {
