@@ -83,20 +83,18 @@ HOME="$home" XDG_CONFIG_HOME="$home/.config" XDG_DATA_HOME="$home/.local/share" 
   env -u IDLEPOOL_HOME "$root/usr/bin/idlepool-tray" > "$tmp/tray.out" 2> "$tmp/tray.log" &
 app=$!
 pids+=($app)
-wait_for "$tmp/panel.out" '^item .*icon=[0-9]' 60 || fail "no tray icon appeared"
-for _ in $(seq 300); do xdotool search --name 'Welcome to idlepool' > /dev/null 2>&1 && break; sleep 0.1; done
-xdotool search --name 'Welcome to idlepool' > /dev/null 2>&1 || fail "no first-run window"
+wait_for "$tmp/panel.out" '^item .*icon=[0-9]' || fail "no tray icon appeared"
+eventually xdotool search --name 'Welcome to idlepool' > /dev/null 2>&1 || fail "no first-run window"
 # The first start decides about the start at login before it shows the
 # first-run window: the package's entry starts it, so the user gets none.
 user_autostart="$home/.config/autostart"
 [ -z "$(ls -A "$user_autostart" 2>/dev/null)" ] ||
   fail "the first start wrote an autostart entry of the user's beside the package's: $(cat "$user_autostart"/*)"
-wait_for "$tmp/panel.out" '^  menu \[x\] Start at login$' 30 ||
+wait_for "$tmp/panel.out" '^  menu \[x\] Start at login$' ||
   fail "the tray menu does not count the package's entry as its start at login: $(grep 'Start at login' "$tmp/panel.out")"
 echo "first start: tray icon, first-run window, start at login by the package's entry, no entry of the user's"
 kill -TERM "$app"
-for _ in $(seq 400); do kill -0 "$app" 2>/dev/null || break; sleep 0.1; done
-kill -0 "$app" 2>/dev/null && fail "the tray app did not quit within 40 s of SIGTERM"
+eventually gone "$app" || fail "the tray app did not quit within $patience s of SIGTERM"
 wait "$app" && rc=0 || rc=$?
 [ "$rc" -eq 0 ] || fail "the tray app exited with $rc"
 

@@ -67,31 +67,28 @@ echo "installed CLI: idlepool settings: $(idlepool --home "$donor" settings | gr
 HOME="$tmp/home" XDG_CONFIG_HOME="$tmp/home/.config" LANG=C.UTF-8 "$tray" --home "$donor" > "$tmp/tray.out" 2> "$tmp/tray.log" &
 app=$!
 pids+=($app)
-wait_for "$tmp/panel.out" '^item .*icon=[0-9]' 30 || fail "no tray icon appeared"
-wait_for "$tmp/panel.out" '^  menu Quit' 10 || fail "the tray icon has no menu"
+wait_for "$tmp/panel.out" '^item .*icon=[0-9]' || fail "no tray icon appeared"
+wait_for "$tmp/panel.out" '^  menu Quit' || fail "the tray icon has no menu"
 echo "tray icon and menu:"
 sed -n 's/^  menu /  | /p' "$tmp/panel.out"
 
 status() { idlepool --home "$donor" status 2>&1 | sed -n 's/^donor *//p'; }
-for _ in $(seq 100); do status | grep >/dev/null '^computing' && break; sleep 0.2; done
-status | grep >/dev/null '^computing' || fail "the tray's engine does not compute: $(status)"
+says() { status | grep >/dev/null "$1"; }
+eventually says '^computing' || fail "the tray's engine does not compute: $(status)"
 echo "engine: $(status | head -1)"
 
 # Hours that exclude now: it waits, without a restart.
 day=$(date +%a)
 other=$([ "$day" = Mon ] && echo Tue || echo Mon)
 idlepool --home "$donor" settings set "hours=$other 03:00-04:00" > /dev/null
-for _ in $(seq 100); do status | grep >/dev/null 'outside your hours' && break; sleep 0.2; done
-status | grep >/dev/null 'outside your hours' || fail "hours outside now did not make it wait: $(status)"
+eventually says 'outside your hours' || fail "hours outside now did not make it wait: $(status)"
 echo "hours $other 03:00-04:00: $(status | head -1)"
 idlepool --home "$donor" settings set hours=always > /dev/null
-for _ in $(seq 100); do status | grep >/dev/null '^computing' && break; sleep 0.2; done
-status | grep >/dev/null '^computing' || fail "hours=always did not make it compute again: $(status)"
+eventually says '^computing' || fail "hours=always did not make it compute again: $(status)"
 echo "hours always: $(status | head -1)"
 
 kill -TERM "$app"
-for _ in $(seq 400); do kill -0 "$app" 2>/dev/null || break; sleep 0.1; done
-kill -0 "$app" 2>/dev/null && fail "the tray app did not quit within 40 s of SIGTERM"
+eventually gone "$app" || fail "the tray app did not quit within $patience s of SIGTERM"
 wait "$app" && rc=0 || rc=$?
 [ "$rc" -eq 0 ] || fail "the tray app exited with $rc"
 grep -q 'panic:' "$tmp/tray.log" && fail "the tray app panicked"
@@ -105,12 +102,10 @@ HOME="$tmp/home" XDG_CONFIG_HOME="$tmp/home/.config" XDG_CONFIG_DIRS="$tmp/xdg" 
   "$tray" --home "$tmp/fresh" > "$tmp/tray-first.out" 2> "$tmp/tray-first.log" &
 app=$!
 pids+=($app)
-for _ in $(seq 600); do [ -s "$entry" ] && break; sleep 0.1; done
-[ -s "$entry" ] || fail "the first start wrote no start-at-login entry $entry"
+eventually test -s "$entry" || fail "the first start wrote no start-at-login entry $entry"
 grep -q "^Exec=$tray --home $tmp/fresh$" "$entry" || fail "the start-at-login entry does not start $tray: $(grep ^Exec "$entry")"
 kill -TERM "$app"
-for _ in $(seq 400); do kill -0 "$app" 2>/dev/null || break; sleep 0.1; done
-kill -0 "$app" 2>/dev/null && fail "the tray app did not quit within 40 s of SIGTERM"
+eventually gone "$app" || fail "the tray app did not quit within $patience s of SIGTERM"
 wait "$app" || fail "the tray app's first start exited with $?"
 env -u XDG_CONFIG_HOME make -s -C "$tmp/pkg/idlepool-tray" user-uninstall HOME="$tmp/home" > "$tmp/uninstall.out" 2>&1 ||
   fail "user-uninstall failed: $(cat "$tmp/uninstall.out")"

@@ -8,11 +8,33 @@
 #   pool_start           `idlepool serve` on 127.0.0.1; its URL in $url
 #   donor_join HOME [KEY=VALUE...]
 #                        settings saved under HOME (no first-run window) and
-#                        the pool joined with `idlepool join`, stopped after
-#                        3 s: the store the tray app reads has it joined
+#                        the pool joined with `idlepool join`, stopped once
+#                        it says it joins: the store the tray app reads has
+#                        it joined
 #   fail MESSAGE         prints MESSAGE and the logs' tails, exits 1
+#   eventually CMD...    runs CMD every 0.2 s until it succeeds; fails
+#                        (returns 1) after $patience seconds
+#   wait_for FILE PATTERN
+#                        eventually FILE has a line matching PATTERN
+#   gone PID             the process PID has exited
+#
+# Every wait ends as soon as its condition holds; $patience (300 s, or
+# IDLEPOOL_PATIENCE) only stops a check that would otherwise hang. It is
+# not a verdict on speed: CI runs these checks at nice 19 beside the go
+# tests on a busy 2-core machine, where a program can take a minute to
+# start or to answer.
 #
 # Every process started is in $pids and killed on exit.
+
+patience=${IDLEPOOL_PATIENCE:-300}
+
+eventually() {
+  local end=$((SECONDS + patience))
+  until "$@"; do
+    [ "$SECONDS" -lt "$end" ] || return 1
+    sleep 0.2
+  done
+}
 
 session_start() {
   script=$1
@@ -22,17 +44,15 @@ session_start() {
   exec 5> "$tmp/display"
   Xvfb -displayfd 5 -screen 0 1280x800x24 -nolisten tcp -noreset 2>/dev/null &
   pids+=($!)
-  for _ in $(seq 100); do [ -s "$tmp/display" ] && break; sleep 0.1; done
-  [ -s "$tmp/display" ] || fail "Xvfb did not start"
+  eventually test -s "$tmp/display" || fail "Xvfb did not start"
   export DISPLAY=:$(head -1 "$tmp/display")
   dbus-daemon --session --nofork --print-address=1 > "$tmp/bus" 2>/dev/null &
   pids+=($!)
-  for _ in $(seq 100); do [ -s "$tmp/bus" ] && break; sleep 0.1; done
-  [ -s "$tmp/bus" ] || fail "dbus-daemon did not start"
+  eventually test -s "$tmp/bus" || fail "dbus-daemon did not start"
   export DBUS_SESSION_BUS_ADDRESS=$(head -1 "$tmp/bus")
   bin/panel > "$tmp/panel.out" 2>&1 &
   pids+=($!)
-  for _ in $(seq 100); do grep -q watching "$tmp/panel.out" && break; sleep 0.1; done
+  wait_for "$tmp/panel.out" watching || fail "the stand-in panel did not start"
 }
 
 session_cleanup() {
@@ -47,16 +67,17 @@ fail() {
   exit 1
 }
 
-# wait_for FILE PATTERN SECONDS: until the file has a line matching.
+# gone PID: the process has exited.
+gone() { ! kill -0 "$1" 2>/dev/null; }
+
 wait_for() {
-  for _ in $(seq $(( $3 * 10 ))); do grep -q -- "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done
-  return 1
+  eventually grep -q -- "$2" "$1" 2>/dev/null
 }
 
 pool_start() {
   bin/idlepool serve --home "$tmp/pool" --listen 127.0.0.1:0 --pool lab-a > "$tmp/serve.log" 2>&1 &
   pids+=($!)
-  wait_for "$tmp/serve.log" 'http://127.0.0.1:[0-9]' 20 || fail "the coordinator did not start"
+  wait_for "$tmp/serve.log" 'http://127.0.0.1:[0-9]' || fail "the coordinator did not start"
   url=$(grep -o 'http://127\.0\.0\.1:[0-9]*' "$tmp/serve.log" | head -1)
 }
 
@@ -65,6 +86,9 @@ donor_join() {
   shift
   [ $# -gt 0 ] || set -- idle_for=5m
   bin/idlepool --home "$h" settings set "$@" > /dev/null
-  timeout -s TERM 3 bin/idlepool --home "$h" join "$url" --workers 1 2> "$tmp/join.log" || true
-  grep -q "joining $url" "$tmp/join.log" || fail "could not join the pool"
+  bin/idlepool --home "$h" join "$url" --workers 1 2> "$tmp/join.log" &
+  local join=$!
+  wait_for "$tmp/join.log" "joining $url" || { kill "$join"; fail "could not join the pool"; }
+  kill -TERM "$join"
+  wait "$join" || true
 }
