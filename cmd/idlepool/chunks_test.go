@@ -46,6 +46,7 @@ func metricValue(t *testing.T, url, name string) float64 {
 // their chunk stores and announce them to the pool's tracker, and the
 // result equals `run --json`.
 func TestJoinFetchesInputsInChunks(t *testing.T) {
+	t.Parallel()
 	_, url := startServe(t, t.TempDir(), "127.0.0.1:0")
 	var homes []string
 	for i := range 2 {

@@ -74,6 +74,7 @@ func TestKfoldCSVRecords(t *testing.T) {
 // TestHintsPointAtTheCause checks that the hint after an error is about
 // what is wrong: the data, the program, the merge entries or the manifest.
 func TestHintsPointAtTheCause(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name        string
 		manifest    func(t *testing.T) string

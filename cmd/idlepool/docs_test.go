@@ -1094,6 +1094,7 @@ var guideMention = regexp.MustCompile(`\bdocs/[a-z]+\.md\b`)
 // and the guides that exist: a renamed or moved section leaves none
 // behind.
 func TestDocsSectionReferences(t *testing.T) {
+	t.Parallel()
 	comment := regexp.MustCompile(`\n\s*//\s*`)
 	checked := 0
 	check := func(file, text string) {

@@ -43,6 +43,7 @@ func exampleManifest(t *testing.T, name string) string {
 // 164 tasks, about a minute on 2 quiet cores) is checked to within 0.1 of
 // Tc with IDLEPOOL_FULL_EXAMPLES=1 (make check-examples).
 func TestIsingSusceptibilityPeak(t *testing.T) {
+	t.Parallel()
 	text := exampleManifest(t, "ising")
 	want := map[string]float64{"T=2.3": 0, "T=2.4": 0, "T=2.5": 0} // the peaks allowed
 	temps, reps := 11, 2
@@ -107,6 +108,7 @@ func TestIsingSusceptibilityPeak(t *testing.T) {
 // last bits (both sides round exact sums once), quantiles within the
 // sketch's relative accuracy.
 func TestCSVStatsMatchesDirectComputation(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	rng := rand.New(rand.NewPCG(1, 2))
 	cols := []string{"a", "b", "c"}
@@ -243,6 +245,7 @@ func objectKeys(t *testing.T, raw json.RawMessage) ([]string, map[string]json.Ra
 // numeric order, and hold exactly the values the ranges define, written
 // as the program echoed them; the plain output shows one row per pair.
 func TestSweepExample(t *testing.T) {
+	t.Parallel()
 	m := writeManifest(t, "sweep", exampleManifest(t, "sweep"))
 	home := t.TempDir()
 	r, _ := runJSON(t, home, m)

@@ -39,6 +39,7 @@ var idLine = regexp.MustCompile(`(?m)^id       ([0-9a-f]{64})$`)
 // wrote and, for a Go panic, the panic and the failing goroutine's
 // frames, alike in `run`, `submit --follow` and `result`.
 func TestFailedProgramLog(t *testing.T) {
+	t.Parallel()
 	m := writeManifest(t, "chatty", chattyManifest)
 	run := idlepool(t, t.TempDir(), "run", m, "--workers", "1")
 	if run.code != 1 {

@@ -81,6 +81,7 @@ func runGPUExample(t *testing.T, manifest string, extra ...string) (result, stri
 // of pi, and the result is the same bytes with 1 and with 3 workers and
 // with every task run twice (--verify).
 func TestGPUPiCPUPath(t *testing.T) {
+	t.Parallel()
 	m := gpuExample(t, "gpupi", map[string]string{"tasks = 64": "tasks = 6", "samples = 8388608": "samples = 1048576"})
 	r, one := runGPUExample(t, m, "--workers", "1")
 	pi, se := r.Derived["pi"], r.Derived["pi_se"]

@@ -88,6 +88,7 @@ func TestJoinOfferGoneAfterKill(t *testing.T) {
 // shares its workers among them, publishes its offer to each, and
 // computes a job submitted to each.
 func TestJoinSeveralPools(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts two coordinators and an agent")
 	}

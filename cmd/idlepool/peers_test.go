@@ -108,6 +108,7 @@ func peersAgents(t *testing.T) int {
 }
 
 func TestJoinSpreadsInputsPeerToPeer(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("moves tens of MB between four agents")
 	}

@@ -477,6 +477,7 @@ func TestPoolSurvivesKills(t *testing.T) {
 }
 
 func TestOwnerDevicesComputeWithoutReceipts(t *testing.T) {
+	t.Parallel()
 	m := writeManifest(t, "pi", piManifest(8, 10000)+"participants = \"owner\"\n")
 	_, want := runJSON(t, t.TempDir(), m)
 	_, url := startServe(t, t.TempDir(), "127.0.0.1:0")
@@ -590,6 +591,7 @@ func TestJoinAgainWithoutURL(t *testing.T) {
 // prints (twice is fine), and another owner's device is refused with 403;
 // `status` and `result` take the 12-digit ID too.
 func TestFinishedJobAndCancel(t *testing.T) {
+	t.Parallel()
 	m := writeManifest(t, "pi", piManifest(4, 10000))
 	_, urlA := startServe(t, t.TempDir(), "127.0.0.1:0")
 	_, urlB := startServe(t, t.TempDir(), "127.0.0.1:0")

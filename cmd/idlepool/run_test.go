@@ -69,6 +69,7 @@ func TestVerifyRunsEveryTaskTwice(t *testing.T) {
 }
 
 func TestKfoldMatchesReferences(t *testing.T) {
+	t.Parallel()
 	var refs map[string]map[string]struct {
 		FoldSizes         []int `json:"fold_sizes"`
 		GaussianNBCorrect []int `json:"gaussian_nb_correct"`
