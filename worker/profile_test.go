@@ -37,6 +37,7 @@ type VectorsTask struct {
 	Seed             string   `json:"seed"`
 	Stdin            string   `json:"stdin"`
 	MemoryLimitPages uint32   `json:"memoryLimitPages"`
+	MaxStdoutBytes   int      `json:"maxStdoutBytes,omitempty"`
 	Stdout           []string `json:"stdout"`
 	Stderr           string   `json:"stderr"`
 	Failure          *Failure `json:"failure"`
@@ -120,6 +121,7 @@ func vectorsRequest(t testing.TB, m testModule, vt VectorsTask) Request {
 		Stdin:          []byte(vt.Stdin),
 		Seed:           [32]byte(seed),
 		MemoryLimitMiB: int(vt.MemoryLimitPages / pagesPerMiB),
+		MaxStdoutBytes: vt.MaxStdoutBytes,
 		Timeout:        time.Minute,
 	}
 }

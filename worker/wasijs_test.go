@@ -37,6 +37,7 @@ type jsTask struct {
 	Seed             string `json:"seed"`
 	Stdin            string `json:"stdin"` // hex
 	MemoryLimitPages uint32 `json:"memoryLimitPages"`
+	MaxStdoutBytes   int    `json:"maxStdoutBytes,omitempty"` // 0: the default
 }
 
 // jsRequest is what harness.mjs reads: the modules, metered as the worker
@@ -94,7 +95,7 @@ func jsCases(t testing.TB) (jsRequest, []Request) {
 	for _, vt := range readVectors(t).Tasks {
 		r := vectorsRequest(t, vec, vt)
 		native = append(native, r)
-		req.Tasks = append(req.Tasks, jsTask{Module: "vectors", Seed: vt.Seed, Stdin: hex.EncodeToString(r.Stdin), MemoryLimitPages: vt.MemoryLimitPages})
+		req.Tasks = append(req.Tasks, jsTask{Module: "vectors", Seed: vt.Seed, Stdin: hex.EncodeToString(r.Stdin), MemoryLimitPages: vt.MemoryLimitPages, MaxStdoutBytes: vt.MaxStdoutBytes})
 	}
 	for i := range 3 {
 		stdin := fmt.Appendf(nil, `{"job":"wasijs-test","index":%d,"seed":%d,"params":{"samples":%d}}`, i, 1000+7*i, 20000+i)

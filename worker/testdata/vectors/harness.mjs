@@ -16,7 +16,7 @@ export async function runAll(runTask, req) {
   for (const [name, h] of Object.entries(req.modules)) modules[name] = unhex(h);
   const out = [];
   for (const t of req.tasks) {
-    const r = await runTask(modules[t.module], unhex(t.stdin), { seed: t.seed, memoryLimitPages: t.memoryLimitPages });
+    const r = await runTask(modules[t.module], unhex(t.stdin), { seed: t.seed, memoryLimitPages: t.memoryLimitPages, maxStdoutBytes: t.maxStdoutBytes || undefined });
     out.push({ stdout: hex(r.output), stderr: hex(r.stderr), failure: r.failure, work: String(r.work), error: r.error });
   }
   return out;

@@ -206,6 +206,20 @@ void _start(void) {
 	rec("random_get", "bad", random_get(BAD, 32), 0);
 	rec("random_get", "3", random_get(P(out), 3), 4);
 
+	// memory.grow: the task's memory limit is the module's maximum.
+	{
+		int before = __builtin_wasm_memory_grow(0, 0);
+		int big = __builtin_wasm_memory_grow(0, 65535);
+		int one = __builtin_wasm_memory_grow(0, 1);
+		put("memory.grow 0 -> ");
+		putu((u32)before);
+		put("; 65535 -> ");
+		put(big < 0 ? "-1" : "grown");
+		put("; 1 -> ");
+		putu((u32)one);
+		put("\n");
+		flush();
+	}
 	rec("sched_yield", "", sched_yield(), 0);
 	rec("proc_raise", "9", proc_raise(9), 0);
 
