@@ -10,6 +10,10 @@
 // vectors and the pi example through it, in Node and in Chromium, and
 // compare with the native worker byte for byte.
 //
+// pool.html, pool.js and pool.css are the pool's read-only page, which
+// the coordinator serves at / with a strict Content-Security-Policy (no
+// inline script or style; everything from the coordinator itself).
+//
 // The package is plain data (Files) and imports no other package of the
 // project.
 package web
