@@ -94,11 +94,11 @@ func TestDashboardData(t *testing.T) {
 			held = ls
 		}
 	}
-	got, _ := d.dashboard(t)
-	if len(got.Jobs) != 1 {
-		t.Fatalf("jobs %+v, want the one job", got.Jobs)
+	first, _ := d.dashboard(t)
+	if len(first.Jobs) != 1 {
+		t.Fatalf("jobs %+v, want the one job", first.Jobs)
 	}
-	if j := got.Jobs[0]; j.Job != d.job || j.Name != "dashboard sweep" || j.Tasks != 6 || j.States != "ll...." || j.Accepted != 0 {
+	if j := first.Jobs[0]; j.Job != d.job || j.Name != "dashboard sweep" || j.Tasks != 6 || j.States != "ll...." || j.Accepted != 0 {
 		t.Errorf("job while computing: %+v, want 6 tasks, states ll....", j)
 	}
 	for _, l := range held {
@@ -106,9 +106,23 @@ func TestDashboardData(t *testing.T) {
 	}
 	d.compute(t, 2)
 
-	got, body := d.dashboard(t)
+	got, _ := d.dashboard(t)
 	if j := got.Jobs[0]; j.States != "dddd.." || j.Accepted != 4 || j.Complete {
 		t.Errorf("job after 4 tasks: %+v, want states dddd.. and 4 accepted", j)
+	}
+	// Both devices fail task 4 the same way: it is decided, failed.
+	reason := "worker: task failed: exit-status: exit status 3"
+	for _, p := range []*testPeer{d.bob, d.carol} {
+		for _, l := range d.ts.leaseSome(t, p, 1) {
+			sub := ResultSubmission{Digest: HexDigest(pool.ReplicaDigest(nil, true, reason)), Failed: true, Reason: reason}
+			if a := d.ts.do(t, p, "POST", "/v1/leases/"+l.Lease+"/result", sub); a.status != http.StatusOK {
+				t.Fatalf("failure of task %d: %d %s", l.Task, a.status, a.body)
+			}
+		}
+	}
+	got, body := d.dashboard(t)
+	if j := got.Jobs[0]; j.States != "ddddf." || j.Failed != 1 {
+		t.Errorf("job after a failed task: %+v, want states ddddf. and 1 failed", j)
 	}
 	if len(got.Peers) != 3 {
 		t.Errorf("peers %+v, want alice, bob and carol", got.Peers)
@@ -122,7 +136,9 @@ func TestDashboardData(t *testing.T) {
 			t.Errorf("peer %+v, want %+v", p, want)
 		}
 	}
-	wantOwners := map[string]int64{d.bob.owner.ID(): 4, d.carol.owner.ID(): 4}
+	// 4 accepted tasks and the verified failure, which is a receipt of
+	// cost 0, each.
+	wantOwners := map[string]int64{d.bob.owner.ID(): 5, d.carol.owner.ID(): 5}
 	for _, o := range got.Owners {
 		if wantOwners[o.Owner] != o.Receipts {
 			t.Errorf("owner %+v, want %d receipts", o, wantOwners[o.Owner])
