@@ -72,9 +72,28 @@ func buildPi(t testing.TB) testModule {
 	return piMod
 }
 
+var (
+	jsOnce   sync.Once
+	jsReq    jsRequest
+	jsNative []Request
+)
+
 // jsCases returns the tasks both hosts run: every task of the vectors
-// and three tasks of pi, with the native worker's requests.
+// and three tasks of pi, with the native worker's requests. Built once
+// per test binary (metering pi takes a while under the race detector).
 func jsCases(t testing.TB) (jsRequest, []Request) {
+	t.Helper()
+	needHostile(t) // a go tool to build pi
+	buildVectors(t)
+	buildPi(t)
+	jsOnce.Do(func() { jsReq, jsNative = makeJSCases(t) })
+	if jsReq.Modules == nil {
+		t.Fatal("the tasks for both hosts could not be made (see the first test that tried)")
+	}
+	return jsReq, jsNative
+}
+
+func makeJSCases(t testing.TB) (jsRequest, []Request) {
 	t.Helper()
 	needHostile(t) // a go tool to build pi
 	vec := buildVectors(t)
@@ -98,7 +117,7 @@ func jsCases(t testing.TB) (jsRequest, []Request) {
 		req.Tasks = append(req.Tasks, jsTask{Module: "vectors", Seed: vt.Seed, Stdin: hex.EncodeToString(r.Stdin), MemoryLimitPages: vt.MemoryLimitPages, MaxStdoutBytes: vt.MaxStdoutBytes})
 	}
 	for i := range 3 {
-		stdin := fmt.Appendf(nil, `{"job":"wasijs-test","index":%d,"seed":%d,"params":{"samples":%d}}`, i, 1000+7*i, 20000+i)
+		stdin := fmt.Appendf(nil, `{"job":"wasijs-test","index":%d,"seed":%d,"params":{"samples":%d}}`, i, 1000+7*i, 2000+i)
 		var seed [32]byte
 		seed[0], seed[31] = byte(i), 0x5a
 		native = append(native, Request{ModulePath: pi.path, ModuleSHA256: pi.sha, Stdin: stdin, Seed: seed, Timeout: time.Minute})
@@ -107,13 +126,21 @@ func jsCases(t testing.TB) (jsRequest, []Request) {
 	return req, native
 }
 
-// nativeOutcomes runs the requests on real worker processes.
+// nativeOutcomes runs the requests in the worker's host, as a worker
+// process does (TestProfileVectors goes through real worker processes);
+// under the race detector in wazero's interpreter, which compiles a Go
+// program like pi ten times faster there and answers the same.
 func nativeOutcomes(t *testing.T, reqs []Request) []jsOutcome {
 	t.Helper()
-	p := newTestPool(t, 1)
+	h := newTestHost(t, true)
+	h.interpreter = raceEnabled
 	var out []jsOutcome
 	for _, r := range reqs {
-		res := mustRun(t, p, r)
+		b, _, err := newRunBody(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := runInHost(t, h, b)
 		o := jsOutcome{Failure: res.Failure, Work: strconv.FormatUint(res.Work, 10)}
 		if res.Failure == nil {
 			s := hex.EncodeToString(res.Stdout)
