@@ -82,6 +82,9 @@ func (s *Server) routes() http.Handler {
 	handle("POST /v1/signals", s.signed(maxSignalBody, s.postSignal))
 	handle("GET /v1/signals", s.signed(maxJSONBody, s.getSignals))
 	handle("GET /v1/ice", s.signed(maxJSONBody, s.getICE))
+	handle("GET /v1/dashboard", s.plain(s.dashboardData))
+	handle("GET /{$}", s.plain(s.servePage))
+	handle("GET /web/{file}", s.plain(s.servePage))
 	handle("/", s.plain(func(w http.ResponseWriter, r *http.Request) error {
 		return notFound("not_found", "no such endpoint: %s %s (see docs/api.md)", r.Method, r.URL.Path)
 	}))
@@ -237,6 +240,7 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return fmt.Errorf("register peer %s: %w", id, err)
 	}
+	s.dash.noteRegistration(id, r)
 	status := http.StatusOK
 	if !known {
 		status = http.StatusCreated

@@ -73,6 +73,9 @@ type Server struct {
 	chunks  *chunkIndex
 	// transfers adds up what devices report of their fetches (transfers.go).
 	transfers *transferBook
+	// dash keeps what the pool's page needs beyond the scheduler
+	// (dashboard.go).
+	dash *dashboard
 	// signals are the devices' signalling mailboxes; relay is the TURN
 	// relay, nil when Config.Relay.Listen is empty (signal.go).
 	signals *mailboxes
@@ -175,6 +178,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 		return st.Complete, err == nil
 	})
 	s.metrics.reg.MustRegister(s.transfers.bytes)
+	s.dash = newDashboard()
 	s.metrics.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "idlepool_coord_offers_live", Help: "Capacity offers of peers that have not expired.",
 	}, func() float64 { return float64(s.offers.count(s.cfg.Now())) }))

@@ -162,6 +162,21 @@ func (b *transferBook) makeRoom() {
 	}
 }
 
+// device returns what device reported over all jobs the book holds;
+// false when it reported nothing.
+func (b *transferBook) device(device string) (pool.Transfer, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var sum pool.Transfer
+	found := false
+	for _, devs := range b.jobs {
+		if t, ok := devs[device]; ok {
+			sum, found = capped(sum.Add(t)), true
+		}
+	}
+	return sum, found
+}
+
 // summary returns job id's sum, nil when no device reported.
 func (b *transferBook) summary(id job.ID) *pool.JobTransfer {
 	b.mu.Lock()

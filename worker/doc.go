@@ -18,8 +18,12 @@
 //     in-process fake network, which reaches nothing outside the guest);
 //   - has args = [ProgramName] and no environment variables;
 //   - reads random bytes from a ChaCha8 stream seeded with Request.Seed
-//     (math/rand/v2), and fixed, fake clocks (wazero's defaults; sleeping
-//     returns at once);
+//     (math/rand/v2), and clocks that advance 1 ms per reading from fixed
+//     starting points; sleeping returns at once. These and every other
+//     WASI call's answer are the determinism profile (profile.go,
+//     docs/determinism.md), which the worker sets itself rather than
+//     take from wazero's defaults, and which web/wasi.js implements for
+//     browsers; testdata/vectors holds its test vectors;
 //   - writes one JSON object on stdout (capped, Request.MaxStdoutBytes) and
 //     a log on stderr (kept up to Request.MaxStderrBytes, head and tail).
 //   - may compute on the task's GPUs (Request.GPUs) through the host module
@@ -176,5 +180,8 @@
 // stdout flood, file system escape, network, ...), with
 // GOOS=wasip1 GOARCH=wasm go build into a temporary directory. Modules
 // that Go cannot produce (a bare unreachable, no _start, foreign imports)
-// are assembled by hand in wasm_test.go. No .wasm file is committed.
+// are assembled by hand in wasm_test.go. The determinism profile's test
+// program testdata/vectors/vectors.c is built with clang (the test skips
+// without it, unless IDLEPOOL_REQUIRE_GUESTS=1). No .wasm file is
+// committed.
 package worker

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"os"
 	"runtime"
 	"strings"
@@ -206,9 +205,9 @@ func (h *host) runtime(ctx context.Context, pages uint32) (wazero.Runtime, error
 	cfg = cfg.WithCompilationCache(h.cache).
 		WithMemoryLimitPages(pages)
 	rt := wazero.NewRuntimeWithConfig(ctx, cfg)
-	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
+	if err := instantiateWASI(ctx, rt); err != nil {
 		_ = rt.Close(ctx)
-		return nil, fmt.Errorf("instantiate WASI: %w", err)
+		return nil, err
 	}
 	if err := instantiateCUDA(ctx, rt); err != nil {
 		_ = rt.Close(ctx)
@@ -360,16 +359,16 @@ func (h *host) run(ctx context.Context, b *runBody, started func() error) (*resu
 	seed, _ := hex.DecodeString(b.Seed) // checked by the decoder
 	stdout := &stdoutBuffer{max: b.MaxStdoutBytes}
 	stderr := newStderrBuffer(b.MaxStderrBytes)
-	// Clocks, sleep and yield keep wazero's deterministic fakes; there are
-	// no environment variables and no preopened sockets.
-	cfg := wazero.NewModuleConfig().
+	// The random source, clocks, sleep and yield are the determinism
+	// profile's (profile.go); there are no environment variables and no
+	// preopened sockets.
+	cfg := withProfile(wazero.NewModuleConfig().
 		WithName("").
 		WithArgs(ProgramName).
 		WithStdin(bytes.NewReader(b.Stdin)).
 		WithStdout(stdout).
 		WithStderr(stderr).
-		WithRandSource(rand.NewChaCha8([32]byte(seed))).
-		WithStartFunctions()
+		WithStartFunctions(), [32]byte(seed))
 	if root != nil {
 		// wazero's own WithReadOnlyDirMount lets "../" in a raw path_open
 		// leave the directory (its documentation says so); an os.Root

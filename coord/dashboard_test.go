@@ -1,0 +1,268 @@
+package coord
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"idlepool/pool"
+	"idlepool/web/webtest"
+)
+
+// dashPool is a coordinator with a running job of tasks tasks at quorum
+// 2, submitted by alice's device, and two computing devices of two other
+// owners, bob and carol.
+type dashPool struct {
+	ts                *testServer
+	alice, bob, carol *testPeer
+	job               string
+}
+
+func startDashPool(t *testing.T, tasks int) *dashPool {
+	t.Helper()
+	ts := startServer(t, nil)
+	d := &dashPool{ts: ts, alice: newPeer(t, nil), bob: newPeer(t, nil), carol: newPeer(t, nil)}
+	for _, p := range []*testPeer{d.alice, d.bob, d.carol} {
+		ts.register(t, p, "", http.StatusCreated)
+	}
+	j := testJob(t, "dashboard sweep", tasks)
+	d.job = j.ID.String()
+	if a := ts.upload(t, d.alice, programBytes(t, j)); a.status != http.StatusCreated {
+		t.Fatalf("upload: %d %s", a.status, a.body)
+	}
+	if a := ts.do(t, d.alice, "POST", "/v1/jobs", JobRequest{Canonical: j.Canonical}); a.status != http.StatusCreated {
+		t.Fatalf("submit: %d %s", a.status, a.body)
+	}
+	ts.offer(t, d.bob)
+	ts.offer(t, d.carol)
+	return d
+}
+
+// compute has bob and carol compute tasks until n more are accepted:
+// each task's result from two owners, the same.
+func (d *dashPool) compute(t *testing.T, n int64) {
+	t.Helper()
+	accepted := func() int64 {
+		got, _ := d.dashboard(t)
+		return got.Jobs[0].Accepted
+	}
+	want := accepted() + n
+	for have := accepted(); have < want; have = accepted() {
+		for _, p := range []*testPeer{d.bob, d.carol} {
+			for _, l := range d.ts.leaseSome(t, p, int(want-have)) {
+				d.ts.returnResult(t, p, l, fmt.Sprintf(`{"x":%d}`, l.Task))
+			}
+		}
+	}
+}
+
+// dashboard fetches GET /v1/dashboard without signing.
+func (d *dashPool) dashboard(t *testing.T) (Dashboard, []byte) {
+	t.Helper()
+	a := d.ts.do(t, nil, "GET", "/v1/dashboard", nil)
+	if a.status != http.StatusOK {
+		t.Fatalf("GET /v1/dashboard: %d %s", a.status, a.body)
+	}
+	var out Dashboard
+	a.decode(t, &out)
+	return out, a.body
+}
+
+// TestDashboardData checks GET /v1/dashboard against a pool at work: the
+// job's tasks by state, the devices, receipts per owner and the ledger's
+// head as `idlepool ledger verify` computes it, without an account and
+// without a result or a device's name.
+func TestDashboardData(t *testing.T) {
+	d := startDashPool(t, 6)
+	// bob and carol each hold a lease on task 0 and 1; bob returns his.
+	var held []LeaseGrant
+	for _, p := range []*testPeer{d.bob, d.carol} {
+		ls := d.ts.leaseSome(t, p, 2)
+		if p == d.bob {
+			for _, l := range ls {
+				d.ts.returnResult(t, p, l, fmt.Sprintf(`{"x":%d}`, l.Task))
+			}
+		} else {
+			held = ls
+		}
+	}
+	first, _ := d.dashboard(t)
+	if len(first.Jobs) != 1 {
+		t.Fatalf("jobs %+v, want the one job", first.Jobs)
+	}
+	if j := first.Jobs[0]; j.Job != d.job || j.Name != "dashboard sweep" || j.Tasks != 6 || j.States != "ll...." || j.Accepted != 0 {
+		t.Errorf("job while computing: %+v, want 6 tasks, states ll....", j)
+	}
+	for _, l := range held {
+		d.ts.returnResult(t, d.carol, l, fmt.Sprintf(`{"x":%d}`, l.Task))
+	}
+	d.compute(t, 2)
+
+	got, _ := d.dashboard(t)
+	if j := got.Jobs[0]; j.States != "dddd.." || j.Accepted != 4 || j.Complete {
+		t.Errorf("job after 4 tasks: %+v, want states dddd.. and 4 accepted", j)
+	}
+	// Both devices fail task 4 the same way: it is decided, failed.
+	reason := "worker: task failed: exit-status: exit status 3"
+	for _, p := range []*testPeer{d.bob, d.carol} {
+		for _, l := range d.ts.leaseSome(t, p, 1) {
+			sub := ResultSubmission{Digest: HexDigest(pool.ReplicaDigest(nil, true, reason)), Failed: true, Reason: reason}
+			if a := d.ts.do(t, p, "POST", "/v1/leases/"+l.Lease+"/result", sub); a.status != http.StatusOK {
+				t.Fatalf("failure of task %d: %d %s", l.Task, a.status, a.body)
+			}
+		}
+	}
+	got, body := d.dashboard(t)
+	if j := got.Jobs[0]; j.States != "ddddf." || j.Failed != 1 {
+		t.Errorf("job after a failed task: %+v, want states ddddf. and 1 failed", j)
+	}
+	if len(got.Peers) != 3 {
+		t.Errorf("peers %+v, want alice, bob and carol", got.Peers)
+	}
+	for _, p := range got.Peers {
+		want := DashboardPeer{Peer: p.Peer, Owner: p.Owner, Kind: "native"}
+		if p.Peer != d.alice.ID() {
+			want.State = "computing"
+		}
+		if p != want {
+			t.Errorf("peer %+v, want %+v", p, want)
+		}
+	}
+	// 4 accepted tasks and the verified failure, which is a receipt of
+	// cost 0, each.
+	wantOwners := map[string]int64{d.bob.owner.ID(): 5, d.carol.owner.ID(): 5}
+	for _, o := range got.Owners {
+		if wantOwners[o.Owner] != o.Receipts {
+			t.Errorf("owner %+v, want %d receipts", o, wantOwners[o.Owner])
+		}
+		delete(wantOwners, o.Owner)
+	}
+	if len(wantOwners) > 0 {
+		t.Errorf("owners %+v lack %v", got.Owners, wantOwners)
+	}
+	entries := d.ts.downloadLedger(t, "")
+	if len(entries) == 0 {
+		t.Fatal("the ledger is empty")
+	}
+	if want := (DashboardLedger{Entries: entries[len(entries)-1].Seq, Head: entries[len(entries)-1].Hash().String()}); got.Ledger != want {
+		t.Errorf("ledger %+v, want %+v", got.Ledger, want)
+	}
+	if err := pool.VerifyLedger(entries, d.ts.key.Public()); err != nil {
+		t.Errorf("the ledger does not verify: %v", err)
+	}
+	// Nothing a device keeps to itself: no result, no device name.
+	for _, secret := range []string{`{\"x\"`, `"x":`, "test device"} {
+		if strings.Contains(string(body), secret) {
+			t.Errorf("the dashboard shows %q: %s", secret, body)
+		}
+	}
+
+	// A device that registers from a web browser is one.
+	browser := newPeer(t, nil)
+	req := d.ts.request(t, "POST", "/v1/peers", mustJSON(t, browser.registration("")))
+	req.Header.Set("User-Agent", "Mozilla/5.0 (X11; Linux x86_64) Chrome/140.0")
+	SignRequest(req, mustJSON(t, browser.registration("")), browser.key, time.Now())
+	if a := d.ts.send(t, req); a.status != http.StatusCreated {
+		t.Fatalf("register from a browser: %d %s", a.status, a.body)
+	}
+	got, _ = d.dashboard(t)
+	for _, p := range got.Peers {
+		if p.Peer == browser.ID() && p.Kind != "browser" {
+			t.Errorf("the browser's device is %+v, want kind browser", p)
+		}
+	}
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestPoolPageHeaders checks that the page and its files come with the
+// strict Content-Security-Policy, and that no other path is a file.
+func TestPoolPageHeaders(t *testing.T) {
+	ts := startServer(t, nil)
+	for _, path := range []string{"/", "/web/pool.js", "/web/pool.css", "/web/wasi.js", "/web/icon.png"} {
+		a := ts.do(t, nil, "GET", path, nil)
+		if a.status != http.StatusOK || len(a.body) == 0 {
+			t.Errorf("GET %s: %d, %d bytes", path, a.status, len(a.body))
+		}
+		if got := a.header.Get("Content-Security-Policy"); got != pageCSP {
+			t.Errorf("GET %s: Content-Security-Policy %q, want %q", path, got, pageCSP)
+		}
+		if got := a.header.Get("X-Content-Type-Options"); got != "nosniff" {
+			t.Errorf("GET %s: X-Content-Type-Options %q", path, got)
+		}
+	}
+	for _, path := range []string{"/web/doc.go", "/web/", "/pool.html", "/web/pool.html"} {
+		if a := ts.do(t, nil, "GET", path, nil); a.status == http.StatusOK {
+			t.Errorf("GET %s: 200, want no file", path)
+		}
+	}
+}
+
+// TestPoolPageInBrowser loads the pool's page in headless Chromium at a
+// phone's width while a job runs: its tasks fill in as they are
+// computed, with no console error. With IDLEPOOL_SCREENSHOTS=DIR it
+// leaves screenshots of the page at a phone's and a desktop's width in
+// DIR.
+func TestPoolPageInBrowser(t *testing.T) {
+	d := startDashPool(t, 40)
+	b := webtest.Start(t, 390, 844)
+	ctx, cancel := context.WithTimeout(b.Ctx, 2*time.Minute)
+	defer cancel()
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(390, 844), chromedp.Navigate(d.ts.URL()+"/")); err != nil {
+		t.Fatalf("load the page: %v", err)
+	}
+	sel := fmt.Sprintf(`article.job[data-job=%q]`, d.job)
+	waitFor := func(expr, what string) {
+		t.Helper()
+		if _, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(time.Minute))); err != nil {
+			t.Fatalf("wait until %s: %v (console: %q)", what, err, b.Errors())
+		}
+	}
+	waitFor(fmt.Sprintf(`document.querySelector(%q)?.dataset.accepted === "0"`, sel), "the page shows the job")
+	d.compute(t, 12)
+	waitFor(fmt.Sprintf(`document.querySelector(%q)?.dataset.accepted === "12"`, sel), "the page shows 12 tasks done")
+	cells, err := chromedp.Run(ctx, chromedp.Evaluate[int](fmt.Sprintf(`document.querySelectorAll(%q).length`, sel+" .grid i.t-d")))
+	if err != nil || cells != 12 {
+		t.Errorf("done cells: %d (%v), want 12", cells, err)
+	}
+	waitFor(`document.querySelectorAll("#owners tbody tr").length === 2`, "the page shows the two owners' receipts")
+	head, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("ledger-head").textContent`))
+	if err != nil || len(head) != 64 {
+		t.Errorf("ledger head on the page: %q (%v)", head, err)
+	}
+	if dir := os.Getenv("IDLEPOOL_SCREENSHOTS"); dir != "" {
+		for _, v := range []struct {
+			name string
+			w, h int64
+		}{{"pool-phone.png", 390, 844}, {"pool-desktop.png", 1280, 900}} {
+			if err := chromedp.Do(ctx, chromedp.EmulateViewport(v.w, v.h)); err != nil {
+				t.Fatalf("viewport: %v", err)
+			}
+			png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+			if err != nil {
+				t.Fatalf("screenshot: %v", err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, v.name), png, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if errs := b.Errors(); len(errs) > 0 {
+		t.Errorf("console errors: %q", errs)
+	}
+}

@@ -1,0 +1,135 @@
+// pool.js fills in the pool's page (pool.html) from GET /v1/dashboard,
+// every 2 seconds. It writes text only through textContent: nothing the
+// coordinator sends is ever parsed as HTML.
+"use strict";
+
+const REFRESH_MS = 2000;
+const STATE_CLASS = { d: "t-d", f: "t-f", r: "t-r", l: "t-l", ".": "t-q" };
+
+function el(tag, cls, text) {
+  const e = document.createElement(tag);
+  if (cls) e.className = cls;
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+
+function short(id) {
+  return id && id.length > 10 ? id.slice(0, 8) + "…" : id || "";
+}
+
+function plural(n, word) {
+  return n + " " + word + (n === 1 ? "" : "s");
+}
+
+const jobViews = new Map(); // job id -> {root, counts, bar, grid, more}
+
+function renderJob(j) {
+  let v = jobViews.get(j.job);
+  if (!v) {
+    const root = el("article", "job");
+    root.dataset.job = j.job;
+    root.append(el("h3", "", j.name || "(unnamed job)"));
+    root.append(el("div", "id", "job " + j.job + " · owner " + short(j.owner)));
+    const counts = el("div", "counts");
+    const bar = el("div", "bar");
+    const grid = el("div", "grid");
+    const more = el("div", "more");
+    root.append(counts, bar, grid, more);
+    v = { root, counts, bar, grid, more };
+    jobViews.set(j.job, v);
+  }
+  let words = `${j.accepted} of ${j.tasks} tasks done`;
+  if (j.failed) words += `, ${j.failed} failed`;
+  if (j.leased) words += `, ${j.leased} computing`;
+  if (j.waiting) words += `, ${j.waiting} waiting for agreement`;
+  if (j.complete) words += " · complete";
+  if (j.cancelled) words += " · cancelled";
+  v.counts.textContent = words;
+  v.root.dataset.accepted = String(j.accepted);
+  v.root.dataset.complete = String(j.complete);
+
+  const parts = [["t-d", j.accepted], ["t-f", j.failed], ["t-r", j.waiting], ["t-l", j.leased]];
+  v.bar.replaceChildren(...parts.filter(([, n]) => n > 0).map(([cls, n]) => {
+    const s = el("span", cls);
+    s.style.width = (100 * n / Math.max(1, j.tasks)) + "%";
+    return s;
+  }));
+
+  const states = j.states || "";
+  while (v.grid.children.length < states.length) v.grid.append(el("i"));
+  while (v.grid.children.length > states.length) v.grid.lastChild.remove();
+  for (let i = 0; i < states.length; i++) {
+    const cls = STATE_CLASS[states[i]] || "t-q";
+    const cell = v.grid.children[i];
+    if (cell.className !== cls) {
+      cell.className = cls;
+      cell.title = `task ${i}`;
+    }
+  }
+  v.more.textContent = states.length < j.tasks ? `the first ${states.length} of ${j.tasks} tasks are shown` : "";
+  return v.root;
+}
+
+function row(cells) {
+  const tr = el("tr");
+  for (const c of cells) {
+    const td = el("td", c.num ? "num" : "", c.text);
+    if (c.title) td.title = c.title;
+    tr.append(td);
+  }
+  return tr;
+}
+
+function render(d) {
+  document.getElementById("pool-name").textContent = d.pool;
+  document.title = d.pool + " · idlepool";
+
+  const jobs = document.getElementById("jobs");
+  if (d.jobs.length === 0) {
+    jobs.replaceChildren(el("p", "empty", "No jobs yet."));
+    jobViews.clear();
+  } else {
+    const seen = new Set(d.jobs.map((j) => j.job));
+    for (const id of jobViews.keys()) if (!seen.has(id)) jobViews.delete(id);
+    jobs.replaceChildren(...d.jobs.map(renderJob));
+  }
+
+  const peers = document.querySelector("#peers tbody");
+  peers.replaceChildren(...d.peers.map((p) => row([
+    { text: short(p.peer), title: p.peer },
+    { text: short(p.owner), title: p.owner },
+    { text: p.kind || "—" },
+    { text: p.state ? p.state + (p.hold ? " (" + p.hold + ")" : "") : "no offer" },
+    { text: p.connection || "—" },
+  ])));
+  if (d.peers.length === 0) peers.replaceChildren(row([{ text: "No devices yet." }]));
+
+  const owners = document.querySelector("#owners tbody");
+  owners.replaceChildren(...d.owners.map((o) => row([
+    { text: o.name ? o.name + " (" + short(o.owner) + ")" : short(o.owner), title: o.owner },
+    { text: String(o.receipts), num: true },
+    { text: o.cost.toLocaleString("en", { maximumFractionDigits: 3 }), num: true },
+  ])));
+  if (d.owners.length === 0) owners.replaceChildren(row([{ text: "No receipts yet." }]));
+
+  document.getElementById("ledger-entries").textContent = d.ledger.entries === 1 ? "1 entry" : d.ledger.entries + " entries";
+  document.getElementById("ledger-head").textContent = d.ledger.head || "(empty)";
+  document.getElementById("pool-key").textContent = d.key;
+  document.getElementById("ledger-cmd").textContent = "idlepool ledger verify " + location.origin;
+}
+
+async function refresh() {
+  const status = document.getElementById("status");
+  try {
+    const res = await fetch("/v1/dashboard", { cache: "no-store" });
+    if (!res.ok) throw new Error("the coordinator answered " + res.status);
+    render(await res.json());
+    status.textContent = "Updated " + new Date().toLocaleTimeString() + ".";
+  } catch (e) {
+    // Shown, not thrown: a coordinator that restarts is a moment to wait out.
+    status.textContent = "Cannot reach the coordinator (" + e.message + "); trying again.";
+  }
+  setTimeout(refresh, REFRESH_MS);
+}
+
+refresh();
