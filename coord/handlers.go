@@ -90,19 +90,23 @@ func (s *Server) routes() http.Handler {
 
 // limitBodies bounds the time every request body may take (slowBody)
 // and the time a client may take to read an answer (slowWriter).
-func (s *Server) limitBodies(h http.Handler) http.Handler {
+func (s *Server) limitBodies(h http.Handler) http.Handler { return limitBodies(&s.cfg, h) }
+
+// limitBodies is Server.limitBodies with the limits of cfg (validated),
+// for a coordinator and for a cluster node's public port alike.
+func limitBodies(cfg *Config, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rc := http.NewResponseController(w)
 		if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
 			b := &slowBody{ReadCloser: r.Body, rc: rc, conn: connOf(r.Context()),
-				pace: pace{start: time.Now(), grace: s.cfg.BodyTimeout, rate: s.cfg.MinBodyRate}}
+				pace: pace{start: time.Now(), grace: cfg.BodyTimeout, rate: cfg.MinBodyRate}}
 			b.extend(0)
 			// A copy: the server looks at its own request's body after
 			// the handler, to decide whether to drain it or close.
 			r = r.WithContext(r.Context())
 			r.Body = b
 		}
-		h.ServeHTTP(&slowWriter{ResponseWriter: w, rc: rc, pace: pace{grace: s.cfg.BodyTimeout, rate: s.cfg.MinBodyRate}}, r)
+		h.ServeHTTP(&slowWriter{ResponseWriter: w, rc: rc, pace: pace{grace: cfg.BodyTimeout, rate: cfg.MinBodyRate}}, r)
 	})
 }
 
