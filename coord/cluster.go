@@ -95,7 +95,7 @@ func ServeCluster(ctx context.Context, node *cluster.Node, base Config) error {
 		return err
 	}
 	// Every node signs with the pool's one key: one with another refuses
-	// to start (checkPoolKey).
+	// to start (cluster.ClaimPoolKey).
 	poolKey, err := loadPoolKey(nc.DataDir)
 	if err != nil {
 		return err

@@ -714,6 +714,9 @@ func (s *Server) ledger(w http.ResponseWriter, r *http.Request) error {
 			w.Header().Set("X-Content-Type-Options", "nosniff")
 			bw = bufio.NewWriterSize(w, 64<<10)
 		}
+		if legacyLedgerClient(r, false) {
+			page = s.legacyEntries(page)
+		}
 		for _, e := range page {
 			b, err := e.MarshalJSON()
 			if err != nil {
@@ -743,6 +746,9 @@ func (s *Server) receipts(w http.ResponseWriter, r *http.Request, c call) error 
 	}
 	if entries == nil {
 		entries = []pool.Entry{}
+	}
+	if legacyLedgerClient(r, true) {
+		entries = s.legacyEntries(entries)
 	}
 	writeJSON(w, http.StatusOK, Receipts{Entries: entries})
 	return nil
