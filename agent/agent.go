@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"idlepool/castore"
+	"idlepool/coord"
 	"idlepool/energy"
 	"idlepool/home"
 	"idlepool/identity"
@@ -69,6 +70,16 @@ type Config struct {
 	// Slots is how many tasks run at once; default 1. The Executor must
 	// have at least as many.
 	Slots int
+	// LeaseAhead is how many tasks each slot leases at once, 1 to
+	// coord.MaxLeases; default 1. With more, a slot computes its leases
+	// one after the other and sends each result but the last without
+	// waiting for the answer, so that its results (and other slots')
+	// travel together in one request (POST /v1/work) and the pool
+	// commits them together: fewer requests and signature checks per
+	// task, for pools of short tasks. A lease that waits behind the
+	// slot's others is not extended until its task starts: keep
+	// LeaseAhead times a task's time well under the job's lease timeout.
+	LeaseAhead int
 	// Executor runs tasks in the sandbox (a *worker.Pool).
 	Executor pool.Executor
 	// Store records contributions durably (a *store.Local).
@@ -228,6 +239,8 @@ func (c *Config) Validate() error {
 		return errors.New("agent: config: no home directories")
 	case c.Slots < 0:
 		return fmt.Errorf("agent: config: Slots %d is negative", c.Slots)
+	case c.LeaseAhead < 0 || c.LeaseAhead > coord.MaxLeases:
+		return fmt.Errorf("agent: config: LeaseAhead %d: want 1 to %d tasks per slot", c.LeaseAhead, coord.MaxLeases)
 	case c.Signals != nil && c.Decide == nil:
 		return errors.New("agent: config: Signals without Decide")
 	}
@@ -246,6 +259,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Slots == 0 {
 		c.Slots = 1
+	}
+	if c.LeaseAhead == 0 {
+		c.LeaseAhead = 1
 	}
 	if c.MaxBackoff <= 0 {
 		c.MaxBackoff = 10 * time.Second
@@ -551,6 +567,10 @@ func roundWait(d time.Duration) time.Duration {
 func (a *Agent) serveSlot(ctx context.Context, slot int) error {
 	idle := backoff{Base: 50 * time.Millisecond, Max: a.cfg.IdlePoll}
 	var next []pool.Lease // granted with the slot's last result
+	// sending holds the deliveries of results that do not wait for their
+	// answer (all of a lease-ahead batch's but the last).
+	var sending sync.WaitGroup
+	defer sending.Wait()
 	defer func() {
 		for _, l := range next { // stopped before computing them
 			a.release(ctx, l, a.log.With("lease", l.ID))
@@ -571,14 +591,14 @@ func (a *Agent) serveSlot(ctx context.Context, slot int) error {
 			}
 			err := a.retry(ctx, "lease", func(ctx context.Context) error {
 				var err error
-				leases, err = a.c.Lease(ctx, 1)
+				leases, err = a.c.Lease(ctx, a.cfg.LeaseAhead)
 				if errors.Is(err, ErrUnauthorized) {
 					// The coordinator does not know this device (anymore):
 					// register again, then ask again.
 					if _, rerr := a.c.Register(ctx, a.cfg.OwnerKey, a.cfg.Name, a.cfg.Invite); rerr != nil {
 						return rerr
 					}
-					leases, err = a.c.Lease(ctx, 1)
+					leases, err = a.c.Lease(ctx, a.cfg.LeaseAhead)
 				}
 				return err
 			})
@@ -614,12 +634,13 @@ func (a *Agent) serveSlot(ctx context.Context, slot int) error {
 			continue
 		}
 		for i, l := range leases {
-			got, err := a.runLease(ctx, l, slot, i == len(leases)-1)
+			got, err := a.runLease(ctx, l, slot, i == len(leases)-1, &sending)
 			if err != nil {
 				return err
 			}
 			next = append(next, got...)
 		}
+		sending.Wait()
 	}
 	return nil
 }
@@ -644,11 +665,14 @@ func (a *Agent) mayLeaseNow(slot int) bool {
 
 // runLease computes one leased task of slot and hands its result to the
 // pool; with last (no other lease of the slot waits) and the slot free to
-// lease now, the result's request also asks for the slot's next task,
-// which runLease returns. Its error is nil: a store that takes no writes
-// holds the result in memory (keep), and every other problem ends in the
-// lease being released or expiring.
-func (a *Agent) runLease(ctx context.Context, l pool.Lease, slot int, last bool) ([]pool.Lease, error) {
+// lease now, the result's request also asks for the slot's next tasks
+// (Config.LeaseAhead), which runLease returns. A result that is not the
+// last is handed over under sending, without waiting for the answer, so
+// that the slot computes its next lease meanwhile and the results travel
+// together. Its error is nil: a store that takes no writes holds the
+// result in memory (keep), and every other problem ends in the lease
+// being released or expiring.
+func (a *Agent) runLease(ctx context.Context, l pool.Lease, slot int, last bool, sending *sync.WaitGroup) ([]pool.Lease, error) {
 	log := a.log.With("jobID", l.Job.String(), "taskIndex", l.Task, "lease", l.ID)
 	cj, done, err := a.cache.acquire(ctx, a.c, l.Job, a.peerSource())
 	if err == nil {
@@ -802,9 +826,13 @@ func (a *Agent) runLease(ctx context.Context, l pool.Lease, slot int, last bool)
 	}
 	log.Debug("Task done", "failed", c.Failed, "digest", c.Digest.String())
 	a.noteByRef(cj.j)
+	if !last {
+		sending.Go(func() { a.keep(ctx, c, 0, log) })
+		return nil, nil
+	}
 	want := 0
-	if last && a.mayLeaseNow(slot) {
-		want = 1
+	if a.mayLeaseNow(slot) {
+		want = a.cfg.LeaseAhead
 	}
 	return a.keep(ctx, c, want, log), nil // recorded, or held in memory, and sent
 }

@@ -255,6 +255,10 @@ func BenchmarkCoordinator(b *testing.B) {
 	})
 }
 
+// benchLeaseAheadEnv sets the benchmark agents' Config.LeaseAhead
+// (default 4; 1 is an agent that leases one task at a time).
+const benchLeaseAheadEnv = "IDLEPOOL_BENCH_LEASE_AHEAD"
+
 // The environment of BenchmarkCoordinator/external.
 const (
 	benchPoolEnv = "IDLEPOOL_BENCH_POOL"
@@ -269,10 +273,19 @@ const (
 func benchPool(b *testing.B, url string, coordPIDs []int) {
 	const agents, slots = 8, 4
 	exec := &fakeExec{}
+	ahead := 4 // tasks each slot leases at once (agent.Config.LeaseAhead)
+	if v := os.Getenv(benchLeaseAheadEnv); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			b.Fatalf("%s: %v", benchLeaseAheadEnv, err)
+		}
+		ahead = n
+	}
+	b.ReportMetric(float64(ahead), "lease-ahead")
 	for i := range agents {
 		dev := newDevice(b, nil)
 		a, err := agent.New(agent.Config{
-			PoolURL: url, Home: dev.dirs, DeviceKey: dev.key, OwnerKey: dev.owner, Slots: slots,
+			PoolURL: url, Home: dev.dirs, DeviceKey: dev.key, OwnerKey: dev.owner, Slots: slots, LeaseAhead: ahead,
 			Executor: exec, Store: newMemStore(), HTTP: httpClient(b),
 			MaxBackoff: 100 * time.Millisecond, IdlePoll: 5 * time.Millisecond, ReceiptPoll: time.Second,
 			Logger: quietLogger(b).With("agent", i),

@@ -67,6 +67,18 @@ func TestReceiptsAreChecked(t *testing.T) {
 	}
 	tampered := entry(pool.KindDeviation, dev.ID(), "l6", "", coordKey)
 	tampered.Kind = pool.KindReceipt // turned into a receipt after signing
+	// batched signs e in the middle of a batch of three, with one
+	// signature over the batch's Merkle tree head (as the coordinator
+	// signs now); the entries above are signed alone, as before.
+	batched := func(e pool.Entry, signer *identity.Key) pool.Entry {
+		b := []pool.Entry{e, e, e}
+		b[0].Lease, b[2].Lease = "other-0", "other-2"
+		pool.SignBatch(b, job.Digest{}, signer.Sign)
+		return b[1]
+	}
+	plainReceipt := pool.Entry{Seq: 7, Kind: pool.KindReceipt, Pool: "lab", Job: job.ID{1}, Task: 3, Peer: dev.ID(), Owner: "idowner", Lease: "l7", Cost: 2}
+	batchTampered := batched(plainReceipt, coordKey)
+	batchTampered.Cost = 20
 	tests := []struct {
 		name  string
 		entry pool.Entry
@@ -78,6 +90,9 @@ func TestReceiptsAreChecked(t *testing.T) {
 		{"forged signature", entry(pool.KindReceipt, dev.ID(), "l4", "", forger), nil},
 		{"another peer's", entry(pool.KindReceipt, forger.ID(), "l5", "", coordKey), nil},
 		{"changed after signing", tampered, nil},
+		{"receipt signed with its batch", batched(plainReceipt, coordKey), []string{"confirm l7"}},
+		{"batch signed by another key", batched(plainReceipt, forger), nil},
+		{"batched and changed after signing", batchTampered, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

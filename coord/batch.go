@@ -36,7 +36,19 @@ import (
 // the task took, which replicas agree on and receipts credit; and the
 // "work" of outcomes and ledger entries. A submission without it (an
 // older agent) is taken, agrees only with its like, and earns no cost.
-const APIVersion = 6
+//
+// Version 7 is version 6 plus ledger entries signed per batch: the
+// "tree" of an entry (pool.Entry.Tree), its inclusion proof in the Merkle
+// tree of the entries committed with it, whose head "sig" signs. A client
+// that says it speaks an older version (APIHeader) reads such entries of
+// GET /v1/receipts and GET /v1/ledger signed one by one, as before
+// (legacyEntries); a signed request without the header (an agent from
+// before it) too.
+const APIVersion = 7
+
+// batchedLedgerAPI is the API version from which clients read ledger
+// entries signed per batch.
+const batchedLedgerAPI = 7
 
 // MaxWorkResults is the most results one POST /v1/work carries, and
 // MaxWorkResultBytes the most result bytes (all results together); a

@@ -71,6 +71,15 @@ type ReplicaHealth struct {
 // node's own. When the lease is lost (not renewed in time, or another
 // node took it) the coordinator is stopped at once; the node campaigns
 // again. base's Listen, DataDir, Pool and Cluster are set here.
+//
+// The public port applies base's limits on clients itself, whichever
+// node is in charge: MaxConns, the pace of bodies and answers
+// (BodyTimeout, MinBodyRate), ReadHeaderTimeout, IdleTimeout and each
+// route's body size (bounded by MaxBodyMemory). Every node must hold the
+// pool's key (cluster.PoolKeyFile under the node's DataDir, the same on
+// every node): a node whose key is missing or is not the one the first
+// node recorded (cluster.ClaimPoolKey) returns an error wrapping
+// cluster.ErrPoolKey before it serves anything.
 func ServeCluster(ctx context.Context, node *cluster.Node, base Config) error {
 	nc := node.Config()
 	log := base.Logger
@@ -78,7 +87,20 @@ func ServeCluster(ctx context.Context, node *cluster.Node, base Config) error {
 		log = slog.New(slog.DiscardHandler)
 	}
 	js := node.JetStream()
-	var err error
+	// This node's public port applies the limits a coordinator applies to
+	// its own (frontLimits, limitFront), whichever node is in charge.
+	lim := base
+	lim.Logger = log
+	if err := lim.validateLimits(); err != nil {
+		return err
+	}
+	// Every node signs with the pool's one key: one with another refuses
+	// to start (cluster.ClaimPoolKey).
+	poolKey, err := loadPoolKey(nc.DataDir)
+	if err != nil {
+		return err
+	}
+	keyChecked := false
 	// A new cluster places its buckets' replicas while the nodes are
 	// still meeting: retry what did not answer until ctx ends.
 	var (
@@ -95,6 +117,11 @@ func ServeCluster(ctx context.Context, node *cluster.Node, base Config) error {
 		}
 		if err == nil {
 			profiles, err = cluster.OpenProfiles(ctx, js, nc.Replicas)
+		}
+		if err == nil && !keyChecked {
+			if err = cluster.ClaimPoolKey(ctx, js, nc.Replicas, poolKey.Public()); err == nil {
+				keyChecked = true
+			}
 		}
 		if err == nil {
 			break
@@ -130,12 +157,13 @@ func ServeCluster(ctx context.Context, node *cluster.Node, base Config) error {
 	f := &front{node: node, lead: lead, blobs: blobs, profiles: profiles, state: state, log: log, proxies: map[string]*httputil.ReverseProxy{},
 		transport: &http.Transport{MaxIdleConnsPerHost: 256, IdleConnTimeout: 90 * time.Second, ResponseHeaderTimeout: 0}}
 	f.initMetrics()
-	hs := &http.Server{Handler: f.routes(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 60 * time.Second,
-		MaxHeaderBytes: 64 << 10, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	cl := limitFront(ln, &lim, f.reg)
+	hs := &http.Server{Handler: frontLimits(&lim, f.routes()), ReadHeaderTimeout: lim.ReadHeaderTimeout, IdleTimeout: lim.IdleTimeout,
+		MaxHeaderBytes: 64 << 10, ConnState: cl.connState, ConnContext: connContext, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	log.Info("Cluster node ready", "node", nc.Name, "pool", nc.Pool, "url", nc.URL, "routes", nc.Routes, "replicas", nc.Replicas)
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
-		if err := hs.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		if err := hs.Serve(cl); !errors.Is(err, http.ErrServerClosed) {
 			return fmt.Errorf("serve http: %w", err)
 		}
 		return nil

@@ -93,19 +93,23 @@ func (s *Server) routes() http.Handler {
 
 // limitBodies bounds the time every request body may take (slowBody)
 // and the time a client may take to read an answer (slowWriter).
-func (s *Server) limitBodies(h http.Handler) http.Handler {
+func (s *Server) limitBodies(h http.Handler) http.Handler { return limitBodies(&s.cfg, h) }
+
+// limitBodies is Server.limitBodies with the limits of cfg (validated),
+// for a coordinator and for a cluster node's public port alike.
+func limitBodies(cfg *Config, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rc := http.NewResponseController(w)
 		if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
 			b := &slowBody{ReadCloser: r.Body, rc: rc, conn: connOf(r.Context()),
-				pace: pace{start: time.Now(), grace: s.cfg.BodyTimeout, rate: s.cfg.MinBodyRate}}
+				pace: pace{start: time.Now(), grace: cfg.BodyTimeout, rate: cfg.MinBodyRate}}
 			b.extend(0)
 			// A copy: the server looks at its own request's body after
 			// the handler, to decide whether to drain it or close.
 			r = r.WithContext(r.Context())
 			r.Body = b
 		}
-		h.ServeHTTP(&slowWriter{ResponseWriter: w, rc: rc, pace: pace{grace: s.cfg.BodyTimeout, rate: s.cfg.MinBodyRate}}, r)
+		h.ServeHTTP(&slowWriter{ResponseWriter: w, rc: rc, pace: pace{grace: cfg.BodyTimeout, rate: cfg.MinBodyRate}}, r)
 	})
 }
 
@@ -714,6 +718,9 @@ func (s *Server) ledger(w http.ResponseWriter, r *http.Request) error {
 			w.Header().Set("X-Content-Type-Options", "nosniff")
 			bw = bufio.NewWriterSize(w, 64<<10)
 		}
+		if legacyLedgerClient(r, false) {
+			page = s.legacyEntries(page)
+		}
 		for _, e := range page {
 			b, err := e.MarshalJSON()
 			if err != nil {
@@ -743,6 +750,9 @@ func (s *Server) receipts(w http.ResponseWriter, r *http.Request, c call) error 
 	}
 	if entries == nil {
 		entries = []pool.Entry{}
+	}
+	if legacyLedgerClient(r, true) {
+		entries = s.legacyEntries(entries)
 	}
 	writeJSON(w, http.StatusOK, Receipts{Entries: entries})
 	return nil

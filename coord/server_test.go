@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"net/http"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -279,6 +280,7 @@ func TestPoolFlow(t *testing.T) {
 	if len(rc.Entries) != 2 {
 		t.Errorf("bob's receipts: %d entries", len(rc.Entries))
 	}
+	checkLedgerForClients(t, ts, bob)
 	for _, e := range rc.Entries {
 		if e.Peer != bob.ID() {
 			t.Errorf("bob's receipts hold %+v", e)
@@ -721,5 +723,76 @@ func TestCancelJob(t *testing.T) {
 	}
 	if a := ts.do(t, owner, "POST", "/v1/jobs", JobRequest{Canonical: j.Canonical}); a.status != http.StatusGone || a.errorBody(t).Code != "job_cancelled" {
 		t.Errorf("submitting a cancelled job again: %d %s, want 410 job_cancelled", a.status, a.body)
+	}
+}
+
+// checkLedgerForClients checks that a client of API version 6, which
+// knows no "tree", reads the ledger and p's receipts signed one by one,
+// each verifying on its own, as does an agent that says no version; one
+// of this version, or a download without the header, reads the entries
+// as stored, signed per batch, and the whole ledger verifies.
+func checkLedgerForClients(t *testing.T, ts *testServer, p *testPeer) {
+	t.Helper()
+	tests := []struct {
+		name   string
+		api    string // "": no header
+		peer   *testPeer
+		legacy bool
+	}{
+		{"ledger, API 6", "6", nil, true},
+		{"ledger, this API", strconv.Itoa(APIVersion), nil, false},
+		{"ledger, no header", "", nil, false},
+		{"receipts, API 6", "6", p, true},
+		{"receipts, no header", "", p, true},
+		{"receipts, this API", strconv.Itoa(APIVersion), p, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			path := "/v1/ledger"
+			if tc.peer != nil {
+				path = "/v1/receipts"
+			}
+			req := ts.request(t, "GET", path, nil)
+			if tc.api != "" {
+				req.Header.Set(APIHeader, tc.api)
+			}
+			if tc.peer != nil {
+				SignRequest(req, nil, tc.peer.key, time.Now())
+			}
+			a := ts.send(t, req)
+			if a.status != http.StatusOK {
+				t.Fatalf("%d %s", a.status, a.body)
+			}
+			var entries []pool.Entry
+			if tc.peer != nil {
+				var rc Receipts
+				a.decode(t, &rc)
+				entries = rc.Entries
+			} else {
+				for line := range bytes.Lines(a.body) {
+					var e pool.Entry
+					if err := json.Unmarshal(line, &e); err != nil {
+						t.Fatal(err)
+					}
+					entries = append(entries, e)
+				}
+			}
+			if len(entries) == 0 {
+				t.Fatal("no entries")
+			}
+			if got := bytes.Contains(a.body, []byte(`"tree"`)); got == tc.legacy {
+				t.Errorf("entries with a tree proof: %v, want %v", got, !tc.legacy)
+			}
+			for _, e := range entries {
+				if err := pool.VerifyEntry(e, ts.PublicKey()); err != nil {
+					t.Errorf("VerifyEntry %d: %v", e.Seq, err)
+				}
+			}
+			if tc.peer == nil && !tc.legacy {
+				if err := pool.VerifyLedger(entries, ts.PublicKey()); err != nil {
+					t.Errorf("VerifyLedger: %v", err)
+				}
+			}
+		})
 	}
 }

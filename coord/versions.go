@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"idlepool/pool"
 	"idlepool/version"
 )
 
@@ -76,4 +77,38 @@ func (s *Server) tooOld() *apiError {
 		msg = "this pool needs idlepool " + v.Short() + " or newer"
 	}
 	return &apiError{http.StatusUpgradeRequired, CodeAgentTooOld, msg, nil}
+}
+
+// legacyLedgerClient reports whether r's client reads ledger entries as
+// they were before batchedLedgerAPI: it says it speaks an older API
+// version (APIHeader), or, with agent (a request signed by a device),
+// says none (an agent from before the header). A client that says none
+// on a request anyone may make (curl, a browser, a script) reads them as
+// they are.
+func legacyLedgerClient(r *http.Request, agent bool) bool {
+	h := strings.TrimSpace(r.Header.Get(APIHeader))
+	if h == "" {
+		return agent
+	}
+	api, err := strconv.Atoi(h)
+	return err == nil && api < batchedLedgerAPI
+}
+
+// legacyEntries returns es with each entry signed with its batch
+// (pool.Entry.Tree) signed alone instead, without its proof, so that a
+// client older than batchedLedgerAPI, which refuses the unknown "tree"
+// and checks a signature over the entry itself, verifies it
+// (pool.VerifyEntry). Such an entry's Hash is not the next entry's Prev:
+// the chain of a whole ledger verifies only as it is stored. It costs a
+// signature per entry, for old clients only; es is not changed.
+func (s *Server) legacyEntries(es []pool.Entry) []pool.Entry {
+	out := make([]pool.Entry, len(es))
+	for i, e := range es {
+		if e.Tree != nil {
+			e.Tree = nil
+			e.Sig = s.key.Sign(e.Canonical(false))
+		}
+		out[i] = e
+	}
+	return out
 }

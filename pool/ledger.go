@@ -60,7 +60,14 @@ type Entry struct {
 	Work   uint64
 	Time   int64
 	Reason string
-	Sig    []byte
+	// Sig is the coordinator's signature: over the head of the Merkle
+	// tree of the entry's batch when Tree is set (one signature for the
+	// batch, see TreeProof), over Canonical(false) when Tree is nil (an
+	// entry signed alone, as every entry was before batches were signed).
+	Sig []byte
+	// Tree proves the entry is a leaf of the tree whose head Sig signs;
+	// nil on an entry signed alone.
+	Tree *TreeProof
 }
 
 var ledgerEncMode = func() cbor.EncMode {
@@ -127,12 +134,16 @@ type signedEntryCBOR struct {
 	Sig []byte `cbor:"sig"`
 }
 
-// Hash returns SHA-256 of the entry's canonical encoding with Sig: what
-// the next entry's Prev must hold.
-func (e Entry) Hash() job.Digest { return sha256.Sum256(e.Canonical(true)) }
-
-// sign sets e.Sig with the coordinator's signing function.
-func (e *Entry) sign(sign func([]byte) []byte) { e.Sig = sign(e.Canonical(false)) }
+// Hash returns what the next entry's Prev must hold: of an entry signed
+// with its batch (Tree set), its LeafHash, which its signature cannot
+// enter since the signature covers the whole batch; of an entry signed
+// alone, SHA-256 of its canonical encoding with Sig.
+func (e Entry) Hash() job.Digest {
+	if e.Tree != nil {
+		return e.LeafHash()
+	}
+	return sha256.Sum256(e.Canonical(true))
+}
 
 // LedgerError says which entry of a ledger does not verify and why. It
 // matches ErrLedger with errors.Is; use errors.As to read Seq.
@@ -154,9 +165,23 @@ func ledgerErr(seq uint64, format string, args ...any) error {
 }
 
 // VerifyEntry checks one entry on its own: a known kind, a finite,
-// non-negative cost, and the coordinator's signature. It does not check
-// the chain (see VerifyLedger). Errors are *LedgerError.
+// non-negative cost, and the coordinator's signature: over the head of
+// the batch's Merkle tree that e.Tree's inclusion proof leads to, or,
+// for an entry signed alone (Tree nil), over Canonical(false). It does
+// not check the chain (see VerifyLedger). Errors are *LedgerError.
 func VerifyEntry(e Entry, coordinator ed25519.PublicKey) error {
+	return verifyEntry(e, coordinator, nil)
+}
+
+// verifiedHead is the tree head and signature verifyEntry checked last:
+// the entries of one batch share them, so VerifyLedger checks the
+// signature once per batch.
+type verifiedHead struct {
+	head TreeHead
+	sig  []byte
+}
+
+func verifyEntry(e Entry, coordinator ed25519.PublicKey, last *verifiedHead) error {
 	switch e.Kind {
 	case KindReceipt, KindDeviation, KindUnverified, KindRevocation:
 	default:
@@ -168,8 +193,27 @@ func VerifyEntry(e Entry, coordinator ed25519.PublicKey) error {
 	if len(coordinator) != ed25519.PublicKeySize {
 		return ledgerErr(e.Seq, "coordinator key of %d bytes, want %d", len(coordinator), ed25519.PublicKeySize)
 	}
-	if len(e.Sig) != ed25519.SignatureSize || !ed25519.Verify(coordinator, e.Canonical(false), e.Sig) {
+	if len(e.Sig) != ed25519.SignatureSize {
 		return ledgerErr(e.Seq, "the coordinator's signature does not verify")
+	}
+	if e.Tree == nil {
+		if !ed25519.Verify(coordinator, e.Canonical(false), e.Sig) {
+			return ledgerErr(e.Seq, "the coordinator's signature does not verify")
+		}
+		return nil
+	}
+	head, err := e.treeHead()
+	if err != nil {
+		return ledgerErr(e.Seq, "%v", err)
+	}
+	if last != nil && last.head == head && bytes.Equal(last.sig, e.Sig) {
+		return nil
+	}
+	if !ed25519.Verify(coordinator, head.Canonical(), e.Sig) {
+		return ledgerErr(e.Seq, "the coordinator's signature of its batch's tree head does not verify")
+	}
+	if last != nil {
+		*last = verifiedHead{head: head, sig: e.Sig}
 	}
 	return nil
 }
@@ -180,7 +224,10 @@ func VerifyEntry(e Entry, coordinator ed25519.PublicKey) error {
 // is a *LedgerError (matching ErrLedger) naming the first bad entry and
 // what is wrong. An empty ledger verifies.
 func VerifyLedger(entries []Entry, coordinator ed25519.PublicKey) error {
-	var prev job.Digest
+	var (
+		prev job.Digest
+		last verifiedHead
+	)
 	for i, e := range entries {
 		want := uint64(i + 1)
 		if e.Seq != want {
@@ -189,7 +236,7 @@ func VerifyLedger(entries []Entry, coordinator ed25519.PublicKey) error {
 		if e.Prev != prev {
 			return ledgerErr(e.Seq, "Prev does not match the hash of entry %d (the chain is broken)", e.Seq-1)
 		}
-		if err := VerifyEntry(e, coordinator); err != nil {
+		if err := verifyEntry(e, coordinator, &last); err != nil {
 			return err
 		}
 		prev = e.Hash()
@@ -199,33 +246,50 @@ func VerifyLedger(entries []Entry, coordinator ed25519.PublicKey) error {
 
 // entryJSON is Entry's JSON form.
 type entryJSON struct {
-	Seq    uint64  `json:"seq"`
-	Prev   string  `json:"prev"`
-	Kind   string  `json:"kind"`
-	Pool   string  `json:"pool"`
-	Job    string  `json:"job"`
-	Task   int64   `json:"task"`
-	Peer   string  `json:"peer"`
-	Owner  string  `json:"owner"`
-	Lease  string  `json:"lease"`
-	Digest string  `json:"digest"`
-	Cost   float64 `json:"cost"`
-	Work   uint64  `json:"work,omitempty"`
-	Time   int64   `json:"time"`
-	Reason string  `json:"reason,omitempty"`
-	Sig    string  `json:"sig"`
+	Seq    uint64    `json:"seq"`
+	Prev   string    `json:"prev"`
+	Kind   string    `json:"kind"`
+	Pool   string    `json:"pool"`
+	Job    string    `json:"job"`
+	Task   int64     `json:"task"`
+	Peer   string    `json:"peer"`
+	Owner  string    `json:"owner"`
+	Lease  string    `json:"lease"`
+	Digest string    `json:"digest"`
+	Cost   float64   `json:"cost"`
+	Work   uint64    `json:"work,omitempty"`
+	Time   int64     `json:"time"`
+	Reason string    `json:"reason,omitempty"`
+	Sig    string    `json:"sig"`
+	Tree   *treeJSON `json:"tree,omitempty"`
+}
+
+// treeJSON is TreeProof's JSON form.
+type treeJSON struct {
+	Size  uint64   `json:"size"`
+	Index uint64   `json:"index"`
+	Path  []string `json:"path"`
 }
 
 // MarshalJSON writes the entry as a JSON object with the keys seq, prev,
 // kind, pool, job, task, peer, owner, lease, digest, cost, work (omitted
-// when 0), time, reason (omitted when empty) and sig; digests as 64 lowercase hex digits, sig as
+// when 0), time, reason (omitted when empty), sig and tree (omitted for
+// an entry signed alone: an object with size, index and path, the list
+// of the path's hashes); digests as 64 lowercase hex digits, sig as
 // standard base64.
 func (e Entry) MarshalJSON() ([]byte, error) {
-	return json.Marshal(entryJSON{
+	v := entryJSON{
 		Seq: e.Seq, Prev: e.Prev.String(), Kind: e.Kind, Pool: e.Pool, Job: e.Job.String(),
 		Task: e.Task, Peer: e.Peer, Owner: e.Owner, Lease: e.Lease, Digest: e.Digest.String(),
 		Cost: e.Cost, Work: e.Work, Time: e.Time, Reason: e.Reason, Sig: base64.StdEncoding.EncodeToString(e.Sig),
-	})
+	}
+	if e.Tree != nil {
+		v.Tree = &treeJSON{Size: e.Tree.Size, Index: e.Tree.Index, Path: make([]string, len(e.Tree.Path))}
+		for i, d := range e.Tree.Path {
+			v.Tree.Path[i] = d.String()
+		}
+	}
+	return json.Marshal(v)
 }
 
 // UnmarshalJSON reads what MarshalJSON writes. Unknown keys are an error,
@@ -251,6 +315,17 @@ func (e *Entry) UnmarshalJSON(b []byte) error {
 	}
 	if out.Sig, err = base64.StdEncoding.DecodeString(v.Sig); err != nil {
 		return fmt.Errorf("ledger entry %d: sig: %w", v.Seq, err)
+	}
+	if v.Tree != nil {
+		if len(v.Tree.Path) > 64 {
+			return fmt.Errorf("ledger entry %d: tree: path of %d hashes", v.Seq, len(v.Tree.Path))
+		}
+		out.Tree = &TreeProof{Size: v.Tree.Size, Index: v.Tree.Index, Path: make([]job.Digest, len(v.Tree.Path))}
+		for i, s := range v.Tree.Path {
+			if out.Tree.Path[i], err = job.ParseDigest(s); err != nil {
+				return fmt.Errorf("ledger entry %d: tree path %d: %w", v.Seq, i, err)
+			}
+		}
 	}
 	*e = out
 	return nil

@@ -569,14 +569,10 @@ func (s *Scheduler) flush(ctx context.Context, giveUp <-chan struct{}) error {
 	s.pend = newPending()
 	s.mu.Unlock()
 	// Chain and sign the new ledger entries here, in Seq order, outside
-	// s.mu: signing is the costliest step of deciding a task, and flush
-	// runs on one goroutine only.
-	for i := range p.b.Entries {
-		e := &p.b.Entries[i]
-		e.Prev = s.chainHash
-		e.sign(s.cfg.Key.Sign)
-		s.chainHash = e.Hash()
-	}
+	// s.mu, with one signature over the head of the batch's Merkle tree
+	// (SignBatch): signing was the costliest step of deciding a task, and
+	// flush runs on one goroutine only.
+	s.chainHash = SignBatch(p.b.Entries, s.chainHash, s.cfg.Key.Sign)
 	err := s.commit(ctx, giveUp, &p.b)
 	s.mu.Lock()
 	if err != nil {

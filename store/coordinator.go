@@ -45,8 +45,8 @@ var statements = map[string]string{
 	"cancel":     `UPDATE jobs SET cancelled = ? WHERE id = ? AND cancelled = 0`,
 	"ledgerHead": `SELECT seq, hash FROM ledger ORDER BY seq DESC LIMIT 1`,
 	"entry": `INSERT INTO ledger
-		(seq, prev, hash, kind, pool, job, task, peer, owner, lease, digest, cost, work, time, reason, sig)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		(seq, prev, hash, kind, pool, job, task, peer, owner, lease, digest, cost, work, time, reason, sig, tree)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 
 	"trustInsert": `INSERT INTO trust(kind, id, record, version) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`,
 	"trustUpdate": `UPDATE trust SET record = ?, version = ? WHERE kind = ? AND id = ? AND version = ?`,
@@ -241,8 +241,12 @@ func (d *DB) Commit(ctx context.Context, b *pool.Batch) (err error) {
 			if e.Work > pool.MaxWorkCount {
 				return fmt.Errorf("ledger entry %d: work %d over %d", e.Seq, e.Work, uint64(pool.MaxWorkCount))
 			}
+			var tree []byte // NULL for an entry signed alone
+			if e.Tree != nil {
+				tree, _ = e.Tree.MarshalBinary()
+			}
 			if _, err := exec("entry", int64(e.Seq), e.Prev[:], h[:], e.Kind, e.Pool, e.Job[:], e.Task,
-				e.Peer, e.Owner, e.Lease, e.Digest[:], e.Cost, int64(e.Work), e.Time, e.Reason, e.Sig); err != nil {
+				e.Peer, e.Owner, e.Lease, e.Digest[:], e.Cost, int64(e.Work), e.Time, e.Reason, e.Sig, tree); err != nil {
 				return err
 			}
 			last, prev = int64(e.Seq), h
@@ -472,7 +476,7 @@ func (d *DB) Entries(ctx context.Context, q pool.EntryQuery) ([]pool.Entry, erro
 	if q.Max <= 0 {
 		return nil, nil
 	}
-	query := `SELECT seq, prev, kind, pool, job, task, peer, owner, lease, digest, cost, work, time, reason, sig
+	query := `SELECT seq, prev, kind, pool, job, task, peer, owner, lease, digest, cost, work, time, reason, sig, tree
 		FROM ledger WHERE seq > ?`
 	args := []any{int64(q.After)}
 	if q.Peer != "" {
@@ -492,10 +496,17 @@ func (d *DB) Entries(ctx context.Context, q pool.EntryQuery) ([]pool.Entry, erro
 			e             pool.Entry
 			seq, work     int64
 			prev, id, dig []byte
+			tree          []byte
 		)
 		if err := rows.Scan(&seq, &prev, &e.Kind, &e.Pool, &id, &e.Task, &e.Peer, &e.Owner, &e.Lease, &dig,
-			&e.Cost, &work, &e.Time, &e.Reason, &e.Sig); err != nil {
+			&e.Cost, &work, &e.Time, &e.Reason, &e.Sig, &tree); err != nil {
 			return nil, fmt.Errorf("read ledger: %w", classify(err))
+		}
+		if tree != nil {
+			e.Tree = &pool.TreeProof{}
+			if err := e.Tree.UnmarshalBinary(tree); err != nil {
+				return nil, fmt.Errorf("read ledger: entry %d: %w", seq, err)
+			}
 		}
 		e.Seq, e.Work = uint64(seq), uint64(work)
 		copy(e.Prev[:], prev)

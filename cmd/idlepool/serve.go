@@ -144,5 +144,11 @@ func serveCluster(ctx context.Context, g *globals, file string, cfg coord.Config
 	}
 	defer node.Close()
 	fmt.Fprintf(g.stdout, "idlepool: pool %s node %s serving at %s\n", nc.Pool, nc.Name, nc.URL)
-	return coord.ServeCluster(ctx, node, cfg)
+	err = coord.ServeCluster(ctx, node, cfg)
+	if errors.Is(err, cluster.ErrPoolKey) {
+		return &userError{Msg: "this node cannot start: " + err.Error(),
+			Hint:  fmt.Sprintf("every node of a cluster signs with the same pool key: copy %s from another node's data directory ('idlepool cluster init' gives every node the same one)", filepath.Join(nc.DataDir, cluster.PoolKeyFile)),
+			Cause: err}
+	}
+	return err
 }

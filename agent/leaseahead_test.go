@@ -1,0 +1,143 @@
+package agent_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"idlepool/agent"
+	"idlepool/coord"
+	"idlepool/pool"
+	"idlepool/worker"
+)
+
+// countingExec is fakeExec that closes ran once it has been asked to run
+// a second task.
+type countingExec struct {
+	fakeExec
+	n    atomic.Int64
+	once sync.Once
+	ran  chan struct{}
+}
+
+func (e *countingExec) Run(ctx context.Context, req worker.Request) (worker.Result, error) {
+	if e.n.Add(1) == 2 {
+		e.once.Do(func() { close(e.ran) })
+	}
+	return e.fakeExec.Run(ctx, req)
+}
+
+// workRecorder is an http.RoundTripper that records the POST /v1/work
+// bodies an agent sends, and holds the first one that carries a result
+// until hold is closed (or patience runs out: then the test fails).
+type workRecorder struct {
+	next http.RoundTripper
+	hold <-chan struct{}
+	t    *testing.T
+
+	mu       sync.Mutex
+	bodies   []coord.WorkRequest
+	held     bool
+	timedOut bool
+}
+
+func (w *workRecorder) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method == http.MethodPost && r.URL.Path == "/v1/work" && r.Body != nil {
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			return nil, err
+		}
+		r.Body = io.NopCloser(bytes.NewReader(b))
+		var wr coord.WorkRequest
+		if err := json.Unmarshal(b, &wr); err != nil {
+			w.t.Errorf("POST /v1/work body: %v", err)
+		}
+		w.mu.Lock()
+		w.bodies = append(w.bodies, wr)
+		first := len(wr.Results) > 0 && !w.held
+		w.held = w.held || first
+		w.mu.Unlock()
+		if first {
+			select {
+			case <-w.hold:
+			case <-time.After(2 * time.Minute): // patience: the next task never started
+				w.mu.Lock()
+				w.timedOut = true
+				w.mu.Unlock()
+			}
+		}
+	}
+	return w.next.RoundTrip(r)
+}
+
+// An agent that leases ahead asks for that many tasks at once and
+// computes the next while the result of the one before is on its way:
+// its first result's request is held until the next task has started,
+// which an agent that waits for each answer never does. The job still
+// ends with every task accepted, by two agents with one slot each.
+func TestLeaseAhead(t *testing.T) {
+	co := startCoordinator(t, t.TempDir(), "127.0.0.1:0")
+	const ahead, tasks = 4, 8
+	var recs []*workRecorder
+	for i := range 2 {
+		dev := newDevice(t, nil)
+		exec := &countingExec{ran: make(chan struct{})}
+		rec := &workRecorder{next: http.DefaultTransport.(*http.Transport).Clone(), hold: exec.ran, t: t}
+		recs = append(recs, rec)
+		a, err := agent.New(agent.Config{
+			PoolURL: co.url, Home: dev.dirs, DeviceKey: dev.key, OwnerKey: dev.owner, Slots: 1, LeaseAhead: ahead,
+			Executor: exec, Store: dev.local, HTTP: &http.Client{Transport: rec, Timeout: 5 * time.Minute},
+			MaxBackoff: 200 * time.Millisecond, IdlePoll: 50 * time.Millisecond, ReceiptPoll: 50 * time.Millisecond,
+			Logger: quietLogger(t).With("side", "agent", "n", i),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- a.Serve(ctx) }()
+		t.Cleanup(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("agent %d: %v", i, err)
+			}
+		})
+	}
+	sub := newSubmitter(t, co.url, nil)
+	j := planJob(t, "ahead", tasks, `lease_timeout = "10m"`)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	out, err := sub.run(t, ctx, j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.OK != tasks {
+		t.Fatalf("%d of %d tasks ok", out.OK, tasks)
+	}
+	for i, rec := range recs {
+		rec.mu.Lock()
+		asked, results := 0, 0
+		for _, b := range rec.bodies {
+			asked = max(asked, b.Lease)
+			results += len(b.Results)
+		}
+		if rec.timedOut {
+			t.Errorf("agent %d waited for its first result's answer before computing its next lease", i)
+		}
+		if asked != ahead {
+			t.Errorf("agent %d asked for at most %d leases at once, want %d", i, asked, ahead)
+		}
+		if results == 0 {
+			t.Errorf("agent %d sent no result through POST /v1/work", i)
+		}
+		rec.mu.Unlock()
+	}
+}
+
+var _ pool.Executor = (*countingExec)(nil)

@@ -1,0 +1,175 @@
+package pool
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math/bits"
+
+	"github.com/transparency-dev/merkle/proof"
+	"github.com/transparency-dev/merkle/rfc6962"
+
+	"idlepool/job"
+)
+
+// treeHeadDomain is written into a tree head's canonical encoding, so a
+// signature over a head can never pass for one over an entry or anything
+// else.
+const treeHeadDomain = "idlepool/ledger-tree-head/v1"
+
+// maxTreeSize bounds the leaves of one batch's tree a proof may claim,
+// and so the length of its path (at most 32 hashes).
+const maxTreeSize = 1 << 32
+
+// TreeProof shows that an entry is one leaf of the Merkle tree of the
+// entries its coordinator committed together (one batch): the tree has
+// Size leaves, the entry is leaf Index (0-based, in Seq order), and Path
+// is its inclusion proof, the sibling hashes from the leaf up to the root
+// (RFC 9162 section 2.1.3.1, PATH). The entry's Sig signs the tree's head
+// (TreeHead), so one signature covers the whole batch.
+type TreeProof struct {
+	Size  uint64
+	Index uint64
+	Path  []job.Digest
+}
+
+// TreeHead is the root of one batch's Merkle tree and its number of
+// leaves: what a batch's one signature signs.
+type TreeHead struct {
+	Size uint64
+	Root job.Digest
+}
+
+// Canonical returns the bytes the coordinator signs for h: the
+// deterministic CBOR encoding of a map with the keys "type"
+// ("idlepool/ledger-tree-head/v1"), "size" and "root" (32 bytes).
+func (h TreeHead) Canonical() []byte {
+	b, err := ledgerEncMode.Marshal(treeHeadCBOR{Type: treeHeadDomain, Size: h.Size, Root: h.Root[:]})
+	if err != nil {
+		panic(fmt.Sprintf("pool: encode tree head: %v", err)) // plain values only
+	}
+	return b
+}
+
+type treeHeadCBOR struct {
+	Type string `cbor:"type"`
+	Size uint64 `cbor:"size"`
+	Root []byte `cbor:"root"`
+}
+
+// LeafHash returns the entry's Merkle leaf hash, SHA-256 of 0x00 followed
+// by Canonical(false) (RFC 9162 section 2.1.1). It is also the Hash of an
+// entry signed with its batch.
+func (e Entry) LeafHash() job.Digest {
+	var d job.Digest
+	copy(d[:], rfc6962.DefaultHasher.HashLeaf(e.Canonical(false)))
+	return d
+}
+
+// SignBatch chains entries after prev (each entry's Prev is the Hash of
+// the one before) and signs them with one call of sign: over the head of
+// the Merkle tree of their leaf hashes (TreeHead.Canonical), each entry
+// getting its inclusion proof (Tree) and that signature (Sig). It
+// returns the Hash of the last entry, or prev when entries is empty. The
+// Scheduler signs each batch it commits so.
+func SignBatch(entries []Entry, prev job.Digest, sign func([]byte) []byte) job.Digest {
+	if len(entries) == 0 {
+		return prev
+	}
+	leaves := make([][]byte, len(entries))
+	for i := range entries {
+		e := &entries[i]
+		e.Prev = prev
+		leaf := e.LeafHash()
+		leaves[i], prev = leaf[:], leaf
+	}
+	paths := make([][]job.Digest, len(entries))
+	var head TreeHead
+	head.Size = uint64(len(entries))
+	copy(head.Root[:], treePaths(leaves, paths))
+	sig := sign(head.Canonical())
+	for i := range entries {
+		entries[i].Tree = &TreeProof{Size: head.Size, Index: uint64(i), Path: paths[i]}
+		entries[i].Sig = sig
+	}
+	return prev
+}
+
+// treePaths returns the Merkle tree hash of leaves (RFC 9162 section
+// 2.1.1, MTH) and appends to paths[i] the inclusion path of leaf i
+// (section 2.1.3.1), leaf to root. leaves is not empty.
+func treePaths(leaves [][]byte, paths [][]job.Digest) []byte {
+	n := len(leaves)
+	if n == 1 {
+		return leaves[0]
+	}
+	k := 1 << (bits.Len(uint(n-1)) - 1) // the largest power of two below n
+	left := treePaths(leaves[:k], paths[:k])
+	right := treePaths(leaves[k:], paths[k:])
+	var l, r job.Digest
+	copy(l[:], left)
+	copy(r[:], right)
+	for i := range k {
+		paths[i] = append(paths[i], r)
+	}
+	for i := k; i < n; i++ {
+		paths[i] = append(paths[i], l)
+	}
+	return rfc6962.DefaultHasher.HashChildren(left, right)
+}
+
+// treeHead returns the head of the tree e.Tree proves e is part of.
+func (e Entry) treeHead() (TreeHead, error) {
+	t := e.Tree
+	if t.Size == 0 || t.Size > maxTreeSize || t.Index >= t.Size {
+		return TreeHead{}, fmt.Errorf("leaf %d of a tree of %d is out of range", t.Index, t.Size)
+	}
+	path := make([][]byte, len(t.Path))
+	for i := range t.Path {
+		path[i] = t.Path[i][:]
+	}
+	leaf := e.LeafHash()
+	root, err := proof.RootFromInclusionProof(rfc6962.DefaultHasher, t.Index, t.Size, leaf[:], path)
+	if err != nil {
+		return TreeHead{}, fmt.Errorf("inclusion proof: %w", err)
+	}
+	h := TreeHead{Size: t.Size}
+	copy(h.Root[:], root)
+	return h, nil
+}
+
+// MarshalBinary encodes the proof as the uvarints Size and Index followed
+// by the path's 32-byte hashes, for a store's column.
+func (t *TreeProof) MarshalBinary() ([]byte, error) {
+	b := make([]byte, 0, 2*binary.MaxVarintLen64+len(t.Path)*len(job.Digest{}))
+	b = binary.AppendUvarint(b, t.Size)
+	b = binary.AppendUvarint(b, t.Index)
+	for _, d := range t.Path {
+		b = append(b, d[:]...)
+	}
+	return b, nil
+}
+
+// UnmarshalBinary reads what MarshalBinary writes; a truncated encoding
+// or a path that is not whole hashes is an error.
+func (t *TreeProof) UnmarshalBinary(b []byte) error {
+	size, n := binary.Uvarint(b)
+	if n <= 0 {
+		return fmt.Errorf("pool: tree proof: bad size")
+	}
+	b = b[n:]
+	index, n := binary.Uvarint(b)
+	if n <= 0 {
+		return fmt.Errorf("pool: tree proof: bad index")
+	}
+	b = b[n:]
+	const hashLen = len(job.Digest{})
+	if len(b)%hashLen != 0 || len(b)/hashLen > 64 {
+		return fmt.Errorf("pool: tree proof: path of %d bytes is not whole hashes", len(b))
+	}
+	path := make([]job.Digest, len(b)/hashLen)
+	for i := range path {
+		copy(path[i][:], b[i*hashLen:])
+	}
+	*t = TreeProof{Size: size, Index: index, Path: path}
+	return nil
+}
