@@ -347,8 +347,8 @@ bench-cluster:
 # A clustered node that starts from nothing after COLD_TASKS decided tasks
 # (docs/benchmarks.md, "A node that starts from nothing"): its load time
 # by replaying the whole state stream, and from a snapshot and the tail
-# after it. About 4 minutes for 10^5 tasks on a quiet 2-core machine, and
-# 3 GiB of memory per 10^6 tasks.
+# after it. About a minute and 1 GiB of memory for 10^5 tasks (the
+# writer's and the loaded copy of the state); 10^6 needs about 10 GiB.
 COLD_TASKS ?= 100000
 bench-coldstart:
 	$(GO) test -count=1 -timeout 0 -run '^$$' -bench '^BenchmarkColdStart$$' -benchtime 1x ./cluster -coldstart.tasks $(COLD_TASKS)
