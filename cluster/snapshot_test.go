@@ -245,3 +245,41 @@ func TestStoreLoadShortStream(t *testing.T) {
 		t.Fatalf("loaded up to %d, want %d", s.LastSeq(), w.LastSeq())
 	}
 }
+
+// Snapshots writes a snapshot once every messages were applied since the
+// last, and trims the stream behind the one before, as the node in
+// charge runs it.
+func TestStoreSnapshotsLoop(t *testing.T) {
+	t.Parallel()
+	node := startNodes(t, testConfigs(t, t.TempDir(), 1))[0]
+	w := openStore(t, node, 1)
+	if _, err := w.Load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var stats []SnapshotStats
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		w.Snapshots(ctx, 3, 10*time.Millisecond, func(err error) { t.Errorf("snapshot: %v", err) },
+			func(st SnapshotStats) { stats = append(stats, st) })
+	}()
+	h := newHistory()
+	// Patience, not a verdict: each step waits for the loop's next check.
+	deadline := time.Now().Add(2 * time.Minute)
+	for tasks := 5; ; tasks += 5 {
+		h.write(t, w, tasks, 5)
+		if lo, _ := streamBounds(t, node); lo > 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the stream was not trimmed within two minutes")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	if len(stats) < 2 || stats[0].Trimmed != 0 || stats[len(stats)-1].Trimmed == 0 {
+		t.Fatalf("snapshots %+v: want a first that trims nothing and a later that trims", stats)
+	}
+}
