@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/gob"
 	"errors"
@@ -129,15 +130,18 @@ func (s *snapshots) read(ctx context.Context, seq uint64) (*pool.MemImage, error
 	if f := info.Headers.Get(hdrFmt); f != snapFormat {
 		return nil, fmt.Errorf("cluster: snapshot %d has format %q, want %q (written by a newer idlepool?)", seq, f, snapFormat)
 	}
-	var img pool.MemImage
-	// The object store checks its digest of the bytes at the end of the
-	// read: gob stops at the end of its value, so read to EOF.
-	br := bufio.NewReaderSize(r, 1<<20)
-	if err := gob.NewDecoder(br).Decode(&img); err != nil {
-		return nil, fmt.Errorf("cluster: decode snapshot %d: %w", seq, err)
+	// Read it all before decoding: a reader that decoded as it read
+	// consumed the chunks so slowly on a busy machine that the object
+	// store's consumer timed out. The object store checks its digest of
+	// the bytes at the end of the read.
+	data := make([]byte, 0, info.Size)
+	buf := bytes.NewBuffer(data)
+	if _, err := buf.ReadFrom(r); err != nil {
+		return nil, fmt.Errorf("cluster: read snapshot %d: %w", seq, unavailable(err))
 	}
-	if _, err := io.Copy(io.Discard, br); err != nil {
-		return nil, fmt.Errorf("cluster: read snapshot %d: %w", seq, err)
+	var img pool.MemImage
+	if err := gob.NewDecoder(buf).Decode(&img); err != nil {
+		return nil, fmt.Errorf("cluster: decode snapshot %d: %w", seq, err)
 	}
 	return &img, nil
 }
