@@ -274,8 +274,10 @@ func (s *Store) catchUp(ctx context.Context) error {
 		fctx, cancel := context.WithTimeout(ctx, s.timeout)
 		defer cancel()
 		// Exactly the messages up to end, which exist: a fetch of more
-		// would wait for its context to expire before it returned.
-		batch, err := cons.Fetch(int(min(512, end-seq)), jetstream.FetchContext(fctx))
+		// would wait for its context to expire before it returned. At
+		// most 128 (a few MiB of batches): a fetch of 512 large batches
+		// did not arrive within the timeout on a busy machine.
+		batch, err := cons.Fetch(int(min(128, end-seq)), jetstream.FetchContext(fctx))
 		if err != nil {
 			return fmt.Errorf("cluster: read stream %s: %w", StateStream, unavailable(err))
 		}
