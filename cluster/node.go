@@ -65,6 +65,12 @@ type NodeConfig struct {
 	// LeaderTTL is how long the node in charge holds its lease without
 	// renewing it ("3s"); another node takes over after it. Default 3 s.
 	LeaderTTL Duration `toml:"leader_ttl"`
+	// SnapshotEvery is how many state messages the node in charge
+	// appends between two snapshots of the pool's state (the state
+	// stream is trimmed behind the one before, so a node that starts
+	// from nothing loads a snapshot and replays at most about this many
+	// messages). Default 4096.
+	SnapshotEvery uint64 `toml:"snapshot_every"`
 
 	// Dir is the directory of the config file; relative paths are under
 	// it. The node keeps its data in Dir/data unless DataDir is set.
@@ -139,6 +145,9 @@ func (c NodeConfig) withDefaults() (NodeConfig, error) {
 	}
 	if c.LeaderTTL.Duration < 500*time.Millisecond {
 		return c, fmt.Errorf("%w: leader_ttl %s: want at least 500ms", ErrConfig, c.LeaderTTL)
+	}
+	if c.SnapshotEvery == 0 {
+		c.SnapshotEvery = 4096
 	}
 	if c.DataDir == "" {
 		c.DataDir = "data"

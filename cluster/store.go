@@ -62,11 +62,16 @@ type Store struct {
 	js      jetstream.JetStream
 	timeout time.Duration
 
+	snaps *snapshots
+
 	mu      sync.Mutex // held by Commit, Load and catching up
 	mem     *pool.MemStore
 	applied uint64 // the last part of the last batch applied to mem
 	lastSeq uint64 // the stream's last sequence, as Commit expects it
 	inUse   bool   // a Scheduler loaded this Store (Load until Release)
+	snapSeq uint64 // the newest snapshot this Store wrote or loaded
+	// loads counts the snapshots this Store loaded, for tests.
+	loads int
 }
 
 var _ pool.Store = (*Store)(nil)
@@ -82,9 +87,10 @@ type StoreConfig struct {
 }
 
 // OpenStore creates the stream IDLEPOOL_STATE if it does not exist (file
-// storage, cfg.Replicas replicas, 2-minute duplicate window) and returns a
-// Store over it. Call Load before Commit: Load fixes the sequence the
-// first Commit expects.
+// storage, cfg.Replicas replicas, 2-minute duplicate window) and the
+// object store of its snapshots (SnapshotBucket), and returns a Store
+// over them. Call Load before Commit: Load fixes the sequence the first
+// Commit expects.
 func OpenStore(ctx context.Context, js jetstream.JetStream, cfg StoreConfig) (*Store, error) {
 	if cfg.Replicas <= 0 {
 		cfg.Replicas = 1
@@ -92,12 +98,16 @@ func OpenStore(ctx context.Context, js jetstream.JetStream, cfg StoreConfig) (*S
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 5 * time.Second
 	}
-	_, err := js.Stream(ctx, StateStream)
+	snaps, err := openSnapshots(ctx, js, cfg.Replicas)
+	if err != nil {
+		return nil, err
+	}
+	_, err = js.Stream(ctx, StateStream)
 	if !errors.Is(err, jetstream.ErrStreamNotFound) {
 		if err != nil {
 			return nil, fmt.Errorf("cluster: open stream %s: %w", StateStream, unavailable(err))
 		}
-		return &Store{js: js, timeout: cfg.Timeout, mem: pool.NewMemStore()}, nil
+		return &Store{js: js, snaps: snaps, timeout: cfg.Timeout, mem: pool.NewMemStore()}, nil
 	}
 	_, err = js.CreateStream(ctx, jetstream.StreamConfig{
 		Name:        StateStream,
@@ -116,7 +126,7 @@ func OpenStore(ctx context.Context, js jetstream.JetStream, cfg StoreConfig) (*S
 	if err != nil {
 		return nil, fmt.Errorf("cluster: create stream %s: %w", StateStream, unavailable(err))
 	}
-	return &Store{js: js, timeout: cfg.Timeout, mem: pool.NewMemStore()}, nil
+	return &Store{js: js, snaps: snaps, timeout: cfg.Timeout, mem: pool.NewMemStore()}, nil
 }
 
 // LastSeq returns the stream sequence of the last message this Store has
@@ -131,8 +141,8 @@ func (s *Store) LastSeq() uint64 {
 // snapshot; from then on the Store is in use by one Scheduler (Follow
 // stops applying) until Release. A Store that has followed the stream
 // (Follow) only applies what it has not seen, so a node that takes over
-// is ready in the time its last few batches take; a cold one replays the
-// whole stream. A batch whose parts are incomplete (a node died between
+// is ready in the time its last few batches take; a cold one loads the
+// newest snapshot (WriteSnapshot) and replays the batches after it. A batch whose parts are incomplete (a node died between
 // appending them) is skipped: no answer was given for it. A batch that
 // does not apply is corruption: the error names its sequence. What does
 // not answer (an election under way) is retried for three timeouts.
@@ -204,8 +214,10 @@ func (s *Store) Follow(ctx context.Context, interval time.Duration, onErr func(e
 }
 
 // catchUp applies the stream's complete batches after s.applied to
-// s.mem and sets s.lastSeq to the stream's end; s.mu is held. On error
-// s.mem and s.applied are still consistent (every batch applies whole).
+// s.mem and sets s.lastSeq to the stream's end; s.mu is held. A Store
+// that has applied nothing, or whose next batch was trimmed from the
+// stream, first loads the newest snapshot. On error s.mem and s.applied
+// are still consistent (every batch applies whole).
 func (s *Store) catchUp(ctx context.Context) error {
 	st, err := s.js.Stream(ctx, StateStream)
 	if err != nil {
@@ -216,6 +228,23 @@ func (s *Store) catchUp(ctx context.Context) error {
 		return fmt.Errorf("cluster: stream %s info: %w", StateStream, unavailable(err))
 	}
 	end := info.State.LastSeq
+	if trimmed := s.applied+1 < info.State.FirstSeq; trimmed || (s.applied == 0 && end > 0) {
+		img, seq, err := s.snaps.newest(ctx)
+		if err != nil {
+			return err
+		}
+		if seq > s.applied {
+			mem, err := pool.NewMemStoreFrom(ctx, img)
+			if err != nil {
+				return fmt.Errorf("cluster: snapshot %d does not load (the state is corrupt): %w", seq, err)
+			}
+			s.mem, s.applied, s.snapSeq = mem, seq, seq
+			s.loads++
+		}
+		if s.applied+1 < info.State.FirstSeq {
+			return fmt.Errorf("cluster: stream %s starts at %d, but the newest snapshot covers only up to %d (the state is corrupt)", StateStream, info.State.FirstSeq, s.applied)
+		}
+	}
 	if s.applied >= end || info.State.Msgs == 0 {
 		s.lastSeq = max(s.lastSeq, end)
 		return nil
@@ -236,6 +265,7 @@ func (s *Store) catchUp(ctx context.Context) error {
 		n     int
 		seq   uint64
 	)
+	seq = s.applied
 	// Each fetch has a context of its own, ended when the fetch's
 	// messages are applied or an error returns early, so that the
 	// client's fetch goroutine ends with it (with FetchMaxWait it
@@ -243,7 +273,11 @@ func (s *Store) catchUp(ctx context.Context) error {
 	fetch := func() error {
 		fctx, cancel := context.WithTimeout(ctx, s.timeout)
 		defer cancel()
-		batch, err := cons.Fetch(512, jetstream.FetchContext(fctx))
+		// Exactly the messages up to end, which exist: a fetch of more
+		// would wait for its context to expire before it returned. At
+		// most 128 (a few MiB of batches): a fetch of 512 large batches
+		// did not arrive within the timeout on a busy machine.
+		batch, err := cons.Fetch(int(min(128, end-seq)), jetstream.FetchContext(fctx))
 		if err != nil {
 			return fmt.Errorf("cluster: read stream %s: %w", StateStream, unavailable(err))
 		}
@@ -253,6 +287,11 @@ func (s *Store) catchUp(ctx context.Context) error {
 			md, err := m.Metadata()
 			if err != nil {
 				return fmt.Errorf("cluster: state message: %w", err)
+			}
+			if md.Sequence.Stream != seq+1 {
+				// The stream was trimmed behind a newer snapshot while
+				// this node read it: the next catch-up loads that.
+				return fmt.Errorf("cluster: read stream %s: %w: message %d follows %d (trimmed meanwhile)", StateStream, pool.ErrStoreUnavailable, md.Sequence.Stream, seq)
 			}
 			seq = md.Sequence.Stream
 			if seq > end {

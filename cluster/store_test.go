@@ -24,7 +24,7 @@ func testLogger() *slog.Logger {
 }
 
 // freeAddr returns a 127.0.0.1 address with a port free right now.
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -36,7 +36,7 @@ func freeAddr(t *testing.T) string {
 
 // testConfigs returns n node configs on 127.0.0.1 routed to each other,
 // with the TLS material and credentials Init makes, under dir.
-func testConfigs(t *testing.T, dir string, n int) []NodeConfig {
+func testConfigs(t testing.TB, dir string, n int) []NodeConfig {
 	t.Helper()
 	if n == 1 {
 		return []NodeConfig{{Name: "node1", Pool: "test", Listen: freeAddr(t), RouteListen: freeAddr(t), Dir: filepath.Join(dir, "node1"), LeaderTTL: Duration{time.Second}}}
@@ -57,7 +57,7 @@ func testConfigs(t *testing.T, dir string, n int) []NodeConfig {
 
 // startNodes starts the nodes of cfgs together (a cluster's JetStream
 // needs a majority up) and closes them when the test ends.
-func startNodes(t *testing.T, cfgs []NodeConfig) []*Node {
+func startNodes(t testing.TB, cfgs []NodeConfig) []*Node {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -83,7 +83,7 @@ func startNodes(t *testing.T, cfgs []NodeConfig) []*Node {
 	return nodes
 }
 
-func openStore(t *testing.T, n *Node, replicas int) *Store {
+func openStore(t testing.TB, n *Node, replicas int) *Store {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

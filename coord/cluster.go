@@ -331,9 +331,22 @@ func (f *front) runTerm(ctx context.Context, base Config, term *cluster.Term) {
 	f.mu.Unlock()
 	term.Publish(srv.URL())
 	f.log.Info("Coordinator in charge", "node", nc.Name, "internal", srv.URL(), "loaded", time.Since(start).Round(time.Millisecond))
+	// The node in charge snapshots the state it keeps current, so that a
+	// node starting from nothing loads the snapshot and a short tail.
+	var snaps sync.WaitGroup
+	snaps.Go(func() {
+		f.state.Snapshots(tctx, nc.SnapshotEvery, nc.LeaderTTL.Duration,
+			func(err error) { f.log.Warn("Cannot snapshot the pool's state", "err", err) },
+			func(st cluster.SnapshotStats) {
+				f.log.Info("Snapshot of the pool's state", "seq", st.Seq, "trimmedBefore", st.Trimmed,
+					"copy", st.Copy.Round(time.Microsecond), "write", st.Write.Round(time.Millisecond))
+			})
+	})
 	if err := srv.Serve(tctx); err != nil {
 		f.log.Warn("Coordinator stopped", "node", nc.Name, "err", err)
 	}
+	cancel()
+	snaps.Wait()
 	f.mu.Lock()
 	f.local = nil
 	f.mu.Unlock()

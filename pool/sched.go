@@ -2,12 +2,14 @@ package pool
 
 import (
 	"bytes"
+	"cmp"
 	"container/heap"
 	"context"
 	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -146,7 +148,11 @@ type Scheduler struct {
 	peers     map[string]Peer
 	peerBatch map[string]*pending // the batch of each peer's newest registration
 	jobs      map[job.ID]*jobState
-	queue     []*jobState         // by JobRecord.Order
+	queue     []*jobState // by JobRecord.Order
+	// open is the jobs a lease looks at (openJobs): those of queue that
+	// are not complete, in its order, so that a lease costs what the
+	// jobs in play cost, not every job the pool ever ran.
+	open      *openJobs
 	leases    map[string]*replica // every replica ever leased, by lease ID
 	deadlines deadlineHeap        // live leases, lazily pruned
 	ledgerSeq uint64              // Seq of the newest entry, including uncommitted ones
@@ -181,6 +187,8 @@ type Scheduler struct {
 type jobState struct {
 	rec           JobRecord
 	j             *job.Job
+	open          *openJobs // the scheduler's index of open jobs
+	inOpen        bool      // js is in open
 	pol           job.Policy
 	maxReplicas   int
 	maxTimeouts   int // SchedulerConfig.MaxTimeouts
@@ -317,6 +325,7 @@ func (s *Scheduler) restore(ctx context.Context, snap *Snapshot) error {
 		js := s.newJobState(rec, j)
 		s.jobs[rec.ID] = js
 		s.queue = append(s.queue, js)
+		s.open.add(js)
 		s.nextOrder = max(s.nextOrder, rec.Order)
 		decided[rec.ID] = map[int64]bool{}
 		touched[rec.ID] = -1
@@ -421,17 +430,54 @@ func (s *Scheduler) newJobState(rec JobRecord, j *job.Job) *jobState {
 	if maxTimeouts <= 0 {
 		maxTimeouts = DefaultMaxTimeouts
 	}
-	return &jobState{rec: rec, j: j, pol: pol, maxReplicas: maxRep, maxTimeouts: maxTimeouts, tasks: j.NumTasks(), active: map[int64]*taskState{}, ver: j.Manifest.Verify, trust: s.trust}
+	if s.open == nil {
+		s.open = &openJobs{}
+	}
+	return &jobState{rec: rec, j: j, pol: pol, maxReplicas: maxRep, maxTimeouts: maxTimeouts, tasks: j.NumTasks(), active: map[int64]*taskState{}, ver: j.Manifest.Verify, trust: s.trust, open: s.open}
 }
 
-// task returns active task i, creating it.
+// task returns active task i, creating it. A complete job that gets a
+// task again (a lost result computed again) is open again.
 func (js *jobState) task(i int64) *taskState {
 	ts := js.active[i]
 	if ts == nil {
 		ts = &taskState{index: i}
 		js.active[i] = ts
+		if !js.inOpen && js.open != nil {
+			js.open.add(js)
+		}
 	}
 	return ts
+}
+
+// openJobs is the index of the jobs a lease looks at: every job that is
+// not complete, by JobRecord.Order, and those completed since the last
+// lease (list drops them). A job enters it when it is added or loaded,
+// and again when a task of it becomes active after it was complete.
+type openJobs struct {
+	jobs []*jobState
+}
+
+// add puts js in its place by Order unless it is there.
+func (o *openJobs) add(js *jobState) {
+	if js.inOpen {
+		return
+	}
+	js.inOpen = true
+	i, _ := slices.BinarySearchFunc(o.jobs, js.rec.Order, func(x *jobState, order int64) int { return cmp.Compare(x.rec.Order, order) })
+	o.jobs = slices.Insert(o.jobs, i, js)
+}
+
+// list drops the complete jobs and returns the others, by Order.
+func (o *openJobs) list() []*jobState {
+	o.jobs = slices.DeleteFunc(o.jobs, func(js *jobState) bool {
+		if js.complete() {
+			js.inOpen = false
+			return true
+		}
+		return false
+	})
+	return o.jobs
 }
 
 // Serve runs group commit and lease expiry until ctx ends. On
@@ -797,6 +843,7 @@ func (s *Scheduler) AddJob(ctx context.Context, j *job.Job, submitter string) (c
 	js := s.newJobState(rec, j)
 	s.jobs[j.ID] = js
 	s.queue = append(s.queue, js)
+	s.open.add(js)
 	s.pend.b.Jobs = append(s.pend.b.Jobs, rec)
 	js.batch = s.changed()
 	w := js.batch
@@ -826,7 +873,7 @@ func (s *Scheduler) Seeking() []JobView {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []JobView
-	for _, js := range s.queue {
+	for _, js := range s.openJobs() {
 		if !js.complete() && js.rec.Cancelled.IsZero() {
 			out = append(out, JobView{Job: js.j, Status: js.status()})
 		}
@@ -952,6 +999,16 @@ func plural(n int, word string) string {
 }
 
 func (js *jobState) complete() bool { return js.next == js.tasks && len(js.active) == 0 }
+
+// openJobs returns the jobs that are not complete, in queue order.
+// Everything a lease does with a job first asks whether it is complete,
+// so leaving complete jobs out changes no choice. s.mu is held.
+func (s *Scheduler) openJobs() []*jobState {
+	if s.open == nil {
+		return nil
+	}
+	return s.open.list()
+}
 
 // Ledger returns committed ledger entries with Seq > after, in Seq order,
 // at most max (capped at 10,000).

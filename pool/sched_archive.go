@@ -99,6 +99,7 @@ type Footprint struct {
 	Deadlines int // items of the lease deadline heap, stale ones included
 	Outcomes  int // outcomes waiting for their merger's acknowledgement
 	Active    int // undecided tasks that have or had replicas
+	Open      int // jobs a lease looks at: those not complete, and those completed since the last lease
 }
 
 // Footprint returns what s holds in memory now.
@@ -106,6 +107,9 @@ func (s *Scheduler) Footprint() Footprint {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	f := Footprint{Replicas: len(s.leases), Deadlines: len(s.deadlines)}
+	if s.open != nil {
+		f.Open = len(s.open.jobs)
+	}
 	for _, js := range s.queue {
 		f.Outcomes += len(js.outcomes)
 		f.Active += len(js.active)

@@ -49,7 +49,7 @@ func (s *Scheduler) Lease(ctx context.Context, peer string, max int) ([]Lease, e
 	s.closeWindows(now)
 	s.asked(p, now)
 	s.asking(p)
-	for _, js := range s.queue {
+	for _, js := range s.openJobs() {
 		s.endStalled(js) // stall.go: whether or not p may compute it
 	}
 	if until := s.trust.excludedUntil(p, now); !until.IsZero() {
@@ -115,7 +115,7 @@ func (s *Scheduler) Lease(ctx context.Context, peer string, max int) ([]Lease, e
 // selected turns back into jobs. s.mu is held.
 func (s *Scheduler) candidates(p Peer) ([]*jobState, []JobView) {
 	var jobs []*jobState
-	for _, js := range s.queue {
+	for _, js := range s.openJobs() {
 		// A job whose every task is started and none wants a replica
 		// has nothing for anyone now: left out before the costlier
 		// fair-share sort and matchmaking.

@@ -1,0 +1,137 @@
+package pool
+
+import (
+	"context"
+	"fmt"
+	"sort"
+)
+
+// MemImage is everything a MemStore holds: the snapshot Load returns and
+// the whole ledger. A clustered Store writes one as its snapshot, so that
+// a node starting from nothing rebuilds its state from the image and the
+// few batches after it (NewMemStoreFrom) instead of replaying every
+// batch ever committed.
+type MemImage struct {
+	Snapshot
+	// Ledger is every ledger entry, in Seq order from 1.
+	Ledger []Entry
+}
+
+// Image returns what m holds. The records are copies, but the byte
+// slices in them (results, keys, signatures, canonical jobs) are shared
+// with m: m never changes such bytes in place (it copies what it is
+// given and only ever replaces or drops them), so the image stays as it
+// was while m goes on committing. The copy is taken under m's lock and
+// takes time linear in what m holds, with no encoding; encode the image
+// after Image returns.
+func (m *MemStore) Image() *MemImage {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	img := &MemImage{Snapshot: Snapshot{LedgerSeq: uint64(len(m.ledger)), LedgerHash: m.head}}
+	s := &img.Snapshot
+	s.Peers = make([]Peer, 0, len(m.peerSeq))
+	for _, id := range m.peerSeq {
+		s.Peers = append(s.Peers, m.peers[id])
+	}
+	s.Jobs = make([]JobRecord, 0, len(m.jobSeq))
+	for _, id := range m.jobSeq {
+		s.Jobs = append(s.Jobs, *m.jobs[id])
+	}
+	sort.SliceStable(s.Jobs, func(i, k int) bool { return s.Jobs[i].Order < s.Jobs[k].Order })
+	s.Replicas = make([]ReplicaRecord, 0, len(m.repSeq))
+	for _, l := range m.repSeq {
+		s.Replicas = append(s.Replicas, *m.replicas[l])
+	}
+	for _, k := range m.trustSeq {
+		s.Trust = append(s.Trust, m.trust[k])
+	}
+	for _, j := range s.Jobs {
+		s.Outcomes = append(s.Outcomes, m.outcomes[j.ID]...)
+	}
+	// Entries are never changed once appended: the image shares them
+	// up to the current length.
+	img.Ledger = m.ledger[:len(m.ledger):len(m.ledger)]
+	return img
+}
+
+// NewMemStoreFrom returns a MemStore that holds what img holds, as if
+// every batch that made it had been committed to it. It takes img's
+// records and bytes over (img must not be used afterwards). It checks
+// what makes the image hang together: unique keys, records of known
+// jobs, outcomes numbered 1, 2, ... per job, and a ledger whose entries
+// are numbered 1, 2, ... up to LedgerSeq, the last of which hashes to
+// LedgerHash; an error wrapping ErrConflict names what does not. It does
+// not hash every entry again: each was checked against its predecessor
+// when it was committed, and an image travels with a digest of its bytes
+// (cluster.Store's snapshots), so the time it takes is that of building
+// the maps, not of hashing millions of entries.
+func NewMemStoreFrom(ctx context.Context, img *MemImage) (*MemStore, error) {
+	m := NewMemStore()
+	s := &img.Snapshot
+	for _, p := range s.Peers {
+		if _, ok := m.peers[p.ID]; ok {
+			return nil, fmt.Errorf("%w: image: peer %s twice", ErrConflict, p.ID)
+		}
+		m.peers[p.ID] = p
+		m.peerSeq = append(m.peerSeq, p.ID)
+	}
+	for i := range s.Jobs {
+		j := s.Jobs[i]
+		if _, ok := m.jobs[j.ID]; ok {
+			return nil, fmt.Errorf("%w: image: job %s twice", ErrConflict, j.ID)
+		}
+		m.jobs[j.ID] = &j
+		m.jobSeq = append(m.jobSeq, j.ID)
+	}
+	for i := range s.Replicas {
+		r := s.Replicas[i]
+		if _, ok := m.replicas[r.Lease]; ok {
+			return nil, fmt.Errorf("%w: image: replica %s twice", ErrConflict, r.Lease)
+		}
+		if _, ok := m.jobs[r.Job]; !ok {
+			return nil, fmt.Errorf("%w: image: replica %s of unknown job %s", ErrConflict, r.Lease, r.Job)
+		}
+		r.Prev = 0
+		m.replicas[r.Lease] = &r
+		m.repSeq = append(m.repSeq, r.Lease)
+	}
+	for _, o := range s.Outcomes {
+		if _, ok := m.jobs[o.Job]; !ok {
+			return nil, fmt.Errorf("%w: image: outcome of unknown job %s", ErrConflict, o.Job)
+		}
+		if o.Seq != int64(len(m.outcomes[o.Job]))+1 || m.outcomeTasks[key{o.Job, o.Task}] {
+			return nil, fmt.Errorf("%w: image: outcome %d of job %s out of order or twice for task %d", ErrConflict, o.Seq, o.Job, o.Task)
+		}
+		m.outcomes[o.Job] = append(m.outcomes[o.Job], o)
+		m.outcomeSeqs[key{o.Job, o.Seq}], m.outcomeTasks[key{o.Job, o.Task}] = true, true
+	}
+	for _, t := range s.Trust {
+		k := trustKey{t.Kind, t.ID}
+		if _, ok := m.trust[k]; ok {
+			return nil, fmt.Errorf("%w: image: trust record %s %s twice", ErrConflict, t.Kind, t.ID)
+		}
+		t.Prev = 0
+		m.trust[k] = t
+		m.trustSeq = append(m.trustSeq, k)
+	}
+	if uint64(len(img.Ledger)) != s.LedgerSeq {
+		return nil, fmt.Errorf("%w: image: %d ledger entries, head says %d", ErrConflict, len(img.Ledger), s.LedgerSeq)
+	}
+	for i, e := range img.Ledger {
+		if i%4096 == 0 && ctx.Err() != nil {
+			return nil, fmt.Errorf("image: %w", ctx.Err())
+		}
+		if e.Seq != uint64(i)+1 {
+			return nil, fmt.Errorf("%w: image: ledger entry %d does not follow entry %d", ErrConflict, e.Seq, i)
+		}
+		m.byPeer[e.Peer] = append(m.byPeer[e.Peer], i)
+	}
+	if n := len(img.Ledger); n > 0 {
+		m.head = img.Ledger[n-1].Hash()
+	}
+	if m.head != s.LedgerHash {
+		return nil, fmt.Errorf("%w: image: the ledger's head is %s, the image says %s", ErrConflict, m.head, s.LedgerHash)
+	}
+	m.ledger = img.Ledger
+	return m, nil
+}
