@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -296,6 +297,197 @@ func TestTrainPoolMatchesSolo(t *testing.T) {
 	for i, r := range pooled.Lineage.Rounds {
 		if s := solo.Lineage.Rounds[i]; r.Job != s.Job || r.Apply != s.Apply || r.Model != s.Model {
 			t.Errorf("round %d: pooled %+v, solo %+v", r.Round, r, s)
+		}
+	}
+}
+
+// trainCheck skips a long training test unless IDLEPOOL_TRAIN_CHECK is
+// set (make train-check, docs/building.md).
+func trainCheck(t *testing.T) {
+	t.Helper()
+	if os.Getenv("IDLEPOOL_TRAIN_CHECK") == "" {
+		t.Skip("long: run with IDLEPOOL_TRAIN_CHECK=1 (make train-check)")
+	}
+}
+
+// startPoisoner starts testdata/liar (built into bin) on the pool url in
+// poison mode: it computes every task it is leased honestly, then returns
+// the update changed by mode. It returns the path of its log.
+func startPoisoner(t *testing.T, bin, url, mode string) string {
+	t.Helper()
+	log := filepath.Join(t.TempDir(), "poisoner.log")
+	logf, err := os.Create(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := exec.Command(bin, "-pool", url, "-dir", t.TempDir(), "-honest", "0", "-poison", mode)
+	p.Stderr = logf
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		p.Process.Kill()
+		p.Wait()
+		logf.Close()
+		if t.Failed() {
+			b, _ := os.ReadFile(log)
+			t.Logf("poisoner %s's log:\n%s", mode, b)
+		}
+	})
+	return log
+}
+
+// TestTrainPoolRefusesPoison: real processes. Beside three honest donors
+// of three owners, a donor of its own owner returns a poisoned update
+// (its honest update negated, scaled by 4, or random numbers, each in
+// turn) for every shard of a training round it is leased (the first
+// model and the update step it computes honestly). Each poisoned update
+// is a disagreement like any other: it is outvoted, its device gets a
+// deviation in the ledger and no receipt for it, and the pooled round's
+// job and model are byte for byte the solo run's.
+//
+// Three poisoners of three owners beside two honest donors, tried first,
+// were not outvoted: each task drew four different answers within its
+// six replicas and failed as unverified, so the round stopped (keeping
+// the last good model) rather than take a poisoned update.
+func TestTrainPoolRefusesPoison(t *testing.T) {
+	trainCheck(t)
+	t.Parallel()
+	liarBin := filepath.Join(t.TempDir(), "liar")
+	if out, err := exec.Command("go", "build", "-o", liarBin, "./testdata/liar").CombinedOutput(); err != nil {
+		t.Fatalf("build the liar: %v\n%s", err, out)
+	}
+	data := smallFashion(t)
+	train := writeTrainFile(t, "fashion", data, 6, "", "")
+	solo, _ := trainJSON(t, t.TempDir(), train, "--rounds", "2", "--dir", filepath.Join(t.TempDir(), "solo"))
+
+	_, url := startServe(t, t.TempDir(), "127.0.0.1:0")
+	logs := map[string]string{"cycle": startPoisoner(t, liarBin, url, "cycle")}
+	for i := range 3 {
+		startJoin(t, filepath.Join(t.TempDir(), fmt.Sprintf("honest%d", i)), url)
+	}
+	// Two rounds: in the first the poisoner, compiling the program, may
+	// come too late for every task.
+	pooled, out := trainJSON(t, t.TempDir(), train, "--rounds", "2", "--pool", url, "--dir", filepath.Join(t.TempDir(), "pooled"))
+	if pooled.SHA256 != solo.SHA256 {
+		t.Fatalf("pooled model %s, solo model %s\n%s", pooled.SHA256, solo.SHA256, out.stderr)
+	}
+	for i, r := range pooled.Lineage.Rounds {
+		if s := solo.Lineage.Rounds[i]; r.Job != s.Job || r.Model != s.Model {
+			t.Errorf("round %d: pooled %+v, solo %+v", r.Round, r, s)
+		}
+	}
+	deviations, receipts := map[string]int{}, map[string]bool{}
+	for _, e := range fetchLedger(t, url) {
+		switch e.Kind {
+		case "deviation":
+			deviations[e.Peer]++
+		case "receipt":
+			receipts[e.Lease] = true
+		}
+	}
+	poisoned := 0
+	for mode, log := range logs {
+		b, _ := os.ReadFile(log)
+		dev := regexp.MustCompile(`liar: device (\S+) `).FindSubmatch(b)
+		lies := regexp.MustCompile(`lease ([0-9a-f]+): lie`).FindAllSubmatch(b, -1)
+		if dev == nil || len(lies) == 0 {
+			t.Logf("poisoner %s returned no poisoned update", mode)
+			continue
+		}
+		poisoned++
+		id := string(dev[1])
+		if deviations[id] == 0 {
+			t.Errorf("poisoner %s returned %d poisoned updates and has no deviation in the ledger", mode, len(lies))
+		}
+		for _, l := range lies {
+			if receipts[string(l[1])] {
+				t.Errorf("poisoner %s earned a receipt for its poisoned update (lease %s)", mode, l[1])
+			}
+		}
+		t.Logf("poisoner %s: %d poisoned updates, %d deviations", mode, len(lies), deviations[id])
+	}
+	if poisoned == 0 {
+		t.Fatal("no poisoner returned a poisoned update: nothing was tested")
+	}
+}
+
+// TestTrainMLPShardInvariant trains 3 rounds of the perceptron example
+// (a hidden layer of 32 units) with 1 and 5 shards: the same model bytes,
+// and the loss falls.
+func TestTrainMLPShardInvariant(t *testing.T) {
+	trainCheck(t)
+	t.Parallel()
+	data := smallFashion(t)
+	params := "features = 784\nclasses = 10\nhidden = 32\nseed = 3\nbatch = 120\nlr = 0.003\n"
+	models := make([]string, 2)
+	var wg sync.WaitGroup
+	for i, shards := range []int{1, 5} {
+		wg.Go(func() {
+			doc, _ := trainJSON(t, t.TempDir(), writeTrainFile(t, "fashion", data, shards, "", params))
+			models[i] = doc.SHA256
+			if rs := doc.Lineage.Rounds; len(rs) != 3 || rs[2].Loss >= rs[0].Loss {
+				t.Errorf("%d shards: lineage %+v", shards, rs)
+			}
+		})
+	}
+	wg.Wait()
+	if models[0] != models[1] {
+		t.Fatalf("models after 3 rounds with 1 and 5 shards differ: %v", models)
+	}
+}
+
+// TestTrainPoolResumesAfterKill trains on a pool, kills the driver
+// (SIGKILL) once round 1 is finished and runs it again: it goes on from
+// round 2 without submitting round 1 again and ends with the solo run's
+// model.
+func TestTrainPoolResumesAfterKill(t *testing.T) {
+	trainCheck(t)
+	t.Parallel()
+	data := smallFashion(t)
+	train := writeTrainFile(t, "fashion", data, 2, "", "")
+	solo, _ := trainJSON(t, t.TempDir(), train, "--dir", filepath.Join(t.TempDir(), "solo"))
+
+	_, url := startServe(t, t.TempDir(), "127.0.0.1:0")
+	for i := range 2 {
+		startJoin(t, filepath.Join(t.TempDir(), fmt.Sprintf("agent%d", i)), url)
+	}
+	home, dir := t.TempDir(), filepath.Join(t.TempDir(), "state")
+	cmd := exec.CommandContext(t.Context(), binPath, "--home", home, "train", train, "--pool", url, "--dir", dir)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(stderr)
+	killed := false
+	var before []string
+	for sc.Scan() {
+		before = append(before, sc.Text())
+		if strings.HasPrefix(sc.Text(), "round 1/3:") {
+			cmd.Process.Signal(syscall.SIGKILL)
+			killed = true
+			break
+		}
+	}
+	go io.Copy(io.Discard, stderr)
+	cmd.Wait()
+	if !killed {
+		t.Fatalf("the driver never finished round 1:\n%s", strings.Join(before, "\n"))
+	}
+	got, out := trainJSON(t, home, train, "--pool", url, "--dir", dir)
+	if !strings.Contains(out.stderr, "rounds 1..1 already finished") || strings.Contains(out.stderr, "job small-grad-1 (") ||
+		!strings.Contains(out.stderr, "job small-grad-2 (") {
+		t.Errorf("the second run did not go on from round 2:\n%s", out.stderr)
+	}
+	if got.SHA256 != solo.SHA256 {
+		t.Errorf("model after a kill and a resume on the pool %s, solo %s\n%s", got.SHA256, solo.SHA256, out.stderr)
+	}
+	for i, r := range got.Lineage.Rounds {
+		if s := solo.Lineage.Rounds[i]; r.Job != s.Job || r.Model != s.Model {
+			t.Errorf("round %d: resumed on the pool %+v, solo %+v", r.Round, r, s)
 		}
 	}
 }
