@@ -7,7 +7,11 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"image"
+	"image/color"
+	"image/png"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -122,14 +126,18 @@ type trainOut struct {
 	Model   string
 	SHA256  string
 	Plot    string
+	PNG     string
 	Lineage struct {
 		Rounds []struct {
 			Round          int
 			Job, Apply     string
 			Model          string
 			Loss, Accuracy float64
+			Seconds        float64
+			Timing         *roundTiming
 		}
 	}
+	Timing *timingSummary
 }
 
 func trainJSON(t *testing.T, home string, args ...string) (trainOut, runOut) {
@@ -169,11 +177,104 @@ func TestTrainShardInvariant(t *testing.T) {
 			if err != nil || !bytes.HasPrefix(svg, []byte("<svg")) || !bytes.Contains(svg, []byte("<polyline")) {
 				t.Errorf("%d shards: plot %s: %v", shards, doc.Plot, err)
 			}
+			if f, err := os.Open(doc.PNG); err != nil {
+				t.Errorf("%d shards: %v", shards, err)
+			} else {
+				if _, err := png.Decode(f); err != nil {
+					t.Errorf("%d shards: %s: %v", shards, doc.PNG, err)
+				}
+				f.Close()
+			}
+			checkTiming(t, doc, true)
 		})
 	}
 	wg.Wait()
 	if models[0] != models[1] || models[0] != models[2] {
 		t.Fatalf("models after 3 rounds with 1, 3 and 8 shards differ: %v", models)
+	}
+}
+
+// checkTiming checks the split of each round's time in a train --json
+// document: the parts are not negative and add up to the round's wall
+// time; alone, tasks ran for some of it.
+func checkTiming(t *testing.T, doc trainOut, alone bool) {
+	t.Helper()
+	if doc.Timing == nil || doc.Timing.Rounds != len(doc.Lineage.Rounds) || doc.Timing.RoundsPerHour <= 0 {
+		t.Errorf("timing summary %+v for %d rounds", doc.Timing, len(doc.Lineage.Rounds))
+	}
+	for _, r := range doc.Lineage.Rounds {
+		tm := r.Timing
+		if tm == nil {
+			t.Errorf("round %d has no timing", r.Round)
+			continue
+		}
+		parts := tm.Grad.Seconds + tm.Apply.Seconds + tm.DriverSeconds
+		ok := tm.Grad.Seconds > 0 && tm.Apply.Seconds > 0 && tm.DriverSeconds >= 0 && math.Abs(parts-r.Seconds) < 0.02 &&
+			tm.Grad.TaskSeconds <= tm.Grad.Seconds && tm.Apply.TaskSeconds <= tm.Apply.Seconds &&
+			tm.OverheadShare >= 0 && tm.OverheadShare < 1
+		if alone {
+			ok = ok && tm.Grad.TaskSeconds > 0 && tm.Apply.TaskSeconds > 0 && tm.OverheadShare > 0
+		} else {
+			ok = ok && tm.Grad.TaskSeconds == 0 && tm.Apply.TaskSeconds == 0
+		}
+		if !ok {
+			t.Errorf("round %d (%.2fs): timing %+v", r.Round, r.Seconds, *tm)
+		}
+	}
+}
+
+// TestTrainPlotPNG draws the PNG plot of 60 made-up rounds whose loss
+// falls and whose accuracy rises: a 720×560 picture with a red line that
+// starts high in the upper panel and a blue one that starts low in the
+// lower panel. IDLEPOOL_PLOT_DIR=DIR also writes it there to look at.
+func TestTrainPlotPNG(t *testing.T) {
+	var rounds []trainRound
+	for k := 1; k <= 60; k++ {
+		f := float64(k-1) / 59
+		rounds = append(rounds, trainRound{Round: k, Loss: 2.3 - 1.9*math.Sqrt(f), Accuracy: 0.1 + 0.75*math.Sqrt(f)})
+	}
+	b, err := trainPNG("made-up", rounds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dir := os.Getenv("IDLEPOOL_PLOT_DIR"); dir != "" {
+		os.WriteFile(filepath.Join(dir, "training.png"), b, 0o644)
+		os.WriteFile(filepath.Join(dir, "training.svg"), []byte(trainSVG("made-up", rounds)), 0o644)
+	}
+	img, err := png.Decode(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := img.Bounds().Size(); got != image.Pt(720, 560) {
+		t.Fatalf("size %v, want 720×560", got)
+	}
+	// The first round's column: where its line is in each panel.
+	lossTop, accTop := pngTop+20, pngTop+20+pngPanelH+pngPanelGap
+	find := func(want color.RGBA, x, y0, y1 int) int {
+		for y := y0; y <= y1; y++ {
+			if color.RGBAModel.Convert(img.At(x, y)) == want {
+				return y
+			}
+		}
+		return -1
+	}
+	if y := find(color.RGBA{0xc0, 0x39, 0x2b, 0xff}, pngLeft+1, lossTop-2, lossTop+pngPanelH); y < 0 || y > lossTop+3 {
+		t.Errorf("the loss line at round 1 is at y %d, want the top of its panel (%d)", y, lossTop)
+	}
+	if y := find(color.RGBA{0x24, 0x71, 0xa3, 0xff}, pngLeft+1, accTop, accTop+pngPanelH+2); y < accTop+pngPanelH-3 {
+		t.Errorf("the accuracy line at round 1 is at y %d, want the bottom of its panel (%d)", y, accTop+pngPanelH)
+	}
+	// Text was drawn: dark pixels left of the panels (the axis labels).
+	dark := 0
+	for y := range 560 {
+		for x := range pngLeft - 4 {
+			if r, _, _, _ := img.At(x, y).RGBA(); r < 0x4000 {
+				dark++
+			}
+		}
+	}
+	if dark < 200 {
+		t.Errorf("%d dark pixels beside the panels: no axis labels", dark)
 	}
 }
 
@@ -396,8 +497,8 @@ func TestTrainPoolRefusesPoison(t *testing.T) {
 			continue
 		}
 		poisoned++
-		id := string(dev[1])
-		if deviations[id] == 0 {
+		devs := deviations[string(dev[1])]
+		if devs == 0 {
 			t.Errorf("poisoner %s returned %d poisoned updates and has no deviation in the ledger", mode, len(lies))
 		}
 		for _, l := range lies {
@@ -405,7 +506,7 @@ func TestTrainPoolRefusesPoison(t *testing.T) {
 				t.Errorf("poisoner %s earned a receipt for its poisoned update (lease %s)", mode, l[1])
 			}
 		}
-		t.Logf("poisoner %s: %d poisoned updates, %d deviations", mode, len(lies), deviations[id])
+		t.Logf("poisoner %s: %d poisoned updates, %d deviations", mode, len(lies), devs)
 	}
 	if poisoned == 0 {
 		t.Fatal("no poisoner returned a poisoned update: nothing was tested")
