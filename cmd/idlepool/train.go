@@ -337,6 +337,9 @@ func (t *trainer) train(ctx context.Context, upto int) error {
 			return err
 		}
 		t.forgetRuns(r.Job, r.Apply)
+		if err := t.plot(); err != nil { // to look at while it trains
+			return err
+		}
 		fmt.Fprintf(t.g.stderr, "round %d/%d: loss %.4f, held-out accuracy %.2f%% (%.1fs%s)\n", k, upto, r.Loss, 100*r.Accuracy, r.Seconds, tm.words())
 	}
 	return t.plot()

@@ -310,6 +310,12 @@ func TestTrainResumesAfterKill(t *testing.T) {
 	if !killed {
 		t.Fatal("the driver never finished round 1")
 	}
+	// The plots show the finished round while it trains.
+	for _, p := range []string{"training.svg", "training.png"} {
+		if b, err := os.ReadFile(filepath.Join(dir, p)); err != nil || !bytes.Contains(b, []byte("svg")) && !bytes.HasPrefix(b, []byte("\x89PNG")) {
+			t.Errorf("after round 1: %s: %v", p, err)
+		}
+	}
 	got, out := trainJSON(t, home, train, "--dir", dir)
 	if !strings.Contains(out.stderr, "rounds 1..1 already finished") || strings.Contains(out.stderr, "small-grad-1 ") {
 		t.Errorf("the second run did not go on from round 2:\n%s", out.stderr)
