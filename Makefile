@@ -10,7 +10,7 @@ FUZZTIME  ?= 10s
 # them.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
-.PHONY: release train-fashion train-mlp train-check bench-train-numpy guest-examples bench-guests crossvet-windows test-beside check-full check-cluster gpupi optionmc ptx gpu-check gpu-check-bundle cgo-cflags check-examples all build tray panel package package-check deb deb-check screenshots tray-idle examples pi run-examples test crossvet fuzz bench sim fmt vet lint clean windows windows-installer wine-cli-check wine-test bench-p2p bench-cluster bench-makespan
+.PHONY: release train-fashion train-mlp train-check bench-train-numpy bench-train-pool guest-examples bench-guests crossvet-windows test-beside check-full check-cluster gpupi optionmc ptx gpu-check gpu-check-bundle cgo-cflags check-examples all build tray panel package package-check deb deb-check screenshots tray-idle examples pi run-examples test crossvet fuzz bench sim fmt vet lint clean windows windows-installer wine-cli-check wine-test bench-p2p bench-cluster bench-makespan
 
 all: build examples
 
@@ -227,6 +227,11 @@ train-check:
 # (docs/benchmarks.md; Debian's python3-numpy, not needed by the tests).
 bench-train-numpy: $(FASHION_SET)
 	/usr/bin/python3 scripts/fashion-numpy.py $(BIN)/fashion-mnist
+
+# Rounds an hour of the softmax example on a pool of 4 devices on this
+# machine (scripts/train-pool-bench.sh; docs/benchmarks.md).
+bench-train-pool: build examples/fashion/fashion.wasm $(FASHION_SET)
+	scripts/train-pool-bench.sh examples/fashion/softmax.toml 10
 
 pi: build examples/pi/pi.wasm
 	$(BIN)/idlepool run examples/pi/pi.toml

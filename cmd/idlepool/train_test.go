@@ -598,3 +598,34 @@ func TestTrainPoolResumesAfterKill(t *testing.T) {
 		}
 	}
 }
+
+// TestTrainTimingSummary: the mean split of the rounds with a timing, the
+// rounds an hour, and the words under the table, alone and on a pool.
+func TestTrainTimingSummary(t *testing.T) {
+	alone := []trainRound{
+		{Round: 1}, // finished before timing was recorded
+		{Round: 2, Seconds: 10, Timing: &roundTiming{Grad: jobTiming{6, 5}, Apply: jobTiming{3.5, 2}, DriverSeconds: 0.5}},
+		{Round: 3, Seconds: 8, Timing: &roundTiming{Grad: jobTiming{4, 3}, Apply: jobTiming{3.5, 2}, DriverSeconds: 0.5}},
+	}
+	s := summarize(alone)
+	want := timingSummary{Rounds: 2, Seconds: 18, RoundsPerHour: 400,
+		Mean: roundTiming{Grad: jobTiming{5, 4}, Apply: jobTiming{3.5, 2}, DriverSeconds: 0.5, OverheadShare: 0.333}}
+	if s == nil || *s != want {
+		t.Fatalf("summary %+v, want %+v", s, want)
+	}
+	var b strings.Builder
+	printTiming(&b, s)
+	if got := b.String(); !strings.Contains(got, "2 rounds in 18.0s (400 rounds an hour)") ||
+		!strings.Contains(got, "shards' job 5.00s (tasks running 4.00s), update step 3.50s (tasks running 2.00s), driver 0.50s; no task running 33% of the time") {
+		t.Errorf("alone:\n%s", got)
+	}
+	pooled := []trainRound{{Round: 1, Seconds: 9, Timing: &roundTiming{Grad: jobTiming{Seconds: 6}, Apply: jobTiming{Seconds: 2.9}, DriverSeconds: 0.1}}}
+	b.Reset()
+	printTiming(&b, summarize(pooled))
+	if got := b.String(); strings.Contains(got, "tasks running") || !strings.Contains(got, "shards' job 6.00s, update step 2.90s (each: submitted") {
+		t.Errorf("on a pool:\n%s", got)
+	}
+	if summarize(alone[:1]) != nil {
+		t.Error("a summary of rounds without timing")
+	}
+}

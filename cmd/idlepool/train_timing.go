@@ -144,12 +144,13 @@ func printTiming(w io.Writer, s *timingSummary) {
 	}
 	m := s.Mean
 	fmt.Fprintf(w, "time: %d rounds in %.1fs (%.0f rounds an hour); a round on average:\n", s.Rounds, s.Seconds, s.RoundsPerHour)
-	fmt.Fprintf(w, "  shards' job %.2fs (tasks running %.2fs), update step %.2fs (tasks running %.2fs), driver %.2fs",
-		m.Grad.Seconds, m.Grad.TaskSeconds, m.Apply.Seconds, m.Apply.TaskSeconds, m.DriverSeconds)
-	if m.OverheadShare > 0 {
-		fmt.Fprintf(w, "; no task running %.0f%% of the time", 100*m.OverheadShare)
+	if m.Grad.TaskSeconds+m.Apply.TaskSeconds == 0 { // on a pool: the tasks ran elsewhere
+		fmt.Fprintf(w, "  shards' job %.2fs, update step %.2fs (each: submitted, leased, computed, verified and merged), driver %.2fs\n",
+			m.Grad.Seconds, m.Apply.Seconds, m.DriverSeconds)
+		return
 	}
-	fmt.Fprintln(w)
+	fmt.Fprintf(w, "  shards' job %.2fs (tasks running %.2fs), update step %.2fs (tasks running %.2fs), driver %.2fs; no task running %.0f%% of the time\n",
+		m.Grad.Seconds, m.Grad.TaskSeconds, m.Apply.Seconds, m.Apply.TaskSeconds, m.DriverSeconds, 100*m.OverheadShare)
 }
 
 // words says in brief where the round's time went, for its progress line:
