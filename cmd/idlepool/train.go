@@ -206,8 +206,8 @@ type trainDoc struct {
 	Plot    string   `json:"plot"`
 	PNG     string   `json:"png"` // the plot as a PNG picture
 	Lineage *lineage `json:"lineage"`
-	// Timing is the mean split of the rounds this run computed; absent
-	// when it computed none.
+	// Timing is the mean split of the lineage's rounds that have one
+	// (timingSummary); absent when none has.
 	Timing *timingSummary `json:"timing,omitempty"`
 }
 

@@ -20,6 +20,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"idlepool/identity"
 )
@@ -470,14 +471,39 @@ func TestTrainPoolRefusesPoison(t *testing.T) {
 
 	_, url := startServe(t, t.TempDir(), "127.0.0.1:0")
 	logs := map[string]string{"cycle": startPoisoner(t, liarBin, url, "cycle")}
+	// The training starts with the poisoner alone in the pool: it computes
+	// the first model (honestly: it has no update), so it has compiled
+	// the program before the honest donors join, which would otherwise
+	// often decide every shard while it compiles.
+	cmd := exec.CommandContext(t.Context(), binPath, "--home", t.TempDir(), "train", train, "--json", "--workers", "2",
+		"--rounds", "2", "--pool", url, "--dir", filepath.Join(t.TempDir(), "pooled"))
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	for deadline := patient(t); ; time.Sleep(50 * time.Millisecond) {
+		if b, _ := os.ReadFile(logs["cycle"]); bytes.Contains(b, []byte(": honest\n")) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the poisoner never computed the first model")
+		}
+	}
 	for i := range 3 {
 		startJoin(t, filepath.Join(t.TempDir(), fmt.Sprintf("honest%d", i)), url)
 	}
-	// Two rounds: in the first the poisoner, compiling the program, may
-	// come too late for every task.
-	pooled, out := trainJSON(t, t.TempDir(), train, "--rounds", "2", "--pool", url, "--dir", filepath.Join(t.TempDir(), "pooled"))
+	if err := <-done; err != nil {
+		t.Fatalf("train --pool: %v\n%s", err, stderr.String())
+	}
+	var pooled trainOut
+	if err := json.Unmarshal(stdout.Bytes(), &pooled); err != nil {
+		t.Fatalf("train --json: %v\n%s", err, stdout.String())
+	}
 	if pooled.SHA256 != solo.SHA256 {
-		t.Fatalf("pooled model %s, solo model %s\n%s", pooled.SHA256, solo.SHA256, out.stderr)
+		t.Fatalf("pooled model %s, solo model %s\n%s", pooled.SHA256, solo.SHA256, stderr.String())
 	}
 	for i, r := range pooled.Lineage.Rounds {
 		if s := solo.Lineage.Rounds[i]; r.Job != s.Job || r.Model != s.Model {
