@@ -10,7 +10,7 @@ FUZZTIME  ?= 10s
 # them.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
-.PHONY: release train-fashion guest-examples bench-guests crossvet-windows test-beside check-full check-cluster gpupi optionmc ptx gpu-check gpu-check-bundle cgo-cflags check-examples all build tray panel package package-check deb deb-check screenshots tray-idle examples pi run-examples test crossvet fuzz bench sim fmt vet lint clean windows windows-installer wine-cli-check wine-test bench-p2p bench-cluster bench-coldstart bench-makespan
+.PHONY: release train-fashion train-mlp train-check bench-train-numpy bench-train-pool guest-examples bench-guests crossvet-windows test-beside check-full check-cluster gpupi optionmc ptx gpu-check gpu-check-bundle cgo-cflags check-examples all build tray panel package package-check deb deb-check screenshots tray-idle examples pi run-examples test crossvet fuzz bench sim fmt vet lint clean windows windows-installer wine-cli-check wine-test bench-p2p bench-cluster bench-coldstart bench-makespan
 
 all: build examples
 
@@ -211,6 +211,28 @@ $(FASHION)/%.gz:
 train-fashion: build examples/fashion/fashion.wasm $(FASHION_SET)
 	time $(BIN)/idlepool train examples/fashion/softmax.toml --dir $(BIN)/fashion-softmax.train
 
+# The multilayer perceptron on Fashion-MNIST (examples/fashion/mlp.toml:
+# one hidden layer of 128 units), the same way: bin/fashion-mlp.train.
+train-mlp: build examples/fashion/fashion.wasm $(FASHION_SET)
+	time $(BIN)/idlepool train examples/fashion/mlp.toml --dir $(BIN)/fashion-mlp.train
+
+# The training tests too long for make test (docs/building.md): a
+# training on a pool with three poisoning donors, a kill -9 of a pooled
+# training and its resume, the perceptron's shard invariance end to end.
+train-check:
+	IDLEPOOL_TRAIN_CHECK=1 $(GO) test -count=1 -timeout 30m -run 'TestTrainPoolRefusesPoison|TestTrainPoolResumesAfterKill|TestTrainMLPShardInvariant' -v ./cmd/idlepool
+
+# One epoch of the softmax and the perceptron examples in NumPy, the same
+# models and batch schedule, to compare with idlepool's seconds per epoch
+# (docs/benchmarks.md; Debian's python3-numpy, not needed by the tests).
+bench-train-numpy: $(FASHION_SET)
+	/usr/bin/python3 scripts/fashion-numpy.py $(BIN)/fashion-mnist
+
+# Rounds an hour of the softmax example on a pool of 4 devices on this
+# machine (scripts/train-pool-bench.sh; docs/benchmarks.md).
+bench-train-pool: build examples/fashion/fashion.wasm $(FASHION_SET)
+	scripts/train-pool-bench.sh examples/fashion/softmax.toml 10
+
 pi: build examples/pi/pi.wasm
 	$(BIN)/idlepool run examples/pi/pi.toml
 
@@ -299,7 +321,7 @@ test-beside:
 # FUZZTIME, the examples' physics and statistics at full size and the
 # cluster's node-loss test at full size. Run it before a release and after changing the Windows build, the packaging,
 # an example's kernel or the cluster (CONTRIBUTING.md).
-check-full: test crossvet fuzz wine-test check-examples check-cluster
+check-full: test crossvet fuzz wine-test check-examples train-check check-cluster
 
 # The cluster's node-loss test at full size: a job of 2,000 tasks, its node
 # in charge killed twice (make test runs it with 800).

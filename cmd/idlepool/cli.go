@@ -111,6 +111,9 @@ type globals struct {
 	// now reads the wall clock; tests run commands at a fixed time with
 	// runAt. Always set.
 	now func() time.Time
+	// tasks, when set, times the tasks `run` computes (idlepool train's
+	// split of a round's time).
+	tasks *taskClock
 }
 
 func (g *globals) register(fs *flag.FlagSet) {

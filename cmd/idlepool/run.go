@@ -162,7 +162,11 @@ func cmdRun(ctx context.Context, g *globals, args []string) error {
 		}
 	}
 	stopMeter := meterRun(ctx, wp, gpus)
-	out, err := pool.RunSolo(ctx, j, newGPUExecutor(wp, gpus, *workers), cfg)
+	var exec pool.Executor = newGPUExecutor(wp, gpus, *workers)
+	if g.tasks != nil {
+		exec = g.tasks.wrap(exec)
+	}
+	out, err := pool.RunSolo(ctx, j, exec, cfg)
 	prog.finish()
 	used := stopMeter()
 	if err != nil && !errors.Is(err, pool.ErrAllFailed) {

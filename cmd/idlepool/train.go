@@ -190,9 +190,11 @@ type trainRound struct {
 	// model after it, as the program measured them.
 	Loss     float64 `json:"loss"`
 	Accuracy float64 `json:"accuracy"`
-	// Seconds is the round's wall time in this session (0 for a round
-	// finished by an earlier one); not part of the lineage's meaning.
-	Seconds float64 `json:"seconds,omitempty"`
+	// Seconds is the round's wall time when it was computed and Timing
+	// how it splits (see roundTiming); not part of the lineage's
+	// meaning.
+	Seconds float64      `json:"seconds,omitempty"`
+	Timing  *roundTiming `json:"timing,omitempty"`
 }
 
 // trainDoc is what `idlepool train --json` prints.
@@ -202,7 +204,11 @@ type trainDoc struct {
 	Model   string   `json:"model"`  // path of the last model
 	SHA256  string   `json:"sha256"` // its digest
 	Plot    string   `json:"plot"`
+	PNG     string   `json:"png"` // the plot as a PNG picture
 	Lineage *lineage `json:"lineage"`
+	// Timing is the mean split of the lineage's rounds that have one
+	// (timingSummary); absent when none has.
+	Timing *timingSummary `json:"timing,omitempty"`
 }
 
 func cmdTrain(ctx context.Context, g *globals, args []string) error {
@@ -242,7 +248,7 @@ func cmdTrain(ctx context.Context, g *globals, args []string) error {
 	if abs, err := filepath.Abs(dir); err == nil {
 		dir = abs // the round manifests name the models by absolute paths
 	}
-	t := &trainer{g: g, tf: tf, dir: dir, workers: *workers, pc: pc}
+	t := &trainer{g: g, tf: tf, dir: dir, workers: *workers, pc: pc, clock: &taskClock{now: time.Now}}
 	if err := t.open(); err != nil {
 		return err
 	}
@@ -260,6 +266,7 @@ type trainer struct {
 	workers int
 	pc      *poolConn
 	lin     lineage
+	clock   *taskClock // the tasks' time, alone
 }
 
 func (t *trainer) modelPath(round int) string {
@@ -320,12 +327,20 @@ func (t *trainer) train(ctx context.Context, upto int) error {
 			return err
 		}
 		r.Seconds = math.Round(time.Since(start).Seconds()*100) / 100
+		tm := r.Timing
+		tm.DriverSeconds = max(0, math.Round((r.Seconds-tm.Grad.Seconds-tm.Apply.Seconds)*1000)/1000)
+		if tasks := tm.Grad.TaskSeconds + tm.Apply.TaskSeconds; tasks > 0 && r.Seconds > 0 {
+			tm.OverheadShare = math.Round(max(0, 1-tasks/r.Seconds)*1000) / 1000
+		}
 		t.lin.Rounds = append(t.lin.Rounds, r)
 		if err := t.saveLineage(); err != nil {
 			return err
 		}
 		t.forgetRuns(r.Job, r.Apply)
-		fmt.Fprintf(t.g.stderr, "round %d/%d: loss %.4f, held-out accuracy %.2f%% (%.1fs)\n", k, upto, r.Loss, 100*r.Accuracy, r.Seconds)
+		if err := t.plot(); err != nil { // to look at while it trains
+			return err
+		}
+		fmt.Fprintf(t.g.stderr, "round %d/%d: loss %.4f, held-out accuracy %.2f%% (%.1fs%s)\n", k, upto, r.Loss, 100*r.Accuracy, r.Seconds, tm.words())
 	}
 	return t.plot()
 }
@@ -375,7 +390,8 @@ func (t *trainer) round(ctx context.Context, k int) (trainRound, error) {
 	if err := t.tf.manifest(man, "grad", k, map[string]string{"model": prev}); err != nil {
 		return trainRound{}, err
 	}
-	doc, err := t.runJob(ctx, man)
+	var tm roundTiming
+	doc, err := t.timedJob(ctx, man, &tm.Grad)
 	if err != nil {
 		return trainRound{}, t.roundError(k, "the shards' updates", err)
 	}
@@ -391,7 +407,7 @@ func (t *trainer) round(ctx context.Context, k int) (trainRound, error) {
 	if err := t.tf.manifest(aman, "apply", k, map[string]string{"model": prev, "update": updPath}); err != nil {
 		return trainRound{}, err
 	}
-	adoc, err := t.runJob(ctx, aman)
+	adoc, err := t.timedJob(ctx, aman, &tm.Apply)
 	if err != nil {
 		return trainRound{}, t.roundError(k, "the update step", err)
 	}
@@ -406,7 +422,16 @@ func (t *trainer) round(ctx context.Context, k int) (trainRound, error) {
 		return trainRound{}, err
 	}
 	sum := sha256.Sum256(model)
-	return trainRound{Round: k, Job: doc.Job, Apply: adoc.Job, Model: hex.EncodeToString(sum[:]), Loss: loss, Accuracy: acc}, nil
+	return trainRound{Round: k, Job: doc.Job, Apply: adoc.Job, Model: hex.EncodeToString(sum[:]), Loss: loss, Accuracy: acc, Timing: &tm}, nil
+}
+
+// timedJob runs one job with runJob and records its wall time and the
+// time its tasks ran here in jt.
+func (t *trainer) timedJob(ctx context.Context, manifest string, jt *jobTiming) (*runDoc, error) {
+	start, busy := time.Now(), t.clock.Busy()
+	doc, err := t.runJob(ctx, manifest)
+	jt.Seconds, jt.TaskSeconds = secs(time.Since(start)), secs(t.clock.Busy()-busy)
+	return doc, err
 }
 
 // forgetRuns removes the run directories (journal, input snapshot) of
@@ -478,6 +503,7 @@ func (t *trainer) runJob(ctx context.Context, manifest string) (*runDoc, error) 
 		err = cmdSubmit(ctx, &sub, args)
 	} else {
 		args = append(args, "--workers", strconv.Itoa(t.workers))
+		sub.tasks = t.clock
 		err = cmdRun(ctx, &sub, args)
 	}
 	if err != nil {
@@ -541,7 +567,8 @@ func (t *trainer) report(asJSON bool) error {
 		return err
 	}
 	if asJSON {
-		b, err := json.MarshalIndent(trainDoc{Name: t.tf.Name, Dir: t.dir, Model: model, SHA256: sum, Plot: t.plotPath(), Lineage: &t.lin}, "", "  ")
+		b, err := json.MarshalIndent(trainDoc{Name: t.tf.Name, Dir: t.dir, Model: model, SHA256: sum, Plot: t.plotPath(), PNG: t.pngPath(),
+			Lineage: &t.lin, Timing: summarize(t.lin.Rounds)}, "", "  ")
 		if err != nil {
 			return err
 		}
@@ -553,7 +580,8 @@ func (t *trainer) report(asJSON bool) error {
 	for _, r := range t.lin.Rounds {
 		fmt.Fprintf(w, "%-6d %-10.4f %-9s %-12s %s\n", r.Round, r.Loss, fmt.Sprintf("%.2f%%", 100*r.Accuracy), r.Job[:12], r.Apply[:12])
 	}
-	fmt.Fprintf(w, "model: %s (sha256 %s)\nlineage: %s\nplot: %s\n", model, sum[:16], filepath.Join(t.dir, "lineage.json"), t.plotPath())
+	fmt.Fprintf(w, "model: %s (sha256 %s)\nlineage: %s\nplot: %s and %s\n", model, sum[:16], filepath.Join(t.dir, "lineage.json"), t.plotPath(), t.pngPath())
+	printTiming(w, summarize(t.lin.Rounds))
 	return nil
 }
 

@@ -9,10 +9,18 @@ import (
 
 func (t *trainer) plotPath() string { return filepath.Join(t.dir, "training.svg") }
 
-// plot writes training.svg: the training loss and the held-out accuracy
-// per round, one panel each, as an SVG that any browser opens.
+// plot writes training.svg and training.png: the training loss and the
+// held-out accuracy per round, one panel each, as an SVG that any browser
+// opens and as a picture that any image viewer opens.
 func (t *trainer) plot() error {
-	return writeFileAtomic(t.plotPath(), []byte(trainSVG(t.tf.Name, t.lin.Rounds)))
+	if err := writeFileAtomic(t.plotPath(), []byte(trainSVG(t.tf.Name, t.lin.Rounds))); err != nil {
+		return err
+	}
+	b, err := trainPNG(t.tf.Name, t.lin.Rounds)
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(t.pngPath(), b)
 }
 
 // trainSVG draws the two panels of rounds.

@@ -7,14 +7,20 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"image"
+	"image/color"
+	"image/png"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"idlepool/identity"
 )
@@ -121,14 +127,18 @@ type trainOut struct {
 	Model   string
 	SHA256  string
 	Plot    string
+	PNG     string
 	Lineage struct {
 		Rounds []struct {
 			Round          int
 			Job, Apply     string
 			Model          string
 			Loss, Accuracy float64
+			Seconds        float64
+			Timing         *roundTiming
 		}
 	}
+	Timing *timingSummary
 }
 
 func trainJSON(t *testing.T, home string, args ...string) (trainOut, runOut) {
@@ -168,11 +178,104 @@ func TestTrainShardInvariant(t *testing.T) {
 			if err != nil || !bytes.HasPrefix(svg, []byte("<svg")) || !bytes.Contains(svg, []byte("<polyline")) {
 				t.Errorf("%d shards: plot %s: %v", shards, doc.Plot, err)
 			}
+			if f, err := os.Open(doc.PNG); err != nil {
+				t.Errorf("%d shards: %v", shards, err)
+			} else {
+				if _, err := png.Decode(f); err != nil {
+					t.Errorf("%d shards: %s: %v", shards, doc.PNG, err)
+				}
+				f.Close()
+			}
+			checkTiming(t, doc, true)
 		})
 	}
 	wg.Wait()
 	if models[0] != models[1] || models[0] != models[2] {
 		t.Fatalf("models after 3 rounds with 1, 3 and 8 shards differ: %v", models)
+	}
+}
+
+// checkTiming checks the split of each round's time in a train --json
+// document: the parts are not negative and add up to the round's wall
+// time; alone, tasks ran for some of it.
+func checkTiming(t *testing.T, doc trainOut, alone bool) {
+	t.Helper()
+	if doc.Timing == nil || doc.Timing.Rounds != len(doc.Lineage.Rounds) || doc.Timing.RoundsPerHour <= 0 {
+		t.Errorf("timing summary %+v for %d rounds", doc.Timing, len(doc.Lineage.Rounds))
+	}
+	for _, r := range doc.Lineage.Rounds {
+		tm := r.Timing
+		if tm == nil {
+			t.Errorf("round %d has no timing", r.Round)
+			continue
+		}
+		parts := tm.Grad.Seconds + tm.Apply.Seconds + tm.DriverSeconds
+		ok := tm.Grad.Seconds > 0 && tm.Apply.Seconds > 0 && tm.DriverSeconds >= 0 && math.Abs(parts-r.Seconds) < 0.02 &&
+			tm.Grad.TaskSeconds <= tm.Grad.Seconds && tm.Apply.TaskSeconds <= tm.Apply.Seconds &&
+			tm.OverheadShare >= 0 && tm.OverheadShare < 1
+		if alone {
+			ok = ok && tm.Grad.TaskSeconds > 0 && tm.Apply.TaskSeconds > 0 && tm.OverheadShare > 0
+		} else {
+			ok = ok && tm.Grad.TaskSeconds == 0 && tm.Apply.TaskSeconds == 0
+		}
+		if !ok {
+			t.Errorf("round %d (%.2fs): timing %+v", r.Round, r.Seconds, *tm)
+		}
+	}
+}
+
+// TestTrainPlotPNG draws the PNG plot of 60 made-up rounds whose loss
+// falls and whose accuracy rises: a 720×560 picture with a red line that
+// starts high in the upper panel and a blue one that starts low in the
+// lower panel. IDLEPOOL_PLOT_DIR=DIR also writes it there to look at.
+func TestTrainPlotPNG(t *testing.T) {
+	var rounds []trainRound
+	for k := 1; k <= 60; k++ {
+		f := float64(k-1) / 59
+		rounds = append(rounds, trainRound{Round: k, Loss: 2.3 - 1.9*math.Sqrt(f), Accuracy: 0.1 + 0.75*math.Sqrt(f)})
+	}
+	b, err := trainPNG("made-up", rounds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dir := os.Getenv("IDLEPOOL_PLOT_DIR"); dir != "" {
+		os.WriteFile(filepath.Join(dir, "training.png"), b, 0o644)
+		os.WriteFile(filepath.Join(dir, "training.svg"), []byte(trainSVG("made-up", rounds)), 0o644)
+	}
+	img, err := png.Decode(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := img.Bounds().Size(); got != image.Pt(720, 560) {
+		t.Fatalf("size %v, want 720×560", got)
+	}
+	// The first round's column: where its line is in each panel.
+	lossTop, accTop := pngTop+20, pngTop+20+pngPanelH+pngPanelGap
+	find := func(want color.RGBA, x, y0, y1 int) int {
+		for y := y0; y <= y1; y++ {
+			if color.RGBAModel.Convert(img.At(x, y)) == want {
+				return y
+			}
+		}
+		return -1
+	}
+	if y := find(color.RGBA{0xc0, 0x39, 0x2b, 0xff}, pngLeft+1, lossTop-2, lossTop+pngPanelH); y < 0 || y > lossTop+3 {
+		t.Errorf("the loss line at round 1 is at y %d, want the top of its panel (%d)", y, lossTop)
+	}
+	if y := find(color.RGBA{0x24, 0x71, 0xa3, 0xff}, pngLeft+1, accTop, accTop+pngPanelH+2); y < accTop+pngPanelH-3 {
+		t.Errorf("the accuracy line at round 1 is at y %d, want the bottom of its panel (%d)", y, accTop+pngPanelH)
+	}
+	// Text was drawn: dark pixels left of the panels (the axis labels).
+	dark := 0
+	for y := range 560 {
+		for x := range pngLeft - 4 {
+			if r, _, _, _ := img.At(x, y).RGBA(); r < 0x4000 {
+				dark++
+			}
+		}
+	}
+	if dark < 200 {
+		t.Errorf("%d dark pixels beside the panels: no axis labels", dark)
 	}
 }
 
@@ -207,6 +310,12 @@ func TestTrainResumesAfterKill(t *testing.T) {
 	cmd.Wait()
 	if !killed {
 		t.Fatal("the driver never finished round 1")
+	}
+	// The plots show the finished round while it trains.
+	for _, p := range []string{"training.svg", "training.png"} {
+		if b, err := os.ReadFile(filepath.Join(dir, p)); err != nil || !bytes.Contains(b, []byte("svg")) && !bytes.HasPrefix(b, []byte("\x89PNG")) {
+			t.Errorf("after round 1: %s: %v", p, err)
+		}
 	}
 	got, out := trainJSON(t, home, train, "--dir", dir)
 	if !strings.Contains(out.stderr, "rounds 1..1 already finished") || strings.Contains(out.stderr, "small-grad-1 ") {
@@ -297,5 +406,252 @@ func TestTrainPoolMatchesSolo(t *testing.T) {
 		if s := solo.Lineage.Rounds[i]; r.Job != s.Job || r.Apply != s.Apply || r.Model != s.Model {
 			t.Errorf("round %d: pooled %+v, solo %+v", r.Round, r, s)
 		}
+	}
+}
+
+// trainCheck skips a long training test unless IDLEPOOL_TRAIN_CHECK is
+// set (make train-check, docs/building.md).
+func trainCheck(t *testing.T) {
+	t.Helper()
+	if os.Getenv("IDLEPOOL_TRAIN_CHECK") == "" {
+		t.Skip("long: run with IDLEPOOL_TRAIN_CHECK=1 (make train-check)")
+	}
+}
+
+// startPoisoner starts testdata/liar (built into bin) on the pool url in
+// poison mode: it computes every task it is leased honestly, then returns
+// the update changed by mode. It returns the path of its log.
+func startPoisoner(t *testing.T, bin, url, mode string) string {
+	t.Helper()
+	log := filepath.Join(t.TempDir(), "poisoner.log")
+	logf, err := os.Create(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := exec.Command(bin, "-pool", url, "-dir", t.TempDir(), "-honest", "0", "-poison", mode)
+	p.Stderr = logf
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		p.Process.Kill()
+		p.Wait()
+		logf.Close()
+		if t.Failed() {
+			b, _ := os.ReadFile(log)
+			t.Logf("poisoner %s's log:\n%s", mode, b)
+		}
+	})
+	return log
+}
+
+// TestTrainPoolRefusesPoison: real processes. Beside three honest donors
+// of three owners, a donor of its own owner returns a poisoned update
+// (its honest update negated, scaled by 4, or random numbers, each in
+// turn) for every shard of a training round it is leased (the first
+// model and the update step it computes honestly). Each poisoned update
+// is a disagreement like any other: it is outvoted, its device gets a
+// deviation in the ledger and no receipt for it, and the pooled round's
+// job and model are byte for byte the solo run's.
+//
+// Three poisoners of three owners beside two honest donors, tried first,
+// were not outvoted: each task drew four different answers within its
+// six replicas and failed as unverified, so the round stopped (keeping
+// the last good model) rather than take a poisoned update.
+func TestTrainPoolRefusesPoison(t *testing.T) {
+	trainCheck(t)
+	t.Parallel()
+	liarBin := filepath.Join(t.TempDir(), "liar")
+	if out, err := exec.Command("go", "build", "-o", liarBin, "./testdata/liar").CombinedOutput(); err != nil {
+		t.Fatalf("build the liar: %v\n%s", err, out)
+	}
+	data := smallFashion(t)
+	train := writeTrainFile(t, "fashion", data, 6, "", "")
+	solo, _ := trainJSON(t, t.TempDir(), train, "--rounds", "2", "--dir", filepath.Join(t.TempDir(), "solo"))
+
+	_, url := startServe(t, t.TempDir(), "127.0.0.1:0")
+	logs := map[string]string{"cycle": startPoisoner(t, liarBin, url, "cycle")}
+	// The training starts with the poisoner alone in the pool: it computes
+	// the first model (honestly: it has no update), so it has compiled
+	// the program before the honest donors join, which would otherwise
+	// often decide every shard while it compiles.
+	cmd := exec.CommandContext(t.Context(), binPath, "--home", t.TempDir(), "train", train, "--json", "--workers", "2",
+		"--rounds", "2", "--pool", url, "--dir", filepath.Join(t.TempDir(), "pooled"))
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	for deadline := patient(t); ; time.Sleep(50 * time.Millisecond) {
+		if b, _ := os.ReadFile(logs["cycle"]); bytes.Contains(b, []byte(": honest\n")) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the poisoner never computed the first model")
+		}
+	}
+	for i := range 3 {
+		startJoin(t, filepath.Join(t.TempDir(), fmt.Sprintf("honest%d", i)), url)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("train --pool: %v\n%s", err, stderr.String())
+	}
+	var pooled trainOut
+	if err := json.Unmarshal(stdout.Bytes(), &pooled); err != nil {
+		t.Fatalf("train --json: %v\n%s", err, stdout.String())
+	}
+	if pooled.SHA256 != solo.SHA256 {
+		t.Fatalf("pooled model %s, solo model %s\n%s", pooled.SHA256, solo.SHA256, stderr.String())
+	}
+	for i, r := range pooled.Lineage.Rounds {
+		if s := solo.Lineage.Rounds[i]; r.Job != s.Job || r.Model != s.Model {
+			t.Errorf("round %d: pooled %+v, solo %+v", r.Round, r, s)
+		}
+	}
+	deviations, receipts := map[string]int{}, map[string]bool{}
+	for _, e := range fetchLedger(t, url) {
+		switch e.Kind {
+		case "deviation":
+			deviations[e.Peer]++
+		case "receipt":
+			receipts[e.Lease] = true
+		}
+	}
+	poisoned := 0
+	for mode, log := range logs {
+		b, _ := os.ReadFile(log)
+		dev := regexp.MustCompile(`liar: device (\S+) `).FindSubmatch(b)
+		lies := regexp.MustCompile(`lease ([0-9a-f]+): lie`).FindAllSubmatch(b, -1)
+		if dev == nil || len(lies) == 0 {
+			t.Logf("poisoner %s returned no poisoned update", mode)
+			continue
+		}
+		poisoned++
+		devs := deviations[string(dev[1])]
+		if devs == 0 {
+			t.Errorf("poisoner %s returned %d poisoned updates and has no deviation in the ledger", mode, len(lies))
+		}
+		for _, l := range lies {
+			if receipts[string(l[1])] {
+				t.Errorf("poisoner %s earned a receipt for its poisoned update (lease %s)", mode, l[1])
+			}
+		}
+		t.Logf("poisoner %s: %d poisoned updates, %d deviations", mode, len(lies), devs)
+	}
+	if poisoned == 0 {
+		t.Fatal("no poisoner returned a poisoned update: nothing was tested")
+	}
+}
+
+// TestTrainMLPShardInvariant trains 3 rounds of the perceptron example
+// (a hidden layer of 32 units) with 1 and 5 shards: the same model bytes,
+// and the loss falls.
+func TestTrainMLPShardInvariant(t *testing.T) {
+	trainCheck(t)
+	t.Parallel()
+	data := smallFashion(t)
+	params := "features = 784\nclasses = 10\nhidden = 32\nseed = 3\nbatch = 120\nlr = 0.003\n"
+	models := make([]string, 2)
+	var wg sync.WaitGroup
+	for i, shards := range []int{1, 5} {
+		wg.Go(func() {
+			doc, _ := trainJSON(t, t.TempDir(), writeTrainFile(t, "fashion", data, shards, "", params))
+			models[i] = doc.SHA256
+			if rs := doc.Lineage.Rounds; len(rs) != 3 || rs[2].Loss >= rs[0].Loss {
+				t.Errorf("%d shards: lineage %+v", shards, rs)
+			}
+		})
+	}
+	wg.Wait()
+	if models[0] != models[1] {
+		t.Fatalf("models after 3 rounds with 1 and 5 shards differ: %v", models)
+	}
+}
+
+// TestTrainPoolResumesAfterKill trains on a pool, kills the driver
+// (SIGKILL) once round 1 is finished and runs it again: it goes on from
+// round 2 without submitting round 1 again and ends with the solo run's
+// model.
+func TestTrainPoolResumesAfterKill(t *testing.T) {
+	trainCheck(t)
+	t.Parallel()
+	data := smallFashion(t)
+	train := writeTrainFile(t, "fashion", data, 2, "", "")
+	solo, _ := trainJSON(t, t.TempDir(), train, "--dir", filepath.Join(t.TempDir(), "solo"))
+
+	_, url := startServe(t, t.TempDir(), "127.0.0.1:0")
+	for i := range 2 {
+		startJoin(t, filepath.Join(t.TempDir(), fmt.Sprintf("agent%d", i)), url)
+	}
+	home, dir := t.TempDir(), filepath.Join(t.TempDir(), "state")
+	cmd := exec.CommandContext(t.Context(), binPath, "--home", home, "train", train, "--pool", url, "--dir", dir)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(stderr)
+	killed := false
+	var before []string
+	for sc.Scan() {
+		before = append(before, sc.Text())
+		if strings.HasPrefix(sc.Text(), "round 1/3:") {
+			cmd.Process.Signal(syscall.SIGKILL)
+			killed = true
+			break
+		}
+	}
+	go io.Copy(io.Discard, stderr)
+	cmd.Wait()
+	if !killed {
+		t.Fatalf("the driver never finished round 1:\n%s", strings.Join(before, "\n"))
+	}
+	got, out := trainJSON(t, home, train, "--pool", url, "--dir", dir)
+	if !strings.Contains(out.stderr, "rounds 1..1 already finished") || strings.Contains(out.stderr, "job small-grad-1 (") ||
+		!strings.Contains(out.stderr, "job small-grad-2 (") {
+		t.Errorf("the second run did not go on from round 2:\n%s", out.stderr)
+	}
+	if got.SHA256 != solo.SHA256 {
+		t.Errorf("model after a kill and a resume on the pool %s, solo %s\n%s", got.SHA256, solo.SHA256, out.stderr)
+	}
+	for i, r := range got.Lineage.Rounds {
+		if s := solo.Lineage.Rounds[i]; r.Job != s.Job || r.Model != s.Model {
+			t.Errorf("round %d: resumed on the pool %+v, solo %+v", r.Round, r, s)
+		}
+	}
+}
+
+// TestTrainTimingSummary: the mean split of the rounds with a timing, the
+// rounds an hour, and the words under the table, alone and on a pool.
+func TestTrainTimingSummary(t *testing.T) {
+	alone := []trainRound{
+		{Round: 1}, // finished before timing was recorded
+		{Round: 2, Seconds: 10, Timing: &roundTiming{Grad: jobTiming{6, 5}, Apply: jobTiming{3.5, 2}, DriverSeconds: 0.5}},
+		{Round: 3, Seconds: 8, Timing: &roundTiming{Grad: jobTiming{4, 3}, Apply: jobTiming{3.5, 2}, DriverSeconds: 0.5}},
+	}
+	s := summarize(alone)
+	want := timingSummary{Rounds: 2, Seconds: 18, RoundsPerHour: 400,
+		Mean: roundTiming{Grad: jobTiming{5, 4}, Apply: jobTiming{3.5, 2}, DriverSeconds: 0.5, OverheadShare: 0.333}}
+	if s == nil || *s != want {
+		t.Fatalf("summary %+v, want %+v", s, want)
+	}
+	var b strings.Builder
+	printTiming(&b, s)
+	if got := b.String(); !strings.Contains(got, "2 rounds in 18.0s (400 rounds an hour)") ||
+		!strings.Contains(got, "shards' job 5.00s (tasks running 4.00s), update step 3.50s (tasks running 2.00s), driver 0.50s; no task running 33% of the time") {
+		t.Errorf("alone:\n%s", got)
+	}
+	pooled := []trainRound{{Round: 1, Seconds: 9, Timing: &roundTiming{Grad: jobTiming{Seconds: 6}, Apply: jobTiming{Seconds: 2.9}, DriverSeconds: 0.1}}}
+	b.Reset()
+	printTiming(&b, summarize(pooled))
+	if got := b.String(); strings.Contains(got, "tasks running") || !strings.Contains(got, "shards' job 6.00s, update step 2.90s (each: submitted") {
+		t.Errorf("on a pool:\n%s", got)
+	}
+	if summarize(alone[:1]) != nil {
+		t.Error("a summary of rounds without timing")
 	}
 }

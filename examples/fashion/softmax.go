@@ -62,7 +62,16 @@ type params struct {
 	Beta1    float64 `json:"beta1"`
 	Beta2    float64 `json:"beta2"`
 	Eps      float64 `json:"eps"`
+	// Hidden is the number of hidden units of the multilayer perceptron
+	// (mlp.go); 0 is softmax regression.
+	Hidden int `json:"hidden"`
+	// Seed draws the perceptron's first weights: the same seed, the same
+	// first model, whatever the other params.
+	Seed uint64 `json:"seed"`
 }
+
+// maxHidden bounds params.hidden.
+const maxHidden = 4096
 
 func main() { os.Exit(task.Run(os.Stdin, os.Stdout, os.Stderr, compute)) }
 
@@ -74,8 +83,14 @@ func compute(t task.Task) (any, error) {
 	if p.Features < 1 || p.Classes < 2 {
 		return nil, fmt.Errorf("params: features must be >= 1 and classes >= 2, got %d and %d", p.Features, p.Classes)
 	}
+	if p.Hidden < 0 || p.Hidden > maxHidden {
+		return nil, fmt.Errorf("params: hidden must be 0 (softmax regression) .. %d, got %d", maxHidden, p.Hidden)
+	}
 	switch p.Mode {
 	case "init":
+		if p.Hidden > 0 {
+			return applyResult{Model: mlpInit(p, p.Seed)}, nil
+		}
 		return applyResult{Model: make([]float64, 3*p.size()+2)}, nil
 	case "grad":
 		return grad(t, p)
@@ -86,7 +101,22 @@ func compute(t task.Task) (any, error) {
 }
 
 // size is P, the number of parameters.
-func (p params) size() int { return p.Features*p.Classes + p.Classes }
+func (p params) size() int {
+	if p.Hidden > 0 {
+		return p.Features*p.Hidden + p.Hidden + p.Hidden*p.Classes + p.Classes
+	}
+	return p.Features*p.Classes + p.Classes
+}
+
+// pixelWeights is the number of parameters, from index 0, whose gradient
+// is summed with the pixels as integers 0..255 (the first layer's
+// weights).
+func (p params) pixelWeights() int {
+	if p.Hidden > 0 {
+		return p.Features * p.Hidden
+	}
+	return p.Features * p.Classes
+}
 
 // gradResult is a grad task's result.
 type gradResult struct {
@@ -224,6 +254,9 @@ func grad(t task.Task, p params) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	if p.Hidden > 0 {
+		return mlpGrad(p, w, px, lb, lo)
+	}
 	c, f := p.Classes, p.Features
 	u := exact.NewVec(p.size() + 2)
 	z := make([]float64, c)
@@ -231,32 +264,11 @@ func grad(t task.Task, p params) (any, error) {
 	for e := range lb {
 		img := px[e*f : e*f+f]
 		logits(w, p, img, z)
-		m := z[0]
-		for _, v := range z[1:] {
-			m = math.Max(m, v)
-		}
-		s := 0.0
-		for k := range z {
-			z[k] = exact.Exp(z[k] - m) // z now holds e^(z-m)
-			s += z[k]
-		}
-		y := int(lb[e])
-		loss := exact.Log(s) - exact.Log(z[y])
-		if !(loss < maxLoss) {
-			return nil, fmt.Errorf("round %d: loss of example %d is %g: the model diverged (a smaller lr may help)", p.Round, lo+e, loss)
-		}
-		lq, err := exact.Quantize(loss, lossBits)
+		lq, err := crossEntropy(z, int(lb[e]), dq, p.Round, lo+e)
 		if err != nil {
-			return nil, fmt.Errorf("round %d: loss of example %d: %w", p.Round, lo+e, err)
+			return nil, err
 		}
-		for k := range z {
-			pk := z[k] / s
-			if k == y {
-				pk -= 1
-			}
-			if dq[k], err = exact.Quantize(pk, gradBits); err != nil {
-				return nil, fmt.Errorf("round %d: error of example %d: %w", p.Round, lo+e, err)
-			}
+		for k := range dq {
 			u.Add(f*c+k, dq[k])
 		}
 		for j, v := range img {
@@ -274,6 +286,40 @@ func grad(t task.Task, p params) (any, error) {
 		return nil, err
 	}
 	return gradResult{Update: u.S}, nil
+}
+
+// crossEntropy turns the logits z of one example of class y into its
+// loss, in fixed point at 2^-lossBits, and its errors p_k − y_k at
+// 2^-gradBits into dq; it overwrites z. ex and round name the example in
+// errors.
+func crossEntropy(z []float64, y int, dq []int64, round, ex int) (int64, error) {
+	m := z[0]
+	for _, v := range z[1:] {
+		m = math.Max(m, v)
+	}
+	s := 0.0
+	for k := range z {
+		z[k] = exact.Exp(z[k] - m) // z now holds e^(z-m)
+		s += z[k]
+	}
+	loss := exact.Log(s) - exact.Log(z[y])
+	if !(loss < maxLoss) {
+		return 0, fmt.Errorf("round %d: loss of example %d is %g: the model diverged (a smaller lr may help)", round, ex, loss)
+	}
+	lq, err := exact.Quantize(loss, lossBits)
+	if err != nil {
+		return 0, fmt.Errorf("round %d: loss of example %d: %w", round, ex, err)
+	}
+	for k := range z {
+		pk := z[k] / s
+		if k == y {
+			pk -= 1
+		}
+		if dq[k], err = exact.Quantize(pk, gradBits); err != nil {
+			return 0, fmt.Errorf("round %d: error of example %d: %w", round, ex, err)
+		}
+	}
+	return lq, nil
 }
 
 // mergedUpdate is the round's merged result as the driver writes it.
@@ -313,7 +359,7 @@ func apply(t task.Task, p params) (any, error) {
 	if model[3*P] == 0 { // the first step: β^1
 		b1t, b2t = p.Beta1, p.Beta2
 	}
-	fw := p.Features * p.Classes
+	fw := p.pixelWeights()
 	for i := range w {
 		g := float64(sum[i]) * (1.0 / (1 << gradBits)) / n
 		if i < fw {
@@ -352,9 +398,18 @@ func accuracy(t task.Task, p params, w []float64) (float64, error) {
 		return 0, err
 	}
 	z := make([]float64, p.Classes)
+	var m *mlp
+	if p.Hidden > 0 {
+		m = newMLP(p, w)
+	}
 	right := 0
 	for e, y := range lb {
-		logits(w, p, px[e*p.Features:(e+1)*p.Features], z)
+		img := px[e*p.Features : (e+1)*p.Features]
+		if m != nil {
+			m.forward(img, z)
+		} else {
+			logits(w, p, img, z)
+		}
 		best := 0
 		for k, v := range z {
 			if v > z[best] {

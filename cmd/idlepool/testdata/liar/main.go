@@ -4,13 +4,20 @@
 // (itself, run as `liar worker`), as a donor must to count the work, which
 // replicas agree on like on the result: it returns the results honestly
 // for its first -honest tasks, to earn the pool's trust, and -lie for
-// every task after that, with the count of the task it computed.
+// every task after that, with the count of the task it computed. With
+// -poison it returns, instead of -lie, its honest result with every
+// number of the array -poison-field changed: negated, scaled by 4, or
+// replaced by random numbers (cycle: each in turn), as a device poisoning
+// a training round's update would; a result without that array it
+// returns honestly.
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -38,16 +45,24 @@ func main() {
 	dir := flag.String("dir", "", "a directory for the job files it fetches")
 	honest := flag.Int("honest", 3, "tasks answered honestly before it lies")
 	lie := flag.String("lie", `{"x":1000}`, "the result it returns once it lies")
+	poison := flag.String("poison", "", "lie with the honest result's array -poison-field changed: negate, scale, random or cycle (each in turn)")
+	field := flag.String("poison-field", "update", "the result's array that -poison changes")
 	flag.Parse()
+	switch *poison {
+	case "", "negate", "scale", "random", "cycle":
+	default:
+		fmt.Fprintf(os.Stderr, "liar: -poison must be negate, scale, random or cycle, got %q\n", *poison)
+		os.Exit(2)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *url, *dir, *honest, *lie); err != nil && ctx.Err() == nil {
+	if err := run(ctx, *url, *dir, *honest, *lie, *poison, *field); err != nil && ctx.Err() == nil {
 		fmt.Fprintln(os.Stderr, "liar:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, url, dir string, honest int, lie string) error {
+func run(ctx context.Context, url, dir string, honest int, lie, poison, field string) error {
 	dev, err := identity.Generate()
 	if err != nil {
 		return err
@@ -79,7 +94,7 @@ func run(ctx context.Context, url, dir string, honest int, lie string) error {
 	}
 	defer wp.Close()
 	jobs := map[job.ID]*job.Job{}
-	answered, trusted := 0, false
+	answered, trusted, poisonedN := 0, false, 0
 	var offered time.Time
 	for ctx.Err() == nil {
 		if time.Since(offered) > 30*time.Second {
@@ -125,7 +140,26 @@ func run(ctx context.Context, url, dir string, honest int, lie string) error {
 			sub, what := out.Submission(), "honest"
 			if answered >= honest {
 				result := []byte(lie + "\n")
-				sub.Result, sub.Digest, what = result, pool.ReplicaDigest(result, false, ""), "lie"
+				if poison != "" {
+					mode := poison
+					if mode == "cycle" {
+						mode = []string{"negate", "scale", "random"}[poisonedN%3]
+					}
+					result, err = poisoned(sub.Result, field, mode)
+					if err != nil {
+						return err
+					}
+					if result != nil {
+						what = "lie (" + mode + ")"
+						poisonedN++
+					}
+				}
+				if result != nil {
+					sub.Result, sub.Digest = result, pool.ReplicaDigest(result, false, "")
+					if poison == "" {
+						what = "lie"
+					}
+				}
 			}
 			answered++
 			if err := c.SendResult(ctx, l.ID, sub); err != nil {
@@ -193,4 +227,42 @@ func pause(ctx context.Context, d time.Duration) {
 	case <-ctx.Done():
 	case <-t.C:
 	}
+}
+
+// poisoned returns the result object with every number of its array
+// field negated, scaled by 4 or replaced by a random integer, or nil when
+// it has no such array.
+func poisoned(result []byte, field, mode string) ([]byte, error) {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(result, &obj); err != nil {
+		return nil, fmt.Errorf("poison: the honest result: %w", err)
+	}
+	var xs []json.Number
+	if v, ok := obj[field]; !ok || json.Unmarshal(v, &xs) != nil {
+		return nil, nil
+	}
+	out := make([]any, len(xs))
+	for i, x := range xs {
+		n, err := x.Int64()
+		switch {
+		case mode == "random":
+			out[i] = rand.Int64N(1<<40) - 1<<39
+		case err != nil: // not an integer
+			f, _ := x.Float64()
+			out[i] = map[string]float64{"negate": -f, "scale": 4 * f}[mode]
+		case mode == "negate":
+			out[i] = -n
+		default:
+			out[i] = 4 * n
+		}
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		return nil, err
+	}
+	obj[field] = b
+	if b, err = json.Marshal(obj); err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
 }

@@ -1,0 +1,161 @@
+package main
+
+// The multilayer perceptron: params.hidden > 0 gives one hidden layer of
+// that many rectified linear units (ReLU) between the pixels and the
+// softmax. The model's parameters, in this order:
+//
+//	W1[i][j]  pixel i to hidden unit j   features·hidden, row-major
+//	b1[j]     hidden                     hidden
+//	W2[j][k]  hidden unit j to class k   hidden·classes, row-major
+//	b2[k]     classes                    classes
+//
+// then Adam's moments and powers as for softmax regression (3·P+2
+// numbers in all).
+//
+// Exactness: the forward pass adds in one declared order (ascending
+// pixel, then ascending hidden unit), every product rounded on its own,
+// so every device computes the same activations. Each example's
+// contribution is rounded once, on its own, to fixed point at 2^-gradBits:
+// the output errors dz_k; the second layer's products h_j·dz_k; the
+// hidden errors dh_j = [a_j > 0]·Σ_k W2[j][k]·dz_k (ascending k, from the
+// rounded dz). The first layer's gradient is then the pixel's integer
+// value times the integer dh_j, exact. So the round's update is a sum of
+// integers, the same for any cut into shards.
+
+import (
+	"fmt"
+	"math"
+
+	"idlepool/examples/internal/exact"
+	"idlepool/examples/internal/splitmix"
+)
+
+// mlp is a view of the model's parameters and the scratch space of one
+// example's forward pass. Not safe for concurrent use.
+type mlp struct {
+	f, h, c        int
+	w1, b1, w2, b2 []float64
+	a, hid         []float64 // pre-activations and activations of the hidden layer
+}
+
+// newMLP views w (at least size() numbers) as the network of p.
+func newMLP(p params, w []float64) *mlp {
+	f, h, c := p.Features, p.Hidden, p.Classes
+	m := &mlp{f: f, h: h, c: c, a: make([]float64, h), hid: make([]float64, h)}
+	o := 0
+	m.w1, o = w[o:o+f*h], o+f*h
+	m.b1, o = w[o:o+h], o+h
+	m.w2, o = w[o:o+h*c], o+h*c
+	m.b2 = w[o : o+c]
+	return m
+}
+
+// forward computes the logits z of one image; the hidden layer stays in
+// m.a and m.hid for the backward pass. x_i = pixel_i/255; a zero pixel and
+// an inactive unit add nothing.
+func (m *mlp) forward(px []byte, z []float64) {
+	copy(m.a, m.b1)
+	for i, v := range px {
+		if v == 0 {
+			continue
+		}
+		x := float64(v) / 255
+		row := m.w1[i*m.h : i*m.h+m.h]
+		for j := range m.a {
+			m.a[j] = m.a[j] + float64(row[j]*x)
+		}
+	}
+	copy(z, m.b2)
+	for j, a := range m.a {
+		if !(a > 0) {
+			m.hid[j] = 0
+			continue
+		}
+		m.hid[j] = a
+		row := m.w2[j*m.c : j*m.c+m.c]
+		for k := range z {
+			z[k] = z[k] + float64(row[k]*a)
+		}
+	}
+}
+
+// mlpInit is the first model: the weights drawn uniformly from
+// ±sqrt(6/(fan_in+fan_out)) (Glorot and Bengio 2010) by SplitMix64 from
+// seed (params.seed), in the order of the parameters; biases, moments and powers zero.
+func mlpInit(p params, seed uint64) []float64 {
+	model := make([]float64, 3*p.size()+2)
+	m := newMLP(p, model)
+	r := splitmix.New(seed)
+	fill := func(w []float64, fanIn, fanOut int) {
+		// Square root is correctly rounded on every host (IEEE 754).
+		limit := math.Sqrt(6 / float64(fanIn+fanOut))
+		for i := range w {
+			u := float64(r.Uint64()>>11) * 0x1p-53 // [0, 1), exact
+			w[i] = float64((2*u - 1) * limit)
+		}
+	}
+	fill(m.w1, p.Features, p.Hidden)
+	fill(m.w2, p.Hidden, p.Classes)
+	return model
+}
+
+// mlpGrad is a grad task of the perceptron over the examples px, lb (the
+// first of them is example lo of the training set).
+func mlpGrad(p params, w []float64, px, lb []byte, lo int) (any, error) {
+	m := newMLP(p, w)
+	f, h, c := p.Features, p.Hidden, p.Classes
+	ob1, ow2, ob2 := f*h, f*h+h, f*h+h+h*c
+	u := exact.NewVec(p.size() + 2)
+	z := make([]float64, c)
+	dq := make([]int64, c)
+	dz := make([]float64, c)
+	dh := make([]int64, h)
+	for e := range lb {
+		img := px[e*f : e*f+f]
+		m.forward(img, z)
+		lq, err := crossEntropy(z, int(lb[e]), dq, p.Round, lo+e)
+		if err != nil {
+			return nil, err
+		}
+		for k, q := range dq {
+			u.Add(ob2+k, q)
+			dz[k] = float64(q) * (1.0 / (1 << gradBits)) // exact
+		}
+		for j, hj := range m.hid {
+			dh[j] = 0
+			if hj == 0 {
+				continue
+			}
+			row := m.w2[j*c : j*c+c]
+			s := 0.0
+			for k, d := range dz {
+				q, err := exact.Quantize(float64(hj*d), gradBits)
+				if err != nil {
+					return nil, fmt.Errorf("round %d: hidden unit %d of example %d: %w (the model diverged; a smaller lr may help)", p.Round, j, lo+e, err)
+				}
+				u.Add(ow2+j*c+k, q)
+				s = s + float64(row[k]*d)
+			}
+			if dh[j], err = exact.Quantize(s, gradBits); err != nil {
+				return nil, fmt.Errorf("round %d: hidden error %d of example %d: %w (the model diverged; a smaller lr may help)", p.Round, j, lo+e, err)
+			}
+			u.Add(ob1+j, dh[j])
+		}
+		for i, v := range img {
+			if v == 0 {
+				continue
+			}
+			for j, d := range dh {
+				if d != 0 {
+					u.Add(i*h+j, int64(v)*d)
+				}
+			}
+		}
+		u.Add(p.size(), lq)
+	}
+	u.Add(p.size()+1, int64(len(lb)))
+	if err := u.Err(); err != nil {
+		return nil, fmt.Errorf("round %d: %w (the model diverged; a smaller lr may help)", p.Round, err)
+	}
+	return gradResult{Update: u.S}, nil
+}
