@@ -10,7 +10,7 @@ FUZZTIME  ?= 10s
 # them.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
-.PHONY: release train-fashion guest-examples bench-guests crossvet-windows test-beside check-full check-cluster gpupi optionmc ptx gpu-check gpu-check-bundle cgo-cflags check-examples all build tray panel package package-check deb deb-check screenshots tray-idle examples pi run-examples test crossvet fuzz bench sim fmt vet lint clean windows windows-installer wine-cli-check wine-test bench-p2p bench-cluster bench-makespan
+.PHONY: release tray-update-check train-fashion guest-examples bench-guests crossvet-windows test-beside check-full check-cluster gpupi optionmc ptx gpu-check gpu-check-bundle cgo-cflags check-examples all build tray panel package package-check deb deb-check screenshots tray-idle examples pi run-examples test crossvet fuzz bench sim fmt vet lint clean windows windows-installer wine-cli-check wine-test bench-p2p bench-cluster bench-makespan
 
 all: build examples
 
@@ -299,7 +299,14 @@ test-beside:
 # FUZZTIME, the examples' physics and statistics at full size and the
 # cluster's node-loss test at full size. Run it before a release and after changing the Windows build, the packaging,
 # an example's kernel or the cluster (CONTRIBUTING.md).
-check-full: test crossvet fuzz wine-test check-examples check-cluster
+check-full: test crossvet fuzz wine-test check-examples check-cluster tray-update-check
+
+# The tray app updating itself under Xvfb (cmd/idlepool-tray's
+# TestTrayUpdatesItself, about 2 minutes, most of it building the tray
+# app twice): version 1.0.0 installs release 2.0.0 from a release server
+# on loopback, restarts, and its tray menu says 2.0.0.
+tray-update-check:
+	IDLEPOOL_TRAY_UPDATE=1 IDLEPOOL_REQUIRE_GUI=1 $(GO) test -count=1 -timeout 15m -run '^TestTrayUpdatesItself$$' ./cmd/idlepool-tray
 
 # The cluster's node-loss test at full size: a job of 2,000 tasks, its node
 # in charge killed twice (make test runs it with 800).

@@ -95,6 +95,10 @@ type DonorConfig struct {
 	// Serve runs it, the agents record each task's Usage in Store, Status
 	// says the power drawn now, and the owner's energy caps count it.
 	Energy *energy.Meter
+	// ProgramDir is where this installation's programs are, which the
+	// self-update (ServeUpdating) replaces and whose release root it
+	// trusts; "": the running program's directory (release.ProgramDir).
+	ProgramDir string
 }
 
 // PoolError is why the agent for one pool of a Donor stopped.

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"archive/tar"
-	"compress/gzip"
 	"context"
 	"net/http"
 	"net/http/httptest"
@@ -16,48 +14,9 @@ import (
 
 	"idlepool/home"
 	"idlepool/release"
+	"idlepool/release/releasetest"
 	"idlepool/store"
 )
-
-// buildVersion builds idlepool as make does, with version v, into dir.
-func buildVersion(t *testing.T, dir, v string) string {
-	t.Helper()
-	out := filepath.Join(dir, "idlepool")
-	if b, err := exec.Command("go", "build", "-ldflags", "-X idlepool/version.Version="+v, "-o", out, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build idlepool %s: %v\n%s", v, err, b)
-	}
-	return out
-}
-
-// tarball writes a release tarball as make release does (the package's
-// layout, gzip) with prog as its bin/idlepool.
-func tarball(t *testing.T, prog, path string) {
-	t.Helper()
-	b, err := os.ReadFile(prog)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	zw := gzip.NewWriter(f)
-	tw := tar.NewWriter(zw)
-	for _, h := range []*tar.Header{
-		{Name: "idlepool-tray/usr/local/bin/", Typeflag: tar.TypeDir, Mode: 0o755},
-		{Name: "idlepool-tray/usr/local/bin/idlepool", Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(b))},
-	} {
-		if err := tw.WriteHeader(h); err != nil {
-			t.Fatal(err)
-		}
-	}
-	tw.Write(b)
-	for _, c := range []interface{ Close() error }{tw, zw, f} {
-		if err := c.Close(); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
 
 func runIn(t *testing.T, prog string, args ...string) (string, error) {
 	t.Helper()
@@ -80,9 +39,9 @@ func TestUpdateFromOneToTwo(t *testing.T) {
 	for _, d := range []string{inst, filepath.Join(tmp, "v2"), filepath.Join(tmp, "v3")} {
 		os.MkdirAll(d, 0o755)
 	}
-	v1 := buildVersion(t, inst, "1.0.0")
-	v2 := buildVersion(t, filepath.Join(tmp, "v2"), "2.0.0")
-	v3 := buildVersion(t, filepath.Join(tmp, "v3"), "3.0.0")
+	v1 := releasetest.Build(t, inst, ".", "idlepool", "1.0.0")
+	v2 := releasetest.Build(t, filepath.Join(tmp, "v2"), ".", "idlepool", "2.0.0")
+	v3 := releasetest.Build(t, filepath.Join(tmp, "v3"), ".", "idlepool", "3.0.0")
 
 	// The release server with releases 1.0.0 and 2.0.0.
 	keys, err := release.GenerateKeys(2, 2)
@@ -92,22 +51,12 @@ func TestUpdateFromOneToTwo(t *testing.T) {
 	repo := filepath.Join(tmp, "repo")
 	arch := runtime.GOARCH
 	for _, r := range []struct{ v, prog string }{{"1.0.0", v1}, {"2.0.0", v2}} {
-		tb := filepath.Join(tmp, "idlepool-"+r.v+"-linux-"+arch+".tar.gz")
-		tarball(t, r.prog, tb)
-		if err := release.Publish(repo, keys, []release.File{{Path: tb, Kind: release.KindTarball, OS: runtime.GOOS, Arch: arch}},
-			release.PublishOptions{Version: r.v, Notes: "release " + r.v}); err != nil {
-			t.Fatal(err)
-		}
+		tb := releasetest.Tarball(t, filepath.Join(tmp, "idlepool-"+r.v+"-linux-"+arch+".tar.gz"), r.prog)
+		releasetest.Publish(t, repo, keys, r.v, tb)
 	}
 	srv := httptest.NewServer(http.FileServer(http.Dir(repo)))
 	defer srv.Close()
-	root, err := os.ReadFile(filepath.Join(repo, "metadata", "1.root.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(inst, release.RootFile), root, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	releasetest.TrustRoot(t, repo, inst)
 
 	// The donor's settings and a pending receipt.
 	h := filepath.Join(tmp, "home")
@@ -153,12 +102,7 @@ func TestUpdateFromOneToTwo(t *testing.T) {
 	}
 
 	// Release 3.0.0, its file tampered with on the server: refused, 2.0.0 kept.
-	tb := filepath.Join(tmp, "idlepool-3.0.0-linux-"+arch+".tar.gz")
-	tarball(t, v3, tb)
-	if err := release.Publish(repo, keys, []release.File{{Path: tb, Kind: release.KindTarball, OS: runtime.GOOS, Arch: arch}},
-		release.PublishOptions{Version: "3.0.0", Notes: "release 3.0.0"}); err != nil {
-		t.Fatal(err)
-	}
+	releasetest.Publish(t, repo, keys, "3.0.0", releasetest.Tarball(t, filepath.Join(tmp, "idlepool-3.0.0-linux-"+arch+".tar.gz"), v3))
 	served, _ := filepath.Glob(filepath.Join(repo, "targets", "*.idlepool-3.0.0-linux-"+arch+".tar.gz"))
 	b, err := os.ReadFile(served[0])
 	if err != nil {
