@@ -500,3 +500,45 @@ func TestMeterServeStoresTheBaseline(t *testing.T) {
 		}
 	})
 }
+
+func TestDutyShare(t *testing.T) {
+	for _, tc := range []struct {
+		name                             string
+		share, ceiling, draw, idle, want float64
+	}{
+		{"over the ceiling: one step to it", 1, 150, 250, 50, 0.5},
+		{"under it: grows back", 0.5, 150, 100, 50, 1},
+		{"under it, partly", 0.25, 150, 100, 50, 0.5},
+		{"a ceiling at rest's draw", 1, 40, 250, 50, 0.05},
+		{"nothing measured above idle", 0.6, 150, 50, 50, 0.6},
+		{"no ceiling", 0.3, 0, 250, 50, 1},
+		{"never below the least share", 1, 51, 1000, 50, 0.05},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := DutyShare(tc.share, tc.ceiling, tc.draw, tc.idle, 0.05); !near(got, tc.want) {
+				t.Errorf("DutyShare(%g, %g W, %g W, idle %g W) = %g, want %g", tc.share, tc.ceiling, tc.draw, tc.idle, got, tc.want)
+			}
+		})
+	}
+}
+
+// GPUPower gives the board power of the GPUs of running tasks, and their
+// idle draw, from the last reading; nothing when no task runs.
+func TestMeterGPUPower(t *testing.T) {
+	h := newFakeHost(t)
+	g := &fakeGPUs{readings: map[string]GPUReading{"GPU-x": {UUID: "GPU-x", PowerW: 30, HasPower: true}}}
+	m := h.meter(t, g)
+	task := m.Start([]string{"GPU-x"})
+	g.readings["GPU-x"] = GPUReading{UUID: "GPU-x", PowerW: 240, HasPower: true}
+	h.step(10*time.Second, 0, 0, nil)
+	m.mu.Lock()
+	m.sampleLocked()
+	m.mu.Unlock()
+	if got := m.GPUPower(); got["GPU-x"] != (GPUDraw{PowerW: 240, IdleW: 30}) {
+		t.Errorf("GPUPower = %+v, want GPU-x at 240 W, 30 W at rest", got)
+	}
+	task.Stop(0)
+	if got := m.GPUPower(); len(got) != 0 {
+		t.Errorf("GPUPower with no task = %+v, want none", got)
+	}
+}

@@ -15,8 +15,6 @@ import (
 var nvmlPureFuncs = []string{
 	"nvmlInit_v2", "nvmlShutdown", "nvmlDeviceGetHandleByUUID",
 	"nvmlDeviceGetTotalEnergyConsumption", "nvmlDeviceGetPowerUsage",
-	"nvmlDeviceGetPowerManagementLimit", "nvmlDeviceGetPowerManagementLimitConstraints",
-	"nvmlDeviceSetPowerManagementLimit",
 }
 
 // nvmlReturnNames are the names of nvmlReturn_t's codes (nvml.h), as
@@ -31,11 +29,8 @@ var nvmlReturnNames = map[int]string{
 // nvmlCode is an nvmlReturn_t other than NVML_SUCCESS, as an error.
 type nvmlCode int
 
-// NVML's codes pureNVML tells apart.
-const (
-	nvmlNotSupported nvmlCode = 3
-	nvmlNoPermission nvmlCode = 4
-)
+// nvmlNoPermission is NVML_ERROR_NO_PERMISSION.
+const nvmlNoPermission nvmlCode = 4
 
 func (c nvmlCode) Error() string {
 	if n, ok := nvmlReturnNames[int(c)]; ok {
@@ -138,31 +133,6 @@ func (n *pureNVML) uint32Of(fn string, d nvmlDevice) (uint32, error) {
 		return 0, err
 	}
 	return *v, nil
-}
-
-// powerLimitMW returns the GPU's power management limit now and the
-// range it may be set to, in milliwatts
-// (nvmlDeviceGetPowerManagementLimit and ...LimitConstraints).
-func (n *pureNVML) powerLimitMW(d nvmlDevice) (cur, lo, hi uint32, err error) {
-	if cur, err = n.uint32Of("nvmlDeviceGetPowerManagementLimit", d); err != nil {
-		return 0, 0, 0, err
-	}
-	a, b := new(uint32), new(uint32)
-	var pin runtime.Pinner
-	pin.Pin(a)
-	pin.Pin(b)
-	defer pin.Unpin()
-	if err := n.call("nvmlDeviceGetPowerManagementLimitConstraints", d.(uintptr), uintptr(unsafe.Pointer(a)), uintptr(unsafe.Pointer(b))); err != nil {
-		return 0, 0, 0, err
-	}
-	return cur, *a, *b, nil
-}
-
-// setPowerLimitMW sets the GPU's power management limit
-// (nvmlDeviceSetPowerManagementLimit: root or administrator only; a
-// donor's program gets ERROR_NO_PERMISSION).
-func (n *pureNVML) setPowerLimitMW(d nvmlDevice, mW uint32) error {
-	return n.call("nvmlDeviceSetPowerManagementLimit", d.(uintptr), uintptr(mW))
 }
 
 var _ nvmlEnergy = (*pureNVML)(nil)
