@@ -10,7 +10,7 @@ FUZZTIME  ?= 10s
 # them.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
-.PHONY: release tray-update-check train-fashion guest-examples bench-guests crossvet-windows test-beside check-full check-cluster gpupi optionmc ptx gpu-check gpu-check-bundle cgo-cflags check-examples all build tray panel package package-check deb deb-check screenshots tray-idle examples pi run-examples test crossvet fuzz bench sim fmt vet lint clean windows windows-installer wine-cli-check wine-test bench-p2p bench-cluster bench-makespan
+.PHONY: release tray-update-check wine-update-check train-fashion guest-examples bench-guests crossvet-windows test-beside check-full check-cluster gpupi optionmc ptx gpu-check gpu-check-bundle cgo-cflags check-examples all build tray panel package package-check deb deb-check screenshots tray-idle examples pi run-examples test crossvet fuzz bench sim fmt vet lint clean windows windows-installer wine-cli-check wine-test bench-p2p bench-cluster bench-makespan
 
 all: build examples
 
@@ -148,6 +148,12 @@ wine-cli-check: $(WINDIR)/unsigned/idlepool.exe build panel examples/pi/pi.wasm
 # check 95 s), about 9 minutes more for CI.
 wine-test: windows-installer build panel examples/pi/pi.wasm
 	./scripts/wine-check.sh all
+
+# The self-update's Windows path under Wine alone (scripts/wine-check.sh
+# update; wine-test runs it too): an installed 0.0.1 finds a signed
+# release of the installer on loopback and runs it silently.
+wine-update-check: windows-installer build panel examples/pi/pi.wasm
+	./scripts/wine-check.sh update
 
 # Screenshots of the tray app's windows under Xvfb, into docs/screenshots.
 screenshots:
