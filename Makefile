@@ -10,7 +10,7 @@ FUZZTIME  ?= 10s
 # them.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
-.PHONY: release train-fashion train-mlp train-check bench-train-numpy bench-train-pool guest-examples bench-guests crossvet-windows test-beside check-full check-cluster gpupi optionmc ptx gpu-check gpu-check-bundle cgo-cflags check-examples all build tray panel package package-check deb deb-check screenshots tray-idle examples pi run-examples test crossvet fuzz bench sim fmt vet lint clean windows windows-installer wine-cli-check wine-test bench-p2p bench-cluster bench-coldstart bench-makespan
+.PHONY: release train-fashion train-mlp train-check bench-train-numpy bench-train-pool guest-examples bench-guests crossvet-windows test-beside check-full check-cluster gpupi optionmc ptx gpu-check gpu-check-bundle cgo-cflags check-examples all build tray panel package package-check deb deb-check screenshots tray-idle examples pi run-examples test crossvet fuzz bench sim fmt vet lint clean windows windows-installer wine-cli-check wine-test bench-p2p bench-cluster bench-coldstart bench-makespan tray-update-check wine-update-check
 
 all: build examples
 
@@ -148,6 +148,12 @@ wine-cli-check: $(WINDIR)/unsigned/idlepool.exe build panel examples/pi/pi.wasm
 # check 95 s), about 9 minutes more for CI.
 wine-test: windows-installer build panel examples/pi/pi.wasm
 	./scripts/wine-check.sh all
+
+# The self-update's Windows path under Wine alone (scripts/wine-check.sh
+# update; wine-test runs it too): an installed 0.0.1 finds a signed
+# release of the installer on loopback and runs it silently.
+wine-update-check: windows-installer build panel examples/pi/pi.wasm
+	./scripts/wine-check.sh update
 
 # Screenshots of the tray app's windows under Xvfb, into docs/screenshots.
 screenshots:
@@ -321,7 +327,14 @@ test-beside:
 # FUZZTIME, the examples' physics and statistics at full size and the
 # cluster's node-loss test at full size. Run it before a release and after changing the Windows build, the packaging,
 # an example's kernel or the cluster (CONTRIBUTING.md).
-check-full: test crossvet fuzz wine-test check-examples train-check check-cluster
+check-full: test crossvet fuzz wine-test check-examples train-check check-cluster tray-update-check
+
+# The tray app updating itself under Xvfb (cmd/idlepool-tray's
+# TestTrayUpdatesItself, about 2 minutes, most of it building the tray
+# app twice): version 1.0.0 installs release 2.0.0 from a release server
+# on loopback, restarts, and its tray menu says 2.0.0.
+tray-update-check:
+	IDLEPOOL_TRAY_UPDATE=1 IDLEPOOL_REQUIRE_GUI=1 $(GO) test -count=1 -timeout 15m -run '^TestTrayUpdatesItself$$' ./cmd/idlepool-tray
 
 # The cluster's node-loss test at full size: a job of 2,000 tasks, its node
 # in charge killed twice (make test runs it with 800).

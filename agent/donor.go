@@ -95,6 +95,10 @@ type DonorConfig struct {
 	// Serve runs it, the agents record each task's Usage in Store, Status
 	// says the power drawn now, and the owner's energy caps count it.
 	Energy *energy.Meter
+	// ProgramDir is where this installation's programs are, which the
+	// self-update (ServeUpdating) replaces and whose release root it
+	// trusts; "": the running program's directory (release.ProgramDir).
+	ProgramDir string
 }
 
 // PoolError is why the agent for one pool of a Donor stopped.
@@ -134,6 +138,10 @@ type Donor struct {
 	// throttleErr is the last error of applying the owner's CPU time and
 	// priority to the executor (throttle), so that it is logged once.
 	throttleErr string
+	// gpuShare is the workers' share of time that keeps the GPUs of
+	// running tasks under the owner's gpu_power ceiling (throttle); 1
+	// with no ceiling or no GPU task.
+	gpuShare float64
 
 	changes *changeNotifier // Changes
 	// updateNow wakes the self-update (ServeUpdating) when a pool says
@@ -389,7 +397,11 @@ var _ Throttler = (*worker.Pool)(nil)
 
 // throttle applies the owner's CPU time share and priority to the
 // executor when it is a Throttler, also with Always (they say how hard
-// to work, not when). A failure is logged once until it changes.
+// to work, not when), and the GPU power ceiling (Settings.GPUPowerW):
+// while tasks run on GPUs whose board draws more than it (or less, after
+// a step down), the workers' duty cycle runs a share of the time that
+// brings the draw to the ceiling (energy.DutyShare), the smaller of it
+// and the CPU time share. A failure is logged once until it changes.
 func (d *Donor) throttle(s idle.Settings) {
 	t, ok := d.cfg.Executor.(Throttler)
 	if !ok {
@@ -399,7 +411,11 @@ func (d *Donor) throttle(s idle.Settings) {
 	if s.NoIdlePriority {
 		prio = worker.PriorityLow
 	}
-	err := errors.Join(t.SetCPUShare(s.CPUTime()), t.SetPriority(prio))
+	share := s.CPUTime()
+	if g := d.gpuDuty(s.GPUPowerW); g < share {
+		share = g
+	}
+	err := errors.Join(t.SetCPUShare(share), t.SetPriority(prio))
 	msg := ""
 	if err != nil {
 		msg = err.Error()
@@ -408,6 +424,31 @@ func (d *Donor) throttle(s idle.Settings) {
 		d.log.Warn("Cannot apply the owner's CPU time and priority to the workers", "cpuTime", s.CPUTime(), "priority", prio.String(), "err", err)
 	}
 	d.throttleErr = msg
+}
+
+// gpuDuty steps the share of time that keeps the GPUs of running tasks
+// under ceilingW watts, from their board power at the meter's last
+// reading, and returns it: the least over the GPUs; 1 with no ceiling,
+// no meter or no GPU task.
+func (d *Donor) gpuDuty(ceilingW float64) float64 {
+	if d.gpuShare <= 0 {
+		d.gpuShare = 1
+	}
+	if ceilingW <= 0 || d.cfg.Energy == nil {
+		d.gpuShare = 1
+		return 1
+	}
+	draws := d.cfg.Energy.GPUPower()
+	if len(draws) == 0 {
+		d.gpuShare = 1 // no GPU task (or its power cannot be read): CPU tasks run freely
+		return 1
+	}
+	next := 1.0
+	for _, g := range draws {
+		next = min(next, energy.DutyShare(d.gpuShare, ceilingW, g.PowerW, g.IdleW, worker.MinCPUShare))
+	}
+	d.gpuShare = next
+	return next
 }
 
 // sync stops the agents no longer wanted (or whose share or invite

@@ -44,9 +44,10 @@ type EnergyStatus struct {
 // (Linux), and ratedW (0: energy.DefaultRatedW) for estimates. Counters
 // that exist but cannot be read are said in the meter's CPUHow, with a
 // hint. It reads nothing until a task starts, but once an hour at rest
-// for the idle baseline (Meter.Serve).
-func NewEnergyMeter(gpus energy.GPUReader, workers *worker.Pool, ratedW float64) *energy.Meter {
-	cfg := energy.Config{GPUs: gpus, RatedW: ratedW}
+// for the idle baseline (Meter.Serve), which baselines (the local store;
+// nil: none) keeps across restarts.
+func NewEnergyMeter(gpus energy.GPUReader, workers *worker.Pool, ratedW float64, baselines energy.BaselineStore) *energy.Meter {
+	cfg := energy.Config{GPUs: gpus, RatedW: ratedW, Baselines: baselines}
 	if runtime.GOOS == "linux" {
 		cfg.Proc, cfg.PCIRoot = energy.ProcRoot, energy.PCIRoot
 		r, err := energy.OpenRAPL(os.DirFS(energy.PowercapRoot))

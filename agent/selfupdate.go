@@ -30,9 +30,10 @@ func selfUpdateSettings(local *store.Local) func(ctx context.Context) (release.S
 // and downloads: the data directory's "update".
 func UpdateDir(dirs home.Dirs) string { return filepath.Join(dirs.Data, "update") }
 
-// ServeUpdating runs d's Serve beside the self-update (release.Keeper,
-// with the owner's settings updates, update_url and update_download, the
-// donor's hours, and d.Busy) until ctx ends. When the Keeper installs a
+// ServeUpdating runs d's Serve beside the self-update (release.Keeper of
+// the programs in DonorConfig.ProgramDir, with the owner's settings
+// updates, update_url and update_download, the donor's hours, and
+// d.Busy) until ctx ends. When the Keeper installs a
 // new version it stops d and returns ErrRestart: the caller restarts
 // the program (Restart). The self-update is left out (and logged) where
 // the installation trusts no release keys. What it does is written to
@@ -41,7 +42,10 @@ func UpdateDir(dirs home.Dirs) string { return filepath.Join(dirs.Data, "update"
 func (d *Donor) ServeUpdating(ctx context.Context) error {
 	dirs, local, log, events := d.cfg.Home, d.cfg.Store, d.log, d.cfg.Events
 	busy, serve := d.Busy, d.Serve
-	bin, err := release.ProgramDir()
+	bin, err := d.cfg.ProgramDir, error(nil)
+	if bin == "" {
+		bin, err = release.ProgramDir()
+	}
 	var u *release.Updater
 	if err == nil {
 		u, err = release.ForInstall(bin, UpdateDir(dirs), "", "", 0)

@@ -70,7 +70,11 @@ type ReplicaHealth struct {
 // another node. GET /healthz, GET /metrics and GET /v1/cluster are this
 // node's own. When the lease is lost (not renewed in time, or another
 // node took it) the coordinator is stopped at once; the node campaigns
-// again. base's Listen, DataDir, Pool and Cluster are set here.
+// again. base's Listen, DataDir, Pool and Cluster are set here. The
+// versions the pool accepts are the cluster's (cluster.Rules): a node
+// whose base names any (MinAgentVersion, MinAPIVersion,
+// LatestAgentVersion) stores them for every node as it starts, and the
+// coordinator in charge applies what is stored, whichever node it is on.
 //
 // The public port applies base's limits on clients itself, whichever
 // node is in charge: MaxConns, the pace of bodies and answers
@@ -107,6 +111,7 @@ func ServeCluster(ctx context.Context, node *cluster.Node, base Config) error {
 		lead     *cluster.Leadership
 		blobs    *cluster.Blobs
 		profiles *cluster.Profiles
+		rules    *cluster.Rules
 	)
 	for {
 		if lead == nil {
@@ -115,13 +120,22 @@ func ServeCluster(ctx context.Context, node *cluster.Node, base Config) error {
 		if err == nil && blobs == nil {
 			blobs, err = cluster.OpenBlobs(ctx, js, nc.Replicas)
 		}
-		if err == nil {
+		if err == nil && profiles == nil {
 			profiles, err = cluster.OpenProfiles(ctx, js, nc.Replicas)
 		}
 		if err == nil && !keyChecked {
 			if err = cluster.ClaimPoolKey(ctx, js, nc.Replicas, poolKey.Public()); err == nil {
 				keyChecked = true
 			}
+		}
+		if err == nil && rules == nil {
+			rules, err = cluster.OpenRules(ctx, js, nc.Replicas)
+		}
+		if err == nil && !base.versions().IsZero() {
+			// This node was given the pool's versions: they are every
+			// node's from now on, whichever is in charge.
+			v := base.versions()
+			err = rules.PutVersions(ctx, cluster.VersionRules{MinAgent: v.MinAgent, MinAPI: v.MinAPI, LatestAgent: v.LatestAgent, Set: nc.Name})
 		}
 		if err == nil {
 			break
@@ -154,7 +168,7 @@ func ServeCluster(ctx context.Context, node *cluster.Node, base Config) error {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	f := &front{node: node, lead: lead, blobs: blobs, profiles: profiles, state: state, log: log, proxies: map[string]*httputil.ReverseProxy{},
+	f := &front{node: node, lead: lead, blobs: blobs, profiles: profiles, rules: rules, versions: base.versions(), state: state, log: log, proxies: map[string]*httputil.ReverseProxy{},
 		transport: &http.Transport{MaxIdleConnsPerHost: 256, IdleConnTimeout: 90 * time.Second, ResponseHeaderTimeout: 0}}
 	f.initMetrics()
 	cl := limitFront(ln, &lim, f.reg)
@@ -198,6 +212,7 @@ type front struct {
 	lead      *cluster.Leadership
 	blobs     *cluster.Blobs
 	profiles  *cluster.Profiles
+	rules     *cluster.Rules
 	state     *cluster.Store // followed while another node is in charge
 	log       *slog.Logger
 	transport *http.Transport
@@ -207,10 +222,13 @@ type front struct {
 	known   bool      // leader holds a live lease's value
 	checked time.Time // when the lease was last read successfully
 	nodes   []cluster.NodeInfo
-	local   *Server // this node's coordinator while it is in charge
-	terms   int     // terms this node has held
-	proxies map[string]*httputil.ReverseProxy
-	reg     *prometheus.Registry
+	// versions are the cluster's version rules as last read (rules),
+	// which this node's coordinator applies while it is in charge.
+	versions Versions
+	local    *Server // this node's coordinator while it is in charge
+	terms    int     // terms this node has held
+	proxies  map[string]*httputil.ReverseProxy
+	reg      *prometheus.Registry
 }
 
 func (f *front) routes() http.Handler {
@@ -233,6 +251,7 @@ func (f *front) watch(ctx context.Context) {
 	for {
 		rctx, cancel := context.WithTimeout(ctx, ttl/2)
 		info, ok, err := f.lead.Leader(rctx)
+		rules, rulesOK, rerr := f.rules.Versions(rctx)
 		var nodes []cluster.NodeInfo
 		if time.Since(announced) >= ttl {
 			if f.lead.Announce(rctx, cluster.NodeInfo{Name: nc.Name, URL: nc.URL}) == nil {
@@ -249,6 +268,14 @@ func (f *front) watch(ctx context.Context) {
 		}
 		if nodes != nil {
 			f.nodes = nodes
+		}
+		if rerr == nil {
+			v := Versions{MinAgent: rules.MinAgent, MinAPI: rules.MinAPI, LatestAgent: rules.LatestAgent}
+			if verr := v.Validate(); !rulesOK || verr == nil {
+				f.versions = v
+			} else if f.versions != v {
+				f.log.Warn("The cluster's version rules are not valid: keeping the last ones", "setBy", rules.Set, "err", verr)
+			}
 		}
 		f.mu.Unlock()
 		select {
@@ -302,7 +329,7 @@ func (f *front) runTerm(ctx context.Context, base Config, term *cluster.Term) {
 	defer f.state.Release()
 	cfg := base
 	cfg.Listen, cfg.DataDir, cfg.Pool = nc.Internal, filepath.Join(nc.DataDir, "coord"), nc.Pool
-	cfg.Cluster = &ClusterHooks{Store: f.state, Blobs: f.blobs, Nodes: f.nodeURLs, Profiles: f.profiles}
+	cfg.Cluster = &ClusterHooks{Store: f.state, Blobs: f.blobs, Nodes: f.nodeURLs, Profiles: f.profiles, Versions: f.clusterVersions}
 	var srv *Server
 	for {
 		var err error
@@ -350,6 +377,13 @@ func (f *front) runTerm(ctx context.Context, base Config, term *cluster.Term) {
 	f.mu.Lock()
 	f.local = nil
 	f.mu.Unlock()
+}
+
+// clusterVersions returns the cluster's version rules as last read.
+func (f *front) clusterVersions() Versions {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.versions
 }
 
 // nodeURLs returns the live nodes' URLs, for GET /v1/pool.

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -155,8 +156,9 @@ func (n *testNode) inCharge(t *testing.T) (string, bool) {
 // startTestCluster starts three nodes whose routes pass through proxies
 // (proxies[i][j] carries node i's connection to node j) and runs each
 // node's ServeCluster; start says which nodes start serving now (the
-// others' ServeCluster begins when the returned function is called).
-func startTestCluster(t *testing.T) ([]*testNode, [3][3]*routeProxy, func(i int)) {
+// others' ServeCluster begins when the returned function is called, with
+// the versions of the Config given, if any).
+func startTestCluster(t *testing.T) ([]*testNode, [3][3]*routeProxy, func(i int, base ...Config)) {
 	t.Helper()
 	var specs []cluster.InitNode
 	// Ports are reserved while the proxies pick theirs, so no proxy takes
@@ -220,10 +222,14 @@ func startTestCluster(t *testing.T) ([]*testNode, [3][3]*routeProxy, func(i int)
 			nodes[i].Close()
 		})
 	}
-	serve := func(i int) {
+	serve := func(i int, base ...Config) {
+		cfg := Config{DataDir: "unused", Logger: testLogger()}
+		for _, b := range base {
+			cfg.MinAgentVersion, cfg.MinAPIVersion, cfg.LatestAgentVersion = b.MinAgentVersion, b.MinAPIVersion, b.LatestAgentVersion
+		}
 		sctx, stop := context.WithCancel(context.Background())
 		done := make(chan error, 1)
-		go func() { done <- ServeCluster(sctx, nodes[i], Config{DataDir: "unused", Logger: testLogger()}) }()
+		go func() { done <- ServeCluster(sctx, nodes[i], cfg) }()
 		tns[i].stop = func() {
 			stop()
 			if err := <-done; err != nil {
@@ -530,4 +536,59 @@ func testJobWith(t *testing.T, name string, tasks int, policy string) *job.Job {
 		t.Fatal(err)
 	}
 	return j
+}
+
+// TestClusterNodesAgreeOnVersions: node2 is in charge and was started
+// without version rules; node1 joins with --min-agent-version 1.4.0 and
+// --latest-agent-version 1.5.0. Every node then states those versions in
+// GET /v1/pool and answers a device of 1.3.0 426 agent_too_old, whichever
+// node it asks, while one of 1.4.0 registers.
+func TestClusterNodesAgreeOnVersions(t *testing.T) {
+	nodes, _, serve := startTestCluster(t)
+	serve(1)
+	waitUntil(t, patience(t), "node2 in charge", func() bool { n, ok := nodes[1].inCharge(t); return ok && n == "node2" })
+	serve(0, Config{MinAgentVersion: "1.4.0", LatestAgentVersion: "1.5.0"})
+	serve(2)
+	for _, n := range nodes {
+		waitUntil(t, patience(t), n.name+" stating the versions node1 was given", func() bool {
+			var info PoolInfo
+			a := n.do(t, nil, "GET", "/v1/pool", nil)
+			return a.status == 200 && json.Unmarshal(a.body, &info) == nil && info.MinAgent == "1.4.0" && info.LatestAgent == "1.5.0"
+		})
+	}
+	if n, ok := nodes[1].inCharge(t); !ok || n != "node2" {
+		t.Fatalf("node in charge: %q, %v; want node2 still (started without versions)", n, ok)
+	}
+	register := func(n *testNode, v string) answer {
+		t.Helper()
+		p := newPeer(t, nil)
+		body, err := json.Marshal(p.registration(""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, err := http.NewRequest("POST", n.url+"/v1/peers", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		SignRequest(req, body, p.key, time.Now())
+		req.Header.Set(VersionHeader, v)
+		req.Header.Set(APIHeader, strconv.Itoa(APIVersion))
+		resp, err := n.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return answer{status: resp.StatusCode, body: b}
+	}
+	for _, n := range nodes {
+		a := register(n, "1.3.0")
+		var e ErrorBody
+		if a.status != http.StatusUpgradeRequired || json.Unmarshal(a.body, &e) != nil || e.Code != CodeAgentTooOld || e.Error != "this pool needs idlepool 1.4 or newer" {
+			t.Errorf("%s: a device of 1.3.0 got %d %s; want 426 agent_too_old", n.name, a.status, a.body)
+		}
+	}
+	if a := register(nodes[2], "1.4.0"); a.status != http.StatusCreated {
+		t.Errorf("node3: a device of 1.4.0 got %d %s; want 201", a.status, a.body)
+	}
 }

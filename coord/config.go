@@ -45,6 +45,8 @@ type Config struct {
 	// accepts, 0 for any; LatestAgentVersion the newest release the
 	// operator knows of, "" for none. A device older than the minimums
 	// is answered 426 "agent_too_old" with the words it shows its owner.
+	// In a clustered pool (ServeCluster) a node given any of them stores
+	// them for every node; a node given none follows what is stored.
 	MinAgentVersion    string
 	MinAPIVersion      int
 	LatestAgentVersion string
@@ -145,6 +147,10 @@ type ClusterHooks struct {
 	// shows the names devices gave another node. nil: this node's
 	// coordinator.db.
 	Profiles ProfileStore
+	// Versions returns the versions the cluster's nodes agreed on
+	// (cluster.Rules), read at each request, so that whichever node is
+	// in charge refuses the same devices. nil: Config's.
+	Versions func() Versions
 }
 
 // BlobMirror is a store of the pool's files shared by a cluster's nodes

@@ -187,8 +187,9 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (s *Server) poolInfo(w http.ResponseWriter, _ *http.Request) error {
+	v := s.versions()
 	info := PoolInfo{Pool: s.cfg.Pool, Key: s.key.Public(), InviteOnly: s.cfg.InviteOnly(), Version: APIVersion,
-		MinAgent: s.cfg.MinAgentVersion, MinAPI: s.cfg.MinAPIVersion, LatestAgent: s.cfg.LatestAgentVersion}
+		MinAgent: v.MinAgent, MinAPI: v.MinAPI, LatestAgent: v.LatestAgent}
 	if c := s.cfg.Cluster; c != nil && c.Nodes != nil {
 		info.Nodes = c.Nodes()
 	}

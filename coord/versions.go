@@ -24,23 +24,47 @@ const (
 // so in words ("this pool needs idlepool 1.4 or newer").
 const CodeAgentTooOld = "agent_too_old"
 
+// Versions are the versions a pool accepts and knows: MinAgent the
+// oldest idlepool ("X.Y.Z", "" for any), MinAPI the oldest API version
+// (0 for any), LatestAgent the newest release ("" for unknown). A
+// single coordinator takes them from its Config; a clustered pool's
+// nodes share one set (ClusterHooks.Versions, cluster.Rules).
+type Versions struct {
+	MinAgent    string
+	MinAPI      int
+	LatestAgent string
+}
+
+// IsZero reports whether v accepts every version and names no release.
+func (v Versions) IsZero() bool { return v == Versions{} }
+
+// versions returns c's Versions.
+func (c *Config) versions() Versions {
+	return Versions{MinAgent: c.MinAgentVersion, MinAPI: c.MinAPIVersion, LatestAgent: c.LatestAgentVersion}
+}
+
 // validateVersions checks the versions of c.
-func (c *Config) validateVersions() error {
-	for name, v := range map[string]string{"minimum agent version": c.MinAgentVersion, "latest agent version": c.LatestAgentVersion} {
-		if v == "" {
+func (c *Config) validateVersions() error { return c.versions().Validate() }
+
+// Validate checks v: versions of the form X.Y.Z, an API version from 0
+// to APIVersion, and a latest release not older than the minimum; an
+// error wraps ErrConfig and names what is wrong.
+func (v Versions) Validate() error {
+	for name, s := range map[string]string{"minimum agent version": v.MinAgent, "latest agent version": v.LatestAgent} {
+		if s == "" {
 			continue
 		}
-		p, err := version.Parse(v)
+		p, err := version.Parse(s)
 		if err != nil || p.IsDev() {
-			return fmt.Errorf("%w: %s %q: want X.Y.Z such as 1.4.0", ErrConfig, name, v)
+			return fmt.Errorf("%w: %s %q: want X.Y.Z such as 1.4.0", ErrConfig, name, s)
 		}
 	}
-	if c.MinAPIVersion < 0 || c.MinAPIVersion > APIVersion {
-		return fmt.Errorf("%w: minimum API version %d: want 0 (any) to %d (this coordinator's)", ErrConfig, c.MinAPIVersion, APIVersion)
+	if v.MinAPI < 0 || v.MinAPI > APIVersion {
+		return fmt.Errorf("%w: minimum API version %d: want 0 (any) to %d (this coordinator's)", ErrConfig, v.MinAPI, APIVersion)
 	}
-	if c.MinAgentVersion != "" && c.LatestAgentVersion != "" {
-		minV, _ := version.Parse(c.MinAgentVersion)
-		latest, _ := version.Parse(c.LatestAgentVersion)
+	if v.MinAgent != "" && v.LatestAgent != "" {
+		minV, _ := version.Parse(v.MinAgent)
+		latest, _ := version.Parse(v.LatestAgent)
 		if latest.Less(minV) {
 			return fmt.Errorf("%w: the latest agent version %s is older than the minimum %s", ErrConfig, latest, minV)
 		}
@@ -48,33 +72,43 @@ func (c *Config) validateVersions() error {
 	return nil
 }
 
+// versions returns the versions s applies now: the cluster's shared
+// ones (ClusterHooks.Versions) in a clustered pool, else its Config's.
+func (s *Server) versions() Versions {
+	if c := s.cfg.Cluster; c != nil && c.Versions != nil {
+		return c.Versions()
+	}
+	return s.cfg.versions()
+}
+
 // checkAgentVersion refuses (426 agent_too_old) a request from a client
-// older than the pool accepts: an idlepool version below
-// MinAgentVersion (a client that sends none, or a build without a
-// version, counts as older), or an API version below MinAPIVersion.
+// older than the pool accepts (Server.versions): an idlepool version
+// below MinAgent (a client that sends none, or a build without a
+// version, counts as older), or an API version below MinAPI.
 func (s *Server) checkAgentVersion(r *http.Request) error {
-	if s.cfg.MinAgentVersion != "" {
-		minV, _ := version.Parse(s.cfg.MinAgentVersion) // checked by Validate
+	v := s.versions()
+	if v.MinAgent != "" {
+		minV, _ := version.Parse(v.MinAgent) // checked by Validate
 		have, err := version.Parse(r.Header.Get(VersionHeader))
 		if err != nil || have.Less(minV) {
-			return s.tooOld()
+			return tooOld(v)
 		}
 	}
-	if s.cfg.MinAPIVersion > 0 {
+	if v.MinAPI > 0 {
 		api, err := strconv.Atoi(strings.TrimSpace(r.Header.Get(APIHeader)))
-		if err != nil || api < s.cfg.MinAPIVersion {
-			return s.tooOld()
+		if err != nil || api < v.MinAPI {
+			return tooOld(v)
 		}
 	}
 	return nil
 }
 
-// tooOld is the 426 answer to a client older than the pool accepts.
-func (s *Server) tooOld() *apiError {
+// tooOld is the 426 answer to a client older than v accepts.
+func tooOld(v Versions) *apiError {
 	msg := "this pool needs a newer idlepool"
-	if s.cfg.MinAgentVersion != "" {
-		v, _ := version.Parse(s.cfg.MinAgentVersion)
-		msg = "this pool needs idlepool " + v.Short() + " or newer"
+	if v.MinAgent != "" {
+		p, _ := version.Parse(v.MinAgent)
+		msg = "this pool needs idlepool " + p.Short() + " or newer"
 	}
 	return &apiError{http.StatusUpgradeRequired, CodeAgentTooOld, msg, nil}
 }

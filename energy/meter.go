@@ -56,6 +56,9 @@ type Config struct {
 	Period time.Duration
 	// Now is the clock; nil: time.Now.
 	Now func() time.Time
+	// Baselines keeps the idle baseline across restarts (see
+	// BaselineStore); nil: it is measured afresh at each start.
+	Baselines BaselineStore
 }
 
 // Figure is an amount of energy and how it was obtained.
@@ -144,10 +147,15 @@ type Meter struct {
 	powerW    float64 // what our tasks drew over the last interval
 	powerHow  How
 	wake      chan struct{}
+	// baselineAt is when the baseline was last lowered; baselineDirty
+	// says it changed since Config.Baselines last stored it.
+	baselineAt    time.Time
+	baselineDirty bool
 }
 
 // NewMeter returns a Meter; it samples on Start and Stop, and with Serve
-// every Period while tasks run.
+// every Period while tasks run. It starts from the baseline
+// cfg.Baselines stored, if one is younger than BaselineMaxAge.
 func NewMeter(cfg Config) *Meter {
 	if cfg.CPUs <= 0 {
 		cfg.CPUs = runtime.NumCPU()
@@ -161,8 +169,10 @@ func NewMeter(cfg Config) *Meter {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Meter{cfg: cfg, pid: map[int]*acc{}, gpu: map[string]*acc{}, gpuIdleW: map[string]float64{},
+	m := &Meter{cfg: cfg, pid: map[int]*acc{}, gpu: map[string]*acc{}, gpuIdleW: map[string]float64{},
 		gpuUse: map[string]int{}, wake: make(chan struct{}, 1)}
+	m.loadBaseline()
+	return m
 }
 
 // CPUHow says how the CPU's energy is obtained now: Measured while the
@@ -344,6 +354,7 @@ func (m *Meter) Serve(ctx context.Context) error {
 			baseline = true
 		}
 		m.mu.Unlock()
+		m.saveBaseline(ctx)
 		switch {
 		case running || baseline:
 			timer.Reset(m.cfg.Period)
@@ -440,6 +451,7 @@ func (m *Meter) advance(prev, cur *sample) {
 			// machine at rest; higher ones had other programs' load.
 			if w := e / dt; !m.idleKnown || w < m.idleW {
 				m.idleW, m.idleKnown = w, true
+				m.baselineAt, m.baselineDirty = cur.at, true
 			}
 		}
 		added := max(e-m.idleW*dt, 0)
@@ -510,6 +522,7 @@ func (m *Meter) advance(prev, cur *sample) {
 func (m *Meter) noteGPUIdle(uuid string, w float64) {
 	if old, ok := m.gpuIdleW[uuid]; !ok || w < old {
 		m.gpuIdleW[uuid] = w
+		m.baselineAt, m.baselineDirty = m.cfg.Now(), true
 	}
 }
 

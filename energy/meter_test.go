@@ -1,6 +1,7 @@
 package energy
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -8,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -420,5 +422,123 @@ func TestMeterStopAll(t *testing.T) {
 	checkFigure(t, "run", run.StopAll().CPU, 150+100, Measured)
 	if u := run.StopAll(); u.CPU.Joules != 0 {
 		t.Errorf("second StopAll = %+v, want zero", u)
+	}
+}
+
+// memBaselines is a BaselineStore in memory that behaves like the local
+// store's: it keeps what was saved last.
+type memBaselines struct {
+	mu    sync.Mutex
+	b     Baseline
+	saves int
+}
+
+func (s *memBaselines) LoadBaseline(context.Context) (Baseline, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b, nil
+}
+
+func (s *memBaselines) get() (Baseline, int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b, s.saves
+}
+
+func (s *memBaselines) SaveBaseline(_ context.Context, b Baseline) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.b, s.saves = b, s.saves+1
+	return nil
+}
+
+// Serve stores the baseline once it measured it at rest, and again only
+// when it changes; a stored baseline older than BaselineMaxAge is not
+// trusted by the next meter.
+func TestMeterServeStoresTheBaseline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newFakeHost(t, 1<<40)
+		r, err := OpenRAPL(os.DirFS(h.powercap))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := &memBaselines{}
+		m := NewMeter(Config{RAPL: r, Proc: h.proc, Period: 10 * time.Second, Baselines: s})
+		ctx, cancel := contextWithCancel(t)
+		done := make(chan error)
+		go func() { done <- m.Serve(ctx) }()
+		synctest.Wait()
+		h.setEnergy(0, 120e6) // 120 J over the baseline's 10 s: 12 W
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		if b, n := s.get(); !b.CPUKnown || math.Abs(b.CPUW-12) > 1e-9 || n != 1 {
+			t.Errorf("stored baseline %+v after %d saves, want 12 W once", b, n)
+		}
+		// An hour later the next baseline reads 20 W (another program's
+		// load): the lower one stays, and nothing new is stored.
+		time.Sleep(time.Hour)
+		synctest.Wait()
+		h.setEnergy(0, h.energy(0)+200e6)
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		if b, n := s.get(); math.Abs(b.CPUW-12) > 1e-9 || n != 1 {
+			t.Errorf("stored baseline %+v after %d saves, want 12 W still, saved once", b, n)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve = %v", err)
+		}
+
+		now := time.Now()
+		old := &memBaselines{b: Baseline{CPUW: 3, CPUKnown: true, At: now.Add(-BaselineMaxAge - time.Hour)}}
+		if b := NewMeter(Config{RAPL: r, Baselines: old}).Baseline(); b.CPUKnown {
+			t.Errorf("a baseline older than BaselineMaxAge was trusted: %+v", b)
+		}
+		fresh := &memBaselines{b: Baseline{CPUW: 3, CPUKnown: true, GPUW: map[string]float64{"GPU-x": 8}, At: now.Add(-time.Hour)}}
+		if b := NewMeter(Config{RAPL: r, Baselines: fresh}).Baseline(); !b.CPUKnown || b.CPUW != 3 || b.GPUW["GPU-x"] != 8 {
+			t.Errorf("a fresh stored baseline gave %+v, want 3 W and GPU-x 8 W", b)
+		}
+	})
+}
+
+func TestDutyShare(t *testing.T) {
+	for _, tc := range []struct {
+		name                             string
+		share, ceiling, draw, idle, want float64
+	}{
+		{"over the ceiling: one step to it", 1, 150, 250, 50, 0.5},
+		{"under it: grows back", 0.5, 150, 100, 50, 1},
+		{"under it, partly", 0.25, 150, 100, 50, 0.5},
+		{"a ceiling at rest's draw", 1, 40, 250, 50, 0.05},
+		{"nothing measured above idle", 0.6, 150, 50, 50, 0.6},
+		{"no ceiling", 0.3, 0, 250, 50, 1},
+		{"never below the least share", 1, 51, 1000, 50, 0.05},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := DutyShare(tc.share, tc.ceiling, tc.draw, tc.idle, 0.05); !near(got, tc.want) {
+				t.Errorf("DutyShare(%g, %g W, %g W, idle %g W) = %g, want %g", tc.share, tc.ceiling, tc.draw, tc.idle, got, tc.want)
+			}
+		})
+	}
+}
+
+// GPUPower gives the board power of the GPUs of running tasks, and their
+// idle draw, from the last reading; nothing when no task runs.
+func TestMeterGPUPower(t *testing.T) {
+	h := newFakeHost(t)
+	g := &fakeGPUs{readings: map[string]GPUReading{"GPU-x": {UUID: "GPU-x", PowerW: 30, HasPower: true}}}
+	m := h.meter(t, g)
+	task := m.Start([]string{"GPU-x"})
+	g.readings["GPU-x"] = GPUReading{UUID: "GPU-x", PowerW: 240, HasPower: true}
+	h.step(10*time.Second, 0, 0, nil)
+	m.mu.Lock()
+	m.sampleLocked()
+	m.mu.Unlock()
+	if got := m.GPUPower(); got["GPU-x"] != (GPUDraw{PowerW: 240, IdleW: 30}) {
+		t.Errorf("GPUPower = %+v, want GPU-x at 240 W, 30 W at rest", got)
+	}
+	task.Stop(0)
+	if got := m.GPUPower(); len(got) != 0 {
+		t.Errorf("GPUPower with no task = %+v, want none", got)
 	}
 }

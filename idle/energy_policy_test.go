@@ -110,7 +110,7 @@ func TestEnergySettings(t *testing.T) {
 	now := time.Date(2026, 6, 10, 12, 0, 0, 0, time.UTC)
 	s := Defaults()
 	for _, kv := range [][2]string{{"tariff", "EUR 0.35 23-7=0.12"}, {"max_price", "0.2"}, {"energy_day", "2kWh"},
-		{"energy_month", "40"}, {"co2", "350"}, {"cpu_rated_w", "105W"}, {"quiet_hours", "daily 22:00-07:00"}} {
+		{"energy_month", "40"}, {"co2", "350"}, {"cpu_rated_w", "105W"}, {"quiet_hours", "daily 22:00-07:00"}, {"gpu_power", "150W"}} {
 		if err := s.Set(kv[0], kv[1], now); err != nil {
 			t.Fatalf("Set(%s=%s): %v", kv[0], kv[1], err)
 		}
@@ -127,7 +127,7 @@ func TestEnergySettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	if back.Tariff != s.Tariff || back.MaxPricePerKWh != 0.2 || back.EnergyDayKWh != 2 || back.EnergyMonthKWh != 40 ||
-		back.CO2GramsPerKWh != 350 || back.CPURatedW != 105 || back.QuietHours.String() != s.QuietHours.String() {
+		back.CO2GramsPerKWh != 350 || back.CPURatedW != 105 || back.QuietHours.String() != s.QuietHours.String() || back.GPUPowerW != 150 {
 		t.Errorf("settings after a JSON round trip: %+v", back)
 	}
 
@@ -135,6 +135,7 @@ func TestEnergySettings(t *testing.T) {
 		{"energy_day", "lots", `"lots" is not kWh`},
 		{"co2", "-3", `"-3" is not grams per kWh`},
 		{"tariff", "0.3", "no currency"},
+		{"gpu_power", "much", `"much" is not watts`},
 	} {
 		d := Defaults()
 		if err := d.Set(tc.key, tc.value, now); err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -145,5 +146,10 @@ func TestEnergySettings(t *testing.T) {
 	noTariff.MaxPricePerKWh = 0.2
 	if err := noTariff.Validate(); err == nil || !strings.Contains(err.Error(), "set tariff first") {
 		t.Errorf("max_price without a tariff: Validate = %v", err)
+	}
+	tiny := Defaults()
+	tiny.GPUPowerW = 5
+	if err := tiny.Validate(); err == nil || !strings.Contains(err.Error(), "gpu_power_w: must be 0 (no ceiling) or 10 to 2000 W") {
+		t.Errorf("gpu_power=5: Validate = %v", err)
 	}
 }

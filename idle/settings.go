@@ -153,6 +153,11 @@ type Settings struct {
 	// MaxPricePerKWh waits while Tariff's price of the hour is above it,
 	// in Tariff's currency; 0: no bound.
 	MaxPricePerKWh float64 `json:"max_price_per_kwh,omitempty"`
+	// GPUPowerW is a ceiling on the board power of each GPU computing
+	// tasks, in watts; 0: none. The workers' duty cycle keeps a GPU's
+	// average draw under it (the driver's own power limit needs root or
+	// an administrator, which the app is not).
+	GPUPowerW float64 `json:"gpu_power_w,omitempty"`
 	// QuietHours are weekly windows in which never to compute (fan
 	// noise at night), in TimeZone's wall-clock time; empty: none.
 	QuietHours Schedule `json:"quiet_hours,omitempty"`
@@ -408,6 +413,8 @@ func (s Settings) Validate() error {
 		return fmt.Errorf("energy_day_kwh: must be 0 (no cap) or more kWh, got %g", s.EnergyDayKWh)
 	case !(s.EnergyMonthKWh >= 0) || math.IsInf(s.EnergyMonthKWh, 0):
 		return fmt.Errorf("energy_month_kwh: must be 0 (no cap) or more kWh, got %g", s.EnergyMonthKWh)
+	case s.GPUPowerW != 0 && !(s.GPUPowerW >= 10 && s.GPUPowerW <= 2000):
+		return fmt.Errorf("gpu_power_w: must be 0 (no ceiling) or 10 to 2000 W, got %g", s.GPUPowerW)
 	case !(s.MaxPricePerKWh >= 0) || math.IsInf(s.MaxPricePerKWh, 0):
 		return fmt.Errorf("max_price_per_kwh: must be 0 (no bound) or more, got %g", s.MaxPricePerKWh)
 	case s.MaxPricePerKWh > 0 && !s.Tariff.IsSet():
@@ -556,6 +563,7 @@ var SettingKeys = []struct{ Key, Takes string }{
 	{"cpu_rated_w", `your processor's rated power in W, for estimates where no counter is readable (0: 65)`},
 	{"energy_day", `at most this many kWh a day, e.g. 2 (0: no cap)`},
 	{"energy_month", `at most this many kWh a calendar month (0: no cap)`},
+	{"gpu_power", `at most this many W on each GPU computing tasks, e.g. 150 (0: no ceiling), kept by pausing the tasks part of the time`},
 	{"max_price", `compute only while the tariff's price is at most this, per kWh (0: no bound)`},
 	{"quiet_hours", `weekly hours never to compute, e.g. "daily 22:00-07:00", or "none"`},
 	{"pause", `pause computing: a duration (1h), "tomorrow" (until midnight), a time (RFC 3339), "finish" (finish the tasks in hand, then pause until "off"), or "off"`},
@@ -592,6 +600,8 @@ func (s *Settings) Set(key, value string, now time.Time) error {
 		s.EnergyMonthKWh, err = parseAmount(strings.TrimSuffix(value, "kWh"), "kWh")
 	case "max_price", "max_price_per_kwh":
 		s.MaxPricePerKWh, err = parseAmount(value, "a price per kWh")
+	case "gpu_power", "gpu_power_w":
+		s.GPUPowerW, err = parseAmount(strings.TrimSuffix(value, "W"), "watts")
 	case "quiet_hours":
 		if v := strings.ToLower(value); v == "none" || v == "off" {
 			value = ""

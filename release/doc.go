@@ -19,6 +19,10 @@
 //	metadata/N.targets.json, N.snapshot.json, timestamp.json
 //	targets/SHA256.NAME                  each file under its digest
 //
+// RotateRoot moves a repository to new keys (root N+1 signed by the
+// thresholds of root N and of itself), which clients follow at their
+// next check: TUF's chain of roots.
+//
 // Updating (Updater) checks a Source at most once a day with jitter,
 // downloads the newest release for this platform to a side path, and
 // installs it only when told no task runs: for a user install from the

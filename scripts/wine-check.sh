@@ -2,7 +2,7 @@
 # Runs the Windows build under Wine, on a private X server, with a Wine
 # prefix of its own in a temporary directory.
 #
-# Usage: scripts/wine-check.sh [cli|installer|all]   (default: all)
+# Usage: scripts/wine-check.sh [cli|installer|update|all]   (default: all)
 #
 # cli (make wine-cli-check, part of make test): the console program alone,
 # bin/windows/unsigned/idlepool.exe, not installed:
@@ -35,6 +35,15 @@
 #      Start menu or Run or Uninstall entry and no process, and keeps the
 #      owner's data; a second install with /NOAUTOSTART writes no Run
 #      value, and `uninstall /S /PURGE` removes the data too.
+# update (make wine-update-check; all runs it last): the self-update's
+# Windows path:
+#   8. an installer of 0.0.1 installs silently; a release 9.9.9 whose file
+#      is the installer (the same programs, the installer's version 9.9.9),
+#      signed with test keys, is served on 127.0.0.1; the installed
+#      idlepool.exe, trusting the release's root, finds it with `update`,
+#      verifies it and runs it silently for the user (/S /RESTART): the
+#      Uninstall entry says 9.9.9, the setting update_url is kept, and the
+#      installer started the tray app again.
 #
 # Needs wine (64-bit), x86_64-w64-mingw32-gcc (the bcryptprimitives.dll
 # stand-in below), Xvfb, dbus-daemon, bin/idlepool, bin/panel,
@@ -49,8 +58,8 @@ cd "$(dirname "$0")/.."
 win=bin/windows
 mode=${1:-all}
 case $mode in
-  cli | installer | all) ;;
-  *) echo "wine-check: unknown part '$mode': give cli, installer or all" >&2; exit 2 ;;
+  cli | installer | update | all) ;;
+  *) echo "wine-check: unknown part '$mode': give cli, installer, update or all" >&2; exit 2 ;;
 esac
 has() { [ "$mode" = all ] || [ "$mode" = "$1" ]; }
 exe=$win/unsigned/idlepool.exe
@@ -58,10 +67,10 @@ need=(bin/idlepool bin/panel examples/pi/pi.wasm)
 cmds=(wine wineserver x86_64-w64-mingw32-gcc Xvfb dbus-daemon)
 hint="make wine-cli-check"
 if has cli; then need+=("$exe"); fi
-if has installer; then
+if has installer || has update; then
   setup=$(ls $win/idlepool-*-setup.exe 2>/dev/null | head -1)
   need+=("${setup:-$win/idlepool-VERSION-setup.exe}" "$win/idlepool.exe" "$win/idlepool-tray.exe" "$win/res/idlepool.ico")
-  cmds+=(xdotool import curl makensis)
+  cmds+=(xdotool import curl makensis python3)
   hint="make wine-test"
 fi
 for p in "${need[@]}"; do
@@ -355,5 +364,38 @@ if has installer; then
   for _ in $(seq 120); do [ -d "$instdir" ] || [ -d "$appdata/idlepool" ] || break; sleep 1; done
   [ -d "$appdata/idlepool" ] && fail "uninstall /PURGE kept the owner's data"
   step "/NOAUTOSTART: no Run value; uninstall /PURGE: data removed"
+fi
+if has update; then
+  # 8. The self-update runs a signed installer silently.
+  { wineserver -k; wineserver -w; } 2>/dev/null || true
+  [ -d "$instdir" ] && { wine "$instdir/uninstall.exe" /S /PURGE > /dev/null 2>&1 || true; }
+  step "update: installing 0.0.1, and a release 9.9.9 of the installer on 127.0.0.1"
+  for v in 0.0.1 9.9.9; do
+    makensis -V1 -DFAST -DVERSION=$v -DBUILD=1 -DBINDIR="$PWD/$win" -DOUTFILE="$tmp/idlepool-$v-setup.exe" \
+      -DICON="$PWD/$win/res/idlepool.ico" packaging/windows/idlepool.nsi > "$tmp/makensis-$v.log" 2>&1 || fail "makensis $v failed"
+  done
+  wine "$tmp/idlepool-0.0.1-setup.exe" /S > "$tmp/install-u.log" 2>&1 || fail "the 0.0.1 installer failed"
+  [ "$(regvalue "$uninstkey" DisplayVersion)" = 0.0.1 ] || fail "the Uninstall entry does not say 0.0.1"
+  printf '## 9.9.9\n\nThe release the Wine check updates to.\n' > "$tmp/CHANGELOG.md"
+  go run ./scripts/release -dir "$tmp/rel" -test-keys "$tmp/rel-keys" -changelog "$tmp/CHANGELOG.md" -version 9.9.9 \
+    "$tmp/idlepool-9.9.9-setup.exe:windows-installer:windows:amd64" > "$tmp/release.log" 2>&1 || fail "signing the release failed: $(cat "$tmp/release.log")"
+  cp "$tmp/rel/metadata/1.root.json" "$instdir/release-root.json" # as make release builds it in
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  python3 -m http.server --bind 127.0.0.1 --directory "$tmp/rel" "$port" > "$tmp/http.log" 2>&1 &
+  pids+=($!)
+  for _ in $(seq 50); do curl -sf "http://127.0.0.1:$port/metadata/timestamp.json" > /dev/null && break; sleep 0.2; done
+  cli="$instdir/idlepool.exe"
+  wine "$cli" settings set update_url="http://127.0.0.1:$port" update_download=unlimited > "$tmp/settings-u.log" 2>&1 || fail "settings set update_url failed"
+  # The installer it starts stops the running idlepool programs, this
+  # one too: its exit status and last words may be cut short.
+  wine "$cli" update > "$tmp/update.out" 2>&1 || true
+  for _ in $(seq 180); do [ "$(regvalue "$uninstkey" DisplayVersion)" = 9.9.9 ] && break; sleep 1; done
+  [ "$(regvalue "$uninstkey" DisplayVersion)" = 9.9.9 ] ||
+    fail "after idlepool.exe update the Uninstall entry says $(regvalue "$uninstkey" DisplayVersion), want 9.9.9; it said: $(tr -d '\r' < "$tmp/update.out")"
+  for _ in $(seq 120); do pgrep -f 'Programs.idlepool.idlepool-tray.exe$' > /dev/null && break; sleep 1; done
+  pgrep -f 'Programs.idlepool.idlepool-tray.exe$' > /dev/null || fail "the installer (/RESTART) did not start the tray app again"
+  wine "$cli" settings > "$tmp/settings-after.log" 2>&1 || true
+  tr -d '\r' < "$tmp/settings-after.log" | grep -q "^update_url *http://127.0.0.1:$port" || fail "the update lost the setting update_url"
+  step "update: $(tr -d '\r' < "$tmp/update.out" | tail -1); the Uninstall entry says 9.9.9, the tray app runs again, update_url kept"
 fi
 echo "wine-check: $mode ok ($(( $(date +%s) - started )) s)"

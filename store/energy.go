@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"math"
 	"sort"
 	"time"
 
@@ -193,4 +194,79 @@ func (l *Local) EnergySince(ctx context.Context, since time.Time) (float64, erro
 		return 0, fmt.Errorf("read task energy: %w", classify(err))
 	}
 	return j, nil
+}
+
+var _ energy.BaselineStore = (*Local)(nil)
+
+// LoadBaseline returns the energy meter's stored idle baseline
+// (energy.BaselineStore); a zero Baseline when none was stored. Its At
+// is the latest of the devices' times.
+func (l *Local) LoadBaseline(ctx context.Context) (energy.Baseline, error) {
+	rows, err := l.db.QueryContext(ctx, `SELECT device, watts, measured FROM energy_baseline`)
+	if err != nil {
+		return energy.Baseline{}, fmt.Errorf("read the energy baseline: %w", classify(err))
+	}
+	defer rows.Close()
+	var b energy.Baseline
+	for rows.Next() {
+		var device string
+		var w float64
+		var at int64
+		if err := rows.Scan(&device, &w, &at); err != nil {
+			return energy.Baseline{}, fmt.Errorf("read the energy baseline: %w", classify(err))
+		}
+		if device == "cpu" {
+			b.CPUW, b.CPUKnown = w, true
+		} else {
+			if b.GPUW == nil {
+				b.GPUW = map[string]float64{}
+			}
+			b.GPUW[device] = w
+		}
+		if t := time.UnixMilli(at); t.After(b.At) {
+			b.At = t
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return energy.Baseline{}, fmt.Errorf("read the energy baseline: %w", classify(err))
+	}
+	return b, nil
+}
+
+// SaveBaseline replaces the stored idle baseline by b
+// (energy.BaselineStore). A negative or non-finite draw is an error
+// naming the device, and nothing is saved.
+func (l *Local) SaveBaseline(ctx context.Context, b energy.Baseline) error {
+	rows := map[string]float64{}
+	if b.CPUKnown {
+		rows["cpu"] = b.CPUW
+	}
+	for uuid, w := range b.GPUW {
+		if uuid == "" || uuid == "cpu" {
+			return fmt.Errorf("save the energy baseline: GPU UUID %q", uuid)
+		}
+		rows[uuid] = w
+	}
+	for d, w := range rows {
+		if !(w >= 0) || math.IsInf(w, 0) {
+			return fmt.Errorf("save the energy baseline: %s draws %g W: want 0 or more", d, w)
+		}
+	}
+	tx, err := l.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("save the energy baseline: %w", classify(err))
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `DELETE FROM energy_baseline`); err != nil {
+		return fmt.Errorf("save the energy baseline: %w", classify(err))
+	}
+	for d, w := range rows {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO energy_baseline(device, watts, measured) VALUES (?, ?, ?)`, d, w, b.At.UnixMilli()); err != nil {
+			return fmt.Errorf("save the energy baseline: %w", classify(err))
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("save the energy baseline: %w", classify(err))
+	}
+	return nil
 }

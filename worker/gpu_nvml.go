@@ -5,7 +5,6 @@ package worker
 import (
 	"fmt"
 	"math"
-	"strings"
 	"sync"
 	"time"
 
@@ -128,30 +127,34 @@ func (l *GPULister) ReadGPUs(uuids []string) ([]energy.GPUReading, error) {
 	if err := l.initLocked(); err != nil {
 		return nil, err
 	}
-	var out []energy.GPUReading
-	var problems []string
-	for _, u := range uuids {
-		dev, ret := l.lib.DeviceGetHandleByUUID(u)
-		if ret != nvml.SUCCESS {
-			problems = append(problems, u+": "+ret.Error())
-			continue
-		}
-		r := energy.GPUReading{UUID: u}
-		if mJ, ret := dev.GetTotalEnergyConsumption(); ret == nvml.SUCCESS {
-			r.EnergyMJ, r.HasEnergy = mJ, true
-		}
-		if mW, ret := dev.GetPowerUsage(); ret == nvml.SUCCESS {
-			r.PowerW, r.HasPower = float64(mW)/1000, true
-		} else if !r.HasEnergy {
-			problems = append(problems, u+": power: "+ret.Error())
-			continue
-		}
-		out = append(out, r)
+	return readGPUEnergy(goNVML{l.lib}, uuids)
+}
+
+// goNVML is go-nvml's binding as an nvmlEnergy.
+type goNVML struct{ lib nvml.Interface }
+
+func (g goNVML) device(uuid string) (nvmlDevice, error) {
+	d, ret := g.lib.DeviceGetHandleByUUID(uuid)
+	if ret != nvml.SUCCESS {
+		return nil, ret
 	}
-	if len(problems) > 0 {
-		return out, fmt.Errorf("read GPU energy: %s", strings.Join(problems, "; "))
+	return d, nil
+}
+
+func (g goNVML) totalEnergyMJ(d nvmlDevice) (uint64, error) {
+	mJ, ret := d.(nvml.Device).GetTotalEnergyConsumption()
+	if ret != nvml.SUCCESS {
+		return 0, ret
 	}
-	return out, nil
+	return mJ, nil
+}
+
+func (g goNVML) powerMW(d nvmlDevice) (uint32, error) {
+	mW, ret := d.(nvml.Device).GetPowerUsage()
+	if ret != nvml.SUCCESS {
+		return 0, ret
+	}
+	return mW, nil
 }
 
 // Close shuts NVML down if List initialised it. The lister may be used

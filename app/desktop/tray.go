@@ -91,7 +91,7 @@ func runTray(ctx context.Context, cfg Config, stderr io.Writer) error {
 	donor, err := agent.NewDonor(agent.DonorConfig{
 		Home: dirs, DeviceKey: dev, OwnerKey: owner, Name: hostname(),
 		Workers: cfg.Workers, Executor: wp, Store: local, GPUs: agent.NVMLGPUs{Lister: lister, Workers: wp},
-		Energy:    agent.NewEnergyMeter(lister, wp, cpuRatedW(local)),
+		Energy:    agent.NewEnergyMeter(lister, wp, cpuRatedW(local), local),
 		LocalAPI:  filepath.Join(dirs.Data, agent.LocalAPIFile), // the window process and `idlepool status` read it
 		StorePath: filepath.Join(dirs.Data, "local.db"),
 		Events:    agent.NewEventLog(filepath.Join(dirs.Data, agent.EventsFile), 0, nil),

@@ -159,8 +159,15 @@ func (s *syncBuffer) String() string {
 // the extra environment; it is killed when the test ends if it still runs.
 func startApp(t *testing.T, home, display string, env ...string) *trayApp {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "--home", home, "--workers", "1", "-v")
-	cmd.Env = append(os.Environ(), mainEnv+"=1", "DISPLAY="+display, "LANG=en_US.UTF-8",
+	return startProgram(t, os.Args[0], home, display, append([]string{mainEnv + "=1"}, env...)...)
+}
+
+// startProgram runs the tray app prog (this test binary with mainEnv
+// set, or a built idlepool-tray) as startApp does.
+func startProgram(t *testing.T, prog, home, display string, env ...string) *trayApp {
+	t.Helper()
+	cmd := exec.Command(prog, "--home", home, "--workers", "1", "-v")
+	cmd.Env = append(os.Environ(), "DISPLAY="+display, "LANG=en_US.UTF-8",
 		"HOME="+home, "XDG_CONFIG_HOME="+filepath.Join(home, "xdg-config"))
 	cmd.Env = append(cmd.Env, env...)
 	a := &trayApp{cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{})}

@@ -125,7 +125,7 @@ func cmdJoin(ctx context.Context, g *globals, args []string) error {
 	d, err := agent.NewDonor(agent.DonorConfig{
 		Home: dirs, DeviceKey: dev, OwnerKey: owner, Name: *name, Workers: *workers,
 		Executor: wp, Store: local, GPUs: agent.NVMLGPUs{Lister: lister, Workers: wp},
-		Energy: agent.NewEnergyMeter(lister, wp, ratedW(ctx, local)),
+		Energy: agent.NewEnergyMeter(lister, wp, ratedW(ctx, local), local),
 		Always: *always, OfferTTL: *offerTTL, Logger: log, Pools: pools,
 		LocalAPI:  filepath.Join(dirs.Data, agent.LocalAPIFile),
 		StorePath: filepath.Join(dirs.Data, localDBFile),

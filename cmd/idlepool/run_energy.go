@@ -18,7 +18,7 @@ import (
 // what the run added.
 func meterRun(ctx context.Context, wp *worker.Pool, gpus []string) func() energy.Usage {
 	lister := worker.NewGPULister()
-	m := agent.NewEnergyMeter(lister, wp, 0)
+	m := agent.NewEnergyMeter(lister, wp, 0, nil)
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {

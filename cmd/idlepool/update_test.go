@@ -1,11 +1,7 @@
 package main
 
 import (
-	"archive/tar"
-	"compress/gzip"
 	"context"
-	"errors"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -13,68 +9,14 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"idlepool/home"
 	"idlepool/release"
+	"idlepool/release/releasetest"
 	"idlepool/store"
 )
-
-// buildVersions builds idlepool as make does once per version, with
-// version versions[i], into dirs[i], all at once (the links are the
-// slow part, and each runs on its own core), and returns the programs'
-// paths in the same order.
-func buildVersions(t *testing.T, dirs, versions []string) []string {
-	t.Helper()
-	progs := make([]string, len(dirs))
-	errs := make([]error, len(dirs))
-	var wg sync.WaitGroup
-	for i := range dirs {
-		progs[i] = filepath.Join(dirs[i], "idlepool")
-		wg.Go(func() {
-			if b, err := exec.Command("go", "build", "-ldflags", "-X idlepool/version.Version="+versions[i], "-o", progs[i], ".").CombinedOutput(); err != nil {
-				errs[i] = fmt.Errorf("build idlepool %s: %w\n%s", versions[i], err, b)
-			}
-		})
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		t.Fatal(err)
-	}
-	return progs
-}
-
-// tarball writes a release tarball as make release does (the package's
-// layout, gzip) with prog as its bin/idlepool.
-func tarball(t *testing.T, prog, path string) {
-	t.Helper()
-	b, err := os.ReadFile(prog)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	zw := gzip.NewWriter(f)
-	tw := tar.NewWriter(zw)
-	for _, h := range []*tar.Header{
-		{Name: "idlepool-tray/usr/local/bin/", Typeflag: tar.TypeDir, Mode: 0o755},
-		{Name: "idlepool-tray/usr/local/bin/idlepool", Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(b))},
-	} {
-		if err := tw.WriteHeader(h); err != nil {
-			t.Fatal(err)
-		}
-	}
-	tw.Write(b)
-	for _, c := range []interface{ Close() error }{tw, zw, f} {
-		if err := c.Close(); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
 
 func runIn(t *testing.T, prog string, args ...string) (string, error) {
 	t.Helper()
@@ -98,7 +40,9 @@ func TestUpdateFromOneToTwo(t *testing.T) {
 	for _, d := range []string{inst, filepath.Join(tmp, "v2"), filepath.Join(tmp, "v3")} {
 		os.MkdirAll(d, 0o755)
 	}
-	progs := buildVersions(t, []string{inst, filepath.Join(tmp, "v2"), filepath.Join(tmp, "v3")}, []string{"1.0.0", "2.0.0", "3.0.0"})
+	progs := releasetest.Builds(t, releasetest.Spec{Dir: inst, Pkg: ".", Name: "idlepool", V: "1.0.0"},
+		releasetest.Spec{Dir: filepath.Join(tmp, "v2"), Pkg: ".", Name: "idlepool", V: "2.0.0"},
+		releasetest.Spec{Dir: filepath.Join(tmp, "v3"), Pkg: ".", Name: "idlepool", V: "3.0.0"})
 	v1, v2, v3 := progs[0], progs[1], progs[2]
 
 	// The release server with releases 1.0.0 and 2.0.0.
@@ -109,22 +53,12 @@ func TestUpdateFromOneToTwo(t *testing.T) {
 	repo := filepath.Join(tmp, "repo")
 	arch := runtime.GOARCH
 	for _, r := range []struct{ v, prog string }{{"1.0.0", v1}, {"2.0.0", v2}} {
-		tb := filepath.Join(tmp, "idlepool-"+r.v+"-linux-"+arch+".tar.gz")
-		tarball(t, r.prog, tb)
-		if err := release.Publish(repo, keys, []release.File{{Path: tb, Kind: release.KindTarball, OS: runtime.GOOS, Arch: arch}},
-			release.PublishOptions{Version: r.v, Notes: "release " + r.v}); err != nil {
-			t.Fatal(err)
-		}
+		tb := releasetest.Tarball(t, filepath.Join(tmp, "idlepool-"+r.v+"-linux-"+arch+".tar.gz"), r.prog)
+		releasetest.Publish(t, repo, keys, r.v, tb)
 	}
 	srv := httptest.NewServer(http.FileServer(http.Dir(repo)))
 	defer srv.Close()
-	root, err := os.ReadFile(filepath.Join(repo, "metadata", "1.root.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(inst, release.RootFile), root, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	releasetest.TrustRoot(t, repo, inst)
 
 	// The donor's settings and a pending receipt.
 	h := filepath.Join(tmp, "home")
@@ -170,12 +104,7 @@ func TestUpdateFromOneToTwo(t *testing.T) {
 	}
 
 	// Release 3.0.0, its file tampered with on the server: refused, 2.0.0 kept.
-	tb := filepath.Join(tmp, "idlepool-3.0.0-linux-"+arch+".tar.gz")
-	tarball(t, v3, tb)
-	if err := release.Publish(repo, keys, []release.File{{Path: tb, Kind: release.KindTarball, OS: runtime.GOOS, Arch: arch}},
-		release.PublishOptions{Version: "3.0.0", Notes: "release 3.0.0"}); err != nil {
-		t.Fatal(err)
-	}
+	releasetest.Publish(t, repo, keys, "3.0.0", releasetest.Tarball(t, filepath.Join(tmp, "idlepool-3.0.0-linux-"+arch+".tar.gz"), v3))
 	served, _ := filepath.Glob(filepath.Join(repo, "targets", "*.idlepool-3.0.0-linux-"+arch+".tar.gz"))
 	b, err := os.ReadFile(served[0])
 	if err != nil {

@@ -9,11 +9,16 @@
 //	go run ./scripts/release -dir DIR -version X.Y.Z [-keys DIR | -test-keys DIR] [-changelog FILE] PATH:KIND:OS:ARCH...
 //	go run ./scripts/release -dir DIR -refresh [-keys DIR | -test-keys DIR]
 //	go run ./scripts/release -dir DIR -init [-keys DIR | -test-keys DIR]
+//	go run ./scripts/release -dir DIR -keys OLD -rotate-root NEW
 //
 // KIND is tarball, deb or windows-installer. -refresh re-signs the
 // snapshot and timestamp (run it before the timestamp expires, 14 days);
 // -init creates the repository's root, which the programs are then built
-// to trust (make release passes it as RELEASE_ROOT).
+// to trust (make release passes it as RELEASE_ROOT). -rotate-root moves
+// the repository to the keys in NEW (made with -test-keys NEW -init on a
+// scratch directory, or by hand): a new root signed by the root keys in
+// OLD and those in NEW, which installed programs follow (release.RotateRoot);
+// it also renews the root's expiry (a year), with NEW the same as OLD.
 package main
 
 import (
@@ -44,6 +49,7 @@ func run(args []string) error {
 	changelog := fl.String("changelog", "CHANGELOG.md", "the changelog the notes come from")
 	refresh := fl.Bool("refresh", false, "re-sign the snapshot and timestamp only")
 	initOnly := fl.Bool("init", false, "create the repository's root (signed by the root keys) if it does not exist, and nothing else")
+	rotate := fl.String("rotate-root", "", "move the repository to the keys in `DIR`: a new root signed by the old root keys (-keys) and the new ones, and the release on offer signed again with the new keys")
 	if err := fl.Parse(args); err != nil {
 		return err
 	}
@@ -59,6 +65,17 @@ func run(args []string) error {
 	}
 	if err := os.WriteFile(filepath.Join(*dir, "signing.txt"), []byte(which+"\n"), 0o644); err != nil {
 		return err
+	}
+	if *rotate != "" {
+		next, err := release.LoadKeys(*rotate)
+		if err != nil {
+			return err
+		}
+		if err := release.RotateRoot(*dir, keys, next, release.PublishOptions{}); err != nil {
+			return err
+		}
+		fmt.Printf("%s: a new root names the keys in %s; publish with -keys %s from now on\n", *dir, *rotate, *rotate)
+		return nil
 	}
 	if *initOnly {
 		return release.Init(*dir, keys, release.PublishOptions{})

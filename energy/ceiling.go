@@ -1,0 +1,48 @@
+package energy
+
+// DutyShare returns the share of time (minShare..1) the workers may run
+// so that a GPU's board power stays under ceilingW, given the share in
+// force and what the board drew under it (drawW, NVML's power reading)
+// and at rest (idleW). It models the draw as idleW plus the share times
+// what a task adds at full speed, so one step lands near the ceiling
+// and a draw under it lets the share grow back. A ceiling at or below
+// the idle draw gives minShare; no draw above idle (nothing measured
+// yet) keeps share.
+func DutyShare(share, ceilingW, drawW, idleW, minShare float64) float64 {
+	share = min(max(share, minShare), 1)
+	switch {
+	case ceilingW <= 0:
+		return 1
+	case ceilingW <= idleW:
+		return minShare
+	case drawW <= idleW:
+		return share
+	}
+	next := share * (ceilingW - idleW) / (drawW - idleW)
+	return min(max(next, minShare), 1)
+}
+
+// GPUPower returns the board power of each GPU a running task uses, in
+// watts, and the idle draw the meter knows for it (0 when none), from the
+// last reading: what a GPU power ceiling compares with. GPUs whose power
+// was not read are missing.
+func (m *Meter) GPUPower() map[string]GPUDraw {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[string]GPUDraw{}
+	if m.last == nil || m.active == 0 {
+		return out
+	}
+	for uuid, r := range m.last.gpus {
+		if r.HasPower {
+			out[uuid] = GPUDraw{PowerW: r.PowerW, IdleW: m.gpuIdleW[uuid]}
+		}
+	}
+	return out
+}
+
+// GPUDraw is a GPU's board power now and at rest, in watts.
+type GPUDraw struct {
+	PowerW float64
+	IdleW  float64
+}
