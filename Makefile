@@ -10,7 +10,7 @@ FUZZTIME  ?= 10s
 # them.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
-.PHONY: release train-fashion guest-examples bench-guests crossvet-windows test-beside check-full check-cluster gpupi optionmc ptx gpu-check gpu-check-bundle cgo-cflags check-examples all build tray panel package package-check deb deb-check screenshots tray-idle examples pi run-examples test crossvet fuzz bench sim fmt vet lint clean windows windows-installer wine-cli-check wine-test bench-p2p bench-cluster bench-makespan
+.PHONY: webpeer browser-check release train-fashion guest-examples bench-guests crossvet-windows test-beside check-full check-cluster gpupi optionmc ptx gpu-check gpu-check-bundle cgo-cflags check-examples all build tray panel package package-check deb deb-check screenshots tray-idle examples pi run-examples test crossvet fuzz bench sim fmt vet lint clean windows windows-installer wine-cli-check wine-test bench-p2p bench-cluster bench-makespan
 
 all: build examples
 
@@ -27,8 +27,17 @@ VERSION_LDFLAGS := -X idlepool/version.Version=$(VERSION)$(if $(RELEASE_ROOT), -
 cgo-cflags:
 	@echo "$(CGO_CFLAGS)"
 
-build:
+build: webpeer
 	$(GO) build -ldflags '$(VERSION_LDFLAGS)' -o $(BIN)/idlepool ./cmd/idlepool
+
+# The browser peer's core (webpeer/core built for GOOS=js GOARCH=wasm)
+# and Go's wasm_exec.js, embedded into the coordinator's /join page;
+# generated, ignored by git (docs/building.md).
+WEBPEER_CORE := webpeer/static/core.wasm webpeer/static/wasm_exec.js
+webpeer: $(WEBPEER_CORE)
+$(WEBPEER_CORE): $(shell find webpeer/core job worker pool offers identity castore idle -name '*.go' -not -name '*_test.go' 2>/dev/null) go.mod
+	GOOS=js GOARCH=wasm $(GO) build -trimpath -ldflags='-s -w' -o webpeer/static/core.wasm ./webpeer/core
+	cp "$$($(GO) env GOROOT)/lib/wasm/wasm_exec.js" webpeer/static/wasm_exec.js
 
 # The desktop tray app (cgo: GLFW needs the X11 and OpenGL development
 # packages, see docs/building.md).

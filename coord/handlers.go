@@ -19,6 +19,8 @@ import (
 	"idlepool/identity"
 	"idlepool/job"
 	"idlepool/pool"
+	"idlepool/version"
+	"idlepool/webpeer"
 )
 
 // Body limits (docs/api.md).
@@ -82,6 +84,11 @@ func (s *Server) routes() http.Handler {
 	handle("POST /v1/signals", s.signed(maxSignalBody, s.postSignal))
 	handle("GET /v1/signals", s.signed(maxJSONBody, s.getSignals))
 	handle("GET /v1/ice", s.signed(maxJSONBody, s.getICE))
+	// The browser peer: a page and its assets, under a strict
+	// Content-Security-Policy (webpeer.CSP).
+	peer := webpeer.Handler("/join", webpeer.Build{Version: version.Version, API: APIVersion}, s.cfg.BrowserCore)
+	handle("GET /join", peer)
+	handle("GET /join/{asset}", peer)
 	handle("/", s.plain(func(w http.ResponseWriter, r *http.Request) error {
 		return notFound("not_found", "no such endpoint: %s %s (see docs/api.md)", r.Method, r.URL.Path)
 	}))
