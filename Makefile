@@ -10,7 +10,7 @@ FUZZTIME  ?= 10s
 # them.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
-.PHONY: release train-fashion train-mlp train-check bench-train-numpy bench-train-pool guest-examples bench-guests crossvet-windows test-beside check-full check-cluster gpupi optionmc ptx gpu-check gpu-check-bundle cgo-cflags check-examples all build tray panel package package-check deb deb-check screenshots tray-idle examples pi run-examples test crossvet fuzz bench sim fmt vet lint clean windows windows-installer wine-cli-check wine-test bench-p2p bench-cluster bench-coldstart bench-makespan tray-update-check wine-update-check
+.PHONY: release train-fashion train-mlp train-check bench-train-numpy bench-train-pool guest-examples bench-guests crossvet-windows test-beside check-full check-cluster gpupi optionmc ptx gpu-check gpu-check-bundle cgo-cflags check-examples all build tray panel package package-check deb deb-check screenshots tray-idle examples pi run-examples test crossvet fuzz bench sim fmt vet lint clean windows windows-installer wine-cli-check wine-test bench-p2p bench-cluster bench-coldstart bench-makespan tray-update-check wine-update-check webpeer browser-check
 
 all: build examples
 
@@ -27,8 +27,17 @@ VERSION_LDFLAGS := -X idlepool/version.Version=$(VERSION)$(if $(RELEASE_ROOT), -
 cgo-cflags:
 	@echo "$(CGO_CFLAGS)"
 
-build:
+build: webpeer
 	$(GO) build -ldflags '$(VERSION_LDFLAGS)' -o $(BIN)/idlepool ./cmd/idlepool
+
+# The browser peer's core (webpeer/core built for GOOS=js GOARCH=wasm)
+# and Go's wasm_exec.js, embedded into the coordinator's /join page;
+# generated, ignored by git (docs/building.md).
+WEBPEER_CORE := webpeer/static/core.wasm webpeer/static/wasm_exec.js
+webpeer: $(WEBPEER_CORE)
+$(WEBPEER_CORE): $(shell find webpeer/core job worker pool offers identity castore idle -name '*.go' -not -name '*_test.go' 2>/dev/null) go.mod
+	GOOS=js GOARCH=wasm $(GO) build -trimpath -ldflags='-s -w' -o webpeer/static/core.wasm ./webpeer/core
+	cp "$$($(GO) env GOROOT)/lib/wasm/wasm_exec.js" webpeer/static/wasm_exec.js
 
 # The desktop tray app (cgo: GLFW needs the X11 and OpenGL development
 # packages, see docs/building.md).
@@ -327,7 +336,7 @@ test-beside:
 # FUZZTIME, the examples' physics and statistics at full size and the
 # cluster's node-loss test at full size. Run it before a release and after changing the Windows build, the packaging,
 # an example's kernel or the cluster (CONTRIBUTING.md).
-check-full: test crossvet fuzz wine-test check-examples train-check check-cluster tray-update-check
+check-full: test crossvet fuzz wine-test check-examples train-check check-cluster tray-update-check browser-check
 
 # The tray app updating itself under Xvfb (cmd/idlepool-tray's
 # TestTrayUpdatesItself, about 2 minutes, most of it building the tray
@@ -335,6 +344,12 @@ check-full: test crossvet fuzz wine-test check-examples train-check check-cluste
 # on loopback, restarts, and its tray menu says 2.0.0.
 tray-update-check:
 	IDLEPOOL_TRAY_UPDATE=1 IDLEPOOL_REQUIRE_GUI=1 $(GO) test -count=1 -timeout 15m -run '^TestTrayUpdatesItself$$' ./cmd/idlepool-tray
+
+# The browser peer end to end (webpeer/browser_test.go): Debian's chromium,
+# driven headless, computes a pi job to quorum with a native agent, and a
+# closed tab's task is leased again; about a minute, so not in make test.
+browser-check:
+	IDLEPOOL_BROWSER_CHECK=1 $(GO) test -count=1 -timeout 15m -run '^TestBrowser' -v ./webpeer
 
 # The cluster's node-loss test at full size: a job of 2,000 tasks, its node
 # in charge killed twice (make test runs it with 800).

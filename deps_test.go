@@ -20,7 +20,7 @@ import (
 var layers = map[string]int{
 	"job": 0, "home": 0, "identity": 0, "assets": 0, "castore": 0, "energy": 0, "version": 0, "web": 0,
 	"worker": 1, "p2p": 1, "release": 1, "idle": 2, "offers": 3, "pool": 4,
-	"store": 5, "cluster": 5, "coord": 6, "agent": 7, "app": 8,
+	"store": 5, "cluster": 5, "webpeer": 5, "coord": 6, "agent": 7, "app": 8,
 }
 
 // onlyIn says which top-level package alone may import a module path prefix.

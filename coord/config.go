@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"strings"
@@ -127,6 +128,12 @@ type Config struct {
 	// (p2p.Relay) and hands peers short-lived credentials for it
 	// (GET /v1/ice). See RelayConfig.
 	Relay RelayConfig
+
+	// BrowserCore, when not nil, holds the browser peer's generated
+	// assets (webpeer.CoreFiles) that the page at GET /join loads, in
+	// place of those built into the binary by make: tests build a fresh
+	// core with webpeer.BuildCore and serve it from their own directory.
+	BrowserCore fs.FS
 }
 
 // ClusterHooks connect a coordinator to the other nodes of a clustered

@@ -19,6 +19,8 @@ import (
 	"idlepool/identity"
 	"idlepool/job"
 	"idlepool/pool"
+	"idlepool/version"
+	"idlepool/webpeer"
 )
 
 // Body limits (docs/api.md).
@@ -85,6 +87,11 @@ func (s *Server) routes() http.Handler {
 	handle("GET /v1/dashboard", s.plain(s.dashboardData))
 	handle("GET /{$}", s.plain(s.servePage))
 	handle("GET /web/{file}", s.plain(s.servePage))
+	// The browser peer: a page and its assets, under a strict
+	// Content-Security-Policy (webpeer.CSP).
+	peer := webpeer.Handler("/join", webpeer.Build{Version: version.Version, API: APIVersion}, s.cfg.BrowserCore)
+	handle("GET /join", peer)
+	handle("GET /join/{asset}", peer)
 	handle("/", s.plain(func(w http.ResponseWriter, r *http.Request) error {
 		return notFound("not_found", "no such endpoint: %s %s (see docs/api.md)", r.Method, r.URL.Path)
 	}))

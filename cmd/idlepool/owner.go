@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -9,6 +10,7 @@ import (
 
 	"idlepool/agent"
 	"idlepool/identity"
+	"idlepool/pool"
 )
 
 // This file is `idlepool owner`: the owner ID of this device and the
@@ -19,6 +21,7 @@ const ownerHelp = `Usage:
   idlepool owner [--json]
   idlepool owner set-name NAME [--link URL]
   idlepool owner clear-link
+  idlepool owner endorse DEVICE_KEY
 
 Shows the owner this device belongs to: the owner ID (what pools know
 you by; 'idlepool join' prints it) and the display name and link you gave
@@ -30,7 +33,9 @@ runs. Pools and donors show the name beside your owner ID, never instead
 of it: anyone may choose any name, the ID is what is yours.
 
 set-name without --link keeps the link given before; clear-link removes
-it. The profile lives in owner-profile.json beside owner.key: copy both to
+it. endorse prints the owner key and its endorsement of another device's
+key (base64, as a browser tab's /join page shows it), on one line: paste
+it into that page to link the browser to this owner. The profile lives in owner-profile.json beside owner.key: copy both to
 your other devices, or give each the same name.
 
 Flags:
@@ -96,6 +101,17 @@ func cmdOwner(_ context.Context, g *globals, args []string) error {
 			return &userError{Msg: "the owner has no display name or link to change", Hint: "idlepool owner set-name \"Ada's lab\" --link https://example.org/ada", Cause: errUsage}
 		}
 		return saveProfile(g, owner, path, cur.Name, "")
+	case verb == "endorse" && len(pos) == 2:
+		dev, err := identity.ParsePublic(pos[1])
+		if err != nil {
+			return &userError{Msg: fmt.Sprintf("owner endorse: %q is not a device key", pos[1]),
+				Hint: "give the base64 device key the browser's /join page shows", Cause: errUsage}
+		}
+		fmt.Fprintf(g.stdout, "%s %s\n", identity.EncodePublic(owner.Public()), base64.StdEncoding.EncodeToString(owner.Sign(pool.EndorsementMessage(dev))))
+		return nil
+	case verb == "endorse":
+		fs.Usage()
+		return &userError{Msg: "owner endorse needs one DEVICE_KEY", Hint: "idlepool owner endorse KEY (the key the browser's /join page shows)", Cause: errUsage}
 	case verb == "set-name":
 		fs.Usage()
 		return &userError{Msg: "owner set-name needs one NAME (quote it when it has spaces)",

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"encoding/base64"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"idlepool/identity"
+	"idlepool/pool"
 )
 
 // TestOwnerNameInJobs: an owner names itself with `idlepool owner
@@ -85,5 +87,42 @@ func TestOwnerNameInJobs(t *testing.T) {
 	out = idlepool(t, submitter, "owner")
 	if out.code != 0 || !strings.Contains(out.stdout, "does not verify") {
 		t.Errorf("owner with an edited profile: exit %d\n%s%s", out.code, out.stdout, out.stderr)
+	}
+}
+
+// TestOwnerEndorse: `idlepool owner endorse KEY` prints this owner's key
+// and its endorsement of another device's key, which a pool checks when
+// that device (a browser tab linked to the owner) registers; a key that
+// is not one is refused.
+func TestOwnerEndorse(t *testing.T) {
+	home := t.TempDir()
+	dev, err := identity.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := idlepool(t, home, "owner", "endorse", identity.EncodePublic(dev.Public()))
+	if out.code != 0 {
+		t.Fatalf("owner endorse: exit %d\n%s", out.code, out.stderr)
+	}
+	words := strings.Fields(out.stdout)
+	if len(words) != 2 {
+		t.Fatalf("owner endorse printed %q, want the owner key and the endorsement", out.stdout)
+	}
+	ownerKey, err := identity.ParsePublic(words[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig, err := base64.StdEncoding.DecodeString(words[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := identity.Verify(ownerKey, pool.EndorsementMessage(dev.Public()), sig); err != nil {
+		t.Errorf("the endorsement does not verify with the owner key printed: %v", err)
+	}
+	if who := idlepool(t, home, "owner", "--json"); !strings.Contains(who.stdout, identity.IDOf(ownerKey)) {
+		t.Errorf("owner endorse printed the key of owner %s, but this device's owner is\n%s", identity.IDOf(ownerKey), who.stdout)
+	}
+	if bad := idlepool(t, home, "owner", "endorse", "not-a-key"); bad.code == 0 || !strings.Contains(bad.stderr, "is not a device key") {
+		t.Errorf("owner endorse not-a-key: exit %d, stderr %q; want a refusal naming the key", bad.code, bad.stderr)
 	}
 }

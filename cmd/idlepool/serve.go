@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -39,6 +40,7 @@ func cmdServe(ctx context.Context, g *globals, args []string) error {
 	clusterFile := fs.String("cluster", "", "run one node of a clustered pool from its `FILE` (cluster.toml, made by 'idlepool cluster init'); its listen address, data directory and pool name come from the file")
 	minAgent := fs.String("min-agent-version", "", "refuse devices older than idlepool `X.Y.Z` (they say so in words and update themselves)")
 	minAPI := fs.Int("min-api-version", 0, "refuse devices speaking an API version below `N`")
+	browserCore := fs.String("browser-core", "", "serve the browser peer's core (core.wasm and wasm_exec.js) from `DIR` instead of the one built in (make webpeer builds it into webpeer/static)")
 	latestAgent := fs.String("latest-agent-version", "", "the newest idlepool release `X.Y.Z` this pool's operator knows of (GET /v1/pool says it)")
 	spool := fs.Int64("spool-mib", coord.DefaultMaxSpoolBytes>>20, "keep at most `MIB` of bodies not yet authenticated in temporary files under --data")
 	pos, err := parseInterspersed(fs, args)
@@ -79,6 +81,9 @@ func cmdServe(ctx context.Context, g *globals, args []string) error {
 		IdleTimeout: *idleTimeout, MaxBodyMemory: *bodyMemory << 20, MaxSpoolBytes: *spool << 20,
 		Relay:           coord.RelayConfig{Listen: *turnAddr, PublicIP: *turnIP},
 		MinAgentVersion: *minAgent, MinAPIVersion: *minAPI, LatestAgentVersion: *latestAgent}
+	if *browserCore != "" {
+		cfg.BrowserCore = os.DirFS(*browserCore)
+	}
 	if *excludeAfter < 1 {
 		return &userError{Msg: fmt.Sprintf("--exclude-after %d: want at least 1 deviation", *excludeAfter), Hint: "see 'idlepool serve --help'", Cause: errUsage}
 	}

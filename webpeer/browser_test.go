@@ -1,0 +1,490 @@
+package webpeer_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+
+	"idlepool/agent"
+	"idlepool/coord"
+	"idlepool/pool"
+	"idlepool/webpeer"
+	"idlepool/worker"
+)
+
+// patience bounds every wait: long enough for a busy machine, never a
+// verdict on speed.
+var patience = 3 * time.Minute
+
+// chromium is where Debian's chromium package puts the browser.
+const chromium = "/usr/bin/chromium"
+
+// RequireBrowserEnv set to 1 makes the browser tests fail, instead of
+// skip, where chromium is missing (CI sets it).
+const RequireBrowserEnv = "IDLEPOOL_REQUIRE_BROWSER"
+
+// BrowserCheckEnv set to 1 runs the browser tests (make browser-check):
+// they build idlepool and the core and drive chromium for about a
+// minute, too long for make test.
+const BrowserCheckEnv = "IDLEPOOL_BROWSER_CHECK"
+
+var (
+	binPath  string // the idlepool command, built by TestMain
+	piWasm   string // examples/pi built for wasip1
+	coreDir  string // the browser peer's core, built by webpeer.BuildCore
+	buildErr error
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(runMain(m))
+}
+
+func runMain(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "idlepool-webpeer-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	os.Setenv(worker.PriorityEnv, "normal") // see cmd/idlepool's tests
+	if os.Getenv(BrowserCheckEnv) == "1" {
+		buildErr = buildAll(dir)
+	}
+	return m.Run()
+}
+
+func buildAll(dir string) error {
+	binPath = filepath.Join(dir, "idlepool")
+	if out, err := exec.Command("go", "build", "-o", binPath, "../cmd/idlepool").CombinedOutput(); err != nil {
+		return fmt.Errorf("build idlepool: %w\n%s", err, out)
+	}
+	piWasm = filepath.Join(dir, "pi.wasm")
+	cmd := exec.Command("go", "build", "-o", piWasm, "../examples/pi")
+	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("build pi.wasm: %w\n%s", err, out)
+	}
+	coreDir = filepath.Join(dir, "core")
+	if err := os.Mkdir(coreDir, 0o755); err != nil {
+		return err
+	}
+	return webpeer.BuildCore("..", coreDir)
+}
+
+// needBrowser skips t where chromium is missing, unless the environment
+// requires it.
+func needBrowser(t *testing.T) {
+	t.Helper()
+	if os.Getenv(BrowserCheckEnv) != "1" {
+		t.Skipf("the browser peer's end-to-end tests take about a minute: run them with make browser-check (%s=1)", BrowserCheckEnv)
+	}
+	if _, err := os.Stat(chromium); err != nil {
+		if os.Getenv(RequireBrowserEnv) == "1" {
+			t.Fatalf("%s is missing and %s=1: install Debian's chromium package", chromium, RequireBrowserEnv)
+		}
+		t.Skipf("%s is missing: install Debian's chromium package to run the browser peer's tests (%s=1 makes this a failure)", chromium, RequireBrowserEnv)
+	}
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+}
+
+// daemon is an idlepool command running in the background.
+type daemon struct {
+	cmd    *exec.Cmd
+	stdout bytes.Buffer
+	stderr *os.File
+	done   chan struct{}
+}
+
+func start(t *testing.T, name, home string, args ...string) *daemon {
+	t.Helper()
+	errf, err := os.Create(filepath.Join(t.TempDir(), "stderr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &daemon{stderr: errf, done: make(chan struct{})}
+	d.cmd = exec.Command(binPath, append([]string{"--home", home}, args...)...)
+	d.cmd.Stdout, d.cmd.Stderr = &syncBuffer{b: &d.stdout}, errf
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { d.cmd.Wait(); close(d.done) }()
+	t.Cleanup(func() {
+		d.cmd.Process.Signal(syscall.SIGKILL)
+		<-d.done
+		if t.Failed() {
+			b, _ := os.ReadFile(errf.Name())
+			if len(b) > 3000 {
+				b = b[len(b)-3000:]
+			}
+			t.Logf("%s stderr (tail):\n%s", name, b)
+		}
+		errf.Close()
+	})
+	return d
+}
+
+// syncBuffer is a bytes.Buffer safe for one writer and readers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  *bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func idlepool(t *testing.T, home string, args ...string) (string, string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), patience)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binPath, append([]string{"--home", home}, args...)...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return out.String(), errb.String(), code
+}
+
+var servingLine = regexp.MustCompile(`serving at (http://127\.0\.0\.1:\d+)`)
+
+// serve starts a coordinator that serves the freshly built core.
+func serve(t *testing.T) string {
+	t.Helper()
+	d := start(t, "serve", t.TempDir(), "serve", "--listen", "127.0.0.1:0", "--data", t.TempDir(), "--pool", "lab-web", "--browser-core", coreDir)
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		if m := servingLine.FindStringSubmatch(stdoutOf(d)); m != nil {
+			return m[1]
+		}
+		select {
+		case <-d.done:
+			t.Fatal("serve exited")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	t.Fatal("serve printed no URL")
+	return ""
+}
+
+func stdoutOf(d *daemon) string {
+	s := d.cmd.Stdout.(*syncBuffer)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// pageErrors collects a tab's console errors and uncaught exceptions.
+type pageErrors struct {
+	mu   sync.Mutex
+	errs []string
+}
+
+func (p *pageErrors) add(s string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.errs = append(p.errs, s)
+}
+
+func (p *pageErrors) list() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.errs...)
+}
+
+// browser opens a headless chromium; console errors and uncaught
+// exceptions of its pages are collected in errs.
+func browser(t *testing.T, errs *pageErrors) context.Context {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium), chromedp.NoSandbox,
+		chromedp.Flag("disable-gpu", true), chromedp.UserDataDir(t.TempDir()),
+		// WebRTC stays on this machine: no STUN, loopback candidates only.
+		chromedp.Flag("force-webrtc-ip-handling-policy", "default_public_and_private_interfaces"))
+	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(actx)
+	t.Cleanup(func() { cancel(); cancelA() })
+	err := chromedp.Listen(ctx, func(ev any) {
+		switch e := ev.(type) {
+		case *runtime.EventExceptionThrown:
+			errs.add(fmt.Sprintf("exception: %s %v", e.ExceptionDetails.Text, e.ExceptionDetails.Exception))
+		case *runtime.EventConsoleAPICalled:
+			if e.Type == runtime.ConsoleAPICalledTypeError {
+				var parts []string
+				for _, a := range e.Args {
+					parts = append(parts, string(a.Value))
+				}
+				errs.add("console.error: " + strings.Join(parts, " "))
+			}
+		}
+	})
+	if err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	return ctx
+}
+
+// peerState is what join.js keeps in window.idlepoolPeer.
+type peerState struct {
+	Status  string `json:"status"`
+	Peer    string `json:"peer"`
+	Owner   string `json:"owner"`
+	KeyKind string `json:"keyKind"`
+	Results []struct {
+		Job  string `json:"job"`
+		Task int64  `json:"task"`
+		OK   bool   `json:"ok"`
+		Path string `json:"path"`
+	} `json:"results"`
+	Receipts []json.RawMessage `json:"receipts"`
+	Errors   []string          `json:"errors"`
+	Fetches  []struct {
+		Digest string `json:"digest"`
+		Path   string `json:"path"`
+	} `json:"fetches"`
+	Running        map[string]struct{ Task int64 } `json:"running"`
+	FirstResultMs  *float64                        `json:"firstResultMs"`
+	FirstReceiptMs *float64                        `json:"firstReceiptMs"`
+}
+
+func readState(ctx context.Context, t *testing.T) peerState {
+	t.Helper()
+	s, err := chromedp.Run(ctx, chromedp.Evaluate[peerState](`window.idlepoolPeer || {}`))
+	if err != nil {
+		t.Fatalf("read the page's state: %v", err)
+	}
+	return s
+}
+
+// waitState polls the page until ok says its state will do.
+func waitState(ctx context.Context, t *testing.T, what string, ok func(peerState) bool) peerState {
+	t.Helper()
+	deadline := time.Now().Add(patience) // patience on a busy machine, not a verdict
+	for {
+		s := readState(ctx, t)
+		if ok(s) {
+			return s
+		}
+		if time.Now().After(deadline) {
+			text, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`location.href + "\n" + document.body.innerText`))
+			t.Fatalf("the browser peer did not get to %s: status %q, errors %v; the page:\n%s", what, s.Status, s.Errors, text)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func writeManifest(t *testing.T, text string) string {
+	t.Helper()
+	dir := t.TempDir()
+	b, err := os.ReadFile(piWasm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "pi.wasm"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m := filepath.Join(dir, "job.toml")
+	if err := os.WriteFile(m, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+const piJob = `name = "pi-browser"
+program = "pi.wasm"
+
+[split]
+rule = "range"
+tasks = %d
+
+[split.params]
+samples = %d
+
+[[merge]]
+field = "inside"
+rule = "sum"
+
+[[merge]]
+field = "samples"
+rule = "sum"
+
+[policy]
+memory_mib = 256
+time_limit = "120s"
+redundancy = %d
+quorum = %d
+`
+
+// ledgerOf fetches and verifies the pool's ledger.
+func ledgerOf(t *testing.T, url string) []pool.Entry {
+	t.Helper()
+	var info coord.PoolInfo
+	resp, err := http.Get(url + "/v1/pool")
+	if err != nil {
+		t.Fatal(err)
+	}
+	json.NewDecoder(resp.Body).Decode(&info)
+	resp.Body.Close()
+	resp, err = http.Get(url + "/v1/ledger")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	entries, err := agent.ReadLedger(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pool.VerifyLedger(entries, info.Key); err != nil {
+		t.Fatalf("the pool's ledger does not verify: %v", err)
+	}
+	return entries
+}
+
+// TestBrowserPeerComputesToQuorum runs a pi job of redundancy 2 on one
+// native agent and one browser tab of another owner: every task needs
+// both, so the browser's results must be byte-identical (and count the
+// same work) as the native worker's. The merged result equals `run
+// --json`, the browser's receipts are in the pool's verified ledger, and
+// the page loads under its Content-Security-Policy without a console
+// error.
+func TestBrowserPeerComputesToQuorum(t *testing.T) {
+	needBrowser(t)
+	url := serve(t)
+	start(t, "join", t.TempDir(), "join", url, "--workers", "1", "--always")
+
+	const tasks = 4
+	m := writeManifest(t, fmt.Sprintf(piJob, tasks, 200000, 2, 2))
+	want, stderr, code := idlepool(t, t.TempDir(), "run", m, "--json")
+	if code != 0 {
+		t.Fatalf("run --json: exit %d\n%s", code, stderr)
+	}
+	// The job waits in the pool before the tab opens, so that the time
+	// to its first accepted result is the page's own.
+	subHome := t.TempDir()
+	if _, stderr, code := idlepool(t, subHome, "submit", m, "--pool", url); code != 0 {
+		t.Fatalf("submit: exit %d\n%s", code, stderr)
+	}
+
+	var errs pageErrors
+	ctx := browser(t, &errs)
+	if err := chromedp.Do(ctx, chromedp.Navigate(url+"/join?start=1&cores=1")); err != nil {
+		t.Fatal(err)
+	}
+	s := waitState(ctx, t, "registering", func(s peerState) bool { return s.Owner != "" })
+	t.Logf("browser peer %s of owner %s (%s)", s.Peer, s.Owner, s.KeyKind)
+	got, stderr, code := idlepool(t, subHome, "submit", m, "--pool", url, "--follow", "--json")
+	if code != 0 {
+		s := readState(ctx, t)
+		t.Fatalf("submit --follow --json: exit %d\n%s\nthe browser: status %q, results %v, errors %v", code, stderr, s.Status, s.Results, s.Errors)
+	}
+	if got != want {
+		t.Errorf("the pooled result differs from run --json:\nrun:    %s\npooled: %s", want, got)
+	}
+	s = waitState(ctx, t, "receipts for its results", func(s peerState) bool { return len(s.Results) >= tasks && len(s.Receipts) >= tasks })
+	if s.FirstResultMs != nil && s.FirstReceiptMs != nil {
+		t.Logf("first result returned %.0f ms, first receipt seen %.0f ms after the page opened", *s.FirstResultMs, *s.FirstReceiptMs)
+	}
+	for _, r := range s.Results {
+		if !r.OK {
+			t.Errorf("the browser's result of task %d failed", r.Task)
+		}
+	}
+	entries := ledgerOf(t, url)
+	var mine int
+	for _, e := range entries {
+		if e.Peer == s.Peer {
+			mine++
+		}
+	}
+	if mine < tasks {
+		t.Errorf("the ledger has %d receipts of the browser peer %s, want %d (one per task)", mine, s.Peer, tasks)
+	}
+	if len(s.Receipts) != mine {
+		t.Errorf("the page shows %d receipts, the ledger has %d", len(s.Receipts), mine)
+	}
+	for _, f := range s.Fetches {
+		t.Logf("file %s fetched via %s", f.Digest[:12], f.Path)
+	}
+	if e := errs.list(); len(e) > 0 {
+		t.Errorf("the page logged errors: %v", e)
+	}
+}
+
+// TestBrowserTabClosedMidTask closes the tab while it computes a task
+// (a tab whose key is the fallback's, the core's Ed25519):
+// the page hands its lease back as it closes, so the task is leased
+// again at once (not when the lease expires, minutes later) and the job
+// finishes on a native agent that joins afterwards.
+func TestBrowserTabClosedMidTask(t *testing.T) {
+	needBrowser(t)
+	url := serve(t)
+	var errs pageErrors
+	first := browser(t, &errs)
+	if err := chromedp.Do(first, chromedp.Navigate("about:blank")); err != nil {
+		t.Fatal(err)
+	}
+	tab, closeTab := chromedp.NewContext(first)
+	defer closeTab()
+	// This tab signs with the core's Ed25519, the fallback for browsers
+	// whose WebCrypto lacks it: registration, leases and the hand-back
+	// on closing must work with it too.
+	if err := chromedp.Do(tab, chromedp.Navigate(url+"/join?start=1&cores=1&keys=fallback")); err != nil {
+		t.Fatal(err)
+	}
+	s := waitState(tab, t, "registering", func(s peerState) bool { return s.Owner != "" })
+	if !strings.Contains(s.KeyKind, "seed") {
+		t.Errorf("keys=fallback: the key is kept as %q, want the core's seed", s.KeyKind)
+	}
+	// Tasks long enough that the tab is in the middle of one when it
+	// closes, whatever the machine's speed.
+	m := writeManifest(t, fmt.Sprintf(piJob, 2, 20000000, 1, 1))
+	subHome := t.TempDir() // the job's merger: the same home follows it below
+	if _, stderr, code := idlepool(t, subHome, "submit", m, "--pool", url); code != 0 {
+		t.Fatalf("submit: exit %d\n%s", code, stderr)
+	}
+	s = waitState(tab, t, "computing a task", func(s peerState) bool { return len(s.Running) > 0 })
+	var held int64
+	for _, r := range s.Running {
+		held = r.Task
+	}
+	closeTab()
+	start(t, "join", t.TempDir(), "join", url, "--workers", "1", "--always")
+	// Within patience (3 minutes), before the lease would expire (5):
+	// the tab handed the task back.
+	if _, stderr, code := idlepool(t, subHome, "submit", m, "--pool", url, "--follow", "--json"); code != 0 {
+		t.Fatalf("submit --follow after the tab closed: exit %d\n%s", code, stderr)
+	}
+	computed := false
+	for _, e := range ledgerOf(t, url) {
+		if e.Peer == s.Peer {
+			t.Errorf("the closed tab earned a receipt: %+v", e)
+		}
+		if e.Task == held && e.Peer != "" {
+			computed = true
+		}
+	}
+	if !computed {
+		t.Errorf("task %d, which the tab held when it closed, has no receipt of another device", held)
+	}
+}

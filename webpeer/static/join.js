@@ -1,0 +1,501 @@
+// join.js: the browser peer. It keeps a device key (and, for a new
+// owner, an owner key) in IndexedDB, registers with the pool that served
+// the page, offers its capacity, leases tasks, fetches each task's
+// program (from other devices over WebRTC where p2p.js finds one, from
+// the pool otherwise), runs it in a Web Worker under the task's memory
+// and time limits, and returns results, heartbeats and hand-backs as a
+// native agent does (docs/api.md). Query parameters: start=1 starts at
+// once, cores=N sets the cores, keys=fallback forces the key fallback
+// (the core's Ed25519 instead of WebCrypto's).
+(() => {
+  "use strict";
+  const $ = (id) => document.getElementById(id);
+  const enc = new TextEncoder();
+  const params = new URLSearchParams(location.search);
+  const state = {
+    status: "loading", peer: "", owner: "", keyKind: "", pool: "",
+    results: [], receipts: [], errors: [], fetches: [], running: {},
+    openedAt: performance.now(), firstResultMs: null, firstReceiptMs: null,
+  };
+  window.idlepoolPeer = state;
+
+  let core = null, coreModule = null, build = null, dev = null, owner = null;
+  let running = false, offerTimer = null, receiptTimer = null;
+  const jobs = new Map(); // job ID -> {info, canonical}
+  const files = new Map(); // digest -> Promise<Uint8Array>
+  const programs = new Map(); // digest/memory -> Promise<{module}|{failure}>
+  const held = new Map(); // lease ID -> presigned release header
+
+  const say = (s) => { state.status = s; $("status").textContent = s; };
+  const fail = (where, e) => {
+    const msg = where + ": " + ((e && e.message) || e);
+    state.errors.push(msg);
+    if (state.errors.length > 50) state.errors.shift();
+    console.warn(msg);
+    return msg;
+  };
+  const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+  const hex = (b) => Array.from(new Uint8Array(b), (x) => x.toString(16).padStart(2, "0")).join("");
+  const b64 = (b) => btoa(String.fromCharCode(...new Uint8Array(b)));
+  const unb64 = (s) => Uint8Array.from(atob(s), (c) => c.charCodeAt(0));
+  const short = (id) => (id || "").slice(0, 12);
+
+  // ---- the core's files ----
+
+  // memFS serves the files the page fetched (by digest, under /blobs/)
+  // to the core, read-only, through the Node-like fs object Go's js port
+  // calls (wasm_exec.js installs one that refuses everything): planning
+  // a job checks its program's header and size as a native device does.
+  const blobs = new Map(); // "/blobs/<hex>" -> Uint8Array
+  function memFS() {
+    const fs = globalThis.fs, open = new Map();
+    let next = 100;
+    const err = (code) => { const e = new Error(code); e.code = code; return e; };
+    const stat = (b) => ({ dev: 0, ino: 0, mode: 0o100444, nlink: 1, uid: 0, gid: 0, rdev: 0, size: b.length,
+      blksize: 4096, blocks: Math.ceil(b.length / 512), atimeMs: 0, mtimeMs: 0, ctimeMs: 0, isDirectory: () => false });
+    fs.stat = fs.lstat = (path, cb) => { const b = blobs.get(path); b ? cb(null, stat(b)) : cb(err("ENOENT")); };
+    fs.open = (path, flags, mode, cb) => {
+      const b = blobs.get(path);
+      if (!b) return cb(err("ENOENT"));
+      if (flags !== 0) return cb(err("EROFS"));
+      const fd = next++;
+      open.set(fd, { b, pos: 0 });
+      cb(null, fd);
+    };
+    fs.fstat = (fd, cb) => { const f = open.get(fd); f ? cb(null, stat(f.b)) : cb(err("EBADF")); };
+    fs.read = (fd, buf, off, len, pos, cb) => {
+      const f = open.get(fd);
+      if (!f) return cb(err("EBADF"));
+      const at = pos === null || pos === undefined ? f.pos : pos;
+      const n = Math.max(0, Math.min(len, f.b.length - at));
+      buf.set(f.b.subarray(at, at + n), off);
+      if (pos === null || pos === undefined) f.pos += n;
+      cb(null, n);
+    };
+    fs.close = (fd, cb) => { open.delete(fd) ? cb(null) : cb(err("EBADF")); };
+  }
+
+  // ---- keys ----
+
+  function openDB() {
+    return new Promise((resolve, reject) => {
+      const r = indexedDB.open("idlepool-peer", 1);
+      r.onupgradeneeded = () => r.result.createObjectStore("kv");
+      r.onsuccess = () => resolve(r.result);
+      r.onerror = () => reject(r.error);
+    });
+  }
+  function dbOp(db, mode, f) {
+    return new Promise((resolve, reject) => {
+      const tx = db.transaction("kv", mode);
+      const req = f(tx.objectStore("kv"));
+      tx.oncomplete = () => resolve(req.result);
+      tx.onerror = () => reject(tx.error);
+    });
+  }
+
+  // newKey makes an Ed25519 key: WebCrypto's, non-extractable, where the
+  // browser has it; else the core's (a 32-byte seed kept in IndexedDB).
+  async function newKey() {
+    if (params.get("keys") !== "fallback") {
+      try {
+        const pair = await crypto.subtle.generateKey({ name: "Ed25519" }, false, ["sign", "verify"]);
+        const pub = new Uint8Array(await crypto.subtle.exportKey("raw", pair.publicKey));
+        return { kind: "webcrypto", pair, pub };
+      } catch (e) {
+        fail("WebCrypto has no Ed25519, using the fallback", e);
+      }
+    }
+    const seed = core.edGenerate();
+    return { kind: "fallback", seed, pub: core.edPublic(seed) };
+  }
+
+  async function signWith(key, msg) {
+    if (key.kind === "webcrypto") {
+      return new Uint8Array(await crypto.subtle.sign({ name: "Ed25519" }, key.pair.privateKey, msg));
+    }
+    return core.edSign(key.seed, msg);
+  }
+
+  async function loadKeys() {
+    const db = await openDB();
+    dev = await dbOp(db, "readonly", (s) => s.get("device"));
+    owner = await dbOp(db, "readonly", (s) => s.get("owner"));
+    if (!dev) {
+      dev = await newKey();
+      await dbOp(db, "readwrite", (s) => s.put(dev, "device"));
+    }
+    state.peer = core.peerID(dev.pub);
+    state.keyKind = dev.kind === "webcrypto" ? "WebCrypto Ed25519, not extractable, in IndexedDB" : "Ed25519 seed in IndexedDB (this browser's WebCrypto has no Ed25519)";
+    $("peer").textContent = state.peer;
+    $("keykind").textContent = state.keyKind;
+    $("devkey").textContent = b64(dev.pub);
+    return db;
+  }
+
+  // ownerFor returns {pub, endorsement}: a linked owner's from the text
+  // pasted (owner key and endorsement, base64, as `idlepool owner
+  // endorse` prints them), or this browser's own owner key's.
+  async function ownerFor(db) {
+    if (document.querySelector("input[name=owner]:checked").value === "link") {
+      const words = $("endorsement").value.trim().split(/\s+/);
+      if (words.length !== 2) throw new Error("paste the two words `idlepool owner endorse` printed: the owner key and the endorsement");
+      const pub = unb64(words[0]), endorsement = unb64(words[1]);
+      if (pub.length !== 32 || endorsement.length !== 64) throw new Error("the owner key must be 32 bytes and the endorsement 64, in base64");
+      return { pub, endorsement };
+    }
+    if (!owner) {
+      owner = await newKey();
+      await dbOp(db, "readwrite", (s) => s.put(owner, "owner"));
+    }
+    return { pub: owner.pub, endorsement: await signWith(owner, core.endorsement(dev.pub)) };
+  }
+
+  // ---- the pool's API ----
+
+  async function authorization(method, target, body) {
+    const ts = Date.now();
+    const sum = hex(await crypto.subtle.digest("SHA-256", body));
+    const parts = ["idlepool/request/v1", method, target, String(ts), sum].map((s) => enc.encode(s));
+    const msg = new Uint8Array(parts.reduce((n, p) => n + p.length + 1, -1));
+    let o = 0;
+    parts.forEach((p, i) => { if (i) msg[o++] = 0; msg.set(p, o); o += p.length; });
+    return "Idlepool peer=" + state.peer + ", ts=" + ts + ", sig=" + b64(await signWith(dev, msg));
+  }
+
+  class APIError extends Error {
+    constructor(status, body) {
+      super((body && body.error) || "HTTP " + status);
+      this.status = status;
+      this.code = body && body.code;
+    }
+  }
+
+  async function api(method, target, body, raw) {
+    const bytes = body === undefined ? new Uint8Array(0) : enc.encode(typeof body === "string" ? body : JSON.stringify(body));
+    const headers = { Authorization: await authorization(method, target, bytes) };
+    if (build) {
+      headers["Idlepool-Version"] = build.version;
+      headers["Idlepool-Api"] = String(build.api);
+    }
+    if (bytes.length) headers["Content-Type"] = "application/json";
+    const r = await fetch(target, { method, headers, body: bytes.length ? bytes : undefined, cache: "no-store" });
+    if (!r.ok) {
+      let b = null;
+      try { b = await r.json(); } catch (_) { /* not JSON */ }
+      throw new APIError(r.status, b);
+    }
+    return raw ? new Uint8Array(await r.arrayBuffer()) : r.json();
+  }
+
+  async function sendOffer() {
+    const cores = Number($("cores").value), mem = Number($("memory").value);
+    const now = new Date();
+    const offer = {
+      peer: state.peer, owner: state.owner, pool: state.pool,
+      capacity: {
+        os: "js", arch: "wasm", logical_cpus: navigator.hardwareConcurrency || 1, cores,
+        memory_total_mib: Math.round((navigator.deviceMemory || 1) * 1024), memory_mib: mem,
+        gpus: [], schedule: [], time_zone: "",
+      },
+      state: "computing", accept: { max_memory_mib: mem }, issued: now.toISOString(),
+      expires: new Date(now.getTime() + 5 * 60 * 1000).toISOString(),
+    };
+    const canonical = core.offerCanonical(JSON.stringify(offer));
+    if (canonical.error) throw new Error(canonical.error);
+    offer.sig = b64(await signWith(dev, canonical));
+    await api("POST", "/v1/offers", offer);
+  }
+
+  // ---- files ----
+
+  // file returns a job's file by digest: from a device of the pool over
+  // WebRTC where p2p.js finds one, from the pool otherwise; either way
+  // its SHA-256 is checked. state.fetches records which path it took.
+  function file(digest) {
+    if (!files.has(digest)) {
+      const p = (async () => {
+        let bytes = null, path = "pool";
+        if (window.idlepoolP2P) {
+          try {
+            const got = await window.idlepoolP2P.fetchFile(digest, { api, peer: () => state.peer });
+            if (got) { bytes = got.bytes; path = got.path; }
+          } catch (e) {
+            fail("fetch " + short(digest) + " from devices", e);
+          }
+        }
+        if (!bytes) {
+          const r = await fetch("/v1/blobs/" + digest);
+          if (!r.ok) throw new Error("the pool has no file " + digest + " (HTTP " + r.status + ")");
+          bytes = new Uint8Array(await r.arrayBuffer());
+        }
+        const sum = hex(await crypto.subtle.digest("SHA-256", bytes));
+        if (sum !== digest) throw new Error("file " + digest + " arrived with SHA-256 " + sum + " (via " + path + ")");
+        state.fetches.push({ digest, path, bytes: bytes.length });
+        return { bytes, path };
+      })();
+      p.catch(() => files.delete(digest));
+      files.set(digest, p);
+    }
+    return files.get(digest);
+  }
+
+  async function jobOf(id) {
+    if (!jobs.has(id)) {
+      const p = (async () => {
+        const [info, canonical] = await Promise.all([api("GET", "/v1/jobs/" + id), api("GET", "/v1/jobs/" + id + "/canonical", undefined, true)]);
+        return { info, canonical };
+      })();
+      p.catch(() => jobs.delete(id));
+      jobs.set(id, p);
+    }
+    return jobs.get(id);
+  }
+
+  function program(digest, bytes, memoryMiB) {
+    const k = digest + "/" + memoryMiB;
+    if (!programs.has(k)) {
+      programs.set(k, (async () => {
+        const p = core.prepare(bytes, memoryMiB);
+        if (p.error) throw new Error(p.error);
+        if (p.failure) return { failure: p.failure };
+        try {
+          return { module: await WebAssembly.compile(p.module) };
+        } catch (e) {
+          return { failure: { kind: "bad-module", message: "compile: " + e.message } };
+        }
+      })());
+    }
+    return programs.get(k);
+  }
+
+  // ---- tasks ----
+
+  function taskRow(lease, t, info, path) {
+    const tr = document.createElement("tr");
+    for (const v of [t.name + " (" + short(t.job) + ")", short(info.owner), String(lease.task) + " of " + t.tasks, path, "running"]) {
+      const td = document.createElement("td");
+      td.textContent = v;
+      tr.appendChild(td);
+    }
+    $("tasks").prepend(tr);
+    while ($("tasks").children.length > 20) $("tasks").lastChild.remove();
+    return (s) => { tr.lastChild.textContent = s; };
+  }
+
+  function newWorker() { return new Worker("/join/task-worker.js"); }
+
+  // runIn runs one task in the slot's worker, terminating it at the time
+  // limit (a machine failure, as a native worker reports it).
+  function runIn(slot, msg, timeoutMs) {
+    return new Promise((resolve) => {
+      const w = slot.worker;
+      const done = (v) => {
+        clearTimeout(timer);
+        w.onmessage = w.onerror = null;
+        resolve(v);
+      };
+      const timer = setTimeout(() => {
+        w.terminate();
+        slot.worker = newWorker();
+        done({ failure: { kind: "timeout", message: "task ran longer than its limit of " + (timeoutMs / 1000) + "s" } });
+      }, timeoutMs);
+      w.onmessage = (ev) => done(ev.data.error ? { error: ev.data.error } : ev.data.end);
+      w.onerror = (ev) => {
+        w.terminate();
+        slot.worker = newWorker();
+        done({ failure: { kind: "worker-died", message: "the task's Web Worker failed: " + (ev.message || "unknown error") } });
+      };
+      w.postMessage(msg);
+    });
+  }
+
+  async function release(lease) {
+    held.delete(lease.lease);
+    try { await api("POST", "/v1/leases/" + lease.lease + "/release"); } catch (e) { fail("hand back lease", e); }
+  }
+
+  async function compute(slot, lease) {
+    const id = lease.job;
+    const { info, canonical } = await jobOf(id);
+    const names = core.jobFiles(canonical);
+    if (names.error) throw new Error(names.error);
+    if (names.length > 1) {
+      // Tasks see no input files here yet: hand the task back at once.
+      fail("job " + short(id), "it reads input files, which the browser peer does not mount yet");
+      return release(lease);
+    }
+    const f = await file(names[0]);
+    blobs.set("/blobs/" + names[0], f.bytes);
+    const t = core.task(canonical, lease.task);
+    if (t.error) throw new Error(t.error);
+    state.running[lease.lease] = { job: id, task: lease.task, owner: info.owner };
+    held.set(lease.lease, await authorization("POST", "/v1/leases/" + lease.lease + "/release", new Uint8Array(0)));
+    const beat = setInterval(async () => {
+      try {
+        await api("POST", "/v1/leases/" + lease.lease + "/heartbeat");
+        held.set(lease.lease, await authorization("POST", "/v1/leases/" + lease.lease + "/release", new Uint8Array(0)));
+      } catch (e) { fail("heartbeat", e); }
+    }, Math.max(1000, Math.min(30000, (new Date(lease.deadline) - Date.now()) / 3)));
+    const mark = taskRow(lease, t, info, f.path);
+    try {
+      const prog = await program(t.program, f.bytes, t.memoryMiB);
+      const limits = { memoryMiB: t.memoryMiB, maxStdoutBytes: t.maxStdoutBytes, timeoutMs: t.timeoutMs };
+      let end;
+      if (prog.failure) {
+        end = { failure: prog.failure };
+      } else {
+        end = await runIn(slot, { core: coreModule, program: prog.module, stdin: t.stdin, seed: t.seed, maxStdoutBytes: t.maxStdoutBytes, meterExport: core.meterExport }, t.timeoutMs);
+        if (end.error) {
+          // The browser could not run the task at all (an import it
+          // cannot offer): another device will.
+          fail("task " + lease.task, end.error);
+          mark("handed back: " + end.error);
+          clearInterval(beat);
+          return release(lease);
+        }
+      }
+      const o = core.outcome(Object.assign({}, end, { stdout: end.output }, limits));
+      if (o.error) throw new Error(o.error);
+      clearInterval(beat);
+      await api("POST", "/v1/leases/" + lease.lease + "/result", o.submission);
+      held.delete(lease.lease);
+      state.results.push({ job: id, task: lease.task, digest: o.digest, ok: o.ok, machine: o.machine, path: f.path });
+      if (state.firstResultMs === null) state.firstResultMs = performance.now() - state.openedAt;
+      mark(o.ok ? "returned" : o.machine ? "not finished here: " + o.reason.split("\n")[0] : "failed: " + o.reason.split("\n")[0]);
+    } finally {
+      clearInterval(beat);
+      delete state.running[lease.lease];
+    }
+  }
+
+  async function slotLoop(slot) {
+    while (running) {
+      let r;
+      try {
+        r = await api("POST", "/v1/leases", { max: 1 });
+      } catch (e) {
+        if (e.code === "no_offer") {
+          try { await sendOffer(); } catch (e2) { fail("offer", e2); }
+        } else fail("lease", e);
+        await sleep(2000);
+        continue;
+      }
+      if (!r.leases.length) {
+        await sleep(1000);
+        continue;
+      }
+      for (const lease of r.leases) {
+        if (!running) { await release(lease); continue; }
+        try {
+          await compute(slot, lease);
+        } catch (e) {
+          fail("task " + lease.task + " of job " + short(lease.job), e);
+          await release(lease);
+          await sleep(2000); // not at once to the next task, which may fail alike
+        }
+      }
+    }
+    slot.worker.terminate();
+  }
+
+  // ---- receipts ----
+
+  async function receipts() {
+    try {
+      const r = await api("GET", "/v1/receipts?max=1000");
+      state.receipts = r.entries;
+      if (r.entries.length && state.firstReceiptMs === null) state.firstReceiptMs = performance.now() - state.openedAt;
+      const body = $("receipts");
+      body.textContent = "";
+      let cost = 0;
+      for (const e of r.entries.slice().reverse().slice(0, 50)) {
+        const tr = document.createElement("tr");
+        for (const v of [e.seq, short(e.job), e.task, e.cost, e.kind]) {
+          const td = document.createElement("td");
+          td.textContent = String(v === undefined ? "" : v);
+          tr.appendChild(td);
+        }
+        body.appendChild(tr);
+      }
+      for (const e of r.entries) cost += Number(e.cost || 0);
+      $("receiptsum").textContent = r.entries.length + " receipt(s), " + cost.toFixed(3) + " cost units, signed by the pool (GET /v1/ledger to audit)";
+    } catch (e) {
+      fail("receipts", e);
+    }
+  }
+
+  // ---- start, stop, close ----
+
+  async function start() {
+    $("start").disabled = true;
+    try {
+      const db = await openDB();
+      const o = await ownerFor(db);
+      const reg = await api("POST", "/v1/peers", { key: b64(dev.pub), owner_key: b64(o.pub), endorsement: b64(o.endorsement), name: "browser" });
+      state.owner = reg.owner;
+      $("owner").textContent = reg.owner + (owner && o.pub === owner.pub ? " (this browser's own)" : " (linked)");
+      await sendOffer();
+    } catch (e) {
+      say("Could not join: " + fail("join", e));
+      $("start").disabled = false;
+      return;
+    }
+    running = true;
+    $("stop").disabled = false;
+    say("Computing for the pool " + state.pool + " on " + $("cores").value + " core(s)");
+    offerTimer = setInterval(() => sendOffer().catch((e) => fail("offer", e)), 120000);
+    receiptTimer = setInterval(receipts, 3000);
+    for (let i = 0; i < Number($("cores").value); i++) slotLoop({ worker: newWorker() });
+  }
+
+  function stop() {
+    running = false;
+    clearInterval(offerTimer);
+    clearInterval(receiptTimer);
+    $("stop").disabled = true;
+    $("start").disabled = false;
+    say("Stopped: the tasks running now finish and are returned");
+  }
+
+  // On closing the tab the tasks in hand are handed back with the
+  // releases signed in advance (a closing page cannot wait for a
+  // signature); those that do not arrive expire and are leased again.
+  window.addEventListener("pagehide", () => {
+    for (const [id, auth] of held) {
+      fetch("/v1/leases/" + id + "/release", { method: "POST", keepalive: true, headers: { Authorization: auth } });
+    }
+    held.clear();
+  });
+
+  async function init() {
+    try {
+      build = await (await fetch("/join/build.json")).json();
+      const pool = await (await fetch("/v1/pool")).json();
+      state.pool = pool.pool;
+      $("pool").textContent = pool.pool;
+      memFS();
+      coreModule = await WebAssembly.compileStreaming(fetch("/join/core.wasm"));
+      core = await new Promise((resolve, reject) => {
+        window.idlepoolCoreReady = () => resolve(window.idlepoolCore);
+        const go = new Go();
+        WebAssembly.instantiate(coreModule, go.importObject).then((inst) => go.run(inst)).catch(reject);
+      });
+      await loadKeys();
+      const hc = navigator.hardwareConcurrency || 2;
+      $("cores").max = String(hc);
+      $("cores").value = params.get("cores") || String(Math.max(1, Math.floor(hc / 2)));
+      say("Ready: press Start to compute for the pool");
+    } catch (e) {
+      say("This browser cannot join: " + fail("load", e));
+      return;
+    }
+    $("start").addEventListener("click", start);
+    $("stop").addEventListener("click", stop);
+    for (const r of document.querySelectorAll("input[name=owner]")) {
+      r.addEventListener("change", () => { $("link").hidden = r.value !== "link" || !r.checked; });
+    }
+    if (params.get("start") === "1") start();
+  }
+  init();
+})();
