@@ -18,6 +18,9 @@
 //	Go           pi      1.9 ns/sa   11.3 ns/sa  5.95x  6.1 ms
 //	C            pi      ...
 //
+// Below the table it says how each side was built and measured and the
+// machine's load average at the start and the end of the rounds.
+//
 // Every run's result must be the same bytes as the Go program's for the
 // same task, natively and in WebAssembly; it exits 1 if not. Linux only
 // (/proc). Usage:
@@ -36,6 +39,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -119,6 +123,7 @@ func run(ctx context.Context, rounds int, scale float64, idlepool string, startu
 	if err != nil {
 		return err
 	}
+	loadStart := loadAverage()
 	// The worker keeps its normal priority: at the idle priority a busy
 	// machine would stretch only the WebAssembly side. Each variant has a
 	// pool of its own, one worker process that keeps its module compiled
@@ -143,7 +148,18 @@ func run(ctx context.Context, rounds int, scale float64, idlepool string, startu
 			}
 		}
 	}
-	return report(vs)
+	return report(vs, loadStart, loadAverage())
+}
+
+// loadAverage is the machine's load average over the last minute, from
+// /proc/loadavg ("?" where there is none): the table says how busy the
+// machine was, since a busy one inflates both columns unevenly.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) > 0 {
+		return f[0]
+	}
+	return "?"
 }
 
 // build builds every variant into dir.
@@ -332,8 +348,18 @@ func median(ds []time.Duration) time.Duration {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
+// fairness says what each column holds, so that a reader can judge the
+// ratio: both sides are built for the same baseline CPU and both figures
+// hold one start, which a round's second or more dwarfs.
+const fairness = `Native: Go's default build (GOAMD64=v1), clang -O2 and rustc -C opt-level=3 for the baseline x86-64,
+  not -march=native: a job's module runs on every donor's CPU, and WebAssembly's SIMD is 128 bits wide
+  (clang -O2 -march=native vectorises C pi with AVX-512 and runs it about 6x faster than this column).
+Wasm: compiled once by wazero's optimizing compiler before the rounds (not counted), metered as every
+  worker meters (worker/meter.go, about 0-15% of the kernels' time), one task's start-up included.
+`
+
 // report prints the table and checks every result against Go's.
-func report(vs []*variant) error {
+func report(vs []*variant, loadStart, loadEnd string) error {
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "language\tkernel\tnative\twasm\tratio\tstart-up")
 	var bad []string
@@ -355,6 +381,8 @@ func report(vs []*variant) error {
 	}
 	tw.Flush()
 	fmt.Printf("CPU time per unit of work, median of %d rounds; wasm on an idlepool worker (wazero), start-up = worker CPU per task of no work.\n", len(vs[0].nativeCPU))
+	fmt.Print(fairness)
+	fmt.Printf("Load average %s at the start of the rounds, %s at the end (%s, %d CPUs).\n", loadStart, loadEnd, time.Now().UTC().Format("2006-01-02 15:04 UTC"), runtime.NumCPU())
 	if len(bad) > 0 {
 		return fmt.Errorf("results differ from the Go program's:\n%s", strings.Join(bad, "\n"))
 	}
