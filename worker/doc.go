@@ -7,7 +7,9 @@
 // # What a job program sees
 //
 // A program is a WASI preview 1 command, e.g. built with
-// GOOS=wasip1 GOARCH=wasm go build. It
+// GOOS=wasip1 GOARCH=wasm go build, or a reactor, whose runtime
+// initialises once per worker and whose tasks start from a copy of the
+// state that left (reactor.go). It
 //
 //   - reads its task as one JSON object on stdin (Request.Stdin);
 //   - sees the task's input files read-only under /input (Request.InputDir)
