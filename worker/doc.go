@@ -1,8 +1,8 @@
 // Package worker runs tasks of a job in sandboxed subprocesses: each task
-// is a WebAssembly module (a WASI preview 1 command) run by wazero inside a
-// worker process at the lowest CPU priority, one task at a time. A Pool on
-// the parent side starts, reuses and kills worker processes; Serve is the
-// worker process's side.
+// is a WebAssembly module (a WASI preview 1 command or reactor) run by
+// wazero inside a worker process at the lowest CPU priority, one task at a
+// time. A Pool on the parent side starts, reuses and kills worker
+// processes; Serve is the worker process's side.
 //
 // # What a job program sees
 //

@@ -207,3 +207,29 @@ func TestReactorInitializeFails(t *testing.T) {
 		}
 	}
 }
+
+// TestReactorEndlessInitializeTimesOut checks that a reactor's
+// _initialize runs on the task's clock: one that never returns ends in
+// the task's timeout, as a command's endless start does, not in the
+// worker's much longer wait for a module to be ready.
+func TestReactorEndlessInitializeTimesOut(t *testing.T) {
+	types := wasmSection(1, 1, 0x60, 0, 0)
+	funcs := wasmSection(3, 2, 0, 0)
+	exports := wasmSection(7, 2,
+		11, '_', 'i', 'n', 'i', 't', 'i', 'a', 'l', 'i', 'z', 'e', 0, 0,
+		13, 'i', 'd', 'l', 'e', 'p', 'o', 'o', 'l', '_', 't', 'a', 's', 'k', 0, 1)
+	code := wasmSection(10, 2, 7, 0, 0x03, 0x40, 0x0C, 0x00, 0x0B, 0x0B, 2, 0, 0x0b) // _initialize: loop br 0 end
+	m := writeModule(t, "endless.wasm", wasmModule(types, funcs, exports, code))
+	p, err := NewPool(childConfig(t, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	res, err := p.Run(context.Background(), Request{ModulePath: m.path, ModuleSHA256: m.sha, Stdin: []byte(`{}`), Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Failure == nil || res.Failure.Kind != FailureTimeout {
+		t.Fatalf("failure %v, want timeout", res.Failure)
+	}
+}

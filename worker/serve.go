@@ -416,6 +416,12 @@ func (h *host) run(ctx context.Context, b *runBody, started func() error) (*resu
 				input = 1
 			}
 			if hm.snapshots[input] == nil {
+				// _initialize runs on the task's clock: one that never
+				// returns times out like a command's endless start.
+				if err := started(); err != nil {
+					return nil, err
+				}
+				started = func() error { return nil }
 				hm.snapshots[input] = h.snapshot(ctx, rt, hm, root != nil)
 			}
 			snap = hm.snapshots[input]
