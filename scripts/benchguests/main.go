@@ -12,7 +12,8 @@
 // worker's CPU time across the task, from /proc). It prints the median
 // CPU time per unit of work of each, their ratio and the worker's CPU
 // time per task for a task of no work (start-up: instantiating the module,
-// its runtime's start, reading the task and writing the result):
+// its runtime's start, reading the task and writing the result), and the
+// start-up of the empty Go program built as a command and as a reactor:
 //
 //	language     kernel  native      wasm        ratio  start-up
 //	Go           pi      1.9 ns/sa   11.3 ns/sa  5.95x  6.1 ms
@@ -140,6 +141,21 @@ func run(ctx context.Context, rounds int, scale float64, idlepool string, startu
 			return err
 		}
 	}
+	empties, err := buildEmpty(dir)
+	if err != nil {
+		return err
+	}
+	for _, v := range empties {
+		pool, err := worker.NewPool(worker.Config{Command: []string{idlepool, "worker"}, Slots: 1})
+		if err != nil {
+			return err
+		}
+		defer pool.Close()
+		v.pool = pool
+		if err := measureStartup(ctx, v, startupTasks); err != nil {
+			return err
+		}
+	}
 	for r := range rounds {
 		fmt.Fprintf(os.Stderr, "round %d of %d\n", r+1, rounds)
 		for _, v := range vs {
@@ -148,7 +164,33 @@ func run(ctx context.Context, rounds int, scale float64, idlepool string, startu
 			}
 		}
 	}
-	return report(vs, loadStart, loadAverage())
+	if err := report(vs, loadStart, loadAverage()); err != nil {
+		return err
+	}
+	fmt.Println()
+	fmt.Println("Start-up of the empty Go program (cmd/idlepool/testdata/empty), worker CPU per task:")
+	for _, v := range empties {
+		fmt.Printf("  %-8s %.2f ms\n", v.lang, float64(v.startup.Microseconds())/1000)
+	}
+	return nil
+}
+
+// buildEmpty builds the empty Go program as a command and as a reactor
+// (docs/author.md), for their start-up alone.
+func buildEmpty(dir string) ([]*variant, error) {
+	var vs []*variant
+	for _, form := range []struct{ name, flag string }{{"command", ""}, {"reactor", "-buildmode=c-shared"}} {
+		out := filepath.Join(dir, "empty-"+form.name+".wasm")
+		args := []string{"build", "-trimpath", "-o", out}
+		if form.flag != "" {
+			args = append(args, form.flag)
+		}
+		if err := command([]string{"GOOS=wasip1", "GOARCH=wasm"}, "go", append(args, "./cmd/idlepool/testdata/empty")...); err != nil {
+			return nil, err
+		}
+		vs = append(vs, &variant{lang: form.name, wasm: out, kernel: kernel{empty: `{"seed":1,"params":{}}`}})
+	}
+	return vs, nil
 }
 
 // loadAverage is the machine's load average over the last minute, from
