@@ -28,6 +28,10 @@
 # time, so C is compiled and linked in two steps). The same sources and
 # toolchain give the same bytes wherever the checkout lies, so a C or Rust
 # example's job ID is the same on every machine with Debian 12's packages.
+#
+# C is built at -O2: -O3, -O3 -funroll-loops and binaryen's wasm-opt -O3
+# ran the examples' kernels no faster in WebAssembly (measured
+# 2026-12-03, docs/benchmarks.md), and would give other bytes.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 if [ $# -eq 2 ] && [ "$1" = check ]; then

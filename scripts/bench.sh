@@ -12,6 +12,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 go build -o "$work/idlepool" ./cmd/idlepool
 GOOS=wasip1 GOARCH=wasm go build -o "$work/empty.wasm" ./cmd/idlepool/testdata/empty
+GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o "$work/empty-reactor.wasm" ./cmd/idlepool/testdata/empty
 GOOS=wasip1 GOARCH=wasm go build -o "$work/pi.wasm" ./examples/pi
 home="$work/home"
 
@@ -55,6 +56,9 @@ for w in 1 2; do
   read -r wall _ _ < <(run 2000 0 "$w" "$work/empty.wasm" n)
   printf 'workers=%d: 2000 tasks in %.2f s = %.0f µs per task\n' "$w" "$wall" "$(echo "$wall * 1000000 / 2000" | bc -l)"
 done
+run 100 0 1 "$work/empty-reactor.wasm" n >/dev/null
+read -r wall _ _ < <(run 2000 0 1 "$work/empty-reactor.wasm" n)
+printf 'the same program as a reactor (docs/author.md), workers=1: %.0f µs per task\n' "$(echo "$wall * 1000000 / 2000" | bc -l)"
 echo "   of which: the runner alone (instant executor), the worker pool with a minimal module,"
 echo "   and wazero instantiating a Go-built module plus the Go runtime starting in it:"
 go test -run '^$' -bench 'SoloMemory/tasks=10000$' -benchtime 3x ./pool | awk '/^Benchmark/{for(i=1;i<=NF;i++) if($i=="µs/task") print "   runner: " $(i-1) " µs/task"}'

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -165,16 +166,23 @@ func BenchmarkCloseOnContextDone(b *testing.B) {
 
 // BenchmarkHostRun measures what one task costs the worker process itself,
 // without the pool and the process boundary: host.run of a Go-built
-// module (the hostile test program in echo mode) and of the hand-made
-// empty module, compiled once, in CPU time of the whole process (GC
-// included; cpu-µs/task) beside the wall time (ns/op).
+// module (the hostile test program in echo mode), of the reactor test
+// program in empty mode built as a command and as a reactor (reactor.go),
+// and of the hand-made empty module, compiled once, in CPU time of the
+// whole process (GC included; cpu-µs/task) beside the wall time (ns/op).
 func BenchmarkHostRun(b *testing.B) {
 	needHostile(b)
+	needReactor(b)
 	empty := writeModule(b, "empty.wasm", emptyModule())
+	command, err := buildWasm(filepath.Join(b.TempDir(), "reactor-command.wasm"), "./testdata/reactor")
+	if err != nil {
+		b.Fatal(err)
+	}
 	for _, m := range []struct {
-		name string
-		mod  testModule
-	}{{"go", hostile}, {"empty", empty}} {
+		name  string
+		mod   testModule
+		stdin string
+	}{{"go", hostile, `{"mode":"echo"}`}, {"go-command", command, `{"mode":"empty"}`}, {"go-reactor", reactor, `{"mode":"empty"}`}, {"empty", empty, `{}`}} {
 		b.Run(m.name, func(b *testing.B) {
 			ctx := context.Background()
 			h, err := newHost("")
@@ -183,7 +191,7 @@ func BenchmarkHostRun(b *testing.B) {
 			}
 			defer h.close(ctx)
 			body := &runBody{
-				ModulePath: m.mod.path, ModuleSHA256: m.mod.sha, Stdin: []byte(`{"mode":"echo"}`),
+				ModulePath: m.mod.path, ModuleSHA256: m.mod.sha, Stdin: []byte(m.stdin),
 				Seed: strings.Repeat("00", 32), MemoryLimitPages: 4096, MaxStdoutBytes: 1 << 20, MaxStderrBytes: 1 << 16,
 			}
 			started := func() error { return nil }

@@ -1,13 +1,15 @@
 // Package worker runs tasks of a job in sandboxed subprocesses: each task
-// is a WebAssembly module (a WASI preview 1 command) run by wazero inside a
-// worker process at the lowest CPU priority, one task at a time. A Pool on
-// the parent side starts, reuses and kills worker processes; Serve is the
-// worker process's side.
+// is a WebAssembly module (a WASI preview 1 command or reactor) run by
+// wazero inside a worker process at the lowest CPU priority, one task at a
+// time. A Pool on the parent side starts, reuses and kills worker
+// processes; Serve is the worker process's side.
 //
 // # What a job program sees
 //
 // A program is a WASI preview 1 command, e.g. built with
-// GOOS=wasip1 GOARCH=wasm go build. It
+// GOOS=wasip1 GOARCH=wasm go build, or a reactor, whose runtime
+// initialises once per worker and whose tasks start from a copy of the
+// state that left (reactor.go). It
 //
 //   - reads its task as one JSON object on stdin (Request.Stdin);
 //   - sees the task's input files read-only under /input (Request.InputDir)

@@ -36,6 +36,8 @@ var (
 	cacheDir string     // wazero's compilation cache, shared by all workers of the run
 	hostile  testModule // testdata/hostile built for wasip1
 	buildErr error      // why hostile could not be built
+	reactor  testModule // testdata/reactor built for wasip1 as a reactor
+	reactErr error      // why reactor could not be built
 )
 
 func TestMain(m *testing.M) {
@@ -62,19 +64,22 @@ func TestMain(m *testing.M) {
 	}
 	cacheDir = filepath.Join(testDir, "cache")
 	hostile, buildErr = buildWasm(filepath.Join(testDir, "hostile.wasm"), "./testdata/hostile")
+	reactor, reactErr = buildWasm(filepath.Join(testDir, "reactor.wasm"), "./testdata/reactor", "-buildmode=c-shared")
 	code := m.Run()
 	_ = os.RemoveAll(testDir)
 	os.Exit(code)
 }
 
-// buildWasm builds a Go main package as a WASI preview 1 command. Go's build
-// cache makes this fast after the first time.
-func buildWasm(out, pkg string) (testModule, error) {
+// buildWasm builds a Go main package as a WASI preview 1 command, or with
+// -buildmode=c-shared as a reactor. Go's build cache makes this fast after
+// the first time.
+func buildWasm(out, pkg string, flags ...string) (testModule, error) {
 	gotool, err := exec.LookPath("go")
 	if err != nil {
 		return testModule{}, fmt.Errorf("%w: %w", errNoGoTool, err)
 	}
-	cmd := exec.Command(gotool, "build", "-trimpath", "-o", out, pkg)
+	args := append(append([]string{"build", "-trimpath"}, flags...), "-o", out, pkg)
+	cmd := exec.Command(gotool, args...)
 	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return testModule{}, fmt.Errorf("build %s: %w\n%s", pkg, err, b)

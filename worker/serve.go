@@ -8,12 +8,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"runtime"
 	"strings"
 
 	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/experimental/sysfs"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
@@ -130,6 +132,10 @@ type host struct {
 	// race detector, where the optimizing compiler takes ten times
 	// longer. A worker process compiles where it can.
 	interpreter bool
+	// freshReactors runs a reactor's _initialize in every task's own
+	// instance instead of copying in its snapshot (reactor.go): for the
+	// tests that compare the two.
+	freshReactors bool
 }
 
 type hostRuntime struct {
@@ -145,6 +151,12 @@ type moduleKey struct {
 type hostModule struct {
 	compiled wazero.CompiledModule
 	lastUsed uint64
+	// reactor names the exports of a reactor's mutable globals
+	// (reactor.go); nil for a command.
+	reactor []string
+	// snapshots are a reactor's state after _initialize, for tasks
+	// without and with an input directory; nil until the first such task.
+	snapshots [2]*reactorSnapshot
 }
 
 func newHost(cacheDir string) (*host, error) {
@@ -221,12 +233,12 @@ func (h *host) runtime(ctx context.Context, pages uint32) (wazero.Runtime, error
 // module is unusable (bad-module, or out-of-memory when its minimum memory
 // exceeds the limit); an error means the task could not be set up (it is
 // sent to the pool, which wraps it in ErrSetup).
-func (h *host) module(ctx context.Context, b *runBody) (wazero.CompiledModule, *Failure, error) {
+func (h *host) module(ctx context.Context, b *runBody) (*hostModule, *Failure, error) {
 	key := moduleKey{sha: b.ModuleSHA256, pages: b.MemoryLimitPages}
 	h.clock++
 	if m, ok := h.modules[key]; ok {
 		m.lastUsed = h.clock
-		return m.compiled, nil, nil
+		return m, nil, nil
 	}
 	bin, err := readModule(b.ModulePath)
 	if err != nil {
@@ -247,6 +259,12 @@ func (h *host) module(ctx context.Context, b *runBody) (wazero.CompiledModule, *
 			return nil, &Failure{Kind: FailureBadModule, Message: clip(err.Error())}, nil
 		}
 	}
+	// A reactor's mutable globals are exported, so that the worker can
+	// save and restore them (reactor.go).
+	bin, reactor, err := reactorGlobals(bin)
+	if err != nil {
+		return nil, &Failure{Kind: FailureBadModule, Message: clip(err.Error())}, nil
+	}
 	rt, err := h.runtime(ctx, b.MemoryLimitPages)
 	if err != nil {
 		return nil, nil, err
@@ -265,7 +283,7 @@ func (h *host) module(ctx context.Context, b *runBody) (wazero.CompiledModule, *
 		}
 		return nil, &Failure{Kind: FailureBadModule, Message: "compile: " + clip(err.Error())}, nil
 	}
-	if f := checkCommand(compiled); f != nil {
+	if f := checkProgram(compiled, reactor != nil); f != nil {
 		_ = compiled.Close(ctx)
 		return nil, f, nil
 	}
@@ -280,8 +298,9 @@ func (h *host) module(ctx context.Context, b *runBody) (wazero.CompiledModule, *
 		_ = h.modules[oldest].compiled.Close(ctx)
 		delete(h.modules, oldest)
 	}
-	h.modules[key] = &hostModule{compiled: compiled, lastUsed: h.clock}
-	return compiled, nil, nil
+	m := &hostModule{compiled: compiled, lastUsed: h.clock, reactor: reactor}
+	h.modules[key] = m
+	return m, nil, nil
 }
 
 // readModule reads at most MaxModuleBytes+1 bytes of a module file.
@@ -298,14 +317,24 @@ func readModule(path string) ([]byte, error) {
 	return bin, nil
 }
 
-// checkCommand refuses modules that are not WASI preview 1 commands: it
-// needs an exported _start of type [] -> [] and imports of WASI functions
-// and idlepool_cuda functions only (no imported memory, table or global
-// from elsewhere).
-func checkCommand(m wazero.CompiledModule) *Failure {
-	start, ok := m.ExportedFunctions()["_start"]
-	if !ok || len(start.ParamTypes()) != 0 || len(start.ResultTypes()) != 0 {
-		return &Failure{Kind: FailureBadModule, Message: "not a WASI command: no exported function _start() without parameters and results"}
+// checkProgram refuses modules that are neither WASI preview 1 commands
+// nor reactors (reactor.go): a command needs an exported _start of type
+// [] -> [], a reactor _initialize and ReactorTaskExport of that type; both
+// may import WASI functions and idlepool_cuda functions only (no imported
+// memory, table or global from elsewhere).
+func checkProgram(m wazero.CompiledModule, reactor bool) *Failure {
+	entries := []string{"_start"}
+	if reactor {
+		entries = []string{ReactorInitExport, ReactorTaskExport}
+	}
+	for _, name := range entries {
+		fn, ok := m.ExportedFunctions()[name]
+		if !ok || len(fn.ParamTypes()) != 0 || len(fn.ResultTypes()) != 0 {
+			if !reactor {
+				return &Failure{Kind: FailureBadModule, Message: "not a WASI command: no exported function _start() without parameters and results (or a reactor: _initialize() and " + ReactorTaskExport + "())"}
+			}
+			return &Failure{Kind: FailureBadModule, Message: "not a reactor: no exported function " + name + "() without parameters and results"}
+		}
 	}
 	for _, fn := range m.ImportedFunctions() {
 		mod, name, _ := fn.Import()
@@ -336,7 +365,7 @@ func (h *host) run(ctx context.Context, b *runBody, started func() error) (*resu
 		defer r.Close()
 		root = r
 	}
-	compiled, failure, err := h.module(ctx, b)
+	hm, failure, err := h.module(ctx, b)
 	if err != nil {
 		return &resultBody{Error: err.Error()}, nil
 	}
@@ -370,18 +399,44 @@ func (h *host) run(ctx context.Context, b *runBody, started func() error) (*resu
 		WithStderr(stderr).
 		WithStartFunctions(), [32]byte(seed))
 	if root != nil {
-		// wazero's own WithReadOnlyDirMount lets "../" in a raw path_open
-		// leave the directory (its documentation says so); an os.Root
-		// confines every lookup, symbolic links included, and ReadFS
-		// refuses every write.
-		mount := &sysfs.ReadFS{FS: &sysfs.AdaptFS{FS: root.FS()}}
-		cfg = cfg.WithFSConfig(wazero.NewFSConfig().(sysfs.FSConfig).WithSysFSMount(mount, InputMountPath))
+		cfg = withInputMount(cfg, root.FS())
+	}
+	entry := "_start"
+	var phase *reactorPhase
+	var snap *reactorSnapshot
+	var in *reactorInit
+	if hm.reactor != nil {
+		// A reactor's task starts from the state its _initialize left
+		// (reactor.go).
+		entry, phase, in = ReactorTaskExport, &reactorPhase{}, newReactorInit()
+		if !h.freshReactors {
+			input := 0
+			if root != nil {
+				input = 1
+			}
+			if hm.snapshots[input] == nil {
+				// _initialize runs on the task's clock: one that never
+				// returns times out like a command's endless start.
+				if err := started(); err != nil {
+					return nil, err
+				}
+				started = func() error { return nil }
+				hm.snapshots[input] = h.snapshot(ctx, rt, hm, root != nil)
+			}
+			snap = hm.snapshots[input]
+			if snap.failure != nil {
+				return &resultBody{Stderr: snap.stderr, Failure: snap.failure, Work: snap.work}, nil
+			}
+			*phase = snap.phase
+			phase.task = true
+		}
+		cfg = reactorConfig(cfg, phase, in, bytes.NewReader(b.Stdin), stdout, stderr, rand.NewChaCha8([32]byte(seed)))
 	}
 	// The task's linear memory is the worker's reserved one, zeroed again
 	// when the task is over (memory.go).
 	memCtx, memDone := h.mem.forTask(ctx)
 	defer memDone()
-	mod, err := rt.InstantiateModule(memCtx, compiled, cfg)
+	mod, err := rt.InstantiateModule(memCtx, hm.compiled, cfg)
 	if err != nil {
 		return &resultBody{Failure: &Failure{Kind: FailureBadModule, Message: "instantiate: " + clip(err.Error())}}, nil
 	}
@@ -389,7 +444,23 @@ func (h *host) run(ctx context.Context, b *runBody, started func() error) (*resu
 		_ = mod.Close(ctx)
 		return nil, err
 	}
-	_, callErr := mod.ExportedFunction("_start").Call(withCUDATask(ctx, gpu))
+	switch {
+	case snap != nil:
+		if err := snap.restore(mod, hm.reactor); err != nil {
+			_ = mod.Close(ctx)
+			return &resultBody{Error: fmt.Sprintf("restore the state of %s: %v", ReactorInitExport, err)}, nil
+		}
+	case phase != nil: // a fresh reactor, for the tests
+		if f, work := initReactor(withCUDATask(ctx, newCUDATask(&h.cuda, 0, 0)), mod, in); f != nil {
+			_ = mod.Close(ctx)
+			return &resultBody{Stderr: in.stderr.bytes(), Failure: f, Work: work}, nil
+		}
+		phase.task = true
+		if g, ok := mod.ExportedGlobal(MeterExport).(api.MutableGlobal); ok {
+			g.Set(0)
+		}
+	}
+	_, callErr := mod.ExportedFunction(entry).Call(withCUDATask(ctx, gpu))
 	// The counter is read whatever the end: a trap, an exit status and
 	// an exceeded stdout count what ran up to them. (proc_exit closes the
 	// module but keeps its globals.)
@@ -441,6 +512,16 @@ func classify(callErr error, stdout *stdoutBuffer, stderr *stderrBuffer) *Failur
 		return &Failure{Kind: FailureOutOfMemory, Message: clip(callErr.Error())}
 	}
 	return &Failure{Kind: FailureTrap, Message: clip(callErr.Error())}
+}
+
+// withInputMount mounts dir read-only at InputMountPath.
+func withInputMount(cfg wazero.ModuleConfig, dir fs.FS) wazero.ModuleConfig {
+	// wazero's own WithReadOnlyDirMount lets "../" in a raw path_open
+	// leave the directory (its documentation says so); an os.Root
+	// confines every lookup, symbolic links included, and ReadFS refuses
+	// every write.
+	mount := &sysfs.ReadFS{FS: &sysfs.AdaptFS{FS: dir}}
+	return cfg.WithFSConfig(wazero.NewFSConfig().(sysfs.FSConfig).WithSysFSMount(mount, InputMountPath))
 }
 
 // clip bounds a message for people to maxMessageBytes.

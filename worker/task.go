@@ -39,9 +39,10 @@ const InputMountPath = "/input"
 // happens to lie.
 const ProgramName = "program"
 
-// Request is one task for Pool.Run: a WASI preview 1 command module, its
-// stdin and seed, and its limits. The zero value of each limit selects its
-// default. A Request is not retained after Run returns.
+// Request is one task for Pool.Run: a WASI preview 1 module (a command or a
+// reactor, reactor.go), its stdin and seed, and its limits. The zero value
+// of each limit selects its default. A Request is not retained after Run
+// returns.
 type Request struct {
 	// ModulePath is the host path of the .wasm file. A relative path is
 	// resolved against the calling process's working directory.

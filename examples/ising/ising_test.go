@@ -5,7 +5,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -239,5 +241,63 @@ func TestRun(t *testing.T) {
 				t.Errorf("stderr %q does not contain %q", stderr.String(), tc.wantErr)
 			}
 		})
+	}
+}
+
+// TestSweepMatchesReference checks the sweep, whose generator and
+// neighbours are laid out for WebAssembly, against the plain form it
+// replaced: math/rand/v2's PCG through its methods and every neighbour
+// wrapped by index. The lattices, energies, magnetisations and the
+// generators' states must stay equal sweep by sweep, on lattices from
+// the smallest side up, at temperatures on both sides of Tc.
+func TestSweepMatchesReference(t *testing.T) {
+	for _, L := range []int{2, 3, 5, 16} {
+		for _, T := range []float64{1.5, 2.27, 3.5} {
+			lat := newLattice(T, L, 42)
+			ref := referenceLattice{lattice: *newLattice(T, L, 42), rng: rand.NewPCG(42, pcgStream)}
+			ref.spins = slices.Clone(lat.spins)
+			for i := range 50 {
+				lat.sweep()
+				ref.sweep()
+				if !slices.Equal(lat.spins, ref.spins) || lat.energy != ref.energy || lat.mag != ref.mag || lat.draw != ref.draw || lat.half != ref.half {
+					t.Fatalf("L=%d T=%v: sweep %d differs from the reference", L, T, i)
+				}
+			}
+			if got, want := pcgOutput(pcgNext(lat.rng.hi, lat.rng.lo)), ref.rng.Uint64(); got != want {
+				t.Fatalf("L=%d T=%v: the generators parted: next draw %#x, reference %#x", L, T, got, want)
+			}
+		}
+	}
+}
+
+// referenceLattice is the sweep as it was written first.
+type referenceLattice struct {
+	lattice
+	rng *rand.PCG
+}
+
+func (lat *referenceLattice) sweep() {
+	L, spins, thr, rng := lat.side, lat.spins, lat.thr, lat.rng
+	for r := range L {
+		for c := range L {
+			s := spins[r*L+c]
+			nb := spins[r*L+(c+L-1)%L] + spins[r*L+(c+1)%L] + spins[((r+L-1)%L)*L+c] + spins[((r+1)%L)*L+c]
+			dE := 2 * s * nb
+			if dE > 0 {
+				var u uint32
+				if lat.half {
+					u, lat.half = uint32(lat.draw>>32), false
+				} else {
+					lat.draw = rng.Uint64()
+					u, lat.half = uint32(lat.draw), true
+				}
+				if u >= thr[dE>>2] {
+					continue
+				}
+			}
+			spins[r*L+c] = -s
+			lat.energy += int64(dE)
+			lat.mag -= int64(2 * s)
+		}
 	}
 }
