@@ -14,6 +14,7 @@ import (
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/sys"
 )
 
 // Reactors: job programs whose runtime starts once per worker.
@@ -326,8 +327,8 @@ func reactorConfig(cfg wazero.ModuleConfig, phase *reactorPhase, in *reactorInit
 		WithStdout(&phasedWriter{phase: phase, init: in.stdout, task: stdout}).
 		WithStderr(&phasedWriter{phase: phase, init: in.stderr, task: stderr}).
 		WithRandSource(&phasedReader{phase: phase, init: in.rand, task: random}).
-		WithNanotime(phase.nanotime, 1).
-		WithWalltime(phase.walltime, 1)
+		WithNanotime(phase.nanotime, sys.ClockResolution(ProfileMonotonicResolutionNanos)).
+		WithWalltime(phase.walltime, sys.ClockResolution(ProfileRealtimeResolutionNanos))
 }
 
 // reactorSnapshot is the state a reactor's _initialize left, in the

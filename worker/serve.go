@@ -430,7 +430,7 @@ func (h *host) run(ctx context.Context, b *runBody, started func() error) (*resu
 			*phase = snap.phase
 			phase.task = true
 		}
-		cfg = reactorConfig(cfg, phase, in, bytes.NewReader(b.Stdin), stdout, stderr, rand.NewChaCha8([32]byte(seed)))
+		cfg = reactorConfig(cfg, phase, in, bytes.NewReader(b.Stdin), stdout, stderr, profileRand([32]byte(seed)))
 	}
 	// The task's linear memory is the worker's reserved one, zeroed again
 	// when the task is over (memory.go).
