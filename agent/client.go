@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -165,8 +166,9 @@ func canonical(bases []*url.URL) string {
 // ParsePoolURL parses a pool URL: one coordinator's base URL, or the
 // comma-separated base URLs of a clustered pool's nodes, each http or
 // https with a host (a trailing slash is dropped). It returns them in the
-// order given; ErrBadRequest names the first that is malformed, or one
-// given twice.
+// order given; ErrBadRequest names the first that is malformed, one given
+// twice, or the address of the pool's page for browsers (a path ending
+// in /join or /web), with the pool's own address to give instead.
 func ParsePoolURL(poolURL string) ([]*url.URL, error) {
 	var out []*url.URL
 	seen := map[string]bool{}
@@ -178,6 +180,13 @@ func ParsePoolURL(poolURL string) ([]*url.URL, error) {
 				return nil, fmt.Errorf("%w: pool URL %q: node %q: want http://HOST:PORT or https://HOST, several separated by commas", ErrBadRequest, poolURL, part)
 			}
 			return nil, fmt.Errorf("%w: pool URL %q: want http://HOST:PORT or https://HOST", ErrBadRequest, poolURL)
+		}
+		if page := path.Base(u.Path); page == "join" || page == "web" {
+			// The address of a pool's page for browsers (GET /join) or
+			// of its page's files, copied from the browser's address bar.
+			base := *u
+			base.Path = path.Dir(u.Path)
+			return nil, fmt.Errorf("%w: pool URL %q is the pool's page for web browsers: give the pool's own address, %s", ErrBadRequest, poolURL, strings.TrimRight(base.String(), "/"))
 		}
 		if seen[u.String()] {
 			return nil, fmt.Errorf("%w: pool URL %q: node %s is named twice", ErrBadRequest, poolURL, u)

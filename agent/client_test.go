@@ -271,6 +271,9 @@ func TestParsePoolURL(t *testing.T) {
 		{"http://a:1,", nil, `node ""`},
 		{"http://a:1,http://a:1/", nil, "named twice"},
 		{"http://a:1?x=1", nil, "want http://HOST:PORT"},
+		{"http://127.0.0.1:7420/join", nil, "the pool's page for web browsers: give the pool's own address, http://127.0.0.1:7420"},
+		{"https://pool.example/lab/join/", nil, "give the pool's own address, https://pool.example/lab"},
+		{"https://pool.example/lab", []string{"https://pool.example/lab"}, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.in, func(t *testing.T) {
