@@ -139,11 +139,14 @@ func TestJoinResultLostIsComputedAgain(t *testing.T) {
 	}
 	// Each task whose result was kept was computed again. The input's
 	// last few bytes make a last task with a short result (at most 1
-	// KiB), which went to the coordinator and needed nothing.
+	// KiB), which went to the coordinator and needed nothing. A result the
+	// third agent kept may itself be lost in turn (on a loaded machine its
+	// data plane may not connect within its 30 s), and the task is then
+	// computed, and credited, again: more receipts are no fault.
 	inline := metricValue(t, url, `idlepool_coord_result_bytes_total{how="inline"}`)
 	t.Logf("%d tasks, %.0f result bytes inline; the third agent earned %d receipts", tasks, inline, receipts)
-	if want := tasks - 1; receipts != want || inline > 2*pool.InlineResultBytes {
-		t.Errorf("the third agent has %d receipts and %.0f result bytes went inline; want %d receipts (every task but the short last one) and at most one short result from each of the two owners",
+	if want := tasks - 1; receipts < want || inline > 2*pool.InlineResultBytes {
+		t.Errorf("the third agent has %d receipts and %.0f result bytes went inline; want at least %d receipts (every task but the short last one) and at most one short result from each of the two owners",
 			receipts, inline, want)
 	}
 }
