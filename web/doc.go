@@ -8,7 +8,8 @@
 // task computed in a browser gives the native worker's bytes. Its API is
 // described at the top of the file; worker's tests run the profile's test
 // vectors and the pi example through it, in Node and in Chromium, and
-// compare with the native worker byte for byte.
+// compare with the native worker byte for byte. The browser peer
+// (webpeer) runs its tasks with it too, served at /join/wasi.js.
 //
 // pool.html, pool.js and pool.css are the pool's read-only page, which
 // the coordinator serves at / with a strict Content-Security-Policy (no

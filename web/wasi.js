@@ -4,18 +4,32 @@
 //
 // API (an ES module; no dependencies; runs in a Web Worker, a page or Node 18+):
 //
-//   runTask(moduleBytes, stdin, opts) -> Promise<Result>
+//   runTask(module, stdin, opts) -> Promise<Result>
 //
-//     moduleBytes  Uint8Array | ArrayBuffer: the task's WebAssembly module,
-//                  a WASI preview 1 command. To count work like the native
-//                  worker (Result.work), pass the module as the worker
-//                  runs it: metered (worker/meter.go, MeterRule); an
-//                  unmetered module runs the same and reports work 0.
+//     module       Uint8Array | ArrayBuffer | WebAssembly.Module: the
+//                  task's WebAssembly module, a WASI preview 1 command. To
+//                  count work like the native worker (Result.work), pass
+//                  the module as the worker runs it: metered
+//                  (worker/meter.go, MeterRule); an unmetered module runs
+//                  the same and reports work 0. A WebAssembly.Module is
+//                  run as it is: its memory must already be capped (the
+//                  browser peer's core.prepare does it), and
+//                  opts.memoryLimitPages is not applied to it.
 //     stdin        Uint8Array: the task's JSON (what the native worker puts
 //                  on the module's stdin, worker.Request.Stdin).
 //     opts.seed    Uint8Array(32) or 64 hex digits: the task's seed
 //                  (worker.Request.Seed); random_get returns the ChaCha8
 //                  stream of math/rand/v2 seeded with it.
+//     opts.random  optional, instead of opts.seed: a function n ->
+//                  Uint8Array(n) giving the task's random stream.
+//     opts.inputDir  true: fd 3 is an empty directory preopened at
+//                  /input, as the native worker mounts a job's input
+//                  directory (a pool task always has one, so the browser
+//                  peer sets this: Go's runtime walks the preopens at
+//                  start, and the work count differs without it).
+//                  Default false: fd 3 is not open, as in the vectors.
+//     opts.meterExport  the exported global holding the work count;
+//                  default "__idlepool_work" (worker.MeterExport).
 //     opts.memoryLimitPages  linear memory cap in 64 KiB pages, 1..65536;
 //                  default 4096 (256 MiB, worker.DefaultMemoryLimitMiB).
 //     opts.maxStdoutBytes    default 16 MiB (worker.DefaultMaxStdoutBytes).
@@ -43,8 +57,11 @@
 // terminate() it when the limit passes; that is a "timeout", a fact about
 // the machine, never a verified outcome (DESIGN.md invariant 16).
 //
-// Files: this host has stdin, stdout and stderr and no file system (no
-// /input mount); a task with an input directory is for native devices.
+// Files: this host has stdin, stdout and stderr and no file system; with
+// opts.inputDir, an empty /input (fd 3) that answers fd_prestat_get,
+// fd_prestat_dir_name, fd_fdstat_get and fd_close as wazero answers an
+// empty read-only mount, and every path under it as not found (ENOENT);
+// a task that reads input files is for native devices.
 //
 // Also exported: chacha8(seed) -> {read(n) -> Uint8Array}, the random
 // stream, and PROFILE, the profile's version (1).
@@ -58,7 +75,7 @@ const MAX_MESSAGE_BYTES = 4096;
 
 // errno values of WASI preview 1.
 const E = {
-  SUCCESS: 0, BADF: 8, FAULT: 21, INVAL: 28, ISDIR: 31, NAMETOOLONG: 37,
+  SUCCESS: 0, BADF: 8, FAULT: 21, INVAL: 28, ISDIR: 31, NAMETOOLONG: 37, NOENT: 44,
   NOSYS: 52, NOTDIR: 54, NOTSUP: 58, PERM: 63, SPIPE: 70,
 };
 
@@ -351,6 +368,16 @@ async function compile(bin, pages) {
   } catch (e) {
     return { failure: { kind: "bad-module", message: clip("compile: " + String(e && e.message || e)) } };
   }
+  const checked = check(m);
+  if (checked.module === undefined) return checked;
+  if (compiled.size >= 8) compiled.delete(compiled.keys().next().value);
+  compiled.set(key, m);
+  return { module: m };
+}
+
+// check refuses a module the native worker refuses: one that is not a
+// WASI command or that imports memory or modules it cannot have.
+function check(m) {
   const exp = WebAssembly.Module.exports(m);
   if (!exp.some((e) => e.name === "_start" && e.kind === "function")) {
     return { failure: { kind: "bad-module", message: "not a WASI command: no exported function _start() without parameters and results" } };
@@ -364,8 +391,6 @@ async function compile(bin, pages) {
       return { failure: { kind: "bad-module", message: `imports ${imp.module}.${imp.name}: only ${WASI} and ${CUDA} are available` } };
     }
   }
-  if (compiled.size >= 8) compiled.delete(compiled.keys().next().value);
-  compiled.set(key, m);
   return { module: m };
 }
 
@@ -381,6 +406,13 @@ const MONOTONIC_RESOLUTION_NS = 1n;
 // File types and rights as the native worker reports stdio (wazero: a
 // device of mode 0640, which WASI calls a block device).
 const FILETYPE_BLOCK_DEVICE = 1;
+const FILETYPE_DIRECTORY = 3;
+// wazero's dirRightsBase (imports/wasi_snapshot_preview1/fs.go): the
+// rights it reports for a directory.
+const DIR_RIGHTS_BASE = 0x1 | 0x8 | 0x10 | 0x200 | 0x400 | 0x800 | 0x1000 | 0x2000 | 0x4000 |
+  0x8000 | 0x10000 | 0x20000 | 0x40000 | 0x80000 | 0x100000 | 0x200000 | 0x800000 |
+  0x1000000 | 0x2000000 | 0x4000000;
+const INPUT_DIR = "/input";
 const FILE_RIGHTS_BASE = 0x1 | 0x2 | 0x4 | 0x8 | 0x10 | 0x20 | 0x40 | 0x80 | 0x100 |
   0x200000 | 0x400000 | 0x800000 | 0x8000000;
 
@@ -470,8 +502,10 @@ function makeHost(state) {
     if (!inRange(p, len)) return E.FAULT;
     const name = dec.decode(new Uint8Array(mem().buffer, p, len));
     if (!validPath(cleanPath(name))) return E.PERM;
-    if (!fds.has(fd)) return E.BADF;
-    return E.NOTDIR; // every open descriptor is a stdio stream
+    const f = fds.get(fd);
+    if (!f) return E.BADF;
+    if (f.kind === "dir") return E.NOENT; // the input directory is empty
+    return E.NOTDIR; // every other open descriptor is a stdio stream
   }
 
   function toTimes(flags) {
@@ -606,13 +640,15 @@ function makeHost(state) {
     fd_fdstat_get(fd, st) {
       st = u32(st);
       if (!inRange(st, 24)) return E.FAULT;
-      if (!fds.has(fd)) return E.BADF;
+      const f = fds.get(fd);
+      if (!f) return E.BADF;
       const dv = view();
-      dv.setUint16(st, FILETYPE_BLOCK_DEVICE, true);
+      const dir = f.kind === "dir";
+      dv.setUint16(st, dir ? FILETYPE_DIRECTORY : FILETYPE_BLOCK_DEVICE, true);
       dv.setUint16(st + 2, 0, true);
       dv.setUint32(st + 4, 0, true);
-      dv.setBigUint64(st + 8, BigInt(FILE_RIGHTS_BASE), true);
-      dv.setBigUint64(st + 16, 0n, true);
+      dv.setBigUint64(st + 8, BigInt(dir ? DIR_RIGHTS_BASE : FILE_RIGHTS_BASE), true);
+      dv.setBigUint64(st + 16, dir ? BigInt((FILE_RIGHTS_BASE | DIR_RIGHTS_BASE) >>> 0) : 0n, true);
       return 0;
     },
     fd_fdstat_set_flags(fd, flags) {
@@ -625,11 +661,12 @@ function makeHost(state) {
     fd_filestat_get(fd, buf) {
       buf = u32(buf);
       if (!inRange(buf, 64)) return E.FAULT;
-      if (!fds.has(fd)) return E.BADF;
+      const f = fds.get(fd);
+      if (!f) return E.BADF;
       const dv = view();
       dv.setBigUint64(buf, 0n, true); // dev
       dv.setBigUint64(buf + 8, 0n, true); // ino
-      dv.setBigUint64(buf + 16, BigInt(FILETYPE_BLOCK_DEVICE), true);
+      dv.setBigUint64(buf + 16, BigInt(f.kind === "dir" ? FILETYPE_DIRECTORY : FILETYPE_BLOCK_DEVICE), true);
       dv.setBigUint64(buf + 24, 1n, true); // nlink
       for (let o = 32; o < 64; o += 8) dv.setBigUint64(buf + o, 0n, true); // size, times
       return 0;
@@ -664,12 +701,22 @@ function makeHost(state) {
       return E.NOTSUP; // the only open descriptors are the preopened stdio
     },
     fd_prestat_get(fd, buf) {
-      if (!fds.has(fd)) return E.BADF;
-      return w64(buf, 0n) ? 0 : E.FAULT;
+      const f = fds.get(fd);
+      if (!f) return E.BADF;
+      // tag 0 (a directory), then the name's length
+      const n = f.kind === "dir" ? BigInt(INPUT_DIR.length) << 32n : 0n;
+      return w64(buf, n) ? 0 : E.FAULT;
     },
-    fd_prestat_dir_name(fd, _p, len) {
-      if (!fds.has(fd)) return E.BADF;
-      return u32(len) > 0 ? E.NAMETOOLONG : 0;
+    fd_prestat_dir_name(fd, p, len) {
+      const f = fds.get(fd);
+      if (!f) return E.BADF;
+      const name = enc.encode(f.kind === "dir" ? INPUT_DIR : "");
+      len = u32(len);
+      if (len > name.length) return E.NAMETOOLONG;
+      p = u32(p);
+      if (!inRange(p, len)) return E.FAULT;
+      new Uint8Array(mem().buffer, p, len).set(name.subarray(0, len));
+      return 0;
     },
     sock_accept(fd) { return E.BADF; },
     sock_recv(fd) { return E.BADF; },
@@ -724,16 +771,20 @@ function classify(err, stdout, stderr) {
   return { failure: { kind: "trap", message: clip(msg) }, exitCode: null };
 }
 
-export async function runTask(moduleBytes, stdin, opts = {}) {
-  const bin = moduleBytes instanceof Uint8Array ? moduleBytes : new Uint8Array(moduleBytes);
+export async function runTask(module, stdin, opts = {}) {
   const pages = opts.memoryLimitPages ?? 4096;
   if (!Number.isInteger(pages) || pages < 1 || pages > 65536) throw new Error(`wasi.js: memoryLimitPages ${pages} out of range 1..65536`);
   const maxStdout = opts.maxStdoutBytes ?? (16 << 20);
   const maxStderr = opts.maxStderrBytes ?? (64 << 10);
   if (!(stdin instanceof Uint8Array)) throw new Error("wasi.js: stdin must be a Uint8Array");
-  const rand = chacha8(opts.seed);
+  let rand;
+  if (typeof opts.random === "function") rand = { read: opts.random };
+  else rand = chacha8(opts.seed);
+  const meterExport = opts.meterExport ?? METER_EXPORT;
 
-  const c = await compile(bin, pages);
+  let c;
+  if (module instanceof WebAssembly.Module) c = check(module);
+  else c = await compile(module instanceof Uint8Array ? module : new Uint8Array(module), pages);
   if (c.error) return { output: null, stderr: null, failure: null, exitCode: null, work: 0n, error: c.error };
   if (c.failure) return { output: null, stderr: null, failure: c.failure, exitCode: null, work: 0n, error: null };
 
@@ -749,6 +800,7 @@ export async function runTask(moduleBytes, stdin, opts = {}) {
     walltime: () => (wall += TICK_NS),
     nanotime: () => (mono += TICK_NS),
   };
+  if (opts.inputDir) state.fds.set(3, { kind: "dir" });
   const host = makeHost(state);
   const imports = { [WASI]: {} };
   for (const imp of WebAssembly.Module.imports(c.module)) {
@@ -767,7 +819,7 @@ export async function runTask(moduleBytes, stdin, opts = {}) {
   } catch (e) {
     err = e;
   }
-  const g = instance.exports[METER_EXPORT];
+  const g = instance.exports[meterExport];
   const work = g instanceof WebAssembly.Global ? BigInt.asUintN(64, BigInt(g.value)) : 0n;
   state.stderr.finish();
   const { failure, exitCode } = classify(err, state.stdout, state.stderr);

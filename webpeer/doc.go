@@ -3,8 +3,9 @@
 //
 // The page (static/join.html, join.js) keeps its keys in IndexedDB,
 // speaks the coordinator's API as a native agent does, and runs tasks in
-// a Web Worker (task-worker.js) under runner.js, a WASI host that answers
-// as the native worker does. The parts that must give the same bytes as a
+// a module Web Worker (task-worker.js) under web/wasi.js, the
+// determinism profile's WASI host (docs/determinism.md), which Handler
+// serves at prefix/wasi.js. The parts that must give the same bytes as a
 // native device are the project's Go code compiled to WebAssembly
 // (webpeer/core, built into static/core.wasm with Go's wasm_exec.js
 // beside it by `make webpeer`, or by BuildCore in tests).

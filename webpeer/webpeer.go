@@ -12,6 +12,8 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+
+	"idlepool/web"
 )
 
 // static holds the page and its assets; core.wasm and wasm_exec.js are
@@ -24,6 +26,11 @@ var static embed.FS
 // CoreFiles are the generated assets: the core and Go's JavaScript
 // support for it, which must come from the Go that built the core.
 var CoreFiles = []string{"core.wasm", "wasm_exec.js"}
+
+// WasiJS is the determinism profile's WASI host (web/wasi.js), which the
+// page's task worker imports: Handler serves it at prefix/wasi.js, under
+// the page's own CSP.
+const WasiJS = "wasi.js"
 
 // CSP is the Content-Security-Policy of every answer of Handler: the page
 // loads scripts, workers, styles and connections from the pool's origin
@@ -71,6 +78,9 @@ func Handler(prefix string, b Build, core fs.FS) http.Handler {
 		src := fs.FS(sub)
 		if core != nil && isCoreFile(name) {
 			src = core
+		}
+		if name == WasiJS {
+			src = web.Files
 		}
 		data, err := fs.ReadFile(src, name)
 		if errors.Is(err, fs.ErrNotExist) && isCoreFile(name) {

@@ -29,8 +29,8 @@ func TestHandlerServesUnderCSP(t *testing.T) {
 	}{
 		{"page", with.URL, "/join", 200, "text/html; charset=utf-8", "Donate from this browser"},
 		{"script", with.URL, "/join/join.js", 200, "text/javascript; charset=utf-8", "idlepoolPeer"},
-		{"runner", with.URL, "/join/runner.js", 200, "text/javascript; charset=utf-8", "function runTask(module, input, opts)"},
-		{"worker", with.URL, "/join/task-worker.js", 200, "text/javascript; charset=utf-8", "importScripts"},
+		{"profile host", with.URL, "/join/wasi.js", 200, "text/javascript; charset=utf-8", "export async function runTask(module, stdin, opts"},
+		{"worker", with.URL, "/join/task-worker.js", 200, "text/javascript; charset=utf-8", `import { runTask } from "./wasi.js"`},
 		{"style", with.URL, "/join/join.css", 200, "text/css; charset=utf-8", "body"},
 		{"build", with.URL, "/join/build.json", 200, "application/json", `{"version":"1.2.3","api":6}`},
 		{"core", with.URL, "/join/core.wasm", 200, "application/wasm", "\x00asm"},

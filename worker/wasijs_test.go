@@ -38,6 +38,7 @@ type jsTask struct {
 	Stdin            string `json:"stdin"` // hex
 	MemoryLimitPages uint32 `json:"memoryLimitPages"`
 	MaxStdoutBytes   int    `json:"maxStdoutBytes,omitempty"` // 0: the default
+	InputDir         bool   `json:"inputDir,omitempty"`       // an empty /input on fd 3
 }
 
 // jsRequest is what harness.mjs reads: the modules, metered as the worker
@@ -79,7 +80,7 @@ var (
 )
 
 // jsCases returns the tasks both hosts run: every task of the vectors
-// and three tasks of pi, with the native worker's requests. Built once
+// three tasks of pi and one with an empty input directory, with the native worker's requests. Built once
 // per test binary (metering pi takes a while under the race detector).
 func jsCases(t testing.TB) (jsRequest, []Request) {
 	t.Helper()
@@ -123,6 +124,17 @@ func makeJSCases(t testing.TB) (jsRequest, []Request) {
 		native = append(native, Request{ModulePath: pi.path, ModuleSHA256: pi.sha, Stdin: stdin, Seed: seed, Timeout: time.Minute})
 		req.Tasks = append(req.Tasks, jsTask{Module: "pi", Seed: hex.EncodeToString(seed[:]), Stdin: hex.EncodeToString(stdin), MemoryLimitPages: DefaultMemoryLimitMiB * pagesPerMiB})
 	}
+	// A pool task always has an input directory (the browser peer's
+	// tasks too): an empty one, as the peer runs them.
+	stdin := []byte(`{"job":"wasijs-test","index":9,"seed":9,"params":{"samples":2000}}`)
+	var seed [32]byte
+	seed[0] = 9
+	empty := filepath.Join(testDir, "empty-input") // lives as long as the test binary, like jsNative
+	if err := os.MkdirAll(empty, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	native = append(native, Request{ModulePath: pi.path, ModuleSHA256: pi.sha, Stdin: stdin, Seed: seed, Timeout: time.Minute, InputDir: empty})
+	req.Tasks = append(req.Tasks, jsTask{Module: "pi", Seed: hex.EncodeToString(seed[:]), Stdin: hex.EncodeToString(stdin), MemoryLimitPages: DefaultMemoryLimitMiB * pagesPerMiB, InputDir: true})
 	return req, native
 }
 

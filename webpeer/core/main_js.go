@@ -9,6 +9,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	mrand "math/rand/v2"
 	"strconv"
@@ -195,12 +196,12 @@ func prepare(args []js.Value) (any, error) {
 }
 
 // outcome(end) turns how a task ended into what the device submits, as
-// pool.RunTask does for a native worker: end is {exited, exitCode, trap,
-// stdout, exceeded, stderr, work (decimal string), memoryMiB,
-// maxStdoutBytes, timeoutMs} or, for a failure of the machine or one
-// found before the module ran, {failure: {kind, message}}. The answer
-// is {machine, ok, submission (the JSON body of POST
-// /v1/leases/{lease}/result), reason}.
+// pool.RunTask does for a native worker: end is web/wasi.js's result,
+// {output, stderr, failure, work (decimal string)}, with the task's
+// {memoryMiB, maxStdoutBytes, timeoutMs}; or, for a failure of the
+// machine or one found before the module ran, {failure: {kind,
+// message}} alone. The answer is {machine, ok, submission (the JSON
+// body of POST /v1/leases/{lease}/result), reason}.
 func outcome(args []js.Value) (any, error) {
 	if err := need(args, 1); err != nil {
 		return nil, err
@@ -211,26 +212,30 @@ func outcome(args []js.Value) (any, error) {
 	var res worker.Result
 	if f := e.Get("failure"); f.Type() == js.TypeObject {
 		res.Failure = &worker.Failure{Kind: worker.FailureKind(f.Get("kind").String()), Message: f.Get("message").String()}
-	} else {
-		stdout, err := bytesOf(e.Get("stdout"), "stdout")
-		if err != nil {
-			return nil, err
+	}
+	for _, b := range []struct {
+		name string
+		to   *[]byte
+	}{{"output", &res.Stdout}, {"stderr", &res.Stderr}} {
+		if v := e.Get(b.name); v.Truthy() {
+			p, err := bytesOf(v, b.name)
+			if err != nil {
+				return nil, err
+			}
+			*b.to = p
 		}
-		stderr, err := bytesOf(e.Get("stderr"), "stderr")
-		if err != nil {
-			return nil, err
-		}
-		work, err := strconv.ParseUint(e.Get("work").String(), 10, 64)
+	}
+	if w := e.Get("work"); w.Type() == js.TypeString {
+		n, err := strconv.ParseUint(w.String(), 10, 64)
 		if err != nil {
 			return nil, fmt.Errorf("work: %w", err)
 		}
-		end := worker.TaskEnd{Exited: e.Get("exited").Truthy(), ExitCode: uint32(e.Get("exitCode").Int()),
-			Stdout: stdout, Exceeded: e.Get("exceeded").Truthy(), Stderr: stderr,
-			MaxStdoutBytes: req.MaxStdoutBytes, Work: work}
-		if t := e.Get("trap"); t.Type() == js.TypeString {
-			end.Trap = t.String()
-		}
-		res = worker.ClassifyEnd(end)
+		res.Work = n
+	} else if res.Failure == nil {
+		return nil, errors.New("work: want a decimal string")
+	}
+	if res.Failure == nil && res.Stdout == nil {
+		res.Stdout = []byte{}
 	}
 	o, err := pool.RunTask(context.Background(), fixed(res), req, nil)
 	if err != nil {

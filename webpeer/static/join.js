@@ -283,7 +283,7 @@
     return (s) => { tr.lastChild.textContent = s; };
   }
 
-  function newWorker() { return new Worker("/join/task-worker.js"); }
+  function newWorker() { return new Worker("/join/task-worker.js", { type: "module" }); }
 
   // runIn runs one task in the slot's worker, terminating it at the time
   // limit (a machine failure, as a native worker reports it).
@@ -345,7 +345,7 @@
       if (prog.failure) {
         end = { failure: prog.failure };
       } else {
-        end = await runIn(slot, { core: coreModule, program: prog.module, stdin: t.stdin, seed: t.seed, maxStdoutBytes: t.maxStdoutBytes, meterExport: core.meterExport }, t.timeoutMs);
+        end = await runIn(slot, { program: prog.module, stdin: t.stdin, seed: t.seed, maxStdoutBytes: t.maxStdoutBytes, meterExport: core.meterExport }, t.timeoutMs);
         if (end.error) {
           // The browser could not run the task at all (an import it
           // cannot offer): another device will.
@@ -355,7 +355,7 @@
           return release(lease);
         }
       }
-      const o = core.outcome(Object.assign({}, end, { stdout: end.output }, limits));
+      const o = core.outcome(Object.assign({}, end, limits));
       if (o.error) throw new Error(o.error);
       clearInterval(beat);
       await api("POST", "/v1/leases/" + lease.lease + "/result", o.submission);

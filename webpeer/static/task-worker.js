@@ -1,37 +1,26 @@
-// task-worker.js: the Web Worker in which the browser peer runs tasks,
-// one at a time. The page sends {core, program, stdin, seed,
-// maxStdoutBytes, meterExport}: core is the compiled core.wasm (for the
-// task's random stream, math/rand/v2's ChaCha8 as a native worker seeds
-// it), program the compiled, metered and memory-capped module. It answers
-// {end} with what runTask returned, or {error}. The page terminates the
-// worker at the task's time limit; the module's memory is capped by its
-// own declared maximum (core.prepare), which the browser enforces.
-"use strict";
-importScripts("wasm_exec.js", "runner.js");
-
-let coreReady = null;
-
-function startCore(core) {
-  if (coreReady) return coreReady;
-  coreReady = new Promise((resolve, reject) => {
-    self.idlepoolCoreReady = () => resolve(self.idlepoolCore);
-    const go = new Go();
-    WebAssembly.instantiate(core, go.importObject).then((inst) => go.run(inst)).catch(reject);
-  });
-  return coreReady;
-}
+// task-worker.js: the module Web Worker in which the browser peer runs
+// tasks, one at a time, with the determinism profile's host (wasi.js,
+// served from web/wasi.js). The page sends {program, stdin, seed,
+// maxStdoutBytes, meterExport}: program is the compiled, metered and
+// memory-capped module (core.prepare), seed the task's seed in hex (the
+// host derives the random stream from it as a native worker does). The
+// task runs with an empty /input on fd 3, as a native worker mounts a
+// pool task's input directory. It answers {end} with what runTask
+// returned (work as a decimal string), or {error}. The page terminates
+// the worker at the task's time limit; the module's memory is capped by
+// its own declared maximum, which the browser enforces.
+import { runTask } from "./wasi.js";
 
 self.onmessage = async (ev) => {
   const m = ev.data;
   try {
-    const core = await startCore(m.core);
-    const rand = core.newRand(m.seed);
-    if (rand.error) throw new Error(rand.error);
-    const end = await self.runTask(m.program, m.stdin, {
-      random: (n) => rand.read(n),
+    const end = await runTask(m.program, m.stdin, {
+      seed: m.seed,
       maxStdoutBytes: m.maxStdoutBytes,
       meterExport: m.meterExport,
+      inputDir: true,
     });
+    end.work = String(end.work);
     self.postMessage({ end });
   } catch (e) {
     self.postMessage({ error: String((e && e.message) || e) });
