@@ -274,7 +274,10 @@ func waitUntil(t *testing.T, limit time.Duration, what string, cond func() bool)
 // node, names no (job, task, peer) twice and gives every task exactly its
 // quorum of receipts.
 func TestClusterPartition(t *testing.T) {
-	t.Parallel() // long: runs beside the package's other long tests
+	// Not parallel: beside the package's other long tests on a loaded
+	// 2-core machine, node1 once never named the majority side's node in
+	// charge after the cut (in 1 of about 8 full runs; alone it passes in
+	// 30 s). Its cause is not known.
 	nodes, proxies, serve := startTestCluster(t)
 	// node3 serves first, so it is the one in charge when the cut comes.
 	serve(2)
