@@ -251,7 +251,6 @@ func (f *front) watch(ctx context.Context) {
 	for {
 		rctx, cancel := context.WithTimeout(ctx, ttl/2)
 		info, ok, err := f.lead.Leader(rctx)
-		rules, rulesOK, rerr := f.rules.Versions(rctx)
 		var nodes []cluster.NodeInfo
 		if time.Since(announced) >= ttl {
 			if f.lead.Announce(rctx, cluster.NodeInfo{Name: nc.Name, URL: nc.URL}) == nil {
@@ -259,6 +258,12 @@ func (f *front) watch(ctx context.Context) {
 			}
 			nodes, _ = f.lead.Nodes(rctx)
 		}
+		cancel()
+		// The version rules are read last, on a context of their own: a
+		// slow rules bucket (its replicas cut off) must not hold up this
+		// node's view of who is in charge.
+		vctx, cancel := context.WithTimeout(ctx, ttl/4)
+		rules, rulesOK, rerr := f.rules.Versions(vctx)
 		cancel()
 		f.mu.Lock()
 		if err == nil {
