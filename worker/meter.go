@@ -477,6 +477,19 @@ func countImportedGlobals(content []byte, base int) (uint32, error) {
 // checkExports refuses an export section that already exports
 // MeterExport.
 func checkExports(content []byte, base int) error {
+	return eachExport(content, base, "metering", func(name string, _ byte, at int) error {
+		if name == MeterExport {
+			return fmt.Errorf("metering: the module already exports %q (offset %d), the name of the work counter", MeterExport, at)
+		}
+		return nil
+	})
+}
+
+// eachExport calls fn with each export of an export section's content
+// (at offset base in the module): its name, its kind (0x00 a function,
+// 0x03 a global) and its offset; it stops at fn's first error. what
+// names the reader in the error for stray bytes at the section's end.
+func eachExport(content []byte, base int, what string, fn func(name string, kind byte, at int) error) error {
 	r := &reader{b: content, base: base}
 	n, err := r.u32()
 	if err != nil {
@@ -492,18 +505,19 @@ func checkExports(content []byte, base int) error {
 		if err != nil {
 			return err
 		}
-		if string(name) == MeterExport {
-			return fmt.Errorf("metering: the module already exports %q (offset %d), the name of the work counter", MeterExport, at)
-		}
-		if _, err := r.byte(); err != nil {
+		kind, err := r.byte()
+		if err != nil {
 			return err
 		}
 		if _, err := r.u32(); err != nil {
 			return err
 		}
+		if err := fn(string(name), kind, at); err != nil {
+			return err
+		}
 	}
 	if r.off != len(content) {
-		return fmt.Errorf("metering: %d stray bytes at the end of the export section at offset %d", len(content)-r.off, r.pos())
+		return fmt.Errorf("%s: %d stray bytes at the end of the export section at offset %d", what, len(content)-r.off, r.pos())
 	}
 	return nil
 }

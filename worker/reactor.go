@@ -222,36 +222,15 @@ func skipConstExpr(r *reader) error {
 // readExports records the names of the functions an export section
 // exports in funcs, and refuses names under reactorGlobalPrefix.
 func readExports(content []byte, base int, funcs map[string]bool) error {
-	r := &reader{b: content, base: base}
-	n, err := r.u32()
-	if err != nil {
-		return err
-	}
-	for range n {
-		at := r.pos()
-		l, err := r.u32()
-		if err != nil {
-			return err
-		}
-		name, err := r.bytes(int(l))
-		if err != nil {
-			return err
-		}
-		if strings.HasPrefix(string(name), reactorGlobalPrefix) {
+	return eachExport(content, base, "reactor", func(name string, kind byte, at int) error {
+		if strings.HasPrefix(name, reactorGlobalPrefix) {
 			return fmt.Errorf("reactor: the module exports %q (offset %d), a name the worker reserves", name, at)
 		}
-		kind, err := r.byte()
-		if err != nil {
-			return err
-		}
-		if _, err := r.u32(); err != nil {
-			return err
-		}
 		if kind == 0x00 {
-			funcs[string(name)] = true
+			funcs[name] = true
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // reactorPhase is where a reactor instance is: in _initialize (task
