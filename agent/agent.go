@@ -521,7 +521,11 @@ func (a *Agent) retry(ctx context.Context, what string, op func(context.Context)
 		case what == "join":
 			// Nothing happens until the device joins: say why it waits,
 			// once a step of the backoff.
-			a.log.Warn("Cannot join the pool yet, retrying", "reason", notJoinedWords(err), "retryIn", roundWait(d))
+			attrs := []any{"reason", notJoinedWords(err), "retryIn", roundWait(d)}
+			if h := joinHint(err); h != "" && b.failures() == 1 {
+				attrs = append(attrs, "hint", h)
+			}
+			a.log.Warn("Cannot join the pool yet, retrying", attrs...)
 		default:
 			lvl := slog.LevelDebug
 			if b.failures() == 3 {
@@ -551,6 +555,19 @@ func notJoinedWords(err error) string {
 		return fmt.Sprintf("the URL served %d %s, an HTML page", na.Status, http.StatusText(na.Status))
 	}
 	return netCause(err)
+}
+
+// joinHint says, for a join that finds nothing at the pool's address
+// (connection refused, no such host), what a person can check; "" for
+// other failures, which say enough themselves.
+func joinHint(err error) string {
+	switch netCause(err) {
+	case "connection refused":
+		return "nothing answers at this address: check the pool's URL, or whether its coordinator (idlepool serve) is running"
+	case "no such host", "the host's name cannot be looked up":
+		return "check the pool's URL for a typing error"
+	}
+	return ""
 }
 
 // roundWait rounds a retry's wait for people: to a tenth of a second

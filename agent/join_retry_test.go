@@ -84,6 +84,12 @@ func TestJoinRetrySaysWhy(t *testing.T) {
 	if len(recs) < 3 {
 		t.Fatalf("%d lines %q in the log, want 3 or more:\n%s", len(recs), "Cannot join the pool yet, retrying", logs.String())
 	}
+	if h, _ := recs[0]["hint"].(string); !strings.Contains(h, "idlepool serve") {
+		t.Errorf("first log record %v, want a hint naming idlepool serve", recs[0])
+	}
+	if _, ok := recs[1]["hint"]; ok {
+		t.Errorf("second log record %v repeats the hint", recs[1])
+	}
 	for _, r := range recs {
 		if r["level"] != "WARN" || r["pool"] != url || r["reason"] != "connection refused" || r["retryIn"] == nil {
 			t.Errorf("log record %v, want level WARN, pool %s, reason \"connection refused\" and retryIn", r, url)

@@ -51,7 +51,7 @@ func (d *Donor) ServeUpdating(ctx context.Context) error {
 		u, err = release.ForInstall(bin, UpdateDir(dirs), "", "", 0)
 	}
 	if err != nil {
-		log.Info("No self-update", "err", err)
+		log.Info("Self-update is off", "why", err)
 		return serve(ctx)
 	}
 	k := &release.Keeper{Updater: u, Settings: selfUpdateSettings(local), Busy: busy, Wake: d.updateNow,
