@@ -206,6 +206,11 @@ func RunTask(ctx context.Context, exec Executor, req worker.Request, log *slog.L
 			log.Warn("Worker died, retrying task", "reason", res.Failure.Message)
 			continue
 		}
+		if res.Failure.Trace != "" {
+			// The engine's own words and the program's stack: for the
+			// program's author, not part of the outcome.
+			log.Info("Task trapped", "trap", res.Failure.Message, "trace", res.Failure.Trace)
+		}
 		reason := res.Failure.Error()
 		switch res.Failure.Kind {
 		case worker.FailureTimeout:

@@ -39,12 +39,15 @@
 //     output   Uint8Array | null: stdout, only when the task succeeded
 //     stderr   Uint8Array | null: stderr, head and tail kept as the native
 //              worker keeps them; null when nothing was written
-//     failure  null | {kind, message}: kind is worker.FailureKind ("trap",
-//              "exit-status", "out-of-memory", "output-too-large",
-//              "bad-module"); message as the native worker writes it for
-//              exit-status, out-of-memory (Go report or module memory),
-//              output-too-large; for trap and bad-module the browser's
-//              own words, which differ from wazero's (see the profile)
+//     failure  null | {kind, message, trace?}: kind is
+//              worker.FailureKind ("trap", "exit-status", "out-of-memory",
+//              "output-too-large", "bad-module"); message as the native
+//              worker writes it for exit-status, out-of-memory (Go report
+//              or module memory), output-too-large and the traps the
+//              profile names ("wasm trap: unreachable", with the engine's
+//              own words in trace, which is not part of the outcome); for
+//              other traps and bad-module the engine's own words, which
+//              differ from wazero's (see the profile)
 //     exitCode number | null: the proc_exit status (0 when _start returned)
 //     work     bigint: the metered count (0n for an unmetered module)
 //     error    string | null: the task could not be set up here (a module
@@ -64,9 +67,9 @@
 // a task that reads input files is for native devices.
 //
 // Also exported: chacha8(seed) -> {read(n) -> Uint8Array}, the random
-// stream, and PROFILE, the profile's version (1).
+// stream, and PROFILE, the profile's version (2).
 
-export const PROFILE = 1;
+export const PROFILE = 2;
 
 const WASI = "wasi_snapshot_preview1";
 const CUDA = "idlepool_cuda";
@@ -768,7 +771,46 @@ function classify(err, stdout, stderr) {
   }
   const msg = String(err && err.message || err);
   if (stderr.outOfMem) return { failure: { kind: "out-of-memory", message: clip(msg) }, exitCode: null };
+  const words = trapWords(err, msg);
+  if (words !== null) return { failure: { kind: "trap", message: "wasm trap: " + words, trace: clip(String(err && err.stack || msg)) }, exitCode: null };
   return { failure: { kind: "trap", message: clip(msg) }, exitCode: null };
+}
+
+// The profile's words for a trap (docs/determinism.md, "Traps";
+// worker/trap.go), from the words of V8 (Chromium, Node), SpiderMonkey
+// (Firefox) and JavaScriptCore (Safari).
+const TRAPS = new Map([
+  ["unreachable", "unreachable"],
+  ["unreachable executed", "unreachable"],
+  ["unreachable code should not be executed", "unreachable"],
+  ["divide by zero", "integer divide by zero"],
+  ["remainder by zero", "integer divide by zero"],
+  ["integer divide by zero", "integer divide by zero"],
+  ["division by zero", "integer divide by zero"],
+  ["divide result unrepresentable", "integer overflow or invalid conversion to integer"],
+  ["float unrepresentable in integer range", "integer overflow or invalid conversion to integer"],
+  ["integer overflow", "integer overflow or invalid conversion to integer"],
+  ["invalid conversion to integer", "integer overflow or invalid conversion to integer"],
+  ["out of bounds trunc operation", "integer overflow or invalid conversion to integer"],
+  ["memory access out of bounds", "out of bounds memory access"],
+  ["index out of bounds", "out of bounds memory access"],
+  ["out of bounds memory access", "out of bounds memory access"],
+  ["table index is out of bounds", "invalid table access or indirect call"],
+  ["null function or function signature mismatch", "invalid table access or indirect call"],
+  ["function signature mismatch", "invalid table access or indirect call"],
+  ["dereferencing a null pointer", "invalid table access or indirect call"],
+  ["indirect call to null", "invalid table access or indirect call"],
+  ["indirect call signature mismatch", "invalid table access or indirect call"],
+  ["out of bounds call_indirect", "invalid table access or indirect call"],
+  ["call_indirect to a null table entry", "invalid table access or indirect call"],
+  ["call_indirect to a signature that does not match", "invalid table access or indirect call"],
+]);
+
+function trapWords(err, msg) {
+  if (err instanceof RangeError && /call stack/i.test(msg)) return "call stack exhausted";
+  if (typeof InternalError !== "undefined" && err instanceof InternalError && /recursion/i.test(msg)) return "call stack exhausted";
+  if (!(err instanceof WebAssembly.RuntimeError)) return null;
+  return TRAPS.get(msg.toLowerCase().replace(/[.\s]+$/, "")) ?? null;
 }
 
 export async function runTask(module, stdin, opts = {}) {

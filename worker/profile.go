@@ -23,7 +23,7 @@ import (
 const (
 	// ProfileVersion is the version of the determinism profile the worker
 	// follows.
-	ProfileVersion = 1
+	ProfileVersion = 2
 	// ProfileEpochNanos is the first reading of the realtime clock:
 	// 2022-01-01T00:00:00Z in nanoseconds since the Unix epoch.
 	ProfileEpochNanos = 1_640_995_200_000_000_000

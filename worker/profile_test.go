@@ -47,40 +47,60 @@ type VectorsTask struct {
 // failure (CI sets it, as for the C and Rust examples).
 const requireGuestsEnv = "IDLEPOOL_REQUIRE_GUESTS"
 
-var (
-	vectorsOnce   sync.Once
-	vectorsModule testModule
-	vectorsErr    error
-)
+// cOnce holds each C test program's build (name -> *cBuild).
+var cOnce sync.Map
+
+// cBuild is one test program in C, built once per test binary.
+type cBuild struct {
+	once sync.Once
+	m    testModule
+	err  error
+}
 
 // buildVectors builds testdata/vectors/vectors.c with clang for wasm32,
 // once per test binary; it skips the test when clang or wasm-ld is
 // missing (fails it under IDLEPOOL_REQUIRE_GUESTS=1).
 func buildVectors(t testing.TB) testModule {
 	t.Helper()
-	vectorsOnce.Do(func() {
+	return buildC(t, "vectors")
+}
+
+// buildTraps builds testdata/vectors/traps.c, the program that traps as
+// its stdin says, as buildVectors builds the vectors.
+func buildTraps(t testing.TB) testModule {
+	t.Helper()
+	return buildC(t, "traps")
+}
+
+// buildC builds testdata/vectors/NAME.c, a program without a C library,
+// with clang for wasm32, once per test binary.
+func buildC(t testing.TB, name string) testModule {
+	t.Helper()
+	v, _ := cOnce.LoadOrStore(name, &cBuild{})
+	b := v.(*cBuild)
+	b.once.Do(func() {
 		clang, err := exec.LookPath("clang")
 		if err != nil {
-			vectorsErr = err
+			b.err = err
 			return
 		}
-		out := filepath.Join(testDir, "vectors.wasm")
+		out := filepath.Join(testDir, name+".wasm")
 		cmd := exec.Command(clang, "--target=wasm32-wasi", "-O2", "-fno-builtin", "-nostdlib",
-			"-Wl,--no-entry", "-Wl,--export=_start", "-o", out, "testdata/vectors/vectors.c")
-		if b, err := cmd.CombinedOutput(); err != nil {
-			vectorsErr = &exec.Error{Name: "clang --target=wasm32-wasi", Err: &buildError{msg: strings.TrimSpace(string(b)), err: err}}
+			"-Wl,--no-entry", "-Wl,--export=_start", "-o", out, "testdata/vectors/"+name+".c")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.err = &exec.Error{Name: "clang --target=wasm32-wasi", Err: &buildError{msg: strings.TrimSpace(string(out)), err: err}}
 			return
 		}
-		vectorsModule, vectorsErr = hashModule(out)
+		b.m, b.err = hashModule(out)
 	})
-	if vectorsErr != nil {
-		msg := "cannot build the determinism test program (Debian: apt-get install clang lld): " + vectorsErr.Error()
+	if b.err != nil {
+		msg := "cannot build the determinism test program " + name + ".c (Debian: apt-get install clang lld): " + b.err.Error()
 		if os.Getenv(requireGuestsEnv) == "1" {
 			t.Fatal(msg)
 		}
 		t.Skip(msg)
 	}
-	return vectorsModule
+	return b.m
 }
 
 type buildError struct {

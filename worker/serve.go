@@ -511,7 +511,7 @@ func classify(callErr error, stdout *stdoutBuffer, stderr *stderrBuffer) *Failur
 	if stderr.outOfMem {
 		return &Failure{Kind: FailureOutOfMemory, Message: clip(callErr.Error())}
 	}
-	return &Failure{Kind: FailureTrap, Message: clip(callErr.Error())}
+	return trapFailure(callErr)
 }
 
 // withInputMount mounts dir read-only at InputMountPath.

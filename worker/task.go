@@ -220,6 +220,11 @@ type Failure struct {
 	// Message is a one-paragraph description for people, such as wazero's
 	// trap message, the Go panic line or the exit status.
 	Message string `json:"message"`
+	// Trace is the engine's own account of a trap (wazero's message and
+	// the program's stack), for people debugging the program: it is not
+	// part of the task's outcome, which hosts must agree on, and is
+	// empty for other failures.
+	Trace string `json:"trace,omitempty"`
 }
 
 // Error implements error: "worker: task failed: KIND: MESSAGE".

@@ -135,6 +135,22 @@ func makeJSCases(t testing.TB) (jsRequest, []Request) {
 	}
 	native = append(native, Request{ModulePath: pi.path, ModuleSHA256: pi.sha, Stdin: stdin, Seed: seed, Timeout: time.Minute, InputDir: empty})
 	req.Tasks = append(req.Tasks, jsTask{Module: "pi", Seed: hex.EncodeToString(seed[:]), Stdin: hex.EncodeToString(stdin), MemoryLimitPages: DefaultMemoryLimitMiB * pagesPerMiB, InputDir: true})
+	// Every trap the profile names, one task each.
+	traps := buildTraps(t)
+	bin, err := os.ReadFile(traps.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	metered, err := meterModule(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Modules["traps"] = hex.EncodeToString(metered)
+	for _, tc := range trapCases {
+		stdin := []byte{tc.stdin}
+		native = append(native, Request{ModulePath: traps.path, ModuleSHA256: traps.sha, Stdin: stdin, Timeout: time.Minute})
+		req.Tasks = append(req.Tasks, jsTask{Module: "traps", Seed: hex.EncodeToString(make([]byte, 32)), Stdin: hex.EncodeToString(stdin), MemoryLimitPages: DefaultMemoryLimitMiB * pagesPerMiB})
+	}
 	return req, native
 }
 
@@ -175,6 +191,14 @@ func compareOutcomes(t *testing.T, host string, req jsRequest, native, js []jsOu
 		t.Fatalf("%s returned %d outcomes for %d tasks", host, len(js), len(native))
 	}
 	for i := range native {
+		// A trap's trace is each engine's own words, not the outcome.
+		for _, o := range []*jsOutcome{&native[i], &js[i]} {
+			if o.Failure != nil {
+				f := *o.Failure
+				f.Trace = ""
+				o.Failure = &f
+			}
+		}
 		if diff := cmp.Diff(native[i], js[i]); diff != "" {
 			t.Errorf("task %d (%s, stdin %s): %s differs from the native worker (-native +%s):\n%s",
 				i, req.Tasks[i].Module, req.Tasks[i].Stdin, host, host, diff)
