@@ -118,19 +118,18 @@ func TestFailures(t *testing.T) {
 		return Request{ModulePath: m.path, ModuleSHA256: m.sha, Timeout: time.Minute}
 	}
 	tests := []struct {
-		name        string
-		req         Request
-		kind        FailureKind
-		message     string // substring of Failure.Message
-		stderr      string // if set, the whole of Result.Stderr
-		maxDuration time.Duration
+		name    string
+		req     Request
+		kind    FailureKind
+		message string // substring of Failure.Message
+		stderr  string // if set, the whole of Result.Stderr
 	}{
 		{name: "panic", req: hostileWith("panic", nil), kind: FailureTrap, message: "panic: boom"},
 		{name: "nil dereference", req: hostileWith("nil", nil), kind: FailureTrap, message: "nil pointer dereference"},
 		{name: "unreachable", req: module("trap.wasm", wasmModule(typeVoid, funcType0, exportStart0, codeTrap)), kind: FailureTrap, message: "unreachable"},
 		{name: "exit status", req: hostileWith("exit", nil), kind: FailureExitStatus, message: "exit status 3", stderr: "exiting with status 3\n"},
 		{name: "memory bomb", req: hostileWith("membomb", func(r *Request) { r.MemoryLimitMiB = 64 }), kind: FailureOutOfMemory, message: "out of memory"},
-		{name: "stdout flood", req: hostileWith("flood", nil), kind: FailureOutputTooLarge, message: "16777216", maxDuration: 20 * time.Second},
+		{name: "stdout flood", req: hostileWith("flood", nil), kind: FailureOutputTooLarge, message: "16777216"}, // cut at the limit: a flood never cut ends as a timeout
 		{name: "small stdout limit", req: hostileWith("echo", func(r *Request) { r.MaxStdoutBytes = 10 }), kind: FailureOutputTooLarge, message: "stdout exceeded 10 bytes"},
 		{name: "hash mismatch", req: hostileWith("echo", func(r *Request) { r.ModuleSHA256 = strings.Repeat("ab", 32) }), kind: FailureBadModule, message: "SHA-256"},
 		{name: "not wasm", req: module("text.wasm", []byte("hello, world")), kind: FailureBadModule, message: "not a WebAssembly module"},
@@ -144,7 +143,6 @@ func TestFailures(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			start := time.Now()
 			res := mustRun(t, p, tc.req)
 			if res.Failure == nil {
 				t.Fatalf("task succeeded, want %s; stdout %q", tc.kind, res.Stdout)
@@ -160,9 +158,6 @@ func TestFailures(t *testing.T) {
 			}
 			if res.Stdout != nil {
 				t.Errorf("failed task has %d bytes of stdout, want none", len(res.Stdout))
-			}
-			if tc.maxDuration > 0 && time.Since(start) > tc.maxDuration {
-				t.Errorf("took %s, want at most %s", time.Since(start), tc.maxDuration)
 			}
 		})
 	}
