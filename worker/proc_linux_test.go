@@ -106,7 +106,7 @@ func TestParentKilled(t *testing.T) {
 	_ = parent.Wait()
 	killed := time.Now()
 	for !processGone(workerPID) {
-		if time.Since(killed) > 5*time.Second {
+		if time.Since(killed) > time.Minute { // patience: the kernel signals at once, a busy machine may run it late
 			_ = syscall.Kill(workerPID, syscall.SIGKILL)
 			t.Fatalf("worker %d still running %s after its parent was killed", workerPID, time.Since(killed))
 		}
