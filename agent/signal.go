@@ -3,6 +3,8 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -21,13 +23,18 @@ type signaller struct{ c *Client }
 var _ p2p.Signaller = signaller{}
 
 // Send posts s (POST /v1/signals). Errors: *APIError (409 replay, 429
-// mailbox full, 400 bad signal, 404 unknown device), ErrUnavailable.
+// mailbox full, 400 bad signal, 404 unknown device; 410 when the
+// recipient stopped listening, wrapped in p2p.ErrPeerOffline),
+// ErrUnavailable.
 func (s signaller) Send(ctx context.Context, sig p2p.Signal) error {
 	body, err := json.Marshal(sig)
 	if err != nil {
 		return err
 	}
 	_, err = s.c.do(ctx, http.MethodPost, "/v1/signals", nil, body, true, nil)
+	if ae, ok := errors.AsType[*APIError](err); ok && ae.Status == http.StatusGone && ae.Code == "peer_offline" {
+		return fmt.Errorf("%w: %w", p2p.ErrPeerOffline, err)
+	}
 	return err
 }
 

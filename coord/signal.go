@@ -37,6 +37,15 @@ const (
 	// for a signal before it answers none.
 	DefaultSignalWait = 25 * time.Second
 	maxSignalWait     = 50 * time.Second
+	// offlineAfter is how long a device that listened for signals may go
+	// without a long poll open before a signal to it is refused as
+	// offline (410): an agent polls again at once, so a longer gap means
+	// it quit or was killed, and a connection to it would only wait out
+	// its timeout (p2p.DefaultConnectTimeout). A device never seen
+	// listening since the coordinator started is not judged.
+	offlineAfter = 20 * time.Second
+	// listenMemory is how long the last poll of a device is remembered.
+	listenMemory = TrackerTTL
 )
 
 // errSignal marks a signal the coordinator refuses (answered 400, or 409
@@ -78,12 +87,49 @@ type mailboxes struct {
 	changed chan struct{}
 	stop    chan struct{} // closed when the server shuts down
 	stopped bool
-	polls   int // long polls waiting now
+	// listen records, per device that long-polled its mailbox, its polls
+	// open now and when the last one ended (offline).
+	listen map[string]listening
+	polls  int // long polls waiting now
+}
+
+// listening is one device's polls of its mailbox: how many are open and
+// when the last one ended.
+type listening struct {
+	open int
+	last time.Time
 }
 
 func newMailboxes() *mailboxes {
 	return &mailboxes{boxes: map[string][]queuedSignal{}, lastSeq: map[string]seenSeq{},
-		changed: make(chan struct{}), stop: make(chan struct{})}
+		changed: make(chan struct{}), stop: make(chan struct{}), listen: map[string]listening{}}
+}
+
+// listenStart and listenEnd bracket one long poll of to's mailbox.
+func (m *mailboxes) listenStart(to string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l := m.listen[to]
+	l.open++
+	m.listen[to] = l
+}
+
+func (m *mailboxes) listenEnd(to string, now time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l := m.listen[to]
+	l.open = max(l.open-1, 0)
+	l.last = now
+	m.listen[to] = l
+}
+
+// offline says whether to listened for signals and has had no poll open
+// for longer than offlineAfter, and since when.
+func (m *mailboxes) offline(to string, now time.Time) (bool, time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l, ok := m.listen[to]
+	return ok && l.open == 0 && now.Sub(l.last) > offlineAfter, l.last
 }
 
 // shutdown ends every long poll.
@@ -114,6 +160,11 @@ func (m *mailboxes) prune(now time.Time) {
 	for from, s := range m.lastSeq {
 		if now.Sub(s.at) > 2*clockSkew {
 			delete(m.lastSeq, from)
+		}
+	}
+	for to, l := range m.listen {
+		if l.open == 0 && now.Sub(l.last) > listenMemory {
+			delete(m.listen, to)
 		}
 	}
 }
@@ -188,7 +239,8 @@ func (m *mailboxes) pending() int {
 var errMailboxFull = errors.New("mailbox full")
 
 // postSignal is POST /v1/signals: one p2p.Signal, signed by its sender,
-// who must be the caller. 202 when queued.
+// who must be the caller. 202 when queued; 410 (peer_offline) when its
+// recipient stopped listening for signals (mailboxes.offline).
 func (s *Server) postSignal(w http.ResponseWriter, r *http.Request, c call) error {
 	var sig p2p.Signal
 	if err := json.Unmarshal(c.body, &sig); err != nil {
@@ -210,6 +262,10 @@ func (s *Server) postSignal(w http.ResponseWriter, r *http.Request, c call) erro
 	}
 	if _, ok := s.sched.Peer(sig.To); !ok {
 		return notFound("unknown_peer", "no device %s in this pool", sig.To)
+	}
+	if off, since := s.signals.offline(sig.To, now); off {
+		return &apiError{http.StatusGone, "peer_offline", fmt.Sprintf("device %s has not listened for signals since %s: it is offline",
+			sig.To, since.UTC().Format(time.RFC3339)), nil}
 	}
 	if err := s.signals.post(sig, now); err != nil {
 		switch {
@@ -239,6 +295,8 @@ func (s *Server) getSignals(w http.ResponseWriter, r *http.Request, c call) erro
 	}
 	t := time.NewTimer(wait)
 	defer t.Stop()
+	s.signals.listenStart(c.peer.ID)
+	defer func() { s.signals.listenEnd(c.peer.ID, s.cfg.Now()) }()
 	for {
 		sigs, changed := s.signals.take(c.peer.ID, s.cfg.Now())
 		if len(sigs) > 0 || wait == 0 {

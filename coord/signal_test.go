@@ -143,6 +143,64 @@ func TestSignalRelay(t *testing.T) {
 	}
 }
 
+// TestSignalToOfflineDevice: a device that listened for signals and has
+// had no long poll open for offlineAfter is offline: a signal to it is
+// refused with 410 at once, so that the sender's connection fails now
+// rather than after its timeout. A device never seen listening, or one
+// listening now however long ago it started, is not judged.
+func TestSignalToOfflineDevice(t *testing.T) {
+	clock := &fakeClock{now: time.Now()}
+	ts := startServer(t, func(c *Config) { c.Now = clock.Now })
+	a, b, c := newPeer(t, nil), newPeer(t, nil), newPeer(t, nil)
+	for _, p := range []*testPeer{a, b, c} {
+		ts.register(t, p, "", http.StatusCreated)
+	}
+	seq := uint64(0)
+	post := func(to *testPeer) answer {
+		t.Helper()
+		seq++
+		return ts.do(t, a, "POST", "/v1/signals", signal(a, to.ID(), seq, clock.Now()))
+	}
+	if got := post(b); got.status != http.StatusAccepted {
+		t.Fatalf("signal to a device never seen listening: %d %s, want 202", got.status, got.body)
+	}
+	ts.receive(t, b, 0)
+	clock.Advance(offlineAfter / 2)
+	if got := post(b); got.status != http.StatusAccepted {
+		t.Fatalf("signal to a device that listened %v ago: %d %s, want 202", offlineAfter/2, got.status, got.body)
+	}
+	clock.Advance(offlineAfter/2 + time.Second)
+	got := post(b)
+	if got.status != http.StatusGone || got.errorBody(t).Code != "peer_offline" || !strings.Contains(got.errorBody(t).Error, b.ID()) {
+		t.Fatalf("signal to a device that stopped listening %v ago: %d %s, want 410 peer_offline naming it", offlineAfter+time.Second, got.status, got.body)
+	}
+	if n := len(ts.receive(t, b, 0)); n != 1 {
+		t.Errorf("b got %d signals, want the one sent while it listened (the refused one is not kept)", n)
+	}
+	if got := post(b); got.status != http.StatusAccepted {
+		t.Fatalf("signal to a device that listens again: %d %s, want 202", got.status, got.body)
+	}
+
+	// A long poll open for longer than offlineAfter still listens.
+	done := make(chan []p2p.Signal, 1)
+	go func() { done <- ts.receive(t, c, 120_000) }()
+	for ts.signals.waiters() == 0 {
+		time.Sleep(time.Millisecond) // polling a condition
+	}
+	clock.Advance(3 * offlineAfter)
+	if got := post(c); got.status != http.StatusAccepted {
+		t.Fatalf("signal to a device with a long poll open: %d %s, want 202", got.status, got.body)
+	}
+	select {
+	case got := <-done:
+		if len(got) != 1 {
+			t.Errorf("long poll got %+v, want one signal", got)
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the long poll did not answer within 2 minutes of a signal")
+	}
+}
+
 func TestICEServers(t *testing.T) {
 	clock := &fakeClock{now: time.Now()}
 	secret := []byte("a secret of 20 bytes")

@@ -26,6 +26,11 @@ var (
 	// ErrRefused marks a connection the remote device refused (it sent a
 	// "bye"), with its reason.
 	ErrRefused = errors.New("p2p: connection refused by the peer")
+	// ErrPeerOffline marks a signal the signalling server did not take
+	// because its recipient stopped listening for signals (a device that
+	// quit or was killed): a connection to it fails at once instead of
+	// waiting out Config.ConnectTimeout.
+	ErrPeerOffline = errors.New("p2p: the peer is offline")
 	// ErrWrongChunk marks bytes whose SHA-256 is not the digest asked for:
 	// the peer that served them is wrong or malicious and should be
 	// avoided (see PeerError).

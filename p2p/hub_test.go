@@ -22,7 +22,8 @@ type hub struct {
 	wake    map[string]chan struct{}
 	lastSeq map[string]uint64
 	servers func(id string) []ICEServer
-	sent    []Signal // every signal accepted, for tests that replay one
+	sent    []Signal        // every signal accepted, for tests that replay one
+	offline map[string]bool // devices no longer listening: signals to them are refused
 }
 
 func newHub() *hub {
@@ -57,6 +58,9 @@ func (h *hub) post(from string, s Signal) error {
 	h.lastSeq[s.From] = s.Seq
 	if _, ok := h.keys[s.To]; !ok {
 		return fmt.Errorf("unknown device %s", s.To)
+	}
+	if h.offline[s.To] {
+		return fmt.Errorf("%w: %s stopped listening", ErrPeerOffline, s.To)
 	}
 	if len(h.boxes[s.To]) >= 256 {
 		return fmt.Errorf("mailbox of %s full", s.To)

@@ -339,6 +339,11 @@ func (n *Node) sendLoop(ctx context.Context) {
 			cancel()
 			if err != nil && ctx.Err() == nil {
 				n.cfg.Logger.Warn("Signal not sent", "peer", s.To, "kind", s.Kind, "err", err)
+				if errors.Is(err, ErrPeerOffline) {
+					if c := n.session(s.To, s.Session); c != nil {
+						c.close(c.fail(err))
+					}
+				}
 			}
 		}
 	}

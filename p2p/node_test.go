@@ -416,6 +416,31 @@ func TestConnectTimeout(t *testing.T) {
 	}
 }
 
+// TestConnectToOfflinePeer: when the signalling server says the device
+// stopped listening, the connection fails at once with ErrPeerOffline
+// (the timeout is an hour: waiting it out would fail the test's
+// deadline instead).
+func TestConnectToOfflinePeer(t *testing.T) {
+	h := newHub()
+	a := testNode(t, h, Config{ConnectTimeout: time.Hour})
+	gone, _ := identity.Generate()
+	h.endpoint(gone)
+	h.mu.Lock()
+	h.offline = map[string]bool{gone.ID(): true}
+	h.mu.Unlock()
+	err := a.Connect(ctxT(t), gone.ID())
+	var pe *PeerError
+	if !errors.Is(err, ErrPeerOffline) || !errors.As(err, &pe) || pe.Peer != gone.ID() {
+		t.Fatalf("Connect to an offline device: %v, want a PeerError wrapping ErrPeerOffline", err)
+	}
+	a.mu.Lock()
+	left := len(a.conns)
+	a.mu.Unlock()
+	if left != 0 {
+		t.Errorf("%d connection attempts kept after the refusal", left)
+	}
+}
+
 func TestRemoteTURNIPs(t *testing.T) {
 	got := remoteTURNIPs([]ICEServer{
 		{URLs: []string{"stun:198.51.100.7:3478"}},

@@ -212,7 +212,9 @@ func certFingerprint(der []byte) string {
 // production (agent.Client implements it with signed API calls).
 type Signaller interface {
 	// Send relays s, already signed, to s.To. An error means it was not
-	// accepted (refused, mailbox full, coordinator unreachable).
+	// accepted (refused, mailbox full, coordinator unreachable); one that
+	// wraps ErrPeerOffline says s.To no longer listens, and ends the
+	// connection s belongs to.
 	Send(ctx context.Context, s Signal) error
 	// Receive waits up to about 25 seconds for signals addressed to this
 	// device and returns them (possibly none), each with FromKey set, in
