@@ -5,11 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -220,8 +222,12 @@ func browser(t *testing.T, errs *pageErrors) context.Context {
 	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium), chromedp.NoSandbox,
 		chromedp.Flag("disable-gpu", true), chromedp.UserDataDir(t.TempDir()),
-		// WebRTC stays on this machine: no STUN, loopback candidates only.
-		chromedp.Flag("force-webrtc-ip-handling-policy", "default_public_and_private_interfaces"))
+		// WebRTC stays on this machine: no STUN, loopback candidates
+		// gathered (the page keeps to them for a pool on loopback), and
+		// host candidates as addresses, not mDNS names.
+		chromedp.Flag("force-webrtc-ip-handling-policy", "default_public_and_private_interfaces"),
+		chromedp.Flag("allow-loopback-in-peer-connection", true),
+		chromedp.Flag("disable-features", "site-per-process,Translate,BlinkGenPropertyTrees,WebRtcHideLocalIpsWithMdns"))
 	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(actx)
 	t.Cleanup(func() { cancel(); cancelA() })
@@ -260,8 +266,11 @@ type peerState struct {
 	Receipts []json.RawMessage `json:"receipts"`
 	Errors   []string          `json:"errors"`
 	Fetches  []struct {
-		Digest string `json:"digest"`
-		Path   string `json:"path"`
+		Digest    string `json:"digest"`
+		Path      string `json:"path"`
+		Bytes     int64  `json:"bytes"`
+		PeerBytes int64  `json:"peerBytes"`
+		Ms        int64  `json:"ms"`
 	} `json:"fetches"`
 	Running        map[string]struct{ Task int64 } `json:"running"`
 	FirstResultMs  *float64                        `json:"firstResultMs"`
@@ -336,6 +345,31 @@ redundancy = %d
 quorum = %d
 `
 
+// waitMetric waits until the coordinator's metric name is above 0.
+func waitMetric(t *testing.T, url, name string) {
+	t.Helper()
+	deadline := time.Now().Add(patience) // patience on a busy machine, not a verdict
+	for {
+		resp, err := http.Get(url + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		for line := range strings.SplitSeq(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, name+" "); ok {
+				if n, err := strconv.ParseFloat(v, 64); err == nil && n > 0 {
+					return
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the coordinator's %s stayed 0", name)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // ledgerOf fetches and verifies the pool's ledger.
 func ledgerOf(t *testing.T, url string) []pool.Entry {
 	t.Helper()
@@ -386,6 +420,10 @@ func TestBrowserPeerComputesToQuorum(t *testing.T) {
 		t.Fatalf("submit: exit %d\n%s", code, stderr)
 	}
 
+	// The native agent announces the program's chunks once it fetched
+	// them: from then on the tab finds it as their holder.
+	waitMetric(t, url, "idlepool_coord_tracker_chunks")
+
 	var errs pageErrors
 	ctx := browser(t, &errs)
 	if err := chromedp.Do(ctx, chromedp.Navigate(url+"/join?start=1&cores=1")); err != nil {
@@ -423,8 +461,25 @@ func TestBrowserPeerComputesToQuorum(t *testing.T) {
 	if len(s.Receipts) != mine {
 		t.Errorf("the page shows %d receipts, the ledger has %d", len(s.Receipts), mine)
 	}
+	var total, fromPeers int64
 	for _, f := range s.Fetches {
-		t.Logf("file %s fetched via %s", f.Digest[:12], f.Path)
+		t.Logf("file %s fetched via %s in %d ms (%d of %d bytes from devices)", f.Digest[:12], f.Path, f.Ms, f.PeerBytes, f.Bytes)
+		total += f.Bytes
+		fromPeers += f.PeerBytes
+	}
+	if fromPeers == 0 {
+		t.Errorf("no byte of the browser's files came over a data channel from the native agent: %+v", s.Fetches)
+	} else {
+		t.Logf("%d of %d bytes (%.0f%%) of the browser's files came over data channels", fromPeers, total, 100*float64(fromPeers)/float64(total))
+	}
+	viaPeer := 0
+	for _, r := range s.Results {
+		if strings.HasPrefix(r.Path, "peer ") {
+			viaPeer++
+		}
+	}
+	if viaPeer == 0 {
+		t.Errorf("the page shows no task whose files came from a device: %+v", s.Results)
 	}
 	if e := errs.list(); len(e) > 0 {
 		t.Errorf("the page logged errors: %v", e)

@@ -209,29 +209,33 @@
 
   // ---- files ----
 
-  // file returns a job's file by digest: from a device of the pool over
-  // WebRTC where p2p.js finds one, from the pool otherwise; either way
-  // its SHA-256 is checked. state.fetches records which path it took.
+  // file returns a job's file by digest: in chunks, each from a device of
+  // the pool that holds it over a WebRTC data channel (p2p.js), from the
+  // pool where none gives it; the whole file from the pool when chunks
+  // cannot be had. Either way its SHA-256 is checked. state.fetches
+  // records the path it took ("peer <device> (direct)", "pool", or
+  // both joined by " + ") and how many of its bytes came from devices.
   function file(digest) {
     if (!files.has(digest)) {
       const p = (async () => {
-        let bytes = null, path = "pool";
-        if (window.idlepoolP2P) {
-          try {
-            const got = await window.idlepoolP2P.fetchFile(digest, { api, peer: () => state.peer });
-            if (got) { bytes = got.bytes; path = got.path; }
-          } catch (e) {
-            fail("fetch " + short(digest) + " from devices", e);
-          }
+        let bytes = null, path = "pool", peerBytes = 0;
+        const began = performance.now();
+        try {
+          const got = await window.idlepoolP2P.fetchFile(digest, { api, sign: (m) => signWith(dev, m), peer: () => state.peer, core });
+          if (got) ({ bytes, path, peerBytes } = got);
+        } catch (e) {
+          fail("fetch " + short(digest) + " in chunks", e);
         }
         if (!bytes) {
           const r = await fetch("/v1/blobs/" + digest);
           if (!r.ok) throw new Error("the pool has no file " + digest + " (HTTP " + r.status + ")");
           bytes = new Uint8Array(await r.arrayBuffer());
+          path = "pool";
+          peerBytes = 0;
         }
         const sum = hex(await crypto.subtle.digest("SHA-256", bytes));
         if (sum !== digest) throw new Error("file " + digest + " arrived with SHA-256 " + sum + " (via " + path + ")");
-        state.fetches.push({ digest, path, bytes: bytes.length });
+        state.fetches.push({ digest, path, bytes: bytes.length, peerBytes, ms: Math.round(performance.now() - began) });
         return { bytes, path };
       })();
       p.catch(() => files.delete(digest));
@@ -455,6 +459,7 @@
     clearInterval(receiptTimer);
     $("stop").disabled = true;
     $("start").disabled = false;
+    window.idlepoolP2P.closeAll();
     say("Stopped: the tasks running now finish and are returned");
   }
 
