@@ -405,7 +405,13 @@ func ledgerOf(t *testing.T, url string) []pool.Entry {
 func TestBrowserPeerComputesToQuorum(t *testing.T) {
 	needBrowser(t)
 	url := serve(t)
-	start(t, "join", t.TempDir(), "join", url, "--workers", "1", "--always")
+	// The native agent serves its chunks at full speed, not at a donor's
+	// default cap of 1 MiB/s (the tab's fetch would take seconds).
+	native := t.TempDir()
+	if _, stderr, code := idlepool(t, native, "settings", "set", "share_upload=unlimited"); code != 0 {
+		t.Fatalf("settings set share_upload=unlimited: exit %d\n%s", code, stderr)
+	}
+	start(t, "join", native, "join", url, "--workers", "1", "--always")
 
 	const tasks = 4
 	m := writeManifest(t, fmt.Sprintf(piJob, tasks, 200000, 2, 2))
@@ -467,6 +473,8 @@ func TestBrowserPeerComputesToQuorum(t *testing.T) {
 		total += f.Bytes
 		fromPeers += f.PeerBytes
 	}
+	conns, _ := chromedp.Run(ctx, chromedp.Evaluate[any](`window.idlepoolP2P.conns()`))
+	t.Logf("the tab's connections: %v", conns)
 	if fromPeers == 0 {
 		t.Errorf("no byte of the browser's files came over a data channel from the native agent: %+v", s.Fetches)
 	} else {

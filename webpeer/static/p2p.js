@@ -172,6 +172,7 @@
     }
 
     async open() {
+      this.began = performance.now();
       sessions.set(this.session, this);
       poll();
       const timer = setTimeout(() => this.fail(new Error("no connection to " + this.peer + " within " + CONNECT_MS / 1000 + " s")), CONNECT_MS);
@@ -245,6 +246,7 @@
           if ((l && l.candidateType === "relay") || (r && r.candidateType === "relay")) this.path = "relayed";
         }
       } catch (_) { /* the path stays "direct", the only other one being seen in stats */ }
+      this.setupMs = Math.round(performance.now() - this.began);
       this.resolveOpen();
     }
 
@@ -418,7 +420,7 @@
   }
 
   function conns() {
-    return [...byPeer.values()].map((c) => ({ peer: c.peer, path: c.path, open: !c.closed }));
+    return [...byPeer.values()].map((c) => ({ peer: c.peer, path: c.path, open: !c.closed, setupMs: c.setupMs }));
   }
 
   window.idlepoolP2P = { fetchFile, closeAll, conns, signedBytes };
