@@ -39,11 +39,6 @@ const chromium = "/usr/bin/chromium"
 // skip, where chromium is missing (CI sets it).
 const RequireBrowserEnv = "IDLEPOOL_REQUIRE_BROWSER"
 
-// BrowserCheckEnv set to 1 runs the browser tests (make browser-check):
-// they build idlepool and the core and drive chromium for about a
-// minute, too long for make test.
-const BrowserCheckEnv = "IDLEPOOL_BROWSER_CHECK"
-
 var (
 	binPath  string // the idlepool command, built by TestMain
 	piWasm   string // examples/pi built for wasip1
@@ -63,7 +58,8 @@ func runMain(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	os.Setenv(worker.PriorityEnv, "normal") // see cmd/idlepool's tests
-	if os.Getenv(BrowserCheckEnv) == "1" {
+	// The builds (idlepool, pi.wasm, the core) only where the tests run.
+	if browserPresent() || os.Getenv(RequireBrowserEnv) == "1" {
 		buildErr = buildAll(dir)
 	}
 	return m.Run()
@@ -91,10 +87,7 @@ func buildAll(dir string) error {
 // requires it.
 func needBrowser(t *testing.T) {
 	t.Helper()
-	if os.Getenv(BrowserCheckEnv) != "1" {
-		t.Skipf("the browser peer's end-to-end tests take about a minute: run them with make browser-check (%s=1)", BrowserCheckEnv)
-	}
-	if _, err := os.Stat(chromium); err != nil {
+	if !browserPresent() {
 		if os.Getenv(RequireBrowserEnv) == "1" {
 			t.Fatalf("%s is missing and %s=1: install Debian's chromium package", chromium, RequireBrowserEnv)
 		}
@@ -103,6 +96,11 @@ func needBrowser(t *testing.T) {
 	if buildErr != nil {
 		t.Fatal(buildErr)
 	}
+}
+
+func browserPresent() bool {
+	_, err := os.Stat(chromium)
+	return err == nil
 }
 
 // daemon is an idlepool command running in the background.
