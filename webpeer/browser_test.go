@@ -40,10 +40,11 @@ const chromium = "/usr/bin/chromium"
 const RequireBrowserEnv = "IDLEPOOL_REQUIRE_BROWSER"
 
 var (
-	binPath  string // the idlepool command, built by TestMain
-	piWasm   string // examples/pi built for wasip1
-	coreDir  string // the browser peer's core, built by webpeer.BuildCore
-	buildErr error
+	binPath   string // the idlepool command, built by TestMain
+	piWasm    string // examples/pi built for wasip1
+	kfoldWasm string // examples/kfold built for wasip1, a program that reads an input file
+	coreDir   string // the browser peer's core, built by webpeer.BuildCore
+	buildErr  error
 )
 
 func TestMain(m *testing.M) {
@@ -70,11 +71,13 @@ func buildAll(dir string) error {
 	if out, err := exec.Command("go", "build", "-o", binPath, "../cmd/idlepool").CombinedOutput(); err != nil {
 		return fmt.Errorf("build idlepool: %w\n%s", err, out)
 	}
-	piWasm = filepath.Join(dir, "pi.wasm")
-	cmd := exec.Command("go", "build", "-o", piWasm, "../examples/pi")
-	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("build pi.wasm: %w\n%s", err, out)
+	piWasm, kfoldWasm = filepath.Join(dir, "pi.wasm"), filepath.Join(dir, "kfold.wasm")
+	for _, p := range []struct{ out, pkg string }{{piWasm, "../examples/pi"}, {kfoldWasm, "../examples/kfold"}} {
+		cmd := exec.Command("go", "build", "-o", p.out, p.pkg)
+		cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("build %s: %w\n%s", filepath.Base(p.out), err, out)
+		}
 	}
 	coreDir = filepath.Join(dir, "core")
 	if err := os.Mkdir(coreDir, 0o755); err != nil {
@@ -301,15 +304,27 @@ func waitState(ctx context.Context, t *testing.T, what string, ok func(peerState
 	}
 }
 
+// writeManifest writes a job of the pi example; writeJob one of program
+// with the files named (name -> contents) beside it.
 func writeManifest(t *testing.T, text string) string {
 	t.Helper()
+	return writeJob(t, piWasm, text, nil)
+}
+
+func writeJob(t *testing.T, program, text string, files map[string]string) string {
+	t.Helper()
 	dir := t.TempDir()
-	b, err := os.ReadFile(piWasm)
+	b, err := os.ReadFile(program)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "pi.wasm"), b, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, filepath.Base(program)), b, 0o644); err != nil {
 		t.Fatal(err)
+	}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	m := filepath.Join(dir, "job.toml")
 	if err := os.WriteFile(m, []byte(text), 0o644); err != nil {
@@ -366,6 +381,50 @@ func waitMetric(t *testing.T, url, name string) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// kfoldJob is a job whose tasks read an input file: the kfold example
+// on a small data set (kfoldData), every task computed by two devices.
+const kfoldJob = `name = "kfold-browser"
+program = "kfold.wasm"
+
+[inputs]
+data = "data.csv"
+
+[split]
+rule = "kfold"
+k = 5
+input = "data"
+shuffle = false
+
+[[merge]]
+field = "gaussian_nb_correct"
+rule = "sum"
+
+[[merge]]
+field = "knn5_correct"
+rule = "sum"
+
+[[merge]]
+field = "test_rows"
+rule = "sum"
+
+[policy]
+memory_mib = 64
+time_limit = "120s"
+redundancy = 2
+quorum = 2
+`
+
+// kfoldData is a data set of two classes in four features, 40 rows.
+func kfoldData() string {
+	var b strings.Builder
+	b.WriteString("f1,f2,f3,f4,label\n")
+	for i := range 40 {
+		c := i % 2
+		fmt.Fprintf(&b, "%d.%d,%d.%d,%d.%d,%d.%d,%d\n", 1+4*c+i%3, i%10, 2+3*c, (i*7)%10, 5-2*c+i%2, (i*3)%10, 1+c, i%7, c)
+	}
+	return b.String()
 }
 
 // ledgerOf fetches and verifies the pool's ledger.
@@ -486,6 +545,37 @@ func TestBrowserPeerComputesToQuorum(t *testing.T) {
 	}
 	if viaPeer == 0 {
 		t.Errorf("the page shows no task whose files came from a device: %+v", s.Results)
+	}
+
+	// A job whose tasks read an input file: the tab fetches it (over a
+	// data channel where the native agent holds it), checks it against
+	// its digest, and computes every task; quorum 2 means its results
+	// and work counts equal the native worker's.
+	km := writeJob(t, kfoldWasm, kfoldJob, map[string]string{"data.csv": kfoldData()})
+	want, stderr, code = idlepool(t, t.TempDir(), "run", km, "--json")
+	if code != 0 {
+		t.Fatalf("run --json of the kfold job: exit %d\n%s", code, stderr)
+	}
+	got, stderr, code = idlepool(t, subHome, "submit", km, "--pool", url, "--follow", "--json")
+	if code != 0 {
+		s := readState(ctx, t)
+		t.Fatalf("submit --follow --json of the kfold job: exit %d\n%s\nthe browser: status %q, errors %v", code, stderr, s.Status, s.Errors)
+	}
+	if got != want {
+		t.Errorf("the pooled kfold result differs from run --json:\nrun:    %s\npooled: %s", want, got)
+	}
+	s = readState(ctx, t)
+	inputTasks := 0
+	for _, r := range s.Results {
+		if r.Job != s.Results[0].Job && r.OK {
+			inputTasks++
+		}
+	}
+	if inputTasks != 5 {
+		t.Errorf("the browser returned %d tasks of the job with an input file, want all 5: %+v, errors %v", inputTasks, s.Results, s.Errors)
+	}
+	for _, f := range s.Fetches {
+		t.Logf("file %s fetched via %s in %d ms (%d of %d bytes from devices)", f.Digest[:12], f.Path, f.Ms, f.PeerBytes, f.Bytes)
 	}
 	if e := errs.list(); len(e) > 0 {
 		t.Errorf("the page logged errors: %v", e)

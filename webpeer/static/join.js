@@ -324,15 +324,21 @@
     const { info, canonical } = await jobOf(id);
     const names = core.jobFiles(canonical);
     if (names.error) throw new Error(names.error);
-    if (names.length > 1) {
-      // Tasks see no input files here yet: hand the task back at once.
-      fail("job " + short(id), "it reads input files, which the browser peer does not mount yet");
-      return release(lease);
-    }
-    const f = await file(names[0]);
-    blobs.set("/blobs/" + names[0], f.bytes);
+    // Planning a job reads its files (sizes, headers): all of them first.
+    const got = await Promise.all(names.map((d) => file(d)));
+    names.forEach((d, i) => blobs.set("/blobs/" + d, got[i].bytes));
+    const f = got[0];
     const t = core.task(canonical, lease.task);
     if (t.error) throw new Error(t.error);
+    if (t.chunk) {
+      // The chunks rule's piece of a file is not cut here yet: hand the
+      // task back at once, for a native device.
+      fail("job " + short(id), "its tasks read chunks of a split input, which the browser peer does not cut yet");
+      return release(lease);
+    }
+    const inputs = {};
+    for (const [name, d] of Object.entries(t.files)) inputs[name] = blobs.get("/blobs/" + d);
+    const paths = [...new Set(got.map((g) => g.path))].join(", ");
     state.running[lease.lease] = { job: id, task: lease.task, owner: info.owner };
     held.set(lease.lease, await authorization("POST", "/v1/leases/" + lease.lease + "/release", new Uint8Array(0)));
     const beat = setInterval(async () => {
@@ -341,7 +347,7 @@
         held.set(lease.lease, await authorization("POST", "/v1/leases/" + lease.lease + "/release", new Uint8Array(0)));
       } catch (e) { fail("heartbeat", e); }
     }, Math.max(1000, Math.min(30000, (new Date(lease.deadline) - Date.now()) / 3)));
-    const mark = taskRow(lease, t, info, f.path);
+    const mark = taskRow(lease, t, info, paths);
     try {
       const prog = await program(t.program, f.bytes, t.memoryMiB);
       const limits = { memoryMiB: t.memoryMiB, maxStdoutBytes: t.maxStdoutBytes, timeoutMs: t.timeoutMs };
@@ -349,7 +355,7 @@
       if (prog.failure) {
         end = { failure: prog.failure };
       } else {
-        end = await runIn(slot, { program: prog.module, stdin: t.stdin, seed: t.seed, maxStdoutBytes: t.maxStdoutBytes, meterExport: core.meterExport }, t.timeoutMs);
+        end = await runIn(slot, { program: prog.module, stdin: t.stdin, seed: t.seed, maxStdoutBytes: t.maxStdoutBytes, meterExport: core.meterExport, inputs }, t.timeoutMs);
         if (end.error) {
           // The browser could not run the task at all (an import it
           // cannot offer): another device will.
@@ -364,7 +370,7 @@
       clearInterval(beat);
       await api("POST", "/v1/leases/" + lease.lease + "/result", o.submission);
       held.delete(lease.lease);
-      state.results.push({ job: id, task: lease.task, digest: o.digest, ok: o.ok, machine: o.machine, path: f.path });
+      state.results.push({ job: id, task: lease.task, digest: o.digest, ok: o.ok, machine: o.machine, path: paths });
       if (state.firstResultMs === null) state.firstResultMs = performance.now() - state.openedAt;
       mark(o.ok ? "returned" : o.machine ? "not finished here: " + o.reason.split("\n")[0] : "failed: " + o.reason.split("\n")[0]);
     } finally {
