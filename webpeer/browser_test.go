@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -142,6 +143,23 @@ func start(t *testing.T, name, home string, args ...string) *daemon {
 	return d
 }
 
+var deviceLine = regexp.MustCompile(`as device (id[a-z0-9]+)`)
+
+// deviceOf waits for the device ID that `idlepool join` says it joins as.
+func deviceOf(t *testing.T, d *daemon) string {
+	t.Helper()
+	deadline := time.Now().Add(patience) // patience on a busy machine, not a verdict
+	for time.Now().Before(deadline) {
+		b, _ := os.ReadFile(d.stderr.Name())
+		if m := deviceLine.FindSubmatch(b); m != nil {
+			return string(m[1])
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal("join did not say its device ID")
+	return ""
+}
+
 // syncBuffer is a bytes.Buffer safe for one writer and readers.
 type syncBuffer struct {
 	mu sync.Mutex
@@ -156,6 +174,16 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 
 func idlepool(t *testing.T, home string, args ...string) (string, string, int) {
 	t.Helper()
+	out, stderr, code := idlepoolNoFatal(t, home, args...)
+	if code < 0 {
+		t.Fatal(stderr)
+	}
+	return out, stderr, code
+}
+
+// idlepoolNoFatal is idlepool for another goroutine than the test's: a
+// command that cannot run gives code -1 and says why in the second string.
+func idlepoolNoFatal(t *testing.T, home string, args ...string) (string, string, int) {
 	ctx, cancel := context.WithTimeout(t.Context(), patience)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binPath, append([]string{"--home", home}, args...)...)
@@ -166,7 +194,7 @@ func idlepool(t *testing.T, home string, args ...string) (string, string, int) {
 	if ee, ok := err.(*exec.ExitError); ok {
 		code = ee.ExitCode()
 	} else if err != nil {
-		t.Fatal(err)
+		return "", err.Error(), -1
 	}
 	return out.String(), errb.String(), code
 }
@@ -267,11 +295,12 @@ type peerState struct {
 	Receipts []json.RawMessage `json:"receipts"`
 	Errors   []string          `json:"errors"`
 	Fetches  []struct {
-		Digest    string `json:"digest"`
-		Path      string `json:"path"`
-		Bytes     int64  `json:"bytes"`
-		PeerBytes int64  `json:"peerBytes"`
-		Ms        int64  `json:"ms"`
+		Digest    string   `json:"digest"`
+		Path      string   `json:"path"`
+		Bytes     int64    `json:"bytes"`
+		PeerBytes int64    `json:"peerBytes"`
+		Ms        int64    `json:"ms"`
+		Peers     []string `json:"peers"`
 	} `json:"fetches"`
 	Running        map[string]struct{ Task int64 } `json:"running"`
 	FirstResultMs  *float64                        `json:"firstResultMs"`
@@ -468,17 +497,41 @@ func TestBrowserPeerComputesToQuorum(t *testing.T) {
 	if _, stderr, code := idlepool(t, native, "settings", "set", "share_upload=unlimited"); code != 0 {
 		t.Fatalf("settings set share_upload=unlimited: exit %d\n%s", code, stderr)
 	}
-	start(t, "join", native, "join", url, "--workers", "1", "--always")
+	agentID := deviceOf(t, start(t, "join", native, "join", url, "--workers", "1", "--always"))
 
 	const tasks = 4
 	m := writeManifest(t, fmt.Sprintf(piJob, tasks, 200000, 2, 2))
-	want, stderr, code := idlepool(t, t.TempDir(), "run", m, "--json")
-	if code != 0 {
-		t.Fatalf("run --json: exit %d\n%s", code, stderr)
+	km := writeJob(t, kfoldWasm, kfoldJob, map[string]string{"data.csv": kfoldData()})
+	// The solo runs to compare with go on beside the pool's work.
+	solo := func(m string) <-chan [2]string {
+		ch := make(chan [2]string, 1)
+		home := t.TempDir()
+		go func() {
+			out, stderr, code := idlepoolNoFatal(t, home, "run", m, "--json")
+			if code != 0 {
+				out = ""
+				stderr = fmt.Sprintf("run --json %s: exit %d\n%s", filepath.Base(filepath.Dir(m)), code, stderr)
+			}
+			ch <- [2]string{out, stderr}
+		}()
+		return ch
+	}
+	piSolo, kfoldSolo := solo(m), solo(km)
+	soloResult := func(ch <-chan [2]string) string {
+		r := <-ch
+		if r[0] == "" {
+			t.Fatal(r[1])
+		}
+		return r[0]
 	}
 	// The job waits in the pool before the tab opens, so that the time
 	// to its first accepted result is the page's own.
 	subHome := t.TempDir()
+	// The submitter seeds the job's files to the pool's devices while
+	// it follows the job (the kfold job below): at full speed too.
+	if _, stderr, code := idlepool(t, subHome, "settings", "set", "share_upload=unlimited"); code != 0 {
+		t.Fatalf("settings set share_upload=unlimited: exit %d\n%s", code, stderr)
+	}
 	if _, stderr, code := idlepool(t, subHome, "submit", m, "--pool", url); code != 0 {
 		t.Fatalf("submit: exit %d\n%s", code, stderr)
 	}
@@ -499,7 +552,7 @@ func TestBrowserPeerComputesToQuorum(t *testing.T) {
 		s := readState(ctx, t)
 		t.Fatalf("submit --follow --json: exit %d\n%s\nthe browser: status %q, results %v, errors %v", code, stderr, s.Status, s.Results, s.Errors)
 	}
-	if got != want {
+	if want := soloResult(piSolo); got != want {
 		t.Errorf("the pooled result differs from run --json:\nrun:    %s\npooled: %s", want, got)
 	}
 	s = waitState(ctx, t, "receipts for its results", func(s peerState) bool { return len(s.Results) >= tasks && len(s.Receipts) >= tasks })
@@ -525,15 +578,20 @@ func TestBrowserPeerComputesToQuorum(t *testing.T) {
 		t.Errorf("the page shows %d receipts, the ledger has %d", len(s.Receipts), mine)
 	}
 	var total, fromPeers int64
+	fromAgent := false
 	for _, f := range s.Fetches {
 		t.Logf("file %s fetched via %s in %d ms (%d of %d bytes from devices)", f.Digest[:12], f.Path, f.Ms, f.PeerBytes, f.Bytes)
 		total += f.Bytes
 		fromPeers += f.PeerBytes
+		fromAgent = fromAgent || slices.Contains(f.Peers, agentID)
 	}
 	conns, _ := chromedp.Run(ctx, chromedp.Evaluate[any](`window.idlepoolP2P.conns()`))
 	t.Logf("the tab's connections: %v", conns)
+	if !fromAgent {
+		t.Errorf("no file of the browser came over a data channel from the native agent %s: %+v", agentID, s.Fetches)
+	}
 	if fromPeers == 0 {
-		t.Errorf("no byte of the browser's files came over a data channel from the native agent: %+v", s.Fetches)
+		t.Errorf("no byte of the browser's files came over a data channel from a device: %+v", s.Fetches)
 	} else {
 		t.Logf("%d of %d bytes (%.0f%%) of the browser's files came over data channels", fromPeers, total, 100*float64(fromPeers)/float64(total))
 	}
@@ -551,17 +609,12 @@ func TestBrowserPeerComputesToQuorum(t *testing.T) {
 	// data channel where the native agent holds it), checks it against
 	// its digest, and computes every task; quorum 2 means its results
 	// and work counts equal the native worker's.
-	km := writeJob(t, kfoldWasm, kfoldJob, map[string]string{"data.csv": kfoldData()})
-	want, stderr, code = idlepool(t, t.TempDir(), "run", km, "--json")
-	if code != 0 {
-		t.Fatalf("run --json of the kfold job: exit %d\n%s", code, stderr)
-	}
 	got, stderr, code = idlepool(t, subHome, "submit", km, "--pool", url, "--follow", "--json")
 	if code != 0 {
 		s := readState(ctx, t)
 		t.Fatalf("submit --follow --json of the kfold job: exit %d\n%s\nthe browser: status %q, errors %v", code, stderr, s.Status, s.Errors)
 	}
-	if got != want {
+	if want := soloResult(kfoldSolo); got != want {
 		t.Errorf("the pooled kfold result differs from run --json:\nrun:    %s\npooled: %s", want, got)
 	}
 	s = readState(ctx, t)

@@ -218,11 +218,11 @@
   function file(digest) {
     if (!files.has(digest)) {
       const p = (async () => {
-        let bytes = null, path = "pool", peerBytes = 0;
+        let bytes = null, path = "pool", peerBytes = 0, peers = [];
         const began = performance.now();
         try {
           const got = await window.idlepoolP2P.fetchFile(digest, { api, sign: (m) => signWith(dev, m), peer: () => state.peer, core });
-          if (got) ({ bytes, path, peerBytes } = got);
+          if (got) ({ bytes, path, peerBytes, peers } = got);
         } catch (e) {
           fail("fetch " + short(digest) + " in chunks", e);
         }
@@ -232,10 +232,11 @@
           bytes = new Uint8Array(await r.arrayBuffer());
           path = "pool";
           peerBytes = 0;
+          peers = [];
         }
         const sum = hex(await crypto.subtle.digest("SHA-256", bytes));
         if (sum !== digest) throw new Error("file " + digest + " arrived with SHA-256 " + sum + " (via " + path + ")");
-        state.fetches.push({ digest, path, bytes: bytes.length, peerBytes, ms: Math.round(performance.now() - began) });
+        state.fetches.push({ digest, path, bytes: bytes.length, peerBytes, peers, ms: Math.round(performance.now() - began) });
         return { bytes, path };
       })();
       p.catch(() => files.delete(digest));
