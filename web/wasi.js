@@ -68,10 +68,11 @@
 // worker's read-only mount: path_open (reading only; a write is ENOSYS,
 // a new file EROFS), fd_read, fd_pread, fd_seek, fd_tell,
 // fd_filestat_get, path_filestat_get, fd_readdir ("." and "..", then the
-// names in order) and fd_close; other changes are EROFS, a path not
-// there ENOENT. Inode numbers and times are 0 (a native mount shows the
-// host's, which no two machines share: a program must not depend on
-// them). The chunks split rule's chunk file is not served.
+// names in order) and fd_close; every change is EROFS, path_readlink
+// ENOSYS, a path not there ENOENT. Inode numbers are 0 and every time is
+// the fake epoch (a native mount shows the host's, which no two machines
+// share: a program must not depend on them). The chunks split rule's
+// chunk file is not served.
 //
 // Also exported: chacha8(seed) -> {read(n) -> Uint8Array}, the random
 // stream, and PROFILE, the profile's version (1).
@@ -531,13 +532,12 @@ function makeHost(state) {
     return { errno: 0, path, node: state.tree.get(path) || null, slash: name.endsWith("/") };
   }
 
-  // atPath answers a call on a path that this host does not serve (every
-  // change, as the native worker's read-only mount refuses it; a lookup
-  // of a path that is not there).
+  // atPath answers a change under a directory: EROFS, as the native
+  // worker's read-only mount refuses every change, once the path is
+  // valid.
   function atPath(fd, p, len) {
     const r = resolve(fd, p, len);
-    if (r.errno) return r.errno;
-    return r.node ? E.ROFS : E.NOENT;
+    return r.errno || E.ROFS;
   }
 
   function writeFilestat(buf, node) {
@@ -549,7 +549,11 @@ function makeHost(state) {
     dv.setBigUint64(buf + 16, BigInt(node.kind === "dir" ? FILETYPE_DIRECTORY : FILETYPE_REGULAR_FILE), true);
     dv.setBigUint64(buf + 24, 1n, true); // nlink
     dv.setBigUint64(buf + 32, BigInt(node.kind === "file" ? node.data.length : 0), true);
-    for (let o = 40; o < 64; o += 8) dv.setBigUint64(buf + o, 0n, true); // times
+    // Times: the profile's fake epoch. A native mount shows the host
+    // file's own, which no two machines share, but a program that turns
+    // one into a time.Time does the same work for any real time, and not
+    // for 0 (Go's time.Unix normalises nanoseconds past a second).
+    for (let o = 40; o < 64; o += 8) dv.setBigUint64(buf + o, FAKE_EPOCH_NS, true);
     return 0;
   }
 
@@ -870,7 +874,8 @@ function makeHost(state) {
     path_unlink_file(fd, p, len) { return atPath(fd, u32(p), u32(len)); },
     path_readlink(fd, p, len, _b, blen) {
       if (u32(len) === 0 || u32(blen) === 0) return E.INVAL;
-      return atPath(fd, u32(p), u32(len));
+      const r = resolve(fd, u32(p), u32(len));
+      return r.errno || E.NOSYS; // the native mount reads no links
     },
     path_link(ofd, _of, op, olen, nfd, np, nlen) {
       const e = atPath(ofd, u32(op), u32(olen));
@@ -881,8 +886,10 @@ function makeHost(state) {
       return e || atPath(nfd, u32(np), u32(nlen));
     },
     path_symlink(op, olen, fd, np, nlen) {
-      if (!fds.has(fd)) return E.BADF;
-      return E.NOTDIR;
+      const f = fds.get(fd);
+      if (!f) return E.BADF;
+      if (f.kind !== "dir") return E.NOTDIR;
+      return atPath(fd, u32(np), u32(nlen));
     },
   };
   return h;
