@@ -42,7 +42,7 @@
   const CONNECT_MS = 15000;
   const REQUEST_MS = 30000;
   const DOWN_MS = 60000; // a device that failed is not asked again for this long
-  const MAX_HOLDER_ASK = 256; // coord.MaxChunksPerRequest
+  const MAX_HOLDER_ASK = 256; // chunks per holders request, well under coord.MaxChunksPerRequest
   const STATUS = { OK: 0, NOT_FOUND: 1, ERROR: 2, TOO_LARGE: 3 };
 
   const hex = (b) => Array.from(new Uint8Array(b), (x) => x.toString(16).padStart(2, "0")).join("");
