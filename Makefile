@@ -345,11 +345,13 @@ check-full: test crossvet fuzz wine-test check-examples train-check check-cluste
 tray-update-check:
 	IDLEPOOL_TRAY_UPDATE=1 IDLEPOOL_REQUIRE_GUI=1 $(GO) test -count=1 -timeout 15m -run '^TestTrayUpdatesItself$$' ./cmd/idlepool-tray
 
-# The browser peer end to end (webpeer/browser_test.go): Debian's chromium,
-# driven headless, computes a pi job to quorum with a native agent, and a
-# closed tab's task is leased again; about a minute, so not in make test.
+# The browser peer end to end (webpeer/browser_test.go), which make test
+# runs too: Debian's chromium, driven headless, computes a pi job to
+# quorum with a native agent (its program over a WebRTC data channel from
+# that agent), and a closed tab's task is leased again; about 30 s in all.
+# This target runs them alone, failing where chromium is missing.
 browser-check:
-	IDLEPOOL_BROWSER_CHECK=1 $(GO) test -count=1 -timeout 15m -run '^TestBrowser' -v ./webpeer
+	IDLEPOOL_REQUIRE_BROWSER=1 $(GO) test -count=1 -timeout 15m -run '^TestBrowser' -v ./webpeer
 
 # The cluster's node-loss test at full size: a job of 2,000 tasks, its node
 # in charge killed twice (make test runs it with 800); and the partition

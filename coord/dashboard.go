@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"idlepool/assets"
 	"idlepool/identity"
@@ -91,7 +92,18 @@ type DashboardPeer struct {
 	State      idle.State `json:"state,omitempty"`
 	Hold       idle.Hold  `json:"hold,omitempty"`
 	Connection string     `json:"connection"`
+	// Silent is true when the device made no signed request for more
+	// than DashboardSilentAfter (or none since the coordinator started):
+	// its offer's State may be stale (a closed tab, a machine switched
+	// off), and its leases run out as every lease does. A coarse flag,
+	// never a time: when a device was last seen is not shown.
+	Silent bool `json:"silent,omitempty"`
 }
+
+// DashboardSilentAfter is how long a device may make no signed request
+// before the pool's page calls it silent: every device asks for leases,
+// heartbeats or signals well within it while it runs.
+const DashboardSilentAfter = time.Minute
 
 // DashboardOwner sums one owner's receipts in the ledger.
 type DashboardOwner struct {
@@ -114,14 +126,22 @@ type DashboardLedger struct {
 // read on from where the last request stopped. Safe for concurrent use.
 type dashboard struct {
 	mu     sync.Mutex
-	kinds  map[string]string // peer -> "browser" or "native"
-	seq    uint64            // ledger entries summed
+	kinds  map[string]string    // peer -> "browser" or "native"
+	seen   map[string]time.Time // peer -> its last signed request
+	seq    uint64               // ledger entries summed
 	head   job.Digest
 	owners map[string]*DashboardOwner
 }
 
 func newDashboard() *dashboard {
-	return &dashboard{kinds: map[string]string{}, owners: map[string]*DashboardOwner{}}
+	return &dashboard{kinds: map[string]string{}, seen: map[string]time.Time{}, owners: map[string]*DashboardOwner{}}
+}
+
+// noteSeen records that peer made a signed request at now.
+func (d *dashboard) noteSeen(peer string, now time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.seen[peer] = now
 }
 
 // noteRegistration records the kind of device that registered, from its
@@ -198,6 +218,8 @@ func (s *Server) dashboardData(w http.ResponseWriter, r *http.Request) error {
 		dp := live[p.ID]
 		dp.Peer, dp.Owner, dp.Kind = p.ID, p.Owner, s.dash.kinds[p.ID]
 		dp.Connection = connectionWord(s.transfers.device(p.ID))
+		seen, ok := s.dash.seen[p.ID]
+		dp.Silent = !ok || now.Sub(seen) > DashboardSilentAfter
 		out.Peers = append(out.Peers, dp)
 	}
 	for _, o := range s.dash.owners {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -264,5 +265,44 @@ func TestPoolPageInBrowser(t *testing.T) {
 	}
 	if errs := b.Errors(); len(errs) > 0 {
 		t.Errorf("console errors: %q", errs)
+	}
+}
+
+// TestDashboardSilentDevice: a device that stops calling (a closed tab,
+// a machine switched off) keeps its offer and leases until they run out,
+// but the page no longer shows it as computing once it has been silent
+// for over DashboardSilentAfter; a device that calls again is not.
+func TestDashboardSilentDevice(t *testing.T) {
+	var clock atomic.Int64 // unix nanoseconds
+	clock.Store(time.Now().UnixNano())
+	now := func() time.Time { return time.Unix(0, clock.Load()) }
+	ts := startServer(t, func(c *Config) { c.Now = now })
+	bob, carol := newPeer(t, nil), newPeer(t, nil)
+	for _, p := range []*testPeer{bob, carol} {
+		ts.register(t, p, "", http.StatusCreated)
+		ts.offer(t, p)
+	}
+	peers := func() map[string]DashboardPeer {
+		d := &dashPool{ts: ts}
+		got, _ := d.dashboard(t)
+		out := map[string]DashboardPeer{}
+		for _, p := range got.Peers {
+			out[p.Peer] = p
+		}
+		return out
+	}
+	for id, p := range peers() {
+		if p.Silent || p.State != "computing" {
+			t.Errorf("device %s just after its offer: %+v, want computing and not silent", id, p)
+		}
+	}
+	clock.Add(int64(DashboardSilentAfter + time.Second))
+	ts.offer(t, carol) // carol calls again; bob does not
+	got := peers()
+	if p := got[bob.ID()]; !p.Silent || p.State != "computing" {
+		t.Errorf("bob, silent for over %v: %+v, want silent (its offer's state still computing)", DashboardSilentAfter, p)
+	}
+	if p := got[carol.ID()]; p.Silent {
+		t.Errorf("carol, who just called: %+v, want not silent", p)
 	}
 }

@@ -99,7 +99,10 @@ function render(d) {
     { text: short(p.peer), title: p.peer },
     { text: short(p.owner), title: p.owner },
     { text: p.kind || "—" },
-    { text: p.state ? p.state + (p.hold ? " (" + p.hold + ")" : "") : "no offer" },
+    // A silent device's offer may be stale (a closed tab): say so
+    // rather than show it computing.
+    { text: p.silent ? "not heard from for over a minute" + (p.state ? " (last offer: " + p.state + ")" : "")
+      : p.state ? p.state + (p.hold ? " (" + p.hold + ")" : "") : "no offer" },
     { text: p.connection || "—" },
   ])));
   if (d.peers.length === 0) peers.replaceChildren(row([{ text: "No devices yet." }]));

@@ -28,6 +28,11 @@
 //                  peer sets this: Go's runtime walks the preopens at
 //                  start, and the work count differs without it).
 //                  Default false: fd 3 is not open, as in the vectors.
+//     opts.inputs  optional {name: Uint8Array}: the task's input files,
+//                  read-only in /input beside an empty /input/chunks, as
+//                  the native worker mounts a pool task's input directory
+//                  (implies inputDir). Names are file names (letters,
+//                  digits, '_', '-', '.').
 //     opts.meterExport  the exported global holding the work count;
 //                  default "__idlepool_work" (worker.MeterExport).
 //     opts.memoryLimitPages  linear memory cap in 64 KiB pages, 1..65536;
@@ -60,11 +65,17 @@
 // terminate() it when the limit passes; that is a "timeout", a fact about
 // the machine, never a verified outcome (DESIGN.md invariant 16).
 //
-// Files: this host has stdin, stdout and stderr and no file system; with
-// opts.inputDir, an empty /input (fd 3) that answers fd_prestat_get,
-// fd_prestat_dir_name, fd_fdstat_get and fd_close as wazero answers an
-// empty read-only mount, and every path under it as not found (ENOENT);
-// a task that reads input files is for native devices.
+// Files: this host has stdin, stdout and stderr; with opts.inputDir or
+// opts.inputs, a read-only /input (fd 3) holding the task's files and an
+// empty directory "chunks", answered as wazero answers the native
+// worker's read-only mount: path_open (reading only; a write is ENOSYS,
+// a new file EROFS), fd_read, fd_pread, fd_seek, fd_tell,
+// fd_filestat_get, path_filestat_get, fd_readdir ("." and "..", then the
+// names in order) and fd_close; every change is EROFS, path_readlink
+// ENOSYS, a path not there ENOENT. Inode numbers are 0 and every time is
+// the fake epoch (a native mount shows the host's, which no two machines
+// share: a program must not depend on them). The chunks split rule's
+// chunk file is not served.
 //
 // Also exported: chacha8(seed) -> {read(n) -> Uint8Array}, the random
 // stream, and PROFILE, the profile's version (2).
@@ -79,7 +90,7 @@ const MAX_MESSAGE_BYTES = 4096;
 // errno values of WASI preview 1.
 const E = {
   SUCCESS: 0, BADF: 8, FAULT: 21, INVAL: 28, ISDIR: 31, NAMETOOLONG: 37, NOENT: 44,
-  NOSYS: 52, NOTDIR: 54, NOTSUP: 58, PERM: 63, SPIPE: 70,
+  EXIST: 20, NOSYS: 52, NOTDIR: 54, NOTSUP: 58, PERM: 63, SPIPE: 70, ROFS: 69,
 };
 
 // ---- the random source: Go's math/rand/v2 ChaCha8 (C2SP chacha8rand) ----
@@ -410,6 +421,7 @@ const MONOTONIC_RESOLUTION_NS = 1n;
 // device of mode 0640, which WASI calls a block device).
 const FILETYPE_BLOCK_DEVICE = 1;
 const FILETYPE_DIRECTORY = 3;
+const FILETYPE_REGULAR_FILE = 4;
 // wazero's dirRightsBase (imports/wasi_snapshot_preview1/fs.go): the
 // rights it reports for a directory.
 const DIR_RIGHTS_BASE = 0x1 | 0x8 | 0x10 | 0x200 | 0x400 | 0x800 | 0x1000 | 0x2000 | 0x4000 |
@@ -469,6 +481,13 @@ function makeHost(state) {
   // The files: 0 stdin, 1 stdout, 2 stderr; every other descriptor is
   // closed. Each method answers as wazero's stdio files do.
   const read = (f, buf) => {
+    if (f.kind === "file") {
+      const n = Math.max(0, Math.min(buf.length, f.data.length - f.pos));
+      buf.set(f.data.subarray(f.pos, f.pos + n));
+      f.pos += n;
+      return [n, 0];
+    }
+    if (f.kind === "dir") return [0, E.ISDIR];
     if (f.kind !== "stdin") return [0, E.NOSYS];
     const n = Math.min(buf.length, state.stdin.length - state.stdinPos);
     buf.set(state.stdin.subarray(state.stdinPos, state.stdinPos + n));
@@ -501,14 +520,44 @@ function makeHost(state) {
   const args = ["program"];
   const environ = [];
 
-  function atPath(fd, p, len) {
-    if (!inRange(p, len)) return E.FAULT;
+  // resolve finds a path under the directory open at fd, as wazero's
+  // atPath does: {errno} or {path (relative to /input), node (null when
+  // there is none), slash (the path ended in '/')}.
+  function resolve(fd, p, len) {
+    if (!inRange(p, len)) return { errno: E.FAULT };
     const name = dec.decode(new Uint8Array(mem().buffer, p, len));
-    if (!validPath(cleanPath(name))) return E.PERM;
+    const clean = cleanPath(name);
+    if (!validPath(clean)) return { errno: E.PERM };
     const f = fds.get(fd);
-    if (!f) return E.BADF;
-    if (f.kind === "dir") return E.NOENT; // the input directory is empty
-    return E.NOTDIR; // every other open descriptor is a stdio stream
+    if (!f) return { errno: E.BADF };
+    if (f.kind !== "dir") return { errno: E.NOTDIR }; // a stdio stream or a file
+    const path = clean === "." ? f.path : f.path === "" ? clean : f.path + "/" + clean;
+    return { errno: 0, path, node: state.tree.get(path) || null, slash: name.endsWith("/") };
+  }
+
+  // atPath answers a change under a directory: EROFS, as the native
+  // worker's read-only mount refuses every change, once the path is
+  // valid.
+  function atPath(fd, p, len) {
+    const r = resolve(fd, p, len);
+    return r.errno || E.ROFS;
+  }
+
+  function writeFilestat(buf, node) {
+    buf = u32(buf);
+    if (!inRange(buf, 64)) return E.FAULT;
+    const dv = view();
+    dv.setBigUint64(buf, 0n, true); // dev
+    dv.setBigUint64(buf + 8, 0n, true); // ino
+    dv.setBigUint64(buf + 16, BigInt(node.kind === "dir" ? FILETYPE_DIRECTORY : FILETYPE_REGULAR_FILE), true);
+    dv.setBigUint64(buf + 24, 1n, true); // nlink
+    dv.setBigUint64(buf + 32, BigInt(node.kind === "file" ? node.data.length : 0), true);
+    // Times: the profile's fake epoch. A native mount shows the host
+    // file's own, which no two machines share, but a program that turns
+    // one into a time.Time does the same work for any real time, and not
+    // for 0 (Go's time.Unix normalises nanoseconds past a second).
+    for (let o = 40; o < 64; o += 8) dv.setBigUint64(buf + o, FAKE_EPOCH_NS, true);
+    return 0;
   }
 
   function toTimes(flags) {
@@ -614,10 +663,20 @@ function makeHost(state) {
       if (errno) return errno;
       return w32(nread, n) ? 0 : E.FAULT;
     },
-    fd_pread(fd, iovs, count, _off, nread) {
+    fd_pread(fd, iovs, count, off, nread) {
       const f = fds.get(fd);
       if (!f) return E.BADF;
-      const [n, errno] = readv(u32(iovs), u32(count), () => [0, E.NOSYS]);
+      let at = BigInt.asIntN(64, BigInt(off));
+      if (f.kind === "file" && at < 0n) return E.INVAL;
+      const [n, errno] = readv(u32(iovs), u32(count), (b) => {
+        if (f.kind === "dir") return [0, E.ISDIR];
+        if (f.kind !== "file") return [0, E.NOSYS];
+        const from = at > BigInt(f.data.length) ? f.data.length : Number(at);
+        const k = Math.min(b.length, f.data.length - from);
+        b.set(f.data.subarray(from, from + k));
+        at += BigInt(k);
+        return [k, 0];
+      });
       if (errno) return errno;
       return w32(nread, n) ? 0 : E.FAULT;
     },
@@ -647,7 +706,7 @@ function makeHost(state) {
       if (!f) return E.BADF;
       const dv = view();
       const dir = f.kind === "dir";
-      dv.setUint16(st, dir ? FILETYPE_DIRECTORY : FILETYPE_BLOCK_DEVICE, true);
+      dv.setUint16(st, dir ? FILETYPE_DIRECTORY : f.kind === "file" ? FILETYPE_REGULAR_FILE : FILETYPE_BLOCK_DEVICE, true);
       dv.setUint16(st + 2, 0, true);
       dv.setUint32(st + 4, 0, true);
       dv.setBigUint64(st + 8, BigInt(dir ? DIR_RIGHTS_BASE : FILE_RIGHTS_BASE), true);
@@ -666,6 +725,7 @@ function makeHost(state) {
       if (!inRange(buf, 64)) return E.FAULT;
       const f = fds.get(fd);
       if (!f) return E.BADF;
+      if (f.kind === "dir" || f.kind === "file") return writeFilestat(buf, f.kind === "dir" ? state.tree.get(f.path) : f);
       const dv = view();
       dv.setBigUint64(buf, 0n, true); // dev
       dv.setBigUint64(buf + 8, 0n, true); // ino
@@ -693,11 +753,66 @@ function makeHost(state) {
     },
     fd_datasync(fd) { return fds.has(fd) ? 0 : E.BADF; },
     fd_sync(fd) { return fds.has(fd) ? 0 : E.BADF; },
-    fd_seek(fd) { return fds.has(fd) ? E.NOSYS : E.BADF; },
-    fd_tell(fd) { return fds.has(fd) ? E.NOSYS : E.BADF; },
-    fd_readdir(fd, _buf, len) {
-      if (u32(len) < 24) return E.INVAL;
-      return fds.has(fd) ? E.BADF : E.BADF;
+    fd_seek(fd, off, whence, newOff) {
+      const f = fds.get(fd);
+      if (!f) return E.BADF;
+      if (f.kind === "dir") return E.ISDIR;
+      if (f.kind !== "file") return E.NOSYS;
+      let base;
+      if (whence === 0) base = 0n;
+      else if (whence === 1) base = BigInt(f.pos);
+      else if (whence === 2) base = BigInt(f.data.length);
+      else return E.INVAL;
+      const to = base + BigInt.asIntN(64, BigInt(off));
+      if (to < 0n) return E.INVAL;
+      f.pos = to > BigInt(f.data.length) ? f.data.length : Number(to);
+      return w64(newOff, to) ? 0 : E.FAULT;
+    },
+    fd_tell(fd, out) {
+      const f = fds.get(fd);
+      if (!f) return E.BADF;
+      if (f.kind === "dir") return E.ISDIR;
+      if (f.kind !== "file") return E.NOSYS;
+      return w64(out, f.pos) ? 0 : E.FAULT;
+    },
+    fd_readdir(fd, buf, len, cookie, used) {
+      buf = u32(buf); len = u32(len);
+      if (len < 24) return E.INVAL;
+      const f = fds.get(fd);
+      if (!f || f.kind !== "dir") return E.BADF;
+      // "." and "..", then the entries by name, as wazero lists a
+      // directory; d_next numbers them from 1.
+      const dir = state.tree.get(f.path);
+      const all = [{ name: ".", type: FILETYPE_DIRECTORY }, { name: "..", type: FILETYPE_DIRECTORY }].concat(
+        dir.entries.map((n) => ({ name: n, type: state.tree.get(f.path === "" ? n : f.path + "/" + n).kind === "dir" ? FILETYPE_DIRECTORY : FILETYPE_REGULAR_FILE })));
+      const c = BigInt.asUintN(64, BigInt(cookie));
+      if (c > BigInt(all.length)) return E.NOENT;
+      const list = all.slice(Number(c));
+      let toWrite = 0, count = 0, truncated = 0, left = len;
+      for (const e of list) {
+        if (left === 0) break;
+        count++;
+        const l = 24 + enc.encode(e.name).length;
+        if (l > left) { truncated = left >= 24 ? 24 : left; toWrite += truncated; break; }
+        left -= l; toWrite += l;
+      }
+      if (toWrite > 0) {
+        if (!inRange(buf, toWrite)) return E.FAULT;
+        let skipName = -1;
+        if (truncated > 0) { if (truncated < 24) count--; else skipName = count - 1; }
+        const dv = view(), bytes = new Uint8Array(mem().buffer);
+        let pos = buf, next = c + 1n;
+        for (let i = 0; i < count; i++) {
+          const name = enc.encode(list[i].name);
+          dv.setBigUint64(pos, next++, true);
+          dv.setBigUint64(pos + 8, 0n, true);
+          dv.setUint32(pos + 16, name.length, true);
+          dv.setUint32(pos + 20, list[i].type, true);
+          pos += 24;
+          if (i !== skipName) { bytes.set(name, pos); pos += name.length; }
+        }
+      }
+      return w32(used, truncated > 0 ? len : toWrite) ? 0 : E.FAULT;
     },
     fd_renumber(from, to) {
       if (!fds.has(from) || to < 0) return E.BADF;
@@ -707,12 +822,14 @@ function makeHost(state) {
       const f = fds.get(fd);
       if (!f) return E.BADF;
       // tag 0 (a directory), then the name's length
+      if (f.kind === "file" || (f.kind === "dir" && !f.preopen)) return E.BADF;
       const n = f.kind === "dir" ? BigInt(INPUT_DIR.length) << 32n : 0n;
       return w64(buf, n) ? 0 : E.FAULT;
     },
     fd_prestat_dir_name(fd, p, len) {
       const f = fds.get(fd);
       if (!f) return E.BADF;
+      if (f.kind === "file" || (f.kind === "dir" && !f.preopen)) return E.BADF;
       const name = enc.encode(f.kind === "dir" ? INPUT_DIR : "");
       len = u32(len);
       if (len > name.length) return E.NAMETOOLONG;
@@ -725,8 +842,31 @@ function makeHost(state) {
     sock_recv(fd) { return E.BADF; },
     sock_send(fd, _d, _n, flags) { return flags !== 0 ? E.NOTSUP : E.BADF; },
     sock_shutdown(fd) { return E.BADF; },
-    path_open(fd, _df, p, len) { return atPath(fd, u32(p), u32(len)); },
-    path_filestat_get(fd, _fl, p, len) { return atPath(fd, u32(p), u32(len)); },
+    path_open(fd, _df, p, len, oflags, rights, _inh, fdflags, out) {
+      const r = resolve(fd, u32(p), u32(len));
+      if (r.errno) return r.errno;
+      if (u32(len) === 0) return E.INVAL;
+      const wantDir = (oflags & 2) !== 0;
+      if (wantDir && (oflags & 1)) return E.INVAL;
+      // Writing (the fd_write right, or append) is refused as the native
+      // worker's read-only mount refuses it.
+      if ((BigInt.asUintN(64, BigInt(rights)) & 0x40n) !== 0n || (fdflags & 1) !== 0) return wantDir ? E.ISDIR : E.NOSYS;
+      if (!r.node) return (oflags & 1) ? E.ROFS : E.NOENT;
+      if ((oflags & 5) === 5) return E.EXIST;
+      if (r.node.kind === "file" && (wantDir || r.slash)) return E.NOTDIR;
+      let n = 3;
+      while (fds.has(n)) n++;
+      fds.set(n, r.node.kind === "dir" ? { kind: "dir", path: r.path } : { kind: "file", data: r.node.data, pos: 0 });
+      if (!w32(out, n)) { fds.delete(n); return E.FAULT; }
+      return 0;
+    },
+    path_filestat_get(fd, _fl, p, len, buf) {
+      const r = resolve(fd, u32(p), u32(len));
+      if (r.errno) return r.errno;
+      if (!r.node) return E.NOENT;
+      if (r.node.kind === "file" && r.slash) return E.NOTDIR;
+      return writeFilestat(buf, r.node);
+    },
     path_filestat_set_times(fd, _fl, p, len, _a, _m, fst) {
       const errno = toTimes(fst);
       if (errno) return errno;
@@ -737,7 +877,8 @@ function makeHost(state) {
     path_unlink_file(fd, p, len) { return atPath(fd, u32(p), u32(len)); },
     path_readlink(fd, p, len, _b, blen) {
       if (u32(len) === 0 || u32(blen) === 0) return E.INVAL;
-      return atPath(fd, u32(p), u32(len));
+      const r = resolve(fd, u32(p), u32(len));
+      return r.errno || E.NOSYS; // the native mount reads no links
     },
     path_link(ofd, _of, op, olen, nfd, np, nlen) {
       const e = atPath(ofd, u32(op), u32(olen));
@@ -748,8 +889,10 @@ function makeHost(state) {
       return e || atPath(nfd, u32(np), u32(nlen));
     },
     path_symlink(op, olen, fd, np, nlen) {
-      if (!fds.has(fd)) return E.BADF;
-      return E.NOTDIR;
+      const f = fds.get(fd);
+      if (!f) return E.BADF;
+      if (f.kind !== "dir") return E.NOTDIR;
+      return atPath(fd, u32(np), u32(nlen));
     },
   };
   return h;
@@ -842,7 +985,21 @@ export async function runTask(module, stdin, opts = {}) {
     walltime: () => (wall += TICK_NS),
     nanotime: () => (mono += TICK_NS),
   };
-  if (opts.inputDir) state.fds.set(3, { kind: "dir" });
+  // The input directory: "chunks" (empty) and the task's files, as the
+  // native worker mounts a pool task's input directory.
+  state.tree = new Map([["", { kind: "dir", entries: [] }]]);
+  if (opts.inputDir || opts.inputs) {
+    const files = opts.inputs || {};
+    const names = Object.keys(files);
+    for (const name of names) {
+      if (!/^[A-Za-z0-9_.-]+$/.test(name) || name === "." || name === ".." || name === "chunks") throw new Error(`wasi.js: input name ${JSON.stringify(name)} is not a file name`);
+      if (!(files[name] instanceof Uint8Array)) throw new Error(`wasi.js: input ${name} must be a Uint8Array`);
+      state.tree.set(name, { kind: "file", data: files[name] });
+    }
+    state.tree.set("chunks", { kind: "dir", entries: [] });
+    state.tree.get("").entries = names.concat("chunks").sort();
+    state.fds.set(3, { kind: "dir", path: "", preopen: true });
+  }
   const host = makeHost(state);
   const imports = { [WASI]: {} };
   for (const imp of WebAssembly.Module.imports(c.module)) {

@@ -5,11 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -37,16 +40,12 @@ const chromium = "/usr/bin/chromium"
 // skip, where chromium is missing (CI sets it).
 const RequireBrowserEnv = "IDLEPOOL_REQUIRE_BROWSER"
 
-// BrowserCheckEnv set to 1 runs the browser tests (make browser-check):
-// they build idlepool and the core and drive chromium for about a
-// minute, too long for make test.
-const BrowserCheckEnv = "IDLEPOOL_BROWSER_CHECK"
-
 var (
-	binPath  string // the idlepool command, built by TestMain
-	piWasm   string // examples/pi built for wasip1
-	coreDir  string // the browser peer's core, built by webpeer.BuildCore
-	buildErr error
+	binPath   string // the idlepool command, built by TestMain
+	piWasm    string // examples/pi built for wasip1
+	kfoldWasm string // examples/kfold built for wasip1, a program that reads an input file
+	coreDir   string // the browser peer's core, built by webpeer.BuildCore
+	buildErr  error
 )
 
 func TestMain(m *testing.M) {
@@ -61,7 +60,8 @@ func runMain(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	os.Setenv(worker.PriorityEnv, "normal") // see cmd/idlepool's tests
-	if os.Getenv(BrowserCheckEnv) == "1" {
+	// The builds (idlepool, pi.wasm, the core) only where the tests run.
+	if browserPresent() || os.Getenv(RequireBrowserEnv) == "1" {
 		buildErr = buildAll(dir)
 	}
 	return m.Run()
@@ -72,11 +72,13 @@ func buildAll(dir string) error {
 	if out, err := exec.Command("go", "build", "-o", binPath, "../cmd/idlepool").CombinedOutput(); err != nil {
 		return fmt.Errorf("build idlepool: %w\n%s", err, out)
 	}
-	piWasm = filepath.Join(dir, "pi.wasm")
-	cmd := exec.Command("go", "build", "-o", piWasm, "../examples/pi")
-	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("build pi.wasm: %w\n%s", err, out)
+	piWasm, kfoldWasm = filepath.Join(dir, "pi.wasm"), filepath.Join(dir, "kfold.wasm")
+	for _, p := range []struct{ out, pkg string }{{piWasm, "../examples/pi"}, {kfoldWasm, "../examples/kfold"}} {
+		cmd := exec.Command("go", "build", "-o", p.out, p.pkg)
+		cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("build %s: %w\n%s", filepath.Base(p.out), err, out)
+		}
 	}
 	coreDir = filepath.Join(dir, "core")
 	if err := os.Mkdir(coreDir, 0o755); err != nil {
@@ -89,10 +91,7 @@ func buildAll(dir string) error {
 // requires it.
 func needBrowser(t *testing.T) {
 	t.Helper()
-	if os.Getenv(BrowserCheckEnv) != "1" {
-		t.Skipf("the browser peer's end-to-end tests take about a minute: run them with make browser-check (%s=1)", BrowserCheckEnv)
-	}
-	if _, err := os.Stat(chromium); err != nil {
+	if !browserPresent() {
 		if os.Getenv(RequireBrowserEnv) == "1" {
 			t.Fatalf("%s is missing and %s=1: install Debian's chromium package", chromium, RequireBrowserEnv)
 		}
@@ -101,6 +100,11 @@ func needBrowser(t *testing.T) {
 	if buildErr != nil {
 		t.Fatal(buildErr)
 	}
+}
+
+func browserPresent() bool {
+	_, err := os.Stat(chromium)
+	return err == nil
 }
 
 // daemon is an idlepool command running in the background.
@@ -139,6 +143,23 @@ func start(t *testing.T, name, home string, args ...string) *daemon {
 	return d
 }
 
+var deviceLine = regexp.MustCompile(`as device (id[a-z0-9]+)`)
+
+// deviceOf waits for the device ID that `idlepool join` says it joins as.
+func deviceOf(t *testing.T, d *daemon) string {
+	t.Helper()
+	deadline := time.Now().Add(patience) // patience on a busy machine, not a verdict
+	for time.Now().Before(deadline) {
+		b, _ := os.ReadFile(d.stderr.Name())
+		if m := deviceLine.FindSubmatch(b); m != nil {
+			return string(m[1])
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal("join did not say its device ID")
+	return ""
+}
+
 // syncBuffer is a bytes.Buffer safe for one writer and readers.
 type syncBuffer struct {
 	mu sync.Mutex
@@ -153,6 +174,16 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 
 func idlepool(t *testing.T, home string, args ...string) (string, string, int) {
 	t.Helper()
+	out, stderr, code := idlepoolNoFatal(t, home, args...)
+	if code < 0 {
+		t.Fatal(stderr)
+	}
+	return out, stderr, code
+}
+
+// idlepoolNoFatal is idlepool for another goroutine than the test's: a
+// command that cannot run gives code -1 and says why in the second string.
+func idlepoolNoFatal(t *testing.T, home string, args ...string) (string, string, int) {
 	ctx, cancel := context.WithTimeout(t.Context(), patience)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binPath, append([]string{"--home", home}, args...)...)
@@ -163,7 +194,7 @@ func idlepool(t *testing.T, home string, args ...string) (string, string, int) {
 	if ee, ok := err.(*exec.ExitError); ok {
 		code = ee.ExitCode()
 	} else if err != nil {
-		t.Fatal(err)
+		return "", err.Error(), -1
 	}
 	return out.String(), errb.String(), code
 }
@@ -220,8 +251,12 @@ func browser(t *testing.T, errs *pageErrors) context.Context {
 	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium), chromedp.NoSandbox,
 		chromedp.Flag("disable-gpu", true), chromedp.UserDataDir(t.TempDir()),
-		// WebRTC stays on this machine: no STUN, loopback candidates only.
-		chromedp.Flag("force-webrtc-ip-handling-policy", "default_public_and_private_interfaces"))
+		// WebRTC stays on this machine: no STUN, loopback candidates
+		// gathered (the page keeps to them for a pool on loopback), and
+		// host candidates as addresses, not mDNS names.
+		chromedp.Flag("force-webrtc-ip-handling-policy", "default_public_and_private_interfaces"),
+		chromedp.Flag("allow-loopback-in-peer-connection", true),
+		chromedp.Flag("disable-features", "site-per-process,Translate,BlinkGenPropertyTrees,WebRtcHideLocalIpsWithMdns"))
 	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(actx)
 	t.Cleanup(func() { cancel(); cancelA() })
@@ -260,8 +295,12 @@ type peerState struct {
 	Receipts []json.RawMessage `json:"receipts"`
 	Errors   []string          `json:"errors"`
 	Fetches  []struct {
-		Digest string `json:"digest"`
-		Path   string `json:"path"`
+		Digest    string   `json:"digest"`
+		Path      string   `json:"path"`
+		Bytes     int64    `json:"bytes"`
+		PeerBytes int64    `json:"peerBytes"`
+		Ms        int64    `json:"ms"`
+		Peers     []string `json:"peers"`
 	} `json:"fetches"`
 	Running        map[string]struct{ Task int64 } `json:"running"`
 	FirstResultMs  *float64                        `json:"firstResultMs"`
@@ -294,15 +333,27 @@ func waitState(ctx context.Context, t *testing.T, what string, ok func(peerState
 	}
 }
 
+// writeManifest writes a job of the pi example; writeJob one of program
+// with the files named (name -> contents) beside it.
 func writeManifest(t *testing.T, text string) string {
 	t.Helper()
+	return writeJob(t, piWasm, text, nil)
+}
+
+func writeJob(t *testing.T, program, text string, files map[string]string) string {
+	t.Helper()
 	dir := t.TempDir()
-	b, err := os.ReadFile(piWasm)
+	b, err := os.ReadFile(program)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "pi.wasm"), b, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, filepath.Base(program)), b, 0o644); err != nil {
 		t.Fatal(err)
+	}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	m := filepath.Join(dir, "job.toml")
 	if err := os.WriteFile(m, []byte(text), 0o644); err != nil {
@@ -335,6 +386,75 @@ time_limit = "120s"
 redundancy = %d
 quorum = %d
 `
+
+// waitMetric waits until the coordinator's metric name is above 0.
+func waitMetric(t *testing.T, url, name string) {
+	t.Helper()
+	deadline := time.Now().Add(patience) // patience on a busy machine, not a verdict
+	for {
+		resp, err := http.Get(url + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		for line := range strings.SplitSeq(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, name+" "); ok {
+				if n, err := strconv.ParseFloat(v, 64); err == nil && n > 0 {
+					return
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the coordinator's %s stayed 0", name)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// kfoldJob is a job whose tasks read an input file: the kfold example
+// on a small data set (kfoldData), every task computed by two devices.
+const kfoldJob = `name = "kfold-browser"
+program = "kfold.wasm"
+
+[inputs]
+data = "data.csv"
+
+[split]
+rule = "kfold"
+k = 5
+input = "data"
+shuffle = false
+
+[[merge]]
+field = "gaussian_nb_correct"
+rule = "sum"
+
+[[merge]]
+field = "knn5_correct"
+rule = "sum"
+
+[[merge]]
+field = "test_rows"
+rule = "sum"
+
+[policy]
+memory_mib = 64
+time_limit = "120s"
+redundancy = 2
+quorum = 2
+`
+
+// kfoldData is a data set of two classes in four features, 40 rows.
+func kfoldData() string {
+	var b strings.Builder
+	b.WriteString("f1,f2,f3,f4,label\n")
+	for i := range 40 {
+		c := i % 2
+		fmt.Fprintf(&b, "%d.%d,%d.%d,%d.%d,%d.%d,%d\n", 1+4*c+i%3, i%10, 2+3*c, (i*7)%10, 5-2*c+i%2, (i*3)%10, 1+c, i%7, c)
+	}
+	return b.String()
+}
 
 // ledgerOf fetches and verifies the pool's ledger.
 func ledgerOf(t *testing.T, url string) []pool.Entry {
@@ -371,20 +491,54 @@ func ledgerOf(t *testing.T, url string) []pool.Entry {
 func TestBrowserPeerComputesToQuorum(t *testing.T) {
 	needBrowser(t)
 	url := serve(t)
-	start(t, "join", t.TempDir(), "join", url, "--workers", "1", "--always")
+	// The native agent serves its chunks at full speed, not at a donor's
+	// default cap of 1 MiB/s (the tab's fetch would take seconds).
+	native := t.TempDir()
+	if _, stderr, code := idlepool(t, native, "settings", "set", "share_upload=unlimited"); code != 0 {
+		t.Fatalf("settings set share_upload=unlimited: exit %d\n%s", code, stderr)
+	}
+	agentID := deviceOf(t, start(t, "join", native, "join", url, "--workers", "1", "--always"))
 
 	const tasks = 4
 	m := writeManifest(t, fmt.Sprintf(piJob, tasks, 200000, 2, 2))
-	want, stderr, code := idlepool(t, t.TempDir(), "run", m, "--json")
-	if code != 0 {
-		t.Fatalf("run --json: exit %d\n%s", code, stderr)
+	km := writeJob(t, kfoldWasm, kfoldJob, map[string]string{"data.csv": kfoldData()})
+	// The solo runs to compare with go on beside the pool's work.
+	solo := func(m string) <-chan [2]string {
+		ch := make(chan [2]string, 1)
+		home := t.TempDir()
+		go func() {
+			out, stderr, code := idlepoolNoFatal(t, home, "run", m, "--json")
+			if code != 0 {
+				out = ""
+				stderr = fmt.Sprintf("run --json %s: exit %d\n%s", filepath.Base(filepath.Dir(m)), code, stderr)
+			}
+			ch <- [2]string{out, stderr}
+		}()
+		return ch
+	}
+	piSolo, kfoldSolo := solo(m), solo(km)
+	soloResult := func(ch <-chan [2]string) string {
+		r := <-ch
+		if r[0] == "" {
+			t.Fatal(r[1])
+		}
+		return r[0]
 	}
 	// The job waits in the pool before the tab opens, so that the time
 	// to its first accepted result is the page's own.
 	subHome := t.TempDir()
+	// The submitter seeds the job's files to the pool's devices while
+	// it follows the job (the kfold job below): at full speed too.
+	if _, stderr, code := idlepool(t, subHome, "settings", "set", "share_upload=unlimited"); code != 0 {
+		t.Fatalf("settings set share_upload=unlimited: exit %d\n%s", code, stderr)
+	}
 	if _, stderr, code := idlepool(t, subHome, "submit", m, "--pool", url); code != 0 {
 		t.Fatalf("submit: exit %d\n%s", code, stderr)
 	}
+
+	// The native agent announces the program's chunks once it fetched
+	// them: from then on the tab finds it as their holder.
+	waitMetric(t, url, "idlepool_coord_tracker_chunks")
 
 	var errs pageErrors
 	ctx := browser(t, &errs)
@@ -398,7 +552,7 @@ func TestBrowserPeerComputesToQuorum(t *testing.T) {
 		s := readState(ctx, t)
 		t.Fatalf("submit --follow --json: exit %d\n%s\nthe browser: status %q, results %v, errors %v", code, stderr, s.Status, s.Results, s.Errors)
 	}
-	if got != want {
+	if want := soloResult(piSolo); got != want {
 		t.Errorf("the pooled result differs from run --json:\nrun:    %s\npooled: %s", want, got)
 	}
 	s = waitState(ctx, t, "receipts for its results", func(s peerState) bool { return len(s.Results) >= tasks && len(s.Receipts) >= tasks })
@@ -423,8 +577,58 @@ func TestBrowserPeerComputesToQuorum(t *testing.T) {
 	if len(s.Receipts) != mine {
 		t.Errorf("the page shows %d receipts, the ledger has %d", len(s.Receipts), mine)
 	}
+	var total, fromPeers int64
+	fromAgent := false
 	for _, f := range s.Fetches {
-		t.Logf("file %s fetched via %s", f.Digest[:12], f.Path)
+		t.Logf("file %s fetched via %s in %d ms (%d of %d bytes from devices)", f.Digest[:12], f.Path, f.Ms, f.PeerBytes, f.Bytes)
+		total += f.Bytes
+		fromPeers += f.PeerBytes
+		fromAgent = fromAgent || slices.Contains(f.Peers, agentID)
+	}
+	conns, _ := chromedp.Run(ctx, chromedp.Evaluate[any](`window.idlepoolP2P.conns()`))
+	t.Logf("the tab's connections: %v", conns)
+	if !fromAgent {
+		t.Errorf("no file of the browser came over a data channel from the native agent %s: %+v", agentID, s.Fetches)
+	}
+	if fromPeers == 0 {
+		t.Errorf("no byte of the browser's files came over a data channel from a device: %+v", s.Fetches)
+	} else {
+		t.Logf("%d of %d bytes (%.0f%%) of the browser's files came over data channels", fromPeers, total, 100*float64(fromPeers)/float64(total))
+	}
+	viaPeer := 0
+	for _, r := range s.Results {
+		if strings.HasPrefix(r.Path, "peer ") {
+			viaPeer++
+		}
+	}
+	if viaPeer == 0 {
+		t.Errorf("the page shows no task whose files came from a device: %+v", s.Results)
+	}
+
+	// A job whose tasks read an input file: the tab fetches it (over a
+	// data channel where the native agent holds it), checks it against
+	// its digest, and computes every task; quorum 2 means its results
+	// and work counts equal the native worker's.
+	got, stderr, code = idlepool(t, subHome, "submit", km, "--pool", url, "--follow", "--json")
+	if code != 0 {
+		s := readState(ctx, t)
+		t.Fatalf("submit --follow --json of the kfold job: exit %d\n%s\nthe browser: status %q, errors %v", code, stderr, s.Status, s.Errors)
+	}
+	if want := soloResult(kfoldSolo); got != want {
+		t.Errorf("the pooled kfold result differs from run --json:\nrun:    %s\npooled: %s", want, got)
+	}
+	s = readState(ctx, t)
+	inputTasks := 0
+	for _, r := range s.Results {
+		if r.Job != s.Results[0].Job && r.OK {
+			inputTasks++
+		}
+	}
+	if inputTasks != 5 {
+		t.Errorf("the browser returned %d tasks of the job with an input file, want all 5: %+v, errors %v", inputTasks, s.Results, s.Errors)
+	}
+	for _, f := range s.Fetches {
+		t.Logf("file %s fetched via %s in %d ms (%d of %d bytes from devices)", f.Digest[:12], f.Path, f.Ms, f.PeerBytes, f.Bytes)
 	}
 	if e := errs.list(); len(e) > 0 {
 		t.Errorf("the page logged errors: %v", e)

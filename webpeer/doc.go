@@ -8,7 +8,12 @@
 // serves at prefix/wasi.js. The parts that must give the same bytes as a
 // native device are the project's Go code compiled to WebAssembly
 // (webpeer/core, built into static/core.wasm with Go's wasm_exec.js
-// beside it by `make webpeer`, or by BuildCore in tests).
+// beside it by `make webpeer`, or by BuildCore in tests). The page
+// fetches a job's program and input files in chunks from the native
+// devices that hold them, over WebRTC data channels (static/p2p.js: the
+// package p2p's signals and chunk protocol on the browser's
+// RTCPeerConnection; RATIONALE.md says why not pion in the core), the
+// pool's copy being the fallback.
 //
 // Handler serves the page and its assets with a strict
 // Content-Security-Policy: scripts, workers and connections only from the

@@ -39,6 +39,9 @@ type jsTask struct {
 	MemoryLimitPages uint32 `json:"memoryLimitPages"`
 	MaxStdoutBytes   int    `json:"maxStdoutBytes,omitempty"` // 0: the default
 	InputDir         bool   `json:"inputDir,omitempty"`       // an empty /input on fd 3
+	// Inputs are the files of /input by name, in hex (with an empty
+	// directory "chunks", as a pool task's input directory has).
+	Inputs map[string]string `json:"inputs,omitempty"`
 }
 
 // jsRequest is what harness.mjs reads: the modules, metered as the worker
@@ -99,8 +102,12 @@ func makeJSCases(t testing.TB) (jsRequest, []Request) {
 	needHostile(t) // a go tool to build pi
 	vec := buildVectors(t)
 	pi := buildPi(t)
+	inputs, err := buildWasm(filepath.Join(testDir, "inputs.wasm"), "./testdata/inputs")
+	if err != nil {
+		t.Fatal(err)
+	}
 	req := jsRequest{Modules: map[string]string{}}
-	for name, m := range map[string]testModule{"vectors": vec, "pi": pi} {
+	for name, m := range map[string]testModule{"vectors": vec, "pi": pi, "inputs": inputs} {
 		bin, err := os.ReadFile(m.path)
 		if err != nil {
 			t.Fatal(err)
@@ -135,6 +142,24 @@ func makeJSCases(t testing.TB) (jsRequest, []Request) {
 	}
 	native = append(native, Request{ModulePath: pi.path, ModuleSHA256: pi.sha, Stdin: stdin, Seed: seed, Timeout: time.Minute, InputDir: empty})
 	req.Tasks = append(req.Tasks, jsTask{Module: "pi", Seed: hex.EncodeToString(seed[:]), Stdin: hex.EncodeToString(stdin), MemoryLimitPages: DefaultMemoryLimitMiB * pagesPerMiB, InputDir: true})
+	// A task with input files, laid out as an agent lays out a pool
+	// task's input directory (agent/cache.go, linkInputs): the files and
+	// an empty "chunks". The program reads them every way it can.
+	files := map[string]string{"data.csv": "a,b\n1,2\n3,4\n", "notes.txt": "the quick brown fox jumps over the lazy dog\n"}
+	dir := filepath.Join(testDir, "input-files")
+	if err := os.MkdirAll(filepath.Join(dir, "chunks"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	hexFiles := map[string]string{}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		hexFiles[name] = hex.EncodeToString([]byte(data))
+	}
+	seed[0] = 10
+	native = append(native, Request{ModulePath: inputs.path, ModuleSHA256: inputs.sha, Stdin: []byte("{}"), Seed: seed, Timeout: time.Minute, InputDir: dir})
+	req.Tasks = append(req.Tasks, jsTask{Module: "inputs", Seed: hex.EncodeToString(seed[:]), Stdin: hex.EncodeToString([]byte("{}")), MemoryLimitPages: DefaultMemoryLimitMiB * pagesPerMiB, Inputs: hexFiles})
 	// Every trap the profile names, one task each.
 	traps := buildTraps(t)
 	bin, err := os.ReadFile(traps.path)

@@ -118,7 +118,10 @@ func jobFiles(args []js.Value) (any, error) {
 // task(canonical Uint8Array, index number) plans task index of the job
 // whose canonical encoding is given: {job, name, tasks, program (hex
 // digest), stdin (Uint8Array), seed (hex), memoryMiB, timeoutMs,
-// maxStdoutBytes, inputs (the other files it reads, by hex digest)}.
+// maxStdoutBytes, inputs (the other files of the job, by hex digest),
+// files (the files the task sees in /input: name -> hex digest), chunk
+// (true when the task reads a chunk of a split input, which the page
+// does not serve)}.
 func task(args []js.Value) (any, error) {
 	if err := need(args, 2); err != nil {
 		return nil, err
@@ -140,8 +143,13 @@ func task(args []js.Value) (any, error) {
 	t := j.Task(index)
 	req := pool.TaskRequest(j, t, "", "")
 	inputs := []any{}
-	for _, ref := range j.Inputs {
+	files := map[string]any{}
+	for name, ref := range j.Inputs {
 		inputs = append(inputs, ref.SHA256.String())
+		if j.Manifest.Split.Rule == "chunks" && name == j.Manifest.Split.Input {
+			continue // the task reads its chunk, not the whole file
+		}
+		files[name] = ref.SHA256.String()
 	}
 	timeout := req.Timeout
 	if timeout == 0 {
@@ -152,7 +160,7 @@ func task(args []js.Value) (any, error) {
 		"program": j.Program.SHA256.String(), "stdin": jsBytes(req.Stdin), "seed": hex.EncodeToString(req.Seed[:]),
 		"memoryMiB": cmpOr(req.MemoryLimitMiB, worker.DefaultMemoryLimitMiB), "timeoutMs": timeout.Milliseconds(),
 		"maxStdoutBytes": cmpOr(req.MaxStdoutBytes, worker.DefaultMaxStdoutBytes), "inputs": inputs,
-		"cost": j.Cost(t),
+		"files": files, "chunk": t.Chunk != nil, "cost": j.Cost(t),
 	}, nil
 }
 

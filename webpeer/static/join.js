@@ -209,29 +209,34 @@
 
   // ---- files ----
 
-  // file returns a job's file by digest: from a device of the pool over
-  // WebRTC where p2p.js finds one, from the pool otherwise; either way
-  // its SHA-256 is checked. state.fetches records which path it took.
+  // file returns a job's file by digest: in chunks, each from a device of
+  // the pool that holds it over a WebRTC data channel (p2p.js), from the
+  // pool where none gives it; the whole file from the pool when chunks
+  // cannot be had. Either way its SHA-256 is checked. state.fetches
+  // records the path it took ("peer <device> (direct)", "pool", or
+  // both joined by " + ") and how many of its bytes came from devices.
   function file(digest) {
     if (!files.has(digest)) {
       const p = (async () => {
-        let bytes = null, path = "pool";
-        if (window.idlepoolP2P) {
-          try {
-            const got = await window.idlepoolP2P.fetchFile(digest, { api, peer: () => state.peer });
-            if (got) { bytes = got.bytes; path = got.path; }
-          } catch (e) {
-            fail("fetch " + short(digest) + " from devices", e);
-          }
+        let bytes = null, path = "pool", peerBytes = 0, peers = [];
+        const began = performance.now();
+        try {
+          const got = await window.idlepoolP2P.fetchFile(digest, { api, sign: (m) => signWith(dev, m), peer: () => state.peer, core });
+          if (got) ({ bytes, path, peerBytes, peers } = got);
+        } catch (e) {
+          fail("fetch " + short(digest) + " in chunks", e);
         }
         if (!bytes) {
           const r = await fetch("/v1/blobs/" + digest);
           if (!r.ok) throw new Error("the pool has no file " + digest + " (HTTP " + r.status + ")");
           bytes = new Uint8Array(await r.arrayBuffer());
+          path = "pool";
+          peerBytes = 0;
+          peers = [];
         }
         const sum = hex(await crypto.subtle.digest("SHA-256", bytes));
         if (sum !== digest) throw new Error("file " + digest + " arrived with SHA-256 " + sum + " (via " + path + ")");
-        state.fetches.push({ digest, path, bytes: bytes.length });
+        state.fetches.push({ digest, path, bytes: bytes.length, peerBytes, peers, ms: Math.round(performance.now() - began) });
         return { bytes, path };
       })();
       p.catch(() => files.delete(digest));
@@ -320,15 +325,21 @@
     const { info, canonical } = await jobOf(id);
     const names = core.jobFiles(canonical);
     if (names.error) throw new Error(names.error);
-    if (names.length > 1) {
-      // Tasks see no input files here yet: hand the task back at once.
-      fail("job " + short(id), "it reads input files, which the browser peer does not mount yet");
-      return release(lease);
-    }
-    const f = await file(names[0]);
-    blobs.set("/blobs/" + names[0], f.bytes);
+    // Planning a job reads its files (sizes, headers): all of them first.
+    const got = await Promise.all(names.map((d) => file(d)));
+    names.forEach((d, i) => blobs.set("/blobs/" + d, got[i].bytes));
+    const f = got[0];
     const t = core.task(canonical, lease.task);
     if (t.error) throw new Error(t.error);
+    if (t.chunk) {
+      // The chunks rule's piece of a file is not cut here yet: hand the
+      // task back at once, for a native device.
+      fail("job " + short(id), "its tasks read chunks of a split input, which the browser peer does not cut yet");
+      return release(lease);
+    }
+    const inputs = {};
+    for (const [name, d] of Object.entries(t.files)) inputs[name] = blobs.get("/blobs/" + d);
+    const paths = [...new Set(got.map((g) => g.path))].join(", ");
     state.running[lease.lease] = { job: id, task: lease.task, owner: info.owner };
     held.set(lease.lease, await authorization("POST", "/v1/leases/" + lease.lease + "/release", new Uint8Array(0)));
     const beat = setInterval(async () => {
@@ -337,7 +348,7 @@
         held.set(lease.lease, await authorization("POST", "/v1/leases/" + lease.lease + "/release", new Uint8Array(0)));
       } catch (e) { fail("heartbeat", e); }
     }, Math.max(1000, Math.min(30000, (new Date(lease.deadline) - Date.now()) / 3)));
-    const mark = taskRow(lease, t, info, f.path);
+    const mark = taskRow(lease, t, info, paths);
     try {
       const prog = await program(t.program, f.bytes, t.memoryMiB);
       const limits = { memoryMiB: t.memoryMiB, maxStdoutBytes: t.maxStdoutBytes, timeoutMs: t.timeoutMs };
@@ -345,7 +356,7 @@
       if (prog.failure) {
         end = { failure: prog.failure };
       } else {
-        end = await runIn(slot, { program: prog.module, stdin: t.stdin, seed: t.seed, maxStdoutBytes: t.maxStdoutBytes, meterExport: core.meterExport }, t.timeoutMs);
+        end = await runIn(slot, { program: prog.module, stdin: t.stdin, seed: t.seed, maxStdoutBytes: t.maxStdoutBytes, meterExport: core.meterExport, inputs }, t.timeoutMs);
         if (end.error) {
           // The browser could not run the task at all (an import it
           // cannot offer): another device will.
@@ -360,7 +371,7 @@
       clearInterval(beat);
       await api("POST", "/v1/leases/" + lease.lease + "/result", o.submission);
       held.delete(lease.lease);
-      state.results.push({ job: id, task: lease.task, digest: o.digest, ok: o.ok, machine: o.machine, path: f.path });
+      state.results.push({ job: id, task: lease.task, digest: o.digest, ok: o.ok, machine: o.machine, path: paths });
       if (state.firstResultMs === null) state.firstResultMs = performance.now() - state.openedAt;
       mark(o.ok ? "returned" : o.machine ? "not finished here: " + o.reason.split("\n")[0] : "failed: " + o.reason.split("\n")[0]);
     } finally {
@@ -455,6 +466,7 @@
     clearInterval(receiptTimer);
     $("stop").disabled = true;
     $("start").disabled = false;
+    window.idlepoolP2P.closeAll();
     say("Stopped: the tasks running now finish and are returned");
   }
 

@@ -5,7 +5,7 @@
 //	node harness.mjs WASI_JS   (a JSON request on stdin, the JSON results on stdout)
 //
 // where the request is {"modules": {"name": "hex"}, "tasks": [{"module":
-// "name", "seed": "hex", "stdin": "hex", "memoryLimitPages": n, "inputDir": bool}]}; in a
+// "name", "seed": "hex", "stdin": "hex", "memoryLimitPages": n, "inputDir": bool, "inputs": {"name": "hex"}}]}; in a
 // browser the test page calls runAll itself.
 
 const hex = (b) => (b === null ? null : Array.from(b, (x) => x.toString(16).padStart(2, "0")).join(""));
@@ -16,7 +16,12 @@ export async function runAll(runTask, req) {
   for (const [name, h] of Object.entries(req.modules)) modules[name] = unhex(h);
   const out = [];
   for (const t of req.tasks) {
-    const r = await runTask(modules[t.module], unhex(t.stdin), { seed: t.seed, memoryLimitPages: t.memoryLimitPages, maxStdoutBytes: t.maxStdoutBytes || undefined, inputDir: t.inputDir || false });
+    let inputs;
+    if (t.inputs) {
+      inputs = {};
+      for (const [name, h] of Object.entries(t.inputs)) inputs[name] = unhex(h);
+    }
+    const r = await runTask(modules[t.module], unhex(t.stdin), { seed: t.seed, memoryLimitPages: t.memoryLimitPages, maxStdoutBytes: t.maxStdoutBytes || undefined, inputDir: t.inputDir || false, inputs });
     out.push({ stdout: hex(r.output), stderr: hex(r.stderr), failure: r.failure, work: String(r.work), error: r.error });
   }
   return out;
