@@ -22,6 +22,7 @@ import (
 	"github.com/pelletier/go-toml/v2"
 
 	"idlepool/job"
+	"idlepool/pool"
 )
 
 // trainFile is a training file (TRAIN.toml): what `idlepool train` turns
@@ -356,7 +357,25 @@ func (t *trainer) train(ctx context.Context, upto int) error {
 		}
 		fmt.Fprintf(t.g.stderr, "round %d/%d: loss %.4f, held-out accuracy %s (%.1fs%s)\n", k, upto, r.Loss, accuracyWords(r.Accuracy), r.Seconds, tm.words())
 	}
+	t.trimInputs()
 	return t.plot()
+}
+
+// trimInputs removes from the home's store of inputs the files that no
+// run links any more, now that the rounds' run directories are gone:
+// the data set stayed there from round to round, linked by each round's
+// run, and leaves with the training's last round. Alone only.
+func (t *trainer) trimInputs() {
+	if t.pc.url != "" {
+		return
+	}
+	dirs, err := t.g.dirs()
+	if err != nil {
+		return
+	}
+	if err := pool.TrimInputStore(filepath.Join(dirs.Data, "inputs"), filepath.Join(dirs.Data, "runs")); err != nil {
+		t.g.logger().Warn("Cannot trim the store of inputs", "err", err)
+	}
 }
 
 // firstModel takes the training file's model or runs the init job.
@@ -451,7 +470,7 @@ func (t *trainer) timedJob(ctx context.Context, manifest string, jt *jobTiming) 
 
 // forgetRuns removes the run directories (journal, input snapshot) of
 // jobs the lineage records: their results are in the models, and each
-// holds a copy of the data set. Alone only; a pool's merges are left as
+// links the data set. Alone only; a pool's merges are left as
 // submit leaves them.
 func (t *trainer) forgetRuns(jobs ...string) {
 	if t.pc.url != "" {

@@ -199,10 +199,12 @@ func TestTrainShardInvariant(t *testing.T) {
 // TestTrainEvaluatesEveryN: with evaluate_every = 2 the update step
 // measures the held-out accuracy after round 2 and after the last round
 // (3) only; round 1 has none in the lineage (not a stale or zero figure),
-// says so on stderr, and is left out of the plot's accuracy panel.
+// says so on stderr, and is left out of the plot's accuracy panel. The
+// data set's one copy leaves the home's store of inputs at the end.
 func TestTrainEvaluatesEveryN(t *testing.T) {
 	t.Parallel()
-	doc, out := trainJSON(t, t.TempDir(), writeTrainFile(t, "fashion", smallFashion(t), 2, "evaluate_every = 2", ""))
+	home := t.TempDir()
+	doc, out := trainJSON(t, home, writeTrainFile(t, "fashion", smallFashion(t), 2, "evaluate_every = 2", ""))
 	rs := doc.Lineage.Rounds
 	if len(rs) != 3 || rs[0].Accuracy != nil || rs[1].Accuracy == nil || rs[2].Accuracy == nil || *rs[2].Accuracy <= 0 {
 		t.Fatalf("lineage %+v: want an accuracy after rounds 2 and 3 only", rs)
@@ -217,6 +219,11 @@ func TestTrainEvaluatesEveryN(t *testing.T) {
 	lines := regexp.MustCompile(`points="([^"]*)"`).FindAllStringSubmatch(string(svg), -1)
 	if len(lines) != 2 || len(strings.Fields(lines[0][1])) != 3 || len(strings.Fields(lines[1][1])) != 2 {
 		t.Errorf("plot lines %q: want 3 loss points and 2 accuracy points", lines)
+	}
+	// The rounds linked one copy of the data set from the home's store
+	// of inputs; with the last round it leaves the store.
+	if left, err := os.ReadDir(filepath.Join(home, "data", "inputs")); err != nil || len(left) != 0 {
+		t.Errorf("the store of inputs holds %d files after the training (%v), want none", len(left), err)
 	}
 }
 
