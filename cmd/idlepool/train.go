@@ -588,6 +588,26 @@ func applyOutcome(doc *runDoc, evaluated bool) (model []byte, loss float64, acc 
 	return model, r.Loss.Sum, acc, nil
 }
 
+// accuracyLine sums up the held-out accuracy of rounds: the last one
+// measured and the best, with their rounds; "" when none was measured.
+func accuracyLine(rounds []trainRound) string {
+	var last, best *trainRound
+	for i := range rounds {
+		r := &rounds[i]
+		if r.Accuracy == nil {
+			continue
+		}
+		last = r
+		if best == nil || *r.Accuracy > *best.Accuracy {
+			best = r
+		}
+	}
+	if last == nil {
+		return ""
+	}
+	return fmt.Sprintf("held-out accuracy: %s after round %d (best %s after round %d)", accuracyWords(last.Accuracy), last.Round, accuracyWords(best.Accuracy), best.Round)
+}
+
 // accuracyWords shows a round's held-out accuracy, or that it was not
 // measured after that round.
 func accuracyWords(acc *float64) string {
@@ -633,6 +653,9 @@ func (t *trainer) report(asJSON bool) error {
 			acc = accuracyWords(r.Accuracy)
 		}
 		fmt.Fprintf(w, "%-6d %-10.4f %-9s %-12s %s\n", r.Round, r.Loss, acc, r.Job[:12], r.Apply[:12])
+	}
+	if line := accuracyLine(t.lin.Rounds); line != "" {
+		fmt.Fprintln(w, line)
 	}
 	fmt.Fprintf(w, "model: %s (sha256 %s)\nlineage: %s\nplot: %s and %s\n", model, sum[:16], filepath.Join(t.dir, "lineage.json"), t.plotPath(), t.pngPath())
 	printTiming(w, summarize(t.lin.Rounds))

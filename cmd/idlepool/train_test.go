@@ -688,3 +688,17 @@ func TestTrainTimingSummary(t *testing.T) {
 		t.Error("a summary of rounds without timing")
 	}
 }
+
+// TestTrainAccuracyLine: the table ends with the last measured held-out
+// accuracy and the best, skipping rounds without one; nothing when no
+// round has one.
+func TestTrainAccuracyLine(t *testing.T) {
+	acc := func(v float64) *float64 { return &v }
+	rounds := []trainRound{{Round: 1, Accuracy: acc(0.5)}, {Round: 2, Accuracy: acc(0.8712)}, {Round: 3}, {Round: 4, Accuracy: acc(0.87)}, {Round: 5}}
+	if got, want := accuracyLine(rounds), "held-out accuracy: 87.00% after round 4 (best 87.12% after round 2)"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	if got := accuracyLine(rounds[2:3]); got != "" {
+		t.Errorf("no measured round: got %q", got)
+	}
+}
