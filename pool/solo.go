@@ -42,6 +42,16 @@ type SoloConfig struct {
 	// RunDir holds the run's journal, input snapshot and output files; the
 	// same directory resumes the run.
 	RunDir string
+	// InputStore, if set, is a directory shared by the runs whose
+	// directories are beside RunDir (in RunDir's parent): each file a run
+	// snapshots (program and inputs) is kept there once, named by its
+	// SHA-256 in hex, as a hard link to the run's copy, and a later run
+	// of a job with the same file links it instead of copying it again
+	// (a training's rounds share their data set). A file no run
+	// directory links any more is removed when a run is prepared.
+	// Without it, or where the file system has no hard links, every run
+	// copies its inputs.
+	InputStore string
 	// Progress, if set, is called after every finished task, from one
 	// goroutine at a time.
 	Progress func(Progress)
@@ -122,9 +132,14 @@ func RunSolo(ctx context.Context, j *job.Job, exec Executor, cfg SoloConfig) (*O
 	if cfg.Slots < 1 {
 		cfg.Slots = 1
 	}
-	program, inputDir, err := PrepareInputs(j, cfg.RunDir)
+	program, inputDir, err := PrepareStoredInputs(j, cfg.RunDir, cfg.InputStore)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.InputStore != "" {
+		if err := TrimInputStore(cfg.InputStore, filepath.Dir(cfg.RunDir)); err != nil {
+			log.Warn("Cannot trim the store of inputs", "dir", cfg.InputStore, "err", err)
+		}
 	}
 	fold, err := OpenFolder(j, FoldConfig{Dir: cfg.RunDir, Result: cfg.Result, Rows: cfg.Rows, Progress: cfg.Progress, Logger: log,
 		RetryMachineFailures: true})
@@ -322,26 +337,57 @@ func (o TaskOutcome) record(i int64) JournalRecord {
 // snapshotInputs copies the program and every non-chunked input into the
 // run directory, checking digests, so that editing a file during a run
 // cannot change what tasks see. It returns the program's copy.
-func snapshotInputs(j *job.Job, runDir, inputDir string) (string, error) {
+func snapshotInputs(j *job.Job, runDir, inputDir, store string) (string, error) {
 	program := filepath.Join(runDir, "program.wasm")
-	if err := snapshot(j.Program, program); err != nil {
+	if err := snapshot(j.Program, program, store); err != nil {
 		return "", err
 	}
 	for name, ref := range j.Inputs {
 		if j.Manifest.Split.Rule == "chunks" && name == j.Manifest.Split.Input {
 			continue
 		}
-		if err := snapshot(ref, filepath.Join(inputDir, name)); err != nil {
+		if err := snapshot(ref, filepath.Join(inputDir, name), store); err != nil {
 			return "", err
 		}
 	}
 	return program, nil
 }
 
-func snapshot(ref job.InputRef, dst string) error {
+// snapshot makes dst a read-only copy of ref's file, checked against its
+// digest: a hard link to store's file of that digest where there is one,
+// else a copy, which is then linked into store (store "": none).
+func snapshot(ref job.InputRef, dst, store string) error {
 	if sum, err := fileSHA256(dst); err == nil && sum == ref.SHA256 {
 		return nil // already there from an earlier run
 	}
+	var blob string
+	if store != "" {
+		blob = filepath.Join(store, ref.SHA256.String())
+		// A file of the store was checked when it was linked there and
+		// is read-only; its size is checked again.
+		if st, err := os.Stat(blob); err == nil && st.Mode().IsRegular() && st.Size() == ref.Size {
+			_ = os.Remove(dst)
+			if os.Link(blob, dst) == nil {
+				return nil
+			}
+		}
+	}
+	if err := copyInput(ref, dst); err != nil {
+		return err
+	}
+	if blob != "" {
+		// The store names the run's copy; another process may have put
+		// the same file there meanwhile, and a file system without hard
+		// links leaves the store empty.
+		if err := os.MkdirAll(store, 0o700); err == nil {
+			_ = os.Link(dst, blob)
+		}
+	}
+	return nil
+}
+
+// copyInput copies ref's file to dst, read-only, checking its digest.
+func copyInput(ref job.InputRef, dst string) error {
 	src, err := os.Open(ref.Path)
 	if err != nil {
 		return fmt.Errorf("read input: %w", err)
@@ -368,6 +414,59 @@ func snapshot(ref job.InputRef, dst string) error {
 		return err
 	}
 	return os.Rename(tmp, dst)
+}
+
+// TrimInputStore removes the files of an input store (SoloConfig.InputStore)
+// that no run directory under runs links any more: those whose inode is
+// none of runs/*/program.wasm and runs/*/input/*. A run being prepared at
+// the same time loses nothing: its own link keeps its file, and a link
+// from a store file removed meanwhile falls back to a copy.
+func TrimInputStore(store, runs string) error {
+	blobs, err := os.ReadDir(store)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("trim inputs: %w", err)
+	}
+	dirs, err := os.ReadDir(runs)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("trim inputs: %w", err)
+	}
+	var used []os.FileInfo
+	for _, d := range dirs {
+		if !d.IsDir() {
+			continue
+		}
+		dir := filepath.Join(runs, d.Name())
+		if st, err := os.Stat(filepath.Join(dir, "program.wasm")); err == nil {
+			used = append(used, st)
+		}
+		in, _ := os.ReadDir(filepath.Join(dir, "input"))
+		for _, e := range in {
+			if e.Type().IsRegular() {
+				if st, err := e.Info(); err == nil {
+					used = append(used, st)
+				}
+			}
+		}
+	}
+	var errs []error
+	for _, b := range blobs {
+		st, err := b.Info()
+		if err != nil || !st.Mode().IsRegular() || slices.ContainsFunc(used, func(u os.FileInfo) bool { return os.SameFile(st, u) }) {
+			continue
+		}
+		p := filepath.Join(store, b.Name())
+		_ = os.Chmod(p, 0o600) // a read-only file cannot be removed on Windows
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("trim inputs: %w", err)
+	}
+	return nil
 }
 
 func fileSHA256(path string) (job.Digest, error) {

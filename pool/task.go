@@ -30,11 +30,18 @@ import (
 // path and the input directory. A file that no longer matches its digest
 // is an error wrapping ErrInputChanged.
 func PrepareInputs(j *job.Job, dir string) (program, inputDir string, err error) {
+	return PrepareStoredInputs(j, dir, "")
+}
+
+// PrepareStoredInputs is PrepareInputs with an input store
+// (SoloConfig.InputStore; "" for none): a file the store has already is
+// linked, not copied, and a file copied is linked into the store.
+func PrepareStoredInputs(j *job.Job, dir, store string) (program, inputDir string, err error) {
 	inputDir = filepath.Join(dir, "input")
 	if err := os.MkdirAll(filepath.Join(inputDir, "chunks"), 0o700); err != nil {
 		return "", "", fmt.Errorf("prepare inputs: %w", err)
 	}
-	program, err = snapshotInputs(j, dir, inputDir)
+	program, err = snapshotInputs(j, dir, inputDir, store)
 	if err != nil {
 		return "", "", err
 	}

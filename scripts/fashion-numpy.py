@@ -5,13 +5,14 @@ The same models, batch schedule and optimizer as examples/fashion
 (softmax.toml and mlp.toml): round r takes batch (r-1) mod (60000/batch)
 of the training set in file order; the gradient is the batch's mean
 cross-entropy gradient; Adam (beta1 0.9, beta2 0.999, eps 1e-8) steps
-once a round; after each round the model's accuracy on the 10,000 test
-images is measured, as idlepool's update step does. Floating point here
+once a round, at the perceptron's learning rate falling linearly from lr
+to lr_end over decay_rounds rounds; the model's accuracy on the 10,000
+test images is measured after every round (softmax) or after every 60th
+(the perceptron, evaluate_every = 60), as idlepool's update step does. Floating point here
 is NumPy's (BLAS sums in its own order), so the numbers are not
 idlepool's bits; the perceptron's first weights come from NumPy's
 generator, not from SplitMix64. It prints, per model, the seconds of one
-epoch with and without the per-round evaluation, and the accuracy after
-it.
+epoch without and with the evaluations, and the accuracy after it.
 
 Usage: /usr/bin/python3 scripts/fashion-numpy.py DIR [EPOCHS]
 DIR holds the four unpacked IDX files (make bench-train-numpy:
@@ -47,24 +48,28 @@ def softmax_ce(z, y):
 
 
 class Adam:
-    def __init__(self, params, lr):
+    def __init__(self, params, lr, lr_end=None, decay_rounds=0):
         self.lr, self.t = lr, 0
+        self.lr_end, self.decay_rounds = lr_end, decay_rounds
         self.m = [np.zeros_like(p) for p in params]
         self.v = [np.zeros_like(p) for p in params]
 
     def step(self, params, grads):
         self.t += 1
         b1, b2 = 0.9, 0.999
+        lr = self.lr
+        if self.decay_rounds > 0:
+            lr += (self.lr_end - self.lr) * min(self.t - 1, self.decay_rounds) / self.decay_rounds
         for p, g, m, v in zip(params, grads, self.m, self.v):
             m *= b1
             m += (1 - b1) * g
             v *= b2
             v += (1 - b2) * g * g
-            p -= self.lr * (m / (1 - b1 ** self.t)) / (np.sqrt(v / (1 - b2 ** self.t)) + 1e-8)
+            p -= lr * (m / (1 - b1 ** self.t)) / (np.sqrt(v / (1 - b2 ** self.t)) + 1e-8)
 
 
 class Softmax:
-    name, batch, lr = "softmax", 6000, 0.03
+    name, batch, lr, lr_end, decay_rounds, eval_every = "softmax", 6000, 0.03, None, 0, 1
 
     def __init__(self):
         self.params = [np.zeros((784, 10)), np.zeros(10)]
@@ -79,7 +84,7 @@ class Softmax:
 
 
 class MLP:
-    name, batch, lr, hidden = "mlp", 6000, 0.01, 128
+    name, batch, lr, lr_end, decay_rounds, eval_every, hidden = "mlp", 1000, 0.002, 0.00005, 900, 60, 128
 
     def __init__(self):
         rng = np.random.default_rng(0)
@@ -104,7 +109,7 @@ class MLP:
 
 def epoch(model, data, epochs):
     xtr, ytr, xte, yte = data
-    opt = Adam(model.params, model.lr)
+    opt = Adam(model.params, model.lr, model.lr_end, model.decay_rounds)
     per = len(ytr) // model.batch
     train_s = eval_s = 0.0
     for r in range(per * epochs):
@@ -113,13 +118,14 @@ def epoch(model, data, epochs):
         loss, g = model.grads(xtr[lo:lo + model.batch], ytr[lo:lo + model.batch])
         opt.step(model.params, g)
         t1 = time.perf_counter()
-        acc = np.mean(model.logits(xte).argmax(axis=1) == yte)
+        if (r + 1) % model.eval_every == 0 or r + 1 == per * epochs:
+            acc = np.mean(model.logits(xte).argmax(axis=1) == yte)
         eval_s += time.perf_counter() - t1
         train_s += t1 - t0
-    print("%-8s batch %d, lr %g, %d rounds an epoch: %.2f s an epoch training, %.2f s with the per-round held-out"
-          " evaluation; after %d epoch(s): loss %.4f, held-out accuracy %.2f%%"
+    print("%-8s batch %d, lr %g, %d rounds an epoch: %.2f s an epoch training, %.2f s with the held-out"
+          " evaluation after every %s; after %d epoch(s): loss %.4f, held-out accuracy %.2f%%"
           % (model.name, model.batch, model.lr, per, train_s / epochs, (train_s + eval_s) / epochs,
-             epochs, loss, 100 * acc))
+             "round" if model.eval_every == 1 else "%d rounds" % model.eval_every, epochs, loss, 100 * acc))
 
 
 def main():

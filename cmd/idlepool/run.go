@@ -125,11 +125,14 @@ func cmdRun(ctx context.Context, g *globals, args []string) error {
 	fmt.Fprintf(g.stderr, "job %s (%s): %s on %s\n", m.Name, j.ID.String()[:12], plural(j.NumTasks(), "task"), plural(int64(*workers), "worker"))
 	prog := &progressPrinter{w: g.stderr, tty: tty}
 	cfg := pool.SoloConfig{
-		Slots:    *workers,
-		Verify:   *verify,
-		RunDir:   runDir,
-		Progress: prog.update,
-		Logger:   g.logger(),
+		Slots:  *workers,
+		Verify: *verify,
+		RunDir: runDir,
+		// Runs of jobs that name the same file (a training's rounds and
+		// their data set) keep one copy of it.
+		InputStore: filepath.Join(dirs.Data, "inputs"),
+		Progress:   prog.update,
+		Logger:     g.logger(),
 	}
 	if !*asJSON && (m.Split.Rule == "grid" || m.Split.Rule == "kfold") {
 		cfg.Result = func(t job.Task, result []byte) {

@@ -2,7 +2,9 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -254,4 +256,85 @@ time_limit = "2s"
 		}
 	}
 	noStrayWorkers(t, home)
+}
+
+// TestRunsShareOneCopyOfAnInput: two jobs that name the same 4 MiB input
+// (a training's rounds and their data set) keep one copy of it under the
+// home, however many runs there are: the second run links the first
+// one's file instead of writing the bytes again; a changed input is a
+// new file, and a file no run directory links any more leaves the store.
+func TestRunsShareOneCopyOfAnInput(t *testing.T) {
+	dir, home := t.TempDir(), t.TempDir()
+	b, err := os.ReadFile(wasm["params"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "prog.wasm"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(dir, "data.bin")
+	big := make([]byte, 4<<20)
+	for i := range big {
+		big[i] = byte(i * 7)
+	}
+	if err := os.WriteFile(data, big, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run := func(round int) string {
+		m := filepath.Join(dir, fmt.Sprintf("round-%d.toml", round))
+		text := fmt.Sprintf("name = \"round\"\nprogram = \"prog.wasm\"\n[inputs]\ndata = %q\n[split]\nrule = \"range\"\ntasks = 2\n[split.params]\nround = %d\n[[merge]]\nrule = \"sum\"\nfield = \"round\"\n", data, round)
+		if err := os.WriteFile(m, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r, _ := runJSON(t, home, m)
+		return filepath.Join(home, "data", "runs", r.Job)
+	}
+	stat := func(p string) os.FileInfo {
+		t.Helper()
+		st, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	first, second := run(1), run(2)
+	if first == second {
+		t.Fatal("the two rounds are one job")
+	}
+	a, b2 := stat(filepath.Join(first, "input", "data")), stat(filepath.Join(second, "input", "data"))
+	if !os.SameFile(a, b2) {
+		t.Errorf("the second run wrote its own copy of the 4 MiB input instead of linking the first one's")
+	}
+	if !os.SameFile(stat(filepath.Join(first, "program.wasm")), stat(filepath.Join(second, "program.wasm"))) {
+		t.Errorf("the second run wrote its own copy of the program")
+	}
+	// A run directory removed (as idlepool train does after each round)
+	// and the input changed: the next run copies the new bytes, and the
+	// old file, which no run links any more, is gone from the store.
+	if err := os.RemoveAll(first); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(second); err != nil {
+		t.Fatal(err)
+	}
+	big[0]++
+	if err := os.WriteFile(data, big, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	third := run(3)
+	got, err := os.ReadFile(filepath.Join(third, "input", "data"))
+	if err != nil || !bytes.Equal(got, big) {
+		t.Fatalf("the third run's input is not the changed file: %v", err)
+	}
+	store, err := os.ReadDir(filepath.Join(home, "data", "inputs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range store {
+		names = append(names, e.Name())
+	}
+	if len(names) != 2 { // the program and the changed input
+		t.Errorf("the store of inputs holds %v, want the program and the changed input only", names)
+	}
 }

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding/binary"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -22,6 +22,7 @@ import (
 	"github.com/pelletier/go-toml/v2"
 
 	"idlepool/job"
+	"idlepool/pool"
 )
 
 // trainFile is a training file (TRAIN.toml): what `idlepool train` turns
@@ -37,6 +38,10 @@ type trainFile struct {
 	Rounds int `toml:"rounds"`
 	// Shards is how many tasks each round's job has.
 	Shards int `toml:"shards"`
+	// EvaluateEvery is how often the update step measures the held-out
+	// accuracy: after every EvaluateEvery-th round and after the last
+	// one (0 or 1: every round).
+	EvaluateEvery int `toml:"evaluate_every"`
 	// Model is the first model's file; empty: the program's init mode
 	// makes it.
 	Model string `toml:"model"`
@@ -88,8 +93,11 @@ func loadTrainFile(path string) (*trainFile, error) {
 		return nil, bad("shards must be 1..%d, got %d", maxTrainShards, tf.Shards)
 	case tf.Rounds < 0 || tf.Rounds > maxTrainRounds:
 		return nil, bad("rounds must be 0..%d, got %d", maxTrainRounds, tf.Rounds)
+	case tf.EvaluateEvery < 0 || tf.EvaluateEvery > maxTrainRounds:
+		return nil, bad("evaluate_every must be 1..%d rounds, got %d", maxTrainRounds, tf.EvaluateEvery)
 	}
-	for _, k := range []string{"mode", "round", "shards"} {
+	tf.EvaluateEvery = max(tf.EvaluateEvery, 1)
+	for _, k := range []string{"mode", "round", "shards", "evaluate"} {
 		if _, ok := tf.Params[k]; ok {
 			return nil, bad("params.%s is set by idlepool train itself; remove it", k)
 		}
@@ -116,9 +124,10 @@ func (tf *trainFile) resolve(p string) string {
 
 // manifest writes the manifest of one job of the training to path: mode
 // "grad" (shards tasks, the update summed by vector-sum) or "apply" and
-// "init" (one task; the model through vector-mean, which gives one
-// result's numbers back exactly). extra are inputs beside the data set.
-func (tf *trainFile) manifest(path, mode string, round int, extra map[string]string) error {
+// "init" (one task; the model, a base64 string, through concat into an
+// output file, byte for byte). extra are inputs beside the data set;
+// evaluate (apply) asks the update step for the held-out accuracy.
+func (tf *trainFile) manifest(path, mode string, round int, extra map[string]string, evaluate bool) error {
 	params := map[string]any{}
 	for k, v := range tf.Params {
 		params[k] = v
@@ -126,6 +135,9 @@ func (tf *trainFile) manifest(path, mode string, round int, extra map[string]str
 	params["mode"] = mode
 	params["round"] = round
 	params["shards"] = tf.Shards
+	if mode == "apply" {
+		params["evaluate"] = evaluate
+	}
 	inputs := map[string]string{}
 	if mode != "init" {
 		for k, v := range tf.Inputs {
@@ -136,10 +148,12 @@ func (tf *trainFile) manifest(path, mode string, round int, extra map[string]str
 		inputs[k] = v
 	}
 	tasks := 1
-	merge := []map[string]any{
-		{"name": "model", "rule": job.RuleVectorMean, "field": "model"},
-		{"name": "loss", "rule": job.RuleSum, "field": "loss"},
-		{"name": "accuracy", "rule": job.RuleSum, "field": "accuracy"},
+	merge := []map[string]any{{"name": "model", "rule": job.RuleConcat, "field": "model"}}
+	if mode == "apply" {
+		merge = append(merge, map[string]any{"name": "loss", "rule": job.RuleSum, "field": "loss"})
+		if evaluate {
+			merge = append(merge, map[string]any{"name": "accuracy", "rule": job.RuleSum, "field": "accuracy"})
+		}
 	}
 	if mode == "grad" {
 		tasks = tf.Shards
@@ -187,9 +201,10 @@ type trainRound struct {
 	Model string `json:"model"` // SHA-256 of the model after the round
 	// Loss is the mean training loss of the round's batch under the
 	// model before the round; Accuracy is the held-out accuracy of the
-	// model after it, as the program measured them.
-	Loss     float64 `json:"loss"`
-	Accuracy float64 `json:"accuracy"`
+	// model after it, as the program measured them; nil for a round
+	// after which it was not measured (evaluate_every).
+	Loss     float64  `json:"loss"`
+	Accuracy *float64 `json:"accuracy,omitempty"`
 	// Seconds is the round's wall time when it was computed and Timing
 	// how it splits (see roundTiming); not part of the lineage's
 	// meaning.
@@ -322,7 +337,7 @@ func (t *trainer) train(ctx context.Context, upto int) error {
 	}
 	for k := done + 1; k <= upto; k++ {
 		start := time.Now()
-		r, err := t.round(ctx, k)
+		r, err := t.round(ctx, k, k%t.tf.EvaluateEvery == 0 || k == upto)
 		if err != nil {
 			return err
 		}
@@ -340,9 +355,27 @@ func (t *trainer) train(ctx context.Context, upto int) error {
 		if err := t.plot(); err != nil { // to look at while it trains
 			return err
 		}
-		fmt.Fprintf(t.g.stderr, "round %d/%d: loss %.4f, held-out accuracy %.2f%% (%.1fs%s)\n", k, upto, r.Loss, 100*r.Accuracy, r.Seconds, tm.words())
+		fmt.Fprintf(t.g.stderr, "round %d/%d: loss %.4f, held-out accuracy %s (%.1fs%s)\n", k, upto, r.Loss, accuracyWords(r.Accuracy), r.Seconds, tm.words())
 	}
+	t.trimInputs()
 	return t.plot()
+}
+
+// trimInputs removes from the home's store of inputs the files that no
+// run links any more, now that the rounds' run directories are gone:
+// the data set stayed there from round to round, linked by each round's
+// run, and leaves with the training's last round. Alone only.
+func (t *trainer) trimInputs() {
+	if t.pc.url != "" {
+		return
+	}
+	dirs, err := t.g.dirs()
+	if err != nil {
+		return
+	}
+	if err := pool.TrimInputStore(filepath.Join(dirs.Data, "inputs"), filepath.Join(dirs.Data, "runs")); err != nil {
+		t.g.logger().Warn("Cannot trim the store of inputs", "err", err)
+	}
 }
 
 // firstModel takes the training file's model or runs the init job.
@@ -358,14 +391,14 @@ func (t *trainer) firstModel(ctx context.Context) error {
 		}
 	} else {
 		man := t.jobPath("init.toml")
-		if err := t.tf.manifest(man, "init", 0, nil); err != nil {
+		if err := t.tf.manifest(man, "init", 0, nil, false); err != nil {
 			return err
 		}
 		doc, err := t.runJob(ctx, man)
 		if err != nil {
 			return &userError{Msg: "the first model (mode init): " + userMessage(err), Hint: hintOf(err), Cause: err}
 		}
-		model, _, _, err := applyOutcome(doc)
+		model, _, _, err := applyOutcome(doc, false)
 		if err != nil {
 			return fmt.Errorf("the first model: %w", err)
 		}
@@ -383,11 +416,12 @@ func (t *trainer) firstModel(ctx context.Context) error {
 	return t.saveLineage()
 }
 
-// round runs round k: the shards' job, then the update step.
-func (t *trainer) round(ctx context.Context, k int) (trainRound, error) {
+// round runs round k: the shards' job, then the update step, which
+// measures the held-out accuracy if evaluate.
+func (t *trainer) round(ctx context.Context, k int, evaluate bool) (trainRound, error) {
 	prev := t.modelPath(k - 1)
 	man := t.jobPath(fmt.Sprintf("round-%04d.toml", k))
-	if err := t.tf.manifest(man, "grad", k, map[string]string{"model": prev}); err != nil {
+	if err := t.tf.manifest(man, "grad", k, map[string]string{"model": prev}, false); err != nil {
 		return trainRound{}, err
 	}
 	var tm roundTiming
@@ -404,14 +438,14 @@ func (t *trainer) round(ctx context.Context, k int) (trainRound, error) {
 		return trainRound{}, err
 	}
 	aman := t.jobPath(fmt.Sprintf("apply-%04d.toml", k))
-	if err := t.tf.manifest(aman, "apply", k, map[string]string{"model": prev, "update": updPath}); err != nil {
+	if err := t.tf.manifest(aman, "apply", k, map[string]string{"model": prev, "update": updPath}, evaluate); err != nil {
 		return trainRound{}, err
 	}
 	adoc, err := t.timedJob(ctx, aman, &tm.Apply)
 	if err != nil {
 		return trainRound{}, t.roundError(k, "the update step", err)
 	}
-	model, loss, acc, err := applyOutcome(adoc)
+	model, loss, acc, err := applyOutcome(adoc, evaluate)
 	if err != nil {
 		return trainRound{}, t.roundError(k, "the update step", err)
 	}
@@ -436,7 +470,7 @@ func (t *trainer) timedJob(ctx context.Context, manifest string, jt *jobTiming) 
 
 // forgetRuns removes the run directories (journal, input snapshot) of
 // jobs the lineage records: their results are in the models, and each
-// holds a copy of the data set. Alone only; a pool's merges are left as
+// links the data set. Alone only; a pool's merges are left as
 // submit leaves them.
 func (t *trainer) forgetRuns(jobs ...string) {
 	if t.pc.url != "" {
@@ -520,31 +554,67 @@ func (t *trainer) runJob(ctx context.Context, manifest string) (*runDoc, error) 
 	return &doc, nil
 }
 
-// applyOutcome reads the update step's result: the model as float64
-// little-endian bytes, the loss and the accuracy.
-func applyOutcome(doc *runDoc) (model []byte, loss, acc float64, err error) {
+// applyOutcome reads the update step's (or the init step's) result: the
+// model's bytes, decoded from the base64 the concat entry wrote to its
+// output file, the loss and, if evaluated, the accuracy.
+func applyOutcome(doc *runDoc, evaluated bool) (model []byte, loss float64, acc *float64, err error) {
+	const want = `want {"model": "base64 of the model file", "loss": number, "accuracy": number}`
+	out, ok := doc.Outputs["model"]
+	if !ok {
+		return nil, 0, nil, fmt.Errorf("the update step returned no model (%s)", want)
+	}
+	text, err := os.ReadFile(out.Path)
+	if err != nil {
+		return nil, 0, nil, fmt.Errorf("read the new model: %w", err)
+	}
+	model, err = base64.StdEncoding.DecodeString(string(bytes.TrimSpace(text)))
+	if err != nil || len(model) == 0 {
+		return nil, 0, nil, fmt.Errorf("the update step's model is not the base64 of a model file (%s)", want)
+	}
 	b, err := json.Marshal(doc.Result)
 	if err != nil {
-		return nil, 0, 0, err
+		return nil, 0, nil, err
 	}
 	var r struct {
-		Model struct {
-			Mean []float64 `json:"mean"`
-		} `json:"model"`
 		Loss     struct{ Sum float64 } `json:"loss"`
 		Accuracy struct{ Sum float64 } `json:"accuracy"`
 	}
 	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, 0, 0, fmt.Errorf("the update step's result: %w (want {\"model\": [numbers], \"loss\": number, \"accuracy\": number})", err)
+		return nil, 0, nil, fmt.Errorf("the update step's result: %w (%s)", err, want)
 	}
-	if len(r.Model.Mean) == 0 {
-		return nil, 0, 0, errors.New("the update step returned no model")
+	if evaluated {
+		acc = &r.Accuracy.Sum
 	}
-	model = make([]byte, 8*len(r.Model.Mean))
-	for i, f := range r.Model.Mean {
-		binary.LittleEndian.PutUint64(model[8*i:], math.Float64bits(f))
+	return model, r.Loss.Sum, acc, nil
+}
+
+// accuracyLine sums up the held-out accuracy of rounds: the last one
+// measured and the best, with their rounds; "" when none was measured.
+func accuracyLine(rounds []trainRound) string {
+	var last, best *trainRound
+	for i := range rounds {
+		r := &rounds[i]
+		if r.Accuracy == nil {
+			continue
+		}
+		last = r
+		if best == nil || *r.Accuracy > *best.Accuracy {
+			best = r
+		}
 	}
-	return model, r.Loss.Sum, r.Accuracy.Sum, nil
+	if last == nil {
+		return ""
+	}
+	return fmt.Sprintf("held-out accuracy: %s after round %d (best %s after round %d)", accuracyWords(last.Accuracy), last.Round, accuracyWords(best.Accuracy), best.Round)
+}
+
+// accuracyWords shows a round's held-out accuracy, or that it was not
+// measured after that round.
+func accuracyWords(acc *float64) string {
+	if acc == nil {
+		return "not measured"
+	}
+	return fmt.Sprintf("%.2f%%", 100**acc)
 }
 
 func (t *trainer) saveLineage() error {
@@ -578,7 +648,14 @@ func (t *trainer) report(asJSON bool) error {
 	w := t.g.stdout
 	fmt.Fprintf(w, "%-6s %-10s %-9s %-12s %s\n", "round", "loss", "accuracy", "job", "apply")
 	for _, r := range t.lin.Rounds {
-		fmt.Fprintf(w, "%-6d %-10.4f %-9s %-12s %s\n", r.Round, r.Loss, fmt.Sprintf("%.2f%%", 100*r.Accuracy), r.Job[:12], r.Apply[:12])
+		acc := "-"
+		if r.Accuracy != nil {
+			acc = accuracyWords(r.Accuracy)
+		}
+		fmt.Fprintf(w, "%-6d %-10.4f %-9s %-12s %s\n", r.Round, r.Loss, acc, r.Job[:12], r.Apply[:12])
+	}
+	if line := accuracyLine(t.lin.Rounds); line != "" {
+		fmt.Fprintln(w, line)
 	}
 	fmt.Fprintf(w, "model: %s (sha256 %s)\nlineage: %s\nplot: %s and %s\n", model, sum[:16], filepath.Join(t.dir, "lineage.json"), t.plotPath(), t.pngPath())
 	printTiming(w, summarize(t.lin.Rounds))

@@ -30,7 +30,7 @@ func trainSVG(name string, rounds []trainRound) string {
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n", w, h, w, h)
 	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="white"/>`+"\n", w, h)
 	fmt.Fprintf(&b, `<text x="%d" y="22" font-size="15">%s: %d rounds</text>`+"\n", left, xmlEscape(name), len(rounds))
-	panel := func(y0 int, title, color string, value func(trainRound) float64, format func(float64) string) {
+	panel := func(rounds []trainRound, y0 int, title, color string, value func(trainRound) float64, format func(float64) string) {
 		pw := w - left - 30
 		lo, hi := math.Inf(1), math.Inf(-1)
 		for _, r := range rounds {
@@ -64,12 +64,24 @@ func trainSVG(name string, rounds []trainRound) string {
 		}
 		fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>`+"\n", color, strings.Join(pts, " "))
 	}
-	panel(top+20, "training loss (mean cross-entropy of the round's batch)", "#c0392b",
+	panel(rounds, top+20, "training loss (mean cross-entropy of the round's batch)", "#c0392b",
 		func(r trainRound) float64 { return r.Loss }, func(v float64) string { return fmt.Sprintf("%.3f", v) })
-	panel(top+20+panelH+60, "held-out accuracy after the round", "#2471a3",
-		func(r trainRound) float64 { return r.Accuracy }, func(v float64) string { return fmt.Sprintf("%.1f%%", 100*v) })
+	panel(measured(rounds), top+20+panelH+60, "held-out accuracy after the round", "#2471a3",
+		func(r trainRound) float64 { return *r.Accuracy }, func(v float64) string { return fmt.Sprintf("%.1f%%", 100*v) })
 	b.WriteString("</svg>\n")
 	return b.String()
+}
+
+// measured returns the rounds after which the held-out accuracy was
+// measured: the accuracy panel's points.
+func measured(rounds []trainRound) []trainRound {
+	var out []trainRound
+	for _, r := range rounds {
+		if r.Accuracy != nil {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 func xmlEscape(s string) string {

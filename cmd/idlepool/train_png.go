@@ -38,7 +38,7 @@ func trainPNG(name string, rounds []trainRound) ([]byte, error) {
 		d.DrawString(s)
 	}
 	text(pngLeft, 22, fmt.Sprintf("%s: %d rounds", name, len(rounds)), 0)
-	panel := func(y0 int, title string, col color.RGBA, value func(trainRound) float64, format func(float64) string) {
+	panel := func(rounds []trainRound, y0 int, title string, col color.RGBA, value func(trainRound) float64, format func(float64) string) {
 		pw := pngW - pngLeft - 30
 		lo, hi := math.Inf(1), math.Inf(-1)
 		for _, r := range rounds {
@@ -79,10 +79,10 @@ func trainPNG(name string, rounds []trainRound) ([]byte, error) {
 			thickLine(img, x(0)-2, y(rounds[0]), x(0)+2, y(rounds[0]), col)
 		}
 	}
-	panel(pngTop+20, "training loss (mean cross-entropy of the round's batch)", color.RGBA{0xc0, 0x39, 0x2b, 0xff},
+	panel(rounds, pngTop+20, "training loss (mean cross-entropy of the round's batch)", color.RGBA{0xc0, 0x39, 0x2b, 0xff},
 		func(r trainRound) float64 { return r.Loss }, func(v float64) string { return fmt.Sprintf("%.3f", v) })
-	panel(pngTop+20+pngPanelH+pngPanelGap, "held-out accuracy after the round", color.RGBA{0x24, 0x71, 0xa3, 0xff},
-		func(r trainRound) float64 { return r.Accuracy }, func(v float64) string { return fmt.Sprintf("%.1f%%", 100*v) })
+	panel(measured(rounds), pngTop+20+pngPanelH+pngPanelGap, "held-out accuracy after the round", color.RGBA{0x24, 0x71, 0xa3, 0xff},
+		func(r trainRound) float64 { return *r.Accuracy }, func(v float64) string { return fmt.Sprintf("%.1f%%", 100*v) })
 	var b bytes.Buffer
 	if err := png.Encode(&b, img); err != nil {
 		return nil, fmt.Errorf("encode the plot: %w", err)

@@ -130,12 +130,13 @@ type trainOut struct {
 	PNG     string
 	Lineage struct {
 		Rounds []struct {
-			Round          int
-			Job, Apply     string
-			Model          string
-			Loss, Accuracy float64
-			Seconds        float64
-			Timing         *roundTiming
+			Round      int
+			Job, Apply string
+			Model      string
+			Loss       float64
+			Accuracy   *float64
+			Seconds    float64
+			Timing     *roundTiming
 		}
 	}
 	Timing *timingSummary
@@ -195,6 +196,37 @@ func TestTrainShardInvariant(t *testing.T) {
 	}
 }
 
+// TestTrainEvaluatesEveryN: with evaluate_every = 2 the update step
+// measures the held-out accuracy after round 2 and after the last round
+// (3) only; round 1 has none in the lineage (not a stale or zero figure),
+// says so on stderr, and is left out of the plot's accuracy panel. The
+// data set's one copy leaves the home's store of inputs at the end.
+func TestTrainEvaluatesEveryN(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	doc, out := trainJSON(t, home, writeTrainFile(t, "fashion", smallFashion(t), 2, "evaluate_every = 2", ""))
+	rs := doc.Lineage.Rounds
+	if len(rs) != 3 || rs[0].Accuracy != nil || rs[1].Accuracy == nil || rs[2].Accuracy == nil || *rs[2].Accuracy <= 0 {
+		t.Fatalf("lineage %+v: want an accuracy after rounds 2 and 3 only", rs)
+	}
+	if !strings.Contains(out.stderr, "round 1/3: loss ") || !strings.Contains(out.stderr, "held-out accuracy not measured") {
+		t.Errorf("stderr does not say that round 1's accuracy was not measured:\n%s", out.stderr)
+	}
+	svg, err := os.ReadFile(doc.Plot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := regexp.MustCompile(`points="([^"]*)"`).FindAllStringSubmatch(string(svg), -1)
+	if len(lines) != 2 || len(strings.Fields(lines[0][1])) != 3 || len(strings.Fields(lines[1][1])) != 2 {
+		t.Errorf("plot lines %q: want 3 loss points and 2 accuracy points", lines)
+	}
+	// The rounds linked one copy of the data set from the home's store
+	// of inputs; with the last round it leaves the store.
+	if left, err := os.ReadDir(filepath.Join(home, "data", "inputs")); err != nil || len(left) != 0 {
+		t.Errorf("the store of inputs holds %d files after the training (%v), want none", len(left), err)
+	}
+}
+
 // checkTiming checks the split of each round's time in a train --json
 // document: the parts are not negative and add up to the round's wall
 // time; alone, tasks ran for some of it.
@@ -232,7 +264,8 @@ func TestTrainPlotPNG(t *testing.T) {
 	var rounds []trainRound
 	for k := 1; k <= 60; k++ {
 		f := float64(k-1) / 59
-		rounds = append(rounds, trainRound{Round: k, Loss: 2.3 - 1.9*math.Sqrt(f), Accuracy: 0.1 + 0.75*math.Sqrt(f)})
+		acc := 0.1 + 0.75*math.Sqrt(f)
+		rounds = append(rounds, trainRound{Round: k, Loss: 2.3 - 1.9*math.Sqrt(f), Accuracy: &acc})
 	}
 	b, err := trainPNG("made-up", rounds)
 	if err != nil {
@@ -653,5 +686,19 @@ func TestTrainTimingSummary(t *testing.T) {
 	}
 	if summarize(alone[:1]) != nil {
 		t.Error("a summary of rounds without timing")
+	}
+}
+
+// TestTrainAccuracyLine: the table ends with the last measured held-out
+// accuracy and the best, skipping rounds without one; nothing when no
+// round has one.
+func TestTrainAccuracyLine(t *testing.T) {
+	acc := func(v float64) *float64 { return &v }
+	rounds := []trainRound{{Round: 1, Accuracy: acc(0.5)}, {Round: 2, Accuracy: acc(0.8712)}, {Round: 3}, {Round: 4, Accuracy: acc(0.87)}, {Round: 5}}
+	if got, want := accuracyLine(rounds), "held-out accuracy: 87.00% after round 4 (best 87.12% after round 2)"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	if got := accuracyLine(rounds[2:3]); got != "" {
+		t.Errorf("no measured round: got %q", got)
 	}
 }

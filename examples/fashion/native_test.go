@@ -23,7 +23,10 @@ import (
 // without idlepool around it, and a check that the models are the bytes
 // of `idlepool train`'s lineage.json (WebAssembly there, this
 // architecture here). Off unless IDLEPOOL_NATIVE_TRAIN names the training
-// file; IDLEPOOL_NATIVE_ROUNDS bounds the rounds. For example:
+// file; IDLEPOOL_NATIVE_ROUNDS bounds the rounds, IDLEPOOL_NATIVE_PARAMS
+// (a JSON object) overrides some of its [params] for tuning, and
+// IDLEPOOL_NATIVE_EVAL_EVERY=N measures the held-out accuracy only every
+// N rounds and at the last (a faster search). For example:
 //
 //	IDLEPOOL_NATIVE_TRAIN=$PWD/examples/fashion/mlp.toml IDLEPOOL_NATIVE_ROUNDS=20 \
 //	  go test -run TestNativeRounds -v -timeout 60m ./examples/fashion
@@ -47,6 +50,13 @@ func TestNativeRounds(t *testing.T) {
 	if n, err := strconv.Atoi(os.Getenv("IDLEPOOL_NATIVE_ROUNDS")); err == nil {
 		tf.Rounds = n
 	}
+	if o := os.Getenv("IDLEPOOL_NATIVE_PARAMS"); o != "" {
+		if err := json.Unmarshal([]byte(o), &tf.Params); err != nil {
+			t.Fatalf("IDLEPOOL_NATIVE_PARAMS: %v", err)
+		}
+	}
+	every, _ := strconv.Atoi(os.Getenv("IDLEPOOL_NATIVE_EVAL_EVERY"))
+	every = max(every, 1)
 	in := map[string]string{}
 	for k, v := range tf.Inputs {
 		in[k] = filepath.Join(filepath.Dir(path), v)
@@ -83,6 +93,9 @@ func TestNativeRounds(t *testing.T) {
 		m["update"] = filepath.Join(dir, "update.json")
 		if err := os.WriteFile(m["update"], upd, 0o644); err != nil {
 			t.Fatal(err)
+		}
+		if k%every != 0 && k != tf.Rounds {
+			delete(m, "test_images") // apply measures no accuracy without them
 		}
 		a, err := compute(task.Task{Params: params("apply", k), Inputs: m})
 		if err != nil {

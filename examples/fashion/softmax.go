@@ -10,11 +10,12 @@
 //     of the cross-entropy over the shard's examples, then the summed
 //     loss and the number of examples.
 //   - "apply": the optimizer (Adam, Kingma and Ba 2015) turns the merged
-//     update and the old model into the new model, and measures the new
-//     model's accuracy on the held-out set: {"model": [...], "loss": L,
-//     "accuracy": A}.
+//     update and the old model into the new model, and, unless
+//     params.evaluate is false, measures the new model's accuracy on the
+//     held-out set: {"model": "...", "loss": L, "accuracy": A}.
 //
-// The model file is float64 little-endian: the weights W[j][k] (feature j,
+// The model is the model file's bytes in base64 (RFC 4648, with
+// padding) in a result, and the file is float64 little-endian: the weights W[j][k] (feature j,
 // class k, row-major), the biases b[k], Adam's first and second moments of
 // each of those, and the running powers β1^t and β2^t: 3·P+2 numbers, P =
 // features·classes + classes.
@@ -27,6 +28,7 @@
 package main
 
 import (
+	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -59,15 +61,23 @@ type params struct {
 	Classes  int     `json:"classes"`
 	Batch    int     `json:"batch"` // examples per round
 	LR       float64 `json:"lr"`
-	Beta1    float64 `json:"beta1"`
-	Beta2    float64 `json:"beta2"`
-	Eps      float64 `json:"eps"`
+	// LREnd and DecayRounds make the learning rate fall linearly from
+	// LR in round 1 to LREnd in round DecayRounds+1, and stay there;
+	// DecayRounds 0 keeps LR.
+	LREnd       float64 `json:"lr_end"`
+	DecayRounds int     `json:"decay_rounds"`
+	Beta1       float64 `json:"beta1"`
+	Beta2       float64 `json:"beta2"`
+	Eps         float64 `json:"eps"`
 	// Hidden is the number of hidden units of the multilayer perceptron
 	// (mlp.go); 0 is softmax regression.
 	Hidden int `json:"hidden"`
 	// Seed draws the perceptron's first weights: the same seed, the same
 	// first model, whatever the other params.
 	Seed uint64 `json:"seed"`
+	// Evaluate, in apply mode, says whether to measure the held-out
+	// accuracy (idlepool train sets it; absent: yes).
+	Evaluate *bool `json:"evaluate"`
 }
 
 // maxHidden bounds params.hidden.
@@ -82,6 +92,9 @@ func compute(t task.Task) (any, error) {
 	}
 	if p.Features < 1 || p.Classes < 2 {
 		return nil, fmt.Errorf("params: features must be >= 1 and classes >= 2, got %d and %d", p.Features, p.Classes)
+	}
+	if p.DecayRounds < 0 {
+		return nil, fmt.Errorf("params: decay_rounds must be >= 0 (0: a constant lr), got %d", p.DecayRounds)
 	}
 	if p.Hidden < 0 || p.Hidden > maxHidden {
 		return nil, fmt.Errorf("params: hidden must be 0 (softmax regression) .. %d, got %d", maxHidden, p.Hidden)
@@ -108,6 +121,17 @@ func (p params) size() int {
 	return p.Features*p.Classes + p.Classes
 }
 
+// rate is round p.Round's learning rate: LR, falling linearly to LREnd
+// over DecayRounds rounds. Only +, −, × and ÷, each correctly rounded:
+// the same bits on every host.
+func (p params) rate() float64 {
+	if p.DecayRounds <= 0 {
+		return p.LR
+	}
+	done := float64(min(p.Round-1, p.DecayRounds)) / float64(p.DecayRounds)
+	return p.LR + float64((p.LREnd-p.LR)*done)
+}
+
 // pixelWeights is the number of parameters, from index 0, whose gradient
 // is summed with the pixels as integers 0..255 (the first layer's
 // weights).
@@ -125,9 +149,31 @@ type gradResult struct {
 
 // applyResult is the apply step's result.
 type applyResult struct {
-	Model    []float64 `json:"model"`
-	Loss     float64   `json:"loss"`
-	Accuracy float64   `json:"accuracy"`
+	Model    []float64
+	Loss     float64
+	Accuracy float64
+	// Evaluated says that Accuracy was measured; without it the result
+	// has no "accuracy".
+	Evaluated bool
+}
+
+// MarshalJSON writes the model as the base64 of its float64
+// little-endian bytes: a third of the size of the numbers in decimal, and
+// no parsing of 300,000 numbers.
+func (r applyResult) MarshalJSON() ([]byte, error) {
+	b := make([]byte, 8*len(r.Model))
+	for i, f := range r.Model {
+		binary.LittleEndian.PutUint64(b[8*i:], math.Float64bits(f))
+	}
+	out := struct {
+		Model    string   `json:"model"`
+		Loss     float64  `json:"loss"`
+		Accuracy *float64 `json:"accuracy,omitempty"`
+	}{Model: base64.StdEncoding.EncodeToString(b), Loss: r.Loss}
+	if r.Evaluated {
+		out.Accuracy = &r.Accuracy
+	}
+	return json.Marshal(out)
 }
 
 // loadModel reads the model input and checks its size.
@@ -359,6 +405,7 @@ func apply(t task.Task, p params) (any, error) {
 	if model[3*P] == 0 { // the first step: β^1
 		b1t, b2t = p.Beta1, p.Beta2
 	}
+	lr := p.rate()
 	fw := p.pixelWeights()
 	for i := range w {
 		g := float64(sum[i]) * (1.0 / (1 << gradBits)) / n
@@ -369,33 +416,37 @@ func apply(t task.Task, p params) (any, error) {
 		v[i] = float64(p.Beta2*v[i]) + float64(float64((1-p.Beta2)*g)*g)
 		mh := m[i] / (1 - b1t)
 		vh := v[i] / (1 - b2t)
-		w[i] -= float64(p.LR*mh) / (math.Sqrt(vh) + p.Eps)
+		w[i] -= float64(lr*mh) / (math.Sqrt(vh) + p.Eps)
 		if math.IsInf(w[i], 0) || math.IsNaN(w[i]) {
-			return nil, fmt.Errorf("round %d: parameter %d became %g: the learning rate %g diverges", p.Round, i, w[i], p.LR)
+			return nil, fmt.Errorf("round %d: parameter %d became %g: the learning rate %g diverges", p.Round, i, w[i], lr)
 		}
 	}
 	model[3*P], model[3*P+1] = b1t, b2t
-	acc, err := accuracy(t, p, w)
+	loss := float64(sum[P]) * (1.0 / (1 << lossBits)) / n
+	if p.Evaluate != nil && !*p.Evaluate {
+		return applyResult{Model: model, Loss: loss}, nil
+	}
+	acc, ok, err := accuracy(t, p, w)
 	if err != nil {
 		return nil, err
 	}
-	loss := float64(sum[P]) * (1.0 / (1 << lossBits)) / n
-	return applyResult{Model: model, Loss: loss, Accuracy: acc}, nil
+	return applyResult{Model: model, Loss: loss, Accuracy: acc, Evaluated: ok}, nil
 }
 
 // accuracy is the share of the held-out set that w classifies right
-// (ties go to the lower class).
-func accuracy(t task.Task, p params, w []float64) (float64, error) {
+// (ties go to the lower class); ok is false when no held-out set is
+// given.
+func accuracy(t task.Task, p params, w []float64) (acc float64, ok bool, err error) {
 	d, err := openData(t, "test", p)
 	if errors.Is(err, task.ErrNoInput) {
-		return 0, nil // no held-out set given
+		return 0, false, nil
 	}
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	px, lb, err := d.read(0, d.n, p.Classes)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	z := make([]float64, p.Classes)
 	var m *mlp
@@ -420,5 +471,5 @@ func accuracy(t task.Task, p params, w []float64) (float64, error) {
 			right++
 		}
 	}
-	return float64(right) / float64(max(d.n, 1)), nil
+	return float64(right) / float64(max(d.n, 1)), true, nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"compress/gzip"
+	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"io"
@@ -139,5 +140,88 @@ func TestGradRejectsAModelOfTheWrongSize(t *testing.T) {
 	var stdout, stderr strings.Builder
 	if code := task.Run(strings.NewReader(string(tk)), &stdout, &stderr, compute); code != task.ExitData {
 		t.Errorf("exit status %d, want %d (data error): %s", code, task.ExitData, stderr.String())
+	}
+}
+
+// TestApplyResultIsBinary: the update step's result carries the model as
+// the base64 of the model file's bytes, and an accuracy only when it was
+// asked for one (params.evaluate), so that a training can skip the
+// held-out set in most rounds without reporting a stale figure.
+func TestApplyResultIsBinary(t *testing.T) {
+	in := subset(t, 60)
+	init, err := compute(task.Task{Params: taskParams("init", 0, 1), Inputs: in})
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := writeModel(t, init.(applyResult).Model)
+	g, err := compute(task.Task{Params: taskParams("grad", 1, 1), Inputs: withInput(in, "model", model)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	upd, _ := json.Marshal(map[string]any{"update": map[string]any{"count": 1, "sum": g.(gradResult).Update}})
+	up := filepath.Join(t.TempDir(), "update.json")
+	if err := os.WriteFile(up, upd, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	apply := func(evaluate any) map[string]any {
+		var p map[string]any
+		_ = json.Unmarshal(taskParams("apply", 1, 1), &p)
+		if evaluate != nil {
+			p["evaluate"] = evaluate
+		}
+		pb, _ := json.Marshal(p)
+		r, err := compute(task.Task{Params: pb, Inputs: withInput(withInput(in, "model", model), "update", up)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out map[string]any
+		if err := json.Unmarshal(b, &out); err != nil {
+			t.Fatal(err)
+		}
+		mb, err := base64.StdEncoding.DecodeString(out["model"].(string))
+		if err != nil {
+			t.Fatalf("model: %v", err)
+		}
+		want := r.(applyResult).Model
+		if len(mb) != 8*len(want) {
+			t.Fatalf("model: %d bytes, want %d", len(mb), 8*len(want))
+		}
+		for i, f := range want {
+			if binary.LittleEndian.Uint64(mb[8*i:]) != math.Float64bits(f) {
+				t.Fatalf("model number %d differs from the file's", i)
+			}
+		}
+		return out
+	}
+	if out := apply(nil); out["accuracy"] == nil {
+		t.Errorf("no accuracy by default: %v", out["accuracy"])
+	}
+	if out := apply(true); out["accuracy"] == nil {
+		t.Errorf("evaluate = true gave no accuracy")
+	}
+	if out := apply(false); out["accuracy"] != nil || out["loss"] == nil {
+		t.Errorf("evaluate = false gave accuracy %v, loss %v; want none and a loss", out["accuracy"], out["loss"])
+	}
+}
+
+// TestLearningRateFallsLinearly: lr falls from lr to lr_end over
+// decay_rounds rounds and stays there; decay_rounds 0 keeps lr.
+func TestLearningRateFallsLinearly(t *testing.T) {
+	p := params{LR: 0.003, LREnd: 0.0001, DecayRounds: 100}
+	for _, c := range []struct {
+		round int
+		want  float64
+	}{{1, 0.003}, {51, 0.00155}, {101, 0.0001}, {500, 0.0001}} {
+		p.Round = c.round
+		if got := p.rate(); math.Abs(got-c.want) > 1e-15 {
+			t.Errorf("round %d: lr %g, want %g", c.round, got, c.want)
+		}
+	}
+	if got := (params{LR: 0.01, Round: 77}).rate(); got != 0.01 {
+		t.Errorf("without decay: lr %g, want 0.01", got)
 	}
 }

@@ -1,12 +1,16 @@
 // Command badapply is a training program whose update step fails in round
 // 2, for the tests of `idlepool train`: init makes a model of two zeros,
-// grad returns the update [1], apply adds it, except in round 2, where it
-// exits with an error.
+// grad returns the update [1], apply makes the model [round, 0], except in
+// round 2, where it exits with an error. Models travel as the base64 of
+// their float64 little-endian bytes.
 package main
 
 import (
+	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 )
 
@@ -25,12 +29,14 @@ func main() {
 	case "grad":
 		fmt.Println(`{"update":[1]}`)
 	case "init":
-		fmt.Println(`{"model":[0,0],"loss":0,"accuracy":0}`)
+		fmt.Println(`{"model":"AAAAAAAAAAAAAAAAAAAAAA=="}`) // two float64 zeros
 	default:
 		if t.Params.Round == 2 {
 			fmt.Fprintln(os.Stderr, "apply: the optimizer state is corrupt")
 			os.Exit(1)
 		}
-		fmt.Printf(`{"model":[%d,0],"loss":1,"accuracy":0.5}`+"\n", t.Params.Round)
+		var m [16]byte
+		binary.LittleEndian.PutUint64(m[:], math.Float64bits(float64(t.Params.Round)))
+		fmt.Printf(`{"model":%q,"loss":1,"accuracy":0.5}`+"\n", base64.StdEncoding.EncodeToString(m[:]))
 	}
 }
