@@ -7,9 +7,10 @@ import (
 
 // maxRecentEntries is how many of the newest committed ledger entries a
 // Scheduler keeps in memory for PeerLedger: at 2,000 entries a second
-// (1,000 accepted tasks at quorum 2) about 30 s of them, several of the
-// agents' receipt polls (every 5 s by default), in a few MiB.
-const maxRecentEntries = 1 << 16
+// (1,000 accepted tasks at quorum 2) about 8 s of them, more than the
+// agents' receipt polls are apart (5 s by default), in a few MiB (an
+// entry with its inclusion proof is some 400 bytes).
+const maxRecentEntries = 1 << 13
 
 // recentEntries is the tail of the ledger that this Scheduler committed
 // since it loaded, indexed by peer, so that the receipts devices poll
