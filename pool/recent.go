@@ -7,9 +7,9 @@ import (
 
 // maxRecentEntries is how many of the newest committed ledger entries a
 // Scheduler keeps in memory for PeerLedger: at 2,000 entries a second
-// (1,000 accepted tasks at quorum 2) about 8 s of them, more than the
-// agents' receipt polls are apart (5 s by default), in a few MiB (an
-// entry with its inclusion proof is some 400 bytes).
+// (1,000 accepted tasks at quorum 2) about 4 s of them, in about 8 MiB
+// (an entry held, with its inclusion proof, is some 950 bytes:
+// docs/benchmarks.md). A poll that reaches further back reads the store.
 const maxRecentEntries = 1 << 13
 
 // recentEntries is the tail of the ledger that this Scheduler committed
