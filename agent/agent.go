@@ -242,7 +242,7 @@ func (c *Config) Validate() error {
 	case c.Slots < 0:
 		return fmt.Errorf("agent: config: Slots %d is negative", c.Slots)
 	case c.LeaseAhead < 0 || c.LeaseAhead > coord.MaxLeases:
-		return fmt.Errorf("agent: config: LeaseAhead %d: want 1 to %d tasks per slot", c.LeaseAhead, coord.MaxLeases)
+		return fmt.Errorf("agent: config: LeaseAhead %d: want 1 to %d tasks per slot, or 0 to choose by task time", c.LeaseAhead, coord.MaxLeases)
 	case c.Signals != nil && c.Decide == nil:
 		return errors.New("agent: config: Signals without Decide")
 	}
