@@ -71,14 +71,16 @@ type Config struct {
 	// have at least as many.
 	Slots int
 	// LeaseAhead is how many tasks each slot leases at once, 1 to
-	// coord.MaxLeases; default 1. With more, a slot computes its leases
+	// coord.MaxLeases; 0 (the default) chooses: one at a time, and
+	// AutoLeaseAhead at once while the slot's last task took under
+	// ShortTask (pools of short tasks). With more, a slot computes its leases
 	// one after the other and sends each result but the last without
 	// waiting for the answer, so that its results (and other slots')
 	// travel together in one request (POST /v1/work) and the pool
 	// commits them together: fewer requests and signature checks per
 	// task, for pools of short tasks. A lease that waits behind the
-	// slot's others is not extended until its task starts: keep
-	// LeaseAhead times a task's time well under the job's lease timeout.
+	// slot's others is extended (heartbeats) until its task starts, as
+	// a running task's is.
 	LeaseAhead int
 	// Executor runs tasks in the sandbox (a *worker.Pool).
 	Executor pool.Executor
@@ -240,7 +242,7 @@ func (c *Config) Validate() error {
 	case c.Slots < 0:
 		return fmt.Errorf("agent: config: Slots %d is negative", c.Slots)
 	case c.LeaseAhead < 0 || c.LeaseAhead > coord.MaxLeases:
-		return fmt.Errorf("agent: config: LeaseAhead %d: want 1 to %d tasks per slot", c.LeaseAhead, coord.MaxLeases)
+		return fmt.Errorf("agent: config: LeaseAhead %d: want 1 to %d tasks per slot, or 0 to choose by task time", c.LeaseAhead, coord.MaxLeases)
 	case c.Signals != nil && c.Decide == nil:
 		return errors.New("agent: config: Signals without Decide")
 	}
@@ -259,9 +261,6 @@ func (c *Config) Validate() error {
 	}
 	if c.Slots == 0 {
 		c.Slots = 1
-	}
-	if c.LeaseAhead == 0 {
-		c.LeaseAhead = 1
 	}
 	if c.MaxBackoff <= 0 {
 		c.MaxBackoff = 10 * time.Second
@@ -583,7 +582,8 @@ func roundWait(d time.Duration) time.Duration {
 // (pull, not push) and runs it. It returns when ctx ends.
 func (a *Agent) serveSlot(ctx context.Context, slot int) error {
 	idle := backoff{Base: 50 * time.Millisecond, Max: a.cfg.IdlePoll}
-	var next []pool.Lease // granted with the slot's last result
+	var next []pool.Lease     // granted with the slot's last result
+	ahead := a.leaseAhead(-1) // how many leases the slot asks for at once
 	// sending holds the deliveries of results that do not wait for their
 	// answer (all of a lease-ahead batch's but the last).
 	var sending sync.WaitGroup
@@ -608,14 +608,14 @@ func (a *Agent) serveSlot(ctx context.Context, slot int) error {
 			}
 			err := a.retry(ctx, "lease", func(ctx context.Context) error {
 				var err error
-				leases, err = a.c.Lease(ctx, a.cfg.LeaseAhead)
+				leases, err = a.c.Lease(ctx, ahead)
 				if errors.Is(err, ErrUnauthorized) {
 					// The coordinator does not know this device (anymore):
 					// register again, then ask again.
 					if _, rerr := a.c.Register(ctx, a.cfg.OwnerKey, a.cfg.Name, a.cfg.Invite); rerr != nil {
 						return rerr
 					}
-					leases, err = a.c.Lease(ctx, a.cfg.LeaseAhead)
+					leases, err = a.c.Lease(ctx, ahead)
 				}
 				return err
 			})
@@ -650,16 +650,55 @@ func (a *Agent) serveSlot(ctx context.Context, slot int) error {
 			}
 			continue
 		}
+		// The leases that wait behind the one computing are extended
+		// meanwhile, so that none expires in the queue.
+		queued := a.holdQueued(ctx, leases[1:])
 		for i, l := range leases {
-			got, err := a.runLease(ctx, l, slot, i == len(leases)-1, &sending)
+			if i > 0 {
+				var err error
+				if l, err = queued.start(l); err != nil {
+					a.log.Info("A lease ended while it waited behind the slot's others; not computed",
+						"jobID", l.Job.String(), "taskIndex", l.Task, "lease", l.ID, "err", err)
+					continue
+				}
+			}
+			got, err := a.runLease(ctx, l, slot, i == len(leases)-1, &ahead, &sending)
 			if err != nil {
+				queued.stopAll()
 				return err
 			}
 			next = append(next, got...)
 		}
+		queued.stopAll()
 		sending.Wait()
 	}
 	return nil
+}
+
+// Leasing ahead when Config.LeaseAhead is 0: a slot whose last task
+// took under ShortTask leases AutoLeaseAhead tasks at once. Four short
+// tasks per request took the benchmark's requests per task from 1.7 to
+// 0.8 (docs/benchmarks.md); a second of task time keeps the queue
+// behind a slot's running task short against a lease timeout and a
+// job's tail, and the waiting leases are extended (queuedLeases).
+const (
+	// AutoLeaseAhead is how many tasks a slot leases at once after a
+	// short task.
+	AutoLeaseAhead = 4
+	// ShortTask is the task time under which a task is short.
+	ShortTask = time.Second
+)
+
+// leaseAhead returns how many leases a slot asks for at once after a
+// task that took took (negative: none yet).
+func (a *Agent) leaseAhead(took time.Duration) int {
+	switch {
+	case a.cfg.LeaseAhead > 0:
+		return a.cfg.LeaseAhead
+	case took >= 0 && took < ShortTask:
+		return AutoLeaseAhead
+	}
+	return 1
 }
 
 // mayLeaseNow reports whether slot may ask for a new task at once: what
@@ -689,7 +728,7 @@ func (a *Agent) mayLeaseNow(slot int) bool {
 // together. Its error is nil: a store that takes no writes holds the
 // result in memory (keep), and every other problem ends in the lease
 // being released or expiring.
-func (a *Agent) runLease(ctx context.Context, l pool.Lease, slot int, last bool, sending *sync.WaitGroup) ([]pool.Lease, error) {
+func (a *Agent) runLease(ctx context.Context, l pool.Lease, slot int, last bool, ahead *int, sending *sync.WaitGroup) ([]pool.Lease, error) {
 	log := a.log.With("jobID", l.Job.String(), "taskIndex", l.Task, "lease", l.ID)
 	cj, done, err := a.cache.acquire(ctx, a.c, l.Job, a.peerSource())
 	if err == nil {
@@ -780,7 +819,9 @@ func (a *Agent) runLease(ctx context.Context, l pool.Lease, slot int, last bool,
 	if a.cfg.Energy != nil {
 		metered = a.cfg.Energy.Start(gpus)
 	}
+	began := a.cfg.Now()
 	out, err := a.runTask(taskCtx, cj, t, gpus, gpuMiB)
+	*ahead = a.leaseAhead(a.cfg.Now().Sub(began))
 	if metered != nil {
 		a.recordEnergy(ctx, l, metered.Stop(out.PID), log)
 	}
@@ -849,7 +890,7 @@ func (a *Agent) runLease(ctx context.Context, l pool.Lease, slot int, last bool,
 	}
 	want := 0
 	if a.mayLeaseNow(slot) {
-		want = a.cfg.LeaseAhead
+		want = *ahead
 	}
 	return a.keep(ctx, c, want, log), nil // recorded, or held in memory, and sent
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -141,3 +142,60 @@ func TestLeaseAhead(t *testing.T) {
 }
 
 var _ pool.Executor = (*countingExec)(nil)
+
+// An agent left to choose (LeaseAhead 0) asks for one task at first and,
+// once its slot's tasks turn out short, for AutoLeaseAhead at once.
+func TestLeaseAheadAuto(t *testing.T) {
+	co := startCoordinator(t, t.TempDir(), "127.0.0.1:0")
+	const tasks = 12
+	open := make(chan struct{})
+	close(open)
+	var recs []*workRecorder
+	for i := range 2 {
+		dev := newDevice(t, nil)
+		rec := &workRecorder{next: http.DefaultTransport.(*http.Transport).Clone(), hold: open, t: t}
+		recs = append(recs, rec)
+		a, err := agent.New(agent.Config{
+			PoolURL: co.url, Home: dev.dirs, DeviceKey: dev.key, OwnerKey: dev.owner, Slots: 1,
+			Executor: &fakeExec{}, Store: dev.local, HTTP: &http.Client{Transport: rec, Timeout: 5 * time.Minute},
+			MaxBackoff: 200 * time.Millisecond, IdlePoll: 50 * time.Millisecond, ReceiptPoll: 50 * time.Millisecond,
+			Logger: quietLogger(t).With("side", "agent", "n", i),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- a.Serve(ctx) }()
+		t.Cleanup(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("agent %d: %v", i, err)
+			}
+		})
+	}
+	sub := newSubmitter(t, co.url, nil)
+	j := planJob(t, "auto", tasks, `lease_timeout = "10m"`)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	out, err := sub.run(t, ctx, j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.OK != tasks {
+		t.Fatalf("%d of %d tasks ok", out.OK, tasks)
+	}
+	for i, rec := range recs {
+		rec.mu.Lock()
+		var asked []int
+		for _, b := range rec.bodies {
+			if b.Lease > 0 {
+				asked = append(asked, b.Lease)
+			}
+		}
+		rec.mu.Unlock()
+		if len(asked) == 0 || asked[0] != 1 || !slices.Contains(asked, agent.AutoLeaseAhead) {
+			t.Errorf("agent %d asked for %v leases at once, want 1 first, then %d", i, asked, agent.AutoLeaseAhead)
+		}
+	}
+}

@@ -157,6 +157,7 @@ type Scheduler struct {
 	deadlines deadlineHeap        // live leases, lazily pruned
 	ledgerSeq uint64              // Seq of the newest entry, including uncommitted ones
 	chainHash job.Digest          // Hash of the newest signed entry; only flush uses it
+	recent    *recentEntries      // the ledger's tail committed since the load, for PeerLedger
 	nextOrder int64
 	pend      *pending
 	stopped   error // non-nil: every change is refused with it
@@ -291,6 +292,7 @@ func NewScheduler(ctx context.Context, cfg SchedulerConfig) (*Scheduler, error) 
 	if err := s.restore(ctx, snap); err != nil {
 		return nil, fmt.Errorf("new scheduler: %w", err)
 	}
+	s.recent = newRecentEntries(s.ledgerSeq)
 	log.Info("Scheduler loaded", "pool", cfg.Pool, "peers", len(s.peers), "jobs", len(s.queue),
 		"leases", len(s.deadlines), "ledgerSeq", s.ledgerSeq)
 	return s, nil
@@ -634,6 +636,7 @@ func (s *Scheduler) flush(ctx context.Context, giveUp <-chan struct{}) error {
 		s.log.Error("Commit failed; scheduler stopped", "pool", s.cfg.Pool, "err", err)
 		return s.stopped
 	}
+	s.recent.add(p.b.Entries)
 	for _, f := range p.after {
 		f()
 	}
@@ -1023,6 +1026,12 @@ func (s *Scheduler) Ledger(after uint64, max int) ([]Entry, error) {
 func (s *Scheduler) PeerLedger(peer string, after uint64, max int) ([]Entry, error) {
 	if _, ok := s.Peer(peer); !ok {
 		return nil, fmt.Errorf("ledger of peer %s: %w", peer, ErrUnknownPeer)
+	}
+	if max <= 0 {
+		return nil, nil
+	}
+	if es, ok := s.recent.peer(peer, after, min(max, maxPageSize)); ok {
+		return es, nil
 	}
 	return s.entries(EntryQuery{After: after, Max: max, Peer: peer})
 }
