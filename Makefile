@@ -370,13 +370,15 @@ check-cluster:
 # go vet for Windows alone (make test runs it: each GOOS compiles every
 # dependency again, and Windows is the platform we ship an installer for).
 crossvet-windows:
-	GOOS=windows CGO_ENABLED=0 $(GO) vet $$($(GO) list ./... | grep -v -e '^idlepool/app/desktop' -e '^idlepool/cmd/idlepool-tray')
+	GOOS=windows CGO_ENABLED=0 $(GO) vet $$($(GO) list ./... | grep -v -e '^idlepool/app/desktop/window' -e '^idlepool/cmd/idlepool-tray' -e '^idlepool/cmd/idlepool-window')
 
 # Fyne's desktop driver needs cgo, which a cross build lacks: the packages
-# that create the Fyne app (and, for macOS, Fyne's widgets too) are vetted
-# on their own OS only.
+# that create the Fyne app (app/desktop/window, cmd/idlepool-window, and
+# cmd/idlepool-tray's tests, which run it; for macOS, Fyne's widgets too)
+# are vetted on their own OS only. The tray process (app/desktop) is
+# vetted for Windows.
 crossvet: crossvet-windows
-	GOOS=darwin CGO_ENABLED=0 $(GO) vet $$($(GO) list ./... | grep -v -e '^idlepool/app' -e '^idlepool/cmd/idlepool-tray')
+	GOOS=darwin CGO_ENABLED=0 $(GO) vet $$($(GO) list ./... | grep -v -e '^idlepool/app' -e '^idlepool/cmd/idlepool-tray' -e '^idlepool/cmd/idlepool-window')
 
 fuzz:
 	GO=$(GO) ./scripts/fuzz.sh FuzzParseManifest ./job $(FUZZTIME)
