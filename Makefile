@@ -39,10 +39,13 @@ $(WEBPEER_CORE): $(shell find webpeer/core job worker pool offers identity casto
 	GOOS=js GOARCH=wasm $(GO) build -trimpath -ldflags='-s -w' -o webpeer/static/core.wasm ./webpeer/core
 	cp "$$($(GO) env GOROOT)/lib/wasm/wasm_exec.js" webpeer/static/wasm_exec.js
 
-# The desktop tray app (cgo: GLFW needs the X11 and OpenGL development
-# packages, see docs/building.md).
+# The desktop tray app: idlepool-tray, the tray and the engine, and
+# idlepool-window, its windows (cgo: GLFW needs the X11 and OpenGL
+# development packages, see docs/building.md). Two programs, so that the
+# one in the tray all day links no graphics toolkit (docs/benchmarks.md).
 tray:
 	$(GO) build -ldflags '$(VERSION_LDFLAGS)' -o $(BIN)/idlepool-tray ./cmd/idlepool-tray
+	$(GO) build -ldflags '$(VERSION_LDFLAGS)' -o $(BIN)/idlepool-window ./cmd/idlepool-window
 
 # The Linux package of the tray app (FyneApp.toml): idlepool.tar.xz with the
 # tray app and the idlepool CLI, the .desktop file and icon, and a Makefile
@@ -78,6 +81,7 @@ package-check: package build panel
 deb:
 	$(GO) build -ldflags='-s -w $(VERSION_LDFLAGS)' -o $(BIN)/deb/idlepool ./cmd/idlepool
 	$(GO) build -ldflags='-s -w $(VERSION_LDFLAGS)' -o $(BIN)/deb/idlepool-tray ./cmd/idlepool-tray
+	$(GO) build -ldflags='-s -w $(VERSION_LDFLAGS)' -o $(BIN)/deb/idlepool-window ./cmd/idlepool-window
 	./scripts/deb.sh
 
 # The package checked by lintian, installed with dpkg --root into a
@@ -87,9 +91,9 @@ deb:
 deb-check: deb panel
 	./scripts/deb-check.sh
 
-# Windows (amd64), cross-built here: idlepool.exe (no cgo) and
-# idlepool-tray.exe (cgo with mingw-w64 for Fyne's GLFW driver, GUI
-# subsystem), both with the icon, version and manifest from FyneApp.toml
+# Windows (amd64), cross-built here: idlepool.exe (no cgo),
+# idlepool-tray.exe and idlepool-window.exe (cgo with mingw-w64 for
+# Fyne's GLFW driver, GUI subsystem), each with the icon, version and manifest from FyneApp.toml
 # (scripts/winres.sh), signed with osslsigncode (scripts/winsign.sh: the
 # certificate in IDLEPOOL_SIGN_PFX or IDLEPOOL_SIGN_CERT/_KEY, else a
 # throwaway test certificate; bin/windows/signing.txt says which). Go's
@@ -99,17 +103,17 @@ deb-check: deb panel
 # was chosen the tray app shrank from 70 to 38 MB and idlepool.exe from 29
 # to 20 MB (today they are 45 and 36 MB, the installer 26 MB), less for
 # makensis to compress and for a donor to download. idlepool.exe says the
-# version of FyneApp.toml. Only these two rules build for Windows, with the
+# version of FyneApp.toml. Only these rules build for Windows, with the
 # same flags each time, so the build cache serves every later make windows.
 WINDIR    := $(BIN)/windows
 WIN_CC    ?= x86_64-w64-mingw32-gcc
 WIN_ENV   := GOOS=windows GOARCH=amd64
 WIN_VERSION := $(VERSION)
 WIN_BUILD   := $(shell sed -n 's/^ *Build *= *\([0-9]*\).*/\1/p' FyneApp.toml)
-WIN_SYSO  := cmd/idlepool/rsrc_windows_amd64.syso cmd/idlepool-tray/rsrc_windows_amd64.syso
+WIN_SYSO  := cmd/idlepool/rsrc_windows_amd64.syso cmd/idlepool-tray/rsrc_windows_amd64.syso cmd/idlepool-window/rsrc_windows_amd64.syso
 WIN_SETUP := $(WINDIR)/idlepool-$(WIN_VERSION)-setup.exe
 
-windows: $(WINDIR)/idlepool.exe $(WINDIR)/idlepool-tray.exe
+windows: $(WINDIR)/idlepool.exe $(WINDIR)/idlepool-tray.exe $(WINDIR)/idlepool-window.exe
 
 $(WIN_SYSO) &: FyneApp.toml assets/app.png packaging/windows/idlepool.manifest packaging/windows/versioninfo.json scripts/winres.sh
 	GO=$(GO) scripts/winres.sh $(WINDIR)/res
@@ -122,6 +126,10 @@ $(WINDIR)/unsigned/idlepool-tray.exe: $(WIN_SYSO) FORCE
 	$(WIN_ENV) CGO_ENABLED=1 CC=$(WIN_CC) $(GO) build -trimpath -ldflags '-s -w -H=windowsgui $(VERSION_LDFLAGS)' -o $@.new ./cmd/idlepool-tray
 	cmp -s $@.new $@ && rm $@.new || mv $@.new $@
 
+$(WINDIR)/unsigned/idlepool-window.exe: $(WIN_SYSO) FORCE
+	$(WIN_ENV) CGO_ENABLED=1 CC=$(WIN_CC) $(GO) build -trimpath -ldflags '-s -w -H=windowsgui $(VERSION_LDFLAGS)' -o $@.new ./cmd/idlepool-window
+	cmp -s $@.new $@ && rm $@.new || mv $@.new $@
+
 $(WINDIR)/%.exe: $(WINDIR)/unsigned/%.exe
 	scripts/winsign.sh $(WINDIR) $< $@
 
@@ -131,7 +139,7 @@ $(WINDIR)/%.exe: $(WINDIR)/unsigned/%.exe
 # Windows loads compatibility shims into a program named setup.exe.
 windows-installer: $(WIN_SETUP)
 
-$(WIN_SETUP): $(WINDIR)/idlepool.exe $(WINDIR)/idlepool-tray.exe packaging/windows/idlepool.nsi docs/donor.md
+$(WIN_SETUP): $(WINDIR)/idlepool.exe $(WINDIR)/idlepool-tray.exe $(WINDIR)/idlepool-window.exe packaging/windows/idlepool.nsi docs/donor.md
 	makensis -V2 -DVERSION=$(WIN_VERSION) -DBUILD=$(WIN_BUILD) -DBINDIR=$(CURDIR)/$(WINDIR) \
 	  -DOUTFILE=$(CURDIR)/$(WINDIR)/unsigned/$(notdir $(WIN_SETUP)) -DICON=$(CURDIR)/$(WINDIR)/res/idlepool.ico \
 	  -DSIGN="$(CURDIR)/scripts/winsign.sh $(CURDIR)/$(WINDIR)" packaging/windows/idlepool.nsi
@@ -366,13 +374,15 @@ check-cluster:
 # go vet for Windows alone (make test runs it: each GOOS compiles every
 # dependency again, and Windows is the platform we ship an installer for).
 crossvet-windows:
-	GOOS=windows CGO_ENABLED=0 $(GO) vet $$($(GO) list ./... | grep -v -e '^idlepool/app/desktop' -e '^idlepool/cmd/idlepool-tray')
+	GOOS=windows CGO_ENABLED=0 $(GO) vet $$($(GO) list ./... | grep -v -e '^idlepool/app/desktop/window' -e '^idlepool/cmd/idlepool-tray' -e '^idlepool/cmd/idlepool-window')
 
 # Fyne's desktop driver needs cgo, which a cross build lacks: the packages
-# that create the Fyne app (and, for macOS, Fyne's widgets too) are vetted
-# on their own OS only.
+# that create the Fyne app (app/desktop/window, cmd/idlepool-window, and
+# cmd/idlepool-tray's tests, which run it; for macOS, Fyne's widgets too)
+# are vetted on their own OS only. The tray process (app/desktop) is
+# vetted for Windows.
 crossvet: crossvet-windows
-	GOOS=darwin CGO_ENABLED=0 $(GO) vet $$($(GO) list ./... | grep -v -e '^idlepool/app' -e '^idlepool/cmd/idlepool-tray')
+	GOOS=darwin CGO_ENABLED=0 $(GO) vet $$($(GO) list ./... | grep -v -e '^idlepool/app' -e '^idlepool/cmd/idlepool-tray' -e '^idlepool/cmd/idlepool-window')
 
 fuzz:
 	GO=$(GO) ./scripts/fuzz.sh FuzzParseManifest ./job $(FUZZTIME)

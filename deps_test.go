@@ -84,3 +84,19 @@ func TestPackageLayers(t *testing.T) {
 		}
 	}
 }
+
+// TestTrayLinksNoGraphicsToolkit: the tray program, which sits in the
+// tray all day, links no Fyne driver (GLFW, OpenGL): its windows are the
+// program idlepool-window (cmd/idlepool-window). Each package linked
+// costs the tray resident memory, its code mapped from the binary.
+func TestTrayLinksNoGraphicsToolkit(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "./cmd/idlepool-tray").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, p := range strings.Fields(string(out)) {
+		if p == "fyne.io/fyne/v2/app" || strings.HasPrefix(p, "github.com/go-gl/") || strings.HasPrefix(p, "fyne.io/fyne/v2/internal/driver/glfw") {
+			t.Errorf("cmd/idlepool-tray links %s: the windows belong to cmd/idlepool-window", p)
+		}
+	}
+}

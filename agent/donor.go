@@ -149,6 +149,7 @@ type Donor struct {
 	updateNow chan struct{}
 
 	mu      sync.Mutex
+	gpuHeld *GPUHold               // the ceiling's hold on the workers (gpuDuty); nil while none
 	agents  map[string]*donorAgent // running, by URL
 	pools   []PoolState            // the pools wanted, in order
 	retryAt map[string]time.Time   // failed pools (follow mode), by URL
@@ -429,8 +430,15 @@ func (d *Donor) throttle(s idle.Settings) {
 // gpuDuty steps the share of time that keeps the GPUs of running tasks
 // under ceilingW watts, from their board power at the meter's last
 // reading, and returns it: the least over the GPUs; 1 with no ceiling,
-// no meter or no GPU task.
+// no meter or no GPU task. While the share is under 1, Status says the
+// hold (EnergyStatus.GPUHeld).
 func (d *Donor) gpuDuty(ceilingW float64) float64 {
+	var hold *GPUHold
+	defer func() {
+		d.mu.Lock()
+		d.gpuHeld = hold
+		d.mu.Unlock()
+	}()
 	if d.gpuShare <= 0 {
 		d.gpuShare = 1
 	}
@@ -443,11 +451,24 @@ func (d *Donor) gpuDuty(ceilingW float64) float64 {
 		d.gpuShare = 1 // no GPU task (or its power cannot be read): CPU tasks run freely
 		return 1
 	}
-	next := 1.0
+	next, fullW := 1.0, 0.0
 	for _, g := range draws {
-		next = min(next, energy.DutyShare(d.gpuShare, ceilingW, g.PowerW, g.IdleW, worker.MinCPUShare))
+		s := energy.DutyShare(d.gpuShare, ceilingW, g.PowerW, g.IdleW, worker.MinCPUShare)
+		full := 0.0
+		if g.IdleW > 0 && g.PowerW > g.IdleW { // the model's draw at full speed
+			full = g.IdleW + (g.PowerW-g.IdleW)/max(d.gpuShare, worker.MinCPUShare)
+		}
+		switch {
+		case s < next:
+			next, fullW = s, full
+		case s == next:
+			fullW = max(fullW, full) // GPUs held alike: the hungriest
+		}
 	}
 	d.gpuShare = next
+	if next < 1 {
+		hold = &GPUHold{CeilingW: ceilingW, Share: next, FullW: fullW}
+	}
 	return next
 }
 
@@ -699,6 +720,10 @@ func (d *Donor) Status() AgentStatus {
 		st.Decision, st.DecidedAt, st.Signals = d.policy.latest()
 	}
 	d.mu.Lock()
+	if st.Energy != nil && d.gpuHeld != nil {
+		held := *d.gpuHeld
+		st.Energy.GPUHeld = &held
+	}
 	st.Pools = slices.Clone(d.pools)
 	agents := make(map[string]*donorAgent, len(d.agents))
 	for u, da := range d.agents {

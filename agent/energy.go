@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"runtime"
@@ -36,6 +37,36 @@ type EnergyStatus struct {
 	CPU     energy.How `json:"cpu"`
 	Problem string     `json:"problem,omitempty"`
 	Hint    string     `json:"hint,omitempty"`
+	// GPUHeld is set while the owner's GPU power ceiling (gpu_power)
+	// holds the workers back; nil when it does not.
+	GPUHeld *GPUHold `json:"gpuHeld,omitempty"`
+}
+
+// GPUHold is the GPU power ceiling at work: the workers run a share of
+// the time so that the board of the GPU that needs it most stays under
+// the ceiling.
+type GPUHold struct {
+	// CeilingW is the owner's ceiling (Settings.GPUPowerW), in watts.
+	CeilingW float64 `json:"ceilingW"`
+	// Share is the share of time the workers run, worker.MinCPUShare
+	// to below 1.
+	Share float64 `json:"share"`
+	// FullW is what that board would draw with the workers running all
+	// the time, in watts: its idle draw plus what the tasks add, scaled
+	// from the share in force when it was read (the model of
+	// energy.DutyShare); 0 when its idle draw is not known yet.
+	FullW float64 `json:"fullW,omitempty"`
+}
+
+// Words says the hold for people: "GPU held at 150 W of ~250 W (tasks
+// run 50% of the time)", without "of ~250 W" when FullW is unknown (the
+// full draw is the model's figure from a sampled reading, hence "~").
+func (h GPUHold) Words() string {
+	w := "GPU held at " + energy.FormatWatts(h.CeilingW, energy.Measured)
+	if h.FullW > h.CeilingW {
+		w += " of ~" + energy.FormatWatts(h.FullW, energy.Sampled)
+	}
+	return w + fmt.Sprintf(" (tasks run %.0f%% of the time)", 100*h.Share)
 }
 
 // NewEnergyMeter returns the meter of this machine: the CPU packages'
@@ -102,7 +133,8 @@ func (a *Agent) recordEnergy(ctx context.Context, l pool.Lease, u energy.Usage, 
 // Words says the status for people: what the tasks draw now and how the
 // CPU's energy is known, e.g. "the tasks add 42.1 W now; the CPU's
 // energy is measured" or "no task runs; the CPU's energy is estimated
-// from CPU time: cannot read … (hint)".
+// from CPU time: cannot read … (hint)", with the GPU power ceiling's
+// hold after the draw while it holds the tasks back (GPUHold.Words).
 func (s EnergyStatus) Words() string {
 	now := "no task runs"
 	if s.How != "" {
@@ -110,6 +142,9 @@ func (s EnergyStatus) Words() string {
 		if m := s.How.Mark(); m != "" && s.How != energy.Estimated {
 			now += " (" + m + ")"
 		}
+	}
+	if s.GPUHeld != nil {
+		now += "; " + s.GPUHeld.Words()
 	}
 	cpu := "the CPU's energy is measured"
 	if s.CPU != energy.Measured {

@@ -95,6 +95,10 @@ func TestEnergyStatusWords(t *testing.T) {
 	if got := (EnergyStatus{PowerW: 42.14, How: energy.Measured, CPU: energy.Measured}).Words(); got != "the tasks add 42.1 W now; the CPU's energy is measured" {
 		t.Errorf("Words = %q", got)
 	}
+	held := EnergyStatus{PowerW: 100, How: energy.Sampled, CPU: energy.Measured, GPUHeld: &GPUHold{CeilingW: 150, Share: 0.5, FullW: 250}}
+	if got, want := held.Words(), "the tasks add 100 W now (sampled); GPU held at 150 W of ~250 W (tasks run 50% of the time); the CPU's energy is measured"; got != want {
+		t.Errorf("Words = %q, want %q", got, want)
+	}
 }
 
 // denyAll is a powercap tree with one package whose files the kernel

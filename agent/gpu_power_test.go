@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"idlepool/agent"
 	"idlepool/energy"
 	"idlepool/worker"
@@ -96,6 +98,47 @@ func TestGPUPowerCeiling(t *testing.T) {
 	if s := gpu.current(); math.Abs(s-0.5) > 1e-9 {
 		t.Errorf("share after more steps = %g, want 0.5 held (150 W)", s)
 	}
+	// The status says the hold: the ceiling, the share, and the board's
+	// draw at full speed (50 W idle + 100 W added at half the time).
+	want := &agent.GPUHold{CeilingW: 150, Share: 0.5, FullW: 250}
+	waitHeld := func(what string, want *agent.GPUHold) {
+		t.Helper()
+		deadline := time.Now().Add(2 * time.Minute) // patience, not a verdict
+		for {
+			e := d.Status().Energy
+			if e == nil {
+				t.Fatal("Status has no energy")
+			}
+			diff := cmp.Diff(want, e.GPUHeld)
+			if diff == "" {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: Status().Energy.GPUHeld (-want +got):\n%s", what, diff)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	waitHeld("the hold in the status", want)
+	if got, want := want.Words(), "GPU held at 150 W of ~250 W (tasks run 50% of the time)"; got != want {
+		t.Errorf("Words() = %q, want %q", got, want)
+	}
 	task.Stop(0)
 	wait("the workers free once the GPU task ended", func(s float64) bool { return s == 1 })
+	waitHeld("no hold once the GPU task ended", nil)
+}
+
+func TestGPUHoldWords(t *testing.T) {
+	tests := []struct {
+		hold agent.GPUHold
+		want string
+	}{
+		{agent.GPUHold{CeilingW: 150, Share: 0.6, FullW: 251.3}, "GPU held at 150 W of ~250 W (tasks run 60% of the time)"},
+		{agent.GPUHold{CeilingW: 120, Share: 0.25}, "GPU held at 120 W (tasks run 25% of the time)"},
+	}
+	for _, tc := range tests {
+		if got := tc.hold.Words(); got != tc.want {
+			t.Errorf("%+v.Words() = %q, want %q", tc.hold, got, tc.want)
+		}
+	}
 }

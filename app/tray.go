@@ -68,7 +68,9 @@ const maxLineRunes = 90
 // with an agent; no pool answering while no task is held and no pause is
 // decided ("Idle: lanparty: cannot reach the pool since 14:02,
 // retrying"); no decision yet; the policy's pause or wait, in its words;
-// tasks running; allowed to compute with no task.
+// tasks running (with the GPU power ceiling's hold on them, "Computing:
+// 1 task for pool lab-a; GPU held at 150 W of ~250 W (tasks run 50% of
+// the time)"); allowed to compute with no task.
 //
 // The owner's finish then pause comes right after the pause ("Finishing
 // 2 tasks, then pausing", "Paused by you after finishing the tasks in
@@ -155,6 +157,9 @@ func statusOf(st agent.AgentStatus, s idle.Settings, now time.Time) TrayStatus {
 	line := "Computing: " + plural(tasks, "task")
 	if len(busy) > 0 {
 		line += " for " + poolsText(busy)
+	}
+	if st.Energy != nil && st.Energy.GPUHeld != nil { // the owner's gpu_power holds the workers back
+		line += "; " + st.Energy.GPUHeld.Words()
 	}
 	return TrayStatus{State: TrayComputing, Line: cut(line)}
 }

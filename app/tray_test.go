@@ -19,6 +19,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"idlepool/agent"
+	"idlepool/energy"
 	"idlepool/idle"
 	"idlepool/store"
 	"idlepool/version"
@@ -138,6 +139,16 @@ func TestStatusOf(t *testing.T) {
 			TrayStatus{State: TrayComputing, Line: "Computing: 1 task for pool lab-a"}},
 		{"computing for two pools", running(agent.PoolState{URL: "http://a", Name: "lab-a", Running: 1}, agent.PoolState{URL: "http://b:7420", Running: 3}), utc,
 			TrayStatus{State: TrayComputing, Line: "Computing: 4 tasks for pools lab-a and b:7420"}},
+		{"computing, GPU held under the ceiling", func() agent.AgentStatus {
+			st := running(agent.PoolState{URL: "http://a", Name: "lab-a", Running: 1})
+			st.Energy = &agent.EnergyStatus{PowerW: 100, How: energy.Sampled, GPUHeld: &agent.GPUHold{CeilingW: 150, Share: 0.5, FullW: 250}}
+			return st
+		}(), utc, TrayStatus{State: TrayComputing, Line: "Computing: 1 task for pool lab-a; GPU held at 150 W of ~250 W (tasks run 50% of the time)"}},
+		{"computing, GPU not held", func() agent.AgentStatus {
+			st := running(agent.PoolState{URL: "http://a", Name: "lab-a", Running: 1})
+			st.Energy = &agent.EnergyStatus{PowerW: 100, How: energy.Sampled}
+			return st
+		}(), utc, TrayStatus{State: TrayComputing, Line: "Computing: 1 task for pool lab-a"}},
 		{"allowed, no task", running(lab...), utc, TrayStatus{State: TrayIdle, Line: "Idle: no tasks from pool lab-a right now"}},
 		{"program runs", agent.AgentStatus{Pools: lab, Decision: idle.Decision{State: idle.StatePaused, Reason: "paused: game.exe is running"}}, utc,
 			TrayStatus{State: TrayPaused, Line: "Paused: game.exe is running"}},

@@ -377,6 +377,14 @@ func (m *Meter) sampleLocked() time.Time {
 	cur := m.read()
 	if m.last != nil {
 		m.advance(m.last, cur)
+	} else {
+		// The meter's first reading, taken as a task starts (before
+		// Serve's first): the GPUs' draw at rest all the same.
+		for uuid, r := range cur.gpus {
+			if r.HasPower {
+				m.noteGPUIdle(uuid, r.PowerW)
+			}
+		}
 	}
 	m.last = cur
 	return cur.at

@@ -522,6 +522,25 @@ func TestDutyShare(t *testing.T) {
 	}
 }
 
+// A task that starts before the meter's first reading (before Serve's
+// first sample): that reading is the GPU at rest all the same, and
+// GPUPower gives it as the idle draw.
+func TestMeterGPUIdleOnFirstReading(t *testing.T) {
+	h := newFakeHost(t)
+	g := &fakeGPUs{readings: map[string]GPUReading{"GPU-x": {UUID: "GPU-x", PowerW: 30, HasPower: true}}}
+	m := NewMeter(Config{GPUs: g, PCIRoot: h.pci, CPUs: 8, RatedW: 80, Now: func() time.Time { return h.now }})
+	task := m.Start([]string{"GPU-x"})
+	defer task.Stop(0)
+	g.readings["GPU-x"] = GPUReading{UUID: "GPU-x", PowerW: 240, HasPower: true}
+	h.step(10*time.Second, 0, 0, nil)
+	m.mu.Lock()
+	m.sampleLocked()
+	m.mu.Unlock()
+	if got := m.GPUPower(); got["GPU-x"] != (GPUDraw{PowerW: 240, IdleW: 30}) {
+		t.Errorf("GPUPower = %+v, want GPU-x at 240 W, 30 W at rest", got)
+	}
+}
+
 // GPUPower gives the board power of the GPUs of running tasks, and their
 // idle draw, from the last reading; nothing when no task runs.
 func TestMeterGPUPower(t *testing.T) {

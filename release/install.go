@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path"
@@ -18,14 +19,22 @@ import (
 
 // Programs are the names of the programs a tarball update replaces, each
 // where it is installed (beside each other in a user install).
-var Programs = []string{"idlepool", "idlepool-tray"}
+var Programs = []string{"idlepool", "idlepool-tray", "idlepool-window"}
+
+// companions are programs an update installs beside another one even
+// where they are not installed yet, when the tarball carries them, and
+// leaves as they are when it does not: the tray app's window program
+// (idlepool-window) came after idlepool-tray, whose new version needs
+// it, and a tarball of an older version has none.
+var companions = map[string]string{"idlepool-window": "idlepool-tray"}
 
 // PreviousSuffix is appended to a program's name for the copy kept for
 // one rollback.
 const PreviousSuffix = ".previous"
 
 // InstallTarball replaces the programs installed in binDir (those of
-// Programs that are there) by the ones in tarball (a gzip tar with them
+// Programs that are there, and idlepool-window beside idlepool-tray when
+// the tarball carries it) by the ones in tarball (a gzip tar with them
 // under a bin/ directory), so that each program is either the old one or
 // the new one at any instant: each new program is written beside as
 // .NAME.new, checked (idlepool must say `idlepool WANT` to `idlepool
@@ -34,10 +43,15 @@ const PreviousSuffix = ".previous"
 // replaced and leaves the old programs working; it wraps ErrBadRelease
 // when the tarball lacks a program or carries the wrong version.
 func InstallTarball(ctx context.Context, tarball, binDir, want string) error {
-	var names []string
+	var names, optional []string
+	installed := func(p string) bool { _, err := os.Stat(filepath.Join(binDir, p)); return err == nil }
 	for _, p := range Programs {
-		if _, err := os.Stat(filepath.Join(binDir, p)); err == nil {
+		with, companion := companions[p]
+		if installed(p) || companion && installed(with) {
 			names = append(names, p)
+		}
+		if companion { // a tarball of an older version has none: what is there stays
+			optional = append(optional, p)
 		}
 	}
 	if len(names) == 0 {
@@ -49,7 +63,7 @@ func InstallTarball(ctx context.Context, tarball, binDir, want string) error {
 			os.Remove(p)
 		}
 	}()
-	if err := extract(tarball, binDir, names, staged); err != nil {
+	if err := extract(tarball, binDir, names, optional, staged); err != nil {
 		return err
 	}
 	if p, ok := staged["idlepool"]; ok {
@@ -59,13 +73,18 @@ func InstallTarball(ctx context.Context, tarball, binDir, want string) error {
 	}
 	var done []string
 	for _, n := range names {
+		if _, ok := staged[n]; !ok {
+			continue // a companion the tarball does not carry
+		}
 		cur := filepath.Join(binDir, n)
 		prev := cur + PreviousSuffix
 		os.Remove(prev)
-		if err := os.Link(cur, prev); err != nil {
-			if err := copyFile(cur, prev); err != nil {
-				undo(binDir, done)
-				return fmt.Errorf("install: keep %s: %w", n, err)
+		if installed(n) {
+			if err := os.Link(cur, prev); err != nil {
+				if err := copyFile(cur, prev); err != nil {
+					undo(binDir, done)
+					return fmt.Errorf("install: keep %s: %w", n, err)
+				}
 			}
 		}
 		if err := os.Rename(staged[n], cur); err != nil {
@@ -78,11 +97,14 @@ func InstallTarball(ctx context.Context, tarball, binDir, want string) error {
 	return nil
 }
 
-// undo puts the kept programs of names back.
+// undo puts the kept programs of names back, and removes those that had
+// none kept (companions installed for the first time).
 func undo(binDir string, names []string) {
 	for _, n := range names {
 		cur := filepath.Join(binDir, n)
-		os.Rename(cur+PreviousSuffix, cur)
+		if err := os.Rename(cur+PreviousSuffix, cur); errors.Is(err, fs.ErrNotExist) {
+			os.Remove(cur)
+		}
 	}
 }
 
@@ -109,7 +131,7 @@ func Rollback(binDir string) error {
 
 // extract writes the entries bin/NAME of tarball for names to
 // binDir/.NAME.new (mode 0755), recording them in staged.
-func extract(tarball, binDir string, names []string, staged map[string]string) error {
+func extract(tarball, binDir string, names, optional []string, staged map[string]string) error {
 	f, err := os.Open(tarball)
 	if err != nil {
 		return fmt.Errorf("install: %w", err)
@@ -150,7 +172,7 @@ func extract(tarball, binDir string, names []string, staged map[string]string) e
 		}
 	}
 	for _, n := range names {
-		if _, ok := staged[n]; !ok {
+		if _, ok := staged[n]; !ok && !slices.Contains(optional, n) {
 			return fmt.Errorf("%w: %s has no bin/%s", ErrBadRelease, filepath.Base(tarball), n)
 		}
 	}

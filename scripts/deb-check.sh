@@ -53,7 +53,7 @@ find "$root" | sort > "$tmp/before.txt"
 dpkg --root="$root" --log="$tmp/dpkg.log" --force-depends -i "$deb" > "$tmp/dpkg-install.log" 2>&1 ||
   fail "dpkg --root could not install $deb"
 dpkg --root="$root" -s idlepool | grep >/dev/null '^Status: install ok installed' || fail "dpkg does not list idlepool as installed"
-for f in usr/bin/idlepool usr/bin/idlepool-tray usr/share/applications/org.idlepool.tray.desktop etc/xdg/autostart/idlepool-tray.desktop \
+for f in usr/bin/idlepool usr/bin/idlepool-tray usr/bin/idlepool-window usr/share/applications/org.idlepool.tray.desktop etc/xdg/autostart/idlepool-tray.desktop \
   usr/share/icons/hicolor/256x256/apps/org.idlepool.tray.png usr/share/doc/idlepool/copyright usr/share/doc/idlepool/donor.md \
   usr/lib/udev/rules.d/60-idlepool-energy.rules usr/lib/sysusers.d/idlepool.conf; do
   [ -s "$root/$f" ] || fail "the package installed no /$f"

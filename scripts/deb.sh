@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the Debian package idlepool_VERSION_ARCH.deb with dpkg-deb from
-# bin/deb/idlepool and bin/deb/idlepool-tray (make deb builds them,
-# stripped): the CLI and the tray app in /usr/bin, the tray app's menu
+# bin/deb/idlepool, bin/deb/idlepool-tray and bin/deb/idlepool-window
+# (make deb builds them, stripped): the CLI and the tray app (its tray
+# program and its windows' program) in /usr/bin, the tray app's menu
 # entry and icon, its start-at-login entry for every user's session
 # (/etc/xdg/autostart/idlepool-tray.desktop: a conffile, so that a purge
 # removes it, with TryExec so that a session skips it once the program is
@@ -21,7 +22,7 @@
 # Needs dpkg-deb and dpkg-shlibdeps (Debian packages dpkg and dpkg-dev).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-for p in bin/deb/idlepool bin/deb/idlepool-tray; do
+for p in bin/deb/idlepool bin/deb/idlepool-tray bin/deb/idlepool-window; do
   [ -x "$p" ] || { echo "deb: $p is missing: run make deb" >&2; exit 1; }
 done
 version=$(sed -n 's/^ *Version *= *"\(.*\)"/\1/p' FyneApp.toml)
@@ -35,7 +36,7 @@ umask 022
 install -d "$root/DEBIAN" "$root/usr/bin" "$root/usr/share/applications" "$root/etc/xdg/autostart" \
   "$root/usr/share/icons/hicolor/256x256/apps" "$root/usr/share/doc/idlepool" \
   "$root/usr/lib/udev/rules.d" "$root/usr/lib/sysusers.d"
-install -m 0755 bin/deb/idlepool bin/deb/idlepool-tray "$root/usr/bin/"
+install -m 0755 bin/deb/idlepool bin/deb/idlepool-tray bin/deb/idlepool-window "$root/usr/bin/"
 install -m 0644 packaging/deb/org.idlepool.tray.desktop "$root/usr/share/applications/"
 install -m 0644 packaging/deb/idlepool-tray.autostart.desktop "$root/etc/xdg/autostart/idlepool-tray.desktop"
 install -m 0644 assets/app.png "$root/usr/share/icons/hicolor/256x256/apps/org.idlepool.tray.png"
@@ -54,7 +55,7 @@ src=$(mktemp -d)
 trap 'rm -rf "$src"' EXIT
 mkdir "$src/debian"
 printf 'Source: idlepool\n\nPackage: idlepool\nArchitecture: any\n' > "$src/debian/control"
-depends=$(cd "$src" && dpkg-shlibdeps -O -e"$abs/usr/bin/idlepool" -e"$abs/usr/bin/idlepool-tray" 2>/dev/null |
+depends=$(cd "$src" && dpkg-shlibdeps -O -e"$abs/usr/bin/idlepool" -e"$abs/usr/bin/idlepool-tray" -e"$abs/usr/bin/idlepool-window" 2>/dev/null |
   sed -n 's/^shlibs:Depends=//p')
 [ -n "$depends" ] || { echo "deb: dpkg-shlibdeps found no dependencies" >&2; exit 1; }
 size=$(du -k -s -c "$root/usr" "$root/etc" | tail -1 | cut -f1)

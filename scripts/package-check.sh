@@ -38,6 +38,7 @@ cli="$tmp/home/.local/bin/idlepool"
 desktop="$tmp/home/.local/share/applications/org.idlepool.tray.desktop"
 [ -x "$tray" ] || fail "the package installed no $tray"
 [ -x "$cli" ] || fail "the package installed no $cli (the idlepool CLI)"
+[ -x "$tmp/home/.local/bin/idlepool-window" ] || fail "the package installed no $tmp/home/.local/bin/idlepool-window (the tray app's windows)"
 grep -q "^Exec=$tray" "$desktop" || fail "the menu entry $desktop does not start $tray"
 # The start-at-login entry the app writes names the same icon (Icon=).
 grep -q '^Icon=org.idlepool.tray$' "$desktop" && [ -s "$tmp/home/.local/share/icons/org.idlepool.tray.png" ] ||

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Adds the idlepool CLI to the tray app's Linux package: `fyne package`
 # (make package) writes idlepool.tar.xz with the tray app, its menu entry,
-# its icon and a Makefile; this puts bin/idlepool beside idlepool-tray in
-# usr/local/bin and makes each of the Makefile's install targets (install,
+# its icon and a Makefile; this puts bin/idlepool, and bin/idlepool-window
+# (the tray app's windows), beside idlepool-tray in usr/local/bin and makes each of the Makefile's install targets (install,
 # uninstall, user-install, user-uninstall) install or remove it too, so
 # that `idlepool status` and `idlepool settings`, which the donor's guide
 # tells tray users to run, are there after `make user-install`
@@ -17,7 +17,7 @@
 #   scripts/package-cli.sh        (part of make package)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-for p in idlepool.tar.xz bin/idlepool; do
+for p in idlepool.tar.xz bin/idlepool bin/idlepool-window; do
   [ -e "$p" ] || { echo "package-cli: $p is missing: run make package" >&2; exit 1; }
 done
 tmp=$(mktemp -d)
@@ -25,6 +25,7 @@ trap 'rm -rf "$tmp"' EXIT
 tar -xJf idlepool.tar.xz -C "$tmp"
 dir="$tmp/idlepool-tray"
 install -Dm00755 bin/idlepool "$dir/usr/local/bin/idlepool"
+install -Dm00755 bin/idlepool-window "$dir/usr/local/bin/idlepool-window"
 install -Dm00644 docs/donor.md "$dir/usr/local/share/doc/idlepool/donor.md"
 
 # After each line that installs or removes the tray app's binary, the same
@@ -45,6 +46,7 @@ awk -v autostart_rm="$autostart_rm" '
     line = $0; sub(/\$\(DESTDIR\).*/, "", line); indent = substr(line, 1, index(line, "install") - 1)
     dest = $0; sub(/.* /, "", dest); sub(/\$\(Exec\)$/, "idlepool", dest)
     print indent "install -Dm00755 usr/local/bin/idlepool " dest; n++
+    print indent "install -Dm00755 usr/local/bin/idlepool-window " dest "-window"
     doc = dest; sub(/\/bin\/idlepool$/, "/share/doc/idlepool/donor.md", doc)
     print indent "install -Dm00644 usr/local/share/doc/idlepool/donor.md " doc
     if (dest ~ /HOME/) {
@@ -56,6 +58,7 @@ awk -v autostart_rm="$autostart_rm" '
     line = $0; sub(/-rm.*/, "", line)
     dest = $0; sub(/.* /, "", dest); sub(/\$\(Exec\)$/, "idlepool", dest)
     print line "-rm " dest; n++
+    print line "-rm " dest "-window"
     doc = dest; sub(/\/bin\/idlepool$/, "/share/doc/idlepool/donor.md", doc)
     print line "-rm " doc
     if (dest ~ /HOME/) { print line autostart_rm; n++ }

@@ -69,7 +69,7 @@ hint="make wine-cli-check"
 if has cli; then need+=("$exe"); fi
 if has installer || has update; then
   setup=$(ls $win/idlepool-*-setup.exe 2>/dev/null | head -1)
-  need+=("${setup:-$win/idlepool-VERSION-setup.exe}" "$win/idlepool.exe" "$win/idlepool-tray.exe" "$win/res/idlepool.ico")
+  need+=("${setup:-$win/idlepool-VERSION-setup.exe}" "$win/idlepool.exe" "$win/idlepool-tray.exe" "$win/idlepool-window.exe" "$win/res/idlepool.ico")
   cmds+=(xdotool import curl makensis python3)
   hint="make wine-test"
 fi
@@ -225,7 +225,7 @@ if has installer; then
     -DICON="$PWD/$win/res/idlepool.ico" packaging/windows/idlepool.nsi > "$tmp/makensis.log" 2>&1 || fail "makensis failed"
   step "silent install of 0.0.1"
   wine "$tmp/old-setup.exe" /S > "$tmp/install-old.log" 2>&1 || fail "the 0.0.1 installer failed"
-  for f in idlepool.exe idlepool-tray.exe uninstall.exe; do [ -f "$instdir/$f" ] || fail "no $f in $instdir"; done
+  for f in idlepool.exe idlepool-tray.exe idlepool-window.exe uninstall.exe; do [ -f "$instdir/$f" ] || fail "no $f in $instdir"; done
   [ -f "$lnk" ] || fail "no Start menu entry $lnk"
   want="\"C:\\users\\$(whoami)\\AppData\\Local\\Programs\\idlepool\\idlepool-tray.exe\""
   got=$(regvalue "$runkey" idlepool-tray)
@@ -287,7 +287,7 @@ if has installer; then
   grep -q 'already running' "$tmp/tray2.log" || fail "a second tray app did not find the first: $(cat "$tmp/tray2.log")"
   step "single instance: $(head -1 "$tmp/tray2.log")"
   status() { wine "$cli" status 2>&1 | tr -d '\r' | sed -n 's/^donor *//p'; }
-  wine "$instdir/idlepool-tray.exe" window settings > /dev/null 2> "$tmp/window.log" &
+  wine "$instdir/idlepool-window.exe" settings > /dev/null 2> "$tmp/window.log" &
   pids+=($!)
   wid=""
   for _ in $(seq 120); do wid=$(xdotool search --name 'idlepool settings' 2>/dev/null | head -1) && [ -n "$wid" ] && break; sleep 1; done

@@ -39,4 +39,5 @@ resource() {
     packaging/windows/versioninfo.json
 }
 resource cmd/idlepool-tray idlepool-tray.exe "$name: lend this computer's idle time to compute pools"
+resource cmd/idlepool-window idlepool-window.exe "$name: the windows of the tray app"
 resource cmd/idlepool idlepool.exe "$name: run, serve and join compute pools"

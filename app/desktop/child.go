@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os/exec"
 	"slices"
@@ -25,7 +26,7 @@ var errStopped = errors.New("desktop: the window process was stopped")
 // writes "show KIND..." on its stdin. Its methods are safe for concurrent
 // use. Stop ends it and waits for it.
 type windowProcess struct {
-	command []string  // this program and "window"
+	command []string  // the window program (idlepool-window) and its arguments before the kinds
 	flags   []string  // --home DIR, -v
 	stderr  io.Writer // the child's stdout and stderr
 	log     *slog.Logger
@@ -95,6 +96,9 @@ func (w *windowProcess) start(kinds []string) error {
 	}
 	if err := cmd.Start(); err != nil {
 		stdin.Close()
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("start the window process: %s is missing (reinstall idlepool; from the sources, make tray builds it): %w", w.command[0], err)
+		}
 		return fmt.Errorf("start the window process: %w", err)
 	}
 	w.log.Debug("Started the window process", "pid", cmd.Process.Pid, "windows", kinds)

@@ -1,22 +1,25 @@
 // Package desktop is the donor's desktop app as a program, in two
-// processes of one binary (cmd/idlepool-tray calls Main):
+// processes (cmd/idlepool-tray calls Main, cmd/idlepool-window
+// WindowMain):
 //
 //   - The tray process (`idlepool-tray`) runs the donor engine
 //     (agent.Donor, the same engine as `idlepool join`) and the system
 //     tray, through fyne.io/systray directly: the menu is package app's
 //     Tray model, shown as systray items. It creates no Fyne App, so that
 //     at rest in the tray it loads no OpenGL and runs no event loop.
-//   - The window process (`idlepool-tray window KIND... --home DIR`), the
-//     tray process's child, creates the Fyne App (the only code that
-//     imports fyne.io/fyne/v2/app, which needs cgo and GLFW) and shows
-//     package app's windows: settings, browse, history, firstrun. It reads
+//   - The window process (`idlepool-window KIND... --home DIR`, the
+//     program cmd/idlepool-window beside idlepool-tray: WindowMain with
+//     package app/desktop/window's Run), the tray process's child,
+//     creates the Fyne App (the only code that imports
+//     fyne.io/fyne/v2/app, which needs cgo and GLFW) and shows package
+//     app's windows: settings, browse, history, firstrun. It reads
 //     and writes the same local store, reads the engine's status from the
 //     tray's local API (agent.ReadStatus) and asks the tray to reload over
 //     the single-instance socket (app.Ask). It exits when its last window
 //     closes. The tray starts it when a window is wanted and, while it
 //     runs, sends it "show KIND" lines on its standard input instead.
 //
-// The same binary is also its own sandboxed worker: `idlepool-tray worker
+// The tray's program is also its own sandboxed worker: `idlepool-tray worker
 // --cache DIR` speaks the worker protocol on stdin and stdout, and Main
 // handles it before anything else.
 //
@@ -57,6 +60,29 @@ const AppID = "org.idlepool.tray"
 // browse, history, firstrun (for screenshots of the windows).
 const ShowEnv = "IDLEPOOL_TRAY_SHOW"
 
+// WindowProgram is the name of the window process's program
+// (cmd/idlepool-window), which the tray starts from its own directory;
+// on Windows with ".exe".
+const WindowProgram = "idlepool-window"
+
+// WindowProgramEnv, when set, is the path of the window process's
+// program the tray starts instead (for tests, and for running the tray
+// from a directory without it).
+const WindowProgramEnv = "IDLEPOOL_WINDOW_PROGRAM"
+
+// windowCommand returns the window process's program for the tray
+// program self: $IDLEPOOL_WINDOW_PROGRAM, else WindowProgram beside self.
+func windowCommand(self string, getenv func(string) string) string {
+	if p := getenv(WindowProgramEnv); p != "" {
+		return p
+	}
+	name := WindowProgram
+	if runtime.GOOS == "windows" {
+		name += ".exe"
+	}
+	return filepath.Join(filepath.Dir(self), name)
+}
+
 // quitWait bounds how long quitting waits for the engine to hand its
 // leases back; the pools re-lease the tasks of a machine that vanished
 // anyway.
@@ -67,7 +93,6 @@ system tray: it shows whether it computes, waits or is paused, and why.
 
 Usage:
   idlepool-tray [--home DIR] [--workers N] [-v]
-  idlepool-tray window KIND... [--home DIR] [-v]   (KIND: now, settings, browse, history, firstrun)
 
 Flags:
 `
@@ -104,7 +129,8 @@ func Main(args []string) int {
 		return workerMain(ctx, args[1:], os.Stdin, os.Stdout, os.Stderr)
 	}
 	if len(args) > 0 && args[0] == "window" {
-		return windowMain(ctx, args[1:], os.Stdin, os.Stderr)
+		fmt.Fprintln(os.Stderr, "idlepool-tray: the windows are shown by the program "+WindowProgram+", beside idlepool-tray")
+		return 2
 	}
 	cfg, err := parseFlags(args, os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {

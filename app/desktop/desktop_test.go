@@ -88,19 +88,19 @@ func TestParseWindowFlags(t *testing.T) {
 	tests := []struct {
 		name    string
 		args    []string
-		want    windowConfig
+		want    WindowConfig
 		wantErr string
 	}{
-		{"one", []string{"settings"}, windowConfig{Windows: []string{"settings"}}, ""},
+		{"one", []string{"settings"}, WindowConfig{Windows: []string{"settings"}}, ""},
 		{"kinds then flags", []string{"browse", "history", "--home", "/tmp/h", "-v"},
-			windowConfig{Home: "/tmp/h", Verbose: true, Windows: []string{"browse", "history"}}, ""},
+			WindowConfig{Home: "/tmp/h", Verbose: true, Windows: []string{"browse", "history"}}, ""},
 		{"flags between", []string{"firstrun", "--home", "/tmp/h", "settings"},
-			windowConfig{Home: "/tmp/h", Windows: []string{"firstrun", "settings"}}, ""},
+			WindowConfig{Home: "/tmp/h", Windows: []string{"firstrun", "settings"}}, ""},
 		{"from the tray", []string{"settings", "--home", "/tmp/h", "--from-tray"},
-			windowConfig{Home: "/tmp/h", FromTray: true, Windows: []string{"settings"}}, ""},
-		{"none", []string{"--home", "/tmp/h"}, windowConfig{}, "no window to show"},
-		{"unknown", []string{"settings", "tray"}, windowConfig{}, `unknown window "tray"`},
-		{"unknown flag", []string{"settings", "--workers", "2"}, windowConfig{}, "flag provided but not defined"},
+			WindowConfig{Home: "/tmp/h", FromTray: true, Windows: []string{"settings"}}, ""},
+		{"none", []string{"--home", "/tmp/h"}, WindowConfig{}, "no window to show"},
+		{"unknown", []string{"settings", "tray"}, WindowConfig{}, `unknown window "tray"`},
+		{"unknown flag", []string{"settings", "--workers", "2"}, WindowConfig{}, "flag provided but not defined"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -131,7 +131,7 @@ func TestReadRequests(t *testing.T) {
 		var shown [][]string
 		quits := 0
 		in := strings.NewReader("show settings\nnonsense\nshow browse history\n")
-		readRequests(in, fromTray, func(k []string) { shown = append(shown, k) }, func() { quits++ }, slog.New(slog.DiscardHandler))
+		ReadRequests(in, fromTray, func(k []string) { shown = append(shown, k) }, func() { quits++ }, slog.New(slog.DiscardHandler))
 		if diff := cmp.Diff([][]string{{"settings"}, {"browse", "history"}}, shown); diff != "" {
 			t.Errorf("fromTray %v: windows shown (-want +got):\n%s", fromTray, diff)
 		}

@@ -110,7 +110,7 @@ func runTray(ctx context.Context, cfg Config, stderr io.Writer) error {
 	if cfg.Verbose {
 		flags = append(flags, "-v")
 	}
-	windows := &windowProcess{command: []string{self, "window"}, flags: flags, stderr: stderr, log: log}
+	windows := &windowProcess{command: []string{windowCommand(self, os.Getenv)}, flags: flags, stderr: stderr, log: log}
 
 	// The engine runs until quitting, then hands its leases back.
 	engineCtx, stopEngine := context.WithCancel(context.Background())

@@ -9,13 +9,11 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
-
-	"fyne.io/fyne/v2"
-	fyneapp "fyne.io/fyne/v2/app"
+	"syscall"
 
 	"idlepool/agent"
 	"idlepool/app"
@@ -56,9 +54,9 @@ func checkKinds(kinds []string) error {
 // tray) ends, so that it does not outlive a tray that was killed.
 const fromTrayFlag = "from-tray"
 
-// windowConfig is the window process's configuration, from its command
-// line: `window KIND... [--home DIR] [-v]`.
-type windowConfig struct {
+// WindowConfig is the window process's configuration, from its command
+// line: `idlepool-window KIND... [--home DIR] [-v]`.
+type WindowConfig struct {
 	Home     string
 	Verbose  bool
 	FromTray bool     // started by the tray (--from-tray): quit at the end of stdin
@@ -67,15 +65,15 @@ type windowConfig struct {
 
 // parseWindowFlags reads the window process's configuration from args
 // (after "window"); the kinds and the flags may come in any order.
-func parseWindowFlags(args []string, stderr io.Writer) (windowConfig, error) {
-	var cfg windowConfig
-	fs := flag.NewFlagSet("idlepool-tray window", flag.ContinueOnError)
+func parseWindowFlags(args []string, stderr io.Writer) (WindowConfig, error) {
+	var cfg WindowConfig
+	fs := flag.NewFlagSet(WindowProgram, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&cfg.Home, "home", "", "keep all state under `DIR` (also $IDLEPOOL_HOME)")
 	fs.BoolVar(&cfg.Verbose, "v", false, "log diagnostics to stderr")
 	fs.BoolVar(&cfg.FromTray, fromTrayFlag, false, "started by the tray process: quit when stdin ends")
 	fs.Usage = func() { // all but the hidden --from-tray
-		fmt.Fprintln(stderr, "Usage: idlepool-tray window KIND... [--home DIR] [-v]")
+		fmt.Fprintln(stderr, "Usage: "+WindowProgram+" KIND... [--home DIR] [-v]   (KIND: now, settings, browse, history, firstrun)")
 		fs.VisitAll(func(f *flag.Flag) {
 			if f.Name != fromTrayFlag {
 				name, usage := flag.UnquoteUsage(f)
@@ -96,30 +94,44 @@ func parseWindowFlags(args []string, stderr io.Writer) (windowConfig, error) {
 	return cfg, checkKinds(cfg.Windows)
 }
 
-// windowMain is the window process: it shows the windows named on its
-// command line, and those named on "show KIND..." lines of stdin, until
-// the last window closes or ctx ends.
-func windowMain(ctx context.Context, args []string, stdin io.Reader, stderr io.Writer) int {
+// WindowRunner shows package app's windows over deps in a Fyne app: the
+// kinds of cfg.Windows at once, then those ReadRequests reads from stdin
+// ("show KIND..." lines from the tray), until the last window closes or
+// ctx ends. cmd/idlepool-window passes window.Run; the tray program has
+// none, so that it links no graphics toolkit.
+type WindowRunner func(ctx context.Context, deps *app.Deps, cfg WindowConfig, stdin io.Reader, log *slog.Logger) error
+
+// WindowMain is the window process (cmd/idlepool-window) with the
+// command line args (without the program name): it shows the windows
+// named there and on "show KIND..." lines of stdin with run, until the
+// last window closes or a signal ends it; it returns the exit status (2
+// for a usage error, 1 when it cannot start).
+func WindowMain(args []string, run WindowRunner) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return windowMain(ctx, args, os.Stdin, os.Stderr, run)
+}
+
+func windowMain(ctx context.Context, args []string, stdin io.Reader, stderr io.Writer, run WindowRunner) int {
 	cfg, err := parseWindowFlags(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
 	if err != nil {
-		fmt.Fprintln(stderr, "idlepool-tray window:", err)
+		fmt.Fprintln(stderr, WindowProgram+":", err)
 		return 2
 	}
-	if err := runWindows(ctx, cfg, stdin, stderr); err != nil {
-		fmt.Fprintln(stderr, "idlepool-tray window:", err)
+	if err := runWindows(ctx, cfg, stdin, stderr, run); err != nil {
+		fmt.Fprintln(stderr, WindowProgram+":", err)
 		return 1
 	}
 	return 0
 }
 
-// runWindows creates the Fyne App over Deps of this process's own (the
-// same store file, the tray's engine through remoteEngine) and shows
-// cfg.Windows; it returns when the app quits: when its last window
-// closes, or when ctx ends.
-func runWindows(ctx context.Context, cfg windowConfig, stdin io.Reader, stderr io.Writer) error {
+// runWindows makes Deps of this process's own (the same store file, the
+// tray's engine through remoteEngine) and shows cfg.Windows with run; it
+// returns when run does: when the last window closes, or when ctx ends.
+func runWindows(ctx context.Context, cfg WindowConfig, stdin io.Reader, stderr io.Writer, run WindowRunner) error {
 	log := logger(stderr, cfg.Verbose)
 	tuneWindowGC(os.Getenv)
 	dirs, err := home.Resolve(cfg.Home)
@@ -163,43 +175,14 @@ func runWindows(ctx context.Context, cfg windowConfig, stdin io.Reader, stderr i
 		},
 	}
 
-	plainLocale()
-	fyneapp.SetMetadata(fyne.AppMetadata{ID: AppID, Name: "idlepool", Version: "dev", Build: 1, Icon: app.AppIcon()})
-	fa := fyneapp.NewWithID(AppID)
-	fa.SetIcon(app.AppIcon())
-	ui := app.New(fa, deps)
-	showWindows(ui, cfg.Windows, log)
-
-	// The tray process asks for more windows on stdin. The reading
-	// goroutine ends with stdin (the tray closes it when it stops this
-	// process, and it ends when the tray dies) or with the process.
-	// A quit asked for while Fyne is still opening the windows can be
-	// lost (seen under load: the process kept running for 20 minutes
-	// after SIGTERM), so the process ends by itself if Fyne has not
-	// returned 10 s after the quit. Windows hold nothing unsaved: each
-	// saves when its Save is pressed.
-	quit := func() {
-		fyne.Do(fa.Quit)
-		time.AfterFunc(10*time.Second, func() {
-			log.Warn("The windows did not close 10 s after quitting: exiting")
-			os.Exit(0)
-		})
-	}
-	go readRequests(stdin, cfg.FromTray, func(kinds []string) {
-		fyne.Do(func() { showWindows(ui, kinds, log) })
-	}, quit, log)
-	// SIGINT or SIGTERM (the tray quitting) closes the windows.
-	stop := context.AfterFunc(ctx, quit)
-	defer stop()
-	fa.Run()
-	return nil
+	return run(ctx, deps, cfg, stdin, log)
 }
 
-// readRequests reads "show KIND..." lines from stdin and calls show with
+// ReadRequests reads "show KIND..." lines from stdin and calls show with
 // their kinds, until stdin ends; then, for a window process started by the
 // tray (fromTray), it calls quit: the tray stopped or died, and a window
 // process left behind would be a second app beside the next one.
-func readRequests(stdin io.Reader, fromTray bool, show func(kinds []string), quit func(), log *slog.Logger) {
+func ReadRequests(stdin io.Reader, fromTray bool, show func(kinds []string), quit func(), log *slog.Logger) {
 	sc := bufio.NewScanner(stdin)
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
@@ -212,27 +195,6 @@ func readRequests(stdin io.Reader, fromTray bool, show func(kinds []string), qui
 	if fromTray {
 		log.Debug("The tray process's input ended: quitting", "err", sc.Err())
 		quit()
-	}
-}
-
-// showWindows opens the windows of kinds (or brings them to the front).
-// UI goroutine.
-func showWindows(ui *app.UI, kinds []string, log *slog.Logger) {
-	for _, k := range kinds {
-		switch k {
-		case WindowSettings:
-			ui.ShowSettings()
-		case WindowBrowse:
-			ui.ShowBrowse()
-		case WindowHistory:
-			ui.ShowHistory()
-		case WindowFirstRun:
-			ui.ShowFirstRun(nil)
-		case WindowNow:
-			ui.ShowNow()
-		default:
-			log.Warn("Unknown window", "window", k)
-		}
 	}
 }
 
@@ -262,19 +224,4 @@ func board(ctx context.Context, dcfg agent.DonorConfig) ([]agent.PoolBoard, erro
 		Home: dcfg.Home, DeviceKey: dcfg.DeviceKey, OwnerKey: dcfg.OwnerKey, Name: dcfg.Name,
 		Pools: pools, Capacity: idle.NewCapacity(machine, settings, reading), Preferences: prefs,
 	}), nil
-}
-
-// plainLocale names English for Fyne when the locale is the C or POSIX
-// one (a service, a bare session): Fyne cannot parse "C" as a language tag
-// and logs an error at every start, then falls back to English anyway.
-func plainLocale() {
-	for _, k := range []string{"LC_ALL", "LC_MESSAGES", "LANG"} {
-		switch v, _, _ := strings.Cut(os.Getenv(k), "."); v {
-		case "":
-			continue
-		case "C", "POSIX":
-			os.Setenv(k, "en")
-		}
-		return
-	}
 }

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"idlepool/app/desktop"
+	"idlepool/app/desktop/window"
 )
 
 // These tests run the real tray app (this test binary, re-executed as
@@ -35,6 +37,11 @@ const mainEnv = "IDLEPOOL_TRAY_TEST_MAIN"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(mainEnv) == "1" {
+		// The tray (startApp) starts this binary as its window program
+		// too ($IDLEPOOL_WINDOW_PROGRAM), always with --from-tray.
+		if slices.Contains(os.Args[1:], "--from-tray") {
+			os.Exit(desktop.WindowMain(os.Args[1:], window.Run))
+		}
 		os.Exit(desktop.Main(os.Args[1:]))
 	}
 	os.Exit(m.Run())
@@ -159,7 +166,7 @@ func (s *syncBuffer) String() string {
 // the extra environment; it is killed when the test ends if it still runs.
 func startApp(t *testing.T, home, display string, env ...string) *trayApp {
 	t.Helper()
-	return startProgram(t, os.Args[0], home, display, append([]string{mainEnv + "=1"}, env...)...)
+	return startProgram(t, os.Args[0], home, display, append([]string{mainEnv + "=1", desktop.WindowProgramEnv + "=" + os.Args[0]}, env...)...)
 }
 
 // startProgram runs the tray app prog (this test binary with mainEnv

@@ -9,15 +9,14 @@
 //
 //	idlepool-tray [--home DIR] [--workers N] [-v]
 //
-// It runs as two processes of this one binary. The tray process (the
-// command above) runs the engine and the tray icon and its menu, and
-// loads no graphics toolkit, so that it stays small while it sits in the
-// tray. The windows open in a window process, `idlepool-tray window
-// KIND... [--home DIR] [-v]` (KIND: now, settings, browse, history, firstrun),
-// which the tray process starts when a window is wanted and stops when
-// it quits; it exits when its last window closes. Without a system tray
-// (no D-Bus session bus), the settings window opens at start and closing
-// it quits.
+// It runs as two processes. The tray process (the command above) runs
+// the engine and the tray icon and its menu, and links no graphics
+// toolkit, so that it stays small while it sits in the tray. The windows
+// open in a window process, the program idlepool-window beside this one
+// (cmd/idlepool-window), which the tray process starts when a window is
+// wanted and stops when it quits; it exits when its last window closes.
+// Without a system tray (no D-Bus session bus), the settings window opens
+// at start and closing it quits.
 //
 // It keeps its state where `idlepool` does (--home or $IDLEPOOL_HOME, else
 // the OS's user directories), so that `idlepool status` and `idlepool
@@ -26,8 +25,9 @@
 // sandboxed task subprocess; people do not start it themselves, nor the
 // window process.
 //
-// Building it needs cgo and GLFW's system libraries (on Linux the X11 and
-// OpenGL development packages).
+// Building it needs cgo (NVML is loaded at run time); idlepool-window
+// needs GLFW's system libraries too (on Linux the X11 and OpenGL
+// development packages).
 package main
 
 import (

@@ -43,6 +43,7 @@ SetCompressor /SOLID lzma
 
 !define NAME "idlepool"
 !define TRAY "idlepool-tray.exe"
+!define WINDOW "idlepool-window.exe"
 !define CLI "idlepool.exe"
 !define RUNKEY "Software\Microsoft\Windows\CurrentVersion\Run"
 !define RUNVALUE "idlepool-tray"
@@ -81,6 +82,8 @@ VIAddVersionKey "LegalCopyright" "the ${NAME} authors"
 !macro StopApp
   nsExec::Exec '"$SYSDIR\taskkill.exe" /F /IM ${TRAY}'
   Pop $0
+  nsExec::Exec '"$SYSDIR\taskkill.exe" /F /IM ${WINDOW}'
+  Pop $0
   nsExec::Exec '"$SYSDIR\taskkill.exe" /F /IM ${CLI}'
   Pop $0
   StrCpy $1 0
@@ -110,6 +113,7 @@ Section "!${NAME} (required)" SecMain
   SetOutPath "$INSTDIR"
   SetOverwrite on
   File "${BINDIR}\${TRAY}"
+  File "${BINDIR}\${WINDOW}"
   File "${BINDIR}\${CLI}"
   ; The donor's guide, which the tray's Help item opens (makensis reads
   ; it relative to this script's directory).
@@ -181,6 +185,7 @@ Section "Uninstall"
   DeleteRegValue HKCU "${RUNKEY}" "${RUNVALUE}"
   Delete "$SMPROGRAMS\${NAME}.lnk"
   Delete "$INSTDIR\${TRAY}"
+  Delete "$INSTDIR\${WINDOW}"
   Delete "$INSTDIR\${CLI}"
   Delete "$INSTDIR\donor.md"
   Delete "$INSTDIR\uninstall.exe"
