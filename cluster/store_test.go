@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -10,6 +11,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"idlepool/pool"
 	"idlepool/pool/pooltest"
@@ -156,6 +160,35 @@ func TestClusterScenarios(t *testing.T) {
 				return openStore(t, node, 1)
 			}
 			run(h)
+		})
+	}
+}
+
+// TestUnavailable: JetStream's "temporarily unavailable" (503) means no
+// answer came, whichever of its two client APIs returned it: the object
+// store lists files and snapshots through the older one, and a node that
+// takes the lease during an election must wait for the answer, not give
+// its term up at once (it then took and dropped the lease dozens of
+// times a second). Other API errors stay what they are.
+func TestUnavailable(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"jetstream 503", &jetstream.APIError{Code: 503, ErrorCode: 10008, Description: "JetStream system temporarily unavailable"}, true},
+		{"older API 503", &nats.APIError{Code: 503, ErrorCode: 10008, Description: "JetStream system temporarily unavailable"}, true},
+		{"older API 408", &nats.APIError{Code: 408, Description: "request timeout"}, true},
+		{"older API 503, wrapped", fmt.Errorf("list: %w", &nats.APIError{Code: 503, ErrorCode: 10008}), true},
+		{"older API 400", &nats.APIError{Code: 400, ErrorCode: 10058, Description: "stream name already in use"}, false},
+		{"jetstream 404", &jetstream.APIError{Code: 404, ErrorCode: 10059, Description: "stream not found"}, false},
+		{"timeout", context.DeadlineExceeded, true},
+		{"other", errors.New("disk full"), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := errors.Is(unavailable(tc.err), pool.ErrStoreUnavailable); got != tc.want {
+				t.Errorf("unavailable(%v) is ErrStoreUnavailable: %v, want %v", tc.err, got, tc.want)
+			}
 		})
 	}
 }
