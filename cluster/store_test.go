@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -191,4 +192,37 @@ func TestUnavailable(t *testing.T) {
 			}
 		})
 	}
+}
+
+// stalledObjects is an object store whose listing never sees its end, as
+// jetstream's does when its watcher's consumer is cut off mid-way (a
+// partition healing): List returns only when its context ends, with the
+// context's error, like jetstream's. Such a stall cannot be brought about
+// on demand in a real cluster.
+type stalledObjects struct{ jetstream.ObjectStore }
+
+func (stalledObjects) List(ctx context.Context, _ ...jetstream.ListObjectsOpt) ([]*jetstream.ObjectInfo, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// TestListStalled: a listing of snapshots or files that never ends
+// returns pool.ErrStoreUnavailable after listTimeout, whatever the
+// caller's context. A node following the pool's state lists snapshots
+// under its Store's lock on a context without deadline: the listing
+// waited forever, and so did the node that had taken the lease, for that
+// lock, with no coordinator in charge of the pool.
+func TestListStalled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		if _, err := (&snapshots{obs: stalledObjects{}}).list(context.Background()); !errors.Is(err, pool.ErrStoreUnavailable) {
+			t.Errorf("snapshots: %v, want pool.ErrStoreUnavailable", err)
+		}
+		if _, err := (&Blobs{obs: stalledObjects{}}).List(context.Background()); !errors.Is(err, pool.ErrStoreUnavailable) {
+			t.Errorf("files: %v, want pool.ErrStoreUnavailable", err)
+		}
+		if d := time.Since(start); d != 2*listTimeout {
+			t.Errorf("the listings took %s, want %s", d, 2*listTimeout)
+		}
+	})
 }
