@@ -352,13 +352,11 @@ browser-check:
 	IDLEPOOL_BROWSER_CHECK=1 $(GO) test -count=1 -timeout 15m -run '^TestBrowser' -v ./webpeer
 
 # The cluster's node-loss test at full size: a job of 2,000 tasks, its node
-# in charge killed twice (make test runs it with 800); and the partition
-# tests (coord's TestClusterPartition, 30 s on a quiet machine and up to
-# 90 s on a loaded one, too long for make test, and TestClusterCutHolds,
-# which checks that the test cluster's cut holds).
+# in charge killed twice (make test runs it with 800); and again, alone,
+# coord's partition tests (make test runs them beside the others).
 check-cluster:
 	IDLEPOOL_FULL_CLUSTER=1 $(GO) test -race -count=1 -timeout 30m -run '^TestClusterSurvivesNodeLoss$$' ./cmd/idlepool
-	IDLEPOOL_CLUSTER_PARTITION=1 $(GO) test -race -count=1 -timeout 30m -run '^TestCluster(Partition|CutHolds)$$' ./coord
+	$(GO) test -race -count=1 -timeout 30m -run '^TestCluster(Partition|CutHolds)$$' ./coord
 
 # go vet for Windows alone (make test runs it: each GOOS compiles every
 # dependency again, and Windows is the platform we ship an installer for).
