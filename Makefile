@@ -364,12 +364,11 @@ browser-check:
 	IDLEPOOL_REQUIRE_BROWSER=1 $(GO) test -count=1 -timeout 15m -run '^TestBrowser' -v ./webpeer
 
 # The cluster's node-loss test at full size: a job of 2,000 tasks, its node
-# in charge killed twice (make test runs it with 800); and the partition
-# test (coord's TestClusterPartition), which make test leaves out: in full
-# runs on a loaded machine its majority side did not always take over.
+# in charge killed twice (make test runs it with 800); and again, alone,
+# coord's partition tests (make test runs them beside the others).
 check-cluster:
 	IDLEPOOL_FULL_CLUSTER=1 $(GO) test -race -count=1 -timeout 30m -run '^TestClusterSurvivesNodeLoss$$' ./cmd/idlepool
-	IDLEPOOL_CLUSTER_PARTITION=1 $(GO) test -race -count=1 -timeout 30m -run '^TestClusterPartition$$' ./coord
+	$(GO) test -race -count=1 -timeout 30m -run '^TestCluster(Partition|CutHolds)$$' ./coord
 
 # go vet for Windows alone (make test runs it: each GOOS compiles every
 # dependency again, and Windows is the platform we ship an installer for).

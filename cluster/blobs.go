@@ -60,9 +60,10 @@ func (b *Blobs) Put(ctx context.Context, d job.Digest, path string) error {
 	return nil
 }
 
-// List returns the digests of the stored files.
+// List returns the digests of the stored files. It waits at most
+// listTimeout for the listing (then wraps pool.ErrStoreUnavailable).
 func (b *Blobs) List(ctx context.Context) ([]job.Digest, error) {
-	infos, err := b.obs.List(ctx)
+	infos, err := listObjects(ctx, b.obs)
 	if errors.Is(err, jetstream.ErrNoObjectsFound) {
 		return nil, nil
 	}

@@ -214,8 +214,12 @@ func StartNode(ctx context.Context, cfg NodeConfig, log *slog.Logger) (*Node, er
 		opts.Cluster = server.ClusterOpts{Name: clusterName, Host: host, Port: port,
 			Username: cfg.RouteUser, Password: cfg.RoutePassword, ConnectRetries: -1,
 			// Every node names every other in routes (cluster init makes
-			// a full mesh): nothing to learn by gossip, and a node
-			// reaches the others only where its config says.
+			// a full mesh), so clients are told of no other node. NATS
+			// still tells routed nodes of each new route (gossip), and a
+			// node told of one it has no route to yet connects to it at
+			// the address its connection came from and its route port:
+			// a node may reach another outside its routes, over the same
+			// network.
 			NoAdvertise: true,
 			// One connection per pair of nodes: the pool's traffic is
 			// small, and a node then talks to another on exactly the

@@ -69,9 +69,29 @@ func openSnapshots(ctx context.Context, js jetstream.JetStream, replicas int) (*
 	return &snapshots{obs: obs}, nil
 }
 
+// listTimeout bounds the listing of an object store (a few names): see
+// listObjects.
+const listTimeout = 5 * time.Second
+
+// listObjects lists obs within listTimeout of ctx. The client's List
+// returns when its watcher has seen the listing's end, or when its
+// context ends: a watcher whose consumer was cut off mid-way (a
+// partition healing) never sees the end, and a listing on a context
+// without deadline waited forever. A node following the pool's state
+// lists snapshots under the Store's lock, so the node that took the
+// lease then waited forever for that lock before its coordinator
+// started: no node was in charge, and the lease was renewed all along.
+// A listing past the bound wraps pool.ErrStoreUnavailable (the caller
+// tries again).
+func listObjects(ctx context.Context, obs jetstream.ObjectStore) ([]*jetstream.ObjectInfo, error) {
+	lctx, cancel := context.WithTimeout(ctx, listTimeout)
+	defer cancel()
+	return obs.List(lctx)
+}
+
 // list returns the sequences of the stored snapshots, newest first.
 func (s *snapshots) list(ctx context.Context) ([]uint64, error) {
-	infos, err := s.obs.List(ctx)
+	infos, err := listObjects(ctx, s.obs)
 	if errors.Is(err, jetstream.ErrNoObjectsFound) {
 		return nil, nil
 	}

@@ -419,7 +419,8 @@ func isWrongLastSeq(err error) bool {
 }
 
 // unavailable wraps err with pool.ErrStoreUnavailable when it means no
-// answer came (timeout, no responders, a closed connection).
+// answer came (timeout, no responders, a closed connection, a 503 or 408
+// from JetStream's API, new or old).
 func unavailable(err error) error {
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
 		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
@@ -428,6 +429,13 @@ func unavailable(err error) error {
 	}
 	var ae *jetstream.APIError
 	if errors.As(err, &ae) && (ae.Code == 503 || ae.Code == 408) {
+		return fmt.Errorf("%w: %w", pool.ErrStoreUnavailable, err)
+	}
+	// The object store (Blobs, snapshots) lists through the older
+	// JetStream API, whose errors are of its own type: "JetStream system
+	// temporarily unavailable" (no leader, a partition) comes back so.
+	var lae *nats.APIError
+	if errors.As(err, &lae) && (lae.Code == 503 || lae.Code == 408) {
 		return fmt.Errorf("%w: %w", pool.ErrStoreUnavailable, err)
 	}
 	return err

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -9,7 +10,11 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"idlepool/pool"
 	"idlepool/pool/pooltest"
@@ -158,4 +163,66 @@ func TestClusterScenarios(t *testing.T) {
 			run(h)
 		})
 	}
+}
+
+// TestUnavailable: JetStream's "temporarily unavailable" (503) means no
+// answer came, whichever of its two client APIs returned it: the object
+// store lists files and snapshots through the older one, and a node that
+// takes the lease during an election must wait for the answer, not give
+// its term up at once (it then took and dropped the lease dozens of
+// times a second). Other API errors stay what they are.
+func TestUnavailable(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"jetstream 503", &jetstream.APIError{Code: 503, ErrorCode: 10008, Description: "JetStream system temporarily unavailable"}, true},
+		{"older API 503", &nats.APIError{Code: 503, ErrorCode: 10008, Description: "JetStream system temporarily unavailable"}, true},
+		{"older API 408", &nats.APIError{Code: 408, Description: "request timeout"}, true},
+		{"older API 503, wrapped", fmt.Errorf("list: %w", &nats.APIError{Code: 503, ErrorCode: 10008}), true},
+		{"older API 400", &nats.APIError{Code: 400, ErrorCode: 10058, Description: "stream name already in use"}, false},
+		{"jetstream 404", &jetstream.APIError{Code: 404, ErrorCode: 10059, Description: "stream not found"}, false},
+		{"timeout", context.DeadlineExceeded, true},
+		{"other", errors.New("disk full"), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := errors.Is(unavailable(tc.err), pool.ErrStoreUnavailable); got != tc.want {
+				t.Errorf("unavailable(%v) is ErrStoreUnavailable: %v, want %v", tc.err, got, tc.want)
+			}
+		})
+	}
+}
+
+// stalledObjects is an object store whose listing never sees its end, as
+// jetstream's does when its watcher's consumer is cut off mid-way (a
+// partition healing): List returns only when its context ends, with the
+// context's error, like jetstream's. Such a stall cannot be brought about
+// on demand in a real cluster.
+type stalledObjects struct{ jetstream.ObjectStore }
+
+func (stalledObjects) List(ctx context.Context, _ ...jetstream.ListObjectsOpt) ([]*jetstream.ObjectInfo, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// TestListStalled: a listing of snapshots or files that never ends
+// returns pool.ErrStoreUnavailable after listTimeout, whatever the
+// caller's context. A node following the pool's state lists snapshots
+// under its Store's lock on a context without deadline: the listing
+// waited forever, and so did the node that had taken the lease, for that
+// lock, with no coordinator in charge of the pool.
+func TestListStalled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		if _, err := (&snapshots{obs: stalledObjects{}}).list(context.Background()); !errors.Is(err, pool.ErrStoreUnavailable) {
+			t.Errorf("snapshots: %v, want pool.ErrStoreUnavailable", err)
+		}
+		if _, err := (&Blobs{obs: stalledObjects{}}).List(context.Background()); !errors.Is(err, pool.ErrStoreUnavailable) {
+			t.Errorf("files: %v, want pool.ErrStoreUnavailable", err)
+		}
+		if d := time.Since(start); d != 2*listTimeout {
+			t.Errorf("the listings took %s, want %s", d, 2*listTimeout)
+		}
+	})
 }
