@@ -617,14 +617,20 @@ func TestBrowserPeerComputesToQuorum(t *testing.T) {
 	if want := soloResult(kfoldSolo); got != want {
 		t.Errorf("the pooled kfold result differs from run --json:\nrun:    %s\npooled: %s", want, got)
 	}
-	s = readState(ctx, t)
-	inputTasks := 0
-	for _, r := range s.Results {
-		if r.Job != s.Results[0].Job && r.OK {
-			inputTasks++
+	// The job completes when the pool has both replicas of its last
+	// task; the page lists that task once the pool has answered its
+	// result, which may be a moment later.
+	inputTasks := func(s peerState) int {
+		n := 0
+		for _, r := range s.Results {
+			if r.Job != s.Results[0].Job && r.OK {
+				n++
+			}
 		}
+		return n
 	}
-	if inputTasks != 5 {
+	s = waitState(ctx, t, "listing the 5 tasks of the job with an input file", func(s peerState) bool { return inputTasks(s) >= 5 })
+	if inputTasks := inputTasks(s); inputTasks != 5 {
 		t.Errorf("the browser returned %d tasks of the job with an input file, want all 5: %+v, errors %v", inputTasks, s.Results, s.Errors)
 	}
 	for _, f := range s.Fetches {
