@@ -77,22 +77,20 @@ func (w *workRecorder) RoundTrip(r *http.Request) (*http.Response, error) {
 	return w.next.RoundTrip(r)
 }
 
-// An agent that leases ahead asks for that many tasks at once and
-// computes the next while the result of the one before is on its way:
-// its first result's request is held until the next task has started,
-// which an agent that waits for each answer never does. The job still
-// ends with every task accepted, by two agents with one slot each.
-func TestLeaseAhead(t *testing.T) {
-	co := startCoordinator(t, t.TempDir(), "127.0.0.1:0")
-	const ahead, tasks = 4, 8
+// leaseAheadAgents starts n agents with one slot each and lease-ahead
+// ahead, each running tasks with the executor mk gives it and sending
+// its HTTP through a workRecorder that holds results until the channel
+// mk gives with it is closed; they stop with the test.
+func leaseAheadAgents(t *testing.T, url string, n, ahead int, mk func() (pool.Executor, chan struct{})) []*workRecorder {
+	t.Helper()
 	var recs []*workRecorder
-	for i := range 2 {
+	for i := range n {
 		dev := newDevice(t, nil)
-		exec := &countingExec{ran: make(chan struct{})}
-		rec := &workRecorder{next: http.DefaultTransport.(*http.Transport).Clone(), hold: exec.ran, t: t}
+		exec, hold := mk()
+		rec := &workRecorder{next: http.DefaultTransport.(*http.Transport).Clone(), hold: hold, t: t}
 		recs = append(recs, rec)
 		a, err := agent.New(agent.Config{
-			PoolURL: co.url, Home: dev.dirs, DeviceKey: dev.key, OwnerKey: dev.owner, Slots: 1, LeaseAhead: ahead,
+			PoolURL: url, Home: dev.dirs, DeviceKey: dev.key, OwnerKey: dev.owner, Slots: 1, LeaseAhead: ahead,
 			Executor: exec, Store: dev.local, HTTP: &http.Client{Transport: rec, Timeout: 5 * time.Minute},
 			MaxBackoff: 200 * time.Millisecond, IdlePoll: 50 * time.Millisecond, ReceiptPoll: 50 * time.Millisecond,
 			Logger: quietLogger(t).With("side", "agent", "n", i),
@@ -110,8 +108,15 @@ func TestLeaseAhead(t *testing.T) {
 			}
 		})
 	}
-	sub := newSubmitter(t, co.url, nil)
-	j := planJob(t, "ahead", tasks, `lease_timeout = "10m"`)
+	return recs
+}
+
+// runAllOK submits a job of tasks empty tasks named name and fails the
+// test unless every task is accepted.
+func runAllOK(t *testing.T, url, name string, tasks int64) {
+	t.Helper()
+	sub := newSubmitter(t, url, nil)
+	j := planJob(t, name, int(tasks), `lease_timeout = "10m"`)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	out, err := sub.run(t, ctx, j)
@@ -121,6 +126,21 @@ func TestLeaseAhead(t *testing.T) {
 	if out.OK != tasks {
 		t.Fatalf("%d of %d tasks ok", out.OK, tasks)
 	}
+}
+
+// An agent that leases ahead asks for that many tasks at once and
+// computes the next while the result of the one before is on its way:
+// its first result's request is held until the next task has started,
+// which an agent that waits for each answer never does. The job still
+// ends with every task accepted, by two agents with one slot each.
+func TestLeaseAhead(t *testing.T) {
+	co := startCoordinator(t, t.TempDir(), "127.0.0.1:0")
+	const ahead, tasks = 4, 8
+	recs := leaseAheadAgents(t, co.url, 2, ahead, func() (pool.Executor, chan struct{}) {
+		exec := &countingExec{ran: make(chan struct{})}
+		return exec, exec.ran
+	})
+	runAllOK(t, co.url, "ahead", tasks)
 	for i, rec := range recs {
 		rec.mu.Lock()
 		asked, results := 0, 0
@@ -150,41 +170,8 @@ func TestLeaseAheadAuto(t *testing.T) {
 	const tasks = 12
 	open := make(chan struct{})
 	close(open)
-	var recs []*workRecorder
-	for i := range 2 {
-		dev := newDevice(t, nil)
-		rec := &workRecorder{next: http.DefaultTransport.(*http.Transport).Clone(), hold: open, t: t}
-		recs = append(recs, rec)
-		a, err := agent.New(agent.Config{
-			PoolURL: co.url, Home: dev.dirs, DeviceKey: dev.key, OwnerKey: dev.owner, Slots: 1,
-			Executor: &fakeExec{}, Store: dev.local, HTTP: &http.Client{Transport: rec, Timeout: 5 * time.Minute},
-			MaxBackoff: 200 * time.Millisecond, IdlePoll: 50 * time.Millisecond, ReceiptPoll: 50 * time.Millisecond,
-			Logger: quietLogger(t).With("side", "agent", "n", i),
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- a.Serve(ctx) }()
-		t.Cleanup(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("agent %d: %v", i, err)
-			}
-		})
-	}
-	sub := newSubmitter(t, co.url, nil)
-	j := planJob(t, "auto", tasks, `lease_timeout = "10m"`)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	out, err := sub.run(t, ctx, j)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out.OK != tasks {
-		t.Fatalf("%d of %d tasks ok", out.OK, tasks)
-	}
+	recs := leaseAheadAgents(t, co.url, 2, 0, func() (pool.Executor, chan struct{}) { return &fakeExec{}, open })
+	runAllOK(t, co.url, "auto", tasks)
 	for i, rec := range recs {
 		rec.mu.Lock()
 		var asked []int
