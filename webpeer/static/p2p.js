@@ -94,7 +94,14 @@
       s.sentMs = Date.now();
       const sig = await ctx.sign(signedBytes(s));
       await ctx.api("POST", "/v1/signals", Object.assign({}, s, { sig: b64(sig) }));
-    }).catch((e) => console.warn("signal " + kind + " to " + to + " not sent: " + e.message));
+    }).catch((e) => {
+      console.warn("signal " + kind + " to " + to + " not sent: " + e.message);
+      // 410 peer_offline: the device stopped listening for signals (it
+      // quit or was killed): the connection fails now, not after
+      // CONNECT_MS, as a native device's does (p2p.ErrPeerOffline).
+      const c = sessions.get(session);
+      if (e.status === 410 && e.code === "peer_offline" && c) c.fail(new Error(to + " is offline: " + e.message));
+    });
     return sending;
   }
 
