@@ -89,23 +89,10 @@ func leaseAheadAgents(t *testing.T, url string, n, ahead int, mk func() (pool.Ex
 		exec, hold := mk()
 		rec := &workRecorder{next: http.DefaultTransport.(*http.Transport).Clone(), hold: hold, t: t}
 		recs = append(recs, rec)
-		a, err := agent.New(agent.Config{
-			PoolURL: url, Home: dev.dirs, DeviceKey: dev.key, OwnerKey: dev.owner, Slots: 1, LeaseAhead: ahead,
-			Executor: exec, Store: dev.local, HTTP: &http.Client{Transport: rec, Timeout: 5 * time.Minute},
-			MaxBackoff: 200 * time.Millisecond, IdlePoll: 50 * time.Millisecond, ReceiptPoll: 50 * time.Millisecond,
-			Logger: quietLogger(t).With("side", "agent", "n", i),
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- a.Serve(ctx) }()
-		t.Cleanup(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("agent %d: %v", i, err)
-			}
+		startAgentWith(t, url, dev, exec, func(c *agent.Config) {
+			c.LeaseAhead = ahead
+			c.HTTP = &http.Client{Transport: rec, Timeout: 5 * time.Minute}
+			c.Logger = c.Logger.With("n", i)
 		})
 	}
 	return recs

@@ -97,24 +97,10 @@ func TestQueuedLeaseExtended(t *testing.T) {
 	dev := newDevice(t, nil)
 	watch := &grantWatcher{next: http.DefaultTransport.(*http.Transport).Clone(), t: t, queuedBeat: make(chan struct{})}
 	exec := &blockFirstExec{release: watch.queuedBeat}
-	a, err := agent.New(agent.Config{
-		PoolURL: co.url, Home: dev.dirs, DeviceKey: dev.key, OwnerKey: dev.owner, Slots: 1, LeaseAhead: 2,
-		Executor: exec, Store: dev.local, HTTP: &http.Client{Transport: watch, Timeout: 5 * time.Minute},
-		MaxBackoff: 200 * time.Millisecond, IdlePoll: 50 * time.Millisecond, ReceiptPoll: 50 * time.Millisecond,
-		Logger: quietLogger(t).With("side", "agent"),
+	startAgentWith(t, co.url, dev, exec, func(c *agent.Config) {
+		c.LeaseAhead = 2
+		c.HTTP = &http.Client{Transport: watch, Timeout: 5 * time.Minute}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Serve(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("agent: %v", err)
-		}
-	}()
 	sub := newSubmitter(t, co.url, nil)
 	// A heartbeat comes at a third of the lease's time: about a second.
 	j := planJob(t, "queued", 2, `lease_timeout = "3s"`)
