@@ -418,9 +418,17 @@ func isWrongLastSeq(err error) bool {
 	return false
 }
 
+// jsClusterNoPeers is JetStream's error code for "no suitable peers for
+// placement" (nats-server's JSClusterNoPeersErrF): a stream or bucket of
+// R replicas cannot be placed because fewer than R servers are known to
+// be up. Just after a cluster forms, or while a node restarts, the meta
+// leader has not heard from every peer yet; it passes once they report.
+const jsClusterNoPeers = 10005
+
 // unavailable wraps err with pool.ErrStoreUnavailable when it means no
 // answer came (timeout, no responders, a closed connection, a 503 or 408
-// from JetStream's API, new or old).
+// from JetStream's API, new or old) or that too few nodes are up yet to
+// place a stream (jsClusterNoPeers).
 func unavailable(err error) error {
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
 		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
@@ -428,14 +436,14 @@ func unavailable(err error) error {
 		return fmt.Errorf("%w: %w", pool.ErrStoreUnavailable, err)
 	}
 	var ae *jetstream.APIError
-	if errors.As(err, &ae) && (ae.Code == 503 || ae.Code == 408) {
+	if errors.As(err, &ae) && (ae.Code == 503 || ae.Code == 408 || ae.ErrorCode == jsClusterNoPeers) {
 		return fmt.Errorf("%w: %w", pool.ErrStoreUnavailable, err)
 	}
 	// The object store (Blobs, snapshots) lists through the older
 	// JetStream API, whose errors are of its own type: "JetStream system
 	// temporarily unavailable" (no leader, a partition) comes back so.
 	var lae *nats.APIError
-	if errors.As(err, &lae) && (lae.Code == 503 || lae.Code == 408) {
+	if errors.As(err, &lae) && (lae.Code == 503 || lae.Code == 408 || lae.ErrorCode == jsClusterNoPeers) {
 		return fmt.Errorf("%w: %w", pool.ErrStoreUnavailable, err)
 	}
 	return err

@@ -92,11 +92,18 @@ func openStore(t testing.TB, n *Node, replicas int) *Store {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s, err := OpenStore(ctx, n.JetStream(), StoreConfig{Replicas: replicas})
-	if err != nil {
-		t.Fatalf("OpenStore: %v", err)
+	for {
+		// As the coordinator does: a cluster that has just formed may not
+		// yet know its peers are up ("no suitable peers for placement").
+		s, err := OpenStore(ctx, n.JetStream(), StoreConfig{Replicas: replicas})
+		if err == nil {
+			return s
+		}
+		if !errors.Is(err, pool.ErrStoreUnavailable) || ctx.Err() != nil {
+			t.Fatalf("OpenStore: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	return s
 }
 
 // The JetStream store keeps the pool.Store contract on one node; reopening
@@ -170,7 +177,10 @@ func TestClusterScenarios(t *testing.T) {
 // store lists files and snapshots through the older one, and a node that
 // takes the lease during an election must wait for the answer, not give
 // its term up at once (it then took and dropped the lease dozens of
-// times a second). Other API errors stay what they are.
+// times a second). "No suitable peers for placement" is a cluster that
+// has not heard from all its nodes yet (one just formed or restarting):
+// a fresh three-node cluster refused its first store so. Other API
+// errors stay what they are.
 func TestUnavailable(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -181,6 +191,8 @@ func TestUnavailable(t *testing.T) {
 		{"older API 503", &nats.APIError{Code: 503, ErrorCode: 10008, Description: "JetStream system temporarily unavailable"}, true},
 		{"older API 408", &nats.APIError{Code: 408, Description: "request timeout"}, true},
 		{"older API 503, wrapped", fmt.Errorf("list: %w", &nats.APIError{Code: 503, ErrorCode: 10008}), true},
+		{"no peers for placement yet", &jetstream.APIError{Code: 400, ErrorCode: 10005, Description: "no suitable peers for placement, peer offline"}, true},
+		{"older API, no peers for placement yet", &nats.APIError{Code: 400, ErrorCode: 10005, Description: "no suitable peers for placement"}, true},
 		{"older API 400", &nats.APIError{Code: 400, ErrorCode: 10058, Description: "stream name already in use"}, false},
 		{"jetstream 404", &jetstream.APIError{Code: 404, ErrorCode: 10059, Description: "stream not found"}, false},
 		{"timeout", context.DeadlineExceeded, true},
