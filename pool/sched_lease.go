@@ -5,11 +5,13 @@ import (
 	"container/heap"
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"slices"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"idlepool/job"
@@ -319,7 +321,7 @@ func (s *Scheduler) grant(js *jobState, ts *taskState, p Peer, now time.Time, ba
 		timeout = min(timeout, s.backupWindow())
 	}
 	r := &replica{js: js, ts: ts, backup: backup, rec: ReplicaRecord{
-		Lease: newLeaseID(), Job: js.rec.ID, Task: ts.index, Peer: p.ID, Owner: p.Owner,
+		Lease: NewLeaseID(), Job: js.rec.ID, Task: ts.index, Peer: p.ID, Owner: p.Owner,
 		State: ReplicaLeased, Created: now, Deadline: now.Add(timeout),
 	}}
 	s.noteLeased(p.ID, now)
@@ -367,10 +369,35 @@ func (s *Scheduler) grant(js *jobState, ts *taskState, p Peer, now time.Time, ba
 	return r
 }
 
-// newLeaseID returns 32 random lowercase hex digits.
-func newLeaseID() string {
+// lastLeaseStamp is the time prefix of the newest lease ID minted by
+// this process (NewLeaseID), in unix nanoseconds or above.
+var lastLeaseStamp atomic.Uint64
+
+// NewLeaseID returns a fresh lease ID: 32 lowercase hex digits, the
+// first 16 a stamp that grows with every ID this process mints (the
+// wall clock in nanoseconds, or one more than the last stamp when the
+// clock has not moved on or went back), the last 16 random. IDs minted
+// later sort after earlier ones, so that a store indexing replicas by
+// lease appends its new leases at the end of the index instead of
+// scattering them over its pages: with random IDs each new lease of a
+// group commit dirtied its own index page, about a fifth of the
+// commit's cost (docs/benchmarks.md). A lease ID is no secret (the
+// scheduler checks that the peer acting on a lease holds it); the
+// random half keeps IDs of different processes (a cluster's nodes, a
+// restart) apart. It is safe for concurrent use.
+func NewLeaseID() string {
+	now := uint64(max(time.Now().UnixNano(), 0))
+	var stamp uint64
+	for {
+		last := lastLeaseStamp.Load()
+		stamp = max(now, last+1)
+		if lastLeaseStamp.CompareAndSwap(last, stamp) {
+			break
+		}
+	}
 	var b [16]byte
-	rand.Read(b[:]) // never fails (crypto/rand)
+	binary.BigEndian.PutUint64(b[:8], stamp)
+	rand.Read(b[8:]) // never fails (crypto/rand)
 	return hex.EncodeToString(b[:])
 }
 

@@ -20,7 +20,8 @@ import (
 // quorum 2 with agents leasing ahead (11 tasks per batch): each batch
 // inserts 22 new leases, moves the previous batch's 22 replicas to
 // returned and 7 older ones to agreed, adds 11 outcomes and 22 ledger
-// entries. It reports the store's CPU time per task:
+// entries. Its leases have the scheduler's IDs (pool.NewLeaseID). It
+// reports the store's CPU time per task:
 //
 //	go test -run '^$' -bench CommitBatch -benchtime 2000x ./store/
 func BenchmarkCommitBatch(b *testing.B) {
@@ -49,7 +50,7 @@ func BenchmarkCommitBatch(b *testing.B) {
 		var batch pool.Batch
 		for k := range 2 * tasks {
 			task := int64(i*tasks + k/2)
-			batch.Replicas = append(batch.Replicas, pool.ReplicaRecord{Lease: fmt.Sprintf("l%d-%d", i, k), Job: jobID, Task: task,
+			batch.Replicas = append(batch.Replicas, pool.ReplicaRecord{Lease: pool.NewLeaseID(), Job: jobID, Task: task,
 				Peer: fmt.Sprint("p", k%8), Owner: fmt.Sprint("o", k%8), State: pool.ReplicaLeased, Created: t0, Deadline: t0.Add(time.Minute), Version: 1})
 		}
 		for _, r := range last {
