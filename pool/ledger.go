@@ -5,9 +5,11 @@ import (
 	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"math"
+	"strconv"
 
 	"github.com/fxamacker/cbor/v2"
 
@@ -276,20 +278,110 @@ type treeJSON struct {
 // when 0), time, reason (omitted when empty), sig and tree (omitted for
 // an entry signed alone: an object with size, index and path, the list
 // of the path's hashes); digests as 64 lowercase hex digits, sig as
-// standard base64.
+// standard base64. It is AppendJSON to nil.
 func (e Entry) MarshalJSON() ([]byte, error) {
-	v := entryJSON{
-		Seq: e.Seq, Prev: e.Prev.String(), Kind: e.Kind, Pool: e.Pool, Job: e.Job.String(),
-		Task: e.Task, Peer: e.Peer, Owner: e.Owner, Lease: e.Lease, Digest: e.Digest.String(),
-		Cost: e.Cost, Work: e.Work, Time: e.Time, Reason: e.Reason, Sig: base64.StdEncoding.EncodeToString(e.Sig),
+	return e.AppendJSON(nil)
+}
+
+// AppendJSON appends the entry's JSON (MarshalJSON) to b: the same bytes
+// encoding/json writes for entryJSON, strings escaped as it escapes them
+// (HTML characters too), without its reflection and the re-scan of a
+// Marshaler's output, which were most of the cost of answering a
+// device's receipt poll (docs/benchmarks.md). The error is
+// encoding/json's for a Cost that is NaN or infinite; b is then
+// returned as it was.
+func (e Entry) AppendJSON(b []byte) ([]byte, error) {
+	in := len(b)
+	b = append(b, `{"seq":`...)
+	b = strconv.AppendUint(b, e.Seq, 10)
+	b = append(b, `,"prev":`...)
+	b = appendDigestJSON(b, e.Prev)
+	b = append(b, `,"kind":`...)
+	b = appendStringJSON(b, e.Kind)
+	b = append(b, `,"pool":`...)
+	b = appendStringJSON(b, e.Pool)
+	b = append(b, `,"job":`...)
+	b = appendDigestJSON(b, e.Job)
+	b = append(b, `,"task":`...)
+	b = strconv.AppendInt(b, e.Task, 10)
+	b = append(b, `,"peer":`...)
+	b = appendStringJSON(b, e.Peer)
+	b = append(b, `,"owner":`...)
+	b = appendStringJSON(b, e.Owner)
+	b = append(b, `,"lease":`...)
+	b = appendStringJSON(b, e.Lease)
+	b = append(b, `,"digest":`...)
+	b = appendDigestJSON(b, e.Digest)
+	b = append(b, `,"cost":`...)
+	b, err := appendFloatJSON(b, e.Cost)
+	if err != nil {
+		return b[:in], err
 	}
-	if e.Tree != nil {
-		v.Tree = &treeJSON{Size: e.Tree.Size, Index: e.Tree.Index, Path: make([]string, len(e.Tree.Path))}
-		for i, d := range e.Tree.Path {
-			v.Tree.Path[i] = d.String()
+	if e.Work != 0 {
+		b = append(b, `,"work":`...)
+		b = strconv.AppendUint(b, e.Work, 10)
+	}
+	b = append(b, `,"time":`...)
+	b = strconv.AppendInt(b, e.Time, 10)
+	if e.Reason != "" {
+		b = append(b, `,"reason":`...)
+		b = appendStringJSON(b, e.Reason)
+	}
+	b = append(b, `,"sig":"`...)
+	b = base64.StdEncoding.AppendEncode(b, e.Sig)
+	b = append(b, '"')
+	if t := e.Tree; t != nil {
+		b = append(b, `,"tree":{"size":`...)
+		b = strconv.AppendUint(b, t.Size, 10)
+		b = append(b, `,"index":`...)
+		b = strconv.AppendUint(b, t.Index, 10)
+		b = append(b, `,"path":[`...)
+		for i, d := range t.Path {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendDigestJSON(b, d)
+		}
+		b = append(b, "]}"...)
+	}
+	return append(b, '}'), nil
+}
+
+// appendDigestJSON appends d as a JSON string of 64 lowercase hex digits.
+func appendDigestJSON(b []byte, d job.Digest) []byte {
+	b = append(b, '"')
+	b = hex.AppendEncode(b, d[:])
+	return append(b, '"')
+}
+
+// appendStringJSON appends s as encoding/json writes it: printable ASCII
+// other than '"', '\\', '<', '>' and '&' as it is, anything else through
+// encoding/json itself.
+func appendStringJSON(b []byte, s string) []byte {
+	for i := range len(s) {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s) // a string never fails
+			return append(b, q...)
 		}
 	}
-	return json.Marshal(v)
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
+}
+
+// appendFloatJSON appends f as encoding/json writes a float64: the
+// shortest decimal, in exponent form only below 1e-6 or from 1e21 on
+// (there through encoding/json itself); NaN and infinities are its
+// error.
+func appendFloatJSON(b []byte, f float64) ([]byte, error) {
+	if a := math.Abs(f); a != 0 && (a < 1e-6 || a >= 1e21) || math.IsNaN(f) {
+		q, err := json.Marshal(f)
+		if err != nil {
+			return b, err
+		}
+		return append(b, q...), nil
+	}
+	return strconv.AppendFloat(b, f, 'f', -1, 64), nil
 }
 
 // UnmarshalJSON reads what MarshalJSON writes. Unknown keys are an error,
