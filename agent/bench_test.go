@@ -256,7 +256,8 @@ func BenchmarkCoordinator(b *testing.B) {
 }
 
 // benchLeaseAheadEnv sets the benchmark agents' Config.LeaseAhead
-// (default 4; 1 is an agent that leases one task at a time).
+// (default 0: the agent's own choice, MaxAutoLeaseAhead for these empty
+// tasks; 1 is an agent that leases one task at a time).
 const benchLeaseAheadEnv = "IDLEPOOL_BENCH_LEASE_AHEAD"
 
 // The environment of BenchmarkCoordinator/external.
@@ -273,7 +274,7 @@ const (
 func benchPool(b *testing.B, url string, coordPIDs []int) {
 	const agents, slots = 8, 4
 	exec := &fakeExec{}
-	ahead := 4 // tasks each slot leases at once (agent.Config.LeaseAhead)
+	ahead := 0 // tasks each slot leases at once (agent.Config.LeaseAhead; 0: the agent chooses)
 	if v := os.Getenv(benchLeaseAheadEnv); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil {

@@ -151,7 +151,8 @@ func TestLeaseAhead(t *testing.T) {
 var _ pool.Executor = (*countingExec)(nil)
 
 // An agent left to choose (LeaseAhead 0) asks for one task at first and,
-// once its slot's tasks turn out short, for AutoLeaseAhead at once.
+// once its slot's tasks turn out to take milliseconds, for
+// MaxAutoLeaseAhead at once.
 func TestLeaseAheadAuto(t *testing.T) {
 	co := startCoordinator(t, t.TempDir(), "127.0.0.1:0")
 	const tasks = 12
@@ -168,8 +169,49 @@ func TestLeaseAheadAuto(t *testing.T) {
 			}
 		}
 		rec.mu.Unlock()
-		if len(asked) == 0 || asked[0] != 1 || !slices.Contains(asked, agent.AutoLeaseAhead) {
-			t.Errorf("agent %d asked for %v leases at once, want 1 first, then %d", i, asked, agent.AutoLeaseAhead)
+		if len(asked) == 0 || asked[0] != 1 || !slices.Contains(asked, agent.MaxAutoLeaseAhead) {
+			t.Errorf("agent %d asked for %v leases at once, want 1 first, then %d", i, asked, agent.MaxAutoLeaseAhead)
+		}
+	}
+}
+
+// Left to choose, a slot leases one task at first and after a task of a
+// second or more; after a shorter task, as many as fit into a second at
+// that task's time, from AutoLeaseAhead to MaxAutoLeaseAhead. A
+// configured LeaseAhead is kept whatever the task time.
+func TestLeaseAheadByTaskTime(t *testing.T) {
+	newAgent := func(ahead int) *agent.Agent {
+		dev := newDevice(t, nil)
+		a, err := agent.New(agent.Config{
+			PoolURL: "http://127.0.0.1:1", Home: dev.dirs, DeviceKey: dev.key, OwnerKey: dev.owner, Slots: 1, LeaseAhead: ahead,
+			Executor: &fakeExec{}, Store: newMemStore(), Logger: quietLogger(t),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	auto, fixed := newAgent(0), newAgent(3)
+	for _, tc := range []struct {
+		took        time.Duration
+		auto, fixed int
+	}{
+		{-1, 1, 3},
+		{0, agent.MaxAutoLeaseAhead, 3},
+		{2 * time.Millisecond, agent.MaxAutoLeaseAhead, 3},
+		{62500 * time.Microsecond, agent.MaxAutoLeaseAhead, 3},
+		{100 * time.Millisecond, 10, 3},
+		{200 * time.Millisecond, 5, 3},
+		{250 * time.Millisecond, agent.AutoLeaseAhead, 3},
+		{999 * time.Millisecond, agent.AutoLeaseAhead, 3},
+		{time.Second, 1, 3},
+		{time.Minute, 1, 3},
+	} {
+		if got := agent.LeaseAhead(auto, tc.took); got != tc.auto {
+			t.Errorf("LeaseAhead 0, a task of %v: %d leases at once, want %d", tc.took, got, tc.auto)
+		}
+		if got := agent.LeaseAhead(fixed, tc.took); got != tc.fixed {
+			t.Errorf("LeaseAhead 3, a task of %v: %d leases at once, want %d", tc.took, got, tc.fixed)
 		}
 	}
 }

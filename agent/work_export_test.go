@@ -1,6 +1,9 @@
 package agent
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // QueuedWork returns how many calls of c wait for the next POST /v1/work.
 func QueuedWork(c *Client) int {
@@ -25,3 +28,7 @@ func KeptCount(a *Agent) int {
 // DataPlaneUp reports whether a's data plane is up and keeps results, so
 // that a result over pool.InlineResultBytes goes by reference.
 func DataPlaneUp(a *Agent) bool { return a.peers.Load() != nil && a.cache.keeper() != nil }
+
+// LeaseAhead returns how many leases a slot of a asks for at once after
+// a task that took took (negative: none yet).
+func LeaseAhead(a *Agent, took time.Duration) int { return a.leaseAhead(took) }
