@@ -382,9 +382,11 @@ var lastLeaseStamp atomic.Uint64
 // scattering them over its pages: with random IDs each new lease of a
 // group commit dirtied its own index page, about a fifth of the
 // commit's cost (docs/benchmarks.md). A lease ID is no secret (the
-// scheduler checks that the peer acting on a lease holds it); the
-// random half keeps IDs of different processes (a cluster's nodes, a
-// restart) apart. It is safe for concurrent use.
+// scheduler checks that the peer acting on a lease holds it), and its
+// stamp tells no more than the ledger does: when a device took the
+// task, which the Time of its entry bounds (a lease lives until its
+// deadline). The random half keeps IDs of different processes (a
+// cluster's nodes, a restart) apart. It is safe for concurrent use.
 func NewLeaseID() string {
 	now := uint64(max(time.Now().UnixNano(), 0))
 	var stamp uint64
