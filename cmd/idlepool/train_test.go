@@ -733,3 +733,20 @@ func TestTrainAccuracyLine(t *testing.T) {
 		t.Errorf("no measured round: got %q", got)
 	}
 }
+
+// TestDecodeRunDocKeepsIntegers: a job's merged integer sums beyond 2^53
+// reach the update step and the evaluation as written, not rounded to
+// the nearest float64.
+func TestDecodeRunDocKeepsIntegers(t *testing.T) {
+	doc, err := decodeRunDoc([]byte(`{"job": "x", "result": {"update": {"count": 2, "sum": [1152921504606846977, -9007199254740993]}}, "failures": []}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(doc.Result)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"update":{"count":2,"sum":[1152921504606846977,-9007199254740993]}}`; string(b) != want {
+		t.Errorf("merged result %s, want %s", b, want)
+	}
+}
