@@ -2,7 +2,7 @@
 # Runs the Windows build under Wine, on a private X server, with a Wine
 # prefix of its own in a temporary directory.
 #
-# Usage: scripts/wine-check.sh [cli|installer|update|all]   (default: all)
+# Usage: scripts/wine-check.sh [cli|installer|update|train|all]   (default: all)
 #
 # cli (make wine-cli-check, part of make test): the console program alone,
 # bin/windows/unsigned/idlepool.exe, not installed:
@@ -44,6 +44,18 @@
 #      verifies it and runs it silently for the user (/S /RESTART): the
 #      Uninstall entry says 9.9.9, the setting update_url is kept, and the
 #      installer started the tray app again.
+# train (make wine-train-check; all runs it too): a training's rounds
+# give the same bytes on Windows:
+#   9. `idlepool.exe train` on Fashion-MNIST, softmax regression (3
+#      rounds of a 600-image batch) and the perceptron (128 hidden units,
+#      2 rounds of 300 images), each round in 3 shards, the held-out set
+#      (10,000 images) evaluated after every round in 4 tasks, and
+#      `idlepool train` of the Linux build, the same training files:
+#      every round's model file, merged update and merged evaluation are
+#      the same bytes, and the lineages (job IDs, model digests, loss,
+#      accuracy, held-out loss) are equal once the wall times are left
+#      out. Needs examples/fashion/fashion.wasm
+#      and bin/fashion-mnist (make train-fashion's prerequisites).
 #
 # Needs wine (64-bit), x86_64-w64-mingw32-gcc (the bcryptprimitives.dll
 # stand-in below), Xvfb, dbus-daemon, bin/idlepool, bin/panel,
@@ -58,15 +70,21 @@ cd "$(dirname "$0")/.."
 win=bin/windows
 mode=${1:-all}
 case $mode in
-  cli | installer | update | all) ;;
-  *) echo "wine-check: unknown part '$mode': give cli, installer, update or all" >&2; exit 2 ;;
+  cli | installer | update | train | all) ;;
+  *) echo "wine-check: unknown part '$mode': give cli, installer, update, train or all" >&2; exit 2 ;;
 esac
 has() { [ "$mode" = all ] || [ "$mode" = "$1" ]; }
 exe=$win/unsigned/idlepool.exe
-need=(bin/idlepool bin/panel examples/pi/pi.wasm)
+need=(bin/idlepool bin/panel)
+[ "$mode" = train ] || need+=(examples/pi/pi.wasm)
 cmds=(wine wineserver x86_64-w64-mingw32-gcc Xvfb dbus-daemon)
 hint="make wine-cli-check"
-if has cli; then need+=("$exe"); fi
+if has cli || has train; then need+=("$exe"); fi
+if has train; then
+  need+=(examples/fashion/fashion.wasm bin/fashion-mnist/{train,t10k}-{images-idx3,labels-idx1}-ubyte)
+  cmds+=(python3)
+  [ "$mode" = train ] && hint="make wine-train-check"
+fi
 if has installer || has update; then
   setup=$(ls $win/idlepool-*-setup.exe 2>/dev/null | head -1)
   need+=("${setup:-$win/idlepool-VERSION-setup.exe}" "$win/idlepool.exe" "$win/idlepool-tray.exe" "$win/idlepool-window.exe" "$win/res/idlepool.ico")
@@ -74,7 +92,7 @@ if has installer || has update; then
   hint="make wine-test"
 fi
 for p in "${need[@]}"; do
-  [ -e "$p" ] || { echo "wine-check: $p is missing: $hint builds it (or run make windows-installer build panel examples/pi/pi.wasm)" >&2; exit 1; }
+  [ -e "$p" ] || { echo "wine-check: $p is missing: $hint builds it" >&2; exit 1; }
 done
 for c in "${cmds[@]}"; do
   command -v $c >/dev/null || { echo "wine-check: $c is not installed (.ci/run lists the Debian packages)" >&2; exit 1; }
@@ -174,7 +192,7 @@ quorum() {
   kill "$ljoin" 2>/dev/null || true
   wait "$ljoin" 2>/dev/null || true
 }
-pool_start
+[ "$mode" = train ] || pool_start
 
 if has cli; then
   # 1. The same bytes as the Linux build.
@@ -397,5 +415,86 @@ if has update; then
   wine "$cli" settings > "$tmp/settings-after.log" 2>&1 || true
   tr -d '\r' < "$tmp/settings-after.log" | grep -q "^update_url *http://127.0.0.1:$port" || fail "the update lost the setting update_url"
   step "update: $(tr -d '\r' < "$tmp/update.out" | tail -1); the Uninstall entry says 9.9.9, the tray app runs again, update_url kept"
+fi
+if has train; then
+  # 9. A training's rounds: the same bytes from idlepool.exe and from the
+  #    Linux build, for softmax regression and for the perceptron. The
+  #    training files name their program and data by relative paths,
+  #    which both read the same.
+  td="$tmp/train"
+  mkdir -p "$td"
+  cp examples/fashion/fashion.wasm "$td/"
+  ln -s "$PWD/bin/fashion-mnist" "$td/data"
+  # train_both NAME ROUNDS PARAMS: trains NAME for ROUNDS rounds (3
+  # shards, the held-out set evaluated after every round in 4 tasks) with
+  # both builds and compares every round's files and the lineages.
+  train_both() {
+    local name=$1 rounds=$2 params=$3 files=0 f rel
+    cat > "$td/$name.toml" <<EOF
+name = "wine-$name"
+program = "fashion.wasm"
+rounds = $rounds
+shards = 3
+evaluate_shards = 4
+
+[inputs]
+train_images = "data/train-images-idx3-ubyte"
+train_labels = "data/train-labels-idx1-ubyte"
+test_images = "data/t10k-images-idx3-ubyte"
+test_labels = "data/t10k-labels-idx1-ubyte"
+
+[params]
+features = 784
+classes = 10
+$params
+
+[policy]
+memory_mib = 512
+time_limit = "300s"
+EOF
+    step "train $name: $rounds rounds, Linux and Windows builds"
+    bin/idlepool --home "$tmp/linux-train" train "$td/$name.toml" --dir "$tmp/linux-$name" --workers 2 > "$tmp/train-linux-$name.out" 2> "$tmp/train-linux-$name.log" ||
+      fail "the Linux build's train of $name failed"
+    wine "$exe" --home "$(winpath "$tmp")\\windows-train" train "$(winpath "$td/$name.toml")" --dir "$(winpath "$tmp")\\windows-$name" --workers 2 \
+      > "$tmp/train-windows-$name.out" 2> "$tmp/train-windows-$name.log" || fail "idlepool.exe train of $name failed under Wine"
+    tr -d '\r' < "$tmp/windows-$name/jobs/eval-0001.toml" | grep -q '^tasks = 4$' ||
+      fail "idlepool.exe's evaluation job of $name's round 1 does not have 4 tasks: $(grep tasks "$tmp/windows-$name/jobs/eval-0001.toml")"
+    for f in "$tmp/linux-$name"/models/*.bin "$tmp/linux-$name"/jobs/update-*.json "$tmp/linux-$name"/jobs/evaluation-*.json; do
+      rel=${f#"$tmp/linux-$name/"}
+      [ -e "$tmp/windows-$name/$rel" ] || fail "idlepool.exe train of $name wrote no $rel"
+      cmp "$f" "$tmp/windows-$name/$rel" || fail "$name: $rel differs between the Linux and the Windows builds"
+      files=$((files + 1))
+    done
+    [ "$files" -eq $((3 * rounds + 1)) ] || fail "$name: $files model, update and evaluation files to compare, want $((3 * rounds + 1))"
+    lineage "$tmp/linux-$name/lineage.json" > "$tmp/lineage-linux-$name.json"
+    lineage "$tmp/windows-$name/lineage.json" > "$tmp/lineage-windows-$name.json"
+    diff "$tmp/lineage-linux-$name.json" "$tmp/lineage-windows-$name.json" >&2 || fail "$name: the lineages differ between the Linux and the Windows builds"
+    rounds_of "$tmp/linux-$name/lineage.json" > "$tmp/rounds-$name.txt"
+    while read -r line; do step "train $name: $line"; done < "$tmp/rounds-$name.txt"
+    step "train $name: the same $files model, update and evaluation files and the same lineage from both builds"
+  }
+  # The lineage without the wall times (seconds, timing), which differ.
+  lineage() {
+    python3 -c 'import json, sys
+d = json.load(open(sys.argv[1]))
+for r in d["rounds"]:
+    r.pop("seconds", None)
+    r.pop("timing", None)
+print(json.dumps(d, indent=1, sort_keys=True))' "$1"
+  }
+  rounds_of() {
+    python3 -c 'import json, sys
+d = json.load(open(sys.argv[1]))
+print("init %s, first model %s" % (d["init"][:12], d["model0"][:12]))
+for r in d["rounds"]:
+    print("round %d: job %s, apply %s, evaluation %s, model %s, loss %r, accuracy %r, held-out loss %r" % (r["round"], r["job"][:12],
+        r["apply"][:12], r["evaluation"][:12], r["model"][:12], r["loss"], r["accuracy"], r["test_loss"]))' "$1"
+  }
+  train_both softmax 3 "batch = 600
+lr = 0.03"
+  train_both mlp 2 "hidden = 128
+seed = 1
+batch = 300
+lr = 0.002"
 fi
 echo "wine-check: $mode ok ($(( $(date +%s) - started )) s)"

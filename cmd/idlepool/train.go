@@ -38,10 +38,13 @@ type trainFile struct {
 	Rounds int `toml:"rounds"`
 	// Shards is how many tasks each round's job has.
 	Shards int `toml:"shards"`
-	// EvaluateEvery is how often the update step measures the held-out
-	// accuracy: after every EvaluateEvery-th round and after the last
-	// one (0 or 1: every round).
+	// EvaluateEvery is how often the held-out set is evaluated: after
+	// every EvaluateEvery-th round and after the last one (0 or 1: every
+	// round).
 	EvaluateEvery int `toml:"evaluate_every"`
+	// EvaluateShards is how many tasks the evaluation job has, each a
+	// slice of the held-out set (0: as many as shards).
+	EvaluateShards int `toml:"evaluate_shards"`
 	// Model is the first model's file; empty: the program's init mode
 	// makes it.
 	Model string `toml:"model"`
@@ -95,9 +98,14 @@ func loadTrainFile(path string) (*trainFile, error) {
 		return nil, bad("rounds must be 0..%d, got %d", maxTrainRounds, tf.Rounds)
 	case tf.EvaluateEvery < 0 || tf.EvaluateEvery > maxTrainRounds:
 		return nil, bad("evaluate_every must be 1..%d rounds, got %d", maxTrainRounds, tf.EvaluateEvery)
+	case tf.EvaluateShards < 0 || tf.EvaluateShards > maxTrainShards:
+		return nil, bad("evaluate_shards must be 1..%d, got %d", maxTrainShards, tf.EvaluateShards)
 	}
 	tf.EvaluateEvery = max(tf.EvaluateEvery, 1)
-	for _, k := range []string{"mode", "round", "shards", "evaluate"} {
+	if tf.EvaluateShards == 0 {
+		tf.EvaluateShards = tf.Shards
+	}
+	for _, k := range []string{"mode", "round", "shards"} {
 		if _, ok := tf.Params[k]; ok {
 			return nil, bad("params.%s is set by idlepool train itself; remove it", k)
 		}
@@ -123,11 +131,12 @@ func (tf *trainFile) resolve(p string) string {
 }
 
 // manifest writes the manifest of one job of the training to path: mode
-// "grad" (shards tasks, the update summed by vector-sum) or "apply" and
-// "init" (one task; the model, a base64 string, through concat into an
-// output file, byte for byte). extra are inputs beside the data set;
-// evaluate (apply) asks the update step for the held-out accuracy.
-func (tf *trainFile) manifest(path, mode string, round int, extra map[string]string, evaluate bool) error {
+// "grad" (shards tasks, the update summed by vector-sum), "eval"
+// (evaluate_shards tasks, the held-out counts summed by vector-sum) or
+// "apply" and "init" (one task; the model, a base64 string, through
+// concat into an output file, byte for byte). extra are inputs beside
+// the data set.
+func (tf *trainFile) manifest(path, mode string, round int, extra map[string]string) error {
 	params := map[string]any{}
 	for k, v := range tf.Params {
 		params[k] = v
@@ -135,8 +144,8 @@ func (tf *trainFile) manifest(path, mode string, round int, extra map[string]str
 	params["mode"] = mode
 	params["round"] = round
 	params["shards"] = tf.Shards
-	if mode == "apply" {
-		params["evaluate"] = evaluate
+	if mode == "eval" {
+		params["shards"] = tf.EvaluateShards
 	}
 	inputs := map[string]string{}
 	if mode != "init" {
@@ -149,15 +158,15 @@ func (tf *trainFile) manifest(path, mode string, round int, extra map[string]str
 	}
 	tasks := 1
 	merge := []map[string]any{{"name": "model", "rule": job.RuleConcat, "field": "model"}}
-	if mode == "apply" {
+	switch mode {
+	case "apply":
 		merge = append(merge, map[string]any{"name": "loss", "rule": job.RuleSum, "field": "loss"})
-		if evaluate {
-			merge = append(merge, map[string]any{"name": "accuracy", "rule": job.RuleSum, "field": "accuracy"})
-		}
-	}
-	if mode == "grad" {
+	case "grad":
 		tasks = tf.Shards
 		merge = []map[string]any{{"name": "update", "rule": job.RuleVectorSum, "field": "update"}}
+	case "eval":
+		tasks = tf.EvaluateShards
+		merge = []map[string]any{{"name": "evaluation", "rule": job.RuleVectorSum, "field": "eval"}}
 	}
 	m := map[string]any{
 		"name":        fmt.Sprintf("%s-%s-%d", tf.Name, mode, round),
@@ -198,13 +207,20 @@ type trainRound struct {
 	Round int    `json:"round"`
 	Job   string `json:"job"`   // the round's job: the shards' updates, merged
 	Apply string `json:"apply"` // the update step's job
-	Model string `json:"model"` // SHA-256 of the model after the round
+	// Evaluation is the job that evaluated the new model on the held-out
+	// set; "" for a round after which it was not evaluated
+	// (evaluate_every).
+	Evaluation string `json:"evaluation,omitempty"`
+	Model      string `json:"model"` // SHA-256 of the model after the round
 	// Loss is the mean training loss of the round's batch under the
-	// model before the round; Accuracy is the held-out accuracy of the
-	// model after it, as the program measured them; nil for a round
-	// after which it was not measured (evaluate_every).
+	// model before the round, as the update step computed it. Accuracy
+	// is the share of the held-out set that the model after the round
+	// classifies right and TestLoss its mean loss there, from the
+	// evaluation's exact sums; nil for a round after which it was not
+	// evaluated, or when the program has no held-out set.
 	Loss     float64  `json:"loss"`
 	Accuracy *float64 `json:"accuracy,omitempty"`
+	TestLoss *float64 `json:"test_loss,omitempty"`
 	// Seconds is the round's wall time when it was computed and Timing
 	// how it splits (see roundTiming); not part of the lineage's
 	// meaning.
@@ -343,19 +359,19 @@ func (t *trainer) train(ctx context.Context, upto int) error {
 		}
 		r.Seconds = math.Round(time.Since(start).Seconds()*100) / 100
 		tm := r.Timing
-		tm.DriverSeconds = max(0, math.Round((r.Seconds-tm.Grad.Seconds-tm.Apply.Seconds)*1000)/1000)
-		if tasks := tm.Grad.TaskSeconds + tm.Apply.TaskSeconds; tasks > 0 && r.Seconds > 0 {
+		tm.DriverSeconds = max(0, math.Round((r.Seconds-tm.Grad.Seconds-tm.Apply.Seconds-tm.Eval.Seconds)*1000)/1000)
+		if tasks := tm.taskSeconds(); tasks > 0 && r.Seconds > 0 {
 			tm.OverheadShare = math.Round(max(0, 1-tasks/r.Seconds)*1000) / 1000
 		}
 		t.lin.Rounds = append(t.lin.Rounds, r)
 		if err := t.saveLineage(); err != nil {
 			return err
 		}
-		t.forgetRuns(r.Job, r.Apply)
+		t.forgetRuns(r.Job, r.Apply, r.Evaluation)
 		if err := t.plot(); err != nil { // to look at while it trains
 			return err
 		}
-		fmt.Fprintf(t.g.stderr, "round %d/%d: loss %.4f, held-out accuracy %s (%.1fs%s)\n", k, upto, r.Loss, accuracyWords(r.Accuracy), r.Seconds, tm.words())
+		fmt.Fprintf(t.g.stderr, "round %d/%d: loss %.4f, held-out accuracy %s%s (%.1fs%s)\n", k, upto, r.Loss, accuracyWords(r.Accuracy), testLossWords(r.TestLoss), r.Seconds, tm.words())
 	}
 	t.trimInputs()
 	return t.plot()
@@ -391,14 +407,14 @@ func (t *trainer) firstModel(ctx context.Context) error {
 		}
 	} else {
 		man := t.jobPath("init.toml")
-		if err := t.tf.manifest(man, "init", 0, nil, false); err != nil {
+		if err := t.tf.manifest(man, "init", 0, nil); err != nil {
 			return err
 		}
 		doc, err := t.runJob(ctx, man)
 		if err != nil {
 			return &userError{Msg: "the first model (mode init): " + userMessage(err), Hint: hintOf(err), Cause: err}
 		}
-		model, _, _, err := applyOutcome(doc, false)
+		model, _, err := applyOutcome(doc)
 		if err != nil {
 			return fmt.Errorf("the first model: %w", err)
 		}
@@ -416,12 +432,12 @@ func (t *trainer) firstModel(ctx context.Context) error {
 	return t.saveLineage()
 }
 
-// round runs round k: the shards' job, then the update step, which
-// measures the held-out accuracy if evaluate.
+// round runs round k: the shards' job, the update step and, if
+// evaluate, the evaluation of the new model on the held-out set.
 func (t *trainer) round(ctx context.Context, k int, evaluate bool) (trainRound, error) {
 	prev := t.modelPath(k - 1)
 	man := t.jobPath(fmt.Sprintf("round-%04d.toml", k))
-	if err := t.tf.manifest(man, "grad", k, map[string]string{"model": prev}, false); err != nil {
+	if err := t.tf.manifest(man, "grad", k, map[string]string{"model": prev}); err != nil {
 		return trainRound{}, err
 	}
 	var tm roundTiming
@@ -438,25 +454,99 @@ func (t *trainer) round(ctx context.Context, k int, evaluate bool) (trainRound, 
 		return trainRound{}, err
 	}
 	aman := t.jobPath(fmt.Sprintf("apply-%04d.toml", k))
-	if err := t.tf.manifest(aman, "apply", k, map[string]string{"model": prev, "update": updPath}, evaluate); err != nil {
+	if err := t.tf.manifest(aman, "apply", k, map[string]string{"model": prev, "update": updPath}); err != nil {
 		return trainRound{}, err
 	}
 	adoc, err := t.timedJob(ctx, aman, &tm.Apply)
 	if err != nil {
 		return trainRound{}, t.roundError(k, "the update step", err)
 	}
-	model, loss, acc, err := applyOutcome(adoc, evaluate)
+	model, loss, err := applyOutcome(adoc)
 	if err != nil {
 		return trainRound{}, t.roundError(k, "the update step", err)
 	}
 	if len(model) != fileSize(prev) {
 		return trainRound{}, t.roundError(k, "the update step", fmt.Errorf("the new model has %d bytes, the old one %d", len(model), fileSize(prev)))
 	}
-	if err := writeFileAtomic(t.modelPath(k), model); err != nil {
+	// The new model waits in jobs/ until the round is over: a round whose
+	// evaluation fails (a model that diverged) leaves no model in models/.
+	next := t.jobPath(fmt.Sprintf("model-%04d.bin", k))
+	if err := writeFileAtomic(next, model); err != nil {
 		return trainRound{}, err
 	}
 	sum := sha256.Sum256(model)
-	return trainRound{Round: k, Job: doc.Job, Apply: adoc.Job, Model: hex.EncodeToString(sum[:]), Loss: loss, Accuracy: acc, Timing: &tm}, nil
+	r := trainRound{Round: k, Job: doc.Job, Apply: adoc.Job, Model: hex.EncodeToString(sum[:]), Loss: loss, Timing: &tm}
+	if evaluate {
+		if err := t.evaluate(ctx, &r, next); err != nil {
+			return trainRound{}, err
+		}
+	}
+	if err := os.Rename(next, t.modelPath(k)); err != nil {
+		return trainRound{}, fmt.Errorf("round %d: %w", k, err)
+	}
+	return r, nil
+}
+
+// evaluate runs the evaluation job of round r's new model, the file
+// model: its tasks count, each over its slice of the held-out set, the
+// examples the model classifies right and sum their loss in fixed point,
+// and vector-sum merges them exactly, so the figures are the same for any
+// number of tasks. The merged counts go to jobs/evaluation-K.json.
+func (t *trainer) evaluate(ctx context.Context, r *trainRound, model string) error {
+	k := r.Round
+	man := t.jobPath(fmt.Sprintf("eval-%04d.toml", k))
+	if err := t.tf.manifest(man, "eval", k, map[string]string{"model": model}); err != nil {
+		return err
+	}
+	doc, err := t.timedJob(ctx, man, &r.Timing.Eval)
+	if err != nil {
+		return t.roundError(k, "the evaluation", err)
+	}
+	b, err := json.Marshal(doc.Result)
+	if err != nil {
+		return fmt.Errorf("round %d: encode the merged evaluation: %w", k, err)
+	}
+	if err := writeFileAtomic(t.jobPath(fmt.Sprintf("evaluation-%04d.json", k)), b); err != nil {
+		return err
+	}
+	acc, loss, err := heldOut(b)
+	if err != nil {
+		return t.roundError(k, "the evaluation", err)
+	}
+	r.Evaluation, r.Accuracy, r.TestLoss = doc.Job, acc, loss
+	return nil
+}
+
+// evalLossScale is the fixed point of an eval task's summed loss: units
+// of 2^-32.
+const evalLossScale = 0x1p-32
+
+// heldOut reads the merged evaluation, {"evaluation": {"count": TASKS,
+// "sum": [RIGHT, EXAMPLES, LOSS]}}: the accuracy RIGHT ÷ EXAMPLES and the
+// mean loss LOSS·2^-32 ÷ EXAMPLES, each one correctly rounded division
+// of exact integers, so the figures are the same bits for any number of
+// eval tasks. No examples (the program has no held-out set) gives nil
+// figures.
+func heldOut(merged []byte) (acc, loss *float64, err error) {
+	const want = `want {"eval": [examples right, examples, summed loss in units of 2^-32]} from each task`
+	var m struct {
+		Evaluation struct {
+			Sum []int64 `json:"sum"`
+		} `json:"evaluation"`
+	}
+	if err := json.Unmarshal(merged, &m); err != nil {
+		return nil, nil, fmt.Errorf("the merged evaluation: %w (%s)", err, want)
+	}
+	s := m.Evaluation.Sum
+	if len(s) != 3 || s[0] < 0 || s[1] < s[0] || s[2] < 0 {
+		return nil, nil, fmt.Errorf("the merged evaluation is %v (%s)", s, want)
+	}
+	if s[1] == 0 {
+		return nil, nil, nil
+	}
+	n := float64(s[1])
+	a, l := float64(s[0])/n, float64(s[2])*evalLossScale/n
+	return &a, &l, nil
 }
 
 // timedJob runs one job with runJob and records its wall time and the
@@ -543,49 +633,58 @@ func (t *trainer) runJob(ctx context.Context, manifest string) (*runDoc, error) 
 	if err != nil {
 		return nil, err
 	}
-	var doc runDoc
-	if jerr := json.Unmarshal(out.Bytes(), &doc); jerr != nil {
-		return nil, fmt.Errorf("read the job's result: %w", jerr)
+	doc, err := decodeRunDoc(out.Bytes())
+	if err != nil {
+		return nil, err
 	}
 	if len(doc.Failures) > 0 {
 		f := doc.Failures[0]
 		return nil, fmt.Errorf("task %d: %s", f.Index, reasonLine(f.Reason))
+	}
+	return doc, nil
+}
+
+// decodeRunDoc reads a job's --json document with its numbers as
+// written (json.Number), so that a merged integer sum beyond 2^53 goes on
+// to the update step and the evaluation exactly.
+func decodeRunDoc(b []byte) (*runDoc, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var doc runDoc
+	if err := dec.Decode(&doc); err != nil {
+		return nil, fmt.Errorf("read the job's result: %w", err)
 	}
 	return &doc, nil
 }
 
 // applyOutcome reads the update step's (or the init step's) result: the
 // model's bytes, decoded from the base64 the concat entry wrote to its
-// output file, the loss and, if evaluated, the accuracy.
-func applyOutcome(doc *runDoc, evaluated bool) (model []byte, loss float64, acc *float64, err error) {
-	const want = `want {"model": "base64 of the model file", "loss": number, "accuracy": number}`
+// output file, and the loss.
+func applyOutcome(doc *runDoc) (model []byte, loss float64, err error) {
+	const want = `want {"model": "base64 of the model file", "loss": number}`
 	out, ok := doc.Outputs["model"]
 	if !ok {
-		return nil, 0, nil, fmt.Errorf("the update step returned no model (%s)", want)
+		return nil, 0, fmt.Errorf("the update step returned no model (%s)", want)
 	}
 	text, err := os.ReadFile(out.Path)
 	if err != nil {
-		return nil, 0, nil, fmt.Errorf("read the new model: %w", err)
+		return nil, 0, fmt.Errorf("read the new model: %w", err)
 	}
 	model, err = base64.StdEncoding.DecodeString(string(bytes.TrimSpace(text)))
 	if err != nil || len(model) == 0 {
-		return nil, 0, nil, fmt.Errorf("the update step's model is not the base64 of a model file (%s)", want)
+		return nil, 0, fmt.Errorf("the update step's model is not the base64 of a model file (%s)", want)
 	}
 	b, err := json.Marshal(doc.Result)
 	if err != nil {
-		return nil, 0, nil, err
+		return nil, 0, err
 	}
 	var r struct {
-		Loss     struct{ Sum float64 } `json:"loss"`
-		Accuracy struct{ Sum float64 } `json:"accuracy"`
+		Loss struct{ Sum float64 } `json:"loss"`
 	}
 	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, 0, nil, fmt.Errorf("the update step's result: %w (%s)", err, want)
+		return nil, 0, fmt.Errorf("the update step's result: %w (%s)", err, want)
 	}
-	if evaluated {
-		acc = &r.Accuracy.Sum
-	}
-	return model, r.Loss.Sum, acc, nil
+	return model, r.Loss.Sum, nil
 }
 
 // accuracyLine sums up the held-out accuracy of rounds: the last one
@@ -606,6 +705,15 @@ func accuracyLine(rounds []trainRound) string {
 		return ""
 	}
 	return fmt.Sprintf("held-out accuracy: %s after round %d (best %s after round %d)", accuracyWords(last.Accuracy), last.Round, accuracyWords(best.Accuracy), best.Round)
+}
+
+// testLossWords shows a round's mean held-out loss after its accuracy,
+// or nothing when it was not measured.
+func testLossWords(loss *float64) string {
+	if loss == nil {
+		return ""
+	}
+	return fmt.Sprintf(" (loss %.4f)", *loss)
 }
 
 // accuracyWords shows a round's held-out accuracy, or that it was not
@@ -646,13 +754,16 @@ func (t *trainer) report(asJSON bool) error {
 		return nil
 	}
 	w := t.g.stdout
-	fmt.Fprintf(w, "%-6s %-10s %-9s %-12s %s\n", "round", "loss", "accuracy", "job", "apply")
+	fmt.Fprintf(w, "%-6s %-10s %-9s %-10s %-12s %s\n", "round", "loss", "accuracy", "test loss", "job", "apply")
 	for _, r := range t.lin.Rounds {
-		acc := "-"
+		acc, tl := "-", "-"
 		if r.Accuracy != nil {
 			acc = accuracyWords(r.Accuracy)
 		}
-		fmt.Fprintf(w, "%-6d %-10.4f %-9s %-12s %s\n", r.Round, r.Loss, acc, r.Job[:12], r.Apply[:12])
+		if r.TestLoss != nil {
+			tl = fmt.Sprintf("%.4f", *r.TestLoss)
+		}
+		fmt.Fprintf(w, "%-6d %-10.4f %-9s %-10s %-12s %s\n", r.Round, r.Loss, acc, tl, r.Job[:12], r.Apply[:12])
 	}
 	if line := accuracyLine(t.lin.Rounds); line != "" {
 		fmt.Fprintln(w, line)

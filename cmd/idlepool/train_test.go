@@ -22,6 +22,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/pelletier/go-toml/v2"
+
 	"idlepool/identity"
 )
 
@@ -130,13 +133,14 @@ type trainOut struct {
 	PNG     string
 	Lineage struct {
 		Rounds []struct {
-			Round      int
-			Job, Apply string
-			Model      string
-			Loss       float64
-			Accuracy   *float64
-			Seconds    float64
-			Timing     *roundTiming
+			Round                  int
+			Job, Apply, Evaluation string
+			Model                  string
+			Loss                   float64
+			Accuracy               *float64
+			TestLoss               *float64 `json:"test_loss"`
+			Seconds                float64
+			Timing                 *roundTiming
 		}
 	}
 	Timing *timingSummary
@@ -158,11 +162,15 @@ func trainJSON(t *testing.T, home string, args ...string) (trainOut, runOut) {
 // TestTrainShardInvariant trains 3 rounds of the softmax example on a
 // subset of Fashion-MNIST with 1, 3 and 8 shards: the models are the same
 // bytes (the fixed-point update and the vector-sum merge are exact), the
-// loss falls, and the lineage names every round's jobs.
+// loss falls, and the lineage names every round's jobs. The held-out set
+// is evaluated by as many tasks as shards (evaluate_shards' default),
+// each a slice of it: every round's accuracy and held-out loss are the
+// same bits for 1, 3 and 8 evaluation tasks.
 func TestTrainShardInvariant(t *testing.T) {
 	t.Parallel() // mostly waits on its subprocesses
 	data := smallFashion(t)
 	models := make([]string, 3)
+	figures := make([][]string, 3)
 	var wg sync.WaitGroup
 	for i, shards := range []int{1, 3, 8} {
 		wg.Go(func() {
@@ -171,6 +179,19 @@ func TestTrainShardInvariant(t *testing.T) {
 			rs := doc.Lineage.Rounds
 			if len(rs) != 3 || rs[2].Model != doc.SHA256 || rs[2].Loss >= rs[0].Loss || rs[0].Job == "" || rs[0].Apply == "" {
 				t.Errorf("%d shards: lineage %+v", shards, rs)
+			}
+			for _, r := range rs {
+				if r.Evaluation == "" || r.Accuracy == nil || r.TestLoss == nil || *r.Accuracy <= 0 || *r.TestLoss <= 0 {
+					t.Errorf("%d shards: round %d was not evaluated: %+v", shards, r.Round, r)
+					continue
+				}
+				figures[i] = append(figures[i], fmt.Sprintf("round %d: accuracy %x, held-out loss %x", r.Round, math.Float64bits(*r.Accuracy), math.Float64bits(*r.TestLoss)))
+			}
+			var man struct{ Split struct{ Tasks int } }
+			if b, err := os.ReadFile(filepath.Join(filepath.Dir(doc.Model), "..", "jobs", "eval-0003.toml")); err != nil {
+				t.Error(err)
+			} else if err := toml.Unmarshal(b, &man); err != nil || man.Split.Tasks != shards {
+				t.Errorf("%d shards: the evaluation job has %d tasks (%v), want %d", shards, man.Split.Tasks, err, shards)
 			}
 			if !strings.Contains(out.stderr, "round 3/3: loss ") {
 				t.Errorf("%d shards: no progress line for round 3:\n%s", shards, out.stderr)
@@ -193,6 +214,11 @@ func TestTrainShardInvariant(t *testing.T) {
 	wg.Wait()
 	if models[0] != models[1] || models[0] != models[2] {
 		t.Fatalf("models after 3 rounds with 1, 3 and 8 shards differ: %v", models)
+	}
+	for i := range figures[1:] {
+		if diff := cmp.Diff(figures[0], figures[i+1]); diff != "" {
+			t.Errorf("held-out figures of 1 evaluation task (-) and of %d (+):\n%s", []int{3, 8}[i], diff)
+		}
 	}
 }
 
@@ -241,14 +267,15 @@ func checkTiming(t *testing.T, doc trainOut, alone bool) {
 			t.Errorf("round %d has no timing", r.Round)
 			continue
 		}
-		parts := tm.Grad.Seconds + tm.Apply.Seconds + tm.DriverSeconds
-		ok := tm.Grad.Seconds > 0 && tm.Apply.Seconds > 0 && tm.DriverSeconds >= 0 && math.Abs(parts-r.Seconds) < 0.02 &&
-			tm.Grad.TaskSeconds <= tm.Grad.Seconds && tm.Apply.TaskSeconds <= tm.Apply.Seconds &&
+		parts := tm.Grad.Seconds + tm.Apply.Seconds + tm.Eval.Seconds + tm.DriverSeconds
+		evaluated := r.Evaluation != ""
+		ok := tm.Grad.Seconds > 0 && tm.Apply.Seconds > 0 && (tm.Eval.Seconds > 0) == evaluated && tm.DriverSeconds >= 0 && math.Abs(parts-r.Seconds) < 0.02 &&
+			tm.Grad.TaskSeconds <= tm.Grad.Seconds && tm.Apply.TaskSeconds <= tm.Apply.Seconds && tm.Eval.TaskSeconds <= tm.Eval.Seconds &&
 			tm.OverheadShare >= 0 && tm.OverheadShare < 1
 		if alone {
-			ok = ok && tm.Grad.TaskSeconds > 0 && tm.Apply.TaskSeconds > 0 && tm.OverheadShare > 0
+			ok = ok && tm.Grad.TaskSeconds > 0 && tm.Apply.TaskSeconds > 0 && (tm.Eval.TaskSeconds > 0) == evaluated && tm.OverheadShare > 0
 		} else {
-			ok = ok && tm.Grad.TaskSeconds == 0 && tm.Apply.TaskSeconds == 0
+			ok = ok && tm.taskSeconds() == 0
 		}
 		if !ok {
 			t.Errorf("round %d (%.2fs): timing %+v", r.Round, r.Seconds, *tm)
@@ -381,8 +408,10 @@ func TestTrainBadInput(t *testing.T) {
 			[]string{"round 1: the shards' updates failed", "train_images: 28×28 = 784 pixels per image, the training declares features = 780"}, 0},
 		{"apply program fails", "badapply", "", "x = 1\n",
 			[]string{"round 2: the update step failed", "the optimizer state is corrupt"}, 1},
-		{"learning rate diverges", "fashion", "", "features = 784\nclasses = 10\nbatch = 120\nlr = 1e300\n",
+		{"learning rate diverges", "fashion", "evaluate_every = 2", "features = 784\nclasses = 10\nbatch = 120\nlr = 1e300\n",
 			[]string{"round 2: the shards' updates failed", "the model diverged"}, 1},
+		{"learning rate diverges on the held-out set", "fashion", "", "features = 784\nclasses = 10\nbatch = 120\nlr = 1e300\n",
+			[]string{"round 1: the evaluation failed", "held-out example", "the model diverged"}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -412,7 +441,8 @@ func TestTrainBadInput(t *testing.T) {
 
 // TestTrainPoolMatchesSolo trains 3 rounds on a pool of 3 agents of 2
 // owners (two devices share an owner key) and alone: the models are the
-// same bytes, and so are the rounds' job IDs.
+// same bytes, and so are the rounds' job IDs and held-out figures (the
+// pool computes the evaluation's 3 tasks in parallel).
 func TestTrainPoolMatchesSolo(t *testing.T) {
 	t.Parallel() // mostly waits on the pool
 	data := smallFashion(t)
@@ -436,7 +466,8 @@ func TestTrainPoolMatchesSolo(t *testing.T) {
 		t.Fatalf("pooled model %s, solo model %s\n%s", pooled.SHA256, solo.SHA256, out.stderr)
 	}
 	for i, r := range pooled.Lineage.Rounds {
-		if s := solo.Lineage.Rounds[i]; r.Job != s.Job || r.Apply != s.Apply || r.Model != s.Model {
+		if s := solo.Lineage.Rounds[i]; r.Job != s.Job || r.Apply != s.Apply || r.Evaluation != s.Evaluation || r.Model != s.Model ||
+			r.Accuracy == nil || s.Accuracy == nil || *r.Accuracy != *s.Accuracy || r.TestLoss == nil || s.TestLoss == nil || *r.TestLoss != *s.TestLoss {
 			t.Errorf("round %d: pooled %+v, solo %+v", r.Round, r, s)
 		}
 	}
@@ -663,25 +694,25 @@ func TestTrainPoolResumesAfterKill(t *testing.T) {
 func TestTrainTimingSummary(t *testing.T) {
 	alone := []trainRound{
 		{Round: 1}, // finished before timing was recorded
-		{Round: 2, Seconds: 10, Timing: &roundTiming{Grad: jobTiming{6, 5}, Apply: jobTiming{3.5, 2}, DriverSeconds: 0.5}},
-		{Round: 3, Seconds: 8, Timing: &roundTiming{Grad: jobTiming{4, 3}, Apply: jobTiming{3.5, 2}, DriverSeconds: 0.5}},
+		{Round: 2, Seconds: 10, Timing: &roundTiming{Grad: jobTiming{6, 5}, Apply: jobTiming{2.5, 1.5}, Eval: jobTiming{1, 0.5}, DriverSeconds: 0.5}},
+		{Round: 3, Seconds: 8, Timing: &roundTiming{Grad: jobTiming{4, 3}, Apply: jobTiming{3.5, 2}, DriverSeconds: 0.5}}, // not evaluated
 	}
 	s := summarize(alone)
 	want := timingSummary{Rounds: 2, Seconds: 18, RoundsPerHour: 400,
-		Mean: roundTiming{Grad: jobTiming{5, 4}, Apply: jobTiming{3.5, 2}, DriverSeconds: 0.5, OverheadShare: 0.333}}
+		Mean: roundTiming{Grad: jobTiming{5, 4}, Apply: jobTiming{3, 1.75}, Eval: jobTiming{0.5, 0.25}, DriverSeconds: 0.5, OverheadShare: 0.333}}
 	if s == nil || *s != want {
 		t.Fatalf("summary %+v, want %+v", s, want)
 	}
 	var b strings.Builder
 	printTiming(&b, s)
 	if got := b.String(); !strings.Contains(got, "2 rounds in 18.0s (400 rounds an hour)") ||
-		!strings.Contains(got, "shards' job 5.00s (tasks running 4.00s), update step 3.50s (tasks running 2.00s), driver 0.50s; no task running 33% of the time") {
+		!strings.Contains(got, "shards' job 5.00s (tasks running 4.00s), update step 3.00s (tasks running 1.75s), evaluation 0.50s (tasks running 0.25s), driver 0.50s; no task running 33% of the time") {
 		t.Errorf("alone:\n%s", got)
 	}
-	pooled := []trainRound{{Round: 1, Seconds: 9, Timing: &roundTiming{Grad: jobTiming{Seconds: 6}, Apply: jobTiming{Seconds: 2.9}, DriverSeconds: 0.1}}}
+	pooled := []trainRound{{Round: 1, Seconds: 10, Timing: &roundTiming{Grad: jobTiming{Seconds: 6}, Apply: jobTiming{Seconds: 2.9}, Eval: jobTiming{Seconds: 1}, DriverSeconds: 0.1}}}
 	b.Reset()
 	printTiming(&b, summarize(pooled))
-	if got := b.String(); strings.Contains(got, "tasks running") || !strings.Contains(got, "shards' job 6.00s, update step 2.90s (each: submitted") {
+	if got := b.String(); strings.Contains(got, "tasks running") || !strings.Contains(got, "shards' job 6.00s, update step 2.90s, evaluation 1.00s (each: submitted") {
 		t.Errorf("on a pool:\n%s", got)
 	}
 	if summarize(alone[:1]) != nil {
@@ -700,5 +731,22 @@ func TestTrainAccuracyLine(t *testing.T) {
 	}
 	if got := accuracyLine(rounds[2:3]); got != "" {
 		t.Errorf("no measured round: got %q", got)
+	}
+}
+
+// TestDecodeRunDocKeepsIntegers: a job's merged integer sums beyond 2^53
+// reach the update step and the evaluation as written, not rounded to
+// the nearest float64.
+func TestDecodeRunDocKeepsIntegers(t *testing.T) {
+	doc, err := decodeRunDoc([]byte(`{"job": "x", "result": {"update": {"count": 2, "sum": [1152921504606846977, -9007199254740993]}}, "failures": []}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(doc.Result)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"update":{"count":2,"sum":[1152921504606846977,-9007199254740993]}}`; string(b) != want {
+		t.Errorf("merged result %s, want %s", b, want)
 	}
 }

@@ -85,12 +85,20 @@ type jobTiming struct {
 type roundTiming struct {
 	Grad  jobTiming `json:"grad"`  // the shards' job
 	Apply jobTiming `json:"apply"` // the update step's job
+	// Eval is the evaluation job's; zero in a round after which the
+	// held-out set was not evaluated.
+	Eval jobTiming `json:"eval"`
 	// DriverSeconds is the rest: writing the manifests, the merged
-	// update, the model and the lineage.
+	// update and evaluation, the model and the lineage.
 	DriverSeconds float64 `json:"driver_seconds"`
 	// OverheadShare is, alone, the share of the round's wall time in
 	// which no task ran: 1 − task seconds ÷ round seconds.
 	OverheadShare float64 `json:"overhead_share,omitempty"`
+}
+
+// taskSeconds is the time tasks ran in the round's jobs, alone.
+func (tm *roundTiming) taskSeconds() float64 {
+	return tm.Grad.TaskSeconds + tm.Apply.TaskSeconds + tm.Eval.TaskSeconds
 }
 
 // timingSummary is the mean split of the lineage's rounds that have one.
@@ -118,6 +126,8 @@ func summarize(rounds []trainRound) *timingSummary {
 		s.Mean.Grad.TaskSeconds += r.Timing.Grad.TaskSeconds
 		s.Mean.Apply.Seconds += r.Timing.Apply.Seconds
 		s.Mean.Apply.TaskSeconds += r.Timing.Apply.TaskSeconds
+		s.Mean.Eval.Seconds += r.Timing.Eval.Seconds
+		s.Mean.Eval.TaskSeconds += r.Timing.Eval.TaskSeconds
 		s.Mean.DriverSeconds += r.Timing.DriverSeconds
 	}
 	if s.Rounds == 0 || s.Seconds <= 0 {
@@ -126,11 +136,12 @@ func summarize(rounds []trainRound) *timingSummary {
 	n := float64(s.Rounds)
 	mean := func(v float64) float64 { return math.Round(v/n*1000) / 1000 }
 	m := &s.Mean
-	if tasks := m.Grad.TaskSeconds + m.Apply.TaskSeconds; tasks > 0 {
+	if tasks := m.taskSeconds(); tasks > 0 {
 		m.OverheadShare = math.Round((1-tasks/s.Seconds)*1000) / 1000
 	}
 	m.Grad.Seconds, m.Grad.TaskSeconds = mean(m.Grad.Seconds), mean(m.Grad.TaskSeconds)
 	m.Apply.Seconds, m.Apply.TaskSeconds = mean(m.Apply.Seconds), mean(m.Apply.TaskSeconds)
+	m.Eval.Seconds, m.Eval.TaskSeconds = mean(m.Eval.Seconds), mean(m.Eval.TaskSeconds)
 	m.DriverSeconds = mean(m.DriverSeconds)
 	s.RoundsPerHour = math.Round(3600*n/s.Seconds*10) / 10
 	s.Seconds = math.Round(s.Seconds*100) / 100
@@ -144,19 +155,19 @@ func printTiming(w io.Writer, s *timingSummary) {
 	}
 	m := s.Mean
 	fmt.Fprintf(w, "time: %d rounds in %.1fs (%.0f rounds an hour); a round on average:\n", s.Rounds, s.Seconds, s.RoundsPerHour)
-	if m.Grad.TaskSeconds+m.Apply.TaskSeconds == 0 { // on a pool: the tasks ran elsewhere
-		fmt.Fprintf(w, "  shards' job %.2fs, update step %.2fs (each: submitted, leased, computed, verified and merged), driver %.2fs\n",
-			m.Grad.Seconds, m.Apply.Seconds, m.DriverSeconds)
+	if m.taskSeconds() == 0 { // on a pool: the tasks ran elsewhere
+		fmt.Fprintf(w, "  shards' job %.2fs, update step %.2fs, evaluation %.2fs (each: submitted, leased, computed, verified and merged), driver %.2fs\n",
+			m.Grad.Seconds, m.Apply.Seconds, m.Eval.Seconds, m.DriverSeconds)
 		return
 	}
-	fmt.Fprintf(w, "  shards' job %.2fs (tasks running %.2fs), update step %.2fs (tasks running %.2fs), driver %.2fs; no task running %.0f%% of the time\n",
-		m.Grad.Seconds, m.Grad.TaskSeconds, m.Apply.Seconds, m.Apply.TaskSeconds, m.DriverSeconds, 100*m.OverheadShare)
+	fmt.Fprintf(w, "  shards' job %.2fs (tasks running %.2fs), update step %.2fs (tasks running %.2fs), evaluation %.2fs (tasks running %.2fs), driver %.2fs; no task running %.0f%% of the time\n",
+		m.Grad.Seconds, m.Grad.TaskSeconds, m.Apply.Seconds, m.Apply.TaskSeconds, m.Eval.Seconds, m.Eval.TaskSeconds, m.DriverSeconds, 100*m.OverheadShare)
 }
 
 // words says in brief where the round's time went, for its progress line:
 // ", tasks running 3.1s" alone; "" on a pool.
 func (tm *roundTiming) words() string {
-	if tasks := tm.Grad.TaskSeconds + tm.Apply.TaskSeconds; tasks > 0 {
+	if tasks := tm.taskSeconds(); tasks > 0 {
 		return fmt.Sprintf(", tasks running %.1fs", tasks)
 	}
 	return ""

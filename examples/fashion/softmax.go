@@ -1,7 +1,7 @@
 // Command fashion is an idlepool training program: softmax (multinomial
 // logistic) regression on Fashion-MNIST, trained round by round with
 // `idlepool train` (docs/author.md, "Training"). One WebAssembly module
-// plays three parts, chosen by params.mode:
+// plays four parts, chosen by params.mode:
 //
 //   - "init": the first model, all zeros.
 //   - "grad": one shard of round params.round's batch. It returns the
@@ -10,9 +10,14 @@
 //     of the cross-entropy over the shard's examples, then the summed
 //     loss and the number of examples.
 //   - "apply": the optimizer (Adam, Kingma and Ba 2015) turns the merged
-//     update and the old model into the new model, and, unless
-//     params.evaluate is false, measures the new model's accuracy on the
-//     held-out set: {"model": "...", "loss": L, "accuracy": A}.
+//     update and the old model into the new model: {"model": "...",
+//     "loss": L}, L the round's training loss.
+//   - "eval": one shard of the held-out set (task i of params.shards
+//     takes examples [i·n/shards, (i+1)·n/shards)) under the model:
+//     {"eval": [right, examples, loss]}, the examples classified right,
+//     the examples, and their summed cross-entropy in fixed point at
+//     2^-32, which the vector-sum rule adds exactly; no held-out set
+//     gives [0, 0, 0].
 //
 // The model is the model file's bytes in base64 (RFC 4648, with
 // padding) in a result, and the file is float64 little-endian: the weights W[j][k] (feature j,
@@ -54,9 +59,9 @@ const (
 // params are what the training file's [params] and the driver hand every
 // task.
 type params struct {
-	Mode     string  `json:"mode"`     // init, grad or apply
+	Mode     string  `json:"mode"`     // init, grad, apply or eval
 	Round    int     `json:"round"`    // 1-based
-	Shards   int     `json:"shards"`   // tasks in a grad round
+	Shards   int     `json:"shards"`   // tasks of a grad or eval job
 	Features int     `json:"features"` // pixels per image
 	Classes  int     `json:"classes"`
 	Batch    int     `json:"batch"` // examples per round
@@ -75,9 +80,6 @@ type params struct {
 	// Seed draws the perceptron's first weights: the same seed, the same
 	// first model, whatever the other params.
 	Seed uint64 `json:"seed"`
-	// Evaluate, in apply mode, says whether to measure the held-out
-	// accuracy (idlepool train sets it; absent: yes).
-	Evaluate *bool `json:"evaluate"`
 }
 
 // maxHidden bounds params.hidden.
@@ -109,8 +111,10 @@ func compute(t task.Task) (any, error) {
 		return grad(t, p)
 	case "apply":
 		return apply(t, p)
+	case "eval":
+		return evaluate(t, p)
 	}
-	return nil, fmt.Errorf("params.mode must be init, grad or apply, got %q", p.Mode)
+	return nil, fmt.Errorf("params.mode must be init, grad, apply or eval, got %q", p.Mode)
 }
 
 // size is P, the number of parameters.
@@ -149,12 +153,14 @@ type gradResult struct {
 
 // applyResult is the apply step's result.
 type applyResult struct {
-	Model    []float64
-	Loss     float64
-	Accuracy float64
-	// Evaluated says that Accuracy was measured; without it the result
-	// has no "accuracy".
-	Evaluated bool
+	Model []float64
+	Loss  float64
+}
+
+// evalResult is an eval task's result: the shard's examples classified
+// right, its examples and their summed loss at 2^-lossBits.
+type evalResult struct {
+	Eval [3]int64 `json:"eval"`
 }
 
 // MarshalJSON writes the model as the base64 of its float64
@@ -165,15 +171,10 @@ func (r applyResult) MarshalJSON() ([]byte, error) {
 	for i, f := range r.Model {
 		binary.LittleEndian.PutUint64(b[8*i:], math.Float64bits(f))
 	}
-	out := struct {
-		Model    string   `json:"model"`
-		Loss     float64  `json:"loss"`
-		Accuracy *float64 `json:"accuracy,omitempty"`
-	}{Model: base64.StdEncoding.EncodeToString(b), Loss: r.Loss}
-	if r.Evaluated {
-		out.Accuracy = &r.Accuracy
-	}
-	return json.Marshal(out)
+	return json.Marshal(struct {
+		Model string  `json:"model"`
+		Loss  float64 `json:"loss"`
+	}{Model: base64.StdEncoding.EncodeToString(b), Loss: r.Loss})
 }
 
 // loadModel reads the model input and checks its size.
@@ -339,16 +340,7 @@ func grad(t task.Task, p params) (any, error) {
 // 2^-gradBits into dq; it overwrites z. ex and round name the example in
 // errors.
 func crossEntropy(z []float64, y int, dq []int64, round, ex int) (int64, error) {
-	m := z[0]
-	for _, v := range z[1:] {
-		m = math.Max(m, v)
-	}
-	s := 0.0
-	for k := range z {
-		z[k] = exact.Exp(z[k] - m) // z now holds e^(z-m)
-		s += z[k]
-	}
-	loss := exact.Log(s) - exact.Log(z[y])
+	s, loss := softmaxLoss(z, y)
 	if !(loss < maxLoss) {
 		return 0, fmt.Errorf("round %d: loss of example %d is %g: the model diverged (a smaller lr may help)", round, ex, loss)
 	}
@@ -423,37 +415,41 @@ func apply(t task.Task, p params) (any, error) {
 	}
 	model[3*P], model[3*P+1] = b1t, b2t
 	loss := float64(sum[P]) * (1.0 / (1 << lossBits)) / n
-	if p.Evaluate != nil && !*p.Evaluate {
-		return applyResult{Model: model, Loss: loss}, nil
-	}
-	acc, ok, err := accuracy(t, p, w)
+	return applyResult{Model: model, Loss: loss}, nil
+}
+
+// evaluate is an eval task: task t.Index of p.Shards takes its slice of
+// the held-out set and counts the examples the model classifies right
+// (the highest logit; ties go to the lower class) and sums their
+// cross-entropy at 2^-lossBits. Counts and fixed-point sums add up the
+// same for any cut into shards, so the merged figures do not depend on
+// p.Shards. No held-out set (no test_images input) gives zeros.
+func evaluate(t task.Task, p params) (any, error) {
+	w, err := loadModel(t, p)
 	if err != nil {
 		return nil, err
 	}
-	return applyResult{Model: model, Loss: loss, Accuracy: acc, Evaluated: ok}, nil
-}
-
-// accuracy is the share of the held-out set that w classifies right
-// (ties go to the lower class); ok is false when no held-out set is
-// given.
-func accuracy(t task.Task, p params, w []float64) (acc float64, ok bool, err error) {
 	d, err := openData(t, "test", p)
 	if errors.Is(err, task.ErrNoInput) {
-		return 0, false, nil
+		return evalResult{}, nil
 	}
 	if err != nil {
-		return 0, false, err
+		return nil, err
 	}
-	px, lb, err := d.read(0, d.n, p.Classes)
+	if p.Shards < 1 || t.Index >= p.Shards {
+		return nil, fmt.Errorf("params: want shards >= 1 and a task index below it, got shards %d, index %d", p.Shards, t.Index)
+	}
+	lo, hi := t.Index*d.n/p.Shards, (t.Index+1)*d.n/p.Shards
+	px, lb, err := d.read(lo, hi, p.Classes)
 	if err != nil {
-		return 0, false, err
+		return nil, err
 	}
 	z := make([]float64, p.Classes)
 	var m *mlp
 	if p.Hidden > 0 {
 		m = newMLP(p, w)
 	}
-	right := 0
+	u := exact.NewVec(3)
 	for e, y := range lb {
 		img := px[e*p.Features : (e+1)*p.Features]
 		if m != nil {
@@ -468,8 +464,43 @@ func accuracy(t task.Task, p params, w []float64) (acc float64, ok bool, err err
 			}
 		}
 		if best == int(y) {
-			right++
+			u.Add(0, 1)
 		}
+		lq, err := heldOutLoss(z, int(y))
+		if err != nil {
+			return nil, fmt.Errorf("round %d: held-out example %d: %w", p.Round, lo+e, err)
+		}
+		u.Add(2, lq)
 	}
-	return float64(right) / float64(max(d.n, 1)), true, nil
+	u.Add(1, int64(len(lb)))
+	if err := u.Err(); err != nil {
+		return nil, fmt.Errorf("round %d: held-out loss: %w (the model diverged)", p.Round, err)
+	}
+	return evalResult{Eval: [3]int64(u.S)}, nil
+}
+
+// softmaxLoss turns the logits z of one example of class y into
+// e^(z_k − max z), in z, their sum s and the example's cross-entropy,
+// in one fixed order.
+func softmaxLoss(z []float64, y int) (s, loss float64) {
+	m := z[0]
+	for _, v := range z[1:] {
+		m = math.Max(m, v)
+	}
+	for k := range z {
+		z[k] = exact.Exp(z[k] - m)
+		s += z[k]
+	}
+	return s, exact.Log(s) - exact.Log(z[y])
+}
+
+// heldOutLoss is the cross-entropy of the logits z for class y, in
+// fixed point at 2^-lossBits, the same figure a grad task sums; it
+// overwrites z.
+func heldOutLoss(z []float64, y int) (int64, error) {
+	_, loss := softmaxLoss(z, y)
+	if !(loss < maxLoss) {
+		return 0, fmt.Errorf("loss %g: the model diverged", loss)
+	}
+	return exact.Quantize(loss, lossBits)
 }

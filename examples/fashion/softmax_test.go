@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"idlepool/examples/internal/splitmix"
 	"idlepool/examples/internal/task"
 )
 
@@ -144,9 +145,8 @@ func TestGradRejectsAModelOfTheWrongSize(t *testing.T) {
 }
 
 // TestApplyResultIsBinary: the update step's result carries the model as
-// the base64 of the model file's bytes, and an accuracy only when it was
-// asked for one (params.evaluate), so that a training can skip the
-// held-out set in most rounds without reporting a stale figure.
+// the base64 of the model file's bytes and the training loss, and no
+// accuracy: the held-out set is the eval tasks' (TestEvalShardsAddUp).
 func TestApplyResultIsBinary(t *testing.T) {
 	in := subset(t, 60)
 	init, err := compute(task.Task{Params: taskParams("init", 0, 1), Inputs: in})
@@ -163,14 +163,8 @@ func TestApplyResultIsBinary(t *testing.T) {
 	if err := os.WriteFile(up, upd, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	apply := func(evaluate any) map[string]any {
-		var p map[string]any
-		_ = json.Unmarshal(taskParams("apply", 1, 1), &p)
-		if evaluate != nil {
-			p["evaluate"] = evaluate
-		}
-		pb, _ := json.Marshal(p)
-		r, err := compute(task.Task{Params: pb, Inputs: withInput(withInput(in, "model", model), "update", up)})
+	apply := func() map[string]any {
+		r, err := compute(task.Task{Params: taskParams("apply", 1, 1), Inputs: withInput(withInput(in, "model", model), "update", up)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -197,14 +191,93 @@ func TestApplyResultIsBinary(t *testing.T) {
 		}
 		return out
 	}
-	if out := apply(nil); out["accuracy"] == nil {
-		t.Errorf("no accuracy by default: %v", out["accuracy"])
+	if out := apply(); out["accuracy"] != nil || out["loss"] == nil || len(out) != 2 {
+		t.Errorf("apply result %v: want a model and a loss only", out)
 	}
-	if out := apply(true); out["accuracy"] == nil {
-		t.Errorf("evaluate = true gave no accuracy")
+}
+
+// TestEvalShardsAddUp: the eval tasks' results of the held-out set cut
+// into 1, 3 and 7 shards add up to the same counts and the same
+// fixed-point loss, for softmax regression and for the perceptron (random
+// weights, so that the classes differ), and the counts are those of one
+// pass over the whole set: every example counted once, the right ones as
+// the highest logit says.
+func TestEvalShardsAddUp(t *testing.T) {
+	const n = 50
+	in := subset(t, n)
+	for _, hidden := range []int{0, 24} {
+		p := params{Features: 784, Classes: 10, Hidden: hidden}
+		// Weights that tell some classes apart: the perceptron's first
+		// weights, or softmax weights drawn within ±1/8.
+		model := mlpInit(p, 3)
+		if hidden == 0 {
+			r := splitmix.New(7)
+			for i := range p.size() {
+				model[i] = float64(int64(r.Uint64()>>40)-1<<23) * 0x1p-26
+			}
+		}
+		in := withInput(in, "model", writeModel(t, model))
+		eval := func(shards int) [3]int64 {
+			var total [3]int64
+			for i := range shards {
+				b, _ := json.Marshal(map[string]any{"mode": "eval", "round": 1, "shards": shards, "features": 784, "classes": 10, "hidden": hidden})
+				res, err := compute(task.Task{Index: i, Params: b, Inputs: in})
+				if err != nil {
+					t.Fatalf("hidden %d, %d shards, task %d: %v", hidden, shards, i, err)
+				}
+				for j, v := range res.(evalResult).Eval {
+					total[j] += v
+				}
+			}
+			return total
+		}
+		want := eval(1)
+		for _, shards := range []int{3, 7} {
+			if got := eval(shards); got != want {
+				t.Errorf("hidden %d: %d shards give %v, one shard %v", hidden, shards, got, want)
+			}
+		}
+		// One pass over the whole set, as the update step measured it
+		// before the held-out set was cut into eval tasks.
+		d, err := openData(task.Task{Inputs: in}, "test", p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		px, lb, err := d.read(0, n, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		right := int64(0)
+		z := make([]float64, 10)
+		for e, y := range lb {
+			if hidden > 0 {
+				newMLP(p, model).forward(px[784*e:784*e+784], z)
+			} else {
+				logits(model, p, px[784*e:784*e+784], z)
+			}
+			best := 0
+			for k := range z {
+				if z[k] > z[best] {
+					best = k
+				}
+			}
+			if best == int(y) {
+				right++
+			}
+		}
+		if want[0] != right || want[1] != n || want[2] <= 0 {
+			t.Errorf("hidden %d: eval %v, want %d right of %d and a positive loss", hidden, want, right, n)
+		}
+		if right == 0 || right == n {
+			t.Errorf("hidden %d: %d of %d right: the check does not tell right from wrong", hidden, right, n)
+		}
 	}
-	if out := apply(false); out["accuracy"] != nil || out["loss"] == nil {
-		t.Errorf("evaluate = false gave accuracy %v, loss %v; want none and a loss", out["accuracy"], out["loss"])
+	// Without a held-out set: zeros, no error.
+	b, _ := json.Marshal(map[string]any{"mode": "eval", "round": 1, "shards": 2, "features": 784, "classes": 10})
+	noTest := map[string]string{"model": writeModel(t, make([]float64, 3*7850+2))}
+	res, err := compute(task.Task{Params: b, Inputs: noTest})
+	if err != nil || res.(evalResult).Eval != [3]int64{} {
+		t.Errorf("eval without a held-out set: %v, %v; want zeros", res, err)
 	}
 }
 
