@@ -100,3 +100,22 @@ func TestTrayLinksNoGraphicsToolkit(t *testing.T) {
 		}
 	}
 }
+
+// TestTrayLinksNoServer: the tray program links no coordinator server
+// (idlepool/coord), nor the cluster (idlepool/cluster) and the NATS
+// server and client it runs on, which coord links: the agent speaks the
+// API through idlepool/coord/api alone. Linked, nats-server's process
+// statistics package reads /proc/self/stat once a second from its init,
+// in every program that links it (about 6% of the tray's CPU at rest),
+// and the server's code costs resident memory.
+func TestTrayLinksNoServer(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "./cmd/idlepool-tray").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, p := range strings.Fields(string(out)) {
+		if p == "idlepool/coord" || p == "idlepool/cluster" || strings.HasPrefix(p, "idlepool/cluster/") || strings.HasPrefix(p, "github.com/nats-io/") {
+			t.Errorf("cmd/idlepool-tray links %s: the agent imports the API's wire format (idlepool/coord/api), never the server", p)
+		}
+	}
+}
