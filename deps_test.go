@@ -2,6 +2,7 @@ package idlepool_test
 
 import (
 	"encoding/json"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -98,5 +99,31 @@ func TestTrayLinksNoGraphicsToolkit(t *testing.T) {
 		if p == "fyne.io/fyne/v2/app" || strings.HasPrefix(p, "github.com/go-gl/") || strings.HasPrefix(p, "fyne.io/fyne/v2/internal/driver/glfw") {
 			t.Errorf("cmd/idlepool-tray links %s: the windows belong to cmd/idlepool-window", p)
 		}
+	}
+}
+
+// TestTrayLinksNoServer: the tray program links no coordinator server
+// (idlepool/coord), nor the cluster (idlepool/cluster) and the NATS
+// server and client it runs on, which coord links: the agent speaks the
+// API through idlepool/coord/api alone. Linked, nats-server's process
+// statistics package reads /proc/PID/stat once a second from its init,
+// in every program that links it (about 6% of the tray's CPU at rest),
+// and the server's code makes the program larger. Checked for each
+// system the tray is built for.
+func TestTrayLinksNoServer(t *testing.T) {
+	for _, goos := range []string{"linux", "windows", "darwin"} {
+		t.Run(goos, func(t *testing.T) {
+			cmd := exec.Command("go", "list", "-deps", "./cmd/idlepool-tray")
+			cmd.Env = append(os.Environ(), "GOOS="+goos, "GOARCH=amd64", "CGO_ENABLED=1")
+			out, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("go list for %s: %v", goos, err)
+			}
+			for _, p := range strings.Fields(string(out)) {
+				if p == "idlepool/coord" || p == "idlepool/cluster" || strings.HasPrefix(p, "idlepool/cluster/") || strings.HasPrefix(p, "github.com/nats-io/") {
+					t.Errorf("cmd/idlepool-tray for %s links %s: the agent imports the API's wire format (idlepool/coord/api), never the server", goos, p)
+				}
+			}
+		})
 	}
 }

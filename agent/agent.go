@@ -16,7 +16,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"idlepool/castore"
-	"idlepool/coord"
+	"idlepool/coord/api"
 	"idlepool/energy"
 	"idlepool/home"
 	"idlepool/identity"
@@ -71,7 +71,7 @@ type Config struct {
 	// have at least as many.
 	Slots int
 	// LeaseAhead is how many tasks each slot leases at once, 1 to
-	// coord.MaxLeases; 0 (the default) chooses: one at a time, and
+	// api.MaxLeases; 0 (the default) chooses: one at a time, and
 	// while the slot's last task took under ShortTask (pools of short
 	// tasks) as many as fit into ShortTask at that task's time, from
 	// AutoLeaseAhead to MaxAutoLeaseAhead. With more, a slot computes its leases
@@ -242,8 +242,8 @@ func (c *Config) Validate() error {
 		return errors.New("agent: config: no home directories")
 	case c.Slots < 0:
 		return fmt.Errorf("agent: config: Slots %d is negative", c.Slots)
-	case c.LeaseAhead < 0 || c.LeaseAhead > coord.MaxLeases:
-		return fmt.Errorf("agent: config: LeaseAhead %d: want 1 to %d tasks per slot, or 0 to choose by task time", c.LeaseAhead, coord.MaxLeases)
+	case c.LeaseAhead < 0 || c.LeaseAhead > api.MaxLeases:
+		return fmt.Errorf("agent: config: LeaseAhead %d: want 1 to %d tasks per slot, or 0 to choose by task time", c.LeaseAhead, api.MaxLeases)
 	case c.Signals != nil && c.Decide == nil:
 		return errors.New("agent: config: Signals without Decide")
 	}

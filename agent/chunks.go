@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"idlepool/castore"
-	"idlepool/coord"
+	"idlepool/coord/api"
 	"idlepool/home"
 	"idlepool/job"
 	"idlepool/p2p"
@@ -31,7 +31,7 @@ func ShareDir(dirs home.Dirs) string { return filepath.Join(dirs.Cache, "share")
 var errNoShare = errors.New("agent: no chunk store")
 
 // announceEvery is the wait between announcements of the chunks this
-// device holds when nothing changed; well within coord.TrackerTTL, so the
+// device holds when nothing changed; well within api.TrackerTTL, so the
 // tracker keeps naming the device.
 const announceEvery = 5 * time.Minute
 
@@ -87,27 +87,27 @@ func (c *Client) Chunk(ctx context.Context, d castore.Digest) ([]byte, error) {
 
 // AnnounceChunks tells the pool's tracker which chunks this device now
 // holds and no longer holds (POST /v1/chunks/announce; with replace, add
-// is the whole list). It sends at most coord.MaxChunksPerRequest digests
+// is the whole list). It sends at most api.MaxChunksPerRequest digests
 // per request, in as many requests as needed, and returns how many chunks
 // the tracker lists for the device.
 func (c *Client) AnnounceChunks(ctx context.Context, add, drop []castore.Digest, replace bool) (int, error) {
-	hex := func(ds []castore.Digest) []coord.HexDigest {
-		out := make([]coord.HexDigest, len(ds))
+	hex := func(ds []castore.Digest) []api.HexDigest {
+		out := make([]api.HexDigest, len(ds))
 		for i, d := range ds {
-			out[i] = coord.HexDigest(d)
+			out[i] = api.HexDigest(d)
 		}
 		return out
 	}
 	held := 0
 	first := true
 	for first || len(add)+len(drop) > 0 {
-		var req coord.ChunkAnnounce
+		var req api.ChunkAnnounce
 		req.Replace = replace && first
-		n := min(len(drop), coord.MaxChunksPerRequest)
+		n := min(len(drop), api.MaxChunksPerRequest)
 		req.Drop, drop = hex(drop[:n]), drop[n:]
-		m := min(len(add), coord.MaxChunksPerRequest-n)
+		m := min(len(add), api.MaxChunksPerRequest-n)
 		req.Add, add = hex(add[:m]), add[m:]
-		var out coord.ChunkAnnounced
+		var out api.ChunkAnnounced
 		if _, err := c.postJSON(ctx, "/v1/chunks/announce", req, &out); err != nil {
 			return held, err
 		}
@@ -117,18 +117,18 @@ func (c *Client) AnnounceChunks(ctx context.Context, add, drop []castore.Digest,
 }
 
 // ChunkHolders asks the pool's tracker which other devices hold chunks ds
-// (POST /v1/chunks/holders, coord.MaxChunksPerRequest at a time); it is
+// (POST /v1/chunks/holders, api.MaxChunksPerRequest at a time); it is
 // a castore.Locator.
 func (c *Client) ChunkHolders(ctx context.Context, ds []castore.Digest) (map[castore.Digest][]string, error) {
 	out := map[castore.Digest][]string{}
 	for len(ds) > 0 {
-		n := min(len(ds), coord.MaxChunksPerRequest)
-		req := coord.ChunkHoldersRequest{Chunks: make([]coord.HexDigest, n)}
+		n := min(len(ds), api.MaxChunksPerRequest)
+		req := api.ChunkHoldersRequest{Chunks: make([]api.HexDigest, n)}
 		for i, d := range ds[:n] {
-			req.Chunks[i] = coord.HexDigest(d)
+			req.Chunks[i] = api.HexDigest(d)
 		}
 		ds = ds[n:]
-		var ans coord.ChunkHolders
+		var ans api.ChunkHolders
 		if _, err := c.postJSON(ctx, "/v1/chunks/holders", req, &ans); err != nil {
 			return out, err
 		}
@@ -405,7 +405,7 @@ func (c *Cache) jobChunks(j *job.Job) []castore.Digest {
 
 // poolChunks returns the stored chunks of the files of the cached jobs of
 // pool url and of the files being fetched from it, at most
-// coord.MaxChunksPerPeer.
+// api.MaxChunksPerPeer.
 func (c *Cache) poolChunks(url string) []castore.Digest {
 	st, err := c.shareStore()
 	if err != nil {
@@ -420,7 +420,7 @@ func (c *Cache) poolChunks(url string) []castore.Digest {
 			continue
 		}
 		for _, d := range p.m.Digests() {
-			if !seen[d] && st.Has(d) && len(out) < coord.MaxChunksPerPeer {
+			if !seen[d] && st.Has(d) && len(out) < api.MaxChunksPerPeer {
 				seen[d] = true
 				out = append(out, d)
 			}
@@ -437,7 +437,7 @@ func (c *Cache) poolChunks(url string) []castore.Digest {
 				continue
 			}
 			for _, d := range m.Digests() {
-				if !seen[d] && st.Has(d) && len(out) < coord.MaxChunksPerPeer {
+				if !seen[d] && st.Has(d) && len(out) < api.MaxChunksPerPeer {
 					seen[d] = true
 					out = append(out, d)
 				}
@@ -493,7 +493,7 @@ func (a *Agent) announce(ctx context.Context, announced map[castore.Digest]bool,
 	var now []castore.Digest
 	if !a.cfg.NoShare { // the owner does not upload: the tracker lists none
 		now = append(a.cache.poolChunks(a.c.URL()), a.cache.keptChunks(a.c.URL())...)
-		now = now[:min(len(now), coord.MaxChunksPerPeer)]
+		now = now[:min(len(now), api.MaxChunksPerPeer)]
 	}
 	held := make(map[castore.Digest]bool, len(now))
 	var add, drop []castore.Digest

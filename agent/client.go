@@ -26,7 +26,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"idlepool/coord"
+	"idlepool/coord/api"
 	"idlepool/identity"
 	"idlepool/job"
 	"idlepool/pool"
@@ -426,7 +426,7 @@ func isNoLeader(resp *http.Response) bool {
 	var eb struct {
 		Code string `json:"code"`
 	}
-	return json.Unmarshal(b, &eb) == nil && eb.Code == coord.CodeNoLeader
+	return json.Unmarshal(b, &eb) == nil && eb.Code == api.CodeNoLeader
 }
 
 // sendTo sends one request to the node at base and returns its response
@@ -446,11 +446,11 @@ func (c *Client) sendTo(ctx context.Context, base *url.URL, several bool, method
 	}
 	// What this client is, for a pool that accepts only newer ones
 	// (coord.Config.MinAgentVersion).
-	req.Header.Set(coord.VersionHeader, version.Version)
-	req.Header.Set(coord.APIHeader, strconv.Itoa(coord.APIVersion))
+	req.Header.Set(api.VersionHeader, version.Version)
+	req.Header.Set(api.APIHeader, strconv.Itoa(api.APIVersion))
 	used, _ := c.ClockOffset()
 	if sign {
-		coord.SignRequestDigest(req, body.sum, c.key, c.PoolNow())
+		api.SignRequestDigest(req, body.sum, c.key, c.PoolNow())
 	}
 	sent := c.clock()
 	resp, err := c.http.Do(req)
@@ -568,8 +568,8 @@ func (c *Client) postJSON(ctx context.Context, path string, in, out any) (int, e
 // Pool fetches the pool's name and the coordinator's public key. Of a
 // clustered pool, the answer lists its nodes, which the client adds to
 // those it fails over to.
-func (c *Client) Pool(ctx context.Context) (coord.PoolInfo, error) {
-	var info coord.PoolInfo
+func (c *Client) Pool(ctx context.Context) (api.PoolInfo, error) {
+	var info api.PoolInfo
 	_, err := c.do(ctx, http.MethodGet, "/v1/pool", nil, nil, false, &info)
 	if err == nil && len(info.Key) != ed25519.PublicKeySize {
 		err = fmt.Errorf("%w: GET /v1/pool: no valid coordinator key", ErrUnavailable)
@@ -584,8 +584,8 @@ func (c *Client) Pool(ctx context.Context) (coord.PoolInfo, error) {
 // owner; invite is the pool's invite token or "". Registering again is
 // harmless. A pool that does not admit the device answers ErrForbidden.
 // After UseOwnerProfile it sends the owner's signed profile too.
-func (c *Client) Register(ctx context.Context, owner *identity.Key, name, invite string) (coord.Registered, error) {
-	in := coord.Registration{
+func (c *Client) Register(ctx context.Context, owner *identity.Key, name, invite string) (api.Registered, error) {
+	in := api.Registration{
 		Key:         c.key.Public(),
 		OwnerKey:    owner.Public(),
 		Endorsement: owner.Sign(pool.EndorsementMessage(c.key.Public())),
@@ -593,7 +593,7 @@ func (c *Client) Register(ctx context.Context, owner *identity.Key, name, invite
 		Invite:      invite,
 		Profile:     c.ownerProfile(owner),
 	}
-	var reg coord.Registered
+	var reg api.Registered
 	_, err := c.postJSON(ctx, "/v1/peers", in, &reg)
 	if in.Profile != nil && profileUnknown(err) {
 		// A coordinator from before owner profiles refuses the field:
@@ -673,10 +673,10 @@ func (c *Client) FetchBlob(ctx context.Context, d job.Digest, path string) error
 // lacks files the job names, it answers an *APIError with status 409
 // (ErrConflict) whose Missing lists their digests.
 func (c *Client) RegisterJob(ctx context.Context, canonical []byte) (created bool, err error) {
-	return c.registerJob(ctx, coord.JobRequest{Canonical: canonical})
+	return c.registerJob(ctx, api.JobRequest{Canonical: canonical})
 }
 
-func (c *Client) registerJob(ctx context.Context, req coord.JobRequest) (created bool, err error) {
+func (c *Client) registerJob(ctx context.Context, req api.JobRequest) (created bool, err error) {
 	status, err := c.postJSON(ctx, "/v1/jobs", req, nil)
 	return status == http.StatusCreated, err
 }
@@ -688,9 +688,9 @@ func (c *Client) registerJob(ctx context.Context, req coord.JobRequest) (created
 // kept by the pool and never served). The submitting device becomes the
 // job's merger. Submitting a known job is harmless.
 func (c *Client) Submit(ctx context.Context, j *job.Job) error {
-	req := coord.JobRequest{Canonical: j.Canonical, FetchesKept: c.refs(ctx)}
+	req := api.JobRequest{Canonical: j.Canonical, FetchesKept: c.refs(ctx)}
 	if j.HasKnownAnswers() {
-		d := coord.HexDigest(j.KnownAnswers.SHA256)
+		d := api.HexDigest(j.KnownAnswers.SHA256)
 		req.KnownAnswers = &d // beside the job, not in it: peers never see it
 	}
 	for try := 0; ; try++ {
@@ -722,7 +722,7 @@ func (c *Client) Submit(ctx context.Context, j *job.Job) error {
 	}
 }
 
-func jobStatus(in coord.JobInfo) pool.JobStatus {
+func jobStatus(in api.JobInfo) pool.JobStatus {
 	return pool.JobStatus{Job: job.ID(in.Job), Name: in.Name, Owner: in.Owner, Merger: in.Merger, Tasks: in.Tasks,
 		Waiting: in.Waiting, Cancelled: in.Cancelled,
 		Accepted: in.Accepted, Failed: in.Failed, Leased: in.Leased, Acked: in.Acked, Complete: in.Complete,
@@ -733,14 +733,14 @@ func jobStatus(in coord.JobInfo) pool.JobStatus {
 // Status fetches a job's progress; ErrNotFound for a job the pool does
 // not know.
 func (c *Client) Status(ctx context.Context, id job.ID) (pool.JobStatus, error) {
-	var st coord.JobInfo
+	var st api.JobInfo
 	_, err := c.do(ctx, http.MethodGet, "/v1/jobs/"+id.String(), nil, nil, true, &st)
 	return jobStatus(st), err
 }
 
 // Jobs lists the pool's jobs.
 func (c *Client) Jobs(ctx context.Context) ([]pool.JobStatus, error) {
-	var in []coord.JobInfo
+	var in []api.JobInfo
 	_, err := c.do(ctx, http.MethodGet, "/v1/jobs", nil, nil, true, &in)
 	out := make([]pool.JobStatus, len(in))
 	for i, s := range in {
@@ -777,8 +777,8 @@ func (c *Client) Lease(ctx context.Context, max int) ([]pool.Lease, error) {
 	if c.batched(ctx) {
 		return c.leaseWork(ctx, max)
 	}
-	var out coord.LeaseResponse
-	_, err := c.postJSON(ctx, "/v1/leases", coord.LeaseRequest{Max: max}, &out)
+	var out api.LeaseResponse
+	_, err := c.postJSON(ctx, "/v1/leases", api.LeaseRequest{Max: max}, &out)
 	leases := make([]pool.Lease, len(out.Leases))
 	for i, g := range out.Leases {
 		leases[i] = pool.Lease{ID: g.Lease, Job: job.ID(g.Job), Task: g.Task, Peer: c.key.ID(), Deadline: c.localTime(g.Deadline)}
@@ -789,7 +789,7 @@ func (c *Client) Lease(ctx context.Context, max int) ([]pool.Lease, error) {
 // Heartbeat extends a lease and returns its new deadline (by this
 // device's clock); ErrLeaseExpired when the lease is gone.
 func (c *Client) Heartbeat(ctx context.Context, lease string) (time.Time, error) {
-	var out coord.Deadline
+	var out api.Deadline
 	_, err := c.do(ctx, http.MethodPost, "/v1/leases/"+url.PathEscape(lease)+"/heartbeat", nil, []byte("{}"), true, &out)
 	return c.localTime(out.Deadline), err
 }
@@ -814,8 +814,8 @@ const workAPIVersion = 6
 // wireSubmission is s as the coordinator takes it: without its work for a
 // coordinator older than workAPIVersion (whose receipts credit the
 // declared cost).
-func (c *Client) wireSubmission(ctx context.Context, s pool.Submission) coord.ResultSubmission {
-	in := coord.ResultSubmission{Digest: coord.HexDigest(s.Digest), Result: s.Result, Failed: s.Failed, Reason: s.Reason, Machine: s.Machine, Ref: s.Ref}
+func (c *Client) wireSubmission(ctx context.Context, s pool.Submission) api.ResultSubmission {
+	in := api.ResultSubmission{Digest: api.HexDigest(s.Digest), Result: s.Result, Failed: s.Failed, Reason: s.Reason, Machine: s.Machine, Ref: s.Ref}
 	if c.apiVersion(ctx) >= workAPIVersion {
 		in.Work = s.Work
 	}
@@ -870,7 +870,7 @@ func (c *Client) Ack(ctx context.Context, id job.ID, upto int64) error {
 // owner may (else ErrForbidden, code "not_owner"); cancelling again is
 // nil. It returns the job's status after the cancel.
 func (c *Client) Cancel(ctx context.Context, id job.ID) (pool.JobStatus, error) {
-	var st coord.JobInfo
+	var st api.JobInfo
 	_, err := c.postJSON(ctx, "/v1/jobs/"+id.String()+"/cancel", struct{}{}, &st)
 	return jobStatus(st), err
 }

@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"time"
 
-	"idlepool/coord"
+	"idlepool/coord/api"
 	"idlepool/version"
 )
 
@@ -77,7 +77,7 @@ type APIError struct {
 const codeClockSkew = "clock_skew"
 
 // TooOldError is a pool's refusal of this idlepool: it accepts only
-// devices of version Need or newer (coord.PoolInfo.MinAgent, or its 426
+// devices of version Need or newer (api.PoolInfo.MinAgent, or its 426
 // "agent_too_old" answer). It matches ErrTooOld. Its words name the
 // version; Donor adds what is done about it ("updating").
 type TooOldError struct {
@@ -101,12 +101,12 @@ func (e *TooOldError) Is(target error) bool { return target == ErrTooOld }
 // CheckVersion says whether the pool that answered info accepts this
 // build: a *TooOldError when its MinAgent is newer than version.Version
 // (a build without a version counts as older than every release).
-func CheckVersion(info coord.PoolInfo) error {
+func CheckVersion(info api.PoolInfo) error {
 	if need, err := version.Parse(info.MinAgent); info.MinAgent != "" && err == nil && version.Current().Less(need) {
 		// (a malformed minimum refuses nobody here; the pool's 426 still would)
 		return &TooOldError{Need: need.Short(), Have: version.Version}
 	}
-	if info.MinAPI > coord.APIVersion {
+	if info.MinAPI > api.APIVersion {
 		return &TooOldError{Have: version.Version}
 	}
 	return nil
@@ -140,7 +140,7 @@ func (e *APIError) Error() string {
 
 // Is matches the sentinel of e's status code.
 func (e *APIError) Is(target error) bool {
-	if e.Code == coord.CodeAgentTooOld {
+	if e.Code == api.CodeAgentTooOld {
 		return target == ErrTooOld
 	}
 	switch e.Status {

@@ -20,7 +20,7 @@ import (
 const minOfferGap = time.Second
 
 // cpuTimeAPIVersion is the coordinator API version from which an offer's
-// capacity may say its CPU time share (coord.APIVersion): an older
+// capacity may say its CPU time share (api.APIVersion): an older
 // coordinator refuses the field.
 const cpuTimeAPIVersion = 5
 

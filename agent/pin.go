@@ -12,7 +12,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"idlepool/coord"
+	"idlepool/coord/api"
 	"idlepool/identity"
 )
 
@@ -36,7 +36,7 @@ func PinFile(configDir, poolURL string) string {
 // (trust on first use, like SSH host keys). The first time, it pins it.
 // A key that changed is an error wrapping ErrPoolKeyChanged: receipts
 // signed by another key would not be this pool's.
-func PoolKey(ctx context.Context, c *Client, configDir string) (coord.PoolInfo, error) {
+func PoolKey(ctx context.Context, c *Client, configDir string) (api.PoolInfo, error) {
 	info, err := c.Pool(ctx)
 	if err != nil {
 		return info, err

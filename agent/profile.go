@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"idlepool/coord"
+	"idlepool/coord/api"
 	"idlepool/home"
 	"idlepool/identity"
 	"idlepool/job"
@@ -120,8 +120,8 @@ func (a *Agent) refreshProfile(ctx context.Context) {
 // JobInfo fetches a job's progress with its owner's signed profile, as
 // the pool serves it (GET /v1/jobs/{id}); check the profile with
 // offers.OwnerName before showing it.
-func (c *Client) JobInfo(ctx context.Context, id job.ID) (coord.JobInfo, error) {
-	var st coord.JobInfo
+func (c *Client) JobInfo(ctx context.Context, id job.ID) (api.JobInfo, error) {
+	var st api.JobInfo
 	_, err := c.do(ctx, http.MethodGet, "/v1/jobs/"+id.String(), nil, nil, true, &st)
 	return st, err
 }

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"idlepool/castore"
-	"idlepool/coord"
+	"idlepool/coord/api"
 	"idlepool/job"
 	"idlepool/pool"
 	"idlepool/store"
@@ -42,13 +42,13 @@ const keptSweep = 30 * time.Second
 const keptFile = "results.json"
 
 // refsAPIVersion is the coordinator API version from which results may
-// be submitted by reference (coord.APIVersion).
+// be submitted by reference (api.APIVersion).
 const refsAPIVersion = 4
 
 // keptResult is one result kept for a job's merger.
 type keptResult struct {
 	Pool     string           `json:"pool"`
-	Job      coord.HexDigest  `json:"job"` // hex, for a person who reads the file
+	Job      api.HexDigest    `json:"job"` // hex, for a person who reads the file
 	Task     int64            `json:"task"`
 	Manifest castore.Manifest `json:"manifest"`
 }
@@ -117,7 +117,7 @@ func (k *resultKeeper) keep(url string, id job.ID, task int64, b []byte) (castor
 		return m, fmt.Errorf("keep the result of task %d: %w", task, err)
 	}
 	k.mu.Lock()
-	k.kept[key], k.release[key] = keptResult{Pool: url, Job: coord.HexDigest(id), Task: task, Manifest: m}, release
+	k.kept[key], k.release[key] = keptResult{Pool: url, Job: api.HexDigest(id), Task: task, Manifest: m}, release
 	err = k.saveLocked()
 	k.mu.Unlock()
 	if err != nil {
@@ -368,8 +368,8 @@ func (a *Agent) sweepKept(ctx context.Context) {
 // mergers to go on keeping (POST /v1/results/held, at most
 // pool.MaxHeldQuery): one answer per result, in order.
 func (c *Client) KeepResults(ctx context.Context, held []pool.HeldResult) ([]bool, error) {
-	var out coord.KeepResults
-	if _, err := c.postJSON(ctx, "/v1/results/held", coord.HeldResults{Results: held}, &out); err != nil {
+	var out api.KeepResults
+	if _, err := c.postJSON(ctx, "/v1/results/held", api.HeldResults{Results: held}, &out); err != nil {
 		return nil, err
 	}
 	if len(out.Keep) != len(held) {

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"idlepool/castore"
-	"idlepool/coord"
+	"idlepool/coord/api"
 	"idlepool/job"
 	"idlepool/p2p"
 	"idlepool/pool"
@@ -111,8 +111,8 @@ func Seed(ctx context.Context, c *Client, j *job.Job, cfg SeedConfig) (*Seeder, 
 		// Hashing large inputs takes a while: Seed returns at once.
 		defer s.markOffered()
 		all := files.load(ctx, j, cfg.Logger)
-		if len(all) > coord.MaxChunksPerPeer { // more than the tracker lists for one device
-			all = all[:coord.MaxChunksPerPeer]
+		if len(all) > api.MaxChunksPerPeer { // more than the tracker lists for one device
+			all = all[:api.MaxChunksPerPeer]
 		}
 		if ctx.Err() == nil {
 			s.announce(ctx, c, all, cfg.Logger)

@@ -9,7 +9,7 @@ import (
 	"net/url"
 	"strconv"
 
-	"idlepool/coord"
+	"idlepool/coord/api"
 	"idlepool/p2p"
 )
 
@@ -39,10 +39,10 @@ func (s signaller) Send(ctx context.Context, sig p2p.Signal) error {
 }
 
 // Receive long-polls the device's mailbox (GET /v1/signals), waiting up
-// to coord.DefaultSignalWait.
+// to api.DefaultSignalWait.
 func (s signaller) Receive(ctx context.Context) ([]p2p.Signal, error) {
-	var ans coord.SignalsAnswer
-	q := url.Values{"waitMs": {strconv.FormatInt(coord.DefaultSignalWait.Milliseconds(), 10)}}
+	var ans api.SignalsAnswer
+	q := url.Values{"waitMs": {strconv.FormatInt(api.DefaultSignalWait.Milliseconds(), 10)}}
 	if _, err := s.c.do(ctx, http.MethodGet, "/v1/signals", q, nil, true, &ans); err != nil {
 		return nil, err
 	}
@@ -52,7 +52,7 @@ func (s signaller) Receive(ctx context.Context) ([]p2p.Signal, error) {
 // ICEServers asks the coordinator for ICE servers with fresh TURN
 // credentials (GET /v1/ice).
 func (s signaller) ICEServers(ctx context.Context) ([]p2p.ICEServer, error) {
-	var ans coord.ICEAnswer
+	var ans api.ICEAnswer
 	if _, err := s.c.do(ctx, http.MethodGet, "/v1/ice", nil, nil, true, &ans); err != nil {
 		return nil, err
 	}

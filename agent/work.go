@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"idlepool/coord"
+	"idlepool/coord/api"
 	"idlepool/job"
 	"idlepool/pool"
 )
@@ -78,14 +78,14 @@ func (c *Client) batched(ctx context.Context) bool { return c.apiVersion(ctx) >=
 
 // leaseWork asks for up to want leases in the next batch.
 func (c *Client) leaseWork(ctx context.Context, want int) ([]pool.Lease, error) {
-	d, err := c.enqueue(ctx, &workOp{want: min(want, coord.MaxLeases)})
+	d, err := c.enqueue(ctx, &workOp{want: min(want, api.MaxLeases)})
 	return d.leases, err
 }
 
 // resultWork sends a result in the next batch, with a request for up to
 // want more leases (0: none).
 func (c *Client) resultWork(ctx context.Context, lease string, s pool.Submission, want int) ([]pool.Lease, error) {
-	d, err := c.enqueue(ctx, &workOp{lease: lease, sub: s, want: min(want, coord.MaxLeases)})
+	d, err := c.enqueue(ctx, &workOp{lease: lease, sub: s, want: min(want, api.MaxLeases)})
 	return d.leases, err
 }
 
@@ -147,10 +147,10 @@ func (c *Client) takeBatch() []*workOp {
 		n, results, bytes, want int
 	)
 	for _, op := range q.ops {
-		if op.lease != "" && (results == coord.MaxWorkResults || bytes+len(op.sub.Result) > coord.MaxWorkResultBytes) {
+		if op.lease != "" && (results == api.MaxWorkResults || bytes+len(op.sub.Result) > api.MaxWorkResultBytes) {
 			break
 		}
-		if want+op.want > coord.MaxLeases {
+		if want+op.want > api.MaxLeases {
 			break
 		}
 		if op.lease != "" {
@@ -175,7 +175,7 @@ type transferQueue struct {
 }
 
 // NoteTransfer queues t, bytes of job id's files this device fetched, for
-// the coordinator (coord.TransferReport); a coordinator of API version 1
+// the coordinator (api.TransferReport); a coordinator of API version 1
 // or 2 is never told.
 // The function set with OnTransfer is told too.
 func (c *Client) NoteTransfer(id job.ID, t pool.Transfer) {
@@ -204,25 +204,25 @@ func (c *Client) OnTransfer(f func(id job.ID, t pool.Transfer)) {
 	c.transfers.mu.Unlock()
 }
 
-// takeTransfers removes up to coord.MaxWorkTransfers reports from the
+// takeTransfers removes up to api.MaxWorkTransfers reports from the
 // queue.
-func (c *Client) takeTransfers() []coord.TransferReport {
+func (c *Client) takeTransfers() []api.TransferReport {
 	q := &c.transfers
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	var out []coord.TransferReport
+	var out []api.TransferReport
 	for id, t := range q.jobs {
-		if len(out) == coord.MaxWorkTransfers {
+		if len(out) == api.MaxWorkTransfers {
 			break
 		}
-		out = append(out, coord.TransferReport{Job: coord.HexDigest(id), Transfer: t})
+		out = append(out, api.TransferReport{Job: api.HexDigest(id), Transfer: t})
 		delete(q.jobs, id)
 	}
 	return out
 }
 
 // requeueTransfers puts reports that were not delivered back.
-func (c *Client) requeueTransfers(ts []coord.TransferReport) {
+func (c *Client) requeueTransfers(ts []api.TransferReport) {
 	for _, t := range ts {
 		c.NoteTransfer(job.ID(t.Job), t.Transfer)
 	}
@@ -230,17 +230,17 @@ func (c *Client) requeueTransfers(ts []coord.TransferReport) {
 
 // sendBatch sends ops as one POST /v1/work and hands each its part.
 func (c *Client) sendBatch(ctx context.Context, ops []*workOp) {
-	var req coord.WorkRequest
+	var req api.WorkRequest
 	if c.apiVersion(ctx) >= 3 { // older coordinators refuse the field
 		req.Transfers = c.takeTransfers()
 	}
 	for _, op := range ops {
 		if op.lease != "" {
-			req.Results = append(req.Results, coord.WorkResult{Lease: op.lease, ResultSubmission: c.wireSubmission(ctx, op.sub)})
+			req.Results = append(req.Results, api.WorkResult{Lease: op.lease, ResultSubmission: c.wireSubmission(ctx, op.sub)})
 		}
 		req.Lease += op.want
 	}
-	var out coord.WorkResponse
+	var out api.WorkResponse
 	_, err := c.postJSON(ctx, "/v1/work", req, &out)
 	if err == nil && len(out.Results) != len(req.Results) {
 		err = fmt.Errorf("%w: POST /v1/work: %d answers to %d results", ErrUnavailable, len(out.Results), len(req.Results))
@@ -309,7 +309,7 @@ func (c *Client) handBack(ctx context.Context, leases []pool.Lease) {
 }
 
 // workError is the *APIError the version 1 endpoint would have answered.
-func workError(method, path string, a coord.WorkAnswer) error {
+func workError(method, path string, a api.WorkAnswer) error {
 	return &APIError{Method: method, Path: path, Status: a.Status, Code: a.Code, Message: a.Error}
 }
 

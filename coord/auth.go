@@ -1,29 +1,20 @@
 package coord
 
 import (
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"fmt"
-	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
+	"idlepool/coord/api"
 	"idlepool/identity"
 )
 
-// Request signing (docs/api.md, "Authentication"). A request carries
-//
-//	Authorization: Idlepool peer=<peer ID>, ts=<unix milliseconds>, sig=<base64 signature>
-//
-// where sig is the device key's Ed25519 signature over requestMessage.
+// Request signing (docs/api.md, "Authentication"): api.SignRequest is
+// the client's side; this file checks the Authorization header it sets.
 
 const (
-	authScheme = "Idlepool"
-	// requestDomain separates request signatures from every other message
-	// an idlepool key signs (endorsements, receipts).
-	requestDomain = "idlepool/request/v1"
 	// clockSkew is how far a request's timestamp may be from the
 	// coordinator's clock, either way.
 	clockSkew = 5 * time.Minute
@@ -31,43 +22,6 @@ const (
 	// is about 150 bytes.
 	maxAuthHeader = 512
 )
-
-// SignRequest signs req for a coordinator: it sets req's Authorization
-// header to the signature by key over req's method, request target
-// (req.URL.RequestURI(): path, then '?' and the query if any), the
-// timestamp now (unix milliseconds) and the SHA-256 of body, which must be
-// exactly the bytes req will send (nil for none). Sign right before
-// sending: the coordinator refuses a timestamp more than 5 minutes from
-// its clock. SignRequest only sets a header; it is safe for concurrent use
-// on distinct requests.
-func SignRequest(req *http.Request, body []byte, key *identity.Key, now time.Time) {
-	SignRequestDigest(req, sha256.Sum256(body), key, now)
-}
-
-// SignRequestDigest is SignRequest for a body known by its SHA-256, such as
-// a large file streamed from disk: bodySHA256 must be the SHA-256 of the
-// bytes req will send. For PUT /v1/blobs/{digest} it is the blob's digest.
-func SignRequestDigest(req *http.Request, bodySHA256 [32]byte, key *identity.Key, now time.Time) {
-	ts := now.UnixMilli()
-	sig := key.Sign(requestMessage(req.Method, req.URL.RequestURI(), ts, bodySHA256))
-	req.Header.Set("Authorization", fmt.Sprintf("%s peer=%s, ts=%d, sig=%s",
-		authScheme, key.ID(), ts, base64.StdEncoding.EncodeToString(sig)))
-}
-
-// requestMessage is the byte string a request signature covers:
-// "idlepool/request/v1" 0 METHOD 0 TARGET 0 TS 0 hex(sha256(body)).
-func requestMessage(method, target string, ts int64, bodySHA256 [32]byte) []byte {
-	b := make([]byte, 0, len(requestDomain)+len(method)+len(target)+20+64+4)
-	b = append(b, requestDomain...)
-	b = append(b, 0)
-	b = append(b, method...)
-	b = append(b, 0)
-	b = append(b, target...)
-	b = append(b, 0)
-	b = strconv.AppendInt(b, ts, 10)
-	b = append(b, 0)
-	return hex.AppendEncode(b, bodySHA256[:])
-}
 
 // authorization is a parsed Authorization header.
 type authorization struct {
@@ -89,8 +43,8 @@ func parseAuthorization(h string) (authorization, error) {
 		return a, fmt.Errorf("%w: Authorization header of %d bytes is too long", errAuth, len(h))
 	}
 	scheme, params, ok := strings.Cut(h, " ")
-	if !ok || !strings.EqualFold(scheme, authScheme) {
-		return a, fmt.Errorf("%w: Authorization scheme must be %q", errAuth, authScheme)
+	if !ok || !strings.EqualFold(scheme, api.AuthScheme) {
+		return a, fmt.Errorf("%w: Authorization scheme must be %q", errAuth, api.AuthScheme)
 	}
 	var seen [3]bool
 	for part := range strings.SplitSeq(params, ",") {
@@ -150,7 +104,7 @@ func (a authorization) checkTime(now time.Time) error {
 
 // verify checks the signature over the request with the peer's key.
 func (a authorization) verify(key []byte, method, target string, bodySHA256 [32]byte) error {
-	if err := identity.Verify(key, requestMessage(method, target, a.TS, bodySHA256), a.Sig); err != nil {
+	if err := identity.Verify(key, api.RequestMessage(method, target, a.TS, bodySHA256), a.Sig); err != nil {
 		return fmt.Errorf("%w: the signature does not verify with the key of peer %s", errAuth, a.Peer)
 	}
 	return nil

@@ -20,8 +20,8 @@
 // and renamed, so a file under its final name is always whole).
 //
 // Every request but the public reads (/healthz, /metrics, /v1/pool,
-// /v1/ledger, /v1/blobs/…) is signed by the device key: SignRequest is the
-// client side, which the donor agent and `idlepool submit` use. Refused
+// /v1/ledger, /v1/blobs/…) is signed by the device key: api.SignRequest is
+// the client side, which the donor agent and `idlepool submit` use. Refused
 // requests (4xx) never change state: a request is authenticated, bounded
 // and decoded in full before the scheduler sees it.
 //
@@ -36,10 +36,13 @@
 //	fmt.Println(srv.URL()) // the pool URL peers join with
 //	return srv.Serve(ctx)  // until ctx is cancelled
 //
-// A client signs each request right before sending it:
+// The API's wire format (its bodies, version, headers, limits and request
+// signing) is package api (idlepool/coord/api), which a client imports
+// without linking this server; coord names the same types (aliases). A
+// client signs each request right before sending it:
 //
-//	body, _ := json.Marshal(coord.LeaseRequest{Max: 2})
+//	body, _ := json.Marshal(api.LeaseRequest{Max: 2})
 //	req, _ := http.NewRequestWithContext(ctx, "POST", poolURL+"/v1/leases", bytes.NewReader(body))
-//	coord.SignRequest(req, body, deviceKey, time.Now())
+//	api.SignRequest(req, body, deviceKey, time.Now())
 //	resp, err := http.DefaultClient.Do(req)
 package coord

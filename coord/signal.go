@@ -33,10 +33,9 @@ const (
 	// maxSignalAge is how long an undelivered signal waits; a connection
 	// attempt gives up sooner (p2p.DefaultConnectTimeout).
 	maxSignalAge = time.Minute
-	// DefaultSignalWait and maxSignalWait: how long GET /v1/signals waits
-	// for a signal before it answers none.
-	DefaultSignalWait = 25 * time.Second
-	maxSignalWait     = 50 * time.Second
+	// maxSignalWait is the longest GET /v1/signals waits for a signal
+	// before it answers none (DefaultSignalWait when it asks no "waitMs").
+	maxSignalWait = 50 * time.Second
 	// offlineAfter is how long a device that listened for signals may go
 	// without a long poll open before a signal to it is refused as
 	// offline (410): an agent polls again at once, so a longer gap means
@@ -51,21 +50,6 @@ const (
 // errSignal marks a signal the coordinator refuses (answered 400, or 409
 // for a replay, 429 for a full mailbox).
 var errSignal = errors.New("coord: signal refused")
-
-// SignalsAnswer is the answer of GET /v1/signals: the signals for the
-// caller, oldest first, each with FromKey set to its sender's registered
-// key. Each is delivered once.
-type SignalsAnswer struct {
-	Signals []p2p.Signal `json:"signals"`
-}
-
-// ICEAnswer is the answer of GET /v1/ice: the ICE servers for the
-// caller's next connection (none when the pool runs no relay), with TURN
-// credentials valid for a new allocation until Expires.
-type ICEAnswer struct {
-	ICEServers []p2p.ICEServer `json:"iceServers"`
-	Expires    time.Time       `json:"expires,omitzero"`
-}
 
 type queuedSignal struct {
 	s  p2p.Signal

@@ -10,23 +10,8 @@ import (
 	"idlepool/pool"
 )
 
-// TransferReport is one element of WorkRequest.Transfers: the bytes of
-// job Job's files the calling device fetched since its last report, by
-// path (pool.Transfer). The coordinator adds them up per job and device
-// for the job's status (JobInfo.Transfer) and /metrics. They are the
-// device's word, not measured here: they describe, they decide nothing.
-// Any registered device may report on any job the pool knows, and a
-// request whose answer was lost is sent again with its reports, which
-// then count twice.
-type TransferReport struct {
-	Job HexDigest `json:"job"`
-	pool.Transfer
-}
-
-// Limits of transfer reports.
+// Limits of transfer reports (and MaxWorkTransfers).
 const (
-	// MaxWorkTransfers is the most reports one POST /v1/work carries.
-	MaxWorkTransfers = 64
 	// maxTransferBytes bounds one field of one report (1 PiB): more is
 	// no device's fetch. A device's sums for a job stop there too, so no
 	// sum overflows.

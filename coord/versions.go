@@ -10,20 +10,6 @@ import (
 	"idlepool/version"
 )
 
-// Headers with which a client says what it is: VersionHeader its idlepool
-// version ("1.4.0", "dev" for a build not given one), APIHeader the API
-// version it speaks (APIVersion of its build). Clients older than these
-// headers send neither.
-const (
-	VersionHeader = "Idlepool-Version"
-	APIHeader     = "Idlepool-Api"
-)
-
-// CodeAgentTooOld is the code of a 426 answer to a device older than the
-// pool accepts (Config.MinAgentVersion, MinAPIVersion); its message says
-// so in words ("this pool needs idlepool 1.4 or newer").
-const CodeAgentTooOld = "agent_too_old"
-
 // Versions are the versions a pool accepts and knows: MinAgent the
 // oldest idlepool ("X.Y.Z", "" for any), MinAPI the oldest API version
 // (0 for any), LatestAgent the newest release ("" for unknown). A
