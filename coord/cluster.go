@@ -85,6 +85,12 @@ type ReplicaHealth struct {
 // every node): a node whose key is missing or is not the one the first
 // node recorded (cluster.ClaimPoolKey) returns an error wrapping
 // cluster.ErrPoolKey before it serves anything.
+//
+// Before it listens, the node opens the cluster's buckets and the state
+// stream, making those that do not exist yet; while JetStream does not
+// answer, or cannot place a new bucket's replicas yet, it tries again
+// about every second, logging what it waits for, until ctx ends (then it
+// returns nil).
 func ServeCluster(ctx context.Context, node *cluster.Node, base Config) error {
 	nc := node.Config()
 	log := base.Logger
