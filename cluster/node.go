@@ -273,7 +273,8 @@ func StartNode(ctx context.Context, cfg NodeConfig, log *slog.Logger) (*Node, er
 			n.Close()
 			return nil, fmt.Errorf("cluster: JetStream not ready on %s (are a majority of the nodes up and routed?): %w", cfg.Name, err)
 		}
-		log.Info("Waiting for the cluster's JetStream", "node", cfg.Name, "err", err)
+		log.Info("Waiting for the cluster's JetStream", "node", cfg.Name, "waitingFor", "the cluster's JetStream to answer",
+			"need", "a majority of the nodes up and routed to this one", "err", err)
 		select {
 		case <-ctx.Done():
 		case <-time.After(500 * time.Millisecond):

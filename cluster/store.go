@@ -425,25 +425,34 @@ func isWrongLastSeq(err error) bool {
 // leader has not heard from every peer yet; it passes once they report.
 const jsClusterNoPeers = 10005
 
+// ErrTooFewNodes means JetStream cannot place a stream or bucket yet:
+// fewer nodes than its replicas are up as the cluster knows them ("no
+// suitable peers for placement"). Errors that wrap it also wrap
+// pool.ErrStoreUnavailable: it passes once enough nodes are up and
+// routed (a bucket that exists already is not placed again).
+var ErrTooFewNodes = errors.New("cluster: too few nodes up to place the replicas")
+
 // unavailable wraps err with pool.ErrStoreUnavailable when it means no
 // answer came (timeout, no responders, a closed connection, a 503 or 408
 // from JetStream's API, new or old) or that too few nodes are up yet to
-// place a stream (jsClusterNoPeers).
+// place a stream (jsClusterNoPeers; then it wraps ErrTooFewNodes too).
 func unavailable(err error) error {
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
 		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
 		errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, jetstream.ErrJetStreamNotEnabled) {
 		return fmt.Errorf("%w: %w", pool.ErrStoreUnavailable, err)
 	}
-	var ae *jetstream.APIError
-	if errors.As(err, &ae) && (ae.Code == 503 || ae.Code == 408 || ae.ErrorCode == jsClusterNoPeers) {
-		return fmt.Errorf("%w: %w", pool.ErrStoreUnavailable, err)
-	}
 	// The object store (Blobs, snapshots) lists through the older
 	// JetStream API, whose errors are of its own type: "JetStream system
 	// temporarily unavailable" (no leader, a partition) comes back so.
-	var lae *nats.APIError
-	if errors.As(err, &lae) && (lae.Code == 503 || lae.Code == 408 || lae.ErrorCode == jsClusterNoPeers) {
+	var (
+		ae  *jetstream.APIError
+		lae *nats.APIError
+	)
+	switch {
+	case errors.As(err, &ae) && ae.ErrorCode == jsClusterNoPeers, errors.As(err, &lae) && lae.ErrorCode == jsClusterNoPeers:
+		return fmt.Errorf("%w: %w: %w", pool.ErrStoreUnavailable, ErrTooFewNodes, err)
+	case errors.As(err, &ae) && (ae.Code == 503 || ae.Code == 408), errors.As(err, &lae) && (lae.Code == 503 || lae.Code == 408):
 		return fmt.Errorf("%w: %w", pool.ErrStoreUnavailable, err)
 	}
 	return err

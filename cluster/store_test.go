@@ -179,28 +179,34 @@ func TestClusterScenarios(t *testing.T) {
 // its term up at once (it then took and dropped the lease dozens of
 // times a second). "No suitable peers for placement" is a cluster that
 // has not heard from all its nodes yet (one just formed or restarting):
-// a fresh three-node cluster refused its first store so. Other API
+// a fresh three-node cluster refused its first store so; it also says
+// ErrTooFewNodes, so that a node waiting can say what for. Other API
 // errors stay what they are.
 func TestUnavailable(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		err  error
 		want bool
+		// tooFew: the error also wraps ErrTooFewNodes.
+		tooFew bool
 	}{
-		{"jetstream 503", &jetstream.APIError{Code: 503, ErrorCode: 10008, Description: "JetStream system temporarily unavailable"}, true},
-		{"older API 503", &nats.APIError{Code: 503, ErrorCode: 10008, Description: "JetStream system temporarily unavailable"}, true},
-		{"older API 408", &nats.APIError{Code: 408, Description: "request timeout"}, true},
-		{"older API 503, wrapped", fmt.Errorf("list: %w", &nats.APIError{Code: 503, ErrorCode: 10008}), true},
-		{"no peers for placement yet", &jetstream.APIError{Code: 400, ErrorCode: 10005, Description: "no suitable peers for placement, peer offline"}, true},
-		{"older API, no peers for placement yet", &nats.APIError{Code: 400, ErrorCode: 10005, Description: "no suitable peers for placement"}, true},
-		{"older API 400", &nats.APIError{Code: 400, ErrorCode: 10058, Description: "stream name already in use"}, false},
-		{"jetstream 404", &jetstream.APIError{Code: 404, ErrorCode: 10059, Description: "stream not found"}, false},
-		{"timeout", context.DeadlineExceeded, true},
-		{"other", errors.New("disk full"), false},
+		{"jetstream 503", &jetstream.APIError{Code: 503, ErrorCode: 10008, Description: "JetStream system temporarily unavailable"}, true, false},
+		{"older API 503", &nats.APIError{Code: 503, ErrorCode: 10008, Description: "JetStream system temporarily unavailable"}, true, false},
+		{"older API 408", &nats.APIError{Code: 408, Description: "request timeout"}, true, false},
+		{"older API 503, wrapped", fmt.Errorf("list: %w", &nats.APIError{Code: 503, ErrorCode: 10008}), true, false},
+		{"no peers for placement yet", &jetstream.APIError{Code: 400, ErrorCode: 10005, Description: "no suitable peers for placement, peer offline"}, true, true},
+		{"older API, no peers for placement yet", &nats.APIError{Code: 400, ErrorCode: 10005, Description: "no suitable peers for placement"}, true, true},
+		{"older API 400", &nats.APIError{Code: 400, ErrorCode: 10058, Description: "stream name already in use"}, false, false},
+		{"jetstream 404", &jetstream.APIError{Code: 404, ErrorCode: 10059, Description: "stream not found"}, false, false},
+		{"timeout", context.DeadlineExceeded, true, false},
+		{"other", errors.New("disk full"), false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := errors.Is(unavailable(tc.err), pool.ErrStoreUnavailable); got != tc.want {
 				t.Errorf("unavailable(%v) is ErrStoreUnavailable: %v, want %v", tc.err, got, tc.want)
+			}
+			if got := errors.Is(unavailable(tc.err), ErrTooFewNodes); got != tc.tooFew {
+				t.Errorf("unavailable(%v) is ErrTooFewNodes: %v, want %v", tc.err, got, tc.tooFew)
 			}
 		})
 	}

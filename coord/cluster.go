@@ -2,6 +2,7 @@ package coord
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"io"
@@ -84,13 +85,18 @@ type ReplicaHealth struct {
 // every node): a node whose key is missing or is not the one the first
 // node recorded (cluster.ClaimPoolKey) returns an error wrapping
 // cluster.ErrPoolKey before it serves anything.
+//
+// Before it listens, the node opens the cluster's buckets and the state
+// stream, making those that do not exist yet; while JetStream does not
+// answer, or cannot place a new bucket's replicas yet, it tries again
+// about every second, logging what it waits for, until ctx ends (then it
+// returns nil).
 func ServeCluster(ctx context.Context, node *cluster.Node, base Config) error {
 	nc := node.Config()
 	log := base.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	js := node.JetStream()
 	// This node's public port applies the limits a coordinator applies to
 	// its own (frontLimits, limitFront), whichever node is in charge.
 	lim := base
@@ -98,72 +104,24 @@ func ServeCluster(ctx context.Context, node *cluster.Node, base Config) error {
 	if err := lim.validateLimits(); err != nil {
 		return err
 	}
-	// Every node signs with the pool's one key: one with another refuses
-	// to start (cluster.ClaimPoolKey).
+	// Every node signs with the pool's one key (checked by
+	// clusterParts.open).
 	poolKey, err := loadPoolKey(nc.DataDir)
 	if err != nil {
 		return err
 	}
-	keyChecked := false
 	// A new cluster places its buckets' replicas while the nodes are
-	// still meeting: retry what did not answer until ctx ends.
-	var (
-		lead     *cluster.Leadership
-		blobs    *cluster.Blobs
-		profiles *cluster.Profiles
-		rules    *cluster.Rules
-	)
-	for {
-		if lead == nil {
-			lead, err = cluster.NewLeadership(ctx, js, nc.Replicas, nc.LeaderTTL.Duration)
-		}
-		if err == nil && blobs == nil {
-			blobs, err = cluster.OpenBlobs(ctx, js, nc.Replicas)
-		}
-		if err == nil && profiles == nil {
-			profiles, err = cluster.OpenProfiles(ctx, js, nc.Replicas)
-		}
-		if err == nil && !keyChecked {
-			if err = cluster.ClaimPoolKey(ctx, js, nc.Replicas, poolKey.Public()); err == nil {
-				keyChecked = true
-			}
-		}
-		if err == nil && rules == nil {
-			rules, err = cluster.OpenRules(ctx, js, nc.Replicas)
-		}
-		if err == nil && !base.versions().IsZero() {
-			// This node was given the pool's versions: they are every
-			// node's from now on, whichever is in charge.
-			v := base.versions()
-			err = rules.PutVersions(ctx, cluster.VersionRules{MinAgent: v.MinAgent, MinAPI: v.MinAPI, LatestAgent: v.LatestAgent, Set: nc.Name})
-		}
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, pool.ErrStoreUnavailable) || ctx.Err() != nil {
-			return err
-		}
-		log.Info("Waiting for the cluster to set up its buckets", "node", nc.Name, "err", err)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(time.Second):
-		}
+	// still meeting, and JetStream leaves some requests unanswered while
+	// a stream is being created: retry what did not answer until ctx
+	// ends, saying what this node waits for.
+	parts := &clusterParts{node: node, poolKey: poolKey.Public(), versions: base.versions()}
+	if err := openAll(ctx, log, nc, parts.open); err != nil {
+		return err
 	}
-	var state *cluster.Store
-	for {
-		if state, err = cluster.OpenStore(ctx, js, cluster.StoreConfig{Replicas: nc.Replicas}); err == nil {
-			break
-		}
-		if !errors.Is(err, pool.ErrStoreUnavailable) || ctx.Err() != nil {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(time.Second):
-		}
+	if ctx.Err() != nil {
+		return nil
 	}
+	lead, blobs, profiles, rules, state := parts.lead, parts.blobs, parts.profiles, parts.rules, parts.state
 	ln, err := net.Listen("tcp", nc.Listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
@@ -203,6 +161,126 @@ func ServeCluster(ctx context.Context, node *cluster.Node, base Config) error {
 		err = nil
 	}
 	return err
+}
+
+// clusterParts are what a node opens before it serves: the cluster's
+// buckets, the pool key's check, the version rules it was given and the
+// pool's state stream. Each is opened once; open takes up again at the
+// first one not yet open (openAll calls it until all are).
+type clusterParts struct {
+	node     *cluster.Node
+	poolKey  ed25519.PublicKey
+	versions Versions
+
+	lead        *cluster.Leadership
+	blobs       *cluster.Blobs
+	profiles    *cluster.Profiles
+	keyChecked  bool
+	rules       *cluster.Rules
+	versionsSet bool
+	state       *cluster.Store
+}
+
+// Pacing of openAll: at most one try every openWait, each bounded by a
+// timeout that starts at firstTryTimeout and doubles, up to
+// maxTryTimeout, after each try that ran out of it. JetStream leaves
+// some requests unanswered (one about a stream that another node is
+// creating at that moment): a short first timeout retries those soon,
+// and a node too starved of CPU to get its answers within it gets longer
+// ones.
+const (
+	openWait        = time.Second
+	firstTryTimeout = 2 * time.Second
+	maxTryTimeout   = 16 * time.Second
+)
+
+// openAll calls open (clusterParts.open: it returns what it was opening
+// when it fails) until it succeeds, trying again while JetStream does not
+// answer (an error wrapping pool.ErrStoreUnavailable), and logs each wait
+// with what node nc waits for. It returns nil when open succeeded or ctx
+// ended (the caller checks ctx), and any other error at once.
+func openAll(ctx context.Context, log *slog.Logger, nc cluster.NodeConfig, open func(context.Context) (what string, err error)) error {
+	start := time.Now()
+	timeout := firstTryTimeout
+	for {
+		began := time.Now()
+		tctx, cancel := context.WithTimeout(ctx, timeout)
+		what, err := open(tctx)
+		cancel()
+		if err == nil || ctx.Err() != nil {
+			return nil
+		}
+		if !errors.Is(err, pool.ErrStoreUnavailable) {
+			return err
+		}
+		if errors.Is(err, context.DeadlineExceeded) {
+			timeout = min(2*timeout, maxTryTimeout)
+		}
+		need := "an answer from a majority of the nodes (are they up and routed to this one?)"
+		if errors.Is(err, cluster.ErrTooFewNodes) {
+			need = fmt.Sprintf("%d nodes up and routed to this one: the bucket is new and keeps a replica on each of %d nodes", nc.Replicas, nc.Replicas)
+		}
+		log.Info("Waiting for the cluster's JetStream", "node", nc.Name, "waitingFor", what, "need", need,
+			"waited", time.Since(start).Round(time.Second).String(), "err", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(openWait - time.Since(began)):
+		}
+	}
+}
+
+// open opens, in order, the parts not open yet and returns at the first
+// error, with the name of the part it was opening. Each try starts from
+// no error: a part that failed once is tried again, never taken to have
+// failed for good (a node once waited forever so, every try answered by
+// the error of the first, while the cluster was up).
+func (p *clusterParts) open(ctx context.Context) (what string, err error) {
+	nc := p.node.Config()
+	js := p.node.JetStream()
+	if p.lead == nil {
+		if p.lead, err = cluster.NewLeadership(ctx, js, nc.Replicas, nc.LeaderTTL.Duration); err != nil {
+			return "the leader lease's buckets (" + cluster.LeaderBucket + ", " + cluster.NodesBucket + ")", err
+		}
+	}
+	if p.blobs == nil {
+		if p.blobs, err = cluster.OpenBlobs(ctx, js, nc.Replicas); err != nil {
+			return "the file store (" + cluster.BlobBucket + ")", err
+		}
+	}
+	if p.profiles == nil {
+		if p.profiles, err = cluster.OpenProfiles(ctx, js, nc.Replicas); err != nil {
+			return "the profiles bucket (" + cluster.ProfilesBucket + ")", err
+		}
+	}
+	if !p.keyChecked {
+		// Every node signs with the pool's one key: one with another
+		// refuses to start (cluster.ClaimPoolKey).
+		if err = cluster.ClaimPoolKey(ctx, js, nc.Replicas, p.poolKey); err != nil {
+			return "the pool key bucket (" + cluster.PoolKeyBucket + ")", err
+		}
+		p.keyChecked = true
+	}
+	if p.rules == nil {
+		if p.rules, err = cluster.OpenRules(ctx, js, nc.Replicas); err != nil {
+			return "the rules bucket (" + cluster.RulesBucket + ")", err
+		}
+	}
+	if !p.versionsSet && !p.versions.IsZero() {
+		// This node was given the pool's versions: they are every
+		// node's from now on, whichever is in charge.
+		v := p.versions
+		if err = p.rules.PutVersions(ctx, cluster.VersionRules{MinAgent: v.MinAgent, MinAPI: v.MinAPI, LatestAgent: v.LatestAgent, Set: nc.Name}); err != nil {
+			return "the rules bucket (" + cluster.RulesBucket + ")", err
+		}
+		p.versionsSet = true
+	}
+	if p.state == nil {
+		if p.state, err = cluster.OpenStore(ctx, js, cluster.StoreConfig{Replicas: nc.Replicas}); err != nil {
+			return "the pool's state (stream " + cluster.StateStream + ", snapshots " + cluster.SnapshotBucket + ")", err
+		}
+	}
+	return "", nil
 }
 
 // front is a node's public API: its own health and metrics, and a

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,9 +15,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"idlepool/cluster"
@@ -740,4 +743,206 @@ func TestClusterCutHolds(t *testing.T) {
 	if r := nodes[0].routedTo(t); len(r) != 2 {
 		t.Errorf("node1 is routed to %v, want node2 and node3", r)
 	}
+}
+
+// freeAddr returns a 127.0.0.1 address whose port is free right now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// logLines keeps what a slog.JSONHandler writes, for a test to read.
+type logLines struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logLines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// find returns the records logged with message msg, each as its JSON
+// object.
+func (l *logLines) find(msg string) []map[string]any {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []map[string]any
+	for line := range bytes.Lines(l.b.Bytes()) {
+		var r map[string]any
+		if json.Unmarshal(line, &r) == nil && r["msg"] == msg {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// TestClusterNodeWaitsForANewBucket: the whole cluster restarts on a
+// version that adds a bucket (the pool key's) to those an older version
+// made, while node3 stays down. The new bucket cannot be placed on three
+// nodes before node3 is back, so node1 waits and says for what; once
+// node3 is back, node1 serves. ServeCluster once kept the first error of
+// a part past the first one (the leader lease's buckets) for good: node1
+// then waited forever with the cluster whole again, every try answered at
+// once by the error of the first.
+func TestClusterNodeWaitsForANewBucket(t *testing.T) {
+	t.Parallel() // a cluster: runs beside the package's other long tests
+	var specs []cluster.InitNode
+	for i := range 3 {
+		specs = append(specs, cluster.InitNode{Name: fmt.Sprintf("node%d", i+1), Listen: freeAddr(t), RouteListen: freeAddr(t)})
+	}
+	cfgs, err := cluster.Init(t.TempDir(), "test", specs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), patience(t))
+	defer cancel()
+	nodes := make([]*cluster.Node, 3)
+	t.Cleanup(func() {
+		for _, n := range nodes {
+			if n != nil {
+				n.Close()
+			}
+		}
+	})
+	// start starts the nodes which (a majority at least) together.
+	start := func(which ...int) {
+		t.Helper()
+		errs := make([]error, 3)
+		var wg sync.WaitGroup
+		for _, i := range which {
+			wg.Go(func() { nodes[i], errs[i] = cluster.StartNode(ctx, cfgs[i], nil) })
+		}
+		wg.Wait()
+		for i, err := range errs {
+			if err != nil {
+				t.Fatalf("start node%d: %v", i+1, err)
+			}
+		}
+	}
+	start(0, 1, 2)
+	// The buckets of the older version, made while every node was up.
+	js := nodes[0].JetStream()
+	waitUntil(t, patience(t), "the older version's buckets", func() bool {
+		_, err1 := cluster.NewLeadership(ctx, js, 3, 3*time.Second)
+		_, err2 := cluster.OpenBlobs(ctx, js, 3)
+		_, err3 := cluster.OpenProfiles(ctx, js, 3)
+		for _, err := range []error{err1, err2, err3} {
+			if err != nil && !errors.Is(err, pool.ErrStoreUnavailable) {
+				t.Fatal(err)
+			}
+		}
+		return err1 == nil && err2 == nil && err3 == nil
+	})
+	for i, n := range nodes {
+		n.Close()
+		nodes[i] = nil
+	}
+	// Restarted, node1 and node2 have not heard from node3: JetStream
+	// places no new replica there until it has.
+	start(0, 1)
+
+	lines := &logLines{}
+	sctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- ServeCluster(sctx, nodes[0], Config{DataDir: "unused", Logger: slog.New(slog.NewJSONHandler(lines, nil))})
+	}()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("node1: ServeCluster: %v", err)
+		}
+		if t.Failed() {
+			lines.mu.Lock()
+			t.Logf("node1's log:\n%s", lines.b.String())
+			lines.mu.Unlock()
+		}
+	})
+	const waiting = "Waiting for the cluster's JetStream"
+	waitUntil(t, patience(t), "node1 waiting for the pool key bucket", func() bool {
+		for _, r := range lines.find(waiting) {
+			if what, _ := r["waitingFor"].(string); strings.Contains(what, cluster.PoolKeyBucket) {
+				return true
+			}
+		}
+		return false
+	})
+	for _, r := range lines.find(waiting) {
+		what, _ := r["waitingFor"].(string)
+		need, _ := r["need"].(string)
+		if strings.Contains(what, cluster.PoolKeyBucket) && need != "3 nodes up and routed to this one: the bucket is new and keeps a replica on each of 3 nodes" {
+			t.Errorf("node1 waits for %s and says it needs %q; want it to say it needs 3 nodes up", what, need)
+		}
+	}
+	start(2)
+	client := &http.Client{Timeout: 10 * time.Second}
+	waitUntil(t, patience(t), "node1 serving once node3 is back", func() bool {
+		resp, err := client.Get(cfgs[0].URL + "/v1/cluster")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	if r := lines.find("Cluster node ready"); len(r) != 1 {
+		t.Errorf("node1 said it was ready %d times, want once", len(r))
+	}
+}
+
+// TestOpenAllWaitsLongerForASlowCluster: a node whose answers from
+// JetStream take longer than a try's first timeout (a node starved of
+// CPU) gets them on a later try, each try that ran out of time giving the
+// next twice as long, and logs meanwhile what it waits for; an error
+// that is not a lack of answer ends the wait at once.
+func TestOpenAllWaitsLongerForASlowCluster(t *testing.T) {
+	nc := cluster.NodeConfig{Name: "node1", Replicas: 3}
+	synctest.Test(t, func(t *testing.T) {
+		const answer = 5 * time.Second // how long JetStream takes to answer
+		var tries []time.Duration
+		open := func(ctx context.Context) (string, error) {
+			deadline, _ := ctx.Deadline()
+			tries = append(tries, time.Until(deadline))
+			select {
+			case <-time.After(answer):
+				return "", nil
+			case <-ctx.Done():
+				return "the pool key bucket", fmt.Errorf("cluster: pool key bucket: %w: %w", pool.ErrStoreUnavailable, ctx.Err())
+			}
+		}
+		lines := &logLines{}
+		// A bound on the wait (in the bubble's time), should it never end.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+		defer cancel()
+		if err := openAll(ctx, slog.New(slog.NewJSONHandler(lines, nil)), nc, open); err != nil || ctx.Err() != nil {
+			t.Fatalf("openAll: %v; after the wait's bound: %v", err, ctx.Err() != nil)
+		}
+		want := []time.Duration{firstTryTimeout, 2 * firstTryTimeout, 4 * firstTryTimeout}
+		if !slices.Equal(tries, want) {
+			t.Errorf("tries with timeouts %v, want %v", tries, want)
+		}
+		waits := lines.find("Waiting for the cluster's JetStream")
+		if len(waits) != 2 {
+			t.Fatalf("logged %d waits, want 2", len(waits))
+		}
+		if what := waits[0]["waitingFor"]; what != "the pool key bucket" {
+			t.Errorf("waiting for %v, want the pool key bucket", what)
+		}
+	})
+	synctest.Test(t, func(t *testing.T) {
+		tries := 0
+		err := openAll(context.Background(), slog.New(slog.DiscardHandler), nc, func(context.Context) (string, error) {
+			tries++
+			return "the pool key bucket", cluster.ErrPoolKey
+		})
+		if !errors.Is(err, cluster.ErrPoolKey) || tries != 1 {
+			t.Errorf("openAll: %v after %d tries, want cluster.ErrPoolKey after 1", err, tries)
+		}
+	})
 }
