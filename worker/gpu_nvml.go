@@ -4,7 +4,6 @@ package worker
 
 import (
 	"fmt"
-	"math"
 	"sync"
 	"time"
 
@@ -36,13 +35,6 @@ type GPULister struct {
 	failed   error     // what it failed with
 }
 
-// initRetry is how long a GPULister answers with Init's last failure
-// before it calls Init again: on a machine without the driver each Init
-// searches the library path for libnvidia-ml (most of a resting donor's
-// CPU when it was tried every second); a driver installed later is found
-// within it.
-const initRetry = time.Minute
-
 // NewGPULister returns a lister of the real NVML library. It loads
 // nothing yet.
 func NewGPULister() *GPULister { return newGPULister(nvml.New()) }
@@ -67,30 +59,9 @@ func (l *GPULister) List(ours map[int]bool) ([]GPU, error) {
 	if err := l.initLocked(); err != nil {
 		return nil, err
 	}
-	n, ret := l.lib.DeviceGetCount()
-	if ret != nvml.SUCCESS {
+	gpus, lost, err := listGPUs(goNVML{l.lib}, ours)
+	if lost {
 		l.shutdownLocked() // the driver may have gone: initialise afresh next time
-		return nil, &NoGPUError{Reason: "NVML: count devices: " + ret.Error(), Err: fmt.Errorf("nvmlDeviceGetCount: %s", ret.Error())}
-	}
-	if n == 0 {
-		return nil, &NoGPUError{Reason: "no NVIDIA GPU"}
-	}
-	var gpus []GPU
-	var skipped []string
-	for i := range n {
-		g, err := readGPU(l.lib, i, ours)
-		if err != nil {
-			skipped = append(skipped, err.Error())
-			continue
-		}
-		gpus = append(gpus, g)
-	}
-	if len(skipped) == 0 {
-		return gpus, nil
-	}
-	err := fmt.Errorf("NVML: %s", joinReasons(skipped))
-	if len(gpus) == 0 {
-		return nil, &NoGPUError{Reason: err.Error(), Err: err}
 	}
 	return gpus, err
 }
@@ -157,6 +128,85 @@ func (g goNVML) powerMW(d nvmlDevice) (uint32, error) {
 	return mW, nil
 }
 
+func (g goNVML) deviceCount() (int, error) {
+	n, ret := g.lib.DeviceGetCount()
+	if ret != nvml.SUCCESS {
+		return 0, ret
+	}
+	return n, nil
+}
+
+func (g goNVML) deviceByIndex(i int) (nvmlDevice, error) {
+	d, ret := g.lib.DeviceGetHandleByIndex(i)
+	if ret != nvml.SUCCESS {
+		return nil, ret
+	}
+	return d, nil
+}
+
+func (g goNVML) uuid(d nvmlDevice) (string, error) {
+	return nvmlValue(d.(nvml.Device).GetUUID())
+}
+
+func (g goNVML) name(d nvmlDevice) (string, error) {
+	return nvmlValue(d.(nvml.Device).GetName())
+}
+
+func (g goNVML) memory(d nvmlDevice) (total, free uint64, err error) {
+	m, ret := d.(nvml.Device).GetMemoryInfo()
+	if ret != nvml.SUCCESS {
+		return 0, 0, ret
+	}
+	return m.Total, m.Free, nil
+}
+
+func (g goNVML) temperatureC(d nvmlDevice) (uint32, error) {
+	return nvmlValue(d.(nvml.Device).GetTemperature(nvml.TEMPERATURE_GPU))
+}
+
+func (g goNVML) utilisationPercent(d nvmlDevice) (uint32, error) {
+	u, ret := d.(nvml.Device).GetUtilizationRates()
+	if ret != nvml.SUCCESS {
+		return 0, ret
+	}
+	return u.Gpu, nil
+}
+
+func (g goNVML) computeCapability(d nvmlDevice) (major, minor int, err error) {
+	major, minor, ret := d.(nvml.Device).GetCudaComputeCapability()
+	if ret != nvml.SUCCESS {
+		return 0, 0, ret
+	}
+	return major, minor, nil
+}
+
+func (g goNVML) processes(d nvmlDevice, graphics bool) ([]nvmlProcess, error) {
+	get := d.(nvml.Device).GetComputeRunningProcesses
+	if graphics {
+		get = d.(nvml.Device).GetGraphicsRunningProcesses
+	}
+	infos, ret := get()
+	if ret != nvml.SUCCESS {
+		return nil, ret
+	}
+	out := make([]nvmlProcess, len(infos))
+	for i, p := range infos {
+		out[i] = nvmlProcess{pid: p.Pid, usedBytes: p.UsedGpuMemory}
+	}
+	return out, nil
+}
+
+// nvmlValue turns go-nvml's (value, Return) into (value, error).
+func nvmlValue[T any](v T, ret nvml.Return) (T, error) {
+	if ret != nvml.SUCCESS {
+		var zero T
+		return zero, ret
+	}
+	return v, nil
+}
+
+var _ nvmlDevices = goNVML{}
+
 // Close shuts NVML down if List initialised it. The lister may be used
 // again afterwards. It returns an error only when nvmlShutdown fails.
 func (l *GPULister) Close() error {
@@ -189,84 +239,6 @@ func initError(ret nvml.Return) error {
 		return &NoGPUError{Reason: "no permission to use the NVIDIA driver", Err: cause}
 	}
 	return &NoGPUError{Reason: "NVML: " + cause.Error(), Err: cause}
-}
-
-// readGPU reads device i. It fails when a required reading fails.
-func readGPU(lib nvml.Interface, i int, ours map[int]bool) (GPU, error) {
-	fail := func(what string, ret nvml.Return) (GPU, error) {
-		return GPU{}, fmt.Errorf("GPU %d skipped: %s: %s", i, what, ret.Error())
-	}
-	dev, ret := lib.DeviceGetHandleByIndex(i)
-	if ret != nvml.SUCCESS {
-		return fail("get handle", ret)
-	}
-	g := GPU{Index: i}
-	if g.UUID, ret = dev.GetUUID(); ret != nvml.SUCCESS {
-		return fail("UUID", ret)
-	}
-	mem, ret := dev.GetMemoryInfo()
-	if ret != nvml.SUCCESS {
-		return fail("memory", ret)
-	}
-	g.MemoryTotalMiB, g.MemoryFreeMiB = int64(mem.Total>>20), int64(mem.Free>>20)
-	temp, ret := dev.GetTemperature(nvml.TEMPERATURE_GPU)
-	if ret != nvml.SUCCESS {
-		return fail("temperature", ret)
-	}
-	g.TemperatureC = float64(temp)
-	compute, ret := dev.GetComputeRunningProcesses()
-	if ret != nvml.SUCCESS {
-		return fail("compute processes", ret)
-	}
-
-	problem := func(what string, ret nvml.Return) {
-		g.Problems = append(g.Problems, what+": "+ret.Error())
-	}
-	if g.Name, ret = dev.GetName(); ret != nvml.SUCCESS {
-		problem("name", ret)
-	}
-	if u, ret := dev.GetUtilizationRates(); ret == nvml.SUCCESS {
-		g.UtilisationShare = min(float64(u.Gpu)/100, 1)
-	} else {
-		problem("utilisation", ret)
-	}
-	if mW, ret := dev.GetPowerUsage(); ret == nvml.SUCCESS {
-		g.PowerW = float64(mW) / 1000
-	} else {
-		problem("power", ret)
-	}
-	if major, minor, ret := dev.GetCudaComputeCapability(); ret == nvml.SUCCESS {
-		g.ComputeCapability = fmt.Sprintf("%d.%d", major, minor)
-	} else {
-		problem("compute capability", ret)
-	}
-	graphics, ret := dev.GetGraphicsRunningProcesses()
-	if ret != nvml.SUCCESS {
-		problem("graphics processes", ret)
-	}
-
-	seen := map[int]bool{}
-	add := func(infos []nvml.ProcessInfo, isGraphics bool) {
-		for _, p := range infos {
-			pid := int(p.Pid)
-			if seen[pid] {
-				continue
-			}
-			seen[pid] = true
-			gp := GPUProcess{PID: pid, UsedMemoryMiB: -1, Graphics: isGraphics}
-			if p.UsedGpuMemory != math.MaxUint64 { // NVML_VALUE_NOT_AVAILABLE
-				gp.UsedMemoryMiB = int64(p.UsedGpuMemory >> 20)
-			}
-			if ours[pid] {
-				g.OurProcesses = append(g.OurProcesses, gp)
-			} else {
-				g.OtherProcesses = append(g.OtherProcesses, gp)
-			}
-		}
-	}
-	add(compute, false)
-	add(graphics, true)
-	return g, nil
 }
 
 // NewGPUListerWith returns a lister of lib instead of the real NVML

@@ -1,72 +1,52 @@
 package worker
 
 import (
-	"errors"
-	"sync"
 	"time"
 
 	"idlepool/energy"
 )
 
-// GPULister reads the machine's NVIDIA GPUs through NVML, which it loads
-// from nvml.dll through purego (go-nvml is Linux-only) on the first
-// ReadGPUs and keeps loaded until Close; a failed load is tried again
-// after a minute. Listing GPUs for tasks is not built for Windows yet:
-// List reports no usable GPU. Its methods are safe for concurrent use.
+// GPULister lists the machine's NVIDIA GPUs and reads their energy
+// through NVML, which it loads from nvml.dll through purego (go-nvml is
+// Linux-only) on the first List or ReadGPUs and keeps loaded until
+// Close, as the Linux build does through go-nvml, with the same rules
+// (listGPUs, readGPU): the same GPU values for the same device. A failed
+// load is answered from memory for a minute before it is tried again; a
+// failed device count shuts NVML down so that the next List initialises
+// it afresh. Its methods are safe for concurrent use.
 type GPULister struct {
-	mu       sync.Mutex
-	lib      *pureNVML
-	failedAt time.Time
-	failed   error
+	l pureLister
 }
 
 // NewGPULister returns a lister of the NVIDIA driver's nvml.dll. It
 // loads nothing yet.
-func NewGPULister() *GPULister { return &GPULister{} }
+func NewGPULister() *GPULister { return &GPULister{l: pureLister{now: time.Now}} }
 
-// List returns a *NoGPUError wrapping errors.ErrUnsupported: choosing
-// GPUs for tasks needs NVML's device listing, which this build has on
-// Linux only.
-func (l *GPULister) List(ours map[int]bool) ([]GPU, error) {
-	return nil, &NoGPUError{Reason: "GPUs are not listed for tasks on Windows yet", Err: errors.ErrUnsupported}
-}
+// List returns the usable GPUs in NVML's index order, with the processes
+// on each split into ours (PIDs in ours; nil means none) and others'.
+//
+// With no usable GPU it returns a *NoGPUError (matching ErrNoGPU), e.g.
+// "no usable GPU: no NVIDIA driver (NVML not found)", "no usable GPU: no
+// NVIDIA GPU", or "no usable GPU: NVML: ..." for an NVML failure. When
+// some GPUs are usable and others not (NVML refused a required reading:
+// UUID, memory, temperature or compute processes), it returns the usable
+// ones and an error naming the others. Readings of optional fields (name,
+// utilisation, power, compute capability, graphics processes) that fail
+// are noted in GPU.Problems. Under Windows' WDDM driver model NVML often
+// cannot tell a process's memory: GPUProcess.UsedMemoryMiB is then -1.
+func (l *GPULister) List(ours map[int]bool) ([]GPU, error) { return l.l.list(ours) }
 
 // ReadGPUs reads the energy of the GPUs named by UUID through nvml.dll
 // (energy.GPUReader), as the Linux build does through go-nvml: the
 // energy counter where the GPU has one, else its power draw; with no
 // driver the error is a *NoGPUError.
 func (l *GPULister) ReadGPUs(uuids []string) ([]energy.GPUReading, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.lib == nil {
-		if !l.failedAt.IsZero() && time.Since(l.failedAt) < initRetry {
-			return nil, l.failed
-		}
-		lib, err := openPureNVML("")
-		if err != nil {
-			l.failedAt, l.failed = time.Now(), err
-			return nil, err
-		}
-		l.lib, l.failedAt, l.failed = lib, time.Time{}, nil
-	}
-	return readGPUEnergy(l.lib, uuids)
+	return l.l.readGPUs(uuids)
 }
 
-// Close shuts NVML down if ReadGPUs loaded it. The lister may be used
-// again afterwards.
-func (l *GPULister) Close() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.lib == nil {
-		return nil
-	}
-	err := l.lib.shutdown()
-	l.lib = nil
-	return err
-}
-
-// initRetry is how long a GPULister answers with the last failure to
-// load NVML before it tries again.
-const initRetry = time.Minute
+// Close shuts NVML down if List or ReadGPUs loaded it. The lister may be
+// used again afterwards. It returns an error only when nvmlShutdown
+// fails.
+func (l *GPULister) Close() error { return l.l.close() }
 
 var _ energy.GPUReader = (*GPULister)(nil)
