@@ -14,7 +14,7 @@ FUZZTIME  ?= 10s
 # them.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
-.PHONY: release train-fashion train-mlp train-check bench-train-numpy bench-train-pool guest-examples bench-guests crossvet-windows test-beside check-full check-cluster gpupi optionmc ptx gpu-check gpu-check-bundle cgo-cflags check-examples all build tray panel package package-check deb deb-check screenshots tray-idle examples pi run-examples test crossvet fuzz bench sim fmt vet lint clean windows windows-installer wine-cli-check wine-train-check wine-test bench-p2p bench-cluster bench-coldstart bench-makespan tray-update-check wine-update-check webpeer browser-check
+.PHONY: release train-fashion train-mlp train-check bench-train-numpy bench-train-pool guest-examples bench-guests crossvet-windows test-beside check-full check-cluster gpupi optionmc ptx gpu-check gpu-check-bundle cgo-cflags check-examples all build tray panel package package-check deb deb-check screenshots tray-idle examples pi run-examples test crossvet fuzz bench sim fmt vet lint clean windows windows-installer wine-cli-check wine-train-check wine-test wine-nvml-check bench-p2p bench-cluster bench-coldstart bench-makespan tray-update-check wine-update-check webpeer browser-check
 
 all: build examples
 
@@ -177,6 +177,13 @@ wine-train-check: $(WINDIR)/unsigned/idlepool.exe build panel examples/fashion/f
 # check 95 s), about 9 minutes more for CI.
 wine-test: windows-installer build panel examples/pi/pi.wasm examples/fashion/fashion.wasm $(FASHION_SET)
 	./scripts/wine-check.sh all
+
+# The Windows build's NVML binding under Wine (scripts/wine-nvml-check.sh):
+# the worker's Windows test binary loads testdata/fakenvml built as
+# nvml.dll with mingw-w64, lists its GPUs as the Linux build does and
+# reads their energy. Not part of make test, which runs no Wine.
+wine-nvml-check:
+	GO=$(GO) ./scripts/wine-nvml-check.sh
 
 # The self-update's Windows path under Wine alone (scripts/wine-check.sh
 # update; wine-test runs it too): an installed 0.0.1 finds a signed
@@ -356,7 +363,7 @@ test-beside:
 # FUZZTIME, the examples' physics and statistics at full size and the
 # cluster's node-loss test at full size. Run it before a release and after changing the Windows build, the packaging,
 # an example's kernel or the cluster (CONTRIBUTING.md).
-check-full: test crossvet fuzz wine-test check-examples train-check check-cluster tray-update-check browser-check
+check-full: test crossvet fuzz wine-test wine-nvml-check check-examples train-check check-cluster tray-update-check browser-check
 
 # The tray app updating itself under Xvfb (cmd/idlepool-tray's
 # TestTrayUpdatesItself, about 2 minutes, most of it building the tray

@@ -40,7 +40,14 @@ var (
 	reactErr error      // why reactor could not be built
 )
 
+// testChildren are more roles of the test binary, by the value of
+// childEnv, registered by the test files that need them.
+var testChildren = map[string]func() int{}
+
 func TestMain(m *testing.M) {
+	if run, ok := testChildren[os.Getenv(childEnv)]; ok {
+		os.Exit(run())
+	}
 	switch os.Getenv(childEnv) {
 	case "1":
 		setupFakeCUDA()
