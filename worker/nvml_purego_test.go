@@ -162,6 +162,11 @@ func TestPureGPUListerRetries(t *testing.T) {
 	now = now.Add(time.Second)
 	gpus, err := l.list(fakeOurs)
 	checkFakeList(t, gpus, err)
+	// ReadGPUs shares the loaded library.
+	readings, err := l.readGPUs([]string{"GPU-volta"})
+	if err != nil || len(readings) != 1 || readings[0].EnergyMJ != 123456 {
+		t.Errorf("readGPUs = %+v, %v; want GPU-volta's 123456 mJ", readings, err)
+	}
 
 	h, err := purego.Dlopen(so, purego.RTLD_NOW|purego.RTLD_LOCAL)
 	if err != nil {
