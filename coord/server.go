@@ -157,6 +157,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 		Now:    cfg.Now,
 		Logger: cfg.Logger.With("component", "scheduler"),
 		Select: s.selectJobs,
+		Fits:   s.fitsClass,
 		Trust:  cfg.Trust,
 
 		MaxTimeouts: cfg.MaxTimeouts,

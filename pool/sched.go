@@ -2,7 +2,6 @@ package pool
 
 import (
 	"bytes"
-	"cmp"
 	"container/heap"
 	"context"
 	"crypto/ed25519"
@@ -52,6 +51,14 @@ type SchedulerConfig struct {
 	// with itself, and must not call the Scheduler. nil: every job, in
 	// fair-share order.
 	Select func(p Peer, jobs []JobView) []job.ID
+
+	// Fits, when set, reports whether peer p's offer satisfies class c
+	// (its hardware, memory and hours): a lease looks only at jobs of the
+	// classes p fits, and hands only those to Select. It must never
+	// refuse a class of a job Select would keep. Lease calls it with the
+	// Scheduler's lock held, at most once per class; it must not call the
+	// Scheduler. nil: every class.
+	Fits func(p Peer, c JobClass) bool
 
 	// Trust holds the rules on trust and sanctions: established owners,
 	// exclusion after repeated deviations, the bound on unverified work.
@@ -189,7 +196,11 @@ type jobState struct {
 	rec           JobRecord
 	j             *job.Job
 	open          *openJobs // the scheduler's index of open jobs
-	inOpen        bool      // js is in open
+	inOpen        bool      // js is in open.jobs
+	class         JobClass  // ClassOf(j)
+	dirty         bool      // in open.dirty: changed since the index last looked at it
+	listed        bool      // in its group of open.groups
+	inStalls      bool      // in open.stalls
 	pol           job.Policy
 	maxReplicas   int
 	maxTimeouts   int // SchedulerConfig.MaxTimeouts
@@ -433,9 +444,9 @@ func (s *Scheduler) newJobState(rec JobRecord, j *job.Job) *jobState {
 		maxTimeouts = DefaultMaxTimeouts
 	}
 	if s.open == nil {
-		s.open = &openJobs{}
+		s.open = &openJobs{noBackups: s.cfg.Tail.NoBackups}
 	}
-	return &jobState{rec: rec, j: j, pol: pol, maxReplicas: maxRep, maxTimeouts: maxTimeouts, tasks: j.NumTasks(), active: map[int64]*taskState{}, ver: j.Manifest.Verify, trust: s.trust, open: s.open}
+	return &jobState{rec: rec, j: j, pol: pol, maxReplicas: maxRep, maxTimeouts: maxTimeouts, tasks: j.NumTasks(), active: map[int64]*taskState{}, ver: j.Manifest.Verify, trust: s.trust, open: s.open, class: ClassOf(j)}
 }
 
 // task returns active task i, creating it. A complete job that gets a
@@ -445,6 +456,7 @@ func (js *jobState) task(i int64) *taskState {
 	if ts == nil {
 		ts = &taskState{index: i}
 		js.active[i] = ts
+		js.touch()
 		if !js.inOpen && js.open != nil {
 			js.open.add(js)
 		}
@@ -452,12 +464,23 @@ func (js *jobState) task(i int64) *taskState {
 	return ts
 }
 
-// openJobs is the index of the jobs a lease looks at: every job that is
-// not complete, by JobRecord.Order, and those completed since the last
-// lease (list drops them). A job enters it when it is added or loaded,
-// and again when a task of it becomes active after it was complete.
+// openJobs is the index of the jobs a lease looks at (sched_index.go).
+// jobs is every job that is not complete, by JobRecord.Order, and those
+// completed since the last lease (refresh and list drop them). A job
+// enters it when it is added or loaded, and again when a task of it
+// becomes active after it was complete. groups holds the jobs that may
+// have work for some device, by class and owner, each group by Order, so
+// that a lease looks only at the groups the device may compute; stalls
+// holds the jobs endStalled may change, by Order. Every change to what
+// these depend on touches the job (jobState.touch), and refresh files
+// the touched jobs again before a lease reads them.
 type openJobs struct {
-	jobs []*jobState
+	jobs      []*jobState
+	dirty     []*jobState
+	groups    map[groupKey][]*jobState
+	stalls    []*jobState
+	visited   int64 // jobs leases looked at (Footprint.Visited)
+	noBackups bool  // TailConfig.NoBackups
 }
 
 // add puts js in its place by Order unless it is there.
@@ -466,8 +489,8 @@ func (o *openJobs) add(js *jobState) {
 		return
 	}
 	js.inOpen = true
-	i, _ := slices.BinarySearchFunc(o.jobs, js.rec.Order, func(x *jobState, order int64) int { return cmp.Compare(x.rec.Order, order) })
-	o.jobs = slices.Insert(o.jobs, i, js)
+	o.jobs = insertByOrder(o.jobs, js)
+	js.touch()
 }
 
 // list drops the complete jobs and returns the others, by Order.
@@ -1124,4 +1147,5 @@ func (js *jobState) update(ts *taskState) {
 	} else if i < len(js.want) && js.want[i] == ts.index {
 		js.want = append(js.want[:i], js.want[i+1:]...)
 	}
+	js.touch()
 }
