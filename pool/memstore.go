@@ -337,6 +337,18 @@ func (m *MemStore) Load(ctx context.Context) (*Snapshot, error) {
 	return s, nil
 }
 
+// CountEntries counts the committed ledger entries by kind
+// (EntryCounter).
+func (m *MemStore) CountEntries(context.Context) (map[string]uint64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := map[string]uint64{}
+	for _, e := range m.ledger {
+		n[e.Kind]++
+	}
+	return n, nil
+}
+
 // Entries returns committed ledger entries (see Store).
 func (m *MemStore) Entries(ctx context.Context, q EntryQuery) ([]Entry, error) {
 	m.mu.Lock()

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sort"
 	"sync"
@@ -165,6 +166,7 @@ type Scheduler struct {
 	ledgerSeq uint64              // Seq of the newest entry, including uncommitted ones
 	chainHash job.Digest          // Hash of the newest signed entry; only flush uses it
 	recent    *recentEntries      // the ledger's tail committed since the load, for PeerLedger
+	kinds     map[string]uint64   // committed ledger entries by kind (LedgerCounts)
 	nextOrder int64
 	pend      *pending
 	stopped   error // non-nil: every change is refused with it
@@ -304,6 +306,9 @@ func NewScheduler(ctx context.Context, cfg SchedulerConfig) (*Scheduler, error) 
 		return nil, fmt.Errorf("new scheduler: %w", err)
 	}
 	s.recent = newRecentEntries(s.ledgerSeq)
+	if s.kinds, err = countEntries(ctx, cfg.Store); err != nil {
+		return nil, fmt.Errorf("new scheduler: count the ledger: %w", err)
+	}
 	log.Info("Scheduler loaded", "pool", cfg.Pool, "peers", len(s.peers), "jobs", len(s.queue),
 		"leases", len(s.deadlines), "ledgerSeq", s.ledgerSeq)
 	return s, nil
@@ -660,6 +665,9 @@ func (s *Scheduler) flush(ctx context.Context, giveUp <-chan struct{}) error {
 		return s.stopped
 	}
 	s.recent.add(p.b.Entries)
+	for _, e := range p.b.Entries {
+		s.kinds[e.Kind]++
+	}
 	for _, f := range p.after {
 		f()
 	}
@@ -1034,6 +1042,43 @@ func (s *Scheduler) openJobs() []*jobState {
 		return nil
 	}
 	return s.open.list()
+}
+
+// LedgerCounts returns how many committed ledger entries there are of
+// each kind (KindReceipt, KindDeviation, KindUnverified): what Ledger
+// would return, counted from the store once by NewScheduler and then as
+// batches commit, so that asking costs the same whatever the traffic.
+// The map is the caller's.
+func (s *Scheduler) LedgerCounts() map[string]uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.kinds)
+}
+
+// countEntries counts store's committed ledger entries by kind: at once
+// where it is an EntryCounter, else page by page.
+func countEntries(ctx context.Context, store Store) (map[string]uint64, error) {
+	if c, ok := store.(EntryCounter); ok {
+		n, err := c.CountEntries(ctx)
+		if n == nil {
+			n = map[string]uint64{}
+		}
+		return n, err
+	}
+	n := map[string]uint64{}
+	for after := uint64(0); ; {
+		page, err := store.Entries(ctx, EntryQuery{After: after, Max: maxPageSize})
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range page {
+			n[e.Kind]++
+			after = e.Seq
+		}
+		if len(page) < maxPageSize {
+			return n, nil
+		}
+	}
 }
 
 // Ledger returns committed ledger entries with Seq > after, in Seq order,
