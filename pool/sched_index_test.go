@@ -104,33 +104,3 @@ func TestLeaseLooksAtJobsItMayComputeOnly(t *testing.T) {
 		t.Errorf("matchmaking was shown %d jobs, want 1", n)
 	}
 }
-
-// BenchmarkLease measures one lease and its release by a device without
-// a GPU among n open jobs, all but one of which need a GPU, with
-// matchmaking as the coordinator's (cpuOnly).
-//
-//	go test -run '^$' -bench 'Lease$' -count 5 ./pool/
-func BenchmarkLease(b *testing.B) {
-	for _, n := range []int{10, 1000, 10000} {
-		b.Run(fmt.Sprintf("jobs=%d", n), func(b *testing.B) {
-			defer func(on bool) { *pool.CheckIndex = on }(*pool.CheckIndex)
-			*pool.CheckIndex = false
-			var shown atomic.Int64
-			h := pooltest.NewHarness(b, pool.NewMemStore(), cpuOnly(&shown))
-			alice, bob := h.Device("alice", "alice-1"), h.Device("bob", "bob-1")
-			addJobs(b, h, "gpu", n-1, 1, pooltest.Policy{Requirements: gpuNeeded}, alice)
-			h.Job("open", 1<<20, pooltest.Policy{}, alice)
-			ctx := context.Background()
-			b.ResetTimer()
-			for b.Loop() {
-				ls, err := h.S.Lease(ctx, bob, 1)
-				if err != nil || len(ls) != 1 {
-					b.Fatalf("lease: %v, %d leases", err, len(ls))
-				}
-				if err := h.S.Release(ctx, bob, ls[0].ID); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
-}
