@@ -211,8 +211,10 @@ func (m *MemStore) check(b *Batch) error {
 	}
 	jobs := map[job.ID]int64{}
 	orders := map[int64]bool{}
-	for _, j := range m.jobs {
-		orders[j.Order] = true
+	if len(b.Jobs) > 0 { // a batch without jobs need not walk every job
+		for _, j := range m.jobs {
+			orders[j.Order] = true
+		}
 	}
 	for _, j := range b.Jobs {
 		if _, ok := m.jobs[j.ID]; ok || orders[j.Order] {

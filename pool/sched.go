@@ -44,7 +44,8 @@ type SchedulerConfig struct {
 
 	// Select, when set, decides which jobs a peer is leased tasks of and
 	// in which order (matchmaking): given the unfinished jobs the peer may
-	// compute by their policies, oldest first, it returns the IDs of those
+	// compute by their policies, of the classes Fits accepts, in
+	// fair-share order, it returns the IDs of those
 	// to try, best first; a job left out is not leased to the peer, an ID
 	// not among jobs is ignored. Lease calls it once per call, without
 	// the Scheduler's lock held (state may change meanwhile; Lease checks

@@ -168,7 +168,7 @@ func (s *Scheduler) candidates(p Peer) ([]*jobState, []JobView) {
 	now := s.now()
 	ready := func(js *jobState) bool {
 		o.visited++
-		return js.allows(p) && (js.next < js.tasks || len(js.want) > 0 || js.held > 0 || s.mayBackup(js, now))
+		return !js.complete() && js.allows(p) && (js.next < js.tasks || len(js.want) > 0 || js.held > 0 || s.mayBackup(js, now))
 	}
 	fits := map[JobClass]bool{}
 	first := map[string]int64{} // each owner's first job with work for p, by Order
