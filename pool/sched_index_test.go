@@ -63,18 +63,18 @@ func addJobs(tb testing.TB, h *pooltest.Harness, prefix string, n int, tasks int
 
 const gpuNeeded = "gpu = true\n"
 
-// With 5,000 open jobs of which all but one need a GPU or have every
+// With 1,000 open jobs of which all but one need a GPU or have every
 // task leased, a lease of a device without a GPU looks at a handful of
 // jobs (Footprint.Visited) and shows matchmaking only the one it may
-// compute; a walk of every open job looked at all 5,000.
+// compute; a walk of every open job looked at all 1,000.
 func TestLeaseLooksAtJobsItMayComputeOnly(t *testing.T) {
 	defer func(on bool) { *pool.CheckIndex = on }(*pool.CheckIndex)
-	*pool.CheckIndex = false // a walk of 5,000 jobs on every lease is what this test is not
+	*pool.CheckIndex = false // a walk of 1,000 jobs on every lease is what this test is not
 	var shown atomic.Int64
 	h := pooltest.NewHarness(t, pool.NewMemStore(), cpuOnly(&shown))
 	alice, bob := h.Device("alice", "alice-1"), h.Device("bob", "bob-1")
 	one := pooltest.Policy{Redundancy: 1, Quorum: 1}
-	const full, gpu = 999, 4000
+	const full, gpu = 199, 800
 	addJobs(t, h, "full", full, 1, one, alice)
 	// A new device holds only a few undecided replicas of other owners'
 	// jobs at once: many devices fill them.
