@@ -410,6 +410,15 @@ func (s *Store) Entries(ctx context.Context, q pool.EntryQuery) ([]pool.Entry, e
 	return mem.Entries(ctx, q)
 }
 
+// CountEntries counts the committed ledger entries by kind
+// (pool.EntryCounter), from the replicated state in memory.
+func (s *Store) CountEntries(ctx context.Context) (map[string]uint64, error) {
+	s.mu.Lock()
+	mem := s.mem
+	s.mu.Unlock()
+	return mem.CountEntries(ctx)
+}
+
 func isWrongLastSeq(err error) bool {
 	var ae *jetstream.APIError
 	if errors.As(err, &ae) {

@@ -3,7 +3,6 @@ package coord
 import (
 	"net/http"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -49,7 +48,7 @@ type metrics struct {
 	resultBytes *prometheus.CounterVec
 }
 
-func newMetrics(jobs func() []pool.JobStatus, ledger func(after uint64, max int) ([]pool.Entry, error)) *metrics {
+func newMetrics(jobs func() []pool.JobStatus, ledgerCounts func() map[string]uint64) *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		leases: prometheus.NewCounter(prometheus.CounterOpts{
@@ -92,7 +91,7 @@ func newMetrics(jobs func() []pool.JobStatus, ledger func(after uint64, max int)
 	m.submissions.WithLabelValues("refused")
 	m.reg.MustRegister(m.leases, m.expired, m.submissions, m.registered, m.requests, m.latency, m.served, m.resultBytes,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		&jobCollector{jobs: jobs}, &ledgerCollector{ledger: ledger, counts: map[string]uint64{}})
+		&jobCollector{jobs: jobs}, &ledgerCollector{counts: ledgerCounts})
 	return m
 }
 
@@ -187,15 +186,11 @@ func (c *jobCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(jobsDesc, prometheus.GaugeValue, float64(len(jobs)))
 }
 
-// ledgerCollector counts ledger entries by kind. At each scrape it reads
-// the entries appended since the last one (the ledger is append-only), so
-// a scrape costs the new entries only.
+// ledgerCollector reports the ledger's entries by kind, as the Scheduler
+// counts them when they commit (pool.Scheduler.LedgerCounts): a scrape
+// reads no ledger entry, whatever the traffic since the last one.
 type ledgerCollector struct {
-	ledger func(after uint64, max int) ([]pool.Entry, error)
-
-	mu     sync.Mutex // serialises scrapes
-	after  uint64
-	counts map[string]uint64
+	counts func() map[string]uint64
 }
 
 var ledgerDesc = prometheus.NewDesc("idlepool_coord_ledger_entries_total",
@@ -204,24 +199,9 @@ var ledgerDesc = prometheus.NewDesc("idlepool_coord_ledger_entries_total",
 func (c *ledgerCollector) Describe(ch chan<- *prometheus.Desc) { ch <- ledgerDesc }
 
 func (c *ledgerCollector) Collect(ch chan<- prometheus.Metric) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for {
-		page, err := c.ledger(c.after, ledgerPage)
-		if err != nil {
-			ch <- prometheus.NewInvalidMetric(ledgerDesc, err)
-			return
-		}
-		for _, e := range page {
-			c.counts[e.Kind]++
-			c.after = e.Seq
-		}
-		if len(page) < ledgerPage {
-			break
-		}
-	}
+	counts := c.counts()
 	for _, kind := range []string{pool.KindReceipt, pool.KindDeviation, pool.KindUnverified} {
-		ch <- prometheus.MustNewConstMetric(ledgerDesc, prometheus.CounterValue, float64(c.counts[kind]), kind)
+		ch <- prometheus.MustNewConstMetric(ledgerDesc, prometheus.CounterValue, float64(counts[kind]), kind)
 	}
 }
 

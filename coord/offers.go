@@ -128,6 +128,21 @@ func (s *Server) selectJobs(p pool.Peer, jobs []pool.JobView) []job.ID {
 	return ids
 }
 
+// fitsClass is the Scheduler's Fits hook: whether p's live offer
+// satisfies the requirements, memory, time limit and hours of every job
+// of class c (offers.Fits), so that a lease looks only at the jobs of the
+// classes it fits; selectJobs still matches each job (offers.Match). A
+// peer without a live offer fits none.
+func (s *Server) fitsClass(p pool.Peer, c pool.JobClass) bool {
+	now := s.cfg.Now()
+	o, ok := s.offers.get(p.ID, now)
+	if !ok {
+		return false
+	}
+	mem := offers.TaskMemoryMiB(c.Requirements, job.Policy{MemoryMiB: c.PolicyMemoryMiB})
+	return offers.Fits(o, c.Requirements, mem, c.TimeLimit, now)
+}
+
 // noOffer is the answer to a lease request of a peer without a live
 // offer (409 "no_offer").
 func noOffer(peer string) *apiError {

@@ -157,6 +157,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 		Now:    cfg.Now,
 		Logger: cfg.Logger.With("component", "scheduler"),
 		Select: s.selectJobs,
+		Fits:   s.fitsClass,
 		Trust:  cfg.Trust,
 
 		MaxTimeouts: cfg.MaxTimeouts,
@@ -172,7 +173,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if s.profiles, err = loadProfiles(ctx, profiles); err != nil {
 		return nil, fmt.Errorf("load owner profiles: %w", err)
 	}
-	s.metrics = newMetrics(s.sched.Jobs, s.sched.Ledger)
+	s.metrics = newMetrics(s.sched.Jobs, s.sched.LedgerCounts)
 	s.transfers = newTransferBook(func(id job.ID) (bool, bool) {
 		st, err := s.sched.Status(id)
 		return st.Complete, err == nil

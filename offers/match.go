@@ -47,7 +47,7 @@ import (
 // only lists and leases to its members. Match is pure and safe for
 // concurrent use.
 func Match(o Offer, l Listing, now time.Time) (ok bool, why []string) {
-	c, a, r := o.Capacity, o.Accept, l.Requirements
+	a := o.Accept
 	if !now.Before(o.Expires) {
 		why = append(why, fmt.Sprintf("offer expired %s ago", idle.DurationText(now.Sub(o.Expires))))
 	}
@@ -67,6 +67,25 @@ func Match(o Offer, l Listing, now time.Time) (ok bool, why []string) {
 			why = append(why, fmt.Sprintf("you refused jobs of owner %s", ShortID(l.Owner)))
 		}
 	}
+	why = needs(o, l, now, why)
+	return len(why) == 0, why
+}
+
+// Fits reports whether the offer o satisfies what every job with
+// requirements r, a task memory of memoryMiB (TaskMemoryMiB) and a task
+// time limit of timeLimit needs at now: the GPU, memory, time and hours
+// conditions of Match, which fail for every such job alike. A job Match
+// accepts always fits; one that fits may still fail Match on its owner,
+// its pool or the donor's refusals. Fits is pure and safe for concurrent
+// use.
+func Fits(o Offer, r job.Requirements, memoryMiB int64, timeLimit time.Duration, now time.Time) bool {
+	return len(needs(o, Listing{Requirements: r, MemoryMiB: memoryMiB, TimeLimit: timeLimit}, now, nil)) == 0
+}
+
+// needs appends to why a sentence for each of Match's conditions on the
+// job's requirements, memory, time and the offer's hours that fails.
+func needs(o Offer, l Listing, now time.Time, why []string) []string {
+	c, a, r := o.Capacity, o.Accept, l.Requirements
 	if r.GPU.Required() { // "optional" runs anywhere: on a GPU where this machine allows one
 		if m := gpuMismatch(r, c.GPUs); m != "" {
 			why = append(why, m)
@@ -95,7 +114,7 @@ func Match(o Offer, l Listing, now time.Time) (ok bool, why []string) {
 		why = append(why, fmt.Sprintf("a task may run %s; this machine's hours end in %s (at %s)",
 			idle.DurationText(l.TimeLimit), idle.DurationText(left), now.Add(left).In(loc).Format("15:04")))
 	}
-	return len(why) == 0, why
+	return why
 }
 
 // ReasonOwnJob is Match's reason for a job of the offer's own owner in an

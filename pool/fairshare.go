@@ -42,19 +42,42 @@ func (s *Scheduler) fairOrder(jobs []*jobState, now time.Time) {
 	if len(jobs) < 2 {
 		return
 	}
-	prio := map[string]float64{}
-	var sum float64
+	var owners []string
+	seen := map[string]bool{}
 	for _, js := range jobs {
-		if _, ok := prio[js.rec.Owner]; !ok {
-			u := s.trust.owner(js.rec.Owner).usage.value(now)
-			prio[js.rec.Owner] = u
-			sum += u
+		if !seen[js.rec.Owner] {
+			seen[js.rec.Owner] = true
+			owners = append(owners, js.rec.Owner)
 		}
+	}
+	s.sortFair(jobs, s.fairPrio(owners, now))
+}
+
+// fairPrio returns each owner's fair-share priority (lower goes first)
+// among owners, the owners of the jobs a peer may compute in the order
+// of their first such job (the order fixes the rounding of their mean
+// usage). s.mu is held.
+func (s *Scheduler) fairPrio(owners []string, now time.Time) map[string]float64 {
+	prio := make(map[string]float64, len(owners))
+	var sum float64
+	for _, o := range owners {
+		u := s.trust.owner(o).usage.value(now)
+		prio[o] = u
+		sum += u
 	}
 	mean := math.Max(sum/float64(len(prio)), 1)
 	for o, u := range prio {
 		weight := 1 + s.trust.owner(o).contributed.value(now)/mean
 		prio[o] = u / weight
+	}
+	return prio
+}
+
+// sortFair sorts jobs, given by Order, by their owners' prio, then by
+// Order.
+func (s *Scheduler) sortFair(jobs []*jobState, prio map[string]float64) {
+	if len(jobs) < 2 {
+		return
 	}
 	slices.SortStableFunc(jobs, func(a, b *jobState) int {
 		if c := cmp.Compare(prio[a.rec.Owner], prio[b.rec.Owner]); c != 0 {

@@ -211,8 +211,10 @@ func (m *MemStore) check(b *Batch) error {
 	}
 	jobs := map[job.ID]int64{}
 	orders := map[int64]bool{}
-	for _, j := range m.jobs {
-		orders[j.Order] = true
+	if len(b.Jobs) > 0 { // a batch without jobs need not walk every job
+		for _, j := range m.jobs {
+			orders[j.Order] = true
+		}
 	}
 	for _, j := range b.Jobs {
 		if _, ok := m.jobs[j.ID]; ok || orders[j.Order] {
@@ -335,6 +337,18 @@ func (m *MemStore) Load(ctx context.Context) (*Snapshot, error) {
 		}
 	}
 	return s, nil
+}
+
+// CountEntries counts the committed ledger entries by kind
+// (EntryCounter).
+func (m *MemStore) CountEntries(context.Context) (map[string]uint64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := map[string]uint64{}
+	for _, e := range m.ledger {
+		n[e.Kind]++
+	}
+	return n, nil
 }
 
 // Entries returns committed ledger entries (see Store).

@@ -2,13 +2,13 @@ package pool
 
 import (
 	"bytes"
-	"cmp"
 	"container/heap"
 	"context"
 	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sort"
 	"sync"
@@ -44,7 +44,8 @@ type SchedulerConfig struct {
 
 	// Select, when set, decides which jobs a peer is leased tasks of and
 	// in which order (matchmaking): given the unfinished jobs the peer may
-	// compute by their policies, oldest first, it returns the IDs of those
+	// compute by their policies, of the classes Fits accepts, in
+	// fair-share order, it returns the IDs of those
 	// to try, best first; a job left out is not leased to the peer, an ID
 	// not among jobs is ignored. Lease calls it once per call, without
 	// the Scheduler's lock held (state may change meanwhile; Lease checks
@@ -52,6 +53,14 @@ type SchedulerConfig struct {
 	// with itself, and must not call the Scheduler. nil: every job, in
 	// fair-share order.
 	Select func(p Peer, jobs []JobView) []job.ID
+
+	// Fits, when set, reports whether peer p's offer satisfies class c
+	// (its hardware, memory and hours): a lease looks only at jobs of the
+	// classes p fits, and hands only those to Select. It must never
+	// refuse a class of a job Select would keep. Lease calls it with the
+	// Scheduler's lock held, at most once per class; it must not call the
+	// Scheduler. nil: every class.
+	Fits func(p Peer, c JobClass) bool
 
 	// Trust holds the rules on trust and sanctions: established owners,
 	// exclusion after repeated deviations, the bound on unverified work.
@@ -158,6 +167,7 @@ type Scheduler struct {
 	ledgerSeq uint64              // Seq of the newest entry, including uncommitted ones
 	chainHash job.Digest          // Hash of the newest signed entry; only flush uses it
 	recent    *recentEntries      // the ledger's tail committed since the load, for PeerLedger
+	kinds     map[string]uint64   // committed ledger entries by kind (LedgerCounts)
 	nextOrder int64
 	pend      *pending
 	stopped   error // non-nil: every change is refused with it
@@ -189,7 +199,11 @@ type jobState struct {
 	rec           JobRecord
 	j             *job.Job
 	open          *openJobs // the scheduler's index of open jobs
-	inOpen        bool      // js is in open
+	inOpen        bool      // js is in open.jobs
+	class         JobClass  // ClassOf(j)
+	dirty         bool      // in open.dirty: changed since the index last looked at it
+	listed        bool      // in its group of open.groups
+	inStalls      bool      // in open.stalls
 	pol           job.Policy
 	maxReplicas   int
 	maxTimeouts   int // SchedulerConfig.MaxTimeouts
@@ -293,6 +307,9 @@ func NewScheduler(ctx context.Context, cfg SchedulerConfig) (*Scheduler, error) 
 		return nil, fmt.Errorf("new scheduler: %w", err)
 	}
 	s.recent = newRecentEntries(s.ledgerSeq)
+	if s.kinds, err = countEntries(ctx, cfg.Store); err != nil {
+		return nil, fmt.Errorf("new scheduler: count the ledger: %w", err)
+	}
 	log.Info("Scheduler loaded", "pool", cfg.Pool, "peers", len(s.peers), "jobs", len(s.queue),
 		"leases", len(s.deadlines), "ledgerSeq", s.ledgerSeq)
 	return s, nil
@@ -433,9 +450,9 @@ func (s *Scheduler) newJobState(rec JobRecord, j *job.Job) *jobState {
 		maxTimeouts = DefaultMaxTimeouts
 	}
 	if s.open == nil {
-		s.open = &openJobs{}
+		s.open = &openJobs{noBackups: s.cfg.Tail.NoBackups}
 	}
-	return &jobState{rec: rec, j: j, pol: pol, maxReplicas: maxRep, maxTimeouts: maxTimeouts, tasks: j.NumTasks(), active: map[int64]*taskState{}, ver: j.Manifest.Verify, trust: s.trust, open: s.open}
+	return &jobState{rec: rec, j: j, pol: pol, maxReplicas: maxRep, maxTimeouts: maxTimeouts, tasks: j.NumTasks(), active: map[int64]*taskState{}, ver: j.Manifest.Verify, trust: s.trust, open: s.open, class: ClassOf(j)}
 }
 
 // task returns active task i, creating it. A complete job that gets a
@@ -445,6 +462,7 @@ func (js *jobState) task(i int64) *taskState {
 	if ts == nil {
 		ts = &taskState{index: i}
 		js.active[i] = ts
+		js.touch()
 		if !js.inOpen && js.open != nil {
 			js.open.add(js)
 		}
@@ -452,12 +470,23 @@ func (js *jobState) task(i int64) *taskState {
 	return ts
 }
 
-// openJobs is the index of the jobs a lease looks at: every job that is
-// not complete, by JobRecord.Order, and those completed since the last
-// lease (list drops them). A job enters it when it is added or loaded,
-// and again when a task of it becomes active after it was complete.
+// openJobs is the index of the jobs a lease looks at (sched_index.go).
+// jobs is every job that is not complete, by JobRecord.Order, and those
+// completed since the last lease (refresh and list drop them). A job
+// enters it when it is added or loaded, and again when a task of it
+// becomes active after it was complete. groups holds the jobs that may
+// have work for some device, by class and owner, each group by Order, so
+// that a lease looks only at the groups the device may compute; stalls
+// holds the jobs endStalled may change, by Order. Every change to what
+// these depend on touches the job (jobState.touch), and refresh files
+// the touched jobs again before a lease reads them.
 type openJobs struct {
-	jobs []*jobState
+	jobs      []*jobState
+	dirty     []*jobState
+	groups    map[groupKey][]*jobState
+	stalls    []*jobState
+	visited   int64 // jobs leases looked at (Footprint.Visited)
+	noBackups bool  // TailConfig.NoBackups
 }
 
 // add puts js in its place by Order unless it is there.
@@ -466,8 +495,8 @@ func (o *openJobs) add(js *jobState) {
 		return
 	}
 	js.inOpen = true
-	i, _ := slices.BinarySearchFunc(o.jobs, js.rec.Order, func(x *jobState, order int64) int { return cmp.Compare(x.rec.Order, order) })
-	o.jobs = slices.Insert(o.jobs, i, js)
+	o.jobs = insertByOrder(o.jobs, js)
+	js.touch()
 }
 
 // list drops the complete jobs and returns the others, by Order.
@@ -637,6 +666,9 @@ func (s *Scheduler) flush(ctx context.Context, giveUp <-chan struct{}) error {
 		return s.stopped
 	}
 	s.recent.add(p.b.Entries)
+	for _, e := range p.b.Entries {
+		s.kinds[e.Kind]++
+	}
 	for _, f := range p.after {
 		f()
 	}
@@ -1013,6 +1045,43 @@ func (s *Scheduler) openJobs() []*jobState {
 	return s.open.list()
 }
 
+// LedgerCounts returns how many committed ledger entries there are of
+// each kind (KindReceipt, KindDeviation, KindUnverified): what Ledger
+// would return, counted from the store once by NewScheduler and then as
+// batches commit, so that asking costs the same whatever the traffic.
+// The map is the caller's.
+func (s *Scheduler) LedgerCounts() map[string]uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.kinds)
+}
+
+// countEntries counts store's committed ledger entries by kind: at once
+// where it is an EntryCounter, else page by page.
+func countEntries(ctx context.Context, store Store) (map[string]uint64, error) {
+	if c, ok := store.(EntryCounter); ok {
+		n, err := c.CountEntries(ctx)
+		if n == nil {
+			n = map[string]uint64{}
+		}
+		return n, err
+	}
+	n := map[string]uint64{}
+	for after := uint64(0); ; {
+		page, err := store.Entries(ctx, EntryQuery{After: after, Max: maxPageSize})
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range page {
+			n[e.Kind]++
+			after = e.Seq
+		}
+		if len(page) < maxPageSize {
+			return n, nil
+		}
+	}
+}
+
 // Ledger returns committed ledger entries with Seq > after, in Seq order,
 // at most max (capped at 10,000).
 func (s *Scheduler) Ledger(after uint64, max int) ([]Entry, error) {
@@ -1124,4 +1193,5 @@ func (js *jobState) update(ts *taskState) {
 	} else if i < len(js.want) && js.want[i] == ts.index {
 		js.want = append(js.want[:i], js.want[i+1:]...)
 	}
+	js.touch()
 }

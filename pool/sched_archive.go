@@ -100,6 +100,9 @@ type Footprint struct {
 	Outcomes  int // outcomes waiting for their merger's acknowledgement
 	Active    int // undecided tasks that have or had replicas
 	Open      int // jobs a lease looks at: those not complete, and those completed since the last lease
+	// Visited counts the jobs leases looked at so far, to choose
+	// candidates and to end stalls: what a lease costs follows it.
+	Visited int64
 }
 
 // Footprint returns what s holds in memory now.
@@ -108,7 +111,7 @@ func (s *Scheduler) Footprint() Footprint {
 	defer s.mu.Unlock()
 	f := Footprint{Replicas: len(s.leases), Deadlines: len(s.deadlines)}
 	if s.open != nil {
-		f.Open = len(s.open.jobs)
+		f.Open, f.Visited = len(s.open.jobs), s.open.visited
 	}
 	for _, js := range s.queue {
 		f.Outcomes += len(js.outcomes)

@@ -57,6 +57,7 @@ func (s *Scheduler) Cancel(ctx context.Context, peer string, id job.ID) error {
 	}
 	clear(js.active)
 	js.want = nil
+	js.touch()
 	js.cancelBatch = s.changed()
 	w, accepted, failed := js.cancelBatch, js.accepted, js.failed
 	s.mu.Unlock()

@@ -51,9 +51,7 @@ func (s *Scheduler) Lease(ctx context.Context, peer string, max int) ([]Lease, e
 	s.closeWindows(now)
 	s.asked(p, now)
 	s.asking(p)
-	for _, js := range s.openJobs() {
-		s.endStalled(js) // stall.go: whether or not p may compute it
-	}
+	s.endStalledAll() // stall.go: whether or not p may compute them
 	if until := s.trust.excludedUntil(p, now); !until.IsZero() {
 		s.mu.Unlock()
 		return nil, fmt.Errorf("lease for %s: %w", peer, &ExcludedError{Peer: peer, Until: until})
@@ -110,33 +108,6 @@ func (s *Scheduler) Lease(ctx context.Context, peer string, max int) ([]Lease, e
 	return out, nil
 }
 
-// candidates returns the jobs p may be leased tasks of, in the order to
-// try: the unfinished jobs p may compute by their policies that have work
-// to give, in fair-share order (fairOrder); with SchedulerConfig.Select
-// also their views, which Lease hands to Select (outside s.mu) and
-// selected turns back into jobs. s.mu is held.
-func (s *Scheduler) candidates(p Peer) ([]*jobState, []JobView) {
-	var jobs []*jobState
-	for _, js := range s.openJobs() {
-		// A job whose every task is started and none wants a replica
-		// has nothing for anyone now: left out before the costlier
-		// fair-share sort and matchmaking.
-		// In its tail it may have backups to give (tail.go).
-		if !js.complete() && js.allows(p) && (js.next < js.tasks || len(js.want) > 0 || js.held > 0 || s.mayBackup(js, s.now())) {
-			jobs = append(jobs, js)
-		}
-	}
-	s.fairOrder(jobs, s.now())
-	if s.cfg.Select == nil || len(jobs) == 0 {
-		return jobs, nil
-	}
-	views := make([]JobView, len(jobs))
-	for i, js := range jobs {
-		views[i] = JobView{Job: js.j, Status: js.status()}
-	}
-	return jobs, views
-}
-
 // selected returns the jobs Select chose, in its order, that p may still
 // be leased tasks of. s.mu is held.
 func (s *Scheduler) selected(p Peer, ids []job.ID) []*jobState {
@@ -187,6 +158,7 @@ func (s *Scheduler) pick(p Peer, order []*jobState, now time.Time) (*jobState, *
 		if js.next < js.tasks {
 			ts := js.task(js.next)
 			js.next++
+			js.touch()
 			return js, ts, false
 		}
 		if ts := s.backupFor(js, p, now); ts != nil {
@@ -809,6 +781,7 @@ func (s *Scheduler) decide(js *jobState, ts *taskState, status string, lead *rep
 	if ts.prov != nil && ts.provMode == provHeld {
 		js.held--
 	}
+	js.touch()
 	if ts.stalled {
 		js.stalled--
 	}

@@ -254,6 +254,7 @@ func (s *Scheduler) endRefetch(js *jobState, ts *taskState) {
 		js.retrying--
 	}
 	delete(js.active, ts.index)
+	js.touch()
 	if ts.wanting {
 		i := sort.Search(len(js.want), func(k int) bool { return js.want[k] >= ts.index })
 		js.want = append(js.want[:i], js.want[i+1:]...)

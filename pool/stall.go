@@ -167,6 +167,7 @@ func (s *Scheduler) endStalled(js *jobState) {
 	now := s.now()
 	if js.stalledSince.IsZero() {
 		js.stalledSince = now
+		js.touch() // the stall list keeps it while its stall is timed
 	}
 	if now.Sub(js.stalledSince) < js.pol.LeaseTimeout.Duration {
 		return // a new owner's device may still settle them

@@ -35,6 +35,15 @@ type Store interface {
 	Entries(ctx context.Context, q EntryQuery) ([]Entry, error)
 }
 
+// EntryCounter is a Store that counts its committed ledger entries by
+// kind (KindReceipt, KindDeviation, KindUnverified) without handing them
+// over one by one. NewScheduler asks it once, to start
+// Scheduler.LedgerCounts; a Store without it is read page by page
+// (Entries) instead. Errors are the store's.
+type EntryCounter interface {
+	CountEntries(ctx context.Context) (map[string]uint64, error)
+}
+
 // EntryQuery selects ledger entries: Seq > After, at most Max (Max > 0),
 // and only entries whose Peer is Peer when Peer is not empty.
 type EntryQuery struct {

@@ -315,6 +315,7 @@ func (s *Scheduler) returnedInTime(r *replica, now time.Time) {
 		}
 	}
 	js.pace.add(elapsed)
+	js.touch()
 }
 
 // leaseEnded records in r's device's record that its lease ended
@@ -464,6 +465,7 @@ func (s *Scheduler) backupFor(js *jobState, p Peer, now time.Time) *taskState {
 // s.mu is held.
 func (s *Scheduler) nowLive(r *replica) {
 	r.js.leased++
+	r.js.touch()
 	s.shownOf(r.rec.Peer).live++
 }
 
@@ -471,5 +473,6 @@ func (s *Scheduler) nowLive(r *replica) {
 // held.
 func (s *Scheduler) notLive(r *replica) {
 	r.js.leased--
+	r.js.touch()
 	s.shownOf(r.rec.Peer).live--
 }

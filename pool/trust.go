@@ -251,6 +251,7 @@ func (s *Scheduler) provisional(js *jobState, ts *taskState, lead *replica) {
 	d := s.trust.device(lead.rec.Peer)
 	d.held = append(d.held, lead)
 	js.held++
+	js.touch()
 	heap.Push(&s.trust.held, deadlineItem{now.Add(js.ver.CheckWindow.Duration), lead})
 	js.update(ts)
 	s.log.Debug("Task accepted alone, held for its check window", "job", js.rec.ID.String(), "task", ts.index, "peer", lead.rec.Peer)
@@ -265,6 +266,7 @@ func (s *Scheduler) reopen(r *replica, mode int) {
 	}
 	ts.provMode = mode
 	r.js.held--
+	r.js.touch()
 	d := s.trust.device(r.rec.Peer)
 	d.held = slices.DeleteFunc(d.held, func(x *replica) bool { return x == r })
 	r.js.update(ts)
@@ -291,6 +293,7 @@ func (s *Scheduler) release(peer string, check *replica) {
 		ts, js := r.ts, r.js
 		ts.provMode = 0
 		js.held--
+		js.touch()
 		status := OutcomeOK
 		if r.rec.Failed {
 			status = OutcomeFailed

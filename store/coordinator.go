@@ -22,7 +22,10 @@ type DB struct {
 	stmts map[string]*sql.Stmt // prepared once, by name
 }
 
-var _ pool.Store = (*DB)(nil)
+var (
+	_ pool.Store        = (*DB)(nil)
+	_ pool.EntryCounter = (*DB)(nil)
+)
 
 // statements Commit uses, prepared once when the database opens.
 var statements = map[string]string{
@@ -469,6 +472,31 @@ func parseHolders(b []byte) ([]string, error) {
 		return nil, nil
 	}
 	return h, nil
+}
+
+// CountEntries counts the ledger's entries by kind (pool.EntryCounter),
+// in one query.
+func (d *DB) CountEntries(ctx context.Context) (map[string]uint64, error) {
+	rows, err := d.db.QueryContext(ctx, `SELECT kind, COUNT(*) FROM ledger GROUP BY kind`)
+	if err != nil {
+		return nil, fmt.Errorf("count ledger: %w", classify(err))
+	}
+	defer rows.Close()
+	n := map[string]uint64{}
+	for rows.Next() {
+		var (
+			kind  string
+			count int64
+		)
+		if err := rows.Scan(&kind, &count); err != nil {
+			return nil, fmt.Errorf("count ledger: %w", classify(err))
+		}
+		n[kind] = uint64(count)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("count ledger: %w", classify(err))
+	}
+	return n, nil
 }
 
 // Entries returns committed ledger entries (see pool.Store).

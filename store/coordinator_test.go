@@ -81,3 +81,12 @@ func TestDBTrustRestart(t *testing.T) {
 	h.Reopen = reopen
 	pooltest.RunTrustRestart(h)
 }
+
+// On SQLite, the ledger's counts by kind are the same after the store is
+// closed and opened again (DB.CountEntries) as before.
+func TestDBLedgerCounts(t *testing.T) {
+	st, reopen := openDB(t)
+	h := pooltest.NewHarness(t, st, nil)
+	h.Reopen = reopen
+	pooltest.RunLedgerCounts(h)
+}
