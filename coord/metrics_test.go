@@ -1,36 +1,21 @@
 package coord
 
 import (
-	"context"
-	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
-	"idlepool/pool"
 	"idlepool/pool/pooltest"
 )
-
-// readCounter is a MemStore that counts the ledger entries read from it.
-type readCounter struct {
-	*pool.MemStore
-	read atomic.Int64
-}
-
-func (r *readCounter) Entries(ctx context.Context, q pool.EntryQuery) ([]pool.Entry, error) {
-	es, err := r.MemStore.Entries(ctx, q)
-	r.read.Add(int64(len(es)))
-	return es, err
-}
 
 // A scrape reports the ledger's entries by kind without reading one of
 // them from the store, however many were committed since the last.
 func TestMetricsScrapeReadsNoLedger(t *testing.T) {
-	st := &readCounter{MemStore: pool.NewMemStore()}
+	st := pooltest.NewEntryCounter()
 	h := pooltest.NewHarness(t, st, nil)
 	pooltest.RunLedgerCounts(h)
 	m := newMetrics(h.S.Jobs, h.S.LedgerCounts)
-	before := st.read.Load()
+	before := st.Read()
 	got := map[string]uint64{}
 	for range 2 {
 		fams, err := m.reg.Gather()
@@ -46,7 +31,7 @@ func TestMetricsScrapeReadsNoLedger(t *testing.T) {
 			}
 		}
 	}
-	if n := st.read.Load() - before; n != 0 {
+	if n := st.Read() - before; n != 0 {
 		t.Errorf("two scrapes read %d ledger entries, want 0", n)
 	}
 	want := h.S.LedgerCounts()

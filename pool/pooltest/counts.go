@@ -1,10 +1,34 @@
 package pooltest
 
 import (
+	"context"
+	"sync/atomic"
+
 	"github.com/google/go-cmp/cmp"
 
 	"idlepool/pool"
 )
+
+// EntryCounter is a MemStore that counts the ledger entries read from
+// it through Entries, for a test to show that a path reads none.
+type EntryCounter struct {
+	*pool.MemStore
+	read atomic.Int64
+}
+
+// NewEntryCounter returns an empty EntryCounter.
+func NewEntryCounter() *EntryCounter { return &EntryCounter{MemStore: pool.NewMemStore()} }
+
+// Entries returns the MemStore's entries for q and adds their number to
+// Read's count.
+func (r *EntryCounter) Entries(ctx context.Context, q pool.EntryQuery) ([]pool.Entry, error) {
+	es, err := r.MemStore.Entries(ctx, q)
+	r.read.Add(int64(len(es)))
+	return es, err
+}
+
+// Read returns how many ledger entries Entries has returned so far.
+func (r *EntryCounter) Read() int64 { return r.read.Load() }
 
 // RunLedgerCounts decides tasks with receipts, a deviation and an
 // unverified task, and checks that Scheduler.LedgerCounts equals the
