@@ -23,7 +23,32 @@ import (
 var (
 	binPath string            // the idlepool binary under test
 	wasm    map[string]string // example or test program name -> .wasm path
+	testDir string            // where TestMain builds them; removed when the tests end
 )
+
+// liar is testdata/liar, built once for the tests that start it
+// (liarBinary).
+var liar struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// liarBinary builds testdata/liar, a donor that returns wrong results, on
+// its first call, and returns its path.
+func liarBinary(t *testing.T) string {
+	t.Helper()
+	liar.once.Do(func() {
+		liar.path = filepath.Join(testDir, "liar")
+		if out, err := exec.Command("go", "build", "-o", liar.path, "./testdata/liar").CombinedOutput(); err != nil {
+			liar.err = fmt.Errorf("build the liar: %w\n%s", err, out)
+		}
+	})
+	if liar.err != nil {
+		t.Fatal(liar.err)
+	}
+	return liar.path
+}
 
 func TestMain(m *testing.M) {
 	os.Exit(runMain(m))
@@ -36,6 +61,7 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
+	testDir = dir
 	// Workers lower themselves to SCHED_IDLE, where a busy machine gives
 	// them no CPU at all: the commands these tests start run their workers
 	// at normal priority (the worker package tests the lowering).

@@ -494,10 +494,7 @@ func startPoisoner(t *testing.T, bin, url, mode string) string {
 func TestTrainPoolRefusesPoison(t *testing.T) {
 	trainCheck(t)
 	t.Parallel()
-	liarBin := filepath.Join(t.TempDir(), "liar")
-	if out, err := exec.Command("go", "build", "-o", liarBin, "./testdata/liar").CombinedOutput(); err != nil {
-		t.Fatalf("build the liar: %v\n%s", err, out)
-	}
+	liarBin := liarBinary(t)
 	data := smallFashion(t)
 	train := writeTrainFile(t, "fashion", data, 6, "", "")
 	solo, _ := trainJSON(t, t.TempDir(), train, "--rounds", "2", "--dir", filepath.Join(t.TempDir(), "solo"))
