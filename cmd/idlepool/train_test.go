@@ -411,27 +411,41 @@ func TestTrainBadInput(t *testing.T) {
 }
 
 // TestTrainPoolMatchesSolo trains 3 rounds on a pool of 3 agents of 2
-// owners (two devices share an owner key) and alone: the models are the
-// same bytes, and so are the rounds' job IDs.
+// owners (two devices share an owner key) and alone, side by side: the
+// models are the same bytes, and so are the rounds' job IDs.
 func TestTrainPoolMatchesSolo(t *testing.T) {
 	t.Parallel() // mostly waits on the pool
 	data := smallFashion(t)
 	train := writeTrainFile(t, "fashion", data, 3, "", "")
-	solo, _ := trainJSON(t, t.TempDir(), train, "--dir", filepath.Join(t.TempDir(), "solo"))
-
-	_, url := startServe(t, t.TempDir(), "127.0.0.1:0")
-	shared := filepath.Join(t.TempDir(), "owner.key")
-	if _, err := identity.LoadOrCreate(shared); err != nil {
-		t.Fatal(err)
+	var (
+		solo, pooled trainOut
+		out          runOut
+	)
+	t.Run("runs", func(t *testing.T) {
+		t.Run("solo", func(t *testing.T) {
+			t.Parallel()
+			solo, _ = trainJSON(t, t.TempDir(), train, "--dir", filepath.Join(t.TempDir(), "solo"))
+		})
+		t.Run("pool", func(t *testing.T) {
+			t.Parallel()
+			_, url := startServe(t, t.TempDir(), "127.0.0.1:0")
+			shared := filepath.Join(t.TempDir(), "owner.key")
+			if _, err := identity.LoadOrCreate(shared); err != nil {
+				t.Fatal(err)
+			}
+			for i := range 3 {
+				var extra []string
+				if i >= 1 {
+					extra = []string{"--owner-key", shared}
+				}
+				startJoin(t, filepath.Join(t.TempDir(), fmt.Sprintf("agent%d", i)), url, extra...)
+			}
+			pooled, out = trainJSON(t, t.TempDir(), train, "--pool", url, "--dir", filepath.Join(t.TempDir(), "pooled"))
+		})
+	})
+	if t.Failed() {
+		return
 	}
-	for i := range 3 {
-		var extra []string
-		if i >= 1 {
-			extra = []string{"--owner-key", shared}
-		}
-		startJoin(t, filepath.Join(t.TempDir(), fmt.Sprintf("agent%d", i)), url, extra...)
-	}
-	pooled, out := trainJSON(t, t.TempDir(), train, "--pool", url, "--dir", filepath.Join(t.TempDir(), "pooled"))
 	if pooled.SHA256 != solo.SHA256 {
 		t.Fatalf("pooled model %s, solo model %s\n%s", pooled.SHA256, solo.SHA256, out.stderr)
 	}
