@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -107,18 +108,16 @@ func TestTailBackups(t *testing.T) {
 	}
 
 	// The two pools run at once: the one without backups mostly waits
-	// for its slow device, while the other computes.
-	var with, without outcome
-	t.Run("pools", func(t *testing.T) {
-		t.Run("backups", func(t *testing.T) {
-			t.Parallel()
-			with = pooled(t)
-		})
-		t.Run("no-backups", func(t *testing.T) {
-			t.Parallel()
-			without = pooled(t, "--no-backups")
-		})
-	})
+	// for its slow device, while the other computes. (Not as parallel
+	// subtests: those would wait for slots behind the package's other
+	// parallel tests, and run last.)
+	var (
+		with, without outcome
+		wg            sync.WaitGroup
+	)
+	wg.Go(func() { with = pooled(t) })
+	wg.Go(func() { without = pooled(t, "--no-backups") })
+	wg.Wait()
 	if t.Failed() {
 		return
 	}

@@ -420,29 +420,30 @@ func TestTrainPoolMatchesSolo(t *testing.T) {
 	var (
 		solo, pooled trainOut
 		out          runOut
+		wg           sync.WaitGroup
 	)
-	t.Run("runs", func(t *testing.T) {
-		t.Run("solo", func(t *testing.T) {
-			t.Parallel()
-			solo, _ = trainJSON(t, t.TempDir(), train, "--dir", filepath.Join(t.TempDir(), "solo"))
-		})
-		t.Run("pool", func(t *testing.T) {
-			t.Parallel()
-			_, url := startServe(t, t.TempDir(), "127.0.0.1:0")
-			shared := filepath.Join(t.TempDir(), "owner.key")
-			if _, err := identity.LoadOrCreate(shared); err != nil {
-				t.Fatal(err)
-			}
-			for i := range 3 {
-				var extra []string
-				if i >= 1 {
-					extra = []string{"--owner-key", shared}
-				}
-				startJoin(t, filepath.Join(t.TempDir(), fmt.Sprintf("agent%d", i)), url, extra...)
-			}
-			pooled, out = trainJSON(t, t.TempDir(), train, "--pool", url, "--dir", filepath.Join(t.TempDir(), "pooled"))
-		})
+	// Not as parallel subtests: those would wait for slots behind the
+	// package's other parallel tests, and run last.
+	wg.Go(func() {
+		solo, _ = trainJSON(t, t.TempDir(), train, "--dir", filepath.Join(t.TempDir(), "solo"))
 	})
+	wg.Go(func() {
+		_, url := startServe(t, t.TempDir(), "127.0.0.1:0")
+		shared := filepath.Join(t.TempDir(), "owner.key")
+		if _, err := identity.LoadOrCreate(shared); err != nil {
+			t.Error(err)
+			return
+		}
+		for i := range 3 {
+			var extra []string
+			if i >= 1 {
+				extra = []string{"--owner-key", shared}
+			}
+			startJoin(t, filepath.Join(t.TempDir(), fmt.Sprintf("agent%d", i)), url, extra...)
+		}
+		pooled, out = trainJSON(t, t.TempDir(), train, "--pool", url, "--dir", filepath.Join(t.TempDir(), "pooled"))
+	})
+	wg.Wait()
 	if t.Failed() {
 		return
 	}
