@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,7 +23,32 @@ import (
 var (
 	binPath string            // the idlepool binary under test
 	wasm    map[string]string // example or test program name -> .wasm path
+	testDir string            // where TestMain builds them; removed when the tests end
 )
+
+// liar is testdata/liar, built once for the tests that start it
+// (liarBinary).
+var liar struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// liarBinary builds testdata/liar, a donor that returns wrong results, on
+// its first call, and returns its path.
+func liarBinary(t *testing.T) string {
+	t.Helper()
+	liar.once.Do(func() {
+		liar.path = filepath.Join(testDir, "liar")
+		if out, err := exec.Command("go", "build", "-o", liar.path, "./testdata/liar").CombinedOutput(); err != nil {
+			liar.err = fmt.Errorf("build the liar: %w\n%s", err, out)
+		}
+	})
+	if liar.err != nil {
+		t.Fatal(liar.err)
+	}
+	return liar.path
+}
 
 func TestMain(m *testing.M) {
 	os.Exit(runMain(m))
@@ -35,15 +61,15 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
+	testDir = dir
 	// Workers lower themselves to SCHED_IDLE, where a busy machine gives
 	// them no CPU at all: the commands these tests start run their workers
 	// at normal priority (the worker package tests the lowering).
 	os.Setenv(worker.PriorityEnv, "normal")
 	binPath = filepath.Join(dir, "idlepool")
-	if out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build idlepool: %v\n%s", err, out)
-		return 1
-	}
+	// The binary and the programs build at once: each link runs on a
+	// core of its own, and the go command shares its build cache safely.
+	builds := map[string]*exec.Cmd{"idlepool": exec.Command("go", "build", "-o", binPath, ".")}
 	wasm = map[string]string{}
 	for name, pkg := range map[string]string{
 		"pi": "../../examples/pi", "ising": "../../examples/ising", "kfold": "../../examples/kfold",
@@ -54,11 +80,30 @@ func runMain(m *testing.M) int {
 		out := filepath.Join(dir, name+".wasm")
 		cmd := exec.Command("go", "build", "-o", out, pkg)
 		cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
-		if b, err := cmd.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "build %s for wasip1: %v\n%s", name, err, b)
-			return 1
-		}
+		builds[name+" for wasip1"] = cmd
 		wasm[name] = out
+	}
+	var (
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		failed []string
+	)
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	for what, cmd := range builds {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			if b, err := cmd.CombinedOutput(); err != nil {
+				mu.Lock()
+				failed = append(failed, fmt.Sprintf("build %s: %v\n%s", what, err, b))
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if len(failed) > 0 {
+		fmt.Fprint(os.Stderr, strings.Join(failed, ""))
+		return 1
 	}
 	return m.Run()
 }

@@ -21,7 +21,9 @@ import (
 )
 
 // peersInputMB is the size of the input TestJoinSpreadsInputsPeerToPeer
-// spreads; IDLEPOOL_P2P_INPUT_MB changes it (`make bench-p2p` uses 200).
+// spreads: 8 MB, two tasks and a short third (each computed twice), which
+// leaves replicas for the agents that join after the first;
+// IDLEPOOL_P2P_INPUT_MB changes it (`make bench-p2p` uses 200).
 func peersInputMB(t *testing.T) int {
 	if v := os.Getenv("IDLEPOOL_P2P_INPUT_MB"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -30,7 +32,7 @@ func peersInputMB(t *testing.T) int {
 		}
 		return n
 	}
-	return 16
+	return 8
 }
 
 // holdsFile reports whether the job cache of the device in dir holds
@@ -86,7 +88,7 @@ func writeCSV(t *testing.T, size int) (string, castore.Manifest) {
 }
 
 // TestJoinSpreadsInputsPeerToPeer is the data plane end to end, with real
-// processes: csvstats over a large input (16 MB here; 200 MB with
+// processes: csvstats over a large input (8 MB here; 200 MB with
 // `make bench-p2p`) with redundancy 2 on four `idlepool join` agents of
 // four owners. The first agent fetches the input from the coordinator
 // (its first copy); the three that join later get it from the devices

@@ -534,6 +534,7 @@ func TestPoolCommandsExplainMistakes(t *testing.T) {
 		{"ledger without source", []string{"ledger", "verify"}, 2, "ledger verify needs one ledger file or pool URL"},
 		{"ledger damaged file", []string{"ledger", "verify", writeFile(t, "{\"seq\":1}\n"), "--key", identity.EncodePublic(make([]byte, 32))}, 1, "ledger does not verify"},
 		{"serve bad listen", []string{"serve", "--listen", "nowhere", "--data", t.TempDir()}, 2, "listen address"},
+		{"serve idle-within zero", []string{"serve", "--idle-within", "0s", "--data", t.TempDir()}, 2, "--idle-within 0s: want a positive duration"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -84,7 +84,13 @@ func TestJoinResultLostIsComputedAgain(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs three agents and waits for dead holders to time out")
 	}
-	_, url := startServe(t, t.TempDir(), "127.0.0.1:0")
+	// The killed agents stop counting as devices waiting for work a
+	// second after they last asked for some, not 2 minutes (the
+	// default): until then the tail's rules keep the job's tasks from the
+	// third agent whenever its first task (which starts its worker) made
+	// it look slow against the job's median, and each lost result would
+	// wait that long to be computed again.
+	_, url := startServe(t, t.TempDir(), "127.0.0.1:0", "--idle-within", "1s")
 	m, want, id := resultsJob(t, 512<<10, 256<<10, 2)
 	homes := []string{filepath.Join(t.TempDir(), "agent0"), filepath.Join(t.TempDir(), "agent1"), filepath.Join(t.TempDir(), "agent2")}
 	// The submitter offers no files (the agents fetch them from the

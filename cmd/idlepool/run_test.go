@@ -84,6 +84,9 @@ func TestKfoldMatchesReferences(t *testing.T) {
 	if err := json.Unmarshal(b, &refs); err != nil {
 		t.Fatalf("kfold_refs.json: %v", err)
 	}
+	// One home for the four runs: the program is compiled once, into its
+	// cache, instead of once per run.
+	home := t.TempDir()
 	for _, data := range []string{"iris", "wine"} {
 		for _, k := range []int{5, 10} {
 			t.Run(data+"/k="+strconv.Itoa(k), func(t *testing.T) {
@@ -107,7 +110,6 @@ fields = ["fold", "test_rows", "gaussian_nb_correct", "knn5_correct"]
 field = "gaussian_nb_correct"
 rule = "sum"
 `)
-				home := t.TempDir()
 				r, _ := runJSON(t, home, m)
 				path := r.Outputs["folds"].Path
 				if want := filepath.Join(home, "data", "runs", r.Job, "output-folds.jsonl"); path != want {

@@ -29,6 +29,7 @@ func cmdServe(ctx context.Context, g *globals, args []string) error {
 	excludeFor := fs.Duration("exclude-for", pool.DefaultExcludeFor, "how long an exclusion after repeated deviations lasts (`D`)")
 	maxTimeouts := fs.Int("max-timeouts", pool.DefaultMaxTimeouts, "give up on a task that timed out (ran past its policy.time_limit) on `N` distinct devices: it ends failed, unverified")
 	noBackups := fs.Bool("no-backups", false, "lease no backup replicas of the tasks running longest in a job's tail (docs/operator.md, \"A job's tail\")")
+	idleWithin := fs.Duration("idle-within", pool.DefaultIdleWithin, "count a device as waiting for work, in a job's tail, for `D` after it last asked for work and got none (docs/operator.md, \"A job's tail\")")
 	maxConns := fs.Int("max-conns", 0, "hold at most `N` client connections; at the limit a new one closes the idlest or slowest (default: what the file limit allows, at most 4096)")
 	headerTimeout := fs.Duration("header-timeout", coord.DefaultReadHeaderTimeout, "close a connection whose request headers take longer than `D`")
 	bodyTimeout := fs.Duration("body-timeout", coord.DefaultBodyTimeout, "let a request body take `D` beyond what --min-body-rate needs")
@@ -93,8 +94,12 @@ func cmdServe(ctx context.Context, g *globals, args []string) error {
 	if *maxTimeouts < 1 {
 		return &userError{Msg: fmt.Sprintf("--max-timeouts %d: want at least 1 device", *maxTimeouts), Hint: "see 'idlepool serve --help'", Cause: errUsage}
 	}
+	if *idleWithin <= 0 {
+		return &userError{Msg: fmt.Sprintf("--idle-within %s: want a positive duration such as 2m", *idleWithin), Hint: "see 'idlepool serve --help'", Cause: errUsage}
+	}
 	cfg.MaxTimeouts = *maxTimeouts
 	cfg.Tail.NoBackups = *noBackups
+	cfg.Tail.IdleWithin = *idleWithin
 	cfg.Trust = pool.TrustConfig{ExcludeAfter: *excludeAfter, ExcludeFor: *excludeFor}
 	for o := range strings.SplitSeq(*trusted, ",") {
 		if o = strings.TrimSpace(o); o != "" {

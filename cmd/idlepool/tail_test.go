@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,7 +26,8 @@ import (
 // for the slow device, whose replica is agreed. Both results are byte for
 // byte `idlepool run`'s. The wall times are logged, not judged: what
 // shows the job finished sooner is that it did not wait for the slow
-// replica (docs/operator.md, "A job's tail").
+// replica (docs/operator.md, "A job's tail"). The two pools run side by
+// side.
 func TestTailBackups(t *testing.T) {
 	t.Parallel() // mostly waits on its processes
 	m := writeManifest(t, "pi", piManifest(8, 100_000_000)+"lease_timeout = \"10m\"\n")
@@ -38,7 +40,7 @@ func TestTailBackups(t *testing.T) {
 		slowStates  map[string]int // the slow device's replicas by their final state
 		slowReceipt int            // receipts the slow device earned
 	}
-	pooled := func(extra ...string) outcome {
+	pooled := func(t *testing.T, extra ...string) outcome {
 		data := t.TempDir()
 		co, url := startServe(t, data, "127.0.0.1:0", extra...)
 		slow := filepath.Join(t.TempDir(), "slow")
@@ -105,8 +107,20 @@ func TestTailBackups(t *testing.T) {
 		return o
 	}
 
-	with := pooled()
-	without := pooled("--no-backups")
+	// The two pools run at once: the one without backups mostly waits
+	// for its slow device, while the other computes. (Not as parallel
+	// subtests: those would wait for slots behind the package's other
+	// parallel tests, and run last.)
+	var (
+		with, without outcome
+		wg            sync.WaitGroup
+	)
+	wg.Go(func() { with = pooled(t) })
+	wg.Go(func() { without = pooled(t, "--no-backups") })
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
 	t.Logf("job done with backups in %s (slow device's replicas %v, %d receipts), without in %s (%v, %d receipts)",
 		with.took.Round(time.Millisecond), with.slowStates, with.slowReceipt,
 		without.took.Round(time.Millisecond), without.slowStates, without.slowReceipt)

@@ -440,28 +440,43 @@ func TestTrainBadInput(t *testing.T) {
 }
 
 // TestTrainPoolMatchesSolo trains 3 rounds on a pool of 3 agents of 2
-// owners (two devices share an owner key) and alone: the models are the
-// same bytes, and so are the rounds' job IDs and held-out figures (the
-// pool computes the evaluation's 3 tasks in parallel).
+// owners (two devices share an owner key) and alone, side by side: the
+// models are the same bytes, and so are the rounds' job IDs and held-out
+// figures (the pool computes the evaluation's 3 tasks in parallel).
 func TestTrainPoolMatchesSolo(t *testing.T) {
 	t.Parallel() // mostly waits on the pool
 	data := smallFashion(t)
 	train := writeTrainFile(t, "fashion", data, 3, "", "")
-	solo, _ := trainJSON(t, t.TempDir(), train, "--dir", filepath.Join(t.TempDir(), "solo"))
-
-	_, url := startServe(t, t.TempDir(), "127.0.0.1:0")
-	shared := filepath.Join(t.TempDir(), "owner.key")
-	if _, err := identity.LoadOrCreate(shared); err != nil {
-		t.Fatal(err)
-	}
-	for i := range 3 {
-		var extra []string
-		if i >= 1 {
-			extra = []string{"--owner-key", shared}
+	var (
+		solo, pooled trainOut
+		out          runOut
+		wg           sync.WaitGroup
+	)
+	// Not as parallel subtests: those would wait for slots behind the
+	// package's other parallel tests, and run last.
+	wg.Go(func() {
+		solo, _ = trainJSON(t, t.TempDir(), train, "--dir", filepath.Join(t.TempDir(), "solo"))
+	})
+	wg.Go(func() {
+		_, url := startServe(t, t.TempDir(), "127.0.0.1:0")
+		shared := filepath.Join(t.TempDir(), "owner.key")
+		if _, err := identity.LoadOrCreate(shared); err != nil {
+			t.Error(err)
+			return
 		}
-		startJoin(t, filepath.Join(t.TempDir(), fmt.Sprintf("agent%d", i)), url, extra...)
+		for i := range 3 {
+			var extra []string
+			if i >= 1 {
+				extra = []string{"--owner-key", shared}
+			}
+			startJoin(t, filepath.Join(t.TempDir(), fmt.Sprintf("agent%d", i)), url, extra...)
+		}
+		pooled, out = trainJSON(t, t.TempDir(), train, "--pool", url, "--dir", filepath.Join(t.TempDir(), "pooled"))
+	})
+	wg.Wait()
+	if t.Failed() {
+		return
 	}
-	pooled, out := trainJSON(t, t.TempDir(), train, "--pool", url, "--dir", filepath.Join(t.TempDir(), "pooled"))
 	if pooled.SHA256 != solo.SHA256 {
 		t.Fatalf("pooled model %s, solo model %s\n%s", pooled.SHA256, solo.SHA256, out.stderr)
 	}
@@ -525,10 +540,7 @@ func startPoisoner(t *testing.T, bin, url, mode string) string {
 func TestTrainPoolRefusesPoison(t *testing.T) {
 	trainCheck(t)
 	t.Parallel()
-	liarBin := filepath.Join(t.TempDir(), "liar")
-	if out, err := exec.Command("go", "build", "-o", liarBin, "./testdata/liar").CombinedOutput(); err != nil {
-		t.Fatalf("build the liar: %v\n%s", err, out)
-	}
+	liarBin := liarBinary(t)
 	data := smallFashion(t)
 	train := writeTrainFile(t, "fashion", data, 6, "", "")
 	solo, _ := trainJSON(t, t.TempDir(), train, "--rounds", "2", "--dir", filepath.Join(t.TempDir(), "solo"))

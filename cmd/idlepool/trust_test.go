@@ -36,10 +36,7 @@ import (
 // none held a lie (seen in about 1 round of 10 here).
 func TestPoolCorrectsCaughtLiar(t *testing.T) {
 	t.Parallel() // long: runs beside the package's other long tests
-	liarBin := filepath.Join(t.TempDir(), "liar")
-	if out, err := exec.Command("go", "build", "-o", liarBin, "./testdata/liar").CombinedOutput(); err != nil {
-		t.Fatalf("build the liar: %v\n%s", err, out)
-	}
+	liarBin := liarBinary(t)
 	for round := 1; round <= 3; round++ {
 		alone := 0
 		t.Run(fmt.Sprintf("round%d", round), func(t *testing.T) { alone = caughtLiarRound(t, liarBin) })
@@ -154,10 +151,7 @@ trust_after = 3
 // owners decide them and the merge is the solo run's.
 func TestPoolTwoColludersDoNotStall(t *testing.T) {
 	t.Parallel() // long: runs beside the package's other long tests
-	liarBin := filepath.Join(t.TempDir(), "liar")
-	if out, err := exec.Command("go", "build", "-o", liarBin, "./testdata/liar").CombinedOutput(); err != nil {
-		t.Fatalf("build the liar: %v\n%s", err, out)
-	}
+	liarBin := liarBinary(t)
 	const tasks = 40
 	text := fmt.Sprintf("name = \"collude\"\nprogram = \"prog.wasm\"\n[split]\nrule = \"range\"\ntasks = %d\n[split.params]\nx = 1\n[[merge]]\nfield = \"x\"\nrule = \"sum\"\n", tasks)
 	m := writeManifest(t, "params", text)
