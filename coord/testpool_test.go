@@ -50,6 +50,11 @@ func runServer(t *testing.T, edit func(*Config)) (*testServer, func()) {
 	// A transport of its own: its idle connections close with the server,
 	// and it waits for 100 Continue as long as a server may think.
 	tr := &http.Transport{ExpectContinueTimeout: time.Minute}
+	// A server that closes idle connections within moments (the slow
+	// client tests) may close one just as the client sends a POST on
+	// it, which the client does not send again ("server closed idle
+	// connection"): each request gets a connection of its own there.
+	tr.DisableKeepAlives = cfg.IdleTimeout > 0 && cfg.IdleTimeout < time.Second
 	ts := &testServer{Server: s, client: &http.Client{Transport: tr, Timeout: time.Minute}}
 	var once sync.Once
 	return ts, func() {
