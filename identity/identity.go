@@ -85,6 +85,13 @@ func FromSeed(seed []byte) (*Key, error) {
 // directory, mode 0700) with a new key when it does not exist. A file that
 // exists but does not hold a key, or that others may read, is a
 // *KeyFileError (matching ErrBadKey): a key is never silently replaced.
+//
+// The new key is written whole to a temporary file beside path and then
+// linked to path, which fails if path exists meanwhile: callers racing
+// to create it (processes started together, or goroutines) all get the
+// one key that won, and none ever reads a created but unwritten file.
+// Where the file system has no hard links it falls back to an exclusive
+// create.
 func LoadOrCreate(path string) (*Key, error) {
 	k, err := Load(path)
 	if err == nil || !errors.Is(err, os.ErrNotExist) {
@@ -94,25 +101,45 @@ func LoadOrCreate(path string) (*Key, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create key directory: %w", err)
 	}
 	line := base64.StdEncoding.EncodeToString(k.priv.Seed()) + "\n"
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".new-*") // mode 0600
+	if err != nil {
+		return nil, fmt.Errorf("create key %s: %w", path, err)
+	}
+	defer os.Remove(tmp.Name())
+	if err := writeKeyFile(tmp, line); err != nil {
+		return nil, fmt.Errorf("write key %s: %w", path, err)
+	}
+	switch err := os.Link(tmp.Name(), path); {
+	case err == nil:
+		return k, nil
+	case errors.Is(err, os.ErrExist):
+		return Load(path) // another made it first
+	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		if errors.Is(err, os.ErrExist) {
-			return Load(path) // another process made it first
+			return Load(path) // another made it first
 		}
 		return nil, fmt.Errorf("create key %s: %w", path, err)
 	}
-	if _, err := f.WriteString(line); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("write key %s: %w", path, err)
-	}
-	if err := errors.Join(f.Sync(), f.Close()); err != nil {
+	if err := writeKeyFile(f, line); err != nil {
 		return nil, fmt.Errorf("write key %s: %w", path, err)
 	}
 	return k, nil
+}
+
+// writeKeyFile writes line to f, syncs and closes it.
+func writeKeyFile(f *os.File, line string) error {
+	if _, err := f.WriteString(line); err != nil {
+		f.Close()
+		return err
+	}
+	return errors.Join(f.Sync(), f.Close())
 }
 
 // Load reads the key file at path. A missing file gives an error

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -58,5 +59,35 @@ func TestLoadBadFile(t *testing.T) {
 				t.Errorf("LoadOrCreate = %v: a bad key file must never be replaced", err)
 			}
 		})
+	}
+}
+
+// Devices started at once (the tray and a command, or one command's
+// goroutines) may create the same key file together: each gets the key
+// that is on disk, whole, and none reads a file another has created but
+// not yet written ("is empty"), which a submit once refused to start on.
+func TestLoadOrCreateConcurrent(t *testing.T) {
+	for round := range 200 {
+		path := filepath.Join(t.TempDir(), "config", "owner.key")
+		const n = 8
+		keys := make([]*Key, n)
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() { keys[i], errs[i] = LoadOrCreate(path) })
+		}
+		wg.Wait()
+		onDisk, err := Load(path)
+		if err != nil {
+			t.Fatalf("round %d: the key file after the race: %v", round, err)
+		}
+		for i := range n {
+			if errs[i] != nil {
+				t.Fatalf("round %d: LoadOrCreate %d: %v", round, i, errs[i])
+			}
+			if keys[i].ID() != onDisk.ID() {
+				t.Fatalf("round %d: LoadOrCreate %d returned %s, the file holds %s", round, i, keys[i].ID(), onDisk.ID())
+			}
+		}
 	}
 }
