@@ -104,6 +104,14 @@ func TestJoinResultLostIsComputedAgain(t *testing.T) {
 	waitStatus := func(what string, done func(tasks int64, complete bool) bool) int64 {
 		t.Helper()
 		for {
+			select {
+			case <-sub.done:
+				if what == "the pool has the job" {
+					// Its cleanup logs the end of its stderr.
+					t.Fatalf("submit ended before the pool had the job: %v", sub.cmd.ProcessState)
+				}
+			default:
+			}
 			out := idlepool(t, subHome, "status", id, "--pool", url, "--json")
 			var st struct {
 				Tasks    int64
