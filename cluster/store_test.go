@@ -88,9 +88,11 @@ func startNodes(t testing.TB, cfgs []NodeConfig) []*Node {
 	return nodes
 }
 
+// openStore opens the pool's store on n, retrying while the cluster is
+// not ready yet, with a patience of two minutes (a loaded machine).
 func openStore(t testing.TB, n *Node, replicas int) *Store {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	for {
 		// As the coordinator does: a cluster that has just formed may not
