@@ -14,7 +14,7 @@ FUZZTIME  ?= 10s
 # them.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
-.PHONY: release train-fashion train-mlp train-check bench-train-numpy bench-train-pool guest-examples bench-guests crossvet-windows test-beside check-full check-cluster gpupi optionmc ptx gpu-check gpu-check-bundle cgo-cflags check-examples all build tray panel package package-check deb deb-check screenshots tray-idle examples pi run-examples test crossvet fuzz bench sim fmt vet lint clean windows windows-installer wine-cli-check wine-train-check wine-test wine-nvml-check bench-p2p bench-cluster bench-coldstart bench-makespan tray-update-check wine-update-check webpeer browser-check
+.PHONY: release train-fashion train-mlp train-mlp-gpu train-check bench-train-numpy bench-train-pool guest-examples bench-guests crossvet-windows test-beside check-full check-cluster gpupi optionmc ptx gpu-check gpu-check-bundle cgo-cflags check-examples all build tray panel package package-check deb deb-check screenshots tray-idle examples pi run-examples test crossvet fuzz bench sim fmt vet lint clean windows windows-installer wine-cli-check wine-train-check wine-test wine-nvml-check bench-p2p bench-cluster bench-coldstart bench-makespan tray-update-check wine-update-check webpeer browser-check
 
 all: build examples
 
@@ -258,6 +258,12 @@ train-fashion: build examples/fashion/fashion.wasm $(FASHION_SET)
 train-mlp: build examples/fashion/fashion.wasm $(FASHION_SET)
 	time $(BIN)/idlepool train examples/fashion/mlp.toml --dir $(BIN)/fashion-mlp.train
 
+# The same training with its grad tasks on this machine's GPU where it has
+# one (examples/fashion/mlp-gpu.toml: the same models, byte for byte;
+# needs clang for the PTX): bin/fashion-mlp-gpu.train.
+train-mlp-gpu: build examples/fashion/fashion-gpu.wasm examples/fashion/mlp.ptx $(FASHION_SET)
+	time $(BIN)/idlepool train examples/fashion/mlp-gpu.toml --dir $(BIN)/fashion-mlp-gpu.train
+
 # The training tests too long for make test (docs/building.md): a
 # training on a pool with three poisoning donors, a kill -9 of a pooled
 # training and its resume, the perceptron's shard invariance end to end.
@@ -287,7 +293,7 @@ run-examples: build examples
 # committed. `make gpupi` runs on the CPU path where there is no GPU.
 CLANG     ?= clang
 PTXFLAGS  := -x cuda --cuda-device-only --cuda-gpu-arch=sm_60 -nocudainc -nocudalib -O3 -S
-PTX       := examples/gpupi/gpupi.ptx examples/optionmc/optionmc.ptx
+PTX       := examples/gpupi/gpupi.ptx examples/optionmc/optionmc.ptx examples/fashion/mlp.ptx
 ptx: $(PTX)
 examples/gpupi/gpupi.ptx: examples/gpupi/gpupi.cu
 	@command -v $(CLANG) >/dev/null || { echo "$(CLANG) not found: the PTX kernels are built with it (Debian: apt-get install clang)" >&2; exit 1; }
@@ -295,6 +301,16 @@ examples/gpupi/gpupi.ptx: examples/gpupi/gpupi.cu
 examples/optionmc/optionmc.ptx: examples/optionmc/optionmc.cu
 	@command -v $(CLANG) >/dev/null || { echo "$(CLANG) not found: the PTX kernels are built with it (Debian: apt-get install clang)" >&2; exit 1; }
 	$(CLANG) $(PTXFLAGS) -o $@ $<
+# The perceptron's kernels must give the CPU path's bits: no contraction
+# of a multiply and an add into fma (clang then writes add.rn.f64 and
+# mul.rn.f64, which ptxas may not fuse either).
+examples/fashion/mlp.ptx: examples/fashion/mlp.cu
+	@command -v $(CLANG) >/dev/null || { echo "$(CLANG) not found: the PTX kernels are built with it (Debian: apt-get install clang)" >&2; exit 1; }
+	$(CLANG) $(PTXFLAGS) -ffp-contract=off -o $@ $<
+# The training program with its GPU path (the tag gpu: it imports
+# idlepool_cuda, fashion.wasm does not); examples/fashion/mlp-gpu.toml.
+examples/fashion/fashion-gpu.wasm: FORCE
+	GOOS=wasip1 GOARCH=wasm $(GO) build -tags gpu -trimpath -o $@ ./examples/fashion
 
 gpupi: build examples/gpupi/gpupi.wasm examples/gpupi/gpupi.ptx
 	$(BIN)/idlepool run examples/gpupi/gpupi.toml
@@ -309,7 +325,8 @@ gpu-check:
 
 # What gpu-check runs, built here for a GPU machine without Go or clang:
 # bring bin/ and examples/*/*.wasm, *.ptx there.
-gpu-check-bundle: build examples/gpupi/gpupi.wasm examples/gpupi/gpupi.ptx examples/optionmc/optionmc.wasm examples/optionmc/optionmc.ptx
+gpu-check-bundle: build examples/gpupi/gpupi.wasm examples/gpupi/gpupi.ptx examples/optionmc/optionmc.wasm examples/optionmc/optionmc.ptx \
+		examples/fashion/fashion-gpu.wasm examples/fashion/mlp.ptx $(FASHION_SET)
 	$(GO) test -c -o $(BIN)/worker.test ./worker/
 
 # The examples' physics and statistics checks at full size (the tests run

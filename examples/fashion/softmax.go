@@ -302,7 +302,7 @@ func grad(t task.Task, p params) (any, error) {
 		return nil, err
 	}
 	if p.Hidden > 0 {
-		return mlpGrad(p, w, px, lb, lo)
+		return mlpGrad(t, p, w, px, lb, lo)
 	}
 	c, f := p.Classes, p.Features
 	u := exact.NewVec(p.size() + 2)

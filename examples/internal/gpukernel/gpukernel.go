@@ -22,6 +22,16 @@ var ErrNoGPU = errors.New("no GPU given to this task")
 // input's, the module's or the kernel's error otherwise (cuda.Error for a
 // refused module or an unknown kernel).
 func Load(t task.Task, input, name string) (*cuda.Function, error) {
+	mod, err := LoadModule(t, input)
+	if err != nil {
+		return nil, err
+	}
+	return mod.Function(name)
+}
+
+// LoadModule is Load for a program that takes several kernels from one
+// module: it returns the module, loaded once, with the errors of Load.
+func LoadModule(t task.Task, input string) (*cuda.Module, error) {
 	if cuda.Devices() == 0 {
 		return nil, ErrNoGPU
 	}
@@ -33,11 +43,7 @@ func Load(t task.Task, input, name string) (*cuda.Function, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read the kernel: %w", err)
 	}
-	mod, err := cuda.LoadModule(ptx)
-	if err != nil {
-		return nil, err
-	}
-	return mod.Function(name)
+	return cuda.LoadModule(ptx)
 }
 
 // Zeroed allocates size bytes of device memory set to zero, such as a
