@@ -3,6 +3,7 @@ package worker
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -60,6 +61,17 @@ func newFakeCUDA(stateDir string) *fakeCUDA {
 func (f *fakeCUDA) record() {
 	path := filepath.Join(f.stateDir, strconv.Itoa(os.Getpid()))
 	_ = os.WriteFile(path, fmt.Appendf(nil, "%d %d", f.created, f.destroyed), 0o644)
+}
+
+// recordLaunch appends kernel's name to the file launches-PID, for a test
+// to see which kernels a task launched.
+func (f *fakeCUDA) recordLaunch(kernel string) {
+	w, err := os.OpenFile(filepath.Join(f.stateDir, "launches-"+strconv.Itoa(os.Getpid())), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return
+	}
+	fmt.Fprintln(w, kernel)
+	_ = w.Close()
 }
 
 func (f *fakeCUDA) DeviceCount() (int, error) { return len(f.devices), nil }
@@ -256,6 +268,90 @@ var fakeKernels = map[string]func(l fakeLaunch) error{
 	},
 	// fault() reads address 0.
 	"fault": func(fakeLaunch) error { return errIllegalAddress },
+	// The perceptron's kernels (examples/fashion/mlp.cu), emulated with
+	// the same arithmetic, thread by thread.
+	"mlp_hidden":  fakeMLPHidden,
+	"mlp_grad_w1": fakeMLPGradW1,
+}
+
+// fakeMLPArgs reads the four buffers and four u32 parameters of
+// mlp_hidden and mlp_grad_w1.
+func fakeMLPArgs(l fakeLaunch) (ptrs [4]uint64, f, h, first, count uint64, ok bool) {
+	if len(l.params) != 8 {
+		return ptrs, 0, 0, 0, 0, false
+	}
+	copy(ptrs[:], l.params[:4])
+	return ptrs, uint64(uint32(l.params[4])), uint64(uint32(l.params[5])), uint64(uint32(l.params[6])), uint64(uint32(l.params[7])), true
+}
+
+// fakeMLPHidden is mlp_hidden(double *a, const double *w1, const double
+// *b1, const u8 *px, u32 features, u32 hidden, u32 first, u32 count):
+// thread t < count·hidden writes the pre-activation of unit t % hidden of
+// example first + t / hidden.
+func fakeMLPHidden(l fakeLaunch) error {
+	p, f, h, first, count, ok := fakeMLPArgs(l)
+	if !ok {
+		return errIllegalAddress
+	}
+	a, ok1 := l.c.slice(p[0], 8*count*h)
+	w1, ok2 := l.c.slice(p[1], 8*f*h)
+	b1, ok3 := l.c.slice(p[2], 8*h)
+	px, ok4 := l.c.slice(p[3], (first+count)*f)
+	if !ok1 || !ok2 || !ok3 || !ok4 {
+		return errIllegalAddress
+	}
+	f64 := func(b []byte, i uint64) float64 { return math.Float64frombits(binary.LittleEndian.Uint64(b[8*i:])) }
+	for t := uint64(0); t < l.threads() && t < count*h; t++ {
+		e, j := t/h, t%h
+		acc := f64(b1, j)
+		for i := range f {
+			v := px[(first+e)*f+i]
+			if v == 0 {
+				continue
+			}
+			x := float64(v) / 255
+			acc = acc + float64(f64(w1, i*h+j)*x)
+		}
+		binary.LittleEndian.PutUint64(a[8*t:], math.Float64bits(acc))
+	}
+	return nil
+}
+
+// fakeMLPGradW1 is mlp_grad_w1(i64 *g, u32 *overflow, const u8 *px,
+// const i64 *dh, u32 features, u32 hidden, u32 first, u32 count): thread
+// t < features·hidden adds pixel t / hidden times error t % hidden of each
+// example to g[t], in order, refusing a sum that overflows.
+func fakeMLPGradW1(l fakeLaunch) error {
+	p, f, h, first, count, ok := fakeMLPArgs(l)
+	if !ok {
+		return errIllegalAddress
+	}
+	g, ok1 := l.c.slice(p[0], 8*f*h)
+	over, ok2 := l.c.slice(p[1], 4)
+	px, ok3 := l.c.slice(p[2], (first+count)*f)
+	dh, ok4 := l.c.slice(p[3], 8*count*h)
+	if !ok1 || !ok2 || !ok3 || !ok4 {
+		return errIllegalAddress
+	}
+	for t := uint64(0); t < l.threads() && t < f*h; t++ {
+		i, j := t/h, t%h
+		s := int64(binary.LittleEndian.Uint64(g[8*t:]))
+		for e := range count {
+			v := int64(px[(first+e)*f+i])
+			d := int64(binary.LittleEndian.Uint64(dh[8*(e*h+j):]))
+			if v == 0 || d == 0 {
+				continue
+			}
+			q := v * d
+			if n := s + q; (q > 0 && n < s) || (q < 0 && n > s) {
+				binary.LittleEndian.PutUint32(over, 1)
+			} else {
+				s = n
+			}
+		}
+		binary.LittleEndian.PutUint64(g[8*t:], uint64(s))
+	}
+	return nil
 }
 
 func (c *fakeContext) Launch(fn uintptr, grid, block [3]uint32, sharedBytes uint32, params []uint64) error {
@@ -267,6 +363,7 @@ func (c *fakeContext) Launch(fn uintptr, grid, block [3]uint32, sharedBytes uint
 		return &CUDAError{Func: "cuLaunchKernel", Code: 400, Name: "CUDA_ERROR_INVALID_HANDLE"}
 	}
 	k, ok := fakeKernels[name]
+	c.f.recordLaunch(name)
 	if !ok {
 		return &CUDAError{Func: "cuLaunchKernel", Code: 98, Name: "CUDA_ERROR_INVALID_SOURCE", Message: "no fake kernel " + strings.TrimSpace(name)}
 	}

@@ -118,6 +118,8 @@ func TestPTXKernelsOfClang(t *testing.T) {
 		// u64 scalars; optionmc adds four f32.
 		{"../examples/gpupi/gpupi.cu", map[string][]int{"count_inside": {8, 8, 8, 8}}},
 		{"../examples/optionmc/optionmc.cu", map[string][]int{"price_paths": {8, 8, 8, 8, 4, 4, 4, 4}}},
+		// The perceptron's kernels: four buffers, four u32.
+		{"../examples/fashion/mlp.cu", map[string][]int{"mlp_hidden": {8, 8, 8, 8, 4, 4, 4, 4}, "mlp_grad_w1": {8, 8, 8, 8, 4, 4, 4, 4}}},
 	} {
 		t.Run(filepath.Base(tc.src), func(t *testing.T) {
 			if _, err := os.Stat(tc.src); err != nil {

@@ -54,6 +54,12 @@ type trainFile struct {
 	Params map[string]any `toml:"params"`
 	// Policy is copied into every round's job ([policy] of a manifest).
 	Policy map[string]any `toml:"policy"`
+	// Requirements is copied into each round's grad job ([requirements]
+	// of a manifest), whose shards are the work a GPU can take (gpu =
+	// "optional" with a program that has a GPU path, such as
+	// examples/fashion/mlp-gpu.toml); the update step and the evaluation
+	// ask for nothing.
+	Requirements map[string]any `toml:"requirements"`
 
 	dir  string // the training file's directory
 	hash string // SHA-256 of the file's bytes, hex
@@ -78,7 +84,7 @@ func loadTrainFile(path string) (*trainFile, error) {
 		var sme *toml.StrictMissingError
 		if errors.As(err, &sme) {
 			return nil, &userError{Msg: fmt.Sprintf("%s: %s", path, strings.TrimSpace(sme.String())),
-				Hint: "a training file has name, program, rounds, shards, model, [inputs], [params] and [policy] (docs/author.md, Training)", Cause: err}
+				Hint: "a training file has name, program, rounds, shards, model, [inputs], [params], [policy] and [requirements] (docs/author.md, Training)", Cause: err}
 		}
 		return nil, &userError{Msg: fmt.Sprintf("%s: %v", path, err), Cause: err}
 	}
@@ -180,6 +186,9 @@ func (tf *trainFile) manifest(path, mode string, round int, extra map[string]str
 	}
 	if len(tf.Policy) > 0 {
 		m["policy"] = tf.Policy
+	}
+	if len(tf.Requirements) > 0 && mode == "grad" {
+		m["requirements"] = tf.Requirements
 	}
 	b, err := toml.Marshal(m)
 	if err != nil {

@@ -26,6 +26,7 @@ import (
 	"github.com/pelletier/go-toml/v2"
 
 	"idlepool/identity"
+	"idlepool/job"
 )
 
 // fashionDir is where Debian's dataset-fashion-mnist puts the data set
@@ -760,5 +761,55 @@ func TestDecodeRunDocKeepsIntegers(t *testing.T) {
 	}
 	if want := `{"update":{"count":2,"sum":[1152921504606846977,-9007199254740993]}}`; string(b) != want {
 		t.Errorf("merged result %s, want %s", b, want)
+	}
+}
+
+// TestTrainFileRequirements: a training file's [requirements] (the GPU
+// variant of the perceptron, examples/fashion/mlp-gpu.toml) goes into each
+// round's grad job, whose shards a GPU can take, and into none of the
+// other jobs; without it the grad job asks for nothing.
+func TestTrainFileRequirements(t *testing.T) {
+	tf, err := loadTrainFile(filepath.Join("..", "..", "examples", "fashion", "mlp-gpu.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for k := range tf.Inputs {
+		tf.Inputs[k] = filepath.Join(dir, k) // the data set and the PTX need not exist here
+		if err := os.WriteFile(tf.Inputs[k], []byte(k), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "model.bin"), []byte("m"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	extra := map[string]string{"model": filepath.Join(dir, "model.bin"), "update": filepath.Join(dir, "model.bin")}
+	gpuOf := func(tf *trainFile, mode string) string {
+		t.Helper()
+		path := filepath.Join(dir, mode+".toml")
+		if err := tf.manifest(path, mode, 1, extra); err != nil {
+			t.Fatal(err)
+		}
+		m, err := job.LoadManifest(path)
+		if err != nil {
+			t.Fatalf("%s manifest: %v", mode, err)
+		}
+		if _, ok := m.Inputs["ptx"]; !ok && mode != "init" {
+			t.Errorf("the %s job lacks the input ptx", mode)
+		}
+		return fmt.Sprint(m.Requirements.GPU)
+	}
+	got := map[string]string{}
+	for _, mode := range []string{"grad", "apply", "eval"} {
+		got[mode] = gpuOf(tf, mode)
+	}
+	none := fmt.Sprint(job.GPUNeed{})
+	want := map[string]string{"grad": fmt.Sprint(job.GPUOptional), "apply": none, "eval": none}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("requirements.gpu per job (-want +got):\n%s", d)
+	}
+	tf.Requirements = nil
+	if g := gpuOf(tf, "grad"); g != none {
+		t.Errorf("without [requirements] the grad job asks for gpu %s", g)
 	}
 }
