@@ -2,16 +2,23 @@
 # The GPU examples on a real NVIDIA GPU, end to end (at most 8 minutes).
 #
 # Needs: the NVIDIA driver (libcuda.so.1, nvidia-smi, NVML), Go, make and
-# clang (the PTX build); no CUDA toolkit. On a machine without Go or clang,
-# bring what `make gpu-check-bundle` built elsewhere (bin/idlepool,
-# bin/worker.test, examples/*/*.wasm and examples/*/*.ptx): the script then
-# uses it as it is (also with GPU_CHECK_PREBUILT=1). It
+# clang (the PTX build), and Fashion-MNIST (Debian's dataset-fashion-mnist);
+# no CUDA toolkit. On a machine without Go or clang, bring what `make
+# gpu-check-bundle` built elsewhere (bin/idlepool, bin/worker.test,
+# bin/fashion-mnist, examples/*/*.wasm and examples/*/*.ptx): the script
+# then uses it as it is (also with GPU_CHECK_PREBUILT=1). It
 #   1. builds bin/idlepool, the example programs and their PTX, and runs
 #      the worker's test of the real CUDA driver (TestRealCUDADriver);
 #   2. runs gpupi through `idlepool run` on the GPU and with GPUs disabled
 #      and compares the two results byte for byte;
 #   3. runs optionmc (float32 on the GPU, float64 on the CPU) both ways and
 #      compares the prices with the manifest's tolerance;
+#   3b. trains one round of the perceptron (examples/fashion/mlp-gpu.toml,
+#      60,000 examples in 32 shards, no held-out set) with `idlepool
+#      train`, runs that round's grad job again on the GPU and with GPUs
+#      disabled, compares the two merged updates byte for byte, and
+#      measures examples/s both ways (GPU: 8 workers sharing it; CPU: a
+#      worker per core, WebAssembly);
 #   4. measures gpupi's samples/s on the GPU against the CPU WebAssembly
 #      path on one core of the same machine, the extra cost per GPU task
 #      (context creation, module load) and the time of one launch;
@@ -58,14 +65,15 @@ fi
 if ! { ldconfig -p 2>/dev/null | grep >/dev/null 'libcuda\.so\.1'; } && ! ls /usr/lib*/*/libcuda.so.1 /usr/lib*/libcuda.so.1 >/dev/null 2>&1; then
 	die "no NVIDIA GPU usable: nvidia-smi sees one but libcuda.so.1 (the CUDA driver library) is not installed"
 fi
-bundle=(bin/idlepool examples/gpupi/gpupi.wasm examples/gpupi/gpupi.ptx examples/optionmc/optionmc.wasm examples/optionmc/optionmc.ptx)
+bundle=(bin/idlepool examples/gpupi/gpupi.wasm examples/gpupi/gpupi.ptx examples/optionmc/optionmc.wasm examples/optionmc/optionmc.ptx
+	examples/fashion/fashion-gpu.wasm examples/fashion/mlp.ptx bin/fashion-mnist/train-images-idx3-ubyte bin/fashion-mnist/train-labels-idx1-ubyte)
 prebuilt=${GPU_CHECK_PREBUILT:-}
 if ! command -v go >/dev/null 2>&1 || ! command -v clang >/dev/null 2>&1; then
 	prebuilt=1
 fi
 if [ "$prebuilt" = 1 ]; then
 	for f in "${bundle[@]}"; do
-		[ -f "$f" ] || die "go or clang is missing here (or GPU_CHECK_PREBUILT=1) and $f was not brought: run make gpu-check-bundle where Go and clang are, then bring bin/ and examples/*/*.wasm, *.ptx (Go 1.26: https://go.dev/dl/; Debian: apt-get install clang)"
+		[ -f "$f" ] || die "go or clang is missing here (or GPU_CHECK_PREBUILT=1) and $f was not brought: run make gpu-check-bundle where Go and clang are, then bring bin/ (with bin/fashion-mnist) and examples/*/*.wasm, *.ptx (Go 1.26: https://go.dev/dl/; Debian: apt-get install clang)"
 	done
 fi
 gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
@@ -88,7 +96,7 @@ trap cleanup EXIT
 if [ "$prebuilt" = 1 ]; then
 	echo "gpu-check: using the build brought here (bin/idlepool, the programs and the PTX of make gpu-check-bundle)"
 else
-	echo "gpu-check: building bin/idlepool, the programs and the PTX"
+	echo "gpu-check: building bin/idlepool, the programs, the PTX and bin/fashion-mnist"
 	bounded 240 make -s gpu-check-bundle >"$work/build.log" 2>&1 ||
 		die "build failed: see $work/build.log"
 fi
@@ -205,7 +213,7 @@ json_field() { # json_field FILE KEY: the first number after "KEY":
 # --- 2. gpupi: GPU and CPU, byte for byte ----------------------------------
 m=$root/examples/gpupi
 manifest "$m/gpupi.toml" "$m/check-bytes.toml" 16 samples=67108864 # 2^26: one launch per task
-trap 'rm -f "$m"/check-*.toml "$root"/examples/optionmc/check-*.toml; cleanup' EXIT
+trap 'rm -f "$m"/check-*.toml "$root"/examples/optionmc/check-*.toml "$root"/examples/fashion/check-*.toml; cleanup' EXIT
 echo "gpu-check: gpupi, 16 tasks of 2^26 samples, on the GPU"
 run_job gpupi-gpu "$m/check-bytes.toml" gpu --workers 2
 gpupi_gpu_used=$used_gpu
@@ -234,6 +242,53 @@ price_bs=10.450583572185565
 opt_diff=$(awk -v a="$price_gpu" -v b="$price_cpu" 'BEGIN { d = a - b; if (d < 0) d = -d; printf "%.3g", d }')
 awk -v d="$opt_diff" 'BEGIN { exit !(d <= 1e-4) }' ||
 	die "optionmc: GPU mean price $price_gpu and CPU $price_cpu differ by $opt_diff, beyond the tolerance 1e-4"
+
+# --- 3b. The perceptron: one training round, GPU and CPU, byte for byte -----
+# The GPU variant of the perceptron (mlp-gpu.toml: fashion-gpu.wasm and
+# the kernels of mlp.cu) cut to one round over the whole training set, in
+# 32 shards of 1,875 examples, without the held-out set (its evaluation
+# is on the CPU either way). idlepool train makes the first model and the
+# round's grad job (jobs/round-0001.toml, the model an input); that job
+# runs again on the GPU and with GPUs disabled, and the merged updates
+# must be the same bytes.
+f=$root/examples/fashion
+mlp_examples=60000
+sed -e 's/^rounds = .*/rounds = 1/' -e 's/^shards = .*/shards = 32/' -e "s/^batch = .*/batch = $mlp_examples/" \
+	-e '/^test_images = /d' -e '/^test_labels = /d' -e 's/^time_limit = .*/time_limit = "600s"/' \
+	"$f/mlp-gpu.toml" >"$f/check-mlp.toml"
+echo "gpu-check: the perceptron, one round of $mlp_examples examples in 32 shards (idlepool train, GPU allowed)"
+bounded 180 "$bin" --home "$work/home-gpu" train "$f/check-mlp.toml" --dir "$work/mlp-train" --workers 8 \
+	>"$work/mlp-train.out" 2>"$work/mlp-train.log" || die "idlepool train of the perceptron failed: see $work/mlp-train.log"
+grad=$work/mlp-train/jobs/round-0001.toml
+[ -f "$grad" ] || die "idlepool train wrote no $grad: see $work/mlp-train.log"
+# One task alone, on the GPU, shows the program's stderr: a GPU path that
+# failed and fell back to the CPU says so there. The same task with
+# --cpu-only compiles the program into the CPU runs' home, so that their
+# timing below does not include it.
+bounded 120 "$bin" --home "$work/home-gpu" task "$grad" --index 0 >"$work/mlp-task-gpu.log" 2>&1 ||
+	die "idlepool task of the perceptron's grad job failed: see $work/mlp-task-gpu.log"
+if grep >/dev/null 'GPU path failed' "$work/mlp-task-gpu.log"; then
+	die "the perceptron's GPU path failed and computed on the CPU: $(grep 'GPU path failed' "$work/mlp-task-gpu.log" | head -1)"
+fi
+bounded 120 "$bin" --home "$work/home-cpu" task "$grad" --index 0 --cpu-only >"$work/mlp-task-cpu.log" 2>&1 ||
+	die "idlepool task --cpu-only of the perceptron's grad job failed: see $work/mlp-task-cpu.log"
+echo "gpu-check: the perceptron's round on the GPU (8 workers)"
+precise_run mlp-gpu "$grad" gpu --workers 8
+mlp_gpu_ms=$run_ms
+[ "$used_gpu" = yes ] || die "the GPU run of the perceptron used no GPU (nvidia-smi never showed a process of ours): see $work/mlp-gpu.log"
+echo "gpu-check: the same round on the CPU ($cpu_how, $(nproc) workers)"
+precise_run mlp-cpu "$grad" cpu --workers "$(nproc)"
+mlp_cpu_ms=$run_ms
+[ "$used_gpu" = no ] || die "the CPU run of the perceptron touched the GPU: $(head -1 "$work/mlp-cpu.gpu-seen")"
+if cmp -s "$work/mlp-gpu.json" "$work/mlp-cpu.json"; then
+	mlp_identical=yes
+else
+	diff <(tr , '\n' <"$work/mlp-gpu.json") <(tr , '\n' <"$work/mlp-cpu.json") | head -20 >&2 || true
+	die "the perceptron's merged update differs between the GPU and the CPU (above; $work/mlp-gpu.json, $work/mlp-cpu.json)"
+fi
+mlp_gpu_rate=$(awk -v n="$mlp_examples" -v ms="$mlp_gpu_ms" 'BEGIN { printf "%.0f", n / (ms / 1000) }')
+mlp_cpu_rate=$(awk -v n="$mlp_examples" -v ms="$mlp_cpu_ms" 'BEGIN { printf "%.0f", n / (ms / 1000) }')
+mlp_ratio=$(awk -v g="$mlp_gpu_rate" -v c="$mlp_cpu_rate" 'BEGIN { printf "%.1f", g / c }')
 
 # --- 4. Figures -------------------------------------------------------------
 echo "gpu-check: speed: gpupi on the GPU (16 tasks of 2^34 samples) and on one CPU core (4 of 2^25)"
@@ -311,6 +366,8 @@ echo "gpu-check summary ($gpu_name, driver $driver)"
 echo "  gpupi GPU vs CPU, 16 x 2^26 samples: byte-identical=$gpupi_identical (pi $gpupi_pi)"
 echo "  CPU runs: $cpu_how"
 echo "  optionmc mean price: GPU $price_gpu (GPU used: $opt_gpu_used), CPU $price_cpu, |diff| $opt_diff (tolerance 1e-4); Black-Scholes $price_bs"
+echo "  perceptron, one round of $mlp_examples examples (32 shards): merged update GPU vs CPU byte-identical=$mlp_identical"
+echo "  perceptron examples/s (the whole grad job, idlepool run): GPU $mlp_gpu_rate (8 workers, $mlp_gpu_ms ms), CPU $mlp_cpu_rate ($(nproc) workers, WebAssembly, $mlp_cpu_ms ms): ${mlp_ratio}x"
 echo "  gpupi on the GPU: $gpu_rate samples/s (16 x 2^34 in $big_ms ms, one worker)"
 echo "  gpupi on one CPU core (WebAssembly): $cpu_rate samples/s (4 x 2^25 in $cpu1_ms ms)"
 echo "  GPU / one CPU core: ${ratio}x (goal: 100x)"
