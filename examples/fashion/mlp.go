@@ -21,6 +21,11 @@ package main
 // rounded dz). The first layer's gradient is then the pixel's integer
 // value times the integer dh_j, exact. So the round's update is a sum of
 // integers, the same for any cut into shards.
+//
+// On a GPU (fashion-gpu.wasm, gpu.go), the kernels of mlp.cu compute the
+// two products with W1, the pre-activations and the first layer's
+// integer gradient, with the same bits as hidden and mlpGradCPU below:
+// the same loops in the same order, one thread per output element.
 
 import (
 	"errors"
