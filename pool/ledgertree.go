@@ -94,6 +94,29 @@ func SignBatch(entries []Entry, prev job.Digest, sign func([]byte) []byte) job.D
 	return prev
 }
 
+// TreeProofs returns the inclusion proof of each of leaves (the leaf
+// hashes of one batch's entries, in Seq order, as Entry.Hash returns them
+// for entries signed with their batch) in the batch's Merkle tree: the
+// proofs SignBatch gave those entries. A store that keeps a batch's
+// signature once, rather than a proof in every entry, rebuilds them so.
+// It returns nil for no leaves.
+func TreeProofs(leaves []job.Digest) []TreeProof {
+	if len(leaves) == 0 {
+		return nil
+	}
+	ls := make([][]byte, len(leaves))
+	for i := range leaves {
+		ls[i] = leaves[i][:]
+	}
+	paths := make([][]job.Digest, len(leaves))
+	treePaths(ls, paths)
+	out := make([]TreeProof, len(leaves))
+	for i := range out {
+		out[i] = TreeProof{Size: uint64(len(leaves)), Index: uint64(i), Path: paths[i]}
+	}
+	return out
+}
+
 // treePaths returns the Merkle tree hash of leaves (RFC 9162 section
 // 2.1.1, MTH) and appends to paths[i] the inclusion path of leaf i
 // (section 2.1.3.1), leaf to root. leaves is not empty.
