@@ -235,3 +235,46 @@ func TestDBLedgerRowsWithProofsStillRead(t *testing.T) {
 		t.Errorf("VerifyLedger: %v", err)
 	}
 }
+
+// The tables a group commit writes for every task carry only the
+// indexes that a query or a conflict check needs, since each costs
+// every insert a B-tree insert of its own: replicas only their lease
+// (Replica, the compare-and-set), outcomes their (job, seq) and their
+// (job, task) (an outcome for a task twice is a conflict), the ledger
+// its seq and its peer's entries (PeerLedger's reads).
+func TestDBHotTablesIndexes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "coordinator.db")
+	db, err := store.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	raw, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	got := map[string][]string{}
+	for _, table := range []string{"replicas", "outcomes", "ledger", "ledger_batches"} {
+		rows, err := raw.Query(`SELECT name FROM pragma_index_list(?) ORDER BY name`, table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var name string
+			if err := rows.Scan(&name); err != nil {
+				t.Fatal(err)
+			}
+			got[table] = append(got[table], name)
+		}
+		rows.Close()
+	}
+	want := map[string][]string{
+		"replicas": {"sqlite_autoindex_replicas_1"},
+		"outcomes": {"sqlite_autoindex_outcomes_1", "sqlite_autoindex_outcomes_2"},
+		"ledger":   {"ledger_peer"},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("indexes (-want +got):\n%s", diff)
+	}
+}
