@@ -31,6 +31,7 @@ require (
 	github.com/theupdateframework/go-tuf/v2 v2.4.2
 	github.com/tklauser/go-sysconf v0.4.0
 	github.com/transparency-dev/merkle v0.0.2
+	github.com/x448/float16 v0.8.4
 	go.uber.org/goleak v1.3.0
 	golang.org/x/image v0.24.0
 	golang.org/x/sync v0.25.0
@@ -100,7 +101,6 @@ require (
 	github.com/stretchr/testify v1.12.1 // indirect
 	github.com/tklauser/numcpus v0.12.0 // indirect
 	github.com/wlynxg/anet v0.0.5 // indirect
-	github.com/x448/float16 v0.8.4 // indirect
 	github.com/yuin/goldmark v1.7.8 // indirect
 	github.com/yusufpapurcu/wmi v1.2.4 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect

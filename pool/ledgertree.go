@@ -59,11 +59,7 @@ type treeHeadCBOR struct {
 // LeafHash returns the entry's Merkle leaf hash, SHA-256 of 0x00 followed
 // by Canonical(false) (RFC 9162 section 2.1.1). It is also the Hash of an
 // entry signed with its batch.
-func (e Entry) LeafHash() job.Digest {
-	var d job.Digest
-	copy(d[:], rfc6962.DefaultHasher.HashLeaf(e.Canonical(false)))
-	return d
-}
+func (e Entry) LeafHash() job.Digest { return e.leafHash() }
 
 // SignBatch chains entries after prev (each entry's Prev is the Hash of
 // the one before) and signs them with one call of sign: over the head of
@@ -75,46 +71,77 @@ func SignBatch(entries []Entry, prev job.Digest, sign func([]byte) []byte) job.D
 	if len(entries) == 0 {
 		return prev
 	}
-	leaves := make([][]byte, len(entries))
+	leaves := make([]job.Digest, len(entries))
 	for i := range entries {
 		e := &entries[i]
 		e.Prev = prev
-		leaf := e.LeafHash()
-		leaves[i], prev = leaf[:], leaf
+		leaves[i] = e.leafHash()
+		prev = leaves[i]
 	}
-	paths := make([][]job.Digest, len(entries))
-	var head TreeHead
-	head.Size = uint64(len(entries))
-	copy(head.Root[:], treePaths(leaves, paths))
+	paths := newPaths(len(entries))
+	head := TreeHead{Size: uint64(len(entries)), Root: treePaths(leaves, paths)}
 	sig := sign(head.Canonical())
+	proofs := make([]TreeProof, len(entries))
 	for i := range entries {
-		entries[i].Tree = &TreeProof{Size: head.Size, Index: uint64(i), Path: paths[i]}
+		proofs[i] = TreeProof{Size: head.Size, Index: uint64(i), Path: paths[i]}
+		entries[i].Tree = &proofs[i]
 		entries[i].Sig = sig
 	}
 	return prev
 }
 
+// TreeProofs returns the inclusion proof of each of leaves (the leaf
+// hashes of one batch's entries, in Seq order, as Entry.Hash returns them
+// for entries signed with their batch) in the batch's Merkle tree: the
+// proofs SignBatch gave those entries. A store that keeps a batch's
+// signature once, rather than a proof in every entry, rebuilds them so.
+// It returns nil for no leaves.
+func TreeProofs(leaves []job.Digest) []TreeProof {
+	if len(leaves) == 0 {
+		return nil
+	}
+	paths := newPaths(len(leaves))
+	treePaths(leaves, paths)
+	out := make([]TreeProof, len(leaves))
+	for i := range out {
+		out[i] = TreeProof{Size: uint64(len(leaves)), Index: uint64(i), Path: paths[i]}
+	}
+	return out
+}
+
 // treePaths returns the Merkle tree hash of leaves (RFC 9162 section
 // 2.1.1, MTH) and appends to paths[i] the inclusion path of leaf i
 // (section 2.1.3.1), leaf to root. leaves is not empty.
-func treePaths(leaves [][]byte, paths [][]job.Digest) []byte {
+func treePaths(leaves []job.Digest, paths [][]job.Digest) job.Digest {
 	n := len(leaves)
 	if n == 1 {
 		return leaves[0]
 	}
 	k := 1 << (bits.Len(uint(n-1)) - 1) // the largest power of two below n
-	left := treePaths(leaves[:k], paths[:k])
-	right := treePaths(leaves[k:], paths[k:])
-	var l, r job.Digest
-	copy(l[:], left)
-	copy(r[:], right)
+	l := treePaths(leaves[:k], paths[:k])
+	r := treePaths(leaves[k:], paths[k:])
 	for i := range k {
 		paths[i] = append(paths[i], r)
 	}
 	for i := k; i < n; i++ {
 		paths[i] = append(paths[i], l)
 	}
-	return rfc6962.DefaultHasher.HashChildren(left, right)
+	return hashChildren(l[:], r[:])
+}
+
+// newPaths returns n empty inclusion paths with room for a tree of n
+// leaves, all in one allocation (nil paths for a tree of one leaf).
+func newPaths(n int) [][]job.Digest {
+	depth := bits.Len(uint(n - 1))
+	paths := make([][]job.Digest, n)
+	if depth == 0 {
+		return paths // one leaf: no path, nil as SignBatch always gave it
+	}
+	all := make([]job.Digest, n*depth)
+	for i := range paths {
+		paths[i] = all[i*depth : i*depth : (i+1)*depth]
+	}
+	return paths
 }
 
 // treeHead returns the head of the tree e.Tree proves e is part of.

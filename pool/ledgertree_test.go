@@ -45,7 +45,8 @@ func signAlone(entries []pool.Entry, prev job.Digest, sign func([]byte) []byte) 
 // A batch's one signature covers each of its entries through an RFC 9162
 // inclusion proof: the tree's root and every path are those of the
 // reference implementation, each entry verifies on its own, and the
-// batch's entries share one signature.
+// batch's entries share one signature. TreeProofs rebuilds the same
+// proofs from the entries' hashes.
 func TestSignBatchMatchesRFC9162(t *testing.T) {
 	key := pooltest.Key(t, "coordinator")
 	for _, n := range []int{1, 2, 3, 4, 5, 7, 8, 9, 16, 31, 100} {
@@ -87,6 +88,16 @@ func TestSignBatchMatchesRFC9162(t *testing.T) {
 			}
 			if err := pool.VerifyLedger(es, key.Public()); err != nil {
 				t.Fatalf("VerifyLedger: %v", err)
+			}
+			leaves := make([]job.Digest, n)
+			for i, e := range es {
+				leaves[i] = e.Hash()
+			}
+			proofs := pool.TreeProofs(leaves)
+			for i, e := range es {
+				if diff := cmp.Diff(*e.Tree, proofs[i]); diff != "" {
+					t.Errorf("entry %d: TreeProofs from the leaf hashes (-signed +rebuilt):\n%s", i, diff)
+				}
 			}
 			if last != es[n-1].Hash() || last != es[n-1].LeafHash() {
 				t.Errorf("SignBatch returned %s, want the last entry's leaf hash %s", last, es[n-1].LeafHash())

@@ -615,6 +615,24 @@ func newPending() *pending {
 	return &pending{rep: map[string]int{}, done: make(chan struct{})}
 }
 
+// newPendingLike returns a new pending batch whose replicas, outcomes
+// and entries have room for as many as last held, within
+// maxBatchChanges: batches follow each other at much the same size, and
+// growing each slice by doubling was a tenth of the scheduler's
+// allocations (docs/benchmarks.md).
+func newPendingLike(last *pending) *pending {
+	n := func(k int) int { return min(k, maxBatchChanges) }
+	return &pending{
+		b: Batch{
+			Replicas: make([]ReplicaRecord, 0, n(len(last.b.Replicas))),
+			Outcomes: make([]OutcomeRecord, 0, n(len(last.b.Outcomes))),
+			Entries:  make([]Entry, 0, n(len(last.b.Entries))),
+		},
+		rep:  make(map[string]int, n(len(last.rep))),
+		done: make(chan struct{}),
+	}
+}
+
 // changed notes that s.pend grew; s.mu is held.
 func (s *Scheduler) changed() *pending {
 	p := s.pend
@@ -643,7 +661,7 @@ func (s *Scheduler) flush(ctx context.Context, giveUp <-chan struct{}) error {
 		s.mu.Unlock()
 		return nil
 	}
-	s.pend = newPending()
+	s.pend = newPendingLike(p)
 	s.mu.Unlock()
 	// Chain and sign the new ledger entries here, in Seq order, outside
 	// s.mu, with one signature over the head of the batch's Merkle tree
@@ -773,6 +791,11 @@ func (s *Scheduler) putReplica(r *replica) {
 	r.batch = s.changed()
 	s.settle(r)
 }
+
+// debug reports whether the logger writes debug records: the hot
+// paths' debug records format digests as hex, a string each, so they
+// are built only then.
+func (s *Scheduler) debug() bool { return s.log.Enabled(context.Background(), slog.LevelDebug) }
 
 // now returns the clock in whole milliseconds, as the stores keep times.
 func (s *Scheduler) now() time.Time { return time.UnixMilli(s.cfg.Now().UnixMilli()) }

@@ -337,7 +337,9 @@ func (s *Scheduler) grant(js *jobState, ts *taskState, p Peer, now time.Time, ba
 	heap.Push(&s.deadlines, deadlineItem{r.rec.Deadline, r})
 	s.putReplica(r)
 	js.update(ts)
-	s.log.Debug("Task leased", "lease", r.rec.Lease, "job", js.rec.ID.String(), "task", ts.index, "peer", p.ID, "backup", backup)
+	if s.debug() {
+		s.log.Debug("Task leased", "lease", r.rec.Lease, "job", js.rec.ID.String(), "task", ts.index, "peer", p.ID, "backup", backup)
+	}
 	return r
 }
 
@@ -468,7 +470,9 @@ func (s *Scheduler) Release(ctx context.Context, peer, lease string) error {
 	}
 	if r.rec.State == ReplicaLeased {
 		s.endLease(r, ReplicaReleased)
-		s.log.Debug("Lease released", "lease", lease, "job", r.rec.Job.String(), "task", r.rec.Task, "peer", peer)
+		if s.debug() {
+			s.log.Debug("Lease released", "lease", lease, "job", r.rec.Job.String(), "task", r.rec.Task, "peer", peer)
+		}
 	}
 	w := r.batch
 	s.mu.Unlock()
@@ -561,7 +565,9 @@ func (s *Scheduler) Submit(ctx context.Context, peer, lease string, sub Submissi
 	r.rec.State, r.rec.Digest, r.rec.Failed, r.rec.Reason = ReplicaReturned, sub.Digest, sub.Failed, sub.Reason
 	r.rec.Result, r.rec.Ref, r.rec.Work = bytes.Clone(sub.Result), cloneManifest(sub.Ref), cloneWork(sub.Work)
 	s.putReplica(r)
-	s.log.Debug("Replica returned", "lease", lease, "job", js.rec.ID.String(), "task", ts.index, "peer", peer, "digest", sub.Digest.String())
+	if s.debug() {
+		s.log.Debug("Replica returned", "lease", lease, "job", js.rec.ID.String(), "task", ts.index, "peer", peer, "digest", sub.Digest.String())
+	}
 	switch {
 	case ts.refetch != nil:
 		s.refetched(js, ts, r)
@@ -801,7 +807,9 @@ func (s *Scheduler) decide(js *jobState, ts *taskState, status string, lead *rep
 	if status == OutcomeUnverified {
 		s.log.Warn("Task unverified", "job", js.rec.ID.String(), "task", ts.index, "reason", v.Reason)
 	} else {
-		s.log.Debug("Task decided", "job", js.rec.ID.String(), "task", ts.index, "status", status, "digest", digest.String())
+		if s.debug() {
+			s.log.Debug("Task decided", "job", js.rec.ID.String(), "task", ts.index, "status", status, "digest", digest.String())
+		}
 	}
 	if js.complete() {
 		s.log.Info("Job complete", "job", js.rec.ID.String(), "accepted", js.accepted, "failed", js.failed)

@@ -1,11 +1,13 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"idlepool/castore"
@@ -50,6 +52,7 @@ var statements = map[string]string{
 	"entry": `INSERT INTO ledger
 		(seq, prev, hash, kind, pool, job, task, peer, owner, lease, digest, cost, work, time, reason, sig, tree)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	"entryBatch": `INSERT INTO ledger_batches(last, first, sig) VALUES (?, ?, ?)`,
 
 	"trustInsert": `INSERT INTO trust(kind, id, record, version) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`,
 	"trustUpdate": `UPDATE trust SET record = ?, version = ? WHERE kind = ? AND id = ? AND version = ?`,
@@ -236,26 +239,81 @@ func (d *DB) Commit(ctx context.Context, b *pool.Batch) (err error) {
 		}
 		var prev job.Digest
 		copy(prev[:], lastHash)
-		for _, e := range b.Entries {
+		hashes := make([]job.Digest, len(b.Entries))
+		for i, e := range b.Entries {
 			if e.Seq != uint64(last)+1 || e.Prev != prev {
 				return conflict("ledger entry %d does not follow entry %d", e.Seq, last)
 			}
-			h := e.Hash()
 			if e.Work > pool.MaxWorkCount {
 				return fmt.Errorf("ledger entry %d: work %d over %d", e.Seq, e.Work, uint64(pool.MaxWorkCount))
 			}
+			hashes[i] = e.Hash()
+			last, prev = int64(e.Seq), hashes[i]
+		}
+		for i := 0; i < len(b.Entries); {
+			if n := wholeBatch(b.Entries[i:], hashes[i:]); n > 0 {
+				// One signature for the batch; its rows hold an empty sig
+				// and no tree (migrations/coordinator/0008).
+				for k := i; k < i+n; k++ {
+					if err := insertEntry(exec, &b.Entries[k], hashes[k], emptySig, nil); err != nil {
+						return err
+					}
+				}
+				first, end := b.Entries[i].Seq, b.Entries[i+n-1].Seq
+				if _, err := exec("entryBatch", int64(end), int64(first), b.Entries[i].Sig); err != nil {
+					return err
+				}
+				i += n
+				continue
+			}
+			e := &b.Entries[i]
 			var tree []byte // NULL for an entry signed alone
 			if e.Tree != nil {
 				tree, _ = e.Tree.MarshalBinary()
 			}
-			if _, err := exec("entry", int64(e.Seq), e.Prev[:], h[:], e.Kind, e.Pool, e.Job[:], e.Task,
-				e.Peer, e.Owner, e.Lease, e.Digest[:], e.Cost, int64(e.Work), e.Time, e.Reason, e.Sig, tree); err != nil {
+			if err := insertEntry(exec, e, hashes[i], e.Sig, tree); err != nil {
 				return err
 			}
-			last, prev = int64(e.Seq), h
+			i++
 		}
 	}
 	return tx.Commit()
+}
+
+// emptySig is the sig of a ledger row whose signature its batch's row
+// in ledger_batches holds.
+var emptySig = []byte{}
+
+// insertEntry inserts e's ledger row, its hash h, with sig and tree as
+// given.
+func insertEntry(exec func(string, ...any) (int64, error), e *pool.Entry, h job.Digest, sig, tree []byte) error {
+	_, err := exec("entry", int64(e.Seq), e.Prev[:], h[:], e.Kind, e.Pool, e.Job[:], e.Task,
+		e.Peer, e.Owner, e.Lease, e.Digest[:], e.Cost, int64(e.Work), e.Time, e.Reason, sig, tree)
+	return err
+}
+
+// wholeBatch returns how many of entries, from the first, are one whole
+// batch as pool.SignBatch signs it: leaves 0 to Size-1 of one tree in
+// order, with one non-empty signature and exactly the inclusion proofs
+// that pool.TreeProofs rebuilds from their hashes (so storing the
+// signature once and rebuilding the proofs when read gives back the same
+// entries). It returns 0 when they do not start such a batch; such
+// entries keep their signature and proof in their own rows.
+func wholeBatch(entries []pool.Entry, hashes []job.Digest) int {
+	t := entries[0].Tree
+	if t == nil || t.Index != 0 || t.Size == 0 || t.Size > uint64(len(entries)) || len(entries[0].Sig) == 0 {
+		return 0
+	}
+	n := int(t.Size)
+	proofs := pool.TreeProofs(hashes[:n])
+	for i := range n {
+		e := entries[i]
+		if e.Tree == nil || e.Tree.Size != t.Size || e.Tree.Index != uint64(i) || !bytes.Equal(e.Sig, entries[0].Sig) ||
+			!slices.Equal(e.Tree.Path, proofs[i].Path) || (e.Tree.Path == nil) != (proofs[i].Path == nil) {
+			return 0
+		}
+	}
+	return n
 }
 
 // Load reads everything committed (see pool.Snapshot).
@@ -545,7 +603,96 @@ func (d *DB) Entries(ctx context.Context, q pool.EntryQuery) ([]pool.Entry, erro
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read ledger: %w", classify(err))
 	}
+	rows.Close()
+	if err := d.batchProofs(ctx, out); err != nil {
+		return nil, fmt.Errorf("read ledger: %w", err)
+	}
 	return out, nil
+}
+
+// ledgerBatch is one row of ledger_batches with its entries' proofs.
+type ledgerBatch struct {
+	first, last uint64
+	sig         []byte
+	proofs      []pool.TreeProof
+}
+
+// batchProofs gives each of entries stored with its batch (an empty sig
+// and no tree in its row) its batch's signature and its inclusion proof,
+// rebuilt from the hashes of the batch's rows. An entry with an empty
+// sig that no batch covers was stored so (unsigned) and is left as it
+// is.
+func (d *DB) batchProofs(ctx context.Context, entries []pool.Entry) error {
+	var b *ledgerBatch // the batch of the entry before, entries being in seq order
+	for i := range entries {
+		e := &entries[i]
+		if len(e.Sig) != 0 || e.Tree != nil {
+			continue
+		}
+		if b == nil || e.Seq < b.first || e.Seq > b.last {
+			var err error
+			if b, err = d.ledgerBatch(ctx, e.Seq); err != nil {
+				return err
+			}
+		}
+		if b == nil || e.Seq < b.first {
+			b = nil
+			continue
+		}
+		e.Sig = b.sig
+		p := b.proofs[e.Seq-b.first]
+		e.Tree = &p
+	}
+	return nil
+}
+
+// ledgerBatch reads the first batch ending at or after seq and rebuilds
+// its proofs; nil when there is none. Its first entry may come after
+// seq, when seq is in no batch.
+func (d *DB) ledgerBatch(ctx context.Context, seq uint64) (*ledgerBatch, error) {
+	var (
+		b           ledgerBatch
+		first, last int64
+	)
+	err := d.db.QueryRowContext(ctx, `SELECT first, last, sig FROM ledger_batches WHERE last >= ? ORDER BY last LIMIT 1`,
+		int64(seq)).Scan(&first, &last, &b.sig)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("batch of entry %d: %w", seq, classify(err))
+	}
+	b.first, b.last = uint64(first), uint64(last)
+	if seq < b.first {
+		return &b, nil
+	}
+	rows, err := d.db.QueryContext(ctx, `SELECT seq, hash FROM ledger WHERE seq BETWEEN ? AND ? ORDER BY seq`, first, last)
+	if err != nil {
+		return nil, fmt.Errorf("batch %d-%d: %w", first, last, classify(err))
+	}
+	defer rows.Close()
+	leaves := make([]job.Digest, 0, last-first+1)
+	for rows.Next() {
+		var (
+			s int64
+			h []byte
+		)
+		if err := rows.Scan(&s, &h); err != nil {
+			return nil, fmt.Errorf("batch %d-%d: %w", first, last, classify(err))
+		}
+		if s != first+int64(len(leaves)) || len(h) != len(job.Digest{}) {
+			return nil, fmt.Errorf("batch %d-%d: entry %d: %w", first, last, s, ErrCorrupt)
+		}
+		leaves = append(leaves, job.Digest(h))
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("batch %d-%d: %w", first, last, classify(err))
+	}
+	if len(leaves) != int(last-first+1) {
+		return nil, fmt.Errorf("batch %d-%d: %d entries: %w", first, last, len(leaves), ErrCorrupt)
+	}
+	b.proofs = pool.TreeProofs(leaves)
+	return &b, nil
 }
 
 // workColumns returns a replica's work as its work_rule and work columns:
