@@ -70,22 +70,34 @@ func (h GPUHold) Words() string {
 }
 
 // NewEnergyMeter returns the meter of this machine: the CPU packages'
-// powercap counters when they are readable, the GPUs through gpus (a
+// powercap counters when they are readable (Linux), or the Energy Meter
+// counters when the machine exposes them (Windows), the GPUs through gpus (a
 // *worker.GPULister; nil: none), the CPU times of workers' processes
-// (Linux), and ratedW (0: energy.DefaultRatedW) for estimates. Counters
+// (Linux and Windows), and ratedW (0: energy.DefaultRatedW) for estimates. Counters
 // that exist but cannot be read are said in the meter's CPUHow, with a
 // hint. It reads nothing until a task starts, but once an hour at rest
 // for the idle baseline (Meter.Serve), which baselines (the local store;
 // nil: none) keeps across restarts.
 func NewEnergyMeter(gpus energy.GPUReader, workers *worker.Pool, ratedW float64, baselines energy.BaselineStore) *energy.Meter {
 	cfg := energy.Config{GPUs: gpus, RatedW: ratedW, Baselines: baselines}
-	if runtime.GOOS == "linux" {
+	switch runtime.GOOS {
+	case "linux":
 		cfg.Proc, cfg.PCIRoot = energy.ProcRoot, energy.PCIRoot
 		r, err := energy.OpenRAPL(os.DirFS(energy.PowercapRoot))
 		switch {
 		case err == nil:
 			cfg.RAPL = r
 		case !errors.Is(err, energy.ErrNoCounter):
+			cfg.CPUProblem = err
+		}
+	case "windows":
+		// The Energy Meter counters where the processor's driver
+		// publishes them; where it does not, the reason is said (a
+		// *energy.NotExposedError) and the CPU's energy is estimated.
+		cfg.Times = energy.SystemCPUTimes()
+		if e, err := energy.OpenSystemEMI(); err == nil {
+			cfg.RAPL = e
+		} else {
 			cfg.CPUProblem = err
 		}
 	}
