@@ -160,7 +160,9 @@ type limitedGPU struct {
 	restores int
 }
 
-func (g *limitedGPU) GPUs(context.Context) ([]idle.GPU, error) { return nil, errors.New("not listed here") }
+func (g *limitedGPU) GPUs(context.Context) ([]idle.GPU, error) {
+	return nil, errors.New("not listed here")
+}
 
 func (g *limitedGPU) SetPowerLimit(uuid string, watts float64) (worker.PowerLimit, error) {
 	g.mu.Lock()
@@ -283,7 +285,10 @@ func TestGPUPowerCeilingByDriver(t *testing.T) {
 
 			task.Stop(0)
 			waitFor("the limit restored once the GPU task ended", func() bool { l, _ := gpu.limit(); return l == 300 && gpu.current() == 1 },
-				func() string { l, n := gpu.limit(); return fmt.Sprintf("limit %g W after %d restores, share %g", l, n, gpu.current()) })
+				func() string {
+					l, n := gpu.limit()
+					return fmt.Sprintf("limit %g W after %d restores, share %g", l, n, gpu.current())
+				})
 			if tc.refuse == nil {
 				// Another GPU task: the limit is set again; the donor
 				// stopping restores it.

@@ -141,7 +141,7 @@ func (r *pdhReader) ReadEnergy() (map[string]uint64, error) {
 	for _, it := range items {
 		st := it.RawValue.CStatus
 		if st != pdhCStatusValid && st != pdhCStatusNewData {
-			return nil, fmt.Errorf("Energy Meter instance %s: counter status 0x%08X", windows.UTF16PtrToString(it.Name), st)
+			return nil, fmt.Errorf("the Energy Meter's instance %s: counter status 0x%08X", windows.UTF16PtrToString(it.Name), st)
 		}
 		out[windows.UTF16PtrToString(it.Name)] = uint64(it.RawValue.FirstValue)
 	}
