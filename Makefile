@@ -180,8 +180,10 @@ wine-test: windows-installer build panel examples/pi/pi.wasm examples/fashion/fa
 
 # The Windows build's NVML binding under Wine (scripts/wine-nvml-check.sh):
 # the worker's Windows test binary loads testdata/fakenvml built as
-# nvml.dll with mingw-w64, lists its GPUs as the Linux build does and
-# reads their energy. Not part of make test, which runs no Wine.
+# nvml.dll with mingw-w64, lists its GPUs as the Linux build does, reads
+# their energy and sets and restores their power limits; the energy
+# package's asks pdh.dll for the Energy Meter counters, finds none (Wine
+# has none) and estimates. Not part of make test, which runs no Wine.
 wine-nvml-check:
 	GO=$(GO) ./scripts/wine-nvml-check.sh
 

@@ -142,6 +142,13 @@ type Donor struct {
 	// running tasks under the owner's gpu_power ceiling (throttle); 1
 	// with no ceiling or no GPU task.
 	gpuShare float64
+	// gpuLimits are the power limits the GPUs' driver holds for the
+	// ceiling (limitGPUs), by UUID; gpuRefused why it took none, by
+	// UUID, until the ceiling changes; gpuLimitW the ceiling they are
+	// for. Serve's goroutine only.
+	gpuLimits  map[string]worker.PowerLimit
+	gpuRefused map[string]string
+	gpuLimitW  float64
 
 	changes *changeNotifier // Changes
 	// updateNow wakes the self-update (ServeUpdating) when a pool says
@@ -264,6 +271,7 @@ func (d *Donor) Serve(ctx context.Context) error {
 		wg.Go(func() { _ = d.cfg.Energy.Serve(ctx) })
 	}
 	defer func() { _ = d.plane.Release() }() // deferred first, so it runs after stopAll: no agent's data plane is left
+	defer d.restoreGPULimits()               // after stopAll: the GPUs' power limits as they were
 	defer d.stopAll()
 	if s, err := d.cfg.Store.Settings(ctx); err == nil {
 		d.cache.SetCap(s.CacheBytes())
@@ -427,11 +435,14 @@ func (d *Donor) throttle(s idle.Settings) {
 	d.throttleErr = msg
 }
 
-// gpuDuty steps the share of time that keeps the GPUs of running tasks
-// under ceilingW watts, from their board power at the meter's last
-// reading, and returns it: the least over the GPUs; 1 with no ceiling,
-// no meter or no GPU task. While the share is under 1, Status says the
-// hold (EnergyStatus.GPUHeld).
+// gpuDuty keeps the GPUs of running tasks under ceilingW watts: it asks
+// each GPU's driver to hold the ceiling as its power limit (limitGPUs),
+// and for the GPUs whose driver refused (or whose lowest limit is above
+// the ceiling) steps the share of time from their board power at the
+// meter's last reading, and returns it: the least over those GPUs; 1
+// with no ceiling, no meter or no GPU task, when the limits set are
+// restored. While the driver or the share holds a GPU back, Status
+// says which (EnergyStatus.GPUHeld).
 func (d *Donor) gpuDuty(ceilingW float64) float64 {
 	var hold *GPUHold
 	defer func() {
@@ -444,15 +455,25 @@ func (d *Donor) gpuDuty(ceilingW float64) float64 {
 	}
 	if ceilingW <= 0 || d.cfg.Energy == nil {
 		d.gpuShare = 1
+		d.restoreGPULimits()
 		return 1
 	}
 	draws := d.cfg.Energy.GPUPower()
 	if len(draws) == 0 {
 		d.gpuShare = 1 // no GPU task (or its power cannot be read): CPU tasks run freely
+		d.restoreGPULimits()
 		return 1
 	}
-	next, fullW := 1.0, 0.0
-	for _, g := range draws {
+	d.limitGPUs(ceilingW, draws)
+	next, fullW, driverW, refused := 1.0, 0.0, 0.0, ""
+	heldW := 0.0 // the driver's limit of the GPU the share holds
+	for uuid, g := range draws {
+		if pl, ok := d.gpuLimits[uuid]; ok {
+			driverW = max(driverW, pl.LimitW)
+			if pl.LimitW <= ceilingW {
+				continue // its driver holds it under the ceiling
+			}
+		}
 		s := energy.DutyShare(d.gpuShare, ceilingW, g.PowerW, g.IdleW, worker.MinCPUShare)
 		full := 0.0
 		if g.IdleW > 0 && g.PowerW > g.IdleW { // the model's draw at full speed
@@ -460,14 +481,17 @@ func (d *Donor) gpuDuty(ceilingW float64) float64 {
 		}
 		switch {
 		case s < next:
-			next, fullW = s, full
+			next, fullW, refused, heldW = s, full, d.gpuRefused[uuid], d.gpuLimits[uuid].LimitW
 		case s == next:
 			fullW = max(fullW, full) // GPUs held alike: the hungriest
 		}
 	}
 	d.gpuShare = next
-	if next < 1 {
-		hold = &GPUHold{CeilingW: ceilingW, Share: next, FullW: fullW}
+	switch {
+	case next < 1:
+		hold = &GPUHold{CeilingW: ceilingW, Share: next, FullW: fullW, DriverW: heldW, Refused: refused}
+	case driverW > 0:
+		hold = &GPUHold{CeilingW: ceilingW, Share: 1, DriverW: driverW}
 	}
 	return next
 }

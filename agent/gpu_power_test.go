@@ -2,6 +2,8 @@ package agent_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"math"
 	"sync"
 	"testing"
@@ -11,6 +13,7 @@ import (
 
 	"idlepool/agent"
 	"idlepool/energy"
+	"idlepool/idle"
 	"idlepool/worker"
 )
 
@@ -140,5 +143,166 @@ func TestGPUHoldWords(t *testing.T) {
 		if got := tc.hold.Words(); got != tc.want {
 			t.Errorf("%+v.Words() = %q, want %q", tc.hold, got, tc.want)
 		}
+	}
+}
+
+// limitedGPU is throttledGPU behind a driver that may take a board power
+// limit, as NVML does: clamped into its constraints (loW..hiW), the
+// limit before the first change kept to restore; refuse makes it answer
+// as a driver that takes none from this user. The board draws 50 W at
+// rest plus 200 W times the workers' share, never above the limit.
+type limitedGPU struct {
+	throttledGPU
+	loW, hiW float64
+	refuse   error
+	limitW   float64 // in force
+	prevW    float64 // before the first change; 0 when none is set
+	restores int
+}
+
+func (g *limitedGPU) GPUs(context.Context) ([]idle.GPU, error) {
+	return nil, errors.New("not listed here")
+}
+
+func (g *limitedGPU) SetPowerLimit(uuid string, watts float64) (worker.PowerLimit, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.refuse != nil {
+		return worker.PowerLimit{}, g.refuse
+	}
+	if g.prevW == 0 {
+		g.prevW = g.limitW
+	}
+	g.limitW = min(max(watts, g.loW), g.hiW)
+	return worker.PowerLimit{UUID: uuid, LimitW: g.limitW, MinW: g.loW, MaxW: g.hiW, PreviousW: g.prevW}, nil
+}
+
+func (g *limitedGPU) RestorePowerLimits() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.prevW != 0 {
+		g.limitW, g.prevW = g.prevW, 0
+	}
+	g.restores++
+	return nil
+}
+
+func (g *limitedGPU) limit() (float64, int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.limitW, g.restores
+}
+
+func (g *limitedGPU) ReadGPUs(uuids []string) ([]energy.GPUReading, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out []energy.GPUReading
+	for _, u := range uuids {
+		out = append(out, energy.GPUReading{UUID: u, PowerW: min(50+200*g.share, g.limitW), HasPower: true})
+	}
+	return out, nil
+}
+
+// TestGPUPowerCeilingByDriver: with gpu_power=150, where the driver takes
+// the ceiling as the board's power limit the workers run freely and the
+// status says the driver holds it; where it refuses, the duty cycle
+// holds them to half the time and the status says the driver refused;
+// where its lowest limit (200 W) is above the ceiling, the limit is
+// clamped to it and the duty cycle does the rest. The driver's limit is
+// restored once no GPU task runs, and when the donor stops.
+func TestGPUPowerCeilingByDriver(t *testing.T) {
+	refused := fmt.Errorf("%w: GPU GPU-x: set its power limit to 150 W: Insufficient Permissions", worker.ErrPowerLimitRefused)
+	for _, tc := range []struct {
+		name     string
+		loW      float64
+		refuse   error
+		share    float64 // the workers' share held
+		hold     *agent.GPUHold
+		words    string
+		limitedW float64 // the driver's limit while the task runs
+	}{
+		{"the driver takes it", 100, nil, 1, &agent.GPUHold{CeilingW: 150, Share: 1, DriverW: 150},
+			"GPU limited to 150 W by its driver", 150},
+		{"the driver refuses", 100, refused, 0.5, &agent.GPUHold{CeilingW: 150, Share: 0.5, FullW: 250, Refused: refused.Error()},
+			"GPU held at 150 W of ~250 W (tasks run 50% of the time; the driver refused a power limit)", 300},
+		{"clamped to the driver's lowest", 200, nil, 0.5, &agent.GPUHold{CeilingW: 150, Share: 0.5, FullW: 250, DriverW: 200},
+			"GPU held at 150 W of ~250 W (tasks run 50% of the time; its driver's lowest limit is 200 W)", 200},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dev := newDevice(t, mustKey(t))
+			ctx := context.Background()
+			s, err := dev.local.Settings(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.GPUPowerW = 150
+			if err := dev.local.SaveSettings(ctx, s); err != nil {
+				t.Fatal(err)
+			}
+			gpu := &limitedGPU{loW: tc.loW, hiW: 300, limitW: 300, refuse: tc.refuse}
+			meter := energy.NewMeter(energy.Config{GPUs: gpu, Period: 20 * time.Millisecond})
+			task := meter.Start([]string{"GPU-x"}) // the board at rest: 50 W
+			gpu.SetCPUShare(1)
+			d, err := agent.NewDonor(agent.DonorConfig{Home: dev.dirs, DeviceKey: dev.key, OwnerKey: dev.owner, Workers: 1,
+				Executor: gpu, Store: dev.local, Always: true, Logger: quietLogger(t), Energy: meter, GPUs: gpu,
+				PoolReload: 20 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(ctx)
+			done := make(chan error, 1)
+			go func() { done <- d.Serve(ctx) }()
+			stopped := false
+			defer func() {
+				if !stopped {
+					cancel()
+					<-done
+				}
+			}()
+			waitFor := func(what string, cond func() bool, say func() string) {
+				t.Helper()
+				deadline := time.Now().Add(2 * time.Minute) // patience, not a verdict
+				for !cond() {
+					if time.Now().After(deadline) {
+						t.Fatalf("%s: %s", what, say())
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+			}
+			heldDiff := func() string { return cmp.Diff(tc.hold, d.Status().Energy.GPUHeld) }
+			waitFor("the hold in the status", func() bool { return heldDiff() == "" },
+				func() string { return "Status().Energy.GPUHeld (-want +got):\n" + heldDiff() })
+			time.Sleep(100 * time.Millisecond) // several more steps: it holds
+			if s := gpu.current(); math.Abs(s-tc.share) > 1e-9 {
+				t.Errorf("workers' share = %g, want %g", s, tc.share)
+			}
+			if l, _ := gpu.limit(); l != tc.limitedW {
+				t.Errorf("driver's limit while the task runs = %g W, want %g W", l, tc.limitedW)
+			}
+			if got := tc.hold.Words(); got != tc.words {
+				t.Errorf("Words() = %q, want %q", got, tc.words)
+			}
+
+			task.Stop(0)
+			waitFor("the limit restored once the GPU task ended", func() bool { l, _ := gpu.limit(); return l == 300 && gpu.current() == 1 },
+				func() string {
+					l, n := gpu.limit()
+					return fmt.Sprintf("limit %g W after %d restores, share %g", l, n, gpu.current())
+				})
+			if tc.refuse == nil {
+				// Another GPU task: the limit is set again; the donor
+				// stopping restores it.
+				task = meter.Start([]string{"GPU-x"})
+				waitFor("the limit set again", func() bool { l, _ := gpu.limit(); return l == tc.limitedW },
+					func() string { l, _ := gpu.limit(); return fmt.Sprintf("limit %g W", l) })
+				cancel()
+				<-done
+				stopped = true
+				if l, _ := gpu.limit(); l != 300 {
+					t.Errorf("limit after the donor stopped = %g W, want 300 W back", l)
+				}
+				task.Stop(0)
+			}
+		})
 	}
 }

@@ -1,5 +1,6 @@
 // Package energy measures what a donation costs in energy: the CPU
-// packages' energy counters of Linux's powercap interface (RAPL), the
+// packages' energy counters of Linux's powercap interface (RAPL) or of
+// Windows' Energy Meter performance counters (EMI, through pdh.dll), the
 // GPUs' energy counters or power readings through NVML (a GPUReader that
 // package worker implements), and, where nothing can be read, an estimate
 // from CPU time and the processor's rated power, always marked as one.

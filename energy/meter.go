@@ -31,20 +31,25 @@ const (
 
 // Config configures a Meter. Every field is optional.
 type Config struct {
-	// RAPL reads the CPU packages' energy; nil: CPU energy is estimated.
-	RAPL *RAPL
-	// CPUProblem is why RAPL is nil where counters exist (an
-	// *UnreadableError from OpenRAPL), for CPUHow; nil otherwise.
+	// RAPL reads the CPU packages' energy: a *RAPL on Linux, an *EMI
+	// on Windows; nil: CPU energy is estimated.
+	RAPL CPUCounter
+	// CPUProblem is why RAPL is nil (an *UnreadableError from
+	// OpenRAPL; on Windows, the Energy Meter counters not exposed), for
+	// CPUHow; nil when there is nothing to say.
 	CPUProblem error
 	// GPUs reads GPUs' energy; nil: a task's GPUs are not measured.
 	GPUs GPUReader
 	// PCIRoot is checked before GPUs are read (GPUsAsleep): PCIRoot, or
 	// "" to skip the check.
 	PCIRoot string
-	// Proc is where processes' CPU times are read (ProcRoot); "" (not
-	// Linux): a task's CPU time is taken as its span on one core, and
-	// its energy is estimated.
+	// Proc is where processes' CPU times are read (ProcRoot), unless
+	// Times is set; both unset: a task's CPU time is taken as its span
+	// on one core, and its energy is estimated.
 	Proc string
+	// Times reads CPU times where there is no /proc (SystemCPUTimes on
+	// Windows); nil: Proc.
+	Times CPUTimes
 	// PIDs returns this device's worker processes (worker.Pool.PIDs).
 	PIDs func() []int
 	// CPUs is the number of logical CPUs; 0: runtime.NumCPU.
@@ -157,6 +162,16 @@ type Meter struct {
 // every Period while tasks run. It starts from the baseline
 // cfg.Baselines stored, if one is younger than BaselineMaxAge.
 func NewMeter(cfg Config) *Meter {
+	switch r := cfg.RAPL.(type) { // a nil pointer is no counter
+	case *RAPL:
+		if r == nil {
+			cfg.RAPL = nil
+		}
+	case *EMI:
+		if r == nil {
+			cfg.RAPL = nil
+		}
+	}
 	if cfg.CPUs <= 0 {
 		cfg.CPUs = runtime.NumCPU()
 	}
@@ -390,19 +405,31 @@ func (m *Meter) sampleLocked() time.Time {
 	return cur.at
 }
 
+// times is where CPU times are read: Config.Times, else Proc's; nil
+// with neither.
+func (m *Meter) times() CPUTimes {
+	switch {
+	case m.cfg.Times != nil:
+		return m.cfg.Times
+	case m.cfg.Proc != "":
+		return procTimes(m.cfg.Proc)
+	}
+	return nil
+}
+
 func (m *Meter) read() *sample {
 	s := &sample{at: m.cfg.Now()}
 	if m.cfg.RAPL != nil {
 		s.pkg, m.cpuErr = m.cfg.RAPL.Read()
 	}
-	if m.cfg.Proc != "" {
+	if times := m.times(); times != nil {
 		var err error
-		s.busy, err = busyCPU(m.cfg.Proc)
+		s.busy, err = times.Busy()
 		s.busyOK = err == nil
 		if m.cfg.PIDs != nil {
 			s.pids = map[int]time.Duration{}
 			for _, pid := range m.cfg.PIDs() {
-				if d, err := processCPU(m.cfg.Proc, pid); err == nil {
+				if d, err := times.Process(pid); err == nil {
 					s.pids[pid] = d
 				}
 			}
@@ -452,8 +479,11 @@ func (m *Meter) advance(prev, cur *sample) {
 			delete(m.pid, pid) // gone
 		}
 	}
+	e, known := 0.0, false
 	if prev.pkg != nil && cur.pkg != nil && prev.busyOK && cur.busyOK {
-		e := m.cfg.RAPL.Joules(prev.pkg, cur.pkg)
+		e, known = m.cfg.RAPL.Interval(prev.pkg, cur.pkg)
+	}
+	if known {
 		if oursSum <= span/100 && span <= maxBaselineSpan {
 			// Nothing of ours ran: a baseline. The lowest seen is the
 			// machine at rest; higher ones had other programs' load.

@@ -20,6 +20,25 @@ const userHZ = 100
 
 func ticks(n uint64) time.Duration { return time.Duration(n) * time.Second / userHZ }
 
+// CPUTimes reads CPU times: what every process of the machine spent
+// (Busy: all CPUs' time but idle, summed over CPUs) and what one
+// process spent (Process: user and system). A process that is gone is
+// an error. Linux reads /proc (procTimes); Windows GetSystemTimes and
+// GetProcessTimes (SystemCPUTimes). Called from one goroutine at a time.
+type CPUTimes interface {
+	Busy() (time.Duration, error)
+	Process(pid int) (time.Duration, error)
+}
+
+// procTimes reads CPU times from a proc tree (ProcRoot, or a fake one).
+type procTimes string
+
+// Busy is busyCPU.
+func (p procTimes) Busy() (time.Duration, error) { return busyCPU(string(p)) }
+
+// Process is processCPU.
+func (p procTimes) Process(pid int) (time.Duration, error) { return processCPU(string(p), pid) }
+
 // busyCPU returns the CPU time all processes of the machine have spent
 // (user, nice, system, irq, softirq, steal: all but idle and iowait),
 // summed over CPUs, from the first line of root/stat.

@@ -98,6 +98,10 @@ func (r *RAPL) Joules(prev, cur []uint64) float64 {
 	return float64(uj) / 1e6
 }
 
+// Interval is Joules, always known: a powercap counter only wraps
+// (CPUCounter).
+func (r *RAPL) Interval(prev, cur []uint64) (float64, bool) { return r.Joules(prev, cur), true }
+
 // CounterDelta returns how far a counter that wraps to 0 after maxValue
 // advanced from prev to cur: cur-prev, or, when cur is below prev (it
 // wrapped once), maxValue-prev+cur+1. A maxValue of 0 (unknown) treats a

@@ -154,9 +154,10 @@ type Settings struct {
 	// in Tariff's currency; 0: no bound.
 	MaxPricePerKWh float64 `json:"max_price_per_kwh,omitempty"`
 	// GPUPowerW is a ceiling on the board power of each GPU computing
-	// tasks, in watts; 0: none. The workers' duty cycle keeps a GPU's
-	// average draw under it (the driver's own power limit needs root or
-	// an administrator, which the app is not).
+	// tasks, in watts; 0: none. The GPU's driver holds it as the
+	// board's power limit where it lets this user set one; where it
+	// refuses (most need root or an administrator), the workers' duty
+	// cycle keeps the GPU's average draw under it.
 	GPUPowerW float64 `json:"gpu_power_w,omitempty"`
 	// QuietHours are weekly windows in which never to compute (fan
 	// noise at night), in TimeZone's wall-clock time; empty: none.
@@ -563,7 +564,7 @@ var SettingKeys = []struct{ Key, Takes string }{
 	{"cpu_rated_w", `your processor's rated power in W, for estimates where no counter is readable (0: 65)`},
 	{"energy_day", `at most this many kWh a day, e.g. 2 (0: no cap)`},
 	{"energy_month", `at most this many kWh a calendar month (0: no cap)`},
-	{"gpu_power", `at most this many W on each GPU computing tasks, e.g. 150 (0: no ceiling), kept by pausing the tasks part of the time`},
+	{"gpu_power", `at most this many W on each GPU computing tasks, e.g. 150 (0: no ceiling), kept by the GPU's driver where it lets you set its limit, else by pausing the tasks part of the time`},
 	{"max_price", `compute only while the tariff's price is at most this, per kWh (0: no bound)`},
 	{"quiet_hours", `weekly hours never to compute, e.g. "daily 22:00-07:00", or "none"`},
 	{"pause", `pause computing: a duration (1h), "tomorrow" (until midnight), a time (RFC 3339), "finish" (finish the tasks in hand, then pause until "off"), or "off"`},

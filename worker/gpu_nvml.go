@@ -3,6 +3,7 @@
 package worker
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -33,6 +34,7 @@ type GPULister struct {
 	inited   bool
 	failedAt time.Time // when Init last failed; zero after a success
 	failed   error     // what it failed with
+	limits   powerLimits
 }
 
 // NewGPULister returns a lister of the real NVML library. It loads
@@ -99,6 +101,32 @@ func (l *GPULister) ReadGPUs(uuids []string) ([]energy.GPUReading, error) {
 		return nil, err
 	}
 	return readGPUEnergy(goNVML{l.lib}, uuids)
+}
+
+// SetPowerLimit sets the board power limit of GPU uuid (NVML's UUID) to
+// watts, clamped into the driver's constraints
+// (nvmlDeviceGetPowerManagementLimitConstraints), and returns the limit
+// now in force. The limit before the first change is kept for
+// RestorePowerLimits. A driver that refuses (root only, or no settable
+// limit) is an error matching ErrPowerLimitRefused; with no driver too.
+func (l *GPULister) SetPowerLimit(uuid string, watts float64) (PowerLimit, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.initLocked(); err != nil {
+		return PowerLimit{}, fmt.Errorf("%w: %w", ErrPowerLimitRefused, err)
+	}
+	return l.limits.set(goNVML{l.lib}, uuid, watts)
+}
+
+// RestorePowerLimits sets back every limit SetPowerLimit changed to what
+// it was before; the GPUs it could not restore are named in the error.
+func (l *GPULister) RestorePowerLimits() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.inited || len(l.limits.saved) == 0 {
+		return nil
+	}
+	return l.limits.restore(goNVML{l.lib})
 }
 
 // goNVML is go-nvml's binding as an nvmlEnergy.
@@ -196,6 +224,33 @@ func (g goNVML) processes(d nvmlDevice, graphics bool) ([]nvmlProcess, error) {
 	return out, nil
 }
 
+// limitErr is NVML's code as the purego binding gives it, so that
+// limitError tells a refusal alike in both.
+func limitErr(ret nvml.Return) error { return &nvmlError{code: nvmlCode(ret), text: ret.Error()} }
+
+func (g goNVML) powerLimitMW(d nvmlDevice) (uint32, error) {
+	mW, ret := d.(nvml.Device).GetPowerManagementLimit()
+	if ret != nvml.SUCCESS {
+		return 0, limitErr(ret)
+	}
+	return mW, nil
+}
+
+func (g goNVML) powerLimitConstraintsMW(d nvmlDevice) (lo, hi uint32, err error) {
+	lo, hi, ret := d.(nvml.Device).GetPowerManagementLimitConstraints()
+	if ret != nvml.SUCCESS {
+		return 0, 0, limitErr(ret)
+	}
+	return lo, hi, nil
+}
+
+func (g goNVML) setPowerLimitMW(d nvmlDevice, mW uint32) error {
+	if ret := d.(nvml.Device).SetPowerManagementLimit(mW); ret != nvml.SUCCESS {
+		return limitErr(ret)
+	}
+	return nil
+}
+
 // nvmlValue turns go-nvml's (value, Return) into (value, error).
 func nvmlValue[T any](v T, ret nvml.Return) (T, error) {
 	if ret != nvml.SUCCESS {
@@ -205,14 +260,23 @@ func nvmlValue[T any](v T, ret nvml.Return) (T, error) {
 	return v, nil
 }
 
-var _ nvmlDevices = goNVML{}
+var (
+	_ nvmlDevices    = goNVML{}
+	_ nvmlPowerLimit = goNVML{}
+)
 
-// Close shuts NVML down if List initialised it. The lister may be used
-// again afterwards. It returns an error only when nvmlShutdown fails.
+// Close restores the power limits SetPowerLimit changed and shuts NVML
+// down if it was initialised. The lister may be used again afterwards.
+// It returns an error only when a limit cannot be restored or
+// nvmlShutdown fails.
 func (l *GPULister) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.shutdownLocked()
+	var err error
+	if l.inited && len(l.limits.saved) > 0 {
+		err = l.limits.restore(goNVML{l.lib})
+	}
+	return errors.Join(err, l.shutdownLocked())
 }
 
 func (l *GPULister) shutdownLocked() error {

@@ -4,6 +4,7 @@ package worker
 
 import (
 	"errors"
+	"fmt"
 
 	"idlepool/energy"
 )
@@ -30,3 +31,12 @@ func (l *GPULister) Close() error { return nil }
 func (l *GPULister) ReadGPUs(uuids []string) ([]energy.GPUReading, error) {
 	return nil, &NoGPUError{Reason: "built without NVML", Err: errors.ErrUnsupported}
 }
+
+// SetPowerLimit returns an error matching ErrPowerLimitRefused and
+// errors.ErrUnsupported: this build has no NVML.
+func (l *GPULister) SetPowerLimit(uuid string, watts float64) (PowerLimit, error) {
+	return PowerLimit{}, fmt.Errorf("%w: built without NVML: %w", ErrPowerLimitRefused, errors.ErrUnsupported)
+}
+
+// RestorePowerLimits does nothing and returns nil: no limit was set.
+func (l *GPULister) RestorePowerLimits() error { return nil }

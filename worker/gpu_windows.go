@@ -44,9 +44,24 @@ func (l *GPULister) ReadGPUs(uuids []string) ([]energy.GPUReading, error) {
 	return l.l.readGPUs(uuids)
 }
 
-// Close shuts NVML down if List or ReadGPUs loaded it. The lister may be
-// used again afterwards. It returns an error only when nvmlShutdown
-// fails.
+// SetPowerLimit sets the board power limit of GPU uuid (NVML's UUID) to
+// watts through nvml.dll, clamped into the driver's constraints
+// (nvmlDeviceGetPowerManagementLimitConstraints), and returns the limit
+// now in force. The limit before the first change is kept for
+// RestorePowerLimits. A driver that refuses (an administrator only, or
+// no settable limit) is an error matching ErrPowerLimitRefused.
+func (l *GPULister) SetPowerLimit(uuid string, watts float64) (PowerLimit, error) {
+	return l.l.setPowerLimit(uuid, watts)
+}
+
+// RestorePowerLimits sets back every limit SetPowerLimit changed to what
+// it was before; the GPUs it could not restore are named in the error.
+func (l *GPULister) RestorePowerLimits() error { return l.l.restorePowerLimits() }
+
+// Close restores the power limits SetPowerLimit changed and shuts NVML
+// down if List, ReadGPUs or SetPowerLimit loaded it. The lister may be
+// used again afterwards. It returns an error only when a limit cannot be
+// restored or nvmlShutdown fails.
 func (l *GPULister) Close() error { return l.l.close() }
 
 var _ energy.GPUReader = (*GPULister)(nil)

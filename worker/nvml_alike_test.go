@@ -31,7 +31,56 @@ type goNVMLListing struct {
 	NoGPU bool
 }
 
-func init() { testChildren[goNVMLListChild] = goNVMLListMain }
+// goNVMLLimitChild is childEnv's value for a test binary that runs
+// powerLimitSteps through go-nvml on the library at goNVMLLibraryEnv and
+// prints its lines as JSON.
+const goNVMLLimitChild = "go-nvml-limit"
+
+func init() {
+	testChildren[goNVMLListChild] = goNVMLListMain
+	testChildren[goNVMLLimitChild] = goNVMLLimitMain
+}
+
+func goNVMLLimitMain() int {
+	l := NewGPUListerWith(nvml.New(nvml.WithLibraryPath(os.Getenv(goNVMLLibraryEnv))))
+	defer l.Close()
+	limitMW := func() (uint32, error) {
+		d, err := goNVML{l.lib}.device("GPU-volta")
+		if err != nil {
+			return 0, err
+		}
+		return goNVML{l.lib}.powerLimitMW(d)
+	}
+	if err := json.NewEncoder(os.Stdout).Encode(powerLimitSteps(l.SetPowerLimit, l.RestorePowerLimits, limitMW)); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// TestGoNVMLPowerLimit: the Linux build's lister (go-nvml) sets and
+// restores the stand-in's power limits as the purego one does
+// (wantPowerLimitSteps), in a process of its own.
+func TestGoNVMLPowerLimit(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"="+goNVMLLimitChild, goNVMLLibraryEnv+"="+fakeNVMLLibrary(t))
+	cmd.Stderr = os.Stderr
+	b, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go-nvml child: %v\n%s", err, b)
+	}
+	var got []string
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatalf("go-nvml child printed %q: %v", b, err)
+	}
+	if d := cmp.Diff(wantPowerLimitSteps, got); d != "" {
+		t.Errorf("power limits through go-nvml (-want +got):\n%s", d)
+	}
+}
 
 // goNVMLListMain lists through go-nvml in a process of its own: go-nvml
 // binds NVML's symbols process-wide (RTLD_GLOBAL, lazily), so that a

@@ -4,6 +4,7 @@ package worker
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -53,4 +54,60 @@ func checkFakeList(t *testing.T, gpus []GPU, err error) {
 	if err == nil || err.Error() != wantFakeErr || errors.Is(err, ErrNoGPU) {
 		t.Errorf("List error = %v, want %q (not ErrNoGPU: three GPUs are usable)", err, wantFakeErr)
 	}
+}
+
+// powerLimitSteps sets and restores testdata/fakenvml's power limits
+// through a binding (set, restore; limitMW reads GPU-volta's limit in
+// force through the same library) and says what each step gave, one
+// line each, for wantPowerLimitSteps. It needs no *testing.T, so that a
+// child process runs it through go-nvml.
+func powerLimitSteps(set func(uuid string, watts float64) (PowerLimit, error), restore func() error, limitMW func() (uint32, error)) []string {
+	var out []string
+	say := func(what string, p PowerLimit, err error) {
+		if err != nil {
+			out = append(out, fmt.Sprintf("%s: error (refused: %t): %v", what, errors.Is(err, ErrPowerLimitRefused), err))
+			return
+		}
+		mW, rerr := limitMW()
+		out = append(out, fmt.Sprintf("%s: %g W in %g..%g W, was %g W; volta holds %d mW (%v)", what, p.LimitW, p.MinW, p.MaxW, p.PreviousW, mW, rerr))
+	}
+	p, err := set("GPU-volta", 150)
+	say("volta 150 W", p, err)
+	p, err = set("GPU-volta", 40)
+	say("volta 40 W", p, err)
+	p, err = set("GPU-volta", 1000)
+	say("volta 1000 W", p, err)
+	p, err = set("GPU-pascal", 150)
+	say("pascal 150 W", p, err)
+	p, err = set("GPU-blind", 150)
+	say("blind 150 W", p, err)
+	p, err = set("GPU-gone", 150)
+	say("gone 150 W", p, err)
+	p, err = set("GPU-volta", -1)
+	say("volta -1 W", p, err)
+	p, err = set("GPU-volta", 120)
+	say("volta 120 W", p, err)
+	rerr := restore()
+	mW, lerr := limitMW()
+	out = append(out, fmt.Sprintf("restore: %v; volta holds %d mW (%v)", rerr, mW, lerr))
+	out = append(out, fmt.Sprintf("restore again: %v", restore()))
+	return out
+}
+
+// wantPowerLimitSteps is what powerLimitSteps says for either binding:
+// a limit set within the driver's constraints, a ceiling below or above
+// them clamped into them, the previous limit kept from the first change,
+// refusals (no permission, not supported) told apart from a GPU not
+// found, and the first limit back after restore.
+var wantPowerLimitSteps = []string{
+	"volta 150 W: 150 W in 100..300 W, was 300 W; volta holds 150000 mW (<nil>)",
+	"volta 40 W: 100 W in 100..300 W, was 300 W; volta holds 100000 mW (<nil>)",
+	"volta 1000 W: 300 W in 100..300 W, was 300 W; volta holds 300000 mW (<nil>)",
+	"pascal 150 W: error (refused: true): worker: the driver refuses to set the GPU's power limit: GPU GPU-pascal: set its power limit to 150 W: Insufficient Permissions",
+	"blind 150 W: error (refused: true): worker: the driver refuses to set the GPU's power limit: GPU GPU-blind: read its power limit's constraints: Not Supported",
+	"gone 150 W: error (refused: false): worker: GPU GPU-gone: find it: Not Found",
+	"volta -1 W: error (refused: false): worker: GPU GPU-volta: a power limit of -1 W: must be a positive number of watts",
+	"volta 120 W: 120 W in 100..300 W, was 300 W; volta holds 120000 mW (<nil>)",
+	"restore: <nil>; volta holds 300000 mW (<nil>)",
+	"restore again: <nil>",
 }

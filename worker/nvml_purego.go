@@ -33,6 +33,13 @@ var nvmlProcessFuncs = [2][]string{
 	{"nvmlDeviceGetGraphicsRunningProcesses_v3", "nvmlDeviceGetGraphicsRunningProcesses_v2", "nvmlDeviceGetGraphicsRunningProcesses"},
 }
 
+// nvmlPowerLimitFuncs are the power limit's entry points: looked up
+// when the library opens, and a driver that lacks one answers
+// NVML_ERROR_FUNCTION_NOT_FOUND for it (powerLimitMW and the others).
+var nvmlPowerLimitFuncs = []string{
+	"nvmlDeviceGetPowerManagementLimitConstraints", "nvmlDeviceGetPowerManagementLimit", "nvmlDeviceSetPowerManagementLimit",
+}
+
 // nvmlProcessInfoV1 is nvmlProcessInfo_v1_t (nvml.h), field for field:
 // {unsigned int pid; unsigned long long usedGpuMemory;}, 16 bytes.
 type nvmlProcessInfoV1 struct {
@@ -135,6 +142,11 @@ func openPureNVML(path string) (*pureNVML, error) {
 		}
 		n.fn[name] = addr
 	}
+	for _, name := range nvmlPowerLimitFuncs {
+		if addr, err := lookupCUDASymbol(lib, name); err == nil && addr != 0 {
+			n.fn[name] = addr
+		}
+	}
 	for kind, names := range nvmlProcessFuncs {
 		for i, name := range names {
 			if addr, err := lookupCUDASymbol(lib, name); err == nil && addr != 0 {
@@ -162,6 +174,41 @@ func initErrorOf(err error) error {
 		return &NoGPUError{Reason: "no permission to use the NVIDIA driver", Err: cause}
 	}
 	return &NoGPUError{Reason: "NVML: " + cause.Error(), Err: cause}
+}
+
+// callOptional is call for an entry point the library may lack:
+// NVML_ERROR_FUNCTION_NOT_FOUND when it does.
+func (n *pureNVML) callOptional(name string, args ...uintptr) error {
+	if n.fn[name] == 0 {
+		return &nvmlError{code: nvmlFunctionNotFound, text: "Function Not Found"}
+	}
+	return n.call(name, args...)
+}
+
+func (n *pureNVML) powerLimitMW(d nvmlDevice) (uint32, error) {
+	v := new(uint32)
+	var pin runtime.Pinner
+	pin.Pin(v)
+	defer pin.Unpin()
+	if err := n.callOptional("nvmlDeviceGetPowerManagementLimit", d.(uintptr), uintptr(unsafe.Pointer(v))); err != nil {
+		return 0, err
+	}
+	return *v, nil
+}
+
+func (n *pureNVML) powerLimitConstraintsMW(d nvmlDevice) (lo, hi uint32, err error) {
+	v := new([2]uint32) // unsigned int minLimit, maxLimit
+	var pin runtime.Pinner
+	pin.Pin(v)
+	defer pin.Unpin()
+	if err := n.callOptional("nvmlDeviceGetPowerManagementLimitConstraints", d.(uintptr), uintptr(unsafe.Pointer(&v[0])), uintptr(unsafe.Pointer(&v[1]))); err != nil {
+		return 0, 0, err
+	}
+	return v[0], v[1], nil
+}
+
+func (n *pureNVML) setPowerLimitMW(d nvmlDevice, mW uint32) error {
+	return n.callOptional("nvmlDeviceSetPowerManagementLimit", d.(uintptr), uintptr(mW))
 }
 
 // call calls an NVML function and turns a code other than NVML_SUCCESS
@@ -375,6 +422,7 @@ func (n *pureNVML) stringOf(fn string, d nvmlDevice, size int) (string, error) {
 }
 
 var (
-	_ nvmlEnergy  = (*pureNVML)(nil)
-	_ nvmlDevices = (*pureNVML)(nil)
+	_ nvmlEnergy     = (*pureNVML)(nil)
+	_ nvmlDevices    = (*pureNVML)(nil)
+	_ nvmlPowerLimit = (*pureNVML)(nil)
 )

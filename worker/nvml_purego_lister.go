@@ -3,6 +3,7 @@
 package worker
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -26,6 +27,7 @@ type pureLister struct {
 	lib      *pureNVML
 	failedAt time.Time // when loading last failed; zero after a success
 	failed   error     // what it failed with
+	limits   powerLimits
 }
 
 // loadLocked loads and initialises NVML unless it is, or failed less
@@ -70,11 +72,36 @@ func (l *pureLister) readGPUs(uuids []string) ([]energy.GPUReading, error) {
 	return readGPUEnergy(l.lib, uuids)
 }
 
-// close shuts NVML down if it is initialised.
+// setPowerLimit is GPULister.SetPowerLimit.
+func (l *pureLister) setPowerLimit(uuid string, watts float64) (PowerLimit, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.loadLocked(); err != nil {
+		return PowerLimit{}, fmt.Errorf("%w: %w", ErrPowerLimitRefused, err)
+	}
+	return l.limits.set(l.lib, uuid, watts)
+}
+
+// restorePowerLimits is GPULister.RestorePowerLimits.
+func (l *pureLister) restorePowerLimits() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.lib == nil || len(l.limits.saved) == 0 {
+		return nil
+	}
+	return l.limits.restore(l.lib)
+}
+
+// close restores the power limits it set and shuts NVML down if it is
+// initialised.
 func (l *pureLister) close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.shutdownLocked()
+	var err error
+	if l.lib != nil && len(l.limits.saved) > 0 {
+		err = l.limits.restore(l.lib)
+	}
+	return errors.Join(err, l.shutdownLocked())
 }
 
 func (l *pureLister) shutdownLocked() error {

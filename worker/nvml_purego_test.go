@@ -194,3 +194,44 @@ func TestPureGPUListerRetries(t *testing.T) {
 		t.Errorf("nvmlInit_v2 called %d times, want 2 (again after the count failed)", n)
 	}
 }
+
+// TestPurePowerLimitOnAFakeLibrary: the purego binding sets the
+// stand-in's power limits (wantPowerLimitSteps), and close restores a
+// limit still set.
+func TestPurePowerLimitOnAFakeLibrary(t *testing.T) {
+	src := fakeNVMLLibrary(t)
+	so := filepath.Join(t.TempDir(), "libnvidia-ml.so.1") // its own copy: its own state
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(so, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	l := &pureLister{path: so, now: time.Now}
+	defer l.close()
+	limitMW := func() (uint32, error) {
+		d, err := l.lib.device("GPU-volta")
+		if err != nil {
+			return 0, err
+		}
+		return l.lib.powerLimitMW(d)
+	}
+	got := powerLimitSteps(l.setPowerLimit, l.restorePowerLimits, limitMW)
+	if d := cmp.Diff(wantPowerLimitSteps, got); d != "" {
+		t.Errorf("power limits (-want +got):\n%s", d)
+	}
+
+	if _, err := l.setPowerLimit("GPU-volta", 200); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	if _, err := l.list(nil); err != nil && !strings.Contains(err.Error(), "GPU 3") {
+		t.Fatal(err)
+	}
+	if mW, err := limitMW(); mW != 300000 || err != nil {
+		t.Errorf("after close, volta holds %d mW (%v), want its 300000 back", mW, err)
+	}
+}

@@ -39,6 +39,16 @@ func TestWindowsGPUListerOnAFakeDLL(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "GPU-gone: Not Found") {
 		t.Errorf("ReadGPUs error = %v, want GPU-gone named", err)
 	}
+	limitMW := func() (uint32, error) {
+		d, err := l.l.lib.device("GPU-volta")
+		if err != nil {
+			return 0, err
+		}
+		return l.l.lib.powerLimitMW(d)
+	}
+	if d := cmp.Diff(wantPowerLimitSteps, powerLimitSteps(l.SetPowerLimit, l.RestorePowerLimits, limitMW)); d != "" {
+		t.Errorf("power limits through nvml.dll (-want +got):\n%s", d)
+	}
 	if err := l.Close(); err != nil {
 		t.Errorf("Close: %v", err)
 	}

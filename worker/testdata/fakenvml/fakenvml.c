@@ -13,6 +13,13 @@
  *                 problems in optional readings;
  *   3 GPU-lost:   its temperature (a required reading) fails: not
  *                 listed.
+ * Board power limits (nvmlDeviceGet/SetPowerManagementLimit*, in mW):
+ * GPU-volta's may be set by anyone, within 100..300 W (300 W as the
+ * driver starts; a limit outside the constraints is INVALID, as NVML
+ * answers); GPU-pascal's reads (180 W in 90..200 W) but setting it is
+ * refused (NO_PERMISSION, as for a user who is not root or an
+ * administrator); GPU-blind has none (NOT_SUPPORTED).
+ * fakenvmlSets counts the limits set.
  * Every call but nvmlInit_v2 and nvmlErrorString fails with
  * NVML_ERROR_UNINITIALIZED until nvmlInit_v2 was called. nvmlErrorString
  * gives the driver's texts. Built with -DFAKENVML_V1 it exports only the
@@ -54,27 +61,31 @@ struct dev {
 	unsigned long long total, free;
 	unsigned int temp, util, mw, major, minor;
 	nvmlReturn_t temp_ret, util_ret, power_ret, graphics_ret;
+	unsigned int limit, limit_min, limit_max;
+	nvmlReturn_t limit_ret, set_ret;
 	int ncompute, ngraphics;
 	struct proc compute[32], graphics[4];
 };
 
 static struct dev devs[] = {
 	{"GPU-volta", "Tesla V100-SXM2-16GB", 16160 * MiB, 15000 * MiB, 41, 37, 250000, 7, 0,
-	 OK, OK, OK, OK, 2, 2, {{4242, 10240 * MiB}, {100, 1024 * MiB}}, {{777, NA}, {4242, 10240 * MiB}}},
+	 OK, OK, OK, OK, 300000, 100000, 300000, OK, OK,
+	 2, 2, {{4242, 10240 * MiB}, {100, 1024 * MiB}}, {{777, NA}, {4242, 10240 * MiB}}},
 	{"GPU-pascal", "NVIDIA GeForce GTX 1080", 8192 * MiB, 8000 * MiB, 55, 0, 90500, 6, 1,
-	 OK, OK, OK, NO_PERMISSION, 20, 0, {{0}}, {{0}}},
+	 OK, OK, OK, NO_PERMISSION, 180000, 90000, 200000, OK, NO_PERMISSION, 20, 0, {{0}}, {{0}}},
 	{"GPU-blind", "NVIDIA GeForce GT 710", 2048 * MiB, 2000 * MiB, 30, 0, 0, 3, 5,
-	 OK, NOT_SUPPORTED, NOT_SUPPORTED, OK, 0, 0, {{0}}, {{0}}},
+	 OK, NOT_SUPPORTED, NOT_SUPPORTED, OK, 0, 0, 0, NOT_SUPPORTED, NOT_SUPPORTED, 0, 0, {{0}}, {{0}}},
 	{"GPU-lost", "NVIDIA A100-SXM4-40GB", 40960 * MiB, 40000 * MiB, 0, 0, 0, 8, 0,
-	 GPU_IS_LOST, OK, OK, OK, 0, 0, {{0}}, {{0}}},
+	 GPU_IS_LOST, OK, OK, OK, 0, 0, 0, GPU_IS_LOST, GPU_IS_LOST, 0, 0, {{0}}, {{0}}},
 };
 #define NDEVS (sizeof devs / sizeof devs[0])
 
-static int inited, inits, count_fails;
+static int inited, inits, count_fails, sets;
 static unsigned long long volta_mj = 123456;
 
 API int fakenvmlInits(void) { return inits; }
 API void fakenvmlFailCount(int fail) { count_fails = fail; }
+API int fakenvmlSets(void) { return sets; }
 
 API const char *nvmlErrorString(nvmlReturn_t r) {
 	switch (r) {
@@ -192,6 +203,33 @@ API nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t d, unsigned int *mw) {
 	if (!d || !mw) return INVALID;
 	if (d->power_ret) return d->power_ret;
 	*mw = d->mw;
+	return OK;
+}
+
+API nvmlReturn_t nvmlDeviceGetPowerManagementLimitConstraints(nvmlDevice_t d, unsigned int *min, unsigned int *max) {
+	if (!inited) return UNINIT;
+	if (!d || !min || !max) return INVALID;
+	if (d->limit_ret) return d->limit_ret;
+	*min = d->limit_min;
+	*max = d->limit_max;
+	return OK;
+}
+
+API nvmlReturn_t nvmlDeviceGetPowerManagementLimit(nvmlDevice_t d, unsigned int *limit) {
+	if (!inited) return UNINIT;
+	if (!d || !limit) return INVALID;
+	if (d->limit_ret) return d->limit_ret;
+	*limit = d->limit;
+	return OK;
+}
+
+API nvmlReturn_t nvmlDeviceSetPowerManagementLimit(nvmlDevice_t d, unsigned int limit) {
+	if (!inited) return UNINIT;
+	if (!d) return INVALID;
+	if (d->set_ret) return d->set_ret;
+	if (limit < d->limit_min || limit > d->limit_max) return INVALID;
+	d->limit = limit;
+	sets++;
 	return OK;
 }
 
