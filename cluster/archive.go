@@ -31,6 +31,10 @@ const (
 	// archiveWindow is how many replicas are written before their
 	// acknowledgements are awaited.
 	archiveWindow = 1024
+	// maxLeaseID bounds the lease IDs looked up in the archive: the
+	// Scheduler's are 32 characters (pool.NewLeaseID), and a longer one,
+	// which a request may name, would make a subject NATS refuses.
+	maxLeaseID = 256
 )
 
 func leaseKey(lease string) string {
@@ -102,6 +106,9 @@ func (a *archive) put(ctx context.Context, recs []pool.ReplicaRecord, timeout ti
 // get returns the archived replica lease, or an error wrapping
 // pool.ErrUnknownLease when the bucket has none.
 func (a *archive) get(ctx context.Context, lease string) (pool.ReplicaRecord, error) {
+	if len(lease) > maxLeaseID {
+		return pool.ReplicaRecord{}, fmt.Errorf("replica of a %d-byte lease ID: %w", len(lease), pool.ErrUnknownLease)
+	}
 	e, err := a.kv.Get(ctx, leaseKey(lease))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return pool.ReplicaRecord{}, fmt.Errorf("replica %q: %w", lease, pool.ErrUnknownLease)

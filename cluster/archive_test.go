@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -107,8 +108,10 @@ func TestStoreArchivesDone(t *testing.T) {
 			t.Fatalf("%s: archived replica (-committed +archived):\n%s", name, d)
 		}
 	}
-	if _, err := cold.Replica(ctx, "nobody leased this"); !errors.Is(err, pool.ErrUnknownLease) {
-		t.Fatalf("Replica of a lease never granted: %v, want ErrUnknownLease", err)
+	for _, lease := range []string{"nobody leased this", strings.Repeat("x", 1<<16)} {
+		if _, err := cold.Replica(ctx, lease); !errors.Is(err, pool.ErrUnknownLease) {
+			t.Fatalf("Replica of a lease never granted (%d bytes): %v, want ErrUnknownLease", len(lease), err)
+		}
 	}
 	// The follower applied every batch itself; catching up, it drops the
 	// replicas the archive holds and keeps the tail's.
