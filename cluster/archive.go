@@ -67,7 +67,7 @@ func openArchive(ctx context.Context, js jetstream.JetStream, replicas int) (*ar
 // pool.ErrStoreUnavailable. Storing a replica again stores the same record (a
 // done replica never changes), so a put that failed half way is simply
 // done again.
-func (a *archive) put(ctx context.Context, recs []pool.ReplicaRecord, timeout time.Duration) error {
+func (a *archive) put(ctx context.Context, recs []*pool.ReplicaRecord, timeout time.Duration) error {
 	subj := "$KV." + ArchiveBucket + "."
 	for len(recs) > 0 {
 		n := min(len(recs), archiveWindow)

@@ -63,7 +63,7 @@ func moveDone(t *testing.T, old pool.Store) pool.Store {
 	s := old.(*movedStore)
 	img, done := s.LiveImage()
 	for _, r := range s.DoneRecords(0, done) {
-		s.archive[r.Lease] = r
+		s.archive[r.Lease] = *r
 	}
 	m, err := pool.NewMemStoreFrom(context.Background(), img)
 	if err != nil {
