@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 
@@ -205,5 +206,35 @@ func TestClusterArchiveSnapshots(t *testing.T) {
 				t.Fatal("no snapshot archived a replica")
 			}
 		})
+	}
+}
+
+// On three nodes (the archive replicated three times), a scheduler moved
+// to another node after each snapshot answers requests that name
+// replicas of decided tasks from the archive, whichever node wrote it.
+// About 10 s on a busy machine: make check-cluster runs it
+// (IDLEPOOL_FULL_CLUSTER=1); TestClusterArchiveSnapshots checks the same
+// on one node in make test.
+func TestClusterArchiveThreeNodes(t *testing.T) {
+	if os.Getenv("IDLEPOOL_FULL_CLUSTER") == "" {
+		t.Skip("the replica archive on three nodes: make check-cluster (IDLEPOOL_FULL_CLUSTER=1)")
+	}
+	t.Parallel()
+	nodes := startNodes(t, testConfigs(t, t.TempDir(), 3))
+	h := pooltest.NewHarness(t, openStore(t, nodes[0], 3), nil)
+	i, archived := 0, 0
+	h.Reopen = func(old pool.Store) pool.Store {
+		ackAll(t, old)
+		st, err := old.(*Store).WriteSnapshot(context.Background())
+		if err != nil {
+			t.Fatalf("snapshot: %v", err)
+		}
+		archived += st.Archived
+		i++
+		return openStore(t, nodes[i%3], 3)
+	}
+	pooltest.RunArchive(h)
+	if archived == 0 {
+		t.Fatal("no snapshot archived a replica")
 	}
 }
