@@ -227,16 +227,17 @@ type SnapshotStats struct {
 }
 
 // WriteSnapshot stores the replicas that are done (settled, their task
-// decided) in ArchiveBucket, then a snapshot of the rest of the state
-// this Store has applied (the batches up to its last applied sequence)
-// in the object store idlepool_snapshots, and drops the archived
-// replicas from memory (other nodes drop theirs when they next follow
-// the stream: the archive's mark says up to where it holds every done
-// replica). So a snapshot, and every node's memory, hold the work in
-// play rather than every replica ever leased. It then trims the state stream up to the previous
-// snapshot (so the stream keeps the batches since it: a node that follows
-// a little behind goes on from its own state instead of loading the
-// whole snapshot) and deletes older snapshots. A node that starts from
+// decided, its outcome acknowledged) in ArchiveBucket, then a snapshot
+// of the rest of the state this Store has applied (the batches up to its
+// last applied sequence) in the object store idlepool_snapshots, and
+// drops the archived replicas from memory (other nodes drop theirs when
+// they next follow the stream: the archive's mark says up to where it
+// holds every done replica). So a snapshot, and every node's memory,
+// hold the work in play rather than every replica ever leased. It then
+// trims the state stream up to the previous snapshot (so the stream
+// keeps the batches since it: a node that follows a little behind goes
+// on from its own state instead of loading the whole snapshot) and
+// deletes older snapshots. A node that starts from
 // nothing loads the newest snapshot and replays only the batches after
 // it (Load). The state is copied under the Store's lock, which holds
 // commits for the copy's time (no encoding: SnapshotStats.Copy says how
