@@ -11,7 +11,11 @@
 //     messages of the replicated stream StateStream, appended with the
 //     expected last sequence (a node that lost its lease cannot write)
 //     and a message ID (a retried append is not written twice), and
-//     replayed into memory by every node;
+//     replayed into memory by every node; snapshots in the object store
+//     SnapshotBucket bound the replay, and the replicas that are done
+//     move to the key-value bucket ArchiveBucket, read on demand, so
+//     that a snapshot and a node's memory hold the work in play rather
+//     than every replica ever leased;
 //   - Leadership is the lease, in a JetStream key-value bucket, that
 //     makes one node at a time the one in charge of scheduling; it is
 //     renewed well within its TTL and taken over when it lapses;

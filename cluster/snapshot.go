@@ -19,15 +19,20 @@ import (
 
 // SnapshotBucket is the JetStream object store that holds snapshots of
 // the pool's state: objects named "state-" and the stream sequence they
-// cover, twenty digits, each the gob encoding of a pool.MemImage.
+// cover, twenty digits, each the gob encoding of a pool.MemImage. An
+// image of format memimage-gob-v2 leaves out the replicas that are done
+// (pool.MemStore.LiveImage), which are in ArchiveBucket; one of
+// memimage-gob-v1 (written before) holds every replica.
 const SnapshotBucket = "idlepool_snapshots"
 
 const (
 	snapPrefix = "state-"
-	// snapFormat is written in each object's headers; a reader refuses
-	// another.
-	snapFormat = "memimage-gob-v1"
-	hdrSeq     = "Idlepool-Seq"
+	// snapFormat is written in each object's headers; a reader takes it
+	// or snapFormatV1 and refuses another. An older idlepool refuses v2
+	// (it would not find the done replicas, left out).
+	snapFormat   = "memimage-gob-v2"
+	snapFormatV1 = "memimage-gob-v1"
+	hdrSeq       = "Idlepool-Seq"
 )
 
 // snapName is the object name of the snapshot that covers the stream up
@@ -147,7 +152,7 @@ func (s *snapshots) read(ctx context.Context, seq uint64) (*pool.MemImage, error
 	if err != nil {
 		return nil, fmt.Errorf("cluster: read snapshot %d: %w", seq, unavailable(err))
 	}
-	if f := info.Headers.Get(hdrFmt); f != snapFormat {
+	if f := info.Headers.Get(hdrFmt); f != snapFormat && f != snapFormatV1 {
 		return nil, fmt.Errorf("cluster: snapshot %d has format %q, want %q (written by a newer idlepool?)", seq, f, snapFormat)
 	}
 	// Read it all before decoding: a reader that decoded as it read
@@ -168,6 +173,11 @@ func (s *snapshots) read(ctx context.Context, seq uint64) (*pool.MemImage, error
 
 // write stores img as the snapshot covering the stream up to seq.
 func (s *snapshots) write(ctx context.Context, seq uint64, img *pool.MemImage) error {
+	return s.writeFormat(ctx, seq, img, snapFormat)
+}
+
+// writeFormat is write with the format header format (tests write v1).
+func (s *snapshots) writeFormat(ctx context.Context, seq uint64, img *pool.MemImage, format string) error {
 	pr, pw := io.Pipe()
 	go func() {
 		bw := bufio.NewWriterSize(pw, 1<<20)
@@ -178,7 +188,7 @@ func (s *snapshots) write(ctx context.Context, seq uint64, img *pool.MemImage) e
 		pw.CloseWithError(err)
 	}()
 	meta := jetstream.ObjectMeta{Name: snapName(seq), Description: "idlepool state up to stream sequence " + strconv.FormatUint(seq, 10),
-		Headers: map[string][]string{hdrFmt: {snapFormat}, hdrSeq: {strconv.FormatUint(seq, 10)}}}
+		Headers: map[string][]string{hdrFmt: {format}, hdrSeq: {strconv.FormatUint(seq, 10)}}}
 	_, err := s.obs.Put(ctx, meta, pr)
 	pr.CloseWithError(err) // ends the encoder if Put stopped early
 	if err != nil {
@@ -209,14 +219,25 @@ type SnapshotStats struct {
 	Trimmed uint64        // the stream's messages before this sequence were removed
 	Copy    time.Duration // the copy of the state, under the Store's lock
 	Write   time.Duration // encoding and storing it, replicated
+	// Archived counts the done replicas stored in ArchiveBucket (and
+	// left out of the snapshot and of memory) by this snapshot;
+	// Archive is what storing them took.
+	Archived int
+	Archive  time.Duration
 }
 
-// WriteSnapshot stores a snapshot of the state this Store has applied
-// (the batches up to its last applied sequence) in the object store
-// idlepool_snapshots, then trims the state stream up to the previous
-// snapshot (so the stream keeps the batches since it: a node that follows
-// a little behind goes on from its own state instead of loading the
-// whole snapshot) and deletes older snapshots. A node that starts from
+// WriteSnapshot stores the replicas that are done (settled, their task
+// decided, its outcome acknowledged) in ArchiveBucket, then a snapshot
+// of the rest of the state this Store has applied (the batches up to its
+// last applied sequence) in the object store idlepool_snapshots, and
+// drops the archived replicas from memory (other nodes drop theirs when
+// they next follow the stream: the archive's mark says up to where it
+// holds every done replica). So a snapshot, and every node's memory,
+// hold the work in play rather than every replica ever leased. It then
+// trims the state stream up to the previous snapshot (so the stream
+// keeps the batches since it: a node that follows a little behind goes
+// on from its own state instead of loading the whole snapshot) and
+// deletes older snapshots. A node that starts from
 // nothing loads the newest snapshot and replays only the batches after
 // it (Load). The state is copied under the Store's lock, which holds
 // commits for the copy's time (no encoding: SnapshotStats.Copy says how
@@ -233,9 +254,25 @@ func (s *Store) WriteSnapshot(ctx context.Context) (SnapshotStats, error) {
 		s.mu.Unlock()
 		return SnapshotStats{}, nil
 	}
-	img := s.mem.Image()
+	mem := s.mem
+	img, done := mem.LiveImage()
+	recs := mem.DoneRecords(s.forgot, done)
 	s.mu.Unlock()
-	st := SnapshotStats{Seq: seq, Copy: time.Since(start)}
+	st := SnapshotStats{Seq: seq, Copy: time.Since(start), Archived: len(recs)}
+	start = time.Now()
+	// The archive first, its mark next, the snapshot that leaves them
+	// out last: a node that loads the snapshot finds them there.
+	if err := s.arch.put(ctx, recs, 2*s.timeout); err != nil {
+		return SnapshotStats{}, err
+	}
+	mctx, cancel := context.WithTimeout(ctx, s.timeout)
+	err := s.arch.setMark(mctx, seq)
+	cancel()
+	if err != nil {
+		return SnapshotStats{}, err
+	}
+	st.Archive = time.Since(start)
+	recs = nil
 	start = time.Now()
 	if err := s.snaps.write(ctx, seq, img); err != nil {
 		return SnapshotStats{}, err
@@ -243,6 +280,9 @@ func (s *Store) WriteSnapshot(ctx context.Context) (SnapshotStats, error) {
 	st.Write = time.Since(start)
 	s.mu.Lock()
 	s.snapSeq = max(s.snapSeq, seq)
+	if s.mem == mem {
+		s.forget(done)
+	}
 	s.mu.Unlock()
 	if prev > 0 {
 		stream, err := s.js.Stream(ctx, StateStream)

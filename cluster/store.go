@@ -53,6 +53,10 @@ var ErrFenced = fmt.Errorf("cluster: another node wrote the pool's state (this n
 // timeout is deduplicated by JetStream instead of applied twice. Load
 // replays the stream into a pool.MemStore, which then answers Load and
 // Entries and checks every compare-and-set before anything is appended.
+// Replicas that are done (settled, their task decided and its outcome
+// acknowledged) leave that memory once a snapshot archived them
+// (WriteSnapshot, ArchiveBucket): Load leaves them out (the Scheduler
+// loads nothing from them) and Replica reads them back on demand.
 //
 // A Commit that gets no answer in time (no quorum: this node is in a
 // minority or the cluster is electing) wraps pool.ErrStoreUnavailable;
@@ -63,9 +67,16 @@ type Store struct {
 	timeout time.Duration
 
 	snaps *snapshots
+	arch  *archive
 
-	mu      sync.Mutex // held by Commit, Load and catching up
-	mem     *pool.MemStore
+	mu  sync.Mutex // held by Commit, Load and catching up
+	mem *pool.MemStore
+	// marks say how many replicas were done in mem after which stream
+	// sequence (oldest first, those not forgotten); forgot is the
+	// position before which mem's done replicas were forgotten
+	// (archive.go).
+	marks   []doneMark
+	forgot  int
 	applied uint64 // the last part of the last batch applied to mem
 	lastSeq uint64 // the stream's last sequence, as Commit expects it
 	inUse   bool   // a Scheduler loaded this Store (Load until Release)
@@ -102,12 +113,16 @@ func OpenStore(ctx context.Context, js jetstream.JetStream, cfg StoreConfig) (*S
 	if err != nil {
 		return nil, err
 	}
+	arch, err := openArchive(ctx, js, cfg.Replicas)
+	if err != nil {
+		return nil, err
+	}
 	_, err = js.Stream(ctx, StateStream)
 	if !errors.Is(err, jetstream.ErrStreamNotFound) {
 		if err != nil {
 			return nil, fmt.Errorf("cluster: open stream %s: %w", StateStream, unavailable(err))
 		}
-		return &Store{js: js, snaps: snaps, timeout: cfg.Timeout, mem: pool.NewMemStore()}, nil
+		return &Store{js: js, snaps: snaps, arch: arch, timeout: cfg.Timeout, mem: pool.NewMemStore()}, nil
 	}
 	_, err = js.CreateStream(ctx, jetstream.StreamConfig{
 		Name:        StateStream,
@@ -126,7 +141,7 @@ func OpenStore(ctx context.Context, js jetstream.JetStream, cfg StoreConfig) (*S
 	if err != nil {
 		return nil, fmt.Errorf("cluster: create stream %s: %w", StateStream, unavailable(err))
 	}
-	return &Store{js: js, snaps: snaps, timeout: cfg.Timeout, mem: pool.NewMemStore()}, nil
+	return &Store{js: js, snaps: snaps, arch: arch, timeout: cfg.Timeout, mem: pool.NewMemStore()}, nil
 }
 
 // LastSeq returns the stream sequence of the last message this Store has
@@ -158,7 +173,8 @@ func (s *Store) Load(ctx context.Context) (*pool.Snapshot, error) {
 		if !errors.Is(err, pool.ErrStoreUnavailable) {
 			// Start over from nothing once: what was applied may be
 			// what no longer fits (never expected, but cheap to rule out).
-			s.mem, s.applied, s.lastSeq = pool.NewMemStore(), 0, 0
+			s.resetMem(pool.NewMemStore(), 0)
+			s.lastSeq = 0
 			if err2 := s.catchUp(ctx); err2 != nil {
 				return nil, err
 			}
@@ -238,7 +254,8 @@ func (s *Store) catchUp(ctx context.Context) error {
 			if err != nil {
 				return fmt.Errorf("cluster: snapshot %d does not load (the state is corrupt): %w", seq, err)
 			}
-			s.mem, s.applied, s.snapSeq = mem, seq, seq
+			s.resetMem(mem, seq)
+			s.snapSeq = seq
 			s.loads++
 		}
 		if s.applied+1 < info.State.FirstSeq {
@@ -247,6 +264,7 @@ func (s *Store) catchUp(ctx context.Context) error {
 	}
 	if s.applied >= end || info.State.Msgs == 0 {
 		s.lastSeq = max(s.lastSeq, end)
+		s.pruneArchived(ctx)
 		return nil
 	}
 	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
@@ -326,6 +344,7 @@ func (s *Store) catchUp(ctx context.Context) error {
 				return fmt.Errorf("cluster: state message %d does not apply (the state is corrupt): %w", seq, err)
 			}
 			s.applied = seq
+			s.noteDone(seq)
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
 			return fmt.Errorf("cluster: read stream %s: %w", StateStream, unavailable(err))
@@ -343,6 +362,7 @@ func (s *Store) catchUp(ctx context.Context) error {
 	// Parts of an unfinished batch at the end stay unapplied; appends
 	// follow the stream's end all the same.
 	s.lastSeq = end
+	s.pruneArchived(ctx)
 	return nil
 }
 
@@ -354,7 +374,7 @@ func (s *Store) catchUp(ctx context.Context) error {
 func (s *Store) Commit(ctx context.Context, b *pool.Batch) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.mem.CommitThen(ctx, b, func() error {
+	err := s.mem.CommitThen(ctx, b, func() error {
 		data, err := encodeBatch(b)
 		if err != nil {
 			return fmt.Errorf("cluster: encode batch: %w", err)
@@ -366,6 +386,10 @@ func (s *Store) Commit(ctx context.Context, b *pool.Batch) error {
 		s.lastSeq, s.applied = last, last
 		return nil
 	})
+	if err == nil {
+		s.noteDone(s.applied)
+	}
+	return err
 }
 
 // append writes data as one batch after s.lastSeq and returns the
@@ -499,12 +523,22 @@ func decodeBatch(data []byte) (*pool.Batch, error) {
 
 var _ pool.ReplicaArchive = (*Store)(nil)
 
-// Replica returns the committed replica with lease ID lease from the
-// loaded state (see pool.ReplicaArchive): the Scheduler keeps settled
-// replicas out of its memory and asks here.
+// Replica returns the committed replica with lease ID lease (see
+// pool.ReplicaArchive): the Scheduler keeps settled replicas out of its
+// memory and asks here. One still in the loaded state comes from
+// memory; one that is done and was archived (ArchiveBucket) is read
+// from JetStream, within the Store's timeout. Errors: one wrapping
+// pool.ErrUnknownLease when neither has it, pool.ErrStoreUnavailable
+// when the archive does not answer.
 func (s *Store) Replica(ctx context.Context, lease string) (pool.ReplicaRecord, error) {
 	s.mu.Lock()
 	mem := s.mem
 	s.mu.Unlock()
-	return mem.Replica(ctx, lease)
+	r, err := mem.Replica(ctx, lease)
+	if !errors.Is(err, pool.ErrUnknownLease) {
+		return r, err
+	}
+	actx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	return s.arch.get(actx, lease)
 }

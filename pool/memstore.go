@@ -29,15 +29,26 @@ type MemStore struct {
 	replicas map[string]*ReplicaRecord
 	repSeq   []string
 	outcomes map[job.ID][]OutcomeRecord
-	// outcomeSeqs and outcomeTasks index outcomes by (job, Seq) and (job, Task).
-	outcomeSeqs, outcomeTasks map[key]bool
-	ledger                    []Entry
-	byPeer                    map[string][]int // indexes into ledger
-	head                      job.Digest
-	trust                     map[trustKey]TrustRecord
-	trustSeq                  []trustKey
-	failNext                  error
-	commits                   int
+	// outcomeSeqs indexes outcomes by (job, Seq); outcomeTasks gives
+	// the Seq of the outcome of (job, Task).
+	outcomeSeqs  map[key]bool
+	outcomeTasks map[key]int64
+	ledger       []Entry
+	byPeer       map[string][]int // indexes into ledger
+	head         job.Digest
+	trust        map[trustKey]TrustRecord
+	trustSeq     []trustKey
+	failNext     error
+	commits      int
+	// settledOpen holds the settled replicas of tasks without an
+	// outcome, by task; unacked those of tasks whose outcome the merger
+	// has not acknowledged, by outcome (job, Seq); done the replicas
+	// that are done and not forgotten, in the order they became done,
+	// after doneBase forgotten ones (memstore_done.go).
+	settledOpen map[key][]string
+	unacked     map[key][]string
+	done        []string
+	doneBase    int
 }
 
 var _ Store = (*MemStore)(nil)
@@ -54,7 +65,7 @@ func NewMemStore() *MemStore {
 	return &MemStore{
 		peers: map[string]Peer{}, jobs: map[job.ID]*JobRecord{}, replicas: map[string]*ReplicaRecord{},
 		outcomes: map[job.ID][]OutcomeRecord{}, byPeer: map[string][]int{},
-		outcomeSeqs: map[key]bool{}, outcomeTasks: map[key]bool{}, trust: map[trustKey]TrustRecord{},
+		outcomeSeqs: map[key]bool{}, outcomeTasks: map[key]int64{}, trust: map[trustKey]TrustRecord{},
 	}
 }
 
@@ -166,7 +177,7 @@ func (m *MemStore) apply(b *Batch) {
 	for _, o := range b.Outcomes {
 		o = cloneOutcome(o)
 		m.outcomes[o.Job] = append(m.outcomes[o.Job], o)
-		m.outcomeSeqs[key{o.Job, o.Seq}], m.outcomeTasks[key{o.Job, o.Task}] = true, true
+		m.outcomeSeqs[key{o.Job, o.Seq}], m.outcomeTasks[key{o.Job, o.Task}] = true, o.Seq
 	}
 	for _, a := range b.Acks {
 		m.jobs[a.Job].Acked = a.Upto
@@ -192,6 +203,7 @@ func (m *MemStore) apply(b *Batch) {
 		m.ledger = append(m.ledger, e)
 		m.head = e.Hash()
 	}
+	m.noteDone(b)
 	m.commits++
 }
 
@@ -252,7 +264,7 @@ func (m *MemStore) check(b *Batch) error {
 			}
 		}
 		k, kt := key{o.Job, o.Seq}, key{o.Job, o.Task}
-		if seqs[k] || tasks[kt] || m.outcomeSeqs[k] || m.outcomeTasks[kt] {
+		if seqs[k] || tasks[kt] || m.outcomeSeqs[k] || m.outcomeTasks[kt] != 0 {
 			return fmt.Errorf("%w: job %s already has outcome %d or an outcome for task %d", ErrConflict, o.Job, o.Seq, o.Task)
 		}
 		seqs[key{o.Job, o.Seq}], tasks[key{o.Job, o.Task}] = true, true

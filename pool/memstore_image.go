@@ -27,6 +27,11 @@ type MemImage struct {
 func (m *MemStore) Image() *MemImage {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	return m.imageLocked(nil)
+}
+
+// imageLocked is Image without the replicas named in skip; m.mu is held.
+func (m *MemStore) imageLocked(skip map[string]bool) *MemImage {
 	img := &MemImage{Snapshot: Snapshot{LedgerSeq: uint64(len(m.ledger)), LedgerHash: m.head}}
 	s := &img.Snapshot
 	s.Peers = make([]Peer, 0, len(m.peerSeq))
@@ -38,9 +43,11 @@ func (m *MemStore) Image() *MemImage {
 		s.Jobs = append(s.Jobs, *m.jobs[id])
 	}
 	sort.SliceStable(s.Jobs, func(i, k int) bool { return s.Jobs[i].Order < s.Jobs[k].Order })
-	s.Replicas = make([]ReplicaRecord, 0, len(m.repSeq))
+	s.Replicas = make([]ReplicaRecord, 0, len(m.repSeq)-len(skip))
 	for _, l := range m.repSeq {
-		s.Replicas = append(s.Replicas, *m.replicas[l])
+		if !skip[l] {
+			s.Replicas = append(s.Replicas, *m.replicas[l])
+		}
 	}
 	for _, k := range m.trustSeq {
 		s.Trust = append(s.Trust, m.trust[k])
@@ -99,11 +106,11 @@ func NewMemStoreFrom(ctx context.Context, img *MemImage) (*MemStore, error) {
 		if _, ok := m.jobs[o.Job]; !ok {
 			return nil, fmt.Errorf("%w: image: outcome of unknown job %s", ErrConflict, o.Job)
 		}
-		if o.Seq != int64(len(m.outcomes[o.Job]))+1 || m.outcomeTasks[key{o.Job, o.Task}] {
+		if o.Seq != int64(len(m.outcomes[o.Job]))+1 || m.outcomeTasks[key{o.Job, o.Task}] != 0 {
 			return nil, fmt.Errorf("%w: image: outcome %d of job %s out of order or twice for task %d", ErrConflict, o.Seq, o.Job, o.Task)
 		}
 		m.outcomes[o.Job] = append(m.outcomes[o.Job], o)
-		m.outcomeSeqs[key{o.Job, o.Seq}], m.outcomeTasks[key{o.Job, o.Task}] = true, true
+		m.outcomeSeqs[key{o.Job, o.Seq}], m.outcomeTasks[key{o.Job, o.Task}] = true, o.Seq
 	}
 	for _, t := range s.Trust {
 		k := trustKey{t.Kind, t.ID}
@@ -133,5 +140,8 @@ func NewMemStoreFrom(ctx context.Context, img *MemImage) (*MemStore, error) {
 		return nil, fmt.Errorf("%w: image: the ledger's head is %s, the image says %s", ErrConflict, m.head, s.LedgerHash)
 	}
 	m.ledger = img.Ledger
+	for _, l := range m.repSeq {
+		m.noteReplica(l)
+	}
 	return m, nil
 }

@@ -56,9 +56,14 @@ type EntryQuery struct {
 // are in the order the records were first committed (jobs by Order,
 // replicas by Created then Lease, outcomes by job then Seq).
 type Snapshot struct {
-	Peers    []Peer
-	Jobs     []JobRecord
-	Replicas []ReplicaRecord // every replica ever leased; Result only while its task is undecided
+	Peers []Peer
+	Jobs  []JobRecord
+	// Replicas holds every replica ever leased (Result only while its
+	// task is undecided), except that a Store that is a ReplicaArchive
+	// may leave out replicas that are done: settled and of a decided
+	// task (MemStore.LiveImage). The Scheduler loads nothing from those
+	// and asks the archive when a request names one.
+	Replicas []ReplicaRecord
 	Outcomes []OutcomeRecord // every outcome; Result only while unacknowledged (Seq > the job's Acked)
 	Trust    []TrustRecord   // every device's and owner's newest trust record
 	// LedgerSeq and LedgerHash are the last ledger entry's Seq and Hash
