@@ -272,6 +272,7 @@ func (d *Donor) Serve(ctx context.Context) error {
 	}
 	defer func() { _ = d.plane.Release() }() // deferred first, so it runs after stopAll: no agent's data plane is left
 	defer d.restoreGPULimits()               // after stopAll: the GPUs' power limits as they were
+	d.recoverGPULimits()                     // those a donor killed before left set
 	defer d.stopAll()
 	if s, err := d.cfg.Store.Settings(ctx); err == nil {
 		d.cache.SetCap(s.CacheBytes())

@@ -1,10 +1,16 @@
 package agent_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"log/slog"
 	"math"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -177,6 +183,16 @@ func (g *limitedGPU) SetPowerLimit(uuid string, watts float64) (worker.PowerLimi
 	return worker.PowerLimit{UUID: uuid, LimitW: g.limitW, MinW: g.loW, MaxW: g.hiW, PreviousW: g.prevW}, nil
 }
 
+func (g *limitedGPU) ResetPowerLimit(uuid string, watts float64) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.refuse != nil {
+		return g.refuse
+	}
+	g.limitW, g.prevW = min(max(watts, g.loW), g.hiW), 0
+	return nil
+}
+
 func (g *limitedGPU) RestorePowerLimits() error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -282,6 +298,14 @@ func TestGPUPowerCeilingByDriver(t *testing.T) {
 			if got := tc.hold.Words(); got != tc.words {
 				t.Errorf("Words() = %q, want %q", got, tc.words)
 			}
+			record := filepath.Join(dev.dirs.Data, agent.GPULimitsFile)
+			b, err := os.ReadFile(record)
+			switch {
+			case tc.refuse != nil && err == nil:
+				t.Errorf("a limit the driver refused is recorded: %s", b)
+			case tc.refuse == nil && string(b) != `{"GPU-x":300}`:
+				t.Errorf("the record of the limit before ours = %q (%v), want {\"GPU-x\":300}", b, err)
+			}
 
 			task.Stop(0)
 			waitFor("the limit restored once the GPU task ended", func() bool { l, _ := gpu.limit(); return l == 300 && gpu.current() == 1 },
@@ -289,6 +313,8 @@ func TestGPUPowerCeilingByDriver(t *testing.T) {
 					l, n := gpu.limit()
 					return fmt.Sprintf("limit %g W after %d restores, share %g", l, n, gpu.current())
 				})
+			waitFor("the record removed once the limit is restored", func() bool { _, err := os.Stat(record); return errors.Is(err, fs.ErrNotExist) },
+				func() string { b, err := os.ReadFile(record); return fmt.Sprintf("%s (%v)", b, err) })
 			if tc.refuse == nil {
 				// Another GPU task: the limit is set again; the donor
 				// stopping restores it.
@@ -302,6 +328,62 @@ func TestGPUPowerCeilingByDriver(t *testing.T) {
 					t.Errorf("limit after the donor stopped = %g W, want 300 W back", l)
 				}
 				task.Stop(0)
+			}
+		})
+	}
+}
+
+// TestGPUPowerLimitRecoveredAfterAKill: a donor killed while its ceiling
+// was the GPU's power limit left 150 W set and its record of the GPU's
+// own 300 W; the next donor puts 300 W back when it starts, with no
+// ceiling and no task, and removes the record. A record that is not
+// JSON is removed with a warning, the limit left as it is.
+func TestGPUPowerLimitRecoveredAfterAKill(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		record string
+		wantW  float64
+	}{
+		{"the record put back", `{"GPU-x":300}`, 300},
+		{"a broken record removed", `{"GPU-x":`, 150},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dev := newDevice(t, mustKey(t))
+			record := filepath.Join(dev.dirs.Data, agent.GPULimitsFile)
+			if err := os.WriteFile(record, []byte(tc.record), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			gpu := &limitedGPU{loW: 100, hiW: 300, limitW: 150}
+			var logs bytes.Buffer
+			d, err := agent.NewDonor(agent.DonorConfig{Home: dev.dirs, DeviceKey: dev.key, OwnerKey: dev.owner, Workers: 1,
+				Executor: gpu, Store: dev.local, Always: true, Logger: slog.New(slog.NewTextHandler(&logs, nil)), GPUs: gpu,
+				PoolReload: 20 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- d.Serve(ctx) }()
+			deadline := time.Now().Add(2 * time.Minute) // patience, not a verdict
+			for {
+				_, err := os.Stat(record)
+				if errors.Is(err, fs.ErrNotExist) {
+					break
+				}
+				if time.Now().After(deadline) {
+					cancel()
+					<-done
+					t.Fatalf("the record is still there after 2 minutes; log:\n%s", logs.String())
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			cancel()
+			<-done
+			if l, _ := gpu.limit(); l != tc.wantW {
+				t.Errorf("the GPU's limit = %g W, want %g W; log:\n%s", l, tc.wantW, logs.String())
+			}
+			if tc.wantW == 150 && !strings.Contains(logs.String(), "not a record of GPU power limits") {
+				t.Errorf("the log does not say the record is broken:\n%s", logs.String())
 			}
 		})
 	}

@@ -118,6 +118,21 @@ func (l *GPULister) SetPowerLimit(uuid string, watts float64) (PowerLimit, error
 	return l.limits.set(goNVML{l.lib}, uuid, watts)
 }
 
+// ResetPowerLimit sets the board power limit of GPU uuid to watts,
+// clamped into the driver's constraints, as the GPU's own limit: what
+// RestorePowerLimits returns to afterwards, not a change it undoes. It
+// puts back a limit recorded before a donor stopped without restoring
+// it (killed, or the machine lost power). A refusal matches
+// ErrPowerLimitRefused.
+func (l *GPULister) ResetPowerLimit(uuid string, watts float64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.initLocked(); err != nil {
+		return fmt.Errorf("%w: %w", ErrPowerLimitRefused, err)
+	}
+	return l.limits.reset(goNVML{l.lib}, uuid, watts)
+}
+
 // RestorePowerLimits sets back every limit SetPowerLimit changed to what
 // it was before; the GPUs it could not restore are named in the error.
 func (l *GPULister) RestorePowerLimits() error {

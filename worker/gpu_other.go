@@ -38,5 +38,11 @@ func (l *GPULister) SetPowerLimit(uuid string, watts float64) (PowerLimit, error
 	return PowerLimit{}, fmt.Errorf("%w: built without NVML: %w", ErrPowerLimitRefused, errors.ErrUnsupported)
 }
 
+// ResetPowerLimit returns an error matching ErrPowerLimitRefused and
+// errors.ErrUnsupported: this build has no NVML.
+func (l *GPULister) ResetPowerLimit(uuid string, watts float64) error {
+	return fmt.Errorf("%w: built without NVML: %w", ErrPowerLimitRefused, errors.ErrUnsupported)
+}
+
 // RestorePowerLimits does nothing and returns nil: no limit was set.
 func (l *GPULister) RestorePowerLimits() error { return nil }

@@ -54,6 +54,15 @@ func (l *GPULister) SetPowerLimit(uuid string, watts float64) (PowerLimit, error
 	return l.l.setPowerLimit(uuid, watts)
 }
 
+// ResetPowerLimit sets the board power limit of GPU uuid to watts,
+// clamped into the driver's constraints, as the GPU's own limit: what
+// RestorePowerLimits returns to afterwards, not a change it undoes. It
+// puts back a limit recorded before a donor stopped without restoring
+// it. A refusal matches ErrPowerLimitRefused.
+func (l *GPULister) ResetPowerLimit(uuid string, watts float64) error {
+	return l.l.resetPowerLimit(uuid, watts)
+}
+
 // RestorePowerLimits sets back every limit SetPowerLimit changed to what
 // it was before; the GPUs it could not restore are named in the error.
 func (l *GPULister) RestorePowerLimits() error { return l.l.restorePowerLimits() }

@@ -79,6 +79,18 @@ func (p *powerLimits) set(lib nvmlPowerLimit, uuid string, watts float64) (Power
 		PreviousW: float64(prev) / 1000}, nil
 }
 
+// reset sets the limit of GPU uuid to watts, clamped into the driver's
+// constraints, and forgets the limit saved for it: the limit a donor
+// that stopped without restoring left is put back this way, and is then
+// the one a later restore returns to. A refusal matches
+// ErrPowerLimitRefused.
+func (p *powerLimits) reset(lib nvmlPowerLimit, uuid string, watts float64) error {
+	delete(p.saved, uuid)
+	_, err := p.set(lib, uuid, watts)
+	delete(p.saved, uuid)
+	return err
+}
+
 // restore sets back each GPU's limit from before the first set, and
 // forgets it; the GPUs it could not restore are named in the error.
 func (p *powerLimits) restore(lib nvmlPowerLimit) error {

@@ -82,6 +82,16 @@ func (l *pureLister) setPowerLimit(uuid string, watts float64) (PowerLimit, erro
 	return l.limits.set(l.lib, uuid, watts)
 }
 
+// resetPowerLimit is GPULister.ResetPowerLimit.
+func (l *pureLister) resetPowerLimit(uuid string, watts float64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.loadLocked(); err != nil {
+		return fmt.Errorf("%w: %w", ErrPowerLimitRefused, err)
+	}
+	return l.limits.reset(l.lib, uuid, watts)
+}
+
 // restorePowerLimits is GPULister.RestorePowerLimits.
 func (l *pureLister) restorePowerLimits() error {
 	l.mu.Lock()

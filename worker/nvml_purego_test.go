@@ -235,3 +235,68 @@ func TestPurePowerLimitOnAFakeLibrary(t *testing.T) {
 		t.Errorf("after close, volta holds %d mW (%v), want its 300000 back", mW, err)
 	}
 }
+
+// TestPurePowerLimitReset: a limit left by a donor that stopped without
+// restoring it (150 W) is put back with ResetPowerLimit as the GPU's own
+// limit: a later change is undone to it, not to the limit left behind.
+func TestPurePowerLimitReset(t *testing.T) {
+	src := fakeNVMLLibrary(t)
+	so := filepath.Join(t.TempDir(), "libnvidia-ml.so.1") // its own copy: its own state
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(so, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// limitW reads volta's limit through the lister's library: both
+	// listers load the same file, so they share the stand-in's state.
+	limitW := func(l *pureLister) float64 {
+		t.Helper()
+		d, err := l.lib.device("GPU-volta")
+		if err != nil {
+			t.Fatal(err)
+		}
+		mW, err := l.lib.powerLimitMW(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return float64(mW) / 1000
+	}
+
+	// The donor before: it sets 150 W and stops without restoring.
+	crashed := &pureLister{path: so, now: time.Now}
+	if _, err := crashed.setPowerLimit("GPU-volta", 150); err != nil {
+		t.Fatal(err)
+	}
+	crashed.limits.saved = nil // its memory is gone, as after kill -9
+	defer crashed.close()
+
+	if got := limitW(crashed); got != 150 {
+		t.Fatalf("the limit left behind = %g W, want 150 W", got)
+	}
+	l := &pureLister{path: so, now: time.Now}
+	defer l.close()
+	if err := l.resetPowerLimit("GPU-volta", 300); err != nil {
+		t.Fatal(err)
+	}
+	if got := limitW(l); got != 300 {
+		t.Errorf("after the reset, volta holds %g W, want 300 W", got)
+	}
+	p, err := l.setPowerLimit("GPU-volta", 120)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.PreviousW != 300 {
+		t.Errorf("the limit to restore after a reset = %g W, want 300 W", p.PreviousW)
+	}
+	if err := l.restorePowerLimits(); err != nil {
+		t.Fatal(err)
+	}
+	if got := limitW(l); got != 300 {
+		t.Errorf("restored to %g W, want 300 W", got)
+	}
+	if err := l.resetPowerLimit("GPU-missing", 300); err == nil {
+		t.Error("a reset of a GPU NVML does not know succeeded")
+	}
+}
