@@ -199,15 +199,7 @@ func TestPureGPUListerRetries(t *testing.T) {
 // stand-in's power limits (wantPowerLimitSteps), and close restores a
 // limit still set.
 func TestPurePowerLimitOnAFakeLibrary(t *testing.T) {
-	src := fakeNVMLLibrary(t)
-	so := filepath.Join(t.TempDir(), "libnvidia-ml.so.1") // its own copy: its own state
-	b, err := os.ReadFile(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(so, b, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	so := ownFakeNVMLLibrary(t)
 	l := &pureLister{path: so, now: time.Now}
 	defer l.close()
 	limitMW := func() (uint32, error) {
@@ -240,15 +232,7 @@ func TestPurePowerLimitOnAFakeLibrary(t *testing.T) {
 // restoring it (150 W) is put back with ResetPowerLimit as the GPU's own
 // limit: a later change is undone to it, not to the limit left behind.
 func TestPurePowerLimitReset(t *testing.T) {
-	src := fakeNVMLLibrary(t)
-	so := filepath.Join(t.TempDir(), "libnvidia-ml.so.1") // its own copy: its own state
-	b, err := os.ReadFile(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(so, b, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	so := ownFakeNVMLLibrary(t)
 	// limitW reads volta's limit through the lister's library: both
 	// listers load the same file, so they share the stand-in's state.
 	limitW := func(l *pureLister) float64 {
@@ -299,4 +283,20 @@ func TestPurePowerLimitReset(t *testing.T) {
 	if err := l.resetPowerLimit("GPU-missing", 300); err == nil {
 		t.Error("a reset of a GPU NVML does not know succeeded")
 	}
+}
+
+// ownFakeNVMLLibrary returns the path of a copy of the stand-in NVML
+// library of its own, so that the limits a test sets are not seen by
+// another test's loading of the shared one.
+func ownFakeNVMLLibrary(t *testing.T) string {
+	t.Helper()
+	so := filepath.Join(t.TempDir(), "libnvidia-ml.so.1")
+	b, err := os.ReadFile(fakeNVMLLibrary(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(so, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return so
 }

@@ -19,20 +19,9 @@ import (
 
 	"idlepool/examples/internal/exact"
 	"idlepool/examples/internal/gpukernel"
+	"idlepool/examples/internal/ptxtest"
 	"idlepool/examples/internal/task"
 )
-
-// needClang skips the test when clang is not installed: the PTX and the
-// host build of the kernels' device functions need it (CI installs it,
-// see .ci/run).
-func needClang(t *testing.T) string {
-	t.Helper()
-	clang, err := exec.LookPath("clang")
-	if err != nil {
-		t.Skip("clang not found: install it (Debian: apt-get install clang) to build and check the PTX kernels")
-	}
-	return clang
-}
 
 // TestMLPPTXBuild builds mlp.ptx with the Makefile's rule and checks that
 // it is PTX for sm_60 with the kernels and parameters gpu.go launches,
@@ -41,20 +30,8 @@ func needClang(t *testing.T) string {
 // flushes subnormals to zero, approximates or adds atomically: the bits
 // must be the CPU path's.
 func TestMLPPTXBuild(t *testing.T) {
-	needClang(t)
-	if _, err := exec.LookPath("make"); err != nil {
-		t.Skip("make not found")
-	}
-	cmd := exec.Command("make", "-s", "--no-print-directory", "examples/fashion/mlp.ptx")
-	cmd.Dir = filepath.Join("..", "..")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("make examples/fashion/mlp.ptx: %v\n%s", err, out)
-	}
-	ptx, err := os.ReadFile("mlp.ptx")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if problems := checkMLPPTX(string(ptx)); len(problems) > 0 {
+	ptx := ptxtest.Build(t, "examples/fashion/mlp.ptx")
+	if problems := checkMLPPTX(ptx); len(problems) > 0 {
 		t.Errorf("mlp.ptx:\n%s", strings.Join(problems, "\n"))
 	}
 }
@@ -103,7 +80,7 @@ func checkMLPPTX(text string) []string {
 // clang writes from mlp.cu without -ffp-contract=off (fma.rn.f64), and
 // one without rounding modes (add.f64, which ptxas may fuse).
 func TestCheckMLPPTXRefusesContraction(t *testing.T) {
-	clang := needClang(t)
+	clang := ptxtest.NeedClang(t)
 	out := filepath.Join(t.TempDir(), "fused.ptx")
 	if b, err := exec.Command(clang, "-x", "cuda", "--cuda-device-only", "--cuda-gpu-arch=sm_60", "-nocudainc", "-nocudalib",
 		"-O3", "-S", "-o", out, "mlp.cu").CombinedOutput(); err != nil {
@@ -302,7 +279,7 @@ func fmaFlags() string {
 // their hidden errors, in two launches, with overflow where the sums
 // start near the int64 limits.
 func TestMLPKernelsMatchGo(t *testing.T) {
-	clang := needClang(t)
+	clang := ptxtest.NeedClang(t)
 	c := mlpKernelCase(t, 48, 128)
 	flags := []string{"-ffp-contract=off"}
 	if f := fmaFlags(); f != "" {
@@ -382,7 +359,7 @@ func compareKernels(t *testing.T, a []float64, g []int64, over bool, wa []float6
 // from Go's, so TestMLPKernelsMatchGo would fail on a kernel built
 // that way. It needs a CPU with FMA.
 func TestMLPKernelCheckSeesContraction(t *testing.T) {
-	clang := needClang(t)
+	clang := ptxtest.NeedClang(t)
 	f := fmaFlags()
 	if f == "" {
 		t.Skip("this CPU has no fused multiply-add (amd64 FMA3): contraction cannot be shown here")

@@ -9,38 +9,15 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-)
 
-// needClang skips the test when clang is not installed: the PTX and the
-// host build of the kernel's counting need it (CI installs it, see
-// .ci/run).
-func needClang(t *testing.T) string {
-	t.Helper()
-	clang, err := exec.LookPath("clang")
-	if err != nil {
-		t.Skip("clang not found: install it (Debian: apt-get install clang) to build and check the PTX kernels")
-	}
-	return clang
-}
+	"idlepool/examples/internal/ptxtest"
+)
 
 // TestPTXBuild builds gpupi.ptx with the Makefile's rule, as `make gpupi`
 // does, and checks that it is PTX for sm_60 with the kernel count_inside
 // and its four parameters.
 func TestPTXBuild(t *testing.T) {
-	needClang(t)
-	if _, err := exec.LookPath("make"); err != nil {
-		t.Skip("make not found")
-	}
-	cmd := exec.Command("make", "-s", "--no-print-directory", "examples/gpupi/gpupi.ptx")
-	cmd.Dir = filepath.Join("..", "..")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("make examples/gpupi/gpupi.ptx: %v\n%s", err, out)
-	}
-	ptx, err := os.ReadFile("gpupi.ptx")
-	if err != nil {
-		t.Fatal(err)
-	}
-	text := string(ptx)
+	text := ptxtest.Build(t, "examples/gpupi/gpupi.ptx")
 	for _, want := range []string{".target sm_60", ".address_size 64", ".visible .entry count_inside(", "atom.global.add.u64"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("gpupi.ptx lacks %q", want)
@@ -58,7 +35,7 @@ func TestPTXBuild(t *testing.T) {
 // counts, for seeds and ranges that cross 32-bit word boundaries, and that
 // the kernel's strided split across threads covers every sample once.
 func TestKernelSourceMatchesGo(t *testing.T) {
-	clang := needClang(t)
+	clang := ptxtest.NeedClang(t)
 	dir := t.TempDir()
 	src, err := filepath.Abs("gpupi.cu")
 	if err != nil {

@@ -9,38 +9,15 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-)
 
-// needClang skips the test when clang is not installed: the PTX and the
-// host build of the kernel's pricing need it (CI installs it, see
-// .ci/run).
-func needClang(t *testing.T) string {
-	t.Helper()
-	clang, err := exec.LookPath("clang")
-	if err != nil {
-		t.Skip("clang not found: install it (Debian: apt-get install clang) to build and check the PTX kernels")
-	}
-	return clang
-}
+	"idlepool/examples/internal/ptxtest"
+)
 
 // TestPTXBuild builds optionmc.ptx with the Makefile's rule and checks
 // that it is PTX for sm_60 with the kernel price_paths, its eight
 // parameters, and no calls (no libdevice: the math is PTX instructions).
 func TestPTXBuild(t *testing.T) {
-	needClang(t)
-	if _, err := exec.LookPath("make"); err != nil {
-		t.Skip("make not found")
-	}
-	cmd := exec.Command("make", "-s", "--no-print-directory", "examples/optionmc/optionmc.ptx")
-	cmd.Dir = filepath.Join("..", "..")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("make examples/optionmc/optionmc.ptx: %v\n%s", err, out)
-	}
-	ptx, err := os.ReadFile("optionmc.ptx")
-	if err != nil {
-		t.Fatal(err)
-	}
-	text := string(ptx)
+	text := ptxtest.Build(t, "examples/optionmc/optionmc.ptx")
 	for _, want := range []string{".target sm_60", ".visible .entry price_paths(", "lg2.approx.f32", "ex2.approx.f32", "atom.global.add.f64"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("optionmc.ptx lacks %q", want)
@@ -64,7 +41,7 @@ func TestPTXBuild(t *testing.T) {
 // within the manifest's [verify.tolerance], while a replica computed with
 // another seed does not.
 func TestFloat32KernelWithinTolerance(t *testing.T) {
-	clang := needClang(t)
+	clang := ptxtest.NeedClang(t)
 	abs, rel := manifestTolerance(t)
 	dir := t.TempDir()
 	src, err := filepath.Abs("optionmc.cu")
