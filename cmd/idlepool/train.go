@@ -84,7 +84,7 @@ func loadTrainFile(path string) (*trainFile, error) {
 		var sme *toml.StrictMissingError
 		if errors.As(err, &sme) {
 			return nil, &userError{Msg: fmt.Sprintf("%s: %s", path, strings.TrimSpace(sme.String())),
-				Hint: "a training file has name, program, rounds, shards, model, [inputs], [params], [policy] and [requirements] (docs/author.md, Training)", Cause: err}
+				Hint: "a training file has name, description, program, rounds, shards, evaluate_every, evaluate_shards, model, [inputs], [params], [policy] and [requirements] (docs/author.md, Training)", Cause: err}
 		}
 		return nil, &userError{Msg: fmt.Sprintf("%s: %v", path, err), Cause: err}
 	}
@@ -587,14 +587,19 @@ func (t *trainer) forgetRuns(jobs ...string) {
 }
 
 // roundError says which round and step failed, and where the last good
-// model is.
+// model is: in round 1 the first model, which nothing has checked yet (a
+// model file of the wrong size fails there).
 func (t *trainer) roundError(k int, step string, err error) error {
 	if errors.Is(err, context.Canceled) {
 		return &userError{Msg: fmt.Sprintf("interrupted in round %d; finished rounds and tasks are saved", k), Hint: "run the same command again to continue", Cause: err}
 	}
+	last := fmt.Sprintf("the last good model is %s (round %d)", t.modelPath(k-1), k-1)
+	if k == 1 {
+		last = fmt.Sprintf("no round has finished; the first model is %s", t.modelPath(0))
+	}
 	return &userError{
 		Msg:   fmt.Sprintf("round %d: %s failed: %s", k, step, userMessage(err)),
-		Hint:  fmt.Sprintf("the last good model is %s (round %d); %s", t.modelPath(k-1), k-1, hintOf(err)),
+		Hint:  last + "; " + hintOf(err),
 		Cause: err,
 	}
 }
@@ -640,7 +645,7 @@ func (t *trainer) runJob(ctx context.Context, manifest string) (*runDoc, error) 
 		err = cmdRun(ctx, &sub, args)
 	}
 	if err != nil {
-		return nil, err
+		return nil, trainHint(err, manifest)
 	}
 	doc, err := decodeRunDoc(out.Bytes())
 	if err != nil {
@@ -651,6 +656,25 @@ func (t *trainer) runJob(ctx context.Context, manifest string) (*runDoc, error) 
 		return nil, fmt.Errorf("task %d: %s", f.Index, reasonLine(f.Reason))
 	}
 	return doc, nil
+}
+
+// trainHint makes the hint of a job's failure speak of the training:
+// where the program's own failure points at the program, it names the
+// round's manifest for `idlepool task` and the training file's [params],
+// where a misspelt key reaches the program as a missing one.
+func trainHint(err error, manifest string) error {
+	ue, ok := err.(*userError)
+	if !ok {
+		return err
+	}
+	const generic = "fix the program (`idlepool task MANIFEST --index N`"
+	if i := strings.Index(ue.Hint, generic); i >= 0 {
+		c := *ue
+		c.Hint = ue.Hint[:i] + "check the training file's [params] (a misspelt key reaches the program as a missing one) or fix the program (`idlepool task " +
+			manifest + " --index N`" + ue.Hint[i+len(generic):]
+		return &c
+	}
+	return err
 }
 
 // decodeRunDoc reads a job's --json document with its numbers as

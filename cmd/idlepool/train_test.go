@@ -412,7 +412,9 @@ func TestTrainBadInput(t *testing.T) {
 		{"learning rate diverges", "fashion", "evaluate_every = 2", "features = 784\nclasses = 10\nbatch = 120\nlr = 1e300\n",
 			[]string{"round 2: the shards' updates failed", "the model diverged"}, 1},
 		{"learning rate diverges on the held-out set", "fashion", "", "features = 784\nclasses = 10\nbatch = 120\nlr = 1e300\n",
-			[]string{"round 1: the evaluation failed", "held-out example", "the model diverged"}, 0},
+			[]string{"round 1: the evaluation failed", "held-out example", "the model diverged (a smaller lr may help)"}, 0},
+		{"misspelt param", "fashion", "", "features = 784\nclasses = 10\nbacth = 120\nlr = 0.01\n",
+			[]string{"round 1: the shards' updates failed", "got batch 0", "check the training file's [params]"}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -427,8 +429,15 @@ func TestTrainBadInput(t *testing.T) {
 				}
 			}
 			good := filepath.Join(dir, "models", fmt.Sprintf("round-%04d.bin", tc.lastGoodRound))
-			if !strings.Contains(out.stderr, "the last good model is "+good) {
-				t.Errorf("stderr does not name the last good model %s:\n%s", good, out.stderr)
+			says := "the last good model is " + good
+			if tc.lastGoodRound == 0 { // nothing has checked the first model yet
+				says = "no round has finished; the first model is " + good
+			}
+			if !strings.Contains(out.stderr, says) {
+				t.Errorf("stderr lacks %q:\n%s", says, out.stderr)
+			}
+			if strings.Contains(out.stderr, "MANIFEST") {
+				t.Errorf("the hint names no manifest of the training's:\n%s", out.stderr)
 			}
 			if _, err := os.Stat(good); err != nil {
 				t.Errorf("last good model: %v", err)
@@ -768,6 +777,28 @@ func TestDecodeRunDocKeepsIntegers(t *testing.T) {
 // variant of the perceptron, examples/fashion/mlp-gpu.toml) goes into each
 // round's grad job, whose shards a GPU can take, and into none of the
 // other jobs; without it the grad job asks for nothing.
+// TestTrainFileUnknownKey: a misspelt key of a training file is named,
+// with every key a training file may have.
+func TestTrainFileUnknownKey(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "t.toml")
+	if err := os.WriteFile(path, []byte("name = \"t\"\nprogram = \"p.wasm\"\nshards = 2\nevaluate_evry = 5\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := loadTrainFile(path)
+	ue, ok := err.(*userError)
+	if !ok {
+		t.Fatalf("loadTrainFile: %v, want a userError", err)
+	}
+	if !strings.Contains(ue.Msg, "evaluate_evry") || !strings.Contains(ue.Msg, "unknown field") {
+		t.Errorf("message %q does not name the unknown key", ue.Msg)
+	}
+	for _, k := range []string{"name", "description", "program", "rounds", "shards", "evaluate_every", "evaluate_shards", "model", "[inputs]", "[params]", "[policy]", "[requirements]"} {
+		if !strings.Contains(ue.Hint, k) {
+			t.Errorf("hint %q lacks %s", ue.Hint, k)
+		}
+	}
+}
+
 func TestTrainFileRequirements(t *testing.T) {
 	tf, err := loadTrainFile(filepath.Join("..", "..", "examples", "fashion", "mlp-gpu.toml"))
 	if err != nil {
