@@ -333,6 +333,14 @@ func (t *trainer) open() error {
 		return &userError{Msg: fmt.Sprintf("%s: %v", filepath.Join(t.dir, "lineage.json"), err),
 			Hint: "the lineage file is damaged; move the directory away to train from the start", Cause: err}
 	}
+	if t.lin.TrainFile != t.tf.hash && len(t.lin.Rounds) == 0 {
+		// No round finished under the old file (its round 1 failed, say
+		// on a misspelt param): there is nothing to keep, so the fixed
+		// file trains here from the start, its first model made anew.
+		fmt.Fprintf(t.g.stderr, "training %s: no round finished under the earlier training file; starting again (%s)\n", t.tf.Name, t.dir)
+		t.lin = lineage{Name: t.tf.Name, TrainFile: t.tf.hash, Rounds: []trainRound{}}
+		return nil
+	}
 	if t.lin.TrainFile != t.tf.hash {
 		return &userError{Msg: fmt.Sprintf("%s holds a training of another training file (the file changed since)", t.dir),
 			Hint: "train into a new directory (--dir DIR), or move this one away", Cause: errUsage}

@@ -449,6 +449,29 @@ func TestTrainBadInput(t *testing.T) {
 	}
 }
 
+// TestTrainFixedFileStartsAgain: a training whose round 1 failed (a
+// misspelt param) trains in the same directory once the file is fixed,
+// as the failure's hint says; a directory with a finished round keeps
+// refusing another file.
+func TestTrainFixedFileStartsAgain(t *testing.T) {
+	t.Parallel()
+	data := smallFashion(t)
+	dir, home := filepath.Join(t.TempDir(), "state"), t.TempDir()
+	bad := writeTrainFile(t, "fashion", data, 2, "", "features = 784\nclasses = 10\nbacth = 120\nlr = 0.01\n")
+	if out := idlepool(t, home, "train", bad, "--rounds", "1", "--dir", dir); out.code != 1 || !strings.Contains(out.stderr, "round 1: the shards' updates failed") {
+		t.Fatalf("the misspelt param: exit %d, want 1 and round 1 failed:\n%s", out.code, out.stderr)
+	}
+	fixed := writeTrainFile(t, "fashion", data, 2, "", "")
+	out := idlepool(t, home, "train", fixed, "--rounds", "1", "--dir", dir)
+	if out.code != 0 || !strings.Contains(out.stderr, "starting again") {
+		t.Fatalf("the fixed file in the same directory: exit %d, want 0 and \"starting again\":\n%s", out.code, out.stderr)
+	}
+	other := writeTrainFile(t, "fashion", data, 2, "", "features = 784\nclasses = 10\nbatch = 120\nlr = 0.02\n")
+	if out := idlepool(t, home, "train", other, "--rounds", "2", "--dir", dir); out.code == 0 || !strings.Contains(out.stderr, "holds a training of another training file") {
+		t.Errorf("another file over a finished round: exit %d, want a refusal:\n%s", out.code, out.stderr)
+	}
+}
+
 // TestTrainPoolMatchesSolo trains 3 rounds on a pool of 3 agents of 2
 // owners (two devices share an owner key) and alone, side by side: the
 // models are the same bytes, and so are the rounds' job IDs and held-out
