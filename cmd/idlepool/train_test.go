@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -337,6 +338,28 @@ func TestTrainPlotPNG(t *testing.T) {
 	}
 	if dark < 200 {
 		t.Errorf("%d dark pixels beside the panels: no axis labels", dark)
+	}
+	// The last round's label stays inside the picture, four digits too:
+	// no text in the last columns (the panels end 30 pixels before).
+	late := slices.Clone(rounds)
+	for i := range late {
+		late[i].Round += 940
+	}
+	if b, err = trainPNG("made-up", late); err != nil {
+		t.Fatal(err)
+	}
+	if img, err = png.Decode(bytes.NewReader(b)); err != nil {
+		t.Fatal(err)
+	}
+	for y := range 560 {
+		for x := 720 - 8; x < 720; x++ {
+			if r, _, _, _ := img.At(x, y).RGBA(); r < 0x4000 {
+				t.Fatalf("text at (%d, %d), at the picture's right edge: the label \"round 1000\" is cut off", x, y)
+			}
+		}
+	}
+	if svg := trainSVG("made-up", late); !strings.Contains(svg, `text-anchor="end">round 1000<`) {
+		t.Errorf("the SVG's last round label does not end at the panel's edge:\n%s", svg)
 	}
 }
 
