@@ -11,10 +11,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -122,6 +124,35 @@ func loadTrainFile(path string) (*trainFile, error) {
 		}
 	}
 	return tf, nil
+}
+
+// checkFiles says which file the training file at path names that is
+// not there (the program, an input, the first model), in the training
+// file's own words, before any job runs.
+func (tf *trainFile) checkFiles(path string) error {
+	missing := func(key, p, hint string) error {
+		if _, err := os.Stat(tf.resolve(p)); err != nil {
+			msg := fmt.Sprintf("%s: %s: %v", path, key, err)
+			if errors.Is(err, os.ErrNotExist) {
+				msg = fmt.Sprintf("%s: %s: file %s does not exist", path, key, tf.resolve(p))
+			}
+			return &userError{Msg: msg,
+				Hint: "a relative path is read from the training file's directory, " + tf.dir + "; " + hint, Cause: err}
+		}
+		return nil
+	}
+	if err := missing("program", tf.Program, "build the program first (`make examples` builds the bundled ones)"); err != nil {
+		return err
+	}
+	for _, k := range slices.Sorted(maps.Keys(tf.Inputs)) {
+		if err := missing("inputs."+k, tf.Inputs[k], "the Fashion-MNIST examples' data set is unpacked into bin/fashion-mnist by `make train-fashion`"); err != nil {
+			return err
+		}
+	}
+	if tf.Model != "" {
+		return missing("model", tf.Model, "model names the first model's file; without it the program's init mode makes one")
+	}
+	return nil
 }
 
 // resolve makes p absolute, relative to the training file's directory.
@@ -287,6 +318,9 @@ func cmdTrain(ctx context.Context, g *globals, args []string) error {
 	}
 	if abs, err := filepath.Abs(dir); err == nil {
 		dir = abs // the round manifests name the models by absolute paths
+	}
+	if err := tf.checkFiles(pos[0]); err != nil {
+		return err
 	}
 	t := &trainer{g: g, tf: tf, dir: dir, workers: *workers, pc: pc, clock: &taskClock{now: time.Now}}
 	if err := t.open(); err != nil {

@@ -495,6 +495,39 @@ func TestTrainFixedFileStartsAgain(t *testing.T) {
 	}
 }
 
+// TestTrainMissingFile: a program, an input or a first model that the
+// training file names and that is not there is named in the training
+// file's words before any job runs.
+func TestTrainMissingFile(t *testing.T) {
+	t.Parallel()
+	data := smallFashion(t)
+	for _, tc := range []struct{ name, key, old, new, extra string }{
+		{"input", "inputs.train_images", "train-images-idx3-ubyte", "train-images-idx3-ubyte.missing", ""},
+		{"program", "program", `"prog.wasm"`, `"prog-missing.wasm"`, ""},
+		{"model", "model", "", "", `model = "start.bin"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			train := writeTrainFile(t, "fashion", data, 2, tc.extra, "")
+			b, err := os.ReadFile(train)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(train, bytes.Replace(b, []byte(tc.old), []byte(tc.new), 1), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			out := idlepool(t, t.TempDir(), "train", train, "--dir", filepath.Join(t.TempDir(), "state"))
+			want := train + ": " + tc.key + ": file "
+			if out.code != 1 || !strings.Contains(out.stderr, want) || !strings.Contains(out.stderr, "does not exist") {
+				t.Errorf("exit %d, want 1 and %q ... does not exist:\n%s", out.code, want, out.stderr)
+			}
+			if strings.Contains(out.stderr, "job ") {
+				t.Errorf("a job ran before the missing file was named:\n%s", out.stderr)
+			}
+		})
+	}
+}
+
 // TestTrainPoolMatchesSolo trains 3 rounds on a pool of 3 agents of 2
 // owners (two devices share an owner key) and alone, side by side: the
 // models are the same bytes, and so are the rounds' job IDs and held-out
