@@ -11,10 +11,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -84,7 +86,7 @@ func loadTrainFile(path string) (*trainFile, error) {
 		var sme *toml.StrictMissingError
 		if errors.As(err, &sme) {
 			return nil, &userError{Msg: fmt.Sprintf("%s: %s", path, strings.TrimSpace(sme.String())),
-				Hint: "a training file has name, program, rounds, shards, model, [inputs], [params], [policy] and [requirements] (docs/author.md, Training)", Cause: err}
+				Hint: "a training file has name, description, program, rounds, shards, evaluate_every, evaluate_shards, model, [inputs], [params], [policy] and [requirements] (docs/author.md, Training)", Cause: err}
 		}
 		return nil, &userError{Msg: fmt.Sprintf("%s: %v", path, err), Cause: err}
 	}
@@ -122,6 +124,35 @@ func loadTrainFile(path string) (*trainFile, error) {
 		}
 	}
 	return tf, nil
+}
+
+// checkFiles says which file the training file at path names that is
+// not there (the program, an input, the first model), in the training
+// file's own words, before any job runs.
+func (tf *trainFile) checkFiles(path string) error {
+	missing := func(key, p, hint string) error {
+		if _, err := os.Stat(tf.resolve(p)); err != nil {
+			msg := fmt.Sprintf("%s: %s: %v", path, key, err)
+			if errors.Is(err, os.ErrNotExist) {
+				msg = fmt.Sprintf("%s: %s: file %s does not exist", path, key, tf.resolve(p))
+			}
+			return &userError{Msg: msg,
+				Hint: "a relative path is read from the training file's directory, " + tf.dir + "; " + hint, Cause: err}
+		}
+		return nil
+	}
+	if err := missing("program", tf.Program, "build the program first (`make examples` builds the bundled ones)"); err != nil {
+		return err
+	}
+	for _, k := range slices.Sorted(maps.Keys(tf.Inputs)) {
+		if err := missing("inputs."+k, tf.Inputs[k], "the Fashion-MNIST examples' data set is unpacked into bin/fashion-mnist by `make train-fashion`"); err != nil {
+			return err
+		}
+	}
+	if tf.Model != "" {
+		return missing("model", tf.Model, "model names the first model's file; without it the program's init mode makes one")
+	}
+	return nil
 }
 
 // resolve makes p absolute, relative to the training file's directory.
@@ -288,6 +319,9 @@ func cmdTrain(ctx context.Context, g *globals, args []string) error {
 	if abs, err := filepath.Abs(dir); err == nil {
 		dir = abs // the round manifests name the models by absolute paths
 	}
+	if err := tf.checkFiles(pos[0]); err != nil {
+		return err
+	}
 	t := &trainer{g: g, tf: tf, dir: dir, workers: *workers, pc: pc, clock: &taskClock{now: time.Now}}
 	if err := t.open(); err != nil {
 		return err
@@ -332,6 +366,14 @@ func (t *trainer) open() error {
 	if err := json.Unmarshal(b, &t.lin); err != nil {
 		return &userError{Msg: fmt.Sprintf("%s: %v", filepath.Join(t.dir, "lineage.json"), err),
 			Hint: "the lineage file is damaged; move the directory away to train from the start", Cause: err}
+	}
+	if t.lin.TrainFile != t.tf.hash && len(t.lin.Rounds) == 0 {
+		// No round finished under the old file (its round 1 failed, say
+		// on a misspelt param): there is nothing to keep, so the fixed
+		// file trains here from the start, its first model made anew.
+		fmt.Fprintf(t.g.stderr, "training %s: no round finished under the earlier training file; starting again (%s)\n", t.tf.Name, t.dir)
+		t.lin = lineage{Name: t.tf.Name, TrainFile: t.tf.hash, Rounds: []trainRound{}}
+		return nil
 	}
 	if t.lin.TrainFile != t.tf.hash {
 		return &userError{Msg: fmt.Sprintf("%s holds a training of another training file (the file changed since)", t.dir),
@@ -587,14 +629,19 @@ func (t *trainer) forgetRuns(jobs ...string) {
 }
 
 // roundError says which round and step failed, and where the last good
-// model is.
+// model is: in round 1 the first model, which nothing has checked yet (a
+// model file of the wrong size fails there).
 func (t *trainer) roundError(k int, step string, err error) error {
 	if errors.Is(err, context.Canceled) {
 		return &userError{Msg: fmt.Sprintf("interrupted in round %d; finished rounds and tasks are saved", k), Hint: "run the same command again to continue", Cause: err}
 	}
+	last := fmt.Sprintf("the last good model is %s (round %d)", t.modelPath(k-1), k-1)
+	if k == 1 {
+		last = fmt.Sprintf("no round has finished; the first model is %s", t.modelPath(0))
+	}
 	return &userError{
 		Msg:   fmt.Sprintf("round %d: %s failed: %s", k, step, userMessage(err)),
-		Hint:  fmt.Sprintf("the last good model is %s (round %d); %s", t.modelPath(k-1), k-1, hintOf(err)),
+		Hint:  last + "; " + hintOf(err),
 		Cause: err,
 	}
 }
@@ -640,7 +687,7 @@ func (t *trainer) runJob(ctx context.Context, manifest string) (*runDoc, error) 
 		err = cmdRun(ctx, &sub, args)
 	}
 	if err != nil {
-		return nil, err
+		return nil, trainHint(err, manifest)
 	}
 	doc, err := decodeRunDoc(out.Bytes())
 	if err != nil {
@@ -651,6 +698,25 @@ func (t *trainer) runJob(ctx context.Context, manifest string) (*runDoc, error) 
 		return nil, fmt.Errorf("task %d: %s", f.Index, reasonLine(f.Reason))
 	}
 	return doc, nil
+}
+
+// trainHint makes the hint of a job's failure speak of the training:
+// where the program's own failure points at the program, it names the
+// round's manifest for `idlepool task` and the training file's [params],
+// where a misspelt key reaches the program as a missing one.
+func trainHint(err error, manifest string) error {
+	ue, ok := err.(*userError)
+	if !ok {
+		return err
+	}
+	const generic = "fix the program (`idlepool task MANIFEST --index N`"
+	if i := strings.Index(ue.Hint, generic); i >= 0 {
+		c := *ue
+		c.Hint = ue.Hint[:i] + "check the training file's [params] (a misspelt key reaches the program as a missing one) or fix the program (`idlepool task " +
+			manifest + " --index N`" + ue.Hint[i+len(generic):]
+		return &c
+	}
+	return err
 }
 
 // decodeRunDoc reads a job's --json document with its numbers as

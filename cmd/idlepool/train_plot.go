@@ -55,7 +55,9 @@ func trainSVG(name string, rounds []trainRound) string {
 		x := func(i int) float64 { return float64(left) + float64(pw)*float64(i)/float64(n-1) }
 		if len(rounds) > 0 {
 			fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle">round %d</text>`+"\n", left, y0+panelH+16, rounds[0].Round)
-			fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">round %d</text>`+"\n", x(len(rounds)-1), y0+panelH+16, rounds[len(rounds)-1].Round)
+		}
+		if len(rounds) > 1 { // ending at the panel's right edge, inside the picture
+			fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="end">round %d</text>`+"\n", x(len(rounds)-1), y0+panelH+16, rounds[len(rounds)-1].Round)
 		}
 		var pts []string
 		for i, r := range rounds {

@@ -70,7 +70,9 @@ func trainPNG(name string, rounds []trainRound) ([]byte, error) {
 		}
 		if len(rounds) > 0 {
 			text(pngLeft, y0+pngPanelH+16, fmt.Sprintf("round %d", rounds[0].Round), 1)
-			text(int(x(len(rounds)-1)), y0+pngPanelH+16, fmt.Sprintf("round %d", rounds[len(rounds)-1].Round), 1)
+		}
+		if len(rounds) > 1 { // ending at the panel's right edge, inside the picture
+			text(int(x(len(rounds)-1)), y0+pngPanelH+16, fmt.Sprintf("round %d", rounds[len(rounds)-1].Round), 2)
 		}
 		for i := 1; i < len(rounds); i++ {
 			thickLine(img, x(i-1), y(rounds[i-1]), x(i), y(rounds[i]), col)

@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -338,6 +339,28 @@ func TestTrainPlotPNG(t *testing.T) {
 	if dark < 200 {
 		t.Errorf("%d dark pixels beside the panels: no axis labels", dark)
 	}
+	// The last round's label stays inside the picture, four digits too:
+	// no text in the last columns (the panels end 30 pixels before).
+	late := slices.Clone(rounds)
+	for i := range late {
+		late[i].Round += 940
+	}
+	if b, err = trainPNG("made-up", late); err != nil {
+		t.Fatal(err)
+	}
+	if img, err = png.Decode(bytes.NewReader(b)); err != nil {
+		t.Fatal(err)
+	}
+	for y := range 560 {
+		for x := 720 - 8; x < 720; x++ {
+			if r, _, _, _ := img.At(x, y).RGBA(); r < 0x4000 {
+				t.Fatalf("text at (%d, %d), at the picture's right edge: the label \"round 1000\" is cut off", x, y)
+			}
+		}
+	}
+	if svg := trainSVG("made-up", late); !strings.Contains(svg, `text-anchor="end">round 1000<`) {
+		t.Errorf("the SVG's last round label does not end at the panel's edge:\n%s", svg)
+	}
 }
 
 // TestTrainResumesAfterKill kills the driver (SIGKILL) once round 1 is
@@ -412,7 +435,9 @@ func TestTrainBadInput(t *testing.T) {
 		{"learning rate diverges", "fashion", "evaluate_every = 2", "features = 784\nclasses = 10\nbatch = 120\nlr = 1e300\n",
 			[]string{"round 2: the shards' updates failed", "the model diverged"}, 1},
 		{"learning rate diverges on the held-out set", "fashion", "", "features = 784\nclasses = 10\nbatch = 120\nlr = 1e300\n",
-			[]string{"round 1: the evaluation failed", "held-out example", "the model diverged"}, 0},
+			[]string{"round 1: the evaluation failed", "held-out example", "the model diverged (a smaller lr may help)"}, 0},
+		{"misspelt param", "fashion", "", "features = 784\nclasses = 10\nbacth = 120\nlr = 0.01\n",
+			[]string{"round 1: the shards' updates failed", "got batch 0", "check the training file's [params]"}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -427,14 +452,77 @@ func TestTrainBadInput(t *testing.T) {
 				}
 			}
 			good := filepath.Join(dir, "models", fmt.Sprintf("round-%04d.bin", tc.lastGoodRound))
-			if !strings.Contains(out.stderr, "the last good model is "+good) {
-				t.Errorf("stderr does not name the last good model %s:\n%s", good, out.stderr)
+			says := "the last good model is " + good
+			if tc.lastGoodRound == 0 { // nothing has checked the first model yet
+				says = "no round has finished; the first model is " + good
+			}
+			if !strings.Contains(out.stderr, says) {
+				t.Errorf("stderr lacks %q:\n%s", says, out.stderr)
+			}
+			if strings.Contains(out.stderr, "MANIFEST") {
+				t.Errorf("the hint names no manifest of the training's:\n%s", out.stderr)
 			}
 			if _, err := os.Stat(good); err != nil {
 				t.Errorf("last good model: %v", err)
 			}
 			if _, err := os.Stat(filepath.Join(dir, "models", fmt.Sprintf("round-%04d.bin", tc.lastGoodRound+1))); err == nil {
 				t.Errorf("a model of the failed round %d was written", tc.lastGoodRound+1)
+			}
+		})
+	}
+}
+
+// TestTrainFixedFileStartsAgain: a training whose round 1 failed (a
+// misspelt param) trains in the same directory once the file is fixed,
+// as the failure's hint says; a directory with a finished round keeps
+// refusing another file.
+func TestTrainFixedFileStartsAgain(t *testing.T) {
+	t.Parallel()
+	data := smallFashion(t)
+	dir, home := filepath.Join(t.TempDir(), "state"), t.TempDir()
+	bad := writeTrainFile(t, "fashion", data, 2, "", "features = 784\nclasses = 10\nbacth = 120\nlr = 0.01\n")
+	if out := idlepool(t, home, "train", bad, "--rounds", "1", "--dir", dir); out.code != 1 || !strings.Contains(out.stderr, "round 1: the shards' updates failed") {
+		t.Fatalf("the misspelt param: exit %d, want 1 and round 1 failed:\n%s", out.code, out.stderr)
+	}
+	fixed := writeTrainFile(t, "fashion", data, 2, "", "")
+	out := idlepool(t, home, "train", fixed, "--rounds", "1", "--dir", dir)
+	if out.code != 0 || !strings.Contains(out.stderr, "starting again") {
+		t.Fatalf("the fixed file in the same directory: exit %d, want 0 and \"starting again\":\n%s", out.code, out.stderr)
+	}
+	other := writeTrainFile(t, "fashion", data, 2, "", "features = 784\nclasses = 10\nbatch = 120\nlr = 0.02\n")
+	if out := idlepool(t, home, "train", other, "--rounds", "2", "--dir", dir); out.code == 0 || !strings.Contains(out.stderr, "holds a training of another training file") {
+		t.Errorf("another file over a finished round: exit %d, want a refusal:\n%s", out.code, out.stderr)
+	}
+}
+
+// TestTrainMissingFile: a program, an input or a first model that the
+// training file names and that is not there is named in the training
+// file's words before any job runs.
+func TestTrainMissingFile(t *testing.T) {
+	t.Parallel()
+	data := smallFashion(t)
+	for _, tc := range []struct{ name, key, old, new, extra string }{
+		{"input", "inputs.train_images", "train-images-idx3-ubyte", "train-images-idx3-ubyte.missing", ""},
+		{"program", "program", `"prog.wasm"`, `"prog-missing.wasm"`, ""},
+		{"model", "model", "", "", `model = "start.bin"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			train := writeTrainFile(t, "fashion", data, 2, tc.extra, "")
+			b, err := os.ReadFile(train)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(train, bytes.Replace(b, []byte(tc.old), []byte(tc.new), 1), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			out := idlepool(t, t.TempDir(), "train", train, "--dir", filepath.Join(t.TempDir(), "state"))
+			want := train + ": " + tc.key + ": file "
+			if out.code != 1 || !strings.Contains(out.stderr, want) || !strings.Contains(out.stderr, "does not exist") {
+				t.Errorf("exit %d, want 1 and %q ... does not exist:\n%s", out.code, want, out.stderr)
+			}
+			if strings.Contains(out.stderr, "job ") {
+				t.Errorf("a job ran before the missing file was named:\n%s", out.stderr)
 			}
 		})
 	}
@@ -768,6 +856,28 @@ func TestDecodeRunDocKeepsIntegers(t *testing.T) {
 // variant of the perceptron, examples/fashion/mlp-gpu.toml) goes into each
 // round's grad job, whose shards a GPU can take, and into none of the
 // other jobs; without it the grad job asks for nothing.
+// TestTrainFileUnknownKey: a misspelt key of a training file is named,
+// with every key a training file may have.
+func TestTrainFileUnknownKey(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "t.toml")
+	if err := os.WriteFile(path, []byte("name = \"t\"\nprogram = \"p.wasm\"\nshards = 2\nevaluate_evry = 5\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := loadTrainFile(path)
+	ue, ok := err.(*userError)
+	if !ok {
+		t.Fatalf("loadTrainFile: %v, want a userError", err)
+	}
+	if !strings.Contains(ue.Msg, "evaluate_evry") || !strings.Contains(ue.Msg, "unknown field") {
+		t.Errorf("message %q does not name the unknown key", ue.Msg)
+	}
+	for _, k := range []string{"name", "description", "program", "rounds", "shards", "evaluate_every", "evaluate_shards", "model", "[inputs]", "[params]", "[policy]", "[requirements]"} {
+		if !strings.Contains(ue.Hint, k) {
+			t.Errorf("hint %q lacks %s", ue.Hint, k)
+		}
+	}
+}
+
 func TestTrainFileRequirements(t *testing.T) {
 	tf, err := loadTrainFile(filepath.Join("..", "..", "examples", "fashion", "mlp-gpu.toml"))
 	if err != nil {

@@ -474,7 +474,7 @@ func evaluate(t task.Task, p params) (any, error) {
 	}
 	u.Add(1, int64(len(lb)))
 	if err := u.Err(); err != nil {
-		return nil, fmt.Errorf("round %d: held-out loss: %w (the model diverged)", p.Round, err)
+		return nil, fmt.Errorf("round %d: held-out loss: %w (the model diverged; a smaller lr may help)", p.Round, err)
 	}
 	return evalResult{Eval: [3]int64(u.S)}, nil
 }
@@ -500,7 +500,7 @@ func softmaxLoss(z []float64, y int) (s, loss float64) {
 func heldOutLoss(z []float64, y int) (int64, error) {
 	_, loss := softmaxLoss(z, y)
 	if !(loss < maxLoss) {
-		return 0, fmt.Errorf("loss %g: the model diverged", loss)
+		return 0, fmt.Errorf("loss %g: the model diverged (a smaller lr may help)", loss)
 	}
 	return exact.Quantize(loss, lossBits)
 }
