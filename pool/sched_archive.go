@@ -53,21 +53,21 @@ func (s *Scheduler) forget(p *pending) {
 
 // archived returns replica lease from the store, for a lease that is not
 // in memory; ok is false when the store has none (or keeps no archive).
-// s.mu is held: the read is one indexed row, and it happens only for
-// leases that are no longer in play.
-func (s *Scheduler) archived(lease string) (r *replica, ok bool, err error) {
+// s.mu is not held (lookup releases it for the read): it reads only the
+// store, which is safe for concurrent use.
+func (s *Scheduler) archived(ctx context.Context, lease string) (rec ReplicaRecord, ok bool, err error) {
 	a := s.archive()
 	if a == nil {
-		return nil, false, nil
+		return ReplicaRecord{}, false, nil
 	}
-	rec, err := a.Replica(context.Background(), lease)
+	rec, err = a.Replica(ctx, lease)
 	if errors.Is(err, ErrUnknownLease) {
-		return nil, false, nil
+		return ReplicaRecord{}, false, nil
 	}
 	if err != nil {
-		return nil, false, fmt.Errorf("read archived lease %s: %w", lease, err)
+		return ReplicaRecord{}, false, fmt.Errorf("read archived lease %s: %w", lease, err)
 	}
-	return &replica{rec: rec, js: s.jobs[rec.Job]}, true, nil
+	return rec, true, nil
 }
 
 // compactDeadlines rebuilds the deadline heap without its stale items

@@ -377,16 +377,32 @@ func NewLeaseID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// lookup returns the lease id held by peer; s.mu is held.
-func (s *Scheduler) lookup(peer, id string) (*replica, error) {
+// lookup returns the lease id held by peer. s.mu is held on entry and
+// on return; for a lease not in memory it is released while the store
+// is read (one indexed row on SQLite, a round trip to the key-value
+// bucket of a cluster), so that a late request, or a device naming
+// leases that do not exist, does not hold every other request up.
+func (s *Scheduler) lookup(ctx context.Context, peer, id string) (*replica, error) {
 	if s.stopped != nil {
 		return nil, s.stopped
 	}
 	r, ok := s.leases[id]
-	if !ok {
-		var err error
-		if r, ok, err = s.archived(id); err != nil {
-			return nil, err
+	if !ok && s.archive() != nil {
+		s.mu.Unlock()
+		rec, found, err := s.archived(ctx, id)
+		s.mu.Lock()
+		if s.stopped != nil {
+			return nil, s.stopped
+		}
+		// A settled replica never comes back into memory; memory is
+		// asked again all the same, as it is what the lock guards.
+		if r, ok = s.leases[id]; !ok {
+			if err != nil {
+				return nil, err
+			}
+			if found {
+				r, ok = &replica{rec: rec, js: s.jobs[rec.Job]}, true
+			}
 		}
 	}
 	if !ok {
@@ -435,7 +451,7 @@ func (s *Scheduler) expiredNow(r *replica) bool {
 // computing it), ErrConflict (already returned), ErrStopped.
 func (s *Scheduler) Heartbeat(ctx context.Context, peer, lease string) (time.Time, error) {
 	s.mu.Lock()
-	r, err := s.lookup(peer, lease)
+	r, err := s.lookup(ctx, peer, lease)
 	if err == nil && r.rec.State != ReplicaLeased {
 		err = ended(r)
 	}
@@ -463,7 +479,7 @@ func (s *Scheduler) Heartbeat(ctx context.Context, peer, lease string) (time.Tim
 // ErrStopped.
 func (s *Scheduler) Release(ctx context.Context, peer, lease string) error {
 	s.mu.Lock()
-	r, err := s.lookup(peer, lease)
+	r, err := s.lookup(ctx, peer, lease)
 	if err != nil {
 		s.mu.Unlock()
 		return fmt.Errorf("release: %w", err)
@@ -518,7 +534,7 @@ func (s *Scheduler) Submit(ctx context.Context, peer, lease string, sub Submissi
 		sub.Work = nil // what a machine's failure counted says nothing about the task
 	}
 	s.mu.Lock()
-	r, err := s.lookup(peer, lease)
+	r, err := s.lookup(ctx, peer, lease)
 	if err == nil && r.rec.State != ReplicaLeased {
 		switch r.rec.State {
 		case ReplicaReturned, ReplicaAgreed, ReplicaDeviated, ReplicaUnverified, ReplicaMachineFailed, ReplicaProvisional:
