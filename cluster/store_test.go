@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -28,15 +31,51 @@ func testLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
-// freeAddr returns a 127.0.0.1 address with a port free right now.
+// freeAddr returns a 127.0.0.1 address whose port is free right now,
+// never the same twice in this process, and outside the system's range
+// of ephemeral ports: the NATS servers of the nodes bind their client
+// ports to port 0, from that range, after the test chose its ports, and
+// one once took a node's HTTP port before the node listened there (the
+// test then talked HTTP to NATS until its deadline).
 func freeAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	lo := ephemeralLow()
+	for range 1000 {
+		port := 10000 + rand.IntN(lo-10000)
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			continue // taken
+		}
+		l.Close()
+		if _, taken := handedOut.LoadOrStore(addr, true); !taken {
+			return addr
+		}
 	}
-	defer l.Close()
-	return l.Addr().String()
+	t.Fatalf("no free port on 127.0.0.1 between 10000 and %d after 1000 tries", lo)
+	return ""
+}
+
+// handedOut holds the addresses freeAddr returned in this process.
+var handedOut sync.Map
+
+// ephemeralLow is the lowest port the system hands out for port 0
+// (Linux: /proc/sys/net/ipv4/ip_local_port_range; 32768 where it cannot
+// be read or leaves too few below it).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return 32768
+	}
+	lo, err := strconv.Atoi(f[0])
+	if err != nil || lo < 12000 {
+		return 32768
+	}
+	return lo
 }
 
 // testConfigs returns n node configs on 127.0.0.1 routed to each other,

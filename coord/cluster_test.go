@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -18,6 +19,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -330,6 +332,11 @@ func startTestCluster(t *testing.T, cutFirst ...[2]int) (_ []*testNode, _ [3][3]
 			if err != nil {
 				t.Logf("node%d: ServeCluster: %v", i+1, err) // at once, not only at cleanup
 			}
+			if errors.Is(err, syscall.EADDRINUSE) {
+				// The test's waits would wait for this node until the
+				// deadline: they fail at once instead.
+				unservable.Store(t, fmt.Errorf("node%d cannot listen: %w", i+1, err))
+			}
 			done <- err
 		}()
 		tns[i].stop = func() {
@@ -361,6 +368,9 @@ func waitUntil(t *testing.T, limit time.Duration, what string, cond func() bool)
 	t.Helper()
 	deadline := time.Now().Add(limit)
 	for !cond() {
+		if err, ok := unservable.Load(t); ok {
+			t.Fatalf("waiting for %s: %v", what, err)
+		}
 		if time.Now().After(deadline) {
 			t.Fatalf("waiting for %s: not within %s", what, limit)
 		}
@@ -745,15 +755,55 @@ func TestClusterCutHolds(t *testing.T) {
 	}
 }
 
-// freeAddr returns a 127.0.0.1 address whose port is free right now.
+// freeAddr returns a 127.0.0.1 address whose port is free right now,
+// never the same twice in this process, and outside the system's range
+// of ephemeral ports: the NATS servers of the nodes bind their client
+// ports to port 0, from that range, after the test chose its ports, and
+// one once took a node's HTTP port before the node listened there (the
+// test then talked HTTP to NATS until its deadline).
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	lo := ephemeralLow()
+	for range 1000 {
+		port := 10000 + rand.IntN(lo-10000)
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			continue // taken
+		}
+		l.Close()
+		if _, taken := handedOut.LoadOrStore(addr, true); !taken {
+			return addr
+		}
 	}
-	defer l.Close()
-	return l.Addr().String()
+	t.Fatalf("no free port on 127.0.0.1 between 10000 and %d after 1000 tries", lo)
+	return ""
+}
+
+// unservable holds, by test, why a node of its cluster could not serve
+// (its HTTP port taken), for waitUntil.
+var unservable sync.Map
+
+// handedOut holds the addresses freeAddr returned in this process.
+var handedOut sync.Map
+
+// ephemeralLow is the lowest port the system hands out for port 0
+// (Linux: /proc/sys/net/ipv4/ip_local_port_range; 32768 where it cannot
+// be read or leaves too few below it).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return 32768
+	}
+	lo, err := strconv.Atoi(f[0])
+	if err != nil || lo < 12000 {
+		return 32768
+	}
+	return lo
 }
 
 // logLines keeps what a slog.JSONHandler writes, for a test to read.
