@@ -275,17 +275,30 @@ func TestOwnDevicesEarnNoReceipt(t *testing.T) {
 	if entries := ledger(t, sub.c); len(entries) != 0 {
 		t.Errorf("the ledger has %d entries for a job computed by its owner's devices, want none: %+v", len(entries), entries[0])
 	}
-	computed := 0
-	for _, d := range []*device{a, b} {
-		all, err := d.local.Contributions(context.Background(), store.Filter{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		computed += len(all)
-		for _, c := range all {
-			if c.State != store.StateRejected || !c.Acknowledged {
-				t.Errorf("own-job contribution for task %d: state %s, acknowledged %v; want rejected and acknowledged", c.Task, c.State, c.Acknowledged)
+	// A device records the coordinator's answer in two writes (rejected,
+	// then acknowledged), and settle waits for the first: wait, with
+	// patience, for the second as well.
+	var contributions []store.Contribution
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		contributions = contributions[:0]
+		for _, d := range []*device{a, b} {
+			all, err := d.local.Contributions(context.Background(), store.Filter{})
+			if err != nil {
+				t.Fatal(err)
 			}
+			contributions = append(contributions, all...)
+		}
+		done := !slices.ContainsFunc(contributions, func(c store.Contribution) bool { return !c.Acknowledged })
+		if done || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	computed := len(contributions)
+	for _, c := range contributions {
+		if c.State != store.StateRejected || !c.Acknowledged {
+			t.Errorf("own-job contribution for task %d: state %s, acknowledged %v; want rejected and acknowledged", c.Task, c.State, c.Acknowledged)
 		}
 	}
 	if computed < j.Manifest.Policy.Quorum*int(j.NumTasks()) {
