@@ -21,7 +21,10 @@
 #      worker per core, WebAssembly);
 #   4. measures gpupi's samples/s on the GPU against the CPU WebAssembly
 #      path on one core of the same machine, the extra cost per GPU task
-#      (context creation, module load) and the time of one launch;
+#      (context creation, module load) and the time of one launch, and
+#      what the GPU run's energy was as idlepool run measured it (NVML's
+#      energy counter, or its power readings over time): joules per task
+#      and samples per joule (the "energy" line of its output);
 #   5. starts a local coordinator (`idlepool serve`) and donor (`idlepool
 #      join`), shows nvidia-smi's view of our context while a task runs,
 #      pauses the donor (`idlepool settings set pause=1h`) and measures how
@@ -309,6 +312,16 @@ cpu_rate=$(awk -v ms="$cpu1_ms" 'BEGIN { printf "%.3g", 4 * 2^25 / (ms / 1000) }
 ratio=$(awk -v g="$gpu_rate" -v c="$cpu_rate" 'BEGIN { printf "%.0f", g / c }')
 task_extra_ms=$(awk -v g="$small_gpu_ms" -v c="$small_cpu_ms" 'BEGIN { printf "%.0f", (g - c) / 16 }')
 launch_ms=$(awk -v b="$big_ms" -v s="$small_gpu_ms" 'BEGIN { printf "%.2f", (b - s) / (16 * 256) }')
+# idlepool run prints an "energy" line where a counter was read (nothing
+# where the energy is only estimated): its tasks per joule give the
+# joules per task.
+energy_line=$(grep -m1 '^energy ' "$work/gpupi-big.log" || true)
+if [ -n "$energy_line" ]; then
+	energy_per_task=$(echo "$energy_line" | grep -o '[0-9.e+-]* tasks per joule' | awk '{ if ($1 > 0) printf "%.3g J per task", 1 / $1 }')
+else
+	energy_line="no energy line: no counter was read (see $work/gpupi-big.log and idlepool status's energy part)"
+	energy_per_task="unknown"
+fi
 
 # --- 5. NVML's view of a donor's context, and a pause ----------------------
 echo "gpu-check: a local pool: serve, join (GPU allowed), a long gpupi job, then pause"
@@ -373,6 +386,7 @@ echo "  gpupi on one CPU core (WebAssembly): $cpu_rate samples/s (4 x 2^25 in $c
 echo "  GPU / one CPU core: ${ratio}x (goal: 100x)"
 echo "  extra cost per GPU task (context, module load): ${task_extra_ms} ms (16 tiny tasks: $small_gpu_ms ms GPU, $small_cpu_ms ms CPU)"
 echo "  one launch of 2^26 samples: about ${launch_ms} ms"
+echo "  gpupi's energy on the GPU (16 x 2^34, as idlepool run measured it): $energy_per_task; $energy_line"
 echo "  pause to no context of ours on the GPU: ${pause_line:-not within 30 s} (goal: 5 s)"
 echo "  worker's test of the real CUDA driver (TestRealCUDADriver): $driver_test"
 fail=0
