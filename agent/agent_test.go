@@ -279,8 +279,7 @@ func TestOwnDevicesEarnNoReceipt(t *testing.T) {
 	// then acknowledged), and settle waits for the first: wait, with
 	// patience, for the second as well.
 	var contributions []store.Contribution
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
+	eventually(t, 2*time.Minute, "every contribution acknowledged", func() bool {
 		contributions = contributions[:0]
 		for _, d := range []*device{a, b} {
 			all, err := d.local.Contributions(context.Background(), store.Filter{})
@@ -289,12 +288,8 @@ func TestOwnDevicesEarnNoReceipt(t *testing.T) {
 			}
 			contributions = append(contributions, all...)
 		}
-		done := !slices.ContainsFunc(contributions, func(c store.Contribution) bool { return !c.Acknowledged })
-		if done || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return !slices.ContainsFunc(contributions, func(c store.Contribution) bool { return !c.Acknowledged })
+	})
 	computed := len(contributions)
 	for _, c := range contributions {
 		if c.State != store.StateRejected || !c.Acknowledged {

@@ -364,21 +364,18 @@ func TestGPUPowerLimitRecoveredAfterAKill(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
 			go func() { done <- d.Serve(ctx) }()
-			deadline := time.Now().Add(2 * time.Minute) // patience, not a verdict
-			for {
+			stop := sync.OnceFunc(func() { cancel(); <-done })
+			t.Cleanup(func() {
+				stop()
+				if t.Failed() {
+					t.Logf("the donor's log:\n%s", logs.String())
+				}
+			})
+			eventually(t, 2*time.Minute, "the record removed", func() bool { // patience, not a verdict
 				_, err := os.Stat(record)
-				if errors.Is(err, fs.ErrNotExist) {
-					break
-				}
-				if time.Now().After(deadline) {
-					cancel()
-					<-done
-					t.Fatalf("the record is still there after 2 minutes; log:\n%s", logs.String())
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
-			cancel()
-			<-done
+				return errors.Is(err, fs.ErrNotExist)
+			})
+			stop() // the log is read below
 			if l, _ := gpu.limit(); l != tc.wantW {
 				t.Errorf("the GPU's limit = %g W, want %g W; log:\n%s", l, tc.wantW, logs.String())
 			}
