@@ -9,10 +9,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"sync"
 	"time"
 
+	"github.com/fxamacker/cbor/v2"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -31,7 +33,13 @@ const (
 	hdrPart  = "Idlepool-Part"  // "i/n", 1-based
 	hdrFmt   = "Idlepool-Format"
 
-	batchFormat = "gob-v1"
+	// batchFormat is the encoding of the batches this version writes:
+	// CBOR (RFC 8949) of a pool.Batch, field names as keys, times as RFC
+	// 3339 text with nanoseconds. batchFormatGob, the encoding before it
+	// (one gob stream per message, type descriptions included), is still
+	// read: a stream written by an older node applies.
+	batchFormat    = "cbor-v1"
+	batchFormatGob = "gob-v1"
 
 	// maxPart is the largest state message body; a larger batch is split
 	// into parts (the server's max_payload is set above it, see Node).
@@ -45,7 +53,7 @@ var ErrFenced = fmt.Errorf("cluster: another node wrote the pool's state (this n
 
 // Store is a pool.Store whose durable state is the JetStream stream
 // IDLEPOOL_STATE, replicated to Replicas nodes by JetStream's RAFT: every
-// Commit appends the whole Batch (gob-encoded, split into parts of at most
+// Commit appends the whole Batch (CBOR-encoded, split into parts of at most
 // 4 MiB that are applied together) with an expected last sequence, so a
 // Store whose view is stale — a node that lost the leadership, on either
 // side of a partition — can never append (ErrFenced), and with a message
@@ -316,8 +324,9 @@ func (s *Store) catchUp(ctx context.Context) error {
 				continue // appended since we looked; the next catch-up applies it
 			}
 			h := m.Headers()
-			if f := h.Get(hdrFmt); f != batchFormat {
-				return fmt.Errorf("cluster: state message %d has format %q, want %q (written by a newer idlepool?)", seq, f, batchFormat)
+			format := h.Get(hdrFmt)
+			if format != batchFormat && format != batchFormatGob {
+				return fmt.Errorf("cluster: state message %d has format %q, want %q or %q (written by a newer idlepool?)", seq, format, batchFormat, batchFormatGob)
 			}
 			i, total, err := parsePart(h.Get(hdrPart))
 			if err != nil {
@@ -335,7 +344,7 @@ func (s *Store) catchUp(ctx context.Context) error {
 			if len(parts) < n {
 				continue
 			}
-			b, err := decodeBatch(bytes.Join(parts, nil))
+			b, err := decodeBatch(format, bytes.Join(parts, nil))
 			parts, name, n = nil, "", 0
 			if err != nil {
 				return fmt.Errorf("cluster: state message %d: %w", seq, err)
@@ -505,18 +514,43 @@ func parsePart(s string) (i, n int, err error) {
 	return i, n, nil
 }
 
+// The batches' CBOR modes. A batch may hold more items than the
+// decoder's default bounds (a cancelled job's leases, a snapshot's worth
+// of trust records): the stream's own limits bound a message instead.
+var (
+	batchEnc = func() cbor.EncMode {
+		m, err := cbor.EncOptions{Time: cbor.TimeRFC3339Nano}.EncMode()
+		if err != nil {
+			panic(err)
+		}
+		return m
+	}()
+	batchDec = func() cbor.DecMode {
+		m, err := cbor.DecOptions{MaxArrayElements: math.MaxInt32, MaxMapPairs: math.MaxInt32}.DecMode()
+		if err != nil {
+			panic(err)
+		}
+		return m
+	}()
+)
+
+// encodeBatch encodes b in batchFormat.
 func encodeBatch(b *pool.Batch) ([]byte, error) {
-	var buf bytes.Buffer
-	if err := gob.NewEncoder(&buf).Encode(b); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
+	return batchEnc.Marshal(b)
 }
 
-func decodeBatch(data []byte) (*pool.Batch, error) {
+// decodeBatch decodes a batch written in format (batchFormat or
+// batchFormatGob).
+func decodeBatch(format string, data []byte) (*pool.Batch, error) {
 	var b pool.Batch
-	if err := gob.NewDecoder(bytes.NewReader(data)).Decode(&b); err != nil {
-		return nil, fmt.Errorf("decode batch: %w", err)
+	var err error
+	if format == batchFormatGob {
+		err = gob.NewDecoder(bytes.NewReader(data)).Decode(&b)
+	} else {
+		err = batchDec.Unmarshal(data, &b)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("decode batch (%s): %w", format, err)
 	}
 	return &b, nil
 }
