@@ -75,17 +75,32 @@ func (p *Profiles) PutOwnerProfile(ctx context.Context, prof identity.Profile) (
 }
 
 // OwnerProfiles returns every owner's stored profile, by owner ID, in one
-// pass over the bucket (a watch that delivers each key's value, then
-// ends). A value that does not verify, or is stored under another
-// owner's key, is left out.
+// pass over the bucket (a watch that delivers each key's value), and
+// reads what was stored before it was called, whichever node stored it:
+// it asks the bucket's leader for its last revision first and reads
+// until the watch has delivered it. (A watch's own "every value
+// delivered" comes from the replica that serves it, which may not have
+// applied the newest writes yet.) A value that does not verify, or is
+// stored under another owner's key, is left out.
 func (p *Profiles) OwnerProfiles(ctx context.Context) (map[string]identity.Profile, error) {
-	w, err := p.kv.WatchAll(ctx, jetstream.IgnoreDeletes())
+	st, err := p.kv.Status(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: read owner profiles: %w", unavailable(err))
+	}
+	var last uint64
+	if bs, ok := st.(*jetstream.KeyValueBucketStatus); ok {
+		last = bs.StreamInfo().State.LastSeq
+	}
+	// Deletes are delivered too: the last revision may be one.
+	w, err := p.kv.WatchAll(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: read owner profiles: %w", unavailable(err))
 	}
 	defer w.Stop()
 	out := map[string]identity.Profile{}
-	for {
+	var seen uint64
+	initial := false
+	for !initial || seen < last {
 		select {
 		case <-ctx.Done():
 			return nil, fmt.Errorf("cluster: read owner profiles: %w", unavailable(ctx.Err()))
@@ -93,14 +108,22 @@ func (p *Profiles) OwnerProfiles(ctx context.Context) (map[string]identity.Profi
 			if !ok {
 				return nil, fmt.Errorf("cluster: read owner profiles: %w: the watch ended early", pool.ErrStoreUnavailable)
 			}
-			if e == nil { // every stored value has been delivered
-				return out, nil
+			if e == nil { // every value the serving replica holds
+				initial = true
+				continue
+			}
+			seen = max(seen, e.Revision())
+			if e.Operation() != jetstream.KeyValuePut {
+				delete(out, e.Key())
+				continue
 			}
 			var prof identity.Profile
 			if json.Unmarshal(e.Value(), &prof) != nil || prof.Verify() != nil || prof.Owner != e.Key() {
+				delete(out, e.Key())
 				continue
 			}
 			out[e.Key()] = prof
 		}
 	}
+	return out, nil
 }
