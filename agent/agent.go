@@ -303,6 +303,7 @@ type Agent struct {
 	// Set by join, before the components start.
 	poolName string
 	poolKey  ed25519.PublicKey
+	verifier *pool.EntryVerifier // of the ledger entries signed with poolKey
 	owner    string
 
 	resend    chan struct{}                           // wakes the outbox: something is left to send
@@ -494,6 +495,7 @@ func (a *Agent) join(ctx context.Context) error {
 			return fmt.Errorf("register with pool %s: %w", info.Pool, err)
 		}
 		a.poolName, a.poolKey, a.owner = info.Pool, ed25519.PublicKey(info.Key), reg.Owner
+		a.verifier = pool.NewEntryVerifier(a.poolKey)
 		a.mu.Lock()
 		a.joinedAs = info.Pool
 		a.mu.Unlock()

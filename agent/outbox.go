@@ -271,7 +271,7 @@ type recoverer interface {
 // failure, wrapping errLocalStore.
 func (a *Agent) applyEntry(ctx context.Context, e pool.Entry) error {
 	log := a.log.With("seq", e.Seq, "kind", e.Kind, "jobID", e.Job.String(), "taskIndex", e.Task, "lease", e.Lease)
-	if err := pool.VerifyEntry(e, a.poolKey); err != nil {
+	if err := a.verifier.Verify(e); err != nil {
 		log.Error("Ledger entry does not verify against the pool's key; ignored", "err", err)
 		return nil
 	}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"sync"
 
 	"github.com/fxamacker/cbor/v2"
 
@@ -162,15 +163,96 @@ func VerifyEntry(e Entry, coordinator ed25519.PublicKey) error {
 	return verifyEntry(e, coordinator, nil)
 }
 
+// headCache remembers tree heads whose signature verified: the entries
+// of one batch share their head and signature, so each is checked once.
+type headCache interface {
+	verified(h TreeHead, sig []byte) bool
+	add(h TreeHead, sig []byte)
+}
+
 // verifiedHead is the tree head and signature verifyEntry checked last:
-// the entries of one batch share them, so VerifyLedger checks the
-// signature once per batch.
+// VerifyLedger reads the entries in order, so a batch's come together.
 type verifiedHead struct {
 	head TreeHead
 	sig  []byte
 }
 
-func verifyEntry(e Entry, coordinator ed25519.PublicKey, last *verifiedHead) error {
+func (v *verifiedHead) verified(h TreeHead, sig []byte) bool {
+	return v.head == h && bytes.Equal(v.sig, sig)
+}
+
+func (v *verifiedHead) add(h TreeHead, sig []byte) { *v = verifiedHead{head: h, sig: sig} }
+
+// EntryVerifier checks ledger entries one at a time, as VerifyEntry
+// does, and remembers the batch tree heads whose signature it checked
+// (the newest verifierHeads of them). The entries of a batch share its
+// head and signature (a Merkle tree signed once, RFC 9162 style:
+// ledgertree.go), so every entry after the first of its batch costs its
+// inclusion proof, a few SHA-256 hashes, instead of an Ed25519
+// verification. A device checking its receipts as they come, a few per
+// batch, does so. Make one with NewEntryVerifier; it is safe for
+// concurrent use.
+type EntryVerifier struct {
+	key   ed25519.PublicKey
+	mu    sync.Mutex
+	heads map[headSig]struct{}
+	ring  []headSig // the remembered heads, oldest at next once full
+	next  int
+}
+
+// verifierHeads is how many verified tree heads an EntryVerifier keeps:
+// a device's receipts of one poll come from a few batches at most.
+const verifierHeads = 64
+
+type headSig struct {
+	head TreeHead
+	sig  [ed25519.SignatureSize]byte
+}
+
+// NewEntryVerifier returns an EntryVerifier of entries signed with
+// coordinator, the pool's public key.
+func NewEntryVerifier(coordinator ed25519.PublicKey) *EntryVerifier {
+	return &EntryVerifier{key: coordinator, heads: make(map[headSig]struct{}, verifierHeads)}
+}
+
+// Verify checks e as VerifyEntry does: the same checks and the same
+// errors (*LedgerError), whether or not its batch's head was checked
+// before.
+func (v *EntryVerifier) Verify(e Entry) error {
+	return verifyEntry(e, v.key, v)
+}
+
+func (v *EntryVerifier) verified(h TreeHead, sig []byte) bool {
+	if len(sig) != ed25519.SignatureSize {
+		return false
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	_, ok := v.heads[headSig{h, [ed25519.SignatureSize]byte(sig)}]
+	return ok
+}
+
+func (v *EntryVerifier) add(h TreeHead, sig []byte) {
+	if len(sig) != ed25519.SignatureSize {
+		return
+	}
+	k := headSig{h, [ed25519.SignatureSize]byte(sig)}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if _, ok := v.heads[k]; ok {
+		return
+	}
+	if len(v.ring) < verifierHeads {
+		v.ring = append(v.ring, k)
+	} else {
+		delete(v.heads, v.ring[v.next])
+		v.ring[v.next] = k
+		v.next = (v.next + 1) % verifierHeads
+	}
+	v.heads[k] = struct{}{}
+}
+
+func verifyEntry(e Entry, coordinator ed25519.PublicKey, seen headCache) error {
 	switch e.Kind {
 	case KindReceipt, KindDeviation, KindUnverified, KindRevocation:
 	default:
@@ -195,14 +277,14 @@ func verifyEntry(e Entry, coordinator ed25519.PublicKey, last *verifiedHead) err
 	if err != nil {
 		return ledgerErr(e.Seq, "%v", err)
 	}
-	if last != nil && last.head == head && bytes.Equal(last.sig, e.Sig) {
+	if seen != nil && seen.verified(head, e.Sig) {
 		return nil
 	}
 	if !ed25519.Verify(coordinator, head.Canonical(), e.Sig) {
 		return ledgerErr(e.Seq, "the coordinator's signature of its batch's tree head does not verify")
 	}
-	if last != nil {
-		*last = verifiedHead{head: head, sig: e.Sig}
+	if seen != nil {
+		seen.add(head, e.Sig)
 	}
 	return nil
 }
