@@ -254,7 +254,7 @@ func (d *DB) Commit(ctx context.Context, b *pool.Batch) (err error) {
 			last, prev = int64(e.Seq), hashes[i]
 		}
 		for i := 0; i < len(b.Entries); {
-			if n := wholeBatch(b.Entries[i:], hashes[i:]); n > 0 {
+			if n := wholeBatch(b.Entries[i:], hashes[i:]); n > 0 && n <= maxBlock {
 				// One row for the batch (migrations/coordinator/0010).
 				if err := insertBlock(exec, b.Entries[i:i+n], hashes[i+n-1]); err != nil {
 					return err

@@ -21,6 +21,10 @@ import (
 // blockFormat is the first byte of a ledger_blocks.entries value.
 const blockFormat = 1
 
+// maxBlock is the most entries a block holds; a batch of more is stored
+// as rows of ledger (a scheduler's batches are far smaller).
+const maxBlock = 1 << 20
+
 // errBlock is what a block whose bytes do not decode wraps (with
 // ErrCorrupt).
 var errBlock = errors.New("ledger block does not decode")
@@ -72,7 +76,7 @@ func (k *block) decode() ([]pool.Entry, error) {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("ledger block %d-%d: %s: %w: %w", k.first, k.last, fmt.Sprintf(format, args...), errBlock, ErrCorrupt)
 	}
-	if k.last < k.first || k.last-k.first >= 1<<20 || len(k.prev) != len(job.Digest{}) || len(k.hash) != len(job.Digest{}) {
+	if k.last < k.first || k.last-k.first >= maxBlock || len(k.prev) != len(job.Digest{}) || len(k.hash) != len(job.Digest{}) {
 		return nil, bad("bad row")
 	}
 	if len(k.entries) == 0 || k.entries[0] != blockFormat {
@@ -88,9 +92,6 @@ func (k *block) decode() ([]pool.Entry, error) {
 		e.Seq, e.Prev = k.first+uint64(i), prev
 		e.Kind = d.string()
 		e.Pool = d.string()
-		if i > 0 && e.Pool == out[i-1].Pool {
-			e.Pool = out[i-1].Pool // one string for the block's pool
-		}
 		e.Job = job.ID(d.digest())
 		e.Task = d.varint()
 		e.Peer = d.string()
