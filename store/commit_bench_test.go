@@ -20,7 +20,7 @@ import (
 // quorum 2 with agents leasing ahead (11 tasks per batch): each batch
 // inserts 22 new leases, moves the previous batch's 22 replicas to
 // returned and 7 older ones to agreed, adds 11 outcomes and 22 ledger
-// entries. Its leases have the scheduler's IDs (pool.NewLeaseID). It
+// entries of 8 peers. Its leases have the scheduler's IDs (pool.NewLeaseID). It
 // reports the store's CPU time per task:
 //
 //	go test -run '^$' -bench CommitBatch -benchtime 2000x ./store/
@@ -68,10 +68,11 @@ func BenchmarkCommitBatch(b *testing.B) {
 		for k := range int64(tasks) {
 			task := int64(i*tasks) + k
 			batch.Outcomes = append(batch.Outcomes, pool.OutcomeRecord{Job: jobID, Verified: pool.Verified{Seq: task + 1, Task: task, Status: "ok"}})
-			for r := range int64(2) {
+			for r := range 2 {
 				seq++
+				p := (2*int(k) + r) % 8 // the peers of the replicas above
 				batch.Entries = append(batch.Entries, pool.Entry{Seq: seq, Kind: pool.KindReceipt, Pool: "bench", Job: jobID, Task: task,
-					Peer: fmt.Sprint("p", r), Owner: fmt.Sprint("o", r), Lease: fmt.Sprint("l", seq), Cost: 1, Time: 1_767_000_000_000})
+					Peer: fmt.Sprint("p", p), Owner: fmt.Sprint("o", p), Lease: fmt.Sprint("l", seq), Cost: 1, Time: 1_767_000_000_000})
 			}
 		}
 		prev = pool.SignBatch(batch.Entries, prev, key.Sign)

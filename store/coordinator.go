@@ -48,11 +48,14 @@ var statements = map[string]string{
 	"ackResults": `UPDATE outcomes SET result = NULL, ref = NULL, holders = NULL
 		WHERE job = ? AND seq > ? AND seq <= ?`,
 	"cancel":     `UPDATE jobs SET cancelled = ? WHERE id = ? AND cancelled = 0`,
-	"ledgerHead": `SELECT seq, hash FROM ledger ORDER BY seq DESC LIMIT 1`,
+	"ledgerHead": ledgerHead,
 	"entry": `INSERT INTO ledger
 		(seq, prev, hash, kind, pool, job, task, peer, owner, lease, digest, cost, work, time, reason, sig, tree)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-	"entryBatch": `INSERT INTO ledger_batches(last, first, sig) VALUES (?, ?, ?)`,
+	"block":     `INSERT INTO ledger_blocks(last, first, prev, hash, sig, entries) VALUES (?, ?, ?, ?, ?, ?)`,
+	"blockPeer": `INSERT INTO ledger_block_peers(peer, last) VALUES (?, ?)`,
+	"blockKind": `INSERT INTO ledger_block_kinds(kind, count) VALUES (?, ?)
+		ON CONFLICT(kind) DO UPDATE SET count = count + excluded.count`,
 
 	"trustInsert": `INSERT INTO trust(kind, id, record, version) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`,
 	"trustUpdate": `UPDATE trust SET record = ?, version = ? WHERE kind = ? AND id = ? AND version = ?`,
@@ -251,16 +254,9 @@ func (d *DB) Commit(ctx context.Context, b *pool.Batch) (err error) {
 			last, prev = int64(e.Seq), hashes[i]
 		}
 		for i := 0; i < len(b.Entries); {
-			if n := wholeBatch(b.Entries[i:], hashes[i:]); n > 0 {
-				// One signature for the batch; its rows hold an empty sig
-				// and no tree (migrations/coordinator/0008).
-				for k := i; k < i+n; k++ {
-					if err := insertEntry(exec, &b.Entries[k], hashes[k], emptySig, nil); err != nil {
-						return err
-					}
-				}
-				first, end := b.Entries[i].Seq, b.Entries[i+n-1].Seq
-				if _, err := exec("entryBatch", int64(end), int64(first), b.Entries[i].Sig); err != nil {
+			if n := wholeBatch(b.Entries[i:], hashes[i:]); n > 0 && n <= maxBlock {
+				// One row for the batch (migrations/coordinator/0010).
+				if err := insertBlock(exec, b.Entries[i:i+n], hashes[i+n-1]); err != nil {
 					return err
 				}
 				i += n
@@ -280,9 +276,55 @@ func (d *DB) Commit(ctx context.Context, b *pool.Batch) (err error) {
 	return tx.Commit()
 }
 
-// emptySig is the sig of a ledger row whose signature its batch's row
-// in ledger_batches holds.
-var emptySig = []byte{}
+// ledgerHead selects the seq and hash of the ledger's last entry: the
+// last row of ledger or the last block of ledger_blocks, whichever comes
+// later; no row for an empty ledger.
+const ledgerHead = `SELECT seq, hash FROM (
+		SELECT seq, hash FROM (SELECT seq, hash FROM ledger ORDER BY seq DESC LIMIT 1)
+		UNION ALL
+		SELECT last, hash FROM (SELECT last, hash FROM ledger_blocks ORDER BY last DESC LIMIT 1)
+	) ORDER BY seq DESC LIMIT 1`
+
+// insertBlock inserts entries, one batch signed whole whose last entry's
+// Hash is h, as one row of ledger_blocks, with a row of
+// ledger_block_peers per peer it names and its entries counted by kind
+// in ledger_block_kinds.
+func insertBlock(exec func(string, ...any) (int64, error), entries []pool.Entry, h job.Digest) error {
+	first, last := entries[0].Seq, entries[len(entries)-1].Seq
+	if _, err := exec("block", int64(last), int64(first), entries[0].Prev[:], h[:], entries[0].Sig,
+		appendBlock(make([]byte, 0, 200*len(entries)), entries)); err != nil {
+		return err
+	}
+	peers := make([]string, len(entries))
+	type kindCount struct {
+		kind string
+		n    int64
+	}
+	var kinds []kindCount // a batch holds one to three kinds
+	for i := range entries {
+		peers[i] = entries[i].Peer
+		k := 0
+		for k < len(kinds) && kinds[k].kind != entries[i].Kind {
+			k++
+		}
+		if k == len(kinds) {
+			kinds = append(kinds, kindCount{kind: entries[i].Kind})
+		}
+		kinds[k].n++
+	}
+	slices.Sort(peers)
+	for _, p := range slices.Compact(peers) {
+		if _, err := exec("blockPeer", p, int64(last)); err != nil {
+			return err
+		}
+	}
+	for _, c := range kinds {
+		if _, err := exec("blockKind", c.kind, c.n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // insertEntry inserts e's ledger row, its hash h, with sig and tree as
 // given.
@@ -426,7 +468,7 @@ func (d *DB) Load(ctx context.Context) (*pool.Snapshot, error) {
 		last int64
 		hash []byte
 	)
-	err = tx.QueryRowContext(ctx, `SELECT seq, hash FROM ledger ORDER BY seq DESC LIMIT 1`).Scan(&last, &hash)
+	err = tx.QueryRowContext(ctx, ledgerHead).Scan(&last, &hash)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("load ledger head: %w", classify(err))
 	}
@@ -533,9 +575,10 @@ func parseHolders(b []byte) ([]string, error) {
 }
 
 // CountEntries counts the ledger's entries by kind (pool.EntryCounter),
-// in one query.
+// in one query: its rows by kind and its blocks' counts.
 func (d *DB) CountEntries(ctx context.Context) (map[string]uint64, error) {
-	rows, err := d.db.QueryContext(ctx, `SELECT kind, COUNT(*) FROM ledger GROUP BY kind`)
+	rows, err := d.db.QueryContext(ctx, `SELECT kind, COUNT(*) FROM ledger GROUP BY kind
+		UNION ALL SELECT kind, count FROM ledger_block_kinds`)
 	if err != nil {
 		return nil, fmt.Errorf("count ledger: %w", classify(err))
 	}
@@ -549,7 +592,7 @@ func (d *DB) CountEntries(ctx context.Context) (map[string]uint64, error) {
 		if err := rows.Scan(&kind, &count); err != nil {
 			return nil, fmt.Errorf("count ledger: %w", classify(err))
 		}
-		n[kind] = uint64(count)
+		n[kind] += uint64(count)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("count ledger: %w", classify(err))
@@ -557,11 +600,88 @@ func (d *DB) CountEntries(ctx context.Context) (map[string]uint64, error) {
 	return n, nil
 }
 
-// Entries returns committed ledger entries (see pool.Store).
+// Entries returns committed ledger entries (see pool.Store): those that
+// are rows of ledger and those of blocks (ledger_blocks), read in one
+// transaction and merged in Seq order.
 func (d *DB) Entries(ctx context.Context, q pool.EntryQuery) ([]pool.Entry, error) {
 	if q.Max <= 0 {
 		return nil, nil
 	}
+	tx, err := d.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, fmt.Errorf("read ledger: %w", classify(err))
+	}
+	defer tx.Rollback()
+	rows, err := rowEntries(ctx, tx, q)
+	if err != nil {
+		return nil, err
+	}
+	blocks, err := blockEntries(ctx, tx, q)
+	if err != nil {
+		return nil, err
+	}
+	if len(blocks) == 0 {
+		return rows, nil
+	}
+	if len(rows) == 0 {
+		return blocks, nil
+	}
+	out := make([]pool.Entry, 0, min(q.Max, len(rows)+len(blocks)))
+	for len(out) < q.Max && (len(rows) > 0 || len(blocks) > 0) {
+		if len(blocks) == 0 || len(rows) > 0 && rows[0].Seq < blocks[0].Seq {
+			out, rows = append(out, rows[0]), rows[1:]
+		} else {
+			out, blocks = append(out, blocks[0]), blocks[1:]
+		}
+	}
+	return out, nil
+}
+
+// blockEntries returns the entries of ledger blocks that q selects, in
+// Seq order, at most q.Max: with q.Peer, only of the blocks that
+// ledger_block_peers lists for that peer.
+func blockEntries(ctx context.Context, tx *sql.Tx, q pool.EntryQuery) ([]pool.Entry, error) {
+	query := `SELECT first, last, prev, hash, sig, entries FROM ledger_blocks WHERE last > ? ORDER BY last`
+	args := []any{int64(q.After)}
+	if q.Peer != "" {
+		query = `SELECT b.first, b.last, b.prev, b.hash, b.sig, b.entries FROM ledger_block_peers p
+			JOIN ledger_blocks b ON b.last = p.last WHERE p.peer = ? AND p.last > ? ORDER BY p.last`
+		args = []any{q.Peer, int64(q.After)}
+	}
+	rows, err := tx.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("read ledger blocks: %w", classify(err))
+	}
+	defer rows.Close()
+	var out []pool.Entry
+	for len(out) < q.Max && rows.Next() {
+		var (
+			k           block
+			first, last int64
+		)
+		if err := rows.Scan(&first, &last, &k.prev, &k.hash, &k.sig, &k.entries); err != nil {
+			return nil, fmt.Errorf("read ledger blocks: %w", classify(err))
+		}
+		k.first, k.last = uint64(first), uint64(last)
+		entries, err := k.decode()
+		if err != nil {
+			return nil, fmt.Errorf("read ledger: %w", err)
+		}
+		for _, e := range entries {
+			if e.Seq > q.After && (q.Peer == "" || e.Peer == q.Peer) && len(out) < q.Max {
+				out = append(out, e)
+			}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read ledger blocks: %w", classify(err))
+	}
+	return out, nil
+}
+
+// rowEntries returns the entries that are rows of ledger that q selects,
+// in Seq order, at most q.Max.
+func rowEntries(ctx context.Context, tx *sql.Tx, q pool.EntryQuery) ([]pool.Entry, error) {
 	query := `SELECT seq, prev, kind, pool, job, task, peer, owner, lease, digest, cost, work, time, reason, sig, tree
 		FROM ledger WHERE seq > ?`
 	args := []any{int64(q.After)}
@@ -571,7 +691,7 @@ func (d *DB) Entries(ctx context.Context, q pool.EntryQuery) ([]pool.Entry, erro
 	}
 	query += ` ORDER BY seq LIMIT ?`
 	args = append(args, q.Max)
-	rows, err := d.db.QueryContext(ctx, query, args...)
+	rows, err := tx.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read ledger: %w", classify(err))
 	}
@@ -604,7 +724,7 @@ func (d *DB) Entries(ctx context.Context, q pool.EntryQuery) ([]pool.Entry, erro
 		return nil, fmt.Errorf("read ledger: %w", classify(err))
 	}
 	rows.Close()
-	if err := d.batchProofs(ctx, out); err != nil {
+	if err := batchProofs(ctx, tx, out); err != nil {
 		return nil, fmt.Errorf("read ledger: %w", err)
 	}
 	return out, nil
@@ -622,7 +742,7 @@ type ledgerBatch struct {
 // rebuilt from the hashes of the batch's rows. An entry with an empty
 // sig that no batch covers was stored so (unsigned) and is left as it
 // is.
-func (d *DB) batchProofs(ctx context.Context, entries []pool.Entry) error {
+func batchProofs(ctx context.Context, tx *sql.Tx, entries []pool.Entry) error {
 	var b *ledgerBatch // the batch of the entry before, entries being in seq order
 	for i := range entries {
 		e := &entries[i]
@@ -631,7 +751,7 @@ func (d *DB) batchProofs(ctx context.Context, entries []pool.Entry) error {
 		}
 		if b == nil || e.Seq < b.first || e.Seq > b.last {
 			var err error
-			if b, err = d.ledgerBatch(ctx, e.Seq); err != nil {
+			if b, err = readLedgerBatch(ctx, tx, e.Seq); err != nil {
 				return err
 			}
 		}
@@ -646,15 +766,15 @@ func (d *DB) batchProofs(ctx context.Context, entries []pool.Entry) error {
 	return nil
 }
 
-// ledgerBatch reads the first batch ending at or after seq and rebuilds
+// readLedgerBatch reads the first batch ending at or after seq and rebuilds
 // its proofs; nil when there is none. Its first entry may come after
 // seq, when seq is in no batch.
-func (d *DB) ledgerBatch(ctx context.Context, seq uint64) (*ledgerBatch, error) {
+func readLedgerBatch(ctx context.Context, tx *sql.Tx, seq uint64) (*ledgerBatch, error) {
 	var (
 		b           ledgerBatch
 		first, last int64
 	)
-	err := d.db.QueryRowContext(ctx, `SELECT first, last, sig FROM ledger_batches WHERE last >= ? ORDER BY last LIMIT 1`,
+	err := tx.QueryRowContext(ctx, `SELECT first, last, sig FROM ledger_batches WHERE last >= ? ORDER BY last LIMIT 1`,
 		int64(seq)).Scan(&first, &last, &b.sig)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
@@ -666,7 +786,7 @@ func (d *DB) ledgerBatch(ctx context.Context, seq uint64) (*ledgerBatch, error) 
 	if seq < b.first {
 		return &b, nil
 	}
-	rows, err := d.db.QueryContext(ctx, `SELECT seq, hash FROM ledger WHERE seq BETWEEN ? AND ? ORDER BY seq`, first, last)
+	rows, err := tx.QueryContext(ctx, `SELECT seq, hash FROM ledger WHERE seq BETWEEN ? AND ? ORDER BY seq`, first, last)
 	if err != nil {
 		return nil, fmt.Errorf("batch %d-%d: %w", first, last, classify(err))
 	}
