@@ -156,6 +156,22 @@ func TestLedgerOldAndBatchedEntries(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			// An EntryVerifier that has seen every batch's head, from the
+			// untouched entries, judges each entry as VerifyEntry does: a
+			// remembered head lets through only entries whose proof leads
+			// to it.
+			v := pool.NewEntryVerifier(key.Public())
+			for _, e := range es {
+				if err := v.Verify(e); err != nil {
+					t.Fatalf("EntryVerifier, untouched entry %d: %v", e.Seq, err)
+				}
+			}
+			for _, e := range tc.tamper(clone()) {
+				want, got := pool.VerifyEntry(e, key.Public()), v.Verify(e)
+				if (want == nil) != (got == nil) {
+					t.Errorf("entry %d: EntryVerifier says %v, VerifyEntry %v", e.Seq, got, want)
+				}
+			}
 			err := pool.VerifyLedger(tc.tamper(clone()), key.Public())
 			if tc.wantSeq == 0 {
 				if err != nil {
@@ -231,4 +247,37 @@ func TestSchedulerSignsBatches(t *testing.T) {
 	if err := pool.VerifyLedger(es, h.S.PublicKey()); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// BenchmarkEntryVerifier checks receipts one at a time as a device does,
+// 8 per batch of 64: each with VerifyEntry (one Ed25519 verification
+// each) and with an EntryVerifier (one per batch).
+func BenchmarkEntryVerifier(b *testing.B) {
+	key := pooltest.Key(b, "coordinator")
+	es := treeEntries(1, 64*16)
+	var prev job.Digest
+	for i := 0; i < len(es); i += 64 {
+		prev = pool.SignBatch(es[i:i+64], prev, key.Sign)
+	}
+	var mine []pool.Entry
+	for i, e := range es {
+		if i%8 == 0 {
+			mine = append(mine, e)
+		}
+	}
+	b.Run("VerifyEntry", func(b *testing.B) {
+		for i := range b.N {
+			if err := pool.VerifyEntry(mine[i%len(mine)], key.Public()); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("EntryVerifier", func(b *testing.B) {
+		v := pool.NewEntryVerifier(key.Public())
+		for i := range b.N {
+			if err := v.Verify(mine[i%len(mine)]); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
