@@ -94,6 +94,9 @@ func TestReceiptsAreChecked(t *testing.T) {
 		{"batch signed by another key", batched(plainReceipt, forger), nil},
 		{"batched and changed after signing", batchTampered, nil},
 	}
+	// One verifier for all, as a device has: it has seen the batch's
+	// head when the changed entry of that batch comes.
+	verifier := pool.NewEntryVerifier(coordKey.Public())
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			st := &recordingStore{}
@@ -103,6 +106,7 @@ func TestReceiptsAreChecked(t *testing.T) {
 				t.Fatal(err)
 			}
 			a.poolName, a.poolKey = "lab", ed25519.PublicKey(coordKey.Public())
+			a.verifier = verifier
 			if err := a.applyEntry(context.Background(), tc.entry); err != nil {
 				t.Fatal(err)
 			}
