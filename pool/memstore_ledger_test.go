@@ -6,6 +6,7 @@ import (
 	"encoding/gob"
 	"errors"
 	"fmt"
+	"reflect"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -59,8 +60,8 @@ func sameEntries(t *testing.T, what string, want, got *pool.MemStore) {
 	if seq, head := mustLoad(t, got); seq != wantSeq || head != wantHead {
 		t.Fatalf("%s: head %d %s, want %d %s", what, seq, head, wantSeq, wantHead)
 	}
-	for _, after := range []uint64{0, 1, 127, 128, 129, 200, 255, 256, 299, 300} {
-		for _, peer := range []string{"", "peer-0", "peer-3", "nobody"} {
+	for _, after := range []uint64{0, 127, 128, 129, 255, 256, 299, 300} {
+		for _, peer := range []string{"", "peer-3", "nobody"} {
 			for _, max := range []int{1, 7, 1000} {
 				q := pool.EntryQuery{After: after, Max: max, Peer: peer}
 				es, err := got.Entries(ctx, q)
@@ -74,8 +75,10 @@ func sameEntries(t *testing.T, what string, want, got *pool.MemStore) {
 					t.Fatalf("%s: Entries(%+v): %v", what, q, err)
 				}
 				ref, _ := want.Entries(ctx, q)
-				if d := cmp.Diff(ref, es); d != "" {
-					t.Fatalf("%s: Entries(%+v) (-never forgot +forgot):\n%s", what, q, d)
+				// reflect.DeepEqual first: cmp.Diff for every query took
+				// seconds under the race detector.
+				if !reflect.DeepEqual(ref, es) {
+					t.Fatalf("%s: Entries(%+v) (-never forgot +forgot):\n%s", what, q, cmp.Diff(ref, es))
 				}
 			}
 		}
