@@ -268,4 +268,5 @@ func TestClusterArchiveThreeNodes(t *testing.T) {
 	if archived == 0 {
 		t.Fatal("no snapshot archived a replica")
 	}
+	coldReceipts(t, h)
 }
