@@ -189,10 +189,11 @@ func (s *Store) forget(done int) {
 	s.marks = append(s.marks[:0], s.marks[i:]...)
 }
 
-// pruneArchived forgets the done replicas that the archive's mark says
-// are archived; s.mu is held. An archive that does not answer leaves
-// them in memory until the next try.
+// pruneArchived forgets the done replicas and the ledger entries that
+// the archives' marks say are archived; s.mu is held. An archive that
+// does not answer leaves them in memory until the next try.
 func (s *Store) pruneArchived(ctx context.Context) {
+	s.pruneLedger(ctx)
 	if s.mem.Done() <= s.forgot {
 		return
 	}
@@ -210,4 +211,23 @@ func (s *Store) pruneArchived(ctx context.Context) {
 		done = m.done
 	}
 	s.forget(done)
+}
+
+// pruneLedger forgets the ledger entries up to the ledger archive's
+// mark, when memory holds a whole range or more; s.mu is held. An
+// archive that does not answer leaves them in memory until the next
+// try.
+func (s *Store) pruneLedger(ctx context.Context) {
+	base, seq := s.mem.LedgerBase()
+	whole := seq / LedgerRange * LedgerRange
+	if whole <= base {
+		return
+	}
+	mctx, cancel := context.WithTimeout(ctx, s.timeout)
+	upto, err := s.ledger.mark(mctx)
+	cancel()
+	if err != nil || upto <= base {
+		return
+	}
+	_, _ = s.mem.ForgetEntries(min(upto, whole)) // at most the ledger's end: no error
 }

@@ -205,7 +205,38 @@ func TestClusterArchiveSnapshots(t *testing.T) {
 			if name == "archive" && archived == 0 {
 				t.Fatal("no snapshot archived a replica")
 			}
+			if name == "archive" {
+				coldReceipts(t, h)
+			}
 		})
+	}
+}
+
+// coldReceipts checks that h's scheduler, started on a store that loaded
+// a snapshot after the ledger's older entries moved to the archive,
+// serves every device's receipts from the first (none are in its tail
+// of entries committed since it started) and the whole ledger, which
+// verifies (Harness.Ledger).
+func coldReceipts(t *testing.T, h *pooltest.Harness) {
+	t.Helper()
+	if base, _ := ledgerBase(h.Store.(*Store)); base == 0 {
+		t.Fatal("the store the scheduler restarted on holds the whole ledger: no entry moved to the archive")
+	}
+	all := h.Ledger()
+	for name, p := range h.Peers {
+		var want []pool.Entry
+		for _, e := range all {
+			if e.Peer == p.ID {
+				want = append(want, e)
+			}
+		}
+		got, err := h.S.PeerLedger(p.ID, 0, 10_000)
+		if err != nil {
+			t.Fatalf("receipts of %s: %v", name, err)
+		}
+		if !sameEntries(want, got) {
+			t.Fatalf("receipts of %s: %d entries, want %d (those of the whole ledger)", name, len(got), len(want))
+		}
 	}
 }
 
@@ -237,4 +268,5 @@ func TestClusterArchiveThreeNodes(t *testing.T) {
 	if archived == 0 {
 		t.Fatal("no snapshot archived a replica")
 	}
+	coldReceipts(t, h)
 }

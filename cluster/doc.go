@@ -12,10 +12,12 @@
 //     expected last sequence (a node that lost its lease cannot write)
 //     and a message ID (a retried append is not written twice), and
 //     replayed into memory by every node; snapshots in the object store
-//     SnapshotBucket bound the replay, and the replicas that are done
-//     move to the key-value bucket ArchiveBucket, read on demand, so
-//     that a snapshot and a node's memory hold the work in play rather
-//     than every replica ever leased;
+//     SnapshotBucket bound the replay, the replicas that are done move
+//     to the key-value bucket ArchiveBucket and the ledger's older
+//     entries, in ranges, to LedgerBucket, both read on demand, so that
+//     a snapshot and a node's memory hold the work in play and the
+//     ledger's newest entries rather than every replica ever leased and
+//     every receipt ever signed;
 //   - Leadership is the lease, in a JetStream key-value bucket, that
 //     makes one node at a time the one in charge of scheduling; it is
 //     renewed well within its TTL and taken over when it lapses;

@@ -27,6 +27,13 @@ type history struct {
 	ledger   uint64
 	head     job.Digest
 	inFlight []pool.ReplicaRecord
+	// sign, when set, signs each batch's entries as the scheduler does
+	// (pool.SignBatch: a Merkle proof in each entry); else each entry
+	// has 64 zero bytes for a signature.
+	sign func([]byte) []byte
+	// ref, when set, is committed every batch too: a MemStore that never
+	// archives, to compare with.
+	ref *pool.MemStore
 }
 
 func newHistory() *history {
@@ -62,6 +69,10 @@ func (h *history) batch(perBatch int) *pool.Batch {
 				Verified: pool.Verified{Seq: r.Task + 1, Task: r.Task, Status: pool.OutcomeOK}})
 		}
 	}
+	if h.sign != nil && len(b.Entries) > 0 {
+		prev := b.Entries[0].Prev
+		h.head = pool.SignBatch(b.Entries, prev, h.sign)
+	}
 	if n := int64(len(h.inFlight) / 2); n > 0 {
 		b.Acks = []pool.AckRecord{{Job: h.job.ID, Prev: h.acked, Upto: h.acked + n}}
 		h.acked += n
@@ -89,8 +100,14 @@ func (h *history) write(tb testing.TB, s *Store, tasks, perBatch int) {
 	ctx := context.Background()
 	for h.acked < int64(tasks) {
 		n := min(perBatch, tasks-int(h.next))
-		if err := s.Commit(ctx, h.batch(n)); err != nil {
+		b := h.batch(n)
+		if err := s.Commit(ctx, b); err != nil {
 			tb.Fatalf("commit history batch at task %d: %v", h.next, err)
+		}
+		if h.ref != nil {
+			if err := h.ref.Commit(ctx, b); err != nil {
+				tb.Fatalf("commit history batch at task %d to the reference: %v", h.next, err)
+			}
 		}
 	}
 }

@@ -20,17 +20,21 @@ import (
 // SnapshotBucket is the JetStream object store that holds snapshots of
 // the pool's state: objects named "state-" and the stream sequence they
 // cover, twenty digits, each the gob encoding of a pool.MemImage. An
-// image of format memimage-gob-v2 leaves out the replicas that are done
-// (pool.MemStore.LiveImage), which are in ArchiveBucket; one of
-// memimage-gob-v1 (written before) holds every replica.
+// image of format memimage-gob-v3 leaves out the replicas that are done
+// (pool.MemStore.LiveImage), which are in ArchiveBucket, and the ledger
+// entries up to its LedgerBase, which are in LedgerBucket, and counts
+// the ledger's entries by kind; one of memimage-gob-v2 (written before)
+// holds every ledger entry, one of memimage-gob-v1 every replica too.
 const SnapshotBucket = "idlepool_snapshots"
 
 const (
 	snapPrefix = "state-"
-	// snapFormat is written in each object's headers; a reader takes it
-	// or snapFormatV1 and refuses another. An older idlepool refuses v2
-	// (it would not find the done replicas, left out).
-	snapFormat   = "memimage-gob-v2"
+	// snapFormat is written in each object's headers; a reader takes it,
+	// snapFormatV2 or snapFormatV1 and refuses another. An older idlepool
+	// refuses v3 (it would not find the ledger entries left out), and
+	// one older still v2 (the done replicas).
+	snapFormat   = "memimage-gob-v3"
+	snapFormatV2 = "memimage-gob-v2"
 	snapFormatV1 = "memimage-gob-v1"
 	hdrSeq       = "Idlepool-Seq"
 )
@@ -152,7 +156,7 @@ func (s *snapshots) read(ctx context.Context, seq uint64) (*pool.MemImage, error
 	if err != nil {
 		return nil, fmt.Errorf("cluster: read snapshot %d: %w", seq, unavailable(err))
 	}
-	if f := info.Headers.Get(hdrFmt); f != snapFormat && f != snapFormatV1 {
+	if f := info.Headers.Get(hdrFmt); f != snapFormat && f != snapFormatV2 && f != snapFormatV1 {
 		return nil, fmt.Errorf("cluster: snapshot %d has format %q, want %q (written by a newer idlepool?)", seq, f, snapFormat)
 	}
 	// Read it all before decoding: a reader that decoded as it read
@@ -220,20 +224,25 @@ type SnapshotStats struct {
 	Copy    time.Duration // the copy of the state, under the Store's lock
 	Write   time.Duration // encoding and storing it, replicated
 	// Archived counts the done replicas stored in ArchiveBucket (and
-	// left out of the snapshot and of memory) by this snapshot;
-	// Archive is what storing them took.
+	// left out of the snapshot and of memory) by this snapshot, Entries
+	// the ledger entries stored in LedgerBucket (likewise); Archive is
+	// what storing them took.
 	Archived int
+	Entries  int
 	Archive  time.Duration
 }
 
-// WriteSnapshot stores the replicas that are done (settled, their task
-// decided, its outcome acknowledged) in ArchiveBucket, then a snapshot
-// of the rest of the state this Store has applied (the batches up to its
-// last applied sequence) in the object store idlepool_snapshots, and
-// drops the archived replicas from memory (other nodes drop theirs when
-// they next follow the stream: the archive's mark says up to where it
-// holds every done replica). So a snapshot, and every node's memory,
-// hold the work in play rather than every replica ever leased. It then
+// WriteSnapshot stores the ledger's entries in whole ranges of
+// LedgerRange (those up to the last whole range) in LedgerBucket and the
+// replicas that are done (settled, their task decided, its outcome
+// acknowledged) in ArchiveBucket, then a snapshot of the rest of the
+// state this Store has applied (the batches up to its last applied
+// sequence) in the object store idlepool_snapshots, and drops the
+// archived entries and replicas from memory (other nodes drop theirs
+// when they next follow the stream: each archive's mark says up to
+// where it holds everything). So a snapshot, and every node's memory,
+// hold the work in play and the ledger's newest entries rather than
+// every replica ever leased and every receipt ever signed. It then
 // trims the state stream up to the previous snapshot (so the stream
 // keeps the batches since it: a node that follows a little behind goes
 // on from its own state instead of loading the whole snapshot) and
@@ -247,6 +256,12 @@ type SnapshotStats struct {
 // (the snapshot can be written again later; the stream is trimmed only
 // behind a stored snapshot).
 func (s *Store) WriteSnapshot(ctx context.Context) (SnapshotStats, error) {
+	mctx, cancel := context.WithTimeout(ctx, s.timeout)
+	marked, err := s.ledger.mark(mctx)
+	cancel()
+	if err != nil {
+		return SnapshotStats{}, err
+	}
 	start := time.Now()
 	s.mu.Lock()
 	seq, prev := s.applied, s.snapSeq
@@ -255,18 +270,35 @@ func (s *Store) WriteSnapshot(ctx context.Context) (SnapshotStats, error) {
 		return SnapshotStats{}, nil
 	}
 	mem := s.mem
-	img, done := mem.LiveImage()
+	// The ledger's whole ranges leave; those the mark covers are there
+	// already.
+	base, ledgerSeq := mem.LedgerBase()
+	upto := ledgerSeq / LedgerRange * LedgerRange
+	entries := mem.LedgerEntries(max(base, marked), upto)
+	img, done := mem.LiveImage(upto)
 	recs := mem.DoneRecords(s.forgot, done)
 	s.mu.Unlock()
-	st := SnapshotStats{Seq: seq, Copy: time.Since(start), Archived: len(recs)}
+	st := SnapshotStats{Seq: seq, Copy: time.Since(start), Archived: len(recs), Entries: len(entries)}
 	start = time.Now()
-	// The archive first, its mark next, the snapshot that leaves them
-	// out last: a node that loads the snapshot finds them there.
+	// The archives first, their marks next, the snapshot that leaves
+	// them out last: a node that loads the snapshot finds them there.
+	if err := s.ledger.put(ctx, entries, 2*s.timeout); err != nil {
+		return SnapshotStats{}, err
+	}
+	entries = nil
+	if upto > marked {
+		mctx, cancel := context.WithTimeout(ctx, s.timeout)
+		err := s.ledger.setMark(mctx, upto)
+		cancel()
+		if err != nil {
+			return SnapshotStats{}, err
+		}
+	}
 	if err := s.arch.put(ctx, recs, 2*s.timeout); err != nil {
 		return SnapshotStats{}, err
 	}
-	mctx, cancel := context.WithTimeout(ctx, s.timeout)
-	err := s.arch.setMark(mctx, seq)
+	mctx, cancel = context.WithTimeout(ctx, s.timeout)
+	err = s.arch.setMark(mctx, seq)
 	cancel()
 	if err != nil {
 		return SnapshotStats{}, err
@@ -282,6 +314,7 @@ func (s *Store) WriteSnapshot(ctx context.Context) (SnapshotStats, error) {
 	s.snapSeq = max(s.snapSeq, seq)
 	if s.mem == mem {
 		s.forget(done)
+		_, _ = mem.ForgetEntries(upto) // at most the ledger's end: no error
 	}
 	s.mu.Unlock()
 	if prev > 0 {

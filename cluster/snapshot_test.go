@@ -165,8 +165,8 @@ var coldTasks = flag.Int("coldstart.tasks", 100_000, "BenchmarkColdStart: decide
 // takes to load a one-node cluster's state after coldstart.tasks decided
 // tasks (quorum 2, 50 tasks per batch): once by replaying the whole
 // stream (no snapshot, as every node did before snapshots), once from
-// the newest snapshot (which leaves out the replicas the snapshot moved
-// to the archive) and the tail after it; each load reports its time and
+// the newest snapshot (which leaves out the replicas and the ledger
+// entries the snapshot moved to the archives) and the tail after it; each load reports its time and
 // the heap the loaded state keeps. Run it with make bench-coldstart
 // (docs/benchmarks.md).
 func BenchmarkColdStart(b *testing.B) {
@@ -212,13 +212,13 @@ func BenchmarkColdStart(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		b.Logf("snapshot at %d: copy %s (under the lock), archive %d replicas %s, write %s", st.Seq, st.Copy, st.Archived, st.Archive.Round(time.Millisecond), st.Write.Round(time.Millisecond))
+		b.Logf("snapshot at %d: copy %s (under the lock), archive %d replicas and %d ledger entries %s, write %s", st.Seq, st.Copy, st.Archived, st.Entries, st.Archive.Round(time.Millisecond), st.Write.Round(time.Millisecond))
 		h.write(b, w, *coldTasks+*coldTasks/50, 50) // a tail
 		st, err = w.WriteSnapshot(ctx)
 		if err != nil {
 			b.Fatal(err)
 		}
-		b.Logf("snapshot at %d: copy %s (under the lock), archive %d replicas %s, write %s, trimmed before %d", st.Seq, st.Copy, st.Archived, st.Archive.Round(time.Millisecond), st.Write.Round(time.Millisecond), st.Trimmed)
+		b.Logf("snapshot at %d: copy %s (under the lock), archive %d replicas and %d ledger entries %s, write %s, trimmed before %d", st.Seq, st.Copy, st.Archived, st.Entries, st.Archive.Round(time.Millisecond), st.Write.Round(time.Millisecond), st.Trimmed)
 		h.write(b, w, *coldTasks+*coldTasks/25, 50) // and a tail after it
 		load("snapshot")
 	}

@@ -64,7 +64,8 @@ var ErrFenced = fmt.Errorf("cluster: another node wrote the pool's state (this n
 // Replicas that are done (settled, their task decided and its outcome
 // acknowledged) leave that memory once a snapshot archived them
 // (WriteSnapshot, ArchiveBucket): Load leaves them out (the Scheduler
-// loads nothing from them) and Replica reads them back on demand.
+// loads nothing from them) and Replica reads them back on demand; so do
+// the ledger's older entries (LedgerBucket), which Entries reads back.
 //
 // A Commit that gets no answer in time (no quorum: this node is in a
 // minority or the cluster is electing) wraps pool.ErrStoreUnavailable;
@@ -74,8 +75,9 @@ type Store struct {
 	js      jetstream.JetStream
 	timeout time.Duration
 
-	snaps *snapshots
-	arch  *archive
+	snaps  *snapshots
+	arch   *archive
+	ledger *ledgerArchive
 
 	mu  sync.Mutex // held by Commit, Load and catching up
 	mem *pool.MemStore
@@ -125,12 +127,16 @@ func OpenStore(ctx context.Context, js jetstream.JetStream, cfg StoreConfig) (*S
 	if err != nil {
 		return nil, err
 	}
+	ledger, err := openLedgerArchive(ctx, js, cfg.Replicas)
+	if err != nil {
+		return nil, err
+	}
 	_, err = js.Stream(ctx, StateStream)
 	if !errors.Is(err, jetstream.ErrStreamNotFound) {
 		if err != nil {
 			return nil, fmt.Errorf("cluster: open stream %s: %w", StateStream, unavailable(err))
 		}
-		return &Store{js: js, snaps: snaps, arch: arch, timeout: cfg.Timeout, mem: pool.NewMemStore()}, nil
+		return &Store{js: js, snaps: snaps, arch: arch, ledger: ledger, timeout: cfg.Timeout, mem: pool.NewMemStore()}, nil
 	}
 	_, err = js.CreateStream(ctx, jetstream.StreamConfig{
 		Name:        StateStream,
@@ -149,7 +155,7 @@ func OpenStore(ctx context.Context, js jetstream.JetStream, cfg StoreConfig) (*S
 	if err != nil {
 		return nil, fmt.Errorf("cluster: create stream %s: %w", StateStream, unavailable(err))
 	}
-	return &Store{js: js, snaps: snaps, arch: arch, timeout: cfg.Timeout, mem: pool.NewMemStore()}, nil
+	return &Store{js: js, snaps: snaps, arch: arch, ledger: ledger, timeout: cfg.Timeout, mem: pool.NewMemStore()}, nil
 }
 
 // LastSeq returns the stream sequence of the last message this Store has
@@ -435,16 +441,51 @@ func (s *Store) append(ctx context.Context, data []byte) (uint64, error) {
 	return seq, nil
 }
 
-// Entries answers from the loaded state (see pool.Store).
+// Entries returns committed ledger entries (see pool.Store): the newer
+// from the loaded state, the older, which a snapshot moved out of memory
+// (WriteSnapshot, LedgerBucket), from the archive, a range of
+// LedgerRange entries per read (a query that names a peer reads only
+// the ranges that name it). So it answers exactly as if every entry
+// were in memory. Errors: pool.ErrStoreUnavailable (wrapped) when the
+// archive does not answer within the Store's timeout; no partial answer
+// is returned.
 func (s *Store) Entries(ctx context.Context, q pool.EntryQuery) ([]pool.Entry, error) {
-	s.mu.Lock()
-	mem := s.mem
-	s.mu.Unlock()
-	return mem.Entries(ctx, q)
+	if q.Max <= 0 {
+		return nil, nil
+	}
+	var out []pool.Entry
+	for {
+		s.mu.Lock()
+		mem := s.mem
+		s.mu.Unlock()
+		sub := pool.EntryQuery{After: q.After, Max: q.Max - len(out), Peer: q.Peer}
+		es, err := mem.Entries(ctx, sub)
+		if !errors.Is(err, pool.ErrEntriesArchived) {
+			if err != nil {
+				return nil, err
+			}
+			return append(out, es...), nil
+		}
+		// What memory forgot is in the archive, up to the base at
+		// least; the rest is read from memory on the next turn (which
+		// may have forgotten more meanwhile: the archive answers that
+		// too).
+		base, _ := mem.LedgerBase()
+		es, err = s.ledger.entries(ctx, sub, base, s.timeout)
+		if err != nil {
+			return nil, fmt.Errorf("read ledger entries after %d: %w", q.After, err)
+		}
+		out = append(out, es...)
+		if len(out) >= q.Max {
+			return out, nil
+		}
+		q.After = base
+	}
 }
 
 // CountEntries counts the committed ledger entries by kind
-// (pool.EntryCounter), from the replicated state in memory.
+// (pool.EntryCounter), archived ones included, from the counts the
+// replicated state in memory keeps.
 func (s *Store) CountEntries(ctx context.Context) (map[string]uint64, error) {
 	s.mu.Lock()
 	mem := s.mem

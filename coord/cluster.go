@@ -449,7 +449,7 @@ func (f *front) runTerm(ctx context.Context, base Config, term *cluster.Term) {
 			func(err error) { f.log.Warn("Cannot snapshot the pool's state", "err", err) },
 			func(st cluster.SnapshotStats) {
 				f.log.Info("Snapshot of the pool's state", "seq", st.Seq, "trimmedBefore", st.Trimmed,
-					"copy", st.Copy.Round(time.Microsecond), "archived", st.Archived, "archive", st.Archive.Round(time.Millisecond),
+					"copy", st.Copy.Round(time.Microsecond), "archived", st.Archived, "entries", st.Entries, "archive", st.Archive.Round(time.Millisecond),
 					"write", st.Write.Round(time.Millisecond))
 			})
 	})

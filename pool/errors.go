@@ -67,6 +67,9 @@ var (
 	ErrStoreUnavailable = errors.New("pool: store unavailable")
 	// ErrLedger marks a ledger or entry that does not verify.
 	ErrLedger = errors.New("pool: ledger does not verify")
+	// ErrEntriesArchived: a MemStore asked for ledger entries it forgot
+	// (MemStore.ForgetEntries); the Store that archived them answers.
+	ErrEntriesArchived = errors.New("pool: ledger entries moved to the archive")
 )
 
 // ErrExcluded: the device, or its owner, is excluded from computing in the

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"sync"
@@ -33,13 +34,19 @@ type MemStore struct {
 	// the Seq of the outcome of (job, Task).
 	outcomeSeqs  map[key]bool
 	outcomeTasks map[key]int64
-	ledger       []Entry
-	byPeer       map[string][]int // indexes into ledger
-	head         job.Digest
-	trust        map[trustKey]TrustRecord
-	trustSeq     []trustKey
-	failNext     error
-	commits      int
+	// ledger holds the entries after ledgerBase (Seq ledgerBase+1 on),
+	// byPeer each peer's Seqs among them; those up to ledgerBase were
+	// forgotten (memstore_ledger.go). kinds counts every entry ever
+	// committed by kind, forgotten ones included.
+	ledger     []Entry
+	ledgerBase uint64
+	byPeer     map[string][]uint64
+	kinds      map[string]uint64
+	head       job.Digest
+	trust      map[trustKey]TrustRecord
+	trustSeq   []trustKey
+	failNext   error
+	commits    int
 	// settledOpen holds the settled replicas of tasks without an
 	// outcome, by task; unacked those of tasks whose outcome the merger
 	// has not acknowledged, by outcome (job, Seq); done the replicas
@@ -64,7 +71,7 @@ type key struct {
 func NewMemStore() *MemStore {
 	return &MemStore{
 		peers: map[string]Peer{}, jobs: map[job.ID]*JobRecord{}, replicas: map[string]*ReplicaRecord{},
-		outcomes: map[job.ID][]OutcomeRecord{}, byPeer: map[string][]int{},
+		outcomes: map[job.ID][]OutcomeRecord{}, byPeer: map[string][]uint64{}, kinds: map[string]uint64{},
 		outcomeSeqs: map[key]bool{}, outcomeTasks: map[key]int64{}, trust: map[trustKey]TrustRecord{},
 	}
 }
@@ -199,8 +206,9 @@ func (m *MemStore) apply(b *Batch) {
 	}
 	for _, e := range b.Entries {
 		e.Sig = cloneBytes(e.Sig)
-		m.byPeer[e.Peer] = append(m.byPeer[e.Peer], len(m.ledger))
+		m.byPeer[e.Peer] = append(m.byPeer[e.Peer], e.Seq)
 		m.ledger = append(m.ledger, e)
+		m.kinds[e.Kind]++
 		m.head = e.Hash()
 	}
 	m.noteDone(b)
@@ -309,7 +317,7 @@ func (m *MemStore) check(b *Batch) error {
 		}
 		trust[k] = t.Version
 	}
-	last, prev := uint64(len(m.ledger)), m.head
+	last, prev := m.ledgerSeq(), m.head
 	for _, e := range b.Entries {
 		if e.Seq != last+1 || e.Prev != prev {
 			return fmt.Errorf("%w: ledger entry %d does not follow entry %d", ErrConflict, e.Seq, last)
@@ -323,7 +331,7 @@ func (m *MemStore) check(b *Batch) error {
 func (m *MemStore) Load(ctx context.Context) (*Snapshot, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	s := &Snapshot{LedgerSeq: uint64(len(m.ledger)), LedgerHash: m.head}
+	s := &Snapshot{LedgerSeq: m.ledgerSeq(), LedgerHash: m.head}
 	for _, id := range m.peerSeq {
 		s.Peers = append(s.Peers, clonePeer(m.peers[id]))
 	}
@@ -352,44 +360,45 @@ func (m *MemStore) Load(ctx context.Context) (*Snapshot, error) {
 }
 
 // CountEntries counts the committed ledger entries by kind
-// (EntryCounter).
+// (EntryCounter), forgotten ones (ForgetEntries) included: a count kept
+// as entries commit, so it costs the same whatever the ledger's length.
 func (m *MemStore) CountEntries(context.Context) (map[string]uint64, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	n := map[string]uint64{}
-	for _, e := range m.ledger {
-		n[e.Kind]++
-	}
-	return n, nil
+	return maps.Clone(m.kinds), nil
 }
 
-// Entries returns committed ledger entries (see Store).
+// Entries returns committed ledger entries (see Store). A MemStore that
+// forgot the entries up to LedgerBase (ForgetEntries) answers only a
+// query with q.After >= LedgerBase; another gets an error wrapping
+// ErrEntriesArchived (whoever archived them answers it).
 func (m *MemStore) Entries(ctx context.Context, q EntryQuery) ([]Entry, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var out []Entry
-	add := func(e Entry) bool {
-		if e.Seq > q.After {
-			e.Sig = cloneBytes(e.Sig)
-			out = append(out, e)
-		}
-		return len(out) < q.Max
-	}
 	if q.Max <= 0 {
 		return nil, nil
 	}
+	if q.After < m.ledgerBase {
+		return nil, fmt.Errorf("ledger entries after %d: %w up to %d", q.After, ErrEntriesArchived, m.ledgerBase)
+	}
+	var out []Entry
+	add := func(e Entry) bool {
+		e.Sig = cloneBytes(e.Sig)
+		out = append(out, e)
+		return len(out) < q.Max
+	}
 	if q.Peer == "" {
-		for i := q.After; i < uint64(len(m.ledger)); i++ {
+		for i := q.After - m.ledgerBase; i < uint64(len(m.ledger)); i++ {
 			if !add(m.ledger[i]) {
 				break
 			}
 		}
 		return out, nil
 	}
-	idx := m.byPeer[q.Peer]
-	start := sort.Search(len(idx), func(i int) bool { return m.ledger[idx[i]].Seq > q.After })
-	for _, i := range idx[start:] {
-		if !add(m.ledger[i]) {
+	seqs := m.byPeer[q.Peer]
+	start, _ := slices.BinarySearch(seqs, q.After+1)
+	for _, seq := range seqs[start:] {
+		if !add(m.ledger[seq-m.ledgerBase-1]) {
 			break
 		}
 	}

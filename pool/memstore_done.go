@@ -142,12 +142,14 @@ func (m *MemStore) ForgetDone(upto int) int {
 }
 
 // LiveImage is Image without the replicas that are done (every done
-// replica m holds now, whether or not forgotten since); done is Done()
-// at the time of the copy: the replicas left out are those at positions
-// before it. A Store that writes it as a snapshot must keep those
-// replicas where its Replica finds them before a node can load the
-// snapshot.
-func (m *MemStore) LiveImage() (img *MemImage, done int) {
+// replica m holds now, whether or not forgotten since) and without the
+// ledger entries up to ledgerUpto (0: none but those forgotten; the
+// image's LedgerBase says up to where it leaves them out); done is
+// Done() at the time of the copy: the replicas left out are those at
+// positions before it. A Store that writes it as a snapshot must keep
+// those replicas where its Replica finds them, and those entries where
+// its Entries finds them, before a node can load the snapshot.
+func (m *MemStore) LiveImage(ledgerUpto uint64) (img *MemImage, done int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	skip := make(map[string]bool, len(m.done))
@@ -156,6 +158,6 @@ func (m *MemStore) LiveImage() (img *MemImage, done int) {
 			skip[l] = true
 		}
 	}
-	img = m.imageLocked(skip)
+	img = m.imageLocked(skip, ledgerUpto)
 	return img, m.doneBase + len(m.done)
 }

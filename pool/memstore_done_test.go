@@ -61,7 +61,7 @@ func ackAll(t *testing.T, st pool.Store) {
 func moveDone(t *testing.T, old pool.Store) pool.Store {
 	t.Helper()
 	s := old.(*movedStore)
-	img, done := s.LiveImage()
+	img, done := s.LiveImage(0)
 	for _, r := range s.DoneRecords(0, done) {
 		s.archive[r.Lease] = *r
 	}
@@ -149,7 +149,7 @@ func TestMemStoreDone(t *testing.T) {
 		t.Fatalf("Done = %d, want 5 (a, b, c, d, e)", n)
 	}
 	full := m.Image()
-	img, done := m.LiveImage()
+	img, done := m.LiveImage(0)
 	if done != 5 || len(img.Replicas) != 1 || img.Replicas[0].Lease != "d2" {
 		t.Fatalf("LiveImage: %d done, replicas %+v; want 5 done and d2 alone", done, img.Replicas)
 	}

@@ -3,18 +3,32 @@ package pool
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sort"
 )
 
 // MemImage is everything a MemStore holds: the snapshot Load returns and
-// the whole ledger. A clustered Store writes one as its snapshot, so that
+// the ledger. A clustered Store writes one as its snapshot, so that
 // a node starting from nothing rebuilds its state from the image and the
 // few batches after it (NewMemStoreFrom) instead of replaying every
 // batch ever committed.
+//
+// An image written before LedgerBase and Kinds existed decodes (gob)
+// with both zero: its Ledger is every entry, from which the counts
+// follow.
 type MemImage struct {
 	Snapshot
-	// Ledger is every ledger entry, in Seq order from 1.
+	// Ledger is every ledger entry after LedgerBase, in Seq order from
+	// LedgerBase+1 to LedgerSeq.
 	Ledger []Entry
+	// LedgerBase is the Seq up to which the entries are left out (the
+	// Store that wrote the image archived them; MemStore.ForgetEntries);
+	// 0 when Ledger holds them all.
+	LedgerBase uint64
+	// Kinds counts every ledger entry up to LedgerSeq by kind, those
+	// left out included (MemStore.CountEntries); nil in an image
+	// written before it existed, whose LedgerBase is 0.
+	Kinds map[string]uint64
 }
 
 // Image returns what m holds. The records are copies, but the byte
@@ -27,12 +41,14 @@ type MemImage struct {
 func (m *MemStore) Image() *MemImage {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.imageLocked(nil)
+	return m.imageLocked(nil, 0)
 }
 
-// imageLocked is Image without the replicas named in skip; m.mu is held.
-func (m *MemStore) imageLocked(skip map[string]bool) *MemImage {
-	img := &MemImage{Snapshot: Snapshot{LedgerSeq: uint64(len(m.ledger)), LedgerHash: m.head}}
+// imageLocked is Image without the replicas named in skip and without
+// the ledger entries up to ledgerUpto (nor those forgotten); m.mu is
+// held.
+func (m *MemStore) imageLocked(skip map[string]bool, ledgerUpto uint64) *MemImage {
+	img := &MemImage{Snapshot: Snapshot{LedgerSeq: m.ledgerSeq(), LedgerHash: m.head}}
 	s := &img.Snapshot
 	s.Peers = make([]Peer, 0, len(m.peerSeq))
 	for _, id := range m.peerSeq {
@@ -57,7 +73,10 @@ func (m *MemStore) imageLocked(skip map[string]bool) *MemImage {
 	}
 	// Entries are never changed once appended: the image shares them
 	// up to the current length.
-	img.Ledger = m.ledger[:len(m.ledger):len(m.ledger)]
+	base := max(m.ledgerBase, min(ledgerUpto, m.ledgerSeq()))
+	img.Ledger = m.ledger[base-m.ledgerBase : len(m.ledger) : len(m.ledger)]
+	img.LedgerBase = base
+	img.Kinds = maps.Clone(m.kinds)
 	return img
 }
 
@@ -65,9 +84,12 @@ func (m *MemStore) imageLocked(skip map[string]bool) *MemImage {
 // every batch that made it had been committed to it. It takes img's
 // records and bytes over (img must not be used afterwards). It checks
 // what makes the image hang together: unique keys, records of known
-// jobs, outcomes numbered 1, 2, ... per job, and a ledger whose entries
-// are numbered 1, 2, ... up to LedgerSeq, the last of which hashes to
-// LedgerHash; an error wrapping ErrConflict names what does not. It does
+// jobs, outcomes numbered 1, 2, ... per job, a ledger whose entries
+// are numbered LedgerBase+1, LedgerBase+2, ... up to LedgerSeq, the last
+// of which hashes to LedgerHash, and counts by kind that add up to
+// LedgerSeq; an error wrapping ErrConflict names what does not. The
+// MemStore holds the entries after LedgerBase (as after ForgetEntries):
+// whoever wrote the image keeps the others. It does
 // not hash every entry again: each was checked against its predecessor
 // when it was committed, and an image travels with a digest of its bytes
 // (cluster.Store's snapshots), so the time it takes is that of building
@@ -121,25 +143,46 @@ func NewMemStoreFrom(ctx context.Context, img *MemImage) (*MemStore, error) {
 		m.trust[k] = t
 		m.trustSeq = append(m.trustSeq, k)
 	}
-	if uint64(len(img.Ledger)) != s.LedgerSeq {
-		return nil, fmt.Errorf("%w: image: %d ledger entries, head says %d", ErrConflict, len(img.Ledger), s.LedgerSeq)
+	base := img.LedgerBase
+	if base+uint64(len(img.Ledger)) != s.LedgerSeq {
+		return nil, fmt.Errorf("%w: image: %d ledger entries after %d, head says %d", ErrConflict, len(img.Ledger), base, s.LedgerSeq)
 	}
 	for i, e := range img.Ledger {
 		if i%4096 == 0 && ctx.Err() != nil {
 			return nil, fmt.Errorf("image: %w", ctx.Err())
 		}
-		if e.Seq != uint64(i)+1 {
-			return nil, fmt.Errorf("%w: image: ledger entry %d does not follow entry %d", ErrConflict, e.Seq, i)
+		if e.Seq != base+uint64(i)+1 {
+			return nil, fmt.Errorf("%w: image: ledger entry %d does not follow entry %d", ErrConflict, e.Seq, base+uint64(i))
 		}
-		m.byPeer[e.Peer] = append(m.byPeer[e.Peer], i)
+		m.byPeer[e.Peer] = append(m.byPeer[e.Peer], e.Seq)
+	}
+	switch {
+	case img.Kinds != nil:
+		var sum uint64
+		for _, n := range img.Kinds {
+			sum += n
+		}
+		if sum != s.LedgerSeq {
+			return nil, fmt.Errorf("%w: image: ledger counts add up to %d entries, head says %d", ErrConflict, sum, s.LedgerSeq)
+		}
+		m.kinds = img.Kinds
+	case base > 0:
+		return nil, fmt.Errorf("%w: image: leaves out the ledger up to %d without counting it", ErrConflict, base)
+	default:
+		for _, e := range img.Ledger {
+			m.kinds[e.Kind]++
+		}
 	}
 	if n := len(img.Ledger); n > 0 {
 		m.head = img.Ledger[n-1].Hash()
+	} else if base > 0 {
+		// Every entry is archived: the image's head is all there is.
+		m.head = s.LedgerHash
 	}
 	if m.head != s.LedgerHash {
 		return nil, fmt.Errorf("%w: image: the ledger's head is %s, the image says %s", ErrConflict, m.head, s.LedgerHash)
 	}
-	m.ledger = img.Ledger
+	m.ledger, m.ledgerBase = img.Ledger, base
 	for _, l := range m.repSeq {
 		m.noteReplica(l)
 	}

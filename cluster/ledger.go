@@ -1,0 +1,269 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/gob"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"idlepool/pool"
+)
+
+// LedgerBucket is the JetStream key-value bucket of the ledger's older
+// entries: an entry never changes once committed and the Scheduler
+// loads none of them (it needs the ledger's head, which stays in
+// memory), so whole ranges of them leave every node's memory and the
+// snapshots, and Store.Entries reads them from here (ledger verify,
+// receipt queries beyond the Scheduler's tail in memory).
+//
+// Keys: "r." and a range number k in decimal holds the gob encoding of
+// the []pool.Entry with Seq k*LedgerRange+1 to (k+1)*LedgerRange; "p.",
+// a peer ID in unpadded base64url, "." and k holds (in decimal) how many
+// of range k's entries name that peer, one key for each peer the range
+// names: the per-device index a receipt query lists instead of reading
+// every range. The key "archived" holds a ledger Seq L (in decimal, a
+// multiple of LedgerRange): every range up to L is stored with its
+// index.
+const LedgerBucket = "idlepool_ledger"
+
+// LedgerRange is how many consecutive ledger entries one value of
+// LedgerBucket holds: 1,024 entries of about 350 to 700 bytes each (a
+// Merkle proof adds to it), well under the server's 8 MiB max payload.
+const LedgerRange = 1024
+
+const (
+	// ledgerWindow is how many ranges are written before their
+	// acknowledgements are awaited.
+	ledgerWindow = 16
+	// maxPeerKey bounds the peer IDs the index is asked about: longer
+	// ones (never registered: peer IDs are short) would make a subject
+	// NATS refuses.
+	maxPeerKey = 256
+)
+
+func rangeKey(k uint64) string { return "r." + strconv.FormatUint(k, 10) }
+
+func peerPrefix(peer string) string {
+	return "p." + base64.RawURLEncoding.EncodeToString([]byte(peer)) + "."
+}
+
+// ledgerArchive is the bucket LedgerBucket.
+type ledgerArchive struct {
+	js jetstream.JetStream
+	kv jetstream.KeyValue
+}
+
+func openLedgerArchive(ctx context.Context, js jetstream.JetStream, replicas int) (*ledgerArchive, error) {
+	kv, err := js.KeyValue(ctx, LedgerBucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
+		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: LedgerBucket,
+			Description: "idlepool: the ledger's older entries, in ranges, read on demand", History: 1,
+			Replicas: replicas, Storage: jetstream.FileStorage, MaxValueSize: 8 << 20})
+		if errors.Is(err, jetstream.ErrBucketExists) || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			kv, err = js.KeyValue(ctx, LedgerBucket)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cluster: ledger archive: %w", unavailable(err))
+	}
+	return &ledgerArchive{js: js, kv: kv}, nil
+}
+
+// put stores es, whose first entry starts a range and whose length is a
+// multiple of LedgerRange, as ranges with their per-peer index, and
+// returns once every value is acknowledged; a window not acknowledged
+// within timeout wraps pool.ErrStoreUnavailable. Storing a range again
+// stores the same values (entries never change), so a put that failed
+// half way is simply done again.
+func (a *ledgerArchive) put(ctx context.Context, es []pool.Entry, timeout time.Duration) error {
+	if len(es) == 0 {
+		return nil
+	}
+	if (es[0].Seq-1)%LedgerRange != 0 || len(es)%LedgerRange != 0 {
+		return fmt.Errorf("cluster: archive ledger entries %d to %d: not whole ranges of %d", es[0].Seq, es[0].Seq+uint64(len(es))-1, LedgerRange)
+	}
+	subj := "$KV." + LedgerBucket + "."
+	for len(es) > 0 {
+		var acks []jetstream.PubAckFuture
+		publish := func(key string, data []byte) error {
+			f, err := a.js.PublishAsync(subj+key, data)
+			if err != nil {
+				return fmt.Errorf("cluster: archive ledger entries: %w", unavailable(err))
+			}
+			acks = append(acks, f)
+			return nil
+		}
+		for range ledgerWindow {
+			if len(es) == 0 {
+				break
+			}
+			r := es[:LedgerRange]
+			es = es[LedgerRange:]
+			k := (r[0].Seq - 1) / LedgerRange
+			var buf bytes.Buffer
+			if err := gob.NewEncoder(&buf).Encode(r); err != nil {
+				return fmt.Errorf("cluster: encode ledger range %d: %w", k, err)
+			}
+			if err := publish(rangeKey(k), buf.Bytes()); err != nil {
+				return err
+			}
+			peers := map[string]int{}
+			for _, e := range r {
+				peers[e.Peer]++
+			}
+			for p, n := range peers {
+				if err := publish(peerPrefix(p)+strconv.FormatUint(k, 10), strconv.AppendInt(nil, int64(n), 10)); err != nil {
+					return err
+				}
+			}
+		}
+		if err := awaitAcks(ctx, acks, timeout, "archive ledger entries"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// awaitAcks waits for every ack within timeout.
+func awaitAcks(ctx context.Context, acks []jetstream.PubAckFuture, timeout time.Duration, what string) error {
+	wait := time.NewTimer(timeout)
+	defer wait.Stop()
+	for _, f := range acks {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			return fmt.Errorf("cluster: %s: %w", what, unavailable(err))
+		case <-wait.C:
+			return fmt.Errorf("cluster: %s: %w: no acknowledgement within %s", what, pool.ErrStoreUnavailable, timeout)
+		case <-ctx.Done():
+			return fmt.Errorf("cluster: %s: %w", what, unavailable(ctx.Err()))
+		}
+	}
+	return nil
+}
+
+// getRange returns range k. A range the mark says is stored and that is
+// not there is an error (the archive lost it).
+func (a *ledgerArchive) getRange(ctx context.Context, k uint64) ([]pool.Entry, error) {
+	e, err := a.kv.Get(ctx, rangeKey(k))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, fmt.Errorf("cluster: ledger range %d (entries %d to %d) is not in %s", k, k*LedgerRange+1, (k+1)*LedgerRange, LedgerBucket)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cluster: read ledger range %d: %w", k, unavailable(err))
+	}
+	var es []pool.Entry
+	if err := gob.NewDecoder(bytes.NewReader(e.Value())).Decode(&es); err != nil {
+		return nil, fmt.Errorf("cluster: decode ledger range %d: %w", k, err)
+	}
+	if len(es) != LedgerRange || es[0].Seq != k*LedgerRange+1 {
+		return nil, fmt.Errorf("cluster: ledger range %d holds %d entries from %d, want %d from %d", k, len(es), es[0].Seq, LedgerRange, k*LedgerRange+1)
+	}
+	return es, nil
+}
+
+// peerRanges returns the numbers of the ranges that name peer, in
+// order, from the per-peer index (listed within timeout).
+func (a *ledgerArchive) peerRanges(ctx context.Context, peer string, timeout time.Duration) ([]uint64, error) {
+	if len(peer) > maxPeerKey {
+		return nil, nil
+	}
+	lctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	prefix := peerPrefix(peer)
+	kl, err := a.kv.ListKeysFiltered(lctx, prefix+"*")
+	if errors.Is(err, jetstream.ErrNoKeysFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cluster: list the ledger ranges of %s: %w", peer, unavailable(err))
+	}
+	var ks []uint64
+	for key := range kl.Keys() {
+		k, err := strconv.ParseUint(strings.TrimPrefix(key, prefix), 10, 64)
+		if err != nil {
+			continue // not a range number: not a key put writes
+		}
+		ks = append(ks, k)
+	}
+	// The lister closes its channel at the listing's end or when the
+	// context ends: only the first is the whole list.
+	if err := lctx.Err(); err != nil {
+		return nil, fmt.Errorf("cluster: list the ledger ranges of %s: %w", peer, unavailable(err))
+	}
+	slices.Sort(ks)
+	return slices.Compact(ks), nil
+}
+
+// entries returns the archived entries with Seq after q.After and up to
+// upto (a multiple of LedgerRange the mark covers), at most q.Max, only
+// those naming q.Peer when it is set, in Seq order.
+func (a *ledgerArchive) entries(ctx context.Context, q pool.EntryQuery, upto uint64, timeout time.Duration) ([]pool.Entry, error) {
+	var ks []uint64
+	if q.Peer == "" {
+		for k := q.After / LedgerRange; k*LedgerRange < upto; k++ {
+			ks = append(ks, k)
+		}
+	} else {
+		all, err := a.peerRanges(ctx, q.Peer, timeout)
+		if err != nil {
+			return nil, err
+		}
+		for _, k := range all {
+			if (k+1)*LedgerRange > q.After && k*LedgerRange < upto {
+				ks = append(ks, k)
+			}
+		}
+	}
+	var out []pool.Entry
+	for _, k := range ks {
+		gctx, cancel := context.WithTimeout(ctx, timeout)
+		es, err := a.getRange(gctx, k)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range es {
+			if e.Seq > q.After && e.Seq <= upto && (q.Peer == "" || e.Peer == q.Peer) {
+				out = append(out, e)
+				if len(out) == q.Max {
+					return out, nil
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// mark returns the ledger Seq up to which every range is archived (0:
+// none is known to be).
+func (a *ledgerArchive) mark(ctx context.Context) (uint64, error) {
+	e, err := a.kv.Get(ctx, archivedKey)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("cluster: read the ledger archive's mark: %w", unavailable(err))
+	}
+	seq, err := strconv.ParseUint(string(e.Value()), 10, 64)
+	if err != nil || seq%LedgerRange != 0 {
+		return 0, fmt.Errorf("cluster: the ledger archive's mark %q is not a multiple of %d", e.Value(), LedgerRange)
+	}
+	return seq, nil
+}
+
+// setMark records that every range up to ledger Seq seq is archived.
+func (a *ledgerArchive) setMark(ctx context.Context, seq uint64) error {
+	if _, err := a.kv.Put(ctx, archivedKey, strconv.AppendUint(nil, seq, 10)); err != nil {
+		return fmt.Errorf("cluster: set the ledger archive's mark to %d: %w", seq, unavailable(err))
+	}
+	return nil
+}
