@@ -1,10 +1,8 @@
 package cluster
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
-	"encoding/gob"
 	"errors"
 	"fmt"
 	"slices"
@@ -24,7 +22,8 @@ import (
 // snapshots, and Store.Entries reads them from here (ledger verify,
 // receipt queries beyond the Scheduler's tail in memory).
 //
-// Keys: "r." and a range number k in decimal holds the gob encoding of
+// Keys: "r." and a range number k in decimal holds the CBOR encoding (as
+// the state stream's batches, batchFormat) of
 // the []pool.Entry with Seq k*LedgerRange+1 to (k+1)*LedgerRange; "p.",
 // a peer ID in unpadded base64url, "." and k holds (in decimal) how many
 // of range k's entries name that peer, one key for each peer the range
@@ -108,11 +107,11 @@ func (a *ledgerArchive) put(ctx context.Context, es []pool.Entry, timeout time.D
 			r := es[:LedgerRange]
 			es = es[LedgerRange:]
 			k := (r[0].Seq - 1) / LedgerRange
-			var buf bytes.Buffer
-			if err := gob.NewEncoder(&buf).Encode(r); err != nil {
+			data, err := batchEnc.Marshal(r)
+			if err != nil {
 				return fmt.Errorf("cluster: encode ledger range %d: %w", k, err)
 			}
-			if err := publish(rangeKey(k), buf.Bytes()); err != nil {
+			if err := publish(rangeKey(k), data); err != nil {
 				return err
 			}
 			peers := map[string]int{}
@@ -161,11 +160,15 @@ func (a *ledgerArchive) getRange(ctx context.Context, k uint64) ([]pool.Entry, e
 		return nil, fmt.Errorf("cluster: read ledger range %d: %w", k, unavailable(err))
 	}
 	var es []pool.Entry
-	if err := gob.NewDecoder(bytes.NewReader(e.Value())).Decode(&es); err != nil {
+	if err := batchDec.Unmarshal(e.Value(), &es); err != nil {
 		return nil, fmt.Errorf("cluster: decode ledger range %d: %w", k, err)
 	}
 	if len(es) != LedgerRange || es[0].Seq != k*LedgerRange+1 {
-		return nil, fmt.Errorf("cluster: ledger range %d holds %d entries from %d, want %d from %d", k, len(es), es[0].Seq, LedgerRange, k*LedgerRange+1)
+		from := uint64(0)
+		if len(es) > 0 {
+			from = es[0].Seq
+		}
+		return nil, fmt.Errorf("cluster: ledger range %d holds %d entries from %d, want %d from %d", k, len(es), from, LedgerRange, k*LedgerRange+1)
 	}
 	return es, nil
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -174,6 +175,20 @@ func TestStoreArchivesLedger(t *testing.T) {
 		t.Fatalf("the cold store forgot up to %d after following, want %d", base, 3*LedgerRange)
 	}
 	sameLedger(t, "cold, then followed", h.ref, cold, key)
+
+	// A damaged range is an error that names it, whatever it holds.
+	kv, err := node.JetStream().KeyValue(ctx, LedgerBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range [][]byte{{0x80}, []byte("not CBOR"), {0x81, 0xa0}} { // [], junk, [{}]
+		if _, err := kv.Put(ctx, rangeKey(0), bad); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Entries(ctx, pool.EntryQuery{Max: 10}); err == nil || !strings.Contains(err.Error(), "ledger range 0") {
+			t.Fatalf("range 0 holding %x: %v, want an error naming it", bad, err)
+		}
+	}
 }
 
 // A ledger archive that does not answer leaves every entry in memory:
