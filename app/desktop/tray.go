@@ -201,13 +201,15 @@ func runTray(ctx context.Context, cfg Config, stderr io.Writer) error {
 	}
 
 	// Quitting stops the window process, the UI's goroutines and the
-	// engine, then the system tray, which ends systray.Run. The tray is
-	// quit only once its start (systray.Run's onReady, under mu) has
-	// finished and its goroutines have ended: quitting closes the D-Bus
-	// connection, and fyne.io/systray panics when an icon or menu is set
-	// on a closed one (a SIGTERM while the tray was starting did that).
+	// engine, then the system tray (trayQuit), which ends runSystray.
+	// The tray is quit only once its start (runSystray's onReady, under
+	// mu) has finished and its goroutines have ended: quitting closes the
+	// D-Bus connection, and fyne.io/systray panics when an icon or menu
+	// is set on a closed one (a SIGTERM while the tray was starting did
+	// that).
 	var mu sync.Mutex // orders starting the tray's goroutines with waiting for them
 	var trayGroup sync.WaitGroup
+	trayQuit := make(chan struct{})
 	finished := make(chan struct{})
 	go func() {
 		defer close(finished)
@@ -224,12 +226,12 @@ func runTray(ctx context.Context, cfg Config, stderr io.Writer) error {
 		if useTray {
 			mu.Lock()
 			trayGroup.Wait()
-			systray.Quit()
+			close(trayQuit)
 			mu.Unlock()
 		}
 	}()
 	if useTray {
-		systray.Run(func() {
+		runSystray(func() {
 			mu.Lock()
 			defer mu.Unlock()
 			if uiCtx.Err() != nil {
@@ -248,7 +250,7 @@ func runTray(ctx context.Context, cfg Config, stderr io.Writer) error {
 				}
 			}, log)
 			trayGroup.Go(func() { _ = tray.Serve(uiCtx, view.clicks) })
-		}, nil)
+		}, trayQuit)
 	}
 	<-finished
 	if restart.Load() {

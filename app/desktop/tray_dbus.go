@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"fyne.io/systray"
 	"github.com/godbus/dbus/v5"
 )
 
@@ -49,4 +50,19 @@ func trayAvailable(log *slog.Logger) (tray, shown bool) {
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
+}
+
+// runSystray shows the tray until quit is closed: it exports the tray's
+// item on the session bus, then calls onReady, then waits. fyne.io/systray's
+// Run calls onReady on a goroutine of its own as soon as it starts, while
+// it is still connecting to the bus and exporting the item, and its menu
+// calls read that connection without its lock: a data race (the race
+// detector caught one in the tray's test). Here the item is exported
+// before onReady runs, on the same goroutine.
+func runSystray(onReady func(), quit <-chan struct{}) {
+	start, end := systray.RunWithExternalLoop(nil, nil)
+	start()
+	onReady()
+	<-quit
+	end()
 }
