@@ -187,7 +187,8 @@ var coldTasks = flag.Int("coldstart.tasks", 100_000, "BenchmarkColdStart: decide
 // tasks (quorum 2, 50 tasks per batch): once by replaying the whole
 // stream (no snapshot, as every node did before snapshots), once from
 // the newest snapshot (which leaves out the replicas and the ledger
-// entries the snapshot moved to the archives) and the tail after it; each load reports its time and
+// entries the snapshot moved to the archives, and holds a summary in
+// place of the acknowledged outcomes) and the tail after it; each load reports its time and
 // the heap the loaded state keeps. Run it with make bench-coldstart
 // (docs/benchmarks.md).
 func BenchmarkColdStart(b *testing.B) {
