@@ -31,10 +31,10 @@ type MemStore struct {
 	repSeq   []string
 	outcomes map[job.ID][]OutcomeRecord
 	// outcomeSeqs indexes outcomes by (job, Seq); outcomeTasks gives
-	// the Seq of the outcome of (job, Task).
-	// outcomes[j] and these hold a job's outcomes after those folded
-	// into sums[j] (ForgetAcked, memstore_outcomes.go); toSum names the
-	// jobs acknowledged since the last ForgetAcked.
+	// the Seq of the outcome of (job, Task). outcomes[j] and these hold
+	// a job's outcomes after those folded into sums[j] (ForgetAcked,
+	// memstore_outcomes.go); toSum names the jobs acknowledged since
+	// the last ForgetAcked.
 	outcomeSeqs  map[key]bool
 	outcomeTasks map[key]int64
 	sums         map[job.ID]*OutcomeSummary

@@ -197,3 +197,67 @@ func TestMemStoreImageWithoutSummaries(t *testing.T) {
 		}
 	}
 }
+
+// spoiltStore is a MemStore whose Load hands over a snapshot changed by
+// spoil.
+type spoiltStore struct {
+	*pool.MemStore
+	spoil func(*pool.Snapshot)
+}
+
+func (s spoiltStore) Load(ctx context.Context) (*pool.Snapshot, error) {
+	snap, err := s.MemStore.Load(ctx)
+	if err == nil {
+		s.spoil(snap)
+	}
+	return snap, err
+}
+
+// A scheduler refuses to start from a summary that does not hang
+// together with its job or the outcomes after it.
+func TestSchedulerRefusesBadSummary(t *testing.T) {
+	ctx := context.Background()
+	m := pool.NewMemStore()
+	h := pooltest.NewHarness(t, m, nil)
+	alice := h.Device("alice", "alice-1")
+	bob, carol := h.Device("bob", "bob-1"), h.Device("carol", "carol-1")
+	j := h.Job("summary", 3, pooltest.Policy{}, alice)
+	lb, lc := h.Lease(bob, 3), h.Lease(carol, 3)
+	for i := range 3 {
+		h.Submit(lb[i], pooltest.Good(int64(i)))
+		h.Submit(lc[i], pooltest.Good(int64(i)))
+	}
+	if err := h.S.Ack(ctx, alice, j.ID, 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if n := m.ForgetAcked(); n != 2 {
+		t.Fatalf("ForgetAcked folded %d, want 2", n)
+	}
+	for name, spoil := range map[string]func(*pool.Snapshot){
+		"none":                      func(*pool.Snapshot) {},
+		"past the acknowledged":     func(s *pool.Snapshot) { s.Jobs[0].Acked = 1 },
+		"counts that do not add up": func(s *pool.Snapshot) { s.Summaries[0].Accepted = 1 },
+		"an outcome of a summarised task": func(s *pool.Snapshot) {
+			s.Outcomes[0].Task = s.Summaries[0].Decided[0].From
+		},
+		"two summaries": func(s *pool.Snapshot) { s.Summaries = append(s.Summaries, s.Summaries[0]) },
+	} {
+		cfg := pool.SchedulerConfig{Pool: "test", Key: h.Key, Store: spoiltStore{m, spoil}, Blobs: h.Blobs.Path, Now: h.Clock.Now}
+		s, err := pool.NewScheduler(ctx, cfg)
+		if name == "none" {
+			if err != nil {
+				t.Fatalf("a scheduler on the summarised store: %v", err)
+			}
+			if st, _ := s.Status(j.ID); st.Accepted != 3 || !st.Complete || st.Acked != 2 {
+				t.Errorf("status from the summary: %+v", st)
+			}
+			continue
+		}
+		if !errors.Is(err, pool.ErrConflict) {
+			t.Errorf("a snapshot with %s: %v, want ErrConflict", name, err)
+		}
+	}
+}

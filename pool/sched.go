@@ -381,6 +381,9 @@ func (s *Scheduler) restore(ctx context.Context, snap *Snapshot) error {
 		if o.Seq != js.seq+1 {
 			return fmt.Errorf("job %s: outcome %d follows %d: %w", o.Job, o.Seq, js.seq, ErrConflict)
 		}
+		if d := decided[o.Job]; d.sum != nil && d.sum.Has(o.Task) {
+			return fmt.Errorf("job %s: outcome %d of task %d, which its summary says is decided: %w", o.Job, o.Seq, o.Task, ErrConflict)
+		}
 		js.seq, js.committed = o.Seq, o.Seq
 		decided[o.Job].more[o.Task] = true
 		touched[o.Job] = max(touched[o.Job], o.Task)
