@@ -175,8 +175,14 @@ func (s *Store) resetMem(mem *pool.MemStore, seq uint64) {
 }
 
 // forget drops from memory the done replicas before position done,
-// which are archived; s.mu is held.
+// which are archived, and folds the acknowledged outcomes into their
+// jobs' summaries (pool.MemStore.ForgetAcked), which a snapshot carries
+// in place of them: they need no archive, as nothing reads more of them
+// than the summary; s.mu is held. So each node's memory keeps the
+// outcomes acknowledged since the last snapshot, as it keeps the done
+// replicas.
 func (s *Store) forget(done int) {
+	s.mem.ForgetAcked()
 	if done <= s.forgot {
 		return
 	}

@@ -20,20 +20,25 @@ import (
 // SnapshotBucket is the JetStream object store that holds snapshots of
 // the pool's state: objects named "state-" and the stream sequence they
 // cover, twenty digits, each the gob encoding of a pool.MemImage. An
-// image of format memimage-gob-v3 leaves out the replicas that are done
-// (pool.MemStore.LiveImage), which are in ArchiveBucket, and the ledger
-// entries up to its LedgerBase, which are in LedgerBucket, and counts
-// the ledger's entries by kind; one of memimage-gob-v2 (written before)
-// holds every ledger entry, one of memimage-gob-v1 every replica too.
+// image of format memimage-gob-v4 holds a summary of each job's
+// acknowledged outcomes in place of them (pool.OutcomeSummary), leaves
+// out the replicas that are done (pool.MemStore.LiveImage), which are
+// in ArchiveBucket, and the ledger entries up to its LedgerBase, which
+// are in LedgerBucket, and counts the ledger's entries by kind; one of
+// memimage-gob-v3 (written before) holds every outcome, one of
+// memimage-gob-v2 every ledger entry too, one of memimage-gob-v1 every
+// replica too.
 const SnapshotBucket = "idlepool_snapshots"
 
 const (
 	snapPrefix = "state-"
 	// snapFormat is written in each object's headers; a reader takes it,
-	// snapFormatV2 or snapFormatV1 and refuses another. An older idlepool
-	// refuses v3 (it would not find the ledger entries left out), and
+	// snapFormatV3, snapFormatV2 or snapFormatV1 and refuses another. An
+	// older idlepool refuses v4 (it would not see the outcomes
+	// summarised), one older still v3 (the ledger entries left out), and
 	// one older still v2 (the done replicas).
-	snapFormat   = "memimage-gob-v3"
+	snapFormat   = "memimage-gob-v4"
+	snapFormatV3 = "memimage-gob-v3"
 	snapFormatV2 = "memimage-gob-v2"
 	snapFormatV1 = "memimage-gob-v1"
 	hdrSeq       = "Idlepool-Seq"
@@ -156,7 +161,7 @@ func (s *snapshots) read(ctx context.Context, seq uint64) (*pool.MemImage, error
 	if err != nil {
 		return nil, fmt.Errorf("cluster: read snapshot %d: %w", seq, unavailable(err))
 	}
-	if f := info.Headers.Get(hdrFmt); f != snapFormat && f != snapFormatV2 && f != snapFormatV1 {
+	if f := info.Headers.Get(hdrFmt); f != snapFormat && f != snapFormatV3 && f != snapFormatV2 && f != snapFormatV1 {
 		return nil, fmt.Errorf("cluster: snapshot %d has format %q, want %q (written by a newer idlepool?)", seq, f, snapFormat)
 	}
 	// Read it all before decoding: a reader that decoded as it read
@@ -275,6 +280,7 @@ func (s *Store) WriteSnapshot(ctx context.Context) (SnapshotStats, error) {
 	base, ledgerSeq := mem.LedgerBase()
 	upto := ledgerSeq / LedgerRange * LedgerRange
 	entries := mem.LedgerEntries(max(base, marked), upto)
+	mem.ForgetAcked()
 	img, done := mem.LiveImage(upto)
 	recs := mem.DoneRecords(s.forgot, done)
 	s.mu.Unlock()

@@ -31,9 +31,14 @@ type MemStore struct {
 	repSeq   []string
 	outcomes map[job.ID][]OutcomeRecord
 	// outcomeSeqs indexes outcomes by (job, Seq); outcomeTasks gives
-	// the Seq of the outcome of (job, Task).
+	// the Seq of the outcome of (job, Task). outcomes[j] and these hold
+	// a job's outcomes after those folded into sums[j] (ForgetAcked,
+	// memstore_outcomes.go); toSum names the jobs acknowledged since
+	// the last ForgetAcked.
 	outcomeSeqs  map[key]bool
 	outcomeTasks map[key]int64
+	sums         map[job.ID]*OutcomeSummary
+	toSum        map[job.ID]bool
 	// ledger holds the entries after ledgerBase (Seq ledgerBase+1 on),
 	// byPeer each peer's Seqs among them; those up to ledgerBase were
 	// forgotten (memstore_ledger.go). kinds counts every entry ever
@@ -188,10 +193,15 @@ func (m *MemStore) apply(b *Batch) {
 	}
 	for _, a := range b.Acks {
 		m.jobs[a.Job].Acked = a.Upto
-		os := m.outcomes[a.Job] // in Seq order from 1: outcome Seq s is at s-1
-		for i := a.Prev; i < a.Upto && i < int64(len(os)); i++ {
-			os[i].Result, os[i].Ref, os[i].Holders = nil, nil, nil
+		base := m.outcomeBase(a.Job)
+		os := m.outcomes[a.Job] // in Seq order from base+1: outcome Seq s is at s-base-1
+		for i := max(a.Prev, base); i < a.Upto && i-base < int64(len(os)); i++ {
+			os[i-base].Result, os[i-base].Ref, os[i-base].Holders = nil, nil, nil
 		}
+		if m.toSum == nil {
+			m.toSum = map[job.ID]bool{}
+		}
+		m.toSum[a.Job] = true
 	}
 	for _, c := range b.Cancels {
 		m.jobs[c.Job].Cancelled = c.At
@@ -272,7 +282,7 @@ func (m *MemStore) check(b *Batch) error {
 			}
 		}
 		k, kt := key{o.Job, o.Seq}, key{o.Job, o.Task}
-		if seqs[k] || tasks[kt] || m.outcomeSeqs[k] || m.outcomeTasks[kt] != 0 {
+		if seqs[k] || tasks[kt] || m.outcomeSeqs[k] || o.Seq <= m.outcomeBase(o.Job) || m.decidedSeq(o.Job, o.Task) != 0 {
 			return fmt.Errorf("%w: job %s already has outcome %d or an outcome for task %d", ErrConflict, o.Job, o.Seq, o.Task)
 		}
 		seqs[key{o.Job, o.Seq}], tasks[key{o.Job, o.Task}] = true, true
@@ -351,6 +361,7 @@ func (m *MemStore) Load(ctx context.Context) (*Snapshot, error) {
 		t.Record = cloneBytes(t.Record)
 		s.Trust = append(s.Trust, t)
 	}
+	s.Summaries = m.summaries(jobs)
 	for _, j := range jobs {
 		for _, o := range m.outcomes[j.ID] {
 			s.Outcomes = append(s.Outcomes, cloneOutcome(o))

@@ -60,7 +60,7 @@ func (m *MemStore) noteReplica(lease string) {
 	if r == nil || !settledState(r.State) {
 		return
 	}
-	seq := m.outcomeTasks[key{r.Job, r.Task}]
+	seq := m.decidedSeq(r.Job, r.Task) // -1: acknowledged and summarised
 	switch {
 	case seq == 0:
 		if m.settledOpen == nil {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"maps"
 	"sort"
+
+	"idlepool/job"
 )
 
 // MemImage is everything a MemStore holds: the snapshot Load returns and
@@ -15,7 +17,8 @@ import (
 //
 // An image written before LedgerBase and Kinds existed decodes (gob)
 // with both zero: its Ledger is every entry, from which the counts
-// follow.
+// follow. One written before Summaries existed decodes with none: its
+// Outcomes are every outcome.
 type MemImage struct {
 	Snapshot
 	// Ledger is every ledger entry after LedgerBase, in Seq order from
@@ -68,6 +71,7 @@ func (m *MemStore) imageLocked(skip map[string]bool, ledgerUpto uint64) *MemImag
 	for _, k := range m.trustSeq {
 		s.Trust = append(s.Trust, m.trust[k])
 	}
+	s.Summaries = m.summaries(s.Jobs)
 	for _, j := range s.Jobs {
 		s.Outcomes = append(s.Outcomes, m.outcomes[j.ID]...)
 	}
@@ -124,11 +128,30 @@ func NewMemStoreFrom(ctx context.Context, img *MemImage) (*MemStore, error) {
 		m.replicas[r.Lease] = &r
 		m.repSeq = append(m.repSeq, r.Lease)
 	}
+	for i := range s.Summaries {
+		sum := s.Summaries[i]
+		j := m.jobs[sum.Job]
+		switch {
+		case j == nil:
+			return nil, fmt.Errorf("%w: image: outcome summary of unknown job %s", ErrConflict, sum.Job)
+		case m.sums[sum.Job] != nil:
+			return nil, fmt.Errorf("%w: image: outcome summary of job %s twice", ErrConflict, sum.Job)
+		case sum.Upto > j.Acked:
+			return nil, fmt.Errorf("%w: image: outcome summary of job %s up to %d, past its acknowledged %d", ErrConflict, sum.Job, sum.Upto, j.Acked)
+		}
+		if err := sum.Check(); err != nil {
+			return nil, fmt.Errorf("image: %w", err)
+		}
+		if m.sums == nil {
+			m.sums = map[job.ID]*OutcomeSummary{}
+		}
+		m.sums[sum.Job] = &sum
+	}
 	for _, o := range s.Outcomes {
 		if _, ok := m.jobs[o.Job]; !ok {
 			return nil, fmt.Errorf("%w: image: outcome of unknown job %s", ErrConflict, o.Job)
 		}
-		if o.Seq != int64(len(m.outcomes[o.Job]))+1 || m.outcomeTasks[key{o.Job, o.Task}] != 0 {
+		if o.Seq != m.outcomeBase(o.Job)+int64(len(m.outcomes[o.Job]))+1 || m.decidedSeq(o.Job, o.Task) != 0 {
 			return nil, fmt.Errorf("%w: image: outcome %d of job %s out of order or twice for task %d", ErrConflict, o.Seq, o.Job, o.Task)
 		}
 		m.outcomes[o.Job] = append(m.outcomes[o.Job], o)
@@ -183,6 +206,14 @@ func NewMemStoreFrom(ctx context.Context, img *MemImage) (*MemStore, error) {
 		return nil, fmt.Errorf("%w: image: the ledger's head is %s, the image says %s", ErrConflict, m.head, s.LedgerHash)
 	}
 	m.ledger, m.ledgerBase = img.Ledger, base
+	for id, j := range m.jobs {
+		if j.Acked > m.outcomeBase(id) && len(m.outcomes[id]) > 0 {
+			if m.toSum == nil {
+				m.toSum = map[job.ID]bool{}
+			}
+			m.toSum[id] = true // ForgetAcked folds them
+		}
+	}
 	for _, l := range m.repSeq {
 		m.noteReplica(l)
 	}

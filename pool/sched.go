@@ -325,7 +325,7 @@ func (s *Scheduler) restore(ctx context.Context, snap *Snapshot) error {
 	if err := s.restoreTrust(snap.Trust); err != nil {
 		return err
 	}
-	decided := map[job.ID]map[int64]bool{}
+	decided := map[job.ID]*decidedTasks{}
 	touched := map[job.ID]int64{}
 	for _, rec := range snap.Jobs {
 		if err := ctx.Err(); err != nil {
@@ -346,8 +346,32 @@ func (s *Scheduler) restore(ctx context.Context, snap *Snapshot) error {
 		s.queue = append(s.queue, js)
 		s.open.add(js)
 		s.nextOrder = max(s.nextOrder, rec.Order)
-		decided[rec.ID] = map[int64]bool{}
+		decided[rec.ID] = &decidedTasks{more: map[int64]bool{}}
 		touched[rec.ID] = -1
+	}
+	// A job's summary stands for its first outcomes, acknowledged:
+	// before the outcomes that follow it.
+	for i := range snap.Summaries {
+		sum := &snap.Summaries[i]
+		js := s.jobs[sum.Job]
+		switch {
+		case js == nil:
+			return fmt.Errorf("outcome summary of unknown job %s: %w", sum.Job, ErrConflict)
+		case decided[sum.Job].sum != nil:
+			return fmt.Errorf("job %s: two outcome summaries: %w", sum.Job, ErrConflict)
+		case sum.Upto > js.rec.Acked:
+			return fmt.Errorf("job %s: outcome summary up to %d, past its acknowledged %d: %w", sum.Job, sum.Upto, js.rec.Acked, ErrConflict)
+		}
+		if err := sum.Check(); err != nil {
+			return err
+		}
+		js.seq, js.committed = sum.Upto, sum.Upto
+		js.accepted += sum.Accepted
+		js.failed += sum.Failed
+		decided[sum.Job].sum = sum
+		if n := len(sum.Decided); n > 0 {
+			touched[sum.Job] = max(touched[sum.Job], sum.Decided[n-1].To-1)
+		}
 	}
 	for _, o := range snap.Outcomes {
 		js := s.jobs[o.Job]
@@ -357,8 +381,11 @@ func (s *Scheduler) restore(ctx context.Context, snap *Snapshot) error {
 		if o.Seq != js.seq+1 {
 			return fmt.Errorf("job %s: outcome %d follows %d: %w", o.Job, o.Seq, js.seq, ErrConflict)
 		}
+		if d := decided[o.Job]; d.sum != nil && d.sum.Has(o.Task) {
+			return fmt.Errorf("job %s: outcome %d of task %d, which its summary says is decided: %w", o.Job, o.Seq, o.Task, ErrConflict)
+		}
 		js.seq, js.committed = o.Seq, o.Seq
-		decided[o.Job][o.Task] = true
+		decided[o.Job].more[o.Task] = true
 		touched[o.Job] = max(touched[o.Job], o.Task)
 		if o.Status == OutcomeOK {
 			js.accepted++
@@ -376,12 +403,12 @@ func (s *Scheduler) restore(ctx context.Context, snap *Snapshot) error {
 		}
 		r := &replica{rec: rec, js: js}
 		r.rec.Prev = 0
-		inPlay := !decided[rec.Job][rec.Task] && (rec.State == ReplicaLeased || rec.State == ReplicaReturned)
+		inPlay := !decided[rec.Job].has(rec.Task) && (rec.State == ReplicaLeased || rec.State == ReplicaReturned)
 		if inPlay || s.archive() == nil { // settled ones are read from the store when asked for
 			s.leases[rec.Lease] = r
 		}
 		touched[rec.Job] = max(touched[rec.Job], rec.Task)
-		if decided[rec.Job][rec.Task] {
+		if decided[rec.Job].has(rec.Task) {
 			r.rec.Result, r.rec.Ref = nil, nil
 			continue
 		}
@@ -422,8 +449,9 @@ func (s *Scheduler) restore(ctx context.Context, snap *Snapshot) error {
 		if !js.rec.Cancelled.IsZero() {
 			continue // its undecided tasks were withdrawn: nothing wants replicas
 		}
+		d := decided[js.rec.ID]
 		for i := int64(0); i < js.next; i++ {
-			if !decided[js.rec.ID][i] {
+			if !d.has(i) {
 				js.task(i) // a task whose replicas all ended: it wants replicas again
 			}
 		}
@@ -433,6 +461,17 @@ func (s *Scheduler) restore(ctx context.Context, snap *Snapshot) error {
 	}
 	s.ledgerSeq, s.chainHash = snap.LedgerSeq, snap.LedgerHash
 	return nil
+}
+
+// decidedTasks is a job's decided tasks while restore rebuilds it: those
+// of its OutcomeSummary (nil: none) and the others.
+type decidedTasks struct {
+	sum  *OutcomeSummary
+	more map[int64]bool
+}
+
+func (d *decidedTasks) has(task int64) bool {
+	return d.more[task] || (d.sum != nil && d.sum.Has(task))
 }
 
 func (s *Scheduler) newJobState(rec JobRecord, j *job.Job) *jobState {

@@ -64,8 +64,17 @@ type Snapshot struct {
 	// task (MemStore.LiveImage). The Scheduler loads nothing from those
 	// and asks the archive when a request names one.
 	Replicas []ReplicaRecord
-	Outcomes []OutcomeRecord // every outcome; Result only while unacknowledged (Seq > the job's Acked)
-	Trust    []TrustRecord   // every device's and owner's newest trust record
+	// Outcomes holds every outcome (Result only while unacknowledged:
+	// Seq > the job's Acked), except that a Store may leave out a job's
+	// acknowledged outcomes Seq 1 to Upto and hand over their
+	// OutcomeSummary in Summaries instead (MemStore.ForgetAcked); then
+	// the job's outcomes here start at Upto+1. A Store that never
+	// summarises returns no Summaries.
+	Outcomes []OutcomeRecord
+	// Summaries holds at most one OutcomeSummary per job, in the order
+	// of Jobs.
+	Summaries []OutcomeSummary
+	Trust     []TrustRecord // every device's and owner's newest trust record
 	// LedgerSeq and LedgerHash are the last ledger entry's Seq and Hash
 	// (zero for an empty ledger).
 	LedgerSeq  uint64
@@ -175,6 +184,27 @@ type OutcomeRecord struct {
 	Job    job.ID
 	Digest job.Digest // the agreed digest; zero for an unverified outcome
 	Verified
+}
+
+// OutcomeSummary stands for a job's outcomes Seq 1 to Upto, all of them
+// acknowledged (Upto <= the job's Acked), which a Store left out of a
+// Snapshot: what the Scheduler rebuilds from them (how many, how many
+// ok, which tasks are decided) without their records. Accepted counts
+// those with Status OutcomeOK, Failed the others (Accepted+Failed ==
+// Upto); Decided holds their tasks as sorted, disjoint, non-adjacent
+// ranges (one range per run of consecutive tasks, so a job decided in
+// order costs a few bytes), covering Upto tasks in all.
+type OutcomeSummary struct {
+	Job      job.ID
+	Upto     int64
+	Accepted int64
+	Failed   int64
+	Decided  []TaskRange
+}
+
+// TaskRange is the task indexes From to To-1 (From < To).
+type TaskRange struct {
+	From, To int64
 }
 
 // AckRecord moves a job's acknowledgement mark from Prev to Upto and drops

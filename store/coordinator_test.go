@@ -47,6 +47,16 @@ func TestDBRestart(t *testing.T) {
 	pooltest.RunRestart(h)
 }
 
+// On SQLite, which hands over every outcome, a job whose merger
+// acknowledges outcomes between restarts goes on as on a store that
+// summarises them (pool.MemStore.ForgetAcked).
+func TestDBAckedRestart(t *testing.T) {
+	st, reopen := openDB(t)
+	h := pooltest.NewHarness(t, st, nil)
+	h.Reopen = reopen
+	pooltest.RunAckedRestart(h)
+}
+
 // On SQLite, across restarts, a timeout is no vote and no receipt, and
 // the device that timed out is not leased the task again while others may
 // take it.

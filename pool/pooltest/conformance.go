@@ -235,7 +235,13 @@ func StoreConformance(t *testing.T, open func(t *testing.T) (pool.Store, func(po
 			!cmp.Equal(s.Replicas[0].Work, &pool.Work{Rule: 1, Count: pool.MaxWorkCount - 1}) || s.Replicas[1].Work != nil {
 			t.Errorf("replicas after update: %+v", s.Replicas)
 		}
-		if len(s.Outcomes) != 2 || s.Outcomes[0].Result != nil || s.Outcomes[0].Work != 1<<40 || string(s.Outcomes[1].Result) != "t" || s.Jobs[0].Acked != 1 {
+		if len(s.Summaries) > 0 {
+			// A store that summarised the acknowledged outcome.
+			want := []pool.OutcomeSummary{{Job: jobID, Upto: 1, Accepted: 1, Decided: []pool.TaskRange{{From: 5, To: 6}}}}
+			if !cmp.Equal(want, s.Summaries) || len(s.Outcomes) != 1 || s.Outcomes[0].Seq != 2 || string(s.Outcomes[0].Result) != "t" || s.Jobs[0].Acked != 1 {
+				t.Errorf("outcomes after ack to 1: %+v, summaries %+v, acked %d", s.Outcomes, s.Summaries, s.Jobs[0].Acked)
+			}
+		} else if len(s.Outcomes) != 2 || s.Outcomes[0].Result != nil || s.Outcomes[0].Work != 1<<40 || string(s.Outcomes[1].Result) != "t" || s.Jobs[0].Acked != 1 {
 			t.Errorf("outcomes after ack to 1: %+v, acked %d", s.Outcomes, s.Jobs[0].Acked)
 		}
 		if s.LedgerSeq != 8 || s.LedgerHash != more[4].Hash() {
@@ -262,6 +268,60 @@ func StoreConformance(t *testing.T, open func(t *testing.T) (pool.Store, func(po
 				t.Errorf("Entries(%+v) (-want +got):\n%s", q.q, diff)
 			}
 		}
+	})
+
+	t.Run("acknowledged outcomes summarised", func(t *testing.T) {
+		st, reopen := open(t)
+		if err := st.Commit(ctx, first); err != nil { // outcome 1: task 5
+			t.Fatal(err)
+		}
+		b := &pool.Batch{
+			Outcomes: []pool.OutcomeRecord{
+				{Job: jobID, Verified: pool.Verified{Seq: 2, Task: 0, Status: pool.OutcomeOK, Result: []byte("t")}},
+				{Job: jobID, Verified: pool.Verified{Seq: 3, Task: 6, Status: pool.OutcomeFailed, Reason: "no quorum"}},
+				{Job: jobID, Verified: pool.Verified{Seq: 4, Task: 4, Status: pool.OutcomeOK, Result: []byte("u")}},
+			},
+			Acks: []pool.AckRecord{{Job: jobID, Prev: 0, Upto: 3}},
+		}
+		if err := st.Commit(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		if f, ok := st.(OutcomeForgetter); ok {
+			if n := f.ForgetAcked(); n != 3 {
+				t.Errorf("ForgetAcked folded %d outcomes, want 3", n)
+			}
+		}
+		st = reopen(st)
+		check := func(t *testing.T, st pool.Store, want Decided) {
+			t.Helper()
+			got, err := DecidedOf(load(t, st), jobID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(want, got, opts); diff != "" {
+				t.Errorf("decided outcomes (-want +got):\n%s", diff)
+			}
+		}
+		check(t, st, Decided{Outcomes: 4, Accepted: 3, Failed: 1, Tasks: []int64{0, 4, 5, 6}, Unacked: map[int64]string{4: "u"}})
+		for _, o := range []pool.Verified{{Seq: 1, Task: 9}, {Seq: 3, Task: 9}, {Seq: 5, Task: 5}, {Seq: 5, Task: 6}, {Seq: 5, Task: 4}} {
+			o.Status = pool.OutcomeOK
+			err := st.Commit(ctx, &pool.Batch{Outcomes: []pool.OutcomeRecord{{Job: jobID, Verified: o}}})
+			if !errors.Is(err, pool.ErrConflict) {
+				t.Errorf("outcome %d for task %d after the summary: %v, want pool.ErrConflict", o.Seq, o.Task, err)
+			}
+		}
+		b = &pool.Batch{
+			Outcomes: []pool.OutcomeRecord{{Job: jobID, Verified: pool.Verified{Seq: 5, Task: 7, Status: pool.OutcomeOK, Result: []byte("v")}}},
+			Acks:     []pool.AckRecord{{Job: jobID, Prev: 3, Upto: 4}},
+		}
+		if err := st.Commit(ctx, b); err != nil {
+			t.Fatalf("a new outcome and ack after the summary: %v", err)
+		}
+		if f, ok := st.(OutcomeForgetter); ok {
+			f.ForgetAcked()
+		}
+		st = reopen(st)
+		check(t, st, Decided{Outcomes: 5, Accepted: 4, Failed: 1, Tasks: []int64{0, 4, 5, 6, 7}, Unacked: map[int64]string{5: "v"}})
 	})
 
 	t.Run("result references", func(t *testing.T) {
@@ -328,7 +388,14 @@ func StoreConformance(t *testing.T, open func(t *testing.T) (pool.Store, func(po
 		after.Replicas[1] = decided
 		after.Jobs[0].Acked = 1
 		after.Outcomes[0].Ref, after.Outcomes[0].Holders = nil, nil
-		if diff := cmp.Diff(after, load(t, st), opts); diff != "" {
+		got := load(t, st)
+		if len(got.Summaries) > 0 {
+			// A store that summarised the acknowledged outcome.
+			o := after.Outcomes[0]
+			after.Summaries = []pool.OutcomeSummary{{Job: o.Job, Upto: 1, Accepted: 1, Decided: []pool.TaskRange{{From: o.Task, To: o.Task + 1}}}}
+			after.Outcomes = after.Outcomes[1:]
+		}
+		if diff := cmp.Diff(after, got, opts); diff != "" {
 			t.Errorf("Load after the decision and ack (-want +got):\n%s", diff)
 		}
 		if ar, ok := st.(pool.ReplicaArchive); ok {

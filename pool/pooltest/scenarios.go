@@ -243,3 +243,120 @@ func RunCancel(h *Harness) {
 		t.Errorf("AddJob of a cancelled job: %v, want ErrJobCancelled", err)
 	}
 }
+
+// RunAckedRestart runs a job whose merger acknowledges outcomes across
+// two restarts of the scheduler (and of the store, when h.Reopen is
+// set; a Reopen that makes the store summarise the acknowledged
+// outcomes, pool.OutcomeSummary, is what it is for): the job's status
+// is the same after each restart, the unacknowledged outcome is still
+// delivered with its result, a decided task is neither leased again nor
+// decided twice (a re-sent submission of one changes nothing), and the
+// tasks left undecided are leased and decided once each.
+func RunAckedRestart(h *Harness) {
+	t := h.T
+	t.Helper()
+	ctx := context.Background()
+	alice := h.Device("alice", "alice-1")
+	bob, carol, dave := h.Device("bob", "bob-1"), h.Device("carol", "carol-1"), h.Device("dave", "dave-1")
+	j := h.Job("acked", 8, Policy{LeaseTimeout: time.Hour}, alice)
+	lb, lc := h.Lease(bob, 6), h.Lease(carol, 6)
+	if diff := cmp.Diff([]int64{0, 1, 2, 3, 4, 5}, Tasks(lb)); diff != "" {
+		t.Fatalf("bob's leases (-want +got):\n%s", diff)
+	}
+	for i := range 5 { // tasks 0 to 4 decided in order: outcomes 1 to 5
+		sub := Good(int64(i))
+		if i == 3 {
+			sub = Failure("the program fails on task 3")
+		}
+		h.Submit(lb[i], sub)
+		h.Submit(lc[i], sub)
+	}
+	h.Submit(lb[5], Good(5)) // task 5 waits for a second result
+	if err := h.S.Ack(ctx, alice, j.ID, 4); err != nil {
+		t.Fatalf("Ack: %v", err)
+	}
+	before, err := h.S.Status(j.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if before.Accepted != 4 || before.Failed != 1 || before.Acked != 4 || before.Waiting != 1 || before.Complete {
+		t.Fatalf("status before the restart: %+v", before)
+	}
+
+	// What the devices' connections say is not what the store holds.
+	status := func() pool.JobStatus {
+		st, err := h.S.Status(j.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.Trouble = ""
+		return st
+	}
+	before.Trouble = ""
+	h.Restart()
+	if got := status(); got != before {
+		t.Errorf("status after a restart:\n%s", cmp.Diff(before, got))
+	}
+	if _, err := h.S.Results(ctx, alice, j.ID, 0, 100); !errors.Is(err, pool.ErrConflict) {
+		t.Errorf("results from 0 after outcomes up to 4 were acknowledged: %v, want ErrConflict", err)
+	}
+	got, err := h.S.Results(ctx, alice, j.ID, 4, 100)
+	if err != nil || len(got) != 1 || got[0].Seq != 5 || got[0].Task != 4 || string(got[0].Result) != string(Good(4).Result) {
+		t.Fatalf("results after 4: %+v, %v", got, err)
+	}
+	// Re-sending a decided task's submission decides nothing again.
+	if err := h.S.Submit(ctx, bob, lb[0].ID, Good(0)); err != nil {
+		t.Errorf("re-sending a decided task's submission: %v", err)
+	}
+	// Tasks 6 and 7 were never leased; 0 to 4 are decided and 5 has
+	// its replicas.
+	ld := h.Lease(dave, 8)
+	if diff := cmp.Diff([]int64{6, 7}, Tasks(ld)); diff != "" {
+		t.Fatalf("dave's leases after the restart (-want +got):\n%s", diff)
+	}
+	h.Submit(lc[5], Good(5))
+	lb2 := h.Lease(bob, 8)
+	if diff := cmp.Diff([]int64{6, 7}, Tasks(lb2)); diff != "" {
+		t.Fatalf("bob's second leases (-want +got):\n%s", diff)
+	}
+	for i := range ld {
+		h.Submit(ld[i], Good(ld[i].Task))
+		h.Submit(lb2[i], Good(lb2[i].Task))
+	}
+	got, err = h.S.Results(ctx, alice, j.ID, 4, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tasks []int64
+	for i, v := range got {
+		if v.Seq != int64(5+i) {
+			t.Errorf("outcome %d after 4 has Seq %d", i, v.Seq)
+		}
+		tasks = append(tasks, v.Task)
+	}
+	if diff := cmp.Diff([]int64{4, 5, 6, 7}, tasks); diff != "" {
+		t.Fatalf("outcome tasks after 4 (-want +got):\n%s", diff)
+	}
+	if err := h.S.Ack(ctx, alice, j.ID, 8); err != nil {
+		t.Fatalf("Ack: %v", err)
+	}
+	final := status()
+	h.Restart()
+	if got := status(); got != final || !got.Complete || got.Accepted != 7 || got.Failed != 1 || got.Leased != 0 || got.Acked != 8 {
+		t.Errorf("final status %+v, before the restart %+v", got, final)
+	}
+	if ls := h.Lease(carol, 8); len(ls) != 0 {
+		t.Errorf("a complete job leased tasks %v after a restart", Tasks(ls))
+	}
+	receipts := map[int64]int{}
+	for _, e := range h.Ledger() {
+		if e.Job == j.ID {
+			receipts[e.Task]++
+		}
+	}
+	for task := range int64(8) {
+		if receipts[task] != 2 {
+			t.Errorf("task %d has %d ledger entries, want 2", task, receipts[task])
+		}
+	}
+}
