@@ -72,12 +72,8 @@ const firstLease = "00000000000000000000000000000000"
 // outcomes (the acknowledged ones summarised).
 func TestStoreArchivesDone(t *testing.T) {
 	t.Parallel()
-	node := startNodes(t, testConfigs(t, t.TempDir(), 1))[0]
+	node, w := oneNodeStore(t)
 	ctx := context.Background()
-	w := openStore(t, node, 1)
-	if _, err := w.Load(ctx); err != nil {
-		t.Fatal(err)
-	}
 	h := newHistory()
 	h.write(t, w, 10, 10)
 	follower := openStore(t, node, 1) // follows from here on
@@ -146,12 +142,8 @@ func TestStoreArchivesDone(t *testing.T) {
 // archives them all.
 func TestStoreLoadsSnapshotV1(t *testing.T) {
 	t.Parallel()
-	node := startNodes(t, testConfigs(t, t.TempDir(), 1))[0]
+	node, w := oneNodeStore(t)
 	ctx := context.Background()
-	w := openStore(t, node, 1)
-	if _, err := w.Load(ctx); err != nil {
-		t.Fatal(err)
-	}
 	h := newHistory()
 	h.write(t, w, 100, 10)
 	w.mu.Lock()

@@ -120,12 +120,8 @@ func sameEntries(a, b []pool.Entry) bool {
 // snapshot moves only the ranges completed since.
 func TestStoreArchivesLedger(t *testing.T) {
 	t.Parallel()
-	node := startNodes(t, testConfigs(t, t.TempDir(), 1))[0]
+	node, w := oneNodeStore(t)
 	ctx := context.Background()
-	w := openStore(t, node, 1)
-	if _, err := w.Load(ctx); err != nil {
-		t.Fatal(err)
-	}
 	h, key := signedHistory(t)
 	h.write(t, w, 100, 50)
 	follower := openStore(t, node, 1) // follows from here on
@@ -197,12 +193,8 @@ func TestStoreArchivesLedger(t *testing.T) {
 // while it cannot read the archive's mark.
 func TestStoreLedgerArchiveDown(t *testing.T) {
 	t.Parallel()
-	node := startNodes(t, testConfigs(t, t.TempDir(), 1))[0]
+	node, w := oneNodeStore(t)
 	ctx := context.Background()
-	w := openStore(t, node, 1)
-	if _, err := w.Load(ctx); err != nil {
-		t.Fatal(err)
-	}
 	h, key := signedHistory(t)
 	h.write(t, w, 1100, 50)
 	if err := node.JetStream().DeleteKeyValue(ctx, LedgerBucket); err != nil {
@@ -255,12 +247,8 @@ func TestStoreLedgerArchiveDown(t *testing.T) {
 // whole ranges, and a node that loads that one answers the same.
 func TestStoreLoadsSnapshotV2Ledger(t *testing.T) {
 	t.Parallel()
-	node := startNodes(t, testConfigs(t, t.TempDir(), 1))[0]
+	node, w := oneNodeStore(t)
 	ctx := context.Background()
-	w := openStore(t, node, 1)
-	if _, err := w.Load(ctx); err != nil {
-		t.Fatal(err)
-	}
 	h, key := signedHistory(t)
 	h.write(t, w, 1100, 50)
 	w.mu.Lock()

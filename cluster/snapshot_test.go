@@ -87,12 +87,8 @@ func sameState(t *testing.T, what string, a, b *Store) {
 // writer's state and ledger, and commits after it.
 func TestStoreSnapshotTrim(t *testing.T) {
 	t.Parallel()
-	node := startNodes(t, testConfigs(t, t.TempDir(), 1))[0]
+	node, w := oneNodeStore(t)
 	ctx := context.Background()
-	w := openStore(t, node, 1)
-	if _, err := w.Load(ctx); err != nil {
-		t.Fatal(err)
-	}
 	lagging := openStore(t, node, 1)
 	h := newHistory()
 	h.write(t, w, 40, 10)

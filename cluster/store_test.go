@@ -147,6 +147,19 @@ func openStore(t testing.TB, n *Node, replicas int) *Store {
 	}
 }
 
+// oneNodeStore starts a one-node cluster and returns it with a store
+// on it that has loaded the (empty) state: a writer, as the node in
+// charge holds one.
+func oneNodeStore(t *testing.T) (*Node, *Store) {
+	t.Helper()
+	node := startNodes(t, testConfigs(t, t.TempDir(), 1))[0]
+	w := openStore(t, node, 1)
+	if _, err := w.Load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return node, w
+}
+
 // The JetStream store keeps the pool.Store contract on one node; reopening
 // restarts the node on the same files.
 func TestStoreConformanceOneNode(t *testing.T) {
