@@ -918,7 +918,12 @@ func (c *Client) Receipts(ctx context.Context, after uint64, max int) ([]pool.En
 		err := readJSON(ctx, resp, http.MethodGet, path, &out)
 		return out.Entries, err
 	}
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer+1))
+	var buf bytes.Buffer
+	if n := resp.ContentLength; n > 0 && n <= maxAnswer {
+		buf.Grow(int(n) + bytes.MinRead) // read in place, not grown step by step
+	}
+	_, err = buf.ReadFrom(io.LimitReader(resp.Body, maxAnswer+1))
+	b := buf.Bytes()
 	if err == nil && len(b) > maxAnswer {
 		err = fmt.Errorf("answer over %d bytes", maxAnswer)
 	}
