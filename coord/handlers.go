@@ -799,9 +799,18 @@ func acceptsCBOR(r *http.Request) bool {
 
 // writeReceiptsCBOR writes a 200 answer of es in their compact form
 // (pool.AppendEntriesCBOR: each batch's signature once), with Content-Type
-// application/cbor.
+// application/cbor, into a buffer sized for it up front (288 bytes of
+// keys and fixed-size values an entry, its strings and its path).
 func writeReceiptsCBOR(w http.ResponseWriter, es []pool.Entry) {
-	b := pool.AppendEntriesCBOR(make([]byte, 0, 64+400*len(es)), es)
+	n := 64
+	for i := range es {
+		e := &es[i]
+		n += 288 + len(e.Pool) + len(e.Peer) + len(e.Owner) + len(e.Lease) + len(e.Reason)
+		if e.Tree != nil {
+			n += len(e.Tree.Path) * len(job.Digest{})
+		}
+	}
+	b := pool.AppendEntriesCBOR(make([]byte, 0, n), es)
 	w.Header().Set("Content-Type", pool.EntriesContentType)
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(http.StatusOK)
