@@ -26,12 +26,14 @@ import (
 // An entry held is its own fields (a heldEntry, 176 bytes, and its lease
 // name), its share of its batch's Merkle tree (the tree's nodes, about
 // two hashes an entry: 64 bytes) and its peer's name in its batch's list
-// (16 bytes): some 330 bytes measured on the heap with its 32-digit
-// lease (TestRecentEntryBytes), 360 estimated, where an Entry with its
-// own inclusion path and signature reference took some 950. The batch's
+// (16 bytes): about 300 bytes measured on the heap besides its lease
+// name (TestRecentEntryBytes), some 330 with a 32-digit one, 360
+// estimated, where an Entry with its own inclusion path took some 950
+// (docs/benchmarks.md). The batch's
 // signature, pool and tree head are held once, not per entry, and each
 // entry's inclusion path and Prev are read from the tree when asked for.
-// The full window is thus about 22 MiB, the byte bound's 24 MiB at most.
+// The full window is thus about 21 MiB (65,536 × 330 bytes), 24 MiB at
+// most by the byte bound.
 const (
 	maxRecentBytes   = 24 << 20
 	maxRecentEntries = 1 << 16
