@@ -329,32 +329,45 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 		return 0, err
 	}
 	defer resp.Body.Close()
+	if err := readJSON(ctx, resp, method, path, out); err != nil {
+		return 0, err
+	}
+	return resp.StatusCode, nil
+}
+
+// readJSON decodes resp's JSON body into out (the body is discarded when
+// out is nil); it does not close it. An HTML page is notAPI's error, an
+// unreadable body one wrapping ErrUnavailable.
+func readJSON(ctx context.Context, resp *http.Response, method, path string, out any) error {
+	var err error
 	if out == nil {
 		_, err = io.Copy(io.Discard, io.LimitReader(resp.Body, maxAnswer))
 	} else {
 		body := bufio.NewReader(io.LimitReader(resp.Body, maxAnswer))
 		if head, _ := body.Peek(512); isHTML(resp.Header.Get("Content-Type"), head) {
 			page, _ := io.ReadAll(io.LimitReader(body, maxPage))
-			return 0, notAPI(resp, page)
+			return notAPI(resp, page)
 		}
 		err = json.NewDecoder(body).Decode(out)
 	}
 	if err != nil {
 		if ctx.Err() != nil {
-			return 0, ctx.Err()
+			return ctx.Err()
 		}
-		return 0, fmt.Errorf("%w: %s %s: read answer: %w", ErrUnavailable, method, path, err)
+		return fmt.Errorf("%w: %s %s: read answer: %w", ErrUnavailable, method, path, err)
 	}
-	return resp.StatusCode, nil
+	return nil
 }
 
 // payload is a request body: its bytes, length, SHA-256 (what the
-// signature covers) and content type. The zero value is no body.
+// signature covers) and content type; and accept, the request's Accept
+// header ("": none). The zero value is no body.
 type payload struct {
-	r     io.Reader
-	n     int64
-	sum   [32]byte
-	ctype string
+	r      io.Reader
+	n      int64
+	sum    [32]byte
+	ctype  string
+	accept string
 }
 
 // send sends a request and returns a response with a 2xx status, or an
@@ -443,6 +456,9 @@ func (c *Client) sendTo(ctx context.Context, base *url.URL, several bool, method
 	if body.r != nil {
 		req.ContentLength = body.n
 		req.Header.Set("Content-Type", body.ctype)
+	}
+	if body.accept != "" {
+		req.Header.Set("Accept", body.accept)
 	}
 	// What this client is, for a pool that accepts only newer ones
 	// (coord.Config.MinAgentVersion).
@@ -875,15 +891,53 @@ func (c *Client) Cancel(ctx context.Context, id job.ID) (pool.JobStatus, error) 
 	return jobStatus(st), err
 }
 
+// receiptsAccept is the Accept header of a receipts request: the
+// compact form first, JSON too.
+const receiptsAccept = pool.EntriesContentType + ", application/json;q=0.5"
+
 // Receipts fetches up to max ledger entries naming this device with
-// sequence numbers above after.
+// sequence numbers above after. It asks for them in the compact CBOR
+// form (pool.AppendEntriesCBOR: each batch's signature once, cheaper to
+// read than JSON) and reads the answer by its Content-Type, so a
+// coordinator that answers JSON (one older than the compact form, which
+// ignores Accept) is read as before. The entries are not verified here
+// (pool.EntryVerifier). A malformed compact answer is an error wrapping
+// pool.ErrEntriesCBOR that names what is wrong, with no entries.
 func (c *Client) Receipts(ctx context.Context, after uint64, max int) ([]pool.Entry, error) {
-	var out struct {
-		Entries []pool.Entry `json:"entries"`
-	}
+	const path = "/v1/receipts"
 	q := url.Values{"after": {strconv.FormatUint(after, 10)}, "max": {strconv.Itoa(max)}}
-	_, err := c.do(ctx, http.MethodGet, "/v1/receipts", q, nil, true, &out)
-	return out.Entries, err
+	resp, err := c.send(ctx, http.MethodGet, path, q, payload{accept: receiptsAccept}, true)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != pool.EntriesContentType {
+		var out struct {
+			Entries []pool.Entry `json:"entries"`
+		}
+		err := readJSON(ctx, resp, http.MethodGet, path, &out)
+		return out.Entries, err
+	}
+	var buf bytes.Buffer
+	if n := resp.ContentLength; n > 0 && n <= maxAnswer {
+		buf.Grow(int(n) + bytes.MinRead) // read in place, not grown step by step
+	}
+	_, err = buf.ReadFrom(io.LimitReader(resp.Body, maxAnswer+1))
+	b := buf.Bytes()
+	if err == nil && len(b) > maxAnswer {
+		err = fmt.Errorf("answer over %d bytes", maxAnswer)
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("%w: GET %s: read answer: %w", ErrUnavailable, path, err)
+	}
+	es, err := pool.DecodeEntriesCBOR(b)
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: %w", path, err)
+	}
+	return es, nil
 }
 
 // Ledger fetches up to max entries of the pool's ledger with sequence

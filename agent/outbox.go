@@ -200,10 +200,15 @@ func (a *Agent) serveReceipts(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return nil
 			}
-			if errors.Is(err, errLocalStore) {
+			switch {
+			case errors.Is(err, errLocalStore):
 				a.health.failed(err)
+				a.log.Debug("Cannot read receipts now", "err", err)
+			case errors.Is(err, pool.ErrEntriesCBOR):
+				a.log.Warn("The coordinator's receipts answer is malformed; nothing of it recorded", "err", err)
+			default:
+				a.log.Debug("Cannot read receipts now", "err", err)
 			}
-			a.log.Debug("Cannot read receipts now", "err", err)
 		}
 		if err := sleep(ctx, a.cfg.ReceiptPoll); err != nil {
 			return nil

@@ -9,11 +9,13 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"mime"
 	"net/http"
 	"net/url"
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"idlepool/identity"
@@ -764,8 +766,55 @@ func (s *Server) receipts(w http.ResponseWriter, r *http.Request, c call) error 
 	if legacyLedgerClient(r, true) {
 		entries = s.legacyEntries(entries)
 	}
+	w.Header().Set("Vary", "Accept") // JSON or CBOR, as it says
+	if acceptsCBOR(r) {
+		writeReceiptsCBOR(w, entries)
+		return nil
+	}
 	writeReceipts(w, entries)
 	return nil
+}
+
+// acceptsCBOR reports whether r's Accept header names
+// pool.EntriesContentType (application/cbor) with a quality above 0:
+// such a request is answered in the compact form (writeReceiptsCBOR),
+// any other in JSON.
+func acceptsCBOR(r *http.Request) bool {
+	for _, h := range r.Header.Values("Accept") {
+		for _, part := range strings.Split(h, ",") {
+			mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
+			if err != nil || mt != pool.EntriesContentType {
+				continue
+			}
+			if q, ok := params["q"]; ok {
+				if f, err := strconv.ParseFloat(q, 64); err != nil || f <= 0 {
+					continue
+				}
+			}
+			return true
+		}
+	}
+	return false
+}
+
+// writeReceiptsCBOR writes a 200 answer of es in their compact form
+// (pool.AppendEntriesCBOR: each batch's signature once), with Content-Type
+// application/cbor, into a buffer sized for it up front (288 bytes of
+// keys and fixed-size values an entry, its strings and its path).
+func writeReceiptsCBOR(w http.ResponseWriter, es []pool.Entry) {
+	n := 64
+	for i := range es {
+		e := &es[i]
+		n += 288 + len(e.Pool) + len(e.Peer) + len(e.Owner) + len(e.Lease) + len(e.Reason)
+		if e.Tree != nil {
+			n += len(e.Tree.Path) * len(job.Digest{})
+		}
+	}
+	b := pool.AppendEntriesCBOR(make([]byte, 0, n), es)
+	w.Header().Set("Content-Type", pool.EntriesContentType)
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+	w.Write(b)
 }
 
 // writeReceipts writes a 200 answer of Receipts{Entries: es}: the bytes

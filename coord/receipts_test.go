@@ -44,3 +44,33 @@ func TestWriteReceiptsMatchesWriteJSON(t *testing.T) {
 		})
 	}
 }
+
+// A receipts request is answered in CBOR when its Accept names
+// application/cbor with a quality above 0, in JSON otherwise.
+func TestAcceptsCBOR(t *testing.T) {
+	for _, tc := range []struct {
+		accept []string
+		want   bool
+	}{
+		{nil, false},
+		{[]string{"application/json"}, false},
+		{[]string{"*/*"}, false},
+		{[]string{"application/cbor"}, true},
+		{[]string{"application/cbor, application/json;q=0.5"}, true},
+		{[]string{"text/plain,APPLICATION/CBOR ; q=0.2"}, true},
+		{[]string{"application/json", "application/cbor"}, true},
+		{[]string{"application/cbor;q=0"}, false},
+		{[]string{"application/cbor;q=0.000"}, false},
+		{[]string{"application/cbor;q=bad"}, false},
+		{[]string{"application/cbor-seq"}, false},
+		{[]string{"application/cbor;;"}, false},
+	} {
+		r := httptest.NewRequest("GET", "/v1/receipts", nil)
+		for _, h := range tc.accept {
+			r.Header.Add("Accept", h)
+		}
+		if got := acceptsCBOR(r); got != tc.want {
+			t.Errorf("Accept %q: CBOR %v, want %v", tc.accept, got, tc.want)
+		}
+	}
+}

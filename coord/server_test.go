@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"idlepool/identity"
 	"idlepool/job"
@@ -730,7 +731,10 @@ func TestCancelJob(t *testing.T) {
 // knows no "tree", reads the ledger and p's receipts signed one by one,
 // each verifying on its own, as does an agent that says no version; one
 // of this version, or a download without the header, reads the entries
-// as stored, signed per batch, and the whole ledger verifies.
+// as stored, signed per batch, and the whole ledger verifies. Receipts
+// asked for with Accept: application/cbor come in the compact form
+// (pool.AppendEntriesCBOR), the same entries as in JSON; any other
+// Accept gets the JSON answer, the bytes encoding/json writes.
 func checkLedgerForClients(t *testing.T, ts *testServer, p *testPeer) {
 	t.Helper()
 	tests := []struct {
@@ -738,14 +742,23 @@ func checkLedgerForClients(t *testing.T, ts *testServer, p *testPeer) {
 		api    string // "": no header
 		peer   *testPeer
 		legacy bool
+		accept string // "": no header
+		cbor   bool   // the answer is in CBOR
 	}{
-		{"ledger, API 6", "6", nil, true},
-		{"ledger, this API", strconv.Itoa(APIVersion), nil, false},
-		{"ledger, no header", "", nil, false},
-		{"receipts, API 6", "6", p, true},
-		{"receipts, no header", "", p, true},
-		{"receipts, this API", strconv.Itoa(APIVersion), p, false},
+		{name: "ledger, API 6", api: "6", legacy: true},
+		{name: "ledger, this API", api: strconv.Itoa(APIVersion)},
+		{name: "ledger, no header"},
+		{name: "ledger, this API, CBOR accepted", api: strconv.Itoa(APIVersion), accept: "application/cbor"},
+		{name: "receipts, API 6", api: "6", peer: p, legacy: true},
+		{name: "receipts, no header", peer: p, legacy: true},
+		{name: "receipts, this API", api: strconv.Itoa(APIVersion), peer: p},
+		{name: "receipts, this API, JSON accepted", api: strconv.Itoa(APIVersion), peer: p, accept: "application/json"},
+		{name: "receipts, this API, CBOR", api: strconv.Itoa(APIVersion), peer: p, accept: "application/cbor, application/json;q=0.5", cbor: true},
+		{name: "receipts, this API, CBOR second", api: strconv.Itoa(APIVersion), peer: p, accept: "text/plain, Application/CBOR", cbor: true},
+		{name: "receipts, this API, CBOR refused", api: strconv.Itoa(APIVersion), peer: p, accept: "application/cbor;q=0, application/json"},
+		{name: "receipts, API 6, CBOR", api: "6", peer: p, legacy: true, accept: "application/cbor", cbor: true},
 	}
+	jsonEntries := map[bool][]pool.Entry{} // by legacy
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			path := "/v1/ledger"
@@ -756,6 +769,9 @@ func checkLedgerForClients(t *testing.T, ts *testServer, p *testPeer) {
 			if tc.api != "" {
 				req.Header.Set(APIHeader, tc.api)
 			}
+			if tc.accept != "" {
+				req.Header.Set("Accept", tc.accept)
+			}
 			if tc.peer != nil {
 				SignRequest(req, nil, tc.peer.key, time.Now())
 			}
@@ -764,11 +780,41 @@ func checkLedgerForClients(t *testing.T, ts *testServer, p *testPeer) {
 				t.Fatalf("%d %s", a.status, a.body)
 			}
 			var entries []pool.Entry
-			if tc.peer != nil {
+			switch {
+			case tc.cbor:
+				if ct := a.header.Get("Content-Type"); ct != "application/cbor" {
+					t.Fatalf("Content-Type %q, want application/cbor", ct)
+				}
+				var err error
+				if entries, err = pool.DecodeEntriesCBOR(a.body); err != nil {
+					t.Fatal(err)
+				}
+				for _, e := range entries {
+					if (e.Tree == nil) != tc.legacy {
+						t.Errorf("entry %d: with a tree proof: %v, want %v", e.Seq, e.Tree != nil, !tc.legacy)
+					}
+				}
+				if diff := cmp.Diff(jsonEntries[tc.legacy], entries, cmpopts.EquateEmpty()); diff != "" {
+					t.Errorf("entries in CBOR and in JSON differ (-json +cbor):\n%s", diff)
+				}
+			case tc.peer != nil:
+				if ct := a.header.Get("Content-Type"); ct != "application/json" {
+					t.Fatalf("Content-Type %q, want application/json", ct)
+				}
 				var rc Receipts
 				a.decode(t, &rc)
 				entries = rc.Entries
-			} else {
+				jsonEntries[tc.legacy] = entries
+				// The bytes are those encoding/json writes (writeJSON).
+				var want bytes.Buffer
+				enc := json.NewEncoder(&want)
+				if err := enc.Encode(Receipts{Entries: entries}); err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(want.Bytes(), a.body) {
+					t.Errorf("JSON answer differs from encoding/json's:\n%s\nwant\n%s", a.body, want.Bytes())
+				}
+			default:
 				for line := range bytes.Lines(a.body) {
 					var e pool.Entry
 					if err := json.Unmarshal(line, &e); err != nil {
@@ -780,7 +826,7 @@ func checkLedgerForClients(t *testing.T, ts *testServer, p *testPeer) {
 			if len(entries) == 0 {
 				t.Fatal("no entries")
 			}
-			if got := bytes.Contains(a.body, []byte(`"tree"`)); got == tc.legacy {
+			if got := bytes.Contains(a.body, []byte(`"tree"`)); !tc.cbor && got == tc.legacy {
 				t.Errorf("entries with a tree proof: %v, want %v", got, !tc.legacy)
 			}
 			for _, e := range entries {

@@ -722,7 +722,7 @@ func (s *Scheduler) flush(ctx context.Context, giveUp <-chan struct{}) error {
 		s.log.Error("Commit failed; scheduler stopped", "pool", s.cfg.Pool, "err", err)
 		return s.stopped
 	}
-	s.recent.add(p.b.Entries)
+	s.recent.add(p.b.Entries, s.chainHash)
 	for _, e := range p.b.Entries {
 		s.kinds[e.Kind]++
 	}
