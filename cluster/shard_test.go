@@ -86,6 +86,13 @@ func TestShardOutOfRange(t *testing.T) {
 			_, err := OpenStore(context.Background(), nil, StoreConfig{Shard: Shard{Index: 3, Count: 2}})
 			return err
 		}(), "shard 3 of 2"},
+		{"lease", func() error {
+			_, err := (&Leadership{}).TryLeadShard(context.Background(), 64, LeaderInfo{})
+			return err
+		}(), "shard 64: want 0 to 63"},
+		{"leader", func() error { _, _, err := (&Leadership{}).ShardLeader(context.Background(), -1); return err }(), "shard -1"},
+		{"leaders", func() error { _, err := (&Leadership{}).Leaders(context.Background(), 0); return err }(), "0 shards"},
+		{"campaign", (&Leadership{}).Campaign(context.Background(), CampaignConfig{Shards: 65, Info: LeaderInfo{Node: "n"}}), "65 shards"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if !errors.Is(tc.err, ErrShard) || !strings.Contains(tc.err.Error(), tc.want) {
