@@ -51,7 +51,9 @@ type LeaderInfo struct {
 // can have let the key expire for anyone else, so two nodes never both
 // believe they are in charge for long, and the pool's state stream
 // fences the rare overlap (ErrFenced). A node cut off from the majority
-// cannot update and so steps down.
+// cannot update and so steps down. A pool divided into shards has one
+// such lease per shard, each under its shard's key in the same bucket
+// (TryLeadShard, Leaders, Campaign).
 type Leadership struct {
 	kv    jetstream.KeyValue
 	nodes jetstream.KeyValue
