@@ -41,25 +41,28 @@ func leaseKey(lease string) string {
 	return "l." + base64.RawURLEncoding.EncodeToString([]byte(lease))
 }
 
-// archive is the bucket ArchiveBucket.
+// archive is the bucket ArchiveBucket (or a shard's Archive).
 type archive struct {
-	js jetstream.JetStream
-	kv jetstream.KeyValue
+	js     jetstream.JetStream
+	kv     jetstream.KeyValue
+	bucket string
 }
 
-func openArchive(ctx context.Context, js jetstream.JetStream, replicas int) (*archive, error) {
-	kv, err := js.KeyValue(ctx, ArchiveBucket)
+// openArchive opens (or creates) the replica archive bucket (a shard's
+// Archive).
+func openArchive(ctx context.Context, js jetstream.JetStream, bucket string, replicas int) (*archive, error) {
+	kv, err := js.KeyValue(ctx, bucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
-		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: ArchiveBucket,
+		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucket,
 			Description: "idlepool: replicas done, read on demand", History: 1, Replicas: replicas, Storage: jetstream.FileStorage})
 		if errors.Is(err, jetstream.ErrBucketExists) || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-			kv, err = js.KeyValue(ctx, ArchiveBucket)
+			kv, err = js.KeyValue(ctx, bucket)
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("cluster: replica archive: %w", unavailable(err))
+		return nil, fmt.Errorf("cluster: replica archive %s: %w", bucket, unavailable(err))
 	}
-	return &archive{js: js, kv: kv}, nil
+	return &archive{js: js, kv: kv, bucket: bucket}, nil
 }
 
 // put stores recs, archiveWindow at a time, and returns once every one
@@ -68,7 +71,7 @@ func openArchive(ctx context.Context, js jetstream.JetStream, replicas int) (*ar
 // done replica never changes), so a put that failed half way is simply
 // done again.
 func (a *archive) put(ctx context.Context, recs []*pool.ReplicaRecord, timeout time.Duration) error {
-	subj := "$KV." + ArchiveBucket + "."
+	subj := "$KV." + a.bucket + "."
 	for len(recs) > 0 {
 		n := min(len(recs), archiveWindow)
 		acks := make([]jetstream.PubAckFuture, 0, n)

@@ -27,6 +27,17 @@
 // Package coord builds the HTTP side on these (coord.ServeCluster): the
 // node in charge runs the coordinator; the others forward to it.
 //
+// Shards (RATIONALE.md, "Dividing the work among the nodes"): a pool's
+// work may be divided into K shards, 1 to MaxShards, a job's shard being
+// ShardOf(its ID, K). A Shard names its own state stream, snapshot
+// store, archive buckets and leader key; shard 0's are the names above,
+// so an undivided pool is shard 0 of 1 and the zero Shard is that one.
+// StoreConfig.Shard opens a shard's Store; Leadership.TryLeadShard
+// takes a shard's lease, Leaders lists who leads which, and
+// Leadership.Campaign keeps a node leading its fair share
+// (ShouldCampaign: fewer than ceil(K / live nodes)). Package coord does
+// not use them yet: it runs one shard, shard 0, as before.
+//
 // Example, a node from the files Init made:
 //
 //	cfg, err := cluster.LoadConfig("node1/cluster.toml")
@@ -38,5 +49,6 @@
 //
 // Concurrency: a Node, a Store, a Leadership and a Blobs are safe for
 // concurrent use; a Term (one tenure of the lease) ends when its Lost
-// channel closes.
+// channel closes; a Campaign is one goroutine, owned by its caller,
+// that ends its terms when its context ends.
 package cluster

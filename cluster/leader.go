@@ -15,7 +15,9 @@ import (
 // Buckets of the cluster's coordination in JetStream key-value stores.
 const (
 	// LeaderBucket holds the lease of the node in charge of scheduling
-	// under the key "scheduler"; its TTL is the lease's length.
+	// under the key "scheduler"; its TTL is the lease's length. A pool
+	// divided into shards keeps each shard's lease here too, under the
+	// shard's LeaderKey ("scheduler" for shard 0).
 	LeaderBucket = "idlepool_leader"
 	leaderKey    = "scheduler"
 	// NodesBucket lists the live nodes, each under its name, refreshed by
@@ -26,13 +28,16 @@ const (
 // LeaderInfo is the value of the leader lease: which node is in charge,
 // where agents reach it and where the other nodes forward requests to it
 // (Internal, empty until its coordinator is ready), and since when. Term
-// counts the terms: it is the key's revision when the term began.
+// counts the terms: it is the key's revision when the term began. Shard
+// is the shard the lease is for (0, left out of the value, for the
+// lease of an undivided pool, as before shards).
 type LeaderInfo struct {
 	Node     string    `json:"node"`
 	URL      string    `json:"url"`
 	Internal string    `json:"internal,omitempty"`
 	Since    time.Time `json:"since"`
 	Term     uint64    `json:"term,omitempty"`
+	Shard    int       `json:"shard,omitempty"`
 }
 
 // Leadership elects the node in charge of a clustered pool with a lease
@@ -46,7 +51,9 @@ type LeaderInfo struct {
 // can have let the key expire for anyone else, so two nodes never both
 // believe they are in charge for long, and the pool's state stream
 // fences the rare overlap (ErrFenced). A node cut off from the majority
-// cannot update and so steps down.
+// cannot update and so steps down. A pool divided into shards has one
+// such lease per shard, each under its shard's key in the same bucket
+// (TryLeadShard, Leaders, Campaign).
 type Leadership struct {
 	kv    jetstream.KeyValue
 	nodes jetstream.KeyValue
@@ -88,9 +95,21 @@ func (l *Leadership) TTL() time.Duration { return l.ttl }
 
 // Leader returns the current lease's value; ok is false when no node
 // holds it. An error means JetStream did not answer (this node is cut off
-// or the cluster is electing).
+// or the cluster is electing). It is ShardLeader of shard 0.
 func (l *Leadership) Leader(ctx context.Context) (info LeaderInfo, ok bool, err error) {
-	e, err := l.kv.Get(ctx, leaderKey)
+	return l.ShardLeader(ctx, 0)
+}
+
+// ShardLeader returns the value of shard s's lease (key Shard.LeaderKey);
+// ok is false when no node holds it. Errors: one wrapping ErrShard when
+// s is outside 0..MaxShards-1; one wrapping pool.ErrStoreUnavailable
+// when JetStream did not answer.
+func (l *Leadership) ShardLeader(ctx context.Context, s int) (info LeaderInfo, ok bool, err error) {
+	if s < 0 || s >= MaxShards {
+		return LeaderInfo{}, false, fmt.Errorf("%w: shard %d: want 0 to %d", ErrShard, s, MaxShards-1)
+	}
+	key := Shard{Index: s}.LeaderKey()
+	e, err := l.kv.Get(ctx, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return LeaderInfo{}, false, nil
 	}
@@ -98,45 +117,89 @@ func (l *Leadership) Leader(ctx context.Context) (info LeaderInfo, ok bool, err 
 		return LeaderInfo{}, false, unavailable(err)
 	}
 	if err := json.Unmarshal(e.Value(), &info); err != nil {
-		return LeaderInfo{}, false, fmt.Errorf("cluster: leader lease holds %q: %w", e.Value(), err)
+		return LeaderInfo{}, false, fmt.Errorf("cluster: leader lease %s holds %q: %w", key, e.Value(), err)
 	}
 	if info.Term == 0 { // written at the term's start, before its revision was known
 		info.Term = e.Revision()
 	}
+	info.Shard = s
 	return info, true, nil
+}
+
+// Leaders returns the leases of shards 0 to k-1 that a node holds, by
+// shard; a shard no node holds is absent. Errors: one wrapping ErrShard
+// when k is outside 1..MaxShards; the first ShardLeader error otherwise
+// (no partial answer).
+func (l *Leadership) Leaders(ctx context.Context, k int) (map[int]LeaderInfo, error) {
+	if err := ValidateShardCount(k); err != nil {
+		return nil, err
+	}
+	out := make(map[int]LeaderInfo, k)
+	for s := range k {
+		info, ok, err := l.ShardLeader(ctx, s)
+		if err != nil {
+			return nil, fmt.Errorf("cluster: leader of shard %d: %w", s, err)
+		}
+		if ok {
+			out[s] = info
+		}
+	}
+	return out, nil
 }
 
 // Term is one node's time in charge. Lost is closed when it ends.
 type Term struct {
-	l    *Leadership
-	mu   sync.Mutex // guards info
-	info LeaderInfo
-	kick chan struct{}
-	rev  uint64
-	lost chan struct{}
-	done chan struct{}
-	stop context.CancelFunc
+	l     *Leadership
+	key   string // the lease's key (the shard's LeaderKey)
+	shard int
+	mu    sync.Mutex // guards info
+	info  LeaderInfo
+	kick  chan struct{}
+	rev   uint64
+	lost  chan struct{}
+	done  chan struct{}
+	stop  context.CancelFunc
 	// why says why the term ended; read after Lost is closed.
 	why error
 }
 
 // TryLead takes the lease for info when no node holds it and returns the
 // term, or nil when another node holds it. The term renews the lease in
-// the background until Resign or until it is lost.
+// the background until Resign or until it is lost. It is TryLeadShard
+// of shard 0.
 func (l *Leadership) TryLead(ctx context.Context, info LeaderInfo) (*Term, error) {
+	return l.TryLeadShard(ctx, 0, info)
+}
+
+// TryLeadShard takes shard s's lease (key Shard.LeaderKey, in the same
+// bucket as every shard's) for info when no node holds it and returns
+// the term, or nil when another node holds it; info.Shard is set to s.
+// The term renews the lease in the background until Resign or until it
+// is lost, exactly as TryLead's. Errors: one wrapping ErrShard when s is
+// outside 0..MaxShards-1; one wrapping pool.ErrStoreUnavailable when
+// JetStream did not answer.
+func (l *Leadership) TryLeadShard(ctx context.Context, s int, info LeaderInfo) (*Term, error) {
+	if s < 0 || s >= MaxShards {
+		return nil, fmt.Errorf("%w: shard %d: want 0 to %d", ErrShard, s, MaxShards-1)
+	}
+	key := Shard{Index: s}.LeaderKey()
+	info.Shard = s
 	info.Since = l.now().UTC()
 	b, _ := json.Marshal(info)
 	sent := l.now()
-	rev, err := l.kv.Create(ctx, leaderKey, b)
+	rev, err := l.kv.Create(ctx, key, b)
 	if errors.Is(err, jetstream.ErrKeyExists) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("cluster: take the leader lease: %w", unavailable(err))
+		if s == 0 {
+			return nil, fmt.Errorf("cluster: take the leader lease: %w", unavailable(err))
+		}
+		return nil, fmt.Errorf("cluster: take the leader lease of shard %d: %w", s, unavailable(err))
 	}
 	info.Term = rev
 	tctx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	t := &Term{l: l, info: info, rev: rev, lost: make(chan struct{}), done: make(chan struct{}), stop: stop, kick: make(chan struct{}, 1)}
+	t := &Term{l: l, key: key, shard: s, info: info, rev: rev, lost: make(chan struct{}), done: make(chan struct{}), stop: stop, kick: make(chan struct{}, 1)}
 	go t.renew(tctx, sent)
 	return t, nil
 }
@@ -147,6 +210,9 @@ func (t *Term) Info() LeaderInfo {
 	defer t.mu.Unlock()
 	return t.info
 }
+
+// Shard returns the shard this term leads (0 for TryLead's).
+func (t *Term) Shard() int { return t.shard }
 
 // Lost is closed when the term ends (lease refused or not renewed in time,
 // or Resign).
@@ -189,7 +255,7 @@ func (t *Term) renew(ctx context.Context, lastOK time.Time) {
 			// Give the lease up at once so another node need not wait
 			// for it to expire; only if it is still ours.
 			dctx, cancel := context.WithTimeout(context.Background(), t.l.ttl/2)
-			_ = t.l.kv.Delete(dctx, leaderKey, jetstream.LastRevision(t.rev))
+			_ = t.l.kv.Delete(dctx, t.key, jetstream.LastRevision(t.rev))
 			cancel()
 			return
 		case <-tick.C:
@@ -198,7 +264,7 @@ func (t *Term) renew(ctx context.Context, lastOK time.Time) {
 		b, _ := json.Marshal(t.Info())
 		sent := t.l.now()
 		rctx, cancel := context.WithTimeout(ctx, t.l.ttl/4)
-		rev, err := t.l.kv.Update(rctx, leaderKey, b, t.rev)
+		rev, err := t.l.kv.Update(rctx, t.key, b, t.rev)
 		cancel()
 		switch {
 		case err == nil:

@@ -54,26 +54,29 @@ func peerPrefix(peer string) string {
 	return "p." + base64.RawURLEncoding.EncodeToString([]byte(peer)) + "."
 }
 
-// ledgerArchive is the bucket LedgerBucket.
+// ledgerArchive is the bucket LedgerBucket (or a shard's Ledger).
 type ledgerArchive struct {
-	js jetstream.JetStream
-	kv jetstream.KeyValue
+	js     jetstream.JetStream
+	kv     jetstream.KeyValue
+	bucket string
 }
 
-func openLedgerArchive(ctx context.Context, js jetstream.JetStream, replicas int) (*ledgerArchive, error) {
-	kv, err := js.KeyValue(ctx, LedgerBucket)
+// openLedgerArchive opens (or creates) the ledger archive bucket (a
+// shard's Ledger).
+func openLedgerArchive(ctx context.Context, js jetstream.JetStream, bucket string, replicas int) (*ledgerArchive, error) {
+	kv, err := js.KeyValue(ctx, bucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
-		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: LedgerBucket,
+		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucket,
 			Description: "idlepool: the ledger's older entries, in ranges, read on demand", History: 1,
 			Replicas: replicas, Storage: jetstream.FileStorage, MaxValueSize: 8 << 20})
 		if errors.Is(err, jetstream.ErrBucketExists) || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-			kv, err = js.KeyValue(ctx, LedgerBucket)
+			kv, err = js.KeyValue(ctx, bucket)
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("cluster: ledger archive: %w", unavailable(err))
+		return nil, fmt.Errorf("cluster: ledger archive %s: %w", bucket, unavailable(err))
 	}
-	return &ledgerArchive{js: js, kv: kv}, nil
+	return &ledgerArchive{js: js, kv: kv, bucket: bucket}, nil
 }
 
 // put stores es, whose first entry starts a range and whose length is a
@@ -89,7 +92,7 @@ func (a *ledgerArchive) put(ctx context.Context, es []pool.Entry, timeout time.D
 	if (es[0].Seq-1)%LedgerRange != 0 || len(es)%LedgerRange != 0 {
 		return fmt.Errorf("cluster: archive ledger entries %d to %d: not whole ranges of %d", es[0].Seq, es[0].Seq+uint64(len(es))-1, LedgerRange)
 	}
-	subj := "$KV." + LedgerBucket + "."
+	subj := "$KV." + a.bucket + "."
 	for len(es) > 0 {
 		var acks []jetstream.PubAckFuture
 		publish := func(key string, data []byte) error {
@@ -154,7 +157,7 @@ func awaitAcks(ctx context.Context, acks []jetstream.PubAckFuture, timeout time.
 func (a *ledgerArchive) getRange(ctx context.Context, k uint64) ([]pool.Entry, error) {
 	e, err := a.kv.Get(ctx, rangeKey(k))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, fmt.Errorf("cluster: ledger range %d (entries %d to %d) is not in %s", k, k*LedgerRange+1, (k+1)*LedgerRange, LedgerBucket)
+		return nil, fmt.Errorf("cluster: ledger range %d (entries %d to %d) is not in %s", k, k*LedgerRange+1, (k+1)*LedgerRange, a.bucket)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("cluster: read ledger range %d: %w", k, unavailable(err))

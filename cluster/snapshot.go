@@ -68,17 +68,19 @@ type snapshots struct {
 	obs jetstream.ObjectStore
 }
 
-func openSnapshots(ctx context.Context, js jetstream.JetStream, replicas int) (*snapshots, error) {
-	obs, err := js.ObjectStore(ctx, SnapshotBucket)
+// openSnapshots opens (or creates) the object store bucket (a shard's
+// Snapshots).
+func openSnapshots(ctx context.Context, js jetstream.JetStream, bucket string, replicas int) (*snapshots, error) {
+	obs, err := js.ObjectStore(ctx, bucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
-		obs, err = js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: SnapshotBucket,
+		obs, err = js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: bucket,
 			Description: "idlepool: snapshots of the pool's state", Replicas: replicas, Storage: jetstream.FileStorage})
 		if errors.Is(err, jetstream.ErrBucketExists) || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-			obs, err = js.ObjectStore(ctx, SnapshotBucket)
+			obs, err = js.ObjectStore(ctx, bucket)
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("cluster: snapshot store: %w", unavailable(err))
+		return nil, fmt.Errorf("cluster: snapshot store %s: %w", bucket, unavailable(err))
 	}
 	return &snapshots{obs: obs}, nil
 }
@@ -242,7 +244,8 @@ type SnapshotStats struct {
 // replicas that are done (settled, their task decided, its outcome
 // acknowledged) in ArchiveBucket, then a snapshot of the rest of the
 // state this Store has applied (the batches up to its last applied
-// sequence) in the object store idlepool_snapshots, and drops the
+// sequence) in the object store idlepool_snapshots (its shard's,
+// Shard.Snapshots), and drops the
 // archived entries and replicas from memory (other nodes drop theirs
 // when they next follow the stream: each archive's mark says up to
 // where it holds everything). So a snapshot, and every node's memory,
@@ -324,13 +327,13 @@ func (s *Store) WriteSnapshot(ctx context.Context) (SnapshotStats, error) {
 	}
 	s.mu.Unlock()
 	if prev > 0 {
-		stream, err := s.js.Stream(ctx, StateStream)
+		stream, err := s.js.Stream(ctx, s.stream)
 		if err == nil {
 			// Keeps every message from prev+1 on.
 			err = stream.Purge(ctx, jetstream.WithPurgeSequence(prev+1))
 		}
 		if err != nil {
-			return st, fmt.Errorf("cluster: trim stream %s before %d: %w", StateStream, prev+1, unavailable(err))
+			return st, fmt.Errorf("cluster: trim stream %s before %d: %w", s.stream, prev+1, unavailable(err))
 		}
 		st.Trimmed = prev + 1
 	}

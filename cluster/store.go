@@ -52,7 +52,7 @@ const (
 var ErrFenced = fmt.Errorf("cluster: another node wrote the pool's state (this node is not in charge): %w", pool.ErrConflict)
 
 // Store is a pool.Store whose durable state is the JetStream stream
-// IDLEPOOL_STATE, replicated to Replicas nodes by JetStream's RAFT: every
+// IDLEPOOL_STATE (or its shard's, StoreConfig.Shard), replicated to Replicas nodes by JetStream's RAFT: every
 // Commit appends the whole Batch (CBOR-encoded, split into parts of at most
 // 4 MiB that are applied together) with an expected last sequence, so a
 // Store whose view is stale — a node that lost the leadership, on either
@@ -74,6 +74,9 @@ var ErrFenced = fmt.Errorf("cluster: another node wrote the pool's state (this n
 type Store struct {
 	js      jetstream.JetStream
 	timeout time.Duration
+	shard   Shard
+	stream  string // shard.Stream()
+	subj    string // shard.Subject()
 
 	snaps  *snapshots
 	arch   *archive
@@ -105,43 +108,60 @@ type StoreConfig struct {
 	// Timeout bounds one append; past it Commit wraps
 	// pool.ErrStoreUnavailable. Default 5 s.
 	Timeout time.Duration
+	// Shard is the shard whose state the Store holds: its stream,
+	// snapshots and archives (Shard's methods name them). The zero
+	// Shard is shard 0 of 1, the names a pool had before it was
+	// divided (StateStream, SnapshotBucket, ArchiveBucket,
+	// LedgerBucket).
+	Shard Shard
 }
 
-// OpenStore creates the stream IDLEPOOL_STATE if it does not exist (file
-// storage, cfg.Replicas replicas, 2-minute duplicate window) and the
-// object store of its snapshots (SnapshotBucket), and returns a Store
-// over them. Call Load before Commit: Load fixes the sequence the first
-// Commit expects.
+// OpenStore creates the state stream of cfg.Shard (IDLEPOOL_STATE for
+// shard 0) if it does not exist (file storage, cfg.Replicas replicas,
+// 2-minute duplicate window), the object store of its snapshots
+// (SnapshotBucket for shard 0) and the buckets of its archives, and
+// returns a Store over them. Two shards' Stores share nothing: each
+// reads and writes only its own shard's stream, snapshots and archives.
+// A cfg.Shard out of range is an error wrapping ErrShard. Call Load
+// before Commit: Load fixes the sequence the first Commit expects.
 func OpenStore(ctx context.Context, js jetstream.JetStream, cfg StoreConfig) (*Store, error) {
+	if err := cfg.Shard.Validate(); err != nil {
+		return nil, fmt.Errorf("cluster: open store: %w", err)
+	}
 	if cfg.Replicas <= 0 {
 		cfg.Replicas = 1
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 5 * time.Second
 	}
-	snaps, err := openSnapshots(ctx, js, cfg.Replicas)
+	sh := cfg.Shard
+	snaps, err := openSnapshots(ctx, js, sh.Snapshots(), cfg.Replicas)
 	if err != nil {
 		return nil, err
 	}
-	arch, err := openArchive(ctx, js, cfg.Replicas)
+	arch, err := openArchive(ctx, js, sh.Archive(), cfg.Replicas)
 	if err != nil {
 		return nil, err
 	}
-	ledger, err := openLedgerArchive(ctx, js, cfg.Replicas)
+	ledger, err := openLedgerArchive(ctx, js, sh.Ledger(), cfg.Replicas)
 	if err != nil {
 		return nil, err
 	}
-	_, err = js.Stream(ctx, StateStream)
+	newStore := func() *Store {
+		return &Store{js: js, shard: sh, stream: sh.Stream(), subj: sh.Subject(), snaps: snaps, arch: arch, ledger: ledger,
+			timeout: cfg.Timeout, mem: pool.NewMemStore()}
+	}
+	_, err = js.Stream(ctx, sh.Stream())
 	if !errors.Is(err, jetstream.ErrStreamNotFound) {
 		if err != nil {
-			return nil, fmt.Errorf("cluster: open stream %s: %w", StateStream, unavailable(err))
+			return nil, fmt.Errorf("cluster: open stream %s: %w", sh.Stream(), unavailable(err))
 		}
-		return &Store{js: js, snaps: snaps, arch: arch, ledger: ledger, timeout: cfg.Timeout, mem: pool.NewMemStore()}, nil
+		return newStore(), nil
 	}
 	_, err = js.CreateStream(ctx, jetstream.StreamConfig{
-		Name:        StateStream,
+		Name:        sh.Stream(),
 		Description: "idlepool: the pool's committed state, one batch per message",
-		Subjects:    []string{stateSubj},
+		Subjects:    []string{sh.Subject()},
 		Storage:     jetstream.FileStorage,
 		Replicas:    cfg.Replicas,
 		Retention:   jetstream.LimitsPolicy,
@@ -153,10 +173,13 @@ func OpenStore(ctx context.Context, js jetstream.JetStream, cfg StoreConfig) (*S
 		err = nil // another node made it meanwhile
 	}
 	if err != nil {
-		return nil, fmt.Errorf("cluster: create stream %s: %w", StateStream, unavailable(err))
+		return nil, fmt.Errorf("cluster: create stream %s: %w", sh.Stream(), unavailable(err))
 	}
-	return &Store{js: js, snaps: snaps, arch: arch, ledger: ledger, timeout: cfg.Timeout, mem: pool.NewMemStore()}, nil
+	return newStore(), nil
 }
+
+// Shard returns the shard whose state the Store holds.
+func (s *Store) Shard() Shard { return s.shard }
 
 // LastSeq returns the stream sequence of the last message this Store has
 // loaded or appended.
@@ -249,13 +272,13 @@ func (s *Store) Follow(ctx context.Context, interval time.Duration, onErr func(e
 // stream, first loads the newest snapshot. On error s.mem and s.applied
 // are still consistent (every batch applies whole).
 func (s *Store) catchUp(ctx context.Context) error {
-	st, err := s.js.Stream(ctx, StateStream)
+	st, err := s.js.Stream(ctx, s.stream)
 	if err != nil {
-		return fmt.Errorf("cluster: open stream %s: %w", StateStream, unavailable(err))
+		return fmt.Errorf("cluster: open stream %s: %w", s.stream, unavailable(err))
 	}
 	info, err := st.Info(ctx)
 	if err != nil {
-		return fmt.Errorf("cluster: stream %s info: %w", StateStream, unavailable(err))
+		return fmt.Errorf("cluster: stream %s info: %w", s.stream, unavailable(err))
 	}
 	end := info.State.LastSeq
 	if trimmed := s.applied+1 < info.State.FirstSeq; trimmed || (s.applied == 0 && end > 0) {
@@ -273,7 +296,7 @@ func (s *Store) catchUp(ctx context.Context) error {
 			s.loads++
 		}
 		if s.applied+1 < info.State.FirstSeq {
-			return fmt.Errorf("cluster: stream %s starts at %d, but the newest snapshot covers only up to %d (the state is corrupt)", StateStream, info.State.FirstSeq, s.applied)
+			return fmt.Errorf("cluster: stream %s starts at %d, but the newest snapshot covers only up to %d (the state is corrupt)", s.stream, info.State.FirstSeq, s.applied)
 		}
 	}
 	if s.applied >= end || info.State.Msgs == 0 {
@@ -289,7 +312,7 @@ func (s *Store) catchUp(ctx context.Context) error {
 		// no majority. A failed catch-up is tried again by the caller.
 		MaxResetAttempts: 1})
 	if err != nil {
-		return fmt.Errorf("cluster: read stream %s: %w", StateStream, unavailable(err))
+		return fmt.Errorf("cluster: read stream %s: %w", s.stream, unavailable(err))
 	}
 	var (
 		parts [][]byte
@@ -311,7 +334,7 @@ func (s *Store) catchUp(ctx context.Context) error {
 		// did not arrive within the timeout on a busy machine.
 		batch, err := cons.Fetch(int(min(128, end-seq)), jetstream.FetchContext(fctx))
 		if err != nil {
-			return fmt.Errorf("cluster: read stream %s: %w", StateStream, unavailable(err))
+			return fmt.Errorf("cluster: read stream %s: %w", s.stream, unavailable(err))
 		}
 		got := 0
 		for m := range batch.Messages() {
@@ -323,7 +346,7 @@ func (s *Store) catchUp(ctx context.Context) error {
 			if md.Sequence.Stream != seq+1 {
 				// The stream was trimmed behind a newer snapshot while
 				// this node read it: the next catch-up loads that.
-				return fmt.Errorf("cluster: read stream %s: %w: message %d follows %d (trimmed meanwhile)", StateStream, pool.ErrStoreUnavailable, md.Sequence.Stream, seq)
+				return fmt.Errorf("cluster: read stream %s: %w: message %d follows %d (trimmed meanwhile)", s.stream, pool.ErrStoreUnavailable, md.Sequence.Stream, seq)
 			}
 			seq = md.Sequence.Stream
 			if seq > end {
@@ -362,10 +385,10 @@ func (s *Store) catchUp(ctx context.Context) error {
 			s.noteDone(seq)
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
-			return fmt.Errorf("cluster: read stream %s: %w", StateStream, unavailable(err))
+			return fmt.Errorf("cluster: read stream %s: %w", s.stream, unavailable(err))
 		}
 		if got == 0 {
-			return fmt.Errorf("cluster: read stream %s: %w: no messages after %d of %d", StateStream, pool.ErrStoreUnavailable, seq, end)
+			return fmt.Errorf("cluster: read stream %s: %w: no messages after %d of %d", s.stream, pool.ErrStoreUnavailable, seq, end)
 		}
 		return nil
 	}
@@ -416,7 +439,7 @@ func (s *Store) append(ctx context.Context, data []byte) (uint64, error) {
 	seq := s.lastSeq
 	for i := range n {
 		part := data[i*maxPart : min(len(data), (i+1)*maxPart)]
-		msg := nats.NewMsg(stateSubj)
+		msg := nats.NewMsg(s.subj)
 		msg.Data = part
 		msg.Header.Set(hdrFmt, batchFormat)
 		msg.Header.Set(hdrBatch, name)

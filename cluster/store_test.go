@@ -131,12 +131,18 @@ func startNodes(t testing.TB, cfgs []NodeConfig) []*Node {
 // not ready yet, with a patience of two minutes (a loaded machine).
 func openStore(t testing.TB, n *Node, replicas int) *Store {
 	t.Helper()
+	return openShardStore(t, n, replicas, Shard{})
+}
+
+// openShardStore opens shard sh's store on n as openStore does.
+func openShardStore(t testing.TB, n *Node, replicas int, sh Shard) *Store {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	for {
 		// As the coordinator does: a cluster that has just formed may not
 		// yet know its peers are up ("no suitable peers for placement").
-		s, err := OpenStore(ctx, n.JetStream(), StoreConfig{Replicas: replicas})
+		s, err := OpenStore(ctx, n.JetStream(), StoreConfig{Replicas: replicas, Shard: sh})
 		if err == nil {
 			return s
 		}

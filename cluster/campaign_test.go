@@ -1,0 +1,424 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"idlepool/pool"
+)
+
+func TestFairShare(t *testing.T) {
+	for _, tc := range []struct {
+		led, k, live int
+		share        int
+		campaign     bool
+	}{
+		{0, 1, 1, 1, true},
+		{1, 1, 1, 1, false},
+		{0, 1, 3, 1, true}, // one shard, three nodes: whoever is first
+		{5, 6, 1, 6, true},
+		{6, 6, 1, 6, false},
+		{1, 6, 3, 2, true},
+		{2, 6, 3, 2, false},
+		{2, 6, 2, 3, true}, // a node of three gone: the others take 3 each
+		{3, 6, 2, 3, false},
+		{2, 7, 3, 3, true}, // ceil(7/3) = 3
+		{3, 7, 3, 3, false},
+		{0, 6, 0, 6, true}, // no node listed yet: the node itself counts
+		{1, 64, 64, 1, false},
+		{0, 2, 5, 1, true}, // more nodes than shards: at most one each
+	} {
+		t.Run(fmt.Sprintf("%d of %d, %d live", tc.led, tc.k, tc.live), func(t *testing.T) {
+			if got := FairShare(tc.k, tc.live); got != tc.share {
+				t.Errorf("FairShare(%d, %d) = %d, want %d", tc.k, tc.live, got, tc.share)
+			}
+			if got := ShouldCampaign(tc.led, tc.k, tc.live); got != tc.campaign {
+				t.Errorf("ShouldCampaign(%d, %d, %d) = %v, want %v", tc.led, tc.k, tc.live, got, tc.campaign)
+			}
+		})
+	}
+}
+
+// newLeadership opens the leader buckets on n, retrying while the
+// cluster is not ready yet, with a patience of two minutes.
+func newLeadership(t testing.TB, n *Node, replicas int, ttl time.Duration) *Leadership {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for {
+		l, err := NewLeadership(ctx, n.JetStream(), replicas, ttl)
+		if err == nil {
+			return l
+		}
+		if !errors.Is(err, pool.ErrStoreUnavailable) || ctx.Err() != nil {
+			t.Fatalf("NewLeadership: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// Each shard's lease is a key of its own in the one leader bucket:
+// shard 0's is "scheduler", written as before shards (no shard in its
+// value); a shard one node leads is refused to another; Leaders lists
+// who leads which; a resigned lease is free at once.
+func TestShardLeases(t *testing.T) {
+	t.Parallel()
+	node := startNodes(t, testConfigs(t, t.TempDir(), 1))[0]
+	ctx := context.Background()
+	a := newLeadership(t, node, 1, 5*time.Second)
+	b := newLeadership(t, node, 1, 5*time.Second) // as another node would
+	lead := func(l *Leadership, s int, name string) *Term {
+		t.Helper()
+		term, err := l.TryLeadShard(ctx, s, LeaderInfo{Node: name})
+		if err != nil {
+			t.Fatalf("%s leads shard %d: %v", name, s, err)
+		}
+		if term != nil {
+			t.Cleanup(term.Resign)
+		}
+		return term
+	}
+	t0, err := a.TryLead(ctx, LeaderInfo{Node: "a"})
+	if err != nil || t0 == nil {
+		t.Fatalf("TryLead: %v, %v", t0, err)
+	}
+	defer t0.Resign()
+	t1 := lead(a, 1, "a")
+	if t1 == nil || t1.Shard() != 1 || t1.Info().Shard != 1 || t0.Shard() != 0 {
+		t.Fatalf("terms of shards 0 and 1: %+v, %+v", t0, t1)
+	}
+	if got := lead(b, 1, "b"); got != nil {
+		t.Fatalf("b took shard 1 from a: %+v", got.Info())
+	}
+	if lead(b, 2, "b") == nil {
+		t.Fatal("b could not lead shard 2, which no node led")
+	}
+	kv, err := node.JetStream().KeyValue(ctx, "idlepool_leader")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key, want := range map[string]string{"scheduler": `"node":"a"`, "scheduler_1": `"shard":1`, "scheduler_2": `"node":"b"`} {
+		e, err := kv.Get(ctx, key)
+		if err != nil || !strings.Contains(string(e.Value()), want) {
+			t.Fatalf("key %s: %v; want a value with %s", key, err, want)
+		}
+		if key == "scheduler" && strings.Contains(string(e.Value()), "shard") {
+			t.Errorf("shard 0's lease names its shard: %s", e.Value())
+		}
+	}
+	who := func() map[int]string {
+		t.Helper()
+		ls, err := b.Leaders(ctx, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[int]string{}
+		for s, info := range ls {
+			if info.Shard != s || info.Term == 0 {
+				t.Errorf("shard %d's lease says shard %d, term %d", s, info.Shard, info.Term)
+			}
+			out[s] = info.Node
+		}
+		return out
+	}
+	if d := cmp.Diff(map[int]string{0: "a", 1: "a", 2: "b"}, who()); d != "" {
+		t.Fatalf("leaders (-want +got):\n%s", d)
+	}
+	if info, ok, err := b.Leader(ctx); err != nil || !ok || info.Node != "a" || info.Shard != 0 {
+		t.Fatalf("Leader: %+v, %v, %v", info, ok, err)
+	}
+	t1.Resign()
+	if d := cmp.Diff(map[int]string{0: "a", 2: "b"}, who()); d != "" {
+		t.Fatalf("leaders after a resigned shard 1 (-want +got):\n%s", d)
+	}
+	if lead(b, 1, "b") == nil {
+		t.Fatal("b could not lead shard 1 once a resigned it")
+	}
+}
+
+// campaignWatch records the terms each node's campaign reports and
+// checks, at every report, that no shard is led by two nodes at once:
+// a node reporting a term of shard s while another node's term of s has
+// not ended (its Lost not closed) is a double leadership, and so is a
+// node past its limit.
+type campaignWatch struct {
+	limit int
+	mu    sync.Mutex
+	terms []map[int]*Term // by node
+	bad   []string
+}
+
+func (w *campaignWatch) report(i int) func(map[int]*Term) {
+	return func(terms map[int]*Term) {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.terms[i] = terms
+		if len(terms) > w.limit {
+			w.bad = append(w.bad, fmt.Sprintf("node %d leads %d shards, more than %d", i+1, len(terms), w.limit))
+		}
+		for s, t := range terms {
+			for j, other := range w.terms {
+				if o := other[s]; j != i && o != nil && !ended(o) && !ended(t) {
+					w.bad = append(w.bad, fmt.Sprintf("shard %d led by node %d (term %d) and node %d (term %d)", s, i+1, t.Info().Term, j+1, o.Info().Term))
+				}
+			}
+		}
+	}
+}
+
+func ended(t *Term) bool {
+	select {
+	case <-t.Lost():
+		return true
+	default:
+		return false
+	}
+}
+
+// counts returns how many shards each node reports leading.
+func (w *campaignWatch) counts() []int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]int, len(w.terms))
+	for i, ts := range w.terms {
+		out[i] = len(ts)
+	}
+	return out
+}
+
+// Three nodes campaign for six shards: they settle at two each, as the
+// leases say too; when one stops, the other two take its shards over,
+// three each at most; at no report does a shard have two leaders. The
+// deadlines are patience only.
+func TestCampaignThreeNodes(t *testing.T) {
+	t.Parallel() // long: runs beside the package's other long tests
+	const k, ttl = 6, 3 * time.Second
+	nodes := startNodes(t, testConfigs(t, t.TempDir(), 3))
+	leads := make([]*Leadership, len(nodes))
+	for i, n := range nodes {
+		leads[i] = newLeadership(t, n, 3, ttl)
+	}
+	w := &campaignWatch{limit: 3, terms: make([]map[int]*Term, len(nodes))}
+	name := func(i int) string { return fmt.Sprintf("node%d", i+1) }
+	// Every node is announced before any campaigns, as a node is
+	// announced once it starts: each then counts three.
+	for i, l := range leads {
+		patience(t, 2*time.Minute, "announce "+name(i), func() bool {
+			ctx, cancel := context.WithTimeout(context.Background(), ttl)
+			defer cancel()
+			return l.Announce(ctx, NodeInfo{Name: name(i)}) == nil
+		})
+	}
+	stops := make([]context.CancelFunc, len(nodes))
+	var wg sync.WaitGroup
+	stopped := make([]chan struct{}, len(nodes))
+	for i, l := range leads {
+		ctx, cancel := context.WithCancel(context.Background())
+		stops[i], stopped[i] = cancel, make(chan struct{})
+		wg.Go(func() { // the announcement, every half TTL
+			tick := time.NewTicker(ttl / 2)
+			defer tick.Stop()
+			for {
+				actx, cancel := context.WithTimeout(ctx, ttl/2)
+				_ = l.Announce(actx, NodeInfo{Name: name(i)})
+				cancel()
+				select {
+				case <-ctx.Done():
+					return
+				case <-tick.C:
+				}
+			}
+		})
+		wg.Go(func() {
+			defer close(stopped[i])
+			if err := l.Campaign(ctx, CampaignConfig{Shards: k, Info: LeaderInfo{Node: name(i)}, Report: w.report(i)}); err != nil {
+				t.Errorf("campaign of %s: %v", name(i), err)
+			}
+		})
+	}
+	t.Cleanup(func() {
+		for _, stop := range stops {
+			stop()
+		}
+		wg.Wait()
+	})
+	// leasesSay returns how many shards each node leads by the leases,
+	// read through node1, and checks each lease against the terms the
+	// nodes report: a lease's node never sees another node's live term
+	// of its shard.
+	leasesSay := func() []int {
+		ctx, cancel := context.WithTimeout(context.Background(), ttl)
+		defer cancel()
+		ls, err := leads[0].Leaders(ctx, k)
+		if err != nil {
+			return nil // an election: try again
+		}
+		out := make([]int, len(nodes))
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		for s, info := range ls {
+			for i := range nodes {
+				if name(i) == info.Node {
+					out[i]++
+				} else if o := w.terms[i][s]; o != nil && !ended(o) && o.Info().Term < info.Term {
+					w.bad = append(w.bad, fmt.Sprintf("shard %d's lease is %s's (term %d), but %s's term %d has not ended", s, info.Node, info.Term, name(i), o.Info().Term))
+				}
+			}
+		}
+		return out
+	}
+	settled := func(want []int) func() bool {
+		return func() bool {
+			return cmp.Equal(w.counts(), want) && cmp.Equal(leasesSay(), want)
+		}
+	}
+	began := time.Now()
+	patience(t, 2*time.Minute, "two shards each", settled([]int{2, 2, 2}))
+	t.Logf("settled at two shards each after %s", time.Since(began).Round(time.Millisecond))
+
+	// node3 stops: its campaign resigns its terms, then its server goes.
+	stops[2]()
+	<-stopped[2]
+	if n := w.counts()[2]; n != 0 {
+		t.Fatalf("node3 stopped still reporting %d terms", n)
+	}
+	nodes[2].Close()
+	began = time.Now()
+	patience(t, 2*time.Minute, "three shards each on node1 and node2", settled([]int{3, 3, 0}))
+	t.Logf("node3's shards taken over %s after it stopped (its announcement lasts %s)", time.Since(began).Round(time.Millisecond), 3*ttl)
+
+	for _, stop := range stops {
+		stop()
+	}
+	wg.Wait()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, b := range w.bad {
+		t.Error(b)
+	}
+}
+
+// patience polls ok every 100 ms until it holds, failing the test when
+// it has not held within limit: a bound on waiting, never a verdict on
+// speed.
+func patience(t *testing.T, limit time.Duration, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not so after %s", what, limit)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// On one node, as two would: a campaign alone leads every shard; when a
+// second node is announced and campaigns, the first gives shards up
+// until each leads its share; a term taken from under a node (its lease
+// overwritten) is ended and reported gone; when the campaigns end, their
+// leases are deleted.
+func TestCampaignSharesAndLoses(t *testing.T) {
+	t.Parallel()
+	const k, ttl = 4, 2 * time.Second
+	node := startNodes(t, testConfigs(t, t.TempDir(), 1))[0]
+	ctx := context.Background()
+	leads := []*Leadership{newLeadership(t, node, 1, ttl), newLeadership(t, node, 1, ttl)}
+	w := &campaignWatch{limit: k, terms: make([]map[int]*Term, 2)}
+	var wg sync.WaitGroup
+	stops := make([]context.CancelFunc, 2)
+	start := func(i int) {
+		name := fmt.Sprintf("node%d", i+1)
+		if err := leads[i].Announce(ctx, NodeInfo{Name: name}); err != nil {
+			t.Fatal(err)
+		}
+		cctx, cancel := context.WithCancel(ctx)
+		stops[i] = cancel
+		wg.Go(func() {
+			if err := leads[i].Campaign(cctx, CampaignConfig{Shards: k, Info: LeaderInfo{Node: name}, Every: ttl / 8, Report: w.report(i)}); err != nil {
+				t.Errorf("campaign of %s: %v", name, err)
+			}
+		})
+	}
+	t.Cleanup(func() {
+		for _, stop := range stops {
+			if stop != nil {
+				stop()
+			}
+		}
+		wg.Wait()
+	})
+	leaders := func() map[int]string {
+		lctx, cancel := context.WithTimeout(ctx, ttl)
+		defer cancel()
+		ls, err := leads[0].Leaders(lctx, k)
+		if err != nil {
+			return nil
+		}
+		out := map[int]string{}
+		for s, info := range ls {
+			out[s] = info.Node
+		}
+		return out
+	}
+	start(0)
+	patience(t, 2*time.Minute, "node1 alone leads every shard", func() bool {
+		return cmp.Equal(w.counts(), []int{k, 0}) && len(leaders()) == k
+	})
+	start(1)
+	patience(t, 2*time.Minute, "two shards each", func() bool {
+		ls := leaders()
+		n := map[string]int{}
+		for _, name := range ls {
+			n[name]++
+		}
+		return cmp.Equal(w.counts(), []int{2, 2}) && n["node1"] == 2 && n["node2"] == 2
+	})
+
+	// Another writer overwrites one of node1's leases: node1's term of
+	// that shard is refused at its next renewal and ended, and nobody
+	// campaigns for a shard that is led.
+	w.mu.Lock()
+	var taken int
+	for s := range w.terms[0] {
+		taken = s
+	}
+	w.mu.Unlock()
+	kv, err := node.JetStream().KeyValue(ctx, LeaderBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(ctx, Shard{Index: taken}.LeaderKey(), []byte(`{"node":"intruder"}`)); err != nil {
+		t.Fatal(err)
+	}
+	patience(t, 2*time.Minute, "node1's overwritten term ended", func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.terms[0][taken] == nil
+	})
+	if got := leaders()[taken]; got != "intruder" {
+		t.Fatalf("shard %d is led by %q, want the intruder", taken, got)
+	}
+
+	for _, stop := range stops {
+		stop()
+	}
+	wg.Wait()
+	if c := w.counts(); !cmp.Equal(c, []int{0, 0}) {
+		t.Fatalf("campaigns ended reporting %v terms", c)
+	}
+	if ls := leaders(); !cmp.Equal(ls, map[int]string{taken: "intruder"}) {
+		t.Fatalf("leases after the campaigns ended: %v, want only the intruder's", ls)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, b := range w.bad {
+		t.Error(b)
+	}
+}
