@@ -49,7 +49,14 @@ func AppendEntriesCBOR(b []byte, es []Entry) []byte {
 		sig  []byte
 		size uint64
 	}
-	var batches []batch
+	type batchKey struct {
+		sig  string
+		size uint64
+	}
+	var (
+		batches []batch
+		index   map[batchKey]int // each batch's place in batches
+	)
 	of := make([]int, len(es)) // each entry's batch, -1 for one signed alone
 	for i := range es {
 		e := &es[i]
@@ -57,15 +64,21 @@ func AppendEntriesCBOR(b []byte, es []Entry) []byte {
 		if e.Tree == nil {
 			continue
 		}
-		j := len(batches) - 1 // a page's entries come batch by batch
-		for ; j >= 0; j-- {
-			if bt := batches[j]; bt.size == e.Tree.Size && bytes.Equal(bt.sig, e.Sig) {
-				break
+		// A page's entries come batch by batch, so the last batch is
+		// the likely one; a device's page often has one entry per batch,
+		// where a search of every batch would be quadratic.
+		j := len(batches) - 1
+		if j < 0 || batches[j].size != e.Tree.Size || !bytes.Equal(batches[j].sig, e.Sig) {
+			if index == nil {
+				index = map[batchKey]int{}
 			}
-		}
-		if j < 0 {
-			j = len(batches)
-			batches = append(batches, batch{e.Sig, e.Tree.Size})
+			k := batchKey{string(e.Sig), e.Tree.Size}
+			var ok bool
+			if j, ok = index[k]; !ok {
+				j = len(batches)
+				batches = append(batches, batch{e.Sig, e.Tree.Size})
+				index[k] = j
+			}
 		}
 		of[i] = j
 	}
@@ -183,9 +196,11 @@ type pageEntryCBOR struct {
 }
 
 // entriesDecMode refuses what AppendEntriesCBOR never writes: unknown
-// keys, a key given twice, indefinite lengths and tags.
+// keys (a known key in another case among them), a key given twice,
+// indefinite lengths and tags.
 var entriesDecMode = func() cbor.DecMode {
 	dm, err := cbor.DecOptions{
+		FieldNameMatching: cbor.FieldNameMatchingCaseSensitive,
 		DupMapKey:         cbor.DupMapKeyEnforcedAPF,
 		IndefLength:       cbor.IndefLengthForbidden,
 		TagsMd:            cbor.TagsForbidden,

@@ -204,6 +204,11 @@ func TestEntriesCBORMalformed(t *testing.T) {
 		{name: "batch and sig", change: func(m map[string]any) { entry(m, 0)["sig"] = make([]byte, 64) }, want: "entry 0 (seq 1): both a batch and a sig"},
 		{name: "alone without sig", change: func(m map[string]any) { delete(entry(m, 4), "sig") }, want: "entry 4 (seq 5): neither a batch nor a sig of 64 bytes (0)"},
 		{name: "path alone", change: func(m map[string]any) { entry(m, 4)["path"] = make([]byte, 32) }, want: "entry 4 (seq 5): an index or path without a batch"},
+		{name: "key in another case", change: func(m map[string]any) {
+			e := entry(m, 0)
+			e["SEQ"] = e["seq"]
+			delete(e, "seq")
+		}, want: `entry 0: unknown key "SEQ"`},
 		{name: "seq as text", change: func(m map[string]any) { entry(m, 0)["seq"] = "1" }, want: "cannot unmarshal UTF-8 text string into Go struct field"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -287,4 +292,32 @@ func FuzzEntriesCBOR(f *testing.F) {
 			t.Fatalf("round trip changed the entries:\n%s", cmp.Diff(es, back))
 		}
 	})
+}
+
+// BenchmarkAppendEntriesCBOR writes a device's full receipts page
+// (10,000 entries, the coordinator's largest) two ways: every entry
+// from one batch, and each from a batch of its own, as a device's
+// receipts usually are (its tasks are decided in different commits).
+func BenchmarkAppendEntriesCBOR(b *testing.B) {
+	key := pooltest.Key(b, "coordinator")
+	const n = 10000
+	one := treeEntries(1, n)
+	pool.SignBatch(one, job.Digest{}, key.Sign)
+	own := treeEntries(1, n)
+	prev := job.Digest{}
+	for i := range own {
+		prev = pool.SignBatch(own[i:i+1], prev, key.Sign)
+	}
+	for _, bc := range []struct {
+		name string
+		es   []pool.Entry
+	}{{"one-batch", one}, {"own-batches", own}} {
+		b.Run(bc.name, func(b *testing.B) {
+			var out []byte
+			for b.Loop() {
+				out = pool.AppendEntriesCBOR(out[:0], bc.es)
+			}
+			b.ReportMetric(float64(len(out))/n, "bytes/entry")
+		})
+	}
 }
