@@ -775,26 +775,60 @@ func (s *Server) receipts(w http.ResponseWriter, r *http.Request, c call) error 
 	return nil
 }
 
-// acceptsCBOR reports whether r's Accept header names
-// pool.EntriesContentType (application/cbor) with a quality above 0:
-// such a request is answered in the compact form (writeReceiptsCBOR),
-// any other in JSON.
+// acceptsCBOR reports whether r's Accept header asks for
+// pool.EntriesContentType (application/cbor): named with a quality above
+// 0 and not below application/json's (RFC 9110, section 12.5.1). Such a
+// request is answered in the compact form (writeReceiptsCBOR), any other
+// in JSON; wildcards (*/*, application/*) count for JSON, the default.
+// A quality that is not a qvalue (0 to 1, at most three decimals:
+// section 12.4.2) makes its media range count for nothing.
 func acceptsCBOR(r *http.Request) bool {
+	qCBOR, qJSON := -1, -1 // in thousandths; -1 when not named
 	for _, h := range r.Header.Values("Accept") {
 		for _, part := range strings.Split(h, ",") {
 			mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
-			if err != nil || mt != pool.EntriesContentType {
+			if err != nil {
 				continue
 			}
-			if q, ok := params["q"]; ok {
-				if f, err := strconv.ParseFloat(q, 64); err != nil || f <= 0 {
+			q := 1000
+			if v, ok := params["q"]; ok {
+				if q, ok = qvalue(v); !ok {
 					continue
 				}
 			}
-			return true
+			switch mt {
+			case pool.EntriesContentType:
+				qCBOR = max(qCBOR, q)
+			case "application/json":
+				qJSON = max(qJSON, q)
+			}
 		}
 	}
-	return false
+	return qCBOR > 0 && qCBOR >= qJSON
+}
+
+// qvalue reads an HTTP quality value (RFC 9110, section 12.4.2: "0" or
+// "1" followed by up to three decimals, 1 at most) in thousandths, and
+// reports whether s is one.
+func qvalue(s string) (int, bool) {
+	if len(s) == 0 || len(s) > 5 || (s[0] != '0' && s[0] != '1') {
+		return 0, false
+	}
+	q := int(s[0]-'0') * 1000
+	if len(s) > 1 {
+		if s[1] != '.' {
+			return 0, false
+		}
+		scale := 100
+		for _, c := range s[2:] {
+			if c < '0' || c > '9' {
+				return 0, false
+			}
+			q += int(c-'0') * scale
+			scale /= 10
+		}
+	}
+	return q, q <= 1000
 }
 
 // writeReceiptsCBOR writes a 200 answer of es in their compact form

@@ -64,6 +64,19 @@ func TestAcceptsCBOR(t *testing.T) {
 		{[]string{"application/cbor;q=bad"}, false},
 		{[]string{"application/cbor-seq"}, false},
 		{[]string{"application/cbor;;"}, false},
+		{[]string{"application/*"}, false},
+		{[]string{"application/json, application/cbor;q=0.1"}, false},
+		{[]string{"application/json;q=0.5, application/cbor;q=0.5"}, true},
+		{[]string{"application/cbor;q=1.000"}, true},
+		{[]string{"application/cbor;q=0.001"}, true},
+		{[]string{"application/cbor;q=NaN"}, false},
+		{[]string{"application/cbor;q=Inf"}, false},
+		{[]string{"application/cbor;q=2"}, false},
+		{[]string{"application/cbor;q=1.5"}, false},
+		{[]string{"application/cbor;q=0x1p-1"}, false},
+		{[]string{"application/cbor;q=0.5000"}, false},
+		{[]string{"application/cbor;q=.5"}, false},
+		{[]string{"application/json;q=2, application/cbor;q=0.5"}, true},
 	} {
 		r := httptest.NewRequest("GET", "/v1/receipts", nil)
 		for _, h := range tc.accept {
