@@ -730,26 +730,46 @@ func TestClusterNodesAgreeOnVersions(t *testing.T) {
 
 // TestClusterCutHolds: a cut between the test cluster's nodes holds,
 // though NATS tells nodes of each other's routes. node2 and node3 are cut
-// apart before they start and node1 reaches both, so node1 tells one of
-// them of the other (route gossip) and that one connects where it was
+// apart before they start and node1 reaches both, so node1 may tell one
+// of them of the other (route gossip) and that one connects where it was
 // told, outside the proxies: with every node's routes on 127.0.0.1 it
 // reached the other's route port, and the cut did not hold (in the
 // partition test the node cut off then kept a route to the majority side
 // and took the lease again). Here the gossiped address finds nothing.
+//
+// Whether node1 gossips depends on which side of each route dialled
+// (nats-server forwards a new route's address only in some of those
+// cases), so a run may see none: the test then checks that node2 and
+// node3 stay apart for cutWatch after node1 reaches both, and says that
+// no gossip came. It never waits for gossip longer than that.
 func TestClusterCutHolds(t *testing.T) {
 	t.Parallel() // a cluster: runs beside the package's other long tests
 	nodes, _, _, own := startTestCluster(t, [2]int{1, 2})
 	if !own {
 		t.Skip("a cut between the nodes holds only where their routes listen on loopback addresses of their own (127.0.0.11-13): this system has only 127.0.0.1")
 	}
-	waitUntil(t, patience(t), "node1 to tell node2 or node3 of the other, and it to try", func() bool {
+	apart := func() {
+		t.Helper()
 		for _, p := range [][2]int{{1, 2}, {2, 1}} {
 			if r := nodes[p[0]].routedTo(t); slices.Contains(r, nodes[p[1]].name) {
 				t.Fatalf("the cut does not hold: %s is routed to %s (routes: %v)", nodes[p[0]].name, nodes[p[1]].name, r)
 			}
 		}
-		return nodes[1].gossiped.Load() > 0 || nodes[2].gossiped.Load() > 0
+	}
+	waitUntil(t, patience(t), "node1 to be routed to node2 and node3", func() bool {
+		apart()
+		return len(nodes[0].routedTo(t)) == 2
 	})
+	const cutWatch = 20 * time.Second
+	gossiped := func() bool { return nodes[1].gossiped.Load() > 0 || nodes[2].gossiped.Load() > 0 }
+	for end := time.Now().Add(cutWatch); !gossiped() && time.Now().Before(end); {
+		apart()
+		time.Sleep(50 * time.Millisecond)
+	}
+	apart()
+	if !gossiped() {
+		t.Logf("node1 told neither node2 nor node3 of the other within %s of reaching both; the cut held that long", cutWatch)
+	}
 	if r := nodes[0].routedTo(t); len(r) != 2 {
 		t.Errorf("node1 is routed to %v, want node2 and node3", r)
 	}
