@@ -49,6 +49,12 @@ const benchCoordinatorEnv = "IDLEPOOL_BENCH_COORDINATOR"
 //	IDLEPOOL_BENCH_CPUPROFILE=/tmp/coord.prof go test -run '^$' -bench Coordinator/subprocess ./agent/
 const benchProfileEnv = "IDLEPOOL_BENCH_CPUPROFILE"
 
+// benchMemProfileEnv, when set to a file name, makes that coordinator
+// write its heap profile there as it stops; its alloc_space and
+// alloc_objects say what the run allocated (go tool pprof -sample_index
+// alloc_space -top FILE).
+const benchMemProfileEnv = "IDLEPOOL_BENCH_MEMPROFILE"
+
 func init() {
 	dir := os.Getenv(benchCoordinatorEnv)
 	if dir == "" {
@@ -73,6 +79,18 @@ func benchCoordinator(dir string) int {
 			return 1
 		}
 		defer func() { pprof.StopCPUProfile(); f.Close() }()
+	}
+	if path := os.Getenv(benchMemProfileEnv); path != "" {
+		defer func() {
+			f, err := os.Create(path)
+			if err == nil {
+				err = pprof.Lookup("allocs").WriteTo(f, 0)
+				f.Close()
+			}
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+			}
+		}()
 	}
 	srv, err := coord.New(ctx, coord.Config{Listen: "127.0.0.1:0", DataDir: dir, Pool: "bench"})
 	if err != nil {
