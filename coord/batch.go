@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"sync"
 	"time"
 
 	"idlepool/pool"
@@ -68,9 +67,10 @@ func validLeaseID(id string) bool {
 	return ok
 }
 
-// work is POST /v1/work: the results are submitted concurrently, so that
-// they and the leases share one group commit, and the answer waits for
-// all of them.
+// work is POST /v1/work: the results are submitted one after another
+// without waiting (pool.Scheduler.SubmitQueued), then the leases are
+// asked for, so that they share a group commit; the answer waits for
+// every result's commit.
 func (s *Server) work(w http.ResponseWriter, r *http.Request, c call) error {
 	req, subs, err := decodeWork(c.body)
 	if err != nil {
@@ -79,40 +79,43 @@ func (s *Server) work(w http.ResponseWriter, r *http.Request, c call) error {
 	}
 	s.transfers.add(c.peer.ID, req.Transfers)
 	out := WorkResponse{Results: make([]WorkAnswer, len(subs)), Leases: []LeaseGrant{}}
-	var wg sync.WaitGroup
-	for i, sub := range subs {
+	commits := make([]pool.Committed, len(subs))
+	refused := func(i int, err error) {
 		lease := req.Results[i].Lease
-		wg.Go(func() {
-			err := s.sched.Submit(r.Context(), c.peer.ID, lease, sub)
-			if err != nil {
-				s.metrics.submissions.WithLabelValues("refused").Inc()
-				out.Results[i] = s.workAnswer(lease, s.leaseErr("submit for", lease, err))
-				return
-			}
-			s.metrics.took(sub)
-			out.Results[i] = WorkAnswer{Lease: lease, Status: http.StatusOK}
-		})
+		s.metrics.submissions.WithLabelValues("refused").Inc()
+		out.Results[i] = s.workAnswer(lease, s.leaseErr("submit for", lease, err))
+	}
+	for i, sub := range subs {
+		commits[i], err = s.sched.SubmitQueued(r.Context(), c.peer.ID, req.Results[i].Lease, sub)
+		if err != nil {
+			refused(i, err)
+		}
 	}
 	if req.Lease > 0 {
-		wg.Go(func() {
-			if _, ok := s.offers.get(c.peer.ID, s.cfg.Now()); !ok {
-				a := s.workAnswer("", noOffer(c.peer.ID))
-				out.LeaseError = &a
-				return
-			}
-			leases, err := s.sched.Lease(r.Context(), c.peer.ID, req.Lease)
-			if err != nil {
-				a := s.workAnswer("", fmt.Errorf("lease for peer %s: %w", c.peer.ID, err))
-				out.LeaseError = &a
-				return
-			}
+		if _, ok := s.offers.get(c.peer.ID, s.cfg.Now()); !ok {
+			a := s.workAnswer("", noOffer(c.peer.ID))
+			out.LeaseError = &a
+		} else if leases, err := s.sched.Lease(r.Context(), c.peer.ID, req.Lease); err != nil {
+			a := s.workAnswer("", fmt.Errorf("lease for peer %s: %w", c.peer.ID, err))
+			out.LeaseError = &a
+		} else {
 			for _, l := range leases {
 				out.Leases = append(out.Leases, LeaseGrant{Lease: l.ID, Job: HexDigest(l.Job), Task: l.Task, Deadline: l.Deadline})
 			}
 			s.metrics.leases.Add(float64(len(leases)))
-		})
+		}
 	}
-	wg.Wait()
+	for i, sub := range subs {
+		if out.Results[i].Status != 0 {
+			continue // refused above
+		}
+		if err := commits[i].Wait(r.Context()); err != nil {
+			refused(i, err)
+			continue
+		}
+		s.metrics.took(sub)
+		out.Results[i] = WorkAnswer{Lease: req.Results[i].Lease, Status: http.StatusOK}
+	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
 }

@@ -508,23 +508,64 @@ func (s *Scheduler) Release(ctx context.Context, peer, lease string) error {
 // (the deadline passed first), ErrTaskDecided (the task was decided while
 // this replica was in flight; it earns nothing), ErrStopped.
 func (s *Scheduler) Submit(ctx context.Context, peer, lease string, sub Submission) error {
+	c, err := s.SubmitQueued(ctx, peer, lease, sub)
+	if err != nil {
+		return err
+	}
+	return c.Wait(ctx)
+}
+
+// Committed is a change the scheduler has taken into its pending group
+// commit; Wait returns once that commit is durable. The zero Committed
+// waits for nothing.
+type Committed struct {
+	p    *pending
+	what string // "submit LEASE", for Wait's errors
+}
+
+// Wait returns once the change is committed: nil, the commit's error
+// (the store's fault, ErrStopped), or ctx's error when ctx ends first
+// (the change may still commit after). Each error names what waited.
+func (c Committed) Wait(ctx context.Context) error {
+	if err := wait(ctx, c.p); err != nil {
+		return fmt.Errorf("%s: %w", c.what, err)
+	}
+	return nil
+}
+
+// SubmitQueued is Submit without its wait: it checks and records the
+// submission as Submit does, with the same errors, and returns at once;
+// the result is durable when the returned Committed's Wait returns nil.
+// A request that carries several results submits each this way and
+// waits after the last, so that they share a group commit without a
+// goroutine each.
+func (s *Scheduler) SubmitQueued(ctx context.Context, peer, lease string, sub Submission) (Committed, error) {
+	p, err := s.submit(ctx, peer, lease, sub)
+	if err != nil {
+		return Committed{}, err
+	}
+	return Committed{p: p, what: "submit " + lease}, nil
+}
+
+// submit is SubmitQueued: the pending batch to wait for, or an error.
+func (s *Scheduler) submit(ctx context.Context, peer, lease string, sub Submission) (*pending, error) {
 	switch {
 	case len(sub.Result) > s.cfg.MaxResultBytes:
-		return fmt.Errorf("submit %s: %w: result of %d bytes, the limit is %d", lease, ErrBadSubmission, len(sub.Result), s.cfg.MaxResultBytes)
+		return nil, fmt.Errorf("submit %s: %w: result of %d bytes, the limit is %d", lease, ErrBadSubmission, len(sub.Result), s.cfg.MaxResultBytes)
 	case sub.Failed && len(sub.Result) > 0:
-		return fmt.Errorf("submit %s: %w: a failure carries no result", lease, ErrBadSubmission)
+		return nil, fmt.Errorf("submit %s: %w: a failure carries no result", lease, ErrBadSubmission)
 	case len(sub.Reason) > maxReasonBytes:
-		return fmt.Errorf("submit %s: %w: reason of %d bytes, the limit is %d", lease, ErrBadSubmission, len(sub.Reason), maxReasonBytes)
+		return nil, fmt.Errorf("submit %s: %w: reason of %d bytes, the limit is %d", lease, ErrBadSubmission, len(sub.Reason), maxReasonBytes)
 	case sub.Machine && !sub.Failed:
-		return fmt.Errorf("submit %s: %w: a machine-dependent failure is a failure: set failed and a reason", lease, ErrBadSubmission)
+		return nil, fmt.Errorf("submit %s: %w: a machine-dependent failure is a failure: set failed and a reason", lease, ErrBadSubmission)
 	case sub.Work != nil && (sub.Work.Rule < 1 || sub.Work.Count > MaxWorkCount):
-		return fmt.Errorf("submit %s: %w: work counted by rule %d, %d instructions: want a rule from 1 and at most %d", lease, ErrBadSubmission, sub.Work.Rule, sub.Work.Count, uint64(MaxWorkCount))
+		return nil, fmt.Errorf("submit %s: %w: work counted by rule %d, %d instructions: want a rule from 1 and at most %d", lease, ErrBadSubmission, sub.Work.Rule, sub.Work.Count, uint64(MaxWorkCount))
 	case sub.Ref != nil:
 		if err := s.checkRef(sub); err != nil {
-			return fmt.Errorf("submit %s: %w: %w", lease, ErrBadSubmission, err)
+			return nil, fmt.Errorf("submit %s: %w: %w", lease, ErrBadSubmission, err)
 		}
 	case ReplicaDigest(sub.Result, sub.Failed, sub.Reason) != sub.Digest:
-		return fmt.Errorf("submit %s: %w: the digest does not match the result", lease, ErrBadSubmission)
+		return nil, fmt.Errorf("submit %s: %w: the digest does not match the result", lease, ErrBadSubmission)
 	}
 	if !sub.Failed {
 		sub.Reason = ""
@@ -541,10 +582,7 @@ func (s *Scheduler) Submit(ctx context.Context, peer, lease string, sub Submissi
 			if r.rec.Digest == sub.Digest && sameWork(r.rec.Work, sub.Work) {
 				w := r.batch // the first submission may still be committing
 				s.mu.Unlock()
-				if err := wait(ctx, w); err != nil {
-					return fmt.Errorf("submit %s: %w", lease, err)
-				}
-				return nil
+				return w, nil
 			}
 			err = fmt.Errorf("%w: lease %s already returned another result", ErrConflict, lease)
 		default:
@@ -562,17 +600,14 @@ func (s *Scheduler) Submit(ctx context.Context, peer, lease string, sub Submissi
 	}
 	if err != nil {
 		s.mu.Unlock()
-		return fmt.Errorf("submit: %w", err)
+		return nil, fmt.Errorf("submit: %w", err)
 	}
 	ts, js := r.ts, r.js
 	if machine {
 		s.machineFailed(r, sub)
 		w := r.batch
 		s.mu.Unlock()
-		if err := wait(ctx, w); err != nil {
-			return fmt.Errorf("submit %s: %w", lease, err)
-		}
-		return nil
+		return w, nil
 	}
 	s.returnedInTime(r, s.now())
 	ts.live = removeReplica(ts.live, r)
@@ -593,10 +628,7 @@ func (s *Scheduler) Submit(ctx context.Context, peer, lease string, sub Submissi
 	s.endStalled(js)
 	w := r.batch
 	s.mu.Unlock()
-	if err := wait(ctx, w); err != nil {
-		return fmt.Errorf("submit %s: %w", lease, err)
-	}
-	return nil
+	return w, nil
 }
 
 // machineFailed records that live replica r failed for a reason of its

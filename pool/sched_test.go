@@ -541,6 +541,83 @@ func TestSchedCommitFailure(t *testing.T) {
 	}
 }
 
+// TestSchedSubmitQueued: SubmitQueued checks and records a submission as
+// Submit does and returns before its commit; Wait returns once the
+// commit is durable, or with its failure, naming the lease. A refusal
+// comes at once, and the zero Committed waits for nothing.
+func TestSchedSubmitQueued(t *testing.T) {
+	st := pool.NewMemStore()
+	h := newHarness(t, st, nil)
+	ctx := context.Background()
+	alice := h.Device("alice", "alice-1")
+	bob, carol := h.Device("bob", "bob-1"), h.Device("carol", "carol-1")
+	j := h.Job("queued", 3, pooltest.Policy{}, alice)
+	lb := h.Lease(bob, 3)
+	if len(lb) != 3 {
+		t.Fatalf("bob's leases: %v", lb)
+	}
+
+	wrong := good(lb[0].Task)
+	wrong.Digest = pool.ReplicaDigest([]byte("other bytes"), false, "")
+	c, err := h.S.SubmitQueued(ctx, bob, lb[0].ID, wrong)
+	if !errors.Is(err, pool.ErrBadSubmission) || !strings.Contains(err.Error(), lb[0].ID) {
+		t.Fatalf("SubmitQueued of a digest that does not match: %v, want ErrBadSubmission naming the lease", err)
+	}
+	if err := c.Wait(ctx); err != nil {
+		t.Fatalf("Wait of a refused submission's zero Committed: %v", err)
+	}
+	if _, err := h.S.SubmitQueued(ctx, carol, lb[0].ID, good(lb[0].Task)); !errors.Is(err, pool.ErrNotYourLease) {
+		t.Fatalf("SubmitQueued of another device's lease: %v, want ErrNotYourLease", err)
+	}
+
+	var commits []pool.Committed
+	for _, l := range lb[:2] {
+		c, err := h.S.SubmitQueued(ctx, bob, l.ID, good(l.Task))
+		if err != nil {
+			t.Fatalf("SubmitQueued task %d: %v", l.Task, err)
+		}
+		commits = append(commits, c)
+	}
+	again, err := h.S.SubmitQueued(ctx, bob, lb[0].ID, good(lb[0].Task))
+	if err != nil {
+		t.Fatalf("the same submission queued again: %v, want nil (idempotent)", err)
+	}
+	for i, c := range append(commits, again) {
+		if err := c.Wait(ctx); err != nil {
+			t.Fatalf("Wait %d: %v", i, err)
+		}
+	}
+	if _, err := h.S.SubmitQueued(ctx, bob, lb[0].ID, bad(lb[0].Task)); !errors.Is(err, pool.ErrConflict) {
+		t.Fatalf("another result for a returned lease: %v, want ErrConflict", err)
+	}
+	for _, l := range h.Lease(carol, 3) {
+		if l.Task != 2 {
+			h.Submit(l, good(l.Task))
+		}
+	}
+	if vs := h.Results(alice, j.ID); len(vs) != 2 {
+		t.Fatalf("results after both devices agreed on tasks 0 and 1: %d, want 2", len(vs))
+	}
+
+	boom := errors.New("disk on fire")
+	st.FailNext(boom)
+	c, err = h.S.SubmitQueued(ctx, bob, lb[2].ID, good(lb[2].Task))
+	if err != nil {
+		t.Fatalf("SubmitQueued before a failing commit: %v", err)
+	}
+	if err := c.Wait(ctx); !errors.Is(err, boom) || !strings.Contains(err.Error(), "submit "+lb[2].ID) {
+		t.Fatalf("Wait for a failed commit: %v, want the store's error naming the lease", err)
+	}
+	if err := h.Wait(); !errors.Is(err, boom) {
+		t.Fatalf("Serve: %v, want the commit error", err)
+	}
+	// Nothing of the failed commit was kept: after a restart the lease is
+	// live and takes the result again.
+	h.Stop()
+	h.Start()
+	h.Submit(lb[2], good(lb[2].Task))
+}
+
 // TestSchedSelect: SchedulerConfig.Select keeps a job away from peers it
 // leaves out and orders the jobs it keeps; Seeking lists unfinished jobs.
 func TestSchedSelect(t *testing.T) {
