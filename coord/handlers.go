@@ -728,6 +728,9 @@ func (s *Server) ledger(w http.ResponseWriter, r *http.Request) error {
 		if bw == nil {
 			w.Header().Set("Content-Type", "application/jsonl")
 			w.Header().Set("X-Content-Type-Options", "nosniff")
+			// A client older than batchedLedgerAPI gets entries signed
+			// alone: a cache must tell the two answers apart.
+			w.Header().Set("Vary", APIHeader)
 			bw = bufio.NewWriterSize(w, 64<<10)
 		}
 		if legacyLedgerClient(r, false) {
@@ -766,7 +769,9 @@ func (s *Server) receipts(w http.ResponseWriter, r *http.Request, c call) error 
 	if legacyLedgerClient(r, true) {
 		entries = s.legacyEntries(entries)
 	}
-	w.Header().Set("Vary", "Accept") // JSON or CBOR, as it says
+	// JSON or CBOR as Accept says, entries signed per batch or alone as
+	// the client's API version says (legacyLedgerClient).
+	w.Header().Set("Vary", "Accept, "+APIHeader)
 	if acceptsCBOR(r) {
 		writeReceiptsCBOR(w, entries)
 		return nil

@@ -779,6 +779,15 @@ func checkLedgerForClients(t *testing.T, ts *testServer, p *testPeer) {
 			if a.status != http.StatusOK {
 				t.Fatalf("%d %s", a.status, a.body)
 			}
+			// The answer depends on these request headers: a cache must
+			// key on them (RFC 9110, section 12.5.5).
+			wantVary := APIHeader
+			if tc.peer != nil {
+				wantVary = "Accept, " + APIHeader
+			}
+			if v := a.header.Get("Vary"); v != wantVary {
+				t.Errorf("Vary %q, want %q", v, wantVary)
+			}
 			var entries []pool.Entry
 			switch {
 			case tc.cbor:
