@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"math/bits"
 	"slices"
+	"sort"
 	"sync"
 	"unsafe"
 
@@ -97,15 +98,61 @@ func heldBytes(e *Entry) int {
 // with Seq above from is here. It is safe for concurrent use.
 type recentEntries struct {
 	mu      sync.Mutex
-	from    uint64                 // every committed entry with Seq > from is held
-	byPeer  map[string][]heldEntry // each peer's entries, in Seq order
-	batches []*heldBatch           // the batches held, oldest first
-	count   int                    // entries held
-	bytes   int                    // heldBytes of the entries held
+	from    uint64                // every committed entry with Seq > from is held
+	byPeer  map[string]*heldQueue // each peer's entries, in Seq order
+	batches []*heldBatch          // the batches held, oldest first
+	count   int                   // entries held
+	bytes   int                   // heldBytes of the entries held
 }
 
 func newRecentEntries(from uint64) *recentEntries {
-	return &recentEntries{from: from, byPeer: map[string][]heldEntry{}}
+	return &recentEntries{from: from, byPeer: map[string]*heldQueue{}}
+}
+
+// heldQueue is one peer's held entries in Seq order, in a ring buffer:
+// entries join at the back and leave from the front without moving the
+// others, and the buffer is allocated anew only when it is full (twice
+// the size) or a quarter full (half the size, down to minHeldQueue), so
+// a peer whose entries come and go at a steady rate allocates nothing.
+// Its size is a power of two. The zero heldQueue is empty.
+type heldQueue struct {
+	buf  []heldEntry
+	head int // index in buf of the oldest entry
+	n    int // entries held
+}
+
+// minHeldQueue is the smallest buffer of a heldQueue.
+const minHeldQueue = 8
+
+// push adds e at the back.
+func (q *heldQueue) push(e heldEntry) {
+	if q.n == len(q.buf) {
+		q.resize(max(2*q.n, minHeldQueue))
+	}
+	q.buf[(q.head+q.n)&(len(q.buf)-1)] = e
+	q.n++
+}
+
+// pop lets the oldest entry go; q is not empty.
+func (q *heldQueue) pop() {
+	q.buf[q.head] = heldEntry{} // its batch and strings may leave memory
+	q.head = (q.head + 1) & (len(q.buf) - 1)
+	q.n--
+	if len(q.buf) > minHeldQueue && q.n <= len(q.buf)/4 {
+		q.resize(len(q.buf) / 2)
+	}
+}
+
+// at returns the i-th oldest entry, 0 ≤ i < q.n.
+func (q *heldQueue) at(i int) *heldEntry { return &q.buf[(q.head+i)&(len(q.buf)-1)] }
+
+// resize moves the entries, oldest first, into a new buffer of size
+// entries (a power of two, at least q.n).
+func (q *heldQueue) resize(size int) {
+	buf := make([]heldEntry, size)
+	k := copy(buf, q.buf[q.head:min(q.head+q.n, len(q.buf))])
+	copy(buf[k:], q.buf[:q.n-k])
+	q.buf, q.head = buf, 0
 }
 
 // add holds es, just committed, following what is held: one batch,
@@ -129,7 +176,12 @@ func (r *recentEntries) add(es []Entry, last job.Digest) {
 	}
 	for i := range es {
 		e := &es[i]
-		r.byPeer[e.Peer] = append(r.byPeer[e.Peer], heldEntry{
+		q := r.byPeer[e.Peer]
+		if q == nil {
+			q = &heldQueue{}
+			r.byPeer[e.Peer] = q
+		}
+		q.push(heldEntry{
 			batch: b, idx: uint32(i), Kind: e.Kind, Job: e.Job, Task: e.Task, Owner: e.Owner, Lease: e.Lease,
 			Digest: e.Digest, Cost: e.Cost, Work: e.Work, Time: e.Time, Reason: e.Reason,
 		})
@@ -148,11 +200,11 @@ func (r *recentEntries) evict() {
 	r.batches[0] = nil
 	r.batches = r.batches[1:]
 	for _, p := range old.peers {
-		if es := r.byPeer[p]; len(es) <= 1 {
+		q := r.byPeer[p]
+		if q.n <= 1 {
 			delete(r.byPeer, p)
 		} else {
-			es[0] = heldEntry{}
-			r.byPeer[p] = es[1:]
+			q.pop()
 		}
 	}
 	r.count -= len(old.peers)
@@ -261,33 +313,27 @@ func (r *recentEntries) peer(peer string, after uint64, max int) ([]Entry, bool)
 	if after < r.from {
 		return nil, false
 	}
-	hs := r.byPeer[peer]
-	i, _ := slices.BinarySearchFunc(hs, after+1, func(h heldEntry, seq uint64) int {
-		s := h.batch.first + uint64(h.idx)
-		switch {
-		case s < seq:
-			return -1
-		case s > seq:
-			return 1
-		}
-		return 0
-	})
-	hs = hs[i:]
-	if len(hs) > max {
-		hs = hs[:max]
+	q := r.byPeer[peer]
+	if q == nil {
+		return nil, true
 	}
-	if len(hs) == 0 {
+	i := sort.Search(q.n, func(i int) bool {
+		h := q.at(i)
+		return h.batch.first+uint64(h.idx) > after
+	})
+	n := min(q.n-i, max)
+	if n <= 0 {
 		return nil, true
 	}
 	depth := 0
-	for i := range hs {
-		depth += hs[i].batch.depth()
+	for k := range n {
+		depth += q.at(i + k).batch.depth()
 	}
-	out := make([]Entry, len(hs))
-	proofs := make([]TreeProof, len(hs))
+	out := make([]Entry, n)
+	proofs := make([]TreeProof, n)
 	paths := make([]job.Digest, 0, depth)
-	for i := range hs {
-		out[i] = hs[i].entry(peer, &proofs[i], &paths)
+	for k := range n {
+		out[k] = q.at(i+k).entry(peer, &proofs[k], &paths)
 	}
 	return out, true
 }

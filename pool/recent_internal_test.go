@@ -4,6 +4,7 @@ import (
 	"crypto/ed25519"
 	"crypto/sha256"
 	"fmt"
+	"math/rand/v2"
 	"runtime"
 	"testing"
 
@@ -133,8 +134,8 @@ func TestRecentEntriesBounded(t *testing.T) {
 		t.Fatalf("peer p1 after %d: ok %v (-want +got):\n%s", from, ok, cmp.Diff(want, got))
 	}
 	held := 0
-	for _, hs := range r.byPeer {
-		held += len(hs)
+	for _, q := range r.byPeer {
+		held += q.n
 	}
 	if held != r.count {
 		t.Errorf("%d entries indexed by peer, %d counted", held, r.count)
@@ -202,4 +203,82 @@ func TestRecentEntryBytes(t *testing.T) {
 	}
 	runtime.KeepAlive(r)
 	runtime.KeepAlive(batches)
+}
+
+// A heldQueue gives its entries back oldest first across its buffer's
+// wrap, growth and shrinking, as a slice appended at the back and cut at
+// the front would; it shrinks back once most entries left, and pop
+// clears what it lets go.
+func TestHeldQueue(t *testing.T) {
+	var q heldQueue
+	var want []int64 // the Tasks held, oldest first
+	rng := rand.New(rand.NewPCG(1, 2))
+	task := int64(0)
+	check := func(step int) {
+		t.Helper()
+		if q.n != len(want) {
+			t.Fatalf("step %d: %d entries, want %d", step, q.n, len(want))
+		}
+		for i, w := range want {
+			if got := q.at(i).Task; got != w {
+				t.Fatalf("step %d: entry %d is task %d, want %d", step, i, got, w)
+			}
+		}
+		if len(q.buf) != 0 && (len(q.buf)&(len(q.buf)-1) != 0 || len(q.buf) < q.n) {
+			t.Fatalf("step %d: buffer of %d for %d entries: want a power of two at least as large", step, len(q.buf), q.n)
+		}
+		for i := q.n; i < len(q.buf); i++ {
+			if e := q.buf[(q.head+i)&(len(q.buf)-1)]; e != (heldEntry{}) {
+				t.Fatalf("step %d: a free place holds %+v", step, e)
+			}
+		}
+	}
+	push := func() {
+		q.push(heldEntry{Task: task, Kind: "receipt"})
+		want = append(want, task)
+		task++
+	}
+	pop := func() {
+		q.pop()
+		want = want[1:]
+	}
+	// Growth while the ring is wrapped: 8 places, the oldest at 4.
+	for range 6 {
+		push()
+	}
+	for range 4 {
+		pop()
+	}
+	for range 7 {
+		push()
+		check(0)
+	}
+	// Rises and falls through many sizes, with the oldest anywhere:
+	// entries come more often than they go until there are up to 2,000,
+	// then go more often until there are a few.
+	step := 1
+	for range 30 {
+		high, low := 8+rng.IntN(2000), rng.IntN(8)
+		for _, rising := range []bool{true, false} {
+			for rising && len(want) < high || !rising && len(want) > low {
+				size := len(q.buf)
+				if rng.IntN(10) < 7 == rising || len(want) == 0 {
+					push()
+				} else {
+					pop()
+				}
+				if len(q.buf) != size || step%53 == 0 {
+					check(step)
+				}
+				step++
+			}
+		}
+	}
+	for len(want) > 0 {
+		pop()
+	}
+	check(step)
+	if len(q.buf) > 2*minHeldQueue {
+		t.Errorf("a buffer of %d entries after draining, want it shrunk to about %d", len(q.buf), minHeldQueue)
+	}
 }
