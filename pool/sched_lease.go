@@ -515,20 +515,20 @@ func (s *Scheduler) Submit(ctx context.Context, peer, lease string, sub Submissi
 	return c.Wait(ctx)
 }
 
-// Committed is a change the scheduler has taken into its pending group
-// commit; Wait returns once that commit is durable. The zero Committed
-// waits for nothing.
+// Committed is a submission the scheduler has taken into its pending
+// group commit (SubmitQueued); Wait returns once that commit is durable.
+// The zero Committed waits for nothing.
 type Committed struct {
-	p    *pending
-	what string // "submit LEASE", for Wait's errors
+	p     *pending
+	lease string // the submission's lease, for Wait's errors
 }
 
-// Wait returns once the change is committed: nil, the commit's error
+// Wait returns once the submission is committed: nil, the commit's error
 // (the store's fault, ErrStopped), or ctx's error when ctx ends first
-// (the change may still commit after). Each error names what waited.
+// (the submission may still commit after). Each error names the lease.
 func (c Committed) Wait(ctx context.Context) error {
 	if err := wait(ctx, c.p); err != nil {
-		return fmt.Errorf("%s: %w", c.what, err)
+		return fmt.Errorf("submit %s: %w", c.lease, err)
 	}
 	return nil
 }
@@ -540,32 +540,23 @@ func (c Committed) Wait(ctx context.Context) error {
 // waits after the last, so that they share a group commit without a
 // goroutine each.
 func (s *Scheduler) SubmitQueued(ctx context.Context, peer, lease string, sub Submission) (Committed, error) {
-	p, err := s.submit(ctx, peer, lease, sub)
-	if err != nil {
-		return Committed{}, err
-	}
-	return Committed{p: p, what: "submit " + lease}, nil
-}
-
-// submit is SubmitQueued: the pending batch to wait for, or an error.
-func (s *Scheduler) submit(ctx context.Context, peer, lease string, sub Submission) (*pending, error) {
 	switch {
 	case len(sub.Result) > s.cfg.MaxResultBytes:
-		return nil, fmt.Errorf("submit %s: %w: result of %d bytes, the limit is %d", lease, ErrBadSubmission, len(sub.Result), s.cfg.MaxResultBytes)
+		return Committed{}, fmt.Errorf("submit %s: %w: result of %d bytes, the limit is %d", lease, ErrBadSubmission, len(sub.Result), s.cfg.MaxResultBytes)
 	case sub.Failed && len(sub.Result) > 0:
-		return nil, fmt.Errorf("submit %s: %w: a failure carries no result", lease, ErrBadSubmission)
+		return Committed{}, fmt.Errorf("submit %s: %w: a failure carries no result", lease, ErrBadSubmission)
 	case len(sub.Reason) > maxReasonBytes:
-		return nil, fmt.Errorf("submit %s: %w: reason of %d bytes, the limit is %d", lease, ErrBadSubmission, len(sub.Reason), maxReasonBytes)
+		return Committed{}, fmt.Errorf("submit %s: %w: reason of %d bytes, the limit is %d", lease, ErrBadSubmission, len(sub.Reason), maxReasonBytes)
 	case sub.Machine && !sub.Failed:
-		return nil, fmt.Errorf("submit %s: %w: a machine-dependent failure is a failure: set failed and a reason", lease, ErrBadSubmission)
+		return Committed{}, fmt.Errorf("submit %s: %w: a machine-dependent failure is a failure: set failed and a reason", lease, ErrBadSubmission)
 	case sub.Work != nil && (sub.Work.Rule < 1 || sub.Work.Count > MaxWorkCount):
-		return nil, fmt.Errorf("submit %s: %w: work counted by rule %d, %d instructions: want a rule from 1 and at most %d", lease, ErrBadSubmission, sub.Work.Rule, sub.Work.Count, uint64(MaxWorkCount))
+		return Committed{}, fmt.Errorf("submit %s: %w: work counted by rule %d, %d instructions: want a rule from 1 and at most %d", lease, ErrBadSubmission, sub.Work.Rule, sub.Work.Count, uint64(MaxWorkCount))
 	case sub.Ref != nil:
 		if err := s.checkRef(sub); err != nil {
-			return nil, fmt.Errorf("submit %s: %w: %w", lease, ErrBadSubmission, err)
+			return Committed{}, fmt.Errorf("submit %s: %w: %w", lease, ErrBadSubmission, err)
 		}
 	case ReplicaDigest(sub.Result, sub.Failed, sub.Reason) != sub.Digest:
-		return nil, fmt.Errorf("submit %s: %w: the digest does not match the result", lease, ErrBadSubmission)
+		return Committed{}, fmt.Errorf("submit %s: %w: the digest does not match the result", lease, ErrBadSubmission)
 	}
 	if !sub.Failed {
 		sub.Reason = ""
@@ -582,7 +573,7 @@ func (s *Scheduler) submit(ctx context.Context, peer, lease string, sub Submissi
 			if r.rec.Digest == sub.Digest && sameWork(r.rec.Work, sub.Work) {
 				w := r.batch // the first submission may still be committing
 				s.mu.Unlock()
-				return w, nil
+				return Committed{w, lease}, nil
 			}
 			err = fmt.Errorf("%w: lease %s already returned another result", ErrConflict, lease)
 		default:
@@ -600,14 +591,14 @@ func (s *Scheduler) submit(ctx context.Context, peer, lease string, sub Submissi
 	}
 	if err != nil {
 		s.mu.Unlock()
-		return nil, fmt.Errorf("submit: %w", err)
+		return Committed{}, fmt.Errorf("submit: %w", err)
 	}
 	ts, js := r.ts, r.js
 	if machine {
 		s.machineFailed(r, sub)
 		w := r.batch
 		s.mu.Unlock()
-		return w, nil
+		return Committed{w, lease}, nil
 	}
 	s.returnedInTime(r, s.now())
 	ts.live = removeReplica(ts.live, r)
@@ -628,7 +619,7 @@ func (s *Scheduler) submit(ctx context.Context, peer, lease string, sub Submissi
 	s.endStalled(js)
 	w := r.batch
 	s.mu.Unlock()
-	return w, nil
+	return Committed{w, lease}, nil
 }
 
 // machineFailed records that live replica r failed for a reason of its
