@@ -283,6 +283,9 @@ func (b *heldBatch) path(i uint32, dst []job.Digest) []job.Digest {
 // depth is the most hashes an inclusion path of the batch's tree has.
 func (b *heldBatch) depth() int { return bits.Len(uint(len(b.peers) - 1)) }
 
+// seq is the Seq of the entry h holds.
+func (h *heldEntry) seq() uint64 { return h.batch.first + uint64(h.idx) }
+
 // entry rebuilds the Entry h holds for peer, with its own TreeProof in
 // *proof and its path appended to *paths.
 func (h *heldEntry) entry(peer string, proof *TreeProof, paths *[]job.Digest) Entry {
@@ -297,7 +300,7 @@ func (h *heldEntry) entry(peer string, proof *TreeProof, paths *[]job.Digest) En
 		proof.Path = (*paths)[n:len(*paths):len(*paths)]
 	}
 	return Entry{
-		Seq: b.first + uint64(h.idx), Prev: prev, Kind: h.Kind, Pool: b.pool, Job: h.Job, Task: h.Task,
+		Seq: h.seq(), Prev: prev, Kind: h.Kind, Pool: b.pool, Job: h.Job, Task: h.Task,
 		Peer: peer, Owner: h.Owner, Lease: h.Lease, Digest: h.Digest, Cost: h.Cost, Work: h.Work,
 		Time: h.Time, Reason: h.Reason, Sig: b.sig, Tree: proof,
 	}
@@ -318,8 +321,7 @@ func (r *recentEntries) peer(peer string, after uint64, max int) ([]Entry, bool)
 		return nil, true
 	}
 	i := sort.Search(q.n, func(i int) bool {
-		h := q.at(i)
-		return h.batch.first+uint64(h.idx) > after
+		return q.at(i).seq() > after
 	})
 	n := min(q.n-i, max)
 	if n <= 0 {
