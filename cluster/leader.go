@@ -303,7 +303,10 @@ func (l *Leadership) Announce(ctx context.Context, n NodeInfo) error {
 	return nil
 }
 
-// Nodes lists the live nodes by name.
+// Nodes lists the live nodes by name. A node whose entry cannot be read
+// is an error (wrapping pool.ErrStoreUnavailable when JetStream did not
+// answer in time), never left out: a campaign that counted too few live
+// nodes would lead more than its share (Campaign).
 func (l *Leadership) Nodes(ctx context.Context) ([]NodeInfo, error) {
 	lister, err := l.nodes.ListKeys(ctx)
 	if err != nil {
@@ -312,8 +315,11 @@ func (l *Leadership) Nodes(ctx context.Context) ([]NodeInfo, error) {
 	var out []NodeInfo
 	for k := range lister.Keys() {
 		e, err := l.nodes.Get(ctx, k)
-		if err != nil {
+		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
 			continue // gone meanwhile
+		}
+		if err != nil {
+			return nil, fmt.Errorf("cluster: read node %s: %w", k, unavailable(err))
 		}
 		var n NodeInfo
 		if json.Unmarshal(e.Value(), &n) == nil {
