@@ -173,7 +173,8 @@ func (s *Store) noteDone(seq uint64) {
 // resetMem starts s's state over with mem, which holds the stream up to
 // seq; s.mu is held.
 func (s *Store) resetMem(mem *pool.MemStore, seq uint64) {
-	s.mem, s.applied, s.marks, s.forgot = mem, seq, nil, 0
+	s.mem, s.marks, s.forgot = mem, nil, 0
+	s.setApplied(seq)
 	s.noteDone(seq)
 }
 

@@ -12,6 +12,7 @@ import (
 	"math"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fxamacker/cbor/v2"
@@ -91,9 +92,12 @@ type Store struct {
 	marks   []doneMark
 	forgot  int
 	applied uint64 // the last part of the last batch applied to mem
-	lastSeq uint64 // the stream's last sequence, as Commit expects it
-	inUse   bool   // a Scheduler loaded this Store (Load until Release)
-	snapSeq uint64 // the newest snapshot this Store wrote or loaded
+	// appliedNow is applied, readable without mu (Applied), which a
+	// commit or a long catch-up holds.
+	appliedNow atomic.Uint64
+	lastSeq    uint64 // the stream's last sequence, as Commit expects it
+	inUse      bool   // a Scheduler loaded this Store (Load until Release)
+	snapSeq    uint64 // the newest snapshot this Store wrote or loaded
 	// loads counts the snapshots this Store loaded, for tests.
 	loads int
 }
@@ -187,6 +191,18 @@ func (s *Store) LastSeq() uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.lastSeq
+}
+
+// Applied returns the stream sequence of the last batch applied to the
+// Store's memory: by its own commits, by Load, or by Follow. 0 means it
+// has applied nothing (a node that has neither led nor followed).
+// It does not wait for a commit or a catch-up under way.
+func (s *Store) Applied() uint64 { return s.appliedNow.Load() }
+
+// setApplied sets applied and appliedNow; s.mu is held.
+func (s *Store) setApplied(seq uint64) {
+	s.applied = seq
+	s.appliedNow.Store(seq)
 }
 
 // Load brings the Store's memory up to the stream's end and returns its
@@ -381,7 +397,7 @@ func (s *Store) catchUp(ctx context.Context) error {
 			if err := s.mem.Commit(ctx, b); err != nil {
 				return fmt.Errorf("cluster: state message %d does not apply (the state is corrupt): %w", seq, err)
 			}
-			s.applied = seq
+			s.setApplied(seq)
 			s.noteDone(seq)
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
@@ -421,7 +437,8 @@ func (s *Store) Commit(ctx context.Context, b *pool.Batch) error {
 		if err != nil {
 			return err
 		}
-		s.lastSeq, s.applied = last, last
+		s.lastSeq = last
+		s.setApplied(last)
 		return nil
 	})
 	if err == nil {

@@ -141,10 +141,12 @@ func ServeCluster(ctx context.Context, node *cluster.Node, base Config) error {
 		return nil
 	})
 	g.Go(func() error { f.watch(gctx); return nil })
-	g.Go(func() error {
-		state.Follow(gctx, nc.LeaderTTL.Duration/4, func(err error) { log.Debug("Cannot follow the pool's state", "err", err) })
-		return nil
-	})
+	if !nc.ColdStandby {
+		g.Go(func() error {
+			state.Follow(gctx, nc.LeaderTTL.Duration/4, func(err error) { log.Debug("Cannot follow the pool's state", "err", err) })
+			return nil
+		})
+	}
 	g.Go(func() error { return f.campaign(gctx, base) })
 	g.Go(func() error {
 		<-gctx.Done()
@@ -621,6 +623,9 @@ func (f *front) initMetrics() {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		return float64(len(f.nodes))
+	})
+	gauge("idlepool_cluster_state_applied", "The state stream's sequence up to which this node's memory has applied the pool's state: it follows the stream's end on a warm standby and on the node in charge, and stays where the node's last term left it (0 if none) on a cold standby (cold_standby).", func() float64 {
+		return float64(f.state.Applied())
 	})
 	gauge("idlepool_cluster_routes", "NATS routes to other nodes.", func() float64 { return float64(f.node.Server().NumRoutes()) })
 }

@@ -293,6 +293,10 @@ func startTestCluster(t *testing.T, cutFirst ...[2]int) (_ []*testNode, _ [3][3]
 	}
 	var proxies [3][3]*routeProxy
 	for i := range 3 {
+		// node3 is a cold standby (it applies nothing of the state while
+		// another node is in charge), the others warm (the default): a
+		// pool may mix both, and a test that takes over may see either.
+		cfgs[i].ColdStandby = i == 2
 		// The nodes keep Init's leader_ttl, the default 3 s: a busy
 		// machine (the whole suite on two cores) needs the slack more than
 		// the test needs a quick takeover.
@@ -708,7 +712,9 @@ func testJobWith(t *testing.T, name string, tasks int, policy string) *job.Job {
 // without version rules; node1 joins with --min-agent-version 1.4.0 and
 // --latest-agent-version 1.5.0. Every node then states those versions in
 // GET /v1/pool and answers a device of 1.3.0 426 agent_too_old, whichever
-// node it asks, while one of 1.4.0 registers.
+// node it asks, while one of 1.4.0 registers. That registration is in
+// the state stream: node1, a warm standby, applies it; node3, a
+// cold one (NodeConfig.ColdStandby), applies nothing while not in charge.
 func TestClusterNodesAgreeOnVersions(t *testing.T) {
 	nodes, _, serve, _ := startTestCluster(t)
 	serve(1)
@@ -756,6 +762,24 @@ func TestClusterNodesAgreeOnVersions(t *testing.T) {
 	}
 	if a := register(nodes[2], "1.4.0"); a.status != http.StatusCreated {
 		t.Errorf("node3: a device of 1.4.0 got %d %s; want 201", a.status, a.body)
+	}
+	// The registration was committed to the state stream. node1, a warm
+	// standby, applies it while node2 is in charge; node3, a cold one,
+	// applies nothing until it takes charge.
+	var led float64
+	waitUntil(t, patience(t), "node2's state to hold the registration", func() bool {
+		v, ok := metricValue(t, nodes[1], "idlepool_cluster_state_applied")
+		led = v
+		return ok && v > 0
+	})
+	waitUntil(t, patience(t), "node1, a warm standby, to apply what node2 committed", func() bool {
+		v, ok := metricValue(t, nodes[0], "idlepool_cluster_state_applied")
+		return ok && v >= led
+	})
+	if terms, ok := metricValue(t, nodes[2], "idlepool_cluster_terms"); ok && terms == 0 {
+		if v, ok := metricValue(t, nodes[2], "idlepool_cluster_state_applied"); !ok || v != 0 {
+			t.Errorf("node3, a cold standby never in charge, applied the state up to %v (%v); want 0", v, ok)
+		}
 	}
 }
 

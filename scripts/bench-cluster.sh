@@ -63,21 +63,28 @@ healthy "http://127.0.0.1:$base"
 bench "1 node, SQLite" "http://127.0.0.1:$base" "${pids[0]}"
 stop_all
 
-for n in 1 3; do
-  dir="$work/c$n"
+# 1 and 3 nodes, then 3 nodes of which every node not in charge is a
+# cold standby (cold_standby = true: it applies none of the state).
+for setup in 1 3 3cold; do
+  n=${setup%cold}
+  dir="$work/c$setup"
+  off=$((n + ${#setup} - 1)) # a port range of its own per setup
   "$work/idlepool" --home "$work/h0" cluster init "$dir" --pool bench --nodes "$n" \
-    --port $((base + 100 * n)) --route-port $((base + 100 * n + 10)) >/dev/null 2>&1
+    --port $((base + 100 * off)) --route-port $((base + 100 * off + 10)) >/dev/null 2>&1
   urls=()
   for i in $(seq "$n"); do
+    if [ "$setup" = 3cold ]; then
+      sed -i 's/^cold_standby = .*/cold_standby = true/' "$dir/node$i/cluster.toml"
+    fi
     "$work/idlepool" --home "$work/hn$n-$i" serve --cluster "$dir/node$i/cluster.toml" \
       >"$work/node$n-$i.out" 2>"$work/node$n-$i.err" &
     pids+=($!)
-    urls+=("http://127.0.0.1:$((base + 100 * n + i - 1))")
+    urls+=("http://127.0.0.1:$((base + 100 * off + i - 1))")
   done
   for u in "${urls[@]}"; do healthy "$u"; done
   list=$(IFS=,; echo "${urls[*]}")
   plist=$(IFS=,; echo "${pids[*]}")
-  bench "$n node$([ "$n" = 1 ] || echo s), JetStream" "$list" "$plist"
+  bench "$n node$([ "$n" = 1 ] || echo s), JetStream$([ "$setup" = 3cold ] && echo ", cold")" "$list" "$plist"
   leader=$(curl -s "${urls[0]}/v1/cluster" | grep -o '"leader":{"node":"[^"]*"' | cut -d'"' -f6 || true)
   echo "                       (${leader:-no node} in charge)"
   stop_all
