@@ -44,7 +44,7 @@ bench() { # NAME URL PIDS
   ts=$(echo "$line" | awk '{for(i=1;i<=NF;i++) if($i=="tasks/s") print $(i-1)}')
   cpu=$(echo "$line" | awk '{for(i=1;i<=NF;i++) if($i=="coord-cpu-µs/task") print $(i-1)}')
   nodes=$(echo "$line" | awk '{s=""; for(i=1;i<=NF;i++) if($i ~ /^node[0-9]+-cpu-µs\/task$/) s=s sprintf(" %s %.0f", substr($i,1,index($i,"-")-1), $(i-1)); print s}')
-  printf '%-22s %8.0f tasks/s   coordinator CPU %6.0f µs per accepted task%s\n' "$1" "$ts" "$cpu" "${nodes:+  (per node:$nodes µs)}"
+  printf '%-24s %8.0f tasks/s   coordinator CPU %6.0f µs per accepted task%s\n' "$1" "$ts" "$cpu" "${nodes:+  (per node:$nodes µs)}"
 }
 
 stop_all() {
@@ -86,6 +86,6 @@ for setup in 1 3 3cold; do
   plist=$(IFS=,; echo "${pids[*]}")
   bench "$n node$([ "$n" = 1 ] || echo s), JetStream$([ "$setup" = 3cold ] && echo ", cold")" "$list" "$plist"
   leader=$(curl -s "${urls[0]}/v1/cluster" | grep -o '"leader":{"node":"[^"]*"' | cut -d'"' -f6 || true)
-  echo "                       (${leader:-no node} in charge)"
+  echo "                         (${leader:-no node} in charge)"
   stop_all
 done
