@@ -53,8 +53,11 @@ const maxAnswer = 256 << 20
 // or that a node answers 503 with code "no_leader" (an election under way,
 // or a node cut off from the majority), is signed again and sent to the
 // next node; the node that answered last is tried first next time (the
-// first time, a node picked at random). A client given some of a
-// cluster's nodes learns the others from GET /v1/pool (Pool).
+// first time, a node picked at random), unless its answer named the node
+// in charge (api.InChargeHeader), one of the nodes the client knows and
+// has reached in the last minute: that node is tried first then, as it
+// answers without forwarding. A client given some of a cluster's nodes
+// learns the others from GET /v1/pool (Pool).
 type Client struct {
 	name  string                     // URL(): CanonicalPoolURL of the nodes given
 	nodes atomic.Pointer[[]*url.URL] // the pool's nodes (given, then learnt); a single coordinator is one
@@ -82,7 +85,26 @@ type Client struct {
 	// fetchesKept says that this device fetches the results other devices
 	// keep, for the jobs it merges (SetFetchesKept).
 	fetchesKept atomic.Bool
+
+	// inCharge caches which known node the last InChargeHeader named
+	// (preferInCharge); unreachable holds, per node URL, when a request
+	// to it last failed to reach it (time.Time).
+	inCharge    atomic.Pointer[inChargeCache]
+	unreachable sync.Map
 }
+
+// inChargeCache is the node an InChargeHeader value names: at, its index
+// in the client's nodes when they were n (-1: none of them). Nodes are
+// only ever appended, so an index stays valid.
+type inChargeCache struct {
+	header string
+	n, at  int
+}
+
+// unreachableFor is how long a node that could not be reached is not
+// preferred for being in charge: a node's public URL may not be
+// reachable from every device (preferInCharge).
+const unreachableFor = time.Minute
 
 // NewClient returns a client of the pool at poolURL (scheme and host, e.g.
 // "http://127.0.0.1:7420"; for a clustered pool, its nodes' URLs separated
@@ -100,8 +122,8 @@ func NewClient(poolURL string, key *identity.Key, hc *http.Client) (*Client, err
 	}
 	c := &Client{name: canonical(bases), key: key, http: hc, now: time.Now}
 	c.nodes.Store(&bases)
-	// Each client starts at a node of its own, so that the devices of a
-	// clustered pool spread their requests over its nodes.
+	// Each client starts at a node of its own, and goes to the node in
+	// charge once an answer names it (preferInCharge).
 	c.cur.Store(int32(rand.IntN(len(bases))))
 	return c, nil
 }
@@ -409,6 +431,9 @@ func (c *Client) sendTry(ctx context.Context, method, path string, query url.Val
 				return nil, ctx.Err()
 			}
 			lastErr = err
+			if n > 1 {
+				c.unreachable.Store(nodes[at].String(), c.clock())
+			}
 			continue
 		}
 		if n > 1 && isNoLeader(resp) {
@@ -416,6 +441,9 @@ func (c *Client) sendTry(ctx context.Context, method, path string, query url.Val
 			continue
 		}
 		c.cur.Store(int32(at))
+		if n > 1 {
+			c.preferInCharge(nodes, resp.Header.Get(api.InChargeHeader))
+		}
 		return c.answer(ctx, resp, used, method, path, query, body, sign, retried)
 	}
 	if noLeader != nil {
@@ -424,6 +452,32 @@ func (c *Client) sendTry(ctx context.Context, method, path string, query url.Val
 	}
 	c.noteFailure(sent)
 	return nil, lastErr
+}
+
+// preferInCharge makes the node that header (an answer's
+// InChargeHeader) names the first one tried next, when it is one of
+// nodes and was reachable in the last unreachableFor: it answers
+// requests itself, where any other node forwards them to it. A header
+// that names no known node, or none, changes nothing.
+func (c *Client) preferInCharge(nodes []*url.URL, header string) {
+	if header == "" {
+		return
+	}
+	k := c.inCharge.Load()
+	if k == nil || k.header != header || k.n != len(nodes) {
+		k = &inChargeCache{header: header, n: len(nodes), at: -1}
+		if us, err := ParsePoolURL(header); err == nil && len(us) == 1 {
+			k.at = slices.IndexFunc(nodes, func(u *url.URL) bool { return u.String() == us[0].String() })
+		}
+		c.inCharge.Store(k)
+	}
+	if k.at < 0 {
+		return
+	}
+	if t, ok := c.unreachable.Load(nodes[k.at].String()); ok && c.clock().Sub(t.(time.Time)) < unreachableFor {
+		return
+	}
+	c.cur.Store(int32(k.at))
 }
 
 // isNoLeader reports whether resp is a cluster node's 503 "no_leader"

@@ -5,11 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -254,6 +257,102 @@ func TestClientFailsOver(t *testing.T) {
 	}
 	if c3.UnreachableSince().IsZero() {
 		t.Error("the pool does not count as unreachable with every node down")
+	}
+}
+
+// A clustered pool's client goes to the node in charge once an answer
+// names it (api.InChargeHeader): the node it reached first forwards, the
+// node in charge answers itself. A header naming a node the client does
+// not know, or one it could not reach in the last minute, changes
+// nothing: a node's own URL may not be reachable from every device.
+func TestClientGoesToTheNodeInCharge(t *testing.T) {
+	var mu sync.Mutex
+	hits := map[string]int{}
+	var inCharge string // what every node names as in charge
+	node := func(name string) *httptest.Server {
+		return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			hits[name]++
+			w.Header().Set(coord.InChargeHeader, inCharge)
+			mu.Unlock()
+			fmt.Fprint(w, `{"deadline":"2026-01-02T03:04:05Z"}`)
+		}))
+	}
+	a, b := node("a"), node("b")
+	defer a.Close()
+	defer b.Close()
+	beat := func(c *agent.Client, n int) {
+		t.Helper()
+		for range n {
+			if _, err := c.Heartbeat(context.Background(), "l1"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	count := func() (int, int) {
+		mu.Lock()
+		defer mu.Unlock()
+		ha, hb := hits["a"], hits["b"]
+		clear(hits)
+		return ha, hb
+	}
+
+	// b is in charge, and its URL is written as a node's config gives it
+	// (a trailing slash).
+	inCharge = b.URL + "/"
+	c, err := agent.NewClient(a.URL+","+b.URL, mustKey(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	beat(c, 5)
+	if ha, hb := count(); ha > 1 || hb < 4 || c.Node() != b.URL {
+		t.Errorf("hits on a and on b, in charge: %d and %d, then Node() = %q; want at most 1 on a, the rest on b, %s", ha, hb, c.Node(), b.URL)
+	}
+
+	// a node the client does not know: it stays where it is.
+	mu.Lock()
+	inCharge = "http://127.0.0.1:1"
+	mu.Unlock()
+	beat(c, 3)
+	if ha, hb := count(); ha != 0 || hb != 3 {
+		t.Errorf("a node in charge the client does not know: hits on a and b %d and %d, want 0 and 3", ha, hb)
+	}
+
+	// The node in charge cannot be reached from this device (it takes
+	// each connection and closes it at once): a answers, and the client
+	// does not go back to the node in charge on a's word for a minute.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var tries atomic.Int32
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			tries.Add(1)
+			conn.Close()
+		}
+	}()
+	downURL := "http://" + ln.Addr().String()
+	mu.Lock()
+	inCharge = downURL
+	mu.Unlock()
+	c2, err := agent.NewClient(downURL+","+a.URL, mustKey(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	beat(c2, 4)
+	if ha, _ := count(); ha != 4 || c2.Node() != a.URL {
+		t.Errorf("the node in charge unreachable: %d of 4 answered by a, Node() = %q; want 4, %s", ha, c2.Node(), a.URL)
+	}
+	// One try at the unreachable node (the first request's, or the
+	// second's on a's word), then none.
+	if n := tries.Load(); n > 1 {
+		t.Errorf("the unreachable node in charge was tried %d times in 4 requests, want at most 1", n)
 	}
 }
 

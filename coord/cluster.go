@@ -515,7 +515,24 @@ func (f *front) target() (*httputil.ReverseProxy, string, bool) {
 	return p, f.leader.Node, true
 }
 
+// forward answers a request of the pool's API: this node's coordinator
+// answers it directly while this node is in charge, and the node in
+// charge answers it through a reverse proxy otherwise. Every answer
+// names the node in charge's public URL in InChargeHeader, so that a
+// client given several nodes sends its next requests there.
 func (f *front) forward(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	local, leaderURL := f.local, ""
+	if f.known {
+		leaderURL = f.leader.URL
+	}
+	f.mu.Unlock()
+	if leaderURL != "" {
+		w.Header().Set(InChargeHeader, leaderURL)
+	}
+	if local != nil && local.ServeDirect(w, r) {
+		return
+	}
 	p, _, ok := f.target()
 	if !ok {
 		noLeader(w, "no node of this cluster is in charge of the pool right now (an election is under way, or this node is cut off from the majority); try another node")

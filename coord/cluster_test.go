@@ -715,6 +715,8 @@ func testJobWith(t *testing.T, name string, tasks int, policy string) *job.Job {
 // node it asks, while one of 1.4.0 registers. That registration is in
 // the state stream: node1, a warm standby, applies it; node3, a
 // cold one (NodeConfig.ColdStandby), applies nothing while not in charge.
+// Every node's answers name node2 as the node in charge
+// (InChargeHeader).
 func TestClusterNodesAgreeOnVersions(t *testing.T) {
 	nodes, _, serve, _ := startTestCluster(t)
 	serve(1)
@@ -722,11 +724,17 @@ func TestClusterNodesAgreeOnVersions(t *testing.T) {
 	serve(0, Config{MinAgentVersion: "1.4.0", LatestAgentVersion: "1.5.0"})
 	serve(2)
 	for _, n := range nodes {
+		var a answer
 		waitUntil(t, patience(t), n.name+" stating the versions node1 was given", func() bool {
 			var info PoolInfo
-			a := n.do(t, nil, "GET", "/v1/pool", nil)
+			a = n.do(t, nil, "GET", "/v1/pool", nil)
 			return a.status == 200 && json.Unmarshal(a.body, &info) == nil && info.MinAgent == "1.4.0" && info.LatestAgent == "1.5.0"
 		})
+		// Every node's answer names the node in charge, node2 (which
+		// answered it itself, the others through it).
+		if got := a.header.Get(InChargeHeader); got != nodes[1].url {
+			t.Errorf("%s: %s %q, want node2's URL %q", n.name, InChargeHeader, got, nodes[1].url)
+		}
 	}
 	if n, ok := nodes[1].inCharge(t); !ok || n != "node2" {
 		t.Fatalf("node in charge: %q, %v; want node2 still (started without versions)", n, ok)

@@ -85,9 +85,65 @@ type Server struct {
 	// every job on every lease.
 	taskCosts sync.Map
 
+	// direct counts the requests a cluster node's public port hands
+	// this Server without a hop through its listener (ServeDirect).
+	direct *directRequests
+
 	served    atomic.Bool
 	closeOnce sync.Once
 	closeErr  error
+}
+
+// directRequests counts requests in flight through Server.ServeDirect
+// and, once closed, refuses new ones, so that Serve's shutdown can wait
+// for those it let in as it waits for its listener's.
+type directRequests struct {
+	mu     sync.RWMutex
+	closed bool
+	wg     sync.WaitGroup
+	// cut ends the contexts of the requests still in flight when the
+	// shutdown's grace is over (cutOff), as closing its listener's
+	// connections ends the others.
+	cut    context.Context
+	cutOff context.CancelFunc
+}
+
+// newDirectRequests returns an open directRequests.
+func newDirectRequests() *directRequests {
+	d := &directRequests{}
+	d.cut, d.cutOff = context.WithCancel(context.Background())
+	return d
+}
+
+// enter counts one request in; it is false once closed.
+func (d *directRequests) enter() bool {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	if d.closed {
+		return false
+	}
+	d.wg.Add(1)
+	return true
+}
+
+// close refuses requests from now on.
+func (d *directRequests) close() {
+	d.mu.Lock()
+	d.closed = true
+	d.mu.Unlock()
+}
+
+// wait returns when the requests let in have ended or ctx ends,
+// whichever is first; it is false in the second case.
+func (d *directRequests) wait(ctx context.Context) bool {
+	done := make(chan struct{})
+	go func() { d.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // New locks cfg.DataDir for this process (home.CoordinatorLockFile: a
@@ -106,7 +162,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, offers: newOfferBook(), tracker: newTracker(cfg.Now), chunks: newChunkIndex(), signals: newMailboxes(),
+	s := &Server{cfg: cfg, log: cfg.Logger, direct: newDirectRequests(), offers: newOfferBook(), tracker: newTracker(cfg.Now), chunks: newChunkIndex(), signals: newMailboxes(),
 		bodyMem: newBudget("memory", cfg.MaxBodyMemory), spool: newBudget("temporary files", cfg.MaxSpoolBytes),
 		spoolDir: filepath.Join(cfg.DataDir, spoolDir)}
 	defer func() {
@@ -218,6 +274,26 @@ func (s *Server) PublicKey() []byte { return s.key.Public() }
 // call Serve as well, or requests that schedule fail with 503.
 func (s *Server) Handler() http.Handler { return s.handler }
 
+// ServeDirect answers r as if it had come in on the Server's own
+// listener, for the public port of the cluster node this Server runs on
+// while that node is in charge: the request skips a second HTTP hop
+// through the loopback. It returns false, answering nothing, once Serve
+// has begun to stop (the node's term is over) or before Serve began:
+// the caller then forwards r to whichever node is in charge. Serve's
+// shutdown waits for the requests it let in, within the same grace as
+// its listener's.
+func (s *Server) ServeDirect(w http.ResponseWriter, r *http.Request) bool {
+	if !s.served.Load() || !s.direct.enter() {
+		return false
+	}
+	defer s.direct.wg.Done()
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	defer context.AfterFunc(s.direct.cut, cancel)()
+	s.handler.ServeHTTP(w, r.WithContext(ctx))
+	return true
+}
+
 // Serve serves the API on the listener New bound and runs the scheduler
 // (group commit, lease expiry), both under one errgroup, until ctx is
 // cancelled or one of them fails. On cancellation it stops accepting
@@ -229,6 +305,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		return errors.New("coord: Serve called twice")
 	}
 	defer s.Close()
+	defer s.direct.cutOff()
 	// No ReadTimeout or WriteTimeout: they would bound whole requests,
 	// and a large upload or download may take long. Bodies are bounded
 	// by rate instead (slowBody), connections by connLimiter.
@@ -265,6 +342,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	g.Go(func() error { return s.serveRelay(gctx) })
 	g.Go(func() error {
 		<-gctx.Done()
+		s.direct.close()     // ServeDirect lets no more requests in
 		s.signals.shutdown() // long polls answer now
 		if s.cfg.Cluster != nil {
 			// A node that is no longer in charge may commit nothing
@@ -277,6 +355,10 @@ func (s *Server) Serve(ctx context.Context) error {
 		if err := hs.Shutdown(sctx); err != nil {
 			s.log.Warn("Requests cut off at shutdown", "err", err)
 			hs.Close()
+		}
+		if !s.direct.wait(sctx) {
+			s.log.Warn("Requests through the node's public port cut off at shutdown")
+			s.direct.cutOff()
 		}
 		stopSched()
 		return nil

@@ -62,6 +62,7 @@ const (
 	APIVersion          = api.APIVersion
 	APIHeader           = api.APIHeader
 	VersionHeader       = api.VersionHeader
+	InChargeHeader      = api.InChargeHeader
 	CodeAgentTooOld     = api.CodeAgentTooOld
 	CodeNoLeader        = api.CodeNoLeader
 	DefaultSignalWait   = api.DefaultSignalWait

@@ -247,6 +247,14 @@ const (
 	APIHeader     = "Idlepool-Api"
 )
 
+// InChargeHeader is the header in which a clustered pool's node names
+// the public base URL of the node in charge of the pool
+// ("http://192.0.2.11:8080", its cluster.toml url) on every answer to
+// the pool's API while it knows one. A client given several of the
+// pool's nodes sends its next requests to that node when it is one of
+// them: it answers them itself, without forwarding them to another.
+const InChargeHeader = "Idlepool-In-Charge"
+
 // CodeAgentTooOld is the code of a 426 answer to a device older than the
 // pool accepts (coord.Config.MinAgentVersion, MinAPIVersion); its
 // message says so in words ("this pool needs idlepool 1.4 or newer").
