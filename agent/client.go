@@ -54,9 +54,9 @@ const maxAnswer = 256 << 20
 // or a node cut off from the majority), is signed again and sent to the
 // next node; the node that answered last is tried first next time (the
 // first time, a node picked at random), unless its answer named the node
-// in charge (api.InChargeHeader), one of the nodes the client knows and
-// has reached in the last minute: that node is tried first then, as it
-// answers without forwarding. A client given some of a cluster's nodes
+// in charge (api.InChargeHeader), one the client was given or has been
+// answered by, and could reach in the last minute: that node is tried
+// first then, as it answers without forwarding. A client given some of a cluster's nodes
 // learns the others from GET /v1/pool (Pool).
 type Client struct {
 	name  string                     // URL(): CanonicalPoolURL of the nodes given
@@ -87,9 +87,13 @@ type Client struct {
 	fetchesKept atomic.Bool
 
 	// inCharge caches which known node the last InChargeHeader named
-	// (preferInCharge); unreachable holds, per node URL, when a request
-	// to it last failed to reach it (time.Time).
+	// (preferInCharge); given is how many of the nodes NewClient was
+	// given (the first ones); reached holds the URLs of the nodes that
+	// answered this client (true), and unreachable, per node URL, when a
+	// request to it last failed to reach it (time.Time).
 	inCharge    atomic.Pointer[inChargeCache]
+	given       int
+	reached     sync.Map
 	unreachable sync.Map
 }
 
@@ -120,7 +124,7 @@ func NewClient(poolURL string, key *identity.Key, hc *http.Client) (*Client, err
 	if hc == nil {
 		hc = &http.Client{Timeout: 60 * time.Second}
 	}
-	c := &Client{name: canonical(bases), key: key, http: hc, now: time.Now}
+	c := &Client{name: canonical(bases), key: key, http: hc, now: time.Now, given: len(bases)}
 	c.nodes.Store(&bases)
 	// Each client starts at a node of its own, and goes to the node in
 	// charge once an answer names it (preferInCharge).
@@ -442,6 +446,9 @@ func (c *Client) sendTry(ctx context.Context, method, path string, query url.Val
 		}
 		c.cur.Store(int32(at))
 		if n > 1 {
+			if _, ok := c.reached.Load(nodes[at].String()); !ok {
+				c.reached.Store(nodes[at].String(), true)
+			}
 			c.preferInCharge(nodes, resp.Header.Get(api.InChargeHeader))
 		}
 		return c.answer(ctx, resp, used, method, path, query, body, sign, retried)
@@ -455,10 +462,13 @@ func (c *Client) sendTry(ctx context.Context, method, path string, query url.Val
 }
 
 // preferInCharge makes the node that header (an answer's
-// InChargeHeader) names the first one tried next, when it is one of
-// nodes and was reachable in the last unreachableFor: it answers
-// requests itself, where any other node forwards them to it. A header
-// that names no known node, or none, changes nothing.
+// InChargeHeader) names the first one tried next: it answers requests
+// itself, where any other node forwards them to it. Only a node this
+// client was given, or one that has answered it, is preferred so (a
+// node's URL that a pool announced may not be reachable from this
+// device, and trying it could wait out a dial's timeout), and not while
+// it could not be reached in the last unreachableFor. A header that
+// names none of nodes, or none, changes nothing.
 func (c *Client) preferInCharge(nodes []*url.URL, header string) {
 	if header == "" {
 		return
@@ -472,6 +482,9 @@ func (c *Client) preferInCharge(nodes []*url.URL, header string) {
 		c.inCharge.Store(k)
 	}
 	if k.at < 0 {
+		return
+	}
+	if _, ok := c.reached.Load(nodes[k.at].String()); k.at >= c.given && !ok {
 		return
 	}
 	if t, ok := c.unreachable.Load(nodes[k.at].String()); ok && c.clock().Sub(t.(time.Time)) < unreachableFor {

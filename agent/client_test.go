@@ -354,6 +354,33 @@ func TestClientGoesToTheNodeInCharge(t *testing.T) {
 	if n := tries.Load(); n > 1 {
 		t.Errorf("the unreachable node in charge was tried %d times in 4 requests, want at most 1", n)
 	}
+
+	// A node the client learnt from the pool (GET /v1/pool), not given
+	// and never answered by, is not gone to on another node's word: its
+	// URL may not be reachable from this device at all.
+	key := mustKey(t)
+	var first *httptest.Server
+	first = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(coord.InChargeHeader, downURL)
+		if r.URL.Path == "/v1/pool" {
+			json.NewEncoder(w).Encode(coord.PoolInfo{Pool: "lab", Key: key.Public(), Version: coord.APIVersion, Nodes: []string{first.URL, downURL}})
+			return
+		}
+		fmt.Fprint(w, `{"deadline":"2026-01-02T03:04:05Z"}`)
+	}))
+	defer first.Close()
+	c3, err := agent.NewClient(first.URL, mustKey(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c3.Pool(context.Background()); err != nil || len(c3.Nodes()) != 2 {
+		t.Fatalf("learning the nodes: %v, %q", err, c3.Nodes())
+	}
+	before := tries.Load()
+	beat(c3, 3)
+	if n := tries.Load() - before; n != 0 || c3.Node() != first.URL {
+		t.Errorf("a learnt node never reached, named in charge: tried %d times, Node() = %q; want 0, %s", n, c3.Node(), first.URL)
+	}
 }
 
 func TestParsePoolURL(t *testing.T) {
