@@ -174,7 +174,7 @@ func (s *Store) noteDone(seq uint64) {
 // seq; s.mu is held.
 func (s *Store) resetMem(mem *pool.MemStore, seq uint64) {
 	s.mem, s.marks, s.forgot = mem, nil, 0
-	s.setApplied(seq)
+	s.applied.Store(seq)
 	s.noteDone(seq)
 }
 

@@ -147,7 +147,7 @@ func TestStoreLoadsSnapshotV1(t *testing.T) {
 	h := newHistory()
 	h.write(t, w, 100, 10)
 	w.mu.Lock()
-	seq, img := w.applied, w.mem.Image()
+	seq, img := w.applied.Load(), w.mem.Image()
 	w.mu.Unlock()
 	if err := w.snaps.writeFormat(ctx, seq, img, snapFormatV1); err != nil {
 		t.Fatal(err)

@@ -252,7 +252,7 @@ func TestStoreLoadsSnapshotV2Ledger(t *testing.T) {
 	h, key := signedHistory(t)
 	h.write(t, w, 1100, 50)
 	w.mu.Lock()
-	seq := w.applied
+	seq := w.applied.Load()
 	img, _ := w.mem.LiveImage(0)
 	w.mu.Unlock()
 	img.Kinds = nil // as v2 wrote it

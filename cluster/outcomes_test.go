@@ -113,7 +113,7 @@ func TestStoreLoadsSnapshotV3Outcomes(t *testing.T) {
 			// As v3 wrote it: every replica and outcome (nothing
 			// archived, nothing summarised).
 			o.mu.Lock()
-			seq, img := o.applied, o.mem.Image()
+			seq, img := o.applied.Load(), o.mem.Image()
 			o.mu.Unlock()
 			if len(img.Summaries) != 0 {
 				t.Fatalf("the store summarised before any snapshot: %+v", img.Summaries)

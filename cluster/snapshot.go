@@ -272,7 +272,7 @@ func (s *Store) WriteSnapshot(ctx context.Context) (SnapshotStats, error) {
 	}
 	start := time.Now()
 	s.mu.Lock()
-	seq, prev := s.applied, s.snapSeq
+	seq, prev := s.applied.Load(), s.snapSeq
 	if seq <= prev || seq == 0 {
 		s.mu.Unlock()
 		return SnapshotStats{}, nil
@@ -348,10 +348,10 @@ func (s *Store) WriteSnapshot(ctx context.Context) (SnapshotStats, error) {
 func (s *Store) SinceSnapshot() uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.applied < s.snapSeq {
+	if s.applied.Load() < s.snapSeq {
 		return 0
 	}
-	return s.applied - s.snapSeq
+	return s.applied.Load() - s.snapSeq
 }
 
 // Snapshots writes a snapshot (WriteSnapshot) whenever every messages

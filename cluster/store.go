@@ -89,15 +89,15 @@ type Store struct {
 	// sequence (oldest first, those not forgotten); forgot is the
 	// position before which mem's done replicas were forgotten
 	// (archive.go).
-	marks   []doneMark
-	forgot  int
-	applied uint64 // the last part of the last batch applied to mem
-	// appliedNow is applied, readable without mu (Applied), which a
-	// commit or a long catch-up holds.
-	appliedNow atomic.Uint64
-	lastSeq    uint64 // the stream's last sequence, as Commit expects it
-	inUse      bool   // a Scheduler loaded this Store (Load until Release)
-	snapSeq    uint64 // the newest snapshot this Store wrote or loaded
+	marks  []doneMark
+	forgot int
+	// applied is the last part of the last batch applied to mem. It is
+	// written under mu and read without it too (Applied), which a commit
+	// or a long catch-up holds.
+	applied atomic.Uint64
+	lastSeq uint64 // the stream's last sequence, as Commit expects it
+	inUse   bool   // a Scheduler loaded this Store (Load until Release)
+	snapSeq uint64 // the newest snapshot this Store wrote or loaded
 	// loads counts the snapshots this Store loaded, for tests.
 	loads int
 }
@@ -197,13 +197,7 @@ func (s *Store) LastSeq() uint64 {
 // Store's memory: by its own commits, by Load, or by Follow. 0 means it
 // has applied nothing (a node that has neither led nor followed).
 // It does not wait for a commit or a catch-up under way.
-func (s *Store) Applied() uint64 { return s.appliedNow.Load() }
-
-// setApplied sets applied and appliedNow; s.mu is held.
-func (s *Store) setApplied(seq uint64) {
-	s.applied = seq
-	s.appliedNow.Store(seq)
-}
+func (s *Store) Applied() uint64 { return s.applied.Load() }
 
 // Load brings the Store's memory up to the stream's end and returns its
 // snapshot; from then on the Store is in use by one Scheduler (Follow
@@ -282,10 +276,10 @@ func (s *Store) Follow(ctx context.Context, interval time.Duration, onErr func(e
 	}
 }
 
-// catchUp applies the stream's complete batches after s.applied to
+// catchUp applies the stream's complete batches after s.applied.Load() to
 // s.mem and sets s.lastSeq to the stream's end; s.mu is held. A Store
 // that has applied nothing, or whose next batch was trimmed from the
-// stream, first loads the newest snapshot. On error s.mem and s.applied
+// stream, first loads the newest snapshot. On error s.mem and s.applied.Load()
 // are still consistent (every batch applies whole).
 func (s *Store) catchUp(ctx context.Context) error {
 	st, err := s.js.Stream(ctx, s.stream)
@@ -297,12 +291,12 @@ func (s *Store) catchUp(ctx context.Context) error {
 		return fmt.Errorf("cluster: stream %s info: %w", s.stream, unavailable(err))
 	}
 	end := info.State.LastSeq
-	if trimmed := s.applied+1 < info.State.FirstSeq; trimmed || (s.applied == 0 && end > 0) {
+	if trimmed := s.applied.Load()+1 < info.State.FirstSeq; trimmed || (s.applied.Load() == 0 && end > 0) {
 		img, seq, err := s.snaps.newest(ctx)
 		if err != nil {
 			return err
 		}
-		if seq > s.applied {
+		if seq > s.applied.Load() {
 			mem, err := pool.NewMemStoreFrom(ctx, img)
 			if err != nil {
 				return fmt.Errorf("cluster: snapshot %d does not load (the state is corrupt): %w", seq, err)
@@ -311,17 +305,17 @@ func (s *Store) catchUp(ctx context.Context) error {
 			s.snapSeq = seq
 			s.loads++
 		}
-		if s.applied+1 < info.State.FirstSeq {
-			return fmt.Errorf("cluster: stream %s starts at %d, but the newest snapshot covers only up to %d (the state is corrupt)", s.stream, info.State.FirstSeq, s.applied)
+		if s.applied.Load()+1 < info.State.FirstSeq {
+			return fmt.Errorf("cluster: stream %s starts at %d, but the newest snapshot covers only up to %d (the state is corrupt)", s.stream, info.State.FirstSeq, s.applied.Load())
 		}
 	}
-	if s.applied >= end || info.State.Msgs == 0 {
+	if s.applied.Load() >= end || info.State.Msgs == 0 {
 		s.lastSeq = max(s.lastSeq, end)
 		s.pruneArchived(ctx)
 		return nil
 	}
 	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: s.applied + 1,
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: s.applied.Load() + 1,
 		// One try at recreating the consumer when a fetch finds it gone:
 		// the client's default is to retry forever, outside any context,
 		// which held a node's shutdown for minutes once its stream had
@@ -336,7 +330,7 @@ func (s *Store) catchUp(ctx context.Context) error {
 		n     int
 		seq   uint64
 	)
-	seq = s.applied
+	seq = s.applied.Load()
 	// Each fetch has a context of its own, ended when the fetch's
 	// messages are applied or an error returns early, so that the
 	// client's fetch goroutine ends with it (with FetchMaxWait it
@@ -397,7 +391,7 @@ func (s *Store) catchUp(ctx context.Context) error {
 			if err := s.mem.Commit(ctx, b); err != nil {
 				return fmt.Errorf("cluster: state message %d does not apply (the state is corrupt): %w", seq, err)
 			}
-			s.setApplied(seq)
+			s.applied.Store(seq)
 			s.noteDone(seq)
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
@@ -438,11 +432,11 @@ func (s *Store) Commit(ctx context.Context, b *pool.Batch) error {
 			return err
 		}
 		s.lastSeq = last
-		s.setApplied(last)
+		s.applied.Store(last)
 		return nil
 	})
 	if err == nil {
-		s.noteDone(s.applied)
+		s.noteDone(s.applied.Load())
 	}
 	return err
 }
