@@ -20,7 +20,7 @@ func TestServeDirect(t *testing.T) {
 	ts, stop := runServer(t, nil)
 	defer stop()
 	var rec *httptest.ResponseRecorder
-	waitUntil(t, time.Minute, "Serve to run", func() bool {
+	waitUntil(t, patience(t), "Serve to run", func() bool {
 		rec = httptest.NewRecorder()
 		return ts.ServeDirect(rec, httptest.NewRequest("GET", "/v1/pool", nil))
 	})

@@ -237,10 +237,10 @@ func TestPoolFlow(t *testing.T) {
 		t.Errorf("results for bob: %d %s", a.status, a.body)
 	}
 	var res Results
-	deadline := time.Now().Add(10 * time.Second)
-	for len(res.Results) < 2 && time.Now().Before(deadline) {
+	waitUntil(t, patience(t), "both results", func() bool {
 		ts.do(t, alice, "GET", "/v1/jobs/"+id+"/results?after=0&max=10", nil).decode(t, &res)
-	}
+		return len(res.Results) >= 2
+	})
 	got := map[int64]string{}
 	for _, v := range res.Results {
 		if v.Status != pool.OutcomeOK {
@@ -651,9 +651,10 @@ func TestLyingPeer(t *testing.T) {
 	compute(honest3, `{"x":1}`) // three owners agree against one
 
 	var res Results
-	for deadline := time.Now().Add(10 * time.Second); len(res.Results) == 0 && time.Now().Before(deadline); {
+	waitUntil(t, patience(t), "the agreed result", func() bool {
 		ts.do(t, owner, "GET", "/v1/jobs/"+j.ID.String()+"/results", nil).decode(t, &res)
-	}
+		return len(res.Results) > 0
+	})
 	if len(res.Results) != 1 || res.Results[0].Status != pool.OutcomeOK || string(res.Results[0].Result) != `{"x":1}` {
 		t.Fatalf("results %+v, want the agreed {\"x\":1}", res.Results)
 	}
