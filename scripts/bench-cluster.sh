@@ -68,7 +68,7 @@ stop_all
 for setup in 1 3 3cold; do
   n=${setup%cold}
   dir="$work/c$setup"
-  off=$((n + ${#setup} - 1)) # a port range of its own per setup
+  case $setup in 1) off=1 ;; 3) off=3 ;; 3cold) off=5 ;; esac # ports of its own per setup
   "$work/idlepool" --home "$work/h0" cluster init "$dir" --pool bench --nodes "$n" \
     --port $((base + 100 * off)) --route-port $((base + 100 * off + 10)) >/dev/null 2>&1
   urls=()
