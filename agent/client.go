@@ -648,6 +648,54 @@ func (c *Client) postJSON(ctx context.Context, path string, in, out any) (int, e
 	return c.do(ctx, http.MethodPost, path, nil, body, true, out)
 }
 
+// cborWorkAPIVersion is the coordinator API version from which POST
+// /v1/work takes its body in CBOR (api.CBORContentType): an older
+// coordinator reads every body as JSON and would refuse it.
+const cborWorkAPIVersion = 8
+
+// cborAccept is the Accept header of a request whose answer the client
+// reads in CBOR or JSON, by its Content-Type: CBOR preferred.
+const cborAccept = api.CBORContentType + ", application/json;q=0.5"
+
+// postCBOR sends in, in its CBOR form (api.MarshalCBOR), as a signed POST
+// to path, and decodes the answer into out: in CBOR when it comes so
+// (api.UnmarshalCBORAnswer), in JSON otherwise (a coordinator may answer
+// either; errors always come in JSON, as *APIError). A CBOR answer that
+// does not decode is an error wrapping ErrUnavailable.
+func (c *Client) postCBOR(ctx context.Context, path string, in, out any) error {
+	body, err := api.MarshalCBOR(in)
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", path, err)
+	}
+	b := payload{r: bytes.NewReader(body), n: int64(len(body)), sum: sha256.Sum256(body), ctype: api.CBORContentType, accept: cborAccept}
+	resp, err := c.send(ctx, http.MethodPost, path, nil, b, true)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != api.CBORContentType {
+		return readJSON(ctx, resp, http.MethodPost, path, out)
+	}
+	var buf bytes.Buffer
+	if n := resp.ContentLength; n > 0 && n <= maxAnswer {
+		buf.Grow(int(n) + bytes.MinRead) // read in place, not grown step by step
+	}
+	_, err = buf.ReadFrom(io.LimitReader(resp.Body, maxAnswer+1))
+	if err == nil && buf.Len() > maxAnswer {
+		err = fmt.Errorf("answer over %d bytes", maxAnswer)
+	}
+	if err == nil {
+		err = api.UnmarshalCBORAnswer(buf.Bytes(), out)
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("%w: POST %s: read answer: %w", ErrUnavailable, path, err)
+	}
+	return nil
+}
+
 // Pool fetches the pool's name and the coordinator's public key. Of a
 // clustered pool, the answer lists its nodes, which the client adds to
 // those it fails over to.

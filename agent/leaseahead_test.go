@@ -3,7 +3,6 @@ package agent_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"io"
 	"net/http"
 	"slices"
@@ -56,7 +55,7 @@ func (w *workRecorder) RoundTrip(r *http.Request) (*http.Response, error) {
 		}
 		r.Body = io.NopCloser(bytes.NewReader(b))
 		var wr coord.WorkRequest
-		if err := json.Unmarshal(b, &wr); err != nil {
+		if err := decodeWorkBody(r.Header.Get("Content-Type"), b, &wr); err != nil {
 			w.t.Errorf("POST /v1/work body: %v", err)
 		}
 		w.mu.Lock()

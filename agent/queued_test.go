@@ -3,7 +3,6 @@ package agent_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
@@ -45,7 +44,7 @@ func (g *grantWatcher) RoundTrip(r *http.Request) (*http.Response, error) {
 		}
 		resp.Body = io.NopCloser(bytes.NewReader(b))
 		var wr coord.WorkResponse
-		if err := json.Unmarshal(b, &wr); err != nil {
+		if err := decodeWorkBody(resp.Header.Get("Content-Type"), b, &wr); err != nil {
 			g.t.Errorf("POST /v1/work answer: %v", err)
 		}
 		g.mu.Lock()

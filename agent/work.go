@@ -241,7 +241,12 @@ func (c *Client) sendBatch(ctx context.Context, ops []*workOp) {
 		req.Lease += op.want
 	}
 	var out api.WorkResponse
-	_, err := c.postJSON(ctx, "/v1/work", req, &out)
+	var err error
+	if c.apiVersion(ctx) >= cborWorkAPIVersion {
+		err = c.postCBOR(ctx, "/v1/work", req, &out)
+	} else {
+		_, err = c.postJSON(ctx, "/v1/work", req, &out)
+	}
 	if err == nil && len(out.Results) != len(req.Results) {
 		err = fmt.Errorf("%w: POST /v1/work: %d answers to %d results", ErrUnavailable, len(out.Results), len(req.Results))
 	}

@@ -16,6 +16,7 @@ import (
 
 	"idlepool/agent"
 	"idlepool/coord"
+	"idlepool/coord/api"
 	"idlepool/job"
 	"idlepool/pool"
 )
@@ -24,12 +25,17 @@ import (
 // requests by method and path, can hold the next POST /v1/work until
 // released, and can make the coordinator look like one of API version 1
 // (GET /v1/pool says 1, POST /v1/work is 404 as on such a coordinator).
+//
+// With version set (and old not), GET /v1/pool says that API version
+// instead, and POST /v1/work is counted by Content-Type in ctypes.
 type gate struct {
-	next http.RoundTripper
-	old  bool
+	next    http.RoundTripper
+	old     bool
+	version int
 
 	mu      sync.Mutex
 	counts  map[string]int
+	ctypes  map[string]int
 	hold    chan struct{} // non-nil: the next POST /v1/work waits for it to close
 	holding chan struct{} // closed when a request is held
 }
@@ -44,6 +50,10 @@ func (g *gate) RoundTrip(req *http.Request) (*http.Response, error) {
 	hold, holding := g.hold, g.holding
 	if key == "POST /v1/work" {
 		g.hold = nil
+		if g.ctypes == nil {
+			g.ctypes = map[string]int{}
+		}
+		g.ctypes[req.Header.Get("Content-Type")+" accept "+req.Header.Get("Accept")]++
 	}
 	g.mu.Unlock()
 	switch {
@@ -55,7 +65,7 @@ func (g *gate) RoundTrip(req *http.Request) (*http.Response, error) {
 		<-hold
 	}
 	resp, err := g.next.RoundTrip(req)
-	if err != nil || !g.old || key != "GET /v1/pool" {
+	if err != nil || !g.old && g.version == 0 || key != "GET /v1/pool" {
 		return resp, err
 	}
 	var info coord.PoolInfo
@@ -65,10 +75,22 @@ func (g *gate) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	info.Version = 1
+	if !g.old {
+		info.Version = g.version
+	}
 	b, _ := json.Marshal(info)
 	resp.Body, resp.ContentLength = io.NopCloser(bytes.NewReader(b)), int64(len(b))
 	resp.Header.Del("Content-Length")
 	return resp, nil
+}
+
+// decodeWorkBody decodes b, a POST /v1/work body or answer, into v: in
+// CBOR when ctype (its Content-Type) says so, else in JSON.
+func decodeWorkBody(ctype string, b []byte, v any) error {
+	if ctype == api.CBORContentType {
+		return api.UnmarshalCBORAnswer(b, v)
+	}
+	return json.Unmarshal(b, v)
 }
 
 func (g *gate) count(key string) int {
@@ -191,6 +213,47 @@ func TestClientBatchesWork(t *testing.T) {
 	}
 	if err := c.SendResult(ctx, leases[1].ID, submission(leases[1].Task+1)); !errors.Is(err, agent.ErrConflict) {
 		t.Errorf("another result for a returned lease: %v, want ErrConflict", err)
+	}
+}
+
+// TestClientWorkCBOR: the client sends POST /v1/work in CBOR, asking for
+// a CBOR answer, to a coordinator of API version 8 or later, and in JSON
+// to one of version 7, which would read a CBOR body as JSON and refuse
+// it; both take the results and grant the leases.
+func TestClientWorkCBOR(t *testing.T) {
+	co := startCoordinator(t, t.TempDir(), "127.0.0.1:0")
+	sub := newSubmitter(t, co.url, nil)
+	j := workJob(t, 4)
+	ctx := context.Background()
+	if err := sub.c.Submit(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		version int
+		want    string
+	}{
+		{0, "application/cbor accept application/cbor, application/json;q=0.5"},
+		{7, "application/json accept "},
+	} {
+		g := &gate{version: tc.version}
+		c := gatedClient(t, co.url, newDevice(t, nil), g)
+		first, err := c.Lease(ctx, 1)
+		if err != nil || len(first) != 1 {
+			t.Fatalf("version %d: Lease = %v, %v", tc.version, first, err)
+		}
+		next, err := c.SendResultAndLease(ctx, first[0].ID, submission(first[0].Task), 1)
+		if err != nil || len(next) != 1 || next[0].Job != j.ID {
+			t.Fatalf("version %d: SendResultAndLease = %+v, %v; want a lease of the job", tc.version, next, err)
+		}
+		// The result was taken: sending another for it is a conflict.
+		if _, err := c.SendResultAndLease(ctx, first[0].ID, submission(first[0].Task+1), 0); !errors.Is(err, agent.ErrConflict) {
+			t.Errorf("version %d: another result for a returned lease: %v, want ErrConflict", tc.version, err)
+		}
+		g.mu.Lock()
+		if g.ctypes[tc.want] != g.counts["POST /v1/work"] || g.ctypes[tc.want] < 3 {
+			t.Errorf("version %d: POST /v1/work by Content-Type and Accept %v, want all %q", tc.version, g.ctypes, tc.want)
+		}
+		g.mu.Unlock()
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/fxamacker/cbor/v2"
 )
 
 // ChunkSize is the size of every chunk but a file's last: 256 KiB. See
@@ -80,6 +82,51 @@ func (m *Manifest) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &w); err != nil {
 		return fmt.Errorf("%w: %w", ErrBadManifest, err)
 	}
+	return m.fromWire(w)
+}
+
+// MarshalCBOR encodes m as its JSON form converted to CBOR item for item
+// (RFC 8949, section 6.2): the same keys, the digests as the same hex
+// text. It is how a manifest travels in a CBOR body of the coordinator's
+// API (the "ref" of a result in POST /v1/work).
+func (m Manifest) MarshalCBOR() ([]byte, error) {
+	w := wireManifest{SHA256: hex.EncodeToString(m.SHA256[:]), Size: m.Size, ChunkSize: m.ChunkSize,
+		Chunks: make([]wireChunk, len(m.Chunks))}
+	for i, c := range m.Chunks {
+		w.Chunks[i] = wireChunk{SHA256: hex.EncodeToString(c.Digest[:]), Size: c.Size}
+	}
+	return cbor.Marshal(w)
+}
+
+// manifestCBOR decodes a manifest's CBOR form strictly: no unknown key, no
+// key twice or in another case, no indefinite length, no tag.
+var manifestCBOR = func() cbor.DecMode {
+	dm, err := cbor.DecOptions{
+		FieldNameMatching: cbor.FieldNameMatchingCaseSensitive,
+		DupMapKey:         cbor.DupMapKeyEnforcedAPF,
+		IndefLength:       cbor.IndefLengthForbidden,
+		TagsMd:            cbor.TagsForbidden,
+		ExtraReturnErrors: cbor.ExtraDecErrorUnknownField,
+		MaxArrayElements:  MaxChunks,
+	}.DecMode()
+	if err != nil {
+		panic(err)
+	}
+	return dm
+}()
+
+// UnmarshalCBOR decodes what MarshalCBOR writes and checks it as
+// UnmarshalJSON does; errors wrap ErrBadManifest.
+func (m *Manifest) UnmarshalCBOR(b []byte) error {
+	var w wireManifest
+	if err := manifestCBOR.Unmarshal(b, &w); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadManifest, err)
+	}
+	return m.fromWire(w)
+}
+
+// fromWire sets m to w's manifest when w is well formed (Validate).
+func (m *Manifest) fromWire(w wireManifest) error {
 	if len(w.Chunks) > MaxChunks {
 		return fmt.Errorf("%w: %d chunks, at most %d", ErrBadManifest, len(w.Chunks), MaxChunks)
 	}

@@ -3,9 +3,11 @@ package coord
 import (
 	"errors"
 	"fmt"
+	"mime"
 	"net/http"
 	"time"
 
+	"idlepool/coord/api"
 	"idlepool/pool"
 )
 
@@ -15,15 +17,27 @@ const batchedLedgerAPI = 7
 
 // maxWorkBody bounds a POST /v1/work body: MaxWorkResultBytes in base64
 // plus the JSON of MaxWorkResults submissions (digest, lease, a reason of
-// up to MaxReasonBytes each).
+// up to MaxReasonBytes each). The CBOR form of the same request is
+// smaller (its results are bytes, not base64).
 const maxWorkBody = MaxWorkResultBytes*4/3 + MaxWorkResults*(MaxReasonBytes+256) + 4096
 
-// decodeWork decodes and checks a WorkRequest: each result as
-// decodeSubmission checks it, lease IDs of 32 lowercase hex digits, no
-// lease twice, and the limits.
-func decodeWork(data []byte) (WorkRequest, []pool.Submission, error) {
+// decodeWork decodes and checks a WorkRequest, in its CBOR form when
+// inCBOR is set (api.UnmarshalCBOR) and else in JSON (decodeStrict): each
+// result as decodeSubmission checks it, lease IDs of 32 lowercase hex
+// digits, no lease twice, and the limits.
+func decodeWork(data []byte, inCBOR bool) (WorkRequest, []pool.Submission, error) {
 	var r WorkRequest
-	if err := decodeStrict(data, &r); err != nil {
+	if inCBOR {
+		if len(data) == 0 {
+			return r, nil, errors.New("empty body: want a CBOR map")
+		}
+		if data[0]>>5 != 5 { // major type 5: a map
+			return r, nil, errors.New("the body is not a CBOR map")
+		}
+		if err := api.UnmarshalCBOR(data, &r); err != nil {
+			return r, nil, err
+		}
+	} else if err := decodeStrict(data, &r); err != nil {
 		return r, nil, err
 	}
 	if r.Lease < 0 || r.Lease > MaxLeases {
@@ -70,9 +84,12 @@ func validLeaseID(id string) bool {
 // work is POST /v1/work: the results are submitted one after another
 // without waiting (pool.Scheduler.SubmitQueued), then the leases are
 // asked for, so that they share a group commit; the answer waits for
-// every result's commit.
+// every result's commit. The request is read in CBOR when its
+// Content-Type says application/cbor (API version 8), and answered in
+// CBOR when its Accept prefers it (acceptsCBOR); errors that refuse the
+// whole request are JSON, as every error answer is.
 func (s *Server) work(w http.ResponseWriter, r *http.Request, c call) error {
-	req, subs, err := decodeWork(c.body)
+	req, subs, err := decodeWork(c.body, isCBOR(r))
 	if err != nil {
 		s.metrics.submissions.WithLabelValues("refused").Add(float64(max(len(req.Results), 1)))
 		return badRequest("%v", err)
@@ -116,8 +133,38 @@ func (s *Server) work(w http.ResponseWriter, r *http.Request, c call) error {
 		s.metrics.took(sub)
 		out.Results[i] = WorkAnswer{Lease: req.Results[i].Lease, Status: http.StatusOK}
 	}
+	w.Header().Set("Vary", "Accept")
+	if acceptsCBOR(r) {
+		writeWorkCBOR(w, &out)
+		return nil
+	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// isCBOR reports whether r's body is in CBOR: its Content-Type is
+// api.CBORContentType (parameters aside). Any other body is read as JSON.
+func isCBOR(r *http.Request) bool {
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	return err == nil && mt == api.CBORContentType
+}
+
+// writeWorkCBOR writes a 200 answer of out in its CBOR form
+// (api.AppendWorkResponseCBOR), with Content-Type application/cbor, into
+// a buffer sized for it up front.
+func writeWorkCBOR(w http.ResponseWriter, out *WorkResponse) {
+	n := 32 + 64*len(out.Results) + 160*len(out.Leases)
+	if out.LeaseError != nil {
+		n += 64 + len(out.LeaseError.Error)
+	}
+	for _, a := range out.Results {
+		n += len(a.Code) + len(a.Error)
+	}
+	b := api.AppendWorkResponseCBOR(make([]byte, 0, n), out)
+	w.Header().Set("Content-Type", api.CBORContentType)
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+	w.Write(b)
 }
 
 // workAnswer is the answer to one part of a POST /v1/work that failed:

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"idlepool/coord/api"
 	"idlepool/job"
 	"idlepool/pool"
 )
@@ -16,8 +17,16 @@ import (
 // TestWork runs a job of three tasks through POST /v1/work: each peer
 // leases and returns its tasks in one signed request each, a bad part of
 // a request is answered on its own without refusing the rest, and the
-// merger's long poll returns as soon as the outcomes are committed.
+// merger's long poll returns as soon as the outcomes are committed. It
+// runs with every request in JSON, in CBOR answered in CBOR, and in CBOR
+// answered in JSON (no Accept).
 func TestWork(t *testing.T) {
+	for _, form := range []string{"json", "cbor", "cbor request"} {
+		t.Run(form, func(t *testing.T) { testWork(t, form) })
+	}
+}
+
+func testWork(t *testing.T, form string) {
 	ts := startServer(t, nil)
 	alice, bob, carol := newPeer(t, nil), newPeer(t, nil), newPeer(t, nil)
 	for _, p := range []*testPeer{alice, bob, carol} {
@@ -33,12 +42,35 @@ func TestWork(t *testing.T) {
 	}
 	work := func(p *testPeer, req WorkRequest) WorkResponse {
 		t.Helper()
-		a := ts.do(t, p, "POST", "/v1/work", req)
+		var a answer
+		switch form {
+		case "json":
+			a = ts.do(t, p, "POST", "/v1/work", req)
+		case "cbor":
+			a = ts.doCBOR(t, p, "POST", "/v1/work", req, "application/json;q=0.5, application/cbor")
+		default:
+			a = ts.doCBOR(t, p, "POST", "/v1/work", req, "")
+		}
 		if a.status != http.StatusOK {
 			t.Fatalf("work: %d %s", a.status, a.body)
 		}
+		if v := a.header.Get("Vary"); v != "Accept" {
+			t.Errorf("Vary: %q, want Accept", v)
+		}
 		var out WorkResponse
-		a.decode(t, &out)
+		if ct := a.header.Get("Content-Type"); form == "cbor" {
+			if ct != api.CBORContentType {
+				t.Fatalf("Content-Type %q, want %s", ct, api.CBORContentType)
+			}
+			if err := api.UnmarshalCBORAnswer(a.body, &out); err != nil {
+				t.Fatalf("CBOR answer: %v", err)
+			}
+		} else {
+			if ct != "application/json" {
+				t.Fatalf("Content-Type %q, want application/json", ct)
+			}
+			a.decode(t, &out)
+		}
 		return out
 	}
 
@@ -148,22 +180,39 @@ func TestWorkRefused(t *testing.T) {
 		name string
 		req  any
 		want string
+		cbor bool // send req in CBOR (api.MarshalCBOR, or the bytes given)
 	}{
-		{"too many leases", WorkRequest{Lease: MaxLeases + 1}, `field "lease"`},
-		{"negative leases", WorkRequest{Lease: -1}, `field "lease"`},
-		{"bad lease ID", WorkRequest{Results: []WorkResult{{Lease: "x", ResultSubmission: sub}}}, "not 32 lowercase hex digits"},
-		{"lease twice", WorkRequest{Results: []WorkResult{{Lease: lease, ResultSubmission: sub}, {Lease: lease, ResultSubmission: sub}}}, "appears twice"},
-		{"wrong digest", WorkRequest{Results: []WorkResult{{Lease: lease, ResultSubmission: ResultSubmission{Digest: sub.Digest, Result: []byte("2")}}}}, "does not match"},
-		{"unknown field", map[string]any{"leases": 1}, "unknown field"},
-		{"transfer without a job", WorkRequest{Transfers: []TransferReport{{Transfer: pool.Transfer{Direct: 1}}}}, `field "job" is missing`},
-		{"transfer twice", WorkRequest{Transfers: []TransferReport{{Job: HexDigest{1}}, {Job: HexDigest{1}}}}, "appears twice"},
-		{"negative transfer", WorkRequest{Transfers: []TransferReport{{Job: HexDigest{1}, Transfer: pool.Transfer{Relayed: -1}}}}, `field "relayed": -1 bytes is out of range`},
-		{"implausible transfer", WorkRequest{Transfers: []TransferReport{{Job: HexDigest{1}, Transfer: pool.Transfer{Coordinator: 1 << 51}}}}, `field "coordinator"`},
-		{"too many transfers", WorkRequest{Transfers: make([]TransferReport, MaxWorkTransfers+1)}, `field "transfers": 65 reports`},
+		{name: "CBOR, too many leases", req: WorkRequest{Lease: MaxLeases + 1}, want: `field "lease"`, cbor: true},
+		{name: "CBOR, lease twice", req: WorkRequest{Results: []WorkResult{{Lease: lease, ResultSubmission: sub}, {Lease: lease, ResultSubmission: sub}}}, want: "appears twice", cbor: true},
+		{name: "CBOR, wrong digest", req: WorkRequest{Results: []WorkResult{{Lease: lease, ResultSubmission: ResultSubmission{Digest: sub.Digest, Result: []byte("2")}}}}, want: "does not match", cbor: true},
+		{name: "CBOR, unknown key", req: map[string]any{"leases": 1}, want: "unknown key", cbor: true},
+		{name: "CBOR, a key twice", req: []byte("\xa2\x65lease\x01\x65lease\x02"), want: "appears twice", cbor: true},
+		{name: "CBOR, trailing bytes", req: []byte("\xa1\x65lease\x01\xa0"), want: "trailing data", cbor: true},
+		{name: "CBOR, truncated", req: []byte("\xa1\x65lease\x19\x01"), want: "CBOR", cbor: true},
+		{name: "CBOR, not a map", req: []byte("\x81\x01"), want: "not a CBOR map", cbor: true},
+		{name: "CBOR, empty", req: []byte{}, want: "empty body", cbor: true},
+		{name: "CBOR, JSON body", req: []byte(`{"lease":1}`), want: "not a CBOR map", cbor: true},
+		{name: "JSON, a CBOR body", req: []byte("\xa1\x65lease\x01"), want: "not a JSON object"},
+		{"too many leases", WorkRequest{Lease: MaxLeases + 1}, `field "lease"`, false},
+		{"negative leases", WorkRequest{Lease: -1}, `field "lease"`, false},
+		{"bad lease ID", WorkRequest{Results: []WorkResult{{Lease: "x", ResultSubmission: sub}}}, "not 32 lowercase hex digits", false},
+		{"lease twice", WorkRequest{Results: []WorkResult{{Lease: lease, ResultSubmission: sub}, {Lease: lease, ResultSubmission: sub}}}, "appears twice", false},
+		{"wrong digest", WorkRequest{Results: []WorkResult{{Lease: lease, ResultSubmission: ResultSubmission{Digest: sub.Digest, Result: []byte("2")}}}}, "does not match", false},
+		{"unknown field", map[string]any{"leases": 1}, "unknown field", false},
+		{"transfer without a job", WorkRequest{Transfers: []TransferReport{{Transfer: pool.Transfer{Direct: 1}}}}, `field "job" is missing`, false},
+		{"transfer twice", WorkRequest{Transfers: []TransferReport{{Job: HexDigest{1}}, {Job: HexDigest{1}}}}, "appears twice", false},
+		{"negative transfer", WorkRequest{Transfers: []TransferReport{{Job: HexDigest{1}, Transfer: pool.Transfer{Relayed: -1}}}}, `field "relayed": -1 bytes is out of range`, false},
+		{"implausible transfer", WorkRequest{Transfers: []TransferReport{{Job: HexDigest{1}, Transfer: pool.Transfer{Coordinator: 1 << 51}}}}, `field "coordinator"`, false},
+		{"too many transfers", WorkRequest{Transfers: make([]TransferReport, MaxWorkTransfers+1)}, `field "transfers": 65 reports`, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := ts.state(t)
-			a := ts.do(t, bob, "POST", "/v1/work", tc.req)
+			var a answer
+			if tc.cbor {
+				a = ts.doCBOR(t, bob, "POST", "/v1/work", tc.req, "application/cbor")
+			} else {
+				a = ts.do(t, bob, "POST", "/v1/work", tc.req)
+			}
 			if a.status != http.StatusBadRequest || !strings.Contains(a.errorBody(t).Error, tc.want) {
 				t.Errorf("%d %s, want 400 naming %q", a.status, a.body, tc.want)
 			}

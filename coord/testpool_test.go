@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"idlepool/coord/api"
 	"idlepool/identity"
 	"idlepool/job"
 	"idlepool/pool"
@@ -140,6 +141,27 @@ func (ts *testServer) send(t *testing.T, req *http.Request) answer {
 		t.Fatalf("%s %s: read answer: %v", req.Method, req.URL, err)
 	}
 	return answer{status: resp.StatusCode, body: b, header: resp.Header}
+}
+
+// doCBOR sends a request signed by p with body (v in its CBOR form,
+// api.MarshalCBOR, or v itself when []byte) as application/cbor, and
+// Accept as given ("" for none).
+func (ts *testServer) doCBOR(t *testing.T, p *testPeer, method, path string, v any, accept string) answer {
+	t.Helper()
+	body, ok := v.([]byte)
+	if !ok {
+		var err error
+		if body, err = api.MarshalCBOR(v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	req := ts.request(t, method, path, body)
+	req.Header.Set("Content-Type", api.CBORContentType)
+	if accept != "" {
+		req.Header.Set("Accept", accept)
+	}
+	SignRequest(req, body, p.key, time.Now())
+	return ts.send(t, req)
 }
 
 // do sends a request signed by p (unsigned when p is nil); v, when not

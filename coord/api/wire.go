@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/hex"
+	"fmt"
 	"time"
 
 	"idlepool/castore"
@@ -29,6 +30,24 @@ func (d *HexDigest) UnmarshalText(b []byte) error {
 	}
 	*d = HexDigest(v)
 	return nil
+}
+
+// MarshalCBOR encodes d as a CBOR text string of its 64 hex digits, as in
+// JSON (the CBOR form of a body: CBORContentType).
+func (d HexDigest) MarshalCBOR() ([]byte, error) {
+	b := make([]byte, 2, 2+2*len(d))
+	b[0], b[1] = 0x78, byte(2*len(d)) // a text string of 64 bytes
+	return hex.AppendEncode(b, d[:]), nil
+}
+
+// UnmarshalCBOR reads what MarshalCBOR writes: a text string of 64 hex
+// digits in its shortest head. Anything else (a byte string, another
+// length) is an error wrapping job.ErrBadDigest.
+func (d *HexDigest) UnmarshalCBOR(b []byte) error {
+	if len(b) != 2+2*len(d) || b[0] != 0x78 || int(b[1]) != 2*len(d) {
+		return fmt.Errorf("%w: want a CBOR text string of 64 hex digits", job.ErrBadDigest)
+	}
+	return d.UnmarshalText(b[2:])
 }
 
 // PoolInfo is the answer to GET /v1/pool.

@@ -36,7 +36,14 @@ import "idlepool/pool"
 // GET /v1/receipts and GET /v1/ledger signed one by one, as before
 // (the coordinator converts them); a signed request without the header
 // (an agent from before it) too.
-const APIVersion = 7
+//
+// Version 8 is version 7 plus a POST /v1/work body in CBOR
+// (CBORContentType): the same WorkRequest, its JSON converted item for
+// item, results as byte strings. A coordinator of version 7 would read
+// it as JSON and refuse it, so an agent sends it only to version 8 or
+// later. Its answer comes in CBOR when the request's Accept prefers it
+// (content negotiation, as GET /v1/receipts's), whatever the body's form.
+const APIVersion = 8
 
 // MaxWorkResults is the most results one POST /v1/work carries, and
 // MaxWorkResultBytes the most result bytes (all results together); a

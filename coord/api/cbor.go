@@ -1,0 +1,234 @@
+package api
+
+import (
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/fxamacker/cbor/v2"
+)
+
+// CBORContentType is the media type of a body in its CBOR form (RFC
+// 8949): the request and answer of POST /v1/work from API version 8, and
+// the compact answer of GET /v1/receipts (pool.EntriesContentType).
+const CBORContentType = "application/cbor"
+
+// The CBOR form of a body is its JSON form converted item for item (RFC
+// 8949, section 6.2): a map with the JSON's keys as text strings, in the
+// order of the Go type's fields; integers, booleans and text as they are;
+// digests and job IDs as the same 64 hex digits (HexDigest's text), times
+// as the same RFC 3339 text; but binary values (a result) as byte strings,
+// not base64. It is what fxamacker/cbor makes of the types with these
+// options: their json tags name the keys, their MarshalText and
+// UnmarshalText write and read the digests.
+var (
+	cborEnc = func() cbor.EncMode {
+		em, err := cbor.EncOptions{
+			Time:          cbor.TimeRFC3339Nano,
+			TextMarshaler: cbor.TextMarshalerTextString,
+			IndefLength:   cbor.IndefLengthForbidden,
+		}.EncMode()
+		if err != nil {
+			panic(err)
+		}
+		return em
+	}()
+	// cborStrict refuses what the encoder never writes and a careful
+	// client never sends: keys in another case, unknown keys, a key
+	// twice, indefinite lengths and tags. Unmarshal refuses trailing
+	// bytes whatever the options.
+	cborStrict = cborDecMode(cbor.ExtraDecErrorUnknownField)
+	// cborAnswer is cborStrict less the refusal of unknown keys: an
+	// answer of a newer coordinator may carry keys this client does not
+	// know, which it skips, as it skips them in JSON.
+	cborAnswer = cborDecMode(cbor.ExtraDecErrorNone)
+)
+
+func cborDecMode(extra cbor.ExtraDecErrorCond) cbor.DecMode {
+	dm, err := cbor.DecOptions{
+		FieldNameMatching: cbor.FieldNameMatchingCaseSensitive,
+		DupMapKey:         cbor.DupMapKeyEnforcedAPF,
+		IndefLength:       cbor.IndefLengthForbidden,
+		TagsMd:            cbor.TagsForbidden,
+		ExtraReturnErrors: extra,
+		TextUnmarshaler:   cbor.TextUnmarshalerTextString,
+		MaxNestedLevels:   16,
+		MaxArrayElements:  1 << 16,
+		MaxMapPairs:       1 << 10,
+	}.DecMode()
+	if err != nil {
+		panic(err)
+	}
+	return dm
+}
+
+// MarshalCBOR returns the CBOR form of v, a body of the API (see
+// CBORContentType): WorkRequest or WorkResponse. The error is an encoding
+// failure of one of v's values (a MarshalText that failed).
+func MarshalCBOR(v any) ([]byte, error) { return cborEnc.Marshal(v) }
+
+// UnmarshalCBOR decodes data, the CBOR form of a request body, into v (a
+// pointer, e.g. to WorkRequest), strictly: exactly one map, no unknown
+// key, no key twice or in another case, no indefinite length, no tag, no
+// trailing bytes, each value of its field's type. The error says which
+// of those is wrong and, for a value, names its field; the coordinator
+// answers it as 400.
+func UnmarshalCBOR(data []byte, v any) error {
+	return cborProblem(cborStrict.Unmarshal(data, v))
+}
+
+// UnmarshalCBORAnswer is UnmarshalCBOR for an answer, which may carry
+// keys this client does not know (a newer coordinator's): it skips them.
+func UnmarshalCBORAnswer(data []byte, v any) error {
+	return cborProblem(cborAnswer.Unmarshal(data, v))
+}
+
+// cborProblem rewords fxamacker/cbor's errors for people: the library's
+// words name Go types ("cannot unmarshal byte string into Go struct
+// field api.WorkRequest.results of type []api.WorkResult"), which say
+// nothing to a client in another language.
+func cborProblem(err error) error {
+	if err == nil {
+		return nil
+	}
+	var typ *cbor.UnmarshalTypeError
+	var unknown *cbor.UnknownFieldError
+	var dup *cbor.DupMapKeyError
+	var extra *cbor.ExtraneousDataError
+	var syn *cbor.SyntaxError
+	switch {
+	case errors.As(err, &typ):
+		field := typ.StructFieldName // "api.WorkRequest.lease": the key is the last part
+		field = field[strings.LastIndexByte(field, '.')+1:]
+		if field == "" {
+			return fmt.Errorf("a CBOR %s where the body has a value of another type (%s)", typ.CBORType, typ.GoType)
+		}
+		return fmt.Errorf("field %q: want %s, not a CBOR %s", field, typ.GoType, typ.CBORType)
+	case errors.As(err, &unknown):
+		return fmt.Errorf("unknown key in the CBOR map (%v)", err)
+	case errors.As(err, &dup):
+		return fmt.Errorf("a key appears twice in a CBOR map (%v)", err)
+	case errors.As(err, &extra):
+		return errors.New("trailing data after the CBOR map")
+	case errors.As(err, &syn):
+		return fmt.Errorf("malformed CBOR: %v", err)
+	}
+	return fmt.Errorf("CBOR body: %v", err)
+}
+
+// AppendWorkResponseCBOR appends r's CBOR form (see CBORContentType) to
+// dst: the bytes MarshalCBOR writes for it, written directly. It is the
+// coordinator's answer to every POST /v1/work that asks for CBOR, where
+// the generic encoder's reflection cost as much as encoding/json's.
+// Text that is not valid UTF-8 (a message quoting bytes a client sent)
+// has each bad byte replaced by U+FFFD, as encoding/json does; a CBOR
+// text string must be UTF-8 (RFC 8949, section 3.1).
+func AppendWorkResponseCBOR(dst []byte, r *WorkResponse) []byte {
+	n := uint64(2)
+	if r.LeaseError != nil {
+		n++
+	}
+	dst = cborHead(dst, 5, n)
+	dst = cborText(dst, "results")
+	if r.Results == nil {
+		dst = append(dst, 0xf6) // null, as MarshalCBOR writes a nil slice
+	} else {
+		dst = cborHead(dst, 4, uint64(len(r.Results)))
+	}
+	for i := range r.Results {
+		dst = appendWorkAnswerCBOR(dst, &r.Results[i])
+	}
+	dst = cborText(dst, "leases")
+	if r.Leases == nil {
+		dst = append(dst, 0xf6) // null, as MarshalCBOR writes a nil slice
+	} else {
+		dst = cborHead(dst, 4, uint64(len(r.Leases)))
+	}
+	for _, g := range r.Leases {
+		dst = cborHead(dst, 5, 4)
+		dst = cborText(dst, "lease")
+		dst = cborText(dst, g.Lease)
+		dst = cborText(dst, "job")
+		dst = cborHead(dst, 3, 2*uint64(len(g.Job)))
+		dst = hex.AppendEncode(dst, g.Job[:])
+		dst = cborText(dst, "task")
+		dst = cborInt(dst, g.Task)
+		dst = cborText(dst, "deadline")
+		if g.Deadline.IsZero() {
+			dst = append(dst, 0xf6) // null, as MarshalCBOR writes a zero time
+		} else {
+			var buf [64]byte
+			dst = cborText(dst, string(g.Deadline.AppendFormat(buf[:0], time.RFC3339Nano)))
+		}
+	}
+	if r.LeaseError != nil {
+		dst = cborText(dst, "lease_error")
+		dst = appendWorkAnswerCBOR(dst, r.LeaseError)
+	}
+	return dst
+}
+
+// appendWorkAnswerCBOR appends a's CBOR map: lease and status always,
+// code and error when not empty (their omitempty).
+func appendWorkAnswerCBOR(dst []byte, a *WorkAnswer) []byte {
+	n := uint64(2)
+	if a.Code != "" {
+		n++
+	}
+	if a.Error != "" {
+		n++
+	}
+	dst = cborHead(dst, 5, n)
+	dst = cborText(dst, "lease")
+	dst = cborText(dst, a.Lease)
+	dst = cborText(dst, "status")
+	dst = cborInt(dst, int64(a.Status))
+	if a.Code != "" {
+		dst = cborText(dst, "code")
+		dst = cborText(dst, a.Code)
+	}
+	if a.Error != "" {
+		dst = cborText(dst, "error")
+		dst = cborText(dst, a.Error)
+	}
+	return dst
+}
+
+// cborHead appends the head of a data item of major type major (0 to 7)
+// and argument n, in the fewest bytes (RFC 8949, sections 3 and 4.2.1).
+func cborHead(dst []byte, major byte, n uint64) []byte {
+	m := major << 5
+	switch {
+	case n < 24:
+		return append(dst, m|byte(n))
+	case n <= math.MaxUint8:
+		return append(dst, m|24, byte(n))
+	case n <= math.MaxUint16:
+		return binary.BigEndian.AppendUint16(append(dst, m|25), uint16(n))
+	case n <= math.MaxUint32:
+		return binary.BigEndian.AppendUint32(append(dst, m|26), uint32(n))
+	}
+	return binary.BigEndian.AppendUint64(append(dst, m|27), n)
+}
+
+// cborInt appends v as a CBOR integer: major type 0, or 1 for -1 - v
+// when negative.
+func cborInt(dst []byte, v int64) []byte {
+	if v < 0 {
+		return cborHead(dst, 1, uint64(-1-v))
+	}
+	return cborHead(dst, 0, uint64(v))
+}
+
+// cborText appends s as a CBOR text string, its invalid UTF-8 replaced.
+func cborText(dst []byte, s string) []byte {
+	if !utf8.ValidString(s) {
+		s = strings.ToValidUTF8(s, "\uFFFD")
+	}
+	return append(cborHead(dst, 3, uint64(len(s))), s...)
+}
