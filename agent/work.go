@@ -51,6 +51,39 @@ type workQueue struct {
 	ops     []*workOp
 	sending bool // a leader is sending
 	version int  // the coordinator's API version; 0 until known
+	// jsonUntil, while after the device's clock, has requests sent in
+	// JSON whatever the version says: a CBOR one was refused whole
+	// (sendWork).
+	jsonUntil time.Time
+}
+
+// cborRefusedFor is how long the client sends POST /v1/work in JSON after
+// a coordinator that says version 8 or later refused one in CBOR whole.
+const cborRefusedFor = 10 * time.Minute
+
+// sendWork sends req as POST /v1/work and decodes the answer into out: in
+// CBOR to a coordinator of cborWorkAPIVersion or later, else in JSON.
+// A CBOR request refused whole (400) is sent again at once in JSON, which
+// is then used for cborRefusedFor: in a cluster being upgraded, GET
+// /v1/pool may come from an upgraded node while the node in charge, which
+// reads the body, is older and reads every body as JSON. A request wrong
+// in itself is refused in JSON too, and costs one request more.
+func (c *Client) sendWork(ctx context.Context, req api.WorkRequest, out *api.WorkResponse) error {
+	c.work.mu.Lock()
+	useJSON := c.clock().Before(c.work.jsonUntil)
+	c.work.mu.Unlock()
+	if !useJSON && c.apiVersion(ctx) >= cborWorkAPIVersion {
+		err := c.postCBOR(ctx, "/v1/work", req, out)
+		if ae, ok := errors.AsType[*APIError](err); !ok || ae.Status != http.StatusBadRequest {
+			return err
+		}
+		c.work.mu.Lock()
+		c.work.jsonUntil = c.clock().Add(cborRefusedFor)
+		c.work.mu.Unlock()
+		*out = api.WorkResponse{}
+	}
+	_, err := c.postJSON(ctx, "/v1/work", req, out)
+	return err
 }
 
 // apiVersion returns the coordinator's API version, asking it once (GET
@@ -241,12 +274,7 @@ func (c *Client) sendBatch(ctx context.Context, ops []*workOp) {
 		req.Lease += op.want
 	}
 	var out api.WorkResponse
-	var err error
-	if c.apiVersion(ctx) >= cborWorkAPIVersion {
-		err = c.postCBOR(ctx, "/v1/work", req, &out)
-	} else {
-		_, err = c.postJSON(ctx, "/v1/work", req, &out)
-	}
+	err := c.sendWork(ctx, req, &out)
 	if err == nil && len(out.Results) != len(req.Results) {
 		err = fmt.Errorf("%w: POST /v1/work: %d answers to %d results", ErrUnavailable, len(out.Results), len(req.Results))
 	}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,11 +28,14 @@ import (
 // (GET /v1/pool says 1, POST /v1/work is 404 as on such a coordinator).
 //
 // With version set (and old not), GET /v1/pool says that API version
-// instead, and POST /v1/work is counted by Content-Type in ctypes.
+// instead. POST /v1/work is counted by Content-Type and Accept in
+// ctypes. With refuseCBOR set, a POST /v1/work in CBOR is answered as a
+// coordinator of version 7 answers it (400: it reads the body as JSON).
 type gate struct {
-	next    http.RoundTripper
-	old     bool
-	version int
+	next       http.RoundTripper
+	old        bool
+	version    int
+	refuseCBOR bool
 
 	mu      sync.Mutex
 	counts  map[string]int
@@ -56,7 +60,13 @@ func (g *gate) RoundTrip(req *http.Request) (*http.Response, error) {
 		g.ctypes[req.Header.Get("Content-Type")+" accept "+req.Header.Get("Accept")]++
 	}
 	g.mu.Unlock()
+	g.mu.Lock()
+	refuse := g.refuseCBOR && key == "POST /v1/work" && req.Header.Get("Content-Type") == api.CBORContentType
+	g.mu.Unlock()
 	switch {
+	case refuse:
+		return &http.Response{StatusCode: http.StatusBadRequest, Header: http.Header{"Content-Type": {"application/json"}},
+			Body: io.NopCloser(bytes.NewReader([]byte(`{"error":"the body is not a JSON object","code":"bad_request"}`)))}, nil
 	case g.old && key == "POST /v1/work":
 		return &http.Response{StatusCode: http.StatusNotFound, Header: http.Header{"Content-Type": {"application/json"}},
 			Body: io.NopCloser(bytes.NewReader([]byte(`{"error":"no such endpoint: POST /v1/work (see docs/api.md)","code":"not_found"}`)))}, nil
@@ -255,6 +265,50 @@ func TestClientWorkCBOR(t *testing.T) {
 		}
 		g.mu.Unlock()
 	}
+}
+
+// TestClientWorkCBORRefused: when a coordinator that says version 8
+// refuses a CBOR request whole (the node in charge of a cluster being
+// upgraded is older), the client sends it again at once in JSON, and
+// keeps to JSON for a while, then tries CBOR again.
+func TestClientWorkCBORRefused(t *testing.T) {
+	co := startCoordinator(t, t.TempDir(), "127.0.0.1:0")
+	sub := newSubmitter(t, co.url, nil)
+	j := workJob(t, 4)
+	ctx := context.Background()
+	if err := sub.c.Submit(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	g := &gate{refuseCBOR: true}
+	c := gatedClient(t, co.url, newDevice(t, nil), g)
+	var now atomic.Int64 // the device's clock, moved on by hand
+	now.Store(time.Now().UnixNano())
+	c.SetClock(func() time.Time { return time.Unix(0, now.Load()) })
+	first, err := c.Lease(ctx, 1)
+	if err != nil || len(first) != 1 {
+		t.Fatalf("Lease = %v, %v", first, err)
+	}
+	next, err := c.SendResultAndLease(ctx, first[0].ID, submission(first[0].Task), 1)
+	if err != nil || len(next) != 1 {
+		t.Fatalf("SendResultAndLease = %+v, %v; want a lease", next, err)
+	}
+	const inCBOR = "application/cbor accept application/cbor, application/json;q=0.5"
+	const inJSON = "application/json accept "
+	g.mu.Lock()
+	if g.ctypes[inCBOR] != 1 || g.ctypes[inJSON] != 2 {
+		t.Errorf("POST /v1/work by Content-Type and Accept %v, want one in CBOR, then each in JSON", g.ctypes)
+	}
+	g.refuseCBOR = false // the upgrade is over
+	g.mu.Unlock()
+	now.Add(int64(11 * time.Minute))
+	if err := c.SendResult(ctx, next[0].ID, submission(next[0].Task)); err != nil {
+		t.Fatalf("SendResult: %v", err)
+	}
+	g.mu.Lock()
+	if g.ctypes[inCBOR] < 2 {
+		t.Errorf("POST /v1/work by Content-Type and Accept %v, want CBOR again after %v", g.ctypes, 11*time.Minute)
+	}
+	g.mu.Unlock()
 }
 
 // TestClientSpeaksVersion1 checks that a client in front of a coordinator
