@@ -160,11 +160,7 @@ func writeWorkCBOR(w http.ResponseWriter, out *WorkResponse) {
 	for _, a := range out.Results {
 		n += len(a.Code) + len(a.Error)
 	}
-	b := api.AppendWorkResponseCBOR(make([]byte, 0, n), out)
-	w.Header().Set("Content-Type", api.CBORContentType)
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(http.StatusOK)
-	w.Write(b)
+	writeBody(w, http.StatusOK, api.CBORContentType, api.AppendWorkResponseCBOR(make([]byte, 0, n), out))
 }
 
 // workAnswer is the answer to one part of a POST /v1/work that failed:

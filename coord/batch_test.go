@@ -3,6 +3,7 @@ package coord
 import (
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -56,6 +57,9 @@ func testWork(t *testing.T, form string) {
 		}
 		if v := a.header.Get("Vary"); v != "Accept" {
 			t.Errorf("Vary: %q, want Accept", v)
+		}
+		if cl := a.header.Get("Content-Length"); cl != strconv.Itoa(len(a.body)) {
+			t.Errorf("Content-Length %q, want %d", cl, len(a.body))
 		}
 		var out WorkResponse
 		if ct := a.header.Get("Content-Type"); form == "cbor" {
@@ -134,6 +138,17 @@ func testWork(t *testing.T, form string) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("answers to bob's results (-want +got):\n%s", diff)
+	}
+	// An answer over net/http's 4 KiB buffer still says its length (the
+	// work helper checks Content-Length): 100 leases nobody granted.
+	many := WorkRequest{}
+	for i := range 100 {
+		many.Results = append(many.Results, WorkResult{Lease: fmt.Sprintf("%032x", i+1), ResultSubmission: req.Results[0].ResultSubmission})
+	}
+	for i, a := range work(bob, many).Results {
+		if a.Status != http.StatusNotFound || a.Code != "unknown_lease" {
+			t.Fatalf("answer %d to a lease nobody granted: %+v", i, a)
+		}
 	}
 	// Sending them again is idempotent, as with the version 1 endpoint.
 	for i, a := range work(bob, WorkRequest{Results: results(bobs)}).Results {

@@ -849,11 +849,7 @@ func writeReceiptsCBOR(w http.ResponseWriter, es []pool.Entry) {
 			n += len(e.Tree.Path) * len(job.Digest{})
 		}
 	}
-	b := pool.AppendEntriesCBOR(make([]byte, 0, n), es)
-	w.Header().Set("Content-Type", pool.EntriesContentType)
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(http.StatusOK)
-	w.Write(b)
+	writeBody(w, http.StatusOK, pool.EntriesContentType, pool.AppendEntriesCBOR(make([]byte, 0, n), es))
 }
 
 // writeReceipts writes a 200 answer of Receipts{Entries: es}: the bytes
@@ -872,11 +868,7 @@ func writeReceipts(w http.ResponseWriter, es []pool.Entry) {
 			return
 		}
 	}
-	b = append(b, "]}\n"...)
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(http.StatusOK)
-	w.Write(b)
+	writeBody(w, http.StatusOK, "application/json", append(b, "]}\n"...))
 }
 
 // query is a request's query, checked by parseQuery.

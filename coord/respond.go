@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"syscall"
 
 	"github.com/dustin/go-humanize"
@@ -132,10 +133,21 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 		http.Error(w, `{"error":"internal coordinator error","code":"internal"}`, http.StatusInternalServerError)
 		return
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
+	writeBody(w, status, "application/json", append(b, '\n'))
+}
+
+// writeBody writes an answer of status with body b of media type ctype,
+// and its Content-Length: without it net/http sends a body over 4 KiB in
+// chunks, and a client reading it into a buffer cannot size the buffer
+// up front (a device's receipts, read so, were the largest part of what
+// its agent allocated).
+func writeBody(w http.ResponseWriter, status int, ctype string, b []byte) {
+	h := w.Header()
+	h.Set("Content-Type", ctype)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(status)
-	w.Write(append(b, '\n'))
+	w.Write(b)
 }
 
 // storeWords says for people why the pool's database takes no writes:

@@ -789,6 +789,11 @@ func checkLedgerForClients(t *testing.T, ts *testServer, p *testPeer) {
 			if v := a.header.Get("Vary"); v != wantVary {
 				t.Errorf("Vary %q, want %q", v, wantVary)
 			}
+			// A receipts answer says its length, so that a device reads
+			// it into a buffer of that size (writeBody).
+			if cl := a.header.Get("Content-Length"); tc.peer != nil && cl != strconv.Itoa(len(a.body)) {
+				t.Errorf("Content-Length %q, want %d", cl, len(a.body))
+			}
 			var entries []pool.Entry
 			switch {
 			case tc.cbor:
