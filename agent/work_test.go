@@ -138,6 +138,19 @@ lease_timeout = "10m"
 	return j
 }
 
+// poolWithJob starts a real coordinator and submits a job of n tasks
+// (workJob) to it with a submitter, which it returns.
+func poolWithJob(t *testing.T, n int) (*coordinator, *submitter, *job.Job) {
+	t.Helper()
+	co := startCoordinator(t, t.TempDir(), "127.0.0.1:0")
+	sub := newSubmitter(t, co.url, nil)
+	j := workJob(t, n)
+	if err := sub.c.Submit(context.Background(), j); err != nil {
+		t.Fatal(err)
+	}
+	return co, sub, j
+}
+
 // gatedClient returns a registered client of dev whose requests pass g,
 // with its offer published.
 func gatedClient(t *testing.T, url string, dev *device, g *gate) *agent.Client {
@@ -231,13 +244,8 @@ func TestClientBatchesWork(t *testing.T) {
 // to one of version 7, which would read a CBOR body as JSON and refuse
 // it; both take the results and grant the leases.
 func TestClientWorkCBOR(t *testing.T) {
-	co := startCoordinator(t, t.TempDir(), "127.0.0.1:0")
-	sub := newSubmitter(t, co.url, nil)
-	j := workJob(t, 4)
+	co, _, j := poolWithJob(t, 4)
 	ctx := context.Background()
-	if err := sub.c.Submit(ctx, j); err != nil {
-		t.Fatal(err)
-	}
 	for _, tc := range []struct {
 		version int
 		want    string
@@ -272,13 +280,8 @@ func TestClientWorkCBOR(t *testing.T) {
 // upgraded is older), the client sends it again at once in JSON, and
 // keeps to JSON for a while, then tries CBOR again.
 func TestClientWorkCBORRefused(t *testing.T) {
-	co := startCoordinator(t, t.TempDir(), "127.0.0.1:0")
-	sub := newSubmitter(t, co.url, nil)
-	j := workJob(t, 4)
+	co, _, _ := poolWithJob(t, 4)
 	ctx := context.Background()
-	if err := sub.c.Submit(ctx, j); err != nil {
-		t.Fatal(err)
-	}
 	g := &gate{refuseCBOR: true}
 	c := gatedClient(t, co.url, newDevice(t, nil), g)
 	var now atomic.Int64 // the device's clock, moved on by hand
@@ -314,13 +317,8 @@ func TestClientWorkCBORRefused(t *testing.T) {
 // TestClientSpeaksVersion1 checks that a client in front of a coordinator
 // of API version 1 leases and sends results with the version 1 endpoints.
 func TestClientSpeaksVersion1(t *testing.T) {
-	co := startCoordinator(t, t.TempDir(), "127.0.0.1:0")
-	sub := newSubmitter(t, co.url, nil)
-	j := workJob(t, 2)
+	co, sub, j := poolWithJob(t, 2)
 	ctx := context.Background()
-	if err := sub.c.Submit(ctx, j); err != nil {
-		t.Fatal(err)
-	}
 	g := &gate{old: true}
 	c := gatedClient(t, co.url, newDevice(t, nil), g)
 	leases, err := c.Lease(ctx, 4)
@@ -350,13 +348,8 @@ func TestClientSpeaksVersion1(t *testing.T) {
 // request, that a refused result still hands over the lease granted, and
 // that a coordinator of API version 1 gets the result alone.
 func TestClientResultAndNextLease(t *testing.T) {
-	co := startCoordinator(t, t.TempDir(), "127.0.0.1:0")
-	sub := newSubmitter(t, co.url, nil)
-	j := workJob(t, 4)
+	co, _, j := poolWithJob(t, 4)
 	ctx := context.Background()
-	if err := sub.c.Submit(ctx, j); err != nil {
-		t.Fatal(err)
-	}
 	g := &gate{}
 	c := gatedClient(t, co.url, newDevice(t, nil), g)
 	first, err := c.Lease(ctx, 1)

@@ -82,18 +82,18 @@ func AppendEntriesCBOR(b []byte, es []Entry) []byte {
 		}
 		of[i] = j
 	}
-	b = cborHead(b, 5, 2)
-	b = cborText(b, "batches")
-	b = cborHead(b, 4, uint64(len(batches)))
+	b = AppendCBORHead(b, 5, 2)
+	b = AppendCBORText(b, "batches")
+	b = AppendCBORHead(b, 4, uint64(len(batches)))
 	for _, bt := range batches {
-		b = cborHead(b, 5, 2)
-		b = cborText(b, "sig")
+		b = AppendCBORHead(b, 5, 2)
+		b = AppendCBORText(b, "sig")
 		b = cborBytes(b, bt.sig)
-		b = cborText(b, "size")
-		b = cborHead(b, 0, bt.size)
+		b = AppendCBORText(b, "size")
+		b = AppendCBORHead(b, 0, bt.size)
 	}
-	b = cborText(b, "entries")
-	b = cborHead(b, 4, uint64(len(es)))
+	b = AppendCBORText(b, "entries")
+	b = AppendCBORHead(b, 4, uint64(len(es)))
 	for i := range es {
 		e := &es[i]
 		n := uint64(13) // 12 keys and "sig", or:
@@ -109,50 +109,50 @@ func AppendEntriesCBOR(b []byte, es []Entry) []byte {
 		if e.Reason != "" {
 			n++
 		}
-		b = cborHead(b, 5, n)
-		b = cborText(b, "seq")
-		b = cborHead(b, 0, e.Seq)
-		b = cborText(b, "prev")
+		b = AppendCBORHead(b, 5, n)
+		b = AppendCBORText(b, "seq")
+		b = AppendCBORHead(b, 0, e.Seq)
+		b = AppendCBORText(b, "prev")
 		b = cborBytes(b, e.Prev[:])
-		b = cborText(b, "kind")
-		b = cborText(b, e.Kind)
-		b = cborText(b, "pool")
-		b = cborText(b, e.Pool)
-		b = cborText(b, "job")
+		b = AppendCBORText(b, "kind")
+		b = AppendCBORText(b, e.Kind)
+		b = AppendCBORText(b, "pool")
+		b = AppendCBORText(b, e.Pool)
+		b = AppendCBORText(b, "job")
 		b = cborBytes(b, e.Job[:])
-		b = cborText(b, "task")
-		b = cborInt(b, e.Task)
-		b = cborText(b, "peer")
-		b = cborText(b, e.Peer)
-		b = cborText(b, "owner")
-		b = cborText(b, e.Owner)
-		b = cborText(b, "lease")
-		b = cborText(b, e.Lease)
-		b = cborText(b, "digest")
+		b = AppendCBORText(b, "task")
+		b = AppendCBORInt(b, e.Task)
+		b = AppendCBORText(b, "peer")
+		b = AppendCBORText(b, e.Peer)
+		b = AppendCBORText(b, "owner")
+		b = AppendCBORText(b, e.Owner)
+		b = AppendCBORText(b, "lease")
+		b = AppendCBORText(b, e.Lease)
+		b = AppendCBORText(b, "digest")
 		b = cborBytes(b, e.Digest[:])
-		b = cborText(b, "cost")
+		b = AppendCBORText(b, "cost")
 		b = cborFloat(b, e.Cost)
 		if e.Work != 0 {
-			b = cborText(b, "work")
-			b = cborHead(b, 0, e.Work)
+			b = AppendCBORText(b, "work")
+			b = AppendCBORHead(b, 0, e.Work)
 		}
-		b = cborText(b, "time")
-		b = cborInt(b, e.Time)
+		b = AppendCBORText(b, "time")
+		b = AppendCBORInt(b, e.Time)
 		if e.Reason != "" {
-			b = cborText(b, "reason")
-			b = cborText(b, e.Reason)
+			b = AppendCBORText(b, "reason")
+			b = AppendCBORText(b, e.Reason)
 		}
 		if t := e.Tree; t == nil {
-			b = cborText(b, "sig")
+			b = AppendCBORText(b, "sig")
 			b = cborBytes(b, e.Sig)
 		} else {
-			b = cborText(b, "batch")
-			b = cborHead(b, 0, uint64(of[i]))
-			b = cborText(b, "index")
-			b = cborHead(b, 0, t.Index)
+			b = AppendCBORText(b, "batch")
+			b = AppendCBORHead(b, 0, uint64(of[i]))
+			b = AppendCBORText(b, "index")
+			b = AppendCBORHead(b, 0, t.Index)
 			if len(t.Path) > 0 {
-				b = cborText(b, "path")
-				b = cborHead(b, 2, uint64(len(t.Path)*len(job.Digest{})))
+				b = AppendCBORText(b, "path")
+				b = AppendCBORHead(b, 2, uint64(len(t.Path)*len(job.Digest{})))
 				for _, d := range t.Path {
 					b = append(b, d[:]...)
 				}

@@ -25,47 +25,47 @@ func (e *Entry) appendCanonical(b []byte, withSig bool) []byte {
 	if withSig {
 		n++
 	}
-	b = cborHead(b, 5, n) // a map of n pairs
-	b = cborText(b, "job")
+	b = AppendCBORHead(b, 5, n) // a map of n pairs
+	b = AppendCBORText(b, "job")
 	b = cborBytes(b, e.Job[:])
-	b = cborText(b, "seq")
-	b = cborHead(b, 0, e.Seq)
+	b = AppendCBORText(b, "seq")
+	b = AppendCBORHead(b, 0, e.Seq)
 	if withSig {
-		b = cborText(b, "sig")
+		b = AppendCBORText(b, "sig")
 		if e.Sig == nil {
 			b = append(b, 0xf6) // null, as the encoder writes a nil slice
 		} else {
 			b = cborBytes(b, e.Sig)
 		}
 	}
-	b = cborText(b, "cost")
+	b = AppendCBORText(b, "cost")
 	b = cborFloat(b, e.Cost)
-	b = cborText(b, "kind")
-	b = cborText(b, e.Kind)
-	b = cborText(b, "peer")
-	b = cborText(b, e.Peer)
-	b = cborText(b, "pool")
-	b = cborText(b, e.Pool)
-	b = cborText(b, "prev")
+	b = AppendCBORText(b, "kind")
+	b = AppendCBORText(b, e.Kind)
+	b = AppendCBORText(b, "peer")
+	b = AppendCBORText(b, e.Peer)
+	b = AppendCBORText(b, "pool")
+	b = AppendCBORText(b, e.Pool)
+	b = AppendCBORText(b, "prev")
 	b = cborBytes(b, e.Prev[:])
-	b = cborText(b, "task")
-	b = cborInt(b, e.Task)
-	b = cborText(b, "time")
-	b = cborInt(b, e.Time)
-	b = cborText(b, "type")
-	b = cborText(b, ledgerDomain)
+	b = AppendCBORText(b, "task")
+	b = AppendCBORInt(b, e.Task)
+	b = AppendCBORText(b, "time")
+	b = AppendCBORInt(b, e.Time)
+	b = AppendCBORText(b, "type")
+	b = AppendCBORText(b, ledgerDomain)
 	if e.Work != 0 {
-		b = cborText(b, "work")
-		b = cborHead(b, 0, e.Work)
+		b = AppendCBORText(b, "work")
+		b = AppendCBORHead(b, 0, e.Work)
 	}
-	b = cborText(b, "lease")
-	b = cborText(b, e.Lease)
-	b = cborText(b, "owner")
-	b = cborText(b, e.Owner)
-	b = cborText(b, "digest")
+	b = AppendCBORText(b, "lease")
+	b = AppendCBORText(b, e.Lease)
+	b = AppendCBORText(b, "owner")
+	b = AppendCBORText(b, e.Owner)
+	b = AppendCBORText(b, "digest")
 	b = cborBytes(b, e.Digest[:])
-	b = cborText(b, "reason")
-	b = cborText(b, e.Reason)
+	b = AppendCBORText(b, "reason")
+	b = AppendCBORText(b, e.Reason)
 	return b
 }
 
@@ -88,9 +88,12 @@ func hashChildren(left, right []byte) job.Digest {
 	return sha256.Sum256(buf[:])
 }
 
-// cborHead appends a CBOR head of major type major and argument v in its
-// shortest form.
-func cborHead(b []byte, major byte, v uint64) []byte {
+// AppendCBORHead appends the head of a CBOR data item of major type major
+// (0 to 7) and argument v, in its shortest form (RFC 8949, sections 3
+// and 4.2.1). With AppendCBORInt and AppendCBORText it writes the
+// compact forms of the API by hand (AppendEntriesCBOR here, the answer
+// of POST /v1/work in package coord/api).
+func AppendCBORHead(b []byte, major byte, v uint64) []byte {
 	m := major << 5
 	switch {
 	case v < 24:
@@ -105,16 +108,22 @@ func cborHead(b []byte, major byte, v uint64) []byte {
 	return binary.BigEndian.AppendUint64(append(b, m|27), v)
 }
 
-func cborInt(b []byte, v int64) []byte {
+// AppendCBORInt appends v as a CBOR integer: major type 0, or 1 with
+// argument -1 - v when v is negative.
+func AppendCBORInt(b []byte, v int64) []byte {
 	if v < 0 {
-		return cborHead(b, 1, uint64(-1-v))
+		return AppendCBORHead(b, 1, uint64(-1-v))
 	}
-	return cborHead(b, 0, uint64(v))
+	return AppendCBORHead(b, 0, uint64(v))
 }
 
-func cborText(b []byte, s string) []byte { return append(cborHead(b, 3, uint64(len(s))), s...) }
+// AppendCBORText appends s as a CBOR text string (major type 3); s is
+// written as it is, so the caller sees that it is UTF-8.
+func AppendCBORText(b []byte, s string) []byte {
+	return append(AppendCBORHead(b, 3, uint64(len(s))), s...)
+}
 
-func cborBytes(b, s []byte) []byte { return append(cborHead(b, 2, uint64(len(s))), s...) }
+func cborBytes(b, s []byte) []byte { return append(AppendCBORHead(b, 2, uint64(len(s))), s...) }
 
 // cborFloat appends f as the core deterministic encoder does: NaN as
 // half-precision 0x7e00, infinities as half precision, any other value

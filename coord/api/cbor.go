@@ -1,16 +1,16 @@
 package api
 
 import (
-	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"math"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/fxamacker/cbor/v2"
+
+	"idlepool/pool"
 )
 
 // CBORContentType is the media type of a body in its CBOR form (RFC
@@ -133,12 +133,12 @@ func AppendWorkResponseCBOR(dst []byte, r *WorkResponse) []byte {
 	if r.LeaseError != nil {
 		n++
 	}
-	dst = cborHead(dst, 5, n)
+	dst = pool.AppendCBORHead(dst, 5, n)
 	dst = cborText(dst, "results")
 	if r.Results == nil {
 		dst = append(dst, 0xf6) // null, as MarshalCBOR writes a nil slice
 	} else {
-		dst = cborHead(dst, 4, uint64(len(r.Results)))
+		dst = pool.AppendCBORHead(dst, 4, uint64(len(r.Results)))
 	}
 	for i := range r.Results {
 		dst = appendWorkAnswerCBOR(dst, &r.Results[i])
@@ -147,17 +147,17 @@ func AppendWorkResponseCBOR(dst []byte, r *WorkResponse) []byte {
 	if r.Leases == nil {
 		dst = append(dst, 0xf6) // null, as MarshalCBOR writes a nil slice
 	} else {
-		dst = cborHead(dst, 4, uint64(len(r.Leases)))
+		dst = pool.AppendCBORHead(dst, 4, uint64(len(r.Leases)))
 	}
 	for _, g := range r.Leases {
-		dst = cborHead(dst, 5, 4)
+		dst = pool.AppendCBORHead(dst, 5, 4)
 		dst = cborText(dst, "lease")
 		dst = cborText(dst, g.Lease)
 		dst = cborText(dst, "job")
-		dst = cborHead(dst, 3, 2*uint64(len(g.Job)))
+		dst = pool.AppendCBORHead(dst, 3, 2*uint64(len(g.Job)))
 		dst = hex.AppendEncode(dst, g.Job[:])
 		dst = cborText(dst, "task")
-		dst = cborInt(dst, g.Task)
+		dst = pool.AppendCBORInt(dst, g.Task)
 		dst = cborText(dst, "deadline")
 		if g.Deadline.IsZero() {
 			dst = append(dst, 0xf6) // null, as MarshalCBOR writes a zero time
@@ -183,11 +183,11 @@ func appendWorkAnswerCBOR(dst []byte, a *WorkAnswer) []byte {
 	if a.Error != "" {
 		n++
 	}
-	dst = cborHead(dst, 5, n)
+	dst = pool.AppendCBORHead(dst, 5, n)
 	dst = cborText(dst, "lease")
 	dst = cborText(dst, a.Lease)
 	dst = cborText(dst, "status")
-	dst = cborInt(dst, int64(a.Status))
+	dst = pool.AppendCBORInt(dst, int64(a.Status))
 	if a.Code != "" {
 		dst = cborText(dst, "code")
 		dst = cborText(dst, a.Code)
@@ -199,36 +199,10 @@ func appendWorkAnswerCBOR(dst []byte, a *WorkAnswer) []byte {
 	return dst
 }
 
-// cborHead appends the head of a data item of major type major (0 to 7)
-// and argument n, in the fewest bytes (RFC 8949, sections 3 and 4.2.1).
-func cborHead(dst []byte, major byte, n uint64) []byte {
-	m := major << 5
-	switch {
-	case n < 24:
-		return append(dst, m|byte(n))
-	case n <= math.MaxUint8:
-		return append(dst, m|24, byte(n))
-	case n <= math.MaxUint16:
-		return binary.BigEndian.AppendUint16(append(dst, m|25), uint16(n))
-	case n <= math.MaxUint32:
-		return binary.BigEndian.AppendUint32(append(dst, m|26), uint32(n))
-	}
-	return binary.BigEndian.AppendUint64(append(dst, m|27), n)
-}
-
-// cborInt appends v as a CBOR integer: major type 0, or 1 for -1 - v
-// when negative.
-func cborInt(dst []byte, v int64) []byte {
-	if v < 0 {
-		return cborHead(dst, 1, uint64(-1-v))
-	}
-	return cborHead(dst, 0, uint64(v))
-}
-
 // cborText appends s as a CBOR text string, its invalid UTF-8 replaced.
 func cborText(dst []byte, s string) []byte {
 	if !utf8.ValidString(s) {
 		s = strings.ToValidUTF8(s, "\uFFFD")
 	}
-	return append(cborHead(dst, 3, uint64(len(s))), s...)
+	return pool.AppendCBORText(dst, s)
 }
