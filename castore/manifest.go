@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-
-	"github.com/fxamacker/cbor/v2"
 )
 
 // ChunkSize is the size of every chunk but a file's last: 256 KiB. See
@@ -53,82 +51,57 @@ type Manifest struct {
 	Chunks    []Chunk
 }
 
-type wireChunk struct {
+// ChunkWire is a chunk of ManifestWire: its SHA-256 in hex, its size.
+type ChunkWire struct {
 	SHA256 string `json:"sha256"`
 	Size   int    `json:"size"`
 }
 
-type wireManifest struct {
+// ManifestWire is a Manifest in the shape of its JSON form (see
+// Manifest), digests as hex text: what encoding/json writes for a
+// Manifest, and what a CBOR body of the coordinator's API carries for
+// one (the "ref" of a result in POST /v1/work, coord/api), each with its
+// field tags. Manifest turns it back into a checked Manifest.
+type ManifestWire struct {
 	SHA256    string      `json:"sha256"`
 	Size      int64       `json:"size"`
 	ChunkSize int         `json:"chunkSize"`
-	Chunks    []wireChunk `json:"chunks"`
+	Chunks    []ChunkWire `json:"chunks"`
+}
+
+// Wire returns m in the shape of its JSON form.
+func (m Manifest) Wire() ManifestWire {
+	w := ManifestWire{SHA256: hex.EncodeToString(m.SHA256[:]), Size: m.Size, ChunkSize: m.ChunkSize,
+		Chunks: make([]ChunkWire, len(m.Chunks))}
+	for i, c := range m.Chunks {
+		w.Chunks[i] = ChunkWire{SHA256: hex.EncodeToString(c.Digest[:]), Size: c.Size}
+	}
+	return w
 }
 
 // MarshalJSON encodes m in its JSON form (see Manifest).
-func (m Manifest) MarshalJSON() ([]byte, error) {
-	w := wireManifest{SHA256: hex.EncodeToString(m.SHA256[:]), Size: m.Size, ChunkSize: m.ChunkSize,
-		Chunks: make([]wireChunk, len(m.Chunks))}
-	for i, c := range m.Chunks {
-		w.Chunks[i] = wireChunk{SHA256: hex.EncodeToString(c.Digest[:]), Size: c.Size}
-	}
-	return json.Marshal(w)
-}
+func (m Manifest) MarshalJSON() ([]byte, error) { return json.Marshal(m.Wire()) }
 
 // UnmarshalJSON decodes m's JSON form and checks it (Validate); errors
 // wrap ErrBadManifest.
 func (m *Manifest) UnmarshalJSON(b []byte) error {
-	var w wireManifest
+	var w ManifestWire
 	if err := json.Unmarshal(b, &w); err != nil {
 		return fmt.Errorf("%w: %w", ErrBadManifest, err)
 	}
-	return m.fromWire(w)
+	out, err := w.Manifest()
+	if err == nil {
+		*m = out
+	}
+	return err
 }
 
-// MarshalCBOR encodes m as its JSON form converted to CBOR item for item
-// (RFC 8949, section 6.2): the same keys, the digests as the same hex
-// text. It is how a manifest travels in a CBOR body of the coordinator's
-// API (the "ref" of a result in POST /v1/work).
-func (m Manifest) MarshalCBOR() ([]byte, error) {
-	w := wireManifest{SHA256: hex.EncodeToString(m.SHA256[:]), Size: m.Size, ChunkSize: m.ChunkSize,
-		Chunks: make([]wireChunk, len(m.Chunks))}
-	for i, c := range m.Chunks {
-		w.Chunks[i] = wireChunk{SHA256: hex.EncodeToString(c.Digest[:]), Size: c.Size}
-	}
-	return cbor.Marshal(w)
-}
-
-// manifestCBOR decodes a manifest's CBOR form strictly: no unknown key, no
-// key twice or in another case, no indefinite length, no tag.
-var manifestCBOR = func() cbor.DecMode {
-	dm, err := cbor.DecOptions{
-		FieldNameMatching: cbor.FieldNameMatchingCaseSensitive,
-		DupMapKey:         cbor.DupMapKeyEnforcedAPF,
-		IndefLength:       cbor.IndefLengthForbidden,
-		TagsMd:            cbor.TagsForbidden,
-		ExtraReturnErrors: cbor.ExtraDecErrorUnknownField,
-		MaxArrayElements:  MaxChunks,
-	}.DecMode()
-	if err != nil {
-		panic(err)
-	}
-	return dm
-}()
-
-// UnmarshalCBOR decodes what MarshalCBOR writes and checks it as
-// UnmarshalJSON does; errors wrap ErrBadManifest.
-func (m *Manifest) UnmarshalCBOR(b []byte) error {
-	var w wireManifest
-	if err := manifestCBOR.Unmarshal(b, &w); err != nil {
-		return fmt.Errorf("%w: %w", ErrBadManifest, err)
-	}
-	return m.fromWire(w)
-}
-
-// fromWire sets m to w's manifest when w is well formed (Validate).
-func (m *Manifest) fromWire(w wireManifest) error {
+// Manifest returns the manifest w describes, checked (Validate): the
+// error wraps ErrBadManifest and says what is wrong (a digest that is not
+// 64 hex digits, sizes that do not add up).
+func (w ManifestWire) Manifest() (Manifest, error) {
 	if len(w.Chunks) > MaxChunks {
-		return fmt.Errorf("%w: %d chunks, at most %d", ErrBadManifest, len(w.Chunks), MaxChunks)
+		return Manifest{}, fmt.Errorf("%w: %d chunks, at most %d", ErrBadManifest, len(w.Chunks), MaxChunks)
 	}
 	out := Manifest{Size: w.Size, ChunkSize: w.ChunkSize}
 	if len(w.Chunks) > 0 {
@@ -136,19 +109,18 @@ func (m *Manifest) fromWire(w wireManifest) error {
 	}
 	var err error
 	if out.SHA256, err = ParseDigest(w.SHA256); err != nil {
-		return fmt.Errorf("%w: sha256: %w", ErrBadManifest, err)
+		return Manifest{}, fmt.Errorf("%w: sha256: %w", ErrBadManifest, err)
 	}
 	for i, c := range w.Chunks {
 		if out.Chunks[i].Digest, err = ParseDigest(c.SHA256); err != nil {
-			return fmt.Errorf("%w: chunk %d: %w", ErrBadManifest, i, err)
+			return Manifest{}, fmt.Errorf("%w: chunk %d: %w", ErrBadManifest, i, err)
 		}
 		out.Chunks[i].Size = c.Size
 	}
 	if err := out.Validate(); err != nil {
-		return err
+		return Manifest{}, err
 	}
-	*m = out
-	return nil
+	return out, nil
 }
 
 // ParseDigest parses 64 hex digits.

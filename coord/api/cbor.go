@@ -10,6 +10,7 @@ import (
 
 	"github.com/fxamacker/cbor/v2"
 
+	"idlepool/castore"
 	"idlepool/pool"
 )
 
@@ -65,6 +66,56 @@ func cborDecMode(extra cbor.ExtraDecErrorCond) cbor.DecMode {
 		panic(err)
 	}
 	return dm
+}
+
+// workResultCBOR is a WorkResult in the shape of its CBOR form: its
+// fields and json tags, but the ref in the shape of its JSON
+// (castore.ManifestWire). castore.Manifest has no CBOR form of its own,
+// since the cluster's state stream encodes it as a Go struct and must
+// read what older nodes wrote (TestWorkResultCBORFields keeps the two
+// types' keys the same).
+type workResultCBOR struct {
+	Lease   string                `json:"lease"`
+	Digest  HexDigest             `json:"digest"`
+	Result  []byte                `json:"result,omitempty"`
+	Failed  bool                  `json:"failed,omitempty"`
+	Reason  string                `json:"reason,omitempty"`
+	Machine bool                  `json:"machine,omitempty"`
+	Ref     *castore.ManifestWire `json:"ref,omitempty"`
+	Work    *pool.Work            `json:"work,omitempty"`
+}
+
+// MarshalCBOR encodes r in its CBOR form (see CBORContentType): the keys
+// of its JSON, a ref as in JSON (castore.ManifestWire).
+func (r WorkResult) MarshalCBOR() ([]byte, error) {
+	w := workResultCBOR{Lease: r.Lease, Digest: r.Digest, Result: r.Result, Failed: r.Failed,
+		Reason: r.Reason, Machine: r.Machine, Work: r.Work}
+	if r.Ref != nil {
+		ref := r.Ref.Wire()
+		w.Ref = &ref
+	}
+	return cborEnc.Marshal(w)
+}
+
+// UnmarshalCBOR decodes what MarshalCBOR writes, as strictly as
+// UnmarshalCBOR (the function) decodes a request; a ref that is not a
+// well-formed manifest is an error wrapping castore.ErrBadManifest.
+func (r *WorkResult) UnmarshalCBOR(data []byte) error {
+	var w workResultCBOR
+	if err := cborStrict.Unmarshal(data, &w); err != nil {
+		return err
+	}
+	out := WorkResult{Lease: w.Lease, ResultSubmission: ResultSubmission{Digest: w.Digest, Result: w.Result,
+		Failed: w.Failed, Reason: w.Reason, Machine: w.Machine, Work: w.Work}}
+	if w.Ref != nil {
+		ref, err := w.Ref.Manifest()
+		if err != nil {
+			return fmt.Errorf("field \"ref\": %w", err)
+		}
+		out.Ref = &ref
+	}
+	*r = out
+	return nil
 }
 
 // MarshalCBOR returns the CBOR form of v, a body of the API (see
