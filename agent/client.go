@@ -685,7 +685,9 @@ func (c *Client) postCBOR(ctx context.Context, path string, in, out any) error {
 		err = fmt.Errorf("answer over %d bytes", maxAnswer)
 	}
 	if err == nil {
-		err = api.UnmarshalCBORAnswer(buf.Bytes(), out)
+		if err = api.UnmarshalCBORAnswer(buf.Bytes(), out); err != nil {
+			err = fmt.Errorf("%w: %w", errCBORAnswer, err)
+		}
 	}
 	if err != nil {
 		if ctx.Err() != nil {
@@ -695,6 +697,10 @@ func (c *Client) postCBOR(ctx context.Context, path string, in, out any) error {
 	}
 	return nil
 }
+
+// errCBORAnswer marks an answer in CBOR that this client could not
+// decode (postCBOR).
+var errCBORAnswer = errors.New("the CBOR answer does not decode")
 
 // Pool fetches the pool's name and the coordinator's public key. Of a
 // clustered pool, the answer lists its nodes, which the client adds to

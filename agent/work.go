@@ -64,22 +64,30 @@ const cborRefusedFor = 10 * time.Minute
 // sendWork sends req as POST /v1/work and decodes the answer into out: in
 // CBOR to a coordinator of cborWorkAPIVersion or later, else in JSON.
 // A CBOR request refused whole (400) is sent again at once in JSON, which
-// is then used for cborRefusedFor: in a cluster being upgraded, GET
-// /v1/pool may come from an upgraded node while the node in charge, which
-// reads the body, is older and reads every body as JSON. A request wrong
-// in itself is refused in JSON too, and costs one request more.
+// is then used for cborRefusedFor: the client asks for the version once,
+// and the pool may since have gone to an older coordinator (a node of an
+// older version taking charge of a cluster being upgraded, or a
+// coordinator rolled back), which reads every body as JSON. A request
+// wrong in itself is refused in JSON too, and costs one request more. A
+// CBOR answer that does not decode is an error (ErrUnavailable: the
+// results are sent again) and turns to JSON for cborRefusedFor too.
 func (c *Client) sendWork(ctx context.Context, req api.WorkRequest, out *api.WorkResponse) error {
 	c.work.mu.Lock()
 	useJSON := c.clock().Before(c.work.jsonUntil)
 	c.work.mu.Unlock()
 	if !useJSON && c.apiVersion(ctx) >= cborWorkAPIVersion {
 		err := c.postCBOR(ctx, "/v1/work", req, out)
-		if ae, ok := errors.AsType[*APIError](err); !ok || ae.Status != http.StatusBadRequest {
+		ae, refused := errors.AsType[*APIError](err)
+		refused = refused && ae.Status == http.StatusBadRequest
+		if !refused && !errors.Is(err, errCBORAnswer) {
 			return err
 		}
 		c.work.mu.Lock()
 		c.work.jsonUntil = c.clock().Add(cborRefusedFor)
 		c.work.mu.Unlock()
+		if !refused {
+			return err
+		}
 		*out = api.WorkResponse{}
 	}
 	_, err := c.postJSON(ctx, "/v1/work", req, out)

@@ -30,12 +30,15 @@ import (
 // With version set (and old not), GET /v1/pool says that API version
 // instead. POST /v1/work is counted by Content-Type and Accept in
 // ctypes. With refuseCBOR set, a POST /v1/work in CBOR is answered as a
-// coordinator of version 7 answers it (400: it reads the body as JSON).
+// coordinator of version 7 answers it (400: it reads the body as JSON);
+// with garbleCBOR, a CBOR answer to one has its body replaced by bytes
+// that do not decode.
 type gate struct {
 	next       http.RoundTripper
 	old        bool
 	version    int
 	refuseCBOR bool
+	garbleCBOR bool
 
 	mu      sync.Mutex
 	counts  map[string]int
@@ -75,6 +78,15 @@ func (g *gate) RoundTrip(req *http.Request) (*http.Response, error) {
 		<-hold
 	}
 	resp, err := g.next.RoundTrip(req)
+	g.mu.Lock()
+	garble := g.garbleCBOR
+	g.mu.Unlock()
+	if err == nil && garble && key == "POST /v1/work" && resp.Header.Get("Content-Type") == api.CBORContentType {
+		resp.Body.Close()
+		resp.Body, resp.ContentLength = io.NopCloser(bytes.NewReader([]byte{0xff})), 1
+		resp.Header.Set("Content-Length", "1")
+		return resp, nil
+	}
 	if err != nil || !g.old && g.version == 0 || key != "GET /v1/pool" {
 		return resp, err
 	}
@@ -312,6 +324,27 @@ func TestClientWorkCBORRefused(t *testing.T) {
 		t.Errorf("POST /v1/work by Content-Type and Accept %v, want CBOR again after %v", g.ctypes, 11*time.Minute)
 	}
 	g.mu.Unlock()
+}
+
+// TestClientWorkCBORUnreadable: a CBOR answer the client cannot decode
+// is an error that the task loop retries (ErrUnavailable), and the
+// client turns to JSON, which it reads.
+func TestClientWorkCBORUnreadable(t *testing.T) {
+	co, _, _ := poolWithJob(t, 4)
+	ctx := context.Background()
+	g := &gate{garbleCBOR: true}
+	c := gatedClient(t, co.url, newDevice(t, nil), g)
+	if _, err := c.Lease(ctx, 1); !errors.Is(err, agent.ErrUnavailable) {
+		t.Fatalf("Lease with an unreadable answer: %v, want ErrUnavailable", err)
+	}
+	if l, err := c.Lease(ctx, 1); err != nil || len(l) != 1 {
+		t.Fatalf("Lease after it = %v, %v; want a lease, in JSON", l, err)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.ctypes["application/cbor accept application/cbor, application/json;q=0.5"] != 1 || g.ctypes["application/json accept "] != 1 {
+		t.Errorf("POST /v1/work by Content-Type and Accept %v, want one in CBOR, then one in JSON", g.ctypes)
+	}
 }
 
 // TestClientSpeaksVersion1 checks that a client in front of a coordinator

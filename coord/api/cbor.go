@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -50,8 +51,26 @@ var (
 	cborAnswer = cborDecMode(cbor.ExtraDecErrorNone)
 )
 
+// onlyBoolsAndNull rejects every simple value but false, true and null
+// (20 to 22): the library would read the others (undefined among them)
+// as integers or as null.
+var onlyBoolsAndNull = func() *cbor.SimpleValueRegistry {
+	var reject []func(*cbor.SimpleValueRegistry) error
+	for v := 0; v < 256; v++ {
+		if v < 20 || v == 23 || v > 31 {
+			reject = append(reject, cbor.WithRejectedSimpleValue(cbor.SimpleValue(v)))
+		}
+	}
+	r, err := cbor.NewSimpleValueRegistryFromDefaults(reject...)
+	if err != nil {
+		panic(err)
+	}
+	return r
+}()
+
 func cborDecMode(extra cbor.ExtraDecErrorCond) cbor.DecMode {
 	dm, err := cbor.DecOptions{
+		SimpleValues:      onlyBoolsAndNull,
 		FieldNameMatching: cbor.FieldNameMatchingCaseSensitive,
 		DupMapKey:         cbor.DupMapKeyEnforcedAPF,
 		IndefLength:       cbor.IndefLengthForbidden,
@@ -152,14 +171,25 @@ func cborProblem(err error) error {
 	var dup *cbor.DupMapKeyError
 	var extra *cbor.ExtraneousDataError
 	var syn *cbor.SyntaxError
+	var unacceptable *cbor.UnacceptableDataItemError
 	switch {
 	case errors.As(err, &typ):
-		field := typ.StructFieldName // "api.WorkRequest.lease": the key is the last part
+		// "api.WorkRequest.results": the library names the outermost
+		// field of the value, which may be inside it.
+		field := typ.StructFieldName
 		field = field[strings.LastIndexByte(field, '.')+1:]
-		if field == "" {
-			return fmt.Errorf("a CBOR %s where the body has a value of another type (%s)", typ.CBORType, typ.GoType)
+		got := typ.CBORType
+		if got == "primitives" {
+			got = "float or simple value"
 		}
-		return fmt.Errorf("field %q: want %s, not a CBOR %s", field, typ.GoType, typ.CBORType)
+		if field == "" {
+			return fmt.Errorf("a CBOR %s where the body has %s", got, cborWords(typ.GoType))
+		}
+		return fmt.Errorf("field %q (or a value inside it): want %s, not a CBOR %s", field, cborWords(typ.GoType), got)
+	case errors.As(err, &unacceptable):
+		return fmt.Errorf("a CBOR value the body never has (%v): only false, true and null are taken of the simple values", err)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return errors.New("truncated CBOR: the body ends inside a value, or a length runs past its end")
 	case errors.As(err, &unknown):
 		return fmt.Errorf("unknown key in the CBOR map (%v)", err)
 	case errors.As(err, &dup):
@@ -172,13 +202,33 @@ func cborProblem(err error) error {
 	return fmt.Errorf("CBOR body: %v", err)
 }
 
+// cborWords names a Go type of the API's bodies as what it takes in CBOR.
+func cborWords(goType string) string {
+	switch {
+	case goType == "[]uint8":
+		return "a byte string"
+	case goType == "string":
+		return "a text string"
+	case goType == "bool":
+		return "a boolean"
+	case strings.HasPrefix(goType, "int"), strings.HasPrefix(goType, "uint"):
+		return "an integer"
+	case strings.HasPrefix(goType, "[]"):
+		return "an array"
+	case strings.HasPrefix(goType, "map["), strings.Contains(goType, "."):
+		return "a map"
+	}
+	return goType
+}
+
 // AppendWorkResponseCBOR appends r's CBOR form (see CBORContentType) to
 // dst: the bytes MarshalCBOR writes for it, written directly. It is the
 // coordinator's answer to every POST /v1/work that asks for CBOR, where
 // the generic encoder's reflection cost as much as encoding/json's.
 // Text that is not valid UTF-8 (a message quoting bytes a client sent)
-// has each bad byte replaced by U+FFFD, as encoding/json does; a CBOR
-// text string must be UTF-8 (RFC 8949, section 3.1).
+// has each run of bad bytes replaced by one U+FFFD (encoding/json
+// replaces each byte); a CBOR text string must be UTF-8 (RFC 8949,
+// section 3.1).
 func AppendWorkResponseCBOR(dst []byte, r *WorkResponse) []byte {
 	n := uint64(2)
 	if r.LeaseError != nil {
@@ -214,7 +264,8 @@ func AppendWorkResponseCBOR(dst []byte, r *WorkResponse) []byte {
 			dst = append(dst, 0xf6) // null, as MarshalCBOR writes a zero time
 		} else {
 			var buf [64]byte
-			dst = cborText(dst, string(g.Deadline.AppendFormat(buf[:0], time.RFC3339Nano)))
+			t := g.Deadline.AppendFormat(buf[:0], time.RFC3339Nano) // ASCII
+			dst = append(pool.AppendCBORHead(dst, 3, uint64(len(t))), t...)
 		}
 	}
 	if r.LeaseError != nil {
@@ -250,7 +301,8 @@ func appendWorkAnswerCBOR(dst []byte, a *WorkAnswer) []byte {
 	return dst
 }
 
-// cborText appends s as a CBOR text string, its invalid UTF-8 replaced.
+// cborText appends s as a CBOR text string, each run of invalid UTF-8 in
+// it replaced by U+FFFD.
 func cborText(dst []byte, s string) []byte {
 	if !utf8.ValidString(s) {
 		s = strings.ToValidUTF8(s, "\uFFFD")

@@ -108,6 +108,11 @@ func TestUnmarshalCBORRefuses(t *testing.T) {
 		{"a short digest", "\xa1\x67results\x81\xa1\x66digest\x45" + strings.Repeat("\x00", 5), "digest"},
 		{"a digest as bytes", "\xa1\x67results\x81\xa1\x66digest\x58\x20" + strings.Repeat("\x00", 32), "digest"},
 		{"bad manifest", "\xa1\x67results\x81\xa1\x63ref\xa1\x66sha256\x63abc", "manifest"},
+		{"a simple value", "\xa1\x65lease\xf8\x20", "simple values"},
+		{"undefined", "\xa1\x65lease\xf7", "simple values"},
+		{"a float", "\xa1\x65lease\xf9\x3c\x00", "want an integer, not a CBOR float"},
+		{"a result as text", "\xa1\x67results\x81\xa1\x66result\x61x", "want a byte string"},
+		{"a huge length", "\xa1\x65lease\x5b\x10\x00\x00\x00\x00\x00\x00\x00", "truncated CBOR"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var r api.WorkRequest
@@ -116,6 +121,12 @@ func TestUnmarshalCBORRefuses(t *testing.T) {
 				t.Fatalf("UnmarshalCBOR(% x) = %v, want an error saying %q", tc.data, err, tc.want)
 			}
 		})
+	}
+	// A digest's length may come in a longer head than the shortest.
+	long := "\xa1\x67results\x81\xa1\x66digest\x79\x00\x40" + strings.Repeat("ab", 32)
+	var r api.WorkRequest
+	if err := api.UnmarshalCBOR([]byte(long), &r); err != nil || r.Results[0].Digest[0] != 0xab {
+		t.Errorf("a digest in a two-byte head: %+v, %v", r, err)
 	}
 	var a api.WorkAnswer
 	if err := api.UnmarshalCBORAnswer([]byte("\xa3\x65lease\x61x\x66status\x19\x01\x90\x63new\x01"), &a); err != nil || a.Status != 400 || a.Lease != "x" {

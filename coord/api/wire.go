@@ -41,13 +41,29 @@ func (d HexDigest) MarshalCBOR() ([]byte, error) {
 }
 
 // UnmarshalCBOR reads what MarshalCBOR writes: a text string of 64 hex
-// digits in its shortest head. Anything else (a byte string, another
-// length) is an error wrapping job.ErrBadDigest.
+// digits (its length in any definite head). Anything else (a byte
+// string, another length) is an error wrapping job.ErrBadDigest.
 func (d *HexDigest) UnmarshalCBOR(b []byte) error {
-	if len(b) != 2+2*len(d) || b[0] != 0x78 || int(b[1]) != 2*len(d) {
-		return fmt.Errorf("%w: want a CBOR text string of 64 hex digits", job.ErrBadDigest)
+	bad := fmt.Errorf("%w: a digest is a CBOR text string of 64 hex digits", job.ErrBadDigest)
+	if len(b) == 0 || b[0]>>5 != 3 { // major type 3: text
+		return bad
 	}
-	return d.UnmarshalText(b[2:])
+	var n uint64
+	head := 1 << (b[0]&0x1f - 24) // the argument's bytes after the first: 1, 2, 4, 8
+	switch ai := b[0] & 0x1f; {
+	case ai < 24:
+		n, head = uint64(ai), 0
+	case ai > 27 || len(b) < 1+head:
+		return bad
+	default:
+		for _, c := range b[1 : 1+head] {
+			n = n<<8 | uint64(c)
+		}
+	}
+	if n != uint64(2*len(d)) || len(b) != 1+head+2*len(d) {
+		return bad
+	}
+	return d.UnmarshalText(b[1+head:])
 }
 
 // PoolInfo is the answer to GET /v1/pool.
