@@ -3,6 +3,7 @@ package coord
 import (
 	"fmt"
 	"net/http"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -207,7 +208,7 @@ func TestWorkRefused(t *testing.T) {
 		{name: "CBOR, not a map", req: []byte("\x81\x01"), want: "not a CBOR map", cbor: true},
 		{name: "CBOR, empty", req: []byte{}, want: "empty body", cbor: true},
 		{name: "CBOR, JSON body", req: []byte(`{"lease":1}`), want: "not a CBOR map", cbor: true},
-		{name: "JSON, a CBOR body", req: []byte("\xa1\x65lease\x01"), want: "not a JSON object"},
+		{name: "JSON, a CBOR body", req: []byte("\xa1\x65lease\x01"), want: "it looks like a CBOR map"},
 		{"too many leases", WorkRequest{Lease: MaxLeases + 1}, `field "lease"`, false},
 		{"negative leases", WorkRequest{Lease: -1}, `field "lease"`, false},
 		{"bad lease ID", WorkRequest{Results: []WorkResult{{Lease: "x", ResultSubmission: sub}}}, "not 32 lowercase hex digits", false},
@@ -338,5 +339,40 @@ func TestTransferBookBounds(t *testing.T) {
 	}
 	if s := b.summary(id); s.Bytes.Direct != maxTransferBytes+1 {
 		t.Errorf("after ten reports of 1 PiB: %d direct bytes, want the cap %d plus the other device's 1", s.Bytes.Direct, int64(maxTransferBytes)+1)
+	}
+}
+
+// TestDecodeWorkBounded: a POST /v1/work body within its size limit but
+// with millions of list elements is refused at the list's limit, without
+// decoding the rest: decoded whole, 6 MiB of empty results took 1.3 GB.
+func TestDecodeWorkBounded(t *testing.T) {
+	many := func(key string, n int) []byte {
+		return []byte(`{"` + key + `":[` + strings.Repeat(`{},`, n-1) + `{}]}`)
+	}
+	for _, tc := range []struct {
+		name string
+		body []byte
+		want string
+	}{
+		{"results", many("results", 2_000_000), `field "results": 257 results or more, the limit is 256`},
+		{"transfers", many("transfers", 2_000_000), `field "transfers": 65 reports or more, the limit is 64`},
+		{"a result of the wrong shape", []byte(`{"results":[{"lease":1}]}`), `results[0]: field "lease"`},
+		{"results not a list", []byte(`{"results":{}}`), `field "results": want an array`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if len(tc.body) > maxWorkBody {
+				t.Fatalf("body of %d bytes, over the limit of %d", len(tc.body), maxWorkBody)
+			}
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			_, _, err := decodeWork(tc.body, false)
+			runtime.ReadMemStats(&after)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("decodeWork: %v, want an error saying %q", err, tc.want)
+			}
+			if n := after.TotalAlloc - before.TotalAlloc; n > 200<<20 {
+				t.Errorf("decoding it allocated %d MB", n>>20)
+			}
+		})
 	}
 }
