@@ -87,12 +87,19 @@ func cborDecMode(extra cbor.ExtraDecErrorCond) cbor.DecMode {
 	return dm
 }
 
-// workResultCBOR is a WorkResult in the shape of its CBOR form: its
-// fields and json tags, but the ref in the shape of its JSON
-// (castore.ManifestWire). castore.Manifest has no CBOR form of its own,
-// since the cluster's state stream encodes it as a Go struct and must
-// read what older nodes wrote (TestWorkResultCBORFields keeps the two
-// types' keys the same).
+// workRequestCBOR and workResultCBOR are WorkRequest and WorkResult in
+// the shape of their CBOR form: their fields and json tags, but a ref in
+// the shape of its JSON (castore.ManifestWire). castore.Manifest has no
+// CBOR form of its own, since the cluster's state stream encodes it as a
+// Go struct and must read what older nodes wrote; MarshalCBOR and
+// UnmarshalCBOR take a WorkRequest through these
+// (TestWorkRequestCBORFields keeps their keys the same).
+type workRequestCBOR struct {
+	Results   []workResultCBOR `json:"results,omitempty"`
+	Lease     int              `json:"lease,omitempty"`
+	Transfers []TransferReport `json:"transfers,omitempty"`
+}
+
 type workResultCBOR struct {
 	Lease   string                `json:"lease"`
 	Digest  HexDigest             `json:"digest"`
@@ -104,43 +111,57 @@ type workResultCBOR struct {
 	Work    *pool.Work            `json:"work,omitempty"`
 }
 
-// MarshalCBOR encodes r in its CBOR form (see CBORContentType): the keys
-// of its JSON, a ref as in JSON (castore.ManifestWire).
-func (r WorkResult) MarshalCBOR() ([]byte, error) {
-	w := workResultCBOR{Lease: r.Lease, Digest: r.Digest, Result: r.Result, Failed: r.Failed,
-		Reason: r.Reason, Machine: r.Machine, Work: r.Work}
-	if r.Ref != nil {
-		ref := r.Ref.Wire()
-		w.Ref = &ref
+// toCBOR returns r in the shape of its CBOR form.
+func (r *WorkRequest) toCBOR() workRequestCBOR {
+	w := workRequestCBOR{Lease: r.Lease, Transfers: r.Transfers}
+	if r.Results != nil {
+		w.Results = make([]workResultCBOR, len(r.Results))
 	}
-	return cborEnc.Marshal(w)
+	for i, x := range r.Results {
+		w.Results[i] = workResultCBOR{Lease: x.Lease, Digest: x.Digest, Result: x.Result, Failed: x.Failed,
+			Reason: x.Reason, Machine: x.Machine, Work: x.Work}
+		if x.Ref != nil {
+			ref := x.Ref.Wire()
+			w.Results[i].Ref = &ref
+		}
+	}
+	return w
 }
 
-// UnmarshalCBOR decodes what MarshalCBOR writes, as strictly as
-// UnmarshalCBOR (the function) decodes a request; a ref that is not a
-// well-formed manifest is an error wrapping castore.ErrBadManifest.
-func (r *WorkResult) UnmarshalCBOR(data []byte) error {
-	var w workResultCBOR
-	if err := cborStrict.Unmarshal(data, &w); err != nil {
-		return err
+// fromCBOR sets r from w; a ref that is not a well-formed manifest is an
+// error wrapping castore.ErrBadManifest.
+func (r *WorkRequest) fromCBOR(w *workRequestCBOR) error {
+	out := WorkRequest{Lease: w.Lease, Transfers: w.Transfers}
+	if w.Results != nil {
+		out.Results = make([]WorkResult, len(w.Results))
 	}
-	out := WorkResult{Lease: w.Lease, ResultSubmission: ResultSubmission{Digest: w.Digest, Result: w.Result,
-		Failed: w.Failed, Reason: w.Reason, Machine: w.Machine, Work: w.Work}}
-	if w.Ref != nil {
-		ref, err := w.Ref.Manifest()
-		if err != nil {
-			return fmt.Errorf("field \"ref\": %w", err)
+	for i, x := range w.Results {
+		out.Results[i] = WorkResult{Lease: x.Lease, ResultSubmission: ResultSubmission{Digest: x.Digest, Result: x.Result,
+			Failed: x.Failed, Reason: x.Reason, Machine: x.Machine, Work: x.Work}}
+		if x.Ref != nil {
+			ref, err := x.Ref.Manifest()
+			if err != nil {
+				return fmt.Errorf("results[%d]: field \"ref\": %w", i, err)
+			}
+			out.Results[i].Ref = &ref
 		}
-		out.Ref = &ref
 	}
 	*r = out
 	return nil
 }
 
 // MarshalCBOR returns the CBOR form of v, a body of the API (see
-// CBORContentType): WorkRequest or WorkResponse. The error is an encoding
-// failure of one of v's values (a MarshalText that failed).
-func MarshalCBOR(v any) ([]byte, error) { return cborEnc.Marshal(v) }
+// CBORContentType): WorkRequest (or a pointer to one) or WorkResponse. The
+// error is an encoding failure of one of v's values.
+func MarshalCBOR(v any) ([]byte, error) {
+	switch r := v.(type) {
+	case WorkRequest:
+		return cborEnc.Marshal(r.toCBOR())
+	case *WorkRequest:
+		return cborEnc.Marshal(r.toCBOR())
+	}
+	return cborEnc.Marshal(v)
+}
 
 // UnmarshalCBOR decodes data, the CBOR form of a request body, into v (a
 // pointer, e.g. to WorkRequest), strictly: exactly one map, no unknown
@@ -149,6 +170,13 @@ func MarshalCBOR(v any) ([]byte, error) { return cborEnc.Marshal(v) }
 // of those is wrong and, for a value, names its field; the coordinator
 // answers it as 400.
 func UnmarshalCBOR(data []byte, v any) error {
+	if r, ok := v.(*WorkRequest); ok {
+		var w workRequestCBOR
+		if err := cborStrict.Unmarshal(data, &w); err != nil {
+			return cborProblem(err)
+		}
+		return r.fromCBOR(&w)
+	}
 	return cborProblem(cborStrict.Unmarshal(data, v))
 }
 

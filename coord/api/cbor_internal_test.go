@@ -22,13 +22,17 @@ func jsonKeys(t reflect.Type) []string {
 	return keys
 }
 
-// TestWorkResultCBORFields: the CBOR shape of a result has every key of
-// WorkResult's JSON, in the same order, and no other, so that a field
-// added to ResultSubmission cannot be left out of the CBOR form.
-func TestWorkResultCBORFields(t *testing.T) {
-	want := jsonKeys(reflect.TypeFor[WorkResult]())
-	got := jsonKeys(reflect.TypeFor[workResultCBOR]())
-	if !slices.Equal(got, want) {
-		t.Fatalf("workResultCBOR's keys %v, WorkResult's %v", got, want)
+// TestWorkRequestCBORFields: the CBOR shapes of a request and of a
+// result have every key of their JSON, in the same order, and no other,
+// so that a field added to WorkRequest or ResultSubmission cannot be
+// left out of the CBOR form.
+func TestWorkRequestCBORFields(t *testing.T) {
+	for _, tc := range []struct{ cbor, json reflect.Type }{
+		{reflect.TypeFor[workRequestCBOR](), reflect.TypeFor[WorkRequest]()},
+		{reflect.TypeFor[workResultCBOR](), reflect.TypeFor[WorkResult]()},
+	} {
+		if got, want := jsonKeys(tc.cbor), jsonKeys(tc.json); !slices.Equal(got, want) {
+			t.Errorf("%v's keys %v, %v's %v", tc.cbor, got, tc.json, want)
+		}
 	}
 }

@@ -44,9 +44,8 @@ func (d HexDigest) MarshalCBOR() ([]byte, error) {
 // digits (its length in any definite head). Anything else (a byte
 // string, another length) is an error wrapping job.ErrBadDigest.
 func (d *HexDigest) UnmarshalCBOR(b []byte) error {
-	bad := fmt.Errorf("%w: a digest is a CBOR text string of 64 hex digits", job.ErrBadDigest)
 	if len(b) == 0 || b[0]>>5 != 3 { // major type 3: text
-		return bad
+		return errDigestCBOR
 	}
 	var n uint64
 	head := 1 << (b[0]&0x1f - 24) // the argument's bytes after the first: 1, 2, 4, 8
@@ -54,17 +53,21 @@ func (d *HexDigest) UnmarshalCBOR(b []byte) error {
 	case ai < 24:
 		n, head = uint64(ai), 0
 	case ai > 27 || len(b) < 1+head:
-		return bad
+		return errDigestCBOR
 	default:
 		for _, c := range b[1 : 1+head] {
 			n = n<<8 | uint64(c)
 		}
 	}
 	if n != uint64(2*len(d)) || len(b) != 1+head+2*len(d) {
-		return bad
+		return errDigestCBOR
 	}
 	return d.UnmarshalText(b[1+head:])
 }
+
+// errDigestCBOR is the error of HexDigest.UnmarshalCBOR for what is not
+// a text string of 64 bytes.
+var errDigestCBOR = fmt.Errorf("%w: a digest is a CBOR text string of 64 hex digits", job.ErrBadDigest)
 
 // PoolInfo is the answer to GET /v1/pool.
 type PoolInfo struct {
