@@ -114,6 +114,11 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		s.log.Debug("Request refused while the store is unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
 		body.Error = "the coordinator cannot store anything now (" + s.storeWords(err) + "): retry later"
 		w.Header().Set("Retry-After", "5")
+	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
+		// The client went away (a long poll it stopped waiting for): no
+		// fault of the coordinator's, and nobody reads the answer.
+		s.log.Debug("Request given up by its client", "method", r.Method, "path", r.URL.Path)
+		body.Error = "the request was cancelled"
 	case status == http.StatusServiceUnavailable:
 		s.log.Warn("Request refused", "method", r.Method, "path", r.URL.Path, "err", err)
 		body.Error = "the coordinator is shutting down or restarting: retry later"

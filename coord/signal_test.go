@@ -1,14 +1,17 @@
 package coord
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/sha1"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -246,5 +249,55 @@ func TestICEServers(t *testing.T) {
 	b, _ := json.Marshal(none)
 	if !strings.Contains(string(b), `"iceServers":[]`) {
 		t.Errorf("answer %s, want an empty list", b)
+	}
+}
+
+// lockedLog is a log's text, safe for the handler and the test to share.
+type lockedLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestLongPollGivenUp: a client that stops waiting for its long poll
+// (GET /v1/signals) is no fault of the coordinator's: it is logged at
+// debug level, never warned about as a refused request.
+func TestLongPollGivenUp(t *testing.T) {
+	var log lockedLog
+	ts := startServer(t, func(c *Config) {
+		c.Logger = slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	})
+	p := newPeer(t, nil)
+	ts.register(t, p, "", http.StatusCreated)
+	// Cancel each poll a little later than the last until the
+	// coordinator has seen one given up.
+	wait := 50 * time.Millisecond
+	waitUntil(t, patience(t), "a long poll given up by its client", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		defer cancel()
+		wait *= 2
+		req := ts.request(t, "GET", "/v1/signals?waitMs=60000", nil).WithContext(ctx)
+		SignRequest(req, nil, p.key, time.Now())
+		if resp, err := ts.client.Do(req); err == nil {
+			resp.Body.Close()
+		}
+		l := log.String()
+		return strings.Contains(l, "Request given up by its client") || strings.Contains(l, "path=/v1/signals")
+	})
+	for _, line := range strings.Split(log.String(), "\n") {
+		if strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR") {
+			t.Errorf("logged: %s", line)
+		}
 	}
 }
