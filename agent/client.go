@@ -667,8 +667,8 @@ func (c *Client) postCBOR(ctx context.Context, path string, in, out any) error {
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", path, err)
 	}
-	b := payload{r: bytes.NewReader(body), n: int64(len(body)), sum: sha256.Sum256(body), ctype: api.CBORContentType, accept: cborAccept}
-	resp, err := c.send(ctx, http.MethodPost, path, nil, b, true)
+	p := payload{r: bytes.NewReader(body), n: int64(len(body)), sum: sha256.Sum256(body), ctype: api.CBORContentType, accept: cborAccept}
+	resp, err := c.send(ctx, http.MethodPost, path, nil, p, true)
 	if err != nil {
 		return err
 	}
@@ -676,26 +676,36 @@ func (c *Client) postCBOR(ctx context.Context, path string, in, out any) error {
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != api.CBORContentType {
 		return readJSON(ctx, resp, http.MethodPost, path, out)
 	}
+	b, err := readAnswer(ctx, resp, http.MethodPost, path)
+	if err != nil {
+		return err
+	}
+	if err := api.UnmarshalCBORAnswer(b, out); err != nil {
+		return fmt.Errorf("%w: POST %s: read answer: %w: %w", ErrUnavailable, path, errCBORAnswer, err)
+	}
+	return nil
+}
+
+// readAnswer reads resp's body whole, at most maxAnswer bytes, into a
+// buffer of its Content-Length when it has one (not grown step by step);
+// it does not close it. A body it cannot read, or a longer one, is an
+// error wrapping ErrUnavailable (the context's error once it is done).
+func readAnswer(ctx context.Context, resp *http.Response, method, path string) ([]byte, error) {
 	var buf bytes.Buffer
 	if n := resp.ContentLength; n > 0 && n <= maxAnswer {
-		buf.Grow(int(n) + bytes.MinRead) // read in place, not grown step by step
+		buf.Grow(int(n) + bytes.MinRead)
 	}
-	_, err = buf.ReadFrom(io.LimitReader(resp.Body, maxAnswer+1))
+	_, err := buf.ReadFrom(io.LimitReader(resp.Body, maxAnswer+1))
 	if err == nil && buf.Len() > maxAnswer {
 		err = fmt.Errorf("answer over %d bytes", maxAnswer)
 	}
-	if err == nil {
-		if err = api.UnmarshalCBORAnswer(buf.Bytes(), out); err != nil {
-			err = fmt.Errorf("%w: %w", errCBORAnswer, err)
-		}
-	}
 	if err != nil {
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return nil, ctx.Err()
 		}
-		return fmt.Errorf("%w: POST %s: read answer: %w", ErrUnavailable, path, err)
+		return nil, fmt.Errorf("%w: %s %s: read answer: %w", ErrUnavailable, method, path, err)
 	}
-	return nil
+	return buf.Bytes(), nil
 }
 
 // errCBORAnswer marks an answer in CBOR that this client could not
@@ -1039,20 +1049,9 @@ func (c *Client) Receipts(ctx context.Context, after uint64, max int) ([]pool.En
 		err := readJSON(ctx, resp, http.MethodGet, path, &out)
 		return out.Entries, err
 	}
-	var buf bytes.Buffer
-	if n := resp.ContentLength; n > 0 && n <= maxAnswer {
-		buf.Grow(int(n) + bytes.MinRead) // read in place, not grown step by step
-	}
-	_, err = buf.ReadFrom(io.LimitReader(resp.Body, maxAnswer+1))
-	b := buf.Bytes()
-	if err == nil && len(b) > maxAnswer {
-		err = fmt.Errorf("answer over %d bytes", maxAnswer)
-	}
+	b, err := readAnswer(ctx, resp, http.MethodGet, path)
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		return nil, fmt.Errorf("%w: GET %s: read answer: %w", ErrUnavailable, path, err)
+		return nil, err
 	}
 	es, err := pool.DecodeEntriesCBOR(b)
 	if err != nil {

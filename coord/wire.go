@@ -106,7 +106,7 @@ func decodeStrict(data []byte, v any) error {
 		return errors.New("empty body: want a JSON object")
 	}
 	if trimmed[0] != '{' {
-		if c := data[0]; c >= 0xa0 && c <= 0xbb { // the head of a CBOR map
+		if c := trimmed[0]; c >= 0xa0 && c <= 0xbb { // the head of a CBOR map
 			return errors.New("the body is not a JSON object (it looks like a CBOR map: only POST /v1/work takes CBOR, with Content-Type: " + api.CBORContentType + ")")
 		}
 		return errors.New("the body is not a JSON object")
