@@ -40,8 +40,8 @@ func decodeWork(data []byte, inCBOR bool) (WorkRequest, []pool.Submission, error
 			return r, nil, err
 		}
 	} else {
-		var w workJSON
-		if err := decodeStrict(data, &w); err != nil {
+		var w workJSON // its lists are read, and counted, element by element
+		if err := decodeObject(data, &w); err != nil {
 			return r, nil, err
 		}
 		r.Lease = w.Lease

@@ -97,10 +97,92 @@ func jobInfo(s pool.JobStatus) JobInfo {
 		Recomputing: s.Recomputing, TimingOut: s.TimingOut, TimeoutDevices: s.TimeoutDevices, Timeouts: s.Timeouts}
 }
 
+// maxJSONElements bounds the elements of all the arrays of one JSON
+// request body together (checkJSONElements): twice the longest list a
+// request may carry (a chunk announcement's MaxChunksPerRequest), so no
+// request within its limits meets it.
+const maxJSONElements = 2 * MaxChunksPerRequest
+
 // decodeStrict decodes data, a JSON object, into v: unknown fields,
-// anything but exactly one object, and trailing data are errors that name
-// the problem. v must point to a struct.
+// anything but exactly one object, trailing data, and arrays of more
+// than maxJSONElements elements in all are errors that name the
+// problem. v must point to a struct.
 func decodeStrict(data []byte, v any) error {
+	// What is not an object is refused by decodeObject, in its words.
+	if trimmed := bytes.TrimLeft(data, " \t\r\n"); len(trimmed) > 0 && trimmed[0] == '{' {
+		if err := checkJSONElements(trimmed, maxJSONElements); err != nil {
+			return err
+		}
+	}
+	return decodeObject(data, v)
+}
+
+// checkJSONElements refuses data, a JSON text, whose arrays hold more
+// than limit elements in all, before anything is decoded: the decoder
+// would allocate every element before a handler could count them, and a
+// body of empty objects ("{},", 3 bytes each) becomes a slice of
+// structs some thirty times its size (80 bytes for a HeldResult: 1 MiB
+// of them allocated 134 MB while it was decoded). It
+// reads each byte once (strings by bytes.IndexByte) and allocates only
+// for more than 32 nested containers; what is not JSON is left to the
+// decoder to name.
+func checkJSONElements(data []byte, limit int) error {
+	var stack [32]bool
+	open := stack[:0] // per open container, innermost last: true for an array
+	first := false    // just after '[': the next value is its first element
+	n := 0
+	for i := 0; i < len(data); i++ {
+		c := data[i]
+		if c == ' ' || c == '\t' || c == '\r' || c == '\n' {
+			continue
+		}
+		if first {
+			first = false
+			if c != ']' {
+				n++
+			}
+		}
+		switch c {
+		case '"':
+			for { // to the closing quote: one not escaped by an odd run of backslashes
+				k := bytes.IndexByte(data[i+1:], '"')
+				if k < 0 {
+					return nil // unterminated: the decoder says so
+				}
+				i += 1 + k
+				escapes := 0
+				for j := i - 1; data[j] == '\\'; j-- {
+					escapes++
+				}
+				if escapes%2 == 0 {
+					break
+				}
+			}
+		case '[':
+			open = append(open, true)
+			first = true
+		case '{':
+			open = append(open, false)
+		case ']', '}':
+			if len(open) > 0 {
+				open = open[:len(open)-1]
+			}
+		case ',':
+			if len(open) > 0 && open[len(open)-1] {
+				n++
+			}
+		}
+		if n > limit {
+			return fmt.Errorf("the body's arrays hold more than %d elements in all: send fewer in each request", limit)
+		}
+	}
+	return nil
+}
+
+// decodeObject is decodeStrict without the bound on arrays, for a body
+// whose lists are json.RawMessage read element by element
+// (decodeJSONList).
+func decodeObject(data []byte, v any) error {
 	trimmed := bytes.TrimLeft(data, " \t\r\n")
 	if len(trimmed) == 0 {
 		return errors.New("empty body: want a JSON object")

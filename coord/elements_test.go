@@ -1,0 +1,158 @@
+package coord
+
+import (
+	"encoding/json"
+	"math/rand/v2"
+	"net/http"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// elementsOf counts the elements of every array in v, a value decoded by
+// encoding/json into an any: the reference checkJSONElements is held to.
+func elementsOf(v any) int {
+	n := 0
+	switch v := v.(type) {
+	case []any:
+		n += len(v)
+		for _, e := range v {
+			n += elementsOf(e)
+		}
+	case map[string]any:
+		for _, e := range v {
+			n += elementsOf(e)
+		}
+	}
+	return n
+}
+
+// randomJSON writes a random JSON value of at most depth levels to b:
+// arrays and objects, empty or not, and strings with quotes, backslashes,
+// brackets and commas in them, with white space between the tokens.
+func randomJSON(r *rand.Rand, b *strings.Builder, depth int) {
+	space := func() {
+		if r.IntN(4) == 0 {
+			b.WriteString([]string{" ", "\n", "\t ", "\r\n"}[r.IntN(4)])
+		}
+	}
+	kind := r.IntN(6)
+	if depth == 0 {
+		kind = r.IntN(3)
+	}
+	switch kind {
+	case 0:
+		b.WriteString(strconv.Itoa(r.IntN(1000)))
+	case 1:
+		b.WriteString([]string{"true", "false", "null"}[r.IntN(3)])
+	case 2:
+		b.WriteByte('"')
+		for range r.IntN(6) {
+			b.WriteString([]string{`a`, `\"`, `\\`, `[`, `]`, `,`, `{`, `}`, `\u005b`, `\\\"`}[r.IntN(10)])
+		}
+		b.WriteByte('"')
+	case 3, 4:
+		b.WriteByte('[')
+		for i := range r.IntN(5) {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			space()
+			randomJSON(r, b, depth-1)
+			space()
+		}
+		b.WriteByte(']')
+	case 5:
+		b.WriteByte('{')
+		for i := range r.IntN(4) {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			space()
+			b.WriteString(`"k` + strconv.Itoa(i) + `[,"`)
+			space()
+			b.WriteByte(':')
+			space()
+			randomJSON(r, b, depth-1)
+		}
+		b.WriteByte('}')
+	}
+}
+
+// checkJSONElements counts as encoding/json decodes: on 3,000 random
+// JSON texts it refuses exactly those with more elements than the
+// limit, at the limit and one under it.
+func TestCheckJSONElementsCounts(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range 3000 {
+		var b strings.Builder
+		b.WriteString(" ")
+		randomJSON(r, &b, 5)
+		text := b.String()
+		var v any
+		if err := json.Unmarshal([]byte(text), &v); err != nil {
+			t.Fatalf("text %d is not JSON: %v\n%s", i, err, text)
+		}
+		n := elementsOf(v)
+		if err := checkJSONElements([]byte(text), n); err != nil {
+			t.Fatalf("text %d with %d elements refused at the limit %d: %v\n%s", i, n, n, err, text)
+		}
+		if n > 0 {
+			if err := checkJSONElements([]byte(text), n-1); err == nil {
+				t.Fatalf("text %d with %d elements passed the limit %d\n%s", i, n, n-1, text)
+			}
+		}
+	}
+}
+
+// What checkJSONElements is given that is not JSON it leaves to the
+// decoder, without failing: an unterminated string, brackets that do not
+// match, a lone backslash at the end.
+func TestCheckJSONElementsNotJSON(t *testing.T) {
+	for _, text := range []string{``, `"`, `"abc\"`, `]]]}}`, `[[[[`, `["\`, `[,,,]`, strings.Repeat("[", 11)} {
+		if err := checkJSONElements([]byte(text), 10); err != nil {
+			t.Errorf("%q: %v", text, err)
+		}
+	}
+	if err := checkJSONElements([]byte(`[,,,,,,,,,,,]`), 10); err == nil {
+		t.Error("12 elements, even malformed, passed the limit of 10")
+	}
+}
+
+// A request body of arrays larger than any request may carry is refused
+// before it is decoded, whatever its route: 1 MiB of empty objects as
+// held results (349,519 of them, which decoding turned into 28 MB of
+// structs after allocating 134 MB in all) is a 400 naming the bound, and
+// deciding it allocates little.
+// A list at its route's own limit passes the bound and meets that limit's
+// error, as before.
+func TestDecodeStrictBounded(t *testing.T) {
+	body := []byte(`{"results":[` + strings.Repeat(`{},`, (maxJSONBody-20)/3) + `{}]}`)
+	if len(body) > maxJSONBody {
+		t.Fatalf("body of %d bytes, over the limit of %d", len(body), maxJSONBody)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	var req HeldResults
+	err := decodeStrict(body, &req)
+	runtime.ReadMemStats(&after)
+	want := "the body's arrays hold more than " + strconv.Itoa(maxJSONElements) + " elements in all"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("decodeStrict: %v, want an error saying %q", err, want)
+	}
+	if n := after.TotalAlloc - before.TotalAlloc; n > 1<<20 {
+		t.Errorf("refusing it allocated %d KB", n>>10)
+	}
+
+	ts := startServer(t, nil)
+	bob := newPeer(t, nil)
+	ts.register(t, bob, "", http.StatusCreated)
+	if a := ts.do(t, bob, "POST", "/v1/results/held", body); a.status != http.StatusBadRequest || !strings.Contains(string(a.body), want) {
+		t.Errorf("held results of %d bytes: %d %s, want 400 saying %q", len(body), a.status, a.body, want)
+	}
+	chunks := `{"add":[` + strings.Repeat(`"`+strings.Repeat("ab", 32)+`",`, MaxChunksPerRequest) + `"` + strings.Repeat("cd", 32) + `"]}`
+	if a := ts.do(t, bob, "POST", "/v1/chunks/announce", []byte(chunks)); a.status != http.StatusBadRequest || !strings.Contains(string(a.body), "at most "+strconv.Itoa(MaxChunksPerRequest)) {
+		t.Errorf("an announcement of %d chunks: %d %s, want 400 naming its own limit", MaxChunksPerRequest+1, a.status, a.body)
+	}
+}
