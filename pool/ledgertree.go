@@ -5,9 +5,6 @@ import (
 	"fmt"
 	"math/bits"
 
-	"github.com/transparency-dev/merkle/proof"
-	"github.com/transparency-dev/merkle/rfc6962"
-
 	"idlepool/job"
 )
 
@@ -150,18 +147,46 @@ func (e Entry) treeHead() (TreeHead, error) {
 	if t.Size == 0 || t.Size > maxTreeSize || t.Index >= t.Size {
 		return TreeHead{}, fmt.Errorf("leaf %d of a tree of %d is out of range", t.Index, t.Size)
 	}
-	path := make([][]byte, len(t.Path))
-	for i := range t.Path {
-		path[i] = t.Path[i][:]
-	}
-	leaf := e.LeafHash()
-	root, err := proof.RootFromInclusionProof(rfc6962.DefaultHasher, t.Index, t.Size, leaf[:], path)
+	root, err := rootFromInclusionProof(t.Index, t.Size, e.leafHash(), t.Path)
 	if err != nil {
 		return TreeHead{}, fmt.Errorf("inclusion proof: %w", err)
 	}
-	h := TreeHead{Size: t.Size}
-	copy(h.Root[:], root)
-	return h, nil
+	return TreeHead{Size: t.Size, Root: root}, nil
+}
+
+// rootFromInclusionProof returns the root of the Merkle tree of size
+// leaves in which leaf, a leaf hash, is leaf index (0-based) with the
+// inclusion path path, leaf to root: RFC 9162 section 2.1.3.2's
+// verification algorithm, which computes the root it then compares. A
+// path too long or too short for index and size is an error; the tree it
+// gives is checked by whoever signed its head. It does not allocate
+// (every device checks each receipt it is given).
+func rootFromInclusionProof(index, size uint64, leaf job.Digest, path []job.Digest) (job.Digest, error) {
+	if index >= size {
+		return job.Digest{}, fmt.Errorf("leaf %d of a tree of %d is out of range", index, size)
+	}
+	fn, sn := index, size-1
+	r := leaf
+	for _, p := range path {
+		if sn == 0 {
+			return job.Digest{}, fmt.Errorf("a path of %d hashes, more than leaf %d of a tree of %d has", len(path), index, size)
+		}
+		if fn&1 == 1 || fn == sn {
+			r = hashChildren(p[:], r[:])
+			for fn&1 == 0 && fn != 0 {
+				fn >>= 1
+				sn >>= 1
+			}
+		} else {
+			r = hashChildren(r[:], p[:])
+		}
+		fn >>= 1
+		sn >>= 1
+	}
+	if sn != 0 {
+		return job.Digest{}, fmt.Errorf("a path of %d hashes, fewer than leaf %d of a tree of %d has", len(path), index, size)
+	}
+	return r, nil
 }
 
 // MarshalBinary encodes the proof as the uvarints Size and Index followed
