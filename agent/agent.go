@@ -787,11 +787,21 @@ func (a *Agent) runLease(ctx context.Context, l pool.Lease, slot int, last bool,
 	t := cj.j.Task(l.Task)
 	taskCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	// The heartbeat starts when its first beat is due: a task done
+	// sooner, as most are, costs no goroutine and no ticker for it.
 	hbDone := make(chan struct{})
-	go func() {
+	hbStart := a.cfg.Now()
+	hbEvery := heartbeatInterval(cj.j, l, hbStart)
+	hb := time.AfterFunc(hbEvery, func() {
 		defer close(hbDone)
-		a.heartbeat(taskCtx, cj.j, l, cancel, log)
-	}()
+		a.heartbeat(taskCtx, cj.j, l, hbStart, hbEvery, cancel, log)
+	})
+	stopHeartbeat := func() { // after cancel
+		if hb.Stop() { // it never started
+			close(hbDone)
+		}
+		<-hbDone
+	}
 	pauseDone := make(chan struct{})
 	limit := pauseLimit(cj.j.Manifest.Policy.LeaseTimeout.Duration)
 	taken := time.Now()
@@ -809,7 +819,7 @@ func (a *Agent) runLease(ctx context.Context, l pool.Lease, slot int, last bool,
 		// itself goes on below, where its cause decides: the lease lost,
 		// the job cancelled, the agent stopping.)
 		cancel(nil)
-		<-hbDone
+		stopHeartbeat()
 		<-pauseDone
 		if busy {
 			log.Info("Handing back a task that needs a GPU: this computer's GPUs stayed busy with other tasks")
@@ -823,12 +833,14 @@ func (a *Agent) runLease(ctx context.Context, l pool.Lease, slot int, last bool,
 		return nil, nil
 	}
 	gpuDone := make(chan struct{})
-	go func() {
-		defer close(gpuDone)
-		if len(gpus) > 0 {
+	if len(gpus) > 0 {
+		go func() {
+			defer close(gpuDone)
 			a.watchGPUs(taskCtx, gpus, cancel)
-		}
-	}()
+		}()
+	} else {
+		close(gpuDone)
+	}
 	var metered *energy.Task
 	if a.cfg.Energy != nil {
 		metered = a.cfg.Energy.Start(gpus)
@@ -840,7 +852,7 @@ func (a *Agent) runLease(ctx context.Context, l pool.Lease, slot int, last bool,
 		a.recordEnergy(ctx, l, metered.Stop(out.PID), log)
 	}
 	cancel(nil)
-	<-hbDone
+	stopHeartbeat()
 	<-pauseDone
 	<-gpuDone
 	switch {
@@ -896,7 +908,9 @@ func (a *Agent) runLease(ctx context.Context, l pool.Lease, slot int, last bool,
 	if !c.Failed {
 		c.Cost = cj.j.WorkCost(t, out.Work)
 	}
-	log.Debug("Task done", "failed", c.Failed, "digest", c.Digest.String())
+	if log.Enabled(ctx, slog.LevelDebug) { // its digest in hex is an allocation per task
+		log.Debug("Task done", "failed", c.Failed, "digest", c.Digest.String())
+	}
 	a.noteByRef(cj.j)
 	if !last {
 		sending.Go(func() { a.keep(ctx, c, 0, log) })
@@ -953,33 +967,32 @@ func heartbeatInterval(j *job.Job, l pool.Lease, now time.Time) time.Duration {
 	return max(d, 100*time.Millisecond)
 }
 
-// heartbeat extends lease l of job j every heartbeatInterval, taken
-// again from each new deadline, until ctx ends: when the coordinator
-// grants less time (its task got a backup replica), the agent heartbeats
-// more often, so that it hears within a third of that grant when the
-// task is decided. When the coordinator says the lease is gone, it
-// cancels the task with ErrLeaseExpired; when it says the task was
-// decided without this replica (another device's result completed its
-// verification first), it cancels it with errTaskDecided: the work is
-// not needed. Failures to reach the coordinator are retried at the
-// next tick: the task goes on, and its result is sent when the
-// coordinator is back; but once the lease's last deadline is more than
-// AbandonAfter past and the coordinator still cannot be reached (or
-// refuses this device), the pool has leased the task elsewhere: the task
-// is cancelled with an *AbandonedError.
-func (a *Agent) heartbeat(ctx context.Context, j *job.Job, l pool.Lease, cancel context.CancelCauseFunc, log *slog.Logger) {
-	interval := heartbeatInterval(j, l, a.cfg.Now())
+// heartbeat extends lease l of job j at once and then every interval
+// (heartbeatInterval, as the task started at started), taken again from
+// each new deadline, until ctx ends: its caller starts it when the first
+// beat is due. When the coordinator grants less time (its task got a
+// backup replica), the agent heartbeats more often, so that it hears
+// within a third of that grant when the task is decided. When the
+// coordinator says the lease is gone, it cancels the task with
+// ErrLeaseExpired; when it says the task was decided without this
+// replica (another device's result completed its verification first),
+// it cancels it with errTaskDecided: the work is not needed. Failures to
+// reach the coordinator are retried at the next tick: the task goes on,
+// and its result is sent when the coordinator is back; but once the
+// lease's last deadline is more than AbandonAfter past and the
+// coordinator still cannot be reached (or refuses this device), the pool
+// has leased the task elsewhere: the task is cancelled with an
+// *AbandonedError.
+func (a *Agent) heartbeat(ctx context.Context, j *job.Job, l pool.Lease, started time.Time, interval time.Duration,
+	cancel context.CancelCauseFunc, log *slog.Logger) {
 	deadline := l.Deadline
 	if deadline.IsZero() {
-		deadline = a.cfg.Now().Add(3 * interval)
+		deadline = started.Add(3 * interval)
 	}
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
+	var tick *time.Ticker // from the first beat on
 	for {
-		select {
-		case <-ctx.Done():
+		if ctx.Err() != nil {
 			return
-		case <-tick.C:
 		}
 		dl, err := a.c.Heartbeat(ctx, l.ID)
 		switch {
@@ -989,7 +1002,9 @@ func (a *Agent) heartbeat(ctx context.Context, j *job.Job, l pool.Lease, cancel 
 				deadline = dl
 				if d := heartbeatInterval(j, pool.Lease{Deadline: dl}, a.cfg.Now()); d != interval {
 					interval = d
-					tick.Reset(d)
+					if tick != nil {
+						tick.Reset(d)
+					}
 				}
 			}
 		case isTaskDecided(err):
@@ -1005,6 +1020,15 @@ func (a *Agent) heartbeat(ctx context.Context, j *job.Job, l pool.Lease, cancel 
 					ClockRefused: errors.Is(err, ErrClockSkew), Err: err})
 				return
 			}
+		}
+		if tick == nil {
+			tick = time.NewTicker(interval)
+			defer tick.Stop()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
 		}
 	}
 }
