@@ -31,11 +31,20 @@ func (a *Agent) holdQueued(ctx context.Context, leases []pool.Lease) *queuedLeas
 	for _, l := range leases {
 		hctx, cancel := context.WithCancel(ctx)
 		done := make(chan struct{})
-		go func() {
+		// Started when its first extension is due: a lease whose task
+		// starts sooner, as most do, costs no goroutine and no timer's
+		// channel.
+		t := time.AfterFunc(a.queuedWait(l.Deadline), func() {
 			defer close(done)
 			a.extendQueued(hctx, l, q)
-		}()
-		q.stops[l.ID] = func() { cancel(); <-done }
+		})
+		q.stops[l.ID] = func() {
+			cancel()
+			if t.Stop() { // it never started
+				close(done)
+			}
+			<-done
+		}
 	}
 	return q
 }
@@ -74,18 +83,25 @@ func (q *queuedLeases) stopAll() {
 // deadline is unknown or past while the pool cannot be reached.
 const queuedRetry = 10 * time.Second
 
-// extendQueued extends lease l at a third of the time it has left until
-// ctx ends or the pool says the lease is over (recorded in q). A pool
-// that cannot be reached is asked again later; whether the task is then
-// abandoned is decided once it runs (heartbeat).
+// queuedWait is how long a waiting lease whose deadline is deadline
+// waits for its next extension: a third of the time it has left, at
+// least 100 ms, or queuedRetry when its deadline is unknown or past.
+func (a *Agent) queuedWait(deadline time.Time) time.Duration {
+	if left := deadline.Sub(a.cfg.Now()) / 3; left > 0 {
+		return max(left, 100*time.Millisecond)
+	}
+	return queuedRetry
+}
+
+// extendQueued extends lease l at once and then every queuedWait until
+// ctx ends or the pool says the lease is over (recorded in q): its
+// caller starts it when the first extension is due. A pool that cannot
+// be reached is asked again later; whether the task is then abandoned
+// is decided once it runs (heartbeat).
 func (a *Agent) extendQueued(ctx context.Context, l pool.Lease, q *queuedLeases) {
 	deadline := l.Deadline
 	for {
-		wait := queuedRetry
-		if left := deadline.Sub(a.cfg.Now()) / 3; left > 0 {
-			wait = max(left, 100*time.Millisecond)
-		}
-		if sleep(ctx, wait) != nil {
+		if ctx.Err() != nil {
 			return
 		}
 		dl, err := a.c.Heartbeat(ctx, l.ID)
@@ -107,6 +123,9 @@ func (a *Agent) extendQueued(ctx context.Context, l pool.Lease, q *queuedLeases)
 		default:
 			a.log.Debug("Heartbeat of a waiting lease failed", "lease", l.ID, "err", err)
 			deadline = time.Time{} // ask again after queuedRetry
+		}
+		if sleep(ctx, a.queuedWait(deadline)) != nil {
+			return
 		}
 	}
 }
