@@ -54,6 +54,12 @@ var ErrBadSignature = errors.New("identity: bad signature")
 // Key is an Ed25519 key pair.
 type Key struct {
 	priv ed25519.PrivateKey
+	id   string // IDOf its public key, computed once: a device names itself in every request
+}
+
+// newKey returns the Key of priv.
+func newKey(priv ed25519.PrivateKey) *Key {
+	return &Key{priv: priv, id: IDOf(priv.Public().(ed25519.PublicKey))}
 }
 
 var idEncoding = base32.StdEncoding.WithPadding(base32.NoPadding)
@@ -70,7 +76,7 @@ func Generate() (*Key, error) {
 	if err != nil {
 		return nil, fmt.Errorf("generate key: %w", err)
 	}
-	return &Key{priv: priv}, nil
+	return newKey(priv), nil
 }
 
 // FromSeed makes the key of a 32-byte RFC 8032 seed; for tests and imports.
@@ -78,7 +84,7 @@ func FromSeed(seed []byte) (*Key, error) {
 	if len(seed) != ed25519.SeedSize {
 		return nil, fmt.Errorf("%w: seed of %d bytes, want %d", ErrBadKey, len(seed), ed25519.SeedSize)
 	}
-	return &Key{priv: ed25519.NewKeyFromSeed(seed)}, nil
+	return newKey(ed25519.NewKeyFromSeed(seed)), nil
 }
 
 // LoadOrCreate reads the key file at path, or creates it (and its
@@ -193,7 +199,7 @@ func keyFileProblem(b []byte) string {
 func (k *Key) Public() ed25519.PublicKey { return k.priv.Public().(ed25519.PublicKey) }
 
 // ID returns the key's ID (see IDOf).
-func (k *Key) ID() string { return IDOf(k.Public()) }
+func (k *Key) ID() string { return k.id }
 
 // Sign returns the 64-byte Ed25519 signature of msg.
 func (k *Key) Sign(msg []byte) []byte { return ed25519.Sign(k.priv, msg) }

@@ -1,6 +1,7 @@
 package identity
 
 import (
+	"encoding/hex"
 	"errors"
 	"os"
 	"path/filepath"
@@ -88,6 +89,31 @@ func TestLoadOrCreateConcurrent(t *testing.T) {
 			if keys[i].ID() != onDisk.ID() {
 				t.Fatalf("round %d: LoadOrCreate %d returned %s, the file holds %s", round, i, keys[i].ID(), onDisk.ID())
 			}
+		}
+	}
+}
+
+// A key's ID, computed once as the key is made, is IDOf its public key:
+// for a generated key and for one made from a seed (RFC 8032 test
+// vector 1's seed, whose public key is d75a9801…), and "id" followed by
+// 32 lowercase base32 digits.
+func TestKeyID(t *testing.T) {
+	gen, err := Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed, _ := hex.DecodeString("9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60")
+	fromSeed, err := FromSeed(seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := hex.EncodeToString(fromSeed.Public()); got != "d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a" {
+		t.Fatalf("public key of the seed %s", got)
+	}
+	for _, k := range []*Key{gen, fromSeed} {
+		id := k.ID()
+		if id != IDOf(k.Public()) || len(id) != 34 || id[:2] != "id" || strings.ToLower(id) != id {
+			t.Errorf("ID %q, IDOf its public key %q", id, IDOf(k.Public()))
 		}
 	}
 }
