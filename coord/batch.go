@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"idlepool/castore"
 	"idlepool/coord/api"
 	"idlepool/pool"
 )
@@ -46,10 +47,10 @@ func decodeWork(data []byte, inCBOR bool) (WorkRequest, []pool.Submission, error
 		}
 		r.Lease = w.Lease
 		var err error
-		if r.Results, err = decodeJSONList[WorkResult](w.Results, "results", "results", MaxWorkResults); err != nil {
+		if r.Results, err = decodeJSONList[WorkResult](w.Results, "results", "results", MaxWorkResults, maxWorkItemElements); err != nil {
 			return r, nil, err
 		}
-		if r.Transfers, err = decodeJSONList[TransferReport](w.Transfers, "transfers", "reports", MaxWorkTransfers); err != nil {
+		if r.Transfers, err = decodeJSONList[TransferReport](w.Transfers, "transfers", "reports", MaxWorkTransfers, maxWorkItemElements); err != nil {
 			return r, nil, err
 		}
 	}
@@ -95,16 +96,23 @@ type workJSON struct {
 	Transfers json.RawMessage `json:"transfers,omitempty"`
 }
 
+// maxWorkItemElements bounds the elements of the arrays within one
+// element of a JSON POST /v1/work's lists (a result's reference holds
+// at most MaxResultBytes/castore.ChunkSize chunks): twice the most a
+// valid one has.
+const maxWorkItemElements = 2 * MaxResultBytes / castore.ChunkSize
+
 // decodeJSONList decodes raw, the JSON array (or null) of field, element
 // by element, strictly (no unknown field), and refuses it once it holds
 // more than limit elements (nouns, in the error), before decoding the
-// rest. Errors name the field, and the element by its index.
-func decodeJSONList[T any](raw json.RawMessage, field, nouns string, limit int) ([]T, error) {
+// rest, and an element whose own arrays hold more than elements
+// elements in all (checkJSONElements), before decoding it. Errors name
+// the field, and the element by its index.
+func decodeJSONList[T any](raw json.RawMessage, field, nouns string, limit, elements int) ([]T, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
 		return nil, fmt.Errorf("field %q: want an array", field)
 	}
@@ -113,8 +121,17 @@ func decodeJSONList[T any](raw json.RawMessage, field, nouns string, limit int) 
 		if len(out) == limit {
 			return nil, fmt.Errorf("field %q: %d %s or more, the limit is %d per request", field, limit+1, nouns, limit)
 		}
+		var elem json.RawMessage // checked, then decoded
+		if err := dec.Decode(&elem); err != nil {
+			return nil, fmt.Errorf("%s[%d]: %w", field, len(out), jsonProblem(err))
+		}
+		if err := checkJSONElements(elem, elements, "its"); err != nil {
+			return nil, fmt.Errorf("%s[%d]: %w", field, len(out), err)
+		}
 		var v T
-		if err := dec.Decode(&v); err != nil {
+		d := json.NewDecoder(bytes.NewReader(elem))
+		d.DisallowUnknownFields()
+		if err := d.Decode(&v); err != nil {
 			return nil, fmt.Errorf("%s[%d]: %w", field, len(out), jsonProblem(err))
 		}
 		out = append(out, v)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -667,18 +668,28 @@ func (s *Server) resultLost(w http.ResponseWriter, r *http.Request, c call) erro
 	return nil
 }
 
+// maxHeldElements bounds the elements of the arrays of one held result
+// of POST /v1/results/held: twice its job's and digest's 64 numbers.
+const maxHeldElements = 2 * 64
+
 // heldResults is POST /v1/results/held: which of the results the calling
 // device keeps for mergers it must go on keeping
 // (pool.Scheduler.KeepResults).
 func (s *Server) heldResults(w http.ResponseWriter, r *http.Request, c call) error {
-	var req HeldResults
-	if err := decodeStrict(c.body, &req); err != nil {
+	// Its results are read one by one: each carries its job and digest
+	// as arrays of 32 numbers, 65 elements a result, more than
+	// decodeStrict lets a whole body hold.
+	var req struct {
+		Results json.RawMessage `json:"results"`
+	}
+	if err := decodeObject(c.body, &req); err != nil {
 		return badRequest("%v", err)
 	}
-	if len(req.Results) > pool.MaxHeldQuery {
-		return badRequest("field \"results\": %d results, at most %d per request", len(req.Results), pool.MaxHeldQuery)
+	held, err := decodeJSONList[pool.HeldResult](req.Results, "results", "results", pool.MaxHeldQuery, maxHeldElements)
+	if err != nil {
+		return badRequest("%v", err)
 	}
-	keep, err := s.sched.KeepResults(c.peer.ID, req.Results)
+	keep, err := s.sched.KeepResults(c.peer.ID, held)
 	if err != nil {
 		return err
 	}

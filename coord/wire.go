@@ -99,9 +99,18 @@ func jobInfo(s pool.JobStatus) JobInfo {
 
 // maxJSONElements bounds the elements of all the arrays of one JSON
 // request body together (checkJSONElements): twice the longest list a
-// request may carry (a chunk announcement's MaxChunksPerRequest), so no
-// request within its limits meets it.
+// request decoded whole may carry (a chunk announcement's
+// MaxChunksPerRequest), so no request within its limits meets it. The
+// bodies whose arrays may hold more are read element by element
+// (decodeJSONList): POST /v1/work's, and POST /v1/results/held's, whose
+// results carry their job and digest as arrays of 32 numbers (65
+// elements a result).
 const maxJSONElements = 2 * MaxChunksPerRequest
+
+// maxJSONDepth is encoding/json's limit of nested containers: a deeper
+// text is refused by the decoder, so checkJSONElements stops counting
+// there rather than keep a stack of it.
+const maxJSONDepth = 10_000
 
 // decodeStrict decodes data, a JSON object, into v: unknown fields,
 // anything but exactly one object, trailing data, and arrays of more
@@ -110,23 +119,24 @@ const maxJSONElements = 2 * MaxChunksPerRequest
 func decodeStrict(data []byte, v any) error {
 	// What is not an object is refused by decodeObject, in its words.
 	if trimmed := bytes.TrimLeft(data, " \t\r\n"); len(trimmed) > 0 && trimmed[0] == '{' {
-		if err := checkJSONElements(trimmed, maxJSONElements); err != nil {
-			return err
+		if err := checkJSONElements(trimmed, maxJSONElements, "the body's"); err != nil {
+			return fmt.Errorf("%w: send fewer in each request", err)
 		}
 	}
 	return decodeObject(data, v)
 }
 
 // checkJSONElements refuses data, a JSON text, whose arrays hold more
-// than limit elements in all, before anything is decoded: the decoder
+// than limit elements in all ("<whose> arrays hold more than …"),
+// before anything is decoded: the decoder
 // would allocate every element before a handler could count them, and a
 // body of empty objects ("{},", 3 bytes each) becomes a slice of
 // structs some thirty times its size (80 bytes for a HeldResult: 1 MiB
 // of them allocated 134 MB while it was decoded). It
 // reads each byte once (strings by bytes.IndexByte) and allocates only
-// for more than 32 nested containers; what is not JSON is left to the
-// decoder to name.
-func checkJSONElements(data []byte, limit int) error {
+// for more than 32 nested containers, and stops at maxJSONDepth of
+// them; what is not JSON is left to the decoder to name.
+func checkJSONElements(data []byte, limit int, whose string) error {
 	var stack [32]bool
 	open := stack[:0] // per open container, innermost last: true for an array
 	first := false    // just after '[': the next value is its first element
@@ -158,11 +168,12 @@ func checkJSONElements(data []byte, limit int) error {
 					break
 				}
 			}
-		case '[':
-			open = append(open, true)
-			first = true
-		case '{':
-			open = append(open, false)
+		case '[', '{':
+			if len(open) == maxJSONDepth {
+				return nil // too deep for the decoder, which says so
+			}
+			open = append(open, c == '[')
+			first = c == '['
 		case ']', '}':
 			if len(open) > 0 {
 				open = open[:len(open)-1]
@@ -173,7 +184,7 @@ func checkJSONElements(data []byte, limit int) error {
 			}
 		}
 		if n > limit {
-			return fmt.Errorf("the body's arrays hold more than %d elements in all: send fewer in each request", limit)
+			return fmt.Errorf("%s arrays hold more than %d elements in all", whose, limit)
 		}
 	}
 	return nil
