@@ -989,7 +989,8 @@ func (a *Agent) heartbeat(ctx context.Context, j *job.Job, l pool.Lease, started
 	if deadline.IsZero() {
 		deadline = started.Add(3 * interval)
 	}
-	var tick *time.Ticker // from the first beat on
+	tick := time.NewTicker(interval) // from the first beat, however long it takes
+	defer tick.Stop()
 	for {
 		if ctx.Err() != nil {
 			return
@@ -1002,9 +1003,7 @@ func (a *Agent) heartbeat(ctx context.Context, j *job.Job, l pool.Lease, started
 				deadline = dl
 				if d := heartbeatInterval(j, pool.Lease{Deadline: dl}, a.cfg.Now()); d != interval {
 					interval = d
-					if tick != nil {
-						tick.Reset(d)
-					}
+					tick.Reset(d)
 				}
 			}
 		case isTaskDecided(err):
@@ -1020,10 +1019,6 @@ func (a *Agent) heartbeat(ctx context.Context, j *job.Job, l pool.Lease, started
 					ClockRefused: errors.Is(err, ErrClockSkew), Err: err})
 				return
 			}
-		}
-		if tick == nil {
-			tick = time.NewTicker(interval)
-			defer tick.Stop()
 		}
 		select {
 		case <-ctx.Done():
