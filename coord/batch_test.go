@@ -3,7 +3,6 @@ package coord
 import (
 	"fmt"
 	"net/http"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -363,14 +362,11 @@ func TestDecodeWorkBounded(t *testing.T) {
 			if len(tc.body) > maxWorkBody {
 				t.Fatalf("body of %d bytes, over the limit of %d", len(tc.body), maxWorkBody)
 			}
-			var before, after runtime.MemStats
-			runtime.ReadMemStats(&before)
-			_, _, err := decodeWork(tc.body, false)
-			runtime.ReadMemStats(&after)
+			n, err := allocatedBy(func() error { _, _, err := decodeWork(tc.body, false); return err })
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("decodeWork: %v, want an error saying %q", err, tc.want)
 			}
-			if n := after.TotalAlloc - before.TotalAlloc; n > 200<<20 {
+			if n > 200<<20 {
 				t.Errorf("decoding it allocated %d MB", n>>20)
 			}
 		})

@@ -14,6 +14,17 @@ import (
 	"idlepool/pool"
 )
 
+// allocatedBy runs f and returns the bytes the process allocated
+// meanwhile (runtime.MemStats.TotalAlloc, so other goroutines' too:
+// tests bound it well above what f alone should take) and f's error.
+func allocatedBy(f func() error) (uint64, error) {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	err := f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc, err
+}
+
 // elementsOf counts the elements of every array in v, a value decoded by
 // encoding/json into an any: the reference checkJSONElements is held to.
 func elementsOf(v any) int {
@@ -139,16 +150,12 @@ func TestDecodeStrictBounded(t *testing.T) {
 	if len(body) > maxJSONBody {
 		t.Fatalf("body of %d bytes, over the limit of %d", len(body), maxJSONBody)
 	}
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	var req HeldResults
-	err := decodeStrict(body, &req)
-	runtime.ReadMemStats(&after)
+	n, err := allocatedBy(func() error { return decodeStrict(body, &HeldResults{}) })
 	want := "the body's arrays hold more than " + strconv.Itoa(maxJSONElements) + " elements in all"
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("decodeStrict: %v, want an error saying %q", err, want)
 	}
-	if n := after.TotalAlloc - before.TotalAlloc; n > 1<<20 {
+	if n > 1<<20 {
 		t.Errorf("refusing it allocated %d KB", n>>10)
 	}
 
@@ -187,14 +194,11 @@ func TestDecodeStrictBounded(t *testing.T) {
 // it did before the check (95 MB of them allocated 586 MB).
 func TestCheckJSONElementsDeep(t *testing.T) {
 	body := bytes.Repeat([]byte("{"), 12<<20)
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	err := checkJSONElements(body, maxJSONElements, "the body's")
-	runtime.ReadMemStats(&after)
+	n, err := allocatedBy(func() error { return checkJSONElements(body, maxJSONElements, "the body's") })
 	if err != nil {
 		t.Fatalf("checkJSONElements: %v, want it left to the decoder", err)
 	}
-	if n := after.TotalAlloc - before.TotalAlloc; n > 1<<20 {
+	if n > 1<<20 {
 		t.Errorf("scanning it allocated %d KB", n>>10)
 	}
 	if err := decodeStrict(body, &ResultSubmission{}); err == nil {
@@ -217,15 +221,12 @@ func TestDecodeWorkItemBounded(t *testing.T) {
 	if len(body) > maxWorkBody {
 		t.Fatalf("body of %d bytes, over the limit of %d", len(body), maxWorkBody)
 	}
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	_, _, err := decodeWork(body, false)
-	runtime.ReadMemStats(&after)
+	n, err := allocatedBy(func() error { _, _, err := decodeWork(body, false); return err })
 	want := "results[0]: its arrays hold more than " + strconv.Itoa(maxWorkItemElements) + " elements in all"
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("decodeWork: %v, want an error saying %q", err, want)
 	}
-	if n := after.TotalAlloc - before.TotalAlloc; n > 64<<20 {
+	if n > 64<<20 {
 		t.Errorf("refusing it allocated %d MB", n>>20)
 	}
 }
