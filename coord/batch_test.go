@@ -98,8 +98,9 @@ func testWork(t *testing.T, form string) {
 	polled := make(chan page, 1)
 	go func() {
 		// Each request waits up to 5 s for an outcome; on a slow machine
-		// the peers may take longer, so ask again until one comes.
-		for end := time.Now().Add(2 * time.Minute); ; {
+		// the peers may take longer, so ask again until one comes, for
+		// as long as the test binary's patience lasts.
+		for end := time.Now().Add(patience(t)); ; {
 			a := ts.do(t, alice, "GET", "/v1/jobs/"+id+"/results?after=0&max=10&wait=5000", nil)
 			var res Results
 			if a.status == http.StatusOK {
@@ -169,7 +170,7 @@ func testWork(t *testing.T, form string) {
 	var p page
 	select {
 	case p = <-polled:
-	case <-time.After(2 * time.Minute):
+	case <-time.After(patience(t)):
 		t.Fatal("the merger's long poll never returned")
 	}
 	if p.a.status != http.StatusOK || len(p.res.Results) == 0 {
