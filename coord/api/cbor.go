@@ -26,14 +26,13 @@ const CBORContentType = "application/cbor"
 // digests and job IDs as the same 64 hex digits (HexDigest's text), times
 // as the same RFC 3339 text; but binary values (a result) as byte strings,
 // not base64. It is what fxamacker/cbor makes of the types with these
-// options: their json tags name the keys, their MarshalText and
-// UnmarshalText write and read the digests.
+// options: their json tags name the keys, HexDigest's MarshalCBOR and
+// UnmarshalCBOR write and read the digests.
 var (
 	cborEnc = func() cbor.EncMode {
 		em, err := cbor.EncOptions{
-			Time:          cbor.TimeRFC3339Nano,
-			TextMarshaler: cbor.TextMarshalerTextString,
-			IndefLength:   cbor.IndefLengthForbidden,
+			Time:        cbor.TimeRFC3339Nano,
+			IndefLength: cbor.IndefLengthForbidden,
 		}.EncMode()
 		if err != nil {
 			panic(err)
@@ -76,7 +75,6 @@ func cborDecMode(extra cbor.ExtraDecErrorCond) cbor.DecMode {
 		IndefLength:       cbor.IndefLengthForbidden,
 		TagsMd:            cbor.TagsForbidden,
 		ExtraReturnErrors: extra,
-		TextUnmarshaler:   cbor.TextUnmarshalerTextString,
 		MaxNestedLevels:   16,
 		MaxArrayElements:  1 << 16,
 		MaxMapPairs:       1 << 10,
