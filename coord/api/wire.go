@@ -47,14 +47,17 @@ func (d *HexDigest) UnmarshalCBOR(b []byte) error {
 	if len(b) == 0 || b[0]>>5 != 3 { // major type 3: text
 		return errDigestCBOR
 	}
-	var n uint64
-	head := 1 << (b[0]&0x1f - 24) // the argument's bytes after the first: 1, 2, 4, 8
+	var n uint64 // the length
+	head := 0    // the bytes of the length after the first: 0, 1, 2, 4 or 8
 	switch ai := b[0] & 0x1f; {
 	case ai < 24:
-		n, head = uint64(ai), 0
-	case ai > 27 || len(b) < 1+head:
+		n = uint64(ai)
+	case ai > 27:
 		return errDigestCBOR
 	default:
+		if head = 1 << (ai - 24); len(b) < 1+head {
+			return errDigestCBOR
+		}
 		for _, c := range b[1 : 1+head] {
 			n = n<<8 | uint64(c)
 		}
