@@ -13,10 +13,18 @@ package pool
 // image (LiveImage) and forgets them (ForgetDone); the Store that calls
 // these answers Replica for a forgotten one from where it put it.
 
-// settledState reports whether a replica in state st never changes
-// again: the states the Scheduler settles a replica in (ReplicaArchive).
-// A state not named here (leased, returned, provisional, one added
-// later) is in play.
+// SettledStates returns the replica states that never change again:
+// those the Scheduler settles a replica in (ReplicaArchive). A state not
+// named here (leased, returned, provisional, one added later) is in
+// play. A replica in one of them whose task is decided is done: the
+// Scheduler loads nothing from it (Snapshot.Replicas). The slice is new
+// at each call.
+func SettledStates() []string {
+	return []string{ReplicaExpired, ReplicaReleased, ReplicaMachineFailed, ReplicaCancelled, ReplicaWithdrawn,
+		ReplicaAgreed, ReplicaDeviated, ReplicaUnverified}
+}
+
+// settledState reports whether st is one of SettledStates.
 func settledState(st string) bool {
 	switch st {
 	case ReplicaExpired, ReplicaReleased, ReplicaMachineFailed, ReplicaCancelled, ReplicaWithdrawn,

@@ -61,8 +61,11 @@ type Snapshot struct {
 	// Replicas holds every replica ever leased (Result only while its
 	// task is undecided), except that a Store that is a ReplicaArchive
 	// may leave out replicas that are done: settled and of a decided
-	// task (MemStore.LiveImage). The Scheduler loads nothing from those
-	// and asks the archive when a request names one.
+	// task (MemStore.LiveImage), agreed and unverified ones among them
+	// whatever the store holds of their task, since the Scheduler gives
+	// a replica those states only as it decides its task (store.DB.Compact
+	// need not look their outcome up). The Scheduler loads nothing from
+	// those and asks the archive when a request names one.
 	Replicas []ReplicaRecord
 	// Outcomes holds every outcome (Result only while unacknowledged:
 	// Seq > the job's Acked), except that a Store may leave out a job's
