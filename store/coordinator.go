@@ -416,7 +416,21 @@ func (d *DB) Load(ctx context.Context) (*pool.Snapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load jobs: %w", classify(err))
 	}
-	err = scan(`SELECT `+replicaColumns+` FROM replicas ORDER BY created, lease`, func(r *sql.Rows) error {
+	// The replicas from the mark on, and those below it that were not
+	// done when it passed them (compact.go); all of them when the rows
+	// below the mark are not the ones it passed.
+	mark, _, err := readMark(ctx, tx)
+	if err != nil {
+		return nil, fmt.Errorf("load replica mark: %w", classify(err))
+	}
+	if ok, err := markHolds(ctx, tx); err != nil {
+		return nil, fmt.Errorf("load replica mark: %w", classify(err))
+	} else if !ok {
+		mark = 0
+	}
+	err = scan(fmt.Sprintf(`SELECT %[1]s FROM replicas WHERE rowid >= %[2]d
+		UNION ALL SELECT %[1]s FROM replicas WHERE rowid < %[2]d AND lease IN (SELECT lease FROM replicas_open)
+		ORDER BY created, lease`, replicaColumns, mark), func(r *sql.Rows) error {
 		x, err := scanReplica(r.Scan)
 		if err != nil {
 			return err
@@ -427,8 +441,13 @@ func (d *DB) Load(ctx context.Context) (*pool.Snapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load replicas: %w", classify(err))
 	}
+	if s.Summaries, err = loadSummaries(ctx, tx); err != nil {
+		return nil, fmt.Errorf("load outcome summaries: %w", classify(err))
+	}
+	// The outcomes after each job's summary.
 	err = scan(`SELECT o.job, o.seq, o.task, o.status, o.digest, o.reason, o.result, o.ref, o.holders, o.work
-		FROM outcomes o JOIN jobs j ON j.id = o.job ORDER BY j.ord, o.seq`, func(r *sql.Rows) error {
+		FROM jobs j LEFT JOIN outcome_summaries s ON s.job = j.id
+		JOIN outcomes o ON o.job = j.id AND o.seq > coalesce(s.upto, 0) ORDER BY j.ord, o.seq`, func(r *sql.Rows) error {
 		var (
 			o                     pool.OutcomeRecord
 			id, dig, ref, holders []byte

@@ -1,0 +1,476 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"idlepool/pool"
+)
+
+// Compaction counts what one DB.Compact did.
+type Compaction struct {
+	// Outcomes is how many acknowledged outcomes were folded into their
+	// job's summary.
+	Outcomes int
+	// Replicas is how many replicas the mark passed; Opened of them were
+	// not done and were named in replicas_open.
+	Replicas, Opened int
+	// Closed is how many replicas named in replicas_open were done and
+	// left it.
+	Closed int
+}
+
+// Chunks of Compact's work, each read in a read transaction and written
+// in a short write transaction of its own, so that a commit of the
+// Scheduler waits for one chunk's writes at most (milliseconds), never
+// for a whole compaction.
+var (
+	compactOutcomes int64 = 8192 // acknowledged outcomes folded per transaction
+	compactReplicas int64 = 2048 // replica rows the mark passes per transaction
+)
+
+// doneReplica is the SQL condition, on replicas r, that a replica is
+// done, as pool.Snapshot.Replicas says: agreed or unverified (states the
+// Scheduler gives replicas only as it decides their task, in the batch
+// of its outcome), or settled otherwise (pool.SettledStates) and of a
+// task with an outcome. Its row never changes again and the Scheduler
+// loads nothing from it. Most replicas are agreed ones, which need no
+// lookup of their outcome: with one, a compaction took 2.5 times as long.
+var doneReplica = func() string {
+	var in []string
+	for _, st := range pool.SettledStates() {
+		if st != pool.ReplicaAgreed && st != pool.ReplicaUnverified {
+			in = append(in, "'"+st+"'")
+		}
+	}
+	return `(r.state IN ('` + pool.ReplicaAgreed + `', '` + pool.ReplicaUnverified + `') OR r.state IN (` + strings.Join(in, ", ") + `)
+		AND EXISTS (SELECT 1 FROM outcomes o WHERE o.job = r.job AND o.task = r.task))`
+}()
+
+// Compact moves what a restart must read from the pool's history to the
+// work in play, without deleting anything (migrations/coordinator/0011):
+//
+//   - each job's acknowledged outcomes are folded into its summary (how
+//     many were accepted and failed, their tasks as ranges), which Load
+//     hands over as a pool.OutcomeSummary instead of the outcomes, as
+//     pool.MemStore.ForgetAcked does;
+//   - a mark passes the replicas in the order they were inserted: Load
+//     reads those at or after the mark and those below it named in
+//     replicas_open, the ones that were not done (doneReplica) when the
+//     mark passed them, and leaves out the done ones.
+//     Replica still returns any of them by its lease.
+//
+// The mark stops at the work in play: at the first chunk of rows of
+// which more than half are not done, unless that chunk's newest row was
+// created before before (so a chunk held back by replicas that stay
+// undecided, such as those of a cancelled job, is passed in time: its
+// replicas are named in replicas_open). The replicas named there are
+// checked again at each call and leave it once done.
+//
+// Compact works in chunks until nothing is left or ctx ends (then it
+// returns what it did and ctx's error). Each chunk reads in a read
+// transaction, which holds no commit back, then writes what it found in a
+// short write transaction that first checks that the mark or the summary
+// it read is still there: commits may come between them, since a done
+// replica or an acknowledged outcome never changes. Call it from one
+// goroutine: two compactions at once fail with an error wrapping
+// pool.ErrConflict. Other errors are SQLite's, classified as Commit's
+// are (ErrUnavailable while another writer holds the lock past the busy
+// timeout), or ErrCorrupt when acknowledged outcomes are missing.
+func (d *DB) Compact(ctx context.Context, before time.Time) (Compaction, error) {
+	var c Compaction
+	// Outcomes and replicas apart: a job whose outcomes cannot be
+	// folded holds no replica back.
+	var folding error
+	for {
+		n, err := d.foldOutcomes(ctx)
+		c.Outcomes += n
+		if err != nil {
+			folding = fmt.Errorf("compact outcomes: %w", classify(err))
+			break
+		}
+		if n == 0 {
+			break
+		}
+	}
+	replicas := func() error {
+		if err := d.checkMark(ctx); err != nil {
+			return err
+		}
+		n, err := d.closeOpen(ctx)
+		c.Closed = n
+		if err != nil {
+			return err
+		}
+		for {
+			moved, passed, opened, err := d.advanceMark(ctx, before)
+			c.Replicas += passed
+			c.Opened += opened
+			if err != nil || !moved {
+				return err
+			}
+		}
+	}
+	if err := replicas(); err != nil {
+		return c, errors.Join(folding, fmt.Errorf("compact replicas: %w", classify(err)))
+	}
+	return c, folding
+}
+
+// write runs f in a write transaction, committing when it returns nil.
+func (d *DB) write(ctx context.Context, f func(tx *sql.Tx) error) error {
+	tx, err := d.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := f(tx); err != nil {
+		tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// foldOutcomes folds up to compactOutcomes acknowledged outcomes of one
+// job not yet in its summary, and returns how many it folded (0: none
+// was left).
+func (d *DB) foldOutcomes(ctx context.Context) (folded int, err error) {
+	var (
+		id                          []byte
+		acked, upto, to, acc, fails int64
+		runs                        []pool.TaskRange
+	)
+	// Read in a read transaction, which holds no commit back; the write
+	// below checks that the summary is still the one read.
+	err = d.read(ctx, func(tx *sql.Tx) error {
+		err := tx.QueryRowContext(ctx, `SELECT j.id, j.acked, coalesce(s.upto, 0), coalesce(s.accepted, 0), coalesce(s.failed, 0)
+			FROM jobs j LEFT JOIN outcome_summaries s ON s.job = j.id
+			WHERE j.acked > coalesce(s.upto, 0) ORDER BY j.ord LIMIT 1`).Scan(&id, &acked, &upto, &acc, &fails)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		to = min(acked, upto+compactOutcomes)
+		rows, err := tx.QueryContext(ctx, `SELECT task, status = ?, seq FROM outcomes WHERE job = ? AND seq > ? AND seq <= ?`,
+			pool.OutcomeOK, id, upto, to)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		var tasks []int64
+		var count, seqs int64
+		for rows.Next() {
+			var (
+				task, seq int64
+				ok        bool
+			)
+			if err := rows.Scan(&task, &ok, &seq); err != nil {
+				return err
+			}
+			tasks = append(tasks, task)
+			count++
+			seqs += seq
+			if ok {
+				acc++
+			} else {
+				fails++
+			}
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		slices.Sort(tasks)
+		for i := 0; i < len(tasks); {
+			j := i + 1
+			for j < len(tasks) && tasks[j] == tasks[j-1]+1 {
+				j++
+			}
+			runs = append(runs, pool.TaskRange{From: tasks[i], To: tasks[j-1] + 1})
+			i = j
+		}
+		// Outcomes upto+1 to to, each once: a gap would fold a summary
+		// that Load's reader refuses (pool.OutcomeSummary.Check).
+		if n := to - upto; count != n || seqs != (upto+1+to)*n/2 {
+			return fmt.Errorf("job %x: outcomes %d to %d are not all stored: %w", id, upto+1, to, ErrCorrupt)
+		}
+		folded = int(count)
+		return nil
+	})
+	if err != nil || folded == 0 {
+		return 0, err
+	}
+	err = d.write(ctx, func(tx *sql.Tx) error {
+		var now int64
+		err := tx.QueryRowContext(ctx, `SELECT upto FROM outcome_summaries WHERE job = ?`, id).Scan(&now)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		if now != upto {
+			return fmt.Errorf("job %x: its outcome summary moved from %d to %d meanwhile: %w", id, upto, now, pool.ErrConflict)
+		}
+		for _, r := range runs {
+			if err := addRange(ctx, tx, id, r.From, r.To); err != nil {
+				return err
+			}
+		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO outcome_summaries(job, upto, accepted, failed) VALUES (?, ?, ?, ?)
+			ON CONFLICT(job) DO UPDATE SET upto = excluded.upto, accepted = excluded.accepted, failed = excluded.failed`,
+			id, to, acc, fails)
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	return folded, nil
+}
+
+// addRange adds the tasks from to to-1, none of them in the job's ranges
+// yet (an outcome per task), to outcome_ranges, merged with the range
+// that ends at from and the one that starts at to.
+func addRange(ctx context.Context, tx *sql.Tx, id []byte, from, to int64) error {
+	var prevFrom, prevTo int64
+	err := tx.QueryRowContext(ctx, `SELECT task_from, task_to FROM outcome_ranges
+		WHERE job = ? AND task_from < ? ORDER BY task_from DESC LIMIT 1`, id, from).Scan(&prevFrom, &prevTo)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		prevTo = -1
+	case err != nil:
+		return err
+	case prevTo > from:
+		return fmt.Errorf("job %x: tasks %d to %d overlap the summary's %d to %d: %w", id, from, to-1, prevFrom, prevTo-1, ErrCorrupt)
+	}
+	var nextTo int64
+	err = tx.QueryRowContext(ctx, `DELETE FROM outcome_ranges WHERE job = ? AND task_from = ? RETURNING task_to`, id, to).Scan(&nextTo)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
+		return err
+	default:
+		to = nextTo
+	}
+	if prevTo == from {
+		_, err = tx.ExecContext(ctx, `UPDATE outcome_ranges SET task_to = ? WHERE job = ? AND task_from = ?`, to, id, prevFrom)
+	} else {
+		_, err = tx.ExecContext(ctx, `INSERT INTO outcome_ranges(job, task_from, task_to) VALUES (?, ?, ?)`, id, from, to)
+	}
+	return err
+}
+
+// closeOpen drops the replicas named in replicas_open that are done now,
+// and returns how many. It finds them in a read transaction and takes the
+// write lock only to drop them (a done replica stays done).
+func (d *DB) closeOpen(ctx context.Context) (closed int, err error) {
+	var done []string
+	err = d.read(ctx, func(tx *sql.Tx) error {
+		// Each listed lease looked up in replicas, never the other way
+		// round: the list is the work in play, replicas the history.
+		done, err = leases(ctx, tx, `SELECT x.lease FROM replicas_open x WHERE EXISTS (
+			SELECT 1 FROM replicas r WHERE r.lease = x.lease AND `+doneReplica+`)`)
+		return err
+	})
+	if err != nil || len(done) == 0 {
+		return 0, err
+	}
+	err = d.write(ctx, func(tx *sql.Tx) error {
+		for _, l := range done {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM replicas_open WHERE lease = ?`, l); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return len(done), nil
+}
+
+// checkMark starts the mark again from the first row, with no replica
+// named in replicas_open, when the row below it is not the one it passed
+// (rowids renumbered by a VACUUM or a recovery): Load reads every replica
+// meanwhile.
+func (d *DB) checkMark(ctx context.Context) error {
+	return d.write(ctx, func(tx *sql.Tx) error {
+		ok, err := markHolds(ctx, tx)
+		if err != nil || ok {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM replica_mark`); err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `DELETE FROM replicas_open`)
+		return err
+	})
+}
+
+// markHolds reports whether the replica mark, if any, still has below it
+// the row it passed last.
+func markHolds(ctx context.Context, tx *sql.Tx) (bool, error) {
+	mark, below, err := readMark(ctx, tx)
+	if err != nil || mark == 0 {
+		return true, err
+	}
+	var lease string
+	err = tx.QueryRowContext(ctx, `SELECT lease FROM replicas WHERE rowid < ? ORDER BY rowid DESC LIMIT 1`, mark).Scan(&lease)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return false, err
+	}
+	return lease == below, nil
+}
+
+// readMark returns the replica mark (0 when none was set) and the lease
+// its row below should have.
+func readMark(ctx context.Context, q interface {
+	QueryRowContext(context.Context, string, ...any) *sql.Row
+}) (rowid int64, lease string, err error) {
+	err = q.QueryRowContext(ctx, `SELECT below_rowid, below_lease FROM replica_mark WHERE id = 1`).Scan(&rowid, &lease)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, "", nil
+	}
+	return rowid, lease, err
+}
+
+// advanceMark passes the next chunk of replica rows after the mark, naming
+// the ones not done in replicas_open, and returns whether it moved the
+// mark, how many rows it passed and how many of them it named. It reads
+// the chunk in a read transaction, which does not hold the Scheduler's
+// commits back, and takes the write lock only to move the mark: a row
+// read as not done that is done by then is named all the same (the next
+// closeOpen drops it), and no row is added below the chunk's end (rowids
+// grow).
+func (d *DB) advanceMark(ctx context.Context, before time.Time) (moved bool, passed, opened int, err error) {
+	var (
+		mark, end int64
+		lastLease string
+		open      []string
+	)
+	err = d.read(ctx, func(tx *sql.Tx) error {
+		var err error
+		if mark, _, err = readMark(ctx, tx); err != nil {
+			return err
+		}
+		var last sql.NullInt64
+		if err := tx.QueryRowContext(ctx, `SELECT max(rowid) FROM replicas`).Scan(&last); err != nil {
+			return err
+		}
+		from := max(mark, 1) // rowids start at 1
+		end = min(from+compactReplicas, last.Int64+1)
+		if end <= from {
+			end = mark
+			return nil
+		}
+		var newest int64
+		if err := tx.QueryRowContext(ctx, `SELECT lease,
+			(SELECT count(*) FROM replicas WHERE rowid >= ?1 AND rowid < ?2),
+			(SELECT coalesce(max(created), 0) FROM replicas WHERE rowid >= ?1 AND rowid < ?2)
+			FROM replicas WHERE rowid < ?2 ORDER BY rowid DESC LIMIT 1`, from, end).Scan(&lastLease, &passed, &newest); err != nil {
+			return err
+		}
+		if open, err = leases(ctx, tx, `SELECT r.lease FROM replicas r
+			WHERE r.rowid >= ? AND r.rowid < ? AND NOT `+doneReplica, from, end); err != nil {
+			return err
+		}
+		if 2*len(open) > passed && newest >= ms(before) {
+			end = mark // the work in play: pass it later
+		}
+		return nil
+	})
+	if err != nil || end <= mark {
+		return false, 0, 0, err
+	}
+	err = d.write(ctx, func(tx *sql.Tx) error {
+		if now, _, err := readMark(ctx, tx); err != nil || now != mark {
+			return errors.Join(err, fmt.Errorf("the replica mark moved from %d to %d meanwhile: %w", mark, now, pool.ErrConflict))
+		}
+		for _, l := range open {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO replicas_open(lease) VALUES (?) ON CONFLICT DO NOTHING`, l); err != nil {
+				return err
+			}
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO replica_mark(id, below_rowid, below_lease) VALUES (1, ?, ?)
+			ON CONFLICT(id) DO UPDATE SET below_rowid = excluded.below_rowid, below_lease = excluded.below_lease`, end, lastLease)
+		return err
+	})
+	if err != nil {
+		return false, 0, 0, err
+	}
+	return true, passed, len(open), nil
+}
+
+// read runs f in a read transaction, which sees one state of the
+// database and holds no writer back (WAL).
+func (d *DB) read(ctx context.Context, f func(tx *sql.Tx) error) error {
+	tx, err := d.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	return f(tx)
+}
+
+// leases returns the first column, a lease, of each row of query.
+func leases(ctx context.Context, tx *sql.Tx, query string, args ...any) ([]string, error) {
+	rows, err := tx.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var l string
+		if err := rows.Scan(&l); err != nil {
+			return nil, err
+		}
+		out = append(out, l)
+	}
+	return out, rows.Err()
+}
+
+// loadSummaries reads every job's outcome summary, in the jobs' order.
+func loadSummaries(ctx context.Context, tx *sql.Tx) ([]pool.OutcomeSummary, error) {
+	ranges := map[string][]pool.TaskRange{}
+	rows, err := tx.QueryContext(ctx, `SELECT job, task_from, task_to FROM outcome_ranges ORDER BY job, task_from`)
+	if err != nil {
+		return nil, err
+	}
+	for rows.Next() {
+		var (
+			id []byte
+			r  pool.TaskRange
+		)
+		if err := rows.Scan(&id, &r.From, &r.To); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		ranges[string(id)] = append(ranges[string(id)], r)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	rows, err = tx.QueryContext(ctx, `SELECT s.job, s.upto, s.accepted, s.failed
+		FROM outcome_summaries s JOIN jobs j ON j.id = s.job ORDER BY j.ord`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []pool.OutcomeSummary
+	for rows.Next() {
+		var (
+			sum pool.OutcomeSummary
+			id  []byte
+		)
+		if err := rows.Scan(&id, &sum.Upto, &sum.Accepted, &sum.Failed); err != nil {
+			return nil, err
+		}
+		copy(sum.Job[:], id)
+		sum.Decided = ranges[string(id)]
+		out = append(out, sum)
+	}
+	return out, rows.Err()
+}
