@@ -56,6 +56,11 @@ type Config struct {
 	// says so and the batch is tried again with backoff.
 	// store.DefaultBusyTimeout when 0.
 	StoreBusyTimeout time.Duration
+	// CompactEvery is how often a coordinator on coordinator.db (not a
+	// cluster's node) compacts it (store.DB.Compact), so that a restart
+	// reads the work in play and a summary per job rather than the
+	// pool's whole history. DefaultCompactEvery when 0.
+	CompactEvery time.Duration
 	// Logger receives structured logs; nil discards them.
 	Logger *slog.Logger
 	// Now is the clock for request timestamps, leases and receipts; nil
@@ -181,6 +186,8 @@ const (
 	DefaultMaxBodyMemory     = 256 << 20
 	DefaultBodyInMemory      = 64 << 10
 	DefaultMaxSpoolBytes     = 2 << 30
+	// DefaultCompactEvery is Config.CompactEvery's default.
+	DefaultCompactEvery = 30 * time.Second
 	// maxDefaultConns caps the MaxConns derived from the file limit.
 	maxDefaultConns = 4096
 	// spareFiles are the file descriptors kept for the coordinator's own
@@ -233,6 +240,12 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxTimeouts < 0 {
 		return fmt.Errorf("%w: MaxTimeouts %d: want at least 1 device (0: the default, %d)", ErrConfig, c.MaxTimeouts, pool.DefaultMaxTimeouts)
+	}
+	if c.CompactEvery == 0 {
+		c.CompactEvery = DefaultCompactEvery
+	}
+	if c.CompactEvery < 0 {
+		return fmt.Errorf("%w: compaction interval %v is negative", ErrConfig, c.CompactEvery)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

@@ -340,6 +340,9 @@ func (s *Server) Serve(ctx context.Context) error {
 		return nil
 	})
 	g.Go(func() error { return s.serveRelay(gctx) })
+	if s.cfg.Cluster == nil {
+		g.Go(func() error { s.compactLoop(gctx); return nil })
+	}
 	g.Go(func() error {
 		<-gctx.Done()
 		s.direct.close()     // ServeDirect lets no more requests in
@@ -392,4 +395,38 @@ func (s *Server) Close() error {
 		s.closeErr = errors.Join(errs...)
 	})
 	return s.closeErr
+}
+
+// compactHoldBack is how long DB.Compact's mark waits at replicas in
+// play before it passes them anyway, naming them in replicas_open
+// (store.DB.Compact's before): longer than most tasks take, so that a
+// replica is seldom named there only to leave it again.
+const compactHoldBack = 10 * time.Minute
+
+// compactLoop compacts coordinator.db every CompactEvery until ctx ends,
+// so that a restart reads the work in play (store.DB.Compact). A
+// compaction that fails (the store locked by another process, full) is
+// logged and tried again at the next tick: it changes nothing a commit
+// or a restart needs.
+func (s *Server) compactLoop(ctx context.Context) {
+	tick := time.NewTicker(s.cfg.CompactEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		start := time.Now()
+		c, err := s.db.Compact(ctx, s.cfg.Now().Add(-compactHoldBack))
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			s.log.Warn("Cannot compact the pool's store; trying again later", "err", err, "every", s.cfg.CompactEvery)
+		case c != (store.Compaction{}):
+			s.log.Debug("Store compacted", "outcomesFolded", c.Outcomes, "replicasPassed", c.Replicas,
+				"replicasOpened", c.Opened, "replicasClosed", c.Closed, "took", time.Since(start))
+		}
+	}
 }
