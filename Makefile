@@ -452,9 +452,13 @@ bench-cluster:
 # by replaying the whole state stream, and from a snapshot and the tail
 # after it. About a minute and 1 GiB of memory for 10^5 tasks (the
 # writer's and the loaded copy of the state); 10^6 needs about 10 GiB.
+# Then a one-node coordinator restarting after as many tasks, on a store
+# never compacted and on one compacted ("One node restarting after a
+# long history"): 10 s for 10^5 tasks, two minutes for 10^6.
 COLD_TASKS ?= 100000
 bench-coldstart:
 	$(GO) test -count=1 -timeout 0 -run '^$$' -bench '^BenchmarkColdStart$$' -benchtime 1x ./cluster -coldstart.tasks $(COLD_TASKS)
+	$(GO) test -count=1 -timeout 0 -run '^$$' -bench '^BenchmarkRestartHistory$$' -benchtime 1x -v ./store -restart.tasks $(COLD_TASKS)
 
 # The verification simulation (docs/benchmarks.md, "What verification
 # lets through"): 1,000 peers of 200 owners, 10^5 tasks per row, the real
