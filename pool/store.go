@@ -64,8 +64,11 @@ type Snapshot struct {
 	// task (MemStore.LiveImage), agreed and unverified ones among them
 	// whatever the store holds of their task, since the Scheduler gives
 	// a replica those states only as it decides its task (store.DB.Compact
-	// need not look their outcome up). The Scheduler loads nothing from
-	// those and asks the archive when a request names one.
+	// need not look their outcome up), and settled replicas of a
+	// cancelled job that did not fail on their machine (the job leases
+	// nothing more; machine failures count toward its status). The
+	// Scheduler loads nothing from those and asks the archive when a
+	// request names one.
 	Replicas []ReplicaRecord
 	// Outcomes holds every outcome (Result only while unacknowledged:
 	// Seq > the job's Acked), except that a Store may leave out a job's

@@ -37,19 +37,24 @@ var (
 // doneReplica is the SQL condition, on replicas r, that a replica is
 // done, as pool.Snapshot.Replicas says: agreed or unverified (states the
 // Scheduler gives replicas only as it decides their task, in the batch
-// of its outcome), or settled otherwise (pool.SettledStates) and of a
-// task with an outcome. Its row never changes again and the Scheduler
-// loads nothing from it. Most replicas are agreed ones, which need no
-// lookup of their outcome: with one, a compaction took 2.5 times as long.
+// of its outcome); settled otherwise (pool.SettledStates) and of a task
+// with an outcome; or settled, not failed on its machine, and of a
+// cancelled job. Its row never changes again and the Scheduler loads
+// nothing from it. Most replicas are agreed ones, which need no lookup
+// of their outcome: with one, a compaction took 2.5 times as long.
 var doneReplica = func() string {
-	var in []string
+	var in, cancelled []string
 	for _, st := range pool.SettledStates() {
 		if st != pool.ReplicaAgreed && st != pool.ReplicaUnverified {
 			in = append(in, "'"+st+"'")
 		}
+		if st != pool.ReplicaMachineFailed {
+			cancelled = append(cancelled, "'"+st+"'")
+		}
 	}
-	return `(r.state IN ('` + pool.ReplicaAgreed + `', '` + pool.ReplicaUnverified + `') OR r.state IN (` + strings.Join(in, ", ") + `)
-		AND EXISTS (SELECT 1 FROM outcomes o WHERE o.job = r.job AND o.task = r.task))`
+	return `(r.state IN ('` + pool.ReplicaAgreed + `', '` + pool.ReplicaUnverified + `')
+		OR r.state IN (` + strings.Join(in, ", ") + `) AND EXISTS (SELECT 1 FROM outcomes o WHERE o.job = r.job AND o.task = r.task)
+		OR r.state IN (` + strings.Join(cancelled, ", ") + `) AND EXISTS (SELECT 1 FROM jobs j WHERE j.id = r.job AND j.cancelled != 0))`
 }()
 
 // Compact moves what a restart must read from the pool's history to the
@@ -84,19 +89,31 @@ var doneReplica = func() string {
 // timeout), or ErrCorrupt when acknowledged outcomes are missing.
 func (d *DB) Compact(ctx context.Context, before time.Time) (Compaction, error) {
 	var c Compaction
-	// Outcomes and replicas apart: a job whose outcomes cannot be
-	// folded holds no replica back.
-	var folding error
-	for {
-		n, err := d.foldOutcomes(ctx)
+	// A job whose outcomes cannot be folded holds back neither the
+	// other jobs nor the replicas.
+	var folding []error
+	if !d.summariesChecked.Load() {
+		if err := d.checkSummaries(ctx); err != nil {
+			folding = append(folding, fmt.Errorf("check outcome summaries: %w", classify(err)))
+		} else {
+			d.summariesChecked.Store(true)
+		}
+	}
+	for ord := int64(0); ctx.Err() == nil; {
+		changed, n, at, err := d.foldOutcomes(ctx, ord)
 		c.Outcomes += n
 		if err != nil {
-			folding = fmt.Errorf("compact outcomes: %w", classify(err))
+			folding = append(folding, fmt.Errorf("compact outcomes: %w", classify(err)))
+			if at == 0 {
+				break
+			}
+			ord = at + 1
+			continue
+		}
+		if !changed {
 			break
 		}
-		if n == 0 {
-			break
-		}
+		ord = at
 	}
 	replicas := func() error {
 		if err := d.checkMark(ctx); err != nil {
@@ -117,9 +134,12 @@ func (d *DB) Compact(ctx context.Context, before time.Time) (Compaction, error) 
 		}
 	}
 	if err := replicas(); err != nil {
-		return c, errors.Join(folding, fmt.Errorf("compact replicas: %w", classify(err)))
+		folding = append(folding, fmt.Errorf("compact replicas: %w", classify(err)))
 	}
-	return c, folding
+	if err := ctx.Err(); err != nil && len(folding) == 0 {
+		folding = append(folding, err)
+	}
+	return c, errors.Join(folding...)
 }
 
 // write runs f in a write transaction, committing when it returns nil.
@@ -135,75 +155,63 @@ func (d *DB) write(ctx context.Context, f func(tx *sql.Tx) error) error {
 	return tx.Commit()
 }
 
-// foldOutcomes folds up to compactOutcomes acknowledged outcomes of one
-// job not yet in its summary, and returns how many it folded (0: none
-// was left).
-func (d *DB) foldOutcomes(ctx context.Context) (folded int, err error) {
+// compactRuns bounds the runs of consecutive tasks one fold writes in a
+// transaction (up to three statements each): a job decided out of order
+// folds fewer outcomes at a time, so that the write lock is held for
+// milliseconds whatever the order.
+var compactRuns = 256
+
+// foldOutcomes folds up to compactOutcomes acknowledged outcomes of the
+// first job from order fromOrd on that has some not yet in its summary.
+// It returns whether it changed anything (false: no job from fromOrd on
+// has any left), how many outcomes it folded and the job's order. A
+// summary that does not add up (its ranges or counts against its upto:
+// a damaged database) is dropped, to be folded again from the job's
+// first outcome. An error names the job; its order is returned with it,
+// so that the caller goes on with the next job.
+func (d *DB) foldOutcomes(ctx context.Context, fromOrd int64) (changed bool, folded int, ord int64, err error) {
 	var (
 		id                          []byte
 		acked, upto, to, acc, fails int64
 		runs                        []pool.TaskRange
+		reset                       bool
 	)
 	// Read in a read transaction, which holds no commit back; the write
 	// below checks that the summary is still the one read.
 	err = d.read(ctx, func(tx *sql.Tx) error {
-		err := tx.QueryRowContext(ctx, `SELECT j.id, j.acked, coalesce(s.upto, 0), coalesce(s.accepted, 0), coalesce(s.failed, 0)
+		err := tx.QueryRowContext(ctx, `SELECT j.id, j.ord, j.acked, coalesce(s.upto, 0), coalesce(s.accepted, 0), coalesce(s.failed, 0)
 			FROM jobs j LEFT JOIN outcome_summaries s ON s.job = j.id
-			WHERE j.acked > coalesce(s.upto, 0) ORDER BY j.ord LIMIT 1`).Scan(&id, &acked, &upto, &acc, &fails)
+			WHERE j.ord >= ? AND j.acked > coalesce(s.upto, 0) ORDER BY j.ord LIMIT 1`, fromOrd).Scan(&id, &ord, &acked, &upto, &acc, &fails)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil
 		}
 		if err != nil {
 			return err
 		}
-		to = min(acked, upto+compactOutcomes)
-		rows, err := tx.QueryContext(ctx, `SELECT task, status = ?, seq FROM outcomes WHERE job = ? AND seq > ? AND seq <= ?`,
-			pool.OutcomeOK, id, upto, to)
-		if err != nil {
+		var covered int64
+		if err := tx.QueryRowContext(ctx, `SELECT coalesce(sum(task_to - task_from), 0) FROM outcome_ranges WHERE job = ?`, id).Scan(&covered); err != nil {
 			return err
 		}
-		defer rows.Close()
-		var tasks []int64
-		var count, seqs int64
-		for rows.Next() {
-			var (
-				task, seq int64
-				ok        bool
-			)
-			if err := rows.Scan(&task, &ok, &seq); err != nil {
+		if covered != upto || acc+fails != upto {
+			reset = true
+			return nil
+		}
+		for n := min(acked-upto, compactOutcomes); ; n = (n + 1) / 2 {
+			to = upto + n
+			var err error
+			if runs, acc, fails, err = foldRead(ctx, tx, id, upto, to, acc, fails); err != nil {
 				return err
 			}
-			tasks = append(tasks, task)
-			count++
-			seqs += seq
-			if ok {
-				acc++
-			} else {
-				fails++
+			if len(runs) <= compactRuns || n == 1 {
+				return nil
 			}
 		}
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		slices.Sort(tasks)
-		for i := 0; i < len(tasks); {
-			j := i + 1
-			for j < len(tasks) && tasks[j] == tasks[j-1]+1 {
-				j++
-			}
-			runs = append(runs, pool.TaskRange{From: tasks[i], To: tasks[j-1] + 1})
-			i = j
-		}
-		// Outcomes upto+1 to to, each once: a gap would fold a summary
-		// that Load's reader refuses (pool.OutcomeSummary.Check).
-		if n := to - upto; count != n || seqs != (upto+1+to)*n/2 {
-			return fmt.Errorf("job %x: outcomes %d to %d are not all stored: %w", id, upto+1, to, ErrCorrupt)
-		}
-		folded = int(count)
-		return nil
 	})
-	if err != nil || folded == 0 {
-		return 0, err
+	if err != nil {
+		return false, 0, ord, fmt.Errorf("job %x: %w", id, err)
+	}
+	if id == nil {
+		return false, 0, 0, nil
 	}
 	err = d.write(ctx, func(tx *sql.Tx) error {
 		var now int64
@@ -212,7 +220,14 @@ func (d *DB) foldOutcomes(ctx context.Context) (folded int, err error) {
 			return err
 		}
 		if now != upto {
-			return fmt.Errorf("job %x: its outcome summary moved from %d to %d meanwhile: %w", id, upto, now, pool.ErrConflict)
+			return fmt.Errorf("its outcome summary moved from %d to %d meanwhile: %w", upto, now, pool.ErrConflict)
+		}
+		if reset {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM outcome_ranges WHERE job = ?`, id); err != nil {
+				return err
+			}
+			_, err := tx.ExecContext(ctx, `DELETE FROM outcome_summaries WHERE job = ?`, id)
+			return err
 		}
 		for _, r := range runs {
 			if err := addRange(ctx, tx, id, r.From, r.To); err != nil {
@@ -225,9 +240,60 @@ func (d *DB) foldOutcomes(ctx context.Context) (folded int, err error) {
 		return err
 	})
 	if err != nil {
-		return 0, err
+		return false, 0, ord, fmt.Errorf("job %x: %w", id, err)
 	}
-	return folded, nil
+	if reset {
+		return true, 0, ord, nil
+	}
+	return true, int(to - upto), ord, nil
+}
+
+// foldRead reads the outcomes upto+1 to to of job id and returns their
+// tasks as runs of consecutive tasks, in order, and acc and fails with
+// them counted. Outcomes missing among them (a damaged database) are an
+// error wrapping ErrCorrupt: a summary with a gap would be refused when
+// loaded (pool.OutcomeSummary.Check).
+func foldRead(ctx context.Context, tx *sql.Tx, id []byte, upto, to, acc, fails int64) (runs []pool.TaskRange, _, _ int64, err error) {
+	rows, err := tx.QueryContext(ctx, `SELECT task, status = ?, seq FROM outcomes WHERE job = ? AND seq > ? AND seq <= ?`,
+		pool.OutcomeOK, id, upto, to)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	defer rows.Close()
+	var tasks []int64
+	var seqs int64
+	for rows.Next() {
+		var (
+			task, seq int64
+			ok        bool
+		)
+		if err := rows.Scan(&task, &ok, &seq); err != nil {
+			return nil, 0, 0, err
+		}
+		tasks = append(tasks, task)
+		seqs += seq
+		if ok {
+			acc++
+		} else {
+			fails++
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, 0, err
+	}
+	if n := to - upto; int64(len(tasks)) != n || seqs != (upto+1+to)*n/2 {
+		return nil, 0, 0, fmt.Errorf("outcomes %d to %d are not all stored: %w", upto+1, to, ErrCorrupt)
+	}
+	slices.Sort(tasks)
+	for i := 0; i < len(tasks); {
+		j := i + 1
+		for j < len(tasks) && tasks[j] == tasks[j-1]+1 {
+			j++
+		}
+		runs = append(runs, pool.TaskRange{From: tasks[i], To: tasks[j-1] + 1})
+		i = j
+	}
+	return runs, acc, fails, nil
 }
 
 // addRange adds the tasks from to to-1, none of them in the job's ranges
@@ -277,18 +343,61 @@ func (d *DB) closeOpen(ctx context.Context) (closed int, err error) {
 	if err != nil || len(done) == 0 {
 		return 0, err
 	}
-	err = d.write(ctx, func(tx *sql.Tx) error {
-		for _, l := range done {
-			if _, err := tx.ExecContext(ctx, `DELETE FROM replicas_open WHERE lease = ?`, l); err != nil {
+	for len(done) > 0 {
+		part := done[:min(len(done), compactDeletes)]
+		err = d.write(ctx, func(tx *sql.Tx) error {
+			for _, l := range part {
+				if _, err := tx.ExecContext(ctx, `DELETE FROM replicas_open WHERE lease = ?`, l); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return closed, err
+		}
+		closed += len(part)
+		done = done[len(part):]
+	}
+	return closed, nil
+}
+
+// compactDeletes bounds the leases closeOpen drops in one transaction.
+const compactDeletes = 512
+
+// checkSummaries drops, to be folded again, every outcome summary that
+// does not add up (pool.OutcomeSummary.Check: a page lost to a recovery),
+// which Load would not hand over. Compact runs it once after the database
+// opens, since such damage comes from outside.
+func (d *DB) checkSummaries(ctx context.Context) error {
+	var damaged []pool.OutcomeSummary
+	err := d.read(ctx, func(tx *sql.Tx) error {
+		sums, err := loadSummaries(ctx, tx)
+		for _, s := range sums {
+			if s.Check() != nil {
+				damaged = append(damaged, s)
+			}
+		}
+		return err
+	})
+	if err != nil || len(damaged) == 0 {
+		return err
+	}
+	return d.write(ctx, func(tx *sql.Tx) error {
+		for _, s := range damaged {
+			res, err := tx.ExecContext(ctx, `DELETE FROM outcome_summaries WHERE job = ? AND upto = ?`, s.Job[:], s.Upto)
+			if err != nil {
+				return err
+			}
+			if n, err := res.RowsAffected(); err != nil || n == 0 {
+				return errors.Join(err, fmt.Errorf("job %s: its outcome summary moved meanwhile: %w", s.Job, pool.ErrConflict))
+			}
+			if _, err := tx.ExecContext(ctx, `DELETE FROM outcome_ranges WHERE job = ?`, s.Job[:]); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
-	if err != nil {
-		return 0, err
-	}
-	return len(done), nil
 }
 
 // checkMark starts the mark again from the first row, with no replica

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"idlepool/castore"
@@ -22,6 +23,9 @@ import (
 type DB struct {
 	db    *sql.DB
 	stmts map[string]*sql.Stmt // prepared once, by name
+	// summariesChecked is set once Compact has checked every outcome
+	// summary since the database opened (compact.go).
+	summariesChecked atomic.Bool
 }
 
 var (
@@ -444,10 +448,20 @@ func (d *DB) Load(ctx context.Context) (*pool.Snapshot, error) {
 	if s.Summaries, err = loadSummaries(ctx, tx); err != nil {
 		return nil, fmt.Errorf("load outcome summaries: %w", classify(err))
 	}
-	// The outcomes after each job's summary.
+	// The outcomes after each job's summary; every outcome, and no
+	// summary, when one does not add up (a damaged database: the
+	// outcomes are all still stored, and the next compaction folds that
+	// job again).
+	after := `coalesce(s.upto, 0)`
+	for i := range s.Summaries {
+		if s.Summaries[i].Check() != nil {
+			s.Summaries, after = nil, `0`
+			break
+		}
+	}
 	err = scan(`SELECT o.job, o.seq, o.task, o.status, o.digest, o.reason, o.result, o.ref, o.holders, o.work
 		FROM jobs j LEFT JOIN outcome_summaries s ON s.job = j.id
-		JOIN outcomes o ON o.job = j.id AND o.seq > coalesce(s.upto, 0) ORDER BY j.ord, o.seq`, func(r *sql.Rows) error {
+		JOIN outcomes o ON o.job = j.id AND o.seq > `+after+` ORDER BY j.ord, o.seq`, func(r *sql.Rows) error {
 		var (
 			o                     pool.OutcomeRecord
 			id, dig, ref, holders []byte
