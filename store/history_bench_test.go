@@ -4,16 +4,13 @@ package store_test
 
 import (
 	"context"
-	"crypto/rand"
 	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"runtime"
 	"testing"
 	"time"
 
-	"idlepool/job"
 	"idlepool/pool"
 	"idlepool/pool/pooltest"
 	"idlepool/store"
@@ -95,29 +92,13 @@ func BenchmarkRestartHistory(b *testing.B) {
 func historyStore(b *testing.B, tasks int) (*store.DB, *pooltest.Blobs, string) {
 	b.Helper()
 	dir := b.TempDir()
-	prog := make([]byte, 4096)
-	rand.Read(prog)
-	copy(prog, "\x00asm\x01\x00\x00\x00")
-	if err := os.WriteFile(filepath.Join(dir, "prog.wasm"), prog, 0o600); err != nil {
-		b.Fatal(err)
-	}
 	path := filepath.Join(dir, "coordinator.db")
 	db, err := store.Open(path)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { db.Close() })
-	blobs := &pooltest.Blobs{}
-	m, err := job.ParseManifest("bench.toml", dir, fmt.Appendf(nil,
-		"name = \"history\"\nprogram = \"prog.wasm\"\n[split]\nrule = \"range\"\ntasks = %d\n[[merge]]\nfield = \"x\"\nrule = \"sum\"\n", tasks+historyInPlay+1))
-	if err != nil {
-		b.Fatal(err)
-	}
-	j, err := job.Plan(m)
-	if err != nil {
-		b.Fatal(err)
-	}
-	blobs.Put(j.Program.SHA256, j.Program.Path)
+	j, blobs := benchJob(b, dir, "history", 4096, tasks+historyInPlay+1)
 	owner := pooltest.Key(b, "owner/sub")
 	sub := pooltest.Device(b, owner, "sub-1")
 	peers := []pool.Peer{sub}

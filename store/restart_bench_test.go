@@ -58,18 +58,11 @@ func BenchmarkRestartManyJobs(b *testing.B) {
 func restartStore(b testing.TB, n int) (*store.DB, *pooltest.Blobs) {
 	b.Helper()
 	dir := b.TempDir()
-	prog := make([]byte, restartProgramBytes)
-	rand.Read(prog)
-	copy(prog, "\x00asm\x01\x00\x00\x00")
-	if err := os.WriteFile(filepath.Join(dir, "prog.wasm"), prog, 0o600); err != nil {
-		b.Fatal(err)
-	}
 	db, err := store.Open(filepath.Join(dir, "coordinator.db"))
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { db.Close() })
-	blobs := &pooltest.Blobs{}
 	owner, dev := pooltest.Key(b, "owner/sub"), pooltest.Key(b, "owner/donor")
 	sub := pooltest.Device(b, owner, "sub-1")
 	donor := pooltest.Device(b, dev, "donor-1")
@@ -77,15 +70,7 @@ func restartStore(b testing.TB, n int) (*store.DB, *pooltest.Blobs) {
 	at := time.UnixMilli(1_767_000_000_000)
 	// Plan one job from a manifest, then vary its name in the encoding
 	// without hashing the program again: setting up stays quick.
-	m, err := job.ParseManifest("bench.toml", dir, []byte("name = \"j\"\nprogram = \"prog.wasm\"\n[split]\nrule = \"range\"\ntasks = 4\n[[merge]]\nfield = \"x\"\nrule = \"sum\"\n"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	j, err := job.Plan(m)
-	if err != nil {
-		b.Fatal(err)
-	}
-	blobs.Put(j.Program.SHA256, j.Program.Path)
+	j, blobs := benchJob(b, dir, "j", restartProgramBytes, 4)
 	for i := range n {
 		canon := renamed(b, j.Canonical, fmt.Sprintf("job %d", i))
 		id := job.ID(sha256.Sum256(canon))
@@ -103,6 +88,31 @@ func restartStore(b testing.TB, n int) (*store.DB, *pooltest.Blobs) {
 		b.Fatal(err)
 	}
 	return db, blobs
+}
+
+// benchJob writes a program of size bytes into dir (a WebAssembly header,
+// then random bytes) and plans a job named name of tasks tasks (rule
+// range) on it, its program in the returned blobs.
+func benchJob(b testing.TB, dir, name string, size, tasks int) (*job.Job, *pooltest.Blobs) {
+	b.Helper()
+	prog := make([]byte, size)
+	rand.Read(prog)
+	copy(prog, "\x00asm\x01\x00\x00\x00")
+	if err := os.WriteFile(filepath.Join(dir, "prog.wasm"), prog, 0o600); err != nil {
+		b.Fatal(err)
+	}
+	m, err := job.ParseManifest("bench.toml", dir, fmt.Appendf(nil,
+		"name = %q\nprogram = \"prog.wasm\"\n[split]\nrule = \"range\"\ntasks = %d\n[[merge]]\nfield = \"x\"\nrule = \"sum\"\n", name, tasks))
+	if err != nil {
+		b.Fatal(err)
+	}
+	j, err := job.Plan(m)
+	if err != nil {
+		b.Fatal(err)
+	}
+	blobs := &pooltest.Blobs{}
+	blobs.Put(j.Program.SHA256, j.Program.Path)
+	return j, blobs
 }
 
 // renamed is canonical with another name, encoded as job's canonical
