@@ -474,19 +474,26 @@ func (d *DB) advanceMark(ctx context.Context, before time.Time) (moved bool, pas
 			end = mark
 			return nil
 		}
-		var newest int64
-		if err := tx.QueryRowContext(ctx, `SELECT lease,
-			(SELECT count(*) FROM replicas WHERE rowid >= ?1 AND rowid < ?2),
-			(SELECT coalesce(max(created), 0) FROM replicas WHERE rowid >= ?1 AND rowid < ?2)
-			FROM replicas WHERE rowid < ?2 ORDER BY rowid DESC LIMIT 1`, from, end).Scan(&lastLease, &passed, &newest); err != nil {
+		if err := tx.QueryRowContext(ctx, `SELECT lease FROM replicas WHERE rowid < ? ORDER BY rowid DESC LIMIT 1`, end).Scan(&lastLease); err != nil {
 			return err
 		}
-		if open, err = leases(ctx, tx, `SELECT r.lease FROM replicas r
-			WHERE r.rowid >= ? AND r.rowid < ? AND NOT `+doneReplica, from, end); err != nil {
+		// One pass counts the chunk's rows, its newest and those not
+		// done; a second reads the leases of those, only when the mark
+		// passes them.
+		var newest, notDone int64
+		if err := tx.QueryRowContext(ctx, `SELECT count(*), coalesce(max(r.created), 0), coalesce(sum(NOT `+doneReplica+`), 0)
+			FROM replicas r WHERE r.rowid >= ? AND r.rowid < ?`, from, end).Scan(&passed, &newest, &notDone); err != nil {
 			return err
 		}
-		if 2*len(open) > passed && newest >= ms(before) {
+		if 2*notDone > int64(passed) && newest >= ms(before) {
 			end = mark // the work in play: pass it later
+			return nil
+		}
+		if notDone > 0 {
+			var err error
+			open, err = leases(ctx, tx, `SELECT r.lease FROM replicas r
+				WHERE r.rowid >= ? AND r.rowid < ? AND NOT `+doneReplica, from, end)
+			return err
 		}
 		return nil
 	})
