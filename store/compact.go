@@ -57,6 +57,47 @@ var doneReplica = func() string {
 		OR r.state IN (` + strings.Join(cancelled, ", ") + `) AND EXISTS (SELECT 1 FROM jobs j WHERE j.id = r.job AND j.cancelled != 0))`
 }()
 
+// compactStatements are Compact's and Load's statements that run at every
+// compaction, prepared once when the database opens (statements) rather
+// than parsed at each chunk: the parse was half of the mark's time.
+var compactStatements = map[string]string{
+	"foldPick": `SELECT j.id, j.ord, j.acked, coalesce(s.upto, 0), coalesce(s.accepted, 0), coalesce(s.failed, 0)
+		FROM jobs j LEFT JOIN outcome_summaries s ON s.job = j.id
+		WHERE j.ord >= ? AND j.acked > coalesce(s.upto, 0) ORDER BY j.ord LIMIT 1`,
+	"foldCovered": `SELECT coalesce(sum(task_to - task_from), 0) FROM outcome_ranges WHERE job = ?`,
+	"summaryUpto": `SELECT upto FROM outcome_summaries WHERE job = ?`,
+	"summaryWrite": `INSERT INTO outcome_summaries(job, upto, accepted, failed) VALUES (?, ?, ?, ?)
+		ON CONFLICT(job) DO UPDATE SET upto = excluded.upto, accepted = excluded.accepted, failed = excluded.failed`,
+	"foldRead":       `SELECT task, status = ?, seq FROM outcomes WHERE job = ? AND seq > ? AND seq <= ?`,
+	"rangeBefore":    `SELECT task_from, task_to FROM outcome_ranges WHERE job = ? AND task_from < ? ORDER BY task_from DESC LIMIT 1`,
+	"rangeTakeAfter": `DELETE FROM outcome_ranges WHERE job = ? AND task_from = ? RETURNING task_to`,
+	"rangeExtend":    `UPDATE outcome_ranges SET task_to = ? WHERE job = ? AND task_from = ?`,
+	"rangeInsert":    `INSERT INTO outcome_ranges(job, task_from, task_to) VALUES (?, ?, ?)`,
+	"openDone": `SELECT x.lease FROM replicas_open x WHERE EXISTS (
+		SELECT 1 FROM replicas r WHERE r.lease = x.lease AND ` + doneReplica + `)`,
+	"openDelete": `DELETE FROM replicas_open WHERE lease = ?`,
+	"leaseBelow": `SELECT lease FROM replicas WHERE rowid < ? ORDER BY rowid DESC LIMIT 1`,
+	"markRead":   `SELECT below_rowid, below_lease FROM replica_mark WHERE id = 1`,
+	"maxRowid":   `SELECT max(rowid) FROM replicas`,
+	"chunkCount": `SELECT count(*), coalesce(max(r.created), 0), coalesce(sum(NOT ` + doneReplica + `), 0)
+		FROM replicas r WHERE r.rowid >= ? AND r.rowid < ?`,
+	"chunkOpen":  `SELECT r.lease FROM replicas r WHERE r.rowid >= ? AND r.rowid < ? AND NOT ` + doneReplica,
+	"openInsert": `INSERT INTO replicas_open(lease) VALUES (?) ON CONFLICT DO NOTHING`,
+	"markWrite": `INSERT INTO replica_mark(id, below_rowid, below_lease) VALUES (1, ?, ?)
+		ON CONFLICT(id) DO UPDATE SET below_rowid = excluded.below_rowid, below_lease = excluded.below_lease`,
+}
+
+func init() {
+	for name, q := range compactStatements {
+		statements[name] = q
+	}
+}
+
+// in returns statement name (statements), prepared once, for use in tx.
+func (d *DB) in(ctx context.Context, tx *sql.Tx, name string) *sql.Stmt {
+	return tx.StmtContext(ctx, d.stmts[name])
+}
+
 // Compact moves what a restart must read from the pool's history to the
 // work in play, without deleting anything (migrations/coordinator/0011):
 //
@@ -179,9 +220,7 @@ func (d *DB) foldOutcomes(ctx context.Context, fromOrd int64) (changed bool, fol
 	// Read in a read transaction, which holds no commit back; the write
 	// below checks that the summary is still the one read.
 	err = d.read(ctx, func(tx *sql.Tx) error {
-		err := tx.QueryRowContext(ctx, `SELECT j.id, j.ord, j.acked, coalesce(s.upto, 0), coalesce(s.accepted, 0), coalesce(s.failed, 0)
-			FROM jobs j LEFT JOIN outcome_summaries s ON s.job = j.id
-			WHERE j.ord >= ? AND j.acked > coalesce(s.upto, 0) ORDER BY j.ord LIMIT 1`, fromOrd).Scan(&id, &ord, &acked, &upto, &acc, &fails)
+		err := d.in(ctx, tx, "foldPick").QueryRowContext(ctx, fromOrd).Scan(&id, &ord, &acked, &upto, &acc, &fails)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil
 		}
@@ -189,7 +228,7 @@ func (d *DB) foldOutcomes(ctx context.Context, fromOrd int64) (changed bool, fol
 			return err
 		}
 		var covered int64
-		if err := tx.QueryRowContext(ctx, `SELECT coalesce(sum(task_to - task_from), 0) FROM outcome_ranges WHERE job = ?`, id).Scan(&covered); err != nil {
+		if err := d.in(ctx, tx, "foldCovered").QueryRowContext(ctx, id).Scan(&covered); err != nil {
 			return err
 		}
 		if covered != upto || acc+fails != upto {
@@ -199,7 +238,7 @@ func (d *DB) foldOutcomes(ctx context.Context, fromOrd int64) (changed bool, fol
 		for n := min(acked-upto, compactOutcomes); ; n = (n + 1) / 2 {
 			to = upto + n
 			var err error
-			if runs, acc, fails, err = foldRead(ctx, tx, id, upto, to, acc, fails); err != nil {
+			if runs, acc, fails, err = d.foldRead(ctx, tx, id, upto, to, acc, fails); err != nil {
 				return err
 			}
 			if len(runs) <= compactRuns || n == 1 {
@@ -215,7 +254,7 @@ func (d *DB) foldOutcomes(ctx context.Context, fromOrd int64) (changed bool, fol
 	}
 	err = d.write(ctx, func(tx *sql.Tx) error {
 		var now int64
-		err := tx.QueryRowContext(ctx, `SELECT upto FROM outcome_summaries WHERE job = ?`, id).Scan(&now)
+		err := d.in(ctx, tx, "summaryUpto").QueryRowContext(ctx, id).Scan(&now)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
@@ -230,13 +269,11 @@ func (d *DB) foldOutcomes(ctx context.Context, fromOrd int64) (changed bool, fol
 			return err
 		}
 		for _, r := range runs {
-			if err := addRange(ctx, tx, id, r.From, r.To); err != nil {
+			if err := d.addRange(ctx, tx, id, r.From, r.To); err != nil {
 				return err
 			}
 		}
-		_, err = tx.ExecContext(ctx, `INSERT INTO outcome_summaries(job, upto, accepted, failed) VALUES (?, ?, ?, ?)
-			ON CONFLICT(job) DO UPDATE SET upto = excluded.upto, accepted = excluded.accepted, failed = excluded.failed`,
-			id, to, acc, fails)
+		_, err = d.in(ctx, tx, "summaryWrite").ExecContext(ctx, id, to, acc, fails)
 		return err
 	})
 	if err != nil {
@@ -253,9 +290,8 @@ func (d *DB) foldOutcomes(ctx context.Context, fromOrd int64) (changed bool, fol
 // them counted. Outcomes missing among them (a damaged database) are an
 // error wrapping ErrCorrupt: a summary with a gap would be refused when
 // loaded (pool.OutcomeSummary.Check).
-func foldRead(ctx context.Context, tx *sql.Tx, id []byte, upto, to, acc, fails int64) (runs []pool.TaskRange, _, _ int64, err error) {
-	rows, err := tx.QueryContext(ctx, `SELECT task, status = ?, seq FROM outcomes WHERE job = ? AND seq > ? AND seq <= ?`,
-		pool.OutcomeOK, id, upto, to)
+func (d *DB) foldRead(ctx context.Context, tx *sql.Tx, id []byte, upto, to, acc, fails int64) (runs []pool.TaskRange, _, _ int64, err error) {
+	rows, err := d.in(ctx, tx, "foldRead").QueryContext(ctx, pool.OutcomeOK, id, upto, to)
 	if err != nil {
 		return nil, 0, 0, err
 	}
@@ -299,10 +335,9 @@ func foldRead(ctx context.Context, tx *sql.Tx, id []byte, upto, to, acc, fails i
 // addRange adds the tasks from to to-1, none of them in the job's ranges
 // yet (an outcome per task), to outcome_ranges, merged with the range
 // that ends at from and the one that starts at to.
-func addRange(ctx context.Context, tx *sql.Tx, id []byte, from, to int64) error {
+func (d *DB) addRange(ctx context.Context, tx *sql.Tx, id []byte, from, to int64) error {
 	var prevFrom, prevTo int64
-	err := tx.QueryRowContext(ctx, `SELECT task_from, task_to FROM outcome_ranges
-		WHERE job = ? AND task_from < ? ORDER BY task_from DESC LIMIT 1`, id, from).Scan(&prevFrom, &prevTo)
+	err := d.in(ctx, tx, "rangeBefore").QueryRowContext(ctx, id, from).Scan(&prevFrom, &prevTo)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		prevTo = -1
@@ -312,7 +347,7 @@ func addRange(ctx context.Context, tx *sql.Tx, id []byte, from, to int64) error 
 		return fmt.Errorf("job %x: tasks %d to %d overlap the summary's %d to %d: %w", id, from, to-1, prevFrom, prevTo-1, ErrCorrupt)
 	}
 	var nextTo int64
-	err = tx.QueryRowContext(ctx, `DELETE FROM outcome_ranges WHERE job = ? AND task_from = ? RETURNING task_to`, id, to).Scan(&nextTo)
+	err = d.in(ctx, tx, "rangeTakeAfter").QueryRowContext(ctx, id, to).Scan(&nextTo)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 	case err != nil:
@@ -321,9 +356,9 @@ func addRange(ctx context.Context, tx *sql.Tx, id []byte, from, to int64) error 
 		to = nextTo
 	}
 	if prevTo == from {
-		_, err = tx.ExecContext(ctx, `UPDATE outcome_ranges SET task_to = ? WHERE job = ? AND task_from = ?`, to, id, prevFrom)
+		_, err = d.in(ctx, tx, "rangeExtend").ExecContext(ctx, to, id, prevFrom)
 	} else {
-		_, err = tx.ExecContext(ctx, `INSERT INTO outcome_ranges(job, task_from, task_to) VALUES (?, ?, ?)`, id, from, to)
+		_, err = d.in(ctx, tx, "rangeInsert").ExecContext(ctx, id, from, to)
 	}
 	return err
 }
@@ -336,8 +371,7 @@ func (d *DB) closeOpen(ctx context.Context) (closed int, err error) {
 	err = d.read(ctx, func(tx *sql.Tx) error {
 		// Each listed lease looked up in replicas, never the other way
 		// round: the list is the work in play, replicas the history.
-		done, err = leases(ctx, tx, `SELECT x.lease FROM replicas_open x WHERE EXISTS (
-			SELECT 1 FROM replicas r WHERE r.lease = x.lease AND `+doneReplica+`)`)
+		done, err = leases(ctx, d.in(ctx, tx, "openDone"))
 		return err
 	})
 	if err != nil || len(done) == 0 {
@@ -347,7 +381,7 @@ func (d *DB) closeOpen(ctx context.Context) (closed int, err error) {
 		part := done[:min(len(done), compactDeletes)]
 		err = d.write(ctx, func(tx *sql.Tx) error {
 			for _, l := range part {
-				if _, err := tx.ExecContext(ctx, `DELETE FROM replicas_open WHERE lease = ?`, l); err != nil {
+				if _, err := d.in(ctx, tx, "openDelete").ExecContext(ctx, l); err != nil {
 					return err
 				}
 			}
@@ -406,7 +440,7 @@ func (d *DB) checkSummaries(ctx context.Context) error {
 // meanwhile.
 func (d *DB) checkMark(ctx context.Context) error {
 	return d.write(ctx, func(tx *sql.Tx) error {
-		ok, err := markHolds(ctx, tx)
+		ok, err := d.markHolds(ctx, tx)
 		if err != nil || ok {
 			return err
 		}
@@ -420,13 +454,13 @@ func (d *DB) checkMark(ctx context.Context) error {
 
 // markHolds reports whether the replica mark, if any, still has below it
 // the row it passed last.
-func markHolds(ctx context.Context, tx *sql.Tx) (bool, error) {
-	mark, below, err := readMark(ctx, tx)
+func (d *DB) markHolds(ctx context.Context, tx *sql.Tx) (bool, error) {
+	mark, below, err := d.readMark(ctx, tx)
 	if err != nil || mark == 0 {
 		return true, err
 	}
 	var lease string
-	err = tx.QueryRowContext(ctx, `SELECT lease FROM replicas WHERE rowid < ? ORDER BY rowid DESC LIMIT 1`, mark).Scan(&lease)
+	err = d.in(ctx, tx, "leaseBelow").QueryRowContext(ctx, mark).Scan(&lease)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return false, err
 	}
@@ -435,10 +469,8 @@ func markHolds(ctx context.Context, tx *sql.Tx) (bool, error) {
 
 // readMark returns the replica mark (0 when none was set) and the lease
 // its row below should have.
-func readMark(ctx context.Context, q interface {
-	QueryRowContext(context.Context, string, ...any) *sql.Row
-}) (rowid int64, lease string, err error) {
-	err = q.QueryRowContext(ctx, `SELECT below_rowid, below_lease FROM replica_mark WHERE id = 1`).Scan(&rowid, &lease)
+func (d *DB) readMark(ctx context.Context, tx *sql.Tx) (rowid int64, lease string, err error) {
+	err = d.in(ctx, tx, "markRead").QueryRowContext(ctx).Scan(&rowid, &lease)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, "", nil
 	}
@@ -461,11 +493,11 @@ func (d *DB) advanceMark(ctx context.Context, before time.Time) (moved bool, pas
 	)
 	err = d.read(ctx, func(tx *sql.Tx) error {
 		var err error
-		if mark, _, err = readMark(ctx, tx); err != nil {
+		if mark, _, err = d.readMark(ctx, tx); err != nil {
 			return err
 		}
 		var last sql.NullInt64
-		if err := tx.QueryRowContext(ctx, `SELECT max(rowid) FROM replicas`).Scan(&last); err != nil {
+		if err := d.in(ctx, tx, "maxRowid").QueryRowContext(ctx).Scan(&last); err != nil {
 			return err
 		}
 		from := max(mark, 1) // rowids start at 1
@@ -474,15 +506,14 @@ func (d *DB) advanceMark(ctx context.Context, before time.Time) (moved bool, pas
 			end = mark
 			return nil
 		}
-		if err := tx.QueryRowContext(ctx, `SELECT lease FROM replicas WHERE rowid < ? ORDER BY rowid DESC LIMIT 1`, end).Scan(&lastLease); err != nil {
+		if err := d.in(ctx, tx, "leaseBelow").QueryRowContext(ctx, end).Scan(&lastLease); err != nil {
 			return err
 		}
 		// One pass counts the chunk's rows, its newest and those not
 		// done; a second reads the leases of those, only when the mark
 		// passes them.
 		var newest, notDone int64
-		if err := tx.QueryRowContext(ctx, `SELECT count(*), coalesce(max(r.created), 0), coalesce(sum(NOT `+doneReplica+`), 0)
-			FROM replicas r WHERE r.rowid >= ? AND r.rowid < ?`, from, end).Scan(&passed, &newest, &notDone); err != nil {
+		if err := d.in(ctx, tx, "chunkCount").QueryRowContext(ctx, from, end).Scan(&passed, &newest, &notDone); err != nil {
 			return err
 		}
 		if 2*notDone > int64(passed) && newest >= ms(before) {
@@ -491,8 +522,7 @@ func (d *DB) advanceMark(ctx context.Context, before time.Time) (moved bool, pas
 		}
 		if notDone > 0 {
 			var err error
-			open, err = leases(ctx, tx, `SELECT r.lease FROM replicas r
-				WHERE r.rowid >= ? AND r.rowid < ? AND NOT `+doneReplica, from, end)
+			open, err = leases(ctx, d.in(ctx, tx, "chunkOpen"), from, end)
 			return err
 		}
 		return nil
@@ -501,16 +531,15 @@ func (d *DB) advanceMark(ctx context.Context, before time.Time) (moved bool, pas
 		return false, 0, 0, err
 	}
 	err = d.write(ctx, func(tx *sql.Tx) error {
-		if now, _, err := readMark(ctx, tx); err != nil || now != mark {
+		if now, _, err := d.readMark(ctx, tx); err != nil || now != mark {
 			return errors.Join(err, fmt.Errorf("the replica mark moved from %d to %d meanwhile: %w", mark, now, pool.ErrConflict))
 		}
 		for _, l := range open {
-			if _, err := tx.ExecContext(ctx, `INSERT INTO replicas_open(lease) VALUES (?) ON CONFLICT DO NOTHING`, l); err != nil {
+			if _, err := d.in(ctx, tx, "openInsert").ExecContext(ctx, l); err != nil {
 				return err
 			}
 		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO replica_mark(id, below_rowid, below_lease) VALUES (1, ?, ?)
-			ON CONFLICT(id) DO UPDATE SET below_rowid = excluded.below_rowid, below_lease = excluded.below_lease`, end, lastLease)
+		_, err := d.in(ctx, tx, "markWrite").ExecContext(ctx, end, lastLease)
 		return err
 	})
 	if err != nil {
@@ -530,9 +559,9 @@ func (d *DB) read(ctx context.Context, f func(tx *sql.Tx) error) error {
 	return f(tx)
 }
 
-// leases returns the first column, a lease, of each row of query.
-func leases(ctx context.Context, tx *sql.Tx, query string, args ...any) ([]string, error) {
-	rows, err := tx.QueryContext(ctx, query, args...)
+// leases returns the first column, a lease, of each row of st.
+func leases(ctx context.Context, st *sql.Stmt, args ...any) ([]string, error) {
+	rows, err := st.QueryContext(ctx, args...)
 	if err != nil {
 		return nil, err
 	}
