@@ -64,11 +64,10 @@ var compactStatements = map[string]string{
 	"foldPick": `SELECT j.id, j.ord, j.acked, coalesce(s.upto, 0), coalesce(s.accepted, 0), coalesce(s.failed, 0)
 		FROM jobs j LEFT JOIN outcome_summaries s ON s.job = j.id
 		WHERE j.ord >= ? AND j.acked > coalesce(s.upto, 0) ORDER BY j.ord LIMIT 1`,
-	"foldCovered": `SELECT coalesce(sum(task_to - task_from), 0) FROM outcome_ranges WHERE job = ?`,
 	"summaryUpto": `SELECT upto FROM outcome_summaries WHERE job = ?`,
 	"summaryWrite": `INSERT INTO outcome_summaries(job, upto, accepted, failed) VALUES (?, ?, ?, ?)
 		ON CONFLICT(job) DO UPDATE SET upto = excluded.upto, accepted = excluded.accepted, failed = excluded.failed`,
-	"foldRead":       `SELECT task, status = ?, seq FROM outcomes WHERE job = ? AND seq > ? AND seq <= ?`,
+	"foldRead":       `SELECT task, status = ? FROM outcomes WHERE job = ? AND seq > ? AND seq <= ?`,
 	"rangeBefore":    `SELECT task_from, task_to FROM outcome_ranges WHERE job = ? AND task_from < ? ORDER BY task_from DESC LIMIT 1`,
 	"rangeTakeAfter": `DELETE FROM outcome_ranges WHERE job = ? AND task_from = ? RETURNING task_to`,
 	"rangeExtend":    `UPDATE outcome_ranges SET task_to = ? WHERE job = ? AND task_from = ?`,
@@ -141,7 +140,7 @@ func (d *DB) Compact(ctx context.Context, before time.Time) (Compaction, error) 
 		}
 	}
 	for ord := int64(0); ctx.Err() == nil; {
-		changed, n, at, err := d.foldOutcomes(ctx, ord)
+		n, at, err := d.foldOutcomes(ctx, ord)
 		c.Outcomes += n
 		if err != nil {
 			folding = append(folding, fmt.Errorf("compact outcomes: %w", classify(err)))
@@ -151,7 +150,7 @@ func (d *DB) Compact(ctx context.Context, before time.Time) (Compaction, error) 
 			ord = at + 1
 			continue
 		}
-		if !changed {
+		if n == 0 {
 			break
 		}
 		ord = at
@@ -204,18 +203,15 @@ var compactRuns = 256
 
 // foldOutcomes folds up to compactOutcomes acknowledged outcomes of the
 // first job from order fromOrd on that has some not yet in its summary.
-// It returns whether it changed anything (false: no job from fromOrd on
-// has any left), how many outcomes it folded and the job's order. A
-// summary that does not add up (its ranges or counts against its upto:
-// a damaged database) is dropped, to be folded again from the job's
-// first outcome. An error names the job; its order is returned with it,
-// so that the caller goes on with the next job.
-func (d *DB) foldOutcomes(ctx context.Context, fromOrd int64) (changed bool, folded int, ord int64, err error) {
+// It returns how many outcomes it folded (0: no job from fromOrd on has
+// any left) and the job's order. An error names the job; its order is
+// returned with it, so that the caller goes on with the next job. (A
+// summary damaged from outside is dropped by checkSummaries.)
+func (d *DB) foldOutcomes(ctx context.Context, fromOrd int64) (folded int, ord int64, err error) {
 	var (
 		id                          []byte
 		acked, upto, to, acc, fails int64
 		runs                        []pool.TaskRange
-		reset                       bool
 	)
 	// Read in a read transaction, which holds no commit back; the write
 	// below checks that the summary is still the one read.
@@ -226,14 +222,6 @@ func (d *DB) foldOutcomes(ctx context.Context, fromOrd int64) (changed bool, fol
 		}
 		if err != nil {
 			return err
-		}
-		var covered int64
-		if err := d.in(ctx, tx, "foldCovered").QueryRowContext(ctx, id).Scan(&covered); err != nil {
-			return err
-		}
-		if covered != upto || acc+fails != upto {
-			reset = true
-			return nil
 		}
 		for n := min(acked-upto, compactOutcomes); ; n = (n + 1) / 2 {
 			to = upto + n
@@ -247,10 +235,10 @@ func (d *DB) foldOutcomes(ctx context.Context, fromOrd int64) (changed bool, fol
 		}
 	})
 	if err != nil {
-		return false, 0, ord, fmt.Errorf("job %x: %w", id, err)
+		return 0, ord, fmt.Errorf("job %x: %w", id, err)
 	}
 	if id == nil {
-		return false, 0, 0, nil
+		return 0, 0, nil
 	}
 	err = d.write(ctx, func(tx *sql.Tx) error {
 		var now int64
@@ -261,13 +249,6 @@ func (d *DB) foldOutcomes(ctx context.Context, fromOrd int64) (changed bool, fol
 		if now != upto {
 			return fmt.Errorf("its outcome summary moved from %d to %d meanwhile: %w", upto, now, pool.ErrConflict)
 		}
-		if reset {
-			if _, err := tx.ExecContext(ctx, `DELETE FROM outcome_ranges WHERE job = ?`, id); err != nil {
-				return err
-			}
-			_, err := tx.ExecContext(ctx, `DELETE FROM outcome_summaries WHERE job = ?`, id)
-			return err
-		}
 		for _, r := range runs {
 			if err := d.addRange(ctx, tx, id, r.From, r.To); err != nil {
 				return err
@@ -277,12 +258,9 @@ func (d *DB) foldOutcomes(ctx context.Context, fromOrd int64) (changed bool, fol
 		return err
 	})
 	if err != nil {
-		return false, 0, ord, fmt.Errorf("job %x: %w", id, err)
+		return 0, ord, fmt.Errorf("job %x: %w", id, err)
 	}
-	if reset {
-		return true, 0, ord, nil
-	}
-	return true, int(to - upto), ord, nil
+	return int(to - upto), ord, nil
 }
 
 // foldRead reads the outcomes upto+1 to to of job id and returns their
@@ -297,17 +275,15 @@ func (d *DB) foldRead(ctx context.Context, tx *sql.Tx, id []byte, upto, to, acc,
 	}
 	defer rows.Close()
 	var tasks []int64
-	var seqs int64
 	for rows.Next() {
 		var (
-			task, seq int64
-			ok        bool
+			task int64
+			ok   bool
 		)
-		if err := rows.Scan(&task, &ok, &seq); err != nil {
+		if err := rows.Scan(&task, &ok); err != nil {
 			return nil, 0, 0, err
 		}
 		tasks = append(tasks, task)
-		seqs += seq
 		if ok {
 			acc++
 		} else {
@@ -317,7 +293,8 @@ func (d *DB) foldRead(ctx context.Context, tx *sql.Tx, id []byte, upto, to, acc,
 	if err := rows.Err(); err != nil {
 		return nil, 0, 0, err
 	}
-	if n := to - upto; int64(len(tasks)) != n || seqs != (upto+1+to)*n/2 {
+	// (job, seq) is the outcomes' key: as many rows as seqs is every one.
+	if int64(len(tasks)) != to-upto {
 		return nil, 0, 0, fmt.Errorf("outcomes %d to %d are not all stored: %w", upto+1, to, ErrCorrupt)
 	}
 	slices.Sort(tasks)
@@ -440,7 +417,7 @@ func (d *DB) checkSummaries(ctx context.Context) error {
 // meanwhile.
 func (d *DB) checkMark(ctx context.Context) error {
 	return d.write(ctx, func(tx *sql.Tx) error {
-		ok, err := d.markHolds(ctx, tx)
+		_, ok, err := d.markHolds(ctx, tx)
 		if err != nil || ok {
 			return err
 		}
@@ -452,19 +429,19 @@ func (d *DB) checkMark(ctx context.Context) error {
 	})
 }
 
-// markHolds reports whether the replica mark, if any, still has below it
-// the row it passed last.
-func (d *DB) markHolds(ctx context.Context, tx *sql.Tx) (bool, error) {
+// markHolds returns the replica mark (0 when none was set) and whether it
+// still has below it the row it passed last.
+func (d *DB) markHolds(ctx context.Context, tx *sql.Tx) (mark int64, holds bool, err error) {
 	mark, below, err := d.readMark(ctx, tx)
 	if err != nil || mark == 0 {
-		return true, err
+		return mark, true, err
 	}
 	var lease string
 	err = d.in(ctx, tx, "leaseBelow").QueryRowContext(ctx, mark).Scan(&lease)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return false, err
+		return mark, false, err
 	}
-	return lease == below, nil
+	return mark, lease == below, nil
 }
 
 // readMark returns the replica mark (0 when none was set) and the lease

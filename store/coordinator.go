@@ -423,13 +423,11 @@ func (d *DB) Load(ctx context.Context) (*pool.Snapshot, error) {
 	// The replicas from the mark on, and those below it that were not
 	// done when it passed them (compact.go); all of them when the rows
 	// below the mark are not the ones it passed.
-	mark, _, err := d.readMark(ctx, tx)
+	mark, holds, err := d.markHolds(ctx, tx)
 	if err != nil {
 		return nil, fmt.Errorf("load replica mark: %w", classify(err))
 	}
-	if ok, err := d.markHolds(ctx, tx); err != nil {
-		return nil, fmt.Errorf("load replica mark: %w", classify(err))
-	} else if !ok {
+	if !holds {
 		mark = 0
 	}
 	err = scan(fmt.Sprintf(`SELECT %[1]s FROM replicas WHERE rowid >= %[2]d
