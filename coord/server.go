@@ -426,7 +426,7 @@ func (s *Server) compactLoop(ctx context.Context) {
 			s.log.Warn("Cannot compact the pool's store; trying again later", "err", err, "every", s.cfg.CompactEvery)
 		case c != (store.Compaction{}):
 			s.log.Debug("Store compacted", "outcomesFolded", c.Outcomes, "replicasPassed", c.Replicas,
-				"replicasOpened", c.Opened, "replicasClosed", c.Closed, "leaseLogRowsDeleted", c.LeaseLog, "took", time.Since(start))
+				"replicasOpened", c.Opened, "replicasClosed", c.Closed, "took", time.Since(start))
 		}
 	}
 }

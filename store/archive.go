@@ -11,15 +11,10 @@ import (
 
 var _ pool.ReplicaArchive = (*DB)(nil)
 
-// Replica returns the committed replica with lease ID lease (from the
-// lease log's memory while it is a plain lease, else by the replicas
-// table's primary key), or an error wrapping pool.ErrUnknownLease. The Scheduler
+// Replica returns the committed replica with lease ID lease (by its
+// primary key), or an error wrapping pool.ErrUnknownLease. The Scheduler
 // reads settled replicas from here instead of keeping them in memory.
 func (d *DB) Replica(ctx context.Context, lease string) (pool.ReplicaRecord, error) {
-	// The log first: a replica leaves it only once its row is committed.
-	if r, ok := d.leases.lookup(lease); ok {
-		return r, nil
-	}
 	x, err := scanReplica(d.db.QueryRowContext(ctx, `SELECT `+replicaColumns+` FROM replicas WHERE lease = ?`, lease).Scan)
 	if errors.Is(err, sql.ErrNoRows) {
 		return pool.ReplicaRecord{}, fmt.Errorf("replica %q: %w", lease, pool.ErrUnknownLease)

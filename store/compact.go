@@ -23,9 +23,6 @@ type Compaction struct {
 	// Closed is how many replicas named in replicas_open were done and
 	// left it.
 	Closed int
-	// LeaseLog is how many rows of the lease log were deleted: rows
-	// whose replicas all have rows of their own (leaselog.go).
-	LeaseLog int
 }
 
 // Chunks of Compact's work, each read in a read transaction and written
@@ -101,8 +98,7 @@ func (d *DB) in(ctx context.Context, tx *sql.Tx, name string) *sql.Stmt {
 }
 
 // Compact moves what a restart must read from the pool's history to the
-// work in play, deleting nothing but superseded rows of the lease log
-// (migrations/coordinator/0011 and 0012):
+// work in play, without deleting anything (migrations/coordinator/0011):
 //
 //   - each job's acknowledged outcomes are folded into its summary (how
 //     many were accepted and failed, their tasks as ranges), which Load
@@ -112,10 +108,7 @@ func (d *DB) in(ctx context.Context, tx *sql.Tx, name string) *sql.Stmt {
 //     reads those at or after the mark and those below it named in
 //     replicas_open, the ones that were not done (doneReplica) when the
 //     mark passed them, and leaves out the done ones.
-//     Replica still returns any of them by its lease;
-//   - the lease log's mark moves to its oldest row that holds a replica
-//     with no row of its own yet, and the rows below it are deleted
-//     (leaselog.go).
+//     Replica still returns any of them by its lease.
 //
 // The mark stops at the work in play: at the first chunk of rows of
 // which more than half are not done, unless that chunk's newest row was
@@ -182,11 +175,6 @@ func (d *DB) Compact(ctx context.Context, before time.Time) (Compaction, error) 
 	}
 	if err := replicas(); err != nil {
 		folding = append(folding, fmt.Errorf("compact replicas: %w", classify(err)))
-	}
-	n, err := d.trimLeaseLog(ctx)
-	c.LeaseLog = n
-	if err != nil {
-		folding = append(folding, fmt.Errorf("trim lease log: %w", classify(err)))
 	}
 	if err := ctx.Err(); err != nil && len(folding) == 0 {
 		folding = append(folding, err)

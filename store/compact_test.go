@@ -151,7 +151,6 @@ func TestCompactReplicaMark(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Compact: %v", err)
 		}
-		c.LeaseLog = 0 // the lease log's rows are TestLeaseLog's
 		return c
 	}
 	rec := func(task int64, k int, state string, version, prev int64) pool.ReplicaRecord {
@@ -164,17 +163,6 @@ func TestCompactReplicaMark(t *testing.T) {
 		b.Replicas = append(b.Replicas, rec(task, 0, pool.ReplicaLeased, 1, 0), rec(task, 1, pool.ReplicaLeased, 1, 0))
 	}
 	commit(b)
-	// A heartbeat's new deadline gives each replica its row in replicas
-	// (a plain lease is only in the lease log until its first change).
-	hb := &pool.Batch{}
-	for task := range int64(4) {
-		for k := range 2 {
-			r := rec(task, k, pool.ReplicaLeased, 2, 1)
-			r.Deadline = at.Add(2 * time.Minute)
-			hb.Replicas = append(hb.Replicas, r)
-		}
-	}
-	commit(hb)
 	all := leases(mustLoad(t, db))
 	if len(all) != 8 {
 		t.Fatalf("Load before compacting: %v", all)
@@ -187,7 +175,7 @@ func TestCompactReplicaMark(t *testing.T) {
 		t.Helper()
 		b := &pool.Batch{}
 		for _, task := range tasks {
-			b.Replicas = append(b.Replicas, rec(task, 0, pool.ReplicaAgreed, 3, 2), rec(task, 1, pool.ReplicaAgreed, 3, 2))
+			b.Replicas = append(b.Replicas, rec(task, 0, pool.ReplicaAgreed, 2, 1), rec(task, 1, pool.ReplicaAgreed, 2, 1))
 			b.Outcomes = append(b.Outcomes, pool.OutcomeRecord{Job: jobID, Verified: pool.Verified{Seq: seq, Task: task, Status: pool.OutcomeOK}})
 			seq++
 		}
@@ -201,7 +189,7 @@ func TestCompactReplicaMark(t *testing.T) {
 		t.Errorf("Load after tasks 0 and 1 were compacted: %v, want %v", got, all[4:])
 	}
 	// Task 2's replicas expire: settled, their task undecided.
-	commit(&pool.Batch{Replicas: []pool.ReplicaRecord{rec(2, 0, pool.ReplicaExpired, 3, 2), rec(2, 1, pool.ReplicaExpired, 3, 2)}})
+	commit(&pool.Batch{Replicas: []pool.ReplicaRecord{rec(2, 0, pool.ReplicaExpired, 2, 1), rec(2, 1, pool.ReplicaExpired, 2, 1)}})
 	if c := compact(recent); c != (store.Compaction{}) {
 		t.Errorf("compaction of recent work in play: %+v, want nothing", c)
 	}

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -27,11 +26,6 @@ type DB struct {
 	// summariesChecked is set once Compact has checked every outcome
 	// summary since the database opened (compact.go).
 	summariesChecked atomic.Bool
-	// commitMu serialises Commit (SQLite's write lock would anyway) with
-	// its update of leases after the transaction, and Load with both.
-	commitMu sync.Mutex
-	// leases are the replicas only in the lease log (leaselog.go).
-	leases *leaseLog
 }
 
 var (
@@ -69,9 +63,6 @@ var statements = map[string]string{
 
 	"trustInsert": `INSERT INTO trust(kind, id, record, version) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`,
 	"trustUpdate": `UPDATE trust SET record = ?, version = ? WHERE kind = ? AND id = ? AND version = ?`,
-
-	"leaseLog":      `INSERT INTO lease_log(body) VALUES (?)`,
-	"replicaExists": `SELECT 1 FROM replicas WHERE lease = ?`,
 }
 
 // Open opens (creating it if needed) the coordinator database at path and
@@ -92,10 +83,6 @@ func Open(path string, opts ...Option) (*DB, error) {
 			return nil, fmt.Errorf("open %s: prepare %s: %w", path, name, classify(err))
 		}
 		d.stmts[name] = st
-	}
-	if err := d.openLeaseLog(ctx); err != nil {
-		d.Close()
-		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	return d, nil
 }
@@ -118,8 +105,6 @@ func conflict(format string, args ...any) error {
 // inserts and compare-and-set updates whose zero affected rows are a
 // conflict that rolls everything back.
 func (d *DB) Commit(ctx context.Context, b *pool.Batch) (err error) {
-	d.commitMu.Lock()
-	defer d.commitMu.Unlock()
 	tx, err := d.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("commit: %w", classify(err))
@@ -139,28 +124,12 @@ func (d *DB) Commit(ctx context.Context, b *pool.Batch) (err error) {
 		}
 		return st
 	}
-	var lc leaseChanges
 	exec := func(name string, args ...any) (int64, error) {
 		res, err := stmt(name).ExecContext(ctx, args...)
 		if err != nil {
 			return 0, fmt.Errorf("%s: %w", name, classify(err))
 		}
 		return res.RowsAffected()
-	}
-	// insertReplica is exec of replicaInsert, noting the row's rowid.
-	insertReplica := func(args ...any) (int64, error) {
-		res, err := stmt("replicaInsert").ExecContext(ctx, args...)
-		if err != nil {
-			return 0, fmt.Errorf("replicaInsert: %w", classify(err))
-		}
-		n, err := res.RowsAffected()
-		if err == nil && n > 0 {
-			id, ierr := res.LastInsertId()
-			if err = ierr; err == nil {
-				lc.maxRowid = max(lc.maxRowid, id)
-			}
-		}
-		return n, err
 	}
 	for _, p := range b.Peers {
 		n, err := exec("peer", p.ID, p.Owner, []byte(p.Key), []byte(p.OwnerKey), nonNil(p.Endorsement), p.Name, ms(p.Joined))
@@ -184,8 +153,7 @@ func (d *DB) Commit(ctx context.Context, b *pool.Batch) (err error) {
 			return conflict("job %s or order %d exists", j.ID, j.Order)
 		}
 	}
-	for i := range b.Replicas {
-		r := &b.Replicas[i]
+	for _, r := range b.Replicas {
 		ref, err := refJSON(r.Ref)
 		if err != nil {
 			return fmt.Errorf("replica %s: %w", r.Lease, err)
@@ -196,49 +164,8 @@ func (d *DB) Commit(ctx context.Context, b *pool.Batch) (err error) {
 		}
 		var n int64
 		if r.Prev == 0 {
-			taken, terr := d.leaseTaken(ctx, &lc, stmt("replicaExists"), r.Lease)
-			if terr != nil {
-				return fmt.Errorf("replica %s: %w", r.Lease, classify(terr))
-			}
-			if taken {
-				return conflict("replica %s is not at version %d", r.Lease, r.Prev)
-			}
-			lc.accept(r.Lease)
-			if plainLease(r) {
-				// Logged with the batch's other leases, below.
-				if lc.added == nil {
-					lc.added = map[string]int{}
-				}
-				lc.added[r.Lease] = len(lc.adds)
-				lc.adds = append(lc.adds, *r)
-				continue
-			}
-			if lc.inserted == nil {
-				lc.inserted = map[string]bool{}
-			}
-			lc.inserted[r.Lease] = true
-			n, err = insertReplica(r.Lease, r.Job[:], r.Task, r.Peer, r.Owner, r.State,
+			n, err = exec("replicaInsert", r.Lease, r.Job[:], r.Task, r.Peer, r.Owner, r.State,
 				ms(r.Created), ms(r.Deadline), r.Digest[:], r.Failed, r.Reason, r.Result, ref, rule, work, r.Version)
-		} else if l, ok := d.logged(&lc, r.Lease); ok {
-			// Its first change: its row, inserted with what the lease
-			// fixed and what this change sets (replicaUpdate's columns).
-			if l.version != r.Prev {
-				return conflict("replica %s is not at version %d", r.Lease, r.Prev)
-			}
-			if i, ok := lc.added[r.Lease]; ok && i >= 0 {
-				lc.added[r.Lease] = -1
-			} else {
-				if lc.moved == nil {
-					lc.moved = map[string]bool{}
-				}
-				lc.moved[r.Lease] = true
-			}
-			if lc.inserted == nil {
-				lc.inserted = map[string]bool{}
-			}
-			lc.inserted[r.Lease] = true
-			n, err = insertReplica(r.Lease, l.job[:], l.task, l.peer, l.owner, r.State,
-				l.created, ms(r.Deadline), r.Digest[:], r.Failed, r.Reason, r.Result, ref, rule, work, r.Version)
 		} else {
 			n, err = exec("replicaUpdate", r.State, ms(r.Deadline), r.Digest[:], r.Failed, r.Reason,
 				r.Result, ref, rule, work, r.Version, r.Lease, r.Prev)
@@ -350,24 +277,7 @@ func (d *DB) Commit(ctx context.Context, b *pool.Batch) (err error) {
 			i++
 		}
 	}
-	var logSeq int64
-	if len(lc.adds) > 0 {
-		body := appendLeaseLog(make([]byte, 0, 160*len(lc.adds)), lc.adds, lc.added)
-		if len(body) > 1 {
-			res, err := stmt("leaseLog").ExecContext(ctx, body)
-			if err != nil {
-				return fmt.Errorf("leaseLog: %w", classify(err))
-			}
-			if logSeq, err = res.LastInsertId(); err != nil {
-				return fmt.Errorf("leaseLog: %w", classify(err))
-			}
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		return err
-	}
-	d.leases.apply(&lc, logSeq)
-	return nil
+	return tx.Commit()
 }
 
 // ledgerHead selects the seq and hash of the ledger's last entry: the
@@ -454,9 +364,6 @@ func wholeBatch(entries []pool.Entry, hashes []job.Digest) int {
 
 // Load reads everything committed (see pool.Snapshot).
 func (d *DB) Load(ctx context.Context) (*pool.Snapshot, error) {
-	// No commit between the table's rows and the lease log's.
-	d.commitMu.Lock()
-	defer d.commitMu.Unlock()
 	tx, err := d.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return nil, fmt.Errorf("load: %w", classify(err))
@@ -535,10 +442,6 @@ func (d *DB) Load(ctx context.Context) (*pool.Snapshot, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("load replicas: %w", classify(err))
-	}
-	if logged := d.leases.records(); len(logged) > 0 {
-		sortReplicas(logged)
-		s.Replicas = mergeReplicas(s.Replicas, logged)
 	}
 	if s.Summaries, err = loadSummaries(ctx, tx); err != nil {
 		return nil, fmt.Errorf("load outcome summaries: %w", classify(err))

@@ -26,10 +26,7 @@
 //
 // State changes are compare-and-set (UPDATE ... WHERE key = ? AND
 // version/state = ?); zero rows affected is a conflict (ErrConflict), never
-// silent success. A plain lease is the one exception to a row per
-// replica: it is written with its commit's other leases as one row of a
-// lease log and checked against the DB's memory of that log until its
-// first change gives it its own row (leaselog.go).
+// silent success.
 //
 // Both types are safe for concurrent use by many goroutines; use one value
 // per file per process.
