@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -26,6 +27,12 @@ type DB struct {
 	// summariesChecked is set once Compact has checked every outcome
 	// summary since the database opened (compact.go).
 	summariesChecked atomic.Bool
+	// commitMu serialises Commit (SQLite's write lock would anyway) with
+	// its update of tail after the transaction.
+	commitMu sync.Mutex
+	// tail lists the peers of the ledger blocks that
+	// ledger_block_peers does not list yet (blockpeers.go).
+	tail *peerTail
 }
 
 var (
@@ -56,8 +63,9 @@ var statements = map[string]string{
 	"entry": `INSERT INTO ledger
 		(seq, prev, hash, kind, pool, job, task, peer, owner, lease, digest, cost, work, time, reason, sig, tree)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-	"block":     `INSERT INTO ledger_blocks(last, first, prev, hash, sig, entries) VALUES (?, ?, ?, ?, ?, ?)`,
-	"blockPeer": `INSERT INTO ledger_block_peers(peer, last) VALUES (?, ?)`,
+	"block":          `INSERT INTO ledger_blocks(last, first, prev, hash, sig, entries) VALUES (?, ?, ?, ?, ?, ?)`,
+	"blockPeer":      `INSERT INTO ledger_block_peers(peer, last) VALUES (?, ?)`,
+	"blockPeersUpto": `UPDATE ledger_block_peers_upto SET upto = ? WHERE id = 1`,
 	"blockKind": `INSERT INTO ledger_block_kinds(kind, count) VALUES (?, ?)
 		ON CONFLICT(kind) DO UPDATE SET count = count + excluded.count`,
 
@@ -84,6 +92,10 @@ func Open(path string, opts ...Option) (*DB, error) {
 		}
 		d.stmts[name] = st
 	}
+	if err := d.openPeerTail(ctx); err != nil {
+		d.Close()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
 	return d, nil
 }
 
@@ -105,6 +117,8 @@ func conflict(format string, args ...any) error {
 // inserts and compare-and-set updates whose zero affected rows are a
 // conflict that rolls everything back.
 func (d *DB) Commit(ctx context.Context, b *pool.Batch) (err error) {
+	d.commitMu.Lock()
+	defer d.commitMu.Unlock()
 	tx, err := d.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("commit: %w", classify(err))
@@ -235,6 +249,11 @@ func (d *DB) Commit(ctx context.Context, b *pool.Batch) (err error) {
 			return conflict("trust record %s %s is not at version %d", t.Kind, t.ID, t.Prev)
 		}
 	}
+	var (
+		blocks []blockPeers // the blocks this batch adds
+		pairs  int          // and their peers, counted
+		flush  bool         // this commit writes ledger_block_peers
+	)
 	if len(b.Entries) > 0 {
 		var (
 			last     int64
@@ -260,9 +279,12 @@ func (d *DB) Commit(ctx context.Context, b *pool.Batch) (err error) {
 		for i := 0; i < len(b.Entries); {
 			if n := wholeBatch(b.Entries[i:], hashes[i:]); n > 0 && n <= maxBlock {
 				// One row for the batch (migrations/coordinator/0010).
-				if err := insertBlock(exec, b.Entries[i:i+n], hashes[i+n-1]); err != nil {
+				bp, err := insertBlock(exec, b.Entries[i:i+n], hashes[i+n-1])
+				if err != nil {
 					return err
 				}
+				blocks = append(blocks, bp)
+				pairs += len(bp.peers)
 				i += n
 				continue
 			}
@@ -277,7 +299,37 @@ func (d *DB) Commit(ctx context.Context, b *pool.Batch) (err error) {
 			i++
 		}
 	}
-	return tx.Commit()
+	if len(blocks) > 0 && d.tail.due(pairs) {
+		// The peers of the blocks listed in memory and of this batch's,
+		// in one burst (blockpeers.go).
+		add := func(peer string, last int64) error {
+			_, err := exec("blockPeer", peer, last)
+			return err
+		}
+		if err := d.tail.each(add); err != nil {
+			return err
+		}
+		for _, bp := range blocks {
+			for _, p := range bp.peers {
+				if err := add(p, bp.last); err != nil {
+					return err
+				}
+			}
+		}
+		if _, err := exec("blockPeersUpto", blocks[len(blocks)-1].last); err != nil {
+			return err
+		}
+		flush = true
+	}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	if flush {
+		d.tail.flushed(blocks[len(blocks)-1].last)
+	} else {
+		d.tail.add(blocks)
+	}
+	return nil
 }
 
 // ledgerHead selects the seq and hash of the ledger's last entry: the
@@ -290,14 +342,14 @@ const ledgerHead = `SELECT seq, hash FROM (
 	) ORDER BY seq DESC LIMIT 1`
 
 // insertBlock inserts entries, one batch signed whole whose last entry's
-// Hash is h, as one row of ledger_blocks, with a row of
-// ledger_block_peers per peer it names and its entries counted by kind
-// in ledger_block_kinds.
-func insertBlock(exec func(string, ...any) (int64, error), entries []pool.Entry, h job.Digest) error {
+// Hash is h, as one row of ledger_blocks, with its entries counted by
+// kind in ledger_block_kinds, and returns its last seq and the peers it
+// names (for ledger_block_peers, written in bursts: blockpeers.go).
+func insertBlock(exec func(string, ...any) (int64, error), entries []pool.Entry, h job.Digest) (blockPeers, error) {
 	first, last := entries[0].Seq, entries[len(entries)-1].Seq
 	if _, err := exec("block", int64(last), int64(first), entries[0].Prev[:], h[:], entries[0].Sig,
 		appendBlock(make([]byte, 0, 200*len(entries)), entries)); err != nil {
-		return err
+		return blockPeers{}, err
 	}
 	peers := make([]string, len(entries))
 	type kindCount struct {
@@ -317,17 +369,12 @@ func insertBlock(exec func(string, ...any) (int64, error), entries []pool.Entry,
 		kinds[k].n++
 	}
 	slices.Sort(peers)
-	for _, p := range slices.Compact(peers) {
-		if _, err := exec("blockPeer", p, int64(last)); err != nil {
-			return err
-		}
-	}
 	for _, c := range kinds {
 		if _, err := exec("blockKind", c.kind, c.n); err != nil {
-			return err
+			return blockPeers{}, err
 		}
 	}
-	return nil
+	return blockPeers{last: int64(last), peers: slices.Compact(peers)}, nil
 }
 
 // insertEntry inserts e's ledger row, its hash h, with sig and tree as
@@ -638,68 +685,82 @@ func (d *DB) Entries(ctx context.Context, q pool.EntryQuery) ([]pool.Entry, erro
 	if q.Max <= 0 {
 		return nil, nil
 	}
+	for try := 0; ; try++ {
+		es, ok, err := d.entries(ctx, q, try >= 2)
+		if err != nil || ok {
+			return es, err
+		}
+	}
+}
+
+// entries is Entries in one read transaction; ok is false when a commit
+// wrote ledger_block_peers while it read (peerEntries): the caller reads
+// again. locked holds commitMu meanwhile, so that none does.
+func (d *DB) entries(ctx context.Context, q pool.EntryQuery, locked bool) (_ []pool.Entry, ok bool, _ error) {
+	if locked {
+		d.commitMu.Lock()
+		defer d.commitMu.Unlock()
+	}
 	tx, err := d.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
-		return nil, fmt.Errorf("read ledger: %w", classify(err))
+		return nil, false, fmt.Errorf("read ledger: %w", classify(err))
 	}
 	defer tx.Rollback()
 	rows, err := rowEntries(ctx, tx, q)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	blocks, err := blockEntries(ctx, tx, q)
-	if err != nil {
-		return nil, err
+	var blocks []pool.Entry
+	if q.Peer != "" {
+		if blocks, ok, err = d.peerEntries(ctx, tx, q); err != nil || !ok {
+			return nil, false, err
+		}
+	} else if blocks, err = blockEntries(ctx, tx, q); err != nil {
+		return nil, false, err
 	}
+	return mergeEntries(rows, blocks, q.Max), true, nil
+}
+
+// mergeEntries merges rows and blocks, each in Seq order, into at most
+// max entries in Seq order.
+func mergeEntries(rows, blocks []pool.Entry, max int) []pool.Entry {
 	if len(blocks) == 0 {
-		return rows, nil
+		return rows
 	}
 	if len(rows) == 0 {
-		return blocks, nil
+		return blocks
 	}
-	out := make([]pool.Entry, 0, min(q.Max, len(rows)+len(blocks)))
-	for len(out) < q.Max && (len(rows) > 0 || len(blocks) > 0) {
+	out := make([]pool.Entry, 0, min(max, len(rows)+len(blocks)))
+	for len(out) < max && (len(rows) > 0 || len(blocks) > 0) {
 		if len(blocks) == 0 || len(rows) > 0 && rows[0].Seq < blocks[0].Seq {
 			out, rows = append(out, rows[0]), rows[1:]
 		} else {
 			out, blocks = append(out, blocks[0]), blocks[1:]
 		}
 	}
-	return out, nil
+	return out
 }
 
-// blockEntries returns the entries of ledger blocks that q selects, in
-// Seq order, at most q.Max: with q.Peer, only of the blocks that
-// ledger_block_peers lists for that peer.
+// blockEntries returns the entries of ledger blocks with Seq > q.After,
+// in Seq order, at most q.Max (q.Peer empty: peerEntries reads a peer's).
 func blockEntries(ctx context.Context, tx *sql.Tx, q pool.EntryQuery) ([]pool.Entry, error) {
-	query := `SELECT first, last, prev, hash, sig, entries FROM ledger_blocks WHERE last > ? ORDER BY last`
-	args := []any{int64(q.After)}
-	if q.Peer != "" {
-		query = `SELECT b.first, b.last, b.prev, b.hash, b.sig, b.entries FROM ledger_block_peers p
-			JOIN ledger_blocks b ON b.last = p.last WHERE p.peer = ? AND p.last > ? ORDER BY p.last`
-		args = []any{q.Peer, int64(q.After)}
-	}
-	rows, err := tx.QueryContext(ctx, query, args...)
+	rows, err := tx.QueryContext(ctx, `SELECT first, last, prev, hash, sig, entries FROM ledger_blocks WHERE last > ? ORDER BY last`, int64(q.After))
 	if err != nil {
 		return nil, fmt.Errorf("read ledger blocks: %w", classify(err))
 	}
 	defer rows.Close()
 	var out []pool.Entry
 	for len(out) < q.Max && rows.Next() {
-		var (
-			k           block
-			first, last int64
-		)
-		if err := rows.Scan(&first, &last, &k.prev, &k.hash, &k.sig, &k.entries); err != nil {
-			return nil, fmt.Errorf("read ledger blocks: %w", classify(err))
+		k, err := scanBlock(rows.Scan)
+		if err != nil {
+			return nil, err
 		}
-		k.first, k.last = uint64(first), uint64(last)
 		entries, err := k.decode()
 		if err != nil {
 			return nil, fmt.Errorf("read ledger: %w", err)
 		}
 		for _, e := range entries {
-			if e.Seq > q.After && (q.Peer == "" || e.Peer == q.Peer) && len(out) < q.Max {
+			if e.Seq > q.After && len(out) < q.Max {
 				out = append(out, e)
 			}
 		}

@@ -108,6 +108,7 @@ func rawCount(t *testing.T, path, query string) int {
 // entry is as committed and the ledger verifies.
 func TestDBLedgerBatchSignedOnce(t *testing.T) {
 	ctx := context.Background()
+	store.SetBlockPeersFlush(t, 1) // every commit writes its blocks' peers
 	path := filepath.Join(t.TempDir(), "coordinator.db")
 	db, err := store.Open(path)
 	if err != nil {
