@@ -28,14 +28,19 @@ import (
 var blockPeersFlush = 4096
 
 // peerTail lists the peers of the ledger blocks after upto, which
-// ledger_block_peers does not list yet. Its mu guards its fields; Commit
-// changes them only after its transaction committed, holding
-// DB.commitMu, so that no other commit reads them between the two.
+// ledger_block_peers does not list yet. Its mu guards its fields; only
+// Commit changes them, holding DB.commitMu.
 type peerTail struct {
 	mu    sync.Mutex
 	upto  int64              // ledger_block_peers lists every block with last <= upto
 	lasts map[string][]int64 // peer → the lasts of its blocks after upto, ascending
 	pairs int                // the pairs listed: the sum of len(lasts[p])
+	// newest is the last of the newest block listed (upto when none): a
+	// read that sees a newer block committed does not trust the list.
+	newest int64
+	// stale is set when a commit failed in a way that may have
+	// committed it: the list may lack its blocks until read again.
+	stale bool
 }
 
 // blockPeers are a block's last seq and the peers its entries name.
@@ -44,33 +49,73 @@ type blockPeers struct {
 	peers []string
 }
 
-// add lists the peers of blocks bs, committed after those listed.
-func (t *peerTail) add(bs []blockPeers) {
+// anyPeer stands for every peer in ledger_block_peers and the memory's
+// list: a block whose bytes did not decode when its peers were read
+// (loadPeerTail) is listed under it, and every peer's read that reaches
+// it decodes it, and fails with ErrCorrupt, since its peers cannot be
+// known. A block that names the empty peer is listed under it too; such
+// a block is decoded and filtered like any other.
+const anyPeer = ""
+
+// add lists the peers of blocks bs after those listed, and returns a
+// function that takes them out again.
+func (t *peerTail) add(bs []blockPeers) (undo func()) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	newest, pairs := t.newest, t.pairs
+	lens := map[string]int{}
 	for _, b := range bs {
 		for _, p := range b.peers {
+			if _, ok := lens[p]; !ok {
+				lens[p] = len(t.lasts[p])
+			}
 			t.lasts[p] = append(t.lasts[p], b.last)
 			t.pairs++
 		}
+		t.newest = max(t.newest, b.last)
+	}
+	return func() {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		for p, n := range lens {
+			t.lasts[p] = t.lasts[p][:n]
+		}
+		t.newest, t.pairs = newest, pairs
 	}
 }
 
-// flushed records that ledger_block_peers lists every block up to upto.
-func (t *peerTail) flushed(upto int64) {
+// flushed records that ledger_block_peers lists every block up to upto,
+// and returns a function that restores the list as it was.
+func (t *peerTail) flushed(upto int64) (undo func()) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.upto, t.lasts, t.pairs = upto, map[string][]int64{}, 0
+	oldUpto, oldLasts, oldPairs, oldNewest := t.upto, t.lasts, t.pairs, t.newest
+	t.upto, t.lasts, t.pairs, t.newest = upto, map[string][]int64{}, 0, upto
+	return func() {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		t.upto, t.lasts, t.pairs, t.newest = oldUpto, oldLasts, oldPairs, oldNewest
+	}
 }
 
-// anyPeer stands for every peer in ledger_block_peers and the memory's
-// list: a block whose bytes did not decode when its peers were read
-// (openPeerTail) is listed under it, and read for every peer.
-const anyPeer = ""
+// markStale records that the list may lack committed blocks.
+func (t *peerTail) markStale() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.stale = true
+}
 
-// peerAfter returns upto and the lasts of peer's blocks listed after it
-// that are above after (with those listed for anyPeer), ascending.
-func (t *peerTail) peerAfter(peer string, after int64) (upto int64, lasts []int64) {
+// isStale reports whether markStale was called.
+func (t *peerTail) isStale() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.stale
+}
+
+// peerAfter returns upto, newest, whether the list is stale, and the
+// lasts of peer's blocks listed that are above after (with those listed
+// for anyPeer), ascending.
+func (t *peerTail) peerAfter(peer string, after int64) (upto, newest int64, stale bool, lasts []int64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, p := range []string{peer, anyPeer} {
@@ -82,14 +127,15 @@ func (t *peerTail) peerAfter(peer string, after int64) (upto int64, lasts []int6
 		}
 	}
 	slices.Sort(lasts)
-	return t.upto, slices.Compact(lasts)
+	return t.upto, t.newest, t.stale, slices.Compact(lasts)
 }
 
-// due reports whether a commit adding n pairs writes the list.
+// due reports whether a commit adding n pairs writes the list; never
+// while it is stale.
 func (t *peerTail) due(n int) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.pairs+n >= blockPeersFlush
+	return !t.stale && t.pairs+n >= blockPeersFlush
 }
 
 // each calls f with every pair listed, by peer.
@@ -106,106 +152,92 @@ func (t *peerTail) each(f func(peer string, last int64) error) error {
 	return nil
 }
 
-// openPeerTail lists the peers of the blocks after
-// ledger_block_peers_upto, reading their entries' peers. A block that
-// does not decode is an error wrapping ErrCorrupt.
-func (d *DB) openPeerTail(ctx context.Context) error {
+// loadPeerTail reads the list of the peers of the blocks after
+// ledger_block_peers_upto from the blocks themselves, decoding each
+// whole (its hash chain checked): a block that does not decode is
+// listed under anyPeer.
+func loadPeerTail(ctx context.Context, q *sql.Tx) (*peerTail, error) {
 	t := &peerTail{lasts: map[string][]int64{}}
+	if err := q.QueryRowContext(ctx, `SELECT upto FROM ledger_block_peers_upto WHERE id = 1`).Scan(&t.upto); err != nil {
+		return nil, err
+	}
+	t.newest = t.upto
+	rows, err := q.QueryContext(ctx, `SELECT first, last, prev, hash, sig, entries FROM ledger_blocks WHERE last > ? ORDER BY last`, t.upto)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
 	var bs []blockPeers
-	err := d.read(ctx, func(tx *sql.Tx) error {
-		if err := tx.QueryRowContext(ctx, `SELECT upto FROM ledger_block_peers_upto WHERE id = 1`).Scan(&t.upto); err != nil {
-			return err
-		}
-		rows, err := tx.QueryContext(ctx, `SELECT first, last, entries FROM ledger_blocks WHERE last > ? ORDER BY last`, t.upto)
+	for rows.Next() {
+		k, err := scanBlock(rows.Scan)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		defer rows.Close()
-		for rows.Next() {
-			var (
-				first, last int64
-				entries     []byte
-			)
-			if err := rows.Scan(&first, &last, &entries); err != nil {
-				return err
+		peers := []string{anyPeer}
+		if entries, err := k.decode(); err == nil {
+			peers = peers[:0]
+			for _, e := range entries {
+				peers = append(peers, e.Peer)
 			}
-			peers, err := blockPeersOf(first, last, entries)
-			if errors.Is(err, ErrCorrupt) {
-				// Listed for every peer (anyPeer), so that reading it
-				// fails with ErrCorrupt as it did before it was
-				// damaged, rather than leaving its entries out.
-				peers = []string{anyPeer}
-			} else if err != nil {
-				return err
-			}
-			bs = append(bs, blockPeers{last: last, peers: peers})
+			slices.Sort(peers)
+			peers = slices.Compact(peers)
+		} else if !errors.Is(err, ErrCorrupt) {
+			return nil, err
 		}
-		return rows.Err()
+		bs = append(bs, blockPeers{last: int64(k.last), peers: peers})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	t.add(bs)
+	return t, nil
+}
+
+// openPeerTail sets d.tail from the blocks after ledger_block_peers_upto
+// (loadPeerTail).
+func (d *DB) openPeerTail(ctx context.Context) error {
+	err := d.read(ctx, func(tx *sql.Tx) (err error) {
+		d.tail, err = loadPeerTail(ctx, tx)
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("read the peers of the newest ledger blocks: %w", classify(err))
 	}
-	t.add(bs)
-	d.tail = t
 	return nil
 }
 
-// blockPeersOf returns the peers that the entries of block first..last
-// name (appendBlock's encoding), sorted, each once. Bytes that do not
-// decode into exactly last-first+1 entries are an error wrapping
-// ErrCorrupt.
-func blockPeersOf(first, last int64, entries []byte) ([]string, error) {
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("ledger block %d-%d: %s: %w: %w", first, last, fmt.Sprintf(format, args...), errBlock, ErrCorrupt)
+// resyncTail reads d.tail again within Commit's transaction tx, after a
+// commit whose outcome was not known.
+func (d *DB) resyncTail(ctx context.Context, tx *sql.Tx) error {
+	t, err := loadPeerTail(ctx, tx)
+	if err != nil {
+		return fmt.Errorf("read the peers of the newest ledger blocks: %w", classify(err))
 	}
-	if last < first || last-first >= maxBlock {
-		return nil, bad("bad row")
-	}
-	if len(entries) == 0 || entries[0] != blockFormat {
-		return nil, bad("unknown format")
-	}
-	r := blockReader{b: entries[1:]}
-	var peers []string
-	for i := range last - first + 1 {
-		r.string() // kind
-		r.string() // pool
-		r.digest() // job
-		r.varint() // task
-		peers = append(peers, r.string())
-		r.string() // owner
-		r.string() // lease
-		r.digest() // digest
-		r.uint64() // cost
-		r.uvarint()
-		r.varint()
-		r.string() // reason
-		if r.err != nil {
-			return nil, bad("entry %d: %v", first+i, r.err)
-		}
-	}
-	if len(r.b) != 0 {
-		return nil, bad("%d bytes after its entries", len(r.b))
-	}
-	slices.Sort(peers)
-	return slices.Compact(peers), nil
+	g := d.tail // in place: reads hold d.tail
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.upto, g.lasts, g.pairs, g.newest, g.stale = t.upto, t.lasts, t.pairs, t.newest, false
+	return nil
 }
 
 // peerEntries returns the entries of ledger blocks naming q.Peer, in Seq
 // order, at most q.Max: those of the blocks ledger_block_peers lists (up
-// to its upto, as tx reads it) and those of the blocks the memory lists
-// after it. ok is false when the memory's upto is not tx's (a commit
-// wrote the list between them): the caller reads again in a new
-// transaction.
-func (d *DB) peerEntries(ctx context.Context, tx *sql.Tx, q pool.EntryQuery) (out []pool.Entry, ok bool, err error) {
-	var upto int64
-	if err := tx.QueryRowContext(ctx, `SELECT upto FROM ledger_block_peers_upto WHERE id = 1`).Scan(&upto); err != nil {
+// to its upto, as tx reads it) and those of the blocks after upto, which
+// the memory lists (or, with scan, which it decodes all of). ok is false
+// when the memory's list does not stand for what tx sees (a commit
+// wrote the list between them, or tx sees a block it does not list):
+// the caller reads again.
+func (d *DB) peerEntries(ctx context.Context, tx *sql.Tx, q pool.EntryQuery, scan bool) (out []pool.Entry, ok bool, err error) {
+	var upto, newest int64
+	if err := tx.QueryRowContext(ctx, `SELECT upto, (SELECT coalesce(max(last), 0) FROM ledger_blocks)
+		FROM ledger_block_peers_upto WHERE id = 1`).Scan(&upto, &newest); err != nil {
 		return nil, false, fmt.Errorf("read ledger blocks: %w", classify(err))
 	}
 	if beforePeerTail != nil {
 		beforePeerTail()
 	}
-	tailUpto, lasts := d.tail.peerAfter(q.Peer, max(int64(q.After), upto))
-	if tailUpto != upto {
+	tailUpto, tailNewest, stale, lasts := d.tail.peerAfter(q.Peer, max(int64(q.After), upto))
+	if !scan && (stale || tailUpto != upto || newest > tailNewest) {
 		return nil, false, nil
 	}
 	add := func(k *block) error {
@@ -220,24 +252,37 @@ func (d *DB) peerEntries(ctx context.Context, tx *sql.Tx, q pool.EntryQuery) (ou
 		}
 		return nil
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT b.first, b.last, b.prev, b.hash, b.sig, b.entries FROM ledger_block_peers p
-		JOIN ledger_blocks b ON b.last = p.last WHERE p.peer IN (?, ?) AND p.last > ? AND p.last <= ? ORDER BY p.last`,
-		q.Peer, anyPeer, int64(q.After), upto)
-	if err != nil {
-		return nil, false, fmt.Errorf("read ledger blocks: %w", classify(err))
-	}
-	defer rows.Close()
-	for len(out) < q.Max && rows.Next() {
-		k, err := scanBlock(rows.Scan)
+	each := func(query string, args ...any) error {
+		rows, err := tx.QueryContext(ctx, query, args...)
 		if err != nil {
-			return nil, false, err
+			return fmt.Errorf("read ledger blocks: %w", classify(err))
 		}
-		if err := add(&k); err != nil {
-			return nil, false, err
+		defer rows.Close()
+		for len(out) < q.Max && rows.Next() {
+			k, err := scanBlock(rows.Scan)
+			if err != nil {
+				return err
+			}
+			if err := add(&k); err != nil {
+				return err
+			}
 		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("read ledger blocks: %w", classify(err))
+		}
+		return nil
 	}
-	if err := rows.Err(); err != nil {
-		return nil, false, fmt.Errorf("read ledger blocks: %w", classify(err))
+	if err := each(`SELECT first, last, prev, hash, sig, entries FROM ledger_blocks WHERE last IN
+		(SELECT last FROM ledger_block_peers WHERE peer IN (?, ?) AND last > ? AND last <= ?) ORDER BY last`,
+		q.Peer, anyPeer, int64(q.After), upto); err != nil {
+		return nil, false, err
+	}
+	if scan {
+		if err := each(`SELECT first, last, prev, hash, sig, entries FROM ledger_blocks WHERE last > ? ORDER BY last`,
+			max(int64(q.After), upto)); err != nil {
+			return nil, false, err
+		}
+		return out, true, nil
 	}
 	for _, last := range lasts {
 		if len(out) >= q.Max {
@@ -245,7 +290,7 @@ func (d *DB) peerEntries(ctx context.Context, tx *sql.Tx, q pool.EntryQuery) (ou
 		}
 		k, err := scanBlock(tx.QueryRowContext(ctx, `SELECT first, last, prev, hash, sig, entries FROM ledger_blocks WHERE last = ?`, last).Scan)
 		if errors.Is(err, sql.ErrNoRows) {
-			break // committed after tx began: neither it nor later ones are tx's to read
+			break // listed before its commit: neither it nor later ones are tx's to read
 		}
 		if err != nil {
 			return nil, false, err

@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -282,4 +283,140 @@ func TestBlockPeersDamagedTail(t *testing.T) {
 	}
 	defer db.Close()
 	reads("after a burst and a restart")
+}
+
+// A block that also names the empty peer (which the list uses for a
+// damaged block, read for every peer) is read once, not twice.
+func TestBlockPeersEmptyPeerOnce(t *testing.T) {
+	ctx := context.Background()
+	for _, flush := range []int{1, 1000} { // in the table, in memory
+		t.Run(fmt.Sprint("flush ", flush), func(t *testing.T) {
+			store.SetBlockPeersFlush(t, flush)
+			db, err := store.Open(filepath.Join(t.TempDir(), "coordinator.db"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			es := batchEntries(1, 2)
+			es[0].Peer, es[1].Peer = "p1", ""
+			pool.SignBatch(es, job.Digest{}, pooltest.Key(t, "coordinator").Sign)
+			if err := db.Commit(ctx, &pool.Batch{Entries: es}); err != nil {
+				t.Fatal(err)
+			}
+			got, err := db.Entries(ctx, pool.EntryQuery{Peer: "p1", Max: 10})
+			if err != nil || !cmp.Equal(seqs(got), []uint64{1}) {
+				t.Errorf("Entries(p1) = %v, %v; want [1]", seqs(got), err)
+			}
+		})
+	}
+}
+
+// A read just before a commit's transaction commits (the memory already
+// lists its block) and one just after see none or all of a commit that
+// holds a block and then a row of the same peer: never the row without
+// the block, which a reader paging from the row's seq would skip.
+func TestBlockPeersReadAtCommit(t *testing.T) {
+	ctx := context.Background()
+	db, err := store.Open(filepath.Join(t.TempDir(), "coordinator.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	key := pooltest.Key(t, "coordinator").Sign
+	a, b := batchEntries(1, 2), batchEntries(3, 2)
+	for i := range a {
+		a[i].Peer, b[i].Peer = "p0", "p0"
+	}
+	pool.SignBatch(b, pool.SignBatch(a, job.Digest{}, key), key)
+	got := map[bool][]uint64{}
+	store.SetCommitSeam(t, func(committed bool) {
+		es, err := db.Entries(ctx, pool.EntryQuery{Peer: "p0", Max: 10})
+		if err != nil {
+			t.Error(err)
+		}
+		got[committed] = seqs(es)
+	})
+	if err := db.Commit(ctx, &pool.Batch{Entries: append(a, b[:1]...)}); err != nil {
+		t.Fatal(err)
+	}
+	if want := map[bool][]uint64{false: {}, true: {1, 2, 3}}; !cmp.Equal(got, want) {
+		t.Errorf("reads before and after the commit: %v, want %v", got, want)
+	}
+}
+
+// A second DB on the same file (another process) does not see the
+// first's list in memory: its reads of a peer's entries see what is
+// committed all the same, and end, before and after the first writes
+// the list to the table.
+func TestBlockPeersSecondHandle(t *testing.T) {
+	ctx := context.Background()
+	store.SetBlockPeersFlush(t, 1000)
+	path := filepath.Join(t.TempDir(), "coordinator.db")
+	d1, err := store.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d1.Close()
+	d2, err := store.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d2.Close()
+	l := &peerLedger{key: pooltest.Key(t, "coordinator").Sign, rng: rand.New(rand.NewPCG(9, 10))}
+	for i := range 6 {
+		if i == 3 {
+			store.SetBlockPeersFlush(t, 1)
+		}
+		if err := d1.Commit(ctx, &pool.Batch{Entries: l.next(3)}); err != nil {
+			t.Fatal(err)
+		}
+		for p := range 6 {
+			peer := fmt.Sprint("p", p)
+			got, err := d2.Entries(ctx, pool.EntryQuery{Peer: peer, Max: 100})
+			if err != nil || !cmp.Equal(seqs(got), seqs(l.of(peer, 0, 100))) {
+				t.Errorf("commit %d: second handle's Entries(%s) = %v, %v; want %v", i, peer, seqs(got), err, seqs(l.of(peer, 0, 100)))
+			}
+		}
+	}
+}
+
+// A block among the newest whose bytes were changed so that they still
+// decode, but naming another peer, fails its hash check when the list is
+// rebuilt at Open: it is listed for every peer, and reading it fails with
+// ErrCorrupt rather than filing the entry under the wrong peer.
+func TestBlockPeersDamagedPeerName(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "coordinator.db")
+	db, err := store.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	es := batchEntries(1, 3) // peers p1, p2, p0
+	pool.SignBatch(es, job.Digest{}, pooltest.Key(t, "coordinator").Sign)
+	if err := db.Commit(ctx, &pool.Batch{Entries: es}); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	raw, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var blob []byte
+	if err := raw.QueryRow(`SELECT entries FROM ledger_blocks WHERE last = 3`).Scan(&blob); err != nil {
+		t.Fatal(err)
+	}
+	blob = bytes.Replace(blob, []byte("\x02p1"), []byte("\x02p9"), 1)
+	if _, err := raw.Exec(`UPDATE ledger_blocks SET entries = ? WHERE last = 3`, blob); err != nil {
+		t.Fatal(err)
+	}
+	raw.Close()
+	if db, err = store.Open(path); err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, peer := range []string{"p1", "p9"} {
+		if got, err := db.Entries(ctx, pool.EntryQuery{Peer: peer, Max: 10}); !errors.Is(err, store.ErrCorrupt) {
+			t.Errorf("Entries(%s) after its block's peer was changed = %v, %v; want ErrCorrupt", peer, seqs(got), err)
+		}
+	}
 }

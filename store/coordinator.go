@@ -252,7 +252,6 @@ func (d *DB) Commit(ctx context.Context, b *pool.Batch) (err error) {
 	var (
 		blocks []blockPeers // the blocks this batch adds
 		pairs  int          // and their peers, counted
-		flush  bool         // this commit writes ledger_block_peers
 	)
 	if len(b.Entries) > 0 {
 		var (
@@ -299,6 +298,17 @@ func (d *DB) Commit(ctx context.Context, b *pool.Batch) (err error) {
 			i++
 		}
 	}
+	if d.tail.isStale() {
+		// A commit whose outcome was unknown left the memory's list
+		// unsure: read it again from what is committed.
+		if err := d.resyncTail(ctx, tx); err != nil {
+			return err
+		}
+	}
+	// The memory's list changes before the commit, so that no read sees
+	// a committed block it does not list (a read that finds a listed
+	// block not committed yet stops there), and back if the commit fails.
+	var undo func()
 	if len(blocks) > 0 && d.tail.due(pairs) {
 		// The peers of the blocks listed in memory and of this batch's,
 		// in one burst (blockpeers.go).
@@ -319,18 +329,33 @@ func (d *DB) Commit(ctx context.Context, b *pool.Batch) (err error) {
 		if _, err := exec("blockPeersUpto", blocks[len(blocks)-1].last); err != nil {
 			return err
 		}
-		flush = true
+		undo = d.tail.flushed(blocks[len(blocks)-1].last)
+	} else if len(blocks) > 0 {
+		undo = d.tail.add(blocks)
+	}
+	if commitSeam != nil {
+		commitSeam(false)
 	}
 	if err := tx.Commit(); err != nil {
+		if undo != nil {
+			// Whether it landed is not known for every error: the list
+			// is read again at the next commit, and reads meanwhile
+			// decode the blocks after the table's upto.
+			undo()
+			d.tail.markStale()
+		}
 		return err
 	}
-	if flush {
-		d.tail.flushed(blocks[len(blocks)-1].last)
-	} else {
-		d.tail.add(blocks)
+	if commitSeam != nil {
+		commitSeam(true)
 	}
 	return nil
 }
+
+// commitSeam, when not nil, is called by Commit just before its
+// transaction commits (false) and just after (true), its changes to the
+// memory's list of the newest blocks' peers made (tests: reads there).
+var commitSeam func(committed bool)
 
 // ledgerHead selects the seq and hash of the ledger's last entry: the
 // last row of ledger or the last block of ledger_blocks, whichever comes
@@ -685,6 +710,9 @@ func (d *DB) Entries(ctx context.Context, q pool.EntryQuery) ([]pool.Entry, erro
 	if q.Max <= 0 {
 		return nil, nil
 	}
+	// A read whose table and memory do not agree (a burst came between
+	// them) reads again, and the third time decodes the blocks after the
+	// table's upto instead of the memory's list.
 	for try := 0; ; try++ {
 		es, ok, err := d.entries(ctx, q, try >= 2)
 		if err != nil || ok {
@@ -693,14 +721,11 @@ func (d *DB) Entries(ctx context.Context, q pool.EntryQuery) ([]pool.Entry, erro
 	}
 }
 
-// entries is Entries in one read transaction; ok is false when a commit
-// wrote ledger_block_peers while it read (peerEntries): the caller reads
-// again. locked holds commitMu meanwhile, so that none does.
-func (d *DB) entries(ctx context.Context, q pool.EntryQuery, locked bool) (_ []pool.Entry, ok bool, _ error) {
-	if locked {
-		d.commitMu.Lock()
-		defer d.commitMu.Unlock()
-	}
+// entries is Entries in one read transaction; ok is false when the
+// memory's list of the newest blocks did not agree with the table
+// (peerEntries): the caller reads again. scan reads a peer's newest
+// blocks by decoding them, whatever the memory lists.
+func (d *DB) entries(ctx context.Context, q pool.EntryQuery, scan bool) (_ []pool.Entry, ok bool, _ error) {
 	tx, err := d.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return nil, false, fmt.Errorf("read ledger: %w", classify(err))
@@ -712,7 +737,7 @@ func (d *DB) entries(ctx context.Context, q pool.EntryQuery, locked bool) (_ []p
 	}
 	var blocks []pool.Entry
 	if q.Peer != "" {
-		if blocks, ok, err = d.peerEntries(ctx, tx, q); err != nil || !ok {
+		if blocks, ok, err = d.peerEntries(ctx, tx, q, scan); err != nil || !ok {
 			return nil, false, err
 		}
 	} else if blocks, err = blockEntries(ctx, tx, q); err != nil {

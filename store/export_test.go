@@ -25,3 +25,10 @@ func SetBeforePeerTail(t testing.TB, f func()) {
 	beforePeerTail = f
 	t.Cleanup(func() { beforePeerTail = nil })
 }
+
+// SetCommitSeam sets a function Commit calls just before its transaction
+// commits (false) and just after (true), until the test ends.
+func SetCommitSeam(t testing.TB, f func(committed bool)) {
+	commitSeam = f
+	t.Cleanup(func() { commitSeam = nil })
+}
