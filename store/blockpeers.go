@@ -57,45 +57,24 @@ type blockPeers struct {
 // a block is decoded and filtered like any other.
 const anyPeer = ""
 
-// add lists the peers of blocks bs after those listed, and returns a
-// function that takes them out again.
-func (t *peerTail) add(bs []blockPeers) (undo func()) {
+// add lists the peers of blocks bs after those listed.
+func (t *peerTail) add(bs []blockPeers) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	newest, pairs := t.newest, t.pairs
-	lens := map[string]int{}
 	for _, b := range bs {
 		for _, p := range b.peers {
-			if _, ok := lens[p]; !ok {
-				lens[p] = len(t.lasts[p])
-			}
 			t.lasts[p] = append(t.lasts[p], b.last)
 			t.pairs++
 		}
 		t.newest = max(t.newest, b.last)
 	}
-	return func() {
-		t.mu.Lock()
-		defer t.mu.Unlock()
-		for p, n := range lens {
-			t.lasts[p] = t.lasts[p][:n]
-		}
-		t.newest, t.pairs = newest, pairs
-	}
 }
 
-// flushed records that ledger_block_peers lists every block up to upto,
-// and returns a function that restores the list as it was.
-func (t *peerTail) flushed(upto int64) (undo func()) {
+// flushed records that ledger_block_peers lists every block up to upto.
+func (t *peerTail) flushed(upto int64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	oldUpto, oldLasts, oldPairs, oldNewest := t.upto, t.lasts, t.pairs, t.newest
-	t.upto, t.lasts, t.pairs, t.newest = upto, map[string][]int64{}, 0, upto
-	return func() {
-		t.mu.Lock()
-		defer t.mu.Unlock()
-		t.upto, t.lasts, t.pairs, t.newest = oldUpto, oldLasts, oldPairs, oldNewest
-	}
+	t.upto, t.lasts, t.pairs, t.newest, t.stale = upto, map[string][]int64{}, 0, upto, false
 }
 
 // markStale records that the list may lack committed blocks.
@@ -118,16 +97,17 @@ func (t *peerTail) isStale() bool {
 func (t *peerTail) peerAfter(peer string, after int64) (upto, newest int64, stale bool, lasts []int64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for _, p := range []string{peer, anyPeer} {
-		ls := t.lasts[p]
+	above := func(ls []int64) []int64 {
 		i, _ := slices.BinarySearch(ls, after+1)
-		lasts = append(lasts, ls[i:]...)
-		if peer == anyPeer {
-			break
-		}
+		return ls[i:]
 	}
-	slices.Sort(lasts)
-	return t.upto, t.newest, t.stale, slices.Compact(lasts)
+	lasts = slices.Clone(above(t.lasts[peer]))
+	if peer != anyPeer {
+		lasts = append(lasts, above(t.lasts[anyPeer])...)
+		slices.Sort(lasts)
+		lasts = slices.Compact(lasts)
+	}
+	return t.upto, t.newest, t.stale, lasts
 }
 
 // due reports whether a commit adding n pairs writes the list; never
@@ -138,40 +118,39 @@ func (t *peerTail) due(n int) bool {
 	return !t.stale && t.pairs+n >= blockPeersFlush
 }
 
-// each calls f with every pair listed, by peer.
-func (t *peerTail) each(f func(peer string, last int64) error) error {
+// listed returns the blocks listed, as one entry per peer and block
+// (for a burst: the caller writes them without holding t.mu).
+func (t *peerTail) listed() []blockPeers {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	out := make([]blockPeers, 0, t.pairs)
 	for p, ls := range t.lasts {
 		for _, l := range ls {
-			if err := f(p, l); err != nil {
-				return err
-			}
+			out = append(out, blockPeers{last: l, peers: []string{p}})
 		}
 	}
-	return nil
+	return out
 }
 
-// loadPeerTail reads the list of the peers of the blocks after
-// ledger_block_peers_upto from the blocks themselves, decoding each
-// whole (its hash chain checked): a block that does not decode is
-// listed under anyPeer.
-func loadPeerTail(ctx context.Context, q *sql.Tx) (*peerTail, error) {
-	t := &peerTail{lasts: map[string][]int64{}}
-	if err := q.QueryRowContext(ctx, `SELECT upto FROM ledger_block_peers_upto WHERE id = 1`).Scan(&t.upto); err != nil {
-		return nil, err
+// load reads the list of the peers of the blocks after
+// ledger_block_peers_upto from the blocks themselves, within tx,
+// decoding each whole (its hash chain checked): a block that does not
+// decode is listed under anyPeer. It replaces what t listed.
+func (t *peerTail) load(ctx context.Context, tx *sql.Tx) error {
+	var upto int64
+	if err := tx.QueryRowContext(ctx, `SELECT upto FROM ledger_block_peers_upto WHERE id = 1`).Scan(&upto); err != nil {
+		return err
 	}
-	t.newest = t.upto
-	rows, err := q.QueryContext(ctx, `SELECT first, last, prev, hash, sig, entries FROM ledger_blocks WHERE last > ? ORDER BY last`, t.upto)
+	rows, err := tx.QueryContext(ctx, `SELECT first, last, prev, hash, sig, entries FROM ledger_blocks WHERE last > ? ORDER BY last`, upto)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer rows.Close()
 	var bs []blockPeers
 	for rows.Next() {
 		k, err := scanBlock(rows.Scan)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		peers := []string{anyPeer}
 		if entries, err := k.decode(); err == nil {
@@ -182,41 +161,25 @@ func loadPeerTail(ctx context.Context, q *sql.Tx) (*peerTail, error) {
 			slices.Sort(peers)
 			peers = slices.Compact(peers)
 		} else if !errors.Is(err, ErrCorrupt) {
-			return nil, err
+			return err
 		}
 		bs = append(bs, blockPeers{last: int64(k.last), peers: peers})
 	}
 	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	t.add(bs)
-	return t, nil
-}
-
-// openPeerTail sets d.tail from the blocks after ledger_block_peers_upto
-// (loadPeerTail).
-func (d *DB) openPeerTail(ctx context.Context) error {
-	err := d.read(ctx, func(tx *sql.Tx) (err error) {
-		d.tail, err = loadPeerTail(ctx, tx)
 		return err
-	})
-	if err != nil {
-		return fmt.Errorf("read the peers of the newest ledger blocks: %w", classify(err))
 	}
+	t.flushed(upto)
+	t.add(bs)
 	return nil
 }
 
-// resyncTail reads d.tail again within Commit's transaction tx, after a
-// commit whose outcome was not known.
-func (d *DB) resyncTail(ctx context.Context, tx *sql.Tx) error {
-	t, err := loadPeerTail(ctx, tx)
-	if err != nil {
+// openPeerTail sets d.tail from the blocks after ledger_block_peers_upto
+// (peerTail.load).
+func (d *DB) openPeerTail(ctx context.Context) error {
+	d.tail = &peerTail{}
+	if err := d.read(ctx, func(tx *sql.Tx) error { return d.tail.load(ctx, tx) }); err != nil {
 		return fmt.Errorf("read the peers of the newest ledger blocks: %w", classify(err))
 	}
-	g := d.tail // in place: reads hold d.tail
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.upto, g.lasts, g.pairs, g.newest, g.stale = t.upto, t.lasts, t.pairs, t.newest, false
 	return nil
 }
 
@@ -240,62 +203,24 @@ func (d *DB) peerEntries(ctx context.Context, tx *sql.Tx, q pool.EntryQuery, sca
 	if !scan && (stale || tailUpto != upto || newest > tailNewest) {
 		return nil, false, nil
 	}
-	add := func(k *block) error {
-		entries, err := k.decode()
-		if err != nil {
-			return fmt.Errorf("read ledger: %w", err)
-		}
-		for _, e := range entries {
-			if e.Seq > q.After && e.Peer == q.Peer && len(out) < q.Max {
-				out = append(out, e)
-			}
-		}
-		return nil
-	}
-	each := func(query string, args ...any) error {
-		rows, err := tx.QueryContext(ctx, query, args...)
-		if err != nil {
-			return fmt.Errorf("read ledger blocks: %w", classify(err))
-		}
-		defer rows.Close()
-		for len(out) < q.Max && rows.Next() {
-			k, err := scanBlock(rows.Scan)
-			if err != nil {
-				return err
-			}
-			if err := add(&k); err != nil {
-				return err
-			}
-		}
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("read ledger blocks: %w", classify(err))
-		}
-		return nil
-	}
-	if err := each(`SELECT first, last, prev, hash, sig, entries FROM ledger_blocks WHERE last IN
+	const columns = `SELECT first, last, prev, hash, sig, entries FROM ledger_blocks `
+	out, err = appendBlockEntries(ctx, tx, nil, q, columns+`WHERE last IN
 		(SELECT last FROM ledger_block_peers WHERE peer IN (?, ?) AND last > ? AND last <= ?) ORDER BY last`,
-		q.Peer, anyPeer, int64(q.After), upto); err != nil {
+		q.Peer, anyPeer, int64(q.After), upto)
+	if err != nil {
 		return nil, false, err
 	}
 	if scan {
-		if err := each(`SELECT first, last, prev, hash, sig, entries FROM ledger_blocks WHERE last > ? ORDER BY last`,
-			max(int64(q.After), upto)); err != nil {
-			return nil, false, err
-		}
-		return out, true, nil
+		out, err = appendBlockEntries(ctx, tx, out, q, columns+`WHERE last > ? ORDER BY last`, max(int64(q.After), upto))
+		return out, err == nil, err
 	}
+	// A block listed before its commit is not tx's to read: it is none
+	// of the rows selected.
 	for _, last := range lasts {
 		if len(out) >= q.Max {
 			break
 		}
-		k, err := scanBlock(tx.QueryRowContext(ctx, `SELECT first, last, prev, hash, sig, entries FROM ledger_blocks WHERE last = ?`, last).Scan)
-		if errors.Is(err, sql.ErrNoRows) {
-			break // listed before its commit: neither it nor later ones are tx's to read
-		}
-		if err != nil {
-			return nil, false, err
-		}
-		if err := add(&k); err != nil {
+		if out, err = appendBlockEntries(ctx, tx, out, q, columns+`WHERE last = ?`, last); err != nil {
 			return nil, false, err
 		}
 	}
@@ -308,16 +233,13 @@ func (d *DB) peerEntries(ctx context.Context, tx *sql.Tx, q pool.EntryQuery, sca
 var beforePeerTail func()
 
 // scanBlock reads one row of first, last, prev, hash, sig, entries of
-// ledger_blocks with scan (a Rows' or Row's Scan).
+// ledger_blocks with scan (a Rows' Scan).
 func scanBlock(scan func(dest ...any) error) (block, error) {
 	var (
 		k           block
 		first, last int64
 	)
 	if err := scan(&first, &last, &k.prev, &k.hash, &k.sig, &k.entries); err != nil {
-		if errors.Is(err, sql.ErrNoRows) {
-			return k, err
-		}
 		return k, fmt.Errorf("read ledger blocks: %w", classify(err))
 	}
 	k.first, k.last = uint64(first), uint64(last)

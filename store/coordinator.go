@@ -301,27 +301,19 @@ func (d *DB) Commit(ctx context.Context, b *pool.Batch) (err error) {
 	if d.tail.isStale() {
 		// A commit whose outcome was unknown left the memory's list
 		// unsure: read it again from what is committed.
-		if err := d.resyncTail(ctx, tx); err != nil {
-			return err
+		if err := d.tail.load(ctx, tx); err != nil {
+			return fmt.Errorf("read the peers of the newest ledger blocks: %w", classify(err))
 		}
 	}
 	// The memory's list changes before the commit, so that no read sees
 	// a committed block it does not list (a read that finds a listed
-	// block not committed yet stops there), and back if the commit fails.
-	var undo func()
+	// block not committed yet stops there).
 	if len(blocks) > 0 && d.tail.due(pairs) {
 		// The peers of the blocks listed in memory and of this batch's,
 		// in one burst (blockpeers.go).
-		add := func(peer string, last int64) error {
-			_, err := exec("blockPeer", peer, last)
-			return err
-		}
-		if err := d.tail.each(add); err != nil {
-			return err
-		}
-		for _, bp := range blocks {
+		for _, bp := range append(d.tail.listed(), blocks...) {
 			for _, p := range bp.peers {
-				if err := add(p, bp.last); err != nil {
+				if _, err := exec("blockPeer", p, bp.last); err != nil {
 					return err
 				}
 			}
@@ -329,19 +321,18 @@ func (d *DB) Commit(ctx context.Context, b *pool.Batch) (err error) {
 		if _, err := exec("blockPeersUpto", blocks[len(blocks)-1].last); err != nil {
 			return err
 		}
-		undo = d.tail.flushed(blocks[len(blocks)-1].last)
+		d.tail.flushed(blocks[len(blocks)-1].last)
 	} else if len(blocks) > 0 {
-		undo = d.tail.add(blocks)
+		d.tail.add(blocks)
 	}
 	if commitSeam != nil {
 		commitSeam(false)
 	}
 	if err := tx.Commit(); err != nil {
-		if undo != nil {
-			// Whether it landed is not known for every error: the list
-			// is read again at the next commit, and reads meanwhile
-			// decode the blocks after the table's upto.
-			undo()
+		if len(blocks) > 0 {
+			// Whether it landed is not known for every error: reads
+			// decode the blocks after the table's upto until the next
+			// commit reads the list again.
 			d.tail.markStale()
 		}
 		return err
@@ -769,12 +760,20 @@ func mergeEntries(rows, blocks []pool.Entry, max int) []pool.Entry {
 // blockEntries returns the entries of ledger blocks with Seq > q.After,
 // in Seq order, at most q.Max (q.Peer empty: peerEntries reads a peer's).
 func blockEntries(ctx context.Context, tx *sql.Tx, q pool.EntryQuery) ([]pool.Entry, error) {
-	rows, err := tx.QueryContext(ctx, `SELECT first, last, prev, hash, sig, entries FROM ledger_blocks WHERE last > ? ORDER BY last`, int64(q.After))
+	return appendBlockEntries(ctx, tx, nil, q, `SELECT first, last, prev, hash, sig, entries FROM ledger_blocks
+		WHERE last > ? ORDER BY last`, int64(q.After))
+}
+
+// appendBlockEntries appends to out the entries with Seq > q.After (and
+// naming q.Peer, when it is set) of the ledger_blocks rows that query
+// selects (first, last, prev, hash, sig, entries), in its order, until
+// out holds q.Max.
+func appendBlockEntries(ctx context.Context, tx *sql.Tx, out []pool.Entry, q pool.EntryQuery, query string, args ...any) ([]pool.Entry, error) {
+	rows, err := tx.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read ledger blocks: %w", classify(err))
 	}
 	defer rows.Close()
-	var out []pool.Entry
 	for len(out) < q.Max && rows.Next() {
 		k, err := scanBlock(rows.Scan)
 		if err != nil {
@@ -785,7 +784,7 @@ func blockEntries(ctx context.Context, tx *sql.Tx, q pool.EntryQuery) ([]pool.En
 			return nil, fmt.Errorf("read ledger: %w", err)
 		}
 		for _, e := range entries {
-			if e.Seq > q.After && len(out) < q.Max {
+			if e.Seq > q.After && (q.Peer == "" || e.Peer == q.Peer) && len(out) < q.Max {
 				out = append(out, e)
 			}
 		}
