@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"reflect"
 	"sync"
 	"testing"
 
@@ -81,8 +82,10 @@ func TestBlockPeersBursts(t *testing.T) {
 				if err != nil {
 					t.Fatalf("%s: Entries(%+v): %v", when, q, err)
 				}
-				if diff := cmp.Diff(l.of(peer, q.After, q.Max), got, opts); diff != "" {
-					t.Fatalf("%s: Entries(%+v) (-want +got):\n%s", when, q, diff)
+				// reflect.DeepEqual first: cmp's reflection on each of
+				// the 1,680 reads took a quarter of the test's time.
+				if want := l.of(peer, q.After, q.Max); !reflect.DeepEqual(want, got) {
+					t.Fatalf("%s: Entries(%+v) (-want +got):\n%s", when, q, cmp.Diff(want, got, opts))
 				}
 			}
 		}

@@ -81,7 +81,9 @@ func TestDBKill9(t *testing.T) {
 	}
 	dir := t.TempDir()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestDBKill9$", "-test.count=1")
-	cmd.Env = append(os.Environ(), crashEnv+"="+dir)
+	// The child's own temporary directories (its harness's) go under
+	// dir too: killed, it cannot remove them.
+	cmd.Env = append(os.Environ(), crashEnv+"="+dir, "TMPDIR="+dir)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
