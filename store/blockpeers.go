@@ -5,7 +5,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"sync"
 
 	"idlepool/pool"
@@ -22,14 +24,21 @@ import (
 // (migration 0012). A burst's rows fall on each peer's page once.
 // Entries by peer reads the table up to upto and the blocks the memory
 // lists after it; Open rebuilds that list from the blocks after upto.
+//
+// ledger_block_kinds, the blocks' entries counted by kind, is written in
+// the same bursts (migration 0013): its one row a kind was a page of its
+// own in every commit. The memory counts the blocks after its upto, and
+// CountEntries, asked once when the scheduler starts, decodes them.
 
 // blockPeersFlush is how many peer-block pairs the memory lists before a
 // commit writes them to ledger_block_peers.
 var blockPeersFlush = 4096
 
 // peerTail lists the peers of the ledger blocks after upto, which
-// ledger_block_peers does not list yet. Its mu guards its fields; only
-// Commit changes them, holding DB.commitMu.
+// ledger_block_peers does not list yet, and counts by kind the entries
+// of those after kindsUpto, which ledger_block_kinds does not count yet.
+// Its mu guards its fields; only Commit changes them, holding
+// DB.commitMu.
 type peerTail struct {
 	mu    sync.Mutex
 	upto  int64              // ledger_block_peers lists every block with last <= upto
@@ -41,12 +50,46 @@ type peerTail struct {
 	// stale is set when a commit failed in a way that may have
 	// committed it: the list may lack its blocks until read again.
 	stale bool
+	// kindsUpto is ledger_block_kinds_upto's: kinds counts the entries
+	// of the blocks listed after it. It is upto once a burst has
+	// written both (a database older than migration 0013 starts with
+	// kindsUpto above upto).
+	kindsUpto int64
+	kinds     map[string]int64
 }
 
-// blockPeers are a block's last seq and the peers its entries name.
+// blockPeers are a block's last seq, the peers its entries name and its
+// entries counted by kind (nil for a block that does not decode).
 type blockPeers struct {
 	last  int64
 	peers []string
+	kinds []kindCount
+}
+
+// kindCount is how many entries of a kind a block holds.
+type kindCount struct {
+	kind string
+	n    int64
+}
+
+// blockOf returns the block of entries, whose last seq is last: its
+// peers, sorted and each once, and its entries counted by kind.
+func blockOf(last int64, entries []pool.Entry) blockPeers {
+	peers := make([]string, len(entries))
+	var kinds []kindCount // a batch holds one to three kinds
+	for i := range entries {
+		peers[i] = entries[i].Peer
+		k := 0
+		for k < len(kinds) && kinds[k].kind != entries[i].Kind {
+			k++
+		}
+		if k == len(kinds) {
+			kinds = append(kinds, kindCount{kind: entries[i].Kind})
+		}
+		kinds[k].n++
+	}
+	slices.Sort(peers)
+	return blockPeers{last: last, peers: slices.Compact(peers), kinds: kinds}
 }
 
 // anyPeer stands for every peer in ledger_block_peers and the memory's
@@ -67,14 +110,21 @@ func (t *peerTail) add(bs []blockPeers) {
 			t.pairs++
 		}
 		t.newest = max(t.newest, b.last)
+		if b.last > t.kindsUpto {
+			for _, c := range b.kinds {
+				t.kinds[c.kind] += c.n
+			}
+		}
 	}
 }
 
-// flushed records that ledger_block_peers lists every block up to upto.
-func (t *peerTail) flushed(upto int64) {
+// flushed records that ledger_block_peers lists every block up to upto,
+// and that ledger_block_kinds counts every block up to kindsUpto.
+func (t *peerTail) flushed(upto, kindsUpto int64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.upto, t.lasts, t.pairs, t.newest, t.stale = upto, map[string][]int64{}, 0, upto, false
+	t.kindsUpto, t.kinds = kindsUpto, map[string]int64{}
 }
 
 // markStale records that the list may lack committed blocks.
@@ -118,59 +168,80 @@ func (t *peerTail) due(n int) bool {
 	return !t.stale && t.pairs+n >= blockPeersFlush
 }
 
-// listed returns the blocks listed, as one entry per peer and block
-// (for a burst: the caller writes them without holding t.mu).
-func (t *peerTail) listed() []blockPeers {
+// listed returns, for a burst, the blocks listed and then bs (a batch's,
+// not listed), as one entry per peer and block, and their entries
+// counted by kind where ledger_block_kinds does not count them yet,
+// sorted by kind. The caller writes them without holding t.mu.
+func (t *peerTail) listed(bs []blockPeers) ([]blockPeers, []kindCount) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	out := make([]blockPeers, 0, t.pairs)
+	out := make([]blockPeers, 0, t.pairs+len(bs))
 	for p, ls := range t.lasts {
 		for _, l := range ls {
 			out = append(out, blockPeers{last: l, peers: []string{p}})
 		}
 	}
-	return out
+	sum := maps.Clone(t.kinds)
+	for _, b := range bs {
+		out = append(out, b)
+		for _, c := range b.kinds {
+			sum[c.kind] += c.n
+		}
+	}
+	kinds := make([]kindCount, 0, len(sum))
+	for k, n := range sum {
+		kinds = append(kinds, kindCount{kind: k, n: n})
+	}
+	slices.SortFunc(kinds, func(a, b kindCount) int { return strings.Compare(a.kind, b.kind) })
+	return out, kinds
 }
 
 // load reads the list of the peers of the blocks after
-// ledger_block_peers_upto from the blocks themselves, within tx,
-// decoding each whole (its hash chain checked): a block that does not
-// decode is listed under anyPeer. It replaces what t listed.
+// ledger_block_peers_upto, and the counts by kind of those after
+// ledger_block_kinds_upto, from the blocks themselves within tx
+// (decodeBlocksAfter): a block that does not decode is listed under
+// anyPeer, and not counted. It replaces what t listed.
 func (t *peerTail) load(ctx context.Context, tx *sql.Tx) error {
-	var upto int64
-	if err := tx.QueryRowContext(ctx, `SELECT upto FROM ledger_block_peers_upto WHERE id = 1`).Scan(&upto); err != nil {
+	var upto, kindsUpto int64
+	if err := tx.QueryRowContext(ctx, `SELECT p.upto, k.upto FROM ledger_block_peers_upto p, ledger_block_kinds_upto k
+		WHERE p.id = 1 AND k.id = 1`).Scan(&upto, &kindsUpto); err != nil {
 		return err
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT first, last, prev, hash, sig, entries FROM ledger_blocks WHERE last > ? ORDER BY last`, upto)
+	var bs []blockPeers
+	if err := decodeBlocksAfter(ctx, tx, upto, func(b blockPeers) { bs = append(bs, b) }); err != nil {
+		return err
+	}
+	t.flushed(upto, kindsUpto)
+	t.add(bs)
+	return nil
+}
+
+// decodeBlocksAfter calls f with each ledger block with last > after, in
+// order, read within tx and decoded whole (its hash chain checked): its
+// peers and counts by kind, or, for a block whose bytes do not decode
+// (ErrCorrupt), anyPeer alone and no counts.
+func decodeBlocksAfter(ctx context.Context, tx *sql.Tx, after int64, f func(blockPeers)) error {
+	rows, err := tx.QueryContext(ctx, `SELECT first, last, prev, hash, sig, entries FROM ledger_blocks WHERE last > ? ORDER BY last`, after)
 	if err != nil {
 		return err
 	}
 	defer rows.Close()
-	var bs []blockPeers
 	for rows.Next() {
 		k, err := scanBlock(rows.Scan)
 		if err != nil {
 			return err
 		}
-		peers := []string{anyPeer}
-		if entries, err := k.decode(); err == nil {
-			peers = peers[:0]
-			for _, e := range entries {
-				peers = append(peers, e.Peer)
-			}
-			slices.Sort(peers)
-			peers = slices.Compact(peers)
-		} else if !errors.Is(err, ErrCorrupt) {
+		entries, err := k.decode()
+		switch {
+		case err == nil:
+			f(blockOf(int64(k.last), entries))
+		case errors.Is(err, ErrCorrupt):
+			f(blockPeers{last: int64(k.last), peers: []string{anyPeer}})
+		default:
 			return err
 		}
-		bs = append(bs, blockPeers{last: int64(k.last), peers: peers})
 	}
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	t.flushed(upto)
-	t.add(bs)
-	return nil
+	return rows.Err()
 }
 
 // openPeerTail sets d.tail from the blocks after ledger_block_peers_upto

@@ -27,6 +27,8 @@ type peerLedger struct {
 	rng  *rand.Rand
 	prev job.Digest
 	all  []pool.Entry
+	// kinds gives each entry a kind at random, not a receipt's.
+	kinds bool
 }
 
 // next returns the next batch of n entries, signed whole.
@@ -34,6 +36,9 @@ func (l *peerLedger) next(n int) []pool.Entry {
 	b := batchEntries(uint64(len(l.all))+1, n)
 	for i := range b {
 		b[i].Peer = fmt.Sprint("p", l.rng.IntN(6))
+		if l.kinds {
+			b[i].Kind = []string{pool.KindReceipt, pool.KindDeviation, pool.KindUnverified}[l.rng.IntN(3)]
+		}
 	}
 	l.prev = pool.SignBatch(b, l.prev, l.key)
 	l.all = append(l.all, b...)
@@ -112,6 +117,101 @@ func TestBlockPeersBursts(t *testing.T) {
 	}
 	if bursts < 5 {
 		t.Errorf("%d bursts in 60 commits, want at least 5", bursts)
+	}
+}
+
+// The ledger's entries counted by kind (CountEntries) are right after
+// every commit and every restart, whether ledger_block_kinds counts their
+// blocks or only the memory does, and the table is written only in the
+// peers' bursts. A database that migration 0013 found with every block
+// counted, its kinds' upto above the peers' upto, counts none twice.
+func TestBlockKindsBursts(t *testing.T) {
+	ctx := context.Background()
+	store.SetBlockPeersFlush(t, 1000)
+	path := filepath.Join(t.TempDir(), "coordinator.db")
+	open := func() *store.DB {
+		t.Helper()
+		db, err := store.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return db
+	}
+	db := open()
+	defer func() { db.Close() }()
+	l := &peerLedger{key: pooltest.Key(t, "coordinator").Sign, rng: rand.New(rand.NewPCG(7, 8)), kinds: true}
+	want := func() map[string]uint64 {
+		n := map[string]uint64{}
+		for _, e := range l.all {
+			n[e.Kind]++
+		}
+		return n
+	}
+	check := func(when string) {
+		t.Helper()
+		got, err := db.CountEntries(ctx)
+		if err != nil {
+			t.Fatalf("%s: CountEntries: %v", when, err)
+		}
+		if diff := cmp.Diff(want(), got); diff != "" {
+			t.Fatalf("%s: CountEntries (-want +got):\n%s", when, diff)
+		}
+	}
+	for i := range 5 {
+		if err := db.Commit(ctx, &pool.Batch{Entries: l.next(2 + i%3)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check("before a burst")
+	db.Close()
+	// What migration 0013 leaves of a database the code before it
+	// wrote: every block counted in ledger_block_kinds, as each commit
+	// counted its block, and the kinds' upto at the newest block.
+	raw, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := raw.Exec(`DELETE FROM ledger_block_kinds`); err != nil {
+		t.Fatal(err)
+	}
+	for kind, n := range want() {
+		if _, err := raw.Exec(`INSERT INTO ledger_block_kinds(kind, count) VALUES (?, ?)`, kind, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := raw.Exec(`UPDATE ledger_block_kinds_upto SET upto = (SELECT max(last) FROM ledger_blocks)`); err != nil {
+		t.Fatal(err)
+	}
+	raw.Close()
+	db = open()
+	check("after the migration's state")
+	store.SetBlockPeersFlush(t, 12)
+	counted := rawCount(t, path, `SELECT coalesce(sum(count), 0) FROM ledger_block_kinds`)
+	bursts := 0
+	for i := range 40 {
+		before := rawCount(t, path, `SELECT count(*) FROM ledger_block_peers`)
+		if err := db.Commit(ctx, &pool.Batch{Entries: l.next(1 + i%4)}); err != nil {
+			t.Fatalf("commit %d: %v", i, err)
+		}
+		burst := rawCount(t, path, `SELECT count(*) FROM ledger_block_peers`) != before
+		if n := rawCount(t, path, `SELECT coalesce(sum(count), 0) FROM ledger_block_kinds`); burst {
+			bursts++
+			if n != len(l.all) {
+				t.Fatalf("commit %d: a burst left ledger_block_kinds counting %d entries, want all %d", i, n, len(l.all))
+			}
+			counted = n
+		} else if n != counted {
+			t.Fatalf("commit %d, no burst: ledger_block_kinds went from %d entries to %d", i, counted, n)
+		}
+		check(fmt.Sprintf("after commit %d", i))
+		if i%7 == 6 {
+			db.Close()
+			db = open()
+			check(fmt.Sprintf("after a restart at commit %d", i))
+		}
+	}
+	if bursts < 3 {
+		t.Errorf("%d bursts in 40 commits, want at least 3", bursts)
 	}
 }
 
@@ -275,17 +375,31 @@ func TestBlockPeersDamagedTail(t *testing.T) {
 		t.Fatalf("Open with a damaged block among the newest: %v", err)
 	}
 	reads("after the restart")
+	// The damaged block's entries are not counted, the others are.
+	counts := func(when string) {
+		t.Helper()
+		n, err := db.CountEntries(ctx)
+		if err != nil {
+			t.Fatalf("%s: CountEntries: %v", when, err)
+		}
+		if n[pool.KindReceipt] != uint64(len(l.all)-3) {
+			t.Errorf("%s: CountEntries = %v, want %d receipts: all but the damaged block's 3", when, n, len(l.all)-3)
+		}
+	}
+	counts("after the restart")
 	store.SetBlockPeersFlush(t, 1)
 	if err := db.Commit(ctx, &pool.Batch{Entries: l.next(3)}); err != nil {
 		t.Fatal(err)
 	}
 	reads("after a burst")
+	counts("after a burst")
 	db.Close()
 	if db, err = store.Open(path); err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
 	reads("after a burst and a restart")
+	counts("after a burst and a restart")
 }
 
 // A block that also names the empty peer (which the list uses for a

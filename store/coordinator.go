@@ -68,6 +68,7 @@ var statements = map[string]string{
 	"blockPeersUpto": `UPDATE ledger_block_peers_upto SET upto = ? WHERE id = 1`,
 	"blockKind": `INSERT INTO ledger_block_kinds(kind, count) VALUES (?, ?)
 		ON CONFLICT(kind) DO UPDATE SET count = count + excluded.count`,
+	"blockKindsUpto": `UPDATE ledger_block_kinds_upto SET upto = ? WHERE id = 1`,
 
 	"trustInsert": `INSERT INTO trust(kind, id, record, version) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`,
 	"trustUpdate": `UPDATE trust SET record = ?, version = ? WHERE kind = ? AND id = ? AND version = ?`,
@@ -309,19 +310,29 @@ func (d *DB) Commit(ctx context.Context, b *pool.Batch) (err error) {
 	// a committed block it does not list (a read that finds a listed
 	// block not committed yet stops there).
 	if len(blocks) > 0 && d.tail.due(pairs) {
-		// The peers of the blocks listed in memory and of this batch's,
-		// in one burst (blockpeers.go).
-		for _, bp := range append(d.tail.listed(), blocks...) {
+		// The peers and the counts by kind of the blocks listed in
+		// memory and of this batch's, in one burst (blockpeers.go).
+		listed, kinds := d.tail.listed(blocks)
+		for _, bp := range listed {
 			for _, p := range bp.peers {
 				if _, err := exec("blockPeer", p, bp.last); err != nil {
 					return err
 				}
 			}
 		}
-		if _, err := exec("blockPeersUpto", blocks[len(blocks)-1].last); err != nil {
+		for _, c := range kinds {
+			if _, err := exec("blockKind", c.kind, c.n); err != nil {
+				return err
+			}
+		}
+		upto := blocks[len(blocks)-1].last
+		if _, err := exec("blockPeersUpto", upto); err != nil {
 			return err
 		}
-		d.tail.flushed(blocks[len(blocks)-1].last)
+		if _, err := exec("blockKindsUpto", upto); err != nil {
+			return err
+		}
+		d.tail.flushed(upto, upto)
 	} else if len(blocks) > 0 {
 		d.tail.add(blocks)
 	}
@@ -358,39 +369,16 @@ const ledgerHead = `SELECT seq, hash FROM (
 	) ORDER BY seq DESC LIMIT 1`
 
 // insertBlock inserts entries, one batch signed whole whose last entry's
-// Hash is h, as one row of ledger_blocks, with its entries counted by
-// kind in ledger_block_kinds, and returns its last seq and the peers it
-// names (for ledger_block_peers, written in bursts: blockpeers.go).
+// Hash is h, as one row of ledger_blocks, and returns its last seq, the
+// peers it names and its entries counted by kind (for ledger_block_peers
+// and ledger_block_kinds, written in bursts: blockpeers.go).
 func insertBlock(exec func(string, ...any) (int64, error), entries []pool.Entry, h job.Digest) (blockPeers, error) {
 	first, last := entries[0].Seq, entries[len(entries)-1].Seq
 	if _, err := exec("block", int64(last), int64(first), entries[0].Prev[:], h[:], entries[0].Sig,
 		appendBlock(make([]byte, 0, 200*len(entries)), entries)); err != nil {
 		return blockPeers{}, err
 	}
-	peers := make([]string, len(entries))
-	type kindCount struct {
-		kind string
-		n    int64
-	}
-	var kinds []kindCount // a batch holds one to three kinds
-	for i := range entries {
-		peers[i] = entries[i].Peer
-		k := 0
-		for k < len(kinds) && kinds[k].kind != entries[i].Kind {
-			k++
-		}
-		if k == len(kinds) {
-			kinds = append(kinds, kindCount{kind: entries[i].Kind})
-		}
-		kinds[k].n++
-	}
-	slices.Sort(peers)
-	for _, c := range kinds {
-		if _, err := exec("blockKind", c.kind, c.n); err != nil {
-			return blockPeers{}, err
-		}
-	}
-	return blockPeers{last: int64(last), peers: slices.Compact(peers)}, nil
+	return blockOf(int64(last), entries), nil
 }
 
 // insertEntry inserts e's ledger row, its hash h, with sig and tree as
@@ -669,26 +657,44 @@ func parseHolders(b []byte) ([]string, error) {
 }
 
 // CountEntries counts the ledger's entries by kind (pool.EntryCounter),
-// in one query: its rows by kind and its blocks' counts.
+// in one read transaction: its rows by kind, the blocks' counts in
+// ledger_block_kinds (every block up to its upto) and the blocks after
+// upto, decoded (at most a burst's worth: blockpeers.go). A block after
+// upto whose bytes do not decode is not counted: reading its entries
+// fails with ErrCorrupt, and so does ledger verify.
 func (d *DB) CountEntries(ctx context.Context) (map[string]uint64, error) {
-	rows, err := d.db.QueryContext(ctx, `SELECT kind, COUNT(*) FROM ledger GROUP BY kind
-		UNION ALL SELECT kind, count FROM ledger_block_kinds`)
-	if err != nil {
-		return nil, fmt.Errorf("count ledger: %w", classify(err))
-	}
-	defer rows.Close()
 	n := map[string]uint64{}
-	for rows.Next() {
-		var (
-			kind  string
-			count int64
-		)
-		if err := rows.Scan(&kind, &count); err != nil {
-			return nil, fmt.Errorf("count ledger: %w", classify(err))
+	err := d.read(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT kind, COUNT(*) FROM ledger GROUP BY kind
+			UNION ALL SELECT kind, count FROM ledger_block_kinds`)
+		if err != nil {
+			return err
 		}
-		n[kind] += uint64(count)
-	}
-	if err := rows.Err(); err != nil {
+		defer rows.Close()
+		for rows.Next() {
+			var (
+				kind  string
+				count int64
+			)
+			if err := rows.Scan(&kind, &count); err != nil {
+				return err
+			}
+			n[kind] += uint64(count)
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		var upto int64
+		if err := tx.QueryRowContext(ctx, `SELECT upto FROM ledger_block_kinds_upto WHERE id = 1`).Scan(&upto); err != nil {
+			return err
+		}
+		return decodeBlocksAfter(ctx, tx, upto, func(b blockPeers) {
+			for _, c := range b.kinds {
+				n[c.kind] += uint64(c.n)
+			}
+		})
+	})
+	if err != nil {
 		return nil, fmt.Errorf("count ledger: %w", classify(err))
 	}
 	return n, nil
