@@ -540,9 +540,21 @@ func (s *Scheduler) blocked(js *jobState, now time.Time) string {
 	if js.complete() || !js.rec.Cancelled.IsZero() {
 		return ""
 	}
+	q := js.pol.Quorum
+	if js.adaptive() {
+		q = js.ver.MinQuorum
+	}
+	needEstablished := s.trust.active && !js.ownerOnly()
+	// It stops at the first q voters (with an established owner among
+	// them where one is needed): a pool of many devices is not walked
+	// whole, under s.mu, on every status asked (Jobs, GET
+	// /v1/jobs/{id}, each scrape of /metrics).
 	voters := map[string]bool{}
 	established := false
 	for id, d := range s.trust.devices {
+		if len(voters) >= q && (established || !needEstablished) {
+			break
+		}
 		if d.asked.IsZero() || now.Sub(d.asked) > connectedWithin {
 			continue
 		}
@@ -557,10 +569,6 @@ func (s *Scheduler) blocked(js *jobState, now time.Time) string {
 		}
 		established = established || s.trust.owner(d.owner).established
 	}
-	q := js.pol.Quorum
-	if js.adaptive() {
-		q = js.ver.MinQuorum
-	}
 	switch {
 	case len(voters) < q && js.ownerOnly():
 		return fmt.Sprintf("needs %d of its owner's devices to agree on each task; %d connected", q, len(voters))
@@ -570,7 +578,7 @@ func (s *Scheduler) blocked(js *jobState, now time.Time) string {
 			whose = "owner's"
 		}
 		return fmt.Sprintf("needs devices of %d owners to agree on each task; %d other %s devices are connected", q, len(voters), whose)
-	case s.trust.active && !js.ownerOnly() && !established:
+	case needEstablished && !established:
 		return "needs a device of an established owner among those that agree on each task (two new owners never form a quorum together); none is connected"
 	}
 	return ""
