@@ -181,7 +181,10 @@ type Scheduler struct {
 	committedCh   chan struct{} // closed at the next commit (WaitResults); nil until asked for
 	deadlinesKept int           // len(deadlines) after its last compaction (sched_archive.go)
 
-	trust  *trustState         // devices' and owners' records (trust.go)
+	trust *trustState // devices' and owners' records (trust.go)
+	// gained are the trust records that only gained standing since they
+	// were last written, written within trustGainedEvery (trust_store.go).
+	gained gainedTrust
 	watch  []*taskState        // checks leased just now: the next device to ask is barred from them (check.go)
 	secret map[job.Digest]bool // known-answers files of the pool's jobs, never served (known.go)
 
@@ -592,6 +595,9 @@ func (s *Scheduler) Serve(ctx context.Context) error {
 		case <-tick.C:
 			s.mu.Lock()
 			s.expireDue(s.cfg.Now())
+			if s.gainedDue(s.now()) {
+				s.changed() // the trust records that only gained, written (trust_store.go)
+			}
 			s.mu.Unlock()
 		case <-s.kick:
 			s.gather(ctx)

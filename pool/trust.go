@@ -387,7 +387,7 @@ func (s *Scheduler) agreedChecked(js *jobState, r *replica, withEstablished bool
 	d.streak[js.j.Program.SHA256]++
 	d.agreed++
 	d.owner = r.rec.Owner
-	s.trustChanged(TrustDevice, r.rec.Peer)
+	s.trustGained(TrustDevice, r.rec.Peer)
 	if len(d.held) > 0 {
 		s.release(r.rec.Peer, r)
 	}

@@ -33,8 +33,33 @@ type ownerRecord struct {
 	Excluded    int64 `json:"excluded,omitempty"` // unix milliseconds
 }
 
+// A record that lost standing (a deviation, an exclusion, a split lost),
+// and any owner's, is written in the batch of its change: a sanction
+// survives any restart. A device's record that only gained standing (an
+// agreed, checked result: its count and streak) is written within
+// trustGainedEvery instead, with whatever batch commits then, and at the
+// latest when Serve stops: its row, ordered by device, was a page of its
+// own in nearly every commit, one per device that agreed, and a pool of
+// many devices spreads them over many pages (docs/benchmarks.md, "A pool
+// of many devices"). A crash may lose the gains of the last
+// trustGainedEvery; the device is then checked as if it had earned a
+// little less, never more.
+
+// trustGainedEvery is how long a record that only gained standing may
+// wait in memory before it is written.
+const trustGainedEvery = 10 * time.Second
+
+// gainedTrust are the records that only gained standing since they were
+// last written, in the order they first did, with when the first did.
+type gainedTrust struct {
+	keys  map[trustKey]bool
+	order []trustKey
+	since time.Time
+}
+
 // trustChanged marks the record kind/id as changed in the pending batch;
-// flush writes it. s.mu is held.
+// flush writes it. For a change that lost standing, or any change where
+// a restart must not lose it. s.mu is held.
 func (s *Scheduler) trustChanged(kind, id string) {
 	p := s.pend
 	if p.trust == nil {
@@ -47,9 +72,55 @@ func (s *Scheduler) trustChanged(kind, id string) {
 	s.changed()
 }
 
+// trustGained marks the record kind/id as having only gained standing:
+// a flush writes it once trustGainedEvery has passed since the first
+// such mark still unwritten (Serve's tick asks for that flush), or when
+// Serve stops. s.mu is held.
+func (s *Scheduler) trustGained(kind, id string) {
+	g := &s.gained
+	k := trustKey{kind, id}
+	if g.keys[k] {
+		return
+	}
+	if g.keys == nil {
+		g.keys = map[trustKey]bool{}
+	}
+	if len(g.keys) == 0 {
+		g.since, g.order = s.now(), g.order[:0]
+	}
+	g.keys[k] = true
+	g.order = append(g.order, k)
+}
+
+// gainedDue reports whether the records that only gained standing are
+// due to be written at now. s.mu is held.
+func (s *Scheduler) gainedDue(now time.Time) bool {
+	return len(s.gained.keys) > 0 && now.Sub(s.gained.since) >= trustGainedEvery
+}
+
 // encodeTrust writes the records marked in p into its batch, each at its
-// next version. s.mu is held.
+// next version, and with them the records that only gained standing when
+// they are due or Serve is stopping. s.mu is held.
 func (s *Scheduler) encodeTrust(p *pending) {
+	if g := &s.gained; len(g.keys) > 0 && (s.stopped != nil || s.gainedDue(s.now())) {
+		if p.trust == nil {
+			p.trust = map[trustKey]bool{}
+		}
+		for _, k := range g.order {
+			if g.keys[k] && !p.trust[k] {
+				p.trust[k] = true
+				p.trustOrder = append(p.trustOrder, k)
+			}
+		}
+		clear(g.keys)
+		g.order = g.order[:0]
+	} else {
+		// Written with this batch's: the order keeps a stale key, which
+		// the next write of the gains skips.
+		for _, k := range p.trustOrder {
+			delete(g.keys, k)
+		}
+	}
 	for _, k := range p.trustOrder {
 		var (
 			b       []byte

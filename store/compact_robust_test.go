@@ -311,7 +311,7 @@ func compactedRestarts(t *testing.T, seed uint64, compactors int) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { db.Close() })
+		t.Cleanup(func() { h.Stop(); db.Close() }) // the scheduler's last batch first
 		h.Store = db
 		h.Start()
 		startCompacting()

@@ -125,7 +125,9 @@ func TestDBKill9(t *testing.T) {
 		}
 	}
 	h := pooltest.NewHarness(t, db, func(c *pool.SchedulerConfig) { c.Now, c.Blobs = time.Now, blobs.Path })
-	t.Cleanup(func() { db.Close() })
+	// The scheduler stops before the store closes: its last batch (the
+	// trust records it holds back) commits then.
+	t.Cleanup(func() { h.Stop(); db.Close() })
 	before := h.Ledger() // verifies
 	t.Logf("killed after %d acknowledged submissions; %d ledger entries, %d outcomes survived", len(acked), len(before), len(snap.Outcomes))
 
