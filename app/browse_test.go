@@ -70,7 +70,7 @@ func newTestBrowse(t *testing.T, join ...string) testBrowse {
 	}
 	calls := new(atomic.Int64)
 	e := &countingEngine{}
-	u := New(test.NewTempApp(t), &Deps{Store: l, Engine: e, Board: func(context.Context) ([]agent.PoolBoard, error) {
+	u := New(testApp(t), &Deps{Store: l, Engine: e, Board: func(context.Context) ([]agent.PoolBoard, error) {
 		calls.Add(1)
 		return testBoards(), nil
 	}})
@@ -197,7 +197,7 @@ func TestBrowseBoardFails(t *testing.T) {
 	if err := l.JoinPool(context.Background(), "http://a", ""); err != nil {
 		t.Fatal(err)
 	}
-	u := New(test.NewTempApp(t), &Deps{Store: l, Engine: &countingEngine{}, Board: func(context.Context) ([]agent.PoolBoard, error) {
+	u := New(testApp(t), &Deps{Store: l, Engine: &countingEngine{}, Board: func(context.Context) ([]agent.PoolBoard, error) {
 		return nil, errors.New("the keys are unreadable")
 	}})
 	v := testBrowse{browseView: u.newBrowseView(), loop: newUILoop()}
@@ -228,7 +228,7 @@ func TestShowBrowseWindow(t *testing.T) {
 	started := make(chan struct{}, 4)
 	release := make(chan struct{})
 	cancelled := make(chan error, 4)
-	u := New(test.NewTempApp(t), &Deps{Store: l, Engine: &countingEngine{}, Board: func(ctx context.Context) ([]agent.PoolBoard, error) {
+	u := New(testApp(t), &Deps{Store: l, Engine: &countingEngine{}, Board: func(ctx context.Context) ([]agent.PoolBoard, error) {
 		started <- struct{}{}
 		select {
 		case <-release:

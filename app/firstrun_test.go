@@ -68,7 +68,7 @@ type firstRunFixture struct {
 
 func newFirstRunFixture(t *testing.T) *firstRunFixture {
 	t.Helper()
-	a := test.NewTempApp(t)
+	a := testApp(t)
 	fx := &firstRunFixture{store: openTestStore(t), engine: &settingsTestEngine{}, check: &testCheckPool{}}
 	deps := &Deps{Store: fx.store, Engine: fx.engine, CheckPool: fx.check.check}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -222,7 +222,7 @@ func TestDefaultsInWords(t *testing.T) {
 }
 
 func TestShowFirstRun(t *testing.T) {
-	a := test.NewTempApp(t)
+	a := testApp(t)
 	l := openTestStore(t)
 	done := 0
 	u := New(a, &Deps{Store: l, Engine: &settingsTestEngine{}})

@@ -42,7 +42,7 @@ func TestSettingsGameSigns(t *testing.T) {
 // entry held in memory.
 func newFirstRunWithAutostart(t *testing.T, a *fakeAutostart) *firstRunFixture {
 	t.Helper()
-	fa := test.NewTempApp(t)
+	fa := testApp(t)
 	fx := &firstRunFixture{store: openTestStore(t), engine: &settingsTestEngine{}, check: &testCheckPool{}}
 	deps := &Deps{Store: fx.store, Engine: fx.engine, CheckPool: fx.check.check, Autostart: a}
 	ctx, cancel := context.WithCancel(context.Background())

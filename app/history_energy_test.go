@@ -49,7 +49,7 @@ func TestHistoryEnergy(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	u := New(test.NewTempApp(t), &Deps{Store: l, Engine: &countingEngine{}, Now: func() time.Time { return historyNow }})
+	u := New(testApp(t), &Deps{Store: l, Engine: &countingEngine{}, Now: func() time.Time { return historyNow }})
 	v := testHistory{u.newHistoryView(), newUILoop()}
 	v.do = v.loop.do
 	v.load()

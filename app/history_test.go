@@ -137,7 +137,7 @@ func newTestHistory(t *testing.T) (testHistory, *store.Local) {
 	t.Helper()
 	l := openHistoryStore(t)
 	seedHistory(t, l)
-	u := New(test.NewTempApp(t), &Deps{Store: l, Engine: &countingEngine{}, Now: func() time.Time { return historyNow }})
+	u := New(testApp(t), &Deps{Store: l, Engine: &countingEngine{}, Now: func() time.Time { return historyNow }})
 	v := testHistory{u.newHistoryView(), newUILoop()}
 	v.do = v.loop.do
 	v.load()
@@ -329,7 +329,7 @@ func TestHistoryChart(t *testing.T) {
 
 func TestHistoryEmpty(t *testing.T) {
 	l := openHistoryStore(t)
-	u := New(test.NewTempApp(t), &Deps{Store: l, Engine: &countingEngine{}})
+	u := New(testApp(t), &Deps{Store: l, Engine: &countingEngine{}})
 	v := testHistory{u.newHistoryView(), newUILoop()}
 	v.do = v.loop.do
 	v.load()
@@ -382,7 +382,7 @@ func TestShowHistoryWindow(t *testing.T) {
 	l := openHistoryStore(t)
 	seedHistory(t, l)
 	ticks := make(chan time.Time)
-	u := New(test.NewTempApp(t), &Deps{Store: l, Engine: &countingEngine{}, Now: func() time.Time { return historyNow },
+	u := New(testApp(t), &Deps{Store: l, Engine: &countingEngine{}, Now: func() time.Time { return historyNow },
 		Ticks: func(time.Duration) (<-chan time.Time, func()) { return ticks, func() {} }})
 	w, v := u.showHistory()
 	if v == nil || w.Title() != "Contribution history" {

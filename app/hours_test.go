@@ -50,7 +50,7 @@ func paint(g *hoursGrid, from [2]int, via ...[2]int) {
 
 func newTestGrid(t *testing.T, s idle.Schedule) *hoursGrid {
 	t.Helper()
-	test.NewTempApp(t)
+	testApp(t)
 	g := newHoursGrid(gridFromSchedule(s))
 	w := test.NewTempWindow(t, g)
 	w.Resize(g.MinSize().AddWidthHeight(40, 40))

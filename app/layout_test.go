@@ -200,7 +200,7 @@ func TestHistoryPoolLabels(t *testing.T) {
 		{"named like all", map[string]string{"http://a": historyAll, "http://b": "beta"}, []string{historyAll, historyAll + " (http://a)", "beta"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			u := New(test.NewTempApp(t), &Deps{})
+			u := New(testApp(t), &Deps{})
 			v := u.newHistoryView()
 			v.data = historyData{names: tc.names, days: []store.DaySummary{{Pool: "http://a"}, {Pool: "http://b"}}}
 			v.updatePools()

@@ -11,7 +11,8 @@ import (
 // finds no language to parse and prints nothing at start, as under
 // LANG=C; a locale that cannot be parsed is still reported. Fyne reads
 // the locale while its packages are initialised, so the test binary is
-// started again with each environment and its stderr read.
+// started again with each environment and its stderr read, the five at
+// once.
 func TestLocaleCQuiet(t *testing.T) {
 	for _, tc := range []struct {
 		name, lang string
@@ -24,6 +25,7 @@ func TestLocaleCQuiet(t *testing.T) {
 		{"not a locale", "12345_XX.UTF-8", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // each its own process, started with its own environment
 			cmd := exec.Command(os.Args[0], "-test.run=^$")
 			var env []string
 			for _, kv := range os.Environ() {

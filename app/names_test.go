@@ -35,7 +35,7 @@ func TestHistoryShowsJobNames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	u := New(test.NewTempApp(t), &Deps{Store: l, Engine: &countingEngine{}, Now: func() time.Time { return historyNow }})
+	u := New(testApp(t), &Deps{Store: l, Engine: &countingEngine{}, Now: func() time.Time { return historyNow }})
 	v := testHistory{u.newHistoryView(), newUILoop()}
 	v.do = v.loop.do
 	v.load()
@@ -92,7 +92,7 @@ func TestBrowseShowsOwnerNames(t *testing.T) {
 	if err := l.JoinPool(context.Background(), "http://a", ""); err != nil {
 		t.Fatal(err)
 	}
-	u := New(test.NewTempApp(t), &Deps{Store: l, Engine: &countingEngine{}, Board: func(context.Context) ([]agent.PoolBoard, error) {
+	u := New(testApp(t), &Deps{Store: l, Engine: &countingEngine{}, Board: func(context.Context) ([]agent.PoolBoard, error) {
 		return boards, nil
 	}})
 	v := testBrowse{u.newBrowseView(), newUILoop(), l, nil, nil}

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"fyne.io/fyne/v2/test"
 	"fyne.io/fyne/v2/widget"
 	"github.com/google/go-cmp/cmp"
 
@@ -35,7 +34,7 @@ func newTestNow(t *testing.T, st agent.AgentStatus, events ...string) (*nowView,
 	}
 	eng := &fakeEngine{}
 	eng.set(st)
-	u := New(test.NewTempApp(t), &Deps{Store: openStore(t), Engine: eng, Now: func() time.Time { return nowNow },
+	u := New(testApp(t), &Deps{Store: openStore(t), Engine: eng, Now: func() time.Time { return nowNow },
 		Events: func(_ context.Context, n int) ([]agent.Event, error) { return agent.ReadEvents(path, n) }})
 	v := u.newNowView()
 	loop := newUILoop()
@@ -141,7 +140,7 @@ func TestNowSuspendedAndDown(t *testing.T) {
 func TestShowNowWindow(t *testing.T) {
 	eng := &fakeEngine{}
 	ticks := make(chan time.Time)
-	u := New(test.NewTempApp(t), &Deps{Store: openStore(t), Engine: eng, Now: func() time.Time { return nowNow },
+	u := New(testApp(t), &Deps{Store: openStore(t), Engine: eng, Now: func() time.Time { return nowNow },
 		Ticks: func(time.Duration) (<-chan time.Time, func()) { return ticks, func() {} }})
 	w, v := u.showNow()
 	if v == nil || w.Title() != "Now" {

@@ -113,7 +113,7 @@ func TestSettingsPoolChoices(t *testing.T) {
 	}
 
 	// A window opened afterwards shows them.
-	again := newSettingsForm(ctx, New(test.NewTempApp(t), fx.deps), fx.window)
+	again := newSettingsForm(ctx, New(testApp(t), fx.deps), fx.window)
 	r2 := again.choices.rows[choicesPool]
 	if r2.weight.Text != "2" || r2.memory.Text != "2048" || r2.time.Text != "30m0s" || !r2.gpu.Checked || again.choices.global.memory.Text != "4096" {
 		t.Errorf("shown again: weight %q, memory %q, time %q, GPU %t, every pool's memory %q",

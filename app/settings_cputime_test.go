@@ -65,7 +65,7 @@ func newSettingsFixtureOn(t *testing.T, fx *settingsFixture) *settingsForm {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	a := test.NewTempApp(t)
+	a := testApp(t)
 	w := a.NewWindow("settings again")
 	t.Cleanup(w.Close)
 	f := newSettingsForm(ctx, New(a, fx.deps), w)

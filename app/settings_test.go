@@ -102,7 +102,7 @@ type settingsFixture struct {
 // then builds the settings form in a window and waits for its GPU probe.
 func newSettingsFixture(t *testing.T, seed func(*Deps)) *settingsFixture {
 	t.Helper()
-	a := test.NewTempApp(t)
+	a := testApp(t)
 	l, err := store.OpenLocal(filepath.Join(t.TempDir(), "local.db"))
 	if err != nil {
 		t.Fatal(err)
@@ -640,7 +640,7 @@ func TestPoolAddress(t *testing.T) {
 }
 
 func TestShowSettings(t *testing.T) {
-	a := test.NewTempApp(t)
+	a := testApp(t)
 	l, err := store.OpenLocal(filepath.Join(t.TempDir(), "local.db"))
 	if err != nil {
 		t.Fatal(err)

@@ -179,6 +179,23 @@ func makeJSCases(t testing.TB) (jsRequest, []Request) {
 	return req, native
 }
 
+var (
+	jsNativeOnce sync.Once
+	jsNativeOut  []jsOutcome
+)
+
+// jsNativeOutcomes returns nativeOutcomes of jsCases' requests, run once
+// per test binary for both JavaScript hosts (seconds of wazero's
+// interpreter under the race detector).
+func jsNativeOutcomes(t *testing.T, reqs []Request) []jsOutcome {
+	t.Helper()
+	jsNativeOnce.Do(func() { jsNativeOut = nativeOutcomes(t, reqs) })
+	if jsNativeOut == nil {
+		t.Fatal("the native worker's outcomes could not be made (see the first test that tried)")
+	}
+	return jsNativeOut
+}
+
 // nativeOutcomes runs the requests in the worker's host, as a worker
 // process does (TestProfileVectors goes through real worker processes);
 // under the race detector in wazero's interpreter, which compiles a Go
@@ -238,7 +255,7 @@ func TestWasiJSNode(t *testing.T) {
 		t.Skip("no node to run web/wasi.js in (Debian: apt-get install nodejs)")
 	}
 	req, reqs := jsCases(t)
-	native := nativeOutcomes(t, reqs)
+	native := jsNativeOutcomes(t, reqs)
 	wasiJS, err := filepath.Abs("../web/wasi.js")
 	if err != nil {
 		t.Fatal(err)
@@ -292,7 +309,7 @@ try {
 // Content-Security-Policy.
 func TestWasiJSBrowser(t *testing.T) {
 	req, reqs := jsCases(t)
-	native := nativeOutcomes(t, reqs)
+	native := jsNativeOutcomes(t, reqs)
 	body, err := json.Marshal(req)
 	if err != nil {
 		t.Fatal(err)
