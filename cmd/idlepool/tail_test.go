@@ -44,6 +44,7 @@ func TestTailBackups(t *testing.T) {
 		data := t.TempDir()
 		co, url := startServe(t, data, "127.0.0.1:0", extra...)
 		slow := filepath.Join(t.TempDir(), "slow")
+		ownCompiled(t, slow)
 		if out := idlepool(t, slow, "settings", "set", "idle_for=0", "max_other_cpu=100%", "max_temperature=0",
 			"pause_for_games=false", "cpu_time=5%"); out.code != 0 {
 			t.Fatalf("settings set: exit %d\n%s", out.code, out.stderr)
