@@ -40,6 +40,18 @@ var liar struct {
 	err  error
 }
 
+// liarDir returns a new directory for a liar's files (its -dir), whose
+// compilation cache (DIR/wazero) is the one the honest devices' homes
+// share (shareCompiled), so that a liar starts as fast as they do.
+func liarDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.Symlink(compiled, filepath.Join(dir, "wazero")); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 // liarBinary builds testdata/liar, a donor that returns wrong results, on
 // its first call, and returns its path.
 func liarBinary(t *testing.T) string {
