@@ -131,6 +131,7 @@ func holdingPeer(t *testing.T, url string, data []byte, keep func(i int) bool) *
 // fallback, from three in-process peers holding 38 of the chunks between
 // them, each chunk by two of them.
 func TestFetchFromPeersAndCoordinator(t *testing.T) {
+	t.Parallel() // long: its own coordinator and peers, beside the other long tests
 	co := startCoordinator(t, t.TempDir(), "127.0.0.1:0")
 	const chunks = 40
 	path, data := randomFile(t, chunks*castore.ChunkSize, 1)

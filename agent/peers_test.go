@@ -139,6 +139,7 @@ func waitHolder(t *testing.T, url string, dev *device, m castore.Manifest) {
 // connections, once with ICE transport policy relay through the
 // coordinator's TURN relay.
 func TestAgentsShareChunksPeerToPeer(t *testing.T) {
+	t.Parallel() // long: its own coordinators and agents, beside the other long tests
 	for _, tc := range []struct {
 		name      string
 		relayOnly bool
@@ -294,13 +295,14 @@ func coordMetric(t *testing.T, url, name string) float64 {
 // TestPeerFetchSurvivesHolderKilled stops the only holder of an input
 // while another agent is fetching it from that holder: the fetch goes on
 // from the coordinator (the fallback), the job completes, and the
-// coordinator served only what the holder had not sent. The input is
-// 48 MiB so that the transfer lasts well beyond a poll.
+// coordinator served only what the holder had not sent. The holder's
+// upload is capped at 512 KiB/s, so that its part of the 8 MiB input
+// lasts at least 16 s, well beyond a poll, however fast the machine.
 func TestPeerFetchSurvivesHolderKilled(t *testing.T) {
 	t.Parallel() // long: runs beside the package's other long tests
 	co := startCoordinator(t, t.TempDir(), "127.0.0.1:0")
 	sub := newSubmitter(t, co.url, nil)
-	dataPath, data := randomFile(t, 192*castore.ChunkSize, 5)
+	dataPath, data := randomFile(t, 32*castore.ChunkSize, 5)
 	m, err := castore.ManifestOfFile(dataPath)
 	if err != nil {
 		t.Fatal(err)
@@ -309,6 +311,7 @@ func TestPeerFetchSurvivesHolderKilled(t *testing.T) {
 	a1, err := agent.New(agent.Config{
 		PoolURL: co.url, Home: first.dirs, DeviceKey: first.key, OwnerKey: first.owner, Slots: 1,
 		Executor: &fakeExec{}, Store: first.local, HTTP: httpClient(t), PeerToPeer: true,
+		P2P:        p2p.Config{Upload: p2p.NewUploadLimit(512 << 10)},
 		MaxBackoff: 200 * time.Millisecond, IdlePoll: 50 * time.Millisecond, ReceiptPoll: 50 * time.Millisecond,
 		Logger: quietLogger(t).With("side", "holder"),
 	})

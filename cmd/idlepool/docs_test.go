@@ -836,6 +836,10 @@ func newDocsEnv(t *testing.T) *docsEnv {
 	if err := os.Symlink(binPath, filepath.Join(e.bin, "idlepool")); err != nil {
 		t.Fatal(err)
 	}
+	// The programs' compiled code is the package's tests' (shareCompiled).
+	if err := os.Symlink(compiled, filepath.Join(e.cache, "wazero")); err != nil {
+		t.Fatal(err)
+	}
 	return e
 }
 

@@ -52,6 +52,7 @@ func TestGameHandsTaskBack(t *testing.T) {
 	// when the game starts.
 	game := fmt.Sprintf("ipgame%d", os.Getpid()) // at most 15 bytes: what Linux keeps of a process's name
 	donor := filepath.Join(t.TempDir(), "donor")
+	ownCompiled(t, donor)
 	if out := idlepool(t, donor, "settings", "set", "idle_for=0", "max_other_cpu=100%", "max_temperature=0",
 		"pause_for_games=false", "pause_for="+game, "cpu_time=5%"); out.code != 0 {
 		t.Fatalf("settings set: exit %d\n%s", out.code, out.stderr)

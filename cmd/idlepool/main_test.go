@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"idlepool/agent"
+	"idlepool/home"
 	"idlepool/worker"
 )
 
@@ -24,6 +27,9 @@ var (
 	binPath string            // the idlepool binary under test
 	wasm    map[string]string // example or test program name -> .wasm path
 	testDir string            // where TestMain builds them; removed when the tests end
+	// compiled is the workers' compilation cache that the homes of the
+	// tests' commands share (shareCompiled).
+	compiled string
 )
 
 // liar is testdata/liar, built once for the tests that start it
@@ -32,6 +38,18 @@ var liar struct {
 	once sync.Once
 	path string
 	err  error
+}
+
+// liarDir returns a new directory for a liar's files (its -dir), whose
+// compilation cache (DIR/wazero) is the one the honest devices' homes
+// share (shareCompiled), so that a liar starts as fast as they do.
+func liarDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.Symlink(compiled, filepath.Join(dir, "wazero")); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
 
 // liarBinary builds testdata/liar, a donor that returns wrong results, on
@@ -62,6 +80,11 @@ func runMain(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	testDir = dir
+	compiled = filepath.Join(dir, "wazero")
+	if err := os.Mkdir(compiled, 0o700); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	// Workers lower themselves to SCHED_IDLE, where a busy machine gives
 	// them no CPU at all: the commands these tests start run their workers
 	// at normal priority (the worker package tests the lowering).
@@ -128,9 +151,59 @@ type runOut struct {
 	code           int
 }
 
+// shareCompiled links the workers' compilation cache of the home at h
+// (agent.WorkerCache) to the one the package's tests share, as the docs'
+// runnable blocks share theirs: a program is compiled once for all the
+// tests instead of once in every device's home, where most of a short
+// test's CPU went. What the tests check never depends on whether a
+// program was compiled before (the compile is outside a task's time
+// limit, and the cache holds nothing else); the job caches and
+// everything else of the home stay its own. A home that already has a
+// compilation cache, or that cannot have one (not a directory, not
+// writable), is left as it is.
+func shareCompiled(t *testing.T, h string) {
+	t.Helper()
+	if h == "" {
+		return
+	}
+	dirs, err := home.Resolve(h)
+	if err != nil {
+		return
+	}
+	link := agent.WorkerCache(dirs)
+	if _, err := os.Lstat(link); !errors.Is(err, os.ErrNotExist) {
+		return
+	}
+	if fi, err := os.Stat(h); err == nil && !fi.IsDir() {
+		return
+	}
+	if os.MkdirAll(dirs.Cache, 0o700) != nil {
+		return
+	}
+	if err := os.Symlink(compiled, link); err != nil && !errors.Is(err, os.ErrExist) {
+		t.Fatalf("share the compilation cache: %v", err)
+	}
+}
+
+// ownCompiled gives the home at h a compilation cache of its own, empty,
+// before any command runs there (shareCompiled then leaves it): for a
+// donor whose slowness a test counts on (cpu_time=5%), a part of which
+// is compiling the program at that pace.
+func ownCompiled(t *testing.T, h string) {
+	t.Helper()
+	dirs, err := home.Resolve(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(agent.WorkerCache(dirs), 0o700); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // idlepool runs the binary with args under home and returns its output.
 func idlepool(t *testing.T, home string, args ...string) runOut {
 	t.Helper()
+	shareCompiled(t, home)
 	cmd := exec.CommandContext(t.Context(), binPath, append([]string{"--home", home}, args...)...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

@@ -52,6 +52,7 @@ func startDaemon(t *testing.T, name, home string, args ...string) *daemon {
 	if err != nil {
 		t.Fatal(err)
 	}
+	shareCompiled(t, home)
 	d.cmd = exec.Command(binPath, append([]string{"--home", home}, args...)...)
 	d.cmd.Stdout, d.cmd.Stderr = out, errf
 	if err := d.cmd.Start(); err != nil {

@@ -21,6 +21,7 @@ func TestResumeAfterKill(t *testing.T) {
 	_, want := runJSON(t, t.TempDir(), m)
 
 	home := t.TempDir()
+	shareCompiled(t, home)
 	cmd := exec.Command(binPath, "--home", home, "run", m, "--json", "--workers", "2")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {

@@ -216,6 +216,7 @@ rule = "sum"
 // other tasks, which print one line, ample time on a loaded machine; each
 // also gets a second try.)
 func TestTimedOutTaskIsRetriedByTheNextRun(t *testing.T) {
+	t.Parallel() // mostly waits for its tasks' time limits
 	m := writeManifest(t, "loop", `name = "loops"
 program = "prog.wasm"
 [split]

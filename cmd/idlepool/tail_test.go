@@ -30,7 +30,11 @@ import (
 // side.
 func TestTailBackups(t *testing.T) {
 	t.Parallel() // mostly waits on its processes
-	m := writeManifest(t, "pi", piManifest(8, 100_000_000)+"lease_timeout = \"10m\"\n")
+	// 2*10^7 samples a task: the slow device's replica (compiling the
+	// program, then computing, at 5% of a core) lasts about 20 times a
+	// fast device's whatever the size; larger tasks only burn the CPU the
+	// package's other tests share.
+	m := writeManifest(t, "pi", piManifest(8, 20_000_000)+"lease_timeout = \"10m\"\n")
 	solo := make(chan runOut, 1)
 	go func() { solo <- idlepool(t, t.TempDir(), "run", m, "--json", "--workers", "2") }()
 
@@ -44,6 +48,7 @@ func TestTailBackups(t *testing.T) {
 		data := t.TempDir()
 		co, url := startServe(t, data, "127.0.0.1:0", extra...)
 		slow := filepath.Join(t.TempDir(), "slow")
+		ownCompiled(t, slow)
 		if out := idlepool(t, slow, "settings", "set", "idle_for=0", "max_other_cpu=100%", "max_temperature=0",
 			"pause_for_games=false", "cpu_time=5%"); out.code != 0 {
 			t.Fatalf("settings set: exit %d\n%s", out.code, out.stderr)

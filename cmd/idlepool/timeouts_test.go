@@ -41,6 +41,7 @@ var submittedLine = regexp.MustCompile(`job loop \(([0-9a-f]{12})\): 2 tasks sub
 // devices the pool gives up on it, and the job ends with it failed, its
 // reason saying so and that it is no verified result.
 func TestFollowTellsTimeoutsAndEnds(t *testing.T) {
+	t.Parallel() // mostly waits for its tasks' time limits
 	m := writeManifest(t, "loop", loopManifest)
 	_, url := startServe(t, t.TempDir(), "127.0.0.1:0", "--max-timeouts", "3")
 	for i := range 2 {

@@ -373,6 +373,7 @@ func TestTrainResumesAfterKill(t *testing.T) {
 	want, _ := trainJSON(t, t.TempDir(), train, "--dir", filepath.Join(t.TempDir(), "ref"))
 
 	home, dir := t.TempDir(), filepath.Join(t.TempDir(), "state")
+	shareCompiled(t, home)
 	cmd := exec.CommandContext(t.Context(), binPath, "--home", home, "train", train, "--dir", dir, "--workers", "2")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -751,6 +752,7 @@ func TestTrainPoolResumesAfterKill(t *testing.T) {
 		startJoin(t, filepath.Join(t.TempDir(), fmt.Sprintf("agent%d", i)), url)
 	}
 	home, dir := t.TempDir(), filepath.Join(t.TempDir(), "state")
+	shareCompiled(t, home)
 	cmd := exec.CommandContext(t.Context(), binPath, "--home", home, "train", train, "--pool", url, "--dir", dir)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {

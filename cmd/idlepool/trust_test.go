@@ -61,7 +61,7 @@ func caughtLiarRound(t *testing.T, liarBin string) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	liar := exec.Command(liarBin, "-pool", url, "-dir", t.TempDir(), "-honest", "3", "-lie", `{"x":1000}`)
+	liar := exec.Command(liarBin, "-pool", url, "-dir", liarDir(t), "-honest", "3", "-lie", `{"x":1000}`)
 	liar.Stderr = logf
 	if err := liar.Start(); err != nil {
 		t.Fatal(err)
@@ -204,7 +204,7 @@ func TestPoolTwoColludersDoNotStall(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		liar := exec.Command(liarBin, "-pool", url, "-dir", t.TempDir(), "-honest", "0", "-lie", `{"x":1000}`)
+		liar := exec.Command(liarBin, "-pool", url, "-dir", liarDir(t), "-honest", "0", "-lie", `{"x":1000}`)
 		liar.Stderr = logf
 		if err := liar.Start(); err != nil {
 			t.Fatal(err)
