@@ -94,7 +94,7 @@ func blockOf(last int64, entries []pool.Entry) blockPeers {
 
 // anyPeer stands for every peer in ledger_block_peers and the memory's
 // list: a block whose bytes did not decode when its peers were read
-// (loadPeerTail) is listed under it, and every peer's read that reaches
+// (peerTail.load) is listed under it, and every peer's read that reaches
 // it decodes it, and fails with ErrCorrupt, since its peers cannot be
 // known. A block that names the empty peer is listed under it too; such
 // a block is decoded and filtered like any other.
@@ -125,6 +125,15 @@ func (t *peerTail) flushed(upto, kindsUpto int64) {
 	defer t.mu.Unlock()
 	t.upto, t.lasts, t.pairs, t.newest, t.stale = upto, map[string][]int64{}, 0, upto, false
 	t.kindsUpto, t.kinds = kindsUpto, map[string]int64{}
+}
+
+// kindsAfter returns kindsUpto, the newest block listed, whether the
+// list is stale, and a copy of the counts by kind of the blocks listed
+// after kindsUpto.
+func (t *peerTail) kindsAfter() (kindsUpto, newest int64, stale bool, kinds map[string]int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.kindsUpto, t.newest, t.stale, maps.Clone(t.kinds)
 }
 
 // markStale records that the list may lack committed blocks.

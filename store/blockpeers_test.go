@@ -45,6 +45,17 @@ func (l *peerLedger) next(n int) []pool.Entry {
 	return b
 }
 
+// openAt opens the coordinator database at path, failing the test if it
+// cannot; the caller closes it.
+func openAt(t *testing.T, path string) *store.DB {
+	t.Helper()
+	db, err := store.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
 // of returns the entries of l naming peer with Seq > after, at most max.
 func (l *peerLedger) of(peer string, after uint64, max int) []pool.Entry {
 	var out []pool.Entry
@@ -64,14 +75,7 @@ func TestBlockPeersBursts(t *testing.T) {
 	ctx := context.Background()
 	store.SetBlockPeersFlush(t, 12)
 	path := filepath.Join(t.TempDir(), "coordinator.db")
-	open := func() *store.DB {
-		t.Helper()
-		db, err := store.Open(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return db
-	}
+	open := func() *store.DB { return openAt(t, path) }
 	db := open()
 	defer func() { db.Close() }()
 	l := &peerLedger{key: pooltest.Key(t, "coordinator").Sign, rng: rand.New(rand.NewPCG(1, 2))}
@@ -129,14 +133,7 @@ func TestBlockKindsBursts(t *testing.T) {
 	ctx := context.Background()
 	store.SetBlockPeersFlush(t, 1000)
 	path := filepath.Join(t.TempDir(), "coordinator.db")
-	open := func() *store.DB {
-		t.Helper()
-		db, err := store.Open(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return db
-	}
+	open := func() *store.DB { return openAt(t, path) }
 	db := open()
 	defer func() { db.Close() }()
 	l := &peerLedger{key: pooltest.Key(t, "coordinator").Sign, rng: rand.New(rand.NewPCG(7, 8)), kinds: true}
@@ -213,6 +210,14 @@ func TestBlockKindsBursts(t *testing.T) {
 	if bursts < 3 {
 		t.Errorf("%d bursts in 40 commits, want at least 3", bursts)
 	}
+	// A second handle's commit is in neither handle's memory of the
+	// other: the first counts it by decoding the blocks after upto.
+	other := openAt(t, path)
+	defer other.Close()
+	if err := other.Commit(ctx, &pool.Batch{Entries: l.next(3)}); err != nil {
+		t.Fatal(err)
+	}
+	check("after another handle's commit")
 }
 
 // Reads of a peer's entries while commits write ledger_block_peers in

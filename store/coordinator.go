@@ -658,8 +658,10 @@ func parseHolders(b []byte) ([]string, error) {
 
 // CountEntries counts the ledger's entries by kind (pool.EntryCounter),
 // in one read transaction: its rows by kind, the blocks' counts in
-// ledger_block_kinds (every block up to its upto) and the blocks after
-// upto, decoded (at most a burst's worth: blockpeers.go). A block after
+// ledger_block_kinds (every block up to its upto) and those of the
+// blocks after upto, which the memory counts (blockpeers.go), or,
+// when the memory does not stand for what the transaction sees (another
+// handle's commits, a commit between), decoded (at most a burst's worth). A block after
 // upto whose bytes do not decode is not counted: reading its entries
 // fails with ErrCorrupt, and so does ledger verify.
 func (d *DB) CountEntries(ctx context.Context) (map[string]uint64, error) {
@@ -684,9 +686,18 @@ func (d *DB) CountEntries(ctx context.Context) (map[string]uint64, error) {
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		var upto int64
-		if err := tx.QueryRowContext(ctx, `SELECT upto FROM ledger_block_kinds_upto WHERE id = 1`).Scan(&upto); err != nil {
+		var upto, newest int64
+		if err := tx.QueryRowContext(ctx, `SELECT upto, (SELECT coalesce(max(last), 0) FROM ledger_blocks)
+			FROM ledger_block_kinds_upto WHERE id = 1`).Scan(&upto, &newest); err != nil {
 			return err
+		}
+		// The memory counts the same blocks when it stands for what tx
+		// sees (Open decoded them already); else they are decoded here.
+		if tailUpto, tailNewest, stale, kinds := d.tail.kindsAfter(); !stale && tailUpto == upto && tailNewest == newest {
+			for k, c := range kinds {
+				n[k] += uint64(c)
+			}
+			return nil
 		}
 		return decodeBlocksAfter(ctx, tx, upto, func(b blockPeers) {
 			for _, c := range b.kinds {
