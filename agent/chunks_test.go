@@ -295,7 +295,7 @@ quorum = 1
 	}
 	// The tracker names the first agent as a holder once it announced.
 	asker := agentClient(t, co.url, newDevice(t, nil))
-	deadline := time.Now().Add(2 * time.Minute)
+	deadline := time.Now().Add(patience(t))
 	for {
 		h, err := asker.ChunkHolders(context.Background(), m.Digests())
 		if err != nil {

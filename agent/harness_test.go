@@ -144,6 +144,17 @@ func solo(t testing.TB, j *job.Job, exec pool.Executor) *pool.Outcome {
 	return out
 }
 
+// patience is how long a test waits for what it expects before it
+// says it never came: what is left of the test binary's -timeout, less
+// a minute to report it, so that a busy machine never decides a
+// verdict; ten minutes without a timeout.
+func patience(t *testing.T) time.Duration {
+	if d, ok := t.Deadline(); ok {
+		return max(time.Until(d)-time.Minute, time.Minute)
+	}
+	return 10 * time.Minute
+}
+
 func quietLogger(t testing.TB) *slog.Logger {
 	if os.Getenv("IDLEPOOL_TEST_LOG") != "" {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))

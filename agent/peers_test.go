@@ -110,7 +110,7 @@ quorum = 2
 func waitHolder(t *testing.T, url string, dev *device, m castore.Manifest) {
 	t.Helper()
 	asker := agentClient(t, url, newDevice(t, nil))
-	deadline := time.Now().Add(2 * time.Minute)
+	deadline := time.Now().Add(patience(t))
 	for {
 		h, err := asker.ChunkHolders(context.Background(), m.Digests())
 		if err != nil {
@@ -160,7 +160,7 @@ func TestAgentsShareChunksPeerToPeer(t *testing.T) {
 			cfg := p2p.Config{RelayOnly: tc.relayOnly}
 			a1 := startPeerAgentWith(t, co.url, first, false, cfg)
 			j := twoOwnerJob(t, dataPath)
-			done := runInBackground(t, sub, j, 2*time.Minute)
+			done := runInBackground(t, sub, j, patience(t))
 			waitHolder(t, co.url, first, m)
 			before := servedBytes(t, co.url, "input_chunk")
 			if before != int64(len(data)) {
@@ -239,8 +239,8 @@ func TestAgentWithoutSharingUploadsNothing(t *testing.T) {
 	first, second := newDevice(t, nil), newDevice(t, nil)
 	a1 := startPeerAgent(t, co.url, first, true)
 	j := twoOwnerJob(t, dataPath)
-	done := runInBackground(t, sub, j, 2*time.Minute)
-	deadline := time.Now().Add(2 * time.Minute)
+	done := runInBackground(t, sub, j, patience(t))
+	deadline := time.Now().Add(patience(t))
 	for servedBytes(t, co.url, "input_chunk") < int64(len(data)) {
 		if time.Now().After(deadline) {
 			t.Fatal("the first agent never fetched the input")
@@ -324,10 +324,10 @@ func TestPeerFetchSurvivesHolderKilled(t *testing.T) {
 	t.Cleanup(func() { r1.Stop(t) })
 
 	j := twoOwnerJob(t, dataPath)
-	done := runInBackground(t, sub, j, 3*time.Minute)
+	done := runInBackground(t, sub, j, patience(t))
 	waitHolder(t, co.url, first, m)
 	// The holder's replica is in: stopping it loses no result.
-	deadline := time.Now().Add(2 * time.Minute)
+	deadline := time.Now().Add(patience(t))
 	for coordMetric(t, co.url, `idlepool_coord_submissions_total{result="taken"}`) < 1 {
 		if time.Now().After(deadline) {
 			t.Fatal("the holder never sent its result")
@@ -416,13 +416,13 @@ func TestAgentOffersChunksAsTheyArrive(t *testing.T) {
 	first, second := newDevice(t, nil), newDevice(t, nil)
 	startPeerAgentWith(t, co.url, first, false, p2p.Config{Upload: p2p.NewUploadLimit(512 << 10)})
 	j := twoOwnerJob(t, dataPath)
-	done := runInBackground(t, sub, j, 3*time.Minute)
+	done := runInBackground(t, sub, j, patience(t))
 	waitHolder(t, co.url, first, m)
 	a2 := startPeerAgent(t, co.url, second, false)
 
 	asker := agentClient(t, co.url, newDevice(t, nil))
 	var offered castore.Digest
-	deadline := time.Now().Add(2 * time.Minute)
+	deadline := time.Now().Add(patience(t))
 	for offered == (castore.Digest{}) {
 		holders, err := asker.ChunkHolders(context.Background(), m.Digests())
 		if err != nil {
