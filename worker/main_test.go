@@ -78,8 +78,9 @@ func TestMain(m *testing.M) {
 }
 
 // buildWasm builds a Go main package as a WASI preview 1 command, or with
-// -buildmode=c-shared as a reactor. Go's build cache makes this fast after
-// the first time.
+// -buildmode=c-shared as a reactor, and compiles it into the workers'
+// cache under the race detector (warm_test.go). Go's build cache makes
+// this fast after the first time.
 func buildWasm(out, pkg string, flags ...string) (testModule, error) {
 	gotool, err := exec.LookPath("go")
 	if err != nil {
@@ -91,7 +92,14 @@ func buildWasm(out, pkg string, flags ...string) (testModule, error) {
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return testModule{}, fmt.Errorf("build %s: %w\n%s", pkg, err, b)
 	}
-	return hashModule(out)
+	m, err := hashModule(out)
+	if err != nil {
+		return testModule{}, err
+	}
+	if err := warmCache(warmModule{Path: m.path, SHA256: m.sha}); err != nil {
+		fmt.Fprintf(os.Stderr, "worker tests: %s is compiled by the workers themselves: %v\n", pkg, err)
+	}
+	return m, nil
 }
 
 func hashModule(path string) (testModule, error) {

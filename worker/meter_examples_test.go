@@ -47,6 +47,9 @@ var (
 	examplesOnce  [2]sync.Once
 	exampleList   [2][]exampleTask
 	examplesError [2]error
+	// examplesWarm says that the examples' programs, metered and not, are
+	// in the compilation cache (warm_test.go), or the race detector is off.
+	examplesWarm bool
 )
 
 // exampleTasks builds every example program for wasip1 (Go's build cache
@@ -80,6 +83,7 @@ func planExamples(full bool) ([]exampleTask, error) {
 		return nil, err
 	}
 	var tasks []exampleTask
+	var plain []warmModule // the programs unmetered, as TestMeterExamplesUnchanged compiles them too
 	for _, ex := range exampleJobs {
 		replace := ex.inputs
 		if !full {
@@ -89,6 +93,7 @@ func planExamples(full bool) ([]exampleTask, error) {
 		if err != nil {
 			return nil, err
 		}
+		plain = append(plain, warmModule{Path: prog.path, SHA256: prog.sha, Plain: true})
 		text, err := os.ReadFile(filepath.Join("..", "examples", ex.name, ex.name+".toml"))
 		if err != nil {
 			return nil, err
@@ -139,6 +144,11 @@ func planExamples(full bool) ([]exampleTask, error) {
 				MaxStdoutBytes: DefaultMaxStdoutBytes, MaxStderrBytes: DefaultMaxStderrBytes,
 			}})
 		}
+	}
+	if err := warmCache(plain...); err != nil {
+		fmt.Fprintf(os.Stderr, "worker tests: the examples unmetered are compiled by the tests themselves: %v\n", err)
+	} else {
+		examplesWarm = true
 	}
 	return tasks, nil
 }
@@ -197,13 +207,16 @@ func newTestHost(tb testing.TB, metered bool) *host {
 
 // TestMeterExamplesUnchanged runs tasks of every example program with and
 // without metering: the output bytes (stdout, stderr, the failure) must
-// be the same, and the metered count the same on a second run. Under the
-// race detector both run in wazero's interpreter, which compiles ten
-// times faster there; the rewritten module means the same to both.
+// be the same, and the metered count the same on a second run. Both are
+// compiled as a worker compiles them; under the race detector, from the
+// cache that a build without it filled (warm_test.go), or, when it could
+// not, in wazero's interpreter, which compiles ten times faster there
+// than the optimizing compiler: the rewritten module means the same to
+// both.
 func TestMeterExamplesUnchanged(t *testing.T) {
 	tasks := exampleTasks(t, false)
 	plain, metered := newTestHost(t, false), newTestHost(t, true)
-	plain.interpreter, metered.interpreter = raceEnabled, raceEnabled
+	plain.interpreter, metered.interpreter = !examplesWarm, !examplesWarm
 	for _, tk := range tasks {
 		t.Run(tk.name, func(t *testing.T) {
 			want := runInHost(t, plain, tk.body)
