@@ -68,7 +68,11 @@ func TestFindGuide(t *testing.T) {
 
 func TestOpenWith(t *testing.T) {
 	defer func(d time.Duration) { openerWait = d }(openerWait)
-	openerWait = 200 * time.Millisecond
+	// An opener that ends is waited for as long as it takes: on a busy
+	// machine a shell may take longer than any short wait to start and
+	// exit, and a wait that ran out would report success (openWith cannot
+	// tell a slow failure from an opener waiting for the person).
+	openerWait = time.Hour
 	if err := openWith("true"); err != nil {
 		t.Errorf("an opener that succeeds: %v", err)
 	}
@@ -82,6 +86,7 @@ func TestOpenWith(t *testing.T) {
 	// An opener that keeps running (it waits for the person) is left to
 	// run: openWith returns after openerWait while it still runs (were
 	// it waited for, the test would hang until its deadline).
+	openerWait = 200 * time.Millisecond
 	pidFile := filepath.Join(t.TempDir(), "opener.pid")
 	if err := openWith("sh", "-c", `echo $$ > "$0"; exec sleep 3600`, pidFile); err != nil {
 		t.Errorf("an opener still running: %v", err)
