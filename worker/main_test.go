@@ -29,6 +29,10 @@ const (
 type testModule struct {
 	path string
 	sha  string
+	// warm says that a worker finds the module compiled in its cache
+	// (warm_test.go), or the race detector is off: a worker compiles it
+	// in seconds.
+	warm bool
 }
 
 var (
@@ -98,6 +102,8 @@ func buildWasm(out, pkg string, flags ...string) (testModule, error) {
 	}
 	if err := warmCache(warmModule{Path: m.path, SHA256: m.sha}); err != nil {
 		fmt.Fprintf(os.Stderr, "worker tests: %s is compiled by the workers themselves: %v\n", pkg, err)
+	} else {
+		m.warm = true
 	}
 	return m, nil
 }

@@ -38,14 +38,16 @@ func reactorBody(stdin string, seed byte, inputDir string) *runBody {
 // that each run _initialize first. Every task must give the same bytes
 // (stdout, stderr, the failure, the work counted) both ways, whatever it
 // does: read the clocks, draw random numbers, iterate a map, list /input,
-// panic, exit, dirty its memory. Under the race detector, where wazero's
-// interpreter runs the Go runtime's initialisation slowly (seconds), only
-// the tasks marked race run.
+// panic, exit, dirty its memory. Both hosts compile as a worker does;
+// under the race detector from the cache that a build without it filled
+// (warm_test.go), or, where it could not, in wazero's interpreter, which
+// runs the Go runtime's initialisation slowly (seconds): then only the
+// tasks marked race run.
 func TestReactorSnapshotSameAsFresh(t *testing.T) {
 	needReactor(t)
 	snap, fresh := newTestHost(t, true), newTestHost(t, true)
 	fresh.freshReactors = true
-	snap.interpreter, fresh.interpreter = raceEnabled, raceEnabled
+	snap.interpreter, fresh.interpreter = !reactor.warm, !reactor.warm
 	input := t.TempDir()
 	if err := os.WriteFile(filepath.Join(input, "data.txt"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
@@ -73,7 +75,7 @@ func TestReactorSnapshotSameAsFresh(t *testing.T) {
 	var first []byte // the first echo's stdout
 	for _, tk := range tasks {
 		t.Run(tk.name, func(t *testing.T) {
-			if raceEnabled && !tk.race {
+			if !reactor.warm && !tk.race {
 				t.Skip("slow in wazero's interpreter, which the race detector needs")
 			}
 			want := runInHost(t, fresh, tk.body)
@@ -141,13 +143,14 @@ func failureKind(f *Failure) FailureKind {
 // TestReactorTasksIndependent runs reactor tasks on a real worker
 // process: a task that counts itself in a global and dirties memory its
 // _initialize allocated sees {"seen":1,"dirty":0} every time, also after
-// one that trapped. Under the race detector, whose worker process would
-// compile the module for a minute, it is skipped:
-// TestReactorSnapshotSameAsFresh runs the same sequence in this process.
+// one that trapped. A worker process built with the race detector would
+// compile the module for a minute, so without the module in its cache
+// (warm_test.go) it is skipped: TestReactorSnapshotSameAsFresh runs the
+// same sequence in this process.
 func TestReactorTasksIndependent(t *testing.T) {
 	needReactor(t)
-	if raceEnabled {
-		t.Skip("a worker process built with the race detector compiles the module for a minute; TestReactorSnapshotSameAsFresh covers this in-process")
+	if !reactor.warm {
+		t.Skip("a worker process built with the race detector compiles the module for a minute, and it is not in the cache; TestReactorSnapshotSameAsFresh covers this in-process")
 	}
 	p, err := NewPool(childConfig(t, 1))
 	if err != nil {

@@ -72,7 +72,7 @@ var (
 
 // warmCache compiles the modules into cacheDir with the test binary built
 // without the race detector, building it on the first call. It does
-// nothing and reports true without the race detector, where the workers
+// nothing and returns nil without the race detector, where the workers
 // compile as fast themselves. An error (no go tool, a failed build or
 // compilation) is returned for the caller to log: the workers then
 // compile the modules themselves, more slowly, with the same results.
