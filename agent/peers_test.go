@@ -475,7 +475,7 @@ func TestSeedOffersBeforeTheJobIsLeasable(t *testing.T) {
 	}
 	select {
 	case <-s.Offered():
-	case <-time.After(2 * time.Minute): // bounds a hang only
+	case <-time.After(patience(t)): // bounds a hang only
 		s.Stop()
 		t.Fatal("the seeder never offered the job's files")
 	}
