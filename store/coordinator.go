@@ -659,11 +659,11 @@ func parseHolders(b []byte) ([]string, error) {
 // CountEntries counts the ledger's entries by kind (pool.EntryCounter),
 // in one read transaction: its rows by kind, the blocks' counts in
 // ledger_block_kinds (every block up to its upto) and those of the
-// blocks after upto, which the memory counts (blockpeers.go), or,
-// when the memory does not stand for what the transaction sees (another
-// handle's commits, a commit between), decoded (at most a burst's worth). A block after
-// upto whose bytes do not decode is not counted: reading its entries
-// fails with ErrCorrupt, and so does ledger verify.
+// blocks after upto, which the memory counts (blockpeers.go), or, when
+// the memory does not stand for what the transaction sees (another
+// handle's commits, a commit between), decoded (at most a burst's
+// worth). A block after upto whose bytes do not decode is not counted:
+// reading its entries fails with ErrCorrupt, and so does ledger verify.
 func (d *DB) CountEntries(ctx context.Context) (map[string]uint64, error) {
 	n := map[string]uint64{}
 	err := d.read(ctx, func(tx *sql.Tx) error {
