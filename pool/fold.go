@@ -28,6 +28,9 @@ type FoldConfig struct {
 	Progress func(Progress)
 	// Logger receives diagnostics; nil discards them.
 	Logger *slog.Logger
+	// Now is the clock Progress's Elapsed, Rate and Left are measured
+	// with; nil means time.Now.
+	Now func() time.Time
 	// RetryMachineFailures makes opening skip journaled failures whose
 	// reason names a machine-dependent cause (MachineReason), so that
 	// their tasks count as not done and run again. Journals written before
@@ -57,12 +60,35 @@ type Folder struct {
 	failed    []TaskFailure
 	resumed   int64
 	start     time.Time
+	// firstAt is when this session's first task ended; anchorAt and
+	// anchorFresh are when the rate is counted from and how many of this
+	// session's tasks had ended then (rateSettle).
+	firstAt     time.Time
+	anchorAt    time.Time
+	anchorFresh int64
 }
+
+// The rate of a run is counted from its first finished task, not from
+// its start: the start-up (the program compiling, the workers starting)
+// takes seconds to minutes before any task ends, and a rate that counted
+// it promised "40m43s left" for a run that ended three minutes later.
+// Tasks that end within rateSettle of the first (each worker's first)
+// move the anchor with them, so a rate is not inflated by tasks that
+// started together; a rate is given once minRateSpan has passed since
+// the anchor.
+const (
+	rateSettle  = 250 * time.Millisecond
+	minRateSpan = time.Second
+)
 
 // OpenFolder opens (creating if needed) the folder of j in cfg.Dir and
 // replays its journal. Close or Finish must be called.
 func OpenFolder(j *job.Job, cfg FoldConfig) (*Folder, error) {
-	f := &Folder{job: j, cfg: cfg, log: cfg.Logger, done: newBitmap(j.NumTasks()), outputs: map[string]string{}, start: time.Now()}
+	f := &Folder{job: j, cfg: cfg, log: cfg.Logger, done: newBitmap(j.NumTasks()), outputs: map[string]string{}}
+	if f.cfg.Now == nil {
+		f.cfg.Now = time.Now
+	}
+	f.start = f.cfg.Now()
 	if f.log == nil {
 		f.log = slog.New(slog.DiscardHandler)
 	}
@@ -261,10 +287,21 @@ func (f *Folder) report() {
 	if f.cfg.Progress == nil {
 		return
 	}
-	p := Progress{Done: f.doneCount, Failed: int64(len(f.failed)), Total: f.job.NumTasks(), Resumed: f.resumed, Elapsed: time.Since(f.start)}
-	if fresh := p.Done - p.Resumed; fresh > 0 && p.Elapsed > 0 {
-		p.Rate = float64(fresh) / p.Elapsed.Seconds()
+	now := f.cfg.Now()
+	p := Progress{Done: f.doneCount, Failed: int64(len(f.failed)), Total: f.job.NumTasks(), Resumed: f.resumed, Elapsed: now.Sub(f.start)}
+	fresh := p.Done - p.Resumed
+	switch {
+	case fresh <= 0:
+	case f.firstAt.IsZero():
+		f.firstAt, f.anchorAt, f.anchorFresh = now, now, fresh
+	case now.Sub(f.firstAt) < rateSettle:
+		f.anchorAt, f.anchorFresh = now, fresh
+	}
+	if n, span := fresh-f.anchorFresh, now.Sub(f.anchorAt); n > 0 && span >= minRateSpan {
+		p.Rate = float64(n) / span.Seconds()
 		p.Left = time.Duration(float64(p.Total-p.Done) / p.Rate * float64(time.Second))
+	} else if p.Done == p.Total && fresh > 0 && p.Elapsed > 0 {
+		p.Rate = float64(fresh) / p.Elapsed.Seconds() // too short a run to measure a rate: its mean
 	}
 	f.cfg.Progress(p)
 }

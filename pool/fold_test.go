@@ -4,11 +4,13 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -162,5 +164,88 @@ func TestFolderRefusesTasksOutOfRange(t *testing.T) {
 	}
 	if done, failed := f.Count(); done != 0 || failed != 0 {
 		t.Errorf("count = %d, %d after refusals", done, failed)
+	}
+}
+
+// TestFoldProgressRate checks the rate and the time left a Folder
+// reports, on an injected clock: counted from the first finished task,
+// not from the start, so that a minute of start-up (the program
+// compiling) does not make a three-minute run promise forty.
+func TestFoldProgressRate(t *testing.T) {
+	const tasks = 1000
+	j := foldJob(t, tasks)
+	start := time.Date(2026, 12, 5, 23, 30, 0, 0, time.UTC)
+	now := start
+	var got []pool.Progress
+	f, err := pool.OpenFolder(j, pool.FoldConfig{Dir: t.TempDir(), Now: func() time.Time { return now },
+		Progress: func(p pool.Progress) { got = append(got, p) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fold := func(i int) {
+		t.Helper()
+		if err := f.Fold(pool.JournalRecord{Index: int64(i), Status: pool.StatusOK, Body: []byte(`{"x":1}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A minute of start-up, then two workers' first tasks 10 ms apart,
+	// then one task every 100 ms: 10 tasks a second.
+	now = now.Add(time.Minute)
+	fold(0)
+	now = now.Add(10 * time.Millisecond)
+	fold(1)
+	if p := got[len(got)-1]; p.Rate != 0 || p.Left != 0 || p.Elapsed != time.Minute+10*time.Millisecond {
+		t.Fatalf("after the first two tasks: rate %v, left %v, elapsed %v; want unknown, unknown, 1m0.01s", p.Rate, p.Left, p.Elapsed)
+	}
+	// Tasks 1 to 3 end within 250 ms of the first, so the rate is
+	// counted from task 3 on, and given from a second after it.
+	for i := 2; i < 100; i++ {
+		now = now.Add(100 * time.Millisecond)
+		fold(i)
+		p := got[len(got)-1]
+		span := time.Duration(i-3) * 100 * time.Millisecond
+		if span < time.Second {
+			if p.Rate != 0 || p.Left != 0 {
+				t.Fatalf("task %d, %v after the anchor: rate %v, left %v; want unknown", i, span, p.Rate, p.Left)
+			}
+			continue
+		}
+		if math.Abs(p.Rate-10) > 1e-9 {
+			t.Fatalf("task %d: rate %v tasks/s, want 10", i, p.Rate)
+		}
+		if want := time.Duration(tasks-1-i) * 100 * time.Millisecond; (p.Left - want).Abs() > time.Millisecond {
+			t.Fatalf("task %d: %v left, want %v", i, p.Left, want)
+		}
+	}
+	// The rest in one burst: the last report has a rate and nothing left.
+	for i := 100; i < tasks; i++ {
+		fold(i)
+	}
+	if p := got[len(got)-1]; p.Done != tasks || p.Left != 0 || p.Rate <= 10 {
+		t.Fatalf("at the end: %+v", p)
+	}
+
+	// A run too short for a rate gives its mean at its last task.
+	short := foldJob(t, 3)
+	got = nil
+	now = start
+	g, err := pool.OpenFolder(short, pool.FoldConfig{Dir: t.TempDir(), Now: func() time.Time { return now },
+		Progress: func(p pool.Progress) { got = append(got, p) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	for i := range 3 {
+		now = now.Add(100 * time.Millisecond)
+		if err := g.Fold(pool.JournalRecord{Index: int64(i), Status: pool.StatusOK, Body: []byte(`{"x":1}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p := got[1]; p.Rate != 0 {
+		t.Fatalf("second of three tasks: rate %v, want unknown", p.Rate)
+	}
+	if p := got[2]; math.Abs(p.Rate-10) > 1e-9 || p.Left != 0 {
+		t.Fatalf("last of three tasks, 300 ms in: rate %v, left %v; want the mean 10 tasks/s, nothing left", p.Rate, p.Left)
 	}
 }

@@ -67,12 +67,16 @@ type SoloConfig struct {
 
 // Progress is the state of a run after a task finished. Elapsed and Rate
 // count only this session's tasks (not ones replayed from the journal).
+// A Folder counts Rate from the session's first finished task, so that
+// the start-up (the program compiling) does not slow it down: Rate is 0
+// (unknown) until a second has passed since then, except at the last
+// task of a shorter run, where it is the session's mean rate.
 type Progress struct {
 	Done, Failed, Total int64 // Done includes Failed
 	Resumed             int64 // tasks replayed from the journal
 	Elapsed             time.Duration
-	Rate                float64       // tasks per second this session
-	Left                time.Duration // estimate of time left; 0 when unknown
+	Rate                float64       // tasks per second this session; 0 when unknown
+	Left                time.Duration // estimate of time left at Rate; 0 when unknown
 }
 
 // TaskFailure is a task that produced no accepted result.

@@ -622,7 +622,7 @@ func (p *progressPrinter) update(pr pool.Progress) {
 		const width = 30
 		filled := int(float64(width) * float64(pr.Done) / float64(pr.Total))
 		bar := strings.Repeat("=", filled) + strings.Repeat(" ", width-filled)
-		fmt.Fprintf(p.w, "\r\033[K[%s] %d/%d %3.0f%% %s", bar, pr.Done, pr.Total, 100*float64(pr.Done)/float64(pr.Total), rateLeft(pr))
+		fmt.Fprintf(p.w, "\r\033[K[%s] %d/%d %3.0f%%%s", bar, pr.Done, pr.Total, 100*float64(pr.Done)/float64(pr.Total), rateLeft(pr))
 		p.shown = true
 		return
 	}
@@ -631,7 +631,7 @@ func (p *progressPrinter) update(pr pool.Progress) {
 		return
 	}
 	p.lastTent, p.last = tenth, now
-	fmt.Fprintf(p.w, "progress %d/%d tasks (%.0f%%) %s\n", pr.Done, pr.Total, 100*float64(pr.Done)/float64(pr.Total), rateLeft(pr))
+	fmt.Fprintf(p.w, "progress %d/%d tasks (%.0f%%)%s\n", pr.Done, pr.Total, 100*float64(pr.Done)/float64(pr.Total), rateLeft(pr))
 }
 
 // rowLabels names the first columns of each merge entry's table: the
@@ -660,18 +660,24 @@ func plural(n int64, word string) string {
 	return fmt.Sprintf("%d %ss", n, word)
 }
 
+// rateLeft is what a progress line says after the count: failures, the
+// rate and the time left where they are known, with a space before it
+// ("" when nothing is known).
 func rateLeft(pr pool.Progress) string {
-	s := ""
+	var parts []string
 	if pr.Failed > 0 {
-		s = fmt.Sprintf("%d failed, ", pr.Failed)
+		parts = append(parts, fmt.Sprintf("%d failed", pr.Failed))
 	}
 	if pr.Rate > 0 {
-		s += fmt.Sprintf("%.1f tasks/s", pr.Rate)
-		if pr.Done < pr.Total && pr.Done-pr.Resumed >= 3 {
-			s += fmt.Sprintf(", %s left", pr.Left.Round(time.Second))
+		parts = append(parts, fmt.Sprintf("%.1f tasks/s", pr.Rate))
+		if pr.Done < pr.Total && pr.Left > 0 {
+			parts = append(parts, fmt.Sprintf("%s left", pr.Left.Round(time.Second)))
 		}
 	}
-	return s
+	if len(parts) == 0 {
+		return ""
+	}
+	return " " + strings.Join(parts, ", ")
 }
 
 // clear removes the live bar before other output is written.
