@@ -97,7 +97,15 @@ type Store struct {
 	applied atomic.Uint64
 	lastSeq uint64 // the stream's last sequence, as Commit expects it
 	inUse   bool   // a Scheduler loaded this Store (Load until Release)
-	snapSeq uint64 // the newest snapshot this Store wrote or loaded
+	// loading counts the Loads and Releases waiting for mu; Follow
+	// starts no catch-up while it is above zero, and they cancel the one
+	// under way (followStop, guarded by followMu): a node taking charge
+	// loads at once, without waiting for a catch-up stalled on a stream
+	// whose leader died (lockBeforeFollow).
+	loading    atomic.Int32
+	followMu   sync.Mutex
+	followStop context.CancelFunc
+	snapSeq    uint64 // the newest snapshot this Store wrote or loaded
 	// loads counts the snapshots this Store loaded, for tests.
 	loads int
 }
@@ -209,7 +217,7 @@ func (s *Store) Applied() uint64 { return s.applied.Load() }
 // does not apply is corruption: the error names its sequence. What does
 // not answer (an election under way) is retried for three timeouts.
 func (s *Store) Load(ctx context.Context) (*pool.Snapshot, error) {
-	s.mu.Lock()
+	s.lockBeforeFollow()
 	defer s.mu.Unlock()
 	deadline := time.Now().Add(3 * s.timeout)
 	for {
@@ -244,28 +252,70 @@ func (s *Store) Load(ctx context.Context) (*pool.Snapshot, error) {
 // (its node is no longer in charge). Follow applies others' batches
 // again.
 func (s *Store) Release() {
-	s.mu.Lock()
+	s.lockBeforeFollow()
 	s.inUse = false
 	s.mu.Unlock()
+}
+
+// lockBeforeFollow takes s.mu for Load or Release, which a node taking
+// charge calls: it cancels Follow's catch-up under way, and Follow
+// starts none while it waits.
+func (s *Store) lockBeforeFollow() {
+	s.loading.Add(1)
+	s.followMu.Lock()
+	if s.followStop != nil {
+		s.followStop()
+	}
+	s.followMu.Unlock()
+	s.mu.Lock()
+	s.loading.Add(-1)
 }
 
 // Follow applies the batches other nodes append, every interval, until
 // ctx ends, so that this node's memory is warm when it takes over. It
 // applies nothing while a Scheduler uses the Store (between Load and
 // Release): that Scheduler's view must change only by its own commits.
-// Errors are logged by the caller through onErr (nil: ignored) and
-// retried.
+// A catch-up holds the Store's lock, which Load waits for: a request to
+// a stream whose leader had just died took its whole timeout (5 s) under
+// it, and the node taking over the pool waited as long before it even
+// started to load. So Load (and Release) cancels the catch-up under
+// way, and none starts while one waits; what a catch-up applied stays applied
+// (batches apply whole). Each catch-up is also bounded, twice interval
+// at first, twice as long after one that ran out of its time (at most
+// maxFollowTry; back to the first bound once one ends). Errors are
+// logged by the caller through onErr (nil: ignored) and retried.
 func (s *Store) Follow(ctx context.Context, interval time.Duration, onErr func(error)) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	first := 2 * interval
+	try := first
 	for {
-		s.mu.Lock()
 		var err error
-		if !s.inUse {
-			err = s.catchUp(ctx)
+		cut, stopped := false, false
+		if s.loading.Load() == 0 {
+			s.mu.Lock()
+			if !s.inUse {
+				fctx, cancel := context.WithTimeout(ctx, try)
+				s.followMu.Lock()
+				s.followStop = cancel
+				s.followMu.Unlock()
+				err = s.catchUp(fctx)
+				s.followMu.Lock()
+				s.followStop = nil
+				s.followMu.Unlock()
+				cut = err != nil && errors.Is(fctx.Err(), context.DeadlineExceeded)
+				stopped = err != nil && errors.Is(fctx.Err(), context.Canceled)
+				cancel()
+			}
+			s.mu.Unlock()
 		}
-		s.mu.Unlock()
-		if err != nil && onErr != nil && ctx.Err() == nil {
+		switch {
+		case cut:
+			try = min(2*try, max(maxFollowTry, first))
+		case err == nil:
+			try = first
+		}
+		if err != nil && !stopped && onErr != nil && ctx.Err() == nil {
 			onErr(err)
 		}
 		select {
@@ -275,6 +325,11 @@ func (s *Store) Follow(ctx context.Context, interval time.Duration, onErr func(e
 		}
 	}
 }
+
+// maxFollowTry bounds Follow's longest catch-up: a warm node that
+// starts from nothing loads the newest snapshot in one (a pool of 10^6
+// decided tasks: under half a second).
+const maxFollowTry = 16 * time.Second
 
 // catchUp applies the stream's complete batches after s.applied.Load() to
 // s.mem and sets s.lastSeq to the stream's end; s.mu is held. A Store

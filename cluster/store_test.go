@@ -304,3 +304,108 @@ func TestListStalled(t *testing.T) {
 		}
 	})
 }
+
+// stalledStreams is a JetStream whose streams never answer: what an
+// election under way looks like to a request sent to a dead leader.
+// Each call to Stream records how long its context gave it.
+type stalledStreams struct {
+	jetstream.JetStream
+	mu    sync.Mutex
+	given []time.Duration // -1: no deadline
+	calls chan struct{}   // if set, told of each call
+}
+
+func (s *stalledStreams) Stream(ctx context.Context, _ string) (jetstream.Stream, error) {
+	d, ok := ctx.Deadline()
+	s.mu.Lock()
+	if ok {
+		s.given = append(s.given, time.Until(d))
+	} else {
+		s.given = append(s.given, -1)
+	}
+	s.mu.Unlock()
+	if s.calls != nil {
+		s.calls <- struct{}{}
+	}
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// TestLoadStopsAStalledCatchUp: a node that takes charge loads at once,
+// even while its Follow is stalled on a stream that does not answer:
+// Load cancels that catch-up rather than wait for the lock it holds.
+// (The catch-up here would be bounded at two hours.)
+func TestLoadStopsAStalledCatchUp(t *testing.T) {
+	js := &stalledStreams{calls: make(chan struct{}, 4)}
+	s := &Store{js: js, stream: "IDLEPOOL_STATE", mem: pool.NewMemStore(), timeout: 5 * time.Second}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var reported []error
+	followed := make(chan struct{})
+	go func() {
+		s.Follow(ctx, time.Hour, func(err error) { reported = append(reported, err) })
+		close(followed)
+	}()
+	called := func(what string) {
+		t.Helper()
+		select {
+		case <-js.calls:
+		case <-time.After(time.Minute): // the call comes in microseconds; a bound, not a verdict on speed
+			t.Fatalf("%s did not ask for the stream", what)
+		}
+	}
+	called("Follow")
+	lctx, lcancel := context.WithCancel(context.Background())
+	loaded := make(chan error, 1)
+	go func() { _, err := s.Load(lctx); loaded <- err }()
+	called("Load, while Follow's catch-up stalled,")
+	lcancel()
+	if err := <-loaded; !errors.Is(err, context.Canceled) {
+		t.Errorf("Load: %v, want context.Canceled (its own)", err)
+	}
+	cancel()
+	<-followed
+	if len(reported) != 0 {
+		t.Errorf("Follow reported %v: a catch-up that Load stopped is no error", reported)
+	}
+}
+
+// TestFollowBoundsItsCatchUp: a following node's catch-up, which holds
+// the Store's lock that Load waits for, is bounded: twice the interval
+// at first, doubling while the stream does not answer, at most
+// maxFollowTry. Unbounded, a request to a stream whose leader had just
+// died held the lock for its whole timeout, and the node taking over the
+// pool waited as long before it started to load.
+func TestFollowBoundsItsCatchUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		js := &stalledStreams{}
+		s := &Store{js: js, stream: "IDLEPOOL_STATE", mem: pool.NewMemStore(), timeout: 5 * time.Second}
+		ctx, cancel := context.WithCancel(context.Background())
+		var errs int
+		done := make(chan struct{})
+		go func() {
+			s.Follow(ctx, time.Second, func(err error) {
+				if !errors.Is(err, pool.ErrStoreUnavailable) {
+					t.Errorf("follow: %v, want pool.ErrStoreUnavailable", err)
+				}
+				errs++
+			})
+			close(done)
+		}()
+		time.Sleep(70 * time.Second)
+		cancel()
+		<-done
+		want := []time.Duration{2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 16 * time.Second, 16 * time.Second}
+		if len(js.given) < len(want) {
+			t.Fatalf("%d catch-ups in 70 s: %v, want at least %d", len(js.given), js.given, len(want))
+		}
+		for i, w := range want {
+			if js.given[i] != w {
+				t.Errorf("catch-up %d was given %v, want %v (all: %v)", i+1, js.given[i], w, js.given)
+			}
+		}
+		if errs < len(want) {
+			t.Errorf("%d errors reported, want one per cut catch-up", errs)
+		}
+	})
+}
