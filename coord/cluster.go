@@ -133,6 +133,9 @@ func ServeCluster(ctx context.Context, node *cluster.Node, base Config) error {
 	hs := &http.Server{Handler: frontLimits(&lim, f.routes()), ReadHeaderTimeout: lim.ReadHeaderTimeout, IdleTimeout: lim.IdleTimeout,
 		MaxHeaderBytes: 64 << 10, ConnState: cl.connState, ConnContext: connContext, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	log.Info("Cluster node ready", "node", nc.Name, "pool", nc.Pool, "url", nc.URL, "routes", nc.Routes, "replicas", nc.Replicas)
+	if base.Listening != nil {
+		base.Listening(nc.URL)
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
 		if err := hs.Serve(cl); !errors.Is(err, http.ErrServerClosed) {
@@ -396,6 +399,21 @@ func (f *front) campaign(ctx context.Context, base Config) error {
 	return nil
 }
 
+// firstLoadTimeout bounds a new term's tries to load the pool's state
+// and start its coordinator (coord.New); after shortLoadTries tries that
+// ran out of it, each try gets twice as long as the one before. A
+// request to a stream whose leader has just died goes unanswered, until
+// its own timeout (5 s), however soon the stream's replicas elect a new
+// leader, and a request after the election is answered at once: so a
+// take-over after a kill -9 waited up to 5 s more than the election.
+// Short tries catch the election's end within a second; loading a large
+// pool's state (10^6 tasks: under half a second) or copying many new
+// files may take longer tries, which follow.
+const (
+	firstLoadTimeout = time.Second
+	shortLoadTries   = 4
+)
+
 // runTerm runs this node's coordinator while term lasts.
 func (f *front) runTerm(ctx context.Context, base Config, term *cluster.Term) {
 	nc := f.node.Config()
@@ -416,9 +434,12 @@ func (f *front) runTerm(ctx context.Context, base Config, term *cluster.Term) {
 	cfg.Listen, cfg.DataDir, cfg.Pool = nc.Internal, filepath.Join(nc.DataDir, "coord"), nc.Pool
 	cfg.Cluster = &ClusterHooks{Store: f.state, Blobs: f.blobs, Nodes: f.nodeURLs, Profiles: f.profiles, Versions: f.clusterVersions}
 	var srv *Server
-	for {
+	for try, cuts := firstLoadTimeout, 0; ; {
+		lctx, lcancel := context.WithTimeout(tctx, try)
 		var err error
-		srv, err = New(tctx, cfg)
+		srv, err = New(lctx, cfg)
+		cut := errors.Is(lctx.Err(), context.DeadlineExceeded)
+		lcancel()
 		if err == nil {
 			break
 		}
@@ -426,11 +447,16 @@ func (f *front) runTerm(ctx context.Context, base Config, term *cluster.Term) {
 		// Right after a node died JetStream elects new leaders for its
 		// streams: what did not answer is tried again while the term
 		// lasts.
-		if !errors.Is(err, pool.ErrStoreUnavailable) || tctx.Err() != nil {
+		if !errors.Is(err, pool.ErrStoreUnavailable) && !cut || tctx.Err() != nil {
 			f.log.Error("Cannot start the coordinator", "err", err)
 			return
 		}
-		f.log.Info("Waiting for the cluster's state to answer", "err", err)
+		if cut {
+			if cuts++; cuts >= shortLoadTries {
+				try *= 2
+			}
+		}
+		f.log.Info("Waiting for the cluster's state to answer", "err", err, "nextTry", try)
 		select {
 		case <-tctx.Done():
 			return
@@ -585,13 +611,29 @@ func (f *front) clusterState(w http.ResponseWriter, r *http.Request) {
 // (or is it), 503 otherwise; the text says which node leads and how the
 // pool's state is replicated.
 func (f *front) healthz(w http.ResponseWriter, r *http.Request) {
-	st := f.snapshot(r.Context())
+	code, text := health(f.snapshot(r.Context()))
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(code)
+	io.WriteString(w, text)
+}
+
+// health is GET /healthz's status and line for a node whose view of the
+// cluster is st: 200 while a node in charge answers, 503 while none does
+// (none holds the lease, or the one that took it is loading the pool's
+// state, or this node cannot tell).
+func health(st ClusterState) (int, string) {
+	code := http.StatusOK
 	var b strings.Builder
-	if st.LeaderKnown && st.Leader.Internal != "" {
+	switch {
+	case st.LeaderKnown && st.Leader.Internal != "":
 		fmt.Fprintf(&b, "ok: node %s; %s is in charge (term %d)", st.Node, st.Leader.Node, st.Leader.Term)
-	} else {
-		w.WriteHeader(http.StatusServiceUnavailable)
+	case st.LeaderKnown && st.Leader.Node != "":
+		// The lease is held, and its coordinator is loading the pool's
+		// state: not answering yet, but not lost either.
+		code = http.StatusServiceUnavailable
+		fmt.Fprintf(&b, "no leader yet: node %s; %s took charge (term %d) and is loading the pool's state", st.Node, st.Leader.Node, st.Leader.Term)
+	default:
+		code = http.StatusServiceUnavailable
 		fmt.Fprintf(&b, "no leader: node %s cannot reach a node in charge", st.Node)
 	}
 	fmt.Fprintf(&b, "; %d nodes live, %d routes", len(st.Nodes), st.Routes)
@@ -607,7 +649,7 @@ func (f *front) healthz(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(&b, "; state stream led by %s, %d of %d replicas current", st.State.Leader, cur, len(st.State.Replicas))
 	}
 	b.WriteString("\n")
-	io.WriteString(w, b.String())
+	return code, b.String()
 }
 
 func (f *front) initMetrics() {

@@ -66,6 +66,11 @@ type Config struct {
 	// Now is the clock for request timestamps, leases and receipts; nil
 	// means time.Now. Tests inject a fake clock here.
 	Now func() time.Time
+	// Listening, if set, is called once by ServeCluster when the node's
+	// public port listens, with the node's URL: from then on its
+	// requests are answered (503 "no_leader" while no node is in charge).
+	// A single coordinator listens when New returns, and ignores it.
+	Listening func(url string)
 
 	// Limits on what a client may hold (docs/api.md, "Limits"). Zero
 	// means the default.

@@ -2,12 +2,14 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -90,6 +92,14 @@ func (c *testCluster) eachAnswers() bool {
 	deadline := clusterDeadline(c.t)
 	for i, d := range c.nodes {
 		want := fmt.Sprintf("node%d", i+1)
+		// A node says it serves only once its port listens: a script
+		// that waits for the line and then joins must not be refused.
+		if !c.saysServing(i, deadline) {
+			return false
+		}
+		if _, err := c.state(i); errors.Is(err, syscall.ECONNREFUSED) {
+			c.t.Fatalf("%s said it serves at %s, and refused a connection: %v", want, c.urls[i], err)
+		}
 		for {
 			select {
 			case <-d.done:
@@ -156,6 +166,27 @@ func (c *testCluster) waitHealthy(i int) {
 			c.t.Fatalf("node%d not healthy: %v", i+1, err)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// saysServing waits until node i prints that it serves at its URL, and
+// reports whether it did before it exited or deadline passed.
+func (c *testCluster) saysServing(i int, deadline time.Time) bool {
+	c.t.Helper()
+	line := fmt.Sprintf("idlepool: pool lab-c node node%d serving at %s\n", i+1, c.urls[i])
+	for {
+		if b, _ := os.ReadFile(c.nodes[i].stdout); strings.Contains(string(b), line) {
+			return true
+		}
+		select {
+		case <-c.nodes[i].done:
+			return false
+		default:
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond) // polling a file another process writes
 	}
 }
 

@@ -153,7 +153,11 @@ func serveCluster(ctx context.Context, g *globals, file string, cfg coord.Config
 		return &userError{Msg: "cannot start the cluster node: " + err.Error(), Hint: "are the other nodes started, and route_listen free?", Cause: err}
 	}
 	defer node.Close()
-	fmt.Fprintf(g.stdout, "idlepool: pool %s node %s serving at %s\n", nc.Pool, nc.Name, nc.URL)
+	// Said once the node's public port listens, not before: a script that
+	// waits for this line then joins would be refused.
+	cfg.Listening = func(url string) {
+		fmt.Fprintf(g.stdout, "idlepool: pool %s node %s serving at %s\n", nc.Pool, nc.Name, url)
+	}
 	err = coord.ServeCluster(ctx, node, cfg)
 	if errors.Is(err, cluster.ErrPoolKey) {
 		return &userError{Msg: "this node cannot start: " + err.Error(),
