@@ -258,18 +258,22 @@ func routeHost(t *testing.T, i int) (host string, own bool) {
 func startTestCluster(t *testing.T, cutFirst ...[2]int) (_ []*testNode, _ [3][3]*routeProxy, _ func(i int, base ...Config), own bool) {
 	t.Helper()
 	var specs []cluster.InitNode
-	// Ports are reserved while the proxies pick theirs, so no proxy takes
-	// a node's port; they are freed just before the nodes bind them.
+	// Route ports are reserved while the proxies pick theirs, so no
+	// proxy takes a node's port; they are freed just before the nodes
+	// bind them. The HTTP ports are bound seconds later, once JetStream
+	// answers, so they come from outside the ephemeral range (freeAddr):
+	// an ephemeral one was once taken meanwhile, by a connection of
+	// another test.
 	addrs := make([]string, 6)
 	var held []net.Listener
 	own = true
 	for i := range addrs {
-		host := "127.0.0.1"
-		if i%2 == 1 {
-			var ok bool
-			host, ok = routeHost(t, i/2)
-			own = own && ok
+		if i%2 == 0 {
+			addrs[i] = freeAddr(t)
+			continue
 		}
+		host, ok := routeHost(t, i/2)
+		own = own && ok
 		l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 		if err != nil {
 			t.Fatal(err)
