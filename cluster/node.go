@@ -218,6 +218,11 @@ func StartNode(ctx context.Context, cfg NodeConfig, log *slog.Logger) (*Node, er
 		StoreDir:           filepath.Join(cfg.DataDir, "jetstream"),
 		MaxPayload:         8 << 20,
 		JetStreamMaxMemory: 64 << 20,
+		// A node whose peer died tries its route again every second, and
+		// the server reported each failure as an error by default: an
+		// ERROR line a second, for as long as that node is down. Its
+		// first failure is reported, then one in reconnectErrorReports.
+		ReconnectErrorReports: reconnectErrorReports,
 	}
 	if len(cfg.Routes) > 0 || cfg.Replicas > 1 {
 		host, port, err := splitPort(cfg.RouteListen)
@@ -328,6 +333,11 @@ func splitPort(hp string) (string, int, error) {
 	}
 	return h, port, nil
 }
+
+// reconnectErrorReports is how many failed tries to reach a lost route
+// make one report in the log (the server's ReconnectErrorReports): at a
+// try a second, about one a minute.
+const reconnectErrorReports = 60
 
 // natsLogger sends the embedded server's log to slog: notices at debug
 // (they are many), warnings and errors as such.
