@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"time"
 
 	"idlepool/job"
@@ -141,6 +142,10 @@ type follower struct {
 	est   estimator
 	stuck bool           // the last activity said the job cannot progress
 	lost  map[int64]bool // kept results reported lost, by Seq (told once)
+	// awaySince is when requests started to go unanswered (zero while
+	// the pool answers); awayTold, whether Notice was told.
+	awaySince time.Time
+	awayTold  bool
 }
 
 // look reads the job's status and the pool's offers, feeds the time-left
@@ -170,15 +175,60 @@ func (fl *follower) retry(ctx context.Context, what string, op func(context.Cont
 	b := backoff{Base: 100 * time.Millisecond, Max: fl.cfg.MaxBackoff}
 	for {
 		err := op(ctx)
+		if err == nil {
+			fl.answered()
+		}
 		if err == nil || !Retryable(err) {
 			return err
 		}
+		fl.unanswered(err)
 		d := b.next()
 		fl.log.Debug("Coordinator unavailable, retrying", "op", what, "wait", d, "err", err)
 		if err := sleep(ctx, d); err != nil {
 			return err
 		}
 	}
+}
+
+// awayNotice is how long the pool must go unanswering before Follow
+// tells the person (Notice): one refused request is no news, but a
+// take-over in a cluster (about 10 s) or a restart left the progress
+// line silent with nothing said.
+const awayNotice = 3 * time.Second
+
+// unanswered notes that a request was not answered (err is Retryable),
+// and says so once the pool has not answered for awayNotice.
+func (fl *follower) unanswered(err error) {
+	now := fl.cfg.Now()
+	if fl.awaySince.IsZero() {
+		fl.awaySince = now
+	}
+	if fl.awayTold || now.Sub(fl.awaySince) < awayNotice || fl.cfg.Notice == nil {
+		return
+	}
+	fl.awayTold = true
+	fl.cfg.Notice(fmt.Sprintf("the pool at %s is not answering (%s); still trying", fl.c.URL(), awayWords(err)))
+}
+
+// answered notes that a request was answered, saying so where the
+// pool's silence was told.
+func (fl *follower) answered() {
+	if fl.awayTold && fl.cfg.Notice != nil {
+		fl.cfg.Notice(fmt.Sprintf("the pool answers again, after %s", fl.cfg.Now().Sub(fl.awaySince).Round(time.Second)))
+	}
+	fl.awaySince, fl.awayTold = time.Time{}, false
+}
+
+// awayWords says in a few words why a request was not answered.
+func awayWords(err error) string {
+	var ae *APIError
+	if errors.As(err, &ae) {
+		if ae.Message != "" {
+			return ae.Message
+		}
+		return fmt.Sprintf("%d %s", ae.Status, http.StatusText(ae.Status))
+	}
+	return err.Error()
 }
 
 func (fl *follower) run(ctx context.Context) error {

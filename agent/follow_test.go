@@ -3,8 +3,14 @@ package agent_test
 import (
 	"context"
 	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -66,5 +72,91 @@ func TestFollowSaysWhatThePoolDoes(t *testing.T) {
 	}
 	if !strings.Contains(first.Stuck, "1 donor matches this job but not computing now") {
 		t.Errorf("stuck %q, want it to say the matching donor does not compute", first.Stuck)
+	}
+}
+
+// TestFollowSaysWhenThePoolIsAway: while the pool does not answer (a
+// cluster's take-over: every node answers 503 no_leader) for three
+// seconds, Follow says so once, and says when it answers again. Before,
+// the progress line went silent for the seconds of a take-over with
+// nothing said. The clock is the test's: each unanswered request moves
+// it on a second.
+func TestFollowSaysWhenThePoolIsAway(t *testing.T) {
+	j := planJob(t, "squares-away", 3, "redundancy = 1\nquorum = 1")
+	co := startCoordinator(t, t.TempDir(), "127.0.0.1:0")
+	target, err := url.Parse(co.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu    sync.Mutex
+		now   = time.Date(2026, 12, 5, 23, 30, 0, 0, time.UTC)
+		away  bool
+		fwd   = httputil.NewSingleHostReverseProxy(target)
+		clock = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		a := away
+		if a {
+			now = now.Add(time.Second)
+		}
+		mu.Unlock()
+		if !a {
+			fwd.ServeHTTP(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		io.WriteString(w, `{"error":"no node of this cluster is in charge of the pool right now","code":"no_leader"}`)
+	}))
+	defer front.Close()
+	sub := newSubmitter(t, front.URL, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := sub.c.Submit(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	notices := make(chan string, 16)
+	done := make(chan error, 1)
+	go func() {
+		_, err := agent.Follow(ctx, sub.c, j, agent.FollowConfig{
+			Dir: filepath.Join(sub.dev.dirs.Data, "merges", j.ID.String()), Poll: 10 * time.Millisecond,
+			StatusPoll: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond, Logger: quietLogger(t), Now: clock,
+			Notice: func(msg string) { notices <- msg },
+		})
+		done <- err
+	}()
+	wait := func(want string) {
+		t.Helper()
+		select {
+		case msg := <-notices:
+			if !strings.Contains(msg, want) {
+				t.Fatalf("notice %q, want one with %q", msg, want)
+			}
+		case err := <-done:
+			t.Fatalf("Follow ended before saying %q: %v", want, err)
+		case <-time.After(patience(t)):
+			t.Fatalf("Follow did not say %q", want)
+		}
+	}
+	mu.Lock()
+	away = true
+	mu.Unlock()
+	wait("is not answering (no node of this cluster is in charge of the pool right now); still trying")
+	mu.Lock()
+	away = false
+	mu.Unlock()
+	wait("the pool answers again, after ")
+	if _, err := sub.c.Cancel(context.Background(), j.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; !errors.Is(err, agent.ErrJobCancelled) {
+		t.Errorf("Follow: %v, want ErrJobCancelled", err)
+	}
+	select {
+	case msg := <-notices:
+		t.Errorf("a notice more: %q", msg)
+	default:
 	}
 }
