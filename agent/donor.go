@@ -215,7 +215,7 @@ func NewDonor(cfg DonorConfig) (*Donor, error) {
 		d.policy.held = d.tasksHeld
 		d.policy.changed = d.changed
 	}
-	d.offer = &donorOffer{local: cfg.Store, gpus: cfg.GPUs, log: cfg.Logger, always: cfg.Always}
+	d.offer = &donorOffer{local: cfg.Store, gpus: cfg.GPUs, log: cfg.Logger, always: cfg.Always, workers: cfg.Workers}
 	d.health = newStoreHealth(cfg.StorePath, cfg.FreeSpace, cfg.Logger)
 	d.gpus = newGPUSlots()
 	d.upload = p2p.NewUploadLimit(idle.Defaults().ShareUploadBytesPerSecond()) // until Serve reads the owner's

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"path/filepath"
+	"runtime"
 	"testing"
 
 	"idlepool/idle"
@@ -34,6 +35,41 @@ func TestAlwaysOffersAnyHour(t *testing.T) {
 		o := &donorOffer{local: local, gpus: noGPUs{}, log: slog.New(slog.DiscardHandler), always: tc.always}
 		if got := o.Capacity(ctx, idle.Signals{}).Schedule.String(); got != tc.want {
 			t.Errorf("always=%v: offered hours %q, want %q", tc.always, got, tc.want)
+		}
+	}
+}
+
+// TestAlwaysOffersItsWorkers: a donor that computes --always leases on
+// every worker whatever the owner's cores setting says, so its offer
+// states the cores its workers use (at most the logical CPUs), not the
+// settings' share; without always the settings' cores are offered.
+func TestAlwaysOffersItsWorkers(t *testing.T) {
+	ctx := context.Background()
+	local, err := store.OpenLocal(filepath.Join(t.TempDir(), "local.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer local.Close()
+	s := idle.Defaults()
+	s.Cores = 1
+	if err := local.SaveSettings(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	cpus := runtime.NumCPU()
+	for _, tc := range []struct {
+		always  bool
+		workers int
+		want    int
+	}{
+		{false, 2, 1},
+		{true, 2, min(2, cpus)},
+		{true, cpus, cpus},
+		{true, cpus + 3, cpus},
+		{true, 0, 1}, // workers unknown: the settings' cores
+	} {
+		o := &donorOffer{local: local, gpus: noGPUs{}, log: slog.New(slog.DiscardHandler), always: tc.always, workers: tc.workers}
+		if c := o.Capacity(ctx, idle.Signals{}); c.Cores != tc.want || c.LogicalCPUs != cpus {
+			t.Errorf("always=%v with %d workers: offered %d of %d cores, want %d of %d", tc.always, tc.workers, c.Cores, c.LogicalCPUs, tc.want, cpus)
 		}
 	}
 }

@@ -348,7 +348,12 @@ type donorOffer struct {
 	local  *store.Local
 	gpus   idle.GPUSource
 	log    *slog.Logger
-	always bool // DonorConfig.Always: the settings' hours do not apply
+	always bool // DonorConfig.Always: the settings' hours and cores do not apply
+	// workers is DonorConfig.Workers: with always, every worker leases
+	// (the agents' decision is to compute on all their slots), so the
+	// cores offered are these, at most the logical CPUs; 0: unknown, the
+	// settings' cores are offered.
+	workers int
 
 	mu       sync.Mutex
 	machine  *idle.Machine
@@ -356,7 +361,8 @@ type donorOffer struct {
 	loaded   bool // settings were read once
 }
 
-// Capacity is idle.NewCapacity of the machine, the settings and the GPUs.
+// Capacity is idle.NewCapacity of the machine, the settings and the GPUs;
+// with always, any hour and the workers' cores.
 func (o *donorOffer) Capacity(ctx context.Context, sig idle.Signals) idle.Capacity {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -389,6 +395,11 @@ func (o *donorOffer) Capacity(ctx context.Context, sig idle.Signals) idle.Capaci
 		// which overrides the hours): offer any hour, or the pool would
 		// lease nothing outside them.
 		c.Schedule = idle.Schedule{}
+	}
+	if o.always && o.workers > 0 {
+		// The settings' cores do not limit it: it computes on every
+		// worker, and offering fewer would understate it to the pools.
+		c.Cores = max(1, min(o.workers, c.LogicalCPUs))
 	}
 	return c
 }

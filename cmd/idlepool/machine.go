@@ -234,7 +234,7 @@ func cmdMachineStatus(ctx context.Context, g *globals, asJSON bool) error {
 		fmt.Fprintf(g.stdout, "%s\n", b)
 		return nil
 	}
-	printMachine(g.stdout, s, sig, d, c, now)
+	printMachine(g.stdout, s, sig, d, c, now, noIdlePolicy(running))
 	printAgent(g.stdout, running, now)
 	return nil
 }
@@ -294,8 +294,19 @@ func printAgent(w io.Writer, st *agent.AgentStatus, now time.Time) {
 	}
 }
 
-// printMachine writes the status as aligned lines a person reads.
-func printMachine(w io.Writer, s idle.Settings, sig idle.Signals, d idle.Decision, c idle.Capacity, now time.Time) {
+// noIdlePolicy reports whether the running donor st computes without an
+// idle policy (`idlepool join --always`): it has decided, but from no
+// signals, which AgentStatus.Signals are only when the agents have no
+// Signaller. False when none runs or it has not decided yet.
+func noIdlePolicy(st *agent.AgentStatus) bool {
+	return st != nil && st.Decision.State != "" && st.Signals.At.IsZero()
+}
+
+// printMachine writes the status as aligned lines a person reads. With
+// always (the running donor has no idle policy, see noIdlePolicy) the
+// settings' decision d does not apply now: the decision line says so,
+// and no hint about the settings is given.
+func printMachine(w io.Writer, s idle.Settings, sig idle.Signals, d idle.Decision, c idle.Capacity, now time.Time, always bool) {
 	line := func(label, format string, args ...any) {
 		fmt.Fprintf(w, "%-12s %s\n", label, fmt.Sprintf(format, args...))
 	}
@@ -405,6 +416,10 @@ func printMachine(w io.Writer, s idle.Settings, sig idle.Signals, d idle.Decisio
 		gpuOffer = strings.Join(names, ", ")
 	}
 	line("offers", "%d of %d cores, %s of %s memory, %s", c.Cores, c.LogicalCPUs, mib(c.MemoryMiB), mib(c.MemoryTotalMiB), gpuOffer)
+	if always {
+		line("decision", "the running donor computes at any time (join --always); without it your settings would say: %s", d.Reason)
+		return
+	}
 	line("decision", "%s", d.Reason)
 	if !sig.InputIdle.Known && s.IdleFor > 0 && d.State == idle.StateWaiting && strings.Contains(d.Reason, "idle time unknown") {
 		fmt.Fprintln(w, "hint: no source tells this machine's input idle time (no display, no session, no readable input devices);")

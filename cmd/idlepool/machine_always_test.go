@@ -1,0 +1,105 @@
+package main
+
+import (
+	"context"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"idlepool/agent"
+	"idlepool/home"
+	"idlepool/idle"
+)
+
+// TestPrintMachineAlways: on a headless machine the settings wait for an
+// idle time nobody can tell, and status says so with a hint about
+// idle_for; but while the running donor computes without an idle policy
+// (join --always) the settings decide nothing now, and status must not
+// contradict the donor line with that wait and its hint.
+func TestPrintMachineAlways(t *testing.T) {
+	now := time.Date(2026, 3, 10, 23, 0, 0, 0, time.UTC)
+	sig := idle.Signals{
+		At:              now,
+		InputIdle:       idle.Reading[time.Duration]{Err: "no input source works"},
+		OtherCPUShare:   idle.Reading[float64]{Value: 0.05, Known: true, Source: "gopsutil"},
+		Power:           idle.Reading[idle.Power]{Known: true, Source: "/sys/class/power_supply"},
+		MaxTemperatureC: idle.Reading[float64]{Value: 50, Known: true, Source: "coretemp"},
+		Running:         idle.Reading[[]string]{Known: true, Source: "process list"},
+		GPUs:            idle.Reading[[]idle.GPU]{Err: "no NVIDIA driver"},
+		CPUs:            2,
+	}
+	s := idle.Defaults()
+	d, _ := idle.Decide(s, sig, now, 0, idle.PolicyState{})
+	if !strings.Contains(d.Reason, "idle time unknown") {
+		t.Fatalf("the settings decide %q on a headless machine, want a wait for the idle time", d.Reason)
+	}
+	c := idle.NewCapacity(idle.Machine{OS: "linux", Arch: "amd64", LogicalCPUs: 2, MemoryTotalMiB: 4096}, s, sig.GPUs)
+	for _, tc := range []struct {
+		name     string
+		running  *agent.AgentStatus
+		decision string // the decision line's text after its label
+		hint     bool
+	}{
+		{"no donor runs", nil, d.Reason, true},
+		{"the donor has not decided yet", &agent.AgentStatus{}, d.Reason, true},
+		{"the donor follows the settings", &agent.AgentStatus{Decision: d, DecidedAt: now, Signals: sig}, d.Reason, true},
+		{"the donor computes --always", &agent.AgentStatus{
+			Decision:  idle.Decision{State: idle.StateComputing, Cores: 2, Reason: "computing on 2 slots (no idle policy)"},
+			DecidedAt: now, Slots: 2, ActiveSlots: 2,
+		}, "the running donor computes at any time (join --always); without it your settings would say: " + d.Reason, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var b strings.Builder
+			printMachine(&b, s, sig, d, c, now, noIdlePolicy(tc.running))
+			out := b.String()
+			if !strings.Contains(out, "\ndecision     "+tc.decision+"\n") {
+				t.Errorf("want the decision line %q:\n%s", tc.decision, out)
+			}
+			if hint := strings.Contains(out, "idle_for=0"); hint != tc.hint {
+				t.Errorf("the idle_for hint printed: %v, want %v:\n%s", hint, tc.hint, out)
+			}
+		})
+	}
+}
+
+// TestStatusOfAnAlwaysDonor: `idlepool status` next to a running `join
+// --always` tells from the donor's own status (read through its local
+// API) that it computes at any time, instead of giving the settings'
+// decision (here a pause, which --always ignores) as if it applied.
+func TestStatusOfAnAlwaysDonor(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a coordinator and an agent")
+	}
+	h := t.TempDir()
+	now := time.Date(2026, 3, 4, 12, 0, 0, 0, time.UTC)
+	if out := idlepoolAt(t, h, now, "settings", "set", "time_zone=UTC", "pause=3h"); out.code != 0 {
+		t.Fatalf("settings set pause: exit %d\n%s", out.code, out.stderr)
+	}
+	_, url := startServe(t, t.TempDir(), "127.0.0.1:0")
+	startJoin(t, h, url, "--workers", "2") // --always
+	dirs, err := home.Resolve(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(dirs.Data, agent.LocalAPIFile)
+	for deadline := patient(t); ; time.Sleep(20 * time.Millisecond) {
+		st, err := agent.ReadStatus(context.Background(), sock)
+		if err == nil && st.Decision.State != "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the donor served no decision: %+v, %v", st, err)
+		}
+	}
+	out := idlepoolAt(t, h, now, "status")
+	if out.code != 0 {
+		t.Fatalf("status: exit %d\n%s", out.code, out.stderr)
+	}
+	if !regexp.MustCompile(`(?m)^decision +the running donor computes at any time \(join --always\); without it your settings would say: paused by you until 15:00$`).MatchString(out.stdout) ||
+		!regexp.MustCompile(`(?m)^donor +computing on 2 slots \(no idle policy\)`).MatchString(out.stdout) ||
+		strings.Contains(out.stdout, "hint:") {
+		t.Errorf("status next to join --always:\n%s", out.stdout)
+	}
+}
