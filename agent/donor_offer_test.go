@@ -11,23 +11,32 @@ import (
 	"idlepool/store"
 )
 
+// offerStore is a local store in a SQLite file of the test's, holding
+// settings s; it is closed when the test ends.
+func offerStore(t *testing.T, s idle.Settings) *store.Local {
+	t.Helper()
+	local, err := store.OpenLocal(filepath.Join(t.TempDir(), "local.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { local.Close() })
+	if err := local.SaveSettings(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+	return local
+}
+
 // TestAlwaysOffersAnyHour: a donor that computes --always ignores the
 // owner's hours, so its offer must not carry them (a pool would refuse it
 // work outside them, or near their end).
 func TestAlwaysOffersAnyHour(t *testing.T) {
 	ctx := context.Background()
-	local, err := store.OpenLocal(filepath.Join(t.TempDir(), "local.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer local.Close()
 	s := idle.Defaults()
+	var err error
 	if s.Schedule, err = idle.ParseSchedule("Mon-Fri 22:00-07:00"); err != nil {
 		t.Fatal(err)
 	}
-	if err := local.SaveSettings(ctx, s); err != nil {
-		t.Fatal(err)
-	}
+	local := offerStore(t, s)
 	for _, tc := range []struct {
 		always bool
 		want   string
@@ -45,16 +54,9 @@ func TestAlwaysOffersAnyHour(t *testing.T) {
 // settings' share; without always the settings' cores are offered.
 func TestAlwaysOffersItsWorkers(t *testing.T) {
 	ctx := context.Background()
-	local, err := store.OpenLocal(filepath.Join(t.TempDir(), "local.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer local.Close()
 	s := idle.Defaults()
 	s.Cores = 1
-	if err := local.SaveSettings(ctx, s); err != nil {
-		t.Fatal(err)
-	}
+	local := offerStore(t, s)
 	cpus := runtime.NumCPU()
 	for _, tc := range []struct {
 		always  bool
