@@ -127,7 +127,11 @@ func (b *blobStore) put(d job.Digest, r io.Reader) (created bool, err error) {
 const mirrorTimeout = 2 * time.Minute
 
 // fillFromMirror copies every mirrored file this node lacks, so that the
-// jobs in the cluster's state find their files here.
+// jobs in the cluster's state find their files here. A file begun is
+// copied to its end (within mirrorTimeout) even if ctx ends meanwhile:
+// a node taking charge tries to start its coordinator in short steps
+// (runTerm), and a large file cut off at each step's end would be copied
+// again from its start at the next. ctx is checked between files.
 func (b *blobStore) fillFromMirror(ctx context.Context) (n int, err error) {
 	ds, err := b.mirror.List(ctx)
 	if err != nil {
@@ -137,21 +141,32 @@ func (b *blobStore) fillFromMirror(ctx context.Context) (n int, err error) {
 		if b.has(d) {
 			continue
 		}
-		r, err := b.mirror.Open(ctx, d)
-		if err != nil {
-			return n, fmt.Errorf("fetch file %s from the cluster: %w", d, err)
+		if err := ctx.Err(); err != nil {
+			return n, fmt.Errorf("fetch files from the cluster: %w", err)
 		}
-		mirror := b.mirror
-		b.mirror = nil // it is there already
-		_, err = b.put(d, r)
-		b.mirror = mirror
-		r.Close()
-		if err != nil {
+		if err := b.fetch(ctx, d); err != nil {
 			return n, fmt.Errorf("fetch file %s from the cluster: %w", d, err)
 		}
 		n++
 	}
 	return n, nil
+}
+
+// fetch copies the mirrored file d here, within mirrorTimeout whether or
+// not ctx ends meanwhile (fillFromMirror).
+func (b *blobStore) fetch(ctx context.Context, d job.Digest) error {
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), mirrorTimeout)
+	defer cancel()
+	r, err := b.mirror.Open(fctx, d)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	mirror := b.mirror
+	b.mirror = nil // it is there already
+	_, err = b.put(d, r)
+	b.mirror = mirror
+	return err
 }
 
 // putBytes stores data under its own digest.
