@@ -261,8 +261,8 @@ func (s *Store) Release() {
 // charge calls: it cancels Follow's catch-up under way, and Follow
 // starts none while it waits.
 func (s *Store) lockBeforeFollow() {
-	s.loading.Add(1)
 	s.followMu.Lock()
+	s.loading.Add(1)
 	if s.followStop != nil {
 		s.followStop()
 	}
@@ -296,15 +296,23 @@ func (s *Store) Follow(ctx context.Context, interval time.Duration, onErr func(e
 			s.mu.Lock()
 			if !s.inUse {
 				fctx, cancel := context.WithTimeout(ctx, try)
+				// A Load or Release that came after the check above
+				// either finds this catch-up to cancel or is found here
+				// (both under followMu).
 				s.followMu.Lock()
-				s.followStop = cancel
+				waited := s.loading.Load() > 0
+				if !waited {
+					s.followStop = cancel
+				}
 				s.followMu.Unlock()
-				err = s.catchUp(fctx)
-				s.followMu.Lock()
-				s.followStop = nil
-				s.followMu.Unlock()
-				cut = err != nil && errors.Is(fctx.Err(), context.DeadlineExceeded)
-				stopped = err != nil && errors.Is(fctx.Err(), context.Canceled)
+				if !waited {
+					err = s.catchUp(fctx)
+					s.followMu.Lock()
+					s.followStop = nil
+					s.followMu.Unlock()
+					cut = err != nil && errors.Is(fctx.Err(), context.DeadlineExceeded)
+					stopped = err != nil && errors.Is(fctx.Err(), context.Canceled)
+				}
 				cancel()
 			}
 			s.mu.Unlock()
@@ -325,6 +333,10 @@ func (s *Store) Follow(ctx context.Context, interval time.Duration, onErr func(e
 		}
 	}
 }
+
+// catchUpIdle is how long the server keeps a catch-up's consumer that
+// nobody reads (one whose node died, or whose delete was lost).
+const catchUpIdle = time.Minute
 
 // maxFollowTry bounds Follow's longest catch-up: a warm node that
 // starts from nothing loads the newest snapshot in one (a pool of 10^6
@@ -369,16 +381,28 @@ func (s *Store) catchUp(ctx context.Context) error {
 		s.pruneArchived(ctx)
 		return nil
 	}
-	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+	// A consumer of this catch-up's own, made within ctx: an ordered
+	// consumer made its server-side consumer at its first fetch, within
+	// 10 s of its own whatever ctx said, and retried that forever by
+	// default (which held a node's shutdown for minutes once its stream
+	// had no majority) or, with one try, held the Store's lock for 10 s
+	// when the stream's leader had just died, and with it the node taking
+	// charge. In memory, one replica, no acks, as an ordered consumer's;
+	// deleted when the catch-up ends, or by the server once idle.
+	cons, err := st.CreateConsumer(ctx, jetstream.ConsumerConfig{
 		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: s.applied.Load() + 1,
-		// One try at recreating the consumer when a fetch finds it gone:
-		// the client's default is to retry forever, outside any context,
-		// which held a node's shutdown for minutes once its stream had
-		// no majority. A failed catch-up is tried again by the caller.
-		MaxResetAttempts: 1})
+		AckPolicy: jetstream.AckNonePolicy, InactiveThreshold: catchUpIdle, Replicas: 1, MemoryStorage: true})
 	if err != nil {
 		return fmt.Errorf("cluster: read stream %s: %w", s.stream, unavailable(err))
 	}
+	defer func() {
+		name := cons.CachedInfo().Name
+		go func() { // not under the Store's lock: the server drops it once idle anyway
+			dctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+			defer cancel()
+			_ = st.DeleteConsumer(dctx, name)
+		}()
+	}()
 	var (
 		parts [][]byte
 		name  string
