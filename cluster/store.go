@@ -279,11 +279,11 @@ func (s *Store) lockBeforeFollow() {
 // a stream whose leader had just died took its whole timeout (5 s) under
 // it, and the node taking over the pool waited as long before it even
 // started to load. So Load (and Release) cancels the catch-up under
-// way, and none starts while one waits; what a catch-up applied stays applied
-// (batches apply whole). Each catch-up is also bounded, twice interval
-// at first, twice as long after one that ran out of its time (at most
-// maxFollowTry; back to the first bound once one ends). Errors are
-// logged by the caller through onErr (nil: ignored) and retried.
+// way, and none starts while one waits; what a catch-up applied stays
+// applied (batches apply whole). Each catch-up is also bounded, twice
+// interval at first, twice as long after one that ran out of its time
+// (at most maxFollowTry; back to the first bound once one ends). Errors
+// are logged by the caller through onErr (nil: ignored) and retried.
 func (s *Store) Follow(ctx context.Context, interval time.Duration, onErr func(error)) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
