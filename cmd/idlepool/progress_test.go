@@ -20,6 +20,7 @@ func TestRateLeft(t *testing.T) {
 		{pool.Progress{Done: 5, Total: 10, Rate: 2.5, Left: 2 * time.Second}, " 2.5 tasks/s, 2s left"},
 		{pool.Progress{Done: 5, Failed: 2, Total: 10, Rate: 2.5, Left: 2*time.Second + 400*time.Millisecond}, " 2 failed, 2.5 tasks/s, 2s left"},
 		{pool.Progress{Done: 5, Total: 10, Rate: 2.5}, " 2.5 tasks/s"}, // a follower stuck: no estimate
+		{pool.Progress{Done: 900, Total: 1000, Rate: 331.4, Left: 300 * time.Millisecond}, " 331.4 tasks/s, under a second left"},
 		{pool.Progress{Done: 10, Total: 10, Rate: 3}, " 3.0 tasks/s"},
 	} {
 		if got := rateLeft(c.pr); got != c.want {

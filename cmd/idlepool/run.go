@@ -670,7 +670,11 @@ func rateLeft(pr pool.Progress) string {
 	}
 	if pr.Rate > 0 {
 		parts = append(parts, fmt.Sprintf("%.1f tasks/s", pr.Rate))
-		if pr.Done < pr.Total && pr.Left > 0 {
+		switch {
+		case pr.Done >= pr.Total || pr.Left <= 0:
+		case pr.Left < time.Second:
+			parts = append(parts, "under a second left") // not "0s left" while tasks remain
+		default:
 			parts = append(parts, fmt.Sprintf("%s left", pr.Left.Round(time.Second)))
 		}
 	}
