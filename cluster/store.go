@@ -290,32 +290,12 @@ func (s *Store) Follow(ctx context.Context, interval time.Duration, onErr func(e
 	first := 2 * interval
 	try := first
 	for {
-		var err error
-		cut, stopped := false, false
+		var (
+			err          error
+			cut, stopped bool
+		)
 		if s.loading.Load() == 0 {
-			s.mu.Lock()
-			if !s.inUse {
-				fctx, cancel := context.WithTimeout(ctx, try)
-				// A Load or Release that came after the check above
-				// either finds this catch-up to cancel or is found here
-				// (both under followMu).
-				s.followMu.Lock()
-				waited := s.loading.Load() > 0
-				if !waited {
-					s.followStop = cancel
-				}
-				s.followMu.Unlock()
-				if !waited {
-					err = s.catchUp(fctx)
-					s.followMu.Lock()
-					s.followStop = nil
-					s.followMu.Unlock()
-					cut = err != nil && errors.Is(fctx.Err(), context.DeadlineExceeded)
-					stopped = err != nil && errors.Is(fctx.Err(), context.Canceled)
-				}
-				cancel()
-			}
-			s.mu.Unlock()
+			cut, stopped, err = s.followOnce(ctx, try)
 		}
 		switch {
 		case cut:
@@ -332,6 +312,36 @@ func (s *Store) Follow(ctx context.Context, interval time.Duration, onErr func(e
 		case <-t.C:
 		}
 	}
+}
+
+// followOnce is one catch-up of Follow, bounded by try: cut says
+// whether it ran out of try, stopped whether a Load or Release cancelled
+// it, err is its error. Nothing is done while a Scheduler uses the Store,
+// or once a Load or Release waits.
+func (s *Store) followOnce(ctx context.Context, try time.Duration) (cut, stopped bool, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.inUse {
+		return false, false, nil
+	}
+	fctx, cancel := context.WithTimeout(ctx, try)
+	defer cancel()
+	// A Load or Release that came after Follow's check either finds this
+	// catch-up to cancel or is found here (both under followMu).
+	s.followMu.Lock()
+	waiting := s.loading.Load() > 0
+	if !waiting {
+		s.followStop = cancel
+	}
+	s.followMu.Unlock()
+	if waiting {
+		return false, false, nil
+	}
+	err = s.catchUp(fctx)
+	s.followMu.Lock()
+	s.followStop = nil
+	s.followMu.Unlock()
+	return err != nil && errors.Is(fctx.Err(), context.DeadlineExceeded), err != nil && errors.Is(fctx.Err(), context.Canceled), err
 }
 
 // catchUpIdle is how long the server keeps a catch-up's consumer that
