@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -172,22 +173,8 @@ func (c *testCluster) waitHealthy(i int) {
 // saysServing waits until node i prints that it serves at its URL, and
 // reports whether it did before it exited or deadline passed.
 func (c *testCluster) saysServing(i int, deadline time.Time) bool {
-	c.t.Helper()
 	line := fmt.Sprintf("idlepool: pool lab-c node node%d serving at %s\n", i+1, c.urls[i])
-	for {
-		if b, _ := os.ReadFile(c.nodes[i].stdout); strings.Contains(string(b), line) {
-			return true
-		}
-		select {
-		case <-c.nodes[i].done:
-			return false
-		default:
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(20 * time.Millisecond) // polling a file another process writes
-	}
+	return c.nodes[i].awaitStdout(deadline, func(b []byte) bool { return bytes.Contains(b, []byte(line)) })
 }
 
 // state reads GET /v1/cluster from node i.

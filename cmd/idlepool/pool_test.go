@@ -109,22 +109,35 @@ var servingLine = regexp.MustCompile(`idlepool: pool (\S+) serving at (http://12
 func startServe(t *testing.T, data, listen string, extra ...string) (*daemon, string) {
 	t.Helper()
 	d := startDaemon(t, "serve", t.TempDir(), append([]string{"serve", "--listen", listen, "--data", data, "--pool", "lab-a"}, extra...)...)
-	deadline := patient(t)
-	for {
-		b, _ := os.ReadFile(d.stdout)
-		if m := servingLine.FindSubmatch(b); m != nil {
-			return d, string(m[2])
-		}
+	var m [][]byte
+	if !d.awaitStdout(patient(t), func(b []byte) bool { m = servingLine.FindSubmatch(b); return m != nil }) {
 		select {
 		case <-d.done:
 			errb, _ := os.ReadFile(d.stderr)
 			t.Fatalf("serve exited: %s", errb)
 		default:
-		}
-		if time.Now().After(deadline) {
 			t.Fatal("serve printed no URL")
 		}
-		time.Sleep(20 * time.Millisecond)
+	}
+	return d, string(m[2])
+}
+
+// awaitStdout waits until found accepts what d has printed on stdout so
+// far, and reports whether it did before d exited or deadline passed.
+func (d *daemon) awaitStdout(deadline time.Time, found func(stdout []byte) bool) bool {
+	for {
+		if b, _ := os.ReadFile(d.stdout); found(b) {
+			return true
+		}
+		select {
+		case <-d.done:
+			return false
+		default:
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond) // polling a file another process writes
 	}
 }
 
