@@ -3,7 +3,9 @@ package agent
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
+	"syscall"
 	"time"
 
 	"idlepool/coord/api"
@@ -207,4 +209,31 @@ func (e *NotAPIError) Error() string {
 func (e *NotAPIError) Is(target error) bool {
 	return target == ErrNotCoordinator ||
 		target == ErrUnavailable && (e.Status >= 500 || e.Status == http.StatusTooManyRequests)
+}
+
+// UnansweredWords says in a few words why a coordinator did not answer
+// a request (err is Retryable, or a connection failed): "connection
+// refused", "connection reset", "no answer in time", "host X not found",
+// "it answered 503 Service Unavailable", or, where the answer gave a
+// reason, "it answered 503: no node of this cluster is in charge …";
+// "unreachable" otherwise.
+func UnansweredWords(err error) string {
+	var ae *APIError
+	var dns *net.DNSError
+	var ne net.Error
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case errors.Is(err, syscall.ECONNRESET):
+		return "connection reset"
+	case errors.As(err, &ae) && ae.Message != "":
+		return fmt.Sprintf("it answered %d: %s", ae.Status, ae.Message)
+	case errors.As(err, &ae):
+		return fmt.Sprintf("it answered %d %s", ae.Status, http.StatusText(ae.Status))
+	case errors.As(err, &dns):
+		return "host " + dns.Name + " not found"
+	case errors.As(err, &ne) && ne.Timeout():
+		return "no answer in time"
+	}
+	return "unreachable"
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"time"
 
 	"idlepool/job"
@@ -207,7 +206,7 @@ func (fl *follower) unanswered(err error) {
 		return
 	}
 	fl.awayTold = true
-	fl.cfg.Notice(fmt.Sprintf("the pool at %s is not answering (%s); still trying", fl.c.URL(), awayWords(err)))
+	fl.cfg.Notice(fmt.Sprintf("the pool at %s is not answering (%s); still trying", fl.c.URL(), UnansweredWords(err)))
 }
 
 // answered notes that a request was answered, saying so where the
@@ -217,18 +216,6 @@ func (fl *follower) answered() {
 		fl.cfg.Notice(fmt.Sprintf("the pool answers again, after %s", fl.cfg.Now().Sub(fl.awaySince).Round(time.Second)))
 	}
 	fl.awaySince, fl.awayTold = time.Time{}, false
-}
-
-// awayWords says in a few words why a request was not answered.
-func awayWords(err error) string {
-	var ae *APIError
-	if errors.As(err, &ae) {
-		if ae.Message != "" {
-			return ae.Message
-		}
-		return fmt.Sprintf("%d %s", ae.Status, http.StatusText(ae.Status))
-	}
-	return err.Error()
 }
 
 func (fl *follower) run(ctx context.Context) error {

@@ -143,7 +143,7 @@ func TestFollowSaysWhenThePoolIsAway(t *testing.T) {
 	mu.Lock()
 	away = true
 	mu.Unlock()
-	wait("is not answering (no node of this cluster is in charge of the pool right now); still trying")
+	wait("is not answering (it answered 503: no node of this cluster is in charge of the pool right now); still trying")
 	mu.Lock()
 	away = false
 	mu.Unlock()

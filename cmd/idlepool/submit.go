@@ -6,11 +6,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"idlepool/agent"
@@ -163,7 +160,7 @@ func (pc *poolConn) connect(ctx context.Context, g *globals) (*session, error) {
 		left := time.Until(deadline)
 		if left <= 0 {
 			return nil, &userError{
-				Msg:   fmt.Sprintf("the coordinator at %s did not answer within %s (%s)", pc.url, pc.wait, notAnsweringWords(err)),
+				Msg:   fmt.Sprintf("the coordinator at %s did not answer within %s (%s)", pc.url, pc.wait, agent.UnansweredWords(err)),
 				Hint:  "check the URL, and that `idlepool serve` runs there; --wait D waits longer",
 				Cause: err,
 			}
@@ -173,7 +170,7 @@ func (pc *poolConn) connect(ctx context.Context, g *globals) (*session, error) {
 		if d < time.Second {
 			shown = d.Round(100 * time.Millisecond)
 		}
-		fmt.Fprintf(g.stderr, "idlepool: coordinator at %s not answering (%s); retrying in %s…\n", pc.url, notAnsweringWords(err), shown)
+		fmt.Fprintf(g.stderr, "idlepool: coordinator at %s not answering (%s); retrying in %s…\n", pc.url, agent.UnansweredWords(err), shown)
 		t := time.NewTimer(d)
 		select {
 		case <-ctx.Done():
@@ -199,27 +196,6 @@ func notAnswering(err error) bool {
 		return false
 	}
 	return agent.Retryable(err)
-}
-
-// notAnsweringWords says in a few words why the coordinator did not
-// answer: "connection refused", "no answer in time", "it answered 503".
-func notAnsweringWords(err error) string {
-	var ae *agent.APIError
-	var dns *net.DNSError
-	var ne net.Error
-	switch {
-	case errors.Is(err, syscall.ECONNREFUSED):
-		return "connection refused"
-	case errors.Is(err, syscall.ECONNRESET):
-		return "connection reset"
-	case errors.As(err, &ae):
-		return fmt.Sprintf("it answered %d %s", ae.Status, http.StatusText(ae.Status))
-	case errors.As(err, &dns):
-		return "host " + dns.Name + " not found"
-	case errors.As(err, &ne) && ne.Timeout():
-		return "no answer in time"
-	}
-	return "unreachable"
 }
 
 func (pc *poolConn) connectOnce(ctx context.Context, g *globals) (*session, error) {
