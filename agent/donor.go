@@ -142,6 +142,11 @@ type Donor struct {
 	// running tasks under the owner's gpu_power ceiling (throttle); 1
 	// with no ceiling or no GPU task.
 	gpuShare float64
+	// gpuStepAt is the time of the meter's reading the last step of
+	// gpuShare was taken on: the next step waits for a newer reading,
+	// which the step can have changed (a reading taken before it would
+	// be counted as the new share's draw, and the share stepped twice).
+	gpuStepAt time.Time
 	// gpuLimits are the power limits the GPUs' driver holds for the
 	// ceiling (limitGPUs), by UUID; gpuRefused why it took none, by
 	// UUID, until the ceiling changes; gpuLimitW the ceiling they are
@@ -466,6 +471,20 @@ func (d *Donor) gpuDuty(ceilingW float64) float64 {
 		return 1
 	}
 	d.limitGPUs(ceilingW, draws)
+	var readAt time.Time
+	for _, g := range draws {
+		if g.At.After(readAt) {
+			readAt = g.At
+		}
+	}
+	if !readAt.After(d.gpuStepAt) {
+		// No reading since the last step: hold what it set.
+		d.mu.Lock()
+		hold = d.gpuHeld
+		d.mu.Unlock()
+		return d.gpuShare
+	}
+	d.gpuStepAt = readAt
 	next, fullW, driverW, refused := 1.0, 0.0, 0.0, ""
 	heldW := 0.0 // the driver's limit of the GPU the share holds
 	for uuid, g := range draws {

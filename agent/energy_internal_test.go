@@ -125,3 +125,54 @@ func TestPredictPauseEnergyLimits(t *testing.T) {
 		}
 	}
 }
+
+// steadyGPU is a board whose power reading the test sets.
+type steadyGPU struct{ powerW float64 }
+
+func (g *steadyGPU) ReadGPUs(uuids []string) ([]energy.GPUReading, error) {
+	out := make([]energy.GPUReading, len(uuids))
+	for i, u := range uuids {
+		out[i] = energy.GPUReading{UUID: u, PowerW: g.powerW, HasPower: true}
+	}
+	return out, nil
+}
+
+// The GPU power ceiling's duty cycle steps once per reading of the
+// meter: a second step on the reading the first was taken on would count
+// the old share's draw as the new share's, and halve the share again
+// (250 W at rest 50 W and a 150 W ceiling: 0.5, then 0.25). When the
+// donor syncs more often than the meter reads (an agent ending, the
+// owner's change), that held the GPU far under its ceiling.
+func TestGPUDutyStepsOncePerReading(t *testing.T) {
+	now := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+	gpu := &steadyGPU{powerW: 50}
+	meter := energy.NewMeter(energy.Config{GPUs: gpu, Period: time.Hour, Now: func() time.Time { return now }})
+	read := func(w float64) {
+		gpu.powerW = w
+		now = now.Add(10 * time.Second)
+		meter.Start(nil).Stop(0) // a reading now
+	}
+	task := meter.Start([]string{"GPU-x"}) // the first reading: the board at rest
+	defer task.Stop(0)
+	d := &Donor{cfg: DonorConfig{Energy: meter, GPUs: noGPUs{}}, log: slog.New(slog.DiscardHandler)}
+	step := func(want float64, why string) {
+		t.Helper()
+		if got := d.gpuDuty(150); !near(got, want) {
+			t.Errorf("%s: share %g, want %g", why, got, want)
+		}
+	}
+	read(250)
+	step(0.5, "250 W at full speed")
+	step(0.5, "no reading since")
+	step(0.5, "no reading since, again")
+	if d.gpuHeld == nil || d.gpuHeld.Share != 0.5 || d.gpuHeld.FullW != 250 {
+		t.Errorf("the hold between readings = %+v, want a share of 0.5 of ~250 W", d.gpuHeld)
+	}
+	read(150)
+	step(0.5, "150 W at half speed: at the ceiling")
+	read(100)
+	step(1, "100 W at half speed: room for all of it")
+	if d.gpuHeld != nil {
+		t.Errorf("held at full speed: %+v", *d.gpuHeld)
+	}
+}

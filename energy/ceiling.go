@@ -1,5 +1,7 @@
 package energy
 
+import "time"
+
 // DutyShare returns the share of time (minShare..1) the workers may run
 // so that a GPU's board power stays under ceilingW, given the share in
 // force and what the board drew under it (drawW, NVML's power reading)
@@ -24,8 +26,10 @@ func DutyShare(share, ceilingW, drawW, idleW, minShare float64) float64 {
 
 // GPUPower returns the board power of each GPU a running task uses, in
 // watts, and the idle draw the meter knows for it (0 when none), from the
-// last reading: what a GPU power ceiling compares with. GPUs whose power
-// was not read are missing.
+// last reading, with that reading's time: what a GPU power ceiling
+// compares with. GPUs whose power was not read are missing. A control
+// loop that steps on these draws steps once per reading (GPUDraw.At):
+// a reading taken before its last step says nothing of that step.
 func (m *Meter) GPUPower() map[string]GPUDraw {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -35,14 +39,17 @@ func (m *Meter) GPUPower() map[string]GPUDraw {
 	}
 	for uuid, r := range m.last.gpus {
 		if r.HasPower {
-			out[uuid] = GPUDraw{PowerW: r.PowerW, IdleW: m.gpuIdleW[uuid]}
+			out[uuid] = GPUDraw{PowerW: r.PowerW, IdleW: m.gpuIdleW[uuid], At: m.last.at}
 		}
 	}
 	return out
 }
 
-// GPUDraw is a GPU's board power now and at rest, in watts.
+// GPUDraw is a GPU's board power at the meter's last reading and at
+// rest, in watts, and when that reading was taken (the meter's clock,
+// Config.Now).
 type GPUDraw struct {
 	PowerW float64
 	IdleW  float64
+	At     time.Time
 }

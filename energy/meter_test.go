@@ -536,7 +536,7 @@ func TestMeterGPUIdleOnFirstReading(t *testing.T) {
 	m.mu.Lock()
 	m.sampleLocked()
 	m.mu.Unlock()
-	if got := m.GPUPower(); got["GPU-x"] != (GPUDraw{PowerW: 240, IdleW: 30}) {
+	if got := m.GPUPower(); got["GPU-x"] != (GPUDraw{PowerW: 240, IdleW: 30, At: h.now}) {
 		t.Errorf("GPUPower = %+v, want GPU-x at 240 W, 30 W at rest", got)
 	}
 }
@@ -553,7 +553,7 @@ func TestMeterGPUPower(t *testing.T) {
 	m.mu.Lock()
 	m.sampleLocked()
 	m.mu.Unlock()
-	if got := m.GPUPower(); got["GPU-x"] != (GPUDraw{PowerW: 240, IdleW: 30}) {
+	if got := m.GPUPower(); got["GPU-x"] != (GPUDraw{PowerW: 240, IdleW: 30, At: h.now}) {
 		t.Errorf("GPUPower = %+v, want GPU-x at 240 W, 30 W at rest", got)
 	}
 	task.Stop(0)
