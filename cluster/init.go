@@ -50,7 +50,8 @@ type InitNode struct {
 // CA's private key is not kept: adding a node means running Init again
 // for the whole cluster. Every file is written with mode 0600 and every
 // directory 0700. Init refuses a dir that already has a node directory
-// of the same name. It returns the configs it wrote.
+// of the same name (ErrNodeDirExists), and names that are not plain
+// distinct names (ErrConfig). It returns the configs it wrote.
 func Init(dir, poolName string, nodes []InitNode) ([]NodeConfig, error) {
 	if len(nodes) == 0 {
 		return nil, fmt.Errorf("%w: no nodes", ErrConfig)
@@ -62,7 +63,7 @@ func Init(dir, poolName string, nodes []InitNode) ([]NodeConfig, error) {
 		}
 		seen[n.Name] = true
 		if _, err := os.Stat(filepath.Join(dir, n.Name)); err == nil {
-			return nil, fmt.Errorf("%w: %s exists already; remove it or choose another directory", ErrConfig, filepath.Join(dir, n.Name))
+			return nil, fmt.Errorf("%w: %s; remove it or choose another directory", ErrNodeDirExists, filepath.Join(dir, n.Name))
 		}
 	}
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)

@@ -173,6 +173,11 @@ func (c NodeConfig) withDefaults() (NodeConfig, error) {
 // names the field.
 var ErrConfig = errors.New("cluster: bad node config")
 
+// ErrNodeDirExists marks an Init refused because a node's directory
+// exists already (a cluster made there before): Init writes over no
+// node's keys.
+var ErrNodeDirExists = errors.New("cluster: a node's directory exists already")
+
 // Node is a running NATS server with JetStream, embedded in this process
 // and joined to the other nodes by routes, with an in-process client
 // connection. Its NATS client port is on 127.0.0.1 and needs a token only
