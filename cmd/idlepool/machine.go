@@ -219,6 +219,7 @@ func cmdMachineStatus(ctx context.Context, g *globals, asJSON bool) error {
 		g.logger().Debug("The running donor's status is unreadable", "err", err)
 	}
 	cancel()
+	c = alwaysCapacity(c, running)
 	if d.Finishing && (running == nil || len(running.Running) == 0) {
 		// Finish, then pause: nothing is in hand, so it is paused.
 		d = idle.Decision{State: idle.StatePaused, Reason: agent.FinishedReason, Hold: idle.HoldOwner}
@@ -300,6 +301,21 @@ func printAgent(w io.Writer, st *agent.AgentStatus, now time.Time) {
 // Signaller. False when none runs or it has not decided yet.
 func noIdlePolicy(st *agent.AgentStatus) bool {
 	return st != nil && st.Decision.State != "" && st.Signals.At.IsZero()
+}
+
+// alwaysCapacity is what a running donor without an idle policy (join
+// --always, see noIdlePolicy) offers, as it says to the pools: any hour,
+// and the cores of its slots (at most the logical CPUs), whatever the
+// settings say; c unchanged for any other donor, or none.
+func alwaysCapacity(c idle.Capacity, running *agent.AgentStatus) idle.Capacity {
+	if !noIdlePolicy(running) {
+		return c
+	}
+	c.Schedule = idle.Schedule{}
+	if running.Slots > 0 {
+		c.Cores = max(1, min(running.Slots, c.LogicalCPUs))
+	}
+	return c
 }
 
 // printMachine writes the status as aligned lines a person reads. With
@@ -399,6 +415,8 @@ func printMachine(w io.Writer, s idle.Settings, sig idle.Signals, d idle.Decisio
 
 	loc := s.Location()
 	switch {
+	case always && len(s.Schedule) > 0:
+		line("hours", "%s (%s); the running donor does not keep to them (join --always)", s.Schedule, zoneName(s, c))
 	case len(s.Schedule) == 0:
 		line("hours", "any time")
 	case s.Schedule.Allows(now, loc):

@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -41,19 +43,27 @@ func TestPrintMachineAlways(t *testing.T) {
 		running  *agent.AgentStatus
 		decision string // the decision line's text after its label
 		hint     bool
+		cores    int // offered
 	}{
-		{"no donor runs", nil, d.Reason, true},
-		{"the donor has not decided yet", &agent.AgentStatus{}, d.Reason, true},
-		{"the donor follows the settings", &agent.AgentStatus{Decision: d, DecidedAt: now, Signals: sig}, d.Reason, true},
+		{"no donor runs", nil, d.Reason, true, c.Cores},
+		{"the donor has not decided yet", &agent.AgentStatus{}, d.Reason, true, c.Cores},
+		{"the donor follows the settings", &agent.AgentStatus{Decision: d, DecidedAt: now, Signals: sig, Slots: 2}, d.Reason, true, c.Cores},
 		{"the donor computes --always", &agent.AgentStatus{
 			Decision:  idle.Decision{State: idle.StateComputing, Cores: 2, Reason: "computing on 2 slots (no idle policy)"},
 			DecidedAt: now, Slots: 2, ActiveSlots: 2,
-		}, "the running donor computes at any time (join --always); without it your settings would say: " + d.Reason, false},
+		}, "the running donor computes at any time (join --always); without it your settings would say: " + d.Reason, false, 2},
+		{"the donor computes --always on more slots than CPUs", &agent.AgentStatus{
+			Decision:  idle.Decision{State: idle.StateComputing, Cores: 8, Reason: "computing on 8 slots (no idle policy)"},
+			DecidedAt: now, Slots: 8, ActiveSlots: 8,
+		}, "the running donor computes at any time (join --always); without it your settings would say: " + d.Reason, false, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var b strings.Builder
-			printMachine(&b, s, sig, d, c, now, noIdlePolicy(tc.running))
+			printMachine(&b, s, sig, d, alwaysCapacity(c, tc.running), now, noIdlePolicy(tc.running))
 			out := b.String()
+			if want := fmt.Sprintf("\noffers       %d of 2 cores,", tc.cores); !strings.Contains(out, want) {
+				t.Errorf("want the offers line to start %q:\n%s", want[1:], out)
+			}
 			if !strings.Contains(out, "\ndecision     "+tc.decision+"\n") {
 				t.Errorf("want the decision line %q:\n%s", tc.decision, out)
 			}
@@ -61,6 +71,23 @@ func TestPrintMachineAlways(t *testing.T) {
 				t.Errorf("the idle_for hint printed: %v, want %v:\n%s", hint, tc.hint, out)
 			}
 		})
+	}
+
+	// The owner's hours: a donor that computes at any time offers any
+	// hour, and the hours line says it does not keep to them.
+	s.Schedule, _ = idle.ParseSchedule("mon-fri 09:00-17:00")
+	c = idle.NewCapacity(idle.Machine{OS: "linux", Arch: "amd64", LogicalCPUs: 2, MemoryTotalMiB: 4096}, s, sig.GPUs)
+	always := &agent.AgentStatus{Decision: idle.Decision{State: idle.StateComputing, Cores: 2}, DecidedAt: now, Slots: 2}
+	if got := alwaysCapacity(c, always); len(got.Schedule) != 0 {
+		t.Errorf("an --always donor's offer keeps the settings' hours: %v", got.Schedule)
+	}
+	if got := alwaysCapacity(c, nil); len(got.Schedule) == 0 {
+		t.Errorf("with no donor running, the offer lost the settings' hours")
+	}
+	var b strings.Builder
+	printMachine(&b, s, sig, d, alwaysCapacity(c, always), now, true)
+	if !regexp.MustCompile(`(?m)^hours +.*; the running donor does not keep to them \(join --always\)$`).MatchString(b.String()) {
+		t.Errorf("the hours line next to an --always donor:\n%s", b.String())
 	}
 }
 
@@ -99,6 +126,7 @@ func TestStatusOfAnAlwaysDonor(t *testing.T) {
 	}
 	if !regexp.MustCompile(`(?m)^decision +the running donor computes at any time \(join --always\); without it your settings would say: paused by you until 15:00$`).MatchString(out.stdout) ||
 		!regexp.MustCompile(`(?m)^donor +computing on 2 slots \(no idle policy\)`).MatchString(out.stdout) ||
+		!regexp.MustCompile(fmt.Sprintf(`(?m)^offers +%d of \d+ cores`, min(2, runtime.NumCPU()))).MatchString(out.stdout) ||
 		strings.Contains(out.stdout, "hint:") {
 		t.Errorf("status next to join --always:\n%s", out.stdout)
 	}
