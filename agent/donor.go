@@ -119,7 +119,8 @@ func (e *PoolError) Unwrap() error { return e.Err }
 type Donor struct {
 	cfg    DonorConfig
 	log    *slog.Logger
-	policy *donorPolicy // nil with Always
+	policy *donorPolicy  // nil with Always
+	always *alwaysPolicy // with Always; nil otherwise
 	offer  *donorOffer
 	reload chan struct{}
 	wake   chan struct{}
@@ -219,6 +220,8 @@ func NewDonor(cfg DonorConfig) (*Donor, error) {
 		d.policy.events = cfg.Events
 		d.policy.held = d.tasksHeld
 		d.policy.changed = d.changed
+	} else {
+		d.always = newAlwaysPolicy(cfg.Store, cfg.GPUs, cfg.Logger)
 	}
 	d.offer = &donorOffer{local: cfg.Store, gpus: cfg.GPUs, log: cfg.Logger, always: cfg.Always, workers: cfg.Workers}
 	d.health = newStoreHealth(cfg.StorePath, cfg.FreeSpace, cfg.Logger)
@@ -243,6 +246,9 @@ func NewDonor(cfg DonorConfig) (*Donor, error) {
 func (d *Donor) Reload() {
 	if d.policy != nil {
 		d.policy.reloadSettings()
+	}
+	if d.always != nil {
+		d.always.reloadSettings()
 	}
 	select {
 	case d.reload <- struct{}{}:
@@ -717,6 +723,10 @@ func (d *Donor) agentConfig(p store.JoinedPool, slots int) Config {
 		cfg.GPUMemoryMiB = d.policy.gpuMemoryMiB
 		cfg.Pattern = d.policy.pattern
 	}
+	if d.always != nil {
+		cfg.Signals, cfg.Decide = d.always, d.always.decider(slots)
+		cfg.GPUMemoryMiB = d.always.gpuMemoryMiB
+	}
 	cfg.changed = d.changed
 	cfg.Energy = d.cfg.Energy
 	if d.policy != nil {
@@ -759,7 +769,7 @@ func (d *Donor) stopAll() {
 // pool's URL ("" with none), for readers of a lone agent's status.
 func (d *Donor) Status() AgentStatus {
 	usage := d.cache.Usage()
-	st := AgentStatus{Slots: d.cfg.Workers, Running: []RunningTask{}, Cache: &usage, Energy: energyStatus(d.cfg.Energy)}
+	st := AgentStatus{Slots: d.cfg.Workers, Running: []RunningTask{}, Cache: &usage, Energy: energyStatus(d.cfg.Energy), Always: d.cfg.Always}
 	if d.policy != nil {
 		st.Decision, st.DecidedAt, st.Signals = d.policy.latest()
 	}

@@ -80,17 +80,18 @@ func startDonor(t *testing.T, dev *device, exec *fakeExec, pools []store.JoinedP
 		cancel()
 		select {
 		case <-stopped:
-		case <-time.After(30 * time.Second):
+		case <-time.After(patience(t)):
 			t.Error("donor did not stop")
 		}
 	})
 	return d, done, cancel
 }
 
-// waitFor polls cond until it holds, or fails the test after 20 s.
+// waitFor polls cond until it holds, or fails the test once patience(t)
+// has passed: a bound on a hang, not a verdict on speed.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(patience(t))
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting until %s", what)
@@ -169,7 +170,7 @@ func TestDonorFixedPoolFailure(t *testing.T) {
 		if !ok || pe.URL != second.url || !errors.Is(err, agent.ErrPoolKeyChanged) {
 			t.Fatalf("Serve = %v; want a PoolError for %s wrapping ErrPoolKeyChanged", err, second.url)
 		}
-	case <-time.After(30 * time.Second):
+	case <-time.After(patience(t)):
 		t.Fatal("Serve did not end")
 	}
 }

@@ -78,6 +78,10 @@ type AgentStatus struct {
 	Running []RunningTask `json:"running"`
 	// PoolName is the pool's name as it reported it; "" until joined.
 	PoolName string `json:"poolName,omitempty"`
+	// Always reports a Donor that computes at any time, with no idle
+	// policy (DonorConfig.Always): its decision follows only the slots
+	// and the GPUs (idle.DecideAlways).
+	Always bool `json:"always,omitempty"`
 	// Pools are the pools a Donor computes for, with what each is doing;
 	// empty for a lone Agent (Pool names its one pool).
 	Pools []PoolState `json:"pools,omitempty"`

@@ -42,7 +42,7 @@ func startPolicyDonor(t *testing.T, dev *device, exec pool.Executor, always bool
 		cancel()
 		select {
 		case <-done:
-		case <-time.After(30 * time.Second):
+		case <-time.After(patience(t)):
 			t.Error("donor did not stop")
 		}
 	})

@@ -604,3 +604,35 @@ func dayText(t, now time.Time) string {
 	}
 	return ClockText(t, now)
 }
+
+// DecideAlways is the decision of a donor that computes at any time
+// (`idlepool join --always`, for dedicated machines): computing on slots
+// workers whatever the hours, pauses, input, load, battery and cores of
+// s say, and on the GPUs the owner enabled in s that sig.GPUs lists,
+// under the same per-GPU rules as Decide (a GPU's temperature ceiling,
+// with its margin kept in prev, and its share used by other processes).
+// Only sig.GPUs is read. The reason reads "computing on 2 slots and GPU
+// 0 (no idle policy)", followed by why an enabled GPU is skipped.
+func DecideAlways(s Settings, sig Signals, slots int, prev PolicyState) (Decision, PolicyState) {
+	slots = max(slots, 1)
+	gpus, notes, hot := chooseGPUs(s, sig.GPUs, prev.GPUHot)
+	prev.GPUHot = hot
+	reason := fmt.Sprintf("computing on %d slots", slots)
+	if slots == 1 {
+		reason = "computing on 1 slot"
+	}
+	if len(gpus) > 0 {
+		var names []string
+		for _, g := range sig.GPUs.Value {
+			if slices.Contains(gpus, g.UUID) {
+				names = append(names, fmt.Sprintf("GPU %d", g.Index))
+			}
+		}
+		reason += " and " + joinAnd(names)
+	}
+	reason += " (no idle policy)"
+	for _, n := range notes {
+		reason += "; " + n
+	}
+	return Decision{State: StateComputing, Cores: slots, GPUs: gpus, Reason: reason}, prev
+}

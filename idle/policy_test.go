@@ -2,6 +2,7 @@ package idle
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -490,5 +491,52 @@ func TestPolicy(t *testing.T) {
 	}
 	if !p.State().Seen {
 		t.Error("State not kept")
+	}
+}
+
+// DecideAlways computes on every slot whatever the settings' hours,
+// pause and cores say, and on the enabled GPUs under the per-GPU rules:
+// GPU 0 is used by another process, GPU 1 is free until it passes its
+// ceiling, and stays skipped until it is TemperatureMarginC under it.
+func TestDecideAlways(t *testing.T) {
+	now := time.Date(2026, 3, 10, 23, 0, 0, 0, time.UTC)
+	s := withSettings(func(s *Settings) {
+		s.Cores = 1
+		s.Schedule, _ = ParseSchedule("mon 09:00-10:00")
+		s.PausedUntil = now.Add(time.Hour)
+	})
+	var sig Signals // no input, load, power or temperature known
+	for _, tc := range []struct {
+		slots int
+		want  string
+	}{{4, "computing on 4 slots (no idle policy)"}, {1, "computing on 1 slot (no idle policy)"}, {0, "computing on 1 slot (no idle policy)"}} {
+		d, _ := DecideAlways(s, sig, tc.slots, PolicyState{})
+		if d.State != StateComputing || d.Cores != max(tc.slots, 1) || d.Reason != tc.want || len(d.GPUs) != 0 {
+			t.Errorf("%d slots, no GPU enabled: %+v, want computing on all with reason %q", tc.slots, d, tc.want)
+		}
+	}
+
+	s.GPUs = map[string]GPUSettings{"GPU-aaa": {Use: true}, "GPU-bbb": {Use: true, MaxTemperatureC: 80}, "GPU-ccc": {Use: true}}
+	if d, _ := DecideAlways(s, sig, 2, PolicyState{}); d.State != StateComputing || len(d.GPUs) != 0 ||
+		d.Reason != "computing on 2 slots (no idle policy); no usable GPU (GPUs unknown): CPU only" {
+		t.Errorf("GPUs unknown: %+v", d)
+	}
+	twoGPUs(&sig)
+	d, st := DecideAlways(s, sig, 2, PolicyState{})
+	if !slices.Equal(d.GPUs, []string{"GPU-bbb"}) ||
+		d.Reason != "computing on 2 slots and GPU 1 (no idle policy); GPU 0 skipped: another process uses 90% of it; GPU GPU-ccc not found" {
+		t.Errorf("two GPUs: %+v", d)
+	}
+	sig.GPUs.Value[1].TemperatureC = 85
+	if d, st = DecideAlways(s, sig, 2, st); len(d.GPUs) != 0 || !strings.Contains(d.Reason, "GPU 1 skipped: 85 °C, ceiling 80 °C") {
+		t.Errorf("GPU 1 past its ceiling: %+v", d)
+	}
+	sig.GPUs.Value[1].TemperatureC = 80 - TemperatureMarginC + 1
+	if d, st = DecideAlways(s, sig, 2, st); len(d.GPUs) != 0 {
+		t.Errorf("GPU 1 under its ceiling by less than the margin: %+v, want still skipped", d)
+	}
+	sig.GPUs.Value[1].TemperatureC = 80 - TemperatureMarginC
+	if d, _ = DecideAlways(s, sig, 2, st); !slices.Equal(d.GPUs, []string{"GPU-bbb"}) {
+		t.Errorf("GPU 1 cooled by the margin: %+v, want it used again", d)
 	}
 }

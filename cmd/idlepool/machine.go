@@ -296,11 +296,12 @@ func printAgent(w io.Writer, st *agent.AgentStatus, now time.Time) {
 }
 
 // noIdlePolicy reports whether the running donor st computes without an
-// idle policy (`idlepool join --always`): it has decided, but from no
-// signals, which AgentStatus.Signals are only when the agents have no
-// Signaller. False when none runs or it has not decided yet.
+// idle policy (`idlepool join --always`): it has decided, and says so
+// (AgentStatus.Always), or decided from no signals (a donor of an
+// earlier version, whose agents had no Signaller). False when none runs
+// or it has not decided yet.
 func noIdlePolicy(st *agent.AgentStatus) bool {
-	return st != nil && st.Decision.State != "" && st.Signals.At.IsZero()
+	return st != nil && st.Decision.State != "" && (st.Always || st.Signals.At.IsZero())
 }
 
 // alwaysCapacity is what a running donor without an idle policy (join
