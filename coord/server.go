@@ -215,6 +215,10 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 		Select: s.selectJobs,
 		Fits:   s.fitsClass,
 		Trust:  cfg.Trust,
+		Present: func(peer string, now time.Time) bool {
+			_, ok := s.offers.get(peer, now)
+			return ok
+		},
 
 		MaxTimeouts: cfg.MaxTimeouts,
 		Tail:        cfg.Tail,

@@ -62,6 +62,15 @@ type SchedulerConfig struct {
 	// Scheduler. nil: every class.
 	Fits func(p Peer, c JobClass) bool
 
+	// Present, when set, reports whether the device peer is present at
+	// now: connected, and so may ask for work soon (the coordinator: it
+	// has a live capacity offer). A device held from a task it failed on
+	// for a reason of its own takes it again once no present device
+	// other than it may (see othersMayTake). Lease calls it with the
+	// Scheduler's lock held; it must not call the Scheduler. nil: every
+	// registered device counts as present.
+	Present func(peer string, now time.Time) bool
+
 	// Trust holds the rules on trust and sanctions: established owners,
 	// exclusion after repeated deviations, the bound on unverified work.
 	Trust TrustConfig

@@ -128,7 +128,8 @@ func (s *Scheduler) selected(p Peer, ids []job.ID) []*jobState {
 // task already started that needs another replica p may compute, else the
 // next fresh task, else a backup replica in the job's tail (backup true;
 // tail.go). A device that is slow in a job's tail (slowInTail) skips the
-// job.
+// job. A device held from a task it failed on (taskState.held) takes it
+// again while no other device of the pool may (othersMayTake).
 func (s *Scheduler) pick(p Peer, order []*jobState, now time.Time) (*jobState, *taskState, bool) {
 	for _, js := range order {
 		if js.complete() {
@@ -147,7 +148,8 @@ func (s *Scheduler) pick(p Peer, order []*jobState, now time.Time) (*jobState, *
 				if suspect && pass == 0 && !js.j.Knows(i) {
 					continue
 				}
-				if ts := js.active[i]; js.eligible(ts, p) && !ts.held(p, now) && js.admits(ts, p) && s.checkOK(js, ts, p, now) {
+				if ts := js.active[i]; js.eligible(ts, p) && !(ts.held(p, now) && s.othersMayTake(js, ts, p, now)) &&
+					js.admits(ts, p) && s.checkOK(js, ts, p, now) {
 					return js, ts, false
 				}
 			}
@@ -166,6 +168,28 @@ func (s *Scheduler) pick(p Peer, order []*jobState, now time.Time) (*jobState, *
 		}
 	}
 	return nil, nil, false
+}
+
+// othersMayTake reports whether a present device of the pool other than
+// p (SchedulerConfig.Present) may take a replica of ts: one the job
+// allows, not excluded, eligible, admitted, and not held from ts itself.
+// The hold on a device that failed ts for a reason of its own
+// (taskState.held, until that replica's lease deadline) is there so that
+// others take the task first; with none present that could, it would
+// only stall the task for the rest of a lease timeout (minutes, where
+// its time limit may be seconds), so p takes it again. A task that keeps
+// failing ends at the pool's limits (SchedulerConfig.MaxTimeouts, the
+// job's max_replicas) as before. s.mu is held.
+func (s *Scheduler) othersMayTake(js *jobState, ts *taskState, p Peer, now time.Time) bool {
+	for id, q := range s.peers {
+		if id == p.ID || s.cfg.Present != nil && !s.cfg.Present(id, now) {
+			continue
+		}
+		if js.allows(q) && s.trust.excludedUntil(q, now).IsZero() && js.eligible(ts, q) && !ts.held(q, now) && js.admits(ts, q) {
+			return true
+		}
+	}
+	return false
 }
 
 // ownerOnly reports whether only the owner's devices compute the job.

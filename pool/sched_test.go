@@ -756,3 +756,48 @@ func TestSchedGivesUpAfterTimeoutsOnDistinctDevices(t *testing.T) {
 		}
 	}
 }
+
+// A device held from a task it timed out on takes it again at once when
+// no other present device may take it: two donors that both timed out on
+// a task of a 1-minute lease timeout do not wait out the minute between
+// tries (as they did, the hold lasting until the lease deadline), and
+// the task ends unverified after five timeouts, without the clock
+// moving. A registered device that is not present (the submitter, a
+// donor gone) does not hold them back; one that is does.
+func TestSchedHeldDeviceRetakesWhenNoOtherIsPresent(t *testing.T) {
+	present := map[string]bool{}
+	h := newHarness(t, pool.NewMemStore(), func(c *pool.SchedulerConfig) {
+		c.Present = func(peer string, _ time.Time) bool { return present[peer] }
+	})
+	alice := h.Device("alice", "alice-1")
+	bob, carol, dave := h.Device("bob", "bob-1"), h.Device("carol", "carol-1"), h.Device("dave", "dave-1")
+	present[bob], present[carol], present[dave] = true, true, true
+	j := h.Job("alone-together", 1, pooltest.Policy{Redundancy: 1, Quorum: 1, LeaseTimeout: time.Minute}, alice)
+
+	lb := h.Lease(bob, 1)
+	h.Submit(lb[0], pooltest.Timeout())
+	if ls := h.Lease(bob, 1); len(ls) != 0 {
+		t.Fatalf("bob was leased %v again while carol and dave, present, may take it", pooltest.Tasks(ls))
+	}
+	present[dave] = false // dave leaves
+	lc := h.Lease(carol, 1)
+	if len(lc) != 1 {
+		t.Fatal("carol was leased nothing")
+	}
+	h.Submit(lc[0], pooltest.Timeout())
+	for try, who := range []string{bob, carol, bob} {
+		ls := h.Lease(who, 1)
+		if len(ls) != 1 || ls[0].Job != j.ID {
+			t.Fatalf("timeout %d: %s was leased %v, want task 0 again at once (no other present device may take it)", try+3, who, pooltest.Tasks(ls))
+		}
+		h.Submit(ls[0], pooltest.Timeout())
+	}
+	st, _ := h.S.Status(j.ID)
+	if !st.Complete || st.Failed != 1 || st.Retrying != 0 {
+		t.Errorf("status after five timeouts on two devices: %+v", st)
+	}
+	got := h.Results(alice, j.ID)
+	if len(got) != 1 || got[0].Status != pool.OutcomeUnverified || !strings.HasPrefix(got[0].Reason, "timed out 5 times on 2 devices") {
+		t.Errorf("outcome: %+v, want unverified after 5 timeouts on 2 devices", got)
+	}
+}

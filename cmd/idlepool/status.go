@@ -71,9 +71,8 @@ func cmdStatus(ctx context.Context, g *globals, args []string) error {
 	fmt.Fprintf(w, "state    %s\n", state)
 	fmt.Fprintf(w, "tasks    %d accepted, %d failed, %d leased now, %d with results waiting for a quorum, %d total\n",
 		st.Accepted, st.Failed, st.Leased, st.Waiting, st.Tasks)
-	if st.Retrying > 0 {
-		fmt.Fprintf(w, "retrying %s that failed on a device for a reason of the device (timeout, dead worker), leased again to others: %s\n",
-			plural(st.Retrying, "task"), st.Trouble)
+	if st.Retrying > 0 && !st.Complete {
+		fmt.Fprintf(w, "retrying %s\n", retryingWords(st.Retrying, st.Trouble, st.Cancelled))
 	} else if st.Trouble != "" {
 		fmt.Fprintf(w, "blocked  %s\n", st.Trouble) // the quorum it cannot reach with the devices connected
 	}
@@ -146,4 +145,20 @@ func cmdCancel(ctx context.Context, g *globals, args []string) error {
 	fmt.Fprintf(g.stdout, "job %s (%s) cancelled in pool %s: %d of %d tasks accepted, %d failed; it leases nothing more\n",
 		st.Name, st.Job.String()[:12], s.pool, st.Accepted, st.Tasks, st.Failed)
 	return nil
+}
+
+// retryingWords says what becomes of the n undecided tasks that failed on
+// a device for a reason of that device, with trouble (JobStatus.Trouble:
+// the task that failed most) when there is one.
+func retryingWords(n int64, trouble string, cancelled bool) string {
+	what := plural(n, "task") + " that failed on a device for a reason of the device (timeout, dead worker)"
+	if cancelled {
+		what += ", not leased again: the job is cancelled"
+	} else {
+		what += ", leased again: to other devices first, to the same ones when no other connected device may take them"
+	}
+	if trouble != "" {
+		what += "; " + trouble
+	}
+	return what
 }
