@@ -141,6 +141,11 @@ func cmdJoin(ctx context.Context, g *globals, args []string) error {
 		}
 		fmt.Fprintf(g.stderr, "idlepool: joining %s as device %s (owner %s) with %s\n", p.URL, dev.ID(), owner.ID(), plural(int64(slots[i]), "worker"))
 	}
+	if !*always {
+		jctx, stop := context.WithCancel(ctx)
+		defer stop()
+		go hintUnknownIdle(jctx, g.stderr, d, local)
+	}
 	if err := d.ServeUpdating(ctx); err != nil {
 		if errors.Is(err, agent.ErrRestart) {
 			fmt.Fprintln(g.stderr, "idlepool: a new version is installed: restarting")
@@ -152,6 +157,36 @@ func cmdJoin(ctx context.Context, g *globals, args []string) error {
 		return err
 	}
 	return nil
+}
+
+// unknownIdleWatch is how long after it starts a donor's decisions are
+// looked at for a wait on an input idle time nobody can tell.
+const unknownIdleWatch = time.Minute
+
+// hintUnknownIdle says once, on w, when the donor d waits for an input
+// idle time that no source of this machine can tell (a headless machine
+// with the default idle_for): without it the donor waits for ever, and
+// the pool shows it only as waiting for its owner. It watches d's
+// decisions for unknownIdleWatch or until ctx ends.
+func hintUnknownIdle(ctx context.Context, w io.Writer, d *agent.Donor, local *store.Local) {
+	ctx, cancel := context.WithTimeout(ctx, unknownIdleWatch)
+	defer cancel()
+	for {
+		st := d.Status()
+		if st.Decision.State != "" {
+			s, err := local.Settings(ctx)
+			if err == nil && waitsForUnknownIdle(s, st.Signals, st.Decision) {
+				fmt.Fprintf(w, "idlepool: %s\nhint: %s,\n      or 'idlepool join --always' on a machine dedicated to the pool\n", st.Decision.Reason, unknownIdleHint)
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-d.Changes():
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 // stringList is a repeatable string flag.

@@ -440,10 +440,21 @@ func printMachine(w io.Writer, s idle.Settings, sig idle.Signals, d idle.Decisio
 		return
 	}
 	line("decision", "%s", d.Reason)
-	if !sig.InputIdle.Known && s.IdleFor > 0 && d.State == idle.StateWaiting && strings.Contains(d.Reason, "idle time unknown") {
-		fmt.Fprintln(w, "hint: no source tells this machine's input idle time (no display, no session, no readable input devices);")
-		fmt.Fprintln(w, "      on a headless machine 'idlepool settings set idle_for=0' computes without looking at input")
+	if waitsForUnknownIdle(s, sig, d) {
+		fmt.Fprintln(w, "hint: "+unknownIdleHint)
 	}
+}
+
+// unknownIdleHint tells the owner of a machine whose input idle time no
+// source can tell (waitsForUnknownIdle) how to let it compute.
+const unknownIdleHint = `no source tells this machine's input idle time (no display, no session, no readable input devices);
+      on a headless machine 'idlepool settings set idle_for=0' computes without looking at input`
+
+// waitsForUnknownIdle reports whether decision d, made under settings s
+// from sig, waits for an input idle time that no source of this machine
+// can tell: a wait that never ends on a headless machine.
+func waitsForUnknownIdle(s idle.Settings, sig idle.Signals, d idle.Decision) bool {
+	return !sig.InputIdle.Known && s.IdleFor > 0 && d.State == idle.StateWaiting && strings.Contains(d.Reason, "idle time unknown")
 }
 
 func idleNeed(s idle.Settings) string {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -129,5 +130,32 @@ func TestStatusOfAnAlwaysDonor(t *testing.T) {
 		!regexp.MustCompile(fmt.Sprintf(`(?m)^offers +%d of \d+ cores`, min(2, runtime.NumCPU()))).MatchString(out.stdout) ||
 		strings.Contains(out.stdout, "hint:") {
 		t.Errorf("status next to join --always:\n%s", out.stdout)
+	}
+}
+
+// TestJoinHintsAtUnknownIdleTime: a donor started without --always on a
+// machine that cannot tell its input idle time (a headless test machine)
+// waits for ever under the default idle_for; join says so on stderr,
+// once, with how to let it compute. Skipped where this machine can tell
+// its idle time (status gives no such hint there).
+func TestJoinHintsAtUnknownIdleTime(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a coordinator and a donor")
+	}
+	h := t.TempDir()
+	if out := idlepoolAt(t, h, time.Now(), "status"); !strings.Contains(out.stdout, "hint: no source tells this machine's input idle time") {
+		t.Skipf("this machine tells its input idle time, or does not wait for it:\n%s", out.stdout)
+	}
+	_, url := startServe(t, t.TempDir(), "127.0.0.1:0")
+	d := startDaemon(t, "join "+filepath.Base(h), h, "join", url, "--workers", "1")
+	const hint = "hint: no source tells this machine's input idle time"
+	if !d.awaitStderr(patient(t), func(b []byte) bool { return strings.Contains(string(b), hint) }) {
+		b, _ := os.ReadFile(d.stderr)
+		t.Fatalf("join gave no hint about the idle time it cannot tell:\n%s", b)
+	}
+	b, _ := os.ReadFile(d.stderr)
+	if !strings.Contains(string(b), "idlepool: waiting: idle time unknown") || !strings.Contains(string(b), "'idlepool join --always'") ||
+		strings.Count(string(b), hint) != 1 {
+		t.Errorf("join's stderr:\n%s", b)
 	}
 }

@@ -96,8 +96,8 @@ func (d *daemon) stop() {
 		if code := d.cmd.ProcessState.ExitCode(); code != 0 {
 			d.t.Errorf("%s exited %d after SIGTERM", d.name, code)
 		}
-	case <-time.After(30 * time.Second):
-		d.t.Errorf("%s did not stop within 30 s of SIGTERM", d.name)
+	case <-time.After(time.Until(patient(d.t))):
+		d.t.Errorf("%s did not stop after SIGTERM", d.name)
 		d.kill()
 	}
 }
@@ -125,8 +125,17 @@ func startServe(t *testing.T, data, listen string, extra ...string) (*daemon, st
 // awaitStdout waits until found accepts what d has printed on stdout so
 // far, and reports whether it did before d exited or deadline passed.
 func (d *daemon) awaitStdout(deadline time.Time, found func(stdout []byte) bool) bool {
+	return d.await(d.stdout, deadline, found)
+}
+
+// awaitStderr is awaitStdout for what d printed on stderr.
+func (d *daemon) awaitStderr(deadline time.Time, found func(stderr []byte) bool) bool {
+	return d.await(d.stderr, deadline, found)
+}
+
+func (d *daemon) await(file string, deadline time.Time, found func([]byte) bool) bool {
 	for {
-		if b, _ := os.ReadFile(d.stdout); found(b) {
+		if b, _ := os.ReadFile(file); found(b) {
 			return true
 		}
 		select {
