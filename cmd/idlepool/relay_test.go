@@ -19,25 +19,13 @@ var relayLine = regexp.MustCompile(`idlepool: TURN relay on udp (\S+); devices r
 func TestServeRelay(t *testing.T) {
 	d := startDaemon(t, "serve", t.TempDir(), "serve", "--listen", "127.0.0.1:0", "--data", t.TempDir(), "--turn", "127.0.0.1:0")
 	deadline := patient(t)
-	var addr string
-	for addr == "" {
-		b, _ := os.ReadFile(d.stdout)
-		if m := relayLine.FindSubmatch(b); m != nil {
-			addr = string(m[2])
-			break
-		}
-		select {
-		case <-d.done:
-			errb, _ := os.ReadFile(d.stderr)
-			t.Fatalf("serve exited: %s", errb)
-		default:
-		}
-		if time.Now().After(deadline) {
-			b, _ := os.ReadFile(d.stdout)
-			t.Fatalf("serve printed no relay line; stdout:\n%s", b)
-		}
-		time.Sleep(20 * time.Millisecond) // polling a condition
+	var m [][]byte
+	if !d.awaitStdout(deadline, func(b []byte) bool { m = relayLine.FindSubmatch(b); return m != nil }) {
+		outb, _ := os.ReadFile(d.stdout)
+		errb, _ := os.ReadFile(d.stderr)
+		t.Fatalf("serve printed no relay line (it exited or the wait ran out); stdout:\n%s\nstderr:\n%s", outb, errb)
 	}
+	addr := string(m[2])
 	conn, err := net.Dial("udp", addr)
 	if err != nil {
 		t.Fatal(err)
