@@ -143,10 +143,12 @@ type Donor struct {
 	// running tasks under the owner's gpu_power ceiling (throttle); 1
 	// with no ceiling or no GPU task.
 	gpuShare float64
-	// gpuStepAt is the time of the meter's reading the last step of
-	// gpuShare was taken on: the next step waits for a newer reading,
-	// which the step can have changed (a reading taken before it would
-	// be counted as the new share's draw, and the share stepped twice).
+	// gpuStepAt is when (on the meter's clock) the last step of
+	// gpuShare was applied to the workers, or else the time of the
+	// reading the last step was computed from: the next step waits for
+	// a reading taken after it, which the step can have changed (a
+	// reading taken before would be counted as the new share's draw,
+	// and the share stepped twice).
 	gpuStepAt time.Time
 	// gpuLimits are the power limits the GPUs' driver holds for the
 	// ceiling (limitGPUs), by UUID; gpuRefused why it took none, by
@@ -433,10 +435,14 @@ func (d *Donor) throttle(s idle.Settings) {
 		prio = worker.PriorityLow
 	}
 	share := s.CPUTime()
+	before := d.gpuShare
 	if g := d.gpuDuty(s.GPUPowerW); g < share {
 		share = g
 	}
 	err := errors.Join(t.SetCPUShare(share), t.SetPriority(prio))
+	if d.gpuShare != before && d.cfg.Energy != nil {
+		d.gpuStepAt = d.cfg.Energy.Now() // readings from now on see the new share
+	}
 	msg := ""
 	if err != nil {
 		msg = err.Error()

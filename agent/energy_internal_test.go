@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"io/fs"
 	"log/slog"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"idlepool/energy"
 	"idlepool/idle"
 	"idlepool/store"
+	"idlepool/worker"
 )
 
 // The donor's energy caps count what the local store recorded since the
@@ -174,5 +176,63 @@ func TestGPUDutyStepsOncePerReading(t *testing.T) {
 	step(1, "100 W at half speed: room for all of it")
 	if d.gpuHeld != nil {
 		t.Errorf("held at full speed: %+v", *d.gpuHeld)
+	}
+}
+
+// hookThrottler is a Throttler whose SetCPUShare first calls onSet, as a
+// reading the meter takes while the new share is being applied.
+type hookThrottler struct {
+	share float64
+	onSet func()
+}
+
+func (h *hookThrottler) Run(context.Context, worker.Request) (worker.Result, error) {
+	return worker.Result{}, errors.New("runs nothing")
+}
+
+func (h *hookThrottler) SetCPUShare(s float64) error {
+	if h.onSet != nil {
+		h.onSet()
+	}
+	h.share = s
+	return nil
+}
+
+func (h *hookThrottler) SetPriority(worker.Priority) error { return nil }
+
+// A reading the meter takes while a step is being applied still shows
+// the old share's draw: the next step waits for a reading taken after
+// the step was applied (on the meter's clock), not merely one newer
+// than the reading it was computed from.
+func TestGPUDutyWaitsForAReadingAfterTheStep(t *testing.T) {
+	now := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+	gpu := &steadyGPU{powerW: 50}
+	meter := energy.NewMeter(energy.Config{GPUs: gpu, Period: time.Hour, Now: func() time.Time { return now }})
+	read := func(w float64) {
+		gpu.powerW = w
+		now = now.Add(10 * time.Second)
+		meter.Start(nil).Stop(0)
+	}
+	task := meter.Start([]string{"GPU-x"})
+	defer task.Stop(0)
+	ex := &hookThrottler{}
+	d := &Donor{cfg: DonorConfig{Energy: meter, GPUs: noGPUs{}, Executor: ex}, log: slog.New(slog.DiscardHandler)}
+	s := idle.Defaults()
+	s.GPUPowerW = 150
+	read(250)
+	ex.onSet = func() { read(250) } // taken as the step to 0.5 is applied: the old draw
+	d.throttle(s)
+	ex.onSet = nil
+	if !near(ex.share, 0.5) {
+		t.Fatalf("first step: share %g, want 0.5", ex.share)
+	}
+	d.throttle(s)
+	if !near(ex.share, 0.5) {
+		t.Errorf("on the reading taken while the step was applied: share %g, want 0.5 held", ex.share)
+	}
+	read(150)
+	d.throttle(s)
+	if !near(ex.share, 0.5) {
+		t.Errorf("150 W at half speed: share %g, want 0.5", ex.share)
 	}
 }

@@ -45,6 +45,10 @@ func (m *Meter) GPUPower() map[string]GPUDraw {
 	return out
 }
 
+// Now is the meter's clock (Config.Now): the time a reading taken now
+// would carry in GPUDraw.At.
+func (m *Meter) Now() time.Time { return m.cfg.Now() }
+
 // GPUDraw is a GPU's board power at the meter's last reading and at
 // rest, in watts, and when that reading was taken (the meter's clock,
 // Config.Now).
