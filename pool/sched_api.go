@@ -177,8 +177,9 @@ type JobStatus struct {
 	Redundancy int    `json:"redundancy"` // replicas leased at first
 	// Retrying counts the undecided tasks that failed on some device for
 	// a reason of that device (a timeout, a dead worker) and are leased
-	// again, to other devices first (to the same ones when no other
-	// present device may take them, SchedulerConfig.Present).
+	// again, to other devices first (to the same ones, after a wait that
+	// doubles, when no other present device may take them,
+	// SchedulerConfig.Present).
 	Retrying int64 `json:"retrying,omitempty"`
 	// Recomputing counts the accepted results that no holder could give
 	// the merger (ResultLost) and that a device computes again.

@@ -129,7 +129,8 @@ func (s *Scheduler) selected(p Peer, ids []job.ID) []*jobState {
 // next fresh task, else a backup replica in the job's tail (backup true;
 // tail.go). A device that is slow in a job's tail (slowInTail) skips the
 // job. A device held from a task it failed on (taskState.held) takes it
-// again while no other device of the pool may (othersMayTake).
+// again before the hold ends only once its retry is due (retakeDue) and
+// no other present device may take it (othersMayTake).
 func (s *Scheduler) pick(p Peer, order []*jobState, now time.Time) (*jobState, *taskState, bool) {
 	for _, js := range order {
 		if js.complete() {
@@ -148,7 +149,7 @@ func (s *Scheduler) pick(p Peer, order []*jobState, now time.Time) (*jobState, *
 				if suspect && pass == 0 && !js.j.Knows(i) {
 					continue
 				}
-				if ts := js.active[i]; js.eligible(ts, p) && !(ts.held(p, now) && s.othersMayTake(js, ts, p, now)) &&
+				if ts := js.active[i]; js.eligible(ts, p) && !(ts.held(p, now) && (!js.retakeDue(ts, p, now) || s.othersMayTake(js, ts, p, now))) &&
 					js.admits(ts, p) && s.checkOK(js, ts, p, now) {
 					return js, ts, false
 				}
@@ -168,6 +169,31 @@ func (s *Scheduler) pick(p Peer, order []*jobState, now time.Time) (*jobState, *
 		}
 	}
 	return nil, nil, false
+}
+
+// retakeDue reports whether device p, held from ts (taskState.held), may
+// take it again before the hold ends when no other device may: once the
+// job's time limit doubled for each failure of ts on p has passed since
+// p's latest lease of ts (so the first retry comes about one time limit
+// after a timeout, the next three, then seven: a device slowed for a
+// while gets a second chance soon, and a task that keeps failing does
+// not use up its failures at once while a better device may still come).
+func (js *jobState) retakeDue(ts *taskState, p Peer, now time.Time) bool {
+	n := 0
+	var last *replica
+	for _, r := range ts.machine {
+		if r.rec.Peer == p.ID {
+			n++
+			if last == nil || r.rec.Created.After(last.rec.Created) {
+				last = r
+			}
+		}
+	}
+	if last == nil {
+		return true
+	}
+	wait := js.pol.TimeLimit.Duration << min(n, 16)
+	return !now.Before(last.rec.Created.Add(wait))
 }
 
 // othersMayTake reports whether a present device of the pool other than

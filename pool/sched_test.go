@@ -757,12 +757,13 @@ func TestSchedGivesUpAfterTimeoutsOnDistinctDevices(t *testing.T) {
 	}
 }
 
-// A device held from a task it timed out on takes it again at once when
-// no other present device may take it: two donors that both timed out on
-// a task of a 1-minute lease timeout do not wait out the minute between
-// tries (as they did, the hold lasting until the lease deadline), and
-// the task ends unverified after five timeouts, without the clock
-// moving. A registered device that is not present (the submitter, a
+// A device held from a task it timed out on takes it again before the
+// hold ends when no other present device may take it, once the job's
+// time limit doubled per failure of its own has passed since it leased
+// the task: two donors that both timed out on a task of a 3 s time limit
+// and a 1-minute lease timeout retry after 6 s, then 12 s (where each
+// waited out the minute), and the task ends unverified after five
+// timeouts. A registered device that is not present (the submitter, a
 // donor gone) does not hold them back; one that is does.
 func TestSchedHeldDeviceRetakesWhenNoOtherIsPresent(t *testing.T) {
 	present := map[string]bool{}
@@ -772,26 +773,34 @@ func TestSchedHeldDeviceRetakesWhenNoOtherIsPresent(t *testing.T) {
 	alice := h.Device("alice", "alice-1")
 	bob, carol, dave := h.Device("bob", "bob-1"), h.Device("carol", "carol-1"), h.Device("dave", "dave-1")
 	present[bob], present[carol], present[dave] = true, true, true
-	j := h.Job("alone-together", 1, pooltest.Policy{Redundancy: 1, Quorum: 1, LeaseTimeout: time.Minute}, alice)
+	j := h.Job("alone-together", 1, pooltest.Policy{Redundancy: 1, Quorum: 1, LeaseTimeout: time.Minute, TimeLimit: 3 * time.Second}, alice)
 
-	lb := h.Lease(bob, 1)
-	h.Submit(lb[0], pooltest.Timeout())
-	if ls := h.Lease(bob, 1); len(ls) != 0 {
-		t.Fatalf("bob was leased %v again while carol and dave, present, may take it", pooltest.Tasks(ls))
-	}
-	present[dave] = false // dave leaves
-	lc := h.Lease(carol, 1)
-	if len(lc) != 1 {
-		t.Fatal("carol was leased nothing")
-	}
-	h.Submit(lc[0], pooltest.Timeout())
-	for try, who := range []string{bob, carol, bob} {
+	timeOut := func(who string, want bool, when string) {
+		t.Helper()
 		ls := h.Lease(who, 1)
-		if len(ls) != 1 || ls[0].Job != j.ID {
-			t.Fatalf("timeout %d: %s was leased %v, want task 0 again at once (no other present device may take it)", try+3, who, pooltest.Tasks(ls))
+		switch {
+		case !want && len(ls) != 0:
+			t.Fatalf("%s: leased %v, want nothing", when, pooltest.Tasks(ls))
+		case want && (len(ls) != 1 || ls[0].Job != j.ID):
+			t.Fatalf("%s: leased %v, want task 0 again (no other present device may take it)", when, pooltest.Tasks(ls))
+		case want:
+			h.Submit(ls[0], pooltest.Timeout())
 		}
-		h.Submit(ls[0], pooltest.Timeout())
 	}
+	timeOut(bob, true, "bob first")
+	timeOut(bob, false, "bob again while carol and dave, present, may take it")
+	present[dave] = false // dave leaves
+	timeOut(carol, true, "carol first")
+	h.Clock.Advance(5 * time.Second)
+	timeOut(bob, false, "bob a second before his retry is due (twice the time limit after his lease)")
+	timeOut(carol, false, "carol a second before hers")
+	h.Clock.Advance(time.Second)
+	timeOut(bob, true, "bob's second try, due")
+	timeOut(carol, true, "carol's second try, due")
+	h.Clock.Advance(11 * time.Second)
+	timeOut(bob, false, "bob a second before his third try (four time limits after his second lease)")
+	h.Clock.Advance(time.Second)
+	timeOut(bob, true, "bob's third try, due")
 	st, _ := h.S.Status(j.ID)
 	if !st.Complete || st.Failed != 1 || st.Retrying != 0 {
 		t.Errorf("status after five timeouts on two devices: %+v", st)

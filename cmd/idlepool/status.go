@@ -155,7 +155,7 @@ func retryingWords(n int64, trouble string, cancelled bool) string {
 	if cancelled {
 		what += ", not leased again: the job is cancelled"
 	} else {
-		what += ", leased again: to other devices first, to the same ones when no other connected device may take them"
+		what += ", leased again: to other devices first, to the same ones (after a wait that doubles) when no other connected device may take them"
 	}
 	if trouble != "" {
 		what += "; " + trouble

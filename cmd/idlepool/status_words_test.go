@@ -14,8 +14,8 @@ func TestRetryingWords(t *testing.T) {
 		want      string
 	}{
 		{1, "task 2 timed out on 2 devices; it ends unverified at 5 such failures", false,
-			"1 task" + failed + ", leased again: to other devices first, to the same ones when no other connected device may take them; task 2 timed out on 2 devices; it ends unverified at 5 such failures"},
-		{2, "", false, "2 tasks" + failed + ", leased again: to other devices first, to the same ones when no other connected device may take them"},
+			"1 task" + failed + ", leased again: to other devices first, to the same ones (after a wait that doubles) when no other connected device may take them; task 2 timed out on 2 devices; it ends unverified at 5 such failures"},
+		{2, "", false, "2 tasks" + failed + ", leased again: to other devices first, to the same ones (after a wait that doubles) when no other connected device may take them"},
 		{1, "", true, "1 task" + failed + ", not leased again: the job is cancelled"},
 	} {
 		if got := retryingWords(tc.n, tc.trouble, tc.cancelled); got != tc.want {
