@@ -157,7 +157,7 @@ func fromCanonical(canonical []byte, blobPath func(Digest) string, stored bool) 
 	if m.Verify, err = verifyFromCanonical(doc); err != nil {
 		return nil, bad("%v", err)
 	}
-	if err := m.normalise(); err != nil {
+	if err := m.normalise(nil); err != nil {
 		return nil, err
 	}
 	if !stored {

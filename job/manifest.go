@@ -1,6 +1,7 @@
 package job
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -135,24 +136,26 @@ type Requirements struct {
 func (r Requirements) IsZero() bool { return r == Requirements{} }
 
 func (r *Requirements) normalise(m *Manifest) error {
-	switch {
-	case r.GPUMemoryMiB < 0 || r.MemoryMiB < 0:
-		return m.fail("requirements", "memory must not be negative")
-	case (r.GPUMemoryMiB > 0 || r.GPUComputeCapability != "") && !r.GPU.Uses():
-		return m.fail("requirements.gpu", "gpu_memory_mib and gpu_compute_capability need gpu = true or gpu = \"optional\"")
+	var errs ManifestErrors
+	add := func(err error) { errs.add(m.Path, err) }
+	if r.GPUMemoryMiB < 0 || r.MemoryMiB < 0 {
+		add(m.fail("requirements", "memory must not be negative"))
+	}
+	if (r.GPUMemoryMiB > 0 || r.GPUComputeCapability != "") && !r.GPU.Uses() {
+		add(m.fail("requirements.gpu", "gpu_memory_mib and gpu_compute_capability need gpu = true or gpu = \"optional\""))
 	}
 	if c := r.GPUComputeCapability; c != "" {
 		var major, minor int
 		if n, err := fmt.Sscanf(c, "%d.%d", &major, &minor); n != 2 || err != nil || fmt.Sprintf("%d.%d", major, minor) != c {
-			return m.fail("requirements.gpu_compute_capability", "want MAJOR.MINOR such as \"8.0\", got %q", c)
+			add(m.fail("requirements.gpu_compute_capability", "want MAJOR.MINOR such as \"8.0\", got %q", c))
 		}
 	}
 	switch r.Prefer {
 	case "", "memory", "cores", "gpu_memory":
 	default:
-		return m.fail("requirements.prefer", "want \"memory\", \"cores\" or \"gpu_memory\", got %q", r.Prefer)
+		add(m.fail("requirements.prefer", "want \"memory\", \"cores\" or \"gpu_memory\", got %q", r.Prefer))
 	}
-	return nil
+	return errs.err()
 }
 
 // Duration is a time.Duration written in TOML as a string such as "90s" or
@@ -253,24 +256,32 @@ func ParseManifest(name, dir string, data []byte) (*Manifest, error) {
 	if err := notManifest(name, data); err != nil {
 		return nil, err
 	}
-	m, errs, sections := decodeManifest(name, data)
+	m, errs, text := decodeManifest(name, data)
 	if m == nil {
 		return nil, errs.err()
 	}
 	m.Dir, m.Path = dir, name
+	errs = append(errs, checkGroupByTypes(name, data, m.Merge, text)...)
 	var checks ManifestErrors
-	if err := checkGroupByTypes(name, data, m.Merge); err != nil {
-		errs.add(name, err)
-		return nil, errs.err()
-	}
-	checks.add(name, m.normalise())
+	checks.add(name, m.normalise(text))
 	for _, e := range checks {
-		// A problem of a section whose text has one already (a merge
+		// A problem of a field whose text has one already (a merge
 		// entry without its misspelt rule) follows from that one.
-		if !sections[fieldSection(e.Field)] {
+		if !text.doubt(e.Field) {
+			text.keys.place(e, e.Field)
 			errs = append(errs, e)
 		}
 	}
+	// Those with a line in file order, then the others as checked.
+	unplaced := func(e *ManifestError) int {
+		if e.Line == 0 {
+			return 1
+		}
+		return 0
+	}
+	slices.SortStableFunc(errs, func(a, b *ManifestError) int {
+		return cmp.Or(cmp.Compare(unplaced(a), unplaced(b)), cmp.Compare(a.Line, b.Line), cmp.Compare(a.Column, b.Column))
+	})
 	if err := errs.err(); err != nil {
 		return nil, err
 	}
@@ -317,8 +328,9 @@ func tomlError(file string, data []byte, err error) *ManifestError {
 
 // checkGroupByTypes refuses a group_by that is neither a string nor a list
 // (group_by = 3): the TOML decoder hands any plain value to
-// GroupKeys.UnmarshalText as text.
-func checkGroupByTypes(file string, data []byte, merges []MergeSpec) error {
+// GroupKeys.UnmarshalText as text. Each such group_by is a problem of the
+// text, added to text's doubts.
+func checkGroupByTypes(file string, data []byte, merges []MergeSpec, text *manifestText) ManifestErrors {
 	if !slices.ContainsFunc(merges, func(s MergeSpec) bool { return len(s.GroupBy) > 0 }) {
 		return nil
 	}
@@ -326,17 +338,23 @@ func checkGroupByTypes(file string, data []byte, merges []MergeSpec) error {
 		Merge []map[string]any `toml:"merge"`
 	}
 	if err := toml.Unmarshal(data, &raw); err != nil {
-		return &ManifestError{File: file, Msg: err.Error()}
+		return ManifestErrors{{File: file, Msg: err.Error()}}
 	}
+	var errs ManifestErrors
 	for i, e := range raw.Merge {
 		switch v := e["group_by"].(type) {
 		case nil, string, []any: // a list's elements were decoded as strings
 		default:
-			return &ManifestError{File: file, Field: fmt.Sprintf("merge[%d].group_by", i),
-				Msg: fmt.Sprintf("want a string or a list of strings, got %s", tomlKind(v))}
+			key := fmt.Sprintf("merge[%d].group_by", i)
+			me := &ManifestError{File: file, Field: key, Msg: fmt.Sprintf("want a string or a list of strings, got %s", tomlKind(v))}
+			if k, ok := text.keys.find(key); ok && k.valueLine > 0 {
+				me.Line, me.Column = k.valueLine, k.valueCol
+			}
+			errs = append(errs, me)
+			text.doubts = append(text.doubts, textDoubt{key: key})
 		}
 	}
-	return nil
+	return errs
 }
 
 var typeErrorRE = regexp.MustCompile(`cannot decode TOML (\w+(?: \w+)?) into (?:struct field \S+|a Go value) of type (\S+)`)
@@ -375,12 +393,13 @@ func (m *Manifest) resolve(p string) string {
 }
 
 // normalise checks every field, resolves paths and fills defaults. It
-// reports the first problem of each section (the name, the program, each
-// input, the split, each merge entry, each derived value, the
-// requirements, the policy, [verify]) at once, leaving out the checks
-// that need a section with a problem (derived values need the merge
-// entries, [verify] the policy): a *ManifestError or ManifestErrors.
-func (m *Manifest) normalise() error {
+// reports every problem it finds at once (a *ManifestError or
+// ManifestErrors), one for each field at most, leaving out the checks
+// that need a field with a problem: a derived value that names a merge
+// entry with a problem, [verify] min_quorum when the policy's quorum has
+// one. text, when not nil, is the manifest's text: where its keys are,
+// and which of them have problems already (see decodeManifest).
+func (m *Manifest) normalise(text *manifestText) error {
 	var errs ManifestErrors
 	add := func(err error) bool {
 		errs.add(m.Path, err)
@@ -410,10 +429,11 @@ func (m *Manifest) normalise() error {
 		}
 	}
 	add(m.checkSplit())
-	mergeOK := len(m.Merge) > 0
-	if !mergeOK {
+	if len(m.Merge) == 0 {
 		add(m.fail("merge", "missing: at least one [[merge]] entry saying how task results combine"))
 	}
+	// entryOK[i]: merge entry i has no problem, in its text or its fields.
+	entryOK := make([]bool, len(m.Merge))
 	seen := map[string]bool{}
 	for i := range m.Merge {
 		s := &m.Merge[i]
@@ -424,35 +444,66 @@ func (m *Manifest) normalise() error {
 			s.Name = s.Rule
 		}
 		field := fmt.Sprintf("merge[%d]", i)
+		entryOK[i] = !text.doubt(field)
 		if seen[s.Name] {
-			mergeOK = add(m.fail(field, "two merge entries are named %q; give one a distinct name = \"...\"", s.Name)) && mergeOK
+			add(m.fail(field, "two merge entries are named %q; give one a distinct name = \"...\"", s.Name))
+			entryOK[i] = false
 			continue
 		}
 		seen[s.Name] = true
 		if err := s.Validate(); err != nil {
-			mergeOK = add(m.fail(field, "%v", err)) && mergeOK
+			e := m.fail(field, "%v", err).(*ManifestError)
+			if se, ok := errors.AsType[*mergeSpecError](err); ok && se.key != "" && text != nil {
+				text.keys.place(e, field+"."+se.key)
+			}
+			add(e)
+			entryOK[i] = false
 		}
 	}
-	if mergeOK && add(m.checkCollectTask()) {
-		for _, name := range slices.Sorted(maps.Keys(m.Derive)) {
-			add(m.checkDerive(name))
-		}
+	if !slices.Contains(entryOK, false) {
+		add(m.checkCollectTask())
+	}
+	for _, name := range slices.Sorted(maps.Keys(m.Derive)) {
+		add(m.checkDerive(name, func(ref string) bool {
+			named := false
+			for i, ms := range m.Merge {
+				if ref == ms.Name || strings.HasPrefix(ref, ms.Name+".") {
+					named = true
+					if !entryOK[i] {
+						return false
+					}
+				}
+			}
+			return len(m.Merge) > 0 && (named || !text.mayName(ref, len(m.Merge)))
+		}))
 	}
 	add(m.Requirements.normalise(m))
-	if add(m.Policy.normalise(m)) {
-		add(m.Verify.normalise(m))
+	add(m.Policy.normalise(m))
+	p := m.Policy
+	quorumOK := p.Redundancy >= 1 && p.Quorum >= 1 && p.Quorum <= p.Redundancy &&
+		!text.doubt("policy.quorum") && !text.doubt("policy.redundancy")
+	var verify ManifestErrors
+	verify.add(m.Path, m.Verify.normalise(m))
+	for _, e := range verify {
+		if quorumOK || e.Field != "verify.min_quorum" {
+			errs = append(errs, e)
+		}
 	}
 	return errs.err()
 }
 
 // checkDerive checks the [derive] expression name: it must parse and name
-// only scalars the merge entries give.
-func (m *Manifest) checkDerive(name string) error {
+// only scalars the merge entries give. Only the names that check says to
+// are checked: a name of a merge entry with a problem may be right.
+func (m *Manifest) checkDerive(name string, check func(ref string) bool) error {
 	e, err := ParseExpr(m.Derive[name])
 	if err != nil {
 		return m.fail("derive."+name, "%v", err)
 	}
 	for _, ref := range e.Names() {
+		if !check(ref) {
+			continue
+		}
 		if err := m.checkScalarName(ref); err != nil {
 			return m.fail("derive."+name, "%v", err)
 		}
@@ -485,39 +536,46 @@ func (p *Policy) normalise(m *Manifest) error {
 	if p.TaskCost == 0 {
 		p.TaskCost = 1
 	}
+	var errs ManifestErrors
+	add := func(err error) { errs.add(m.Path, err) }
 	switch {
 	case p.Redundancy < 1:
-		return m.fail("policy.redundancy", "want at least 1, got %d", p.Redundancy)
+		add(m.fail("policy.redundancy", "want at least 1, got %d", p.Redundancy))
 	case p.Quorum < 1 || p.Quorum > p.Redundancy:
-		return m.fail("policy.quorum", "want 1..redundancy (%d), got %d", p.Redundancy, p.Quorum)
-	case p.LeaseTimeout.Duration < time.Second:
-		return m.fail("policy.lease_timeout", "want at least 1s, got %s", p.LeaseTimeout.Duration)
-	case p.MemoryMiB < 1 || p.MemoryMiB > MaxMemoryMiB:
-		return m.fail("policy.memory_mib", "want 1..%d MiB, got %d", MaxMemoryMiB, p.MemoryMiB)
-	case p.StdoutMiB < 1 || p.StdoutMiB > MaxStdoutMiB:
-		return m.fail("policy.stdout_mib", "want 1..%d MiB, got %d: a task's result may be at most %d MiB, the most a worker captures and a pool accepts",
-			MaxStdoutMiB, p.StdoutMiB, MaxStdoutMiB)
-	case p.TimeLimit.Duration < 100*time.Millisecond:
-		return m.fail("policy.time_limit", "want at least 100ms, got %s", p.TimeLimit.Duration)
+		add(m.fail("policy.quorum", "want 1..redundancy (%d), got %d", p.Redundancy, p.Quorum))
+	}
 	// The job ID holds durations in whole milliseconds (see canonical).
+	switch {
+	case p.LeaseTimeout.Duration < time.Second:
+		add(m.fail("policy.lease_timeout", "want at least 1s, got %s", p.LeaseTimeout.Duration))
 	case p.LeaseTimeout.Duration%time.Millisecond != 0:
-		return m.fail("policy.lease_timeout", "want whole milliseconds, got %s", p.LeaseTimeout.Duration)
+		add(m.fail("policy.lease_timeout", "want whole milliseconds, got %s", p.LeaseTimeout.Duration))
+	}
+	if p.MemoryMiB < 1 || p.MemoryMiB > MaxMemoryMiB {
+		add(m.fail("policy.memory_mib", "want 1..%d MiB, got %d", MaxMemoryMiB, p.MemoryMiB))
+	}
+	if p.StdoutMiB < 1 || p.StdoutMiB > MaxStdoutMiB {
+		add(m.fail("policy.stdout_mib", "want 1..%d MiB, got %d: a task's result may be at most %d MiB, the most a worker captures and a pool accepts",
+			MaxStdoutMiB, p.StdoutMiB, MaxStdoutMiB))
+	}
+	switch {
+	case p.TimeLimit.Duration < 100*time.Millisecond:
+		add(m.fail("policy.time_limit", "want at least 100ms, got %s", p.TimeLimit.Duration))
 	case p.TimeLimit.Duration%time.Millisecond != 0:
-		return m.fail("policy.time_limit", "want whole milliseconds, got %s", p.TimeLimit.Duration)
-	case !(p.TaskCost > 0 && p.TaskCost <= 1e15):
-		return m.fail("policy.task_cost", "want a positive number of cost units, got %v", p.TaskCost)
+		add(m.fail("policy.time_limit", "want whole milliseconds, got %s", p.TimeLimit.Duration))
+	}
+	if !(p.TaskCost > 0 && p.TaskCost <= 1e15) {
+		add(m.fail("policy.task_cost", "want a positive number of cost units, got %v", p.TaskCost))
 	}
 	if p.CostParam != "" {
-		if err := m.checkCostParam(p.CostParam); err != nil {
-			return err
-		}
+		add(m.checkCostParam(p.CostParam))
 	}
 	switch p.Participants {
 	case "open", "invite", "owner":
 	default:
-		return m.fail("policy.participants", "want \"open\", \"invite\" or \"owner\", got %q", p.Participants)
+		add(m.fail("policy.participants", "want \"open\", \"invite\" or \"owner\", got %q", p.Participants))
 	}
-	return nil
+	return errs.err()
 }
 
 // checkCollectTask refuses a whole-result collect when another entry
@@ -712,10 +770,17 @@ func validName(s string) bool {
 // MaxTasks bounds how many tasks one job may have.
 const MaxTasks = 1 << 32
 
+// checkSplit checks the [split] table: every problem of its rule's
+// fields, and of each grid axis.
 func (m *Manifest) checkSplit() error {
 	s := &m.Split
+	var errs ManifestErrors
+	add := func(err error) bool {
+		errs.add(m.Path, err)
+		return err == nil
+	}
 	if err := checkParams("split.params", s.Params); err != nil {
-		return m.fail("split.params", "%v", err)
+		add(m.fail("split.params", "%v", err))
 	}
 	// The rule sets these in every task's params; a constant of the same
 	// name would be silently overwritten.
@@ -725,7 +790,7 @@ func (m *Manifest) checkSplit() error {
 	}
 	for _, name := range ruleParams[s.Rule] {
 		if _, clash := s.Params[name]; clash {
-			return m.fail("split.params."+name, "the %s rule sets %q in every task's params; choose another name", s.Rule, name)
+			add(m.fail("split.params."+name, "the %s rule sets %q in every task's params; choose another name", s.Rule, name))
 		}
 	}
 	needTasks := func() error {
@@ -744,51 +809,54 @@ func (m *Manifest) checkSplit() error {
 		return nil
 	}
 	if s.Format != "" && s.Rule != "kfold" && s.Rule != "chunks" {
-		return m.fail("split.format", "applies only to the kfold and chunks rules, which read rows of a file")
+		add(m.fail("split.format", "applies only to the kfold and chunks rules, which read rows of a file"))
 	}
 	switch s.Rule {
 	case "range", "replicas":
-		return needTasks()
+		add(needTasks())
 	case "grid":
 		if len(s.Grid) == 0 {
-			return m.fail("split.grid", "missing: a grid needs at least one axis, e.g. T = [1.5, 2.0]")
+			add(m.fail("split.grid", "missing: a grid needs at least one axis, e.g. T = [1.5, 2.0]"))
+			break
 		}
-		total := int64(1)
-		for name := range s.Grid {
+		total, counted := int64(1), true
+		for _, name := range slices.Sorted(maps.Keys(s.Grid)) {
 			if _, clash := s.Params[name]; clash {
-				return m.fail("split.grid."+name, "also set in split.params; a name is either constant or an axis")
+				counted = add(m.fail("split.grid."+name, "also set in split.params; a name is either constant or an axis")) && counted
+				continue
 			}
 			n, err := s.checkGridAxis(name)
 			if err != nil {
-				return m.fail("split.grid."+name, "%v", err)
+				counted = add(m.fail("split.grid."+name, "%v", err)) && counted
+				continue
 			}
-			total *= n
-			if total > MaxTasks {
-				return m.fail("split.grid", "the grid has more than %d points", int64(MaxTasks))
+			if n > 0 && total > MaxTasks/n {
+				total = MaxTasks + 1
+			} else {
+				total *= n
 			}
 		}
-		return nil
+		if counted && total > MaxTasks {
+			add(m.fail("split.grid", "the grid has more than %d points", int64(MaxTasks)))
+		}
 	case "kfold":
 		if s.K < 2 || s.K > 1000 {
-			return m.fail("split.k", "want 2..1000 folds, got %d", s.K)
+			add(m.fail("split.k", "want 2..1000 folds, got %d", s.K))
 		}
-		if err := needInput(); err != nil {
-			return err
-		}
-		return m.checkFormat()
+		add(needInput())
+		add(m.checkFormat())
 	case "chunks":
 		if s.ChunkBytes < 1 {
-			return m.fail("split.chunk_bytes", "want a positive chunk size in bytes, got %d", s.ChunkBytes)
+			add(m.fail("split.chunk_bytes", "want a positive chunk size in bytes, got %d", s.ChunkBytes))
 		}
-		if err := needInput(); err != nil {
-			return err
-		}
-		return m.checkFormat()
+		add(needInput())
+		add(m.checkFormat())
 	case "":
-		return m.fail("split.rule", "missing: one of range, grid, replicas, kfold, chunks")
+		add(m.fail("split.rule", "missing: one of range, grid, replicas, kfold, chunks"))
 	default:
-		return m.fail("split.rule", "unknown rule %q: want one of range, grid, replicas, kfold, chunks", s.Rule)
+		add(m.fail("split.rule", "unknown rule %q: want one of range, grid, replicas, kfold, chunks", s.Rule))
 	}
+	return errs.err()
 }
 
 // checkFormat checks split.format of a kfold or chunks split, or fills in

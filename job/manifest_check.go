@@ -2,7 +2,6 @@ package job
 
 import (
 	"bytes"
-	"cmp"
 	"errors"
 	"fmt"
 	"reflect"
@@ -10,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/pelletier/go-toml/v2"
-	"github.com/pelletier/go-toml/v2/unstable"
 )
 
 // This file finds every problem of a manifest's text at once: a file that
@@ -19,8 +17,9 @@ import (
 // line and column, so that an author fixes them in one go.
 
 // ManifestErrors is every problem found in one manifest, those with a
-// line in file order first, then those of fields (a missing name, a rule
-// that does not fit) in the order the manifest's sections are checked.
+// line in file order first (a problem of a field has the line and column
+// of its key), then those of fields the text lacks (a missing name) in
+// the order the manifest's sections are checked.
 // ParseManifest returns it when it found more than one problem, and the
 // *ManifestError itself when it found one. errors.As finds the first
 // *ManifestError in it, and errors.Is(err, ErrManifest) holds.
@@ -125,23 +124,19 @@ const maxManifestErrors = 50
 // its text: a syntax error (after which nothing more can be read: m is
 // nil), every value of the wrong type (each one's key is blanked out and
 // the rest decoded again) and every unknown key, with a suggestion.
-// sections holds the first part of every key with a problem, and of
-// every suggested key, so that the caller can leave out problems that
-// follow from them (an entry without its misspelt rule).
-func decodeManifest(file string, data []byte) (m *Manifest, errs ManifestErrors, sections map[string]bool) {
-	sections = map[string]bool{}
-	defer func() {
-		slices.SortStableFunc(errs, func(a, b *ManifestError) int {
-			return cmp.Or(cmp.Compare(a.Line, b.Line), cmp.Compare(a.Column, b.Column))
-		})
-	}()
-	kvs, perr := indexKeyvals(data)
+// text says where the keys are and which have problems (and the keys
+// suggested for them), so that the caller can place the problems of
+// fields and leave out those that follow from a problem of the text (an
+// entry without its misspelt rule).
+func decodeManifest(file string, data []byte) (m *Manifest, errs ManifestErrors, text *manifestText) {
+	keys, perr := indexKeys(data)
+	text = &manifestText{keys: keys}
 	work := bytes.Clone(data)
 	for range maxManifestErrors {
 		var dm Manifest
 		err := toml.NewDecoder(bytes.NewReader(work)).DisallowUnknownFields().Decode(&dm)
 		if err == nil {
-			return &dm, errs, sections
+			return &dm, errs, text
 		}
 		if strict, ok := errors.AsType[*toml.StrictMissingError](err); ok && len(strict.Errors) > 0 {
 			for _, de := range strict.Errors {
@@ -149,87 +144,84 @@ func decodeManifest(file string, data []byte) (m *Manifest, errs ManifestErrors,
 				key := []string(de.Key())
 				msg, suggested := unknownKeyWords(key)
 				errs = append(errs, &ManifestError{File: file, Line: row, Column: col, Field: strings.Join(key, "."), Msg: msg})
-				sections[key[0]] = true
-				if suggested != "" {
-					sections[strings.SplitN(suggested, ".", 2)[0]] = true
+				d := textDoubt{key: strings.Join(key, ".")}
+				if k, ok := keys.at(row, col); ok {
+					d.key = k.path
 				}
+				if suggested != "" {
+					d.suggested = suggested
+					if i := strings.LastIndexByte(d.key, '.'); i >= 0 {
+						d.suggested = d.key[:i+1] + suggested[strings.LastIndexByte(suggested, '.')+1:]
+					}
+				}
+				text.doubts = append(text.doubts, d)
 			}
-			return &dm, errs, sections
+			return &dm, errs, text
 		}
 		me := tomlError(file, work, err)
 		if perr != nil { // the text does not parse: nothing more to read
-			return nil, append(errs, me), sections
+			return nil, append(errs, me), text
 		}
-		kv, ok := keyvalOf(kvs, me, work)
+		kv, ok := keyvalOf(keys, me, work)
 		if !ok {
-			return nil, append(errs, me), sections
+			return nil, append(errs, me), text
 		}
 		if me.Line == 0 {
-			me.Line = lineOf(work, kv.start)
+			me.Line, me.Column = kv.line, kv.col
+			if kv.valueLine > 0 {
+				me.Line, me.Column = kv.valueLine, kv.valueCol
+			}
 		}
 		errs = append(errs, me)
-		sections[strings.SplitN(kv.path, ".", 2)[0]] = true
-		if me.Field != "" {
-			sections[strings.SplitN(me.Field, ".", 2)[0]] = true
-		}
+		text.doubts = append(text.doubts, textDoubt{key: kv.path})
 		blank(work[kv.start:kv.end])
 	}
-	return nil, errs, sections
+	return nil, errs, text
 }
 
-// keyval is one top-level `key = value` expression of a TOML document:
-// its full key (the table's path, array tables without an index, and the
-// dotted key) and its byte range.
-type keyval struct {
-	path       string
-	start, end int
-}
-
-// indexKeyvals lists data's top-level key/value expressions, and the
-// parser's error if the text does not parse.
-func indexKeyvals(data []byte) ([]keyval, error) {
-	var p unstable.Parser
-	p.Reset(data)
-	var table []string
-	var kvs []keyval
-	for p.NextExpression() {
-		e := p.Expression()
-		switch e.Kind {
-		case unstable.Table, unstable.ArrayTable:
-			table = keyParts(e.Key())
-		case unstable.KeyValue:
-			path := append(slices.Clone(table), keyParts(e.Key())...)
-			kvs = append(kvs, keyval{path: strings.Join(path, "."), start: int(e.Raw.Offset), end: int(e.Raw.Offset + e.Raw.Length)})
+// keyvalOf finds the top-level key/value expression that a decoding
+// problem is about: the one on its line, or else the one of its field
+// (the problems go-toml reports without a position name their field).
+func keyvalOf(keys *manifestKeys, me *ManifestError, data []byte) (manifestKey, bool) {
+	var top []manifestKey
+	for _, k := range keys.keys {
+		if k.end > k.start {
+			top = append(top, k)
 		}
 	}
-	return kvs, p.Error()
-}
-
-func keyParts(it unstable.Iterator) []string {
-	var parts []string
-	for it.Next() {
-		parts = append(parts, string(it.Node().Data))
-	}
-	return parts
-}
-
-// keyvalOf finds the expression that a decoding problem is about: the one
-// on its line, or else the one of its field (the problems go-toml reports
-// without a position name their field).
-func keyvalOf(kvs []keyval, me *ManifestError, data []byte) (keyval, bool) {
-	for _, kv := range kvs {
-		if me.Line > 0 && lineOf(data, kv.start) <= me.Line && me.Line <= lineOf(data, kv.end) {
-			return kv, true
+	for _, k := range top {
+		if me.Line > 0 && lineOf(data, k.start) <= me.Line && me.Line <= lineOf(data, k.end) {
+			return k, true
 		}
 	}
 	if me.Line == 0 && me.Field != "" {
-		for _, kv := range kvs {
-			if kv.path == me.Field {
-				return kv, true
+		for _, k := range top {
+			if unindexed(k.path) == me.Field {
+				return k, true
 			}
 		}
 	}
-	return keyval{}, false
+	return manifestKey{}, false
+}
+
+// unindexed drops the indexes of array tables from a key's path, as
+// go-toml names keys: "merge.rule" of "merge[1].rule".
+func unindexed(path string) string {
+	var b strings.Builder
+	for len(path) > 0 {
+		i := strings.IndexByte(path, '[')
+		if i < 0 {
+			b.WriteString(path)
+			break
+		}
+		b.WriteString(path[:i])
+		j := strings.IndexByte(path[i:], ']')
+		if j < 0 {
+			break
+		}
+		path = path[i+j+1:]
+	}
+	return b.String()
 }
 
 // lineOf returns the 1-based line of byte offset off in data.

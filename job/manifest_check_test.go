@@ -2,6 +2,8 @@ package job
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -42,7 +44,7 @@ func TestParseManifestAllErrors(t *testing.T) {
 			want: []string{
 				`m.toml:9:8: merge.bins: want an integer, got a TOML string`,
 				`m.toml:11:14: policy.memory_mib: want an integer, got a TOML string`,
-				`m.toml:12: policy.time_limit: want a duration string such as "90s" or "5m", got 60`,
+				`m.toml:12:14: policy.time_limit: want a duration string such as "90s" or "5m", got 60`,
 				`m.toml:13:2: outputs: unknown field; the manifest's top level has name, description, link, program, inputs, split, merge, derive, policy, requirements, verify`,
 			},
 		},
@@ -63,13 +65,13 @@ func TestParseManifestAllErrors(t *testing.T) {
 			},
 		},
 		{
-			name: "problems in several sections, none in the text",
+			name: "problems in several sections, none in the text, those without a key last",
 			text: "program = \"p.wasm\"\n[split]\nrule = \"sweep\"\n[[merge]]\nrule = \"sum\"\nfield = \"v\"\n[[merge]]\nrule = \"average\"\nfield = \"w\"\n[policy]\nquorum = 3\n",
 			want: []string{
+				`m.toml:3:1: split.rule: unknown rule "sweep": want one of range, grid, replicas, kfold, chunks`,
+				`m.toml:8:1: merge[1]: merge "w": unknown rule "average" (want one of sum, stats, histogram, quantiles, topk, argmin, argmax, vector-mean, vector-sum, collect, concat)`,
+				`m.toml:11:1: policy.quorum: want 1..redundancy (2), got 3`,
 				`m.toml: name: missing: give the job a short name, e.g. name = "pi"`,
-				`m.toml: split.rule: unknown rule "sweep": want one of range, grid, replicas, kfold, chunks`,
-				`m.toml: merge[1]: merge "w": unknown rule "average" (want one of sum, stats, histogram, quantiles, topk, argmin, argmax, vector-mean, vector-sum, collect, concat)`,
-				`m.toml: policy.quorum: want 1..redundancy (2), got 3`,
 			},
 		},
 		{
@@ -97,6 +99,126 @@ func TestParseManifestAllErrors(t *testing.T) {
 			var list ManifestErrors
 			if got := errors.As(err, &list); got != (len(tc.want) > 1) {
 				t.Errorf("errors.As(err, ManifestErrors) = %v with %d problems", got, len(tc.want))
+			}
+		})
+	}
+}
+
+// TestLoadManifestEveryProblemPlaced: a manifest with problems of its text
+// and of its fields in every section gets all of them from one reading,
+// each with the line and column of its key (a wrong value's of the
+// value), in file order.
+func TestLoadManifestEveryProblemPlaced(t *testing.T) {
+	const text = `name = "bad"
+program = "p.wasm"
+
+[split]
+rule = "grid"
+
+[split.grid]
+T = [1.5, 2.0]
+x = { start = 0.0, stop = 1.0, step = -0.1 }
+
+[[merge]]
+feild = "v"
+rule = "sum"
+
+[[merge]]
+field = "w"
+rule = "summ"
+
+[derive]
+r = "4 * nothing / w"
+s = "w.mean"
+t = "v * 2"
+
+[policy]
+memory_mib = 8000
+time_limit = "5 minutes"
+redundancy = "two"
+participants = "everyone"
+`
+	path := filepath.Join(t.TempDir(), "bad1.toml")
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := LoadManifest(path)
+	if err == nil {
+		t.Fatal("LoadManifest succeeded")
+	}
+	want := []string{
+		path + `:9:1: split.grid.x: step = -0.1 moves away from stop = 1 (start = 0): want a positive step`,
+		path + `:12:1: merge.feild: unknown field; did you mean "field"?`,
+		path + `:17:1: merge[1]: merge "w": unknown rule "summ" (want one of sum, stats, histogram, quantiles, topk, argmin, argmax, vector-mean, vector-sum, collect, concat)`,
+		// s names merge "w", whose rule is wrong, and t the entry whose
+		// field is misspelt: neither is a problem of its own.
+		path + `:20:1: derive.r: "nothing" names no merged value: names start with a [[merge]] entry's name (sum, w), e.g. "sum" or "sum.count"`,
+		path + `:25:1: policy.memory_mib: want 1..4096 MiB, got 8000`,
+		path + `:26:14: policy.time_limit: want a duration such as "90s" or "5m": time: unknown unit " minutes" in duration "5 minutes"`,
+		path + `:27:14: policy.redundancy: want an integer, got a TOML string`,
+		path + `:28:1: policy.participants: want "open", "invite" or "owner", got "everyone"`,
+	}
+	if diff := cmp.Diff(want, strings.Split(err.Error(), "\n")); diff != "" {
+		t.Errorf("error lines (-want +got):\n%s", diff)
+	}
+	list, ok := errors.AsType[ManifestErrors](err)
+	if !ok {
+		t.Fatalf("error %T is not ManifestErrors", err)
+	}
+	for _, e := range list {
+		if e.Line == 0 || e.Column == 0 {
+			t.Errorf("%v: line %d, column %d; want both", e, e.Line, e.Column)
+		}
+	}
+}
+
+// TestParseManifestFollowingProblems: a problem of a field that follows
+// from a problem of the text is left out, and one that does not is kept.
+func TestParseManifestFollowingProblems(t *testing.T) {
+	const head = "name = \"x\"\nprogram = \"p.wasm\"\n[split]\nrule = \"range\"\ntasks = 2\n"
+	tests := []struct {
+		name string
+		text string
+		want []string
+	}{
+		{
+			name: "a mistyped quorum leaves min_quorum unchecked",
+			text: head + "[[merge]]\nrule = \"sum\"\nfield = \"v\"\n[policy]\nredundancy = 3\nquorum = \"3\"\n[verify]\nmin_quorum = 3\n",
+			want: []string{`m.toml:11:10: policy.quorum: want an integer, got a TOML string`},
+		},
+		{
+			name: "a derived value may name the entry a misspelt name was meant to name",
+			text: head + "[[merge]]\nrule = \"sum\"\nnmae = \"n\"\nfield = \"v\"\n[derive]\na = \"n * 2\"\nb = \"v * 2\"\nc = \"q\"\n",
+			want: []string{
+				`m.toml:8:1: merge.nmae: unknown field; did you mean "name"?`,
+				`m.toml:13:1: derive.c: "q" names no merged value: names start with a [[merge]] entry's name (v), e.g. "v" or "v.count"`,
+			},
+		},
+		{
+			name: "a problem of one merge entry's text leaves the others checked",
+			text: head + "[[merge]]\nrul = \"sum\"\nfield = \"v\"\n[[merge]]\nrule = \"sum\"\nfield = \"w\"\nbins = 3\n",
+			want: []string{
+				`m.toml:7:1: merge.rul: unknown field; did you mean "rule"?`,
+				`m.toml:12:1: merge[1]: merge "w": min, max and bins apply only to rule = "histogram"`,
+			},
+		},
+		{
+			name: "every axis of a grid",
+			text: "name = \"x\"\nprogram = \"p.wasm\"\n[split]\nrule = \"grid\"\n[split.grid]\nb = []\na = \"x\"\n[[merge]]\nrule = \"sum\"\nfield = \"v\"\n",
+			want: []string{
+				`m.toml:6:1: split.grid.b: want a non-empty list of values`,
+				`m.toml:7:1: split.grid.a: want a list of values, e.g. a = [1.5, 2.0], or a range, e.g. a = { start = 1.5, stop = 3.5, step = 0.05 }; got a string`,
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseManifest("m.toml", "/jobs", []byte(tc.text))
+			if err == nil {
+				t.Fatal("ParseManifest succeeded")
+			}
+			if diff := cmp.Diff(tc.want, strings.Split(err.Error(), "\n")); diff != "" {
+				t.Errorf("error lines (-want +got):\n%s", diff)
 			}
 		})
 	}

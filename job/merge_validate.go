@@ -44,7 +44,8 @@ const (
 var DefaultQuantiles = []float64{0.5, 0.9, 0.99}
 
 // mergeSpecError is a MergeSpec problem; errors.Is(err, ErrMergeSpec) holds.
-type mergeSpecError struct{ name, problem string }
+// key is the entry's key the problem is about ("rule"), "" for the entry.
+type mergeSpecError struct{ name, problem, key string }
 
 func (e *mergeSpecError) Error() string   { return fmt.Sprintf("merge %q: %s", e.name, e.problem) }
 func (e *mergeSpecError) Is(t error) bool { return t == ErrMergeSpec }
@@ -79,138 +80,151 @@ func numericRule(rule string) bool {
 // ErrMergeSpec) names the entry and what is expected, e.g.
 // `merge "energy": histogram needs min < max and bins >= 1`.
 func (s MergeSpec) Validate() error {
-	fail := func(format string, args ...any) error {
-		return &mergeSpecError{name: s.entryName(), problem: fmt.Sprintf(format, args...)}
+	failAt := func(key, format string, args ...any) error {
+		return &mergeSpecError{name: s.entryName(), problem: fmt.Sprintf(format, args...), key: key}
 	}
 	if !slices.Contains(mergeRules, s.Rule) {
 		if s.Rule == "" {
-			return fail("missing rule (want one of %s)", strings.Join(mergeRules, ", "))
+			return failAt("rule", "missing rule (want one of %s)", strings.Join(mergeRules, ", "))
 		}
-		return fail("unknown rule %q (want one of %s)", s.Rule, strings.Join(mergeRules, ", "))
+		return failAt("rule", "unknown rule %q (want one of %s)", s.Rule, strings.Join(mergeRules, ", "))
 	}
 	field, err := parseMergePath(s.Field)
 	if err != nil {
-		return fail("field: %v", err)
+		return failAt("field", "field: %v", err)
 	}
 	for _, p := range [...]struct{ what, path string }{{"key", s.Key}} {
 		q, err := parseMergePath(p.path)
 		if err != nil {
-			return fail("%s: %v", p.what, err)
+			return failAt(p.what, "%s: %v", p.what, err)
 		}
 		if q.star >= 0 {
-			return fail("%s cannot contain \"*\"", p.what)
+			return failAt(p.what, "%s cannot contain \"*\"", p.what)
 		}
 	}
 	if len(s.GroupBy) > MaxGroupKeys {
-		return fail("group_by lists %d paths, at most %d", len(s.GroupBy), MaxGroupKeys)
+		return failAt("group_by", "group_by lists %d paths, at most %d", len(s.GroupBy), MaxGroupKeys)
 	}
 	for i, g := range s.GroupBy {
 		q, err := parseMergePath(g)
 		switch {
 		case err != nil:
-			return fail("group_by: %v", err)
+			return failAt("group_by", "group_by: %v", err)
 		case g == "":
-			return fail("group_by: an empty path; list the result fields to group by, e.g. group_by = [\"alpha\", \"beta\"]")
+			return failAt("group_by", "group_by: an empty path; list the result fields to group by, e.g. group_by = [\"alpha\", \"beta\"]")
 		case q.star >= 0:
-			return fail("group_by cannot contain \"*\"")
+			return failAt("group_by", "group_by cannot contain \"*\"")
 		case slices.Contains(s.GroupBy[:i], g):
-			return fail("group_by: %q is listed twice", g)
+			return failAt("group_by", "group_by: %q is listed twice", g)
 		}
 	}
 	if field.star >= 0 && !numericRule(s.Rule) {
-		return fail("a \"*\" field works only with sum, stats, histogram, quantiles, vector-mean and vector-sum")
+		return failAt("field", "a \"*\" field works only with sum, stats, histogram, quantiles, vector-mean and vector-sum")
 	}
 	if numericRule(s.Rule) && s.Field == "" {
-		return fail("%s needs field = \"...\", the path of the number in each result", s.Rule)
+		return failAt("field", "%s needs field = \"...\", the path of the number in each result", s.Rule)
 	}
 
 	if s.Rule == RuleHistogram {
 		if s.Min == nil || s.Max == nil || !(*s.Min < *s.Max) || s.Bins < 1 ||
 			math.IsInf(*s.Max-*s.Min, 0) || math.IsInf(*s.Min, 0) || math.IsInf(*s.Max, 0) {
-			return fail("histogram needs min < max and bins >= 1 (finite)")
+			return failAt("min", "histogram needs min < max and bins >= 1 (finite)")
 		}
 		if s.Bins > MaxHistogramBins {
-			return fail("histogram has %d bins, at most %d", s.Bins, MaxHistogramBins)
+			return failAt("bins", "histogram has %d bins, at most %d", s.Bins, MaxHistogramBins)
 		}
 	} else if s.Min != nil || s.Max != nil || s.Bins != 0 {
-		return fail("min, max and bins apply only to rule = \"histogram\"")
+		return failAt(firstSet([]string{"min", "max", "bins"}, []bool{s.Min != nil, s.Max != nil, s.Bins != 0}),
+			"min, max and bins apply only to rule = \"histogram\"")
 	}
 
 	if s.Rule == RuleQuantiles {
 		if s.RelativeAccuracy != 0 && !(s.RelativeAccuracy >= MinRelativeAccuracy && s.RelativeAccuracy < 1) {
-			return fail("relative_accuracy must be in [%g, 1), got %g", MinRelativeAccuracy, s.RelativeAccuracy)
+			return failAt("relative_accuracy", "relative_accuracy must be in [%g, 1), got %g", MinRelativeAccuracy, s.RelativeAccuracy)
 		}
 		if len(s.Quantiles) > MaxQuantiles {
-			return fail("%d quantiles, at most %d", len(s.Quantiles), MaxQuantiles)
+			return failAt("quantiles", "%d quantiles, at most %d", len(s.Quantiles), MaxQuantiles)
 		}
 		for i, q := range s.Quantiles {
 			if !(q >= 0 && q <= 1) {
-				return fail("quantile %g is not in [0, 1]", q)
+				return failAt("quantiles", "quantile %g is not in [0, 1]", q)
 			}
 			if slices.Contains(s.Quantiles[:i], q) {
-				return fail("quantile %g is listed twice", q)
+				return failAt("quantiles", "quantile %g is listed twice", q)
 			}
 		}
 	} else if s.RelativeAccuracy != 0 || len(s.Quantiles) > 0 {
-		return fail("relative_accuracy and quantiles apply only to rule = \"quantiles\"")
+		return failAt(firstSet([]string{"relative_accuracy", "quantiles"}, []bool{s.RelativeAccuracy != 0, len(s.Quantiles) > 0}),
+			"relative_accuracy and quantiles apply only to rule = \"quantiles\"")
 	}
 
 	switch s.Rule {
 	case RuleTopK:
 		if s.K < 0 || s.K > MaxTopK {
-			return fail("k must be in 1..%d, got %d", MaxTopK, s.K)
+			return failAt("k", "k must be in 1..%d, got %d", MaxTopK, s.K)
 		}
 		if s.Order != "" && s.Order != "asc" && s.Order != "desc" {
-			return fail("order must be \"asc\" or \"desc\", got %q", s.Order)
+			return failAt("order", "order must be \"asc\" or \"desc\", got %q", s.Order)
 		}
 	case RuleArgmin, RuleArgmax:
 		if s.K > 1 || s.K < 0 {
-			return fail("%s keeps one result; use rule = \"topk\" for k = %d", s.Rule, s.K)
+			return failAt("k", "%s keeps one result; use rule = \"topk\" for k = %d", s.Rule, s.K)
 		}
 		if s.Order != "" {
-			return fail("%s has a fixed order; leave order unset", s.Rule)
+			return failAt("order", "%s has a fixed order; leave order unset", s.Rule)
 		}
 	default:
 		if s.K != 0 || s.Key != "" || s.Order != "" {
-			return fail("k, key and order apply only to topk, argmin and argmax")
+			return failAt(firstSet([]string{"k", "key", "order"}, []bool{s.K != 0, s.Key != "", s.Order != ""}),
+				"k, key and order apply only to topk, argmin and argmax")
 		}
 	}
 	if (s.Rule == RuleTopK || s.Rule == RuleArgmin || s.Rule == RuleArgmax) && s.Key == "" {
-		return fail("%s needs key = \"...\", the path of the number that ranks results", s.Rule)
+		return failAt("key", "%s needs key = \"...\", the path of the number that ranks results", s.Rule)
 	}
 
 	if s.Rule == RuleCollect {
 		if s.Field != "" && len(s.Fields) > 0 {
-			return fail("collect takes field or fields, not both")
+			return failAt("fields", "collect takes field or fields, not both")
 		}
 		for i, f := range s.Fields {
 			p, err := parseMergePath(f)
 			if err != nil {
-				return fail("fields: %v", err)
+				return failAt("fields", "fields: %v", err)
 			}
 			if p.segs == nil || p.star >= 0 {
-				return fail("fields: %q is not a plain path", f)
+				return failAt("fields", "fields: %q is not a plain path", f)
 			}
 			if f == "task" {
-				return fail("fields: \"task\" is the row's task index; rename the column")
+				return failAt("fields", "fields: \"task\" is the row's task index; rename the column")
 			}
 			if slices.Contains(s.Fields[:i], f) {
-				return fail("fields: %q is listed twice", f)
+				return failAt("fields", "fields: %q is listed twice", f)
 			}
 		}
 	} else if len(s.Fields) > 0 {
-		return fail("fields apply only to rule = \"collect\"")
+		return failAt("fields", "fields apply only to rule = \"collect\"")
 	}
 	if s.Rule == RuleCollect && s.Field == "task" {
-		return fail("field \"task\" clashes with the row's task index")
+		return failAt("field", "field \"task\" clashes with the row's task index")
 	}
 	if s.Rule == RuleConcat && s.Field == "" {
-		return fail("concat needs field = \"...\", the path of the text in each result")
+		return failAt("field", "concat needs field = \"...\", the path of the text in each result")
 	}
 	if s.Ordered() && len(s.GroupBy) > 0 {
-		return fail("%s writes one stream in task order; group_by does not apply", s.Rule)
+		return failAt("group_by", "%s writes one stream in task order; group_by does not apply", s.Rule)
 	}
 	return nil
+}
+
+// firstSet returns the first of keys whose set is true, "" if none is.
+func firstSet(keys []string, set []bool) string {
+	for i, k := range keys {
+		if set[i] {
+			return k
+		}
+	}
+	return ""
 }
 
 // withDefaults returns the spec with Name and the rule's defaults filled in.

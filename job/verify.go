@@ -89,21 +89,26 @@ func (v *Verify) normalise(m *Manifest) error {
 	if v.KnownAnswers != "" {
 		v.KnownAnswers = m.resolve(v.KnownAnswers)
 	}
-	if err := v.normaliseRule(m); err != nil {
-		return err
+	var errs ManifestErrors
+	errs.add(m.Path, v.normaliseRule(m))
+	if v.adaptiveZero() { // known_answers and the rule are not adaptive replication
+		return errs.err()
 	}
-	switch {
-	case v.adaptiveZero(): // known_answers and the rule are not adaptive replication
-		return nil
-	case v.MinQuorum < 0 || v.MinQuorum > m.Policy.Quorum:
-		return m.fail("verify.min_quorum", "want 1..policy.quorum (%d), got %d: it is the least number of agreeing replicas a task may be accepted with",
-			m.Policy.Quorum, v.MinQuorum)
-	case v.SpotCheck != nil && !(*v.SpotCheck >= 0 && *v.SpotCheck <= 1):
-		return m.fail("verify.spot_check", "want a probability from 0 (never check a trusted device) to 1 (always), such as 0.1, got %v", *v.SpotCheck)
-	case v.TrustAfter < 0:
-		return m.fail("verify.trust_after", "want a number of results, at least 1, got %d", v.TrustAfter)
-	case v.CheckWindow.Duration < 0 || v.CheckWindow.Duration%time.Millisecond != 0:
-		return m.fail("verify.check_window", "want a positive duration in whole milliseconds such as \"30m\", got %s", v.CheckWindow.Duration)
+	if v.MinQuorum < 0 || v.MinQuorum > m.Policy.Quorum {
+		errs.add(m.Path, m.fail("verify.min_quorum", "want 1..policy.quorum (%d), got %d: it is the least number of agreeing replicas a task may be accepted with",
+			m.Policy.Quorum, v.MinQuorum))
+	}
+	if v.SpotCheck != nil && !(*v.SpotCheck >= 0 && *v.SpotCheck <= 1) {
+		errs.add(m.Path, m.fail("verify.spot_check", "want a probability from 0 (never check a trusted device) to 1 (always), such as 0.1, got %v", *v.SpotCheck))
+	}
+	if v.TrustAfter < 0 {
+		errs.add(m.Path, m.fail("verify.trust_after", "want a number of results, at least 1, got %d", v.TrustAfter))
+	}
+	if v.CheckWindow.Duration < 0 || v.CheckWindow.Duration%time.Millisecond != 0 {
+		errs.add(m.Path, m.fail("verify.check_window", "want a positive duration in whole milliseconds such as \"30m\", got %s", v.CheckWindow.Duration))
+	}
+	if len(errs) > 0 {
+		return errs.err()
 	}
 	if v.MinQuorum == 0 {
 		v.MinQuorum = m.Policy.Quorum
