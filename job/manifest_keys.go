@@ -188,7 +188,7 @@ type manifestText struct {
 	doubts []textDoubt
 }
 
-// doubts reports whether a problem of the text may be why the field at
+// doubt reports whether a problem of the text may be why the field at
 // path is wrong: a problem at that key, in a table that holds it, or in
 // a key it holds, or an unknown key that was likely meant to be one of
 // them. A nil t has no doubts.
