@@ -295,7 +295,7 @@ func tomlError(file string, data []byte, err error) *ManifestError {
 	var de *toml.DecodeError
 	if errors.As(err, &de) {
 		row, col := de.Position()
-		return &ManifestError{File: file, Line: row, Column: col, Field: strings.Join(de.Key(), "."), Msg: plainTypeError(de.Error())}
+		return &ManifestError{File: file, Line: row, Column: col, Field: strings.Join(de.Key(), "."), Msg: PlainTypeError(de.Error())}
 	}
 	// go-toml hands a number, boolean or date to Duration.UnmarshalText and
 	// returns its error without a position: find the field here.
@@ -359,11 +359,13 @@ func checkGroupByTypes(file string, data []byte, merges []MergeSpec, text *manif
 
 var typeErrorRE = regexp.MustCompile(`cannot decode TOML (\w+(?: \w+)?) into (?:struct field \S+|a Go value) of type (\S+)`)
 
-// plainTypeError rewrites the TOML library's type mismatch, which names Go
+// PlainTypeError rewrites the TOML library's type mismatch, which names Go
 // types ("cannot decode TOML string into struct field job.SplitSpec.Tasks
-// of type int64"), in the manifest's terms ("want an integer, got a
-// string").
-func plainTypeError(msg string) string {
+// of type int64"), in the file's terms ("want an integer, got a TOML
+// string"); another message of the library comes back without its
+// "toml: " prefix. It serves every TOML file idlepool reads (manifests,
+// training files).
+func PlainTypeError(msg string) string {
 	m := typeErrorRE.FindStringSubmatch(msg)
 	if m == nil {
 		return strings.TrimPrefix(msg, "toml: ")

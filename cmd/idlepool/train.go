@@ -88,6 +88,12 @@ func loadTrainFile(path string) (*trainFile, error) {
 			return nil, &userError{Msg: fmt.Sprintf("%s: %s", path, strings.TrimSpace(sme.String())),
 				Hint: "a training file has name, description, program, rounds, shards, evaluate_every, evaluate_shards, model, [inputs], [params], [policy] and [requirements] (docs/author.md, Training)", Cause: err}
 		}
+		var de *toml.DecodeError
+		if errors.As(err, &de) {
+			row, col := de.Position()
+			return nil, &userError{Msg: fmt.Sprintf("%s:%d:%d: %s: %s", path, row, col, strings.Join(de.Key(), "."), job.PlainTypeError(de.Error())),
+				Hint: "see docs/author.md, Training, for what each key of a training file holds", Cause: err}
+		}
 		return nil, &userError{Msg: fmt.Sprintf("%s: %v", path, err), Cause: err}
 	}
 	sum := sha256.Sum256(b)
@@ -141,7 +147,7 @@ func (tf *trainFile) checkFiles(path string) error {
 		}
 		return nil
 	}
-	if err := missing("program", tf.Program, "build the program first (`make examples` builds the bundled ones)"); err != nil {
+	if err := missing("program", tf.Program, buildHint(tf.resolve(tf.Program))); err != nil {
 		return err
 	}
 	for _, k := range slices.Sorted(maps.Keys(tf.Inputs)) {
@@ -153,6 +159,17 @@ func (tf *trainFile) checkFiles(path string) error {
 		return missing("model", tf.Model, "model names the first model's file; without it the program's init mode makes one")
 	}
 	return nil
+}
+
+// buildHint says how to build the missing program at path: a bundled
+// example's by its make target (from the checkout), another by building
+// it.
+func buildHint(path string) string {
+	sep := string(filepath.Separator)
+	if i := strings.LastIndex(path, sep+"examples"+sep); i >= 0 && strings.HasSuffix(path, ".wasm") {
+		return fmt.Sprintf("build it first: from the checkout, `make %s`", filepath.ToSlash(path[i+1:]))
+	}
+	return "build it first (GOOS=wasip1 GOARCH=wasm go build, or examples/build-guest.sh for C and Rust)"
 }
 
 // resolve makes p absolute, relative to the training file's directory.

@@ -925,3 +925,31 @@ func TestTrainFileRequirements(t *testing.T) {
 		t.Errorf("without [requirements] the grad job asks for gpu %s", g)
 	}
 }
+
+// A missing program's hint names the make target that builds a bundled
+// example (make examples does not build the training examples), and how
+// to build one's own program otherwise.
+func TestTrainBuildHint(t *testing.T) {
+	sep := string(filepath.Separator)
+	for path, want := range map[string]string{
+		filepath.Join(sep+"src", "idlepool", "examples", "fashion", "fashion.wasm"): "build it first: from the checkout, `make examples/fashion/fashion.wasm`",
+		filepath.Join(sep+"home", "me", "mine", "prog.wasm"):                        "build it first (GOOS=wasip1 GOARCH=wasm go build, or examples/build-guest.sh for C and Rust)",
+	} {
+		if got := buildHint(path); got != want {
+			t.Errorf("buildHint(%q) = %q, want %q", path, got, want)
+		}
+	}
+}
+
+// A value of the wrong type in a training file is named at its line and
+// column, in the file's terms, not the decoder's Go types.
+func TestTrainFileWrongType(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "train.toml")
+	if err := os.WriteFile(path, []byte("name = \"x\"\nprogram = \"p.wasm\"\nshards = \"4\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := loadTrainFile(path)
+	if want := path + ":3:10: shards: want an integer, got a TOML string"; err == nil || err.Error() != want {
+		t.Errorf("loadTrainFile = %v, want %q", err, want)
+	}
+}
