@@ -90,8 +90,8 @@ func Describe(st pool.JobStatus, l offers.Listing, live []offers.Offer, now time
 			if !slices.Contains(owners, o.Owner) {
 				owners = append(owners, o.Owner)
 			}
-			if o.State != idle.StateComputing {
-				idleWhy = append(idleWhy, stateText(o))
+			if why, off := notComputing(o); off {
+				idleWhy = append(idleWhy, why)
 			}
 			ownOnly = false
 			continue
@@ -148,8 +148,9 @@ func Describe(st pool.JobStatus, l offers.Listing, live []offers.Offer, now time
 	return a
 }
 
-// donorsLine summarises the live offers: "0 of 4 donors computing: 4
-// waiting (idle time unknown)".
+// donorsLine summarises the live offers: "0 of 4 donors computing: 3
+// waiting (for its owner), 1 not heard from for over a minute" (an offer
+// the pool marks Silent counts as such, whatever its state).
 func donorsLine(live []offers.Offer) string {
 	if len(live) == 0 {
 		return "no donor offers compute in this pool"
@@ -157,10 +158,10 @@ func donorsLine(live []offers.Offer) string {
 	var computing int
 	var rest []string
 	for _, o := range live {
-		if o.State == idle.StateComputing {
-			computing++
+		if why, off := notComputing(o); off {
+			rest = append(rest, why)
 		} else {
-			rest = append(rest, stateText(o))
+			computing++
 		}
 	}
 	line := fmt.Sprintf("%d of %s computing", computing, plural(int64(len(live)), "donor"))
@@ -168,6 +169,20 @@ func donorsLine(live []offers.Offer) string {
 		line += ": " + groupText(rest)
 	}
 	return line
+}
+
+// notComputing says why the donor of offer o does not compute, and
+// whether it does not: its state with its hold ("waiting (for its
+// owner)"), or, for an offer the pool marks Silent, that the device was
+// not heard from for over a minute, whatever its offer says.
+func notComputing(o offers.Offer) (string, bool) {
+	switch {
+	case o.Silent:
+		return "not heard from for over a minute", true
+	case o.State != idle.StateComputing:
+		return stateText(o), true
+	}
+	return "", false
 }
 
 // stateText is an offer's state with its coarse hold: "waiting (for its

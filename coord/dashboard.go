@@ -144,6 +144,21 @@ func (d *dashboard) noteSeen(peer string, now time.Time) {
 	d.seen[peer] = now
 }
 
+// silent reports whether peer made no signed request for more than
+// DashboardSilentAfter before now (or none since the coordinator
+// started). It takes only the dashboard's lock, which is never held while
+// calling the Scheduler, so the Scheduler may call it (Present).
+func (d *dashboard) silent(peer string, now time.Time) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.silentLocked(peer, now)
+}
+
+func (d *dashboard) silentLocked(peer string, now time.Time) bool {
+	seen, ok := d.seen[peer]
+	return !ok || now.Sub(seen) > DashboardSilentAfter
+}
+
 // noteRegistration records the kind of device that registered, from its
 // request: a web browser's User-Agent starts with "Mozilla/".
 func (d *dashboard) noteRegistration(peer string, r *http.Request) {
@@ -210,16 +225,16 @@ func (s *Server) dashboardData(w http.ResponseWriter, r *http.Request) error {
 	for _, o := range s.offers.live(now) {
 		live[o.Peer] = DashboardPeer{State: o.State, Hold: o.Hold}
 	}
+	peers := s.sched.Peers() // before the dashboard's lock: Present takes it under the Scheduler's
 	s.dash.mu.Lock()
-	for _, p := range s.sched.Peers() {
+	for _, p := range peers {
 		if len(out.Peers) == dashboardMaxPeers {
 			break
 		}
 		dp := live[p.ID]
 		dp.Peer, dp.Owner, dp.Kind = p.ID, p.Owner, s.dash.kinds[p.ID]
 		dp.Connection = connectionWord(s.transfers.device(p.ID))
-		seen, ok := s.dash.seen[p.ID]
-		dp.Silent = !ok || now.Sub(seen) > DashboardSilentAfter
+		dp.Silent = s.dash.silentLocked(p.ID, now)
 		out.Peers = append(out.Peers, dp)
 	}
 	for _, o := range s.dash.owners {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"idlepool/offers"
 	"idlepool/pool"
 	"idlepool/web/webtest"
 )
@@ -304,5 +305,16 @@ func TestDashboardSilentDevice(t *testing.T) {
 	}
 	if p := got[carol.ID()]; p.Silent {
 		t.Errorf("carol, who just called: %+v, want not silent", p)
+	}
+	// The live offers say so too (GET /v1/offers), for the owner's
+	// progress line; asking is carol's signed request.
+	var live []offers.Offer
+	ts.do(t, carol, "GET", "/v1/offers", nil).decode(t, &live)
+	silent := map[string]bool{}
+	for _, o := range live {
+		silent[o.Peer] = o.Silent
+	}
+	if len(live) != 2 || !silent[bob.ID()] || silent[carol.ID()] {
+		t.Errorf("GET /v1/offers: %d offers, silent %v; want bob's marked silent and carol's not", len(live), silent)
 	}
 }

@@ -200,9 +200,11 @@ func (s *Server) listOffers(w http.ResponseWriter, r *http.Request, _ call) erro
 	if err := noQuery(r); err != nil {
 		return err
 	}
-	live := s.offers.live(s.cfg.Now())
+	now := s.cfg.Now()
+	live := s.offers.live(now)
 	for i := range live {
 		live[i].OwnerProfile = s.profiles.get(live[i].Owner)
+		live[i].Silent = s.dash.silent(live[i].Peer, now)
 	}
 	writeJSON(w, http.StatusOK, live)
 	return nil

@@ -217,7 +217,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 		Trust:  cfg.Trust,
 		Present: func(peer string, now time.Time) bool {
 			_, ok := s.offers.get(peer, now)
-			return ok
+			return ok && !s.dash.silent(peer, now)
 		},
 
 		MaxTimeouts: cfg.MaxTimeouts,

@@ -41,6 +41,11 @@ type Offer struct {
 	// adds it to the offers it lists (GET /v1/offers) when the owner gave
 	// one; a peer does not send it. Check it with Profile.Verify.
 	OwnerProfile *identity.Profile `json:"owner_profile,omitempty"`
+	// Silent is set by the pool in the offers it lists (GET /v1/offers),
+	// not by the peer and not part of Canonical: the device has made no
+	// signed request for over a minute (a closed browser tab, a machine
+	// switched off), so its offer, not yet expired, may no longer hold.
+	Silent bool `json:"silent,omitempty"`
 }
 
 // Accept is what the donor accepts from this pool. CPU (WebAssembly) tasks
