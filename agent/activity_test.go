@@ -74,7 +74,11 @@ func TestDescribe(t *testing.T) {
 			Quorum: "50 results waiting: task 7 needs a third agreeing owner: 2 owners agree with each other against 2 others, and no other owner of the pool may compute it"}},
 		{"a donor not heard from, its offer not expired (a closed tab)", st, []offers.Offer{
 			offer("p1", "ida", idle.StateComputing, idle.HoldNone, 8192),
-			func() offers.Offer { o := offer("p2", "idb", idle.StateComputing, idle.HoldNone, 8192); o.Silent = true; return o }(),
+			func() offers.Offer {
+				o := offer("p2", "idb", idle.StateComputing, idle.HoldNone, 8192)
+				o.Silent = true
+				return o
+			}(),
 		}, Activity{Donors: "1 of 2 donors computing: 1 not heard from for over a minute", Matching: 2, Owners: 2}},
 		{"cancelled", func() pool.JobStatus { s := st; s.Cancelled = true; return s }(), nil, Activity{
 			Donors: "no donor offers compute in this pool", Stuck: "the job was cancelled by its owner: it leases nothing more"}},
