@@ -18,8 +18,8 @@ type Cause int
 
 // The causes of a task failure, as CauseOf tells them apart.
 const (
-	// CauseProgram: the program trapped, exited non-zero, wrote no JSON,
-	// wrote too much or is not a runnable module.
+	// CauseProgram: the program trapped, exited non-zero, wrote no JSON
+	// or wrote too much.
 	CauseProgram Cause = iota
 	// CauseData: the program exited with ExitDataError: its input data is
 	// wrong (a text cell where a number belongs, a ragged row).
@@ -34,6 +34,11 @@ const (
 	// CauseMachine: the worker process died under the task, which says
 	// something about this machine, not about the job.
 	CauseMachine
+	// CauseModule: the program is not a module the worker runs (not
+	// WebAssembly, neither a WASI command nor a reactor, built for
+	// GOOS=js, importing what no worker offers): the way it was built
+	// is at fault.
+	CauseModule
 )
 
 // CauseOf reads a failed task's reason (TaskFailure.Reason, the body of a
@@ -56,6 +61,8 @@ func CauseOf(reason string) Cause {
 		return CauseMemory
 	case prefix(worker.FailureWorkerDied, ""):
 		return CauseMachine
+	case prefix(worker.FailureBadModule, ""):
+		return CauseModule
 	}
 	return CauseProgram
 }

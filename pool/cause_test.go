@@ -18,7 +18,7 @@ func TestCauseOf(t *testing.T) {
 		{fail(worker.FailureExitStatus, "exit status 1") + "; program log: error: boom", CauseProgram},
 		{fail(worker.FailureExitStatus, "exit status 650"), CauseProgram},
 		{fail(worker.FailureTrap, "wasm error: unreachable"), CauseProgram},
-		{fail(worker.FailureBadModule, "compile: bad magic"), CauseProgram},
+		{fail(worker.FailureBadModule, "compile: bad magic"), CauseModule},
 		{fail(worker.FailureOutputTooLarge, "stdout exceeded 16777216 bytes"), CauseProgram},
 		{"malformed result: stdout is not one JSON object: it was empty", CauseProgram},
 		{malformedResult + `merge "energy": field energy: missing`, CauseResult},

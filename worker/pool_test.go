@@ -147,6 +147,8 @@ func TestFailures(t *testing.T) {
 		{name: "hash mismatch", req: hostileWith("echo", func(r *Request) { r.ModuleSHA256 = strings.Repeat("ab", 32) }), kind: FailureBadModule, message: "SHA-256"},
 		{name: "not wasm", req: module("text.wasm", []byte("hello, world")), kind: FailureBadModule, message: "not a WebAssembly module"},
 		{name: "no _start", req: module("reactor.wasm", wasmModule(typeVoid, funcType0, exportMain0, codeEmpty)), kind: FailureBadModule, message: "_start"},
+		{name: "GOOS=js: imports gojs", req: module("js.wasm", wasmModule(typeVoid, importGoJS, funcType0, exportStart1, codeEmpty)), kind: FailureBadModule, message: "GOOS=wasip1 GOARCH=wasm go build"},
+		{name: "GOOS=js: run and resume", req: module("js.wasm", wasmModule(typeVoid, funcType0, exportRunResume0, codeEmpty)), kind: FailureBadModule, message: "built for GOOS=js"},
 		{name: "imports env", req: module("env.wasm", wasmModule(typeVoid, importEnvF, funcType0, exportStart1, codeEmpty)), kind: FailureBadModule, message: "env.f"},
 		{name: "memory minimum over limit", req: func() Request {
 			r := module("bigmem.wasm", wasmModule(typeVoid, funcType0, memoryMin32, exportStart0, codeEmpty))

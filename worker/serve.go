@@ -323,6 +323,9 @@ func readModule(path string) ([]byte, error) {
 // may import WASI functions and idlepool_cuda functions only (no imported
 // memory, table or global from elsewhere).
 func checkProgram(m wazero.CompiledModule, reactor bool) *Failure {
+	if goJS(m) {
+		return &Failure{Kind: FailureBadModule, Message: "not a WASI command: a Go program built for GOOS=js (browsers, by wasm_exec.js); build it with GOOS=wasip1 GOARCH=wasm go build"}
+	}
 	entries := []string{"_start"}
 	if reactor {
 		entries = []string{ReactorInitExport, ReactorTaskExport}
@@ -350,6 +353,22 @@ func checkProgram(m wazero.CompiledModule, reactor bool) *Failure {
 		return &Failure{Kind: FailureBadModule, Message: fmt.Sprintf("imports memory %s.%s: modules must define their own", mod, name)}
 	}
 	return nil
+}
+
+// goJS reports whether m is a Go program built with GOOS=js GOARCH=wasm:
+// it imports from Go's "gojs" module, or exports run and resume (how
+// wasm_exec.js starts and wakes it) and no _start.
+func goJS(m wazero.CompiledModule) bool {
+	for _, fn := range m.ImportedFunctions() {
+		if mod, _, _ := fn.Import(); mod == "gojs" {
+			return true
+		}
+	}
+	ex := m.ExportedFunctions()
+	_, start := ex["_start"]
+	_, run := ex["run"]
+	_, resume := ex["resume"]
+	return !start && run && resume
 }
 
 // run runs one task. It calls started once the module is ready to run. Task

@@ -377,6 +377,8 @@ func failureHint(reason, command string) string {
 		return "raise policy.time_limit in the manifest if the task needs longer (a busy machine makes tasks slower; --workers N runs fewer at once), " + again
 	case pool.CauseMemory:
 		return fmt.Sprintf("raise policy.memory_mib in the manifest (at most %d) if the task needs more, ", job.MaxMemoryMiB) + again
+	case pool.CauseModule:
+		return "the worker cannot run the program as it was built (the reason above says why): build it as a WASI command, GOOS=wasip1 GOARCH=wasm go build (docs/author.md, \"The program ABI\"), " + strings.Replace(again, "manifest or input", "program", 1)
 	case pool.CauseMachine:
 		if command == "submit" {
 			return "a worker process died under the task, which says more about that machine than the program"

@@ -210,6 +210,39 @@ rule = "sum"
 	noStrayWorkers(t, home)
 }
 
+// A Go program built with GOOS=js instead of wasip1 is named as such, and
+// the hint says how to build it. The module is made by hand: it imports
+// gojs.f and exports run and resume, as a GOOS=js build does.
+func TestProgramBuiltForJS(t *testing.T) {
+	dir := t.TempDir()
+	mod := []byte("\x00asm\x01\x00\x00\x00" +
+		"\x01\x04\x01\x60\x00\x00" + // type 0: [] -> []
+		"\x02\x0a\x01\x04gojs\x01f\x00\x00" + // import gojs.f of type 0
+		"\x03\x02\x01\x00" + // function 1 of type 0
+		"\x07\x10\x02\x03run\x00\x01\x06resume\x00\x01" + // export run and resume
+		"\x0a\x04\x01\x02\x00\x0b") // body: end
+	if err := os.WriteFile(filepath.Join(dir, "prog.wasm"), mod, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m := filepath.Join(dir, "job.toml")
+	if err := os.WriteFile(m, []byte("name = \"js\"\nprogram = \"prog.wasm\"\n[split]\nrule = \"range\"\ntasks = 2\n[[merge]]\nfield = \"x\"\nrule = \"sum\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := idlepool(t, t.TempDir(), "run", m)
+	if out.code != 1 {
+		t.Fatalf("exit %d, want 1; stderr:\n%s", out.code, out.stderr)
+	}
+	for _, w := range []string{
+		"every task failed; the first: task 0: worker: task failed: bad-module: not a WASI command: a Go program built for GOOS=js",
+		"build it with GOOS=wasip1 GOARCH=wasm go build\n",
+		"hint: the worker cannot run the program as it was built",
+	} {
+		if !strings.Contains(out.stderr, w) {
+			t.Errorf("stderr lacks %q:\n%s", w, out.stderr)
+		}
+	}
+}
+
 // A task that runs past its time limit failed on this machine, not in the
 // program: the run says so on its last line, and running the same command
 // again computes that task, and only it, again. (The time limit leaves the
