@@ -190,17 +190,17 @@ func cmdRun(ctx context.Context, g *globals, args []string) error {
 	if *verify && err == nil && out.Failed == 0 {
 		fmt.Fprintf(g.stderr, "verified: every task was computed twice, on two worker processes, and the results agreed %s\n", verifyRuleWords(m.Verify))
 	}
-	if rerr := retryError(err, out); rerr != nil {
+	if rerr := retryError(err, out, *asJSON); rerr != nil {
 		return rerr
 	}
-	return outcomeError(err, out, "run")
+	return outcomeError(err, out, "run", *asJSON)
 }
 
 // retryError explains a run whose failures include some that depend on
 // this machine (pool.TaskFailure.Retry): its last line says which tasks
 // the next run of the same command computes again. It is nil when there
-// are none.
-func retryError(err error, out *pool.Outcome) error {
+// are none. asJSON says which output the message points to.
+func retryError(err error, out *pool.Outcome, asJSON bool) error {
 	var causes []string
 	tasks := map[string][]int64{}
 	n := 0
@@ -225,7 +225,7 @@ func retryError(err error, out *pool.Outcome) error {
 	if n == 1 {
 		them = "it"
 	}
-	msg := fmt.Sprintf("%d of %d tasks failed; the result leaves them out (see \"failures\")", out.Failed, out.Total)
+	msg := fmt.Sprintf("%d of %d tasks failed; the result leaves them out (%s)", out.Failed, out.Total, seeFailures(asJSON))
 	if int64(n) == out.Failed {
 		msg = fmt.Sprintf("%d of %d tasks did not finish on this machine; the result leaves %s out for now", n, out.Total, them)
 	}
@@ -234,6 +234,25 @@ func retryError(err error, out *pool.Outcome) error {
 		Hint:  strings.Join(parts, ", ") + "; run the same command again to retry " + them + " (only " + them + ")",
 		Cause: err,
 	}
+}
+
+// seeFailures points to where the output lists the failed tasks: the
+// "failures" of --json, the "failed" lines of the plain output.
+func seeFailures(asJSON bool) string {
+	if asJSON {
+		return `see "failures"`
+	}
+	return `see the "failed" lines`
+}
+
+// seeEntryFailures points to where the output lists the tasks a merge
+// entry wrote no row for: the "entry_failures" of --json, the "no row"
+// lines of the plain output.
+func seeEntryFailures(asJSON bool) string {
+	if asJSON {
+		return `see "entry_failures"`
+	}
+	return `see the "no row" lines`
 }
 
 // taskList shows task indexes as "task 3" or "tasks 3, 7, 9, …".
@@ -310,8 +329,9 @@ func printOutcome(g *globals, m *job.Manifest, out *pool.Outcome, asJSON bool) e
 // every task failed (err is pool.ErrAllFailed), some did, a collect entry
 // could not write some rows, or a derived value is missing. The hint
 // follows what the first failure points at (the data, the program, the
-// merge entries, a limit); command is "run" or "submit", for its wording.
-func outcomeError(err error, out *pool.Outcome, command string) error {
+// merge entries, a limit); command is "run" or "submit", for its wording,
+// and asJSON says which output the message points to.
+func outcomeError(err error, out *pool.Outcome, command string, asJSON bool) error {
 	switch {
 	case errors.Is(err, pool.ErrAllFailed):
 		return &userError{
@@ -321,13 +341,13 @@ func outcomeError(err error, out *pool.Outcome, command string) error {
 		}
 	case out.Failed > 0:
 		return &userError{
-			Msg:  fmt.Sprintf("%d of %d tasks failed; the result leaves them out (see \"failures\"); the first: task %d: %s", out.Failed, out.Total, out.Failures[0].Index, reasonLine(out.Failures[0].Reason)),
+			Msg:  fmt.Sprintf("%d of %d tasks failed; the result leaves them out (%s); the first: task %d: %s", out.Failed, out.Total, seeFailures(asJSON), out.Failures[0].Index, reasonLine(out.Failures[0].Reason)),
 			Hint: failureHint(out.Failures[0].Reason, command),
 		}
 	case len(out.EntryFailures) > 0:
 		f := out.EntryFailures[0]
 		return &userError{
-			Msg:  fmt.Sprintf("merge %q wrote no row for some tasks (see \"entry_failures\"); the first: task %d: %s", f.Entry, f.Task, f.Problem),
+			Msg:  fmt.Sprintf("merge %q wrote no row for some tasks (%s); the first: task %d: %s", f.Entry, seeEntryFailures(asJSON), f.Task, f.Problem),
 			Hint: "the other merge entries have every task; to get all rows, list the columns: fields = [\"a\", \"b\"] in that [[merge]] entry",
 		}
 	case len(out.DeriveErrors) > 0:

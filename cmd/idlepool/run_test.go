@@ -210,6 +210,35 @@ rule = "sum"
 	noStrayWorkers(t, home)
 }
 
+// When some tasks fail, the last line points to where the output lists
+// them: the "failed" lines of the plain output, "failures" of --json.
+func TestSomeTasksFailNamesWhereTheyAreListed(t *testing.T) {
+	m := writeManifest(t, "params", `name = "some fail"
+program = "prog.wasm"
+[split]
+rule = "grid"
+[split.grid]
+v = [1, "a"]
+[[merge]]
+field = "v"
+rule = "sum"
+`)
+	for _, tc := range []struct {
+		args           []string
+		stderr, stdout string
+		notStderr      string
+	}{
+		{[]string{"run", m}, `idlepool: 1 of 2 tasks failed; the result leaves them out (see the "failed" lines); the first: task 1: `, "\nfailed   task 1: ", `"failures"`},
+		{[]string{"run", m, "--json"}, `idlepool: 1 of 2 tasks failed; the result leaves them out (see "failures"); the first: task 1: `, `"failures": [`, `"failed"`},
+	} {
+		out := idlepool(t, t.TempDir(), tc.args...)
+		if out.code != 1 || !strings.Contains(out.stderr, tc.stderr) || strings.Contains(out.stderr, tc.notStderr) || !strings.Contains(out.stdout, tc.stdout) {
+			t.Errorf("%v: exit %d, want 1, stderr with %q (not %q) and stdout with %q\nstdout:\n%s\nstderr:\n%s",
+				tc.args, out.code, tc.stderr, tc.notStderr, tc.stdout, out.stdout, out.stderr)
+		}
+	}
+}
+
 // A Go program built with GOOS=js instead of wasip1 is named as such, and
 // the hint says how to build it. The module is made by hand: it imports
 // gojs.f and exports run and resume, as a GOOS=js build does.

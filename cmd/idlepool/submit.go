@@ -73,7 +73,7 @@ func cmdSubmit(ctx context.Context, g *globals, args []string) error {
 		if perr := printOutcome(g, m, res, *asJSON); perr != nil {
 			return perr
 		}
-		return outcomeError(err, res, "the program fails on every task: fix it and submit again (a changed program is a new job)")
+		return outcomeError(err, res, "submit", *asJSON)
 	}
 	// Followed, the job's files are offered from here before any device
 	// can lease a task of it, so the first devices fetch them from this
@@ -344,5 +344,5 @@ func followJob(ctx context.Context, g *globals, s *session, j *job.Job, asJSON b
 			fmt.Fprintf(g.stderr, "results: all %d fetched from the devices that computed them (%s)\n", n, agent.ByteSize(b))
 		}
 	}
-	return outcomeError(err, out, "submit")
+	return outcomeError(err, out, "submit", asJSON)
 }

@@ -75,7 +75,7 @@ func TestFollowTellsTimeoutsAndEnds(t *testing.T) {
 		t.Errorf("submit --follow: exit %d, want 1 and %q\nstdout:\n%s\nstderr:\n%s", code, failed, stdout, stderr)
 	}
 	for _, want := range []string{
-		"idlepool: 1 of 2 tasks failed; the result leaves them out (see \"failures\"); the first: task 0: unverified: timed out on 3 devices, after 2s each",
+		"idlepool: 1 of 2 tasks failed; the result leaves them out (see the \"failed\" lines); the first: task 0: unverified: timed out on 3 devices, after 2s each",
 		"hint: raise policy.time_limit in the manifest if the task needs longer (the pool tried it on several devices",
 	} {
 		if !strings.Contains(string(stderr), want) {
