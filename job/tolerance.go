@@ -67,14 +67,25 @@ func (v Verify) Agree(a, b []byte) bool {
 	return v.agreeValue("", x, y)
 }
 
-// UnmatchedTolerances returns, sorted, the fields of [verify.tolerance]
-// that name no member of result, one task's JSON object: most likely a
-// misspelt field, whose numbers are then compared exactly. A field names
-// a member when the result has a value at that dotted path (members of
-// objects inside arrays count under the array's path, as Agree reads
-// them). Nil when the rule is not "tolerance" or result is not a JSON
-// object.
-func (v Verify) UnmatchedTolerances(result []byte) []string {
+// UnmatchedTolerance is a field of [verify.tolerance] that names no member
+// of a task's result.
+type UnmatchedTolerance struct {
+	// Field is the field as [verify.tolerance] names it.
+	Field string
+	// Closest is the result's member, as a dotted path, that Field most
+	// likely meant: at most two edits away and named by no other field of
+	// [verify.tolerance]; "" when there is none.
+	Closest string
+}
+
+// UnmatchedTolerances returns, sorted by field, the fields of
+// [verify.tolerance] that name no member of result, one task's JSON
+// object: most likely a misspelt field, whose numbers are then compared
+// exactly. A field names a member when the result has a value at that
+// dotted path (members of objects inside arrays count under the array's
+// path, as Agree reads them). Nil when the rule is not "tolerance" or
+// result is not a JSON object.
+func (v Verify) UnmatchedTolerances(result []byte) []UnmatchedTolerance {
 	if !v.tolerant() {
 		return nil
 	}
@@ -98,13 +109,20 @@ func (v Verify) UnmatchedTolerances(result []byte) []string {
 		}
 	}
 	walk("", x)
-	var out []string
-	for p := range v.Tolerances {
-		if !paths[p] {
-			out = append(out, p)
+	var free []string // members no tolerance names
+	for p := range paths {
+		if _, ok := v.Tolerances[p]; !ok && p != "" {
+			free = append(free, p)
 		}
 	}
-	slices.Sort(out)
+	slices.Sort(free)
+	var out []UnmatchedTolerance
+	for p := range v.Tolerances {
+		if !paths[p] {
+			out = append(out, UnmatchedTolerance{Field: p, Closest: closest(p, free)})
+		}
+	}
+	slices.SortFunc(out, func(a, b UnmatchedTolerance) int { return strings.Compare(a.Field, b.Field) })
 	return out
 }
 

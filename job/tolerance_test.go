@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -263,10 +262,14 @@ func FuzzVerifyAgree(f *testing.F) {
 func TestUnmatchedTolerances(t *testing.T) {
 	v := job.Verify{Rule: job.RuleTolerance, Tolerances: map[string]job.Tolerance{
 		"price": {Abs: 1e-4}, "prize": {Abs: 1e-4}, "stats.mean": {Rel: 1e-6}, "rows.x": {Abs: 1}, "stats.none": {Abs: 1},
+		"mean_step": {Abs: 1}, "stats.sd": {Abs: 1},
 	}}
-	got := v.UnmatchedTolerances([]byte(`{"price": 10.4, "stats": {"mean": 1.5}, "rows": [{"x": 1}, {"x": 2}]}`))
-	if want := []string{"prize", "stats.none"}; !slices.Equal(got, want) {
-		t.Errorf("UnmatchedTolerances = %v, want %v", got, want)
+	got := v.UnmatchedTolerances([]byte(`{"price": 10.4, "stats": {"mean": 1.5, "sdev": 2}, "rows": [{"x": 1}, {"x": 2}], "mean_steps": 3}`))
+	// prize is as close to price as mean_step to mean_steps, but price
+	// has a tolerance of its own.
+	want := []job.UnmatchedTolerance{{Field: "mean_step", Closest: "mean_steps"}, {Field: "prize"}, {Field: "stats.none"}, {Field: "stats.sd", Closest: "stats.sdev"}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("UnmatchedTolerances (-want +got):\n%s", diff)
 	}
 	if got := v.UnmatchedTolerances([]byte(`[1, 2]`)); got != nil {
 		t.Errorf("for a result that is not an object: %v, want nil", got)

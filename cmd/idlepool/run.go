@@ -142,6 +142,9 @@ func cmdRun(ctx context.Context, g *globals, args []string) error {
 	}
 	gpus, gpuNames, noGPU := soloGPUs(g, *cpuOnly)
 	fmt.Fprint(g.stderr, gpuLine(gpuNames, m.Requirements.GPU, noGPU))
+	// unmatched are the fields of [verify.tolerance] that the first
+	// result seen does not have; written once, before RunSolo returns.
+	var unmatched []job.UnmatchedTolerance
 	if m.Verify.Rule == job.RuleTolerance {
 		// A tolerance naming no field of the results is most likely a
 		// typo; its numbers are then compared exactly.
@@ -149,14 +152,15 @@ func cmdRun(ctx context.Context, g *globals, args []string) error {
 		show := cfg.Result
 		cfg.Result = func(t job.Task, result []byte) {
 			once.Do(func() {
-				if u := m.Verify.UnmatchedTolerances(result); len(u) > 0 {
+				unmatched = m.Verify.UnmatchedTolerances(result)
+				if len(unmatched) > 0 {
 					prog.clear()
 					shown := bytes.TrimSpace(result)
 					if len(shown) > 200 {
 						shown = append(shown[:200:200], "…"...)
 					}
 					fmt.Fprintf(g.stderr, "warning: [verify.tolerance] %s: no such field in task %d's result (%s); numbers there are compared exactly\n",
-						strings.Join(u, ", "), t.Index, shown)
+						unmatchedWords(unmatched), t.Index, shown)
 				}
 			})
 			if show != nil {
@@ -188,7 +192,7 @@ func cmdRun(ctx context.Context, g *globals, args []string) error {
 		fmt.Fprintln(g.stderr, line)
 	}
 	if *verify && err == nil && out.Failed == 0 {
-		fmt.Fprintf(g.stderr, "verified: every task was computed twice, on two worker processes, and the results agreed %s\n", verifyRuleWords(m.Verify))
+		fmt.Fprintf(g.stderr, "verified: every task was computed twice, on two worker processes, and the results agreed %s\n", verifyRuleWords(m.Verify, unmatched))
 	}
 	if rerr := retryError(err, out, *asJSON); rerr != nil {
 		return rerr
@@ -721,11 +725,34 @@ func (p *progressPrinter) finish() {
 	}
 }
 
-// verifyRuleWords says how --verify compared a task's two results.
-func verifyRuleWords(v job.Verify) string {
+// verifyRuleWords says how --verify compared a task's two results,
+// naming only the fields of [verify.tolerance] the results have (those
+// not in unmatched).
+func verifyRuleWords(v job.Verify, unmatched []job.UnmatchedTolerance) string {
 	if v.Rule != job.RuleTolerance || len(v.Tolerances) == 0 {
 		return "byte for byte"
 	}
-	fields := slices.Sorted(maps.Keys(v.Tolerances))
+	var fields []string
+	for _, f := range slices.Sorted(maps.Keys(v.Tolerances)) {
+		if !slices.ContainsFunc(unmatched, func(u job.UnmatchedTolerance) bool { return u.Field == f }) {
+			fields = append(fields, f)
+		}
+	}
+	if len(fields) == 0 {
+		return "byte for byte (no field of [verify.tolerance] is in the results)"
+	}
 	return "within [verify.tolerance] for " + strings.Join(fields, ", ") + ", and byte for byte elsewhere"
+}
+
+// unmatchedWords names the fields of [verify.tolerance] that a result
+// does not have, each with the field it most likely meant.
+func unmatchedWords(unmatched []job.UnmatchedTolerance) string {
+	parts := make([]string, len(unmatched))
+	for i, u := range unmatched {
+		parts[i] = u.Field
+		if u.Closest != "" {
+			parts[i] += fmt.Sprintf(" (did you mean %q?)", u.Closest)
+		}
+	}
+	return strings.Join(parts, ", ")
 }

@@ -210,6 +210,41 @@ rule = "sum"
 	noStrayWorkers(t, home)
 }
 
+// A misspelt field of [verify.tolerance] is named in a warning with the
+// field it most likely meant, and the closing line of --verify names only
+// the fields the results have.
+func TestVerifyToleranceNamesOnlyFieldsThatExist(t *testing.T) {
+	m := writeManifest(t, "params", `name = "tolerance typo"
+program = "prog.wasm"
+[split]
+rule = "range"
+tasks = 2
+[split.params]
+mean_steps = 1.5
+sd = 0.5
+[[merge]]
+field = "mean_steps"
+rule = "stats"
+[verify]
+rule = "tolerance"
+[verify.tolerance]
+mean_step = { abs = 0.1 }
+sd = { abs = 0.1 }
+`)
+	out := idlepool(t, t.TempDir(), "run", m, "--verify", "--workers", "2")
+	if out.code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", out.code, out.stderr)
+	}
+	for _, w := range []string{
+		`warning: [verify.tolerance] mean_step (did you mean "mean_steps"?): no such field in task `,
+		"the results agreed within [verify.tolerance] for sd, and byte for byte elsewhere\n",
+	} {
+		if !strings.Contains(out.stderr, w) {
+			t.Errorf("stderr lacks %q:\n%s", w, out.stderr)
+		}
+	}
+}
+
 // When some tasks fail, the last line points to where the output lists
 // them: the "failed" lines of the plain output, "failures" of --json.
 func TestSomeTasksFailNamesWhereTheyAreListed(t *testing.T) {
