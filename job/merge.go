@@ -341,6 +341,9 @@ func (e *mergeEntry) prepareValues(obj map[string]any, index int64) *ResultError
 		for i, g := range e.groups {
 			v, rerr := g.lookup(obj)
 			if rerr != nil {
+				// A grid axis's name is a likely mistake here: it is
+				// in the task's params, not in its result.
+				rerr.Problem += "; group_by reads each task's result, not its params: have the program write " + g.text + " into its result"
 				return rerr
 			}
 			if texts[i], rerr = groupKeyText(v, g.text); rerr != nil {

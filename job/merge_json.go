@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"math/big"
 	"slices"
@@ -164,9 +165,54 @@ func walkResult(v any, segs []string) (any, bool) {
 func (p mergePath) lookup(root map[string]any) (any, *ResultError) {
 	v, ok := walkResult(root, p.segs)
 	if !ok {
-		return nil, resultFieldError(p.text, "missing")
+		return nil, resultFieldError(p.text, "missing%s", missingWhere(root, p.segs))
 	}
 	return v, nil
+}
+
+// maxListedMembers is how many members of an object a message about a
+// missing field lists.
+const maxListedMembers = 12
+
+// missingWhere says more about segs, a path walkResult did not find in
+// root, for the message that it is missing: the members of the object
+// where the path breaks off (the result's, or a nested object's) and the
+// one it most likely meant, so that "step" points to "steps"; or that a
+// value on the way is not an object.
+func missingWhere(root map[string]any, segs []string) string {
+	var v any = root
+	for i, seg := range segs {
+		at := mergePathOrWhole(strings.Join(segs[:i], "."))
+		obj, ok := v.(map[string]any)
+		if !ok {
+			kind := resultKind(v)
+			return fmt.Sprintf(": %s is %s %s, not an object", at, article(kind), kind)
+		}
+		if v, ok = obj[seg]; ok {
+			continue
+		}
+		if len(obj) == 0 {
+			return fmt.Sprintf(" (%s is an empty object)", at)
+		}
+		keys := slices.Sorted(maps.Keys(obj))
+		hint := ""
+		if best := closest(seg, keys); best != "" {
+			hint = fmt.Sprintf("; did you mean %q?", joinMergePath(strings.Join(segs[:i], "."), best, strings.Join(segs[i+1:], ".")))
+		}
+		if len(keys) > maxListedMembers {
+			keys = append(keys[:maxListedMembers:maxListedMembers], fmt.Sprintf("… (%d in all)", len(obj)))
+		}
+		return fmt.Sprintf(" (%s has %s)%s", at, strings.Join(keys, ", "), hint)
+	}
+	return ""
+}
+
+// article is "an" before a JSON kind that starts with a vowel, else "a".
+func article(kind string) string {
+	if strings.ContainsRune("aeiou", rune(kind[0])) {
+		return "an"
+	}
+	return "a"
 }
 
 // expand calls fn for every value the path names, with the key matched by
@@ -183,7 +229,7 @@ func (p mergePath) expand(root map[string]any, fn func(star, at string, v any) *
 	prefix := strings.Join(p.segs[:p.star], ".")
 	v, ok := walkResult(root, p.segs[:p.star])
 	if !ok {
-		return resultFieldError(p.text, "missing %s", mergePathOrWhole(prefix))
+		return resultFieldError(p.text, "missing %s%s", prefix, missingWhere(root, p.segs[:p.star]))
 	}
 	obj, ok := v.(map[string]any)
 	if !ok {

@@ -363,6 +363,34 @@ func allRuleSpecs() []MergeSpec {
 
 const goodAllRuleResult = `{"inside":3,"energy":0.5,"T":1,"lat":2,"loss":0.25,"params":{"lr":0.1},"grad":[1,2,3],"cols":{"a":1}}`
 
+// A missing field's message lists the members where its path breaks off
+// and the one it most likely meant.
+func TestMissingFieldWords(t *testing.T) {
+	root, err := decodeResult([]byte(`{"params":{"ls":1,"momentum":0.9},"n":3,"e":{}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ path, want string }{
+		{"params.lr", `field params.lr: missing (params has ls, momentum); did you mean "params.ls"?`},
+		{"param.lr", `field param.lr: missing (the result has e, n, params); did you mean "params.lr"?`},
+		{"n.x", `field n.x: missing: n is a number, not an object`},
+		{"e.x", `field e.x: missing (e is an empty object)`},
+		{"zzz", `field zzz: missing (the result has e, n, params)`},
+	} {
+		p, err := parseMergePath(tc.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, rerr := p.lookup(root)
+		if rerr == nil {
+			t.Fatalf("%s: found", tc.path)
+		}
+		if got := strings.TrimPrefix(rerr.Error(), "merge: "); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.path, got, tc.want)
+		}
+	}
+}
+
 func TestMergeAddRejectsBadResults(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -375,7 +403,14 @@ func TestMergeAddRejectsBadResults(t *testing.T) {
 		{"string in an array", `{"inside":[1,"2"],"energy":0.5,"T":1,"lat":2,"loss":0.25,"params":{},"grad":[1,2,3],"cols":{}}`,
 			`merge "inside": field inside[1]: want a number, got string`, ErrBadResult},
 		{"missing field", `{"energy":0.5,"T":1,"lat":2,"loss":0.25,"params":{},"grad":[1,2,3],"cols":{}}`,
-			`merge "inside": field inside: missing`, ErrBadResult},
+			`merge "inside": field inside: missing (the result has T, cols, energy, grad, lat, loss, params)`, ErrBadResult},
+		{"missing field, a close one", `{"insides":3,"energy":0.5,"T":1,"lat":2,"loss":0.25,"params":{},"grad":[1,2,3],"cols":{}}`,
+			`merge "inside": field inside: missing (the result has T, cols, energy, grad, insides, lat, loss, params); did you mean "insides"?`, ErrBadResult},
+		{"missing group_by field", `{"inside":3,"energy":0.5,"t":1,"lat":2,"loss":0.25,"params":{},"grad":[1,2,3],"cols":{}}`,
+			`merge "energy": field T: missing (the result has cols, energy, grad, inside, lat, loss, params, t); did you mean "t"?; ` +
+				`group_by reads each task's result, not its params: have the program write T into its result`, ErrBadResult},
+		{"missing star prefix", `{"inside":3,"energy":0.5,"T":1,"lat":2,"loss":0.25,"params":{},"grad":[1,2,3],"col":{}}`,
+			`merge "cols": field cols.*: missing cols (the result has T, col, energy, grad, inside, lat, loss, params); did you mean "col"?`, ErrBadResult},
 		{"vector length", `{"inside":1,"energy":0.5,"T":1,"lat":2,"loss":0.25,"params":{},"grad":[1,2],"cols":{}}`,
 			`merge "grad": field grad: want 3 numbers, as in earlier results, got 2`, ErrBadResult},
 		{"vector not an array", `{"inside":1,"energy":0.5,"T":1,"lat":2,"loss":0.25,"params":{},"grad":1,"cols":{}}`,
