@@ -20,7 +20,7 @@ Usage:
   idlepool [--home DIR] COMMAND [ARGS]
 
 Commands:
-  run MANIFEST [--workers N] [--json] [--verify] [--fresh]
+  run MANIFEST [--workers N] [--json] [--verify] [--fresh] [--cpu-only]
           run a job on this machine, alone and offline
   task MANIFEST [--index N] [--cpu-only]
           run one task of a job as run would, and show its input, its

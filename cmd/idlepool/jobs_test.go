@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -27,7 +28,15 @@ func TestJobsAndOffers(t *testing.T) {
 		if out.code != 0 {
 			t.Fatalf("submit: exit %d\n%s", out.code, out.stderr)
 		}
-		return strings.TrimSpace(out.stdout)
+		// stdout is the job's ID alone; stderr says what to do next.
+		id := strings.TrimSpace(out.stdout)
+		if !jobIDLine.MatchString(out.stdout) || out.stdout != id+"\n" {
+			t.Errorf("submit's stdout %q, want the job ID alone", out.stdout)
+		} else if hint := fmt.Sprintf("follow it with `idlepool --home %s status %s --pool %s`; merge its result with `idlepool --home %[1]s result %[2]s --pool %[3]s`\n",
+			submitter, id[:12], url); !strings.Contains(out.stderr, hint) {
+			t.Errorf("submit's stderr lacks %q:\n%s", hint, out.stderr)
+		}
+		return id
 	}
 	cpuID := submit(writeManifest(t, "pi", piManifest(4, 100)))
 	gpuID := submit(writeManifest(t, "pi", strings.Replace(piManifest(3, 100), `name = "pi"`, `name = "render"`, 1)+

@@ -150,6 +150,21 @@ func readJSONLines(t *testing.T, path string) []map[string]any {
 	return rows
 }
 
+// The overview of `idlepool help` names every option of run, as
+// `idlepool run -h` does.
+func TestHelpNamesRunsOptions(t *testing.T) {
+	home := t.TempDir()
+	overview := idlepool(t, home, "help").stdout
+	usage, _, _ := strings.Cut(idlepool(t, home, "run", "-h").stderr, "\n") // flag's usage goes to stderr
+	line, ok := strings.CutPrefix(usage, "Usage: idlepool ")
+	if !ok {
+		t.Fatalf("run -h starts %q", usage)
+	}
+	if !strings.Contains(overview, "\n  "+line+"\n") {
+		t.Errorf("idlepool help lacks the line %q:\n%s", "  "+line, overview)
+	}
+}
+
 func TestBadInputGivesClearErrors(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, text string) string {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"idlepool/agent"
@@ -95,6 +96,14 @@ func cmdSubmit(ctx context.Context, g *globals, args []string) error {
 	}
 	fmt.Fprintf(g.stderr, "job %s (%s): %s submitted to pool %s\n", m.Name, j.ID.String()[:12], plural(j.NumTasks(), "task"), s.pool)
 	if !*follow {
+		// stdout is the ID alone, for scripts; what to do next goes to
+		// stderr. The result is merged by this device: the same home.
+		cmd := "idlepool"
+		if g.home != "" {
+			cmd += " --home " + shellWord(g.home)
+		}
+		short, url := j.ID.String()[:12], shellWord(pc.url)
+		fmt.Fprintf(g.stderr, "follow it with `%s status %s --pool %s`; merge its result with `%s result %s --pool %s`\n", cmd, short, url, cmd, short, url)
 		fmt.Fprintln(g.stdout, j.ID)
 		return nil
 	}
@@ -345,4 +354,14 @@ func followJob(ctx context.Context, g *globals, s *session, j *job.Job, asJSON b
 		}
 	}
 	return outcomeError(err, out, "submit", asJSON)
+}
+
+// shellWord quotes s for a POSIX shell where it holds anything but
+// letters, digits and -_./:=@%+,, so that a command shown to be copied
+// runs as shown.
+func shellWord(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./:=@%+,") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
