@@ -21,9 +21,10 @@ import (
 // script and style, embedded), fed by GET /v1/dashboard. Neither needs an
 // account. They show what the pool's public ledger and job board already
 // tell, summed up: jobs and how far their tasks are, the devices (by ID,
-// their owner, native or browser, their offer's coarse state and whether
-// their fetches went direct or through the relay), receipts per owner,
-// and the ledger's head, with the command that checks it. Never a
+// their owner, native or browser, their offer's coarse state, how many
+// tasks they hold and whether their fetches went direct or through the
+// relay), receipts per owner, and the ledger's head, with the command
+// that checks it. Never a
 // result, a key, a device's name, which program a device runs, or
 // anything a donor did at their machine (DESIGN.md invariant 19).
 
@@ -82,7 +83,9 @@ type DashboardJob struct {
 // registered from a web browser, "native" for the agent, "" when this
 // coordinator has not seen it register since it started. State and
 // Hold are its capacity offer's coarse state ("" without a live
-// offer). Connection is how the bytes it fetched from other devices
+// offer). Leases is how many tasks it holds leased now: a device whose
+// offer says computing but that holds none is ready and waiting for work,
+// not busy. Connection is how the bytes it fetched from other devices
 // came, as it reported them: "relayed" (some through the relay),
 // "direct", "coordinator" (none from devices), "" (nothing reported).
 type DashboardPeer struct {
@@ -91,6 +94,7 @@ type DashboardPeer struct {
 	Kind       string     `json:"kind"`
 	State      idle.State `json:"state,omitempty"`
 	Hold       idle.Hold  `json:"hold,omitempty"`
+	Leases     int        `json:"leases,omitempty"`
 	Connection string     `json:"connection"`
 	// Silent is true when the device made no signed request for more
 	// than DashboardSilentAfter (or none since the coordinator started):
@@ -226,13 +230,14 @@ func (s *Server) dashboardData(w http.ResponseWriter, r *http.Request) error {
 		live[o.Peer] = DashboardPeer{State: o.State, Hold: o.Hold}
 	}
 	peers := s.sched.Peers() // before the dashboard's lock: Present takes it under the Scheduler's
+	leases := s.sched.LiveLeases()
 	s.dash.mu.Lock()
 	for _, p := range peers {
 		if len(out.Peers) == dashboardMaxPeers {
 			break
 		}
 		dp := live[p.ID]
-		dp.Peer, dp.Owner, dp.Kind = p.ID, p.Owner, s.dash.kinds[p.ID]
+		dp.Peer, dp.Owner, dp.Kind, dp.Leases = p.ID, p.Owner, s.dash.kinds[p.ID], leases[p.ID]
 		dp.Connection = connectionWord(s.transfers.device(p.ID))
 		dp.Silent = s.dash.silentLocked(p.ID, now)
 		out.Peers = append(out.Peers, dp)

@@ -103,6 +103,14 @@ func TestDashboardData(t *testing.T) {
 	if j := first.Jobs[0]; j.Job != d.job || j.Name != "dashboard sweep" || j.Tasks != 6 || j.States != "ll...." || j.Accepted != 0 {
 		t.Errorf("job while computing: %+v, want 6 tasks, states ll....", j)
 	}
+	// carol holds her two leases; bob returned his, and is ready with
+	// none, though his offer says computing as hers does.
+	for _, p := range first.Peers {
+		want := map[string]int{d.carol.ID(): 2}[p.Peer]
+		if p.Leases != want {
+			t.Errorf("peer %s holds %d leases on the page, want %d", p.Peer, p.Leases, want)
+		}
+	}
 	for _, l := range held {
 		d.ts.returnResult(t, d.carol, l, fmt.Sprintf(`{"x":%d}`, l.Task))
 	}

@@ -22,6 +22,23 @@ func (s *Scheduler) Peers() []Peer {
 	return out
 }
 
+// LiveLeases returns how many live leases each device holds, by device
+// ID; a device that holds none is absent. For the pool's read-only page,
+// which tells a device that is willing but has no task from one that
+// computes. A lease past its deadline counts until it is expired (within
+// a second while Serve runs).
+func (s *Scheduler) LiveLeases() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]int{}
+	for id, d := range s.shown {
+		if d.live > 0 {
+			out[id] = d.live
+		}
+	}
+	return out
+}
+
 // The states of a task in TaskStates, one byte each.
 const (
 	TaskQueued   = '.' // waiting to be leased (never leased, or wanting another replica)
