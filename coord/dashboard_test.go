@@ -8,11 +8,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/fetch"
 	"github.com/chromedp/chromedp"
+	"github.com/google/go-cmp/cmp"
 
 	"idlepool/offers"
 	"idlepool/pool"
@@ -324,5 +327,167 @@ func TestDashboardSilentDevice(t *testing.T) {
 	}
 	if len(live) != 2 || !silent[bob.ID()] || silent[carol.ID()] {
 		t.Errorf("GET /v1/offers: %d offers, silent %v; want bob's marked silent and carol's not", len(live), silent)
+	}
+}
+
+// TestPoolPageLayout loads the pool's page in headless Chromium at
+// 1200x900 in a pool with seven finished jobs and one running. Until its
+// first answer comes the page says it is loading, not that the pool is
+// empty; then it shows the running job and the three newest finished
+// ones, folds the other finished jobs into a closed list, shows every
+// device within the first screen, and tells a device that is ready for
+// work from one that computes. With IDLEPOOL_SCREENSHOTS=DIR it leaves
+// both states' screenshots in DIR.
+func TestPoolPageLayout(t *testing.T) {
+	ts := startServer(t, nil)
+	alice, bob, carol := newPeer(t, nil), newPeer(t, nil), newPeer(t, nil)
+	for _, p := range []*testPeer{alice, bob, carol} {
+		ts.register(t, p, "", http.StatusCreated)
+	}
+	submit := func(name string, tasks int) {
+		t.Helper()
+		j := testJob(t, name, tasks)
+		if a := ts.upload(t, alice, programBytes(t, j)); a.status != http.StatusCreated {
+			t.Fatalf("upload: %d %s", a.status, a.body)
+		}
+		if a := ts.do(t, alice, "POST", "/v1/jobs", JobRequest{Canonical: j.Canonical}); a.status != http.StatusCreated {
+			t.Fatalf("submit %s: %d %s", name, a.status, a.body)
+		}
+	}
+	for i := range 7 {
+		submit(fmt.Sprintf("finished %d", i), 1)
+	}
+	ts.offer(t, bob)
+	ts.offer(t, carol)
+	d := &dashPool{ts: ts}
+	complete := func() int {
+		got, _ := d.dashboard(t)
+		n := 0
+		for _, j := range got.Jobs {
+			if j.Complete {
+				n++
+			}
+		}
+		return n
+	}
+	for round := 0; complete() < 7; round++ {
+		if round == 100 {
+			t.Fatalf("the 7 jobs are not complete after %d rounds of leases", round)
+		}
+		for _, p := range []*testPeer{bob, carol} {
+			for _, l := range ts.leaseSome(t, p, 7) {
+				ts.returnResult(t, p, l, fmt.Sprintf(`{"x":%d}`, l.Task))
+			}
+		}
+	}
+	submit("running", 2)
+	if ls := ts.leaseSome(t, carol, 1); len(ls) != 1 {
+		t.Fatalf("carol got %d leases of the running job, want 1", len(ls))
+	}
+
+	b := webtest.Start(t, 1200, 900)
+	ctx, cancel := context.WithTimeout(b.Ctx, 2*time.Minute)
+	defer cancel()
+	// The first GET /v1/dashboard waits until the loading state is seen.
+	if _, err := chromedp.Call(ctx, fetch.Enable, fetch.EnableParams{Patterns: []*fetch.RequestPattern{{URLPattern: "*/v1/dashboard"}}}); err != nil {
+		t.Fatalf("intercept the dashboard: %v", err)
+	}
+	paused := make(chan fetch.RequestID, 1)
+	events := chromedp.Events(ctx, fetch.RequestPaused)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	wg.Go(func() {
+		first := true
+		for ev, err := range events {
+			if err != nil {
+				return // the test is over
+			}
+			if first {
+				first = false
+				paused <- ev.RequestID
+				continue
+			}
+			chromedp.Call(ctx, fetch.ContinueRequest, fetch.ContinueRequestParams{RequestID: ev.RequestID})
+		}
+	})
+	if err := chromedp.Do(ctx, chromedp.Navigate(ts.URL()+"/")); err != nil {
+		t.Fatalf("load the page: %v", err)
+	}
+	var first fetch.RequestID
+	select {
+	case first = <-paused:
+	case <-ctx.Done():
+		t.Fatal("the page asked for no dashboard")
+	}
+	const texts = `({status: document.getElementById("status").textContent,
+		jobs: document.getElementById("jobs").textContent,
+		devices: document.querySelector("#peers tbody").textContent,
+		owners: document.querySelector("#owners tbody").textContent,
+		ledger: document.getElementById("ledger-entries").textContent + document.getElementById("ledger-head").textContent,
+		command: document.getElementById("ledger-cmd").textContent})`
+	loading, err := chromedp.Run(ctx, chromedp.Evaluate[map[string]string](texts))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"status": "Loading…", "jobs": "Loading…", "devices": "Loading…", "owners": "Loading…", "ledger": "Loading…",
+		"command": "idlepool ledger verify " + ts.URL()}
+	if diff := cmp.Diff(want, loading); diff != "" {
+		t.Errorf("the page before its first answer (-want +got):\n%s", diff)
+	}
+	dir := os.Getenv("IDLEPOOL_SCREENSHOTS")
+	shoot := func(name string) {
+		t.Helper()
+		if dir == "" {
+			return
+		}
+		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+		if err != nil {
+			t.Fatalf("screenshot: %v", err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	shoot("pool-loading.png")
+	if _, err := chromedp.Call(ctx, fetch.ContinueRequest, fetch.ContinueRequestParams{RequestID: first}); err != nil {
+		t.Fatalf("let the dashboard through: %v", err)
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.querySelectorAll("article.job").length === 8`, chromedp.WithPollingTimeout(time.Minute))); err != nil {
+		t.Fatalf("wait for the jobs: %v (console: %q)", err, b.Errors())
+	}
+	type layout struct {
+		Shown, Folded []string
+		Summary       string
+		Open, Hidden  bool
+		// DevicesFit: every device's row ends within the window.
+		DevicesFit bool
+		States     map[string]string // device ID -> its state's words
+	}
+	got, err := chromedp.Run(ctx, chromedp.Evaluate[layout](`(() => {
+		const names = (sel) => [...document.querySelectorAll(sel + " article.job h3")].map((h) => h.textContent);
+		const older = document.getElementById("older");
+		const rows = [...document.querySelectorAll("#peers tbody tr")];
+		return {Shown: names("#jobs"), Folded: names("#older-jobs"), Summary: older.querySelector("summary").textContent,
+			Open: older.open, Hidden: older.hidden,
+			DevicesFit: rows.every((tr) => tr.getBoundingClientRect().bottom <= window.innerHeight),
+			States: Object.fromEntries(rows.map((tr) => [tr.cells[0].title, tr.cells[3].textContent]))};
+	})()`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantLayout := layout{
+		Shown:      []string{"running", "finished 6", "finished 5", "finished 4"},
+		Folded:     []string{"finished 3", "finished 2", "finished 1", "finished 0"},
+		Summary:    "4 older finished jobs",
+		DevicesFit: true,
+		States:     map[string]string{alice.ID(): "no offer", bob.ID(): "ready, waiting for work", carol.ID(): "computing 1 task"},
+	}
+	if diff := cmp.Diff(wantLayout, got); diff != "" {
+		t.Errorf("the page at 1200x900 (-want +got):\n%s", diff)
+	}
+	shoot("pool-layout.png")
+	if errs := b.Errors(); len(errs) > 0 {
+		t.Errorf("console errors: %q", errs)
 	}
 }

@@ -1,9 +1,15 @@
 // pool.js fills in the pool's page (pool.html) from GET /v1/dashboard,
-// every 2 seconds. It writes text only through textContent: nothing the
-// coordinator sends is ever parsed as HTML.
+// every 2 seconds; until the first answer the page says it is loading.
+// It writes text only through textContent: nothing the coordinator sends
+// is ever parsed as HTML.
 "use strict";
 
 const REFRESH_MS = 2000;
+// FINISHED_SHOWN is how many finished jobs (complete or cancelled, the
+// newest) are shown, on one line each, with the jobs still running;
+// older ones fold into one closed list, so that the devices are not
+// below fifty job cards.
+const FINISHED_SHOWN = 3;
 const STATE_CLASS = { d: "t-d", f: "t-f", r: "t-r", l: "t-l", ".": "t-q" };
 
 function el(tag, cls, text) {
@@ -28,6 +34,7 @@ function renderJob(j) {
   if (!v) {
     const root = el("article", "job");
     root.dataset.job = j.job;
+    root.title = "job " + j.job; // a finished job's line hides its ID
     root.append(el("h3", "", j.name || "(unnamed job)"));
     root.append(el("div", "id", "job " + j.job + " · owner " + short(j.owner)));
     const counts = el("div", "counts");
@@ -47,6 +54,8 @@ function renderJob(j) {
   v.counts.textContent = words;
   v.root.dataset.accepted = String(j.accepted);
   v.root.dataset.complete = String(j.complete);
+  // A finished job shows its counts only: its cells say nothing more.
+  v.root.classList.toggle("finished", j.complete || j.cancelled);
 
   const parts = [["t-d", j.accepted], ["t-f", j.failed], ["t-r", j.waiting], ["t-l", j.leased]];
   v.bar.replaceChildren(...parts.filter(([, n]) => n > 0).map(([cls, n]) => {
@@ -80,29 +89,46 @@ function row(cells) {
   return tr;
 }
 
+// deviceState says a device's state for people. A live offer's
+// "computing" means the device may compute: it is "ready" while it holds
+// no task, so that an idle pool does not look busy.
+function deviceState(p) {
+  // A silent device's offer may be stale (a closed tab): say so rather
+  // than show it computing.
+  if (p.silent) return "not heard from for over a minute" + (p.state ? " (last offer: " + p.state + ")" : "");
+  if (!p.state) return "no offer";
+  if (p.state === "computing") return p.leases > 0 ? "computing " + plural(p.leases, "task") : "ready, waiting for work";
+  return p.state + (p.hold ? " (" + p.hold + ")" : "");
+}
+
 function render(d) {
   document.getElementById("pool-name").textContent = d.pool;
   document.title = d.pool + " · idlepool";
 
   const jobs = document.getElementById("jobs");
-  if (d.jobs.length === 0) {
-    jobs.replaceChildren(el("p", "empty", "No jobs yet."));
-    jobViews.clear();
-  } else {
-    const seen = new Set(d.jobs.map((j) => j.job));
-    for (const id of jobViews.keys()) if (!seen.has(id)) jobViews.delete(id);
-    jobs.replaceChildren(...d.jobs.map(renderJob));
+  const older = document.getElementById("older");
+  const seen = new Set(d.jobs.map((j) => j.job));
+  for (const id of jobViews.keys()) if (!seen.has(id)) jobViews.delete(id);
+  // Newest first: every unfinished job and the newest finished ones;
+  // the other finished jobs in the closed list below them.
+  const shown = [], folded = [];
+  let finished = 0;
+  for (const j of d.jobs) {
+    if (!(j.complete || j.cancelled) || finished++ < FINISHED_SHOWN) shown.push(j);
+    else folded.push(j);
   }
+  if (shown.length === 0) jobs.replaceChildren(el("p", "empty", "No jobs yet."));
+  else jobs.replaceChildren(...shown.map(renderJob));
+  document.getElementById("older-jobs").replaceChildren(...folded.map(renderJob));
+  older.hidden = folded.length === 0;
+  older.querySelector("summary").textContent = plural(folded.length, "older finished job");
 
   const peers = document.querySelector("#peers tbody");
   peers.replaceChildren(...d.peers.map((p) => row([
     { text: short(p.peer), title: p.peer },
     { text: short(p.owner), title: p.owner },
     { text: p.kind || "—" },
-    // A silent device's offer may be stale (a closed tab): say so
-    // rather than show it computing.
-    { text: p.silent ? "not heard from for over a minute" + (p.state ? " (last offer: " + p.state + ")" : "")
-      : p.state ? p.state + (p.hold ? " (" + p.hold + ")" : "") : "no offer" },
+    { text: deviceState(p) },
     { text: p.connection || "—" },
   ])));
   if (d.peers.length === 0) peers.replaceChildren(row([{ text: "No devices yet." }]));
@@ -115,10 +141,9 @@ function render(d) {
   ])));
   if (d.owners.length === 0) owners.replaceChildren(row([{ text: "No receipts yet." }]));
 
-  document.getElementById("ledger-entries").textContent = d.ledger.entries === 1 ? "1 entry" : d.ledger.entries + " entries";
+  document.getElementById("ledger-entries").textContent = (d.ledger.entries === 1 ? "1 entry" : d.ledger.entries + " entries") + "; head";
   document.getElementById("ledger-head").textContent = d.ledger.head || "(empty)";
   document.getElementById("pool-key").textContent = d.key;
-  document.getElementById("ledger-cmd").textContent = "idlepool ledger verify " + location.origin;
 }
 
 async function refresh() {
@@ -135,4 +160,5 @@ async function refresh() {
   setTimeout(refresh, REFRESH_MS);
 }
 
+document.getElementById("ledger-cmd").textContent = "idlepool ledger verify " + location.origin;
 refresh();
