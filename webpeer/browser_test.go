@@ -280,21 +280,36 @@ func browser(t *testing.T, errs *pageErrors) context.Context {
 	return ctx
 }
 
+// peerResult is a task the tab returned, in window.idlepoolPeer.
+type peerResult struct {
+	Job   string `json:"job"`
+	Task  int64  `json:"task"`
+	OK    bool   `json:"ok"`
+	Path  string `json:"path"`
+	Ended string `json:"ended"` // the kind of its ledger entry, once the tab saw it
+}
+
+// allEnded reports whether the tab saw the ledger entry of every task it
+// returned, and returned at least n.
+func allEnded(s peerState, n int) bool {
+	return len(s.Results) >= n && !slices.ContainsFunc(s.Results, func(r peerResult) bool { return r.Ended == "" })
+}
+
 // peerState is what join.js keeps in window.idlepoolPeer.
 type peerState struct {
-	Status  string `json:"status"`
-	Peer    string `json:"peer"`
-	Owner   string `json:"owner"`
-	KeyKind string `json:"keyKind"`
-	Results []struct {
-		Job  string `json:"job"`
-		Task int64  `json:"task"`
-		OK   bool   `json:"ok"`
-		Path string `json:"path"`
-	} `json:"results"`
+	Status   string            `json:"status"`
+	Peer     string            `json:"peer"`
+	Owner    string            `json:"owner"`
+	KeyKind  string            `json:"keyKind"`
+	Results  []peerResult      `json:"results"`
 	Receipts []json.RawMessage `json:"receipts"`
 	Errors   []string          `json:"errors"`
-	Fetches  []struct {
+	// Reported are the transfer reports the pool took (POST /v1/work).
+	Reported []struct {
+		Job string `json:"job"`
+		pool.Transfer
+	} `json:"reported"`
+	Fetches []struct {
 		Digest    string   `json:"digest"`
 		Path      string   `json:"path"`
 		Bytes     int64    `json:"bytes"`
@@ -555,6 +570,11 @@ func TestBrowserPeerComputesToQuorum(t *testing.T) {
 	if want := soloResult(piSolo); got != want {
 		t.Errorf("the pooled result differs from run --json:\nrun:    %s\npooled: %s", want, got)
 	}
+	// The tab reported how it fetched the job's files before its results,
+	// as the native agent did: the owner's data line counts both devices.
+	if !strings.Contains(stderr, "of 2 peers direct") {
+		t.Errorf("submit --follow's data line does not count the browser's fetches:\n%s", stderr)
+	}
 	s = waitState(ctx, t, "receipts for its results", func(s peerState) bool { return len(s.Results) >= tasks && len(s.Receipts) >= tasks })
 	if s.FirstResultMs != nil && s.FirstReceiptMs != nil {
 		t.Logf("first result returned %.0f ms, first receipt seen %.0f ms after the page opened", *s.FirstResultMs, *s.FirstReceiptMs)
@@ -576,6 +596,24 @@ func TestBrowserPeerComputesToQuorum(t *testing.T) {
 	}
 	if len(s.Receipts) != mine {
 		t.Errorf("the page shows %d receipts, the ledger has %d", len(s.Receipts), mine)
+	}
+	// Each task's row says how it ended once the tab has its receipt, and
+	// names the task by its index among the job's tasks.
+	s = waitState(ctx, t, "every task's row saying how it ended", func(s peerState) bool { return allEnded(s, tasks) })
+	for _, r := range s.Results {
+		if r.Ended != pool.KindReceipt {
+			t.Errorf("task %d ended as %q, want %q", r.Task, r.Ended, pool.KindReceipt)
+		}
+	}
+	rows, err := chromedp.Run(ctx, chromedp.Evaluate[[][]string](`[...document.querySelectorAll("#tasks tr")].map((tr) => [...tr.cells].map((td) => td.textContent))`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	taskCell := regexp.MustCompile(fmt.Sprintf(`^index [0-%d] \(%d tasks\)$`, tasks-1, tasks))
+	for _, row := range rows {
+		if len(row) != 5 || !taskCell.MatchString(row[2]) || row[4] != "accepted" {
+			t.Errorf("the row of a task reads %q, want its index among %d tasks and state accepted", row, tasks)
+		}
 	}
 	var total, fromPeers int64
 	fromAgent := false
@@ -603,6 +641,20 @@ func TestBrowserPeerComputesToQuorum(t *testing.T) {
 	}
 	if viaPeer == 0 {
 		t.Errorf("the page shows no task whose files came from a device: %+v", s.Results)
+	}
+	// The pool took the tab's report of those bytes (POST /v1/work), and
+	// its page shows the browser's fetches as direct.
+	var reported pool.Transfer
+	for _, r := range s.Reported {
+		if r.Job == s.Results[0].Job {
+			reported = reported.Add(r.Transfer)
+		}
+	}
+	if fromPeers > 0 && reported.Direct != fromPeers {
+		t.Errorf("the tab reported %+v for the pi job, want the %d bytes it got from devices as direct", reported, fromPeers)
+	}
+	if p := dashboardPeer(t, url, s.Peer); p.Kind != "browser" || p.Connection != "direct" {
+		t.Errorf("the pool's page shows the browser as %+v, want kind browser and connection direct", p)
 	}
 
 	// A job whose tasks read an input file: the tab fetches it (over a
@@ -636,8 +688,61 @@ func TestBrowserPeerComputesToQuorum(t *testing.T) {
 	for _, f := range s.Fetches {
 		t.Logf("file %s fetched via %s in %d ms (%d of %d bytes from devices)", f.Digest[:12], f.Path, f.Ms, f.PeerBytes, f.Bytes)
 	}
+	s = waitState(ctx, t, "every task's row saying how it ended", func(s peerState) bool { return allEnded(s, tasks+5) })
+	for _, r := range s.Results {
+		if r.Ended != pool.KindReceipt {
+			t.Errorf("task %d of job %s ended as %q, want %q", r.Task, r.Job[:12], r.Ended, pool.KindReceipt)
+		}
+	}
 	if e := errs.list(); len(e) > 0 {
 		t.Errorf("the page logged errors: %v", e)
+	}
+	if dir := os.Getenv("IDLEPOOL_SCREENSHOTS"); dir != "" {
+		screenshot(ctx, t, filepath.Join(dir, "join-done.png"))
+		if err := chromedp.Do(ctx, chromedp.Navigate(url+"/")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.querySelectorAll("article.job").length > 0`, chromedp.WithPollingTimeout(patience))); err != nil {
+			t.Fatal(err)
+		}
+		screenshot(ctx, t, filepath.Join(dir, "pool-with-browser.png"))
+	}
+}
+
+// dashboardPeer returns device id as GET /v1/dashboard shows it.
+func dashboardPeer(t *testing.T, url, id string) coord.DashboardPeer {
+	t.Helper()
+	resp, err := http.Get(url + "/v1/dashboard")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var d coord.Dashboard
+	if err := json.NewDecoder(resp.Body).Decode(&d); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range d.Peers {
+		if p.Peer == id {
+			return p
+		}
+	}
+	t.Fatalf("the dashboard lacks device %s: %+v", id, d.Peers)
+	return coord.DashboardPeer{}
+}
+
+// screenshot writes the tab's whole page to path as PNG
+// (IDLEPOOL_SCREENSHOTS=DIR).
+func screenshot(ctx context.Context, t *testing.T, path string) {
+	t.Helper()
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1200, 900)); err != nil {
+		t.Fatal(err)
+	}
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -666,6 +771,15 @@ func TestBrowserTabClosedMidTask(t *testing.T) {
 	if !strings.Contains(s.KeyKind, "seed") {
 		t.Errorf("keys=fallback: the key is kept as %q, want the core's seed", s.KeyKind)
 	}
+	// With no job in the pool the tab says it waits for work, not that it
+	// computes.
+	s = waitState(tab, t, "waiting for work", func(s peerState) bool { return strings.Contains(s.Status, "waiting for work") })
+	if want := "Ready on 1 core: waiting for work from the pool lab-web"; s.Status != want {
+		t.Errorf("the idle tab says %q, want %q", s.Status, want)
+	}
+	if dir := os.Getenv("IDLEPOOL_SCREENSHOTS"); dir != "" {
+		screenshot(tab, t, filepath.Join(dir, "join-waiting.png"))
+	}
 	// Tasks long enough that the tab is in the middle of one when it
 	// closes, whatever the machine's speed.
 	m := writeManifest(t, fmt.Sprintf(piJob, 2, 20000000, 1, 1))
@@ -674,6 +788,9 @@ func TestBrowserTabClosedMidTask(t *testing.T) {
 		t.Fatalf("submit: exit %d\n%s", code, stderr)
 	}
 	s = waitState(tab, t, "computing a task", func(s peerState) bool { return len(s.Running) > 0 })
+	if want := "Computing 1 task for the pool lab-web on 1 core"; s.Status != want {
+		t.Errorf("the computing tab says %q, want %q", s.Status, want)
+	}
 	var held int64
 	for _, r := range s.Running {
 		held = r.Task

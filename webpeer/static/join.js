@@ -4,7 +4,10 @@
 // program (from other devices over WebRTC where p2p.js finds one, from
 // the pool otherwise), runs it in a Web Worker under the task's memory
 // and time limits, and returns results, heartbeats and hand-backs as a
-// native agent does (docs/api.md). Query parameters: start=1 starts at
+// native agent does (docs/api.md): its leases and its reports of how
+// each job's files came (bytes direct from devices, relayed, from the
+// pool) go with POST /v1/work, and each task's row says how it ended
+// once its receipt arrives. Query parameters: start=1 starts at
 // once, cores=N sets the cores, keys=fallback forces the key fallback
 // (the core's Ed25519 instead of WebCrypto's).
 (() => {
@@ -14,7 +17,7 @@
   const params = new URLSearchParams(location.search);
   const state = {
     status: "loading", peer: "", owner: "", keyKind: "", pool: "",
-    results: [], receipts: [], errors: [], fetches: [], running: {},
+    results: [], receipts: [], receiptCount: 0, errors: [], fetches: [], running: {}, reported: [],
     openedAt: performance.now(), firstResultMs: null, firstReceiptMs: null,
   };
   window.idlepoolPeer = state;
@@ -25,6 +28,10 @@
   const files = new Map(); // digest -> Promise<Uint8Array>
   const programs = new Map(); // digest/memory -> Promise<{module}|{failure}>
   const held = new Map(); // lease ID -> presigned release header
+  const transfers = new Map(); // job ID -> {direct, relayed, coordinator} not yet reported
+  const endings = new Map(); // lease ID -> shows in its row how its task ended
+  let busy = 0; // slots that hold a lease
+  let slots = 0; // slots started by Start
 
   const say = (s) => { state.status = s; $("status").textContent = s; };
   const fail = (where, e) => {
@@ -39,6 +46,8 @@
   const b64 = (b) => btoa(String.fromCharCode(...new Uint8Array(b)));
   const unb64 = (s) => Uint8Array.from(atob(s), (c) => c.charCodeAt(0));
   const short = (id) => (id || "").slice(0, 12);
+  const plural = (n, word) => n + " " + word + (n === 1 ? "" : "s");
+  const MAX_TRANSFERS = 64; // api.MaxWorkTransfers: reports per POST /v1/work
 
   // ---- the core's files ----
 
@@ -214,15 +223,20 @@
   // pool where none gives it; the whole file from the pool when chunks
   // cannot be had. Either way its SHA-256 is checked. state.fetches
   // records the path it took ("peer <device> (direct)", "pool", or
-  // both joined by " + ") and how many of its bytes came from devices.
-  function file(digest) {
+  // both joined by " + ") and how many of its bytes came from devices;
+  // its bytes by path are queued as job's transfer report (noteTransfer).
+  // A file fetched before, for any job, is not fetched or counted again.
+  function file(digest, job) {
     if (!files.has(digest)) {
       const p = (async () => {
-        let bytes = null, path = "pool", peerBytes = 0, peers = [];
+        let bytes = null, path = "pool", peerBytes = 0, peers = [], moved = null;
         const began = performance.now();
         try {
           const got = await window.idlepoolP2P.fetchFile(digest, { api, sign: (m) => signWith(dev, m), peer: () => state.peer, core });
-          if (got) ({ bytes, path, peerBytes, peers } = got);
+          if (got) {
+            ({ bytes, path, peerBytes, peers } = got);
+            moved = { direct: got.directBytes, relayed: got.relayedBytes, coordinator: got.poolBytes };
+          }
         } catch (e) {
           fail("fetch " + short(digest) + " in chunks", e);
         }
@@ -233,7 +247,9 @@
           path = "pool";
           peerBytes = 0;
           peers = [];
+          moved = { direct: 0, relayed: 0, coordinator: bytes.length };
         }
+        noteTransfer(job, moved);
         const sum = hex(await crypto.subtle.digest("SHA-256", bytes));
         if (sum !== digest) throw new Error("file " + digest + " arrived with SHA-256 " + sum + " (via " + path + ")");
         state.fetches.push({ digest, path, bytes: bytes.length, peerBytes, peers, ms: Math.round(performance.now() - began) });
@@ -243,6 +259,49 @@
       files.set(digest, p);
     }
     return files.get(digest);
+  }
+
+  // noteTransfer queues t, bytes of job's files fetched by path, for the
+  // pool: added to what is not yet reported for that job.
+  function noteTransfer(job, t) {
+    if (!t || !(t.direct || t.relayed || t.coordinator)) return;
+    const q = transfers.get(job) || { direct: 0, relayed: 0, coordinator: 0 };
+    q.direct += t.direct;
+    q.relayed += t.relayed;
+    q.coordinator += t.coordinator;
+    transfers.set(job, q);
+  }
+
+  // work sends POST /v1/work with body and, as "transfers", the reports
+  // not yet sent (at most MAX_TRANSFERS jobs), as a native agent's
+  // requests carry them. Reports go back in the queue when the request
+  // fails, unless the pool refused it as malformed (400), which it would
+  // refuse again.
+  async function work(body) {
+    const reports = [];
+    for (const [job, t] of transfers) {
+      if (reports.length === MAX_TRANSFERS) break;
+      reports.push(Object.assign({ job }, t));
+      transfers.delete(job);
+    }
+    if (reports.length) body = Object.assign({ transfers: reports }, body);
+    try {
+      const r = await api("POST", "/v1/work", body);
+      state.reported.push(...reports);
+      if (state.reported.length > 100) state.reported.splice(0, state.reported.length - 100);
+      return r;
+    } catch (e) {
+      if (!(e instanceof APIError && e.status === 400)) for (const t of reports) noteTransfer(t.job, t);
+      throw e;
+    }
+  }
+
+  // report sends the transfer reports queued, if any, at once: before a
+  // task runs, so that the job's owner sees them while the job runs and
+  // before it completes. A failure leaves them for the next request.
+  async function report() {
+    if (!transfers.size) return;
+    try { await work({}); } catch (e) { fail("report transfers", e); }
   }
 
   async function jobOf(id) {
@@ -276,9 +335,12 @@
 
   // ---- tasks ----
 
+  // taskRow adds a task's row; the function it returns sets its state.
+  // Tasks are named by their index, from 0, as the pool's receipts, its
+  // ledger and the command line name them.
   function taskRow(lease, t, info, path) {
     const tr = document.createElement("tr");
-    for (const v of [t.name + " (" + short(t.job) + ")", short(info.owner), String(lease.task) + " of " + t.tasks, path, "running"]) {
+    for (const v of [t.name + " (" + short(t.job) + ")", short(info.owner), "index " + lease.task + " (" + plural(t.tasks, "task") + ")", path, "running"]) {
       const td = document.createElement("td");
       td.textContent = v;
       tr.appendChild(td);
@@ -326,7 +388,8 @@
     const names = core.jobFiles(canonical);
     if (names.error) throw new Error(names.error);
     // Planning a job reads its files (sizes, headers): all of them first.
-    const got = await Promise.all(names.map((d) => file(d)));
+    const got = await Promise.all(names.map((d) => file(d, id)));
+    await report();
     names.forEach((d, i) => blobs.set("/blobs/" + d, got[i].bytes));
     const f = got[0];
     const t = core.task(canonical, lease.task);
@@ -369,41 +432,87 @@
       const o = core.outcome(Object.assign({}, end, limits));
       if (o.error) throw new Error(o.error);
       clearInterval(beat);
-      await api("POST", "/v1/leases/" + lease.lease + "/result", o.submission);
+      const result = { job: id, task: lease.task, digest: o.digest, ok: o.ok, machine: o.machine, path: paths, ended: "" };
+      const failed = o.ok ? "" : o.reason.split("\n")[0];
+      // The pool's ledger entry for the lease says how the task ended
+      // (receipts); it may come before the answer to the submission.
+      if (!o.machine) {
+        endings.set(lease.lease, (kind) => { result.ended = kind; mark(endWords(kind, failed)); });
+        while (endings.size > 500) endings.delete(endings.keys().next().value);
+      }
+      try {
+        await api("POST", "/v1/leases/" + lease.lease + "/result", o.submission);
+      } catch (e) {
+        endings.delete(lease.lease);
+        throw e;
+      }
       held.delete(lease.lease);
-      state.results.push({ job: id, task: lease.task, digest: o.digest, ok: o.ok, machine: o.machine, path: paths });
+      state.results.push(result);
       if (state.firstResultMs === null) state.firstResultMs = performance.now() - state.openedAt;
-      mark(o.ok ? "returned" : o.machine ? "not finished here: " + o.reason.split("\n")[0] : "failed: " + o.reason.split("\n")[0]);
+      if (!result.ended) mark(o.ok ? "returned, waiting for agreement" : o.machine ? "not finished here: " + failed : "failed: " + failed + "; waiting for agreement");
     } finally {
       clearInterval(beat);
       delete state.running[lease.lease];
     }
   }
 
+  // endWords says how a returned task ended, from the kind of the
+  // pool's ledger entry for its lease (pool.Kind*); failed is the
+  // failure's first line, "" for a result.
+  function endWords(kind, failed) {
+    switch (kind) {
+      case "receipt": return failed ? "failed, and other devices failed alike: " + failed : "accepted";
+      case "deviation": return "rejected: other devices agreed on other bytes";
+      case "unverified": return "unverified: no agreement was reached";
+      default: return kind;
+    }
+  }
+
+  // showWork says whether the tab computes or waits for work.
+  function showWork() {
+    if (!running) return;
+    const cores = plural(slots, "core");
+    say(busy > 0 ? "Computing " + plural(busy, "task") + " for the pool " + state.pool + " on " + cores
+      : "Ready on " + cores + ": waiting for work from the pool " + state.pool);
+  }
+
+  // slotLoop leases one task at a time with POST /v1/work (which carries
+  // the transfer reports queued) and computes it.
   async function slotLoop(slot) {
     while (running) {
       let r;
       try {
-        r = await api("POST", "/v1/leases", { max: 1 });
+        r = await work({ lease: 1 });
       } catch (e) {
-        if (e.code === "no_offer") {
+        fail("lease", e);
+        await sleep(2000);
+        continue;
+      }
+      if (r.lease_error) {
+        if (r.lease_error.code === "no_offer") {
           try { await sendOffer(); } catch (e2) { fail("offer", e2); }
-        } else fail("lease", e);
+        } else fail("lease", r.lease_error.error || "HTTP " + r.lease_error.status);
         await sleep(2000);
         continue;
       }
       if (!r.leases.length) {
+        showWork();
         await sleep(1000);
         continue;
       }
       for (const lease of r.leases) {
         if (!running) { await release(lease); continue; }
+        busy++;
+        showWork();
         try {
           await compute(slot, lease);
         } catch (e) {
           fail("task " + lease.task + " of job " + short(lease.job), e);
           await release(lease);
           await sleep(2000); // not at once to the next task, which may fail alike
+        } finally {
+          busy--;
+          showWork();
         }
       }
     }
@@ -412,15 +521,35 @@
 
   // ---- receipts ----
 
+  // receipts fetches the ledger entries naming this device that came
+  // since the last (GET /v1/receipts?after=), shows the newest 50 and
+  // marks the rows of the tasks they end. state.receipts keeps the
+  // newest 1000.
+  let receiptSeq = 0, receiptCost = 0, receiptsBusy = false;
   async function receipts() {
+    if (receiptsBusy) return; // the last call is still under way
+    receiptsBusy = true;
     try {
-      const r = await api("GET", "/v1/receipts?max=1000");
-      state.receipts = r.entries;
-      if (r.entries.length && state.firstReceiptMs === null) state.firstReceiptMs = performance.now() - state.openedAt;
+      for (;;) {
+        const r = await api("GET", "/v1/receipts?after=" + receiptSeq + "&max=1000");
+        for (const e of r.entries) {
+          receiptSeq = Math.max(receiptSeq, e.seq);
+          receiptCost += Number(e.cost || 0);
+          state.receiptCount++;
+          state.receipts.push(e);
+          const end = endings.get(e.lease);
+          if (end) {
+            endings.delete(e.lease);
+            end(e.kind);
+          }
+        }
+        if (state.receipts.length > 1000) state.receipts.splice(0, state.receipts.length - 1000);
+        if (r.entries.length < 1000) break;
+      }
+      if (state.receiptCount && state.firstReceiptMs === null) state.firstReceiptMs = performance.now() - state.openedAt;
       const body = $("receipts");
       body.textContent = "";
-      let cost = 0;
-      for (const e of r.entries.slice().reverse().slice(0, 50)) {
+      for (const e of state.receipts.slice(-50).reverse()) {
         const tr = document.createElement("tr");
         for (const v of [e.seq, short(e.job), e.task, e.cost, e.kind]) {
           const td = document.createElement("td");
@@ -429,10 +558,11 @@
         }
         body.appendChild(tr);
       }
-      for (const e of r.entries) cost += Number(e.cost || 0);
-      $("receiptsum").textContent = r.entries.length + " receipt(s), " + cost.toFixed(3) + " cost units, signed by the pool (GET /v1/ledger to audit)";
+      $("receiptsum").textContent = (state.receiptCount === 1 ? "1 ledger entry" : state.receiptCount + " ledger entries") + ", " + receiptCost.toFixed(3) + " cost units, signed by the pool (GET /v1/ledger to audit)";
     } catch (e) {
       fail("receipts", e);
+    } finally {
+      receiptsBusy = false;
     }
   }
 
@@ -453,11 +583,12 @@
       return;
     }
     running = true;
+    slots = Math.max(1, Number($("cores").value));
     $("stop").disabled = false;
-    say("Computing for the pool " + state.pool + " on " + $("cores").value + " core(s)");
+    showWork();
     offerTimer = setInterval(() => sendOffer().catch((e) => fail("offer", e)), 120000);
     receiptTimer = setInterval(receipts, 3000);
-    for (let i = 0; i < Number($("cores").value); i++) slotLoop({ worker: newWorker() });
+    for (let i = 0; i < slots; i++) slotLoop({ worker: newWorker() });
   }
 
   function stop() {
@@ -467,6 +598,7 @@
     $("stop").disabled = true;
     $("start").disabled = false;
     window.idlepoolP2P.closeAll();
+    report();
     say("Stopped: the tasks running now finish and are returned");
   }
 

@@ -28,8 +28,10 @@
 // native agent of such a pool does (p2p.Config.LoopbackOnly).
 //
 // window.idlepoolP2P.fetchFile(digest, ctx) returns {bytes, path,
-// peerBytes, poolBytes, peers} or throws; ctx is {api, sign, peer, core}
-// from join.js. window.idlepoolP2P.conns() lists the connections.
+// peerBytes, directBytes, relayedBytes, poolBytes, peers} or throws
+// (peerBytes = directBytes + relayedBytes: the chunks from devices, by
+// the path of the connection each came over); ctx is {api, sign, peer,
+// core} from join.js. window.idlepoolP2P.conns() lists the connections.
 (() => {
   "use strict";
   const enc = new TextEncoder();
@@ -383,6 +385,8 @@
         const b = await c.fetch(digest);
         if (b) {
           got.peerBytes += b.length;
+          if (c.path === "relayed") got.relayedBytes += b.length;
+          else got.directBytes += b.length;
           got.peers.set(peer, c.path);
           return b;
         }
@@ -406,7 +410,7 @@
       const h = await ctx.api("POST", "/v1/chunks/holders", { chunks: list.slice(i, i + MAX_HOLDER_ASK) });
       Object.assign(holders, h.holders || {});
     }
-    const got = { peerBytes: 0, poolBytes: 0, peers: new Map() };
+    const got = { peerBytes: 0, directBytes: 0, relayedBytes: 0, poolBytes: 0, peers: new Map() };
     const parts = await Promise.all(list.map((d) => chunk(d, holders[d], got)));
     const bytes = new Uint8Array(m.size);
     let o = 0;
@@ -418,7 +422,8 @@
     if (o !== bytes.length) throw new Error("the chunks of file " + digest + " are shorter than its " + m.size + " bytes");
     const via = [...got.peers].map(([p, path]) => "peer " + p.slice(0, 12) + " (" + path + ")");
     if (got.poolBytes > 0) via.push("pool");
-    return { bytes, path: via.join(" + "), peerBytes: got.peerBytes, poolBytes: got.poolBytes, peers: [...got.peers.keys()] };
+    return { bytes, path: via.join(" + "), peerBytes: got.peerBytes, directBytes: got.directBytes, relayedBytes: got.relayedBytes,
+      poolBytes: got.poolBytes, peers: [...got.peers.keys()] };
   }
 
   // closeAll ends every connection (Stop, or the tab closing).
