@@ -139,6 +139,22 @@ func (g *steadyGPU) ReadGPUs(uuids []string) ([]energy.GPUReading, error) {
 	return out, nil
 }
 
+// steadyMeter is a meter on its own clock of a GPU task on a steadyGPU,
+// its first reading the board at rest (50 W), and read, which sets the
+// board's draw in watts, moves the clock 10 s and takes a reading.
+func steadyMeter(t *testing.T) (*energy.Meter, func(w float64)) {
+	now := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+	gpu := &steadyGPU{powerW: 50}
+	meter := energy.NewMeter(energy.Config{GPUs: gpu, Period: time.Hour, Now: func() time.Time { return now }})
+	task := meter.Start([]string{"GPU-x"})
+	t.Cleanup(func() { task.Stop(0) })
+	return meter, func(w float64) {
+		gpu.powerW = w
+		now = now.Add(10 * time.Second)
+		meter.Start(nil).Stop(0)
+	}
+}
+
 // The GPU power ceiling's duty cycle steps once per reading of the
 // meter: a second step on the reading the first was taken on would count
 // the old share's draw as the new share's, and halve the share again
@@ -146,16 +162,7 @@ func (g *steadyGPU) ReadGPUs(uuids []string) ([]energy.GPUReading, error) {
 // donor syncs more often than the meter reads (an agent ending, the
 // owner's change), that held the GPU far under its ceiling.
 func TestGPUDutyStepsOncePerReading(t *testing.T) {
-	now := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
-	gpu := &steadyGPU{powerW: 50}
-	meter := energy.NewMeter(energy.Config{GPUs: gpu, Period: time.Hour, Now: func() time.Time { return now }})
-	read := func(w float64) {
-		gpu.powerW = w
-		now = now.Add(10 * time.Second)
-		meter.Start(nil).Stop(0) // a reading now
-	}
-	task := meter.Start([]string{"GPU-x"}) // the first reading: the board at rest
-	defer task.Stop(0)
+	meter, read := steadyMeter(t)
 	d := &Donor{cfg: DonorConfig{Energy: meter, GPUs: noGPUs{}}, log: slog.New(slog.DiscardHandler)}
 	step := func(want float64, why string) {
 		t.Helper()
@@ -205,16 +212,7 @@ func (h *hookThrottler) SetPriority(worker.Priority) error { return nil }
 // the step was applied (on the meter's clock), not merely one newer
 // than the reading it was computed from.
 func TestGPUDutyWaitsForAReadingAfterTheStep(t *testing.T) {
-	now := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
-	gpu := &steadyGPU{powerW: 50}
-	meter := energy.NewMeter(energy.Config{GPUs: gpu, Period: time.Hour, Now: func() time.Time { return now }})
-	read := func(w float64) {
-		gpu.powerW = w
-		now = now.Add(10 * time.Second)
-		meter.Start(nil).Stop(0)
-	}
-	task := meter.Start([]string{"GPU-x"})
-	defer task.Stop(0)
+	meter, read := steadyMeter(t)
 	ex := &hookThrottler{}
 	d := &Donor{cfg: DonorConfig{Energy: meter, GPUs: noGPUs{}, Executor: ex}, log: slog.New(slog.DiscardHandler)}
 	s := idle.Defaults()

@@ -352,15 +352,7 @@ func Decide(s Settings, sig Signals, now time.Time, mono time.Duration, prev Pol
 	case forced:
 		reason = fmt.Sprintf("computing now, as you asked, until %s, on %d of %d cores", strings.TrimPrefix(forcedText, "compute now until "), cores, cpus)
 	}
-	if len(gpus) > 0 {
-		var names []string
-		for _, g := range sig.GPUs.Value {
-			if slices.Contains(gpus, g.UUID) {
-				names = append(names, fmt.Sprintf("GPU %d", g.Index))
-			}
-		}
-		reason += " and " + joinAnd(names)
-	}
+	reason += gpuWords(sig.GPUs.Value, gpus)
 	notes := gpuNotes
 	if !sig.Power.Known {
 		if st.PowerKnown {
@@ -432,6 +424,21 @@ func (p *Policy) State() PolicyState {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.state
+}
+
+// gpuWords is " and GPU 0, GPU 1 and GPU 3" for the allowed gpus (UUIDs) among
+// those listed, by their indexes; "" for none.
+func gpuWords(listed []GPU, gpus []string) string {
+	if len(gpus) == 0 {
+		return ""
+	}
+	var names []string
+	for _, g := range listed {
+		if slices.Contains(gpus, g.UUID) {
+			names = append(names, fmt.Sprintf("GPU %d", g.Index))
+		}
+	}
+	return " and " + joinAnd(names)
 }
 
 // chooseGPUs returns the UUIDs of the GPUs the settings allow now, the
@@ -621,15 +628,7 @@ func DecideAlways(s Settings, sig Signals, slots int, prev PolicyState) (Decisio
 	if slots == 1 {
 		reason = "computing on 1 slot"
 	}
-	if len(gpus) > 0 {
-		var names []string
-		for _, g := range sig.GPUs.Value {
-			if slices.Contains(gpus, g.UUID) {
-				names = append(names, fmt.Sprintf("GPU %d", g.Index))
-			}
-		}
-		reason += " and " + joinAnd(names)
-	}
+	reason += gpuWords(sig.GPUs.Value, gpus)
 	reason += " (no idle policy)"
 	for _, n := range notes {
 		reason += "; " + n
