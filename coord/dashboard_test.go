@@ -234,7 +234,7 @@ func TestPoolPageHeaders(t *testing.T) {
 func TestPoolPageInBrowser(t *testing.T) {
 	d := startDashPool(t, 40)
 	b := webtest.Start(t, 390, 844)
-	ctx, cancel := context.WithTimeout(b.Ctx, 2*time.Minute)
+	ctx, cancel := context.WithTimeout(b.Ctx, patience(t)) // a bound on a hang, not a verdict
 	defer cancel()
 	if err := chromedp.Do(ctx, chromedp.EmulateViewport(390, 844), chromedp.Navigate(d.ts.URL()+"/")); err != nil {
 		t.Fatalf("load the page: %v", err)
@@ -386,7 +386,7 @@ func TestPoolPageLayout(t *testing.T) {
 	}
 
 	b := webtest.Start(t, 1200, 900)
-	ctx, cancel := context.WithTimeout(b.Ctx, 2*time.Minute)
+	ctx, cancel := context.WithTimeout(b.Ctx, patience(t)) // a bound on a hang, not a verdict
 	defer cancel()
 	// The first GET /v1/dashboard waits until the loading state is seen.
 	if _, err := chromedp.Call(ctx, fetch.Enable, fetch.EnableParams{Patterns: []*fetch.RequestPattern{{URLPattern: "*/v1/dashboard"}}}); err != nil {
