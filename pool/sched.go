@@ -66,7 +66,7 @@ type SchedulerConfig struct {
 	// now: connected, and so may ask for work soon (the coordinator: it
 	// has a live capacity offer). A device held from a task it failed on
 	// for a reason of its own takes it again once no present device
-	// other than it may (see othersMayTake). Lease calls it with the
+	// other than it may (see heldBack). Lease calls it with the
 	// Scheduler's lock held; it must not call the Scheduler. nil: every
 	// registered device counts as present.
 	Present func(peer string, now time.Time) bool

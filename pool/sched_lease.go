@@ -129,8 +129,8 @@ func (s *Scheduler) selected(p Peer, ids []job.ID) []*jobState {
 // next fresh task, else a backup replica in the job's tail (backup true;
 // tail.go). A device that is slow in a job's tail (slowInTail) skips the
 // job. A device held from a task it failed on (taskState.held) takes it
-// again before the hold ends only once its retry is due (retakeDue) and
-// no other present device may take it (othersMayTake).
+// again before the hold ends only once its retry is due and no other
+// present device may take it (heldBack).
 func (s *Scheduler) pick(p Peer, order []*jobState, now time.Time) (*jobState, *taskState, bool) {
 	for _, js := range order {
 		if js.complete() {
@@ -149,8 +149,7 @@ func (s *Scheduler) pick(p Peer, order []*jobState, now time.Time) (*jobState, *
 				if suspect && pass == 0 && !js.j.Knows(i) {
 					continue
 				}
-				if ts := js.active[i]; js.eligible(ts, p) && !(ts.held(p, now) && (!js.retakeDue(ts, p, now) || s.othersMayTake(js, ts, p, now))) &&
-					js.admits(ts, p) && s.checkOK(js, ts, p, now) {
+				if ts := js.active[i]; js.eligible(ts, p) && !s.heldBack(js, ts, p, now) && js.admits(ts, p) && s.checkOK(js, ts, p, now) {
 					return js, ts, false
 				}
 			}
@@ -171,41 +170,46 @@ func (s *Scheduler) pick(p Peer, order []*jobState, now time.Time) (*jobState, *
 	return nil, nil, false
 }
 
-// retakeDue reports whether device p, held from ts (taskState.held), may
-// take it again before the hold ends when no other device may: once the
-// job's time limit doubled for each failure of ts on p has passed since
-// p's latest lease of ts (so the first retry comes about one time limit
-// after a timeout, the next three, then seven: a device slowed for a
-// while gets a second chance soon, and a task that keeps failing does
-// not use up its failures at once while a better device may still come).
-func (js *jobState) retakeDue(ts *taskState, p Peer, now time.Time) bool {
-	n := 0
-	var last *replica
+// heldBack reports whether p is kept from ts for now: it failed ts for
+// a reason of its own and that replica's hold has not ended
+// (taskState.held: so that other devices take the task first), and
+// either its retry is not due yet or another present device may take
+// the task (othersMayTake). A retry is due once the job's time limit,
+// doubled for each failure of ts on p, has passed since p's latest lease
+// of ts: the first retry comes about one time limit after a timeout, the
+// next three, then seven, so that a device slowed for a while gets a
+// second chance soon and a task that keeps failing does not use up its
+// failures at once while a better device may still come. s.mu is held.
+func (s *Scheduler) heldBack(js *jobState, ts *taskState, p Peer, now time.Time) bool {
+	held, n := false, 0
+	var lastLease time.Time
 	for _, r := range ts.machine {
-		if r.rec.Peer == p.ID {
-			n++
-			if last == nil || r.rec.Created.After(last.rec.Created) {
-				last = r
-			}
+		if r.rec.Peer != p.ID {
+			continue
+		}
+		held = held || now.Before(r.rec.Deadline)
+		n++
+		if r.rec.Created.After(lastLease) {
+			lastLease = r.rec.Created
 		}
 	}
-	if last == nil {
+	if !held {
+		return false
+	}
+	if now.Before(lastLease.Add(js.pol.TimeLimit.Duration << min(n, 16))) {
 		return true
 	}
-	wait := js.pol.TimeLimit.Duration << min(n, 16)
-	return !now.Before(last.rec.Created.Add(wait))
+	return s.othersMayTake(js, ts, p, now)
 }
 
 // othersMayTake reports whether a present device of the pool other than
 // p (SchedulerConfig.Present) may take a replica of ts: one the job
 // allows, not excluded, eligible, admitted, and not held from ts itself.
-// The hold on a device that failed ts for a reason of its own
-// (taskState.held, until that replica's lease deadline) is there so that
-// others take the task first; with none present that could, it would
-// only stall the task for the rest of a lease timeout (minutes, where
-// its time limit may be seconds), so p takes it again. A task that keeps
-// failing ends at the pool's limits (SchedulerConfig.MaxTimeouts, the
-// job's max_replicas) as before. s.mu is held.
+// With none, holding p back would only stall the task for the rest of a
+// lease timeout (minutes, where its time limit may be seconds), so p
+// takes it again (heldBack); a task that keeps failing ends at the
+// pool's limits (SchedulerConfig.MaxTimeouts, the job's max_replicas) as
+// before. s.mu is held.
 func (s *Scheduler) othersMayTake(js *jobState, ts *taskState, p Peer, now time.Time) bool {
 	for id, q := range s.peers {
 		if id == p.ID || s.cfg.Present != nil && !s.cfg.Present(id, now) {
