@@ -144,11 +144,10 @@ type Donor struct {
 	// with no ceiling or no GPU task.
 	gpuShare float64
 	// gpuStepAt is when (on the meter's clock) the last step of
-	// gpuShare was applied to the workers, or else the time of the
-	// reading the last step was computed from: the next step waits for
-	// a reading taken after it, which the step can have changed (a
-	// reading taken before would be counted as the new share's draw,
-	// and the share stepped twice).
+	// gpuShare was applied to the workers (throttle): the next step
+	// waits for a reading taken after it, which the step can have
+	// changed (a reading taken before would be counted as the new
+	// share's draw, and the share stepped twice).
 	gpuStepAt time.Time
 	// gpuLimits are the power limits the GPUs' driver holds for the
 	// ceiling (limitGPUs), by UUID; gpuRefused why it took none, by
@@ -496,7 +495,6 @@ func (d *Donor) gpuDuty(ceilingW float64) float64 {
 		d.mu.Unlock()
 		return d.gpuShare
 	}
-	d.gpuStepAt = readAt
 	next, fullW, driverW, refused := 1.0, 0.0, 0.0, ""
 	heldW := 0.0 // the driver's limit of the GPU the share holds
 	for uuid, g := range draws {

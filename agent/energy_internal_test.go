@@ -163,10 +163,14 @@ func steadyMeter(t *testing.T) (*energy.Meter, func(w float64)) {
 // owner's change), that held the GPU far under its ceiling.
 func TestGPUDutyStepsOncePerReading(t *testing.T) {
 	meter, read := steadyMeter(t)
-	d := &Donor{cfg: DonorConfig{Energy: meter, GPUs: noGPUs{}}, log: slog.New(slog.DiscardHandler)}
+	ex := &hookThrottler{}
+	d := &Donor{cfg: DonorConfig{Energy: meter, GPUs: noGPUs{}, Executor: ex}, log: slog.New(slog.DiscardHandler)}
+	s := idle.Defaults()
+	s.GPUPowerW = 150
 	step := func(want float64, why string) {
 		t.Helper()
-		if got := d.gpuDuty(150); !near(got, want) {
+		d.throttle(s)
+		if got := ex.share; !near(got, want) {
 			t.Errorf("%s: share %g, want %g", why, got, want)
 		}
 	}

@@ -64,7 +64,8 @@ type SchedulerConfig struct {
 
 	// Present, when set, reports whether the device peer is present at
 	// now: connected, and so may ask for work soon (the coordinator: it
-	// has a live capacity offer). A device held from a task it failed on
+	// has a live capacity offer and made a signed request within the
+	// last minute). A device held from a task it failed on
 	// for a reason of its own takes it again once no present device
 	// other than it may (see heldBack). Lease calls it with the
 	// Scheduler's lock held; it must not call the Scheduler. nil: every
