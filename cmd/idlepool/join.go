@@ -16,6 +16,7 @@ import (
 	"idlepool/agent"
 	"idlepool/home"
 	"idlepool/identity"
+	"idlepool/idle"
 	"idlepool/offers"
 	"idlepool/store"
 	"idlepool/worker"
@@ -173,7 +174,7 @@ func hintUnknownIdle(ctx context.Context, w io.Writer, d *agent.Donor, local *st
 	defer cancel()
 	for {
 		st := d.Status()
-		if st.Decision.State != "" {
+		if st.Decision.State == idle.StateWaiting && !st.Signals.InputIdle.Known { // else no need to read the settings
 			s, err := local.Settings(ctx)
 			if err == nil && waitsForUnknownIdle(s, st.Signals, st.Decision) {
 				fmt.Fprintf(w, "idlepool: %s\nhint: %s,\n      or 'idlepool join --always' on a machine dedicated to the pool\n", st.Decision.Reason, unknownIdleHint)
