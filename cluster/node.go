@@ -84,6 +84,15 @@ type NodeConfig struct {
 	// LeaderTTL (Store.Follow), a warm standby, and applies only the
 	// last few batches when it takes charge.
 	ColdStandby bool `toml:"cold_standby"`
+	// Shards is K, how many shards the pool's work is divided into
+	// (RATIONALE.md, "Dividing the work among the nodes"), 1 to
+	// MaxShards; the same on every node, and fixed for the pool's life
+	// (a job's shard is its ID modulo K): the first node to start
+	// records it, and a node whose config says otherwise refuses to
+	// start (Rules.ClaimShards). Each shard is scheduled by one node at
+	// a time, and the nodes share the shards. Default 1: one node
+	// schedules everything.
+	Shards int `toml:"shards"`
 
 	// Dir is the directory of the config file; relative paths are under
 	// it. The node keeps its data in Dir/data unless DataDir is set.
@@ -158,6 +167,12 @@ func (c NodeConfig) withDefaults() (NodeConfig, error) {
 	}
 	if c.LeaderTTL.Duration < 500*time.Millisecond {
 		return c, fmt.Errorf("%w: leader_ttl %s: want at least 500ms", ErrConfig, c.LeaderTTL)
+	}
+	if c.Shards == 0 {
+		c.Shards = 1
+	}
+	if err := ValidateShardCount(c.Shards); err != nil {
+		return c, fmt.Errorf("%w: shards %d: want 1 to %d", ErrConfig, c.Shards, MaxShards)
 	}
 	if c.SnapshotEvery == 0 {
 		c.SnapshotEvery = 4096

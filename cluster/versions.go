@@ -5,16 +5,28 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
 
 // RulesBucket is the JetStream key-value bucket of the pool-wide rules
 // every node of a cluster applies, whichever is in charge: the versions
-// of idlepool it accepts (key "versions", a VersionRules in JSON).
+// of idlepool it accepts (key "versions", a VersionRules in JSON) and
+// how many shards its work is divided into (key "shards", the count in
+// decimal).
 const RulesBucket = "idlepool_rules"
 
-const versionsKey = "versions"
+const (
+	versionsKey = "versions"
+	shardsKey   = "shards"
+)
+
+// ErrShards means a node's shard count (NodeConfig.Shards) is not the
+// pool's: the count the first node recorded (Rules.ClaimShards). Such a
+// node must not start, since it would look for a job in another shard
+// than the one that schedules it.
+var ErrShards = errors.New("cluster: this node's shard count is not the pool's")
 
 // VersionRules are the versions a clustered pool accepts and knows, as
 // the operator gave them to a node (serve --min-agent-version,
@@ -34,6 +46,7 @@ type VersionRules struct {
 // states the same versions, whichever node is in charge and whichever
 // was started with them. It is safe for concurrent use.
 type Rules struct {
+	js jetstream.JetStream
 	kv jetstream.KeyValue
 }
 
@@ -45,7 +58,7 @@ func OpenRules(ctx context.Context, js jetstream.JetStream, replicas int) (*Rule
 	if err != nil {
 		return nil, fmt.Errorf("cluster: rules bucket: %w", unavailable(err))
 	}
-	return &Rules{kv: kv}, nil
+	return &Rules{js: js, kv: kv}, nil
 }
 
 // PutVersions stores v as the cluster's version rules, in place of any
@@ -76,4 +89,59 @@ func (r *Rules) Versions(ctx context.Context) (v VersionRules, ok bool, err erro
 		return VersionRules{}, false, fmt.Errorf("cluster: read version rules: %w", err)
 	}
 	return v, true, nil
+}
+
+// ClaimShards checks that k, this node's shard count, is the pool's: the
+// first node to call it records k (a create, which JetStream refuses
+// when the key exists, so two first nodes cannot both win), and every
+// later call compares. Another count is an error wrapping ErrShards that
+// names both; an error that JetStream did not answer matches
+// pool.ErrStoreUnavailable (try again). A pool whose nodes ran before
+// shard counts were recorded has one shard: a first count above 1 is
+// refused (ErrShards) when the undivided pool's state stream
+// (StateStream) holds anything, since its jobs are all in shard 0.
+func (r *Rules) ClaimShards(ctx context.Context, k int) error {
+	if err := ValidateShardCount(k); err != nil {
+		return err
+	}
+	if k > 1 {
+		if _, err := r.kv.Get(ctx, shardsKey); errors.Is(err, jetstream.ErrKeyNotFound) {
+			st, err := r.js.Stream(ctx, StateStream)
+			if err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+				return fmt.Errorf("cluster: read the pool's state stream: %w", unavailable(err))
+			}
+			if err == nil {
+				info, err := st.Info(ctx)
+				if err != nil {
+					return fmt.Errorf("cluster: read the pool's state stream: %w", unavailable(err))
+				}
+				if info.State.Msgs > 0 || info.State.LastSeq > 0 {
+					return fmt.Errorf("%w: this node's cluster.toml says shards = %d, but the pool ran undivided before (its state stream %s holds %d messages): a pool is divided when it starts, never later",
+						ErrShards, k, StateStream, info.State.Msgs)
+				}
+			}
+		} else if err != nil {
+			return fmt.Errorf("cluster: read the shard count: %w", unavailable(err))
+		}
+	}
+	_, err := r.kv.Create(ctx, shardsKey, []byte(strconv.Itoa(k)))
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, jetstream.ErrKeyExists) {
+		return fmt.Errorf("cluster: record the shard count: %w", unavailable(err))
+	}
+	e, err := r.kv.Get(ctx, shardsKey)
+	if err != nil {
+		return fmt.Errorf("cluster: read the shard count: %w", unavailable(err))
+	}
+	have, err := strconv.Atoi(string(e.Value()))
+	if err != nil {
+		return fmt.Errorf("cluster: the recorded shard count %q is not a number", e.Value())
+	}
+	if have != k {
+		return fmt.Errorf("%w: this node's cluster.toml says shards = %d, the pool was started with %d (a job's shard is its ID modulo the count, so it cannot change)",
+			ErrShards, k, have)
+	}
+	return nil
 }
