@@ -15,12 +15,16 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"idlepool/agent"
 	"idlepool/coord"
+	"idlepool/job"
 )
 
 // The coordinator benchmark: one job of b.N empty tasks at redundancy 2
@@ -200,7 +204,14 @@ const (
 	benchPIDsEnv = "IDLEPOOL_BENCH_PIDS"
 )
 
-// benchPool runs one job of b.N empty tasks on the pool at url with 8
+// benchJobsEnv splits the benchmark's b.N tasks into that many jobs
+// (default 1), submitted together and followed side by side: a pool
+// divided into shards schedules each job on its job's shard, so one
+// job would keep every shard but one idle.
+const benchJobsEnv = "IDLEPOOL_BENCH_JOBS"
+
+// benchPool runs one job of b.N empty tasks (or benchJobsEnv jobs
+// sharing them) on the pool at url with 8
 // agents of distinct owners; coordPIDs, if any, are the coordinator's
 // processes (a cluster's nodes, in the order of url's list), whose CPU
 // time is reported apart: in all, and node by node when there are
@@ -239,23 +250,52 @@ func benchPool(b *testing.B, url string, coordPIDs []int) {
 		})
 	}
 	sub := newSubmitter(b, url, nil)
-	j := planJob(b, fmt.Sprintf("bench-%d", b.N), b.N, "")
+	jobs := 1
+	if v := os.Getenv(benchJobsEnv); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			b.Fatalf("%s: %q: want a count from 1", benchJobsEnv, v)
+		}
+		jobs = min(n, b.N) // the benchmark's first run has b.N = 1
+	}
+	b.ReportMetric(float64(jobs), "jobs")
 	ctx := context.Background()
-	if err := sub.c.Submit(ctx, j); err != nil {
-		b.Fatal(err)
+	var js []*job.Job
+	for i := range jobs {
+		tasks := b.N / jobs
+		if i < b.N%jobs {
+			tasks++
+		}
+		j := planJob(b, fmt.Sprintf("bench-%d-%d-of-%d", b.N, i+1, jobs), tasks, "")
+		if err := sub.c.Submit(ctx, j); err != nil {
+			b.Fatal(err)
+		}
+		js = append(js, j)
 	}
 	b.ResetTimer()
 	start, cpu0 := time.Now(), processCPU()
 	ccpu0, _ := childrenCPU(coordPIDs)
-	out, err := agent.Follow(ctx, sub.c, j, agent.FollowConfig{Dir: b.TempDir(), Poll: time.Millisecond, Page: 1000})
+	var ok64 atomic.Int64
+	var g errgroup.Group
+	for _, j := range js {
+		dir := b.TempDir()
+		g.Go(func() error {
+			out, err := agent.Follow(ctx, sub.c, j, agent.FollowConfig{Dir: dir, Poll: time.Millisecond, Page: 1000})
+			if err == nil {
+				ok64.Add(out.OK)
+			}
+			return err
+		})
+	}
+	err := g.Wait()
 	elapsed, cpu := time.Since(start), processCPU()-cpu0
 	ccpu1, ok := childrenCPU(coordPIDs)
 	b.StopTimer()
 	if err != nil {
 		b.Fatal(err)
 	}
-	if out.OK != int64(b.N) {
-		b.Fatalf("%d of %d tasks ok", out.OK, b.N)
+	if got := ok64.Load(); got != int64(b.N) {
+		b.Fatalf("%d of %d tasks ok", got, b.N)
 	}
 	n := float64(b.N)
 	reportRequests(b, url, n)
