@@ -80,6 +80,14 @@ type SchedulerConfig struct {
 	// devices' records and the lease timeouts derived from them
 	// (tail.go). The zero value turns them on.
 	Tail TailConfig
+
+	// Shard and Shards place the Scheduler in a pool divided into
+	// Shards shards (1 to MaxShards) as shard Shard (0 to Shards-1): it
+	// writes Shard into the IDs of the leases it grants, so that a
+	// router finds a lease's shard from its ID alone (LeaseShard). The
+	// zero values are shard 0 of 1, an undivided pool, whose lease IDs
+	// are NewLeaseID's.
+	Shard, Shards int
 }
 
 // Defaults of SchedulerConfig.
@@ -300,6 +308,13 @@ func NewScheduler(ctx context.Context, cfg SchedulerConfig) (*Scheduler, error) 
 	}
 	if cfg.MaxResultBytes <= 0 {
 		cfg.MaxResultBytes = DefaultMaxResultBytes
+	}
+	if cfg.Shards == 0 {
+		cfg.Shards = 1
+	}
+	if cfg.Shards < 1 || cfg.Shards > MaxShards || cfg.Shard < 0 || cfg.Shard >= cfg.Shards {
+		return nil, fmt.Errorf("new scheduler: %w: shard %d of %d: want 1 to %d shards and a shard from 0 to one less",
+			ErrBadRequest, cfg.Shard, cfg.Shards, MaxShards)
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -992,6 +1007,23 @@ func (s *Scheduler) Seeking() []JobView {
 		}
 	}
 	return out
+}
+
+// Queued returns how many tasks wait to be leased now, over the open
+// jobs that are not cancelled: tasks never leased, and tasks that want
+// another replica. It is a figure for choosing among shards where to ask
+// for work (a task counted may still not suit a given device: its job's
+// policy, its owner, its offer). It costs one pass over the open jobs.
+func (s *Scheduler) Queued() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n int64
+	for _, js := range s.openJobs() {
+		if js.rec.Cancelled.IsZero() {
+			n += js.tasks - js.next + int64(len(js.want))
+		}
+	}
+	return n
 }
 
 // Jobs returns every job's progress, oldest first.

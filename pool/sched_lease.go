@@ -347,7 +347,7 @@ func (s *Scheduler) grant(js *jobState, ts *taskState, p Peer, now time.Time, ba
 		timeout = min(timeout, s.backupWindow())
 	}
 	r := &replica{js: js, ts: ts, backup: backup, rec: ReplicaRecord{
-		Lease: NewLeaseID(), Job: js.rec.ID, Task: ts.index, Peer: p.ID, Owner: p.Owner,
+		Lease: s.newLeaseID(), Job: js.rec.ID, Task: ts.index, Peer: p.ID, Owner: p.Owner,
 		State: ReplicaLeased, Created: now, Deadline: now.Add(timeout),
 	}}
 	s.noteLeased(p.ID, now)
@@ -415,7 +415,21 @@ var lastLeaseStamp atomic.Uint64
 // task, which the Time of its entry bounds (a lease lives until its
 // deadline). The random half keeps IDs of different processes (a
 // cluster's nodes, a restart) apart. It is safe for concurrent use.
-func NewLeaseID() string {
+func NewLeaseID() string { return mintLeaseID(-1) }
+
+// newLeaseID mints the ID of a lease this Scheduler grants: NewLeaseID's,
+// with the scheduler's shard in its 17th and 18th hex digits when it is
+// a shard of a divided pool (SchedulerConfig.Shards > 1; LeaseShard).
+func (s *Scheduler) newLeaseID() string {
+	if s.cfg.Shards > 1 {
+		return mintLeaseID(s.cfg.Shard)
+	}
+	return NewLeaseID()
+}
+
+// mintLeaseID is NewLeaseID with shard, when at least 0, as the first
+// byte of the random half.
+func mintLeaseID(shard int) string {
 	now := uint64(max(time.Now().UnixNano(), 0))
 	var stamp uint64
 	for {
@@ -428,7 +442,43 @@ func NewLeaseID() string {
 	var b [16]byte
 	binary.BigEndian.PutUint64(b[:8], stamp)
 	rand.Read(b[8:]) // never fails (crypto/rand)
+	if shard >= 0 {
+		b[8] = byte(shard)
+	}
 	return hex.EncodeToString(b[:])
+}
+
+// MaxShards is the most shards a divided pool may have for its lease IDs
+// to name them: a shard is one byte of the ID (LeaseShard).
+const MaxShards = 256
+
+// LeaseShard returns the shard, 0 to k-1, of lease id in a pool divided
+// into k shards: the byte that a Scheduler configured as a shard of k > 1
+// writes into the first byte of the ID's random half (hex digits 17 and
+// 18, SchedulerConfig.Shard). In a pool of one shard (k = 1) every lease
+// is shard 0's. The error wraps ErrBadRequest and says what is wrong: an
+// ID that is not 32 lowercase hex digits, a k outside 1 to MaxShards, or
+// a shard byte of k or more (no shard of this pool minted the ID).
+func LeaseShard(id string, k int) (int, error) {
+	if k < 1 || k > MaxShards {
+		return 0, fmt.Errorf("shard of lease %q: %w: %d shards, want 1 to %d", id, ErrBadRequest, k, MaxShards)
+	}
+	if len(id) != 32 {
+		return 0, fmt.Errorf("shard of lease %q: %w: %d characters, want 32 lowercase hex digits", id, ErrBadRequest, len(id))
+	}
+	for i := range len(id) {
+		if c := id[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return 0, fmt.Errorf("shard of lease %q: %w: character %d is not a lowercase hex digit", id, ErrBadRequest, i+1)
+		}
+	}
+	if k == 1 {
+		return 0, nil
+	}
+	b, _ := hex.DecodeString(id[16:18]) // checked above
+	if int(b[0]) >= k {
+		return 0, fmt.Errorf("shard of lease %s: %w: its shard byte is %d, and the pool has %d shards (0 to %d)", id, ErrBadRequest, b[0], k, k-1)
+	}
+	return int(b[0]), nil
 }
 
 // lookup returns the lease id held by peer. s.mu is held on entry and
