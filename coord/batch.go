@@ -159,6 +159,7 @@ func validLeaseID(id string) bool {
 // CBOR when its Accept prefers it (acceptsCBOR); errors that refuse the
 // whole request are JSON, as every error answer is.
 func (s *Server) work(w http.ResponseWriter, r *http.Request, c call) error {
+	s.noteQueued(w)
 	req, subs, err := decodeWork(c.body, isCBOR(r))
 	if err != nil {
 		s.metrics.submissions.WithLabelValues("refused").Add(float64(max(len(req.Results), 1)))
@@ -204,6 +205,7 @@ func (s *Server) work(w http.ResponseWriter, r *http.Request, c call) error {
 		out.Results[i] = WorkAnswer{Lease: req.Results[i].Lease, Status: http.StatusOK}
 	}
 	w.Header().Set("Vary", "Accept")
+	s.noteQueued(w)
 	if acceptsCBOR(r) {
 		writeWorkCBOR(w, &out)
 		return nil

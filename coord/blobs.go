@@ -72,6 +72,11 @@ func (b *blobStore) has(d job.Digest) bool {
 // an error wrapping errDigestMismatch and stores nothing; so does any read
 // error (such as *http.MaxBytesError).
 func (b *blobStore) put(d job.Digest, r io.Reader) (created bool, err error) {
+	return b.store(d, r, b.mirror)
+}
+
+// store is put, mirroring the file to mirror (nil: not mirrored).
+func (b *blobStore) store(d job.Digest, r io.Reader, mirror BlobMirror) (created bool, err error) {
 	if b.has(d) {
 		return false, nil
 	}
@@ -104,11 +109,11 @@ func (b *blobStore) put(d job.Digest, r io.Reader) (created bool, err error) {
 	if err := f.Close(); err != nil {
 		return false, fmt.Errorf("store blob %s: %w", d, err)
 	}
-	if b.mirror != nil {
+	if mirror != nil {
 		// Mirrored before it counts as stored here: a file this node
 		// has is one every node can get after a failover.
 		ctx, cancel := context.WithTimeout(context.Background(), mirrorTimeout)
-		err := b.mirror.Put(ctx, d, tmp)
+		err := mirror.Put(ctx, d, tmp)
 		cancel()
 		if err != nil {
 			return false, fmt.Errorf("store blob %s on the other nodes: %w: %w", d, pool.ErrStoreUnavailable, err)
@@ -157,16 +162,40 @@ func (b *blobStore) fillFromMirror(ctx context.Context) (n int, err error) {
 func (b *blobStore) fetch(ctx context.Context, d job.Digest) error {
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), mirrorTimeout)
 	defer cancel()
-	r, err := b.mirror.Open(fctx, d)
+	return b.copyFromMirror(fctx, d)
+}
+
+// copyFromMirror copies the mirrored file d here within ctx. Safe for
+// concurrent use (two copies of one file: the last rename wins).
+func (b *blobStore) copyFromMirror(ctx context.Context, d job.Digest) error {
+	r, err := b.mirror.Open(ctx, d)
 	if err != nil {
 		return err
 	}
 	defer r.Close()
-	mirror := b.mirror
-	b.mirror = nil // it is there already
-	_, err = b.put(d, r)
-	b.mirror = mirror
+	_, err = b.store(d, r, nil) // it is in the mirror already
 	return err
+}
+
+// hasOrFetches reports whether the file with digest d is stored here,
+// copying it from the mirror first when it is not and there is one (in
+// a divided pool another shard's coordinator may have taken the upload),
+// within ctx and mirrorTimeout. A file the mirror does not give (absent,
+// or the mirror failing) is reported absent; the failure is logged by the
+// caller through err.
+func (b *blobStore) hasOrFetches(ctx context.Context, d job.Digest) (bool, error) {
+	if b.has(d) {
+		return true, nil
+	}
+	if b.mirror == nil {
+		return false, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, mirrorTimeout)
+	defer cancel()
+	if err := b.copyFromMirror(ctx, d); err != nil {
+		return false, err
+	}
+	return b.has(d), nil
 }
 
 // putBytes stores data under its own digest.

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"idlepool/cluster"
 	"idlepool/job"
 	"idlepool/pool"
 )
@@ -127,6 +128,18 @@ type Config struct {
 	// (pool.SchedulerConfig.Tail). The zero value turns them on.
 	Tail pool.TailConfig
 
+	// Shard and Shards make this coordinator shard Shard (0 to
+	// Shards-1) of a pool divided into Shards shards (1 to 64,
+	// cluster.ValidateShardCount), each scheduled by a coordinator of its
+	// own behind a ShardRouter: its scheduler writes Shard into its lease
+	// IDs (pool.LeaseShard), its answers to requests for work say how
+	// many tasks it has waiting (QueuedHeader), and it takes requests
+	// that a router forwarded with a MAC under the pool's key
+	// (ForwardedHeader; every shard's DataDir holds the same
+	// coordinator.key). The zero values are shard 0 of 1: an undivided
+	// pool, which refuses forwarded requests.
+	Shard, Shards int
+
 	// Cluster, when set, makes this coordinator the one in charge of a
 	// clustered pool (idlepool serve --cluster; see ServeCluster): the
 	// scheduler's state lives in Cluster.Store instead of coordinator.db,
@@ -150,7 +163,9 @@ type Config struct {
 // pool (see Config.Cluster).
 type ClusterHooks struct {
 	// Store holds the scheduler's state (jobs, replicas, outcomes,
-	// ledger, trust), replicated to the other nodes.
+	// ledger, trust), replicated to the other nodes. nil: coordinator.db
+	// in DataDir, compacted as a single coordinator's (a shard's
+	// coordinator that shares only its files with the others).
 	Store pool.Store
 	// Blobs mirrors the pool's files to the other nodes: New copies every
 	// file it lacks from it before loading, and an upload is answered
@@ -245,6 +260,15 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxTimeouts < 0 {
 		return fmt.Errorf("%w: MaxTimeouts %d: want at least 1 device (0: the default, %d)", ErrConfig, c.MaxTimeouts, pool.DefaultMaxTimeouts)
+	}
+	if c.Shards == 0 {
+		c.Shards = 1
+	}
+	if err := cluster.ValidateShardCount(c.Shards); err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	if c.Shard < 0 || c.Shard >= c.Shards {
+		return fmt.Errorf("%w: shard %d of a pool of %d shards: want 0 to %d", ErrConfig, c.Shard, c.Shards, c.Shards-1)
 	}
 	if c.CompactEvery == 0 {
 		c.CompactEvery = DefaultCompactEvery

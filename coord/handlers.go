@@ -95,6 +95,9 @@ func (s *Server) routes() http.Handler {
 	peer := webpeer.Handler("/join", webpeer.Build{Version: version.Version, API: APIVersion}, s.cfg.BrowserCore)
 	handle("GET /join", peer)
 	handle("GET /join/{asset}", peer)
+	if s.cfg.Shards > 1 {
+		handle("GET /v1/peers/{id}/key", s.signed(maxJSONBody, s.peerKey))
+	}
 	handle("/", s.plain(func(w http.ResponseWriter, r *http.Request) error {
 		return notFound("not_found", "no such endpoint: %s %s (see docs/api.md)", r.Method, r.URL.Path)
 	}))
@@ -148,7 +151,18 @@ func (s *Server) signed(limit int64, h func(http.ResponseWriter, *http.Request, 
 		if err := s.checkAgentVersion(r); err != nil {
 			return err
 		}
-		a, err := s.authenticate(r)
+		// A request a shard router forwarded (forward.go) carries its MAC
+		// instead of the device's signature.
+		var a authorization
+		var f forwarded
+		var err error
+		fwd := isForwarded(r)
+		if fwd {
+			f, err = s.authenticateForwarded(r)
+			a.Peer = f.Peer
+		} else {
+			a, err = s.authenticate(r)
+		}
 		if err != nil {
 			return err
 		}
@@ -161,7 +175,12 @@ func (s *Server) signed(limit int64, h func(http.ResponseWriter, *http.Request, 
 			return err
 		}
 		defer b.release()
-		if err := a.verify(p.Key, r.Method, r.URL.RequestURI(), b.sum); err != nil {
+		if fwd {
+			err = f.verify(&s.fwdKey, s.cfg.Shard, r.Method, r.URL.RequestURI(), b.sum)
+		} else {
+			err = a.verify(p.Key, r.Method, r.URL.RequestURI(), b.sum)
+		}
+		if err != nil {
 			return err
 		}
 		// An authenticated body may wait a while for memory to load into.
@@ -265,6 +284,18 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) error {
 		s.log.Info("Peer registered", "peer", id, "owner", owner, "name", reg.Name)
 	}
 	writeJSON(w, status, Registered{Peer: id, Owner: owner})
+	return nil
+}
+
+// peerKey is GET /v1/peers/{id}/key on a shard of a divided pool: the
+// device's public key (PeerKey), answered only to a ShardRouter that
+// forwarded the request acting for that device (ForwardedHeader), which
+// checks the device's signatures on requests it splits.
+func (s *Server) peerKey(w http.ResponseWriter, r *http.Request, c call) error {
+	if !isForwarded(r) || r.PathValue("id") != c.peer.ID {
+		return notFound("not_found", "no such endpoint: %s %s (see docs/api.md)", r.Method, r.URL.Path)
+	}
+	writeJSON(w, http.StatusOK, PeerKey{Peer: c.peer.ID, Key: c.peer.Key})
 	return nil
 }
 
@@ -401,14 +432,27 @@ func (s *Server) addJob(w http.ResponseWriter, r *http.Request, c call) error {
 		named = append(named, job.Digest(*req.KnownAnswers)) // kept by the pool, never served
 	}
 	var missing []HexDigest
+	fetched := false
 	for _, d := range named {
-		if !s.blobs.has(d) && !slices.Contains(missing, HexDigest(d)) {
+		if slices.Contains(missing, HexDigest(d)) || s.blobs.has(d) {
+			continue
+		}
+		// With a mirror, the file may be on another node or shard.
+		ok, err := s.blobs.hasOrFetches(r.Context(), d)
+		if !ok {
+			if err != nil {
+				s.log.Debug("File not had from the mirror", "digest", d.String(), "err", err)
+			}
 			missing = append(missing, HexDigest(d))
 		}
+		fetched = fetched || ok
 	}
 	if len(missing) > 0 {
 		return &apiError{http.StatusConflict, "missing_files",
 			fmt.Sprintf("the job names %d file(s) the pool does not have: upload them (PUT /v1/blobs/{digest}) and submit again", len(missing)), missing}
+	}
+	if fetched { // planned again with the files now here
+		j, planErr = job.FromCanonical(req.Canonical, s.blobs.path)
 	}
 	if planErr != nil {
 		return &apiError{http.StatusBadRequest, "bad_job", planErr.Error(), nil}
@@ -570,6 +614,7 @@ func (s *Server) cancel(w http.ResponseWriter, r *http.Request, c call) error {
 }
 
 func (s *Server) lease(w http.ResponseWriter, r *http.Request, c call) error {
+	s.noteQueued(w)
 	req, err := decodeLeaseRequest(c.body)
 	if err != nil {
 		return badRequest("%v", err)
@@ -586,6 +631,7 @@ func (s *Server) lease(w http.ResponseWriter, r *http.Request, c call) error {
 		out.Leases = append(out.Leases, LeaseGrant{Lease: l.ID, Job: HexDigest(l.Job), Task: l.Task, Deadline: l.Deadline})
 	}
 	s.metrics.leases.Add(float64(len(leases)))
+	s.noteQueued(w)
 	writeJSON(w, http.StatusOK, out)
 	return nil
 }

@@ -48,6 +48,7 @@ type Server struct {
 	log     *slog.Logger
 	lock    *home.Lock // on DataDir, held until Close
 	key     *identity.Key
+	fwdKey  forwardKey // the MAC key of forwarded requests, for a shard of a divided pool (forward.go)
 	db      *store.DB
 	blobs   *blobStore
 	sched   *pool.Scheduler
@@ -184,6 +185,9 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if s.key, err = identity.LoadOrCreate(filepath.Join(cfg.DataDir, keyFile)); err != nil {
 		return nil, fmt.Errorf("coordinator key: %w", err)
 	}
+	if cfg.Shards > 1 {
+		s.fwdKey = newForwardKey(s.key)
+	}
 	if s.blobs, err = newBlobStore(filepath.Join(cfg.DataDir, blobsDir)); err != nil {
 		return nil, err
 	}
@@ -195,7 +199,9 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	}
 	var st pool.Store = s.db
 	if cfg.Cluster != nil {
-		st = cfg.Cluster.Store
+		if cfg.Cluster.Store != nil {
+			st = cfg.Cluster.Store
+		}
 		if cfg.Cluster.Blobs != nil {
 			s.blobs.mirror = cfg.Cluster.Blobs
 			n, err := s.blobs.fillFromMirror(ctx)
@@ -222,6 +228,8 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 
 		MaxTimeouts: cfg.MaxTimeouts,
 		Tail:        cfg.Tail,
+		Shard:       cfg.Shard,
+		Shards:      cfg.Shards,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("load pool state: %w", err)
@@ -344,7 +352,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		return nil
 	})
 	g.Go(func() error { return s.serveRelay(gctx) })
-	if s.cfg.Cluster == nil {
+	if s.cfg.Cluster == nil || s.cfg.Cluster.Store == nil {
 		g.Go(func() error { s.compactLoop(gctx); return nil })
 	}
 	g.Go(func() error {

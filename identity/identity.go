@@ -13,6 +13,7 @@ package identity
 
 import (
 	"crypto/ed25519"
+	"crypto/hkdf"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base32"
@@ -197,6 +198,21 @@ func keyFileProblem(b []byte) string {
 
 // Public returns the 32-byte public key.
 func (k *Key) Public() ed25519.PublicKey { return k.priv.Public().(ed25519.PublicKey) }
+
+// Derive returns a 32-byte secret derived from the key's private seed
+// for the purpose info names (HKDF-SHA256, RFC 5869, without salt): every
+// holder of the same key derives the same secret for the same info, and
+// nobody else can. Different infos give independent secrets, none of
+// which reveals the key. It is safe for concurrent use.
+func (k *Key) Derive(info string) [32]byte {
+	var out [32]byte
+	b, err := hkdf.Key(sha256.New, k.priv.Seed(), nil, info, len(out))
+	if err != nil {
+		panic("identity: hkdf: " + err.Error()) // only for a length past 255 hashes
+	}
+	copy(out[:], b)
+	return out
+}
 
 // ID returns the key's ID (see IDOf).
 func (k *Key) ID() string { return k.id }

@@ -117,3 +117,16 @@ func TestKeyID(t *testing.T) {
 		}
 	}
 }
+
+// Derive gives one secret per key and purpose, the same every time.
+func TestDerive(t *testing.T) {
+	k1, _ := Generate()
+	k2, _ := Generate()
+	a, b := k1.Derive("purpose a"), k1.Derive("purpose a")
+	if a != b {
+		t.Fatal("the same key and info derive different secrets")
+	}
+	if a == k1.Derive("purpose b") || a == k2.Derive("purpose a") || a == ([32]byte{}) {
+		t.Fatal("another info or key derives the same secret")
+	}
+}

@@ -1,0 +1,619 @@
+package coord
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"idlepool/cluster"
+	"idlepool/identity"
+	"idlepool/job"
+	"idlepool/pool"
+)
+
+// ShardRouterConfig configures a ShardRouter.
+type ShardRouterConfig struct {
+	// Shards is K, the number of shards of the pool: 1 to 64
+	// (cluster.ValidateShardCount).
+	Shards int
+	// Key is the pool's key (coordinator.key), which every shard's
+	// coordinator holds too: the router derives from it the key of the
+	// MACs of the requests it forwards in parts (ForwardedHeader).
+	// Required.
+	Key *identity.Key
+	// Target names where shard s's coordinator answers now, a base URL
+	// such as "http://10.0.0.2:7420" (no trailing slash); ok false when
+	// no coordinator is in charge of s (the request is answered 503
+	// "no_leader", as a cluster node's public port answers). It is called
+	// for every request, and must be safe for concurrent use. Required.
+	Target func(shard int) (baseURL string, ok bool)
+	// Transport carries the requests to the shards; nil:
+	// http.DefaultTransport.
+	Transport http.RoundTripper
+	// Logger receives the router's logs; nil discards them.
+	Logger *slog.Logger
+	// Now is the clock of the forwarded requests' times and of the
+	// check of device signatures the router makes; nil: time.Now.
+	Now func() time.Time
+	// MaxBodyMemory bounds the bytes of request bodies the router holds
+	// in memory at once, over all requests (those it must read to route
+	// or split: POST /v1/jobs, /v1/peers, /v1/offers, /v1/leases,
+	// /v1/work); a request that would pass it is answered 503 "busy". It
+	// also bounds one body, as Config.MaxBodyMemory does. Default
+	// DefaultMaxBodyMemory; at least 1 MiB.
+	MaxBodyMemory int64
+}
+
+// ShardRouter is an http.Handler that makes the coordinators of a pool
+// divided into K shards (each a Server with Config.Shard and
+// Config.Shards) look like one coordinator to devices: agents, browser
+// tabs and the CLI speak the API of docs/api.md to it unchanged.
+//
+// Routes:
+//   - /v1/jobs/{id}/... and GET /v1/jobs/{id}: to the job's shard,
+//     cluster.ShardOf(id, K); POST /v1/jobs to the shard of the SHA-256
+//     of its canonical encoding (the job's ID). Unchanged: the device's
+//     signature is checked by the shard.
+//   - /v1/leases/{lease}/...: to the lease's shard, pool.LeaseShard (a
+//     lease ID no shard could have minted goes to shard 0, which answers
+//     it as an unknown lease).
+//   - POST /v1/peers and POST /v1/offers: to every shard, unchanged; the
+//     answer is shard 0's when every shard took it, else the first
+//     refusal in shard order.
+//   - POST /v1/leases: unchanged, to the shards with tasks waiting first
+//     (as each said in QueuedHeader on its last answer), the next when
+//     one grants none, K tries at most.
+//   - POST /v1/work: unchanged to one shard when its results, its
+//     transfer reports and its lease request all go there; otherwise the
+//     router checks the device's signature itself, splits it (results
+//     by their lease's shard, transfers by their job's, the lease
+//     request to a shard with work), forwards each part with a MAC
+//     (ForwardedHeader), and merges the answers into one WorkResponse,
+//     the results' answers in the request's order, in JSON or CBOR as
+//     the device asked. A request for leases that one shard answers
+//     with none is asked of the others in turn.
+//   - everything else to shard 0, unchanged, so far: GET /v1/jobs (the
+//     list of jobs shows shard 0's jobs only), GET /v1/receipts (a
+//     device sees only its receipts of shard 0's jobs), GET
+//     /v1/listings, GET /v1/ledger and GET /v1/dashboard (the ledger is
+//     K hash chains, each signed with the pool key; shard 0's alone is
+//     shown), GET /v1/offers, the signals, /v1/ice, /v1/chunks/...,
+//     /v1/blobs/... (uploads go to shard 0, which mirrors them; a job's
+//     shard copies what it lacks from the mirror when the job is
+//     submitted), POST /v1/results/held, /v1/pool, /join, /web and /.
+//
+// Bodies are bounded per route as a coordinator bounds them
+// (frontBodyLimits), and those the router reads by MaxBodyMemory over
+// all requests; the pace of bodies and answers and the connections are
+// the bounds of whoever serves the router (frontLimits). Requests that
+// claim to be forwarded (ForwardedHeader) lose that header here: only
+// the router forwards. A ShardRouter is safe for concurrent use.
+type ShardRouter struct {
+	cfg    ShardRouterConfig
+	fwd    forwardKey
+	log    *slog.Logger
+	mem    *budget
+	client *http.Client
+	mux    *http.ServeMux
+	limits Config // MaxBodyMemory, for frontBodyLimit
+
+	mu      sync.Mutex
+	proxies map[string]*httputil.ReverseProxy // by shard and base URL
+
+	queued []atomic.Int64 // per shard: tasks waiting as last told, -1 unknown
+	turn   atomic.Uint32  // where the next choice among equals begins
+	keys   peerKeys
+}
+
+// NewShardRouter returns a router over cfg's shards. The error wraps
+// ErrConfig and names the field at fault.
+func NewShardRouter(cfg ShardRouterConfig) (*ShardRouter, error) {
+	if err := cluster.ValidateShardCount(cfg.Shards); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	if cfg.Key == nil || cfg.Target == nil {
+		return nil, fmt.Errorf("%w: a shard router needs the pool's Key and a Target", ErrConfig)
+	}
+	if cfg.Transport == nil {
+		cfg.Transport = http.DefaultTransport
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.MaxBodyMemory == 0 {
+		cfg.MaxBodyMemory = DefaultMaxBodyMemory
+	}
+	if cfg.MaxBodyMemory < maxJSONBody {
+		return nil, fmt.Errorf("%w: body memory of %d bytes is below %d (the largest JSON body)", ErrConfig, cfg.MaxBodyMemory, maxJSONBody)
+	}
+	rt := &ShardRouter{cfg: cfg, fwd: newForwardKey(cfg.Key), log: cfg.Logger, mem: newBudget("memory", cfg.MaxBodyMemory),
+		client: &http.Client{Transport: cfg.Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
+		limits: Config{MaxBodyMemory: cfg.MaxBodyMemory}, proxies: map[string]*httputil.ReverseProxy{},
+		queued: make([]atomic.Int64, cfg.Shards), keys: peerKeys{m: map[string]ed25519.PublicKey{}}}
+	for i := range rt.queued {
+		rt.queued[i].Store(-1)
+	}
+	m := http.NewServeMux()
+	m.HandleFunc("POST /v1/jobs", rt.addJob)
+	m.HandleFunc("GET /v1/jobs/{id}", rt.byJob)
+	m.HandleFunc("/v1/jobs/{id}/{rest...}", rt.byJob)
+	m.HandleFunc("/v1/leases/{lease}/{rest...}", rt.byLease)
+	m.HandleFunc("POST /v1/leases", rt.lease)
+	m.HandleFunc("POST /v1/work", rt.work)
+	m.HandleFunc("POST /v1/peers", rt.everyShard)
+	m.HandleFunc("POST /v1/offers", rt.everyShard)
+	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { rt.proxy(w, r, 0) })
+	rt.mux = m
+	return rt, nil
+}
+
+// ServeHTTP routes r to the shards (see ShardRouter).
+func (rt *ShardRouter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	r.Header.Del(ForwardedHeader)
+	limit := frontBodyLimit(&rt.limits, r)
+	if r.ContentLength > limit {
+		w.Header().Set("Connection", "close") // the body is not read
+		writeJSON(w, http.StatusRequestEntityTooLarge, ErrorBody{Code: "too_large",
+			Error: fmt.Sprintf("request body larger than the limit of %d bytes for %s", limit, r.URL.Path)})
+		return
+	}
+	if r.ContentLength < 0 && r.Body != nil {
+		r.Body = http.MaxBytesReader(w, r.Body, limit)
+	}
+	if rt.cfg.Shards == 1 {
+		rt.proxy(w, r, 0)
+		return
+	}
+	rt.mux.ServeHTTP(w, r)
+}
+
+// proxy passes r to shard's coordinator unchanged, streaming both ways.
+func (rt *ShardRouter) proxy(w http.ResponseWriter, r *http.Request, shard int) {
+	base, ok := rt.cfg.Target(shard)
+	if !ok {
+		noLeader(w, fmt.Sprintf("no coordinator is in charge of shard %d of the pool right now; try again shortly", shard))
+		return
+	}
+	rt.proxyTo(base, shard).ServeHTTP(w, r)
+}
+
+// proxyTo returns the reverse proxy to base, the coordinator of shard.
+func (rt *ShardRouter) proxyTo(base string, shard int) *httputil.ReverseProxy {
+	k := strconv.Itoa(shard) + " " + base
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if p := rt.proxies[k]; p != nil {
+		return p
+	}
+	u, err := url.Parse(base)
+	p := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			if err == nil {
+				pr.SetURL(u)
+			}
+			pr.Out.Host = pr.In.Host
+			pr.SetXForwarded()
+		},
+		Transport:     rt.cfg.Transport,
+		FlushInterval: -1, // long polls and streams pass through at once
+		ModifyResponse: func(resp *http.Response) error {
+			rt.noteQueued(shard, resp.Header)
+			return nil
+		},
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			rt.log.Debug("Forwarding to a shard failed", "shard", shard, "to", base, "path", r.URL.Path, "err", err)
+			noLeader(w, fmt.Sprintf("the coordinator of shard %d of the pool did not answer; try again shortly", shard))
+		},
+	}
+	if len(rt.proxies) > 4*rt.cfg.Shards { // coordinators moved: forget the old
+		clear(rt.proxies)
+	}
+	rt.proxies[k] = p
+	return p
+}
+
+// noteQueued remembers what shard said of its waiting tasks in h, and
+// takes the header off.
+func (rt *ShardRouter) noteQueued(shard int, h http.Header) {
+	if v := h.Get(QueuedHeader); v != "" {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
+			rt.queued[shard].Store(n)
+		}
+		h.Del(QueuedHeader)
+	}
+}
+
+// order returns the shards in the order to ask for work: those known to
+// have tasks waiting, then those not heard from, then those that had
+// none, each group from a turn that moves on with every call.
+func (rt *ShardRouter) order() []int {
+	k := rt.cfg.Shards
+	start := int(rt.turn.Add(1) % uint32(k))
+	out := make([]int, 0, k)
+	for _, pick := range []func(int64) bool{
+		func(n int64) bool { return n > 0 }, func(n int64) bool { return n < 0 }, func(n int64) bool { return n == 0 },
+	} {
+		for i := range k {
+			s := (start + i) % k
+			if pick(rt.queued[s].Load()) {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
+// byJob sends a request of /v1/jobs/{id} to the job's shard; an ID that
+// is not one goes to shard 0, which says so.
+func (rt *ShardRouter) byJob(w http.ResponseWriter, r *http.Request) {
+	shard := 0
+	if id, err := job.ParseDigest(r.PathValue("id")); err == nil {
+		shard = cluster.ShardOf(id, rt.cfg.Shards)
+	}
+	rt.proxy(w, r, shard)
+}
+
+// byLease sends a request of /v1/leases/{lease} to the lease's shard.
+func (rt *ShardRouter) byLease(w http.ResponseWriter, r *http.Request) {
+	shard, err := pool.LeaseShard(r.PathValue("lease"), rt.cfg.Shards)
+	if err != nil {
+		shard = 0 // it answers for an ID no shard minted
+	}
+	rt.proxy(w, r, shard)
+}
+
+// errNoShard is a shard without a coordinator to forward to.
+var errNoShard = errors.New("coord: no coordinator in charge of the shard")
+
+// shardAnswer is a shard's answer read in full, or err when none came.
+type shardAnswer struct {
+	shard  int
+	status int
+	header http.Header
+	body   []byte
+	err    error
+}
+
+// ok reports whether the shard took the request (2xx).
+func (a *shardAnswer) ok() bool { return a.err == nil && a.status/100 == 2 }
+
+// maxShardAnswer bounds an answer the router reads in full (to leases,
+// work, registrations and offers): far more than any of them takes.
+const maxShardAnswer = 16 << 20
+
+// readBody reads r's body, bounded by its route's limit, holding the
+// bytes against the router's memory budget until release is called.
+// A failure has been answered.
+func (rt *ShardRouter) readBody(w http.ResponseWriter, r *http.Request) (body []byte, release func(), ok bool) {
+	limit := frontBodyLimit(&rt.limits, r)
+	hold := limit
+	if r.ContentLength >= 0 {
+		hold = r.ContentLength
+	}
+	if err := rt.mem.take(hold); err != nil {
+		w.Header().Set("Retry-After", "1")
+		writeJSON(w, http.StatusServiceUnavailable, ErrorBody{Code: "busy", Error: "the pool is busy: retry shortly"})
+		return nil, nil, false
+	}
+	release = func() { rt.mem.give(hold) }
+	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	switch {
+	case int64(len(body)) > limit || errors.As(err, new(*http.MaxBytesError)):
+		release()
+		w.Header().Set("Connection", "close")
+		writeJSON(w, http.StatusRequestEntityTooLarge, ErrorBody{Code: "too_large",
+			Error: fmt.Sprintf("request body larger than the limit of %d bytes for %s", limit, r.URL.Path)})
+		return nil, nil, false
+	case err != nil:
+		release()
+		writeJSON(w, http.StatusBadRequest, ErrorBody{Code: "bad_request", Error: "the request body could not be read: " + err.Error()})
+		return nil, nil, false
+	}
+	return body, release, true
+}
+
+// hopHeaders are the headers of one connection, never passed on.
+var hopHeaders = []string{"Connection", "Keep-Alive", "Proxy-Connection", "Transfer-Encoding", "Upgrade", "Te", "Trailer",
+	"Proxy-Authenticate", "Proxy-Authorization", "Content-Length"}
+
+// outHeader is the header of a request the router sends on for in: in's
+// own less the connection's, with the client's address added to
+// X-Forwarded-For as a reverse proxy adds it.
+func outHeader(in *http.Request) http.Header {
+	h := in.Header.Clone()
+	for _, k := range hopHeaders {
+		h.Del(k)
+	}
+	if ip, _, err := net.SplitHostPort(in.RemoteAddr); err == nil {
+		if prior := h.Values("X-Forwarded-For"); len(prior) > 0 {
+			ip = joinComma(prior) + ", " + ip
+		}
+		h.Set("X-Forwarded-For", ip)
+	}
+	return h
+}
+
+func joinComma(vs []string) string {
+	var b bytes.Buffer
+	for i, v := range vs {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(v)
+	}
+	return b.String()
+}
+
+// send sends method uri with header h and body to shard's coordinator
+// and reads its answer (at most maxShardAnswer bytes).
+func (rt *ShardRouter) send(ctx context.Context, in *http.Request, shard int, method, uri string, h http.Header, body []byte) shardAnswer {
+	a := shardAnswer{shard: shard}
+	base, ok := rt.cfg.Target(shard)
+	if !ok {
+		a.err = errNoShard
+		return a
+	}
+	req, err := http.NewRequestWithContext(ctx, method, base+uri, bytes.NewReader(body))
+	if err != nil {
+		a.err = err
+		return a
+	}
+	req.Header = h
+	req.Host = in.Host
+	resp, err := rt.client.Do(req)
+	if err != nil {
+		rt.log.Debug("Forwarding to a shard failed", "shard", shard, "to", base, "path", uri, "err", err)
+		a.err = err
+		return a
+	}
+	defer resp.Body.Close()
+	a.body, err = io.ReadAll(io.LimitReader(resp.Body, maxShardAnswer+1))
+	if err == nil && len(a.body) > maxShardAnswer {
+		err = fmt.Errorf("an answer of more than %d bytes", maxShardAnswer)
+	}
+	if err != nil {
+		a.err = err
+		return a
+	}
+	rt.noteQueued(shard, resp.Header)
+	a.status, a.header = resp.StatusCode, resp.Header
+	return a
+}
+
+// write passes answer a on to w; an answer that did not come is 503
+// "no_leader".
+func (rt *ShardRouter) write(w http.ResponseWriter, a shardAnswer) {
+	if a.err != nil {
+		noLeader(w, fmt.Sprintf("the coordinator of shard %d of the pool did not answer; try again shortly", a.shard))
+		return
+	}
+	h := w.Header()
+	for k, vs := range a.header {
+		h[k] = vs
+	}
+	for _, k := range hopHeaders {
+		h.Del(k)
+	}
+	h.Set("Content-Length", strconv.Itoa(len(a.body)))
+	w.WriteHeader(a.status)
+	w.Write(a.body)
+}
+
+// addJob is POST /v1/jobs: to the shard of the job's ID, the SHA-256 of
+// the canonical encoding the body carries; a body that names none goes
+// to shard 0, which says what is wrong with it.
+func (rt *ShardRouter) addJob(w http.ResponseWriter, r *http.Request) {
+	body, release, ok := rt.readBody(w, r)
+	if !ok {
+		return
+	}
+	defer release()
+	shard := 0
+	if req, err := decodeJobRequest(body); err == nil {
+		shard = cluster.ShardOf(job.ID(sha256.Sum256(req.Canonical)), rt.cfg.Shards)
+	}
+	rt.write(w, rt.send(r.Context(), r, shard, r.Method, r.URL.RequestURI(), outHeader(r), body))
+}
+
+// everyShard is POST /v1/peers and POST /v1/offers: the request goes to
+// every shard unchanged, at once; the answer is shard 0's when all took
+// it, else the first refusal (or failure) in shard order. A registration
+// every shard took teaches the router the device's key (splitting work
+// requests needs it).
+func (rt *ShardRouter) everyShard(w http.ResponseWriter, r *http.Request) {
+	body, release, ok := rt.readBody(w, r)
+	if !ok {
+		return
+	}
+	defer release()
+	answers := rt.fanOut(r, body)
+	for _, a := range answers {
+		if !a.ok() {
+			rt.write(w, a)
+			return
+		}
+	}
+	if r.URL.Path == "/v1/peers" {
+		if reg, err := decodeRegistration(body); err == nil {
+			rt.keys.put(identity.IDOf(reg.Key), reg.Key)
+		}
+	}
+	rt.write(w, answers[0])
+}
+
+// fanOut sends r, with body, to every shard at once.
+func (rt *ShardRouter) fanOut(r *http.Request, body []byte) []shardAnswer {
+	answers := make([]shardAnswer, rt.cfg.Shards)
+	var wg sync.WaitGroup
+	for s := range answers {
+		wg.Go(func() { answers[s] = rt.send(r.Context(), r, s, r.Method, r.URL.RequestURI(), outHeader(r), body) })
+	}
+	wg.Wait()
+	return answers
+}
+
+// lease is POST /v1/leases: to the shards in order (ShardRouter.order)
+// until one grants leases, K tries at most. The answer is the first
+// grant; else the last "none now" (200 with no leases); else the first
+// refusal.
+func (rt *ShardRouter) lease(w http.ResponseWriter, r *http.Request) {
+	body, release, ok := rt.readBody(w, r)
+	if !ok {
+		return
+	}
+	defer release()
+	var empty, refused *shardAnswer
+	for _, s := range rt.order() {
+		a := rt.send(r.Context(), r, s, r.Method, r.URL.RequestURI(), outHeader(r), body)
+		if a.ok() {
+			var lr LeaseResponse
+			if json.Unmarshal(a.body, &lr) == nil && len(lr.Leases) == 0 {
+				empty = &a
+				continue
+			}
+			rt.write(w, a)
+			return
+		}
+		if refused == nil {
+			refused = &a
+		}
+		if r.Context().Err() != nil {
+			break
+		}
+	}
+	switch {
+	case empty != nil:
+		rt.write(w, *empty)
+	case refused != nil:
+		rt.write(w, *refused)
+	default:
+		noLeader(w, "no coordinator of the pool's shards answered; try again shortly")
+	}
+}
+
+// peerKeys are the devices' public keys the router learnt, for checking
+// the signatures of the work requests it splits. It holds at most
+// maxPeerKeys; past that, an arbitrary one is forgotten (asked of shard 0
+// again when needed).
+type peerKeys struct {
+	mu sync.Mutex
+	m  map[string]ed25519.PublicKey
+}
+
+// maxPeerKeys bounds peerKeys: 32 MiB or so of keys and IDs.
+const maxPeerKeys = 1 << 18
+
+func (k *peerKeys) get(id string) (ed25519.PublicKey, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	key, ok := k.m[id]
+	return key, ok
+}
+
+func (k *peerKeys) put(id string, key ed25519.PublicKey) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if _, ok := k.m[id]; !ok && len(k.m) >= maxPeerKeys {
+		for old := range k.m {
+			delete(k.m, old)
+			break
+		}
+	}
+	k.m[id] = key
+}
+
+// peerKey returns device id's public key: as learnt from its
+// registration, or else as shard 0's coordinator holds it (GET
+// /v1/peers/{id}/key, forwarded). ok is false for a device no shard 0
+// knows, or when shard 0 does not answer (err then).
+func (rt *ShardRouter) peerKey(ctx context.Context, in *http.Request, id string) (ed25519.PublicKey, bool, error) {
+	if key, ok := rt.keys.get(id); ok {
+		return key, true, nil
+	}
+	uri := "/v1/peers/" + id + "/key"
+	req, _ := http.NewRequest(http.MethodGet, uri, nil)
+	h := outHeader(in)
+	for _, k := range []string{"Authorization", "Content-Type", "Content-Encoding", "Accept"} {
+		h.Del(k)
+	}
+	req.Header = h
+	rt.fwd.sign(req, 0, id, rt.cfg.Now(), nil)
+	a := rt.send(ctx, in, 0, http.MethodGet, uri, req.Header, nil)
+	switch {
+	case a.err != nil:
+		return nil, false, a.err
+	case a.status == http.StatusUnauthorized:
+		return nil, false, nil
+	case a.status != http.StatusOK:
+		return nil, false, fmt.Errorf("shard 0 answered %d to the key of peer %s: %s", a.status, id, a.body)
+	}
+	var pk PeerKey
+	if err := json.Unmarshal(a.body, &pk); err != nil || len(pk.Key) != ed25519.PublicKeySize || identity.IDOf(pk.Key) != id {
+		return nil, false, fmt.Errorf("shard 0 answered a key of peer %s that is not its", id)
+	}
+	rt.keys.put(id, pk.Key)
+	return pk.Key, true, nil
+}
+
+// PeerKey is the answer to GET /v1/peers/{id}/key, which a shard's
+// coordinator answers only to a request a ShardRouter forwarded
+// (ForwardedHeader) acting for that device: the device's Ed25519 public
+// key, for the router to check the signatures of requests it splits.
+type PeerKey struct {
+	Peer string `json:"peer"`
+	Key  []byte `json:"key"` // 32 bytes, base64 in JSON
+}
+
+// checkSignature checks r's device signature over body as a coordinator
+// does (signed): its Authorization header, its time, a device shard 0
+// knows, and the signature with that device's key. It returns the
+// device's ID; a failure is an error for errorStatus (401, or 503 when
+// shard 0 cannot be asked).
+func (rt *ShardRouter) checkSignature(r *http.Request, body []byte) (string, error) {
+	a, err := parseAuthorization(r.Header.Get("Authorization"))
+	if err != nil {
+		return "", err
+	}
+	if err := a.checkTime(rt.cfg.Now()); err != nil {
+		return "", err
+	}
+	key, ok, err := rt.peerKey(r.Context(), r, a.Peer)
+	if err != nil {
+		return "", &apiError{http.StatusServiceUnavailable, CodeNoLeader, "the pool cannot check the request's signature now (its first shard does not answer); try again shortly", nil}
+	}
+	if !ok {
+		return "", unauthorized(fmt.Errorf("unknown peer %s: register first (POST /v1/peers)", a.Peer))
+	}
+	return a.Peer, a.verify(key, r.Method, r.URL.RequestURI(), sha256.Sum256(body))
+}
+
+// fail answers err as a coordinator answers it.
+func (rt *ShardRouter) fail(w http.ResponseWriter, err error) {
+	status, code := errorStatus(err)
+	msg := err.Error()
+	var ae *apiError
+	if errors.As(err, &ae) {
+		msg = ae.msg
+	}
+	if status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1")
+	}
+	writeJSON(w, status, ErrorBody{Error: msg, Code: code})
+}

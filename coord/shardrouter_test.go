@@ -1,0 +1,484 @@
+package coord
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"idlepool/cluster"
+	"idlepool/coord/api"
+	"idlepool/identity"
+	"idlepool/job"
+	"idlepool/pool"
+)
+
+// dirMirror is a BlobMirror in a directory: what a cluster's object
+// store is to its nodes, for shard coordinators on one machine.
+type dirMirror struct{ dir string }
+
+func (m dirMirror) Put(_ context.Context, d job.Digest, path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(m.dir, ".put-*")
+	if err != nil {
+		return err
+	}
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), filepath.Join(m.dir, d.String()))
+}
+
+func (m dirMirror) List(context.Context) ([]job.Digest, error) {
+	es, err := os.ReadDir(m.dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []job.Digest
+	for _, e := range es {
+		if d, err := job.ParseDigest(e.Name()); err == nil {
+			out = append(out, d)
+		}
+	}
+	return out, nil
+}
+
+func (m dirMirror) Open(_ context.Context, d job.Digest) (io.ReadCloser, error) {
+	return os.Open(filepath.Join(m.dir, d.String()))
+}
+
+// startShards starts k coordinators, shard 0 to k-1 of one pool: each
+// with its own DataDir and SQLite store, all holding the same pool key
+// and sharing one mirror of files.
+func startShards(t *testing.T, k int) []*testServer {
+	t.Helper()
+	poolKey := filepath.Join(t.TempDir(), "pool.key")
+	if _, err := identity.LoadOrCreate(poolKey); err != nil {
+		t.Fatal(err)
+	}
+	key, err := os.ReadFile(poolKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mirror := dirMirror{t.TempDir()}
+	var out []*testServer
+	for s := range k {
+		out = append(out, startServer(t, func(c *Config) {
+			if err := os.WriteFile(filepath.Join(c.DataDir, keyFile), key, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			c.Shard, c.Shards = s, k
+			c.Cluster = &ClusterHooks{Blobs: mirror}
+		}))
+	}
+	return out
+}
+
+// routerFor serves a ShardRouter over shards on 127.0.0.1 and returns a
+// testServer-like handle on it: do, register and upload go through the
+// router.
+func routerFor(t *testing.T, shards []*testServer) (*routerClient, *ShardRouter) {
+	t.Helper()
+	key, err := identity.Load(filepath.Join(shards[0].cfg.DataDir, keyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	rt, err := NewShardRouter(ShardRouterConfig{Shards: len(shards), Key: key, Transport: tr,
+		Target: func(s int) (string, bool) { return shards[s].URL(), true }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(rt)
+	t.Cleanup(hs.Close)
+	return &routerClient{url: hs.URL, client: hs.Client()}, rt
+}
+
+// routerClient sends signed requests to a router.
+type routerClient struct {
+	url    string
+	client *http.Client
+}
+
+func (rc *routerClient) do(t *testing.T, p *testPeer, method, path string, v any, form string) answer {
+	t.Helper()
+	var body []byte
+	switch b := v.(type) {
+	case nil:
+	case []byte:
+		body = b
+	default:
+		var err error
+		if form == "cbor" {
+			body, err = api.MarshalCBOR(v)
+		} else {
+			body, err = json.Marshal(v)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	req, err := http.NewRequest(method, rc.url+path, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if form == "cbor" {
+		req.Header.Set("Content-Type", api.CBORContentType)
+		req.Header.Set("Accept", api.CBORContentType)
+	} else if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if p != nil {
+		SignRequest(req, body, p.key, time.Now())
+	}
+	resp, err := rc.client.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return answer{status: resp.StatusCode, body: b, header: resp.Header}
+}
+
+func (rc *routerClient) work(t *testing.T, p *testPeer, req WorkRequest, form string) WorkResponse {
+	t.Helper()
+	a := rc.do(t, p, "POST", "/v1/work", req, form)
+	if a.status != http.StatusOK {
+		t.Fatalf("work: %d %s", a.status, a.body)
+	}
+	var out WorkResponse
+	if form == "cbor" {
+		if err := api.UnmarshalCBORAnswer(a.body, &out); err != nil {
+			t.Fatalf("CBOR answer %q: %v", a.header.Get("Content-Type"), err)
+		}
+	} else {
+		a.decode(t, &out)
+	}
+	if a.header.Get(QueuedHeader) != "" {
+		t.Errorf("the router passed on %s", QueuedHeader)
+	}
+	return out
+}
+
+// shardedJobs plans jobs until they fall on at least two shards of k,
+// and at least n of them.
+func shardedJobs(t *testing.T, k, n int) []*job.Job {
+	t.Helper()
+	var out []*job.Job
+	shards := map[int]bool{}
+	for i := 0; len(out) < n || len(shards) < 2; i++ {
+		j := testJob(t, fmt.Sprintf("sharded-%d", i), 3)
+		shards[cluster.ShardOf(j.ID, k)] = true
+		out = append(out, j)
+	}
+	return out
+}
+
+// Three shard coordinators behind a router take jobs on their shards;
+// a device's work requests are split by shard and answered in order, in
+// JSON and in CBOR; two devices' results decide every task.
+func TestShardRouterSplitsWork(t *testing.T) {
+	const k = 3
+	shards := startShards(t, k)
+	rc, _ := routerFor(t, shards)
+	alice, bob, carol := newPeer(t, nil), newPeer(t, nil), newPeer(t, nil)
+	for _, p := range []*testPeer{alice, bob, carol} {
+		if a := rc.do(t, p, "POST", "/v1/peers", p.registration(""), ""); a.status != http.StatusCreated {
+			t.Fatalf("register %s: %d %s", p.ID(), a.status, a.body)
+		}
+	}
+	jobs := shardedJobs(t, k, 3)
+	onShard := map[int]int{}
+	for _, j := range jobs {
+		d := job.Digest(sha256.Sum256(programBytes(t, j)))
+		if a := rc.do(t, alice, "PUT", "/v1/blobs/"+d.String(), programBytes(t, j), ""); a.status != http.StatusCreated {
+			t.Fatalf("upload: %d %s", a.status, a.body)
+		}
+		if a := rc.do(t, alice, "POST", "/v1/jobs", JobRequest{Canonical: j.Canonical}, ""); a.status != http.StatusCreated {
+			t.Fatalf("submit %s: %d %s", j.Manifest.Name, a.status, a.body)
+		}
+		s := cluster.ShardOf(j.ID, k)
+		onShard[s]++
+		for i, sh := range shards {
+			_, err := sh.sched.Status(j.ID)
+			if (err == nil) != (i == s) {
+				t.Errorf("job %s of shard %d: on shard %d: %v", j.Manifest.Name, s, i, err)
+			}
+		}
+		if a := rc.do(t, alice, "GET", "/v1/jobs/"+j.ID.String(), nil, ""); a.status != http.StatusOK {
+			t.Errorf("status of %s through the router: %d %s", j.Manifest.Name, a.status, a.body)
+		}
+	}
+	for _, p := range []*testPeer{bob, carol} {
+		body, _ := json.Marshal(testOffer(p, time.Now(), 10*time.Minute))
+		if a := rc.do(t, p, "POST", "/v1/offers", body, ""); a.status != http.StatusOK {
+			t.Fatalf("offer of %s: %d %s", p.ID(), a.status, a.body)
+		}
+	}
+
+	result := func(task int64) []byte { return fmt.Appendf(nil, `{"x":%d}`, task+1) }
+	results := func(ls []LeaseGrant) []WorkResult {
+		var out []WorkResult
+		for _, l := range ls {
+			r := result(l.Task)
+			out = append(out, WorkResult{Lease: l.Lease, ResultSubmission: ResultSubmission{Digest: HexDigest(pool.ReplicaDigest(r, false, "")), Result: r}})
+		}
+		return out
+	}
+	total := 0
+	for _, n := range onShard {
+		total += 3 * n
+	}
+	for i, p := range []*testPeer{bob, carol} {
+		form := []string{"json", "cbor"}[i]
+		// Asked for work, the router finds it on every shard in turn.
+		var leases []LeaseGrant
+		for try := 0; len(leases) < total && try < 4*k; try++ {
+			leases = append(leases, rc.work(t, p, WorkRequest{Lease: 2}, form).Leases...)
+		}
+		if len(leases) != total {
+			t.Fatalf("%s leased %d tasks, want all %d", p.ID(), len(leases), total)
+		}
+		leased := map[int]bool{}
+		for _, l := range leases {
+			s, err := pool.LeaseShard(l.Lease, k)
+			if err != nil || s != cluster.ShardOf(job.ID(l.Job), k) {
+				t.Fatalf("lease %s of job %s: shard %d, %v; want the job's shard", l.Lease, l.Job, s, err)
+			}
+			leased[s] = true
+		}
+		if len(leased) < 2 {
+			t.Fatalf("leases on %d shards, want at least 2", len(leased))
+		}
+		// One request returns them all, with a lease no shard minted in
+		// the middle and a transfer report: split, answered in order.
+		slices.Reverse(leases)
+		req := WorkRequest{Results: results(leases), Transfers: []TransferReport{{Job: HexDigest(jobs[0].ID)}}}
+		nobody := strings.Repeat("0", 16) + "07" + strings.Repeat("0", 14)
+		req.Results = slices.Insert(req.Results, 1, WorkResult{Lease: nobody, ResultSubmission: req.Results[0].ResultSubmission})
+		out := rc.work(t, p, req, form)
+		var got, want []string
+		for i, a := range out.Results {
+			got = append(got, fmt.Sprintf("%s %d %s", a.Lease, a.Status, a.Code))
+			w := fmt.Sprintf("%s 200 ", req.Results[i].Lease)
+			if i == 1 {
+				w = nobody + " 404 unknown_lease"
+			}
+			want = append(want, w)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("answers to %s's results (-want +got):\n%s", p.ID(), diff)
+		}
+	}
+	for _, j := range jobs {
+		st, err := shards[cluster.ShardOf(j.ID, k)].sched.Status(j.ID)
+		if err != nil || !st.Complete || st.Accepted != 3 {
+			t.Errorf("job %s: %+v, %v; want its 3 tasks accepted", j.Manifest.Name, st, err)
+		}
+		a := rc.do(t, alice, "GET", "/v1/jobs/"+j.ID.String()+"/results?after=0&max=10", nil, "")
+		var res Results
+		a.decode(t, &res)
+		if a.status != http.StatusOK || len(res.Results) != 3 {
+			t.Errorf("results of %s through the router: %d %s", j.Manifest.Name, a.status, a.body)
+		}
+	}
+}
+
+// A shard's coordinator takes a forwarded request only with the MAC of
+// the pool's key, over the very request, for itself, and fresh; a
+// coordinator of an undivided pool takes none.
+func TestShardForwardedRequests(t *testing.T) {
+	shards := startShards(t, 2)
+	solo := startServer(t, nil)
+	p := newPeer(t, nil)
+	for _, ts := range []*testServer{shards[0], shards[1], solo} {
+		ts.register(t, p, "", http.StatusCreated)
+		ts.offer(t, p)
+	}
+	poolKey, err := identity.Load(filepath.Join(shards[0].cfg.DataDir, keyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, _ := identity.Generate()
+	good, wrong := newForwardKey(poolKey), newForwardKey(other)
+	body := []byte(`{"lease":1}`)
+	tests := []struct {
+		name   string
+		to     *testServer
+		key    *forwardKey
+		shard  int
+		at     time.Time
+		alter  func(*http.Request)
+		status int
+		says   string
+	}{
+		{"good", shards[1], &good, 1, time.Now(), nil, http.StatusOK, ""},
+		{"forged", shards[1], &wrong, 1, time.Now(), nil, http.StatusUnauthorized, "does not verify"},
+		{"for another shard", shards[1], &good, 0, time.Now(), nil, http.StatusUnauthorized, "forwarded to shard 0"},
+		{"replayed late", shards[1], &good, 1, time.Now().Add(-2 * clockSkew), nil, http.StatusUnauthorized, "from the coordinator's clock"},
+		{"body altered", shards[1], &good, 1, time.Now(), func(r *http.Request) {
+			r.Body = io.NopCloser(strings.NewReader(`{"lease":9}`))
+			r.ContentLength = 11
+		}, http.StatusUnauthorized, "does not verify"},
+		{"path altered", shards[1], &good, 1, time.Now(), func(r *http.Request) { r.URL.RawQuery = "x=1" }, http.StatusUnauthorized, "does not verify"},
+		{"not a shard", solo, &good, 0, time.Now(), nil, http.StatusUnauthorized, "not a shard"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			req := tc.to.request(t, "POST", "/v1/work", body)
+			tc.key.sign(req, tc.shard, p.ID(), tc.at, body)
+			if tc.alter != nil {
+				tc.alter(req)
+			}
+			a := tc.to.send(t, req)
+			if a.status != tc.status || !strings.Contains(string(a.body), tc.says) {
+				t.Fatalf("%d %s, want %d saying %q", a.status, a.body, tc.status, tc.says)
+			}
+			if tc.status == http.StatusOK && a.header.Get(QueuedHeader) == "" {
+				t.Errorf("a shard's answer to work has no %s", QueuedHeader)
+			}
+		})
+	}
+}
+
+func TestForwardMAC(t *testing.T) {
+	k1, _ := identity.Generate()
+	k2, _ := identity.Generate()
+	a, b, c := newForwardKey(k1), newForwardKey(k1), newForwardKey(k2)
+	if a != b || a == c {
+		t.Fatal("the forwarding key is not a function of the pool key alone")
+	}
+	sum := sha256.Sum256([]byte("body"))
+	m := a.mac(1, "POST", "/v1/work", "idpeer", 42, sum)
+	for name, other := range map[string][]byte{
+		"shard":  a.mac(2, "POST", "/v1/work", "idpeer", 42, sum),
+		"method": a.mac(1, "PUT", "/v1/work", "idpeer", 42, sum),
+		"target": a.mac(1, "POST", "/v1/work?", "idpeer", 42, sum),
+		"peer":   a.mac(1, "POST", "/v1/work", "idpeeR", 42, sum),
+		"time":   a.mac(1, "POST", "/v1/work", "idpeer", 43, sum),
+		"body":   a.mac(1, "POST", "/v1/work", "idpeer", 42, sha256.Sum256([]byte("Body"))),
+		"key":    c.mac(1, "POST", "/v1/work", "idpeer", 42, sum),
+	} {
+		if bytes.Equal(m, other) {
+			t.Errorf("the MAC does not cover the %s", name)
+		}
+	}
+	for _, h := range []string{"", "peer=x", "peer=idaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa, shard=1, ts=1, mac=AAAA",
+		"peer=idaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa, shard=-1, ts=1, mac=" + strings.Repeat("A", 43) + "=", "x=1"} {
+		if _, err := parseForwarded(h); !errors.Is(err, errAuth) {
+			t.Errorf("parseForwarded(%q): %v, want errAuth", h, err)
+		}
+	}
+}
+
+// With one shard the router passes every request to it unchanged: the
+// same method, path, body and headers the device sent.
+func TestShardRouterOneShard(t *testing.T) {
+	ts := startServer(t, nil)
+	key, err := identity.Load(filepath.Join(ts.cfg.DataDir, keyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &recordingTransport{next: &http.Transport{}}
+	t.Cleanup(rec.next.CloseIdleConnections)
+	rt, err := NewShardRouter(ShardRouterConfig{Shards: 1, Key: key, Transport: rec, Target: func(int) (string, bool) { return ts.URL(), true }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(rt)
+	t.Cleanup(hs.Close)
+	rc := &routerClient{url: hs.URL, client: hs.Client()}
+	p := newPeer(t, nil)
+	sent := []string{}
+	note := func(method, path string, body []byte) {
+		sent = append(sent, fmt.Sprintf("%s %s %x", method, path, sha256.Sum256(body)))
+	}
+	reg, _ := json.Marshal(p.registration(""))
+	if a := rc.do(t, p, "POST", "/v1/peers", reg, ""); a.status != http.StatusCreated {
+		t.Fatalf("register: %d %s", a.status, a.body)
+	}
+	note("POST", "/v1/peers", reg)
+	lease := []byte(`{"max":1}`)
+	if a := rc.do(t, p, "POST", "/v1/leases", lease, ""); a.status != http.StatusConflict {
+		t.Fatalf("lease without an offer: %d %s", a.status, a.body)
+	}
+	note("POST", "/v1/leases", lease)
+	work := []byte(`{"lease":1}`)
+	if a := rc.do(t, p, "POST", "/v1/work", work, ""); a.status != http.StatusOK {
+		t.Fatalf("work: %d %s", a.status, a.body)
+	}
+	note("POST", "/v1/work", work)
+	if a := rc.do(t, p, "GET", "/v1/jobs/"+strings.Repeat("ab", 32), nil, ""); a.status != http.StatusNotFound {
+		t.Fatalf("unknown job: %d %s", a.status, a.body)
+	}
+	note("GET", "/v1/jobs/"+strings.Repeat("ab", 32), nil)
+	if diff := cmp.Diff(sent, rec.seen()); diff != "" {
+		t.Errorf("requests passed on (-sent +passed):\n%s", diff)
+	}
+	for _, h := range rec.headers() {
+		if h.Get("Authorization") == "" || h.Get(ForwardedHeader) != "" {
+			t.Errorf("a request passed on with Authorization %q and %s %q", h.Get("Authorization"), ForwardedHeader, h.Get(ForwardedHeader))
+		}
+	}
+}
+
+// recordingTransport records the requests it carries.
+type recordingTransport struct {
+	next *http.Transport
+	mu   sync.Mutex
+	reqs []string
+	hdrs []http.Header
+}
+
+func (rt *recordingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	var body []byte
+	if r.Body != nil {
+		body, _ = io.ReadAll(r.Body)
+		r.Body.Close()
+		r.Body = io.NopCloser(bytes.NewReader(body))
+	}
+	rt.mu.Lock()
+	rt.reqs = append(rt.reqs, fmt.Sprintf("%s %s %x", r.Method, r.URL.RequestURI(), sha256.Sum256(body)))
+	rt.hdrs = append(rt.hdrs, r.Header.Clone())
+	rt.mu.Unlock()
+	return rt.next.RoundTrip(r)
+}
+
+func (rt *recordingTransport) seen() []string {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return slices.Clone(rt.reqs)
+}
+
+func (rt *recordingTransport) headers() []http.Header {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return slices.Clone(rt.hdrs)
+}
+
+var _ BlobMirror = dirMirror{}

@@ -1,0 +1,238 @@
+package coord
+
+import (
+	"encoding/json"
+	"fmt"
+	"mime"
+	"net/http"
+	"sync"
+
+	"idlepool/cluster"
+	"idlepool/coord/api"
+	"idlepool/job"
+	"idlepool/pool"
+)
+
+// workPart is the part of a POST /v1/work that goes to one shard: its
+// results (idx: their places in the device's request), its transfer
+// reports and its request for leases.
+type workPart struct {
+	shard int
+	req   WorkRequest
+	idx   []int
+	ans   shardAnswer
+}
+
+// work is POST /v1/work (see ShardRouter): unchanged to one shard when
+// every part of it goes there, else checked, split and merged.
+func (rt *ShardRouter) work(w http.ResponseWriter, r *http.Request) {
+	body, release, ok := rt.readBody(w, r)
+	if !ok {
+		return
+	}
+	defer release()
+	req, _, err := decodeWork(body, isCBOR(r))
+	if err != nil { // shard 0 says what is wrong with it
+		rt.write(w, rt.send(r.Context(), r, 0, r.Method, r.URL.RequestURI(), outHeader(r), body))
+		return
+	}
+	k := rt.cfg.Shards
+	resShard := make([]int, len(req.Results))
+	parts := map[int]*workPart{}
+	part := func(s int) *workPart {
+		p := parts[s]
+		if p == nil {
+			p = &workPart{shard: s}
+			parts[s] = p
+		}
+		return p
+	}
+	for i, res := range req.Results {
+		s, err := pool.LeaseShard(res.Lease, k)
+		if err != nil {
+			s = 0 // no shard minted it: shard 0 answers it as unknown
+		}
+		resShard[i] = s
+		p := part(s)
+		p.req.Results = append(p.req.Results, res)
+		p.idx = append(p.idx, i)
+	}
+	for _, t := range req.Transfers {
+		p := part(cluster.ShardOf(job.ID(t.Job), k))
+		p.req.Transfers = append(p.req.Transfers, t)
+	}
+	order := rt.order()
+	leaseShard := -1
+	if req.Lease > 0 {
+		leaseShard = order[0]
+		for _, s := range order { // a shard the request goes to anyway, if it may have work
+			if parts[s] != nil && rt.queued[s].Load() != 0 {
+				leaseShard = s
+				break
+			}
+		}
+		part(leaseShard).req.Lease = req.Lease
+	}
+	if len(parts) <= 1 {
+		rt.workWhole(w, r, body, req, parts, leaseShard)
+		return
+	}
+	peer, err := rt.checkSignature(r, body)
+	if err != nil {
+		rt.fail(w, err)
+		return
+	}
+	var wg sync.WaitGroup
+	for _, p := range parts {
+		wg.Go(func() { p.ans = rt.forwardWork(r, p.shard, peer, &p.req) })
+	}
+	wg.Wait()
+	out := WorkResponse{Results: make([]WorkAnswer, len(req.Results)), Leases: []LeaseGrant{}}
+	for _, p := range parts {
+		resp, failed := workAnswerOf(p.ans)
+		for j, i := range p.idx {
+			switch {
+			case failed != nil:
+				out.Results[i] = *failed
+				out.Results[i].Lease = req.Results[i].Lease
+			case j < len(resp.Results) && resp.Results[j].Lease == req.Results[i].Lease:
+				out.Results[i] = resp.Results[j]
+			default:
+				out.Results[i] = WorkAnswer{Lease: req.Results[i].Lease, Status: http.StatusBadGateway, Code: "internal",
+					Error: fmt.Sprintf("shard %d of the pool answered the results out of order: send the result again", p.shard)}
+			}
+		}
+		if p.shard != leaseShard {
+			continue
+		}
+		if failed != nil {
+			out.LeaseError = failed
+			continue
+		}
+		out.Leases = append(out.Leases, resp.Leases...)
+		out.LeaseError = resp.LeaseError
+	}
+	if req.Lease > 0 && len(out.Leases) == 0 && out.LeaseError == nil {
+		out.Leases = rt.moreLeases(r, peer, req.Lease, leaseShard)
+	}
+	rt.writeWork(w, r, &out)
+}
+
+// workWhole sends a work request whose parts all go to one shard there
+// unchanged; when it asked for leases and that shard had none, it asks
+// the other shards (moreLeases) and adds what they grant to the answer.
+func (rt *ShardRouter) workWhole(w http.ResponseWriter, r *http.Request, body []byte, req WorkRequest, parts map[int]*workPart, leaseShard int) {
+	shard := 0
+	for s := range parts {
+		shard = s
+	}
+	a := rt.send(r.Context(), r, shard, r.Method, r.URL.RequestURI(), outHeader(r), body)
+	if req.Lease == 0 || !a.ok() || rt.cfg.Shards == 1 {
+		rt.write(w, a)
+		return
+	}
+	var resp WorkResponse
+	decode := json.Unmarshal
+	if mt, _, _ := mime.ParseMediaType(a.header.Get("Content-Type")); mt == api.CBORContentType {
+		decode = api.UnmarshalCBORAnswer
+	}
+	if decode(a.body, &resp) != nil {
+		rt.write(w, a)
+		return
+	}
+	if len(resp.Leases) > 0 || resp.LeaseError != nil {
+		rt.write(w, a)
+		return
+	}
+	// The shard checked the device's signature: the device is who it says.
+	auth, err := parseAuthorization(r.Header.Get("Authorization"))
+	if err != nil {
+		rt.write(w, a)
+		return
+	}
+	more := rt.moreLeases(r, auth.Peer, req.Lease, shard)
+	if len(more) == 0 {
+		rt.write(w, a)
+		return
+	}
+	resp.Leases = append(resp.Leases, more...)
+	for k, vs := range a.header {
+		if k != "Content-Type" && k != "Content-Length" {
+			w.Header()[k] = vs
+		}
+	}
+	rt.writeWork(w, r, &resp)
+}
+
+// moreLeases asks the shards other than tried, in order, for n leases of
+// peer (a forwarded work request with no results), until one grants
+// some; what it grants is returned, nothing when none does.
+func (rt *ShardRouter) moreLeases(r *http.Request, peer string, n, tried int) []LeaseGrant {
+	for _, s := range rt.order() {
+		if s == tried {
+			continue
+		}
+		if r.Context().Err() != nil {
+			return nil
+		}
+		resp, failed := workAnswerOf(rt.forwardWork(r, s, peer, &WorkRequest{Lease: n}))
+		if failed == nil && len(resp.Leases) > 0 {
+			return resp.Leases
+		}
+	}
+	return nil
+}
+
+// forwardWork sends part, a work request of peer, to shard with the
+// router's MAC (ForwardedHeader), asking for a JSON answer.
+func (rt *ShardRouter) forwardWork(in *http.Request, shard int, peer string, part *WorkRequest) shardAnswer {
+	body, err := api.MarshalCBOR(part)
+	if err != nil {
+		return shardAnswer{shard: shard, err: err}
+	}
+	uri := in.URL.RequestURI()
+	h := outHeader(in)
+	for _, k := range []string{"Authorization", "Content-Encoding", "Accept"} {
+		h.Del(k)
+	}
+	h.Set("Content-Type", api.CBORContentType)
+	h.Set("Accept", "application/json")
+	req, _ := http.NewRequest(http.MethodPost, uri, nil)
+	req.Header = h
+	rt.fwd.sign(req, shard, peer, rt.cfg.Now(), body)
+	return rt.send(in.Context(), in, shard, http.MethodPost, uri, h, body)
+}
+
+// workAnswerOf reads a shard's answer to a forwarded work request: its
+// WorkResponse when it took the request, else failed, what answers each
+// of its results (the status, code and message of the refusal; 503
+// "no_leader" for a shard that did not answer).
+func workAnswerOf(a shardAnswer) (resp WorkResponse, failed *WorkAnswer) {
+	switch {
+	case a.err != nil:
+		return resp, &WorkAnswer{Status: http.StatusServiceUnavailable, Code: CodeNoLeader,
+			Error: fmt.Sprintf("the coordinator of shard %d of the pool did not answer; try again shortly", a.shard)}
+	case a.status == http.StatusOK:
+		if err := json.Unmarshal(a.body, &resp); err == nil {
+			return resp, nil
+		}
+		return resp, &WorkAnswer{Status: http.StatusBadGateway, Code: "internal",
+			Error: fmt.Sprintf("shard %d of the pool gave an answer that is not a work response; try again", a.shard)}
+	}
+	var e ErrorBody
+	if json.Unmarshal(a.body, &e) != nil || e.Error == "" {
+		e = ErrorBody{Code: "internal", Error: fmt.Sprintf("shard %d of the pool answered %d", a.shard, a.status)}
+	}
+	return resp, &WorkAnswer{Status: a.status, Code: e.Code, Error: e.Error}
+}
+
+// writeWork writes out as Server.work does: CBOR when r's Accept
+// prefers it, else JSON.
+func (rt *ShardRouter) writeWork(w http.ResponseWriter, r *http.Request, out *WorkResponse) {
+	w.Header().Set("Vary", "Accept")
+	if acceptsCBOR(r) {
+		writeWorkCBOR(w, out)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
