@@ -1,0 +1,161 @@
+package agent_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"idlepool/agent"
+	"idlepool/cluster"
+	"idlepool/coord"
+	"idlepool/identity"
+	"idlepool/job"
+	"idlepool/pool"
+)
+
+// dirMirror is a coord.BlobMirror in a directory, shared by the shard
+// coordinators of one machine as a cluster's object store is by its nodes.
+type dirMirror struct{ dir string }
+
+func (m dirMirror) Put(_ context.Context, d job.Digest, path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(m.dir, ".put-"+d.String())
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(m.dir, d.String()))
+}
+
+func (m dirMirror) List(context.Context) ([]job.Digest, error) {
+	es, err := os.ReadDir(m.dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []job.Digest
+	for _, e := range es {
+		if d, err := job.ParseDigest(e.Name()); err == nil {
+			out = append(out, d)
+		}
+	}
+	return out, nil
+}
+
+func (m dirMirror) Open(_ context.Context, d job.Digest) (io.ReadCloser, error) {
+	return os.Open(filepath.Join(m.dir, d.String()))
+}
+
+var _ coord.BlobMirror = dirMirror{}
+
+// startShardedPool starts k coordinators, shards 0 to k-1 of one pool
+// (each its own data directory and SQLite store, all the same pool key,
+// one mirror of files), and a coord.ShardRouter over them on 127.0.0.1.
+// It returns the router's URL, the pool's public key and the shards.
+func startShardedPool(t *testing.T, k int) (string, []byte, []*coord.Server) {
+	t.Helper()
+	keyPath := filepath.Join(t.TempDir(), "pool.key")
+	key, err := identity.LoadOrCreate(keyPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyBytes, err := os.ReadFile(keyPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mirror := dirMirror{t.TempDir()}
+	var shards []*coord.Server
+	for s := range k {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "coordinator.key"), keyBytes, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		srv, err := coord.New(ctx, coord.Config{Listen: "127.0.0.1:0", DataDir: dir, Pool: "test", Shard: s, Shards: k,
+			Cluster: &coord.ClusterHooks{Blobs: mirror}, Logger: quietLogger(t).With("side", "coordinator", "shard", s)})
+		if err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- srv.Serve(ctx) }()
+		t.Cleanup(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("shard %d: %v", s, err)
+				}
+			case <-time.After(patience(t)):
+				t.Errorf("shard %d did not stop", s)
+			}
+		})
+		shards = append(shards, srv)
+	}
+	tr := &http.Transport{}
+	rt, err := coord.NewShardRouter(coord.ShardRouterConfig{Shards: k, Key: key, Transport: tr,
+		Target: func(s int) (string, bool) { return shards[s].URL(), true }, Logger: quietLogger(t).With("side", "router")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(rt)
+	// Cleanups run last first: the router closes before the shards stop.
+	t.Cleanup(func() { hs.Close(); tr.CloseIdleConnections() })
+	return hs.URL, key.Public(), shards
+}
+
+// Real agents join a pool of three shards through one router URL; jobs
+// submitted through it land on at least two shards, and each finishes
+// with the result it has solo.
+func TestShardedPoolMatchesSolo(t *testing.T) {
+	const k = 3
+	url, poolKey, _ := startShardedPool(t, k)
+	exec := &fakeExec{Delay: time.Millisecond}
+	var jobs []*job.Job
+	onShard := map[int]bool{}
+	for i := 0; len(jobs) < 3 || len(onShard) < 2; i++ {
+		j := planJob(t, fmt.Sprintf("sharded-%d", i), 12, "")
+		onShard[cluster.ShardOf(j.ID, k)] = true
+		jobs = append(jobs, j)
+	}
+	for range 3 {
+		startAgent(t, url, newDevice(t, nil), exec, 2, nil)
+	}
+	sub := newSubmitter(t, url, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), patience(t))
+	defer cancel()
+	got := make([]*pool.Outcome, len(jobs))
+	errs := make([]error, len(jobs))
+	var wg sync.WaitGroup
+	for i, j := range jobs {
+		if err := sub.c.Submit(ctx, j); err != nil {
+			t.Fatalf("submit %s: %v", j.Manifest.Name, err)
+		}
+		wg.Go(func() {
+			got[i], errs[i] = agent.Follow(ctx, sub.c, j, agent.FollowConfig{
+				Dir: filepath.Join(sub.dev.dirs.Data, "merges", j.ID.String()), Poll: 20 * time.Millisecond,
+				MaxBackoff: 200 * time.Millisecond, Logger: quietLogger(t).With("side", "merger"),
+			})
+		})
+	}
+	wg.Wait()
+	for i, j := range jobs {
+		if errs[i] != nil {
+			t.Fatalf("job %s (shard %d): %v", j.Manifest.Name, cluster.ShardOf(j.ID, k), errs[i])
+		}
+		same(t, got[i], solo(t, j, exec))
+	}
+	// Every shard signs with the pool's key: shard 0's ledger verifies
+	// with the key the pool announces.
+	if err := pool.VerifyLedger(ledger(t, sub.c), poolKey); err != nil {
+		t.Errorf("ledger of shard 0: %v", err)
+	}
+}
