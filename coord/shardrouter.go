@@ -86,12 +86,17 @@ type ShardRouterConfig struct {
 //     the results' answers in the request's order, in JSON or CBOR as
 //     the device asked. A request for leases that one shard answers
 //     with none is asked of the others in turn.
-//   - everything else to shard 0, unchanged, so far: GET /v1/jobs (the
-//     list of jobs shows shard 0's jobs only), GET /v1/receipts (a
-//     device sees only its receipts of shard 0's jobs), GET
-//     /v1/listings, GET /v1/ledger and GET /v1/dashboard (the ledger is
-//     K hash chains, each signed with the pool key; shard 0's alone is
-//     shown), GET /v1/offers, the signals, /v1/ice, /v1/chunks/...,
+//   - GET /v1/jobs and GET /v1/listings: to every shard, unchanged; the
+//     answer is the shards' lists joined, shard 0's first. Unlike one
+//     coordinator's, the list of jobs is oldest first within each shard
+//     only, not over the pool.
+//   - everything else to shard 0, unchanged, so far: GET /v1/receipts
+//     (a device sees only its receipts of shard 0's jobs: each shard's
+//     ledger numbers its entries from 1, so no one "after" cursor pages
+//     through K of them as a client of one coordinator pages), GET
+//     /v1/ledger and GET /v1/dashboard (the ledger is K hash chains,
+//     each signed with the pool key; shard 0's alone is shown), GET
+//     /v1/offers, the signals, /v1/ice, /v1/chunks/...,
 //     /v1/blobs/... (uploads go to shard 0, which mirrors them; a job's
 //     shard copies what it lacks from the mirror when the job is
 //     submitted), POST /v1/results/held, /v1/pool, /join, /web and /.
@@ -159,6 +164,8 @@ func NewShardRouter(cfg ShardRouterConfig) (*ShardRouter, error) {
 	m.HandleFunc("POST /v1/work", rt.work)
 	m.HandleFunc("POST /v1/peers", rt.everyShard)
 	m.HandleFunc("POST /v1/offers", rt.everyShard)
+	m.HandleFunc("GET /v1/jobs", rt.mergeLists)
+	m.HandleFunc("GET /v1/listings", rt.mergeLists)
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { rt.proxy(w, r, 0) })
 	rt.mux = m
 	return rt, nil
@@ -467,6 +474,36 @@ func (rt *ShardRouter) fanOut(r *http.Request, body []byte) []shardAnswer {
 	}
 	wg.Wait()
 	return answers
+}
+
+// mergeLists is GET /v1/jobs and GET /v1/listings: the request goes to
+// every shard unchanged, at once, and the answer is their lists joined,
+// shard 0's first (each shard's in its own order: oldest first), when
+// every shard answered; else the first refusal in shard order. The
+// headers are shard 0's.
+func (rt *ShardRouter) mergeLists(w http.ResponseWriter, r *http.Request) {
+	answers := rt.fanOut(r, nil)
+	var all []json.RawMessage
+	for _, a := range answers {
+		var part []json.RawMessage
+		if !a.ok() {
+			rt.write(w, a)
+			return
+		}
+		if err := json.Unmarshal(a.body, &part); err != nil {
+			a.err = fmt.Errorf("shard %d answered %s with no list: %w", a.shard, r.URL.Path, err)
+			rt.write(w, a)
+			return
+		}
+		all = append(all, part...)
+	}
+	if all == nil {
+		all = []json.RawMessage{}
+	}
+	for k, vs := range answers[0].header {
+		w.Header()[k] = vs
+	}
+	writeJSON(w, http.StatusOK, all)
 }
 
 // lease is POST /v1/leases: to the shards in order (ShardRouter.order)

@@ -234,6 +234,15 @@ func TestShardRouterSplitsWork(t *testing.T) {
 			t.Errorf("status of %s through the router: %d %s", j.Manifest.Name, a.status, a.body)
 		}
 	}
+	// The lists of jobs and of listings hold every shard's.
+	for _, path := range []string{"/v1/jobs", "/v1/listings"} {
+		a := rc.do(t, bob, "GET", path, nil, "")
+		var list []json.RawMessage
+		a.decode(t, &list)
+		if a.status != http.StatusOK || len(list) != len(jobs) {
+			t.Errorf("GET %s through the router: %d, %d entries, want %d", path, a.status, len(list), len(jobs))
+		}
+	}
 	for _, p := range []*testPeer{bob, carol} {
 		body, _ := json.Marshal(testOffer(p, time.Now(), 10*time.Minute))
 		if a := rc.do(t, p, "POST", "/v1/offers", body, ""); a.status != http.StatusOK {
