@@ -76,6 +76,18 @@ type SchedulerConfig struct {
 	// exclusion after repeated deviations, the bound on unverified work.
 	Trust TrustConfig
 
+	// OnExclude, when set, is told of each exclusion this Scheduler
+	// decides (ExcludeAfter deviations of a device within ExcludeFor),
+	// so that the pool's other schedulers apply it too (Exclude; a
+	// clustered pool divided into shards hands it over a replicated
+	// bucket). It is called once the batch that records the exclusion is
+	// committed to the Store (never for one whose commit failed), with
+	// the Scheduler's lock held: it must return at once (hand the
+	// exclusion to a goroutine of its own) and must not call the
+	// Scheduler. An exclusion applied with Exclude is never handed to
+	// it. nil: exclusions stay this Scheduler's.
+	OnExclude func(Exclusion)
+
 	// Tail holds the rules for a job's tail: backup replicas, the
 	// devices' records and the lease timeouts derived from them
 	// (tail.go). The zero value turns them on.

@@ -366,12 +366,21 @@ func (s *Scheduler) deviated(r *replica, now time.Time) {
 	d.deviations = append(d.deviations, now)
 	if len(d.deviations) >= s.trust.cfg.ExcludeAfter {
 		until := now.Add(s.trust.cfg.ExcludeFor)
+		// Only a longer exclusion is handed on: its devices' replicas
+		// decided since may repeat it to the millisecond.
+		longer := until.After(d.excluded) || until.After(s.trust.owner(r.rec.Owner).excluded)
 		d.excluded = until
 		s.trust.owner(r.rec.Owner).excluded = until
 		s.trustChanged(TrustOwner, r.rec.Owner)
 		d.deviations = nil
 		s.log.Warn("Device and owner excluded after repeated deviations", "peer", r.rec.Peer, "owner", r.rec.Owner,
 			"deviations", s.trust.cfg.ExcludeAfter, "until", until.UTC().Format(time.RFC3339))
+		if f := s.cfg.OnExclude; f != nil && longer {
+			e := Exclusion{Device: r.rec.Peer, Owner: r.rec.Owner, Until: until,
+				Reason: fmt.Sprintf("%d deviations within %s", s.trust.cfg.ExcludeAfter, s.trust.cfg.ExcludeFor)}
+			p := s.pend
+			p.after = append(p.after, func() { f(e) })
+		}
 		// Its votes on undecided tasks, and its owner's, no longer count
 		// (stall.go): the others decide those tasks.
 		s.voidOwner(r.rec.Owner)
