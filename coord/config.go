@@ -183,6 +183,12 @@ type ClusterHooks struct {
 	// (cluster.Rules), read at each request, so that whichever node is
 	// in charge refuses the same devices. nil: Config's.
 	Versions func() Versions
+	// Exclusions, when set, makes the exclusions of every shard's
+	// scheduler pool-wide (cluster.Exclusions): each one this node's
+	// scheduler decides is published there, and each one stored there
+	// is applied to it (pool.Scheduler.Exclude), while Serve runs. nil:
+	// the scheduler's exclusions are its own.
+	Exclusions ExclusionBoard
 }
 
 // BlobMirror is a store of the pool's files shared by a cluster's nodes

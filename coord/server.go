@@ -90,6 +90,11 @@ type Server struct {
 	// this Server without a hop through its listener (ServeDirect).
 	direct *directRequests
 
+	// excluded holds the exclusions the scheduler decided until the
+	// cluster's board takes them; nil without ClusterHooks.Exclusions
+	// (exclusions.go).
+	excluded *outbox
+
 	served    atomic.Bool
 	closeOnce sync.Once
 	closeErr  error
@@ -211,6 +216,11 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 			s.log.Info("Files copied from the cluster", "files", n)
 		}
 	}
+	var onExclude func(pool.Exclusion)
+	if cfg.Cluster != nil && cfg.Cluster.Exclusions != nil {
+		s.excluded = newOutbox()
+		onExclude = s.excluded.add
+	}
 	s.sched, err = pool.NewScheduler(ctx, pool.SchedulerConfig{
 		Pool:   cfg.Pool,
 		Key:    s.key,
@@ -230,6 +240,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 		Tail:        cfg.Tail,
 		Shard:       cfg.Shard,
 		Shards:      cfg.Shards,
+		OnExclude:   onExclude,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("load pool state: %w", err)
@@ -354,6 +365,10 @@ func (s *Server) Serve(ctx context.Context) error {
 	g.Go(func() error { return s.serveRelay(gctx) })
 	if s.cfg.Cluster == nil || s.cfg.Cluster.Store == nil {
 		g.Go(func() error { s.compactLoop(gctx); return nil })
+	}
+	if s.excluded != nil {
+		g.Go(func() error { s.publishExclusions(gctx, s.cfg.Cluster.Exclusions, s.excluded); return nil })
+		g.Go(func() error { s.applyExclusions(gctx, s.cfg.Cluster.Exclusions); return nil })
 	}
 	g.Go(func() error {
 		<-gctx.Done()

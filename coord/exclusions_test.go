@@ -1,0 +1,169 @@
+package coord
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"idlepool/cluster"
+	"idlepool/pool"
+)
+
+// Two coordinators, as two shards of one pool, share a cluster.Exclusions
+// bucket on a one-node JetStream: a device caught lying on A's known
+// answer (ExcludeAfter = 1) is excluded on A, and B, where it registered
+// too, refuses it and its owner's other device work once A's exclusion
+// reaches it through the bucket.
+func TestExclusionsReachAnotherShard(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	node, err := cluster.StartNode(ctx, cluster.NodeConfig{Name: "node1", Pool: "test", Listen: freeAddr(t), RouteListen: freeAddr(t),
+		Dir: filepath.Join(t.TempDir(), "node1")}, nil)
+	if err != nil {
+		t.Fatalf("StartNode: %v", err)
+	}
+	t.Cleanup(node.Close)
+	shard := func(c *Config) {
+		x, err := cluster.OpenExclusions(ctx, node.JetStream(), 1)
+		if err != nil {
+			t.Fatalf("OpenExclusions: %v", err)
+		}
+		c.Trust.ExcludeAfter = 1
+		c.Cluster = &ClusterHooks{Store: pool.NewMemStore(), Exclusions: x}
+	}
+	a, b := startServer(t, shard), startServer(t, shard)
+
+	owner, honest := newPeer(t, nil), newPeer(t, nil)
+	liar := newPeer(t, nil)
+	liar2 := newPeer(t, liar.owner)
+	for _, p := range []*testPeer{owner, honest, liar} {
+		a.register(t, p, "", http.StatusCreated)
+		a.offer(t, p)
+	}
+	for _, p := range []*testPeer{liar, liar2} {
+		b.register(t, p, "", http.StatusCreated)
+		b.offer(t, p)
+	}
+	leaseStatus := func(ts *testServer, p *testPeer) (int, string) {
+		a := ts.do(t, p, "POST", "/v1/leases", LeaseRequest{Max: 1})
+		if a.status == http.StatusOK {
+			return a.status, ""
+		}
+		return a.status, a.errorBody(t).Code
+	}
+	if st, code := leaseStatus(b, liar); st != http.StatusOK {
+		t.Fatalf("B's lease for the liar before: %d %s", st, code)
+	}
+
+	const right, wrong = `{"x":1}`, `{"x":666}`
+	j := knownJob(t, "known", 1, "", map[int64]string{0: right})
+	a.submitKnown(t, owner, j)
+	ls := a.leaseSome(t, liar, 1)
+	if len(ls) != 1 {
+		t.Fatalf("the liar was leased %d tasks on A, want 1", len(ls))
+	}
+	a.returnResult(t, liar, ls[0], wrong)
+	if st, code := leaseStatus(a, liar); st != http.StatusForbidden || code != "excluded" {
+		t.Fatalf("A's lease for the liar after its wrong known answer: %d %s, want 403 excluded", st, code)
+	}
+
+	waitUntil(t, patience(t), "B to exclude the liar", func() bool {
+		st, _ := leaseStatus(b, liar)
+		return st == http.StatusForbidden
+	})
+	for _, p := range []*testPeer{liar, liar2} {
+		if st, code := leaseStatus(b, p); st != http.StatusForbidden || code != "excluded" {
+			t.Errorf("B's lease for %s: %d %s, want 403 excluded", p.ID(), st, code)
+		}
+	}
+}
+
+// flakyBoard is an ExclusionBoard that does not answer its first calls
+// of each kind (pool.ErrStoreUnavailable), then keeps what is published
+// and hands it to watchers.
+type flakyBoard struct {
+	mu        sync.Mutex
+	failsLeft map[string]int // by "publish" and "watch"
+	stored    []pool.Exclusion
+	changed   chan struct{} // closed and replaced at each Publish
+}
+
+func (f *flakyBoard) fail(kind string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.failsLeft[kind] > 0 {
+		f.failsLeft[kind]--
+		return true
+	}
+	return false
+}
+
+func (f *flakyBoard) Publish(ctx context.Context, e pool.Exclusion) error {
+	if f.fail("publish") {
+		return fmt.Errorf("publish: %w", pool.ErrStoreUnavailable)
+	}
+	f.mu.Lock()
+	f.stored = append(f.stored, e)
+	close(f.changed) // every watcher looks again
+	f.changed = make(chan struct{})
+	f.mu.Unlock()
+	return nil
+}
+
+func (f *flakyBoard) Watch(ctx context.Context, fn func(pool.Exclusion)) error {
+	if f.fail("watch") {
+		return fmt.Errorf("watch: %w", pool.ErrStoreUnavailable)
+	}
+	seen := 0
+	for {
+		f.mu.Lock()
+		news, changed := f.stored[seen:], f.changed
+		seen = len(f.stored)
+		f.mu.Unlock()
+		for _, e := range news {
+			fn(e)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-changed:
+		}
+	}
+}
+
+// A board that does not answer at first: the exclusion A decides is
+// published once it answers, and B's watch, started again, applies it.
+func TestExclusionsBoardUnavailable(t *testing.T) {
+	board := &flakyBoard{failsLeft: map[string]int{"publish": 3, "watch": 2}, changed: make(chan struct{})}
+	shard := func(c *Config) {
+		c.Trust.ExcludeAfter = 1
+		c.Cluster = &ClusterHooks{Store: pool.NewMemStore(), Exclusions: board}
+	}
+	a, b := startServer(t, shard), startServer(t, shard)
+	owner, liar := newPeer(t, nil), newPeer(t, nil)
+	for _, p := range []*testPeer{owner, liar} {
+		a.register(t, p, "", http.StatusCreated)
+		a.offer(t, p)
+	}
+	b.register(t, liar, "", http.StatusCreated)
+	b.offer(t, liar)
+	j := knownJob(t, "known", 1, "", map[int64]string{0: `{"x":1}`})
+	a.submitKnown(t, owner, j)
+	ls := a.leaseSome(t, liar, 1)
+	if len(ls) != 1 {
+		t.Fatalf("the liar was leased %d tasks on A, want 1", len(ls))
+	}
+	a.returnResult(t, liar, ls[0], `{"x":666}`)
+	waitUntil(t, patience(t), "B to exclude the liar", func() bool {
+		return b.do(t, liar, "POST", "/v1/leases", LeaseRequest{Max: 1}).status == http.StatusForbidden
+	})
+	board.mu.Lock()
+	defer board.mu.Unlock()
+	if len(board.stored) != 1 || board.stored[0].Device != liar.ID() {
+		t.Errorf("the board holds %+v, want the liar's exclusion once", board.stored)
+	}
+}
