@@ -35,8 +35,11 @@
 // StoreConfig.Shard opens a shard's Store; Leadership.TryLeadShard
 // takes a shard's lease, Leaders lists who leads which, and
 // Leadership.Campaign keeps a node leading its fair share
-// (ShouldCampaign: fewer than ceil(K / live nodes)). Package coord does
-// not use them yet: it runs one shard, shard 0, as before.
+// (ShouldCampaign: fewer than ceil(K / live nodes)). Exclusions keeps
+// the devices and owners that any shard's scheduler excluded, in the
+// bucket ExclusionsBucket, for every shard to apply
+// (coord.ClusterHooks.Exclusions). Package coord does not use them yet:
+// it runs one shard, shard 0, as before.
 //
 // Example, a node from the files Init made:
 //
