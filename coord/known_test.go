@@ -141,6 +141,12 @@ func TestKnownAnswerCatchesTrustedLiar(t *testing.T) {
 	if a.status != http.StatusNotFound || a.errorBody(t).Code != "unknown_blob" {
 		t.Errorf("known-answers blob: %d %s, want 404 unknown_blob", a.status, a.body)
 	}
+	// Nor its chunks: their list would let a peer fetch the file by
+	// chunk (GET /v1/chunks/{digest}).
+	a = ts.do(t, liar, "GET", "/v1/blobs/"+j.KnownAnswers.SHA256.String()+"/chunks", nil)
+	if a.status != http.StatusNotFound || a.errorBody(t).Code != "unknown_blob" {
+		t.Errorf("known-answers blob's chunks: %d %s, want 404 unknown_blob", a.status, a.body)
+	}
 
 	// Task 0, computed by two owners, makes both trusted.
 	l := ts.leaseSome(t, liar, 1)

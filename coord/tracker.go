@@ -227,6 +227,11 @@ func (s *Server) blobChunks(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if s.sched.SecretBlob(d) {
+		// A job's known answers: neither the file nor its chunks are
+		// served (getBlob), and they are answered as absent.
+		return notFound("unknown_blob", "no file with digest %s: upload it first", d)
+	}
 	m, err := s.chunkManifest(d)
 	if errors.Is(err, fs.ErrNotExist) {
 		return notFound("unknown_blob", "no file with digest %s: upload it first", d)
