@@ -51,10 +51,19 @@ type InitNode struct {
 // for the whole cluster. Every file is written with mode 0600 and every
 // directory 0700. Init refuses a dir that already has a node directory
 // of the same name (ErrNodeDirExists), and names that are not plain
-// distinct names (ErrConfig). It returns the configs it wrote.
-func Init(dir, poolName string, nodes []InitNode) ([]NodeConfig, error) {
+// distinct names (ErrConfig). shards is how many shards the pool's work
+// is divided into (NodeConfig.Shards; 0 means 1), written into every
+// node's config: it is fixed for the pool's life. It returns the
+// configs it wrote.
+func Init(dir, poolName string, shards int, nodes []InitNode) ([]NodeConfig, error) {
 	if len(nodes) == 0 {
 		return nil, fmt.Errorf("%w: no nodes", ErrConfig)
+	}
+	if shards == 0 {
+		shards = 1
+	}
+	if ValidateShardCount(shards) != nil {
+		return nil, fmt.Errorf("%w: shards %d: want 1 to %d", ErrConfig, shards, MaxShards)
 	}
 	seen := map[string]bool{}
 	for _, n := range nodes {
@@ -90,7 +99,7 @@ func Init(dir, poolName string, nodes []InitNode) ([]NodeConfig, error) {
 	for _, n := range nodes {
 		cfg := NodeConfig{Name: n.Name, Pool: poolName, Listen: n.Listen, RouteListen: n.RouteListen,
 			RouteUser: "idlepool-node", RoutePassword: password, CA: "ca.pem", Cert: "node.pem", Key: "node-key.pem",
-			Dir: filepath.Join(dir, n.Name)}
+			Shards: shards, Dir: filepath.Join(dir, n.Name)}
 		for _, o := range nodes {
 			if o.Name != n.Name {
 				cfg.Routes = append(cfg.Routes, o.RouteListen)

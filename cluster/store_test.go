@@ -89,7 +89,7 @@ func testConfigs(t testing.TB, dir string, n int) []NodeConfig {
 	for i := range n {
 		specs = append(specs, InitNode{Name: fmt.Sprintf("node%d", i+1), Listen: freeAddr(t), RouteListen: freeAddr(t)})
 	}
-	cfgs, err := Init(dir, "test", specs)
+	cfgs, err := Init(dir, "test", 0, specs)
 	if err != nil {
 		t.Fatalf("Init: %v", err)
 	}

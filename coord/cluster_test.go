@@ -256,6 +256,19 @@ func routeHost(t *testing.T, i int) (host string, own bool) {
 // nodes' routes cannot listen on addresses of their own (routeHost): a
 // cut may then not hold.
 func startTestCluster(t *testing.T, cutFirst ...[2]int) (_ []*testNode, _ [3][3]*routeProxy, _ func(i int, base ...Config), own bool) {
+	return startTestClusterWith(t, clusterOpts{cutFirst: cutFirst})
+}
+
+// clusterOpts are startTestClusterWith's choices: the routes cut before
+// the nodes start, and the shards the pool's work is divided into (0:
+// cluster.Init's, one).
+type clusterOpts struct {
+	cutFirst [][2]int
+	shards   int
+}
+
+// startTestClusterWith is startTestCluster with the choices of o.
+func startTestClusterWith(t *testing.T, o clusterOpts) (_ []*testNode, _ [3][3]*routeProxy, _ func(i int, base ...Config), own bool) {
 	t.Helper()
 	var specs []cluster.InitNode
 	// Route ports are reserved while the proxies pick theirs, so no
@@ -291,7 +304,7 @@ func startTestCluster(t *testing.T, cutFirst ...[2]int) (_ []*testNode, _ [3][3]
 	for i := range 3 {
 		specs = append(specs, cluster.InitNode{Name: fmt.Sprintf("node%d", i+1), Listen: addrs[2*i], RouteListen: addrs[2*i+1]})
 	}
-	cfgs, err := cluster.Init(t.TempDir(), "test", specs)
+	cfgs, err := cluster.Init(t.TempDir(), "test", 0, specs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -301,6 +314,9 @@ func startTestCluster(t *testing.T, cutFirst ...[2]int) (_ []*testNode, _ [3][3]
 		// another node is in charge), the others warm (the default): a
 		// pool may mix both, and a test that takes over may see either.
 		cfgs[i].ColdStandby = i == 2
+		if o.shards > 0 {
+			cfgs[i].Shards = o.shards
+		}
 		// The nodes keep Init's leader_ttl, the default 3 s: a busy
 		// machine (the whole suite on two cores) needs the slack more than
 		// the test needs a quick takeover.
@@ -312,7 +328,7 @@ func startTestCluster(t *testing.T, cutFirst ...[2]int) (_ []*testNode, _ [3][3]
 			}
 		}
 	}
-	for _, c := range cutFirst {
+	for _, c := range o.cutFirst {
 		proxies[c[0]][c[1]].cut()
 		proxies[c[1]][c[0]].cut()
 	}
@@ -946,7 +962,7 @@ func TestClusterNodeWaitsForANewBucket(t *testing.T) {
 	for i := range 3 {
 		specs = append(specs, cluster.InitNode{Name: fmt.Sprintf("node%d", i+1), Listen: freeAddr(t), RouteListen: freeAddr(t)})
 	}
-	cfgs, err := cluster.Init(t.TempDir(), "test", specs)
+	cfgs, err := cluster.Init(t.TempDir(), "test", 0, specs)
 	if err != nil {
 		t.Fatal(err)
 	}

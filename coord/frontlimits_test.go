@@ -62,7 +62,7 @@ func TestClusterNodeLimitsAndPoolKey(t *testing.T) {
 		}
 		specs = append(specs, cluster.InitNode{Name: fmt.Sprintf("node%d", i+1), Listen: addrs[0], RouteListen: addrs[1]})
 	}
-	cfgs, err := cluster.Init(dir, "test", specs)
+	cfgs, err := cluster.Init(dir, "test", 0, specs)
 	if err != nil {
 		t.Fatal(err)
 	}

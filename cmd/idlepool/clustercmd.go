@@ -22,6 +22,7 @@ func cmdCluster(ctx context.Context, g *globals, args []string) error {
 	host := fs.String("host", "127.0.0.1", "the `HOST` of the nodes made by --nodes")
 	port := fs.Int("port", 7420, "the first node's HTTP `PORT` (agents and submitters connect there)")
 	routePort := fs.Int("route-port", 6250, "the first node's route `PORT` (the nodes connect to each other there)")
+	shards := fs.Int("shards", 1, "divide the pool's work into `K` shards (1 to 64), each scheduled by one node at a time, the nodes sharing them; fixed for the pool's life (docs/operator.md, \"Dividing the work among the nodes\")")
 	var specs stringList
 	fs.Var(&specs, "node", "a node as `NAME,HTTP_HOST:PORT,ROUTE_HOST:PORT` (repeat for each node)")
 	pos, err := parseInterspersed(fs, args[1:])
@@ -50,7 +51,10 @@ func cmdCluster(ctx context.Context, g *globals, args []string) error {
 				Listen: net.JoinHostPort(*host, strconv.Itoa(*port+i)), RouteListen: net.JoinHostPort(*host, strconv.Itoa(*routePort+i))})
 		}
 	}
-	cfgs, err := cluster.Init(pos[0], *poolName, nodes)
+	if *shards < 1 || *shards > cluster.MaxShards {
+		return &userError{Msg: fmt.Sprintf("--shards %d: want 1 to %d", *shards, cluster.MaxShards), Cause: errUsage}
+	}
+	cfgs, err := cluster.Init(pos[0], *poolName, *shards, nodes)
 	if err != nil {
 		if errors.Is(err, cluster.ErrConfig) {
 			return &userError{Msg: err.Error(), Cause: errors.Join(err, errUsage)}
@@ -63,6 +67,9 @@ func cmdCluster(ctx context.Context, g *globals, args []string) error {
 		fmt.Fprintf(g.stdout, "%s: idlepool serve --cluster %s   (API %s, routes %s)\n", c.Name, filepath.Join(c.Dir, cluster.ConfigFile), c.URL, c.RouteListen)
 	}
 	fmt.Fprintf(g.stdout, "pool URL for join and submit: %s\n", strings.Join(urls, ","))
+	if *shards > 1 {
+		fmt.Fprintf(g.stdout, "the pool's work is divided into %d shards: while all %d nodes run, each is in charge of at most %d\n", *shards, len(cfgs), cluster.FairShare(*shards, len(cfgs)))
+	}
 	fmt.Fprintf(g.stderr, "keep %s private: it holds the pool's key and the nodes' credentials\n", pos[0])
 	return nil
 }
