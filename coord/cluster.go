@@ -11,7 +11,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -37,8 +37,24 @@ type ClusterState struct {
 	Nodes       []cluster.NodeInfo `json:"nodes"`
 	Routes      int                `json:"routes"`
 	// State is the state stream's RAFT group: its leader and each
-	// replica's currency and lag (operations behind).
+	// replica's currency and lag (operations behind); in a pool of
+	// several shards, shard 0's stream's.
 	State StreamHealth `json:"state"`
+	// Shards, in a pool whose work is divided into several shards
+	// (cluster.NodeConfig.Shards), says who is in charge of each, in
+	// shard order; absent in a pool of one shard.
+	Shards []ShardState `json:"shards,omitempty"`
+}
+
+// ShardState is one shard of a divided pool as a node sees it: the node
+// in charge of it (LeaderKnown false while none is, or this node cannot
+// tell), and whether that is this node (Local: its coordinator of the
+// shard is running here).
+type ShardState struct {
+	Shard       int                `json:"shard"`
+	Leader      cluster.LeaderInfo `json:"leader"`
+	LeaderKnown bool               `json:"leader_known"`
+	Local       bool               `json:"local,omitempty"`
 }
 
 // StreamHealth is a JetStream stream's replication health.
@@ -114,7 +130,7 @@ func ServeCluster(ctx context.Context, node *cluster.Node, base Config) error {
 	// still meeting, and JetStream leaves some requests unanswered while
 	// a stream is being created: retry what did not answer until ctx
 	// ends, saying what this node waits for.
-	parts := &clusterParts{node: node, poolKey: poolKey.Public(), versions: base.versions()}
+	parts := &clusterParts{node: node, poolKey: poolKey.Public(), versions: base.versions(), shards: nc.Shards}
 	if err := openAll(ctx, log, nc, parts.open); err != nil {
 		return err
 	}
@@ -122,12 +138,23 @@ func ServeCluster(ctx context.Context, node *cluster.Node, base Config) error {
 		return nil
 	}
 	lead, blobs, profiles, rules, state := parts.lead, parts.blobs, parts.profiles, parts.rules, parts.state
+	for s := 1; s < nc.Shards; s++ {
+		if err := shardKeyFile(nc.DataDir, s); err != nil {
+			return err
+		}
+	}
 	ln, err := net.Listen("tcp", nc.Listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
 	f := &front{node: node, lead: lead, blobs: blobs, profiles: profiles, rules: rules, versions: base.versions(), state: state, log: log, proxies: map[string]*httputil.ReverseProxy{},
-		transport: &http.Transport{MaxIdleConnsPerHost: 256, IdleConnTimeout: 90 * time.Second, ResponseHeaderTimeout: 0}}
+		transport: &http.Transport{MaxIdleConnsPerHost: 256, IdleConnTimeout: 90 * time.Second, ResponseHeaderTimeout: 0},
+		shards:    nc.Shards, states: append([]*cluster.Store{state}, parts.states...), exclusions: parts.exclusions}
+	if f.shards > 1 {
+		if err := f.initShards(poolKey); err != nil {
+			return err
+		}
+	}
 	f.initMetrics()
 	cl := limitFront(ln, &lim, f.reg)
 	hs := &http.Server{Handler: frontLimits(&lim, f.routes()), ReadHeaderTimeout: lim.ReadHeaderTimeout, IdleTimeout: lim.IdleTimeout,
@@ -145,12 +172,18 @@ func ServeCluster(ctx context.Context, node *cluster.Node, base Config) error {
 	})
 	g.Go(func() error { f.watch(gctx); return nil })
 	if !nc.ColdStandby {
-		g.Go(func() error {
-			state.Follow(gctx, nc.LeaderTTL.Duration/4, func(err error) { log.Debug("Cannot follow the pool's state", "err", err) })
-			return nil
-		})
+		for s, state := range f.states {
+			g.Go(func() error {
+				state.Follow(gctx, nc.LeaderTTL.Duration/4, func(err error) { log.Debug("Cannot follow the pool's state", "shard", s, "err", err) })
+				return nil
+			})
+		}
 	}
-	g.Go(func() error { return f.campaign(gctx, base) })
+	if f.shards > 1 {
+		g.Go(func() error { return f.campaignShards(gctx, base) })
+	} else {
+		g.Go(func() error { return f.campaign(gctx, base) })
+	}
 	g.Go(func() error {
 		<-gctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
@@ -176,6 +209,7 @@ type clusterParts struct {
 	node     *cluster.Node
 	poolKey  ed25519.PublicKey
 	versions Versions
+	shards   int // NodeConfig.Shards
 
 	lead        *cluster.Leadership
 	blobs       *cluster.Blobs
@@ -183,7 +217,10 @@ type clusterParts struct {
 	keyChecked  bool
 	rules       *cluster.Rules
 	versionsSet bool
+	claimed     bool                // the shard count checked (Rules.ClaimShards)
+	exclusions  *cluster.Exclusions // a divided pool's, shared by its shards
 	state       *cluster.Store
+	states      []*cluster.Store // shards 1 to shards-1's, in order
 }
 
 // Pacing of openAll: at most one try every openWait, each bounded by a
@@ -280,10 +317,34 @@ func (p *clusterParts) open(ctx context.Context) (what string, err error) {
 		}
 		p.versionsSet = true
 	}
+	if !p.claimed {
+		// Every node divides the work into the same shards: one with
+		// another count refuses to start (cluster.ErrShards).
+		if err = p.rules.ClaimShards(ctx, max(p.shards, 1)); err != nil {
+			return "the rules bucket (" + cluster.RulesBucket + ")", err
+		}
+		p.claimed = true
+	}
+	if p.shards > 1 && p.exclusions == nil {
+		if p.exclusions, err = cluster.OpenExclusions(ctx, js, nc.Replicas); err != nil {
+			return "the exclusions bucket (" + cluster.ExclusionsBucket + ")", err
+		}
+	}
 	if p.state == nil {
 		if p.state, err = cluster.OpenStore(ctx, js, cluster.StoreConfig{Replicas: nc.Replicas}); err != nil {
 			return "the pool's state (stream " + cluster.StateStream + ", snapshots " + cluster.SnapshotBucket + ")", err
 		}
+	}
+	for s := len(p.states) + 1; s < p.shards; s++ {
+		sh, err := cluster.NewShard(s, p.shards)
+		if err != nil {
+			return "", err
+		}
+		st, err := cluster.OpenStore(ctx, js, cluster.StoreConfig{Replicas: nc.Replicas, Shard: sh})
+		if err != nil {
+			return "the state of shard " + strconv.Itoa(s) + " (stream " + sh.Stream() + ", snapshots " + sh.Snapshots() + ")", err
+		}
+		p.states = append(p.states, st)
 	}
 	return "", nil
 }
@@ -291,14 +352,23 @@ func (p *clusterParts) open(ctx context.Context) (what string, err error) {
 // front is a node's public API: its own health and metrics, and a
 // reverse proxy to the coordinator in charge.
 type front struct {
-	node      *cluster.Node
-	lead      *cluster.Leadership
-	blobs     *cluster.Blobs
-	profiles  *cluster.Profiles
-	rules     *cluster.Rules
-	state     *cluster.Store // followed while another node is in charge
-	log       *slog.Logger
-	transport *http.Transport
+	node     *cluster.Node
+	lead     *cluster.Leadership
+	blobs    *cluster.Blobs
+	profiles *cluster.Profiles
+	rules    *cluster.Rules
+	state    *cluster.Store // followed while another node is in charge
+	log      *slog.Logger
+	// shards is how many shards the pool's work is divided into
+	// (NodeConfig.Shards), and states each one's state (states[0] is
+	// state). With one shard the node campaigns for the one lease and
+	// forwards to the node in charge; with more, see cluster_shards.go.
+	shards int
+	states []*cluster.Store
+	// exclusions are the devices and owners a shard excluded, which
+	// every shard applies (nil with one shard).
+	exclusions *cluster.Exclusions
+	transport  *http.Transport
 
 	mu      sync.Mutex
 	leader  cluster.LeaderInfo
@@ -312,6 +382,8 @@ type front struct {
 	terms    int     // terms this node has held
 	proxies  map[string]*httputil.ReverseProxy
 	reg      *prometheus.Registry
+
+	divided // the state of a pool of several shards
 }
 
 func (f *front) routes() http.Handler {
@@ -334,6 +406,10 @@ func (f *front) watch(ctx context.Context) {
 	for {
 		rctx, cancel := context.WithTimeout(ctx, ttl/2)
 		info, ok, err := f.lead.Leader(rctx)
+		var leaders map[int]cluster.LeaderInfo
+		if err == nil && f.shards > 1 {
+			leaders, err = f.lead.Leaders(rctx, f.shards)
+		}
 		var nodes []cluster.NodeInfo
 		if time.Since(announced) >= ttl {
 			if f.lead.Announce(rctx, cluster.NodeInfo{Name: nc.Name, URL: nc.URL}) == nil {
@@ -351,8 +427,10 @@ func (f *front) watch(ctx context.Context) {
 		f.mu.Lock()
 		if err == nil {
 			f.leader, f.known, f.checked = info, ok, time.Now()
+			f.leaders = leaders
 		} else if time.Since(f.checked) > ttl {
 			f.known = false // cut off: stop forwarding to what may be gone
+			f.leaders = nil
 		}
 		if nodes != nil {
 			f.nodes = nodes
@@ -414,25 +492,36 @@ const (
 	shortLoadTries   = 4
 )
 
-// runTerm runs this node's coordinator while term lasts.
+// runTerm runs this node's coordinator of term's shard while term lasts.
 func (f *front) runTerm(ctx context.Context, base Config, term *cluster.Term) {
 	nc := f.node.Config()
 	start := time.Now()
-	f.log.Info("This node is in charge of the pool", "node", nc.Name, "term", term.Info().Term)
+	shard := term.Shard()
+	state := f.states[shard]
+	log := f.log
+	if f.shards > 1 {
+		log = f.log.With("shard", shard)
+	}
+	log.Info("This node is in charge of the pool", "node", nc.Name, "term", term.Info().Term)
 	tctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
 		select {
 		case <-term.Lost():
-			f.log.Warn("This node is no longer in charge", "node", nc.Name, "why", term.Err())
+			log.Warn("This node is no longer in charge", "node", nc.Name, "why", term.Err())
 			cancel()
 		case <-tctx.Done():
 		}
 	}()
-	defer f.state.Release()
+	defer state.Release()
 	cfg := base
-	cfg.Listen, cfg.DataDir, cfg.Pool = nc.Internal, filepath.Join(nc.DataDir, "coord"), nc.Pool
-	cfg.Cluster = &ClusterHooks{Store: f.state, Blobs: f.blobs, Nodes: f.nodeURLs, Profiles: f.profiles, Versions: f.clusterVersions}
+	cfg.Listen, cfg.DataDir, cfg.Pool = nc.Internal, shardCoordDir(nc.DataDir, shard), nc.Pool
+	cfg.Cluster = &ClusterHooks{Store: state, Blobs: f.blobs, Nodes: f.nodeURLs, Profiles: f.profiles, Versions: f.clusterVersions}
+	if f.shards > 1 {
+		cfg.Logger = log
+		cfg.Shard, cfg.Shards = shard, f.shards
+		cfg.Cluster.Exclusions = f.exclusions
+	}
 	var srv *Server
 	for try, cuts := firstLoadTimeout, 0; ; {
 		lctx, lcancel := context.WithTimeout(tctx, try)
@@ -443,12 +532,12 @@ func (f *front) runTerm(ctx context.Context, base Config, term *cluster.Term) {
 		if err == nil {
 			break
 		}
-		f.state.Release()
+		state.Release()
 		// Right after a node died JetStream elects new leaders for its
 		// streams: what did not answer is tried again while the term
 		// lasts.
 		if !errors.Is(err, pool.ErrStoreUnavailable) && !cut || tctx.Err() != nil {
-			f.log.Error("Cannot start the coordinator", "err", err)
+			log.Error("Cannot start the coordinator", "err", err)
 			return
 		}
 		if cut {
@@ -456,7 +545,7 @@ func (f *front) runTerm(ctx context.Context, base Config, term *cluster.Term) {
 				try *= 2
 			}
 		}
-		f.log.Info("Waiting for the cluster's state to answer", "err", err, "nextTry", try)
+		log.Info("Waiting for the cluster's state to answer", "err", err, "nextTry", try)
 		select {
 		case <-tctx.Done():
 			return
@@ -464,31 +553,55 @@ func (f *front) runTerm(ctx context.Context, base Config, term *cluster.Term) {
 		}
 	}
 	f.mu.Lock()
-	f.local = srv
+	f.setLocal(shard, srv)
 	f.terms++
 	f.mu.Unlock()
 	term.Publish(srv.URL())
-	f.log.Info("Coordinator in charge", "node", nc.Name, "internal", srv.URL(), "loaded", time.Since(start).Round(time.Millisecond))
+	log.Info("Coordinator in charge", "node", nc.Name, "internal", srv.URL(), "loaded", time.Since(start).Round(time.Millisecond))
 	// The node in charge snapshots the state it keeps current, so that a
 	// node starting from nothing loads the snapshot and a short tail.
 	var snaps sync.WaitGroup
 	snaps.Go(func() {
-		f.state.Snapshots(tctx, nc.SnapshotEvery, nc.LeaderTTL.Duration,
-			func(err error) { f.log.Warn("Cannot snapshot the pool's state", "err", err) },
+		state.Snapshots(tctx, nc.SnapshotEvery, nc.LeaderTTL.Duration,
+			func(err error) { log.Warn("Cannot snapshot the pool's state", "err", err) },
 			func(st cluster.SnapshotStats) {
-				f.log.Info("Snapshot of the pool's state", "seq", st.Seq, "trimmedBefore", st.Trimmed,
+				log.Info("Snapshot of the pool's state", "seq", st.Seq, "trimmedBefore", st.Trimmed,
 					"copy", st.Copy.Round(time.Microsecond), "archived", st.Archived, "entries", st.Entries, "archive", st.Archive.Round(time.Millisecond),
 					"write", st.Write.Round(time.Millisecond))
 			})
 	})
 	if err := srv.Serve(tctx); err != nil {
-		f.log.Warn("Coordinator stopped", "node", nc.Name, "err", err)
+		log.Warn("Coordinator stopped", "node", nc.Name, "err", err)
 	}
 	cancel()
 	snaps.Wait()
 	f.mu.Lock()
-	f.local = nil
+	f.clearLocal(shard, srv)
 	f.mu.Unlock()
+}
+
+// setLocal records srv as this node's coordinator of shard; f.mu is
+// held.
+func (f *front) setLocal(shard int, srv *Server) {
+	if f.shards <= 1 {
+		f.local = srv
+		return
+	}
+	f.locals[shard] = srv
+}
+
+// clearLocal forgets srv as this node's coordinator of shard, unless a
+// later term's took its place; f.mu is held.
+func (f *front) clearLocal(shard int, srv *Server) {
+	if f.shards <= 1 {
+		if f.local == srv {
+			f.local = nil
+		}
+		return
+	}
+	if f.locals[shard] == srv {
+		delete(f.locals, shard)
+	}
 }
 
 // clusterVersions returns the cluster's version rules as last read.
@@ -547,6 +660,10 @@ func (f *front) target() (*httputil.ReverseProxy, string, bool) {
 // names the node in charge's public URL in InChargeHeader, so that a
 // client given several nodes sends its next requests there.
 func (f *front) forward(w http.ResponseWriter, r *http.Request) {
+	if f.shards > 1 {
+		f.router.ServeHTTP(w, r)
+		return
+	}
 	f.mu.Lock()
 	local, leaderURL := f.local, ""
 	if f.known {
@@ -577,6 +694,13 @@ func (f *front) snapshot(ctx context.Context) ClusterState {
 	nc := f.node.Config()
 	f.mu.Lock()
 	st := ClusterState{Node: nc.Name, Leader: f.leader, LeaderKnown: f.known, Nodes: append([]cluster.NodeInfo(nil), f.nodes...)}
+	if f.shards > 1 {
+		st.Shards = make([]ShardState, f.shards)
+		for s := range st.Shards {
+			info, ok := f.leaders[s]
+			st.Shards[s] = ShardState{Shard: s, Leader: info, LeaderKnown: ok && f.known, Local: f.locals[s] != nil}
+		}
+	}
 	f.mu.Unlock()
 	st.Routes = f.node.Server().NumRoutes()
 	sctx, cancel := context.WithTimeout(ctx, time.Second)
@@ -620,11 +744,26 @@ func (f *front) healthz(w http.ResponseWriter, r *http.Request) {
 // health is GET /healthz's status and line for a node whose view of the
 // cluster is st: 200 while a node in charge answers, 503 while none does
 // (none holds the lease, or the one that took it is loading the pool's
-// state, or this node cannot tell).
+// state, or this node cannot tell). In a pool of several shards, 200
+// while every shard has a node in charge that answers.
 func health(st ClusterState) (int, string) {
 	code := http.StatusOK
 	var b strings.Builder
+	var unled []string
+	for _, sh := range st.Shards {
+		if !sh.LeaderKnown || sh.Leader.Internal == "" {
+			unled = append(unled, strconv.Itoa(sh.Shard))
+		}
+	}
 	switch {
+	case len(st.Shards) > 0 && len(unled) == 0:
+		fmt.Fprintf(&b, "ok: node %s; each of the %d shards has a node in charge", st.Node, len(st.Shards))
+	case len(st.Shards) > 0:
+		// A shard's lease is free, or its coordinator is loading: its
+		// jobs wait until a node takes it.
+		code = http.StatusServiceUnavailable
+		fmt.Fprintf(&b, "no leader yet: node %s; no node is in charge of shard %s of %d (or it is loading the shard's state)",
+			st.Node, strings.Join(unled, ", "), len(st.Shards))
 	case st.LeaderKnown && st.Leader.Internal != "":
 		fmt.Fprintf(&b, "ok: node %s; %s is in charge (term %d)", st.Node, st.Leader.Node, st.Leader.Term)
 	case st.LeaderKnown && st.Leader.Node != "":
@@ -663,10 +802,10 @@ func (f *front) initMetrics() {
 		}
 		return 0
 	}
-	gauge("idlepool_cluster_in_charge", "1 while this node's coordinator is in charge of the pool.", func() float64 {
+	gauge("idlepool_cluster_in_charge", "1 while this node's coordinator is in charge of the pool; in a pool of several shards, how many shards this node is in charge of.", func() float64 {
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		return b2f(f.local != nil)
+		return b2f(f.local != nil) + float64(len(f.locals))
 	})
 	gauge("idlepool_cluster_leader_known", "1 while this node knows a node in charge it can forward to.", func() float64 {
 		f.mu.Lock()
@@ -710,6 +849,9 @@ func (f *front) metrics(w http.ResponseWriter, r *http.Request) {
 	gs := prometheus.Gatherers{f.reg, reg}
 	f.mu.Lock()
 	local := f.local
+	for s, srv := range f.locals {
+		gs = append(gs, shardGatherer{srv.metrics.reg, s})
+	}
 	f.mu.Unlock()
 	if local != nil {
 		gs = append(gs, local.metrics.reg)

@@ -1,0 +1,182 @@
+package coord
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"google.golang.org/protobuf/proto"
+
+	"idlepool/cluster"
+	"idlepool/identity"
+)
+
+// A pool whose work is divided into K > 1 shards (cluster.NodeConfig.Shards,
+// RATIONALE.md "Dividing the work among the nodes"): every node campaigns
+// for its fair share of the shards (cluster.Leadership.Campaign) and runs
+// one coordinator per shard it leads, each over that shard's state
+// (cluster.StoreConfig.Shard) and in a data directory of its own
+// (shardCoordDir); its public port puts the shards' coordinators behind
+// one API (ShardRouter), forwarding each request to the node in charge of
+// the shard it concerns, wherever that is.
+
+// divided is what a node of a divided pool keeps beside the fields of an
+// undivided one; all of it is guarded by front.mu but router.
+type divided struct {
+	// leaders are the shards' leases as last read (watch), by shard;
+	// nil while this node cannot tell.
+	leaders map[int]cluster.LeaderInfo
+	// locals are this node's coordinators, by the shard each is in
+	// charge of.
+	locals map[int]*Server
+	// running serialises the terms of one shard on this node: a term
+	// won again starts its coordinator once the last one's has stopped
+	// and released the shard's state.
+	running []sync.Mutex
+	// router answers the public API (forward).
+	router *ShardRouter
+}
+
+// initShards prepares f for a pool of f.shards shards: the router over
+// the shards' coordinators, signing what it forwards with key.
+func (f *front) initShards(key *identity.Key) error {
+	f.locals = map[int]*Server{}
+	f.running = make([]sync.Mutex, f.shards)
+	r, err := NewShardRouter(ShardRouterConfig{Shards: f.shards, Key: key, Target: f.shardTarget, Transport: f.transport, Logger: f.log})
+	if err != nil {
+		return err
+	}
+	f.router = r
+	return nil
+}
+
+// shardTarget is where shard s's coordinator answers now: this node's
+// own, or the internal URL the node in charge of s published with its
+// lease; ok is false while no node is in charge of s or its coordinator
+// is loading.
+func (f *front) shardTarget(s int) (string, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if srv := f.locals[s]; srv != nil {
+		return srv.URL(), true
+	}
+	info, ok := f.leaders[s]
+	if !ok || !f.known || info.Internal == "" {
+		return "", false
+	}
+	return info.Internal, true
+}
+
+// campaignShards keeps this node in charge of its fair share of the
+// shards until ctx ends, running a coordinator for each shard it leads
+// (runTerm) while its term lasts.
+func (f *front) campaignShards(ctx context.Context, base Config) error {
+	nc := f.node.Config()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	started := map[*cluster.Term]bool{}
+	err := f.lead.Campaign(ctx, cluster.CampaignConfig{
+		Shards: f.shards,
+		Info:   cluster.LeaderInfo{Node: nc.Name, URL: nc.URL},
+		Report: func(terms map[int]*cluster.Term) {
+			for t := range started {
+				if terms[t.Shard()] != t {
+					delete(started, t) // lost or given up: runTerm sees Lost
+				}
+			}
+			for s, t := range terms {
+				if started[t] {
+					continue
+				}
+				started[t] = true
+				wg.Go(func() {
+					f.running[s].Lock()
+					defer f.running[s].Unlock()
+					select {
+					case <-t.Lost():
+						return // ended while the last term's coordinator stopped
+					default:
+					}
+					f.runTerm(ctx, base, t)
+				})
+			}
+		},
+		OnErr: func(err error) { f.log.Debug("Cannot campaign for the shards", "err", err) },
+	})
+	if err != nil {
+		return err
+	}
+	return nil
+}
+
+// shardCoordDir is the data directory of a node's coordinator of shard
+// s under the node's dataDir: "coord" for shard 0 (the directory an
+// undivided pool's coordinator has), "coord_S" for shard S > 0. Each
+// holds the coordinator's lock, its files and the pool key
+// (shardKeyFile).
+func shardCoordDir(dataDir string, s int) string {
+	if s == 0 {
+		return filepath.Join(dataDir, filepath.Dir(cluster.PoolKeyFile))
+	}
+	return filepath.Join(dataDir, filepath.Dir(cluster.PoolKeyFile)+"_"+strconv.Itoa(s))
+}
+
+// shardKeyFile gives shard s's coordinator directory (shardCoordDir) the
+// pool key of shard 0's: a copy of cluster.PoolKeyFile, mode 0600,
+// written where missing. A key there that is another is an error
+// wrapping cluster.ErrPoolKey: every shard signs with the pool's key.
+func shardKeyFile(dataDir string, s int) error {
+	src := filepath.Join(dataDir, cluster.PoolKeyFile)
+	key, err := os.ReadFile(src)
+	if err != nil {
+		return fmt.Errorf("%w: %s: %w", cluster.ErrPoolKey, src, err)
+	}
+	dir := shardCoordDir(dataDir, s)
+	dst := filepath.Join(dir, filepath.Base(cluster.PoolKeyFile))
+	have, err := os.ReadFile(dst)
+	switch {
+	case err == nil && bytes.Equal(have, key):
+		return nil
+	case err == nil:
+		return fmt.Errorf("%w: %s holds another key than %s: remove it, and shard %d's coordinator gets a copy of the pool's",
+			cluster.ErrPoolKey, dst, src, s)
+	case !errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("%w: %s: %w", cluster.ErrPoolKey, dst, err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	tmp := dst + ".new"
+	if err := os.WriteFile(tmp, key, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, dst)
+}
+
+// shardGatherer adds the label shard="S" to every metric g gathers, so
+// that the metrics of a node's coordinators of several shards, which
+// share their names, are told apart in one answer of GET /metrics.
+type shardGatherer struct {
+	g     prometheus.Gatherer
+	shard int
+}
+
+// Gather gathers g's metrics and labels each with the shard.
+func (sg shardGatherer) Gather() ([]*dto.MetricFamily, error) {
+	mfs, err := sg.g.Gather()
+	name, value := "shard", strconv.Itoa(sg.shard)
+	for _, mf := range mfs {
+		for _, m := range mf.Metric {
+			m.Label = append(m.Label, &dto.LabelPair{Name: proto.String(name), Value: proto.String(value)})
+		}
+	}
+	return mfs, err
+}

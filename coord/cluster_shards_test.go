@@ -1,0 +1,68 @@
+package coord
+
+import (
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"idlepool/cluster"
+)
+
+// shardView is node n's GET /v1/cluster; ok is false when it did not
+// answer with one.
+func (n *testNode) shardView(t *testing.T) (ClusterState, bool) {
+	a := n.do(t, nil, "GET", "/v1/cluster", nil)
+	var st ClusterState
+	return st, a.status == 200 && json.Unmarshal(a.body, &st) == nil
+}
+
+// A pool divided into six shards on three nodes: every node leads two
+// shards (cluster.Leadership.Campaign) and runs a coordinator for each,
+// in a directory of its own holding the pool's key; every node sees
+// every shard led, and its /healthz says so.
+func TestClusterShardsEachLed(t *testing.T) {
+	t.Parallel()
+	const k = 6
+	nodes, _, serve, _ := startTestClusterWith(t, clusterOpts{shards: k})
+	for i := range nodes {
+		serve(i)
+	}
+	for _, n := range nodes {
+		waitUntil(t, patience(t), n.name+" to see every shard led, two by each node", func() bool {
+			st, ok := n.shardView(t)
+			if !ok || len(st.Shards) != k {
+				return false
+			}
+			by := map[string]int{}
+			for _, sh := range st.Shards {
+				if !sh.LeaderKnown || sh.Leader.Internal == "" {
+					return false
+				}
+				by[sh.Leader.Node]++
+			}
+			return len(by) == 3 && by["node1"] == 2 && by["node2"] == 2 && by["node3"] == 2
+		})
+		a := n.do(t, nil, "GET", "/healthz", nil)
+		if a.status != http.StatusOK || !strings.Contains(string(a.body), "each of the 6 shards has a node in charge") {
+			t.Errorf("%s: /healthz %d %q", n.name, a.status, a.body)
+		}
+	}
+	st, _ := nodes[0].shardView(t)
+	for _, sh := range st.Shards {
+		if sh.Local != (sh.Leader.Node == "node1") {
+			t.Errorf("node1 says shard %d is local: %v, led by %s", sh.Shard, sh.Local, sh.Leader.Node)
+		}
+		if sh.Leader.Node != "node1" {
+			continue
+		}
+		dir := shardCoordDir(nodes[0].node.Config().DataDir, sh.Shard)
+		key, err := os.ReadFile(filepath.Join(dir, "coordinator.key"))
+		pool, err2 := os.ReadFile(filepath.Join(nodes[0].node.Config().DataDir, cluster.PoolKeyFile))
+		if err != nil || err2 != nil || string(key) != string(pool) {
+			t.Errorf("shard %d's coordinator on node1 (%s): key %v %v, the pool's: %v", sh.Shard, dir, err, err2, string(key) == string(pool))
+		}
+	}
+}
