@@ -302,6 +302,9 @@ type Agent struct {
 
 	// Set by join, before the components start.
 	poolName string
+	// shards is K of a pool divided into shards (api.PoolInfo.Shards), 0
+	// or 1 for an undivided one: the receipts come from K ledgers.
+	shards   int
 	poolKey  ed25519.PublicKey
 	verifier *pool.EntryVerifier // of the ledger entries signed with poolKey
 	owner    string
@@ -495,6 +498,7 @@ func (a *Agent) join(ctx context.Context) error {
 			return fmt.Errorf("register with pool %s: %w", info.Pool, err)
 		}
 		a.poolName, a.poolKey, a.owner = info.Pool, ed25519.PublicKey(info.Key), reg.Owner
+		a.shards = info.Shards
 		a.verifier = pool.NewEntryVerifier(a.poolKey)
 		a.mu.Lock()
 		a.joinedAs = info.Pool

@@ -1035,8 +1035,18 @@ const receiptsAccept = pool.EntriesContentType + ", application/json;q=0.5"
 // (pool.EntryVerifier). A malformed compact answer is an error wrapping
 // pool.ErrEntriesCBOR that names what is wrong, with no entries.
 func (c *Client) Receipts(ctx context.Context, after uint64, max int) ([]pool.Entry, error) {
+	return c.ReceiptsOf(ctx, -1, after, max)
+}
+
+// ReceiptsOf is Receipts of shard's ledger in a pool divided into shards
+// (GET /v1/receipts?shard=S, 0 to api.PoolInfo.Shards-1, each shard's
+// entries numbered from 1); a negative shard names none, as Receipts.
+func (c *Client) ReceiptsOf(ctx context.Context, shard int, after uint64, max int) ([]pool.Entry, error) {
 	const path = "/v1/receipts"
 	q := url.Values{"after": {strconv.FormatUint(after, 10)}, "max": {strconv.Itoa(max)}}
+	if shard >= 0 {
+		q.Set("shard", strconv.Itoa(shard))
+	}
 	resp, err := c.send(ctx, http.MethodGet, path, q, payload{accept: receiptsAccept}, true)
 	if err != nil {
 		return nil, err
@@ -1061,11 +1071,23 @@ func (c *Client) Receipts(ctx context.Context, after uint64, max int) ([]pool.En
 }
 
 // Ledger fetches up to max entries of the pool's ledger with sequence
-// numbers above after (max 0: the coordinator's default page).
+// numbers above after (max 0: the coordinator's default page). In a
+// pool divided into shards (api.PoolInfo.Shards) it is shard 0's
+// ledger; LedgerOf reads another's.
 func (c *Client) Ledger(ctx context.Context, after uint64, max int) ([]pool.Entry, error) {
+	return c.LedgerOf(ctx, -1, after, max)
+}
+
+// LedgerOf is Ledger of shard's ledger in a pool divided into shards
+// (GET /v1/ledger?shard=S, 0 to api.PoolInfo.Shards-1); a negative shard
+// asks without naming one, as Ledger does.
+func (c *Client) LedgerOf(ctx context.Context, shard int, after uint64, max int) ([]pool.Entry, error) {
 	q := url.Values{"after": {strconv.FormatUint(after, 10)}}
 	if max > 0 {
 		q.Set("max", strconv.Itoa(max))
+	}
+	if shard >= 0 {
+		q.Set("shard", strconv.Itoa(shard))
 	}
 	resp, err := c.send(ctx, http.MethodGet, "/v1/ledger", q, payload{}, false)
 	if err != nil {

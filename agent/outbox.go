@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"idlepool/job"
@@ -221,14 +222,43 @@ func (a *Agent) serveReceipts(ctx context.Context) error {
 const receiptPage = 500
 
 // pollReceipts reads the entries naming this device past the stored
-// cursor and applies them.
+// cursor and applies them: in a pool divided into shards
+// (api.PoolInfo.Shards), each shard's ledger past its own cursor.
 func (a *Agent) pollReceipts(ctx context.Context) error {
-	cursor, err := a.cfg.Store.LedgerCursor(ctx, a.c.URL())
+	shards := a.shards
+	if shards <= 1 {
+		return a.pollShardReceipts(ctx, -1)
+	}
+	var first error
+	for s := range shards {
+		if err := a.pollShardReceipts(ctx, s); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// receiptCursorKey is the key of the stored ledger cursor of shard's
+// ledger of the pool at url: the URL for an undivided pool and shard 0
+// (the cursor such a pool always had), the URL and "#shard=S" for
+// shard S > 0.
+func receiptCursorKey(url string, shard int) string {
+	if shard <= 0 {
+		return url
+	}
+	return url + "#shard=" + strconv.Itoa(shard)
+}
+
+// pollShardReceipts is pollReceipts of one shard's ledger (shard < 0:
+// an undivided pool's).
+func (a *Agent) pollShardReceipts(ctx context.Context, shard int) error {
+	key := receiptCursorKey(a.c.URL(), shard)
+	cursor, err := a.cfg.Store.LedgerCursor(ctx, key)
 	if err != nil {
 		return fmt.Errorf("%w: %w", errLocalStore, err)
 	}
 	for {
-		entries, err := a.c.Receipts(ctx, cursor, receiptPage)
+		entries, err := a.c.ReceiptsOf(ctx, shard, cursor, receiptPage)
 		if err != nil {
 			return err
 		}
@@ -239,7 +269,7 @@ func (a *Agent) pollReceipts(ctx context.Context) error {
 			cursor = max(cursor, e.Seq)
 		}
 		if len(entries) > 0 {
-			if err := a.cfg.Store.SetLedgerCursor(ctx, a.c.URL(), cursor); err != nil {
+			if err := a.cfg.Store.SetLedgerCursor(ctx, key, cursor); err != nil {
 				return fmt.Errorf("%w: %w", errLocalStore, err)
 			}
 		}

@@ -126,8 +126,11 @@ func TestShardedPoolMatchesSolo(t *testing.T) {
 		onShard[cluster.ShardOf(j.ID, k)] = true
 		jobs = append(jobs, j)
 	}
+	var devs []*device
 	for range 3 {
-		startAgent(t, url, newDevice(t, nil), exec, 2, nil)
+		dev := newDevice(t, nil)
+		devs = append(devs, dev)
+		startAgent(t, url, dev, exec, 2, nil)
 	}
 	sub := newSubmitter(t, url, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), patience(t))
@@ -153,9 +156,47 @@ func TestShardedPoolMatchesSolo(t *testing.T) {
 		}
 		same(t, got[i], solo(t, j, exec))
 	}
-	// Every shard signs with the pool's key: shard 0's ledger verifies
-	// with the key the pool announces.
-	if err := pool.VerifyLedger(ledger(t, sub.c), poolKey); err != nil {
-		t.Errorf("ledger of shard 0: %v", err)
+	// The pool says it has k shards, and each keeps a ledger of its own,
+	// signed with the pool's key: every one verifies with the key the
+	// pool announces, and the devices' receipts come from all of them:
+	// each device's history agrees with the k ledgers together.
+	info, err := sub.c.Pool(ctx)
+	if err != nil || info.Shards != k {
+		t.Fatalf("GET /v1/pool: shards %d, %v; want %d", info.Shards, err, k)
+	}
+	var all []pool.Entry
+	withEntries := 0
+	for s := range k {
+		es := shardLedger(t, sub.c, s)
+		if err := pool.VerifyLedger(es, poolKey); err != nil {
+			t.Errorf("ledger of shard %d: %v", s, err)
+		}
+		if len(es) > 0 {
+			withEntries++
+		}
+		all = append(all, es...)
+	}
+	if withEntries != len(onShard) {
+		t.Errorf("%d shards' ledgers have entries, the jobs are on %d shards", withEntries, len(onShard))
+	}
+	settle(t, devs...)
+	for _, d := range devs {
+		checkHistory(t, d, all)
+	}
+}
+
+// shardLedger downloads shard s's whole ledger.
+func shardLedger(t testing.TB, c *agent.Client, s int) []pool.Entry {
+	t.Helper()
+	var all []pool.Entry
+	for {
+		page, err := c.LedgerOf(context.Background(), s, uint64(len(all)), 0)
+		if err != nil {
+			t.Fatalf("ledger of shard %d: %v", s, err)
+		}
+		if len(page) == 0 {
+			return all
+		}
+		all = append(all, page...)
 	}
 }

@@ -223,6 +223,9 @@ func (s *Server) poolInfo(w http.ResponseWriter, _ *http.Request) error {
 	if c := s.cfg.Cluster; c != nil && c.Nodes != nil {
 		info.Nodes = c.Nodes()
 	}
+	if s.cfg.Shards > 1 {
+		info.Shards = s.cfg.Shards
+	}
 	writeJSON(w, http.StatusOK, info)
 	return nil
 }
@@ -763,7 +766,7 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request, c call) error {
 // line aborts the connection, so a client never mistakes a cut-off
 // download for a complete one.
 func (s *Server) ledger(w http.ResponseWriter, r *http.Request) error {
-	after, max, err := pageQuery(r, 0, 0, 1<<62)
+	after, max, err := s.ledgerQuery(r, 0, 0, 1<<62)
 	if err != nil {
 		return err
 	}
@@ -812,7 +815,7 @@ func (s *Server) ledger(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) receipts(w http.ResponseWriter, r *http.Request, c call) error {
-	after, max, err := pageQuery(r, ledgerPage, 1, maxReceipts)
+	after, max, err := s.ledgerQuery(r, ledgerPage, 1, maxReceipts)
 	if err != nil {
 		return err
 	}
@@ -969,11 +972,30 @@ func (q query) int(name string, def, lo, hi int64) (int64, error) {
 	return n, nil
 }
 
-// pageQuery reads the query of a paged listing: after (a sequence number,
-// default 0) and max (default def, within lo..hi); any other parameter is
-// an error.
-func pageQuery(r *http.Request, def, lo, hi int64) (after, max int64, err error) {
-	q, err := parseQuery(r, "after", "max")
+// ledgerQuery is pageQueryOf of a ledger's pages (GET /v1/ledger, GET
+// /v1/receipts), which also take "shard": the shard whose ledger to read
+// in a divided pool (ShardRouter routes by it). A coordinator keeps its
+// own shard's ledger only: another shard is an error naming both.
+func (s *Server) ledgerQuery(r *http.Request, def, lo, hi int64) (after, max int64, err error) {
+	if after, max, err = pageQueryOf(r, def, lo, hi, "after", "max", "shard"); err != nil {
+		return 0, 0, err
+	}
+	q, _ := parseQuery(r, "after", "max", "shard")
+	shard, err := q.int("shard", int64(s.cfg.Shard), 0, pool.MaxShards-1)
+	if err != nil {
+		return 0, 0, err
+	}
+	if int(shard) != s.cfg.Shard {
+		return 0, 0, badRequest("shard %d: this coordinator keeps the ledger of shard %d of %d", shard, s.cfg.Shard, s.cfg.Shards)
+	}
+	return after, max, nil
+}
+
+// pageQueryOf reads the query of a paged listing: after (a sequence
+// number, default 0) and max (default def, within lo..hi); a parameter
+// not among names is an error.
+func pageQueryOf(r *http.Request, def, lo, hi int64, names ...string) (after, max int64, err error) {
+	q, err := parseQuery(r, names...)
 	if err != nil {
 		return 0, 0, err
 	}

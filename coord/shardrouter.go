@@ -90,12 +90,13 @@ type ShardRouterConfig struct {
 //     answer is the shards' lists joined, shard 0's first. Unlike one
 //     coordinator's, the list of jobs is oldest first within each shard
 //     only, not over the pool.
-//   - everything else to shard 0, unchanged, so far: GET /v1/receipts
-//     (a device sees only its receipts of shard 0's jobs: each shard's
-//     ledger numbers its entries from 1, so no one "after" cursor pages
-//     through K of them as a client of one coordinator pages), GET
-//     /v1/ledger and GET /v1/dashboard (the ledger is K hash chains,
-//     each signed with the pool key; shard 0's alone is shown), GET
+//   - GET /v1/ledger and GET /v1/receipts: to the shard their "shard"
+//     parameter names (shard 0 without one). The ledger is K hash
+//     chains, each numbered from 1 and signed with the pool key: a
+//     client reads K of them (api.PoolInfo.Shards says K), as `idlepool
+//     ledger verify` and an agent's receipts do.
+//   - everything else to shard 0, unchanged, so far: GET /v1/dashboard
+//     (shard 0's jobs, devices and ledger alone), GET
 //     /v1/offers, the signals, /v1/ice, /v1/chunks/...,
 //     /v1/blobs/... (uploads go to shard 0, which mirrors them; a job's
 //     shard copies what it lacks from the mirror when the job is
@@ -166,6 +167,8 @@ func NewShardRouter(cfg ShardRouterConfig) (*ShardRouter, error) {
 	m.HandleFunc("POST /v1/offers", rt.everyShard)
 	m.HandleFunc("GET /v1/jobs", rt.mergeLists)
 	m.HandleFunc("GET /v1/listings", rt.mergeLists)
+	m.HandleFunc("GET /v1/ledger", rt.byShardParam)
+	m.HandleFunc("GET /v1/receipts", rt.byShardParam)
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { rt.proxy(w, r, 0) })
 	rt.mux = m
 	return rt, nil
@@ -282,6 +285,20 @@ func (rt *ShardRouter) byLease(w http.ResponseWriter, r *http.Request) {
 	shard, err := pool.LeaseShard(r.PathValue("lease"), rt.cfg.Shards)
 	if err != nil {
 		shard = 0 // it answers for an ID no shard minted
+	}
+	rt.proxy(w, r, shard)
+}
+
+// byShardParam sends a request for a ledger's pages (GET /v1/ledger, GET
+// /v1/receipts) to the shard its "shard" parameter names, shard 0 when
+// it names none; a parameter that is not a shard goes to shard 0, which
+// answers why (Server.ledgerQuery).
+func (rt *ShardRouter) byShardParam(w http.ResponseWriter, r *http.Request) {
+	shard := 0
+	if v := r.URL.Query().Get("shard"); v != "" {
+		if n, err := strconv.Atoi(v); err == nil && n >= 0 && n < rt.cfg.Shards {
+			shard = n
+		}
 	}
 	rt.proxy(w, r, shard)
 }

@@ -16,7 +16,7 @@ import (
 )
 
 func cmdLedger(ctx context.Context, g *globals, args []string) error {
-	fs := g.flagSet("idlepool ledger", "Usage: idlepool ledger verify (FILE | POOL_URL | --pool URL) [--key KEY]\n\nChecks a pool's receipt ledger end to end: every coordinator signature, the hash chain, and that no entry is missing. A FILE is a download of GET /v1/ledger (JSON Lines).\n\n")
+	fs := g.flagSet("idlepool ledger", "Usage: idlepool ledger verify (FILE | POOL_URL | --pool URL) [--key KEY]\n\nChecks a pool's receipt ledger end to end: every coordinator signature, the hash chain, and that no entry is missing; in a pool divided into shards, every shard's ledger. A FILE is a download of GET /v1/ledger (JSON Lines).\n\n")
 	poolURL := fs.String("pool", "", "download the ledger from the pool at `URL`")
 	keyFlag := fs.String("key", "", "the coordinator's public `KEY` (base64); default: the key pinned when this device met the pool, else the pool's own answer")
 	pos, err := parseInterspersed(fs, args)
@@ -42,6 +42,7 @@ func cmdLedger(ctx context.Context, g *globals, args []string) error {
 		}
 	}
 	var entries []pool.Entry
+	var chains [][]pool.Entry // a divided pool's ledgers, one per shard
 	if strings.HasPrefix(src, "http://") || strings.HasPrefix(src, "https://") {
 		anon, err := identity.Generate() // the ledger is public: nothing is signed
 		if err != nil {
@@ -51,14 +52,24 @@ func cmdLedger(ctx context.Context, g *globals, args []string) error {
 		if err != nil {
 			return poolError(err, src, dirs)
 		}
+		info, err := agent.PoolKey(ctx, c, dirs.Config)
+		if err != nil {
+			return poolError(err, src, dirs)
+		}
 		if key == nil {
-			info, err := agent.PoolKey(ctx, c, dirs.Config)
-			if err != nil {
-				return poolError(err, src, dirs)
-			}
 			key = info.Key
 		}
-		if entries, err = downloadLedger(ctx, c); err != nil {
+		if info.Shards > 1 {
+			// Each shard keeps a ledger of its own, signed with the
+			// pool's key: every one is checked.
+			for s := range info.Shards {
+				es, err := downloadLedger(ctx, c, s)
+				if err != nil {
+					return poolError(fmt.Errorf("shard %d: %w", s, err), src, dirs)
+				}
+				chains = append(chains, es)
+			}
+		} else if entries, err = downloadLedger(ctx, c, -1); err != nil {
 			return poolError(err, src, dirs)
 		}
 	} else {
@@ -78,6 +89,9 @@ func cmdLedger(ctx context.Context, g *globals, args []string) error {
 			}
 		}
 	}
+	if chains != nil {
+		return verifyChains(g, chains, key)
+	}
 	if err := pool.VerifyLedger(entries, key); err != nil {
 		return &userError{Msg: err.Error(), Cause: err}
 	}
@@ -91,12 +105,36 @@ func cmdLedger(ctx context.Context, g *globals, args []string) error {
 	return nil
 }
 
-// downloadLedger reads a pool's whole ledger, page by page.
-func downloadLedger(ctx context.Context, c *agent.Client) ([]pool.Entry, error) {
+// verifyChains checks the ledgers of a divided pool's shards, one chain
+// each (shard order), and prints one line for them all: every shard's
+// count of entries and head.
+func verifyChains(g *globals, chains [][]pool.Entry, key ed25519.PublicKey) error {
+	total := 0
+	var heads []string
+	for s, entries := range chains {
+		if err := pool.VerifyLedger(entries, key); err != nil {
+			err = fmt.Errorf("shard %d: %w", s, err)
+			return &userError{Msg: err.Error(), Cause: err}
+		}
+		total += len(entries)
+		head := "(empty)"
+		if len(entries) > 0 {
+			head = entries[len(entries)-1].Hash().String()
+		}
+		heads = append(heads, fmt.Sprintf("shard %d: %s, head %s", s, entriesText(len(entries)), head))
+	}
+	fmt.Fprintf(g.stdout, "ledger ok: %s in %d shards (%s)\n", entriesText(total), len(chains), strings.Join(heads, "; "))
+	return nil
+}
+
+// downloadLedger reads a pool's whole ledger, page by page: shard's in a
+// pool divided into shards, the pool's (or shard 0's) when shard is
+// negative.
+func downloadLedger(ctx context.Context, c *agent.Client, shard int) ([]pool.Entry, error) {
 	var all []pool.Entry
 	var after uint64
 	for {
-		page, err := c.Ledger(ctx, after, 0)
+		page, err := c.LedgerOf(ctx, shard, after, 0)
 		if err != nil {
 			return nil, err
 		}

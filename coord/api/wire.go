@@ -90,6 +90,11 @@ type PoolInfo struct {
 	// node learns the others and fails over to them; empty for a pool
 	// of one node (idlepool serve without --cluster).
 	Nodes []string `json:"nodes,omitempty"`
+	// Shards is K in a pool whose work is divided into K > 1 shards
+	// (a cluster's `shards`), each with a ledger of its own: GET
+	// /v1/ledger?shard=S reads shard S's (0 to K-1), and a verifier
+	// checks all K. Absent (0) in a pool of one shard: one ledger.
+	Shards int `json:"shards,omitempty"`
 }
 
 // CodeNoLeader is the error code of a 503 answer from a node of a

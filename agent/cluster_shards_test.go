@@ -1,0 +1,205 @@
+package agent_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"idlepool/agent"
+	"idlepool/cluster"
+	"idlepool/coord"
+	"idlepool/identity"
+	"idlepool/job"
+	"idlepool/pool"
+)
+
+// freeLoopback returns n distinct free TCP addresses on 127.0.0.1 (each
+// listened on and closed; another process may take one meanwhile, which
+// the test then reports as a failed listen).
+func freeLoopback(t *testing.T, n int) []string {
+	t.Helper()
+	var out []string
+	var ls []net.Listener
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, l)
+		out = append(out, l.Addr().String())
+	}
+	for _, l := range ls {
+		l.Close()
+	}
+	return out
+}
+
+// startDividedCluster starts a cluster of three nodes on 127.0.0.1 whose
+// pool's work is divided into k shards (cluster.Init with k, each node's
+// coord.ServeCluster), and waits until every node's /healthz says every
+// shard has a node in charge. It returns the nodes' URLs, comma-separated
+// as clients take them, and the pool's public key.
+func startDividedCluster(t *testing.T, k int) (string, []byte) {
+	t.Helper()
+	addrs := freeLoopback(t, 6)
+	var specs []cluster.InitNode
+	for i := range 3 {
+		specs = append(specs, cluster.InitNode{Name: fmt.Sprintf("node%d", i+1), Listen: addrs[2*i], RouteListen: addrs[2*i+1]})
+	}
+	cfgs, err := cluster.Init(t.TempDir(), "test", k, specs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), patience(t))
+	defer cancel()
+	nodes := make([]*cluster.Node, 3)
+	errs := make([]error, 3)
+	var wg sync.WaitGroup
+	for i := range 3 {
+		wg.Go(func() { nodes[i], errs[i] = cluster.StartNode(ctx, cfgs[i], nil) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("start node%d: %v", i+1, err)
+		}
+	}
+	var urls []string
+	for i := range 3 {
+		sctx, stop := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			done <- coord.ServeCluster(sctx, nodes[i], coord.Config{DataDir: "unused", Logger: quietLogger(t).With("side", "node", "node", i+1)})
+		}()
+		t.Cleanup(func() {
+			stop()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("node%d: %v", i+1, err)
+				}
+			case <-time.After(patience(t)):
+				t.Errorf("node%d did not stop", i+1)
+			}
+			nodes[i].Close()
+		})
+		urls = append(urls, cfgs[i].URL)
+	}
+	// The first node to start leads every shard until the others are
+	// live, then hands shards over (cluster.Leadership.Campaign): the
+	// test starts once the shards are spread, each node seeing every
+	// shard led by a node that leads no more than its share.
+	hc := &http.Client{Timeout: 5 * time.Second}
+	deadline := time.Now().Add(patience(t))
+	for _, u := range urls {
+		for !spread(hc, u, k, len(urls)) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the %d shards not spread over the %d nodes within %s", u, k, len(urls), patience(t))
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	key, err := identity.Load(filepath.Join(cfgs[0].DataDir, cluster.PoolKeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(urls, ","), key.Public()
+}
+
+// spread reports whether node u says that each of k shards has a node in
+// charge that answers, and that no node leads more than its share of
+// them among nodes.
+func spread(hc *http.Client, u string, k, nodes int) bool {
+	resp, err := hc.Get(u + "/v1/cluster")
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	var st coord.ClusterState
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&st) != nil || len(st.Shards) != k {
+		return false
+	}
+	by := map[string]int{}
+	for _, sh := range st.Shards {
+		if !sh.LeaderKnown || sh.Leader.Internal == "" {
+			return false
+		}
+		by[sh.Leader.Node]++
+	}
+	for _, n := range by {
+		if n > cluster.FairShare(k, nodes) {
+			return false
+		}
+	}
+	return true
+}
+
+// A pool divided into three shards on three nodes, each node in charge
+// of one: agents join through the nodes' URLs, jobs spread over the
+// shards, and every job finishes with the result it has solo; every
+// shard's ledger verifies with the pool's key, and each device's history
+// agrees with the three ledgers together.
+func TestDividedClusterMatchesSolo(t *testing.T) {
+	const k = 3
+	url, poolKey := startDividedCluster(t, k)
+	exec := &fakeExec{Delay: time.Millisecond}
+	var jobs []*job.Job
+	onShard := map[int]bool{}
+	for i := 0; len(jobs) < 3 || len(onShard) < 2; i++ {
+		j := planJob(t, fmt.Sprintf("divided-%d", i), 10, "")
+		onShard[cluster.ShardOf(j.ID, k)] = true
+		jobs = append(jobs, j)
+	}
+	var devs []*device
+	for range 3 {
+		dev := newDevice(t, nil)
+		devs = append(devs, dev)
+		startAgent(t, url, dev, exec, 2, nil)
+	}
+	sub := newSubmitter(t, url, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), patience(t))
+	defer cancel()
+	got := make([]*pool.Outcome, len(jobs))
+	errs := make([]error, len(jobs))
+	var wg sync.WaitGroup
+	for i, j := range jobs {
+		if err := sub.c.Submit(ctx, j); err != nil {
+			t.Fatalf("submit %s: %v", j.Manifest.Name, err)
+		}
+		wg.Go(func() {
+			got[i], errs[i] = agent.Follow(ctx, sub.c, j, agent.FollowConfig{
+				Dir: filepath.Join(sub.dev.dirs.Data, "merges", j.ID.String()), Poll: 20 * time.Millisecond,
+				MaxBackoff: 200 * time.Millisecond, Logger: quietLogger(t).With("side", "merger"),
+			})
+		})
+	}
+	wg.Wait()
+	for i, j := range jobs {
+		if errs[i] != nil {
+			t.Fatalf("job %s (shard %d): %v", j.Manifest.Name, cluster.ShardOf(j.ID, k), errs[i])
+		}
+		same(t, got[i], solo(t, j, exec))
+	}
+	var all []pool.Entry
+	for s := range k {
+		es := shardLedger(t, sub.c, s)
+		if err := pool.VerifyLedger(es, poolKey); err != nil {
+			t.Errorf("ledger of shard %d: %v", s, err)
+		}
+		if (len(es) > 0) != onShard[s] {
+			t.Errorf("shard %d: %d ledger entries, jobs on it: %v", s, len(es), onShard[s])
+		}
+		all = append(all, es...)
+	}
+	settle(t, devs...)
+	for _, d := range devs {
+		checkHistory(t, d, all)
+	}
+}
