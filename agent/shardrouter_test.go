@@ -2,12 +2,14 @@ package agent_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -182,6 +184,41 @@ func TestShardedPoolMatchesSolo(t *testing.T) {
 	settle(t, devs...)
 	for _, d := range devs {
 		checkHistory(t, d, all)
+	}
+	// The pool's page shows every shard's jobs, each device once, and
+	// the entries of all the ledgers.
+	resp, err := http.Get(url + "/v1/dashboard")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var d coord.Dashboard
+	if err := json.NewDecoder(resp.Body).Decode(&d); err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, j := range d.Jobs {
+		names[j.Name] = j.Complete
+	}
+	for _, j := range jobs {
+		if done, ok := names[j.Manifest.Name]; !ok || !done {
+			t.Errorf("dashboard: job %s listed %v, complete %v", j.Manifest.Name, ok, done)
+		}
+	}
+	seen := map[string]bool{}
+	for _, p := range d.Peers {
+		if seen[p.Peer] {
+			t.Errorf("dashboard: device %s listed twice", p.Peer)
+		}
+		seen[p.Peer] = true
+	}
+	for _, dev := range devs {
+		if !seen[dev.key.ID()] {
+			t.Errorf("dashboard: device %s not listed", dev.key.ID())
+		}
+	}
+	if d.Ledger.Entries != uint64(len(all)) || !strings.Contains(d.Ledger.Head, "shard 2: ") {
+		t.Errorf("dashboard ledger: %d entries, head %q; want %d entries, each shard's head", d.Ledger.Entries, d.Ledger.Head, len(all))
 	}
 }
 

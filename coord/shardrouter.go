@@ -2,6 +2,7 @@ package coord
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/ed25519"
 	"crypto/sha256"
@@ -14,7 +15,9 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -95,8 +98,9 @@ type ShardRouterConfig struct {
 //     chains, each numbered from 1 and signed with the pool key: a
 //     client reads K of them (api.PoolInfo.Shards says K), as `idlepool
 //     ledger verify` and an agent's receipts do.
-//   - everything else to shard 0, unchanged, so far: GET /v1/dashboard
-//     (shard 0's jobs, devices and ledger alone), GET
+//   - GET /v1/dashboard: every shard's, merged (mergeDashboards), so
+//     that the pool's page shows every shard's jobs.
+//   - everything else to shard 0, unchanged, so far: GET
 //     /v1/offers, the signals, /v1/ice, /v1/chunks/...,
 //     /v1/blobs/... (uploads go to shard 0, which mirrors them; a job's
 //     shard copies what it lacks from the mirror when the job is
@@ -169,6 +173,7 @@ func NewShardRouter(cfg ShardRouterConfig) (*ShardRouter, error) {
 	m.HandleFunc("GET /v1/listings", rt.mergeLists)
 	m.HandleFunc("GET /v1/ledger", rt.byShardParam)
 	m.HandleFunc("GET /v1/receipts", rt.byShardParam)
+	m.HandleFunc("GET /v1/dashboard", rt.mergeDashboards)
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { rt.proxy(w, r, 0) })
 	rt.mux = m
 	return rt, nil
@@ -670,4 +675,103 @@ func (rt *ShardRouter) fail(w http.ResponseWriter, err error) {
 		w.Header().Set("Retry-After", "1")
 	}
 	writeJSON(w, status, ErrorBody{Error: msg, Code: code})
+}
+
+// mergeDashboards is GET /v1/dashboard of a divided pool: every shard's
+// Dashboard joined into one, as one coordinator would show the pool.
+// Jobs are the shards' lists joined (shard 0's first); a device is one
+// row (it registered with every shard) holding the leases of all shards,
+// silent only when every shard found it silent, and its connection the
+// one that says most of its transfers ("relayed" over "direct" over
+// "coordinator"); an owner's receipts and cost are summed over the
+// shards' ledgers, ordered as one coordinator orders them. The ledger's
+// entries are summed; its head names each shard's chain's head, "shard
+// S: HEAD" joined by "; " (the ledger is one hash chain per shard).
+func (rt *ShardRouter) mergeDashboards(w http.ResponseWriter, r *http.Request) {
+	answers := rt.fanOut(r, nil)
+	var out Dashboard
+	peers := map[string]int{} // peer -> its index in out.Peers
+	owners := map[string]*DashboardOwner{}
+	var heads []string
+	for _, a := range answers {
+		if !a.ok() {
+			rt.write(w, a)
+			return
+		}
+		var d Dashboard
+		if err := json.Unmarshal(a.body, &d); err != nil {
+			a.err = fmt.Errorf("shard %d answered %s with no dashboard: %w", a.shard, r.URL.Path, err)
+			rt.write(w, a)
+			return
+		}
+		if a.shard == 0 {
+			out.Pool, out.Key = d.Pool, d.Key
+		}
+		out.Jobs = append(out.Jobs, d.Jobs...)
+		for _, p := range d.Peers {
+			i, ok := peers[p.Peer]
+			if !ok {
+				peers[p.Peer] = len(out.Peers)
+				out.Peers = append(out.Peers, p)
+				continue
+			}
+			q := &out.Peers[i]
+			q.Kind = cmp.Or(q.Kind, p.Kind)
+			if q.State == "" {
+				q.State, q.Hold = p.State, p.Hold
+			}
+			q.Leases += p.Leases
+			q.Silent = q.Silent && p.Silent
+			if connectionRank(p.Connection) > connectionRank(q.Connection) {
+				q.Connection = p.Connection
+			}
+		}
+		for _, o := range d.Owners {
+			if m := owners[o.Owner]; m != nil {
+				m.Receipts += o.Receipts
+				m.Cost += o.Cost
+				m.Name = cmp.Or(m.Name, o.Name)
+				continue
+			}
+			c := o
+			owners[o.Owner] = &c
+		}
+		out.Ledger.Entries += d.Ledger.Entries
+		heads = append(heads, fmt.Sprintf("shard %d: %s", a.shard, cmp.Or(d.Ledger.Head, "(empty)")))
+	}
+	if out.Ledger.Entries > 0 {
+		out.Ledger.Head = strings.Join(heads, "; ")
+	}
+	for _, o := range owners {
+		out.Owners = append(out.Owners, *o)
+	}
+	slices.SortFunc(out.Owners, func(a, b DashboardOwner) int {
+		return cmp.Or(cmp.Compare(b.Receipts, a.Receipts), cmp.Compare(a.Owner, b.Owner))
+	})
+	out.Owners = out.Owners[:min(len(out.Owners), dashboardMaxOwners)]
+	if out.Jobs == nil {
+		out.Jobs = []DashboardJob{}
+	}
+	if out.Peers == nil {
+		out.Peers = []DashboardPeer{}
+	}
+	if out.Owners == nil {
+		out.Owners = []DashboardOwner{}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// connectionRank orders DashboardPeer.Connection's words by how much of a
+// device's transfers they tell: "relayed" (some bytes through the relay)
+// over "direct" over "coordinator" over "" (nothing reported).
+func connectionRank(c string) int {
+	switch c {
+	case "relayed":
+		return 3
+	case "direct":
+		return 2
+	case "coordinator":
+		return 1
+	}
+	return 0
 }
