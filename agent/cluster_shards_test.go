@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -45,8 +46,10 @@ func freeLoopback(t *testing.T, n int) []string {
 // pool's work is divided into k shards (cluster.Init with k, each node's
 // coord.ServeCluster), and waits until every node's /healthz says every
 // shard has a node in charge. It returns the nodes' URLs, comma-separated
-// as clients take them, and the pool's public key.
-func startDividedCluster(t *testing.T, k int) (string, []byte) {
+// as clients take them, the pool's public key, and a function that stops
+// node i (its ServeCluster, then its NATS server), as a node's machine
+// going away would.
+func startDividedCluster(t *testing.T, k int) (string, []byte, func(i int)) {
 	t.Helper()
 	addrs := freeLoopback(t, 6)
 	var specs []cluster.InitNode
@@ -72,13 +75,14 @@ func startDividedCluster(t *testing.T, k int) (string, []byte) {
 		}
 	}
 	var urls []string
+	stops := make([]func(), 3)
 	for i := range 3 {
 		sctx, stop := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() {
 			done <- coord.ServeCluster(sctx, nodes[i], coord.Config{DataDir: "unused", Logger: quietLogger(t).With("side", "node", "node", i+1)})
 		}()
-		t.Cleanup(func() {
+		stops[i] = sync.OnceFunc(func() {
 			stop()
 			select {
 			case err := <-done:
@@ -90,6 +94,7 @@ func startDividedCluster(t *testing.T, k int) (string, []byte) {
 			}
 			nodes[i].Close()
 		})
+		t.Cleanup(stops[i])
 		urls = append(urls, cfgs[i].URL)
 	}
 	// The first node to start leads every shard until the others are
@@ -110,7 +115,7 @@ func startDividedCluster(t *testing.T, k int) (string, []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return strings.Join(urls, ","), key.Public()
+	return strings.Join(urls, ","), key.Public(), func(i int) { stops[i]() }
 }
 
 // spread reports whether node u says that each of k shards has a node in
@@ -148,7 +153,7 @@ func spread(hc *http.Client, u string, k, nodes int) bool {
 // agrees with the three ledgers together.
 func TestDividedClusterMatchesSolo(t *testing.T) {
 	const k = 3
-	url, poolKey := startDividedCluster(t, k)
+	url, poolKey, _ := startDividedCluster(t, k)
 	exec := &fakeExec{Delay: time.Millisecond}
 	var jobs []*job.Job
 	onShard := map[int]bool{}
@@ -202,4 +207,106 @@ func TestDividedClusterMatchesSolo(t *testing.T) {
 	for _, d := range devs {
 		checkHistory(t, d, all)
 	}
+}
+
+// leaderOf returns the name of the node in charge of shard s as node u
+// sees it, "" when none is or u does not answer.
+func leaderOf(hc *http.Client, u string, s int) string {
+	resp, err := hc.Get(u + "/v1/cluster")
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	var st coord.ClusterState
+	if json.NewDecoder(resp.Body).Decode(&st) != nil || s >= len(st.Shards) || !st.Shards[s].LeaderKnown || st.Shards[s].Leader.Internal == "" {
+		return ""
+	}
+	return st.Shards[s].Leader.Node
+}
+
+// TestDividedClusterSurvivesNodeLoss: a job on a pool divided into three
+// shards on three nodes; the node in charge of its shard stops once a
+// fifth of its tasks are decided. Another node takes the shard over
+// (once the stopped node's entry among the live nodes lapses), the
+// agents go on through the nodes left, and the job ends with its solo
+// result; the shard's ledger verifies. Out of make test (about a minute
+// with its waits): make check-cluster runs it.
+func TestDividedClusterSurvivesNodeLoss(t *testing.T) {
+	if os.Getenv("IDLEPOOL_FULL_CLUSTER") == "" {
+		t.Skip("a divided cluster losing the node in charge of a job's shard: make check-cluster (IDLEPOOL_FULL_CLUSTER=1)")
+	}
+	const k, tasks = 3, 400
+	url, poolKey, stop := startDividedCluster(t, k)
+	urls := strings.Split(url, ",")
+	exec := &fakeExec{Delay: 5 * time.Millisecond}
+	j := planJob(t, "divided-loss", tasks, "lease_timeout = \"5s\"\n")
+	shard := cluster.ShardOf(j.ID, k)
+	var devs []*device
+	for range 3 {
+		dev := newDevice(t, nil)
+		devs = append(devs, dev)
+		startAgent(t, url, dev, exec, 2, nil)
+	}
+	sub := newSubmitter(t, url, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), patience(t))
+	defer cancel()
+	if err := sub.c.Submit(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	var got *pool.Outcome
+	var ferr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		got, ferr = agent.Follow(ctx, sub.c, j, agent.FollowConfig{
+			Dir: filepath.Join(sub.dev.dirs.Data, "merges", j.ID.String()), Poll: 20 * time.Millisecond,
+			MaxBackoff: 200 * time.Millisecond, Logger: quietLogger(t).With("side", "merger"),
+		})
+	}()
+	hc := &http.Client{Timeout: 5 * time.Second}
+	for {
+		st, err := sub.c.Status(ctx, j.ID)
+		if err == nil && st.Accepted+st.Failed >= tasks/5 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("no fifth of the tasks decided")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	leader := leaderOf(hc, urls[0], shard)
+	if leader == "" {
+		t.Fatalf("no node in charge of shard %d", shard)
+	}
+	var i int
+	fmt.Sscanf(leader, "node%d", &i)
+	start := time.Now()
+	stop(i - 1)
+	t.Logf("stopped %s, in charge of shard %d", leader, shard)
+	other := urls[i%3]
+	for {
+		if l := leaderOf(hc, other, shard); l != "" && l != leader {
+			t.Logf("%s in charge of shard %d %s after the stop", l, shard, time.Since(start).Round(100*time.Millisecond))
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("no node took shard %d over", shard)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	<-done
+	if ferr != nil {
+		t.Fatal(ferr)
+	}
+	same(t, got, solo(t, j, exec))
+	if err := pool.VerifyLedger(shardLedgerAt(t, other, shard), poolKey); err != nil {
+		t.Errorf("ledger of shard %d: %v", shard, err)
+	}
+}
+
+// shardLedgerAt downloads shard s's whole ledger from node u alone.
+func shardLedgerAt(t *testing.T, u string, s int) []pool.Entry {
+	t.Helper()
+	c := newSubmitter(t, u, nil).c
+	return shardLedger(t, c, s)
 }
