@@ -6,7 +6,7 @@
 # cluster (JetStream, replication 3 over TLS routes), each node its own
 # process. Prints accepted tasks/s and the coordinator's CPU per accepted
 # task, in all and node by node. A benchmark, not a test: CI does not run
-# it. Usage: scripts/bench-cluster.sh [TASKS]
+# it. Usage: [JOBS=12] scripts/bench-cluster.sh [TASKS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/usr/local/go/bin:$PATH
@@ -64,16 +64,26 @@ bench "1 node, SQLite" "http://127.0.0.1:$base" "${pids[0]}"
 stop_all
 
 # 1 and 3 nodes, then 3 nodes of which every node not in charge is a
-# cold standby (cold_standby = true: it applies none of the state).
-for setup in 1 3 3cold; do
-  n=${setup%cold}
+# cold standby (cold_standby = true: it applies none of the state); then
+# the same jobs split into $JOBS jobs (default 12) on 3 cold nodes, the
+# pool undivided and divided into 3 shards (cluster init --shards 3: each
+# node in charge of one shard's jobs).
+jobs=${JOBS:-12}
+for setup in 1 3 3cold 3cold-jobs 3shards; do
+  n=${setup:0:1}
   dir="$work/c$setup"
-  case $setup in 1) off=1 ;; 3) off=3 ;; 3cold) off=5 ;; esac # ports of its own per setup
-  "$work/idlepool" --home "$work/h0" cluster init "$dir" --pool bench --nodes "$n" \
+  shards=1
+  export IDLEPOOL_BENCH_JOBS=1
+  case $setup in
+    1) off=1 ;; 3) off=3 ;; 3cold) off=5 ;; # ports of its own per setup
+    3cold-jobs) off=7; IDLEPOOL_BENCH_JOBS=$jobs ;;
+    3shards) off=9; shards=3; IDLEPOOL_BENCH_JOBS=$jobs ;;
+  esac
+  "$work/idlepool" --home "$work/h0" cluster init "$dir" --pool bench --nodes "$n" --shards "$shards" \
     --port $((base + 100 * off)) --route-port $((base + 100 * off + 10)) >/dev/null 2>&1
   urls=()
   for i in $(seq "$n"); do
-    if [ "$setup" = 3cold ]; then
+    if [ "$setup" != 1 ] && [ "$setup" != 3 ]; then
       sed -i 's/^cold_standby = .*/cold_standby = true/' "$dir/node$i/cluster.toml"
     fi
     "$work/idlepool" --home "$work/hn$n-$i" serve --cluster "$dir/node$i/cluster.toml" \
@@ -84,8 +94,27 @@ for setup in 1 3 3cold; do
   for u in "${urls[@]}"; do healthy "$u"; done
   list=$(IFS=,; echo "${urls[*]}")
   plist=$(IFS=,; echo "${pids[*]}")
-  bench "$n node$([ "$n" = 1 ] || echo s), JetStream$([ "$setup" = 3cold ] && echo ", cold")" "$list" "$plist"
-  leader=$(curl -s "${urls[0]}/v1/cluster" | grep -o '"leader":{"node":"[^"]*"' | cut -d'"' -f6 || true)
-  echo "                         (${leader:-no node} in charge)"
+  case $setup in
+    3cold) label="3 nodes, JetStream, cold" ;;
+    3cold-jobs) label="3 nodes, cold, $jobs jobs" ;;
+    3shards) label="3 shards, cold, $jobs jobs" ;;
+    *) label="$n node$([ "$n" = 1 ] || echo s), JetStream" ;;
+  esac
+  if [ "$setup" = 3shards ]; then
+    # Wait until each node leads one shard (the first node up leads all
+    # three until the others are live, then hands two over).
+    for _ in $(seq 600); do
+      spread=$(curl -s "${urls[0]}/v1/cluster" | grep -o '"shards":\[.*\]' | grep -o '"node":"node[0-9]"' | sort -u | wc -l || true)
+      [ "$spread" = 3 ] && break
+      sleep 0.1
+    done
+  fi
+  bench "$label" "$list" "$plist"
+  if [ "$setup" = 3shards ]; then
+    curl -s "${urls[0]}/v1/cluster" | grep -o '"shards":\[.*\]' | grep -o '"shard":[0-9]*,"leader":{"node":"[^"]*"' | sed 's/"shard":\([0-9]*\),"leader":{"node":"\([^"]*\)"/shard \1: \2/' | tr '\n' ' ' | sed 's/^/                         (/; s/ $/)\n/'
+  else
+    leader=$(curl -s "${urls[0]}/v1/cluster" | grep -o '"leader":{"node":"[^"]*"' | cut -d'"' -f6 || true)
+    echo "                         (${leader:-no node} in charge)"
+  fi
   stop_all
 done
