@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -58,6 +59,10 @@ func (m dirMirror) Open(_ context.Context, d job.Digest) (io.ReadCloser, error) 
 
 var _ coord.BlobMirror = dirMirror{}
 
+// localCalls counts the requests startShardedPool's router handed its
+// shard 0 in process.
+var localCalls atomic.Int64
+
 // startShardedPool starts k coordinators, shards 0 to k-1 of one pool
 // (each its own data directory and SQLite store, all the same pool key,
 // one mirror of files), and a coord.ShardRouter over them on 127.0.0.1.
@@ -103,8 +108,17 @@ func startShardedPool(t *testing.T, k int) (string, []byte, []*coord.Server) {
 		shards = append(shards, srv)
 	}
 	tr := &http.Transport{}
+	// Shard 0 runs "here", as a node's own shard does: the router hands
+	// it its requests in process.
 	rt, err := coord.NewShardRouter(coord.ShardRouterConfig{Shards: k, Key: key, Transport: tr,
-		Target: func(s int) (string, bool) { return shards[s].URL(), true }, Logger: quietLogger(t).With("side", "router")})
+		Target: func(s int) (string, bool) { return shards[s].URL(), true }, Logger: quietLogger(t).With("side", "router"),
+		Local: func(s int, w http.ResponseWriter, r *http.Request) bool {
+			if s != 0 || !shards[0].ServeDirect(w, r) {
+				return false
+			}
+			localCalls.Add(1)
+			return true
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,6 +171,9 @@ func TestShardedPoolMatchesSolo(t *testing.T) {
 			t.Fatalf("job %s (shard %d): %v", j.Manifest.Name, cluster.ShardOf(j.ID, k), errs[i])
 		}
 		same(t, got[i], solo(t, j, exec))
+	}
+	if localCalls.Load() == 0 {
+		t.Error("no request was handed to shard 0 in process (ShardRouterConfig.Local)")
 	}
 	// The pool says it has k shards, and each keeps a ledger of its own,
 	// signed with the pool's key: every one verifies with the key the

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -50,7 +51,8 @@ type divided struct {
 func (f *front) initShards(key *identity.Key) error {
 	f.locals = map[int]*Server{}
 	f.running = make([]sync.Mutex, f.shards)
-	r, err := NewShardRouter(ShardRouterConfig{Shards: f.shards, Key: key, Target: f.shardTarget, Transport: f.transport, Logger: f.log})
+	r, err := NewShardRouter(ShardRouterConfig{Shards: f.shards, Key: key, Target: f.shardTarget, Transport: f.transport, Logger: f.log,
+		Local: f.serveLocal})
 	if err != nil {
 		return err
 	}
@@ -73,6 +75,16 @@ func (f *front) shardTarget(s int) (string, bool) {
 		return "", false
 	}
 	return info.Internal, true
+}
+
+// serveLocal answers r with this node's coordinator of shard s
+// (Server.ServeDirect), in process; false when there is none here or it
+// is stopping.
+func (f *front) serveLocal(s int, w http.ResponseWriter, r *http.Request) bool {
+	f.mu.Lock()
+	srv := f.locals[s]
+	f.mu.Unlock()
+	return srv != nil && srv.ServeDirect(w, r)
 }
 
 // campaignShards keeps this node in charge of its fair share of the

@@ -47,6 +47,13 @@ type ShardRouterConfig struct {
 	// Transport carries the requests to the shards; nil:
 	// http.DefaultTransport.
 	Transport http.RoundTripper
+	// Local, if not nil, answers a request meant for shard in the same
+	// process (a node's own coordinator of that shard:
+	// Server.ServeDirect), skipping an HTTP hop; it returns false,
+	// answering nothing, when it cannot (no coordinator of that shard
+	// here, or it is stopping): the router then sends the request to
+	// Target's URL.
+	Local func(shard int, w http.ResponseWriter, r *http.Request) bool
 	// Logger receives the router's logs; nil discards them.
 	Logger *slog.Logger
 	// Now is the clock of the forwarded requests' times and of the
@@ -199,8 +206,12 @@ func (rt *ShardRouter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rt.mux.ServeHTTP(w, r)
 }
 
-// proxy passes r to shard's coordinator unchanged, streaming both ways.
+// proxy passes r to shard's coordinator unchanged, streaming both ways:
+// in process when it runs here (Local).
 func (rt *ShardRouter) proxy(w http.ResponseWriter, r *http.Request, shard int) {
+	if rt.cfg.Local != nil && rt.cfg.Local(shard, &queuedWriter{ResponseWriter: w, rt: rt, shard: shard}, r) {
+		return
+	}
 	base, ok := rt.cfg.Target(shard)
 	if !ok {
 		noLeader(w, fmt.Sprintf("no coordinator is in charge of shard %d of the pool right now; try again shortly", shard))
@@ -258,6 +269,11 @@ func (rt *ShardRouter) noteQueued(shard int, h http.Header) {
 // order returns the shards in the order to ask for work: those known to
 // have tasks waiting, then those not heard from, then those that had
 // none, each group from a turn that moves on with every call.
+//
+// This node's own shards are not preferred: a device's requests reach
+// whichever node it chose, and preferring that node's shards would give
+// the jobs of the shards its devices happen to reach all of them first,
+// and the others' jobs only what they leave.
 func (rt *ShardRouter) order() []int {
 	k := rt.cfg.Shards
 	start := int(rt.turn.Add(1) % uint32(k))
@@ -273,6 +289,70 @@ func (rt *ShardRouter) order() []int {
 		}
 	}
 	return out
+}
+
+// queuedWriter is the ResponseWriter of a request a local shard answers
+// in process (ShardRouter.proxy): it reads the shard's QueuedHeader off
+// the answer, as the reverse proxy does off a remote shard's.
+type queuedWriter struct {
+	http.ResponseWriter
+	rt     *ShardRouter
+	shard  int
+	headed bool
+}
+
+// WriteHeader notes and removes the shard's QueuedHeader, then writes
+// the status.
+func (q *queuedWriter) WriteHeader(code int) {
+	if !q.headed {
+		q.headed = true
+		q.rt.noteQueued(q.shard, q.Header())
+	}
+	q.ResponseWriter.WriteHeader(code)
+}
+
+// Write writes the status first (200) if not written yet.
+func (q *queuedWriter) Write(b []byte) (int, error) {
+	if !q.headed {
+		q.WriteHeader(http.StatusOK)
+	}
+	return q.ResponseWriter.Write(b)
+}
+
+// Unwrap gives http.ResponseController the writer underneath (flushes,
+// deadlines).
+func (q *queuedWriter) Unwrap() http.ResponseWriter { return q.ResponseWriter }
+
+// answerRecorder is the ResponseWriter of a request a local shard
+// answers in process for ShardRouter.send: it keeps the status, header
+// and body (at most maxShardAnswer bytes; err past that).
+type answerRecorder struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+	err    error
+}
+
+// Header is the answer's header.
+func (a *answerRecorder) Header() http.Header { return a.header }
+
+// WriteHeader keeps the first status.
+func (a *answerRecorder) WriteHeader(code int) {
+	if a.status == 0 {
+		a.status = code
+	}
+}
+
+// Write keeps b, up to maxShardAnswer bytes in all.
+func (a *answerRecorder) Write(b []byte) (int, error) {
+	if a.status == 0 {
+		a.status = http.StatusOK
+	}
+	if a.body.Len()+len(b) > maxShardAnswer {
+		a.err = fmt.Errorf("an answer of more than %d bytes", maxShardAnswer)
+		return 0, a.err
+	}
+	return a.body.Write(b)
 }
 
 // byJob sends a request of /v1/jobs/{id} to the job's shard; an ID that
@@ -406,6 +486,22 @@ func (rt *ShardRouter) send(ctx context.Context, in *http.Request, shard int, me
 	}
 	req.Header = h
 	req.Host = in.Host
+	if rt.cfg.Local != nil {
+		// In process when the shard's coordinator runs here.
+		in := req.Clone(ctx)
+		in.RequestURI, in.RemoteAddr, in.ContentLength = uri, "127.0.0.1:0", int64(len(body))
+		in.Body = io.NopCloser(bytes.NewReader(body))
+		rec := &answerRecorder{header: http.Header{}}
+		if rt.cfg.Local(shard, rec, in) {
+			if rec.err != nil {
+				a.err = rec.err
+				return a
+			}
+			rt.noteQueued(shard, rec.header)
+			a.status, a.header, a.body = cmp.Or(rec.status, http.StatusOK), rec.header, rec.body.Bytes()
+			return a
+		}
+	}
 	resp, err := rt.client.Do(req)
 	if err != nil {
 		rt.log.Debug("Forwarding to a shard failed", "shard", shard, "to", base, "path", uri, "err", err)

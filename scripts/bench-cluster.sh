@@ -6,7 +6,7 @@
 # cluster (JetStream, replication 3 over TLS routes), each node its own
 # process. Prints accepted tasks/s and the coordinator's CPU per accepted
 # task, in all and node by node. A benchmark, not a test: CI does not run
-# it. Usage: [JOBS=12] scripts/bench-cluster.sh [TASKS]
+# it. Usage: [JOBS=12] [SETUPS="3cold-jobs 3shards"] scripts/bench-cluster.sh [TASKS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/usr/local/go/bin:$PATH
@@ -55,13 +55,15 @@ stop_all() {
 
 echo "tasks: $tasks empty tasks, quorum 2, 8 agents; load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 
-# One node, SQLite.
+# One node, SQLite (SETUPS, a list of the setups below, skips it).
+if [ -z "${SETUPS:-}" ]; then
 "$work/idlepool" --home "$work/h0" serve --listen "127.0.0.1:$base" --data "$work/sqlite" --pool bench \
   >"$work/serve.out" 2>"$work/serve.err" &
 pids+=($!)
 healthy "http://127.0.0.1:$base"
 bench "1 node, SQLite" "http://127.0.0.1:$base" "${pids[0]}"
 stop_all
+fi
 
 # 1 and 3 nodes, then 3 nodes of which every node not in charge is a
 # cold standby (cold_standby = true: it applies none of the state); then
@@ -69,7 +71,7 @@ stop_all
 # pool undivided and divided into 3 shards (cluster init --shards 3: each
 # node in charge of one shard's jobs).
 jobs=${JOBS:-12}
-for setup in 1 3 3cold 3cold-jobs 3shards; do
+for setup in ${SETUPS:-1 3 3cold 3cold-jobs 3shards}; do
   n=${setup:0:1}
   dir="$work/c$setup"
   shards=1
