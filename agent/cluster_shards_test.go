@@ -227,7 +227,7 @@ func leaderOf(hc *http.Client, u string, s int) string {
 // TestDividedClusterSurvivesNodeLoss: a job on a pool divided into three
 // shards on three nodes; the node in charge of its shard stops once a
 // fifth of its tasks are decided. Another node takes the shard over
-// (once the stopped node's entry among the live nodes lapses), the
+// (the stopping node withdraws from the live nodes: Retire), the
 // agents go on through the nodes left, and the job ends with its solo
 // result; the shard's ledger verifies. Out of make test (about a minute
 // with its waits): make check-cluster runs it.
@@ -241,11 +241,8 @@ func TestDividedClusterSurvivesNodeLoss(t *testing.T) {
 	exec := &fakeExec{Delay: 5 * time.Millisecond}
 	j := planJob(t, "divided-loss", tasks, "lease_timeout = \"5s\"\n")
 	shard := cluster.ShardOf(j.ID, k)
-	var devs []*device
 	for range 3 {
-		dev := newDevice(t, nil)
-		devs = append(devs, dev)
-		startAgent(t, url, dev, exec, 2, nil)
+		startAgent(t, url, newDevice(t, nil), exec, 2, nil)
 	}
 	sub := newSubmitter(t, url, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), patience(t))

@@ -216,6 +216,10 @@ func TestShardedPoolMatchesSolo(t *testing.T) {
 	names := map[string]bool{}
 	for _, j := range d.Jobs {
 		names[j.Name] = j.Complete
+		id, err := job.ParseDigest(j.Job)
+		if err != nil || j.Shard == nil || *j.Shard != cluster.ShardOf(id, k) {
+			t.Errorf("dashboard: job %s says shard %v, its ID's is %d", j.Name, j.Shard, cluster.ShardOf(id, k))
+		}
 	}
 	for _, j := range jobs {
 		if done, ok := names[j.Manifest.Name]; !ok || !done {

@@ -170,7 +170,11 @@ func LoadConfig(path string) (NodeConfig, error) {
 		return NodeConfig{}, err
 	}
 	c.Dir = abs
-	return c.withDefaults()
+	c, err = c.withDefaults()
+	if err != nil {
+		return c, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
 }
 
 func serial() *big.Int {

@@ -303,6 +303,19 @@ func (l *Leadership) Announce(ctx context.Context, n NodeInfo) error {
 	return nil
 }
 
+// Retire removes node name from the nodes bucket, as a node that stops
+// does on its way out: the others count it gone at their next round
+// (Campaign) rather than once its entry lapses (three lease lengths),
+// and take its shards over at once. A node that stops without it (a
+// crash) lapses as before. It announces nothing: a node that Retires
+// must not Announce again.
+func (l *Leadership) Retire(ctx context.Context, name string) error {
+	if err := l.nodes.Purge(ctx, name); err != nil {
+		return fmt.Errorf("cluster: retire node %s: %w", name, unavailable(err))
+	}
+	return nil
+}
+
 // Nodes lists the live nodes by name. A node whose entry cannot be read
 // is an error (wrapping pool.ErrStoreUnavailable when JetStream did not
 // answer in time), never left out: a campaign that counted too few live

@@ -32,7 +32,7 @@ func TestClaimShards(t *testing.T) {
 		t.Fatalf("second ClaimShards(4): %v", err)
 	}
 	err = r.ClaimShards(ctx, 3)
-	if !errors.Is(err, ErrShards) || !strings.Contains(err.Error(), "shards = 3") || !strings.Contains(err.Error(), "started with 4") {
+	if !errors.Is(err, ErrShards) || !strings.Contains(err.Error(), "shard count is 3") || !strings.Contains(err.Error(), "started with 4") {
 		t.Fatalf("ClaimShards(3) after 4 = %v, want ErrShards naming both counts", err)
 	}
 }

@@ -140,7 +140,7 @@ func (r *Rules) ClaimShards(ctx context.Context, k int) error {
 		return fmt.Errorf("cluster: the recorded shard count %q is not a number", e.Value())
 	}
 	if have != k {
-		return fmt.Errorf("%w: this node's cluster.toml says shards = %d, the pool was started with %d (a job's shard is its ID modulo the count, so it cannot change)",
+		return fmt.Errorf("%w: this node's shard count is %d (its cluster.toml's shards; 1 where it gives none), the pool was started with %d: a job's shard follows from its ID and the count, so the count cannot change",
 			ErrShards, k, have)
 	}
 	return nil

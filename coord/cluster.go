@@ -186,6 +186,16 @@ func ServeCluster(ctx context.Context, node *cluster.Node, base Config) error {
 	}
 	g.Go(func() error {
 		<-gctx.Done()
+		if f.shards > 1 {
+			// Gone from the live nodes at once: the others take this
+			// node's shards over at their next round, not once its entry
+			// lapses (Leadership.Retire).
+			rctx, cancel := context.WithTimeout(context.Background(), f.lead.TTL()/2)
+			if err := f.lead.Retire(rctx, nc.Name); err != nil {
+				log.Debug("Cannot withdraw this node from the live nodes", "err", err)
+			}
+			cancel()
+		}
 		sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 		defer cancel()
 		if err := hs.Shutdown(sctx); err != nil {
@@ -407,8 +417,9 @@ func (f *front) watch(ctx context.Context) {
 		rctx, cancel := context.WithTimeout(ctx, ttl/2)
 		info, ok, err := f.lead.Leader(rctx)
 		var leaders map[int]cluster.LeaderInfo
-		if err == nil && f.shards > 1 {
-			leaders, err = f.lead.Leaders(rctx, f.shards)
+		var lerr error
+		if f.shards > 1 {
+			leaders, lerr = f.lead.Leaders(rctx, f.shards)
 		}
 		var nodes []cluster.NodeInfo
 		if time.Since(announced) >= ttl {
@@ -427,9 +438,14 @@ func (f *front) watch(ctx context.Context) {
 		f.mu.Lock()
 		if err == nil {
 			f.leader, f.known, f.checked = info, ok, time.Now()
-			f.leaders = leaders
 		} else if time.Since(f.checked) > ttl {
 			f.known = false // cut off: stop forwarding to what may be gone
+		}
+		// A divided pool's shards are told apart: a shard without a
+		// node in charge (shard 0's included) holds no other up.
+		if f.shards > 1 && lerr == nil {
+			f.leaders, f.leadersChecked = leaders, time.Now()
+		} else if f.shards > 1 && time.Since(f.leadersChecked) > ttl {
 			f.leaders = nil
 		}
 		if nodes != nil {
@@ -502,7 +518,11 @@ func (f *front) runTerm(ctx context.Context, base Config, term *cluster.Term) {
 	if f.shards > 1 {
 		log = f.log.With("shard", shard)
 	}
-	log.Info("This node is in charge of the pool", "node", nc.Name, "term", term.Info().Term)
+	if f.shards > 1 {
+		log.Info("This node is in charge of a shard of the pool", "node", nc.Name, "term", term.Info().Term)
+	} else {
+		log.Info("This node is in charge of the pool", "node", nc.Name, "term", term.Info().Term)
+	}
 	tctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
@@ -698,7 +718,7 @@ func (f *front) snapshot(ctx context.Context) ClusterState {
 		st.Shards = make([]ShardState, f.shards)
 		for s := range st.Shards {
 			info, ok := f.leaders[s]
-			st.Shards[s] = ShardState{Shard: s, Leader: info, LeaderKnown: ok && f.known, Local: f.locals[s] != nil}
+			st.Shards[s] = ShardState{Shard: s, Leader: info, LeaderKnown: ok, Local: f.locals[s] != nil}
 		}
 	}
 	f.mu.Unlock()

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -32,9 +33,11 @@ import (
 // divided is what a node of a divided pool keeps beside the fields of an
 // undivided one; all of it is guarded by front.mu but router.
 type divided struct {
-	// leaders are the shards' leases as last read (watch), by shard;
-	// nil while this node cannot tell.
-	leaders map[int]cluster.LeaderInfo
+	// leaders are the shards' leases as last read (watch), by shard,
+	// when leadersChecked; nil while this node cannot tell (no read
+	// answered within a lease's TTL).
+	leaders        map[int]cluster.LeaderInfo
+	leadersChecked time.Time
 	// locals are this node's coordinators, by the shard each is in
 	// charge of.
 	locals map[int]*Server
@@ -71,7 +74,7 @@ func (f *front) shardTarget(s int) (string, bool) {
 		return srv.URL(), true
 	}
 	info, ok := f.leaders[s]
-	if !ok || !f.known || info.Internal == "" {
+	if !ok || info.Internal == "" {
 		return "", false
 	}
 	return info.Internal, true

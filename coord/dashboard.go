@@ -77,6 +77,9 @@ type DashboardJob struct {
 	Cancelled bool              `json:"cancelled"`
 	States    string            `json:"states"`
 	Transfer  *pool.JobTransfer `json:"transfer,omitempty"`
+	// Shard is the job's shard in a pool divided into shards (its
+	// coordinator's Config.Shard); absent in an undivided pool.
+	Shard *int `json:"shard,omitempty"`
 }
 
 // DashboardPeer is one registered device. Kind is "browser" when it
@@ -222,6 +225,9 @@ func (s *Server) dashboardData(w http.ResponseWriter, r *http.Request) error {
 		out.Jobs = append(out.Jobs, DashboardJob{Job: st.Job.String(), Name: st.Name, Owner: st.Owner,
 			Tasks: st.Tasks, Accepted: st.Accepted, Failed: st.Failed, Leased: st.Leased, Waiting: st.Waiting,
 			Complete: st.Complete, Cancelled: st.Cancelled, States: states, Transfer: s.transfers.summary(st.Job)})
+		if s.cfg.Shards > 1 {
+			out.Jobs[len(out.Jobs)-1].Shard = &s.cfg.Shard
+		}
 	}
 
 	now := s.cfg.Now()

@@ -82,8 +82,9 @@ type ShardRouterConfig struct {
 //     lease ID no shard could have minted goes to shard 0, which answers
 //     it as an unknown lease).
 //   - POST /v1/peers and POST /v1/offers: to every shard, unchanged; the
-//     answer is shard 0's when every shard took it, else the first
-//     refusal in shard order.
+//     answer is the first refusal in shard order, else the first shard's
+//     that took it (a shard that did not answer holds none up:
+//     everyShard).
 //   - POST /v1/leases: unchanged, to the shards with tasks waiting first
 //     (as each said in QueuedHeader on its last answer), the next when
 //     one grants none, K tries at most.
@@ -558,10 +559,16 @@ func (rt *ShardRouter) addJob(w http.ResponseWriter, r *http.Request) {
 }
 
 // everyShard is POST /v1/peers and POST /v1/offers: the request goes to
-// every shard unchanged, at once; the answer is shard 0's when all took
-// it, else the first refusal (or failure) in shard order. A registration
-// every shard took teaches the router the device's key (splitting work
-// requests needs it).
+// every shard unchanged, at once. A refusal by a shard (an answer of 400
+// or more but 503) is the answer, the first in shard order. Otherwise
+// the answer is the first shard's that took it: a shard that did not
+// answer (no node in charge of it for the moment, its node gone) does
+// not hold the others up. The device learns of such a shard when it asks
+// it for something: a registration it lacks is answered 401, and the
+// agent registers again; an offer it lacks, 409 no_offer, and the agent
+// publishes it again. When no shard took it, the first failure is the
+// answer. A registration a shard took teaches the router the device's
+// key (splitting work requests needs it).
 func (rt *ShardRouter) everyShard(w http.ResponseWriter, r *http.Request) {
 	body, release, ok := rt.readBody(w, r)
 	if !ok {
@@ -569,18 +576,34 @@ func (rt *ShardRouter) everyShard(w http.ResponseWriter, r *http.Request) {
 	}
 	defer release()
 	answers := rt.fanOut(r, body)
-	for _, a := range answers {
-		if !a.ok() {
-			rt.write(w, a)
+	var took, missed *shardAnswer
+	for i, a := range answers {
+		switch {
+		case a.ok():
+			if took == nil {
+				took = &answers[i]
+			}
+		case a.err == nil && a.status != http.StatusServiceUnavailable:
+			rt.write(w, a) // refused: the device is told why
 			return
+		case missed == nil:
+			missed = &answers[i]
 		}
+	}
+	if took == nil {
+		rt.write(w, *missed)
+		return
+	}
+	if missed != nil {
+		rt.log.Info("A shard did not answer a request every shard should take; the device repeats it when that shard asks",
+			"path", r.URL.Path, "shard", missed.shard)
 	}
 	if r.URL.Path == "/v1/peers" {
 		if reg, err := decodeRegistration(body); err == nil {
 			rt.keys.put(identity.IDOf(reg.Key), reg.Key)
 		}
 	}
-	rt.write(w, answers[0])
+	rt.write(w, *took)
 }
 
 // fanOut sends r, with body, to every shard at once.

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -491,3 +492,66 @@ func (rt *recordingTransport) headers() []http.Header {
 }
 
 var _ BlobMirror = dirMirror{}
+
+// A shard without a coordinator for the moment (its node gone, another
+// not yet in charge) holds the others up in nothing: a registration and
+// an offer that every other shard took are taken, and a job of another
+// shard is answered; a request for the shard itself is answered 503
+// no_leader. A refusal by a shard that answers is still the answer.
+func TestShardRouterShardDown(t *testing.T) {
+	const k = 3
+	shards := startShards(t, k)
+	key, err := identity.Load(filepath.Join(shards[0].cfg.DataDir, keyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	var down atomic.Int32
+	down.Store(2)
+	rt, err := NewShardRouter(ShardRouterConfig{Shards: k, Key: key, Transport: tr,
+		Target: func(s int) (string, bool) { return shards[s].URL(), s != int(down.Load()) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(rt)
+	t.Cleanup(hs.Close)
+	rc := &routerClient{url: hs.URL, client: hs.Client()}
+	alice := newPeer(t, nil)
+	if a := rc.do(t, alice, "POST", "/v1/peers", alice.registration(""), ""); a.status != http.StatusCreated {
+		t.Fatalf("register with shard 2 down: %d %s", a.status, a.body)
+	}
+	for s, sh := range shards {
+		if _, ok := sh.sched.Peer(alice.ID()); ok != (s != 2) {
+			t.Errorf("shard %d knows alice: %v", s, ok)
+		}
+	}
+	jobs := shardedJobs(t, k, 3)
+	for _, j := range jobs {
+		s := cluster.ShardOf(j.ID, k)
+		d := job.Digest(sha256.Sum256(programBytes(t, j)))
+		if a := rc.do(t, alice, "PUT", "/v1/blobs/"+d.String(), programBytes(t, j), ""); a.status != http.StatusCreated {
+			t.Fatalf("upload: %d %s", a.status, a.body)
+		}
+		a := rc.do(t, alice, "POST", "/v1/jobs", JobRequest{Canonical: j.Canonical}, "")
+		if s == 2 {
+			if !a.noLeader() {
+				t.Errorf("submit to the shard that is down: %d %s, want 503 no_leader", a.status, a.body)
+			}
+			continue
+		}
+		if a.status != http.StatusCreated {
+			t.Errorf("submit %s to shard %d, shard 2 down: %d %s", j.Manifest.Name, s, a.status, a.body)
+		}
+	}
+	// Shard 2 back: a registration it refuses (signed by another key
+	// than it registers) is refused through the router, whatever the
+	// others answered.
+	down.Store(-1)
+	bob := newPeer(t, nil)
+	reg := bob.registration("")
+	reg.Key = alice.key.Public()
+	if a := rc.do(t, bob, "POST", "/v1/peers", reg, ""); a.status != http.StatusUnauthorized {
+		t.Errorf("a registration every shard refuses: %d %s, want 401", a.status, a.body)
+	}
+}

@@ -64,13 +64,12 @@ func (rt *ShardRouter) work(w http.ResponseWriter, r *http.Request) {
 	order := rt.order()
 	leaseShard := -1
 	if req.Lease > 0 {
+		// The next shard in turn, not the one the results go to: a
+		// device kept to the shard of its last tasks would serve that
+		// shard's jobs alone until it ran dry, and the other shards'
+		// jobs would wait for it (seen: two jobs of one owner on two
+		// shards, one at a standstill until the other ended).
 		leaseShard = order[0]
-		for _, s := range order { // a shard the request goes to anyway, if it may have work
-			if parts[s] != nil && rt.queued[s].Load() != 0 {
-				leaseShard = s
-				break
-			}
-		}
 		part(leaseShard).req.Lease = req.Lease
 	}
 	if len(parts) <= 1 {

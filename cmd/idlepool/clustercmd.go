@@ -16,7 +16,7 @@ func cmdCluster(ctx context.Context, g *globals, args []string) error {
 	if len(args) == 0 || args[0] != "init" {
 		return &userError{Msg: "usage: idlepool cluster init DIR [--nodes N --host HOST --port P --route-port R | --node NAME,HTTP_HOST:PORT,ROUTE_HOST:PORT ...]", Cause: errUsage}
 	}
-	fs := g.flagSet("idlepool cluster init", "Usage: idlepool cluster init DIR [--pool NAME] [--nodes N] [--host HOST] [--port P] [--route-port R]\n       idlepool cluster init DIR [--pool NAME] --node NAME,HTTP_HOST:PORT,ROUTE_HOST:PORT --node ...\n\nMakes the files of a new clustered pool under DIR: for each node, DIR/NAME/ with\ncluster.toml, the cluster's CA certificate, the node's certificate and key, and the\npool's key. Copy each node's directory to its machine and run\n'idlepool serve --cluster NAME/cluster.toml' there. With --nodes, the nodes are\nnode1..nodeN on HOST, with HTTP ports P, P+1, ... and route ports R, R+1, ...\n(one machine: for trying it out).\n\n")
+	fs := g.flagSet("idlepool cluster init", "Usage: idlepool cluster init DIR [--pool NAME] [--shards K] [--nodes N] [--host HOST] [--port P] [--route-port R]\n       idlepool cluster init DIR [--pool NAME] [--shards K] --node NAME,HTTP_HOST:PORT,ROUTE_HOST:PORT --node ...\n\nMakes the files of a new clustered pool under DIR: for each node, DIR/NAME/ with\ncluster.toml, the cluster's CA certificate, the node's certificate and key, and the\npool's key. Copy each node's directory to its machine and run\n'idlepool serve --cluster NAME/cluster.toml' there. With --nodes, the nodes are\nnode1..nodeN on HOST, with HTTP ports P, P+1, ... and route ports R, R+1, ...\n(one machine: for trying it out).\n\n")
 	poolName := fs.String("pool", "default", "the pool's `NAME`, written into every receipt")
 	n := fs.Int("nodes", 3, "make `N` nodes on --host")
 	host := fs.String("host", "127.0.0.1", "the `HOST` of the nodes made by --nodes")
@@ -68,7 +68,11 @@ func cmdCluster(ctx context.Context, g *globals, args []string) error {
 	}
 	fmt.Fprintf(g.stdout, "pool URL for join and submit: %s\n", strings.Join(urls, ","))
 	if *shards > 1 {
-		fmt.Fprintf(g.stdout, "the pool's work is divided into %d shards: while all %d nodes run, each is in charge of at most %d\n", *shards, len(cfgs), cluster.FairShare(*shards, len(cfgs)))
+		if len(cfgs) == 1 {
+			fmt.Fprintf(g.stdout, "the pool's work is divided into %d shards, all in the charge of the one node\n", *shards)
+		} else {
+			fmt.Fprintf(g.stdout, "the pool's work is divided into %d shards: while all %d nodes run, each is in charge of at most %d\n", *shards, len(cfgs), cluster.FairShare(*shards, len(cfgs)))
+		}
 	}
 	fmt.Fprintf(g.stderr, "keep %s private: it holds the pool's key and the nodes' credentials\n", pos[0])
 	return nil
