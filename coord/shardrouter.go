@@ -133,6 +133,7 @@ type ShardRouter struct {
 	proxies map[string]*httputil.ReverseProxy // by shard and base URL
 
 	queued []atomic.Int64 // per shard: tasks waiting as last told, -1 unknown
+	stick  shardStick     // the shard of each device's next leases (POST /v1/work)
 	turn   atomic.Uint32  // where the next choice among equals begins
 	keys   peerKeys
 }
