@@ -17,7 +17,6 @@ import (
 	"idlepool/cluster"
 	"idlepool/coord"
 	"idlepool/identity"
-	"idlepool/job"
 	"idlepool/pool"
 )
 
@@ -154,44 +153,7 @@ func spread(hc *http.Client, u string, k, nodes int) bool {
 func TestDividedClusterMatchesSolo(t *testing.T) {
 	const k = 3
 	url, poolKey, _ := startDividedCluster(t, k)
-	exec := &fakeExec{Delay: time.Millisecond}
-	var jobs []*job.Job
-	onShard := map[int]bool{}
-	for i := 0; len(jobs) < 3 || len(onShard) < 2; i++ {
-		j := planJob(t, fmt.Sprintf("divided-%d", i), 10, "")
-		onShard[cluster.ShardOf(j.ID, k)] = true
-		jobs = append(jobs, j)
-	}
-	var devs []*device
-	for range 3 {
-		dev := newDevice(t, nil)
-		devs = append(devs, dev)
-		startAgent(t, url, dev, exec, 2, nil)
-	}
-	sub := newSubmitter(t, url, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), patience(t))
-	defer cancel()
-	got := make([]*pool.Outcome, len(jobs))
-	errs := make([]error, len(jobs))
-	var wg sync.WaitGroup
-	for i, j := range jobs {
-		if err := sub.c.Submit(ctx, j); err != nil {
-			t.Fatalf("submit %s: %v", j.Manifest.Name, err)
-		}
-		wg.Go(func() {
-			got[i], errs[i] = agent.Follow(ctx, sub.c, j, agent.FollowConfig{
-				Dir: filepath.Join(sub.dev.dirs.Data, "merges", j.ID.String()), Poll: 20 * time.Millisecond,
-				MaxBackoff: 200 * time.Millisecond, Logger: quietLogger(t).With("side", "merger"),
-			})
-		})
-	}
-	wg.Wait()
-	for i, j := range jobs {
-		if errs[i] != nil {
-			t.Fatalf("job %s (shard %d): %v", j.Manifest.Name, cluster.ShardOf(j.ID, k), errs[i])
-		}
-		same(t, got[i], solo(t, j, exec))
-	}
+	_, onShard, devs, sub := spreadJobsMatchSolo(t, url, k, "divided")
 	var all []pool.Entry
 	for s := range k {
 		es := shardLedger(t, sub.c, s)

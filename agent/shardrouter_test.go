@@ -128,17 +128,19 @@ func startShardedPool(t *testing.T, k int) (string, []byte, []*coord.Server) {
 	return hs.URL, key.Public(), shards
 }
 
-// Real agents join a pool of three shards through one router URL; jobs
-// submitted through it land on at least two shards, and each finishes
-// with the result it has solo.
-func TestShardedPoolMatchesSolo(t *testing.T) {
-	const k = 3
-	url, poolKey, _ := startShardedPool(t, k)
+// spreadJobsMatchSolo runs jobs of empty tasks named name-0, name-1, ...
+// on the divided pool of k shards at url until at least three of them
+// sit on at least two shards: three agents of two slots each
+// compute them, a submitter submits and follows them all at once, and
+// each must end with the result it has solo. It returns the jobs, the
+// shards they sit on, the agents' devices and the submitter.
+func spreadJobsMatchSolo(t *testing.T, url string, k int, name string) ([]*job.Job, map[int]bool, []*device, *submitter) {
+	t.Helper()
 	exec := &fakeExec{Delay: time.Millisecond}
 	var jobs []*job.Job
 	onShard := map[int]bool{}
 	for i := 0; len(jobs) < 3 || len(onShard) < 2; i++ {
-		j := planJob(t, fmt.Sprintf("sharded-%d", i), 12, "")
+		j := planJob(t, fmt.Sprintf("%s-%d", name, i), 12, "")
 		onShard[cluster.ShardOf(j.ID, k)] = true
 		jobs = append(jobs, j)
 	}
@@ -172,6 +174,18 @@ func TestShardedPoolMatchesSolo(t *testing.T) {
 		}
 		same(t, got[i], solo(t, j, exec))
 	}
+	return jobs, onShard, devs, sub
+}
+
+// Real agents join a pool of three shards through one router URL; jobs
+// submitted through it land on at least two shards, and each finishes
+// with the result it has solo.
+func TestShardedPoolMatchesSolo(t *testing.T) {
+	const k = 3
+	url, poolKey, _ := startShardedPool(t, k)
+	jobs, onShard, devs, sub := spreadJobsMatchSolo(t, url, k, "sharded")
+	ctx, cancel := context.WithTimeout(context.Background(), patience(t))
+	defer cancel()
 	if localCalls.Load() == 0 {
 		t.Error("no request was handed to shard 0 in process (ShardRouterConfig.Local)")
 	}
