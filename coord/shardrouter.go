@@ -650,15 +650,16 @@ func (rt *ShardRouter) mergeLists(w http.ResponseWriter, r *http.Request) {
 
 // lease is POST /v1/leases: to the shards in order (ShardRouter.order)
 // until one grants leases, K tries at most. The answer is the first
-// grant; else the last "none now" (200 with no leases); else the first
-// refusal.
+// grant; else a shard's 401 (it does not know the device: the agent
+// registers again); else the last "none now" (200 with no leases); else
+// the first refusal.
 func (rt *ShardRouter) lease(w http.ResponseWriter, r *http.Request) {
 	body, release, ok := rt.readBody(w, r)
 	if !ok {
 		return
 	}
 	defer release()
-	var empty, refused *shardAnswer
+	var empty, refused, unknown *shardAnswer
 	for _, s := range rt.order() {
 		a := rt.send(r.Context(), r, s, r.Method, r.URL.RequestURI(), outHeader(r), body)
 		if a.ok() {
@@ -673,11 +674,20 @@ func (rt *ShardRouter) lease(w http.ResponseWriter, r *http.Request) {
 		if refused == nil {
 			refused = &a
 		}
+		if unknown == nil && a.err == nil && a.status == http.StatusUnauthorized {
+			unknown = &a
+		}
 		if r.Context().Err() != nil {
 			break
 		}
 	}
 	switch {
+	case unknown != nil:
+		// A shard that does not know the device (its registration came
+		// while that shard had no node in charge: everyShard) says so
+		// rather than the others' "none now": the agent registers again
+		// on a 401, and that shard's tasks then reach it.
+		rt.write(w, *unknown)
 	case empty != nil:
 		rt.write(w, *empty)
 	case refused != nil:

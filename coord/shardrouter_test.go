@@ -544,10 +544,23 @@ func TestShardRouterShardDown(t *testing.T) {
 			t.Errorf("submit %s to shard %d, shard 2 down: %d %s", j.Manifest.Name, s, a.status, a.body)
 		}
 	}
-	// Shard 2 back: a registration it refuses (signed by another key
-	// than it registers) is refused through the router, whatever the
-	// others answered.
+	// Shard 2 back: it does not know alice, and says so to her request
+	// for leases whatever the others answer (they have no offer of
+	// hers); her agent registers again on that 401, and shard 2 then
+	// knows her.
 	down.Store(-1)
+	if a := rc.do(t, alice, "POST", "/v1/leases", map[string]int{"max": 1}, ""); a.status != http.StatusUnauthorized {
+		t.Errorf("leases for a device shard 2 never registered: %d %s, want 401", a.status, a.body)
+	}
+	if a := rc.do(t, alice, "POST", "/v1/peers", alice.registration(""), ""); a.status != http.StatusOK && a.status != http.StatusCreated {
+		t.Fatalf("register again: %d %s", a.status, a.body)
+	}
+	if _, ok := shards[2].sched.Peer(alice.ID()); !ok {
+		t.Error("shard 2 does not know alice after she registered again")
+	}
+	// A registration it refuses (signed by another key than it
+	// registers) is refused through the router, whatever the others
+	// answered.
 	bob := newPeer(t, nil)
 	reg := bob.registration("")
 	reg.Key = alice.key.Public()
