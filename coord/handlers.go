@@ -972,15 +972,22 @@ func (q query) int(name string, def, lo, hi int64) (int64, error) {
 	return n, nil
 }
 
-// ledgerQuery is pageQueryOf of a ledger's pages (GET /v1/ledger, GET
-// /v1/receipts), which also take "shard": the shard whose ledger to read
+// ledgerQuery reads the query of a ledger's pages (GET /v1/ledger, GET
+// /v1/receipts): after (a sequence number, default 0), max (default def,
+// within lo..hi) and "shard": the shard whose ledger to read
 // in a divided pool (ShardRouter routes by it). A coordinator keeps its
 // own shard's ledger only: another shard is an error naming both.
 func (s *Server) ledgerQuery(r *http.Request, def, lo, hi int64) (after, max int64, err error) {
-	if after, max, err = pageQueryOf(r, def, lo, hi, "after", "max", "shard"); err != nil {
+	q, err := parseQuery(r, "after", "max", "shard")
+	if err != nil {
 		return 0, 0, err
 	}
-	q, _ := parseQuery(r, "after", "max", "shard")
+	if after, err = q.int("after", 0, 0, 1<<62); err != nil {
+		return 0, 0, err
+	}
+	if max, err = q.int("max", def, lo, hi); err != nil {
+		return 0, 0, err
+	}
 	shard, err := q.int("shard", int64(s.cfg.Shard), 0, pool.MaxShards-1)
 	if err != nil {
 		return 0, 0, err
@@ -989,19 +996,4 @@ func (s *Server) ledgerQuery(r *http.Request, def, lo, hi int64) (after, max int
 		return 0, 0, badRequest("shard %d: this coordinator keeps the ledger of shard %d of %d", shard, s.cfg.Shard, s.cfg.Shards)
 	}
 	return after, max, nil
-}
-
-// pageQueryOf reads the query of a paged listing: after (a sequence
-// number, default 0) and max (default def, within lo..hi); a parameter
-// not among names is an error.
-func pageQueryOf(r *http.Request, def, lo, hi int64, names ...string) (after, max int64, err error) {
-	q, err := parseQuery(r, names...)
-	if err != nil {
-		return 0, 0, err
-	}
-	if after, err = q.int("after", 0, 0, 1<<62); err != nil {
-		return 0, 0, err
-	}
-	max, err = q.int("max", def, lo, hi)
-	return after, max, err
 }
