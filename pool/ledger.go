@@ -254,7 +254,7 @@ func (v *EntryVerifier) add(h TreeHead, sig []byte) {
 
 func verifyEntry(e Entry, coordinator ed25519.PublicKey, seen headCache) error {
 	switch e.Kind {
-	case KindReceipt, KindDeviation, KindUnverified, KindRevocation:
+	case KindReceipt, KindDeviation, KindUnverified, KindRevocation, KindAnchor:
 	default:
 		return ledgerErr(e.Seq, "unknown kind %q", e.Kind)
 	}

@@ -196,6 +196,8 @@ type Scheduler struct {
 	deadlines deadlineHeap        // live leases, lazily pruned
 	ledgerSeq uint64              // Seq of the newest entry, including uncommitted ones
 	chainHash job.Digest          // Hash of the newest signed entry; only flush uses it
+	workHead  ChainHead           // the newest committed entry not an anchor (AnchorHead)
+	anchored  map[int]uint64      // the Seq of each other shard's ledger last anchored (Anchor)
 	recent    *recentEntries      // the ledger's tail committed since the load, for PeerLedger
 	kinds     map[string]uint64   // committed ledger entries by kind (LedgerCounts)
 	nextOrder int64
@@ -500,6 +502,7 @@ func (s *Scheduler) restore(ctx context.Context, snap *Snapshot) error {
 		}
 	}
 	s.ledgerSeq, s.chainHash = snap.LedgerSeq, snap.LedgerHash
+	s.workHead = ChainHead{Shard: s.cfg.Shard, Seq: snap.LedgerSeq, Hash: snap.LedgerHash}
 	return nil
 }
 
@@ -766,6 +769,7 @@ func (s *Scheduler) flush(ctx context.Context, giveUp <-chan struct{}) error {
 		return s.stopped
 	}
 	s.recent.add(p.b.Entries, s.chainHash)
+	s.noteWorkHead(p.b.Entries)
 	for _, e := range p.b.Entries {
 		s.kinds[e.Kind]++
 	}
