@@ -119,7 +119,9 @@ func (a *ledgerArchive) put(ctx context.Context, es []pool.Entry, timeout time.D
 			}
 			peers := map[string]int{}
 			for _, e := range r {
-				peers[e.Peer]++
+				if e.Peer != "" { // an anchor (pool.KindAnchor) names no peer
+					peers[e.Peer]++
+				}
 			}
 			for p, n := range peers {
 				if err := publish(peerPrefix(p)+strconv.FormatUint(k, 10), strconv.AppendInt(nil, int64(n), 10)); err != nil {
