@@ -87,7 +87,9 @@ type ReplicaHealth struct {
 // another node. GET /healthz, GET /metrics and GET /v1/cluster are this
 // node's own. When the lease is lost (not renewed in time, or another
 // node took it) the coordinator is stopped at once; the node campaigns
-// again. base's Listen, DataDir, Pool and Cluster are set here. The
+// again. base's Listen, DataDir, Pool and Cluster are set here, but for
+// Cluster.AnchorEvery, which a divided pool's shards use (0: the
+// default, DefaultAnchorEvery). The
 // versions the pool accepts are the cluster's (cluster.Rules): a node
 // whose base names any (MinAgentVersion, MinAPIVersion,
 // LatestAgentVersion) stores them for every node as it starts, and the
@@ -149,7 +151,7 @@ func ServeCluster(ctx context.Context, node *cluster.Node, base Config) error {
 	}
 	f := &front{node: node, lead: lead, blobs: blobs, profiles: profiles, rules: rules, versions: base.versions(), state: state, log: log, proxies: map[string]*httputil.ReverseProxy{},
 		transport: &http.Transport{MaxIdleConnsPerHost: 256, IdleConnTimeout: 90 * time.Second, ResponseHeaderTimeout: 0},
-		shards:    nc.Shards, states: append([]*cluster.Store{state}, parts.states...), exclusions: parts.exclusions}
+		shards:    nc.Shards, states: append([]*cluster.Store{state}, parts.states...), exclusions: parts.exclusions, heads: parts.heads}
 	if f.shards > 1 {
 		if err := f.initShards(poolKey); err != nil {
 			return err
@@ -227,8 +229,9 @@ type clusterParts struct {
 	keyChecked  bool
 	rules       *cluster.Rules
 	versionsSet bool
-	claimed     bool                // the shard count checked (Rules.ClaimShards)
-	exclusions  *cluster.Exclusions // a divided pool's, shared by its shards
+	claimed     bool                 // the shard count checked (Rules.ClaimShards)
+	exclusions  *cluster.Exclusions  // a divided pool's, shared by its shards
+	heads       *cluster.LedgerHeads // a divided pool's ledger heads, anchored by its shards
 	state       *cluster.Store
 	states      []*cluster.Store // shards 1 to shards-1's, in order
 }
@@ -335,6 +338,11 @@ func (p *clusterParts) open(ctx context.Context) (what string, err error) {
 		}
 		p.claimed = true
 	}
+	if p.shards > 1 && p.heads == nil {
+		if p.heads, err = cluster.OpenLedgerHeads(ctx, js, p.shards, nc.Replicas); err != nil {
+			return "the ledger heads bucket (" + cluster.HeadsBucket + ")", err
+		}
+	}
 	if p.shards > 1 && p.exclusions == nil {
 		if p.exclusions, err = cluster.OpenExclusions(ctx, js, nc.Replicas); err != nil {
 			return "the exclusions bucket (" + cluster.ExclusionsBucket + ")", err
@@ -378,7 +386,10 @@ type front struct {
 	// exclusions are the devices and owners a shard excluded, which
 	// every shard applies (nil with one shard).
 	exclusions *cluster.Exclusions
-	transport  *http.Transport
+	// heads are the heads of the shards' ledgers, which each shard
+	// anchors in its own (nil with one shard).
+	heads     *cluster.LedgerHeads
+	transport *http.Transport
 
 	mu      sync.Mutex
 	leader  cluster.LeaderInfo
@@ -541,6 +552,10 @@ func (f *front) runTerm(ctx context.Context, base Config, term *cluster.Term) {
 		cfg.Logger = log
 		cfg.Shard, cfg.Shards = shard, f.shards
 		cfg.Cluster.Exclusions = f.exclusions
+		cfg.Cluster.LedgerHeads = f.heads
+		if base.Cluster != nil {
+			cfg.Cluster.AnchorEvery = base.Cluster.AnchorEvery
+		}
 	}
 	var srv *Server
 	for try, cuts := firstLoadTimeout, 0; ; {

@@ -189,6 +189,14 @@ type ClusterHooks struct {
 	// is applied to it (pool.Scheduler.Exclude), while Serve runs. nil:
 	// the scheduler's exclusions are its own.
 	Exclusions ExclusionBoard
+	// LedgerHeads, when set in a divided pool (Config.Shards > 1), ties
+	// this shard's ledger to the others' (pool.KindAnchor): every
+	// AnchorEvery while Serve runs, the coordinator publishes its
+	// ledger's head there and anchors the heads the other shards
+	// published. nil: the shards' ledgers are not anchored.
+	LedgerHeads HeadBoard
+	// AnchorEvery is the period of that; 0 means DefaultAnchorEvery.
+	AnchorEvery time.Duration
 }
 
 // BlobMirror is a store of the pool's files shared by a cluster's nodes

@@ -366,6 +366,13 @@ func (s *Server) Serve(ctx context.Context) error {
 	if s.cfg.Cluster == nil || s.cfg.Cluster.Store == nil {
 		g.Go(func() error { s.compactLoop(gctx); return nil })
 	}
+	if h := s.cfg.Cluster; h != nil && h.LedgerHeads != nil && s.cfg.Shards > 1 {
+		every := h.AnchorEvery
+		if every <= 0 {
+			every = DefaultAnchorEvery
+		}
+		g.Go(func() error { s.anchorLoop(gctx, h.LedgerHeads, every); return nil })
+	}
 	if s.excluded != nil {
 		g.Go(func() error { s.publishExclusions(gctx, s.cfg.Cluster.Exclusions, s.excluded); return nil })
 		g.Go(func() error { s.applyExclusions(gctx, s.cfg.Cluster.Exclusions); return nil })
