@@ -79,7 +79,8 @@ func startDividedCluster(t *testing.T, k int) (string, []byte, func(i int)) {
 		sctx, stop := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() {
-			done <- coord.ServeCluster(sctx, nodes[i], coord.Config{DataDir: "unused", Logger: quietLogger(t).With("side", "node", "node", i+1)})
+			done <- coord.ServeCluster(sctx, nodes[i], coord.Config{DataDir: "unused", Logger: quietLogger(t).With("side", "node", "node", i+1),
+				Cluster: &coord.ClusterHooks{AnchorEvery: testAnchorEvery}})
 		}()
 		stops[i] = sync.OnceFunc(func() {
 			stop()
@@ -145,23 +146,53 @@ func spread(hc *http.Client, u string, k, nodes int) bool {
 	return true
 }
 
+// testAnchorEvery is how often the test clusters' shards anchor one
+// another's ledgers (coord.ClusterHooks.AnchorEvery).
+const testAnchorEvery = 100 * time.Millisecond
+
 // A pool divided into three shards on three nodes, each node in charge
 // of one: agents join through the nodes' URLs, jobs spread over the
 // shards, and every job finishes with the result it has solo; every
-// shard's ledger verifies with the pool's key, and each device's history
-// agrees with the three ledgers together.
+// shard's ledger verifies with the pool's key, each anchors the heads of
+// the others that have work (agent.VerifyShardLedgers), and each
+// device's history agrees with the three ledgers together.
 func TestDividedClusterMatchesSolo(t *testing.T) {
 	const k = 3
 	url, poolKey, _ := startDividedCluster(t, k)
 	_, onShard, devs, sub := spreadJobsMatchSolo(t, url, k, "divided")
-	var all []pool.Entry
-	for s := range k {
-		es := shardLedger(t, sub.c, s)
-		if err := pool.VerifyLedger(es, poolKey); err != nil {
-			t.Errorf("ledger of shard %d: %v", s, err)
+	busy := 0
+	for _, on := range onShard {
+		if on {
+			busy++
 		}
+	}
+	// The shards anchor one another's heads every testAnchorEvery: wait
+	// until each busy shard's ledger names the final head of every other
+	// busy shard, the ledgers then being still.
+	ctx, cancel := context.WithTimeout(context.Background(), patience(t))
+	defer cancel()
+	var sl *agent.ShardLedgers
+	for {
+		var err error
+		sl, err = agent.VerifyShardLedgers(ctx, sub.c, k, poolKey)
+		if err != nil {
+			t.Fatalf("VerifyShardLedgers: %v", err)
+		}
+		if tiedToHeads(sl, onShard) {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the shards' ledgers were not anchored to one another's heads within %s: %d anchors by shard", patience(t), sl.Anchors)
+		}
+		time.Sleep(testAnchorEvery)
+	}
+	var all []pool.Entry
+	for s, es := range sl.Chains {
 		if (len(es) > 0) != onShard[s] {
 			t.Errorf("shard %d: %d ledger entries, jobs on it: %v", s, len(es), onShard[s])
+		}
+		if onShard[s] && sl.Anchors[s] < busy-1 {
+			t.Errorf("shard %d: %d anchors, want at least one of each of the %d other busy shards", s, sl.Anchors[s], busy-1)
 		}
 		all = append(all, es...)
 	}
@@ -169,6 +200,39 @@ func TestDividedClusterMatchesSolo(t *testing.T) {
 	for _, d := range devs {
 		checkHistory(t, d, all)
 	}
+}
+
+// tiedToHeads reports whether, in sl, each shard with work (onShard)
+// holds an anchor of the newest entry other than an anchor of every
+// other shard with work.
+func tiedToHeads(sl *agent.ShardLedgers, onShard map[int]bool) bool {
+	for s, es := range sl.Chains {
+		if !onShard[s] {
+			continue
+		}
+		named := map[int]uint64{} // the newest entry s anchors of each shard
+		for _, e := range es {
+			if e.Kind == pool.KindAnchor {
+				named[int(e.Task)] = max(named[int(e.Task)], e.Work)
+			}
+		}
+		for o, other := range sl.Chains {
+			if o == s || !onShard[o] {
+				continue
+			}
+			var head uint64
+			for i := len(other) - 1; i >= 0; i-- {
+				if other[i].Kind != pool.KindAnchor {
+					head = other[i].Seq
+					break
+				}
+			}
+			if named[o] < head {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // leaderOf returns the name of the node in charge of shard s as node u

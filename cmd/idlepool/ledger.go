@@ -16,7 +16,7 @@ import (
 )
 
 func cmdLedger(ctx context.Context, g *globals, args []string) error {
-	fs := g.flagSet("idlepool ledger", "Usage: idlepool ledger verify (FILE | POOL_URL | --pool URL) [--key KEY]\n\nChecks a pool's receipt ledger end to end: every coordinator signature, the hash chain, and that no entry is missing; in a pool divided into shards, every shard's ledger. A FILE is a download of GET /v1/ledger (JSON Lines).\n\n")
+	fs := g.flagSet("idlepool ledger", "Usage: idlepool ledger verify (FILE | POOL_URL | --pool URL) [--key KEY]\n\nChecks a pool's receipt ledger end to end: every coordinator signature, the hash chain, and that no entry is missing; in a pool divided into shards, every shard's ledger and the anchors that tie them to one another. A FILE is a download of GET /v1/ledger (JSON Lines).\n\n")
 	poolURL := fs.String("pool", "", "download the ledger from the pool at `URL`")
 	keyFlag := fs.String("key", "", "the coordinator's public `KEY` (base64); default: the key pinned when this device met the pool, else the pool's own answer")
 	pos, err := parseInterspersed(fs, args)
@@ -42,7 +42,6 @@ func cmdLedger(ctx context.Context, g *globals, args []string) error {
 		}
 	}
 	var entries []pool.Entry
-	var chains [][]pool.Entry // a divided pool's ledgers, one per shard
 	if strings.HasPrefix(src, "http://") || strings.HasPrefix(src, "https://") {
 		anon, err := identity.Generate() // the ledger is public: nothing is signed
 		if err != nil {
@@ -61,15 +60,17 @@ func cmdLedger(ctx context.Context, g *globals, args []string) error {
 		}
 		if info.Shards > 1 {
 			// Each shard keeps a ledger of its own, signed with the
-			// pool's key: every one is checked.
-			for s := range info.Shards {
-				es, err := downloadLedger(ctx, c, s)
-				if err != nil {
-					return poolError(fmt.Errorf("shard %d: %w", s, err), src, dirs)
+			// pool's key, and anchors the others': every one is checked.
+			sl, err := agent.VerifyShardLedgers(ctx, c, info.Shards, key)
+			if err != nil {
+				if errors.Is(err, pool.ErrLedger) {
+					return &userError{Msg: err.Error(), Cause: err}
 				}
-				chains = append(chains, es)
+				return poolError(err, src, dirs)
 			}
-		} else if entries, err = downloadLedger(ctx, c, -1); err != nil {
+			return printShardLedgers(g, sl)
+		}
+		if entries, err = agent.DownloadLedger(ctx, c, -1, 0); err != nil {
 			return poolError(err, src, dirs)
 		}
 	} else {
@@ -89,9 +90,6 @@ func cmdLedger(ctx context.Context, g *globals, args []string) error {
 			}
 		}
 	}
-	if chains != nil {
-		return verifyChains(g, chains, key)
-	}
 	if err := pool.VerifyLedger(entries, key); err != nil {
 		return &userError{Msg: err.Error(), Cause: err}
 	}
@@ -105,48 +103,31 @@ func cmdLedger(ctx context.Context, g *globals, args []string) error {
 	return nil
 }
 
-// verifyChains checks the ledgers of a divided pool's shards, one chain
-// each (shard order), and prints one line for them all: every shard's
-// count of entries and head.
-func verifyChains(g *globals, chains [][]pool.Entry, key ed25519.PublicKey) error {
-	total := 0
+// printShardLedgers prints one line for the ledgers of a divided pool's
+// shards, checked by agent.VerifyShardLedgers: their entries and anchors
+// in all, and every shard's count of entries and anchors and its head.
+func printShardLedgers(g *globals, sl *agent.ShardLedgers) error {
+	total, tied := 0, 0
 	var heads []string
-	for s, entries := range chains {
-		if err := pool.VerifyLedger(entries, key); err != nil {
-			err = fmt.Errorf("shard %d: %w", s, err)
-			return &userError{Msg: err.Error(), Cause: err}
-		}
-		total += len(entries)
+	for s, entries := range sl.Chains {
 		head := "(empty)"
 		if len(entries) > 0 {
 			head = entries[len(entries)-1].Hash().String()
 		}
-		heads = append(heads, fmt.Sprintf("shard %d: %s, head %s", s, entriesText(len(entries)), head))
+		heads = append(heads, fmt.Sprintf("shard %d: %s, %s, head %s", s, entriesText(len(entries)), anchorsText(sl.Anchors[s]), head))
+		total += len(entries)
+		tied += sl.Anchors[s]
 	}
-	fmt.Fprintf(g.stdout, "ledger ok: %s in %d shards (%s)\n", entriesText(total), len(chains), strings.Join(heads, "; "))
+	fmt.Fprintf(g.stdout, "ledger ok: %s in %d shards, tied by %s (%s)\n", entriesText(total), len(sl.Chains), anchorsText(tied), strings.Join(heads, "; "))
 	return nil
 }
 
-// downloadLedger reads a pool's whole ledger, page by page: shard's in a
-// pool divided into shards, the pool's (or shard 0's) when shard is
-// negative.
-func downloadLedger(ctx context.Context, c *agent.Client, shard int) ([]pool.Entry, error) {
-	var all []pool.Entry
-	var after uint64
-	for {
-		page, err := c.LedgerOf(ctx, shard, after, 0)
-		if err != nil {
-			return nil, err
-		}
-		if len(page) == 0 {
-			return all, nil
-		}
-		if last := page[len(page)-1].Seq; last <= after {
-			return nil, fmt.Errorf("%w: GET /v1/ledger?after=%d answered entries up to %d", pool.ErrLedger, after, last)
-		}
-		all = append(all, page...)
-		after = page[len(page)-1].Seq
+// anchorsText says "1 anchor", "2 anchors".
+func anchorsText(n int) string {
+	if n == 1 {
+		return "1 anchor"
 	}
+	return fmt.Sprintf("%d anchors", n)
 }
 
 // pinnedKeyOf returns the coordinator key pinned for the pool named name,
