@@ -478,8 +478,7 @@ func (s *Server) addJob(w http.ResponseWriter, r *http.Request, c call) error {
 	}
 	status := http.StatusOK
 	if created {
-		status = http.StatusCreated
-		s.log.Info("Job added", "jobID", id.String(), "name", j.Manifest.Name, "tasks", j.NumTasks(), "peer", c.peer.ID)
+		status = http.StatusCreated // the Scheduler logs "Job added"
 	}
 	writeJSON(w, status, JobCreated{Job: HexDigest(id), Tasks: j.NumTasks()})
 	return nil

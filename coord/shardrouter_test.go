@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -74,6 +75,13 @@ func (m dirMirror) Open(_ context.Context, d job.Digest) (io.ReadCloser, error) 
 // and sharing one mirror of files.
 func startShards(t *testing.T, k int) []*testServer {
 	t.Helper()
+	return startShardsWith(t, k, nil)
+}
+
+// startShardsWith is startShards with edit, if not nil, adjusting shard
+// s's Config before it starts.
+func startShardsWith(t *testing.T, k int, edit func(s int, c *Config)) []*testServer {
+	t.Helper()
 	poolKey := filepath.Join(t.TempDir(), "pool.key")
 	if _, err := identity.LoadOrCreate(poolKey); err != nil {
 		t.Fatal(err)
@@ -91,6 +99,9 @@ func startShards(t *testing.T, k int) []*testServer {
 			}
 			c.Shard, c.Shards = s, k
 			c.Cluster = &ClusterHooks{Blobs: mirror}
+			if edit != nil {
+				edit(s, c)
+			}
 		}))
 	}
 	return out
@@ -566,5 +577,51 @@ func TestShardRouterShardDown(t *testing.T) {
 	reg.Key = alice.key.Public()
 	if a := rc.do(t, bob, "POST", "/v1/peers", reg, ""); a.status != http.StatusUnauthorized {
 		t.Errorf("a registration every shard refuses: %d %s, want 401", a.status, a.body)
+	}
+}
+
+// Each job a divided pool takes is logged "Job added" once, by the
+// coordinator of its shard (its Scheduler, which names the job's owner
+// and merger), and by no other shard; the same job submitted again is
+// not logged again. The coordinator's handler once logged it as well,
+// so that every job was "added" twice on its shard.
+func TestShardedJobAddedLoggedOnce(t *testing.T) {
+	const k = 3
+	logs := make([]*logLines, k)
+	for s := range logs {
+		logs[s] = &logLines{}
+	}
+	shards := startShardsWith(t, k, func(s int, c *Config) {
+		c.Logger = slog.New(slog.NewJSONHandler(logs[s], nil)).With("shard", s)
+	})
+	rc, _ := routerFor(t, shards)
+	alice := newPeer(t, nil)
+	if a := rc.do(t, alice, "POST", "/v1/peers", alice.registration(""), ""); a.status != http.StatusCreated {
+		t.Fatalf("register: %d %s", a.status, a.body)
+	}
+	jobs := shardedJobs(t, k, 3)
+	want := make([][]string, k)
+	for _, j := range jobs {
+		d := job.Digest(sha256.Sum256(programBytes(t, j)))
+		if a := rc.do(t, alice, "PUT", "/v1/blobs/"+d.String(), programBytes(t, j), ""); a.status != http.StatusCreated {
+			t.Fatalf("upload: %d %s", a.status, a.body)
+		}
+		for _, status := range []int{http.StatusCreated, http.StatusOK} {
+			if a := rc.do(t, alice, "POST", "/v1/jobs", JobRequest{Canonical: j.Canonical}, ""); a.status != status {
+				t.Fatalf("submit %s: %d %s, want %d", j.Manifest.Name, a.status, a.body, status)
+			}
+		}
+		s := cluster.ShardOf(j.ID, k)
+		want[s] = append(want[s], j.ID.String())
+	}
+	for s, l := range logs {
+		var got []string
+		for _, r := range l.find("Job added") {
+			id, _ := r["job"].(string)
+			got = append(got, id)
+		}
+		if diff := cmp.Diff(want[s], got); diff != "" {
+			t.Errorf("jobs logged \"Job added\" by shard %d (-want +got):\n%s", s, diff)
+		}
 	}
 }
