@@ -220,7 +220,8 @@ func (s *Server) dashboardData(w http.ResponseWriter, r *http.Request) error {
 
 	jobs := s.sched.Jobs()
 	slices.Reverse(jobs) // newest first
-	for _, st := range jobs[:min(len(jobs), dashboardMaxJobs)] {
+	jobs = jobs[:min(len(jobs), dashboardMaxJobs)]
+	for _, st := range jobs {
 		states, _ := s.sched.TaskStates(st.Job, DashboardMaxTaskStates) // "" for a job archived meanwhile
 		out.Jobs = append(out.Jobs, DashboardJob{Job: st.Job.String(), Name: st.Name, Owner: st.Owner,
 			Tasks: st.Tasks, Accepted: st.Accepted, Failed: st.Failed, Leased: st.Leased, Waiting: st.Waiting,
@@ -256,6 +257,7 @@ func (s *Server) dashboardData(w http.ResponseWriter, r *http.Request) error {
 		out.Ledger.Head = s.dash.head.String()
 	}
 	s.dash.mu.Unlock()
+	s.noteAdded(w, len(jobs), func(i int) job.ID { return jobs[i].Job })
 	slices.SortFunc(out.Owners, func(a, b DashboardOwner) int {
 		return cmp.Or(cmp.Compare(b.Receipts, a.Receipts), cmp.Compare(a.Owner, b.Owner))
 	})

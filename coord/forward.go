@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"idlepool/identity"
+	"idlepool/job"
 )
 
 // Requests forwarded between the shards of a divided pool (ShardRouter):
@@ -36,6 +37,15 @@ const ForwardedHeader = "Idlepool-Forwarded"
 // (pool.Scheduler.Queued), a decimal count. A ShardRouter reads it to
 // choose where to ask for work, and takes it off the answer it passes on.
 const QueuedHeader = "Idlepool-Shard-Queued"
+
+// AddedHeader is the header in which a shard's coordinator (Config.Shards
+// > 1) tells, on its answers to GET /v1/jobs, GET /v1/listings and GET
+// /v1/dashboard, when each job its answer lists was added to the pool
+// (pool.Scheduler.Added), in the list's order: unix milliseconds in
+// decimal, separated by commas. A ShardRouter merges the shards' lists by
+// these times into the order one coordinator of the whole pool would
+// give (mergeAdded), and takes the header off the answer it passes on.
+const AddedHeader = "Idlepool-Shard-Added"
 
 // forwardInfo is the HKDF info of the forwarding key: every shard
 // coordinator of a pool holds the pool's key, and so derives the same
@@ -186,6 +196,24 @@ func (s *Server) authenticateForwarded(r *http.Request) (forwarded, error) {
 
 // isForwarded reports whether r claims to be forwarded by a shard router.
 func isForwarded(r *http.Request) bool { return len(r.Header.Values(ForwardedHeader)) > 0 }
+
+// noteAdded tells, on the answer w of a shard's coordinator, when each of
+// the n jobs it lists was added to the pool (AddedHeader); id(i) is the
+// ID of the i-th. An undivided pool's coordinator adds nothing.
+func (s *Server) noteAdded(w http.ResponseWriter, n int, id func(i int) job.ID) {
+	if s.cfg.Shards <= 1 {
+		return
+	}
+	b := make([]byte, 0, 14*n)
+	for i := range n {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		at, _ := s.sched.Added(id(i)) // a job listed stays in the pool
+		b = strconv.AppendInt(b, at.UnixMilli(), 10)
+	}
+	w.Header().Set(AddedHeader, string(b))
+}
 
 // noteQueued tells, on the answer w of a shard's coordinator, how many
 // tasks it has waiting (QueuedHeader). An undivided pool's coordinator

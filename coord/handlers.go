@@ -493,6 +493,7 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request, c call) error 
 	for _, j := range jobs {
 		out = append(out, s.ownedJobInfo(j))
 	}
+	s.noteAdded(w, len(jobs), func(i int) job.ID { return jobs[i].Job })
 	writeJSON(w, http.StatusOK, out)
 	return nil
 }

@@ -223,6 +223,7 @@ func (s *Server) listListings(w http.ResponseWriter, r *http.Request, _ call) er
 		l.OwnerProfile = s.profiles.get(l.Owner)
 		out = append(out, l)
 	}
+	s.noteAdded(w, len(views), func(i int) job.ID { return views[i].Job.ID })
 	writeJSON(w, http.StatusOK, out)
 	return nil
 }

@@ -98,9 +98,9 @@ type ShardRouterConfig struct {
 //     the device asked. A request for leases that one shard answers
 //     with none is asked of the others in turn.
 //   - GET /v1/jobs and GET /v1/listings: to every shard, unchanged; the
-//     answer is the shards' lists joined, shard 0's first. Unlike one
-//     coordinator's, the list of jobs is oldest first within each shard
-//     only, not over the pool.
+//     answer is the shards' lists merged oldest first over the pool, as
+//     one coordinator lists them, by the times each shard says its jobs
+//     were added (AddedHeader, mergeAdded).
 //   - GET /v1/ledger and GET /v1/receipts: to the shard their "shard"
 //     parameter names (shard 0 without one). The ledger is K hash
 //     chains, each numbered from 1 and signed with the pool key: a
@@ -619,33 +619,101 @@ func (rt *ShardRouter) fanOut(r *http.Request, body []byte) []shardAnswer {
 }
 
 // mergeLists is GET /v1/jobs and GET /v1/listings: the request goes to
-// every shard unchanged, at once, and the answer is their lists joined,
-// shard 0's first (each shard's in its own order: oldest first), when
-// every shard answered; else the first refusal in shard order. The
-// headers are shard 0's.
+// every shard unchanged, at once, and the answer is their lists merged
+// oldest first over the pool (each shard's list is oldest first, and
+// says when its jobs were added: mergeAdded), when every shard
+// answered; else the first refusal in shard order. The headers are
+// shard 0's.
 func (rt *ShardRouter) mergeLists(w http.ResponseWriter, r *http.Request) {
 	answers := rt.fanOut(r, nil)
-	var all []json.RawMessage
-	for _, a := range answers {
-		var part []json.RawMessage
+	lists := make([][]json.RawMessage, len(answers))
+	added := make([][]int64, len(answers))
+	for i, a := range answers {
 		if !a.ok() {
 			rt.write(w, a)
 			return
 		}
-		if err := json.Unmarshal(a.body, &part); err != nil {
+		if err := json.Unmarshal(a.body, &lists[i]); err != nil {
 			a.err = fmt.Errorf("shard %d answered %s with no list: %w", a.shard, r.URL.Path, err)
 			rt.write(w, a)
 			return
 		}
-		all = append(all, part...)
+		added[i] = rt.addedTimes(a, len(lists[i]))
 	}
-	if all == nil {
-		all = []json.RawMessage{}
-	}
+	all, _ := mergeAdded(lists, added, false)
 	for k, vs := range answers[0].header {
 		w.Header()[k] = vs
 	}
+	w.Header().Del(AddedHeader)
 	writeJSON(w, http.StatusOK, all)
+}
+
+// addedTimes reads the times shard answer a says the n jobs it lists were
+// added (AddedHeader); nil when it does not say n of them (a coordinator
+// of a version before AddedHeader).
+func (rt *ShardRouter) addedTimes(a shardAnswer, n int) []int64 {
+	if n == 0 {
+		return nil
+	}
+	out := make([]int64, 0, n)
+	for f := range strings.SplitSeq(a.header.Get(AddedHeader), ",") {
+		ms, err := strconv.ParseInt(f, 10, 64)
+		if err != nil || len(out) == n {
+			out = nil
+			break
+		}
+		out = append(out, ms)
+	}
+	if len(out) != n {
+		rt.log.Debug("A shard did not say when the jobs it lists were added; the shards' lists are joined in shard order",
+			"shard", a.shard)
+		return nil
+	}
+	return out
+}
+
+// mergeAdded merges lists, one per shard in shard order, each in its
+// shard's order, oldest first (newest first with newest), into one list
+// in that order over the pool: the order of one coordinator of the whole
+// pool. added[s][i] is when lists[s][i] was added, in unix milliseconds
+// (AddedHeader). The next job is always the earliest added (the latest,
+// with newest) of the shards' next ones; of those added in the same
+// millisecond, the lower shard's first oldest first and the higher
+// shard's first newest first (one order is the other reversed). Each
+// shard's own order (the order its Scheduler took its jobs in) is kept
+// whatever its clock did. When a shard did not say its times (added[s]
+// nil: a coordinator of an earlier version), the lists are joined in
+// shard order instead, and merged is false. The list is never nil.
+func mergeAdded[T any](lists [][]T, added [][]int64, newest bool) (out []T, merged bool) {
+	n := 0
+	merged = true
+	for s, l := range lists {
+		n += len(l)
+		merged = merged && len(added[s]) == len(l)
+	}
+	out = make([]T, 0, n)
+	if !merged {
+		for _, l := range lists {
+			out = append(out, l...)
+		}
+		return out, false
+	}
+	first := func(a, b int64) bool { return a < b } // ties: the shard met first, the lower
+	if newest {
+		first = func(a, b int64) bool { return a >= b } // ties: the shard met last, the higher
+	}
+	next := make([]int, len(lists))
+	for len(out) < n {
+		pick := -1
+		for s, l := range lists {
+			if next[s] < len(l) && (pick < 0 || first(added[s][next[s]], added[pick][next[pick]])) {
+				pick = s
+			}
+		}
+		out = append(out, lists[pick][next[pick]])
+		next[pick]++
+	}
+	return out, true
 }
 
 // lease is POST /v1/leases: to the shards in order (ShardRouter.order)
@@ -809,17 +877,22 @@ func (rt *ShardRouter) fail(w http.ResponseWriter, err error) {
 
 // mergeDashboards is GET /v1/dashboard of a divided pool: every shard's
 // Dashboard joined into one, as one coordinator would show the pool.
-// Jobs are the shards' lists joined (shard 0's first); a device is one
-// row (it registered with every shard) holding the leases of all shards,
-// silent only when every shard found it silent, and its connection the
-// one that says most of its transfers ("relayed" over "direct" over
-// "coordinator"); an owner's receipts and cost are summed over the
-// shards' ledgers, ordered as one coordinator orders them. The ledger's
-// entries are summed; its head names each shard's chain's head, "shard
-// S: HEAD" joined by "; " (the ledger is one hash chain per shard).
+// Jobs are the shards' lists merged newest first over the pool (by when
+// each was added: mergeAdded), the newest dashboardMaxJobs of them (each
+// shard lists its newest that many, so those are all there); a device
+// is one row (it registered with every shard) holding the leases of all
+// shards, silent only when every shard found it silent, and its
+// connection the one that says most of its transfers ("relayed" over
+// "direct" over "coordinator"); an owner's receipts and cost are summed
+// over the shards' ledgers, ordered as one coordinator orders them. The
+// ledger's entries are summed; its head names each shard's chain's head,
+// "shard S: HEAD" joined by "; " (the ledger is one hash chain per
+// shard).
 func (rt *ShardRouter) mergeDashboards(w http.ResponseWriter, r *http.Request) {
 	answers := rt.fanOut(r, nil)
 	var out Dashboard
+	jobs := make([][]DashboardJob, len(answers)) // each shard's, newest first
+	added := make([][]int64, len(answers))
 	peers := map[string]int{} // peer -> its index in out.Peers
 	owners := map[string]*DashboardOwner{}
 	var heads []string
@@ -837,7 +910,7 @@ func (rt *ShardRouter) mergeDashboards(w http.ResponseWriter, r *http.Request) {
 		if a.shard == 0 {
 			out.Pool, out.Key = d.Pool, d.Key
 		}
-		out.Jobs = append(out.Jobs, d.Jobs...)
+		jobs[a.shard], added[a.shard] = d.Jobs, rt.addedTimes(a, len(d.Jobs))
 		for _, p := range d.Peers {
 			i, ok := peers[p.Peer]
 			if !ok {
@@ -869,6 +942,10 @@ func (rt *ShardRouter) mergeDashboards(w http.ResponseWriter, r *http.Request) {
 		out.Ledger.Entries += d.Ledger.Entries
 		heads = append(heads, fmt.Sprintf("shard %d: %s", a.shard, cmp.Or(d.Ledger.Head, "(empty)")))
 	}
+	var merged bool
+	if out.Jobs, merged = mergeAdded(jobs, added, true); merged {
+		out.Jobs = out.Jobs[:min(len(out.Jobs), dashboardMaxJobs)]
+	}
 	if out.Ledger.Entries > 0 {
 		out.Ledger.Head = strings.Join(heads, "; ")
 	}
@@ -879,9 +956,6 @@ func (rt *ShardRouter) mergeDashboards(w http.ResponseWriter, r *http.Request) {
 		return cmp.Or(cmp.Compare(b.Receipts, a.Receipts), cmp.Compare(a.Owner, b.Owner))
 	})
 	out.Owners = out.Owners[:min(len(out.Owners), dashboardMaxOwners)]
-	if out.Jobs == nil {
-		out.Jobs = []DashboardJob{}
-	}
 	if out.Peers == nil {
 		out.Peers = []DashboardPeer{}
 	}

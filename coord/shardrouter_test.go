@@ -26,6 +26,7 @@ import (
 	"idlepool/coord/api"
 	"idlepool/identity"
 	"idlepool/job"
+	"idlepool/offers"
 	"idlepool/pool"
 )
 
@@ -623,5 +624,180 @@ func TestShardedJobAddedLoggedOnce(t *testing.T) {
 		if diff := cmp.Diff(want[s], got); diff != "" {
 			t.Errorf("jobs logged \"Job added\" by shard %d (-want +got):\n%s", s, diff)
 		}
+	}
+}
+
+// A divided pool lists its jobs in the order one coordinator of the
+// whole pool lists them, not shard by shard: GET /v1/jobs and GET
+// /v1/listings oldest first, and GET /v1/dashboard newest first, the
+// newest 50 only, so that the finished jobs the pool's page shows (the
+// newest three; the older fold away) are the pool's newest. The jobs go
+// to three shards and to an undivided pool alike, one at a time, dealt
+// from the highest shard down; every coordinator reads one clock, which
+// moves a millisecond before each job. The shards' AddedHeader never
+// reaches the device.
+func TestShardRouterOrdersJobsOverThePool(t *testing.T) {
+	const k = 3
+	start := time.Now()
+	var ms atomic.Int64
+	clock := func() time.Time { return start.Add(time.Duration(ms.Load()) * time.Millisecond) }
+	shards := startShardsWith(t, k, func(_ int, c *Config) { c.Now = clock })
+	solo := startServer(t, func(c *Config) { c.Now = clock })
+	rc, _ := routerFor(t, shards)
+	alice := newPeer(t, nil)
+	type target struct {
+		name string
+		do   func(method, path string, v any) answer
+	}
+	divided := target{"divided", func(method, path string, v any) answer { return rc.do(t, alice, method, path, v, "") }}
+	undivided := target{"undivided", func(method, path string, v any) answer { return solo.do(t, alice, method, path, v) }}
+	pools := []target{divided, undivided}
+	for _, p := range pools {
+		if a := p.do("POST", "/v1/peers", alice.registration("")); a.status != http.StatusCreated {
+			t.Fatalf("register with the %s pool: %d %s", p.name, a.status, a.body)
+		}
+	}
+
+	// Dealt from the highest shard down: joined shard by shard, the
+	// lists would start with shard 0's jobs, which came after others.
+	byShard := make([][]*job.Job, k)
+	for _, j := range shardedJobs(t, k, dashboardMaxJobs+4) {
+		s := cluster.ShardOf(j.ID, k)
+		byShard[s] = append(byShard[s], j)
+	}
+	var jobs []*job.Job
+	for round := 0; ; round++ {
+		dealt := false
+		for s := k - 1; s >= 0; s-- {
+			if round < len(byShard[s]) {
+				jobs, dealt = append(jobs, byShard[s][round]), true
+			}
+		}
+		if !dealt {
+			break
+		}
+	}
+	var oldest []string
+	for _, j := range jobs {
+		ms.Add(1)
+		prog := programBytes(t, j)
+		d := job.Digest(sha256.Sum256(prog))
+		for _, p := range pools {
+			if a := p.do("PUT", "/v1/blobs/"+d.String(), prog); a.status != http.StatusCreated {
+				t.Fatalf("upload to the %s pool: %d %s", p.name, a.status, a.body)
+			}
+			if a := p.do("POST", "/v1/jobs", JobRequest{Canonical: j.Canonical}); a.status != http.StatusCreated {
+				t.Fatalf("submit %s to the %s pool: %d %s", j.Manifest.Name, p.name, a.status, a.body)
+			}
+		}
+		oldest = append(oldest, j.ID.String())
+	}
+	newest := slices.Clone(oldest)
+	slices.Reverse(newest)
+
+	// get reads a list of p's jobs, by ID.
+	get := func(p target, path string) []string {
+		t.Helper()
+		a := p.do("GET", path, nil)
+		if a.status != http.StatusOK {
+			t.Fatalf("GET %s of the %s pool: %d %s", path, p.name, a.status, a.body)
+		}
+		if h := a.header.Get(AddedHeader); h != "" {
+			t.Errorf("GET %s of the %s pool: the answer has %s %.40q...", path, p.name, AddedHeader, h)
+		}
+		var ids []string
+		switch path {
+		case "/v1/jobs":
+			var list []JobInfo
+			a.decode(t, &list)
+			for _, j := range list {
+				ids = append(ids, j.Job.String())
+			}
+		case "/v1/listings":
+			var list []offers.Listing
+			a.decode(t, &list)
+			for _, l := range list {
+				ids = append(ids, l.Job.String())
+			}
+		case "/v1/dashboard":
+			var d Dashboard
+			a.decode(t, &d)
+			for _, j := range d.Jobs {
+				ids = append(ids, j.Job)
+			}
+		}
+		return ids
+	}
+	for _, tc := range []struct {
+		path string
+		want []string
+	}{
+		{"/v1/jobs", oldest},
+		{"/v1/listings", oldest},
+		{"/v1/dashboard", newest[:dashboardMaxJobs]},
+	} {
+		for _, p := range pools {
+			if diff := cmp.Diff(tc.want, get(p, tc.path)); diff != "" {
+				t.Errorf("GET %s of the %s pool, by job (-want +got):\n%s", tc.path, p.name, diff)
+			}
+		}
+	}
+
+	// Every job cancelled, the page shows the newest three of the pool.
+	for _, j := range jobs {
+		if a := divided.do("POST", "/v1/jobs/"+j.ID.String()+"/cancel", nil); a.status != http.StatusOK {
+			t.Fatalf("cancel %s: %d %s", j.Manifest.Name, a.status, a.body)
+		}
+	}
+	var d Dashboard
+	divided.do("GET", "/v1/dashboard", nil).decode(t, &d)
+	var shown []string
+	for _, j := range d.Jobs {
+		if j.Cancelled && len(shown) < 3 {
+			shown = append(shown, j.Job)
+		}
+	}
+	if diff := cmp.Diff(newest[:3], shown); diff != "" {
+		t.Errorf("the finished jobs the page shows (-want +got):\n%s", diff)
+	}
+}
+
+// mergeAdded keeps each shard's own order whatever its times say, takes
+// the earliest (the latest, newest first) of the shards' next jobs,
+// breaks a tie of one millisecond by shard so that the two orders are
+// each other reversed, and joins the lists in shard order when a shard
+// said no times.
+func TestMergeAdded(t *testing.T) {
+	tests := []struct {
+		name   string
+		lists  [][]string
+		added  [][]int64
+		newest bool
+		want   []string
+		merged bool
+	}{
+		{"oldest first", [][]string{{"a1", "a4"}, {"b2", "b3"}, {"c0"}}, [][]int64{{1, 4}, {2, 3}, {0}}, false,
+			[]string{"c0", "a1", "b2", "b3", "a4"}, true},
+		{"newest first", [][]string{{"a4", "a1"}, {"b3", "b2"}, {"c0"}}, [][]int64{{4, 1}, {3, 2}, {0}}, true,
+			[]string{"a4", "b3", "b2", "a1", "c0"}, true},
+		{"a tie, oldest first", [][]string{{"a"}, {"b"}, {"c"}}, [][]int64{{5}, {5}, {5}}, false,
+			[]string{"a", "b", "c"}, true},
+		{"a tie, newest first", [][]string{{"a"}, {"b"}, {"c"}}, [][]int64{{5}, {5}, {5}}, true,
+			[]string{"c", "b", "a"}, true},
+		{"a shard's clock stepped back", [][]string{{"a1", "a2"}, {"b"}}, [][]int64{{9, 3}, {5}}, false,
+			[]string{"b", "a1", "a2"}, true},
+		{"empty shards", [][]string{nil, {"b"}, nil}, [][]int64{nil, {1}, nil}, false,
+			[]string{"b"}, true},
+		{"nothing", [][]string{nil, nil}, [][]int64{nil, nil}, true, []string{}, true},
+		{"a shard without times", [][]string{{"a9"}, {"b1"}}, [][]int64{{9}, nil}, false,
+			[]string{"a9", "b1"}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, merged := mergeAdded(tc.lists, tc.added, tc.newest)
+			if diff := cmp.Diff(tc.want, got); diff != "" || merged != tc.merged {
+				t.Errorf("merged %v, want %v; list (-want +got):\n%s", merged, tc.merged, diff)
+			}
+		})
 	}
 }
