@@ -37,7 +37,8 @@ func (d *decayed) add(x float64, now time.Time) {
 // started job's last tasks never wait behind the owner's newer jobs. An owner's weight is 1 plus
 // what its own devices contributed (receipts' cost) over the mean usage of
 // the owners waiting, so that a donor's jobs get a larger share; usage and
-// contribution both decay with UsageHalfLife. s.mu is held.
+// contribution both decay with UsageHalfLife. In a pool divided into
+// shards both are summed over the shards (SetShardUsage). s.mu is held.
 func (s *Scheduler) fairOrder(jobs []*jobState, now time.Time) {
 	if len(jobs) < 2 {
 		return
@@ -60,14 +61,15 @@ func (s *Scheduler) fairOrder(jobs []*jobState, now time.Time) {
 func (s *Scheduler) fairPrio(owners []string, now time.Time) map[string]float64 {
 	prio := make(map[string]float64, len(owners))
 	var sum float64
+	contributed := make(map[string]float64, len(owners))
 	for _, o := range owners {
-		u := s.trust.owner(o).usage.value(now)
-		prio[o] = u
+		u, c := s.ownerUse(o, s.trust.owner(o), now)
+		prio[o], contributed[o] = u, c
 		sum += u
 	}
 	mean := math.Max(sum/float64(len(prio)), 1)
 	for o, u := range prio {
-		weight := 1 + s.trust.owner(o).contributed.value(now)/mean
+		weight := 1 + contributed[o]/mean
 		prio[o] = u / weight
 	}
 	return prio

@@ -192,14 +192,15 @@ type Scheduler struct {
 	// are not complete, in its order, so that a lease costs what the
 	// jobs in play cost, not every job the pool ever ran.
 	open      *openJobs
-	leases    map[string]*replica // every replica ever leased, by lease ID
-	deadlines deadlineHeap        // live leases, lazily pruned
-	ledgerSeq uint64              // Seq of the newest entry, including uncommitted ones
-	chainHash job.Digest          // Hash of the newest signed entry; only flush uses it
-	workHead  ChainHead           // the newest committed entry not an anchor (AnchorHead)
-	anchored  map[int]uint64      // the Seq of each other shard's ledger last anchored (Anchor)
-	recent    *recentEntries      // the ledger's tail committed since the load, for PeerLedger
-	kinds     map[string]uint64   // committed ledger entries by kind (LedgerCounts)
+	leases    map[string]*replica   // every replica ever leased, by lease ID
+	deadlines deadlineHeap          // live leases, lazily pruned
+	ledgerSeq uint64                // Seq of the newest entry, including uncommitted ones
+	chainHash job.Digest            // Hash of the newest signed entry; only flush uses it
+	workHead  ChainHead             // the newest committed entry not an anchor (AnchorHead)
+	anchored  map[int]uint64        // the Seq of each other shard's ledger last anchored (Anchor)
+	remote    map[string]*remoteUse // the other shards' owners' fair-share figures (SetShardUsage)
+	recent    *recentEntries        // the ledger's tail committed since the load, for PeerLedger
+	kinds     map[string]uint64     // committed ledger entries by kind (LedgerCounts)
 	nextOrder int64
 	pend      *pending
 	stopped   error // non-nil: every change is refused with it
