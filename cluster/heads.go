@@ -38,12 +38,12 @@ type LedgerHeads struct {
 }
 
 // OpenLedgerHeads creates (or opens) the bucket of a pool of shards
-// shards (2 to pool.MaxShards) with replicas replicas (the node's
+// shards (2 to MaxShards) with replicas replicas (the node's
 // NodeConfig.Replicas). An error that JetStream did not answer matches
 // pool.ErrStoreUnavailable.
 func OpenLedgerHeads(ctx context.Context, js jetstream.JetStream, shards, replicas int) (*LedgerHeads, error) {
-	if shards < 2 || shards > pool.MaxShards {
-		return nil, fmt.Errorf("cluster: ledger heads of %d shards: %w: 2 to %d", shards, pool.ErrBadRequest, pool.MaxShards)
+	if shards < 2 || shards > MaxShards {
+		return nil, fmt.Errorf("cluster: ledger heads of %d shards: %w: 2 to %d", shards, pool.ErrBadRequest, MaxShards)
 	}
 	kv, err := openKV(ctx, js, jetstream.KeyValueConfig{Bucket: HeadsBucket, Description: "idlepool: the head of each shard's ledger, anchored by the others",
 		History: 1, Replicas: replicas, Storage: jetstream.FileStorage})
