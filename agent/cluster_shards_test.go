@@ -80,7 +80,7 @@ func startDividedCluster(t *testing.T, k int) (string, []byte, func(i int)) {
 		done := make(chan error, 1)
 		go func() {
 			done <- coord.ServeCluster(sctx, nodes[i], coord.Config{DataDir: "unused", Logger: quietLogger(t).With("side", "node", "node", i+1),
-				Cluster: &coord.ClusterHooks{AnchorEvery: testAnchorEvery}})
+				Cluster: &coord.ClusterHooks{ExchangeEvery: testExchangeEvery}})
 		}()
 		stops[i] = sync.OnceFunc(func() {
 			stop()
@@ -146,9 +146,9 @@ func spread(hc *http.Client, u string, k, nodes int) bool {
 	return true
 }
 
-// testAnchorEvery is how often the test clusters' shards anchor one
-// another's ledgers (coord.ClusterHooks.AnchorEvery).
-const testAnchorEvery = 100 * time.Millisecond
+// testExchangeEvery is how often the test clusters' shards anchor one
+// another's ledgers (coord.ClusterHooks.ExchangeEvery).
+const testExchangeEvery = 100 * time.Millisecond
 
 // A pool divided into three shards on three nodes, each node in charge
 // of one: agents join through the nodes' URLs, jobs spread over the
@@ -166,7 +166,7 @@ func TestDividedClusterMatchesSolo(t *testing.T) {
 			busy++
 		}
 	}
-	// The shards anchor one another's heads every testAnchorEvery: wait
+	// The shards anchor one another's heads every testExchangeEvery: wait
 	// until each busy shard's ledger names the final head of every other
 	// busy shard, the ledgers then being still.
 	ctx, cancel := context.WithTimeout(context.Background(), patience(t))
@@ -184,7 +184,7 @@ func TestDividedClusterMatchesSolo(t *testing.T) {
 		if ctx.Err() != nil {
 			t.Fatalf("the shards' ledgers were not anchored to one another's heads within %s: %d anchors by shard", patience(t), sl.Anchors)
 		}
-		time.Sleep(testAnchorEvery)
+		time.Sleep(testExchangeEvery)
 	}
 	var all []pool.Entry
 	for s, es := range sl.Chains {

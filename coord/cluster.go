@@ -88,8 +88,8 @@ type ReplicaHealth struct {
 // node's own. When the lease is lost (not renewed in time, or another
 // node took it) the coordinator is stopped at once; the node campaigns
 // again. base's Listen, DataDir, Pool and Cluster are set here, but for
-// Cluster.AnchorEvery, which a divided pool's shards use (0: the
-// default, DefaultAnchorEvery). The
+// Cluster.ExchangeEvery, which a divided pool's shards use (0: the
+// default, DefaultExchangeEvery). The
 // versions the pool accepts are the cluster's (cluster.Rules): a node
 // whose base names any (MinAgentVersion, MinAPIVersion,
 // LatestAgentVersion) stores them for every node as it starts, and the
@@ -151,7 +151,7 @@ func ServeCluster(ctx context.Context, node *cluster.Node, base Config) error {
 	}
 	f := &front{node: node, lead: lead, blobs: blobs, profiles: profiles, rules: rules, versions: base.versions(), state: state, log: log, proxies: map[string]*httputil.ReverseProxy{},
 		transport: &http.Transport{MaxIdleConnsPerHost: 256, IdleConnTimeout: 90 * time.Second, ResponseHeaderTimeout: 0},
-		shards:    nc.Shards, states: append([]*cluster.Store{state}, parts.states...), exclusions: parts.exclusions, heads: parts.heads}
+		shards:    nc.Shards, states: append([]*cluster.Store{state}, parts.states...), exclusions: parts.exclusions, heads: parts.heads, usage: parts.usage}
 	if f.shards > 1 {
 		if err := f.initShards(poolKey); err != nil {
 			return err
@@ -232,6 +232,7 @@ type clusterParts struct {
 	claimed     bool                 // the shard count checked (Rules.ClaimShards)
 	exclusions  *cluster.Exclusions  // a divided pool's, shared by its shards
 	heads       *cluster.LedgerHeads // a divided pool's ledger heads, anchored by its shards
+	usage       *cluster.Usage       // a divided pool's fair-share figures, by shard
 	state       *cluster.Store
 	states      []*cluster.Store // shards 1 to shards-1's, in order
 }
@@ -343,6 +344,11 @@ func (p *clusterParts) open(ctx context.Context) (what string, err error) {
 			return "the ledger heads bucket (" + cluster.HeadsBucket + ")", err
 		}
 	}
+	if p.shards > 1 && p.usage == nil {
+		if p.usage, err = cluster.OpenUsage(ctx, js, p.shards, nc.Replicas); err != nil {
+			return "the fair-share bucket (" + cluster.UsageBucket + ")", err
+		}
+	}
 	if p.shards > 1 && p.exclusions == nil {
 		if p.exclusions, err = cluster.OpenExclusions(ctx, js, nc.Replicas); err != nil {
 			return "the exclusions bucket (" + cluster.ExclusionsBucket + ")", err
@@ -388,7 +394,10 @@ type front struct {
 	exclusions *cluster.Exclusions
 	// heads are the heads of the shards' ledgers, which each shard
 	// anchors in its own (nil with one shard).
-	heads     *cluster.LedgerHeads
+	heads *cluster.LedgerHeads
+	// usage are the shards' owners' fair-share figures, which each shard
+	// adds to its own (nil with one shard).
+	usage     *cluster.Usage
 	transport *http.Transport
 
 	mu      sync.Mutex
@@ -553,8 +562,9 @@ func (f *front) runTerm(ctx context.Context, base Config, term *cluster.Term) {
 		cfg.Shard, cfg.Shards = shard, f.shards
 		cfg.Cluster.Exclusions = f.exclusions
 		cfg.Cluster.LedgerHeads = f.heads
+		cfg.Cluster.Usage = f.usage
 		if base.Cluster != nil {
-			cfg.Cluster.AnchorEvery = base.Cluster.AnchorEvery
+			cfg.Cluster.ExchangeEvery = base.Cluster.ExchangeEvery
 		}
 	}
 	var srv *Server

@@ -191,12 +191,18 @@ type ClusterHooks struct {
 	Exclusions ExclusionBoard
 	// LedgerHeads, when set in a divided pool (Config.Shards > 1), ties
 	// this shard's ledger to the others' (pool.KindAnchor): every
-	// AnchorEvery while Serve runs, the coordinator publishes its
+	// ExchangeEvery while Serve runs, the coordinator publishes its
 	// ledger's head there and anchors the heads the other shards
 	// published. nil: the shards' ledgers are not anchored.
 	LedgerHeads HeadBoard
-	// AnchorEvery is the period of that; 0 means DefaultAnchorEvery.
-	AnchorEvery time.Duration
+	// Usage, when set in a divided pool, makes fair share pool-wide:
+	// every ExchangeEvery while Serve runs, the coordinator publishes
+	// its owners' fair-share figures there (pool.Scheduler.Usage) and
+	// hands its scheduler the other shards' (SetShardUsage). nil: each
+	// shard's fair share counts only what it saw.
+	Usage UsageBoard
+	// ExchangeEvery is the period of both; 0 means DefaultExchangeEvery.
+	ExchangeEvery time.Duration
 }
 
 // BlobMirror is a store of the pool's files shared by a cluster's nodes

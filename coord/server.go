@@ -366,12 +366,17 @@ func (s *Server) Serve(ctx context.Context) error {
 	if s.cfg.Cluster == nil || s.cfg.Cluster.Store == nil {
 		g.Go(func() error { s.compactLoop(gctx); return nil })
 	}
-	if h := s.cfg.Cluster; h != nil && h.LedgerHeads != nil && s.cfg.Shards > 1 {
-		every := h.AnchorEvery
+	if h := s.cfg.Cluster; h != nil && s.cfg.Shards > 1 {
+		every := h.ExchangeEvery
 		if every <= 0 {
-			every = DefaultAnchorEvery
+			every = DefaultExchangeEvery
 		}
-		g.Go(func() error { s.anchorLoop(gctx, h.LedgerHeads, every); return nil })
+		if h.LedgerHeads != nil {
+			g.Go(func() error { s.anchorLoop(gctx, h.LedgerHeads, every); return nil })
+		}
+		if h.Usage != nil {
+			g.Go(func() error { s.usageLoop(gctx, h.Usage, every); return nil })
+		}
 	}
 	if s.excluded != nil {
 		g.Go(func() error { s.publishExclusions(gctx, s.cfg.Cluster.Exclusions, s.excluded); return nil })
