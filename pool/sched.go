@@ -88,6 +88,16 @@ type SchedulerConfig struct {
 	// it. nil: exclusions stay this Scheduler's.
 	OnExclude func(Exclusion)
 
+	// OnDeviate, when set, is told of each deviation this Scheduler
+	// decides (a KindDeviation entry), so that the pool's other
+	// schedulers count it too (Deviated; a clustered pool divided into
+	// shards hands it over a replicated bucket). Like OnExclude it is
+	// called once the batch that records the deviation is committed,
+	// with the Scheduler's lock held: it must return at once and must
+	// not call the Scheduler. A deviation applied with Deviated is never
+	// handed to it. nil: deviations stay this Scheduler's.
+	OnDeviate func(Deviation)
+
 	// Tail holds the rules for a job's tail: backup replicas, the
 	// devices' records and the lease timeouts derived from them
 	// (tail.go). The zero value turns them on.

@@ -341,49 +341,64 @@ func (s *Scheduler) closeJobWindows(js *jobState) {
 
 // deviated records a deviation of r's device: its streaks end, its held
 // results become suspect, and at ExcludeAfter deviations within ExcludeFor
-// the device and its owner are excluded. s.mu is held.
+// the device and its owner are excluded; SchedulerConfig.OnDeviate is
+// told once it is committed. s.mu is held.
 func (s *Scheduler) deviated(r *replica, now time.Time) {
 	if r.js.deviators == nil {
 		r.js.deviators = map[string]bool{}
 	}
 	s.trust.bars++
 	r.js.deviators[r.rec.Owner] = true
-	d := s.trust.device(r.rec.Peer)
+	s.sanction(r.rec.Peer, r.rec.Owner, now)
+	if f := s.cfg.OnDeviate; f != nil {
+		dv := Deviation{Device: r.rec.Peer, Owner: r.rec.Owner, At: time.UnixMilli(now.UnixMilli())}
+		p := s.pend
+		p.after = append(p.after, func() { f(dv) })
+	}
+}
+
+// sanction is what a deviation of device peer of owner at costs them,
+// wherever it was decided (deviated, Deviated): the device's streaks end
+// and its held results become suspect, its owner loses its standing, and
+// at ExcludeAfter deviations within ExcludeFor the device and its owner
+// are excluded. s.mu is held.
+func (s *Scheduler) sanction(peer, owner string, at time.Time) {
+	d := s.trust.device(peer)
 	clear(d.streak)
 	d.agreed = 0
-	d.owner = r.rec.Owner
-	s.trustChanged(TrustDevice, r.rec.Peer)
-	s.catch(r.rec.Peer)
+	d.owner = owner
+	s.trustChanged(TrustDevice, peer)
+	s.catch(peer)
 	// Standing earned is standing lost: the owner pays its admission
 	// again (an owner the operator named keeps it).
-	if o := s.trust.owner(r.rec.Owner); s.trust.active && o.established && !o.operator {
+	if o := s.trust.owner(owner); s.trust.active && o.established && !o.operator {
 		o.established, o.endorsed = false, 0
-		s.trustChanged(TrustOwner, r.rec.Owner)
-		s.log.Warn("Owner lost its standing after a deviation", "owner", r.rec.Owner, "peer", r.rec.Peer)
+		s.trustChanged(TrustOwner, owner)
+		s.log.Warn("Owner lost its standing after a deviation", "owner", owner, "peer", peer)
 	}
-	cut := now.Add(-s.trust.cfg.ExcludeFor)
+	cut := at.Add(-s.trust.cfg.ExcludeFor)
 	d.deviations = slices.DeleteFunc(d.deviations, func(t time.Time) bool { return !t.After(cut) })
-	d.deviations = append(d.deviations, now)
+	d.deviations = append(d.deviations, at)
 	if len(d.deviations) >= s.trust.cfg.ExcludeAfter {
-		until := now.Add(s.trust.cfg.ExcludeFor)
+		until := at.Add(s.trust.cfg.ExcludeFor)
 		// Only a longer exclusion is handed on: its devices' replicas
 		// decided since may repeat it to the millisecond.
-		longer := until.After(d.excluded) || until.After(s.trust.owner(r.rec.Owner).excluded)
+		longer := until.After(d.excluded) || until.After(s.trust.owner(owner).excluded)
 		d.excluded = until
-		s.trust.owner(r.rec.Owner).excluded = until
-		s.trustChanged(TrustOwner, r.rec.Owner)
+		s.trust.owner(owner).excluded = until
+		s.trustChanged(TrustOwner, owner)
 		d.deviations = nil
-		s.log.Warn("Device and owner excluded after repeated deviations", "peer", r.rec.Peer, "owner", r.rec.Owner,
+		s.log.Warn("Device and owner excluded after repeated deviations", "peer", peer, "owner", owner,
 			"deviations", s.trust.cfg.ExcludeAfter, "until", until.UTC().Format(time.RFC3339))
 		if f := s.cfg.OnExclude; f != nil && longer {
-			e := Exclusion{Device: r.rec.Peer, Owner: r.rec.Owner, Until: until,
+			e := Exclusion{Device: peer, Owner: owner, Until: until,
 				Reason: fmt.Sprintf("%d deviations within %s", s.trust.cfg.ExcludeAfter, s.trust.cfg.ExcludeFor)}
 			p := s.pend
 			p.after = append(p.after, func() { f(e) })
 		}
 		// Its votes on undecided tasks, and its owner's, no longer count
 		// (stall.go): the others decide those tasks.
-		s.voidOwner(r.rec.Owner)
+		s.voidOwner(owner)
 	}
 }
 
