@@ -151,7 +151,7 @@ func ServeCluster(ctx context.Context, node *cluster.Node, base Config) error {
 	}
 	f := &front{node: node, lead: lead, blobs: blobs, profiles: profiles, rules: rules, versions: base.versions(), state: state, log: log, proxies: map[string]*httputil.ReverseProxy{},
 		transport: &http.Transport{MaxIdleConnsPerHost: 256, IdleConnTimeout: 90 * time.Second, ResponseHeaderTimeout: 0},
-		shards:    nc.Shards, states: append([]*cluster.Store{state}, parts.states...), exclusions: parts.exclusions, heads: parts.heads, usage: parts.usage}
+		shards:    nc.Shards, states: append([]*cluster.Store{state}, parts.states...), exclusions: parts.exclusions, deviations: parts.deviations, heads: parts.heads, usage: parts.usage}
 	if f.shards > 1 {
 		if err := f.initShards(poolKey); err != nil {
 			return err
@@ -231,6 +231,7 @@ type clusterParts struct {
 	versionsSet bool
 	claimed     bool                 // the shard count checked (Rules.ClaimShards)
 	exclusions  *cluster.Exclusions  // a divided pool's, shared by its shards
+	deviations  *cluster.Deviations  // a divided pool's, counted by every shard
 	heads       *cluster.LedgerHeads // a divided pool's ledger heads, anchored by its shards
 	usage       *cluster.Usage       // a divided pool's fair-share figures, by shard
 	state       *cluster.Store
@@ -349,6 +350,11 @@ func (p *clusterParts) open(ctx context.Context) (what string, err error) {
 			return "the fair-share bucket (" + cluster.UsageBucket + ")", err
 		}
 	}
+	if p.shards > 1 && p.deviations == nil {
+		if p.deviations, err = cluster.OpenDeviations(ctx, js, nc.Replicas); err != nil {
+			return "the deviations bucket (" + cluster.DeviationsBucket + ")", err
+		}
+	}
 	if p.shards > 1 && p.exclusions == nil {
 		if p.exclusions, err = cluster.OpenExclusions(ctx, js, nc.Replicas); err != nil {
 			return "the exclusions bucket (" + cluster.ExclusionsBucket + ")", err
@@ -392,6 +398,9 @@ type front struct {
 	// exclusions are the devices and owners a shard excluded, which
 	// every shard applies (nil with one shard).
 	exclusions *cluster.Exclusions
+	// deviations are the deviations each shard decided, which every
+	// shard counts (nil with one shard).
+	deviations *cluster.Deviations
 	// heads are the heads of the shards' ledgers, which each shard
 	// anchors in its own (nil with one shard).
 	heads *cluster.LedgerHeads
@@ -561,6 +570,7 @@ func (f *front) runTerm(ctx context.Context, base Config, term *cluster.Term) {
 		cfg.Logger = log
 		cfg.Shard, cfg.Shards = shard, f.shards
 		cfg.Cluster.Exclusions = f.exclusions
+		cfg.Cluster.Deviations = f.deviations
 		cfg.Cluster.LedgerHeads = f.heads
 		cfg.Cluster.Usage = f.usage
 		if base.Cluster != nil {

@@ -189,6 +189,12 @@ type ClusterHooks struct {
 	// is applied to it (pool.Scheduler.Exclude), while Serve runs. nil:
 	// the scheduler's exclusions are its own.
 	Exclusions ExclusionBoard
+	// Deviations, when set, makes the deviations of every shard's
+	// scheduler count on every shard (cluster.Deviations): each one this
+	// node's scheduler decides is published there, and each one stored
+	// there is counted by it (pool.Scheduler.Deviated), while Serve
+	// runs. nil: the scheduler counts only its own.
+	Deviations DeviationBoard
 	// LedgerHeads, when set in a divided pool (Config.Shards > 1), ties
 	// this shard's ledger to the others' (pool.KindAnchor): every
 	// ExchangeEvery while Serve runs, the coordinator publishes its

@@ -3,6 +3,7 @@ package coord
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"time"
 
@@ -27,26 +28,43 @@ type ExclusionBoard interface {
 	Watch(ctx context.Context, f func(pool.Exclusion)) error
 }
 
-// Backoff of publishing an exclusion, and of watching the board again,
-// while the board does not answer.
+// DeviationBoard is where the schedulers of a pool divided into shards
+// meet on deviations (cluster.Deviations, on a replicated JetStream
+// bucket): a deviation one shard's Scheduler decides counts on every
+// shard's (ClusterHooks.Deviations).
+type DeviationBoard interface {
+	// Publish stores d for every shard; storing it again changes
+	// nothing. An error matching pool.ErrStoreUnavailable means the
+	// board did not answer: publish again later.
+	Publish(ctx context.Context, d pool.Deviation) error
+	// Watch calls f with every deviation stored, those stored before it
+	// was called first, then each new one, until ctx ends, and then
+	// returns nil; f may be handed one deviation several times. An
+	// error means the watch could not start or was ended (one matching
+	// pool.ErrStoreUnavailable: watch again).
+	Watch(ctx context.Context, f func(pool.Deviation)) error
+}
+
+// Backoff of publishing an exclusion or deviation, and of watching a
+// board again, while the board does not answer.
 const (
 	exclusionRetryMin = 100 * time.Millisecond
 	exclusionRetryMax = 5 * time.Second
 )
 
-// outbox holds the exclusions this Server's scheduler decided and the
-// board has not taken yet, in the order they were decided. Its add is
-// the scheduler's OnExclude: it returns at once.
-type outbox struct {
+// outbox holds what this Server's scheduler decided (exclusions,
+// deviations) and the board has not taken yet, in the order decided.
+// Its add is the scheduler's OnExclude or OnDeviate: it returns at once.
+type outbox[T any] struct {
 	mu    sync.Mutex
-	queue []pool.Exclusion
+	queue []T
 	ready chan struct{} // holds a token while queue may be non-empty
 }
 
-func newOutbox() *outbox { return &outbox{ready: make(chan struct{}, 1)} }
+func newOutbox[T any]() *outbox[T] { return &outbox[T]{ready: make(chan struct{}, 1)} }
 
 // add queues e; called with the scheduler's lock held, it never blocks.
-func (o *outbox) add(e pool.Exclusion) {
+func (o *outbox[T]) add(e T) {
 	o.mu.Lock()
 	o.queue = append(o.queue, e)
 	o.mu.Unlock()
@@ -57,7 +75,7 @@ func (o *outbox) add(e pool.Exclusion) {
 }
 
 // take returns and empties the queue.
-func (o *outbox) take() []pool.Exclusion {
+func (o *outbox[T]) take() []T {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	q := o.queue
@@ -65,18 +83,34 @@ func (o *outbox) take() []pool.Exclusion {
 	return q
 }
 
-// publishExclusions hands each exclusion the scheduler decides to the
-// board, in order, until ctx ends (the Server stops). One the board does
-// not take because it did not answer is tried again with backoff, and
-// those after it wait; one it refuses otherwise is logged and dropped.
-// Exclusions still waiting when ctx ends are logged and lost to the
+// shared names what a board carries between the shards, for publishAll
+// and applyAll: what, in the logs ("Exclusion", "Deviation"), and the
+// log attributes of one.
+type shared[T any] struct {
+	what  string
+	attrs func(T) []any
+}
+
+var (
+	sharedExclusion = shared[pool.Exclusion]{what: "Exclusion", attrs: func(e pool.Exclusion) []any {
+		return []any{"peer", e.Device, "owner", e.Owner, "until", e.Until.UTC().Format(time.RFC3339)}
+	}}
+	sharedDeviation = shared[pool.Deviation]{what: "Deviation", attrs: func(d pool.Deviation) []any {
+		return []any{"peer", d.Device, "owner", d.Owner, "at", d.At.UTC().Format(time.RFC3339Nano)}
+	}}
+)
+
+// publishAll hands each item the scheduler decides (out) to the board
+// (publish), in order, until ctx ends (the Server stops). One the board
+// does not take because it did not answer is tried again with backoff,
+// and those after it wait; one it refuses otherwise is logged and
+// dropped. Items still waiting when ctx ends are logged and lost to the
 // other shards (this shard keeps them in its store).
-func (s *Server) publishExclusions(ctx context.Context, board ExclusionBoard, out *outbox) {
-	var pending []pool.Exclusion
+func publishAll[T any](ctx context.Context, s *Server, kind shared[T], publish func(context.Context, T) error, out *outbox[T]) {
+	var pending []T
 	defer func() {
 		for _, e := range append(pending, out.take()...) {
-			s.log.Warn("Exclusion not published to the other shards: the coordinator stopped first",
-				"peer", e.Device, "owner", e.Owner, "until", e.Until.UTC().Format(time.RFC3339))
+			s.log.Warn(kind.what+" not published to the other shards: the coordinator stopped first", kind.attrs(e)...)
 		}
 	}()
 	for {
@@ -90,21 +124,20 @@ func (s *Server) publishExclusions(ctx context.Context, board ExclusionBoard, ou
 			e := pending[0]
 			wait := exclusionRetryMin
 			for tries := 1; ; tries++ {
-				err := board.Publish(ctx, e)
+				err := publish(ctx, e)
 				if err == nil {
-					s.log.Info("Exclusion published to the other shards", "peer", e.Device, "owner", e.Owner,
-						"until", e.Until.UTC().Format(time.RFC3339))
+					s.log.Info(kind.what+" published to the other shards", kind.attrs(e)...)
 					break
 				}
 				if ctx.Err() != nil {
 					return
 				}
 				if !errors.Is(err, pool.ErrStoreUnavailable) {
-					s.log.Error("Exclusion not published to the other shards", "peer", e.Device, "owner", e.Owner, "err", err)
+					s.log.Error(kind.what+" not published to the other shards", append(kind.attrs(e), "err", err)...)
 					break
 				}
 				if tries == 1 || tries%10 == 0 {
-					s.log.Warn("Exclusions board unavailable; publishing again", "peer", e.Device, "tries", tries, "err", err)
+					s.log.Warn(kind.what+"s board unavailable; publishing again", append(kind.attrs(e), "tries", tries, "err", err)...)
 				}
 				if !sleep(ctx, wait) {
 					return
@@ -116,21 +149,22 @@ func (s *Server) publishExclusions(ctx context.Context, board ExclusionBoard, ou
 	}
 }
 
-// applyExclusions watches the board until ctx ends (the Server stops)
-// and applies each exclusion stored there to the scheduler
-// (pool.Scheduler.Exclude: those it already has, its own among them,
-// change nothing). A watch that ends or does not start is started again
-// with backoff; an exclusion the scheduler does not take is logged.
-func (s *Server) applyExclusions(ctx context.Context, board ExclusionBoard) {
-	apply := func(e pool.Exclusion) {
-		if err := s.sched.Exclude(ctx, e); err != nil && ctx.Err() == nil {
-			s.log.Error("Exclusion from another shard not applied", "peer", e.Device, "owner", e.Owner, "err", err)
+// applyAll watches the board (watch) until ctx ends (the Server stops)
+// and applies each item stored there to the scheduler (apply:
+// pool.Scheduler.Exclude or Deviated, for which those it already has,
+// its own among them, change nothing). A watch that ends or does not
+// start is started again with backoff; an item the scheduler does not
+// take is logged.
+func applyAll[T any](ctx context.Context, s *Server, kind shared[T], watch func(context.Context, func(T)) error, apply func(context.Context, T) error) {
+	f := func(e T) {
+		if err := apply(ctx, e); err != nil && ctx.Err() == nil {
+			s.log.Error(kind.what+" from another shard not applied", append(kind.attrs(e), "err", err)...)
 		}
 	}
 	wait := exclusionRetryMin
 	for {
 		start := time.Now()
-		err := board.Watch(ctx, apply)
+		err := watch(ctx, f)
 		if ctx.Err() != nil {
 			return
 		}
@@ -140,7 +174,7 @@ func (s *Server) applyExclusions(ctx context.Context, board ExclusionBoard) {
 		if time.Since(start) > exclusionRetryMax {
 			wait = exclusionRetryMin // it ran a while: a new fault
 		}
-		s.log.Warn("Watch of the exclusions board ended; watching again", "err", err, "in", wait)
+		s.log.Warn("Watch of the "+strings.ToLower(kind.what)+"s board ended; watching again", "err", err, "in", wait)
 		if !sleep(ctx, wait) {
 			return
 		}

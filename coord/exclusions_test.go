@@ -82,6 +82,62 @@ func TestExclusionsReachAnotherShard(t *testing.T) {
 	}
 }
 
+// Two coordinators, as two shards of one pool, share a
+// cluster.Deviations bucket on a one-node JetStream (ExcludeAfter = 2): a
+// device caught lying once on A's known answer is counted on B once A's
+// deviation reaches it through the bucket, and one more lie on B then
+// excludes it there, where its own lie alone would not.
+func TestDeviationsReachAnotherShard(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	node, err := cluster.StartNode(ctx, cluster.NodeConfig{Name: "node1", Pool: "test", Listen: freeAddr(t), RouteListen: freeAddr(t),
+		Dir: filepath.Join(t.TempDir(), "node1")}, nil)
+	if err != nil {
+		t.Fatalf("StartNode: %v", err)
+	}
+	t.Cleanup(node.Close)
+	shard := func(c *Config) {
+		x, err := cluster.OpenDeviations(ctx, node.JetStream(), 1)
+		if err != nil {
+			t.Fatalf("OpenDeviations: %v", err)
+		}
+		c.Trust.ExcludeAfter = 2
+		c.Cluster = &ClusterHooks{Store: pool.NewMemStore(), Deviations: x}
+	}
+	a, b := startServer(t, shard), startServer(t, shard)
+	owner, liar := newPeer(t, nil), newPeer(t, nil)
+	for _, ts := range []*testServer{a, b} {
+		for _, p := range []*testPeer{owner, liar} {
+			ts.register(t, p, "", http.StatusCreated)
+			ts.offer(t, p)
+		}
+	}
+	const right, wrong = `{"x":1}`, `{"x":666}`
+	lie := func(ts *testServer, name string) {
+		t.Helper()
+		j := knownJob(t, name, 1, "", map[int64]string{0: right})
+		ts.submitKnown(t, owner, j)
+		ls := ts.leaseSome(t, liar, 1)
+		if len(ls) != 1 {
+			t.Fatalf("the liar was leased %d tasks on %s, want 1", len(ls), name)
+		}
+		ts.returnResult(t, liar, ls[0], wrong)
+	}
+	lie(a, "on-a")
+	if n := a.sched.DeviationCount(liar.ID()); n != 1 {
+		t.Fatalf("A counts %d deviations of the liar, want 1", n)
+	}
+	waitUntil(t, patience(t), "B to count A's deviation", func() bool { return b.sched.DeviationCount(liar.ID()) == 1 })
+	if n := a.sched.DeviationCount(liar.ID()); n != 1 {
+		t.Fatalf("A counts %d deviations of the liar after its own came back, want 1", n)
+	}
+	lie(b, "on-b")
+	a2 := b.do(t, liar, "POST", "/v1/leases", LeaseRequest{Max: 1})
+	if a2.status != http.StatusForbidden || a2.errorBody(t).Code != "excluded" {
+		t.Fatalf("B's lease for the liar after A's lie and its own: %d %s, want 403 excluded", a2.status, a2.body)
+	}
+}
+
 // flakyBoard is an ExclusionBoard that does not answer its first calls
 // of each kind (pool.ErrStoreUnavailable), then keeps what is published
 // and hands it to watchers.

@@ -93,7 +93,10 @@ type Server struct {
 	// excluded holds the exclusions the scheduler decided until the
 	// cluster's board takes them; nil without ClusterHooks.Exclusions
 	// (exclusions.go).
-	excluded *outbox
+	excluded *outbox[pool.Exclusion]
+	// deviated holds the deviations the scheduler decided until the
+	// cluster's board takes them; nil without ClusterHooks.Deviations.
+	deviated *outbox[pool.Deviation]
 
 	served    atomic.Bool
 	closeOnce sync.Once
@@ -218,8 +221,13 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	}
 	var onExclude func(pool.Exclusion)
 	if cfg.Cluster != nil && cfg.Cluster.Exclusions != nil {
-		s.excluded = newOutbox()
+		s.excluded = newOutbox[pool.Exclusion]()
 		onExclude = s.excluded.add
+	}
+	var onDeviate func(pool.Deviation)
+	if cfg.Cluster != nil && cfg.Cluster.Deviations != nil {
+		s.deviated = newOutbox[pool.Deviation]()
+		onDeviate = s.deviated.add
 	}
 	s.sched, err = pool.NewScheduler(ctx, pool.SchedulerConfig{
 		Pool:   cfg.Pool,
@@ -241,6 +249,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 		Shard:       cfg.Shard,
 		Shards:      cfg.Shards,
 		OnExclude:   onExclude,
+		OnDeviate:   onDeviate,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("load pool state: %w", err)
@@ -379,8 +388,14 @@ func (s *Server) Serve(ctx context.Context) error {
 		}
 	}
 	if s.excluded != nil {
-		g.Go(func() error { s.publishExclusions(gctx, s.cfg.Cluster.Exclusions, s.excluded); return nil })
-		g.Go(func() error { s.applyExclusions(gctx, s.cfg.Cluster.Exclusions); return nil })
+		board := s.cfg.Cluster.Exclusions
+		g.Go(func() error { publishAll(gctx, s, sharedExclusion, board.Publish, s.excluded); return nil })
+		g.Go(func() error { applyAll(gctx, s, sharedExclusion, board.Watch, s.sched.Exclude); return nil })
+	}
+	if s.deviated != nil {
+		board := s.cfg.Cluster.Deviations
+		g.Go(func() error { publishAll(gctx, s, sharedDeviation, board.Publish, s.deviated); return nil })
+		g.Go(func() error { applyAll(gctx, s, sharedDeviation, board.Watch, s.sched.Deviated); return nil })
 	}
 	g.Go(func() error {
 		<-gctx.Done()
