@@ -71,7 +71,7 @@ fi
 # pool undivided and divided into 3 shards (cluster init --shards 3: each
 # node in charge of one shard's jobs).
 jobs=${JOBS:-12}
-for setup in ${SETUPS:-1 3 3cold 3cold-jobs 3shards}; do
+for setup in ${SETUPS:-1 3 3cold 3cold-jobs 3shards 5shards}; do
   n=${setup:0:1}
   dir="$work/c$setup"
   shards=1
@@ -80,6 +80,7 @@ for setup in ${SETUPS:-1 3 3cold 3cold-jobs 3shards}; do
     1) off=1 ;; 3) off=3 ;; 3cold) off=5 ;; # ports of its own per setup
     3cold-jobs) off=7; IDLEPOOL_BENCH_JOBS=$jobs ;;
     3shards) off=9; shards=3; IDLEPOOL_BENCH_JOBS=$jobs ;;
+    5shards) off=11; shards=5; IDLEPOOL_BENCH_JOBS=$jobs ;;
   esac
   "$work/idlepool" --home "$work/h0" cluster init "$dir" --pool bench --nodes "$n" --shards "$shards" \
     --port $((base + 100 * off)) --route-port $((base + 100 * off + 10)) >/dev/null 2>&1
@@ -100,19 +101,20 @@ for setup in ${SETUPS:-1 3 3cold 3cold-jobs 3shards}; do
     3cold) label="3 nodes, JetStream, cold" ;;
     3cold-jobs) label="3 nodes, cold, $jobs jobs" ;;
     3shards) label="3 shards, cold, $jobs jobs" ;;
+    5shards) label="5 nodes, 5 shards, $jobs jobs" ;;
     *) label="$n node$([ "$n" = 1 ] || echo s), JetStream" ;;
   esac
-  if [ "$setup" = 3shards ]; then
+  if [ "$shards" -gt 1 ]; then
     # Wait until each node leads one shard (the first node up leads all
-    # three until the others are live, then hands two over).
+    # of them until the others are live, then hands them over).
     for _ in $(seq 600); do
       spread=$(curl -s "${urls[0]}/v1/cluster" | grep -o '"shards":\[.*\]' | grep -o '"node":"node[0-9]"' | sort -u | wc -l || true)
-      [ "$spread" = 3 ] && break
+      [ "$spread" = "$n" ] && break
       sleep 0.1
     done
   fi
   bench "$label" "$list" "$plist"
-  if [ "$setup" = 3shards ]; then
+  if [ "$shards" -gt 1 ]; then
     curl -s "${urls[0]}/v1/cluster" | grep -o '"shards":\[.*\]' | grep -o '"shard":[0-9]*,"leader":{"node":"[^"]*"' | sed 's/"shard":\([0-9]*\),"leader":{"node":"\([^"]*\)"/shard \1: \2/' | tr '\n' ' ' | sed 's/^/                         (/; s/ $/)\n/'
   else
     leader=$(curl -s "${urls[0]}/v1/cluster" | grep -o '"leader":{"node":"[^"]*"' | cut -d'"' -f6 || true)
