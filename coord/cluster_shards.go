@@ -55,7 +55,7 @@ func (f *front) initShards(key *identity.Key) error {
 	f.locals = map[int]*Server{}
 	f.running = make([]sync.Mutex, f.shards)
 	r, err := NewShardRouter(ShardRouterConfig{Shards: f.shards, Key: key, Target: f.shardTarget, Transport: f.transport, Logger: f.log,
-		Local: f.serveLocal})
+		Local: f.serveLocal, Public: f.shardPublic, Here: f.shardHere})
 	if err != nil {
 		return err
 	}
@@ -78,6 +78,25 @@ func (f *front) shardTarget(s int) (string, bool) {
 		return "", false
 	}
 	return info.Internal, true
+}
+
+// shardPublic is the public URL of the node in charge of shard s: this
+// node's own when it runs s, the one the node in charge published with
+// its lease otherwise; "" while no node is known to be in charge.
+func (f *front) shardPublic(s int) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.locals[s] != nil {
+		return f.node.Config().URL
+	}
+	return f.leaders[s].URL
+}
+
+// shardHere reports whether this node runs shard s's coordinator.
+func (f *front) shardHere(s int) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.locals[s] != nil
 }
 
 // serveLocal answers r with this node's coordinator of shard s

@@ -54,6 +54,19 @@ type ShardRouterConfig struct {
 	// here, or it is stopping): the router then sends the request to
 	// Target's URL.
 	Local func(shard int, w http.ResponseWriter, r *http.Request) bool
+	// Public, if not nil, names the public URL of the node in charge of
+	// shard ("" when not known): the router names it in InChargeHeader
+	// on its answers to requests for leases, whose shard it chooses per
+	// device (leaseShard), so that the device's next requests go to that
+	// node and are answered there without a forward, as a client of an
+	// undivided cluster goes to the node in charge. nil: no node is
+	// named.
+	Public func(shard int) string
+	// Here, if not nil, reports whether shard's coordinator runs in
+	// this process (a node's own shard): when a device's preferred
+	// shard has no work, the router gives it this node's shards' work
+	// first (leaseShard).
+	Here func(shard int) bool
 	// Logger receives the router's logs; nil discards them.
 	Logger *slog.Logger
 	// Now is the clock of the forwarded requests' times and of the
@@ -85,14 +98,20 @@ type ShardRouterConfig struct {
 //     answer is the first refusal in shard order, else the first shard's
 //     that took it (a shard that did not answer holds none up:
 //     everyShard).
-//   - POST /v1/leases: unchanged, to the shards with tasks waiting first
-//     (as each said in QueuedHeader on its last answer), the next when
-//     one grants none, K tries at most.
+//   - POST /v1/leases: unchanged, to the device's shard of the moment
+//     (leaseShard: one per device for five seconds, the same on every
+//     node), then to the shards with tasks waiting first (as each said
+//     in QueuedHeader on its last answer), the next when one grants
+//     none, K tries at most. The answer names the node in charge of the
+//     shard that granted the leases (InChargeHeader, from
+//     ShardRouterConfig.Public), so that the device's next requests go
+//     there and are answered without a forward.
 //   - POST /v1/work: unchanged to one shard when its results, its
 //     transfer reports and its lease request all go there; otherwise the
 //     router checks the device's signature itself, splits it (results
 //     by their lease's shard, transfers by their job's, the lease
-//     request to a shard with work), forwards each part with a MAC
+//     request to the device's shard of the moment, whose node the
+//     answer names as POST /v1/leases's does), forwards each part with a MAC
 //     (ForwardedHeader), and merges the answers into one WorkResponse,
 //     the results' answers in the request's order, in JSON or CBOR as
 //     the device asked. A request for leases that one shard answers
@@ -133,7 +152,6 @@ type ShardRouter struct {
 	proxies map[string]*httputil.ReverseProxy // by shard and base URL
 
 	queued []atomic.Int64 // per shard: tasks waiting as last told, -1 unknown
-	stick  shardStick     // the shard of each device's next leases (POST /v1/work)
 	turn   atomic.Uint32  // where the next choice among equals begins
 	keys   peerKeys
 }
@@ -716,8 +734,9 @@ func mergeAdded[T any](lists [][]T, added [][]int64, newest bool) (out []T, merg
 	return out, true
 }
 
-// lease is POST /v1/leases: to the shards in order (ShardRouter.order)
-// until one grants leases, K tries at most. The answer is the first
+// lease is POST /v1/leases: to the device's shard (leaseShard), then
+// the others in order (ShardRouter.order) until one grants leases, K
+// tries at most; a grant names the node of its shard (nameNode). The answer is the first
 // grant; else a shard's 401 (it does not know the device: the agent
 // registers again); else the last "none now" (200 with no leases); else
 // the first refusal.
@@ -728,7 +747,14 @@ func (rt *ShardRouter) lease(w http.ResponseWriter, r *http.Request) {
 	}
 	defer release()
 	var empty, refused, unknown *shardAnswer
-	for _, s := range rt.order() {
+	order := rt.order()
+	peer := ""
+	if a, err := parseAuthorization(r.Header.Get("Authorization")); err == nil {
+		peer = a.Peer
+	}
+	first := rt.leaseShard(peer, order)
+	order = append([]int{first}, slices.DeleteFunc(order, func(s int) bool { return s == first })...)
+	for _, s := range order {
 		a := rt.send(r.Context(), r, s, r.Method, r.URL.RequestURI(), outHeader(r), body)
 		if a.ok() {
 			var lr LeaseResponse
@@ -736,6 +762,7 @@ func (rt *ShardRouter) lease(w http.ResponseWriter, r *http.Request) {
 				empty = &a
 				continue
 			}
+			rt.nameNode(w, s)
 			rt.write(w, a)
 			return
 		}

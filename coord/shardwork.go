@@ -1,11 +1,14 @@
 package coord
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"mime"
 	"net/http"
 	"sync"
+	"time"
 
 	"idlepool/cluster"
 	"idlepool/coord/api"
@@ -68,8 +71,9 @@ func (rt *ShardRouter) work(w http.ResponseWriter, r *http.Request) {
 		if a, err := parseAuthorization(r.Header.Get("Authorization")); err == nil {
 			peer = a.Peer
 		}
-		leaseShard = rt.stick.choose(peer, order, func(s int) bool { return rt.queued[s].Load() != 0 })
+		leaseShard = rt.leaseShard(peer, order)
 		part(leaseShard).req.Lease = req.Lease
+		rt.nameNode(w, leaseShard)
 	}
 	if len(parts) <= 1 {
 		rt.workWhole(w, r, body, req, parts, leaseShard)
@@ -111,7 +115,10 @@ func (rt *ShardRouter) work(w http.ResponseWriter, r *http.Request) {
 		out.LeaseError = resp.LeaseError
 	}
 	if req.Lease > 0 && len(out.Leases) == 0 && out.LeaseError == nil {
-		out.Leases = rt.moreLeases(r, peer, req.Lease, leaseShard)
+		var from int
+		if out.Leases, from = rt.moreLeases(r, peer, req.Lease, leaseShard); len(out.Leases) > 0 {
+			rt.nameNode(w, from)
+		}
 	}
 	rt.writeWork(w, r, &out)
 }
@@ -148,11 +155,12 @@ func (rt *ShardRouter) workWhole(w http.ResponseWriter, r *http.Request, body []
 		rt.write(w, a)
 		return
 	}
-	more := rt.moreLeases(r, auth.Peer, req.Lease, shard)
+	more, from := rt.moreLeases(r, auth.Peer, req.Lease, shard)
 	if len(more) == 0 {
 		rt.write(w, a)
 		return
 	}
+	rt.nameNode(w, from)
 	resp.Leases = append(resp.Leases, more...)
 	for k, vs := range a.header {
 		if k != "Content-Type" && k != "Content-Length" {
@@ -164,21 +172,22 @@ func (rt *ShardRouter) workWhole(w http.ResponseWriter, r *http.Request, body []
 
 // moreLeases asks the shards other than tried, in order, for n leases of
 // peer (a forwarded work request with no results), until one grants
-// some; what it grants is returned, nothing when none does.
-func (rt *ShardRouter) moreLeases(r *http.Request, peer string, n, tried int) []LeaseGrant {
+// some; what it grants is returned with the shard that granted it,
+// nothing when none does.
+func (rt *ShardRouter) moreLeases(r *http.Request, peer string, n, tried int) ([]LeaseGrant, int) {
 	for _, s := range rt.order() {
 		if s == tried {
 			continue
 		}
 		if r.Context().Err() != nil {
-			return nil
+			return nil, -1
 		}
 		resp, failed := workAnswerOf(rt.forwardWork(r, s, peer, &WorkRequest{Lease: n}))
 		if failed == nil && len(resp.Leases) > 0 {
-			return resp.Leases
+			return resp.Leases, s
 		}
 	}
-	return nil
+	return nil, -1
 }
 
 // forwardWork sends part, a work request of peer, to shard with the
@@ -235,66 +244,76 @@ func (rt *ShardRouter) writeWork(w http.ResponseWriter, r *http.Request, out *Wo
 	writeJSON(w, http.StatusOK, out)
 }
 
-// stickFor is how many requests for work in a row a device's leases come
-// from one shard (while it has tasks) before the next shard in turn
-// (shardStick).
-const stickFor = 8
+// stickWindow is how long a device's leases come from one shard, its
+// preferred shard of the window (ShardRouter.preferred), while that shard
+// has work.
+const stickWindow = 5 * time.Second
 
-// shardStick chooses the shard of a device's next leases in a divided
-// pool: the shard of its last ones, for stickFor requests while that
-// shard may have work, then the next in turn. Kept to one shard, a
-// device's requests carry results and a request for leases of that
-// shard alone, which go to it whole; moved on every request, nearly
-// every request was split (the router checking the signature, the
-// shards each a part: a quarter more CPU per task in all, measured on
-// three nodes); kept to
-// one shard until it ran dry, a device left the other shards' jobs
-// waiting (two jobs of one owner on two shards, one at a standstill
-// until the other ended). It forgets every device at maxStuck entries,
-// so that its memory stays bounded. Safe for concurrent use.
-type shardStick struct {
-	mu sync.Mutex
-	m  map[string]stuck
+// preferred returns the shard a device's leases come from now: one of
+// the K chosen by the FNV-1a hash of its peer ID and the number of the
+// stickWindow its clock (Now) is in, so that every node of the pool
+// chooses the same shard for the same device at the same time, whoever
+// it asks, and over many windows every shard gets its share of every
+// device.
+//
+// Kept to one shard, a device's requests carry results and a request
+// for leases of that shard alone, which go to it whole and, once the
+// device follows the node this router names (InChargeHeader, from
+// ShardRouterConfig.Public), to that shard's node itself, in process:
+// no request is forwarded. Moved on at every request, nearly every
+// request was split (the router checking the signature, the shards each
+// a part: a quarter more CPU per task in all, measured on three nodes);
+// kept to one shard until it ran dry, a device left the other shards'
+// jobs waiting (two jobs of one owner on two shards, one at a standstill
+// until the other ended); kept for a count of requests on each node
+// (the router's choice before), a device sent to the node of its shard
+// met there a choice of its own and was sent on again.
+func (rt *ShardRouter) preferred(peer string) int {
+	h := fnv.New64a()
+	h.Write([]byte(peer))
+	var w [8]byte
+	binary.BigEndian.PutUint64(w[:], uint64(rt.cfg.Now().UnixMilli()/stickWindow.Milliseconds()))
+	h.Write(w[:])
+	return int(h.Sum64() % uint64(rt.cfg.Shards))
 }
 
-// stuck is a device's current shard and how many more requests it stays.
-type stuck struct {
-	shard, left int
-}
-
-// maxStuck bounds shardStick's memory: 100,000 devices' entries (a few
-// MiB).
-const maxStuck = 100_000
-
-// choose returns the shard for peer's next leases: its current shard
-// while it has requests left there and mayHaveWork says so; else the
-// first of order (ShardRouter.order: shards with work first, from a
-// turn) other than its current shard that may have work, so that a
-// device moves on even when the turn comes round to its own shard again,
-// or order[0] when there is none; that shard becomes its current one. A
-// peer of "" (unknown) gets order[0].
-func (st *shardStick) choose(peer string, order []int, mayHaveWork func(int) bool) int {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	c, ok := st.m[peer]
-	if ok && peer != "" && c.left > 0 && mayHaveWork(c.shard) {
-		c.left--
-		st.m[peer] = c
-		return c.shard
-	}
+// leaseShard returns the shard to ask first for peer's leases: its
+// preferred shard while that may have work; else a shard of this node's
+// (ShardRouterConfig.Here) that may have work, so that a device sent to
+// the node of the shard with work stays there; else the first of order
+// that may have work; else order[0]. A peer of "" (unknown) gets
+// order[0].
+func (rt *ShardRouter) leaseShard(peer string, order []int) int {
+	may := func(s int) bool { return rt.queued[s].Load() != 0 }
 	if peer == "" {
 		return order[0]
 	}
-	next := order[0]
-	for _, s := range order {
-		if (!ok || s != c.shard) && mayHaveWork(s) {
-			next = s
-			break
+	if p := rt.preferred(peer); may(p) {
+		return p
+	}
+	if rt.cfg.Here != nil {
+		for _, s := range order {
+			if rt.cfg.Here(s) && may(s) {
+				return s
+			}
 		}
 	}
-	if st.m == nil || len(st.m) >= maxStuck {
-		st.m = map[string]stuck{}
+	for _, s := range order {
+		if may(s) {
+			return s
+		}
 	}
-	st.m[peer] = stuck{shard: next, left: stickFor - 1}
-	return next
+	return order[0]
+}
+
+// nameNode names, on w, the node in charge of shard (InChargeHeader,
+// from ShardRouterConfig.Public), so that the device sends its next
+// requests there; nothing when it is not known.
+func (rt *ShardRouter) nameNode(w http.ResponseWriter, shard int) {
+	if rt.cfg.Public == nil {
+		return
+	}
+	if u := rt.cfg.Public(shard); u != "" {
+		w.Header().Set(InChargeHeader, u)
+	}
 }
