@@ -383,9 +383,13 @@ func (s *Scheduler) sanction(peer, owner string, at time.Time) {
 		until := at.Add(s.trust.cfg.ExcludeFor)
 		// Only a longer exclusion is handed on: its devices' replicas
 		// decided since may repeat it to the millisecond.
-		longer := until.After(d.excluded) || until.After(s.trust.owner(owner).excluded)
-		d.excluded = until
-		s.trust.owner(owner).excluded = until
+		o := s.trust.owner(owner)
+		longer := until.After(d.excluded) || until.After(o.excluded)
+		// An exclusion is never shortened: one in force may end later (an
+		// exclusion handed over, or a deviation decided elsewhere counted
+		// after a later one here).
+		d.excluded = latest(d.excluded, until)
+		o.excluded = latest(o.excluded, until)
 		s.trustChanged(TrustOwner, owner)
 		d.deviations = nil
 		s.log.Warn("Device and owner excluded after repeated deviations", "peer", peer, "owner", owner,
