@@ -1,12 +1,18 @@
 package coord
 
 import (
+	"crypto/sha256"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
+	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"idlepool/cluster"
 	"idlepool/identity"
+	"idlepool/job"
 )
 
 // choiceRouter is a router over three shards whose clock is at and
@@ -27,6 +33,7 @@ func choiceRouter(t *testing.T, at *time.Time, here int, queued ...int64) *Shard
 	}
 	for s, n := range queued {
 		rt.queued[s].Store(n)
+		rt.queuedAt[s].Store(at.UnixMilli())
 	}
 	return rt
 }
@@ -75,6 +82,19 @@ func TestShardChoice(t *testing.T) {
 	if got := dryHere.leaseShard("alice", []int{p, other, last}); got != last {
 		t.Errorf("neither alice's shard nor this node's has work: got shard %d, want %d", got, last)
 	}
+	// A shard's word that it has nothing waiting holds queuedStale: then
+	// alice's shard is asked again, as one not heard from (a job may
+	// have come to it), after the shards known to have work in the order.
+	at = at.Add(queuedStale)
+	if got := dryHere.leaseShard("alice", []int{p, other, last}); got != p {
+		t.Errorf("alice's shard %d said it had no work %s ago: got shard %d, want it asked again", p, queuedStale, got)
+	}
+	if got := dryHere.queuedNow(p); got != -1 {
+		t.Errorf("shard %d's word of no work, %s old: queuedNow %d, want -1 (not heard from)", p, queuedStale, got)
+	}
+	if got := dryHere.order(); got[0] != last {
+		t.Errorf("order %v: want shard %d, which has work, first", got, last)
+	}
 	if got := a.leaseShard("", []int{2, 0, 1}); got != 2 {
 		t.Errorf("an unknown device got shard %d, want the order's first, 2", got)
 	}
@@ -83,5 +103,88 @@ func TestShardChoice(t *testing.T) {
 	a.nameNode(w, 1)
 	if got := w.Header().Get(InChargeHeader); got != "http://node-of-shard-1:7420" {
 		t.Errorf("node named for shard 1: %q", got)
+	}
+}
+
+// A job submitted to a shard that had said it had nothing waiting is
+// not left standing while another shard's job runs (as a person trying
+// a divided pool saw: 25 s untouched): once that word is queuedStale
+// old, the device whose shard of the moment it is asks it again, and
+// gets its task.
+func TestShardRouterAsksADryShardAgain(t *testing.T) {
+	const k = 3
+	shards := startShards(t, k)
+	key, err := identity.Load(filepath.Join(shards[0].cfg.DataDir, keyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The router's clock starts at the real time (it signs the requests
+	// it forwards with it, which the shards check against theirs) and
+	// moves on by whole windows, and by queuedStale, at the test's word.
+	var clock atomic.Int64 // unix milliseconds
+	clock.Store(time.Now().UnixMilli())
+	now := func() time.Time { return time.UnixMilli(clock.Load()) }
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	rt, err := NewShardRouter(ShardRouterConfig{Shards: k, Key: key, Transport: tr, Now: now,
+		Target: func(s int) (string, bool) { return shards[s].URL(), true }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(rt)
+	t.Cleanup(hs.Close)
+	rc := &routerClient{url: hs.URL, client: hs.Client()}
+	alice, bob := newPeer(t, nil), newPeer(t, nil)
+	for _, p := range []*testPeer{alice, bob} {
+		if a := rc.do(t, p, "POST", "/v1/peers", p.registration(""), ""); a.status != http.StatusCreated {
+			t.Fatalf("register: %d %s", a.status, a.body)
+		}
+	}
+	for _, sh := range shards {
+		sh.offer(t, bob)
+	}
+	// A job on shard x, and one planned for shard y, bob's shard of the
+	// window the clock is at (the clock is moved to such a window).
+	var jx, jy *job.Job
+	for i := 0; jx == nil || jy == nil; i++ {
+		j := testJob(t, fmt.Sprintf("dry-%d", i), 3)
+		switch s := cluster.ShardOf(j.ID, k); {
+		case jx == nil:
+			jx = j
+		case jy == nil && s != cluster.ShardOf(jx.ID, k):
+			jy = j
+		}
+	}
+	y := cluster.ShardOf(jy.ID, k)
+	for rt.preferred(bob.ID()) != y {
+		clock.Add(stickWindow.Milliseconds())
+	}
+	submit := func(j *job.Job) {
+		t.Helper()
+		d := job.Digest(sha256.Sum256(programBytes(t, j)))
+		if a := rc.do(t, alice, "PUT", "/v1/blobs/"+d.String(), programBytes(t, j), ""); a.status != http.StatusCreated {
+			t.Fatalf("upload: %d %s", a.status, a.body)
+		}
+		if a := rc.do(t, alice, "POST", "/v1/jobs", JobRequest{Canonical: j.Canonical}, ""); a.status != http.StatusCreated {
+			t.Fatalf("submit: %d %s", a.status, a.body)
+		}
+	}
+	leaseOne := func() job.ID {
+		t.Helper()
+		resp := rc.work(t, bob, WorkRequest{Lease: 1}, "")
+		if len(resp.Leases) != 1 {
+			t.Fatalf("bob was leased %d tasks, want 1", len(resp.Leases))
+		}
+		return job.ID(resp.Leases[0].Job)
+	}
+	submit(jx)
+	// Shard y has nothing: it says so, and bob gets x's task.
+	if got := leaseOne(); got != jx.ID {
+		t.Fatalf("bob leased a task of %s, want one of the only job, %s", got, jx.ID)
+	}
+	submit(jy)
+	clock.Add(queuedStale.Milliseconds())
+	if got := leaseOne(); got != jy.ID {
+		t.Fatalf("bob leased a task of %s, want one of %s on his shard %d, which had said it had none %s ago", got, jy.ID, y, queuedStale)
 	}
 }

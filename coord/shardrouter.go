@@ -151,9 +151,10 @@ type ShardRouter struct {
 	mu      sync.Mutex
 	proxies map[string]*httputil.ReverseProxy // by shard and base URL
 
-	queued []atomic.Int64 // per shard: tasks waiting as last told, -1 unknown
-	turn   atomic.Uint32  // where the next choice among equals begins
-	keys   peerKeys
+	queued   []atomic.Int64 // per shard: tasks waiting as last told, -1 unknown
+	queuedAt []atomic.Int64 // per shard: when queued was told, unix milliseconds
+	turn     atomic.Uint32  // where the next choice among equals begins
+	keys     peerKeys
 }
 
 // NewShardRouter returns a router over cfg's shards. The error wraps
@@ -183,7 +184,7 @@ func NewShardRouter(cfg ShardRouterConfig) (*ShardRouter, error) {
 	rt := &ShardRouter{cfg: cfg, fwd: newForwardKey(cfg.Key), log: cfg.Logger, mem: newBudget("memory", cfg.MaxBodyMemory),
 		client: &http.Client{Transport: cfg.Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 		limits: Config{MaxBodyMemory: cfg.MaxBodyMemory}, proxies: map[string]*httputil.ReverseProxy{},
-		queued: make([]atomic.Int64, cfg.Shards), keys: peerKeys{m: map[string]ed25519.PublicKey{}}}
+		queued: make([]atomic.Int64, cfg.Shards), queuedAt: make([]atomic.Int64, cfg.Shards), keys: peerKeys{m: map[string]ed25519.PublicKey{}}}
 	for i := range rt.queued {
 		rt.queued[i].Store(-1)
 	}
@@ -281,14 +282,37 @@ func (rt *ShardRouter) noteQueued(shard int, h http.Header) {
 	if v := h.Get(QueuedHeader); v != "" {
 		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
 			rt.queued[shard].Store(n)
+			rt.queuedAt[shard].Store(rt.cfg.Now().UnixMilli())
 		}
 		h.Del(QueuedHeader)
 	}
 }
 
+// queuedStale is how long a shard's word that it has no task waiting
+// holds: past it, the router asks that shard again as one not heard
+// from (a job submitted there meanwhile would otherwise wait until every
+// other shard ran dry, since a shard says what it has waiting only in
+// its answers to this router).
+const queuedStale = time.Second
+
+// queuedNow returns what shard said last of its waiting tasks: -1 when
+// it said nothing yet, or said none more than queuedStale ago.
+func (rt *ShardRouter) queuedNow(shard int) int64 {
+	n := rt.queued[shard].Load()
+	if n == 0 && rt.cfg.Now().UnixMilli()-rt.queuedAt[shard].Load() >= queuedStale.Milliseconds() {
+		return -1
+	}
+	return n
+}
+
+// mayHaveWork reports whether shard may have tasks waiting: it said so
+// last, or said nothing (queuedNow).
+func (rt *ShardRouter) mayHaveWork(shard int) bool { return rt.queuedNow(shard) != 0 }
+
 // order returns the shards in the order to ask for work: those known to
-// have tasks waiting, then those not heard from, then those that had
-// none, each group from a turn that moves on with every call.
+// have tasks waiting, then those not heard from (or that had none more
+// than queuedStale ago), then those that had none, each group from a
+// turn that moves on with every call.
 //
 // This node's own shards are not preferred: a device's requests reach
 // whichever node it chose, and preferring that node's shards would give
@@ -303,7 +327,7 @@ func (rt *ShardRouter) order() []int {
 	} {
 		for i := range k {
 			s := (start + i) % k
-			if pick(rt.queued[s].Load()) {
+			if pick(rt.queuedNow(s)) {
 				out = append(out, s)
 			}
 		}

@@ -284,7 +284,7 @@ func (rt *ShardRouter) preferred(peer string) int {
 // that may have work; else order[0]. A peer of "" (unknown) gets
 // order[0].
 func (rt *ShardRouter) leaseShard(peer string, order []int) int {
-	may := func(s int) bool { return rt.queued[s].Load() != 0 }
+	may := rt.mayHaveWork
 	if peer == "" {
 		return order[0]
 	}
