@@ -283,8 +283,7 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) error {
 	status := http.StatusOK
 	if !known {
 		status = http.StatusCreated
-		s.metrics.registered.Inc()
-		s.log.Info("Peer registered", "peer", id, "owner", owner, "name", reg.Name)
+		s.metrics.registered.Inc() // the Scheduler logs "Peer registered"
 	}
 	writeJSON(w, status, Registered{Peer: id, Owner: owner})
 	return nil
