@@ -36,7 +36,9 @@ function renderJob(j) {
     root.dataset.job = j.job;
     root.title = "job " + j.job; // a finished job's line hides its ID
     root.append(el("h3", "", j.name || "(unnamed job)"));
-    root.append(el("div", "id", "job " + j.job + " · owner " + short(j.owner)));
+    // In a pool divided into shards each job says its shard.
+    const shard = typeof j.shard === "number" ? " · shard " + j.shard : "";
+    root.append(el("div", "id", "job " + j.job + " · owner " + short(j.owner) + shard));
     const counts = el("div", "counts");
     const bar = el("div", "bar");
     const grid = el("div", "grid");

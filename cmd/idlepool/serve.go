@@ -25,7 +25,7 @@ func cmdServe(ctx context.Context, g *globals, args []string) error {
 	invite := fs.String("invite", "", "make the pool invite-only with this `TOKEN` (at least 16 characters)")
 	allow := fs.String("allow-owner", "", "comma-separated owner `IDs` whose devices may join without a token")
 	trusted := fs.String("trusted-owners", "", "comma-separated owner `IDs` established from the start (the operator's own); while one is, two new owners never form a quorum together")
-	excludeAfter := fs.Int("exclude-after", pool.DefaultExcludeAfter, "exclude a device and its owner from computing after `N` deviations within --exclude-for")
+	excludeAfter := fs.Int("exclude-after", pool.DefaultExcludeAfter, "exclude a device and its owner from computing after `N` deviations within --exclude-for (in a pool divided into shards, counted over every shard)")
 	excludeFor := fs.Duration("exclude-for", pool.DefaultExcludeFor, "how long an exclusion after repeated deviations lasts (`D`)")
 	maxTimeouts := fs.Int("max-timeouts", pool.DefaultMaxTimeouts, "give up on a task that timed out (ran past its policy.time_limit) on `N` distinct devices: it ends failed, unverified")
 	noBackups := fs.Bool("no-backups", false, "lease no backup replicas of the tasks running longest in a job's tail (docs/operator.md, \"A job's tail\")")
