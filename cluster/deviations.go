@@ -85,33 +85,11 @@ func (x *Deviations) Publish(ctx context.Context, dv pool.Deviation) error {
 // time. Errors: one matching pool.ErrStoreUnavailable when the watch
 // could not start or JetStream ended it (watch again).
 func (x *Deviations) Watch(ctx context.Context, f func(pool.Deviation)) error {
-	w, err := x.kv.WatchAll(ctx)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil
+	return watchPuts(ctx, x.kv, "deviations", func(b []byte) (pool.Deviation, bool) {
+		var v deviationValue
+		if json.Unmarshal(b, &v) != nil || v.Device == "" || v.Owner == "" || v.At == 0 {
+			return pool.Deviation{}, false
 		}
-		return fmt.Errorf("cluster: watch deviations: %w", unavailable(err))
-	}
-	defer w.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case e, ok := <-w.Updates():
-			if !ok {
-				if ctx.Err() != nil {
-					return nil
-				}
-				return fmt.Errorf("cluster: watch deviations: %w: the watch ended", pool.ErrStoreUnavailable)
-			}
-			if e == nil || e.Operation() != jetstream.KeyValuePut {
-				continue // the end of what was stored before, or a delete
-			}
-			var v deviationValue
-			if json.Unmarshal(e.Value(), &v) != nil || v.Device == "" || v.Owner == "" || v.At == 0 {
-				continue
-			}
-			f(pool.Deviation{Device: v.Device, Owner: v.Owner, At: time.UnixMilli(v.At)})
-		}
-	}
+		return pool.Deviation{Device: v.Device, Owner: v.Owner, At: time.UnixMilli(v.At)}, true
+	}, f)
 }

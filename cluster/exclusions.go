@@ -3,7 +3,6 @@ package cluster
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -67,39 +66,15 @@ func (x *Exclusions) Publish(ctx context.Context, e pool.Exclusion) error {
 		return fmt.Errorf("cluster: publish exclusion of device %s: %w", e.Device, err)
 	}
 	for _, key := range []string{exclusionKey("device", e.Device), exclusionKey("owner", e.Owner)} {
-		if err := x.putLater(ctx, key, v.Until, b); err != nil {
+		keep := func(old []byte) bool {
+			var have exclusionValue
+			return json.Unmarshal(old, &have) == nil && have.Until >= v.Until
+		}
+		if err := putUnlessKept(ctx, x.kv, key, b, keep); err != nil {
 			return fmt.Errorf("cluster: publish exclusion of device %s: %w", e.Device, err)
 		}
 	}
 	return nil
-}
-
-// putLater stores b, an exclusion until until (unix milliseconds), under
-// key unless the value stored there ends as late or later.
-func (x *Exclusions) putLater(ctx context.Context, key string, until int64, b []byte) error {
-	for range 8 {
-		old, err := x.kv.Get(ctx, key)
-		switch {
-		case errors.Is(err, jetstream.ErrKeyNotFound):
-			_, err = x.kv.Create(ctx, key, b)
-		case err != nil:
-			return fmt.Errorf("key %s: %w", key, unavailable(err))
-		default:
-			var have exclusionValue
-			if json.Unmarshal(old.Value(), &have) == nil && have.Until >= until {
-				return nil
-			}
-			_, err = x.kv.Update(ctx, key, b, old.Revision())
-		}
-		if err == nil {
-			return nil
-		}
-		if !errors.Is(err, jetstream.ErrKeyExists) && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !isWrongLastSeq(err) {
-			return fmt.Errorf("key %s: %w", key, unavailable(err))
-		}
-		// Another node stored an exclusion under key meanwhile: read it.
-	}
-	return fmt.Errorf("key %s: %w: the bucket kept changing", key, pool.ErrStoreUnavailable)
 }
 
 // Watch calls f with every exclusion stored in the bucket, those stored
@@ -113,35 +88,13 @@ func (x *Exclusions) putLater(ctx context.Context, key string, until int64, b []
 // read. Errors: one matching pool.ErrStoreUnavailable when the watch
 // could not start or JetStream ended it (watch again).
 func (x *Exclusions) Watch(ctx context.Context, f func(pool.Exclusion)) error {
-	w, err := x.kv.WatchAll(ctx)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil
+	return watchPuts(ctx, x.kv, "exclusions", func(b []byte) (pool.Exclusion, bool) {
+		var v exclusionValue
+		if json.Unmarshal(b, &v) != nil || v.Device == "" || v.Owner == "" || v.Until == 0 {
+			return pool.Exclusion{}, false
 		}
-		return fmt.Errorf("cluster: watch exclusions: %w", unavailable(err))
-	}
-	defer w.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case e, ok := <-w.Updates():
-			if !ok {
-				if ctx.Err() != nil {
-					return nil
-				}
-				return fmt.Errorf("cluster: watch exclusions: %w: the watch ended", pool.ErrStoreUnavailable)
-			}
-			if e == nil || e.Operation() != jetstream.KeyValuePut {
-				continue // the end of what was stored before, or a delete
-			}
-			var v exclusionValue
-			if json.Unmarshal(e.Value(), &v) != nil || v.Device == "" || v.Owner == "" || v.Until == 0 {
-				continue
-			}
-			f(pool.Exclusion{Device: v.Device, Owner: v.Owner, Until: time.UnixMilli(v.Until), Reason: v.Reason})
-		}
-	}
+		return pool.Exclusion{Device: v.Device, Owner: v.Owner, Until: time.UnixMilli(v.Until), Reason: v.Reason}, true
+	}, f)
 }
 
 // exclusionKey is the bucket's key of the device or owner (kind) id:

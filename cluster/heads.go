@@ -3,9 +3,7 @@ package cluster
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"strconv"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -53,8 +51,6 @@ func OpenLedgerHeads(ctx context.Context, js jetstream.JetStream, shards, replic
 	return &LedgerHeads{kv: kv, shards: shards}, nil
 }
 
-func headKey(shard int) string { return "shard." + strconv.Itoa(shard) }
-
 // Publish stores h as its shard's head unless the head stored there has
 // as high a Seq or higher: a head never goes back, whichever node
 // publishes last (compare-and-set on the key's revision, read again on
@@ -69,29 +65,14 @@ func (l *LedgerHeads) Publish(ctx context.Context, h pool.ChainHead) error {
 	if err != nil {
 		return fmt.Errorf("cluster: publish ledger head of shard %d: %w", h.Shard, err)
 	}
-	key := headKey(h.Shard)
-	for range 8 {
-		old, err := l.kv.Get(ctx, key)
-		switch {
-		case errors.Is(err, jetstream.ErrKeyNotFound):
-			_, err = l.kv.Create(ctx, key, b)
-		case err != nil:
-			return fmt.Errorf("cluster: publish ledger head of shard %d: %w", h.Shard, unavailable(err))
-		default:
-			if have, ok := parseHead(h.Shard, old.Value()); ok && have.Seq >= h.Seq {
-				return nil
-			}
-			_, err = l.kv.Update(ctx, key, b, old.Revision())
-		}
-		if err == nil {
-			return nil
-		}
-		if !errors.Is(err, jetstream.ErrKeyExists) && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !isWrongLastSeq(err) {
-			return fmt.Errorf("cluster: publish ledger head of shard %d: %w", h.Shard, unavailable(err))
-		}
-		// Another node published meanwhile: read its head.
+	keep := func(old []byte) bool {
+		have, ok := parseHead(h.Shard, old)
+		return ok && have.Seq >= h.Seq
 	}
-	return fmt.Errorf("cluster: publish ledger head of shard %d: %w: the key kept changing", h.Shard, pool.ErrStoreUnavailable)
+	if err := putUnlessKept(ctx, l.kv, shardKey(h.Shard), b, keep); err != nil {
+		return fmt.Errorf("cluster: publish ledger head of shard %d: %w", h.Shard, err)
+	}
+	return nil
 }
 
 // Heads returns the head each shard published, in shard order; a shard
@@ -99,20 +80,7 @@ func (l *LedgerHeads) Publish(ctx context.Context, h pool.ChainHead) error {
 // Errors: one matching pool.ErrStoreUnavailable when JetStream did not
 // answer.
 func (l *LedgerHeads) Heads(ctx context.Context) ([]pool.ChainHead, error) {
-	var out []pool.ChainHead
-	for s := range l.shards {
-		e, err := l.kv.Get(ctx, headKey(s))
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("cluster: read ledger head of shard %d: %w", s, unavailable(err))
-		}
-		if h, ok := parseHead(s, e.Value()); ok {
-			out = append(out, h)
-		}
-	}
-	return out, nil
+	return readShards(ctx, l.kv, l.shards, "ledger head", parseHead)
 }
 
 // parseHead reads shard's head from the bucket's value b.

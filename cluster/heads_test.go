@@ -49,7 +49,7 @@ func TestLedgerHeadsPublish(t *testing.T) {
 			t.Errorf("Publish %+v: %v, want ErrBadRequest", h, err)
 		}
 	}
-	if _, err := l.kv.Put(ctx, headKey(1), []byte(`{"seq":"x"}`)); err != nil {
+	if _, err := l.kv.Put(ctx, shardKey(1), []byte(`{"seq":"x"}`)); err != nil {
 		t.Fatalf("Put: %v", err)
 	}
 	if hs, err := l.Heads(ctx); err != nil || len(hs) != 2 {

@@ -3,7 +3,6 @@ package cluster
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -72,7 +71,7 @@ func (x *Usage) Publish(ctx context.Context, u pool.ShardUsage) error {
 	if err != nil {
 		return fmt.Errorf("cluster: publish usage of shard %d: %w", u.Shard, err)
 	}
-	if _, err := x.kv.Put(ctx, headKey(u.Shard), b); err != nil {
+	if _, err := x.kv.Put(ctx, shardKey(u.Shard), b); err != nil {
 		return fmt.Errorf("cluster: publish usage of shard %d: %w", u.Shard, unavailable(err))
 	}
 	return nil
@@ -85,31 +84,21 @@ func finiteUse(f float64) bool { return f >= 0 && !math.IsInf(f, 1) }
 // out. Errors: one matching pool.ErrStoreUnavailable when JetStream did
 // not answer.
 func (x *Usage) Read(ctx context.Context) ([]pool.ShardUsage, error) {
-	var out []pool.ShardUsage
-	for s := range x.shards {
-		e, err := x.kv.Get(ctx, headKey(s))
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("cluster: read usage of shard %d: %w", s, unavailable(err))
-		}
-		var v usageValue
-		if json.Unmarshal(e.Value(), &v) != nil || v.At <= 0 {
-			continue
-		}
-		u := pool.ShardUsage{Shard: s, At: time.UnixMilli(v.At), Owners: make(map[string]pool.OwnerUse, len(v.Owners))}
-		ok := true
-		for id, f := range v.Owners {
-			if !finiteUse(f[0]) || !finiteUse(f[1]) {
-				ok = false
-				break
-			}
-			u.Owners[id] = pool.OwnerUse{Usage: f[0], Contributed: f[1]}
-		}
-		if ok {
-			out = append(out, u)
-		}
+	return readShards(ctx, x.kv, x.shards, "usage", parseUsage)
+}
+
+// parseUsage reads shard's figures from the bucket's value b.
+func parseUsage(shard int, b []byte) (pool.ShardUsage, bool) {
+	var v usageValue
+	if json.Unmarshal(b, &v) != nil || v.At <= 0 {
+		return pool.ShardUsage{}, false
 	}
-	return out, nil
+	u := pool.ShardUsage{Shard: shard, At: time.UnixMilli(v.At), Owners: make(map[string]pool.OwnerUse, len(v.Owners))}
+	for id, f := range v.Owners {
+		if !finiteUse(f[0]) || !finiteUse(f[1]) {
+			return pool.ShardUsage{}, false
+		}
+		u.Owners[id] = pool.OwnerUse{Usage: f[0], Contributed: f[1]}
+	}
+	return u, true
 }

@@ -49,7 +49,7 @@ func TestUsagePublishRead(t *testing.T) {
 			t.Errorf("%s: Publish: %v, want ErrBadRequest", name, err)
 		}
 	}
-	if _, err := x.kv.Put(ctx, headKey(1), []byte(`{"at":1,"owners":{"x":[-5,0]}}`)); err != nil {
+	if _, err := x.kv.Put(ctx, shardKey(1), []byte(`{"at":1,"owners":{"x":[-5,0]}}`)); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := x.Read(ctx); err != nil || len(got) != 2 {

@@ -44,14 +44,20 @@ type UsageBoard interface {
 	Read(ctx context.Context) ([]pool.ShardUsage, error)
 }
 
-// usageLoop makes fair share pool-wide until ctx ends (the Server
-// stops): every period it publishes the scheduler's owners' figures
-// (pool.Scheduler.Usage) and hands the scheduler every shard's as read
-// (pool.Scheduler.SetShardUsage, which skips its own). A round the board
-// does not answer is logged (its first failure and every tenth) and
-// tried again at the next period; meanwhile the scheduler keeps the
-// figures it last had.
-func (s *Server) usageLoop(ctx context.Context, board UsageBoard, period time.Duration) {
+// exchangeRound is one exchange with the other shards, every period
+// (exchangeLoop): what it exchanges, for the logs, and the round.
+type exchangeRound struct {
+	what  string // "Ledger heads", "Fair-share figures"
+	round func(ctx context.Context) error
+}
+
+// exchangeLoop runs x every period until ctx ends (the Server stops). A
+// round that fails is logged (its first failure and every tenth) and
+// tried again at the next period: nothing is lost meanwhile, since each
+// round publishes and reads the state of the moment. A round that finds
+// the scheduler stopped (pool.ErrStopped) ends the loop: Serve is
+// ending.
+func (s *Server) exchangeLoop(ctx context.Context, period time.Duration, x exchangeRound) {
 	t := time.NewTicker(period)
 	defer t.Stop()
 	fails := 0
@@ -61,79 +67,63 @@ func (s *Server) usageLoop(ctx context.Context, board UsageBoard, period time.Du
 			return
 		case <-t.C:
 		}
-		err := func() error {
-			if err := board.Publish(ctx, s.sched.Usage()); err != nil {
-				return err
-			}
-			all, err := board.Read(ctx)
-			if err != nil {
-				return err
-			}
-			return s.sched.SetShardUsage(all)
-		}()
+		err := x.round(ctx)
 		switch {
 		case ctx.Err() != nil:
 			return
 		case err == nil:
 			if fails > 0 {
-				s.log.Info("Fair-share figures exchanged with the other shards again", "after", fails)
+				s.log.Info(x.what+" exchanged with the other shards again", "after", fails)
 			}
 			fails = 0
+		case errors.Is(err, pool.ErrStopped):
+			return
 		default:
 			if fails++; fails == 1 || fails%10 == 0 {
-				s.log.Warn("Fair-share figures not exchanged with the other shards; trying again", "err", err, "tries", fails, "every", period)
+				s.log.Warn(x.what+" not exchanged with the other shards; trying again", "err", err, "tries", fails, "every", period)
 			}
 		}
 	}
 }
 
-// anchorLoop ties this shard's ledger to the others' until ctx ends (the
-// Server stops): every period it publishes the scheduler's head
-// (pool.Scheduler.AnchorHead) when it moved, then anchors the heads the
-// other shards published (pool.Scheduler.Anchor: one entry for each head
-// that moved since it anchored that shard last). A round the board does
-// not answer is logged (its first failure and every tenth) and tried
-// again at the next period; nothing is lost meanwhile, since a head
-// published late is anchored late.
-func (s *Server) anchorLoop(ctx context.Context, board HeadBoard, period time.Duration) {
-	t := time.NewTicker(period)
-	defer t.Stop()
+// anchorRound ties this shard's ledger to the others' (exchangeLoop): it
+// publishes the scheduler's head (pool.Scheduler.AnchorHead) when it
+// moved since published, then anchors the heads the other shards
+// published (pool.Scheduler.Anchor: one entry for each head that moved
+// since it anchored that shard last). A head published late is anchored
+// late.
+func (s *Server) anchorRound(board HeadBoard) exchangeRound {
 	var published uint64
-	fails := 0
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		err := func() error {
-			if h := s.sched.AnchorHead(); h.Seq > published {
-				if err := board.Publish(ctx, h); err != nil {
-					return err
-				}
-				published = h.Seq
-			}
-			heads, err := board.Heads(ctx)
-			if err != nil {
+	return exchangeRound{what: "Ledger heads", round: func(ctx context.Context) error {
+		if h := s.sched.AnchorHead(); h.Seq > published {
+			if err := board.Publish(ctx, h); err != nil {
 				return err
 			}
-			_, err = s.sched.Anchor(ctx, heads)
-			return err
-		}()
-		switch {
-		case ctx.Err() != nil:
-			return
-		case err == nil:
-			if fails > 0 {
-				s.log.Info("Ledger heads anchored again", "after", fails)
-			}
-			fails = 0
-		case errors.Is(err, pool.ErrStopped):
-			return // the scheduler stopped: Serve is ending
-		default:
-			if fails++; fails == 1 || fails%10 == 0 {
-				s.log.Warn("Ledger heads not anchored; trying again", "err", err, "tries", fails, "every", period)
-			}
+			published = h.Seq
 		}
-	}
+		heads, err := board.Heads(ctx)
+		if err != nil {
+			return err
+		}
+		_, err = s.sched.Anchor(ctx, heads)
+		return err
+	}}
+}
+
+// usageRound makes fair share pool-wide (exchangeLoop): it publishes the
+// scheduler's owners' figures (pool.Scheduler.Usage) and hands the
+// scheduler every shard's as read (pool.Scheduler.SetShardUsage, which
+// skips its own). While the board does not answer, the scheduler keeps
+// the figures it last had.
+func (s *Server) usageRound(board UsageBoard) exchangeRound {
+	return exchangeRound{what: "Fair-share figures", round: func(ctx context.Context) error {
+		if err := board.Publish(ctx, s.sched.Usage()); err != nil {
+			return err
+		}
+		all, err := board.Read(ctx)
+		if err != nil {
+			return err
+		}
+		return s.sched.SetShardUsage(all)
+	}}
 }

@@ -13,6 +13,20 @@ import (
 	"idlepool/pool"
 )
 
+// startOneNode starts a cluster node alone on 127.0.0.1, its JetStream
+// for the buckets the test's coordinators share; it stops when the test
+// ends.
+func startOneNode(ctx context.Context, t *testing.T) *cluster.Node {
+	t.Helper()
+	node, err := cluster.StartNode(ctx, cluster.NodeConfig{Name: "node1", Pool: "test", Listen: freeAddr(t), RouteListen: freeAddr(t),
+		Dir: filepath.Join(t.TempDir(), "node1")}, nil)
+	if err != nil {
+		t.Fatalf("StartNode: %v", err)
+	}
+	t.Cleanup(node.Close)
+	return node
+}
+
 // Two coordinators, as two shards of one pool, share a cluster.Exclusions
 // bucket on a one-node JetStream: a device caught lying on A's known
 // answer (ExcludeAfter = 1) is excluded on A, and B, where it registered
@@ -21,12 +35,7 @@ import (
 func TestExclusionsReachAnotherShard(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	node, err := cluster.StartNode(ctx, cluster.NodeConfig{Name: "node1", Pool: "test", Listen: freeAddr(t), RouteListen: freeAddr(t),
-		Dir: filepath.Join(t.TempDir(), "node1")}, nil)
-	if err != nil {
-		t.Fatalf("StartNode: %v", err)
-	}
-	t.Cleanup(node.Close)
+	node := startOneNode(ctx, t)
 	shard := func(c *Config) {
 		x, err := cluster.OpenExclusions(ctx, node.JetStream(), 1)
 		if err != nil {
@@ -90,12 +99,7 @@ func TestExclusionsReachAnotherShard(t *testing.T) {
 func TestDeviationsReachAnotherShard(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	node, err := cluster.StartNode(ctx, cluster.NodeConfig{Name: "node1", Pool: "test", Listen: freeAddr(t), RouteListen: freeAddr(t),
-		Dir: filepath.Join(t.TempDir(), "node1")}, nil)
-	if err != nil {
-		t.Fatalf("StartNode: %v", err)
-	}
-	t.Cleanup(node.Close)
+	node := startOneNode(ctx, t)
 	shard := func(c *Config) {
 		x, err := cluster.OpenDeviations(ctx, node.JetStream(), 1)
 		if err != nil {

@@ -381,10 +381,10 @@ func (s *Server) Serve(ctx context.Context) error {
 			every = DefaultExchangeEvery
 		}
 		if h.LedgerHeads != nil {
-			g.Go(func() error { s.anchorLoop(gctx, h.LedgerHeads, every); return nil })
+			g.Go(func() error { s.exchangeLoop(gctx, every, s.anchorRound(h.LedgerHeads)); return nil })
 		}
 		if h.Usage != nil {
-			g.Go(func() error { s.usageLoop(gctx, h.Usage, every); return nil })
+			g.Go(func() error { s.exchangeLoop(gctx, every, s.usageRound(h.Usage)); return nil })
 		}
 	}
 	if s.excluded != nil {

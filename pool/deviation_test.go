@@ -3,7 +3,6 @@ package pool_test
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,22 +11,7 @@ import (
 )
 
 // deviations collects what a Scheduler's OnDeviate is told.
-type deviations struct {
-	mu   sync.Mutex
-	list []pool.Deviation
-}
-
-func (x *deviations) add(d pool.Deviation) {
-	x.mu.Lock()
-	x.list = append(x.list, d)
-	x.mu.Unlock()
-}
-
-func (x *deviations) get() []pool.Deviation {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	return append([]pool.Deviation(nil), x.list...)
-}
+type deviations = collected[pool.Deviation]
 
 // lieOnce has mallory-1 lie on a one-task job of h, outvoted by three
 // honest owners (a split needs one more agreeing owner), so that h

@@ -15,21 +15,25 @@ import (
 )
 
 // exclusions collects what a Scheduler hands SchedulerConfig.OnExclude.
-type exclusions struct {
+type exclusions = collected[pool.Exclusion]
+
+// collected gathers what a Scheduler's hook (OnExclude, OnDeviate) is
+// told, in order; safe for concurrent use.
+type collected[T any] struct {
 	mu   sync.Mutex
-	list []pool.Exclusion
+	list []T
 }
 
-func (x *exclusions) add(e pool.Exclusion) {
+func (x *collected[T]) add(e T) {
 	x.mu.Lock()
 	x.list = append(x.list, e)
 	x.mu.Unlock()
 }
 
-func (x *exclusions) get() []pool.Exclusion {
+func (x *collected[T]) get() []T {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	return append([]pool.Exclusion(nil), x.list...)
+	return append([]T(nil), x.list...)
 }
 
 // trustVersions returns the version of each trust record st holds, by
