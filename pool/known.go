@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"context"
 	"fmt"
 
 	"idlepool/job"
@@ -42,6 +43,37 @@ func (s *Scheduler) SecretBlob(d job.Digest) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.secret[d]
+}
+
+// AddSecret makes the file with digest d secret here too (SecretBlob): it
+// is the known-answers file of a job another Scheduler of the pool holds
+// (SchedulerConfig.OnSecret). It is kept in memory only: the pool hands
+// it over again when this Scheduler starts. Adding it again changes
+// nothing. It returns nil, or ErrStopped.
+func (s *Scheduler) AddSecret(_ context.Context, d job.Digest) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped != nil {
+		return fmt.Errorf("secret %s: %w", d, s.stopped)
+	}
+	s.secret[d] = true
+	return nil
+}
+
+// Secrets returns the digests of the known-answers files of the jobs this
+// Scheduler holds, in no order: what it hands the pool's other
+// schedulers (OnSecret), again after a restart in case a hand-over was
+// lost.
+func (s *Scheduler) Secrets() []job.Digest {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []job.Digest
+	for _, js := range s.jobs {
+		if d := js.rec.KnownAnswers; d != (job.Digest{}) {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 // checkKnown compares r, just returned for ts, with ts's known answer, if

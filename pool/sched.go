@@ -98,6 +98,16 @@ type SchedulerConfig struct {
 	// handed to it. nil: deviations stay this Scheduler's.
 	OnDeviate func(Deviation)
 
+	// OnSecret, when set, is told the digest of the known-answers file
+	// of each job this Scheduler adds, once the batch that adds the job
+	// is committed, so that the pool's other schedulers refuse to serve
+	// that file too (AddSecret; a clustered pool divided into shards
+	// hands it over a replicated bucket: the files of every shard are
+	// uploaded to, and served by, shard 0). Like OnExclude it is called
+	// with the Scheduler's lock held and must return at once. nil: a
+	// job's known answers are secret on its own Scheduler only.
+	OnSecret func(job.Digest)
+
 	// Tail holds the rules for a job's tail: backup replicas, the
 	// devices' records and the lease timeouts derived from them
 	// (tail.go). The zero value turns them on.
@@ -994,6 +1004,10 @@ func (s *Scheduler) AddJob(ctx context.Context, j *job.Job, submitter string) (c
 	rec := JobRecord{ID: j.ID, Canonical: j.Canonical, Owner: peer.Owner, Merger: submitter, Order: s.nextOrder, Added: s.now()}
 	if j.HasKnownAnswers() {
 		rec.KnownAnswers = j.KnownAnswers.SHA256
+		if f := s.cfg.OnSecret; f != nil {
+			d := rec.KnownAnswers
+			s.pend.after = append(s.pend.after, func() { f(d) })
+		}
 	}
 	js := s.newJobState(rec, j)
 	s.jobs[j.ID] = js
