@@ -151,7 +151,7 @@ func ServeCluster(ctx context.Context, node *cluster.Node, base Config) error {
 	}
 	f := &front{node: node, lead: lead, blobs: blobs, profiles: profiles, rules: rules, versions: base.versions(), state: state, log: log, proxies: map[string]*httputil.ReverseProxy{},
 		transport: &http.Transport{MaxIdleConnsPerHost: 256, IdleConnTimeout: 90 * time.Second, ResponseHeaderTimeout: 0},
-		shards:    nc.Shards, states: append([]*cluster.Store{state}, parts.states...), exclusions: parts.exclusions, deviations: parts.deviations, heads: parts.heads, usage: parts.usage}
+		shards:    nc.Shards, states: append([]*cluster.Store{state}, parts.states...), exclusions: parts.exclusions, deviations: parts.deviations, secrets: parts.secrets, heads: parts.heads, usage: parts.usage}
 	if f.shards > 1 {
 		if err := f.initShards(poolKey); err != nil {
 			return err
@@ -232,6 +232,7 @@ type clusterParts struct {
 	claimed     bool                 // the shard count checked (Rules.ClaimShards)
 	exclusions  *cluster.Exclusions  // a divided pool's, shared by its shards
 	deviations  *cluster.Deviations  // a divided pool's, counted by every shard
+	secrets     *cluster.Secrets     // a divided pool's known-answers digests, refused by every shard
 	heads       *cluster.LedgerHeads // a divided pool's ledger heads, anchored by its shards
 	usage       *cluster.Usage       // a divided pool's fair-share figures, by shard
 	state       *cluster.Store
@@ -350,6 +351,11 @@ func (p *clusterParts) open(ctx context.Context) (what string, err error) {
 			return "the fair-share bucket (" + cluster.UsageBucket + ")", err
 		}
 	}
+	if p.shards > 1 && p.secrets == nil {
+		if p.secrets, err = cluster.OpenSecrets(ctx, js, nc.Replicas); err != nil {
+			return "the secrets bucket (" + cluster.SecretsBucket + ")", err
+		}
+	}
 	if p.shards > 1 && p.deviations == nil {
 		if p.deviations, err = cluster.OpenDeviations(ctx, js, nc.Replicas); err != nil {
 			return "the deviations bucket (" + cluster.DeviationsBucket + ")", err
@@ -401,6 +407,9 @@ type front struct {
 	// deviations are the deviations each shard decided, which every
 	// shard counts (nil with one shard).
 	deviations *cluster.Deviations
+	// secrets are the digests of the jobs' known-answers files, which
+	// no shard serves (nil with one shard).
+	secrets *cluster.Secrets
 	// heads are the heads of the shards' ledgers, which each shard
 	// anchors in its own (nil with one shard).
 	heads *cluster.LedgerHeads
@@ -571,6 +580,7 @@ func (f *front) runTerm(ctx context.Context, base Config, term *cluster.Term) {
 		cfg.Shard, cfg.Shards = shard, f.shards
 		cfg.Cluster.Exclusions = f.exclusions
 		cfg.Cluster.Deviations = f.deviations
+		cfg.Cluster.Secrets = f.secrets
 		cfg.Cluster.LedgerHeads = f.heads
 		cfg.Cluster.Usage = f.usage
 		if base.Cluster != nil {

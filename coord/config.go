@@ -195,6 +195,14 @@ type ClusterHooks struct {
 	// there is counted by it (pool.Scheduler.Deviated), while Serve
 	// runs. nil: the scheduler counts only its own.
 	Deviations DeviationBoard
+	// Secrets, when set, makes the known-answers files of every shard's
+	// jobs secret on every shard (cluster.Secrets): each one this node's
+	// scheduler takes a job with is published there (and all of them
+	// again when Serve starts), and each one stored there is made
+	// secret here (pool.Scheduler.AddSecret), while Serve runs, so that
+	// shard 0, which serves every shard's files, refuses them. nil: a
+	// job's known answers are secret on its own coordinator only.
+	Secrets SecretBoard
 	// LedgerHeads, when set in a divided pool (Config.Shards > 1), ties
 	// this shard's ledger to the others' (pool.KindAnchor): every
 	// ExchangeEvery while Serve runs, the coordinator publishes its

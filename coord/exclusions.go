@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"idlepool/job"
 	"idlepool/pool"
 )
 
@@ -43,6 +44,22 @@ type DeviationBoard interface {
 	// error means the watch could not start or was ended (one matching
 	// pool.ErrStoreUnavailable: watch again).
 	Watch(ctx context.Context, f func(pool.Deviation)) error
+}
+
+// SecretBoard is where the schedulers of a pool divided into shards meet
+// on the digests of their jobs' known-answers files (cluster.Secrets, on
+// a replicated JetStream bucket): shard 0 serves every shard's files,
+// and must refuse those (ClusterHooks.Secrets).
+type SecretBoard interface {
+	// Publish stores d for every shard; storing it again changes
+	// nothing. An error matching pool.ErrStoreUnavailable means the
+	// board did not answer: publish again later.
+	Publish(ctx context.Context, d job.Digest) error
+	// Watch calls f with every digest stored, those stored before it
+	// was called first, then each new one, until ctx ends, and then
+	// returns nil. An error means the watch could not start or was
+	// ended (one matching pool.ErrStoreUnavailable: watch again).
+	Watch(ctx context.Context, f func(job.Digest)) error
 }
 
 // Backoff of publishing an exclusion or deviation, and of watching a
@@ -97,6 +114,9 @@ var (
 	}}
 	sharedDeviation = shared[pool.Deviation]{what: "Deviation", attrs: func(d pool.Deviation) []any {
 		return []any{"peer", d.Device, "owner", d.Owner, "at", d.At.UTC().Format(time.RFC3339Nano)}
+	}}
+	sharedSecret = shared[job.Digest]{what: "Known-answers digest", attrs: func(d job.Digest) []any {
+		return []any{"digest", d.String()}
 	}}
 )
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -139,6 +140,48 @@ func TestDeviationsReachAnotherShard(t *testing.T) {
 	a2 := b.do(t, liar, "POST", "/v1/leases", LeaseRequest{Max: 1})
 	if a2.status != http.StatusForbidden || a2.errorBody(t).Code != "excluded" {
 		t.Fatalf("B's lease for the liar after A's lie and its own: %d %s, want 403 excluded", a2.status, a2.body)
+	}
+}
+
+// Two coordinators, as two shards of one pool, share a cluster.Secrets
+// bucket on a one-node JetStream. Z, in the part of shard 0, holds a copy
+// of every file (uploads go to shard 0) and served a job's known-answers
+// file as any other; once shard A takes the job, whose known answers
+// those are, Z refuses the file and its chunks, as A does.
+func TestSecretsReachAnotherShard(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	node := startOneNode(ctx, t)
+	shard := func(c *Config) {
+		x, err := cluster.OpenSecrets(ctx, node.JetStream(), 1)
+		if err != nil {
+			t.Fatalf("OpenSecrets: %v", err)
+		}
+		c.Cluster = &ClusterHooks{Store: pool.NewMemStore(), Secrets: x}
+	}
+	a, z := startServer(t, shard), startServer(t, shard)
+	owner, other := newPeer(t, nil), newPeer(t, nil)
+	for _, ts := range []*testServer{a, z} {
+		for _, p := range []*testPeer{owner, other} {
+			ts.register(t, p, "", http.StatusCreated)
+		}
+	}
+	j := knownJob(t, "secret", 1, "", map[int64]string{0: `{"x":1}`})
+	answers, err := os.ReadFile(j.KnownAnswers.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	z.upload(t, owner, answers)
+	d := j.KnownAnswers.SHA256.String()
+	if got := z.do(t, other, "GET", "/v1/blobs/"+d, nil); got.status != http.StatusOK {
+		t.Fatalf("Z before the job: %d %s, want the file (200)", got.status, got.body)
+	}
+	a.submitKnown(t, owner, j)
+	waitUntil(t, patience(t), "Z to refuse the known answers", func() bool {
+		return z.do(t, other, "GET", "/v1/blobs/"+d, nil).status == http.StatusNotFound
+	})
+	if got := z.do(t, other, "GET", "/v1/blobs/"+d+"/chunks", nil); got.status != http.StatusNotFound {
+		t.Errorf("Z's chunk manifest of the known answers: %d %s, want 404", got.status, got.body)
 	}
 }
 

@@ -97,6 +97,10 @@ type Server struct {
 	// deviated holds the deviations the scheduler decided until the
 	// cluster's board takes them; nil without ClusterHooks.Deviations.
 	deviated *outbox[pool.Deviation]
+	// secrets holds the digests of the known-answers files of the jobs
+	// the scheduler took until the cluster's board takes them; nil
+	// without ClusterHooks.Secrets.
+	secrets *outbox[job.Digest]
 
 	served    atomic.Bool
 	closeOnce sync.Once
@@ -229,6 +233,11 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 		s.deviated = newOutbox[pool.Deviation]()
 		onDeviate = s.deviated.add
 	}
+	var onSecret func(job.Digest)
+	if cfg.Cluster != nil && cfg.Cluster.Secrets != nil {
+		s.secrets = newOutbox[job.Digest]()
+		onSecret = s.secrets.add
+	}
 	s.sched, err = pool.NewScheduler(ctx, pool.SchedulerConfig{
 		Pool:   cfg.Pool,
 		Key:    s.key,
@@ -250,6 +259,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 		Shards:      cfg.Shards,
 		OnExclude:   onExclude,
 		OnDeviate:   onDeviate,
+		OnSecret:    onSecret,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("load pool state: %w", err)
@@ -391,6 +401,16 @@ func (s *Server) Serve(ctx context.Context) error {
 		board := s.cfg.Cluster.Exclusions
 		g.Go(func() error { publishAll(gctx, s, sharedExclusion, board.Publish, s.excluded); return nil })
 		g.Go(func() error { applyAll(gctx, s, sharedExclusion, board.Watch, s.sched.Exclude); return nil })
+	}
+	if s.secrets != nil {
+		// Every secret this shard holds is handed over again at each
+		// start: one not handed over before a stop is not lost.
+		for _, d := range s.sched.Secrets() {
+			s.secrets.add(d)
+		}
+		board := s.cfg.Cluster.Secrets
+		g.Go(func() error { publishAll(gctx, s, sharedSecret, board.Publish, s.secrets); return nil })
+		g.Go(func() error { applyAll(gctx, s, sharedSecret, board.Watch, s.sched.AddSecret); return nil })
 	}
 	if s.deviated != nil {
 		board := s.cfg.Cluster.Deviations

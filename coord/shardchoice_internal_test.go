@@ -119,10 +119,12 @@ func TestShardRouterAsksADryShardAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The router's clock starts at the real time (it signs the requests
-	// it forwards with it, which the shards check against theirs) and
-	// moves on by whole windows, and by queuedStale, at the test's word.
-	var clock atomic.Int64 // unix milliseconds
-	clock.Store(time.Now().UnixMilli())
+	// it forwards with it, which the shards check against theirs), put
+	// back to the start of its window, and moves on by whole windows,
+	// and by queuedStale within one, at the test's word.
+	var clock atomic.Int64 // unix milliseconds, from the start of a window
+	w := stickWindow.Milliseconds()
+	clock.Store(time.Now().UnixMilli() / w * w)
 	now := func() time.Time { return time.UnixMilli(clock.Load()) }
 	tr := &http.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)
