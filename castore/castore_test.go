@@ -8,9 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -710,5 +712,26 @@ func TestStoreRemoveSkipsHeld(t *testing.T) {
 	release()
 	if n := s.Remove(ds[1:2]); n != 1 || s.Has(ds[1]) {
 		t.Errorf("Remove of a released chunk: %d deleted, still stored %v", n, s.Has(ds[1]))
+	}
+}
+
+// A holder that dies with several requests in flight is said to have
+// failed once in the log, however many of them fail: the others are
+// counted in Failures.
+func TestFetchLogsAFailedSourceOnce(t *testing.T) {
+	sw := newSwarm(t, 12*ChunkSize)
+	all := func(int) bool { return true }
+	dying := sw.holding("dying", all)
+	dying.dieAfter = 1
+	other := sw.holding("other", all)
+	var logs bytes.Buffer
+	f := &Fetcher{Store: openStore(t, 0, nil), Locate: locator(dying, other), Peers: peersOf(dying, other), Device: "d",
+		PerSource: 4, Logger: slog.New(slog.NewTextHandler(&logs, nil))}
+	stats, err := f.Fetch(context.Background(), sw.m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(logs.String(), "A source failed; asking others"); n != 1 || stats.Failures["dying"] < 1 {
+		t.Errorf("%d log lines of the dying source's failure (failures %v), want 1:\n%s", n, stats.Failures, logs.String())
 	}
 }

@@ -345,8 +345,10 @@ func (f *Fetcher) Fetch(ctx context.Context, m Manifest) (Stats, error) {
 			tried[a.d] = map[string]bool{}
 		}
 		tried[a.d][a.src] = true
-		if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, ErrDigestMismatch) && a.src != fallbackID {
-			avoid[a.src] = true // failed: replaced by another holder
+		if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, ErrDigestMismatch) && a.src != fallbackID && !avoid[a.src] {
+			// Failed: replaced by another holder. Said once per source:
+			// the chunks asked of it at once fail together.
+			avoid[a.src] = true
 			log.Info("A source failed; asking others", "source", a.src, "err", err)
 		}
 		pending = slices.Insert(pending, 0, a.d) // asked again first
