@@ -104,4 +104,26 @@ func TestShardsExchangeHeadsAndUsage(t *testing.T) {
 	if a := o[len(o)-1]; a.Task != 0 || a.Digest != head.Hash() {
 		t.Fatalf("shard 1's anchor %+v does not name shard 0's head, entry %d", a, head.Seq)
 	}
+	// Shard 1's metrics count its anchors.
+	fams, err := shards[1].metrics.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var anchors float64
+	for _, f := range fams {
+		for _, m := range f.GetMetric() {
+			if f.GetName() == "idlepool_coord_ledger_entries_total" && m.GetLabel()[0].GetValue() == pool.KindAnchor {
+				anchors = m.GetCounter().GetValue()
+			}
+		}
+	}
+	want := 0
+	for _, e := range o {
+		if e.Kind == pool.KindAnchor {
+			want++
+		}
+	}
+	if int(anchors) != want {
+		t.Errorf("idlepool_coord_ledger_entries_total{kind=\"anchor\"} of shard 1: %v, want its %d anchors", anchors, want)
+	}
 }

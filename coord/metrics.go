@@ -1,7 +1,9 @@
 package coord
 
 import (
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -194,14 +196,22 @@ type ledgerCollector struct {
 }
 
 var ledgerDesc = prometheus.NewDesc("idlepool_coord_ledger_entries_total",
-	"Ledger entries by kind: receipts, deviations and unverified replicas.", []string{"kind"}, nil)
+	"Ledger entries by kind: receipts, deviations and unverified replicas, and revocations and anchors once there are any.", []string{"kind"}, nil)
 
 func (c *ledgerCollector) Describe(ch chan<- *prometheus.Desc) { ch <- ledgerDesc }
 
 func (c *ledgerCollector) Collect(ch chan<- prometheus.Metric) {
 	counts := c.counts()
-	for _, kind := range []string{pool.KindReceipt, pool.KindDeviation, pool.KindUnverified} {
+	kinds := []string{pool.KindReceipt, pool.KindDeviation, pool.KindUnverified}
+	for _, kind := range kinds {
 		ch <- prometheus.MustNewConstMetric(ledgerDesc, prometheus.CounterValue, float64(counts[kind]), kind)
+	}
+	// The kinds a pool writes only in some cases (revocation, anchor),
+	// once it has written one.
+	for _, kind := range slices.Sorted(maps.Keys(counts)) {
+		if !slices.Contains(kinds, kind) {
+			ch <- prometheus.MustNewConstMetric(ledgerDesc, prometheus.CounterValue, float64(counts[kind]), kind)
+		}
 	}
 }
 
