@@ -1,18 +1,24 @@
 package coord
 
 import (
+	"context"
 	"crypto/sha256"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+
 	"idlepool/cluster"
 	"idlepool/identity"
 	"idlepool/job"
+	"idlepool/pool"
+	"idlepool/web/webtest"
 )
 
 // choiceRouter is a router over three shards whose clock is at and
@@ -188,5 +194,75 @@ func TestShardRouterAsksADryShardAgain(t *testing.T) {
 	clock.Add(queuedStale.Milliseconds())
 	if got := leaseOne(); got != jy.ID {
 		t.Fatalf("bob leased a task of %s, want one of %s on his shard %d, which had said it had none %s ago", got, jy.ID, y, queuedStale)
+	}
+}
+
+// The pool's page of a divided pool, through a router over three shard
+// coordinators, in a browser: each job says its shard, and the ledger
+// shows the count of chains and each shard's head on a line of its own.
+func TestPoolPageOfADividedPool(t *testing.T) {
+	const k = 3
+	shards := startShards(t, k)
+	rc, _ := routerFor(t, shards)
+	alice, bob, carol := newPeer(t, nil), newPeer(t, nil), newPeer(t, nil)
+	for _, p := range []*testPeer{alice, bob, carol} {
+		if a := rc.do(t, p, "POST", "/v1/peers", p.registration(""), ""); a.status != http.StatusCreated {
+			t.Fatalf("register: %d %s", a.status, a.body)
+		}
+	}
+	for _, sh := range shards {
+		sh.offer(t, bob)
+		sh.offer(t, carol)
+	}
+	j := testJob(t, "divided page", 2)
+	d := job.Digest(sha256.Sum256(programBytes(t, j)))
+	if a := rc.do(t, alice, "PUT", "/v1/blobs/"+d.String(), programBytes(t, j), ""); a.status != http.StatusCreated {
+		t.Fatalf("upload: %d %s", a.status, a.body)
+	}
+	if a := rc.do(t, alice, "POST", "/v1/jobs", JobRequest{Canonical: j.Canonical}, ""); a.status != http.StatusCreated {
+		t.Fatalf("submit: %d %s", a.status, a.body)
+	}
+	for _, p := range []*testPeer{bob, carol} {
+		for _, l := range rc.work(t, p, WorkRequest{Lease: 2}, "").Leases {
+			r := []byte(`{"x":1}`)
+			sub := ResultSubmission{Digest: HexDigest(pool.ReplicaDigest(r, false, "")), Result: r}
+			if a := rc.do(t, p, "POST", "/v1/leases/"+l.Lease+"/result", sub, ""); a.status != http.StatusOK {
+				t.Fatalf("result: %d %s", a.status, a.body)
+			}
+		}
+	}
+	shard := cluster.ShardOf(j.ID, k)
+
+	b := webtest.Start(t, 1200, 900)
+	ctx, cancel := context.WithTimeout(b.Ctx, patience(t)) // a bound on a hang, not a verdict
+	defer cancel()
+	if err := chromedp.Do(ctx, chromedp.Navigate(rc.url+"/")); err != nil {
+		t.Fatalf("load the page: %v", err)
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById("ledger-entries").textContent.includes("in 3 chains")`,
+		chromedp.WithPollingTimeout(time.Minute))); err != nil {
+		t.Fatalf("wait for the ledger of 3 chains: %v (console: %q)", err, b.Errors())
+	}
+	got, err := chromedp.Run(ctx, chromedp.Evaluate[map[string]string](`({
+		entries: document.getElementById("ledger-entries").textContent,
+		head: document.getElementById("ledger-head").textContent,
+		job: document.querySelector("article.job .id")?.textContent ?? ""})`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(got["entries"], "4 entries in 3 chains") {
+		t.Errorf("ledger line %q, want 4 entries in 3 chains", got["entries"])
+	}
+	lines := strings.Split(got["head"], "\n")
+	if len(lines) != k {
+		t.Fatalf("ledger heads %q: want one line per shard", got["head"])
+	}
+	for s, l := range lines {
+		if !strings.HasPrefix(l, fmt.Sprintf("shard %d: ", s)) {
+			t.Errorf("head line %d: %q, want shard %d's", s, l, s)
+		}
+	}
+	if want := fmt.Sprintf("· shard %d", shard); !strings.Contains(got["job"], want) {
+		t.Errorf("the job's line %q does not say %q", got["job"], want)
 	}
 }

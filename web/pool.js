@@ -143,8 +143,21 @@ function render(d) {
   ])));
   if (d.owners.length === 0) owners.replaceChildren(row([{ text: "No receipts yet." }]));
 
-  document.getElementById("ledger-entries").textContent = (d.ledger.entries === 1 ? "1 entry" : d.ledger.entries + " entries") + "; head";
-  document.getElementById("ledger-head").textContent = d.ledger.head || "(empty)";
+  const entries = d.ledger.entries === 1 ? "1 entry" : d.ledger.entries + " entries";
+  const head = d.ledger.head || "(empty)";
+  const headEl = document.getElementById("ledger-head");
+  if (head.startsWith("shard 0: ")) {
+    // A pool divided into shards keeps one chain per shard, tied to one
+    // another by anchors: each shard's head on a line of its own.
+    const heads = head.split("; ");
+    document.getElementById("ledger-entries").textContent = entries + " in " + heads.length + " chains, one per shard, tied to one another by anchors; heads";
+    headEl.textContent = heads.join("\n");
+    headEl.style.display = "block";
+    headEl.style.whiteSpace = "pre-wrap";
+  } else {
+    document.getElementById("ledger-entries").textContent = entries + "; head";
+    headEl.textContent = head;
+  }
   document.getElementById("pool-key").textContent = d.key;
 }
 
