@@ -30,6 +30,13 @@ func (d *decayed) add(x float64, now time.Time) {
 	d.v, d.at = d.value(now)+x, now
 }
 
+// merge adds x, an amount of its own time, to d, at the later of their
+// times.
+func (d *decayed) merge(x decayed) {
+	at := latest(d.at, x.at)
+	d.v, d.at = d.value(at)+x.value(at), at
+}
+
 // fairOrder sorts jobs (the ones a peer may compute) by fair share, in the
 // spirit of HTCondor's user priorities: the owner whose jobs used least
 // of the pool, relative to its weight, goes first; within an owner, the
@@ -61,15 +68,14 @@ func (s *Scheduler) fairOrder(jobs []*jobState, now time.Time) {
 func (s *Scheduler) fairPrio(owners []string, now time.Time) map[string]float64 {
 	prio := make(map[string]float64, len(owners))
 	var sum float64
-	contributed := make(map[string]float64, len(owners))
 	for _, o := range owners {
-		u, c := s.ownerUse(o, s.trust.owner(o), now)
-		prio[o], contributed[o] = u, c
+		u := s.ownerUsage(o, now)
+		prio[o] = u
 		sum += u
 	}
 	mean := math.Max(sum/float64(len(prio)), 1)
 	for o, u := range prio {
-		weight := 1 + contributed[o]/mean
+		weight := 1 + s.ownerContributed(o, now)/mean
 		prio[o] = u / weight
 	}
 	return prio

@@ -102,8 +102,8 @@ func (s *Scheduler) SetShardUsage(others []ShardUsage) error {
 				r = &remoteUse{}
 				remote[id] = r
 			}
-			r.usage.add(decayed{v: u.Usage, at: su.At}.value(latest(r.usage.at, su.At)), latest(r.usage.at, su.At))
-			r.contributed.add(decayed{v: u.Contributed, at: su.At}.value(latest(r.contributed.at, su.At)), latest(r.contributed.at, su.At))
+			r.usage.merge(decayed{v: u.Usage, at: su.At})
+			r.contributed.merge(decayed{v: u.Contributed, at: su.At})
 		}
 	}
 	s.mu.Lock()
@@ -124,16 +124,29 @@ func latest(a, b time.Time) time.Time {
 	return a
 }
 
-// ownerUse returns owner o's usage and contribution at now over the
-// pool: this shard's and, in a divided pool, the other shards' as last
-// given (SetShardUsage). s.mu is held.
-func (s *Scheduler) ownerUse(id string, o *ownerTrust, now time.Time) (usage, contributed float64) {
-	usage, contributed = o.usage.value(now), o.contributed.value(now)
-	if r := s.remote[id]; r != nil {
-		usage += r.usage.value(now)
-		contributed += r.contributed.value(now)
+// ownerUsage and ownerContributed return owner id's usage and
+// contribution at now over the pool: this shard's and, in a divided
+// pool, the other shards' as last given (SetShardUsage). s.mu is held.
+func (s *Scheduler) ownerUsage(id string, now time.Time) float64 {
+	var u float64
+	if o := s.trust.owners[id]; o != nil {
+		u = o.usage.value(now)
 	}
-	return usage, contributed
+	if r := s.remote[id]; r != nil {
+		u += r.usage.value(now)
+	}
+	return u
+}
+
+func (s *Scheduler) ownerContributed(id string, now time.Time) float64 {
+	var c float64
+	if o := s.trust.owners[id]; o != nil {
+		c = o.contributed.value(now)
+	}
+	if r := s.remote[id]; r != nil {
+		c += r.contributed.value(now)
+	}
+	return c
 }
 
 // OwnerUse returns owner id's fair-share figures now as the Scheduler
@@ -143,11 +156,5 @@ func (s *Scheduler) OwnerUse(id string) OwnerUse {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
-	var u OwnerUse
-	if o := s.trust.owners[id]; o != nil {
-		u.Usage, u.Contributed = s.ownerUse(id, o, now)
-	} else if r := s.remote[id]; r != nil {
-		u.Usage, u.Contributed = r.usage.value(now), r.contributed.value(now)
-	}
-	return u
+	return OwnerUse{Usage: s.ownerUsage(id, now), Contributed: s.ownerContributed(id, now)}
 }
