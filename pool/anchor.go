@@ -143,16 +143,6 @@ func (e *AnchorError) Is(target error) bool { return target == ErrLedger }
 // when no anchor is wrong otherwise.
 func VerifyAnchors(chains [][]Entry) ([]int, error) {
 	counts := make([]int, len(chains))
-	hashes := make([][]job.Digest, len(chains)) // computed as anchors ask
-	hashOf := func(j int, seq uint64) job.Digest {
-		if hashes[j] == nil {
-			hashes[j] = make([]job.Digest, len(chains[j]))
-			for k, e := range chains[j] {
-				hashes[j][k] = e.Hash()
-			}
-		}
-		return hashes[j][seq-1]
-	}
 	var ahead *AnchorError
 	for i, chain := range chains {
 		for _, e := range chain {
@@ -181,7 +171,7 @@ func VerifyAnchors(chains [][]Entry) ([]int, error) {
 				}
 				continue
 			}
-			if h := hashOf(j, e.Work); h != e.Digest {
+			if h := chains[j][e.Work-1].Hash(); h != e.Digest {
 				return counts, bad("anchors shard %d's entry %d as %s, but that entry's hash is %s (one of the two ledgers was rewritten)",
 					j, e.Work, e.Digest, h)
 			}
