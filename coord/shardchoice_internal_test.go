@@ -2,7 +2,6 @@ package coord
 
 import (
 	"context"
-	"crypto/sha256"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -143,11 +142,7 @@ func TestShardRouterAsksADryShardAgain(t *testing.T) {
 	t.Cleanup(hs.Close)
 	rc := &routerClient{url: hs.URL, client: hs.Client()}
 	alice, bob := newPeer(t, nil), newPeer(t, nil)
-	for _, p := range []*testPeer{alice, bob} {
-		if a := rc.do(t, p, "POST", "/v1/peers", p.registration(""), ""); a.status != http.StatusCreated {
-			t.Fatalf("register: %d %s", a.status, a.body)
-		}
-	}
+	rc.register(t, alice, bob)
 	for _, sh := range shards {
 		sh.offer(t, bob)
 	}
@@ -167,16 +162,6 @@ func TestShardRouterAsksADryShardAgain(t *testing.T) {
 	for rt.preferred(bob.ID()) != y {
 		clock.Add(stickWindow.Milliseconds())
 	}
-	submit := func(j *job.Job) {
-		t.Helper()
-		d := job.Digest(sha256.Sum256(programBytes(t, j)))
-		if a := rc.do(t, alice, "PUT", "/v1/blobs/"+d.String(), programBytes(t, j), ""); a.status != http.StatusCreated {
-			t.Fatalf("upload: %d %s", a.status, a.body)
-		}
-		if a := rc.do(t, alice, "POST", "/v1/jobs", JobRequest{Canonical: j.Canonical}, ""); a.status != http.StatusCreated {
-			t.Fatalf("submit: %d %s", a.status, a.body)
-		}
-	}
 	leaseOne := func() job.ID {
 		t.Helper()
 		resp := rc.work(t, bob, WorkRequest{Lease: 1}, "")
@@ -185,12 +170,12 @@ func TestShardRouterAsksADryShardAgain(t *testing.T) {
 		}
 		return job.ID(resp.Leases[0].Job)
 	}
-	submit(jx)
+	rc.submit(t, alice, jx)
 	// Shard y has nothing: it says so, and bob gets x's task.
 	if got := leaseOne(); got != jx.ID {
 		t.Fatalf("bob leased a task of %s, want one of the only job, %s", got, jx.ID)
 	}
-	submit(jy)
+	rc.submit(t, alice, jy)
 	clock.Add(queuedStale.Milliseconds())
 	if got := leaseOne(); got != jy.ID {
 		t.Fatalf("bob leased a task of %s, want one of %s on his shard %d, which had said it had none %s ago", got, jy.ID, y, queuedStale)
@@ -205,23 +190,13 @@ func TestPoolPageOfADividedPool(t *testing.T) {
 	shards := startShards(t, k)
 	rc, _ := routerFor(t, shards)
 	alice, bob, carol := newPeer(t, nil), newPeer(t, nil), newPeer(t, nil)
-	for _, p := range []*testPeer{alice, bob, carol} {
-		if a := rc.do(t, p, "POST", "/v1/peers", p.registration(""), ""); a.status != http.StatusCreated {
-			t.Fatalf("register: %d %s", a.status, a.body)
-		}
-	}
+	rc.register(t, alice, bob, carol)
 	for _, sh := range shards {
 		sh.offer(t, bob)
 		sh.offer(t, carol)
 	}
 	j := testJob(t, "divided page", 2)
-	d := job.Digest(sha256.Sum256(programBytes(t, j)))
-	if a := rc.do(t, alice, "PUT", "/v1/blobs/"+d.String(), programBytes(t, j), ""); a.status != http.StatusCreated {
-		t.Fatalf("upload: %d %s", a.status, a.body)
-	}
-	if a := rc.do(t, alice, "POST", "/v1/jobs", JobRequest{Canonical: j.Canonical}, ""); a.status != http.StatusCreated {
-		t.Fatalf("submit: %d %s", a.status, a.body)
-	}
+	rc.submit(t, alice, j)
 	for _, p := range []*testPeer{bob, carol} {
 		for _, l := range rc.work(t, p, WorkRequest{Lease: 2}, "").Leases {
 			r := []byte(`{"x":1}`)
@@ -240,7 +215,7 @@ func TestPoolPageOfADividedPool(t *testing.T) {
 		t.Fatalf("load the page: %v", err)
 	}
 	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById("ledger-entries").textContent.includes("in 3 chains")`,
-		chromedp.WithPollingTimeout(time.Minute))); err != nil {
+		chromedp.WithPollingTimeout(patience(t)))); err != nil {
 		t.Fatalf("wait for the ledger of 3 chains: %v (console: %q)", err, b.Errors())
 	}
 	got, err := chromedp.Run(ctx, chromedp.Evaluate[map[string]string](`({

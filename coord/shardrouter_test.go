@@ -178,6 +178,28 @@ func (rc *routerClient) do(t *testing.T, p *testPeer, method, path string, v any
 	return answer{status: resp.StatusCode, body: b, header: resp.Header}
 }
 
+// register registers peers through the router, each new to the pool.
+func (rc *routerClient) register(t *testing.T, peers ...*testPeer) {
+	t.Helper()
+	for _, p := range peers {
+		if a := rc.do(t, p, "POST", "/v1/peers", p.registration(""), ""); a.status != http.StatusCreated {
+			t.Fatalf("register %s: %d %s", p.ID(), a.status, a.body)
+		}
+	}
+}
+
+// submit uploads j's program and submits j through the router, as owner.
+func (rc *routerClient) submit(t *testing.T, owner *testPeer, j *job.Job) {
+	t.Helper()
+	d := job.Digest(sha256.Sum256(programBytes(t, j)))
+	if a := rc.do(t, owner, "PUT", "/v1/blobs/"+d.String(), programBytes(t, j), ""); a.status != http.StatusCreated {
+		t.Fatalf("upload: %d %s", a.status, a.body)
+	}
+	if a := rc.do(t, owner, "POST", "/v1/jobs", JobRequest{Canonical: j.Canonical}, ""); a.status != http.StatusCreated {
+		t.Fatalf("submit %s: %d %s", j.Manifest.Name, a.status, a.body)
+	}
+}
+
 func (rc *routerClient) work(t *testing.T, p *testPeer, req WorkRequest, form string) WorkResponse {
 	t.Helper()
 	a := rc.do(t, p, "POST", "/v1/work", req, form)
@@ -220,21 +242,11 @@ func TestShardRouterSplitsWork(t *testing.T) {
 	shards := startShards(t, k)
 	rc, _ := routerFor(t, shards)
 	alice, bob, carol := newPeer(t, nil), newPeer(t, nil), newPeer(t, nil)
-	for _, p := range []*testPeer{alice, bob, carol} {
-		if a := rc.do(t, p, "POST", "/v1/peers", p.registration(""), ""); a.status != http.StatusCreated {
-			t.Fatalf("register %s: %d %s", p.ID(), a.status, a.body)
-		}
-	}
+	rc.register(t, alice, bob, carol)
 	jobs := shardedJobs(t, k, 3)
 	onShard := map[int]int{}
 	for _, j := range jobs {
-		d := job.Digest(sha256.Sum256(programBytes(t, j)))
-		if a := rc.do(t, alice, "PUT", "/v1/blobs/"+d.String(), programBytes(t, j), ""); a.status != http.StatusCreated {
-			t.Fatalf("upload: %d %s", a.status, a.body)
-		}
-		if a := rc.do(t, alice, "POST", "/v1/jobs", JobRequest{Canonical: j.Canonical}, ""); a.status != http.StatusCreated {
-			t.Fatalf("submit %s: %d %s", j.Manifest.Name, a.status, a.body)
-		}
+		rc.submit(t, alice, j)
 		s := cluster.ShardOf(j.ID, k)
 		onShard[s]++
 		for i, sh := range shards {

@@ -108,7 +108,8 @@ func TestDeviationCountsOnAnotherScheduler(t *testing.T) {
 		t.Fatalf("an old deviation counted: exclusions %+v", got)
 	}
 
-	for _, bad := range []pool.Deviation{{Owner: "o", At: time.Now()}, {Device: "d", At: time.Now()}, {Device: "d", Owner: "o"}} {
+	at := hb.Clock.Now()
+	for _, bad := range []pool.Deviation{{Owner: "o", At: at}, {Device: "d", At: at}, {Device: "d", Owner: "o"}} {
 		if err := hb.S.Deviated(ctx, bad); !errors.Is(err, pool.ErrBadRequest) {
 			t.Errorf("Deviated(%+v): %v, want ErrBadRequest", bad, err)
 		}
