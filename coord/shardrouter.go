@@ -772,11 +772,7 @@ func (rt *ShardRouter) lease(w http.ResponseWriter, r *http.Request) {
 	defer release()
 	var empty, refused, unknown *shardAnswer
 	order := rt.order()
-	peer := ""
-	if a, err := parseAuthorization(r.Header.Get("Authorization")); err == nil {
-		peer = a.Peer
-	}
-	first := rt.leaseShard(peer, order)
+	first := rt.leaseShard(claimedPeer(r), order)
 	order = append([]int{first}, slices.DeleteFunc(order, func(s int) bool { return s == first })...)
 	for _, s := range order {
 		a := rt.send(r.Context(), r, s, r.Method, r.URL.RequestURI(), outHeader(r), body)
