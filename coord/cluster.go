@@ -546,6 +546,13 @@ const (
 	shortLoadTries   = 4
 )
 
+// leadStreamsWait bounds how long a node taking charge of a shard waits
+// for the shard's streams to elect it their leader
+// (cluster.Store.LeadStreams) before it loads the state: a leader moves
+// within tens of milliseconds, and one that does not move in time (the
+// node is behind, or a node just died) is left where it is.
+const leadStreamsWait = time.Second
+
 // runTerm runs this node's coordinator of term's shard while term lasts.
 func (f *front) runTerm(ctx context.Context, base Config, term *cluster.Term) {
 	nc := f.node.Config()
@@ -572,6 +579,18 @@ func (f *front) runTerm(ctx context.Context, base Config, term *cluster.Term) {
 		}
 	}()
 	defer state.Release()
+	if nc.Replicas > 1 {
+		// Appends go from the node in charge to the other replicas at
+		// once when it leads the shard's streams too.
+		lctx, lcancel := context.WithTimeout(tctx, 2*leadStreamsWait)
+		moved, err := state.LeadStreams(lctx, nc.Name, leadStreamsWait)
+		lcancel()
+		if err != nil && tctx.Err() == nil {
+			log.Info("The shard's streams are led from another node", "err", err)
+		} else if moved > 0 {
+			log.Info("The shard's streams are led from this node", "moved", moved)
+		}
+	}
 	cfg := base
 	cfg.Listen, cfg.DataDir, cfg.Pool = nc.Internal, shardCoordDir(nc.DataDir, shard), nc.Pool
 	cfg.Cluster = &ClusterHooks{Store: state, Blobs: f.blobs, Nodes: f.nodeURLs, Profiles: f.profiles, Versions: f.clusterVersions}

@@ -2,6 +2,7 @@ package coord
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -50,7 +51,22 @@ func TestClusterShardsEachLed(t *testing.T) {
 			t.Errorf("%s: /healthz %d %q", n.name, a.status, a.body)
 		}
 	}
+	// Each shard's streams come to be led by its node in charge
+	// (cluster.Store.LeadStreams), once the shards are spread.
 	st, _ := nodes[0].shardView(t)
+	js := nodes[0].node.JetStream()
+	for _, sh := range st.Shards {
+		shard, _ := cluster.NewShard(sh.Shard, k)
+		for _, name := range shard.Streams() {
+			waitUntil(t, patience(t), fmt.Sprintf("%s to be led by %s", name, sh.Leader.Node), func() bool {
+				s, err := js.Stream(t.Context(), name)
+				if err != nil || s.CachedInfo().Cluster == nil {
+					return false
+				}
+				return s.CachedInfo().Cluster.Leader == sh.Leader.Node
+			})
+		}
+	}
 	for _, sh := range st.Shards {
 		if sh.Local != (sh.Leader.Node == "node1") {
 			t.Errorf("node1 says shard %d is local: %v, led by %s", sh.Shard, sh.Local, sh.Leader.Node)

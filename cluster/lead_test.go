@@ -1,0 +1,97 @@
+package cluster
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+)
+
+// leaders returns the server names leading the streams of s's shard, in
+// Shard.Streams' order ("" for one that could not be read).
+func leaders(t *testing.T, s *Store) []string {
+	t.Helper()
+	var out []string
+	for _, name := range s.shard.Streams() {
+		st, err := s.js.Stream(t.Context(), name)
+		if err != nil || st.CachedInfo().Cluster == nil {
+			out = append(out, "")
+			continue
+		}
+		out = append(out, st.CachedInfo().Cluster.Leader)
+	}
+	return out
+}
+
+// The streams of a shard (its state stream, snapshots, replica and ledger
+// archives) come to be led by the node that asks for them, one node after
+// another; asking again moves nothing, and a name that holds no replica
+// moves nothing. Another shard's streams stay where they were.
+func TestLeadStreams(t *testing.T) {
+	t.Parallel()
+	nodes := startNodes(t, testConfigs(t, t.TempDir(), 3))
+	sh1, sh0 := Shard{Index: 1, Count: 2}, Shard{Index: 0, Count: 2}
+	stores := make([]*Store, 3)
+	for i, n := range nodes {
+		stores[i] = openShardStore(t, n, 3, sh1)
+	}
+	other := openShardStore(t, nodes[0], 3, sh0)
+	patience(t, 2*time.Minute, "every stream to have a leader", func() bool {
+		for _, s := range []*Store{stores[0], other} {
+			for _, l := range leaders(t, s) {
+				if l == "" {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	before := leaders(t, other)
+	for i, s := range stores {
+		name := nodes[i].Config().Name
+		was := leaders(t, s)
+		want := 0
+		for _, l := range was {
+			if l != name {
+				want++
+			}
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		moved, err := s.LeadStreams(ctx, name, 30*time.Second)
+		cancel()
+		if err != nil {
+			t.Fatalf("%s: LeadStreams: %v", name, err)
+		}
+		if moved != want {
+			t.Errorf("%s: moved %d streams, want %d (led by %v before)", name, moved, want, was)
+		}
+		for j, l := range leaders(t, s) {
+			if l != name {
+				t.Errorf("%s: %s is led by %q", name, sh1.Streams()[j], l)
+			}
+		}
+		if moved, err := s.LeadStreams(t.Context(), name, time.Second); err != nil || moved != 0 {
+			t.Errorf("%s: asking again moved %d, %v; want 0, nil", name, moved, err)
+		}
+	}
+	if moved, err := stores[0].LeadStreams(t.Context(), "node9", time.Second); err != nil || moved != 0 {
+		t.Errorf("a node that holds no replica: moved %d, %v; want 0, nil", moved, err)
+	}
+	for j, l := range leaders(t, stores[0]) {
+		if l != "node3" {
+			t.Errorf("after asking for node9: %s is led by %q, want node3 still", sh1.Streams()[j], l)
+		}
+	}
+	if got := leaders(t, other); !slices.Equal(got, before) {
+		t.Errorf("shard 0's streams moved: led by %v, were %v", got, before)
+	}
+}
+
+// A node of a one-node cluster leads every stream it has: nothing moves.
+func TestLeadStreamsOneNode(t *testing.T) {
+	t.Parallel()
+	node, s := oneNodeStore(t)
+	if moved, err := s.LeadStreams(t.Context(), node.Config().Name, time.Second); err != nil || moved != 0 {
+		t.Errorf("moved %d, %v; want 0, nil", moved, err)
+	}
+}
