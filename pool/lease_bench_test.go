@@ -46,6 +46,44 @@ func BenchmarkLease(b *testing.B) {
 	}
 }
 
+// BenchmarkLeaseInFlight measures one lease and its release by a device
+// while n tasks of the same job are leased to other devices: what a
+// lease costs as a large pool computes one job (matchmaking as the
+// coordinator's, cpuOnly).
+//
+//	go test -run '^$' -bench 'LeaseInFlight$' -count 5 ./pool/
+func BenchmarkLeaseInFlight(b *testing.B) {
+	for _, n := range []int{100, 10000} {
+		b.Run(fmt.Sprintf("inflight=%d", n), func(b *testing.B) {
+			var shown atomic.Int64
+			h := pooltest.NewHarness(b, pool.NewMemStore(), cpuOnly(&shown))
+			alice, bob := h.Device("alice", "alice-1"), h.Device("bob", "bob-1")
+			h.Job("open", 1<<20, pooltest.Policy{}, alice)
+			ctx := context.Background()
+			for i := 0; i < n; {
+				d := h.Device(fmt.Sprintf("owner-%d", i), fmt.Sprintf("device-%d", i))
+				ls, err := h.S.Lease(ctx, d, 64)
+				if err != nil || len(ls) == 0 {
+					b.Fatalf("lease: %v, %d leases", err, len(ls))
+				}
+				i += len(ls)
+			}
+			cpu0 := cpuTime(b)
+			b.ResetTimer()
+			for b.Loop() {
+				ls, err := h.S.Lease(ctx, bob, 1)
+				if err != nil || len(ls) != 1 {
+					b.Fatalf("lease: %v, %d leases", err, len(ls))
+				}
+				if err := h.S.Release(ctx, bob, ls[0].ID); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(b.N), "cpu-ns/op")
+		})
+	}
+}
+
 // cpuTime is the CPU time the process has used, user and system: a
 // lease's wall time is mostly the group commit's window.
 func cpuTime(tb testing.TB) time.Duration {

@@ -1044,7 +1044,7 @@ func (s *Scheduler) Seeking() []JobView {
 	var out []JobView
 	for _, js := range s.openJobs() {
 		if !js.complete() && js.rec.Cancelled.IsZero() {
-			out = append(out, JobView{Job: js.j, Status: js.status()})
+			out = append(out, JobView{Job: js.j, Status: js.counts()})
 		}
 	}
 	return out
@@ -1078,6 +1078,21 @@ func (s *Scheduler) Jobs() []JobStatus {
 	return out
 }
 
+// counts is the job's status without the fields that walk its
+// undecided tasks (Waiting, Recomputing, TimingOut, TimeoutDevices,
+// Trouble and Timeouts are zero): what matchmaking and listings read,
+// at every lease, in time independent of the tasks in flight.
+func (js *jobState) counts() JobStatus {
+	return JobStatus{
+		Job: js.rec.ID, Name: js.j.Manifest.Name, Owner: js.rec.Owner, Merger: js.rec.Merger,
+		Tasks: js.tasks, Accepted: js.accepted, Failed: js.failed, Leased: js.leased, Acked: js.rec.Acked,
+		Complete: js.accepted+js.failed == js.tasks, Cancelled: !js.rec.Cancelled.IsZero(), Quorum: js.pol.Quorum, Redundancy: js.pol.Redundancy,
+		Retrying: js.retrying,
+	}
+}
+
+// status is the job's whole status: counts, and what a walk of its
+// undecided tasks finds.
 func (js *jobState) status() JobStatus {
 	var waiting, recomputing, timingOut int64
 	var timeoutDevices map[string]bool
@@ -1106,13 +1121,10 @@ func (js *jobState) status() JobStatus {
 			timeoutDevices[r.rec.Peer] = true
 		}
 	}
-	return JobStatus{
-		Job: js.rec.ID, Name: js.j.Manifest.Name, Owner: js.rec.Owner, Merger: js.rec.Merger,
-		Tasks: js.tasks, Accepted: js.accepted, Failed: js.failed, Leased: js.leased, Waiting: waiting, Acked: js.rec.Acked,
-		Complete: js.accepted+js.failed == js.tasks, Cancelled: !js.rec.Cancelled.IsZero(), Quorum: js.pol.Quorum, Redundancy: js.pol.Redundancy,
-		Retrying: js.retrying, Recomputing: recomputing, Trouble: js.troubles(),
-		TimingOut: timingOut, TimeoutDevices: len(timeoutDevices), Timeouts: js.timeoutWords(timingOut, len(timeoutDevices)),
-	}
+	st := js.counts()
+	st.Waiting, st.Recomputing, st.Trouble = waiting, recomputing, js.troubles()
+	st.TimingOut, st.TimeoutDevices, st.Timeouts = timingOut, len(timeoutDevices), js.timeoutWords(timingOut, len(timeoutDevices))
+	return st
 }
 
 // timeoutWords says, for people, that n undecided tasks are timing out

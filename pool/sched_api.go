@@ -258,6 +258,10 @@ func (j *JobTransfer) Note(t Transfer) {
 
 // JobView is a job with its progress, as SchedulerConfig.Select and
 // Scheduler.Seeking see it. Job is shared: read it, never change it.
+// Status holds the job's counts and policy; the fields that walk every
+// undecided task (Waiting, Recomputing, TimingOut, TimeoutDevices,
+// Trouble and Timeouts) are zero, since Select runs at every lease:
+// Scheduler.Status has them.
 type JobView struct {
 	Job    *job.Job
 	Status JobStatus

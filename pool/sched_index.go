@@ -210,7 +210,7 @@ func (s *Scheduler) candidates(p Peer) ([]*jobState, []JobView) {
 	}
 	views := make([]JobView, len(jobs))
 	for i, js := range jobs {
-		views[i] = JobView{Job: js.j, Status: js.status()}
+		views[i] = JobView{Job: js.j, Status: js.counts()}
 	}
 	return jobs, views
 }
