@@ -31,6 +31,36 @@ func ShouldCampaign(led, k, live int) bool {
 	return led < FairShare(k, live)
 }
 
+// Successor returns the node of live, other than leader, that stands by
+// for shard s: the one that keeps its memory of the shard's state
+// current while leader is in charge (a warm standby), and takes the
+// shard first when leader is gone (Campaign). It is rendezvous hashing
+// (highest random weight; Thaler and Ravishankar, "Using name-based
+// mappings to increase hit rates", IEEE/ACM ToN 1998): each node's
+// weight for s is the FNV-1a 64 hash of the shard's number and the
+// node's name, and the heaviest wins, so that every node that knows
+// the same leader and live nodes names the same successor, the shards
+// of one leader are spread over the others, and a node that comes or
+// goes moves only the shards it wins or held. It returns "" when live
+// names no node but leader. It is pure.
+func Successor(s int, leader string, live []string) string {
+	best, bestW := "", uint64(0)
+	for _, n := range live {
+		if n == leader {
+			continue
+		}
+		h := fnv.New64a()
+		fmt.Fprintf(h, "%d\x00%s", s, n)
+		if w := h.Sum64(); best == "" || w > bestW || w == bestW && n < best {
+			best, bestW = n, w
+		}
+	}
+	return best
+}
+
+// successorGrace is CampaignConfig.Grace's default.
+const successorGrace = 2
+
 // CampaignConfig configures Leadership.Campaign.
 type CampaignConfig struct {
 	// Shards is K, how many shards the pool's work is divided into, 1
@@ -53,6 +83,22 @@ type CampaignConfig struct {
 	// OnErr, if not nil, is told of errors the campaign retries (the
 	// node list or a lease did not answer).
 	OnErr func(error)
+	// Standby, if not nil, is called with the shards this node stands
+	// by for whenever that set changes, first after the first round
+	// that read the leaders: the shards another node leads of which
+	// this node is the Successor among the live nodes, and the shards
+	// it stood by for that have no leader now (until it or another
+	// takes them). It is called from the campaign's goroutine, one
+	// call at a time, with a map of its own.
+	Standby func(shards map[int]bool)
+	// Grace is how many rounds in a row a node that may lead another
+	// shard sees one without a leader before it tries for it, when it
+	// has seen that shard led by another node and is not that node's
+	// Successor for it: the successor, whose memory is warm, takes it
+	// first, and the others after that, should the successor not (it
+	// leads its share already, or it is gone too). Default 2 (half a
+	// lease's TTL at the default Every).
+	Grace int
 }
 
 // Campaign keeps this node leading its fair share of cfg.Shards shards
@@ -69,6 +115,12 @@ type CampaignConfig struct {
 //   - gives up one term (the one of the highest shard) when it leads
 //     more than FairShare(K, L), so that a node that joins (L grows)
 //     gets its share from the others, one shard per round and node.
+//
+// A shard it has seen led by another node and then without a leader is
+// tried at once by that leader's Successor, which stood by for it
+// (cfg.Standby), and by the others only once they have seen it without
+// one for cfg.Grace rounds in a row in which they might lead another; a
+// shard never seen led (a pool starting) is tried by any node at once.
 //
 // A round whose node list does not answer changes no term but the lost
 // ones. The live nodes are those announced in NodesBucket (Announce):
@@ -90,10 +142,14 @@ func (l *Leadership) Campaign(ctx context.Context, cfg CampaignConfig) error {
 	if cfg.Every <= 0 {
 		cfg.Every = l.ttl / 4
 	}
+	if cfg.Grace <= 0 {
+		cfg.Grace = successorGrace
+	}
 	h := fnv.New32a()
 	h.Write([]byte(cfg.Info.Node))
 	first := int(h.Sum32() % uint32(k))
 	held := map[int]*Term{}
+	cs := &campaignState{first: first, lastLeader: map[int]string{}, unled: map[int]int{}}
 	report := func() {
 		if cfg.Report != nil {
 			cfg.Report(maps.Clone(held))
@@ -110,7 +166,7 @@ func (l *Leadership) Campaign(ctx context.Context, cfg CampaignConfig) error {
 		if ctx.Err() != nil {
 			break
 		}
-		if l.campaignRound(ctx, cfg, first, held, onErr) {
+		if l.campaignRound(ctx, cfg, cs, held, onErr) {
 			report()
 		}
 		select {
@@ -128,10 +184,18 @@ func (l *Leadership) Campaign(ctx context.Context, cfg CampaignConfig) error {
 	return nil
 }
 
+// campaignState is what Campaign remembers from one round to the next.
+type campaignState struct {
+	first      int            // the shard this node tries first
+	lastLeader map[int]string // the node last seen leading each shard
+	unled      map[int]int    // rounds in a row each shard was seen without a leader, this node free to lead another
+	standby    map[int]bool   // the shards this node stands by for (nil before the first report)
+}
+
 // campaignRound is one round of Campaign on held (shard → term); it
 // says whether held changed. Each call to JetStream is bounded by half
 // the lease's TTL.
-func (l *Leadership) campaignRound(ctx context.Context, cfg CampaignConfig, first int, held map[int]*Term, onErr func(error)) (changed bool) {
+func (l *Leadership) campaignRound(ctx context.Context, cfg CampaignConfig, cs *campaignState, held map[int]*Term, onErr func(error)) (changed bool) {
 	k := cfg.Shards
 	for s, t := range held {
 		select {
@@ -150,8 +214,13 @@ func (l *Leadership) campaignRound(ctx context.Context, cfg CampaignConfig, firs
 		return changed
 	}
 	live := len(nodes)
+	names := make([]string, 0, live+1)
+	for _, n := range nodes {
+		names = append(names, n.Name)
+	}
 	if !listed(nodes, cfg.Info.Node) {
 		live++
+		names = append(names, cfg.Info.Node)
 	}
 	share := FairShare(k, live)
 	if len(held) > share {
@@ -163,7 +232,7 @@ func (l *Leadership) campaignRound(ctx context.Context, cfg CampaignConfig, firs
 		delete(held, top)
 		return true
 	}
-	if !ShouldCampaign(len(held), k, live) {
+	if !ShouldCampaign(len(held), k, live) && cfg.Standby == nil {
 		return changed
 	}
 	rctx, cancel = context.WithTimeout(ctx, l.ttl/2)
@@ -173,13 +242,41 @@ func (l *Leadership) campaignRound(ctx context.Context, cfg CampaignConfig, firs
 		onErr(fmt.Errorf("cluster: campaign: %w", err))
 		return changed
 	}
+	standby := map[int]bool{}
+	for s := range k {
+		info, led := leaders[s]
+		switch {
+		case led:
+			cs.lastLeader[s], cs.unled[s] = info.Node, 0
+			if info.Node != cfg.Info.Node && Successor(s, info.Node, names) == cfg.Info.Node {
+				standby[s] = true
+			}
+		case held[s] == nil:
+			cs.unled[s]++
+			if !ShouldCampaign(len(held), k, live) {
+				// The grace counts from when this node may take it.
+				cs.unled[s] = 0
+			}
+			if cs.standby[s] {
+				standby[s] = true // until it or another takes it
+			}
+		}
+	}
+	if cfg.Standby != nil && (cs.standby == nil || !maps.Equal(standby, cs.standby)) {
+		cfg.Standby(maps.Clone(standby))
+	}
+	cs.standby = standby
 	for i := range k {
 		if !ShouldCampaign(len(held), k, live) || ctx.Err() != nil {
 			break
 		}
-		s := (first + i) % k
+		s := (cs.first + i) % k
 		if _, led := leaders[s]; led || held[s] != nil {
 			continue
+		}
+		if last := cs.lastLeader[s]; last != "" && last != cfg.Info.Node && !standby[s] &&
+			cs.unled[s] < cfg.Grace && Successor(s, last, names) != cfg.Info.Node {
+			continue // its successor's to take first
 		}
 		tctx, cancel := context.WithTimeout(ctx, l.ttl/2)
 		t, err := l.TryLeadShard(tctx, s, cfg.Info)

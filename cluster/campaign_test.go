@@ -149,10 +149,19 @@ func TestShardLeases(t *testing.T) {
 // not ended (its Lost not closed) is a double leadership, and so is a
 // node past its limit.
 type campaignWatch struct {
-	limit int
-	mu    sync.Mutex
-	terms []map[int]*Term // by node
-	bad   []string
+	limit   int
+	mu      sync.Mutex
+	terms   []map[int]*Term // by node
+	standby []map[int]bool  // by node: the shards it stands by for
+	bad     []string
+}
+
+func (w *campaignWatch) standbyOf(i int) func(map[int]bool) {
+	return func(shards map[int]bool) {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.standby[i] = shards
+	}
 }
 
 func (w *campaignWatch) report(i int) func(map[int]*Term) {
@@ -205,8 +214,9 @@ func TestCampaignThreeNodes(t *testing.T) {
 	for i, n := range nodes {
 		leads[i] = newLeadership(t, n, 3, ttl)
 	}
-	w := &campaignWatch{limit: 3, terms: make([]map[int]*Term, len(nodes))}
+	w := &campaignWatch{limit: 3, terms: make([]map[int]*Term, len(nodes)), standby: make([]map[int]bool, len(nodes))}
 	name := func(i int) string { return fmt.Sprintf("node%d", i+1) }
+	names := []string{name(0), name(1), name(2)}
 	// Every node is announced before any campaigns, as a node is
 	// announced once it starts: each then counts three.
 	for i, l := range leads {
@@ -238,7 +248,11 @@ func TestCampaignThreeNodes(t *testing.T) {
 		})
 		wg.Go(func() {
 			defer close(stopped[i])
-			if err := l.Campaign(ctx, CampaignConfig{Shards: k, Info: LeaderInfo{Node: name(i)}, Report: w.report(i)}); err != nil {
+			// A grace of 20 rounds (15 s) gives the successor of a
+			// shard whose node stopped the time to take it even on a
+			// busy machine: it is patience, not a verdict on speed.
+			if err := l.Campaign(ctx, CampaignConfig{Shards: k, Info: LeaderInfo{Node: name(i)}, Report: w.report(i),
+				Standby: w.standbyOf(i), Grace: 20}); err != nil {
 				t.Errorf("campaign of %s: %v", name(i), err)
 			}
 		})
@@ -283,6 +297,46 @@ func TestCampaignThreeNodes(t *testing.T) {
 	patience(t, 2*time.Minute, "two shards each", settled([]int{2, 2, 2}))
 	t.Logf("settled at two shards each after %s", time.Since(began).Round(time.Millisecond))
 
+	// Each shard has one node standing by for it, its leader's
+	// Successor, and no node stands by for a shard it leads.
+	leaderOf := func() map[int]string {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		out := map[int]string{}
+		for i, ts := range w.terms {
+			for s, t := range ts {
+				if !ended(t) {
+					out[s] = name(i)
+				}
+			}
+		}
+		return out
+	}
+	led := leaderOf()
+	wantStandby := func() []map[int]bool {
+		out := []map[int]bool{{}, {}, {}}
+		for s := range k {
+			succ := Successor(s, led[s], names)
+			for i := range nodes {
+				if name(i) == succ {
+					out[i][s] = true
+				}
+			}
+		}
+		return out
+	}()
+	patience(t, 2*time.Minute, "each node standing by for its shards", func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return cmp.Equal(w.standby, wantStandby)
+	})
+	var node3s []int
+	for s, n := range led {
+		if n == name(2) {
+			node3s = append(node3s, s)
+		}
+	}
+
 	// node3 stops: its campaign resigns its terms, then its server goes.
 	stops[2]()
 	<-stopped[2]
@@ -293,6 +347,20 @@ func TestCampaignThreeNodes(t *testing.T) {
 	began = time.Now()
 	patience(t, 2*time.Minute, "three shards each on node1 and node2", settled([]int{3, 3, 0}))
 	t.Logf("node3's shards taken over %s after it stopped (its announcement lasts %s)", time.Since(began).Round(time.Millisecond), 3*ttl)
+	// Its shards went to their successors, the nodes that stood by,
+	// as far as each could take them: each may take one more (share 3),
+	// so where both had one successor the other went to the other node,
+	// after the grace.
+	after := leaderOf()
+	got := map[string]int{}
+	for _, s := range node3s {
+		got[after[s]]++
+	}
+	for _, s := range node3s {
+		if want := Successor(s, name(2), names); after[s] != want && got[want] == 0 {
+			t.Errorf("node3's shard %d went to %s, and its successor %s took none of node3's %v", s, after[s], want, node3s)
+		}
+	}
 
 	for _, stop := range stops {
 		stop()

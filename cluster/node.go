@@ -82,7 +82,11 @@ type NodeConfig struct {
 	// that load takes (about 1 s per 650 batches of 30 tasks). Default
 	// false: the node follows the state stream every quarter of
 	// LeaderTTL (Store.Follow), a warm standby, and applies only the
-	// last few batches when it takes charge.
+	// last few batches when it takes charge. In a pool divided into
+	// shards a warm node follows only the shards it stands by for, of
+	// which it is the Successor (Leadership.Campaign gives it those
+	// first when their node is gone), and takes any other as a cold
+	// standby does.
 	ColdStandby bool `toml:"cold_standby"`
 	// Shards is K, how many shards the pool's work is divided into
 	// (RATIONALE.md, "Dividing the work among the nodes"), 1 to

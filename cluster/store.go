@@ -97,6 +97,8 @@ type Store struct {
 	applied atomic.Uint64
 	lastSeq uint64 // the stream's last sequence, as Commit expects it
 	inUse   bool   // a Scheduler loaded this Store (Load until Release)
+	// resting stops Follow's catch-ups (SetFollowing(false)).
+	resting atomic.Bool
 	// loading counts the Loads and Releases waiting for mu; Follow
 	// starts no catch-up while it is above zero, and they cancel the one
 	// under way (followStop, guarded by followMu): a node taking charge
@@ -271,6 +273,15 @@ func (s *Store) lockBeforeFollow() {
 	s.loading.Add(-1)
 }
 
+// SetFollowing says whether Follow catches up (true, the default) or
+// rests (false): a node of a divided pool stands by warm for the
+// shards of which it is the successor (cluster.Successor) and lets the
+// others rest, so that it applies a share of the pool's batches, not
+// all of them. A resting Store keeps what it applied; the next catch-up
+// or Load goes on from there (from the newest snapshot when the batches
+// after it were trimmed). A catch-up under way ends as it would.
+func (s *Store) SetFollowing(on bool) { s.resting.Store(!on) }
+
 // Follow applies the batches other nodes append, every interval, until
 // ctx ends, so that this node's memory is warm when it takes over. It
 // applies nothing while a Scheduler uses the Store (between Load and
@@ -280,7 +291,8 @@ func (s *Store) lockBeforeFollow() {
 // it, and the node taking over the pool waited as long before it even
 // started to load. So Load (and Release) cancels the catch-up under
 // way, and none starts while one waits; what a catch-up applied stays
-// applied (batches apply whole). Each catch-up is also bounded, twice
+// applied (batches apply whole). None starts while the Store rests
+// (SetFollowing). Each catch-up is also bounded, twice
 // interval at first, twice as long after one that ran out of its time
 // (at most maxFollowTry; back to the first bound once one ends). Errors
 // are logged by the caller through onErr (nil: ignored) and retried.
@@ -294,7 +306,7 @@ func (s *Store) Follow(ctx context.Context, interval time.Duration, onErr func(e
 			err          error
 			cut, stopped bool
 		)
-		if s.loading.Load() == 0 {
+		if s.loading.Load() == 0 && !s.resting.Load() {
 			cut, stopped, err = s.followOnce(ctx, try)
 		}
 		switch {

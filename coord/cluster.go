@@ -175,6 +175,9 @@ func ServeCluster(ctx context.Context, node *cluster.Node, base Config) error {
 	g.Go(func() error { f.watch(gctx); return nil })
 	if !nc.ColdStandby {
 		for s, state := range f.states {
+			// A divided pool's stores rest until the campaign names the
+			// shards this node stands by for (front.standby).
+			state.SetFollowing(f.shards == 1)
 			g.Go(func() error {
 				state.Follow(gctx, nc.LeaderTTL.Duration/4, func(err error) { log.Debug("Cannot follow the pool's state", "shard", s, "err", err) })
 				return nil

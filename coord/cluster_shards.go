@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -143,12 +145,31 @@ func (f *front) campaignShards(ctx context.Context, base Config) error {
 				})
 			}
 		},
-		OnErr: func(err error) { f.log.Debug("Cannot campaign for the shards", "err", err) },
+		OnErr:   func(err error) { f.log.Debug("Cannot campaign for the shards", "err", err) },
+		Standby: f.standby,
 	})
 	if err != nil {
 		return err
 	}
 	return nil
+}
+
+// standby is the campaign's report of the shards this node stands by
+// for (cluster.CampaignConfig.Standby): unless the node is a cold
+// standby, its stores of those shards follow their streams and the
+// others rest (cluster.Store.SetFollowing), so that each node applies
+// its own shards' batches and its share of the others', not every
+// shard's: a warm node applying all of them spent more per task than
+// one node alone (docs/benchmarks.md, "Dividing the work among the
+// nodes").
+func (f *front) standby(shards map[int]bool) {
+	if f.node.Config().ColdStandby {
+		return
+	}
+	for s, st := range f.states {
+		st.SetFollowing(shards[s])
+	}
+	f.log.Debug("Standing by for shards", "shards", slices.Sorted(maps.Keys(shards)))
 }
 
 // shardCoordDir is the data directory of a node's coordinator of shard
