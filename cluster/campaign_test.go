@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -488,5 +489,47 @@ func TestCampaignSharesAndLoses(t *testing.T) {
 	defer w.mu.Unlock()
 	for _, b := range w.bad {
 		t.Error(b)
+	}
+}
+
+// Successor never names the leader, names "" when no other node is live,
+// names the same node whatever the order of the live nodes, spreads the
+// shards of one leader over the others, and moves only the shards a node
+// won when that node goes (rendezvous hashing's property).
+func TestSuccessor(t *testing.T) {
+	live := []string{"node1", "node2", "node3", "node4", "node5"}
+	if got := Successor(0, "node1", []string{"node1"}); got != "" {
+		t.Errorf("only the leader live: %q, want \"\"", got)
+	}
+	if got := Successor(0, "node1", nil); got != "" {
+		t.Errorf("no node live: %q, want \"\"", got)
+	}
+	per := map[string]int{}
+	for s := range MaxShards {
+		got := Successor(s, "node1", live)
+		if got == "" || got == "node1" {
+			t.Fatalf("shard %d: successor %q of node1", s, got)
+		}
+		per[got]++
+		rev := slices.Clone(live)
+		slices.Reverse(rev)
+		if again := Successor(s, "node1", rev); again != got {
+			t.Errorf("shard %d: %s, and %s with the live nodes in another order", s, got, again)
+		}
+		// A node that is not the successor goes: nothing moves.
+		for _, gone := range live[1:] {
+			if gone == got {
+				continue
+			}
+			left := slices.DeleteFunc(slices.Clone(live), func(n string) bool { return n == gone })
+			if again := Successor(s, "node1", left); again != got {
+				t.Errorf("shard %d: %s, and %s once %s is gone", s, got, again, gone)
+			}
+		}
+	}
+	for _, n := range live[1:] {
+		if per[n] < MaxShards/8 { // 16 each on average
+			t.Errorf("node1's %d shards spread as %v: %s stands by for %d", MaxShards, per, n, per[n])
+		}
 	}
 }

@@ -409,3 +409,39 @@ func TestFollowBoundsItsCatchUp(t *testing.T) {
 		}
 	})
 }
+
+// TestFollowRests: a Store set not to follow (a shard this node does
+// not stand by for) asks nothing of its stream however long it waits,
+// and catches up again at the next interval once set to follow.
+func TestFollowRests(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		js := &stalledStreams{}
+		s := &Store{js: js, stream: "IDLEPOOL_STATE_1", mem: pool.NewMemStore(), timeout: 5 * time.Second}
+		s.SetFollowing(false)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			s.Follow(ctx, time.Second, nil)
+			close(done)
+		}()
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		js.mu.Lock()
+		asked := len(js.given)
+		js.mu.Unlock()
+		if asked != 0 {
+			t.Errorf("a resting Store asked for its stream %d times in a minute", asked)
+		}
+		s.SetFollowing(true)
+		time.Sleep(1500 * time.Millisecond)
+		synctest.Wait()
+		js.mu.Lock()
+		asked = len(js.given)
+		js.mu.Unlock()
+		if asked != 1 {
+			t.Errorf("once set to follow, it asked %d times within the next interval, want 1", asked)
+		}
+		cancel()
+		<-done
+	})
+}
