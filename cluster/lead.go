@@ -28,59 +28,73 @@ func (sh Shard) Streams() []string {
 // nodes"). It asks JetStream's stream leader stepdown, with server as
 // the preferred placement, of each stream that server replicates and
 // another node leads, then waits up to wait for each of those to name
-// server its leader. It returns how many of those server leads on
-// return.
+// server its leader. It returns how many of the shard's streams server
+// replicates (of) and how many of those it leads on return (led).
 //
-// It is a placement, not a guarantee: a stream server does not
-// replicate, one whose leader is unknown (an election under way), or
-// one that elects another (JetStream elects no peer behind the others)
-// is left as it is and not counted. The error is the first failed
-// request, wrapping pool.ErrStoreUnavailable for an unavailable
-// JetStream (a look at a stream's leader unanswered within 200 ms ends
-// the moves: the stream is electing one), or ctx's.
-func (s *Store) LeadStreams(ctx context.Context, server string, wait time.Duration) (moved int, err error) {
+// It is a placement, not a guarantee: a stream whose leader is unknown
+// (an election under way: a look at it unanswered within 200 ms), or
+// that elects another node (JetStream elects no peer behind the
+// others), is left as it is, and the others are moved all the same.
+// The error is the first failed request or look, wrapping
+// pool.ErrStoreUnavailable for an unavailable JetStream, or ctx's.
+func (s *Store) LeadStreams(ctx context.Context, server string, wait time.Duration) (led, of int, err error) {
 	prefix := s.js.Options().APIPrefix
 	if prefix == "" {
 		prefix = jetstream.DefaultAPIPrefix
 	}
+	fail := func(e error) {
+		if err == nil {
+			err = e
+		}
+	}
 	var asked []string
 	for _, name := range s.shard.Streams() {
-		// A stream without a leader leaves its info unanswered: right
-		// after a node died, the first look ends the moves in leadLook.
+		if ctx.Err() != nil {
+			return led, of, ctx.Err()
+		}
 		lctx, cancel := context.WithTimeout(ctx, leadLook)
-		leader, replicated, err := streamLeader(lctx, s.js, name, server)
+		leader, replicated, lerr := streamLeader(lctx, s.js, name, server)
 		cancel()
-		if errors.Is(err, jetstream.ErrStreamNotFound) {
+		switch {
+		case errors.Is(lerr, jetstream.ErrStreamNotFound):
+			continue
+		case lerr != nil:
+			// No leader to ask (an election), or no answer: counted
+			// as replicated and not led, so the caller says so.
+			of++
+			fail(lerr)
+			continue
+		case !replicated:
 			continue
 		}
-		if err != nil {
-			return moved, err
+		of++
+		if leader == server {
+			led++
+			continue
 		}
-		if !replicated || leader == "" || leader == server {
+		if leader == "" {
 			continue
 		}
 		body, _ := json.Marshal(map[string]any{"placement": map[string]string{"preferred": server}})
 		rctx, cancel := context.WithTimeout(ctx, 2*leadLook)
-		msg, err := s.js.Conn().RequestWithContext(rctx, prefix+"STREAM.LEADER.STEPDOWN."+name, body)
+		msg, rerr := s.js.Conn().RequestWithContext(rctx, prefix+"STREAM.LEADER.STEPDOWN."+name, body)
 		cancel()
-		if err != nil {
-			return moved, fmt.Errorf("cluster: move the leader of %s to %s: %w", name, server, unavailable(err))
+		if rerr != nil {
+			fail(fmt.Errorf("cluster: move the leader of %s to %s: %w", name, server, unavailable(rerr)))
+			continue
 		}
 		var resp struct {
 			Success bool `json:"success"`
-			Error   *struct {
-				Description string `json:"description"`
-			} `json:"error"`
 		}
-		if err := json.Unmarshal(msg.Data, &resp); err != nil {
-			return moved, fmt.Errorf("cluster: move the leader of %s to %s: answer %q: %w", name, server, msg.Data, err)
-		}
-		if !resp.Success {
-			// Refused (the preferred peer is not current, or leads it
-			// already since the stream's info was read): left as it is.
+		if jerr := json.Unmarshal(msg.Data, &resp); jerr != nil {
+			fail(fmt.Errorf("cluster: move the leader of %s to %s: answer %q: %w", name, server, msg.Data, jerr))
 			continue
 		}
-		asked = append(asked, name)
+		if resp.Success {
+			asked = append(asked, name)
+		}
+		// Refused: the preferred peer is not current, or leads it
+		// already since the stream's info was read; left as it is.
 	}
 	// A stream's info goes unanswered while it has no leader, so each
 	// look is short: the election takes tens of milliseconds.
@@ -88,17 +102,17 @@ func (s *Store) LeadStreams(ctx context.Context, server string, wait time.Durati
 	for _, name := range asked {
 		for {
 			lctx, cancel := context.WithTimeout(ctx, leadLook)
-			leader, _, err := streamLeader(lctx, s.js, name, server)
+			leader, _, lerr := streamLeader(lctx, s.js, name, server)
 			cancel()
-			if err == nil && leader == server {
-				moved++
-				break
-			}
-			if time.Now().After(deadline) {
+			if lerr == nil && leader == server {
+				led++
 				break
 			}
 			if ctx.Err() != nil {
-				return moved, ctx.Err()
+				return led, of, ctx.Err()
+			}
+			if time.Now().After(deadline) {
+				break
 			}
 			select {
 			case <-ctx.Done():
@@ -106,7 +120,7 @@ func (s *Store) LeadStreams(ctx context.Context, server string, wait time.Durati
 			}
 		}
 	}
-	return moved, nil
+	return led, of, err
 }
 
 // leadLook bounds one look at a stream's leader in LeadStreams.

@@ -556,6 +556,29 @@ const (
 // node is behind, or a node just died) is left where it is.
 const leadStreamsWait = time.Second
 
+// leadStreamsAgain is how long into a term a node that could not take
+// the leadership of every one of its shard's streams asks once more.
+const leadStreamsAgain = 10 * time.Second
+
+// leadStreams asks for the leadership of state's streams for node
+// (cluster.Store.LeadStreams), logs what came of it, and says whether
+// the node leads every one it replicates (or ctx ended).
+func leadStreams(ctx context.Context, log *slog.Logger, state *cluster.Store, node string) bool {
+	lctx, cancel := context.WithTimeout(ctx, 2*leadStreamsWait)
+	led, of, err := state.LeadStreams(lctx, node, leadStreamsWait)
+	cancel()
+	switch {
+	case ctx.Err() != nil:
+		return true
+	case led < of:
+		log.Info("Some of the shard's streams are led from another node", "led", led, "of", of, "err", err)
+		return false
+	default:
+		log.Info("The shard's streams are led from this node", "streams", of)
+		return true
+	}
+}
+
 // runTerm runs this node's coordinator of term's shard while term lasts.
 func (f *front) runTerm(ctx context.Context, base Config, term *cluster.Term) {
 	nc := f.node.Config()
@@ -582,17 +605,9 @@ func (f *front) runTerm(ctx context.Context, base Config, term *cluster.Term) {
 		}
 	}()
 	defer state.Release()
-	if nc.Replicas > 1 {
-		// Appends go from the node in charge to the other replicas at
-		// once when it leads the shard's streams too.
-		lctx, lcancel := context.WithTimeout(tctx, 2*leadStreamsWait)
-		moved, err := state.LeadStreams(lctx, nc.Name, leadStreamsWait)
-		lcancel()
-		if err != nil && tctx.Err() == nil {
-			log.Info("The shard's streams are led from another node", "err", err)
-		} else if moved > 0 {
-			log.Info("The shard's streams are led from this node", "moved", moved)
-		}
+	var leadAgain <-chan time.Time // once, when some streams did not move
+	if nc.Replicas > 1 && !leadStreams(tctx, log, state, nc.Name) {
+		leadAgain = time.After(leadStreamsAgain)
 	}
 	cfg := base
 	cfg.Listen, cfg.DataDir, cfg.Pool = nc.Internal, shardCoordDir(nc.DataDir, shard), nc.Pool
@@ -648,6 +663,17 @@ func (f *front) runTerm(ctx context.Context, base Config, term *cluster.Term) {
 	// The node in charge snapshots the state it keeps current, so that a
 	// node starting from nothing loads the snapshot and a short tail.
 	var snaps sync.WaitGroup
+	if leadAgain != nil {
+		// The streams whose leader was unknown (a node just died) have
+		// one by now; the commits in flight while one moves are retried.
+		snaps.Go(func() {
+			select {
+			case <-leadAgain:
+				leadStreams(tctx, log, state, nc.Name)
+			case <-tctx.Done():
+			}
+		})
+	}
 	snaps.Go(func() {
 		state.Snapshots(tctx, nc.SnapshotEvery, nc.LeaderTTL.Duration,
 			func(err error) { log.Warn("Cannot snapshot the pool's state", "err", err) },
