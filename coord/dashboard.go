@@ -83,8 +83,9 @@ type DashboardJob struct {
 }
 
 // DashboardPeer is one registered device. Kind is "browser" when it
-// registered from a web browser, "native" for the agent, "" when this
-// coordinator has not seen it register since it started. State and
+// registered (or, since this coordinator started, made a signed
+// request) from a web browser, "native" for the agent, "" when this
+// coordinator has seen neither since it started. State and
 // Hold are its capacity offer's coarse state ("" without a live
 // offer). Leases is how many tasks it holds leased now: a device whose
 // offer says computing but that holds none is ready and waiting for work,
@@ -144,11 +145,28 @@ func newDashboard() *dashboard {
 	return &dashboard{kinds: map[string]string{}, seen: map[string]time.Time{}, owners: map[string]*DashboardOwner{}}
 }
 
-// noteSeen records that peer made a signed request at now.
-func (d *dashboard) noteSeen(peer string, now time.Time) {
+// noteSeen records that peer made a signed request r at now, and the
+// kind of device it is from r when not known yet (noteRegistration):
+// a device registers once, and a coordinator that started since (a
+// restart, a take-over, another shard's) learns its kind from its
+// next request.
+func (d *dashboard) noteSeen(peer string, now time.Time, r *http.Request) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.seen[peer] = now
+	if _, ok := d.kinds[peer]; !ok && len(d.kinds) < 1<<20 {
+		d.kinds[peer] = kindOf(r)
+	}
+}
+
+// kindOf is the kind of device that sent r: "browser" when its
+// User-Agent starts with "Mozilla/" (every web browser's does), else
+// "native".
+func kindOf(r *http.Request) string {
+	if strings.HasPrefix(r.UserAgent(), "Mozilla/") {
+		return "browser"
+	}
+	return "native"
 }
 
 // silent reports whether peer made no signed request for more than
@@ -169,14 +187,10 @@ func (d *dashboard) silentLocked(peer string, now time.Time) bool {
 // noteRegistration records the kind of device that registered, from its
 // request: a web browser's User-Agent starts with "Mozilla/".
 func (d *dashboard) noteRegistration(peer string, r *http.Request) {
-	kind := "native"
-	if strings.HasPrefix(r.UserAgent(), "Mozilla/") {
-		kind = "browser"
-	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if len(d.kinds) < 1<<20 {
-		d.kinds[peer] = kind
+		d.kinds[peer] = kindOf(r)
 	}
 }
 

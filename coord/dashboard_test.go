@@ -491,3 +491,37 @@ func TestPoolPageLayout(t *testing.T) {
 		t.Errorf("console errors: %q", errs)
 	}
 }
+
+// A coordinator that started after a device registered (a restart, a
+// take-over, another shard's coordinator) learns the device's kind from
+// its next signed request: a browser's is "browser", an agent's
+// "native"; a device that made none since shows "".
+func TestDashboardKindAfterRestart(t *testing.T) {
+	data := t.TempDir()
+	ts, stop := runServer(t, func(c *Config) { c.DataDir = data })
+	agentDev, browserDev, quiet := newPeer(t, nil), newPeer(t, nil), newPeer(t, nil)
+	for _, p := range []*testPeer{agentDev, browserDev, quiet} {
+		ts.register(t, p, "", http.StatusCreated)
+	}
+	stop()
+	ts = startServer(t, func(c *Config) { c.DataDir = data })
+	ts.offer(t, agentDev)
+	req := ts.request(t, "GET", "/v1/receipts", nil)
+	req.Header.Set("User-Agent", "Mozilla/5.0 (X11; Linux x86_64) Chrome/140.0")
+	SignRequest(req, nil, browserDev.key, time.Now())
+	if a := ts.send(t, req); a.status != http.StatusOK {
+		t.Fatalf("a browser's signed request: %d %s", a.status, a.body)
+	}
+	var d Dashboard
+	ts.do(t, nil, "GET", "/v1/dashboard", nil).decode(t, &d)
+	want := map[string]string{agentDev.ID(): "native", browserDev.ID(): "browser", quiet.ID(): ""}
+	for _, p := range d.Peers {
+		if w, ok := want[p.Peer]; ok && p.Kind != w {
+			t.Errorf("device %s after the restart: kind %q, want %q", p.Peer, p.Kind, w)
+		}
+		delete(want, p.Peer)
+	}
+	if len(want) > 0 {
+		t.Errorf("the page lacks %v", want)
+	}
+}

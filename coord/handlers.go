@@ -190,7 +190,7 @@ func (s *Server) signed(limit int64, h func(http.ResponseWriter, *http.Request, 
 		if err != nil {
 			return err
 		}
-		s.dash.noteSeen(p.ID, s.cfg.Now())
+		s.dash.noteSeen(p.ID, s.cfg.Now(), r)
 		return h(w, r, call{peer: p, body: body})
 	})
 }
@@ -279,7 +279,7 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) error {
 		return fmt.Errorf("register peer %s: %w", id, err)
 	}
 	s.dash.noteRegistration(id, r)
-	s.dash.noteSeen(id, s.cfg.Now())
+	s.dash.noteSeen(id, s.cfg.Now(), r)
 	status := http.StatusOK
 	if !known {
 		status = http.StatusCreated
