@@ -888,7 +888,7 @@ func health(st ClusterState) (int, string) {
 		code = http.StatusServiceUnavailable
 		fmt.Fprintf(&b, "no leader: node %s cannot reach a node in charge", st.Node)
 	}
-	fmt.Fprintf(&b, "; %d nodes live, %d routes", len(st.Nodes), st.Routes)
+	fmt.Fprintf(&b, "; %s live, %s", counted(len(st.Nodes), "node"), counted(st.Routes, "route"))
 	if st.State.Error != "" {
 		fmt.Fprintf(&b, "; state stream: %s", st.State.Error)
 	} else {
@@ -902,6 +902,14 @@ func health(st ClusterState) (int, string) {
 	}
 	b.WriteString("\n")
 	return code, b.String()
+}
+
+// counted is n and word, plural unless n is 1: "1 node", "3 nodes".
+func counted(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
 }
 
 func (f *front) initMetrics() {

@@ -24,7 +24,9 @@ func TestHealthWords(t *testing.T) {
 		{ClusterState{Node: "b", LeaderKnown: true, Leader: cluster.LeaderInfo{Node: "b", Term: 79}, Nodes: nodes, Routes: 2, State: stream},
 			http.StatusServiceUnavailable, "no leader yet: node b; b took charge (term 79) and is loading the pool's state; 3 nodes live, 2 routes; state stream led by a, 2 of 3 replicas current\n"},
 		{ClusterState{Node: "b", Nodes: nodes[:1], Routes: 2, State: StreamHealth{Error: "no majority"}},
-			http.StatusServiceUnavailable, "no leader: node b cannot reach a node in charge; 1 nodes live, 2 routes; state stream: no majority\n"},
+			http.StatusServiceUnavailable, "no leader: node b cannot reach a node in charge; 1 node live, 2 routes; state stream: no majority\n"},
+		{ClusterState{Node: "b", Nodes: nodes[:1], Routes: 1, State: StreamHealth{Error: "no majority"}},
+			http.StatusServiceUnavailable, "no leader: node b cannot reach a node in charge; 1 node live, 1 route; state stream: no majority\n"},
 	} {
 		code, got := health(c.st)
 		if code != c.code || got != c.want {
