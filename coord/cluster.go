@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
@@ -50,11 +51,16 @@ type ClusterState struct {
 // in charge of it (LeaderKnown false while none is, or this node cannot
 // tell), and whether that is this node (Local: its coordinator of the
 // shard is running here).
+//
+// State is the replication health of the shard's state stream, which
+// its node in charge leads once it could take the stream's leadership
+// (cluster.Store.LeadStreams).
 type ShardState struct {
 	Shard       int                `json:"shard"`
 	Leader      cluster.LeaderInfo `json:"leader"`
 	LeaderKnown bool               `json:"leader_known"`
 	Local       bool               `json:"local,omitempty"`
+	State       StreamHealth       `json:"state"`
 }
 
 // StreamHealth is a JetStream stream's replication health.
@@ -818,26 +824,39 @@ func (f *front) snapshot(ctx context.Context) ClusterState {
 	st.Routes = f.node.Server().NumRoutes()
 	sctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	s, err := f.node.JetStream().Stream(sctx, cluster.StateStream)
+	js := f.node.JetStream()
+	var wg sync.WaitGroup
+	for i := range st.Shards {
+		sh := cluster.Shard{Index: i, Count: f.shards}
+		wg.Go(func() { st.Shards[i].State = streamHealth(sctx, js, sh.Stream()) })
+	}
+	st.State = streamHealth(sctx, js, cluster.StateStream)
+	wg.Wait()
+	return st
+}
+
+// streamHealth is the replication health of stream name, or its Error.
+func streamHealth(ctx context.Context, js jetstream.JetStream, name string) (h StreamHealth) {
+	s, err := js.Stream(ctx, name)
 	if err == nil {
-		info, err2 := s.Info(sctx)
-		if err = err2; err == nil {
-			st.State.Messages = info.State.Msgs
+		var info *jetstream.StreamInfo
+		if info, err = s.Info(ctx); err == nil {
+			h.Messages = info.State.Msgs
 			if c := info.Cluster; c != nil {
-				st.State.Leader = c.Leader
+				h.Leader = c.Leader
 				if c.Leader != "" {
-					st.State.Replicas = append(st.State.Replicas, ReplicaHealth{Node: c.Leader, Current: true})
+					h.Replicas = append(h.Replicas, ReplicaHealth{Node: c.Leader, Current: true})
 				}
 				for _, p := range c.Replicas {
-					st.State.Replicas = append(st.State.Replicas, ReplicaHealth{Node: p.Name, Current: p.Current, Offline: p.Offline, Lag: p.Lag})
+					h.Replicas = append(h.Replicas, ReplicaHealth{Node: p.Name, Current: p.Current, Offline: p.Offline, Lag: p.Lag})
 				}
 			}
 		}
 	}
 	if err != nil {
-		st.State.Error = err.Error()
+		h.Error = err.Error()
 	}
-	return st
+	return h
 }
 
 func (f *front) clusterState(w http.ResponseWriter, r *http.Request) {

@@ -67,6 +67,20 @@ func TestClusterShardsEachLed(t *testing.T) {
 			})
 		}
 	}
+	// GET /v1/cluster says so: each shard's state stream is led by its
+	// node in charge.
+	waitUntil(t, patience(t), "GET /v1/cluster to show each shard's state stream led by its node", func() bool {
+		st, ok := nodes[1].shardView(t)
+		if !ok || len(st.Shards) != k {
+			return false
+		}
+		for _, sh := range st.Shards {
+			if sh.State.Leader == "" || sh.State.Leader != sh.Leader.Node || len(sh.State.Replicas) != 3 {
+				return false
+			}
+		}
+		return true
+	})
 	for _, sh := range st.Shards {
 		if sh.Local != (sh.Leader.Node == "node1") {
 			t.Errorf("node1 says shard %d is local: %v, led by %s", sh.Shard, sh.Local, sh.Leader.Node)
