@@ -252,10 +252,11 @@ func (s *Store) Load(ctx context.Context) (*pool.Snapshot, error) {
 
 // Release ends the use Load began: the Scheduler on this Store stopped
 // (its node is no longer in charge). Follow applies others' batches
-// again.
+// again; a resting Store (SetFollowing) empties its memory instead.
 func (s *Store) Release() {
 	s.lockBeforeFollow()
 	s.inUse = false
+	s.dropIfResting()
 	s.mu.Unlock()
 }
 
@@ -277,10 +278,22 @@ func (s *Store) lockBeforeFollow() {
 // rests (false): a node of a divided pool stands by warm for the
 // shards of which it is the successor (cluster.Successor) and lets the
 // others rest, so that it applies a share of the pool's batches, not
-// all of them. A resting Store keeps what it applied; the next catch-up
-// or Load goes on from there (from the newest snapshot when the batches
-// after it were trimmed). A catch-up under way ends as it would.
+// all of them, and a cold standby rests always. A resting Store holds
+// none of the state in memory while no Scheduler uses it: Follow drops
+// what it applied (at its next interval) and so does Release, and the
+// next Load loads the newest snapshot and the batches after it, as a
+// node that starts from nothing does. A catch-up under way ends as it
+// would.
 func (s *Store) SetFollowing(on bool) { s.resting.Store(!on) }
+
+// dropIfResting empties the memory of a resting Store that no Scheduler
+// uses; s.mu is held.
+func (s *Store) dropIfResting() {
+	if s.resting.Load() && !s.inUse && s.applied.Load() > 0 {
+		s.resetMem(pool.NewMemStore(), 0)
+		s.lastSeq, s.snapSeq = 0, 0
+	}
+}
 
 // Follow applies the batches other nodes append, every interval, until
 // ctx ends, so that this node's memory is warm when it takes over. It
@@ -306,7 +319,14 @@ func (s *Store) Follow(ctx context.Context, interval time.Duration, onErr func(e
 			err          error
 			cut, stopped bool
 		)
-		if s.loading.Load() == 0 && !s.resting.Load() {
+		switch {
+		case s.loading.Load() != 0:
+		case s.resting.Load():
+			if s.applied.Load() > 0 && s.mu.TryLock() {
+				s.dropIfResting()
+				s.mu.Unlock()
+			}
+		default:
 			cut, stopped, err = s.followOnce(ctx, try)
 		}
 		switch {

@@ -445,3 +445,47 @@ func TestFollowRests(t *testing.T) {
 		<-done
 	})
 }
+
+// A resting Store holds none of the pool's state while no Scheduler uses
+// it: Release empties it, and so does Follow once it is set to rest;
+// its next Load loads the whole state again, the same as the writer's.
+func TestRestingStoreHoldsNothing(t *testing.T) {
+	t.Parallel()
+	node, w := oneNodeStore(t)
+	h := newHistory()
+	h.write(t, w, 40, 10)
+	ctx := t.Context()
+	r := openStore(t, node, 1)
+	r.SetFollowing(false)
+	if _, err := r.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r.Applied() == 0 {
+		t.Fatal("Load applied nothing")
+	}
+	r.Release()
+	if got := r.Applied(); got != 0 {
+		t.Fatalf("a resting Store released holds the state up to %d, want none", got)
+	}
+	if _, err := r.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sameState(t, "loaded again after resting", w, r)
+	// Following, released: it keeps what it holds; set to rest, Follow
+	// empties it.
+	r.SetFollowing(true)
+	r.Release()
+	if r.Applied() == 0 {
+		t.Fatal("a following Store released emptied its memory")
+	}
+	fctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		r.Follow(fctx, 10*time.Millisecond, nil)
+		close(done)
+	}()
+	r.SetFollowing(false)
+	patience(t, time.Minute, "Follow to empty a resting Store", func() bool { return r.Applied() == 0 })
+	cancel()
+	<-done
+}

@@ -179,11 +179,15 @@ func ServeCluster(ctx context.Context, node *cluster.Node, base Config) error {
 		return nil
 	})
 	g.Go(func() error { f.watch(gctx); return nil })
+	for _, state := range f.states {
+		// A cold standby's stores rest, and a divided pool's until the
+		// campaign names the shards this node stands by for
+		// (front.standby): they hold no state while another node is in
+		// charge.
+		state.SetFollowing(f.shards == 1 && !nc.ColdStandby)
+	}
 	if !nc.ColdStandby {
 		for s, state := range f.states {
-			// A divided pool's stores rest until the campaign names the
-			// shards this node stands by for (front.standby).
-			state.SetFollowing(f.shards == 1)
 			g.Go(func() error {
 				state.Follow(gctx, nc.LeaderTTL.Duration/4, func(err error) { log.Debug("Cannot follow the pool's state", "shard", s, "err", err) })
 				return nil
@@ -962,7 +966,7 @@ func (f *front) initMetrics() {
 		defer f.mu.Unlock()
 		return float64(len(f.nodes))
 	})
-	gauge("idlepool_cluster_state_applied", "The state stream's sequence up to which this node's memory has applied the pool's state: it follows the stream's end on a warm standby and on the node in charge, and stays where the node's last term left it (0 if none) on a cold standby (cold_standby).", func() float64 {
+	gauge("idlepool_cluster_state_applied", "The state stream's sequence up to which this node's memory has applied the pool's state: it follows the stream's end on a warm standby and on the node in charge, and is 0 on a cold standby (cold_standby), which holds none of the state while another node is in charge.", func() float64 {
 		return float64(f.state.Applied())
 	})
 	gauge("idlepool_cluster_routes", "NATS routes to other nodes.", func() float64 { return float64(f.node.Server().NumRoutes()) })
