@@ -83,13 +83,14 @@ type CampaignConfig struct {
 	// OnErr, if not nil, is told of errors the campaign retries (the
 	// node list or a lease did not answer).
 	OnErr func(error)
-	// Standby, if not nil, is called with the shards this node stands
-	// by for whenever that set changes, first after the first round
-	// that read the leaders: the shards another node leads of which
-	// this node is the Successor among the live nodes, and the shards
-	// it stood by for that have no leader now (until it or another
-	// takes them). It is called from the campaign's goroutine, one
-	// call at a time, with a map of its own.
+	// Standby, if not nil, is called with the shards this node keeps
+	// warm whenever that set changes, first after the first round that
+	// read the leaders: the shards it leads, those another node leads
+	// of which this node is the Successor among the live nodes (it
+	// stands by for them), and those it led or stood by for that have
+	// no leader now (until it or another takes them: it takes them
+	// first). It is called from the campaign's goroutine, one call at a
+	// time, with a map of its own.
 	Standby func(shards map[int]bool)
 	// Grace is how many rounds in a row a node that may lead another
 	// shard sees one without a leader before it tries for it, when it
@@ -189,7 +190,7 @@ type campaignState struct {
 	first      int            // the shard this node tries first
 	lastLeader map[int]string // the node last seen leading each shard
 	unled      map[int]int    // rounds in a row each shard was seen without a leader, this node free to lead another
-	standby    map[int]bool   // the shards this node stands by for (nil before the first report)
+	standby    map[int]bool   // the shards this node keeps warm (nil before the first report)
 }
 
 // campaignRound is one round of Campaign on held (shard → term); it
@@ -242,23 +243,29 @@ func (l *Leadership) campaignRound(ctx context.Context, cfg CampaignConfig, cs *
 		onErr(fmt.Errorf("cluster: campaign: %w", err))
 		return changed
 	}
+	// The shards this node keeps warm: those it leads, those of which
+	// it is its node in charge's Successor, and those it kept warm (led,
+	// or stood by for) that have no leader now, until one takes them.
 	standby := map[int]bool{}
 	for s := range k {
 		info, led := leaders[s]
 		switch {
+		case held[s] != nil:
+			cs.lastLeader[s], cs.unled[s] = cfg.Info.Node, 0
+			standby[s] = true
 		case led:
 			cs.lastLeader[s], cs.unled[s] = info.Node, 0
 			if info.Node != cfg.Info.Node && Successor(s, info.Node, names) == cfg.Info.Node {
 				standby[s] = true
 			}
-		case held[s] == nil:
+		default:
 			cs.unled[s]++
 			if !ShouldCampaign(len(held), k, live) {
 				// The grace counts from when this node may take it.
 				cs.unled[s] = 0
 			}
-			if cs.standby[s] {
-				standby[s] = true // until it or another takes it
+			if cs.standby[s] || cs.lastLeader[s] == cfg.Info.Node {
+				standby[s] = true
 			}
 		}
 	}

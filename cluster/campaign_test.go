@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/nats-io/nats.go/jetstream"
 	"slices"
 	"strings"
 	"sync"
@@ -298,8 +299,8 @@ func TestCampaignThreeNodes(t *testing.T) {
 	patience(t, 2*time.Minute, "two shards each", settled([]int{2, 2, 2}))
 	t.Logf("settled at two shards each after %s", time.Since(began).Round(time.Millisecond))
 
-	// Each shard has one node standing by for it, its leader's
-	// Successor, and no node stands by for a shard it leads.
+	// Each node keeps warm the shards it leads and those it stands by
+	// for: each shard has one standby, its leader's Successor.
 	leaderOf := func() map[int]string {
 		w.mu.Lock()
 		defer w.mu.Unlock()
@@ -319,7 +320,7 @@ func TestCampaignThreeNodes(t *testing.T) {
 		for s := range k {
 			succ := Successor(s, led[s], names)
 			for i := range nodes {
-				if name(i) == succ {
+				if name(i) == succ || name(i) == led[s] {
 					out[i][s] = true
 				}
 			}
@@ -531,5 +532,59 @@ func TestSuccessor(t *testing.T) {
 		if per[n] < MaxShards/8 { // 16 each on average
 			t.Errorf("node1's %d shards spread as %v: %s stands by for %d", MaxShards, per, n, per[n])
 		}
+	}
+}
+
+// A renewal whose answer was lost but which landed (its time ran out on
+// a loaded machine) does not end the term: the next renewal, refused for
+// its stale revision, finds the lease still holding this term's value
+// and goes on from the revision that landed. A lease another node wrote
+// still ends it.
+func TestTermSurvivesALandedRenewal(t *testing.T) {
+	t.Parallel()
+	const ttl = 2 * time.Second
+	node := startNodes(t, testConfigs(t, t.TempDir(), 1))[0]
+	l := newLeadership(t, node, 1, ttl)
+	ctx := t.Context()
+	term, err := l.TryLeadShard(ctx, 1, LeaderInfo{Node: "a"})
+	if err != nil || term == nil {
+		t.Fatalf("TryLeadShard: %v, %v", term, err)
+	}
+	defer term.Resign()
+	key := Shard{Index: 1}.LeaderKey()
+	// Once the term renewed (its value then names its term), as the
+	// node's own lost update would: the same value, written over the
+	// lease's newest revision.
+	var e jetstream.KeyValueEntry
+	patience(t, time.Minute, "the term's first renewal", func() bool {
+		e, err = l.kv.Get(ctx, key)
+		return err == nil && e.Revision() > term.Info().Term
+	})
+	landed, err := l.kv.Update(ctx, key, e.Value(), e.Revision())
+	if err != nil {
+		t.Fatal(err)
+	}
+	patience(t, time.Minute, "the term to renew past the update that landed", func() bool {
+		e, err := l.kv.Get(ctx, key)
+		return err == nil && e.Revision() > landed
+	})
+	if ended(term) {
+		t.Fatalf("the term ended: %v", term.Err())
+	}
+	// Another node's value over it ends the term.
+	e, err = l.kv.Get(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.kv.Update(ctx, key, []byte(`{"node":"b","term":1}`), e.Revision()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-term.Lost():
+	case <-time.After(time.Minute): // a renewal comes every half second; a bound, not a verdict on speed
+		t.Fatal("a lease another node wrote did not end the term")
+	}
+	if !strings.Contains(term.Err().Error(), "another node holds the leader lease") {
+		t.Errorf("the term ended with %v", term.Err())
 	}
 }

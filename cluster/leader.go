@@ -46,7 +46,9 @@ type LeaderInfo struct {
 // creating the key (JetStream refuses a create when the key exists, so
 // at most one node holds it), keeps it by updating it with the revision
 // it last wrote (optimistic concurrency) every quarter of the TTL, and
-// gives it up when an update is refused or when three quarters of the
+// gives it up when an update is refused (unless the lease still holds
+// this term's value: an update of its own landed without its answer,
+// and it goes on from that revision) or when three quarters of the
 // TTL passed since the last update that was accepted — before JetStream
 // can have let the key expire for anyone else, so two nodes never both
 // believe they are in charge for long, and the pool's state stream
@@ -269,6 +271,14 @@ func (t *Term) renew(ctx context.Context, lastOK time.Time) {
 		switch {
 		case err == nil:
 			t.rev, lastOK = rev, sent
+		case (isWrongLastSeq(err) || errors.Is(err, jetstream.ErrKeyExists)) && t.ownLanded(ctx):
+			// An earlier update whose answer was lost (its time ran
+			// out, the update landed): renewed again at once, from its
+			// revision.
+			select {
+			case t.kick <- struct{}{}:
+			default:
+			}
 		case isWrongLastSeq(err) || errors.Is(err, jetstream.ErrKeyExists):
 			end(fmt.Errorf("another node holds the leader lease: %w", err))
 			return
@@ -277,6 +287,31 @@ func (t *Term) renew(ctx context.Context, lastOK time.Time) {
 			return
 		}
 	}
+}
+
+// ownLanded reads the lease after an update of it was refused: when it
+// still holds this term's value (its node and term: the revision of the
+// create, which no other term has), an earlier update of this term
+// landed without its answer reaching the node, and ownLanded takes that
+// update's revision and says true. Anything else (another node's
+// lease, none, or no answer) is false.
+func (t *Term) ownLanded(ctx context.Context) bool {
+	rctx, cancel := context.WithTimeout(ctx, t.l.ttl/4)
+	defer cancel()
+	e, err := t.l.kv.Get(rctx, t.key)
+	if err != nil {
+		return false
+	}
+	var got LeaderInfo
+	if json.Unmarshal(e.Value(), &got) != nil {
+		return false
+	}
+	own := t.Info()
+	if got.Node != own.Node || got.Term != own.Term || e.Revision() <= t.rev {
+		return false
+	}
+	t.rev = e.Revision()
+	return true
 }
 
 // Resign ends the term and deletes the lease if it is still this term's.

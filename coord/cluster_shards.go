@@ -154,14 +154,15 @@ func (f *front) campaignShards(ctx context.Context, base Config) error {
 	return nil
 }
 
-// standby is the campaign's report of the shards this node stands by
-// for (cluster.CampaignConfig.Standby): unless the node is a cold
-// standby, its stores of those shards follow their streams and the
-// others rest (cluster.Store.SetFollowing), so that each node applies
-// its own shards' batches and its share of the others', not every
-// shard's: a warm node applying all of them spent more per task than
-// one node alone (docs/benchmarks.md, "Dividing the work among the
-// nodes").
+// standby is the campaign's report of the shards this node keeps warm
+// (cluster.CampaignConfig.Standby: those it leads, those it stands by
+// for, and those it led or stood by for that have no leader yet):
+// unless the node is a cold standby, its stores of those shards follow
+// their streams and the others rest and hold no state
+// (cluster.Store.SetFollowing), so that each node applies its own
+// shards' batches and its share of the others', not every shard's: a
+// warm node applying all of them spent more per task than one node
+// alone (docs/benchmarks.md, "Dividing the work among the nodes").
 func (f *front) standby(shards map[int]bool) {
 	if f.node.Config().ColdStandby {
 		return
@@ -169,7 +170,7 @@ func (f *front) standby(shards map[int]bool) {
 	for s, st := range f.states {
 		st.SetFollowing(shards[s])
 	}
-	f.log.Debug("Standing by for shards", "shards", slices.Sorted(maps.Keys(shards)))
+	f.log.Info("Keeping these shards' state warm", "shards", slices.Sorted(maps.Keys(shards)))
 }
 
 // shardCoordDir is the data directory of a node's coordinator of shard
