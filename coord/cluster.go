@@ -16,7 +16,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
@@ -828,23 +827,23 @@ func (f *front) snapshot(ctx context.Context) ClusterState {
 	st.Routes = f.node.Server().NumRoutes()
 	sctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	js := f.node.JetStream()
 	var wg sync.WaitGroup
 	for i := range st.Shards {
 		sh := cluster.Shard{Index: i, Count: f.shards}
-		wg.Go(func() { st.Shards[i].State = streamHealth(sctx, js, sh.Stream()) })
+		wg.Go(func() { st.Shards[i].State = streamHealth(sctx, f.node, sh.Stream()) })
 	}
-	st.State = streamHealth(sctx, js, cluster.StateStream)
+	st.State = streamHealth(sctx, f.node, cluster.StateStream)
 	wg.Wait()
 	return st
 }
 
-// streamHealth is the replication health of stream name, or its Error.
-func streamHealth(ctx context.Context, js jetstream.JetStream, name string) (h StreamHealth) {
-	s, err := js.Stream(ctx, name)
+// streamHealth is the replication health of stream name on node's
+// JetStream, or its Error.
+func streamHealth(ctx context.Context, node *cluster.Node, name string) (h StreamHealth) {
+	s, err := node.JetStream().Stream(ctx, name)
 	if err == nil {
-		var info *jetstream.StreamInfo
-		if info, err = s.Info(ctx); err == nil {
+		info, ierr := s.Info(ctx)
+		if err = ierr; err == nil {
 			h.Messages = info.State.Msgs
 			if c := info.Cluster; c != nil {
 				h.Leader = c.Leader
