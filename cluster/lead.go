@@ -35,8 +35,10 @@ func (sh Shard) Streams() []string {
 // (an election under way: a look at it unanswered within 200 ms), or
 // that elects another node (JetStream elects no peer behind the
 // others), is left as it is, and the others are moved all the same.
-// The error is the first failed request or look, wrapping
-// pool.ErrStoreUnavailable for an unavailable JetStream, or ctx's.
+// The error says why the first stream not led by server is not: a
+// failed request or look (wrapping pool.ErrStoreUnavailable for an
+// unavailable JetStream), no leader yet, a refusal, another elected;
+// or it is ctx's. It is nil when led == of.
 func (s *Store) LeadStreams(ctx context.Context, server string, wait time.Duration) (led, of int, err error) {
 	prefix := s.js.Options().APIPrefix
 	if prefix == "" {
@@ -73,6 +75,7 @@ func (s *Store) LeadStreams(ctx context.Context, server string, wait time.Durati
 			continue
 		}
 		if leader == "" {
+			fail(fmt.Errorf("cluster: stream %s has no leader yet (an election under way)", name))
 			continue
 		}
 		body, _ := json.Marshal(map[string]any{"placement": map[string]string{"preferred": server}})
@@ -92,9 +95,11 @@ func (s *Store) LeadStreams(ctx context.Context, server string, wait time.Durati
 		}
 		if resp.Success {
 			asked = append(asked, name)
+			continue
 		}
 		// Refused: the preferred peer is not current, or leads it
 		// already since the stream's info was read; left as it is.
+		fail(fmt.Errorf("cluster: JetStream refused to move the leader of %s to %s: %s", name, server, msg.Data))
 	}
 	// A stream's info goes unanswered while it has no leader, so each
 	// look is short: the election takes tens of milliseconds.
@@ -112,6 +117,7 @@ func (s *Store) LeadStreams(ctx context.Context, server string, wait time.Durati
 				return led, of, ctx.Err()
 			}
 			if time.Now().After(deadline) {
+				fail(fmt.Errorf("cluster: stream %s elected %q, not %s, within %s", name, leader, server, wait))
 				break
 			}
 			select {

@@ -965,9 +965,15 @@ func (f *front) initMetrics() {
 		defer f.mu.Unlock()
 		return float64(len(f.nodes))
 	})
-	gauge("idlepool_cluster_state_applied", "The state stream's sequence up to which this node's memory has applied the pool's state: it follows the stream's end on a warm standby and on the node in charge, and is 0 on a cold standby (cold_standby), which holds none of the state while another node is in charge.", func() float64 {
-		return float64(f.state.Applied())
-	})
+	const appliedHelp = "The state stream's sequence up to which this node's memory has applied the pool's state: it follows the stream's end on a warm standby and on the node in charge, and is 0 on a cold standby (cold_standby), which holds none of the state while another node is in charge; in a pool divided into shards, one per shard (label shard), 0 for a shard this node neither leads nor keeps warm."
+	if f.shards == 1 {
+		gauge("idlepool_cluster_state_applied", appliedHelp, func() float64 { return float64(f.state.Applied()) })
+	} else {
+		for i, st := range f.states {
+			f.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "idlepool_cluster_state_applied", Help: appliedHelp,
+				ConstLabels: prometheus.Labels{"shard": strconv.Itoa(i)}}, func() float64 { return float64(st.Applied()) }))
+		}
+	}
 	gauge("idlepool_cluster_routes", "NATS routes to other nodes.", func() float64 { return float64(f.node.Server().NumRoutes()) })
 }
 

@@ -81,6 +81,12 @@ func TestClusterShardsEachLed(t *testing.T) {
 		}
 		return true
 	})
+	// The applied-state gauge is one series per shard.
+	for s := range k {
+		if _, ok := metricValue(t, nodes[0], fmt.Sprintf("idlepool_cluster_state_applied{shard=%q}", fmt.Sprint(s))); !ok {
+			t.Errorf("node1's /metrics lacks idlepool_cluster_state_applied of shard %d", s)
+		}
+	}
 	for _, sh := range st.Shards {
 		if sh.Local != (sh.Leader.Node == "node1") {
 			t.Errorf("node1 says shard %d is local: %v, led by %s", sh.Shard, sh.Local, sh.Leader.Node)
