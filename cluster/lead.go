@@ -34,7 +34,10 @@ func (sh Shard) Streams() []string {
 // It is a placement, not a guarantee: a stream whose leader is unknown
 // (an election under way: a look at it unanswered within 200 ms), or
 // that elects another node (JetStream elects no peer behind the
-// others), is left as it is, and the others are moved all the same.
+// others), is left as it is, and the others are moved all the same;
+// the first look left unanswered ends the looking (the streams after
+// it are not counted), so that a node taking over after a node died
+// waits 200 ms at most on elections before it loads.
 // The error says why the first stream not led by server is not: a
 // failed request or look (wrapping pool.ErrStoreUnavailable for an
 // unavailable JetStream), no leader yet, a refusal, another elected;
@@ -50,6 +53,7 @@ func (s *Store) LeadStreams(ctx context.Context, server string, wait time.Durati
 		}
 	}
 	var asked []string
+streams:
 	for _, name := range s.shard.Streams() {
 		if ctx.Err() != nil {
 			return led, of, ctx.Err()
@@ -61,11 +65,13 @@ func (s *Store) LeadStreams(ctx context.Context, server string, wait time.Durati
 		case errors.Is(lerr, jetstream.ErrStreamNotFound):
 			continue
 		case lerr != nil:
-			// No leader to ask (an election), or no answer: counted
-			// as replicated and not led, so the caller says so.
+			// No answer within leadLook: an election is under way (a
+			// node just died), and the streams after it are likely
+			// electing too; rather than wait on each, the caller asks
+			// again later. Counted as replicated and not led.
 			of++
 			fail(lerr)
-			continue
+			break streams
 		case !replicated:
 			continue
 		}
