@@ -231,6 +231,21 @@ func (l *Leadership) campaignRound(ctx context.Context, cfg CampaignConfig, cs *
 		}
 		held[top].Resign()
 		delete(held, top)
+		if cfg.Standby != nil {
+			// What it leads is warm, and what it gave up stays warm
+			// until another takes it (the round after next reads the
+			// leaders again).
+			warm := map[int]bool{top: true}
+			maps.Copy(warm, cs.standby)
+			for s := range held {
+				warm[s] = true
+			}
+			cs.lastLeader[top] = cfg.Info.Node
+			if cs.standby == nil || !maps.Equal(warm, cs.standby) {
+				cfg.Standby(maps.Clone(warm))
+			}
+			cs.standby = warm
+		}
 		return true
 	}
 	if !ShouldCampaign(len(held), k, live) && cfg.Standby == nil {

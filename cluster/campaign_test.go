@@ -588,3 +588,57 @@ func TestTermSurvivesALandedRenewal(t *testing.T) {
 		t.Errorf("the term ended with %v", term.Err())
 	}
 }
+
+// Nodes gives the whole list or an error, never part of it: a list cut
+// short by its time running out counted too few live nodes, and each
+// node's campaign then took more than its share.
+func TestNodesWholeOrError(t *testing.T) {
+	t.Parallel()
+	node := startNodes(t, testConfigs(t, t.TempDir(), 1))[0]
+	l := newLeadership(t, node, 1, 5*time.Second)
+	ctx := t.Context()
+	for _, n := range []string{"a", "b", "c"} {
+		if err := l.Announce(ctx, NodeInfo{Name: n}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := l.Nodes(ctx)
+	if err != nil || len(got) != 3 || got[0].Name != "a" || got[2].Name != "c" {
+		t.Fatalf("Nodes: %+v, %v; want a, b, c", got, err)
+	}
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	if got, err := l.Nodes(done); err == nil {
+		t.Errorf("Nodes with its time run out: %+v, no error; want an error", got)
+	}
+	// A bucket that gives one node's key and then nothing (its stream
+	// stalled mid-list): the time runs out, and Nodes says so.
+	e, err := l.nodes.Get(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stalled := &Leadership{nodes: &stalledWatch{first: e}, ttl: time.Second, now: time.Now}
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	if got, err := stalled.Nodes(short); !errors.Is(err, pool.ErrStoreUnavailable) {
+		t.Errorf("Nodes of a list cut short: %+v, %v; want an error wrapping pool.ErrStoreUnavailable", got, err)
+	}
+}
+
+// stalledWatch is a key-value bucket whose watch gives one entry and
+// then nothing until its context ends.
+type stalledWatch struct {
+	jetstream.KeyValue
+	first jetstream.KeyValueEntry
+}
+
+func (s *stalledWatch) WatchAll(ctx context.Context, _ ...jetstream.WatchOpt) (jetstream.KeyWatcher, error) {
+	ch := make(chan jetstream.KeyValueEntry, 1)
+	ch <- s.first
+	return &stalledWatcher{ch: ch}, nil
+}
+
+type stalledWatcher struct{ ch chan jetstream.KeyValueEntry }
+
+func (w *stalledWatcher) Updates() <-chan jetstream.KeyValueEntry { return w.ch }
+func (w *stalledWatcher) Stop() error                             { return nil }

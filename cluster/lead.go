@@ -28,8 +28,11 @@ func (sh Shard) Streams() []string {
 // nodes"). It asks JetStream's stream leader stepdown, with server as
 // the preferred placement, of each stream that server replicates and
 // another node leads, then waits up to wait for each of those to name
-// server its leader. It returns how many of the shard's streams server
-// replicates (of) and how many of those it leads on return (led).
+// server its leader. It returns how many of the shard's streams exist
+// (all), how many of those server replicates (of) and how many of
+// those it leads on return (led): with fewer nodes holding a stream
+// than the cluster has (replicas = 3 on five nodes), the node in charge
+// may hold no copy of some, which other nodes lead.
 //
 // It is a placement, not a guarantee: a stream whose leader is unknown
 // (an election under way: a look at it unanswered within 200 ms), or
@@ -42,7 +45,7 @@ func (sh Shard) Streams() []string {
 // failed request or look (wrapping pool.ErrStoreUnavailable for an
 // unavailable JetStream), no leader yet, a refusal, another elected;
 // or it is ctx's. It is nil when led == of.
-func (s *Store) LeadStreams(ctx context.Context, server string, wait time.Duration) (led, of int, err error) {
+func (s *Store) LeadStreams(ctx context.Context, server string, wait time.Duration) (led, of, all int, err error) {
 	prefix := s.js.Options().APIPrefix
 	if prefix == "" {
 		prefix = jetstream.DefaultAPIPrefix
@@ -56,11 +59,14 @@ func (s *Store) LeadStreams(ctx context.Context, server string, wait time.Durati
 streams:
 	for _, name := range s.shard.Streams() {
 		if ctx.Err() != nil {
-			return led, of, ctx.Err()
+			return led, of, all, ctx.Err()
 		}
 		lctx, cancel := context.WithTimeout(ctx, leadLook)
 		leader, replicated, lerr := streamLeader(lctx, s.js, name, server)
 		cancel()
+		if !errors.Is(lerr, jetstream.ErrStreamNotFound) {
+			all++
+		}
 		switch {
 		case errors.Is(lerr, jetstream.ErrStreamNotFound):
 			continue
@@ -120,7 +126,7 @@ streams:
 				break
 			}
 			if ctx.Err() != nil {
-				return led, of, ctx.Err()
+				return led, of, all, ctx.Err()
 			}
 			if time.Now().After(deadline) {
 				fail(fmt.Errorf("cluster: stream %s elected %q, not %s, within %s", name, leader, server, wait))
@@ -132,7 +138,7 @@ streams:
 			}
 		}
 	}
-	return led, of, err
+	return led, of, all, err
 }
 
 // leadLook bounds one look at a stream's leader in LeadStreams.

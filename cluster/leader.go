@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"idlepool/pool"
 )
 
 // Buckets of the cluster's coordination in JetStream key-value stores.
@@ -351,29 +353,39 @@ func (l *Leadership) Retire(ctx context.Context, name string) error {
 	return nil
 }
 
-// Nodes lists the live nodes by name. A node whose entry cannot be read
+// Nodes lists the live nodes by name. A list it could not read whole
 // is an error (wrapping pool.ErrStoreUnavailable when JetStream did not
-// answer in time), never left out: a campaign that counted too few live
-// nodes would lead more than its share (Campaign).
+// answer in time), never a shorter list: a campaign that counted too
+// few live nodes would lead more than its share (Campaign). (A key
+// lister of the client ends its keys quietly when its time runs out,
+// so the list is read from a watch of the bucket, which says when it
+// has given every key.)
 func (l *Leadership) Nodes(ctx context.Context) ([]NodeInfo, error) {
-	lister, err := l.nodes.ListKeys(ctx)
+	w, err := l.nodes.WatchAll(ctx, jetstream.IgnoreDeletes())
 	if err != nil {
 		return nil, unavailable(err)
 	}
+	defer w.Stop()
 	var out []NodeInfo
-	for k := range lister.Keys() {
-		e, err := l.nodes.Get(ctx, k)
-		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
-			continue // gone meanwhile
-		}
-		if err != nil {
-			return nil, fmt.Errorf("cluster: read node %s: %w", k, unavailable(err))
-		}
-		var n NodeInfo
-		if json.Unmarshal(e.Value(), &n) == nil {
-			out = append(out, n)
+	for {
+		select {
+		case e, ok := <-w.Updates():
+			if !ok {
+				if ctx.Err() != nil {
+					return nil, unavailable(ctx.Err())
+				}
+				return nil, fmt.Errorf("%w: the nodes' watch ended before their last key", pool.ErrStoreUnavailable)
+			}
+			if e == nil { // every key given
+				sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+				return out, nil
+			}
+			var n NodeInfo
+			if json.Unmarshal(e.Value(), &n) == nil {
+				out = append(out, n)
+			}
+		case <-ctx.Done():
+			return nil, unavailable(ctx.Err())
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out, nil
 }

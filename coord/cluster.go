@@ -574,16 +574,20 @@ const leadStreamsAgain = 10 * time.Second
 // the node leads every one it replicates (or ctx ended).
 func leadStreams(ctx context.Context, log *slog.Logger, state *cluster.Store, node string) bool {
 	lctx, cancel := context.WithTimeout(ctx, 2*leadStreamsWait)
-	led, of, err := state.LeadStreams(lctx, node, leadStreamsWait)
+	led, of, all, err := state.LeadStreams(lctx, node, leadStreamsWait)
 	cancel()
 	switch {
 	case ctx.Err() != nil:
 		return true
 	case led < of:
-		log.Info("Some of the shard's streams are led from another node", "led", led, "of", of, "err", err)
+		log.Info("Some of the shard's streams are led from another node", "led", led, "of", of, "streams", all, "err", err)
 		return false
+	case of < all:
+		// Fewer replicas than nodes: nothing to move here.
+		log.Info("This node holds a copy of some of the shard's streams only; it leads those, other nodes the rest", "led", led, "streams", all)
+		return true
 	default:
-		log.Info("The shard's streams are led from this node", "streams", of)
+		log.Info("The shard's streams are led from this node", "streams", all)
 		return true
 	}
 }
