@@ -61,10 +61,6 @@ func Successor(s int, leader string, live []string) string {
 // successorGrace is CampaignConfig.Grace's default.
 const successorGrace = 2
 
-// freshFor is how many lease lengths a live node's announcement may be
-// older than the newest before the campaign counts it gone (Fresh).
-const freshFor = 2
-
 // CampaignConfig configures Leadership.Campaign.
 type CampaignConfig struct {
 	// Shards is K, how many shards the pool's work is divided into, 1
@@ -111,9 +107,8 @@ type CampaignConfig struct {
 //
 //   - ends (Resign) the terms it lost, so that a lost lease is never
 //     kept;
-//   - counts the live nodes L (Nodes, less those whose announcement is
-//     two lease lengths older than the newest: Fresh; this node counted
-//     even when its announcement is not listed yet) and, while it leads fewer than
+//   - counts the live nodes L (Nodes, this node counted even when its
+//     announcement is not listed yet) and, while it leads fewer than
 //     FairShare(K, L) shards (ShouldCampaign), tries the shards no node
 //     leads (Leaders) with TryLeadShard, starting from a place that
 //     depends on this node's name so that nodes starting together try
@@ -219,10 +214,6 @@ func (l *Leadership) campaignRound(ctx context.Context, cfg CampaignConfig, cs *
 		onErr(fmt.Errorf("cluster: campaign: list the live nodes: %w", err))
 		return changed
 	}
-	// A node that has not announced itself for two lease lengths (it
-	// does every one) is gone: its shards' successors may take them at
-	// once, not once its entry lapses (three lease lengths).
-	nodes = Fresh(nodes, freshFor*l.ttl)
 	live := len(nodes)
 	names := make([]string, 0, live+1)
 	for _, n := range nodes {

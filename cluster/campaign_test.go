@@ -642,26 +642,3 @@ type stalledWatcher struct{ ch chan jetstream.KeyValueEntry }
 
 func (w *stalledWatcher) Updates() <-chan jetstream.KeyValueEntry { return w.ch }
 func (w *stalledWatcher) Stop() error                             { return nil }
-
-// Fresh keeps the nodes whose announcement was written within the span
-// before the newest, by the one clock of the bucket, and those without a
-// time.
-func TestFresh(t *testing.T) {
-	t0 := time.Date(2026, 12, 6, 3, 0, 0, 0, time.UTC)
-	nodes := []NodeInfo{
-		{Name: "a", Written: t0},
-		{Name: "b", Written: t0.Add(-5 * time.Second)},
-		{Name: "c", Written: t0.Add(-7 * time.Second)},
-		{Name: "d"},
-	}
-	var got []string
-	for _, n := range Fresh(nodes, 6*time.Second) {
-		got = append(got, n.Name)
-	}
-	if want := []string{"a", "b", "d"}; !slices.Equal(got, want) {
-		t.Errorf("Fresh: %v, want %v", got, want)
-	}
-	if n := Fresh(nil, time.Second); len(n) != 0 {
-		t.Errorf("Fresh(nil): %v", n)
-	}
-}

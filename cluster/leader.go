@@ -324,39 +324,10 @@ func (t *Term) Resign() {
 }
 
 // NodeInfo is a live node as the nodes bucket lists it.
-//
-// Seen is when the node announced itself, by its own clock; Written is
-// when JetStream stored that announcement, by the clock of the node
-// leading the nodes bucket's stream, the same for every entry (Nodes
-// sets it; it is not part of the stored value).
 type NodeInfo struct {
-	Name    string    `json:"name"`
-	URL     string    `json:"url"`
-	Seen    time.Time `json:"seen"`
-	Written time.Time `json:"-"`
-}
-
-// Fresh returns the nodes of nodes whose announcement was written no
-// more than within before the newest one (NodeInfo.Written, one clock
-// for all): a node that announces itself every lease length and has
-// not for longer is likely gone, though its entry lasts three lease
-// lengths. Comparing the entries with one another, never with this
-// node's clock, keeps it free of the skew between machines. Nodes
-// without a Written time are kept.
-func Fresh(nodes []NodeInfo, within time.Duration) []NodeInfo {
-	var newest time.Time
-	for _, n := range nodes {
-		if n.Written.After(newest) {
-			newest = n.Written
-		}
-	}
-	var out []NodeInfo
-	for _, n := range nodes {
-		if n.Written.IsZero() || !n.Written.Before(newest.Add(-within)) {
-			out = append(out, n)
-		}
-	}
-	return out
+	Name string    `json:"name"`
+	URL  string    `json:"url"`
+	Seen time.Time `json:"seen"`
 }
 
 // Announce writes this node into the nodes bucket; call it every TTL.
@@ -411,7 +382,6 @@ func (l *Leadership) Nodes(ctx context.Context) ([]NodeInfo, error) {
 			}
 			var n NodeInfo
 			if json.Unmarshal(e.Value(), &n) == nil {
-				n.Written = e.Created()
 				out = append(out, n)
 			}
 		case <-ctx.Done():
