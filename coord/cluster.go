@@ -565,30 +565,45 @@ const (
 // node is behind, or a node just died) is left where it is.
 const leadStreamsWait = time.Second
 
-// leadStreamsAgain is how long into a term a node that could not take
-// the leadership of every one of its shard's streams asks once more.
+// leadStreamsAgain is how often a node in charge of a shard looks again
+// at who leads the shard's streams, and asks for those it does not lead
+// (one it could not move when it took charge, one an election moved
+// since).
 const leadStreamsAgain = 10 * time.Second
 
-// leadStreams asks for the leadership of state's streams for node
-// (cluster.Store.LeadStreams), logs what came of it, and says whether
-// the node leads every one it replicates (or ctx ended).
-func leadStreams(ctx context.Context, log *slog.Logger, state *cluster.Store, node string) bool {
+// streamLead asks for the leadership of a shard's streams for a node
+// (cluster.Store.LeadStreams) and logs what came of it when that
+// differs from what it logged last: at a term's start, and then each
+// leadStreamsAgain while the term lasts, a line each time something
+// changed, not every ten seconds.
+type streamLead struct {
+	log   *slog.Logger
+	state *cluster.Store
+	node  string
+	last  string // what the last look found, in words
+}
+
+// try is one ask; see streamLead.
+func (sl *streamLead) try(ctx context.Context) {
 	lctx, cancel := context.WithTimeout(ctx, 2*leadStreamsWait)
-	led, of, all, err := state.LeadStreams(lctx, node, leadStreamsWait)
+	led, of, all, err := sl.state.LeadStreams(lctx, sl.node, leadStreamsWait)
 	cancel()
+	if ctx.Err() != nil {
+		return
+	}
+	said := fmt.Sprintf("%d %d %d %v", led, of, all, err != nil)
+	if said == sl.last {
+		return
+	}
+	sl.last = said
 	switch {
-	case ctx.Err() != nil:
-		return true
 	case led < of:
-		log.Info("Some of the shard's streams are led from another node", "led", led, "of", of, "streams", all, "err", err)
-		return false
+		sl.log.Info("Some of the shard's streams are led from another node", "led", led, "of", of, "streams", all, "err", err)
 	case of < all:
 		// Fewer replicas than nodes: nothing to move here.
-		log.Info("This node holds a copy of some of the shard's streams only; it leads those, other nodes the rest", "led", led, "streams", all)
-		return true
+		sl.log.Info("This node holds a copy of some of the shard's streams only; it leads those, other nodes the rest", "led", led, "streams", all)
 	default:
-		log.Info("The shard's streams are led from this node", "streams", all)
-		return true
+		sl.log.Info("The shard's streams are led from this node", "streams", all)
 	}
 }
 
@@ -618,9 +633,9 @@ func (f *front) runTerm(ctx context.Context, base Config, term *cluster.Term) {
 		}
 	}()
 	defer state.Release()
-	var leadAgain <-chan time.Time // once, when some streams did not move
-	if nc.Replicas > 1 && !leadStreams(tctx, log, state, nc.Name) {
-		leadAgain = time.After(leadStreamsAgain)
+	lead := &streamLead{log: log, state: state, node: nc.Name}
+	if nc.Replicas > 1 {
+		lead.try(tctx)
 	}
 	cfg := base
 	cfg.Listen, cfg.DataDir, cfg.Pool = nc.Internal, shardCoordDir(nc.DataDir, shard), nc.Pool
@@ -676,14 +691,20 @@ func (f *front) runTerm(ctx context.Context, base Config, term *cluster.Term) {
 	// The node in charge snapshots the state it keeps current, so that a
 	// node starting from nothing loads the snapshot and a short tail.
 	var snaps sync.WaitGroup
-	if leadAgain != nil {
-		// The streams whose leader was unknown (a node just died) have
-		// one by now; the commits in flight while one moves are retried.
+	if nc.Replicas > 1 {
+		// A stream whose leader was unknown (a node just died) has one
+		// by now, and an election may move one later: the commits in
+		// flight while one moves back are retried.
 		snaps.Go(func() {
-			select {
-			case <-leadAgain:
-				leadStreams(tctx, log, state, nc.Name)
-			case <-tctx.Done():
+			tick := time.NewTicker(leadStreamsAgain)
+			defer tick.Stop()
+			for {
+				select {
+				case <-tick.C:
+					lead.try(tctx)
+				case <-tctx.Done():
+					return
+				}
 			}
 		})
 	}
