@@ -69,14 +69,14 @@ func (s *Scheduler) fairPrio(owners []string, now time.Time) map[string]float64 
 	prio := make(map[string]float64, len(owners))
 	var sum float64
 	for _, o := range owners {
-		u := s.ownerUsage(o, now)
+		u, _ := s.ownerFigures(o, now)
 		prio[o] = u
 		sum += u
 	}
 	mean := math.Max(sum/float64(len(prio)), 1)
 	for o, u := range prio {
-		weight := 1 + s.ownerContributed(o, now)/mean
-		prio[o] = u / weight
+		_, c := s.ownerFigures(o, now)
+		prio[o] = u / (1 + c/mean)
 	}
 	return prio
 }

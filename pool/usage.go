@@ -124,29 +124,18 @@ func latest(a, b time.Time) time.Time {
 	return a
 }
 
-// ownerUsage and ownerContributed return owner id's usage and
-// contribution at now over the pool: this shard's and, in a divided
-// pool, the other shards' as last given (SetShardUsage). s.mu is held.
-func (s *Scheduler) ownerUsage(id string, now time.Time) float64 {
-	var u float64
+// ownerFigures returns owner id's usage and contribution at now over
+// the pool: this shard's and, in a divided pool, the other shards' as
+// last given (SetShardUsage). s.mu is held.
+func (s *Scheduler) ownerFigures(id string, now time.Time) (usage, contributed float64) {
 	if o := s.trust.owners[id]; o != nil {
-		u = o.usage.value(now)
+		usage, contributed = o.usage.value(now), o.contributed.value(now)
 	}
 	if r := s.remote[id]; r != nil {
-		u += r.usage.value(now)
+		usage += r.usage.value(now)
+		contributed += r.contributed.value(now)
 	}
-	return u
-}
-
-func (s *Scheduler) ownerContributed(id string, now time.Time) float64 {
-	var c float64
-	if o := s.trust.owners[id]; o != nil {
-		c = o.contributed.value(now)
-	}
-	if r := s.remote[id]; r != nil {
-		c += r.contributed.value(now)
-	}
-	return c
+	return usage, contributed
 }
 
 // OwnerUse returns owner id's fair-share figures now as the Scheduler
@@ -156,5 +145,6 @@ func (s *Scheduler) OwnerUse(id string) OwnerUse {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
-	return OwnerUse{Usage: s.ownerUsage(id, now), Contributed: s.ownerContributed(id, now)}
+	u, c := s.ownerFigures(id, now)
+	return OwnerUse{Usage: u, Contributed: c}
 }
