@@ -836,8 +836,10 @@ func noLeader(w http.ResponseWriter, msg string) {
 	writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": msg, "code": CodeNoLeader})
 }
 
-// snapshot reads this node's view of the cluster.
-func (f *front) snapshot(ctx context.Context) ClusterState {
+// snapshot reads this node's view of the cluster; each shard's state
+// stream health (ShardState.State) only with shardStreams, one request
+// to JetStream per shard.
+func (f *front) snapshot(ctx context.Context, shardStreams bool) ClusterState {
 	nc := f.node.Config()
 	f.mu.Lock()
 	st := ClusterState{Node: nc.Name, Leader: f.leader, LeaderKnown: f.known, Nodes: append([]cluster.NodeInfo(nil), f.nodes...)}
@@ -854,6 +856,9 @@ func (f *front) snapshot(ctx context.Context) ClusterState {
 	defer cancel()
 	var wg sync.WaitGroup
 	for i := range st.Shards {
+		if !shardStreams {
+			break // GET /v1/cluster's alone: /healthz and /metrics, polled often, read shard 0's
+		}
 		sh := cluster.Shard{Index: i, Count: f.shards}
 		wg.Go(func() { st.Shards[i].State = streamHealth(sctx, f.node, sh.Stream()) })
 	}
@@ -888,14 +893,14 @@ func streamHealth(ctx context.Context, node *cluster.Node, name string) (h Strea
 }
 
 func (f *front) clusterState(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, f.snapshot(r.Context()))
+	writeJSON(w, http.StatusOK, f.snapshot(r.Context(), true))
 }
 
 // healthz is 200 when this node can forward to a coordinator in charge
 // (or is it), 503 otherwise; the text says which node leads and how the
 // pool's state is replicated.
 func (f *front) healthz(w http.ResponseWriter, r *http.Request) {
-	code, text := health(f.snapshot(r.Context()))
+	code, text := health(f.snapshot(r.Context(), false))
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.WriteHeader(code)
 	io.WriteString(w, text)
@@ -1005,7 +1010,7 @@ func (f *front) initMetrics() {
 // metrics serves this node's cluster gauges, and the coordinator's own
 // metrics while this node is in charge.
 func (f *front) metrics(w http.ResponseWriter, r *http.Request) {
-	st := f.snapshot(r.Context())
+	st := f.snapshot(r.Context(), false)
 	reg := prometheus.NewRegistry()
 	cur := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "idlepool_cluster_state_replica_current",
 		Help: "1 when a replica of the pool's state stream is current with its leader."}, []string{"node"})
