@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -119,10 +118,7 @@ func TestShardChoice(t *testing.T) {
 func TestShardRouterAsksADryShardAgain(t *testing.T) {
 	const k = 3
 	shards := startShards(t, k)
-	key, err := identity.Load(filepath.Join(shards[0].cfg.DataDir, keyFile))
-	if err != nil {
-		t.Fatal(err)
-	}
+	key := poolKeyOf(t, shards)
 	// The router's clock starts at the real time (it signs the requests
 	// it forwards with it, which the shards check against theirs), put
 	// back to the start of its window, and moves on by whole windows,

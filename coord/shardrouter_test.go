@@ -108,15 +108,23 @@ func startShardsWith(t *testing.T, k int, edit func(s int, c *Config)) []*testSe
 	return out
 }
 
-// routerFor serves a ShardRouter over shards on 127.0.0.1 and returns a
-// testServer-like handle on it: do, register and upload go through the
-// router.
-func routerFor(t *testing.T, shards []*testServer) (*routerClient, *ShardRouter) {
+// poolKeyOf loads the pool's key, which every one of shards holds
+// (startShards copies shard 0's).
+func poolKeyOf(t *testing.T, shards []*testServer) *identity.Key {
 	t.Helper()
 	key, err := identity.Load(filepath.Join(shards[0].cfg.DataDir, keyFile))
 	if err != nil {
 		t.Fatal(err)
 	}
+	return key
+}
+
+// routerFor serves a ShardRouter over shards on 127.0.0.1 and returns a
+// testServer-like handle on it: do, register and upload go through the
+// router.
+func routerFor(t *testing.T, shards []*testServer) (*routerClient, *ShardRouter) {
+	t.Helper()
+	key := poolKeyOf(t, shards)
 	tr := &http.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)
 	rt, err := NewShardRouter(ShardRouterConfig{Shards: len(shards), Key: key, Transport: tr,
@@ -525,10 +533,7 @@ var _ BlobMirror = dirMirror{}
 func TestShardRouterShardDown(t *testing.T) {
 	const k = 3
 	shards := startShards(t, k)
-	key, err := identity.Load(filepath.Join(shards[0].cfg.DataDir, keyFile))
-	if err != nil {
-		t.Fatal(err)
-	}
+	key := poolKeyOf(t, shards)
 	tr := &http.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)
 	var down atomic.Int32
