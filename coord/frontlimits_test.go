@@ -48,26 +48,17 @@ func metricValue(t *testing.T, n *testNode, name string) (float64, bool) {
 func TestClusterNodeLimitsAndPoolKey(t *testing.T) {
 	t.Parallel() // a cluster: runs beside the package's other long tests
 	dir := t.TempDir()
+	// Ports from outside the ephemeral range (freeAddr): one taken from
+	// it and freed here was once taken again, by another test's
+	// connection, before the node bound it, and the test waited for a
+	// node in charge until its deadline.
 	var specs []cluster.InitNode
-	var held []net.Listener
 	for i := range 3 {
-		var addrs [2]string
-		for j := range addrs {
-			l, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			addrs[j] = l.Addr().String()
-			held = append(held, l)
-		}
-		specs = append(specs, cluster.InitNode{Name: fmt.Sprintf("node%d", i+1), Listen: addrs[0], RouteListen: addrs[1]})
+		specs = append(specs, cluster.InitNode{Name: fmt.Sprintf("node%d", i+1), Listen: freeAddr(t), RouteListen: freeAddr(t)})
 	}
 	cfgs, err := cluster.Init(dir, "test", 0, specs)
 	if err != nil {
 		t.Fatal(err)
-	}
-	for _, l := range held {
-		l.Close()
 	}
 	// node3 holds another key than the one Init gave every node.
 	other := filepath.Join(cfgs[2].DataDir, cluster.PoolKeyFile)
