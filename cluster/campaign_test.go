@@ -48,14 +48,15 @@ func TestFairShare(t *testing.T) {
 	}
 }
 
-// newLeadership opens the leader buckets on n, retrying while the
-// cluster is not ready yet, with a patience of two minutes.
-func newLeadership(t testing.TB, n *Node, replicas int, ttl time.Duration) *Leadership {
+// newLeadership opens the leader buckets of k shards laid out as layout
+// on n, retrying while the cluster is not ready yet, with a patience of
+// two minutes.
+func newLeadership(t testing.TB, n *Node, replicas int, ttl time.Duration, layout LeaseLayout, k int) *Leadership {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	for {
-		l, err := NewLeadership(ctx, n.JetStream(), replicas, ttl)
+		l, err := NewLeadership(ctx, n.JetStream(), replicas, ttl, layout, k)
 		if err == nil {
 			return l
 		}
@@ -66,16 +67,29 @@ func newLeadership(t testing.TB, n *Node, replicas int, ttl time.Duration) *Lead
 	}
 }
 
-// Each shard's lease is a key of its own in the one leader bucket:
-// shard 0's is "scheduler", written as before shards (no shard in its
-// value); a shard one node leads is refused to another; Leaders lists
-// who leads which; a resigned lease is free at once.
+// Each shard's lease is a key of its own, in the one leader bucket
+// (SharedLeases) or in its shard's bucket (ShardLeases): shard 0's is
+// "scheduler", written as before shards (no shard in its value); a
+// shard one node leads is refused to another; Leaders lists who leads
+// which; a resigned lease is free at once.
 func TestShardLeases(t *testing.T) {
 	t.Parallel()
+	for _, layout := range []LeaseLayout{SharedLeases, ShardLeases} {
+		t.Run(layout.String(), func(t *testing.T) {
+			t.Parallel()
+			shardLeases(t, layout)
+		})
+	}
+}
+
+func shardLeases(t *testing.T, layout LeaseLayout) {
 	node := startNodes(t, testConfigs(t, t.TempDir(), 1))[0]
 	ctx := context.Background()
-	a := newLeadership(t, node, 1, 5*time.Second)
-	b := newLeadership(t, node, 1, 5*time.Second) // as another node would
+	a := newLeadership(t, node, 1, 5*time.Second, layout, 4)
+	b := newLeadership(t, node, 1, 5*time.Second, layout, 4) // as another node would
+	if _, err := a.TryLeadShard(ctx, 4, LeaderInfo{Node: "a"}); layout == ShardLeases && !errors.Is(err, ErrShard) {
+		t.Errorf("shard 4 of 4: %v, want ErrShard", err)
+	}
 	lead := func(l *Leadership, s int, name string) *Term {
 		t.Helper()
 		term, err := l.TryLeadShard(ctx, s, LeaderInfo{Node: name})
@@ -102,14 +116,21 @@ func TestShardLeases(t *testing.T) {
 	if lead(b, 2, "b") == nil {
 		t.Fatal("b could not lead shard 2, which no node led")
 	}
-	kv, err := node.JetStream().KeyValue(ctx, "idlepool_leader")
-	if err != nil {
-		t.Fatal(err)
+	bucket := map[string]string{"scheduler": "idlepool_leader", "scheduler_1": "idlepool_leader", "scheduler_2": "idlepool_leader"}
+	if layout == ShardLeases {
+		bucket = map[string]string{"scheduler": "idlepool_lease", "scheduler_1": "idlepool_lease_1", "scheduler_2": "idlepool_lease_2"}
+		if _, err := node.JetStream().KeyValue(ctx, "idlepool_leader"); !errors.Is(err, jetstream.ErrBucketNotFound) {
+			t.Errorf("the shared bucket with leases per shard: %v, want none", err)
+		}
 	}
 	for key, want := range map[string]string{"scheduler": `"node":"a"`, "scheduler_1": `"shard":1`, "scheduler_2": `"node":"b"`} {
+		kv, err := node.JetStream().KeyValue(ctx, bucket[key])
+		if err != nil {
+			t.Fatalf("bucket %s: %v", bucket[key], err)
+		}
 		e, err := kv.Get(ctx, key)
 		if err != nil || !strings.Contains(string(e.Value()), want) {
-			t.Fatalf("key %s: %v; want a value with %s", key, err, want)
+			t.Fatalf("key %s of %s: %v; want a value with %s", key, bucket[key], err, want)
 		}
 		if key == "scheduler" && strings.Contains(string(e.Value()), "shard") {
 			t.Errorf("shard 0's lease names its shard: %s", e.Value())
@@ -214,7 +235,7 @@ func TestCampaignThreeNodes(t *testing.T) {
 	nodes := startNodes(t, testConfigs(t, t.TempDir(), 3))
 	leads := make([]*Leadership, len(nodes))
 	for i, n := range nodes {
-		leads[i] = newLeadership(t, n, 3, ttl)
+		leads[i] = newLeadership(t, n, 3, ttl, ShardLeases, k)
 	}
 	w := &campaignWatch{limit: 3, terms: make([]map[int]*Term, len(nodes)), standby: make([]map[int]bool, len(nodes))}
 	name := func(i int) string { return fmt.Sprintf("node%d", i+1) }
@@ -399,7 +420,7 @@ func TestCampaignSharesAndLoses(t *testing.T) {
 	const k, ttl = 4, 2 * time.Second
 	node := startNodes(t, testConfigs(t, t.TempDir(), 1))[0]
 	ctx := context.Background()
-	leads := []*Leadership{newLeadership(t, node, 1, ttl), newLeadership(t, node, 1, ttl)}
+	leads := []*Leadership{newLeadership(t, node, 1, ttl, ShardLeases, k), newLeadership(t, node, 1, ttl, ShardLeases, k)}
 	w := &campaignWatch{limit: k, terms: make([]map[int]*Term, 2)}
 	var wg sync.WaitGroup
 	stops := make([]context.CancelFunc, 2)
@@ -460,7 +481,7 @@ func TestCampaignSharesAndLoses(t *testing.T) {
 		taken = s
 	}
 	w.mu.Unlock()
-	kv, err := node.JetStream().KeyValue(ctx, LeaderBucket)
+	kv, err := node.JetStream().KeyValue(ctx, Shard{Index: taken}.LeaseBucket())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -547,7 +568,7 @@ func TestTermSurvivesALandedRenewal(t *testing.T) {
 	// own. Publish makes the term renew at once, so nothing waits.
 	const ttl = time.Minute
 	node := startNodes(t, testConfigs(t, t.TempDir(), 1))[0]
-	l := newLeadership(t, node, 1, ttl)
+	l := newLeadership(t, node, 1, ttl, ShardLeases, 2)
 	ctx := t.Context()
 	term, err := l.TryLeadShard(ctx, 1, LeaderInfo{Node: "a"})
 	if err != nil || term == nil {
@@ -556,7 +577,7 @@ func TestTermSurvivesALandedRenewal(t *testing.T) {
 	defer term.Resign()
 	key := Shard{Index: 1}.LeaderKey()
 	revision := func() uint64 {
-		e, err := l.kv.Get(ctx, key)
+		e, err := term.kv.Get(ctx, key)
 		if err != nil {
 			return 0
 		}
@@ -567,11 +588,11 @@ func TestTermSurvivesALandedRenewal(t *testing.T) {
 	// lease's newest revision.
 	term.Publish("http://127.0.0.1:1")
 	patience(t, time.Minute, "the term's first renewal", func() bool { return revision() > term.Info().Term })
-	e, err := l.kv.Get(ctx, key)
+	e, err := term.kv.Get(ctx, key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	landed, err := l.kv.Update(ctx, key, e.Value(), e.Revision())
+	landed, err := term.kv.Update(ctx, key, e.Value(), e.Revision())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -581,7 +602,7 @@ func TestTermSurvivesALandedRenewal(t *testing.T) {
 		t.Fatalf("the term ended: %v", term.Err())
 	}
 	// Another node's value over it ends the term at its next renewal.
-	if _, err := l.kv.Update(ctx, key, []byte(`{"node":"b","term":1}`), revision()); err != nil {
+	if _, err := term.kv.Update(ctx, key, []byte(`{"node":"b","term":1}`), revision()); err != nil {
 		t.Fatal(err)
 	}
 	term.Publish("http://127.0.0.1:3")
@@ -601,7 +622,7 @@ func TestTermSurvivesALandedRenewal(t *testing.T) {
 func TestNodesWholeOrError(t *testing.T) {
 	t.Parallel()
 	node := startNodes(t, testConfigs(t, t.TempDir(), 1))[0]
-	l := newLeadership(t, node, 1, 5*time.Second)
+	l := newLeadership(t, node, 1, 5*time.Second, ShardLeases, 1)
 	ctx := t.Context()
 	for _, n := range []string{"a", "b", "c"} {
 		if err := l.Announce(ctx, NodeInfo{Name: n}); err != nil {

@@ -13,11 +13,12 @@ import (
 
 // Streams returns the names of the JetStream streams that hold the
 // shard's state: its state stream, and the streams under its snapshots
-// (an object store, "OBJ_" and the bucket's name), its replica archive
-// and its ledger archive (key-value buckets, "KV_" and the bucket's
-// name), in that order.
+// (an object store, "OBJ_" and the bucket's name), its replica archive,
+// its ledger archive and its leader lease (key-value buckets, "KV_" and
+// the bucket's name; the lease's exists only in a pool begun with
+// ShardLeases), in that order.
 func (sh Shard) Streams() []string {
-	return []string{sh.Stream(), "OBJ_" + sh.Snapshots(), "KV_" + sh.Archive(), "KV_" + sh.Ledger()}
+	return []string{sh.Stream(), "OBJ_" + sh.Snapshots(), "KV_" + sh.Archive(), "KV_" + sh.Ledger(), "KV_" + sh.LeaseBucket()}
 }
 
 // LeadStreams moves the leadership of the Store's shard's streams

@@ -23,7 +23,7 @@ func leaders(t *testing.T, s *Store) []string {
 }
 
 // The streams of a shard (its state stream, snapshots, replica and ledger
-// archives) come to be led by the node that asks for them, one node after
+// archives, lease bucket) come to be led by the node that asks for them, one node after
 // another; asking again leaves them there, and a name that holds no
 // replica moves nothing. Another shard's streams stay where they were.
 func TestLeadStreams(t *testing.T) {
@@ -35,6 +35,7 @@ func TestLeadStreams(t *testing.T) {
 		stores[i] = openShardStore(t, n, 3, sh1)
 	}
 	other := openShardStore(t, nodes[0], 3, sh0)
+	newLeadership(t, nodes[0], 3, 5*time.Second, ShardLeases, 2)
 	patience(t, 2*time.Minute, "every stream to have a leader", func() bool {
 		for _, s := range []*Store{stores[0], other} {
 			for _, l := range leaders(t, s) {
@@ -62,16 +63,16 @@ func TestLeadStreams(t *testing.T) {
 	}
 	for i, s := range stores {
 		name := nodes[i].Config().Name
-		lead(s, name, result{4, 4, 4})
+		lead(s, name, result{5, 5, 5})
 		for j, l := range leaders(t, s) {
 			if l != name {
 				t.Errorf("%s: %s is led by %q", name, sh1.Streams()[j], l)
 			}
 		}
 		// Asking again moves nothing and says all are led.
-		lead(s, name, result{4, 4, 4})
+		lead(s, name, result{5, 5, 5})
 	}
-	lead(stores[0], "node9", result{0, 0, 4})
+	lead(stores[0], "node9", result{0, 0, 5})
 	for j, l := range leaders(t, stores[0]) {
 		if l != "node3" {
 			t.Errorf("after asking for node9: %s is led by %q, want node3 still", sh1.Streams()[j], l)

@@ -22,10 +22,42 @@ const (
 	// shard's LeaderKey ("scheduler" for shard 0).
 	LeaderBucket = "idlepool_leader"
 	leaderKey    = "scheduler"
+	// LeaseBucket is where shard 0 keeps its lease in a pool begun
+	// with ShardLeases; shard S keeps its own in LeaseBucket + "_S"
+	// (Shard.LeaseBucket), under the same key as in LeaderBucket.
+	LeaseBucket = "idlepool_lease"
 	// NodesBucket lists the live nodes, each under its name, refreshed by
 	// the node and gone three lease lengths after it stops.
 	NodesBucket = "idlepool_nodes"
 )
+
+// LeaseLayout says where a clustered pool keeps its shards' leader
+// leases. The pool's rules record it when the pool begins
+// (Rules.ClaimShards), and every node of the pool uses the same.
+type LeaseLayout int
+
+const (
+	// SharedLeases keeps every shard's lease in the one bucket
+	// LeaderBucket: the pools begun before ShardLeases. The death of
+	// the node that leads that bucket's stream stalls every lease's
+	// renewal until JetStream elects another leader for it (4 to 9
+	// s), longer than a node in charge keeps a lease it cannot renew.
+	SharedLeases LeaseLayout = iota
+	// ShardLeases keeps each shard's lease in a bucket of its own
+	// (Shard.LeaseBucket), whose stream the shard's node in charge
+	// leads (Store.LeadStreams, Shard.Streams): a node's death stalls
+	// the renewals of the leases of the shards it was in charge of,
+	// which end anyway, and no other.
+	ShardLeases
+)
+
+// String is "shared" or "per-shard".
+func (ll LeaseLayout) String() string {
+	if ll == ShardLeases {
+		return "per-shard"
+	}
+	return "shared"
+}
 
 // LeaderInfo is the value of the leader lease: which node is in charge,
 // where agents reach it and where the other nodes forward requests to it
@@ -43,8 +75,8 @@ type LeaderInfo struct {
 }
 
 // Leadership elects the node in charge of a clustered pool with a lease
-// in the JetStream key-value bucket idlepool_leader (replicated like the
-// pool's state, TTL = the lease's length): a node becomes leader by
+// in a JetStream key-value bucket (replicated like the pool's state, TTL
+// = the lease's length; LeaseLayout says which): a node becomes leader by
 // creating the key (JetStream refuses a create when the key exists, so
 // at most one node holds it), keeps it by updating it with the revision
 // it last wrote (optimistic concurrency) every quarter of the TTL, and
@@ -56,29 +88,76 @@ type LeaderInfo struct {
 // believe they are in charge for long, and the pool's state stream
 // fences the rare overlap (ErrFenced). A node cut off from the majority
 // cannot update and so steps down. A pool divided into shards has one
-// such lease per shard, each under its shard's key in the same bucket
-// (TryLeadShard, Leaders, Campaign).
+// such lease per shard, each under its shard's key (TryLeadShard,
+// Leaders, Campaign), in one bucket or one bucket per shard
+// (LeaseLayout).
 type Leadership struct {
-	kv    jetstream.KeyValue
-	nodes jetstream.KeyValue
-	ttl   time.Duration
-	now   func() time.Time
+	// kvs are the lease buckets: kvs[0] alone (LeaderBucket) with
+	// SharedLeases, kvs[s] shard s's with ShardLeases.
+	kvs    []jetstream.KeyValue
+	layout LeaseLayout
+	nodes  jetstream.KeyValue
+	ttl    time.Duration
+	now    func() time.Time
 }
 
-// NewLeadership creates (or opens) the buckets with replicas replicas and
-// the lease length ttl.
-func NewLeadership(ctx context.Context, js jetstream.JetStream, replicas int, ttl time.Duration) (*Leadership, error) {
-	kv, err := openKV(ctx, js, jetstream.KeyValueConfig{Bucket: LeaderBucket, Description: "idlepool: the node in charge",
-		History: 1, TTL: ttl, Replicas: replicas, Storage: jetstream.FileStorage})
-	if err != nil {
-		return nil, fmt.Errorf("cluster: leader bucket: %w", unavailable(err))
+// NewLeadership creates (or opens) the buckets of a pool divided into k
+// shards (1 to MaxShards) whose leases are laid out as layout (the
+// pool's, from Rules.ClaimShards): the lease buckets (one, LeaderBucket,
+// with SharedLeases; k, Shard.LeaseBucket, with ShardLeases) and the
+// nodes bucket, each with replicas replicas, with the lease length ttl.
+// Errors: one wrapping ErrShard for k out of range; one wrapping
+// pool.ErrStoreUnavailable, naming the bucket, when JetStream did not
+// answer.
+func NewLeadership(ctx context.Context, js jetstream.JetStream, replicas int, ttl time.Duration, layout LeaseLayout, k int) (*Leadership, error) {
+	if err := ValidateShardCount(k); err != nil {
+		return nil, err
+	}
+	l := &Leadership{layout: layout, ttl: ttl, now: time.Now}
+	if layout == ShardLeases {
+		for s := range k {
+			sh := Shard{Index: s, Count: k}
+			kv, err := openKV(ctx, js, jetstream.KeyValueConfig{Bucket: sh.LeaseBucket(), Description: "idlepool: the node in charge of " + sh.String(),
+				History: 1, TTL: ttl, Replicas: replicas, Storage: jetstream.FileStorage})
+			if err != nil {
+				return nil, fmt.Errorf("cluster: lease bucket %s: %w", sh.LeaseBucket(), unavailable(err))
+			}
+			l.kvs = append(l.kvs, kv)
+		}
+	} else {
+		kv, err := openKV(ctx, js, jetstream.KeyValueConfig{Bucket: LeaderBucket, Description: "idlepool: the node in charge",
+			History: 1, TTL: ttl, Replicas: replicas, Storage: jetstream.FileStorage})
+		if err != nil {
+			return nil, fmt.Errorf("cluster: leader bucket: %w", unavailable(err))
+		}
+		l.kvs = []jetstream.KeyValue{kv}
 	}
 	nodes, err := openKV(ctx, js, jetstream.KeyValueConfig{Bucket: NodesBucket, Description: "idlepool: live nodes",
 		History: 1, TTL: 3 * ttl, Replicas: replicas, Storage: jetstream.FileStorage})
 	if err != nil {
 		return nil, fmt.Errorf("cluster: nodes bucket: %w", unavailable(err))
 	}
-	return &Leadership{kv: kv, nodes: nodes, ttl: ttl, now: time.Now}, nil
+	l.nodes = nodes
+	return l, nil
+}
+
+// Layout returns where the leases are kept.
+func (l *Leadership) Layout() LeaseLayout { return l.layout }
+
+// bucket returns the bucket of shard s's lease, or an error wrapping
+// ErrShard when s is outside 0..MaxShards-1, or (ShardLeases) outside
+// the shards the buckets were opened for.
+func (l *Leadership) bucket(s int) (jetstream.KeyValue, error) {
+	if s < 0 || s >= MaxShards {
+		return nil, fmt.Errorf("%w: shard %d: want 0 to %d", ErrShard, s, MaxShards-1)
+	}
+	if l.layout != ShardLeases {
+		return l.kvs[0], nil
+	}
+	if s >= len(l.kvs) {
+		return nil, fmt.Errorf("%w: shard %d: the pool has %d shards", ErrShard, s, len(l.kvs))
+	}
+	return l.kvs[s], nil
 }
 
 // openKV binds to the bucket of cfg, creating it when it does not exist
@@ -106,14 +185,15 @@ func (l *Leadership) Leader(ctx context.Context) (info LeaderInfo, ok bool, err 
 
 // ShardLeader returns the value of shard s's lease (key Shard.LeaderKey);
 // ok is false when no node holds it. Errors: one wrapping ErrShard when
-// s is outside 0..MaxShards-1; one wrapping pool.ErrStoreUnavailable
-// when JetStream did not answer.
+// s is outside 0..MaxShards-1 (or the pool's shards, with ShardLeases);
+// one wrapping pool.ErrStoreUnavailable when JetStream did not answer.
 func (l *Leadership) ShardLeader(ctx context.Context, s int) (info LeaderInfo, ok bool, err error) {
-	if s < 0 || s >= MaxShards {
-		return LeaderInfo{}, false, fmt.Errorf("%w: shard %d: want 0 to %d", ErrShard, s, MaxShards-1)
+	kv, err := l.bucket(s)
+	if err != nil {
+		return LeaderInfo{}, false, err
 	}
 	key := Shard{Index: s}.LeaderKey()
-	e, err := l.kv.Get(ctx, key)
+	e, err := kv.Get(ctx, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return LeaderInfo{}, false, nil
 	}
@@ -154,7 +234,8 @@ func (l *Leadership) Leaders(ctx context.Context, k int) (map[int]LeaderInfo, er
 // Term is one node's time in charge. Lost is closed when it ends.
 type Term struct {
 	l     *Leadership
-	key   string // the lease's key (the shard's LeaderKey)
+	kv    jetstream.KeyValue // the lease's bucket
+	key   string             // the lease's key (the shard's LeaderKey)
 	shard int
 	mu    sync.Mutex // guards info
 	info  LeaderInfo
@@ -175,23 +256,24 @@ func (l *Leadership) TryLead(ctx context.Context, info LeaderInfo) (*Term, error
 	return l.TryLeadShard(ctx, 0, info)
 }
 
-// TryLeadShard takes shard s's lease (key Shard.LeaderKey, in the same
-// bucket as every shard's) for info when no node holds it and returns
+// TryLeadShard takes shard s's lease (key Shard.LeaderKey, in the
+// bucket LeaseLayout gives) for info when no node holds it and returns
 // the term, or nil when another node holds it; info.Shard is set to s.
 // The term renews the lease in the background until Resign or until it
 // is lost, exactly as TryLead's. Errors: one wrapping ErrShard when s is
-// outside 0..MaxShards-1; one wrapping pool.ErrStoreUnavailable when
-// JetStream did not answer.
+// outside 0..MaxShards-1 (or the pool's shards, with ShardLeases); one
+// wrapping pool.ErrStoreUnavailable when JetStream did not answer.
 func (l *Leadership) TryLeadShard(ctx context.Context, s int, info LeaderInfo) (*Term, error) {
-	if s < 0 || s >= MaxShards {
-		return nil, fmt.Errorf("%w: shard %d: want 0 to %d", ErrShard, s, MaxShards-1)
+	kv, err := l.bucket(s)
+	if err != nil {
+		return nil, err
 	}
 	key := Shard{Index: s}.LeaderKey()
 	info.Shard = s
 	info.Since = l.now().UTC()
 	b, _ := json.Marshal(info)
 	sent := l.now()
-	rev, err := l.kv.Create(ctx, key, b)
+	rev, err := kv.Create(ctx, key, b)
 	if errors.Is(err, jetstream.ErrKeyExists) {
 		return nil, nil
 	}
@@ -203,7 +285,7 @@ func (l *Leadership) TryLeadShard(ctx context.Context, s int, info LeaderInfo) (
 	}
 	info.Term = rev
 	tctx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	t := &Term{l: l, key: key, shard: s, info: info, rev: rev, lost: make(chan struct{}), done: make(chan struct{}), stop: stop, kick: make(chan struct{}, 1)}
+	t := &Term{l: l, kv: kv, key: key, shard: s, info: info, rev: rev, lost: make(chan struct{}), done: make(chan struct{}), stop: stop, kick: make(chan struct{}, 1)}
 	go t.renew(tctx, sent)
 	return t, nil
 }
@@ -259,7 +341,7 @@ func (t *Term) renew(ctx context.Context, lastOK time.Time) {
 			// Give the lease up at once so another node need not wait
 			// for it to expire; only if it is still ours.
 			dctx, cancel := context.WithTimeout(context.Background(), t.l.ttl/2)
-			_ = t.l.kv.Delete(dctx, t.key, jetstream.LastRevision(t.rev))
+			_ = t.kv.Delete(dctx, t.key, jetstream.LastRevision(t.rev))
 			cancel()
 			return
 		case <-tick.C:
@@ -268,7 +350,7 @@ func (t *Term) renew(ctx context.Context, lastOK time.Time) {
 		b, _ := json.Marshal(t.Info())
 		sent := t.l.now()
 		rctx, cancel := context.WithTimeout(ctx, t.l.ttl/4)
-		rev, err := t.l.kv.Update(rctx, t.key, b, t.rev)
+		rev, err := t.kv.Update(rctx, t.key, b, t.rev)
 		cancel()
 		switch {
 		case err == nil:
@@ -300,7 +382,7 @@ func (t *Term) renew(ctx context.Context, lastOK time.Time) {
 func (t *Term) ownLanded(ctx context.Context) bool {
 	rctx, cancel := context.WithTimeout(ctx, t.l.ttl/4)
 	defer cancel()
-	e, err := t.l.kv.Get(rctx, t.key)
+	e, err := t.kv.Get(rctx, t.key)
 	if err != nil {
 		return false
 	}

@@ -33,8 +33,10 @@ var ErrShard = errors.New("cluster: bad shard")
 // pool wrote. Shard s > 0 appends the suffix "_" and s in decimal to
 // each of those names: IDLEPOOL_STATE_1, idlepool.state_1,
 // idlepool_snapshots_1, idlepool_replicas_1, idlepool_ledger_1,
-// scheduler_1. These are distinct from one another and from shard 0's
-// (a stream's subjects and a bucket's keys never overlap another's).
+// scheduler_1. A pool begun with ShardLeases keeps each shard's lease
+// in a bucket of its own, idlepool_lease and idlepool_lease_1 and so
+// on (LeaseBucket). These are distinct from one another and from shard
+// 0's (a stream's subjects and a bucket's keys never overlap another's).
 //
 // The zero Shard is shard 0 of 1: today's pool. A Shard is a value;
 // Validate says whether it is in range.
@@ -136,9 +138,15 @@ func (sh Shard) Archive() string { return ArchiveBucket + shardSuffix(sh.Index) 
 // shard S.
 func (sh Shard) Ledger() string { return LedgerBucket + shardSuffix(sh.Index) }
 
-// LeaderKey is the key of the shard's leader lease in LeaderBucket:
+// LeaderKey is the key of the shard's leader lease in its bucket
+// (LeaseBucket, or LeaderBucket in a pool begun with SharedLeases):
 // "scheduler" for shard 0, "scheduler_S" for shard S.
 func (sh Shard) LeaderKey() string { return leaderKey + shardSuffix(sh.Index) }
+
+// LeaseBucket is the name of the key-value bucket of the shard's leader
+// lease in a pool begun with ShardLeases: LeaseBucket for shard 0,
+// LeaseBucket + "_S" for shard S.
+func (sh Shard) LeaseBucket() string { return LeaseBucket + shardSuffix(sh.Index) }
 
 // ShardOf returns the shard a job belongs to in a pool divided into k
 // shards: the first eight bytes of its ID, read as a big-endian

@@ -3,9 +3,12 @@ package cluster
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"idlepool/job"
 	"idlepool/pool"
@@ -22,16 +25,16 @@ func TestClaimShards(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.ClaimShards(ctx, 0); !errors.Is(err, ErrShard) {
+	if _, err := r.ClaimShards(ctx, 0); !errors.Is(err, ErrShard) {
 		t.Fatalf("ClaimShards(0) = %v, want ErrShard", err)
 	}
-	if err := r.ClaimShards(ctx, 4); err != nil {
-		t.Fatalf("first ClaimShards(4): %v", err)
+	if layout, err := r.ClaimShards(ctx, 4); err != nil || layout != ShardLeases {
+		t.Fatalf("first ClaimShards(4) of a new pool: %v, %v; want per-shard leases", layout, err)
 	}
-	if err := r.ClaimShards(ctx, 4); err != nil {
-		t.Fatalf("second ClaimShards(4): %v", err)
+	if layout, err := r.ClaimShards(ctx, 4); err != nil || layout != ShardLeases {
+		t.Fatalf("second ClaimShards(4): %v, %v", layout, err)
 	}
-	err = r.ClaimShards(ctx, 3)
+	_, err = r.ClaimShards(ctx, 3)
 	if !errors.Is(err, ErrShards) || !strings.Contains(err.Error(), "shard count is 3") || !strings.Contains(err.Error(), "started with 4") {
 		t.Fatalf("ClaimShards(3) after 4 = %v, want ErrShards naming both counts", err)
 	}
@@ -51,11 +54,89 @@ func TestClaimShardsAfterUndividedState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = r.ClaimShards(ctx, 2)
+	_, err = r.ClaimShards(ctx, 2)
 	if !errors.Is(err, ErrShards) || !strings.Contains(err.Error(), "ran undivided") {
 		t.Fatalf("ClaimShards(2) over an undivided pool's state = %v, want ErrShards", err)
 	}
-	if err := r.ClaimShards(ctx, 1); err != nil {
+	if _, err := r.ClaimShards(ctx, 1); err != nil {
 		t.Fatalf("ClaimShards(1) over an undivided pool's state: %v", err)
 	}
+}
+
+// Where a pool keeps its leases is recorded with its shard count: per
+// shard for a new pool, in a form a node of an older version cannot
+// read as a count (it refuses to start); shared when the shared lease
+// bucket exists (nodes of an older version ran the pool), in the older
+// form; shared for a count recorded by such nodes. A record in neither
+// form is refused, naming it.
+func TestClaimShardsLeaseLayout(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	open := func(t *testing.T) (*Node, *Rules, jetstream.KeyValue) {
+		node := startNodes(t, testConfigs(t, t.TempDir(), 1))[0]
+		r, err := OpenRules(ctx, node.JetStream(), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kv, err := node.JetStream().KeyValue(ctx, RulesBucket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return node, r, kv
+	}
+	recorded := func(t *testing.T, kv jetstream.KeyValue) string {
+		e, err := kv.Get(ctx, "shards")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(e.Value())
+	}
+	t.Run("new pool", func(t *testing.T) {
+		node, r, kv := open(t)
+		if layout, err := r.ClaimShards(ctx, 3); err != nil || layout != ShardLeases {
+			t.Fatalf("ClaimShards: %v, %v", layout, err)
+		}
+		got := recorded(t, kv)
+		if got != "3 leases=per-shard" {
+			t.Errorf("recorded %q", got)
+		}
+		if _, err := strconv.Atoi(got); err == nil {
+			t.Errorf("%q reads as a count, as a node of an older version reads it", got)
+		}
+		// The buckets follow the record, and another node's ClaimShards
+		// finds it whatever buckets exist by then.
+		newLeadership(t, node, 1, 5*time.Second, ShardLeases, 3)
+		if layout, err := r.ClaimShards(ctx, 3); err != nil || layout != ShardLeases {
+			t.Fatalf("ClaimShards again: %v, %v", layout, err)
+		}
+	})
+	t.Run("older nodes ran it", func(t *testing.T) {
+		node, r, kv := open(t)
+		newLeadership(t, node, 1, 5*time.Second, SharedLeases, 2)
+		if layout, err := r.ClaimShards(ctx, 2); err != nil || layout != SharedLeases {
+			t.Fatalf("ClaimShards: %v, %v", layout, err)
+		}
+		if got := recorded(t, kv); got != "2" {
+			t.Errorf("recorded %q, want 2 as before", got)
+		}
+	})
+	t.Run("recorded by older nodes", func(t *testing.T) {
+		_, r, kv := open(t)
+		if _, err := kv.Create(ctx, "shards", []byte("2")); err != nil {
+			t.Fatal(err)
+		}
+		if layout, err := r.ClaimShards(ctx, 2); err != nil || layout != SharedLeases {
+			t.Fatalf("ClaimShards: %v, %v", layout, err)
+		}
+	})
+	t.Run("unreadable", func(t *testing.T) {
+		_, r, kv := open(t)
+		if _, err := kv.Create(ctx, "shards", []byte("2 leases=sideways")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.ClaimShards(ctx, 2); err == nil || !strings.Contains(err.Error(), `"2 leases=sideways"`) {
+			t.Fatalf("ClaimShards over an unreadable record: %v", err)
+		}
+	})
 }

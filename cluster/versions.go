@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -14,7 +15,8 @@ import (
 // every node of a cluster applies, whichever is in charge: the versions
 // of idlepool it accepts (key "versions", a VersionRules in JSON) and
 // how many shards its work is divided into (key "shards", the count in
-// decimal).
+// decimal, and " leases=per-shard" after it in a pool begun with
+// ShardLeases).
 const RulesBucket = "idlepool_rules"
 
 const (
@@ -91,57 +93,94 @@ func (r *Rules) Versions(ctx context.Context) (v VersionRules, ok bool, err erro
 	return v, true, nil
 }
 
-// ClaimShards checks that k, this node's shard count, is the pool's: the
-// first node to call it records k (a create, which JetStream refuses
-// when the key exists, so two first nodes cannot both win), and every
-// later call compares. Another count is an error wrapping ErrShards that
-// names both; an error that JetStream did not answer matches
-// pool.ErrStoreUnavailable (try again). A pool whose nodes ran before
-// shard counts were recorded has one shard: a first count above 1 is
-// refused (ErrShards) when the undivided pool's state stream
-// (StateStream) holds anything, since its jobs are all in shard 0.
-func (r *Rules) ClaimShards(ctx context.Context, k int) error {
+// ClaimShards checks that k, this node's shard count, is the pool's, and
+// returns where the pool keeps its leases: the first node to call it
+// records k (a create, which JetStream refuses when the key exists, so
+// two first nodes cannot both win), and every later call compares.
+// Another count is an error wrapping ErrShards that names both; an
+// error that JetStream did not answer matches pool.ErrStoreUnavailable
+// (try again). A pool whose nodes ran before shard counts were recorded
+// has one shard: a first count above 1 is refused (ErrShards) when the
+// undivided pool's state stream (StateStream) holds anything, since its
+// jobs are all in shard 0.
+//
+// The first node records the lease layout with the count: ShardLeases
+// for a new pool ("3 leases=per-shard"), SharedLeases ("3", as before
+// layouts were recorded) when the shared lease bucket LeaderBucket
+// exists, that is when nodes ran the pool before. A node of a version
+// before ShardLeases reads no number in the first form and refuses to
+// start, rather than take leases where this pool's nodes do not look.
+// A recorded value that is neither form is an error naming it.
+func (r *Rules) ClaimShards(ctx context.Context, k int) (LeaseLayout, error) {
 	if err := ValidateShardCount(k); err != nil {
-		return err
-	}
-	if k > 1 {
-		if _, err := r.kv.Get(ctx, shardsKey); errors.Is(err, jetstream.ErrKeyNotFound) {
-			st, err := r.js.Stream(ctx, StateStream)
-			if err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
-				return fmt.Errorf("cluster: read the pool's state stream: %w", unavailable(err))
-			}
-			if err == nil {
-				info, err := st.Info(ctx)
-				if err != nil {
-					return fmt.Errorf("cluster: read the pool's state stream: %w", unavailable(err))
-				}
-				if info.State.Msgs > 0 || info.State.LastSeq > 0 {
-					return fmt.Errorf("%w: this node's cluster.toml says shards = %d, but the pool ran undivided before (its state stream %s holds %d messages): a pool is divided when it starts, never later",
-						ErrShards, k, StateStream, info.State.Msgs)
-				}
-			}
-		} else if err != nil {
-			return fmt.Errorf("cluster: read the shard count: %w", unavailable(err))
-		}
-	}
-	_, err := r.kv.Create(ctx, shardsKey, []byte(strconv.Itoa(k)))
-	if err == nil {
-		return nil
-	}
-	if !errors.Is(err, jetstream.ErrKeyExists) {
-		return fmt.Errorf("cluster: record the shard count: %w", unavailable(err))
+		return 0, err
 	}
 	e, err := r.kv.Get(ctx, shardsKey)
-	if err != nil {
-		return fmt.Errorf("cluster: read the shard count: %w", unavailable(err))
+	if err == nil {
+		return compareShards(e.Value(), k)
 	}
-	have, err := strconv.Atoi(string(e.Value()))
+	if !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return 0, fmt.Errorf("cluster: read the shard count: %w", unavailable(err))
+	}
+	if k > 1 {
+		st, err := r.js.Stream(ctx, StateStream)
+		if err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+			return 0, fmt.Errorf("cluster: read the pool's state stream: %w", unavailable(err))
+		}
+		if err == nil {
+			info, err := st.Info(ctx)
+			if err != nil {
+				return 0, fmt.Errorf("cluster: read the pool's state stream: %w", unavailable(err))
+			}
+			if info.State.Msgs > 0 || info.State.LastSeq > 0 {
+				return 0, fmt.Errorf("%w: this node's cluster.toml says shards = %d, but the pool ran undivided before (its state stream %s holds %d messages): a pool is divided when it starts, never later",
+					ErrShards, k, StateStream, info.State.Msgs)
+			}
+		}
+	}
+	record := strconv.Itoa(k) + " " + perShardLeases
+	_, err = r.js.KeyValue(ctx, LeaderBucket)
+	switch {
+	case err == nil:
+		record = strconv.Itoa(k)
+	case !errors.Is(err, jetstream.ErrBucketNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound):
+		return 0, fmt.Errorf("cluster: look for the shared lease bucket %s: %w", LeaderBucket, unavailable(err))
+	}
+	_, err = r.kv.Create(ctx, shardsKey, []byte(record))
+	if err == nil {
+		return compareShards([]byte(record), k)
+	}
+	if !errors.Is(err, jetstream.ErrKeyExists) {
+		return 0, fmt.Errorf("cluster: record the shard count: %w", unavailable(err))
+	}
+	e, err = r.kv.Get(ctx, shardsKey)
 	if err != nil {
-		return fmt.Errorf("cluster: the recorded shard count %q is not a number", e.Value())
+		return 0, fmt.Errorf("cluster: read the shard count: %w", unavailable(err))
+	}
+	return compareShards(e.Value(), k)
+}
+
+// perShardLeases follows the count in the recorded shard count of a
+// pool begun with ShardLeases.
+const perShardLeases = "leases=per-shard"
+
+// compareShards reads a recorded shard count ("K" or "K
+// leases=per-shard") and compares it with k, this node's count.
+func compareShards(v []byte, k int) (LeaseLayout, error) {
+	f := strings.Fields(string(v))
+	layout := SharedLeases
+	if len(f) == 2 && f[1] == perShardLeases {
+		layout = ShardLeases
+	} else if len(f) != 1 {
+		return 0, fmt.Errorf("cluster: the recorded shard count %q is not a count, or a count and %q", v, perShardLeases)
+	}
+	have, err := strconv.Atoi(f[0])
+	if err != nil {
+		return 0, fmt.Errorf("cluster: the recorded shard count %q is not a number", v)
 	}
 	if have != k {
-		return fmt.Errorf("%w: this node's shard count is %d (its cluster.toml's shards; 1 where it gives none), the pool was started with %d: a job's shard follows from its ID and the count, so the count cannot change",
+		return 0, fmt.Errorf("%w: this node's shard count is %d (its cluster.toml's shards; 1 where it gives none), the pool was started with %d: a job's shard follows from its ID and the count, so the count cannot change",
 			ErrShards, k, have)
 	}
-	return nil
+	return layout, nil
 }

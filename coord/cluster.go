@@ -44,6 +44,11 @@ type ClusterState struct {
 	// (cluster.NodeConfig.Shards), says who is in charge of each, in
 	// shard order; absent in a pool of one shard.
 	Shards []ShardState `json:"shards,omitempty"`
+	// Leases is where the pool keeps its leader leases
+	// (cluster.LeaseLayout): "per-shard", a bucket for each shard's
+	// lease, or "shared", one bucket for all (a pool begun before
+	// leases were kept per shard).
+	Leases string `json:"leases"`
 }
 
 // ShardState is one shard of a divided pool as a node sees it: the node
@@ -166,7 +171,7 @@ func ServeCluster(ctx context.Context, node *cluster.Node, base Config) error {
 	cl := limitFront(ln, &lim, f.reg)
 	hs := &http.Server{Handler: frontLimits(&lim, f.routes()), ReadHeaderTimeout: lim.ReadHeaderTimeout, IdleTimeout: lim.IdleTimeout,
 		MaxHeaderBytes: 64 << 10, ConnState: cl.connState, ConnContext: connContext, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
-	log.Info("Cluster node ready", "node", nc.Name, "pool", nc.Pool, "url", nc.URL, "routes", nc.Routes, "replicas", nc.Replicas)
+	log.Info("Cluster node ready", "node", nc.Name, "pool", nc.Pool, "url", nc.URL, "routes", nc.Routes, "replicas", nc.Replicas, "leases", lead.Layout().String())
 	if base.Listening != nil {
 		base.Listening(nc.URL)
 	}
@@ -242,6 +247,7 @@ type clusterParts struct {
 	rules       *cluster.Rules
 	versionsSet bool
 	claimed     bool                 // the shard count checked (Rules.ClaimShards)
+	layout      cluster.LeaseLayout  // where the pool keeps its leases, as ClaimShards said
 	exclusions  *cluster.Exclusions  // a divided pool's, shared by its shards
 	deviations  *cluster.Deviations  // a divided pool's, counted by every shard
 	secrets     *cluster.Secrets     // a divided pool's known-answers digests, refused by every shard
@@ -308,11 +314,6 @@ func openAll(ctx context.Context, log *slog.Logger, nc cluster.NodeConfig, open 
 func (p *clusterParts) open(ctx context.Context) (what string, err error) {
 	nc := p.node.Config()
 	js := p.node.JetStream()
-	if p.lead == nil {
-		if p.lead, err = cluster.NewLeadership(ctx, js, nc.Replicas, nc.LeaderTTL.Duration); err != nil {
-			return "the leader lease's buckets (" + cluster.LeaderBucket + ", " + cluster.NodesBucket + ")", err
-		}
-	}
 	if p.blobs == nil {
 		if p.blobs, err = cluster.OpenBlobs(ctx, js, nc.Replicas); err != nil {
 			return "the file store (" + cluster.BlobBucket + ")", err
@@ -347,11 +348,21 @@ func (p *clusterParts) open(ctx context.Context) (what string, err error) {
 	}
 	if !p.claimed {
 		// Every node divides the work into the same shards: one with
-		// another count refuses to start (cluster.ErrShards).
-		if err = p.rules.ClaimShards(ctx, max(p.shards, 1)); err != nil {
+		// another count refuses to start (cluster.ErrShards). The
+		// record says where the leases are, so it comes before them.
+		if p.layout, err = p.rules.ClaimShards(ctx, max(p.shards, 1)); err != nil {
 			return "the rules bucket (" + cluster.RulesBucket + ")", err
 		}
 		p.claimed = true
+	}
+	if p.lead == nil {
+		if p.lead, err = cluster.NewLeadership(ctx, js, nc.Replicas, nc.LeaderTTL.Duration, p.layout, max(p.shards, 1)); err != nil {
+			what := cluster.LeaderBucket
+			if p.layout == cluster.ShardLeases {
+				what = cluster.LeaseBucket + "…"
+			}
+			return "the leader lease's buckets (" + what + ", " + cluster.NodesBucket + ")", err
+		}
 	}
 	if p.shards > 1 && p.heads == nil {
 		if p.heads, err = cluster.OpenLedgerHeads(ctx, js, p.shards, nc.Replicas); err != nil {
@@ -842,7 +853,7 @@ func noLeader(w http.ResponseWriter, msg string) {
 func (f *front) snapshot(ctx context.Context, shardStreams bool) ClusterState {
 	nc := f.node.Config()
 	f.mu.Lock()
-	st := ClusterState{Node: nc.Name, Leader: f.leader, LeaderKnown: f.known, Nodes: append([]cluster.NodeInfo(nil), f.nodes...)}
+	st := ClusterState{Node: nc.Name, Leader: f.leader, LeaderKnown: f.known, Nodes: append([]cluster.NodeInfo(nil), f.nodes...), Leases: f.lead.Layout().String()}
 	if f.shards > 1 {
 		st.Shards = make([]ShardState, f.shards)
 		for s := range st.Shards {

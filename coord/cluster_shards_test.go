@@ -54,6 +54,9 @@ func TestClusterShardsEachLed(t *testing.T) {
 	// Each shard's streams come to be led by its node in charge
 	// (cluster.Store.LeadStreams), once the shards are spread.
 	st, _ := nodes[0].shardView(t)
+	if st.Leases != "per-shard" {
+		t.Errorf("a new pool's leases: %q, want per-shard", st.Leases)
+	}
 	js := nodes[0].node.JetStream()
 	for _, sh := range st.Shards {
 		shard, _ := cluster.NewShard(sh.Shard, k)

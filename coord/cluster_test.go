@@ -995,7 +995,7 @@ func TestClusterNodeWaitsForANewBucket(t *testing.T) {
 	// The buckets of the older version, made while every node was up.
 	js := nodes[0].JetStream()
 	waitUntil(t, patience(t), "the older version's buckets", func() bool {
-		_, err1 := cluster.NewLeadership(ctx, js, 3, 3*time.Second)
+		_, err1 := cluster.NewLeadership(ctx, js, 3, 3*time.Second, cluster.SharedLeases, 1)
 		_, err2 := cluster.OpenBlobs(ctx, js, 3)
 		_, err3 := cluster.OpenProfiles(ctx, js, 3)
 		for _, err := range []error{err1, err2, err3} {
