@@ -108,7 +108,9 @@ type CampaignConfig struct {
 //   - ends (Resign) the terms it lost, so that a lost lease is never
 //     kept;
 //   - counts the live nodes L (Nodes, this node counted even when its
-//     announcement is not listed yet) and, while it leads fewer than
+//     announcement is not listed yet, a node that holds no lease and
+//     has not announced itself for a lease length while others did
+//     counted gone) and, while it leads fewer than
 //     FairShare(K, L) shards (ShouldCampaign), tries the shards no node
 //     leads (Leaders) with TryLeadShard, starting from a place that
 //     depends on this node's name so that nodes starting together try
@@ -124,9 +126,10 @@ type CampaignConfig struct {
 // shard never seen led (a pool starting) is tried by any node at once.
 //
 // A round whose node list does not answer changes no term but the lost
-// ones. The live nodes are those announced in NodesBucket (Announce):
-// a node should be announced exactly while it campaigns, or the others
-// hold back for a node that takes nothing.
+// ones. The live nodes are those announced in NodesBucket (Announce,
+// every quarter TTL) but the gone ones (liveNames): a node should be
+// announced exactly while it campaigns, or the others hold back for a
+// node that takes nothing.
 //
 // When ctx ends, Campaign resigns every term it holds (each deleting
 // its lease if still its own), reports an empty map and returns nil.
@@ -208,21 +211,19 @@ func (l *Leadership) campaignRound(ctx context.Context, cfg CampaignConfig, cs *
 		}
 	}
 	rctx, cancel := context.WithTimeout(ctx, l.ttl/2)
-	nodes, err := l.Nodes(rctx)
+	nodes, err := l.nodeEntries(rctx)
 	cancel()
 	if err != nil {
 		onErr(fmt.Errorf("cluster: campaign: list the live nodes: %w", err))
 		return changed
 	}
-	live := len(nodes)
-	names := make([]string, 0, live+1)
-	for _, n := range nodes {
-		names = append(names, n.Name)
-	}
-	if !listed(nodes, cfg.Info.Node) {
-		live++
-		names = append(names, cfg.Info.Node)
-	}
+	// The leases are read before the live count, which leaves out the
+	// nodes that hold none and stopped announcing.
+	rctx, cancel = context.WithTimeout(ctx, l.ttl/2)
+	leaders, lerr := l.Leaders(rctx, k)
+	cancel()
+	names := liveNames(nodes, leaders, lerr == nil, cfg.Info.Node, l.ttl)
+	live := len(names)
 	share := FairShare(k, live)
 	if len(held) > share {
 		top := -1
@@ -251,11 +252,8 @@ func (l *Leadership) campaignRound(ctx context.Context, cfg CampaignConfig, cs *
 	if !ShouldCampaign(len(held), k, live) && cfg.Standby == nil {
 		return changed
 	}
-	rctx, cancel = context.WithTimeout(ctx, l.ttl/2)
-	leaders, err := l.Leaders(rctx, k)
-	cancel()
-	if err != nil {
-		onErr(fmt.Errorf("cluster: campaign: %w", err))
+	if lerr != nil {
+		onErr(fmt.Errorf("cluster: campaign: %w", lerr))
 		return changed
 	}
 	// The shards this node keeps warm: those it leads, those of which
@@ -315,12 +313,44 @@ func (l *Leadership) campaignRound(ctx context.Context, cfg CampaignConfig, cs *
 	return changed
 }
 
-// listed says whether nodes names node.
-func listed(nodes []NodeInfo, node string) bool {
+// liveNames returns the names of the nodes a campaign counts live, self
+// always among them: every node of nodes (the nodes bucket's
+// announcements) but those that are gone, and self when it is not
+// listed yet. A node is gone when it holds no lease (known is whether
+// leaders, the leases, could be read: if not, none is gone) and
+// JetStream stored its announcement more than ttl before the newest
+// one: it has not announced itself (every quarter TTL) for a lease
+// length while others did. A node that died stops renewing its leases
+// and announcing at once, so it is counted gone about a lease length
+// after it died, rather than when its announcement expires (three
+// lease lengths); a live node that holds a lease counts however late
+// its announcement (a busy machine), so it is never counted out of the
+// shards it leads, and the stored times are compared with one another,
+// never with a node's clock.
+func liveNames(nodes []nodeEntry, leaders map[int]LeaderInfo, known bool, self string, ttl time.Duration) []string {
+	holds := map[string]bool{}
+	for _, info := range leaders {
+		holds[info.Node] = true
+	}
+	var newest time.Time
 	for _, n := range nodes {
-		if n.Name == node {
-			return true
+		if n.stored.After(newest) {
+			newest = n.stored
 		}
 	}
-	return false
+	names := make([]string, 0, len(nodes)+1)
+	listed := false
+	for _, n := range nodes {
+		switch {
+		case n.Name == self:
+			listed = true
+		case known && !holds[n.Name] && newest.Sub(n.stored) > ttl:
+			continue // gone
+		}
+		names = append(names, n.Name)
+	}
+	if !listed {
+		names = append(names, self)
+	}
+	return names
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/nats-io/nats.go/jetstream"
 	"slices"
 	"strings"
 	"sync"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"idlepool/pool"
 )
@@ -369,7 +369,8 @@ func TestCampaignThreeNodes(t *testing.T) {
 	nodes[2].Close()
 	began = time.Now()
 	patience(t, 2*time.Minute, "three shards each on node1 and node2", settled([]int{3, 3, 0}))
-	t.Logf("node3's shards taken over %s after it stopped (its announcement lasts %s)", time.Since(began).Round(time.Millisecond), 3*ttl)
+	t.Logf("node3's shards taken over %s after it stopped (it counts gone once its leases are gone and it has not announced itself for %s; a shard its successor cannot take waits for the grace of 20 rounds, %s)",
+		time.Since(began).Round(time.Millisecond), ttl, 20*ttl/4)
 	// Its shards went to their successors, the nodes that stood by,
 	// as far as each could take them: each may take one more (share 3),
 	// so where both had one successor the other went to the other node,
@@ -650,6 +651,30 @@ func TestNodesWholeOrError(t *testing.T) {
 	if got, err := stalled.Nodes(short); !errors.Is(err, pool.ErrStoreUnavailable) {
 		t.Errorf("Nodes of a list cut short: %+v, %v; want an error wrapping pool.ErrStoreUnavailable", got, err)
 	}
+	// A watch that says it gave every key after one of three (its mark
+	// came early, as JetStream's may while keys are written): Nodes
+	// reads again rather than answer one node, and says its time ran
+	// out.
+	early := &Leadership{nodes: &earlyWatch{KeyValue: l.nodes, first: e}, ttl: time.Second, now: time.Now}
+	short, cancel = context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	if got, err := early.Nodes(short); !errors.Is(err, pool.ErrStoreUnavailable) {
+		t.Errorf("Nodes of a watch whose end came early: %+v, %v; want an error wrapping pool.ErrStoreUnavailable", got, err)
+	}
+}
+
+// earlyWatch is a key-value bucket whose watch gives one entry and then
+// says it gave every key.
+type earlyWatch struct {
+	jetstream.KeyValue
+	first jetstream.KeyValueEntry
+}
+
+func (s *earlyWatch) WatchAll(ctx context.Context, _ ...jetstream.WatchOpt) (jetstream.KeyWatcher, error) {
+	ch := make(chan jetstream.KeyValueEntry, 2)
+	ch <- s.first
+	ch <- nil
+	return &stalledWatcher{ch: ch}, nil
 }
 
 // stalledWatch is a key-value bucket whose watch gives one entry and
@@ -669,3 +694,41 @@ type stalledWatcher struct{ ch chan jetstream.KeyValueEntry }
 
 func (w *stalledWatcher) Updates() <-chan jetstream.KeyValueEntry { return w.ch }
 func (w *stalledWatcher) Stop() error                             { return nil }
+
+// A campaign counts gone a node that holds no lease and whose
+// announcement was stored more than a lease length before the newest
+// one; a node that holds a lease, whatever its announcement's age, and
+// this node are always counted; nothing is counted gone when the leases
+// could not be read.
+func TestLiveNames(t *testing.T) {
+	const ttl = 3 * time.Second
+	at := func(s float64) time.Time { return time.Unix(1000, 0).Add(time.Duration(s * float64(time.Second))) }
+	nodes := []nodeEntry{
+		{NodeInfo{Name: "a"}, at(10)},  // the newest
+		{NodeInfo{Name: "b"}, at(8)},   // within a lease length
+		{NodeInfo{Name: "c"}, at(6.9)}, // older, holds a lease
+		{NodeInfo{Name: "d"}, at(6.9)}, // older, holds none: gone
+		{NodeInfo{Name: "e"}, at(7)},   // exactly a lease length older: live
+	}
+	leaders := map[int]LeaderInfo{0: {Node: "a"}, 1: {Node: "c"}}
+	for _, tc := range []struct {
+		name  string
+		self  string
+		known bool
+		want  []string
+	}{
+		{"leases read", "a", true, []string{"a", "b", "c", "e"}},
+		{"leases not read", "a", false, []string{"a", "b", "c", "d", "e"}},
+		{"self late and leaseless", "d", true, []string{"a", "b", "c", "d", "e"}},
+		{"self not listed yet", "f", true, []string{"a", "b", "c", "e", "f"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if d := cmp.Diff(tc.want, liveNames(nodes, leaders, tc.known, tc.self, ttl)); d != "" {
+				t.Errorf("live (-want +got):\n%s", d)
+			}
+		})
+	}
+	if got := liveNames(nil, nil, true, "a", ttl); !slices.Equal(got, []string{"a"}) {
+		t.Errorf("no announcements: %v, want this node alone", got)
+	}
+}

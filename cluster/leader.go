@@ -412,7 +412,9 @@ type NodeInfo struct {
 	Seen time.Time `json:"seen"`
 }
 
-// Announce writes this node into the nodes bucket; call it every TTL.
+// Announce writes this node into the nodes bucket; call it every quarter
+// TTL (a node's announcement a lease length older than the newest, with
+// no lease held, counts it gone: Campaign).
 func (l *Leadership) Announce(ctx context.Context, n NodeInfo) error {
 	n.Seen = l.now().UTC()
 	b, _ := json.Marshal(n)
@@ -443,31 +445,93 @@ func (l *Leadership) Retire(ctx context.Context, name string) error {
 // so the list is read from a watch of the bucket, which says when it
 // has given every key.)
 func (l *Leadership) Nodes(ctx context.Context) ([]NodeInfo, error) {
-	w, err := l.nodes.WatchAll(ctx, jetstream.IgnoreDeletes())
+	entries, err := l.nodeEntries(ctx)
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, err
+	}
+	out := make([]NodeInfo, len(entries))
+	for i, e := range entries {
+		out[i] = e.NodeInfo
+	}
+	return out, nil
+}
+
+// nodeEntry is a node's announcement and when JetStream stored it (by
+// the clock of the server that led the nodes bucket's stream then).
+type nodeEntry struct {
+	NodeInfo
+	stored time.Time
+}
+
+// nodeEntries is Nodes with the time each announcement was stored.
+//
+// The watch's mark that it has given every key can come before the
+// last of them when keys are written meanwhile (seen: a live node
+// missing from the list, and a campaign that then counted itself alone
+// took more than its share), so the keys it gave, deleted ones
+// included, are counted against the bucket's messages (one per key, as
+// it keeps no history), and the list is read again when it came short.
+func (l *Leadership) nodeEntries(ctx context.Context) ([]nodeEntry, error) {
+	for {
+		out, keys, err := l.watchNodes(ctx)
+		if err != nil {
+			return nil, err
+		}
+		st, err := l.nodes.Status(ctx)
+		if err != nil {
+			return nil, unavailable(err)
+		}
+		if uint64(keys) >= st.Values() {
+			sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+			return out, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, unavailable(ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// watchNodes reads the nodes bucket's announcements with a watch, one
+// per key (the newest, should the watch give a key twice, as it may
+// when the key is written meanwhile), and says how many keys the watch
+// gave, those deleted (purged by Retire) included.
+func (l *Leadership) watchNodes(ctx context.Context) (out []nodeEntry, keys int, err error) {
+	w, err := l.nodes.WatchAll(ctx)
+	if err != nil {
+		return nil, 0, unavailable(err)
 	}
 	defer w.Stop()
-	var out []NodeInfo
+	seen := map[string]jetstream.KeyValueEntry{}
 	for {
 		select {
 		case e, ok := <-w.Updates():
 			if !ok {
 				if ctx.Err() != nil {
-					return nil, unavailable(ctx.Err())
+					return nil, 0, unavailable(ctx.Err())
 				}
-				return nil, fmt.Errorf("%w: the nodes' watch ended before their last key", pool.ErrStoreUnavailable)
+				return nil, 0, fmt.Errorf("%w: the nodes' watch ended before their last key", pool.ErrStoreUnavailable)
 			}
-			if e == nil { // every key given
-				sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-				return out, nil
+			if e != nil {
+				if was, ok := seen[e.Key()]; !ok || e.Revision() > was.Revision() {
+					seen[e.Key()] = e
+				}
+				continue
 			}
-			var n NodeInfo
-			if json.Unmarshal(e.Value(), &n) == nil {
-				out = append(out, n)
+			// Every key given, the watch says.
+			for _, e := range seen {
+				if e.Operation() != jetstream.KeyValuePut {
+					continue
+				}
+				var n NodeInfo
+				if json.Unmarshal(e.Value(), &n) == nil {
+					out = append(out, nodeEntry{NodeInfo: n, stored: e.Created()})
+				}
 			}
+			return out, len(seen), nil
 		case <-ctx.Done():
-			return nil, unavailable(ctx.Err())
+			return nil, 0, unavailable(ctx.Err())
 		}
 	}
 }

@@ -466,15 +466,23 @@ func (f *front) routes() http.Handler {
 	return mux
 }
 
-// watch reads the leader lease every quarter TTL and announces this node
-// every TTL, until ctx ends.
+// watch reads the leader lease and announces this node every quarter
+// TTL (a node that holds no lease and has not announced itself for a
+// TTL is counted gone: cluster.Leadership.Campaign), and reads the live
+// nodes every TTL, until ctx ends.
 func (f *front) watch(ctx context.Context) {
 	nc := f.node.Config()
 	ttl := f.lead.TTL()
 	tick := time.NewTicker(ttl / 4)
 	defer tick.Stop()
-	var announced time.Time
+	var listed time.Time
 	for {
+		// The announcement first, on a context of its own: a lease
+		// bucket that elects a leader (its node died) must not keep
+		// this node from saying it lives.
+		actx, cancel := context.WithTimeout(ctx, ttl/4)
+		_ = f.lead.Announce(actx, cluster.NodeInfo{Name: nc.Name, URL: nc.URL})
+		cancel()
 		rctx, cancel := context.WithTimeout(ctx, ttl/2)
 		info, ok, err := f.lead.Leader(rctx)
 		var leaders map[int]cluster.LeaderInfo
@@ -483,11 +491,10 @@ func (f *front) watch(ctx context.Context) {
 			leaders, lerr = f.lead.Leaders(rctx, f.shards)
 		}
 		var nodes []cluster.NodeInfo
-		if time.Since(announced) >= ttl {
-			if f.lead.Announce(rctx, cluster.NodeInfo{Name: nc.Name, URL: nc.URL}) == nil {
-				announced = time.Now()
+		if time.Since(listed) >= ttl {
+			if nodes, _ = f.lead.Nodes(rctx); nodes != nil {
+				listed = time.Now()
 			}
-			nodes, _ = f.lead.Nodes(rctx)
 		}
 		cancel()
 		// The version rules are read last, on a context of their own: a
