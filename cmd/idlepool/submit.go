@@ -87,10 +87,18 @@ func cmdSubmit(ctx context.Context, g *globals, args []string) error {
 		case <-ctx.Done():
 		}
 	}
-	if err := s.c.Submit(ctx, j); err != nil {
+	// A pool of several nodes may answer 503 for a moment (a node died
+	// and its work is being taken over): the job and its files are sent
+	// again, which the pool takes as once (a job's ID is its manifest's
+	// digest, a file's its content's).
+	if err := pc.untilAnswered(ctx, g, func() error { return s.c.Submit(ctx, j) }); err != nil {
 		seeder.Stop()
-		if ctx.Err() != nil {
+		var ue *userError
+		switch {
+		case ctx.Err() != nil:
 			return &userError{Msg: "interrupted before the pool had the job", Hint: "run the same command again", Cause: err}
+		case errors.As(err, &ue):
+			return err
 		}
 		return poolError(fmt.Errorf("submit job: %w", err), pc.url, s.dirs)
 	}
@@ -126,7 +134,7 @@ const defaultConnectWait = 3 * time.Minute
 
 // waitFlag adds --wait to a command that connects to a pool.
 func (pc *poolConn) waitFlag(fs *flag.FlagSet) {
-	fs.DurationVar(&pc.wait, "wait", defaultConnectWait, "wait up to `D` for a coordinator that does not answer, retrying with backoff (0: fail at once)")
+	fs.DurationVar(&pc.wait, "wait", defaultConnectWait, "wait up to `D` for a coordinator that does not answer, or answers that it cannot serve now (503), retrying with backoff (0: fail at once)")
 }
 
 func poolFlags(fs *flag.FlagSet) *poolConn {
@@ -156,19 +164,33 @@ type session struct {
 // While the coordinator does not answer (down, restarting, overloaded) it
 // tries again with backoff, saying so on stderr, for up to pc.wait.
 func (pc *poolConn) connect(ctx context.Context, g *globals) (*session, error) {
+	var s *session
+	err := pc.untilAnswered(ctx, g, func() (err error) {
+		s, err = pc.connectOnce(ctx, g)
+		return err
+	})
+	return s, err
+}
+
+// untilAnswered calls try until it succeeds or fails for a reason other
+// than the coordinator not answering (notAnswering), trying again with
+// backoff and saying so on stderr, for up to pc.wait in all (0: once).
+// It returns try's last error, or a *userError when the wait ran out
+// or ctx ended.
+func (pc *poolConn) untilAnswered(ctx context.Context, g *globals, try func() error) error {
 	if pc.wait <= 0 {
-		return pc.connectOnce(ctx, g)
+		return try()
 	}
 	deadline := time.Now().Add(pc.wait)
 	delay := connectBackoffBase
 	for {
-		s, err := pc.connectOnce(ctx, g)
+		err := try()
 		if err == nil || !notAnswering(err) {
-			return s, err
+			return err
 		}
 		left := time.Until(deadline)
 		if left <= 0 {
-			return nil, &userError{
+			return &userError{
 				Msg:   fmt.Sprintf("the coordinator at %s did not answer within %s (%s)", pc.url, pc.wait, agent.UnansweredWords(err)),
 				Hint:  "check the URL, and that `idlepool serve` runs there; --wait D waits longer",
 				Cause: err,
@@ -184,7 +206,7 @@ func (pc *poolConn) connect(ctx context.Context, g *globals) (*session, error) {
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil, &userError{Msg: "interrupted while waiting for the coordinator at " + pc.url, Hint: "run the same command again", Cause: ctx.Err()}
+			return &userError{Msg: "interrupted while waiting for the coordinator at " + pc.url, Hint: "run the same command again", Cause: ctx.Err()}
 		case <-t.C:
 		}
 		delay = min(2*delay, connectBackoffMax)

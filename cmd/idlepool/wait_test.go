@@ -2,9 +2,14 @@ package main
 
 import (
 	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	neturl "net/url"
 	"os"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -104,5 +109,47 @@ func TestSubmitWaitBounded(t *testing.T) {
 				t.Errorf("--wait 0 retried:\n%s", out.stderr)
 			}
 		})
+	}
+}
+
+// A pool that answers 503 for a moment after submit connected (a node
+// of a cluster died, and its shard is being taken over) does not end
+// the submit: it sends the job again until the pool takes it, saying
+// so, and the pool holds the job once.
+func TestSubmitRetriesAMomentaryRefusal(t *testing.T) {
+	m := writeManifest(t, "pi", piManifest(2, 1000))
+	_, url := startServe(t, t.TempDir(), freeAddr(t))
+	target, err := neturl.Parse(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	var refused atomic.Int32
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.URL.Path == "/v1/jobs" && refused.Load() < 2 {
+			refused.Add(1)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte(`{"error":"the coordinator of shard 0 of the pool did not answer; try again shortly","code":"no_leader"}`))
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	defer front.Close()
+	home := t.TempDir()
+	out := idlepool(t, home, "submit", m, "--pool", front.URL)
+	if out.code != 0 || !jobIDLine.MatchString(out.stdout) || !strings.Contains(out.stderr, "submitted to pool lab-a") {
+		t.Fatalf("submit: exit %d, stdout %q, stderr:\n%s", out.code, out.stdout, out.stderr)
+	}
+	if n := refused.Load(); n != 2 {
+		t.Errorf("the front refused %d submissions, want 2", n)
+	}
+	if got := strings.Count(out.stderr, "retrying in"); got != 2 {
+		t.Errorf("submit said it was retrying %d times, want 2:\n%s", got, out.stderr)
+	}
+	// The pool holds the job once: its list shows one job.
+	jobs := idlepool(t, home, "jobs", "--pool", url)
+	if jobs.code != 0 || strings.Count(jobs.stdout, "pi") != 1 {
+		t.Errorf("jobs after the retried submit: exit %d\n%s\n%s", jobs.code, jobs.stdout, jobs.stderr)
 	}
 }
