@@ -12,8 +12,8 @@ import (
 // MaxShards is the most shards a clustered pool's work may be divided
 // into (RATIONALE.md, "Dividing the work among the nodes"): each shard
 // is a state stream, an object store, two key-value buckets and a lease
-// of its own, and 64 of each is well within what one JetStream cluster
-// carries.
+// of its own (a third bucket, with ShardLeases), and 64 of each is well
+// within what one JetStream cluster carries.
 const MaxShards = 64
 
 // ErrShard means a shard number or a shard count is out of range: a

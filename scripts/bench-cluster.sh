@@ -37,9 +37,14 @@ healthy() { # URL: wait up to 60 s for /healthz to answer 200
 }
 
 bench() { # NAME URL PIDS
-  local line
-  line=$(cd agent && IDLEPOOL_BENCH_POOL=$2 IDLEPOOL_BENCH_PIDS=$3 "$work/agent.test" \
-    -test.run '^$' -test.bench 'Coordinator/external' -test.benchtime "${tasks}x" | grep '^BenchmarkCoordinator/external')
+  local line out
+  out=$(cd agent && IDLEPOOL_BENCH_POOL=$2 IDLEPOOL_BENCH_PIDS=$3 "$work/agent.test" \
+    -test.run '^$' -test.bench 'Coordinator/external' -test.benchtime "${tasks}x" 2>&1 || true)
+  if ! line=$(echo "$out" | grep '^BenchmarkCoordinator/external.*tasks/s'); then
+    echo "bench-cluster: $1: the benchmark failed:" >&2
+    echo "$out" | tail -20 >&2
+    return 1
+  fi
   local ts cpu nodes
   ts=$(echo "$line" | awk '{for(i=1;i<=NF;i++) if($i=="tasks/s") print $(i-1)}')
   cpu=$(echo "$line" | awk '{for(i=1;i<=NF;i++) if($i=="coord-cpu-µs/task") print $(i-1)}')
