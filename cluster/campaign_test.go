@@ -645,7 +645,7 @@ func TestNodesWholeOrError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stalled := &Leadership{nodes: &stalledWatch{first: e}, ttl: time.Second, now: time.Now}
+	stalled := &Leadership{nodes: &oneKeyWatch{first: e}, ttl: time.Second, now: time.Now}
 	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel()
 	if got, err := stalled.Nodes(short); !errors.Is(err, pool.ErrStoreUnavailable) {
@@ -655,7 +655,7 @@ func TestNodesWholeOrError(t *testing.T) {
 	// came early, as JetStream's may while keys are written): Nodes
 	// reads again rather than answer one node, and says its time ran
 	// out.
-	early := &Leadership{nodes: &earlyWatch{KeyValue: l.nodes, first: e}, ttl: time.Second, now: time.Now}
+	early := &Leadership{nodes: &oneKeyWatch{KeyValue: l.nodes, first: e, end: true}, ttl: time.Second, now: time.Now}
 	short, cancel = context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel()
 	if got, err := early.Nodes(short); !errors.Is(err, pool.ErrStoreUnavailable) {
@@ -663,30 +663,22 @@ func TestNodesWholeOrError(t *testing.T) {
 	}
 }
 
-// earlyWatch is a key-value bucket whose watch gives one entry and then
-// says it gave every key.
-type earlyWatch struct {
+// oneKeyWatch is a key-value bucket whose watch gives one entry and
+// then, with end, says it gave every key (its mark came early), or,
+// without, gives nothing until its context ends (its stream stalled
+// mid-list).
+type oneKeyWatch struct {
 	jetstream.KeyValue
 	first jetstream.KeyValueEntry
+	end   bool
 }
 
-func (s *earlyWatch) WatchAll(ctx context.Context, _ ...jetstream.WatchOpt) (jetstream.KeyWatcher, error) {
+func (s *oneKeyWatch) WatchAll(ctx context.Context, _ ...jetstream.WatchOpt) (jetstream.KeyWatcher, error) {
 	ch := make(chan jetstream.KeyValueEntry, 2)
 	ch <- s.first
-	ch <- nil
-	return &stalledWatcher{ch: ch}, nil
-}
-
-// stalledWatch is a key-value bucket whose watch gives one entry and
-// then nothing until its context ends.
-type stalledWatch struct {
-	jetstream.KeyValue
-	first jetstream.KeyValueEntry
-}
-
-func (s *stalledWatch) WatchAll(ctx context.Context, _ ...jetstream.WatchOpt) (jetstream.KeyWatcher, error) {
-	ch := make(chan jetstream.KeyValueEntry, 1)
-	ch <- s.first
+	if s.end {
+		ch <- nil
+	}
 	return &stalledWatcher{ch: ch}, nil
 }
 
