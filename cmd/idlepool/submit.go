@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"idlepool/agent"
+	"idlepool/coord/api"
 	"idlepool/home"
 	"idlepool/job"
 	"idlepool/pool"
@@ -208,6 +209,13 @@ func (pc *poolConn) untilAnswered(ctx context.Context, g *globals, try func() er
 			t.Stop()
 			return &userError{Msg: "interrupted while waiting for the coordinator at " + pc.url, Hint: "run the same command again", Cause: ctx.Err()}
 		case <-t.C:
+		}
+		// A cluster's node that answers that the node in charge of a
+		// shard did not (no_leader) is in a take-over, which ends in
+		// seconds: asked again every second, not after a doubling wait.
+		var ae *agent.APIError
+		if errors.As(err, &ae) && ae.Code == api.CodeNoLeader {
+			continue
 		}
 		delay = min(2*delay, connectBackoffMax)
 	}
