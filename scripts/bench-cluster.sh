@@ -37,13 +37,17 @@ healthy() { # URL: wait up to 60 s for /healthz to answer 200
 }
 
 bench() { # NAME URL PIDS
-  local line out
+  local line out rc=0
   out=$(cd agent && IDLEPOOL_BENCH_POOL=$2 IDLEPOOL_BENCH_PIDS=$3 "$work/agent.test" \
-    -test.run '^$' -test.bench 'Coordinator/external' -test.benchtime "${tasks}x" 2>&1 || true)
+    -test.run '^$' -test.bench 'Coordinator/external' -test.benchtime "${tasks}x" 2>&1) || rc=$?
   if ! line=$(echo "$out" | grep '^BenchmarkCoordinator/external.*tasks/s'); then
-    echo "bench-cluster: $1: the benchmark failed:" >&2
+    echo "bench-cluster: $1: the benchmark failed (exit $rc):" >&2
     echo "$out" | tail -20 >&2
     return 1
+  fi
+  if [ "$rc" != 0 ]; then # its figures printed, then an error (an agent's, as it stopped)
+    echo "bench-cluster: $1: the benchmark printed its figures, then exited $rc:" >&2
+    echo "$out" | grep -v '^BenchmarkCoordinator' | tail -10 >&2
   fi
   local ts cpu nodes
   ts=$(echo "$line" | awk '{for(i=1;i<=NF;i++) if($i=="tasks/s") print $(i-1)}')
