@@ -110,10 +110,22 @@ func Describe(st pool.JobStatus, l offers.Listing, live []offers.Offer, now time
 	}
 	a.Matching, a.Owners = len(matching), len(owners)
 	left := st.Tasks - st.Accepted - st.Failed
+	// No offer listed while tasks are leased: the pool lost its list (it
+	// restarted, or a cluster's node in charge of it changed) and gathers
+	// it again from the donors, who are computing all the same; what the
+	// offers would say about this job is unknown.
+	unlisted := len(live) == 0 && st.Leased > 0
+	if unlisted {
+		leased := fmt.Sprintf("%d tasks are", st.Leased)
+		if st.Leased == 1 {
+			leased = "1 task is"
+		}
+		a.Donors = "no donor's offer is listed now, though " + leased + " leased: the pool gathers the offers again after a restart or a take-over"
+	}
 	switch {
 	case st.Cancelled:
 		a.Stuck = "the job was cancelled by its owner: it leases nothing more"
-	case left == 0:
+	case left == 0, unlisted:
 	case len(live) == 0:
 		a.Stuck = "nothing is leased until a donor joins: start one with 'idlepool join POOL_URL' (or 'join --always' on a machine where nobody types)"
 	case ownOnly:
@@ -138,6 +150,7 @@ func Describe(st pool.JobStatus, l offers.Listing, live []offers.Offer, now time
 			// The pool knows best why they wait (a split no owner it
 			// has may settle, a task failing on every device).
 			a.Quorum = fmt.Sprintf("%s waiting: %s", results, st.Trouble)
+		case unlisted:
 		case st.Quorum >= 2 && len(owners) < st.Quorum && l.Participants != "owner":
 			a.Quorum = fmt.Sprintf("%s waiting for a device of a %s owner: a task is accepted when devices of %d owners return the same bytes, and the donors that match belong to %s",
 				results, ordinal(len(owners)+1), st.Quorum, plural(int64(len(owners)), "owner"))

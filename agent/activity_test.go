@@ -30,6 +30,11 @@ func TestDescribe(t *testing.T) {
 	}{
 		{"no donors", st, nil, Activity{Donors: "no donor offers compute in this pool",
 			Stuck: "nothing is leased until a donor joins: start one with 'idlepool join POOL_URL' (or 'join --always' on a machine where nobody types)"}},
+		// The pool lost its offers (a restart, a take-over) while donors
+		// hold leases: nothing says that no donor is there, and nothing
+		// is reasoned from the empty list.
+		{"no offer listed, tasks leased", func() pool.JobStatus { s := waiting(st); s.Leased = 11; return s }(), nil, Activity{
+			Donors: "no donor's offer is listed now, though 11 tasks are leased: the pool gathers the offers again after a restart or a take-over"}},
 		{"every donor waits for its owner", st, []offers.Offer{
 			offer("p1", "ida", idle.StateWaiting, idle.HoldOwner, 8192), offer("p2", "idb", idle.StateWaiting, idle.HoldOwner, 8192),
 			offer("p3", "idc", idle.StateWaiting, idle.HoldOwner, 8192), offer("p4", "idd", idle.StateWaiting, idle.HoldOwner, 8192),
