@@ -75,21 +75,19 @@ func (s *Scheduler) Lease(ctx context.Context, peer string, max int) ([]Lease, e
 		order = s.selected(p, ids)
 	}
 	// A device holds at most as many undecided replicas of other owners'
-	// jobs as its record allows, so a newcomer that lies cannot take a
-	// whole job at once.
+	// jobs as its record allows (room), so a newcomer that lies cannot take
+	// a whole job at once. A check of a result another owner returned may
+	// go MaxUnverified beyond that: without it, two devices whose rooms
+	// were used up by their own results, each waiting for the other's
+	// check, were never leased anything again (roomFor).
 	room := s.trust.room(p.ID)
-	if room <= 0 {
-		order = slices.DeleteFunc(order, func(js *jobState) bool { return !js.ownerOnly() })
-	}
 	for len(out) < max {
-		js, ts, backup := s.pick(p, order, now)
+		js, ts, backup := s.pick(p, order, now, s.trust.roomFor(room))
 		if ts == nil {
 			break
 		}
 		if !js.ownerOnly() {
-			if room--; room <= 0 {
-				order = slices.DeleteFunc(order, func(js *jobState) bool { return !js.ownerOnly() })
-			}
+			room--
 		}
 		r := s.grant(js, ts, p, now, backup)
 		out = append(out, Lease{ID: r.rec.Lease, Job: r.rec.Job, Task: r.rec.Task, Peer: p.ID, Deadline: r.rec.Deadline})
@@ -131,9 +129,13 @@ func (s *Scheduler) selected(p Peer, ids []job.ID) []*jobState {
 // job. A device held from a task it failed on (taskState.held) takes it
 // again before the hold ends only once its retry is due and no other
 // present device may take it (heldBack).
-func (s *Scheduler) pick(p Peer, order []*jobState, now time.Time) (*jobState, *taskState, bool) {
+func (s *Scheduler) pick(p Peer, order []*jobState, now time.Time, bound roomMode) (*jobState, *taskState, bool) {
 	for _, js := range order {
-		if js.complete() {
+		mode := bound
+		if js.ownerOnly() {
+			mode = roomAny // an owner's own devices are not bounded
+		}
+		if js.complete() || mode == roomNone {
 			continue
 		}
 		s.closeJobWindows(js)
@@ -149,13 +151,17 @@ func (s *Scheduler) pick(p Peer, order []*jobState, now time.Time) (*jobState, *
 				if suspect && pass == 0 && !js.j.Knows(i) {
 					continue
 				}
-				if ts := js.active[i]; js.eligible(ts, p) && !s.heldBack(js, ts, p, now) && js.admits(ts, p) && s.checkOK(js, ts, p, now) {
+				if ts := js.active[i]; js.eligible(ts, p) && (mode == roomAny || js.checksReturned(ts)) &&
+					!s.heldBack(js, ts, p, now) && js.admits(ts, p) && s.checkOK(js, ts, p, now) {
 					return js, ts, false
 				}
 			}
 			if !suspect {
 				break
 			}
+		}
+		if mode != roomAny {
+			continue // a fresh task or a backup replica needs room
 		}
 		if js.next < js.tasks {
 			ts := js.task(js.next)
@@ -168,6 +174,18 @@ func (s *Scheduler) pick(p Peer, order []*jobState, now time.Time) (*jobState, *
 		}
 	}
 	return nil, nil, false
+}
+
+// checksReturned reports whether a replica of ts leased now would check
+// a result already returned: some returned replica votes. Such a replica
+// is decided when it comes back, unless it disagrees.
+func (js *jobState) checksReturned(ts *taskState) bool {
+	for _, r := range ts.returned {
+		if js.votes(ts, r) {
+			return true
+		}
+	}
+	return false
 }
 
 // heldBack reports whether p is kept from ts for now: it failed ts for

@@ -172,6 +172,35 @@ func (t *trustState) room(id string) int {
 	return t.cfg.MaxUnverified + d.agreed - d.outstanding
 }
 
+// roomMode is what a device may be leased of other owners' jobs, by its
+// room (trustState.roomFor).
+type roomMode int
+
+const (
+	roomAny    roomMode = iota // any replica
+	roomChecks                 // only a check of a returned result (jobState.checksReturned)
+	roomNone                   // nothing
+)
+
+// roomFor returns what a device with room (trustState.room, less what
+// this request was leased so far) may be leased: anything while room is
+// left; then checks of results other owners returned, up to MaxUnverified
+// more. Checks are let beyond the bound because a device's own results
+// wait for other devices' checks: two devices whose rooms their own
+// results used up, the device that held the checks of both gone, were
+// otherwise never leased anything again, and their job waited for good.
+// A check cannot take a job over: it is compared with the result it
+// checks as soon as it is back.
+func (t *trustState) roomFor(room int) roomMode {
+	switch {
+	case room > 0:
+		return roomAny
+	case room > -t.cfg.MaxUnverified:
+		return roomChecks
+	}
+	return roomNone
+}
+
 // trusted reports whether p computes js's tasks alone when not spot
 // checked: the job allows it, p has a streak of TrustAfter agreed results
 // of the job's program, and p's owner is established.

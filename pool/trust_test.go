@@ -520,3 +520,51 @@ func TestAdaptiveSpotCheckZeroNeverChecks(t *testing.T) {
 func TestTrustSurvivesRestart(t *testing.T) {
 	pooltest.RunTrustRestart(newHarness(t, pool.NewMemStore(), nil))
 }
+
+// Found by a CI run of the kill test: three devices, one killed while it
+// held the second replicas of the other two's tasks. Each survivor's
+// bound on unverified work was then used up by its own results, which
+// waited for the other survivor, and neither was leased anything: the
+// job waited for good with "28 results waiting for a quorum, none
+// computing". A check of another owner's returned result may now go
+// MaxUnverified beyond the bound, so the two check each other.
+func TestUnverifiedBoundDoesNotDeadlock(t *testing.T) {
+	h := newHarness(t, pool.NewMemStore(), func(c *pool.SchedulerConfig) {
+		c.Trust.MaxUnverified = 2
+	})
+	sub := h.Device("submitter", "sub-1")
+	a, b, c := h.Device("a", "a-1"), h.Device("b", "b-1"), h.Device("c", "c-1")
+	j := h.Job("bound", 6, pooltest.Policy{LeaseTimeout: time.Minute}, sub)
+	la := h.Lease(a, 2) // tasks 0 and 1
+	lc := h.Lease(c, 2) // their second replicas
+	lb := h.Lease(b, 2) // tasks 2 and 3
+	if diff := cmp.Diff([]int64{0, 1, 0, 1, 2, 3}, append(append(tasksOf(la), tasksOf(lc)...), tasksOf(lb)...)); diff != "" {
+		t.Fatalf("leases of a, c and b (-want +got):\n%s", diff)
+	}
+	for _, l := range append(la, lb...) {
+		h.Submit(l, good(l.Task))
+	}
+	h.Clock.Advance(2 * time.Minute) // c is gone: its leases expire
+	for round := 0; round < 10; round++ {
+		got := 0
+		for _, d := range []string{a, b} {
+			for _, l := range h.Lease(d, 2) {
+				got++
+				h.Submit(l, good(l.Task))
+			}
+		}
+		if got == 0 {
+			break
+		}
+	}
+	st, err := h.S.Status(j.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.Complete {
+		t.Fatalf("the job did not complete with two devices left: %+v", st)
+	}
+	if n := len(h.Lease(c, 2)); n != 0 {
+		t.Errorf("c was leased %d replicas of a complete job", n)
+	}
+}
