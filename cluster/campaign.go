@@ -97,8 +97,9 @@ type CampaignConfig struct {
 	// has seen that shard led by another node and is not that node's
 	// Successor for it: the successor, whose memory is warm, takes it
 	// first, and the others after that, should the successor not (it
-	// leads its share already, or it is gone too). Default 2 (half a
-	// lease's TTL at the default Every).
+	// is gone too). A successor that leads its share already will not
+	// take it, so then nobody waits. Default 2 (half a lease's TTL at
+	// the default Every).
 	Grace int
 }
 
@@ -115,15 +116,25 @@ type CampaignConfig struct {
 //     leads (Leaders) with TryLeadShard, starting from a place that
 //     depends on this node's name so that nodes starting together try
 //     different shards first;
-//   - gives up one term (the one of the highest shard) when it leads
-//     more than FairShare(K, L), so that a node that joins (L grows)
-//     gets its share from the others, one shard per round and node.
+//   - comes back 4 times as often (every cfg.Every/4) while it may
+//     lead another shard and another node leads more than its share,
+//     which is about to give one up: so that the shard handed over waits
+//     less for a node to take it;
+//   - gives up one term when it leads more than FairShare(K, L) for a
+//     second round in a row (the first gives a node that joins its own
+//     first round, which reads the leases and starts to follow the
+//     shards it stands by for), so that a node that joins (L grows)
+//     gets its share from the others, one shard per round and node: one
+//     whose Successor leads less than its share, which stood by for it
+//     and takes it at its next round, else the highest shard (giveUp).
 //
 // A shard it has seen led by another node and then without a leader is
 // tried at once by that leader's Successor, which stood by for it
 // (cfg.Standby), and by the others only once they have seen it without
-// one for cfg.Grace rounds in a row in which they might lead another; a
-// shard never seen led (a pool starting) is tried by any node at once.
+// one for cfg.Grace rounds in a row in which they might lead another, or
+// at once when that Successor leads its share already (it would not take
+// it); a shard never seen led (a pool starting) is tried by any node at
+// once.
 //
 // A round whose node list does not answer changes no term but the lost
 // ones. The live nodes are those announced in NodesBucket (Announce,
@@ -173,9 +184,14 @@ func (l *Leadership) Campaign(ctx context.Context, cfg CampaignConfig) error {
 		if l.campaignRound(ctx, cfg, cs, held, onErr) {
 			report()
 		}
+		var soon <-chan time.Time
+		if cs.handBack {
+			soon = time.After(cfg.Every / 4)
+		}
 		select {
 		case <-ctx.Done():
 		case <-tick.C:
+		case <-soon:
 		}
 	}
 	if len(held) > 0 {
@@ -193,6 +209,8 @@ type campaignState struct {
 	first      int            // the shard this node tries first
 	lastLeader map[int]string // the node last seen leading each shard
 	unled      map[int]int    // rounds in a row each shard was seen without a leader, this node free to lead another
+	over       int            // rounds in a row this node led more than its share
+	handBack   bool           // this node may lead another shard while a node leads more than its share: rounds come 4 times as often
 	standby    map[int]bool   // the shards this node keeps warm (nil before the first report)
 }
 
@@ -201,6 +219,7 @@ type campaignState struct {
 // the lease's TTL.
 func (l *Leadership) campaignRound(ctx context.Context, cfg CampaignConfig, cs *campaignState, held map[int]*Term, onErr func(error)) (changed bool) {
 	k := cfg.Shards
+	cs.handBack = false
 	for s, t := range held {
 		select {
 		case <-t.Lost():
@@ -225,11 +244,23 @@ func (l *Leadership) campaignRound(ctx context.Context, cfg CampaignConfig, cs *
 	names := liveNames(nodes, leaders, lerr == nil, cfg.Info.Node, l.ttl)
 	live := len(names)
 	share := FairShare(k, live)
-	if len(held) > share {
-		top := -1
-		for s := range held {
-			top = max(top, s)
+	counts := map[string]int{}
+	if lerr == nil {
+		for _, info := range leaders {
+			counts[info.Node]++
 		}
+	}
+	if len(held) <= share {
+		cs.over = 0
+	} else {
+		if cs.over++; cs.over < 2 {
+			// A node that joins is counted from its announcement,
+			// which may come before its own first round: give it that
+			// round to read the leases and follow the shards it stands
+			// by for, so that the shard handed to it is warm.
+			return changed
+		}
+		top := giveUp(held, cfg.Info.Node, names, counts, share)
 		held[top].Resign()
 		delete(held, top)
 		if cfg.Standby != nil {
@@ -286,6 +317,15 @@ func (l *Leadership) campaignRound(ctx context.Context, cfg CampaignConfig, cs *
 		cfg.Standby(maps.Clone(standby))
 	}
 	cs.standby = standby
+	// A node over its share gives a shard up soon (for this node, or
+	// one like it): the next rounds come sooner, so that the shard
+	// waits for this node's round a sixteenth of a TTL at most, not a
+	// quarter.
+	if ShouldCampaign(len(held), k, live) {
+		for _, n := range counts {
+			cs.handBack = cs.handBack || n > share
+		}
+	}
 	for i := range k {
 		if !ShouldCampaign(len(held), k, live) || ctx.Err() != nil {
 			break
@@ -294,8 +334,7 @@ func (l *Leadership) campaignRound(ctx context.Context, cfg CampaignConfig, cs *
 		if _, led := leaders[s]; led || held[s] != nil {
 			continue
 		}
-		if last := cs.lastLeader[s]; last != "" && last != cfg.Info.Node && !standby[s] &&
-			cs.unled[s] < cfg.Grace && Successor(s, last, names) != cfg.Info.Node {
+		if !standby[s] && cs.unled[s] < cfg.Grace && leavesToSuccessor(s, cs.lastLeader[s], cfg.Info.Node, names, counts, share) {
 			continue // its successor's to take first
 		}
 		tctx, cancel := context.WithTimeout(ctx, l.ttl/2)
@@ -311,6 +350,42 @@ func (l *Leadership) campaignRound(ctx context.Context, cfg CampaignConfig, cs *
 		}
 	}
 	return changed
+}
+
+// giveUp returns the shard of held that a node over its share gives up:
+// the highest one whose Successor among names (this node, self, being
+// its leader) leads fewer than share shards by counts (node → shards it
+// leads, by the leases), since that node stood by for it (its memory is
+// warm) and takes it at its next round; else the highest shard held.
+// A node that joins is such a node for some of the shards of each node
+// over its share (rendezvous hashing spreads them), so a shard handed
+// to it mostly needs no load. It is pure.
+func giveUp(held map[int]*Term, self string, names []string, counts map[string]int, share int) int {
+	top, warm := -1, -1
+	for s := range held {
+		top = max(top, s)
+		if succ := Successor(s, self, names); succ != "" && counts[succ] < share {
+			warm = max(warm, s)
+		}
+	}
+	if warm >= 0 {
+		return warm
+	}
+	return top
+}
+
+// leavesToSuccessor reports whether self, which may lead another shard
+// and does not stand by for shard s, leaves s (seen without a leader,
+// last led by last, "" when never seen led) to the last leader's
+// Successor among names while the grace lasts: when that successor is
+// another node that leads fewer than share shards by counts, and so
+// takes it. It is pure.
+func leavesToSuccessor(s int, last, self string, names []string, counts map[string]int, share int) bool {
+	if last == "" || last == self {
+		return false
+	}
+	succ := Successor(s, last, names)
+	return succ != self && succ != "" && counts[succ] < share
 }
 
 // liveNames returns the names of the nodes a campaign counts live, self

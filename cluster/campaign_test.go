@@ -724,3 +724,86 @@ func TestLiveNames(t *testing.T) {
 		t.Errorf("no announcements: %v, want this node alone", got)
 	}
 }
+
+// A node over its share gives up a shard whose successor leads less
+// than its share (it stood by for it, and takes it at once), the
+// highest such; else its highest shard.
+func TestGiveUp(t *testing.T) {
+	names := []string{"a", "b", "c"}
+	// The successors of node a's shards among a, b and c.
+	succ := map[int]string{}
+	for s := range 8 {
+		succ[s] = Successor(s, "a", names)
+	}
+	var toB, toC []int
+	for s := range 8 {
+		if succ[s] == "b" {
+			toB = append(toB, s)
+		} else {
+			toC = append(toC, s)
+		}
+	}
+	if len(toB) < 2 || len(toC) < 2 {
+		t.Fatalf("successors of shards 0-7 of a: %v; the test needs two of each", succ)
+	}
+	held := func(ss ...int) map[int]*Term {
+		m := map[int]*Term{}
+		for _, s := range ss {
+			m[s] = nil
+		}
+		return m
+	}
+	tests := []struct {
+		name   string
+		held   map[int]*Term
+		counts map[string]int
+		share  int
+		want   int
+	}{
+		{"c joined: a gives c a shard c stood by for", held(toB[0], toB[1], toC[0]), map[string]int{"a": 3, "b": 2}, 2, toC[0]},
+		{"the highest of those", held(toC[0], toC[1], toB[0]), map[string]int{"a": 3, "b": 2}, 2, max(toC[0], toC[1])},
+		{"b joined", held(toB[0], toC[0], toC[1]), map[string]int{"a": 3, "c": 2}, 2, toB[0]},
+		{"every successor at its share: the highest", held(toB[0], toC[0], toB[1]), map[string]int{"a": 3, "b": 2, "c": 2}, 2, max(toB[0], toB[1], toC[0])},
+		{"the leases unread (no counts): the highest successor's", held(toB[0], toC[0]), map[string]int{}, 1, max(toB[0], toC[0])},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := giveUp(tt.held, "a", names, tt.counts, tt.share); got != tt.want {
+				t.Errorf("giveUp = %d, want %d", got, tt.want)
+			}
+		})
+	}
+}
+
+// A node that may lead another shard waits for the grace only while the
+// shard's successor would take it: not when the successor leads its
+// share already, nor when it is the successor itself.
+func TestLeavesToSuccessor(t *testing.T) {
+	names := []string{"a", "b", "c"}
+	s := 0
+	succ := Successor(s, "a", names) // a led shard 0
+	other := "b"
+	if succ == "b" {
+		other = "c"
+	}
+	tests := []struct {
+		name   string
+		last   string
+		self   string
+		counts map[string]int
+		want   bool
+	}{
+		{"the successor under its share takes it first", "a", other, map[string]int{succ: 0}, true},
+		{"the successor at its share would not", "a", other, map[string]int{succ: 1}, false},
+		{"this node is the successor", "a", succ, map[string]int{succ: 0}, false},
+		{"never seen led", "", other, map[string]int{}, false},
+		{"this node led it", other, other, map[string]int{}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := leavesToSuccessor(s, tt.last, tt.self, names, tt.counts, 1); got != tt.want {
+				t.Errorf("leavesToSuccessor(%d, %q, %q, %v) = %v, want %v", s, tt.last, tt.self, tt.counts, got, tt.want)
+			}
+		})
+	}
+}
