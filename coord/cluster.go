@@ -183,6 +183,9 @@ func ServeCluster(ctx context.Context, node *cluster.Node, base Config) error {
 		return nil
 	})
 	g.Go(func() error { f.watch(gctx); return nil })
+	if f.shards > 1 {
+		g.Go(func() error { f.refreshLeaders(gctx); return nil })
+	}
 	for _, state := range f.states {
 		// A cold standby's stores rest, and a divided pool's until the
 		// campaign names the shards this node stands by for
@@ -487,6 +490,7 @@ func (f *front) watch(ctx context.Context) {
 		info, ok, err := f.lead.Leader(rctx)
 		var leaders map[int]cluster.LeaderInfo
 		var lerr error
+		began := time.Now()
 		if f.shards > 1 {
 			leaders, lerr = f.lead.Leaders(rctx, f.shards)
 		}
@@ -512,7 +516,9 @@ func (f *front) watch(ctx context.Context) {
 		// A divided pool's shards are told apart: a shard without a
 		// node in charge (shard 0's included) holds no other up.
 		if f.shards > 1 && lerr == nil {
-			f.leaders, f.leadersChecked = leaders, time.Now()
+			if !began.Before(f.leadersRead) { // not replaced by a later read (refreshLeaders)
+				f.leaders, f.leadersChecked, f.leadersRead = leaders, time.Now(), began
+			}
 		} else if f.shards > 1 && time.Since(f.leadersChecked) > ttl {
 			f.leaders = nil
 		}

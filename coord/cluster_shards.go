@@ -40,6 +40,13 @@ type divided struct {
 	// answered within a lease's TTL).
 	leaders        map[int]cluster.LeaderInfo
 	leadersChecked time.Time
+	// leadersRead is when the read that gave leaders began: a read that
+	// began earlier (watch's, slower than a refresh) does not replace
+	// them.
+	leadersRead time.Time
+	// stale wakes refreshLeaders: the router missed a shard's
+	// coordinator (missedShard).
+	stale chan struct{}
 	// locals are this node's coordinators, by the shard each is in
 	// charge of.
 	locals map[int]*Server
@@ -56,8 +63,9 @@ type divided struct {
 func (f *front) initShards(key *identity.Key) error {
 	f.locals = map[int]*Server{}
 	f.running = make([]sync.Mutex, f.shards)
+	f.stale = make(chan struct{}, 1)
 	r, err := NewShardRouter(ShardRouterConfig{Shards: f.shards, Key: key, Target: f.shardTarget, Transport: f.transport, Logger: f.log,
-		Local: f.serveLocal, Public: f.shardPublic, Here: f.shardHere})
+		Local: f.serveLocal, Public: f.shardPublic, Here: f.shardHere, Missed: f.missedShard})
 	if err != nil {
 		return err
 	}
@@ -80,6 +88,61 @@ func (f *front) shardTarget(s int) (string, bool) {
 		return "", false
 	}
 	return info.Internal, true
+}
+
+// missedShard is the router's word that a request for a shard found no
+// coordinator where this node's last read of the leases said (or no
+// node in charge at all): it wakes refreshLeaders, without waiting.
+func (f *front) missedShard(int) {
+	select {
+	case f.stale <- struct{}{}:
+	default: // a refresh is due already
+	}
+}
+
+// refreshEvery is, in lease TTLs, how often refreshLeaders reads the
+// leases at most: 94 ms at the default TTL of 3 s.
+const refreshEvery = 32
+
+// refreshLeaders reads the shards' leases again whenever the router
+// missed a shard's coordinator (missedShard), at most once per
+// TTL/refreshEvery, until ctx ends. After a hand-over or a take-over
+// the node in charge was otherwise known only at watch's next read, up
+// to a quarter TTL later, and every request for that shard meanwhile
+// was answered 503 (0.3 to 0.7 s of a returning node's hand-back, in a
+// trial).
+func (f *front) refreshLeaders(ctx context.Context) {
+	ttl := f.lead.TTL()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-f.stale:
+		}
+		began := time.Now()
+		rctx, cancel := context.WithTimeout(ctx, ttl/4)
+		leaders, err := f.lead.Leaders(rctx, f.shards)
+		cancel()
+		if err == nil {
+			f.setLeaders(leaders, began)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(ttl / refreshEvery):
+		}
+	}
+}
+
+// setLeaders keeps leaders, the shards' leases as a read that began at
+// began gave them, unless a read that began later gave some already.
+func (f *front) setLeaders(leaders map[int]cluster.LeaderInfo, began time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if began.Before(f.leadersRead) {
+		return
+	}
+	f.leaders, f.leadersChecked, f.leadersRead = leaders, time.Now(), began
 }
 
 // shardPublic is the public URL of the node in charge of shard s: this

@@ -67,6 +67,13 @@ type ShardRouterConfig struct {
 	// shard has no work, the router gives it this node's shards' work
 	// first (leaseShard).
 	Here func(shard int) bool
+	// Missed, if not nil, is told of each request the router could not
+	// pass to shard's coordinator: Target named none, or what it named
+	// did not answer (a hand-over or a take-over moved the shard, and
+	// Target's knowledge is stale). A node then reads the shards' leases
+	// again at once. It is called on the request's goroutine and must
+	// not block.
+	Missed func(shard int)
 	// Logger receives the router's logs; nil discards them.
 	Logger *slog.Logger
 	// Now is the clock of the forwarded requests' times and of the
@@ -235,10 +242,19 @@ func (rt *ShardRouter) proxy(w http.ResponseWriter, r *http.Request, shard int) 
 	}
 	base, ok := rt.cfg.Target(shard)
 	if !ok {
+		rt.missed(shard)
 		noLeader(w, fmt.Sprintf("no coordinator is in charge of shard %d of the pool right now; try again shortly", shard))
 		return
 	}
 	rt.proxyTo(base, shard).ServeHTTP(w, r)
+}
+
+// missed tells Missed, if set, that a request for shard found no
+// coordinator to answer it.
+func (rt *ShardRouter) missed(shard int) {
+	if rt.cfg.Missed != nil {
+		rt.cfg.Missed(shard)
+	}
 }
 
 // proxyTo returns the reverse proxy to base, the coordinator of shard.
@@ -266,6 +282,7 @@ func (rt *ShardRouter) proxyTo(base string, shard int) *httputil.ReverseProxy {
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			rt.log.Debug("Forwarding to a shard failed", "shard", shard, "to", base, "path", r.URL.Path, "err", err)
+			rt.missed(shard)
 			noLeader(w, fmt.Sprintf("the coordinator of shard %d of the pool did not answer; try again shortly", shard))
 		},
 	}
@@ -520,6 +537,7 @@ func (rt *ShardRouter) send(ctx context.Context, in *http.Request, shard int, me
 	a := shardAnswer{shard: shard}
 	base, ok := rt.cfg.Target(shard)
 	if !ok {
+		rt.missed(shard)
 		a.err = errNoShard
 		return a
 	}
@@ -549,6 +567,7 @@ func (rt *ShardRouter) send(ctx context.Context, in *http.Request, shard int, me
 	resp, err := rt.client.Do(req)
 	if err != nil {
 		rt.log.Debug("Forwarding to a shard failed", "shard", shard, "to", base, "path", uri, "err", err)
+		rt.missed(shard)
 		a.err = err
 		return a
 	}

@@ -818,3 +818,64 @@ func TestMergeAdded(t *testing.T) {
 		})
 	}
 }
+
+// The router tells Missed of each request it could not pass to a shard's
+// coordinator, streamed (a shard's ledger) or split (a registration):
+// Target named one that did not answer (moved by a hand-over), or none;
+// a node then reads the leases again at once. Requests that reached
+// their shard tell it nothing.
+func TestShardRouterToldOfMisses(t *testing.T) {
+	const k = 3
+	shards := startShards(t, k)
+	key := poolKeyOf(t, shards)
+	gone := httptest.NewServer(http.NotFoundHandler())
+	goneURL := gone.URL
+	gone.Close() // shard 1's coordinator as a stale read names it
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	var mu sync.Mutex
+	missed := map[int]int{}
+	rt, err := NewShardRouter(ShardRouterConfig{Shards: k, Key: key, Transport: tr,
+		Target: func(s int) (string, bool) {
+			switch s {
+			case 1:
+				return goneURL, true
+			case 2:
+				return "", false
+			}
+			return shards[s].URL(), true
+		},
+		Missed: func(s int) {
+			mu.Lock()
+			defer mu.Unlock()
+			missed[s]++
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(rt)
+	t.Cleanup(hs.Close)
+	rc := &routerClient{url: hs.URL, client: hs.Client()}
+	for s := range k {
+		a := rc.do(t, nil, "GET", fmt.Sprintf("/v1/ledger?shard=%d&max=1", s), nil, "")
+		if s == 0 && a.status != http.StatusOK {
+			t.Errorf("shard 0's ledger: %d %s", a.status, a.body)
+		}
+		if s > 0 && !a.noLeader() {
+			t.Errorf("shard %d's ledger: %d %s, want 503 no_leader", s, a.status, a.body)
+		}
+	}
+	mu.Lock()
+	if diff := cmp.Diff(map[int]int{1: 1, 2: 1}, missed); diff != "" {
+		t.Errorf("misses after one ledger read per shard (-want +got):\n%s", diff)
+	}
+	clear(missed)
+	mu.Unlock()
+	alice := newPeer(t, nil)
+	rc.do(t, alice, "POST", "/v1/peers", alice.registration(""), "")
+	mu.Lock()
+	defer mu.Unlock()
+	if diff := cmp.Diff(map[int]int{1: 1, 2: 1}, missed); diff != "" {
+		t.Errorf("misses after a registration, split over the shards (-want +got):\n%s", diff)
+	}
+}
