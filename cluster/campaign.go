@@ -117,16 +117,17 @@ type CampaignConfig struct {
 //     depends on this node's name so that nodes starting together try
 //     different shards first;
 //   - comes back 4 times as often (every cfg.Every/4) while it may
-//     lead another shard and another node leads more than its share,
-//     which is about to give one up: so that the shard handed over waits
-//     less for a node to take it;
-//   - gives up one term when it leads more than FairShare(K, L) for a
-//     second round in a row (the first gives a node that joins its own
-//     first round, which reads the leases and starts to follow the
-//     shards it stands by for), so that a node that joins (L grows)
-//     gets its share from the others, one shard per round and node: one
+//     lead another shard and another node is about to give one up: so
+//     that the shard handed over waits less for a node to take it;
+//   - gives up one term when it leads more than FairShare(K, L), or
+//     when it leads the most and some node fewer than K/L rounded down
+//     (sheds), for a second round in a row (the first gives a node that
+//     joins its own first round, which reads the leases and starts to
+//     follow the shards it stands by for), so that a node that joins (L
+//     grows) gets its share from the others, one shard per round: one
 //     whose Successor leads less than its share, which stood by for it
 //     and takes it at its next round, else the highest shard (giveUp).
+//     It leaves a shard it gave up to the others for cfg.Grace rounds.
 //
 // A shard it has seen led by another node and then without a leader is
 // tried at once by that leader's Successor, which stood by for it
@@ -164,7 +165,7 @@ func (l *Leadership) Campaign(ctx context.Context, cfg CampaignConfig) error {
 	h.Write([]byte(cfg.Info.Node))
 	first := int(h.Sum32() % uint32(k))
 	held := map[int]*Term{}
-	cs := &campaignState{first: first, lastLeader: map[int]string{}, unled: map[int]int{}}
+	cs := &campaignState{first: first, lastLeader: map[int]string{}, unled: map[int]int{}, shed: map[int]bool{}}
 	report := func() {
 		if cfg.Report != nil {
 			cfg.Report(maps.Clone(held))
@@ -210,7 +211,8 @@ type campaignState struct {
 	lastLeader map[int]string // the node last seen leading each shard
 	unled      map[int]int    // rounds in a row each shard was seen without a leader, this node free to lead another
 	over       int            // rounds in a row this node led more than its share
-	handBack   bool           // this node may lead another shard while a node leads more than its share: rounds come 4 times as often
+	handBack   bool           // this node may lead another shard while a node is to give one up (sheds): rounds come 4 times as often
+	shed       map[int]bool   // the shards this node gave up, not seen led since: left to others for the grace
 	standby    map[int]bool   // the shards this node keeps warm (nil before the first report)
 }
 
@@ -244,13 +246,14 @@ func (l *Leadership) campaignRound(ctx context.Context, cfg CampaignConfig, cs *
 	names := liveNames(nodes, leaders, lerr == nil, cfg.Info.Node, l.ttl)
 	live := len(names)
 	share := FairShare(k, live)
-	counts := map[string]int{}
+	var counts map[string]int // nil while the leases cannot be read
 	if lerr == nil {
+		counts = map[string]int{}
 		for _, info := range leaders {
 			counts[info.Node]++
 		}
 	}
-	if len(held) <= share {
+	if !sheds(cfg.Info.Node, len(held), names, counts, k) {
 		cs.over = 0
 	} else {
 		if cs.over++; cs.over < 2 {
@@ -263,6 +266,7 @@ func (l *Leadership) campaignRound(ctx context.Context, cfg CampaignConfig, cs *
 		top := giveUp(held, cfg.Info.Node, names, counts, share)
 		held[top].Resign()
 		delete(held, top)
+		cs.shed[top] = true
 		if cfg.Standby != nil {
 			// What it leads is warm, and what it gave up stays warm
 			// until another takes it (the round after next reads the
@@ -299,6 +303,7 @@ func (l *Leadership) campaignRound(ctx context.Context, cfg CampaignConfig, cs *
 			standby[s] = true
 		case led:
 			cs.lastLeader[s], cs.unled[s] = info.Node, 0
+			delete(cs.shed, s)
 			if info.Node != cfg.Info.Node && Successor(s, info.Node, names) == cfg.Info.Node {
 				standby[s] = true
 			}
@@ -322,8 +327,8 @@ func (l *Leadership) campaignRound(ctx context.Context, cfg CampaignConfig, cs *
 	// waits for this node's round a sixteenth of a TTL at most, not a
 	// quarter.
 	if ShouldCampaign(len(held), k, live) {
-		for _, n := range counts {
-			cs.handBack = cs.handBack || n > share
+		for _, n := range names {
+			cs.handBack = cs.handBack || n != cfg.Info.Node && sheds(n, counts[n], names, counts, k)
 		}
 	}
 	for i := range k {
@@ -334,8 +339,8 @@ func (l *Leadership) campaignRound(ctx context.Context, cfg CampaignConfig, cs *
 		if _, led := leaders[s]; led || held[s] != nil {
 			continue
 		}
-		if !standby[s] && cs.unled[s] < cfg.Grace && leavesToSuccessor(s, cs.lastLeader[s], cfg.Info.Node, names, counts, share) {
-			continue // its successor's to take first
+		if cs.unled[s] < cfg.Grace && (cs.shed[s] || !standby[s] && leavesToSuccessor(s, cs.lastLeader[s], cfg.Info.Node, names, counts, share)) {
+			continue // given up for another, or its successor's to take first
 		}
 		tctx, cancel := context.WithTimeout(ctx, l.ttl/2)
 		t, err := l.TryLeadShard(tctx, s, cfg.Info)
@@ -372,6 +377,40 @@ func giveUp(held map[int]*Term, self string, names []string, counts map[string]i
 		return warm
 	}
 	return top
+}
+
+// sheds reports whether self, which leads held of k shards, gives one
+// up, by counts (node → shards it leads, by the leases; nil when they
+// could not be read) over names (the live nodes, self among them): when
+// held is more than FairShare(k, live), rounded up; or, when another live
+// node leads fewer than k/live rounded down, when self leads more than
+// that and the most of the live nodes (a tie to the greatest name), so
+// that one node gives one up per round. Without the second rule the
+// shards handed out at the rounded-up share stayed there: 4 shards over
+// 3 nodes stayed 2, 2 and 0, a node that joined leading nothing. It is
+// pure.
+func sheds(self string, held int, names []string, counts map[string]int, k int) bool {
+	live := max(len(names), 1)
+	if held > FairShare(k, live) {
+		return true
+	}
+	floor := k / live
+	if counts == nil || held <= floor {
+		return false
+	}
+	needy := false
+	for _, n := range names {
+		if n == self {
+			continue
+		}
+		if counts[n] < floor {
+			needy = true
+		}
+		if c := counts[n]; c > held || c == held && n > self {
+			return false // another gives one up first
+		}
+	}
+	return needy
 }
 
 // leavesToSuccessor reports whether self, which may lead another shard

@@ -421,10 +421,11 @@ func TestCampaignSharesAndLoses(t *testing.T) {
 	const k, ttl = 4, 2 * time.Second
 	node := startNodes(t, testConfigs(t, t.TempDir(), 1))[0]
 	ctx := context.Background()
-	leads := []*Leadership{newLeadership(t, node, 1, ttl, ShardLeases, k), newLeadership(t, node, 1, ttl, ShardLeases, k)}
-	w := &campaignWatch{limit: k, terms: make([]map[int]*Term, 2)}
+	leads := []*Leadership{newLeadership(t, node, 1, ttl, ShardLeases, k), newLeadership(t, node, 1, ttl, ShardLeases, k),
+		newLeadership(t, node, 1, ttl, ShardLeases, k)}
+	w := &campaignWatch{limit: k, terms: make([]map[int]*Term, 3)}
 	var wg sync.WaitGroup
-	stops := make([]context.CancelFunc, 2)
+	stops := make([]context.CancelFunc, 3)
 	start := func(i int) {
 		name := fmt.Sprintf("node%d", i+1)
 		if err := leads[i].Announce(ctx, NodeInfo{Name: name}); err != nil {
@@ -461,7 +462,7 @@ func TestCampaignSharesAndLoses(t *testing.T) {
 	}
 	start(0)
 	patience(t, 2*time.Minute, "node1 alone leads every shard", func() bool {
-		return cmp.Equal(w.counts(), []int{k, 0}) && len(leaders()) == k
+		return cmp.Equal(w.counts(), []int{k, 0, 0}) && len(leaders()) == k
 	})
 	start(1)
 	patience(t, 2*time.Minute, "two shards each", func() bool {
@@ -470,7 +471,19 @@ func TestCampaignSharesAndLoses(t *testing.T) {
 		for _, name := range ls {
 			n[name]++
 		}
-		return cmp.Equal(w.counts(), []int{2, 2}) && n["node1"] == 2 && n["node2"] == 2
+		return cmp.Equal(w.counts(), []int{2, 2, 0}) && n["node1"] == 2 && n["node2"] == 2
+	})
+	// A third node: each of the others leads the rounded-up share of 4
+	// over 3 already (2), but the third would lead none; node2 (the
+	// greatest name of the two) gives it one.
+	start(2)
+	patience(t, 2*time.Minute, "2, 1 and 1 shards", func() bool {
+		ls := leaders()
+		n := map[string]int{}
+		for _, name := range ls {
+			n[name]++
+		}
+		return cmp.Equal(w.counts(), []int{2, 1, 1}) && n["node1"] == 2 && n["node2"] == 1 && n["node3"] == 1
 	})
 
 	// Another writer overwrites one of node1's leases: node1's term of
@@ -502,7 +515,7 @@ func TestCampaignSharesAndLoses(t *testing.T) {
 		stop()
 	}
 	wg.Wait()
-	if c := w.counts(); !cmp.Equal(c, []int{0, 0}) {
+	if c := w.counts(); !cmp.Equal(c, []int{0, 0, 0}) {
 		t.Fatalf("campaigns ended reporting %v terms", c)
 	}
 	if ls := leaders(); !cmp.Equal(ls, map[int]string{taken: "intruder"}) {
@@ -803,6 +816,41 @@ func TestLeavesToSuccessor(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := leavesToSuccessor(s, tt.last, tt.self, names, tt.counts, 1); got != tt.want {
 				t.Errorf("leavesToSuccessor(%d, %q, %q, %v) = %v, want %v", s, tt.last, tt.self, tt.counts, got, tt.want)
+			}
+		})
+	}
+}
+
+// A node gives a shard up when it leads more than the rounded-up share,
+// or when it leads the most while another leads fewer than the
+// rounded-down share: one node a round, the one with the most shards
+// and the greatest name.
+func TestSheds(t *testing.T) {
+	names := []string{"a", "b", "c"}
+	tests := []struct {
+		name   string
+		self   string
+		held   int
+		counts map[string]int
+		k      int
+		want   bool
+	}{
+		{"over the rounded-up share", "a", 3, map[string]int{"a": 3, "b": 1}, 4, true},
+		{"over it, the leases unread", "a", 3, nil, 4, true},
+		{"4 over 3 at 2, 2, 0: the greatest name gives", "b", 2, map[string]int{"a": 2, "b": 2}, 4, true},
+		{"4 over 3 at 2, 2, 0: the other waits", "a", 2, map[string]int{"a": 2, "b": 2}, 4, false},
+		{"4 over 3 at 2, 1, 1: balanced", "a", 2, map[string]int{"a": 2, "b": 1, "c": 1}, 4, false},
+		{"7 over 3 at 3, 3, 1: one gives", "b", 3, map[string]int{"a": 3, "b": 3, "c": 1}, 7, true},
+		{"7 over 3 at 3, 2, 2: balanced", "a", 3, map[string]int{"a": 3, "b": 2, "c": 2}, 7, false},
+		{"the one that leads the most gives", "a", 3, map[string]int{"a": 3, "b": 2, "c": 0}, 5, true},
+		{"not one that leads less", "b", 2, map[string]int{"a": 3, "b": 2, "c": 0}, 5, false},
+		{"the leases unread: only the rounded-up share", "b", 2, nil, 4, false},
+		{"at the rounded-down share", "a", 1, map[string]int{"a": 1, "b": 1, "c": 0}, 3, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := sheds(tt.self, tt.held, names, tt.counts, tt.k); got != tt.want {
+				t.Errorf("sheds(%q, %d, %v, k=%d) = %v, want %v", tt.self, tt.held, tt.counts, tt.k, got, tt.want)
 			}
 		})
 	}
