@@ -589,9 +589,10 @@ func (s *Scheduler) asked(p Peer, now time.Time) {
 }
 
 // blocked says why js cannot reach its quorum with the devices connected
-// now (those that asked for work within connectedWithin, not excluded),
-// for people: "needs devices of 2 owners to agree on each task; 1 owner's
-// devices are connected". "" when it can, or has nothing left to decide.
+// now (those that asked for work within connectedWithin, or hold a live
+// lease; not excluded), for people: "needs devices of 2 owners to agree
+// on each task; 1 other owner's devices are connected". "" when it can,
+// or has nothing left to decide.
 // s.mu is held.
 func (s *Scheduler) blocked(js *jobState, now time.Time) string {
 	if js.complete() || !js.rec.Cancelled.IsZero() {
@@ -608,23 +609,39 @@ func (s *Scheduler) blocked(js *jobState, now time.Time) string {
 	// /v1/jobs/{id}, each scrape of /metrics).
 	voters := map[string]bool{}
 	established := false
-	for id, d := range s.trust.devices {
-		if len(voters) >= q && (established || !needEstablished) {
-			break
-		}
-		if d.asked.IsZero() || now.Sub(d.asked) > connectedWithin {
-			continue
-		}
-		p := Peer{ID: id, Owner: d.owner}
-		if !js.allows(p) || !s.trust.excludedUntil(p, now).IsZero() {
-			continue
+	enough := func() bool { return len(voters) >= q && (established || !needEstablished) }
+	consider := func(id, owner string) {
+		p := Peer{ID: id, Owner: owner}
+		if owner == "" || !js.allows(p) || !s.trust.excludedUntil(p, now).IsZero() {
+			return
 		}
 		if js.ownerOnly() {
 			voters[id] = true
 		} else {
-			voters[d.owner] = true
+			voters[owner] = true
 		}
-		established = established || s.trust.owner(d.owner).established
+		established = established || s.trust.owner(owner).established
+	}
+	// The devices that asked for work lately, then those that hold a
+	// live lease: after a restart or a take-over when a device last
+	// asked is not known (it is kept in memory only), and the devices
+	// computing the leases the new scheduler restored were otherwise "0
+	// connected" until each asked again.
+	for id, d := range s.trust.devices {
+		if enough() {
+			break
+		}
+		if !d.asked.IsZero() && now.Sub(d.asked) <= connectedWithin {
+			consider(id, d.owner)
+		}
+	}
+	for id, sh := range s.shown {
+		if enough() {
+			break
+		}
+		if sh.live > 0 {
+			consider(id, s.peers[id].Owner)
+		}
 	}
 	switch {
 	case len(voters) < q && js.ownerOnly():

@@ -568,3 +568,26 @@ func TestUnverifiedBoundDoesNotDeadlock(t *testing.T) {
 		t.Errorf("c was leased %d replicas of a complete job", n)
 	}
 }
+
+// Found by killing a divided pool's nodes: right after a take-over the
+// new scheduler said "0 other owners' devices are connected" beside
+// tasks those devices computed, since when a device last asked is kept
+// in memory only. A device that holds a live lease counts as connected.
+func TestStatusAfterRestartCountsLeaseHolders(t *testing.T) {
+	store := pool.NewMemStore()
+	h := newHarness(t, store, nil)
+	alice := h.Device("alice", "alice-1")
+	bob, carol := h.Device("bob", "bob-1"), h.Device("carol", "carol-1")
+	j := h.Job("restarted", 4, pooltest.Policy{LeaseTimeout: time.Hour}, alice)
+	if n := len(h.Lease(bob, 2)) + len(h.Lease(carol, 2)); n != 4 {
+		t.Fatalf("%d leases, want 4", n)
+	}
+	h.Restart()
+	st, err := h.S.Status(j.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Leased != 4 || st.Trouble != "" {
+		t.Errorf("after a restart: %d leased, trouble %q; want 4 and none (bob and carol hold leases)", st.Leased, st.Trouble)
+	}
+}
