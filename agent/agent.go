@@ -522,7 +522,7 @@ func (a *Agent) retry(ctx context.Context, what string, op func(context.Context)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		d := b.next()
+		d := b.after(err)
 		switch {
 		case what == "join":
 			// Nothing happens until the device joins: say why it waits,

@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -33,5 +35,25 @@ func TestBackoffBounds(t *testing.T) {
 	b.reset()
 	if d := b.next(); d > time.Second {
 		t.Errorf("after reset: %v, want at most the base", d)
+	}
+}
+
+// A cluster node's 503 "no_leader" (a take-over, ending in seconds) is
+// asked again within TakeOverPoll however many failures came before;
+// anything else backs off as before.
+func TestBackoffAfterATakeOver(t *testing.T) {
+	noLeader := &APIError{Method: "GET", Path: "/v1/jobs/x", Status: 503, Code: "no_leader", Message: "no coordinator is in charge of shard 1"}
+	other := &APIError{Method: "GET", Path: "/v1/jobs/x", Status: 503, Code: "unavailable"}
+	if !InTakeOver(fmt.Errorf("status: %w", noLeader)) || InTakeOver(other) || InTakeOver(errors.New("EOF")) {
+		t.Fatal("InTakeOver does not tell a no_leader answer from others")
+	}
+	for range 100 {
+		b := backoff{Base: 100 * time.Millisecond, Max: 10 * time.Second, n: 8}
+		if d := b.after(noLeader); d > TakeOverPoll {
+			t.Fatalf("after 8 failures, a no_leader answer waits %v, want at most %v", d, TakeOverPoll)
+		}
+		if d := b.after(other); d < 5*time.Second {
+			t.Fatalf("after 9 failures, another 503 waits %v, want the backoff's 5 s at least", d)
+		}
 	}
 }

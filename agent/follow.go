@@ -181,7 +181,7 @@ func (fl *follower) retry(ctx context.Context, what string, op func(context.Cont
 			return err
 		}
 		fl.unanswered(err)
-		d := b.next()
+		d := b.after(err)
 		fl.log.Debug("Coordinator unavailable, retrying", "op", what, "wait", d, "err", err)
 		if err := sleep(ctx, d); err != nil {
 			return err

@@ -126,7 +126,7 @@ func (a *Agent) serveOffers(ctx context.Context) error {
 				a.log.Warn("Cannot publish the capacity offer, trying again; nothing is leased until the pool has it", "err", err)
 			}
 			reported = true
-			wait = min(wait, fails.next())
+			wait = min(wait, fails.after(err))
 		default:
 			if reported {
 				a.log.Info("Capacity offer published again")

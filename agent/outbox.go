@@ -183,7 +183,7 @@ func (a *Agent) flush(ctx context.Context) error {
 			}
 			return nil
 		}
-		d := b.next()
+		d := b.after(away)
 		a.log.Debug("Coordinator unavailable, keeping results to send later", "count", len(pending), "wait", d, "err", away)
 		if err := sleep(ctx, d); err != nil {
 			return err

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"idlepool/agent"
-	"idlepool/coord/api"
 	"idlepool/home"
 	"idlepool/job"
 	"idlepool/pool"
@@ -213,8 +212,7 @@ func (pc *poolConn) untilAnswered(ctx context.Context, g *globals, try func() er
 		// A cluster's node that answers that the node in charge of a
 		// shard did not (no_leader) is in a take-over, which ends in
 		// seconds: asked again every second, not after a doubling wait.
-		var ae *agent.APIError
-		if errors.As(err, &ae) && ae.Code == api.CodeNoLeader {
+		if agent.InTakeOver(err) {
 			continue
 		}
 		delay = min(2*delay, connectBackoffMax)
