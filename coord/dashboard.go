@@ -58,6 +58,20 @@ type Dashboard struct {
 	Peers  []DashboardPeer  `json:"peers"`
 	Owners []DashboardOwner `json:"owners"`
 	Ledger DashboardLedger  `json:"ledger"`
+	// Unanswered lists, in a pool divided into shards, the shards whose
+	// coordinator did not answer the node that merged this dashboard (a
+	// take-over or hand-over under way), by shard: their jobs, devices,
+	// receipts and ledger entries are missing from it. Absent when every
+	// shard answered.
+	Unanswered []DashboardShard `json:"unanswered,omitempty"`
+}
+
+// DashboardShard is a shard of a divided pool missing from a Dashboard,
+// and why: "no coordinator is in charge of it right now" (it did not
+// answer, or answered 503), or the status it answered.
+type DashboardShard struct {
+	Shard  int    `json:"shard"`
+	Reason string `json:"reason"`
 }
 
 // DashboardJob is one job's progress. States has one byte per task, for
@@ -315,16 +329,22 @@ func (s *Server) servePage(w http.ResponseWriter, r *http.Request) error {
 	if !ok {
 		return notFound("not_found", "no such file: %s", r.URL.Path)
 	}
+	return writePageFile(w, f.name, f.typ)
+}
+
+// writePageFile writes the page's file name (of web.Files; "" for the
+// app's icon) of type typ, with the page's headers.
+func writePageFile(w http.ResponseWriter, name, typ string) error {
 	b := assets.AppPNG
-	if f.name != "" {
+	if name != "" {
 		var err error
-		if b, err = fs.ReadFile(web.Files, f.name); err != nil {
+		if b, err = fs.ReadFile(web.Files, name); err != nil {
 			return err
 		}
 	}
 	h := w.Header()
 	h.Set("Content-Security-Policy", pageCSP)
-	h.Set("Content-Type", f.typ)
+	h.Set("Content-Type", typ)
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "no-referrer")
 	h.Set("Cache-Control", "no-cache")

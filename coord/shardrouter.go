@@ -209,6 +209,8 @@ func NewShardRouter(cfg ShardRouterConfig) (*ShardRouter, error) {
 	m.HandleFunc("GET /v1/ledger", rt.byShardParam)
 	m.HandleFunc("GET /v1/receipts", rt.byShardParam)
 	m.HandleFunc("GET /v1/dashboard", rt.mergeDashboards)
+	m.HandleFunc("GET /{$}", rt.page)
+	m.HandleFunc("GET /web/{file}", rt.page)
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { rt.proxy(w, r, 0) })
 	rt.mux = m
 	return rt, nil
@@ -962,21 +964,34 @@ func (rt *ShardRouter) mergeDashboards(w http.ResponseWriter, r *http.Request) {
 	peers := map[string]int{} // peer -> its index in out.Peers
 	owners := map[string]*DashboardOwner{}
 	var heads []string
-	for _, a := range answers {
-		if !a.ok() {
-			rt.write(w, a)
-			return
-		}
+	// A shard that does not answer (a take-over under way) is left out
+	// and named, so that the page shows the others: one missing shard
+	// made the whole page "Cannot reach the coordinator". When none
+	// answers, the answer is the first shard's.
+	var first *shardAnswer
+	for i := range answers {
+		a := &answers[i]
 		var d Dashboard
-		if err := json.Unmarshal(a.body, &d); err != nil {
-			a.err = fmt.Errorf("shard %d answered %s with no dashboard: %w", a.shard, r.URL.Path, err)
-			rt.write(w, a)
-			return
+		err := a.err
+		if err == nil && a.ok() {
+			if err = json.Unmarshal(a.body, &d); err != nil {
+				a.err = fmt.Errorf("shard %d answered %s with no dashboard: %w", a.shard, r.URL.Path, err)
+			}
 		}
-		if a.shard == 0 {
+		if a.err != nil || !a.ok() {
+			reason := "no coordinator is in charge of it right now"
+			if a.err == nil && a.status != http.StatusServiceUnavailable {
+				reason = fmt.Sprintf("it answered %d", a.status)
+			}
+			out.Unanswered = append(out.Unanswered, DashboardShard{Shard: a.shard, Reason: reason})
+			heads = append(heads, fmt.Sprintf("shard %d: (did not answer)", a.shard))
+			continue
+		}
+		if first == nil {
+			first = a
 			out.Pool, out.Key = d.Pool, d.Key
 		}
-		jobs[a.shard], added[a.shard] = d.Jobs, rt.addedTimes(a, len(d.Jobs))
+		jobs[a.shard], added[a.shard] = d.Jobs, rt.addedTimes(*a, len(d.Jobs))
 		for _, p := range d.Peers {
 			i, ok := peers[p.Peer]
 			if !ok {
@@ -1008,11 +1023,15 @@ func (rt *ShardRouter) mergeDashboards(w http.ResponseWriter, r *http.Request) {
 		out.Ledger.Entries += d.Ledger.Entries
 		heads = append(heads, fmt.Sprintf("shard %d: %s", a.shard, cmp.Or(d.Ledger.Head, "(empty)")))
 	}
+	if first == nil {
+		rt.write(w, answers[0])
+		return
+	}
 	var merged bool
 	if out.Jobs, merged = mergeAdded(jobs, added, true); merged {
 		out.Jobs = out.Jobs[:min(len(out.Jobs), dashboardMaxJobs)]
 	}
-	if out.Ledger.Entries > 0 {
+	if out.Ledger.Entries > 0 || len(out.Unanswered) > 0 {
 		out.Ledger.Head = strings.Join(heads, "; ")
 	}
 	for _, o := range owners {
@@ -1029,6 +1048,22 @@ func (rt *ShardRouter) mergeDashboards(w http.ResponseWriter, r *http.Request) {
 		out.Owners = []DashboardOwner{}
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// page answers the pool's page and its files (pageFiles) here, from the
+// binary: they are the same on every shard, and a page asked of shard 0
+// failed to load while shard 0 had no node in charge, the other shards'
+// jobs with it. Another path goes to shard 0.
+func (rt *ShardRouter) page(w http.ResponseWriter, r *http.Request) {
+	f, ok := pageFiles[r.URL.Path]
+	if !ok {
+		rt.proxy(w, r, 0)
+		return
+	}
+	if err := writePageFile(w, f.name, f.typ); err != nil {
+		rt.log.Warn("Cannot serve the pool's page", "path", r.URL.Path, "err", err)
+		http.Error(w, "the pool's page is missing from this build", http.StatusInternalServerError)
+	}
 }
 
 // connectionRank orders DashboardPeer.Connection's words by how much of a

@@ -879,3 +879,93 @@ func TestShardRouterToldOfMisses(t *testing.T) {
 		t.Errorf("misses after a registration, split over the shards (-want +got):\n%s", diff)
 	}
 }
+
+// Found by killing a divided pool's node: while one shard had no node in
+// charge, the pool's page said "Cannot reach the coordinator" and showed
+// nothing, the healthy shards' jobs included. The merged dashboard now
+// leaves that shard out and names it; with no shard answering it is the
+// first shard's answer, as before.
+func TestShardRouterDashboardWithAShardDown(t *testing.T) {
+	const k = 3
+	shards := startShards(t, k)
+	key := poolKeyOf(t, shards)
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	var down atomic.Int32
+	down.Store(-1)
+	rt, err := NewShardRouter(ShardRouterConfig{Shards: k, Key: key, Transport: tr,
+		Target: func(s int) (string, bool) {
+			d := int(down.Load())
+			return shards[s].URL(), d != s && d != k
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(rt)
+	t.Cleanup(hs.Close)
+	rc := &routerClient{url: hs.URL, client: hs.Client()}
+	alice := newPeer(t, nil)
+	rc.register(t, alice)
+	jobs := shardedJobs(t, k, 3)
+	for _, j := range jobs {
+		rc.submit(t, alice, j)
+	}
+	dashboard := func() (Dashboard, answer) {
+		a := rc.do(t, nil, "GET", "/v1/dashboard", nil, "")
+		var d Dashboard
+		if a.status == http.StatusOK {
+			if err := json.Unmarshal(a.body, &d); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return d, a
+	}
+	all, a := dashboard()
+	if a.status != http.StatusOK || len(all.Jobs) != len(jobs) || all.Unanswered != nil {
+		t.Fatalf("every shard up: %d, %d jobs, unanswered %v", a.status, len(all.Jobs), all.Unanswered)
+	}
+	on := map[int]int{} // jobs by shard
+	for _, j := range jobs {
+		on[cluster.ShardOf(j.ID, k)]++
+	}
+	for _, s := range []int{0, 2} {
+		down.Store(int32(s))
+		d, a := dashboard()
+		if a.status != http.StatusOK {
+			t.Fatalf("shard %d down: %d %s, want the others' dashboard", s, a.status, a.body)
+		}
+		want := []DashboardShard{{Shard: s, Reason: "no coordinator is in charge of it right now"}}
+		if diff := cmp.Diff(want, d.Unanswered); diff != "" {
+			t.Errorf("shard %d down: unanswered (-want +got):\n%s", s, diff)
+		}
+		if len(d.Jobs) != len(jobs)-on[s] || d.Pool != all.Pool || d.Key != all.Key {
+			t.Errorf("shard %d down: %d jobs, pool %q key %q; want %d and %q %q", s, len(d.Jobs), d.Pool, d.Key, len(jobs)-on[s], all.Pool, all.Key)
+		}
+		for _, j := range d.Jobs {
+			if j.Shard == nil || *j.Shard == s {
+				t.Errorf("shard %d down: job %s of shard %v listed", s, j.Name, j.Shard)
+			}
+		}
+		if h := fmt.Sprintf("shard %d: (did not answer)", s); !strings.Contains(d.Ledger.Head, h) || !strings.HasPrefix(d.Ledger.Head, "shard 0: ") {
+			t.Errorf("shard %d down: ledger head %q, want it to start with shard 0 and say %q", s, d.Ledger.Head, h)
+		}
+	}
+	down.Store(k) // none answers
+	if _, a := dashboard(); !a.noLeader() {
+		t.Errorf("no shard up: %d %s, want 503 no_leader", a.status, a.body)
+	}
+	// The page and its files come from the router itself, whatever the
+	// shards; another path still goes to shard 0.
+	for _, path := range []string{"/", "/web/pool.js", "/web/pool.css", "/web/icon.png"} {
+		if a := rc.do(t, nil, "GET", path, nil, ""); a.status != http.StatusOK || a.header.Get("Content-Security-Policy") != pageCSP {
+			t.Errorf("GET %s with no shard up: %d, CSP %q", path, a.status, a.header.Get("Content-Security-Policy"))
+		}
+	}
+	if a := rc.do(t, nil, "GET", "/web/nothing.js", nil, ""); !a.noLeader() {
+		t.Errorf("GET /web/nothing.js with no shard up: %d %s, want shard 0's 503", a.status, a.body)
+	}
+	down.Store(-1)
+	if a := rc.do(t, nil, "GET", "/web/nothing.js", nil, ""); a.status != http.StatusNotFound {
+		t.Errorf("GET /web/nothing.js: %d %s, want shard 0's 404", a.status, a.body)
+	}
+}

@@ -119,7 +119,10 @@ function render(d) {
     if (!(j.complete || j.cancelled) || finished++ < FINISHED_SHOWN) shown.push(j);
     else folded.push(j);
   }
-  if (shown.length === 0) jobs.replaceChildren(el("p", "empty", "No jobs yet."));
+  // A shard that did not answer (d.unanswered) may hold jobs: "yet" would
+  // say there are none.
+  const partial = d.unanswered && d.unanswered.length > 0;
+  if (shown.length === 0) jobs.replaceChildren(el("p", "empty", partial ? "No jobs on the shards that answered." : "No jobs yet."));
   else jobs.replaceChildren(...shown.map(renderJob));
   document.getElementById("older-jobs").replaceChildren(...folded.map(renderJob));
   older.hidden = folded.length === 0;
@@ -141,7 +144,7 @@ function render(d) {
     { text: String(o.receipts), num: true },
     { text: o.cost.toLocaleString("en", { maximumFractionDigits: 3 }), num: true },
   ])));
-  if (d.owners.length === 0) owners.replaceChildren(row([{ text: "No receipts yet." }]));
+  if (d.owners.length === 0) owners.replaceChildren(row([{ text: partial ? "No receipts on the shards that answered." : "No receipts yet." }]));
 
   const entries = d.ledger.entries === 1 ? "1 entry" : d.ledger.entries + " entries";
   const head = d.ledger.head || "(empty)";
@@ -166,8 +169,16 @@ async function refresh() {
   try {
     const res = await fetch("/v1/dashboard", { cache: "no-store" });
     if (!res.ok) throw new Error("the coordinator answered " + res.status);
-    render(await res.json());
-    status.textContent = "Updated " + new Date().toLocaleTimeString() + ".";
+    const d = await res.json();
+    render(d);
+    let text = "Updated " + new Date().toLocaleTimeString() + ".";
+    if (d.unanswered && d.unanswered.length > 0) {
+      // A divided pool's shard without a node in charge (a take-over):
+      // the others are shown.
+      const names = d.unanswered.map((u) => "shard " + u.shard + " (" + u.reason + ")");
+      text += " Not shown: " + names.join(", ") + "; its jobs, devices and receipts come back once a node takes it.";
+    }
+    status.textContent = text;
   } catch (e) {
     // Shown, not thrown: a coordinator that restarts is a moment to wait out.
     status.textContent = "Cannot reach the coordinator (" + e.message + "); trying again.";
