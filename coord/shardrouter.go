@@ -25,6 +25,7 @@ import (
 	"idlepool/cluster"
 	"idlepool/identity"
 	"idlepool/job"
+	"idlepool/offers"
 	"idlepool/pool"
 )
 
@@ -133,12 +134,16 @@ type ShardRouterConfig struct {
 //     client reads K of them (api.PoolInfo.Shards says K), as `idlepool
 //     ledger verify` and an agent's receipts do.
 //   - GET /v1/dashboard: every shard's, merged (mergeDashboards), so
-//     that the pool's page shows every shard's jobs.
-//   - everything else to shard 0, unchanged, so far: GET
-//     /v1/offers, the signals, /v1/ice, /v1/chunks/...,
-//     /v1/blobs/... (uploads go to shard 0, which mirrors them; a job's
-//     shard copies what it lacks from the mirror when the job is
-//     submitted), POST /v1/results/held, /v1/pool, /join, /web and /.
+//     that the pool's page shows every shard's jobs; a shard that does
+//     not answer is left out and named.
+//   - GET /v1/offers: every shard's live offers, one per device
+//     (mergeOffers).
+//   - GET / and GET /web/{file}: the pool's page, answered here (page).
+//   - everything else to shard 0, unchanged, so far: the signals,
+//     /v1/ice, /v1/chunks/..., /v1/blobs/... (uploads go to shard 0,
+//     which mirrors them; a job's shard copies what it lacks from the
+//     mirror when the job is submitted), POST /v1/results/held,
+//     /v1/pool and /join.
 //
 // Bodies are bounded per route as a coordinator bounds them
 // (frontBodyLimits), and those the router reads by MaxBodyMemory over
@@ -206,6 +211,7 @@ func NewShardRouter(cfg ShardRouterConfig) (*ShardRouter, error) {
 	m.HandleFunc("POST /v1/offers", rt.everyShard)
 	m.HandleFunc("GET /v1/jobs", rt.mergeLists)
 	m.HandleFunc("GET /v1/listings", rt.mergeLists)
+	m.HandleFunc("GET /v1/offers", rt.mergeOffers)
 	m.HandleFunc("GET /v1/ledger", rt.byShardParam)
 	m.HandleFunc("GET /v1/receipts", rt.byShardParam)
 	m.HandleFunc("GET /v1/dashboard", rt.mergeDashboards)
@@ -1047,6 +1053,59 @@ func (rt *ShardRouter) mergeDashboards(w http.ResponseWriter, r *http.Request) {
 	if out.Owners == nil {
 		out.Owners = []DashboardOwner{}
 	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// mergeOffers is GET /v1/offers: every shard's live offers, one per
+// device (the newest issued; silent only where every shard that answered
+// says so), by peer ID as one coordinator lists them. A device posts its
+// offer to every shard, but each keeps them in memory: a shard whose node
+// in charge changed lists none until each device posts again (a third of
+// its offer's TTL later), and the list was shard 0's alone, so that a
+// follow said "no donor offers compute" while donors computed. A shard
+// that does not answer is left out; when none does, the answer is the
+// first shard's.
+func (rt *ShardRouter) mergeOffers(w http.ResponseWriter, r *http.Request) {
+	answers := rt.fanOut(r, nil)
+	by := map[string]offers.Offer{}
+	var first *shardAnswer
+	for i := range answers {
+		a := &answers[i]
+		if !a.ok() {
+			continue
+		}
+		var list []offers.Offer
+		if err := json.Unmarshal(a.body, &list); err != nil {
+			a.err = fmt.Errorf("shard %d answered %s with no list of offers: %w", a.shard, r.URL.Path, err)
+			continue
+		}
+		if first == nil {
+			first = a
+		}
+		for _, o := range list {
+			had, ok := by[o.Peer]
+			switch {
+			case !ok:
+			case o.Issued.After(had.Issued):
+				o.Silent = o.Silent && had.Silent
+				o.OwnerProfile = cmp.Or(o.OwnerProfile, had.OwnerProfile)
+			default:
+				had.Silent = had.Silent && o.Silent
+				had.OwnerProfile = cmp.Or(had.OwnerProfile, o.OwnerProfile)
+				o = had
+			}
+			by[o.Peer] = o
+		}
+	}
+	if first == nil {
+		rt.write(w, answers[0])
+		return
+	}
+	out := make([]offers.Offer, 0, len(by))
+	for _, o := range by {
+		out = append(out, o)
+	}
+	slices.SortFunc(out, func(a, b offers.Offer) int { return cmp.Compare(a.Peer, b.Peer) })
 	writeJSON(w, http.StatusOK, out)
 }
 

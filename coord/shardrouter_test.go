@@ -969,3 +969,73 @@ func TestShardRouterDashboardWithAShardDown(t *testing.T) {
 		t.Errorf("GET /web/nothing.js: %d %s, want shard 0's 404", a.status, a.body)
 	}
 }
+
+// GET /v1/offers lists every shard's live offers, one per device: a
+// shard whose node in charge changed knows none until each device posts
+// again, and shard 0's list alone made a follow say "no donor offers
+// compute" while donors computed. A shard that does not answer is left
+// out.
+func TestShardRouterMergesOffers(t *testing.T) {
+	const k = 3
+	shards := startShards(t, k)
+	key := poolKeyOf(t, shards)
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	var down atomic.Int32
+	down.Store(-1)
+	rt, err := NewShardRouter(ShardRouterConfig{Shards: k, Key: key, Transport: tr,
+		Target: func(s int) (string, bool) { return shards[s].URL(), int(down.Load()) != s }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(rt)
+	t.Cleanup(hs.Close)
+	rc := &routerClient{url: hs.URL, client: hs.Client()}
+	alice, bob, carol := newPeer(t, nil), newPeer(t, nil), newPeer(t, nil)
+	rc.register(t, alice, bob, carol)
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	if a := rc.do(t, alice, "POST", "/v1/offers", testOffer(alice, now, 5*time.Minute), ""); a.status != http.StatusOK {
+		t.Fatalf("alice's offer: %d %s", a.status, a.body)
+	}
+	// Bob's offer reaches shard 2 alone, as after a take-over of shards 0
+	// and 1; alice's newer one too.
+	direct := &routerClient{url: shards[2].URL(), client: hs.Client()}
+	if a := direct.do(t, bob, "POST", "/v1/offers", testOffer(bob, now, 5*time.Minute), ""); a.status != http.StatusOK {
+		t.Fatalf("bob's offer to shard 2: %d %s", a.status, a.body)
+	}
+	newer := testOffer(alice, now.Add(time.Second), 5*time.Minute)
+	if a := direct.do(t, alice, "POST", "/v1/offers", newer, ""); a.status != http.StatusOK {
+		t.Fatalf("alice's newer offer to shard 2: %d %s", a.status, a.body)
+	}
+	list := func() []offers.Offer {
+		t.Helper()
+		a := rc.do(t, carol, "GET", "/v1/offers", nil, "")
+		var out []offers.Offer
+		if a.status != http.StatusOK || json.Unmarshal(a.body, &out) != nil {
+			t.Fatalf("GET /v1/offers: %d %s", a.status, a.body)
+		}
+		return out
+	}
+	peers := func(l []offers.Offer) []string {
+		var out []string
+		for _, o := range l {
+			out = append(out, o.Peer)
+		}
+		return out
+	}
+	want := []string{alice.ID(), bob.ID()}
+	slices.Sort(want)
+	got := list()
+	if diff := cmp.Diff(want, peers(got)); diff != "" {
+		t.Fatalf("offers listed (-want +got):\n%s", diff)
+	}
+	for _, o := range got {
+		if o.Peer == alice.ID() && !o.Issued.Equal(newer.Issued) {
+			t.Errorf("alice's offer issued %v, want her newest, %v", o.Issued, newer.Issued)
+		}
+	}
+	down.Store(0)
+	if diff := cmp.Diff(want, peers(list())); diff != "" {
+		t.Errorf("offers listed with shard 0 down (-want +got):\n%s", diff)
+	}
+}
