@@ -326,6 +326,11 @@ func (t *Term) Publish(internal string) {
 	}
 }
 
+// ErrResigned is why a Term ends (Term.Err) that its node gave up itself
+// (Term.Resign, or the campaign's context ended): a hand-over, not a
+// failure.
+var ErrResigned = errors.New("resigned")
+
 func (t *Term) renew(ctx context.Context, lastOK time.Time) {
 	defer close(t.done)
 	tick := time.NewTicker(t.l.ttl / 4)
@@ -337,7 +342,7 @@ func (t *Term) renew(ctx context.Context, lastOK time.Time) {
 	for {
 		select {
 		case <-ctx.Done():
-			end(errors.New("resigned"))
+			end(ErrResigned)
 			// Give the lease up at once so another node need not wait
 			// for it to expire; only if it is still ours.
 			dctx, cancel := context.WithTimeout(context.Background(), t.l.ttl/2)

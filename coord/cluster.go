@@ -208,6 +208,7 @@ func ServeCluster(ctx context.Context, node *cluster.Node, base Config) error {
 	}
 	g.Go(func() error {
 		<-gctx.Done()
+		log.Info("Cluster node stopping: giving up what it is in charge of", "node", nc.Name)
 		if f.shards > 1 {
 			// Gone from the live nodes at once: the others take this
 			// node's shards over at their next round, not once its entry
@@ -651,7 +652,11 @@ func (f *front) runTerm(ctx context.Context, base Config, term *cluster.Term) {
 	go func() {
 		select {
 		case <-term.Lost():
-			log.Warn("This node is no longer in charge", "node", nc.Name, "why", term.Err())
+			level := slog.LevelWarn
+			if errors.Is(term.Err(), cluster.ErrResigned) {
+				level = slog.LevelInfo // given up by this node: a hand-over or a stop
+			}
+			log.Log(context.Background(), level, "This node is no longer in charge", "node", nc.Name, "why", term.Err())
 			cancel()
 		case <-tctx.Done():
 		}
