@@ -363,13 +363,19 @@ func (n *Node) signal(s Signal) bool {
 // receiveLoop long-polls the mailbox and handles each signal.
 func (n *Node) receiveLoop(ctx context.Context) {
 	backoff := 100 * time.Millisecond
+	failing := false // since the last signals received: warned once, then at debug
 	for ctx.Err() == nil {
 		sigs, err := n.cfg.Signaller.Receive(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}
-			n.cfg.Logger.Warn("Cannot receive signals", "err", err, "retryIn", backoff)
+			if !failing {
+				n.cfg.Logger.Warn("Cannot receive signals", "err", err, "retryIn", backoff)
+			} else {
+				n.cfg.Logger.Debug("Cannot receive signals", "err", err, "retryIn", backoff)
+			}
+			failing = true
 			t := time.NewTimer(backoff)
 			select {
 			case <-ctx.Done():
@@ -381,6 +387,10 @@ func (n *Node) receiveLoop(ctx context.Context) {
 			continue
 		}
 		backoff = 100 * time.Millisecond
+		if failing {
+			n.cfg.Logger.Info("Receiving signals again")
+			failing = false
+		}
 		for _, s := range sigs {
 			if err := n.handle(s); err != nil {
 				n.cfg.Logger.Info("Signal refused", "peer", s.From, "kind", s.Kind, "err", err)
