@@ -880,18 +880,16 @@ func TestShardRouterToldOfMisses(t *testing.T) {
 	}
 }
 
-// Found by killing a divided pool's node: while one shard had no node in
-// charge, the pool's page said "Cannot reach the coordinator" and showed
-// nothing, the healthy shards' jobs included. The merged dashboard now
-// leaves that shard out and names it; with no shard answering it is the
-// first shard's answer, as before.
-func TestShardRouterDashboardWithAShardDown(t *testing.T) {
-	const k = 3
+// routerWithAShardDown starts k shard coordinators behind a router whose
+// Target names none for the shard down says: -1 (its first value) for
+// none, k for every shard.
+func routerWithAShardDown(t *testing.T, k int) ([]*testServer, *routerClient, *atomic.Int32) {
+	t.Helper()
 	shards := startShards(t, k)
 	key := poolKeyOf(t, shards)
 	tr := &http.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)
-	var down atomic.Int32
+	down := new(atomic.Int32)
 	down.Store(-1)
 	rt, err := NewShardRouter(ShardRouterConfig{Shards: k, Key: key, Transport: tr,
 		Target: func(s int) (string, bool) {
@@ -903,7 +901,17 @@ func TestShardRouterDashboardWithAShardDown(t *testing.T) {
 	}
 	hs := httptest.NewServer(rt)
 	t.Cleanup(hs.Close)
-	rc := &routerClient{url: hs.URL, client: hs.Client()}
+	return shards, &routerClient{url: hs.URL, client: hs.Client()}, down
+}
+
+// Found by killing a divided pool's node: while one shard had no node in
+// charge, the pool's page said "Cannot reach the coordinator" and showed
+// nothing, the healthy shards' jobs included. The merged dashboard now
+// leaves that shard out and names it; with no shard answering it is the
+// first shard's answer, as before.
+func TestShardRouterDashboardWithAShardDown(t *testing.T) {
+	const k = 3
+	_, rc, down := routerWithAShardDown(t, k)
 	alice := newPeer(t, nil)
 	rc.register(t, alice)
 	jobs := shardedJobs(t, k, 3)
@@ -977,20 +985,7 @@ func TestShardRouterDashboardWithAShardDown(t *testing.T) {
 // out.
 func TestShardRouterMergesOffers(t *testing.T) {
 	const k = 3
-	shards := startShards(t, k)
-	key := poolKeyOf(t, shards)
-	tr := &http.Transport{}
-	t.Cleanup(tr.CloseIdleConnections)
-	var down atomic.Int32
-	down.Store(-1)
-	rt, err := NewShardRouter(ShardRouterConfig{Shards: k, Key: key, Transport: tr,
-		Target: func(s int) (string, bool) { return shards[s].URL(), int(down.Load()) != s }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(rt)
-	t.Cleanup(hs.Close)
-	rc := &routerClient{url: hs.URL, client: hs.Client()}
+	shards, rc, down := routerWithAShardDown(t, k)
 	alice, bob, carol := newPeer(t, nil), newPeer(t, nil), newPeer(t, nil)
 	rc.register(t, alice, bob, carol)
 	now := time.Now().UTC().Truncate(time.Millisecond)
@@ -999,7 +994,7 @@ func TestShardRouterMergesOffers(t *testing.T) {
 	}
 	// Bob's offer reaches shard 2 alone, as after a take-over of shards 0
 	// and 1; alice's newer one too.
-	direct := &routerClient{url: shards[2].URL(), client: hs.Client()}
+	direct := &routerClient{url: shards[2].URL(), client: rc.client}
 	if a := direct.do(t, bob, "POST", "/v1/offers", testOffer(bob, now, 5*time.Minute), ""); a.status != http.StatusOK {
 		t.Fatalf("bob's offer to shard 2: %d %s", a.status, a.body)
 	}
