@@ -253,7 +253,8 @@ func (l *Leadership) campaignRound(ctx context.Context, cfg CampaignConfig, cs *
 			counts[info.Node]++
 		}
 	}
-	if !sheds(cfg.Info.Node, len(held), names, counts, k) {
+	fresh := freshNames(nodes, l.ttl)
+	if !sheds(cfg.Info.Node, len(held), names, counts, fresh, k) {
 		cs.over = 0
 	} else {
 		if cs.over++; cs.over < 2 {
@@ -328,7 +329,7 @@ func (l *Leadership) campaignRound(ctx context.Context, cfg CampaignConfig, cs *
 	// quarter.
 	if ShouldCampaign(len(held), k, live) {
 		for _, n := range names {
-			cs.handBack = cs.handBack || n != cfg.Info.Node && sheds(n, counts[n], names, counts, k)
+			cs.handBack = cs.handBack || n != cfg.Info.Node && sheds(n, counts[n], names, counts, fresh, k)
 		}
 	}
 	for i := range k {
@@ -383,13 +384,15 @@ func giveUp(held map[int]*Term, self string, names []string, counts map[string]i
 // up, by counts (node → shards it leads, by the leases; nil when they
 // could not be read) over names (the live nodes, self among them): when
 // held is more than FairShare(k, live), rounded up; or, when another live
-// node leads fewer than k/live rounded down, when self leads more than
-// that and the most of the live nodes (a tie to the greatest name), so
-// that one node gives one up per round. Without the second rule the
-// shards handed out at the rounded-up share stayed there: 4 shards over
-// 3 nodes stayed 2, 2 and 0, a node that joined leading nothing. It is
-// pure.
-func sheds(self string, held int, names []string, counts map[string]int, k int) bool {
+// node that announced itself lately (fresh) leads fewer than k/live
+// rounded down, when self leads more than that and the most of the live
+// nodes (a tie to the greatest name), so that one node gives one up per
+// round. Without the second rule the shards handed out at the rounded-up
+// share stayed there: 4 shards over 3 nodes stayed 2, 2 and 0, a node
+// that joined leading nothing. A node that died leads nothing either
+// once its leases lapse, before it counts gone; fresh leaves it out, so
+// that nobody gives a shard up for it. It is pure.
+func sheds(self string, held int, names []string, counts map[string]int, fresh map[string]bool, k int) bool {
 	live := max(len(names), 1)
 	if held > FairShare(k, live) {
 		return true
@@ -403,7 +406,7 @@ func sheds(self string, held int, names []string, counts map[string]int, k int) 
 		if n == self {
 			continue
 		}
-		if counts[n] < floor {
+		if counts[n] < floor && fresh[n] {
 			needy = true
 		}
 		if c := counts[n]; c > held || c == held && n > self {
@@ -425,6 +428,27 @@ func leavesToSuccessor(s int, last, self string, names []string, counts map[stri
 	}
 	succ := Successor(s, last, names)
 	return succ != self && succ != "" && counts[succ] < share
+}
+
+// freshNames returns the nodes of nodes whose announcement JetStream
+// stored at most half of ttl before the newest one: those that announced
+// themselves at one of their last two turns (every quarter TTL). The
+// stored times are compared with one another, never with a node's
+// clock. It is pure.
+func freshNames(nodes []nodeEntry, ttl time.Duration) map[string]bool {
+	var newest time.Time
+	for _, n := range nodes {
+		if n.stored.After(newest) {
+			newest = n.stored
+		}
+	}
+	out := make(map[string]bool, len(nodes))
+	for _, n := range nodes {
+		if newest.Sub(n.stored) <= ttl/2 {
+			out[n.Name] = true
+		}
+	}
+	return out
 }
 
 // liveNames returns the names of the nodes a campaign counts live, self

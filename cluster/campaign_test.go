@@ -827,6 +827,7 @@ func TestLeavesToSuccessor(t *testing.T) {
 // and the greatest name.
 func TestSheds(t *testing.T) {
 	names := []string{"a", "b", "c"}
+	fresh := map[string]bool{"a": true, "b": true, "c": true}
 	tests := []struct {
 		name   string
 		self   string
@@ -849,9 +850,35 @@ func TestSheds(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := sheds(tt.self, tt.held, names, tt.counts, tt.k); got != tt.want {
+			if got := sheds(tt.self, tt.held, names, tt.counts, fresh, tt.k); got != tt.want {
 				t.Errorf("sheds(%q, %d, %v, k=%d) = %v, want %v", tt.self, tt.held, tt.counts, tt.k, got, tt.want)
 			}
 		})
+	}
+}
+
+// A node that leads nothing because it died (its leases lapsed, its
+// announcement growing old) gets no shard given up for it: only a node
+// that announced itself lately counts as one that leads too few.
+func TestShedsForFreshNodesOnly(t *testing.T) {
+	const ttl = 3 * time.Second
+	base := time.Date(2026, 12, 6, 8, 0, 0, 0, time.UTC)
+	nodes := []nodeEntry{
+		{NodeInfo: NodeInfo{Name: "a"}, stored: base.Add(2 * ttl)},
+		{NodeInfo: NodeInfo{Name: "b"}, stored: base.Add(2*ttl - ttl/4)},
+		{NodeInfo: NodeInfo{Name: "c"}, stored: base.Add(ttl)}, // died a lease length ago
+	}
+	fresh := freshNames(nodes, ttl)
+	if diff := cmp.Diff(map[string]bool{"a": true, "b": true}, fresh); diff != "" {
+		t.Fatalf("fresh nodes (-want +got):\n%s", diff)
+	}
+	names := []string{"a", "b", "c"}
+	counts := map[string]int{"a": 2, "b": 2}
+	if sheds("b", 2, names, counts, fresh, 4) {
+		t.Error("b gives a shard up for c, which died")
+	}
+	fresh["c"] = true // c joined instead
+	if !sheds("b", 2, names, counts, fresh, 4) {
+		t.Error("b gives no shard up for c, which joined")
 	}
 }
