@@ -36,6 +36,12 @@ type Activity struct {
 	// matches this job: ..."); empty when one can, or nothing is left to
 	// lease.
 	Stuck string
+	// Idle is set when Quorum says that nothing computes the waiting
+	// results now (no task of the job leased at this instant): true of
+	// one status, and in a divided pool a moment's lull while the donors
+	// compute other shards' jobs, so a follow shows it only when it held
+	// at its previous look too.
+	Idle bool
 	// Timeouts, while some tasks ran past their time limit on a device,
 	// says how many, on how many devices and when such a task ends
 	// (pool.JobStatus.Timeouts); empty otherwise.
@@ -156,6 +162,7 @@ func Describe(st pool.JobStatus, l offers.Listing, live []offers.Offer, now time
 				results, ordinal(len(owners)+1), st.Quorum, plural(int64(len(owners)), "owner"))
 		case st.Leased == 0:
 			a.Quorum = fmt.Sprintf("%s waiting for the agreeing results of other devices (quorum %d), and none is computing one now", results, st.Quorum)
+			a.Idle = true
 		}
 	}
 	return a

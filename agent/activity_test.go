@@ -58,7 +58,7 @@ func TestDescribe(t *testing.T) {
 		{"results wait and nothing computes them", waiting(st), []offers.Offer{
 			offer("p1", "ida", idle.StateWaiting, idle.HoldBattery, 8192), offer("p2", "idb", idle.StateComputing, idle.HoldNone, 8192),
 		}, Activity{Donors: "1 of 2 donors computing: 1 waiting (on battery)", Matching: 2, Owners: 2,
-			Quorum: "50 results waiting for the agreeing results of other devices (quorum 2), and none is computing one now"}},
+			Quorum: "50 results waiting for the agreeing results of other devices (quorum 2), and none is computing one now", Idle: true}},
 		{"tasks timing out", func() pool.JobStatus {
 			s := st
 			s.Leased, s.Retrying, s.TimingOut, s.TimeoutDevices = 2, 3, 3, 2

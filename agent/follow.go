@@ -140,6 +140,7 @@ type follower struct {
 
 	est   estimator
 	stuck bool           // the last activity said the job cannot progress
+	idle  bool           // the last look's activity was Idle (nothing computing the waiting results)
 	lost  map[int64]bool // kept results reported lost, by Seq (told once)
 	// awaySince is when requests started to go unanswered (zero while
 	// the pool answers); awayTold, whether Notice was told.
@@ -163,6 +164,11 @@ func (fl *follower) look(ctx context.Context) (pool.JobStatus, error) {
 		return st, nil
 	}
 	a := Describe(st, ListingOf(fl.j, st), live, now)
+	idle := a.Idle
+	if idle && !fl.idle {
+		a.Quorum = "" // a moment's lull, until the next look says it again
+	}
+	fl.idle = idle
 	fl.stuck = a.Stuck != "" || a.Quorum != ""
 	if fl.cfg.Activity != nil {
 		fl.cfg.Activity(a)

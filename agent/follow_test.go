@@ -1,7 +1,9 @@
 package agent_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -9,6 +11,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -159,4 +162,80 @@ func TestFollowSaysWhenThePoolIsAway(t *testing.T) {
 		t.Errorf("a notice more: %q", msg)
 	default:
 	}
+}
+
+// Found by a fresh session on a divided pool: every job's follow said
+// "… waiting for the agreeing results of other devices, and none is
+// computing one now" for a moment while the donors computed other
+// shards' jobs. A follow says it only when two looks in a row find
+// nothing leased.
+func TestFollowWaitsOutALull(t *testing.T) {
+	j := planJob(t, "squares-lull", 3, "redundancy = 1\nquorum = 1")
+	co := startCoordinator(t, t.TempDir(), "127.0.0.1:0")
+	target, err := url.Parse(co.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fwd := httputil.NewSingleHostReverseProxy(target)
+	// The job's status as a lull shows it: results waiting, none leased.
+	fwd.ModifyResponse = func(resp *http.Response) error {
+		if resp.Request.Method != http.MethodGet || resp.Request.URL.Path != "/v1/jobs/"+j.ID.String() || resp.StatusCode != http.StatusOK {
+			return nil
+		}
+		var st map[string]any
+		if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+			return err
+		}
+		resp.Body.Close()
+		st["leased"], st["waiting"], st["quorum"] = 0, 2, 1
+		delete(st, "trouble")
+		b, _ := json.Marshal(st)
+		resp.Body = io.NopCloser(bytes.NewReader(b))
+		resp.ContentLength = int64(len(b))
+		resp.Header.Set("Content-Length", strconv.Itoa(len(b)))
+		return nil
+	}
+	front := httptest.NewServer(fwd)
+	defer front.Close()
+	sub := newSubmitter(t, front.URL, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := sub.c.Submit(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	acts := make(chan agent.Activity, 64)
+	done := make(chan error, 1)
+	go func() {
+		_, err := agent.Follow(ctx, sub.c, j, agent.FollowConfig{
+			Dir: filepath.Join(sub.dev.dirs.Data, "merges", j.ID.String()), Poll: 10 * time.Millisecond,
+			StatusPoll: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond, Logger: quietLogger(t),
+			Activity: func(a agent.Activity) {
+				select {
+				case acts <- a:
+				default:
+				}
+			},
+		})
+		done <- err
+	}()
+	next := func() agent.Activity {
+		t.Helper()
+		select {
+		case a := <-acts:
+			return a
+		case err := <-done:
+			t.Fatalf("Follow ended: %v", err)
+		case <-time.After(patience(t)):
+			t.Fatal("Follow reported no activity")
+		}
+		return agent.Activity{}
+	}
+	if a := next(); !a.Idle || a.Quorum != "" {
+		t.Errorf("first look at a lull: idle %v, quorum %q; want idle and nothing said", a.Idle, a.Quorum)
+	}
+	if a := next(); !a.Idle || !strings.Contains(a.Quorum, "none is computing one now") {
+		t.Errorf("second look at a lull: idle %v, quorum %q; want it said", a.Idle, a.Quorum)
+	}
+	cancel()
+	<-done
 }
