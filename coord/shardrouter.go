@@ -974,17 +974,14 @@ func (rt *ShardRouter) mergeDashboards(w http.ResponseWriter, r *http.Request) {
 	// and named, so that the page shows the others: one missing shard
 	// made the whole page "Cannot reach the coordinator". When none
 	// answers, the answer is the first shard's.
-	var first *shardAnswer
-	for i := range answers {
+	dashes, n := decodeAnswered[Dashboard](answers, r.URL.Path, "dashboard")
+	if n == 0 {
+		rt.write(w, answers[0])
+		return
+	}
+	for i, d := range dashes {
 		a := &answers[i]
-		var d Dashboard
-		err := a.err
-		if err == nil && a.ok() {
-			if err = json.Unmarshal(a.body, &d); err != nil {
-				a.err = fmt.Errorf("shard %d answered %s with no dashboard: %w", a.shard, r.URL.Path, err)
-			}
-		}
-		if a.err != nil || !a.ok() {
+		if d == nil {
 			reason := "no coordinator is in charge of it right now"
 			if a.err == nil && a.status != http.StatusServiceUnavailable {
 				reason = fmt.Sprintf("it answered %d", a.status)
@@ -993,8 +990,7 @@ func (rt *ShardRouter) mergeDashboards(w http.ResponseWriter, r *http.Request) {
 			heads = append(heads, fmt.Sprintf("shard %d: (did not answer)", a.shard))
 			continue
 		}
-		if first == nil {
-			first = a
+		if out.Key == "" {
 			out.Pool, out.Key = d.Pool, d.Key
 		}
 		jobs[a.shard], added[a.shard] = d.Jobs, rt.addedTimes(*a, len(d.Jobs))
@@ -1029,10 +1025,6 @@ func (rt *ShardRouter) mergeDashboards(w http.ResponseWriter, r *http.Request) {
 		out.Ledger.Entries += d.Ledger.Entries
 		heads = append(heads, fmt.Sprintf("shard %d: %s", a.shard, cmp.Or(d.Ledger.Head, "(empty)")))
 	}
-	if first == nil {
-		rt.write(w, answers[0])
-		return
-	}
 	var merged bool
 	if out.Jobs, merged = mergeAdded(jobs, added, true); merged {
 		out.Jobs = out.Jobs[:min(len(out.Jobs), dashboardMaxJobs)]
@@ -1056,6 +1048,27 @@ func (rt *ShardRouter) mergeDashboards(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
+// decodeAnswered decodes as T the body of each of answers that took the
+// request (2xx), by shard, and counts them; where an answer did not (no
+// answer, another status, or a body that is not a T, which sets its err
+// naming what, the thing T is, and path) it is nil.
+func decodeAnswered[T any](answers []shardAnswer, path, what string) (vals []*T, n int) {
+	vals = make([]*T, len(answers))
+	for i := range answers {
+		a := &answers[i]
+		if !a.ok() {
+			continue
+		}
+		v := new(T)
+		if err := json.Unmarshal(a.body, v); err != nil {
+			a.err = fmt.Errorf("shard %d answered %s with no %s: %w", a.shard, path, what, err)
+			continue
+		}
+		vals[i], n = v, n+1
+	}
+	return vals, n
+}
+
 // mergeOffers is GET /v1/offers: every shard's live offers, one per
 // device (the newest issued; silent only where every shard that answered
 // says so), by peer ID as one coordinator lists them. A device posts its
@@ -1067,39 +1080,26 @@ func (rt *ShardRouter) mergeDashboards(w http.ResponseWriter, r *http.Request) {
 // first shard's.
 func (rt *ShardRouter) mergeOffers(w http.ResponseWriter, r *http.Request) {
 	answers := rt.fanOut(r, nil)
+	lists, n := decodeAnswered[[]offers.Offer](answers, r.URL.Path, "list of offers")
+	if n == 0 {
+		rt.write(w, answers[0])
+		return
+	}
 	by := map[string]offers.Offer{}
-	var first *shardAnswer
-	for i := range answers {
-		a := &answers[i]
-		if !a.ok() {
+	for _, list := range lists {
+		if list == nil {
 			continue
 		}
-		var list []offers.Offer
-		if err := json.Unmarshal(a.body, &list); err != nil {
-			a.err = fmt.Errorf("shard %d answered %s with no list of offers: %w", a.shard, r.URL.Path, err)
-			continue
-		}
-		if first == nil {
-			first = a
-		}
-		for _, o := range list {
-			had, ok := by[o.Peer]
-			switch {
-			case !ok:
-			case o.Issued.After(had.Issued):
+		for _, o := range *list {
+			if had, ok := by[o.Peer]; ok {
+				if had.Issued.After(o.Issued) {
+					o, had = had, o // o is the newest
+				}
 				o.Silent = o.Silent && had.Silent
 				o.OwnerProfile = cmp.Or(o.OwnerProfile, had.OwnerProfile)
-			default:
-				had.Silent = had.Silent && o.Silent
-				had.OwnerProfile = cmp.Or(had.OwnerProfile, o.OwnerProfile)
-				o = had
 			}
 			by[o.Peer] = o
 		}
-	}
-	if first == nil {
-		rt.write(w, answers[0])
-		return
 	}
 	out := make([]offers.Offer, 0, len(by))
 	for _, o := range by {
