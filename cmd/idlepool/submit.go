@@ -197,6 +197,13 @@ func (pc *poolConn) untilAnswered(ctx context.Context, g *globals, try func() er
 			}
 		}
 		d := min(delay, left)
+		if agent.InTakeOver(err) {
+			// A cluster's node that answers that the node in charge of
+			// a shard did not (no_leader) is in a take-over, which ends
+			// in seconds: asked again within agent.TakeOverPoll, however
+			// long the doubling wait grew before it.
+			d = min(d, agent.TakeOverPoll)
+		}
 		shown := d.Round(time.Second)
 		if d < time.Second {
 			shown = d.Round(100 * time.Millisecond)
@@ -208,12 +215,6 @@ func (pc *poolConn) untilAnswered(ctx context.Context, g *globals, try func() er
 			t.Stop()
 			return &userError{Msg: "interrupted while waiting for the coordinator at " + pc.url, Hint: "run the same command again", Cause: ctx.Err()}
 		case <-t.C:
-		}
-		// A cluster's node that answers that the node in charge of a
-		// shard did not (no_leader) is in a take-over, which ends in
-		// seconds: asked again every second, not after a doubling wait.
-		if agent.InTakeOver(err) {
-			continue
 		}
 		delay = min(2*delay, connectBackoffMax)
 	}
