@@ -517,9 +517,7 @@ func (f *front) watch(ctx context.Context) {
 		// A divided pool's shards are told apart: a shard without a
 		// node in charge (shard 0's included) holds no other up.
 		if f.shards > 1 && lerr == nil {
-			if !began.Before(f.leadersRead) { // not replaced by a later read (refreshLeaders)
-				f.leaders, f.leadersChecked, f.leadersRead = leaders, time.Now(), began
-			}
+			f.keepLeaders(leaders, began) // unless refreshLeaders read later
 		} else if f.shards > 1 && time.Since(f.leadersChecked) > ttl {
 			f.leaders = nil
 		}

@@ -139,10 +139,14 @@ func (f *front) refreshLeaders(ctx context.Context) {
 func (f *front) setLeaders(leaders map[int]cluster.LeaderInfo, began time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if began.Before(f.leadersRead) {
-		return
+	f.keepLeaders(leaders, began)
+}
+
+// keepLeaders is setLeaders with f.mu held.
+func (f *front) keepLeaders(leaders map[int]cluster.LeaderInfo, began time.Time) {
+	if !began.Before(f.leadersRead) {
+		f.leaders, f.leadersChecked, f.leadersRead = leaders, time.Now(), began
 	}
-	f.leaders, f.leadersChecked, f.leadersRead = leaders, time.Now(), began
 }
 
 // shardPublic is the public URL of the node in charge of shard s: this
