@@ -4,8 +4,6 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -91,13 +89,9 @@ func TestAgentWaitsOutARefusedClock(t *testing.T) {
 	// retries; once the pool accepts it again it computes.
 	const off = -7 * time.Minute
 	co := startCoordinator(t, t.TempDir(), "127.0.0.1:0")
-	target, err := url.Parse(co.url)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var lying atomic.Bool
 	lying.Store(true)
-	proxy := httputil.NewSingleHostReverseProxy(target)
+	proxy := co.proxy(t)
 	proxy.ModifyResponse = func(r *http.Response) error {
 		if lying.Load() {
 			r.Header.Set("Date", time.Now().Add(off).UTC().Format(http.TimeFormat))

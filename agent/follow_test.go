@@ -8,8 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -87,15 +85,11 @@ func TestFollowSaysWhatThePoolDoes(t *testing.T) {
 func TestFollowSaysWhenThePoolIsAway(t *testing.T) {
 	j := planJob(t, "squares-away", 3, "redundancy = 1\nquorum = 1")
 	co := startCoordinator(t, t.TempDir(), "127.0.0.1:0")
-	target, err := url.Parse(co.url)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var (
 		mu    sync.Mutex
 		now   = time.Date(2026, 12, 5, 23, 30, 0, 0, time.UTC)
 		away  bool
-		fwd   = httputil.NewSingleHostReverseProxy(target)
+		fwd   = co.proxy(t)
 		clock = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	)
 	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -172,11 +166,7 @@ func TestFollowSaysWhenThePoolIsAway(t *testing.T) {
 func TestFollowWaitsOutALull(t *testing.T) {
 	j := planJob(t, "squares-lull", 3, "redundancy = 1\nquorum = 1")
 	co := startCoordinator(t, t.TempDir(), "127.0.0.1:0")
-	target, err := url.Parse(co.url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fwd := httputil.NewSingleHostReverseProxy(target)
+	fwd := co.proxy(t)
 	// The job's status as a lull shows it: results waiting, none leased.
 	fwd.ModifyResponse = func(resp *http.Response) error {
 		if resp.Request.Method != http.MethodGet || resp.Request.URL.Path != "/v1/jobs/"+j.ID.String() || resp.StatusCode != http.StatusOK {

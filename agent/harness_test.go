@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -173,6 +175,17 @@ type coordinator struct {
 	key     []byte
 	stop    context.CancelFunc
 	done    chan error
+}
+
+// proxy returns a reverse proxy to co, for a test that stands between
+// the devices and the pool.
+func (co *coordinator) proxy(t testing.TB) *httputil.ReverseProxy {
+	t.Helper()
+	target, err := url.Parse(co.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return httputil.NewSingleHostReverseProxy(target)
 }
 
 // startCoordinator starts a coordinator with its state in dataDir,
