@@ -85,6 +85,10 @@ type Client struct {
 	// fetchesKept says that this device fetches the results other devices
 	// keep, for the jobs it merges (SetFetchesKept).
 	fetchesKept atomic.Bool
+	// registration is the body of the last registration the pool took
+	// (Register), sent again once when a signed request is refused 401
+	// (answer): the pool does not know this device there.
+	registration atomic.Pointer[[]byte]
 
 	// inCharge caches which known node the last InChargeHeader named
 	// (preferInCharge); given is how many of the nodes NewClient was
@@ -577,6 +581,17 @@ func (c *Client) answer(ctx context.Context, resp *http.Response, used time.Dura
 	} else {
 		ae.Message = strings.TrimSpace(string(b))
 	}
+	if sign && ae.Status == http.StatusUnauthorized && ae.Code != codeClockSkew && !retried && path != registerPath && rewind(body.r) {
+		// The pool does not know this device here: a divided pool's
+		// shard that no node was in charge of when the device
+		// registered (the others took the registration), or a pool
+		// begun again. Register again, as before, and ask once more.
+		if reg := c.registration.Load(); reg != nil {
+			if _, err := c.do(ctx, http.MethodPost, registerPath, nil, *reg, true, nil); err == nil {
+				return c.sendTry(ctx, method, path, query, body, sign, true)
+			}
+		}
+	}
 	if sign && ae.Code == codeClockSkew {
 		off, _ := c.ClockOffset()
 		ae.Offset = off
@@ -730,7 +745,10 @@ func (c *Client) Pool(ctx context.Context) (api.PoolInfo, error) {
 // Register registers the client's device with the pool, endorsed by
 // owner; invite is the pool's invite token or "". Registering again is
 // harmless. A pool that does not admit the device answers ErrForbidden.
-// After UseOwnerProfile it sends the owner's signed profile too.
+// After UseOwnerProfile it sends the owner's signed profile too. Once
+// the pool took a registration, a signed request it later refuses 401
+// (it does not know the device there) is answered by sending the same
+// registration again and the request once more.
 func (c *Client) Register(ctx context.Context, owner *identity.Key, name, invite string) (api.Registered, error) {
 	in := api.Registration{
 		Key:         c.key.Public(),
@@ -741,17 +759,31 @@ func (c *Client) Register(ctx context.Context, owner *identity.Key, name, invite
 		Profile:     c.ownerProfile(owner),
 	}
 	var reg api.Registered
-	_, err := c.postJSON(ctx, "/v1/peers", in, &reg)
+	body, err := c.register(ctx, in, &reg)
 	if in.Profile != nil && profileUnknown(err) {
 		// A coordinator from before owner profiles refuses the field:
 		// register without it rather than not at all.
 		in.Profile = nil
-		_, err = c.postJSON(ctx, "/v1/peers", in, &reg)
+		body, err = c.register(ctx, in, &reg)
 	}
 	if err == nil {
 		c.sentProfile(in.Profile)
+		c.registration.Store(&body)
 	}
 	return reg, err
+}
+
+// registerPath is where a device registers (POST).
+const registerPath = "/v1/peers"
+
+// register posts in to registerPath and returns the body it sent.
+func (c *Client) register(ctx context.Context, in api.Registration, out *api.Registered) ([]byte, error) {
+	body, err := json.Marshal(in)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s: %w", registerPath, err)
+	}
+	_, err = c.do(ctx, http.MethodPost, registerPath, nil, body, true, out)
+	return body, err
 }
 
 // PutBlob uploads the file at path by its digest d, streaming it from

@@ -69,6 +69,14 @@ var localCalls atomic.Int64
 // It returns the router's URL, the pool's public key and the shards.
 func startShardedPool(t *testing.T, k int) (string, []byte, []*coord.Server) {
 	t.Helper()
+	return startShardedPoolWith(t, k, nil)
+}
+
+// startShardedPoolWith is startShardedPool whose router finds no node in
+// charge of shard s (and answers 503 no_leader for it) while up(s) is
+// false; nil: every shard is up.
+func startShardedPoolWith(t *testing.T, k int, up func(s int) bool) (string, []byte, []*coord.Server) {
+	t.Helper()
 	keyPath := filepath.Join(t.TempDir(), "pool.key")
 	key, err := identity.LoadOrCreate(keyPath)
 	if err != nil {
@@ -111,7 +119,12 @@ func startShardedPool(t *testing.T, k int) (string, []byte, []*coord.Server) {
 	// Shard 0 runs "here", as a node's own shard does: the router hands
 	// it its requests in process.
 	rt, err := coord.NewShardRouter(coord.ShardRouterConfig{Shards: k, Key: key, Transport: tr,
-		Target: func(s int) (string, bool) { return shards[s].URL(), true }, Logger: quietLogger(t).With("side", "router"),
+		Target: func(s int) (string, bool) {
+			if up != nil && !up(s) {
+				return "", false
+			}
+			return shards[s].URL(), true
+		}, Logger: quietLogger(t).With("side", "router"),
 		Local: func(s int, w http.ResponseWriter, r *http.Request) bool {
 			if s != 0 || !shards[0].ServeDirect(w, r) {
 				return false
@@ -270,5 +283,34 @@ func shardLedger(t testing.TB, c *agent.Client, s int) []pool.Entry {
 			return all
 		}
 		all = append(all, page...)
+	}
+}
+
+// A device that registered while one shard of a divided pool had no
+// node in charge (the router passed the registration to the others) is
+// unknown to that shard: its first signed request there is refused 401,
+// and the client registers again and asks once more. So a job that
+// sits on that shard is submitted and looked up as on any other.
+func TestRegistersAgainWithAShardThatMissedIt(t *testing.T) {
+	t.Parallel()
+	const k = 2
+	var down atomic.Bool
+	down.Store(true)
+	url, _, _ := startShardedPoolWith(t, k, func(s int) bool { return s == 0 || !down.Load() })
+	sub := newSubmitter(t, url, nil) // shard 1 does not answer its registration
+	down.Store(false)
+	var j *job.Job
+	for i := 0; ; i++ {
+		if j = planJob(t, fmt.Sprintf("missed-%d", i), 4, ""); cluster.ShardOf(j.ID, k) == 1 {
+			break
+		}
+	}
+	ctx := context.Background()
+	if err := sub.c.Submit(ctx, j); err != nil {
+		t.Fatalf("submit a job on the shard that missed the registration: %v", err)
+	}
+	st, err := sub.c.Status(ctx, j.ID)
+	if err != nil || st.Tasks != 4 {
+		t.Fatalf("the job's status: %+v, %v", st, err)
 	}
 }
