@@ -267,7 +267,14 @@ func benchPool(b *testing.B, url string, coordPIDs []int) {
 			tasks++
 		}
 		j := planJob(b, fmt.Sprintf("bench-%d-%d-of-%d", b.N, i+1, jobs), tasks, "")
-		if err := sub.c.Submit(ctx, j); err != nil {
+		// A divided pool's shard may still be changing hands as the
+		// nodes spread them: sent again, as `idlepool submit` does.
+		err := sub.c.Submit(ctx, j)
+		for try := 0; agent.InTakeOver(err) && try < 60; try++ {
+			time.Sleep(agent.TakeOverPoll)
+			err = sub.c.Submit(ctx, j)
+		}
+		if err != nil {
 			b.Fatal(err)
 		}
 		js = append(js, j)
