@@ -23,7 +23,7 @@ import (
 // receipt queries beyond the Scheduler's tail in memory).
 //
 // Keys: "r." and a range number k in decimal holds the CBOR encoding (as
-// the state stream's batches, batchFormat) of
+// the state stream's batches in cbor-v1, batchFormatV1) of
 // the []pool.Entry with Seq k*LedgerRange+1 to (k+1)*LedgerRange; "p.",
 // a peer ID in unpadded base64url, "." and k holds (in decimal) how many
 // of range k's entries name that peer, one key for each peer the range

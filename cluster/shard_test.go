@@ -274,11 +274,11 @@ func TestShardZeroReadsTheStreamBefore(t *testing.T) {
 	h := newHistory()
 	var seq uint64
 	for range 4 {
-		data, err := encodeBatch(h.batch(8))
+		format, data, err := encodeBatch(h.batch(8))
 		if err != nil {
 			t.Fatal(err)
 		}
-		seq = publishBatch(t, js, seq, batchFormat, data)
+		seq = publishBatch(t, js, seq, format, data)
 	}
 	for _, sh := range []Shard{{}, {Index: 0, Count: 4}} {
 		s := openShardStore(t, node, 1, sh)

@@ -35,11 +35,16 @@ const (
 	hdrFmt   = "Idlepool-Format"
 
 	// batchFormat is the encoding of the batches this version writes:
-	// CBOR (RFC 8949) of a pool.Batch, field names as keys, times as RFC
-	// 3339 text with nanoseconds. batchFormatGob, the encoding before it
-	// (one gob stream per message, type descriptions included), is still
-	// read: a stream written by an older node applies.
-	batchFormat    = "cbor-v1"
+	// CBOR (RFC 8949) of a wireBatch (batchwire.go), a pool.Batch with
+	// its records as arrays, their strings and job IDs in tables, a
+	// signed batch's entries as a block. batchFormatV1, CBOR of a
+	// pool.Batch with field names as keys and times as RFC 3339 text, is
+	// written for a batch cbor-v2 cannot hold exactly, and read.
+	// batchFormatGob, the encoding before it (one gob stream per message,
+	// type descriptions included), is still read: a stream written by an
+	// older node applies.
+	batchFormat    = "cbor-v2"
+	batchFormatV1  = "cbor-v1"
 	batchFormatGob = "gob-v1"
 
 	// maxPart is the largest state message body; a larger batch is split
@@ -485,8 +490,8 @@ func (s *Store) catchUp(ctx context.Context) error {
 			}
 			h := m.Headers()
 			format := h.Get(hdrFmt)
-			if format != batchFormat && format != batchFormatGob {
-				return fmt.Errorf("cluster: state message %d has format %q, want %q or %q (written by a newer idlepool?)", seq, format, batchFormat, batchFormatGob)
+			if format != batchFormat && format != batchFormatV1 && format != batchFormatGob {
+				return fmt.Errorf("cluster: state message %d has format %q, want %q, %q or %q (written by a newer idlepool?)", seq, format, batchFormat, batchFormatV1, batchFormatGob)
 			}
 			i, total, err := parsePart(h.Get(hdrPart))
 			if err != nil {
@@ -544,11 +549,11 @@ func (s *Store) Commit(ctx context.Context, b *pool.Batch) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	err := s.mem.CommitThen(ctx, b, func() error {
-		data, err := encodeBatch(b)
+		format, data, err := encodeBatch(b)
 		if err != nil {
 			return fmt.Errorf("cluster: encode batch: %w", err)
 		}
-		last, err := s.append(ctx, data)
+		last, err := s.append(ctx, format, data)
 		if err != nil {
 			return err
 		}
@@ -562,9 +567,9 @@ func (s *Store) Commit(ctx context.Context, b *pool.Batch) error {
 	return err
 }
 
-// append writes data as one batch after s.lastSeq and returns the
-// sequence of its last part.
-func (s *Store) append(ctx context.Context, data []byte) (uint64, error) {
+// append writes data, a batch in format, after s.lastSeq and returns
+// the sequence of its last part.
+func (s *Store) append(ctx context.Context, format string, data []byte) (uint64, error) {
 	sum := sha256.Sum256(data)
 	name := hex.EncodeToString(sum[:16])
 	n := max(1, (len(data)+maxPart-1)/maxPart)
@@ -573,7 +578,7 @@ func (s *Store) append(ctx context.Context, data []byte) (uint64, error) {
 		part := data[i*maxPart : min(len(data), (i+1)*maxPart)]
 		msg := nats.NewMsg(s.subj)
 		msg.Data = part
-		msg.Header.Set(hdrFmt, batchFormat)
+		msg.Header.Set(hdrFmt, format)
 		msg.Header.Set(hdrBatch, name)
 		msg.Header.Set(hdrPart, strconv.Itoa(i+1)+"/"+strconv.Itoa(n))
 		// The ID names this part at this position: a retry of the same
@@ -713,9 +718,18 @@ func parsePart(s string) (i, n int, err error) {
 // The batches' CBOR modes. A batch may hold more items than the
 // decoder's default bounds (a cancelled job's leases, a snapshot's worth
 // of trust records): the stream's own limits bound a message instead.
+// batchEnc writes cbor-v1 (and the ledger's archived ranges); wireEnc
+// writes cbor-v2, floats in their shortest exact form.
 var (
 	batchEnc = func() cbor.EncMode {
 		m, err := cbor.EncOptions{Time: cbor.TimeRFC3339Nano}.EncMode()
+		if err != nil {
+			panic(err)
+		}
+		return m
+	}()
+	wireEnc = func() cbor.EncMode {
+		m, err := cbor.EncOptions{Time: cbor.TimeRFC3339Nano, ShortestFloat: cbor.ShortestFloat16}.EncMode()
 		if err != nil {
 			panic(err)
 		}
@@ -730,25 +744,43 @@ var (
 	}()
 )
 
-// encodeBatch encodes b in batchFormat.
-func encodeBatch(b *pool.Batch) ([]byte, error) {
-	return batchEnc.Marshal(b)
+// encodeBatch encodes b in batchFormat, or in batchFormatV1 when
+// batchFormat cannot hold it exactly (toWire), and returns which.
+func encodeBatch(b *pool.Batch) (format string, data []byte, err error) {
+	if w, ok := toWire(b); ok {
+		data, err = wireEnc.Marshal(w)
+		return batchFormat, data, err
+	}
+	data, err = batchEnc.Marshal(b)
+	return batchFormatV1, data, err
 }
 
-// decodeBatch decodes a batch written in format (batchFormat or
-// batchFormatGob).
+// decodeBatch decodes a batch written in format (batchFormat,
+// batchFormatV1 or batchFormatGob).
 func decodeBatch(format string, data []byte) (*pool.Batch, error) {
-	var b pool.Batch
-	var err error
-	if format == batchFormatGob {
-		err = gob.NewDecoder(bytes.NewReader(data)).Decode(&b)
-	} else {
-		err = batchDec.Unmarshal(data, &b)
+	var (
+		b   *pool.Batch
+		err error
+	)
+	switch format {
+	case batchFormatGob:
+		b = new(pool.Batch)
+		err = gob.NewDecoder(bytes.NewReader(data)).Decode(b)
+	case batchFormatV1:
+		b = new(pool.Batch)
+		err = batchDec.Unmarshal(data, b)
+	case batchFormat:
+		var w wireBatch
+		if err = batchDec.Unmarshal(data, &w); err == nil {
+			b, err = fromWire(&w)
+		}
+	default:
+		err = errors.New("unknown format")
 	}
 	if err != nil {
 		return nil, fmt.Errorf("decode batch (%s): %w", format, err)
 	}
-	return &b, nil
+	return b, nil
 }
 
 var _ pool.ReplicaArchive = (*Store)(nil)

@@ -1,9 +1,11 @@
 package pool
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"math/bits"
+	"slices"
 
 	"idlepool/job"
 )
@@ -224,4 +226,30 @@ func (t *TreeProof) UnmarshalBinary(b []byte) error {
 	}
 	*t = TreeProof{Size: size, Index: index, Path: path}
 	return nil
+}
+
+// WholeBatch returns how many of entries, from the first, are one whole
+// batch as SignBatch signs it: leaves 0 to Size-1 of one tree in
+// order, with one non-empty signature and exactly the inclusion proofs
+// that TreeProofs rebuilds from their hashes (hashes[i] is entries[i]'s
+// Hash), so that a store that keeps the signature once and rebuilds the
+// proofs when it reads gives back the same entries. It returns 0 when
+// they do not start such a batch: a store then keeps each entry's
+// signature and proof with it. The SQLite store's ledger blocks and the
+// cluster's state batches are kept so.
+func WholeBatch(entries []Entry, hashes []job.Digest) int {
+	t := entries[0].Tree
+	if t == nil || t.Index != 0 || t.Size == 0 || t.Size > uint64(len(entries)) || len(entries[0].Sig) == 0 {
+		return 0
+	}
+	n := int(t.Size)
+	proofs := TreeProofs(hashes[:n])
+	for i := range n {
+		e := entries[i]
+		if e.Tree == nil || e.Tree.Size != t.Size || e.Tree.Index != uint64(i) || !bytes.Equal(e.Sig, entries[0].Sig) ||
+			!slices.Equal(e.Tree.Path, proofs[i].Path) || (e.Tree.Path == nil) != (proofs[i].Path == nil) {
+			return 0
+		}
+	}
+	return n
 }

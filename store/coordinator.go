@@ -1,13 +1,11 @@
 package store
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -277,7 +275,7 @@ func (d *DB) Commit(ctx context.Context, b *pool.Batch) (err error) {
 			last, prev = int64(e.Seq), hashes[i]
 		}
 		for i := 0; i < len(b.Entries); {
-			if n := wholeBatch(b.Entries[i:], hashes[i:]); n > 0 && n <= maxBlock {
+			if n := pool.WholeBatch(b.Entries[i:], hashes[i:]); n > 0 && n <= maxBlock {
 				// One row for the batch (migrations/coordinator/0010).
 				bp, err := insertBlock(exec, b.Entries[i:i+n], hashes[i+n-1])
 				if err != nil {
@@ -387,30 +385,6 @@ func insertEntry(exec func(string, ...any) (int64, error), e *pool.Entry, h job.
 	_, err := exec("entry", int64(e.Seq), e.Prev[:], h[:], e.Kind, e.Pool, e.Job[:], e.Task,
 		e.Peer, e.Owner, e.Lease, e.Digest[:], e.Cost, int64(e.Work), e.Time, e.Reason, sig, tree)
 	return err
-}
-
-// wholeBatch returns how many of entries, from the first, are one whole
-// batch as pool.SignBatch signs it: leaves 0 to Size-1 of one tree in
-// order, with one non-empty signature and exactly the inclusion proofs
-// that pool.TreeProofs rebuilds from their hashes (so storing the
-// signature once and rebuilding the proofs when read gives back the same
-// entries). It returns 0 when they do not start such a batch; such
-// entries keep their signature and proof in their own rows.
-func wholeBatch(entries []pool.Entry, hashes []job.Digest) int {
-	t := entries[0].Tree
-	if t == nil || t.Index != 0 || t.Size == 0 || t.Size > uint64(len(entries)) || len(entries[0].Sig) == 0 {
-		return 0
-	}
-	n := int(t.Size)
-	proofs := pool.TreeProofs(hashes[:n])
-	for i := range n {
-		e := entries[i]
-		if e.Tree == nil || e.Tree.Size != t.Size || e.Tree.Index != uint64(i) || !bytes.Equal(e.Sig, entries[0].Sig) ||
-			!slices.Equal(e.Tree.Path, proofs[i].Path) || (e.Tree.Path == nil) != (proofs[i].Path == nil) {
-			return 0
-		}
-	}
-	return n
 }
 
 // Load reads everything committed (see pool.Snapshot).
