@@ -160,33 +160,36 @@ func wireDigest(d job.Digest) []byte {
 	return d[:]
 }
 
-// wireWriter builds a wireBatch's tables.
+// table numbers the distinct values it is given, in the order first
+// given: a wireBatch's table of strings or of job IDs.
+type table[K comparable] struct {
+	index  map[K]uint32
+	values []K
+}
+
+func (t *table[K]) of(v K) uint32 {
+	i, found := t.index[v]
+	if !found {
+		if t.index == nil {
+			t.index = map[K]uint32{}
+		}
+		i = uint32(len(t.values))
+		t.index[v] = i
+		t.values = append(t.values, v)
+	}
+	return i
+}
+
+// wireWriter builds a wireBatch and its tables.
 type wireWriter struct {
 	w       wireBatch
-	strings map[string]uint32
-	jobs    map[job.ID]uint32
+	strings table[string]
+	jobs    table[job.ID]
 	ok      bool // every time so far is representable
 }
 
-func (ww *wireWriter) str(s string) uint32 {
-	i, found := ww.strings[s]
-	if !found {
-		i = uint32(len(ww.w.Strings))
-		ww.strings[s] = i
-		ww.w.Strings = append(ww.w.Strings, s)
-	}
-	return i
-}
-
-func (ww *wireWriter) job(id job.ID) uint32 {
-	i, found := ww.jobs[id]
-	if !found {
-		i = uint32(len(ww.w.Jobs))
-		ww.jobs[id] = i
-		ww.w.Jobs = append(ww.w.Jobs, id)
-	}
-	return i
-}
+func (ww *wireWriter) str(s string) uint32  { return ww.strings.of(s) }
+func (ww *wireWriter) job(id job.ID) uint32 { return ww.jobs.of(id) }
 
 func (ww *wireWriter) time(t time.Time) int64 {
 	n, ok := wireTime(t)
@@ -197,7 +200,7 @@ func (ww *wireWriter) time(t time.Time) int64 {
 // toWire returns b in cbor-v2's form; ok is false when that form cannot
 // hold b exactly (then b is written in cbor-v1).
 func toWire(b *pool.Batch) (w *wireBatch, ok bool) {
-	ww := &wireWriter{strings: map[string]uint32{}, jobs: map[job.ID]uint32{}, ok: true}
+	ww := &wireWriter{ok: true}
 	ww.w.Peers, ww.w.JobRecs, ww.w.Acks, ww.w.Cancels, ww.w.Trust = b.Peers, b.Jobs, b.Acks, b.Cancels, b.Trust
 	if len(b.Replicas) > 0 {
 		ww.w.Replicas = make([]wireReplica, len(b.Replicas))
@@ -225,6 +228,7 @@ func toWire(b *pool.Batch) (w *wireBatch, ok bool) {
 			Status: ww.str(o.Status), Result: o.Result, Reason: ww.str(o.Reason), Ref: o.Ref, Holders: holders, Work: o.Work}
 	}
 	ww.ledger(b.Entries)
+	ww.w.Strings, ww.w.Jobs = ww.strings.values, ww.jobs.values
 	return &ww.w, ww.ok
 }
 
