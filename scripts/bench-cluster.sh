@@ -115,12 +115,20 @@ for setup in ${SETUPS:-1 3 3cold 3cold-jobs 3shards 5shards}; do
   esac
   if [ "$shards" -gt 1 ]; then
     # Wait until each node leads one shard (the first node up leads all
-    # of them until the others are live, then hands them over).
+    # of them until the others are live, then hands them over): the
+    # nodes named as the shards' leaders, not the other nodes a shard's
+    # entry names (its stream's replicas).
+    spread=0
     for _ in $(seq 600); do
-      spread=$(curl -s "${urls[0]}/v1/cluster" | grep -o '"shards":\[.*\]' | grep -o '"node":"node[0-9]"' | sort -u | wc -l || true)
+      spread=$(curl -s "${urls[0]}/v1/cluster" | grep -o '"shard":[0-9]*,"leader":{"node":"[^"]*"' | cut -d'"' -f8 | sort -u | grep -c . || true)
       [ "$spread" = "$n" ] && break
       sleep 0.1
     done
+    if [ "$spread" != "$n" ]; then
+      echo "bench-cluster: $label: the shards did not spread over the $n nodes within 60 s" >&2
+      stop_all
+      continue
+    fi
   fi
   bench "$label" "$list" "$plist"
   if [ "$shards" -gt 1 ]; then
