@@ -89,6 +89,8 @@ type Client struct {
 	// (Register), sent again once when a signed request is refused 401
 	// (answer): the pool does not know this device there.
 	registration atomic.Pointer[[]byte]
+	// takeOver is WaitOutTakeOvers' setting (nil: none).
+	takeOver atomic.Pointer[takeOverWait]
 
 	// inCharge caches which known node the last InChargeHeader named
 	// (preferInCharge); given is how many of the nodes NewClient was
@@ -405,7 +407,44 @@ type payload struct {
 // A request refused for its timestamp (ErrClockSkew) is signed again and
 // sent once more when the answer changed the measured clock offset.
 func (c *Client) send(ctx context.Context, method, path string, query url.Values, body payload, sign bool) (*http.Response, error) {
-	return c.sendTry(ctx, method, path, query, body, sign, false)
+	resp, err := c.sendTry(ctx, method, path, query, body, sign, false)
+	w := c.takeOver.Load()
+	if w == nil || !InTakeOver(err) {
+		return resp, err
+	}
+	deadline := time.Now().Add(w.max)
+	for InTakeOver(err) && time.Until(deadline) > 0 && rewind(body.r) {
+		if w.note != nil {
+			w.note(err)
+		}
+		if serr := sleep(ctx, min(TakeOverPoll, time.Until(deadline))); serr != nil {
+			return nil, serr
+		}
+		resp, err = c.sendTry(ctx, method, path, query, body, sign, false)
+	}
+	return resp, err
+}
+
+// takeOverWait is how long a request waits out a take-over, and whom it
+// tells (WaitOutTakeOvers).
+type takeOverWait struct {
+	max  time.Duration
+	note func(error)
+}
+
+// WaitOutTakeOvers makes a request that a clustered pool answers 503
+// no_leader (InTakeOver: no node is in charge of what it asks about, as
+// for the seconds a take-over lasts) be sent again every TakeOverPoll,
+// for up to max in all, rather than fail at once; note, when not nil, is
+// told of each such answer before the wait. A command line's requests
+// wait so; an agent's own loops retry by themselves. max <= 0 turns it
+// off (the default).
+func (c *Client) WaitOutTakeOvers(max time.Duration, note func(err error)) {
+	if max <= 0 {
+		c.takeOver.Store(nil)
+		return
+	}
+	c.takeOver.Store(&takeOverWait{max: max, note: note})
 }
 
 // sendTry is send; retried is set on the second try.

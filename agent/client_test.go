@@ -14,6 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -522,5 +523,62 @@ func TestHTMLAnswerIsNoCoordinator(t *testing.T) {
 	_, err = c.Pool(t.Context())
 	if !errors.Is(err, agent.ErrNotFound) || errors.Is(err, agent.ErrNotCoordinator) {
 		t.Errorf("plain-text 404: error %v, want ErrNotFound and not ErrNotCoordinator", err)
+	}
+}
+
+// A client told to wait out take-overs sends a request again while the
+// pool answers 503 no_leader, body and signature included, and returns
+// the answer that follows; told nothing, or past its wait, it returns
+// the no_leader answer.
+func TestClientWaitsOutTakeOvers(t *testing.T) {
+	t.Parallel()
+	co := startCoordinator(t, t.TempDir(), "127.0.0.1:0")
+	pass := co.proxy(t)
+	var refuse atomic.Int64 // how many requests the "take-over" refuses yet
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if refuse.Add(-1) >= 0 {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintf(w, `{"error":"no coordinator is in charge of shard 1 right now","code":%q}`, coord.CodeNoLeader)
+			return
+		}
+		pass.ServeHTTP(w, r)
+	}))
+	defer front.Close()
+	ctx := context.Background()
+	dev := newDevice(t, nil)
+	c, err := agent.NewClient(front.URL, dev.key, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var notes atomic.Int64
+	c.WaitOutTakeOvers(time.Hour, func(err error) {
+		if !agent.InTakeOver(err) {
+			t.Errorf("told of %v, not of a take-over", err)
+		}
+		notes.Add(1)
+	})
+	refuse.Store(2)
+	if _, err := c.Register(ctx, dev.owner, "cli", ""); err != nil {
+		t.Fatalf("register through a take-over: %v", err)
+	}
+	refuse.Store(3)
+	if _, err := c.Jobs(ctx); err != nil {
+		t.Fatalf("list jobs through a take-over: %v", err)
+	}
+	if n := notes.Load(); n != 5 {
+		t.Errorf("told of %d take-over answers, want 5", n)
+	}
+
+	// Not told to wait, or past the wait: the no_leader answer.
+	c.WaitOutTakeOvers(0, nil)
+	refuse.Store(1)
+	if _, err := c.Jobs(ctx); !agent.InTakeOver(err) {
+		t.Errorf("list jobs with no wait: %v, want the no_leader answer", err)
+	}
+	c.WaitOutTakeOvers(time.Millisecond, nil)
+	refuse.Store(1 << 30)
+	if _, err := c.Jobs(ctx); !agent.InTakeOver(err) {
+		t.Errorf("list jobs past the wait: %v, want the no_leader answer", err)
 	}
 }
