@@ -358,6 +358,9 @@ func poolError(err error, url string, dirs home.Dirs) error {
 		return &userError{Msg: err.Error(), Hint: "if the pool was set up anew on purpose, delete " + agent.PinFile(dirs.Config, url) + "; otherwise someone else answers at that address", Cause: err}
 	case errors.Is(err, agent.ErrNotCoordinator) && !errors.Is(err, agent.ErrUnavailable):
 		return &userError{Msg: err.Error(), Hint: "check the pool URL: it is the address `idlepool serve` printed, such as http://10.0.0.5:7420", Cause: err}
+	case agent.InTakeOver(err):
+		return &userError{Msg: fmt.Sprintf("the pool at %s has no node in charge of part of its work: %v", url, err),
+			Hint: "another node takes over a stopped node's work within seconds: try again; if this lasts, fewer than a majority of the pool's nodes may be up (docs/operator.md, \"When a node dies\")", Cause: err}
 	case errors.Is(err, agent.ErrUnavailable):
 		return &userError{Msg: fmt.Sprintf("cannot reach the pool at %s: %v", url, err), Hint: "check the URL, and that `idlepool serve` runs there", Cause: err}
 	case errors.Is(err, agent.ErrForbidden):

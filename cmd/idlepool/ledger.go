@@ -51,6 +51,7 @@ func cmdLedger(ctx context.Context, g *globals, args []string) error {
 		if err != nil {
 			return poolError(err, src, dirs)
 		}
+		waitOutTakeOvers(g, c, src)
 		info, err := agent.PoolKey(ctx, c, dirs.Config)
 		if err != nil {
 			return poolError(err, src, dirs)

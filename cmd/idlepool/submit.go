@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"idlepool/agent"
@@ -220,6 +221,24 @@ func (pc *poolConn) untilAnswered(ctx context.Context, g *globals, try func() er
 	}
 }
 
+// takeOverWait is how long a command's request waits for a clustered
+// pool's node to take charge of what it asks about (503 no_leader): a
+// take-over after a node's death measures 4 to 9 s (docs/benchmarks.md).
+const takeOverWait = 30 * time.Second
+
+// waitOutTakeOvers makes c's requests wait out a clustered pool's
+// take-over (agent.Client.WaitOutTakeOvers) for up to takeOverWait each,
+// saying so on stderr once per command.
+func waitOutTakeOvers(g *globals, c *agent.Client, url string) {
+	var said atomic.Bool
+	c.WaitOutTakeOvers(takeOverWait, func(err error) {
+		if said.CompareAndSwap(false, true) {
+			fmt.Fprintf(g.stderr, "idlepool: the pool at %s has no node in charge of part of its work right now (%s); waiting up to %s for one to take charge…\n",
+				url, agent.UnansweredWords(err), takeOverWait)
+		}
+	})
+}
+
 // The backoff of connect: the first wait, doubling up to the longest.
 const (
 	connectBackoffBase = time.Second
@@ -249,6 +268,7 @@ func (pc *poolConn) connectOnce(ctx context.Context, g *globals) (*session, erro
 	if err != nil {
 		return nil, poolError(err, pc.url, dirs)
 	}
+	waitOutTakeOvers(g, c, pc.url)
 	c.UseOwnerProfile(dirs, g.logger())
 	info, err := agent.PoolKey(ctx, c, dirs.Config)
 	if err != nil {
