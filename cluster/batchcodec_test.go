@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fxamacker/cbor/v2"
 	"github.com/google/go-cmp/cmp"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -392,5 +393,55 @@ func BenchmarkBatchFormat(b *testing.B) {
 				b.ReportMetric(float64(size)/float64(b.N*per), "bytes/task")
 			})
 		}
+	}
+}
+
+// A ledger range is archived in cbor-v2's form (tagged), in under a
+// third of cbor-v1's bytes, and reads back exactly whether it starts and
+// ends at a signed batch's edges or inside one; a range an older version
+// wrote (cbor-v1) still reads, and a value under another tag is refused.
+func TestLedgerRangeFormat(t *testing.T) {
+	h := newHistory()
+	_, priv, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.sign = func(b []byte) []byte { return ed25519.Sign(priv, b) }
+	h.batch(37)
+	var es []pool.Entry
+	for len(es) < 2*LedgerRange {
+		es = append(es, h.batch(37).Entries...) // 74 entries signed together
+	}
+	for _, start := range []int{0, 5, 74} {
+		r := es[start : start+LedgerRange]
+		data, err := encodeRange(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := decodeRange(data)
+		if err != nil {
+			t.Fatalf("range from entry %d: %v", r[0].Seq, err)
+		}
+		if d := cmp.Diff(r, got); d != "" {
+			t.Fatalf("range from entry %d changed (-written +read):\n%s", r[0].Seq, d)
+		}
+		old, err := batchEnc.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if 3*len(data) > len(old) {
+			t.Errorf("range from entry %d: %d bytes, cbor-v1 %d: more than a third", r[0].Seq, len(data), len(old))
+		}
+		t.Logf("range from entry %d: %d bytes, cbor-v1 %d", r[0].Seq, len(data), len(old))
+		if got, err := decodeRange(old); err != nil || !cmp.Equal(r, got) {
+			t.Fatalf("range from entry %d in cbor-v1 reads as %d entries: %v", r[0].Seq, len(got), err)
+		}
+	}
+	other, err := wireEnc.Marshal(cbor.Tag{Number: 7, Content: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := decodeRange(other); err == nil || !strings.Contains(err.Error(), "tag 7") {
+		t.Fatalf("a range under tag 7: %v", err)
 	}
 }

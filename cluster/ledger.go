@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fxamacker/cbor/v2"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"idlepool/pool"
@@ -22,9 +23,10 @@ import (
 // snapshots, and Store.Entries reads them from here (ledger verify,
 // receipt queries beyond the Scheduler's tail in memory).
 //
-// Keys: "r." and a range number k in decimal holds the CBOR encoding (as
-// the state stream's batches in cbor-v1, batchFormatV1) of
-// the []pool.Entry with Seq k*LedgerRange+1 to (k+1)*LedgerRange; "p.",
+// Keys: "r." and a range number k in decimal holds the entries with Seq
+// k*LedgerRange+1 to (k+1)*LedgerRange (encodeRange: as the state
+// stream's batches in cbor-v2, or, written by an older version, the
+// CBOR of the []pool.Entry as in cbor-v1); "p.",
 // a peer ID in unpadded base64url, "." and k holds (in decimal) how many
 // of range k's entries name that peer, one key for each peer the range
 // names: the per-device index a receipt query lists instead of reading
@@ -110,7 +112,7 @@ func (a *ledgerArchive) put(ctx context.Context, es []pool.Entry, timeout time.D
 			r := es[:LedgerRange]
 			es = es[LedgerRange:]
 			k := (r[0].Seq - 1) / LedgerRange
-			data, err := batchEnc.Marshal(r)
+			data, err := encodeRange(r)
 			if err != nil {
 				return fmt.Errorf("cluster: encode ledger range %d: %w", k, err)
 			}
@@ -164,8 +166,8 @@ func (a *ledgerArchive) getRange(ctx context.Context, k uint64) ([]pool.Entry, e
 	if err != nil {
 		return nil, fmt.Errorf("cluster: read ledger range %d: %w", k, unavailable(err))
 	}
-	var es []pool.Entry
-	if err := batchDec.Unmarshal(e.Value(), &es); err != nil {
+	es, err := decodeRange(e.Value())
+	if err != nil {
 		return nil, fmt.Errorf("cluster: decode ledger range %d: %w", k, err)
 	}
 	if len(es) != LedgerRange || es[0].Seq != k*LedgerRange+1 {
@@ -274,4 +276,51 @@ func (a *ledgerArchive) setMark(ctx context.Context, seq uint64) error {
 		return fmt.Errorf("cluster: set the ledger archive's mark to %d: %w", seq, unavailable(err))
 	}
 	return nil
+}
+
+// rangeTag is the CBOR tag (RFC 8949 section 3.4, from the range any
+// application may use) of a ledger range written as a wireBatch that
+// holds only its entries; a range without it is the []pool.Entry that
+// versions before wrote (cbor-v1).
+const rangeTag = 0x6c656432 // "led2"
+
+// encodeRange encodes a range of entries as cbor-v2 does a batch's
+// (signed batches as blocks, strings and job IDs in tables), tagged
+// rangeTag: about a quarter of the bytes of cbor-v1.
+func encodeRange(r []pool.Entry) ([]byte, error) {
+	w, ok := toWire(&pool.Batch{Entries: r})
+	if !ok { // entries hold no time.Time: cannot happen
+		return batchEnc.Marshal(r)
+	}
+	return wireEnc.Marshal(cbor.Tag{Number: rangeTag, Content: w})
+}
+
+// decodeRange decodes a range encodeRange wrote, or one in cbor-v1.
+func decodeRange(data []byte) ([]pool.Entry, error) {
+	if len(data) == 0 || data[0]>>5 != 6 { // not a tag: cbor-v1
+		var es []pool.Entry
+		if err := batchDec.Unmarshal(data, &es); err != nil {
+			return nil, err
+		}
+		return es, nil
+	}
+	var t cbor.RawTag
+	if err := batchDec.Unmarshal(data, &t); err != nil {
+		return nil, err
+	}
+	if t.Number != rangeTag {
+		return nil, fmt.Errorf("tag %d, want %d (written by a newer idlepool?)", t.Number, uint64(rangeTag))
+	}
+	var w wireBatch
+	if err := batchDec.Unmarshal(t.Content, &w); err != nil {
+		return nil, err
+	}
+	b, err := fromWire(&w)
+	if err != nil {
+		return nil, err
+	}
+	if len(b.Peers)+len(b.Jobs)+len(b.Replicas)+len(b.Outcomes)+len(b.Acks)+len(b.Cancels)+len(b.Trust) > 0 {
+		return nil, errors.New("a ledger range holds other records than entries")
+	}
+	return b.Entries, nil
 }
