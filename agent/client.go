@@ -899,12 +899,24 @@ func (c *Client) registerJob(ctx context.Context, req api.JobRequest) (created b
 	return status == http.StatusCreated, err
 }
 
+// submitTries is how many times Submit registers a job whose files the
+// pool says it lacks, uploading them between tries; from the second
+// upload on it first waits submitLag more each time (0.25, 0.5, ... s:
+// 2.5 s in all).
+const (
+	submitTries = 6
+	submitLag   = 250 * time.Millisecond
+)
+
 // Submit makes the pool know job j: it registers the job, uploads the
 // files the pool reports missing (program and inputs, by digest; nothing
 // already there is sent again) and registers it again, with its known
 // answers when it has some ([verify] known_answers: uploaded like a file,
 // kept by the pool and never served). The submitting device becomes the
-// job's merger. Submitting a known job is harmless.
+// job's merger. Submitting a known job is harmless. A pool that still
+// says the files are missing once they were uploaded (a divided pool's
+// shard that changed hands a moment ago) is asked again a few times, a
+// moment apart (submitTries).
 func (c *Client) Submit(ctx context.Context, j *job.Job) error {
 	req := api.JobRequest{Canonical: j.Canonical, FetchesKept: c.refs(ctx)}
 	if j.HasKnownAnswers() {
@@ -914,8 +926,17 @@ func (c *Client) Submit(ctx context.Context, j *job.Job) error {
 	for try := 0; ; try++ {
 		_, err := c.registerJob(ctx, req)
 		var ae *APIError
-		if !errors.As(err, &ae) || ae.Status != http.StatusConflict || len(ae.Missing) == 0 || try == 2 {
+		if !errors.As(err, &ae) || ae.Status != http.StatusConflict || len(ae.Missing) == 0 || try == submitTries-1 {
 			return err
+		}
+		if try > 0 {
+			// Its files were uploaded already: the node of a divided
+			// pool's shard that changed hands a moment ago may not see
+			// the pool's copy of them yet. Asked again after a moment
+			// (and the files sent again: stored once).
+			if err := sleep(ctx, time.Duration(try)*submitLag); err != nil {
+				return err
+			}
 		}
 		files := map[job.Digest]string{j.Program.SHA256: j.Program.Path}
 		for _, ref := range j.Inputs {

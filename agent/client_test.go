@@ -582,3 +582,36 @@ func TestClientWaitsOutTakeOvers(t *testing.T) {
 		t.Errorf("list jobs past the wait: %v, want the no_leader answer", err)
 	}
 }
+
+// A pool that still says a job's files are missing after they were
+// uploaded (a divided pool's shard that changed hands a moment ago does
+// not see the pool's copy of them yet) is asked again a moment later,
+// and the job is submitted once it sees them.
+func TestSubmitWaitsForUploadedFiles(t *testing.T) {
+	t.Parallel()
+	co := startCoordinator(t, t.TempDir(), "127.0.0.1:0")
+	pass := co.proxy(t)
+	j := planJob(t, "lagging-files", 3, "")
+	var refused atomic.Int64
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.URL.Path == "/v1/jobs" && refused.Add(1) <= 4 {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusConflict)
+			fmt.Fprintf(w, `{"error":"the job names 1 file(s) the pool does not have","code":"missing_files","missing":[%q]}`, j.Program.SHA256.String())
+			return
+		}
+		pass.ServeHTTP(w, r)
+	}))
+	defer front.Close()
+	sub := newSubmitter(t, front.URL, nil)
+	ctx := context.Background()
+	if err := sub.c.Submit(ctx, j); err != nil {
+		t.Fatalf("submit while the pool's node does not see the uploaded files yet: %v", err)
+	}
+	if n := refused.Load(); n != 5 {
+		t.Errorf("%d registrations, want 5 (4 refused)", n)
+	}
+	if st, err := sub.c.Status(ctx, j.ID); err != nil || st.Tasks != 3 {
+		t.Fatalf("the job's status: %+v, %v", st, err)
+	}
+}
