@@ -51,7 +51,7 @@ func cmdLedger(ctx context.Context, g *globals, args []string) error {
 		if err != nil {
 			return poolError(err, src, dirs)
 		}
-		waitOutTakeOvers(g, c, src)
+		waitOutTakeOvers(g, c, src, takeOverWait)
 		info, err := agent.PoolKey(ctx, c, dirs.Config)
 		if err != nil {
 			return poolError(err, src, dirs)

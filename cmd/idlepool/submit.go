@@ -227,14 +227,15 @@ func (pc *poolConn) untilAnswered(ctx context.Context, g *globals, try func() er
 const takeOverWait = 30 * time.Second
 
 // waitOutTakeOvers makes c's requests wait out a clustered pool's
-// take-over (agent.Client.WaitOutTakeOvers) for up to takeOverWait each,
-// saying so on stderr once per command.
-func waitOutTakeOvers(g *globals, c *agent.Client, url string) {
+// take-over (agent.Client.WaitOutTakeOvers) for up to max each (a
+// command's --wait where it has one, else takeOverWait), saying so on
+// stderr once per command.
+func waitOutTakeOvers(g *globals, c *agent.Client, url string, max time.Duration) {
 	var said atomic.Bool
-	c.WaitOutTakeOvers(takeOverWait, func(err error) {
+	c.WaitOutTakeOvers(max, func(err error) {
 		if said.CompareAndSwap(false, true) {
 			fmt.Fprintf(g.stderr, "idlepool: the pool at %s has no node in charge of part of its work right now (%s); waiting up to %s for one to take charge…\n",
-				url, agent.UnansweredWords(err), takeOverWait)
+				url, agent.UnansweredWords(err), max)
 		}
 	})
 }
@@ -268,7 +269,7 @@ func (pc *poolConn) connectOnce(ctx context.Context, g *globals) (*session, erro
 	if err != nil {
 		return nil, poolError(err, pc.url, dirs)
 	}
-	waitOutTakeOvers(g, c, pc.url)
+	waitOutTakeOvers(g, c, pc.url, max(takeOverWait, pc.wait))
 	c.UseOwnerProfile(dirs, g.logger())
 	info, err := agent.PoolKey(ctx, c, dirs.Config)
 	if err != nil {
