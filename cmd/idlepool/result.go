@@ -33,7 +33,7 @@ func cmdResult(ctx context.Context, g *globals, args []string) error {
 		}
 		return poolError(err, pc.url, s.dirs)
 	}
-	return followJob(ctx, g, s, j, *asJSON, seedJob(ctx, g, s, j))
+	return followJob(ctx, g, "idlepool result", s, j, *asJSON, seedJob(ctx, g, s, j))
 }
 
 // connectJob checks that pos is exactly one job ID, or the first hex

@@ -116,7 +116,7 @@ func cmdSubmit(ctx context.Context, g *globals, args []string) error {
 		fmt.Fprintln(g.stdout, j.ID)
 		return nil
 	}
-	return followJob(ctx, g, s, j, *asJSON, seeder)
+	return followJob(ctx, g, "idlepool submit --follow", s, j, *asJSON, seeder)
 }
 
 // poolConn holds what the flags --pool, --invite and --owner-key say,
@@ -281,6 +281,36 @@ func (pc *poolConn) connectOnce(ctx context.Context, g *globals) (*session, erro
 	return &session{c: c, dirs: dirs, pool: info.Pool}, nil
 }
 
+// lockMerge takes the lock of job j's merge on this device (a file in
+// the data directory's merge-locks, apart from the merge directories),
+// so that two processes of one home (a
+// `submit --follow` and a `result`) never merge the same job at once:
+// both would append to its journal, and the pool answers the slower one
+// 409, its results acknowledged by the other. The lock is a no-op where
+// the system has no file locks.
+func lockMerge(s *session, j *job.Job, command string) (interface{ Release() error }, error) {
+	dir := filepath.Join(s.dirs.Data, "merge-locks")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	l, err := home.Acquire(filepath.Join(dir, j.ID.String()+".lock"), command)
+	switch {
+	case errors.Is(err, errors.ErrUnsupported):
+		return noLock{}, nil
+	case errors.Is(err, home.ErrLocked):
+		return nil, &userError{Msg: fmt.Sprintf("job %s is being merged on this device already: %v", j.ID.String()[:12], err),
+			Hint: fmt.Sprintf("wait for it to finish, or stop it; then 'idlepool result %s --pool %s' prints the result", j.ID.String()[:12], s.c.URL()), Cause: err}
+	case err != nil:
+		return nil, err
+	}
+	return l, nil
+}
+
+// noLock is lockMerge's lock where the system has none.
+type noLock struct{}
+
+func (noLock) Release() error { return nil }
+
 // mergeDir is where this device merges job j (journal and outputs).
 func mergeDir(s *session, j *job.Job) string {
 	return filepath.Join(s.dirs.Data, "merges", j.ID.String())
@@ -346,9 +376,16 @@ func seedJob(ctx context.Context, g *globals, s *session, j *job.Job) *agent.See
 // followJob merges job j's verified results as they arrive (the device
 // must be the job's merger), showing progress like `run`, and prints the
 // result like `run` does. seeder offers the job's files meanwhile (nil:
-// none, see seedJob); followJob stops it.
-func followJob(ctx context.Context, g *globals, s *session, j *job.Job, asJSON bool, seeder *agent.Seeder) error {
+// none, see seedJob); followJob stops it. It holds the job's merge lock
+// (lockMerge) meanwhile, recording command as its holder.
+func followJob(ctx context.Context, g *globals, command string, s *session, j *job.Job, asJSON bool, seeder *agent.Seeder) error {
 	m := j.Manifest
+	lock, err := lockMerge(s, j, command)
+	if err != nil {
+		seeder.Stop()
+		return err
+	}
+	defer lock.Release()
 	prog := &progressPrinter{w: g.stderr, tty: isTerminal(g.stderr)}
 	cfg := agent.FollowConfig{
 		Dir:      mergeDir(s, j),

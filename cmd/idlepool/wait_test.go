@@ -1,17 +1,21 @@
 package main
 
 import (
+	"errors"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	neturl "net/url"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"idlepool/home"
 )
 
 // freeAddr returns a loopback address where nothing listens (a port the
@@ -154,5 +158,38 @@ func TestSubmitRetriesAMomentaryRefusal(t *testing.T) {
 	jobs := idlepool(t, home, "jobs", "--pool", url)
 	if jobs.code != 0 || len(regexp.MustCompile(`(?m)^\S+\s+pi\s`).FindAllString(jobs.stdout, -1)) != 1 {
 		t.Errorf("jobs after the retried submit: exit %d\n%s\n%s", jobs.code, jobs.stdout, jobs.stderr)
+	}
+}
+
+// A job that a process of this device merges already (submit --follow,
+// or result, holding its merge lock) is not merged by a second one: it
+// would append to the same journal, and the pool would answer one of
+// them 409. The second says who merges it and what to do, and leaves
+// the journal alone.
+func TestResultRefusesASecondMerge(t *testing.T) {
+	m := writeManifest(t, "pi", piManifest(2, 1000))
+	_, url := startServe(t, t.TempDir(), "127.0.0.1:0")
+	owner := t.TempDir()
+	sub := idlepool(t, owner, "submit", m, "--pool", url)
+	if sub.code != 0 || !jobIDLine.MatchString(sub.stdout) {
+		t.Fatalf("submit: exit %d, stdout %q, stderr:\n%s", sub.code, sub.stdout, sub.stderr)
+	}
+	id := strings.TrimSpace(sub.stdout)
+	locks := filepath.Join(owner, "data", "merge-locks")
+	if err := os.MkdirAll(locks, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	lock, err := home.Acquire(filepath.Join(locks, id+".lock"), "idlepool submit --follow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Release()
+	out := idlepool(t, owner, "result", id[:12], "--pool", url)
+	if out.code != 1 || !strings.Contains(out.stderr, "is being merged on this device already") ||
+		!strings.Contains(out.stderr, "idlepool submit --follow, PID") || !strings.Contains(out.stderr, "idlepool result "+id[:12]) {
+		t.Fatalf("result while another process merges the job: exit %d\n%s", out.code, out.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(owner, "data", "merges", id)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the refused result touched the job's merge directory: %v", err)
 	}
 }
