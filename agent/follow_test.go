@@ -17,6 +17,7 @@ import (
 
 	"idlepool/agent"
 	"idlepool/idle"
+	"idlepool/job"
 )
 
 // TestFollowSaysWhatThePoolDoes: while no result comes, Follow reports
@@ -115,15 +116,7 @@ func TestFollowSaysWhenThePoolIsAway(t *testing.T) {
 		t.Fatal(err)
 	}
 	notices := make(chan string, 16)
-	done := make(chan error, 1)
-	go func() {
-		_, err := agent.Follow(ctx, sub.c, j, agent.FollowConfig{
-			Dir: filepath.Join(sub.dev.dirs.Data, "merges", j.ID.String()), Poll: 10 * time.Millisecond,
-			StatusPoll: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond, Logger: quietLogger(t), Now: clock,
-			Notice: func(msg string) { notices <- msg },
-		})
-		done <- err
-	}()
+	done := followFast(ctx, t, sub, j, agent.FollowConfig{Now: clock, Notice: func(msg string) { notices <- msg }})
 	wait := func(want string) {
 		t.Helper()
 		select {
@@ -194,20 +187,12 @@ func TestFollowWaitsOutALull(t *testing.T) {
 		t.Fatal(err)
 	}
 	acts := make(chan agent.Activity, 64)
-	done := make(chan error, 1)
-	go func() {
-		_, err := agent.Follow(ctx, sub.c, j, agent.FollowConfig{
-			Dir: filepath.Join(sub.dev.dirs.Data, "merges", j.ID.String()), Poll: 10 * time.Millisecond,
-			StatusPoll: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond, Logger: quietLogger(t),
-			Activity: func(a agent.Activity) {
-				select {
-				case acts <- a:
-				default:
-				}
-			},
-		})
-		done <- err
-	}()
+	done := followFast(ctx, t, sub, j, agent.FollowConfig{Activity: func(a agent.Activity) {
+		select {
+		case acts <- a:
+		default:
+		}
+	}})
 	next := func() agent.Activity {
 		t.Helper()
 		select {
@@ -228,4 +213,18 @@ func TestFollowWaitsOutALull(t *testing.T) {
 	}
 	cancel()
 	<-done
+}
+
+// followFast follows job j as sub in the background with cfg, polling
+// every 10 ms and backing off at most 50 ms, into sub's merge directory
+// of j; Follow's error comes on the channel it returns.
+func followFast(ctx context.Context, t *testing.T, sub *submitter, j *job.Job, cfg agent.FollowConfig) <-chan error {
+	cfg.Dir = filepath.Join(sub.dev.dirs.Data, "merges", j.ID.String())
+	cfg.Poll, cfg.StatusPoll, cfg.MaxBackoff, cfg.Logger = 10*time.Millisecond, 10*time.Millisecond, 50*time.Millisecond, quietLogger(t)
+	done := make(chan error, 1)
+	go func() {
+		_, err := agent.Follow(ctx, sub.c, j, cfg)
+		done <- err
+	}()
+	return done
 }
