@@ -176,6 +176,8 @@ func (pc *poolConn) connect(ctx context.Context, g *globals) (*session, error) {
 // untilAnswered calls try until it succeeds or fails for a reason other
 // than the coordinator not answering (notAnswering), trying again with
 // backoff and saying so on stderr, for up to pc.wait in all (0: once).
+// A take-over's no_leader is returned at once: the session's client
+// waited it out already (waitOutTakeOvers).
 // It returns try's last error, or a *userError when the wait ran out
 // or ctx ended.
 func (pc *poolConn) untilAnswered(ctx context.Context, g *globals, try func() error) error {
@@ -186,7 +188,9 @@ func (pc *poolConn) untilAnswered(ctx context.Context, g *globals, try func() er
 	delay := connectBackoffBase
 	for {
 		err := try()
-		if err == nil || !notAnswering(err) {
+		if err == nil || !notAnswering(err) || agent.InTakeOver(err) {
+			// A take-over (no_leader) was waited out already, by the
+			// client (waitOutTakeOvers, for at least pc.wait).
 			return err
 		}
 		left := time.Until(deadline)
@@ -198,13 +202,6 @@ func (pc *poolConn) untilAnswered(ctx context.Context, g *globals, try func() er
 			}
 		}
 		d := min(delay, left)
-		if agent.InTakeOver(err) {
-			// A cluster's node that answers that the node in charge of
-			// a shard did not (no_leader) is in a take-over, which ends
-			// in seconds: asked again within agent.TakeOverPoll, however
-			// long the doubling wait grew before it.
-			d = min(d, agent.TakeOverPoll)
-		}
 		shown := d.Round(time.Second)
 		if d < time.Second {
 			shown = d.Round(100 * time.Millisecond)
