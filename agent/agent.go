@@ -613,17 +613,11 @@ func (a *Agent) serveSlot(ctx context.Context, slot int) error {
 			if err := a.waitOffered(ctx); err != nil {
 				return nil
 			}
+			// A coordinator that does not know this device (anymore)
+			// is sent its registration again by the client (Register).
 			err := a.retry(ctx, "lease", func(ctx context.Context) error {
 				var err error
 				leases, err = a.c.Lease(ctx, ahead)
-				if errors.Is(err, ErrUnauthorized) {
-					// The coordinator does not know this device (anymore):
-					// register again, then ask again.
-					if _, rerr := a.c.Register(ctx, a.cfg.OwnerKey, a.cfg.Name, a.cfg.Invite); rerr != nil {
-						return rerr
-					}
-					leases, err = a.c.Lease(ctx, ahead)
-				}
 				return err
 			})
 			if err != nil {

@@ -38,13 +38,9 @@ func (a *Agent) deliver(ctx context.Context, c store.Contribution, stored bool) 
 // it returns those granted whatever became of c.
 func (a *Agent) deliverAndLease(ctx context.Context, c store.Contribution, stored bool, want int) ([]pool.Lease, error) {
 	sub := a.submission(ctx, c)
+	// A coordinator that does not know this device (anymore) is sent
+	// its registration again by the client (Register).
 	leases, err := a.c.SendResultAndLease(ctx, c.Lease, sub, want)
-	if errors.Is(err, ErrUnauthorized) {
-		if _, rerr := a.c.Register(ctx, a.cfg.OwnerKey, a.cfg.Name, a.cfg.Invite); rerr != nil {
-			return leases, rerr
-		}
-		err = a.c.SendResult(ctx, c.Lease, sub)
-	}
 	if ae, ok := errors.AsType[*APIError](err); ok && sub.Ref != nil && ae.Code == "send_inline" {
 		// Its merger does not fetch kept results now: the bytes go to
 		// the coordinator, this one's and the job's next ones for a while.
