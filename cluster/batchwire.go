@@ -374,22 +374,18 @@ func (wr *wireReader) block(blk *wireBlock) ([]pool.Entry, error) {
 		return nil, fmt.Errorf("block at entry %d has no entries or no signature", blk.First)
 	}
 	out := make([]pool.Entry, len(blk.Entries))
-	leaves := make([]job.Digest, len(out))
 	prev := wr.digest(fmt.Sprintf("block at entry %d", blk.First), blk.Prev)
 	for k := range blk.Entries {
 		x := &blk.Entries[k]
 		seq := blk.First + uint64(k)
 		what := fmt.Sprintf("ledger entry %d", seq)
-		out[k] = pool.Entry{Seq: seq, Prev: prev, Kind: wr.str(what, x.Kind), Pool: wr.str(what, x.Pool),
+		out[k] = pool.Entry{Seq: seq, Kind: wr.str(what, x.Kind), Pool: wr.str(what, x.Pool),
 			Job: wr.job(what, x.Job), Task: x.Task, Peer: wr.str(what, x.Peer), Owner: wr.str(what, x.Owner),
 			Lease: wr.str(what, x.Lease), Digest: wr.digest(what, x.Digest), Cost: x.Cost, Work: x.Work,
 			Time: x.Time, Reason: wr.str(what, x.Reason)}
-		leaves[k] = out[k].LeafHash()
-		prev = leaves[k]
 	}
-	proofs := pool.TreeProofs(leaves)
-	for k := range out {
-		out[k].Sig, out[k].Tree = blk.Sig, &proofs[k]
-	}
+	// Chained and given their proofs as SignBatch did, with the
+	// signature it made.
+	pool.SignBatch(out, prev, func([]byte) []byte { return blk.Sig })
 	return out, nil
 }

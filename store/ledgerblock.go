@@ -69,9 +69,9 @@ type block struct {
 // decode returns the block's entries, Seq first to last, each with its
 // Prev (the row's prev, then the leaf hash of the entry before), the
 // block's signature and its inclusion proof rebuilt from the leaf
-// hashes (pool.TreeProofs). Bytes that do not decode into exactly
-// last-first+1 entries, or a last entry whose hash is not the row's, are
-// an error wrapping ErrCorrupt.
+// hashes (pool.SignBatch, given the row's signature). Bytes that do not
+// decode into exactly last-first+1 entries, or a last entry whose hash
+// is not the row's, are an error wrapping ErrCorrupt.
 func (k *block) decode() ([]pool.Entry, error) {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("ledger block %d-%d: %s: %w: %w", k.first, k.last, fmt.Sprintf(format, args...), errBlock, ErrCorrupt)
@@ -85,11 +85,9 @@ func (k *block) decode() ([]pool.Entry, error) {
 	d := blockReader{b: k.entries[1:]}
 	n := int(k.last - k.first + 1)
 	out := make([]pool.Entry, n)
-	leaves := make([]job.Digest, n)
-	prev := job.Digest(k.prev)
 	for i := range out {
 		e := &out[i]
-		e.Seq, e.Prev = k.first+uint64(i), prev
+		e.Seq = k.first + uint64(i)
 		e.Kind = d.string()
 		e.Pool = d.string()
 		e.Job = job.ID(d.digest())
@@ -105,18 +103,15 @@ func (k *block) decode() ([]pool.Entry, error) {
 		if d.err != nil {
 			return nil, bad("entry %d: %v", e.Seq, d.err)
 		}
-		leaves[i] = e.LeafHash()
-		prev = leaves[i]
 	}
 	if len(d.b) != 0 {
 		return nil, bad("%d bytes after its %d entries", len(d.b), n)
 	}
-	if !bytes.Equal(prev[:], k.hash) {
+	// Chained and given their proofs as SignBatch did, with the
+	// signature it made.
+	last := pool.SignBatch(out, job.Digest(k.prev), func([]byte) []byte { return k.sig })
+	if !bytes.Equal(last[:], k.hash) {
 		return nil, bad("its last entry's hash is not the block's")
-	}
-	proofs := pool.TreeProofs(leaves)
-	for i := range out {
-		out[i].Sig, out[i].Tree = k.sig, &proofs[i]
 	}
 	return out, nil
 }
