@@ -1,13 +1,20 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
+	"encoding/gob"
 	"errors"
+	"fmt"
 	"os"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"idlepool/job"
 	"idlepool/pool"
@@ -273,4 +280,298 @@ func TestClusterArchiveThreeNodes(t *testing.T) {
 		t.Fatal("no snapshot archived a replica")
 	}
 	coldReceipts(t, h)
+}
+
+// archiveRecords returns n done replicas, every field set, of leases
+// minted over stretches stretches of partStretch digits: n/stretches
+// consecutive leases in each.
+func archiveRecords(n, stretches int) []*pool.ReplicaRecord {
+	var base pool.ReplicaRecord
+	k := 0
+	fill(reflect.ValueOf(&base).Elem(), &k)
+	base.Prev = 0
+	out := make([]*pool.ReplicaRecord, n)
+	for i := range out {
+		r := base
+		stamp := uint64(0x18a0000000000000) + uint64(i%stretches)<<(64-4*partStretch) + uint64(i)
+		r.Lease = fmt.Sprintf("%016x%016x", stamp, uint64(i)*7919)
+		r.Task = int64(i)
+		out[i] = &r
+	}
+	return out
+}
+
+// The replicas a snapshot archives are stored in parts: in lease order,
+// each lease once, each part within one stretch and at most partMax
+// replicas or about partBytes; a replica whose lease ID is not the
+// Scheduler's form, or whose times cbor-v2 cannot hold, under a key of
+// its own in the form before. Every replica reads back with every
+// field as it was.
+func TestArchiveParts(t *testing.T) {
+	recs := archiveRecords(5000, 3)
+	// Noted done twice, and given out of order.
+	recs = append(recs, recs[17], recs[4000])
+	slices.Reverse(recs)
+	odd := *recs[0]
+	odd.Lease = "lease-from-elsewhere"
+	late := *recs[1]
+	late.Lease = recs[1].Lease[:31] + "x" // not hex: under its own key
+	far := *archiveRecords(1, 1)[0]
+	far.Lease = "ffffffffffffffff0000000000000000"
+	far.Deadline = time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC) // past cbor-v2's times
+	big := *archiveRecords(1, 1)[0]
+	big.Lease = recs[0].Lease[:partStretch] + "ffffffff00000000000000000000"[:32-partStretch] // its stretch's last
+	big.Result = make([]byte, partBytes-10)
+	recs = append(recs, &odd, &late, &far, &big)
+
+	vals, err := archiveValues(recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]pool.ReplicaRecord{}
+	for _, r := range recs {
+		want[r.Lease] = *r
+	}
+	got := map[string]pool.ReplicaRecord{}
+	parts, own := 0, 0
+	for _, v := range vals {
+		if strings.HasPrefix(v.key, "l.") {
+			own++
+			var r pool.ReplicaRecord
+			if err := gob.NewDecoder(bytes.NewReader(v.data)).Decode(&r); err != nil {
+				t.Fatalf("%s: %v", v.key, err)
+			}
+			if v.key != leaseKey(r.Lease) {
+				t.Fatalf("replica %s under key %s", r.Lease, v.key)
+			}
+			got[r.Lease] = r
+			continue
+		}
+		parts++
+		rs, err := decodePart(v.data)
+		if err != nil {
+			t.Fatalf("%s: %v", v.key, err)
+		}
+		if len(rs) == 0 || len(rs) > partMax {
+			t.Fatalf("%s holds %d replicas, want 1 to %d", v.key, len(rs), partMax)
+		}
+		if v.key != partKey(rs[0].Lease, rs[len(rs)-1].Lease) {
+			t.Fatalf("a part from %s to %s under key %s", rs[0].Lease, rs[len(rs)-1].Lease, v.key)
+		}
+		size := 0
+		for _, r := range rs {
+			if _, twice := got[r.Lease]; twice {
+				t.Fatalf("replica %s stored twice", r.Lease)
+			}
+			if r.Lease[:partStretch] != rs[0].Lease[:partStretch] {
+				t.Fatalf("%s holds %s, of another stretch", v.key, r.Lease)
+			}
+			got[r.Lease] = r
+			size += replicaSize(&r)
+		}
+		if len(rs) > 1 && size > partBytes {
+			t.Fatalf("%s holds %d replicas with %d bytes of results, over %d", v.key, len(rs), size, partBytes)
+		}
+	}
+	if own != 3 {
+		t.Errorf("%d replicas under keys of their own, want 3 (a lease not in the Scheduler's form, one not hex, one of the year 2300)", own)
+	}
+	// 5,000 leases over 3 stretches: 1,667, 1,667 and 1,666, each cut
+	// into parts of partMax; the big result is a part of its own.
+	if want := 3*((1667+partMax-1)/partMax) + 1; parts != want {
+		t.Errorf("%d parts, want %d", parts, want)
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Fatalf("the archived replicas differ (-given +read):\n%s", d)
+	}
+	// More than partMax in one stretch: cut.
+	vals, err = archiveValues(archiveRecords(2*partMax+1, 1))
+	if err != nil || len(vals) != 3 {
+		t.Fatalf("%d+1 replicas of one stretch in %d values (%v), want 3 parts", 2*partMax, len(vals), err)
+	}
+	// A part that is not one.
+	if _, err := decodePart([]byte{0xc1, 0x00}); err == nil {
+		t.Error("a time tag read as a part")
+	}
+	rs := archiveRecords(2, 1)
+	data, _, _ := encodePart([]pool.ReplicaRecord{*rs[1], *rs[0]})
+	if _, err := decodePart(data); err == nil || !strings.Contains(err.Error(), "lease order") {
+		t.Errorf("a part out of order: %v", err)
+	}
+}
+
+// A Store reads every archived replica back from its part, and from a
+// key of its own where an older version put it; a lease in a stretch
+// with parts but in none of them, or in a stretch with none, is
+// unknown; parts stored over one another (a put done again with more
+// replicas) still answer; a damaged part is an error that names it.
+func TestArchiveReadsParts(t *testing.T) {
+	t.Parallel()
+	_, s := oneNodeStore(t)
+	ctx := context.Background()
+	recs := archiveRecords(3000, 2)
+	if err := s.arch.put(ctx, recs[:1000], time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.arch.put(ctx, recs, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	old := *archiveRecords(1, 1)[0]
+	old.Lease = "0123456789abcdef0123456789abcdef"
+	v, err := replicaValue(&old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.arch.kv.Put(ctx, v.key, v.data); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []*pool.ReplicaRecord{recs[0], recs[1], recs[999], recs[1500], recs[2998], recs[2999], &old} {
+		got, err := s.Replica(ctx, r.Lease)
+		if err != nil {
+			t.Fatalf("Replica(%s): %v", r.Lease, err)
+		}
+		if d := cmp.Diff(*r, got); d != "" {
+			t.Fatalf("Replica(%s) (-archived +read):\n%s", r.Lease, d)
+		}
+	}
+	between := recs[0].Lease[:31] + "f" // in the first part's range, not archived
+	if between == recs[0].Lease || between == recs[2].Lease {
+		t.Fatal("the test's leases changed")
+	}
+	for _, l := range []string{between, "7fffffffffffffff0000000000000000", "not a lease"} {
+		if _, err := s.Replica(ctx, l); !errors.Is(err, pool.ErrUnknownLease) {
+			t.Errorf("Replica(%s) = %v, want ErrUnknownLease", l, err)
+		}
+	}
+	// Damage every part that holds recs[0].
+	kl, err := s.arch.kv.ListKeysFiltered(ctx, partPrefix(recs[0].Lease)+">")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var key string
+	for k := range kl.Keys() {
+		if first, last, _ := strings.Cut(strings.TrimPrefix(k, partPrefix(recs[0].Lease)), "."); first <= recs[0].Lease && recs[0].Lease <= last {
+			if _, err := s.arch.kv.Put(ctx, k, []byte("not a part")); err != nil {
+				t.Fatal(err)
+			}
+			key = k
+		}
+	}
+	if key == "" {
+		t.Fatalf("no part holds %s", recs[0].Lease)
+	}
+	if _, err := s.Replica(ctx, recs[0].Lease); err == nil || !strings.Contains(err.Error(), partPrefix(recs[0].Lease)) {
+		t.Errorf("Replica of a lease in a damaged part: %v, want an error naming the part (%s)", err, key)
+	}
+}
+
+// BenchmarkArchivePut stores the replicas a busy pool's snapshot
+// archives (4,096 done replicas at a time, every field set) in a
+// one-node cluster's archive, in parts and, as before parts, a key for
+// each; ns/op is per replica, the JetStream server's work included (it
+// runs in the process). The bytes stored per replica and the values
+// (JetStream messages) per replica are reported too.
+func BenchmarkArchivePut(b *testing.B) {
+	for _, form := range []string{"parts", "key-each"} {
+		b.Run(form, func(b *testing.B) {
+			_, s := oneNodeStore(b)
+			ctx := context.Background()
+			const batch = 4096
+			msgs, bytes := 0, 0
+			b.ResetTimer()
+			for done := 0; done < b.N; done += batch {
+				recs := archiveRecords(min(batch, b.N-done), 1)
+				for i, r := range recs { // leases of their own
+					r.Lease = fmt.Sprintf("%016x%016x", uint64(0x18a0000000000000)+uint64(done+i)<<20, uint64(done+i))
+				}
+				var err error
+				if form == "parts" {
+					var vals []archiveValue
+					if vals, err = archiveValues(recs); err == nil {
+						msgs += len(vals)
+						for _, v := range vals {
+							bytes += len(v.data)
+						}
+					}
+					err = s.arch.put(ctx, recs, time.Minute)
+				} else {
+					for _, r := range recs {
+						v, _ := replicaValue(r)
+						bytes += len(v.data)
+					}
+					err = putEach(ctx, s.arch, recs)
+					msgs += len(recs)
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(msgs)/float64(b.N), "values/replica")
+			b.ReportMetric(float64(bytes)/float64(b.N), "bytes/replica")
+		})
+	}
+}
+
+// putEach stores recs as the versions before parts did: each replica's
+// gob under a key of its own, 1,024 acknowledgements awaited at a time.
+func putEach(ctx context.Context, a *archive, recs []*pool.ReplicaRecord) error {
+	for len(recs) > 0 {
+		n := min(len(recs), archiveWindow)
+		var acks []jetstream.PubAckFuture
+		for _, r := range recs[:n] {
+			v, err := replicaValue(r)
+			if err != nil {
+				return err
+			}
+			f, err := a.js.PublishAsync("$KV."+a.bucket+"."+v.key, v.data)
+			if err != nil {
+				return err
+			}
+			acks = append(acks, f)
+		}
+		for _, f := range acks {
+			select {
+			case <-f.Ok():
+			case err := <-f.Err():
+				return err
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		recs = recs[n:]
+	}
+	return nil
+}
+
+// BenchmarkArchiveGet reads one archived replica (the rare request that
+// names a lease decided and archived) among 40,960 archived at 2,048 a
+// second over 20 s (about 9,000 in its stretch), in parts and, as
+// before parts, a key for each.
+func BenchmarkArchiveGet(b *testing.B) {
+	for _, form := range []string{"parts", "key-each"} {
+		b.Run(form, func(b *testing.B) {
+			_, s := oneNodeStore(b)
+			ctx := context.Background()
+			recs := archiveRecords(40960, 1)
+			for i, r := range recs {
+				r.Lease = fmt.Sprintf("%016x%016x", uint64(0x18a0000000000000)+uint64(i)*uint64(time.Second)/2048, uint64(i))
+			}
+			var err error
+			if form == "parts" {
+				err = s.arch.put(ctx, recs, time.Minute)
+			} else {
+				err = putEach(ctx, s.arch, recs)
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for i := range b.N {
+				r := recs[i*7919%len(recs)]
+				if got, err := s.arch.get(ctx, r.Lease); err != nil || got.Lease != r.Lease {
+					b.Fatalf("get %s: %+v, %v", r.Lease, got.Lease, err)
+				}
+			}
+		})
+	}
 }

@@ -156,7 +156,7 @@ func openShardStore(t testing.TB, n *Node, replicas int, sh Shard) *Store {
 // oneNodeStore starts a one-node cluster and returns it with a store
 // on it that has loaded the (empty) state: a writer, as the node in
 // charge holds one.
-func oneNodeStore(t *testing.T) (*Node, *Store) {
+func oneNodeStore(t testing.TB) (*Node, *Store) {
 	t.Helper()
 	node := startNodes(t, testConfigs(t, t.TempDir(), 1))[0]
 	w := openStore(t, node, 1)
