@@ -27,7 +27,11 @@ import (
 //
 // Keys: a snapshot stores the replicas it archives in parts, "p.", the
 // first 8 hex digits of their lease IDs, ".", the part's first lease
-// ID, "." and its last: a part holds up to partMax replicas (and about
+// ID, ".", its last, "." and the stream sequence of the state the
+// snapshot covers (in decimal), so that two nodes that archive at once
+// (a term's overlap) never write over each other's part with another
+// one: at one sequence every node holds the same state, and a put done
+// again by the same node holds what it held and more. a part holds up to partMax replicas (and about
 // partBytes of results and reasons) whose lease IDs share those
 // partStretch digits, in lease order. A lease ID's first 16 hex digits
 // are the nanosecond it was minted (pool.NewLeaseID), so one part's
@@ -102,13 +106,12 @@ func openArchive(ctx context.Context, js jetstream.JetStream, bucket string, rep
 // ID is not 32 lowercase hex digits or whose times cbor-v2 cannot hold
 // under a key of its own, and returns once every value is acknowledged;
 // a window of archiveWindow values not acknowledged within timeout wraps
-// pool.ErrStoreUnavailable. Storing replicas again stores the same
-// records (a done replica never changes): a put that failed half way is
-// simply done again, and a part stored under the key of one stored
-// before (the same first and last lease) holds every replica that one
-// held, since the replicas given again are a superset.
-func (a *archive) put(ctx context.Context, recs []*pool.ReplicaRecord, timeout time.Duration) error {
-	vals, err := archiveValues(recs)
+// pool.ErrStoreUnavailable. seq is the stream sequence of the state
+// recs were taken from (part of each part's key). Storing replicas again
+// stores the same records (a done replica never changes): a put that
+// failed half way is simply done again.
+func (a *archive) put(ctx context.Context, recs []*pool.ReplicaRecord, seq uint64, timeout time.Duration) error {
+	vals, err := archiveValues(recs, seq)
 	if err != nil {
 		return err
 	}
@@ -154,8 +157,8 @@ type archiveValue struct {
 // cut into parts of at most partMax replicas and about partBytes, each
 // within one stretch (the first partStretch hex digits); and a key of
 // its own for each other replica and each replica of a part cbor-v2
-// cannot hold. recs is not changed.
-func archiveValues(recs []*pool.ReplicaRecord) ([]archiveValue, error) {
+// cannot hold; seq ends the parts' keys. recs is not changed.
+func archiveValues(recs []*pool.ReplicaRecord, seq uint64) ([]archiveValue, error) {
 	var out []archiveValue
 	sorted := make([]*pool.ReplicaRecord, 0, len(recs))
 	for _, r := range recs {
@@ -182,7 +185,7 @@ func archiveValues(recs []*pool.ReplicaRecord) ([]archiveValue, error) {
 			return fmt.Errorf("cluster: encode archived replicas %s to %s: %w", part[0].Lease, part[len(part)-1].Lease, err)
 		}
 		if ok {
-			out = append(out, archiveValue{partKey(part[0].Lease, part[len(part)-1].Lease), data})
+			out = append(out, archiveValue{partKey(part[0].Lease, part[len(part)-1].Lease, seq), data})
 			return nil
 		}
 		for i := range part {
@@ -252,8 +255,22 @@ func partLease(lease string) bool {
 func partPrefix(lease string) string { return "p." + lease[:partStretch] + "." }
 
 // partKey is the key of the part from lease first to lease last, which
-// share their stretch.
-func partKey(first, last string) string { return partPrefix(first) + first + "." + last }
+// share their stretch, archived from the state at stream sequence seq.
+func partKey(first, last string, seq uint64) string {
+	return partPrefix(first) + first + "." + last + "." + strconv.FormatUint(seq, 10)
+}
+
+// partRange returns the first and last lease of part key k, which
+// begins with prefix; ok is false when k is not a part's key.
+func partRange(k, prefix string) (first, last string, ok bool) {
+	rest, ok := strings.CutPrefix(k, prefix)
+	if !ok {
+		return "", "", false
+	}
+	first, rest, ok1 := strings.Cut(rest, ".")
+	last, _, ok2 := strings.Cut(rest, ".")
+	return first, last, ok1 && ok2
+}
 
 // encodePart encodes rs, in lease order, as a part's value; ok is false
 // when cbor-v2 cannot hold one of their times.
@@ -334,8 +351,7 @@ func (a *archive) fromParts(ctx context.Context, lease string) (r pool.ReplicaRe
 	}
 	var keys []string
 	for k := range kl.Keys() {
-		first, last, cut := strings.Cut(strings.TrimPrefix(k, prefix), ".")
-		if cut && strings.HasPrefix(k, prefix) && first <= lease && lease <= last {
+		if first, last, ok := partRange(k, prefix); ok && first <= lease && lease <= last {
 			keys = append(keys, k)
 		}
 	}

@@ -324,7 +324,7 @@ func TestArchiveParts(t *testing.T) {
 	big.Result = make([]byte, partBytes-10)
 	recs = append(recs, &odd, &late, &far, &big)
 
-	vals, err := archiveValues(recs)
+	vals, err := archiveValues(recs, 7)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -355,7 +355,7 @@ func TestArchiveParts(t *testing.T) {
 		if len(rs) == 0 || len(rs) > partMax {
 			t.Fatalf("%s holds %d replicas, want 1 to %d", v.key, len(rs), partMax)
 		}
-		if v.key != partKey(rs[0].Lease, rs[len(rs)-1].Lease) {
+		if v.key != partKey(rs[0].Lease, rs[len(rs)-1].Lease, 7) {
 			t.Fatalf("a part from %s to %s under key %s", rs[0].Lease, rs[len(rs)-1].Lease, v.key)
 		}
 		size := 0
@@ -385,7 +385,7 @@ func TestArchiveParts(t *testing.T) {
 		t.Fatalf("the archived replicas differ (-given +read):\n%s", d)
 	}
 	// More than partMax in one stretch: cut.
-	vals, err = archiveValues(archiveRecords(2*partMax+1, 1))
+	vals, err = archiveValues(archiveRecords(2*partMax+1, 1), 7)
 	if err != nil || len(vals) != 3 {
 		t.Fatalf("%d+1 replicas of one stretch in %d values (%v), want 3 parts", 2*partMax, len(vals), err)
 	}
@@ -403,17 +403,25 @@ func TestArchiveParts(t *testing.T) {
 // A Store reads every archived replica back from its part, and from a
 // key of its own where an older version put it; a lease in a stretch
 // with parts but in none of them, or in a stretch with none, is
-// unknown; parts stored over one another (a put done again with more
-// replicas) still answer; a damaged part is an error that names it.
+// unknown; parts stored again (a put done again with more replicas, or
+// by another node with fewer) still answer; a damaged part is an error
+// that names it.
 func TestArchiveReadsParts(t *testing.T) {
 	t.Parallel()
 	_, s := oneNodeStore(t)
 	ctx := context.Background()
 	recs := archiveRecords(3000, 2)
-	if err := s.arch.put(ctx, recs[:1000], time.Minute); err != nil {
+	if err := s.arch.put(ctx, recs[:1000], 10, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.arch.put(ctx, recs, time.Minute); err != nil {
+	if err := s.arch.put(ctx, recs, 20, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	// A node in charge a moment too long (a term's overlap), behind the
+	// other, archives less of the same stretch: its part from the same
+	// first lease to the same last (the first part of the first stretch,
+	// the even leases 0 to 2,046) must not take the place of the other's.
+	if err := s.arch.put(ctx, []*pool.ReplicaRecord{recs[0], recs[2*(partMax-1)]}, 15, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	old := *archiveRecords(1, 1)[0]
@@ -425,7 +433,7 @@ func TestArchiveReadsParts(t *testing.T) {
 	if _, err := s.arch.kv.Put(ctx, v.key, v.data); err != nil {
 		t.Fatal(err)
 	}
-	for _, r := range []*pool.ReplicaRecord{recs[0], recs[1], recs[999], recs[1500], recs[2998], recs[2999], &old} {
+	for _, r := range []*pool.ReplicaRecord{recs[0], recs[1], recs[2], recs[999], recs[1500], recs[2*(partMax-1)], recs[2998], recs[2999], &old} {
 		got, err := s.Replica(ctx, r.Lease)
 		if err != nil {
 			t.Fatalf("Replica(%s): %v", r.Lease, err)
@@ -450,7 +458,7 @@ func TestArchiveReadsParts(t *testing.T) {
 	}
 	var key string
 	for k := range kl.Keys() {
-		if first, last, _ := strings.Cut(strings.TrimPrefix(k, partPrefix(recs[0].Lease)), "."); first <= recs[0].Lease && recs[0].Lease <= last {
+		if first, last, ok := partRange(k, partPrefix(recs[0].Lease)); ok && first <= recs[0].Lease && recs[0].Lease <= last {
 			if _, err := s.arch.kv.Put(ctx, k, []byte("not a part")); err != nil {
 				t.Fatal(err)
 			}
@@ -487,13 +495,13 @@ func BenchmarkArchivePut(b *testing.B) {
 				var err error
 				if form == "parts" {
 					var vals []archiveValue
-					if vals, err = archiveValues(recs); err == nil {
+					if vals, err = archiveValues(recs, uint64(done)); err == nil {
 						msgs += len(vals)
 						for _, v := range vals {
 							bytes += len(v.data)
 						}
 					}
-					err = s.arch.put(ctx, recs, time.Minute)
+					err = s.arch.put(ctx, recs, uint64(done), time.Minute)
 				} else {
 					for _, r := range recs {
 						v, _ := replicaValue(r)
@@ -558,7 +566,7 @@ func BenchmarkArchiveGet(b *testing.B) {
 			}
 			var err error
 			if form == "parts" {
-				err = s.arch.put(ctx, recs, time.Minute)
+				err = s.arch.put(ctx, recs, 1, time.Minute)
 			} else {
 				err = putEach(ctx, s.arch, recs)
 			}
