@@ -130,10 +130,11 @@ func (m *MemStore) Commit(ctx context.Context, b *Batch) error {
 		m.failNext = nil
 		return fmt.Errorf("commit: %w", err)
 	}
-	if err := m.check(b); err != nil {
+	head, err := m.check(b)
+	if err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
-	m.apply(b)
+	m.apply(b, head)
 	return nil
 }
 
@@ -151,18 +152,21 @@ func (m *MemStore) CommitThen(ctx context.Context, b *Batch, durable func() erro
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err := m.check(b); err != nil {
+	head, err := m.check(b)
+	if err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
 	if err := durable(); err != nil {
 		return err
 	}
-	m.apply(b)
+	m.apply(b, head)
 	return nil
 }
 
-// apply changes the state by b, which check accepted; m.mu is held.
-func (m *MemStore) apply(b *Batch) {
+// apply changes the state by b, which check accepted and found to
+// end the ledger at head (the hash of b's last entry, when it has
+// any); m.mu is held.
+func (m *MemStore) apply(b *Batch, head job.Digest) {
 	for _, p := range b.Peers {
 		if _, ok := m.peers[p.ID]; !ok {
 			m.peerSeq = append(m.peerSeq, p.ID)
@@ -214,20 +218,28 @@ func (m *MemStore) apply(b *Batch) {
 		t.Record, t.Prev = cloneBytes(t.Record), 0
 		m.trust[k] = t
 	}
+	var sig, sigCopy []byte // a signed batch's entries share its signature: one copy
 	for _, e := range b.Entries {
-		e.Sig = cloneBytes(e.Sig)
+		if sigCopy == nil || !bytes.Equal(e.Sig, sig) {
+			sig, sigCopy = e.Sig, cloneBytes(e.Sig)
+		}
+		e.Sig = sigCopy
 		m.byPeer[e.Peer] = append(m.byPeer[e.Peer], e.Seq)
 		m.ledger = append(m.ledger, e)
 		m.kinds[e.Kind]++
-		m.head = e.Hash()
+	}
+	if len(b.Entries) > 0 {
+		m.head = head
 	}
 	m.noteDone(b)
 	m.commits++
 }
 
 // check verifies every compare-and-set of b against the current state and
-// the batch's own earlier records, changing nothing; m.mu is held.
-func (m *MemStore) check(b *Batch) error {
+// the batch's own earlier records, changing nothing, and returns the hash
+// of b's last ledger entry (the head once b is applied; the current head
+// when b has none); m.mu is held.
+func (m *MemStore) check(b *Batch) (head job.Digest, err error) {
 	peers := map[string]Peer{}
 	for _, p := range b.Peers {
 		old, ok := peers[p.ID]
@@ -235,7 +247,7 @@ func (m *MemStore) check(b *Batch) error {
 			old, ok = m.peers[p.ID]
 		}
 		if ok && (!bytes.Equal(old.Key, p.Key) || !bytes.Equal(old.OwnerKey, p.OwnerKey)) {
-			return fmt.Errorf("%w: peer %s is registered with other keys", ErrConflict, p.ID)
+			return head, fmt.Errorf("%w: peer %s is registered with other keys", ErrConflict, p.ID)
 		}
 		peers[p.ID] = p
 	}
@@ -248,10 +260,10 @@ func (m *MemStore) check(b *Batch) error {
 	}
 	for _, j := range b.Jobs {
 		if _, ok := m.jobs[j.ID]; ok || orders[j.Order] {
-			return fmt.Errorf("%w: job %s or order %d exists", ErrConflict, j.ID, j.Order)
+			return head, fmt.Errorf("%w: job %s or order %d exists", ErrConflict, j.ID, j.Order)
 		}
 		if _, ok := jobs[j.ID]; ok {
-			return fmt.Errorf("%w: job %s twice in a batch", ErrConflict, j.ID)
+			return head, fmt.Errorf("%w: job %s twice in a batch", ErrConflict, j.ID)
 		}
 		orders[j.Order] = true
 		jobs[j.ID] = j.Acked
@@ -265,11 +277,11 @@ func (m *MemStore) check(b *Batch) error {
 			}
 		}
 		if r.Prev != v {
-			return fmt.Errorf("%w: replica %s is at version %d, not %d", ErrConflict, r.Lease, v, r.Prev)
+			return head, fmt.Errorf("%w: replica %s is at version %d, not %d", ErrConflict, r.Lease, v, r.Prev)
 		}
 		if _, ok := m.jobs[r.Job]; !ok {
 			if _, ok := jobs[r.Job]; !ok {
-				return fmt.Errorf("%w: replica %s of unknown job %s", ErrConflict, r.Lease, r.Job)
+				return head, fmt.Errorf("%w: replica %s of unknown job %s", ErrConflict, r.Lease, r.Job)
 			}
 		}
 		versions[r.Lease] = r.Version
@@ -278,12 +290,12 @@ func (m *MemStore) check(b *Batch) error {
 	for _, o := range b.Outcomes {
 		if _, ok := m.jobs[o.Job]; !ok {
 			if _, ok := jobs[o.Job]; !ok {
-				return fmt.Errorf("%w: outcome of unknown job %s", ErrConflict, o.Job)
+				return head, fmt.Errorf("%w: outcome of unknown job %s", ErrConflict, o.Job)
 			}
 		}
 		k, kt := key{o.Job, o.Seq}, key{o.Job, o.Task}
 		if seqs[k] || tasks[kt] || m.outcomeSeqs[k] || o.Seq <= m.outcomeBase(o.Job) || m.decidedSeq(o.Job, o.Task) != 0 {
-			return fmt.Errorf("%w: job %s already has outcome %d or an outcome for task %d", ErrConflict, o.Job, o.Seq, o.Task)
+			return head, fmt.Errorf("%w: job %s already has outcome %d or an outcome for task %d", ErrConflict, o.Job, o.Seq, o.Task)
 		}
 		seqs[key{o.Job, o.Seq}], tasks[key{o.Job, o.Task}] = true, true
 	}
@@ -293,12 +305,12 @@ func (m *MemStore) check(b *Batch) error {
 		if !ok {
 			j := m.jobs[a.Job]
 			if j == nil {
-				return fmt.Errorf("%w: ack of unknown job %s", ErrConflict, a.Job)
+				return head, fmt.Errorf("%w: ack of unknown job %s", ErrConflict, a.Job)
 			}
 			cur = j.Acked
 		}
 		if cur != a.Prev {
-			return fmt.Errorf("%w: job %s is acknowledged up to %d, not %d", ErrConflict, a.Job, cur, a.Prev)
+			return head, fmt.Errorf("%w: job %s is acknowledged up to %d, not %d", ErrConflict, a.Job, cur, a.Prev)
 		}
 		acked[a.Job] = a.Upto
 	}
@@ -307,11 +319,11 @@ func (m *MemStore) check(b *Batch) error {
 		j := m.jobs[c.Job]
 		if j == nil {
 			if _, ok := jobs[c.Job]; !ok {
-				return fmt.Errorf("%w: cancel of unknown job %s", ErrConflict, c.Job)
+				return head, fmt.Errorf("%w: cancel of unknown job %s", ErrConflict, c.Job)
 			}
 		}
 		if cancelled[c.Job] || (j != nil && !j.Cancelled.IsZero()) || c.At.IsZero() {
-			return fmt.Errorf("%w: job %s is cancelled already (or the cancel has no time)", ErrConflict, c.Job)
+			return head, fmt.Errorf("%w: job %s is cancelled already (or the cancel has no time)", ErrConflict, c.Job)
 		}
 		cancelled[c.Job] = true
 	}
@@ -323,18 +335,18 @@ func (m *MemStore) check(b *Batch) error {
 			v = m.trust[k].Version
 		}
 		if t.Prev != v {
-			return fmt.Errorf("%w: trust record %s %s is at version %d, not %d", ErrConflict, t.Kind, t.ID, v, t.Prev)
+			return head, fmt.Errorf("%w: trust record %s %s is at version %d, not %d", ErrConflict, t.Kind, t.ID, v, t.Prev)
 		}
 		trust[k] = t.Version
 	}
 	last, prev := m.ledgerSeq(), m.head
 	for _, e := range b.Entries {
 		if e.Seq != last+1 || e.Prev != prev {
-			return fmt.Errorf("%w: ledger entry %d does not follow entry %d", ErrConflict, e.Seq, last)
+			return head, fmt.Errorf("%w: ledger entry %d does not follow entry %d", ErrConflict, e.Seq, last)
 		}
 		last, prev = e.Seq, e.Hash()
 	}
-	return nil
+	return prev, nil
 }
 
 // Load returns a copy of everything committed (see Store).
