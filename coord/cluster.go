@@ -35,6 +35,13 @@ type ClusterState struct {
 	// cannot reach the majority.
 	LeaderKnown bool               `json:"leader_known"`
 	Nodes       []cluster.NodeInfo `json:"nodes"`
+	// NodesListed is when this node last read the live nodes (every
+	// lease TTL); NodesStale is true when that was more than three TTLs
+	// ago (this node cannot reach the majority, which keeps the list):
+	// Nodes is then the last list read, and may name nodes that are
+	// gone.
+	NodesListed time.Time `json:"nodes_listed"`
+	NodesStale  bool      `json:"nodes_stale,omitempty"`
 	Routes      int                `json:"routes"`
 	// State is the state stream's RAFT group: its leader and each
 	// replica's currency and lag (operations behind); in a pool of
@@ -450,6 +457,7 @@ type front struct {
 	known   bool      // leader holds a live lease's value
 	checked time.Time // when the lease was last read successfully
 	nodes   []cluster.NodeInfo
+	listed  time.Time // when nodes was last read
 	// versions are the cluster's version rules as last read (rules),
 	// which this node's coordinator applies while it is in charge.
 	versions Versions
@@ -522,7 +530,7 @@ func (f *front) watch(ctx context.Context) {
 			f.leaders = nil
 		}
 		if nodes != nil {
-			f.nodes = nodes
+			f.nodes, f.listed = nodes, listed
 		}
 		if rerr == nil {
 			v := Versions{MinAgent: rules.MinAgent, MinAPI: rules.MinAPI, LatestAgent: rules.LatestAgent}
@@ -869,7 +877,12 @@ func noLeader(w http.ResponseWriter, msg string) {
 func (f *front) snapshot(ctx context.Context, shardStreams bool) ClusterState {
 	nc := f.node.Config()
 	f.mu.Lock()
-	st := ClusterState{Node: nc.Name, Leader: f.leader, LeaderKnown: f.known, Nodes: append([]cluster.NodeInfo(nil), f.nodes...), Leases: f.lead.Layout().String()}
+	st := ClusterState{Node: nc.Name, Leader: f.leader, LeaderKnown: f.known, Nodes: append([]cluster.NodeInfo(nil), f.nodes...),
+		NodesListed: f.listed, Leases: f.lead.Layout().String()}
+	// The list is read every TTL; one not read for three (this node
+	// cut off from the majority, which holds the nodes bucket) may name
+	// nodes that are gone.
+	st.NodesStale = !f.listed.IsZero() && time.Since(f.listed) > 3*f.lead.TTL()
 	if f.shards > 1 {
 		st.Shards = make([]ShardState, f.shards)
 		for s := range st.Shards {
@@ -967,7 +980,12 @@ func health(st ClusterState) (int, string) {
 		code = http.StatusServiceUnavailable
 		fmt.Fprintf(&b, "no leader: node %s cannot reach a node in charge", st.Node)
 	}
-	fmt.Fprintf(&b, "; %s live, %s", counted(len(st.Nodes), "node"), counted(st.Routes, "route"))
+	if st.NodesStale {
+		fmt.Fprintf(&b, "; live nodes unknown (the list was last read at %s, with %s), %s",
+			st.NodesListed.UTC().Format(time.TimeOnly), counted(len(st.Nodes), "node"), counted(st.Routes, "route"))
+	} else {
+		fmt.Fprintf(&b, "; %s live, %s", counted(len(st.Nodes), "node"), counted(st.Routes, "route"))
+	}
 	if st.State.Error != "" {
 		fmt.Fprintf(&b, "; state stream: %s", st.State.Error)
 	} else {

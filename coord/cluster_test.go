@@ -606,6 +606,20 @@ func TestClusterPartition(t *testing.T) {
 			t.Fatal("node3, cut off, granted a lease")
 		}
 	}
+	// Cut off, node3 cannot read the live nodes: it says its list is
+	// stale rather than list them as live (GET /v1/cluster, /healthz).
+	stale := func(n *testNode) bool {
+		var st ClusterState
+		a := n.do(t, nil, "GET", "/v1/cluster", nil)
+		return a.status == 200 && json.Unmarshal(a.body, &st) == nil && st.NodesStale
+	}
+	waitUntil(t, patience(t), "node3, cut off, to say its list of live nodes is stale", func() bool { return stale(nodes[2]) })
+	if h := nodes[2].do(t, nil, "GET", "/healthz", nil); !strings.Contains(string(h.body), "live nodes unknown") {
+		t.Errorf("node3's /healthz, cut off: %d %s", h.status, h.body)
+	}
+	if stale(nodes[0]) {
+		t.Error("node1, on the majority side, says its list of live nodes is stale")
+	}
 	// A result is idempotent: a 503 while the majority's lease in charge
 	// settles on a busy machine (no node in charge for a moment, or a
 	// commit that timed out) is sent again, bounded by patience.
@@ -630,6 +644,7 @@ func TestClusterPartition(t *testing.T) {
 		}
 	}
 	waitUntil(t, patience(t), "node3 forwarding again", func() bool { _, ok := nodes[2].inCharge(t); return ok })
+	waitUntil(t, patience(t), "node3 to read the live nodes again", func() bool { return !stale(nodes[2]) })
 	// Results whose answer was lost (a node changing hands) are sent
 	// again until answered: the pool answers a result sent twice alike.
 	limit = patience(t)

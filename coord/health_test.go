@@ -3,6 +3,7 @@ package coord
 import (
 	"net/http"
 	"testing"
+	"time"
 
 	"idlepool/cluster"
 )
@@ -10,7 +11,8 @@ import (
 // TestHealthWords: what GET /healthz says in each state of the lease. A
 // node that took charge and is loading the pool's state is not "unable
 // to reach a node in charge", which is what the node itself said of
-// itself for the seconds of a take-over.
+// itself for the seconds of a take-over; and a node cut off from the
+// majority does not call the nodes it last listed live.
 func TestHealthWords(t *testing.T) {
 	nodes := []cluster.NodeInfo{{Name: "a"}, {Name: "b"}, {Name: "c"}}
 	stream := StreamHealth{Leader: "a", Replicas: []ReplicaHealth{{Node: "a", Current: true}, {Node: "b", Current: true}, {Node: "c"}}}
@@ -27,6 +29,8 @@ func TestHealthWords(t *testing.T) {
 			http.StatusServiceUnavailable, "no leader: node b cannot reach a node in charge; 1 node live, 2 routes; state stream: no majority\n"},
 		{ClusterState{Node: "b", Nodes: nodes[:1], Routes: 1, State: StreamHealth{Error: "no majority"}},
 			http.StatusServiceUnavailable, "no leader: node b cannot reach a node in charge; 1 node live, 1 route; state stream: no majority\n"},
+		{ClusterState{Node: "b", Nodes: nodes, NodesStale: true, NodesListed: time.Date(2026, 12, 6, 13, 4, 5, 0, time.UTC), Routes: 0, State: StreamHealth{Error: "no majority"}},
+			http.StatusServiceUnavailable, "no leader: node b cannot reach a node in charge; live nodes unknown (the list was last read at 13:04:05, with 3 nodes), 0 routes; state stream: no majority\n"},
 	} {
 		code, got := health(c.st)
 		if code != c.code || got != c.want {
