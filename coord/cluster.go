@@ -42,7 +42,7 @@ type ClusterState struct {
 	// gone.
 	NodesListed time.Time `json:"nodes_listed"`
 	NodesStale  bool      `json:"nodes_stale,omitempty"`
-	Routes      int                `json:"routes"`
+	Routes      int       `json:"routes"`
 	// State is the state stream's RAFT group: its leader and each
 	// replica's currency and lag (operations behind); in a pool of
 	// several shards, shard 0's stream's.
