@@ -25,48 +25,47 @@ import (
 // request names it (a result sent again, a heartbeat or release of a
 // lease whose task was decided).
 //
-// Keys: a snapshot stores the replicas it archives in parts, "p.", the
-// first 8 hex digits of their lease IDs, ".", the part's first lease
-// ID, ".", its last, "." and the stream sequence of the state the
-// snapshot covers (in decimal), so that two nodes that archive at once
-// (a term's overlap) never write over each other's part with another
-// one: at one sequence every node holds the same state, and a put done
-// again by the same node holds what it held and more. a part holds up to partMax replicas (and about
-// partBytes of results and reasons) whose lease IDs share those
-// partStretch digits, in lease order. A lease ID's first 16 hex digits
-// are the nanosecond it was minted (pool.NewLeaseID), so one part's
-// leases were minted within the same 2^32 ns (about 4.3 s), and a lookup
-// lists only the parts of that stretch of time. A part's value is CBOR tag partTag
-// over the replicas written as the state stream's batches are (cbor-v2:
-// records as arrays, strings and job IDs in a table). Before parts
-// (versions up to 3bf14e8), and for a replica whose lease ID is not 32
-// lowercase hex digits or whose times cbor-v2 cannot hold, the key was
-// "l." and the lease ID in unpadded base64url, and the value the gob
-// encoding of its pool.ReplicaRecord: those are still read. The key
-// "archived" holds a stream sequence S (in decimal): every replica done
-// in the state up to S is in the bucket.
+// Keys: a replica whose lease ID is the Scheduler's (32 lowercase hex
+// digits, the first 16 the nanosecond it was minted: pool.NewLeaseID)
+// is stored with the others of its window, the leases minted within
+// the same 2^20 ns (1.05 ms, the ID's first windowDigits digits): key
+// "w." and those digits, value CBOR tag partTag over the window's
+// replicas in lease order, written as the state stream's batches are
+// (cbor-v2: records as arrays, strings and job IDs in a table). A lookup
+// reads that one key. Replicas of one window done at different
+// snapshots are merged into it, by compare-and-set on its revision, so
+// that two nodes archiving at once (a term's overlap) lose neither's.
+// Before windows (versions up to 3bf14e8), and for a replica whose lease
+// ID is not the Scheduler's, whose times cbor-v2 cannot hold, or whose
+// window's value would pass maxWindowBytes, the key is "l." and the
+// lease ID in unpadded base64url, and the value the gob encoding of its
+// pool.ReplicaRecord: those are read too. The key "archived" holds a
+// stream sequence S (in decimal): every replica done in the state up to
+// S is in the bucket.
 const ArchiveBucket = "idlepool_replicas"
 
 const (
 	archivedKey = "archived"
-	// archiveWindow is how many values (parts, or replicas of a key of
-	// their own) are written before their acknowledgements are awaited.
+	// archiveWindow is how many values (windows, or replicas of a key
+	// of their own) are written before their acknowledgements are
+	// awaited, and archiveBytes about how many bytes.
 	archiveWindow = 1024
-	// partMax is the most replicas one part holds, and partBytes about
-	// the most bytes of results and reasons: some 100 to 300 bytes a
-	// replica besides those, so a part of empty results is under 300 KB
-	// (a lookup decodes a whole part), and any part is well under the
-	// server's 8 MiB max payload.
-	partMax   = 1024
-	partBytes = 1 << 20
-	// partStretch is how many hex digits of a lease ID (from the start:
-	// its stamp's highest bits) the replicas of one part share: 2^32 ns.
-	// A lookup lists the keys of its stretch, which costs the server
-	// about the bytes the stretch's parts hold: at 10,000 tasks a second
-	// some 86,000 replicas, 25 MB.
-	partStretch = 8
+	archiveBytes  = 8 << 20
+	// windowDigits is how many hex digits of a lease ID (from the
+	// start: its stamp's highest bits) the replicas of one window
+	// share: 2^20 ns, about a millisecond. At 10,000 tasks a second a
+	// window holds some 21 replicas, 6 KB, which a lookup decodes
+	// whole; a pool of 500 tasks a second or fewer stores about one
+	// replica per window, as a key each did.
+	windowDigits = 11
+	// maxWindowBytes bounds a window's value (the server's max payload
+	// is 8 MiB): replicas that would pass it go under keys of their own.
+	maxWindowBytes = 4 << 20
+	// mergeTries bounds the compare-and-set rounds of one window's
+	// merge (each lost to another writer's merge of the same window).
+	mergeTries = 8
 	// partTag is the CBOR tag (RFC 8949 section 3.4, from the range
-	// any application may use) of a part's value.
+	// any application may use) of a window's value.
 	partTag = 0x72657032 // "rep2"
 	// maxLeaseID bounds the lease IDs looked up in the archive: the
 	// Scheduler's are 32 characters (pool.NewLeaseID), and a longer one,
@@ -102,48 +101,180 @@ func openArchive(ctx context.Context, js jetstream.JetStream, bucket string, rep
 	return &archive{js: js, kv: kv, bucket: bucket}, nil
 }
 
-// put stores recs in parts (ArchiveBucket), each replica whose lease
-// ID is not 32 lowercase hex digits or whose times cbor-v2 cannot hold
-// under a key of its own, and returns once every value is acknowledged;
-// a window of archiveWindow values not acknowledged within timeout wraps
-// pool.ErrStoreUnavailable. seq is the stream sequence of the state
-// recs were taken from (part of each part's key). Storing replicas again
-// stores the same records (a done replica never changes): a put that
-// failed half way is simply done again.
-func (a *archive) put(ctx context.Context, recs []*pool.ReplicaRecord, seq uint64, timeout time.Duration) error {
-	vals, err := archiveValues(recs, seq)
-	if err != nil {
-		return err
-	}
+// put stores recs (ArchiveBucket): each window's replicas under its
+// key, created when the bucket has no such key and merged into the
+// stored value when it has; each replica that goes under a key of its
+// own, so. It returns once every value is acknowledged; a batch of
+// values not acknowledged within timeout wraps pool.ErrStoreUnavailable.
+// Storing replicas again stores the same records (a done replica never
+// changes): a put that failed half way is simply done again.
+func (a *archive) put(ctx context.Context, recs []*pool.ReplicaRecord, timeout time.Duration) error {
+	windows, own := archiveGroups(recs)
+	var merge [][]pool.ReplicaRecord // windows whose key exists
 	subj := "$KV." + a.bucket + "."
-	for len(vals) > 0 {
-		n := min(len(vals), archiveWindow)
-		acks := make([]jetstream.PubAckFuture, 0, n)
-		for _, v := range vals[:n] {
-			f, err := a.js.PublishAsync(subj+v.key, v.data)
-			if err != nil {
-				return fmt.Errorf("cluster: archive replicas (%s): %w", v.key, unavailable(err))
-			}
-			acks = append(acks, f)
-		}
-		wait := time.NewTimer(timeout)
-		for _, f := range acks {
+	type pending struct {
+		f   jetstream.PubAckFuture
+		win []pool.ReplicaRecord // nil for a replica of its own key
+	}
+	var inFlight []pending
+	size := 0
+	wait := func() error {
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		for _, p := range inFlight {
 			select {
-			case <-f.Ok():
-			case err := <-f.Err():
-				wait.Stop()
+			case <-p.f.Ok():
+			case err := <-p.f.Err():
+				if p.win != nil && wrongLastSeq(err) {
+					merge = append(merge, p.win)
+					continue
+				}
 				return fmt.Errorf("cluster: archive replicas: %w", unavailable(err))
-			case <-wait.C:
+			case <-t.C:
 				return fmt.Errorf("cluster: archive replicas: %w: no acknowledgement within %s", pool.ErrStoreUnavailable, timeout)
 			case <-ctx.Done():
-				wait.Stop()
 				return fmt.Errorf("cluster: archive replicas: %w", unavailable(ctx.Err()))
 			}
 		}
-		wait.Stop()
-		vals = vals[n:]
+		inFlight, size = inFlight[:0], 0
+		return nil
+	}
+	publish := func(key string, data []byte, win []pool.ReplicaRecord, opts ...jetstream.PublishOpt) error {
+		f, err := a.js.PublishAsync(subj+key, data, opts...)
+		if err != nil {
+			return fmt.Errorf("cluster: archive replicas (%s): %w", key, unavailable(err))
+		}
+		inFlight, size = append(inFlight, pending{f, win}), size+len(data)
+		if len(inFlight) >= archiveWindow || size >= archiveBytes {
+			return wait()
+		}
+		return nil
+	}
+	for _, win := range windows {
+		data, ok, err := encodePart(win)
+		if err != nil {
+			return fmt.Errorf("cluster: encode archived window %s: %w", windowKey(win[0].Lease), err)
+		}
+		if !ok || len(data) > maxWindowBytes {
+			for i := range win {
+				own = append(own, &win[i])
+			}
+			continue
+		}
+		// Created only where the key is new; else merged below.
+		if err := publish(windowKey(win[0].Lease), data, win, jetstream.WithExpectLastSequencePerSubject(0)); err != nil {
+			return err
+		}
+	}
+	for _, r := range own {
+		v, err := replicaValue(r)
+		if err != nil {
+			return err
+		}
+		if err := publish(v.key, v.data, nil); err != nil {
+			return err
+		}
+	}
+	if err := wait(); err != nil {
+		return err
+	}
+	for _, win := range merge {
+		if err := a.merge(ctx, win, timeout); err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// merge stores win, replicas of one window in lease order, into the
+// window's stored value by compare-and-set, trying again when another
+// writer changed it meanwhile; replicas that would take the value past
+// maxWindowBytes, or a stored value that does not decode (it is left as
+// it is), send win's replicas to keys of their own instead.
+func (a *archive) merge(ctx context.Context, win []pool.ReplicaRecord, timeout time.Duration) error {
+	key := windowKey(win[0].Lease)
+	for range mergeTries {
+		mctx, cancel := context.WithTimeout(ctx, timeout)
+		e, err := a.kv.Get(mctx, key)
+		cancel()
+		var rev uint64
+		var stored []pool.ReplicaRecord
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+		case err != nil:
+			return fmt.Errorf("cluster: archive replicas: read window %s: %w", key, unavailable(err))
+		default:
+			rev = e.Revision()
+			if stored, err = decodePart(e.Value()); err != nil {
+				return a.putOwn(ctx, win, timeout)
+			}
+		}
+		data, ok, err := encodePart(mergeWindow(stored, win))
+		if err != nil {
+			return fmt.Errorf("cluster: encode archived window %s: %w", key, err)
+		}
+		if !ok || len(data) > maxWindowBytes {
+			return a.putOwn(ctx, win, timeout)
+		}
+		mctx, cancel = context.WithTimeout(ctx, timeout)
+		_, err = a.kv.Update(mctx, key, data, rev)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !errors.Is(err, jetstream.ErrKeyExists) {
+			return fmt.Errorf("cluster: archive replicas: write window %s: %w", key, unavailable(err))
+		}
+	}
+	return fmt.Errorf("cluster: archive replicas: window %s: %w: changed by another writer at each of %d tries", key, pool.ErrStoreUnavailable, mergeTries)
+}
+
+// putOwn stores each replica of win under a key of its own.
+func (a *archive) putOwn(ctx context.Context, win []pool.ReplicaRecord, timeout time.Duration) error {
+	for i := range win {
+		v, err := replicaValue(&win[i])
+		if err != nil {
+			return err
+		}
+		mctx, cancel := context.WithTimeout(ctx, timeout)
+		_, err = a.kv.Put(mctx, v.key, v.data)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("cluster: archive replica %s: %w", win[i].Lease, unavailable(err))
+		}
+	}
+	return nil
+}
+
+// mergeWindow returns the replicas of stored and add, both in lease
+// order, in lease order, each lease once (add's where both have it: a
+// done replica never changes, so they are the same).
+func mergeWindow(stored, add []pool.ReplicaRecord) []pool.ReplicaRecord {
+	out := make([]pool.ReplicaRecord, 0, len(stored)+len(add))
+	i, j := 0, 0
+	for i < len(stored) || j < len(add) {
+		switch {
+		case j == len(add) || i < len(stored) && stored[i].Lease < add[j].Lease:
+			out = append(out, stored[i])
+			i++
+		case i == len(stored) || add[j].Lease < stored[i].Lease:
+			out = append(out, add[j])
+			j++
+		default:
+			out = append(out, add[j])
+			i, j = i+1, j+1
+		}
+	}
+	return out
+}
+
+// wrongLastSeq reports whether err is JetStream's answer to a publish
+// whose expected last sequence for its subject did not hold (the key
+// exists): code 10071, or 10164 from a replicated stream.
+func wrongLastSeq(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
 }
 
 // archiveValue is one key of ArchiveBucket and its value.
@@ -152,82 +283,39 @@ type archiveValue struct {
 	data []byte
 }
 
-// archiveValues returns the keys and values put stores for recs: the
-// replicas of part leases (partLease) sorted by lease, each lease once,
-// cut into parts of at most partMax replicas and about partBytes, each
-// within one stretch (the first partStretch hex digits); and a key of
-// its own for each other replica and each replica of a part cbor-v2
-// cannot hold; seq ends the parts' keys. recs is not changed.
-func archiveValues(recs []*pool.ReplicaRecord, seq uint64) ([]archiveValue, error) {
-	var out []archiveValue
+// archiveGroups returns recs as put stores them: the replicas of the
+// Scheduler's leases (windowLease) sorted by lease, each lease once,
+// grouped by window, and the others, each for a key of its own. recs is
+// not changed.
+func archiveGroups(recs []*pool.ReplicaRecord) (windows [][]pool.ReplicaRecord, own []*pool.ReplicaRecord) {
 	sorted := make([]*pool.ReplicaRecord, 0, len(recs))
 	for _, r := range recs {
-		if partLease(r.Lease) {
+		if windowLease(r.Lease) {
 			sorted = append(sorted, r)
-			continue
+		} else {
+			own = append(own, r)
 		}
-		v, err := replicaValue(r)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, v)
 	}
 	slices.SortFunc(sorted, func(a, b *pool.ReplicaRecord) int { return strings.Compare(a.Lease, b.Lease) })
-	var part []pool.ReplicaRecord
-	size := 0
-	flush := func() error {
-		if len(part) == 0 {
-			return nil
-		}
-		defer func() { part, size = part[:0], 0 }()
-		data, ok, err := encodePart(part)
-		if err != nil {
-			return fmt.Errorf("cluster: encode archived replicas %s to %s: %w", part[0].Lease, part[len(part)-1].Lease, err)
-		}
-		if ok {
-			out = append(out, archiveValue{partKey(part[0].Lease, part[len(part)-1].Lease, seq), data})
-			return nil
-		}
-		for i := range part {
-			v, err := replicaValue(&part[i])
-			if err != nil {
-				return err
-			}
-			out = append(out, v)
-		}
-		return nil
-	}
+	var win []pool.ReplicaRecord
 	for _, r := range sorted {
-		if n := len(part); n > 0 && part[n-1].Lease == r.Lease {
+		if n := len(win); n > 0 && win[n-1].Lease == r.Lease {
 			continue // noted done twice: once is enough
 		}
-		rs := replicaSize(r)
-		if n := len(part); n > 0 && (n == partMax || size+rs > partBytes || part[0].Lease[:partStretch] != r.Lease[:partStretch]) {
-			if err := flush(); err != nil {
-				return nil, err
-			}
+		if n := len(win); n > 0 && win[0].Lease[:windowDigits] != r.Lease[:windowDigits] {
+			windows = append(windows, win)
+			win = nil
 		}
-		part = append(part, *r)
-		size += rs
+		win = append(win, *r)
 	}
-	if err := flush(); err != nil {
-		return nil, err
+	if len(win) > 0 {
+		windows = append(windows, win)
 	}
-	return out, nil
-}
-
-// replicaSize is about how many bytes r adds to a part beyond its fixed
-// fields: its result, reason and result's chunk list.
-func replicaSize(r *pool.ReplicaRecord) int {
-	n := len(r.Result) + len(r.Reason)
-	if r.Ref != nil {
-		n += 48 * len(r.Ref.Chunks)
-	}
-	return n
+	return windows, own
 }
 
 // replicaValue is r under a key of its own, in gob (the form before
-// parts).
+// windows).
 func replicaValue(r *pool.ReplicaRecord) (archiveValue, error) {
 	var buf bytes.Buffer
 	if err := gob.NewEncoder(&buf).Encode(r); err != nil {
@@ -236,9 +324,9 @@ func replicaValue(r *pool.ReplicaRecord) (archiveValue, error) {
 	return archiveValue{leaseKey(r.Lease), buf.Bytes()}, nil
 }
 
-// partLease reports whether lease is 32 lowercase hex digits, as the
-// Scheduler mints them (pool.NewLeaseID): the leases kept in parts.
-func partLease(lease string) bool {
+// windowLease reports whether lease is 32 lowercase hex digits, as the
+// Scheduler mints them (pool.NewLeaseID): the leases kept in windows.
+func windowLease(lease string) bool {
 	if len(lease) != 32 {
 		return false
 	}
@@ -250,30 +338,11 @@ func partLease(lease string) bool {
 	return true
 }
 
-// partPrefix is the start of the keys of the parts that may hold lease,
-// a partLease: "p.", its stretch, ".".
-func partPrefix(lease string) string { return "p." + lease[:partStretch] + "." }
+// windowKey is the key of the window of lease, a windowLease.
+func windowKey(lease string) string { return "w." + lease[:windowDigits] }
 
-// partKey is the key of the part from lease first to lease last, which
-// share their stretch, archived from the state at stream sequence seq.
-func partKey(first, last string, seq uint64) string {
-	return partPrefix(first) + first + "." + last + "." + strconv.FormatUint(seq, 10)
-}
-
-// partRange returns the first and last lease of part key k, which
-// begins with prefix; ok is false when k is not a part's key.
-func partRange(k, prefix string) (first, last string, ok bool) {
-	rest, ok := strings.CutPrefix(k, prefix)
-	if !ok {
-		return "", "", false
-	}
-	first, rest, ok1 := strings.Cut(rest, ".")
-	last, _, ok2 := strings.Cut(rest, ".")
-	return first, last, ok1 && ok2
-}
-
-// encodePart encodes rs, in lease order, as a part's value; ok is false
-// when cbor-v2 cannot hold one of their times.
+// encodePart encodes rs, in lease order, as a window's value; ok is
+// false when cbor-v2 cannot hold one of their times.
 func encodePart(rs []pool.ReplicaRecord) (data []byte, ok bool, err error) {
 	w, ok := toWire(&pool.Batch{Replicas: rs})
 	if !ok {
@@ -283,8 +352,8 @@ func encodePart(rs []pool.ReplicaRecord) (data []byte, ok bool, err error) {
 	return data, err == nil, err
 }
 
-// decodePart decodes a part encodePart wrote. The error says what is
-// wrong: another tag, a record that does not decode, a record of
+// decodePart decodes a window's value encodePart wrote. The error says
+// what is wrong: another tag, a record that does not decode, a record of
 // another kind than a replica, or replicas out of lease order.
 func decodePart(data []byte) ([]pool.ReplicaRecord, error) {
 	var t cbor.RawTag
@@ -303,29 +372,46 @@ func decodePart(data []byte) ([]pool.ReplicaRecord, error) {
 		return nil, err
 	}
 	if len(b.Peers)+len(b.Jobs)+len(b.Outcomes)+len(b.Acks)+len(b.Cancels)+len(b.Trust)+len(b.Entries) > 0 {
-		return nil, errors.New("an archived part holds other records than replicas")
+		return nil, errors.New("an archived window holds other records than replicas")
 	}
 	if !slices.IsSortedFunc(b.Replicas, func(a, b pool.ReplicaRecord) int { return strings.Compare(a.Lease, b.Lease) }) {
-		return nil, errors.New("an archived part's replicas are not in lease order")
+		return nil, errors.New("an archived window's replicas are not in lease order")
 	}
 	return b.Replicas, nil
 }
 
 // get returns the archived replica lease, or an error wrapping
-// pool.ErrUnknownLease when the bucket has none: from the parts of its
-// stretch whose keys' range holds it, else from a key of its own.
+// pool.ErrUnknownLease when the bucket has none: from its window, else
+// from a key of its own. A window that does not decode is an error that
+// names its key, unless the replica is under a key of its own.
 func (a *archive) get(ctx context.Context, lease string) (pool.ReplicaRecord, error) {
 	if len(lease) > maxLeaseID {
 		return pool.ReplicaRecord{}, fmt.Errorf("replica of a %d-byte lease ID: %w", len(lease), pool.ErrUnknownLease)
 	}
-	if partLease(lease) {
-		r, ok, err := a.fromParts(ctx, lease)
-		if err != nil || ok {
-			return r, err
+	var winErr error
+	if windowLease(lease) {
+		key := windowKey(lease)
+		e, err := a.kv.Get(ctx, key)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+		case err != nil:
+			return pool.ReplicaRecord{}, fmt.Errorf("cluster: read archived window %s: %w", key, unavailable(err))
+		default:
+			rs, err := decodePart(e.Value())
+			if err != nil {
+				winErr = fmt.Errorf("cluster: decode archived window %s: %w", key, err)
+				break
+			}
+			if i, found := slices.BinarySearchFunc(rs, lease, func(r pool.ReplicaRecord, l string) int { return strings.Compare(r.Lease, l) }); found {
+				return rs[i], nil
+			}
 		}
 	}
 	e, err := a.kv.Get(ctx, leaseKey(lease))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		if winErr != nil {
+			return pool.ReplicaRecord{}, winErr
+		}
 		return pool.ReplicaRecord{}, fmt.Errorf("replica %q: %w", lease, pool.ErrUnknownLease)
 	}
 	if err != nil {
@@ -336,45 +422,6 @@ func (a *archive) get(ctx context.Context, lease string) (pool.ReplicaRecord, er
 		return pool.ReplicaRecord{}, fmt.Errorf("cluster: decode archived replica %s: %w", lease, err)
 	}
 	return r, nil
-}
-
-// fromParts returns replica lease (a partLease) from the parts of its
-// stretch; ok is false when none holds it.
-func (a *archive) fromParts(ctx context.Context, lease string) (r pool.ReplicaRecord, ok bool, err error) {
-	prefix := partPrefix(lease)
-	kl, err := a.kv.ListKeysFiltered(ctx, prefix+">")
-	if errors.Is(err, jetstream.ErrNoKeysFound) {
-		return r, false, nil
-	}
-	if err != nil {
-		return r, false, fmt.Errorf("cluster: list the archived parts of %s: %w", lease, unavailable(err))
-	}
-	var keys []string
-	for k := range kl.Keys() {
-		if first, last, ok := partRange(k, prefix); ok && first <= lease && lease <= last {
-			keys = append(keys, k)
-		}
-	}
-	if err := ctx.Err(); err != nil { // the list ended early
-		return r, false, fmt.Errorf("cluster: list the archived parts of %s: %w", lease, unavailable(err))
-	}
-	for _, k := range keys {
-		e, err := a.kv.Get(ctx, k)
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			continue
-		}
-		if err != nil {
-			return r, false, fmt.Errorf("cluster: read archived part %s: %w", k, unavailable(err))
-		}
-		rs, err := decodePart(e.Value())
-		if err != nil {
-			return r, false, fmt.Errorf("cluster: decode archived part %s: %w", k, err)
-		}
-		if i, found := slices.BinarySearchFunc(rs, lease, func(r pool.ReplicaRecord, l string) int { return strings.Compare(r.Lease, l) }); found {
-			return rs[i], true, nil
-		}
-	}
-	return r, false, nil
 }
 
 // mark returns the stream sequence up to which every done replica is

@@ -1,11 +1,10 @@
 package cluster
 
 import (
-	"bytes"
 	"context"
-	"encoding/gob"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"reflect"
 	"slices"
@@ -68,8 +67,12 @@ func replicasIn(t *testing.T, s *Store) int {
 	return len(snap.Replicas)
 }
 
+// historyEpoch is the stamp of the leases of a history's task 0: a
+// nanosecond of 2026 (pool.NewLeaseID).
+const historyEpoch = 0x18a0000000000000
+
 // firstLease is the lease ID history gives the first replica of task 0.
-const firstLease = "00000000000000000000000000000000"
+const firstLease = "18a00000000000000000000000000000"
 
 // A snapshot moves the replicas that are done (settled, their task
 // decided) to the archive: the writer's memory, the snapshot and a node
@@ -282,10 +285,10 @@ func TestClusterArchiveThreeNodes(t *testing.T) {
 	coldReceipts(t, h)
 }
 
-// archiveRecords returns n done replicas, every field set, of leases
-// minted over stretches stretches of partStretch digits: n/stretches
-// consecutive leases in each.
-func archiveRecords(n, stretches int) []*pool.ReplicaRecord {
+// archiveRecords returns n done replicas, every field set, whose
+// leases were minted every step nanoseconds from 2026-12 on: 32
+// lowercase hex digits, the Scheduler's form.
+func archiveRecords(n int, step uint64) []*pool.ReplicaRecord {
 	var base pool.ReplicaRecord
 	k := 0
 	fill(reflect.ValueOf(&base).Elem(), &k)
@@ -293,135 +296,126 @@ func archiveRecords(n, stretches int) []*pool.ReplicaRecord {
 	out := make([]*pool.ReplicaRecord, n)
 	for i := range out {
 		r := base
-		stamp := uint64(0x18a0000000000000) + uint64(i%stretches)<<(64-4*partStretch) + uint64(i)
-		r.Lease = fmt.Sprintf("%016x%016x", stamp, uint64(i)*7919)
+		r.Lease = fmt.Sprintf("%016x%016x", uint64(0x18a0000000000000)+uint64(i)*step, uint64(i)*7919)
 		r.Task = int64(i)
 		out[i] = &r
 	}
 	return out
 }
 
-// The replicas a snapshot archives are stored in parts: in lease order,
-// each lease once, each part within one stretch and at most partMax
-// replicas or about partBytes; a replica whose lease ID is not the
-// Scheduler's form, or whose times cbor-v2 cannot hold, under a key of
-// its own in the form before. Every replica reads back with every
-// field as it was.
-func TestArchiveParts(t *testing.T) {
-	recs := archiveRecords(5000, 3)
-	// Noted done twice, and given out of order.
-	recs = append(recs, recs[17], recs[4000])
-	slices.Reverse(recs)
+// windowNs is a window's length in nanoseconds.
+const windowNs = uint64(1) << (64 - 4*windowDigits)
+
+// The replicas a snapshot archives are grouped by window: in lease
+// order, each lease once, each group within one window; a replica whose
+// lease ID is not the Scheduler's form goes to a key of its own. A
+// window's value reads back with every field as it was, and one that
+// is not a window's, or out of order, is refused.
+func TestArchiveWindows(t *testing.T) {
+	recs := archiveRecords(3000, windowNs/1000+1) // 1,000 a window
+	recs = append(recs, recs[17], recs[2500])     // noted done twice
+	slices.Reverse(recs)                          // and given out of order
 	odd := *recs[0]
 	odd.Lease = "lease-from-elsewhere"
-	late := *recs[1]
-	late.Lease = recs[1].Lease[:31] + "x" // not hex: under its own key
-	far := *archiveRecords(1, 1)[0]
-	far.Lease = "ffffffffffffffff0000000000000000"
-	far.Deadline = time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC) // past cbor-v2's times
-	big := *archiveRecords(1, 1)[0]
-	big.Lease = recs[0].Lease[:partStretch] + "ffffffff00000000000000000000"[:32-partStretch] // its stretch's last
-	big.Result = make([]byte, partBytes-10)
-	recs = append(recs, &odd, &late, &far, &big)
+	upper := *recs[1]
+	upper.Lease = strings.ToUpper(recs[1].Lease)
+	recs = append(recs, &odd, &upper)
 
-	vals, err := archiveValues(recs, 7)
-	if err != nil {
-		t.Fatal(err)
+	windows, own := archiveGroups(recs)
+	if len(own) != 2 || own[0].Lease != odd.Lease || own[1].Lease != upper.Lease {
+		t.Fatalf("under keys of their own: %d replicas, want the two whose leases are not the Scheduler's", len(own))
+	}
+	keys := map[string]bool{}
+	for _, r := range recs[:len(recs)-2] {
+		keys[windowKey(r.Lease)] = true
+	}
+	if len(windows) != len(keys) || len(keys) < 3 {
+		t.Fatalf("%d windows, want %d (and at least 3)", len(windows), len(keys))
 	}
 	want := map[string]pool.ReplicaRecord{}
-	for _, r := range recs {
+	for _, r := range recs[:len(recs)-2] {
 		want[r.Lease] = *r
 	}
 	got := map[string]pool.ReplicaRecord{}
-	parts, own := 0, 0
-	for _, v := range vals {
-		if strings.HasPrefix(v.key, "l.") {
-			own++
-			var r pool.ReplicaRecord
-			if err := gob.NewDecoder(bytes.NewReader(v.data)).Decode(&r); err != nil {
-				t.Fatalf("%s: %v", v.key, err)
-			}
-			if v.key != leaseKey(r.Lease) {
-				t.Fatalf("replica %s under key %s", r.Lease, v.key)
-			}
-			got[r.Lease] = r
-			continue
+	for _, win := range windows {
+		data, ok, err := encodePart(win)
+		if err != nil || !ok {
+			t.Fatalf("encode window %s: %v, %v", windowKey(win[0].Lease), ok, err)
 		}
-		parts++
-		rs, err := decodePart(v.data)
+		rs, err := decodePart(data)
 		if err != nil {
-			t.Fatalf("%s: %v", v.key, err)
+			t.Fatal(err)
 		}
-		if len(rs) == 0 || len(rs) > partMax {
-			t.Fatalf("%s holds %d replicas, want 1 to %d", v.key, len(rs), partMax)
-		}
-		if v.key != partKey(rs[0].Lease, rs[len(rs)-1].Lease, 7) {
-			t.Fatalf("a part from %s to %s under key %s", rs[0].Lease, rs[len(rs)-1].Lease, v.key)
-		}
-		size := 0
 		for _, r := range rs {
 			if _, twice := got[r.Lease]; twice {
 				t.Fatalf("replica %s stored twice", r.Lease)
 			}
-			if r.Lease[:partStretch] != rs[0].Lease[:partStretch] {
-				t.Fatalf("%s holds %s, of another stretch", v.key, r.Lease)
+			if windowKey(r.Lease) != windowKey(rs[0].Lease) {
+				t.Fatalf("window %s holds %s", windowKey(rs[0].Lease), r.Lease)
 			}
 			got[r.Lease] = r
-			size += replicaSize(&r)
 		}
-		if len(rs) > 1 && size > partBytes {
-			t.Fatalf("%s holds %d replicas with %d bytes of results, over %d", v.key, len(rs), size, partBytes)
-		}
-	}
-	if own != 3 {
-		t.Errorf("%d replicas under keys of their own, want 3 (a lease not in the Scheduler's form, one not hex, one of the year 2300)", own)
-	}
-	// 5,000 leases over 3 stretches: 1,667, 1,667 and 1,666, each cut
-	// into parts of partMax; the big result is a part of its own.
-	if want := 3*((1667+partMax-1)/partMax) + 1; parts != want {
-		t.Errorf("%d parts, want %d", parts, want)
 	}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Fatalf("the archived replicas differ (-given +read):\n%s", d)
 	}
-	// More than partMax in one stretch: cut.
-	vals, err = archiveValues(archiveRecords(2*partMax+1, 1), 7)
-	if err != nil || len(vals) != 3 {
-		t.Fatalf("%d+1 replicas of one stretch in %d values (%v), want 3 parts", 2*partMax, len(vals), err)
+	// Merged: each lease once, in order.
+	a, b := windows[0][:600], windows[0][400:]
+	if m := mergeWindow(a, b); len(m) != len(windows[0]) || !slices.IsSortedFunc(m, func(x, y pool.ReplicaRecord) int { return strings.Compare(x.Lease, y.Lease) }) {
+		t.Fatalf("merging 600 and 600 replicas that share 200: %d, want %d in order", len(m), len(windows[0]))
 	}
-	// A part that is not one.
 	if _, err := decodePart([]byte{0xc1, 0x00}); err == nil {
-		t.Error("a time tag read as a part")
+		t.Error("a time tag read as a window")
 	}
 	rs := archiveRecords(2, 1)
 	data, _, _ := encodePart([]pool.ReplicaRecord{*rs[1], *rs[0]})
 	if _, err := decodePart(data); err == nil || !strings.Contains(err.Error(), "lease order") {
-		t.Errorf("a part out of order: %v", err)
+		t.Errorf("a window out of order: %v", err)
+	}
+	far := *rs[0]
+	far.Deadline = time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC)
+	if _, ok, err := encodePart([]pool.ReplicaRecord{far}); ok || err != nil {
+		t.Errorf("a replica of the year 2300 encoded as a window: %v, %v", ok, err)
 	}
 }
 
-// A Store reads every archived replica back from its part, and from a
-// key of its own where an older version put it; a lease in a stretch
-// with parts but in none of them, or in a stretch with none, is
-// unknown; parts stored again (a put done again with more replicas, or
-// by another node with fewer) still answer; a damaged part is an error
-// that names it.
-func TestArchiveReadsParts(t *testing.T) {
+// A Store reads every archived replica back from its window, and from
+// a key of its own where an older version put it or where a window
+// could not hold it; a lease in no window, or in a window that does not
+// hold it, is unknown. Replicas of one window archived at different
+// snapshots, by one node or by two at once (a term's overlap, the one
+// behind archiving fewer), are all kept. A damaged window is an error
+// that names it, for its own leases only.
+func TestArchiveReadsWindows(t *testing.T) {
 	t.Parallel()
 	_, s := oneNodeStore(t)
 	ctx := context.Background()
-	recs := archiveRecords(3000, 2)
-	if err := s.arch.put(ctx, recs[:1000], 10, time.Minute); err != nil {
+	recs := archiveRecords(300, windowNs/100+1) // windows of 100
+	// Two snapshots: the second's replicas join windows the first wrote.
+	var first, second []*pool.ReplicaRecord
+	for i, r := range recs {
+		if i%3 == 0 {
+			first = append(first, r)
+		} else {
+			second = append(second, r)
+		}
+	}
+	if err := s.arch.put(ctx, first, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.arch.put(ctx, recs, 20, time.Minute); err != nil {
+	if err := s.arch.put(ctx, second, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	// A node in charge a moment too long (a term's overlap), behind the
-	// other, archives less of the same stretch: its part from the same
-	// first lease to the same last (the first part of the first stretch,
-	// the even leases 0 to 2,046) must not take the place of the other's.
-	if err := s.arch.put(ctx, []*pool.ReplicaRecord{recs[0], recs[2*(partMax-1)]}, 15, time.Minute); err != nil {
+	// A node in charge a moment too long, behind the other, archives
+	// a few of the same windows again.
+	if err := s.arch.put(ctx, []*pool.ReplicaRecord{recs[0], recs[199]}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	// A year-2300 replica cannot be in a window: a key of its own.
+	far := *archiveRecords(1, 1)[0]
+	far.Lease = recs[5].Lease[:31] + "f"
+	far.Deadline = time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC)
+	if err := s.arch.put(ctx, []*pool.ReplicaRecord{&far}, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	old := *archiveRecords(1, 1)[0]
@@ -433,82 +427,96 @@ func TestArchiveReadsParts(t *testing.T) {
 	if _, err := s.arch.kv.Put(ctx, v.key, v.data); err != nil {
 		t.Fatal(err)
 	}
-	for _, r := range []*pool.ReplicaRecord{recs[0], recs[1], recs[2], recs[999], recs[1500], recs[2*(partMax-1)], recs[2998], recs[2999], &old} {
+	for i, r := range append(slices.Clone(recs), &far, &old) {
 		got, err := s.Replica(ctx, r.Lease)
 		if err != nil {
-			t.Fatalf("Replica(%s): %v", r.Lease, err)
+			t.Fatalf("Replica(%s), #%d: %v", r.Lease, i, err)
 		}
 		if d := cmp.Diff(*r, got); d != "" {
 			t.Fatalf("Replica(%s) (-archived +read):\n%s", r.Lease, d)
 		}
 	}
-	between := recs[0].Lease[:31] + "f" // in the first part's range, not archived
-	if between == recs[0].Lease || between == recs[2].Lease {
-		t.Fatal("the test's leases changed")
+	kl, err := s.arch.kv.ListKeys(ctx)
+	if err != nil {
+		t.Fatal(err)
 	}
+	keys := 0
+	for range kl.Keys() {
+		keys++
+	}
+	if keys != 5 {
+		t.Errorf("the archive holds %d keys, want 5 (3 windows, 2 replicas of their own)", keys)
+	}
+	between := recs[0].Lease[:31] + "e" // in the first window, not archived
 	for _, l := range []string{between, "7fffffffffffffff0000000000000000", "not a lease"} {
 		if _, err := s.Replica(ctx, l); !errors.Is(err, pool.ErrUnknownLease) {
 			t.Errorf("Replica(%s) = %v, want ErrUnknownLease", l, err)
 		}
 	}
-	// Damage every part that holds recs[0].
-	kl, err := s.arch.kv.ListKeysFiltered(ctx, partPrefix(recs[0].Lease)+">")
-	if err != nil {
+	key := windowKey(recs[0].Lease)
+	if _, err := s.arch.kv.Put(ctx, key, []byte("not a window")); err != nil {
 		t.Fatal(err)
 	}
-	var key string
-	for k := range kl.Keys() {
-		if first, last, ok := partRange(k, partPrefix(recs[0].Lease)); ok && first <= recs[0].Lease && recs[0].Lease <= last {
-			if _, err := s.arch.kv.Put(ctx, k, []byte("not a part")); err != nil {
-				t.Fatal(err)
-			}
-			key = k
-		}
+	if _, err := s.Replica(ctx, recs[0].Lease); err == nil || !strings.Contains(err.Error(), key) {
+		t.Errorf("Replica of a lease in a damaged window: %v, want an error naming %s", err, key)
 	}
-	if key == "" {
-		t.Fatalf("no part holds %s", recs[0].Lease)
+	if r, err := s.Replica(ctx, far.Lease); err != nil || r.Lease != far.Lease {
+		t.Errorf("Replica(%s), of its own key beside a damaged window: %v", far.Lease, err)
 	}
-	if _, err := s.Replica(ctx, recs[0].Lease); err == nil || !strings.Contains(err.Error(), partPrefix(recs[0].Lease)) {
-		t.Errorf("Replica of a lease in a damaged part: %v, want an error naming the part (%s)", err, key)
+	if _, err := s.Replica(ctx, recs[100].Lease); err != nil {
+		t.Errorf("Replica(%s), in another window: %v", recs[100].Lease, err)
+	}
+	// Archiving into the damaged window leaves it as it is and puts the
+	// replicas under keys of their own.
+	more := *archiveRecords(1, 1)[0]
+	more.Lease = recs[0].Lease[:31] + "d"
+	if err := s.arch.put(ctx, []*pool.ReplicaRecord{&more}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := s.Replica(ctx, more.Lease); err != nil || r.Lease != more.Lease {
+		t.Errorf("Replica(%s), archived into a damaged window: %v", more.Lease, err)
 	}
 }
 
 // BenchmarkArchivePut stores the replicas a busy pool's snapshot
-// archives (4,096 done replicas at a time, every field set) in a
-// one-node cluster's archive, in parts and, as before parts, a key for
-// each; ns/op is per replica, the JetStream server's work included (it
-// runs in the process). The bytes stored per replica and the values
-// (JetStream messages) per replica are reported too.
+// archives (4,096 done replicas at a time, minted 20,000 a second, every
+// field set) in a one-node cluster's archive, by window and, as before
+// windows, a key for each; ns/op is per replica, the JetStream server's
+// work included (it runs in the process). The bytes stored per replica
+// and the values (JetStream messages) per replica are reported too.
 func BenchmarkArchivePut(b *testing.B) {
-	for _, form := range []string{"parts", "key-each"} {
+	for _, form := range []string{"windows", "key-each"} {
 		b.Run(form, func(b *testing.B) {
 			_, s := oneNodeStore(b)
 			ctx := context.Background()
 			const batch = 4096
+			recs := archiveRecords(b.N, uint64(time.Second)/20000)
 			msgs, bytes := 0, 0
-			b.ResetTimer()
-			for done := 0; done < b.N; done += batch {
-				recs := archiveRecords(min(batch, b.N-done), 1)
-				for i, r := range recs { // leases of their own
-					r.Lease = fmt.Sprintf("%016x%016x", uint64(0x18a0000000000000)+uint64(done+i)<<20, uint64(done+i))
-				}
-				var err error
-				if form == "parts" {
-					var vals []archiveValue
-					if vals, err = archiveValues(recs, uint64(done)); err == nil {
-						msgs += len(vals)
-						for _, v := range vals {
-							bytes += len(v.data)
-						}
+			for i := 0; i < b.N; i += batch {
+				part := recs[i:min(i+batch, b.N)]
+				if form == "windows" {
+					windows, _ := archiveGroups(part)
+					msgs += len(windows)
+					for _, w := range windows {
+						data, _, _ := encodePart(w)
+						bytes += len(data)
 					}
-					err = s.arch.put(ctx, recs, uint64(done), time.Minute)
 				} else {
-					for _, r := range recs {
+					msgs += len(part)
+					for _, r := range part {
 						v, _ := replicaValue(r)
 						bytes += len(v.data)
 					}
-					err = putEach(ctx, s.arch, recs)
-					msgs += len(recs)
+				}
+			}
+			b.ResetTimer()
+			for i := 0; i < b.N; i += batch {
+				part := recs[i:min(i+batch, b.N)]
+				var err error
+				if form == "windows" {
+					err = s.arch.put(ctx, part, time.Minute)
+				} else {
+					err = putEach(ctx, s.arch, part)
 				}
 				if err != nil {
 					b.Fatal(err)
@@ -520,8 +528,9 @@ func BenchmarkArchivePut(b *testing.B) {
 	}
 }
 
-// putEach stores recs as the versions before parts did: each replica's
-// gob under a key of its own, 1,024 acknowledgements awaited at a time.
+// putEach stores recs as the versions before windows did: each
+// replica's gob under a key of its own, 1,024 acknowledgements awaited
+// at a time.
 func putEach(ctx context.Context, a *archive, recs []*pool.ReplicaRecord) error {
 	for len(recs) > 0 {
 		n := min(len(recs), archiveWindow)
@@ -552,31 +561,41 @@ func putEach(ctx context.Context, a *archive, recs []*pool.ReplicaRecord) error 
 }
 
 // BenchmarkArchiveGet reads one archived replica (the rare request that
-// names a lease decided and archived) among 40,960 archived at 2,048 a
-// second over 20 s (about 9,000 in its stretch), in parts and, as
-// before parts, a key for each.
+// names a lease decided and archived, or one never issued) among 40,960
+// minted 20,000 a second and archived over 40 snapshots in the order
+// they became done (shuffled), by window and, as before windows, a key
+// for each.
 func BenchmarkArchiveGet(b *testing.B) {
-	for _, form := range []string{"parts", "key-each"} {
+	for _, form := range []string{"windows", "key-each", "windows-unknown"} {
 		b.Run(form, func(b *testing.B) {
 			_, s := oneNodeStore(b)
 			ctx := context.Background()
-			recs := archiveRecords(40960, 1)
-			for i, r := range recs {
-				r.Lease = fmt.Sprintf("%016x%016x", uint64(0x18a0000000000000)+uint64(i)*uint64(time.Second)/2048, uint64(i))
-			}
-			var err error
-			if form == "parts" {
-				err = s.arch.put(ctx, recs, 1, time.Minute)
-			} else {
-				err = putEach(ctx, s.arch, recs)
-			}
-			if err != nil {
-				b.Fatal(err)
+			recs := archiveRecords(40960, uint64(time.Second)/20000)
+			done := slices.Clone(recs)
+			rand.New(rand.NewPCG(1, 2)).Shuffle(len(done), func(i, j int) { done[i], done[j] = done[j], done[i] })
+			for i := 0; i < len(done); i += 1024 {
+				var err error
+				if form == "key-each" {
+					err = putEach(ctx, s.arch, done[i:i+1024])
+				} else {
+					err = s.arch.put(ctx, done[i:i+1024], time.Minute)
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
 			}
 			b.ResetTimer()
 			for i := range b.N {
 				r := recs[i*7919%len(recs)]
-				if got, err := s.arch.get(ctx, r.Lease); err != nil || got.Lease != r.Lease {
+				if form == "windows-unknown" { // in a window, never issued
+					forged := r.Lease[:31] + map[bool]string{true: "1", false: "0"}[r.Lease[31] == '0']
+					if _, err := s.arch.get(ctx, forged); !errors.Is(err, pool.ErrUnknownLease) {
+						b.Fatal(err)
+					}
+					continue
+				}
+				got, err := s.arch.get(ctx, r.Lease)
+				if err != nil || got.Lease != r.Lease {
 					b.Fatalf("get %s: %+v, %v", r.Lease, got.Lease, err)
 				}
 			}

@@ -80,8 +80,10 @@ func (h *history) batch(perBatch int) *pool.Batch {
 	h.inFlight = h.inFlight[:0]
 	for range perBatch {
 		for k := range 2 {
+			// As the Scheduler mints them (pool.NewLeaseID): a stamp in
+			// nanoseconds (here 10,000 tasks a second), then random.
 			var id [16]byte
-			binary.BigEndian.PutUint64(id[:], uint64(h.next))
+			binary.BigEndian.PutUint64(id[:], historyEpoch+uint64(h.next)*100_000)
 			id[8] = byte(k)
 			p := h.peers[(int(h.next)*2+k)%len(h.peers)]
 			h.inFlight = append(h.inFlight, pool.ReplicaRecord{Lease: fmt.Sprintf("%x", id), Job: h.job.ID, Task: h.next,
