@@ -389,6 +389,28 @@ func TestArchiveWindows(t *testing.T) {
 func TestArchiveReadsWindows(t *testing.T) {
 	t.Parallel()
 	_, s := oneNodeStore(t)
+	archiveReadsWindows(t, s)
+}
+
+// TestArchiveReadsWindowsThreeNodes is TestArchiveReadsWindows on three
+// nodes, the archive replicated three times (a compare-and-set that
+// fails there is JetStream's code 10164, not 10071), through a node
+// that does not lead its stream: make check-cluster
+// (IDLEPOOL_FULL_CLUSTER=1).
+func TestArchiveReadsWindowsThreeNodes(t *testing.T) {
+	if os.Getenv("IDLEPOOL_FULL_CLUSTER") == "" {
+		t.Skip("the replica archive's windows on three nodes: make check-cluster (IDLEPOOL_FULL_CLUSTER=1)")
+	}
+	t.Parallel()
+	nodes := startNodes(t, testConfigs(t, t.TempDir(), 3))
+	s := openStore(t, nodes[0], 3)
+	if _, err := s.Load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	archiveReadsWindows(t, openStore(t, nodes[1], 3))
+}
+
+func archiveReadsWindows(t *testing.T, s *Store) {
 	ctx := context.Background()
 	recs := archiveRecords(300, windowNs/100+1) // windows of 100
 	// Two snapshots: the second's replicas join windows the first wrote.
