@@ -81,21 +81,50 @@ func openLedgerArchive(ctx context.Context, js jetstream.JetStream, bucket strin
 	return &ledgerArchive{js: js, kv: kv, bucket: bucket}, nil
 }
 
-// put stores es, whose first entry starts a range and whose length is a
-// multiple of LedgerRange, as ranges with their per-peer index, and
-// returns once every value is acknowledged; a window not acknowledged
-// within timeout wraps pool.ErrStoreUnavailable. Storing a range again
-// stores the same values (entries never change), so a put that failed
-// half way is simply done again.
-func (a *ledgerArchive) put(ctx context.Context, es []pool.Entry, timeout time.Duration) error {
-	if len(es) == 0 {
-		return nil
+// wholeRanges cuts pieces, consecutive entries in Seq order (as
+// pool.MemStore.LedgerBlocks hands them over), into slices of
+// LedgerRange, sharing a piece's entries where it holds a whole one
+// from its start and copying otherwise; a last slice shorter than
+// LedgerRange is what is left over.
+func wholeRanges(pieces [][]pool.Entry) [][]pool.Entry {
+	var out [][]pool.Entry
+	var cur []pool.Entry
+	for _, p := range pieces {
+		for len(p) > 0 {
+			if len(cur) == 0 && len(p) >= LedgerRange {
+				out = append(out, p[:LedgerRange:LedgerRange])
+				p = p[LedgerRange:]
+				continue
+			}
+			n := min(LedgerRange-len(cur), len(p))
+			cur = append(cur, p[:n]...)
+			p = p[n:]
+			if len(cur) == LedgerRange {
+				out = append(out, cur)
+				cur = nil
+			}
+		}
 	}
-	if (es[0].Seq-1)%LedgerRange != 0 || len(es)%LedgerRange != 0 {
-		return fmt.Errorf("cluster: archive ledger entries %d to %d: not whole ranges of %d", es[0].Seq, es[0].Seq+uint64(len(es))-1, LedgerRange)
+	if len(cur) > 0 {
+		out = append(out, cur)
+	}
+	return out
+}
+
+// put stores ranges, each LedgerRange consecutive entries starting a
+// range (wholeRanges), with their per-peer index, and returns once every
+// value is acknowledged; a window not acknowledged within timeout wraps
+// pool.ErrStoreUnavailable. Storing a range again stores the same values
+// (entries never change), so a put that failed half way is simply done
+// again.
+func (a *ledgerArchive) put(ctx context.Context, ranges [][]pool.Entry, timeout time.Duration) error {
+	for _, r := range ranges {
+		if len(r) != LedgerRange || (r[0].Seq-1)%LedgerRange != 0 {
+			return fmt.Errorf("cluster: archive ledger entries %d to %d: not a whole range of %d", r[0].Seq, r[0].Seq+uint64(len(r))-1, LedgerRange)
+		}
 	}
 	subj := "$KV." + a.bucket + "."
-	for len(es) > 0 {
+	for len(ranges) > 0 {
 		var acks []jetstream.PubAckFuture
 		publish := func(key string, data []byte) error {
 			f, err := a.js.PublishAsync(subj+key, data)
@@ -106,11 +135,11 @@ func (a *ledgerArchive) put(ctx context.Context, es []pool.Entry, timeout time.D
 			return nil
 		}
 		for range ledgerWindow {
-			if len(es) == 0 {
+			if len(ranges) == 0 {
 				break
 			}
-			r := es[:LedgerRange]
-			es = es[LedgerRange:]
+			r := ranges[0]
+			ranges = ranges[1:]
 			k := (r[0].Seq - 1) / LedgerRange
 			data, err := encodeRange(r)
 			if err != nil {

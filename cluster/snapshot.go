@@ -282,19 +282,24 @@ func (s *Store) WriteSnapshot(ctx context.Context) (SnapshotStats, error) {
 	// already.
 	base, ledgerSeq := mem.LedgerBase()
 	upto := ledgerSeq / LedgerRange * LedgerRange
-	entries := mem.LedgerEntries(max(base, marked), upto)
+	entries := mem.LedgerBlocks(max(base, marked), upto)
 	mem.ForgetAcked()
 	img, done := mem.LiveImage(upto)
 	recs := mem.DoneRecords(s.forgot, done)
 	s.mu.Unlock()
-	st := SnapshotStats{Seq: seq, Copy: time.Since(start), Archived: len(recs), Entries: len(entries)}
+	st := SnapshotStats{Seq: seq, Copy: time.Since(start), Archived: len(recs)}
+	for _, p := range entries {
+		st.Entries += len(p)
+	}
 	start = time.Now()
 	// The archives first, their marks next, the snapshot that leaves
 	// them out last: a node that loads the snapshot finds them there.
-	if err := s.ledger.put(ctx, entries, 2*s.timeout); err != nil {
+	ranges := wholeRanges(entries)
+	entries = nil
+	if err := s.ledger.put(ctx, ranges, 2*s.timeout); err != nil {
 		return SnapshotStats{}, err
 	}
-	entries = nil
+	ranges = nil
 	if upto > marked {
 		mctx, cancel := context.WithTimeout(ctx, s.timeout)
 		err := s.ledger.setMark(mctx, upto)

@@ -43,7 +43,7 @@ type MemStore struct {
 	// byPeer each peer's Seqs among them; those up to ledgerBase were
 	// forgotten (memstore_ledger.go). kinds counts every entry ever
 	// committed by kind, forgotten ones included.
-	ledger     []Entry
+	ledger     entryLog
 	ledgerBase uint64
 	byPeer     map[string][]uint64
 	kinds      map[string]uint64
@@ -225,7 +225,7 @@ func (m *MemStore) apply(b *Batch, head job.Digest) {
 		}
 		e.Sig = sigCopy
 		m.byPeer[e.Peer] = append(m.byPeer[e.Peer], e.Seq)
-		m.ledger = append(m.ledger, e)
+		m.ledger.push(e)
 		m.kinds[e.Kind]++
 	}
 	if len(b.Entries) > 0 {
@@ -411,8 +411,8 @@ func (m *MemStore) Entries(ctx context.Context, q EntryQuery) ([]Entry, error) {
 		return len(out) < q.Max
 	}
 	if q.Peer == "" {
-		for i := q.After - m.ledgerBase; i < uint64(len(m.ledger)); i++ {
-			if !add(m.ledger[i]) {
+		for i := int(q.After - m.ledgerBase); i < m.ledger.len(); i++ {
+			if !add(*m.ledger.at(i)) {
 				break
 			}
 		}
@@ -421,7 +421,7 @@ func (m *MemStore) Entries(ctx context.Context, q EntryQuery) ([]Entry, error) {
 	seqs := m.byPeer[q.Peer]
 	start, _ := slices.BinarySearch(seqs, q.After+1)
 	for _, seq := range seqs[start:] {
-		if !add(m.ledger[seq-m.ledgerBase-1]) {
+		if !add(*m.ledger.at(int(seq - m.ledgerBase - 1))) {
 			break
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"sort"
 
 	"idlepool/job"
@@ -76,9 +77,16 @@ func (m *MemStore) imageLocked(skip map[string]bool, ledgerUpto uint64) *MemImag
 		s.Outcomes = append(s.Outcomes, m.outcomes[j.ID]...)
 	}
 	// Entries are never changed once appended: the image shares them
-	// up to the current length.
+	// up to the current length when they lie in one block (those after
+	// the last whole range, as a snapshot's image holds), and copies
+	// them otherwise.
 	base := max(m.ledgerBase, min(ledgerUpto, m.ledgerSeq()))
-	img.Ledger = m.ledger[base-m.ledgerBase : len(m.ledger) : len(m.ledger)]
+	pieces := m.ledger.pieces(int(base-m.ledgerBase), m.ledger.len())
+	if len(pieces) == 1 {
+		img.Ledger = pieces[0]
+	} else {
+		img.Ledger = slices.Concat(pieces...)
+	}
 	img.LedgerBase = base
 	img.Kinds = maps.Clone(m.kinds)
 	return img
@@ -205,7 +213,10 @@ func NewMemStoreFrom(ctx context.Context, img *MemImage) (*MemStore, error) {
 	if m.head != s.LedgerHash {
 		return nil, fmt.Errorf("%w: image: the ledger's head is %s, the image says %s", ErrConflict, m.head, s.LedgerHash)
 	}
-	m.ledger, m.ledgerBase = img.Ledger, base
+	m.ledger, m.ledgerBase = newEntryLog(base), base
+	for _, e := range img.Ledger {
+		m.ledger.push(e)
+	}
 	for id, j := range m.jobs {
 		if j.Acked > m.outcomeBase(id) && len(m.outcomes[id]) > 0 {
 			if m.toSum == nil {

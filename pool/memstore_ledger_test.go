@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -125,8 +126,8 @@ func TestMemStoreForgetEntries(t *testing.T) {
 		t.Fatal("ForgetEntries past the ledger's end: no error")
 	}
 	sameEntries(t, "forgot up to 128", full, m)
-	if es := m.LedgerEntries(100, 140); len(es) != 12 || es[0].Seq != 129 {
-		t.Fatalf("LedgerEntries(100, 140) = %d entries from %v, want 12 from 129", len(es), es)
+	if es := slices.Concat(m.LedgerBlocks(100, 140)...); len(es) != 12 || es[0].Seq != 129 {
+		t.Fatalf("LedgerBlocks(100, 140) = %d entries from %v, want 12 from 129", len(es), es)
 	}
 
 	img, _ := m.LiveImage(256)
@@ -178,5 +179,66 @@ func TestMemStoreForgetEntries(t *testing.T) {
 	bad.Kinds[pool.KindReceipt]++
 	if _, err := imageOf(t, bad); !errors.Is(err, pool.ErrConflict) {
 		t.Fatalf("an image whose counts do not add up: %v, want ErrConflict", err)
+	}
+}
+
+// A MemStore keeps its ledger in blocks of EntryBlock entries aligned on
+// Seq: LedgerBlocks hands whole blocks over for whole ranges, and a
+// part of a block at either end; forgetting up to a Seq inside a block,
+// an image taken across blocks, and the image's store going on
+// committing keep every entry as one that never forgot.
+func TestMemStoreLedgerBlocks(t *testing.T) {
+	ctx := context.Background()
+	full, m := pool.NewMemStore(), pool.NewMemStore()
+	for _, b := range ledgerBatches(0, job.Digest{}, 100, 30) { // 3,000 entries, 3 blocks
+		for _, s := range []*pool.MemStore{full, m} {
+			if err := s.Commit(ctx, b); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	blocks := m.LedgerBlocks(pool.EntryBlock, 2*pool.EntryBlock)
+	if len(blocks) != 1 || len(blocks[0]) != pool.EntryBlock || blocks[0][0].Seq != pool.EntryBlock+1 {
+		t.Fatalf("LedgerBlocks of the second block: %d pieces", len(blocks))
+	}
+	if _, err := m.ForgetEntries(1500); err != nil {
+		t.Fatal(err)
+	}
+	pieces := m.LedgerBlocks(0, 3000)
+	var seqs []uint64
+	for _, p := range pieces {
+		if (p[0].Seq-1)/pool.EntryBlock != (p[len(p)-1].Seq-1)/pool.EntryBlock {
+			t.Fatalf("a piece from %d to %d spans two blocks", p[0].Seq, p[len(p)-1].Seq)
+		}
+		for _, e := range p {
+			seqs = append(seqs, e.Seq)
+		}
+	}
+	if len(pieces) != 2 || len(seqs) != 1500 || seqs[0] != 1501 || seqs[len(seqs)-1] != 3000 {
+		t.Fatalf("LedgerBlocks after forgetting up to 1500: %d pieces, %d entries", len(pieces), len(seqs))
+	}
+	sameEntries(t, "forgot up to 1500", full, m)
+	img, _ := m.LiveImage(1700) // an image across the third block's start
+	cold, err := imageOf(t, img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameEntries(t, "image from 1700", full, cold)
+	seq, head := mustLoad(t, full)
+	for _, b := range ledgerBatches(seq, head, 60, 30) { // into a fourth block and a fifth
+		for _, s := range []*pool.MemStore{full, m, cold} {
+			if err := s.Commit(ctx, b); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	sameEntries(t, "forgot, then committed", full, m)
+	sameEntries(t, "image, then committed", full, cold)
+	if _, err := cold.ForgetEntries(4096); err != nil {
+		t.Fatal(err)
+	}
+	sameEntries(t, "image, committed, forgot up to 4096", full, cold)
+	if p := cold.LedgerBlocks(4096, 8192); len(p) != 1 || p[0][0].Seq != 4097 || len(p[0]) != 4800-4096 {
+		t.Fatalf("LedgerBlocks of the last block: %d pieces", len(p))
 	}
 }
