@@ -209,6 +209,15 @@ func (f *front) campaignShards(ctx context.Context, base Config) error {
 					default:
 					}
 					f.runTerm(ctx, base, t)
+					// A coordinator that stopped while its term lasts
+					// (its store fenced by a batch that a node which had
+					// lost the shard still wrote, or another failure)
+					// must not keep the lease with nothing behind it: the
+					// shard would answer 503 for good while every node
+					// saw it led. Resigned, the shard is taken again
+					// (by this node, which led it, first) and its state
+					// loaded afresh, as the undivided campaign does.
+					t.Resign()
 				})
 			}
 		},

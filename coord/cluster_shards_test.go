@@ -8,8 +8,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"idlepool/cluster"
+	"idlepool/pool"
 )
 
 // shardView is node n's GET /v1/cluster; ok is false when it did not
@@ -103,5 +105,74 @@ func TestClusterShardsEachLed(t *testing.T) {
 		if err != nil || err2 != nil || string(key) != string(pool) {
 			t.Errorf("shard %d's coordinator on node1 (%s): key %v %v, the pool's: %v", sh.Shard, dir, err, err2, string(key) == string(pool))
 		}
+	}
+}
+
+// A shard's coordinator that stops while its term lasts (here its store
+// is fenced: a batch written by another writer after it loaded, as a
+// node that lost the shard but still had a batch in flight writes it)
+// gives its term up, and the shard is led again, by a coordinator that
+// loaded the state afresh, instead of keeping a lease with no
+// coordinator behind it: every node's /healthz said 200 while the
+// shard answered 503 for good.
+func TestShardCoordinatorFencedTakesAgain(t *testing.T) {
+	t.Parallel()
+	const k = 3
+	nodes, _, serve, _ := startTestClusterWith(t, clusterOpts{shards: k})
+	for i := range nodes {
+		serve(i)
+	}
+	var before ShardState
+	waitUntil(t, patience(t), "node1 to lead a shard and run its coordinator", func() bool {
+		st, ok := nodes[0].shardView(t)
+		if !ok || len(st.Shards) != k {
+			return false
+		}
+		for _, sh := range st.Shards {
+			if sh.Local && sh.LeaderKnown && sh.Leader.Internal != "" {
+				before = sh
+				return true
+			}
+		}
+		return false
+	})
+	// Another writer appends to the shard's state stream.
+	shard, _ := cluster.NewShard(before.Shard, k)
+	ctx := t.Context()
+	stale, err := cluster.OpenStore(ctx, nodes[0].node.JetStream(), cluster.StoreConfig{Replicas: 3, Shard: shard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stale.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	peer := newPeer(t, nil)
+	rec := pool.Peer{ID: peer.ID(), Owner: peer.owner.ID(), Key: peer.key.Public(), OwnerKey: peer.owner.Public(),
+		Endorsement: peer.owner.Sign(pool.EndorsementMessage(peer.key.Public())), Name: "stale", Joined: time.Now()}
+	if err := stale.Commit(ctx, &pool.Batch{Peers: []pool.Peer{rec}}); err != nil {
+		t.Fatal(err)
+	}
+	stale.Release()
+	// The shard's coordinator commits next (a registration goes to every
+	// shard; anchors come every few seconds): fenced, it stops.
+	other := newPeer(t, nil)
+	nodes[1].do(t, other, "POST", "/v1/peers", other.registration(""))
+	waitUntil(t, patience(t), fmt.Sprintf("shard %d led again in a new term by a running coordinator", before.Shard), func() bool {
+		for _, n := range nodes {
+			st, ok := n.shardView(t)
+			if !ok || len(st.Shards) != k {
+				return false
+			}
+			sh := st.Shards[before.Shard]
+			if sh.Local && sh.LeaderKnown && sh.Leader.Internal != "" && sh.Leader.Term != before.Leader.Term {
+				return true
+			}
+		}
+		return false
+	})
+	// The shard answers again: a registration reaches it.
+	third := newPeer(t, nil)
+	if a := nodes[2].doLed(t, third, "POST", "/v1/peers", third.registration("")); a.status != http.StatusCreated && a.status != http.StatusOK {
+		t.Fatalf("register after the shard was taken again: %d %s", a.status, a.body)
 	}
 }
