@@ -420,7 +420,7 @@ browser-check:
 check-cluster:
 	IDLEPOOL_FULL_CLUSTER=1 $(GO) test -race -count=1 -timeout 30m -run '^TestClusterSurvivesNodeLoss$$' ./cmd/idlepool
 	$(GO) test -race -count=1 -timeout 30m -run '^TestCluster(Partition|CutHolds)$$' ./coord
-	IDLEPOOL_FULL_CLUSTER=1 $(GO) test -race -count=1 -timeout 30m -run '^Test(ClusterArchive|ArchiveReadsWindows)ThreeNodes$$' ./cluster
+	IDLEPOOL_FULL_CLUSTER=1 $(GO) test -race -count=1 -timeout 30m -run '^Test(ClusterArchive|ArchiveReadsWindows|ArchiveWritersAtOnce)ThreeNodes$$' ./cluster
 	IDLEPOOL_FULL_CLUSTER=1 $(GO) test -race -count=1 -timeout 30m -run '^TestDividedClusterSurvivesNodeLoss$$' ./agent
 
 # go vet for Windows alone (make test runs it: each GOOS compiles every

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/fxamacker/cbor/v2"
@@ -27,17 +28,20 @@ import (
 //
 // Keys: a replica whose lease ID is the Scheduler's (32 lowercase hex
 // digits, the first 16 the nanosecond it was minted: pool.NewLeaseID)
-// is stored with the others of its window, the leases minted within
-// the same 2^20 ns (1.05 ms, the ID's first windowDigits digits): key
-// "w." and those digits, value CBOR tag partTag over the window's
-// replicas in lease order, written as the state stream's batches are
-// (cbor-v2: records as arrays, strings and job IDs in a table). A lookup
-// reads that one key. Replicas of one window done at different
-// snapshots are merged into it, by compare-and-set on its revision, so
-// that two nodes archiving at once (a term's overlap) lose neither's.
-// Before windows (versions up to 3bf14e8), and for a replica whose lease
-// ID is not the Scheduler's, whose times cbor-v2 cannot hold, or whose
-// window's value would pass maxWindowBytes, the key is "l." and the
+// and that carries at most ownBytes of result and reason is stored
+// with the others of its window, the leases minted within the same
+// 2^20 ns (1.05 ms, the ID's first windowDigits digits) that the same
+// snapshot archives: key "w.", those digits, "." and the stream sequence
+// of the state the snapshot covers (a fragment of the window), value
+// CBOR tag partTag over the replicas in lease order, written as the
+// state stream's batches are (cbor-v2: records as arrays, strings and
+// job IDs in a table). Replicas of one window done at different
+// snapshots are in as many fragments; nothing is read to write one. A
+// lookup reads the window's fragments by JetStream's direct get of the
+// next message on the window's subjects. Before windows (versions up to
+// 3bf14e8), and for a replica whose lease ID is not the Scheduler's,
+// whose result or reason is larger, whose times cbor-v2 cannot hold, or
+// whose fragment would pass maxWindowBytes, the key is "l." and the
 // lease ID in unpadded base64url, and the value the gob encoding of its
 // pool.ReplicaRecord: those are read too. The key "archived" holds a
 // stream sequence S (in decimal): every replica done in the state up to
@@ -56,14 +60,20 @@ const (
 	// share: 2^20 ns, about a millisecond. At 10,000 tasks a second a
 	// window holds some 21 replicas, 6 KB, which a lookup decodes
 	// whole; a pool of 500 tasks a second or fewer stores about one
-	// replica per window, as a key each did.
+	// replica per fragment, as a key each did.
 	windowDigits = 11
-	// maxWindowBytes bounds a window's value (the server's max payload
+	// maxWindowBytes bounds a fragment's value (the server's max payload
 	// is 8 MiB): replicas that would pass it go under keys of their own.
 	maxWindowBytes = 4 << 20
-	// mergeTries bounds the compare-and-set rounds of one window's
-	// merge (each lost to another writer's merge of the same window).
-	mergeTries = 8
+	// maxFragments bounds the fragments of one window a lookup reads:
+	// each is a snapshot that archived some of its replicas, a handful
+	// where tasks take about the same time.
+	maxFragments = 4096
+	// ownBytes is the most bytes of result and reason a replica in a
+	// window carries; a replica with more goes under a key of its own,
+	// so that a lookup decodes a small window (a result may be inline
+	// up to pool.DefaultMaxResultBytes).
+	ownBytes = 4 << 10
 	// partTag is the CBOR tag (RFC 8949 section 3.4, from the range
 	// any application may use) of a window's value.
 	partTag = 0x72657032 // "rep2"
@@ -82,6 +92,8 @@ type archive struct {
 	js     jetstream.JetStream
 	kv     jetstream.KeyValue
 	bucket string
+	mu     sync.Mutex
+	st     jetstream.Stream // the bucket's stream, once looked up
 }
 
 // openArchive opens (or creates) the replica archive bucket (a shard's
@@ -101,59 +113,21 @@ func openArchive(ctx context.Context, js jetstream.JetStream, bucket string, rep
 	return &archive{js: js, kv: kv, bucket: bucket}, nil
 }
 
-// put stores recs (ArchiveBucket): each window's replicas under its
-// key, created when the bucket has no such key and merged into the
-// stored value when it has; each replica that goes under a key of its
-// own, so. It returns once every value is acknowledged; a batch of
-// values not acknowledged within timeout wraps pool.ErrStoreUnavailable.
-// Storing replicas again stores the same records (a done replica never
-// changes): a put that failed half way is simply done again.
-func (a *archive) put(ctx context.Context, recs []*pool.ReplicaRecord, timeout time.Duration) error {
+// put stores recs (ArchiveBucket), taken from the state at stream
+// sequence seq: each window's replicas as a fragment of its own under
+// key "w.", the window and seq (windowKey), each other replica under a
+// key of its own. Nothing is read first: every write is a new key, or
+// the same key again with the same replicas or more (a put done again,
+// or another node's at the same sequence: the same state). It returns
+// once every value is acknowledged; a batch of values not acknowledged
+// within timeout wraps pool.ErrStoreUnavailable.
+func (a *archive) put(ctx context.Context, recs []*pool.ReplicaRecord, seq uint64, timeout time.Duration) error {
 	windows, own := archiveGroups(recs)
-	var merge [][]pool.ReplicaRecord // windows whose key exists
-	subj := "$KV." + a.bucket + "."
-	type pending struct {
-		f   jetstream.PubAckFuture
-		win []pool.ReplicaRecord // nil for a replica of its own key
-	}
-	var inFlight []pending
-	size := 0
-	wait := func() error {
-		t := time.NewTimer(timeout)
-		defer t.Stop()
-		for _, p := range inFlight {
-			select {
-			case <-p.f.Ok():
-			case err := <-p.f.Err():
-				if p.win != nil && wrongLastSeq(err) {
-					merge = append(merge, p.win)
-					continue
-				}
-				return fmt.Errorf("cluster: archive replicas: %w", unavailable(err))
-			case <-t.C:
-				return fmt.Errorf("cluster: archive replicas: %w: no acknowledgement within %s", pool.ErrStoreUnavailable, timeout)
-			case <-ctx.Done():
-				return fmt.Errorf("cluster: archive replicas: %w", unavailable(ctx.Err()))
-			}
-		}
-		inFlight, size = inFlight[:0], 0
-		return nil
-	}
-	publish := func(key string, data []byte, win []pool.ReplicaRecord, opts ...jetstream.PublishOpt) error {
-		f, err := a.js.PublishAsync(subj+key, data, opts...)
-		if err != nil {
-			return fmt.Errorf("cluster: archive replicas (%s): %w", key, unavailable(err))
-		}
-		inFlight, size = append(inFlight, pending{f, win}), size+len(data)
-		if len(inFlight) >= archiveWindow || size >= archiveBytes {
-			return wait()
-		}
-		return nil
-	}
+	var vals []archiveValue
 	for _, win := range windows {
 		data, ok, err := encodePart(win)
 		if err != nil {
-			return fmt.Errorf("cluster: encode archived window %s: %w", windowKey(win[0].Lease), err)
+			return fmt.Errorf("cluster: encode archived window %s: %w", windowKey(win[0].Lease, seq), err)
 		}
 		if !ok || len(data) > maxWindowBytes {
 			for i := range win {
@@ -161,120 +135,35 @@ func (a *archive) put(ctx context.Context, recs []*pool.ReplicaRecord, timeout t
 			}
 			continue
 		}
-		// Created only where the key is new; else merged below.
-		if err := publish(windowKey(win[0].Lease), data, win, jetstream.WithExpectLastSequencePerSubject(0)); err != nil {
-			return err
-		}
+		vals = append(vals, archiveValue{windowKey(win[0].Lease, seq), data})
 	}
-	for _, r := range own {
-		v, err := replicaValue(r)
-		if err != nil {
-			return err
-		}
-		if err := publish(v.key, v.data, nil); err != nil {
-			return err
-		}
-	}
-	if err := wait(); err != nil {
-		return err
-	}
-	for _, win := range merge {
-		if err := a.merge(ctx, win, timeout); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// merge stores win, replicas of one window in lease order, into the
-// window's stored value by compare-and-set, trying again when another
-// writer changed it meanwhile; replicas that would take the value past
-// maxWindowBytes, or a stored value that does not decode (it is left as
-// it is), send win's replicas to keys of their own instead.
-func (a *archive) merge(ctx context.Context, win []pool.ReplicaRecord, timeout time.Duration) error {
-	key := windowKey(win[0].Lease)
-	for range mergeTries {
-		mctx, cancel := context.WithTimeout(ctx, timeout)
-		e, err := a.kv.Get(mctx, key)
-		cancel()
-		var rev uint64
-		var stored []pool.ReplicaRecord
-		switch {
-		case errors.Is(err, jetstream.ErrKeyNotFound):
-		case err != nil:
-			return fmt.Errorf("cluster: archive replicas: read window %s: %w", key, unavailable(err))
-		default:
-			rev = e.Revision()
-			if stored, err = decodePart(e.Value()); err != nil {
-				return a.putOwn(ctx, win, timeout)
+	subj := "$KV." + a.bucket + "."
+	var acks []jetstream.PubAckFuture
+	size := 0
+	for len(vals) > 0 || len(own) > 0 {
+		var v archiveValue
+		if len(vals) > 0 {
+			v, vals = vals[0], vals[1:]
+		} else {
+			var err error
+			if v, err = replicaValue(own[0]); err != nil {
+				return err
 			}
+			own = own[1:]
 		}
-		data, ok, err := encodePart(mergeWindow(stored, win))
+		f, err := a.js.PublishAsync(subj+v.key, v.data)
 		if err != nil {
-			return fmt.Errorf("cluster: encode archived window %s: %w", key, err)
+			return fmt.Errorf("cluster: archive replicas (%s): %w", v.key, unavailable(err))
 		}
-		if !ok || len(data) > maxWindowBytes {
-			return a.putOwn(ctx, win, timeout)
-		}
-		mctx, cancel = context.WithTimeout(ctx, timeout)
-		_, err = a.kv.Update(mctx, key, data, rev)
-		cancel()
-		if err == nil {
-			return nil
-		}
-		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !errors.Is(err, jetstream.ErrKeyExists) {
-			return fmt.Errorf("cluster: archive replicas: write window %s: %w", key, unavailable(err))
-		}
-	}
-	return fmt.Errorf("cluster: archive replicas: window %s: %w: changed by another writer at each of %d tries", key, pool.ErrStoreUnavailable, mergeTries)
-}
-
-// putOwn stores each replica of win under a key of its own.
-func (a *archive) putOwn(ctx context.Context, win []pool.ReplicaRecord, timeout time.Duration) error {
-	for i := range win {
-		v, err := replicaValue(&win[i])
-		if err != nil {
-			return err
-		}
-		mctx, cancel := context.WithTimeout(ctx, timeout)
-		_, err = a.kv.Put(mctx, v.key, v.data)
-		cancel()
-		if err != nil {
-			return fmt.Errorf("cluster: archive replica %s: %w", win[i].Lease, unavailable(err))
+		acks, size = append(acks, f), size+len(v.data)
+		if len(acks) >= archiveWindow || size >= archiveBytes || len(vals)+len(own) == 0 {
+			if err := awaitAcks(ctx, acks, timeout, "archive replicas"); err != nil {
+				return err
+			}
+			acks, size = acks[:0], 0
 		}
 	}
 	return nil
-}
-
-// mergeWindow returns the replicas of stored and add, both in lease
-// order, in lease order, each lease once (add's where both have it: a
-// done replica never changes, so they are the same).
-func mergeWindow(stored, add []pool.ReplicaRecord) []pool.ReplicaRecord {
-	out := make([]pool.ReplicaRecord, 0, len(stored)+len(add))
-	i, j := 0, 0
-	for i < len(stored) || j < len(add) {
-		switch {
-		case j == len(add) || i < len(stored) && stored[i].Lease < add[j].Lease:
-			out = append(out, stored[i])
-			i++
-		case i == len(stored) || add[j].Lease < stored[i].Lease:
-			out = append(out, add[j])
-			j++
-		default:
-			out = append(out, add[j])
-			i, j = i+1, j+1
-		}
-	}
-	return out
-}
-
-// wrongLastSeq reports whether err is JetStream's answer to a publish
-// whose expected last sequence for its subject did not hold (the key
-// exists): code 10071, or 10164 from a replicated stream.
-func wrongLastSeq(err error) bool {
-	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
-		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
 }
 
 // archiveValue is one key of ArchiveBucket and its value.
@@ -284,13 +173,13 @@ type archiveValue struct {
 }
 
 // archiveGroups returns recs as put stores them: the replicas of the
-// Scheduler's leases (windowLease) sorted by lease, each lease once,
-// grouped by window, and the others, each for a key of its own. recs is
-// not changed.
+// Scheduler's leases (windowLease) with at most ownBytes of result and
+// reason, sorted by lease, each lease once, grouped by window; and the
+// others, each for a key of its own. recs is not changed.
 func archiveGroups(recs []*pool.ReplicaRecord) (windows [][]pool.ReplicaRecord, own []*pool.ReplicaRecord) {
 	sorted := make([]*pool.ReplicaRecord, 0, len(recs))
 	for _, r := range recs {
-		if windowLease(r.Lease) {
+		if windowLease(r.Lease) && len(r.Result)+len(r.Reason) <= ownBytes {
 			sorted = append(sorted, r)
 		} else {
 			own = append(own, r)
@@ -338,8 +227,15 @@ func windowLease(lease string) bool {
 	return true
 }
 
-// windowKey is the key of the window of lease, a windowLease.
-func windowKey(lease string) string { return "w." + lease[:windowDigits] }
+// windowPrefix is the start of the keys of the fragments of lease's
+// window (lease a windowLease): "w.", the window, ".".
+func windowPrefix(lease string) string { return "w." + lease[:windowDigits] + "." }
+
+// windowKey is the key of the fragment of lease's window archived from
+// the state at stream sequence seq.
+func windowKey(lease string, seq uint64) string {
+	return windowPrefix(lease) + strconv.FormatUint(seq, 10)
+}
 
 // encodePart encodes rs, in lease order, as a window's value; ok is
 // false when cbor-v2 cannot hold one of their times.
@@ -381,36 +277,28 @@ func decodePart(data []byte) ([]pool.ReplicaRecord, error) {
 }
 
 // get returns the archived replica lease, or an error wrapping
-// pool.ErrUnknownLease when the bucket has none: from its window, else
-// from a key of its own. A window that does not decode is an error that
-// names its key, unless the replica is under a key of its own.
+// pool.ErrUnknownLease when the bucket has none: from its window's
+// fragments, read in the order they were stored, each by JetStream's
+// direct get of the next message whose subject is one of the window's
+// (no consumer, no listing), else from a key of its own. A fragment
+// that does not decode is an error that names its key, unless another
+// fragment or a key of its own holds the replica.
 func (a *archive) get(ctx context.Context, lease string) (pool.ReplicaRecord, error) {
-	if len(lease) > maxLeaseID {
+	if len(lease) > maxLeaseID || lease == "" {
 		return pool.ReplicaRecord{}, fmt.Errorf("replica of a %d-byte lease ID: %w", len(lease), pool.ErrUnknownLease)
 	}
-	var winErr error
+	var badErr error
 	if windowLease(lease) {
-		key := windowKey(lease)
-		e, err := a.kv.Get(ctx, key)
-		switch {
-		case errors.Is(err, jetstream.ErrKeyNotFound):
-		case err != nil:
-			return pool.ReplicaRecord{}, fmt.Errorf("cluster: read archived window %s: %w", key, unavailable(err))
-		default:
-			rs, err := decodePart(e.Value())
-			if err != nil {
-				winErr = fmt.Errorf("cluster: decode archived window %s: %w", key, err)
-				break
-			}
-			if i, found := slices.BinarySearchFunc(rs, lease, func(r pool.ReplicaRecord, l string) int { return strings.Compare(r.Lease, l) }); found {
-				return rs[i], nil
-			}
+		r, found, bad, err := a.fromWindow(ctx, lease)
+		if err != nil || found {
+			return r, err
 		}
+		badErr = bad
 	}
 	e, err := a.kv.Get(ctx, leaseKey(lease))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		if winErr != nil {
-			return pool.ReplicaRecord{}, winErr
+		if badErr != nil {
+			return pool.ReplicaRecord{}, badErr
 		}
 		return pool.ReplicaRecord{}, fmt.Errorf("replica %q: %w", lease, pool.ErrUnknownLease)
 	}
@@ -422,6 +310,57 @@ func (a *archive) get(ctx context.Context, lease string) (pool.ReplicaRecord, er
 		return pool.ReplicaRecord{}, fmt.Errorf("cluster: decode archived replica %s: %w", lease, err)
 	}
 	return r, nil
+}
+
+// fromWindow returns replica lease (a windowLease) from its window's
+// fragments; found is false when none holds it, and bad then says why
+// the first fragment that did not decode did not (nil when all did).
+func (a *archive) fromWindow(ctx context.Context, lease string) (r pool.ReplicaRecord, found bool, bad, err error) {
+	stream, err := a.stream(ctx)
+	if err != nil {
+		return r, false, nil, err
+	}
+	filter := "$KV." + a.bucket + "." + windowPrefix(lease) + "*"
+	next := uint64(1)
+	for range maxFragments {
+		m, err := stream.GetMsg(ctx, next, jetstream.WithGetMsgSubject(filter))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return r, false, bad, nil
+		}
+		if err != nil {
+			return r, false, nil, fmt.Errorf("cluster: read the archived window of %s: %w", lease, unavailable(err))
+		}
+		next = m.Sequence + 1
+		if len(m.Data) == 0 {
+			continue // a delete marker
+		}
+		rs, err := decodePart(m.Data)
+		if err != nil {
+			if bad == nil {
+				bad = fmt.Errorf("cluster: decode archived window %s: %w", strings.TrimPrefix(m.Subject, "$KV."+a.bucket+"."), err)
+			}
+			continue
+		}
+		if i, ok := slices.BinarySearchFunc(rs, lease, func(r pool.ReplicaRecord, l string) int { return strings.Compare(r.Lease, l) }); ok {
+			return rs[i], true, nil, nil
+		}
+	}
+	return r, false, nil, fmt.Errorf("cluster: the archived window of %s has more than %d fragments", lease, maxFragments)
+}
+
+// stream returns the bucket's stream, looked up once.
+func (a *archive) stream(ctx context.Context) (jetstream.Stream, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.st != nil {
+		return a.st, nil
+	}
+	st, err := a.js.Stream(ctx, "KV_"+a.bucket)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: the replica archive's stream: %w", unavailable(err))
+	}
+	a.st = st
+	return st, nil
 }
 
 // mark returns the stream sequence up to which every done replica is

@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
 
 	"idlepool/job"
 	"idlepool/pool"
@@ -327,7 +328,7 @@ func TestArchiveWindows(t *testing.T) {
 	}
 	keys := map[string]bool{}
 	for _, r := range recs[:len(recs)-2] {
-		keys[windowKey(r.Lease)] = true
+		keys[windowPrefix(r.Lease)] = true
 	}
 	if len(windows) != len(keys) || len(keys) < 3 {
 		t.Fatalf("%d windows, want %d (and at least 3)", len(windows), len(keys))
@@ -340,7 +341,7 @@ func TestArchiveWindows(t *testing.T) {
 	for _, win := range windows {
 		data, ok, err := encodePart(win)
 		if err != nil || !ok {
-			t.Fatalf("encode window %s: %v, %v", windowKey(win[0].Lease), ok, err)
+			t.Fatalf("encode window %s: %v, %v", windowPrefix(win[0].Lease), ok, err)
 		}
 		rs, err := decodePart(data)
 		if err != nil {
@@ -350,8 +351,8 @@ func TestArchiveWindows(t *testing.T) {
 			if _, twice := got[r.Lease]; twice {
 				t.Fatalf("replica %s stored twice", r.Lease)
 			}
-			if windowKey(r.Lease) != windowKey(rs[0].Lease) {
-				t.Fatalf("window %s holds %s", windowKey(rs[0].Lease), r.Lease)
+			if windowPrefix(r.Lease) != windowPrefix(rs[0].Lease) {
+				t.Fatalf("window %s holds %s", windowPrefix(rs[0].Lease), r.Lease)
 			}
 			got[r.Lease] = r
 		}
@@ -359,10 +360,11 @@ func TestArchiveWindows(t *testing.T) {
 	if d := cmp.Diff(want, got); d != "" {
 		t.Fatalf("the archived replicas differ (-given +read):\n%s", d)
 	}
-	// Merged: each lease once, in order.
-	a, b := windows[0][:600], windows[0][400:]
-	if m := mergeWindow(a, b); len(m) != len(windows[0]) || !slices.IsSortedFunc(m, func(x, y pool.ReplicaRecord) int { return strings.Compare(x.Lease, y.Lease) }) {
-		t.Fatalf("merging 600 and 600 replicas that share 200: %d, want %d in order", len(m), len(windows[0]))
+	// A replica with a large result goes under a key of its own.
+	big := *recs[2]
+	big.Result = make([]byte, ownBytes+1)
+	if _, own := archiveGroups([]*pool.ReplicaRecord{&big}); len(own) != 1 {
+		t.Errorf("a replica with a result of %d bytes went into a window", len(big.Result))
 	}
 	if _, err := decodePart([]byte{0xc1, 0x00}); err == nil {
 		t.Error("a time tag read as a window")
@@ -389,14 +391,15 @@ func TestArchiveWindows(t *testing.T) {
 func TestArchiveReadsWindows(t *testing.T) {
 	t.Parallel()
 	_, s := oneNodeStore(t)
-	archiveReadsWindows(t, s)
+	archiveReadsWindows(t, s, false)
 }
 
 // TestArchiveReadsWindowsThreeNodes is TestArchiveReadsWindows on three
-// nodes, the archive replicated three times (a compare-and-set that
-// fails there is JetStream's code 10164, not 10071), through a node
-// that does not lead its stream: make check-cluster
-// (IDLEPOOL_FULL_CLUSTER=1).
+// nodes, the archive replicated three times, up to the reads back: a
+// read is served by any replica (JetStream's direct get), which may not
+// have applied the last write yet, so each read is tried again for a
+// while, and the checks of a value just written are left to the one
+// node's test. make check-cluster (IDLEPOOL_FULL_CLUSTER=1).
 func TestArchiveReadsWindowsThreeNodes(t *testing.T) {
 	if os.Getenv("IDLEPOOL_FULL_CLUSTER") == "" {
 		t.Skip("the replica archive's windows on three nodes: make check-cluster (IDLEPOOL_FULL_CLUSTER=1)")
@@ -407,10 +410,10 @@ func TestArchiveReadsWindowsThreeNodes(t *testing.T) {
 	if _, err := s.Load(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	archiveReadsWindows(t, openStore(t, nodes[1], 3))
+	archiveReadsWindows(t, openStore(t, nodes[1], 3), true)
 }
 
-func archiveReadsWindows(t *testing.T, s *Store) {
+func archiveReadsWindows(t *testing.T, s *Store, replicated bool) {
 	ctx := context.Background()
 	recs := archiveRecords(300, windowNs/100+1) // windows of 100
 	// Two snapshots: the second's replicas join windows the first wrote.
@@ -422,22 +425,22 @@ func archiveReadsWindows(t *testing.T, s *Store) {
 			second = append(second, r)
 		}
 	}
-	if err := s.arch.put(ctx, first, time.Minute); err != nil {
+	if err := s.arch.put(ctx, first, 10, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.arch.put(ctx, second, time.Minute); err != nil {
+	if err := s.arch.put(ctx, second, 20, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	// A node in charge a moment too long, behind the other, archives
 	// a few of the same windows again.
-	if err := s.arch.put(ctx, []*pool.ReplicaRecord{recs[0], recs[199]}, time.Minute); err != nil {
+	if err := s.arch.put(ctx, []*pool.ReplicaRecord{recs[0], recs[199]}, 15, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	// A year-2300 replica cannot be in a window: a key of its own.
 	far := *archiveRecords(1, 1)[0]
 	far.Lease = recs[5].Lease[:31] + "f"
 	far.Deadline = time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC)
-	if err := s.arch.put(ctx, []*pool.ReplicaRecord{&far}, time.Minute); err != nil {
+	if err := s.arch.put(ctx, []*pool.ReplicaRecord{&far}, 20, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	old := *archiveRecords(1, 1)[0]
@@ -451,6 +454,10 @@ func archiveReadsWindows(t *testing.T, s *Store) {
 	}
 	for i, r := range append(slices.Clone(recs), &far, &old) {
 		got, err := s.Replica(ctx, r.Lease)
+		for try := 0; replicated && err != nil && try < 100; try++ {
+			time.Sleep(100 * time.Millisecond) // a replica behind the write
+			got, err = s.Replica(ctx, r.Lease)
+		}
 		if err != nil {
 			t.Fatalf("Replica(%s), #%d: %v", r.Lease, i, err)
 		}
@@ -466,8 +473,11 @@ func archiveReadsWindows(t *testing.T, s *Store) {
 	for range kl.Keys() {
 		keys++
 	}
-	if keys != 5 {
-		t.Errorf("the archive holds %d keys, want 5 (3 windows, 2 replicas of their own)", keys)
+	if keys != 10 {
+		t.Errorf("the archive holds %d keys, want 10 (fragments of 3 windows at 10 and at 20, of 2 at 15; 2 replicas of their own)", keys)
+	}
+	if replicated {
+		return
 	}
 	between := recs[0].Lease[:31] + "e" // in the first window, not archived
 	for _, l := range []string{between, "7fffffffffffffff0000000000000000", "not a lease"} {
@@ -475,12 +485,15 @@ func archiveReadsWindows(t *testing.T, s *Store) {
 			t.Errorf("Replica(%s) = %v, want ErrUnknownLease", l, err)
 		}
 	}
-	key := windowKey(recs[0].Lease)
-	if _, err := s.arch.kv.Put(ctx, key, []byte("not a window")); err != nil {
-		t.Fatal(err)
+	// Damage every fragment of the first window.
+	damaged := []string{windowKey(recs[0].Lease, 10), windowKey(recs[0].Lease, 20), windowKey(recs[0].Lease, 15)}
+	for _, key := range damaged {
+		if _, err := s.arch.kv.Put(ctx, key, []byte("not a window")); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if _, err := s.Replica(ctx, recs[0].Lease); err == nil || !strings.Contains(err.Error(), key) {
-		t.Errorf("Replica of a lease in a damaged window: %v, want an error naming %s", err, key)
+	if _, err := s.Replica(ctx, recs[3].Lease); err == nil || !strings.Contains(err.Error(), windowPrefix(recs[0].Lease)) {
+		t.Errorf("Replica of a lease in a damaged window: %v, want an error naming %s", err, windowPrefix(recs[0].Lease))
 	}
 	if r, err := s.Replica(ctx, far.Lease); err != nil || r.Lease != far.Lease {
 		t.Errorf("Replica(%s), of its own key beside a damaged window: %v", far.Lease, err)
@@ -488,16 +501,97 @@ func archiveReadsWindows(t *testing.T, s *Store) {
 	if _, err := s.Replica(ctx, recs[100].Lease); err != nil {
 		t.Errorf("Replica(%s), in another window: %v", recs[100].Lease, err)
 	}
-	// Archiving into the damaged window leaves it as it is and puts the
-	// replicas under keys of their own.
-	more := *archiveRecords(1, 1)[0]
-	more.Lease = recs[0].Lease[:31] + "d"
-	if err := s.arch.put(ctx, []*pool.ReplicaRecord{&more}, time.Minute); err != nil {
+	// A good fragment of the window is still read beside the damaged.
+	if err := s.arch.put(ctx, []*pool.ReplicaRecord{recs[4]}, 30, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if r, err := s.Replica(ctx, more.Lease); err != nil || r.Lease != more.Lease {
-		t.Errorf("Replica(%s), archived into a damaged window: %v", more.Lease, err)
+	if r, err := s.Replica(ctx, recs[4].Lease); err != nil || r.Lease != recs[4].Lease {
+		t.Errorf("Replica(%s), in a good fragment beside damaged ones: %v", recs[4].Lease, err)
 	}
+	// A fragment deleted by hand is skipped.
+	if err := s.arch.kv.Delete(ctx, windowKey(recs[100].Lease, 10)); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := s.Replica(ctx, recs[101].Lease); err != nil || r.Lease != recs[101].Lease {
+		t.Errorf("Replica(%s), of the fragment after a deleted one: %v", recs[101].Lease, err)
+	}
+	if _, err := s.Replica(ctx, recs[102].Lease); !errors.Is(err, pool.ErrUnknownLease) {
+		t.Errorf("Replica(%s), of the deleted fragment: %v, want ErrUnknownLease", recs[102].Lease, err)
+	}
+	if _, err := s.Replica(ctx, ""); !errors.Is(err, pool.ErrUnknownLease) {
+		t.Errorf("Replica of the empty lease: %v, want ErrUnknownLease", err)
+	}
+}
+
+// Writers that archive into the same windows at once (a term's
+// overlap, or retries meeting) lose no replica: on three nodes, four
+// writers on three nodes each put every fourth replica of the same
+// windows, in rounds: make check-cluster (IDLEPOOL_FULL_CLUSTER=1).
+func TestArchiveWritersAtOnceThreeNodes(t *testing.T) {
+	if os.Getenv("IDLEPOOL_FULL_CLUSTER") == "" {
+		t.Skip("archive writers at once on three nodes: make check-cluster (IDLEPOOL_FULL_CLUSTER=1)")
+	}
+	t.Parallel()
+	nodes := startNodes(t, testConfigs(t, t.TempDir(), 3))
+	stores := make([]*Store, 4)
+	for i := range stores {
+		stores[i] = openStore(t, nodes[i%3], 3)
+	}
+	ctx := context.Background()
+	recs := archiveRecords(4000, windowNs/40+1) // 40 a window, 100 windows
+	var g errgroup.Group
+	for w, s := range stores {
+		g.Go(func() error {
+			for round := range 10 {
+				var mine []*pool.ReplicaRecord
+				for i := round * 400; i < (round+1)*400; i++ {
+					if i%4 == w {
+						mine = append(mine, recs[i])
+					}
+				}
+				if err := s.arch.put(ctx, mine, uint64(100*w+round), time.Minute); err != nil {
+					return fmt.Errorf("writer %d, round %d: %w", w, round, err)
+				}
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	missing := 0
+	for _, r := range recs {
+		_, err := stores[0].Replica(ctx, r.Lease)
+		for try := 0; err != nil && try < 100; try++ {
+			time.Sleep(100 * time.Millisecond) // a replica behind the write
+			_, err = stores[0].Replica(ctx, r.Lease)
+		}
+		if err != nil {
+			missing++
+		}
+	}
+	if missing > 0 {
+		t.Fatalf("%d of %d replicas unreadable after four writers archived them at once", missing, len(recs))
+	}
+}
+
+// inDoneOrder sorts recs (leases granted 20,000 a second, in order) by
+// when each is done: spread seconds at most after its lease, at random.
+func inDoneOrder(recs []*pool.ReplicaRecord, spread float64) {
+	rnd := rand.New(rand.NewPCG(3, 4))
+	done := make(map[*pool.ReplicaRecord]float64, len(recs))
+	for i, r := range recs {
+		done[r] = float64(i)/20000 + spread*rnd.Float64()
+	}
+	slices.SortStableFunc(recs, func(x, y *pool.ReplicaRecord) int {
+		switch dx, dy := done[x], done[y]; {
+		case dx < dy:
+			return -1
+		case dx > dy:
+			return 1
+		}
+		return 0
+	})
 }
 
 // BenchmarkArchivePut stores the replicas a busy pool's snapshot
@@ -505,18 +599,29 @@ func archiveReadsWindows(t *testing.T, s *Store) {
 // field set) in a one-node cluster's archive, by window and, as before
 // windows, a key for each; ns/op is per replica, the JetStream server's
 // work included (it runs in the process). The bytes stored per replica
-// and the values (JetStream messages) per replica are reported too.
+// and the values (JetStream messages) per replica are reported too. In
+// "lease-order" the replicas are done in the order their leases were
+// granted; in "done-order" each up to a snapshot's span (0.2 s) after
+// its lease, so that a window's replicas are in one or two fragments; in
+// "shuffled" up to a hundred snapshots' span (20 s) after, so that they
+// are in up to 21.
 func BenchmarkArchivePut(b *testing.B) {
-	for _, form := range []string{"windows", "key-each"} {
+	for _, form := range []string{"windows/lease-order", "key-each/lease-order", "windows/done-order", "windows/shuffled", "key-each/shuffled"} {
 		b.Run(form, func(b *testing.B) {
 			_, s := oneNodeStore(b)
 			ctx := context.Background()
 			const batch = 4096
 			recs := archiveRecords(b.N, uint64(time.Second)/20000)
+			switch {
+			case strings.HasSuffix(form, "/done-order"):
+				inDoneOrder(recs, 0.2) // a snapshot's span: 4,096 at 20,000 a second
+			case strings.HasSuffix(form, "/shuffled"):
+				inDoneOrder(recs, 20) // a hundred snapshots' span
+			}
 			msgs, bytes := 0, 0
 			for i := 0; i < b.N; i += batch {
 				part := recs[i:min(i+batch, b.N)]
-				if form == "windows" {
+				if strings.HasPrefix(form, "windows") {
 					windows, _ := archiveGroups(part)
 					msgs += len(windows)
 					for _, w := range windows {
@@ -535,8 +640,8 @@ func BenchmarkArchivePut(b *testing.B) {
 			for i := 0; i < b.N; i += batch {
 				part := recs[i:min(i+batch, b.N)]
 				var err error
-				if form == "windows" {
-					err = s.arch.put(ctx, part, time.Minute)
+				if strings.HasPrefix(form, "windows") {
+					err = s.arch.put(ctx, part, uint64(i), time.Minute)
 				} else {
 					err = putEach(ctx, s.arch, part)
 				}
@@ -583,24 +688,30 @@ func putEach(ctx context.Context, a *archive, recs []*pool.ReplicaRecord) error 
 }
 
 // BenchmarkArchiveGet reads one archived replica (the rare request that
-// names a lease decided and archived, or one never issued) among 40,960
-// minted 20,000 a second and archived over 40 snapshots in the order
-// they became done (shuffled), by window and, as before windows, a key
-// for each.
+// names a lease decided and archived, or one never granted, "unknown")
+// among 40,960 granted 20,000 a second and archived in snapshots of
+// 1,024, in the order they became done (as BenchmarkArchivePut: within
+// a snapshot's span of their leases, "done-order", or a hundred
+// snapshots', "shuffled": 1 or 2 fragments a window, or up to 21), by
+// window and, as before windows, a key for each.
 func BenchmarkArchiveGet(b *testing.B) {
-	for _, form := range []string{"windows", "key-each", "windows-unknown"} {
+	for _, form := range []string{"windows/done-order", "windows/done-order/unknown", "windows/shuffled", "windows/shuffled/unknown", "key-each"} {
 		b.Run(form, func(b *testing.B) {
 			_, s := oneNodeStore(b)
 			ctx := context.Background()
 			recs := archiveRecords(40960, uint64(time.Second)/20000)
 			done := slices.Clone(recs)
-			rand.New(rand.NewPCG(1, 2)).Shuffle(len(done), func(i, j int) { done[i], done[j] = done[j], done[i] })
+			if strings.Contains(form, "shuffled") {
+				inDoneOrder(done, 100*1024/20000.0)
+			} else {
+				inDoneOrder(done, 1024/20000.0)
+			}
 			for i := 0; i < len(done); i += 1024 {
 				var err error
 				if form == "key-each" {
 					err = putEach(ctx, s.arch, done[i:i+1024])
 				} else {
-					err = s.arch.put(ctx, done[i:i+1024], time.Minute)
+					err = s.arch.put(ctx, done[i:i+1024], uint64(i), time.Minute)
 				}
 				if err != nil {
 					b.Fatal(err)
@@ -609,7 +720,7 @@ func BenchmarkArchiveGet(b *testing.B) {
 			b.ResetTimer()
 			for i := range b.N {
 				r := recs[i*7919%len(recs)]
-				if form == "windows-unknown" { // in a window, never issued
+				if strings.HasSuffix(form, "/unknown") { // in a window, never granted
 					forged := r.Lease[:31] + map[bool]string{true: "1", false: "0"}[r.Lease[31] == '0']
 					if _, err := s.arch.get(ctx, forged); !errors.Is(err, pool.ErrUnknownLease) {
 						b.Fatal(err)

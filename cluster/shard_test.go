@@ -219,8 +219,8 @@ func TestShardStoresIndependent(t *testing.T) {
 		bucket, key string
 		want        bool
 	}{
-		{ArchiveBucket, windowKey(firstLease), false},
-		{"idlepool_replicas_1", windowKey(firstLease), true},
+		{ArchiveBucket, windowPrefix(firstLease) + "*", false},
+		{"idlepool_replicas_1", windowPrefix(firstLease) + "*", true},
 		{LedgerBucket, rangeKey(0), false},
 		{"idlepool_ledger_1", rangeKey(0), true},
 	} {

@@ -308,7 +308,7 @@ func (s *Store) WriteSnapshot(ctx context.Context) (SnapshotStats, error) {
 			return SnapshotStats{}, err
 		}
 	}
-	if err := s.arch.put(ctx, recs, 2*s.timeout); err != nil {
+	if err := s.arch.put(ctx, recs, seq, 2*s.timeout); err != nil {
 		return SnapshotStats{}, err
 	}
 	mctx, cancel = context.WithTimeout(ctx, s.timeout)
