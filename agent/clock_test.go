@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"idlepool/agent"
+	"idlepool/coord"
 	"idlepool/pool"
 	"idlepool/store"
 )
@@ -168,5 +170,49 @@ func TestAgentAbandonsTaskWhenPoolIsGone(t *testing.T) {
 	case err := <-ra.done:
 		t.Fatalf("the agent stopped: %v", err)
 	default:
+	}
+}
+
+// A device whose job's files are refused for a moment (the pool answers
+// 503 "no_leader" while the node that serves every shard's files changes
+// hands) tries the job again within the lease and computes it, instead
+// of handing the task back at once: the hand-back is refused by the same
+// take-over, and the task then waits out its lease (minutes: a person
+// trying a divided pool saw a job take 347 s instead of seconds).
+func TestAgentWaitsOutATakeOverOfItsJobsFiles(t *testing.T) {
+	t.Parallel()
+	co := startCoordinator(t, t.TempDir(), "127.0.0.1:0")
+	pass := co.proxy(t)
+	var refuse, releases atomic.Int64 // file requests the "take-over" refuses yet; hand-backs seen
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/release") {
+			releases.Add(1)
+		}
+		if r.Method == http.MethodGet && (strings.HasPrefix(r.URL.Path, "/v1/chunks/") || strings.HasPrefix(r.URL.Path, "/v1/blobs/")) && refuse.Add(-1) >= 0 {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintf(w, `{"error":"no coordinator is in charge of shard 0 right now","code":%q}`, coord.CodeNoLeader)
+			return
+		}
+		pass.ServeHTTP(w, r)
+	}))
+	defer front.Close()
+	refuse.Store(2)
+	dev := newDevice(t, nil)
+	startAgentWith(t, front.URL, dev, &fakeExec{}, func(c *agent.Config) {})
+	j := planJob(t, "squares-take-over", 3, "redundancy = 1\nquorum = 1")
+	sub := newSubmitter(t, co.url, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out, err := sub.run(t, ctx, j)
+	if err != nil {
+		t.Fatalf("a job whose files were refused for a moment: %v", err)
+	}
+	same(t, out, solo(t, j, &fakeExec{}))
+	if n := refuse.Load(); n >= 0 {
+		t.Fatalf("the front refused %d file requests fewer than it was set to: the job's files were not fetched through it", n+1)
+	}
+	if n := releases.Load(); n != 0 {
+		t.Errorf("the device handed %d tasks back; want none: the job's files were to be fetched again", n)
 	}
 }
