@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -41,7 +42,7 @@ type ClusterState struct {
 	// Nodes is then the last list read, and may name nodes that are
 	// gone.
 	NodesListed time.Time `json:"nodes_listed"`
-	NodesStale  bool      `json:"nodes_stale,omitempty"`
+	NodesStale  bool      `json:"nodes_stale"`
 	Routes      int       `json:"routes"`
 	// State is the state stream's RAFT group: its leader and each
 	// replica's currency and lag (operations behind); in a pool of
@@ -530,6 +531,12 @@ func (f *front) watch(ctx context.Context) {
 			f.leaders = nil
 		}
 		if nodes != nil {
+			// This node is live whatever the list says: its announcement
+			// may not be in it yet (the nodes bucket just came back with
+			// the majority, its entries lapsed meanwhile).
+			if !slices.ContainsFunc(nodes, func(n cluster.NodeInfo) bool { return n.Name == nc.Name }) {
+				nodes = append(nodes, cluster.NodeInfo{Name: nc.Name, URL: nc.URL, Seen: time.Now().UTC()})
+			}
 			f.nodes, f.listed = nodes, listed
 		}
 		if rerr == nil {
@@ -877,7 +884,7 @@ func noLeader(w http.ResponseWriter, msg string) {
 func (f *front) snapshot(ctx context.Context, shardStreams bool) ClusterState {
 	nc := f.node.Config()
 	f.mu.Lock()
-	st := ClusterState{Node: nc.Name, Leader: f.leader, LeaderKnown: f.known, Nodes: append([]cluster.NodeInfo(nil), f.nodes...),
+	st := ClusterState{Node: nc.Name, Leader: f.leader, LeaderKnown: f.known, Nodes: append([]cluster.NodeInfo{}, f.nodes...),
 		NodesListed: f.listed, Leases: f.lead.Layout().String()}
 	// The list is read every TTL; one not read for three (this node
 	// cut off from the majority, which holds the nodes bucket) may name
@@ -995,7 +1002,11 @@ func health(st ClusterState) (int, string) {
 				cur++
 			}
 		}
-		fmt.Fprintf(&b, "; state stream led by %s, %d of %d replicas current", st.State.Leader, cur, len(st.State.Replicas))
+		if st.State.Leader == "" {
+			fmt.Fprintf(&b, "; state stream without a leader (electing one), %d of %d replicas current", cur, len(st.State.Replicas))
+		} else {
+			fmt.Fprintf(&b, "; state stream led by %s, %d of %d replicas current", st.State.Leader, cur, len(st.State.Replicas))
+		}
 	}
 	b.WriteString("\n")
 	return code, b.String()

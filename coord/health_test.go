@@ -29,6 +29,9 @@ func TestHealthWords(t *testing.T) {
 			http.StatusServiceUnavailable, "no leader: node b cannot reach a node in charge; 1 node live, 2 routes; state stream: no majority\n"},
 		{ClusterState{Node: "b", Nodes: nodes[:1], Routes: 1, State: StreamHealth{Error: "no majority"}},
 			http.StatusServiceUnavailable, "no leader: node b cannot reach a node in charge; 1 node live, 1 route; state stream: no majority\n"},
+		{ClusterState{Node: "b", LeaderKnown: true, Leader: cluster.LeaderInfo{Node: "a", Internal: "http://127.0.0.1:1", Term: 80}, Nodes: nodes, Routes: 2,
+			State: StreamHealth{Replicas: []ReplicaHealth{{Node: "b"}, {Node: "c"}}}},
+			http.StatusOK, "ok: node b; a is in charge (term 80); 3 nodes live, 2 routes; state stream without a leader (electing one), 0 of 2 replicas current\n"},
 		{ClusterState{Node: "b", Nodes: nodes, NodesStale: true, NodesListed: time.Date(2026, 12, 6, 13, 4, 5, 0, time.UTC), Routes: 0, State: StreamHealth{Error: "no majority"}},
 			http.StatusServiceUnavailable, "no leader: node b cannot reach a node in charge; live nodes unknown (the list was last read at 13:04:05, with 3 nodes), 0 routes; state stream: no majority\n"},
 	} {
