@@ -252,18 +252,7 @@ func encodePart(rs []pool.ReplicaRecord) (data []byte, ok bool, err error) {
 // what is wrong: another tag, a record that does not decode, a record of
 // another kind than a replica, or replicas out of lease order.
 func decodePart(data []byte) ([]pool.ReplicaRecord, error) {
-	var t cbor.RawTag
-	if err := batchDec.Unmarshal(data, &t); err != nil {
-		return nil, err
-	}
-	if t.Number != partTag {
-		return nil, fmt.Errorf("tag %d, want %d (written by a newer idlepool?)", t.Number, uint64(partTag))
-	}
-	var w wireBatch
-	if err := batchDec.Unmarshal(t.Content, &w); err != nil {
-		return nil, err
-	}
-	b, err := fromWire(&w)
+	b, err := decodeTagged(data, partTag)
 	if err != nil {
 		return nil, err
 	}

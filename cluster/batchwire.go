@@ -5,6 +5,8 @@ import (
 	"math"
 	"time"
 
+	"github.com/fxamacker/cbor/v2"
+
 	"idlepool/castore"
 	"idlepool/job"
 	"idlepool/pool"
@@ -388,4 +390,23 @@ func (wr *wireReader) block(blk *wireBlock) ([]pool.Entry, error) {
 	// signature it made.
 	pool.SignBatch(out, prev, func([]byte) []byte { return blk.Sig })
 	return out, nil
+}
+
+// decodeTagged decodes a wireBatch written under CBOR tag want (RFC 8949
+// section 3.4): a ledger range's value (rangeTag) or an archived window's
+// (partTag). The error says what is wrong: data that is not a tag,
+// another tag (a newer version's), or a batch that does not decode.
+func decodeTagged(data []byte, want uint64) (*pool.Batch, error) {
+	var t cbor.RawTag
+	if err := batchDec.Unmarshal(data, &t); err != nil {
+		return nil, err
+	}
+	if t.Number != want {
+		return nil, fmt.Errorf("tag %d, want %d (written by a newer idlepool?)", t.Number, want)
+	}
+	var w wireBatch
+	if err := batchDec.Unmarshal(t.Content, &w); err != nil {
+		return nil, err
+	}
+	return fromWire(&w)
 }

@@ -333,18 +333,7 @@ func decodeRange(data []byte) ([]pool.Entry, error) {
 		}
 		return es, nil
 	}
-	var t cbor.RawTag
-	if err := batchDec.Unmarshal(data, &t); err != nil {
-		return nil, err
-	}
-	if t.Number != rangeTag {
-		return nil, fmt.Errorf("tag %d, want %d (written by a newer idlepool?)", t.Number, uint64(rangeTag))
-	}
-	var w wireBatch
-	if err := batchDec.Unmarshal(t.Content, &w); err != nil {
-		return nil, err
-	}
-	b, err := fromWire(&w)
+	b, err := decodeTagged(data, rangeTag)
 	if err != nil {
 		return nil, err
 	}
