@@ -122,6 +122,20 @@ func TestShardCoordinatorFencedTakesAgain(t *testing.T) {
 	for i := range nodes {
 		serve(i)
 	}
+	for _, n := range nodes {
+		waitUntil(t, patience(t), n.name+" to answer, every shard led", func() bool {
+			st, ok := n.shardView(t)
+			if !ok || len(st.Shards) != k {
+				return false
+			}
+			for _, sh := range st.Shards {
+				if !sh.LeaderKnown || sh.Leader.Internal == "" {
+					return false
+				}
+			}
+			return true
+		})
+	}
 	var before ShardState
 	waitUntil(t, patience(t), "node1 to lead a shard and run its coordinator", func() bool {
 		st, ok := nodes[0].shardView(t)
