@@ -200,9 +200,12 @@ func TestAgentWaitsOutATakeOverOfItsJobsFiles(t *testing.T) {
 	refuse.Store(2)
 	dev := newDevice(t, nil)
 	startAgentWith(t, front.URL, dev, &fakeExec{}, func(c *agent.Config) {})
-	j := planJob(t, "squares-take-over", 3, "redundancy = 1\nquorum = 1")
+	// A lease of minutes, as a pool's (the harness's default is 2 s):
+	// the device's retries are bounded by the lease, not by how fast a
+	// busy machine heartbeats.
+	j := planJob(t, "squares-take-over", 3, "lease_timeout = \"5m\"\nredundancy = 1\nquorum = 1")
 	sub := newSubmitter(t, co.url, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), patience(t))
 	defer cancel()
 	out, err := sub.run(t, ctx, j)
 	if err != nil {
