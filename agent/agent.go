@@ -742,28 +742,27 @@ func (a *Agent) mayLeaseNow(slot int) bool {
 // being released or expiring.
 func (a *Agent) runLease(ctx context.Context, l pool.Lease, slot int, last bool, ahead *int, sending *sync.WaitGroup) ([]pool.Lease, error) {
 	log := a.log.With("jobID", l.Job.String(), "taskIndex", l.Task, "lease", l.ID)
-	cj, done, err := a.cache.acquire(ctx, a.c, l.Job, a.peerSource())
 	// A failure worth retrying (the pool answering 503 while the node
-	// that serves the job's files changes hands) is tried again for a
-	// while, well inside the lease: handed back at once, and the hand-back
-	// refused by the same take-over, the task waited out its whole lease.
-	// The lease is extended meanwhile where its shard answers.
-	deadline := l.Deadline
-	for wait, waited := 250*time.Millisecond, time.Duration(0); err != nil && Retryable(err) && ctx.Err() == nil &&
-		waited+wait <= prepareRetry; wait = min(2*wait, 4*time.Second) {
-		if d, herr := a.c.Heartbeat(ctx, l.ID); herr == nil {
-			deadline = d
+	// that serves the job's files changes hands) is tried again (retry)
+	// for up to prepareRetry, well inside a lease of minutes, the lease
+	// extended meanwhile where its shard answers: handed back at once,
+	// and the hand-back refused by the same take-over, the task waited
+	// out its whole lease. The bound is on the waits, not on a try: a
+	// large job's files take what they take.
+	var (
+		cj   *cachedJob
+		done func()
+		err  error
+	)
+	rctx, stopRetry := context.WithTimeout(ctx, prepareRetry)
+	_ = a.retry(rctx, "prepare job", func(context.Context) error {
+		if err != nil {
+			_, _ = a.c.Heartbeat(ctx, l.ID)
 		}
-		if time.Until(deadline) <= 2*wait {
-			break
-		}
-		log.Info("Cannot prepare job yet; trying again", "err", err, "in", wait)
-		if sleep(ctx, wait) != nil {
-			break
-		}
-		waited += wait
 		cj, done, err = a.cache.acquire(ctx, a.c, l.Job, a.peerSource())
-	}
+		return err
+	})
+	stopRetry()
 	if err == nil {
 		defer done()
 		a.kickShare()
@@ -1104,27 +1103,34 @@ func (a *Agent) handBackEarly(ctx context.Context, l pool.Lease, cj *cachedJob, 
 const prepareRetry = 30 * time.Second
 
 // release hands lease l back, also when ctx has ended (Serve is
-// stopping): with a short deadline of its own then; else a refusal worth
-// retrying (a take-over's 503) is tried again for up to prepareRetry,
-// so that the task need not wait out its lease.
+// stopping): once, with a short deadline of its own, then; else a
+// refusal worth retrying (a take-over's 503) is tried again (retry) for
+// up to prepareRetry, so that the task need not wait out its lease.
 func (a *Agent) release(ctx context.Context, l pool.Lease, log *slog.Logger) {
-	limit := 5 * time.Second
-	if ctx.Err() == nil {
-		limit = prepareRetry
+	stopping := ctx.Err() != nil
+	limit := prepareRetry
+	if stopping {
+		limit = 5 * time.Second
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), limit)
 	defer cancel()
-	for wait := time.Second; ; wait = min(2*wait, 8*time.Second) {
-		err := a.c.Release(rctx, l.ID)
-		if err == nil || errors.Is(err, ErrLeaseExpired) {
-			log.Debug("Lease released")
-			return
+	var err error
+	op := func(rctx context.Context) error {
+		if err = a.c.Release(rctx, l.ID); errors.Is(err, ErrLeaseExpired) {
+			err = nil
 		}
-		if !Retryable(err) || ctx.Err() != nil || sleep(rctx, wait) != nil {
-			log.Warn("Could not hand the lease back; it will expire", "err", err)
-			return
-		}
+		return err
 	}
+	if stopping {
+		_ = op(rctx)
+	} else {
+		_ = a.retry(rctx, "hand a lease back", op)
+	}
+	if err != nil {
+		log.Warn("Could not hand the lease back; it will expire", "err", err)
+		return
+	}
+	log.Debug("Lease released")
 }
 
 func (a *Agent) trackRunning(l pool.Lease, on bool) {
