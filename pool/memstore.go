@@ -130,11 +130,10 @@ func (m *MemStore) Commit(ctx context.Context, b *Batch) error {
 		m.failNext = nil
 		return fmt.Errorf("commit: %w", err)
 	}
-	head, err := m.check(b)
-	if err != nil {
+	if err := m.check(b); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
-	m.apply(b, head)
+	m.apply(b)
 	return nil
 }
 
@@ -152,21 +151,18 @@ func (m *MemStore) CommitThen(ctx context.Context, b *Batch, durable func() erro
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	head, err := m.check(b)
-	if err != nil {
+	if err := m.check(b); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
 	if err := durable(); err != nil {
 		return err
 	}
-	m.apply(b, head)
+	m.apply(b)
 	return nil
 }
 
-// apply changes the state by b, which check accepted and found to
-// end the ledger at head (the hash of b's last entry, when it has
-// any); m.mu is held.
-func (m *MemStore) apply(b *Batch, head job.Digest) {
+// apply changes the state by b, which check accepted; m.mu is held.
+func (m *MemStore) apply(b *Batch) {
 	for _, p := range b.Peers {
 		if _, ok := m.peers[p.ID]; !ok {
 			m.peerSeq = append(m.peerSeq, p.ID)
@@ -228,18 +224,16 @@ func (m *MemStore) apply(b *Batch, head job.Digest) {
 		m.ledger.push(e)
 		m.kinds[e.Kind]++
 	}
-	if len(b.Entries) > 0 {
-		m.head = head
+	if n := len(b.Entries); n > 0 {
+		m.head = b.Entries[n-1].Hash() // check chained the others
 	}
 	m.noteDone(b)
 	m.commits++
 }
 
 // check verifies every compare-and-set of b against the current state and
-// the batch's own earlier records, changing nothing, and returns the hash
-// of b's last ledger entry (the head once b is applied; the current head
-// when b has none); m.mu is held.
-func (m *MemStore) check(b *Batch) (head job.Digest, err error) {
+// the batch's own earlier records, changing nothing; m.mu is held.
+func (m *MemStore) check(b *Batch) error {
 	peers := map[string]Peer{}
 	for _, p := range b.Peers {
 		old, ok := peers[p.ID]
@@ -247,7 +241,7 @@ func (m *MemStore) check(b *Batch) (head job.Digest, err error) {
 			old, ok = m.peers[p.ID]
 		}
 		if ok && (!bytes.Equal(old.Key, p.Key) || !bytes.Equal(old.OwnerKey, p.OwnerKey)) {
-			return head, fmt.Errorf("%w: peer %s is registered with other keys", ErrConflict, p.ID)
+			return fmt.Errorf("%w: peer %s is registered with other keys", ErrConflict, p.ID)
 		}
 		peers[p.ID] = p
 	}
@@ -260,10 +254,10 @@ func (m *MemStore) check(b *Batch) (head job.Digest, err error) {
 	}
 	for _, j := range b.Jobs {
 		if _, ok := m.jobs[j.ID]; ok || orders[j.Order] {
-			return head, fmt.Errorf("%w: job %s or order %d exists", ErrConflict, j.ID, j.Order)
+			return fmt.Errorf("%w: job %s or order %d exists", ErrConflict, j.ID, j.Order)
 		}
 		if _, ok := jobs[j.ID]; ok {
-			return head, fmt.Errorf("%w: job %s twice in a batch", ErrConflict, j.ID)
+			return fmt.Errorf("%w: job %s twice in a batch", ErrConflict, j.ID)
 		}
 		orders[j.Order] = true
 		jobs[j.ID] = j.Acked
@@ -277,11 +271,11 @@ func (m *MemStore) check(b *Batch) (head job.Digest, err error) {
 			}
 		}
 		if r.Prev != v {
-			return head, fmt.Errorf("%w: replica %s is at version %d, not %d", ErrConflict, r.Lease, v, r.Prev)
+			return fmt.Errorf("%w: replica %s is at version %d, not %d", ErrConflict, r.Lease, v, r.Prev)
 		}
 		if _, ok := m.jobs[r.Job]; !ok {
 			if _, ok := jobs[r.Job]; !ok {
-				return head, fmt.Errorf("%w: replica %s of unknown job %s", ErrConflict, r.Lease, r.Job)
+				return fmt.Errorf("%w: replica %s of unknown job %s", ErrConflict, r.Lease, r.Job)
 			}
 		}
 		versions[r.Lease] = r.Version
@@ -290,12 +284,12 @@ func (m *MemStore) check(b *Batch) (head job.Digest, err error) {
 	for _, o := range b.Outcomes {
 		if _, ok := m.jobs[o.Job]; !ok {
 			if _, ok := jobs[o.Job]; !ok {
-				return head, fmt.Errorf("%w: outcome of unknown job %s", ErrConflict, o.Job)
+				return fmt.Errorf("%w: outcome of unknown job %s", ErrConflict, o.Job)
 			}
 		}
 		k, kt := key{o.Job, o.Seq}, key{o.Job, o.Task}
 		if seqs[k] || tasks[kt] || m.outcomeSeqs[k] || o.Seq <= m.outcomeBase(o.Job) || m.decidedSeq(o.Job, o.Task) != 0 {
-			return head, fmt.Errorf("%w: job %s already has outcome %d or an outcome for task %d", ErrConflict, o.Job, o.Seq, o.Task)
+			return fmt.Errorf("%w: job %s already has outcome %d or an outcome for task %d", ErrConflict, o.Job, o.Seq, o.Task)
 		}
 		seqs[key{o.Job, o.Seq}], tasks[key{o.Job, o.Task}] = true, true
 	}
@@ -305,12 +299,12 @@ func (m *MemStore) check(b *Batch) (head job.Digest, err error) {
 		if !ok {
 			j := m.jobs[a.Job]
 			if j == nil {
-				return head, fmt.Errorf("%w: ack of unknown job %s", ErrConflict, a.Job)
+				return fmt.Errorf("%w: ack of unknown job %s", ErrConflict, a.Job)
 			}
 			cur = j.Acked
 		}
 		if cur != a.Prev {
-			return head, fmt.Errorf("%w: job %s is acknowledged up to %d, not %d", ErrConflict, a.Job, cur, a.Prev)
+			return fmt.Errorf("%w: job %s is acknowledged up to %d, not %d", ErrConflict, a.Job, cur, a.Prev)
 		}
 		acked[a.Job] = a.Upto
 	}
@@ -319,11 +313,11 @@ func (m *MemStore) check(b *Batch) (head job.Digest, err error) {
 		j := m.jobs[c.Job]
 		if j == nil {
 			if _, ok := jobs[c.Job]; !ok {
-				return head, fmt.Errorf("%w: cancel of unknown job %s", ErrConflict, c.Job)
+				return fmt.Errorf("%w: cancel of unknown job %s", ErrConflict, c.Job)
 			}
 		}
 		if cancelled[c.Job] || (j != nil && !j.Cancelled.IsZero()) || c.At.IsZero() {
-			return head, fmt.Errorf("%w: job %s is cancelled already (or the cancel has no time)", ErrConflict, c.Job)
+			return fmt.Errorf("%w: job %s is cancelled already (or the cancel has no time)", ErrConflict, c.Job)
 		}
 		cancelled[c.Job] = true
 	}
@@ -335,18 +329,18 @@ func (m *MemStore) check(b *Batch) (head job.Digest, err error) {
 			v = m.trust[k].Version
 		}
 		if t.Prev != v {
-			return head, fmt.Errorf("%w: trust record %s %s is at version %d, not %d", ErrConflict, t.Kind, t.ID, v, t.Prev)
+			return fmt.Errorf("%w: trust record %s %s is at version %d, not %d", ErrConflict, t.Kind, t.ID, v, t.Prev)
 		}
 		trust[k] = t.Version
 	}
 	last, prev := m.ledgerSeq(), m.head
 	for _, e := range b.Entries {
 		if e.Seq != last+1 || e.Prev != prev {
-			return head, fmt.Errorf("%w: ledger entry %d does not follow entry %d", ErrConflict, e.Seq, last)
+			return fmt.Errorf("%w: ledger entry %d does not follow entry %d", ErrConflict, e.Seq, last)
 		}
 		last, prev = e.Seq, e.Hash()
 	}
-	return prev, nil
+	return nil
 }
 
 // Load returns a copy of everything committed (see Store).

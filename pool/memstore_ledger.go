@@ -18,7 +18,9 @@ import (
 
 // EntryBlock is how many ledger entries one block of a MemStore's
 // memory holds: block k holds the entries with Seq k*EntryBlock+1 to
-// (k+1)*EntryBlock (LedgerBlocks hands them over so).
+// (k+1)*EntryBlock (LedgerBlocks hands them over so). A clustered
+// pool's ledger archive stores ranges of as many (cluster.LedgerRange):
+// part of its format, so it never changes.
 const EntryBlock = 1024
 
 // entryLog is a MemStore's ledger entries after its base, in blocks of
