@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/fxamacker/cbor/v2"
@@ -33,7 +32,7 @@ import (
 // 2^20 ns (1.05 ms, the ID's first windowDigits digits) that the same
 // snapshot archives: key "w.", those digits, "." and the stream sequence
 // of the state the snapshot covers (a fragment of the window), value
-// CBOR tag partTag over the replicas in lease order, written as the
+// CBOR tag fragmentTag over the replicas in lease order, written as the
 // state stream's batches are (cbor-v2: records as arrays, strings and
 // job IDs in a table). Replicas of one window done at different
 // snapshots are in as many fragments; nothing is read to write one. A
@@ -74,9 +73,9 @@ const (
 	// so that a lookup decodes a small window (a result may be inline
 	// up to pool.DefaultMaxResultBytes).
 	ownBytes = 4 << 10
-	// partTag is the CBOR tag (RFC 8949 section 3.4, from the range
+	// fragmentTag is the CBOR tag (RFC 8949 section 3.4, from the range
 	// any application may use) of a window's value.
-	partTag = 0x72657032 // "rep2"
+	fragmentTag = 0x72657032 // "rep2"
 	// maxLeaseID bounds the lease IDs looked up in the archive: the
 	// Scheduler's are 32 characters (pool.NewLeaseID), and a longer one,
 	// which a request may name, would make a subject NATS refuses.
@@ -92,8 +91,7 @@ type archive struct {
 	js     jetstream.JetStream
 	kv     jetstream.KeyValue
 	bucket string
-	mu     sync.Mutex
-	st     jetstream.Stream // the bucket's stream, once looked up
+	stream jetstream.Stream // the bucket's, for lookups by subject
 }
 
 // openArchive opens (or creates) the replica archive bucket (a shard's
@@ -110,7 +108,11 @@ func openArchive(ctx context.Context, js jetstream.JetStream, bucket string, rep
 	if err != nil {
 		return nil, fmt.Errorf("cluster: replica archive %s: %w", bucket, unavailable(err))
 	}
-	return &archive{js: js, kv: kv, bucket: bucket}, nil
+	stream, err := js.Stream(ctx, "KV_"+bucket)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: replica archive %s: its stream: %w", bucket, unavailable(err))
+	}
+	return &archive{js: js, kv: kv, bucket: bucket, stream: stream}, nil
 }
 
 // put stores recs (ArchiveBucket), taken from the state at stream
@@ -125,7 +127,7 @@ func (a *archive) put(ctx context.Context, recs []*pool.ReplicaRecord, seq uint6
 	windows, own := archiveGroups(recs)
 	var vals []archiveValue
 	for _, win := range windows {
-		data, ok, err := encodePart(win)
+		data, ok, err := encodeFragment(win)
 		if err != nil {
 			return fmt.Errorf("cluster: encode archived window %s: %w", windowKey(win[0].Lease, seq), err)
 		}
@@ -137,26 +139,23 @@ func (a *archive) put(ctx context.Context, recs []*pool.ReplicaRecord, seq uint6
 		}
 		vals = append(vals, archiveValue{windowKey(win[0].Lease, seq), data})
 	}
+	for _, r := range own {
+		v, err := replicaValue(r)
+		if err != nil {
+			return err
+		}
+		vals = append(vals, v)
+	}
 	subj := "$KV." + a.bucket + "."
 	var acks []jetstream.PubAckFuture
 	size := 0
-	for len(vals) > 0 || len(own) > 0 {
-		var v archiveValue
-		if len(vals) > 0 {
-			v, vals = vals[0], vals[1:]
-		} else {
-			var err error
-			if v, err = replicaValue(own[0]); err != nil {
-				return err
-			}
-			own = own[1:]
-		}
+	for i, v := range vals {
 		f, err := a.js.PublishAsync(subj+v.key, v.data)
 		if err != nil {
 			return fmt.Errorf("cluster: archive replicas (%s): %w", v.key, unavailable(err))
 		}
 		acks, size = append(acks, f), size+len(v.data)
-		if len(acks) >= archiveWindow || size >= archiveBytes || len(vals)+len(own) == 0 {
+		if len(acks) >= archiveWindow || size >= archiveBytes || i == len(vals)-1 {
 			if err := awaitAcks(ctx, acks, timeout, "archive replicas"); err != nil {
 				return err
 			}
@@ -214,17 +213,11 @@ func replicaValue(r *pool.ReplicaRecord) (archiveValue, error) {
 }
 
 // windowLease reports whether lease is 32 lowercase hex digits, as the
-// Scheduler mints them (pool.NewLeaseID): the leases kept in windows.
+// Scheduler mints them (pool.NewLeaseID; checked by pool.LeaseShard):
+// the leases kept in windows.
 func windowLease(lease string) bool {
-	if len(lease) != 32 {
-		return false
-	}
-	for i := range len(lease) {
-		if c := lease[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return false
-		}
-	}
-	return true
+	_, err := pool.LeaseShard(lease, 1)
+	return err == nil
 }
 
 // windowPrefix is the start of the keys of the fragments of lease's
@@ -237,22 +230,22 @@ func windowKey(lease string, seq uint64) string {
 	return windowPrefix(lease) + strconv.FormatUint(seq, 10)
 }
 
-// encodePart encodes rs, in lease order, as a window's value; ok is
+// encodeFragment encodes rs, in lease order, as a window's value; ok is
 // false when cbor-v2 cannot hold one of their times.
-func encodePart(rs []pool.ReplicaRecord) (data []byte, ok bool, err error) {
+func encodeFragment(rs []pool.ReplicaRecord) (data []byte, ok bool, err error) {
 	w, ok := toWire(&pool.Batch{Replicas: rs})
 	if !ok {
 		return nil, false, nil
 	}
-	data, err = wireEnc.Marshal(cbor.Tag{Number: partTag, Content: w})
+	data, err = wireEnc.Marshal(cbor.Tag{Number: fragmentTag, Content: w})
 	return data, err == nil, err
 }
 
-// decodePart decodes a window's value encodePart wrote. The error says
+// decodeFragment decodes a window's value encodeFragment wrote. The error says
 // what is wrong: another tag, a record that does not decode, a record of
 // another kind than a replica, or replicas out of lease order.
-func decodePart(data []byte) ([]pool.ReplicaRecord, error) {
-	b, err := decodeTagged(data, partTag)
+func decodeFragment(data []byte) ([]pool.ReplicaRecord, error) {
+	b, err := decodeTagged(data, fragmentTag)
 	if err != nil {
 		return nil, err
 	}
@@ -305,14 +298,10 @@ func (a *archive) get(ctx context.Context, lease string) (pool.ReplicaRecord, er
 // fragments; found is false when none holds it, and bad then says why
 // the first fragment that did not decode did not (nil when all did).
 func (a *archive) fromWindow(ctx context.Context, lease string) (r pool.ReplicaRecord, found bool, bad, err error) {
-	stream, err := a.stream(ctx)
-	if err != nil {
-		return r, false, nil, err
-	}
 	filter := "$KV." + a.bucket + "." + windowPrefix(lease) + "*"
 	next := uint64(1)
 	for range maxFragments {
-		m, err := stream.GetMsg(ctx, next, jetstream.WithGetMsgSubject(filter))
+		m, err := a.stream.GetMsg(ctx, next, jetstream.WithGetMsgSubject(filter))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			return r, false, bad, nil
 		}
@@ -323,7 +312,7 @@ func (a *archive) fromWindow(ctx context.Context, lease string) (r pool.ReplicaR
 		if len(m.Data) == 0 {
 			continue // a delete marker
 		}
-		rs, err := decodePart(m.Data)
+		rs, err := decodeFragment(m.Data)
 		if err != nil {
 			if bad == nil {
 				bad = fmt.Errorf("cluster: decode archived window %s: %w", strings.TrimPrefix(m.Subject, "$KV."+a.bucket+"."), err)
@@ -335,21 +324,6 @@ func (a *archive) fromWindow(ctx context.Context, lease string) (r pool.ReplicaR
 		}
 	}
 	return r, false, nil, fmt.Errorf("cluster: the archived window of %s has more than %d fragments", lease, maxFragments)
-}
-
-// stream returns the bucket's stream, looked up once.
-func (a *archive) stream(ctx context.Context) (jetstream.Stream, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.st != nil {
-		return a.st, nil
-	}
-	st, err := a.js.Stream(ctx, "KV_"+a.bucket)
-	if err != nil {
-		return nil, fmt.Errorf("cluster: the replica archive's stream: %w", unavailable(err))
-	}
-	a.st = st
-	return st, nil
 }
 
 // mark returns the stream sequence up to which every done replica is

@@ -339,11 +339,11 @@ func TestArchiveWindows(t *testing.T) {
 	}
 	got := map[string]pool.ReplicaRecord{}
 	for _, win := range windows {
-		data, ok, err := encodePart(win)
+		data, ok, err := encodeFragment(win)
 		if err != nil || !ok {
 			t.Fatalf("encode window %s: %v, %v", windowPrefix(win[0].Lease), ok, err)
 		}
-		rs, err := decodePart(data)
+		rs, err := decodeFragment(data)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -366,17 +366,17 @@ func TestArchiveWindows(t *testing.T) {
 	if _, own := archiveGroups([]*pool.ReplicaRecord{&big}); len(own) != 1 {
 		t.Errorf("a replica with a result of %d bytes went into a window", len(big.Result))
 	}
-	if _, err := decodePart([]byte{0xc1, 0x00}); err == nil {
+	if _, err := decodeFragment([]byte{0xc1, 0x00}); err == nil {
 		t.Error("a time tag read as a window")
 	}
 	rs := archiveRecords(2, 1)
-	data, _, _ := encodePart([]pool.ReplicaRecord{*rs[1], *rs[0]})
-	if _, err := decodePart(data); err == nil || !strings.Contains(err.Error(), "lease order") {
+	data, _, _ := encodeFragment([]pool.ReplicaRecord{*rs[1], *rs[0]})
+	if _, err := decodeFragment(data); err == nil || !strings.Contains(err.Error(), "lease order") {
 		t.Errorf("a window out of order: %v", err)
 	}
 	far := *rs[0]
 	far.Deadline = time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC)
-	if _, ok, err := encodePart([]pool.ReplicaRecord{far}); ok || err != nil {
+	if _, ok, err := encodeFragment([]pool.ReplicaRecord{far}); ok || err != nil {
 		t.Errorf("a replica of the year 2300 encoded as a window: %v, %v", ok, err)
 	}
 }
@@ -621,7 +621,7 @@ func BenchmarkArchivePut(b *testing.B) {
 					windows, _ := archiveGroups(part)
 					msgs += len(windows)
 					for _, w := range windows {
-						data, _, _ := encodePart(w)
+						data, _, _ := encodeFragment(w)
 						bytes += len(data)
 					}
 				} else {

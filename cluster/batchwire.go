@@ -394,7 +394,7 @@ func (wr *wireReader) block(blk *wireBlock) ([]pool.Entry, error) {
 
 // decodeTagged decodes a wireBatch written under CBOR tag want (RFC 8949
 // section 3.4): a ledger range's value (rangeTag) or an archived window's
-// (partTag). The error says what is wrong: data that is not a tag,
+// (fragmentTag). The error says what is wrong: data that is not a tag,
 // another tag (a newer version's), or a batch that does not decode.
 func decodeTagged(data []byte, want uint64) (*pool.Batch, error) {
 	var t cbor.RawTag

@@ -38,7 +38,12 @@ const LedgerBucket = "idlepool_ledger"
 // LedgerRange is how many consecutive ledger entries one value of
 // LedgerBucket holds: 1,024 entries of about 350 to 700 bytes each (a
 // Merkle proof adds to it), well under the server's 8 MiB max payload.
-const LedgerRange = 1024
+//
+// It is the size of the blocks in which a pool.MemStore holds its
+// ledger (pool.EntryBlock), so that a snapshot hands the archive whole
+// ranges without copying them; both are part of the archive's format
+// and never change.
+const LedgerRange = pool.EntryBlock
 
 const (
 	// ledgerWindow is how many ranges are written before their
@@ -81,38 +86,9 @@ func openLedgerArchive(ctx context.Context, js jetstream.JetStream, bucket strin
 	return &ledgerArchive{js: js, kv: kv, bucket: bucket}, nil
 }
 
-// wholeRanges cuts pieces, consecutive entries in Seq order (as
-// pool.MemStore.LedgerBlocks hands them over), into slices of
-// LedgerRange, sharing a piece's entries where it holds a whole one
-// from its start and copying otherwise; a last slice shorter than
-// LedgerRange is what is left over.
-func wholeRanges(pieces [][]pool.Entry) [][]pool.Entry {
-	var out [][]pool.Entry
-	var cur []pool.Entry
-	for _, p := range pieces {
-		for len(p) > 0 {
-			if len(cur) == 0 && len(p) >= LedgerRange {
-				out = append(out, p[:LedgerRange:LedgerRange])
-				p = p[LedgerRange:]
-				continue
-			}
-			n := min(LedgerRange-len(cur), len(p))
-			cur = append(cur, p[:n]...)
-			p = p[n:]
-			if len(cur) == LedgerRange {
-				out = append(out, cur)
-				cur = nil
-			}
-		}
-	}
-	if len(cur) > 0 {
-		out = append(out, cur)
-	}
-	return out
-}
-
 // put stores ranges, each LedgerRange consecutive entries starting a
-// range (wholeRanges), with their per-peer index, and returns once every
+// range (as pool.MemStore.LedgerBlocks hands them over between two
+// multiples of LedgerRange), with their per-peer index, and returns once every
 // value is acknowledged; a window not acknowledged within timeout wraps
 // pool.ErrStoreUnavailable. Storing a range again stores the same values
 // (entries never change), so a put that failed half way is simply done

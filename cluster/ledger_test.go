@@ -287,32 +287,6 @@ func TestStoreLoadsSnapshotV2Ledger(t *testing.T) {
 	sameLedger(t, "v3 snapshot", h.ref, fresh, key)
 }
 
-// wholeRanges cuts the pieces a MemStore hands over into ranges of
-// LedgerRange in order, sharing a piece that holds a whole range from
-// its start, and leaves what is short of a range last.
-func TestWholeRanges(t *testing.T) {
-	es := make([]pool.Entry, 4*LedgerRange+10)
-	for i := range es {
-		es[i].Seq = uint64(i + 1)
-	}
-	pieces := [][]pool.Entry{es[:500], es[500:LedgerRange], es[LedgerRange : 3*LedgerRange], es[3*LedgerRange : 3*LedgerRange+7], es[3*LedgerRange+7:]}
-	ranges := wholeRanges(pieces)
-	if len(ranges) != 5 || len(ranges[4]) != 10 {
-		t.Fatalf("%d ranges, the last of %d entries; want 5, the last of 10", len(ranges), len(ranges[len(ranges)-1]))
-	}
-	for k, r := range ranges[:4] {
-		if len(r) != LedgerRange || r[0].Seq != uint64(k*LedgerRange+1) || r[len(r)-1].Seq != uint64((k+1)*LedgerRange) {
-			t.Fatalf("range %d: %d entries from %d", k, len(r), r[0].Seq)
-		}
-	}
-	if &ranges[1][0] != &es[LedgerRange] || &ranges[2][0] != &es[2*LedgerRange] {
-		t.Error("a piece holding whole ranges was copied")
-	}
-	if cap(ranges[1]) != LedgerRange {
-		t.Error("a shared range can be appended to past its end")
-	}
-}
-
 // BenchmarkLedgerArchivePut stores whole ranges of receipts (as a
 // snapshot archives them) in a one-node cluster's ledger archive, the
 // entries naming 8 devices (as bench-cluster's agents) or 2,048 (a
@@ -331,7 +305,10 @@ func BenchmarkLedgerArchivePut(b *testing.B) {
 					Owner: fmt.Sprintf("owner-%04d", (i*7919)%devices), Lease: fmt.Sprintf("%032x", i), Cost: 1, Time: int64(i), Sig: make([]byte, 64)}
 			}
 			values := 0
-			ranges := wholeRanges([][]pool.Entry{es})
+			var ranges [][]pool.Entry
+			for i := 0; i < n; i += LedgerRange {
+				ranges = append(ranges, es[i:i+LedgerRange])
+			}
 			for _, r := range ranges {
 				peers := map[string]bool{}
 				for _, e := range r {

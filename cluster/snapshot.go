@@ -294,12 +294,10 @@ func (s *Store) WriteSnapshot(ctx context.Context) (SnapshotStats, error) {
 	start = time.Now()
 	// The archives first, their marks next, the snapshot that leaves
 	// them out last: a node that loads the snapshot finds them there.
-	ranges := wholeRanges(entries)
-	entries = nil
-	if err := s.ledger.put(ctx, ranges, 2*s.timeout); err != nil {
+	if err := s.ledger.put(ctx, entries, 2*s.timeout); err != nil {
 		return SnapshotStats{}, err
 	}
-	ranges = nil
+	entries = nil
 	if upto > marked {
 		mctx, cancel := context.WithTimeout(ctx, s.timeout)
 		err := s.ledger.setMark(mctx, upto)
