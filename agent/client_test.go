@@ -526,6 +526,14 @@ func TestHTMLAnswerIsNoCoordinator(t *testing.T) {
 	}
 }
 
+// refuseNoLeader answers as a divided pool's node does while no node is
+// in charge of shard: 503, code "no_leader".
+func refuseNoLeader(w http.ResponseWriter, shard int) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusServiceUnavailable)
+	fmt.Fprintf(w, `{"error":"no coordinator is in charge of shard %d right now","code":%q}`, shard, coord.CodeNoLeader)
+}
+
 // A client told to wait out take-overs sends a request again while the
 // pool answers 503 no_leader, body and signature included, and returns
 // the answer that follows; told nothing, or past its wait, it returns
@@ -537,9 +545,7 @@ func TestClientWaitsOutTakeOvers(t *testing.T) {
 	var refuse atomic.Int64 // how many requests the "take-over" refuses yet
 	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if refuse.Add(-1) >= 0 {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusServiceUnavailable)
-			fmt.Fprintf(w, `{"error":"no coordinator is in charge of shard 1 right now","code":%q}`, coord.CodeNoLeader)
+			refuseNoLeader(w, 1)
 			return
 		}
 		pass.ServeHTTP(w, r)

@@ -2,7 +2,6 @@ package agent_test
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	"idlepool/agent"
-	"idlepool/coord"
 	"idlepool/pool"
 	"idlepool/store"
 )
@@ -189,9 +187,7 @@ func TestAgentWaitsOutATakeOverOfItsJobsFiles(t *testing.T) {
 			releases.Add(1)
 		}
 		if r.Method == http.MethodGet && (strings.HasPrefix(r.URL.Path, "/v1/chunks/") || strings.HasPrefix(r.URL.Path, "/v1/blobs/")) && refuse.Add(-1) >= 0 {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusServiceUnavailable)
-			fmt.Fprintf(w, `{"error":"no coordinator is in charge of shard 0 right now","code":%q}`, coord.CodeNoLeader)
+			refuseNoLeader(w, 0)
 			return
 		}
 		pass.ServeHTTP(w, r)

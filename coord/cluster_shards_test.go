@@ -23,6 +23,24 @@ func (n *testNode) shardView(t *testing.T) (ClusterState, bool) {
 	return st, a.status == 200 && json.Unmarshal(a.body, &st) == nil
 }
 
+// shardLeaders is how many of the k shards each node leads, as node n
+// sees them (GET /v1/cluster); ok is false unless n answered and every
+// shard is led by a node whose coordinator listens.
+func (n *testNode) shardLeaders(t *testing.T, k int) (by map[string]int, ok bool) {
+	st, ok := n.shardView(t)
+	if !ok || len(st.Shards) != k {
+		return nil, false
+	}
+	by = map[string]int{}
+	for _, sh := range st.Shards {
+		if !sh.LeaderKnown || sh.Leader.Internal == "" {
+			return nil, false
+		}
+		by[sh.Leader.Node]++
+	}
+	return by, true
+}
+
 // A pool divided into six shards on three nodes: every node leads two
 // shards (cluster.Leadership.Campaign) and runs a coordinator for each,
 // in a directory of its own holding the pool's key; every node sees
@@ -36,18 +54,8 @@ func TestClusterShardsEachLed(t *testing.T) {
 	}
 	for _, n := range nodes {
 		waitUntil(t, patience(t), n.name+" to see every shard led, two by each node", func() bool {
-			st, ok := n.shardView(t)
-			if !ok || len(st.Shards) != k {
-				return false
-			}
-			by := map[string]int{}
-			for _, sh := range st.Shards {
-				if !sh.LeaderKnown || sh.Leader.Internal == "" {
-					return false
-				}
-				by[sh.Leader.Node]++
-			}
-			return len(by) == 3 && by["node1"] == 2 && by["node2"] == 2 && by["node3"] == 2
+			by, ok := n.shardLeaders(t, k)
+			return ok && len(by) == 3 && by["node1"] == 2 && by["node2"] == 2 && by["node3"] == 2
 		})
 		a := n.do(t, nil, "GET", "/healthz", nil)
 		if a.status != http.StatusOK || !strings.Contains(string(a.body), "each of the 6 shards has a node in charge") {
@@ -125,16 +133,8 @@ func TestShardCoordinatorFencedTakesAgain(t *testing.T) {
 	}
 	for _, n := range nodes {
 		waitUntil(t, patience(t), n.name+" to answer, every shard led", func() bool {
-			st, ok := n.shardView(t)
-			if !ok || len(st.Shards) != k {
-				return false
-			}
-			for _, sh := range st.Shards {
-				if !sh.LeaderKnown || sh.Leader.Internal == "" {
-					return false
-				}
-			}
-			return true
+			_, ok := n.shardLeaders(t, k)
+			return ok
 		})
 	}
 	var before ShardState
