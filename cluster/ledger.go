@@ -2,12 +2,11 @@ package cluster
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
+	"sync"
 	"time"
 
 	"github.com/fxamacker/cbor/v2"
@@ -26,13 +25,14 @@ import (
 // Keys: "r." and a range number k in decimal holds the entries with Seq
 // k*LedgerRange+1 to (k+1)*LedgerRange (encodeRange: as the state
 // stream's batches in cbor-v2, or, written by an older version, the
-// CBOR of the []pool.Entry as in cbor-v1); "p.",
-// a peer ID in unpadded base64url, "." and k holds (in decimal) how many
-// of range k's entries name that peer, one key for each peer the range
-// names: the per-device index a receipt query lists instead of reading
-// every range. The key "archived" holds a ledger Seq L (in decimal, a
-// multiple of LedgerRange): every range up to L is stored with its
-// index.
+// CBOR of the []pool.Entry as in cbor-v1); "d." (a device's peer ID in
+// unpadded base64url, "." and an epoch of indexEpoch ranges) says which
+// ranges of the epoch name the device, and "indexed" from which range
+// those keys index (ledgerindex.go): the index by device a receipt
+// query reads instead of every range ("p." keys, one per device and
+// range, from versions before, are read for the ranges before it). The
+// key "archived" holds a ledger Seq L (in decimal, a multiple of
+// LedgerRange): every range up to L is stored with its index.
 const LedgerBucket = "idlepool_ledger"
 
 // LedgerRange is how many consecutive ledger entries one value of
@@ -57,15 +57,16 @@ const (
 
 func rangeKey(k uint64) string { return "r." + strconv.FormatUint(k, 10) }
 
-func peerPrefix(peer string) string {
-	return "p." + base64.RawURLEncoding.EncodeToString([]byte(peer)) + "."
-}
-
 // ledgerArchive is the bucket LedgerBucket (or a shard's Ledger).
 type ledgerArchive struct {
 	js     jetstream.JetStream
 	kv     jetstream.KeyValue
 	bucket string
+	stream jetstream.Stream // the bucket's, for a writer's reads of the index
+
+	indexMu    sync.Mutex            // held by a put's index writes
+	indexes    map[string]indexValue // the index values last written or read, by key
+	indexedSet bool                  // whether the index's first range is recorded
 }
 
 // openLedgerArchive opens (or creates) the ledger archive bucket (a
@@ -83,16 +84,21 @@ func openLedgerArchive(ctx context.Context, js jetstream.JetStream, bucket strin
 	if err != nil {
 		return nil, fmt.Errorf("cluster: ledger archive %s: %w", bucket, unavailable(err))
 	}
-	return &ledgerArchive{js: js, kv: kv, bucket: bucket}, nil
+	stream, err := js.Stream(ctx, "KV_"+bucket)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: ledger archive %s: its stream: %w", bucket, unavailable(err))
+	}
+	return &ledgerArchive{js: js, kv: kv, bucket: bucket, stream: stream}, nil
 }
 
 // put stores ranges, each LedgerRange consecutive entries starting a
 // range (as pool.MemStore.LedgerBlocks hands them over between two
-// multiples of LedgerRange), with their per-peer index, and returns once every
-// value is acknowledged; a window not acknowledged within timeout wraps
+// multiples of LedgerRange), then merges the devices they name into
+// the index by device (ledgerindex.go), and returns once every value is
+// acknowledged; a window not acknowledged within timeout wraps
 // pool.ErrStoreUnavailable. Storing a range again stores the same values
-// (entries never change), so a put that failed half way is simply done
-// again.
+// (entries never change) and merges nothing new into the index, so a
+// put that failed half way is simply done again.
 func (a *ledgerArchive) put(ctx context.Context, ranges [][]pool.Entry, timeout time.Duration) error {
 	for _, r := range ranges {
 		if len(r) != LedgerRange || (r[0].Seq-1)%LedgerRange != 0 {
@@ -100,6 +106,7 @@ func (a *ledgerArchive) put(ctx context.Context, ranges [][]pool.Entry, timeout 
 		}
 	}
 	subj := "$KV." + a.bucket + "."
+	all := ranges
 	for len(ranges) > 0 {
 		var acks []jetstream.PubAckFuture
 		publish := func(key string, data []byte) error {
@@ -124,23 +131,12 @@ func (a *ledgerArchive) put(ctx context.Context, ranges [][]pool.Entry, timeout 
 			if err := publish(rangeKey(k), data); err != nil {
 				return err
 			}
-			peers := map[string]int{}
-			for _, e := range r {
-				if e.Peer != "" { // an anchor (pool.KindAnchor) names no peer
-					peers[e.Peer]++
-				}
-			}
-			for p, n := range peers {
-				if err := publish(peerPrefix(p)+strconv.FormatUint(k, 10), strconv.AppendInt(nil, int64(n), 10)); err != nil {
-					return err
-				}
-			}
 		}
 		if err := awaitAcks(ctx, acks, timeout, "archive ledger entries"); err != nil {
 			return err
 		}
 	}
-	return nil
+	return a.index(ctx, all, timeout)
 }
 
 // awaitAcks waits for every ack within timeout.
@@ -185,77 +181,97 @@ func (a *ledgerArchive) getRange(ctx context.Context, k uint64) ([]pool.Entry, e
 	return es, nil
 }
 
-// peerRanges returns the numbers of the ranges that name peer, in
-// order, from the per-peer index (listed within timeout).
-func (a *ledgerArchive) peerRanges(ctx context.Context, peer string, timeout time.Duration) ([]uint64, error) {
-	if len(peer) > maxPeerKey {
-		return nil, nil
-	}
-	lctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	prefix := peerPrefix(peer)
-	kl, err := a.kv.ListKeysFiltered(lctx, prefix+"*")
-	if errors.Is(err, jetstream.ErrNoKeysFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("cluster: list the ledger ranges of %s: %w", peer, unavailable(err))
-	}
-	var ks []uint64
-	for key := range kl.Keys() {
-		k, err := strconv.ParseUint(strings.TrimPrefix(key, prefix), 10, 64)
-		if err != nil {
-			continue // not a range number: not a key put writes
-		}
-		ks = append(ks, k)
-	}
-	// The lister closes its channel at the listing's end or when the
-	// context ends: only the first is the whole list.
-	if err := lctx.Err(); err != nil {
-		return nil, fmt.Errorf("cluster: list the ledger ranges of %s: %w", peer, unavailable(err))
-	}
-	slices.Sort(ks)
-	return slices.Compact(ks), nil
-}
-
 // entries returns the archived entries with Seq after q.After and up to
 // upto (a multiple of LedgerRange the mark covers), at most q.Max, only
-// those naming q.Peer when it is set, in Seq order.
+// those naming q.Peer when it is set, in Seq order. A query by device
+// reads the ranges its index names: the per-range keys of versions
+// before the index for ranges before its first, then the index's value
+// for each epoch in turn, and stops at q.Max.
 func (a *ledgerArchive) entries(ctx context.Context, q pool.EntryQuery, upto uint64, timeout time.Duration) ([]pool.Entry, error) {
-	var ks []uint64
-	if q.Peer == "" {
-		for k := q.After / LedgerRange; k*LedgerRange < upto; k++ {
-			ks = append(ks, k)
-		}
-	} else {
-		all, err := a.peerRanges(ctx, q.Peer, timeout)
-		if err != nil {
-			return nil, err
-		}
-		for _, k := range all {
-			if (k+1)*LedgerRange > q.After && k*LedgerRange < upto {
-				ks = append(ks, k)
-			}
-		}
+	lo, hi := q.After/LedgerRange, upto/LedgerRange // ranges lo to hi-1
+	if lo >= hi {
+		return nil, nil
 	}
 	var out []pool.Entry
-	for _, k := range ks {
+	next := lo // the first range not read yet
+	// read adds the entries of ranges ks (ascending) that q asks for,
+	// each range once, and says whether q.Max is reached.
+	read := func(ks []uint64) (bool, error) {
+		for _, k := range ks {
+			if k < next || k >= hi {
+				continue
+			}
+			next = k + 1
+			gctx, cancel := context.WithTimeout(ctx, timeout)
+			es, err := a.getRange(gctx, k)
+			cancel()
+			if err != nil {
+				return false, err
+			}
+			for _, e := range es {
+				if e.Seq > q.After && e.Seq <= upto && (q.Peer == "" || e.Peer == q.Peer) {
+					out = append(out, e)
+					if len(out) == q.Max {
+						return true, nil
+					}
+				}
+			}
+		}
+		return false, nil
+	}
+	if q.Peer == "" {
+		ks := make([]uint64, 0, hi-lo)
+		for k := lo; k < hi; k++ {
+			ks = append(ks, k)
+		}
+		_, err := read(ks)
+		return out, err
+	}
+	if len(q.Peer) > maxPeerKey {
+		return nil, nil
+	}
+	gctx, cancel := context.WithTimeout(ctx, timeout)
+	first, known, err := a.indexed(gctx)
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	var ks []uint64
+	if !known || first > lo {
+		if ks, err = a.legacyRanges(ctx, q.Peer, timeout); err != nil {
+			return nil, err
+		}
+		if known {
+			ks = slices.DeleteFunc(ks, func(k uint64) bool { return k >= first })
+		}
+	}
+	if !known {
+		// Without the first range recorded, ranges of either kind of
+		// key may come in any order: all are gathered first.
+		first = 0
+	} else if done, err := read(ks); done || err != nil {
+		return out, err
+	} else {
+		ks = nil
+	}
+	for epoch := max(lo, first) / indexEpoch; epoch*indexEpoch < hi; epoch++ {
 		gctx, cancel := context.WithTimeout(ctx, timeout)
-		es, err := a.getRange(gctx, k)
+		eks, err := a.epochRanges(gctx, q.Peer, epoch)
 		cancel()
 		if err != nil {
 			return nil, err
 		}
-		for _, e := range es {
-			if e.Seq > q.After && e.Seq <= upto && (q.Peer == "" || e.Peer == q.Peer) {
-				out = append(out, e)
-				if len(out) == q.Max {
-					return out, nil
-				}
-			}
+		if !known {
+			ks = append(ks, eks...)
+		} else if done, err := read(eks); done || err != nil {
+			return out, err
 		}
 	}
-	return out, nil
+	if !known {
+		slices.Sort(ks)
+		_, err = read(slices.Compact(ks))
+	}
+	return out, err
 }
 
 // mark returns the ledger Seq up to which every range is archived (0:

@@ -288,41 +288,46 @@ func TestStoreLoadsSnapshotV2Ledger(t *testing.T) {
 }
 
 // BenchmarkLedgerArchivePut stores whole ranges of receipts (as a
-// snapshot archives them) in a one-node cluster's ledger archive, the
-// entries naming 8 devices (as bench-cluster's agents) or 2,048 (a
-// large pool, each range naming about a thousand); ns/op is per entry,
-// the JetStream server's work included, and values/entry counts the
-// values stored (a range and its per-device index).
+// snapshot archives them, 1, 16 or 64 ranges at a time) in a one-node
+// cluster's ledger archive, the entries naming 8 devices (as
+// bench-cluster's agents) or 2,048 (a large pool, each range naming
+// about a thousand); ns/op is per entry, the JetStream server's work
+// included, and values/entry counts the values stored (the ranges and
+// their index by device: one value per device and epoch a put names).
 func BenchmarkLedgerArchivePut(b *testing.B) {
 	for _, devices := range []int{8, 2048} {
-		b.Run(fmt.Sprintf("devices-%d", devices), func(b *testing.B) {
-			_, s := oneNodeStore(b)
-			ctx := context.Background()
-			n := (b.N + LedgerRange - 1) / LedgerRange * LedgerRange
-			es := make([]pool.Entry, n)
-			for i := range es {
-				es[i] = pool.Entry{Seq: uint64(i + 1), Kind: pool.KindReceipt, Peer: fmt.Sprintf("device-%04d", (i*7919)%devices),
-					Owner: fmt.Sprintf("owner-%04d", (i*7919)%devices), Lease: fmt.Sprintf("%032x", i), Cost: 1, Time: int64(i), Sig: make([]byte, 64)}
-			}
-			values := 0
-			var ranges [][]pool.Entry
-			for i := 0; i < n; i += LedgerRange {
-				ranges = append(ranges, es[i:i+LedgerRange])
-			}
-			for _, r := range ranges {
-				peers := map[string]bool{}
-				for _, e := range r {
-					peers[e.Peer] = true
+		for _, per := range []int{1, 16, 64} {
+			b.Run(fmt.Sprintf("devices-%d/ranges-%d", devices, per), func(b *testing.B) {
+				_, s := oneNodeStore(b)
+				ctx := context.Background()
+				n := (b.N + LedgerRange - 1) / LedgerRange * LedgerRange
+				es := make([]pool.Entry, n)
+				for i := range es {
+					es[i] = pool.Entry{Seq: uint64(i + 1), Kind: pool.KindReceipt, Peer: fmt.Sprintf("device-%04d", (i*7919)%devices),
+						Owner: fmt.Sprintf("owner-%04d", (i*7919)%devices), Lease: fmt.Sprintf("%032x", i), Cost: 1, Time: int64(i), Sig: make([]byte, 64)}
 				}
-				values += 1 + len(peers)
-			}
-			b.ResetTimer()
-			for i := 0; i < len(ranges); i += 16 {
-				if err := s.ledger.put(ctx, ranges[i:min(i+16, len(ranges))], time.Minute); err != nil {
-					b.Fatal(err)
+				values := 0
+				var puts [][][]pool.Entry
+				for i := 0; i < n; i += per * LedgerRange {
+					var put [][]pool.Entry
+					keys := map[string]bool{}
+					for j := i; j < min(i+per*LedgerRange, n); j += LedgerRange {
+						put = append(put, es[j:j+LedgerRange])
+						for _, e := range es[j : j+LedgerRange] {
+							keys[indexKey(e.Peer, uint64(j/LedgerRange)/indexEpoch)] = true
+						}
+					}
+					puts = append(puts, put)
+					values += len(put) + len(keys)
 				}
-			}
-			b.ReportMetric(float64(values)/float64(n), "values/entry")
-		})
+				b.ResetTimer()
+				for _, put := range puts {
+					if err := s.ledger.put(ctx, put, time.Minute); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(values)/float64(n), "values/entry")
+			})
+		}
 	}
 }
