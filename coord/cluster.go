@@ -1061,6 +1061,22 @@ func (f *front) initMetrics() {
 		}
 	}
 	gauge("idlepool_cluster_routes", "NATS routes to other nodes.", func() float64 { return float64(f.node.Server().NumRoutes()) })
+	if f.router != nil {
+		const passedHelp = "Requests of the pool's API this node's router passed to a shard's coordinator, by where it runs (to: here, other_node; a request sent to several shards counts once for each)."
+		for _, to := range []string{"here", "other_node"} {
+			f.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "idlepool_router_passed_total", Help: passedHelp,
+				ConstLabels: prometheus.Labels{"to": to}}, func() float64 {
+				c := f.router.Counts()
+				if to == "here" {
+					return float64(c.Here)
+				}
+				return float64(c.There)
+			}))
+		}
+		f.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "idlepool_router_work_split_total",
+			Help: "POST /v1/work requests this node's router split among shards (results and lease request for different shards), checking the device's signature itself."},
+			func() float64 { return float64(f.router.Counts().Split) }))
+	}
 }
 
 // metrics serves this node's cluster gauges, and the coordinator's own

@@ -123,7 +123,8 @@ type ShardRouterConfig struct {
 //     (ForwardedHeader), and merges the answers into one WorkResponse,
 //     the results' answers in the request's order, in JSON or CBOR as
 //     the device asked. A request for leases that one shard answers
-//     with none is asked of the others in turn.
+//     with none is asked of the others that may have tasks waiting, in
+//     turn (moreLeases).
 //   - GET /v1/jobs and GET /v1/listings: to every shard, unchanged; the
 //     answer is the shards' lists merged oldest first over the pool, as
 //     one coordinator lists them, by the times each shard says its jobs
@@ -167,6 +168,23 @@ type ShardRouter struct {
 	queuedAt []atomic.Int64 // per shard: when queued was told, unix milliseconds
 	turn     atomic.Uint32  // where the next choice among equals begins
 	keys     peerKeys
+
+	passedHere, passedThere atomic.Int64 // requests passed to a shard's coordinator on this node, on another
+	workSplit               atomic.Int64 // POST /v1/work split among shards
+}
+
+// RouterCounts counts what a ShardRouter did since it started: the
+// requests it passed to a shard's coordinator running on this node
+// (Here) and to one on another node over HTTP (There; a request sent to
+// several shards counts once for each), and the POST /v1/work it split
+// among shards, checking the device's signature itself (Split).
+type RouterCounts struct {
+	Here, There, Split int64
+}
+
+// Counts returns what rt did since it started.
+func (rt *ShardRouter) Counts() RouterCounts {
+	return RouterCounts{Here: rt.passedHere.Load(), There: rt.passedThere.Load(), Split: rt.workSplit.Load()}
 }
 
 // NewShardRouter returns a router over cfg's shards. The error wraps
@@ -246,6 +264,7 @@ func (rt *ShardRouter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // in process when it runs here (Local).
 func (rt *ShardRouter) proxy(w http.ResponseWriter, r *http.Request, shard int) {
 	if rt.cfg.Local != nil && rt.cfg.Local(shard, &queuedWriter{ResponseWriter: w, rt: rt, shard: shard}, r) {
+		rt.passedHere.Add(1)
 		return
 	}
 	base, ok := rt.cfg.Target(shard)
@@ -254,6 +273,7 @@ func (rt *ShardRouter) proxy(w http.ResponseWriter, r *http.Request, shard int) 
 		noLeader(w, fmt.Sprintf("no coordinator is in charge of shard %d of the pool right now; try again shortly", shard))
 		return
 	}
+	rt.passedThere.Add(1)
 	rt.proxyTo(base, shard).ServeHTTP(w, r)
 }
 
@@ -563,6 +583,7 @@ func (rt *ShardRouter) send(ctx context.Context, in *http.Request, shard int, me
 		in.Body = io.NopCloser(bytes.NewReader(body))
 		rec := &answerRecorder{header: http.Header{}}
 		if rt.cfg.Local(shard, rec, in) {
+			rt.passedHere.Add(1)
 			if rec.err != nil {
 				a.err = rec.err
 				return a
@@ -572,6 +593,7 @@ func (rt *ShardRouter) send(ctx context.Context, in *http.Request, shard int, me
 			return a
 		}
 	}
+	rt.passedThere.Add(1)
 	resp, err := rt.client.Do(req)
 	if err != nil {
 		rt.log.Debug("Forwarding to a shard failed", "shard", shard, "to", base, "path", uri, "err", err)

@@ -1034,3 +1034,51 @@ func TestShardRouterMergesOffers(t *testing.T) {
 		t.Errorf("offers listed with shard 0 down (-want +got):\n%s", diff)
 	}
 }
+
+// A shard that said it has nothing waiting is not asked again for
+// leases within queuedStale (the router's clock): an idle pool's
+// requests for work are not each forwarded to every shard. Past it,
+// every shard is asked again, and a job submitted meanwhile is found.
+func TestShardRouterAsksForLeasesWhereTasksWait(t *testing.T) {
+	const k = 3
+	shards := startShards(t, k)
+	key := poolKeyOf(t, shards)
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	var clock atomic.Int64
+	clock.Store(time.Now().UnixNano())
+	rt, err := NewShardRouter(ShardRouterConfig{Shards: k, Key: key, Transport: tr,
+		Target: func(s int) (string, bool) { return shards[s].URL(), true },
+		Now:    func() time.Time { return time.Unix(0, clock.Load()) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(rt)
+	t.Cleanup(hs.Close)
+	rc := &routerClient{url: hs.URL, client: hs.Client()}
+	alice, bob := newPeer(t, nil), newPeer(t, nil)
+	rc.register(t, alice, bob)
+	body, _ := json.Marshal(testOffer(bob, time.Now(), 10*time.Minute))
+	if a := rc.do(t, bob, "POST", "/v1/offers", body, ""); a.status != http.StatusOK {
+		t.Fatalf("offer: %d %s", a.status, a.body)
+	}
+	ask := func(what string, wantAsked int) []LeaseGrant {
+		t.Helper()
+		before := rt.Counts().There
+		ls := rc.work(t, bob, WorkRequest{Lease: 2}, "json").Leases
+		if asked := rt.Counts().There - before; wantAsked > 0 && asked != int64(wantAsked) {
+			t.Errorf("%s: the request for leases went to %d shards, want %d", what, asked, wantAsked)
+		}
+		return ls
+	}
+	if ls := ask("nothing heard yet", k); len(ls) != 0 {
+		t.Fatalf("leases of a pool without jobs: %+v", ls)
+	}
+	ask("every shard said it has nothing waiting", 1)
+	j := shardedJobs(t, k, 1)[0]
+	rc.submit(t, alice, j)
+	clock.Add(int64(queuedStale))
+	if ls := ask("past queuedStale", 0); len(ls) == 0 {
+		t.Fatalf("no leases of job %s past %s", j.Manifest.Name, queuedStale)
+	}
+}
