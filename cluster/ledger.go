@@ -27,8 +27,8 @@ import (
 // stream's batches in cbor-v2, or, written by an older version, the
 // CBOR of the []pool.Entry as in cbor-v1); "d." (a device's peer ID in
 // unpadded base64url, "." and an epoch of indexEpoch ranges) says which
-// ranges of the epoch name the device, and "indexed" from which range
-// those keys index (ledgerindex.go): the index by device a receipt
+// ranges of the epoch name the device, and "indexed" and "indexed_to"
+// which ranges those keys index (ledgerindex.go): the index by device a receipt
 // query reads instead of every range ("p." keys, one per device and
 // range, from versions before, are read for the ranges before it). The
 // key "archived" holds a ledger Seq L (in decimal, a multiple of
@@ -64,9 +64,9 @@ type ledgerArchive struct {
 	bucket string
 	stream jetstream.Stream // the bucket's, for a writer's reads of the index
 
-	indexMu    sync.Mutex            // held by a put's index writes
-	indexes    map[string]indexValue // the index values last written or read, by key
-	indexedSet bool                  // whether the index's first range is recorded
+	indexMu sync.Mutex            // held by a put's index writes
+	indexes map[string]indexValue // the index values last written or read, by key
+	bounds  *writerBounds         // "indexed" and "indexed_to" as last recorded; nil: read them
 }
 
 // openLedgerArchive opens (or creates) the ledger archive bucket (a
@@ -186,7 +186,9 @@ func (a *ledgerArchive) getRange(ctx context.Context, k uint64) ([]pool.Entry, e
 // those naming q.Peer when it is set, in Seq order. A query by device
 // reads the ranges its index names: the per-range keys of versions
 // before the index for ranges before its first, then the index's value
-// for each epoch in turn, and stops at q.Max.
+// for each epoch in turn, stopping at q.Max; where the index does not
+// reach upto (or its bounds are not recorded), the ranges both kinds of
+// key name, gathered first.
 func (a *ledgerArchive) entries(ctx context.Context, q pool.EntryQuery, upto uint64, timeout time.Duration) ([]pool.Entry, error) {
 	lo, hi := q.After/LedgerRange, upto/LedgerRange // ranges lo to hi-1
 	if lo >= hi {
@@ -230,44 +232,42 @@ func (a *ledgerArchive) entries(ctx context.Context, q pool.EntryQuery, upto uin
 	if len(q.Peer) > maxPeerKey {
 		return nil, nil
 	}
-	gctx, cancel := context.WithTimeout(ctx, timeout)
-	first, known, err := a.indexed(gctx)
-	cancel()
+	first, to, toRev, err := a.indexBounds(ctx, timeout)
 	if err != nil {
 		return nil, err
 	}
+	// fast: the index covers every range from its first to hi, and the
+	// per-range keys of versions before it those before its first.
+	fast := first.known && toRev != 0 && to >= hi
 	var ks []uint64
-	if !known || first > lo {
+	if !fast || first.k > lo {
 		if ks, err = a.legacyRanges(ctx, q.Peer, timeout); err != nil {
 			return nil, err
 		}
-		if known {
-			ks = slices.DeleteFunc(ks, func(k uint64) bool { return k >= first })
+	}
+	from := lo
+	if fast {
+		ks = slices.DeleteFunc(ks, func(k uint64) bool { return k >= first.k })
+		if done, err := read(ks); done || err != nil {
+			return out, err
 		}
+		ks, from = nil, max(lo, first.k)
 	}
-	if !known {
-		// Without the first range recorded, ranges of either kind of
-		// key may come in any order: all are gathered first.
-		first = 0
-	} else if done, err := read(ks); done || err != nil {
-		return out, err
-	} else {
-		ks = nil
-	}
-	for epoch := max(lo, first) / indexEpoch; epoch*indexEpoch < hi; epoch++ {
+	for epoch := from / indexEpoch; epoch*indexEpoch < hi; epoch++ {
 		gctx, cancel := context.WithTimeout(ctx, timeout)
 		eks, err := a.epochRanges(gctx, q.Peer, epoch)
 		cancel()
 		if err != nil {
 			return nil, err
 		}
-		if !known {
+		if !fast {
 			ks = append(ks, eks...)
 		} else if done, err := read(eks); done || err != nil {
 			return out, err
 		}
 	}
-	if !known {
+	if !fast {
+		// Ranges of either kind of key, in any order: gathered first.
 		slices.Sort(ks)
 		_, err = read(slices.Compact(ks))
 	}

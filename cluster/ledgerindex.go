@@ -3,15 +3,19 @@ package cluster
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/fxamacker/cbor/v2"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
 
 	"idlepool/pool"
 )
@@ -35,11 +39,20 @@ import (
 //     value: how many of its entries name the device), one key for each
 //     device a range names; a query lists those keys for ranges before
 //     it. A pool begun with this version has it at 0 and no "p." keys.
+//   - "indexed_to": the range number (in decimal) before which every
+//     range from "indexed" on is in "d." values. A node of a version
+//     before the index, in charge for a while after one of this version
+//     (a rollback), archives ranges with "p." keys alone: the next
+//     snapshot of this version reads those ranges back and indexes them
+//     (maxIndexFill a snapshot), and meanwhile a query that reaches past
+//     "indexed_to" lists the "p." keys too.
 //
-// An index value that does not decode stands for every range of its
-// epoch (a query then reads them all and keeps the device's entries):
-// the index may name ranges that hold none of a device's entries, never
-// miss one.
+// An index value that does not decode, or that was deleted by hand,
+// stands for every range of its epoch (a query then reads them all and
+// keeps the device's entries), and a writer merges into that: the index
+// may name ranges that hold none of a device's entries, never miss one.
+// The index's keys are read from the stream's leader (lastMsg), not by
+// a direct get that a replica behind the last write may answer.
 
 const (
 	// indexEpoch is how many consecutive ranges one value of the index
@@ -51,12 +64,24 @@ const (
 	// indexTag is the CBOR tag (RFC 8949 section 3.4, from the range
 	// any application may use) of an index value.
 	indexTag = 0x64657631 // "dev1"
-	// indexedKey is the key of the first range the "d." values index.
-	indexedKey = "indexed"
+	// indexedKey is the key of the first range the "d." values index,
+	// indexedToKey of the range before which they index every one.
+	indexedKey   = "indexed"
+	indexedToKey = "indexed_to"
+	// maxIndexFill bounds the ranges archived by another version that
+	// one snapshot reads back to index (about 1.3 ms each).
+	maxIndexFill = 1024
+	// indexReaders is how many index values a writer reads at once
+	// after its writes found them changed (a node newly in charge, its
+	// memory of them empty).
+	indexReaders = 16
 	// indexTries bounds how often one put writes a value whose revision
 	// another writer changed meanwhile (two nodes in charge for a
 	// moment, each merging what it archives).
-	indexTries = 8
+	indexTries = 16
+	// indexBackoff is the unit of the wait before a writer reads again
+	// the values another writer changed: up to 2^try units, at most 50.
+	indexBackoff = 2 * time.Millisecond
 	// maxIndexCache bounds the index values a writer keeps in memory
 	// (their revision and runs, so that it merges without reading):
 	// past it, it forgets them all and reads each again when a write
@@ -81,10 +106,11 @@ type indexValue struct {
 }
 
 // encodeIndex encodes runs (pairs of first and last range, as offsets
-// in their epoch, ascending, apart) as CBOR tag indexTag over whichever
-// is shorter: an array of the offsets, or a byte string with bit o%8
-// (least significant first) of byte o/8 set for each offset o in a run,
-// up to the last byte with a bit set. A value is so at most 512 bytes
+// in their epoch, ascending, apart) as CBOR tag indexTag over either an
+// array of the offsets, or a byte string with bit o%8 (least
+// significant first) of byte o/8 set for each offset o in a run, up to
+// the last byte with a bit set: the one whose items take fewer bytes
+// (the few bytes of their headers aside). A value is so at most 512 bytes
 // and a few, however its device's work is spread over the epoch, and
 // some bytes for a device always at work.
 func encodeIndex(runs []uint32) ([]byte, error) {
@@ -111,21 +137,31 @@ func encodeIndex(runs []uint32) ([]byte, error) {
 	return wireEnc.Marshal(cbor.Tag{Number: indexTag, Content: bits})
 }
 
+// indexDec decodes index values: definite lengths only, and at most an
+// epoch's offsets.
+var indexDec = func() cbor.DecMode {
+	m, err := cbor.DecOptions{IndefLength: cbor.IndefLengthForbidden, MaxArrayElements: indexEpoch}.DecMode()
+	if err != nil {
+		panic(err)
+	}
+	return m
+}()
+
 // decodeIndex decodes what encodeIndex wrote, as runs. The error says
-// what is wrong: another tag, an odd count, an offset past the epoch,
-// runs out of order or touching, a byte string longer than the epoch's
-// bits.
+// what is wrong: not an index value's tag, an item that is not an
+// unsigned integer, an odd count, an offset past the epoch, runs out of
+// order or touching, a byte string longer than the epoch's bits.
 func decodeIndex(data []byte) ([]uint32, error) {
 	var t cbor.RawTag
-	if err := batchDec.Unmarshal(data, &t); err != nil {
-		return nil, err
+	if err := indexDec.Unmarshal(data, &t); err != nil {
+		return nil, fmt.Errorf("not an index value: %w", err)
 	}
 	if t.Number != indexTag {
 		return nil, fmt.Errorf("tag %d, want %d (written by a newer idlepool?)", t.Number, indexTag)
 	}
 	if len(t.Content) > 0 && t.Content[0]>>5 == 2 { // a byte string
 		var bits []byte
-		if err := batchDec.Unmarshal(t.Content, &bits); err != nil {
+		if err := indexDec.Unmarshal(t.Content, &bits); err != nil {
 			return nil, err
 		}
 		if len(bits) > indexEpoch/8 {
@@ -144,16 +180,24 @@ func decodeIndex(data []byte) ([]uint32, error) {
 		}
 		return runs, nil
 	}
-	var runs []uint32
-	if err := batchDec.Unmarshal(t.Content, &runs); err != nil {
+	var items []cbor.RawMessage
+	if err := indexDec.Unmarshal(t.Content, &items); err != nil {
 		return nil, err
 	}
-	if len(runs)%2 != 0 {
-		return nil, fmt.Errorf("%d offsets: not pairs", len(runs))
+	if len(items)%2 != 0 {
+		return nil, fmt.Errorf("%d offsets: not pairs", len(items))
+	}
+	runs := make([]uint32, len(items))
+	for i, it := range items {
+		var o uint64
+		if len(it) == 0 || it[0]>>5 != 0 || indexDec.Unmarshal(it, &o) != nil || o >= indexEpoch {
+			return nil, fmt.Errorf("offset %d is not a number below %d", i, indexEpoch)
+		}
+		runs[i] = uint32(o)
 	}
 	for i := 0; i < len(runs); i += 2 {
-		if runs[i] > runs[i+1] || runs[i+1] >= indexEpoch || (i > 0 && runs[i] <= runs[i-1]+1) {
-			return nil, fmt.Errorf("run %d (%d to %d) is not after the one before, within %d ranges", i/2, runs[i], runs[i+1], indexEpoch)
+		if runs[i] > runs[i+1] || (i > 0 && runs[i] <= runs[i-1]+1) {
+			return nil, fmt.Errorf("run %d (%d to %d) is not after the one before", i/2, runs[i], runs[i+1])
 		}
 	}
 	return runs, nil
@@ -202,17 +246,51 @@ type pendingIndex struct {
 }
 
 // index merges the devices each of ranges names into their index
-// values (ranges as put checked them), and returns once every value is
-// acknowledged. A value another writer changed meanwhile is read again
-// and merged again, up to indexTries times.
+// values (ranges as put checked them, in order), with those of the
+// ranges before them that another version archived (up to maxIndexFill,
+// read back), then records the index's first range and how far it
+// reaches, and returns once every value is acknowledged. A value
+// another writer changed meanwhile is read again and merged again, up to
+// indexTries times.
 func (a *ledgerArchive) index(ctx context.Context, ranges [][]pool.Entry, timeout time.Duration) error {
 	if len(ranges) == 0 {
 		return nil
 	}
 	a.indexMu.Lock()
 	defer a.indexMu.Unlock()
-	if err := a.setIndexed(ctx, (ranges[0][0].Seq-1)/LedgerRange, timeout); err != nil {
-		return err
+	k0 := (ranges[0][0].Seq - 1) / LedgerRange
+	end := (ranges[len(ranges)-1][0].Seq-1)/LedgerRange + 1
+	// The bounds as this writer last recorded them, read again when it
+	// has none or when they say ranges before these went unindexed.
+	b := a.bounds
+	if b == nil || b.toRev == 0 || b.to < k0 {
+		first, to, toRev, err := a.indexBounds(ctx, timeout)
+		if err != nil {
+			return err
+		}
+		b = &writerBounds{first: first, to: to, toRev: toRev}
+	}
+	first, to, toRev := b.first, b.to, b.toRev
+	if toRev != 0 || first.known {
+		if toRev == 0 { // "indexed_to" deleted by hand: from the first again
+			to = first.k
+		}
+		var fill [][]pool.Entry
+		for k := to; k < k0 && k < to+maxIndexFill; k++ {
+			gctx, cancel := context.WithTimeout(ctx, timeout)
+			r, err := a.getRange(gctx, k)
+			cancel()
+			if err != nil {
+				return fmt.Errorf("cluster: index ledger range %d, archived without its index: %w", k, err)
+			}
+			fill = append(fill, r)
+		}
+		if len(fill) > 0 {
+			ranges = append(fill, ranges...)
+			if to+uint64(len(fill)) < k0 {
+				end = to + uint64(len(fill)) // the rest at the next snapshot
+			}
+		}
 	}
 	type at struct {
 		peer  string
@@ -259,15 +337,18 @@ func (a *ledgerArchive) index(ctx context.Context, ranges [][]pool.Entry, timeou
 			}
 			changed = append(changed, c...)
 		}
-		for _, p := range changed {
-			gctx, cancel := context.WithTimeout(ctx, timeout)
-			v, err := a.readIndex(gctx, p.key)
-			cancel()
-			if err != nil {
-				return err
+		if len(changed) > 0 {
+			// Another writer is at it too: a while, growing and at
+			// random, so that the two stop meeting.
+			wait := time.Duration(rand.Int64N(int64(min(indexBackoff<<try, 50*indexBackoff))))
+			select {
+			case <-time.After(wait):
+			case <-ctx.Done():
+				return fmt.Errorf("cluster: index ledger ranges by device: %w", unavailable(ctx.Err()))
 			}
-			v.epoch = p.epoch
-			a.indexes[p.key] = v
+		}
+		if err := a.rereadIndex(ctx, changed, timeout); err != nil {
+			return err
 		}
 		todo = changed
 	}
@@ -275,6 +356,50 @@ func (a *ledgerArchive) index(ctx context.Context, ranges [][]pool.Entry, timeou
 		if v.epoch < low { // an epoch the snapshots archive no more
 			delete(a.indexes, key)
 		}
+	}
+	// Recorded once the values are: "indexed" lowered, or "indexed_to"
+	// raised, before them would hide ranges from queries meanwhile.
+	a.bounds = nil // until both are recorded
+	first, err := a.setIndexed(ctx, (ranges[0][0].Seq-1)/LedgerRange, first, timeout)
+	if err != nil {
+		return err
+	}
+	to, toRev, err = a.setIndexedTo(ctx, end, to, toRev, timeout)
+	if err != nil {
+		return err
+	}
+	a.bounds = &writerBounds{first: first, to: to, toRev: toRev}
+	return nil
+}
+
+// writerBounds are "indexed" and "indexed_to" as a writer last recorded
+// or read them (toRev 0: "indexed_to" none or not a number).
+type writerBounds struct {
+	first     bound
+	to, toRev uint64
+}
+
+// rereadIndex reads again the values of ps, which writes found changed,
+// indexReaders at once.
+func (a *ledgerArchive) rereadIndex(ctx context.Context, ps []*pendingIndex, timeout time.Duration) error {
+	vs := make([]indexValue, len(ps))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(indexReaders)
+	for i, p := range ps {
+		g.Go(func() error {
+			rctx, cancel := context.WithTimeout(gctx, timeout)
+			defer cancel()
+			v, err := a.readIndex(rctx, p.key)
+			v.epoch = p.epoch
+			vs[i] = v
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	for i, p := range ps {
+		a.indexes[p.key] = vs[i]
 	}
 	return nil
 }
@@ -327,96 +452,198 @@ func (a *ledgerArchive) writeIndex(ctx context.Context, ps []*pendingIndex, time
 	return changed, nil
 }
 
-// readIndex reads the value of key for a writer: its revision (a
-// deletion's, where it was deleted; 0 where it never was written) and
-// its runs (wholeEpoch where it does not decode).
-func (a *ledgerArchive) readIndex(ctx context.Context, key string) (indexValue, error) {
-	m, err := a.stream.GetLastMsgForSubject(ctx, "$KV."+a.bucket+"."+key)
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return indexValue{}, nil
-	}
-	if err != nil {
-		return indexValue{}, fmt.Errorf("cluster: read ledger index %s: %w", key, unavailable(err))
-	}
-	if op := m.Header.Get("KV-Operation"); op == "DEL" || op == "PURGE" {
-		return indexValue{rev: m.Sequence}, nil
-	}
-	runs, err := decodeIndex(m.Data)
-	if err != nil {
-		return indexValue{rev: m.Sequence, runs: wholeEpoch, damaged: true}, nil
-	}
-	return indexValue{rev: m.Sequence, runs: runs}, nil
+// indexMsg is the last message on an index key, as lastMsg reads it.
+type indexMsg struct {
+	seq     uint64
+	deleted bool // a deletion or purge
+	data    []byte
 }
 
-// setIndexed records k as the first range the "d." values index,
-// unless one before it is recorded: the least that any writer of this
-// version indexed from (two nodes in charge for a moment may archive
-// from two marks); indexMu is held. A value deleted or not a number
-// (by hand) stays as it is: queries then read every kind of key, which
-// is right whatever it should have held, where a value recorded again
-// might pass ranges the per-range keys do not name.
-func (a *ledgerArchive) setIndexed(ctx context.Context, k uint64, timeout time.Duration) error {
-	if a.indexedSet {
-		return nil
+// lastMsg returns the last message on key, as the bucket stream's
+// leader answers (STREAM.MSG.GET: a direct get may be answered by a
+// replica behind the last write); nil when there is none.
+func (a *ledgerArchive) lastMsg(ctx context.Context, key string) (*indexMsg, error) {
+	req, err := json.Marshal(struct {
+		LastBySubject string `json:"last_by_subj"`
+	}{"$KV." + a.bucket + "." + key})
+	if err != nil {
+		return nil, err
 	}
+	m, err := a.js.Conn().RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET.KV_"+a.bucket, req)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: read %s of %s: %w", key, a.bucket, unavailable(err))
+	}
+	var resp struct {
+		Error   *jetstream.APIError `json:"error"`
+		Message *struct {
+			Seq    uint64 `json:"seq"`
+			Header []byte `json:"hdrs"`
+			Data   []byte `json:"data"`
+		} `json:"message"`
+	}
+	if err := json.Unmarshal(m.Data, &resp); err != nil {
+		return nil, fmt.Errorf("cluster: read %s of %s: the server's answer: %w", key, a.bucket, err)
+	}
+	switch {
+	case resp.Error != nil && resp.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound:
+		return nil, nil
+	case resp.Error != nil:
+		return nil, fmt.Errorf("cluster: read %s of %s: %w", key, a.bucket, unavailable(resp.Error))
+	case resp.Message == nil:
+		return nil, fmt.Errorf("cluster: read %s of %s: %w: an answer without its message", key, a.bucket, pool.ErrStoreUnavailable)
+	}
+	out := &indexMsg{seq: resp.Message.Seq, data: resp.Message.Data}
+	if len(resp.Message.Header) > 0 {
+		h, err := nats.DecodeHeadersMsg(resp.Message.Header)
+		if err != nil {
+			return nil, fmt.Errorf("cluster: read %s of %s: its headers: %w", key, a.bucket, err)
+		}
+		op := h.Get("KV-Operation")
+		out.deleted = op == "DEL" || op == "PURGE"
+	}
+	return out, nil
+}
+
+// readIndex reads the value of key for a writer: its revision (0 where
+// it was never written) and its runs: wholeEpoch, to be written again
+// (damaged), where it does not decode or was deleted.
+func (a *ledgerArchive) readIndex(ctx context.Context, key string) (indexValue, error) {
+	m, err := a.lastMsg(ctx, key)
+	if err != nil || m == nil {
+		return indexValue{}, err
+	}
+	runs, err := decodeIndex(m.data)
+	if m.deleted || err != nil {
+		return indexValue{rev: m.seq, runs: wholeEpoch, damaged: true}, nil
+	}
+	return indexValue{rev: m.seq, runs: runs}, nil
+}
+
+// bound is a range number read from "indexed" or "indexed_to": known is
+// false where the key was never written, was deleted, or is not a
+// number, and rev is its revision (0: never written).
+type bound struct {
+	k     uint64
+	known bool
+	rev   uint64
+}
+
+// readBound reads key ("indexed" or "indexed_to").
+func (a *ledgerArchive) readBound(ctx context.Context, key string) (bound, error) {
+	m, err := a.lastMsg(ctx, key)
+	if err != nil || m == nil {
+		return bound{}, err
+	}
+	if m.deleted {
+		return bound{rev: m.seq}, nil
+	}
+	k, err := strconv.ParseUint(string(m.data), 10, 64)
+	return bound{k: k, known: err == nil, rev: m.seq}, nil
+}
+
+// indexBounds reads "indexed" and "indexed_to" for a writer: to and
+// toRev are 0 where the latter was never written or is not a number.
+func (a *ledgerArchive) indexBounds(ctx context.Context, timeout time.Duration) (first bound, to, toRev uint64, err error) {
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if first, err = a.readBound(rctx, indexedKey); err != nil {
+		return
+	}
+	t, err := a.readBound(rctx, indexedToKey)
+	if err != nil || !t.known {
+		return first, 0, 0, err
+	}
+	return first, t.k, t.rev, nil
+}
+
+// setIndexed records k as the first range the "d." values index, unless
+// one before it is recorded: the least that any writer of this version
+// indexed from (two nodes in charge for a moment may archive from two
+// marks); indexMu is held. A value deleted or not a number (by hand)
+// stays as it is: queries then read every kind of key, which is right
+// whatever it should have held, where a value recorded again might pass
+// ranges the per-range keys name.
+// It returns what "indexed" holds then, as far as this writer knows.
+func (a *ledgerArchive) setIndexed(ctx context.Context, k uint64, was bound, timeout time.Duration) (bound, error) {
 	sctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	value := strconv.AppendUint(nil, k, 10)
 	for range indexTries {
-		m, err := a.stream.GetLastMsgForSubject(sctx, "$KV."+a.bucket+"."+indexedKey)
+		var (
+			rev uint64
+			err error
+		)
 		switch {
-		case errors.Is(err, jetstream.ErrMsgNotFound):
-			_, err = a.kv.Create(sctx, indexedKey, value)
-		case err != nil:
-		case m.Header.Get("KV-Operation") != "":
-			a.indexedSet = true // deleted or purged
-			return nil
+		case was.known && was.k <= k, !was.known && was.rev != 0:
+			return was, nil
+		case was.rev == 0:
+			rev, err = a.kv.Create(sctx, indexedKey, value)
 		default:
-			if was, perr := strconv.ParseUint(string(m.Data), 10, 64); perr != nil || was <= k {
-				a.indexedSet = true
-				return nil
-			}
-			_, err = a.kv.Update(sctx, indexedKey, value, m.Sequence)
+			rev, err = a.kv.Update(sctx, indexedKey, value, was.rev)
 		}
 		if err == nil {
-			a.indexedSet = true
-			return nil
+			return bound{k: k, known: true, rev: rev}, nil
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) && !isWrongLastSeq(err) {
-			return fmt.Errorf("cluster: record the ledger index's first range: %w", unavailable(err))
+			return was, fmt.Errorf("cluster: record the ledger index's first range: %w", unavailable(err))
+		}
+		if was, err = a.readBound(sctx, indexedKey); err != nil {
+			return was, err
 		}
 	}
-	return fmt.Errorf("cluster: record the ledger index's first range: changed under this writer %d times: %w", indexTries, pool.ErrStoreUnavailable)
+	return was, fmt.Errorf("cluster: record the ledger index's first range: changed under this writer %d times: %w", indexTries, pool.ErrStoreUnavailable)
 }
 
-// indexed returns the first range the "d." values index, and false when
-// none is recorded (a pool archived by versions before them alone) or
-// the value was deleted or is not a number.
-func (a *ledgerArchive) indexed(ctx context.Context) (uint64, bool, error) {
-	e, err := a.kv.Get(ctx, indexedKey)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return 0, false, nil
+// setIndexedTo records end as the range before which the "d." values
+// index every range from the first, unless a later one is recorded
+// (to, at revision rev; 0: none or not a number); indexMu is held. It
+// returns what "indexed_to" holds then, and its revision, as far as this
+// writer knows.
+func (a *ledgerArchive) setIndexedTo(ctx context.Context, end, to, rev uint64, timeout time.Duration) (uint64, uint64, error) {
+	sctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	value := strconv.AppendUint(nil, end, 10)
+	for range indexTries {
+		if rev != 0 && to >= end {
+			return to, rev, nil
+		}
+		var (
+			now uint64
+			err error
+		)
+		if rev == 0 {
+			now, err = a.kv.Put(sctx, indexedToKey, value) // none, or not a number
+		} else {
+			now, err = a.kv.Update(sctx, indexedToKey, value, rev)
+		}
+		if err == nil {
+			return end, now, nil
+		}
+		if !isWrongLastSeq(err) {
+			return to, rev, fmt.Errorf("cluster: record how far the ledger index reaches: %w", unavailable(err))
+		}
+		t, err := a.readBound(sctx, indexedToKey)
+		if err != nil {
+			return to, rev, err
+		}
+		to, rev = t.k, t.rev
+		if !t.known {
+			rev = 0
+		}
 	}
-	if err != nil {
-		return 0, false, fmt.Errorf("cluster: read the ledger index's first range: %w", unavailable(err))
-	}
-	k, err := strconv.ParseUint(string(e.Value()), 10, 64)
-	return k, err == nil, nil
+	return to, rev, fmt.Errorf("cluster: record how far the ledger index reaches: changed under this writer %d times: %w", indexTries, pool.ErrStoreUnavailable)
 }
 
 // epochRanges returns the ranges of epoch that name peer, from its index
-// value (every range of the epoch where the value does not decode).
+// value (every range of the epoch where the value does not decode or
+// was deleted).
 func (a *ledgerArchive) epochRanges(ctx context.Context, peer string, epoch uint64) ([]uint64, error) {
-	key := indexKey(peer, epoch)
-	e, err := a.kv.Get(ctx, key)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, nil
+	m, err := a.lastMsg(ctx, indexKey(peer, epoch))
+	if err != nil || m == nil {
+		return nil, err
 	}
-	if err != nil {
-		return nil, fmt.Errorf("cluster: read ledger index %s: %w", key, unavailable(err))
-	}
-	runs, err := decodeIndex(e.Value())
-	if err != nil {
+	runs, err := decodeIndex(m.data)
+	if m.deleted || err != nil {
 		runs = wholeEpoch
 	}
 	var ks []uint64

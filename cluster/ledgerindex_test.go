@@ -57,11 +57,15 @@ func TestDecodeIndex(t *testing.T) {
 		{[]byte("junk"), ""},
 		{other, "tag"},
 		{arrayIndex(1, 2, 3), "not pairs"},
-		{arrayIndex(1, 4096), "run 0 (1 to 4096)"},
+		{arrayIndex(1, 4096), "offset 1 is not a number below 4096"},
 		{arrayIndex(5, 4), "run 0 (5 to 4)"},
 		{arrayIndex(1, 3, 4, 6), "run 1 (4 to 6)"},
 		{arrayIndex(5, 6, 1, 2), "run 1 (1 to 2)"},
 		{must(wireEnc.Marshal(cbor.Tag{Number: indexTag, Content: make([]byte, 513)})), "513 bytes of bits"},
+		{must(wireEnc.Marshal(cbor.Tag{Number: indexTag, Content: []any{nil, nil}})), "offset 0 is not a number"},
+		{must(wireEnc.Marshal(cbor.Tag{Number: indexTag, Content: []any{1, -2}})), "offset 1 is not a number"},
+		{[]byte{0xda, 0x64, 0x65, 0x76, 0x31, 0x9f, 0x01, 0x02, 0xff}, "indefinite"}, // [_ 1, 2]
+		{[]byte{0xda, 0x64, 0x65, 0x76, 0x31}, "not an index value"},
 	} {
 		if _, err := decodeIndex(c.data); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("decode %x: %v, want an error saying %q", c.data, err, c.want)
@@ -242,8 +246,11 @@ func TestLedgerIndexByDevice(t *testing.T) {
 	if diff := cmp.Diff(want, indexValues(t, s.ledger)); diff != "" {
 		t.Fatalf("index values (-want +got):\n%s", diff)
 	}
-	if first, known, err := s.ledger.indexed(ctx); err != nil || !known || first != 0 {
-		t.Fatalf("the index's first range: %d, %v, %v; want 0", first, known, err)
+	if b := readBound(t, s.ledger, indexedKey); !b.known || b.k != 0 {
+		t.Fatalf("the index's first range: %+v, want 0", b)
+	}
+	if b := readBound(t, s.ledger, indexedToKey); !b.known || b.k != 9001 {
+		t.Fatalf("the index reaches to %+v, want range 9001", b)
 	}
 	upto := 9001 * uint64(LedgerRange)
 	checkQueries(t, "two puts", s.ledger, ranges, upto, 5)
@@ -275,6 +282,16 @@ func TestLedgerIndexByDevice(t *testing.T) {
 		t.Fatalf("index values after a new writer (-want +got):\n%s", diff)
 	}
 	checkQueries(t, "a new writer", s.ledger, ranges, 9003*LedgerRange, 5)
+}
+
+// readBound reads key ("indexed" or "indexed_to") of a.
+func readBound(t *testing.T, a *ledgerArchive, key string) bound {
+	t.Helper()
+	b, err := a.readBound(context.Background(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 // openLedger opens s's ledger archive again, as a node newly in charge
@@ -332,8 +349,8 @@ func TestLedgerIndexAfterPerRangeKeys(t *testing.T) {
 	if err := s.ledger.put(ctx, ranges[7:], time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if first, known, err := s.ledger.indexed(ctx); err != nil || !known || first != 4097 {
-		t.Fatalf("the index's first range: %d, %v, %v; want 4097", first, known, err)
+	if b := readBound(t, s.ledger, indexedKey); !b.known || b.k != 4097 {
+		t.Fatalf("the index's first range: %+v, want 4097", b)
 	}
 	if diff := cmp.Diff(wantIndex(ranges[7:]), indexValues(t, s.ledger)); diff != "" {
 		t.Fatalf("index values (-want +got):\n%s", diff)
@@ -349,8 +366,8 @@ func TestLedgerIndexAfterPerRangeKeys(t *testing.T) {
 		if err := w.put(ctx, indexHistory([]uint64{c.k}, 4), time.Minute); err != nil {
 			t.Fatal(err)
 		}
-		if first, _, _ := s.ledger.indexed(ctx); first != c.want {
-			t.Fatalf("after a put from range %d the index's first range is %d, want %d", c.k, first, c.want)
+		if b := readBound(t, s.ledger, indexedKey); b.k != c.want {
+			t.Fatalf("after a put from range %d the index's first range is %d, want %d", c.k, b.k, c.want)
 		}
 	}
 	checkQueries(t, "a put from an earlier mark", s.ledger, ranges, upto, 4)
@@ -363,8 +380,8 @@ func TestLedgerIndexAfterPerRangeKeys(t *testing.T) {
 	if err := openLedger(t, s).put(ctx, ranges[8:], time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if _, known, err := s.ledger.indexed(ctx); known || err != nil {
-		t.Fatalf("the first range deleted, then a put: known %v, %v", known, err)
+	if b := readBound(t, s.ledger, indexedKey); b.known {
+		t.Fatalf("the first range deleted, then a put: %+v", b)
 	}
 	checkQueries(t, "the first range deleted, then a put", s.ledger, ranges, upto, 4)
 	if _, err := s.ledger.kv.Put(ctx, indexedKey, []byte("seven")); err != nil {
@@ -380,10 +397,9 @@ func TestLedgerIndexAfterPerRangeKeys(t *testing.T) {
 	checkQueries(t, "the first range not a number, then a put", s.ledger, ranges, upto, 4)
 }
 
-// An index value damaged by hand stands for its whole epoch: queries
-// read every range of it and answer the same, and the next put merges
-// into the whole epoch. A value deleted by hand is written again from
-// what the next put archives, by a writer that knew it or not.
+// An index value damaged or deleted by hand stands for its whole epoch:
+// queries read every range of it and answer the same, and the next put,
+// by a writer that knew the value or not, merges into the whole epoch.
 func TestLedgerIndexDamaged(t *testing.T) {
 	t.Parallel()
 	_, s := oneNodeStore(t)
@@ -410,22 +426,62 @@ func TestLedgerIndexDamaged(t *testing.T) {
 		t.Fatal(err)
 	}
 	fresh := openLedger(t, s) // knows nothing of it
+	checkQueries(t, "a deleted value", s.ledger, ranges[:5], 5*LedgerRange, 3)
 	if err := s.ledger.put(ctx, ranges[5:], time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	want := wantIndex(ranges[5:])[key]
-	if got := indexValues(t, s.ledger)[key]; !slices.Equal(got, want) {
-		t.Fatalf("a deleted value after a put by its writer: %v, want %v", got, want)
+	if got := indexValues(t, s.ledger)[key]; !slices.Equal(got, wholeEpoch) {
+		t.Fatalf("a deleted value after a put by its writer: %v, want the whole epoch %v", got, wholeEpoch)
 	}
+	checkQueries(t, "a deleted value, then a put", s.ledger, ranges, 6*LedgerRange, 3)
 	if err := s.ledger.kv.Purge(ctx, key); err != nil {
 		t.Fatal(err)
 	}
+	checkQueries(t, "a purged value", s.ledger, ranges, 6*LedgerRange, 3)
 	if err := fresh.put(ctx, ranges[5:], time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if got := indexValues(t, s.ledger)[key]; !slices.Equal(got, want) {
-		t.Fatalf("a purged value after a put by a new writer: %v, want %v", got, want)
+	if got := indexValues(t, s.ledger)[key]; !slices.Equal(got, wholeEpoch) {
+		t.Fatalf("a purged value after a put by a new writer: %v, want the whole epoch %v", got, wholeEpoch)
 	}
+}
+
+// A node of a version before the index, in charge for a while after one
+// of this version, archives ranges with per-range keys alone: queries
+// list those meanwhile, and the next put of this version reads them
+// back and indexes them, at most maxIndexFill at a time.
+func TestLedgerIndexAfterRollback(t *testing.T) {
+	t.Parallel()
+	_, s := oneNodeStore(t)
+	ctx := context.Background()
+	ranges := indexHistory([]uint64{0, 1, 2, 3, 4, 5}, 4)
+	if err := s.ledger.put(ctx, ranges[:2], time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	legacyPut(t, s.ledger, ranges[2:4]) // the older node
+	checkQueries(t, "ranges archived by an older node", s.ledger, ranges[:4], 4*LedgerRange, 4)
+	if err := openLedger(t, s).put(ctx, ranges[4:], time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(wantIndex(ranges), indexValues(t, s.ledger)); diff != "" {
+		t.Fatalf("index values after the older node's ranges (-want +got):\n%s", diff)
+	}
+	if b := readBound(t, s.ledger, indexedToKey); b.k != 6 {
+		t.Fatalf("the index reaches to %+v, want range 6", b)
+	}
+	// Deleted by hand: indexed again from the first range.
+	if err := s.ledger.kv.Delete(ctx, indexedToKey); err != nil {
+		t.Fatal(err)
+	}
+	checkQueries(t, "how far the index reaches deleted", s.ledger, ranges, 6*LedgerRange, 4)
+	more := indexHistory([]uint64{6}, 4)
+	if err := s.ledger.put(ctx, more, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if b := readBound(t, s.ledger, indexedToKey); b.k != 7 {
+		t.Fatalf("the index reaches to %+v after it was deleted and a put, want range 7", b)
+	}
+	checkQueries(t, "how far the index reaches deleted, then a put", s.ledger, append(ranges, more...), 7*LedgerRange, 4)
 }
 
 // Writers at once (nodes in charge for a moment, each archiving from its
@@ -459,25 +515,22 @@ func writersAtOnce(t *testing.T, ws []*ledgerArchive) {
 		ks = append(ks, k)
 	}
 	ranges := indexHistory(ks, 6)
-	var g errgroup.Group
-	for w, a := range ws {
-		g.Go(func() error {
-			for round := range 6 {
-				var mine [][]pool.Entry
-				for i := round * 8; i < (round+1)*8; i++ {
-					if i%len(ws) == w {
-						mine = append(mine, ranges[i])
-					}
-				}
-				if err := a.put(ctx, mine, time.Minute); err != nil {
+	// Round r: every range before 8r is archived, and writer w archives
+	// from w ranges before it (its mark) to w ranges before 8r+8 (its
+	// state's end), all at once.
+	for round := range 6 {
+		var g errgroup.Group
+		for w, a := range ws {
+			g.Go(func() error {
+				if err := a.put(ctx, ranges[max(0, 8*round-w):8*round+8-w], time.Minute); err != nil {
 					return fmt.Errorf("writer %d, round %d: %w", w, round, err)
 				}
-			}
-			return nil
-		})
-	}
-	if err := g.Wait(); err != nil {
-		t.Fatal(err)
+				return nil
+			})
+		}
+		if err := g.Wait(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	want := wantIndex(ranges)
 	// A replica of the bucket may be behind the last write for a
