@@ -186,7 +186,8 @@ func (a *ledgerArchive) getRange(ctx context.Context, k uint64) ([]pool.Entry, e
 // those naming q.Peer when it is set, in Seq order. A query by device
 // reads the ranges its index names: the per-range keys of versions
 // before the index for ranges before its first, then the index's value
-// for each epoch in turn, stopping at q.Max; where the index does not
+// for each epoch the device's summary names in turn, stopping at q.Max;
+// where the index does not
 // reach upto (or its bounds are not recorded), the ranges both kinds of
 // key name, gathered first.
 func (a *ledgerArchive) entries(ctx context.Context, q pool.EntryQuery, upto uint64, timeout time.Duration) ([]pool.Entry, error) {
@@ -253,7 +254,13 @@ func (a *ledgerArchive) entries(ctx context.Context, q pool.EntryQuery, upto uin
 		}
 		ks, from = nil, max(lo, first.k)
 	}
-	for epoch := from / indexEpoch; epoch*indexEpoch < hi; epoch++ {
+	gctx, cancel := context.WithTimeout(ctx, timeout)
+	epochs, err := a.deviceEpochs(gctx, q.Peer, from/indexEpoch, (hi-1)/indexEpoch)
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	for _, epoch := range epochs {
 		gctx, cancel := context.WithTimeout(ctx, timeout)
 		eks, err := a.epochRanges(gctx, q.Peer, epoch)
 		cancel()

@@ -293,7 +293,9 @@ func TestStoreLoadsSnapshotV2Ledger(t *testing.T) {
 // bench-cluster's agents) or 2,048 (a large pool, each range naming
 // about a thousand); ns/op is per entry, the JetStream server's work
 // included, and values/entry counts the values stored (the ranges and
-// their index by device: one value per device and epoch a put names).
+// their index by device: one value per device and epoch a put names,
+// and a device's summary where it names an epoch of it for the first
+// time).
 func BenchmarkLedgerArchivePut(b *testing.B) {
 	for _, devices := range []int{8, 2048} {
 		for _, per := range []int{1, 16, 64} {
@@ -308,13 +310,19 @@ func BenchmarkLedgerArchivePut(b *testing.B) {
 				}
 				values := 0
 				var puts [][][]pool.Entry
+				summarised := map[string]bool{} // device and epoch in its summary
 				for i := 0; i < n; i += per * LedgerRange {
 					var put [][]pool.Entry
 					keys := map[string]bool{}
 					for j := i; j < min(i+per*LedgerRange, n); j += LedgerRange {
 						put = append(put, es[j:j+LedgerRange])
 						for _, e := range es[j : j+LedgerRange] {
-							keys[indexKey(e.Peer, uint64(j/LedgerRange)/indexEpoch)] = true
+							key := indexKey(e.Peer, uint64(j/LedgerRange)/indexEpoch)
+							keys[key] = true
+							if !summarised[key] {
+								summarised[key] = true
+								keys["e."+key] = true
+							}
 						}
 					}
 					puts = append(puts, put)

@@ -33,6 +33,10 @@ import (
 //     where the per-range keys of before wrote one per device and range:
 //     some 1,000 values for a range of 1,024 entries in a pool of
 //     thousands of devices.
+//   - "e." and the device's peer ID as above: the epochs for which the
+//     device has "d." values, as runs (encodeSummary), merged by the
+//     same snapshots after those values: a query reads the values of
+//     those epochs alone, however long the pool's history.
 //   - "indexed": the first range number (in decimal) whose devices are
 //     in "d." values. Ranges before it were archived by a version that
 //     wrote "p.", the peer ID as above, "." and the range number (the
@@ -49,8 +53,9 @@ import (
 //
 // An index value that does not decode, or that was deleted by hand,
 // stands for every range of its epoch (a query then reads them all and
-// keeps the device's entries), and a writer merges into that: the index
-// may name ranges that hold none of a device's entries, never miss one.
+// keeps the device's entries), a summary so for every epoch, and a
+// writer merges into that: the index may name ranges that hold none of
+// a device's entries, never miss one.
 // The index's keys are read from the stream's leader (lastMsg), not by
 // a direct get that a replica behind the last write may answer.
 
@@ -61,9 +66,11 @@ const (
 	// value for each epoch it spans; a value is at most 512 bytes and a
 	// few (encodeIndex). Part of the format: never changes.
 	indexEpoch = 4096
-	// indexTag is the CBOR tag (RFC 8949 section 3.4, from the range
-	// any application may use) of an index value.
-	indexTag = 0x64657631 // "dev1"
+	// indexTag and summaryTag are the CBOR tags (RFC 8949 section 3.4,
+	// from the range any application may use) of an index value and of
+	// a device's summary of epochs.
+	indexTag   = 0x64657631 // "dev1"
+	summaryTag = 0x65706f31 // "epo1"
 	// indexedKey is the key of the first range the "d." values index,
 	// indexedToKey of the range before which they index every one.
 	indexedKey   = "indexed"
@@ -93,6 +100,35 @@ func peerKey(peer string) string { return base64.RawURLEncoding.EncodeToString([
 
 func indexKey(peer string, epoch uint64) string {
 	return "d." + peerKey(peer) + "." + strconv.FormatUint(epoch, 10)
+}
+
+func summaryKey(peer string) string { return "e." + peerKey(peer) }
+
+// summaryEpoch is the epoch a summary is kept under in a writer's memory
+// of the values: none, so that it is never forgotten for its epoch.
+const summaryEpoch = 1<<64 - 1
+
+// everyEpoch is the runs a summary that does not decode, or was deleted,
+// stands for.
+var everyEpoch = []uint32{0, 1<<32 - 1}
+
+// encodeSummary encodes a device's epochs as runs (pairs of first and
+// last, ascending, apart): CBOR tag summaryTag over an array of them.
+func encodeSummary(runs []uint32) ([]byte, error) {
+	return wireEnc.Marshal(cbor.Tag{Number: summaryTag, Content: runs})
+}
+
+// decodeSummary decodes what encodeSummary wrote, as runs; the error
+// says what is wrong (decodeRuns).
+func decodeSummary(data []byte) ([]uint32, error) {
+	var t cbor.RawTag
+	if err := indexDec.Unmarshal(data, &t); err != nil {
+		return nil, fmt.Errorf("not a summary of epochs: %w", err)
+	}
+	if t.Number != summaryTag {
+		return nil, fmt.Errorf("tag %d, want %d (written by a newer idlepool?)", t.Number, summaryTag)
+	}
+	return decodeRuns(t.Content, 1<<32)
 }
 
 // indexValue is an index value as this archive last wrote or read it:
@@ -138,13 +174,18 @@ func encodeIndex(runs []uint32) ([]byte, error) {
 }
 
 // indexDec decodes index values: definite lengths only, and at most an
-// epoch's offsets.
-var indexDec = func() cbor.DecMode {
-	m, err := cbor.DecOptions{IndefLength: cbor.IndefLengthForbidden, MaxArrayElements: indexEpoch}.DecMode()
+// epoch's offsets; summaryDec a summary's, as many runs as a value may
+// hold bytes.
+var indexDec, summaryDec = func() (cbor.DecMode, cbor.DecMode) {
+	i, err := cbor.DecOptions{IndefLength: cbor.IndefLengthForbidden, MaxArrayElements: indexEpoch}.DecMode()
 	if err != nil {
 		panic(err)
 	}
-	return m
+	s, err := cbor.DecOptions{IndefLength: cbor.IndefLengthForbidden, MaxArrayElements: 8 << 20}.DecMode()
+	if err != nil {
+		panic(err)
+	}
+	return i, s
 }()
 
 // decodeIndex decodes what encodeIndex wrote, as runs. The error says
@@ -180,8 +221,15 @@ func decodeIndex(data []byte) ([]uint32, error) {
 		}
 		return runs, nil
 	}
+	return decodeRuns(t.Content, indexEpoch)
+}
+
+// decodeRuns decodes runs written as a CBOR array of unsigned integers
+// below limit: pairs of first and last, ascending, apart. The error says
+// which item or run is wrong.
+func decodeRuns(content []byte, limit uint64) ([]uint32, error) {
 	var items []cbor.RawMessage
-	if err := indexDec.Unmarshal(t.Content, &items); err != nil {
+	if err := summaryDec.Unmarshal(content, &items); err != nil {
 		return nil, err
 	}
 	if len(items)%2 != 0 {
@@ -190,8 +238,8 @@ func decodeIndex(data []byte) ([]uint32, error) {
 	runs := make([]uint32, len(items))
 	for i, it := range items {
 		var o uint64
-		if len(it) == 0 || it[0]>>5 != 0 || indexDec.Unmarshal(it, &o) != nil || o >= indexEpoch {
-			return nil, fmt.Errorf("offset %d is not a number below %d", i, indexEpoch)
+		if len(it) == 0 || it[0]>>5 != 0 || indexDec.Unmarshal(it, &o) != nil || o >= limit {
+			return nil, fmt.Errorf("offset %d is not a number below %d", i, limit)
 		}
 		runs[i] = uint32(o)
 	}
@@ -238,11 +286,15 @@ func mergeRuns(runs, offs []uint32) ([]uint32, bool) {
 	return out, !slices.Equal(out, runs)
 }
 
-// pendingIndex is what one put adds to one index value.
+// pendingIndex is what one put adds to one index value: a device's
+// value of an epoch (offs: offsets of ranges), or its summary (offs:
+// epochs).
 type pendingIndex struct {
-	key   string
-	epoch uint64
-	offs  []uint32 // ascending
+	key     string
+	peer    string
+	epoch   uint64 // summaryEpoch for a summary
+	offs    []uint32
+	summary bool
 }
 
 // index merges the devices each of ranges names into their index
@@ -309,7 +361,7 @@ func (a *ledgerArchive) index(ctx context.Context, ranges [][]pool.Entry, timeou
 			}
 			p := byPeer[at{r[i].Peer, epoch}]
 			if p == nil {
-				p = &pendingIndex{key: indexKey(r[i].Peer, epoch), epoch: epoch}
+				p = &pendingIndex{key: indexKey(r[i].Peer, epoch), peer: r[i].Peer, epoch: epoch}
 				byPeer[at{r[i].Peer, epoch}] = p
 				todo = append(todo, p)
 			} else if p.offs[len(p.offs)-1] == off {
@@ -324,33 +376,33 @@ func (a *ledgerArchive) index(ctx context.Context, ranges [][]pool.Entry, timeou
 	if a.indexes == nil || len(a.indexes) > maxIndexCache {
 		a.indexes = map[string]indexValue{}
 	}
-	for try := 1; len(todo) > 0; try++ {
-		if try > indexTries {
-			return fmt.Errorf("cluster: index ledger ranges by device: %d values (%s first) changed under this writer %d times: %w",
-				len(todo), todo[0].key, indexTries, pool.ErrStoreUnavailable)
+	// Each device's summary of its epochs, where this writer does not
+	// know it to hold those of these ranges already: written after the
+	// values, so that a query that finds an epoch there finds its value.
+	var sums []*pendingIndex
+	byDevice := map[string]*pendingIndex{}
+	for _, p := range todo {
+		peer := p.peer
+		q := byDevice[peer]
+		if q == nil {
+			q = &pendingIndex{key: summaryKey(peer), epoch: summaryEpoch, summary: true}
+			byDevice[peer] = q
+			sums = append(sums, q)
 		}
-		var changed []*pendingIndex
-		for w := 0; w < len(todo); w += archiveWindow {
-			c, err := a.writeIndex(ctx, todo[w:min(w+archiveWindow, len(todo))], timeout)
-			if err != nil {
-				return err
-			}
-			changed = append(changed, c...)
+		if n := len(q.offs); n == 0 || q.offs[n-1] != uint32(p.epoch) {
+			q.offs = append(q.offs, uint32(p.epoch))
 		}
-		if len(changed) > 0 {
-			// Another writer is at it too: a while, growing and at
-			// random, so that the two stop meeting.
-			wait := time.Duration(rand.Int64N(int64(min(indexBackoff<<try, 50*indexBackoff))))
-			select {
-			case <-time.After(wait):
-			case <-ctx.Done():
-				return fmt.Errorf("cluster: index ledger ranges by device: %w", unavailable(ctx.Err()))
-			}
-		}
-		if err := a.rereadIndex(ctx, changed, timeout); err != nil {
+	}
+	sums = slices.DeleteFunc(sums, func(q *pendingIndex) bool {
+		slices.Sort(q.offs)
+		v, ok := a.indexes[q.key]
+		_, added := mergeRuns(v.runs, q.offs)
+		return ok && v.rev != 0 && !added && !v.damaged
+	})
+	for _, batch := range [][]*pendingIndex{todo, sums} {
+		if err := a.writeAll(ctx, batch, timeout); err != nil {
 			return err
 		}
-		todo = changed
 	}
 	for key, v := range a.indexes {
 		if v.epoch < low { // an epoch the snapshots archive no more
@@ -379,6 +431,41 @@ type writerBounds struct {
 	to, toRev uint64
 }
 
+// writeAll merges ps into their values (writeIndex), reading again and
+// merging again those another writer changed meanwhile, up to
+// indexTries times; indexMu is held.
+func (a *ledgerArchive) writeAll(ctx context.Context, todo []*pendingIndex, timeout time.Duration) error {
+	for try := 1; len(todo) > 0; try++ {
+		if try > indexTries {
+			return fmt.Errorf("cluster: index ledger ranges by device: %d values (%s first) changed under this writer %d times: %w",
+				len(todo), todo[0].key, indexTries, pool.ErrStoreUnavailable)
+		}
+		var changed []*pendingIndex
+		for w := 0; w < len(todo); w += archiveWindow {
+			c, err := a.writeIndex(ctx, todo[w:min(w+archiveWindow, len(todo))], timeout)
+			if err != nil {
+				return err
+			}
+			changed = append(changed, c...)
+		}
+		if len(changed) > 0 {
+			// Another writer is at it too: a while, growing and at
+			// random, so that the two stop meeting.
+			wait := time.Duration(rand.Int64N(int64(min(indexBackoff<<try, 50*indexBackoff))))
+			select {
+			case <-time.After(wait):
+			case <-ctx.Done():
+				return fmt.Errorf("cluster: index ledger ranges by device: %w", unavailable(ctx.Err()))
+			}
+		}
+		if err := a.rereadIndex(ctx, changed, timeout); err != nil {
+			return err
+		}
+		todo = changed
+	}
+	return nil
+}
+
 // rereadIndex reads again the values of ps, which writes found changed,
 // indexReaders at once.
 func (a *ledgerArchive) rereadIndex(ctx context.Context, ps []*pendingIndex, timeout time.Duration) error {
@@ -389,7 +476,7 @@ func (a *ledgerArchive) rereadIndex(ctx context.Context, ps []*pendingIndex, tim
 		g.Go(func() error {
 			rctx, cancel := context.WithTimeout(gctx, timeout)
 			defer cancel()
-			v, err := a.readIndex(rctx, p.key)
+			v, err := a.readIndex(rctx, p.key, p.summary)
 			v.epoch = p.epoch
 			vs[i] = v
 			return err
@@ -420,7 +507,11 @@ func (a *ledgerArchive) writeIndex(ctx context.Context, ps []*pendingIndex, time
 		if v.rev != 0 && !added && !v.damaged {
 			continue // nothing new
 		}
-		data, err := encodeIndex(runs)
+		encode := encodeIndex
+		if p.summary {
+			encode = encodeSummary
+		}
+		data, err := encode(runs)
 		if err != nil {
 			return nil, fmt.Errorf("cluster: encode ledger index %s: %w", p.key, err)
 		}
@@ -504,19 +595,45 @@ func (a *ledgerArchive) lastMsg(ctx context.Context, key string) (*indexMsg, err
 	return out, nil
 }
 
-// readIndex reads the value of key for a writer: its revision (0 where
-// it was never written) and its runs: wholeEpoch, to be written again
-// (damaged), where it does not decode or was deleted.
-func (a *ledgerArchive) readIndex(ctx context.Context, key string) (indexValue, error) {
+// readIndex reads the value of key (a summary's, when summary is set)
+// for a writer: its revision (0 where it was never written) and its
+// runs: wholeEpoch (everyEpoch), to be written again (damaged), where it
+// does not decode or was deleted.
+func (a *ledgerArchive) readIndex(ctx context.Context, key string, summary bool) (indexValue, error) {
 	m, err := a.lastMsg(ctx, key)
 	if err != nil || m == nil {
 		return indexValue{}, err
 	}
-	runs, err := decodeIndex(m.data)
+	decode, whole := decodeIndex, wholeEpoch
+	if summary {
+		decode, whole = decodeSummary, everyEpoch
+	}
+	runs, err := decode(m.data)
 	if m.deleted || err != nil {
-		return indexValue{rev: m.seq, runs: wholeEpoch, damaged: true}, nil
+		return indexValue{rev: m.seq, runs: whole, damaged: true}, nil
 	}
 	return indexValue{rev: m.seq, runs: runs}, nil
+}
+
+// deviceEpochs returns the epochs from, to and with last, for which peer
+// has index values, from its summary: every one where the summary does
+// not decode or was deleted, none where it has none.
+func (a *ledgerArchive) deviceEpochs(ctx context.Context, peer string, from, last uint64) ([]uint64, error) {
+	m, err := a.lastMsg(ctx, summaryKey(peer))
+	if err != nil || m == nil {
+		return nil, err
+	}
+	runs, err := decodeSummary(m.data)
+	if m.deleted || err != nil {
+		runs = everyEpoch
+	}
+	var out []uint64
+	for i := 0; i < len(runs); i += 2 {
+		for e := max(uint64(runs[i]), from); e <= min(uint64(runs[i+1]), last); e++ {
+			out = append(out, e)
+		}
+	}
+	return out, nil
 }
 
 // bound is a range number read from "indexed" or "indexed_to": known is

@@ -107,6 +107,30 @@ func TestIndexRoundTrip(t *testing.T) {
 	}
 }
 
+// A summary that is not what encodeSummary writes is refused, the error
+// saying what is wrong.
+func TestDecodeSummary(t *testing.T) {
+	good := must(encodeSummary([]uint32{0, 3, 7, 1<<32 - 1}))
+	if runs, err := decodeSummary(good); err != nil || !slices.Equal(runs, []uint32{0, 3, 7, 1<<32 - 1}) {
+		t.Fatalf("decode %x: %v, %v", good, runs, err)
+	}
+	for _, c := range []struct {
+		data []byte
+		want string
+	}{
+		{[]byte("junk"), "not a summary"},
+		{arrayIndex(1, 2), "tag"},
+		{must(wireEnc.Marshal(cbor.Tag{Number: summaryTag, Content: []uint64{1, 1 << 32}})), "offset 1 is not a number below 4294967296"},
+		{must(wireEnc.Marshal(cbor.Tag{Number: summaryTag, Content: []uint32{4, 6, 5, 9}})), "run 1 (5 to 9)"},
+		{must(wireEnc.Marshal(cbor.Tag{Number: summaryTag, Content: []uint32{4}})), "not pairs"},
+		{must(wireEnc.Marshal(cbor.Tag{Number: summaryTag, Content: []byte{1}})), "cannot unmarshal"},
+	} {
+		if _, err := decodeSummary(c.data); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("decode %x: %v, want an error saying %q", c.data, err, c.want)
+		}
+	}
+}
+
 // arrayIndex encodes offs as an index value in the array form, as they
 // are.
 func arrayIndex(offs ...uint32) []byte {
@@ -205,6 +229,52 @@ func indexValues(t *testing.T, a *ledgerArchive) map[string][]uint32 {
 	return out
 }
 
+// summaryValues returns the runs of every "e." value of a, by key.
+func summaryValues(t *testing.T, a *ledgerArchive) map[string][]uint32 {
+	t.Helper()
+	ctx := context.Background()
+	kl, err := a.kv.ListKeysFiltered(ctx, "e.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]uint32{}
+	for key := range kl.Keys() {
+		e, err := a.kv.Get(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs, err := decodeSummary(e.Value())
+		if err != nil {
+			t.Fatalf("summary %s: %v", key, err)
+		}
+		out[key] = runs
+	}
+	return out
+}
+
+// wantSummaries returns the summaries of epochs ranges make, by key.
+func wantSummaries(ranges [][]pool.Entry) map[string][]uint32 {
+	epochs := map[string][]uint32{}
+	for _, r := range ranges {
+		e := uint32((r[0].Seq - 1) / LedgerRange / indexEpoch)
+		for _, x := range r {
+			if x.Peer == "" {
+				continue
+			}
+			key := summaryKey(x.Peer)
+			if l := epochs[key]; len(l) == 0 || l[len(l)-1] != e {
+				epochs[key] = append(l, e)
+			}
+		}
+	}
+	out := map[string][]uint32{}
+	for key, es := range epochs {
+		slices.Sort(es)
+		out[key], _ = mergeRuns(nil, es)
+	}
+	return out
+}
+
 // wantIndex returns the index values ranges make, by key.
 func wantIndex(ranges [][]pool.Entry) map[string][]uint32 {
 	offs := map[string][]uint32{}
@@ -245,6 +315,17 @@ func TestLedgerIndexByDevice(t *testing.T) {
 	want := wantIndex(ranges)
 	if diff := cmp.Diff(want, indexValues(t, s.ledger)); diff != "" {
 		t.Fatalf("index values (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(wantSummaries(ranges), summaryValues(t, s.ledger)); diff != "" {
+		t.Fatalf("summaries (-want +got):\n%s", diff)
+	}
+	// A query by device 0 reads the epochs its summary names: not 2,
+	// whose one range (9000, a multiple of 3) does not name it.
+	if es, err := s.ledger.deviceEpochs(ctx, "device-0", 0, 1000); err != nil || !slices.Equal(es, []uint64{0, 1}) {
+		t.Fatalf("device-0's epochs: %v, %v; want 0 and 1", es, err)
+	}
+	if es, err := s.ledger.deviceEpochs(ctx, "nobody", 0, 1000); err != nil || len(es) != 0 {
+		t.Fatalf("epochs of a device without entries: %v, %v; want none", es, err)
 	}
 	if b := readBound(t, s.ledger, indexedKey); !b.known || b.k != 0 {
 		t.Fatalf("the index's first range: %+v, want 0", b)
@@ -444,6 +525,37 @@ func TestLedgerIndexDamaged(t *testing.T) {
 	if got := indexValues(t, s.ledger)[key]; !slices.Equal(got, wholeEpoch) {
 		t.Fatalf("a purged value after a put by a new writer: %v, want the whole epoch %v", got, wholeEpoch)
 	}
+
+	// A summary damaged, or deleted, stands for every epoch, and a writer
+	// merges into that.
+	more := indexHistory([]uint64{6, 7}, 3)
+	all := append(ranges, more...)
+	sum := summaryKey("device-1") // range 6 names it
+	if _, err := s.ledger.kv.Put(ctx, sum, []byte("junk")); err != nil {
+		t.Fatal(err)
+	}
+	checkQueries(t, "a damaged summary", s.ledger, ranges, 6*LedgerRange, 3)
+	// A writer that wrote the summary last rewrites it when it next
+	// changes it; one new in charge, at its first put.
+	if err := openLedger(t, s).put(ctx, more[:1], time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if got := summaryValues(t, s.ledger)[sum]; !slices.Equal(got, everyEpoch) {
+		t.Fatalf("a damaged summary after a put: %v, want every epoch %v", got, everyEpoch)
+	}
+	checkQueries(t, "a damaged summary, then a put", s.ledger, all[:7], 7*LedgerRange, 3)
+	sum = summaryKey("device-0") // range 7 names it
+	if err := s.ledger.kv.Delete(ctx, sum); err != nil {
+		t.Fatal(err)
+	}
+	checkQueries(t, "a deleted summary", s.ledger, all[:7], 7*LedgerRange, 3)
+	if err := openLedger(t, s).put(ctx, more[1:], time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if got := summaryValues(t, s.ledger)[sum]; !slices.Equal(got, everyEpoch) {
+		t.Fatalf("a deleted summary after a put: %v, want every epoch %v", got, everyEpoch)
+	}
+	checkQueries(t, "a deleted summary, then a put", s.ledger, all, 8*LedgerRange, 3)
 }
 
 // A node of a version before the index, in charge for a while after one
@@ -465,6 +577,9 @@ func TestLedgerIndexAfterRollback(t *testing.T) {
 	}
 	if diff := cmp.Diff(wantIndex(ranges), indexValues(t, s.ledger)); diff != "" {
 		t.Fatalf("index values after the older node's ranges (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(wantSummaries(ranges), summaryValues(t, s.ledger)); diff != "" {
+		t.Fatalf("summaries after the older node's ranges (-want +got):\n%s", diff)
 	}
 	if b := readBound(t, s.ledger, indexedToKey); b.k != 6 {
 		t.Fatalf("the index reaches to %+v, want range 6", b)
@@ -537,7 +652,7 @@ func writersAtOnce(t *testing.T, ws []*ledgerArchive) {
 	// moment: the values are read again, bounded, never timed.
 	var diff string
 	patience(t, 2*time.Minute, "every writer's ranges in the index", func() bool {
-		diff = cmp.Diff(want, indexValues(t, ws[0]))
+		diff = cmp.Diff(want, indexValues(t, ws[0])) + cmp.Diff(wantSummaries(ranges), summaryValues(t, ws[0]))
 		return diff == ""
 	})
 	if diff != "" {
