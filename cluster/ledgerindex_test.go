@@ -209,31 +209,21 @@ func checkQueries(t *testing.T, what string, a *ledgerArchive, ranges [][]pool.E
 // indexValues returns the runs of every "d." value of a, by key.
 func indexValues(t *testing.T, a *ledgerArchive) map[string][]uint32 {
 	t.Helper()
-	ctx := context.Background()
-	kl, err := a.kv.ListKeysFiltered(ctx, "d.>")
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string][]uint32{}
-	for key := range kl.Keys() {
-		e, err := a.kv.Get(ctx, key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		runs, err := decodeIndex(e.Value())
-		if err != nil {
-			t.Fatalf("index %s: %v", key, err)
-		}
-		out[key] = runs
-	}
-	return out
+	return storedRuns(t, a, "d.>", decodeIndex)
 }
 
 // summaryValues returns the runs of every "e." value of a, by key.
 func summaryValues(t *testing.T, a *ledgerArchive) map[string][]uint32 {
 	t.Helper()
+	return storedRuns(t, a, "e.>", decodeSummary)
+}
+
+// storedRuns returns the runs of every value of a whose key filter
+// matches, as decode reads them, by key.
+func storedRuns(t *testing.T, a *ledgerArchive, filter string, decode func([]byte) ([]uint32, error)) map[string][]uint32 {
+	t.Helper()
 	ctx := context.Background()
-	kl, err := a.kv.ListKeysFiltered(ctx, "e.>")
+	kl, err := a.kv.ListKeysFiltered(ctx, filter)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,9 +233,9 @@ func summaryValues(t *testing.T, a *ledgerArchive) map[string][]uint32 {
 		if err != nil {
 			t.Fatal(err)
 		}
-		runs, err := decodeSummary(e.Value())
+		runs, err := decode(e.Value())
 		if err != nil {
-			t.Fatalf("summary %s: %v", key, err)
+			t.Fatalf("%s: %v", key, err)
 		}
 		out[key] = runs
 	}

@@ -118,7 +118,6 @@ func TestShardChoice(t *testing.T) {
 func TestShardRouterAsksADryShardAgain(t *testing.T) {
 	const k = 3
 	shards := startShards(t, k)
-	key := poolKeyOf(t, shards)
 	// The router's clock starts at the real time (it signs the requests
 	// it forwards with it, which the shards check against theirs), put
 	// back to the start of its window, and moves on by whole windows,
@@ -126,17 +125,7 @@ func TestShardRouterAsksADryShardAgain(t *testing.T) {
 	var clock atomic.Int64 // unix milliseconds, from the start of a window
 	w := stickWindow.Milliseconds()
 	clock.Store(time.Now().UnixMilli() / w * w)
-	now := func() time.Time { return time.UnixMilli(clock.Load()) }
-	tr := &http.Transport{}
-	t.Cleanup(tr.CloseIdleConnections)
-	rt, err := NewShardRouter(ShardRouterConfig{Shards: k, Key: key, Transport: tr, Now: now,
-		Target: func(s int) (string, bool) { return shards[s].URL(), true }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(rt)
-	t.Cleanup(hs.Close)
-	rc := &routerClient{url: hs.URL, client: hs.Client()}
+	rc, rt := routerAt(t, shards, func() time.Time { return time.UnixMilli(clock.Load()) })
 	alice, bob := newPeer(t, nil), newPeer(t, nil)
 	rc.register(t, alice, bob)
 	for _, sh := range shards {

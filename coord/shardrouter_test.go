@@ -124,10 +124,16 @@ func poolKeyOf(t *testing.T, shards []*testServer) *identity.Key {
 // router.
 func routerFor(t *testing.T, shards []*testServer) (*routerClient, *ShardRouter) {
 	t.Helper()
+	return routerAt(t, shards, nil)
+}
+
+// routerAt is routerFor with the router's clock now (nil: time.Now).
+func routerAt(t *testing.T, shards []*testServer, now func() time.Time) (*routerClient, *ShardRouter) {
+	t.Helper()
 	key := poolKeyOf(t, shards)
 	tr := &http.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)
-	rt, err := NewShardRouter(ShardRouterConfig{Shards: len(shards), Key: key, Transport: tr,
+	rt, err := NewShardRouter(ShardRouterConfig{Shards: len(shards), Key: key, Transport: tr, Now: now,
 		Target: func(s int) (string, bool) { return shards[s].URL(), true }})
 	if err != nil {
 		t.Fatal(err)
@@ -1042,20 +1048,9 @@ func TestShardRouterMergesOffers(t *testing.T) {
 func TestShardRouterAsksForLeasesWhereTasksWait(t *testing.T) {
 	const k = 3
 	shards := startShards(t, k)
-	key := poolKeyOf(t, shards)
-	tr := &http.Transport{}
-	t.Cleanup(tr.CloseIdleConnections)
 	var clock atomic.Int64
 	clock.Store(time.Now().UnixNano())
-	rt, err := NewShardRouter(ShardRouterConfig{Shards: k, Key: key, Transport: tr,
-		Target: func(s int) (string, bool) { return shards[s].URL(), true },
-		Now:    func() time.Time { return time.Unix(0, clock.Load()) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(rt)
-	t.Cleanup(hs.Close)
-	rc := &routerClient{url: hs.URL, client: hs.Client()}
+	rc, rt := routerAt(t, shards, func() time.Time { return time.Unix(0, clock.Load()) })
 	alice, bob := newPeer(t, nil), newPeer(t, nil)
 	rc.register(t, alice, bob)
 	body, _ := json.Marshal(testOffer(bob, time.Now(), 10*time.Minute))
