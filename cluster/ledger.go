@@ -62,7 +62,6 @@ type ledgerArchive struct {
 	js     jetstream.JetStream
 	kv     jetstream.KeyValue
 	bucket string
-	stream jetstream.Stream // the bucket's, for a writer's reads of the index
 
 	indexMu sync.Mutex            // held by a put's index writes
 	indexes map[string]indexValue // the index values last written or read, by key
@@ -84,11 +83,7 @@ func openLedgerArchive(ctx context.Context, js jetstream.JetStream, bucket strin
 	if err != nil {
 		return nil, fmt.Errorf("cluster: ledger archive %s: %w", bucket, unavailable(err))
 	}
-	stream, err := js.Stream(ctx, "KV_"+bucket)
-	if err != nil {
-		return nil, fmt.Errorf("cluster: ledger archive %s: its stream: %w", bucket, unavailable(err))
-	}
-	return &ledgerArchive{js: js, kv: kv, bucket: bucket, stream: stream}, nil
+	return &ledgerArchive{js: js, kv: kv, bucket: bucket}, nil
 }
 
 // put stores ranges, each LedgerRange consecutive entries starting a
@@ -157,12 +152,16 @@ func awaitAcks(ctx context.Context, acks []jetstream.PubAckFuture, timeout time.
 	return nil
 }
 
+// errRangeMissing is what getRange's error wraps where the range is not
+// in the bucket.
+var errRangeMissing = errors.New("the archive lost it")
+
 // getRange returns range k. A range the mark says is stored and that is
-// not there is an error (the archive lost it).
+// not there is an error (the archive lost it: errRangeMissing).
 func (a *ledgerArchive) getRange(ctx context.Context, k uint64) ([]pool.Entry, error) {
 	e, err := a.kv.Get(ctx, rangeKey(k))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, fmt.Errorf("cluster: ledger range %d (entries %d to %d) is not in %s", k, k*LedgerRange+1, (k+1)*LedgerRange, a.bucket)
+		return nil, fmt.Errorf("cluster: ledger range %d (entries %d to %d) is not in %s: %w", k, k*LedgerRange+1, (k+1)*LedgerRange, a.bucket, errRangeMissing)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("cluster: read ledger range %d: %w", k, unavailable(err))

@@ -122,7 +122,7 @@ func encodeSummary(runs []uint32) ([]byte, error) {
 // says what is wrong (decodeRuns).
 func decodeSummary(data []byte) ([]uint32, error) {
 	var t cbor.RawTag
-	if err := indexDec.Unmarshal(data, &t); err != nil {
+	if err := summaryDec.Unmarshal(data, &t); err != nil {
 		return nil, fmt.Errorf("not a summary of epochs: %w", err)
 	}
 	if t.Number != summaryTag {
@@ -323,27 +323,6 @@ func (a *ledgerArchive) index(ctx context.Context, ranges [][]pool.Entry, timeou
 		b = &writerBounds{first: first, to: to, toRev: toRev}
 	}
 	first, to, toRev := b.first, b.to, b.toRev
-	if toRev != 0 || first.known {
-		if toRev == 0 { // "indexed_to" deleted by hand: from the first again
-			to = first.k
-		}
-		var fill [][]pool.Entry
-		for k := to; k < k0 && k < to+maxIndexFill; k++ {
-			gctx, cancel := context.WithTimeout(ctx, timeout)
-			r, err := a.getRange(gctx, k)
-			cancel()
-			if err != nil {
-				return fmt.Errorf("cluster: index ledger range %d, archived without its index: %w", k, err)
-			}
-			fill = append(fill, r)
-		}
-		if len(fill) > 0 {
-			ranges = append(fill, ranges...)
-			if to+uint64(len(fill)) < k0 {
-				end = to + uint64(len(fill)) // the rest at the next snapshot
-			}
-		}
-	}
 	type at struct {
 		peer  string
 		epoch uint64
@@ -351,7 +330,8 @@ func (a *ledgerArchive) index(ctx context.Context, ranges [][]pool.Entry, timeou
 	byPeer := map[at]*pendingIndex{}
 	var todo []*pendingIndex
 	low := uint64(1<<64 - 1)
-	for _, r := range ranges {
+	// add notes the devices range r names, which the index merges.
+	add := func(r []pool.Entry) {
 		k := (r[0].Seq - 1) / LedgerRange
 		epoch, off := k/indexEpoch, uint32(k%indexEpoch)
 		low = min(low, epoch)
@@ -369,6 +349,36 @@ func (a *ledgerArchive) index(ctx context.Context, ranges [][]pool.Entry, timeou
 			}
 			p.offs = append(p.offs, off)
 		}
+	}
+	from := k0 // the first range indexed here
+	if toRev != 0 || first.known {
+		if toRev == 0 { // "indexed_to" deleted by hand: from the first again
+			to = first.k
+		}
+		// Ranges archived without the index (by an older version), read
+		// back one at a time, each reduced to the devices it names.
+		k := to
+		for ; k < k0 && k < to+maxIndexFill; k++ {
+			gctx, cancel := context.WithTimeout(ctx, timeout)
+			r, err := a.getRange(gctx, k)
+			cancel()
+			if errors.Is(err, errRangeMissing) {
+				continue // nothing to index; queries of it say it is lost
+			}
+			if err != nil {
+				return fmt.Errorf("cluster: index what an older version archived: %w", err)
+			}
+			add(r)
+		}
+		if k > to {
+			from = min(from, to)
+			if k < k0 {
+				end = k // the rest at the next snapshot
+			}
+		}
+	}
+	for _, r := range ranges {
+		add(r)
 	}
 	for _, p := range todo {
 		slices.Sort(p.offs) // ranges come in order; this makes sure
@@ -412,7 +422,7 @@ func (a *ledgerArchive) index(ctx context.Context, ranges [][]pool.Entry, timeou
 	// Recorded once the values are: "indexed" lowered, or "indexed_to"
 	// raised, before them would hide ranges from queries meanwhile.
 	a.bounds = nil // until both are recorded
-	first, err := a.setIndexed(ctx, (ranges[0][0].Seq-1)/LedgerRange, first, timeout)
+	first, err := a.setIndexed(ctx, from, end, first, timeout)
 	if err != nil {
 		return err
 	}
@@ -449,13 +459,8 @@ func (a *ledgerArchive) writeAll(ctx context.Context, todo []*pendingIndex, time
 			changed = append(changed, c...)
 		}
 		if len(changed) > 0 {
-			// Another writer is at it too: a while, growing and at
-			// random, so that the two stop meeting.
-			wait := time.Duration(rand.Int64N(int64(min(indexBackoff<<try, 50*indexBackoff))))
-			select {
-			case <-time.After(wait):
-			case <-ctx.Done():
-				return fmt.Errorf("cluster: index ledger ranges by device: %w", unavailable(ctx.Err()))
+			if err := backoff(ctx, try); err != nil {
+				return fmt.Errorf("cluster: index ledger ranges by device: %w", err)
 			}
 		}
 		if err := a.rereadIndex(ctx, changed, timeout); err != nil {
@@ -464,6 +469,20 @@ func (a *ledgerArchive) writeAll(ctx context.Context, todo []*pendingIndex, time
 		todo = changed
 	}
 	return nil
+}
+
+// backoff waits, after try tries of a compare-and-set that another
+// writer's writes foiled, a while growing with try and at random (up to
+// 2^try indexBackoff, at most 50), so that the two stop meeting. It
+// wraps pool.ErrStoreUnavailable if ctx ends first.
+func backoff(ctx context.Context, try int) error {
+	wait := time.Duration(rand.Int64N(int64(min(indexBackoff<<try, 50*indexBackoff))))
+	select {
+	case <-time.After(wait):
+		return nil
+	case <-ctx.Done():
+		return unavailable(ctx.Err())
+	}
 }
 
 // rereadIndex reads again the values of ps, which writes found changed,
@@ -673,25 +692,29 @@ func (a *ledgerArchive) indexBounds(ctx context.Context, timeout time.Duration) 
 	return first, t.k, t.rev, nil
 }
 
-// setIndexed records k as the first range the "d." values index, unless
-// one before it is recorded: the least that any writer of this version
-// indexed from (two nodes in charge for a moment may archive from two
-// marks); indexMu is held. A value deleted or not a number (by hand)
+// setIndexed records k as the first range the "d." values index, where
+// this writer indexed the ranges from k to end-1, unless one before it
+// is recorded or those do not reach the one recorded: the least that
+// any writer of this version indexed from without a gap (two nodes in
+// charge for a moment may archive from two marks); indexMu is held. A value deleted or not a number (by hand)
 // stays as it is: queries then read every kind of key, which is right
 // whatever it should have held, where a value recorded again might pass
 // ranges the per-range keys name.
 // It returns what "indexed" holds then, as far as this writer knows.
-func (a *ledgerArchive) setIndexed(ctx context.Context, k uint64, was bound, timeout time.Duration) (bound, error) {
+func (a *ledgerArchive) setIndexed(ctx context.Context, k, end uint64, was bound, timeout time.Duration) (bound, error) {
 	sctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	value := strconv.AppendUint(nil, k, 10)
-	for range indexTries {
+	for try := range indexTries {
 		var (
 			rev uint64
 			err error
 		)
 		switch {
-		case was.known && was.k <= k, !was.known && was.rev != 0:
+		case was.known && (was.k <= k || end < was.k), !was.known && was.rev != 0:
+			// Already as low, or these ranges (k to end-1) do not reach
+			// it: lowered past ranges without "d." values, it would
+			// hide their "p." keys.
 			return was, nil
 		case was.rev == 0:
 			rev, err = a.kv.Create(sctx, indexedKey, value)
@@ -703,6 +726,9 @@ func (a *ledgerArchive) setIndexed(ctx context.Context, k uint64, was bound, tim
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) && !isWrongLastSeq(err) {
 			return was, fmt.Errorf("cluster: record the ledger index's first range: %w", unavailable(err))
+		}
+		if err := backoff(sctx, try); err != nil {
+			return was, fmt.Errorf("cluster: record the ledger index's first range: %w", err)
 		}
 		if was, err = a.readBound(sctx, indexedKey); err != nil {
 			return was, err
@@ -720,7 +746,7 @@ func (a *ledgerArchive) setIndexedTo(ctx context.Context, end, to, rev uint64, t
 	sctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	value := strconv.AppendUint(nil, end, 10)
-	for range indexTries {
+	for try := range indexTries {
 		if rev != 0 && to >= end {
 			return to, rev, nil
 		}
@@ -738,6 +764,9 @@ func (a *ledgerArchive) setIndexedTo(ctx context.Context, end, to, rev uint64, t
 		}
 		if !isWrongLastSeq(err) {
 			return to, rev, fmt.Errorf("cluster: record how far the ledger index reaches: %w", unavailable(err))
+		}
+		if err := backoff(sctx, try); err != nil {
+			return to, rev, fmt.Errorf("cluster: record how far the ledger index reaches: %w", err)
 		}
 		t, err := a.readBound(sctx, indexedToKey)
 		if err != nil {

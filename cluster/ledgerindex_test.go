@@ -114,6 +114,14 @@ func TestDecodeSummary(t *testing.T) {
 	if runs, err := decodeSummary(good); err != nil || !slices.Equal(runs, []uint32{0, 3, 7, 1<<32 - 1}) {
 		t.Fatalf("decode %x: %v, %v", good, runs, err)
 	}
+	// A device at work an hour a day for years: runs by the thousand.
+	var many []uint32
+	for e := range uint32(10_000) {
+		many = append(many, 3*e, 3*e)
+	}
+	if runs, err := decodeSummary(must(encodeSummary(many))); err != nil || !slices.Equal(runs, many) {
+		t.Fatalf("decode 10,000 runs: %d runs, %v", len(runs)/2, err)
+	}
 	for _, c := range []struct {
 		data []byte
 		want string
@@ -428,11 +436,13 @@ func TestLedgerIndexAfterPerRangeKeys(t *testing.T) {
 	}
 	checkQueries(t, "per-range keys, then the index", s.ledger, ranges, upto, 4)
 	// A writer from an earlier mark (a node in charge a moment before)
-	// lowers the first range; one from a later mark leaves it.
+	// lowers the first range; one from a later mark leaves it, and so
+	// does one whose ranges do not reach it (lowered past ranges that
+	// only "p." keys index, it would hide them).
 	for _, c := range []struct {
 		k    uint64
 		want uint64
-	}{{4098, 4097}, {4096, 4096}} {
+	}{{4098, 4097}, {4096, 4096}, {2, 4096}} {
 		w := openLedger(t, s)
 		if err := w.put(ctx, indexHistory([]uint64{c.k}, 4), time.Minute); err != nil {
 			t.Fatal(err)
