@@ -52,6 +52,7 @@ func cmdServe(ctx context.Context, g *globals, args []string) error {
 		fs.Usage()
 		return &userError{Msg: fmt.Sprintf("serve takes no arguments, got %q", pos), Cause: errUsage}
 	}
+	tuneServeGC(os.Getenv)
 	for _, f := range []struct {
 		name string
 		v    int64
