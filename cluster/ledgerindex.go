@@ -63,8 +63,9 @@ const (
 	// indexEpoch is how many consecutive ranges one value of the index
 	// covers: 4,096 ranges of 1,024 entries, about half an hour of a
 	// pool accepting 1,300 tasks a second. A query by device reads one
-	// value for each epoch it spans; a value is at most 512 bytes and a
-	// few (encodeIndex). Part of the format: never changes.
+	// value for each of the device's epochs (its summary) it spans; a
+	// value is at most 512 bytes and a few (encodeIndex). Part of the
+	// format: never changes.
 	indexEpoch = 4096
 	// indexTag and summaryTag are the CBOR tags (RFC 8949 section 3.4,
 	// from the range any application may use) of an index value and of
@@ -300,8 +301,9 @@ type pendingIndex struct {
 // index merges the devices each of ranges names into their index
 // values (ranges as put checked them, in order), with those of the
 // ranges before them that another version archived (up to maxIndexFill,
-// read back), then records the index's first range and how far it
-// reaches, and returns once every value is acknowledged. A value
+// read back), then the epochs into the devices' summaries, then records
+// the index's first range and how far it reaches, and returns once
+// every value is acknowledged. A value
 // another writer changed meanwhile is read again and merged again, up to
 // indexTries times.
 func (a *ledgerArchive) index(ctx context.Context, ranges [][]pool.Entry, timeout time.Duration) error {
