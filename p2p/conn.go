@@ -443,9 +443,11 @@ func (c *conn) close(err error) {
 	wasReady := c.isReady
 	path := c.info.Path
 	pc := c.pc
-	close(c.closed)
 	c.mu.Unlock()
+	// Forgotten before its waiters wake: a Connect that returns the
+	// failure finds the Node holding no attempt for the peer.
 	c.n.forget(c)
+	close(c.closed)
 	if wasReady {
 		c.n.stats.closed(path)
 		c.n.cfg.Logger.Info("Peer disconnected", "peer", c.peer, "reason", err)
