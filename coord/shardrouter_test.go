@@ -1048,8 +1048,13 @@ func TestShardRouterMergesOffers(t *testing.T) {
 func TestShardRouterAsksForLeasesWhereTasksWait(t *testing.T) {
 	const k = 3
 	shards := startShards(t, k)
+	// The router's clock stands still between the two requests whose
+	// gap must stay under queuedStale, whatever the machine's load, and
+	// is set to the real time before each step (the shards check the
+	// time of what it forwards against theirs).
 	var clock atomic.Int64
-	clock.Store(time.Now().UnixNano())
+	catchUp := func(by time.Duration) { clock.Store(max(time.Now().UnixNano(), clock.Load()+int64(by))) }
+	catchUp(0)
 	rc, rt := routerAt(t, shards, func() time.Time { return time.Unix(0, clock.Load()) })
 	alice, bob := newPeer(t, nil), newPeer(t, nil)
 	rc.register(t, alice, bob)
@@ -1066,13 +1071,14 @@ func TestShardRouterAsksForLeasesWhereTasksWait(t *testing.T) {
 		}
 		return ls
 	}
+	catchUp(0)
 	if ls := ask("nothing heard yet", k); len(ls) != 0 {
 		t.Fatalf("leases of a pool without jobs: %+v", ls)
 	}
 	ask("every shard said it has nothing waiting", 1)
 	j := shardedJobs(t, k, 1)[0]
 	rc.submit(t, alice, j)
-	clock.Add(int64(queuedStale))
+	catchUp(queuedStale)
 	if ls := ask("past queuedStale", 0); len(ls) == 0 {
 		t.Fatalf("no leases of job %s past %s", j.Manifest.Name, queuedStale)
 	}
