@@ -23,22 +23,40 @@ func (n *testNode) shardView(t *testing.T) (ClusterState, bool) {
 	return st, a.status == 200 && json.Unmarshal(a.body, &st) == nil
 }
 
+// shards is the k shards as node n sees them (GET /v1/cluster); ok is
+// false unless n answered with k of them.
+func (n *testNode) shards(t *testing.T, k int) ([]ShardState, bool) {
+	st, ok := n.shardView(t)
+	return st.Shards, ok && len(st.Shards) == k
+}
+
 // shardLeaders is how many of the k shards each node leads, as node n
 // sees them (GET /v1/cluster); ok is false unless n answered and every
 // shard is led by a node whose coordinator listens.
 func (n *testNode) shardLeaders(t *testing.T, k int) (by map[string]int, ok bool) {
-	st, ok := n.shardView(t)
-	if !ok || len(st.Shards) != k {
+	shards, ok := n.shards(t, k)
+	if !ok {
 		return nil, false
 	}
 	by = map[string]int{}
-	for _, sh := range st.Shards {
+	for _, sh := range shards {
 		if !sh.LeaderKnown || sh.Leader.Internal == "" {
 			return nil, false
 		}
 		by[sh.Leader.Node]++
 	}
 	return by, true
+}
+
+// startServingShards starts a three-node cluster divided into k shards,
+// every node serving.
+func startServingShards(t *testing.T, k int) []*testNode {
+	t.Helper()
+	nodes, _, serve, _ := startTestClusterWith(t, clusterOpts{shards: k})
+	for i := range nodes {
+		serve(i)
+	}
+	return nodes
 }
 
 // A pool divided into six shards on three nodes: every node leads two
@@ -48,10 +66,7 @@ func (n *testNode) shardLeaders(t *testing.T, k int) (by map[string]int, ok bool
 func TestClusterShardsEachLed(t *testing.T) {
 	t.Parallel()
 	const k = 6
-	nodes, _, serve, _ := startTestClusterWith(t, clusterOpts{shards: k})
-	for i := range nodes {
-		serve(i)
-	}
+	nodes := startServingShards(t, k)
 	for _, n := range nodes {
 		waitUntil(t, patience(t), n.name+" to see every shard led, two by each node", func() bool {
 			by, ok := n.shardLeaders(t, k)
@@ -127,10 +142,7 @@ func TestClusterShardsEachLed(t *testing.T) {
 func TestShardCoordinatorFencedTakesAgain(t *testing.T) {
 	t.Parallel()
 	const k = 3
-	nodes, _, serve, _ := startTestClusterWith(t, clusterOpts{shards: k})
-	for i := range nodes {
-		serve(i)
-	}
+	nodes := startServingShards(t, k)
 	for _, n := range nodes {
 		waitUntil(t, patience(t), n.name+" to answer, every shard led", func() bool {
 			_, ok := n.shardLeaders(t, k)
@@ -139,11 +151,11 @@ func TestShardCoordinatorFencedTakesAgain(t *testing.T) {
 	}
 	var before ShardState
 	waitUntil(t, patience(t), "node1 to lead a shard and run its coordinator", func() bool {
-		st, ok := nodes[0].shardView(t)
-		if !ok || len(st.Shards) != k {
+		shards, ok := nodes[0].shards(t, k)
+		if !ok {
 			return false
 		}
-		for _, sh := range st.Shards {
+		for _, sh := range shards {
 			if sh.Local && sh.LeaderKnown && sh.Leader.Internal != "" {
 				before = sh
 				return true
@@ -182,11 +194,11 @@ func TestShardCoordinatorFencedTakesAgain(t *testing.T) {
 	nodes[1].do(t, other, "POST", "/v1/peers", other.registration(""))
 	waitUntil(t, patience(t), fmt.Sprintf("shard %d led again in a new term by a running coordinator", before.Shard), func() bool {
 		for _, n := range nodes {
-			st, ok := n.shardView(t)
-			if !ok || len(st.Shards) != k {
+			shards, ok := n.shards(t, k)
+			if !ok {
 				return false
 			}
-			sh := st.Shards[before.Shard]
+			sh := shards[before.Shard]
 			if sh.Local && sh.LeaderKnown && sh.Leader.Internal != "" && sh.Leader.Term != before.Leader.Term {
 				return true
 			}
