@@ -229,7 +229,11 @@ func toWire(b *pool.Batch) (w *wireBatch, ok bool) {
 		ww.w.Outcomes[i] = wireOutcome{Job: ww.job(o.Job), Digest: wireDigest(o.Digest), Seq: o.Seq, Task: o.Task,
 			Status: ww.str(o.Status), Result: o.Result, Reason: ww.str(o.Reason), Ref: o.Ref, Holders: holders, Work: o.Work}
 	}
-	ww.ledger(b.Entries)
+	if b.SignedWhole() { // the Scheduler's batch: one block, its hashes known
+		ww.block(b.Entries)
+	} else {
+		ww.ledger(b.Entries)
+	}
 	ww.w.Strings, ww.w.Jobs = ww.strings.values, ww.jobs.values
 	return &ww.w, ww.ok
 }
@@ -246,21 +250,27 @@ func (ww *wireWriter) ledger(entries []pool.Entry) {
 	}
 	for i := 0; i < len(entries); {
 		if n := pool.WholeBatch(entries[i:], hashes[i:]); n > 0 && chained(entries[i:i+n], hashes[i:i+n]) {
-			first := &entries[i]
-			blk := &wireBlock{First: first.Seq, Prev: first.Prev[:], Sig: first.Sig, Entries: make([]wireEntry, n)}
-			for k := range n {
-				e := &entries[i+k]
-				blk.Entries[k] = wireEntry{Kind: ww.str(e.Kind), Pool: ww.str(e.Pool), Job: ww.job(e.Job), Task: e.Task,
-					Peer: ww.str(e.Peer), Owner: ww.str(e.Owner), Lease: ww.str(e.Lease), Digest: wireDigest(e.Digest),
-					Cost: e.Cost, Work: e.Work, Time: e.Time, Reason: ww.str(e.Reason)}
-			}
-			ww.w.Ledger = append(ww.w.Ledger, wireLedger{Block: blk})
+			ww.block(entries[i : i+n])
 			i += n
 			continue
 		}
 		ww.w.Ledger = append(ww.w.Ledger, wireLedger{Entry: &entries[i]})
 		i++
 	}
+}
+
+// block writes entries, a whole signed batch chained in sequence, as
+// one block.
+func (ww *wireWriter) block(entries []pool.Entry) {
+	first := &entries[0]
+	blk := &wireBlock{First: first.Seq, Prev: first.Prev[:], Sig: first.Sig, Entries: make([]wireEntry, len(entries))}
+	for k := range entries {
+		e := &entries[k]
+		blk.Entries[k] = wireEntry{Kind: ww.str(e.Kind), Pool: ww.str(e.Pool), Job: ww.job(e.Job), Task: e.Task,
+			Peer: ww.str(e.Peer), Owner: ww.str(e.Owner), Lease: ww.str(e.Lease), Digest: wireDigest(e.Digest),
+			Cost: e.Cost, Work: e.Work, Time: e.Time, Reason: ww.str(e.Reason)}
+	}
+	ww.w.Ledger = append(ww.w.Ledger, wireLedger{Block: blk})
 }
 
 // chained reports whether entries follow one another: each Seq one more

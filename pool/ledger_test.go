@@ -15,7 +15,12 @@ import (
 // sampleLedger returns a real ledger: receipts, a deviation and unverified
 // marks from a scheduler run.
 func sampleLedger(t *testing.T) ([]pool.Entry, *pooltest.Harness) {
-	h := newHarness(t, pool.NewMemStore(), func(c *pool.SchedulerConfig) { c.MaxReplicas = 4 })
+	return sampleLedgerIn(t, pool.NewMemStore())
+}
+
+// sampleLedgerIn is sampleLedger with the Scheduler's store given.
+func sampleLedgerIn(t *testing.T, store pool.Store) ([]pool.Entry, *pooltest.Harness) {
+	h := newHarness(t, store, func(c *pool.SchedulerConfig) { c.MaxReplicas = 4 })
 	alice := h.Device("alice", "alice-1")
 	b, c, d := h.Device("bob", "bob-1"), h.Device("carol", "carol-1"), h.Device("dave", "dave-1")
 	e := h.Device("erin", "erin-1")

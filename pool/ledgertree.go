@@ -67,10 +67,18 @@ func (e Entry) LeafHash() job.Digest { return e.leafHash() }
 // returns the Hash of the last entry, or prev when entries is empty. The
 // Scheduler signs each batch it commits so.
 func SignBatch(entries []Entry, prev job.Digest, sign func([]byte) []byte) job.Digest {
+	last, _ := signBatch(entries, prev, sign)
+	return last
+}
+
+// signBatch is SignBatch that also returns the entries' leaf hashes
+// (nil for no entries), which the Scheduler hands its store as
+// Batch.Leaves.
+func signBatch(entries []Entry, prev job.Digest, sign func([]byte) []byte) (last job.Digest, leaves []job.Digest) {
 	if len(entries) == 0 {
-		return prev
+		return prev, nil
 	}
-	leaves := make([]job.Digest, len(entries))
+	leaves = make([]job.Digest, len(entries))
 	for i := range entries {
 		e := &entries[i]
 		e.Prev = prev
@@ -86,7 +94,43 @@ func SignBatch(entries []Entry, prev job.Digest, sign func([]byte) []byte) job.D
 		entries[i].Tree = &proofs[i]
 		entries[i].Sig = sig
 	}
-	return prev
+	return prev, leaves
+}
+
+// SignedWhole reports whether b.Entries are one batch signed whole by
+// SignBatch, as Leaves says: Leaves holds one hash per entry, the
+// entries follow one another in Seq, each Prev is the leaf before it,
+// and each entry's proof (Tree) places it in one tree of them all under
+// one signature. It checks that shape, not the hashes or the proofs: a
+// store may then keep the entries as one block (WholeBatch's answer,
+// len(b.Entries)) and chain them by Leaves without hashing them again.
+func (b *Batch) SignedWhole() bool {
+	n := len(b.Entries)
+	if n == 0 || len(b.Leaves) != n {
+		return false
+	}
+	first := &b.Entries[0]
+	for k := range b.Entries {
+		e := &b.Entries[k]
+		if e.Tree == nil || e.Tree.Size != uint64(n) || e.Tree.Index != uint64(k) || len(e.Sig) == 0 ||
+			e.Seq != first.Seq+uint64(k) || !bytes.Equal(e.Sig, first.Sig) || (k > 0 && e.Prev != b.Leaves[k-1]) {
+			return false
+		}
+	}
+	return true
+}
+
+// Hashes returns the Hash of each of b.Entries: Leaves when SignedWhole,
+// else each computed.
+func (b *Batch) Hashes() []job.Digest {
+	if b.SignedWhole() {
+		return b.Leaves
+	}
+	hs := make([]job.Digest, len(b.Entries))
+	for i := range b.Entries {
+		hs[i] = b.Entries[i].Hash()
+	}
+	return hs
 }
 
 // TreeProofs returns the inclusion proof of each of leaves (the leaf

@@ -2,6 +2,7 @@ package pool_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
@@ -246,6 +247,100 @@ func TestSchedulerSignsBatches(t *testing.T) {
 	}
 	if err := pool.VerifyLedger(es, h.S.PublicKey()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// leafStore is a MemStore that checks what each batch it is given says
+// of its entries' hashes (Batch.Leaves) against the entries.
+type leafStore struct {
+	*pool.MemStore
+	t      *testing.T
+	signed int // batches with entries, each SignedWhole with true Leaves
+}
+
+func (s *leafStore) Commit(ctx context.Context, b *pool.Batch) error {
+	if len(b.Entries) > 0 {
+		if !b.SignedWhole() {
+			s.t.Errorf("a batch of %d entries from entry %d is not SignedWhole (%d leaves)", len(b.Entries), b.Entries[0].Seq, len(b.Leaves))
+		}
+		for i, e := range b.Entries {
+			if i < len(b.Leaves) && b.Leaves[i] != e.Hash() {
+				s.t.Errorf("entry %d: the batch's leaf is %s, its hash %s", e.Seq, b.Leaves[i], e.Hash())
+			}
+		}
+		s.signed++
+	}
+	return s.MemStore.Commit(ctx, b)
+}
+
+// The Scheduler hands its store each batch's leaf hashes (Batch.Leaves),
+// which spare the store hashing the entries again: they are the entries'
+// hashes, and the batch is SignedWhole.
+func TestSchedulerHandsItsStoreLeaves(t *testing.T) {
+	st := &leafStore{MemStore: pool.NewMemStore(), t: t}
+	sampleLedgerIn(t, st)
+	if st.signed == 0 {
+		t.Fatal("no batch with entries was committed")
+	}
+}
+
+// SignedWhole holds for a batch as SignBatch signs it with its leaves,
+// and for no batch whose entries or leaves are not in that shape; Hashes
+// gives the entries' hashes either way.
+func TestBatchSignedWhole(t *testing.T) {
+	key := pooltest.Key(t, "coordinator")
+	signed := func() *pool.Batch {
+		b := &pool.Batch{Entries: treeEntries(5, 7)}
+		pool.SignBatch(b.Entries, job.Digest{1}, key.Sign)
+		for _, e := range b.Entries {
+			b.Leaves = append(b.Leaves, e.Hash())
+		}
+		return b
+	}
+	if b := signed(); !b.SignedWhole() {
+		t.Fatal("a batch signed whole, with its leaves, is not SignedWhole")
+	}
+	if b := (&pool.Batch{}); b.SignedWhole() {
+		t.Error("an empty batch is SignedWhole")
+	}
+	twoBatches := &pool.Batch{Entries: treeEntries(5, 7)}
+	prev := pool.SignBatch(twoBatches.Entries[:3], job.Digest{}, key.Sign)
+	pool.SignBatch(twoBatches.Entries[3:], prev, key.Sign)
+	for _, e := range twoBatches.Entries {
+		twoBatches.Leaves = append(twoBatches.Leaves, e.Hash())
+	}
+	alone := &pool.Batch{Entries: treeEntries(5, 2)}
+	for i := range alone.Entries {
+		alone.Entries[i].Sig = key.Sign(alone.Entries[i].Canonical(false))
+		alone.Leaves = append(alone.Leaves, alone.Entries[i].Hash())
+	}
+	for _, c := range []struct {
+		what string
+		b    *pool.Batch
+	}{
+		{"no leaves", func() *pool.Batch { b := signed(); b.Leaves = nil; return b }()},
+		{"a leaf short", func() *pool.Batch { b := signed(); b.Leaves = b.Leaves[1:]; return b }()},
+		{"a leaf that is not the entry before's Prev", func() *pool.Batch { b := signed(); b.Leaves[2][0] ^= 1; return b }()},
+		{"a gap in Seq", func() *pool.Batch { b := signed(); b.Entries[4].Seq++; return b }()},
+		{"an entry of another tree", func() *pool.Batch { b := signed(); b.Entries[3].Tree = &pool.TreeProof{Size: 8, Index: 3}; return b }()},
+		{"an entry out of place in the tree", func() *pool.Batch { b := signed(); b.Entries[3].Tree.Index = 4; return b }()},
+		{"another signature", func() *pool.Batch {
+			b := signed()
+			b.Entries[6].Sig = bytes.Clone(b.Entries[6].Sig)
+			b.Entries[6].Sig[0] ^= 1
+			return b
+		}()},
+		{"two batches", twoBatches},
+		{"entries signed alone", alone},
+	} {
+		if c.b.SignedWhole() {
+			t.Errorf("%s: SignedWhole", c.what)
+		}
+		for i, h := range c.b.Hashes() {
+			if h != c.b.Entries[i].Hash() {
+				t.Errorf("%s: Hashes()[%d] is not entry %d's hash", c.what, i, c.b.Entries[i].Seq)
+			}
+		}
 	}
 }
 

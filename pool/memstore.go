@@ -225,7 +225,11 @@ func (m *MemStore) apply(b *Batch) {
 		m.kinds[e.Kind]++
 	}
 	if n := len(b.Entries); n > 0 {
-		m.head = b.Entries[n-1].Hash() // check chained the others
+		if b.SignedWhole() {
+			m.head = b.Leaves[n-1]
+		} else {
+			m.head = b.Entries[n-1].Hash() // check chained the others
+		}
 	}
 	m.noteDone(b)
 	m.commits++
@@ -334,11 +338,12 @@ func (m *MemStore) check(b *Batch) error {
 		trust[k] = t.Version
 	}
 	last, prev := m.ledgerSeq(), m.head
-	for _, e := range b.Entries {
+	hashes := b.Hashes()
+	for i, e := range b.Entries {
 		if e.Seq != last+1 || e.Prev != prev {
 			return fmt.Errorf("%w: ledger entry %d does not follow entry %d", ErrConflict, e.Seq, last)
 		}
-		last, prev = e.Seq, e.Hash()
+		last, prev = e.Seq, hashes[i]
 	}
 	return nil
 }

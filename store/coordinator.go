@@ -263,7 +263,8 @@ func (d *DB) Commit(ctx context.Context, b *pool.Batch) (err error) {
 		}
 		var prev job.Digest
 		copy(prev[:], lastHash)
-		hashes := make([]job.Digest, len(b.Entries))
+		whole := b.SignedWhole() // the Scheduler's batch: its hashes known
+		hashes := b.Hashes()
 		for i, e := range b.Entries {
 			if e.Seq != uint64(last)+1 || e.Prev != prev {
 				return conflict("ledger entry %d does not follow entry %d", e.Seq, last)
@@ -271,11 +272,16 @@ func (d *DB) Commit(ctx context.Context, b *pool.Batch) (err error) {
 			if e.Work > pool.MaxWorkCount {
 				return fmt.Errorf("ledger entry %d: work %d over %d", e.Seq, e.Work, uint64(pool.MaxWorkCount))
 			}
-			hashes[i] = e.Hash()
 			last, prev = int64(e.Seq), hashes[i]
 		}
 		for i := 0; i < len(b.Entries); {
-			if n := pool.WholeBatch(b.Entries[i:], hashes[i:]); n > 0 && n <= maxBlock {
+			var n int
+			if whole && i == 0 {
+				n = len(b.Entries)
+			} else {
+				n = pool.WholeBatch(b.Entries[i:], hashes[i:])
+			}
+			if n > 0 && n <= maxBlock {
 				// One row for the batch (migrations/coordinator/0010).
 				bp, err := insertBlock(exec, b.Entries[i:i+n], hashes[i+n-1])
 				if err != nil {
