@@ -109,6 +109,13 @@ func openArchive(ctx context.Context, js jetstream.JetStream, bucket string, rep
 		return nil, fmt.Errorf("cluster: replica archive %s: %w", bucket, unavailable(err))
 	}
 	stream, err := js.Stream(ctx, "KV_"+bucket)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		// The bucket was found or made a moment ago: the server that
+		// answered has not applied its stream yet (a cluster's first
+		// start on a loaded machine: the node then stopped serving, and
+		// its shards waited for it). A wait, not a failure.
+		err = fmt.Errorf("%w: the bucket's stream is not known yet to the server that answered: %w", pool.ErrStoreUnavailable, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("cluster: replica archive %s: its stream: %w", bucket, unavailable(err))
 	}

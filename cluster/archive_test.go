@@ -21,6 +21,41 @@ import (
 	"idlepool/pool/pooltest"
 )
 
+// lateStreamJS is a JetStream whose Stream answers "stream not found"
+// for the streams named in late, once each, as a server answers that
+// has not applied a stream made a moment before.
+type lateStreamJS struct {
+	jetstream.JetStream
+	late map[string]bool
+}
+
+func (j *lateStreamJS) Stream(ctx context.Context, name string) (jetstream.Stream, error) {
+	if j.late[name] {
+		delete(j.late, name)
+		return nil, jetstream.ErrStreamNotFound
+	}
+	return j.JetStream.Stream(ctx, name)
+}
+
+// A replica archive whose bucket is found, but whose stream the server
+// that answers does not know yet (seen on a cluster's first start under
+// load: a node stopped serving for it, and its shards waited nine
+// minutes for it), makes OpenStore wait and try again
+// (pool.ErrStoreUnavailable, on which the coordinator tries again), not
+// fail.
+func TestOpenStoreWaitsForTheArchivesStream(t *testing.T) {
+	node := startNodes(t, testConfigs(t, t.TempDir(), 1))[0]
+	openStore(t, node, 1) // the buckets made, as by another node
+	js := &lateStreamJS{JetStream: node.JetStream(), late: map[string]bool{"KV_" + Shard{}.Archive(): true}}
+	_, err := OpenStore(t.Context(), js, StoreConfig{Replicas: 1})
+	if !errors.Is(err, pool.ErrStoreUnavailable) || !strings.Contains(err.Error(), "not known yet") {
+		t.Fatalf("OpenStore with the archive's stream not known yet: %v; want a wait (pool.ErrStoreUnavailable) that says why", err)
+	}
+	if _, err := OpenStore(t.Context(), js, StoreConfig{Replicas: 1}); err != nil {
+		t.Fatalf("OpenStore tried again: %v", err)
+	}
+}
+
 // ackAll commits what a merger that merged every outcome so far
 // commits: each job acknowledged up to its last outcome.
 func ackAll(t *testing.T, st pool.Store) {
