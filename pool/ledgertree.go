@@ -120,8 +120,8 @@ func (b *Batch) SignedWhole() bool {
 	return true
 }
 
-// Hashes returns the Hash of each of b.Entries: Leaves when SignedWhole,
-// else each computed.
+// Hashes returns the Hash of each of b.Entries: Leaves itself when
+// SignedWhole (read it, never change it), else each computed.
 func (b *Batch) Hashes() []job.Digest {
 	if b.SignedWhole() {
 		return b.Leaves
