@@ -97,19 +97,13 @@ type archive struct {
 // openArchive opens (or creates) the replica archive bucket (a shard's
 // Archive).
 func openArchive(ctx context.Context, js jetstream.JetStream, bucket string, replicas int) (*archive, error) {
-	kv, err := js.KeyValue(ctx, bucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
-		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucket,
-			Description: "idlepool: replicas done, read on demand", History: 1, Replicas: replicas, Storage: jetstream.FileStorage})
-		if errors.Is(err, jetstream.ErrBucketExists) || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-			kv, err = js.KeyValue(ctx, bucket)
-		}
-	}
+	kv, err := openKV(ctx, js, jetstream.KeyValueConfig{Bucket: bucket,
+		Description: "idlepool: replicas done, read on demand", History: 1, Replicas: replicas, Storage: jetstream.FileStorage})
 	if err != nil {
 		return nil, fmt.Errorf("cluster: replica archive %s: %w", bucket, unavailable(err))
 	}
 	stream, err := js.Stream(ctx, "KV_"+bucket)
-	if errors.Is(err, jetstream.ErrStreamNotFound) {
+	if notFound(err) {
 		// The bucket was found or made a moment ago: the server that
 		// answered has not applied its stream yet (a cluster's first
 		// start on a loaded machine: the node then stopped serving, and

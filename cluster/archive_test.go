@@ -21,38 +21,103 @@ import (
 	"idlepool/pool/pooltest"
 )
 
-// lateStreamJS is a JetStream whose Stream answers "stream not found"
-// for the streams named in late, once each, as a server answers that
-// has not applied a stream made a moment before.
-type lateStreamJS struct {
+// lateJS is a JetStream that answers as a server does that has not
+// applied a bucket another node made a moment before: Stream, KeyValue
+// and ObjectStore say "not found" for the names in late, as many times
+// as it says, and CreateKeyValue and CreateObjectStore say "exists" for
+// those in made, once each.
+type lateJS struct {
 	jetstream.JetStream
-	late map[string]bool
+	late map[string]int
+	made map[string]bool
 }
 
-func (j *lateStreamJS) Stream(ctx context.Context, name string) (jetstream.Stream, error) {
-	if j.late[name] {
-		delete(j.late, name)
+func (j *lateJS) isLate(name string) bool {
+	if j.late[name] == 0 {
+		return false
+	}
+	j.late[name]--
+	return true
+}
+
+func (j *lateJS) Stream(ctx context.Context, name string) (jetstream.Stream, error) {
+	if j.isLate(name) {
 		return nil, jetstream.ErrStreamNotFound
 	}
 	return j.JetStream.Stream(ctx, name)
 }
 
-// A replica archive whose bucket is found, but whose stream the server
-// that answers does not know yet (seen on a cluster's first start under
-// load: a node stopped serving for it, and its shards waited nine
-// minutes for it), makes OpenStore wait and try again
-// (pool.ErrStoreUnavailable, on which the coordinator tries again), not
-// fail.
-func TestOpenStoreWaitsForTheArchivesStream(t *testing.T) {
+func (j *lateJS) KeyValue(ctx context.Context, bucket string) (jetstream.KeyValue, error) {
+	if j.isLate(bucket) {
+		return nil, jetstream.ErrBucketNotFound
+	}
+	return j.JetStream.KeyValue(ctx, bucket)
+}
+
+func (j *lateJS) ObjectStore(ctx context.Context, bucket string) (jetstream.ObjectStore, error) {
+	if j.isLate(bucket) {
+		return nil, jetstream.ErrBucketNotFound
+	}
+	return j.JetStream.ObjectStore(ctx, bucket)
+}
+
+func (j *lateJS) CreateKeyValue(ctx context.Context, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	if j.made[cfg.Bucket] {
+		delete(j.made, cfg.Bucket)
+		return nil, jetstream.ErrBucketExists
+	}
+	return j.JetStream.CreateKeyValue(ctx, cfg)
+}
+
+func (j *lateJS) CreateObjectStore(ctx context.Context, cfg jetstream.ObjectStoreConfig) (jetstream.ObjectStore, error) {
+	if j.made[cfg.Bucket] {
+		delete(j.made, cfg.Bucket)
+		return nil, jetstream.ErrBucketExists
+	}
+	return j.JetStream.CreateObjectStore(ctx, cfg)
+}
+
+// A store's bucket that the server answering does not know yet, though
+// it was found a moment before or another node just made it, makes
+// OpenStore (and OpenBlobs) wait and try again (pool.ErrStoreUnavailable,
+// on which the coordinator tries again), not fail. Seen on a three-node
+// first start under load: the replica archive's bucket was found, its
+// stream then "not found", the node stopped serving, and its shards
+// waited for it for the test's nine minutes.
+func TestOpenStoreWaitsForABucketNotKnownYet(t *testing.T) {
 	node := startNodes(t, testConfigs(t, t.TempDir(), 1))[0]
 	openStore(t, node, 1) // the buckets made, as by another node
-	js := &lateStreamJS{JetStream: node.JetStream(), late: map[string]bool{"KV_" + Shard{}.Archive(): true}}
-	_, err := OpenStore(t.Context(), js, StoreConfig{Replicas: 1})
-	if !errors.Is(err, pool.ErrStoreUnavailable) || !strings.Contains(err.Error(), "not known yet") {
-		t.Fatalf("OpenStore with the archive's stream not known yet: %v; want a wait (pool.ErrStoreUnavailable) that says why", err)
+	if _, err := OpenBlobs(t.Context(), node.JetStream(), 1); err != nil {
+		t.Fatal(err)
 	}
-	if _, err := OpenStore(t.Context(), js, StoreConfig{Replicas: 1}); err != nil {
-		t.Fatalf("OpenStore tried again: %v", err)
+	sh := Shard{}
+	for _, c := range []struct {
+		what string
+		late map[string]int
+		made map[string]bool
+	}{
+		{"the replica archive's stream", map[string]int{"KV_" + sh.Archive(): 1}, nil},
+		{"the replica archive, made meanwhile", map[string]int{sh.Archive(): 2}, map[string]bool{sh.Archive(): true}},
+		{"the ledger archive, made meanwhile", map[string]int{sh.Ledger(): 2}, map[string]bool{sh.Ledger(): true}},
+		{"the snapshots, made meanwhile", map[string]int{sh.Snapshots(): 2}, map[string]bool{sh.Snapshots(): true}},
+		{"the pool's files, made meanwhile", map[string]int{BlobBucket: 2}, map[string]bool{BlobBucket: true}},
+	} {
+		js := &lateJS{JetStream: node.JetStream(), late: c.late, made: c.made}
+		blobs := c.late[BlobBucket] > 0
+		open := func() error {
+			if blobs {
+				_, err := OpenBlobs(t.Context(), js, 1)
+				return err
+			}
+			_, err := OpenStore(t.Context(), js, StoreConfig{Replicas: 1})
+			return err
+		}
+		if err := open(); !errors.Is(err, pool.ErrStoreUnavailable) || !strings.Contains(err.Error(), "not known yet") {
+			t.Errorf("%s not known yet: %v; want a wait (pool.ErrStoreUnavailable) that says why", c.what, err)
+		}
+		if err := open(); err != nil {
+			t.Errorf("%s: tried again: %v", c.what, err)
+		}
 	}
 }
 

@@ -27,14 +27,8 @@ type Blobs struct {
 
 // OpenBlobs creates (or opens) the object store with replicas replicas.
 func OpenBlobs(ctx context.Context, js jetstream.JetStream, replicas int) (*Blobs, error) {
-	obs, err := js.ObjectStore(ctx, BlobBucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
-		obs, err = js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: BlobBucket,
-			Description: "idlepool: the pool's files by SHA-256", Replicas: replicas, Storage: jetstream.FileStorage})
-		if errors.Is(err, jetstream.ErrBucketExists) || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-			obs, err = js.ObjectStore(ctx, BlobBucket) // another node made it meanwhile
-		}
-	}
+	obs, err := openObjectStore(ctx, js, jetstream.ObjectStoreConfig{Bucket: BlobBucket,
+		Description: "idlepool: the pool's files by SHA-256", Replicas: replicas, Storage: jetstream.FileStorage})
 	if err != nil {
 		return nil, fmt.Errorf("cluster: file store: %w", unavailable(err))
 	}

@@ -163,14 +163,43 @@ func (l *Leadership) bucket(s int) (jetstream.KeyValue, error) {
 // openKV binds to the bucket of cfg, creating it when it does not exist
 // (the first node to start makes it; the others bind).
 func openKV(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
-	kv, err := js.KeyValue(ctx, cfg.Bucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
-		kv, err = js.CreateKeyValue(ctx, cfg)
-		if errors.Is(err, jetstream.ErrBucketExists) || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-			kv, err = js.KeyValue(ctx, cfg.Bucket)
-		}
+	return openBucket(ctx, cfg.Bucket, js.KeyValue, func(ctx context.Context) (jetstream.KeyValue, error) {
+		return js.CreateKeyValue(ctx, cfg)
+	})
+}
+
+// openObjectStore is openKV for an object store.
+func openObjectStore(ctx context.Context, js jetstream.JetStream, cfg jetstream.ObjectStoreConfig) (jetstream.ObjectStore, error) {
+	return openBucket(ctx, cfg.Bucket, js.ObjectStore, func(ctx context.Context) (jetstream.ObjectStore, error) {
+		return js.CreateObjectStore(ctx, cfg)
+	})
+}
+
+// openBucket binds to bucket (bind), creating it when it does not exist
+// (create). When another node made it meanwhile (create says it exists),
+// it binds again; "not found" then means that the server that answered
+// has not applied the bucket yet, which a cluster's first start on a
+// loaded machine showed: a wait (pool.ErrStoreUnavailable), on which the
+// coordinator tries again, not a failure.
+func openBucket[B any](ctx context.Context, bucket string, bind func(context.Context, string) (B, error), create func(context.Context) (B, error)) (B, error) {
+	b, err := bind(ctx, bucket)
+	if !notFound(err) {
+		return b, err
 	}
-	return kv, err
+	b, err = create(ctx)
+	if !errors.Is(err, jetstream.ErrBucketExists) && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		return b, err
+	}
+	b, err = bind(ctx, bucket)
+	if notFound(err) {
+		err = fmt.Errorf("%w: bucket %s, made by another node a moment ago, is not known yet to the server that answered: %w",
+			pool.ErrStoreUnavailable, bucket, err)
+	}
+	return b, err
+}
+
+func notFound(err error) bool {
+	return errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrStreamNotFound)
 }
 
 // TTL returns the lease's length.

@@ -71,15 +71,9 @@ type ledgerArchive struct {
 // openLedgerArchive opens (or creates) the ledger archive bucket (a
 // shard's Ledger).
 func openLedgerArchive(ctx context.Context, js jetstream.JetStream, bucket string, replicas int) (*ledgerArchive, error) {
-	kv, err := js.KeyValue(ctx, bucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
-		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucket,
-			Description: "idlepool: the ledger's older entries, in ranges, read on demand", History: 1,
-			Replicas: replicas, Storage: jetstream.FileStorage, MaxValueSize: 8 << 20})
-		if errors.Is(err, jetstream.ErrBucketExists) || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-			kv, err = js.KeyValue(ctx, bucket)
-		}
-	}
+	kv, err := openKV(ctx, js, jetstream.KeyValueConfig{Bucket: bucket,
+		Description: "idlepool: the ledger's older entries, in ranges, read on demand", History: 1,
+		Replicas: replicas, Storage: jetstream.FileStorage, MaxValueSize: 8 << 20})
 	if err != nil {
 		return nil, fmt.Errorf("cluster: ledger archive %s: %w", bucket, unavailable(err))
 	}

@@ -71,14 +71,8 @@ type snapshots struct {
 // openSnapshots opens (or creates) the object store bucket (a shard's
 // Snapshots).
 func openSnapshots(ctx context.Context, js jetstream.JetStream, bucket string, replicas int) (*snapshots, error) {
-	obs, err := js.ObjectStore(ctx, bucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
-		obs, err = js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: bucket,
-			Description: "idlepool: snapshots of the pool's state", Replicas: replicas, Storage: jetstream.FileStorage})
-		if errors.Is(err, jetstream.ErrBucketExists) || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-			obs, err = js.ObjectStore(ctx, bucket)
-		}
-	}
+	obs, err := openObjectStore(ctx, js, jetstream.ObjectStoreConfig{Bucket: bucket,
+		Description: "idlepool: snapshots of the pool's state", Replicas: replicas, Storage: jetstream.FileStorage})
 	if err != nil {
 		return nil, fmt.Errorf("cluster: snapshot store %s: %w", bucket, unavailable(err))
 	}
