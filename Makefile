@@ -208,7 +208,7 @@ tray-idle: build tray panel
 
 # Job programs are compiled to WebAssembly (WASI preview 1) by the standard Go toolchain.
 examples/%.wasm: FORCE
-	GOOS=wasip1 GOARCH=wasm $(GO) build -trimpath -o $@ ./$(dir $@)
+	GOOS=wasip1 GOARCH=wasm $(GO) build -trimpath -buildvcs=false -o $@ ./$(dir $@)
 FORCE:
 
 examples/csvstats/data.csv:
@@ -312,7 +312,7 @@ examples/fashion/mlp.ptx: examples/fashion/mlp.cu
 # The training program with its GPU path (the tag gpu: it imports
 # idlepool_cuda, fashion.wasm does not); examples/fashion/mlp-gpu.toml.
 examples/fashion/fashion-gpu.wasm: FORCE
-	GOOS=wasip1 GOARCH=wasm $(GO) build -tags gpu -trimpath -o $@ ./examples/fashion
+	GOOS=wasip1 GOARCH=wasm $(GO) build -tags gpu -trimpath -buildvcs=false -o $@ ./examples/fashion
 
 gpupi: build examples/gpupi/gpupi.wasm examples/gpupi/gpupi.ptx
 	$(BIN)/idlepool run examples/gpupi/gpupi.toml
