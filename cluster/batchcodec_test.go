@@ -82,7 +82,7 @@ func TestBatchFormatKeepsEveryField(t *testing.T) {
 	var b pool.Batch
 	n := 0
 	fill(reflect.ValueOf(&b).Elem(), &n)
-	b.Leaves = nil // a hint to the store, never stored
+	b.Leaves = nil // Batch.Sign's, never stored
 	for _, e := range b.Entries {
 		if e.Tree == nil || len(e.Tree.Path) == 0 || e.Sig == nil {
 			t.Fatalf("the filled batch has an entry without a tree proof or signature: %+v", e)
@@ -166,7 +166,7 @@ func TestBatchFormatSignedBlocks(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
-		if d := cmp.Diff(b, back, cmpopts.IgnoreFields(pool.Batch{}, "Leaves")); d != "" { // never stored
+		if d := cmp.Diff(b, back, cmpopts.IgnoreFields(pool.Batch{}, "Leaves")); d != "" { // Batch.Sign's, never stored
 			t.Fatalf("%s: the batch changed (-written +read):\n%s", what, d)
 		}
 		return data
@@ -181,24 +181,22 @@ func TestBatchFormatSignedBlocks(t *testing.T) {
 	}
 	t.Logf("100 replicas, 100 signed receipts, 50 outcomes: cbor-v1 %d bytes, cbor-v2 %d", len(v1), len(data))
 
-	// As the Scheduler hands it, with its leaves (pool.Batch.Leaves): the
-	// same bytes, written without hashing the entries again. Leaves that
-	// do not chain the entries are not trusted: the entries are hashed,
-	// and written as they are.
+	// As the Scheduler hands it, signed by Batch.Sign with the leaf
+	// hashes it keeps: SignedWhole, and the same bytes, written without
+	// hashing the entries again. A Prev changed after Sign is not
+	// trusted: the entries are hashed, and written as they are.
 	hinted := cloneBatch(t, b)
-	for _, e := range hinted.Entries {
-		hinted.Leaves = append(hinted.Leaves, e.Hash())
+	hinted.Sign(hinted.Entries[0].Prev, h.sign) // Ed25519 signs the same bytes alike
+	if !hinted.SignedWhole() {
+		t.Fatal("a batch signed by Batch.Sign is not SignedWhole")
 	}
-	wrong := cloneBatch(t, hinted)
-	wrong.Leaves[2][0] ^= 1
-	for _, c := range []*pool.Batch{hinted, wrong} {
-		if _, cdata, err := encodeBatch(c); err != nil || !bytes.Equal(cdata, data) {
-			t.Fatalf("with leaves (SignedWhole %v), the batch encodes to other bytes (%d, not %d): %v", c.SignedWhole(), len(cdata), len(data), err)
-		}
+	if _, hdata, err := encodeBatch(hinted); err != nil || !bytes.Equal(hdata, data) {
+		t.Fatalf("signed by Batch.Sign, the batch encodes to other bytes (%d, not %d): %v", len(hdata), len(data), err)
 	}
 	unchainedHint := cloneBatch(t, hinted)
+	unchainedHint.Sign(unchainedHint.Entries[0].Prev, h.sign)
 	unchainedHint.Entries[3].Prev[0] ^= 1
-	roundTrip("leaves and a Prev that does not chain", unchainedHint, 0)
+	roundTrip("signed by Batch.Sign, then a Prev changed", unchainedHint, 0)
 
 	bent := cloneBatch(t, b)
 	bent.Entries[7].Tree.Path[0][0] ^= 1

@@ -71,9 +71,20 @@ func SignBatch(entries []Entry, prev job.Digest, sign func([]byte) []byte) job.D
 	return last
 }
 
+// Sign chains and signs b.Entries after prev as SignBatch does, and
+// keeps their leaf hashes in b.Leaves for its store (SignedWhole,
+// Hashes): the Scheduler signs each batch it commits so. It returns the
+// Hash of the last entry, or prev when there is none. An entry changed
+// after Sign makes b's hashes wrong as it makes its signature: never
+// change one.
+func (b *Batch) Sign(prev job.Digest, sign func([]byte) []byte) job.Digest {
+	last, leaves := signBatch(b.Entries, prev, sign)
+	b.Leaves = leaves
+	return last
+}
+
 // signBatch is SignBatch that also returns the entries' leaf hashes
-// (nil for no entries), which the Scheduler hands its store as
-// Batch.Leaves.
+// (nil for no entries).
 func signBatch(entries []Entry, prev job.Digest, sign func([]byte) []byte) (last job.Digest, leaves []job.Digest) {
 	if len(entries) == 0 {
 		return prev, nil
@@ -97,13 +108,17 @@ func signBatch(entries []Entry, prev job.Digest, sign func([]byte) []byte) (last
 	return prev, leaves
 }
 
-// SignedWhole reports whether b.Entries are one batch signed whole by
-// SignBatch, as Leaves says: Leaves holds one hash per entry, the
-// entries follow one another in Seq, each Prev is the leaf before it,
-// and each entry's proof (Tree) places it in one tree of them all under
-// one signature. It checks that shape, not the hashes or the proofs: a
-// store may then keep the entries as one block (WholeBatch's answer,
-// len(b.Entries)) and chain them by Leaves without hashing them again.
+// SignedWhole reports whether b.Entries are one batch as Sign signed
+// it, with the leaf hashes it kept (Leaves): one hash per entry, the
+// entries following one another in Seq, each Prev the leaf before it,
+// the last entry's hash the last leaf, and each entry's proof (Tree)
+// placing it in one tree of them all under one signature. A store may then keep
+// the entries as one block and chain them by those leaves without
+// hashing them again or rebuilding the tree's proofs (WholeBatch, which
+// checks the proofs too). It checks that shape and the last entry's
+// hash, not every hash nor the proofs' paths. For entries as signed,
+// that makes every leaf the entry's hash (each but the last is the next
+// one's Prev); an entry changed after Sign (never done) can pass.
 func (b *Batch) SignedWhole() bool {
 	n := len(b.Entries)
 	if n == 0 || len(b.Leaves) != n {
@@ -117,7 +132,7 @@ func (b *Batch) SignedWhole() bool {
 			return false
 		}
 	}
-	return true
+	return b.Entries[n-1].Hash() == b.Leaves[n-1]
 }
 
 // Hashes returns the Hash of each of b.Entries: Leaves itself when

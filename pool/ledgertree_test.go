@@ -251,21 +251,22 @@ func TestSchedulerSignsBatches(t *testing.T) {
 }
 
 // leafStore is a MemStore that checks what each batch it is given says
-// of its entries' hashes (Batch.Leaves) against the entries.
+// of its entries' hashes (Batch.SignedWhole, Batch.Hashes) against the
+// entries.
 type leafStore struct {
 	*pool.MemStore
 	t      *testing.T
-	signed int // batches with entries, each SignedWhole with true Leaves
+	signed int // batches with entries, each SignedWhole with true hashes
 }
 
 func (s *leafStore) Commit(ctx context.Context, b *pool.Batch) error {
 	if len(b.Entries) > 0 {
 		if !b.SignedWhole() {
-			s.t.Errorf("a batch of %d entries from entry %d is not SignedWhole (%d leaves)", len(b.Entries), b.Entries[0].Seq, len(b.Leaves))
+			s.t.Errorf("a batch of %d entries from entry %d is not SignedWhole", len(b.Entries), b.Entries[0].Seq)
 		}
-		for i, e := range b.Entries {
-			if i < len(b.Leaves) && b.Leaves[i] != e.Hash() {
-				s.t.Errorf("entry %d: the batch's leaf is %s, its hash %s", e.Seq, b.Leaves[i], e.Hash())
+		for i, h := range b.Hashes() {
+			if e := b.Entries[i]; h != e.Hash() {
+				s.t.Errorf("entry %d: the batch says its hash is %s, it is %s", e.Seq, h, e.Hash())
 			}
 		}
 		s.signed++
@@ -273,9 +274,9 @@ func (s *leafStore) Commit(ctx context.Context, b *pool.Batch) error {
 	return s.MemStore.Commit(ctx, b)
 }
 
-// The Scheduler hands its store each batch's leaf hashes (Batch.Leaves),
-// which spare the store hashing the entries again: they are the entries'
-// hashes, and the batch is SignedWhole.
+// The Scheduler signs each batch with Batch.Sign, which keeps the leaf
+// hashes that spare its store hashing the entries again: every batch it
+// commits is SignedWhole, and its hashes are the entries'.
 func TestSchedulerHandsItsStoreLeaves(t *testing.T) {
 	st := &leafStore{MemStore: pool.NewMemStore(), t: t}
 	sampleLedgerIn(t, st)
@@ -284,21 +285,24 @@ func TestSchedulerHandsItsStoreLeaves(t *testing.T) {
 	}
 }
 
-// SignedWhole holds for a batch as SignBatch signs it with its leaves,
-// and for no batch whose entries or leaves are not in that shape; Hashes
-// gives the entries' hashes either way.
+// SignedWhole holds for a batch as Batch.Sign signs it, and for no batch
+// signed otherwise or changed after in a way it checks; Hashes gives the
+// entries' hashes either way, and Sign signs as SignBatch does.
 func TestBatchSignedWhole(t *testing.T) {
 	key := pooltest.Key(t, "coordinator")
 	signed := func() *pool.Batch {
 		b := &pool.Batch{Entries: treeEntries(5, 7)}
-		pool.SignBatch(b.Entries, job.Digest{1}, key.Sign)
-		for _, e := range b.Entries {
-			b.Leaves = append(b.Leaves, e.Hash())
-		}
+		b.Sign(job.Digest{1}, key.Sign)
 		return b
 	}
-	if b := signed(); !b.SignedWhole() {
-		t.Fatal("a batch signed whole, with its leaves, is not SignedWhole")
+	b := signed()
+	if !b.SignedWhole() {
+		t.Fatal("a batch signed by Batch.Sign is not SignedWhole")
+	}
+	bySignBatch := treeEntries(5, 7)
+	pool.SignBatch(bySignBatch, job.Digest{1}, key.Sign)
+	if d := cmp.Diff(bySignBatch, b.Entries); d != "" {
+		t.Fatalf("Batch.Sign and SignBatch sign differently (-SignBatch +Sign):\n%s", d)
 	}
 	if b := (&pool.Batch{}); b.SignedWhole() {
 		t.Error("an empty batch is SignedWhole")
@@ -306,21 +310,22 @@ func TestBatchSignedWhole(t *testing.T) {
 	twoBatches := &pool.Batch{Entries: treeEntries(5, 7)}
 	prev := pool.SignBatch(twoBatches.Entries[:3], job.Digest{}, key.Sign)
 	pool.SignBatch(twoBatches.Entries[3:], prev, key.Sign)
-	for _, e := range twoBatches.Entries {
-		twoBatches.Leaves = append(twoBatches.Leaves, e.Hash())
-	}
 	alone := &pool.Batch{Entries: treeEntries(5, 2)}
 	for i := range alone.Entries {
 		alone.Entries[i].Sig = key.Sign(alone.Entries[i].Canonical(false))
-		alone.Leaves = append(alone.Leaves, alone.Entries[i].Hash())
 	}
 	for _, c := range []struct {
 		what string
 		b    *pool.Batch
 	}{
+		{"signed by SignBatch, no leaves kept", &pool.Batch{Entries: bySignBatch}},
+		{"an entry added after Sign", func() *pool.Batch { b := signed(); b.Entries = append(b.Entries, treeEntries(12, 1)...); return b }()},
+		{"a Prev changed after Sign", func() *pool.Batch { b := signed(); b.Entries[3].Prev[0] ^= 1; return b }()},
 		{"no leaves", func() *pool.Batch { b := signed(); b.Leaves = nil; return b }()},
 		{"a leaf short", func() *pool.Batch { b := signed(); b.Leaves = b.Leaves[1:]; return b }()},
-		{"a leaf that is not the entry before's Prev", func() *pool.Batch { b := signed(); b.Leaves[2][0] ^= 1; return b }()},
+		{"a leaf that is not the next entry's Prev", func() *pool.Batch { b := signed(); b.Leaves[2][0] ^= 1; return b }()},
+		{"a last leaf that is not the last entry's hash", func() *pool.Batch { b := signed(); b.Leaves[6][0] ^= 1; return b }()},
+		{"the last entry changed after Sign", func() *pool.Batch { b := signed(); b.Entries[6].Cost++; return b }()},
 		{"a gap in Seq", func() *pool.Batch { b := signed(); b.Entries[4].Seq++; return b }()},
 		{"an entry of another tree", func() *pool.Batch { b := signed(); b.Entries[3].Tree = &pool.TreeProof{Size: 8, Index: 3}; return b }()},
 		{"an entry out of place in the tree", func() *pool.Batch { b := signed(); b.Entries[3].Tree.Index = 4; return b }()},

@@ -238,11 +238,7 @@ func (m *MemStore) apply(b *Batch) {
 		m.kinds[e.Kind]++
 	}
 	if n := len(b.Entries); n > 0 {
-		if b.SignedWhole() {
-			m.head = b.Leaves[n-1]
-		} else {
-			m.head = b.Entries[n-1].Hash() // check chained the others
-		}
+		m.head = b.Entries[n-1].Hash() // check chained the others
 	}
 	m.noteDone(b)
 	m.commits++

@@ -67,8 +67,8 @@ func (m *MemStore) noteDone(b *Batch) {
 // noteReplica notes replica lease as done when it is settled, its task
 // decided and the outcome acknowledged, or else as waiting for its
 // task's outcome or for the acknowledgement when it is settled; m.mu is
-// held. A replica noted twice (changed twice in a batch) is harmless:
-// forgetting it twice drops it once.
+// held. A replica noted done twice is harmless: forgetting it twice
+// drops it once.
 func (m *MemStore) noteReplica(lease string) { m.noteRecord(lease, m.replicas[lease]) }
 
 // noteRecord is noteReplica given r, the replica's record in m.replicas.

@@ -773,7 +773,7 @@ func (s *Scheduler) flush(ctx context.Context, giveUp <-chan struct{}) error {
 	// s.mu, with one signature over the head of the batch's Merkle tree
 	// (SignBatch): signing was the costliest step of deciding a task, and
 	// flush runs on one goroutine only.
-	s.chainHash, p.b.Leaves = signBatch(p.b.Entries, s.chainHash, s.cfg.Key.Sign)
+	s.chainHash = p.b.Sign(s.chainHash, s.cfg.Key.Sign)
 	err := s.commit(ctx, giveUp, &p.b)
 	s.mu.Lock()
 	if err != nil {

@@ -99,10 +99,11 @@ type Batch struct {
 	Entries  []Entry         // append to the ledger; Seq must follow the last one with no gap
 	Cancels  []CancelRecord  // compare-and-set a job's Cancelled from zero to At
 	Trust    []TrustRecord   // insert when Prev == 0, else compare-and-set on Version == Prev
-	// Leaves is the leaf hash of each of Entries as the Scheduler signed
-	// them (SignBatch), or nil: what spares a store hashing each entry
-	// again and rebuilding the batch's tree (SignedWhole). It is never
-	// stored or sent, and a batch read back from a store has none.
+	// Leaves is the leaf hash of each of Entries as Sign computed them,
+	// or nil: what spares a store hashing each entry again and
+	// rebuilding the batch's tree, once SignedWhole checked them against
+	// the entries. Sign sets it; it is never stored or sent, and a batch
+	// read back from a store has none.
 	Leaves []job.Digest `cbor:"-" json:"-"`
 }
 

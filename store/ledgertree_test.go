@@ -193,6 +193,73 @@ func TestDBLedgerBatchSignedOnce(t *testing.T) {
 	}
 }
 
+// A batch signed by pool.Batch.Sign, as the Scheduler signs it, whose
+// leaf hashes spare the store hashing its entries again, is stored as
+// one signed by pool.SignBatch: a block row each, the same entries read
+// back, the same head.
+func TestDBLedgerBatchSignedBySign(t *testing.T) {
+	ctx := context.Background()
+	key := pooltest.Key(t, "coordinator")
+	var (
+		read  [2][]pool.Entry
+		heads [2]job.Digest
+	)
+	for i, bySign := range []bool{false, true} {
+		path := filepath.Join(t.TempDir(), "coordinator.db")
+		db, err := store.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var prev job.Digest
+		seq := uint64(1)
+		for _, n := range []int{5, 1, 3} {
+			b := &pool.Batch{Entries: batchEntries(seq, n)}
+			if bySign {
+				prev = b.Sign(prev, key.Sign)
+				if !b.SignedWhole() {
+					t.Fatalf("the batch from entry %d, signed by Batch.Sign, is not SignedWhole", seq)
+				}
+			} else {
+				prev = pool.SignBatch(b.Entries, prev, key.Sign)
+			}
+			if err := db.Commit(ctx, b); err != nil {
+				t.Fatalf("Commit: %v", err)
+			}
+			seq += uint64(n)
+		}
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if n := rawCount(t, path, `SELECT COUNT(*) FROM ledger_blocks`); n != 3 {
+			t.Errorf("Batch.Sign %v: %d block rows, want 3", bySign, n)
+		}
+		if n := rawCount(t, path, `SELECT COUNT(*) FROM ledger`); n != 0 {
+			t.Errorf("Batch.Sign %v: %d ledger rows, want none", bySign, n)
+		}
+		db, err = store.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if read[i], err = db.Entries(ctx, pool.EntryQuery{Max: 100}); err != nil {
+			t.Fatal(err)
+		}
+		snap, err := db.Load(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if heads[i] = snap.LedgerHash; heads[i] != prev {
+			t.Errorf("Batch.Sign %v: the ledger's head is %s, want %s", bySign, heads[i], prev)
+		}
+		if err := pool.VerifyLedger(read[i], key.Public()); err != nil {
+			t.Errorf("Batch.Sign %v: VerifyLedger: %v", bySign, err)
+		}
+		db.Close()
+	}
+	if diff := cmp.Diff(read[0], read[1]); diff != "" || heads[0] != heads[1] {
+		t.Errorf("entries read back (-SignBatch +Batch.Sign):\n%s\nheads %s, %s", diff, heads[0], heads[1])
+	}
+}
+
 // A store written before blocks (schema version 9), whose ledger holds
 // entries signed alone, a batch whose rows each hold the signature and
 // the proof, and a batch stored with its signature once
