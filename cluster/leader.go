@@ -176,10 +176,12 @@ func openObjectStore(ctx context.Context, js jetstream.JetStream, cfg jetstream.
 }
 
 // openBucket binds to bucket (bind), creating it when it does not exist
-// (create). When another node made it meanwhile (create says it exists),
-// it binds again; "not found" then means that the server that answered
-// has not applied the bucket yet, which a cluster's first start on a
-// loaded machine showed: a wait (pool.ErrStoreUnavailable), on which the
+// (create). When create says it exists (another node made it meanwhile;
+// JetStream says so when that node's configuration differs, an older
+// version's say, and makes nothing twice), it binds again; "not found"
+// then means that the server that answered has not applied the bucket
+// yet, as a cluster's first start on a loaded machine showed for a
+// bucket's stream: a wait (pool.ErrStoreUnavailable), on which the
 // coordinator tries again, not a failure.
 func openBucket[B any](ctx context.Context, bucket string, bind func(context.Context, string) (B, error), create func(context.Context) (B, error)) (B, error) {
 	b, err := bind(ctx, bucket)
