@@ -25,11 +25,13 @@ import (
 // applied a bucket another node made a moment before: Stream, KeyValue
 // and ObjectStore say "not found" for the names in late, as many times
 // as it says, and CreateKeyValue and CreateObjectStore say "exists" for
-// those in made, once each.
+// those in made, once each. KeyValue and CreateKeyValue hand out the
+// buckets in kvs as those lateKVs, over the real bucket.
 type lateJS struct {
 	jetstream.JetStream
 	late map[string]int
 	made map[string]bool
+	kvs  map[string]*lateKV
 }
 
 func (j *lateJS) isLate(name string) bool {
@@ -51,7 +53,12 @@ func (j *lateJS) KeyValue(ctx context.Context, bucket string) (jetstream.KeyValu
 	if j.isLate(bucket) {
 		return nil, jetstream.ErrBucketNotFound
 	}
-	return j.JetStream.KeyValue(ctx, bucket)
+	kv, err := j.JetStream.KeyValue(ctx, bucket)
+	if lk := j.kvs[bucket]; lk != nil && err == nil {
+		lk.KeyValue = kv
+		return lk, nil
+	}
+	return kv, err
 }
 
 func (j *lateJS) ObjectStore(ctx context.Context, bucket string) (jetstream.ObjectStore, error) {
@@ -66,7 +73,12 @@ func (j *lateJS) CreateKeyValue(ctx context.Context, cfg jetstream.KeyValueConfi
 		delete(j.made, cfg.Bucket)
 		return nil, jetstream.ErrBucketExists
 	}
-	return j.JetStream.CreateKeyValue(ctx, cfg)
+	kv, err := j.JetStream.CreateKeyValue(ctx, cfg)
+	if lk := j.kvs[cfg.Bucket]; lk != nil && err == nil {
+		lk.KeyValue = kv
+		return lk, nil
+	}
+	return kv, err
 }
 
 func (j *lateJS) CreateObjectStore(ctx context.Context, cfg jetstream.ObjectStoreConfig) (jetstream.ObjectStore, error) {

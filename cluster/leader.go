@@ -200,6 +200,21 @@ func openBucket[B any](ctx context.Context, bucket string, bind func(context.Con
 	return b, err
 }
 
+// getCreated reads key, which a create just found to exist (another
+// node wrote it a moment ago). "Not found" then means that the server
+// that answered has not applied it yet, which a three-node first start
+// on a loaded machine showed for the shard count (the node stopped
+// serving, and its shards waited for it): a wait (pool.ErrStoreUnavailable),
+// not a failure.
+func getCreated(ctx context.Context, kv jetstream.KeyValue, key string) (jetstream.KeyValueEntry, error) {
+	e, err := kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		err = fmt.Errorf("%w: %s, written by another node a moment ago, is not known yet to the server that answered: %w",
+			pool.ErrStoreUnavailable, key, err)
+	}
+	return e, err
+}
+
 func notFound(err error) bool {
 	return errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrStreamNotFound)
 }

@@ -45,7 +45,7 @@ func ClaimPoolKey(ctx context.Context, js jetstream.JetStream, replicas int, pub
 	if !errors.Is(err, jetstream.ErrKeyExists) {
 		return fmt.Errorf("cluster: record the pool key: %w", unavailable(err))
 	}
-	e, err := kv.Get(ctx, poolKeyKey)
+	e, err := getCreated(ctx, kv, poolKeyKey)
 	if err != nil {
 		return fmt.Errorf("cluster: read the pool key: %w", unavailable(err))
 	}

@@ -12,7 +12,66 @@ import (
 
 	"idlepool/job"
 	"idlepool/pool"
+	"idlepool/pool/pooltest"
 )
+
+// lateKV is a key-value bucket whose Create says "exists" for the keys
+// in made, once each, and whose Get says "not found" for those in late,
+// as many times as it says: a server that has not applied a key another
+// node wrote a moment before.
+type lateKV struct {
+	jetstream.KeyValue
+	made map[string]bool
+	late map[string]int
+}
+
+func (k *lateKV) Create(ctx context.Context, key string, value []byte, opts ...jetstream.KVCreateOpt) (uint64, error) {
+	if k.made[key] {
+		delete(k.made, key)
+		return 0, jetstream.ErrKeyExists
+	}
+	return k.KeyValue.Create(ctx, key, value, opts...)
+}
+
+func (k *lateKV) Get(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
+	if k.late[key] > 0 {
+		k.late[key]--
+		return nil, jetstream.ErrKeyNotFound
+	}
+	return k.KeyValue.Get(ctx, key)
+}
+
+// A shard count that another node recorded a moment ago, and that the
+// server answering does not know yet (the create says it exists, the
+// read then "not found"), makes ClaimShards wait and try again
+// (pool.ErrStoreUnavailable), not fail: seen on a three-node first start
+// under load, where node1 stopped serving and its shards waited for it
+// for the test's patience.
+func TestClaimShardsWaitsForACountNotKnownYet(t *testing.T) {
+	node := startNodes(t, testConfigs(t, t.TempDir(), 1))[0]
+	r, err := OpenRules(t.Context(), node.JetStream(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	late := &Rules{js: r.js, kv: &lateKV{KeyValue: r.kv, made: map[string]bool{shardsKey: true}, late: map[string]int{shardsKey: 2}}}
+	_, err = late.ClaimShards(t.Context(), 3)
+	if !errors.Is(err, pool.ErrStoreUnavailable) || !strings.Contains(err.Error(), "not known yet") {
+		t.Fatalf("ClaimShards with the count recorded but not known yet: %v; want a wait (pool.ErrStoreUnavailable) that says why", err)
+	}
+	if layout, err := late.ClaimShards(t.Context(), 3); err != nil || layout != ShardLeases {
+		t.Fatalf("ClaimShards tried again: %v, %v; want per-shard leases", layout, err)
+	}
+	// The pool key likewise.
+	js := &lateJS{JetStream: node.JetStream(), kvs: map[string]*lateKV{
+		PoolKeyBucket: {made: map[string]bool{poolKeyKey: true}, late: map[string]int{poolKeyKey: 1}}}}
+	pub := pooltest.Key(t, "pool").Public()
+	if err := ClaimPoolKey(t.Context(), js, 1, pub); !errors.Is(err, pool.ErrStoreUnavailable) || !strings.Contains(err.Error(), "not known yet") {
+		t.Fatalf("ClaimPoolKey with the key recorded but not known yet: %v; want a wait (pool.ErrStoreUnavailable) that says why", err)
+	}
+	if err := ClaimPoolKey(t.Context(), js, 1, pub); err != nil {
+		t.Fatalf("ClaimPoolKey tried again: %v", err)
+	}
+}
 
 // A pool's shard count is fixed by its first node: a node with the same
 // count starts, one with another is refused with both counts named, and

@@ -153,7 +153,7 @@ func (r *Rules) ClaimShards(ctx context.Context, k int) (LeaseLayout, error) {
 	if !errors.Is(err, jetstream.ErrKeyExists) {
 		return 0, fmt.Errorf("cluster: record the shard count: %w", unavailable(err))
 	}
-	e, err = r.kv.Get(ctx, shardsKey)
+	e, err = getCreated(ctx, r.kv, shardsKey)
 	if err != nil {
 		return 0, fmt.Errorf("cluster: read the shard count: %w", unavailable(err))
 	}
