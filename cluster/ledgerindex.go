@@ -640,17 +640,13 @@ func (a *ledgerArchive) readIndex(ctx context.Context, key string, summary bool)
 // has index values, from its summary: every one where the summary does
 // not decode or was deleted, none where it has none.
 func (a *ledgerArchive) deviceEpochs(ctx context.Context, peer string, from, last uint64) ([]uint64, error) {
-	m, err := a.lastMsg(ctx, summaryKey(peer))
-	if err != nil || m == nil {
+	v, err := a.readIndex(ctx, summaryKey(peer), true)
+	if err != nil {
 		return nil, err
 	}
-	runs, err := decodeSummary(m.data)
-	if m.deleted || err != nil {
-		runs = everyEpoch
-	}
 	var out []uint64
-	for i := 0; i < len(runs); i += 2 {
-		for e := max(uint64(runs[i]), from); e <= min(uint64(runs[i+1]), last); e++ {
+	for i := 0; i < len(v.runs); i += 2 {
+		for e := max(uint64(v.runs[i]), from); e <= min(uint64(v.runs[i+1]), last); e++ {
 			out = append(out, e)
 		}
 	}
@@ -786,17 +782,13 @@ func (a *ledgerArchive) setIndexedTo(ctx context.Context, end, to, rev uint64, t
 // value (every range of the epoch where the value does not decode or
 // was deleted).
 func (a *ledgerArchive) epochRanges(ctx context.Context, peer string, epoch uint64) ([]uint64, error) {
-	m, err := a.lastMsg(ctx, indexKey(peer, epoch))
-	if err != nil || m == nil {
+	v, err := a.readIndex(ctx, indexKey(peer, epoch), false)
+	if err != nil {
 		return nil, err
 	}
-	runs, err := decodeIndex(m.data)
-	if m.deleted || err != nil {
-		runs = wholeEpoch
-	}
 	var ks []uint64
-	for i := 0; i < len(runs); i += 2 {
-		for o := runs[i]; o <= runs[i+1]; o++ {
+	for i := 0; i < len(v.runs); i += 2 {
+		for o := v.runs[i]; o <= v.runs[i+1]; o++ {
 			ks = append(ks, epoch*indexEpoch+uint64(o))
 		}
 	}
