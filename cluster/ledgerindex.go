@@ -122,14 +122,24 @@ func encodeSummary(runs []uint32) ([]byte, error) {
 // decodeSummary decodes what encodeSummary wrote, as runs; the error
 // says what is wrong (decodeRuns).
 func decodeSummary(data []byte) ([]uint32, error) {
+	content, err := untag(summaryDec, data, summaryTag, "a summary of epochs")
+	if err != nil {
+		return nil, err
+	}
+	return decodeRuns(content, 1<<32)
+}
+
+// untag returns the content of data, a CBOR item tagged tag (what names
+// such an item, for the error), decoded by dec.
+func untag(dec cbor.DecMode, data []byte, tag uint64, what string) (cbor.RawMessage, error) {
 	var t cbor.RawTag
-	if err := summaryDec.Unmarshal(data, &t); err != nil {
-		return nil, fmt.Errorf("not a summary of epochs: %w", err)
+	if err := dec.Unmarshal(data, &t); err != nil {
+		return nil, fmt.Errorf("not %s: %w", what, err)
 	}
-	if t.Number != summaryTag {
-		return nil, fmt.Errorf("tag %d, want %d (written by a newer idlepool?)", t.Number, summaryTag)
+	if t.Number != tag {
+		return nil, fmt.Errorf("tag %d, want %d (written by a newer idlepool?)", t.Number, tag)
 	}
-	return decodeRuns(t.Content, 1<<32)
+	return t.Content, nil
 }
 
 // indexValue is an index value as this archive last wrote or read it:
@@ -194,16 +204,13 @@ var indexDec, summaryDec = func() (cbor.DecMode, cbor.DecMode) {
 // unsigned integer, an odd count, an offset past the epoch, runs out of
 // order or touching, a byte string longer than the epoch's bits.
 func decodeIndex(data []byte) ([]uint32, error) {
-	var t cbor.RawTag
-	if err := indexDec.Unmarshal(data, &t); err != nil {
-		return nil, fmt.Errorf("not an index value: %w", err)
+	content, err := untag(indexDec, data, indexTag, "an index value")
+	if err != nil {
+		return nil, err
 	}
-	if t.Number != indexTag {
-		return nil, fmt.Errorf("tag %d, want %d (written by a newer idlepool?)", t.Number, indexTag)
-	}
-	if len(t.Content) > 0 && t.Content[0]>>5 == 2 { // a byte string
+	if len(content) > 0 && content[0]>>5 == 2 { // a byte string
 		var bits []byte
-		if err := indexDec.Unmarshal(t.Content, &bits); err != nil {
+		if err := indexDec.Unmarshal(content, &bits); err != nil {
 			return nil, err
 		}
 		if len(bits) > indexEpoch/8 {
@@ -222,7 +229,7 @@ func decodeIndex(data []byte) ([]uint32, error) {
 		}
 		return runs, nil
 	}
-	return decodeRuns(t.Content, indexEpoch)
+	return decodeRuns(content, indexEpoch)
 }
 
 // decodeRuns decodes runs written as a CBOR array of unsigned integers
