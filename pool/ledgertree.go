@@ -135,17 +135,18 @@ func (b *Batch) SignedWhole() bool {
 	return b.Entries[n-1].Hash() == b.Leaves[n-1]
 }
 
-// Hashes returns the Hash of each of b.Entries: Leaves itself when
-// SignedWhole (read it, never change it), else each computed.
-func (b *Batch) Hashes() []job.Digest {
+// Hashes returns the Hash of each of b.Entries and whether b is
+// SignedWhole: Leaves itself when it is (read it, never change it),
+// else each hash computed.
+func (b *Batch) Hashes() (hashes []job.Digest, whole bool) {
 	if b.SignedWhole() {
-		return b.Leaves
+		return b.Leaves, true
 	}
 	hs := make([]job.Digest, len(b.Entries))
 	for i := range b.Entries {
 		hs[i] = b.Entries[i].Hash()
 	}
-	return hs
+	return hs, false
 }
 
 // TreeProofs returns the inclusion proof of each of leaves (the leaf

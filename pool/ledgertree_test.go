@@ -264,7 +264,8 @@ func (s *leafStore) Commit(ctx context.Context, b *pool.Batch) error {
 		if !b.SignedWhole() {
 			s.t.Errorf("a batch of %d entries from entry %d is not SignedWhole", len(b.Entries), b.Entries[0].Seq)
 		}
-		for i, h := range b.Hashes() {
+		hashes, _ := b.Hashes()
+		for i, h := range hashes {
 			if e := b.Entries[i]; h != e.Hash() {
 				s.t.Errorf("entry %d: the batch says its hash is %s, it is %s", e.Seq, h, e.Hash())
 			}
@@ -296,7 +297,7 @@ func TestBatchSignedWhole(t *testing.T) {
 		return b
 	}
 	b := signed()
-	if !b.SignedWhole() {
+	if _, whole := b.Hashes(); !b.SignedWhole() || !whole {
 		t.Fatal("a batch signed by Batch.Sign is not SignedWhole")
 	}
 	bySignBatch := treeEntries(5, 7)
@@ -341,7 +342,11 @@ func TestBatchSignedWhole(t *testing.T) {
 		if c.b.SignedWhole() {
 			t.Errorf("%s: SignedWhole", c.what)
 		}
-		for i, h := range c.b.Hashes() {
+		hashes, whole := c.b.Hashes()
+		if whole {
+			t.Errorf("%s: Hashes says SignedWhole", c.what)
+		}
+		for i, h := range hashes {
 			if h != c.b.Entries[i].Hash() {
 				t.Errorf("%s: Hashes()[%d] is not entry %d's hash", c.what, i, c.b.Entries[i].Seq)
 			}

@@ -350,7 +350,7 @@ func (m *MemStore) check(b *Batch) error {
 		trust[k] = t.Version
 	}
 	last, prev := m.ledgerSeq(), m.head
-	hashes := b.Hashes()
+	hashes, _ := b.Hashes()
 	for i, e := range b.Entries {
 		if e.Seq != last+1 || e.Prev != prev {
 			return fmt.Errorf("%w: ledger entry %d does not follow entry %d", ErrConflict, e.Seq, last)

@@ -263,8 +263,7 @@ func (d *DB) Commit(ctx context.Context, b *pool.Batch) (err error) {
 		}
 		var prev job.Digest
 		copy(prev[:], lastHash)
-		whole := b.SignedWhole() // the Scheduler's batch: its hashes known
-		hashes := b.Hashes()
+		hashes, whole := b.Hashes() // whole: the Scheduler's batch, its hashes known
 		for i, e := range b.Entries {
 			if e.Seq != uint64(last)+1 || e.Prev != prev {
 				return conflict("ledger entry %d does not follow entry %d", e.Seq, last)
