@@ -190,13 +190,23 @@ func TestShardCoordinatorFencedTakesAgain(t *testing.T) {
 	}
 	// The shard's coordinator commits next (a registration goes to every
 	// shard; anchors come every few seconds): fenced, it stops.
+	// A registration that no shard took (on a loaded machine the
+	// client's time may run out) commits nothing: it is sent again, as an
+	// agent would, until one takes it.
 	other := newPeer(t, nil)
-	nodes[1].do(t, other, "POST", "/v1/peers", other.registration(""))
+	waitUntil(t, patience(t), "a shard to take a registration after the stale write", func() bool {
+		a := nodes[1].do(t, other, "POST", "/v1/peers", other.registration(""))
+		if a.status != http.StatusCreated && a.status != http.StatusOK {
+			t.Logf("register after the stale write: %d %s", a.status, a.body)
+			return false
+		}
+		return true
+	})
 	waitUntil(t, patience(t), fmt.Sprintf("shard %d led again in a new term by a running coordinator", before.Shard), func() bool {
 		for _, n := range nodes {
 			shards, ok := n.shards(t, k)
 			if !ok {
-				return false
+				continue // another node may see it
 			}
 			sh := shards[before.Shard]
 			if sh.Local && sh.LeaderKnown && sh.Leader.Internal != "" && sh.Leader.Term != before.Leader.Term {

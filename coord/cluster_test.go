@@ -38,6 +38,74 @@ func testLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
+// nodeLogs keeps what a test's cluster nodes log at info and above, the
+// first keepHead lines and the last keepTail, and gives them to the
+// test's log only if it fails: a wait that ran out of patience in CI
+// said what it waited for but not what the nodes did meanwhile.
+type nodeLogs struct {
+	mu   sync.Mutex
+	head []string
+	tail []string // a ring of keepTail lines from next
+	next int
+	cut  int // lines dropped between head and tail
+}
+
+const (
+	keepHead = 60
+	keepTail = 240
+)
+
+// failureLogger is the logger of the nodes of t's cluster: IDLEPOOL_TEST_LOG's
+// (testLogger) when set, else one into a nodeLogs that t logs at cleanup
+// if it failed.
+func failureLogger(t *testing.T) *slog.Logger {
+	if l := testLogger(); l != nil {
+		return l.With("test", t.Name())
+	}
+	nl := &nodeLogs{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("what the nodes logged (first %d and last %d lines):\n%s", keepHead, keepTail, nl.String())
+		}
+	})
+	return slog.New(slog.NewTextHandler(nl, &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
+// Write keeps p, one record of a slog.TextHandler.
+func (nl *nodeLogs) Write(p []byte) (int, error) {
+	line := strings.TrimSuffix(string(p), "\n")
+	nl.mu.Lock()
+	defer nl.mu.Unlock()
+	switch {
+	case len(nl.head) < keepHead:
+		nl.head = append(nl.head, line)
+	case len(nl.tail) < keepTail:
+		nl.tail = append(nl.tail, line)
+	default:
+		nl.tail[nl.next] = line
+		nl.next = (nl.next + 1) % keepTail
+		nl.cut++
+	}
+	return len(p), nil
+}
+
+// String is the kept lines in order, with how many were dropped.
+func (nl *nodeLogs) String() string {
+	nl.mu.Lock()
+	defer nl.mu.Unlock()
+	var b strings.Builder
+	for _, l := range nl.head {
+		b.WriteString(l + "\n")
+	}
+	if nl.cut > 0 {
+		fmt.Fprintf(&b, "... %d lines left out ...\n", nl.cut)
+	}
+	for i := range nl.tail {
+		b.WriteString(nl.tail[(nl.next+i)%len(nl.tail)] + "\n")
+	}
+	return b.String()
+}
+
 // routeProxy forwards TCP connections to a node's route port until cut;
 // cut closes every connection it carries and refuses new ones until heal.
 type routeProxy struct {
@@ -361,11 +429,9 @@ func startTestClusterWith(t *testing.T, o clusterOpts) (_ []*testNode, _ [3][3]*
 			nodes[i].Close()
 		})
 	}
+	logger := failureLogger(t)
 	serve := func(i int, base ...Config) {
-		cfg := Config{DataDir: "unused"}
-		if l := testLogger(); l != nil {
-			cfg.Logger = l.With("testNode", tns[i].name)
-		}
+		cfg := Config{DataDir: "unused", Logger: logger.With("testNode", tns[i].name)}
 		for _, b := range base {
 			cfg.MinAgentVersion, cfg.MinAPIVersion, cfg.LatestAgentVersion = b.MinAgentVersion, b.MinAPIVersion, b.LatestAgentVersion
 		}
@@ -376,10 +442,16 @@ func startTestClusterWith(t *testing.T, o clusterOpts) (_ []*testNode, _ [3][3]*
 			if err != nil {
 				t.Logf("node%d: ServeCluster: %v", i+1, err) // at once, not only at cleanup
 			}
-			if errors.Is(err, syscall.EADDRINUSE) {
-				// The test's waits would wait for this node until the
-				// deadline: they fail at once instead.
+			// The test's waits would wait for this node until the
+			// deadline (twice, in CI, 9 and 12 minutes): they fail at
+			// once instead. Every test that serves a node this way wants
+			// it serving until it stops it (stop fails the test on any
+			// error).
+			switch {
+			case errors.Is(err, syscall.EADDRINUSE):
 				unservable.Store(t, fmt.Errorf("node%d cannot listen: %w", i+1, err))
+			case sctx.Err() == nil:
+				unservable.Store(t, fmt.Errorf("node%d stopped serving before the test stopped it: %v", i+1, err))
 			}
 			done <- err
 		}()
@@ -911,7 +983,7 @@ func freeAddr(t *testing.T) string {
 }
 
 // unservable holds, by test, why a node of its cluster could not serve
-// (its HTTP port taken), for waitUntil.
+// (its HTTP port taken) or stopped serving by itself, for waitUntil.
 var unservable sync.Map
 
 // handedOut holds the addresses freeAddr returned in this process.
