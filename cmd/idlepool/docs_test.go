@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"idlepool/job"
 )
@@ -297,10 +298,23 @@ func TestDocsParse(t *testing.T) {
 	}
 }
 
+// readmeWidth is the longest a line of the README's prose may be, in
+// characters.
+const readmeWidth = 100
+
 func TestDocsReadmeIsShort(t *testing.T) {
 	d := readDoc(t, "README.md")
 	if n := len(d.lines); n > 250 {
 		t.Errorf("README.md has %d lines; it stays under about 200 (docs/README.md says where the rest goes)", n)
+	}
+	// Its prose is wrapped, so that its length is counted in lines a
+	// reader reads: a paragraph on one line of thousands of characters
+	// passed the count above. Code blocks, tables and images are left
+	// as they are.
+	for i, line := range strings.Split(d.prose, "\n") {
+		if n := utf8.RuneCountInString(line); n > readmeWidth && !strings.HasPrefix(line, "|") && !strings.HasPrefix(line, "![") {
+			t.Errorf("README.md:%d is %d characters long; wrap its prose at %d", i+1, n, readmeWidth)
+		}
 	}
 	runnable := 0
 	for _, b := range d.blocks {
