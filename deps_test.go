@@ -36,6 +36,8 @@ var onlyIn = map[string]string{
 	// signs with: the releases and the self-update alone.
 	"github.com/theupdateframework/": "release",
 	"github.com/sigstore/":           "release",
+	// The Ed25519 point a request key is agreed on (identity.Key.Agree).
+	"filippo.io/edwards25519": "identity",
 }
 
 type listed struct {
