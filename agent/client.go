@@ -91,6 +91,14 @@ type Client struct {
 	registration atomic.Pointer[[]byte]
 	// takeOver is WaitOutTakeOvers' setting (nil: none).
 	takeOver atomic.Pointer[takeOverWait]
+	// reqKey is this device's request key with the pool
+	// (api.RequestKey), set once the pool said it takes requests with a
+	// MAC (apiVersion); nil until then, or when its key is unusable.
+	reqKey atomic.Pointer[[32]byte]
+	// macOffUntil, while after the device's clock, has requests signed
+	// whatever reqKey says: one with a MAC was refused (answer). It is
+	// unix nanoseconds of the device's clock.
+	macOffUntil atomic.Int64
 
 	// inCharge caches which known node the last InChargeHeader named
 	// (preferInCharge); given is how many of the nodes NewClient was
@@ -466,13 +474,14 @@ func (c *Client) sendTry(ctx context.Context, method, path string, query url.Val
 		lastErr  error
 		noLeader *http.Response // a node's 503 "no_leader", the answer if no node does better
 		noUsed   time.Duration
+		noMAC    bool
 	)
 	for i := range n {
 		if i > 0 && !rewind(body.r) {
 			break
 		}
 		at := (start + i) % n
-		resp, used, err := c.sendTo(ctx, nodes[at], n > 1, method, path, query, body, sign)
+		resp, used, mac, err := c.sendTo(ctx, nodes[at], n > 1, method, path, query, body, sign)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
@@ -484,7 +493,7 @@ func (c *Client) sendTry(ctx context.Context, method, path string, query url.Val
 			continue
 		}
 		if n > 1 && isNoLeader(resp) {
-			noLeader, noUsed = resp, used
+			noLeader, noUsed, noMAC = resp, used, mac
 			continue
 		}
 		c.cur.Store(int32(at))
@@ -494,11 +503,11 @@ func (c *Client) sendTry(ctx context.Context, method, path string, query url.Val
 			}
 			c.preferInCharge(nodes, resp.Header.Get(api.InChargeHeader))
 		}
-		return c.answer(ctx, resp, used, method, path, query, body, sign, retried)
+		return c.answer(ctx, resp, used, mac, method, path, query, body, sign, retried)
 	}
 	if noLeader != nil {
 		// Some node answers, but none is in charge: that is the answer.
-		return c.answer(ctx, noLeader, noUsed, method, path, query, body, sign, retried)
+		return c.answer(ctx, noLeader, noUsed, noMAC, method, path, query, body, sign, retried)
 	}
 	c.noteFailure(sent)
 	return nil, lastErr
@@ -552,16 +561,17 @@ func isNoLeader(resp *http.Response) bool {
 	return json.Unmarshal(b, &eb) == nil && eb.Code == api.CodeNoLeader
 }
 
-// sendTo sends one request to the node at base and returns its response
-// and the clock offset its signature used, or a transport failure
-// wrapping ErrUnavailable (naming the node when the pool has several).
-func (c *Client) sendTo(ctx context.Context, base *url.URL, several bool, method, path string, query url.Values, body payload, sign bool) (*http.Response, time.Duration, error) {
+// sendTo sends one request to the node at base and returns its response,
+// the clock offset its signature used and whether a MAC stood for the
+// signature (macKey), or a transport failure wrapping ErrUnavailable
+// (naming the node when the pool has several).
+func (c *Client) sendTo(ctx context.Context, base *url.URL, several bool, method, path string, query url.Values, body payload, sign bool) (*http.Response, time.Duration, bool, error) {
 	u := *base
 	u.Path = base.Path + path
 	u.RawQuery = query.Encode()
 	req, err := http.NewRequestWithContext(ctx, method, u.String(), body.r)
 	if err != nil {
-		return nil, 0, fmt.Errorf("%s %s: %w", method, path, err)
+		return nil, 0, false, fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	if body.r != nil {
 		req.ContentLength = body.n
@@ -575,19 +585,59 @@ func (c *Client) sendTo(ctx context.Context, base *url.URL, several bool, method
 	req.Header.Set(api.VersionHeader, version.Version)
 	req.Header.Set(api.APIHeader, strconv.Itoa(api.APIVersion))
 	used, _ := c.ClockOffset()
+	var mac bool
 	if sign {
-		api.SignRequestDigest(req, body.sum, c.key, c.PoolNow())
+		if k := c.macKey(path); k != nil {
+			api.MACRequestDigest(req, body.sum, c.key.ID(), k, c.PoolNow())
+			mac = true
+		} else {
+			api.SignRequestDigest(req, body.sum, c.key, c.PoolNow())
+		}
 	}
 	sent := c.clock()
 	resp, err := c.http.Do(req)
 	if err != nil {
 		if several {
-			return nil, 0, fmt.Errorf("%w: %s %s (node %s): %w", ErrUnavailable, method, path, base, err)
+			return nil, 0, mac, fmt.Errorf("%w: %s %s (node %s): %w", ErrUnavailable, method, path, base, err)
 		}
-		return nil, 0, fmt.Errorf("%w: %s %s: %w", ErrUnavailable, method, path, err)
+		return nil, 0, mac, fmt.Errorf("%w: %s %s: %w", ErrUnavailable, method, path, err)
 	}
 	c.noteAnswer(resp.Header.Get("Date"), sent, c.clock())
-	return resp, used, nil
+	return resp, used, mac, nil
+}
+
+// macRefusedFor is how long the client signs its requests after one
+// with a MAC was refused: the pool may have gone to a coordinator older
+// than api.MACAPIVersion (a node of an older version taking charge of a
+// cluster being upgraded, or a coordinator rolled back).
+const macRefusedFor = 10 * time.Minute
+
+// macKey returns the request key to authenticate a request for path
+// with instead of a signature, or nil to sign it: before the pool said
+// it takes MACs, for macRefusedFor after it refused one, and for a
+// registration, which the pool checks with the key it carries.
+func (c *Client) macKey(path string) *[32]byte {
+	k := c.reqKey.Load()
+	if k == nil || path == registerPath || c.clock().UnixNano() < c.macOffUntil.Load() {
+		return nil
+	}
+	return k
+}
+
+// learnRequestKey derives this device's request key with the pool whose
+// GET /v1/pool answered info, when that pool takes requests with a MAC
+// (api.MACAPIVersion or later); a key it cannot agree with leaves the
+// requests signed.
+func (c *Client) learnRequestKey(info api.PoolInfo) {
+	if info.Version < api.MACAPIVersion || c.reqKey.Load() != nil {
+		return
+	}
+	shared, err := c.key.Agree(info.Key)
+	if err != nil {
+		return
+	}
+	k := api.RequestKey(shared, c.key.Public(), info.Key)
+	c.reqKey.Store(&k)
 }
 
 // answer turns a node's response into send's result: resp itself for a
@@ -595,7 +645,7 @@ func (c *Client) sendTo(ctx context.Context, base *url.URL, several bool, method
 // refused for its timestamp is signed again and sent once more when the
 // answer changed the measured clock offset from used, the one it was
 // signed with.
-func (c *Client) answer(ctx context.Context, resp *http.Response, used time.Duration, method, path string, query url.Values, body payload, sign, retried bool) (*http.Response, error) {
+func (c *Client) answer(ctx context.Context, resp *http.Response, used time.Duration, mac bool, method, path string, query url.Values, body payload, sign, retried bool) (*http.Response, error) {
 	if sign {
 		c.mu.Lock()
 		c.skewRefused = false
@@ -630,6 +680,19 @@ func (c *Client) answer(ctx context.Context, resp *http.Response, used time.Dura
 				return c.sendTry(ctx, method, path, query, body, sign, true)
 			}
 		}
+	}
+	if mac && ae.Status == http.StatusUnauthorized && ae.Code != codeClockSkew && rewind(body.r) {
+		// Refused with a MAC, after registering again where that was
+		// the answer: the node is older than api.MACAPIVersion, or does
+		// not agree on the key (a pool begun again). Sign, for a while,
+		// and ask once more; the pool's version and key are asked
+		// again when next needed.
+		c.macOffUntil.Store(c.clock().Add(macRefusedFor).UnixNano())
+		c.reqKey.Store(nil)
+		c.work.mu.Lock()
+		c.work.version = 0
+		c.work.mu.Unlock()
+		return c.sendTry(ctx, method, path, query, body, sign, true)
 	}
 	if sign && ae.Code == codeClockSkew {
 		off, _ := c.ClockOffset()

@@ -108,6 +108,7 @@ func (c *Client) apiVersion(ctx context.Context) int {
 		return 1
 	}
 	v = max(info.Version, 1)
+	c.learnRequestKey(info)
 	c.work.mu.Lock()
 	c.work.version = v
 	c.work.mu.Unlock()

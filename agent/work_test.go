@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -39,6 +40,13 @@ type gate struct {
 	version    int
 	refuseCBOR bool
 	garbleCBOR bool
+	// refuseMAC answers a request with a MAC 401, as a coordinator
+	// older than api.MACAPIVersion does.
+	refuseMAC bool
+
+	// auth counts requests by key and how they were authenticated
+	// ("sig", "mac" or "none").
+	auth map[string]int
 
 	mu      sync.Mutex
 	counts  map[string]int
@@ -52,8 +60,23 @@ func (g *gate) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.URL.Path != "/v1/pool" && req.URL.Path != "/v1/work" && req.URL.Path != "/v1/leases" && req.URL.Path != "/v1/offers" {
 		key = req.Method + " other"
 	}
+	kind := "none"
+	switch h := req.Header.Get("Authorization"); {
+	case strings.Contains(h, "mac="):
+		kind = "mac"
+	case strings.Contains(h, "sig="):
+		kind = "sig"
+	}
+	if key == "POST other" && req.URL.Path == "/v1/peers" {
+		key = "POST /v1/peers"
+	}
 	g.mu.Lock()
 	g.counts[key]++
+	if g.auth == nil {
+		g.auth = map[string]int{}
+	}
+	g.auth[key+" "+kind]++
+	refuseMAC := g.refuseMAC && kind == "mac"
 	hold, holding := g.hold, g.holding
 	if key == "POST /v1/work" {
 		g.hold = nil
@@ -67,6 +90,9 @@ func (g *gate) RoundTrip(req *http.Request) (*http.Response, error) {
 	refuse := g.refuseCBOR && key == "POST /v1/work" && req.Header.Get("Content-Type") == api.CBORContentType
 	g.mu.Unlock()
 	switch {
+	case refuseMAC:
+		return &http.Response{StatusCode: http.StatusUnauthorized, Header: http.Header{"Content-Type": {"application/json"}},
+			Body: io.NopCloser(bytes.NewReader([]byte(`{"error":"unauthorized: unknown Authorization parameter \"mac\"","code":"unauthorized"}`)))}, nil
 	case refuse:
 		return &http.Response{StatusCode: http.StatusBadRequest, Header: http.Header{"Content-Type": {"application/json"}},
 			Body: io.NopCloser(bytes.NewReader([]byte(`{"error":"the body is not a JSON object","code":"bad_request"}`)))}, nil
@@ -424,4 +450,92 @@ func TestClientResultAndNextLease(t *testing.T) {
 	if n := old.count("POST /v1/work"); n != 0 {
 		t.Errorf("%d POST /v1/work to a version 1 coordinator", n)
 	}
+}
+
+// TestClientRequestMAC: to a coordinator of api.MACAPIVersion or later
+// the client authenticates its requests with a MAC under its request key
+// with the pool, once it has asked the pool's version, and the
+// coordinator takes them; it signs its registration, and every request
+// to an older coordinator.
+func TestClientRequestMAC(t *testing.T) {
+	co, _, _ := poolWithJob(t, 4)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		version int
+		kind    string
+	}{
+		{0, "mac"}, // the coordinator's own, api.APIVersion
+		{api.MACAPIVersion - 1, "sig"},
+	} {
+		g := &gate{version: tc.version}
+		c := gatedClient(t, co.url, newDevice(t, nil), g)
+		first, err := c.Lease(ctx, 1)
+		if err != nil || len(first) != 1 {
+			t.Fatalf("version %d: Lease = %v, %v", tc.version, first, err)
+		}
+		if _, err := c.SendResultAndLease(ctx, first[0].ID, submission(first[0].Task), 1); err != nil {
+			t.Fatalf("version %d: SendResultAndLease: %v", tc.version, err)
+		}
+		// A request the coordinator refuses for what it asks, not for
+		// how it is authenticated, is answered as before.
+		if _, err := c.SendResultAndLease(ctx, first[0].ID, submission(first[0].Task+1), 0); !errors.Is(err, agent.ErrConflict) {
+			t.Errorf("version %d: another result for a returned lease: %v, want ErrConflict", tc.version, err)
+		}
+		g.mu.Lock()
+		if n := g.auth["POST /v1/work "+tc.kind]; n != g.counts["POST /v1/work"] || n < 3 {
+			t.Errorf("version %d: requests by how they were authenticated %v, want every POST /v1/work by %s", tc.version, g.auth, tc.kind)
+		}
+		if g.auth["POST /v1/peers sig"] != 1 || g.auth["POST /v1/peers mac"] != 0 {
+			t.Errorf("version %d: requests by how they were authenticated %v, want the registration signed", tc.version, g.auth)
+		}
+		g.mu.Unlock()
+	}
+}
+
+// TestClientRequestMACRefused: when a coordinator that says
+// api.MACAPIVersion refuses a request with a MAC (401: a node of an
+// older version in charge of a cluster being upgraded), the client
+// registers again and asks once more, as for any 401, then signs the
+// request, and signs every request for a while, then asks the pool's
+// version and key again and goes back to MACs.
+func TestClientRequestMACRefused(t *testing.T) {
+	co, _, _ := poolWithJob(t, 4)
+	ctx := context.Background()
+	g := &gate{refuseMAC: true}
+	c := gatedClient(t, co.url, newDevice(t, nil), g)
+	g.mu.Lock()
+	asked := g.counts["GET /v1/pool"] // by joining
+	g.mu.Unlock()
+	var now atomic.Int64 // the device's clock, moved on by hand
+	now.Store(time.Now().UnixNano())
+	c.SetClock(func() time.Time { return time.Unix(0, now.Load()) })
+	first, err := c.Lease(ctx, 1)
+	if err != nil || len(first) != 1 {
+		t.Fatalf("Lease = %v, %v", first, err)
+	}
+	next, err := c.SendResultAndLease(ctx, first[0].ID, submission(first[0].Task), 1)
+	if err != nil || len(next) != 1 {
+		t.Fatalf("SendResultAndLease = %+v, %v; want a lease", next, err)
+	}
+	g.mu.Lock()
+	if g.auth["POST /v1/work mac"] != 2 || g.auth["POST /v1/work sig"] != 2 || g.auth["POST /v1/peers sig"] != 2 {
+		t.Errorf("requests by how they were authenticated %v, want two POST /v1/work with a MAC (refused, then again after registering again), then each signed", g.auth)
+	}
+	g.refuseMAC = false // the upgrade is over
+	g.mu.Unlock()
+	now.Add(int64(11 * time.Minute))
+	if err := c.SendResult(ctx, next[0].ID, submission(next[0].Task)); err != nil {
+		t.Fatalf("SendResult: %v", err)
+	}
+	g.mu.Lock()
+	// The device's clock moved on, so the first try may be refused for
+	// its time and sent again with the pool's.
+	if g.auth["POST /v1/work mac"] < 3 || g.auth["POST /v1/work sig"] != 2 {
+		t.Errorf("requests by how they were authenticated %v, want MACs again after %v", g.auth, 11*time.Minute)
+	}
+	// The refusal made it ask the pool's version and key again.
+	if n := g.counts["GET /v1/pool"] - asked; n != 2 {
+		t.Errorf("%d GET /v1/pool after joining, want 2 (for the first request, and after the refusal)", n)
+	}
+	g.mu.Unlock()
 }

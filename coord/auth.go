@@ -1,10 +1,14 @@
 package coord
 
 import (
+	"crypto/ed25519"
+	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"idlepool/coord/api"
@@ -27,13 +31,15 @@ const (
 type authorization struct {
 	Peer string // the peer ID the request claims
 	TS   int64  // unix milliseconds
-	Sig  []byte // 64-byte Ed25519 signature
+	Sig  []byte // 64-byte Ed25519 signature, or nil when MAC is set
+	MAC  []byte // 32-byte HMAC-SHA256 under the device's api.RequestKey, or nil
 }
 
 // parseAuthorization parses an "Idlepool peer=…, ts=…, sig=…" header
-// value. Each parameter must appear exactly once; the scheme is matched
-// case-insensitively (RFC 9110, section 11.1). Errors wrap errAuth and say
-// what is wrong.
+// value, or one with mac=… (api.MACRequestDigest) instead of sig=….
+// Each parameter must appear exactly once, and sig or mac, not both;
+// the scheme is matched case-insensitively (RFC 9110, section 11.1).
+// Errors wrap errAuth and say what is wrong.
 func parseAuthorization(h string) (authorization, error) {
 	var a authorization
 	if h == "" {
@@ -46,7 +52,7 @@ func parseAuthorization(h string) (authorization, error) {
 	if !ok || !strings.EqualFold(scheme, api.AuthScheme) {
 		return a, fmt.Errorf("%w: Authorization scheme must be %q", errAuth, api.AuthScheme)
 	}
-	var seen [3]bool
+	var seen [4]bool // peer, ts, sig, mac
 	for part := range strings.SplitSeq(params, ",") {
 		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
 		if !ok || v == "" {
@@ -77,6 +83,13 @@ func parseAuthorization(h string) (authorization, error) {
 				return a, fmt.Errorf("%w: sig is not a base64 Ed25519 signature of 64 bytes", errAuth)
 			}
 			a.Sig = sig
+		case "mac":
+			i = 3
+			mac, err := base64.StdEncoding.Strict().DecodeString(v)
+			if err != nil || len(mac) != sha256.Size {
+				return a, fmt.Errorf("%w: mac is not a base64 HMAC-SHA256 of 32 bytes", errAuth)
+			}
+			a.MAC = mac
 		default:
 			return a, fmt.Errorf("%w: unknown Authorization parameter %q", errAuth, k)
 		}
@@ -85,10 +98,16 @@ func parseAuthorization(h string) (authorization, error) {
 		}
 		seen[i] = true
 	}
-	for i, name := range []string{"peer", "ts", "sig"} {
+	for i, name := range []string{"peer", "ts"} {
 		if !seen[i] {
 			return a, fmt.Errorf("%w: Authorization header has no %s", errAuth, name)
 		}
+	}
+	switch {
+	case !seen[2] && !seen[3]:
+		return a, fmt.Errorf("%w: Authorization header has no sig (or mac)", errAuth)
+	case seen[2] && seen[3]:
+		return a, fmt.Errorf("%w: Authorization header has both sig and mac: give one", errAuth)
 	}
 	return a, nil
 }
@@ -102,10 +121,68 @@ func (a authorization) checkTime(now time.Time) error {
 	return nil
 }
 
-// verify checks the signature over the request with the peer's key.
-func (a authorization) verify(key []byte, method, target string, bodySHA256 [32]byte) error {
-	if err := identity.Verify(key, api.RequestMessage(method, target, a.TS, bodySHA256), a.Sig); err != nil {
+// verify checks the signature over the request with the peer's key, or
+// its MAC under the key keys derives for it.
+func (a authorization) verify(keys *requestKeys, key []byte, method, target string, bodySHA256 [32]byte) error {
+	msg := api.RequestMessage(method, target, a.TS, bodySHA256)
+	if a.MAC != nil {
+		k, err := keys.of(key)
+		if err != nil {
+			return fmt.Errorf("%w: no request key with peer %s: %w", errAuth, a.Peer, err)
+		}
+		if !hmac.Equal(a.MAC, api.RequestMAC(&k, msg)) {
+			return fmt.Errorf("%w: the mac does not verify with the request key of peer %s and this pool (sign the request instead if the device took the pool's key from elsewhere)", errAuth, a.Peer)
+		}
+		return nil
+	}
+	if err := identity.Verify(key, msg, a.Sig); err != nil {
 		return fmt.Errorf("%w: the signature does not verify with the key of peer %s", errAuth, a.Peer)
 	}
 	return nil
+}
+
+// maxRequestKeys bounds how many devices' request keys a requestKeys
+// keeps; past it, it forgets them all and derives them again as asked
+// (about 0.1 ms each).
+const maxRequestKeys = 1 << 16
+
+// requestKeys derives each device's api.RequestKey with the pool, from
+// the pool's key, and keeps it: the X25519 agreement costs some 50 µs
+// once per device, where a signature check cost as much per request.
+// It is safe for concurrent use.
+type requestKeys struct {
+	pool *identity.Key
+	mu   sync.Mutex
+	keys map[[ed25519.PublicKeySize]byte][32]byte // by the device's public key
+}
+
+func newRequestKeys(pool *identity.Key) *requestKeys {
+	return &requestKeys{pool: pool, keys: map[[ed25519.PublicKeySize]byte][32]byte{}}
+}
+
+// of returns the request key of the device whose public key is device.
+// Errors wrap identity.ErrBadKey: device is not a usable key.
+func (r *requestKeys) of(device []byte) ([32]byte, error) {
+	if len(device) != ed25519.PublicKeySize {
+		return [32]byte{}, fmt.Errorf("%w: public key of %d bytes", identity.ErrBadKey, len(device))
+	}
+	id := [ed25519.PublicKeySize]byte(device)
+	r.mu.Lock()
+	k, ok := r.keys[id]
+	r.mu.Unlock()
+	if ok {
+		return k, nil
+	}
+	shared, err := r.pool.Agree(device)
+	if err != nil {
+		return k, err
+	}
+	k = api.RequestKey(shared, device, r.pool.Public())
+	r.mu.Lock()
+	if len(r.keys) >= maxRequestKeys {
+		clear(r.keys)
+	}
+	r.keys[id] = k
+	r.mu.Unlock()
+	return k, nil
 }

@@ -178,7 +178,7 @@ func (s *Server) signed(limit int64, h func(http.ResponseWriter, *http.Request, 
 		if fwd {
 			err = f.verify(&s.fwdKey, s.cfg.Shard, r.Method, r.URL.RequestURI(), b.sum)
 		} else {
-			err = a.verify(p.Key, r.Method, r.URL.RequestURI(), b.sum)
+			err = a.verify(s.reqKeys, p.Key, r.Method, r.URL.RequestURI(), b.sum)
 		}
 		if err != nil {
 			return err
@@ -258,7 +258,7 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) error {
 	if a.Peer != id {
 		return unauthorized(fmt.Errorf("the request is signed as peer %s but registers the key of peer %s", a.Peer, id))
 	}
-	if err := a.verify(reg.Key, r.Method, r.URL.RequestURI(), b.sum); err != nil {
+	if err := a.verify(s.reqKeys, reg.Key, r.Method, r.URL.RequestURI(), b.sum); err != nil {
 		return err
 	}
 	if err := identity.Verify(reg.OwnerKey, pool.EndorsementMessage(reg.Key), reg.Endorsement); err != nil {
@@ -339,7 +339,7 @@ func (s *Server) putBlob(w http.ResponseWriter, r *http.Request) error {
 	if !ok {
 		return unauthorized(fmt.Errorf("unknown peer %s: register first (POST /v1/peers)", a.Peer))
 	}
-	if err := a.verify(p.Key, r.Method, r.URL.RequestURI(), d); err != nil {
+	if err := a.verify(s.reqKeys, p.Key, r.Method, r.URL.RequestURI(), d); err != nil {
 		return unauthorized(fmt.Errorf("%w (for a blob, sign the body's SHA-256, which is the digest in the path)", err))
 	}
 	if s.blobs.has(d) {

@@ -48,7 +48,8 @@ type Server struct {
 	log     *slog.Logger
 	lock    *home.Lock // on DataDir, held until Close
 	key     *identity.Key
-	fwdKey  forwardKey // the MAC key of forwarded requests, for a shard of a divided pool (forward.go)
+	fwdKey  forwardKey   // the MAC key of forwarded requests, for a shard of a divided pool (forward.go)
+	reqKeys *requestKeys // the devices' request keys, for requests with a MAC (auth.go)
 	db      *store.DB
 	blobs   *blobStore
 	sched   *pool.Scheduler
@@ -197,6 +198,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if s.key, err = identity.LoadOrCreate(filepath.Join(cfg.DataDir, keyFile)); err != nil {
 		return nil, fmt.Errorf("coordinator key: %w", err)
 	}
+	s.reqKeys = newRequestKeys(s.key)
 	if cfg.Shards > 1 {
 		s.fwdKey = newForwardKey(s.key)
 	}

@@ -161,6 +161,10 @@ type ShardRouter struct {
 	mux    *http.ServeMux
 	limits Config // MaxBodyMemory, for frontBodyLimit
 
+	// reqKeys are the devices' request keys, for the requests with a
+	// MAC it splits (checkSignature).
+	reqKeys *requestKeys
+
 	mu      sync.Mutex
 	proxies map[string]*httputil.ReverseProxy // by shard and base URL
 
@@ -211,7 +215,7 @@ func NewShardRouter(cfg ShardRouterConfig) (*ShardRouter, error) {
 	if cfg.MaxBodyMemory < maxJSONBody {
 		return nil, fmt.Errorf("%w: body memory of %d bytes is below %d (the largest JSON body)", ErrConfig, cfg.MaxBodyMemory, maxJSONBody)
 	}
-	rt := &ShardRouter{cfg: cfg, fwd: newForwardKey(cfg.Key), log: cfg.Logger, mem: newBudget("memory", cfg.MaxBodyMemory),
+	rt := &ShardRouter{cfg: cfg, fwd: newForwardKey(cfg.Key), reqKeys: newRequestKeys(cfg.Key), log: cfg.Logger, mem: newBudget("memory", cfg.MaxBodyMemory),
 		client: &http.Client{Transport: cfg.Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 		limits: Config{MaxBodyMemory: cfg.MaxBodyMemory}, proxies: map[string]*httputil.ReverseProxy{},
 		queued: make([]atomic.Int64, cfg.Shards), queuedAt: make([]atomic.Int64, cfg.Shards), keys: peerKeys{m: map[string]ed25519.PublicKey{}}}
@@ -954,7 +958,7 @@ func (rt *ShardRouter) checkSignature(r *http.Request, body []byte) (string, err
 	if !ok {
 		return "", unauthorized(fmt.Errorf("unknown peer %s: register first (POST /v1/peers)", a.Peer))
 	}
-	return a.Peer, a.verify(key, r.Method, r.URL.RequestURI(), sha256.Sum256(body))
+	return a.Peer, a.verify(rt.reqKeys, key, r.Method, r.URL.RequestURI(), sha256.Sum256(body))
 }
 
 // fail answers err as a coordinator answers it.

@@ -178,7 +178,7 @@ func (rc *routerClient) do(t *testing.T, p *testPeer, method, path string, v any
 		req.Header.Set("Content-Type", "application/json")
 	}
 	if p != nil {
-		SignRequest(req, body, p.key, time.Now())
+		p.authenticate(t, req, body)
 	}
 	resp, err := rc.client.Do(req)
 	if err != nil {
@@ -256,6 +256,9 @@ func TestShardRouterSplitsWork(t *testing.T) {
 	shards := startShards(t, k)
 	rc, _ := routerFor(t, shards)
 	alice, bob, carol := newPeer(t, nil), newPeer(t, nil), newPeer(t, nil)
+	// Carol authenticates with MACs: the router checks those of the
+	// requests it splits, and each shard those it is passed.
+	carol.macFor = poolKeyOf(t, shards).Public()
 	rc.register(t, alice, bob, carol)
 	jobs := shardedJobs(t, k, 3)
 	onShard := map[int]int{}

@@ -3,6 +3,7 @@ package coord
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/json"
 	"io"
@@ -69,9 +70,28 @@ func runServer(t *testing.T, edit func(*Config)) (*testServer, func()) {
 	}
 }
 
-// testPeer is a device with its own key and an owner key.
+// testPeer is a device with its own key and an owner key. With macFor
+// set (the pool's public key), it authenticates its requests with a MAC
+// under its request key with that pool instead of signing them (but its
+// registration).
 type testPeer struct {
 	key, owner *identity.Key
+	macFor     ed25519.PublicKey
+}
+
+// authenticate signs req, whose body is body, or sets its MAC (macFor).
+func (p *testPeer) authenticate(t *testing.T, req *http.Request, body []byte) {
+	t.Helper()
+	if p.macFor == nil || req.URL.Path == "/v1/peers" {
+		SignRequest(req, body, p.key, time.Now())
+		return
+	}
+	shared, err := p.key.Agree(p.macFor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := api.RequestKey(shared, p.key.Public(), p.macFor)
+	api.MACRequestDigest(req, sha256.Sum256(body), p.ID(), &k, time.Now())
 }
 
 func newPeer(t *testing.T, owner *identity.Key) *testPeer {

@@ -43,7 +43,13 @@ import "idlepool/pool"
 // it as JSON and refuse it, so an agent sends it only to version 8 or
 // later. Its answer comes in CBOR when the request's Accept prefers it
 // (content negotiation, as GET /v1/receipts's), whatever the body's form.
-const APIVersion = 8
+//
+// Version 9 is version 8 plus requests authenticated by a MAC under a
+// key the device and the pool agree on (MACRequestDigest, RequestKey)
+// instead of a signature. A coordinator of version 8 refuses such a
+// request (401), so an agent sends them only to version 9 or later, and
+// signs its requests again for a while when one is refused.
+const APIVersion = 9
 
 // MaxWorkResults is the most results one POST /v1/work carries, and
 // MaxWorkResultBytes the most result bytes (all results together); a
