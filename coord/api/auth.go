@@ -25,8 +25,8 @@ import (
 //	Authorization: Idlepool peer=<peer ID>, ts=<unix milliseconds>, mac=<base64 HMAC-SHA256>
 //
 // where mac is the HMAC-SHA256 of RequestMessage under the device's
-// RequestKey with the pool: checking it costs the coordinator about a
-// microsecond where a signature costs some 50.
+// RequestKey with the pool: checking it costs the coordinator some 2 µs
+// where a signature costs some 40 (coord's BenchmarkRequestAuth).
 
 const (
 	// AuthScheme is the scheme of the Authorization header.
