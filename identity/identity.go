@@ -7,6 +7,9 @@
 // nobody finds a second key with the same ID. A device's peer ID is its key's
 // ID; a person's devices share one owner key, whose ID is the owner ID.
 //
+// Key.Agree gives the secret two key holders share without an exchange
+// (X25519, RFC 7748, of one's private key and the other's public key).
+//
 // Key files hold the 32-byte private seed as base64 on one line, mode 0600.
 // Keys are immutable and safe for concurrent use.
 package identity
