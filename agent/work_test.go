@@ -280,16 +280,21 @@ func TestClientBatchesWork(t *testing.T) {
 // TestClientWorkCBOR: the client sends POST /v1/work in CBOR, asking for
 // a CBOR answer, to a coordinator of API version 8 or later, and in JSON
 // to one of version 7, which would read a CBOR body as JSON and refuse
-// it; both take the results and grant the leases.
+// it; it authenticates its requests with a MAC under its request key
+// with the pool to one of api.MACAPIVersion or later (once it has asked
+// the version), and signs them for older ones, and its registration
+// always. Each coordinator takes the results and grants the leases.
 func TestClientWorkCBOR(t *testing.T) {
 	co, _, j := poolWithJob(t, 4)
 	ctx := context.Background()
+	const inCBOR = "application/cbor accept application/cbor, application/json;q=0.5"
 	for _, tc := range []struct {
-		version int
-		want    string
+		version    int
+		want, auth string
 	}{
-		{0, "application/cbor accept application/cbor, application/json;q=0.5"},
-		{7, "application/json accept "},
+		{0, inCBOR, "mac"}, // the coordinator's own, api.APIVersion
+		{api.MACAPIVersion - 1, inCBOR, "sig"},
+		{7, "application/json accept ", "sig"},
 	} {
 		g := &gate{version: tc.version}
 		c := gatedClient(t, co.url, newDevice(t, nil), g)
@@ -308,6 +313,12 @@ func TestClientWorkCBOR(t *testing.T) {
 		g.mu.Lock()
 		if g.ctypes[tc.want] != g.counts["POST /v1/work"] || g.ctypes[tc.want] < 3 {
 			t.Errorf("version %d: POST /v1/work by Content-Type and Accept %v, want all %q", tc.version, g.ctypes, tc.want)
+		}
+		if n := g.auth["POST /v1/work "+tc.auth]; n != g.counts["POST /v1/work"] {
+			t.Errorf("version %d: requests by how they were authenticated %v, want every POST /v1/work by %s", tc.version, g.auth, tc.auth)
+		}
+		if g.auth["POST /v1/peers sig"] != 1 || g.auth["POST /v1/peers mac"] != 0 {
+			t.Errorf("version %d: requests by how they were authenticated %v, want the registration signed", tc.version, g.auth)
 		}
 		g.mu.Unlock()
 	}
@@ -449,46 +460,6 @@ func TestClientResultAndNextLease(t *testing.T) {
 	}
 	if n := old.count("POST /v1/work"); n != 0 {
 		t.Errorf("%d POST /v1/work to a version 1 coordinator", n)
-	}
-}
-
-// TestClientRequestMAC: to a coordinator of api.MACAPIVersion or later
-// the client authenticates its requests with a MAC under its request key
-// with the pool, once it has asked the pool's version, and the
-// coordinator takes them; it signs its registration, and every request
-// to an older coordinator.
-func TestClientRequestMAC(t *testing.T) {
-	co, _, _ := poolWithJob(t, 4)
-	ctx := context.Background()
-	for _, tc := range []struct {
-		version int
-		kind    string
-	}{
-		{0, "mac"}, // the coordinator's own, api.APIVersion
-		{api.MACAPIVersion - 1, "sig"},
-	} {
-		g := &gate{version: tc.version}
-		c := gatedClient(t, co.url, newDevice(t, nil), g)
-		first, err := c.Lease(ctx, 1)
-		if err != nil || len(first) != 1 {
-			t.Fatalf("version %d: Lease = %v, %v", tc.version, first, err)
-		}
-		if _, err := c.SendResultAndLease(ctx, first[0].ID, submission(first[0].Task), 1); err != nil {
-			t.Fatalf("version %d: SendResultAndLease: %v", tc.version, err)
-		}
-		// A request the coordinator refuses for what it asks, not for
-		// how it is authenticated, is answered as before.
-		if _, err := c.SendResultAndLease(ctx, first[0].ID, submission(first[0].Task+1), 0); !errors.Is(err, agent.ErrConflict) {
-			t.Errorf("version %d: another result for a returned lease: %v, want ErrConflict", tc.version, err)
-		}
-		g.mu.Lock()
-		if n := g.auth["POST /v1/work "+tc.kind]; n != g.counts["POST /v1/work"] || n < 3 {
-			t.Errorf("version %d: requests by how they were authenticated %v, want every POST /v1/work by %s", tc.version, g.auth, tc.kind)
-		}
-		if g.auth["POST /v1/peers sig"] != 1 || g.auth["POST /v1/peers mac"] != 0 {
-			t.Errorf("version %d: requests by how they were authenticated %v, want the registration signed", tc.version, g.auth)
-		}
-		g.mu.Unlock()
 	}
 }
 
