@@ -333,17 +333,8 @@ func TestClientWorkCBORRefused(t *testing.T) {
 	ctx := context.Background()
 	g := &gate{refuseCBOR: true}
 	c := gatedClient(t, co.url, newDevice(t, nil), g)
-	var now atomic.Int64 // the device's clock, moved on by hand
-	now.Store(time.Now().UnixNano())
-	c.SetClock(func() time.Time { return time.Unix(0, now.Load()) })
-	first, err := c.Lease(ctx, 1)
-	if err != nil || len(first) != 1 {
-		t.Fatalf("Lease = %v, %v", first, err)
-	}
-	next, err := c.SendResultAndLease(ctx, first[0].ID, submission(first[0].Task), 1)
-	if err != nil || len(next) != 1 {
-		t.Fatalf("SendResultAndLease = %+v, %v; want a lease", next, err)
-	}
+	now := setClockByHand(c)
+	next := leaseAndReturn(t, ctx, c)
 	const inCBOR = "application/cbor accept application/cbor, application/json;q=0.5"
 	const inJSON = "application/json accept "
 	g.mu.Lock()
@@ -353,7 +344,7 @@ func TestClientWorkCBORRefused(t *testing.T) {
 	g.refuseCBOR = false // the upgrade is over
 	g.mu.Unlock()
 	now.Add(int64(11 * time.Minute))
-	if err := c.SendResult(ctx, next[0].ID, submission(next[0].Task)); err != nil {
+	if err := c.SendResult(ctx, next.ID, submission(next.Task)); err != nil {
 		t.Fatalf("SendResult: %v", err)
 	}
 	g.mu.Lock()
@@ -477,17 +468,8 @@ func TestClientRequestMACRefused(t *testing.T) {
 	g.mu.Lock()
 	asked := g.counts["GET /v1/pool"] // by joining
 	g.mu.Unlock()
-	var now atomic.Int64 // the device's clock, moved on by hand
-	now.Store(time.Now().UnixNano())
-	c.SetClock(func() time.Time { return time.Unix(0, now.Load()) })
-	first, err := c.Lease(ctx, 1)
-	if err != nil || len(first) != 1 {
-		t.Fatalf("Lease = %v, %v", first, err)
-	}
-	next, err := c.SendResultAndLease(ctx, first[0].ID, submission(first[0].Task), 1)
-	if err != nil || len(next) != 1 {
-		t.Fatalf("SendResultAndLease = %+v, %v; want a lease", next, err)
-	}
+	now := setClockByHand(c)
+	next := leaseAndReturn(t, ctx, c)
 	g.mu.Lock()
 	if g.auth["POST /v1/work mac"] != 2 || g.auth["POST /v1/work sig"] != 2 || g.auth["POST /v1/peers sig"] != 2 {
 		t.Errorf("requests by how they were authenticated %v, want two POST /v1/work with a MAC (refused, then again after registering again), then each signed", g.auth)
@@ -495,7 +477,7 @@ func TestClientRequestMACRefused(t *testing.T) {
 	g.refuseMAC = false // the upgrade is over
 	g.mu.Unlock()
 	now.Add(int64(11 * time.Minute))
-	if err := c.SendResult(ctx, next[0].ID, submission(next[0].Task)); err != nil {
+	if err := c.SendResult(ctx, next.ID, submission(next.Task)); err != nil {
 		t.Fatalf("SendResult: %v", err)
 	}
 	g.mu.Lock()
@@ -509,4 +491,28 @@ func TestClientRequestMACRefused(t *testing.T) {
 		t.Errorf("%d GET /v1/pool after joining, want 2 (for the first request, and after the refusal)", n)
 	}
 	g.mu.Unlock()
+}
+
+// setClockByHand gives c a clock that stands still at the time of the
+// call until moved on through the returned nanoseconds.
+func setClockByHand(c *agent.Client) *atomic.Int64 {
+	now := new(atomic.Int64)
+	now.Store(time.Now().UnixNano())
+	c.SetClock(func() time.Time { return time.Unix(0, now.Load()) })
+	return now
+}
+
+// leaseAndReturn leases one task through c, returns its result with a
+// request for another, and returns that next lease.
+func leaseAndReturn(t *testing.T, ctx context.Context, c *agent.Client) pool.Lease {
+	t.Helper()
+	first, err := c.Lease(ctx, 1)
+	if err != nil || len(first) != 1 {
+		t.Fatalf("Lease = %v, %v", first, err)
+	}
+	next, err := c.SendResultAndLease(ctx, first[0].ID, submission(first[0].Task), 1)
+	if err != nil || len(next) != 1 {
+		t.Fatalf("SendResultAndLease = %+v, %v; want a lease", next, err)
+	}
+	return next[0]
 }
