@@ -95,10 +95,9 @@ type Client struct {
 	// (api.RequestKey), set once the pool said it takes requests with a
 	// MAC (apiVersion); nil until then, or when its key is unusable.
 	reqKey atomic.Pointer[[32]byte]
-	// macOffUntil, while after the device's clock, has requests signed
-	// whatever reqKey says: one with a MAC was refused (answer). It is
-	// unix nanoseconds of the device's clock.
-	macOffUntil atomic.Int64
+	// macRefused has requests signed whatever reqKey says, for a while
+	// after one with a MAC was refused (answer).
+	macRefused refusedFor
 
 	// inCharge caches which known node the last InChargeHeader named
 	// (preferInCharge); given is how many of the nodes NewClient was
@@ -618,7 +617,7 @@ const macRefusedFor = 10 * time.Minute
 // registration, which the pool checks with the key it carries.
 func (c *Client) macKey(path string) *[32]byte {
 	k := c.reqKey.Load()
-	if k == nil || path == registerPath || c.clock().UnixNano() < c.macOffUntil.Load() {
+	if k == nil || path == registerPath || c.macRefused.active(c.clock()) {
 		return nil
 	}
 	return k
@@ -687,7 +686,7 @@ func (c *Client) answer(ctx context.Context, resp *http.Response, used time.Dura
 		// not agree on the key (a pool begun again). Sign, for a while,
 		// and ask once more; the pool's version and key are asked
 		// again when next needed.
-		c.macOffUntil.Store(c.clock().Add(macRefusedFor).UnixNano())
+		c.macRefused.refuse(c.clock(), macRefusedFor)
 		c.reqKey.Store(nil)
 		c.work.mu.Lock()
 		c.work.version = 0

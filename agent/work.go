@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"idlepool/coord/api"
@@ -51,11 +52,24 @@ type workQueue struct {
 	ops     []*workOp
 	sending bool // a leader is sending
 	version int  // the coordinator's API version; 0 until known
-	// jsonUntil, while after the device's clock, has requests sent in
-	// JSON whatever the version says: a CBOR one was refused whole
-	// (sendWork).
-	jsonUntil time.Time
+	// cborRefused has requests sent in JSON whatever the version says,
+	// for a while after a CBOR one was refused whole (sendWork).
+	cborRefused refusedFor
 }
+
+// refusedFor is the time until which a form of request the pool refused
+// (a body in CBOR, a MAC) is not used again: the client goes back to the
+// older form for a while, then tries the newer one again. Its zero value
+// refuses nothing; it is safe for concurrent use.
+type refusedFor struct {
+	until atomic.Int64 // unix nanoseconds of the device's clock
+}
+
+// refuse notes a refusal at now, for d.
+func (r *refusedFor) refuse(now time.Time, d time.Duration) { r.until.Store(now.Add(d).UnixNano()) }
+
+// active reports whether the form is still refused at now.
+func (r *refusedFor) active(now time.Time) bool { return now.UnixNano() < r.until.Load() }
 
 // cborRefusedFor is how long the client sends POST /v1/work in JSON after
 // a coordinator that says version 8 or later refused one in CBOR whole.
@@ -72,19 +86,14 @@ const cborRefusedFor = 10 * time.Minute
 // CBOR answer that does not decode is an error (ErrUnavailable: the
 // results are sent again) and turns to JSON for cborRefusedFor too.
 func (c *Client) sendWork(ctx context.Context, req api.WorkRequest, out *api.WorkResponse) error {
-	c.work.mu.Lock()
-	useJSON := c.clock().Before(c.work.jsonUntil)
-	c.work.mu.Unlock()
-	if !useJSON && c.apiVersion(ctx) >= cborWorkAPIVersion {
+	if !c.work.cborRefused.active(c.clock()) && c.apiVersion(ctx) >= cborWorkAPIVersion {
 		err := c.postCBOR(ctx, "/v1/work", req, out)
 		ae, refused := errors.AsType[*APIError](err)
 		refused = refused && ae.Status == http.StatusBadRequest
 		if !refused && !errors.Is(err, errCBORAnswer) {
 			return err
 		}
-		c.work.mu.Lock()
-		c.work.jsonUntil = c.clock().Add(cborRefusedFor)
-		c.work.mu.Unlock()
+		c.work.cborRefused.refuse(c.clock(), cborRefusedFor)
 		if !refused {
 			return err
 		}
