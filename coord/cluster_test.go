@@ -591,7 +591,15 @@ func TestClusterPartition(t *testing.T) {
 			t.Fatalf("lease via node3 before the cut: %d %s, %d leases", a.status, a.body, len(lr.Leases))
 		}
 		for _, g := range lr.Leases {
-			if a := nodes[2].doLed(t, p, "POST", "/v1/leases/"+g.Lease+"/result", submission(g)); a.status != http.StatusOK {
+			// A lapse in charge that doLed waits out can outlast the
+			// lease's 10 s on a busy machine: the task is then leased
+			// again and finished after the heal, as a lost answer's is.
+			a := nodes[2].doLed(t, p, "POST", "/v1/leases/"+g.Lease+"/result", submission(g))
+			if a.status == http.StatusGone && strings.Contains(string(a.body), `"lease_expired"`) {
+				t.Logf("result via node3 before the cut: lease %s expired while the node in charge changed hands: %s", g.Lease, a.body)
+				continue
+			}
+			if a.status != http.StatusOK {
 				t.Fatalf("result via node3: %d %s", a.status, a.body)
 			}
 		}
@@ -1118,9 +1126,16 @@ func TestClusterNodeWaitsForANewBucket(t *testing.T) {
 		}
 	})
 	const waiting = "Waiting for the cluster's JetStream"
-	waitUntil(t, patience(t), "node1 waiting for the pool key bucket", func() bool {
+	const needThree = "3 nodes up and routed to this one: the bucket is new and keeps a replica on each of 3 nodes"
+	// Every wait that JetStream answered (it could not place the
+	// bucket's replicas) says 3 nodes are needed. A try that JetStream
+	// did not answer in time (a busy machine) cannot know why, and says
+	// it needs a majority's answer: those are not held to it.
+	waitUntil(t, patience(t), "node1 waiting for the pool key bucket, saying it needs 3 nodes up", func() bool {
 		for _, r := range lines.find(waiting) {
-			if what, _ := r["waitingFor"].(string); strings.Contains(what, cluster.PoolKeyBucket) {
+			what, _ := r["waitingFor"].(string)
+			need, _ := r["need"].(string)
+			if strings.Contains(what, cluster.PoolKeyBucket) && need == needThree {
 				return true
 			}
 		}
@@ -1129,7 +1144,8 @@ func TestClusterNodeWaitsForANewBucket(t *testing.T) {
 	for _, r := range lines.find(waiting) {
 		what, _ := r["waitingFor"].(string)
 		need, _ := r["need"].(string)
-		if strings.Contains(what, cluster.PoolKeyBucket) && need != "3 nodes up and routed to this one: the bucket is new and keeps a replica on each of 3 nodes" {
+		why, _ := r["err"].(string)
+		if strings.Contains(what, cluster.PoolKeyBucket) && strings.Contains(why, "too few nodes up to place") && need != needThree {
 			t.Errorf("node1 waits for %s and says it needs %q; want it to say it needs 3 nodes up", what, need)
 		}
 	}
