@@ -116,6 +116,26 @@ header = true`,
 				if j.Cost(j.Task(i)) != got.Cost(got.Task(i)) {
 					t.Errorf("task %d cost differs", i)
 				}
+				// CostOf and WorkCostOf, which build no task where the
+				// cost takes no parameter, agree with Cost and WorkCost.
+				if c, want := j.CostOf(i), j.Cost(j.Task(i)); c != want {
+					t.Errorf("task %d: CostOf %v, Cost %v", i, c, want)
+				}
+				for _, n := range []uint64{0, 1, 7e7, 1e8, 3e8, 1e15} {
+					if c, want := j.WorkCostOf(i, n), j.WorkCost(j.Task(i), n); c != want {
+						t.Errorf("task %d, %d instructions: WorkCostOf %v, WorkCost %v", i, n, c, want)
+					}
+				}
+			}
+			for _, i := range []int64{-1, j.NumTasks()} { // out of range panics, as Task does
+				func() {
+					defer func() {
+						if recover() == nil {
+							t.Errorf("CostOf(%d) of a job of %d tasks did not panic", i, j.NumTasks())
+						}
+					}()
+					j.CostOf(i)
+				}()
 			}
 		})
 	}

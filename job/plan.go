@@ -446,6 +446,27 @@ func (j *Job) Cost(t Task) float64 {
 	return c
 }
 
+// CostOf is Cost(Task(index)): the planner's declared cost of task index
+// in cost units. Where the policy names no cost_param (the cost is its
+// task_cost alone) it builds no task, whose seed alone is a SHA-256: a
+// scheduler asks for a task's cost at each lease and each decision. It
+// panics on an index out of range, as Task does.
+func (j *Job) CostOf(index int64) float64 {
+	if j.Manifest.Policy.CostParam != "" {
+		return j.Cost(j.Task(index))
+	}
+	if index < 0 || index >= j.numTasks {
+		panic(fmt.Sprintf("job: task index %d out of range [0,%d)", index, j.numTasks))
+	}
+	return j.Manifest.Policy.TaskCost
+}
+
+// WorkCostOf is WorkCost(Task(index), instructions), building no task
+// where CostOf builds none.
+func (j *Job) WorkCostOf(index int64, instructions uint64) float64 {
+	return min(j.CostOf(index), float64(instructions)/InstructionsPerCostUnit)
+}
+
 // InstructionsPerCostUnit is the published rate at which counted work
 // becomes cost: one cost unit for every 10^8 WebAssembly instructions a
 // task executed, as the worker counts them (its metering rule 1; GPU

@@ -86,5 +86,5 @@ func (js *jobState) workCost(ts *taskState, agreeing map[*replica]bool) (cost fl
 	if !ok {
 		return 0, 0, false
 	}
-	return js.j.WorkCost(js.j.Task(ts.index), count), count, true
+	return js.j.WorkCostOf(ts.index, count), count, true
 }

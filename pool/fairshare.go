@@ -98,5 +98,5 @@ func (s *Scheduler) sortFair(jobs []*jobState, prio map[string]float64) {
 // used charges a leased replica's planner cost to its job's owner. s.mu
 // is held.
 func (s *Scheduler) used(js *jobState, i int64, now time.Time) {
-	s.trust.owner(js.rec.Owner).usage.add(js.j.Cost(js.j.Task(i)), now)
+	s.trust.owner(js.rec.Owner).usage.add(js.j.CostOf(i), now)
 }

@@ -213,7 +213,7 @@ func (s *Scheduler) refetched(js *jobState, ts *taskState, r *replica) {
 		// It credits the work the accepted replicas agreed on, not
 		// what this device alone counted.
 		r.rec.State, e.Kind = ReplicaAgreed, KindReceipt
-		e.Cost, e.Work = js.j.WorkCost(js.j.Task(ts.index), v.Work), v.Work
+		e.Cost, e.Work = js.j.WorkCostOf(ts.index, v.Work), v.Work
 		s.endRefetch(js, ts)
 		s.log.Info("A lost result was computed again", "job", js.rec.ID.String(), "task", ts.index,
 			"seq", rf.seq, "peer", r.rec.Peer)

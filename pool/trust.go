@@ -675,5 +675,5 @@ func provisionalCost(js *jobState, i int64, r *replica) (float64, uint64) {
 	if !metered(r.rec.Work) {
 		return 0, 0
 	}
-	return js.j.WorkCost(js.j.Task(i), r.rec.Work.Count), r.rec.Work.Count
+	return js.j.WorkCostOf(i, r.rec.Work.Count), r.rec.Work.Count
 }
