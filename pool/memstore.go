@@ -68,6 +68,11 @@ type MemStore struct {
 	// change only).
 	known    []bool
 	repeated bool
+	// stored[i] is the record m held for b.Replicas[i]'s lease when
+	// check ran (nil for a new lease, or one earlier in the batch): apply
+	// shares its copies of the result and work where the new record's
+	// are equal, since m never changes a record in place.
+	stored []*ReplicaRecord
 	// nextHead is the hash of the last entry of that batch, the
 	// ledger's head once apply applies it: check has it (from the
 	// batch's leaves, or hashing each entry), so apply does not hash
@@ -121,14 +126,42 @@ func cloneBytes(b []byte) []byte {
 
 // cloneReplica returns r with its result, reference and work copied.
 func cloneReplica(r ReplicaRecord) ReplicaRecord {
-	r.Result, r.Ref, r.Work = cloneBytes(r.Result), cloneManifest(r.Ref), cloneWork(r.Work)
+	ownReplica(&r)
 	return r
+}
+
+// ownReplica gives r copies of its result, reference and work of its
+// own, as cloneReplica does, in place.
+func ownReplica(r *ReplicaRecord) { ownReplicaLike(r, nil) }
+
+// ownReplicaLike is ownReplica where old, when not nil, is a record the
+// store keeps and never changes: r takes old's result and work where
+// they are equal to its own rather than new copies (a replica's result
+// and work are the same in its returned and its settled record).
+func ownReplicaLike(r, old *ReplicaRecord) {
+	if old != nil && r.Result != nil && old.Result != nil && bytes.Equal(r.Result, old.Result) {
+		r.Result = old.Result
+	} else {
+		r.Result = cloneBytes(r.Result)
+	}
+	if old != nil && r.Work != nil && old.Work != nil && *r.Work == *old.Work {
+		r.Work = old.Work
+	} else {
+		r.Work = cloneWork(r.Work)
+	}
+	r.Ref = cloneManifest(r.Ref)
 }
 
 // cloneOutcome returns o with its result, reference and holders copied.
 func cloneOutcome(o OutcomeRecord) OutcomeRecord {
-	o.Result, o.Ref, o.Holders = cloneBytes(o.Result), cloneManifest(o.Ref), slices.Clone(o.Holders)
+	ownOutcome(&o)
 	return o
+}
+
+// ownOutcome gives o copies of its result, reference and holders of its
+// own, as cloneOutcome does, in place.
+func ownOutcome(o *OutcomeRecord) {
+	o.Result, o.Ref, o.Holders = cloneBytes(o.Result), cloneManifest(o.Ref), slices.Clone(o.Holders)
 }
 
 func clonePeer(p Peer) Peer {
@@ -195,18 +228,23 @@ func (m *MemStore) apply(b *Batch) {
 		m.jobs[j.ID] = &j
 		m.jobSeq = append(m.jobSeq, j.ID)
 	}
-	for i, r := range b.Replicas {
-		r = cloneReplica(r)
+	for i := range b.Replicas {
+		r := new(ReplicaRecord) // one copy of the record, on the heap where the map keeps it
+		*r = b.Replicas[i]
+		ownReplicaLike(r, m.stored[i])
 		r.Prev = 0
 		if !m.known[i] {
 			m.repSeq = append(m.repSeq, r.Lease)
 		}
-		m.replicas[r.Lease] = &r
-		m.applied = append(m.applied, &r)
+		m.replicas[r.Lease] = r
+		m.applied = append(m.applied, r)
 	}
-	for _, o := range b.Outcomes {
-		o = cloneOutcome(o)
-		m.outcomes[o.Job] = append(m.outcomes[o.Job], o)
+	for i := range b.Outcomes {
+		id := b.Outcomes[i].Job
+		os := append(m.outcomes[id], b.Outcomes[i]) // copied once, into the job's slice
+		o := &os[len(os)-1]
+		ownOutcome(o)
+		m.outcomes[id] = os
 		m.outcomeSeqs[key{o.Job, o.Seq}], m.outcomeTasks[key{o.Job, o.Task}] = true, o.Seq
 	}
 	for _, a := range b.Acks {
@@ -280,17 +318,20 @@ func (m *MemStore) check(b *Batch) error {
 		orders[j.Order] = true
 		jobs[j.ID] = j.Acked
 	}
-	versions := map[string]int64{}
-	m.known, m.repeated = m.known[:0], false
-	for _, r := range b.Replicas {
+	versions := make(map[string]int64, len(b.Replicas))
+	clear(m.stored)
+	m.known, m.stored, m.repeated = m.known[:0], m.stored[:0], false
+	for i := range b.Replicas {
+		r := &b.Replicas[i]
 		v, ok := versions[r.Lease]
 		known := ok
+		var stored *ReplicaRecord
 		if ok {
 			m.repeated = true
 		} else if old, in := m.replicas[r.Lease]; in {
-			v, known = old.Version, true
+			v, known, stored = old.Version, true, old
 		}
-		m.known = append(m.known, known)
+		m.known, m.stored = append(m.known, known), append(m.stored, stored)
 		if r.Prev != v {
 			return fmt.Errorf("%w: replica %s is at version %d, not %d", ErrConflict, r.Lease, v, r.Prev)
 		}
@@ -301,8 +342,9 @@ func (m *MemStore) check(b *Batch) error {
 		}
 		versions[r.Lease] = r.Version
 	}
-	seqs, tasks := map[key]bool{}, map[key]bool{}
-	for _, o := range b.Outcomes {
+	seqs, tasks := make(map[key]bool, len(b.Outcomes)), make(map[key]bool, len(b.Outcomes))
+	for i := range b.Outcomes {
+		o := &b.Outcomes[i]
 		if _, ok := m.jobs[o.Job]; !ok {
 			if _, ok := jobs[o.Job]; !ok {
 				return fmt.Errorf("%w: outcome of unknown job %s", ErrConflict, o.Job)
