@@ -2,7 +2,6 @@ package pool
 
 import (
 	"bytes"
-	"container/heap"
 	"context"
 	"crypto/ed25519"
 	"errors"
@@ -308,6 +307,10 @@ type taskState struct {
 	stalled  bool                   // its voters disagree and no owner the pool has may settle it (stall.go)
 	chk      *checkState            // its further replicas are checks (check.go); nil otherwise
 	refetch  *refetch               // decided, but every holder of its result was gone: computed again (sched_refs.go)
+	// liveBuf and returnedBuf are where live and returned start, in the
+	// task's own allocation: a task of the usual two replicas needs no
+	// other (jobState.task).
+	liveBuf, returnedBuf [2]*replica
 }
 
 // replica is one lease and its submission. rec.Version is the version of
@@ -484,7 +487,7 @@ func (s *Scheduler) restore(ctx context.Context, snap *Snapshot) error {
 			}
 			ts.live = append(ts.live, r)
 			s.nowLive(r)
-			heap.Push(&s.deadlines, deadlineItem{rec.Deadline, r})
+			s.deadlines.push(deadlineItem{rec.Deadline, r})
 		case ReplicaReturned:
 			ts := js.task(rec.Task)
 			r.ts = ts
@@ -564,6 +567,7 @@ func (js *jobState) task(i int64) *taskState {
 	ts := js.active[i]
 	if ts == nil {
 		ts = &taskState{index: i}
+		ts.live, ts.returned = ts.liveBuf[:0], ts.returnedBuf[:0]
 		js.active[i] = ts
 		js.touch()
 		if !js.inOpen && js.open != nil {
@@ -1286,6 +1290,9 @@ func (s *Scheduler) PublicKey() ed25519.PublicKey { return s.cfg.Key.Public() }
 
 // deadlineHeap orders live leases by deadline. Heartbeats push a new item
 // instead of fixing the old one; stale items are skipped when popped.
+// It is a binary min-heap, the algorithm of container/heap (the same
+// order of pops), typed so that a push boxes no item: container/heap's
+// Push takes an any, one allocation a lease.
 type deadlineItem struct {
 	at time.Time
 	r  *replica
@@ -1293,22 +1300,65 @@ type deadlineItem struct {
 
 type deadlineHeap []deadlineItem
 
-func (h deadlineHeap) Len() int           { return len(h) }
-func (h deadlineHeap) Less(i, k int) bool { return h[i].at.Before(h[k].at) }
-func (h deadlineHeap) Swap(i, k int)      { h[i], h[k] = h[k], h[i] }
-func (h *deadlineHeap) Push(x any)        { *h = append(*h, x.(deadlineItem)) }
-func (h *deadlineHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
+// push adds it.
+func (h *deadlineHeap) push(it deadlineItem) {
+	*h = append(*h, it)
+	h.up(len(*h) - 1)
+}
+
+// pop removes and returns the item of the earliest deadline; h is not
+// empty.
+func (h *deadlineHeap) pop() deadlineItem {
+	n := len(*h) - 1
+	(*h)[0], (*h)[n] = (*h)[n], (*h)[0]
+	h.down(0, n)
+	it := (*h)[n]
+	(*h)[n] = deadlineItem{} // the popped replica is not kept alive by the array
+	*h = (*h)[:n]
+	return it
+}
+
+// init makes h a heap, in any order before.
+func (h deadlineHeap) init() {
+	for i := len(h)/2 - 1; i >= 0; i-- {
+		h.down(i, len(h))
+	}
+}
+
+func (h deadlineHeap) up(j int) {
+	for {
+		i := (j - 1) / 2 // parent
+		if i == j || !h[j].at.Before(h[i].at) {
+			break
+		}
+		h[i], h[j] = h[j], h[i]
+		j = i
+	}
+}
+
+func (h deadlineHeap) down(i, n int) {
+	for {
+		j1 := 2*i + 1
+		if j1 >= n || j1 < 0 { // j1 < 0 after int overflow
+			break
+		}
+		j := j1 // left child
+		if j2 := j1 + 1; j2 < n && h[j2].at.Before(h[j1].at) {
+			j = j2 // right child
+		}
+		if !h[j].at.Before(h[i].at) {
+			break
+		}
+		h[i], h[j] = h[j], h[i]
+		i = j
+	}
 }
 
 // expireDue expires every live lease whose deadline is not after now;
 // s.mu is held.
 func (s *Scheduler) expireDue(now time.Time) {
 	for len(s.deadlines) > 0 && !s.deadlines[0].at.After(now) {
-		it := heap.Pop(&s.deadlines).(deadlineItem)
+		it := s.deadlines.pop()
 		r := it.r
 		if r.rec.State != ReplicaLeased || !r.rec.Deadline.Equal(it.at) {
 			continue // stale: heartbeated, returned or ended since

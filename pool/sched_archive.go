@@ -1,7 +1,6 @@
 package pool
 
 import (
-	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -87,7 +86,7 @@ func (s *Scheduler) compactDeadlines() {
 	}
 	clear(s.deadlines[len(kept):])
 	s.deadlines = kept
-	heap.Init(&s.deadlines)
+	s.deadlines.init()
 	s.deadlinesKept = len(kept)
 }
 

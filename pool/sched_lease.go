@@ -2,7 +2,6 @@ package pool
 
 import (
 	"bytes"
-	"container/heap"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -406,7 +405,7 @@ func (s *Scheduler) grant(js *jobState, ts *taskState, p Peer, now time.Time, ba
 	ts.live = append(ts.live, r)
 	s.nowLive(r)
 	s.leases[r.rec.Lease] = r
-	heap.Push(&s.deadlines, deadlineItem{r.rec.Deadline, r})
+	s.deadlines.push(deadlineItem{r.rec.Deadline, r})
 	s.putReplica(r)
 	js.update(ts)
 	if s.debug() {
@@ -585,7 +584,7 @@ func (s *Scheduler) Heartbeat(ctx context.Context, peer, lease string) (time.Tim
 		return time.Time{}, fmt.Errorf("heartbeat: %w", err)
 	}
 	r.rec.Deadline = s.now().Add(s.heartbeatTimeout(r))
-	heap.Push(&s.deadlines, deadlineItem{r.rec.Deadline, r})
+	s.deadlines.push(deadlineItem{r.rec.Deadline, r})
 	s.putReplica(r)
 	d, w := r.rec.Deadline, r.batch
 	s.mu.Unlock()

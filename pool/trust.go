@@ -1,7 +1,6 @@
 package pool
 
 import (
-	"container/heap"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -281,7 +280,7 @@ func (s *Scheduler) provisional(js *jobState, ts *taskState, lead *replica) {
 	d.held = append(d.held, lead)
 	js.held++
 	js.touch()
-	heap.Push(&s.trust.held, deadlineItem{now.Add(js.ver.CheckWindow.Duration), lead})
+	s.trust.held.push(deadlineItem{now.Add(js.ver.CheckWindow.Duration), lead})
 	js.update(ts)
 	s.log.Debug("Task accepted alone, held for its check window", "job", js.rec.ID.String(), "task", ts.index, "peer", lead.rec.Peer)
 }
@@ -350,7 +349,7 @@ func (s *Scheduler) catch(peer string) {
 // them soon): each needs one more agreeing replica. s.mu is held.
 func (s *Scheduler) closeWindows(now time.Time) {
 	for len(s.trust.held) > 0 && !s.trust.held[0].at.After(now) {
-		it := heap.Pop(&s.trust.held).(deadlineItem)
+		it := s.trust.held.pop()
 		s.reopen(it.r, provOpen)
 	}
 }
