@@ -222,10 +222,14 @@ type Scheduler struct {
 	kinds     map[string]uint64     // committed ledger entries by kind (LedgerCounts)
 	nextOrder int64
 	pend      *pending
-	stopped   error // non-nil: every change is refused with it
-	serving   bool
-	fault     error     // the store's Transient failure while a batch waits to be committed again; nil when it commits
-	faultAt   time.Time // when fault began
+	// spare holds the slices and map of the last batch committed, emptied,
+	// for the batch after next (newPendingLike): the store keeps none
+	// of a batch (Store's contract).
+	spare   pendingSpare
+	stopped error // non-nil: every change is refused with it
+	serving bool
+	fault   error     // the store's Transient failure while a batch waits to be committed again; nil when it commits
+	faultAt time.Time // when fault began
 
 	kick chan struct{} // a change is waiting to be committed
 	full chan struct{} // the pending batch is full
@@ -725,22 +729,55 @@ func newPending() *pending {
 	return &pending{rep: map[string]int{}, done: make(chan struct{})}
 }
 
+// pendingSpare is what the last committed batch leaves for a later one:
+// its replicas', outcomes' and entries' slices, emptied, and its map of
+// leases, cleared. s.mu guards it.
+type pendingSpare struct {
+	replicas []ReplicaRecord
+	outcomes []OutcomeRecord
+	entries  []Entry
+	rep      map[string]int
+}
+
+// keep takes p's slices and map once p is committed (nothing holds them
+// then: the store keeps none of a batch, and the Scheduler reads p's
+// records no more), emptied so that they hold no result bytes.
+func (sp *pendingSpare) keep(p *pending) {
+	clear(p.b.Replicas)
+	clear(p.b.Outcomes)
+	clear(p.b.Entries)
+	clear(p.rep)
+	sp.replicas, sp.outcomes, sp.entries, sp.rep = p.b.Replicas[:0], p.b.Outcomes[:0], p.b.Entries[:0], p.rep
+}
+
 // newPendingLike returns a new pending batch whose replicas, outcomes
 // and entries have room for as many as last held, within
 // maxBatchChanges: batches follow each other at much the same size, and
 // growing each slice by doubling was a tenth of the scheduler's
-// allocations (docs/benchmarks.md).
-func newPendingLike(last *pending) *pending {
+// allocations (docs/benchmarks.md). It takes the spare slices and map
+// where they have that room, rather than allocate new ones (a fifth of
+// the bytes a busy scheduler allocated).
+func (sp *pendingSpare) newPendingLike(last *pending) *pending {
 	n := func(k int) int { return min(k, maxBatchChanges) }
-	return &pending{
-		b: Batch{
-			Replicas: make([]ReplicaRecord, 0, n(len(last.b.Replicas))),
-			Outcomes: make([]OutcomeRecord, 0, n(len(last.b.Outcomes))),
-			Entries:  make([]Entry, 0, n(len(last.b.Entries))),
-		},
-		rep:  make(map[string]int, n(len(last.rep))),
-		done: make(chan struct{}),
+	p := &pending{done: make(chan struct{})}
+	p.b.Replicas = spareOr(&sp.replicas, n(len(last.b.Replicas)))
+	p.b.Outcomes = spareOr(&sp.outcomes, n(len(last.b.Outcomes)))
+	p.b.Entries = spareOr(&sp.entries, n(len(last.b.Entries)))
+	if p.rep, sp.rep = sp.rep, nil; p.rep == nil {
+		p.rep = make(map[string]int, n(len(last.rep)))
 	}
+	return p
+}
+
+// spareOr returns *spare when it has room for n, taking it (it is nil
+// after), else a new empty slice with room for n.
+func spareOr[T any](spare *[]T, n int) []T {
+	if s := *spare; cap(s) >= n && s != nil {
+		*spare = nil
+		return s
+	}
+	*spare = nil
+	return make([]T, 0, n)
 }
 
 // changed notes that s.pend grew; s.mu is held.
@@ -771,7 +808,7 @@ func (s *Scheduler) flush(ctx context.Context, giveUp <-chan struct{}) error {
 		s.mu.Unlock()
 		return nil
 	}
-	s.pend = newPendingLike(p)
+	s.pend = s.spare.newPendingLike(p)
 	s.mu.Unlock()
 	// Chain and sign the new ledger entries here, in Seq order, outside
 	// s.mu, with one signature over the head of the batch's Merkle tree
@@ -803,6 +840,7 @@ func (s *Scheduler) flush(ctx context.Context, giveUp <-chan struct{}) error {
 	}
 	s.forget(p)
 	s.signalCommit()
+	s.spare.keep(p)
 	s.mu.Unlock()
 	p.b, p.rep, p.after = Batch{}, nil, nil // the records may hold result bytes
 	close(p.done)

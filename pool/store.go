@@ -22,7 +22,10 @@ import (
 // nothing was applied and the same batch may be committed again later (a
 // locked database, a full disk): the Scheduler does so, with backoff.
 // After any other failed Commit the Scheduler stops (its memory no longer
-// matches the store) and must be rebuilt with Load.
+// matches the store) and must be rebuilt with Load. Commit keeps nothing
+// of b once it returns (copies, where it keeps records in memory): the
+// Scheduler empties a committed batch's slices and fills them again for
+// a later batch.
 // Load returns a snapshot of everything committed so far. Entries returns
 // committed ledger entries with Seq > q.After in Seq order, at most q.Max,
 // only those naming q.Peer when it is set.
