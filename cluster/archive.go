@@ -186,19 +186,23 @@ func archiveGroups(recs []*pool.ReplicaRecord) (windows [][]pool.ReplicaRecord, 
 		}
 	}
 	slices.SortFunc(sorted, func(a, b *pool.ReplicaRecord) int { return strings.Compare(a.Lease, b.Lease) })
-	var win []pool.ReplicaRecord
+	// Every window is a piece of one slice: one allocation and one copy
+	// of each record, not a slice grown by doubling per window.
+	all := make([]pool.ReplicaRecord, 0, len(sorted))
+	start := 0 // where the window being filled starts in all
 	for _, r := range sorted {
-		if n := len(win); n > 0 && win[n-1].Lease == r.Lease {
+		n := len(all)
+		if n > start && all[n-1].Lease == r.Lease {
 			continue // noted done twice: once is enough
 		}
-		if n := len(win); n > 0 && win[0].Lease[:windowDigits] != r.Lease[:windowDigits] {
-			windows = append(windows, win)
-			win = nil
+		if n > start && all[start].Lease[:windowDigits] != r.Lease[:windowDigits] {
+			windows = append(windows, all[start:n:n])
+			start = n
 		}
-		win = append(win, *r)
+		all = append(all, *r)
 	}
-	if len(win) > 0 {
-		windows = append(windows, win)
+	if n := len(all); n > start {
+		windows = append(windows, all[start:n:n])
 	}
 	return windows, own
 }
