@@ -350,9 +350,7 @@ func ChunkPath(d Digest) string { return InputMount + "/chunks/" + d.String() }
 // Task returns task index (0 <= index < NumTasks). It panics on an index
 // out of range, a programming error.
 func (j *Job) Task(index int64) Task {
-	if index < 0 || index >= j.numTasks {
-		panic(fmt.Sprintf("job: task index %d out of range [0,%d)", index, j.numTasks))
-	}
+	j.mustHaveTask(index)
 	t := Task{Index: index, Seed: TaskSeed(j.ID, index), Params: map[string]any{}, Inputs: map[string]string{}}
 	s := j.Manifest.Split
 	for k, v := range s.Params {
@@ -446,6 +444,14 @@ func (j *Job) Cost(t Task) float64 {
 	return c
 }
 
+// mustHaveTask panics on a task index out of range [0, NumTasks), a
+// programming error.
+func (j *Job) mustHaveTask(index int64) {
+	if index < 0 || index >= j.numTasks {
+		panic(fmt.Sprintf("job: task index %d out of range [0,%d)", index, j.numTasks))
+	}
+}
+
 // CostOf is Cost(Task(index)): the planner's declared cost of task index
 // in cost units. Where the policy names no cost_param (the cost is its
 // task_cost alone) it builds no task, whose seed alone is a SHA-256: a
@@ -455,9 +461,7 @@ func (j *Job) CostOf(index int64) float64 {
 	if j.Manifest.Policy.CostParam != "" {
 		return j.Cost(j.Task(index))
 	}
-	if index < 0 || index >= j.numTasks {
-		panic(fmt.Sprintf("job: task index %d out of range [0,%d)", index, j.numTasks))
-	}
+	j.mustHaveTask(index)
 	return j.Manifest.Policy.TaskCost
 }
 
