@@ -17,14 +17,8 @@ func TestBlobsMirror(t *testing.T) {
 	nodes := startNodes(t, testConfigs(t, t.TempDir(), 3))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	a, err := OpenBlobs(ctx, nodes[0].JetStream(), 3)
-	if err != nil {
-		t.Fatalf("OpenBlobs: %v", err)
-	}
-	b, err := OpenBlobs(ctx, nodes[2].JetStream(), 3)
-	if err != nil {
-		t.Fatalf("OpenBlobs on another node: %v", err)
-	}
+	a := untilOpen(t, "OpenBlobs on node 0", func(ctx context.Context) (*Blobs, error) { return OpenBlobs(ctx, nodes[0].JetStream(), 3) })
+	b := untilOpen(t, "OpenBlobs on node 2", func(ctx context.Context) (*Blobs, error) { return OpenBlobs(ctx, nodes[2].JetStream(), 3) })
 	data := []byte("the program's bytes")
 	d := job.Digest(sha256.Sum256(data))
 	path := filepath.Join(t.TempDir(), "f")

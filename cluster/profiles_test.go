@@ -17,14 +17,8 @@ func TestProfilesReplicated(t *testing.T) {
 	nodes := startNodes(t, testConfigs(t, t.TempDir(), 3))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	a, err := OpenProfiles(ctx, nodes[0].JetStream(), 3)
-	if err != nil {
-		t.Fatalf("OpenProfiles: %v", err)
-	}
-	b, err := OpenProfiles(ctx, nodes[2].JetStream(), 3)
-	if err != nil {
-		t.Fatalf("OpenProfiles on another node: %v", err)
-	}
+	a := untilOpen(t, "OpenProfiles on node 0", func(ctx context.Context) (*Profiles, error) { return OpenProfiles(ctx, nodes[0].JetStream(), 3) })
+	b := untilOpen(t, "OpenProfiles on node 2", func(ctx context.Context) (*Profiles, error) { return OpenProfiles(ctx, nodes[2].JetStream(), 3) })
 	if got, err := b.OwnerProfiles(ctx); err != nil || len(got) != 0 {
 		t.Fatalf("OwnerProfiles of an empty bucket = %v, %v", got, err)
 	}

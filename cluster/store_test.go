@@ -128,7 +128,7 @@ func startNodes(t testing.TB, cfgs []NodeConfig) []*Node {
 }
 
 // openStore opens the pool's store on n, retrying while the cluster is
-// not ready yet, with a patience of two minutes (a loaded machine).
+// not ready yet (untilOpen).
 func openStore(t testing.TB, n *Node, replicas int) *Store {
 	t.Helper()
 	return openShardStore(t, n, replicas, Shard{})
@@ -137,17 +137,40 @@ func openStore(t testing.TB, n *Node, replicas int) *Store {
 // openShardStore opens shard sh's store on n as openStore does.
 func openShardStore(t testing.TB, n *Node, replicas int, sh Shard) *Store {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	for {
+	return untilOpen(t, "the store on "+n.Config().Name, func(ctx context.Context) (*Store, error) {
 		// As the coordinator does: a cluster that has just formed may not
 		// yet know its peers are up ("no suitable peers for placement").
-		s, err := OpenStore(ctx, n.JetStream(), StoreConfig{Replicas: replicas, Shard: sh})
+		return OpenStore(ctx, n.JetStream(), StoreConfig{Replicas: replicas, Shard: sh})
+	})
+}
+
+// untilOpen calls open until it succeeds, trying again while JetStream
+// does not answer (pool.ErrStoreUnavailable), with a patience of four
+// minutes (a loaded machine), and fails t on any other error. As the
+// coordinator does (openAll), each try has its own timeout, from 2 s
+// doubling to 16 s while tries time out: a request that JetStream drops
+// (a cluster just formed, a new bucket's stream leader not elected yet)
+// is never answered, and a try on the whole patience's context once
+// waited all of it for one such request. Each wait is logged, so a
+// failure shows what the cluster answered.
+func untilOpen[T any](t testing.TB, what string, open func(context.Context) (T, error)) T {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	timeout := 2 * time.Second
+	for try := 1; ; try++ {
+		tctx, tcancel := context.WithTimeout(ctx, timeout)
+		v, err := open(tctx)
+		tcancel()
 		if err == nil {
-			return s
+			return v
 		}
 		if !errors.Is(err, pool.ErrStoreUnavailable) || ctx.Err() != nil {
-			t.Fatalf("OpenStore: %v", err)
+			t.Fatalf("open %s, try %d: %v", what, try, err)
+		}
+		t.Logf("open %s, try %d (%v each): %v; trying again", what, try, timeout, err)
+		if errors.Is(err, context.DeadlineExceeded) {
+			timeout = min(2*timeout, 16*time.Second)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
