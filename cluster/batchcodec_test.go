@@ -7,8 +7,10 @@ import (
 	"crypto/sha256"
 	"encoding/gob"
 	"encoding/hex"
+	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -416,9 +418,16 @@ func BenchmarkBatchFormat(b *testing.B) {
 }
 
 // A ledger range is archived in cbor-v2's form (tagged), in under a
-// third of cbor-v1's bytes, and reads back exactly whether it starts and
-// ends at a signed batch's edges or inside one; a range an older version
-// wrote (cbor-v1) still reads, and a value under another tag is refused.
+// third of cbor-v1's bytes, each signed batch wholly inside it as one
+// block, and reads back exactly whether it starts and ends at a signed
+// batch's edges or inside one; a range an older version wrote (cbor-v1)
+// still reads, and a value under another tag is refused. A Prev that is
+// not its predecessor's hash, in a batch or at a batch's start, sends
+// the batch it names (only that one) to be written entry by entry, and
+// the range still reads back exactly: the encoder hashes every entry
+// rather than take each hash from the next entry's Prev, which would
+// write the batch at a changed first Prev as a block that reads back
+// otherwise.
 func TestLedgerRangeFormat(t *testing.T) {
 	h := newHistory()
 	_, priv, err := ed25519.GenerateKey(nil)
@@ -431,19 +440,44 @@ func TestLedgerRangeFormat(t *testing.T) {
 	for len(es) < 2*LedgerRange {
 		es = append(es, h.batch(37).Entries...) // 74 entries signed together
 	}
-	for _, start := range []int{0, 5, 74} {
-		r := es[start : start+LedgerRange]
+	roundTrip := func(what string, r []pool.Entry, blocks int) []byte {
+		t.Helper()
 		data, err := encodeRange(r)
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := decodeRange(data)
+		var tag cbor.RawTag
+		var w wireBatch
+		if err := batchDec.Unmarshal(data, &tag); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if err := batchDec.Unmarshal(tag.Content, &w); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		got := 0
+		for _, l := range w.Ledger {
+			if l.Block != nil {
+				got++
+			}
+		}
+		if got != blocks {
+			t.Errorf("%s: %d blocks, want %d", what, got, blocks)
+		}
+		back, err := decodeRange(data)
 		if err != nil {
-			t.Fatalf("range from entry %d: %v", r[0].Seq, err)
+			t.Fatalf("%s: %v", what, err)
 		}
-		if d := cmp.Diff(r, got); d != "" {
-			t.Fatalf("range from entry %d changed (-written +read):\n%s", r[0].Seq, d)
+		if d := cmp.Diff(r, back); d != "" {
+			t.Fatalf("%s changed (-written +read):\n%s", what, d)
 		}
+		return data
+	}
+	// 74 entries a batch: 13 batches wholly inside a range from a
+	// batch's first entry, 12 inside one that starts 5 entries into one.
+	for _, c := range []struct{ start, blocks int }{{0, 13}, {5, 12}, {74, 13}} {
+		start := c.start
+		r := es[start : start+LedgerRange]
+		data := roundTrip(fmt.Sprintf("range from entry %d", r[0].Seq), r, c.blocks)
 		old, err := batchEnc.Marshal(r)
 		if err != nil {
 			t.Fatal(err)
@@ -455,6 +489,19 @@ func TestLedgerRangeFormat(t *testing.T) {
 		if got, err := decodeRange(old); err != nil || !cmp.Equal(r, got) {
 			t.Fatalf("range from entry %d in cbor-v1 reads as %d entries: %v", r[0].Seq, len(got), err)
 		}
+	}
+	for _, c := range []struct {
+		what  string
+		entry int // in the range from entry 1, whose batches start at 0, 74, ...
+	}{
+		{"a Prev inside a batch that is not its predecessor's hash", 74 + 3},
+		{"a batch's first Prev that is not the batch before's last hash", 2 * 74},
+		{"a batch's last Prev that is not its predecessor's hash", 13*74 - 1},
+	} {
+		r := slices.Clone(es[:LedgerRange])
+		r[c.entry].Prev[0] ^= 1
+		// Each names one batch: the one it is in, or the one before.
+		roundTrip(c.what, r, 12)
 	}
 	other, err := wireEnc.Marshal(cbor.Tag{Number: 7, Content: 1})
 	if err != nil {
