@@ -266,7 +266,6 @@ func TestDividedClusterSurvivesNodeLoss(t *testing.T) {
 	urls := strings.Split(url, ",")
 	exec := &fakeExec{Delay: 5 * time.Millisecond}
 	j := planJob(t, "divided-loss", tasks, "lease_timeout = \"5s\"\n")
-	shard := cluster.ShardOf(j.ID, k)
 	for range 3 {
 		startAgent(t, url, newDevice(t, nil), exec, 2, nil)
 	}
@@ -275,6 +274,10 @@ func TestDividedClusterSurvivesNodeLoss(t *testing.T) {
 	defer cancel()
 	if err := sub.c.Submit(ctx, j); err != nil {
 		t.Fatal(err)
+	}
+	shard, ok := jobShards(t, urls[0])[j.ID.String()] // the one its router chose
+	if !ok {
+		t.Fatal("the job is not on the pool's page")
 	}
 	var got *pool.Outcome
 	var ferr error

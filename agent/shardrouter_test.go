@@ -181,13 +181,48 @@ func spreadJobsMatchSolo(t *testing.T, url string, k int, name string) ([]*job.J
 		})
 	}
 	wg.Wait()
+	// Where each job is, as the pool's page says: its ID's shard, or
+	// (a cluster that places jobs by load) the one its router chose.
+	shardOf := jobShards(t, strings.Split(url, ",")[0])
+	onShard = map[int]bool{}
 	for i, j := range jobs {
-		if errs[i] != nil {
-			t.Fatalf("job %s (shard %d): %v", j.Manifest.Name, cluster.ShardOf(j.ID, k), errs[i])
+		s, ok := shardOf[j.ID.String()]
+		if !ok {
+			t.Fatalf("job %s is not on the pool's page", j.Manifest.Name)
 		}
+		if errs[i] != nil {
+			t.Fatalf("job %s (shard %d): %v", j.Manifest.Name, s, errs[i])
+		}
+		onShard[s] = true
 		same(t, got[i], solo(t, j, exec))
 	}
+	if len(onShard) < 2 {
+		t.Fatalf("%d jobs all on one shard: %v", len(jobs), shardOf)
+	}
 	return jobs, onShard, devs, sub
+}
+
+// jobShards returns the shard of each job the pool at url shows on its
+// page (GET /v1/dashboard), by job ID.
+func jobShards(t *testing.T, url string) map[string]int {
+	t.Helper()
+	resp, err := http.Get(url + "/v1/dashboard")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var d coord.Dashboard
+	if err := json.NewDecoder(resp.Body).Decode(&d); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int{}
+	for _, j := range d.Jobs {
+		if j.Shard == nil {
+			t.Fatalf("dashboard: job %s names no shard", j.Name)
+		}
+		out[j.Job] = *j.Shard
+	}
+	return out
 }
 
 // Real agents join a pool of three shards through one router URL; jobs

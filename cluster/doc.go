@@ -29,7 +29,10 @@
 //
 // Shards (RATIONALE.md, "Dividing the work among the nodes"): a pool's
 // work may be divided into K shards, 1 to MaxShards, a job's shard being
-// ShardOf(its ID, K). A Shard names its own state stream, snapshot
+// ShardOf(its ID, K), or in a pool begun since jobs are placed by load
+// (LoadPlacement, recorded by Rules.ClaimShards) the shard with the
+// fewest tasks waiting when it was added, recorded in the bucket
+// PlacementsBucket (Placements). A Shard names its own state stream, snapshot
 // store, archive buckets and leader key; shard 0's are the names above,
 // so an undivided pool is shard 0 of 1 and the zero Shard is that one.
 // StoreConfig.Shard opens a shard's Store; Leadership.TryLeadShard

@@ -91,7 +91,8 @@ type NodeConfig struct {
 	// Shards is K, how many shards the pool's work is divided into
 	// (RATIONALE.md, "Dividing the work among the nodes"), 1 to
 	// MaxShards; the same on every node, and fixed for the pool's life
-	// (a job's shard is its ID's first eight bytes modulo K: ShardOf): the first node to start
+	// (a job's shard is one of K: ShardOf's, or in a pool that places
+	// jobs by load the one recorded in Placements): the first node to start
 	// records it, and a node whose config says otherwise refuses to
 	// start (Rules.ClaimShards). Each shard is scheduled by one node at
 	// a time, and the nodes share the shards. Default 1: one node

@@ -22,7 +22,9 @@ var ErrShard = errors.New("cluster: bad shard")
 
 // Shard names one shard of a pool whose work is divided into Count
 // shards (RATIONALE.md, "Dividing the work among the nodes"): a job
-// belongs to shard ShardOf(its ID, Count), and each shard has its own
+// belongs to shard ShardOf(its ID, Count), or in a pool that places its
+// jobs by load (LoadPlacement) to the shard recorded for it
+// (Placements), and each shard has its own
 // state stream, snapshots, replica archive, ledger archive and leader
 // lease, named by the methods below.
 //
@@ -149,10 +151,14 @@ func (sh Shard) LeaderKey() string { return leaderKey + shardSuffix(sh.Index) }
 func (sh Shard) LeaseBucket() string { return LeaseBucket + shardSuffix(sh.Index) }
 
 // ShardOf returns the shard a job belongs to in a pool divided into k
-// shards: the first eight bytes of its ID, read as a big-endian
-// unsigned integer, modulo k. A job ID is a SHA-256 (job.ID), so jobs
-// spread evenly over the shards, and every node computes the same shard
-// for a job from its ID alone. With k = 1 every job is in shard 0. It
+// shards that places jobs by hash (HashPlacement; in one that places
+// them by load, the shard of a job that no placement names): the first
+// eight bytes of its ID, read as a big-endian unsigned integer, modulo
+// k. A job ID is a SHA-256 (job.ID), so jobs spread evenly over the
+// shards in expectation (12 jobs of one benchmark fell 8, 2 and 2 on 3
+// shards: why new pools place by load), and every node computes the
+// same shard for a job from its ID alone. With k = 1 every job is in
+// shard 0. It
 // panics when k is outside 1..MaxShards (a count that Shards,
 // NewShard or ValidateShardCount refuse): a caller checks k once,
 // where it is configured.

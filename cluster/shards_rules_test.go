@@ -58,8 +58,8 @@ func TestClaimShardsWaitsForACountNotKnownYet(t *testing.T) {
 	if !errors.Is(err, pool.ErrStoreUnavailable) || !strings.Contains(err.Error(), "not known yet") {
 		t.Fatalf("ClaimShards with the count recorded but not known yet: %v; want a wait (pool.ErrStoreUnavailable) that says why", err)
 	}
-	if layout, err := late.ClaimShards(t.Context(), 3); err != nil || layout != ShardLeases {
-		t.Fatalf("ClaimShards tried again: %v, %v; want per-shard leases", layout, err)
+	if layout, err := late.ClaimShards(t.Context(), 3); err != nil || layout != (ShardLayout{ShardLeases, LoadPlacement}) {
+		t.Fatalf("ClaimShards tried again: %v, %v; want per-shard leases, jobs placed by load", layout, err)
 	}
 	// The pool key likewise.
 	js := &lateJS{JetStream: node.JetStream(), kvs: map[string]*lateKV{
@@ -87,10 +87,11 @@ func TestClaimShards(t *testing.T) {
 	if _, err := r.ClaimShards(ctx, 0); !errors.Is(err, ErrShard) {
 		t.Fatalf("ClaimShards(0) = %v, want ErrShard", err)
 	}
-	if layout, err := r.ClaimShards(ctx, 4); err != nil || layout != ShardLeases {
-		t.Fatalf("first ClaimShards(4) of a new pool: %v, %v; want per-shard leases", layout, err)
+	want := ShardLayout{ShardLeases, LoadPlacement}
+	if layout, err := r.ClaimShards(ctx, 4); err != nil || layout != want {
+		t.Fatalf("first ClaimShards(4) of a new pool: %v, %v; want per-shard leases, jobs placed by load", layout, err)
 	}
-	if layout, err := r.ClaimShards(ctx, 4); err != nil || layout != ShardLeases {
+	if layout, err := r.ClaimShards(ctx, 4); err != nil || layout != want {
 		t.Fatalf("second ClaimShards(4): %v, %v", layout, err)
 	}
 	_, err = r.ClaimShards(ctx, 3)
@@ -122,12 +123,14 @@ func TestClaimShardsAfterUndividedState(t *testing.T) {
 	}
 }
 
-// Where a pool keeps its leases is recorded with its shard count: per
-// shard for a new pool, in a form a node of an older version cannot
-// read as a count (it refuses to start); shared when the shared lease
-// bucket exists (nodes of an older version ran the pool), in the older
-// form; shared for a count recorded by such nodes. A record in neither
-// form is refused, naming it.
+// Where a pool keeps its leases, and how it places its jobs, are
+// recorded with its shard count: per shard and by load for a new
+// divided pool, in a form a node of an older version cannot read (it
+// refuses to start); per shard and no placement for a new undivided
+// one, as before; shared and by hash when the shared lease bucket
+// exists (nodes of an older version ran the pool), in the older form;
+// as recorded for a count recorded by such nodes. A record in none of
+// these forms is refused, naming it.
 func TestClaimShardsLeaseLayout(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -153,27 +156,49 @@ func TestClaimShardsLeaseLayout(t *testing.T) {
 	}
 	t.Run("new pool", func(t *testing.T) {
 		node, r, kv := open(t)
-		if layout, err := r.ClaimShards(ctx, 3); err != nil || layout != ShardLeases {
+		want := ShardLayout{ShardLeases, LoadPlacement}
+		if layout, err := r.ClaimShards(ctx, 3); err != nil || layout != want {
 			t.Fatalf("ClaimShards: %v, %v", layout, err)
 		}
 		got := recorded(t, kv)
-		if got != "3 leases=per-shard" {
+		if got != "3 leases=per-shard placement=load" {
 			t.Errorf("recorded %q", got)
 		}
 		if _, err := strconv.Atoi(got); err == nil {
 			t.Errorf("%q reads as a count, as a node of an older version reads it", got)
 		}
+		if f := strings.Fields(got); len(f) == 2 && f[1] == "leases=per-shard" {
+			t.Errorf("%q reads as a count and leases per shard, as a node of the version before placement reads it", got)
+		}
 		// The buckets follow the record, and another node's ClaimShards
 		// finds it whatever buckets exist by then.
 		newLeadership(t, node, 1, 5*time.Second, ShardLeases, 3)
-		if layout, err := r.ClaimShards(ctx, 3); err != nil || layout != ShardLeases {
+		if layout, err := r.ClaimShards(ctx, 3); err != nil || layout != want {
 			t.Fatalf("ClaimShards again: %v, %v", layout, err)
+		}
+	})
+	t.Run("new undivided pool", func(t *testing.T) {
+		_, r, kv := open(t)
+		if layout, err := r.ClaimShards(ctx, 1); err != nil || layout != (ShardLayout{Leases: ShardLeases}) {
+			t.Fatalf("ClaimShards: %v, %v", layout, err)
+		}
+		if got := recorded(t, kv); got != "1 leases=per-shard" {
+			t.Errorf("recorded %q, want no placement", got)
+		}
+	})
+	t.Run("begun before placement", func(t *testing.T) {
+		_, r, kv := open(t)
+		if _, err := kv.Create(ctx, "shards", []byte("3 leases=per-shard")); err != nil {
+			t.Fatal(err)
+		}
+		if layout, err := r.ClaimShards(ctx, 3); err != nil || layout != (ShardLayout{Leases: ShardLeases}) {
+			t.Fatalf("ClaimShards: %v, %v; want per-shard leases, jobs placed by hash", layout, err)
 		}
 	})
 	t.Run("older nodes ran it", func(t *testing.T) {
 		node, r, kv := open(t)
 		newLeadership(t, node, 1, 5*time.Second, SharedLeases, 2)
-		if layout, err := r.ClaimShards(ctx, 2); err != nil || layout != SharedLeases {
+		if layout, err := r.ClaimShards(ctx, 2); err != nil || layout != (ShardLayout{}) {
 			t.Fatalf("ClaimShards: %v, %v", layout, err)
 		}
 		if got := recorded(t, kv); got != "2" {
@@ -185,17 +210,20 @@ func TestClaimShardsLeaseLayout(t *testing.T) {
 		if _, err := kv.Create(ctx, "shards", []byte("2")); err != nil {
 			t.Fatal(err)
 		}
-		if layout, err := r.ClaimShards(ctx, 2); err != nil || layout != SharedLeases {
+		if layout, err := r.ClaimShards(ctx, 2); err != nil || layout != (ShardLayout{}) {
 			t.Fatalf("ClaimShards: %v, %v", layout, err)
 		}
 	})
-	t.Run("unreadable", func(t *testing.T) {
-		_, r, kv := open(t)
-		if _, err := kv.Create(ctx, "shards", []byte("2 leases=sideways")); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := r.ClaimShards(ctx, 2); err == nil || !strings.Contains(err.Error(), `"2 leases=sideways"`) {
-			t.Fatalf("ClaimShards over an unreadable record: %v", err)
-		}
-	})
+	for _, v := range []string{"2 leases=sideways", "2 placement=load", "1 leases=per-shard placement=load", "2 leases=per-shard placement=hash"} {
+		t.Run("unreadable "+v, func(t *testing.T) {
+			_, r, kv := open(t)
+			if _, err := kv.Create(ctx, "shards", []byte(v)); err != nil {
+				t.Fatal(err)
+			}
+			k, _ := strconv.Atoi(strings.Fields(v)[0])
+			if _, err := r.ClaimShards(ctx, k); err == nil || !strings.Contains(err.Error(), strconv.Quote(v)) {
+				t.Fatalf("ClaimShards over an unreadable record: %v", err)
+			}
+		})
+	}
 }

@@ -93,8 +93,16 @@ func (r *Rules) Versions(ctx context.Context) (v VersionRules, ok bool, err erro
 	return v, true, nil
 }
 
+// ShardLayout is what a pool's recorded shard count says beside the
+// count: where the pool keeps its leases, and how it places its jobs.
+type ShardLayout struct {
+	Leases LeaseLayout
+	Jobs   JobPlacement
+}
+
 // ClaimShards checks that k, this node's shard count, is the pool's, and
-// returns where the pool keeps its leases: the first node to call it
+// returns where the pool keeps its leases and how it places its jobs
+// (ShardLayout): the first node to call it
 // records k (a create, which JetStream refuses when the key exists, so
 // two first nodes cannot both win), and every later call compares.
 // Another count is an error wrapping ErrShards that names both; an
@@ -110,76 +118,96 @@ func (r *Rules) Versions(ctx context.Context) (v VersionRules, ok bool, err erro
 // exists, that is when nodes ran the pool before. A node of a version
 // before ShardLeases reads no number in the first form and refuses to
 // start, rather than take leases where this pool's nodes do not look.
-// A recorded value that is neither form is an error naming it.
-func (r *Rules) ClaimShards(ctx context.Context, k int) (LeaseLayout, error) {
+// A divided pool begun with LoadPlacement records it after the lease
+// layout ("3 leases=per-shard placement=load"), and a node of a version
+// before it refuses to start on that record, rather than look for a
+// job in its ShardOf shard when it was placed in another; an undivided
+// pool, whose one shard holds every job, records no placement, and a
+// pool recorded without one places by hash (HashPlacement) for its
+// whole life.
+// A recorded value that is none of these forms is an error naming it.
+func (r *Rules) ClaimShards(ctx context.Context, k int) (ShardLayout, error) {
 	if err := ValidateShardCount(k); err != nil {
-		return 0, err
+		return ShardLayout{}, err
 	}
 	e, err := r.kv.Get(ctx, shardsKey)
 	if err == nil {
 		return compareShards(e.Value(), k)
 	}
 	if !errors.Is(err, jetstream.ErrKeyNotFound) {
-		return 0, fmt.Errorf("cluster: read the shard count: %w", unavailable(err))
+		return ShardLayout{}, fmt.Errorf("cluster: read the shard count: %w", unavailable(err))
 	}
 	if k > 1 {
 		st, err := r.js.Stream(ctx, StateStream)
 		if err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
-			return 0, fmt.Errorf("cluster: read the pool's state stream: %w", unavailable(err))
+			return ShardLayout{}, fmt.Errorf("cluster: read the pool's state stream: %w", unavailable(err))
 		}
 		if err == nil {
 			info, err := st.Info(ctx)
 			if err != nil {
-				return 0, fmt.Errorf("cluster: read the pool's state stream: %w", unavailable(err))
+				return ShardLayout{}, fmt.Errorf("cluster: read the pool's state stream: %w", unavailable(err))
 			}
 			if info.State.Msgs > 0 || info.State.LastSeq > 0 {
-				return 0, fmt.Errorf("%w: this node's cluster.toml says shards = %d, but the pool ran undivided before (its state stream %s holds %d messages): a pool is divided when it starts, never later",
+				return ShardLayout{}, fmt.Errorf("%w: this node's cluster.toml says shards = %d, but the pool ran undivided before (its state stream %s holds %d messages): a pool is divided when it starts, never later",
 					ErrShards, k, StateStream, info.State.Msgs)
 			}
 		}
 	}
 	record := strconv.Itoa(k) + " " + perShardLeases
+	if k > 1 {
+		record += " " + loadPlacement
+	}
 	_, err = r.js.KeyValue(ctx, LeaderBucket)
 	switch {
 	case err == nil:
 		record = strconv.Itoa(k)
 	case !errors.Is(err, jetstream.ErrBucketNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound):
-		return 0, fmt.Errorf("cluster: look for the shared lease bucket %s: %w", LeaderBucket, unavailable(err))
+		return ShardLayout{}, fmt.Errorf("cluster: look for the shared lease bucket %s: %w", LeaderBucket, unavailable(err))
 	}
 	_, err = r.kv.Create(ctx, shardsKey, []byte(record))
 	if err == nil {
 		return compareShards([]byte(record), k)
 	}
 	if !errors.Is(err, jetstream.ErrKeyExists) {
-		return 0, fmt.Errorf("cluster: record the shard count: %w", unavailable(err))
+		return ShardLayout{}, fmt.Errorf("cluster: record the shard count: %w", unavailable(err))
 	}
 	e, err = getCreated(ctx, r.kv, shardsKey)
 	if err != nil {
-		return 0, fmt.Errorf("cluster: read the shard count: %w", unavailable(err))
+		return ShardLayout{}, fmt.Errorf("cluster: read the shard count: %w", unavailable(err))
 	}
 	return compareShards(e.Value(), k)
 }
 
 // perShardLeases follows the count in the recorded shard count of a
-// pool begun with ShardLeases.
-const perShardLeases = "leases=per-shard"
+// pool begun with ShardLeases, and loadPlacement follows it in a
+// divided pool begun with LoadPlacement.
+const (
+	perShardLeases = "leases=per-shard"
+	loadPlacement  = "placement=load"
+)
 
-// compareShards reads a recorded shard count ("K" or "K
-// leases=per-shard") and compares it with k, this node's count.
-func compareShards(v []byte, k int) (LeaseLayout, error) {
+// compareShards reads a recorded shard count ("K", "K
+// leases=per-shard" or "K leases=per-shard placement=load", K above 1
+// in the last) and compares it with k, this node's count.
+func compareShards(v []byte, k int) (ShardLayout, error) {
 	f := strings.Fields(string(v))
-	layout := SharedLeases
-	if len(f) == 2 && f[1] == perShardLeases {
-		layout = ShardLeases
-	} else if len(f) != 1 {
-		return 0, fmt.Errorf("cluster: the recorded shard count %q is not a count, or a count and %q", v, perShardLeases)
+	var layout ShardLayout
+	switch {
+	case len(f) == 1:
+	case len(f) == 2 && f[1] == perShardLeases:
+		layout.Leases = ShardLeases
+	case len(f) == 3 && f[1] == perShardLeases && f[2] == loadPlacement && f[0] != "1":
+		layout = ShardLayout{Leases: ShardLeases, Jobs: LoadPlacement}
+	default:
+		return ShardLayout{}, fmt.Errorf("cluster: the recorded shard count %q is not a count, a count and %q, or a count above 1, %q and %q",
+			v, perShardLeases, perShardLeases, loadPlacement)
 	}
 	have, err := strconv.Atoi(f[0])
 	if err != nil {
-		return 0, fmt.Errorf("cluster: the recorded shard count %q is not a number", v)
+		return ShardLayout{}, fmt.Errorf("cluster: the recorded shard count %q is not a number", v)
 	}
 	if have != k {
-		return 0, fmt.Errorf("%w: this node's shard count is %d (its cluster.toml's shards; 1 where it gives none), the pool was started with %d: a job's shard follows from its ID and the count, so the count cannot change",
+		return ShardLayout{}, fmt.Errorf("%w: this node's shard count is %d (its cluster.toml's shards; 1 where it gives none), the pool was started with %d: a job's shard is one of the count's, chosen when the job was added, so the count cannot change",
 			ErrShards, k, have)
 	}
 	return layout, nil

@@ -171,7 +171,12 @@ func ServeCluster(ctx context.Context, node *cluster.Node, base Config) error {
 		transport: &http.Transport{MaxIdleConnsPerHost: 256, IdleConnTimeout: 90 * time.Second, ResponseHeaderTimeout: 0},
 		shards:    nc.Shards, states: append([]*cluster.Store{state}, parts.states...), exclusions: parts.exclusions, deviations: parts.deviations, secrets: parts.secrets, heads: parts.heads, usage: parts.usage}
 	if f.shards > 1 {
-		if err := f.initShards(poolKey); err != nil {
+		var placements JobPlacements
+		if parts.placements != nil {
+			placements = parts.placements // a nil *cluster.Placements is not a nil interface
+		}
+		log.Info("Jobs are placed in shards", "node", nc.Name, "placement", parts.layout.Jobs.String())
+		if err := f.initShards(poolKey, placements); err != nil {
 			return err
 		}
 	}
@@ -259,7 +264,8 @@ type clusterParts struct {
 	rules       *cluster.Rules
 	versionsSet bool
 	claimed     bool                 // the shard count checked (Rules.ClaimShards)
-	layout      cluster.LeaseLayout  // where the pool keeps its leases, as ClaimShards said
+	layout      cluster.ShardLayout  // where the pool keeps its leases and how it places jobs, as ClaimShards said
+	placements  *cluster.Placements  // a divided pool's job placements, with cluster.LoadPlacement
 	exclusions  *cluster.Exclusions  // a divided pool's, shared by its shards
 	deviations  *cluster.Deviations  // a divided pool's, counted by every shard
 	secrets     *cluster.Secrets     // a divided pool's known-answers digests, refused by every shard
@@ -368,12 +374,17 @@ func (p *clusterParts) open(ctx context.Context) (what string, err error) {
 		p.claimed = true
 	}
 	if p.lead == nil {
-		if p.lead, err = cluster.NewLeadership(ctx, js, nc.Replicas, nc.LeaderTTL.Duration, p.layout, max(p.shards, 1)); err != nil {
+		if p.lead, err = cluster.NewLeadership(ctx, js, nc.Replicas, nc.LeaderTTL.Duration, p.layout.Leases, max(p.shards, 1)); err != nil {
 			what := cluster.LeaderBucket
-			if p.layout == cluster.ShardLeases {
+			if p.layout.Leases == cluster.ShardLeases {
 				what = cluster.LeaseBucket + "…"
 			}
 			return "the leader lease's buckets (" + what + ", " + cluster.NodesBucket + ")", err
+		}
+	}
+	if p.shards > 1 && p.layout.Jobs == cluster.LoadPlacement && p.placements == nil {
+		if p.placements, err = cluster.OpenPlacements(ctx, js, p.shards, nc.Replicas); err != nil {
+			return "the job placements bucket (" + cluster.PlacementsBucket + ")", err
 		}
 	}
 	if p.shards > 1 && p.heads == nil {

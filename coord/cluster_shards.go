@@ -59,13 +59,14 @@ type divided struct {
 }
 
 // initShards prepares f for a pool of f.shards shards: the router over
-// the shards' coordinators, signing what it forwards with key.
-func (f *front) initShards(key *identity.Key) error {
+// the shards' coordinators, signing what it forwards with key, placing
+// new jobs by load with placements (nil: by hash).
+func (f *front) initShards(key *identity.Key, placements JobPlacements) error {
 	f.locals = map[int]*Server{}
 	f.running = make([]sync.Mutex, f.shards)
 	f.stale = make(chan struct{}, 1)
 	r, err := NewShardRouter(ShardRouterConfig{Shards: f.shards, Key: key, Target: f.shardTarget, Transport: f.transport, Logger: f.log,
-		Local: f.serveLocal, Public: f.shardPublic, Here: f.shardHere, Missed: f.missedShard})
+		Local: f.serveLocal, Public: f.shardPublic, Here: f.shardHere, Missed: f.missedShard, Placements: placements})
 	if err != nil {
 		return err
 	}

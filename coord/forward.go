@@ -33,9 +33,10 @@ const ForwardedHeader = "Idlepool-Forwarded"
 
 // QueuedHeader is the header in which a shard's coordinator (Config.Shards
 // > 1) tells, on its answers to requests for work (POST /v1/leases, POST
-// /v1/work), how many tasks it has waiting to be leased
-// (pool.Scheduler.Queued), a decimal count. A ShardRouter reads it to
-// choose where to ask for work, and takes it off the answer it passes on.
+// /v1/work) and to POST /v1/jobs, how many tasks it has waiting to be
+// leased (pool.Scheduler.Queued), a decimal count. A ShardRouter reads
+// it to choose where to ask for work and where to place a new job, and
+// takes it off the answer it passes on.
 const QueuedHeader = "Idlepool-Shard-Queued"
 
 // AddedHeader is the header in which a shard's coordinator (Config.Shards

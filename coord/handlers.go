@@ -422,6 +422,7 @@ func (s *Server) addJob(w http.ResponseWriter, r *http.Request, c call) error {
 		if req.FetchesKept {
 			_ = s.sched.MergerFetchesKept(c.peer.ID, id, true) // only its merger's word counts
 		}
+		s.noteQueued(w)
 		writeJSON(w, http.StatusOK, JobCreated{Job: HexDigest(id), Tasks: st.Tasks})
 		return nil
 	}
@@ -479,6 +480,7 @@ func (s *Server) addJob(w http.ResponseWriter, r *http.Request, c call) error {
 	if created {
 		status = http.StatusCreated // the Scheduler logs "Job added"
 	}
+	s.noteQueued(w) // with its tasks: a router places the next new job by it
 	writeJSON(w, status, JobCreated{Job: HexDigest(id), Tasks: j.NumTasks()})
 	return nil
 }

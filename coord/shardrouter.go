@@ -68,6 +68,12 @@ type ShardRouterConfig struct {
 	// shard has no work, the router gives it this node's shards' work
 	// first (leaseShard).
 	Here func(shard int) bool
+	// Placements, if not nil, records and answers each job's shard in a
+	// pool that places its jobs by load (cluster.LoadPlacement): a new
+	// job goes to the shard with the fewest tasks waiting (placeJob),
+	// and the requests of a job to the shard recorded for it. nil, or a
+	// job with no record: the job's shard is cluster.ShardOf(its ID, K).
+	Placements JobPlacements
 	// Missed, if not nil, is told of each request the router could not
 	// pass to shard's coordinator: Target named none, or what it named
 	// did not answer (a hand-over or a take-over moved the shard, and
@@ -89,16 +95,31 @@ type ShardRouterConfig struct {
 	MaxBodyMemory int64
 }
 
+// JobPlacements records and answers the shard of each job of a divided
+// pool (cluster.Placements): Place records shard as job id's unless one
+// is recorded, and returns the job's recorded shard (the first
+// recorded wins); Shard returns it, ok false for a job no record names.
+// Errors of either: JetStream did not answer (pool.ErrStoreUnavailable),
+// or a record that names no shard. Safe for concurrent use.
+type JobPlacements interface {
+	Place(ctx context.Context, id job.ID, shard int) (int, error)
+	Shard(ctx context.Context, id job.ID) (shard int, ok bool, err error)
+}
+
 // ShardRouter is an http.Handler that makes the coordinators of a pool
 // divided into K shards (each a Server with Config.Shard and
 // Config.Shards) look like one coordinator to devices: agents, browser
 // tabs and the CLI speak the API of docs/api.md to it unchanged.
 //
 // Routes:
-//   - /v1/jobs/{id}/... and GET /v1/jobs/{id}: to the job's shard,
-//     cluster.ShardOf(id, K); POST /v1/jobs to the shard of the SHA-256
-//     of its canonical encoding (the job's ID). Unchanged: the device's
-//     signature is checked by the shard.
+//   - /v1/jobs/{id}/... and GET /v1/jobs/{id}: to the job's shard
+//     (jobShard): the one recorded for it (Placements), else
+//     cluster.ShardOf(id, K). POST /v1/jobs to the shard of the job's
+//     ID (the SHA-256 of its canonical encoding): with Placements, the
+//     one recorded for it, or else, once the router checked the
+//     device's signature, the shard with the fewest tasks waiting,
+//     recorded (placeJob); without, ShardOf's. Unchanged: the device's
+//     signature is checked by the shard too.
 //   - /v1/leases/{lease}/...: to the lease's shard, pool.LeaseShard (a
 //     lease ID no shard could have minted goes to shard 0, which answers
 //     it as an unknown lease).
@@ -453,9 +474,60 @@ func (a *answerRecorder) Write(b []byte) (int, error) {
 func (rt *ShardRouter) byJob(w http.ResponseWriter, r *http.Request) {
 	shard := 0
 	if id, err := job.ParseDigest(r.PathValue("id")); err == nil {
-		shard = cluster.ShardOf(id, rt.cfg.Shards)
+		if shard, err = rt.jobShard(r.Context(), id); err != nil {
+			rt.fail(w, err)
+			return
+		}
 	}
 	rt.proxy(w, r, shard)
+}
+
+// jobShard returns job id's shard: the one Placements recorded for it,
+// else cluster.ShardOf(id, K) (a job added before the pool placed jobs
+// by load, or no job: that shard says so). An error is an apiError
+// (503 when the records cannot be read now).
+func (rt *ShardRouter) jobShard(ctx context.Context, id job.ID) (int, error) {
+	if rt.cfg.Placements == nil {
+		return cluster.ShardOf(id, rt.cfg.Shards), nil
+	}
+	s, ok, err := rt.cfg.Placements.Shard(ctx, id)
+	if err != nil {
+		level := slog.LevelWarn // a record that names no shard
+		if errors.Is(err, pool.ErrStoreUnavailable) {
+			level = slog.LevelDebug // JetStream not answering, which its own logs say
+		}
+		rt.log.Log(ctx, level, "Could not read a job's shard", "job", id.String(), "err", err)
+		return 0, &apiError{http.StatusServiceUnavailable, CodeNoLeader,
+			"the pool cannot say which of its shards holds job " + id.String() + " now; try again shortly", nil}
+	}
+	if !ok || s >= rt.cfg.Shards {
+		return cluster.ShardOf(id, rt.cfg.Shards), nil
+	}
+	return s, nil
+}
+
+// placeJob returns the shard for new job id, before it is recorded: of
+// the shards with a node in charge (Target), the one with the fewest
+// tasks waiting as each said on its last answer to this router
+// (QueuedHeader; one not heard from counts none), ties going to the
+// first from the job's ShardOf shard on. A shard's answer to the job's
+// POST /v1/jobs says its tasks, so the next job this router places
+// counts them. Jobs placed through other nodes at the same moment may
+// land on the same shard: each router knows the waiting tasks it was
+// told.
+func (rt *ShardRouter) placeJob(id job.ID) int {
+	k := rt.cfg.Shards
+	first := cluster.ShardOf(id, k)
+	best, bestQueued, bestUp := first, int64(-1), false
+	for i := range k {
+		s := (first + i) % k
+		_, up := rt.cfg.Target(s)
+		q := max(rt.queued[s].Load(), 0)
+		if bestQueued < 0 || up && !bestUp || up == bestUp && q < bestQueued {
+			best, bestQueued, bestUp = s, q, up
+		}
+	}
+	return best
 }
 
 // byLease sends a request of /v1/leases/{lease} to the lease's shard.
@@ -649,7 +721,23 @@ func (rt *ShardRouter) addJob(w http.ResponseWriter, r *http.Request) {
 	defer release()
 	shard := 0
 	if req, err := decodeJobRequest(body); err == nil {
-		shard = cluster.ShardOf(job.ID(sha256.Sum256(req.Canonical)), rt.cfg.Shards)
+		id := job.ID(sha256.Sum256(req.Canonical))
+		shard = cluster.ShardOf(id, rt.cfg.Shards)
+		if p := rt.cfg.Placements; p != nil {
+			// Recorded before the shard adds it, so that the job is
+			// only ever added in one shard: a request not signed by a
+			// device the pool knows records nothing.
+			if _, err := rt.checkSignature(r, body); err != nil {
+				rt.fail(w, err)
+				return
+			}
+			if shard, err = p.Place(r.Context(), id, rt.placeJob(id)); err != nil {
+				rt.log.Warn("Could not record a new job's shard", "job", id.String(), "err", err)
+				rt.fail(w, &apiError{http.StatusServiceUnavailable, CodeNoLeader,
+					"the pool cannot record which of its shards takes job " + id.String() + " now; submit it again shortly", nil})
+				return
+			}
+		}
 	}
 	rt.write(w, rt.send(r.Context(), r, shard, r.Method, r.URL.RequestURI(), outHeader(r), body))
 }

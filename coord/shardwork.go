@@ -61,7 +61,14 @@ func (rt *ShardRouter) work(w http.ResponseWriter, r *http.Request) {
 		p.idx = append(p.idx, i)
 	}
 	for _, t := range req.Transfers {
-		p := part(cluster.ShardOf(job.ID(t.Job), k))
+		s, err := rt.jobShard(r.Context(), job.ID(t.Job))
+		if err != nil {
+			// A report of how a transfer went: one the job's shard
+			// misses, or another shard keeps, costs a line of the
+			// pool's page at most; the request's results go on.
+			s = cluster.ShardOf(job.ID(t.Job), k)
+		}
+		p := part(s)
 		p.req.Transfers = append(p.req.Transfers, t)
 	}
 	order := rt.order()
