@@ -141,6 +141,11 @@ for setup in ${SETUPS:-1 3 3cold 3cold-jobs 3shards 5shards}; do
   bench "$label" "$list" "$plist"
   if [ "$shards" -gt 1 ]; then
     curl -s "${urls[0]}/v1/cluster" | grep -o '"shards":\[.*\]' | grep -o '"shard":[0-9]*,"leader":{"node":"[^"]*"' | sed 's/"shard":\([0-9]*\),"leader":{"node":"\([^"]*\)"/shard \1: \2/' | tr '\n' ' ' | sed 's/^/                         (/; s/ $/)\n/'
+    # How the jobs divided: each job's tasks and shard, from the pool's
+    # page data (each job names "tasks" before "shard").
+    curl -s "${urls[0]}/v1/dashboard" | grep -o '"tasks":[0-9]*\|"shard":[0-9]*' |
+      awk -F: '$1=="\"tasks\"" {t=$2} $1=="\"shard\"" {n[$2]++; s[$2]+=t} END {for (k in n) printf "shard %s: %d jobs, %d tasks\n", k, n[k], s[k]}' |
+      sort | tr '\n' ';' | sed 's/;$//; s/;/; /g; s/^/                         (/; s/$/)\n/'
   else
     leader=$(curl -s "${urls[0]}/v1/cluster" | grep -o '"leader":{"node":"[^"]*"' | cut -d'"' -f6 || true)
     echo "                         (${leader:-no node} in charge)"
