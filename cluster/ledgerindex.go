@@ -571,26 +571,35 @@ func (a *ledgerArchive) writeIndex(ctx context.Context, ps []*pendingIndex, time
 	return changed, nil
 }
 
-// indexMsg is the last message on an index key, as lastMsg reads it.
-type indexMsg struct {
+// kvMsg is the last message on a key-value bucket's key, as lastKVMsg
+// reads it.
+type kvMsg struct {
 	seq     uint64
 	deleted bool // a deletion or purge
 	data    []byte
 }
 
-// lastMsg returns the last message on key, as the bucket stream's
-// leader answers (STREAM.MSG.GET: a direct get may be answered by a
-// replica behind the last write); nil when there is none.
-func (a *ledgerArchive) lastMsg(ctx context.Context, key string) (*indexMsg, error) {
+// lastMsg returns the last message on key of the archive's index
+// (lastKVMsg).
+func (a *ledgerArchive) lastMsg(ctx context.Context, key string) (*kvMsg, error) {
+	return lastKVMsg(ctx, a.js, a.bucket, key)
+}
+
+// lastKVMsg returns the last message on key of the key-value bucket
+// bucket, as the bucket stream's leader answers (STREAM.MSG.GET): a
+// direct get (jetstream.KeyValue.Get) may be answered by a replica
+// behind the last write; nil when there is none. An error that
+// JetStream did not answer matches pool.ErrStoreUnavailable.
+func lastKVMsg(ctx context.Context, js jetstream.JetStream, bucket, key string) (*kvMsg, error) {
 	req, err := json.Marshal(struct {
 		LastBySubject string `json:"last_by_subj"`
-	}{"$KV." + a.bucket + "." + key})
+	}{"$KV." + bucket + "." + key})
 	if err != nil {
 		return nil, err
 	}
-	m, err := a.js.Conn().RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET.KV_"+a.bucket, req)
+	m, err := js.Conn().RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET.KV_"+bucket, req)
 	if err != nil {
-		return nil, fmt.Errorf("cluster: read %s of %s: %w", key, a.bucket, unavailable(err))
+		return nil, fmt.Errorf("cluster: read %s of %s: %w", key, bucket, unavailable(err))
 	}
 	var resp struct {
 		Error   *jetstream.APIError `json:"error"`
@@ -601,21 +610,21 @@ func (a *ledgerArchive) lastMsg(ctx context.Context, key string) (*indexMsg, err
 		} `json:"message"`
 	}
 	if err := json.Unmarshal(m.Data, &resp); err != nil {
-		return nil, fmt.Errorf("cluster: read %s of %s: the server's answer: %w", key, a.bucket, err)
+		return nil, fmt.Errorf("cluster: read %s of %s: the server's answer: %w", key, bucket, err)
 	}
 	switch {
 	case resp.Error != nil && resp.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound:
 		return nil, nil
 	case resp.Error != nil:
-		return nil, fmt.Errorf("cluster: read %s of %s: %w", key, a.bucket, unavailable(resp.Error))
+		return nil, fmt.Errorf("cluster: read %s of %s: %w", key, bucket, unavailable(resp.Error))
 	case resp.Message == nil:
-		return nil, fmt.Errorf("cluster: read %s of %s: %w: an answer without its message", key, a.bucket, pool.ErrStoreUnavailable)
+		return nil, fmt.Errorf("cluster: read %s of %s: %w: an answer without its message", key, bucket, pool.ErrStoreUnavailable)
 	}
-	out := &indexMsg{seq: resp.Message.Seq, data: resp.Message.Data}
+	out := &kvMsg{seq: resp.Message.Seq, data: resp.Message.Data}
 	if len(resp.Message.Header) > 0 {
 		h, err := nats.DecodeHeadersMsg(resp.Message.Header)
 		if err != nil {
-			return nil, fmt.Errorf("cluster: read %s of %s: its headers: %w", key, a.bucket, err)
+			return nil, fmt.Errorf("cluster: read %s of %s: its headers: %w", key, bucket, err)
 		}
 		op := h.Get("KV-Operation")
 		out.deleted = op == "DEL" || op == "PURGE"

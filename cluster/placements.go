@@ -49,14 +49,19 @@ func (p JobPlacement) String() string {
 // Placements keeps the shard of each job of a pool that places its jobs
 // by load (LoadPlacement) in a replicated key-value bucket
 // (PlacementsBucket), and remembers each it read or wrote: a placement
-// never changes, so a node asks JetStream once per job. It is safe for
-// concurrent use.
+// never changes (Forget removes one that named a job no shard can add),
+// so a node asks JetStream once per job. It is safe for concurrent use.
 type Placements struct {
+	js     jetstream.JetStream
 	kv     jetstream.KeyValue
 	shards int
 	mu     sync.Mutex
 	known  map[job.ID]int
 }
+
+// maxKnownPlacements bounds what a Placements remembers, about 64 MiB of
+// IDs and shards; past it, it forgets them all and asks again.
+const maxKnownPlacements = 1 << 20
 
 // OpenPlacements creates (or opens) the bucket of a pool of shards
 // shards (2 to MaxShards) with replicas replicas (the node's
@@ -72,7 +77,7 @@ func OpenPlacements(ctx context.Context, js jetstream.JetStream, shards, replica
 	if err != nil {
 		return nil, fmt.Errorf("cluster: job placements bucket: %w", unavailable(err))
 	}
-	return &Placements{kv: kv, shards: shards, known: map[job.ID]int{}}, nil
+	return &Placements{js: js, kv: kv, shards: shards, known: map[job.ID]int{}}, nil
 }
 
 // Place records shard as job id's shard unless the job has one already,
@@ -87,7 +92,7 @@ func (p *Placements) Place(ctx context.Context, id job.ID, shard int) (int, erro
 	if shard < 0 || shard >= p.shards {
 		return 0, fmt.Errorf("cluster: place job %s in shard %d: %w: shards 0 to %d", id, shard, pool.ErrBadRequest, p.shards-1)
 	}
-	if s, ok := p.remembered(id); ok {
+	if s, ok := p.Known(id); ok {
 		return s, nil
 	}
 	_, err := p.kv.Create(ctx, id.String(), strconv.AppendInt(nil, int64(shard), 10))
@@ -96,11 +101,16 @@ func (p *Placements) Place(ctx context.Context, id job.ID, shard int) (int, erro
 		p.remember(id, shard)
 		return shard, nil
 	case errors.Is(err, jetstream.ErrKeyExists):
-		e, err := getCreated(ctx, p.kv, id.String())
-		if err != nil {
-			return 0, fmt.Errorf("cluster: read the placement of job %s: %w", id, unavailable(err))
+		// Read from the leader, which made the create fail: a replica
+		// may not have the record yet.
+		s, ok, err := p.leaderShard(ctx, id)
+		if err == nil && !ok {
+			err = fmt.Errorf("%w: the placement of job %s exists, but its stream's leader read none", pool.ErrStoreUnavailable, id)
 		}
-		return p.parse(id, e.Value())
+		if err != nil {
+			return 0, fmt.Errorf("cluster: read the placement of job %s: %w", id, err)
+		}
+		return s, nil
 	default:
 		return 0, fmt.Errorf("cluster: place job %s: %w", id, unavailable(err))
 	}
@@ -108,21 +118,63 @@ func (p *Placements) Place(ctx context.Context, id job.ID, shard int) (int, erro
 
 // Shard returns job id's recorded shard, and false when no placement
 // names the job (a job added before the pool placed jobs by load, or no
-// job at all: its shard is then ShardOf's). Errors: one matching
-// pool.ErrStoreUnavailable when JetStream did not answer; one naming
-// the value when the one recorded is not a shard of the pool.
+// job at all: its shard is then ShardOf's). A record a replica does not
+// have yet (placed a moment ago through another node) is read from the
+// bucket stream's leader. Errors: one matching pool.ErrStoreUnavailable
+// when JetStream did not answer; one wrapping ErrPlacement when the
+// value recorded is not a shard of the pool.
 func (p *Placements) Shard(ctx context.Context, id job.ID) (int, bool, error) {
-	if s, ok := p.remembered(id); ok {
+	if s, ok := p.Known(id); ok {
 		return s, true, nil
 	}
 	e, err := p.kv.Get(ctx, id.String())
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return 0, false, nil
-	}
-	if err != nil {
+	switch {
+	case err == nil:
+		s, err := p.parse(id, e.Value())
+		return s, err == nil, err
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		return p.leaderShard(ctx, id)
+	default:
 		return 0, false, fmt.Errorf("cluster: read the placement of job %s: %w", id, unavailable(err))
 	}
-	s, err := p.parse(id, e.Value())
+}
+
+// Known returns job id's shard if this Placements read or recorded it,
+// asking JetStream nothing.
+func (p *Placements) Known(id job.ID) (int, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s, ok := p.known[id]
+	return s, ok
+}
+
+// Forget removes job id's placement, which must name a job that no
+// shard can add (one its shard refused as malformed): a later
+// submission places it anew. Other nodes' Placements may remember it
+// still, and send the job to the shard that refused it, which refuses
+// it again. Errors match pool.ErrStoreUnavailable.
+func (p *Placements) Forget(ctx context.Context, id job.ID) error {
+	p.mu.Lock()
+	delete(p.known, id)
+	p.mu.Unlock()
+	if err := p.kv.Delete(ctx, id.String()); err != nil {
+		return fmt.Errorf("cluster: forget the placement of job %s: %w", id, unavailable(err))
+	}
+	return nil
+}
+
+// ErrPlacement means a job's recorded placement is not a shard of the
+// pool: the bucket holds what no node of this pool wrote.
+var ErrPlacement = errors.New("cluster: a job's placement is not a shard of the pool")
+
+// leaderShard reads job id's placement from the bucket stream's leader
+// (lastKVMsg).
+func (p *Placements) leaderShard(ctx context.Context, id job.ID) (int, bool, error) {
+	m, err := lastKVMsg(ctx, p.js, PlacementsBucket, id.String())
+	if err != nil || m == nil || m.deleted {
+		return 0, false, err
+	}
+	s, err := p.parse(id, m.data)
 	return s, err == nil, err
 }
 
@@ -130,21 +182,17 @@ func (p *Placements) Shard(ctx context.Context, id job.ID) (int, bool, error) {
 func (p *Placements) parse(id job.ID, v []byte) (int, error) {
 	s, err := strconv.Atoi(string(v))
 	if err != nil || s < 0 || s >= p.shards {
-		return 0, fmt.Errorf("cluster: the placement of job %s is %q, not a shard of 0 to %d", id, v, p.shards-1)
+		return 0, fmt.Errorf("%w: job %s is placed in %q, not one of shards 0 to %d", ErrPlacement, id, v, p.shards-1)
 	}
 	p.remember(id, s)
 	return s, nil
 }
 
-func (p *Placements) remembered(id job.ID) (int, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	s, ok := p.known[id]
-	return s, ok
-}
-
 func (p *Placements) remember(id job.ID, s int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if len(p.known) >= maxKnownPlacements {
+		clear(p.known)
+	}
 	p.known[id] = s
 }

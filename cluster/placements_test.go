@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -86,11 +87,33 @@ func TestPlacements(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := fresh.Shard(ctx, bad); err == nil || !strings.Contains(err.Error(), "not a shard") || !strings.Contains(err.Error(), bad.String()) {
-			t.Fatalf("Shard of a job placed as %q: %v; want an error naming the job and the value", v, err)
+		if _, _, err := fresh.Shard(ctx, bad); !errors.Is(err, ErrPlacement) || !strings.Contains(err.Error(), strconv.Quote(v)) || !strings.Contains(err.Error(), bad.String()) {
+			t.Fatalf("Shard of a job placed as %q: %v; want ErrPlacement naming the job and the value", v, err)
 		}
-		if _, err := fresh.Place(ctx, bad, 0); err == nil || !strings.Contains(err.Error(), "not a shard") {
-			t.Fatalf("Place of a job placed as %q: %v; want an error naming the value", v, err)
+		if _, err := fresh.Place(ctx, bad, 0); !errors.Is(err, ErrPlacement) || !strings.Contains(err.Error(), strconv.Quote(v)) {
+			t.Fatalf("Place of a job placed as %q: %v; want ErrPlacement naming the value", v, err)
 		}
+	}
+	// A placement forgotten (its job refused by its shard) is placed
+	// anew. (b, another node's, still remembers the old: it sends the
+	// job, which no shard adds, to the shard that refused it.)
+	if err := a.Forget(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	if s, ok := a.Known(first); ok {
+		t.Fatalf("a forgotten placement is still known: shard %d", s)
+	}
+	if s, ok, err := c.Shard(ctx, job.ID{9}); err != nil || ok {
+		t.Fatalf("Shard of a job never placed, read from the leader too: %d, %v, %v", s, ok, err)
+	}
+	fresh, err := OpenPlacements(ctx, js, 3, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, ok, err := fresh.Shard(ctx, first); err != nil || ok {
+		t.Fatalf("Shard of a forgotten placement: %d, %v, %v; want none", s, ok, err)
+	}
+	if s, err := fresh.Place(ctx, first, 0); err != nil || s != 0 {
+		t.Fatalf("Place(0) after the placement was forgotten: %d, %v; want 0", s, err)
 	}
 }

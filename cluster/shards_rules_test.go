@@ -214,7 +214,7 @@ func TestClaimShardsLeaseLayout(t *testing.T) {
 			t.Fatalf("ClaimShards: %v, %v", layout, err)
 		}
 	})
-	for _, v := range []string{"2 leases=sideways", "2 placement=load", "1 leases=per-shard placement=load", "2 leases=per-shard placement=hash"} {
+	for _, v := range []string{"2 leases=sideways", "2 placement=load", "1 leases=per-shard placement=load", "2 leases=per-shard placement=hash", "01 leases=per-shard placement=load"} {
 		t.Run("unreadable "+v, func(t *testing.T) {
 			_, r, kv := open(t)
 			if _, err := kv.Create(ctx, "shards", []byte(v)); err != nil {

@@ -191,20 +191,23 @@ const (
 // in the last) and compares it with k, this node's count.
 func compareShards(v []byte, k int) (ShardLayout, error) {
 	f := strings.Fields(string(v))
+	if len(f) == 0 {
+		return ShardLayout{}, fmt.Errorf("cluster: the recorded shard count %q is not a number", v)
+	}
+	have, err := strconv.Atoi(f[0])
+	if err != nil {
+		return ShardLayout{}, fmt.Errorf("cluster: the recorded shard count %q is not a number", v)
+	}
 	var layout ShardLayout
 	switch {
 	case len(f) == 1:
 	case len(f) == 2 && f[1] == perShardLeases:
 		layout.Leases = ShardLeases
-	case len(f) == 3 && f[1] == perShardLeases && f[2] == loadPlacement && f[0] != "1":
+	case len(f) == 3 && f[1] == perShardLeases && f[2] == loadPlacement && have > 1:
 		layout = ShardLayout{Leases: ShardLeases, Jobs: LoadPlacement}
 	default:
 		return ShardLayout{}, fmt.Errorf("cluster: the recorded shard count %q is not a count, a count and %q, or a count above 1, %q and %q",
 			v, perShardLeases, perShardLeases, loadPlacement)
-	}
-	have, err := strconv.Atoi(f[0])
-	if err != nil {
-		return ShardLayout{}, fmt.Errorf("cluster: the recorded shard count %q is not a number", v)
 	}
 	if have != k {
 		return ShardLayout{}, fmt.Errorf("%w: this node's shard count is %d (its cluster.toml's shards; 1 where it gives none), the pool was started with %d: a job's shard is one of the count's, chosen when the job was added, so the count cannot change",

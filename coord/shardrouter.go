@@ -98,13 +98,21 @@ type ShardRouterConfig struct {
 // JobPlacements records and answers the shard of each job of a divided
 // pool (cluster.Placements): Place records shard as job id's unless one
 // is recorded, and returns the job's recorded shard (the first
-// recorded wins); Shard returns it, ok false for a job no record names.
-// Errors of either: JetStream did not answer (pool.ErrStoreUnavailable),
-// or a record that names no shard. Safe for concurrent use.
+// recorded wins); Shard returns it, ok false for a job no record names;
+// Known returns it when it is at hand without asking anyone; Forget
+// removes the record of a job no shard can add. Errors: JetStream did
+// not answer (pool.ErrStoreUnavailable), or a record that names no
+// shard (cluster.ErrPlacement). Safe for concurrent use.
 type JobPlacements interface {
 	Place(ctx context.Context, id job.ID, shard int) (int, error)
 	Shard(ctx context.Context, id job.ID) (shard int, ok bool, err error)
+	Known(id job.ID) (shard int, ok bool)
+	Forget(ctx context.Context, id job.ID) error
 }
+
+// placementTimeout bounds a read or a record of a job's placement: a
+// request does not wait longer on JetStream for its route.
+const placementTimeout = 2 * time.Second
 
 // ShardRouter is an http.Handler that makes the coordinators of a pool
 // divided into K shards (each a Server with Config.Shard and
@@ -192,7 +200,12 @@ type ShardRouter struct {
 	queued   []atomic.Int64 // per shard: tasks waiting as last told, -1 unknown
 	queuedAt []atomic.Int64 // per shard: when queued was told, unix milliseconds
 	turn     atomic.Uint32  // where the next choice among equals begins
-	keys     peerKeys
+	placing  sync.Mutex     // one new job's shard chosen at a time (placeJob)
+
+	absentMu  sync.Mutex
+	absent    map[job.ID]time.Time // jobs no placement named, when a transfer report named them (transferShard)
+	absentFor time.Duration        // absentFor; a test's own
+	keys      peerKeys
 
 	passedHere, passedThere atomic.Int64 // requests passed to a shard's coordinator on this node, on another
 	workSplit               atomic.Int64 // POST /v1/work split among shards
@@ -239,7 +252,8 @@ func NewShardRouter(cfg ShardRouterConfig) (*ShardRouter, error) {
 	rt := &ShardRouter{cfg: cfg, fwd: newForwardKey(cfg.Key), reqKeys: newRequestKeys(cfg.Key), log: cfg.Logger, mem: newBudget("memory", cfg.MaxBodyMemory),
 		client: &http.Client{Transport: cfg.Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 		limits: Config{MaxBodyMemory: cfg.MaxBodyMemory}, proxies: map[string]*httputil.ReverseProxy{},
-		queued: make([]atomic.Int64, cfg.Shards), queuedAt: make([]atomic.Int64, cfg.Shards), keys: peerKeys{m: map[string]ed25519.PublicKey{}}}
+		queued: make([]atomic.Int64, cfg.Shards), queuedAt: make([]atomic.Int64, cfg.Shards), keys: peerKeys{m: map[string]ed25519.PublicKey{}},
+		absent: map[job.ID]time.Time{}, absentFor: absentFor}
 	for i := range rt.queued {
 		rt.queued[i].Store(-1)
 	}
@@ -484,21 +498,18 @@ func (rt *ShardRouter) byJob(w http.ResponseWriter, r *http.Request) {
 
 // jobShard returns job id's shard: the one Placements recorded for it,
 // else cluster.ShardOf(id, K) (a job added before the pool placed jobs
-// by load, or no job: that shard says so). An error is an apiError
-// (503 when the records cannot be read now).
+// by load, or no job: that shard says so). An error is an apiError:
+// 503 when the records cannot be read now, 500 when the job's record
+// names no shard.
 func (rt *ShardRouter) jobShard(ctx context.Context, id job.ID) (int, error) {
 	if rt.cfg.Placements == nil {
 		return cluster.ShardOf(id, rt.cfg.Shards), nil
 	}
+	ctx, cancel := context.WithTimeout(ctx, placementTimeout)
+	defer cancel()
 	s, ok, err := rt.cfg.Placements.Shard(ctx, id)
 	if err != nil {
-		level := slog.LevelWarn // a record that names no shard
-		if errors.Is(err, pool.ErrStoreUnavailable) {
-			level = slog.LevelDebug // JetStream not answering, which its own logs say
-		}
-		rt.log.Log(ctx, level, "Could not read a job's shard", "job", id.String(), "err", err)
-		return 0, &apiError{http.StatusServiceUnavailable, CodeNoLeader,
-			"the pool cannot say which of its shards holds job " + id.String() + " now; try again shortly", nil}
+		return 0, rt.placementError(ctx, id, "read", err)
 	}
 	if !ok || s >= rt.cfg.Shards {
 		return cluster.ShardOf(id, rt.cfg.Shards), nil
@@ -506,16 +517,33 @@ func (rt *ShardRouter) jobShard(ctx context.Context, id job.ID) (int, error) {
 	return s, nil
 }
 
+// placementError logs err, a failure to read or record (what) job id's
+// placement, and returns the apiError to answer.
+func (rt *ShardRouter) placementError(ctx context.Context, id job.ID, what string, err error) error {
+	if errors.Is(err, cluster.ErrPlacement) {
+		rt.log.Error("A job's recorded shard is not one of the pool's", "job", id.String(), "err", err)
+		return &apiError{http.StatusInternalServerError, "internal",
+			"the pool's record of which shard holds job " + id.String() + " is damaged; its operator must look at the bucket " + cluster.PlacementsBucket, nil}
+	}
+	// JetStream not answering, which its own logs and health say.
+	rt.log.Debug("Could not "+what+" a job's shard", "job", id.String(), "err", err)
+	return &apiError{http.StatusServiceUnavailable, CodeNoLeader,
+		"the pool cannot " + what + " which of its shards holds job " + id.String() + " now; try again shortly", nil}
+}
+
 // placeJob returns the shard for new job id, before it is recorded: of
 // the shards with a node in charge (Target), the one with the fewest
 // tasks waiting as each said on its last answer to this router
 // (QueuedHeader; one not heard from counts none), ties going to the
-// first from the job's ShardOf shard on. A shard's answer to the job's
-// POST /v1/jobs says its tasks, so the next job this router places
-// counts them. Jobs placed through other nodes at the same moment may
-// land on the same shard: each router knows the waiting tasks it was
-// told.
+// first from the job's ShardOf shard on. The shard chosen counts one
+// task more waiting until its answer to the job's POST /v1/jobs says
+// how many it has, so that jobs submitted at once through one node
+// spread (choices are made one at a time). Jobs placed through other
+// nodes at the same moment may land on the same shard: each router
+// knows the waiting tasks it was told.
 func (rt *ShardRouter) placeJob(id job.ID) int {
+	rt.placing.Lock()
+	defer rt.placing.Unlock()
 	k := rt.cfg.Shards
 	first := cluster.ShardOf(id, k)
 	best, bestQueued, bestUp := first, int64(-1), false
@@ -525,6 +553,13 @@ func (rt *ShardRouter) placeJob(id job.ID) int {
 		q := max(rt.queued[s].Load(), 0)
 		if bestQueued < 0 || up && !bestUp || up == bestUp && q < bestQueued {
 			best, bestQueued, bestUp = s, q, up
+		}
+	}
+	q := &rt.queued[best]
+	for { // one task more, unless the shard's answer came meanwhile
+		n := q.Load()
+		if q.CompareAndSwap(n, max(n, 0)+1) {
+			break
 		}
 	}
 	return best
@@ -731,15 +766,38 @@ func (rt *ShardRouter) addJob(w http.ResponseWriter, r *http.Request) {
 				rt.fail(w, err)
 				return
 			}
-			if shard, err = p.Place(r.Context(), id, rt.placeJob(id)); err != nil {
-				rt.log.Warn("Could not record a new job's shard", "job", id.String(), "err", err)
-				rt.fail(w, &apiError{http.StatusServiceUnavailable, CodeNoLeader,
-					"the pool cannot record which of its shards takes job " + id.String() + " now; submit it again shortly", nil})
+			pctx, cancel := context.WithTimeout(r.Context(), placementTimeout)
+			shard, err = p.Place(pctx, id, rt.placeJob(id))
+			cancel()
+			if err != nil {
+				rt.fail(w, rt.placementError(r.Context(), id, "record", err))
 				return
 			}
+			a := rt.send(r.Context(), r, shard, r.Method, r.URL.RequestURI(), outHeader(r), body)
+			if a.err == nil && a.status == http.StatusBadRequest && answerCode(a.body) == "bad_job" {
+				// A manifest no shard can plan: its record goes, so that
+				// a refused submission leaves nothing behind.
+				if err := p.Forget(r.Context(), id); err != nil {
+					rt.log.Debug("Could not forget a refused job's shard", "job", id.String(), "err", err)
+				}
+			}
+			rt.write(w, a)
+			return
 		}
 	}
 	rt.write(w, rt.send(r.Context(), r, shard, r.Method, r.URL.RequestURI(), outHeader(r), body))
+}
+
+// answerCode returns the "code" of an error answer's JSON body, "" when
+// it has none.
+func answerCode(body []byte) string {
+	var e struct {
+		Code string `json:"code"`
+	}
+	if json.Unmarshal(body, &e) != nil {
+		return ""
+	}
+	return e.Code
 }
 
 // everyShard is POST /v1/peers and POST /v1/offers: the request goes to

@@ -1,6 +1,7 @@
 package coord
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -60,15 +61,25 @@ func (rt *ShardRouter) work(w http.ResponseWriter, r *http.Request) {
 		p.req.Results = append(p.req.Results, res)
 		p.idx = append(p.idx, i)
 	}
-	for _, t := range req.Transfers {
-		s, err := rt.jobShard(r.Context(), job.ID(t.Job))
-		if err != nil {
-			// A report of how a transfer went: one the job's shard
-			// misses, or another shard keeps, costs a line of the
-			// pool's page at most; the request's results go on.
-			s = cluster.ShardOf(job.ID(t.Job), k)
+	// A transfer report goes to its job's shard, which may take a read
+	// of the job's placement: only for a device the pool knows (the
+	// signature checked first), so that a stranger's request costs no
+	// reads.
+	peer, checked := "", false
+	if p := rt.cfg.Placements; p != nil {
+		for _, t := range req.Transfers {
+			if _, ok := p.Known(job.ID(t.Job)); !ok {
+				if peer, err = rt.checkSignature(r, body); err != nil {
+					rt.fail(w, err)
+					return
+				}
+				checked = true
+				break
+			}
 		}
-		p := part(s)
+	}
+	for _, t := range req.Transfers {
+		p := part(rt.transferShard(r.Context(), job.ID(t.Job)))
 		p.req.Transfers = append(p.req.Transfers, t)
 	}
 	order := rt.order()
@@ -83,10 +94,11 @@ func (rt *ShardRouter) work(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rt.workSplit.Add(1)
-	peer, err := rt.checkSignature(r, body)
-	if err != nil {
-		rt.fail(w, err)
-		return
+	if !checked {
+		if peer, err = rt.checkSignature(r, body); err != nil {
+			rt.fail(w, err)
+			return
+		}
 	}
 	var wg sync.WaitGroup
 	for _, p := range parts {
@@ -200,6 +212,56 @@ func (rt *ShardRouter) moreLeases(r *http.Request, peer string, n, tried int) ([
 		}
 	}
 	return nil, -1
+}
+
+// absentFor is how long a router takes a job that no placement names
+// for absent when a transfer report names it (transferShard).
+const absentFor = 10 * time.Second
+
+// maxAbsent bounds the jobs a router remembers as absent; past it, it
+// forgets them all.
+const maxAbsent = 1 << 12
+
+// transferShard returns the shard to send a transfer report on job id
+// to: its job's shard (jobShard), or its ID's when its placement cannot
+// be read now. A report is the device's word on how a transfer went:
+// one the job's shard misses, or another shard keeps, costs a line of
+// the pool's page at most, and the request's results go on. A job that
+// no placement names is taken for absent for absentFor (its reports go
+// to its ID's shard), so that reports naming jobs that do not exist
+// cost a read of the placements once, not at every request.
+func (rt *ShardRouter) transferShard(ctx context.Context, id job.ID) int {
+	p := rt.cfg.Placements
+	if p == nil {
+		return cluster.ShardOf(id, rt.cfg.Shards)
+	}
+	if s, ok := p.Known(id); ok {
+		return s
+	}
+	now := rt.cfg.Now()
+	rt.absentMu.Lock()
+	at, miss := rt.absent[id]
+	rt.absentMu.Unlock()
+	if miss && now.Sub(at) < rt.absentFor {
+		return cluster.ShardOf(id, rt.cfg.Shards)
+	}
+	ctx, cancel := context.WithTimeout(ctx, placementTimeout)
+	defer cancel()
+	s, ok, err := p.Shard(ctx, id)
+	switch {
+	case err != nil:
+		rt.log.Debug("Could not read a job's shard for a transfer report", "job", id.String(), "err", err)
+		return cluster.ShardOf(id, rt.cfg.Shards)
+	case !ok:
+		rt.absentMu.Lock()
+		if len(rt.absent) >= maxAbsent {
+			clear(rt.absent)
+		}
+		rt.absent[id] = now
+		rt.absentMu.Unlock()
+		return cluster.ShardOf(id, rt.cfg.Shards)
+	}
+	return s
 }
 
 // forwardWork sends part, a work request of peer, to shard with the
