@@ -206,15 +206,7 @@ func spreadJobsMatchSolo(t *testing.T, url string, k int, name string) ([]*job.J
 // page (GET /v1/dashboard), by job ID.
 func jobShards(t *testing.T, url string) map[string]int {
 	t.Helper()
-	resp, err := http.Get(url + "/v1/dashboard")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var d coord.Dashboard
-	if err := json.NewDecoder(resp.Body).Decode(&d); err != nil {
-		t.Fatal(err)
-	}
+	d := dashboardOf(t, url)
 	out := map[string]int{}
 	for _, j := range d.Jobs {
 		if j.Shard == nil {
@@ -266,15 +258,7 @@ func TestShardedPoolMatchesSolo(t *testing.T) {
 	}
 	// The pool's page shows every shard's jobs, each device once, and
 	// the entries of all the ledgers.
-	resp, err := http.Get(url + "/v1/dashboard")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var d coord.Dashboard
-	if err := json.NewDecoder(resp.Body).Decode(&d); err != nil {
-		t.Fatal(err)
-	}
+	d := dashboardOf(t, url)
 	names := map[string]bool{}
 	for _, j := range d.Jobs {
 		names[j.Name] = j.Complete
@@ -348,4 +332,20 @@ func TestRegistersAgainWithAShardThatMissedIt(t *testing.T) {
 	if err != nil || st.Tasks != 4 {
 		t.Fatalf("the job's status: %+v, %v", st, err)
 	}
+}
+
+// dashboardOf returns what the pool at url shows on its page (GET
+// /v1/dashboard).
+func dashboardOf(t *testing.T, url string) coord.Dashboard {
+	t.Helper()
+	resp, err := http.Get(url + "/v1/dashboard")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var d coord.Dashboard
+	if err := json.NewDecoder(resp.Body).Decode(&d); err != nil {
+		t.Fatal(err)
+	}
+	return d
 }

@@ -155,13 +155,7 @@ func TestBatchFormatSignedBlocks(t *testing.T) {
 		if err := batchDec.Unmarshal(data, &w); err != nil {
 			t.Fatal(err)
 		}
-		got := 0
-		for _, l := range w.Ledger {
-			if l.Block != nil {
-				got++
-			}
-		}
-		if got != blocks {
+		if got := blocksOf(&w); got != blocks {
 			t.Fatalf("%s: %d blocks, want %d", what, got, blocks)
 		}
 		back, err := decodeBatch(format, data)
@@ -209,6 +203,18 @@ func TestBatchFormatSignedBlocks(t *testing.T) {
 	twice := cloneBatch(t, b)
 	twice.Entries = append(twice.Entries, h.batch(50).Entries...)
 	roundTrip("two signed batches", twice, 2)
+}
+
+// blocksOf counts the ledger blocks of w: the signed batches written as
+// one.
+func blocksOf(w *wireBatch) int {
+	n := 0
+	for _, l := range w.Ledger {
+		if l.Block != nil {
+			n++
+		}
+	}
+	return n
 }
 
 // cloneBatch returns a deep copy of b.
@@ -454,13 +460,7 @@ func TestLedgerRangeFormat(t *testing.T) {
 		if err := batchDec.Unmarshal(tag.Content, &w); err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
-		got := 0
-		for _, l := range w.Ledger {
-			if l.Block != nil {
-				got++
-			}
-		}
-		if got != blocks {
+		if got := blocksOf(&w); got != blocks {
 			t.Errorf("%s: %d blocks, want %d", what, got, blocks)
 		}
 		back, err := decodeRange(data)
