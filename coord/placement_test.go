@@ -7,12 +7,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"idlepool/cluster"
+	"idlepool/identity"
 	"idlepool/job"
 	"idlepool/pool"
 )
@@ -36,6 +38,9 @@ func placedRouterAnd(t *testing.T, shards []*testServer, p JobPlacements, up fun
 	if err != nil {
 		t.Fatal(err)
 	}
+	// However slow this machine, a shard's word on its tasks holds for
+	// the test (TestPlaceJobForgetsAStaleWord tries placeStale itself).
+	rt.placeStale = time.Hour
 	hs := httptest.NewServer(rt)
 	t.Cleanup(hs.Close)
 	return &routerClient{url: hs.URL, client: hs.Client()}, rt
@@ -227,5 +232,36 @@ func TestShardRouterReadsPlacementsForKnownDevices(t *testing.T) {
 	}
 	if n := cp.reads.Load(); n != MaxWorkTransfers {
 		t.Errorf("two work requests naming %d jobs cost %d reads of placements, want %d", MaxWorkTransfers, n, MaxWorkTransfers)
+	}
+}
+
+// A shard's word on its waiting tasks counts for placeStale: a shard
+// that said it had 5,000 a minute ago, and nothing since to this
+// router, counts none, and takes the next job over two that said 10
+// just now; until then it takes none.
+func TestPlaceJobForgetsAStaleWord(t *testing.T) {
+	key, err := identity.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 12, 7, 23, 59, 30, 0, time.UTC)
+	rt, err := NewShardRouter(ShardRouterConfig{Shards: 3, Key: key, Now: func() time.Time { return now },
+		Target: func(int) (string, bool) { return "http://127.0.0.1:9", true }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	said := func(s int, n int64) {
+		rt.noteQueued(s, http.Header{QueuedHeader: {strconv.FormatInt(n, 10)}})
+	}
+	said(0, 5000)
+	for i := range 4 {
+		now = now.Add(placeStale / 4)
+		said(1, 10)
+		said(2, 10)
+		j := testJob(t, fmt.Sprintf("stale-%d", i), 4)
+		s := rt.placeJob(j.ID)
+		if fresh := i < 3; fresh && s == 0 || !fresh && s != 0 {
+			t.Errorf("%v after shard 0 said 5000 and shards 1 and 2 said 10: job placed in shard %d", placeStale/4*time.Duration(i+1), s)
+		}
 	}
 }

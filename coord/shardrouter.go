@@ -202,10 +202,11 @@ type ShardRouter struct {
 	turn     atomic.Uint32  // where the next choice among equals begins
 	placing  sync.Mutex     // one new job's shard chosen at a time (placeJob)
 
-	absentMu  sync.Mutex
-	absent    map[job.ID]time.Time // jobs no placement named, when a transfer report named them (transferShard)
-	absentFor time.Duration        // absentFor; a test's own
-	keys      peerKeys
+	absentMu   sync.Mutex
+	absent     map[job.ID]time.Time // jobs no placement named, when a transfer report named them (transferShard)
+	absentFor  time.Duration        // absentFor; a test's own
+	placeStale time.Duration        // placeStale; a test's own
+	keys       peerKeys
 
 	passedHere, passedThere atomic.Int64 // requests passed to a shard's coordinator on this node, on another
 	workSplit               atomic.Int64 // POST /v1/work split among shards
@@ -253,7 +254,7 @@ func NewShardRouter(cfg ShardRouterConfig) (*ShardRouter, error) {
 		client: &http.Client{Transport: cfg.Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 		limits: Config{MaxBodyMemory: cfg.MaxBodyMemory}, proxies: map[string]*httputil.ReverseProxy{},
 		queued: make([]atomic.Int64, cfg.Shards), queuedAt: make([]atomic.Int64, cfg.Shards), keys: peerKeys{m: map[string]ed25519.PublicKey{}},
-		absent: map[job.ID]time.Time{}, absentFor: absentFor}
+		absent: map[job.ID]time.Time{}, absentFor: absentFor, placeStale: placeStale}
 	for i := range rt.queued {
 		rt.queued[i].Store(-1)
 	}
@@ -531,11 +532,17 @@ func (rt *ShardRouter) placementError(ctx context.Context, id job.ID, what strin
 		"the pool cannot " + what + " which of its shards holds job " + id.String() + " now; try again shortly", nil}
 }
 
+// placeStale is how long a shard's word on its waiting tasks counts when
+// a router places a job (placeJob): a router that placed a large job
+// there and sent it no request since would otherwise keep away from it
+// for good, though other nodes' devices emptied it.
+const placeStale = time.Minute
+
 // placeJob returns the shard for new job id, before it is recorded: of
 // the shards with a node in charge (Target), the one with the fewest
 // tasks waiting as each said on its last answer to this router
-// (QueuedHeader; one not heard from counts none), ties going to the
-// first from the job's ShardOf shard on. The shard chosen counts one
+// (QueuedHeader; one not heard from, or not for placeStale, counts
+// none), ties going to the first from the job's ShardOf shard on. The shard chosen counts one
 // task more waiting until its answer to the job's POST /v1/jobs says
 // how many it has, so that jobs submitted at once through one node
 // spread (choices are made one at a time). Jobs placed through other
@@ -546,22 +553,31 @@ func (rt *ShardRouter) placeJob(id job.ID) int {
 	defer rt.placing.Unlock()
 	k := rt.cfg.Shards
 	first := cluster.ShardOf(id, k)
+	now := rt.cfg.Now().UnixMilli()
 	best, bestQueued, bestUp := first, int64(-1), false
 	for i := range k {
 		s := (first + i) % k
 		_, up := rt.cfg.Target(s)
 		q := max(rt.queued[s].Load(), 0)
+		if now-rt.queuedAt[s].Load() >= rt.placeStale.Milliseconds() {
+			q = 0
+		}
 		if bestQueued < 0 || up && !bestUp || up == bestUp && q < bestQueued {
 			best, bestQueued, bestUp = s, q, up
 		}
 	}
-	q := &rt.queued[best]
+	q, stale := &rt.queued[best], now-rt.queuedAt[best].Load() >= rt.placeStale.Milliseconds()
 	for { // one task more, unless the shard's answer came meanwhile
-		n := q.Load()
-		if q.CompareAndSwap(n, max(n, 0)+1) {
+		old := q.Load()
+		n := max(old, 0)
+		if stale {
+			n = 0
+		}
+		if q.CompareAndSwap(old, n+1) {
 			break
 		}
 	}
+	rt.queuedAt[best].Store(now)
 	return best
 }
 
