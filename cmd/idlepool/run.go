@@ -448,7 +448,7 @@ func manifestError(err error, command string) error {
 		case errors.Is(err, job.ErrNotManifest):
 			return &userError{Msg: me.File + " is " + me.Msg, Hint: "give the job's manifest, the TOML file that names its program (docs/author.md, \"The manifest\")", Cause: err}
 		case me.Field == "program" && strings.Contains(me.Msg, "does not exist"):
-			hint = "build the program first, e.g. `make examples` for the bundled examples, or GOOS=wasip1 GOARCH=wasm go build -o prog.wasm"
+			hint = "build the program first, e.g. `make examples` for the bundled examples, or GOOS=wasip1 GOARCH=wasm go build -o prog.wasm; a relative path is read from the manifest's directory"
 		case errors.Is(err, job.ErrInputData):
 			hint = "the data file is at fault, not the manifest: correct it at that line (docs/author.md, \"Split rules\", says what a CSV record may hold)"
 		case strings.HasPrefix(me.Field, "inputs.") && strings.Contains(me.Msg, "does not exist"):
