@@ -18,7 +18,8 @@ import (
 // its jobs by load (LoadPlacement): key the job's ID in hex (64
 // digits), value the shard's index in decimal. A key is written once,
 // by the first node that places the job (a create, never an update),
-// and never changes: the job's shard for its whole life.
+// and never changes: the job's shard for its whole life. Only the key
+// of a job its shard refused as malformed is removed (Forget).
 const PlacementsBucket = "idlepool_placements"
 
 // JobPlacement says how a divided pool chooses a job's shard; every node
