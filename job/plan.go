@@ -468,7 +468,7 @@ func (j *Job) CostOf(index int64) float64 {
 // WorkCostOf is WorkCost(Task(index), instructions), building no task
 // where CostOf builds none.
 func (j *Job) WorkCostOf(index int64, instructions uint64) float64 {
-	return min(j.CostOf(index), float64(instructions)/InstructionsPerCostUnit)
+	return workCost(j.CostOf(index), instructions)
 }
 
 // InstructionsPerCostUnit is the published rate at which counted work
@@ -485,7 +485,13 @@ const InstructionsPerCostUnit = 1e8
 // work took, never more than the job's owner offered. It depends only on
 // the job and the count, which replicas agree on; never on time.
 func (j *Job) WorkCost(t Task, instructions uint64) float64 {
-	return min(j.Cost(t), float64(instructions)/InstructionsPerCostUnit)
+	return workCost(j.Cost(t), instructions)
+}
+
+// workCost is WorkCost's rule: the declared cost, capped by the counted
+// instructions at InstructionsPerCostUnit.
+func workCost(declared float64, instructions uint64) float64 {
+	return min(declared, float64(instructions)/InstructionsPerCostUnit)
 }
 
 // FoldAssignment returns, for a kfold job, each data row's fold.

@@ -772,11 +772,11 @@ func (sp *pendingSpare) newPendingLike(last *pending) *pending {
 // spareOr returns *spare when it has room for n, taking it (it is nil
 // after), else a new empty slice with room for n.
 func spareOr[T any](spare *[]T, n int) []T {
-	if s := *spare; cap(s) >= n && s != nil {
-		*spare = nil
+	s := *spare
+	*spare = nil
+	if s != nil && cap(s) >= n {
 		return s
 	}
-	*spare = nil
 	return make([]T, 0, n)
 }
 
