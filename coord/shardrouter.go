@@ -510,7 +510,7 @@ func (rt *ShardRouter) jobShard(ctx context.Context, id job.ID) (int, error) {
 	defer cancel()
 	s, ok, err := rt.cfg.Placements.Shard(ctx, id)
 	if err != nil {
-		return 0, rt.placementError(ctx, id, "read", err)
+		return 0, rt.placementError(id, "read", err)
 	}
 	if !ok || s >= rt.cfg.Shards {
 		return cluster.ShardOf(id, rt.cfg.Shards), nil
@@ -520,7 +520,7 @@ func (rt *ShardRouter) jobShard(ctx context.Context, id job.ID) (int, error) {
 
 // placementError logs err, a failure to read or record (what) job id's
 // placement, and returns the apiError to answer.
-func (rt *ShardRouter) placementError(ctx context.Context, id job.ID, what string, err error) error {
+func (rt *ShardRouter) placementError(id job.ID, what string, err error) error {
 	if errors.Is(err, cluster.ErrPlacement) {
 		rt.log.Error("A job's recorded shard is not one of the pool's", "job", id.String(), "err", err)
 		return &apiError{http.StatusInternalServerError, "internal",
@@ -786,7 +786,7 @@ func (rt *ShardRouter) addJob(w http.ResponseWriter, r *http.Request) {
 			shard, err = p.Place(pctx, id, rt.placeJob(id))
 			cancel()
 			if err != nil {
-				rt.fail(w, rt.placementError(r.Context(), id, "record", err))
+				rt.fail(w, rt.placementError(id, "record", err))
 				return
 			}
 			a := rt.send(r.Context(), r, shard, r.Method, r.URL.RequestURI(), outHeader(r), body)
@@ -804,12 +804,10 @@ func (rt *ShardRouter) addJob(w http.ResponseWriter, r *http.Request) {
 	rt.write(w, rt.send(r.Context(), r, shard, r.Method, r.URL.RequestURI(), outHeader(r), body))
 }
 
-// answerCode returns the "code" of an error answer's JSON body, "" when
-// it has none.
+// answerCode returns the code of an error answer's body (ErrorBody), ""
+// when it has none.
 func answerCode(body []byte) string {
-	var e struct {
-		Code string `json:"code"`
-	}
+	var e ErrorBody
 	if json.Unmarshal(body, &e) != nil {
 		return ""
 	}

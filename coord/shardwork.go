@@ -8,6 +8,7 @@ import (
 	"hash/fnv"
 	"mime"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -65,17 +66,12 @@ func (rt *ShardRouter) work(w http.ResponseWriter, r *http.Request) {
 	// of the job's placement: only for a device the pool knows (the
 	// signature checked first), so that a stranger's request costs no
 	// reads.
-	peer, checked := "", false
-	if p := rt.cfg.Placements; p != nil {
-		for _, t := range req.Transfers {
-			if _, ok := p.Known(job.ID(t.Job)); !ok {
-				if peer, err = rt.checkSignature(r, body); err != nil {
-					rt.fail(w, err)
-					return
-				}
-				checked = true
-				break
-			}
+	peer := "" // the device, once its signature is checked
+	unknown := func(t TransferReport) bool { _, ok := rt.cfg.Placements.Known(job.ID(t.Job)); return !ok }
+	if rt.cfg.Placements != nil && slices.ContainsFunc(req.Transfers, unknown) {
+		if peer, err = rt.checkSignature(r, body); err != nil {
+			rt.fail(w, err)
+			return
 		}
 	}
 	for _, t := range req.Transfers {
@@ -94,7 +90,7 @@ func (rt *ShardRouter) work(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rt.workSplit.Add(1)
-	if !checked {
+	if peer == "" {
 		if peer, err = rt.checkSignature(r, body); err != nil {
 			rt.fail(w, err)
 			return
