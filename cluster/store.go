@@ -668,6 +668,15 @@ func isWrongLastSeq(err error) bool {
 // leader has not heard from every peer yet; it passes once they report.
 const jsClusterNoPeers = 10005
 
+// jsDuplicateInProcess is JetStream's error code for "duplicate message
+// id is in process" (nats-server's JSStreamDuplicateMessageConflict): a
+// publish whose message ID is that of one still being decided by the
+// stream's Raft group. An append retried after its first try timed out
+// gets it while that first try is in flight: the answer is not known yet,
+// and a later retry finds the first try stored (a duplicate's ack, its
+// sequence) or not stored (then it is stored).
+const jsDuplicateInProcess = 10158
+
 // ErrTooFewNodes means JetStream cannot place a stream or bucket yet:
 // fewer nodes than its replicas are up as the cluster knows them ("no
 // suitable peers for placement"). Errors that wrap it also wrap
@@ -677,8 +686,9 @@ var ErrTooFewNodes = errors.New("cluster: too few nodes up to place the replicas
 
 // unavailable wraps err with pool.ErrStoreUnavailable when it means no
 // answer came (timeout, no responders, a closed connection, a 503 or 408
-// from JetStream's API, new or old) or that too few nodes are up yet to
-// place a stream (jsClusterNoPeers; then it wraps ErrTooFewNodes too).
+// from JetStream's API, new or old), that the same publish is still
+// being decided (jsDuplicateInProcess), or that too few nodes are up yet
+// to place a stream (jsClusterNoPeers; then it wraps ErrTooFewNodes too).
 func unavailable(err error) error {
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
 		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
@@ -695,7 +705,8 @@ func unavailable(err error) error {
 	switch {
 	case errors.As(err, &ae) && ae.ErrorCode == jsClusterNoPeers, errors.As(err, &lae) && lae.ErrorCode == jsClusterNoPeers:
 		return fmt.Errorf("%w: %w: %w", pool.ErrStoreUnavailable, ErrTooFewNodes, err)
-	case errors.As(err, &ae) && (ae.Code == 503 || ae.Code == 408), errors.As(err, &lae) && (lae.Code == 503 || lae.Code == 408):
+	case errors.As(err, &ae) && (ae.Code == 503 || ae.Code == 408 || ae.ErrorCode == jsDuplicateInProcess),
+		errors.As(err, &lae) && (lae.Code == 503 || lae.Code == 408 || lae.ErrorCode == jsDuplicateInProcess):
 		return fmt.Errorf("%w: %w", pool.ErrStoreUnavailable, err)
 	}
 	return err

@@ -263,8 +263,11 @@ func TestClusterScenarios(t *testing.T) {
 // times a second). "No suitable peers for placement" is a cluster that
 // has not heard from all its nodes yet (one just formed or restarting):
 // a fresh three-node cluster refused its first store so; it also says
-// ErrTooFewNodes, so that a node waiting can say what for. Other API
-// errors stay what they are.
+// ErrTooFewNodes, so that a node waiting can say what for. "Duplicate
+// message id is in process" is an append retried while its first try is
+// still being decided: the node in charge stopped its scheduler on it
+// (CI, a cluster test on a busy machine) where it should try again.
+// Other API errors stay what they are.
 func TestUnavailable(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -281,6 +284,9 @@ func TestUnavailable(t *testing.T) {
 		{"older API, no peers for placement yet", &nats.APIError{Code: 400, ErrorCode: 10005, Description: "no suitable peers for placement"}, true, true},
 		{"older API 400", &nats.APIError{Code: 400, ErrorCode: 10058, Description: "stream name already in use"}, false, false},
 		{"jetstream 404", &jetstream.APIError{Code: 404, ErrorCode: 10059, Description: "stream not found"}, false, false},
+		{"the same message ID still in process", &jetstream.APIError{Code: 409, ErrorCode: 10158, Description: "duplicate message id is in process"}, true, false},
+		{"older API, the same message ID still in process", &nats.APIError{Code: 409, ErrorCode: 10158}, true, false},
+		{"jetstream 409 of another kind", &jetstream.APIError{Code: 409, ErrorCode: 10148, Description: "consumer already exists"}, false, false},
 		{"timeout", context.DeadlineExceeded, true, false},
 		{"other", errors.New("disk full"), false, false},
 	} {
