@@ -163,31 +163,54 @@ func TestShardCoordinatorFencedTakesAgain(t *testing.T) {
 		}
 		return false
 	})
-	// Another writer appends to the shard's state stream.
+	// Another writer appends to the shard's state stream. Right after
+	// the cluster started, the shard's streams may be electing a
+	// leader: each node taking a shard asks to lead its streams
+	// (cluster.Store.LeadStreams), again every ten seconds while one is
+	// led elsewhere, and the shards are still being spread. A request
+	// to a stream meanwhile goes unanswered (pool.ErrStoreUnavailable),
+	// and on a busy machine an election can outlast it: the write is
+	// made again, loaded afresh, bounded by patience. A commit left
+	// unanswered may have landed: the same peer registered twice is
+	// one registration.
 	shard, _ := cluster.NewShard(before.Shard, k)
 	ctx := t.Context()
 	peer := newPeer(t, nil)
 	rec := pool.Peer{ID: peer.ID(), Owner: peer.owner.ID(), Key: peer.key.Public(), OwnerKey: peer.owner.Public(),
 		Endorsement: peer.owner.Sign(pool.EndorsementMessage(peer.key.Public())), Name: "stale", Joined: time.Now()}
-	for try := 0; ; try++ {
+	fenced := 0
+	waitUntil(t, patience(t), fmt.Sprintf("another writer's batch in shard %d's state stream", before.Shard), func() bool {
 		stale, err := cluster.OpenStore(ctx, nodes[0].node.JetStream(), cluster.StoreConfig{Replicas: 3, Shard: shard})
+		if errors.Is(err, pool.ErrStoreUnavailable) {
+			t.Logf("open shard %d's store for the stale write: %v", before.Shard, err)
+			return false
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := stale.Load(ctx); err != nil {
+		defer stale.Release()
+		if _, err := stale.Load(ctx); errors.Is(err, pool.ErrStoreUnavailable) {
+			t.Logf("load shard %d's state for the stale write: %v", before.Shard, err)
+			return false
+		} else if err != nil {
 			t.Fatal(err)
 		}
 		err = stale.Commit(ctx, &pool.Batch{Peers: []pool.Peer{rec}})
-		stale.Release()
-		if err == nil {
-			break
+		switch {
+		case err == nil:
+			return true
+		case errors.Is(err, pool.ErrStoreUnavailable):
+			t.Logf("the stale write to shard %d: %v", before.Shard, err)
+			return false
+		case errors.Is(err, cluster.ErrFenced) && fenced < 10:
+			// The shard's coordinator committed between the load and
+			// the commit (an anchor): load again.
+			fenced++
+			return false
 		}
-		// The shard's coordinator committed between the load and the
-		// commit (an anchor): load again.
-		if !errors.Is(err, cluster.ErrFenced) || try == 10 {
-			t.Fatal(err)
-		}
-	}
+		t.Fatal(err)
+		return false
+	})
 	// The shard's coordinator is fenced at its next commit. A
 	// registration goes to every shard, but the router answers it once
 	// one shard took it: a shard it could not reach (just handed over,
