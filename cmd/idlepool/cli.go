@@ -44,7 +44,8 @@ Commands:
           it computes or waits, and why
   status JOB --pool URL [--json]
           show a job's progress in a pool, and what the pool is doing
-          (JOB: the ID, or its first digits as idlepool prints them)
+          (JOB, here and in result and cancel: the ID, its first digits
+          as idlepool prints them, or its name when one job has it)
   settings [--json] | settings set KEY=VALUE ... | settings reset
           the hours, cores, idle time, battery, programs and GPUs this
           machine computes with

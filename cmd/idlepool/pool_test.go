@@ -552,7 +552,8 @@ func TestPoolCommandsExplainMistakes(t *testing.T) {
 		{"join without URL", []string{"join"}, 2, "join needs a pool URL"},
 		{"join bad URL", []string{"join", "127.0.0.1:1"}, 2, "hint: a pool URL looks like"},
 		{"submit without pool", []string{"submit", "x.toml"}, 2, "no pool given"},
-		{"status bad job", []string{"status", "nope", "--pool", "http://127.0.0.1:1"}, 2, "is not a job ID"},
+		{"status blank job", []string{"status", " ", "--pool", "http://127.0.0.1:1"}, 2, `" " is not a job ID`},
+		{"status by name unreachable", []string{"status", "nope", "--pool", "http://127.0.0.1:1"}, 1, "cannot reach the pool"},
 		{"submit unreachable", []string{"submit", writeManifest(t, "pi", piManifest(2, 10)), "--pool", "http://127.0.0.1:1", "--wait", "0"}, 1, "cannot reach the pool"},
 		{"ledger without source", []string{"ledger", "verify"}, 2, "ledger verify needs one ledger file or pool URL"},
 		{"ledger damaged file", []string{"ledger", "verify", writeFile(t, "{\"seq\":1}\n"), "--key", identity.EncodePublic(make([]byte, 32))}, 1, "ledger does not verify"},
@@ -681,5 +682,60 @@ func TestFinishedJobAndCancel(t *testing.T) {
 	}
 	if out := idlepool(t, owner, "help"); !strings.Contains(out.stdout, "ledger verify FILE [--key KEY]") || !strings.Contains(out.stdout, "cancel JOB --pool URL") {
 		t.Errorf("help lacks ledger verify's --key or cancel:\n%s", out.stdout)
+	}
+}
+
+// TestJobByName: status, result and cancel take a job's name when it
+// names one job of the pool, or one of this owner's jobs; a name that
+// several jobs have is refused with their IDs, oldest first, and so is an
+// unknown name, with a hint; a hex prefix is still an ID's.
+func TestJobByName(t *testing.T) {
+	t.Parallel()
+	_, url := startServe(t, t.TempDir(), "127.0.0.1:0") // no donors: the jobs stay queued
+	owner, stranger, nobody := t.TempDir(), t.TempDir(), t.TempDir()
+	submit := func(home string, tasks int) string {
+		t.Helper()
+		out := idlepool(t, home, "submit", writeManifest(t, "pi", piManifest(tasks, 1000)), "--pool", url)
+		if out.code != 0 {
+			t.Fatalf("submit: exit %d\n%s", out.code, out.stderr)
+		}
+		return strings.TrimSpace(out.stdout)
+	}
+	first := submit(owner, 3) // every manifest here is named "pi"
+	if out := idlepool(t, nobody, "status", "pi", "--pool", url); out.code != 0 || !strings.Contains(out.stdout, "id       "+first) {
+		t.Errorf("status by the name of one job: exit %d\n%s%s", out.code, out.stdout, out.stderr)
+	}
+
+	second := submit(owner, 4)
+	out := idlepool(t, nobody, "status", "pi", "--pool", url)
+	i, j := strings.Index(out.stderr, first[:12]+" (running, 0 of 3 tasks accepted)"), strings.Index(out.stderr, second[:12]+" (running, 0 of 4 tasks accepted)")
+	if out.code != 2 || !strings.Contains(out.stderr, `2 jobs in pool lab-a are named "pi", oldest first: `) || i < 0 || j < i ||
+		!strings.Contains(out.stderr, "hint: give the job ID (its first 6 or more digits) instead") {
+		t.Errorf("status by a name two jobs have: exit %d\n%s", out.code, out.stderr)
+	}
+
+	// Of several jobs with the name, the owner's own are taken.
+	theirs := submit(stranger, 5)
+	if out := idlepool(t, stranger, "status", "pi", "--pool", url); out.code != 0 || !strings.Contains(out.stdout, "id       "+theirs) {
+		t.Errorf("status by a name three jobs have, one of them this owner's: exit %d\n%s%s", out.code, out.stdout, out.stderr)
+	}
+	out = idlepool(t, owner, "status", "pi", "--pool", url)
+	if out.code != 2 || !strings.Contains(out.stderr, `2 jobs of yours in pool lab-a are named "pi"`) || strings.Contains(out.stderr, theirs[:12]) {
+		t.Errorf("status by a name three jobs have, two of them this owner's: exit %d\n%s", out.code, out.stderr)
+	}
+	if out := idlepool(t, stranger, "cancel", "pi", "--pool", url); out.code != 0 || !strings.Contains(out.stdout, "job pi ("+theirs[:12]+") cancelled in pool lab-a") {
+		t.Errorf("cancel by name: exit %d\n%s%s", out.code, out.stdout, out.stderr)
+	}
+	if out := idlepool(t, stranger, "result", "pi", "--pool", url); out.code != 1 || !strings.Contains(out.stderr, "cancelled in the pool by its owner") {
+		t.Errorf("result by name of the job cancelled: exit %d\n%s", out.code, out.stderr)
+	}
+
+	out = idlepool(t, nobody, "status", "pi-quick", "--pool", url)
+	if out.code != 2 || !strings.Contains(out.stderr, `pool lab-a has no job named "pi-quick"`) ||
+		!strings.Contains(out.stderr, "hint: `idlepool jobs --pool "+url+"` lists the pool's jobs that seek compute; a job ID's first 6 or more hex digits work too") {
+		t.Errorf("status by an unknown name: exit %d\n%s", out.code, out.stderr)
+	}
+	if out := idlepool(t, nobody, "status", strings.ToUpper(second[:8]), "--pool", url); out.code != 0 || !strings.Contains(out.stdout, "id       "+second) {
+		t.Errorf("status by 8 hex digits: exit %d\n%s%s", out.code, out.stdout, out.stderr)
 	}
 }

@@ -20,7 +20,7 @@ func cmdStatus(ctx context.Context, g *globals, args []string) error {
 	fs := flag.NewFlagSet("idlepool status", flag.ContinueOnError)
 	fs.SetOutput(g.stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(g.stderr, "Usage: idlepool status JOB --pool URL [--json]\n\nShows a job's progress in a pool.\n\n")
+		fmt.Fprintf(g.stderr, "Usage: idlepool status JOB --pool URL [--json]\n\nShows a job's progress in a pool.\n\n%s", jobArgHelp)
 		fs.PrintDefaults()
 		fmt.Fprintf(g.stderr, "\n%s", machineStatusHelp)
 	}
@@ -123,7 +123,7 @@ func printPoolActivity(ctx context.Context, w io.Writer, s *session, st pool.Job
 }
 
 func cmdCancel(ctx context.Context, g *globals, args []string) error {
-	fs := g.flagSet("idlepool cancel", "Usage: idlepool cancel JOB --pool URL\n\nWithdraws a job you submitted from a pool: it leases nothing more, donors stop its tasks at their next heartbeat, and results already accepted keep their receipts. Only a device of the job's owner may cancel it; cancelling again is fine.\n\n")
+	fs := g.flagSet("idlepool cancel", "Usage: idlepool cancel JOB --pool URL\n\nWithdraws a job you submitted from a pool: it leases nothing more, donors stop its tasks at their next heartbeat, and results already accepted keep their receipts. Only a device of the job's owner may cancel it; cancelling again is fine.\n\n"+jobArgHelp)
 	pc := poolFlags(fs)
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {

@@ -155,9 +155,10 @@ func (pc *poolConn) check() error {
 
 // session is this device's connection to a pool.
 type session struct {
-	c    *agent.Client
-	dirs home.Dirs
-	pool string // the pool's name
+	c     *agent.Client
+	dirs  home.Dirs
+	pool  string // the pool's name
+	owner string // this device's owner ID (identity.Key.ID of the owner key)
 }
 
 // connect loads the device's keys, checks the pool's key against the
@@ -275,7 +276,7 @@ func (pc *poolConn) connectOnce(ctx context.Context, g *globals) (*session, erro
 	if _, err := c.Register(ctx, owner, hostname(), pc.invite); err != nil {
 		return nil, poolError(fmt.Errorf("register with pool %s: %w", info.Pool, err), pc.url, dirs)
 	}
-	return &session{c: c, dirs: dirs, pool: info.Pool}, nil
+	return &session{c: c, dirs: dirs, pool: info.Pool, owner: owner.ID()}, nil
 }
 
 // lockMerge takes the lock of job j's merge on this device (a file in
