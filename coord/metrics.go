@@ -50,7 +50,7 @@ type metrics struct {
 	resultBytes *prometheus.CounterVec
 }
 
-func newMetrics(jobs func() []pool.JobStatus, ledgerCounts func() map[string]uint64) *metrics {
+func newMetrics(jobs func() []pool.JobStatus, ledgerCounts func() map[string]uint64, commits func() pool.CommitCounts) *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		leases: prometheus.NewCounter(prometheus.CounterOpts{
@@ -93,7 +93,7 @@ func newMetrics(jobs func() []pool.JobStatus, ledgerCounts func() map[string]uin
 	m.submissions.WithLabelValues("refused")
 	m.reg.MustRegister(m.leases, m.expired, m.submissions, m.registered, m.requests, m.latency, m.served, m.resultBytes,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		&jobCollector{jobs: jobs}, &ledgerCollector{counts: ledgerCounts})
+		&jobCollector{jobs: jobs}, &ledgerCollector{counts: ledgerCounts}, &commitCollector{counts: commits})
 	return m
 }
 
@@ -213,6 +213,41 @@ func (c *ledgerCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(ledgerDesc, prometheus.CounterValue, float64(counts[kind]), kind)
 		}
 	}
+}
+
+// commitCollector reports the scheduler's group commits
+// (pool.Scheduler.CommitCounts): how many, the time they took and what
+// they held, counted as batches commit since the coordinator started.
+// A commit's mean time is the rate of the seconds over the rate of the
+// commits; the commits per decided task, their rate over that of
+// idlepool_coord_tasks.
+type commitCollector struct {
+	counts func() pool.CommitCounts
+}
+
+var (
+	commitsDesc = prometheus.NewDesc("idlepool_coord_store_commits_total",
+		"Group commits: batches of the pool's changes the store committed.", nil, nil)
+	commitSecondsDesc = prometheus.NewDesc("idlepool_coord_store_commit_seconds_total",
+		"Seconds the committed batches took in the store, tries that found it unavailable included.", nil, nil)
+	committedDesc = prometheus.NewDesc("idlepool_coord_store_committed_records_total",
+		"Records the committed batches held, by kind: replica (a replica's changes in one batch count once), outcome (a task's final outcome), entry (a ledger entry).",
+		[]string{"kind"}, nil)
+)
+
+func (c *commitCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- commitsDesc
+	ch <- commitSecondsDesc
+	ch <- committedDesc
+}
+
+func (c *commitCollector) Collect(ch chan<- prometheus.Metric) {
+	n := c.counts()
+	ch <- prometheus.MustNewConstMetric(commitsDesc, prometheus.CounterValue, float64(n.Commits))
+	ch <- prometheus.MustNewConstMetric(commitSecondsDesc, prometheus.CounterValue, n.Time.Seconds())
+	ch <- prometheus.MustNewConstMetric(committedDesc, prometheus.CounterValue, float64(n.Replicas), "replica")
+	ch <- prometheus.MustNewConstMetric(committedDesc, prometheus.CounterValue, float64(n.Outcomes), "outcome")
+	ch <- prometheus.MustNewConstMetric(committedDesc, prometheus.CounterValue, float64(n.Entries), "entry")
 }
 
 // took counts a submission the pool took, and its result's bytes by how

@@ -5,6 +5,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"idlepool/pool"
 	"idlepool/pool/pooltest"
 )
 
@@ -14,7 +15,7 @@ func TestMetricsScrapeReadsNoLedger(t *testing.T) {
 	st := pooltest.NewEntryCounter()
 	h := pooltest.NewHarness(t, st, nil)
 	pooltest.RunLedgerCounts(h)
-	m := newMetrics(h.S.Jobs, h.S.LedgerCounts)
+	m := newMetrics(h.S.Jobs, h.S.LedgerCounts, h.S.CommitCounts)
 	before := st.Read()
 	got := map[string]uint64{}
 	for range 2 {
@@ -37,5 +38,52 @@ func TestMetricsScrapeReadsNoLedger(t *testing.T) {
 	want := h.S.LedgerCounts()
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("scraped counts (-scheduler +scraped):\n%s", diff)
+	}
+}
+
+// A scrape reports the scheduler's group commits: how many, the seconds
+// they took and the records they held, as the scheduler counted them.
+func TestMetricsCommits(t *testing.T) {
+	h := pooltest.NewHarness(t, pool.NewMemStore(), nil)
+	alice := h.Device("alice", "alice-1")
+	bob, carol := h.Device("bob", "bob-1"), h.Device("carol", "carol-1")
+	h.Job("counted", 2, pooltest.Policy{}, alice)
+	for range 2 {
+		lb, lc := h.Lease(bob, 1), h.Lease(carol, 1)
+		h.Submit(lb[0], pooltest.Good(lb[0].Task))
+		h.Submit(lc[0], pooltest.Good(lc[0].Task))
+	}
+	m := newMetrics(h.S.Jobs, h.S.LedgerCounts, h.S.CommitCounts)
+	want := h.S.CommitCounts()
+	if want.Commits == 0 || want.Outcomes != 2 {
+		t.Fatalf("the scheduler counted %+v: want commits, and the 2 tasks' outcomes", want)
+	}
+	fams, err := m.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after := h.S.CommitCounts(); after != want {
+		t.Fatalf("the scheduler committed during the scrape: %+v, then %+v", want, after)
+	}
+	got := map[string]float64{}
+	for _, f := range fams {
+		for _, mt := range f.GetMetric() {
+			name := f.GetName()
+			if len(mt.GetLabel()) > 0 {
+				name += "/" + mt.GetLabel()[0].GetValue()
+			}
+			got[name] = mt.GetCounter().GetValue()
+		}
+	}
+	for name, v := range map[string]float64{
+		"idlepool_coord_store_commits_total":                   float64(want.Commits),
+		"idlepool_coord_store_commit_seconds_total":            want.Time.Seconds(),
+		"idlepool_coord_store_committed_records_total/replica": float64(want.Replicas),
+		"idlepool_coord_store_committed_records_total/outcome": float64(want.Outcomes),
+		"idlepool_coord_store_committed_records_total/entry":   float64(want.Entries),
+	} {
+		if g, ok := got[name]; !ok || g != v {
+			t.Errorf("%s: scraped %v (present %v), want %v", name, g, ok, v)
+		}
 	}
 }

@@ -273,7 +273,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if s.profiles, err = loadProfiles(ctx, profiles); err != nil {
 		return nil, fmt.Errorf("load owner profiles: %w", err)
 	}
-	s.metrics = newMetrics(s.sched.Jobs, s.sched.LedgerCounts)
+	s.metrics = newMetrics(s.sched.Jobs, s.sched.LedgerCounts, s.sched.CommitCounts)
 	s.transfers = newTransferBook(func(id job.ID) (bool, bool) {
 		st, err := s.sched.Status(id)
 		return st.Complete, err == nil

@@ -220,6 +220,7 @@ type Scheduler struct {
 	remote    map[string]*remoteUse // the other shards' owners' fair-share figures (SetShardUsage)
 	recent    *recentEntries        // the ledger's tail committed since the load, for PeerLedger
 	kinds     map[string]uint64     // committed ledger entries by kind (LedgerCounts)
+	commits   CommitCounts          // the group commits so far (CommitCounts)
 	nextOrder int64
 	pend      *pending
 	// spare holds the slices and map of the last batch committed, emptied,
@@ -815,7 +816,9 @@ func (s *Scheduler) flush(ctx context.Context, giveUp <-chan struct{}) error {
 	// (SignBatch): signing was the costliest step of deciding a task, and
 	// flush runs on one goroutine only.
 	s.chainHash = p.b.Sign(s.chainHash, s.cfg.Key.Sign)
+	began := time.Now()
 	err := s.commit(ctx, giveUp, &p.b)
+	took := time.Since(began)
 	s.mu.Lock()
 	if err != nil {
 		s.stopped = fmt.Errorf("%w: commit failed: %w", ErrStopped, err)
@@ -830,6 +833,11 @@ func (s *Scheduler) flush(ctx context.Context, giveUp <-chan struct{}) error {
 		s.log.Error("Commit failed; scheduler stopped", "pool", s.cfg.Pool, "err", err)
 		return s.stopped
 	}
+	s.commits.Commits++
+	s.commits.Time += took
+	s.commits.Replicas += uint64(len(p.b.Replicas))
+	s.commits.Outcomes += uint64(len(p.b.Outcomes))
+	s.commits.Entries += uint64(len(p.b.Entries))
 	s.recent.add(p.b.Entries, s.chainHash)
 	s.noteWorkHead(p.b.Entries)
 	for _, e := range p.b.Entries {
@@ -1248,6 +1256,31 @@ func (s *Scheduler) openJobs() []*jobState {
 		return nil
 	}
 	return s.open.list()
+}
+
+// CommitCounts counts a Scheduler's group commits since it started:
+// each batch of changes (Batch) its store committed, and what the
+// batches held. Divided by one another, the counters give a commit's
+// mean time and size; set beside the tasks decided, the commits per
+// task.
+type CommitCounts struct {
+	// Commits is the batches committed.
+	Commits uint64
+	// Time is the time the committed batches took in Store.Commit, the
+	// tries that found the store unavailable and their backoff included.
+	Time time.Duration
+	// Replicas, Outcomes and Entries are the replica records, task
+	// outcomes and ledger entries the batches held: a replica changed
+	// twice in one batch counts once, one changed in two batches twice.
+	Replicas, Outcomes, Entries uint64
+}
+
+// CommitCounts returns the group commits so far (CommitCounts): counted
+// in memory as batches commit, from zero when the Scheduler starts.
+func (s *Scheduler) CommitCounts() CommitCounts {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.commits
 }
 
 // LedgerCounts returns how many committed ledger entries there are of
