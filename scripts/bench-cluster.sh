@@ -5,7 +5,8 @@
 # a single `idlepool serve` (SQLite), a one-node cluster and a three-node
 # cluster (JetStream, replication 3 over TLS routes), each node its own
 # process. Prints accepted tasks/s and the coordinator's CPU per accepted
-# task, in all and node by node. A benchmark, not a test: CI does not run
+# task, in all and node by node, and each node's HTTP requests and group
+# commits (their mean size and time) during the run. A benchmark, not a test: CI does not run
 # it. The nodes snapshot every SNAPSHOT_EVERY state messages (default
 # 256, a sixteenth of a pool's default): the node in charge looks every
 # three seconds, so a run of 100,000 tasks pays for about three
@@ -60,6 +61,31 @@ bench() { # NAME URL PIDS
   cpu=$(echo "$line" | awk '{for(i=1;i<=NF;i++) if($i=="coord-cpu-µs/task") print $(i-1)}')
   nodes=$(echo "$line" | awk '{s=""; for(i=1;i<=NF;i++) if($i ~ /^node[0-9]+-cpu-µs\/task$/) s=s sprintf(" %s %.0f", substr($i,1,index($i,"-")-1), $(i-1)); print s}')
   printf '%-24s %8.0f tasks/s   coordinator CPU %6.0f µs per accepted task%s\n' "$1" "$ts" "$cpu" "${nodes:+  (per node:$nodes µs)}"
+}
+
+# counters URL: the node's HTTP requests, group commits, seconds in
+# them and outcomes committed so far (its /metrics, every shard summed).
+counters() {
+  curl -s "$1/metrics" | awk '
+    /^idlepool_coord_http_requests_total/ {r += $NF}
+    /^idlepool_coord_store_commits_total/ {c += $NF}
+    /^idlepool_coord_store_commit_seconds_total/ {t += $NF}
+    /^idlepool_coord_store_committed_records_total.*kind="outcome"/ {o += $NF}
+    END {printf "%d %d %.6f %d\n", r, c, t, o}'
+}
+
+# traffic BEFORE... AFTER...: one line per node, what it served and
+# committed between the two readings of counters.
+traffic() {
+  local n=$(($# / 2)) i b a
+  for ((i = 1; i <= n; i++)); do
+    b=${!i}; a=$(eval echo "\${$((i + n))}")
+    echo "$b $a" | tr '_' ' ' | awk -v node="node$i" '{
+      r = $5 - $1; c = $6 - $2; t = $7 - $3; o = $8 - $4
+      printf "                         (%s: %d requests, %d group commits", node, r, c
+      if (c > 0) printf " of %.1f tasks in %.1f ms", o / c, 1000 * t / c
+      printf ")\n"}'
+  done
 }
 
 stop_all() {
@@ -138,7 +164,11 @@ for setup in ${SETUPS:-1 3 3cold 3cold-jobs 3shards 5shards}; do
       continue
     fi
   fi
+  before=()
+  for u in "${urls[@]}"; do before+=("$(counters "$u" | tr ' ' '_')"); done
   bench "$label" "$list" "$plist"
+  after=()
+  for u in "${urls[@]}"; do after+=("$(counters "$u" | tr ' ' '_')"); done
   if [ "$shards" -gt 1 ]; then
     curl -s "${urls[0]}/v1/cluster" | grep -o '"shards":\[.*\]' | grep -o '"shard":[0-9]*,"leader":{"node":"[^"]*"' | sed 's/"shard":\([0-9]*\),"leader":{"node":"\([^"]*\)"/shard \1: \2/' | tr '\n' ' ' | sed 's/^/                         (/; s/ $/)\n/'
     # How the jobs divided: each job's tasks and shard, from the pool's
@@ -150,5 +180,6 @@ for setup in ${SETUPS:-1 3 3cold 3cold-jobs 3shards 5shards}; do
     leader=$(curl -s "${urls[0]}/v1/cluster" | grep -o '"leader":{"node":"[^"]*"' | cut -d'"' -f6 || true)
     echo "                         (${leader:-no node} in charge)"
   fi
+  traffic "${before[@]}" "${after[@]}"
   stop_all
 done
