@@ -45,14 +45,7 @@ func TestMetricsScrapeReadsNoLedger(t *testing.T) {
 // they took and the records they held, as the scheduler counted them.
 func TestMetricsCommits(t *testing.T) {
 	h := pooltest.NewHarness(t, pool.NewMemStore(), nil)
-	alice := h.Device("alice", "alice-1")
-	bob, carol := h.Device("bob", "bob-1"), h.Device("carol", "carol-1")
-	h.Job("counted", 2, pooltest.Policy{}, alice)
-	for range 2 {
-		lb, lc := h.Lease(bob, 1), h.Lease(carol, 1)
-		h.Submit(lb[0], pooltest.Good(lb[0].Task))
-		h.Submit(lc[0], pooltest.Good(lc[0].Task))
-	}
+	h.Decide("counted", 2)
 	m := newMetrics(h.S.Jobs, h.S.LedgerCounts, h.S.CommitCounts)
 	want := h.S.CommitCounts()
 	if want.Commits == 0 || want.Outcomes != 2 {

@@ -51,14 +51,7 @@ func (c *commitCountingStore) counts() (pool.CommitCounts, int) {
 func TestCommitCounts(t *testing.T) {
 	st := &commitCountingStore{Store: pool.NewMemStore(), fail: 2}
 	h := pooltest.NewHarness(t, st, nil)
-	alice := h.Device("alice", "alice-1")
-	bob, carol := h.Device("bob", "bob-1"), h.Device("carol", "carol-1")
-	h.Job("counted", 3, pooltest.Policy{}, alice)
-	for range 3 {
-		lb, lc := h.Lease(bob, 1), h.Lease(carol, 1)
-		h.Submit(lb[0], pooltest.Good(lb[0].Task))
-		h.Submit(lc[0], pooltest.Good(lc[0].Task))
-	}
+	h.Decide("counted", 3)
 	got := h.S.CommitCounts()
 	want, refused := st.counts()
 	if refused != 2 {

@@ -135,6 +135,29 @@ func (h *Harness) Submit(l pool.Lease, sub pool.Submission) {
 	}
 }
 
+// Decide adds job name of tasks tasks (the default Policy: two agreeing
+// replicas decide a task), submitted by a device of its own, and has two
+// other devices each lease and compute every task alike, a task at a
+// time: tasks tasks decided, their receipts in the ledger. The devices
+// are registered under the job's name (owners name+"-owner", name+"-a",
+// name+"-b").
+func (h *Harness) Decide(name string, tasks int64) *job.Job {
+	h.T.Helper()
+	owner := h.Device(name+"-owner", name+"-owner-1")
+	a, b := h.Device(name+"-a", name+"-a-1"), h.Device(name+"-b", name+"-b-1")
+	j := h.Job(name, tasks, Policy{}, owner)
+	for range tasks {
+		for _, dev := range []string{a, b} {
+			ls := h.Lease(dev, 1)
+			if len(ls) != 1 {
+				h.T.Fatalf("device %s leased %d tasks of job %s, want 1", dev, len(ls), name)
+			}
+			h.Submit(ls[0], Good(ls[0].Task))
+		}
+	}
+	return j
+}
+
 // Ledger returns the whole ledger after checking it with VerifyLedger.
 func (h *Harness) Ledger() []pool.Entry {
 	h.T.Helper()
