@@ -904,14 +904,30 @@ func TestClusterNodesAgreeOnVersions(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return answer{status: resp.StatusCode, body: b}
 	}
+	// A 503 (no node in charge for a moment, a commit that timed out, on
+	// a busy machine) is a registration not taken: a new device tries
+	// again, bounded by patience.
+	registerTaken := func(n *testNode, v string) answer {
+		t.Helper()
+		var a answer
+		waitUntil(t, patience(t), n.name+" to answer a registration of "+v, func() bool {
+			if a = register(n, v); a.status == http.StatusServiceUnavailable {
+				t.Logf("%s: a registration of %s: %d %s", n.name, v, a.status, a.body)
+				time.Sleep(500 * time.Millisecond)
+				return false
+			}
+			return true
+		})
+		return a
+	}
 	for _, n := range nodes {
-		a := register(n, "1.3.0")
+		a := registerTaken(n, "1.3.0")
 		var e ErrorBody
 		if a.status != http.StatusUpgradeRequired || json.Unmarshal(a.body, &e) != nil || e.Code != CodeAgentTooOld || e.Error != "this pool needs idlepool 1.4 or newer" {
 			t.Errorf("%s: a device of 1.3.0 got %d %s; want 426 agent_too_old", n.name, a.status, a.body)
 		}
 	}
-	if a := register(nodes[2], "1.4.0"); a.status != http.StatusCreated {
+	if a := registerTaken(nodes[2], "1.4.0"); a.status != http.StatusCreated {
 		t.Errorf("node3: a device of 1.4.0 got %d %s; want 201", a.status, a.body)
 	}
 	// The registration was committed to the state stream. node1, a warm
