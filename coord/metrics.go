@@ -219,8 +219,8 @@ func (c *ledgerCollector) Collect(ch chan<- prometheus.Metric) {
 // (pool.Scheduler.CommitCounts): how many, the time they took and what
 // they held, counted as batches commit since the coordinator started.
 // A commit's mean time is the rate of the seconds over the rate of the
-// commits; the commits per decided task, their rate over that of
-// idlepool_coord_tasks.
+// commits; the tasks decided per commit, the rate of the committed
+// outcomes over that of the commits.
 type commitCollector struct {
 	counts func() pool.CommitCounts
 }
