@@ -732,7 +732,7 @@ func TestJobByName(t *testing.T) {
 
 	out = idlepool(t, nobody, "status", "pi-quick", "--pool", url)
 	if out.code != 2 || !strings.Contains(out.stderr, `pool lab-a has no job named "pi-quick"`) ||
-		!strings.Contains(out.stderr, "hint: `idlepool jobs --pool "+url+"` lists the pool's jobs that seek compute; a job ID's first 6 or more hex digits work too") {
+		!strings.Contains(out.stderr, "hint: the pool's page ("+url+" in a browser) lists all its jobs by name, finished ones too; a job ID's first 6 or more hex digits work too") {
 		t.Errorf("status by an unknown name: exit %d\n%s", out.code, out.stderr)
 	}
 	if out := idlepool(t, nobody, "status", strings.ToUpper(second[:8]), "--pool", url); out.code != 0 || !strings.Contains(out.stdout, "id       "+second) {

@@ -148,7 +148,7 @@ func (s *session) jobNamed(jobs []pool.JobStatus, name string) (job.ID, error) {
 		return found[0].Job, nil
 	case 0:
 		return job.ID{}, &userError{Msg: fmt.Sprintf("pool %s has no job named %q", s.pool, name),
-			Hint:  fmt.Sprintf("`idlepool jobs --pool %s` lists the pool's jobs that seek compute; a job ID's first %d or more hex digits work too", s.c.URL(), minJobPrefix),
+			Hint:  fmt.Sprintf("the pool's page (%s in a browser) lists all its jobs by name, finished ones too; a job ID's first %d or more hex digits work too", s.c.URL(), minJobPrefix),
 			Cause: errors.Join(agent.ErrNotFound, errUsage)}
 	}
 	each := make([]string, len(found))
