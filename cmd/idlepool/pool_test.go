@@ -667,7 +667,7 @@ func TestFinishedJobAndCancel(t *testing.T) {
 		t.Errorf("status by a 12-digit ID, in a pool without donors: exit %d\n%s%s", out.code, out.stdout, out.stderr)
 	}
 	if out := idlepool(t, stranger, "cancel", short, "--pool", urlB); out.code != 1 ||
-		!strings.Contains(out.stderr, "idlepool: pool lab-a refused to cancel job "+short+": this device is not of the job's owner") ||
+		!strings.Contains(out.stderr, "idlepool: pool lab-a refused to cancel job "+short+": this device does not belong to the job's owner") ||
 		!strings.Contains(out.stderr, "hint: only a device of the job's owner may cancel it") {
 		t.Errorf("cancel by another owner: exit %d\n%s", out.code, out.stderr)
 	}
@@ -734,8 +734,35 @@ func TestJobByName(t *testing.T) {
 
 	out = idlepool(t, nobody, "status", "pi-quick", "--pool", url)
 	if out.code != 2 || !strings.Contains(out.stderr, `pool lab-a has no job named "pi-quick"`) ||
-		!strings.Contains(out.stderr, "hint: the pool's page ("+url+" in a browser) lists all its jobs by name, finished ones too; a job ID's first 6 or more hex digits work too") {
+		!strings.Contains(out.stderr, "hint: the pool's page ("+url+" in a browser) lists its newest jobs by name, finished ones too; a job ID's first 6 or more hex digits work too") {
 		t.Errorf("status by an unknown name: exit %d\n%s", out.code, out.stderr)
+	}
+	// A name of hex digits is the job it names while no ID starts with
+	// it, and refused once one does: a job whose ID was made to start
+	// with another's name is never taken for it.
+	named := func(name string) string {
+		t.Helper()
+		m := strings.Replace(piManifest(6, 1000), `name = "pi"`, `name = "`+name+`"`, 1)
+		out := idlepool(t, owner, "submit", writeManifest(t, "pi", m), "--pool", url)
+		if out.code != 0 {
+			t.Fatalf("submit %s: exit %d\n%s", name, out.code, out.stderr)
+		}
+		return strings.TrimSpace(out.stdout)
+	}
+	noID := "decade"
+	for _, id := range []string{first, second, theirs} {
+		if strings.HasPrefix(id, noID) {
+			t.Fatalf("job %s starts with %s: pick another name", id, noID)
+		}
+	}
+	decade := named(noID)
+	if out := idlepool(t, nobody, "status", noID, "--pool", url); out.code != 0 || !strings.Contains(out.stdout, "id       "+decade) {
+		t.Errorf("status by a name of hex digits no ID starts with: exit %d\n%s%s", out.code, out.stdout, out.stderr)
+	}
+	named(first[:6])
+	if out := idlepool(t, nobody, "status", first[:6], "--pool", url); out.code != 2 ||
+		!strings.Contains(out.stderr, first[:6]+" is both the name of a job in pool lab-a and the start of a job's ID ("+first[:12]+")") {
+		t.Errorf("status by a name that starts another job's ID: exit %d\n%s%s", out.code, out.stdout, out.stderr)
 	}
 	if out := idlepool(t, nobody, "status", strings.ToUpper(second[:8]), "--pool", url); out.code != 0 || !strings.Contains(out.stdout, "id       "+second) {
 		t.Errorf("status by 8 hex digits: exit %d\n%s%s", out.code, out.stdout, out.stderr)

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"idlepool/agent"
@@ -94,7 +95,11 @@ func isJobPrefix(t string) bool {
 
 // resolveJob finds the one job of the pool that arg names: the job whose
 // ID starts with arg when arg is the first digits of an ID (isJobPrefix,
-// in any case), else the job whose name is arg (jobNamed).
+// in any case), else the job whose name is arg (jobNamed). An arg that
+// could be either (a name such as "decade" or "20240601") is the job it
+// names when no ID starts with it, and is refused as naming two jobs when
+// both match, so that a job whose ID was made to start with another's
+// name is never taken for it.
 func (s *session) resolveJob(ctx context.Context, arg string) (job.ID, error) {
 	jobs, err := s.c.Jobs(ctx)
 	if err != nil {
@@ -109,6 +114,13 @@ func (s *session) resolveJob(ctx context.Context, arg string) (job.ID, error) {
 		if strings.HasPrefix(st.Job.String(), prefix) {
 			found = append(found, st)
 		}
+	}
+	if named := slices.ContainsFunc(jobs, func(st pool.JobStatus) bool { return st.Name == arg }); named {
+		if len(found) == 0 {
+			return s.jobNamed(jobs, arg)
+		}
+		return job.ID{}, &userError{Msg: fmt.Sprintf("%s is both the name of a job in pool %s and the start of a job's ID (%s)", arg, s.pool, found[0].Job.String()[:12]),
+			Hint: "give the job's whole ID (64 hex digits): `idlepool submit` printed it", Cause: errUsage}
 	}
 	switch len(found) {
 	case 1:
@@ -148,7 +160,7 @@ func (s *session) jobNamed(jobs []pool.JobStatus, name string) (job.ID, error) {
 		return found[0].Job, nil
 	case 0:
 		return job.ID{}, &userError{Msg: fmt.Sprintf("pool %s has no job named %q", s.pool, name),
-			Hint:  fmt.Sprintf("the pool's page (%s in a browser) lists all its jobs by name, finished ones too; a job ID's first %d or more hex digits work too", s.c.URL(), minJobPrefix),
+			Hint:  fmt.Sprintf("the pool's page (%s in a browser) lists its newest jobs by name, finished ones too; a job ID's first %d or more hex digits work too", s.c.Node(), minJobPrefix),
 			Cause: errors.Join(agent.ErrNotFound, errUsage)}
 	}
 	each := make([]string, len(found))

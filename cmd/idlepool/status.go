@@ -138,7 +138,7 @@ func cmdCancel(ctx context.Context, g *globals, args []string) error {
 	case errors.Is(err, agent.ErrNotFound):
 		return &userError{Msg: fmt.Sprintf("pool %s has no job %s", s.pool, id), Hint: "check the job ID and the pool URL", Cause: err}
 	case errors.Is(err, agent.ErrForbidden):
-		return &userError{Msg: fmt.Sprintf("pool %s refused to cancel job %s: this device is not of the job's owner", s.pool, id.String()[:12]),
+		return &userError{Msg: fmt.Sprintf("pool %s refused to cancel job %s: this device does not belong to the job's owner", s.pool, id.String()[:12]),
 			Hint: "only a device of the job's owner may cancel it (the same owner key: --owner-key FILE)", Cause: err}
 	case err != nil:
 		return poolError(err, pc.url, s.dirs)
