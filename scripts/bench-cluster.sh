@@ -66,7 +66,7 @@ bench() { # NAME URL PIDS
 # counters URL: the node's HTTP requests, group commits, seconds in
 # them and outcomes committed so far (its /metrics, every shard summed).
 counters() {
-  curl -s "$1/metrics" | awk '
+  { curl -sS --max-time 10 "$1/metrics" || echo "bench-cluster: $1/metrics did not answer; its counters read 0" >&2; } | awk '
     /^idlepool_coord_http_requests_total/ {r += $NF}
     /^idlepool_coord_store_commits_total/ {c += $NF}
     /^idlepool_coord_store_commit_seconds_total/ {t += $NF}
