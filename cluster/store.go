@@ -543,8 +543,8 @@ func (s *Store) catchUp(ctx context.Context) error {
 // Commit appends b to the stream and applies it (see Store and
 // pool.Store). Errors: pool.ErrConflict (a compare-and-set that does not
 // hold), ErrFenced (another writer appended), pool.ErrStoreUnavailable
-// (no answer in time: nothing known to be applied; committing the same
-// batch again is safe).
+// (no answer in time, or the same append still being decided: nothing
+// known to be applied; committing the same batch again is safe).
 func (s *Store) Commit(ctx context.Context, b *pool.Batch) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -674,7 +674,12 @@ const jsClusterNoPeers = 10005
 // stream's Raft group. An append retried after its first try timed out
 // gets it while that first try is in flight: the answer is not known yet,
 // and a later retry finds the first try stored (a duplicate's ack, its
-// sequence) or not stored (then it is stored).
+// sequence) or not stored (then it is stored). The stream forgets an
+// in-flight ID at its next leader change; one proposed and then refused
+// with no change of leader is held for the stream's duplicate window (2
+// minutes), and retries get this error until then. A retry after that
+// window, of a first try that was stored, is refused as an append after
+// the wrong sequence (ErrFenced), as before.
 const jsDuplicateInProcess = 10158
 
 // ErrTooFewNodes means JetStream cannot place a stream or bucket yet:

@@ -23,6 +23,9 @@ import (
 //	idlepool_coord_tasks{outcome}                             tasks with a final outcome, over the jobs the pool holds: "ok", "failed" (including unverified)
 //	idlepool_coord_jobs                                       jobs the pool holds
 //	idlepool_coord_ledger_entries_total{kind}                 ledger entries: "receipt", "deviation", "unverified" (one per replica)
+//	idlepool_coord_store_commits_total                        group commits since the coordinator started (commitCollector)
+//	idlepool_coord_store_commit_seconds_total                 their time in the store, failed tries and backoff included
+//	idlepool_coord_store_committed_records_total{kind}        what they held: "replica", "outcome", "entry"
 //	idlepool_coord_peers_registered_total                     successful registrations
 //	idlepool_coord_offers_live                                capacity offers not yet expired (gauge)
 //	idlepool_coord_http_requests_total{route,code}            requests by route pattern and status code
