@@ -554,26 +554,26 @@ func (rt *ShardRouter) placeJob(id job.ID) int {
 	k := rt.cfg.Shards
 	first := cluster.ShardOf(id, k)
 	now := rt.cfg.Now().UnixMilli()
+	// waiting is shard s's word q on its waiting tasks, 0 when stale.
+	waiting := func(s int, q int64) int64 {
+		if now-rt.queuedAt[s].Load() >= rt.placeStale.Milliseconds() {
+			return 0
+		}
+		return max(q, 0)
+	}
 	best, bestQueued, bestUp := first, int64(-1), false
 	for i := range k {
 		s := (first + i) % k
 		_, up := rt.cfg.Target(s)
-		q := max(rt.queued[s].Load(), 0)
-		if now-rt.queuedAt[s].Load() >= rt.placeStale.Milliseconds() {
-			q = 0
-		}
+		q := waiting(s, rt.queued[s].Load())
 		if bestQueued < 0 || up && !bestUp || up == bestUp && q < bestQueued {
 			best, bestQueued, bestUp = s, q, up
 		}
 	}
-	q, stale := &rt.queued[best], now-rt.queuedAt[best].Load() >= rt.placeStale.Milliseconds()
+	q := &rt.queued[best]
 	for { // one task more, unless the shard's answer came meanwhile
 		old := q.Load()
-		n := max(old, 0)
-		if stale {
-			n = 0
-		}
-		if q.CompareAndSwap(old, n+1) {
+		if q.CompareAndSwap(old, waiting(best, old)+1) {
 			break
 		}
 	}
