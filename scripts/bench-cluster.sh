@@ -6,18 +6,25 @@
 # cluster (JetStream, replication 3 over TLS routes), each node its own
 # process. Prints accepted tasks/s and the coordinator's CPU per accepted
 # task, in all and node by node, and each node's HTTP requests and group
-# commits (their mean size and time) during the run. A benchmark, not a test: CI does not run
+# commits (their mean size and time) during the run. It also prints the
+# CPU per accepted task in steady state: from the moment the pool has
+# decided STEADY_FROM tasks (default half of TASKS) to the end. A node's
+# heap grows for the first 200,000 tasks or so (GOGC=400: it reaches
+# about 1 GB), and each new page is a page fault, so a run of 100,000
+# tasks measures mostly a node warming up; runs of 400,000 or more show
+# what a node that has run a while spends. A benchmark, not a test: CI does not run
 # it. The nodes snapshot every SNAPSHOT_EVERY state messages (default
 # 256, a sixteenth of a pool's default): the node in charge looks every
 # three seconds, so a run of 100,000 tasks pays for about three
 # snapshots and their archiving, as a busy pool does every 18 s or so;
 # a run of 20,000 (two seconds) mostly for none. Usage: [JOBS=12]
-# [SETUPS="3cold-jobs 3shards"] [SNAPSHOT_EVERY=4096]
+# [SETUPS="3cold-jobs 3shards"] [SNAPSHOT_EVERY=4096] [STEADY_FROM=200000]
 # scripts/bench-cluster.sh [TASKS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/usr/local/go/bin:$PATH
 tasks=${1:-5000}
+steady_from=${STEADY_FROM:-$((tasks / 2))}
 work=$(mktemp -d)
 pids=()
 cleanup() {
@@ -88,6 +95,54 @@ traffic() {
   done
 }
 
+# decided URL...: the tasks the pool has decided so far (the outcomes
+# committed, summed over the nodes: each shard counts where it is led).
+decided() {
+  local u sum=0 o
+  for u in "$@"; do
+    o=$(curl -s --max-time 5 "$u/metrics" | awk '/^idlepool_coord_store_committed_records_total.*kind="outcome"/ {o += $NF} END {printf "%d", o}')
+    sum=$((sum + ${o:-0}))
+  done
+  echo "$sum"
+}
+
+# sample PIDS URL...: one line: the time (s), the tasks decided, and
+# each process's CPU time so far (ticks of 1/100 s, /proc/PID/stat).
+sample() {
+  local p line
+  line="$(date +%s.%N) $(decided "${@:2}")"
+  for p in ${1//,/ }; do line="$line $(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || echo 0)"; done
+  echo "$line"
+}
+
+# watch_steady PIDS URL...: waits until the pool has decided
+# $steady_from tasks, then writes a sample to $work/steady; then waits
+# for the run's last task (the benchmark's first run decides one more),
+# and writes another to $work/steady.end.
+watch_steady() {
+  rm -f "$work/steady" "$work/steady.end"
+  while [ "$(decided "${@:2}")" -lt "$steady_from" ]; do sleep 0.2; done
+  sample "$@" >"$work/steady"
+  while [ "$(decided "${@:2}")" -le "$tasks" ]; do sleep 0.2; done
+  sample "$@" >"$work/steady.end"
+}
+
+# steady_end PIDS URL...: the watcher's last sample, or one taken now.
+steady_end() {
+  if [ -s "$work/steady.end" ]; then cat "$work/steady.end"; else sample "$@"; fi
+}
+
+# steady FROM-SAMPLE TO-SAMPLE: prints the CPU per task decided between
+# the two samples, in all and node by node, and the tasks a second.
+steady() {
+  echo "$1 $2" | awk -v n=$(($(echo "$1" | wc -w) - 2)) '{
+    t = $(n + 3) - $1; d = $(n + 4) - $2; all = 0; s = ""
+    if (d <= 0 || t <= 0) { print "                         (steady state: no tasks decided after the mark)"; exit }
+    for (i = 1; i <= n; i++) { c = ($(n + 4 + i) - $(2 + i)) * 10000 / d; all += c; s = s sprintf(" node%d %.0f", i, c) }
+    printf "                         (steady, tasks %d to %d: %.0f tasks/s, %.0f µs per accepted task%s)\n",
+      $2, $(n + 4), d / t, all, (n > 1 ? "; per node:" s " µs" : "") }'
+}
+
 stop_all() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
@@ -103,7 +158,11 @@ if [ -z "${SETUPS:-}" ]; then
   >"$work/serve.out" 2>"$work/serve.err" &
 pids+=($!)
 healthy "http://127.0.0.1:$base"
+watch_steady "${pids[0]}" "http://127.0.0.1:$base" &
+watcher=$!
 bench "1 node, SQLite" "http://127.0.0.1:$base" "${pids[0]}"
+kill "$watcher" 2>/dev/null || true
+if [ -s "$work/steady" ]; then steady "$(cat "$work/steady")" "$(steady_end "${pids[0]}" "http://127.0.0.1:$base")"; fi
 stop_all
 fi
 
@@ -166,7 +225,11 @@ for setup in ${SETUPS:-1 3 3cold 3cold-jobs 3shards 5shards}; do
   fi
   before=()
   for u in "${urls[@]}"; do before+=("$(counters "$u" | tr ' ' '_')"); done
+  watch_steady "$plist" "${urls[@]}" &
+  watcher=$!
   bench "$label" "$list" "$plist"
+  kill "$watcher" 2>/dev/null || true
+  end=$(steady_end "$plist" "${urls[@]}")
   after=()
   for u in "${urls[@]}"; do after+=("$(counters "$u" | tr ' ' '_')"); done
   if [ "$shards" -gt 1 ]; then
@@ -181,5 +244,6 @@ for setup in ${SETUPS:-1 3 3cold 3cold-jobs 3shards 5shards}; do
     echo "                         (${leader:-no node} in charge)"
   fi
   traffic "${before[@]}" "${after[@]}"
+  if [ -s "$work/steady" ]; then steady "$(cat "$work/steady")" "$end"; fi
   stop_all
 done
