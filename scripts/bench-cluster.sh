@@ -6,14 +6,15 @@
 # cluster (JetStream, replication 3 over TLS routes), each node its own
 # process. Prints accepted tasks/s and the coordinator's CPU per accepted
 # task, in all and node by node, and each node's HTTP requests and group
-# commits (their mean size and time) during the run. It also prints the
-# CPU per accepted task in steady state: from the moment the pool has
-# decided STEADY_FROM tasks (default half of TASKS) to the end. A node's
-# heap grows for the first 200,000 tasks or so (GOGC=400: it reaches
-# about 1 GB), and each new page is a page fault, so a run of 100,000
-# tasks measures mostly a node warming up; runs of 400,000 or more show
-# what a node that has run a while spends. A benchmark, not a test: CI does not run
-# it. The nodes snapshot every SNAPSHOT_EVERY state messages (default
+# commits (their mean size and time) during the run. A run of 100,000
+# tasks or more also prints the CPU per accepted task in steady state:
+# from the moment the pool has decided STEADY_FROM tasks (default half of
+# TASKS; 0 prints none) to the last task, read from each node's /metrics
+# twice a second. A node's heap grows over its first 200,000 tasks or so
+# (GOGC=400: to 0.7-0.9 GB resident), each new page a page fault, so a
+# run of 100,000 tasks measures in part a node warming up; runs of
+# 400,000 or more show what a node that has run a while spends. A
+# benchmark, not a test: CI does not run it. The nodes snapshot every SNAPSHOT_EVERY state messages (default
 # 256, a sixteenth of a pool's default): the node in charge looks every
 # three seconds, so a run of 100,000 tasks pays for about three
 # snapshots and their archiving, as a busy pool does every 18 s or so;
@@ -24,13 +25,28 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/usr/local/go/bin:$PATH
 tasks=${1:-5000}
-steady_from=${STEADY_FROM:-$((tasks / 2))}
+steady_from=${STEADY_FROM:-$((tasks >= 100000 ? tasks / 2 : 0))}
+if ! [[ $steady_from =~ ^[0-9]+$ && $tasks =~ ^[0-9]+$ ]]; then
+  echo "bench-cluster: TASKS and STEADY_FROM are counts of tasks (digits only)" >&2
+  exit 2
+fi
 work=$(mktemp -d)
 pids=()
+watcher=
 cleanup() {
+  stop_watcher
+  pkill -f "^$work/agent.test " 2>/dev/null || true # a benchmark cut short
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
   rm -rf "$work"
+}
+# stop_watcher ends watch_steady, if it runs.
+stop_watcher() {
+  if [ -n "$watcher" ]; then
+    kill "$watcher" 2>/dev/null || true
+    wait "$watcher" 2>/dev/null || true
+    watcher=
+  fi
 }
 trap cleanup EXIT
 
@@ -118,12 +134,21 @@ sample() {
 # watch_steady PIDS URL...: waits until the pool has decided
 # $steady_from tasks, then writes a sample to $work/steady; then waits
 # for the run's last task (the benchmark's first run decides one more),
-# and writes another to $work/steady.end.
+# and writes another to $work/steady.end. It stops when the first node
+# has gone, and does nothing when $steady_from is 0.
 watch_steady() {
   rm -f "$work/steady" "$work/steady.end"
-  while [ "$(decided "${@:2}")" -lt "$steady_from" ]; do sleep 0.2; done
+  [ "$steady_from" -gt 0 ] || return 0
+  local first=${1%%,*}
+  while [ "$(decided "${@:2}")" -lt "$steady_from" ]; do
+    kill -0 "$first" 2>/dev/null || return 0
+    sleep 0.5
+  done
   sample "$@" >"$work/steady"
-  while [ "$(decided "${@:2}")" -le "$tasks" ]; do sleep 0.2; done
+  while [ "$(decided "${@:2}")" -le "$tasks" ]; do
+    kill -0 "$first" 2>/dev/null || return 0
+    sleep 0.5
+  done
   sample "$@" >"$work/steady.end"
 }
 
@@ -161,7 +186,7 @@ healthy "http://127.0.0.1:$base"
 watch_steady "${pids[0]}" "http://127.0.0.1:$base" &
 watcher=$!
 bench "1 node, SQLite" "http://127.0.0.1:$base" "${pids[0]}"
-kill "$watcher" 2>/dev/null || true
+stop_watcher
 if [ -s "$work/steady" ]; then steady "$(cat "$work/steady")" "$(steady_end "${pids[0]}" "http://127.0.0.1:$base")"; fi
 stop_all
 fi
@@ -228,7 +253,7 @@ for setup in ${SETUPS:-1 3 3cold 3cold-jobs 3shards 5shards}; do
   watch_steady "$plist" "${urls[@]}" &
   watcher=$!
   bench "$label" "$list" "$plist"
-  kill "$watcher" 2>/dev/null || true
+  stop_watcher
   end=$(steady_end "$plist" "${urls[@]}")
   after=()
   for u in "${urls[@]}"; do after+=("$(counters "$u" | tr ' ' '_')"); done
