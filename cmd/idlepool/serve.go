@@ -53,6 +53,11 @@ func cmdServe(ctx context.Context, g *globals, args []string) error {
 		return &userError{Msg: fmt.Sprintf("serve takes no arguments, got %q", pos), Cause: errUsage}
 	}
 	tuneServeGC(os.Getenv)
+	if _, err := tuneServeMemory(serveMemory); err != nil {
+		return &userError{Msg: "cannot set the coordinator's memory limit: " + err.Error(),
+			Hint: `AUTOMEMLIMIT is "off" or the share of the machine's (or its container's) memory the heap may grow to, ` +
+				"above 0 and at most 1 (0.9 when unset); GOMEMLIMIT sets the limit itself", Cause: errUsage}
+	}
 	for _, f := range []struct {
 		name string
 		v    int64
