@@ -115,7 +115,7 @@ func (s *session) resolveJob(ctx context.Context, arg string) (job.ID, error) {
 			found = append(found, st)
 		}
 	}
-	if named := slices.ContainsFunc(jobs, func(st pool.JobStatus) bool { return st.Name == arg }); named {
+	if slices.ContainsFunc(jobs, func(st pool.JobStatus) bool { return st.Name == arg }) {
 		if len(found) == 0 {
 			return s.jobNamed(jobs, arg)
 		}

@@ -55,8 +55,8 @@ func cmdServe(ctx context.Context, g *globals, args []string) error {
 	tuneServeGC(os.Getenv)
 	if _, err := tuneServeMemory(serveMemory); err != nil {
 		return &userError{Msg: "cannot set the coordinator's memory limit: " + err.Error(),
-			Hint: `AUTOMEMLIMIT is "off" or the share of the machine's (or its container's) memory the heap may grow to, ` +
-				"above 0 and at most 1 (0.9 when unset); GOMEMLIMIT sets the limit itself", Cause: errUsage}
+			Hint: fmt.Sprintf(`AUTOMEMLIMIT is "off" or the share of the machine's (or its container's) memory the heap may grow to, `+
+				"above 0 and at most 1 (%g when unset); GOMEMLIMIT sets the limit itself", serveMemoryRatio), Cause: errUsage}
 	}
 	for _, f := range []struct {
 		name string
