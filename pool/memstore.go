@@ -70,8 +70,9 @@ type MemStore struct {
 	repeated bool
 	// stored[i] is the record m held for b.Replicas[i]'s lease when
 	// check ran (nil for a new lease, or one earlier in the batch): apply
-	// shares its copies of the result and work where the new record's
-	// are equal, since m never changes a record in place.
+	// changes it in place while the replica is in play, and shares its
+	// copies of the result and work where the new record's are equal
+	// (m never changes those bytes, nor a settled record, in place).
 	stored []*ReplicaRecord
 	// nextHead is the hash of the last entry of that batch, the
 	// ledger's head once apply applies it: check has it (from the
@@ -229,9 +230,23 @@ func (m *MemStore) apply(b *Batch) {
 		m.jobSeq = append(m.jobSeq, j.ID)
 	}
 	for i := range b.Replicas {
+		old := m.stored[i]
+		if old != nil && !settledState(old.State) {
+			// A replica in play: no one outside m holds its record
+			// (DoneRecords hands out settled ones only, every other
+			// reader copies under m.mu), so it changes in place, the
+			// map's entry as it was. Its result and work, which images
+			// may share, are replaced, never changed.
+			rec := b.Replicas[i]
+			ownReplicaLike(&rec, old)
+			rec.Prev = 0
+			*old = rec
+			m.applied = append(m.applied, old)
+			continue
+		}
 		r := new(ReplicaRecord) // one copy of the record, on the heap where the map keeps it
 		*r = b.Replicas[i]
-		ownReplicaLike(r, m.stored[i])
+		ownReplicaLike(r, old)
 		r.Prev = 0
 		if !m.known[i] {
 			m.repSeq = append(m.repSeq, r.Lease)

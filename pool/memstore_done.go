@@ -105,18 +105,19 @@ func (m *MemStore) Done() int {
 }
 
 // DoneRecords returns the done replicas at positions from to upto-1 that
-// m still holds (those before ForgetDone's mark are gone), with Prev
-// zero. The records are m's own, not copies (a store that archives the
-// whole history at once would copy hundreds of MB under its lock): m
-// never changes a record in place (an update replaces it), so they stay
-// as they are; read them, never change them.
+// m still holds, settled (those before ForgetDone's mark are gone), with
+// Prev zero. The records are m's own, not copies (a store that archives
+// the whole history at once would copy hundreds of MB under its lock): m
+// changes only a record in play in place, never a settled one (an
+// update of that replaces it), so they stay as they are; read them,
+// never change them.
 func (m *MemStore) DoneRecords(from, upto int) []*ReplicaRecord {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	from, upto = max(from, m.doneBase)-m.doneBase, min(upto-m.doneBase, len(m.done))
 	var out []*ReplicaRecord
 	for i := from; i < upto; i++ {
-		if r := m.replicas[m.done[i]]; r != nil {
+		if r := m.replicas[m.done[i]]; r != nil && settledState(r.State) {
 			out = append(out, r)
 		}
 	}

@@ -194,3 +194,52 @@ func TestMemStoreDone(t *testing.T) {
 		t.Fatalf("a MemStore from a full image holds %d done replicas, want 5", n)
 	}
 }
+
+// A record DoneRecords handed out stays as it was whatever is committed
+// after: a replica in play changes in place, a settled one never does,
+// and a done replica changed back into play by a writer that breaks the
+// Scheduler's premise (a settled replica never changes) is no longer
+// handed out as done.
+func TestMemStoreDoneRecordsStay(t *testing.T) {
+	ctx := context.Background()
+	m := pool.NewMemStore()
+	jid := job.ID(sha256.Sum256([]byte("job")))
+	rep := func(state string, version int64, result string) pool.ReplicaRecord {
+		r := pool.ReplicaRecord{Lease: "a", Job: jid, Peer: "p", Owner: "o", State: state, Version: version, Prev: version - 1}
+		if result != "" {
+			r.Result = []byte(result)
+		}
+		return r
+	}
+	commit := func(b *pool.Batch) {
+		t.Helper()
+		if err := m.Commit(ctx, b); err != nil {
+			t.Fatalf("Commit: %v", err)
+		}
+	}
+	commit(&pool.Batch{Jobs: []pool.JobRecord{{ID: jid, Canonical: []byte("job"), Owner: "o", Merger: "m", Order: 1}},
+		Replicas: []pool.ReplicaRecord{rep(pool.ReplicaLeased, 1, "")}})
+	before := m.Image()
+	commit(&pool.Batch{Replicas: []pool.ReplicaRecord{rep(pool.ReplicaReturned, 2, "42")}}) // in play: in place
+	if r := before.Replicas[0]; r.State != pool.ReplicaLeased || r.Result != nil {
+		t.Fatalf("an image taken before the replica returned reads %s %q, want leased with no result", r.State, r.Result)
+	}
+	commit(&pool.Batch{Replicas: []pool.ReplicaRecord{rep(pool.ReplicaAgreed, 3, "42")},
+		Outcomes: []pool.OutcomeRecord{{Job: jid, Verified: pool.Verified{Seq: 1, Task: 0, Status: pool.OutcomeOK}}},
+		Acks:     []pool.AckRecord{{Job: jid, Prev: 0, Upto: 1}}})
+	recs := m.DoneRecords(0, m.Done())
+	if len(recs) != 1 || recs[0].State != pool.ReplicaAgreed || recs[0].Version != 3 || string(recs[0].Result) != "42" {
+		t.Fatalf("DoneRecords: %+v, want a agreed at version 3", recs)
+	}
+	commit(&pool.Batch{Replicas: []pool.ReplicaRecord{rep(pool.ReplicaLeased, 4, "")}})
+	commit(&pool.Batch{Replicas: []pool.ReplicaRecord{rep(pool.ReplicaReturned, 5, "7")}})
+	if r := recs[0]; r.State != pool.ReplicaAgreed || r.Version != 3 || string(r.Result) != "42" {
+		t.Fatalf("a record DoneRecords handed out changed to %s version %d %q", r.State, r.Version, r.Result)
+	}
+	if got := m.DoneRecords(0, m.Done()); len(got) != 0 {
+		t.Fatalf("DoneRecords hands out %+v, a replica back in play", got)
+	}
+	if got, err := m.Replica(ctx, "a"); err != nil || got.Version != 5 || string(got.Result) != "7" {
+		t.Fatalf("Replica(a) = %+v, %v; want version 5 with result 7", got, err)
+	}
+}
