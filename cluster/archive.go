@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fxamacker/cbor/v2"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"idlepool/pool"
@@ -238,12 +237,8 @@ func windowKey(lease string, seq uint64) string {
 // encodeFragment encodes rs, in lease order, as a window's value; ok is
 // false when cbor-v2 cannot hold one of their times.
 func encodeFragment(rs []pool.ReplicaRecord) (data []byte, ok bool, err error) {
-	w, ok := toWire(&pool.Batch{Replicas: rs})
-	if !ok {
-		return nil, false, nil
-	}
-	data, err = wireEnc.Marshal(cbor.Tag{Number: fragmentTag, Content: w})
-	return data, err == nil, err
+	data, ok, err = marshalWire(&pool.Batch{Replicas: rs}, fragmentTag)
+	return data, ok && err == nil, err
 }
 
 // decodeFragment decodes a window's value encodeFragment wrote. The error says

@@ -205,6 +205,61 @@ func TestBatchFormatSignedBlocks(t *testing.T) {
 	roundTrip("two signed batches", twice, 2)
 }
 
+// A writer used again (marshalWire keeps them) writes each batch as a
+// new one does, whatever it wrote before: large batches and small ones,
+// with and without entries and records, a range of entries, a window of
+// replicas; nothing of one batch is left in the next.
+func TestBatchFormatWriterUsedAgain(t *testing.T) {
+	h := newHistory()
+	_, priv, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.sign = func(b []byte) []byte { return ed25519.Sign(priv, b) }
+	var filled pool.Batch
+	n := 0
+	fill(reflect.ValueOf(&filled).Elem(), &n)
+	filled.Leaves = nil
+	first := h.batch(3)
+	big := h.batch(400)
+	unchained := cloneBatch(t, h.batch(20))
+	unchained.Entries[3].Prev[0] ^= 1
+	recs := h.batch(7)
+	recs.Entries = nil
+	batches := []*pool.Batch{first, big, h.batch(1), &filled, {}, h.batch(50), unchained, recs, h.batch(2)}
+	ww := new(wireWriter)
+	for round := range 2 {
+		for i, b := range batches {
+			fresh, ok := toWire(b)
+			if !ok {
+				t.Fatalf("batch %d does not fit cbor-v2", i)
+			}
+			want, err := wireEnc.Marshal(fresh)
+			if err != nil {
+				t.Fatal(err)
+			}
+			used, ok := ww.write(b)
+			if !ok {
+				t.Fatalf("round %d, batch %d: a writer used again says cbor-v2 cannot hold it", round, i)
+			}
+			got, err := wireEnc.Marshal(used)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatalf("round %d, batch %d: a writer used again wrote %d bytes unlike a new one's %d", round, i, len(got), len(want))
+			}
+			ww.reset()
+			if data, ok, err := marshalWire(b, 0); err != nil || !ok || !bytes.Equal(data, want) {
+				t.Fatalf("round %d, batch %d: marshalWire wrote other bytes (ok %v): %v", round, i, ok, err)
+			}
+		}
+	}
+	if ww.w.Replicas != nil || ww.w.Strings != nil || ww.w.Ledger != nil || len(ww.strings.values) != 0 || len(ww.blocks) != 0 {
+		t.Fatal("reset left the last batch's records in the writer")
+	}
+}
+
 // blocksOf counts the ledger blocks of w: the signed batches written as
 // one.
 func blocksOf(w *wireBatch) int {

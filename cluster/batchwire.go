@@ -3,6 +3,8 @@ package cluster
 import (
 	"fmt"
 	"math"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/fxamacker/cbor/v2"
@@ -155,8 +157,11 @@ func fromWireTime(n int64) time.Time {
 	return time.Unix(0, n)
 }
 
-func wireDigest(d job.Digest) []byte {
-	if d == (job.Digest{}) {
+// wireDigest returns *d as a wireBatch holds a digest: empty when zero,
+// else d's own bytes (no copy: the wireBatch is encoded while the
+// record it came from is still there).
+func wireDigest(d *job.Digest) []byte {
+	if *d == (job.Digest{}) {
 		return nil
 	}
 	return d[:]
@@ -182,12 +187,27 @@ func (t *table[K]) of(v K) uint32 {
 	return i
 }
 
-// wireWriter builds a wireBatch and its tables.
+// reset empties t, keeping its map's and slice's room.
+func (t *table[K]) reset() {
+	clear(t.index)
+	clear(t.values)
+	t.values = t.values[:0]
+}
+
+// wireWriter builds a wireBatch and its tables. A writer is used again
+// (marshalWire): its tables, records and blocks keep their room from
+// one batch to the next.
 type wireWriter struct {
 	w       wireBatch
 	strings table[string]
 	jobs    table[job.ID]
 	ok      bool // every time so far is representable
+	// The room of w's slices and blocks, kept for the next batch.
+	replicas []wireReplica
+	outcomes []wireOutcome
+	ledgers  []wireLedger
+	blocks   []wireBlock
+	entries  []wireEntry
 }
 
 func (ww *wireWriter) str(s string) uint32  { return ww.strings.of(s) }
@@ -199,29 +219,89 @@ func (ww *wireWriter) time(t time.Time) int64 {
 	return n
 }
 
+// wireWriters holds writers for marshalWire to use again: a busy node
+// encodes a batch every millisecond or two, and a new writer's tables
+// and records for each were a tenth of the bytes its process allocated.
+var wireWriters = sync.Pool{New: func() any { return new(wireWriter) }}
+
+// maxPooledStrings is the most strings a writer may have held to be
+// used again: one that encoded a large batch (a restart's replay, a
+// snapshot's window of thousands of replicas) is left to the collector,
+// so that every small batch after it does not pay to empty its tables.
+const maxPooledStrings = 8192
+
+// marshalWire encodes b in cbor-v2's form, wrapped in the CBOR tag tag
+// when tag is not 0; ok is false (and data nil) when that form cannot
+// hold b exactly (toWire).
+func marshalWire(b *pool.Batch, tag uint64) (data []byte, ok bool, err error) {
+	ww := wireWriters.Get().(*wireWriter)
+	w, ok := ww.write(b)
+	if ok {
+		if tag == 0 {
+			data, err = wireEnc.Marshal(w)
+		} else {
+			data, err = wireEnc.Marshal(cbor.Tag{Number: tag, Content: w})
+		}
+	}
+	if len(ww.strings.values) <= maxPooledStrings {
+		ww.reset()
+		wireWriters.Put(ww)
+	}
+	return data, ok, err
+}
+
 // toWire returns b in cbor-v2's form; ok is false when that form cannot
-// hold b exactly (then b is written in cbor-v1).
-func toWire(b *pool.Batch) (w *wireBatch, ok bool) {
-	ww := &wireWriter{ok: true}
+// hold b exactly (then b is written in cbor-v1). The wireBatch shares
+// b's bytes.
+func toWire(b *pool.Batch) (w *wireBatch, ok bool) { return new(wireWriter).write(b) }
+
+// reset makes ww as new, keeping its room and dropping what it pointed
+// to (the batch's bytes).
+func (ww *wireWriter) reset() {
+	ww.strings.reset()
+	ww.jobs.reset()
+	ww.replicas, ww.outcomes = keepRoom(ww.w.Replicas, ww.replicas), keepRoom(ww.w.Outcomes, ww.outcomes)
+	ww.ledgers = keepRoom(ww.w.Ledger, ww.ledgers)
+	clear(ww.blocks)
+	clear(ww.entries)
+	ww.blocks, ww.entries = ww.blocks[:0], ww.entries[:0]
+	ww.w = wireBatch{}
+}
+
+// keepRoom returns used emptied (its elements zeroed) when it is not
+// nil, else kept: the slice whose room the next batch starts from.
+func keepRoom[T any](used, kept []T) []T {
+	if used == nil {
+		return kept
+	}
+	clear(used)
+	return used[:0]
+}
+
+// write fills ww.w with b (ww as new) and returns it; ok as toWire's.
+func (ww *wireWriter) write(b *pool.Batch) (w *wireBatch, ok bool) {
+	ww.ok = true
 	// The string table sized for the batch up front: each replica's
 	// lease is a string of its own (each entry names it again), so
 	// the table grew through every size to the batch's, and its
 	// rehashing was 1.3% of a busy node's CPU.
 	n := len(b.Replicas) + len(b.Entries) + 2*len(b.Outcomes) + 16
-	ww.strings = table[string]{index: make(map[string]uint32, n), values: make([]string, 0, n)}
+	if ww.strings.index == nil {
+		ww.strings = table[string]{index: make(map[string]uint32, n), values: make([]string, 0, n)}
+	}
 	ww.w.Peers, ww.w.JobRecs, ww.w.Acks, ww.w.Cancels, ww.w.Trust = b.Peers, b.Jobs, b.Acks, b.Cancels, b.Trust
 	if len(b.Replicas) > 0 {
-		ww.w.Replicas = make([]wireReplica, len(b.Replicas))
+		ww.w.Replicas = slices.Grow(ww.replicas[:0], len(b.Replicas))[:len(b.Replicas)]
 	}
 	for i := range b.Replicas {
 		r := &b.Replicas[i]
 		ww.w.Replicas[i] = wireReplica{Lease: ww.str(r.Lease), Job: ww.job(r.Job), Task: r.Task, Peer: ww.str(r.Peer),
 			Owner: ww.str(r.Owner), State: ww.str(r.State), Created: ww.time(r.Created), Deadline: ww.time(r.Deadline),
-			Digest: wireDigest(r.Digest), Failed: r.Failed, Reason: ww.str(r.Reason), Result: r.Result, Ref: r.Ref,
+			Digest: wireDigest(&r.Digest), Failed: r.Failed, Reason: ww.str(r.Reason), Result: r.Result, Ref: r.Ref,
 			Work: r.Work, Version: r.Version, Prev: r.Prev}
 	}
 	if len(b.Outcomes) > 0 {
-		ww.w.Outcomes = make([]wireOutcome, len(b.Outcomes))
+		ww.w.Outcomes = slices.Grow(ww.outcomes[:0], len(b.Outcomes))[:len(b.Outcomes)]
 	}
 	for i := range b.Outcomes {
 		o := &b.Outcomes[i]
@@ -232,7 +312,7 @@ func toWire(b *pool.Batch) (w *wireBatch, ok bool) {
 				holders[k] = ww.str(h)
 			}
 		}
-		ww.w.Outcomes[i] = wireOutcome{Job: ww.job(o.Job), Digest: wireDigest(o.Digest), Seq: o.Seq, Task: o.Task,
+		ww.w.Outcomes[i] = wireOutcome{Job: ww.job(o.Job), Digest: wireDigest(&o.Digest), Seq: o.Seq, Task: o.Task,
 			Status: ww.str(o.Status), Result: o.Result, Reason: ww.str(o.Reason), Ref: o.Ref, Holders: holders, Work: o.Work}
 	}
 	if b.SignedWhole() { // the Scheduler's batch: one block, its hashes known
@@ -241,6 +321,9 @@ func toWire(b *pool.Batch) (w *wireBatch, ok bool) {
 		ww.ledger(b.Entries)
 	}
 	ww.w.Strings, ww.w.Jobs = ww.strings.values, ww.jobs.values
+	if len(ww.w.Jobs) == 0 {
+		ww.w.Jobs = nil // as a new writer's: the same bytes
+	}
 	return &ww.w, ww.ok
 }
 
@@ -260,7 +343,7 @@ func (ww *wireWriter) ledger(entries []pool.Entry) {
 			i += n
 			continue
 		}
-		ww.w.Ledger = append(ww.w.Ledger, wireLedger{Entry: &entries[i]})
+		ww.appendLedger(wireLedger{Entry: &entries[i]})
 		i++
 	}
 }
@@ -269,14 +352,29 @@ func (ww *wireWriter) ledger(entries []pool.Entry) {
 // one block.
 func (ww *wireWriter) block(entries []pool.Entry) {
 	first := &entries[0]
-	blk := &wireBlock{First: first.Seq, Prev: first.Prev[:], Sig: first.Sig, Entries: make([]wireEntry, len(entries))}
+	if len(ww.blocks) == cap(ww.blocks) { // a block's address is kept: a new array, the old one left to those
+		ww.blocks = make([]wireBlock, 0, max(4, 2*cap(ww.blocks)))
+	}
+	ww.blocks = append(ww.blocks, wireBlock{First: first.Seq, Prev: first.Prev[:], Sig: first.Sig})
+	blk := &ww.blocks[len(ww.blocks)-1]
+	at := len(ww.entries)
+	ww.entries = slices.Grow(ww.entries, len(entries))[:at+len(entries)]
+	blk.Entries = ww.entries[at : at+len(entries) : at+len(entries)]
 	for k := range entries {
 		e := &entries[k]
 		blk.Entries[k] = wireEntry{Kind: ww.str(e.Kind), Pool: ww.str(e.Pool), Job: ww.job(e.Job), Task: e.Task,
-			Peer: ww.str(e.Peer), Owner: ww.str(e.Owner), Lease: ww.str(e.Lease), Digest: wireDigest(e.Digest),
+			Peer: ww.str(e.Peer), Owner: ww.str(e.Owner), Lease: ww.str(e.Lease), Digest: wireDigest(&e.Digest),
 			Cost: e.Cost, Work: e.Work, Time: e.Time, Reason: ww.str(e.Reason)}
 	}
-	ww.w.Ledger = append(ww.w.Ledger, wireLedger{Block: blk})
+	ww.appendLedger(wireLedger{Block: blk})
+}
+
+// appendLedger appends l to ww.w.Ledger, starting from the room kept.
+func (ww *wireWriter) appendLedger(l wireLedger) {
+	if ww.w.Ledger == nil {
+		ww.w.Ledger = ww.ledgers[:0]
+	}
+	ww.w.Ledger = append(ww.w.Ledger, l)
 }
 
 // chained reports whether entries follow one another: each Seq one more

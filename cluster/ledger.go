@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fxamacker/cbor/v2"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"idlepool/pool"
@@ -309,11 +308,11 @@ const rangeTag = 0x6c656432 // "led2"
 // (signed batches as blocks, strings and job IDs in tables), tagged
 // rangeTag: about a quarter of the bytes of cbor-v1.
 func encodeRange(r []pool.Entry) ([]byte, error) {
-	w, ok := toWire(&pool.Batch{Entries: r})
+	data, ok, err := marshalWire(&pool.Batch{Entries: r}, rangeTag)
 	if !ok { // entries hold no time.Time: cannot happen
 		return batchEnc.Marshal(r)
 	}
-	return wireEnc.Marshal(cbor.Tag{Number: rangeTag, Content: w})
+	return data, err
 }
 
 // decodeRange decodes a range encodeRange wrote, or one in cbor-v1.

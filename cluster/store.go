@@ -763,8 +763,7 @@ var (
 // encodeBatch encodes b in batchFormat, or in batchFormatV1 when
 // batchFormat cannot hold it exactly (toWire), and returns which.
 func encodeBatch(b *pool.Batch) (format string, data []byte, err error) {
-	if w, ok := toWire(b); ok {
-		data, err = wireEnc.Marshal(w)
+	if data, ok, err := marshalWire(b, 0); ok {
 		return batchFormat, data, err
 	}
 	data, err = batchEnc.Marshal(b)
