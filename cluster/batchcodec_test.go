@@ -207,8 +207,11 @@ func TestBatchFormatSignedBlocks(t *testing.T) {
 
 // A writer used again (marshalWire keeps them) writes each batch as a
 // new one does, whatever it wrote before: large batches and small ones,
-// with and without entries and records, a range of entries, a window of
-// replicas; nothing of one batch is left in the next.
+// with and without entries and records, entries of several signed
+// batches (a block each, more blocks than a writer first makes room
+// for), a range of entries and a window of replicas under their tags;
+// nothing of one batch is left in the next, and reset zeroes all the
+// room it keeps.
 func TestBatchFormatWriterUsedAgain(t *testing.T) {
 	h := newHistory()
 	_, priv, err := ed25519.GenerateKey(nil)
@@ -226,38 +229,73 @@ func TestBatchFormatWriterUsedAgain(t *testing.T) {
 	unchained.Entries[3].Prev[0] ^= 1
 	recs := h.batch(7)
 	recs.Entries = nil
-	batches := []*pool.Batch{first, big, h.batch(1), &filled, {}, h.batch(50), unchained, recs, h.batch(2)}
+	blocks := &pool.Batch{}
+	for range 6 {
+		blocks.Entries = append(blocks.Entries, h.batch(3).Entries...)
+	}
+	batches := []*pool.Batch{first, big, h.batch(1), &filled, {}, h.batch(50), unchained, recs, blocks, h.batch(2)}
 	ww := new(wireWriter)
 	for round := range 2 {
 		for i, b := range batches {
-			fresh, ok := toWire(b)
-			if !ok {
-				t.Fatalf("batch %d does not fit cbor-v2", i)
-			}
-			want, err := wireEnc.Marshal(fresh)
-			if err != nil {
-				t.Fatal(err)
-			}
-			used, ok := ww.write(b)
-			if !ok {
-				t.Fatalf("round %d, batch %d: a writer used again says cbor-v2 cannot hold it", round, i)
-			}
-			got, err := wireEnc.Marshal(used)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(got, want) {
-				t.Fatalf("round %d, batch %d: a writer used again wrote %d bytes unlike a new one's %d", round, i, len(got), len(want))
-			}
-			ww.reset()
-			if data, ok, err := marshalWire(b, 0); err != nil || !ok || !bytes.Equal(data, want) {
-				t.Fatalf("round %d, batch %d: marshalWire wrote other bytes (ok %v): %v", round, i, ok, err)
+			for _, tag := range []uint64{0, rangeTag} {
+				fresh, ok := toWire(b)
+				if !ok {
+					t.Fatalf("batch %d does not fit cbor-v2", i)
+				}
+				var content any = fresh
+				if tag != 0 {
+					content = cbor.Tag{Number: tag, Content: fresh}
+				}
+				want, err := wireEnc.Marshal(content)
+				if err != nil {
+					t.Fatal(err)
+				}
+				used, ok := ww.write(b)
+				if !ok {
+					t.Fatalf("round %d, batch %d: a writer used again says cbor-v2 cannot hold it", round, i)
+				}
+				if tag == 0 {
+					if got, err := wireEnc.Marshal(used); err != nil || !bytes.Equal(got, want) {
+						t.Fatalf("round %d, batch %d: a writer used again wrote %d bytes unlike a new one's %d: %v", round, i, len(got), len(want), err)
+					}
+				}
+				ww.reset()
+				if leftover := keptRoomUsed(ww); leftover != "" {
+					t.Fatalf("round %d, batch %d: reset left %s", round, i, leftover)
+				}
+				if data, ok, err := marshalWire(b, tag); err != nil || !ok || !bytes.Equal(data, want) {
+					t.Fatalf("round %d, batch %d, tag %#x: marshalWire wrote other bytes (ok %v): %v", round, i, tag, ok, err)
+				}
 			}
 		}
 	}
-	if ww.w.Replicas != nil || ww.w.Strings != nil || ww.w.Ledger != nil || len(ww.strings.values) != 0 || len(ww.blocks) != 0 {
-		t.Fatal("reset left the last batch's records in the writer")
+	if got := blocksOf(func() *wireBatch { w, _ := toWire(blocks); return w }()); got != 6 {
+		t.Fatalf("the batch of six signed batches' entries wrote %d blocks, want 6", got)
 	}
+}
+
+// keptRoomUsed names what ww, just reset, still holds of its last batch
+// in the room it keeps for the next ("" when all of it is zero).
+func keptRoomUsed(ww *wireWriter) string {
+	switch {
+	case ww.w.Replicas != nil || ww.w.Outcomes != nil || ww.w.Ledger != nil || ww.w.Strings != nil || ww.w.Jobs != nil:
+		return "the batch's records"
+	case len(ww.strings.values) != 0 || len(ww.strings.index) != 0 || len(ww.jobs.values) != 0 || len(ww.jobs.index) != 0:
+		return "its tables"
+	case slices.ContainsFunc(ww.strings.values[:cap(ww.strings.values)], func(s string) bool { return s != "" }):
+		return "strings in the table's room"
+	case slices.ContainsFunc(ww.replicas[:cap(ww.replicas)], func(r wireReplica) bool { return r.Result != nil || r.Digest != nil || r.Lease != 0 }):
+		return "replicas in their room"
+	case slices.ContainsFunc(ww.outcomes[:cap(ww.outcomes)], func(o wireOutcome) bool { return o.Result != nil || o.Holders != nil || o.Seq != 0 }):
+		return "outcomes in their room"
+	case slices.ContainsFunc(ww.ledgers[:cap(ww.ledgers)], func(l wireLedger) bool { return l.Block != nil || l.Entry != nil }):
+		return "ledger records in their room"
+	case slices.ContainsFunc(ww.blocks[:cap(ww.blocks)], func(b wireBlock) bool { return b.Entries != nil || b.Sig != nil }):
+		return "blocks in their room"
+	case slices.ContainsFunc(ww.entries[:cap(ww.entries)], func(e wireEntry) bool { return e.Digest != nil || e.Time != 0 || e.Kind != 0 }):
+		return "entries in their room"
+	}
+	return ""
 }
 
 // blocksOf counts the ledger blocks of w: the signed batches written as

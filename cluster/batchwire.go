@@ -224,11 +224,13 @@ func (ww *wireWriter) time(t time.Time) int64 {
 // and records for each were a tenth of the bytes its process allocated.
 var wireWriters = sync.Pool{New: func() any { return new(wireWriter) }}
 
-// maxPooledStrings is the most strings a writer may have held to be
-// used again: one that encoded a large batch (a restart's replay, a
-// snapshot's window of thousands of replicas) is left to the collector,
-// so that every small batch after it does not pay to empty its tables.
-const maxPooledStrings = 8192
+// maxPooled is the most room a writer may have made, in strings,
+// records, ledger entries or blocks, to be used again: one that encoded
+// a large batch (a restart's replay, a snapshot's window of thousands of
+// replicas) is left to the collector, so that every small batch after it
+// does not pay to empty its tables. A ledger range (LedgerRange entries,
+// as many strings or a few more) fits.
+const maxPooled = 2048
 
 // marshalWire encodes b in cbor-v2's form, wrapped in the CBOR tag tag
 // when tag is not 0; ok is false (and data nil) when that form cannot
@@ -243,11 +245,17 @@ func marshalWire(b *pool.Batch, tag uint64) (data []byte, ok bool, err error) {
 			data, err = wireEnc.Marshal(cbor.Tag{Number: tag, Content: w})
 		}
 	}
-	if len(ww.strings.values) <= maxPooledStrings {
-		ww.reset()
+	ww.reset()
+	if !ww.large() {
 		wireWriters.Put(ww)
 	}
 	return data, ok, err
+}
+
+// large reports whether ww, reset, keeps more room than maxPooled.
+func (ww *wireWriter) large() bool {
+	return max(cap(ww.strings.values), cap(ww.jobs.values), cap(ww.replicas), cap(ww.outcomes), cap(ww.ledgers),
+		cap(ww.blocks), cap(ww.entries)) > maxPooled
 }
 
 // toWire returns b in cbor-v2's form; ok is false when that form cannot
@@ -281,10 +289,11 @@ func keepRoom[T any](used, kept []T) []T {
 // write fills ww.w with b (ww as new) and returns it; ok as toWire's.
 func (ww *wireWriter) write(b *pool.Batch) (w *wireBatch, ok bool) {
 	ww.ok = true
-	// The string table sized for the batch up front: each replica's
-	// lease is a string of its own (each entry names it again), so
-	// the table grew through every size to the batch's, and its
-	// rehashing was 1.3% of a busy node's CPU.
+	// A new writer's string table is sized for its first batch up
+	// front: each replica's lease is a string of its own (each entry
+	// names it again), so the table grew through every size to the
+	// batch's, and its rehashing was 1.3% of a busy node's CPU. A
+	// writer used again keeps the room its earlier batches made.
 	n := len(b.Replicas) + len(b.Entries) + 2*len(b.Outcomes) + 16
 	if ww.strings.index == nil {
 		ww.strings = table[string]{index: make(map[string]uint32, n), values: make([]string, 0, n)}

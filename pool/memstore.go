@@ -136,9 +136,11 @@ func cloneReplica(r ReplicaRecord) ReplicaRecord {
 func ownReplica(r *ReplicaRecord) { ownReplicaLike(r, nil) }
 
 // ownReplicaLike is ownReplica where old, when not nil, is a record the
-// store keeps and never changes: r takes old's result and work where
-// they are equal to its own rather than new copies (a replica's result
-// and work are the same in its returned and its settled record).
+// store keeps, whose result and work bytes it never changes (apply may
+// change old itself, by replacing its fields, while the replica is in
+// play): r takes old's result and work where they are equal to its own
+// rather than new copies (a replica's result and work are the same in
+// its returned and its settled record).
 func ownReplicaLike(r, old *ReplicaRecord) {
 	if old != nil && r.Result != nil && old.Result != nil && bytes.Equal(r.Result, old.Result) {
 		r.Result = old.Result

@@ -242,4 +242,19 @@ func TestMemStoreDoneRecordsStay(t *testing.T) {
 	if got, err := m.Replica(ctx, "a"); err != nil || got.Version != 5 || string(got.Result) != "7" {
 		t.Fatalf("Replica(a) = %+v, %v; want version 5 with result 7", got, err)
 	}
+	// A lease in play twice in one batch (returned, then agreed, its
+	// task decided and acknowledged with it): the first changes its
+	// record in place, the second replaces it, and the replica is done
+	// once, as its last record.
+	b := func(state string, version int64) pool.ReplicaRecord {
+		return pool.ReplicaRecord{Lease: "b", Job: jid, Task: 1, Peer: "p", Owner: "o", State: state, Version: version, Prev: version - 1}
+	}
+	commit(&pool.Batch{Replicas: []pool.ReplicaRecord{b(pool.ReplicaLeased, 1)}})
+	done := m.Done()
+	commit(&pool.Batch{Replicas: []pool.ReplicaRecord{b(pool.ReplicaReturned, 2), b(pool.ReplicaAgreed, 3)},
+		Outcomes: []pool.OutcomeRecord{{Job: jid, Verified: pool.Verified{Seq: 2, Task: 1, Status: pool.OutcomeOK}}},
+		Acks:     []pool.AckRecord{{Job: jid, Prev: 1, Upto: 2}}})
+	if got := m.DoneRecords(done, m.Done()); len(got) != 1 || got[0].Lease != "b" || got[0].State != pool.ReplicaAgreed || got[0].Version != 3 {
+		t.Fatalf("DoneRecords after b returned and agreed in one batch: %+v, want b agreed at version 3, once", got)
+	}
 }
