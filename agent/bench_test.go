@@ -198,6 +198,15 @@ func BenchmarkCoordinator(b *testing.B) {
 // tasks; 1 is an agent that leases one task at a time).
 const benchLeaseAheadEnv = "IDLEPOOL_BENCH_LEASE_AHEAD"
 
+// benchTaskDelayEnv makes each of the benchmark's tasks take that long
+// (a Go duration; default none) on its slot: with
+// benchLeaseAheadEnv=1, requests then come spread out as a pool of
+// long tasks sends them, not in the bursts of instant tasks. 8 agents of
+// 4 slots with tasks of 5ms ask about 1,300 tasks a second of one node
+// on a 2-core machine, what 10,000 eight-core machines with tasks of a
+// minute would (docs/benchmarks.md).
+const benchTaskDelayEnv = "IDLEPOOL_BENCH_TASK_DELAY"
+
 // The environment of BenchmarkCoordinator/external.
 const (
 	benchPoolEnv = "IDLEPOOL_BENCH_POOL"
@@ -219,6 +228,13 @@ const benchJobsEnv = "IDLEPOOL_BENCH_JOBS"
 func benchPool(b *testing.B, url string, coordPIDs []int) {
 	const agents, slots = 8, 4
 	exec := &fakeExec{}
+	if v := os.Getenv(benchTaskDelayEnv); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			b.Fatalf("%s: %q: want a duration such as 10ms", benchTaskDelayEnv, v)
+		}
+		exec.Delay = d
+	}
 	ahead := 0 // tasks each slot leases at once (agent.Config.LeaseAhead; 0: the agent chooses)
 	if v := os.Getenv(benchLeaseAheadEnv); v != "" {
 		n, err := strconv.Atoi(v)
