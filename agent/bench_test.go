@@ -111,6 +111,39 @@ func benchCoordinator(dir string) int {
 	return 0
 }
 
+// startSelf runs this test binary again with env ("NAME=value", a
+// variable that makes it a server: benchCoordinatorEnv, floorServerEnv)
+// and returns the URL it prints on its first line and its process ID.
+// The process is stopped (SIGTERM, then waited for) when b's run ends;
+// what names it in an error.
+func startSelf(b *testing.B, env, what string) (url string, pid int) {
+	b.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd := exec.Command(self, "-test.run=^$")
+	cmd.Env = append(os.Environ(), env)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		io.Copy(io.Discard, out)
+		cmd.Wait()
+	})
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		b.Fatalf("%s: %v", what, err)
+	}
+	return strings.TrimSpace(line), cmd.Process.Pid
+}
+
 func processCPU() time.Duration {
 	var ru syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
@@ -147,30 +180,8 @@ func BenchmarkCoordinator(b *testing.B) {
 		if runtime.GOOS != "linux" {
 			b.Skip("reads the coordinator's CPU time from /proc")
 		}
-		self, err := os.Executable()
-		if err != nil {
-			b.Fatal(err)
-		}
-		cmd := exec.Command(self, "-test.run=^$")
-		cmd.Env = append(os.Environ(), benchCoordinatorEnv+"="+b.TempDir())
-		cmd.Stderr = os.Stderr
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			b.Fatal(err)
-		}
-		defer func() {
-			cmd.Process.Signal(syscall.SIGTERM)
-			io.Copy(io.Discard, out)
-			cmd.Wait()
-		}()
-		url, err := bufio.NewReader(out).ReadString('\n')
-		if err != nil {
-			b.Fatalf("coordinator subprocess: %v", err)
-		}
-		benchPool(b, strings.TrimSpace(url), []int{cmd.Process.Pid})
+		url, pid := startSelf(b, benchCoordinatorEnv+"="+b.TempDir(), "coordinator subprocess")
+		benchPool(b, url, []int{pid})
 	})
 	b.Run("external", func(b *testing.B) {
 		// A pool started outside the benchmark (scripts/bench-cluster.sh):

@@ -3,7 +3,6 @@
 package agent_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -11,11 +10,9 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"os/signal"
 	"runtime"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -98,30 +95,7 @@ func BenchmarkHTTPFloor(b *testing.B) {
 // benchFloor runs BenchmarkHTTPFloor's server answering answer bytes and
 // sends it b.N requests of request bytes.
 func benchFloor(b *testing.B, request, answer int) {
-	self, err := os.Executable()
-	if err != nil {
-		b.Fatal(err)
-	}
-	cmd := exec.Command(self, "-test.run=^$")
-	cmd.Env = append(os.Environ(), floorServerEnv+"="+strconv.Itoa(answer))
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	defer func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		io.Copy(io.Discard, out)
-		cmd.Wait()
-	}()
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil {
-		b.Fatalf("floor server: %v", err)
-	}
-	url := strings.TrimSpace(line)
+	url, pid := startSelf(b, floorServerEnv+"="+strconv.Itoa(answer), "floor server")
 	const clients = 32
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = clients
@@ -167,7 +141,7 @@ func benchFloor(b *testing.B, request, answer int) {
 	left := atomic.Int64{}
 	left.Store(int64(b.N))
 	b.ResetTimer()
-	cpu0, ok0 := childCPU(cmd.Process.Pid)
+	cpu0, ok0 := childCPU(pid)
 	var g errgroup.Group
 	for range clients {
 		g.Go(func() error {
@@ -179,8 +153,8 @@ func benchFloor(b *testing.B, request, answer int) {
 			return nil
 		})
 	}
-	err = g.Wait()
-	cpu1, ok1 := childCPU(cmd.Process.Pid)
+	err := g.Wait()
+	cpu1, ok1 := childCPU(pid)
 	b.StopTimer()
 	if err != nil {
 		b.Fatal(err)
