@@ -3,7 +3,6 @@ package cluster
 import (
 	"bytes"
 	"context"
-	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/gob"
 	"encoding/hex"
@@ -134,12 +133,7 @@ func TestBatchFormatKeepsEveryField(t *testing.T) {
 // whose proofs are not the ones SignBatch gives, or whose entries do
 // not chain, is written entry by entry, and reads back exactly too.
 func TestBatchFormatSignedBlocks(t *testing.T) {
-	h := newHistory()
-	_, priv, err := ed25519.GenerateKey(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.sign = func(b []byte) []byte { return ed25519.Sign(priv, b) }
+	h := newSignedHistory(t)
 	h.batch(50)
 	b := h.batch(50)
 	if len(b.Entries) != 100 {
@@ -213,12 +207,7 @@ func TestBatchFormatSignedBlocks(t *testing.T) {
 // nothing of one batch is left in the next, and reset zeroes all the
 // room it keeps.
 func TestBatchFormatWriterUsedAgain(t *testing.T) {
-	h := newHistory()
-	_, priv, err := ed25519.GenerateKey(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.sign = func(b []byte) []byte { return ed25519.Sign(priv, b) }
+	h := newSignedHistory(t)
 	var filled pool.Batch
 	n := 0
 	fill(reflect.ValueOf(&filled).Elem(), &n)
@@ -465,13 +454,8 @@ func TestStoreReadsTheFormatBefore(t *testing.T) {
 //
 //	go test -run '^$' -bench BatchFormat ./cluster/
 func BenchmarkBatchFormat(b *testing.B) {
-	_, priv, err := ed25519.GenerateKey(nil)
-	if err != nil {
-		b.Fatal(err)
-	}
 	for _, per := range []int{4, 50} {
-		h := newHistory()
-		h.sign = func(m []byte) []byte { return ed25519.Sign(priv, m) }
+		h := newSignedHistory(b)
 		h.batch(per) // the peers and the job
 		var batches []*pool.Batch
 		for range 16 {
@@ -528,12 +512,7 @@ func BenchmarkBatchFormat(b *testing.B) {
 // write the batch at a changed first Prev as a block that reads back
 // otherwise.
 func TestLedgerRangeFormat(t *testing.T) {
-	h := newHistory()
-	_, priv, err := ed25519.GenerateKey(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.sign = func(b []byte) []byte { return ed25519.Sign(priv, b) }
+	h := newSignedHistory(t)
 	h.batch(37)
 	var es []pool.Entry
 	for len(es) < 2*LedgerRange {

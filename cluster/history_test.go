@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
@@ -46,6 +47,20 @@ func newHistory() *history {
 	}
 	h.job = pool.JobRecord{ID: job.ID(sha256.Sum256([]byte("history job"))), Canonical: make([]byte, 1024),
 		Owner: "idowner", Merger: "idowner-1", Order: 1, Added: h.at}
+	return h
+}
+
+// newSignedHistory is newHistory with each batch's entries signed
+// together (pool.SignBatch) by a new Ed25519 key, as a node in charge
+// signs them.
+func newSignedHistory(tb testing.TB) *history {
+	tb.Helper()
+	_, priv, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	h := newHistory()
+	h.sign = func(b []byte) []byte { return ed25519.Sign(priv, b) }
 	return h
 }
 
