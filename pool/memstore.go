@@ -232,28 +232,26 @@ func (m *MemStore) apply(b *Batch) {
 		m.jobSeq = append(m.jobSeq, j.ID)
 	}
 	for i := range b.Replicas {
-		old := m.stored[i]
-		if old != nil && !settledState(old.State) {
-			// A replica in play: no one outside m holds its record
-			// (DoneRecords hands out settled ones only, every other
-			// reader copies under m.mu), so it changes in place, the
-			// map's entry as it was. Its result and work, which images
-			// may share, are replaced, never changed.
-			rec := b.Replicas[i]
-			ownReplicaLike(&rec, old)
-			rec.Prev = 0
-			*old = rec
-			m.applied = append(m.applied, old)
-			continue
+		// A replica in play changes in place: no one outside m holds
+		// its record (DoneRecords hands out settled ones only, every
+		// other reader copies under m.mu), so the map's entry stays as
+		// it is. A new or settled one gets a record of its own, on the
+		// heap where the map keeps it. Results and work, which images
+		// may share, are replaced, never changed.
+		old, r := m.stored[i], m.stored[i]
+		if r == nil || settledState(r.State) {
+			r = new(ReplicaRecord)
 		}
-		r := new(ReplicaRecord) // one copy of the record, on the heap where the map keeps it
-		*r = b.Replicas[i]
-		ownReplicaLike(r, old)
-		r.Prev = 0
-		if !m.known[i] {
-			m.repSeq = append(m.repSeq, r.Lease)
+		rec := b.Replicas[i]
+		ownReplicaLike(&rec, old)
+		rec.Prev = 0
+		*r = rec
+		if r != old {
+			if !m.known[i] {
+				m.repSeq = append(m.repSeq, r.Lease)
+			}
+			m.replicas[r.Lease] = r
 		}
-		m.replicas[r.Lease] = r
 		m.applied = append(m.applied, r)
 	}
 	for i := range b.Outcomes {
