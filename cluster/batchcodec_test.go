@@ -133,7 +133,7 @@ func TestBatchFormatKeepsEveryField(t *testing.T) {
 // whose proofs are not the ones SignBatch gives, or whose entries do
 // not chain, is written entry by entry, and reads back exactly too.
 func TestBatchFormatSignedBlocks(t *testing.T) {
-	h := newSignedHistory(t)
+	h, _ := newSignedHistory(t)
 	h.batch(50)
 	b := h.batch(50)
 	if len(b.Entries) != 100 {
@@ -207,7 +207,7 @@ func TestBatchFormatSignedBlocks(t *testing.T) {
 // nothing of one batch is left in the next, and reset zeroes all the
 // room it keeps.
 func TestBatchFormatWriterUsedAgain(t *testing.T) {
-	h := newSignedHistory(t)
+	h, _ := newSignedHistory(t)
 	var filled pool.Batch
 	n := 0
 	fill(reflect.ValueOf(&filled).Elem(), &n)
@@ -455,7 +455,7 @@ func TestStoreReadsTheFormatBefore(t *testing.T) {
 //	go test -run '^$' -bench BatchFormat ./cluster/
 func BenchmarkBatchFormat(b *testing.B) {
 	for _, per := range []int{4, 50} {
-		h := newSignedHistory(b)
+		h, _ := newSignedHistory(b)
 		h.batch(per) // the peers and the job
 		var batches []*pool.Batch
 		for range 16 {
@@ -512,7 +512,7 @@ func BenchmarkBatchFormat(b *testing.B) {
 // write the batch at a changed first Prev as a block that reads back
 // otherwise.
 func TestLedgerRangeFormat(t *testing.T) {
-	h := newSignedHistory(t)
+	h, _ := newSignedHistory(t)
 	h.batch(37)
 	var es []pool.Entry
 	for len(es) < 2*LedgerRange {

@@ -52,16 +52,16 @@ func newHistory() *history {
 
 // newSignedHistory is newHistory with each batch's entries signed
 // together (pool.SignBatch) by a new Ed25519 key, as a node in charge
-// signs them.
-func newSignedHistory(tb testing.TB) *history {
+// signs them; it returns the key that checks them too.
+func newSignedHistory(tb testing.TB) (*history, ed25519.PublicKey) {
 	tb.Helper()
-	_, priv, err := ed25519.GenerateKey(nil)
+	pub, priv, err := ed25519.GenerateKey(nil)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	h := newHistory()
 	h.sign = func(b []byte) []byte { return ed25519.Sign(priv, b) }
-	return h
+	return h, pub
 }
 
 // batch returns the next batch: the first also registers the peers and

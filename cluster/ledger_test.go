@@ -21,12 +21,7 @@ import (
 // key that checks them.
 func signedHistory(t *testing.T) (*history, ed25519.PublicKey) {
 	t.Helper()
-	pub, priv, err := ed25519.GenerateKey(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := newHistory()
-	h.sign = func(b []byte) []byte { return ed25519.Sign(priv, b) }
+	h, pub := newSignedHistory(t)
 	h.ref = pool.NewMemStore()
 	return h, pub
 }
