@@ -3,6 +3,8 @@ package pool_test
 import (
 	"context"
 	"crypto/sha256"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +17,57 @@ func TestSchedMemStoreConformance(t *testing.T) {
 	pooltest.StoreConformance(t, func(t *testing.T) (pool.Store, func(pool.Store) pool.Store) {
 		return pool.NewMemStore(), func(s pool.Store) pool.Store { return s }
 	})
+}
+
+// The conformance suite waits out a store that does not answer at first,
+// as the Scheduler does (pool.ErrStoreUnavailable: nothing applied, the
+// same call may be made again): a replicated store whose stream leader
+// is not elected yet on a busy machine. Here every call fails once
+// before it is made, so the whole suite runs on its second tries.
+func TestSchedStoreConformanceWaitsOut(t *testing.T) {
+	pooltest.StoreConformance(t, func(t *testing.T) (pool.Store, func(pool.Store) pool.Store) {
+		return &hesitantStore{Store: pool.NewMemStore()}, func(s pool.Store) pool.Store { return s }
+	})
+}
+
+// hesitantStore fails every other call with pool.ErrStoreUnavailable,
+// before doing anything, and makes the others on Store.
+type hesitantStore struct {
+	pool.Store
+	mu    sync.Mutex
+	calls int
+}
+
+// refuse reports whether this call fails, counting it.
+func (h *hesitantStore) refuse() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.calls++
+	if h.calls%2 == 1 {
+		return fmt.Errorf("hesitant store, call %d: %w", h.calls, pool.ErrStoreUnavailable)
+	}
+	return nil
+}
+
+func (h *hesitantStore) Load(ctx context.Context) (*pool.Snapshot, error) {
+	if err := h.refuse(); err != nil {
+		return nil, err
+	}
+	return h.Store.Load(ctx)
+}
+
+func (h *hesitantStore) Commit(ctx context.Context, b *pool.Batch) error {
+	if err := h.refuse(); err != nil {
+		return err
+	}
+	return h.Store.Commit(ctx, b)
+}
+
+func (h *hesitantStore) Entries(ctx context.Context, q pool.EntryQuery) ([]pool.Entry, error) {
+	if err := h.refuse(); err != nil {
+		return nil, err
+	}
+	return h.Store.Entries(ctx, q)
 }
 
 // A MemStore keeps copies of its own of what a batch carries: a record

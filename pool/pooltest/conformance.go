@@ -39,7 +39,11 @@ func RefOf(tb testing.TB, result []byte) *castore.Manifest {
 // round-trip, result references are
 // copied in and out and cleared by an update, Entries pages and
 // filters, and everything survives reopening. open returns a fresh store and a function that closes and
-// reopens it (returning the same store is fine for memory stores).
+// reopens it (returning the same store is fine for memory stores). As
+// the Scheduler does, the suite waits out a store that does not answer
+// yet (pool.ErrStoreUnavailable) and makes the same call again
+// (commitPatiently): a replicated store just formed may not answer its
+// first calls.
 func StoreConformance(t *testing.T, open func(t *testing.T) (pool.Store, func(pool.Store) pool.Store)) {
 	ctx := context.Background()
 	key := Key(t, "coordinator")
@@ -93,7 +97,7 @@ func StoreConformance(t *testing.T, open func(t *testing.T) (pool.Store, func(po
 	}
 	load := func(t *testing.T, st pool.Store) *pool.Snapshot {
 		t.Helper()
-		s, err := st.Load(ctx)
+		s, err := patiently(t, "Load", func() (*pool.Snapshot, error) { return st.Load(ctx) })
 		if err != nil {
 			t.Fatalf("Load: %v", err)
 		}
@@ -105,7 +109,7 @@ func StoreConformance(t *testing.T, open func(t *testing.T) (pool.Store, func(po
 		if s := load(t, st); len(s.Peers)+len(s.Jobs)+len(s.Replicas)+len(s.Outcomes) != 0 || s.LedgerSeq != 0 {
 			t.Fatalf("a new store is not empty: %+v", s)
 		}
-		if err := st.Commit(ctx, first); err != nil {
+		if err := commitPatiently(t, st, first); err != nil {
 			t.Fatalf("Commit: %v", err)
 		}
 		if diff := cmp.Diff(want(first), load(t, st), opts); diff != "" {
@@ -115,7 +119,7 @@ func StoreConformance(t *testing.T, open func(t *testing.T) (pool.Store, func(po
 		if diff := cmp.Diff(want(first), load(t, st), opts); diff != "" {
 			t.Fatalf("Load after reopening (-want +got):\n%s", diff)
 		}
-		es, err := st.Entries(ctx, pool.EntryQuery{Max: 10})
+		es, err := patiently(t, "Entries", func() ([]pool.Entry, error) { return st.Entries(ctx, pool.EntryQuery{Max: 10}) })
 		if err != nil || !cmp.Equal(first.Entries, es, opts) {
 			t.Fatalf("Entries: %v\n%s", err, cmp.Diff(first.Entries, es, opts))
 		}
@@ -123,7 +127,7 @@ func StoreConformance(t *testing.T, open func(t *testing.T) (pool.Store, func(po
 
 	t.Run("conflicts change nothing", func(t *testing.T) {
 		st, _ := open(t)
-		if err := st.Commit(ctx, first); err != nil {
+		if err := commitPatiently(t, st, first); err != nil {
 			t.Fatal(err)
 		}
 		before := load(t, st)
@@ -171,7 +175,7 @@ func StoreConformance(t *testing.T, open func(t *testing.T) (pool.Store, func(po
 			t.Run(tc.name, func(t *testing.T) {
 				b := good()
 				tc.spoil(&b)
-				err := st.Commit(ctx, &b)
+				err := commitPatiently(t, st, &b)
 				if !errors.Is(err, pool.ErrConflict) {
 					t.Fatalf("Commit: %v, want pool.ErrConflict", err)
 				}
@@ -181,21 +185,21 @@ func StoreConformance(t *testing.T, open func(t *testing.T) (pool.Store, func(po
 			})
 		}
 		b := good()
-		if err := st.Commit(ctx, &b); err != nil {
+		if err := commitPatiently(t, st, &b); err != nil {
 			t.Fatalf("the unspoilt batch: %v", err)
 		}
 	})
 
 	t.Run("cancel once", func(t *testing.T) {
 		st, reopen := open(t)
-		if err := st.Commit(ctx, first); err != nil {
+		if err := commitPatiently(t, st, first); err != nil {
 			t.Fatal(err)
 		}
 		withdraw := &pool.Batch{
 			Replicas: []pool.ReplicaRecord{rep("l0", peerA, 0, pool.ReplicaWithdrawn, 3, 2, nil)},
 			Cancels:  []pool.CancelRecord{{Job: jobID, At: at.Add(time.Hour)}},
 		}
-		if err := st.Commit(ctx, withdraw); err != nil {
+		if err := commitPatiently(t, st, withdraw); err != nil {
 			t.Fatalf("Commit cancel: %v", err)
 		}
 		st = reopen(st)
@@ -205,7 +209,7 @@ func StoreConformance(t *testing.T, open func(t *testing.T) (pool.Store, func(po
 			t.Errorf("after cancel: job %+v, replica %+v", s.Jobs, s.Replicas[0])
 		}
 		again := &pool.Batch{Cancels: []pool.CancelRecord{{Job: jobID, At: at.Add(2 * time.Hour)}}}
-		if err := st.Commit(ctx, again); !errors.Is(err, pool.ErrConflict) {
+		if err := commitPatiently(t, st, again); !errors.Is(err, pool.ErrConflict) {
 			t.Fatalf("second cancel: %v, want pool.ErrConflict", err)
 		}
 		after := load(t, st)
@@ -217,7 +221,7 @@ func StoreConformance(t *testing.T, open func(t *testing.T) (pool.Store, func(po
 
 	t.Run("updates, acks and entry queries", func(t *testing.T) {
 		st, reopen := open(t)
-		if err := st.Commit(ctx, first); err != nil {
+		if err := commitPatiently(t, st, first); err != nil {
 			t.Fatal(err)
 		}
 		head := first.Entries[2].Hash()
@@ -231,7 +235,7 @@ func StoreConformance(t *testing.T, open func(t *testing.T) (pool.Store, func(po
 			Acks:     []pool.AckRecord{{Job: jobID, Prev: 0, Upto: 1}},
 			Entries:  more,
 		}
-		if err := st.Commit(ctx, b); err != nil {
+		if err := commitPatiently(t, st, b); err != nil {
 			t.Fatal(err)
 		}
 		st = reopen(st)
@@ -266,7 +270,7 @@ func StoreConformance(t *testing.T, open func(t *testing.T) (pool.Store, func(po
 			{pool.EntryQuery{After: 0, Max: 100, Peer: "idnobody"}, nil},
 		}
 		for _, q := range queries {
-			got, err := st.Entries(ctx, q.q)
+			got, err := patiently(t, "Entries", func() ([]pool.Entry, error) { return st.Entries(ctx, q.q) })
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -278,7 +282,7 @@ func StoreConformance(t *testing.T, open func(t *testing.T) (pool.Store, func(po
 
 	t.Run("acknowledged outcomes summarised", func(t *testing.T) {
 		st, reopen := open(t)
-		if err := st.Commit(ctx, first); err != nil { // outcome 1: task 5
+		if err := commitPatiently(t, st, first); err != nil { // outcome 1: task 5
 			t.Fatal(err)
 		}
 		b := &pool.Batch{
@@ -289,7 +293,7 @@ func StoreConformance(t *testing.T, open func(t *testing.T) (pool.Store, func(po
 			},
 			Acks: []pool.AckRecord{{Job: jobID, Prev: 0, Upto: 3}},
 		}
-		if err := st.Commit(ctx, b); err != nil {
+		if err := commitPatiently(t, st, b); err != nil {
 			t.Fatal(err)
 		}
 		if f, ok := st.(OutcomeForgetter); ok {
@@ -311,7 +315,7 @@ func StoreConformance(t *testing.T, open func(t *testing.T) (pool.Store, func(po
 		check(t, st, Decided{Outcomes: 4, Accepted: 3, Failed: 1, Tasks: []int64{0, 4, 5, 6}, Unacked: map[int64]string{4: "u"}})
 		for _, o := range []pool.Verified{{Seq: 1, Task: 9}, {Seq: 3, Task: 9}, {Seq: 5, Task: 5}, {Seq: 5, Task: 6}, {Seq: 5, Task: 4}} {
 			o.Status = pool.OutcomeOK
-			err := st.Commit(ctx, &pool.Batch{Outcomes: []pool.OutcomeRecord{{Job: jobID, Verified: o}}})
+			err := commitPatiently(t, st, &pool.Batch{Outcomes: []pool.OutcomeRecord{{Job: jobID, Verified: o}}})
 			if !errors.Is(err, pool.ErrConflict) {
 				t.Errorf("outcome %d for task %d after the summary: %v, want pool.ErrConflict", o.Seq, o.Task, err)
 			}
@@ -320,7 +324,7 @@ func StoreConformance(t *testing.T, open func(t *testing.T) (pool.Store, func(po
 			Outcomes: []pool.OutcomeRecord{{Job: jobID, Verified: pool.Verified{Seq: 5, Task: 7, Status: pool.OutcomeOK, Result: []byte("v")}}},
 			Acks:     []pool.AckRecord{{Job: jobID, Prev: 3, Upto: 4}},
 		}
-		if err := st.Commit(ctx, b); err != nil {
+		if err := commitPatiently(t, st, b); err != nil {
 			t.Fatalf("a new outcome and ack after the summary: %v", err)
 		}
 		if f, ok := st.(OutcomeForgetter); ok {
@@ -353,7 +357,7 @@ func StoreConformance(t *testing.T, open func(t *testing.T) (pool.Store, func(po
 			}
 		}
 		b := batch()
-		if err := st.Commit(ctx, b); err != nil {
+		if err := commitPatiently(t, st, b); err != nil {
 			t.Fatalf("Commit: %v", err)
 		}
 		// The store keeps its own copies: changing the committed batch
@@ -382,7 +386,7 @@ func StoreConformance(t *testing.T, open func(t *testing.T) (pool.Store, func(po
 		// outcome 1's reference and holders and leaves outcome 2's result.
 		decided := rep("l1", peerB, 0, pool.ReplicaAgreed, 2, 1, nil)
 		decided.Digest = b.Replicas[1].Digest
-		if err := st.Commit(ctx, &pool.Batch{
+		if err := commitPatiently(t, st, &pool.Batch{
 			Replicas: []pool.ReplicaRecord{decided},
 			Acks:     []pool.AckRecord{{Job: jobID, Prev: 0, Upto: 1}},
 		}); err != nil {
@@ -418,7 +422,7 @@ func StoreConformance(t *testing.T, open func(t *testing.T) (pool.Store, func(po
 			return pool.TrustRecord{Kind: pool.TrustDevice, ID: id, Record: []byte(body), Version: version, Prev: prev}
 		}
 		commit := func(recs ...pool.TrustRecord) error {
-			return st.Commit(ctx, &pool.Batch{Trust: recs})
+			return commitPatiently(t, st, &pool.Batch{Trust: recs})
 		}
 		if err := commit(rec("d1", `{"agreed":1}`, 1, 0), pool.TrustRecord{Kind: pool.TrustOwner, ID: "o1", Record: []byte(`{}`), Version: 1}); err != nil {
 			t.Fatal(err)
@@ -466,4 +470,37 @@ func withArchived(t *testing.T, st pool.Store, s *pool.Snapshot, leases ...strin
 		}
 		return strings.Compare(a.Lease, b.Lease)
 	})
+}
+
+// commitPatiently commits b to st as the Scheduler does: while Commit
+// fails with pool.ErrStoreUnavailable (nothing applied, the same batch
+// may be committed again) it commits b again (patiently). A replicated
+// store just formed may not answer its first appends (a stream leader
+// not elected yet on a busy machine); the contract lets the caller wait
+// that out, and committing again must then apply b once.
+func commitPatiently(tb testing.TB, st pool.Store, b *pool.Batch) error {
+	tb.Helper()
+	_, err := patiently(tb, "Commit", func() (struct{}, error) {
+		return struct{}{}, st.Commit(context.Background(), b)
+	})
+	return err
+}
+
+// patiently calls f until it returns anything but an error wrapping
+// pool.ErrStoreUnavailable, at most 40 times (from 50 ms apart, doubling
+// to 2 s: over a minute in all), logging each wait on tb, and returns
+// f's last answer. Any other error, or the last unavailability, is the
+// caller's to judge.
+func patiently[T any](tb testing.TB, what string, f func() (T, error)) (T, error) {
+	tb.Helper()
+	wait := 50 * time.Millisecond
+	for try := 1; ; try++ {
+		v, err := f()
+		if err == nil || !errors.Is(err, pool.ErrStoreUnavailable) || try == 40 {
+			return v, err
+		}
+		tb.Logf("%s, try %d: %v; trying again in %v", what, try, err, wait)
+		time.Sleep(wait)
+		wait = min(2*wait, 2*time.Second)
+	}
 }
