@@ -6,7 +6,9 @@
 # cluster (JetStream, replication 3 over TLS routes), each node its own
 # process. Prints accepted tasks/s and the coordinator's CPU per accepted
 # task, in all and node by node, and each node's HTTP requests and group
-# commits (their mean size and time) during the run. A run of 100,000
+# commits (their mean size and time) during the run, and its requests a
+# task by route (the devices' `POST /v1/work`, the mergers' results and
+# acknowledgements, ...). A run of 100,000
 # tasks or more also prints the CPU per accepted task in steady state:
 # from the moment the pool has decided STEADY_FROM tasks (default half of
 # TASKS; 0 prints none) to the last task, read from each node's /metrics
@@ -95,6 +97,23 @@ counters() {
     /^idlepool_coord_store_commit_seconds_total/ {t += $NF}
     /^idlepool_coord_store_committed_records_total.*kind="outcome"/ {o += $NF}
     END {printf "%d %d %.6f %d\n", r, c, t, o}'
+}
+
+# routes URL: the node's HTTP requests so far by route pattern, one
+# "METHOD_PATH COUNT" line each, every status code summed.
+routes() {
+  { curl -sS --max-time 10 "$1/metrics" || true; } | awk '
+    /^idlepool_coord_http_requests_total/ {
+      match($0, /route="[^"]*"/); r = substr($0, RSTART + 7, RLENGTH - 8); gsub(/ /, "_", r); n[r] += $NF }
+    END {for (r in n) print r, n[r]}' | sort
+}
+
+# by_route BEFORE AFTER TASKS: one line: the requests a task by route
+# between two readings of routes, the most asked first (those of 0.0005
+# a task or more).
+by_route() {
+  join -a 2 -e 0 -o 0,1.2,2.2 <(echo "$1") <(echo "$2") | awk -v t="$3" '{d = $3 - $2; if (d / t >= 0.0005) printf "%.6f %s\n", d / t, $1}' |
+    sort -rn | awk '{gsub(/_/, " ", $2); s = s sprintf("%s%s %.3f", (NR > 1 ? "; " : ""), $2, $1)} END {print s}'
 }
 
 # traffic BEFORE... AFTER...: one line per node, what it served and
@@ -248,8 +267,8 @@ for setup in ${SETUPS:-1 3 3cold 3cold-jobs 3shards 5shards}; do
       continue
     fi
   fi
-  before=()
-  for u in "${urls[@]}"; do before+=("$(counters "$u" | tr ' ' '_')"); done
+  before=() routes_before=()
+  for u in "${urls[@]}"; do before+=("$(counters "$u" | tr ' ' '_')"); routes_before+=("$(routes "$u")"); done
   watch_steady "$plist" "${urls[@]}" &
   watcher=$!
   bench "$label" "$list" "$plist"
@@ -257,6 +276,9 @@ for setup in ${SETUPS:-1 3 3cold 3cold-jobs 3shards 5shards}; do
   end=$(steady_end "$plist" "${urls[@]}")
   after=()
   for u in "${urls[@]}"; do after+=("$(counters "$u" | tr ' ' '_')"); done
+  for i in "${!urls[@]}"; do
+    echo "                         (node$((i + 1)), requests a task by route: $(by_route "${routes_before[$i]}" "$(routes "${urls[$i]}")" "$tasks"))"
+  done
   if [ "$shards" -gt 1 ]; then
     curl -s "${urls[0]}/v1/cluster" | grep -o '"shards":\[.*\]' | grep -o '"shard":[0-9]*,"leader":{"node":"[^"]*"' | sed 's/"shard":\([0-9]*\),"leader":{"node":"\([^"]*\)"/shard \1: \2/' | tr '\n' ' ' | sed 's/^/                         (/; s/ $/)\n/'
     # How the jobs divided: each job's tasks and shard, from the pool's
