@@ -218,6 +218,11 @@ const benchLeaseAheadEnv = "IDLEPOOL_BENCH_LEASE_AHEAD"
 // minute would (docs/benchmarks.md).
 const benchTaskDelayEnv = "IDLEPOOL_BENCH_TASK_DELAY"
 
+// benchGatherEnv sets the benchmark mergers' FollowConfig.Gather (a Go
+// duration; default agent.DefaultGather; a negative one such as -1ns:
+// none, each page asked for as soon as the last is acknowledged).
+const benchGatherEnv = "IDLEPOOL_BENCH_GATHER"
+
 // The environment of BenchmarkCoordinator/external.
 const (
 	benchPoolEnv = "IDLEPOOL_BENCH_POOL"
@@ -306,6 +311,13 @@ func benchPool(b *testing.B, url string, coordPIDs []int) {
 		}
 		js = append(js, j)
 	}
+	var gather time.Duration // FollowConfig.Gather; 0: its default
+	if v := os.Getenv(benchGatherEnv); v != "" {
+		var err error
+		if gather, err = time.ParseDuration(v); err != nil || gather == 0 {
+			b.Fatalf("%s: %q: want a duration such as 100ms, or -1ns for none", benchGatherEnv, v)
+		}
+	}
 	b.ResetTimer()
 	start, cpu0 := time.Now(), processCPU()
 	ccpu0, _ := childrenCPU(coordPIDs)
@@ -314,7 +326,7 @@ func benchPool(b *testing.B, url string, coordPIDs []int) {
 	for _, j := range js {
 		dir := b.TempDir()
 		g.Go(func() error {
-			out, err := agent.Follow(ctx, sub.c, j, agent.FollowConfig{Dir: dir, Poll: time.Millisecond, Page: 1000})
+			out, err := agent.Follow(ctx, sub.c, j, agent.FollowConfig{Dir: dir, Poll: time.Millisecond, Page: 1000, Gather: gather})
 			if err == nil {
 				ok64.Add(out.OK)
 			}

@@ -28,6 +28,14 @@ type FollowConfig struct {
 	// Poll is the wait between requests while no new outcome is ready;
 	// default 250 ms.
 	Poll time.Duration
+	// Gather is the wait after a page that was not full (outcomes
+	// trickling in, not a backlog) before the next request, so that the
+	// next page carries the outcomes of that while: at 1,300 outcomes a
+	// second one page, one journal flush and one acknowledgement carry
+	// about a hundred of them rather than a handful, and the
+	// coordinator answers two requests the fewer for each. Default
+	// DefaultGather; negative: none, the next request at once.
+	Gather time.Duration
 	// MaxBackoff caps the wait between retries while the coordinator is
 	// away; default 10 s.
 	MaxBackoff time.Duration
@@ -97,6 +105,9 @@ func Follow(ctx context.Context, c *Client, j *job.Job, cfg FollowConfig) (*pool
 	}
 	if cfg.MaxBackoff <= 0 {
 		cfg.MaxBackoff = 10 * time.Second
+	}
+	if cfg.Gather == 0 {
+		cfg.Gather = DefaultGather
 	}
 	if cfg.StatusPoll <= 0 {
 		cfg.StatusPoll = 5 * time.Second
@@ -322,9 +333,20 @@ func (fl *follower) run(ctx context.Context) error {
 		if err := fl.retry(ctx, "ack", func(ctx context.Context) error { return fl.c.Ack(ctx, fl.j.ID, after) }); err != nil {
 			return fmt.Errorf("acknowledge outcomes of job %s: %w", fl.j.ID, err)
 		}
+		if len(page) < fl.cfg.Page && fl.cfg.Gather > 0 && !fl.f.Complete() {
+			if err := sleep(ctx, fl.cfg.Gather); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
+
+// DefaultGather is FollowConfig.Gather's default: a tenth of a second
+// added to when an outcome is merged, against two requests to the
+// coordinator (the page and its acknowledgement) for every handful of
+// outcomes of a busy job (docs/benchmarks.md, "The merger's requests").
+const DefaultGather = 100 * time.Millisecond
 
 // record turns a verified outcome into what the Folder journals: ok
 // results fold in; verified failures and unverified outcomes are failures.

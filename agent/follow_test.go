@@ -228,3 +228,76 @@ func followFast(ctx context.Context, t *testing.T, sub *submitter, j *job.Job, c
 	}()
 	return done
 }
+
+// TestFollowGathersTricklingOutcomes: after a page that was not full
+// (outcomes trickling in as one slot computes them), Follow waits Gather
+// before it asks for the next, so that the next page carries the
+// outcomes of that while; the merged result is the solo run's. The
+// front counts what the merger asks of the pool and when: each request
+// for results that follows an acknowledgement comes Gather or more
+// after that acknowledgement was answered (a sleep never ends early, so
+// a slow machine cannot fail this; without the wait the next request
+// follows at once).
+func TestFollowGathersTricklingOutcomes(t *testing.T) {
+	const gather = 300 * time.Millisecond
+	j := planJob(t, "squares-trickle", 8, "redundancy = 1\nquorum = 1")
+	co := startCoordinator(t, t.TempDir(), "127.0.0.1:0")
+	type ask struct {
+		ack      bool
+		at, done time.Time // arrived, answered (the front's monotonic clock)
+	}
+	var (
+		mu   sync.Mutex
+		asks []ask
+		fwd  = co.proxy(t)
+	)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		isAck := r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/ack")
+		isResults := r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/results")
+		at := time.Now()
+		fwd.ServeHTTP(w, r)
+		if isAck || isResults {
+			mu.Lock()
+			asks = append(asks, ask{ack: isAck, at: at, done: time.Now()})
+			mu.Unlock()
+		}
+	}))
+	defer front.Close()
+	sub := newSubmitter(t, front.URL, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), patience(t))
+	defer cancel()
+	if err := sub.c.Submit(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	startAgent(t, co.url, newDevice(t, nil), &fakeExec{Delay: 50 * time.Millisecond}, 1, nil)
+	got, err := agent.Follow(ctx, sub.c, j, agent.FollowConfig{
+		Dir: filepath.Join(sub.dev.dirs.Data, "merges", j.ID.String()), Poll: 10 * time.Millisecond,
+		MaxBackoff: 100 * time.Millisecond, Gather: gather, Logger: quietLogger(t),
+	})
+	if err != nil {
+		t.Fatalf("Follow: %v", err)
+	}
+	same(t, got, solo(t, j, &fakeExec{}))
+	mu.Lock()
+	defer mu.Unlock()
+	acks, checked := 0, 0
+	for i, a := range asks {
+		if !a.ack {
+			continue
+		}
+		acks++
+		if i+1 < len(asks) && !asks[i+1].ack {
+			checked++
+			if gap := asks[i+1].at.Sub(a.done); gap < gather {
+				t.Errorf("a request for results %v after the acknowledgement before it, want %v or more", gap, gather)
+			}
+		}
+	}
+	if acks == 0 || acks > 8 {
+		t.Fatalf("%d acknowledgements for 8 outcomes, want 1 to 8", acks)
+	}
+	if checked != acks-1 {
+		t.Errorf("%d of %d acknowledgements followed by a request for results, want all but the last", checked, acks)
+	}
+	t.Logf("8 outcomes in %d pages", acks)
+}
