@@ -28,12 +28,13 @@ type FollowConfig struct {
 	// Poll is the wait between requests while no new outcome is ready;
 	// default 250 ms.
 	Poll time.Duration
-	// Gather is the wait after a page that was not full (outcomes
-	// trickling in, not a backlog) before the next request, so that the
-	// next page carries the outcomes of that while: at 1,300 outcomes a
-	// second one page, one journal flush and one acknowledgement carry
-	// about a hundred of them rather than a handful, and the
-	// coordinator answers two requests the fewer for each. Default
+	// Gather is the wait after a page that was not full (pageFull:
+	// outcomes trickling in, not a backlog) before the next request,
+	// so that the next page carries the outcomes of that while: at
+	// 1,300 outcomes a second one page, one journal flush and one
+	// acknowledgement carry about a hundred of them rather than a
+	// handful, and each page not asked for saves the coordinator two
+	// requests (the page and its acknowledgement). Default
 	// DefaultGather; negative: none, the next request at once.
 	Gather time.Duration
 	// MaxBackoff caps the wait between retries while the coordinator is
@@ -63,6 +64,32 @@ type FollowConfig struct {
 	Logger *slog.Logger
 }
 
+// DefaultGather is FollowConfig.Gather's default: a tenth of a second
+// added to when an outcome is merged, against two requests to the
+// coordinator (the page and its acknowledgement) for every handful of
+// outcomes of a busy job (docs/benchmarks.md, "The merger's requests").
+const DefaultGather = 100 * time.Millisecond
+
+// fullPageBytes is the result bytes at which a page counts as full
+// whatever its length: half of what a coordinator puts in one results
+// answer (64 MiB, cut before the result that would pass it), so that a
+// backlog of large results is followed at once.
+const fullPageBytes = 32 << 20
+
+// pageFull reports whether page, asked for with at most max outcomes,
+// came back full: max outcomes, or fullPageBytes of results or more. A
+// page not full means the merger has everything decided so far.
+func pageFull(page []pool.Verified, max int) bool {
+	if len(page) >= max {
+		return true
+	}
+	n := 0
+	for _, v := range page {
+		n += len(v.Result)
+	}
+	return n >= fullPageBytes
+}
+
 // errWaitKept means an outcome's kept result could not be fetched yet:
 // Follow acknowledges what it folded and asks for the outcome again.
 var errWaitKept = errors.New("agent: waiting for a kept result")
@@ -83,8 +110,11 @@ var ErrMergeLost = errors.New("agent: outcomes handed over earlier are missing f
 // unverified outcome, as failures that are never folded. It journals every
 // outcome and flushes the journal before acknowledging, so the coordinator
 // deletes only bytes that are safe here; an interrupted Follow resumes
-// from the journal. It returns the outcome once every task has one (with
-// pool.ErrAllFailed when none succeeded, like pool.RunSolo). Cancelling
+// from the journal. After a page that was not full it waits
+// FollowConfig.Gather before it asks again, so an outcome is folded up
+// to that much later than it was decided. It returns the outcome once
+// every task has one (with pool.ErrAllFailed when none succeeded, like
+// pool.RunSolo). Cancelling
 // ctx stops it with ctx's error; what was folded stays journaled. While
 // the coordinator is away it retries with backoff. A job cancelled in the
 // pool ends it with ErrJobCancelled. When the journal already holds
@@ -333,7 +363,7 @@ func (fl *follower) run(ctx context.Context) error {
 		if err := fl.retry(ctx, "ack", func(ctx context.Context) error { return fl.c.Ack(ctx, fl.j.ID, after) }); err != nil {
 			return fmt.Errorf("acknowledge outcomes of job %s: %w", fl.j.ID, err)
 		}
-		if len(page) < fl.cfg.Page && fl.cfg.Gather > 0 && !fl.f.Complete() {
+		if !pageFull(page, fl.cfg.Page) && fl.cfg.Gather > 0 && !fl.f.Complete() {
 			if err := sleep(ctx, fl.cfg.Gather); err != nil {
 				return err
 			}
@@ -341,12 +371,6 @@ func (fl *follower) run(ctx context.Context) error {
 	}
 	return nil
 }
-
-// DefaultGather is FollowConfig.Gather's default: a tenth of a second
-// added to when an outcome is merged, against two requests to the
-// coordinator (the page and its acknowledgement) for every handful of
-// outcomes of a busy job (docs/benchmarks.md, "The merger's requests").
-const DefaultGather = 100 * time.Millisecond
 
 // record turns a verified outcome into what the Folder journals: ok
 // results fold in; verified failures and unverified outcomes are failures.

@@ -18,6 +18,8 @@ import (
 	"idlepool/agent"
 	"idlepool/idle"
 	"idlepool/job"
+	"idlepool/pool"
+	"idlepool/worker"
 )
 
 // TestFollowSaysWhatThePoolDoes: while no result comes, Follow reports
@@ -230,16 +232,19 @@ func followFast(ctx context.Context, t *testing.T, sub *submitter, j *job.Job, c
 }
 
 // TestFollowGathersTricklingOutcomes: after a page that was not full
-// (outcomes trickling in as one slot computes them), Follow waits Gather
-// before it asks for the next, so that the next page carries the
-// outcomes of that while; the merged result is the solo run's. The
-// front counts what the merger asks of the pool and when: each request
-// for results that follows an acknowledgement comes Gather or more
-// after that acknowledgement was answered (a sleep never ends early, so
-// a slow machine cannot fail this; without the wait the next request
-// follows at once).
+// (outcomes trickling in), Follow waits Gather before it asks for the
+// next, so that the next page carries the outcomes of that while; the
+// merged result is the solo run's. The tasks run one at a time as the
+// test lets them: the first alone, the other seven once the merger has
+// acknowledged the first, so at least one request for results follows
+// an acknowledgement whatever the machine's speed. The front counts
+// what the merger asks of the pool and when: each request for results
+// that follows an acknowledgement comes Gather or more after that
+// acknowledgement was answered (a sleep never ends early, so a slow
+// machine cannot fail this; without the wait the next request follows
+// at once). Which pages count as full is TestPageFull's.
 func TestFollowGathersTricklingOutcomes(t *testing.T) {
-	const gather = 300 * time.Millisecond
+	const gather = 200 * time.Millisecond
 	j := planJob(t, "squares-trickle", 8, "redundancy = 1\nquorum = 1")
 	co := startCoordinator(t, t.TempDir(), "127.0.0.1:0")
 	type ask struct {
@@ -247,9 +252,10 @@ func TestFollowGathersTricklingOutcomes(t *testing.T) {
 		at, done time.Time // arrived, answered (the front's monotonic clock)
 	}
 	var (
-		mu   sync.Mutex
-		asks []ask
-		fwd  = co.proxy(t)
+		mu    sync.Mutex
+		asks  []ask
+		fwd   = co.proxy(t)
+		acked = make(chan struct{}, 16)
 	)
 	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		isAck := r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/ack")
@@ -261,6 +267,12 @@ func TestFollowGathersTricklingOutcomes(t *testing.T) {
 			asks = append(asks, ask{ack: isAck, at: at, done: time.Now()})
 			mu.Unlock()
 		}
+		if isAck {
+			select {
+			case acked <- struct{}{}:
+			default:
+			}
+		}
 	}))
 	defer front.Close()
 	sub := newSubmitter(t, front.URL, nil)
@@ -269,7 +281,18 @@ func TestFollowGathersTricklingOutcomes(t *testing.T) {
 	if err := sub.c.Submit(ctx, j); err != nil {
 		t.Fatal(err)
 	}
-	startAgent(t, co.url, newDevice(t, nil), &fakeExec{Delay: 50 * time.Millisecond}, 1, nil)
+	gate := make(chan struct{}, 8)
+	gate <- struct{}{} // the first task
+	go func() {
+		select {
+		case <-acked:
+			for range 7 {
+				gate <- struct{}{}
+			}
+		case <-ctx.Done():
+		}
+	}()
+	startAgent(t, co.url, newDevice(t, nil), gatedExec{gate: gate, exec: &fakeExec{}}, 1, nil)
 	got, err := agent.Follow(ctx, sub.c, j, agent.FollowConfig{
 		Dir: filepath.Join(sub.dev.dirs.Data, "merges", j.ID.String()), Poll: 10 * time.Millisecond,
 		MaxBackoff: 100 * time.Millisecond, Gather: gather, Logger: quietLogger(t),
@@ -293,11 +316,27 @@ func TestFollowGathersTricklingOutcomes(t *testing.T) {
 			}
 		}
 	}
-	if acks == 0 || acks > 8 {
-		t.Fatalf("%d acknowledgements for 8 outcomes, want 1 to 8", acks)
+	if acks < 2 || acks > 8 {
+		t.Fatalf("%d acknowledgements for 8 outcomes, the first alone, want 2 to 8", acks)
 	}
 	if checked != acks-1 {
 		t.Errorf("%d of %d acknowledgements followed by a request for results, want all but the last", checked, acks)
 	}
 	t.Logf("8 outcomes in %d pages", acks)
+}
+
+// gatedExec runs each task on exec once gate gives it a turn (a value
+// received), or fails it when ctx ends first.
+type gatedExec struct {
+	gate <-chan struct{}
+	exec pool.Executor
+}
+
+func (g gatedExec) Run(ctx context.Context, req worker.Request) (worker.Result, error) {
+	select {
+	case <-g.gate:
+		return g.exec.Run(ctx, req)
+	case <-ctx.Done():
+		return worker.Result{}, ctx.Err()
+	}
 }
