@@ -19,24 +19,33 @@ func TestSchedMemStoreConformance(t *testing.T) {
 	})
 }
 
-// The conformance suite waits out a store that does not answer at first,
-// as the Scheduler does (pool.ErrStoreUnavailable: nothing applied, the
-// same call may be made again): a replicated store whose stream leader
-// is not elected yet on a busy machine. Here every call fails once
-// before it is made, so the whole suite runs on its second tries.
+// The conformance suite waits out a store that does not answer at first
+// (pool.ErrStoreUnavailable: nothing applied, the same call may be made
+// again), as the Scheduler does a Commit: a replicated store whose
+// stream leader is not elected yet on a busy machine. Here every call
+// of the Store and the ReplicaArchive fails once before it is made, so
+// the whole suite, the parts for a MemStore's optional interfaces
+// included, runs on its second tries.
 func TestSchedStoreConformanceWaitsOut(t *testing.T) {
 	pooltest.StoreConformance(t, func(t *testing.T) (pool.Store, func(pool.Store) pool.Store) {
-		return &hesitantStore{Store: pool.NewMemStore()}, func(s pool.Store) pool.Store { return s }
+		return &hesitantStore{MemStore: pool.NewMemStore()}, func(s pool.Store) pool.Store { return s }
 	})
 }
 
-// hesitantStore fails every other call with pool.ErrStoreUnavailable,
-// before doing anything, and makes the others on Store.
+// hesitantStore fails every other call of Load, Commit, Entries and
+// Replica with pool.ErrStoreUnavailable, before doing anything, and
+// makes the others on MemStore, whose other methods (ForgetAcked) it
+// keeps.
 type hesitantStore struct {
-	pool.Store
+	*pool.MemStore
 	mu    sync.Mutex
 	calls int
 }
+
+var (
+	_ pool.ReplicaArchive       = (*hesitantStore)(nil)
+	_ pooltest.OutcomeForgetter = (*hesitantStore)(nil)
+)
 
 // refuse reports whether this call fails, counting it.
 func (h *hesitantStore) refuse() error {
@@ -53,21 +62,28 @@ func (h *hesitantStore) Load(ctx context.Context) (*pool.Snapshot, error) {
 	if err := h.refuse(); err != nil {
 		return nil, err
 	}
-	return h.Store.Load(ctx)
+	return h.MemStore.Load(ctx)
 }
 
 func (h *hesitantStore) Commit(ctx context.Context, b *pool.Batch) error {
 	if err := h.refuse(); err != nil {
 		return err
 	}
-	return h.Store.Commit(ctx, b)
+	return h.MemStore.Commit(ctx, b)
 }
 
 func (h *hesitantStore) Entries(ctx context.Context, q pool.EntryQuery) ([]pool.Entry, error) {
 	if err := h.refuse(); err != nil {
 		return nil, err
 	}
-	return h.Store.Entries(ctx, q)
+	return h.MemStore.Entries(ctx, q)
+}
+
+func (h *hesitantStore) Replica(ctx context.Context, lease string) (pool.ReplicaRecord, error) {
+	if err := h.refuse(); err != nil {
+		return pool.ReplicaRecord{}, err
+	}
+	return h.MemStore.Replica(ctx, lease)
 }
 
 // A MemStore keeps copies of its own of what a batch carries: a record

@@ -39,11 +39,13 @@ func RefOf(tb testing.TB, result []byte) *castore.Manifest {
 // round-trip, result references are
 // copied in and out and cleared by an update, Entries pages and
 // filters, and everything survives reopening. open returns a fresh store and a function that closes and
-// reopens it (returning the same store is fine for memory stores). As
-// the Scheduler does, the suite waits out a store that does not answer
-// yet (pool.ErrStoreUnavailable) and makes the same call again
-// (commitPatiently): a replicated store just formed may not answer its
-// first calls.
+// reopens it (returning the same store is fine for memory stores). A
+// replicated store just formed may not answer its first calls: as the
+// Scheduler does with Commit (the contract's pool.ErrStoreUnavailable:
+// nothing applied, the same batch may be committed again), the suite
+// waits that out and commits again (commitPatiently); it also asks
+// again when a read (Load, Entries, Replica) says so, which the
+// contract does not define but a read cannot spoil (patiently).
 func StoreConformance(t *testing.T, open func(t *testing.T) (pool.Store, func(pool.Store) pool.Store)) {
 	ctx := context.Background()
 	key := Key(t, "coordinator")
@@ -373,7 +375,7 @@ func StoreConformance(t *testing.T, open func(t *testing.T) (pool.Store, func(po
 			t.Fatalf("Load after reopening (-want +got):\n%s", diff)
 		}
 		if ar, ok := st.(pool.ReplicaArchive); ok {
-			got, err := ar.Replica(ctx, "l1")
+			got, err := patiently(t, "Replica", func() (pool.ReplicaRecord, error) { return ar.Replica(ctx, "l1") })
 			if err != nil {
 				t.Fatalf("Replica: %v", err)
 			}
@@ -410,7 +412,7 @@ func StoreConformance(t *testing.T, open func(t *testing.T) (pool.Store, func(po
 			t.Errorf("Load after the decision and ack (-want +got):\n%s", diff)
 		}
 		if ar, ok := st.(pool.ReplicaArchive); ok {
-			if got, err := ar.Replica(ctx, "l1"); err != nil || got.Ref != nil {
+			if got, err := patiently(t, "Replica", func() (pool.ReplicaRecord, error) { return ar.Replica(ctx, "l1") }); err != nil || got.Ref != nil {
 				t.Errorf("Replica(l1) after the decision: Ref %+v, %v; want none", got.Ref, err)
 			}
 		}
@@ -458,7 +460,7 @@ func withArchived(t *testing.T, st pool.Store, s *pool.Snapshot, leases ...strin
 		if slices.ContainsFunc(s.Replicas, func(r pool.ReplicaRecord) bool { return r.Lease == l }) {
 			continue
 		}
-		r, err := ar.Replica(context.Background(), l)
+		r, err := patiently(t, "Replica", func() (pool.ReplicaRecord, error) { return ar.Replica(context.Background(), l) })
 		if err != nil {
 			t.Fatalf("Replica(%s), left out of Load as done: %v", l, err)
 		}
@@ -476,31 +478,43 @@ func withArchived(t *testing.T, st pool.Store, s *pool.Snapshot, leases ...strin
 // fails with pool.ErrStoreUnavailable (nothing applied, the same batch
 // may be committed again) it commits b again (patiently). A replicated
 // store just formed may not answer its first appends (a stream leader
-// not elected yet on a busy machine); the contract lets the caller wait
-// that out, and committing again must then apply b once.
+// not elected yet on a busy machine); committing again must then apply
+// b once. A conflict after such a try says that the try applied
+// something, against the contract.
 func commitPatiently(tb testing.TB, st pool.Store, b *pool.Batch) error {
 	tb.Helper()
+	unavailable := false
 	_, err := patiently(tb, "Commit", func() (struct{}, error) {
-		return struct{}{}, st.Commit(context.Background(), b)
+		err := st.Commit(context.Background(), b)
+		unavailable = unavailable || errors.Is(err, pool.ErrStoreUnavailable)
+		return struct{}{}, err
 	})
+	if unavailable && errors.Is(err, pool.ErrConflict) {
+		return fmt.Errorf("%w (committed again after a try said pool.ErrStoreUnavailable: if this batch conflicts with nothing else, that try applied something, where the contract says nothing was applied)", err)
+	}
 	return err
 }
 
+// patientTries bounds patiently: 20 tries, 50 ms apart doubling to 2 s,
+// about half a minute in all, for a store that has not answered yet
+// (a cluster electing its stream's leader takes seconds); one that
+// never answers fails each call in that time.
+const patientTries = 20
+
 // patiently calls f until it returns anything but an error wrapping
-// pool.ErrStoreUnavailable, at most 40 times (from 50 ms apart, doubling
-// to 2 s: over a minute in all), logging each wait on tb, and returns
-// f's last answer. Any other error, or the last unavailability, is the
-// caller's to judge.
+// pool.ErrStoreUnavailable, at most patientTries times, logging each
+// wait on tb, and returns f's last answer. Any other error, or the
+// last unavailability, is the caller's to judge.
 func patiently[T any](tb testing.TB, what string, f func() (T, error)) (T, error) {
 	tb.Helper()
 	wait := 50 * time.Millisecond
 	for try := 1; ; try++ {
 		v, err := f()
-		if err == nil || !errors.Is(err, pool.ErrStoreUnavailable) || try == 40 {
+		if err == nil || !errors.Is(err, pool.ErrStoreUnavailable) || try == patientTries {
 			return v, err
 		}
 		tb.Logf("%s, try %d: %v; trying again in %v", what, try, err, wait)
-		time.Sleep(wait)
+		time.Sleep(wait) // the store's own timeouts bound each try
 		wait = min(2*wait, 2*time.Second)
 	}
 }
