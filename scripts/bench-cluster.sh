@@ -25,6 +25,7 @@
 # scripts/bench-cluster.sh [TASKS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+export LC_NUMERIC=C # printf's and awk's decimal point, whatever the user's locale
 export PATH=/usr/local/go/bin:$PATH
 tasks=${1:-5000}
 steady_from=${STEADY_FROM:-$((tasks >= 100000 ? tasks / 2 : 0))}
@@ -102,18 +103,20 @@ counters() {
 # routes URL: the node's HTTP requests so far by route pattern, one
 # "METHOD_PATH COUNT" line each, every status code summed.
 routes() {
-  { curl -sS --max-time 10 "$1/metrics" || true; } | awk '
+  { curl -sS --max-time 10 "$1/metrics" || echo "bench-cluster: $1/metrics did not answer; its requests by route are not known" >&2; } | awk '
     /^idlepool_coord_http_requests_total/ {
       match($0, /route="[^"]*"/); r = substr($0, RSTART + 7, RLENGTH - 8); gsub(/ /, "_", r); n[r] += $NF }
-    END {for (r in n) print r, n[r]}' | sort
+    END {for (r in n) print r, n[r]}' | LC_ALL=C sort -k1,1
 }
 
 # by_route BEFORE AFTER TASKS: one line: the requests a task by route
 # between two readings of routes, the most asked first (those of 0.0005
-# a task or more).
+# a task or more); "not known" when the second reading is empty (the
+# first is before any request a route counts, for a node just started).
 by_route() {
-  join -a 2 -e 0 -o 0,1.2,2.2 <(echo "$1") <(echo "$2") | awk -v t="$3" '{d = $3 - $2; if (d / t >= 0.0005) printf "%.6f %s\n", d / t, $1}' |
-    sort -rn | awk '{gsub(/_/, " ", $2); s = s sprintf("%s%s %.3f", (NR > 1 ? "; " : ""), $2, $1)} END {print s}'
+  if [ -z "$2" ]; then echo "not known"; return; fi
+  LC_ALL=C join -a 2 -e 0 -o 0,1.2,2.2 <(echo "$1") <(echo "$2") | awk -v t="$3" '{d = $3 - $2; if (d / t >= 0.0005) printf "%.6f %s\n", d / t, $1}' |
+    LC_ALL=C sort -rn | awk '{gsub(/_/, " ", $2); s = s sprintf("%s%s %.3f", (NR > 1 ? "; " : ""), $2, $1)} END {print s}'
 }
 
 # traffic BEFORE... AFTER...: one line per node, what it served and
