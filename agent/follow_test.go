@@ -18,8 +18,6 @@ import (
 	"idlepool/agent"
 	"idlepool/idle"
 	"idlepool/job"
-	"idlepool/pool"
-	"idlepool/worker"
 )
 
 // TestFollowSaysWhatThePoolDoes: while no result comes, Follow reports
@@ -292,7 +290,7 @@ func TestFollowGathersTricklingOutcomes(t *testing.T) {
 		case <-ctx.Done():
 		}
 	}()
-	startAgent(t, co.url, newDevice(t, nil), gatedExec{gate: gate, exec: &fakeExec{}}, 1, nil)
+	startAgent(t, co.url, newDevice(t, nil), &fakeExec{Block: gate}, 1, nil)
 	got, err := agent.Follow(ctx, sub.c, j, agent.FollowConfig{
 		Dir: filepath.Join(sub.dev.dirs.Data, "merges", j.ID.String()), Poll: 10 * time.Millisecond,
 		MaxBackoff: 100 * time.Millisecond, Gather: gather, Logger: quietLogger(t),
@@ -323,20 +321,4 @@ func TestFollowGathersTricklingOutcomes(t *testing.T) {
 		t.Errorf("%d of %d acknowledgements followed by a request for results, want all but the last", checked, acks)
 	}
 	t.Logf("8 outcomes in %d pages", acks)
-}
-
-// gatedExec runs each task on exec once gate gives it a turn (a value
-// received), or fails it when ctx ends first.
-type gatedExec struct {
-	gate <-chan struct{}
-	exec pool.Executor
-}
-
-func (g gatedExec) Run(ctx context.Context, req worker.Request) (worker.Result, error) {
-	select {
-	case <-g.gate:
-		return g.exec.Run(ctx, req)
-	case <-ctx.Done():
-		return worker.Result{}, ctx.Err()
-	}
 }

@@ -39,7 +39,8 @@ import (
 // {"index": i, "square": i*i}; tasks whose index is in fail fail with a
 // trap, and those in TimeOut run past their time limit, as on a machine
 // starved of CPU. Delay makes every task take that long (cancelled with
-// ctx); Block, if set, makes tasks wait until it is closed. Every task
+// ctx); Block, if set, makes each task wait until it receives from Block:
+// a value sent (one task each) or its closing (all of them). Every task
 // counts Work instructions, or fakeWork when Work is 0.
 type fakeExec struct {
 	Work    uint64
