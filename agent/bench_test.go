@@ -210,7 +210,7 @@ func BenchmarkCoordinator(b *testing.B) {
 const benchLeaseAheadEnv = "IDLEPOOL_BENCH_LEASE_AHEAD"
 
 // benchTaskDelayEnv makes each of the benchmark's tasks take that long
-// (a Go duration; default none) on its slot: with
+// (a Go duration; default, or 0 or less: none) on its slot: with
 // benchLeaseAheadEnv=1, requests then come spread out as a pool of
 // long tasks sends them, not in the bursts of instant tasks. 8 agents of
 // 4 slots with tasks of 5ms ask about 1,300 tasks a second of one node
@@ -219,9 +219,23 @@ const benchLeaseAheadEnv = "IDLEPOOL_BENCH_LEASE_AHEAD"
 const benchTaskDelayEnv = "IDLEPOOL_BENCH_TASK_DELAY"
 
 // benchGatherEnv sets the benchmark mergers' FollowConfig.Gather (a Go
-// duration; default agent.DefaultGather; a negative one such as -1ns:
-// none, each page asked for as soon as the last is acknowledged).
+// duration; default, or 0: agent.DefaultGather; a negative one such as
+// -1ns: none, each page asked for as soon as the last is acknowledged).
 const benchGatherEnv = "IDLEPOOL_BENCH_GATHER"
+
+// envDuration returns the Go duration the environment variable name
+// holds (0 when it is unset or empty), failing b on any other value.
+func envDuration(b *testing.B, name string) time.Duration {
+	v := os.Getenv(name)
+	if v == "" {
+		return 0
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		b.Fatalf("%s: %q: want a Go duration such as 10ms", name, v)
+	}
+	return d
+}
 
 // The environment of BenchmarkCoordinator/external.
 const (
@@ -243,14 +257,9 @@ const benchJobsEnv = "IDLEPOOL_BENCH_JOBS"
 // several.
 func benchPool(b *testing.B, url string, coordPIDs []int) {
 	const agents, slots = 8, 4
-	exec := &fakeExec{}
-	if v := os.Getenv(benchTaskDelayEnv); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d < 0 {
-			b.Fatalf("%s: %q: want a duration such as 10ms", benchTaskDelayEnv, v)
-		}
-		exec.Delay = d
-	}
+	exec := &fakeExec{Delay: envDuration(b, benchTaskDelayEnv)}
+	gather := envDuration(b, benchGatherEnv) // FollowConfig.Gather; 0: its default
+
 	ahead := 0 // tasks each slot leases at once (agent.Config.LeaseAhead; 0: the agent chooses)
 	if v := os.Getenv(benchLeaseAheadEnv); v != "" {
 		n, err := strconv.Atoi(v)
@@ -310,13 +319,6 @@ func benchPool(b *testing.B, url string, coordPIDs []int) {
 			b.Fatal(err)
 		}
 		js = append(js, j)
-	}
-	var gather time.Duration // FollowConfig.Gather; 0: its default
-	if v := os.Getenv(benchGatherEnv); v != "" {
-		var err error
-		if gather, err = time.ParseDuration(v); err != nil || gather == 0 {
-			b.Fatalf("%s: %q: want a duration such as 100ms, or -1ns for none", benchGatherEnv, v)
-		}
 	}
 	b.ResetTimer()
 	start, cpu0 := time.Now(), processCPU()
