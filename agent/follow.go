@@ -114,9 +114,9 @@ var ErrMergeLost = errors.New("agent: outcomes handed over earlier are missing f
 // FollowConfig.Gather before it asks again, so an outcome is folded up
 // to that much later than it was decided. It returns the outcome once
 // every task has one (with pool.ErrAllFailed when none succeeded, like
-// pool.RunSolo). Cancelling
-// ctx stops it with ctx's error; what was folded stays journaled. While
-// the coordinator is away it retries with backoff. A job cancelled in the
+// pool.RunSolo). Cancelling ctx stops it with ctx's error; what was
+// folded stays journaled. While the coordinator is away it retries with
+// backoff. A job cancelled in the
 // pool ends it with ErrJobCancelled. When the journal already holds
 // every outcome (the job finished here, say through another pool) and
 // the pool's job is not finished, Follow withdraws it from the pool
